@@ -1,0 +1,1 @@
+"""dynamo: PyTorch 2 compiler stack in Rust."""

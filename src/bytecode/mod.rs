@@ -1,0 +1,1 @@
+//! Bytecode decode/assemble (pure Rust, no pyo3).
