@@ -1,0 +1,145 @@
+"""Write the fixtures that `src/bytecode/` tests against.
+
+Run with the project's CPython 3.11 (torch must be importable):
+
+    /work/main/.venv/bin/python ci/extract_code_fixtures.py
+
+Outputs, under src/bytecode/test_data/:
+
+* opcodes_311.json: the `dis` tables (opmap, _inline_cache_entries, hasjrel) and
+  `dis.stack_effect` sampled over a few opargs, one opcode per line so the Rust test can read it
+  without a JSON library.
+* snippets_311.txt: the small functions in `SNIPPETS`, same format as code_311.txt, for the
+  disassembly snapshots.
+* code_311.txt: every code object (recursively through co_consts) of a few stdlib and
+  torch.nn modules, one per line, tab separated:
+  `qualname  firstlineno  stacksize  co_code  co_exceptiontable  co_linetable` (bytes as hex).
+"""
+
+import dis
+import importlib
+import json
+import pathlib
+import sys
+import types
+
+OUT = pathlib.Path(__file__).resolve().parent.parent / "src" / "bytecode" / "test_data"
+
+MODULES = [
+    "json.decoder",
+    "json.encoder",
+    "functools",
+    "collections",
+    "dataclasses",
+    "enum",
+    "re._parser",
+    "re._compiler",
+    "inspect",
+    "typing",
+    "asyncio.tasks",
+    "contextlib",
+    "torch.nn.modules.linear",
+    "torch.nn.modules.conv",
+    "torch.nn.modules.batchnorm",
+    "torch.nn.modules.activation",
+    "torch.nn.modules.container",
+    "torch.nn.modules.module",
+]
+
+SNIPPETS = """
+def simple(x, y):
+    if x > y:
+        return x - y
+    for i in range(y):
+        x += i
+    return x
+
+def guarded(d, k):
+    try:
+        return d[k]
+    except KeyError:
+        return None
+"""
+
+SAMPLE_ARGS = [0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 255, 256, 257, 1023]
+
+
+def stack_effects(op):
+    """`dis.stack_effect` for (arg, jump) samples; None where `dis` rejects the input."""
+    args = SAMPLE_ARGS if op >= dis.HAVE_ARGUMENT else [None]
+    rows = []
+    for arg in args:
+        for jump in (False, True):
+            try:
+                effect = dis.stack_effect(op, arg, jump=jump)
+            except ValueError:
+                effect = None
+            rows.append([0 if arg is None else arg, jump, effect])
+    return rows
+
+
+def write_opcodes():
+    lines = []
+    for name, op in sorted(dis.opmap.items(), key=lambda kv: kv[1]):
+        entry = {
+            "name": name,
+            "opcode": op,
+            "cache": dis._inline_cache_entries[op],
+            "jrel": op in dis.hasjrel,
+            "effects": stack_effects(op),
+        }
+        lines.append(json.dumps(entry, separators=(",", ":")))
+    text = "[\n" + ",\n".join(lines) + "\n]\n"
+    (OUT / "opcodes_311.json").write_text(text)
+    return len(lines)
+
+
+def iter_code(code, prefix):
+    name = f"{prefix}:{code.co_qualname}"
+    yield name, code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from iter_code(const, prefix)
+
+
+def row(name, code):
+    return "\t".join(
+        [
+            name,
+            str(code.co_firstlineno),
+            str(code.co_stacksize),
+            code.co_code.hex(),
+            code.co_exceptiontable.hex(),
+            code.co_linetable.hex(),
+        ]
+    )
+
+
+def write_code():
+    rows = []
+    for modname in MODULES:
+        module = importlib.import_module(modname)
+        source = pathlib.Path(module.__file__).read_text()
+        top = compile(source, module.__file__, "exec")
+        rows.extend(row(name, code) for name, code in iter_code(top, modname))
+    (OUT / "code_311.txt").write_text("\n".join(rows) + "\n")
+    return len(rows)
+
+
+def write_snippets():
+    top = compile(SNIPPETS, "<snippets>", "exec")
+    rows = [row(name, code) for name, code in iter_code(top, "snippets")]
+    (OUT / "snippets_311.txt").write_text("\n".join(rows) + "\n")
+
+
+def main():
+    assert sys.version_info[:2] == (3, 11), "fixtures are for CPython 3.11"
+    OUT.mkdir(parents=True, exist_ok=True)
+    n_ops = write_opcodes()
+    n_code = write_code()
+    write_snippets()
+    print(f"wrote {n_ops} opcodes and {n_code} code objects to {OUT}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+//! Analyses over decoded instructions: stack effects, stack depths, and a text disassembly.
+//!
+//! Stack effects follow 3.11 `stack_effect` in `Python/compile.c` (exposed as
+//! `dis.stack_effect`); the unit test `stack_effect_matches_dis` checks them against `dis`
+//! through `test_data/opcodes_311.json`. Depths are found by abstract interpretation over the
+//! control-flow graph, as `stackdepth` in 3.11 `compile.c` does, except that exception handlers
+//! are entered from the exception table (CPython reaches them through the `SETUP_*`
+//! pseudo-instructions, which no longer exist in `co_code`).
+
+use std::fmt::Write;
+
+use super::assemble::AssembleError;
+use super::instruction::{InstId, Instruction};
+use super::opcode::{self, op};
+
+/// Net stack effect of one instruction, as 3.11 `dis.stack_effect(opcode, arg, jump=jump)`:
+/// `jump` selects the taken branch of a jump (ignored by other opcodes).
+pub fn stack_effect(opcode: u8, arg: u32, jump: bool) -> Result<i32, AssembleError> {
+    use op::*;
+    if !opcode::is_valid(opcode) {
+        return Err(AssembleError::UnknownOpcode { opcode });
+    }
+    let oparg = arg as i64;
+    let effect: i64 = match opcode {
+        CACHE | NOP | EXTENDED_ARG | RESUME | UNARY_POSITIVE | UNARY_NEGATIVE | UNARY_NOT | UNARY_INVERT => 0,
+        GET_AITER | GET_ITER | GET_YIELD_FROM_ITER | GET_AWAITABLE | RETURN_GENERATOR | LIST_TO_TUPLE => 0,
+        SETUP_ANNOTATIONS | YIELD_VALUE | ASYNC_GEN_WRAP | DELETE_NAME | DELETE_GLOBAL | DELETE_FAST => 0,
+        DELETE_DEREF | MAKE_CELL | COPY_FREE_VARS | SWAP | LOAD_ATTR | KW_NAMES => 0,
+        CHECK_EXC_MATCH | CHECK_EG_MATCH => 0,
+        JUMP_FORWARD | JUMP_BACKWARD | JUMP_BACKWARD_NO_INTERRUPT => 0,
+        POP_TOP | RETURN_VALUE | IMPORT_STAR | POP_EXCEPT | PRINT_EXPR | PREP_RERAISE_STAR => -1,
+        STORE_NAME | STORE_FAST | STORE_GLOBAL | STORE_DEREF | DELETE_ATTR | RERAISE => -1,
+        BINARY_SUBSCR | BINARY_OP | COMPARE_OP | IS_OP | CONTAINS_OP | IMPORT_NAME | CALL => -1,
+        LIST_APPEND | SET_ADD | LIST_EXTEND | SET_UPDATE | DICT_MERGE | DICT_UPDATE => -1,
+        POP_JUMP_FORWARD_IF_FALSE | POP_JUMP_FORWARD_IF_TRUE | POP_JUMP_FORWARD_IF_NONE => -1,
+        POP_JUMP_FORWARD_IF_NOT_NONE | POP_JUMP_BACKWARD_IF_FALSE | POP_JUMP_BACKWARD_IF_TRUE => -1,
+        POP_JUMP_BACKWARD_IF_NONE | POP_JUMP_BACKWARD_IF_NOT_NONE => -1,
+        PUSH_NULL | GET_LEN | MATCH_MAPPING | MATCH_SEQUENCE | MATCH_KEYS | PUSH_EXC_INFO => 1,
+        WITH_EXCEPT_START | GET_ANEXT | BEFORE_ASYNC_WITH | BEFORE_WITH | LOAD_BUILD_CLASS => 1,
+        LOAD_ASSERTION_ERROR | LOAD_CONST | LOAD_NAME | IMPORT_FROM | COPY | LOAD_FAST => 1,
+        LOAD_CLOSURE | LOAD_DEREF | LOAD_CLASSDEREF | LOAD_METHOD => 1,
+        END_ASYNC_FOR | DELETE_SUBSCR | STORE_ATTR | MAP_ADD | MATCH_CLASS => -2,
+        STORE_SUBSCR => -3,
+        UNPACK_SEQUENCE => oparg - 1,
+        UNPACK_EX => (oparg & 0xff) + (oparg >> 8),
+        FOR_ITER => if jump { -1 } else { 1 },
+        SEND => if jump { -1 } else { 0 },
+        JUMP_IF_FALSE_OR_POP | JUMP_IF_TRUE_OR_POP => if jump { 0 } else { -1 },
+        BUILD_TUPLE | BUILD_LIST | BUILD_SET | BUILD_STRING => 1 - oparg,
+        BUILD_MAP => 1 - 2 * oparg,
+        BUILD_CONST_KEY_MAP | PRECALL | RAISE_VARARGS => -oparg,
+        LOAD_GLOBAL => (oparg & 1) + 1,
+        // Pops the code object and one value per flag bit (defaults, kwdefaults,
+        // annotations, closure), pushes the function.
+        MAKE_FUNCTION => -i64::from((arg & 0x0f).count_ones()),
+        BUILD_SLICE => if oparg == 3 { -2 } else { -1 },
+        CALL_FUNCTION_EX => -2 - (oparg & 1),
+        // A format spec (bit 0x04, `FVS_HAVE_SPEC`) is popped along with the value.
+        FORMAT_VALUE => if oparg & 0x04 != 0 { -1 } else { 0 },
+        _ => return Err(AssembleError::UnknownOpcode { opcode }),
+    };
+    Ok(effect as i32)
+}
+
+/// Stack depth at the entry of each instruction (`None` where unreachable), found by walking
+/// fall-through edges, jump edges and exception-table edges from instruction 0. A handler is
+/// entered with `exn.depth + 1` values, plus one for `lasti`
+/// (CPython's `Objects/exception_handling_notes.txt`).
+pub fn stack_depths(insts: &[Instruction]) -> Result<Vec<Option<u32>>, AssembleError> {
+    Ok(walk(insts)?.0)
+}
+
+/// Maximum stack depth (`co_stacksize`), counting the depth just after each instruction on
+/// both of its branches, as 3.11 `compile.c` (`stackdepth`) does.
+pub fn stack_depth(insts: &[Instruction]) -> Result<u32, AssembleError> {
+    Ok(walk(insts)?.1)
+}
+
+fn walk(insts: &[Instruction]) -> Result<(Vec<Option<u32>>, u32), AssembleError> {
+    let mut depths: Vec<Option<u32>> = vec![None; insts.len()];
+    let mut max_depth = 0u32;
+    let mut worklist: Vec<usize> = Vec::new();
+
+    let mut visit = |depths: &mut Vec<Option<u32>>, worklist: &mut Vec<usize>, from: usize, to: usize, depth: i64| {
+        let inst = &insts[from];
+        let depth = u32::try_from(depth).map_err(|_| AssembleError::NegativeStackDepth {
+            inst: InstId(from as u32),
+            name: inst.name(),
+            depth,
+        })?;
+        max_depth = max_depth.max(depth);
+        let Some(slot) = depths.get_mut(to) else {
+            return Err(AssembleError::FallsOffEnd { inst: InstId(from as u32), name: inst.name() });
+        };
+        match *slot {
+            None => {
+                *slot = Some(depth);
+                worklist.push(to);
+                Ok(())
+            }
+            Some(expected) if expected == depth => Ok(()),
+            Some(expected) => Err(AssembleError::InconsistentStackDepth { inst: InstId(to as u32), expected, found: depth }),
+        }
+    };
+
+    if insts.is_empty() {
+        return Ok((depths, 0));
+    }
+    depths[0] = Some(0);
+    worklist.push(0);
+    while let Some(idx) = worklist.pop() {
+        let inst = &insts[idx];
+        let depth = i64::from(depths[idx].expect("queued instructions have a depth"));
+        if let Some(exn) = inst.exn {
+            let handler_depth = i64::from(exn.depth) + 1 + i64::from(exn.lasti);
+            visit(&mut depths, &mut worklist, idx, exn.handler.index(), handler_depth)?;
+        }
+        if let Some(target) = inst.target {
+            let effect = stack_effect(inst.opcode, inst.arg, true)?;
+            visit(&mut depths, &mut worklist, idx, target.index(), depth + i64::from(effect))?;
+        }
+        let mut effect = i64::from(stack_effect(inst.opcode, inst.arg, false)?);
+        if inst.opcode == op::RETURN_GENERATOR {
+            // Note [generator entry depth]: `dis.stack_effect` says 0, but the frame is resumed
+            // after RETURN_GENERATOR with the first sent value (None) on the stack, which the
+            // following POP_TOP discards. 3.11 `compile.c` (`stackdepth`) models this by starting
+            // generator code at depth 1; counting it here gives the same maximum without the
+            // code flags.
+            effect += 1;
+        }
+        if opcode::is_terminator(inst.opcode) {
+            // Nothing follows, but CPython still counts the depth after the instruction.
+            if depth + effect < 0 {
+                return Err(AssembleError::NegativeStackDepth { inst: InstId(idx as u32), name: inst.name(), depth: depth + effect });
+            }
+            continue;
+        }
+        visit(&mut depths, &mut worklist, idx, idx + 1, depth + effect)?;
+    }
+    Ok((depths, max_depth))
+}
+
+/// Text listing in the spirit of `dis.dis` (3.11 `Lib/dis.py`), for snapshots and logs: line
+/// number where it changes, `>>` on jump targets, instruction index, original byte offset (`-`
+/// for new instructions), opname, oparg, jump target and exception handler.
+pub fn disassemble(insts: &[Instruction]) -> String {
+    disassemble_with(insts, |_| None)
+}
+
+/// [`disassemble`] with an `argrepr` callback: callers holding the code object can render
+/// names and constants (e.g. `LOAD_FAST 0 (x)`).
+pub fn disassemble_with(insts: &[Instruction], argrepr: impl Fn(&Instruction) -> Option<String>) -> String {
+    let mut is_target = vec![false; insts.len()];
+    for inst in insts {
+        for id in inst.target.into_iter().chain(inst.exn.map(|exn| exn.handler)) {
+            if let Some(flag) = is_target.get_mut(id.index()) {
+                *flag = true;
+            }
+        }
+    }
+    let mut out = String::new();
+    let mut last_line = None;
+    for (idx, inst) in insts.iter().enumerate() {
+        let line_col = match inst.positions.line {
+            Some(line) if Some(line) != last_line => {
+                if idx > 0 {
+                    out.push('\n');
+                }
+                last_line = Some(line);
+                line.to_string()
+            }
+            _ => String::new(),
+        };
+        let marker = if is_target[idx] { ">>" } else { "" };
+        let offset = inst.offset.map_or("-".to_string(), |offset| offset.to_string());
+        let mut text = format!("{line_col:>4} {marker:>2} {:>5} {offset:>5} {:<28}", InstId(idx as u32).to_string(), inst.name());
+        if opcode::has_arg(inst.opcode) {
+            let _ = write!(text, " {:<4}", inst.arg);
+        }
+        if let Some(target) = inst.target {
+            let _ = write!(text, " (to {target})");
+        } else if let Some(repr) = argrepr(inst) {
+            let _ = write!(text, " ({repr})");
+        }
+        if let Some(exn) = inst.exn {
+            let lasti = if exn.lasti { " lasti" } else { "" };
+            let _ = write!(text, " [exc {} depth {}{lasti}]", exn.handler, exn.depth);
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    }
+    out
+}

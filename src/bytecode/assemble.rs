@@ -1,0 +1,196 @@
+//! `Vec<Instruction>` -> `co_code`, `co_exceptiontable`, `co_linetable`, `co_stacksize`.
+//!
+//! The inverse of `decode.rs`, following the steps of 3.11 `Python/compile.c` (`assemble`):
+//! jump opargs are recomputed from `target` and instruction sizes (with `EXTENDED_ARG`
+//! prefixes) are iterated to a fixed point (`assemble_jump_offsets`); the code is written with
+//! zeroed inline `CACHE` units (`write_instr`); the exception table is written from runs of equal
+//! handlers (`assemble_exception_table`); the location table gets entries per instruction
+//! (`assemble_emit_location`). For code that decode produced and nobody changed, every byte
+//! equals CPython's.
+
+use thiserror::Error;
+
+use super::analysis;
+use super::exception_table::{self, ExceptionTableEntry};
+use super::instruction::{InstId, Instruction};
+use super::line_table::LineTableWriter;
+use super::opcode::{self, op};
+use super::PyVersion;
+
+/// The raw pieces of a code object built by [`assemble`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Assembled {
+    /// `co_code`, with zeroed inline `CACHE` units.
+    pub code: Vec<u8>,
+    /// `co_exceptiontable`.
+    pub exceptiontable: Vec<u8>,
+    /// `co_linetable`.
+    pub linetable: Vec<u8>,
+    /// `co_stacksize`.
+    pub stacksize: u32,
+    /// Byte offset of each instruction's opcode (after its `EXTENDED_ARG` prefixes) in `code`,
+    /// indexed like the input; what `Instruction::offset` would be after decoding `code`.
+    pub offsets: Vec<u32>,
+}
+
+/// Why a list of instructions cannot be assembled (or analysed).
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum AssembleError {
+    #[error("expected a 3.11 opcode other than CACHE and EXTENDED_ARG at {inst}, found {opcode}")]
+    InvalidOpcode { inst: InstId, opcode: u8 },
+    #[error("expected a 3.11 opcode, found {opcode}")]
+    UnknownOpcode { opcode: u8 },
+    #[error("expected a jump target for {name} at {inst}, found none")]
+    MissingTarget { inst: InstId, name: &'static str },
+    #[error("expected no jump target for {name} at {inst}, found {target}")]
+    UnexpectedTarget { inst: InstId, name: &'static str, target: InstId },
+    #[error("expected the jump target of {inst} to be below i{len}, found {target}")]
+    TargetOutOfRange { inst: InstId, target: InstId, len: usize },
+    #[error("expected the exception handler of {inst} to be below i{len}, found {handler}")]
+    HandlerOutOfRange { inst: InstId, handler: InstId, len: usize },
+    #[error("expected a {expected} target for {name} at {inst}, found {target}")]
+    WrongDirection { inst: InstId, name: &'static str, expected: &'static str, target: InstId },
+    #[error("expected a non-negative stack depth after {inst} ({name}), found {depth}")]
+    NegativeStackDepth { inst: InstId, name: &'static str, depth: i64 },
+    #[error("expected stack depth {expected} at {inst} (reached earlier), found {found}")]
+    InconsistentStackDepth { inst: InstId, expected: u32, found: u32 },
+    #[error("expected {inst} ({name}) to end the code with a return, raise or jump, found it falls off the end")]
+    FallsOffEnd { inst: InstId, name: &'static str },
+}
+
+/// Assembles instructions into a code object's raw pieces (see the module doc).
+///
+/// A jump whose `target` lies on the other side of its opcode's direction is written with its
+/// twin opcode (`JUMP_FORWARD` <-> `JUMP_BACKWARD`, `POP_JUMP_FORWARD_IF_*` <->
+/// `POP_JUMP_BACKWARD_IF_*`), as 3.11 `compile.c` (`normalize_jumps`) does; jumps without a twin
+/// (`FOR_ITER`, `SEND`, `JUMP_IF_*_OR_POP`, `JUMP_BACKWARD_NO_INTERRUPT`) must already point the
+/// right way. A target at or before the jump itself is backward.
+pub fn assemble(insts: &[Instruction], firstlineno: u32, version: PyVersion) -> Result<Assembled, AssembleError> {
+    match version {
+        PyVersion::V311 => assemble_311(insts, firstlineno),
+    }
+}
+
+/// Number of `EXTENDED_ARG` prefixes needed for `arg` (`instr_size` in 3.11 `compile.c`).
+pub fn extended_args(arg: u32) -> u32 {
+    match arg {
+        0..=0xff => 0,
+        0x100..=0xffff => 1,
+        0x1_0000..=0xff_ffff => 2,
+        _ => 3,
+    }
+}
+
+/// Code units taken by an instruction with this opcode and oparg, prefixes and caches included.
+pub fn instruction_units(opcode: u8, arg: u32) -> u32 {
+    extended_args(arg) + 1 + u32::from(opcode::cache_entries(opcode))
+}
+
+fn assemble_311(insts: &[Instruction], firstlineno: u32) -> Result<Assembled, AssembleError> {
+    let opcodes = check_and_orient(insts)?;
+    let (args, units) = resolve_jumps(insts, &opcodes);
+
+    let mut code = Vec::with_capacity(units.last().copied().unwrap_or(0) as usize * 2);
+    let mut offsets = Vec::with_capacity(insts.len());
+    for (&opcode, &arg) in opcodes.iter().zip(&args) {
+        for shift in (1..=extended_args(arg)).rev() {
+            code.extend([op::EXTENDED_ARG, (arg >> (8 * shift)) as u8]);
+        }
+        offsets.push(code.len() as u32);
+        code.extend([opcode, arg as u8]);
+        code.resize(code.len() + 2 * opcode::cache_entries(opcode) as usize, 0);
+    }
+
+    let mut entries: Vec<ExceptionTableEntry> = Vec::new();
+    let mut lines = LineTableWriter::new(firstlineno);
+    for (idx, inst) in insts.iter().enumerate() {
+        let (start, end) = (units[idx], units[idx + 1]);
+        lines.push(&inst.positions, end - start);
+        let Some(exn) = inst.exn else { continue };
+        let target = units[exn.handler.index()];
+        match entries.last_mut() {
+            Some(last) if last.end == start && (last.target, last.depth, last.lasti) == (target, exn.depth, exn.lasti) => {
+                last.end = end;
+            }
+            _ => entries.push(ExceptionTableEntry { start, end, target, depth: exn.depth, lasti: exn.lasti }),
+        }
+    }
+
+    Ok(Assembled {
+        code,
+        exceptiontable: exception_table::write(&entries),
+        linetable: lines.finish(),
+        stacksize: analysis::stack_depth(insts)?,
+        offsets,
+    })
+}
+
+/// Validates opcodes, targets and handlers, and returns the opcode each instruction is written
+/// with (jumps flipped to match their target's direction).
+fn check_and_orient(insts: &[Instruction]) -> Result<Vec<u8>, AssembleError> {
+    let len = insts.len();
+    insts
+        .iter()
+        .enumerate()
+        .map(|(idx, inst)| {
+            let id = InstId(idx as u32);
+            let name = inst.name();
+            if !opcode::is_valid(inst.opcode) || inst.opcode == op::CACHE || inst.opcode == op::EXTENDED_ARG {
+                return Err(AssembleError::InvalidOpcode { inst: id, opcode: inst.opcode });
+            }
+            if let Some(exn) = inst.exn {
+                if exn.handler.index() >= len {
+                    return Err(AssembleError::HandlerOutOfRange { inst: id, handler: exn.handler, len });
+                }
+            }
+            if !inst.is_jump() {
+                return match inst.target {
+                    Some(target) => Err(AssembleError::UnexpectedTarget { inst: id, name, target }),
+                    None => Ok(inst.opcode),
+                };
+            }
+            let target = inst.target.ok_or(AssembleError::MissingTarget { inst: id, name })?;
+            if target.index() >= len {
+                return Err(AssembleError::TargetOutOfRange { inst: id, target, len });
+            }
+            let backward = target.index() <= idx;
+            if backward == opcode::is_backward_jump(inst.opcode) {
+                return Ok(inst.opcode);
+            }
+            opcode::flip_jump_direction(inst.opcode).ok_or(AssembleError::WrongDirection {
+                inst: id,
+                name,
+                expected: if backward { "forward" } else { "backward" },
+                target,
+            })
+        })
+        .collect()
+}
+
+/// Computes every oparg and the code-unit start of each instruction (plus the total at the
+/// end). Jump opargs start at 0 and only grow, so iterating to a fixed point finds the same
+/// smallest sizes as 3.11 `assemble_jump_offsets`.
+fn resolve_jumps(insts: &[Instruction], opcodes: &[u8]) -> (Vec<u32>, Vec<u32>) {
+    let mut args: Vec<u32> = insts.iter().map(|inst| if inst.is_jump() { 0 } else { inst.arg }).collect();
+    loop {
+        let mut units = Vec::with_capacity(insts.len() + 1);
+        let mut total = 0;
+        units.push(0);
+        for (&opcode, &arg) in opcodes.iter().zip(&args) {
+            total += instruction_units(opcode, arg);
+            units.push(total);
+        }
+        let mut changed = false;
+        for (idx, inst) in insts.iter().enumerate() {
+            let Some(target) = inst.target else { continue };
+            let next = units[idx + 1];
+            let dest = units[target.index()];
+            let arg = if dest >= next { dest - next } else { next - dest };
+            changed |= extended_args(arg) != extended_args(args[idx]);
+            args[idx] = arg;
+        }
+        if !changed {
+            return (args, units);
+        }
+    }
+}
