@@ -22,9 +22,12 @@ pub fn stack_effect(opcode: u8, arg: u32, jump: bool) -> Result<i32, AssembleErr
     }
     let oparg = arg as i64;
     let effect: i64 = match opcode {
-        CACHE | NOP | EXTENDED_ARG | RESUME | UNARY_POSITIVE | UNARY_NEGATIVE | UNARY_NOT | UNARY_INVERT => 0,
-        GET_AITER | GET_ITER | GET_YIELD_FROM_ITER | GET_AWAITABLE | RETURN_GENERATOR | LIST_TO_TUPLE => 0,
-        SETUP_ANNOTATIONS | YIELD_VALUE | ASYNC_GEN_WRAP | DELETE_NAME | DELETE_GLOBAL | DELETE_FAST => 0,
+        CACHE | NOP | EXTENDED_ARG | RESUME | UNARY_POSITIVE | UNARY_NEGATIVE | UNARY_NOT
+        | UNARY_INVERT => 0,
+        GET_AITER | GET_ITER | GET_YIELD_FROM_ITER | GET_AWAITABLE | RETURN_GENERATOR
+        | LIST_TO_TUPLE => 0,
+        SETUP_ANNOTATIONS | YIELD_VALUE | ASYNC_GEN_WRAP | DELETE_NAME | DELETE_GLOBAL
+        | DELETE_FAST => 0,
         DELETE_DEREF | MAKE_CELL | COPY_FREE_VARS | SWAP | LOAD_ATTR | KW_NAMES => 0,
         CHECK_EXC_MATCH | CHECK_EG_MATCH => 0,
         JUMP_FORWARD | JUMP_BACKWARD | JUMP_BACKWARD_NO_INTERRUPT => 0,
@@ -43,9 +46,27 @@ pub fn stack_effect(opcode: u8, arg: u32, jump: bool) -> Result<i32, AssembleErr
         STORE_SUBSCR => -3,
         UNPACK_SEQUENCE => oparg - 1,
         UNPACK_EX => (oparg & 0xff) + (oparg >> 8),
-        FOR_ITER => if jump { -1 } else { 1 },
-        SEND => if jump { -1 } else { 0 },
-        JUMP_IF_FALSE_OR_POP | JUMP_IF_TRUE_OR_POP => if jump { 0 } else { -1 },
+        FOR_ITER => {
+            if jump {
+                -1
+            } else {
+                1
+            }
+        }
+        SEND => {
+            if jump {
+                -1
+            } else {
+                0
+            }
+        }
+        JUMP_IF_FALSE_OR_POP | JUMP_IF_TRUE_OR_POP => {
+            if jump {
+                0
+            } else {
+                -1
+            }
+        }
         BUILD_TUPLE | BUILD_LIST | BUILD_SET | BUILD_STRING => 1 - oparg,
         BUILD_MAP => 1 - 2 * oparg,
         BUILD_CONST_KEY_MAP | PRECALL | RAISE_VARARGS => -oparg,
@@ -53,10 +74,22 @@ pub fn stack_effect(opcode: u8, arg: u32, jump: bool) -> Result<i32, AssembleErr
         // Pops the code object and one value per flag bit (defaults, kwdefaults,
         // annotations, closure), pushes the function.
         MAKE_FUNCTION => -i64::from((arg & 0x0f).count_ones()),
-        BUILD_SLICE => if oparg == 3 { -2 } else { -1 },
+        BUILD_SLICE => {
+            if oparg == 3 {
+                -2
+            } else {
+                -1
+            }
+        }
         CALL_FUNCTION_EX => -2 - (oparg & 1),
         // A format spec (bit 0x04, `FVS_HAVE_SPEC`) is popped along with the value.
-        FORMAT_VALUE => if oparg & 0x04 != 0 { -1 } else { 0 },
+        FORMAT_VALUE => {
+            if oparg & 0x04 != 0 {
+                -1
+            } else {
+                0
+            }
+        }
         _ => return Err(AssembleError::UnknownOpcode { opcode }),
     };
     Ok(effect as i32)
@@ -81,7 +114,11 @@ fn walk(insts: &[Instruction]) -> Result<(Vec<Option<u32>>, u32), AssembleError>
     let mut max_depth = 0u32;
     let mut worklist: Vec<usize> = Vec::new();
 
-    let mut visit = |depths: &mut Vec<Option<u32>>, worklist: &mut Vec<usize>, from: usize, to: usize, depth: i64| {
+    let mut visit = |depths: &mut Vec<Option<u32>>,
+                     worklist: &mut Vec<usize>,
+                     from: usize,
+                     to: usize,
+                     depth: i64| {
         let inst = &insts[from];
         let depth = u32::try_from(depth).map_err(|_| AssembleError::NegativeStackDepth {
             inst: InstId(from as u32),
@@ -90,7 +127,10 @@ fn walk(insts: &[Instruction]) -> Result<(Vec<Option<u32>>, u32), AssembleError>
         })?;
         max_depth = max_depth.max(depth);
         let Some(slot) = depths.get_mut(to) else {
-            return Err(AssembleError::FallsOffEnd { inst: InstId(from as u32), name: inst.name() });
+            return Err(AssembleError::FallsOffEnd {
+                inst: InstId(from as u32),
+                name: inst.name(),
+            });
         };
         match *slot {
             None => {
@@ -99,7 +139,11 @@ fn walk(insts: &[Instruction]) -> Result<(Vec<Option<u32>>, u32), AssembleError>
                 Ok(())
             }
             Some(expected) if expected == depth => Ok(()),
-            Some(expected) => Err(AssembleError::InconsistentStackDepth { inst: InstId(to as u32), expected, found: depth }),
+            Some(expected) => Err(AssembleError::InconsistentStackDepth {
+                inst: InstId(to as u32),
+                expected,
+                found: depth,
+            }),
         }
     };
 
@@ -113,11 +157,23 @@ fn walk(insts: &[Instruction]) -> Result<(Vec<Option<u32>>, u32), AssembleError>
         let depth = i64::from(depths[idx].expect("queued instructions have a depth"));
         if let Some(exn) = inst.exn {
             let handler_depth = i64::from(exn.depth) + 1 + i64::from(exn.lasti);
-            visit(&mut depths, &mut worklist, idx, exn.handler.index(), handler_depth)?;
+            visit(
+                &mut depths,
+                &mut worklist,
+                idx,
+                exn.handler.index(),
+                handler_depth,
+            )?;
         }
         if let Some(target) = inst.target {
             let effect = stack_effect(inst.opcode, inst.arg, true)?;
-            visit(&mut depths, &mut worklist, idx, target.index(), depth + i64::from(effect))?;
+            visit(
+                &mut depths,
+                &mut worklist,
+                idx,
+                target.index(),
+                depth + i64::from(effect),
+            )?;
         }
         let mut effect = i64::from(stack_effect(inst.opcode, inst.arg, false)?);
         if inst.opcode == op::RETURN_GENERATOR {
@@ -131,7 +187,11 @@ fn walk(insts: &[Instruction]) -> Result<(Vec<Option<u32>>, u32), AssembleError>
         if opcode::is_terminator(inst.opcode) {
             // Nothing follows, but CPython still counts the depth after the instruction.
             if depth + effect < 0 {
-                return Err(AssembleError::NegativeStackDepth { inst: InstId(idx as u32), name: inst.name(), depth: depth + effect });
+                return Err(AssembleError::NegativeStackDepth {
+                    inst: InstId(idx as u32),
+                    name: inst.name(),
+                    depth: depth + effect,
+                });
             }
             continue;
         }
@@ -149,10 +209,17 @@ pub fn disassemble(insts: &[Instruction]) -> String {
 
 /// [`disassemble`] with an `argrepr` callback: callers holding the code object can render
 /// names and constants (e.g. `LOAD_FAST 0 (x)`).
-pub fn disassemble_with(insts: &[Instruction], argrepr: impl Fn(&Instruction) -> Option<String>) -> String {
+pub fn disassemble_with(
+    insts: &[Instruction],
+    argrepr: impl Fn(&Instruction) -> Option<String>,
+) -> String {
     let mut is_target = vec![false; insts.len()];
     for inst in insts {
-        for id in inst.target.into_iter().chain(inst.exn.map(|exn| exn.handler)) {
+        for id in inst
+            .target
+            .into_iter()
+            .chain(inst.exn.map(|exn| exn.handler))
+        {
             if let Some(flag) = is_target.get_mut(id.index()) {
                 *flag = true;
             }
@@ -172,8 +239,14 @@ pub fn disassemble_with(insts: &[Instruction], argrepr: impl Fn(&Instruction) ->
             _ => String::new(),
         };
         let marker = if is_target[idx] { ">>" } else { "" };
-        let offset = inst.offset.map_or("-".to_string(), |offset| offset.to_string());
-        let mut text = format!("{line_col:>4} {marker:>2} {:>5} {offset:>5} {:<28}", InstId(idx as u32).to_string(), inst.name());
+        let offset = inst
+            .offset
+            .map_or("-".to_string(), |offset| offset.to_string());
+        let mut text = format!(
+            "{line_col:>4} {marker:>2} {:>5} {offset:>5} {:<28}",
+            InstId(idx as u32).to_string(),
+            inst.name()
+        );
         if opcode::has_arg(inst.opcode) {
             let _ = write!(text, " {:<4}", inst.arg);
         }

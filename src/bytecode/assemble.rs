@@ -43,17 +43,42 @@ pub enum AssembleError {
     #[error("expected a jump target for {name} at {inst}, found none")]
     MissingTarget { inst: InstId, name: &'static str },
     #[error("expected no jump target for {name} at {inst}, found {target}")]
-    UnexpectedTarget { inst: InstId, name: &'static str, target: InstId },
+    UnexpectedTarget {
+        inst: InstId,
+        name: &'static str,
+        target: InstId,
+    },
     #[error("expected the jump target of {inst} to be below i{len}, found {target}")]
-    TargetOutOfRange { inst: InstId, target: InstId, len: usize },
+    TargetOutOfRange {
+        inst: InstId,
+        target: InstId,
+        len: usize,
+    },
     #[error("expected the exception handler of {inst} to be below i{len}, found {handler}")]
-    HandlerOutOfRange { inst: InstId, handler: InstId, len: usize },
+    HandlerOutOfRange {
+        inst: InstId,
+        handler: InstId,
+        len: usize,
+    },
     #[error("expected a {expected} target for {name} at {inst}, found {target}")]
-    WrongDirection { inst: InstId, name: &'static str, expected: &'static str, target: InstId },
+    WrongDirection {
+        inst: InstId,
+        name: &'static str,
+        expected: &'static str,
+        target: InstId,
+    },
     #[error("expected a non-negative stack depth after {inst} ({name}), found {depth}")]
-    NegativeStackDepth { inst: InstId, name: &'static str, depth: i64 },
+    NegativeStackDepth {
+        inst: InstId,
+        name: &'static str,
+        depth: i64,
+    },
     #[error("expected stack depth {expected} at {inst} (reached earlier), found {found}")]
-    InconsistentStackDepth { inst: InstId, expected: u32, found: u32 },
+    InconsistentStackDepth {
+        inst: InstId,
+        expected: u32,
+        found: u32,
+    },
     #[error("expected {inst} ({name}) to end the code with a return, raise or jump, found it falls off the end")]
     FallsOffEnd { inst: InstId, name: &'static str },
 }
@@ -65,7 +90,11 @@ pub enum AssembleError {
 /// `POP_JUMP_BACKWARD_IF_*`), as 3.11 `compile.c` (`normalize_jumps`) does; jumps without a twin
 /// (`FOR_ITER`, `SEND`, `JUMP_IF_*_OR_POP`, `JUMP_BACKWARD_NO_INTERRUPT`) must already point the
 /// right way. A target at or before the jump itself is backward.
-pub fn assemble(insts: &[Instruction], firstlineno: u32, version: PyVersion) -> Result<Assembled, AssembleError> {
+pub fn assemble(
+    insts: &[Instruction],
+    firstlineno: u32,
+    version: PyVersion,
+) -> Result<Assembled, AssembleError> {
     match version {
         PyVersion::V311 => assemble_311(insts, firstlineno),
     }
@@ -109,10 +138,19 @@ fn assemble_311(insts: &[Instruction], firstlineno: u32) -> Result<Assembled, As
         let Some(exn) = inst.exn else { continue };
         let target = units[exn.handler.index()];
         match entries.last_mut() {
-            Some(last) if last.end == start && (last.target, last.depth, last.lasti) == (target, exn.depth, exn.lasti) => {
+            Some(last)
+                if last.end == start
+                    && (last.target, last.depth, last.lasti) == (target, exn.depth, exn.lasti) =>
+            {
                 last.end = end;
             }
-            _ => entries.push(ExceptionTableEntry { start, end, target, depth: exn.depth, lasti: exn.lasti }),
+            _ => entries.push(ExceptionTableEntry {
+                start,
+                end,
+                target,
+                depth: exn.depth,
+                lasti: exn.lasti,
+            }),
         }
     }
 
@@ -135,23 +173,43 @@ fn check_and_orient(insts: &[Instruction]) -> Result<Vec<u8>, AssembleError> {
         .map(|(idx, inst)| {
             let id = InstId(idx as u32);
             let name = inst.name();
-            if !opcode::is_valid(inst.opcode) || inst.opcode == op::CACHE || inst.opcode == op::EXTENDED_ARG {
-                return Err(AssembleError::InvalidOpcode { inst: id, opcode: inst.opcode });
+            if !opcode::is_valid(inst.opcode)
+                || inst.opcode == op::CACHE
+                || inst.opcode == op::EXTENDED_ARG
+            {
+                return Err(AssembleError::InvalidOpcode {
+                    inst: id,
+                    opcode: inst.opcode,
+                });
             }
             if let Some(exn) = inst.exn {
                 if exn.handler.index() >= len {
-                    return Err(AssembleError::HandlerOutOfRange { inst: id, handler: exn.handler, len });
+                    return Err(AssembleError::HandlerOutOfRange {
+                        inst: id,
+                        handler: exn.handler,
+                        len,
+                    });
                 }
             }
             if !inst.is_jump() {
                 return match inst.target {
-                    Some(target) => Err(AssembleError::UnexpectedTarget { inst: id, name, target }),
+                    Some(target) => Err(AssembleError::UnexpectedTarget {
+                        inst: id,
+                        name,
+                        target,
+                    }),
                     None => Ok(inst.opcode),
                 };
             }
-            let target = inst.target.ok_or(AssembleError::MissingTarget { inst: id, name })?;
+            let target = inst
+                .target
+                .ok_or(AssembleError::MissingTarget { inst: id, name })?;
             if target.index() >= len {
-                return Err(AssembleError::TargetOutOfRange { inst: id, target, len });
+                return Err(AssembleError::TargetOutOfRange {
+                    inst: id,
+                    target,
+                    len,
+                });
             }
             let backward = target.index() <= idx;
             if backward == opcode::is_backward_jump(inst.opcode) {
@@ -171,7 +229,10 @@ fn check_and_orient(insts: &[Instruction]) -> Result<Vec<u8>, AssembleError> {
 /// end). Jump opargs start at 0 and only grow, so iterating to a fixed point finds the same
 /// smallest sizes as 3.11 `assemble_jump_offsets`.
 fn resolve_jumps(insts: &[Instruction], opcodes: &[u8]) -> (Vec<u32>, Vec<u32>) {
-    let mut args: Vec<u32> = insts.iter().map(|inst| if inst.is_jump() { 0 } else { inst.arg }).collect();
+    let mut args: Vec<u32> = insts
+        .iter()
+        .map(|inst| if inst.is_jump() { 0 } else { inst.arg })
+        .collect();
     loop {
         let mut units = Vec::with_capacity(insts.len() + 1);
         let mut total = 0;
@@ -185,7 +246,7 @@ fn resolve_jumps(insts: &[Instruction], opcodes: &[u8]) -> (Vec<u32>, Vec<u32>) 
             let Some(target) = inst.target else { continue };
             let next = units[idx + 1];
             let dest = units[target.index()];
-            let arg = if dest >= next { dest - next } else { next - dest };
+            let arg = dest.abs_diff(next);
             changed |= extended_args(arg) != extended_args(args[idx]);
             args[idx] = arg;
         }

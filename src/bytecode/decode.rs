@@ -25,12 +25,25 @@ pub enum DecodeError {
     #[error("expected a 3.11 opcode at byte {offset}, found {opcode}")]
     UnknownOpcode { offset: u32, opcode: u8 },
     #[error("expected {expected} CACHE units after {name} at byte {offset}, found {found}")]
-    MissingCache { offset: u32, name: &'static str, expected: u8, found: String },
+    MissingCache {
+        offset: u32,
+        name: &'static str,
+        expected: u8,
+        found: String,
+    },
     #[error("expected an instruction after EXTENDED_ARG at byte {offset}, found end of code")]
     DanglingExtendedArg { offset: u32 },
-    #[error("expected {name} at byte {offset} to jump to an instruction start, found byte {target}")]
-    BadJumpTarget { offset: u32, name: &'static str, target: i64 },
-    #[error("expected exception handler at byte {target} to be an instruction start, found none there")]
+    #[error(
+        "expected {name} at byte {offset} to jump to an instruction start, found byte {target}"
+    )]
+    BadJumpTarget {
+        offset: u32,
+        name: &'static str,
+        target: i64,
+    },
+    #[error(
+        "expected exception handler at byte {target} to be an instruction start, found none there"
+    )]
     BadHandler { target: u32 },
     #[error("malformed co_exceptiontable at byte {pos}: {reason}")]
     ExceptionTable { pos: usize, reason: String },
@@ -68,7 +81,9 @@ fn decode_311(code: &CodeBytes) -> Result<Vec<Instruction>, DecodeError> {
         unit_to_inst[inst.op_unit as usize] = Some(id);
     }
     let inst_at = |unit: i64| -> Option<InstId> {
-        usize::try_from(unit).ok().and_then(|unit| unit_to_inst.get(unit).copied().flatten())
+        usize::try_from(unit)
+            .ok()
+            .and_then(|unit| unit_to_inst.get(unit).copied().flatten())
     };
 
     let mut insts = Vec::with_capacity(raw.len());
@@ -100,9 +115,14 @@ fn decode_311(code: &CodeBytes) -> Result<Vec<Instruction>, DecodeError> {
 
     // Exception table: every instruction starting inside [start, end) gets the entry.
     for entry in exception_table::parse(code.exceptiontable)? {
-        let handler = inst_at(i64::from(entry.target))
-            .ok_or(DecodeError::BadHandler { target: entry.target * 2 })?;
-        let exn = ExnTarget { handler, depth: entry.depth, lasti: entry.lasti };
+        let handler = inst_at(i64::from(entry.target)).ok_or(DecodeError::BadHandler {
+            target: entry.target * 2,
+        })?;
+        let exn = ExnTarget {
+            handler,
+            depth: entry.depth,
+            lasti: entry.lasti,
+        };
         let first = raw.partition_point(|raw_inst| raw_inst.start < entry.start);
         for (inst, raw_inst) in insts[first..].iter_mut().zip(&raw[first..]) {
             if raw_inst.start >= entry.end {
@@ -137,10 +157,13 @@ fn decode_311(code: &CodeBytes) -> Result<Vec<Instruction>, DecodeError> {
 
 /// Splits `co_code` into instructions, folding `EXTENDED_ARG` and checking `CACHE` units.
 fn read_units(code: &[u8]) -> Result<Vec<RawInst>, DecodeError> {
-    if code.len() % 2 != 0 {
+    if !code.len().is_multiple_of(2) {
         return Err(DecodeError::OddLength { len: code.len() });
     }
-    let units: Vec<(u8, u8)> = code.chunks_exact(2).map(|pair| (pair[0], pair[1])).collect();
+    let units: Vec<(u8, u8)> = code
+        .chunks_exact(2)
+        .map(|pair| (pair[0], pair[1]))
+        .collect();
     let mut insts = Vec::new();
     let mut unit = 0usize;
     while unit < units.len() {
@@ -150,18 +173,26 @@ fn read_units(code: &[u8]) -> Result<Vec<RawInst>, DecodeError> {
             arg = (arg << 8) | u32::from(units[unit].1);
             unit += 1;
             if unit == units.len() {
-                return Err(DecodeError::DanglingExtendedArg { offset: (unit as u32 - 1) * 2 });
+                return Err(DecodeError::DanglingExtendedArg {
+                    offset: (unit as u32 - 1) * 2,
+                });
             }
         }
         let (opcode, low) = units[unit];
         if !opcode::is_valid(opcode) || opcode == op::CACHE {
-            return Err(DecodeError::UnknownOpcode { offset: unit as u32 * 2, opcode });
+            return Err(DecodeError::UnknownOpcode {
+                offset: unit as u32 * 2,
+                opcode,
+            });
         }
         arg = (arg << 8) | u32::from(low);
         let op_unit = unit as u32;
         let n_caches = opcode::cache_entries(opcode);
-        let caches = &units[(unit + 1).min(units.len())..(unit + 1 + n_caches as usize).min(units.len())];
-        if caches.len() != n_caches as usize || caches.iter().any(|&(cache_op, _)| cache_op != op::CACHE) {
+        let caches =
+            &units[(unit + 1).min(units.len())..(unit + 1 + n_caches as usize).min(units.len())];
+        if caches.len() != n_caches as usize
+            || caches.iter().any(|&(cache_op, _)| cache_op != op::CACHE)
+        {
             let found = if caches.len() != n_caches as usize {
                 format!("{} before the end of code", caches.len())
             } else {
@@ -175,7 +206,13 @@ fn read_units(code: &[u8]) -> Result<Vec<RawInst>, DecodeError> {
             });
         }
         unit += 1 + n_caches as usize;
-        insts.push(RawInst { start, op_unit, next: unit as u32, opcode, arg });
+        insts.push(RawInst {
+            start,
+            op_unit,
+            next: unit as u32,
+            opcode,
+            arg,
+        });
     }
     Ok(insts)
 }

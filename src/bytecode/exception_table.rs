@@ -39,7 +39,10 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<ExceptionTableEntry>, DecodeError> {
         if bytes[entry_pos] & START_MARKER == 0 {
             return Err(DecodeError::ExceptionTable {
                 pos: entry_pos,
-                reason: format!("expected an entry start byte (0x80 set), found {:#04x}", bytes[entry_pos]),
+                reason: format!(
+                    "expected an entry start byte (0x80 set), found {:#04x}",
+                    bytes[entry_pos]
+                ),
             });
         }
         let start = reader.varint()?;
@@ -103,7 +106,6 @@ impl Reader<'_> {
             }
         }
     }
-
 }
 
 #[cfg(test)]
@@ -119,7 +121,13 @@ mod tests {
 
     #[test]
     fn small_and_large_values() {
-        let e = |start, end, target, depth, lasti| ExceptionTableEntry { start, end, target, depth, lasti };
+        let e = |start, end, target, depth, lasti| ExceptionTableEntry {
+            start,
+            end,
+            target,
+            depth,
+            lasti,
+        };
         check(&[e(2, 5, 10, 1, false)], "82030a02");
         check(&[e(2, 5, 10, 1, true)], "82030a03");
         // 70 = 1*64 + 6 needs two chunks.

@@ -40,7 +40,12 @@ pub struct Positions {
 impl Positions {
     /// A position that only knows its line (`Objects/locations.md`, "no column info" form).
     pub fn line(line: u32) -> Self {
-        Positions { line: Some(line), end_line: Some(line), col: None, end_col: None }
+        Positions {
+            line: Some(line),
+            end_line: Some(line),
+            col: None,
+            end_col: None,
+        }
     }
 }
 
@@ -78,12 +83,22 @@ pub struct Instruction {
 impl Instruction {
     /// A non-jump instruction with default positions and no exception handler.
     pub fn new(opcode: u8, arg: u32) -> Self {
-        Instruction { opcode, arg, target: None, offset: None, positions: Positions::default(), exn: None }
+        Instruction {
+            opcode,
+            arg,
+            target: None,
+            offset: None,
+            positions: Positions::default(),
+            exn: None,
+        }
     }
 
     /// A jump to `target`; its `arg` is computed by [`assemble`](super::assemble).
     pub fn jump(opcode: u8, target: InstId) -> Self {
-        Instruction { target: Some(target), ..Instruction::new(opcode, 0) }
+        Instruction {
+            target: Some(target),
+            ..Instruction::new(opcode, 0)
+        }
     }
 
     /// Builder-style: the same instruction with `positions`.

@@ -56,21 +56,36 @@ pub fn parse(bytes: &[u8], firstlineno: u32) -> Result<Vec<(u32, Positions)>, De
                 let end_line = start + reader.varint()?;
                 let col = reader.varint()?.checked_sub(1);
                 let end_col = reader.varint()?.checked_sub(1);
-                Positions { line: Some(start), end_line: Some(end_line), col, end_col }
+                Positions {
+                    line: Some(start),
+                    end_line: Some(end_line),
+                    col,
+                    end_col,
+                }
             }
             10..=12 => {
                 line += i64::from(code - 10);
                 let line = to_line(line, entry_pos)?;
                 let col = u32::from(reader.byte()?);
                 let end_col = u32::from(reader.byte()?);
-                Positions { line: Some(line), end_line: Some(line), col: Some(col), end_col: Some(end_col) }
+                Positions {
+                    line: Some(line),
+                    end_line: Some(line),
+                    col: Some(col),
+                    end_col: Some(end_col),
+                }
             }
             _ => {
                 let second = reader.byte()?;
                 let col = u32::from(code) * 8 + u32::from((second >> 4) & 0x07);
                 let end_col = col + u32::from(second & 0x0f);
                 let line = to_line(line, entry_pos)?;
-                Positions { line: Some(line), end_line: Some(line), col: Some(col), end_col: Some(end_col) }
+                Positions {
+                    line: Some(line),
+                    end_line: Some(line),
+                    col: Some(col),
+                    end_col: Some(end_col),
+                }
             }
         };
         spans.push((units, positions));
@@ -95,7 +110,10 @@ pub struct LineTableWriter {
 impl LineTableWriter {
     /// A writer whose first line delta is relative to `firstlineno` (`co_firstlineno`).
     pub fn new(firstlineno: u32) -> Self {
-        LineTableWriter { out: Vec::new(), prev_line: i64::from(firstlineno) }
+        LineTableWriter {
+            out: Vec::new(),
+            prev_line: i64::from(firstlineno),
+        }
     }
 
     /// Appends `units` code units located at `positions`, split into entries of at most 8 units
@@ -126,7 +144,9 @@ impl LineTableWriter {
         };
         let line = i64::from(line);
         let delta = line - self.prev_line;
-        let end_line = positions.end_line.map_or(line, |end| i64::from(end).max(line));
+        let end_line = positions
+            .end_line
+            .map_or(line, |end| i64::from(end).max(line));
         match (positions.col, positions.end_col) {
             (Some(col), Some(end_col)) if end_line == line => {
                 if delta == 0 && col < 80 && end_col >= col && end_col - col < 16 {
@@ -168,7 +188,11 @@ impl LineTableWriter {
     }
 
     fn svarint(&mut self, value: i64) {
-        let zigzag = if value < 0 { ((-value) << 1) | 1 } else { value << 1 };
+        let zigzag = if value < 0 {
+            ((-value) << 1) | 1
+        } else {
+            value << 1
+        };
         self.varint(zigzag as u32);
     }
 }
@@ -180,10 +204,13 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn byte(&mut self) -> Result<u8, DecodeError> {
-        let byte = *self.bytes.get(self.pos).ok_or_else(|| DecodeError::LineTable {
-            pos: self.pos,
-            reason: "expected another byte, found end of table".to_string(),
-        })?;
+        let byte = *self
+            .bytes
+            .get(self.pos)
+            .ok_or_else(|| DecodeError::LineTable {
+                pos: self.pos,
+                reason: "expected another byte, found end of table".to_string(),
+            })?;
         self.pos += 1;
         Ok(byte)
     }
@@ -233,7 +260,12 @@ mod tests {
     }
 
     fn span(line: u32, col: u32, end_col: u32) -> Positions {
-        Positions { line: Some(line), end_line: Some(line), col: Some(col), end_col: Some(end_col) }
+        Positions {
+            line: Some(line),
+            end_line: Some(line),
+            col: Some(col),
+            end_col: Some(end_col),
+        }
     }
 
     #[test]
@@ -247,7 +279,12 @@ mod tests {
         // No location.
         check(&[(3, Positions::default())], "fa");
         // Long form: two lines, 9 units split 8 + 1.
-        let multi = Positions { line: Some(12), end_line: Some(13), col: Some(0), end_col: Some(200) };
+        let multi = Positions {
+            line: Some(12),
+            end_line: Some(13),
+            col: Some(0),
+            end_col: Some(200),
+        };
         check(&[(9, multi)], "f70401014903f00001014903");
     }
 }

@@ -226,7 +226,10 @@ pub fn is_backward_jump(op: u8) -> bool {
 /// after pseudo-instructions are lowered).
 pub fn is_unconditional_jump(op: u8) -> bool {
     use op::*;
-    matches!(op, JUMP_FORWARD | JUMP_BACKWARD | JUMP_BACKWARD_NO_INTERRUPT)
+    matches!(
+        op,
+        JUMP_FORWARD | JUMP_BACKWARD | JUMP_BACKWARD_NO_INTERRUPT
+    )
 }
 
 /// Instructions after which control never falls through to the next one: scope exits

@@ -32,7 +32,10 @@ impl Fixture {
 }
 
 fn unhex(text: &str) -> Vec<u8> {
-    (0..text.len()).step_by(2).map(|idx| u8::from_str_radix(&text[idx..idx + 2], 16).unwrap()).collect()
+    (0..text.len())
+        .step_by(2)
+        .map(|idx| u8::from_str_radix(&text[idx..idx + 2], 16).unwrap())
+        .collect()
 }
 
 fn fixtures(text: &str) -> Vec<Fixture> {
@@ -55,7 +58,10 @@ fn fixtures(text: &str) -> Vec<Fixture> {
 
 fn snippet(name: &str) -> Vec<Instruction> {
     let all = fixtures(SNIPPETS_311);
-    let fixture = all.iter().find(|f| f.name == format!("snippets:{name}")).unwrap();
+    let fixture = all
+        .iter()
+        .find(|f| f.name == format!("snippets:{name}"))
+        .unwrap();
     decode(&fixture.bytes()).unwrap()
 }
 
@@ -95,7 +101,11 @@ fn dis_opcodes() -> Vec<DisOpcode> {
                 .split("],[")
                 .map(|triple| {
                     let parts: Vec<&str> = triple.split(',').collect();
-                    (parts[0].parse().unwrap(), parts[1] == "true", parts[2].parse().ok())
+                    (
+                        parts[0].parse().unwrap(),
+                        parts[1] == "true",
+                        parts[2].parse().ok(),
+                    )
                 })
                 .collect(),
         })
@@ -105,16 +115,33 @@ fn dis_opcodes() -> Vec<DisOpcode> {
 #[test]
 fn opcode_table_matches_dis() {
     let dis = dis_opcodes();
-    assert_eq!(dis.len(), opcode::ALL.len(), "number of opcodes in dis.opmap");
+    assert_eq!(
+        dis.len(),
+        opcode::ALL.len(),
+        "number of opcodes in dis.opmap"
+    );
     for entry in &dis {
         assert_eq!(opcode::name(entry.opcode), entry.name);
         assert_eq!(opcode::from_name(&entry.name), Some(entry.opcode));
-        assert_eq!(opcode::cache_entries(entry.opcode), entry.cache, "{}", entry.name);
+        assert_eq!(
+            opcode::cache_entries(entry.opcode),
+            entry.cache,
+            "{}",
+            entry.name
+        );
         assert_eq!(opcode::has_jump(entry.opcode), entry.jrel, "{}", entry.name);
-        assert_eq!(opcode::is_backward_jump(entry.opcode), entry.jrel && entry.name.contains("JUMP_BACKWARD"), "{}", entry.name);
+        assert_eq!(
+            opcode::is_backward_jump(entry.opcode),
+            entry.jrel && entry.name.contains("JUMP_BACKWARD"),
+            "{}",
+            entry.name
+        );
     }
     for op_num in 0..=255u8 {
-        assert_eq!(opcode::is_valid(op_num), dis.iter().any(|entry| entry.opcode == op_num));
+        assert_eq!(
+            opcode::is_valid(op_num),
+            dis.iter().any(|entry| entry.opcode == op_num)
+        );
     }
 }
 
@@ -124,7 +151,11 @@ fn stack_effect_matches_dis() {
     for entry in dis_opcodes() {
         for &(arg, jump, expected) in &entry.effects {
             let ours = stack_effect(entry.opcode, arg, jump).ok();
-            assert_eq!(ours, expected, "stack_effect({}, {arg}, jump={jump})", entry.name);
+            assert_eq!(
+                ours, expected,
+                "stack_effect({}, {arg}, jump={jump})",
+                entry.name
+            );
             n_checked += 1;
         }
     }
@@ -174,7 +205,10 @@ fn round_trip_stdlib_and_torch() {
             failures.push(format!("{}: {}", fixture.name, what.join(", ")));
         }
     }
-    eprintln!("round trip: checked {} code objects, {n_instructions} instructions", all.len());
+    eprintln!(
+        "round trip: checked {} code objects, {n_instructions} instructions",
+        all.len()
+    );
     assert_eq!(failures, Vec::<String>::new());
     assert_eq!(all.len(), 1719);
 }
@@ -187,4 +221,282 @@ fn disassemble_simple() {
 #[test]
 fn disassemble_guarded() {
     insta::assert_snapshot!(disassemble(&snippet("guarded")));
+}
+
+/// `insts` with `new_at(idx)` inserted before every instruction `idx` for which it returns
+/// something. Jumps and handlers keep pointing at the instructions they pointed at; an
+/// inserted instruction copies the positions and handler of the one it precedes.
+fn insert_before(
+    insts: &[Instruction],
+    new_at: impl Fn(usize) -> Vec<Instruction>,
+) -> Vec<Instruction> {
+    let mut new_index = Vec::with_capacity(insts.len());
+    let mut out: Vec<Instruction> = Vec::new();
+    for (idx, inst) in insts.iter().enumerate() {
+        for extra in new_at(idx) {
+            out.push(extra.with_positions(inst.positions).with_exn(inst.exn));
+        }
+        new_index.push(out.len() as u32);
+        out.push(inst.clone());
+    }
+    let remap = |id: InstId| InstId(new_index[id.index()]);
+    for inst in &mut out {
+        inst.target = inst.target.map(remap);
+        if let Some(exn) = &mut inst.exn {
+            exn.handler = remap(exn.handler);
+        }
+    }
+    out
+}
+
+/// What survives an assemble/decode cycle: everything but offsets and jump opargs.
+fn normalized(insts: &[Instruction]) -> Vec<Instruction> {
+    insts
+        .iter()
+        .map(|inst| Instruction {
+            offset: None,
+            arg: if inst.is_jump() { 0 } else { inst.arg },
+            ..inst.clone()
+        })
+        .collect()
+}
+
+fn count_extended_args(code: &[u8]) -> usize {
+    let insts_and_caches = code
+        .chunks_exact(2)
+        .filter(|unit| unit[0] == op::EXTENDED_ARG);
+    insts_and_caches.count()
+}
+
+/// Inserting NOPs before every jump target, and 200 in the middle, of the function with the
+/// most jumps forces new EXTENDED_ARG prefixes; every jump must still land where it did.
+#[test]
+fn inserted_nops_grow_extended_args() {
+    let all = fixtures(CODE_311);
+    let n_jumps = |fixture: &Fixture| {
+        decode(&fixture.bytes())
+            .unwrap()
+            .iter()
+            .filter(|inst| inst.is_jump())
+            .count()
+    };
+    let fixture = all.iter().max_by_key(|fixture| n_jumps(fixture)).unwrap();
+    assert_eq!(fixture.name, "re._parser:_parse");
+    let original = decode(&fixture.bytes()).unwrap();
+    let is_target: Vec<bool> = (0..original.len())
+        .map(|idx| {
+            original
+                .iter()
+                .any(|inst| inst.target == Some(InstId(idx as u32)))
+        })
+        .collect();
+    let middle = original.len() / 2;
+    let edited = insert_before(&original, |idx| {
+        let n_nops = usize::from(is_target[idx]) + if idx == middle { 200 } else { 0 };
+        vec![Instruction::new(op::NOP, 0); n_nops]
+    });
+
+    let out = assemble(&edited, fixture.firstlineno, PyVersion::V311).unwrap();
+    let (before, after) = (
+        count_extended_args(&fixture.code),
+        count_extended_args(&out.code),
+    );
+    assert!(
+        after > before,
+        "expected more EXTENDED_ARGs than {before}, found {after}"
+    );
+    assert_eq!(out.stacksize, fixture.stacksize);
+
+    let bytes = CodeBytes {
+        code: &out.code,
+        exceptiontable: &out.exceptiontable,
+        linetable: &out.linetable,
+        firstlineno: fixture.firstlineno,
+        version: PyVersion::V311,
+    };
+    let redecoded = decode(&bytes).unwrap();
+    assert_eq!(normalized(&redecoded), normalized(&edited));
+    let offsets: Vec<u32> = redecoded.iter().map(|inst| inst.offset.unwrap()).collect();
+    assert_eq!(out.offsets, offsets);
+}
+
+/// Assembles `insts` (first line 1) and compares `co_code` as hex, or the error message.
+fn check_assemble(insts: &[Instruction], expect: &str) {
+    let actual = match assemble(insts, 1, PyVersion::V311) {
+        Ok(out) => out.code.iter().map(|byte| format!("{byte:02x}")).collect(),
+        Err(err) => err.to_string(),
+    };
+    assert_eq!(actual, expect);
+}
+
+/// Decodes `code` (no tables, first line 1) and compares the disassembly or the error message.
+fn check_decode(code: &[u8], expect: &str) {
+    let bytes = CodeBytes {
+        code,
+        exceptiontable: &[],
+        linetable: &[],
+        firstlineno: 1,
+        version: PyVersion::V311,
+    };
+    let actual = match decode(&bytes) {
+        Ok(insts) => disassemble(&insts),
+        Err(err) => err.to_string(),
+    };
+    assert_eq!(
+        actual.trim_end(),
+        expect.trim_start_matches('\n').trim_end()
+    );
+}
+
+fn nops(n: usize) -> Vec<Instruction> {
+    vec![Instruction::new(op::NOP, 0); n]
+}
+
+fn ret_none() -> Vec<Instruction> {
+    vec![
+        Instruction::new(op::LOAD_CONST, 0),
+        Instruction::new(op::RETURN_VALUE, 0),
+    ]
+}
+
+#[test]
+fn assemble_flips_jump_direction() {
+    // JUMP_FORWARD to an earlier instruction is written as JUMP_BACKWARD (140 = 0x8c).
+    let insts = vec![
+        Instruction::new(op::NOP, 0),
+        Instruction::jump(op::JUMP_FORWARD, InstId(0)),
+    ];
+    check_assemble(&insts, "09008c02");
+    // JUMP_BACKWARD to a later instruction is written as JUMP_FORWARD (110 = 0x6e).
+    let mut insts = vec![
+        Instruction::jump(op::JUMP_BACKWARD, InstId(2)),
+        Instruction::new(op::NOP, 0),
+    ];
+    insts.extend(ret_none());
+    check_assemble(&insts, "6e01090064005300");
+}
+
+#[test]
+fn assemble_rejects_bad_jumps() {
+    let for_iter_back = vec![
+        Instruction::new(op::NOP, 0),
+        Instruction::jump(op::FOR_ITER, InstId(0)),
+    ];
+    check_assemble(
+        &for_iter_back,
+        "expected a forward target for FOR_ITER at i1, found i0",
+    );
+    let mut no_target = vec![Instruction::new(op::JUMP_FORWARD, 0)];
+    no_target.extend(ret_none());
+    check_assemble(
+        &no_target,
+        "expected a jump target for JUMP_FORWARD at i0, found none",
+    );
+    let out_of_range = vec![Instruction::jump(op::JUMP_FORWARD, InstId(7))];
+    check_assemble(
+        &out_of_range,
+        "expected the jump target of i0 to be below i1, found i7",
+    );
+    check_assemble(
+        &[Instruction::new(op::EXTENDED_ARG, 1)],
+        "expected a 3.11 opcode other than CACHE and EXTENDED_ARG at i0, found 144",
+    );
+    check_assemble(&[Instruction::new(op::NOP, 0)], "expected i0 (NOP) to end the code with a return, raise or jump, found it falls off the end");
+}
+
+#[test]
+fn assemble_extended_arg_boundaries() {
+    // A forward jump over 255 NOPs fits one byte; over 256 it needs EXTENDED_ARG 1, arg 0.
+    for (n_nops, prefix) in [(255, "6eff"), (256, "90016e00")] {
+        let mut insts = vec![Instruction::jump(
+            op::JUMP_FORWARD,
+            InstId(n_nops as u32 + 1),
+        )];
+        insts.extend(nops(n_nops));
+        insts.extend(ret_none());
+        let code = assemble(&insts, 1, PyVersion::V311).unwrap().code;
+        let hex: String = code[..prefix.len() / 2]
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        assert_eq!(hex, prefix, "{n_nops} NOPs");
+    }
+    // A backward jump counts its own size: over 254 NOPs the distance is 255 units; over 255 it
+    // would be 256, which needs a prefix, which makes it 257 (EXTENDED_ARG 1, arg 1).
+    for (n_nops, suffix) in [(254, "8cff"), (255, "90018c01")] {
+        let mut insts = nops(n_nops);
+        insts.push(Instruction::jump(op::JUMP_BACKWARD, InstId(0)));
+        let code = assemble(&insts, 1, PyVersion::V311).unwrap().code;
+        let hex: String = code[code.len() - suffix.len() / 2..]
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        assert_eq!(hex, suffix, "{n_nops} NOPs");
+    }
+}
+
+#[test]
+fn decode_errors() {
+    check_decode(&[0x09], "expected co_code of even length, found 1 bytes");
+    check_decode(&[0x03, 0x00], "expected a 3.11 opcode at byte 0, found 3");
+    check_decode(
+        &[0x90, 0x01],
+        "expected an instruction after EXTENDED_ARG at byte 0, found end of code",
+    );
+    check_decode(
+        &[0x7a, 0x00],
+        "expected 1 CACHE units after BINARY_OP at byte 0, found 0 before the end of code",
+    );
+    check_decode(
+        &[0x6e, 0x05, 0x53, 0x00],
+        "expected JUMP_FORWARD at byte 0 to jump to an instruction start, found byte 12",
+    );
+}
+
+#[test]
+fn decode_folds_extended_args() {
+    check_decode(
+        &[0x90, 0x01, 0x64, 0x02, 0x53, 0x00],
+        "
+           i0     2 LOAD_CONST                   258
+           i1     4 RETURN_VALUE",
+    );
+}
+
+#[test]
+fn stack_depths_of_simple() {
+    let insts = snippet("simple");
+    let depths = stack_depths(&insts).unwrap();
+    let for_iter = insts
+        .iter()
+        .position(|inst| inst.opcode == op::FOR_ITER)
+        .unwrap();
+    assert_eq!(depths[for_iter], Some(1));
+    assert_eq!(
+        depths[for_iter + 1],
+        Some(2),
+        "STORE_FAST sees the iterator and the item"
+    );
+    assert_eq!(depths.iter().filter(|depth| depth.is_none()).count(), 0);
+    assert_eq!(stack_depth(&insts).unwrap(), 3);
+}
+
+/// Every file of the module opens with a `//!` doc saying what it is for.
+#[test]
+fn every_file_has_a_module_doc() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/bytecode");
+    let mut n_files = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|ext| ext == "rs") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(
+                text.starts_with("//!"),
+                "{} should start with a //! doc",
+                path.display()
+            );
+            n_files += 1;
+        }
+    }
+    assert_eq!(n_files, 9);
 }
