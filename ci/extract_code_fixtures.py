@@ -59,6 +59,47 @@ def guarded(d, k):
         return d[k]
     except KeyError:
         return None
+
+def matcher(point):
+    match point:
+        case (0, 0):
+            return "origin"
+        case {"x": x, **rest} if x > 0:
+            return rest
+        case [first, *others]:
+            return others
+        case str() | bytes():
+            return "text"
+        case _:
+            return None
+
+async def asynchronous(lock, items):
+    async with lock:
+        async for item in items:
+            await item
+    return [x async for x in items]
+
+def groups():
+    try:
+        raise ExceptionGroup("g", [ValueError(1)])
+    except* ValueError as e:
+        print(e)
+    finally:
+        print("done")
+
+def managed(path):
+    with open(path) as f, open(path) as g:
+        yield from zip(f, g)
+
+def wide(x):
+    # More than 256 constants and names: LOAD_CONST and LOAD_GLOBAL need EXTENDED_ARG.
+    table = {""" + ", ".join(f"{i}: n{i}" for i in range(300)) + """}
+    while x:
+        x -= 1
+        if x in table:
+            continue
+        f"{x!r:>{x}}"
+    return table
 """
 
 SAMPLE_ARGS = [0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 255, 256, 257, 1023]
