@@ -66,8 +66,8 @@ pub struct ExnTarget {
 pub struct Instruction {
     /// Base (non-specialized) opcode, 3.11 numbering; never `EXTENDED_ARG` or `CACHE`.
     pub opcode: u8,
-    /// Full oparg with `EXTENDED_ARG` folded in. For jumps, [`decode`](super::decode) fills it
-    /// but [`assemble`](super::assemble) recomputes it from `target`.
+    /// Full oparg with `EXTENDED_ARG` folded in. For jumps, [`decode`](super::decode()) fills it
+    /// but [`assemble`](super::assemble()) recomputes it from `target`.
     pub arg: u32,
     /// Jump target for every relative jump opcode; `None` for the rest.
     pub target: Option<InstId>,
@@ -93,7 +93,7 @@ impl Instruction {
         }
     }
 
-    /// A jump to `target`; its `arg` is computed by [`assemble`](super::assemble).
+    /// A jump to `target`; its `arg` is computed by [`assemble`](super::assemble()).
     pub fn jump(opcode: u8, target: InstId) -> Self {
         Instruction {
             target: Some(target),

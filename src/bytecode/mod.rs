@@ -1,9 +1,9 @@
 //! CPython bytecode decode/assemble, pure Rust (no pyo3): bytes + [`PyVersion`] in,
 //! [`Instruction`]s out, and back.
 //!
-//! Pipeline: [`decode`] turns `co_code`, `co_exceptiontable` and `co_linetable` into
+//! Pipeline: [`decode()`] turns `co_code`, `co_exceptiontable` and `co_linetable` into
 //! instructions whose jumps and handlers point at instructions; transformations edit the
-//! `Vec<Instruction>`; [`assemble`] recomputes offsets, `EXTENDED_ARG`s, both tables and
+//! `Vec<Instruction>`; [`assemble()`] recomputes offsets, `EXTENDED_ARG`s, both tables and
 //! `co_stacksize`. See `README.md` in this folder.
 
 pub mod analysis;

@@ -520,3 +520,17 @@ fn every_file_has_a_module_doc() {
     }
     assert_eq!(n_files, 9);
 }
+
+#[test]
+fn disassemble_with_argrepr() {
+    let mut insts = vec![
+        Instruction::new(op::LOAD_FAST, 1),
+        Instruction::new(op::RETURN_VALUE, 0),
+    ];
+    insts[0].positions = Positions::line(3);
+    let names = ["x", "y"];
+    let text = disassemble_with(&insts, |inst| {
+        (inst.opcode == op::LOAD_FAST).then(|| names[inst.arg as usize].to_string())
+    });
+    assert_eq!(text, "   3       i0     - LOAD_FAST                    1    (y)\n           i1     - RETURN_VALUE\n");
+}
