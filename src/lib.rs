@@ -2,13 +2,24 @@
 //! stage is its own module (see docs/ARCHITECTURE.md).
 
 pub mod bytecode;
+pub mod config;
+pub mod counters;
+pub mod eval_frame;
+pub mod graph;
+pub mod guards;
 pub mod inductor;
+pub mod logging;
+pub mod py;
+pub mod pycodegen;
+pub mod source;
+pub mod symbolic;
 
 use pyo3::prelude::*;
 
 #[pymodule]
 #[allow(non_snake_case)]
 fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    py::register(m)?;
     inductor::register(m)?;
     Ok(())
 }

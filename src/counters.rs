@@ -1,0 +1,37 @@
+//! Process-wide counters readable from Python (`dynamo.counters()`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+macro_rules! counters {
+    ($($name:ident: $doc:literal),* $(,)?) => {
+        /// The counters, one static each.
+        pub mod c {
+            use super::AtomicU64;
+            $(#[doc = $doc] pub static $name: AtomicU64 = AtomicU64::new(0);)*
+        }
+        /// (name, value) of every counter.
+        pub fn snapshot() -> Vec<(&'static str, u64)> {
+            vec![$((stringify!($name), c::$name.load(Ordering::Relaxed))),*]
+        }
+        /// Sets every counter to zero.
+        pub fn reset() {
+            $(c::$name.store(0, Ordering::Relaxed);)*
+        }
+    };
+}
+
+counters! {
+    frames_seen: "frames that reached the hook while a callback was set",
+    cache_hits: "frames that ran cached transformed code",
+    cache_misses: "frames whose guards all failed (or that had no entry)",
+    compiles: "frames converted successfully (first compiles and recompiles)",
+    recompiles: "conversions of a code object that already had an entry",
+    graphs: "graphs handed to a backend",
+    eager_fallbacks: "frames that could not be converted and ran eagerly",
+    cache_limit_hits: "code objects that reached config.cache_size_limit",
+}
+
+/// Adds one to a counter.
+pub fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}

@@ -1,0 +1,296 @@
+//! The eval-frame callback and the thread-local callback state.
+//!
+//! Life of a frame while the thread has a callback (torch's `set_eval_frame` protocol: `None`
+//! = off, `False` = run cached code only, a backend callable = compile):
+//! 1. throw-ins, and code marked `Skip` (generators, coroutines, library files, transformed code,
+//!    frames that failed to convert) run through `_PyEval_EvalFrameDefault`;
+//! 2. each `CacheEntry` of the code object whose backend matches has its guards checked; the
+//!    first that holds runs (its transformed code is called with the frame's argument slots);
+//! 3. on a miss the frame is converted (with the callback cleared so the compiler's own Python
+//!    does not recurse), up to `config.cache_size_limit` entries, then it runs eagerly with one
+//!    warning naming the failing guard.
+//!
+//! The callback never unwinds into CPython: conversion runs inside `catch_unwind`, and any
+//! failure falls back to the original frame (unless `config.suppress_errors` is off).
+
+use super::cache::{get_extra, set_extra, CacheEntry, ExtraState, FrameStatus};
+use super::ffi::{self, InterpreterFrame};
+use crate::counters::{bump, c};
+use crate::guards::FrameRefs;
+use crate::symbolic::code_info::flags;
+use crate::symbolic::convert_frame::{convert, ConvertError, FrameInput};
+use parking_lot::Mutex;
+use pyo3::ffi as pyffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use std::cell::Cell;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+thread_local! {
+    /// Owned reference to this thread's callback (null when off).
+    static CALLBACK: Cell<*mut pyffi::PyObject> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// Filename prefixes whose frames are never compiled (torch, the standard library, dynamo).
+fn skip_prefixes() -> &'static Mutex<Vec<String>> {
+    static P: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+    P.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// Sets the file prefixes the hook skips.
+pub fn set_skip_prefixes(prefixes: Vec<String>) {
+    *skip_prefixes().lock() = prefixes;
+}
+
+/// Sets this thread's callback and returns the previous one (`None` when off). Installs the
+/// hook on first use.
+pub fn set_eval_frame(py: Python<'_>, callback: &Bound<'_, PyAny>) -> Py<PyAny> {
+    if !INSTALLED.swap(true, Ordering::SeqCst) {
+        unsafe {
+            let interp = pyffi::PyInterpreterState_Get();
+            ffi::_PyInterpreterState_SetEvalFrameFunc(interp, eval_frame);
+        }
+    }
+    let new = if callback.is_none() { std::ptr::null_mut() } else { callback.clone().into_ptr() };
+    let old = CALLBACK.with(|cb| cb.replace(new));
+    if old.is_null() {
+        py.None()
+    } else {
+        unsafe { Bound::from_owned_ptr(py, old).unbind() }
+    }
+}
+
+/// Marks `code` so that its frames always run eagerly (`dynamo.disable`, transformed code).
+pub fn mark_skip(py: Python<'_>, code: &Bound<'_, PyAny>) {
+    unsafe {
+        let st = get_extra(code.as_ptr());
+        if st.is_null() {
+            set_extra(py, code.as_ptr(), ExtraState { status: FrameStatus::Skip, n_arg_slots: 0, entries: vec![], warned_limit: false });
+        } else {
+            (*st).status = FrameStatus::Skip;
+        }
+    }
+}
+
+/// Classifies a code object seen for the first time.
+fn classify(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<ExtraState> {
+    let co_flags: u32 = code.getattr("co_flags")?.extract()?;
+    let argcount: usize = code.getattr("co_argcount")?.extract()?;
+    let kwonly: usize = code.getattr("co_kwonlyargcount")?.extract()?;
+    let n_arg_slots = argcount + kwonly + usize::from(co_flags & flags::CO_VARARGS != 0) + usize::from(co_flags & flags::CO_VARKEYWORDS != 0);
+    let filename: String = code.getattr("co_filename")?.extract()?;
+    let name: String = code.getattr("co_name")?.extract()?;
+    let generator = flags::CO_GENERATOR | flags::CO_COROUTINE | flags::CO_ASYNC_GENERATOR | flags::CO_ITERABLE_COROUTINE;
+    let skip = co_flags & generator != 0
+        || co_flags & flags::CO_OPTIMIZED == 0
+        || (filename.starts_with('<') && !filename.starts_with("<stdin") && !filename.starts_with("<ipython"))
+        || name.starts_with("__compiled_fn")
+        || skip_prefixes().lock().iter().any(|p| filename.starts_with(p.as_str()));
+    let _ = py;
+    Ok(ExtraState { status: if skip { FrameStatus::Skip } else { FrameStatus::Compile }, n_arg_slots, entries: vec![], warned_limit: false })
+}
+
+unsafe fn default_eval(tstate: *mut pyffi::PyThreadState, frame: *mut InterpreterFrame, throwflag: c_int) -> *mut pyffi::PyObject {
+    ffi::_PyEval_EvalFrameDefault(tstate, frame, throwflag)
+}
+
+/// The PEP 523 frame evaluator.
+unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut InterpreterFrame, throwflag: c_int) -> *mut pyffi::PyObject {
+    let cb = CALLBACK.with(|c| c.get());
+    if cb.is_null() || throwflag != 0 {
+        return default_eval(tstate, frame, throwflag);
+    }
+    let code = (*frame).f_code;
+    let mut st = get_extra(code);
+    if !st.is_null() && (*st).status == FrameStatus::Skip {
+        return default_eval(tstate, frame, throwflag);
+    }
+    let py = Python::assume_attached();
+    if st.is_null() {
+        let code_b = Bound::from_borrowed_ptr(py, code);
+        match classify(py, &code_b) {
+            Ok(s) => st = set_extra(py, code, s),
+            Err(e) => {
+                e.restore(py);
+                pyffi::PyErr_Clear();
+                return default_eval(tstate, frame, throwflag);
+            }
+        }
+        if st.is_null() || (*st).status == FrameStatus::Skip {
+            return default_eval(tstate, frame, throwflag);
+        }
+    }
+    bump(&c::frames_seen);
+    let state = &mut *st;
+    let run_only = cb == pyffi::Py_False();
+    let func = (*frame).f_func;
+    let refs = FrameRefs {
+        locals: ffi::locals_ptr(frame),
+        closure: if func.is_null() { std::ptr::null_mut() } else { ffi::function_closure(func) },
+        globals: (*frame).f_globals,
+        builtins: (*frame).f_builtins,
+    };
+    let globals = (*frame).f_globals as usize;
+    for i in 0..state.entries.len() {
+        let e = &state.entries[i];
+        if (run_only || e.backend == cb as usize) && e.globals == globals && e.guards.check(py, &refs, false).is_ok() {
+            bump(&c::cache_hits);
+            if i != 0 {
+                // Most recently hit first, as torch's cache does.
+                let e = state.entries.remove(i);
+                state.entries.insert(0, e);
+            }
+            return run_entry(py, &mut state.entries[0], frame, state.n_arg_slots);
+        }
+    }
+    bump(&c::cache_misses);
+    if run_only {
+        return default_eval(tstate, frame, throwflag);
+    }
+    let same_backend: Vec<usize> = (0..state.entries.len()).filter(|&i| state.entries[i].backend == cb as usize).collect();
+    let failure = same_backend.first().and_then(|&i| state.entries[i].guards.check(py, &refs, true).err().flatten());
+    let code_b = Bound::from_borrowed_ptr(py, code);
+    let qual = code_b.getattr("co_qualname").map(|q| q.to_string()).unwrap_or_default();
+    let filename = code_b.getattr("co_filename").map(|q| q.to_string()).unwrap_or_default();
+    let lineno = code_b.getattr("co_firstlineno").map(|q| q.to_string()).unwrap_or_default();
+    if same_backend.len() >= crate::config::cache_size_limit() {
+        if !state.warned_limit {
+            state.warned_limit = true;
+            bump(&c::cache_limit_hits);
+            let why = failure.as_ref().map(|f| f.to_string()).unwrap_or_default();
+            let msg = format!(
+                "dynamo: cache_size_limit ({}) reached for function '{qual}' ({filename}:{lineno}); running it eagerly from now on. last failing guard: {why}",
+                crate::config::cache_size_limit()
+            );
+            tracing::warn!(target: "dynamo::recompiles", "{msg}");
+            crate::logging::recompile(msg.clone());
+            let warning = py.get_type::<pyo3::exceptions::PyUserWarning>();
+            if let Ok(cmsg) = std::ffi::CString::new(msg) {
+                if PyErr::warn(py, &warning, &cmsg, 1).is_err() {
+                    // A warnings filter turned the warning into an error: surface it.
+                    return std::ptr::null_mut();
+                }
+            }
+        }
+        state.status = FrameStatus::Skip;
+        return default_eval(tstate, frame, throwflag);
+    }
+
+    // Convert, with the hook off for this thread so the compiler's Python runs normally.
+    let saved = CALLBACK.with(|c| c.replace(std::ptr::null_mut()));
+    let backend = Bound::from_borrowed_ptr(py, cb);
+    let input = FrameInput {
+        code: code_b.clone(),
+        globals: Bound::from_borrowed_ptr(py, (*frame).f_globals).cast_into::<PyDict>().unwrap(),
+        builtins: Bound::from_borrowed_ptr(py, (*frame).f_builtins).cast_into::<PyDict>().unwrap(),
+        closure: if refs.closure.is_null() { None } else { Bound::from_borrowed_ptr(py, refs.closure).cast_into::<PyTuple>().ok() },
+        args: (0..state.n_arg_slots).map(|i| Bound::from_borrowed_ptr(py, ffi::local(frame, i))).collect(),
+    };
+    let converted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| convert(py, &input, &backend)));
+    drop(input);
+    CALLBACK.with(|c| c.set(saved));
+    let st = get_extra(code);
+    if st.is_null() {
+        return default_eval(tstate, frame, throwflag);
+    }
+    let state = &mut *st;
+    match converted {
+        Ok(Ok(conv)) => {
+            bump(&c::compiles);
+            if conv.graph_module.is_some() {
+                bump(&c::graphs);
+            }
+            if !same_backend.is_empty() {
+                bump(&c::recompiles);
+                let why = failure.map(|f| f.to_string()).unwrap_or_else(|| "no guard failure recorded".into());
+                crate::logging::recompile(format!("Recompiling function {qual} in {filename}:{lineno}\n    triggered by the following guard failure(s):\n    - {why}"));
+            }
+            tracing::info!(target: "dynamo::graph", "graph for {qual} ({filename}:{lineno}):\n{}", conv.graph_text);
+            tracing::info!(target: "dynamo::guards", "guards for {qual}:\n{}", conv.guards.dump());
+            let tcode = conv.code.bind(py);
+            mark_skip(py, tcode);
+            let func = if refs.closure.is_null() { make_function(py, tcode, (*frame).f_globals, std::ptr::null_mut()).ok() } else { None };
+            state.entries.insert(
+                0,
+                CacheEntry { guards: conv.guards, code: conv.code, backend: cb as usize, globals, func, graph_text: conv.graph_text },
+            );
+            run_entry(py, &mut state.entries[0], frame, state.n_arg_slots)
+        }
+        Ok(Err(ConvertError::Unsupported(u))) => {
+            bump(&c::eager_fallbacks);
+            tracing::info!(target: "dynamo::graph_breaks", "running {qual} ({filename}:{lineno}) eagerly: {u}");
+            crate::logging::break_reason(format!("{qual}: {u}"));
+            if state.entries.is_empty() {
+                state.status = FrameStatus::Skip;
+            }
+            default_eval(tstate, frame, throwflag)
+        }
+        Ok(Err(ConvertError::Backend(e))) | Ok(Err(ConvertError::Internal(e))) => {
+            bump(&c::eager_fallbacks);
+            if !crate::config::suppress_errors() {
+                e.restore(py);
+                return std::ptr::null_mut();
+            }
+            let tb = e.traceback(py).and_then(|t| t.format().ok()).unwrap_or_default();
+            tracing::warn!(target: "dynamo::graph_breaks", "compiling {qual} failed, running it eagerly: {}\n{tb}", e);
+            crate::logging::break_reason(format!("{qual}: compile error: {e}"));
+            if state.entries.is_empty() {
+                state.status = FrameStatus::Skip;
+            }
+            default_eval(tstate, frame, throwflag)
+        }
+        Err(_) => {
+            bump(&c::eager_fallbacks);
+            tracing::error!(target: "dynamo::graph_breaks", "internal compiler panic while converting {qual}; running it eagerly");
+            state.status = FrameStatus::Skip;
+            default_eval(tstate, frame, throwflag)
+        }
+    }
+}
+
+unsafe fn make_function(py: Python<'_>, code: &Bound<'_, PyAny>, globals: *mut pyffi::PyObject, closure: *mut pyffi::PyObject) -> PyResult<Py<PyAny>> {
+    let f = pyffi::PyFunction_New(code.as_ptr(), globals);
+    if f.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    if !closure.is_null() && ffi::PyFunction_SetClosure(f, closure) != 0 {
+        pyffi::Py_DECREF(f);
+        return Err(PyErr::fetch(py));
+    }
+    Ok(Bound::from_owned_ptr(py, f).unbind())
+}
+
+/// Calls the entry's transformed code with the frame's argument slots; returns its result.
+unsafe fn run_entry(py: Python<'_>, entry: &mut CacheEntry, frame: *mut InterpreterFrame, n_args: usize) -> *mut pyffi::PyObject {
+    let func = match &entry.func {
+        Some(f) => f.clone_ref(py),
+        None => {
+            let fobj = (*frame).f_func;
+            let closure = if fobj.is_null() { std::ptr::null_mut() } else { ffi::function_closure(fobj) };
+            match make_function(py, entry.code.bind(py), (*frame).f_globals, closure) {
+                Ok(f) => f,
+                Err(e) => {
+                    e.restore(py);
+                    return std::ptr::null_mut();
+                }
+            }
+        }
+    };
+    pyffi::PyObject_Vectorcall(func.as_ptr(), ffi::locals_ptr(frame), n_args, std::ptr::null_mut())
+}
+
+/// The recompile limit state of a code object, for tests: (n entries, status is skip).
+pub fn cache_info(code: &Bound<'_, PyAny>) -> (usize, bool) {
+    unsafe {
+        let st = get_extra(code.as_ptr());
+        if st.is_null() {
+            (0, false)
+        } else {
+            ((*st).entries.len(), (*st).status == FrameStatus::Skip)
+        }
+    }
+}

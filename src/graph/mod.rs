@@ -1,0 +1,145 @@
+//! The captured graph: placeholders, calls and one output, in torch.fx's shape.
+//!
+//! Invariant: the graph holds no Python objects. Call targets and non-literal constants are
+//! `PyRef`s, indices into a side table that the owner (`symbolic::output_graph::OutputGraph`)
+//! keeps; the graph keeps their printable names. `Display` prints the fx-like text used in logs
+//! (`DYNAMO_LOGS=graph`) and snapshots.
+
+use std::fmt;
+
+/// A node of the graph (`n3`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub u32);
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "n{}", self.0)
+    }
+}
+
+/// Index of a Python object in the owner's side table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PyRef(pub u32);
+
+/// An argument of a call.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Arg {
+    Node(NodeId),
+    /// A constant kept in the side table, with its repr for printing.
+    Const(PyRef, String),
+    Tuple(Vec<Arg>),
+    List(Vec<Arg>),
+}
+
+/// What a node does (fx opcodes).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// A graph input; `source` is the eval-able name of where the frame gets it.
+    Placeholder { source: String },
+    /// `target(*args, **kwargs)`; `name` is the target's qualified name.
+    CallFunction { target: PyRef, name: String },
+    /// `args[0].method(*args[1:], **kwargs)`.
+    CallMethod { method: String },
+}
+
+/// Static tensor metadata from shape propagation (fake tensors).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorMeta {
+    pub sizes: Vec<i64>,
+    pub strides: Vec<i64>,
+    pub dtype: String,
+    pub device: String,
+    pub requires_grad: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub id: NodeId,
+    pub name: String,
+    pub op: Op,
+    pub args: Vec<Arg>,
+    pub kwargs: Vec<(String, Arg)>,
+    pub meta: Option<TensorMeta>,
+}
+
+/// A captured graph: nodes in execution order and the list of output values.
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    pub nodes: Vec<Node>,
+    pub outputs: Vec<Arg>,
+}
+
+impl Graph {
+    /// Appends a node and returns its id.
+    pub fn add(&mut self, name: String, op: Op, args: Vec<Arg>, kwargs: Vec<(String, Arg)>, meta: Option<TensorMeta>) -> NodeId {
+        let id = NodeId(self.nodes.len() as u32);
+        self.nodes.push(Node { id, name, op, args, kwargs, meta });
+        id
+    }
+
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id.0 as usize]
+    }
+
+    /// Number of call nodes (what `explain` reports as ops).
+    pub fn n_ops(&self) -> usize {
+        self.nodes.iter().filter(|n| !matches!(n.op, Op::Placeholder { .. })).count()
+    }
+
+    pub fn placeholders(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().filter(|n| matches!(n.op, Op::Placeholder { .. }))
+    }
+}
+
+impl fmt::Display for Arg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Arg::Node(n) => write!(f, "{n}"),
+            Arg::Const(_, repr) => f.write_str(repr),
+            Arg::Tuple(items) => {
+                f.write_str("(")?;
+                for (i, a) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{a}")?;
+                }
+                if items.len() == 1 {
+                    f.write_str(",")?;
+                }
+                f.write_str(")")
+            }
+            Arg::List(items) => {
+                f.write_str("[")?;
+                for (i, a) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{a}")?;
+                }
+                f.write_str("]")
+            }
+        }
+    }
+}
+
+impl fmt::Display for Graph {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for n in &self.nodes {
+            let meta = n
+                .meta
+                .as_ref()
+                .map(|m| format!("  # {}{:?}", m.dtype.trim_start_matches("torch."), m.sizes))
+                .unwrap_or_default();
+            let mut args: Vec<String> = n.args.iter().map(|a| a.to_string()).collect();
+            args.extend(n.kwargs.iter().map(|(k, v)| format!("{k}={v}")));
+            match &n.op {
+                Op::Placeholder { source } => writeln!(f, "{} = placeholder[{source}]{meta}", n.id)?,
+                Op::CallFunction { name, .. } => writeln!(f, "{} = {name}({}){meta}", n.id, args.join(", "))?,
+                Op::CallMethod { method } => writeln!(f, "{} = call_method[{method}]({}){meta}", n.id, args.join(", "))?,
+            }
+        }
+        let outs: Vec<String> = self.outputs.iter().map(|a| a.to_string()).collect();
+        writeln!(f, "return ({})", outs.join(", "))
+    }
+}

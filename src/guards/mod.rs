@@ -1,0 +1,387 @@
+//! Guards: the conditions under which a compiled frame may be reused, checked in Rust.
+//!
+//! A `GuardManager` flattens the `Source`s its guards read into an access plan (each node: a
+//! parent and one step: local slot, closure cell, global, attribute, item), evaluates each source
+//! at most once per check, and runs the guards in the order they were added. Nothing here runs
+//! Python-level code except the attribute/item lookups a source itself implies.
+//! See Note [tensor guards] for what a `TENSOR_MATCH` compares.
+
+use crate::source::{ItemKey, Source};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyString, PyTuple};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+/// What a guard checks about the value at its source.
+///
+/// Note [tensor guards]: a tensor input is specialized on its exact Python type, dtype, device,
+/// `requires_grad`, sizes and strides (static shapes), as torch's `TENSOR_MATCH` does without
+/// dynamic shapes. Any difference recompiles.
+#[derive(Debug)]
+pub enum GuardKind {
+    /// `type(v) is T`.
+    TypeMatch(Py<PyAny>),
+    /// `v is obj` (the object is kept alive, so its address cannot be reused).
+    IdMatch(Py<PyAny>),
+    /// `type(v) is type(c) and v == c`.
+    ConstantMatch(Py<PyAny>),
+    /// `len(v) == n` for a tuple or list (after a `TypeMatch`).
+    LenMatch(usize),
+    /// See Note [tensor guards].
+    TensorMatch(TensorSpec),
+    /// `torch.is_grad_enabled() == flag` (global state; no source).
+    GradMode(bool),
+    /// `torch.get_default_dtype() is dtype` (global state; no source).
+    DefaultDtype(Py<PyAny>),
+}
+
+/// The tensor properties a `TENSOR_MATCH` pins.
+#[derive(Debug)]
+pub struct TensorSpec {
+    pub ty: Py<PyAny>,
+    pub dtype: Py<PyAny>,
+    /// `tensor.get_device()`: -1 for CPU.
+    pub device: i64,
+    pub requires_grad: bool,
+    pub sizes: Vec<i64>,
+    pub strides: Vec<i64>,
+}
+
+/// One guard: a kind applied to the value at a source (global-state guards have none).
+#[derive(Debug)]
+pub struct Guard {
+    pub source: Option<Arc<Source>>,
+    pub kind: GuardKind,
+}
+
+impl GuardKind {
+    /// The torch spelling of the kind, used in dumps and recompile reasons.
+    pub fn name(&self) -> &'static str {
+        match self {
+            GuardKind::TypeMatch(_) => "TYPE_MATCH",
+            GuardKind::IdMatch(_) => "ID_MATCH",
+            GuardKind::ConstantMatch(_) => "CONSTANT_MATCH",
+            GuardKind::LenMatch(_) => "LENGTH_CHECK",
+            GuardKind::TensorMatch(_) => "TENSOR_MATCH",
+            GuardKind::GradMode(_) => "GRAD_MODE",
+            GuardKind::DefaultDtype(_) => "DEFAULT_DTYPE",
+        }
+    }
+}
+
+impl fmt::Display for Guard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let src = self.source.as_ref().map(|s| s.to_string()).unwrap_or_else(|| "global state".into());
+        Python::attach(|py| match &self.kind {
+            GuardKind::TypeMatch(t) => write!(f, "TYPE_MATCH: {src} is {}", repr(py, t)),
+            GuardKind::IdMatch(o) => write!(f, "ID_MATCH: {src} is <{}>", short_repr(py, o)),
+            GuardKind::ConstantMatch(c) => write!(f, "CONSTANT_MATCH: {src} == {}", repr(py, c)),
+            GuardKind::LenMatch(n) => write!(f, "LENGTH_CHECK: len({src}) == {n}"),
+            GuardKind::TensorMatch(t) => write!(
+                f,
+                "TENSOR_MATCH: {src} dtype={} device={} requires_grad={} size={:?} stride={:?}",
+                repr(py, &t.dtype),
+                t.device,
+                t.requires_grad,
+                t.sizes,
+                t.strides
+            ),
+            GuardKind::GradMode(g) => write!(f, "GRAD_MODE: torch.is_grad_enabled() == {}", if *g { "True" } else { "False" }),
+            GuardKind::DefaultDtype(d) => write!(f, "DEFAULT_DTYPE: torch.get_default_dtype() is {}", repr(py, d)),
+        })
+    }
+}
+
+fn repr(py: Python<'_>, o: &Py<PyAny>) -> String {
+    o.bind(py).repr().map(|r| r.to_string()).unwrap_or_else(|_| "<?>".into())
+}
+
+fn short_repr(py: Python<'_>, o: &Py<PyAny>) -> String {
+    let ty = o.bind(py).get_type();
+    ty.name().map(|n| n.to_string()).unwrap_or_else(|_| "object".into())
+}
+
+/// How to produce a value in the access plan.
+#[derive(Debug)]
+enum Step {
+    Local(usize),
+    Closure(usize),
+    Global(Py<PyString>),
+    Attr(usize, Py<PyString>),
+    Item(usize, Py<PyAny>),
+}
+
+/// The frame pieces guards read from: argument slots, closure, globals, builtins (all borrowed).
+pub struct FrameRefs {
+    pub locals: *const *mut ffi::PyObject,
+    pub closure: *mut ffi::PyObject,
+    pub globals: *mut ffi::PyObject,
+    pub builtins: *mut ffi::PyObject,
+}
+
+/// Interned callables used on the check path, created once per manager.
+#[derive(Debug)]
+struct Hot {
+    get_device: Py<PyString>,
+    size: Py<PyString>,
+    stride: Py<PyString>,
+    dtype: Py<PyString>,
+    requires_grad: Py<PyString>,
+    is_grad_enabled: Py<PyAny>,
+    get_default_dtype: Py<PyAny>,
+}
+
+/// A set of guards plus the plan that fetches their sources.
+#[derive(Debug)]
+pub struct GuardManager {
+    steps: Vec<Step>,
+    /// For each guard: (index into `steps` or usize::MAX for global-state guards).
+    guard_slots: Vec<usize>,
+    pub guards: Vec<Guard>,
+    hot: Hot,
+}
+
+/// A guard that did not hold: its text and why.
+#[derive(Debug, Clone)]
+pub struct GuardFailure {
+    pub guard: String,
+    pub reason: String,
+}
+
+impl fmt::Display for GuardFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.reason, self.guard)
+    }
+}
+
+impl GuardManager {
+    /// Builds the access plan for `guards`.
+    pub fn new(py: Python<'_>, guards: Vec<Guard>) -> PyResult<Self> {
+        let mut steps = Vec::new();
+        let mut memo: HashMap<Source, usize> = HashMap::new();
+        let mut guard_slots = Vec::with_capacity(guards.len());
+        for g in &guards {
+            match &g.source {
+                Some(s) => guard_slots.push(plan(py, s, &mut steps, &mut memo)),
+                None => guard_slots.push(usize::MAX),
+            }
+        }
+        let torch = py.import("torch")?;
+        let hot = Hot {
+            get_device: PyString::intern(py, "get_device").unbind(),
+            size: PyString::intern(py, "size").unbind(),
+            stride: PyString::intern(py, "stride").unbind(),
+            dtype: PyString::intern(py, "dtype").unbind(),
+            requires_grad: PyString::intern(py, "requires_grad").unbind(),
+            is_grad_enabled: torch.getattr("is_grad_enabled")?.unbind(),
+            get_default_dtype: torch.getattr("get_default_dtype")?.unbind(),
+        };
+        Ok(GuardManager { steps, guard_slots, guards, hot })
+    }
+
+    /// Checks every guard against the frame; `Ok(())` when all hold, else the first failure.
+    /// With `explain == false` the failure text is not built (the cache-hit path).
+    pub fn check(&self, py: Python<'_>, frame: &FrameRefs, explain: bool) -> Result<(), Option<GuardFailure>> {
+        let mut values: smallvec::SmallVec<[Option<Bound<'_, PyAny>>; 16]> = smallvec::SmallVec::new();
+        values.resize(self.steps.len(), None);
+        for (i, step) in self.steps.iter().enumerate() {
+            let v = unsafe { self.fetch(py, step, frame, &values) };
+            match v {
+                Some(v) => values[i] = Some(v),
+                None => {
+                    // A missing attribute / key is itself a guard failure; clear the error.
+                    if PyErr::occurred(py) {
+                        let _ = PyErr::take(py);
+                    }
+                    // Only fail if some guard reads this node (they all do: the plan is built from guards).
+                    let g = self.guard_slots.iter().position(|&s| s >= i && s != usize::MAX).unwrap_or(0);
+                    return Err(explain.then(|| GuardFailure {
+                        guard: self.guards.get(g).map(|g| g.to_string()).unwrap_or_default(),
+                        reason: format!("cannot fetch source #{i}"),
+                    }));
+                }
+            }
+        }
+        for (g, &slot) in self.guards.iter().zip(&self.guard_slots) {
+            let value = if slot == usize::MAX { None } else { values[slot].as_ref() };
+            if let Err(reason) = self.check_one(py, g, value, explain) {
+                return Err(explain.then(|| GuardFailure { guard: g.to_string(), reason: reason.unwrap_or_default() }));
+            }
+        }
+        Ok(())
+    }
+
+    unsafe fn fetch<'py>(
+        &self,
+        py: Python<'py>,
+        step: &Step,
+        frame: &FrameRefs,
+        values: &[Option<Bound<'py, PyAny>>],
+    ) -> Option<Bound<'py, PyAny>> {
+        match step {
+            Step::Local(i) => {
+                let p = *frame.locals.add(*i);
+                if p.is_null() {
+                    None
+                } else {
+                    Some(Bound::from_borrowed_ptr(py, p))
+                }
+            }
+            Step::Closure(i) => {
+                if frame.closure.is_null() {
+                    return None;
+                }
+                let cell = ffi::PyTuple_GetItem(frame.closure, *i as ffi::Py_ssize_t);
+                if cell.is_null() {
+                    return None;
+                }
+                let v = ffi::PyCell_Get(cell);
+                Bound::from_owned_ptr_or_opt(py, v)
+            }
+            Step::Global(name) => {
+                let mut p = ffi::PyDict_GetItemWithError(frame.globals, name.as_ptr());
+                if p.is_null() && !PyErr::occurred(py) {
+                    p = ffi::PyDict_GetItemWithError(frame.builtins, name.as_ptr());
+                }
+                Bound::from_borrowed_ptr_or_opt(py, p)
+            }
+            Step::Attr(base, name) => {
+                let b = values[*base].as_ref()?;
+                Bound::from_owned_ptr_or_opt(py, ffi::PyObject_GetAttr(b.as_ptr(), name.as_ptr()))
+            }
+            Step::Item(base, key) => {
+                let b = values[*base].as_ref()?;
+                Bound::from_owned_ptr_or_opt(py, ffi::PyObject_GetItem(b.as_ptr(), key.as_ptr()))
+            }
+        }
+    }
+
+    fn check_one(&self, py: Python<'_>, g: &Guard, v: Option<&Bound<'_, PyAny>>, explain: bool) -> Result<(), Option<String>> {
+        let fail = |msg: &dyn Fn() -> String| Err(explain.then(msg));
+        match &g.kind {
+            GuardKind::TypeMatch(t) => {
+                let v = v.unwrap();
+                if v.get_type().as_ptr() != t.as_ptr() {
+                    return fail(&|| format!("{} is of type {}", src(g), v.get_type().name().map(|n| n.to_string()).unwrap_or_default()));
+                }
+            }
+            GuardKind::IdMatch(o) => {
+                if v.unwrap().as_ptr() != o.as_ptr() {
+                    return fail(&|| format!("{} is a different object", src(g)));
+                }
+            }
+            GuardKind::ConstantMatch(c) => {
+                let v = v.unwrap();
+                let c = c.bind(py);
+                let same = v.get_type().as_ptr() == c.get_type().as_ptr() && v.eq(c).unwrap_or(false);
+                if !same {
+                    return fail(&|| format!("{} == {}, expected {}", src(g), v.repr().map(|r| r.to_string()).unwrap_or_default(), c.repr().map(|r| r.to_string()).unwrap_or_default()));
+                }
+            }
+            GuardKind::LenMatch(n) => {
+                let len = v.unwrap().len().unwrap_or(usize::MAX);
+                if len != *n {
+                    return fail(&|| format!("len({}) == {len}, expected {n}", src(g)));
+                }
+            }
+            GuardKind::TensorMatch(spec) => return self.check_tensor(py, g, spec, v.unwrap(), explain),
+            GuardKind::GradMode(flag) => {
+                let now = self.hot.is_grad_enabled.bind(py).call0().and_then(|r| r.is_truthy()).unwrap_or(!flag);
+                if now != *flag {
+                    return fail(&|| format!("grad mode is {now}, expected {flag}"));
+                }
+            }
+            GuardKind::DefaultDtype(d) => {
+                let now = self.hot.get_default_dtype.bind(py).call0();
+                if now.map(|n| n.as_ptr() != d.as_ptr()).unwrap_or(true) {
+                    return fail(&|| "default dtype changed".to_string());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_tensor(&self, py: Python<'_>, g: &Guard, spec: &TensorSpec, v: &Bound<'_, PyAny>, explain: bool) -> Result<(), Option<String>> {
+        let name = || src(g);
+        if v.get_type().as_ptr() != spec.ty.as_ptr() {
+            return Err(explain.then(|| format!("tensor {} type mismatch", name())));
+        }
+        let dtype = v.getattr(self.hot.dtype.bind(py)).map_err(|_| None)?;
+        if dtype.as_ptr() != spec.dtype.as_ptr() {
+            return Err(explain.then(|| format!("tensor {} dtype mismatch. expected {}, actual {}", name(), repr(py, &spec.dtype), dtype)));
+        }
+        let device: i64 = v.call_method0(self.hot.get_device.bind(py)).and_then(|d| d.extract()).map_err(|_| None)?;
+        if device != spec.device {
+            return Err(explain.then(|| format!("tensor {} device mismatch. expected {}, actual {}", name(), spec.device, device)));
+        }
+        let rg = v.getattr(self.hot.requires_grad.bind(py)).map(|r| r.as_ptr() == unsafe { ffi::Py_True() }).map_err(|_| None)?;
+        if rg != spec.requires_grad {
+            return Err(explain.then(|| format!("tensor {} requires_grad mismatch. expected {}, actual {}", name(), spec.requires_grad, rg)));
+        }
+        let sizes = v.call_method0(self.hot.size.bind(py)).map_err(|_| None)?;
+        if let Some(msg) = compare_ints(&sizes, &spec.sizes) {
+            return Err(explain.then(|| format!("tensor {} size mismatch {msg}", name())));
+        }
+        let strides = v.call_method0(self.hot.stride.bind(py)).map_err(|_| None)?;
+        if let Some(msg) = compare_ints(&strides, &spec.strides) {
+            return Err(explain.then(|| format!("tensor {} stride mismatch {msg}", name())));
+        }
+        Ok(())
+    }
+
+    /// All guards, one per line, for logs and `explain`.
+    pub fn dump(&self) -> String {
+        self.guards.iter().map(|g| g.to_string()).collect::<Vec<_>>().join("\n")
+    }
+}
+
+fn src(g: &Guard) -> String {
+    g.source.as_ref().map(|s| s.to_string()).unwrap_or_default()
+}
+
+/// Compares a tuple of Python ints with `expected`; returns a description of the first difference.
+fn compare_ints(t: &Bound<'_, PyAny>, expected: &[i64]) -> Option<String> {
+    let t = match t.cast::<PyTuple>() {
+        Ok(t) => t,
+        Err(_) => return Some("(not a tuple)".into()),
+    };
+    if t.len() != expected.len() {
+        return Some(format!("rank {} != expected {}", t.len(), expected.len()));
+    }
+    for (i, (item, e)) in t.iter().zip(expected).enumerate() {
+        let got: i64 = item.extract().unwrap_or(i64::MIN);
+        if got != *e {
+            return Some(format!("at index {i}. expected {e}, actual {got}"));
+        }
+    }
+    None
+}
+
+fn plan(py: Python<'_>, s: &Arc<Source>, steps: &mut Vec<Step>, memo: &mut HashMap<Source, usize>) -> usize {
+    if let Some(&i) = memo.get(s.as_ref()) {
+        return i;
+    }
+    let step = match s.as_ref() {
+        Source::Local { idx, .. } => Step::Local(*idx as usize),
+        Source::Closure { idx, .. } => Step::Closure(*idx as usize),
+        Source::Global { name } => Step::Global(PyString::intern(py, name).unbind()),
+        Source::Attr { base, attr } => {
+            let b = plan(py, base, steps, memo);
+            Step::Attr(b, PyString::intern(py, attr).unbind())
+        }
+        Source::GetItem { base, key } => {
+            let b = plan(py, base, steps, memo);
+            let k = match key {
+                ItemKey::Int(i) => i.into_pyobject(py).unwrap().into_any().unbind(),
+                ItemKey::Str(s) => PyString::new(py, s).into_any().unbind(),
+            };
+            Step::Item(b, k)
+        }
+    };
+    steps.push(step);
+    let i = steps.len() - 1;
+    memo.insert(s.as_ref().clone(), i);
+    i
+}

@@ -1,0 +1,125 @@
+//! Python-facing functions of `dynamo._C` (the binding surface lives in `lib.rs`).
+
+use crate::counters;
+use crate::eval_frame::{cache, hook};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::sync::atomic::Ordering;
+
+/// Sets this thread's eval-frame callback (`None`: off, `False`: run cached code only, a
+/// callable `backend(gm, example_inputs)`: compile) and returns the previous one.
+#[pyfunction]
+pub fn set_eval_frame(py: Python<'_>, callback: &Bound<'_, PyAny>) -> Py<PyAny> {
+    crate::logging::init();
+    hook::set_eval_frame(py, callback)
+}
+
+/// Frames of files under these prefixes are never compiled.
+#[pyfunction]
+pub fn set_skip_prefixes(prefixes: Vec<String>) {
+    hook::set_skip_prefixes(prefixes);
+}
+
+/// Marks a code object so its frames always run eagerly.
+#[pyfunction]
+pub fn skip_code(py: Python<'_>, code: &Bound<'_, PyAny>) {
+    hook::mark_skip(py, code);
+}
+
+/// Drops every compiled frame, cache entry and code classification, and zeroes the counters.
+#[pyfunction]
+pub fn reset(py: Python<'_>) {
+    cache::reset_all(py);
+    counters::reset();
+    crate::logging::clear();
+    crate::logging::clear_breaks();
+}
+
+/// The counters as a dict of ints.
+#[pyfunction(name = "counters")]
+pub fn get_counters<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, v) in counters::snapshot() {
+        d.set_item(k, v)?;
+    }
+    Ok(d)
+}
+
+/// Recompile reasons recorded since the last reset, oldest first.
+#[pyfunction]
+pub fn recompile_reasons() -> Vec<String> {
+    crate::logging::recompile_reasons()
+}
+
+/// Reasons frames were not captured since the last reset, oldest first.
+#[pyfunction]
+pub fn break_reasons() -> Vec<String> {
+    crate::logging::break_reasons()
+}
+
+/// (number of cache entries, frame runs eagerly) for a code object.
+#[pyfunction]
+pub fn cache_info(code: &Bound<'_, PyAny>) -> (usize, bool) {
+    hook::cache_info(code)
+}
+
+/// Graph texts of the cache entries of a code object, most recent first.
+#[pyfunction]
+pub fn cached_graphs(code: &Bound<'_, PyAny>) -> Vec<String> {
+    unsafe {
+        let st = cache::get_extra(code.as_ptr());
+        if st.is_null() {
+            return vec![];
+        }
+        (*st).entries.iter().map(|e| e.graph_text.clone()).collect()
+    }
+}
+
+/// Guard dumps of the cache entries of a code object, most recent first.
+#[pyfunction]
+pub fn cached_guards(code: &Bound<'_, PyAny>) -> Vec<String> {
+    unsafe {
+        let st = cache::get_extra(code.as_ptr());
+        if st.is_null() {
+            return vec![];
+        }
+        (*st).entries.iter().map(|e| e.guards.dump()).collect()
+    }
+}
+
+/// Reads or sets `config.cache_size_limit`.
+#[pyfunction]
+#[pyo3(signature = (value=None))]
+pub fn cache_size_limit(value: Option<usize>) -> usize {
+    if let Some(v) = value {
+        crate::config::CACHE_SIZE_LIMIT.store(v, Ordering::Relaxed);
+    }
+    crate::config::cache_size_limit()
+}
+
+/// Reads or sets `config.suppress_errors`.
+#[pyfunction]
+#[pyo3(signature = (value=None))]
+pub fn suppress_errors(value: Option<bool>) -> bool {
+    if let Some(v) = value {
+        crate::config::SUPPRESS_ERRORS.store(v, Ordering::Relaxed);
+    }
+    crate::config::suppress_errors()
+}
+
+/// Registers the functions above on the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(set_eval_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(set_skip_prefixes, m)?)?;
+    m.add_function(wrap_pyfunction!(skip_code, m)?)?;
+    m.add_function(wrap_pyfunction!(reset, m)?)?;
+    m.add_function(wrap_pyfunction!(get_counters, m)?)?;
+    m.add_function(wrap_pyfunction!(recompile_reasons, m)?)?;
+    m.add_function(wrap_pyfunction!(break_reasons, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_info, m)?)?;
+    m.add_function(wrap_pyfunction!(cached_graphs, m)?)?;
+    m.add_function(wrap_pyfunction!(cached_guards, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_size_limit, m)?)?;
+    m.add_function(wrap_pyfunction!(suppress_errors, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,183 @@
+//! `PyCodegen`: emits the transformed bytecode of a compiled frame.
+//!
+//! The transformed code keeps the original prologue (MAKE_CELL / COPY_FREE_VARS / RESUME), then
+//! loads every graph input from its `Source`, calls the compiled graph, rebuilds the frame's
+//! return value from the graph's outputs, constants and sources (`Rebuild`), and returns it.
+//! Every argument slot (positional, keyword-only, `*args`, `**kwargs`) becomes a plain
+//! positional parameter, so the eval-frame hook can call it with the frame's `localsplus` array.
+
+use crate::bytecode::opcode::op;
+use crate::bytecode::{assemble, Instruction, Positions, PyVersion};
+use crate::source::{ItemKey, Source};
+use crate::symbolic::code_info::{flags, CodeInfo};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+use std::sync::Arc;
+
+/// How to rebuild one value of the frame's result.
+pub enum Rebuild {
+    /// `result_of_graph[k]`.
+    GraphOutput(usize),
+    /// A constant object.
+    Const(Py<PyAny>),
+    /// A value reloaded from where the frame got it.
+    Source(Arc<Source>),
+    Tuple(Vec<Rebuild>),
+    List(Vec<Rebuild>),
+    /// A dict with constant keys.
+    Dict(Vec<(Py<PyAny>, Rebuild)>),
+}
+
+/// Builds instruction lists against a code object's names and constants.
+pub struct PyCodegen<'a> {
+    ci: &'a CodeInfo,
+    pub insts: Vec<Instruction>,
+    names: Vec<String>,
+    consts: Vec<Py<PyAny>>,
+    cellvars: Vec<String>,
+    pos: Positions,
+}
+
+impl<'a> PyCodegen<'a> {
+    pub fn new(py: Python<'_>, ci: &'a CodeInfo) -> PyResult<Self> {
+        let consts = ci.consts.bind(py).iter().map(|c| c.unbind()).collect();
+        let cellvars: Vec<String> = ci.code.bind(py).getattr("co_cellvars")?.extract()?;
+        Ok(PyCodegen { ci, insts: Vec::new(), names: ci.names.clone(), consts, cellvars, pos: Positions::line(ci.firstlineno) })
+    }
+
+    fn emit(&mut self, opcode: u8, arg: u32) {
+        self.insts.push(Instruction::new(opcode, arg).with_positions(self.pos));
+    }
+
+    fn name_idx(&mut self, name: &str) -> u32 {
+        match self.names.iter().position(|n| n == name) {
+            Some(i) => i as u32,
+            None => {
+                self.names.push(name.to_string());
+                self.names.len() as u32 - 1
+            }
+        }
+    }
+
+    /// `LOAD_CONST obj` (always a new slot: identity matters for non-literal constants).
+    pub fn load_const(&mut self, obj: Py<PyAny>) {
+        self.consts.push(obj);
+        let i = self.consts.len() as u32 - 1;
+        self.emit(op::LOAD_CONST, i);
+    }
+
+    /// Emits the loads that produce the value at `source` on the stack.
+    pub fn load_source(&mut self, py: Python<'_>, source: &Source) {
+        match source {
+            Source::Local { idx, name } => {
+                if self.cellvars.contains(name) {
+                    self.emit(op::LOAD_DEREF, *idx);
+                } else {
+                    self.emit(op::LOAD_FAST, *idx);
+                }
+            }
+            Source::Closure { slot, .. } => self.emit(op::LOAD_DEREF, *slot),
+            Source::Global { name } => {
+                let i = self.name_idx(name);
+                self.emit(op::LOAD_GLOBAL, i << 1);
+            }
+            Source::Attr { base, attr } => {
+                self.load_source(py, base);
+                let i = self.name_idx(attr);
+                self.emit(op::LOAD_ATTR, i);
+            }
+            Source::GetItem { base, key } => {
+                self.load_source(py, base);
+                let k = match key {
+                    ItemKey::Int(i) => i.into_pyobject(py).unwrap().into_any().unbind(),
+                    ItemKey::Str(s) => pyo3::types::PyString::new(py, s).into_any().unbind(),
+                };
+                self.load_const(k);
+                self.emit(op::BINARY_SUBSCR, 0);
+            }
+        }
+    }
+
+    /// Pushes the rebuilt value; the graph's result tuple sits `depth` slots below the top.
+    fn rebuild(&mut self, py: Python<'_>, r: &Rebuild, depth: u32) {
+        match r {
+            Rebuild::GraphOutput(k) => {
+                self.emit(op::COPY, depth + 1);
+                self.load_const((*k as i64).into_pyobject(py).unwrap().into_any().unbind());
+                self.emit(op::BINARY_SUBSCR, 0);
+            }
+            Rebuild::Const(c) => self.load_const(c.clone_ref(py)),
+            Rebuild::Source(s) => self.load_source(py, s),
+            Rebuild::Tuple(items) | Rebuild::List(items) => {
+                for (i, it) in items.iter().enumerate() {
+                    self.rebuild(py, it, depth + i as u32);
+                }
+                let opcode = if matches!(r, Rebuild::Tuple(_)) { op::BUILD_TUPLE } else { op::BUILD_LIST };
+                self.emit(opcode, items.len() as u32);
+            }
+            Rebuild::Dict(items) => {
+                for (i, (_, v)) in items.iter().enumerate() {
+                    self.rebuild(py, v, depth + i as u32);
+                }
+                let keys = PyTuple::new(py, items.iter().map(|(k, _)| k.bind(py).clone())).unwrap();
+                self.load_const(keys.into_any().unbind());
+                self.emit(op::BUILD_CONST_KEY_MAP, items.len() as u32);
+            }
+        }
+    }
+}
+
+/// Builds the transformed code object for a fully captured frame: `compiled_fn` (or `None` when
+/// the graph has no ops) is called with the inputs loaded from `inputs`, and `result` says how to
+/// rebuild the return value.
+pub fn compiled_frame_code(
+    py: Python<'_>,
+    ci: &CodeInfo,
+    compiled_fn: Option<Py<PyAny>>,
+    inputs: &[Arc<Source>],
+    result: &Rebuild,
+) -> PyResult<Py<PyAny>> {
+    let mut cg = PyCodegen::new(py, ci)?;
+    // Prologue: everything up to and including RESUME, unchanged.
+    let body = ci.body_start();
+    for inst in &ci.insts[..body] {
+        let mut i = inst.clone();
+        i.exn = None;
+        cg.insts.push(i);
+    }
+    match compiled_fn {
+        Some(f) => {
+            cg.emit(op::PUSH_NULL, 0);
+            cg.load_const(f);
+            for s in inputs {
+                cg.load_source(py, s);
+            }
+            cg.emit(op::PRECALL, inputs.len() as u32);
+            cg.emit(op::CALL, inputs.len() as u32);
+            cg.rebuild(py, result, 0);
+            cg.emit(op::SWAP, 2);
+            cg.emit(op::POP_TOP, 0);
+        }
+        None => cg.rebuild(py, result, 0),
+    }
+    cg.emit(op::RETURN_VALUE, 0);
+    finish(py, ci, cg)
+}
+
+/// Assembles `cg`'s instructions into `ci.code.replace(...)` with all argument slots positional.
+fn finish(py: Python<'_>, ci: &CodeInfo, cg: PyCodegen<'_>) -> PyResult<Py<PyAny>> {
+    let asm = assemble(&cg.insts, ci.firstlineno, PyVersion::V311)
+        .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("assembling transformed code: {e}")))?;
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("co_code", PyBytes::new(py, &asm.code))?;
+    kwargs.set_item("co_linetable", PyBytes::new(py, &asm.linetable))?;
+    kwargs.set_item("co_exceptiontable", PyBytes::new(py, &asm.exceptiontable))?;
+    kwargs.set_item("co_stacksize", asm.stacksize)?;
+    kwargs.set_item("co_consts", PyTuple::new(py, cg.consts.iter().map(|c| c.bind(py)))?)?;
+    kwargs.set_item("co_names", PyTuple::new(py, &cg.names)?)?;
+    kwargs.set_item("co_argcount", ci.n_arg_slots())?;
+    kwargs.set_item("co_posonlyargcount", 0)?;
+    kwargs.set_item("co_kwonlyargcount", 0)?;
+    kwargs.set_item("co_flags", ci.flags & !(flags::CO_VARARGS | flags::CO_VARKEYWORDS))?;
+    Ok(ci.code.bind(py).call_method("replace", (), Some(&kwargs))?.unbind())
+}

@@ -1,0 +1,86 @@
+//! `Source`: where a value the compiled frame depends on comes from, as plain data.
+//!
+//! Invariant: a `Source` is a value type. Emitting bytecode that loads it
+//! (`pycodegen::emit_source_load`) and fetching it when guards run (`guards::GuardManager`) both
+//! match on this enum elsewhere. The `Display` form is an eval-able name in torch's spelling
+//! (`L['self'].fc.weight`, `G['torch']`, `L['xs'][0]`), reused in guard dumps, logs and errors.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// A constant subscript key, as used by `GetItem`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ItemKey {
+    Int(i64),
+    Str(String),
+}
+
+/// Provenance of a value: how to reach it again from the frame.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// A fast local at frame entry (an argument), by name and `localsplus` index.
+    Local { name: String, idx: u32 },
+    /// A free variable of the frame's function: `func.__closure__[idx].cell_contents`.
+    /// `slot` is its `localsplus` index, for `LOAD_DEREF` in 3.11.
+    Closure { name: String, idx: u32, slot: u32 },
+    /// `f_globals[name]`, falling back to `f_builtins[name]`.
+    Global { name: String },
+    /// `getattr(base, attr)`.
+    Attr { base: Arc<Source>, attr: String },
+    /// `base[key]`.
+    GetItem { base: Arc<Source>, key: ItemKey },
+}
+
+impl Source {
+    /// `getattr(self, attr)` as a new source.
+    pub fn attr(self: &Arc<Self>, attr: &str) -> Arc<Source> {
+        Arc::new(Source::Attr { base: self.clone(), attr: attr.to_string() })
+    }
+
+    /// `self[key]` as a new source.
+    pub fn item(self: &Arc<Self>, key: ItemKey) -> Arc<Source> {
+        Arc::new(Source::GetItem { base: self.clone(), key })
+    }
+
+    /// The innermost base of the chain (a local, closure cell or global).
+    pub fn root(&self) -> &Source {
+        match self {
+            Source::Attr { base, .. } | Source::GetItem { base, .. } => base.root(),
+            other => other,
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Local { name, .. } => write!(f, "L['{name}']"),
+            Source::Closure { name, .. } => write!(f, "L['{name}']"),
+            Source::Global { name } => write!(f, "G['{name}']"),
+            Source::Attr { base, attr } => {
+                if attr.chars().all(|c| c.is_alphanumeric() || c == '_') && !attr.starts_with(|c: char| c.is_ascii_digit()) {
+                    write!(f, "{base}.{attr}")
+                } else {
+                    write!(f, "getattr({base}, '{attr}')")
+                }
+            }
+            Source::GetItem { base, key: ItemKey::Int(i) } => write!(f, "{base}[{i}]"),
+            Source::GetItem { base, key: ItemKey::Str(s) } => write!(f, "{base}['{s}']"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_matches_torch_spelling() {
+        let s = Arc::new(Source::Local { name: "self".into(), idx: 0 });
+        assert_eq!(s.attr("fc").attr("weight").to_string(), "L['self'].fc.weight");
+        assert_eq!(s.attr("layer1").attr("0").to_string(), "getattr(L['self'].layer1, '0')");
+        let g = Arc::new(Source::Global { name: "xs".into() });
+        assert_eq!(g.item(ItemKey::Int(2)).to_string(), "G['xs'][2]");
+        assert_eq!(g.item(ItemKey::Str("k".into())).to_string(), "G['xs']['k']");
+    }
+}

@@ -1,0 +1,150 @@
+//! `VariableBuilder`: turns a real Python value reached through a `Source` into a
+//! `VariableTracker`, installing the guards that make that view of it valid.
+//!
+//! What each kind of value is guarded on:
+//! - tensors: TENSOR_MATCH, and they become graph inputs (placeholders);
+//! - nn.Module instances, functions, modules, classes, builtins: ID_MATCH;
+//! - literals (None, bool, int, float, str, tuples of literals, dtypes, devices, sizes): CONSTANT_MATCH;
+//! - tuples and lists of other values: TYPE_MATCH + LENGTH_CHECK, items wrapped with `[i]` sources.
+
+use crate::guards::GuardKind;
+use crate::source::{ItemKey, Source};
+use crate::symbolic::output_graph::OutputGraph;
+use crate::symbolic::variables::{type_name, DictState, ListState, VT};
+use crate::symbolic::VResult;
+use crate::unsupported;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// Is `v` an immutable literal we treat as a constant (None, bool, int, float, complex, str,
+/// bytes, Ellipsis, slice of literals, torch.dtype/device/Size/layout/memory_format, or a tuple
+/// of literals)?
+pub fn is_literal(py: Python<'_>, v: &Bound<'_, PyAny>) -> bool {
+    if v.is_none() || v.is_instance_of::<PyBool>() || v.is_instance_of::<PyInt>() || v.is_instance_of::<PyFloat>() || v.is_instance_of::<PyString>() {
+        return true;
+    }
+    if let Ok(t) = v.cast::<PyTuple>() {
+        return t.iter().all(|i| is_literal(py, &i));
+    }
+    let tn = type_name(v);
+    let module = v.get_type().module().map(|m| m.to_string()).unwrap_or_default();
+    matches!(tn.as_str(), "ellipsis" | "complex" | "bytes" | "slice" | "NotImplementedType")
+        || (module == "torch" && matches!(tn.as_str(), "dtype" | "device" | "Size" | "layout" | "memory_format" | "finfo" | "iinfo"))
+}
+
+/// Is `f` a callable whose calls belong in the graph (torch.*, torch.nn.functional.*, ...)?
+pub fn is_torch_callable(f: &Bound<'_, PyAny>) -> bool {
+    let module = f.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+    let tn = type_name(f);
+    if tn == "function" {
+        return (module == "torch" || module.starts_with("torch.")) && !module.starts_with("torch.nn.modules") && !module.starts_with("torch._dynamo");
+    }
+    if tn == "builtin_function_or_method" {
+        if module == "torch" || module.starts_with("torch.") {
+            return true;
+        }
+        if let Ok(s) = f.getattr("__self__") {
+            let sm = s.getattr("__name__").ok().and_then(|n| n.extract::<String>().ok()).unwrap_or_default();
+            return sm == "torch" || sm.starts_with("torch.") || type_name(&s).starts_with("_VariableFunctions");
+        }
+    }
+    false
+}
+
+/// Wraps `value` (reached through `source`) and installs its guards.
+pub fn wrap(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, source: Arc<Source>) -> VResult<VT> {
+    if og.is_tensor(py, value) {
+        return Ok(VT::Tensor(og.add_input(py, value, source)?));
+    }
+    if is_literal(py, value) {
+        let kind = if value.is_none() || value.is_instance_of::<PyBool>() {
+            GuardKind::IdMatch(value.clone().unbind())
+        } else {
+            GuardKind::ConstantMatch(value.clone().unbind())
+        };
+        og.add_guard(Some(source), kind);
+        return Ok(VT::constant(value.clone().unbind()));
+    }
+    if value.is_instance(og.handles.module_type.bind(py))? {
+        og.add_guard(Some(source.clone()), GuardKind::IdMatch(value.clone().unbind()));
+        return Ok(VT::Module { obj: Rc::new(value.clone().unbind()), source: Some(source) });
+    }
+    let tn = type_name(value);
+    let id_guard = |og: &mut OutputGraph| og.add_guard(Some(source.clone()), GuardKind::IdMatch(value.clone().unbind()));
+    match tn.as_str() {
+        "function" => {
+            id_guard(og);
+            if is_torch_callable(value) {
+                return Ok(VT::TorchFunction(Rc::new(value.clone().unbind())));
+            }
+            return Ok(VT::Function { obj: Rc::new(value.clone().unbind()), source: Some(source) });
+        }
+        "builtin_function_or_method" | "method_descriptor" | "wrapper_descriptor" | "method-wrapper" | "_lru_cache_wrapper" => {
+            id_guard(og);
+            if is_torch_callable(value) {
+                return Ok(VT::TorchFunction(Rc::new(value.clone().unbind())));
+            }
+            return Ok(VT::Builtin(Rc::new(value.clone().unbind())));
+        }
+        "module" => {
+            id_guard(og);
+            return Ok(VT::PyModule { obj: Rc::new(value.clone().unbind()), source: Some(source) });
+        }
+        "method" => {
+            // A bound method of some object: inline its function with `self`.
+            let func = value.getattr("__func__")?;
+            let self_ = value.getattr("__self__")?;
+            let self_vt = wrap(py, og, &self_, source.attr("__self__"))?;
+            let func_vt = wrap(py, og, &func, source.attr("__func__"))?;
+            return Ok(VT::Method { func: Box::new(func_vt), self_: Box::new(self_vt) });
+        }
+        _ => {}
+    }
+    if value.is_instance_of::<pyo3::types::PyType>() {
+        id_guard(og);
+        return Ok(VT::Class(Rc::new(value.clone().unbind())));
+    }
+    if let Ok(t) = value.cast::<PyTuple>() {
+        if t.get_type().is(py.get_type::<PyTuple>()) {
+            og.add_guard(Some(source.clone()), GuardKind::TypeMatch(t.get_type().into_any().unbind()));
+            og.add_guard(Some(source.clone()), GuardKind::LenMatch(t.len()));
+            let items = t
+                .iter()
+                .enumerate()
+                .map(|(i, item)| wrap(py, og, &item, source.item(ItemKey::Int(i as i64))))
+                .collect::<VResult<Vec<_>>>()?;
+            return Ok(VT::Tuple(Rc::new(items)));
+        }
+    }
+    if let Ok(l) = value.cast::<PyList>() {
+        if l.get_type().is(py.get_type::<PyList>()) {
+            og.add_guard(Some(source.clone()), GuardKind::TypeMatch(l.get_type().into_any().unbind()));
+            og.add_guard(Some(source.clone()), GuardKind::LenMatch(l.len()));
+            let items = l
+                .iter()
+                .enumerate()
+                .map(|(i, item)| wrap(py, og, &item, source.item(ItemKey::Int(i as i64))))
+                .collect::<VResult<Vec<_>>>()?;
+            return Ok(VT::List(Rc::new(RefCell::new(ListState { items, source: Some(source) }))));
+        }
+    }
+    if let Ok(d) = value.cast::<PyDict>() {
+        if d.get_type().is(py.get_type::<PyDict>()) && d.keys().iter().all(|k| k.is_instance_of::<PyString>()) {
+            og.add_guard(Some(source.clone()), GuardKind::TypeMatch(d.get_type().into_any().unbind()));
+            let keys: Vec<_> = d.keys().iter().map(|k| k.unbind()).collect();
+            let keys_tuple = PyTuple::new(py, &keys)?;
+            let mut items = Vec::new();
+            for k in keys_tuple.iter() {
+                let key: String = k.extract()?;
+                let v = d.get_item(&k)?.expect("key present");
+                items.push((k.unbind(), wrap(py, og, &v, source.item(ItemKey::Str(key)))?));
+            }
+            og.add_guard(Some(source.clone()), GuardKind::LenMatch(items.len()));
+            return Ok(VT::Dict(Rc::new(RefCell::new(DictState { items, source: Some(source) }))));
+        }
+    }
+    unsupported!("cannot trace a value of type {tn} ({source})")
+}

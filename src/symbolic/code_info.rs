@@ -1,0 +1,118 @@
+//! `CodeInfo`: a decoded code object (instructions plus the tables handlers index into).
+//!
+//! Decoding is cached per code object for the life of the process (the cache keeps the code
+//! object alive so its address is not reused).
+
+use crate::bytecode::{self, CodeBytes, Instruction, PyVersion};
+use crate::symbolic::{Unsupported, VResult};
+use parking_lot::Mutex;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyTuple};
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+/// `co_flags` bits (Include/cpython/code.h).
+pub mod flags {
+    pub const CO_OPTIMIZED: u32 = 0x1;
+    pub const CO_NEWLOCALS: u32 = 0x2;
+    pub const CO_VARARGS: u32 = 0x4;
+    pub const CO_VARKEYWORDS: u32 = 0x8;
+    pub const CO_NESTED: u32 = 0x10;
+    pub const CO_GENERATOR: u32 = 0x20;
+    pub const CO_COROUTINE: u32 = 0x80;
+    pub const CO_ITERABLE_COROUTINE: u32 = 0x100;
+    pub const CO_ASYNC_GENERATOR: u32 = 0x200;
+}
+
+/// A code object, decoded.
+pub struct CodeInfo {
+    pub code: Py<PyAny>,
+    pub insts: Vec<Instruction>,
+    pub names: Vec<String>,
+    pub consts: Py<PyTuple>,
+    pub varnames: Vec<String>,
+    /// Names of all `localsplus` slots: varnames, then cell variables that are not arguments, then free variables.
+    pub localsplus: Vec<String>,
+    pub n_freevars: usize,
+    pub argcount: usize,
+    pub kwonlyargcount: usize,
+    pub flags: u32,
+    pub name: String,
+    pub filename: String,
+    pub firstlineno: u32,
+}
+
+impl CodeInfo {
+    /// Number of argument slots at frame entry (positional, keyword-only, `*args`, `**kwargs`).
+    pub fn n_arg_slots(&self) -> usize {
+        self.argcount
+            + self.kwonlyargcount
+            + usize::from(self.flags & flags::CO_VARARGS != 0)
+            + usize::from(self.flags & flags::CO_VARKEYWORDS != 0)
+    }
+
+    /// Index of the first instruction after the prologue (MAKE_CELL / COPY_FREE_VARS / RESUME).
+    pub fn body_start(&self) -> usize {
+        self.insts.iter().position(|i| i.opcode == bytecode::opcode::op::RESUME).map(|i| i + 1).unwrap_or(0)
+    }
+}
+
+fn cache() -> &'static Mutex<HashMap<usize, Arc<CodeInfo>>> {
+    static CACHE: OnceLock<Mutex<HashMap<usize, Arc<CodeInfo>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Decodes `code` (a Python code object), cached.
+pub fn code_info(code: &Bound<'_, PyAny>) -> VResult<Arc<CodeInfo>> {
+    let key = code.as_ptr() as usize;
+    if let Some(ci) = cache().lock().get(&key) {
+        return Ok(ci.clone());
+    }
+    let ci = Arc::new(decode_code(code)?);
+    cache().lock().insert(key, ci.clone());
+    Ok(ci)
+}
+
+fn strings(t: Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    t.try_iter()?.map(|s| s?.extract::<String>()).collect()
+}
+
+fn decode_code(code: &Bound<'_, PyAny>) -> VResult<CodeInfo> {
+    let co_code = code.getattr("co_code")?;
+    let exc = code.getattr("co_exceptiontable")?;
+    let lt = code.getattr("co_linetable")?;
+    let firstlineno: u32 = code.getattr("co_firstlineno")?.extract()?;
+    let bytes = CodeBytes {
+        code: co_code.cast::<PyBytes>().map_err(|e| Unsupported::new(e.to_string()))?.as_bytes(),
+        exceptiontable: exc.cast::<PyBytes>().map_err(|e| Unsupported::new(e.to_string()))?.as_bytes(),
+        linetable: lt.cast::<PyBytes>().map_err(|e| Unsupported::new(e.to_string()))?.as_bytes(),
+        firstlineno,
+        version: PyVersion::V311,
+    };
+    let insts = bytecode::decode(&bytes).map_err(|e| Unsupported::new(format!("cannot decode bytecode: {e}")))?;
+    let varnames = strings(code.getattr("co_varnames")?)?;
+    let cellvars = strings(code.getattr("co_cellvars")?)?;
+    let freevars = strings(code.getattr("co_freevars")?)?;
+    let mut localsplus = varnames.clone();
+    for c in &cellvars {
+        if !varnames.contains(c) {
+            localsplus.push(c.clone());
+        }
+    }
+    localsplus.extend(freevars.iter().cloned());
+    Ok(CodeInfo {
+        code: code.clone().unbind(),
+        insts,
+        names: strings(code.getattr("co_names")?)?,
+        consts: code.getattr("co_consts")?.cast_into::<PyTuple>().map_err(|e| Unsupported::new(e.to_string()))?.unbind(),
+        varnames,
+        localsplus,
+        n_freevars: freevars.len(),
+        argcount: code.getattr("co_argcount")?.extract()?,
+        kwonlyargcount: code.getattr("co_kwonlyargcount")?.extract()?,
+        flags: code.getattr("co_flags")?.extract()?,
+        name: code.getattr("co_name")?.extract()?,
+        filename: code.getattr("co_filename")?.extract()?,
+        firstlineno,
+    })
+}

@@ -1,0 +1,57 @@
+//! Symbolic execution of a frame's bytecode (TorchDynamo's InstructionTranslator).
+//!
+//! `convert_frame::convert` is the entry: it decodes the frame's code (`code_info`), wraps the
+//! frame's arguments into `VariableTracker`s with `Source`s and guards (`builder`), interprets the
+//! instructions (`translator`), records tensor operations into the `OutputGraph` (shape
+//! propagation on fake tensors, export to `torch.fx`), then asks `pycodegen` for the transformed
+//! code. Anything not modelled is an `Unsupported` with a reason: the frame then runs eagerly.
+
+pub mod builder;
+pub mod code_info;
+pub mod convert_frame;
+pub mod output_graph;
+pub mod translator;
+pub mod variables;
+
+use pyo3::prelude::*;
+use std::fmt;
+
+/// Why symbolic execution stopped: the construct is not modelled (yet). The frame falls back to
+/// eager execution with this reason in the log.
+#[derive(Debug, Clone)]
+pub struct Unsupported {
+    pub reason: String,
+}
+
+impl Unsupported {
+    pub fn new(reason: impl Into<String>) -> Self {
+        Unsupported { reason: reason.into() }
+    }
+}
+
+impl fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+impl From<std::convert::Infallible> for Unsupported {
+    fn from(e: std::convert::Infallible) -> Self {
+        match e {}
+    }
+}
+
+impl From<pyo3::PyErr> for Unsupported {
+    fn from(e: pyo3::PyErr) -> Self {
+        pyo3::Python::attach(|py| Unsupported::new(format!("python error during tracing: {}", e.value(py).repr().map(|r| r.to_string()).unwrap_or_default())))
+    }
+}
+
+/// Result of a symbolic step.
+pub type VResult<T> = Result<T, Unsupported>;
+
+/// `Err(Unsupported)` with a formatted reason.
+#[macro_export]
+macro_rules! unsupported {
+    ($($arg:tt)*) => { return Err($crate::symbolic::Unsupported::new(format!($($arg)*)).into()) };
+}

@@ -1,0 +1,393 @@
+//! `OutputGraph`: the graph being captured, its inputs and guards, and the Python side table.
+//!
+//! Shapes come from PyTorch itself: every recorded call is first run on the fake example values of
+//! its arguments inside one `FakeTensorMode` (torch's own shape functions), so capture works for
+//! any op. `to_fx` exports the graph as a `torch.fx.GraphModule` for the backend.
+
+use crate::graph::{Arg, Graph, NodeId, Op, PyRef, TensorMeta};
+use crate::guards::{Guard, GuardKind};
+use crate::source::Source;
+use crate::symbolic::variables::{qualname, TensorVariable, VT};
+use crate::symbolic::{Unsupported, VResult};
+use crate::unsupported;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// Python objects the tracer consults, looked up once per conversion.
+pub struct Handles {
+    pub torch: Py<PyAny>,
+    pub tensor_type: Py<PyAny>,
+    pub parameter_type: Py<PyAny>,
+    pub module_type: Py<PyAny>,
+    pub module_call: Py<PyAny>,
+    pub size_type: Py<PyAny>,
+    pub getitem: Py<PyAny>,
+    pub getattr: Py<PyAny>,
+    pub operator: Py<PyAny>,
+    pub builtins: Py<PyAny>,
+}
+
+impl Handles {
+    pub fn new(py: Python<'_>) -> PyResult<Self> {
+        let torch = py.import("torch")?;
+        let operator = py.import("operator")?;
+        let builtins = py.import("builtins")?;
+        let nn = py.import("torch.nn")?;
+        Ok(Handles {
+            tensor_type: torch.getattr("Tensor")?.unbind(),
+            parameter_type: nn.getattr("Parameter")?.unbind(),
+            module_type: nn.getattr("Module")?.unbind(),
+            module_call: nn.getattr("Module")?.getattr("__call__")?.unbind(),
+            size_type: torch.getattr("Size")?.unbind(),
+            getitem: operator.getattr("getitem")?.unbind(),
+            getattr: builtins.getattr("getattr")?.unbind(),
+            torch: torch.into_any().unbind(),
+            operator: operator.into_any().unbind(),
+            builtins: builtins.into_any().unbind(),
+        })
+    }
+}
+
+/// The graph under construction for one frame.
+pub struct OutputGraph {
+    pub graph: Graph,
+    /// Side table for `PyRef`s (targets and non-literal constants).
+    pub objects: Vec<Py<PyAny>>,
+    /// Graph inputs in placeholder order: (source, real value).
+    pub inputs: Vec<(Arc<Source>, Py<PyAny>)>,
+    /// Input dedupe by object identity (one placeholder per tensor object).
+    input_by_ptr: HashMap<usize, Rc<TensorVariable>>,
+    /// Guards collected while wrapping values, deduplicated by their text.
+    pub guards: Vec<Guard>,
+    guard_keys: std::collections::HashSet<String>,
+    pub fake_mode: Py<PyAny>,
+    pub handles: Handles,
+    /// Fake example value of every tensor node (becomes fx `meta["example_value"]`).
+    pub fakes: HashMap<NodeId, Py<PyAny>>,
+    name_counts: HashMap<String, usize>,
+}
+
+impl OutputGraph {
+    pub fn new(py: Python<'_>) -> PyResult<Self> {
+        let fake_mod = py.import("torch._subclasses.fake_tensor")?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("allow_non_fake_inputs", true)?;
+        let fake_mode = fake_mod.getattr("FakeTensorMode")?.call((), Some(&kwargs))?.unbind();
+        Ok(OutputGraph {
+            graph: Graph::default(),
+            objects: Vec::new(),
+            inputs: Vec::new(),
+            input_by_ptr: HashMap::new(),
+            guards: Vec::new(),
+            guard_keys: Default::default(),
+            fake_mode,
+            handles: Handles::new(py)?,
+            fakes: HashMap::new(),
+            name_counts: HashMap::new(),
+        })
+    }
+
+    /// Adds a guard unless an identical one exists.
+    pub fn add_guard(&mut self, source: Option<Arc<Source>>, kind: GuardKind) {
+        let g = Guard { source, kind };
+        let key = format!("{}|{}", g.kind.name(), g.source.as_ref().map(|s| s.to_string()).unwrap_or_default());
+        if self.guard_keys.insert(key) {
+            self.guards.push(g);
+        }
+    }
+
+    fn fresh_name(&mut self, base: &str) -> String {
+        let base: String = base.chars().map(|c| if c.is_alphanumeric() { c } else { '_' }).collect();
+        let base = if base.starts_with(|c: char| c.is_ascii_digit()) { format!("_{base}") } else { base };
+        let n = self.name_counts.entry(base.clone()).or_insert(0);
+        *n += 1;
+        if *n == 1 {
+            base
+        } else {
+            format!("{base}_{}", *n - 1)
+        }
+    }
+
+    pub fn intern(&mut self, obj: Py<PyAny>) -> PyRef {
+        self.objects.push(obj);
+        PyRef(self.objects.len() as u32 - 1)
+    }
+
+    /// Registers a real tensor reached through `source` as a graph input (placeholder),
+    /// guarding it with TENSOR_MATCH. The same tensor object always maps to one placeholder.
+    pub fn add_input(&mut self, py: Python<'_>, value: &Bound<'_, PyAny>, source: Arc<Source>) -> VResult<Rc<TensorVariable>> {
+        let key = value.as_ptr() as usize;
+        if let Some(t) = self.input_by_ptr.get(&key) {
+            return Ok(t.clone());
+        }
+        let ty = value.get_type();
+        if !(ty.is(self.handles.tensor_type.bind(py)) || ty.is(self.handles.parameter_type.bind(py))) {
+            unsupported!("tensor subclass {} is not supported", ty.name().map(|n| n.to_string()).unwrap_or_default());
+        }
+        if value.getattr("layout")?.to_string() != "torch.strided" {
+            unsupported!("non-strided tensor input {source}");
+        }
+        let spec = crate::guards::TensorSpec {
+            ty: ty.clone().into_any().unbind(),
+            dtype: value.getattr("dtype")?.unbind(),
+            device: value.call_method0("get_device")?.extract()?,
+            requires_grad: value.getattr("requires_grad")?.extract()?,
+            sizes: value.call_method0("size")?.extract()?,
+            strides: value.call_method0("stride")?.extract()?,
+        };
+        self.add_guard(Some(source.clone()), GuardKind::TensorMatch(spec));
+        let fake = self.fake_mode.bind(py).call_method1("from_tensor", (value,))?;
+        let meta = tensor_meta(&fake)?;
+        let name = self.fresh_name(&placeholder_name(&source));
+        let node = self.graph.add(name, Op::Placeholder { source: source.to_string() }, vec![], vec![], Some(meta));
+        self.fakes.insert(node, fake.clone().unbind());
+        self.inputs.push((source.clone(), value.clone().unbind()));
+        let tv = Rc::new(TensorVariable { node, fake: fake.unbind(), source: Some(source) });
+        self.input_by_ptr.insert(key, tv.clone());
+        Ok(tv)
+    }
+
+    /// Converts a tracker into a graph argument plus its fake value (for shape propagation).
+    pub fn to_arg<'py>(&mut self, py: Python<'py>, vt: &VT) -> VResult<(Arg, Bound<'py, PyAny>)> {
+        Ok(match vt {
+            VT::Tensor(t) => (Arg::Node(t.node), t.fake.bind(py).clone()),
+            VT::Constant(c) => {
+                let b = c.bind(py).clone();
+                let repr = b.repr().map(|r| r.to_string()).unwrap_or_default();
+                (Arg::Const(self.intern(b.clone().unbind()), repr), b)
+            }
+            VT::Tuple(items) => {
+                let (args, fakes) = self.to_args(py, items)?;
+                (Arg::Tuple(args), PyTuple::new(py, fakes)?.into_any())
+            }
+            VT::List(l) => {
+                let items = l.borrow().items.clone();
+                let (args, fakes) = self.to_args(py, &items)?;
+                (Arg::List(args), PyList::new(py, fakes)?.into_any())
+            }
+            VT::Class(c) | VT::TorchFunction(c) | VT::Builtin(c) => {
+                let b = c.bind(py).clone();
+                (Arg::Const(self.intern(b.clone().unbind()), qualname(&b)), b)
+            }
+            other => unsupported!("cannot pass {} to a graph op", other.describe(py)),
+        })
+    }
+
+    fn to_args<'py>(&mut self, py: Python<'py>, items: &[VT]) -> VResult<(Vec<Arg>, Vec<Bound<'py, PyAny>>)> {
+        let mut args = Vec::with_capacity(items.len());
+        let mut fakes = Vec::with_capacity(items.len());
+        for it in items {
+            let (a, f) = self.to_arg(py, it)?;
+            args.push(a);
+            fakes.push(f);
+        }
+        Ok((args, fakes))
+    }
+
+    /// Runs `f` with the fake mode active.
+    pub fn with_fake<'py, T>(&self, py: Python<'py>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+        let mode = self.fake_mode.bind(py);
+        mode.call_method0("__enter__")?;
+        let res = f();
+        mode.call_method1("__exit__", (py.None(), py.None(), py.None()))?;
+        res
+    }
+
+    /// Records `target(*args, **kwargs)` (a call_function node) or, with `method`, the call of
+    /// that tensor method on `args[0]`. Returns the result's tracker: tensors become nodes,
+    /// tuples of tensors become `getitem` nodes, non-tensor results (sizes, dtypes, ...) are
+    /// constants (shapes are static).
+    pub fn call(&mut self, py: Python<'_>, target: Option<&Bound<'_, PyAny>>, method: Option<&str>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<VT> {
+        let (arg_list, fakes) = self.to_args(py, args)?;
+        let fake_kwargs = PyDict::new(py);
+        let mut kw_args = Vec::with_capacity(kwargs.len());
+        for (k, v) in kwargs {
+            let (a, f) = self.to_arg(py, v)?;
+            fake_kwargs.set_item(k, f)?;
+            kw_args.push((k.clone(), a));
+        }
+        let fake_args = PyTuple::new(py, &fakes)?;
+        let result = self.with_fake(py, || match (target, method) {
+            (Some(t), _) => t.call(fake_args.clone(), Some(&fake_kwargs)),
+            (None, Some(m)) => {
+                let recv = fakes[0].clone();
+                let rest = PyTuple::new(py, &fakes[1..])?;
+                recv.call_method(m, rest, Some(&fake_kwargs))
+            }
+            _ => unreachable!(),
+        });
+        let result = match result {
+            Ok(r) => r,
+            Err(e) => {
+                let what = method.map(|m| format!("Tensor.{m}")).unwrap_or_else(|| qualname(target.unwrap()));
+                return Err(Unsupported::new(format!(
+                    "{what} failed on fake tensors: {}",
+                    e.value(py).repr().map(|r| r.to_string()).unwrap_or_default()
+                )));
+            }
+        };
+        if !self.contains_tensor(py, &result) {
+            // Static metadata (x.dim(), x.size(), x.is_contiguous()) or a pure function of constants.
+            return Ok(VT::constant(result.unbind()));
+        }
+        let (op, base) = match (target, method) {
+            (Some(t), _) => {
+                let name = qualname_full(t);
+                let base = name.rsplit('.').next().unwrap_or("call").to_string();
+                (Op::CallFunction { target: self.intern(t.clone().unbind()), name }, base)
+            }
+            (None, Some(m)) => (Op::CallMethod { method: m.to_string() }, m.to_string()),
+            _ => unreachable!(),
+        };
+        let name = self.fresh_name(&base);
+        if self.is_tensor(py, &result) {
+            let meta = tensor_meta(&result)?;
+            let node = self.graph.add(name, op, arg_list, kw_args, Some(meta));
+            self.fakes.insert(node, result.clone().unbind());
+            return Ok(VT::Tensor(Rc::new(TensorVariable { node, fake: result.unbind(), source: None })));
+        }
+        if let Ok(t) = result.cast::<PyTuple>() {
+            let node = self.graph.add(name, op, arg_list, kw_args, None);
+            let mut items = Vec::with_capacity(t.len());
+            for (i, item) in t.iter().enumerate() {
+                if self.is_tensor(py, &item) {
+                    let meta = tensor_meta(&item)?;
+                    let idx = (i as i64).into_pyobject(py)?.into_any().unbind();
+                    let getitem = self.handles.getitem.clone_ref(py);
+                    let target = self.intern(getitem);
+                    let idx_ref = self.intern(idx);
+                    let nm = self.fresh_name("getitem");
+                    let n = self.graph.add(
+                        nm,
+                        Op::CallFunction { target, name: "operator.getitem".into() },
+                        vec![Arg::Node(node), Arg::Const(idx_ref, i.to_string())],
+                        vec![],
+                        Some(meta),
+                    );
+                    self.fakes.insert(n, item.clone().unbind());
+                    items.push(VT::Tensor(Rc::new(TensorVariable { node: n, fake: item.unbind(), source: None })));
+                } else if !self.contains_tensor(py, &item) {
+                    items.push(VT::constant(item.unbind()));
+                } else {
+                    unsupported!("nested tensor containers in op results");
+                }
+            }
+            return Ok(VT::Tuple(Rc::new(items)));
+        }
+        unsupported!("op result of type {} holds tensors", crate::symbolic::variables::type_name(&result))
+    }
+
+    pub fn is_tensor(&self, py: Python<'_>, v: &Bound<'_, PyAny>) -> bool {
+        v.is_instance(self.handles.tensor_type.bind(py)).unwrap_or(false)
+    }
+
+    fn contains_tensor(&self, py: Python<'_>, v: &Bound<'_, PyAny>) -> bool {
+        if self.is_tensor(py, v) {
+            return true;
+        }
+        if let Ok(t) = v.cast::<PyTuple>() {
+            return t.iter().any(|i| self.contains_tensor(py, &i));
+        }
+        if let Ok(l) = v.cast::<PyList>() {
+            return l.iter().any(|i| self.contains_tensor(py, &i));
+        }
+        false
+    }
+
+    /// Exports the graph as a `torch.fx.GraphModule` whose nodes carry `meta["example_value"]`.
+    pub fn to_fx<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let fx = py.import("torch.fx")?;
+        let g = fx.getattr("Graph")?.call0()?;
+        let mut fx_nodes: Vec<Bound<'py, PyAny>> = Vec::with_capacity(self.graph.nodes.len());
+        for n in &self.graph.nodes {
+            let node = match &n.op {
+                Op::Placeholder { .. } => g.call_method1("placeholder", (&n.name,))?,
+                Op::CallFunction { target, .. } => {
+                    let args = self.args_to_py(py, &n.args, &fx_nodes)?;
+                    let kwargs = self.kwargs_to_py(py, &n.kwargs, &fx_nodes)?;
+                    g.call_method1("call_function", (self.objects[target.0 as usize].bind(py), args, kwargs))?
+                }
+                Op::CallMethod { method } => {
+                    let args = self.args_to_py(py, &n.args, &fx_nodes)?;
+                    let kwargs = self.kwargs_to_py(py, &n.kwargs, &fx_nodes)?;
+                    g.call_method1("call_method", (method, args, kwargs))?
+                }
+            };
+            if !matches!(n.op, Op::Placeholder { .. }) {
+                node.setattr("name", &n.name).ok();
+            }
+            if let Some(f) = self.fakes.get(&n.id) {
+                node.getattr("meta")?.set_item("example_value", f.bind(py))?;
+            }
+            fx_nodes.push(node);
+        }
+        let outs = self.args_to_py(py, &self.graph.outputs, &fx_nodes)?;
+        g.call_method1("output", (outs,))?;
+        let root = py.import("torch.nn")?.getattr("Module")?.call0()?;
+        fx.getattr("GraphModule")?.call1((root, g))
+    }
+
+    fn args_to_py<'py>(&self, py: Python<'py>, args: &[Arg], nodes: &[Bound<'py, PyAny>]) -> PyResult<Bound<'py, PyTuple>> {
+        let items: PyResult<Vec<_>> = args.iter().map(|a| self.arg_to_py(py, a, nodes)).collect();
+        PyTuple::new(py, items?)
+    }
+
+    fn kwargs_to_py<'py>(&self, py: Python<'py>, kwargs: &[(String, Arg)], nodes: &[Bound<'py, PyAny>]) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (k, v) in kwargs {
+            d.set_item(k, self.arg_to_py(py, v, nodes)?)?;
+        }
+        Ok(d)
+    }
+
+    fn arg_to_py<'py>(&self, py: Python<'py>, a: &Arg, nodes: &[Bound<'py, PyAny>]) -> PyResult<Bound<'py, PyAny>> {
+        Ok(match a {
+            Arg::Node(n) => nodes[n.0 as usize].clone(),
+            Arg::Const(r, _) => self.objects[r.0 as usize].bind(py).clone(),
+            Arg::Tuple(items) => self.args_to_py(py, items, nodes)?.into_any(),
+            Arg::List(items) => PyList::new(py, self.args_to_py(py, items, nodes)?)?.into_any(),
+        })
+    }
+}
+
+/// `module.qualname` of a callable, for node names and dumps.
+pub fn qualname_full(t: &Bound<'_, PyAny>) -> String {
+    let module = t.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+    let q = qualname(t);
+    if module.is_empty() || module == "builtins" {
+        q
+    } else {
+        format!("{module}.{q}")
+    }
+}
+
+/// torch's placeholder naming: `L['self'].fc.weight` -> `L_self_fc_weight`.
+fn placeholder_name(source: &Source) -> String {
+    let s = source.to_string();
+    let mut out = String::new();
+    let mut last_us = false;
+    for c in s.chars() {
+        if c.is_alphanumeric() {
+            out.push(c);
+            last_us = false;
+        } else if !last_us {
+            out.push('_');
+            last_us = true;
+        }
+    }
+    out.trim_end_matches('_').to_string()
+}
+
+/// Static metadata of a (fake) tensor.
+pub fn tensor_meta(t: &Bound<'_, PyAny>) -> PyResult<TensorMeta> {
+    Ok(TensorMeta {
+        sizes: t.call_method0("size")?.extract()?,
+        strides: t.call_method0("stride")?.extract()?,
+        dtype: t.getattr("dtype")?.to_string(),
+        device: t.getattr("device")?.to_string(),
+        requires_grad: t.getattr("requires_grad")?.extract()?,
+    })
+}

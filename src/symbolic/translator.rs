@@ -1,0 +1,1478 @@
+//! `InstructionTranslator`: interprets one frame's bytecode over `VariableTracker`s.
+//!
+//! One handler per opcode family, reached from the single `match` in `step`. Calls of user
+//! functions, bound methods and `nn.Module`s are inlined by running a child translator over the
+//! callee's code with the same `OutputGraph` (TorchDynamo's InliningInstructionTranslator);
+//! `torch.*` calls and tensor methods become graph nodes; operations on constants are folded by
+//! running them. Python semantics follow CPython 3.11's `Python/ceval.c` for the stack layout of
+//! each opcode (notably CALL's `[NULL|callable, callable|self, args...]`).
+
+use crate::bytecode::opcode::op;
+use crate::source::{ItemKey, Source};
+use crate::symbolic::builder::{is_literal, is_torch_callable, wrap};
+use crate::symbolic::code_info::{code_info, flags, CodeInfo};
+use crate::symbolic::output_graph::OutputGraph;
+use crate::symbolic::variables::{type_name, DictState, IteratorState, ListState, NestedFunction, VT};
+use crate::symbolic::{Unsupported, VResult};
+use crate::unsupported;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// Maximum depth of inlined calls.
+const MAX_INLINE_DEPTH: usize = 24;
+
+/// `BINARY_OP` oparg -> `operator` function name (Include/opcode.h NB_* order).
+const BINARY_OPS: [&str; 26] = [
+    "add", "and_", "floordiv", "lshift", "matmul", "mul", "mod", "or_", "pow", "rshift", "sub", "truediv", "xor",
+    "iadd", "iand", "ifloordiv", "ilshift", "imatmul", "imul", "imod", "ior", "ipow", "irshift", "isub", "itruediv", "ixor",
+];
+
+/// `COMPARE_OP` oparg -> `operator` function name (3.11: index into `dis.cmp_op`).
+const COMPARE_OPS: [&str; 6] = ["lt", "le", "eq", "ne", "gt", "ge"];
+
+/// Tensor methods that leave the graph (data-dependent or side-effecting): never traced.
+const TENSOR_METHOD_DENYLIST: [&str; 14] = [
+    "item", "tolist", "numpy", "data_ptr", "backward", "register_hook", "retain_grad", "storage",
+    "untyped_storage", "__bool__", "__index__", "__int__", "__float__", "cpu_",
+];
+
+/// Tensor attributes that are not static metadata: reading them is not traced.
+const TENSOR_ATTR_DENYLIST: [&str; 5] = ["grad", "data", "_base", "grad_fn", "_version"];
+
+/// Where global names of the code being interpreted are looked up, and how they are sourced.
+pub struct GlobalsInfo {
+    pub globals: Py<PyDict>,
+    pub builtins: Py<PyDict>,
+    /// `None`: the frame's own globals (`Source::Global`). `Some(src)`: `src[name]` (the
+    /// `__globals__` of an inlined function from another module).
+    pub source: Option<Arc<Source>>,
+    /// Values from these globals are trusted without guards (torch's own modules).
+    pub trusted: bool,
+}
+
+pub struct InstructionTranslator<'a> {
+    pub code: Arc<CodeInfo>,
+    pub g: Rc<GlobalsInfo>,
+    pub stack: Vec<VT>,
+    pub locals: Vec<Option<VT>>,
+    pub ip: usize,
+    kw_names: Option<Py<PyTuple>>,
+    depth: usize,
+    pub og: &'a mut OutputGraph,
+    /// Cells that belong to a real closure outside the traced frame: writing them is a side effect.
+    external_cells: HashSet<usize>,
+    /// Closure of the function being run (cells as trackers), consumed by COPY_FREE_VARS.
+    closure: Vec<VT>,
+}
+
+enum Flow {
+    Continue,
+    Return(VT),
+}
+
+impl<'a> InstructionTranslator<'a> {
+    pub fn new(code: Arc<CodeInfo>, g: Rc<GlobalsInfo>, locals: Vec<Option<VT>>, closure: Vec<VT>, og: &'a mut OutputGraph, depth: usize) -> Self {
+        let start = 0;
+        InstructionTranslator {
+            code,
+            g,
+            stack: Vec::new(),
+            locals,
+            ip: start,
+            kw_names: None,
+            depth,
+            og,
+            external_cells: HashSet::new(),
+            closure,
+        }
+    }
+
+    /// Marks closure cells as external (their writes would escape the frame).
+    pub fn mark_external_cells(&mut self) {
+        for c in &self.closure {
+            if let VT::Cell(rc) = c {
+                self.external_cells.insert(Rc::as_ptr(rc) as usize);
+            }
+        }
+    }
+
+    /// Runs until RETURN_VALUE and returns the returned tracker.
+    pub fn run(&mut self, py: Python<'_>) -> VResult<VT> {
+        let mut budget = 200_000usize;
+        loop {
+            budget -= 1;
+            if budget == 0 {
+                unsupported!("instruction budget exhausted in {}", self.code.name);
+            }
+            let ip = self.ip;
+            if ip >= self.code.insts.len() {
+                unsupported!("fell off the end of {}", self.code.name);
+            }
+            self.ip += 1;
+            match self.step(py, ip).map_err(|e| self.annotate(e, ip))? {
+                Flow::Continue => {}
+                Flow::Return(v) => return Ok(v),
+            }
+        }
+    }
+
+    fn annotate(&self, e: Unsupported, ip: usize) -> Unsupported {
+        if e.reason.contains(" (at ") {
+            return e;
+        }
+        let line = self.code.insts[ip].positions.line.unwrap_or(0);
+        Unsupported::new(format!("{} (at {}:{} in {})", e.reason, self.code.filename, line, self.code.name))
+    }
+
+    fn pop(&mut self) -> VResult<VT> {
+        self.stack.pop().ok_or_else(|| Unsupported::new("stack underflow"))
+    }
+
+    fn popn(&mut self, n: usize) -> VResult<Vec<VT>> {
+        if self.stack.len() < n {
+            unsupported!("stack underflow");
+        }
+        Ok(self.stack.split_off(self.stack.len() - n))
+    }
+
+    fn jump(&mut self, ip: usize) {
+        self.ip = self.code.insts[ip].target.map(|t| t.0 as usize).expect("jump has a target");
+    }
+
+    fn step(&mut self, py: Python<'_>, ip: usize) -> VResult<Flow> {
+        let inst = &self.code.insts[ip];
+        let arg = inst.arg;
+        let opcode = inst.opcode;
+        match opcode {
+            op::NOP | op::RESUME | op::PRECALL | op::EXTENDED_ARG => {}
+            op::POP_TOP => {
+                self.pop()?;
+            }
+            op::PUSH_NULL => self.stack.push(VT::Null),
+            op::COPY => {
+                let v = self.stack[self.stack.len() - arg as usize].clone();
+                self.stack.push(v);
+            }
+            op::SWAP => {
+                let n = self.stack.len();
+                self.stack.swap(n - 1, n - arg as usize);
+            }
+            op::LOAD_CONST => {
+                let c = self.code.consts.bind(py).get_item(arg as usize)?;
+                let v = self.wrap_unguarded(py, &c)?;
+                self.stack.push(v);
+            }
+            op::LOAD_FAST => match &self.locals[arg as usize] {
+                Some(v) => self.stack.push(v.clone()),
+                None => unsupported!("local '{}' referenced before assignment", self.code.localsplus[arg as usize]),
+            },
+            op::STORE_FAST => {
+                let v = self.pop()?;
+                self.locals[arg as usize] = Some(v);
+            }
+            op::DELETE_FAST => self.locals[arg as usize] = None,
+            op::MAKE_CELL => {
+                let old = self.locals[arg as usize].take();
+                self.locals[arg as usize] = Some(VT::Cell(Rc::new(RefCell::new(old))));
+            }
+            op::COPY_FREE_VARS => {
+                let n = arg as usize;
+                let base = self.code.localsplus.len() - n;
+                if self.closure.len() != n {
+                    unsupported!("closure has {} cells, code expects {n}", self.closure.len());
+                }
+                for i in 0..n {
+                    self.locals[base + i] = Some(self.closure[i].clone());
+                }
+            }
+            op::LOAD_CLOSURE => {
+                let v = self.locals[arg as usize].clone().ok_or_else(|| Unsupported::new("empty closure slot"))?;
+                self.stack.push(v);
+            }
+            op::LOAD_DEREF => {
+                let v = match &self.locals[arg as usize] {
+                    Some(VT::Cell(c)) => c.borrow().clone(),
+                    _ => unsupported!("LOAD_DEREF of a slot that is not a cell"),
+                };
+                match v {
+                    Some(v) => self.stack.push(v),
+                    None => unsupported!("free variable '{}' referenced before assignment", self.code.localsplus[arg as usize]),
+                }
+            }
+            op::STORE_DEREF => {
+                let v = self.pop()?;
+                match &self.locals[arg as usize] {
+                    Some(VT::Cell(c)) => {
+                        if self.external_cells.contains(&(Rc::as_ptr(c) as usize)) {
+                            unsupported!("write to a closure cell of an enclosing frame (side effect)");
+                        }
+                        *c.borrow_mut() = Some(v);
+                    }
+                    _ => unsupported!("STORE_DEREF of a slot that is not a cell"),
+                }
+            }
+            op::LOAD_GLOBAL => {
+                let name = self.code.names[(arg >> 1) as usize].clone();
+                if arg & 1 == 1 {
+                    self.stack.push(VT::Null);
+                }
+                let v = self.load_global(py, &name)?;
+                self.stack.push(v);
+            }
+            op::LOAD_ATTR => {
+                let obj = self.pop()?;
+                let name = self.code.names[arg as usize].clone();
+                let v = self.getattr(py, &obj, &name)?;
+                self.stack.push(v);
+            }
+            op::LOAD_METHOD => {
+                let obj = self.pop()?;
+                let name = self.code.names[arg as usize].clone();
+                let v = self.getattr(py, &obj, &name)?;
+                self.stack.push(VT::Null);
+                self.stack.push(v);
+            }
+            op::STORE_ATTR => {
+                let obj = self.pop()?;
+                unsupported!("attribute write {}.{} (side effect)", obj.describe(py), self.code.names[arg as usize]);
+            }
+            op::KW_NAMES => {
+                let names = self.code.consts.bind(py).get_item(arg as usize)?.cast_into::<PyTuple>().map_err(|e| Unsupported::new(e.to_string()))?;
+                self.kw_names = Some(names.unbind());
+            }
+            op::CALL => {
+                let n = arg as usize;
+                let mut args = self.popn(n)?;
+                let b = self.pop()?;
+                let a = self.pop()?;
+                let func = if a.is_null() {
+                    b
+                } else {
+                    args.insert(0, b);
+                    a
+                };
+                let kwargs = self.split_kwargs(py, &mut args)?;
+                let r = self.call(py, &func, args, kwargs)?;
+                self.stack.push(r);
+            }
+            op::CALL_FUNCTION_EX => {
+                let kwargs_vt = if arg & 1 == 1 { Some(self.pop()?) } else { None };
+                let args_vt = self.pop()?;
+                let func = self.pop()?;
+                if self.stack.last().map(|v| v.is_null()).unwrap_or(false) {
+                    self.pop()?;
+                }
+                let args = self.unpack(py, &args_vt)?;
+                let mut kwargs = Vec::new();
+                if let Some(kw) = kwargs_vt {
+                    kwargs = self.dict_items(py, &kw)?;
+                }
+                let r = self.call(py, &func, args, kwargs)?;
+                self.stack.push(r);
+            }
+            op::MAKE_FUNCTION => {
+                let code = self.pop()?;
+                let closure = if arg & 0x08 != 0 {
+                    let v = self.pop()?;
+                    self.unpack(py, &v)?
+                } else {
+                    vec![]
+                };
+                if arg & 0x04 != 0 {
+                    self.pop()?;
+                }
+                let kwdefaults = if arg & 0x02 != 0 {
+                    let v = self.pop()?;
+                    self.dict_items(py, &v)?
+                } else {
+                    vec![]
+                };
+                let defaults = if arg & 0x01 != 0 {
+                    let v = self.pop()?;
+                    self.unpack(py, &v)?
+                } else {
+                    vec![]
+                };
+                let code_obj = match code.as_constant(py) {
+                    Some(c) => c,
+                    None => unsupported!("MAKE_FUNCTION without a constant code object"),
+                };
+                let qualname: String = code_obj.getattr("co_qualname")?.extract()?;
+                self.stack.push(VT::NestedFunction(Rc::new(NestedFunction {
+                    code: code_obj.unbind(),
+                    globals: self.g.globals.clone_ref(py).into_any(),
+                    defaults,
+                    kwdefaults,
+                    closure,
+                    qualname,
+                })));
+            }
+            op::RETURN_VALUE => {
+                let v = self.pop()?;
+                return Ok(Flow::Return(v));
+            }
+            op::UNARY_NEGATIVE | op::UNARY_POSITIVE | op::UNARY_INVERT => {
+                let v = self.pop()?;
+                let name = match opcode {
+                    op::UNARY_NEGATIVE => "neg",
+                    op::UNARY_POSITIVE => "pos",
+                    _ => "invert",
+                };
+                let r = self.operator(py, name, vec![v])?;
+                self.stack.push(r);
+            }
+            op::UNARY_NOT => {
+                let v = self.pop()?;
+                let t = self.truth(py, &v)?;
+                self.stack.push(VT::constant(pyo3::types::PyBool::new(py, !t).to_owned().into_any().unbind()));
+            }
+            op::BINARY_OP => {
+                let b = self.pop()?;
+                let a = self.pop()?;
+                let name = BINARY_OPS.get(arg as usize).ok_or_else(|| Unsupported::new(format!("BINARY_OP {arg}")))?;
+                let r = self.binary(py, name, a, b)?;
+                self.stack.push(r);
+            }
+            op::COMPARE_OP => {
+                let b = self.pop()?;
+                let a = self.pop()?;
+                let name = COMPARE_OPS.get(arg as usize).ok_or_else(|| Unsupported::new(format!("COMPARE_OP {arg}")))?;
+                let r = self.compare(py, name, a, b)?;
+                self.stack.push(r);
+            }
+            op::IS_OP => {
+                let b = self.pop()?;
+                let a = self.pop()?;
+                let same = self.is_same(py, &a, &b)?;
+                self.stack.push(const_bool(py, same != (arg == 1)));
+            }
+            op::CONTAINS_OP => {
+                let container = self.pop()?;
+                let item = self.pop()?;
+                let found = self.contains(py, &container, &item)?;
+                self.stack.push(const_bool(py, found != (arg == 1)));
+            }
+            op::BINARY_SUBSCR => {
+                let idx = self.pop()?;
+                let obj = self.pop()?;
+                let r = self.getitem(py, &obj, &idx)?;
+                self.stack.push(r);
+            }
+            op::STORE_SUBSCR => {
+                let idx = self.pop()?;
+                let obj = self.pop()?;
+                let v = self.pop()?;
+                self.setitem(py, &obj, idx, v)?;
+            }
+            op::BUILD_TUPLE => {
+                let items = self.popn(arg as usize)?;
+                self.stack.push(make_tuple(py, items)?);
+            }
+            op::BUILD_LIST => {
+                let items = self.popn(arg as usize)?;
+                self.stack.push(new_list(items));
+            }
+            op::LIST_APPEND => {
+                let v = self.pop()?;
+                let idx = self.stack.len() - arg as usize;
+                match &self.stack[idx] {
+                    VT::List(l) => l.borrow_mut().items.push(v),
+                    _ => unsupported!("LIST_APPEND to a non-list"),
+                }
+            }
+            op::LIST_EXTEND => {
+                let v = self.pop()?;
+                let items = self.unpack(py, &v)?;
+                let idx = self.stack.len() - arg as usize;
+                match &self.stack[idx] {
+                    VT::List(l) => l.borrow_mut().items.extend(items),
+                    _ => unsupported!("LIST_EXTEND to a non-list"),
+                }
+            }
+            op::LIST_TO_TUPLE => {
+                let v = self.pop()?;
+                let items = self.unpack(py, &v)?;
+                self.stack.push(make_tuple(py, items)?);
+            }
+            op::BUILD_MAP => {
+                let items = self.popn(2 * arg as usize)?;
+                let mut d = Vec::new();
+                for kv in items.chunks(2) {
+                    let k = kv[0].as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+                    d.push((k.unbind(), kv[1].clone()));
+                }
+                self.stack.push(new_dict(d));
+            }
+            op::BUILD_CONST_KEY_MAP => {
+                let keys = self.pop()?;
+                let vals = self.popn(arg as usize)?;
+                let keys = keys.as_constant(py).ok_or_else(|| Unsupported::new("BUILD_CONST_KEY_MAP keys"))?;
+                let mut d = Vec::new();
+                for (k, v) in keys.try_iter()?.zip(vals) {
+                    d.push((k?.unbind(), v));
+                }
+                self.stack.push(new_dict(d));
+            }
+            op::MAP_ADD => {
+                let v = self.pop()?;
+                let k = self.pop()?;
+                let k = k.as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+                let idx = self.stack.len() - arg as usize;
+                match &self.stack[idx] {
+                    VT::Dict(d) => dict_set(py, &mut d.borrow_mut(), k.unbind(), v)?,
+                    _ => unsupported!("MAP_ADD to a non-dict"),
+                }
+            }
+            op::DICT_UPDATE | op::DICT_MERGE => {
+                let v = self.pop()?;
+                let items = self.dict_items(py, &v)?;
+                let idx = self.stack.len() - arg as usize;
+                match &self.stack[idx] {
+                    VT::Dict(d) => {
+                        for (k, v) in items {
+                            dict_set(py, &mut d.borrow_mut(), PyString::new(py, &k).into_any().unbind(), v)?;
+                        }
+                    }
+                    _ => unsupported!("DICT_UPDATE to a non-dict"),
+                }
+            }
+            op::BUILD_SLICE => {
+                let items = self.popn(arg as usize)?;
+                let consts: Option<Vec<_>> = items.iter().map(|i| i.as_constant(py)).collect();
+                match consts {
+                    Some(c) => {
+                        let slice = py.import("builtins")?.getattr("slice")?.call1(PyTuple::new(py, c)?)?;
+                        self.stack.push(VT::constant(slice.unbind()));
+                    }
+                    None => unsupported!("slice with non-constant bounds"),
+                }
+            }
+            op::FORMAT_VALUE => {
+                let spec = if arg & 0x04 != 0 { Some(self.pop()?) } else { None };
+                let v = self.pop()?;
+                let c = v.as_constant(py).ok_or_else(|| Unsupported::new(format!("f-string of {}", v.describe(py))))?;
+                let c = match arg & 0x03 {
+                    1 => c.str()?.into_any(),
+                    2 => c.repr()?.into_any(),
+                    3 => py.import("builtins")?.getattr("ascii")?.call1((c,))?,
+                    _ => c,
+                };
+                let spec = match spec {
+                    Some(s) => s.as_constant(py).ok_or_else(|| Unsupported::new("format spec"))?,
+                    None => PyString::new(py, "").into_any(),
+                };
+                let r = py.import("builtins")?.getattr("format")?.call1((c, spec))?;
+                self.stack.push(VT::constant(r.unbind()));
+            }
+            op::BUILD_STRING => {
+                let items = self.popn(arg as usize)?;
+                let mut s = String::new();
+                for i in items {
+                    let c = i.as_constant(py).ok_or_else(|| Unsupported::new("BUILD_STRING of non-constant"))?;
+                    s.push_str(&c.extract::<String>()?);
+                }
+                self.stack.push(VT::constant(PyString::new(py, &s).into_any().unbind()));
+            }
+            op::UNPACK_SEQUENCE => {
+                let v = self.pop()?;
+                let items = self.unpack(py, &v)?;
+                if items.len() != arg as usize {
+                    unsupported!("UNPACK_SEQUENCE of {} items into {arg}", items.len());
+                }
+                self.stack.extend(items.into_iter().rev());
+            }
+            op::UNPACK_EX => {
+                let v = self.pop()?;
+                let items = self.unpack(py, &v)?;
+                let before = (arg & 0xff) as usize;
+                let after = (arg >> 8) as usize;
+                if items.len() < before + after {
+                    unsupported!("UNPACK_EX: not enough values");
+                }
+                let mid = new_list(items[before..items.len() - after].to_vec());
+                let mut out: Vec<VT> = items[..before].to_vec();
+                out.push(mid);
+                out.extend(items[items.len() - after..].iter().cloned());
+                self.stack.extend(out.into_iter().rev());
+            }
+            op::GET_ITER => {
+                let v = self.pop()?;
+                let it = match v {
+                    VT::Iterator(_) => v,
+                    other => VT::Iterator(Rc::new(RefCell::new(IteratorState { items: self.iter_items(py, &other)?, pos: 0 }))),
+                };
+                self.stack.push(it);
+            }
+            op::FOR_ITER => {
+                let next = match self.stack.last() {
+                    Some(VT::Iterator(it)) => {
+                        let mut it = it.borrow_mut();
+                        let n = it.items.get(it.pos).cloned();
+                        it.pos += 1;
+                        n
+                    }
+                    _ => unsupported!("FOR_ITER on a non-iterator"),
+                };
+                match next {
+                    Some(v) => self.stack.push(v),
+                    None => {
+                        self.pop()?;
+                        self.jump(ip);
+                    }
+                }
+            }
+            op::JUMP_FORWARD | op::JUMP_BACKWARD | op::JUMP_BACKWARD_NO_INTERRUPT => self.jump(ip),
+            op::POP_JUMP_FORWARD_IF_FALSE | op::POP_JUMP_BACKWARD_IF_FALSE | op::POP_JUMP_FORWARD_IF_TRUE | op::POP_JUMP_BACKWARD_IF_TRUE => {
+                let v = self.pop()?;
+                let t = self.truth(py, &v)?;
+                let on_true = matches!(opcode, op::POP_JUMP_FORWARD_IF_TRUE | op::POP_JUMP_BACKWARD_IF_TRUE);
+                if t == on_true {
+                    self.jump(ip);
+                }
+            }
+            op::POP_JUMP_FORWARD_IF_NONE | op::POP_JUMP_BACKWARD_IF_NONE | op::POP_JUMP_FORWARD_IF_NOT_NONE | op::POP_JUMP_BACKWARD_IF_NOT_NONE => {
+                let v = self.pop()?;
+                let is_none = self.is_same(py, &v, &VT::none(py))?;
+                let on_none = matches!(opcode, op::POP_JUMP_FORWARD_IF_NONE | op::POP_JUMP_BACKWARD_IF_NONE);
+                if is_none == on_none {
+                    self.jump(ip);
+                }
+            }
+            op::JUMP_IF_FALSE_OR_POP | op::JUMP_IF_TRUE_OR_POP => {
+                let v = self.stack.last().cloned().ok_or_else(|| Unsupported::new("stack underflow"))?;
+                let t = self.truth(py, &v)?;
+                if t == (opcode == op::JUMP_IF_TRUE_OR_POP) {
+                    self.jump(ip);
+                } else {
+                    self.pop()?;
+                }
+            }
+            _ => unsupported!("opcode {} is not supported", crate::bytecode::opcode::name(opcode)),
+        }
+        Ok(Flow::Continue)
+    }
+
+    // ----- values -----------------------------------------------------------------------
+
+    /// Wraps a value whose stability needs no guard (a code constant, an attribute of a trusted
+    /// object): literals become constants, other values are classified like `builder::wrap` but
+    /// without guards or sources.
+    pub fn wrap_unguarded(&mut self, py: Python<'_>, v: &Bound<'_, PyAny>) -> VResult<VT> {
+        if is_literal(py, v) || type_name(v) == "code" {
+            return Ok(VT::constant(v.clone().unbind()));
+        }
+        if v.is_instance(self.og.handles.module_type.bind(py))? {
+            unsupported!("module {} reached without a source", type_name(v));
+        }
+        if self.og.is_tensor(py, v) {
+            unsupported!("tensor constant reached without a source");
+        }
+        let tn = type_name(v);
+        Ok(match tn.as_str() {
+            "function" if is_torch_callable(v) => VT::TorchFunction(Rc::new(v.clone().unbind())),
+            "function" => VT::Function { obj: Rc::new(v.clone().unbind()), source: None },
+            "builtin_function_or_method" | "method_descriptor" | "wrapper_descriptor" | "method-wrapper" if is_torch_callable(v) => {
+                VT::TorchFunction(Rc::new(v.clone().unbind()))
+            }
+            "builtin_function_or_method" | "method_descriptor" | "wrapper_descriptor" | "method-wrapper" => VT::Builtin(Rc::new(v.clone().unbind())),
+            "module" => VT::PyModule { obj: Rc::new(v.clone().unbind()), source: None },
+            _ if v.is_instance_of::<pyo3::types::PyType>() => VT::Class(Rc::new(v.clone().unbind())),
+            _ => unsupported!("cannot trace a value of type {tn}"),
+        })
+    }
+
+    /// Wraps `v` reached through `source` (guarded), or unguarded when there is no source or the
+    /// holder is trusted.
+    fn wrap_from(&mut self, py: Python<'_>, v: &Bound<'_, PyAny>, source: Option<Arc<Source>>) -> VResult<VT> {
+        match source {
+            Some(s) => wrap(py, self.og, v, s),
+            None => self.wrap_unguarded(py, v),
+        }
+    }
+
+    fn load_global(&mut self, py: Python<'_>, name: &str) -> VResult<VT> {
+        let g = self.g.clone();
+        let globals = g.globals.bind(py);
+        let (value, in_globals) = match globals.get_item(name)? {
+            Some(v) => (v, true),
+            None => match g.builtins.bind(py).get_item(name)? {
+                Some(v) => (v, false),
+                None => unsupported!("name '{name}' is not defined"),
+            },
+        };
+        if g.trusted {
+            return self.wrap_unguarded(py, &value);
+        }
+        let source = match (&g.source, in_globals) {
+            (None, _) | (_, false) => Arc::new(Source::Global { name: name.to_string() }),
+            (Some(s), true) => s.item(ItemKey::Str(name.to_string())),
+        };
+        wrap(py, self.og, &value, source)
+    }
+
+    fn getattr(&mut self, py: Python<'_>, obj: &VT, name: &str) -> VResult<VT> {
+        match obj {
+            VT::Module { obj: m, source } => self.module_getattr(py, m.bind(py), source.clone(), name),
+            VT::Tensor(t) => {
+                if TENSOR_ATTR_DENYLIST.contains(&name) {
+                    unsupported!("Tensor.{name} is not traced");
+                }
+                let fake = t.fake.bind(py);
+                let v = fake.getattr(name)?;
+                if self.og.is_tensor(py, &v) {
+                    let getattr = self.og.handles.getattr.clone_ref(py);
+                    return self.og.call(py, Some(getattr.bind(py)), None, &[obj.clone(), VT::constant(PyString::new(py, name).into_any().unbind())], &[]);
+                }
+                if v.is_callable() && !is_literal(py, &v) {
+                    return Ok(VT::TensorMethod { tensor: t.clone(), name: name.to_string() });
+                }
+                Ok(VT::constant(v.unbind()))
+            }
+            VT::Constant(c) => {
+                let v = c.bind(py).getattr(name)?;
+                Ok(VT::constant(v.unbind()))
+            }
+            VT::PyModule { obj: m, source } => {
+                let v = m.bind(py).getattr(name)?;
+                let trusted = m.bind(py).getattr("__name__").ok().and_then(|n| n.extract::<String>().ok()).map(|n| n == "torch" || n.starts_with("torch.") || n == "math" || n == "operator").unwrap_or(false);
+                let src = if trusted { None } else { source.as_ref().map(|s| s.attr(name)) };
+                if src.is_none() && !trusted {
+                    unsupported!("attribute of a module without a source");
+                }
+                self.wrap_from(py, &v, src)
+            }
+            VT::Class(c) => {
+                let v = c.bind(py).getattr(name)?;
+                self.wrap_unguarded(py, &v)
+            }
+            VT::List(_) | VT::Dict(_) => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
+            VT::Function { obj: f, .. } if name == "__name__" || name == "__qualname__" => Ok(VT::constant(f.bind(py).getattr(name)?.unbind())),
+            other => unsupported!("attribute '{name}' of {}", other.describe(py)),
+        }
+    }
+
+    /// `nn.Module.__getattr__` order: `_parameters`, `_buffers`, `_modules`, then the instance
+    /// dict and the class (torch/nn/modules/module.py).
+    fn module_getattr(&mut self, py: Python<'_>, m: &Bound<'_, PyAny>, source: Option<Arc<Source>>, name: &str) -> VResult<VT> {
+        let src = source.as_ref().map(|s| s.attr(name));
+        let d = m.getattr("__dict__")?;
+        for table in ["_parameters", "_buffers", "_modules"] {
+            if let Some(t) = d.get_item(table).ok() {
+                if let Ok(Some(v)) = t.cast::<PyDict>().map(|t| t.get_item(name)).unwrap_or(Ok(None)) {
+                    return match src {
+                        Some(s) => wrap(py, self.og, &v, s),
+                        None => unsupported!("module attribute without a source"),
+                    };
+                }
+            }
+        }
+        let cls = m.get_type();
+        let in_instance = d.cast::<PyDict>().ok().and_then(|d| d.get_item(name).ok().flatten());
+        if in_instance.is_none() {
+            if let Ok(class_attr) = cls.getattr(name) {
+                if type_name(&class_attr) == "function" {
+                    let func_src = src.as_ref().map(|s| s.attr("__func__"));
+                    let func = VT::Function { obj: Rc::new(class_attr.unbind()), source: func_src };
+                    let self_vt = VT::Module { obj: Rc::new(m.clone().unbind()), source };
+                    return Ok(VT::Method { func: Box::new(func), self_: Box::new(self_vt) });
+                }
+                if type_name(&class_attr) == "property" {
+                    let fget = class_attr.getattr("fget")?;
+                    let func = VT::Function { obj: Rc::new(fget.unbind()), source: None };
+                    let self_vt = VT::Module { obj: Rc::new(m.clone().unbind()), source };
+                    return self.call(py, &func, vec![self_vt], vec![]);
+                }
+            }
+        }
+        let v = m.getattr(name)?;
+        match src {
+            Some(s) => wrap(py, self.og, &v, s),
+            None => unsupported!("module attribute without a source"),
+        }
+    }
+
+    fn truth(&mut self, py: Python<'_>, v: &VT) -> VResult<bool> {
+        Ok(match v {
+            VT::Constant(c) => c.bind(py).is_truthy()?,
+            VT::Tensor(_) => unsupported!("data-dependent branch on a tensor value"),
+            VT::Tuple(items) => !items.is_empty(),
+            VT::List(l) => !l.borrow().items.is_empty(),
+            VT::Dict(d) => !d.borrow().items.is_empty(),
+            VT::Null => unsupported!("truth of NULL"),
+            VT::Module { obj, .. } => {
+                if obj.bind(py).hasattr("__len__")? {
+                    obj.bind(py).len()? > 0
+                } else {
+                    true
+                }
+            }
+            _ => true,
+        })
+    }
+
+    /// `a is b`.
+    fn is_same(&mut self, py: Python<'_>, a: &VT, b: &VT) -> VResult<bool> {
+        Ok(match (a, b) {
+            (VT::Constant(x), VT::Constant(y)) => x.bind(py).is(y.bind(py)),
+            (VT::Tensor(x), VT::Tensor(y)) => x.node == y.node,
+            (VT::Module { obj: x, .. }, VT::Module { obj: y, .. }) => x.bind(py).is(y.bind(py)),
+            (VT::Class(x), VT::Class(y)) | (VT::TorchFunction(x), VT::TorchFunction(y)) | (VT::Builtin(x), VT::Builtin(y)) => x.bind(py).is(y.bind(py)),
+            (VT::Constant(c), _) | (_, VT::Constant(c)) if c.bind(py).is_none() => false,
+            (VT::Constant(_), _) | (_, VT::Constant(_)) => false,
+            (VT::List(x), VT::List(y)) => Rc::ptr_eq(x, y),
+            _ => unsupported!("identity comparison of {} and {}", a.describe(py), b.describe(py)),
+        })
+    }
+
+    fn contains(&mut self, py: Python<'_>, container: &VT, item: &VT) -> VResult<bool> {
+        if let (Some(c), Some(i)) = (container.as_constant(py), item.as_constant(py)) {
+            return Ok(c.contains(i)?);
+        }
+        match (container, item.as_constant(py)) {
+            (VT::Dict(d), Some(k)) => {
+                for (key, _) in &d.borrow().items {
+                    if key.bind(py).eq(&k)? {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
+            (VT::Tuple(_) | VT::List(_), Some(k)) => {
+                for v in self.unpack(py, container)? {
+                    match v.as_constant(py) {
+                        Some(c) if c.eq(&k)? => return Ok(true),
+                        Some(_) => {}
+                        None => unsupported!("`in` over non-constant items"),
+                    }
+                }
+                Ok(false)
+            }
+            (VT::Module { obj, .. }, Some(k)) => Ok(obj.bind(py).contains(k)?),
+            _ => unsupported!("`in` on {}", container.describe(py)),
+        }
+    }
+
+    fn operator(&mut self, py: Python<'_>, name: &str, args: Vec<VT>) -> VResult<VT> {
+        let f = self.og.handles.operator.bind(py).getattr(name)?;
+        if args.iter().all(|a| matches!(a, VT::Constant(_))) {
+            let vals: Vec<_> = args.iter().map(|a| a.as_constant(py).unwrap()).collect();
+            return Ok(VT::constant(f.call1(PyTuple::new(py, vals)?)?.unbind()));
+        }
+        if args.iter().any(|a| matches!(a, VT::Tensor(_))) {
+            return self.og.call(py, Some(&f), None, &args, &[]);
+        }
+        unsupported!("operator.{name} on {}", args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
+    }
+
+    fn binary(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
+        let base = name.trim_start_matches('i');
+        match (&a, &b, base) {
+            (VT::Tuple(_) | VT::Constant(_), VT::Tuple(_) | VT::Constant(_), "add") if is_seq(&a) || is_seq(&b) => {
+                if let (Some(_), Some(_)) = (a.as_constant(py), b.as_constant(py)) {
+                    return self.operator(py, name, vec![a, b]);
+                }
+                let mut items = self.unpack(py, &a)?;
+                items.extend(self.unpack(py, &b)?);
+                make_tuple(py, items)
+            }
+            (VT::List(l), _, "add") if name.starts_with('i') => {
+                if l.borrow().source.is_some() {
+                    unsupported!("in-place extend of a list from the frame (side effect)");
+                }
+                let extra = self.unpack(py, &b)?;
+                l.borrow_mut().items.extend(extra);
+                Ok(a.clone())
+            }
+            (VT::List(_), VT::List(_), "add") => {
+                let mut items = self.unpack(py, &a)?;
+                items.extend(self.unpack(py, &b)?);
+                Ok(new_list(items))
+            }
+            _ => self.operator(py, name, vec![a, b]),
+        }
+    }
+
+    fn compare(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
+        match (&a, &b) {
+            (VT::Tensor(_), _) | (_, VT::Tensor(_)) => self.operator(py, name, vec![a, b]),
+            (VT::Constant(_), VT::Constant(_)) => self.operator(py, name, vec![a, b]),
+            _ if name == "eq" || name == "ne" => {
+                let same = self.is_same(py, &a, &b)?;
+                Ok(const_bool(py, same == (name == "eq")))
+            }
+            _ => unsupported!("comparison {name} of {} and {}", a.describe(py), b.describe(py)),
+        }
+    }
+
+    fn getitem(&mut self, py: Python<'_>, obj: &VT, idx: &VT) -> VResult<VT> {
+        match obj {
+            VT::Tensor(_) => {
+                let f = self.og.handles.getitem.clone_ref(py);
+                self.og.call(py, Some(f.bind(py)), None, &[obj.clone(), idx.clone()], &[])
+            }
+            VT::Constant(c) => match idx.as_constant(py) {
+                Some(i) => Ok(VT::constant(c.bind(py).get_item(i)?.unbind())),
+                None => unsupported!("constant indexed by {}", idx.describe(py)),
+            },
+            VT::Tuple(_) | VT::List(_) => {
+                let items = self.unpack(py, obj)?;
+                let i = idx.as_constant(py).ok_or_else(|| Unsupported::new("sequence index is not a constant"))?;
+                if let Ok(k) = i.extract::<i64>() {
+                    let n = items.len() as i64;
+                    let k2 = if k < 0 { k + n } else { k };
+                    if k2 < 0 || k2 >= n {
+                        unsupported!("index {k} out of range");
+                    }
+                    return Ok(items[k2 as usize].clone());
+                }
+                if type_name(&i) == "slice" {
+                    let ind = i.call_method1("indices", (items.len(),))?;
+                    let (start, stop, step): (i64, i64, i64) = ind.extract()?;
+                    let mut out = Vec::new();
+                    let mut k = start;
+                    while (step > 0 && k < stop) || (step < 0 && k > stop) {
+                        out.push(items[k as usize].clone());
+                        k += step;
+                    }
+                    return if matches!(obj, VT::List(_)) { Ok(new_list(out)) } else { make_tuple(py, out) };
+                }
+                unsupported!("sequence index of type {}", type_name(&i))
+            }
+            VT::Dict(d) => {
+                let k = idx.as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+                for (key, v) in &d.borrow().items {
+                    if key.bind(py).eq(&k)? {
+                        return Ok(v.clone());
+                    }
+                }
+                unsupported!("missing dict key")
+            }
+            VT::Module { obj: m, source } => {
+                let i = idx.as_constant(py).ok_or_else(|| Unsupported::new("module index is not a constant"))?;
+                let m = m.bind(py);
+                let child = m.get_item(&i)?;
+                let keys: Vec<String> = m.getattr("_modules")?.call_method0("keys")?.try_iter()?.map(|k| k?.extract::<String>()).collect::<PyResult<_>>()?;
+                for k in keys {
+                    let c = m.getattr("_modules")?.get_item(&k)?;
+                    if c.is(&child) {
+                        return match source {
+                            Some(s) => wrap(py, self.og, &child, s.attr(&k)),
+                            None => unsupported!("module item without a source"),
+                        };
+                    }
+                }
+                unsupported!("indexing {} does not give one of its submodules", type_name(m))
+            }
+            _ => unsupported!("indexing {}", obj.describe(py)),
+        }
+    }
+
+    fn setitem(&mut self, py: Python<'_>, obj: &VT, idx: VT, v: VT) -> VResult<()> {
+        match obj {
+            VT::Tensor(_) => {
+                let f = self.og.handles.operator.bind(py).getattr("setitem")?;
+                self.og.call(py, Some(&f), None, &[obj.clone(), idx, v], &[])?;
+                Ok(())
+            }
+            VT::List(l) => {
+                if l.borrow().source.is_some() {
+                    unsupported!("mutation of a list from the frame (side effect)");
+                }
+                let k: i64 = idx.as_constant(py).ok_or_else(|| Unsupported::new("list index"))?.extract()?;
+                let mut l = l.borrow_mut();
+                let n = l.items.len() as i64;
+                let k = if k < 0 { k + n } else { k };
+                if k < 0 || k >= n {
+                    unsupported!("list assignment index out of range");
+                }
+                l.items[k as usize] = v;
+                Ok(())
+            }
+            VT::Dict(d) => {
+                if d.borrow().source.is_some() {
+                    unsupported!("mutation of a dict from the frame (side effect)");
+                }
+                let k = idx.as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+                dict_set(py, &mut d.borrow_mut(), k.unbind(), v)
+            }
+            _ => unsupported!("item assignment on {}", obj.describe(py)),
+        }
+    }
+
+    /// The items of a sequence-like tracker.
+    pub fn unpack(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<VT>> {
+        Ok(match v {
+            VT::Tuple(items) => items.as_ref().clone(),
+            VT::List(l) => l.borrow().items.clone(),
+            VT::Iterator(it) => {
+                let mut it = it.borrow_mut();
+                let rest = it.items[it.pos.min(it.items.len())..].to_vec();
+                it.pos = it.items.len();
+                rest
+            }
+            _ => self.iter_items(py, v)?,
+        })
+    }
+
+    fn iter_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<VT>> {
+        Ok(match v {
+            VT::Constant(c) => {
+                let mut out = Vec::new();
+                for item in c.bind(py).try_iter()? {
+                    let item = item?;
+                    if !is_literal(py, &item) {
+                        unsupported!("iterating a constant yields a non-literal");
+                    }
+                    out.push(VT::constant(item.unbind()));
+                    if out.len() > 100_000 {
+                        unsupported!("iteration too long to unroll");
+                    }
+                }
+                out
+            }
+            VT::Tuple(_) | VT::List(_) | VT::Iterator(_) => self.unpack(py, v)?,
+            VT::Dict(d) => d.borrow().items.iter().map(|(k, _)| VT::constant(k.clone_ref(py))).collect(),
+            VT::Module { obj, source } => {
+                let m = obj.bind(py);
+                let cls = m.get_type();
+                let nn = py.import("torch.nn")?;
+                let is_seq = cls.getattr("__iter__")?.is(&nn.getattr("Sequential")?.getattr("__iter__")?)
+                    || cls.getattr("__iter__")?.is(&nn.getattr("ModuleList")?.getattr("__iter__")?);
+                let is_dict = cls.getattr("__iter__")?.is(&nn.getattr("ModuleDict")?.getattr("__iter__")?);
+                let modules = m.getattr("_modules")?;
+                let keys: Vec<String> = modules.call_method0("keys")?.try_iter()?.map(|k| k?.extract::<String>()).collect::<PyResult<_>>()?;
+                if is_dict {
+                    return Ok(keys.iter().map(|k| VT::constant(PyString::new(py, k).into_any().unbind())).collect());
+                }
+                if !is_seq {
+                    unsupported!("iterating module {}", type_name(m));
+                }
+                let mut out = Vec::new();
+                for k in keys {
+                    let c = modules.get_item(&k)?;
+                    if c.is_none() {
+                        continue;
+                    }
+                    match source {
+                        Some(s) => out.push(wrap(py, self.og, &c, s.attr(&k))?),
+                        None => unsupported!("module iteration without a source"),
+                    }
+                }
+                out
+            }
+            VT::Tensor(t) => {
+                let n: i64 = t.fake.bind(py).call_method1("size", (0,))?.extract()?;
+                let mut out = Vec::new();
+                for i in 0..n {
+                    let idx = VT::constant(i.into_pyobject(py)?.into_any().unbind());
+                    out.push(self.getitem(py, v, &idx)?);
+                }
+                out
+            }
+            _ => unsupported!("iterating {}", v.describe(py)),
+        })
+    }
+
+    fn dict_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<(String, VT)>> {
+        match v {
+            VT::Dict(d) => d.borrow().items.iter().map(|(k, v)| Ok((k.bind(py).extract::<String>()?, v.clone()))).collect(),
+            VT::Constant(c) => {
+                let d = c.bind(py).cast::<PyDict>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+                d.iter().map(|(k, v)| Ok((k.extract::<String>()?, VT::constant(v.unbind())))).collect()
+            }
+            _ => unsupported!("** of {}", v.describe(py)),
+        }
+    }
+
+    fn split_kwargs(&mut self, py: Python<'_>, args: &mut Vec<VT>) -> VResult<Vec<(String, VT)>> {
+        let Some(names) = self.kw_names.take() else { return Ok(vec![]) };
+        let names = names.bind(py);
+        let n = names.len();
+        let vals = args.split_off(args.len() - n);
+        names.iter().zip(vals).map(|(k, v)| Ok((k.extract::<String>()?, v))).collect()
+    }
+
+    // ----- calls ------------------------------------------------------------------------
+
+    /// Calls `func(*args, **kwargs)` symbolically.
+    pub fn call(&mut self, py: Python<'_>, func: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        match func {
+            VT::Function { .. } | VT::NestedFunction(_) => self.inline_call(py, func, args, kwargs),
+            VT::Method { func, self_ } => {
+                let mut all = vec![(**self_).clone()];
+                all.extend(args);
+                self.call(py, func, all, kwargs)
+            }
+            VT::Module { obj, source } => {
+                let m = obj.bind(py);
+                let cls = m.get_type();
+                if !cls.getattr("__call__")?.is(self.og.handles.module_call.bind(py)) {
+                    unsupported!("module {} overrides __call__", type_name(m));
+                }
+                for hooks in ["_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"] {
+                    if let Ok(h) = m.getattr(hooks) {
+                        if h.len().unwrap_or(0) > 0 {
+                            unsupported!("module {} has {hooks}", type_name(m));
+                        }
+                    }
+                }
+                let gh = py.import("torch.nn.modules.module")?;
+                for hooks in ["_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks"] {
+                    if let Ok(h) = gh.getattr(hooks) {
+                        if h.len().unwrap_or(0) > 0 {
+                            unsupported!("global module {hooks} are registered");
+                        }
+                    }
+                }
+                let fwd = cls.getattr("forward")?;
+                if type_name(&fwd) != "function" {
+                    unsupported!("module {} forward is not a Python function", type_name(m));
+                }
+                let f = VT::Function { obj: Rc::new(fwd.unbind()), source: source.as_ref().map(|s| s.attr("forward").attr("__func__")) };
+                let mut all = vec![func.clone()];
+                all.extend(args);
+                self.inline_call(py, &f, all, kwargs)
+            }
+            VT::TorchFunction(f) => {
+                let f = f.bind(py).clone();
+                let name = crate::symbolic::output_graph::qualname_full(&f);
+                if ["seed", "set_", "manual_seed", "_set", "use_deterministic", "compile", "_dynamo", "autograd.grad", "backward", "no_grad", "enable_grad"]
+                    .iter()
+                    .any(|d| name.contains(d))
+                {
+                    unsupported!("call to {name} is not traced");
+                }
+                if type_name(&f) == "type" {
+                    unsupported!("constructing {name}");
+                }
+                self.og.call(py, Some(&f), None, &args, &kwargs)
+            }
+            VT::TensorMethod { tensor, name } => {
+                if TENSOR_METHOD_DENYLIST.contains(&name.as_str()) {
+                    unsupported!("Tensor.{name}() is not traced");
+                }
+                let mut all = vec![VT::Tensor(tensor.clone())];
+                all.extend(args);
+                self.og.call(py, None, Some(name), &all, &kwargs)
+            }
+            VT::Builtin(b) | VT::Class(b) => {
+                let b = b.bind(py).clone();
+                self.call_builtin(py, &b, args, kwargs)
+            }
+            VT::Constant(c) if c.bind(py).is_callable() => {
+                let vals: Option<Vec<_>> = args.iter().map(|a| a.as_constant(py)).collect();
+                let kw = PyDict::new(py);
+                for (k, v) in &kwargs {
+                    kw.set_item(k, v.as_constant(py).ok_or_else(|| Unsupported::new("non-constant keyword"))?)?;
+                }
+                match vals {
+                    Some(vals) => {
+                        let r = c.bind(py).call(PyTuple::new(py, vals)?, Some(&kw))?;
+                        if !is_literal(py, &r) {
+                            unsupported!("constant method returned a non-literal");
+                        }
+                        Ok(VT::constant(r.unbind()))
+                    }
+                    None => unsupported!("method of a constant called with non-constant arguments"),
+                }
+            }
+            VT::ContainerMethod { container, name } => self.call_container_method(py, container, name, args),
+            other => unsupported!("call to {}", other.describe(py)),
+        }
+    }
+
+    fn call_container_method(&mut self, py: Python<'_>, container: &VT, name: &str, args: Vec<VT>) -> VResult<VT> {
+        match (container, name) {
+            (VT::List(l), "append" | "extend" | "insert" | "pop" | "clear" | "reverse") => {
+                if l.borrow().source.is_some() {
+                    unsupported!("list.{name} on a list from the frame (side effect)");
+                }
+                let mut extend_items = None;
+                if name == "extend" {
+                    extend_items = Some(self.unpack(py, &args[0])?);
+                }
+                let mut l = l.borrow_mut();
+                match name {
+                    "append" => l.items.push(args[0].clone()),
+                    "extend" => l.items.extend(extend_items.unwrap()),
+                    "clear" => l.items.clear(),
+                    "reverse" => l.items.reverse(),
+                    "insert" => {
+                        let k: i64 = args[0].as_constant(py).ok_or_else(|| Unsupported::new("insert index"))?.extract()?;
+                        let n = l.items.len() as i64;
+                        let k = if k < 0 { (k + n).max(0) } else { k.min(n) };
+                        l.items.insert(k as usize, args[1].clone());
+                    }
+                    _ => {
+                        let k: i64 = match args.first() {
+                            Some(a) => a.as_constant(py).ok_or_else(|| Unsupported::new("pop index"))?.extract()?,
+                            None => -1,
+                        };
+                        let n = l.items.len() as i64;
+                        let k = if k < 0 { k + n } else { k };
+                        if k < 0 || k >= n {
+                            unsupported!("pop index out of range");
+                        }
+                        return Ok(l.items.remove(k as usize));
+                    }
+                }
+                Ok(VT::none(py))
+            }
+            (VT::List(l), "index" | "count") => {
+                let items = l.borrow().items.clone();
+                let consts: Option<Vec<_>> = items.iter().map(|i| i.as_constant(py)).collect();
+                let x = args[0].as_constant(py);
+                match (consts, x) {
+                    (Some(c), Some(x)) => Ok(VT::constant(PyList::new(py, c)?.call_method1(name, (x,))?.unbind())),
+                    _ => unsupported!("list.{name} over non-constant items"),
+                }
+            }
+            (VT::Dict(d), "items") => {
+                let items = d.borrow().items.iter().map(|(k, v)| make_tuple(py, vec![VT::constant(k.clone_ref(py)), v.clone()])).collect::<VResult<Vec<_>>>()?;
+                Ok(new_list(items))
+            }
+            (VT::Dict(d), "keys") => Ok(new_list(d.borrow().items.iter().map(|(k, _)| VT::constant(k.clone_ref(py))).collect())),
+            (VT::Dict(d), "values") => Ok(new_list(d.borrow().items.iter().map(|(_, v)| v.clone()).collect())),
+            (VT::Dict(d), "get") => {
+                let k = args[0].as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+                for (key, v) in &d.borrow().items {
+                    if key.bind(py).eq(&k)? {
+                        return Ok(v.clone());
+                    }
+                }
+                Ok(args.get(1).cloned().unwrap_or_else(|| VT::none(py)))
+            }
+            _ => unsupported!("{}.{name}()", container.describe(py)),
+        }
+    }
+
+    /// Python builtins (and builtin types used as functions) with tracker arguments.
+    fn call_builtin(&mut self, py: Python<'_>, b: &Bound<'_, PyAny>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        let builtins = self.og.handles.builtins.bind(py).clone();
+        let is = |name: &str| builtins.getattr(name).map(|f| f.is(b)).unwrap_or(false);
+        let all_const = args.iter().all(|a| matches!(a, VT::Constant(_))) && kwargs.iter().all(|(_, a)| matches!(a, VT::Constant(_)));
+        if is("len") {
+            return Ok(match &args[0] {
+                VT::Tensor(t) => VT::constant(t.fake.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
+                VT::Module { obj, .. } => VT::constant(obj.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
+                VT::Constant(c) => VT::constant(c.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
+                VT::Dict(d) => VT::constant(d.borrow().items.len().into_pyobject(py)?.into_any().unbind()),
+                other => {
+                    let n = self.unpack(py, other)?.len();
+                    VT::constant(n.into_pyobject(py)?.into_any().unbind())
+                }
+            });
+        }
+        if is("isinstance") {
+            let cls = match &args[1] {
+                VT::Class(c) => c.bind(py).clone(),
+                VT::Constant(c) => c.bind(py).clone(),
+                VT::Tuple(items) => {
+                    let cs: VResult<Vec<_>> = items.iter().map(|i| match i {
+                        VT::Class(c) => Ok(c.bind(py).clone()),
+                        _ => unsupported!("isinstance with a non-class"),
+                    }).collect();
+                    PyTuple::new(py, cs?)?.into_any()
+                }
+                _ => unsupported!("isinstance with {}", args[1].describe(py)),
+            };
+            let r = match &args[0] {
+                VT::Tensor(t) => {
+                    // Fake tensors are instances of the real tensor classes for isinstance purposes;
+                    // ask about the real input type when there is one.
+                    let probe = t.fake.bind(py).clone();
+                    let tensor_type = self.og.handles.tensor_type.bind(py).clone();
+                    let is_param = t.source.as_ref().map(|_| probe.getattr("__class__").map(|c| c.is(self.og.handles.parameter_type.bind(py))).unwrap_or(false)).unwrap_or(false);
+                    let _ = is_param;
+                    let sample = tensor_type.call_method1("__new__", (&tensor_type,)).ok();
+                    match sample {
+                        Some(s) => s.is_instance(&cls)?,
+                        None => probe.is_instance(&cls)?,
+                    }
+                }
+                VT::Constant(c) => c.bind(py).is_instance(&cls)?,
+                VT::Module { obj, .. } => obj.bind(py).is_instance(&cls)?,
+                VT::Tuple(_) => py.get_type::<PyTuple>().is_subclass(&cls).unwrap_or(false) || cls.is(py.get_type::<PyTuple>()),
+                VT::List(_) => cls.is(py.get_type::<PyList>()) || py.get_type::<PyList>().is_subclass(&cls).unwrap_or(false),
+                VT::Dict(_) => cls.is(py.get_type::<PyDict>()) || py.get_type::<PyDict>().is_subclass(&cls).unwrap_or(false),
+                VT::Function { obj, .. } | VT::TorchFunction(obj) | VT::Builtin(obj) | VT::Class(obj) => obj.bind(py).is_instance(&cls)?,
+                other => unsupported!("isinstance of {}", other.describe(py)),
+            };
+            return Ok(const_bool(py, r));
+        }
+        if is("getattr") || is("hasattr") {
+            let name: String = args[1].as_constant(py).ok_or_else(|| Unsupported::new("getattr with a non-constant name"))?.extract()?;
+            let r = self.getattr(py, &args[0], &name);
+            if is("hasattr") {
+                return Ok(const_bool(py, r.is_ok()));
+            }
+            return match (r, args.get(2)) {
+                (Ok(v), _) => Ok(v),
+                (Err(_), Some(default)) => Ok(default.clone()),
+                (Err(e), None) => Err(e),
+            };
+        }
+        if is("range") && all_const {
+            let vals: Vec<_> = args.iter().map(|a| a.as_constant(py).unwrap()).collect();
+            return Ok(VT::constant(b.call1(PyTuple::new(py, vals)?)?.unbind()));
+        }
+        if is("enumerate") {
+            let start: i64 = match args.get(1).or(kwargs.first().map(|(_, v)| v)) {
+                Some(s) => s.as_constant(py).ok_or_else(|| Unsupported::new("enumerate start"))?.extract()?,
+                None => 0,
+            };
+            let items = self.iter_items(py, &args[0])?;
+            let out = items
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| make_tuple(py, vec![VT::constant((i as i64 + start).into_pyobject(py)?.into_any().unbind()), v]))
+                .collect::<VResult<Vec<_>>>()?;
+            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState { items: out, pos: 0 }))));
+        }
+        if is("zip") {
+            let lists = args.iter().map(|a| self.iter_items(py, a)).collect::<VResult<Vec<_>>>()?;
+            let n = lists.iter().map(|l| l.len()).min().unwrap_or(0);
+            let out = (0..n).map(|i| make_tuple(py, lists.iter().map(|l| l[i].clone()).collect())).collect::<VResult<Vec<_>>>()?;
+            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState { items: out, pos: 0 }))));
+        }
+        if is("iter") && args.len() == 1 {
+            let items = self.iter_items(py, &args[0])?;
+            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState { items, pos: 0 }))));
+        }
+        if is("list") || is("tuple") {
+            let items = match args.first() {
+                Some(a) => self.iter_items(py, a)?,
+                None => vec![],
+            };
+            return if is("list") { Ok(new_list(items)) } else { make_tuple(py, items) };
+        }
+        if (is("min") || is("max")) && args.len() >= 1 && !all_const {
+            let items = if args.len() == 1 { self.iter_items(py, &args[0])? } else { args.clone() };
+            if items.iter().all(|i| matches!(i, VT::Constant(_))) {
+                let vals: Vec<_> = items.iter().map(|a| a.as_constant(py).unwrap()).collect();
+                return Ok(VT::constant(b.call1((PyTuple::new(py, vals)?,))?.unbind()));
+            }
+            unsupported!("min/max over tensors");
+        }
+        if is("abs") && matches!(args.first(), Some(VT::Tensor(_))) {
+            return self.operator(py, "abs", args);
+        }
+        if is("print") || is("input") || is("open") || is("exec") || is("eval") || is("setattr") || is("delattr") || is("globals") || is("locals") || is("vars") || is("id") || is("super") || is("next") {
+            unsupported!("call to builtin {}", crate::symbolic::variables::qualname(b));
+        }
+        if all_const {
+            let pure = ["abs", "min", "max", "round", "int", "float", "bool", "str", "tuple", "sum", "any", "all", "divmod", "pow", "sorted", "reversed", "repr", "hash", "type", "slice", "chr", "ord", "format"];
+            let module = b.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+            let is_pure = pure.iter().any(|n| is(n)) || module == "math" || module == "_operator" || module == "operator" || (module == "torch" && type_name(b) == "type");
+            if is_pure {
+                let vals: Vec<_> = args.iter().map(|a| a.as_constant(py).unwrap()).collect();
+                let kw = PyDict::new(py);
+                for (k, v) in &kwargs {
+                    kw.set_item(k, v.as_constant(py).unwrap())?;
+                }
+                let r = b.call(PyTuple::new(py, vals)?, Some(&kw))?;
+                if is_literal(py, &r) {
+                    return Ok(VT::constant(r.unbind()));
+                }
+                return self.wrap_unguarded(py, &r);
+            }
+        }
+        if is("sum") || is("any") || is("all") {
+            let items = self.iter_items(py, &args[0])?;
+            if is("sum") {
+                let mut acc = args.get(1).cloned().unwrap_or_else(|| VT::constant(0i64.into_pyobject(py).unwrap().into_any().unbind()));
+                for it in items {
+                    acc = self.binary(py, "add", acc, it)?;
+                }
+                return Ok(acc);
+            }
+        }
+        // operator.* functions from user code (operator.add(x, y)).
+        let module = b.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+        if module == "_operator" && args.iter().any(|a| matches!(a, VT::Tensor(_))) {
+            return self.og.call(py, Some(b), None, &args, &kwargs);
+        }
+        unsupported!("call to {} with {}", crate::symbolic::variables::qualname(b), args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
+    }
+
+    /// Inlines a user function: binds arguments to the callee's locals and interprets its code
+    /// with the same output graph.
+    fn inline_call(&mut self, py: Python<'_>, func: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        if self.depth >= MAX_INLINE_DEPTH {
+            unsupported!("inlining depth limit reached");
+        }
+        let (code_obj, globals, defaults, kwdefaults, closure, external, fn_source) = match func {
+            VT::Function { obj, source } => {
+                let f = obj.bind(py);
+                let code = f.getattr("__code__")?;
+                let globals = f.getattr("__globals__")?.cast_into::<PyDict>().map_err(|e| Unsupported::new(e.to_string()))?;
+                let module = f.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+                let trusted = module.starts_with("torch.") || module == "torch";
+                let defaults = match f.getattr("__defaults__")? {
+                    d if d.is_none() => vec![],
+                    d => {
+                        let d = d.cast_into::<PyTuple>().map_err(|e| Unsupported::new(e.to_string()))?;
+                        let mut out = Vec::new();
+                        for (i, v) in d.iter().enumerate() {
+                            let src = if trusted { None } else { source.as_ref().map(|s| s.attr("__defaults__").item(ItemKey::Int(i as i64))) };
+                            out.push(if src.is_none() && is_literal(py, &v) { VT::constant(v.unbind()) } else { self.wrap_from(py, &v, src)? });
+                        }
+                        out
+                    }
+                };
+                let mut kwdefaults = Vec::new();
+                if let Ok(kd) = f.getattr("__kwdefaults__")?.cast_into::<PyDict>() {
+                    for (k, v) in kd.iter() {
+                        let key: String = k.extract()?;
+                        let src = if trusted { None } else { source.as_ref().map(|s| s.attr("__kwdefaults__").item(ItemKey::Str(key.clone()))) };
+                        kwdefaults.push((key, if src.is_none() && is_literal(py, &v) { VT::constant(v.unbind()) } else { self.wrap_from(py, &v, src)? }));
+                    }
+                }
+                let mut closure = Vec::new();
+                if let Ok(cl) = f.getattr("__closure__")?.cast_into::<PyTuple>() {
+                    for (i, cell) in cl.iter().enumerate() {
+                        let contents = match cell.getattr("cell_contents") {
+                            Ok(c) => c,
+                            Err(_) => unsupported!("empty closure cell"),
+                        };
+                        let src = source.as_ref().map(|s| s.attr("__closure__").item(ItemKey::Int(i as i64)).attr("cell_contents"));
+                        if src.is_none() && !trusted {
+                            unsupported!("closure of a function without a source");
+                        }
+                        let v = self.wrap_from(py, &contents, if trusted { None } else { src })?;
+                        closure.push(VT::Cell(Rc::new(RefCell::new(Some(v)))));
+                    }
+                }
+                let same_globals = globals.is(self.g.globals.bind(py)) && self.g.source.is_none();
+                let gsource = if same_globals || trusted { None } else {
+                    match source {
+                        Some(s) => Some(s.attr("__globals__")),
+                        None => unsupported!("function {} from other globals without a source", crate::symbolic::variables::qualname(f)),
+                    }
+                };
+                let g = if same_globals && !trusted {
+                    self.g.clone()
+                } else {
+                    Rc::new(GlobalsInfo { globals: globals.unbind(), builtins: self.g.builtins.clone_ref(py), source: gsource, trusted })
+                };
+                (code.unbind(), g, defaults, kwdefaults, closure, true, source.clone())
+            }
+            VT::NestedFunction(nf) => {
+                let g = self.g.clone();
+                (nf.code.clone_ref(py), g, nf.defaults.clone(), nf.kwdefaults.clone(), nf.closure.clone(), false, None)
+            }
+            _ => unreachable!(),
+        };
+        let _ = fn_source;
+        let ci = code_info(code_obj.bind(py))?;
+        if ci.flags & (flags::CO_GENERATOR | flags::CO_COROUTINE | flags::CO_ASYNC_GENERATOR | flags::CO_ITERABLE_COROUTINE) != 0 {
+            unsupported!("inlining generator function {}", ci.name);
+        }
+        let locals = bind_args(py, &ci, args, kwargs, &defaults, &kwdefaults)?;
+        let external_cells: Vec<usize> = if external { closure.iter().filter_map(|c| if let VT::Cell(rc) = c { Some(Rc::as_ptr(rc) as usize) } else { None }).collect() } else { vec![] };
+        let mut child = InstructionTranslator::new(ci, globals, locals, closure, self.og, self.depth + 1);
+        child.external_cells.extend(external_cells);
+        child.external_cells.extend(self.external_cells.iter().copied());
+        child.run(py)
+    }
+}
+
+/// Binds call arguments to a code object's parameter slots (CPython's `_PyEval_MakeFrameVector`
+/// order: positional, keyword-only, `*args`, `**kwargs`).
+fn bind_args(py: Python<'_>, ci: &CodeInfo, args: Vec<VT>, kwargs: Vec<(String, VT)>, defaults: &[VT], kwdefaults: &[(String, VT)]) -> VResult<Vec<Option<VT>>> {
+    let mut locals: Vec<Option<VT>> = vec![None; ci.localsplus.len()];
+    let nargs = ci.argcount;
+    let has_varargs = ci.flags & flags::CO_VARARGS != 0;
+    let has_varkw = ci.flags & flags::CO_VARKEYWORDS != 0;
+    let mut extra = Vec::new();
+    for (i, a) in args.into_iter().enumerate() {
+        if i < nargs {
+            locals[i] = Some(a);
+        } else {
+            extra.push(a);
+        }
+    }
+    if !extra.is_empty() && !has_varargs {
+        unsupported!("{}() takes {nargs} positional arguments but more were given", ci.name);
+    }
+    let mut extra_kw = Vec::new();
+    for (k, v) in kwargs {
+        match ci.varnames[..nargs + ci.kwonlyargcount].iter().position(|n| *n == k) {
+            Some(i) => {
+                if locals[i].is_some() {
+                    unsupported!("{}() got multiple values for argument '{k}'", ci.name);
+                }
+                locals[i] = Some(v);
+            }
+            None if has_varkw => extra_kw.push((PyString::new(py, &k).into_any().unbind(), v)),
+            None => unsupported!("{}() got an unexpected keyword argument '{k}'", ci.name),
+        }
+    }
+    let first_default = nargs.saturating_sub(defaults.len());
+    for i in 0..nargs {
+        if locals[i].is_none() {
+            if i >= first_default {
+                locals[i] = Some(defaults[i - first_default].clone());
+            } else {
+                unsupported!("{}() missing required argument '{}'", ci.name, ci.varnames[i]);
+            }
+        }
+    }
+    for i in nargs..nargs + ci.kwonlyargcount {
+        if locals[i].is_none() {
+            match kwdefaults.iter().find(|(k, _)| *k == ci.varnames[i]) {
+                Some((_, v)) => locals[i] = Some(v.clone()),
+                None => unsupported!("{}() missing keyword-only argument '{}'", ci.name, ci.varnames[i]),
+            }
+        }
+    }
+    let mut slot = nargs + ci.kwonlyargcount;
+    if has_varargs {
+        locals[slot] = Some(make_tuple(py, extra)?);
+        slot += 1;
+    }
+    if has_varkw {
+        locals[slot] = Some(new_dict(extra_kw));
+    }
+    Ok(locals)
+}
+
+fn is_seq(v: &VT) -> bool {
+    matches!(v, VT::Tuple(_))
+}
+
+pub fn const_bool(py: Python<'_>, b: bool) -> VT {
+    VT::constant(pyo3::types::PyBool::new(py, b).to_owned().into_any().unbind())
+}
+
+/// A tuple tracker; all-constant tuples fold into one constant tuple.
+pub fn make_tuple(py: Python<'_>, items: Vec<VT>) -> VResult<VT> {
+    if items.iter().all(|i| matches!(i, VT::Constant(_))) {
+        let vals: Vec<_> = items.iter().map(|i| i.as_constant(py).unwrap()).collect();
+        return Ok(VT::constant(PyTuple::new(py, vals)?.into_any().unbind()));
+    }
+    Ok(VT::Tuple(Rc::new(items)))
+}
+
+pub fn new_list(items: Vec<VT>) -> VT {
+    VT::List(Rc::new(RefCell::new(ListState { items, source: None })))
+}
+
+pub fn new_dict(items: Vec<(Py<PyAny>, VT)>) -> VT {
+    VT::Dict(Rc::new(RefCell::new(DictState { items, source: None })))
+}
+
+fn dict_set(py: Python<'_>, d: &mut DictState, k: Py<PyAny>, v: VT) -> VResult<()> {
+    for (key, val) in d.items.iter_mut() {
+        if key.bind(py).eq(k.bind(py))? {
+            *val = v;
+            return Ok(());
+        }
+    }
+    d.items.push((k, v));
+    Ok(())
+}

@@ -1,0 +1,147 @@
+//! `VariableTracker`: the symbolic value of every stack slot and local during tracing.
+//!
+//! A closed enum. Immutable Python values are `Constant`s (operations on them are folded by
+//! running the real operation); tensors are graph nodes carrying a fake example value; containers
+//! built during tracing hold trackers. Trackers that came from the frame carry the `Source` they
+//! were read from (which is also what guards were installed on).
+
+use crate::graph::NodeId;
+use crate::source::Source;
+use pyo3::prelude::*;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// A tensor in the graph: its node, its fake example value (a `FakeTensor`), and where it came
+/// from when it is a graph input.
+pub struct TensorVariable {
+    pub node: NodeId,
+    pub fake: Py<PyAny>,
+    pub source: Option<Arc<Source>>,
+}
+
+/// An iterator being stepped during tracing (over a range, a container, modules, ...): the items
+/// are materialized when the iterator is created.
+pub struct IteratorState {
+    pub items: Vec<VariableTracker>,
+    pub pos: usize,
+}
+
+/// A mutable list created or read during tracing.
+pub struct ListState {
+    pub items: Vec<VariableTracker>,
+    /// Set when the list came from the frame (it has a source): mutating it is a side effect.
+    pub source: Option<Arc<Source>>,
+}
+
+/// A dict with constant keys (insertion ordered).
+pub struct DictState {
+    pub items: Vec<(Py<PyAny>, VariableTracker)>,
+    pub source: Option<Arc<Source>>,
+}
+
+/// A function defined while tracing (MAKE_FUNCTION): code, globals, defaults, closure cells.
+pub struct NestedFunction {
+    pub code: Py<PyAny>,
+    pub globals: Py<PyAny>,
+    pub defaults: Vec<VariableTracker>,
+    pub kwdefaults: Vec<(String, VariableTracker)>,
+    pub closure: Vec<VariableTracker>,
+    pub qualname: String,
+}
+
+/// The symbolic value of a Python object.
+#[derive(Clone)]
+pub enum VariableTracker {
+    /// CPython's NULL stack marker (PUSH_NULL, LOAD_GLOBAL with the push-null bit).
+    Null,
+    /// An immutable Python value (None, bool, int, float, str, tuple of such, dtype, device,
+    /// torch.Size, slice, ...). Operations on constants are folded by running them.
+    Constant(Rc<Py<PyAny>>),
+    Tensor(Rc<TensorVariable>),
+    Tuple(Rc<Vec<VariableTracker>>),
+    List(Rc<RefCell<ListState>>),
+    Dict(Rc<RefCell<DictState>>),
+    /// An `nn.Module` instance reached from the frame (identity-guarded).
+    Module { obj: Rc<Py<PyAny>>, source: Option<Arc<Source>> },
+    /// A user Python function: calls are inlined.
+    Function { obj: Rc<Py<PyAny>>, source: Option<Arc<Source>> },
+    /// A function created during tracing (MAKE_FUNCTION); calls are inlined.
+    NestedFunction(Rc<NestedFunction>),
+    /// A bound method: `func` is inlined with `self_` as its first argument.
+    Method { func: Box<VariableTracker>, self_: Box<VariableTracker> },
+    /// A `torch.*` / `torch.nn.functional.*` callable: calls become graph nodes.
+    TorchFunction(Rc<Py<PyAny>>),
+    /// A method of a tensor, not yet called (`x.add`): calls become `call_method` nodes.
+    TensorMethod { tensor: Rc<TensorVariable>, name: String },
+    /// A Python builtin we model (len, isinstance, range, ...), or a type used as a value.
+    Builtin(Rc<Py<PyAny>>),
+    /// A class (a `type`): used in isinstance checks, or called when constructing constants.
+    Class(Rc<Py<PyAny>>),
+    /// A Python module object (torch, math, torch.nn.functional, ...).
+    PyModule { obj: Rc<Py<PyAny>>, source: Option<Arc<Source>> },
+    /// A method of a list or dict tracker (`xs.append`, `d.items`), not yet called.
+    ContainerMethod { container: Box<VariableTracker>, name: String },
+    Iterator(Rc<RefCell<IteratorState>>),
+    /// A local that is a cell (MAKE_CELL / COPY_FREE_VARS): the tracker it currently holds.
+    Cell(Rc<RefCell<Option<VariableTracker>>>),
+}
+
+pub type VT = VariableTracker;
+
+impl VariableTracker {
+    pub fn constant(obj: Py<PyAny>) -> VT {
+        VT::Constant(Rc::new(obj))
+    }
+
+    pub fn none(py: Python<'_>) -> VT {
+        VT::constant(py.None())
+    }
+
+    /// A short description for error messages and logs.
+    pub fn describe(&self, py: Python<'_>) -> String {
+        match self {
+            VT::Null => "NULL".into(),
+            VT::Constant(c) => format!("constant {}", c.bind(py).repr().map(|r| r.to_string()).unwrap_or_default()),
+            VT::Tensor(t) => format!("tensor {}", t.node),
+            VT::Tuple(_) => "tuple".into(),
+            VT::List(_) => "list".into(),
+            VT::Dict(_) => "dict".into(),
+            VT::Module { obj, .. } => format!("module {}", type_name(obj.bind(py))),
+            VT::Function { obj, .. } => format!("function {}", qualname(obj.bind(py))),
+            VT::NestedFunction(f) => format!("function {}", f.qualname),
+            VT::Method { func, .. } => format!("method {}", func.describe(py)),
+            VT::TorchFunction(f) => format!("torch function {}", qualname(f.bind(py))),
+            VT::TensorMethod { name, .. } => format!("Tensor.{name}"),
+            VT::Builtin(b) => format!("builtin {}", qualname(b.bind(py))),
+            VT::Class(c) => format!("class {}", qualname(c.bind(py))),
+            VT::PyModule { obj, .. } => format!("module {}", qualname(obj.bind(py))),
+            VT::ContainerMethod { name, .. } => format!("container method {name}"),
+            VT::Iterator(_) => "iterator".into(),
+            VT::Cell(_) => "cell".into(),
+        }
+    }
+
+    /// The Python value of a constant, if this is one.
+    pub fn as_constant<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        match self {
+            VT::Constant(c) => Some(c.bind(py).clone()),
+            _ => None,
+        }
+    }
+
+    pub fn is_null(&self) -> bool {
+        matches!(self, VT::Null)
+    }
+}
+
+pub fn type_name(o: &Bound<'_, PyAny>) -> String {
+    o.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+}
+
+pub fn qualname(o: &Bound<'_, PyAny>) -> String {
+    o.getattr("__qualname__")
+        .or_else(|_| o.getattr("__name__"))
+        .and_then(|n| n.extract::<String>())
+        .unwrap_or_else(|_| type_name(o))
+}
