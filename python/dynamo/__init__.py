@@ -1,1 +1,33 @@
-"""dynamo: PyTorch 2 compiler stack in Rust."""
+"""dynamo: PyTorch 2's compiler stack (TorchDynamo + TorchInductor) rebuilt in Rust.
+
+The API mirrors ``torch._dynamo``::
+
+    import dynamo
+    with dynamo.optimize("inductor"):          # or @dynamo.optimize("inductor"), or optimize(b)(module)
+        loss = compute_loss(model, x, y)
+
+Frames that *start* inside an ``optimize`` block (or inside an optimized function/module) are
+captured by the PEP 523 hook in ``dynamo._C``; frames of torch, the standard library and dynamo
+itself are skipped. This package is a thin layer: the work happens in Rust.
+"""
+
+from __future__ import annotations
+
+from . import config
+from .backends import list_backends, lookup_backend, register_backend
+from .eval_frame import OptimizedModule, disable, optimize, reset, run
+from .utils import counters, explain
+
+__all__ = [
+    "OptimizedModule",
+    "config",
+    "counters",
+    "disable",
+    "explain",
+    "list_backends",
+    "lookup_backend",
+    "optimize",
+    "register_backend",
+    "reset",
+    "run",
+]

@@ -152,7 +152,12 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
         return default_eval(tstate, frame, throwflag);
     }
     let same_backend: Vec<usize> = (0..state.entries.len()).filter(|&i| state.entries[i].backend == cb as usize).collect();
-    let failure = same_backend.first().and_then(|&i| state.entries[i].guards.check(py, &refs, true).err().flatten());
+    let failures: Vec<String> = same_backend
+        .iter()
+        .filter_map(|&i| state.entries[i].guards.check(py, &refs, true).err().flatten())
+        .map(|f| f.to_string())
+        .collect();
+    let failure = (!failures.is_empty()).then(|| failures.join("\n    - "));
     let code_b = Bound::from_borrowed_ptr(py, code);
     let qual = code_b.getattr("co_qualname").map(|q| q.to_string()).unwrap_or_default();
     let filename = code_b.getattr("co_filename").map(|q| q.to_string()).unwrap_or_default();

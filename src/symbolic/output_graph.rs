@@ -7,7 +7,7 @@
 use crate::graph::{Arg, Graph, NodeId, Op, PyRef, TensorMeta};
 use crate::guards::{Guard, GuardKind};
 use crate::source::Source;
-use crate::symbolic::variables::{qualname, TensorVariable, VT};
+use crate::symbolic::variables::{qualname, type_name, TensorVariable, VT};
 use crate::symbolic::{Unsupported, VResult};
 use crate::unsupported;
 use pyo3::prelude::*;
@@ -356,7 +356,11 @@ impl OutputGraph {
 /// `module.qualname` of a callable, for node names and dumps.
 pub fn qualname_full(t: &Bound<'_, PyAny>) -> String {
     let module = t.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
-    let q = qualname(t);
+    let q = if type_name(t) == "builtin_function_or_method" {
+        t.getattr("__name__").ok().and_then(|n| n.extract::<String>().ok()).unwrap_or_else(|| qualname(t))
+    } else {
+        qualname(t)
+    };
     if module.is_empty() || module == "builtins" {
         q
     } else {

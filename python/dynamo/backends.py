@@ -1,0 +1,57 @@
+"""Backend registry: ``backend(gm: torch.fx.GraphModule, example_inputs: list[Tensor]) -> callable``.
+
+Built in: ``"eager"`` (runs the captured fx graph as is) and ``"inductor"`` (dynamo's own
+code generator: fused LLVM kernels for pointwise ops, torch kernels for the rest).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+_BACKENDS: dict[str, Callable] = {}
+
+
+def register_backend(compiler_fn: Callable | None = None, name: str | None = None):
+    """Registers ``compiler_fn`` under ``name`` (default: its ``__name__``); usable as a decorator."""
+
+    def add(fn: Callable) -> Callable:
+        _BACKENDS[name or fn.__name__] = fn
+        return fn
+
+    return add if compiler_fn is None else add(compiler_fn)
+
+
+def lookup_backend(compiler_fn) -> Callable:
+    """Resolves a backend name (or returns a callable unchanged). Raises ``KeyError`` for unknown names."""
+    if callable(compiler_fn):
+        return compiler_fn
+    if isinstance(compiler_fn, str):
+        if compiler_fn not in _BACKENDS:
+            raise KeyError(f"unknown backend {compiler_fn!r}; available: {sorted(_BACKENDS)}")
+        return _BACKENDS[compiler_fn]
+    raise TypeError(f"backend must be a name or a callable, got {type(compiler_fn).__name__}")
+
+
+def list_backends() -> list[str]:
+    """Names of the registered backends, sorted."""
+    return sorted(_BACKENDS)
+
+
+@register_backend(name="eager")
+def eager(gm, example_inputs):
+    """Runs the captured graph with PyTorch's own kernels (a capture-only check)."""
+    return gm.forward
+
+
+@register_backend(name="aot_eager")
+def aot_eager(gm, example_inputs):
+    """Alias of ``eager`` until AOTAutograd lands (forward graphs run through torch autograd)."""
+    return gm.forward
+
+
+@register_backend(name="inductor")
+def inductor(gm, example_inputs):
+    """Dynamo's inductor: fuses pointwise ops into LLVM-compiled loops; other ops call torch."""
+    from . import _C
+
+    return _C.inductor_compile(gm, example_inputs)

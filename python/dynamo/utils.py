@@ -1,0 +1,64 @@
+"""``counters()`` and ``explain()``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import _C
+
+
+def counters() -> dict[str, int]:
+    """Counters since the last ``reset()``: frames_seen, cache_hits, cache_misses, compiles,
+    recompiles, graphs, eager_fallbacks, cache_limit_hits, and inductor's kernels_compiled,
+    kernel_calls, fallback_nodes when the inductor backend is built in."""
+    out = dict(_C.counters())
+    try:
+        out.update({f"inductor_{k}": v for k, v in _C.inductor_counters().items()})
+    except AttributeError:
+        pass
+    return out
+
+
+@dataclass
+class ExplainOutput:
+    """What ``explain(fn)(*args)`` found: graphs, their op counts, break reasons and guards."""
+
+    graphs: list = field(default_factory=list)
+    graph_count: int = 0
+    graph_break_count: int = 0
+    break_reasons: list = field(default_factory=list)
+    ops_per_graph: list = field(default_factory=list)
+    out_guards: list = field(default_factory=list)
+    compile_times: str = ""
+
+    def __str__(self) -> str:
+        lines = [f"Graph Count: {self.graph_count}", f"Graph Break Count: {self.graph_break_count}",
+                 f"Op Count: {sum(len(o) for o in self.ops_per_graph)}"]
+        if self.break_reasons:
+            lines.append("Break Reasons:")
+            lines.extend(f"  {r}" for r in self.break_reasons)
+        return "\n".join(lines)
+
+
+def explain(fn):
+    """``explain(fn)(*args, **kwargs) -> ExplainOutput``: runs ``fn`` under a recording backend."""
+    from .eval_frame import optimize, reset
+
+    def inner(*args, **kwargs):
+        reset()
+        out = ExplainOutput()
+
+        def backend(gm, example_inputs):
+            out.graphs.append(gm)
+            out.ops_per_graph.append([n.target for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")])
+            return gm.forward
+
+        optimize(backend)(fn)(*args, **kwargs)
+        out.graph_count = len(out.graphs)
+        out.break_reasons = list(_C.break_reasons())
+        out.graph_break_count = len(out.break_reasons)
+        codes = [getattr(fn, "__code__", None)]
+        out.out_guards = [g for c in codes if c is not None for g in _C.cached_guards(c)]
+        return out
+
+    return inner
