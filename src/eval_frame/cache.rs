@@ -74,7 +74,8 @@ pub unsafe fn get_extra(code: *mut pyffi::PyObject) -> *mut ExtraState {
     p as *mut ExtraState
 }
 
-/// Attaches `state` to `code` (replacing and freeing an older one).
+/// Attaches `state` to `code`. An older state is freed by CPython itself: `_PyCode_SetExtra`
+/// calls the index's free function on the value it replaces (Objects/codeobject.c).
 ///
 /// # Safety
 /// GIL held; `code` is a live code object.
@@ -88,8 +89,6 @@ pub unsafe fn set_extra(py: Python<'_>, code: *mut pyffi::PyObject, state: Extra
     }
     if old.is_null() {
         registry().lock().push(Bound::from_borrowed_ptr(py, code).unbind());
-    } else {
-        drop(Box::from_raw(old));
     }
     p
 }
@@ -99,9 +98,9 @@ pub fn reset_all(py: Python<'_>) {
     let codes: Vec<Py<PyAny>> = std::mem::take(&mut *registry().lock());
     for c in codes {
         unsafe {
-            let old = get_extra(c.as_ptr());
-            if !old.is_null() && ffi::_PyCode_SetExtra(c.as_ptr(), extra_index(), std::ptr::null_mut()) == 0 {
-                drop(Box::from_raw(old));
+            // Frees the old state through `free_extra`.
+            if ffi::_PyCode_SetExtra(c.as_ptr(), extra_index(), std::ptr::null_mut()) != 0 {
+                pyffi::PyErr_Clear();
             }
         }
         drop(c.into_bound(py));
