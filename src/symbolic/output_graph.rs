@@ -229,7 +229,9 @@ impl OutputGraph {
                 )));
             }
         };
-        if !self.contains_tensor(py, &result) {
+        let mutates = method.map(|m| m.ends_with('_') && !m.starts_with('_')).unwrap_or(false)
+            || target.map(|t| t.is(self.handles.operator.bind(py).getattr("setitem").unwrap())).unwrap_or(false);
+        if !self.contains_tensor(py, &result) && !mutates {
             // Static metadata (x.dim(), x.size(), x.is_contiguous()) or a pure function of constants.
             return Ok(VT::constant(result.unbind()));
         }
@@ -243,6 +245,11 @@ impl OutputGraph {
             _ => unreachable!(),
         };
         let name = self.fresh_name(&base);
+        if !self.contains_tensor(py, &result) {
+            // A mutation whose result is not a tensor (`x[i] = v`): keep the node for its effect.
+            self.graph.add(name, op, arg_list, kw_args, None);
+            return Ok(VT::constant(result.unbind()));
+        }
         if self.is_tensor(py, &result) {
             let meta = tensor_meta(&result)?;
             let node = self.graph.add(name, op, arg_list, kw_args, Some(meta));

@@ -1,0 +1,313 @@
+"""The frame hook, the cache and guards: what gets captured, when it recompiles, what stays eager."""
+
+import sys
+import threading
+
+import pytest
+import torch
+
+import dynamo
+from dynamo import _C
+
+
+class CompileCounter:
+    """A backend that counts graphs and ops, then runs the graph as is (torch._dynamo.testing)."""
+
+    def __init__(self):
+        self.frame_count = 0
+        self.op_count = 0
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.frame_count += 1
+        self.op_count += sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method"))
+        self.graphs.append(gm)
+        return gm.forward
+
+
+def test_capture_and_cache_hit():
+    cnt = CompileCounter()
+
+    def f(x, y):
+        return torch.sin(x) + torch.cos(y) * 2
+
+    x, y = torch.randn(8, 8), torch.randn(8, 8)
+    opt = dynamo.optimize(cnt)(f)
+    torch.testing.assert_close(opt(x, y), f(x, y))
+    torch.testing.assert_close(opt(x, y), f(x, y))
+    assert cnt.frame_count == 1
+    assert cnt.op_count == 4
+    c = dynamo.counters()
+    assert c["compiles"] == 1 and c["cache_hits"] == 1
+
+
+def test_context_manager_captures_frames_started_inside():
+    cnt = CompileCounter()
+
+    def f(x):
+        return x * 2 + 1
+
+    x = torch.randn(3)
+    with dynamo.optimize(cnt):
+        out = f(x)
+    torch.testing.assert_close(out, x * 2 + 1)
+    assert cnt.frame_count == 1
+    # Outside the block nothing is compiled.
+    f(x)
+    assert cnt.frame_count == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("int", lambda x: (x, 3), "L['n'] == 3, expected 2"),
+        ("dtype", lambda x: (x.double(), 2), "dtype mismatch"),
+        ("shape", lambda x: (torch.randn(5, 4), 2), "size mismatch"),
+    ],
+    ids=lambda c: c[0],
+)
+def test_one_recompile_per_change_names_guard(change):
+    _, make, expected = change
+    cnt = CompileCounter()
+
+    def f(x, n):
+        return x * n + 1
+
+    opt = dynamo.optimize(cnt)(f)
+    x = torch.randn(4, 4)
+    opt(x, 2)
+    opt(x, 2)
+    args = make(x)
+    torch.testing.assert_close(opt(*args), f(*args))
+    torch.testing.assert_close(opt(*args), f(*args))
+    assert cnt.frame_count == 2
+    assert dynamo.counters()["recompiles"] == 1
+    reasons = _C.recompile_reasons()
+    assert len(reasons) == 1
+    assert expected in reasons[0], reasons[0]
+    assert "Recompiling function" in reasons[0] and "f" in reasons[0]
+
+
+def test_cache_size_limit_falls_back_with_one_warning():
+    cnt = CompileCounter()
+
+    def f(x, n):
+        return x + n
+
+    opt = dynamo.optimize(cnt)(f)
+    old = dynamo.config.cache_size_limit
+    dynamo.config.cache_size_limit = 2
+    try:
+        x = torch.ones(2)
+        opt(x, 0)
+        opt(x, 1)
+        with pytest.warns(UserWarning, match=r"cache_size_limit \(2\) reached.*L\['n'\] == 2"):
+            out = opt(x, 2)
+        torch.testing.assert_close(out, x + 2)
+        torch.testing.assert_close(opt(x, 3), x + 3)
+    finally:
+        dynamo.config.cache_size_limit = old
+    assert cnt.frame_count == 2
+
+
+def test_grad_mode_is_guarded():
+    cnt = CompileCounter()
+
+    def f(x):
+        return x * 2
+
+    opt = dynamo.optimize(cnt)(f)
+    x = torch.randn(3, requires_grad=True)
+    assert opt(x).requires_grad
+    with torch.no_grad():
+        assert not opt(x).requires_grad
+    assert cnt.frame_count == 2
+
+
+def test_user_exception_keeps_type_and_message():
+    def f(x):
+        if x.shape[0] == 3:
+            raise ValueError("bad size 3")
+        return x + 1
+
+    opt = dynamo.optimize("eager")(f)
+    with pytest.raises(ValueError, match="bad size 3"):
+        opt(torch.ones(3))
+    torch.testing.assert_close(opt(torch.ones(2)), torch.ones(2) + 1)
+
+
+def test_shape_error_inside_graph_is_the_users():
+    def f(x, y):
+        return x + y
+
+    opt = dynamo.optimize("eager")(f)
+    with pytest.raises(RuntimeError, match="must match the size"):
+        opt(torch.ones(3), torch.ones(4))
+
+
+def test_unsupported_frame_runs_eagerly_with_reason(capsys):
+    def f(x):
+        print("hello")
+        return x + 1
+
+    opt = dynamo.optimize("eager")(f)
+    torch.testing.assert_close(opt(torch.ones(2)), torch.ones(2) + 1)
+    torch.testing.assert_close(opt(torch.ones(2)), torch.ones(2) + 1)
+    assert capsys.readouterr().out == "hello\nhello\n"
+    reasons = _C.break_reasons()
+    assert len(reasons) == 1 and "print" in reasons[0], reasons
+    assert dynamo.counters()["eager_fallbacks"] == 1
+
+
+def test_failing_backend_falls_back_or_raises():
+    def broken(gm, example_inputs):
+        raise RuntimeError("backend exploded")
+
+    def f(x):
+        return x.relu()
+
+    x = torch.randn(4)
+    torch.testing.assert_close(dynamo.optimize(broken)(f)(x), x.relu())
+    dynamo.reset()
+    dynamo.config.suppress_errors = False
+    try:
+        with pytest.raises(RuntimeError, match="backend exploded"):
+            dynamo.optimize(broken)(f)(x)
+    finally:
+        dynamo.config.suppress_errors = True
+
+
+def test_disable_and_run_only():
+    cnt = CompileCounter()
+
+    def inner(x):
+        return x - 1
+
+    def f(x):
+        return x * 3
+
+    disabled = dynamo.disable(inner)
+    with dynamo.optimize(cnt):
+        disabled(torch.ones(2))
+    assert cnt.frame_count == 0
+
+    opt = dynamo.optimize(cnt)(f)
+    opt(torch.ones(2))
+    assert cnt.frame_count == 1
+    ran = dynamo.run(f)
+    torch.testing.assert_close(ran(torch.ones(2)), torch.ones(2) * 3)
+    torch.testing.assert_close(ran(torch.ones(5)), torch.ones(5) * 3)  # miss: eager, no compile
+    assert cnt.frame_count == 1
+
+
+def test_reset_forgets_everything():
+    cnt = CompileCounter()
+
+    def f(x):
+        return x + 2
+
+    opt = dynamo.optimize(cnt)(f)
+    opt(torch.ones(2))
+    dynamo.reset()
+    assert dynamo.counters()["compiles"] == 0
+    opt(torch.ones(2))
+    assert cnt.frame_count == 2
+
+
+def test_generators_are_not_captured():
+    cnt = CompileCounter()
+
+    def gen(x):
+        yield x + 1
+        yield x + 2
+
+    with dynamo.optimize(cnt):
+        out = list(gen(torch.ones(2)))
+    assert len(out) == 2 and cnt.frame_count == 0
+
+
+def test_hook_is_per_thread():
+    cnt = CompileCounter()
+
+    def f(x):
+        return x + 5
+
+    results = []
+
+    def other():
+        results.append(f(torch.ones(1)))
+
+    with dynamo.optimize(cnt):
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+    assert cnt.frame_count == 0
+    with dynamo.optimize(cnt):
+        f(torch.ones(1))
+    assert cnt.frame_count == 1
+
+
+def test_nested_optimize_restores_outer():
+    outer, inner = CompileCounter(), CompileCounter()
+
+    def f(x):
+        return x * 7
+
+    def g(x):
+        return x * 8
+
+    with dynamo.optimize(outer):
+        with dynamo.optimize(inner):
+            f(torch.ones(1))
+        g(torch.ones(1))
+    assert inner.frame_count == 1 and outer.frame_count == 1
+
+
+def test_closures_kwargs_and_varargs():
+    cnt = CompileCounter()
+    scale = torch.tensor(3.0)
+
+    def f(x, *rest, bias=1.0, **extra):
+        y = x * scale + bias
+        for r in rest:
+            y = y + r
+        return y * extra.get("gain", 1.0)
+
+    opt = dynamo.optimize(cnt)(f)
+    x = torch.randn(4)
+    torch.testing.assert_close(opt(x, x, x, bias=2.0, gain=0.5), f(x, x, x, bias=2.0, gain=0.5))
+    torch.testing.assert_close(opt(x), f(x))
+    assert cnt.frame_count == 2
+
+
+def test_return_structures_rebuilt():
+    def f(x, xs):
+        return {"a": x + 1, "b": [x * 2, 3, xs]}, (x, None)
+
+    opt = dynamo.optimize("eager")(f)
+    x = torch.randn(2)
+    xs = [1, 2]
+    out = opt(x, xs)
+    ref = f(x, xs)
+    assert list(out[0]) == ["a", "b"]
+    torch.testing.assert_close(out[0]["a"], ref[0]["a"])
+    assert out[0]["b"][1] == 3 and out[0]["b"][2] is xs
+    assert out[1][0] is x and out[1][1] is None
+
+
+def test_module_forward_inlined_and_params_are_inputs():
+    cnt = CompileCounter()
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+
+    def f(x):
+        return m(x)
+
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(dynamo.optimize(cnt)(f)(x), m(x))
+    assert cnt.frame_count == 1
+    placeholders = [n for n in cnt.graphs[0].graph.nodes if n.op == "placeholder"]
+    assert len(placeholders) == 5  # x + 2 weights + 2 biases
+    guards = "\n".join(_C.cached_guards(f.__code__))
+    assert "TENSOR_MATCH: getattr(L['m'], '0').weight" in guards
+    assert "ID_MATCH: L['m']" in guards
