@@ -235,7 +235,7 @@ impl JitModule {
                 compiled.push(CompiledKernel {
                     name: k.name.clone(),
                     func: std::mem::transmute::<usize, KernelFn>(addr as usize),
-                    outer: k.ranges[0],
+                    outer: k.ranges.first().copied().unwrap_or(1),
                     numel: k.numel(),
                     n_args: k.args.len(),
                 });
