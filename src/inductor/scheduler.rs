@@ -4,7 +4,7 @@
 //! Invariants:
 //! - Unrealized Pointwise buffers are not scheduled: their readers inline them.
 //! - A group holds realized Pointwise buffers with identical `ranges` that are connected through
-//!   pointwise producers, and never has an executed buffer outside the group that both depends on
+//!   pointwise producers or a shared input, and never has an executed buffer outside the group that both depends on
 //!   the group and feeds it (so one loop can compute the whole group).
 //! - `steps` is a topological order of groups and fallbacks.
 //! - Every refusal to fuse is logged on `inductor::fusion` and kept in `why_no_fuse`.
@@ -19,7 +19,8 @@ use super::ir::{BufferId, BufferKind, GraphIr, ReadsHandler};
 pub struct KernelGroup {
     pub members: Vec<BufferId>,
     pub ranges: Vec<i64>,
-    /// Pointwise buffers (realized or not) this group's loop body reaches through pointwise edges.
+    /// Buffers this group's loop body reaches through pointwise edges (pointwise producers and
+    /// the buffers they read).
     reach: HashSet<BufferId>,
 }
 
@@ -100,6 +101,8 @@ pub fn schedule(g: &FxGraph, ir: &GraphIr) -> Schedule {
         }
         let mut set = HashSet::from([BufferId(b as u32)]);
         for r in &reads[b] {
+            // Sharing an input also connects (horizontal fusion: one pass over it).
+            set.insert(*r);
             if ir.pointwise(*r).is_some() {
                 set.extend(reach[r.0 as usize].iter().copied());
             }
