@@ -1,7 +1,308 @@
-//! TorchInductor: fx graph -> lowering -> Scheduler (fusion) -> LLVM kernels + ExternKernel fallbacks.
+//! TorchInductor: fx graph -> lowering -> Scheduler (fusion) -> LLVM kernels + fallbacks.
+//!
+//! Pipeline (see README.md): `fx_import` -> `lowering` -> `scheduler` -> `codegen` -> `wrapper`.
+//! Entry points on `dynamo._C`: `inductor_compile(gm, example_inputs) -> CompiledGraph`,
+//! `inductor_counters()`, `inductor_reset_counters()`.
+//!
+//! Invariants: compilation never raises for an unsupported graph: anything not handled runs through
+//! torch (a FallbackKernel per node, or `gm.forward` for the whole graph), with the reason logged
+//! and written into `CompiledGraph.plan`.
+
+pub mod codegen;
+pub mod fx_import;
+pub mod ir;
+pub mod lowering;
+pub mod scheduler;
+pub mod wrapper;
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::IntoPyObjectExt;
+
+use fx_import::{FxArg, FxGraph, FxOp};
+use ir::{BufferKind, DType, GraphIr, PrintHandler};
+use scheduler::{Schedule, Step};
+use wrapper::{ArgT, CompiledGraph, FallbackCall, RtStep, Runtime, TensorCheck};
+
+/// Process-wide counters (PyTorch: `torch._dynamo.utils.counters["inductor"]`).
+pub mod counters {
+    use std::sync::atomic::AtomicU64;
+    /// Calls of `inductor_compile`.
+    pub static GRAPHS_COMPILED: AtomicU64 = AtomicU64::new(0);
+    /// LLVM kernels JIT-compiled.
+    pub static KERNELS_COMPILED: AtomicU64 = AtomicU64::new(0);
+    /// Kernel executions.
+    pub static KERNEL_CALLS: AtomicU64 = AtomicU64::new(0);
+    /// Nodes planned as FallbackKernel calls into torch.
+    pub static FALLBACK_NODES: AtomicU64 = AtomicU64::new(0);
+    /// Graphs planned to run entirely through `gm.forward`.
+    pub static EAGER_GRAPHS: AtomicU64 = AtomicU64::new(0);
+    /// Calls whose inputs differed from compile-time metadata (ran through `gm.forward`).
+    pub static GUARD_FAILURES: AtomicU64 = AtomicU64::new(0);
+
+    pub fn all() -> [(&'static str, &'static AtomicU64); 6] {
+        [
+            ("graphs_compiled", &GRAPHS_COMPILED),
+            ("kernels_compiled", &KERNELS_COMPILED),
+            ("kernel_calls", &KERNEL_CALLS),
+            ("fallback_nodes", &FALLBACK_NODES),
+            ("eager_graphs", &EAGER_GRAPHS),
+            ("guard_failures", &GUARD_FAILURES),
+        ]
+    }
+}
+
+/// Counter values by name.
+#[pyfunction]
+fn inductor_counters(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    for (name, c) in counters::all() {
+        d.set_item(name, c.load(Ordering::Relaxed))?;
+    }
+    Ok(d)
+}
+
+/// Sets every counter to zero.
+#[pyfunction]
+fn inductor_reset_counters() {
+    for (_, c) in counters::all() {
+        c.store(0, Ordering::Relaxed);
+    }
+}
+
+fn eager(forward: Py<PyAny>, reason: &str) -> CompiledGraph {
+    counters::EAGER_GRAPHS.fetch_add(1, Ordering::Relaxed);
+    tracing::info!(target: "inductor::fallback", "graph runs through gm.forward: {reason}");
+    CompiledGraph {
+        forward,
+        runtime: None,
+        kernel_names: Vec::new(),
+        llvm_ir: String::new(),
+        plan: format!("eager: {reason}\n"),
+        kernel_ir: String::new(),
+    }
+}
+
+fn arg_template(py: Python<'_>, g: &FxGraph, ir: &GraphIr, a: &FxArg) -> PyResult<ArgT> {
+    Ok(match a {
+        FxArg::Node(j) => ArgT::Slot(
+            ir.node_buffer[*j]
+                .ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("argument refers to the output node"))?
+                .0 as usize,
+        ),
+        FxArg::Int(v) => ArgT::Const(v.into_py_any(py)?),
+        FxArg::Float(v) => ArgT::Const(v.into_py_any(py)?),
+        FxArg::Bool(v) => ArgT::Const(v.into_py_any(py)?),
+        FxArg::None => ArgT::Const(py.None()),
+        FxArg::Py(i) => ArgT::Const(g.side_table[*i].clone_ref(py)),
+        FxArg::Tuple(items) => ArgT::Tuple(items.iter().map(|x| arg_template(py, g, ir, x)).collect::<PyResult<_>>()?),
+        FxArg::List(items) => ArgT::List(items.iter().map(|x| arg_template(py, g, ir, x)).collect::<PyResult<_>>()?),
+    })
+}
+
+/// Renders the plan text: one block per step.
+fn render_plan(g: &FxGraph, ir: &GraphIr, sched: &Schedule, kernel_names: &[String]) -> String {
+    let mut s = String::new();
+    let mut k = 0;
+    for step in &sched.steps {
+        match step {
+            Step::Kernel(gi) => {
+                let grp = &sched.groups[*gi];
+                let _ = writeln!(s, "kernel {} ranges {:?}", kernel_names.get(k).map(|x| x.as_str()).unwrap_or("?"), grp.ranges);
+                k += 1;
+                for m in &grp.members {
+                    let b = ir.buffer(*m);
+                    if let Some(pw) = ir.pointwise(*m) {
+                        let _ = writeln!(s, "  {m} ({}) = {}", b.name, PrintHandler::render(pw));
+                    }
+                }
+                // Unrealized producers inlined into this group.
+                let mut inlined: Vec<String> = Vec::new();
+                for b in &ir.buffers {
+                    if let BufferKind::Pointwise(pw) = &b.kind {
+                        if !pw.realized && grp.members.iter().any(|m| reaches(ir, *m, b.id)) {
+                            inlined.push(format!("{} ({})", b.id, b.name));
+                        }
+                    }
+                }
+                if !inlined.is_empty() {
+                    let _ = writeln!(s, "  inlined: {}", inlined.join(", "));
+                }
+            }
+            Step::Fallback(buf) => {
+                if let BufferKind::Fallback(fb) = &ir.buffer(*buf).kind {
+                    let _ = writeln!(s, "fallback {buf} = {}: {}", lowering::describe(&g.nodes[fb.node]), fb.reason);
+                }
+            }
+        }
+    }
+    for w in &sched.why_no_fuse {
+        let _ = writeln!(s, "why no fuse: {w}");
+    }
+    s
+}
+
+/// True when `from`'s body reaches `target` through unrealized pointwise loads.
+fn reaches(ir: &GraphIr, from: ir::BufferId, target: ir::BufferId) -> bool {
+    let Some(pw) = ir.pointwise(from) else { return false };
+    let mut h = ir::ReadsHandler::default();
+    let n = pw.ranges.len();
+    let idx: Vec<_> = (0..n).map(|d| ir::Affine::var(d, n)).collect();
+    (pw.inner_fn)(&mut h, &idx);
+    h.reads.iter().any(|r| {
+        *r == target || ir.pointwise(*r).is_some_and(|p| !p.realized && reaches(ir, *r, target))
+    })
+}
+
+/// The `"inductor"` backend: compiles `gm` for inputs like `example_inputs`.
+#[pyfunction]
+fn inductor_compile(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Bound<'_, PyAny>) -> PyResult<CompiledGraph> {
+    counters::GRAPHS_COMPILED.fetch_add(1, Ordering::Relaxed);
+    let forward = gm.getattr("forward")?.unbind();
+    let g = match fx_import::import_graph(py, gm, example_inputs) {
+        Ok(g) => g,
+        Err(e) => return Ok(eager(forward, &e.to_string())),
+    };
+    // Note [grad inputs]: until AOTAutograd hands us forward/backward graphs, a graph whose inputs
+    // require grad runs eagerly so autograd records it.
+    for n in &g.nodes {
+        if let (FxOp::Placeholder { .. } | FxOp::GetAttr { .. }, Some(meta)) = (&n.op, &n.meta) {
+            if meta.requires_grad {
+                return Ok(eager(forward, &format!("input {} requires grad", n.name)));
+            }
+        }
+    }
+    let ir = lowering::lower(&g);
+    let sched = scheduler::schedule(&g, &ir);
+    let n_fallbacks = sched.steps.iter().filter(|s| matches!(s, Step::Fallback(_))).count();
+    if sched.groups.is_empty() {
+        return Ok(eager(forward, "no pointwise ops to compile"));
+    }
+    let cg = match codegen::codegen(&ir, &sched) {
+        Ok(cg) => cg,
+        Err(e) => return Ok(eager(forward, &format!("codegen failed: {e}"))),
+    };
+    counters::KERNELS_COMPILED.fetch_add(cg.kernels.len() as u64, Ordering::Relaxed);
+    counters::FALLBACK_NODES.fetch_add(n_fallbacks as u64, Ordering::Relaxed);
+
+    // Build the runtime plan.
+    let torch = py.import("torch")?;
+    let dtype_obj = |d: DType| -> PyResult<Py<PyAny>> {
+        Ok(match d {
+            DType::Bool => torch.getattr("bool")?.unbind(),
+            _ => torch.getattr("float32")?.unbind(),
+        })
+    };
+    let examples: Vec<Bound<'_, PyAny>> = example_inputs.try_iter()?.collect::<PyResult<_>>()?;
+    let mut inputs = Vec::new();
+    let mut constants = Vec::new();
+    let read_by_kernel = |b: ir::BufferId| cg.kernels.iter().any(|k| k.args.iter().any(|(a, out)| *a == b && !out));
+    for b in &ir.buffers {
+        match &b.kind {
+            BufferKind::Input { position } => {
+                let check = match &b.layout {
+                    Some(l) => Some(TensorCheck::new(py, l, examples[*position].getattr("dtype")?.unbind())?),
+                    None => None,
+                };
+                inputs.push((*position, b.id.0 as usize, check));
+            }
+            BufferKind::Constant { node } => {
+                let FxOp::GetAttr { value } = g.nodes[*node].op else { unreachable!() };
+                let v = g.side_table[value].bind(py);
+                let check = match &b.layout {
+                    Some(l) => Some(TensorCheck::new(py, l, v.getattr("dtype")?.unbind())?),
+                    None => None,
+                };
+                constants.push((b.id.0 as usize, v.clone().unbind(), check));
+            }
+            _ => {}
+        }
+    }
+    let mut steps = Vec::new();
+    let mut kernel_order = Vec::new();
+    for step in &sched.steps {
+        match step {
+            Step::Kernel(gi) => {
+                let plan = &cg.kernels[*gi];
+                let mut allocs = Vec::new();
+                for (buf, is_out) in &plan.args {
+                    if !is_out {
+                        continue;
+                    }
+                    let l = ir.buffer(*buf).layout.as_ref().expect("kernel output without layout");
+                    let kw = PyDict::new(py);
+                    kw.set_item("dtype", dtype_obj(l.dtype)?)?;
+                    kw.set_item("device", "cpu")?;
+                    allocs.push((
+                        buf.0 as usize,
+                        PyTuple::new(py, &l.sizes)?.unbind(),
+                        PyTuple::new(py, &l.strides)?.unbind(),
+                        kw.unbind(),
+                    ));
+                }
+                let big = sched.groups[*gi].ranges.iter().product::<i64>() >= dynamo_llvm::jit::PARALLEL_MIN_NUMEL;
+                steps.push(RtStep::Kernel {
+                    kernel: *gi,
+                    args: plan.args.iter().map(|(b, _)| b.0 as usize).collect(),
+                    allocs,
+                    big,
+                });
+                kernel_order.push(plan.name.clone());
+            }
+            Step::Fallback(buf) => {
+                let BufferKind::Fallback(fb) = &ir.buffer(*buf).kind else { unreachable!() };
+                let node = &g.nodes[fb.node];
+                let call = match &node.op {
+                    FxOp::CallFunction { target } | FxOp::CallModule { target } => {
+                        FallbackCall::Call(g.side_table[*target].clone_ref(py))
+                    }
+                    FxOp::CallMethod { name } => FallbackCall::Method(PyString::new(py, name).unbind()),
+                    _ => unreachable!("only call nodes fall back"),
+                };
+                let args = node.args.iter().map(|a| arg_template(py, &g, &ir, a)).collect::<PyResult<_>>()?;
+                let kwargs = node
+                    .kwargs
+                    .iter()
+                    .map(|(k, a)| Ok((PyString::new(py, k).unbind(), arg_template(py, &g, &ir, a)?)))
+                    .collect::<PyResult<_>>()?;
+                let check = match (&ir.buffer(*buf).layout, read_by_kernel(*buf)) {
+                    (Some(l), true) => Some(TensorCheck::new(py, l, dtype_obj(l.dtype)?)?),
+                    _ => None,
+                };
+                steps.push(RtStep::Fallback { slot: buf.0 as usize, call, args, kwargs, check });
+            }
+        }
+    }
+    let out_node = &g.nodes[g.output];
+    let output = match out_node.args.first() {
+        Some(a) => arg_template(py, &g, &ir, a)?,
+        None => ArgT::Const(py.None()),
+    };
+    let plan = render_plan(&g, &ir, &sched, &kernel_order);
+    tracing::debug!(target: "inductor::schedule", "plan:\n{plan}");
+    let kernel_ir = cg.kernels.iter().map(|k| k.kernel_ir.clone()).collect::<Vec<_>>().join("\n");
+    let llvm_ir = cg.jit.llvm_ir.clone();
+    let runtime = Runtime {
+        n_slots: ir.buffers.len(),
+        inputs,
+        constants,
+        steps,
+        output,
+        codegen: Some(cg),
+        empty_strided: torch.getattr("empty_strided")?.unbind(),
+        tensor_type: torch.getattr("Tensor")?.unbind(),
+    };
+    Ok(CompiledGraph { forward, runtime: Some(runtime), kernel_names: kernel_order, llvm_ir, plan, kernel_ir })
+}
 
 /// Registers the inductor entry points on `dynamo._C`.
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(inductor_compile, m)?)?;
+    m.add_function(wrap_pyfunction!(inductor_counters, m)?)?;
+    m.add_function(wrap_pyfunction!(inductor_reset_counters, m)?)?;
+    m.add_class::<CompiledGraph>()?;
     Ok(())
 }

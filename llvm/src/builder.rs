@@ -1,0 +1,113 @@
+//! `KernelBuilder`: the only way clients make a [`Kernel`].
+//!
+//! Invariants: expressions are hash-consed (building the same `Expr` twice returns the same
+//! `ExprId`), so common subexpressions are shared and equality of ids is equality of values;
+//! ids are handed out in definition order, which keeps the arena topologically sorted.
+
+use std::collections::HashMap;
+
+use crate::kernel::{BinaryOp, CmpOp, DType, Expr, ExprId, Index, Kernel, KernelArg, Store, UnaryOp};
+
+/// Incrementally builds a [`Kernel`] over a fixed iteration space.
+pub struct KernelBuilder {
+    kernel: Kernel,
+    interned: HashMap<Expr, ExprId>,
+}
+
+impl KernelBuilder {
+    /// Starts a kernel named `name` (a symbol: `[A-Za-z0-9_]`) looping over `ranges`.
+    pub fn new(name: impl Into<String>, ranges: Vec<i64>) -> Self {
+        KernelBuilder {
+            kernel: Kernel { name: name.into(), ranges, args: Vec::new(), exprs: Vec::new(), stores: Vec::new() },
+            interned: HashMap::new(),
+        }
+    }
+
+    /// Number of loop dimensions.
+    pub fn n_dims(&self) -> usize {
+        self.kernel.ranges.len()
+    }
+
+    /// Adds a read-only pointer argument; returns its position in the argument list.
+    pub fn input(&mut self, name: impl Into<String>, dtype: DType) -> u32 {
+        self.kernel.args.push(KernelArg { name: name.into(), dtype, is_output: false });
+        (self.kernel.args.len() - 1) as u32
+    }
+
+    /// Adds a written pointer argument; returns its position in the argument list.
+    pub fn output(&mut self, name: impl Into<String>, dtype: DType) -> u32 {
+        self.kernel.args.push(KernelArg { name: name.into(), dtype, is_output: true });
+        (self.kernel.args.len() - 1) as u32
+    }
+
+    fn intern(&mut self, expr: Expr) -> ExprId {
+        if let Some(id) = self.interned.get(&expr) {
+            return *id;
+        }
+        let id = ExprId(self.kernel.exprs.len() as u32);
+        self.kernel.exprs.push(expr.clone());
+        self.interned.insert(expr, id);
+        id
+    }
+
+    /// Result dtype of an expression built so far.
+    pub fn dtype_of(&self, id: ExprId) -> DType {
+        self.kernel.dtype_of(id)
+    }
+
+    pub fn load(&mut self, arg: u32, index: Index) -> ExprId {
+        self.intern(Expr::Load { arg, index })
+    }
+
+    pub fn const_f32(&mut self, value: f32) -> ExprId {
+        self.intern(Expr::ConstF32(value.to_bits()))
+    }
+
+    pub fn const_bool(&mut self, value: bool) -> ExprId {
+        self.intern(Expr::ConstBool(value))
+    }
+
+    pub fn unary(&mut self, op: UnaryOp, a: ExprId) -> ExprId {
+        self.intern(Expr::Unary(op, a))
+    }
+
+    pub fn binary(&mut self, op: BinaryOp, a: ExprId, b: ExprId) -> ExprId {
+        self.intern(Expr::Binary(op, a, b))
+    }
+
+    pub fn compare(&mut self, op: CmpOp, a: ExprId, b: ExprId) -> ExprId {
+        self.intern(Expr::Compare(op, a, b))
+    }
+
+    pub fn select(&mut self, cond: ExprId, a: ExprId, b: ExprId) -> ExprId {
+        self.intern(Expr::Select(cond, a, b))
+    }
+
+    /// Converts to `to`; a no-op (returns `a`) when `a` already has that dtype.
+    pub fn cast(&mut self, to: DType, a: ExprId) -> ExprId {
+        if self.dtype_of(a) == to {
+            return a;
+        }
+        self.intern(Expr::Cast(to, a))
+    }
+
+    pub fn store(&mut self, arg: u32, index: Index, value: ExprId) {
+        self.kernel.stores.push(Store { arg, index, value });
+    }
+
+    /// True when `id` is the F32 constant `value` (bitwise).
+    pub fn is_const_f32(&self, id: ExprId, value: f32) -> bool {
+        self.kernel.exprs[id.0 as usize] == Expr::ConstF32(value.to_bits())
+    }
+
+    /// Finishes without verifying; for passes whose input was already verified.
+    pub(crate) fn into_kernel_unchecked(self) -> Kernel {
+        self.kernel
+    }
+
+    /// Finishes the kernel, running the verifier.
+    pub fn finish(self) -> Result<Kernel, Vec<String>> {
+        self.kernel.verify()?;
+        Ok(self.kernel)
+    }
+}

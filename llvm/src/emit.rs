@@ -1,0 +1,375 @@
+//! Emission of a legalized [`Kernel`] as LLVM IR through inkwell: one `match` arm per op.
+//!
+//! Each kernel becomes two functions:
+//! - `<name>_body(ptr noalias %a0, ..., i64 %start, i64 %end)`, internal: the loop nest, with
+//!   the outermost loop running over `[start, end)` so callers can split it across threads;
+//! - `<name>(ptr %args, i64 %start, i64 %end)`, external: loads the argument pointers from the
+//!   array `args` and calls the body (one uniform C signature for every kernel).
+//!
+//! Invariants: the input passed `legalize` (no Relu/Sigmoid/Reciprocal/Maximum/Minimum); every
+//! libm call is `memory(none)` and carries a `vector-function-abi-variant` attribute naming the
+//! glibc libmvec variants the host supports, so the loop vectorizer can widen it.
+
+use std::collections::HashMap;
+
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::intrinsics::Intrinsic;
+use inkwell::module::{Linkage, Module};
+use inkwell::types::{BasicMetadataTypeEnum, BasicTypeEnum};
+use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FloatValue, FunctionValue, IntValue, PointerValue};
+use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
+
+use crate::kernel::{BinaryOp, CmpOp, DType, Expr, Index, Kernel, UnaryOp};
+use crate::CodegenError;
+
+/// What the emitter needs to know about the target.
+#[derive(Clone, Debug, Default)]
+pub struct TargetInfo {
+    /// Host CPU name for the `target-cpu` function attribute (for example `znver4`).
+    pub cpu: String,
+    /// Host feature string for `target-features` (for example `+avx2,+avx512f,...`).
+    pub features: String,
+    /// libmvec variants usable on this host: (x86 ISA letter of the vector ABI, lane count),
+    /// for example `('d', 8)` for AVX2; empty when libmvec is unavailable.
+    pub vector_isas: Vec<(char, u32)>,
+}
+
+/// Per-module emission state: declared math functions, `llvm.compiler.used` members.
+pub struct Emitter<'ctx, 'm> {
+    ctx: &'ctx Context,
+    module: &'m Module<'ctx>,
+    target: TargetInfo,
+    math: HashMap<&'static str, (FunctionValue<'ctx>, Option<Attribute>)>,
+    used: Vec<PointerValue<'ctx>>,
+}
+
+fn bad(msg: impl Into<String>) -> CodegenError {
+    CodegenError::Emit(msg.into())
+}
+
+fn e<T>(r: Result<T, inkwell::builder::BuilderError>) -> Result<T, CodegenError> {
+    r.map_err(|err| bad(err.to_string()))
+}
+
+impl<'ctx, 'm> Emitter<'ctx, 'm> {
+    pub fn new(ctx: &'ctx Context, module: &'m Module<'ctx>, target: TargetInfo) -> Self {
+        Emitter { ctx, module, target, math: HashMap::new(), used: Vec::new() }
+    }
+
+    fn enum_attr(&self, name: &str, val: u64) -> Attribute {
+        self.ctx.create_enum_attribute(Attribute::get_named_enum_kind_id(name), val)
+    }
+
+    fn add_target_attrs(&self, f: FunctionValue<'ctx>) {
+        if !self.target.cpu.is_empty() {
+            f.add_attribute(AttributeLoc::Function, self.ctx.create_string_attribute("target-cpu", &self.target.cpu));
+        }
+        if !self.target.features.is_empty() {
+            f.add_attribute(
+                AttributeLoc::Function,
+                self.ctx.create_string_attribute("target-features", &self.target.features),
+            );
+        }
+        f.add_attribute(AttributeLoc::Function, self.enum_attr("nounwind", 0));
+    }
+
+    /// Declares the libm function `name` (`float(float)` or `float(float, float)`) and its
+    /// libmvec vector variants; returns the scalar declaration and the call-site attribute.
+    fn math_fn(&mut self, name: &'static str, arity: usize) -> (FunctionValue<'ctx>, Option<Attribute>) {
+        if let Some(entry) = self.math.get(name) {
+            return *entry;
+        }
+        let f32t = self.ctx.f32_type();
+        let params: Vec<BasicMetadataTypeEnum> = vec![f32t.into(); arity];
+        let f = self.module.get_function(name).unwrap_or_else(|| {
+            self.module.add_function(name, f32t.fn_type(&params, false), Some(Linkage::External))
+        });
+        f.add_attribute(AttributeLoc::Function, self.enum_attr("memory", 0));
+        f.add_attribute(AttributeLoc::Function, self.enum_attr("nounwind", 0));
+        f.add_attribute(AttributeLoc::Function, self.enum_attr("willreturn", 0));
+        let mut variants = Vec::new();
+        let v_params = if arity == 1 { "v" } else { "vv" };
+        for &(isa, lanes) in &self.target.vector_isas.clone() {
+            let vname = format!("_ZGV{isa}N{lanes}{v_params}_{name}");
+            let vt = f32t.vec_type(lanes);
+            let vparams: Vec<BasicMetadataTypeEnum> = vec![vt.into(); arity];
+            let vf = self.module.get_function(&vname).unwrap_or_else(|| {
+                self.module.add_function(&vname, vt.fn_type(&vparams, false), Some(Linkage::External))
+            });
+            vf.add_attribute(AttributeLoc::Function, self.enum_attr("memory", 0));
+            vf.add_attribute(AttributeLoc::Function, self.enum_attr("nounwind", 0));
+            self.used.push(vf.as_global_value().as_pointer_value());
+            variants.push(format!("_ZGV_LLVM_N{lanes}{v_params}_{name}({vname})"));
+        }
+        let attr = if variants.is_empty() {
+            None
+        } else {
+            Some(self.ctx.create_string_attribute("vector-function-abi-variant", &variants.join(",")))
+        };
+        self.math.insert(name, (f, attr));
+        (f, attr)
+    }
+
+    fn call_math(
+        &mut self,
+        b: &Builder<'ctx>,
+        name: &'static str,
+        args: &[FloatValue<'ctx>],
+    ) -> Result<FloatValue<'ctx>, CodegenError> {
+        let (f, attr) = self.math_fn(name, args.len());
+        let margs: Vec<BasicMetadataValueEnum> = args.iter().map(|a| (*a).into()).collect();
+        let call = b.build_call(f, &margs, name).map_err(|e| bad(e.to_string()))?;
+        if let Some(attr) = attr {
+            call.add_attribute(AttributeLoc::Function, attr);
+        }
+        call.try_as_basic_value()
+            .basic()
+            .map(|v| v.into_float_value())
+            .ok_or_else(|| bad(format!("call to {name} returned void")))
+    }
+
+    fn call_intrinsic(
+        &self,
+        b: &Builder<'ctx>,
+        name: &str,
+        x: FloatValue<'ctx>,
+    ) -> Result<FloatValue<'ctx>, CodegenError> {
+        let f32t: BasicTypeEnum = self.ctx.f32_type().into();
+        let decl = Intrinsic::find(name)
+            .and_then(|i| i.get_declaration(self.module, &[f32t]))
+            .ok_or_else(|| bad(format!("missing intrinsic {name}")))?;
+        let call = b.build_call(decl, &[x.into()], "").map_err(|e| bad(e.to_string()))?;
+        call.try_as_basic_value()
+            .basic()
+            .map(|v| v.into_float_value())
+            .ok_or_else(|| bad(format!("intrinsic {name} returned void")))
+    }
+
+    /// Emits `kernel` (already legalized) and returns the external entry function.
+    pub fn emit_kernel(&mut self, kernel: &Kernel) -> Result<FunctionValue<'ctx>, CodegenError> {
+        kernel.verify().map_err(|errs| CodegenError::Verify(errs.join("; ")))?;
+        let ctx = self.ctx;
+        let i64t = ctx.i64_type();
+        let ptrt = ctx.ptr_type(AddressSpace::default());
+        let n_args = kernel.args.len();
+
+        // The body: noalias pointer params, loop nest over [start, end) x ranges[1..].
+        let mut params: Vec<BasicMetadataTypeEnum> = vec![ptrt.into(); n_args];
+        params.push(i64t.into());
+        params.push(i64t.into());
+        let body_fn = self.module.add_function(
+            &format!("{}_body", kernel.name),
+            ctx.void_type().fn_type(&params, false),
+            Some(Linkage::Internal),
+        );
+        self.add_target_attrs(body_fn);
+        for (i, a) in kernel.args.iter().enumerate() {
+            let loc = AttributeLoc::Param(i as u32);
+            body_fn.add_attribute(loc, self.enum_attr("noalias", 0));
+            body_fn.add_attribute(loc, self.enum_attr("nocapture", 0));
+            if !a.is_output {
+                body_fn.add_attribute(loc, self.enum_attr("readonly", 0));
+            }
+        }
+        let b = ctx.create_builder();
+        let entry = ctx.append_basic_block(body_fn, "entry");
+        b.position_at_end(entry);
+        let ptrs: Vec<PointerValue> =
+            (0..n_args).map(|i| body_fn.get_nth_param(i as u32).unwrap().into_pointer_value()).collect();
+        let start = body_fn.get_nth_param(n_args as u32).unwrap().into_int_value();
+        let end = body_fn.get_nth_param(n_args as u32 + 1).unwrap().into_int_value();
+        let n_dims = kernel.ranges.len();
+
+        // Loop headers: iv_d = phi(lo, next); br (iv < hi) body : exit.
+        let mut ivs: Vec<IntValue> = Vec::new();
+        let mut latches = Vec::new();
+        let mut exits = Vec::new();
+        let mut pred = entry;
+        let mut phis = Vec::new();
+        for d in 0..n_dims {
+            let header = ctx.append_basic_block(body_fn, &format!("loop{d}"));
+            let body = ctx.append_basic_block(body_fn, &format!("body{d}"));
+            let latch = ctx.append_basic_block(body_fn, &format!("latch{d}"));
+            let exit = ctx.append_basic_block(body_fn, &format!("exit{d}"));
+            e(b.build_unconditional_branch(header))?;
+            b.position_at_end(header);
+            let (lo, hi) = if d == 0 {
+                (start, end)
+            } else {
+                (i64t.const_zero(), i64t.const_int(kernel.ranges[d] as u64, false))
+            };
+            let phi = e(b.build_phi(i64t, &format!("i{d}")))?;
+            phi.add_incoming(&[(&lo, pred)]);
+            let iv = phi.as_basic_value().into_int_value();
+            let cond = e(b.build_int_compare(IntPredicate::SLT, iv, hi, ""))?;
+            e(b.build_conditional_branch(cond, body, exit))?;
+            b.position_at_end(body);
+            ivs.push(iv);
+            latches.push(latch);
+            exits.push(exit);
+            phis.push(phi);
+            pred = body;
+        }
+
+        // Innermost body: every expression, then the stores.
+        let linear = |b: &Builder<'ctx>, index: &Index| -> Result<IntValue<'ctx>, CodegenError> {
+            let mut acc = i64t.const_int(index.offset as u64, true);
+            for (d, &s) in index.strides.iter().enumerate() {
+                if s == 0 {
+                    continue;
+                }
+                let term = e(b.build_int_nsw_mul(ivs[d], i64t.const_int(s as u64, true), ""))?;
+                acc = e(b.build_int_nsw_add(acc, term, ""))?;
+            }
+            Ok(acc)
+        };
+        let elem_type = |dt: DType| -> BasicTypeEnum<'ctx> {
+            match dt {
+                DType::F32 => ctx.f32_type().into(),
+                DType::Bool => ctx.i8_type().into(),
+            }
+        };
+        let f32t = ctx.f32_type();
+        let boolt = ctx.bool_type();
+        let mut vals: Vec<BasicValueEnum<'ctx>> = Vec::with_capacity(kernel.exprs.len());
+        for expr in &kernel.exprs {
+            let fv = |id: &crate::kernel::ExprId| vals[id.0 as usize].into_float_value();
+            let iv = |id: &crate::kernel::ExprId| vals[id.0 as usize].into_int_value();
+            let v: BasicValueEnum<'ctx> = match expr {
+                Expr::Load { arg, index } => {
+                    let dt = kernel.args[*arg as usize].dtype;
+                    let off = linear(&b, index)?;
+                    let ptr = unsafe { e(b.build_in_bounds_gep(elem_type(dt), ptrs[*arg as usize], &[off], ""))? };
+                    let raw = e(b.build_load(elem_type(dt), ptr, ""))?;
+                    if let Some(inst) = inkwell::values::BasicValue::as_instruction_value(&raw) {
+                        let _ = inst.set_alignment(dt.size_bytes() as u32);
+                    }
+                    match dt {
+                        DType::F32 => raw,
+                        DType::Bool => e(b.build_int_compare(
+                            IntPredicate::NE,
+                            raw.into_int_value(),
+                            ctx.i8_type().const_zero(),
+                            "",
+                        ))?
+                        .into(),
+                    }
+                }
+                Expr::ConstF32(bits) => f32t.const_float(f32::from_bits(*bits) as f64).into(),
+                Expr::ConstBool(v) => boolt.const_int(*v as u64, false).into(),
+                Expr::Unary(op, a) => match op {
+                    UnaryOp::Neg => e(b.build_float_neg(fv(a), ""))?.into(),
+                    UnaryOp::Abs => self.call_intrinsic(&b, "llvm.fabs", fv(a))?.into(),
+                    UnaryOp::Sqrt => self.call_intrinsic(&b, "llvm.sqrt", fv(a))?.into(),
+                    UnaryOp::Floor => self.call_intrinsic(&b, "llvm.floor", fv(a))?.into(),
+                    UnaryOp::Ceil => self.call_intrinsic(&b, "llvm.ceil", fv(a))?.into(),
+                    UnaryOp::Tanh => self.call_math(&b, "tanhf", &[fv(a)])?.into(),
+                    UnaryOp::Exp => self.call_math(&b, "expf", &[fv(a)])?.into(),
+                    UnaryOp::Log => self.call_math(&b, "logf", &[fv(a)])?.into(),
+                    UnaryOp::Sin => self.call_math(&b, "sinf", &[fv(a)])?.into(),
+                    UnaryOp::Cos => self.call_math(&b, "cosf", &[fv(a)])?.into(),
+                    UnaryOp::Not => e(b.build_xor(iv(a), boolt.const_int(1, false), ""))?.into(),
+                    UnaryOp::Relu | UnaryOp::Sigmoid | UnaryOp::Reciprocal => {
+                        return Err(bad(format!("{op:?} must be legalized before emission")))
+                    }
+                },
+                Expr::Binary(op, x, y) => match op {
+                    BinaryOp::Add => e(b.build_float_add(fv(x), fv(y), ""))?.into(),
+                    BinaryOp::Sub => e(b.build_float_sub(fv(x), fv(y), ""))?.into(),
+                    BinaryOp::Mul => e(b.build_float_mul(fv(x), fv(y), ""))?.into(),
+                    BinaryOp::Div => e(b.build_float_div(fv(x), fv(y), ""))?.into(),
+                    BinaryOp::Pow => self.call_math(&b, "powf", &[fv(x), fv(y)])?.into(),
+                    BinaryOp::And => e(b.build_and(iv(x), iv(y), ""))?.into(),
+                    BinaryOp::Or => e(b.build_or(iv(x), iv(y), ""))?.into(),
+                    BinaryOp::Maximum | BinaryOp::Minimum => {
+                        return Err(bad(format!("{op:?} must be legalized before emission")))
+                    }
+                },
+                Expr::Compare(op, x, y) => {
+                    let pred = match op {
+                        CmpOp::Eq => FloatPredicate::OEQ,
+                        CmpOp::Ne => FloatPredicate::UNE,
+                        CmpOp::Lt => FloatPredicate::OLT,
+                        CmpOp::Le => FloatPredicate::OLE,
+                        CmpOp::Gt => FloatPredicate::OGT,
+                        CmpOp::Ge => FloatPredicate::OGE,
+                    };
+                    e(b.build_float_compare(pred, fv(x), fv(y), ""))?.into()
+                }
+                Expr::Select(c, x, y) => e(b.build_select(iv(c), vals[x.0 as usize], vals[y.0 as usize], ""))?,
+                Expr::Cast(to, a) => {
+                    let from = kernel.dtype_of(*a);
+                    match (from, to) {
+                        (DType::Bool, DType::F32) => e(b.build_unsigned_int_to_float(iv(a), f32t, ""))?.into(),
+                        (DType::F32, DType::Bool) => {
+                            e(b.build_float_compare(FloatPredicate::UNE, fv(a), f32t.const_zero(), ""))?.into()
+                        }
+                        _ => vals[a.0 as usize],
+                    }
+                }
+            };
+            vals.push(v);
+        }
+        for store in &kernel.stores {
+            let dt = kernel.args[store.arg as usize].dtype;
+            let off = linear(&b, &store.index)?;
+            let ptr = unsafe { e(b.build_in_bounds_gep(elem_type(dt), ptrs[store.arg as usize], &[off], ""))? };
+            let value = match dt {
+                DType::F32 => vals[store.value.0 as usize],
+                DType::Bool => e(b.build_int_z_extend(vals[store.value.0 as usize].into_int_value(), ctx.i8_type(), ""))?
+                    .into(),
+            };
+            let st = e(b.build_store(ptr, value))?;
+            st.set_alignment(dt.size_bytes() as u32).map_err(|err| bad(err.to_string()))?;
+        }
+
+        // Close the loops innermost first: body -> latch -> header; exit -> outer latch.
+        for d in (0..n_dims).rev() {
+            e(b.build_unconditional_branch(latches[d]))?;
+            b.position_at_end(latches[d]);
+            let next = e(b.build_int_nsw_add(ivs[d], i64t.const_int(1, false), ""))?;
+            phis[d].add_incoming(&[(&next, latches[d])]);
+            let header = phis[d].as_instruction().get_parent().unwrap();
+            e(b.build_unconditional_branch(header))?;
+            b.position_at_end(exits[d]);
+        }
+        e(b.build_return(None))?;
+
+        // The entry wrapper with the uniform signature.
+        let entry_fn = self.module.add_function(
+            &kernel.name,
+            ctx.void_type().fn_type(&[ptrt.into(), i64t.into(), i64t.into()], false),
+            Some(Linkage::External),
+        );
+        self.add_target_attrs(entry_fn);
+        let bb = ctx.append_basic_block(entry_fn, "entry");
+        b.position_at_end(bb);
+        let args_ptr = entry_fn.get_nth_param(0).unwrap().into_pointer_value();
+        let mut call_args: Vec<BasicMetadataValueEnum> = Vec::new();
+        for i in 0..n_args {
+            let slot =
+                unsafe { e(b.build_in_bounds_gep(ptrt, args_ptr, &[i64t.const_int(i as u64, false)], ""))? };
+            call_args.push(e(b.build_load(ptrt, slot, &format!("a{i}")))?.into());
+        }
+        call_args.push(entry_fn.get_nth_param(1).unwrap().into());
+        call_args.push(entry_fn.get_nth_param(2).unwrap().into());
+        e(b.build_call(body_fn, &call_args, ""))?;
+        e(b.build_return(None))?;
+        Ok(entry_fn)
+    }
+
+    /// Adds `llvm.compiler.used` so the libmvec declarations survive until the vectorizer runs.
+    pub fn finish(self) {
+        if self.used.is_empty() {
+            return;
+        }
+        let ptrt = self.ctx.ptr_type(AddressSpace::default());
+        let arr = ptrt.const_array(&self.used);
+        let g = self.module.add_global(arr.get_type(), None, "llvm.compiler.used");
+        g.set_linkage(Linkage::Appending);
+        g.set_section(Some("llvm.metadata"));
+        g.set_initializer(&arr);
+    }
+}

@@ -1,0 +1,299 @@
+//! `JitModule`: kernels -> one LLVM module -> O3 -> host object code -> loaded through ORC LLJIT.
+//!
+//! Invariants:
+//! - One process-wide LLJIT (behind a mutex) links every module; each `JitModule` owns a
+//!   resource tracker, so dropping it frees its code. Kernel symbol names must be unique among
+//!   live modules (`unique_kernel_prefix` helps).
+//! - Code is generated for the host CPU (`LLVMGetHostCPUName`/`Features`), so AVX2/AVX-512 are used
+//!   where present; libm calls vectorize through glibc's libmvec when it can be loaded.
+//! - A kernel entry has the C signature `void(void **args, i64 start, i64 end)`; `run` passes one
+//!   pointer per `KernelArg`, in order, and splits `[0, ranges[0])` across rayon's threads when
+//!   the kernel is large.
+
+use std::ffi::{c_char, CStr, CString};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+use inkwell::context::Context;
+use inkwell::llvm_sys::error::{LLVMDisposeErrorMessage, LLVMErrorRef, LLVMGetErrorMessage};
+use inkwell::llvm_sys::orc2::lljit::*;
+use inkwell::llvm_sys::orc2::*;
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple};
+use inkwell::OptimizationLevel;
+use rayon::prelude::*;
+
+use crate::emit::{Emitter, TargetInfo};
+use crate::kernel::Kernel;
+use crate::legalize::legalize;
+use crate::CodegenError;
+
+/// Kernels with at least this many points run split across threads.
+pub const PARALLEL_MIN_NUMEL: i64 = 1 << 16;
+
+/// Host facts, computed once.
+struct Host {
+    triple: String,
+    target: TargetInfo,
+}
+
+fn host() -> &'static Host {
+    static HOST: OnceLock<Host> = OnceLock::new();
+    HOST.get_or_init(|| {
+        let _ = Target::initialize_native(&InitializationConfig::default());
+        let cpu = TargetMachine::get_host_cpu_name().to_string();
+        let features = TargetMachine::get_host_cpu_features().to_string();
+        let triple = TargetMachine::get_default_triple().as_str().to_string_lossy().into_owned();
+        let mut vector_isas = Vec::new();
+        let has_mvec = triple.starts_with("x86_64")
+            && inkwell::support::load_library_permanently(std::path::Path::new("libmvec.so.1")).is_ok();
+        if has_mvec && std::env::var_os("DYNAMO_LLVM_NO_LIBMVEC").is_none() {
+            let has = |f: &str| features.split(',').any(|x| x == f);
+            if has("+avx512f") {
+                vector_isas.push(('e', 16));
+            }
+            if has("+avx2") {
+                vector_isas.push(('d', 8));
+            }
+            vector_isas.push(('b', 4));
+        }
+        Host { triple, target: TargetInfo { cpu, features, vector_isas } }
+    })
+}
+
+/// The emitter's view of the host (CPU, features, libmvec variants).
+pub fn host_target_info() -> TargetInfo {
+    host().target.clone()
+}
+
+struct Lljit(LLVMOrcLLJITRef);
+// SAFETY: LLJIT is internally synchronized; we additionally serialize all calls through a Mutex.
+unsafe impl Send for Lljit {}
+
+fn take_error(err: LLVMErrorRef) -> Result<(), CodegenError> {
+    if err.is_null() {
+        return Ok(());
+    }
+    unsafe {
+        let msg = LLVMGetErrorMessage(err);
+        let text = CStr::from_ptr(msg).to_string_lossy().into_owned();
+        LLVMDisposeErrorMessage(msg);
+        Err(CodegenError::Jit(text))
+    }
+}
+
+fn jit() -> Result<&'static Mutex<Lljit>, CodegenError> {
+    static JIT: OnceLock<Result<Mutex<Lljit>, String>> = OnceLock::new();
+    let res = JIT.get_or_init(|| unsafe {
+        host();
+        let mut j: LLVMOrcLLJITRef = std::ptr::null_mut();
+        take_error(LLVMOrcCreateLLJIT(&mut j, std::ptr::null_mut())).map_err(|e| e.to_string())?;
+        let mut gen: LLVMOrcDefinitionGeneratorRef = std::ptr::null_mut();
+        take_error(LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
+            &mut gen,
+            LLVMOrcLLJITGetGlobalPrefix(j),
+            None,
+            std::ptr::null_mut(),
+        ))
+        .map_err(|e| e.to_string())?;
+        LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(j), gen);
+        Ok(Mutex::new(Lljit(j)))
+    });
+    res.as_ref().map_err(|e| CodegenError::Jit(e.clone()))
+}
+
+/// Returns a fresh prefix (`k<n>_`) for kernel names, unique in this process.
+pub fn unique_kernel_prefix() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("k{}_", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64);
+
+/// One loaded kernel and the loop facts `run` needs.
+pub struct CompiledKernel {
+    pub name: String,
+    func: KernelFn,
+    /// Trip count of the outermost loop after legalization (the range that is split).
+    pub outer: i64,
+    /// Points in the whole iteration space.
+    pub numel: i64,
+    /// Number of pointer arguments expected by `run`.
+    pub n_args: usize,
+}
+
+/// Timings of one compile, in milliseconds.
+#[derive(Clone, Debug, Default)]
+pub struct CompileTimes {
+    pub emit_ms: f64,
+    pub opt_ms: f64,
+    pub codegen_ms: f64,
+    pub link_ms: f64,
+}
+
+/// Builds IR for `kernels` (after legalization) in a fresh module; returns the module's text.
+/// Used for dumps and snapshot tests; nothing is compiled.
+pub fn emit_ir(kernels: &[Kernel]) -> Result<String, CodegenError> {
+    let ctx = Context::create();
+    let module = ctx.create_module("dynamo_kernels");
+    let mut em = Emitter::new(&ctx, &module, TargetInfo::default());
+    for k in kernels {
+        em.emit_kernel(&legalize(k))?;
+    }
+    em.finish();
+    module.verify().map_err(|e| CodegenError::Verify(e.to_string()))?;
+    Ok(module.print_to_string().to_string())
+}
+
+/// A set of JIT-compiled kernels sharing one LLVM module; freed on drop.
+pub struct JitModule {
+    tracker: LLVMOrcResourceTrackerRef,
+    pub kernels: Vec<CompiledKernel>,
+    /// The module's LLVM IR after the O3 pipeline.
+    pub llvm_ir: String,
+    pub times: CompileTimes,
+}
+
+// SAFETY: the kernels are immutable machine code; the tracker is only touched in `drop`, under the
+// JIT mutex.
+unsafe impl Send for JitModule {}
+unsafe impl Sync for JitModule {}
+
+impl JitModule {
+    /// Legalizes, emits, optimizes (`default<O3>`), compiles for the host and loads `kernels`.
+    pub fn compile(kernels: &[Kernel]) -> Result<JitModule, CodegenError> {
+        let host = host();
+        let jit = jit()?;
+        let t0 = Instant::now();
+        let legal: Vec<Kernel> = kernels.iter().map(legalize).collect();
+        let ctx = Context::create();
+        let module = ctx.create_module("dynamo_kernels");
+        let triple = TargetTriple::create(&host.triple);
+        let target = Target::from_triple(&triple).map_err(|e| CodegenError::Jit(e.to_string()))?;
+        let tm = target
+            .create_target_machine(
+                &triple,
+                &host.target.cpu,
+                &host.target.features,
+                OptimizationLevel::Aggressive,
+                RelocMode::PIC,
+                CodeModel::Small,
+            )
+            .ok_or_else(|| CodegenError::Jit("cannot create a target machine for the host".into()))?;
+        module.set_triple(&triple);
+        module.set_data_layout(&tm.get_target_data().get_data_layout());
+        let mut em = Emitter::new(&ctx, &module, host.target.clone());
+        for k in &legal {
+            em.emit_kernel(k)?;
+        }
+        em.finish();
+        module.verify().map_err(|e| CodegenError::Verify(e.to_string()))?;
+        let t1 = Instant::now();
+        module
+            .run_passes("default<O3>", &tm, PassBuilderOptions::create())
+            .map_err(|e| CodegenError::Jit(e.to_string()))?;
+        let llvm_ir = module.print_to_string().to_string();
+        let t2 = Instant::now();
+        let obj = tm
+            .write_to_memory_buffer(&module, FileType::Object)
+            .map_err(|e| CodegenError::Jit(e.to_string()))?;
+        let t3 = Instant::now();
+        let bytes = obj.as_slice();
+        let guard = jit.lock().unwrap_or_else(|e| e.into_inner());
+        let mut compiled = Vec::new();
+        let tracker;
+        unsafe {
+            let j = guard.0;
+            let jd = LLVMOrcLLJITGetMainJITDylib(j);
+            tracker = LLVMOrcJITDylibCreateResourceTracker(jd);
+            let name = CString::new("dynamo_kernels").unwrap();
+            let buf = inkwell::llvm_sys::core::LLVMCreateMemoryBufferWithMemoryRangeCopy(
+                bytes.as_ptr() as *const c_char,
+                bytes.len(),
+                name.as_ptr(),
+            );
+            let release = |tracker| {
+                let _ = take_error(LLVMOrcResourceTrackerRemove(tracker));
+                LLVMOrcReleaseResourceTracker(tracker);
+            };
+            if let Err(e) = take_error(LLVMOrcLLJITAddObjectFileWithRT(j, tracker, buf)) {
+                release(tracker);
+                return Err(e);
+            }
+            for k in &legal {
+                let cname = CString::new(k.name.clone()).map_err(|e| CodegenError::Jit(e.to_string()))?;
+                let mut addr: LLVMOrcExecutorAddress = 0;
+                if let Err(e) = take_error(LLVMOrcLLJITLookup(j, &mut addr, cname.as_ptr())) {
+                    release(tracker);
+                    return Err(e);
+                }
+                if addr == 0 {
+                    release(tracker);
+                    return Err(CodegenError::Jit(format!("symbol {} resolved to null", k.name)));
+                }
+                compiled.push(CompiledKernel {
+                    name: k.name.clone(),
+                    func: std::mem::transmute::<usize, KernelFn>(addr as usize),
+                    outer: k.ranges.first().copied().unwrap_or(1),
+                    numel: k.numel(),
+                    n_args: k.args.len(),
+                });
+            }
+        }
+        drop(guard);
+        let t4 = Instant::now();
+        let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
+        Ok(JitModule {
+            tracker,
+            kernels: compiled,
+            llvm_ir,
+            times: CompileTimes {
+                emit_ms: ms(t0, t1),
+                opt_ms: ms(t1, t2),
+                codegen_ms: ms(t2, t3),
+                link_ms: ms(t3, t4),
+            },
+        })
+    }
+
+    /// Runs kernel `idx` over its whole iteration space.
+    ///
+    /// # Safety
+    /// `ptrs` must hold `n_args` pointers to buffers that cover every element the kernel's
+    /// indices address, with the dtypes the kernel was built for; outputs must not alias anything.
+    pub unsafe fn run(&self, idx: usize, ptrs: &[*mut u8]) {
+        let k = &self.kernels[idx];
+        debug_assert_eq!(ptrs.len(), k.n_args);
+        if k.numel == 0 {
+            return;
+        }
+        let f = k.func;
+        let n_threads = rayon::current_num_threads() as i64;
+        if k.numel >= PARALLEL_MIN_NUMEL && k.outer > 1 && n_threads > 1 {
+            let n_chunks = n_threads.min(k.outer);
+            let base = ptrs.as_ptr() as usize;
+            let outer = k.outer;
+            (0..n_chunks).into_par_iter().for_each(|c| {
+                let start = outer * c / n_chunks;
+                let end = outer * (c + 1) / n_chunks;
+                // SAFETY: chunks are disjoint ranges of the outer loop; see the function contract.
+                unsafe { f(base as *const *mut u8, start, end) };
+            });
+        } else {
+            f(ptrs.as_ptr(), 0, k.outer);
+        }
+    }
+}
+
+impl Drop for JitModule {
+    fn drop(&mut self) {
+        if let Ok(jit) = jit() {
+            let _guard = jit.lock().unwrap_or_else(|e| e.into_inner());
+            unsafe {
+                let _ = take_error(LLVMOrcResourceTrackerRemove(self.tracker));
+                LLVMOrcReleaseResourceTracker(self.tracker);
+            }
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! Kernel IR: one loop nest over a static N-d index space with strided loads, an expression
+//! DAG of scalar ops, and strided stores.
+//!
+//! Invariants (checked by [`Kernel::verify`]):
+//! - `ranges` are the loop trip counts, outermost first; every `Index` has one stride per range.
+//! - Strides and offsets are in *elements* of the argument's dtype; a stride of 0 broadcasts.
+//! - `exprs` is an arena in definition order: an `Expr` only refers to earlier `ExprId`s, so a
+//!   single forward walk emits everything (no cycles by construction).
+//! - Loads read only `KernelArg`s with `is_output == false`; stores write only outputs.
+//! - Value types are `F32` and `Bool`; bools live in memory as one byte (0 or 1), like torch.bool.
+
+use std::fmt;
+
+/// Element type of a kernel value or buffer argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// IEEE-754 binary32 (torch.float32).
+    F32,
+    /// Truth value; one byte in memory (torch.bool), `i1` in registers.
+    Bool,
+}
+
+impl DType {
+    /// Size of one element in memory, in bytes.
+    pub fn size_bytes(self) -> usize {
+        match self {
+            DType::F32 => 4,
+            DType::Bool => 1,
+        }
+    }
+}
+
+/// Index of an expression in [`Kernel::exprs`]; printed as `%3`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExprId(pub u32);
+
+impl fmt::Display for ExprId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "%{}", self.0)
+    }
+}
+
+/// Affine element offset `offset + sum(strides[d] * i_d)` over the kernel's loop variables.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Index {
+    /// Constant element offset.
+    pub offset: i64,
+    /// One stride (in elements) per kernel range; 0 means the loop variable is ignored (broadcast).
+    pub strides: Vec<i64>,
+}
+
+/// Unary scalar ops; semantics follow the torch op of the same name on float32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    /// `max(x, 0)` with NaN propagated (torch.relu(nan) is nan); legalized to compare + select.
+    Relu,
+    /// `1 / (1 + exp(-x))`; legalized.
+    Sigmoid,
+    Tanh,
+    Exp,
+    Log,
+    Sqrt,
+    Sin,
+    Cos,
+    /// `1 / x`; legalized.
+    Reciprocal,
+    Floor,
+    Ceil,
+    /// Logical not of a bool.
+    Not,
+}
+
+/// Binary scalar ops. Arithmetic ops take and give F32; `And`/`Or` take and give Bool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    /// IEEE division: x/0 is ±inf, 0/0 is nan (torch.div true division).
+    Div,
+    /// NaN-propagating max (torch.maximum); legalized to compare + select.
+    Maximum,
+    /// NaN-propagating min (torch.minimum); legalized to compare + select.
+    Minimum,
+    Pow,
+    And,
+    Or,
+}
+
+/// Comparisons of two F32 values giving Bool; `Ne` is true when either side is NaN (like torch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+/// One node of the expression DAG.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Expr {
+    /// Load element `index` of argument `arg`.
+    Load { arg: u32, index: Index },
+    /// F32 constant, stored as its bit pattern so `Expr` can be hashed.
+    ConstF32(u32),
+    ConstBool(bool),
+    Unary(UnaryOp, ExprId),
+    Binary(BinaryOp, ExprId, ExprId),
+    Compare(CmpOp, ExprId, ExprId),
+    /// `cond ? a : b` (torch.where); `cond` is Bool, `a` and `b` share a dtype.
+    Select(ExprId, ExprId, ExprId),
+    /// Value conversion: Bool -> F32 gives 0.0/1.0; F32 -> Bool is `x != 0`.
+    Cast(DType, ExprId),
+}
+
+/// Write `value` to element `index` of output argument `arg`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Store {
+    pub arg: u32,
+    pub index: Index,
+    pub value: ExprId,
+}
+
+/// A pointer argument of the kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelArg {
+    /// Name for dumps (for example the inductor buffer name `buf3`).
+    pub name: String,
+    pub dtype: DType,
+    /// True for buffers the kernel writes; these never alias any other argument.
+    pub is_output: bool,
+}
+
+/// A pointwise kernel: `for i in ranges: stores(exprs(loads))`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kernel {
+    /// Symbol name, unique within a JIT module.
+    pub name: String,
+    /// Loop trip counts, outermost first.
+    pub ranges: Vec<i64>,
+    pub args: Vec<KernelArg>,
+    pub exprs: Vec<Expr>,
+    pub stores: Vec<Store>,
+}
+
+impl Kernel {
+    /// Number of points in the iteration space.
+    pub fn numel(&self) -> i64 {
+        self.ranges.iter().product()
+    }
+
+    /// Result dtype of expression `id` (assumes `verify` passed for earlier ids).
+    pub fn dtype_of(&self, id: ExprId) -> DType {
+        match &self.exprs[id.0 as usize] {
+            Expr::Load { arg, .. } => self.args[*arg as usize].dtype,
+            Expr::ConstF32(_) => DType::F32,
+            Expr::ConstBool(_) => DType::Bool,
+            Expr::Unary(UnaryOp::Not, _) => DType::Bool,
+            Expr::Unary(_, _) => DType::F32,
+            Expr::Binary(BinaryOp::And | BinaryOp::Or, _, _) => DType::Bool,
+            Expr::Binary(_, _, _) => DType::F32,
+            Expr::Compare(..) => DType::Bool,
+            Expr::Select(_, a, _) => self.dtype_of(*a),
+            Expr::Cast(to, _) => *to,
+        }
+    }
+
+    /// Checks the invariants in the module docs; collects every error instead of stopping at one.
+    pub fn verify(&self) -> Result<(), Vec<String>> {
+        let mut errors = Vec::new();
+        let n_dims = self.ranges.len();
+        if self.ranges.iter().any(|&r| r < 0) {
+            errors.push(format!("{}: negative range in {:?}", self.name, self.ranges));
+        }
+        let check_index = |what: &str, index: &Index, errors: &mut Vec<String>| {
+            if index.strides.len() != n_dims {
+                errors.push(format!(
+                    "{}: {what} has {} strides, expected {n_dims}",
+                    self.name,
+                    index.strides.len()
+                ));
+            }
+        };
+        for (i, expr) in self.exprs.iter().enumerate() {
+            let earlier = |id: &ExprId| (id.0 as usize) < i;
+            let ok_refs = match expr {
+                Expr::Load { arg, index } => {
+                    check_index(&format!("load %{i}"), index, &mut errors);
+                    match self.args.get(*arg as usize) {
+                        None => errors.push(format!("{}: load %{i} of missing arg {arg}", self.name)),
+                        Some(a) if a.is_output => {
+                            errors.push(format!("{}: load %{i} reads output arg {}", self.name, a.name))
+                        }
+                        _ => {}
+                    }
+                    true
+                }
+                Expr::ConstF32(_) | Expr::ConstBool(_) => true,
+                Expr::Unary(_, a) | Expr::Cast(_, a) => earlier(a),
+                Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => earlier(a) && earlier(b),
+                Expr::Select(c, a, b) => earlier(c) && earlier(a) && earlier(b),
+            };
+            if !ok_refs {
+                errors.push(format!("{}: %{i} refers to a later expression: {expr:?}", self.name));
+                continue;
+            }
+            let want = |id: &ExprId, dt: DType, errors: &mut Vec<String>| {
+                let got = self.dtype_of(*id);
+                if got != dt {
+                    errors.push(format!("{}: %{i} expected {dt:?} operand {id}, found {got:?}", self.name));
+                }
+            };
+            match expr {
+                Expr::Unary(UnaryOp::Not, a) => want(a, DType::Bool, &mut errors),
+                Expr::Unary(_, a) => want(a, DType::F32, &mut errors),
+                Expr::Binary(BinaryOp::And | BinaryOp::Or, a, b) => {
+                    want(a, DType::Bool, &mut errors);
+                    want(b, DType::Bool, &mut errors);
+                }
+                Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => {
+                    want(a, DType::F32, &mut errors);
+                    want(b, DType::F32, &mut errors);
+                }
+                Expr::Select(c, a, b) => {
+                    want(c, DType::Bool, &mut errors);
+                    want(b, self.dtype_of(*a), &mut errors);
+                }
+                _ => {}
+            }
+        }
+        for store in &self.stores {
+            check_index("store", &store.index, &mut errors);
+            match self.args.get(store.arg as usize) {
+                None => errors.push(format!("{}: store to missing arg {}", self.name, store.arg)),
+                Some(a) if !a.is_output => {
+                    errors.push(format!("{}: store to input arg {}", self.name, a.name))
+                }
+                Some(a) => {
+                    if (store.value.0 as usize) >= self.exprs.len() {
+                        errors.push(format!("{}: store of missing {}", self.name, store.value));
+                    } else if self.dtype_of(store.value) != a.dtype {
+                        errors.push(format!(
+                            "{}: store of {:?} value {} into {:?} arg {}",
+                            self.name,
+                            self.dtype_of(store.value),
+                            store.value,
+                            a.dtype,
+                            a.name
+                        ));
+                    }
+                }
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+impl fmt::Display for Index {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}", self.offset)?;
+        for (d, s) in self.strides.iter().enumerate() {
+            if *s != 0 {
+                write!(f, " + {s}*i{d}")?;
+            }
+        }
+        write!(f, "]")
+    }
+}
+
+impl fmt::Display for Kernel {
+    /// Text dump used by logs and snapshot tests.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let args: Vec<String> = self
+            .args
+            .iter()
+            .map(|a| format!("{}{}: {:?}", if a.is_output { "out " } else { "" }, a.name, a.dtype))
+            .collect();
+        writeln!(f, "kernel {}({}) ranges {:?}", self.name, args.join(", "), self.ranges)?;
+        for (i, e) in self.exprs.iter().enumerate() {
+            let text = match e {
+                Expr::Load { arg, index } => format!("load {}{}", self.args[*arg as usize].name, index),
+                Expr::ConstF32(bits) => format!("{:?}", f32::from_bits(*bits)),
+                Expr::ConstBool(b) => format!("{b}"),
+                Expr::Unary(op, a) => format!("{op:?}({a})"),
+                Expr::Binary(op, a, b) => format!("{op:?}({a}, {b})"),
+                Expr::Compare(op, a, b) => format!("{op:?}({a}, {b})"),
+                Expr::Select(c, a, b) => format!("select({c}, {a}, {b})"),
+                Expr::Cast(to, a) => format!("cast<{to:?}>({a})"),
+            };
+            writeln!(f, "  %{i} = {text}")?;
+        }
+        for s in &self.stores {
+            writeln!(f, "  store {}{} = {}", self.args[s.arg as usize].name, s.index, s.value)?;
+        }
+        Ok(())
+    }
+}

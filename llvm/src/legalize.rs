@@ -1,0 +1,157 @@
+//! Legalization: rewrites a [`Kernel`] into the subset that `emit` handles directly, and
+//! simplifies its loop nest.
+//!
+//! Invariants: the result computes the same values at the same addresses as the input (bitwise,
+//! NaN payloads aside); after `legalize`, no `Relu`, `Sigmoid`, `Reciprocal`, `Maximum` or
+//! `Minimum` remains, no range is 1 unless the kernel is a single point, and the stores' loop
+//! order is outermost-largest-stride first.
+
+use crate::builder::KernelBuilder;
+use crate::kernel::{BinaryOp, CmpOp, Expr, ExprId, Index, Kernel, UnaryOp};
+
+/// Op rewrites, in order; each arm states the identity it encodes.
+fn rewrite(b: &mut KernelBuilder, expr: &Expr) -> ExprId {
+    match *expr {
+        // relu(x) -> x < 0 ? 0 : x   (NaN fails the compare and passes through, as in torch)
+        Expr::Unary(UnaryOp::Relu, x) => {
+            let zero = b.const_f32(0.0);
+            let neg = b.compare(CmpOp::Lt, x, zero);
+            b.select(neg, zero, x)
+        }
+        // sigmoid(x) -> 1 / (1 + exp(-x))   (torch's CPU formula)
+        Expr::Unary(UnaryOp::Sigmoid, x) => {
+            let one = b.const_f32(1.0);
+            let neg = b.unary(UnaryOp::Neg, x);
+            let e = b.unary(UnaryOp::Exp, neg);
+            let den = b.binary(BinaryOp::Add, one, e);
+            b.binary(BinaryOp::Div, one, den)
+        }
+        // reciprocal(x) -> 1 / x
+        Expr::Unary(UnaryOp::Reciprocal, x) => {
+            let one = b.const_f32(1.0);
+            b.binary(BinaryOp::Div, one, x)
+        }
+        // maximum(a, b) -> a != a ? a : (a > b ? a : b)   (NaN in either operand propagates)
+        Expr::Binary(BinaryOp::Maximum, x, y) => {
+            let x_nan = b.compare(CmpOp::Ne, x, x);
+            let gt = b.compare(CmpOp::Gt, x, y);
+            let pick = b.select(gt, x, y);
+            b.select(x_nan, x, pick)
+        }
+        // minimum(a, b) -> a != a ? a : (a < b ? a : b)
+        Expr::Binary(BinaryOp::Minimum, x, y) => {
+            let x_nan = b.compare(CmpOp::Ne, x, x);
+            let lt = b.compare(CmpOp::Lt, x, y);
+            let pick = b.select(lt, x, y);
+            b.select(x_nan, x, pick)
+        }
+        // pow(x, 2) -> x * x   (exact, and what torch does for a scalar exponent of 2)
+        Expr::Binary(BinaryOp::Pow, x, y) if b.is_const_f32(y, 2.0) => b.binary(BinaryOp::Mul, x, x),
+        // pow(x, 1) -> x
+        Expr::Binary(BinaryOp::Pow, x, y) if b.is_const_f32(y, 1.0) => x,
+        // pow(x, 0.5) -> sqrt(x)   (torch's pow_tensor_scalar does the same)
+        Expr::Binary(BinaryOp::Pow, x, y) if b.is_const_f32(y, 0.5) => b.unary(UnaryOp::Sqrt, x),
+        Expr::Load { arg, ref index } => b.load(arg, index.clone()),
+        Expr::ConstF32(bits) => b.const_f32(f32::from_bits(bits)),
+        Expr::ConstBool(v) => b.const_bool(v),
+        Expr::Unary(op, a) => b.unary(op, a),
+        Expr::Binary(op, x, y) => b.binary(op, x, y),
+        Expr::Compare(op, x, y) => b.compare(op, x, y),
+        Expr::Select(c, x, y) => b.select(c, x, y),
+        Expr::Cast(to, a) => b.cast(to, a),
+    }
+}
+
+/// Remaps operand ids of `expr` through `map` (old id -> new id).
+fn remap(expr: &Expr, map: &[ExprId]) -> Expr {
+    let m = |id: ExprId| map[id.0 as usize];
+    match expr.clone() {
+        Expr::Unary(op, a) => Expr::Unary(op, m(a)),
+        Expr::Binary(op, a, b) => Expr::Binary(op, m(a), m(b)),
+        Expr::Compare(op, a, b) => Expr::Compare(op, m(a), m(b)),
+        Expr::Select(c, a, b) => Expr::Select(m(c), m(a), m(b)),
+        Expr::Cast(to, a) => Expr::Cast(to, m(a)),
+        other => other,
+    }
+}
+
+/// Drops unit dimensions, orders loops by the first store's strides (largest outermost) and
+/// merges adjacent dimensions that are contiguous for every load and store (like TensorIterator's
+/// dimension coalescing), so a dense kernel becomes one flat loop.
+pub fn simplify_loops(kernel: &Kernel) -> Kernel {
+    let mut k = kernel.clone();
+    if k.numel() == 0 {
+        return k;
+    }
+    let n_stores = k.stores.len();
+    let mut indices: Vec<&mut Index> = Vec::new();
+    let mut ranges = k.ranges.clone();
+    for e in k.exprs.iter_mut() {
+        if let Expr::Load { index, .. } = e {
+            indices.push(index);
+        }
+    }
+    for s in k.stores.iter_mut() {
+        indices.push(&mut s.index);
+    }
+    // 1. Drop unit dimensions.
+    let keep: Vec<usize> = (0..ranges.len()).filter(|&d| ranges[d] != 1).collect();
+    ranges = keep.iter().map(|&d| ranges[d]).collect();
+    for idx in indices.iter_mut() {
+        idx.strides = keep.iter().map(|&d| idx.strides[d]).collect();
+    }
+    // 2. Order loops by the first store's strides, largest outermost (stable).
+    if n_stores > 0 {
+        let first_store = indices.len() - n_stores;
+        let key: Vec<i64> = indices[first_store].strides.iter().map(|s| s.abs()).collect();
+        let mut order: Vec<usize> = (0..ranges.len()).collect();
+        order.sort_by(|&a, &b| key[b].cmp(&key[a]));
+        ranges = order.iter().map(|&d| ranges[d]).collect();
+        for idx in indices.iter_mut() {
+            idx.strides = order.iter().map(|&d| idx.strides[d]).collect();
+        }
+    }
+    // 3. Coalesce, innermost pairs first.
+    let mut d = ranges.len();
+    while d >= 2 {
+        let (outer, inner) = (d - 2, d - 1);
+        if indices.iter().all(|idx| idx.strides[outer] == idx.strides[inner] * ranges[inner]) {
+            ranges[outer] *= ranges[inner];
+            ranges.remove(inner);
+            for idx in indices.iter_mut() {
+                idx.strides.remove(outer);
+            }
+        }
+        d -= 1;
+    }
+    if ranges.is_empty() {
+        ranges.push(1);
+        for idx in indices.iter_mut() {
+            idx.strides.push(0);
+        }
+    }
+    k.ranges = ranges;
+    k
+}
+
+/// Rewrites ops the emitter lacks and simplifies the loop nest; see the module invariants.
+pub fn legalize(kernel: &Kernel) -> Kernel {
+    let mut b = KernelBuilder::new(kernel.name.clone(), kernel.ranges.clone());
+    for a in &kernel.args {
+        if a.is_output {
+            b.output(a.name.clone(), a.dtype);
+        } else {
+            b.input(a.name.clone(), a.dtype);
+        }
+    }
+    let mut map: Vec<ExprId> = Vec::with_capacity(kernel.exprs.len());
+    for e in &kernel.exprs {
+        let id = rewrite(&mut b, &remap(e, &map));
+        map.push(id);
+    }
+    for s in &kernel.stores {
+        b.store(s.arg, s.index.clone(), map[s.value.0 as usize]);
+    }
+    let out = b.into_kernel_unchecked();
+    simplify_loops(&out)
+}

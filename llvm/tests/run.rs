@@ -1,0 +1,134 @@
+//! Run tests: build a `Kernel`, JIT it, run it on host buffers and compare with a Rust reference.
+
+use dynamo_llvm::{BinaryOp, CmpOp, DType, Index, JitModule, KernelBuilder, UnaryOp};
+
+fn idx(offset: i64, strides: &[i64]) -> Index {
+    Index { offset, strides: strides.to_vec() }
+}
+
+/// JITs a one-input, one-output unary kernel over a contiguous 1-d range and checks it elementwise.
+fn check_unary(op: UnaryOp, input: &[f32], reference: impl Fn(f32) -> f32, tol: f32) {
+    let n = input.len() as i64;
+    let mut b = KernelBuilder::new(format!("{}unary", dynamo_llvm::unique_kernel_prefix()), vec![n]);
+    let x_arg = b.input("x", DType::F32);
+    let out_arg = b.output("out", DType::F32);
+    let x = b.load(x_arg, idx(0, &[1]));
+    let y = b.unary(op, x);
+    b.store(out_arg, idx(0, &[1]), y);
+    let jm = JitModule::compile(&[b.finish().unwrap()]).unwrap();
+    let mut out = vec![0f32; input.len()];
+    unsafe { jm.run(0, &[input.as_ptr() as *mut u8, out.as_mut_ptr() as *mut u8]) };
+    for (i, (&x, &got)) in input.iter().zip(&out).enumerate() {
+        let want = reference(x);
+        let same = (want.is_nan() && got.is_nan()) || want == got || (want - got).abs() <= tol * want.abs().max(1.0);
+        assert!(same, "{op:?}({x}) at {i}: want {want}, got {got}");
+    }
+}
+
+fn sample() -> Vec<f32> {
+    let mut v: Vec<f32> = (0..1000).map(|i| (i as f32 - 500.0) * 0.0123).collect();
+    v.extend([0.0, -0.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e-30, 88.0, -88.0]);
+    v
+}
+
+#[test]
+fn unary_ops_match_reference() {
+    let s = sample();
+    check_unary(UnaryOp::Neg, &s, |x| -x, 0.0);
+    check_unary(UnaryOp::Abs, &s, f32::abs, 0.0);
+    check_unary(UnaryOp::Relu, &s, |x| if x < 0.0 { 0.0 } else { x }, 0.0);
+    check_unary(UnaryOp::Sqrt, &s, f32::sqrt, 0.0);
+    check_unary(UnaryOp::Sin, &s, f32::sin, 1e-6);
+    check_unary(UnaryOp::Cos, &s, f32::cos, 1e-6);
+    check_unary(UnaryOp::Exp, &s, f32::exp, 1e-6);
+    check_unary(UnaryOp::Log, &s, f32::ln, 1e-6);
+    check_unary(UnaryOp::Tanh, &s, f32::tanh, 1e-6);
+    check_unary(UnaryOp::Sigmoid, &s, |x| 1.0 / (1.0 + (-x).exp()), 1e-6);
+    check_unary(UnaryOp::Reciprocal, &s, |x| 1.0 / x, 0.0);
+    check_unary(UnaryOp::Floor, &s, f32::floor, 0.0);
+}
+
+#[test]
+fn relu_propagates_nan() {
+    check_unary(UnaryOp::Relu, &[f32::NAN, -1.0, 2.0], |x| if x.is_nan() { x } else { x.max(0.0) }, 0.0);
+}
+
+/// out[i, j] = sin(x[j, i]) + cos(y[j]) * 2 over a 37x53 space: transposed load, broadcast load.
+#[test]
+fn fused_strided_broadcast_kernel() {
+    let (m, n) = (37i64, 53i64);
+    let x: Vec<f32> = (0..m * n).map(|i| (i as f32) * 0.01).collect(); // stored as [n, m]
+    let y: Vec<f32> = (0..n).map(|i| (i as f32) * -0.3).collect();
+    let mut b = KernelBuilder::new(format!("{}fused", dynamo_llvm::unique_kernel_prefix()), vec![m, n]);
+    let xa = b.input("x", DType::F32);
+    let ya = b.input("y", DType::F32);
+    let oa = b.output("out", DType::F32);
+    let lx = b.load(xa, idx(0, &[1, m]));
+    let ly = b.load(ya, idx(0, &[0, 1]));
+    let s = b.unary(UnaryOp::Sin, lx);
+    let c = b.unary(UnaryOp::Cos, ly);
+    let two = b.const_f32(2.0);
+    let c2 = b.binary(BinaryOp::Mul, c, two);
+    let r = b.binary(BinaryOp::Add, s, c2);
+    b.store(oa, idx(0, &[n, 1]), r);
+    let jm = JitModule::compile(&[b.finish().unwrap()]).unwrap();
+    let mut out = vec![0f32; (m * n) as usize];
+    unsafe { jm.run(0, &[x.as_ptr() as *mut u8, y.as_ptr() as *mut u8, out.as_mut_ptr() as *mut u8]) };
+    for i in 0..m {
+        for j in 0..n {
+            let want = x[(j * m + i) as usize].sin() + y[j as usize].cos() * 2.0;
+            let got = out[(i * n + j) as usize];
+            assert!((want - got).abs() <= 1e-6, "({i},{j}): want {want} got {got}");
+        }
+    }
+}
+
+/// where(x > y, x, y * 0.5) with a bool side output, over 300k points (runs multi-threaded).
+#[test]
+fn where_compare_bool_output_parallel() {
+    let n = 300_000i64;
+    let x: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1000) as f32 - 500.0).collect();
+    let y: Vec<f32> = (0..n).map(|i| ((i * 104729) % 1000) as f32 - 500.0).collect();
+    let mut b = KernelBuilder::new(format!("{}where", dynamo_llvm::unique_kernel_prefix()), vec![n]);
+    let xa = b.input("x", DType::F32);
+    let ya = b.input("y", DType::F32);
+    let oa = b.output("out", DType::F32);
+    let ma = b.output("mask", DType::Bool);
+    let lx = b.load(xa, idx(0, &[1]));
+    let ly = b.load(ya, idx(0, &[1]));
+    let gt = b.compare(CmpOp::Gt, lx, ly);
+    let half = b.const_f32(0.5);
+    let yh = b.binary(BinaryOp::Mul, ly, half);
+    let r = b.select(gt, lx, yh);
+    b.store(oa, idx(0, &[1]), r);
+    b.store(ma, idx(0, &[1]), gt);
+    let jm = JitModule::compile(&[b.finish().unwrap()]).unwrap();
+    let mut out = vec![0f32; n as usize];
+    let mut mask = vec![7u8; n as usize];
+    unsafe {
+        jm.run(
+            0,
+            &[x.as_ptr() as *mut u8, y.as_ptr() as *mut u8, out.as_mut_ptr() as *mut u8, mask.as_mut_ptr()],
+        )
+    };
+    for i in 0..n as usize {
+        let want = if x[i] > y[i] { x[i] } else { y[i] * 0.5 };
+        assert_eq!(out[i], want, "at {i}");
+        assert_eq!(mask[i], (x[i] > y[i]) as u8, "mask at {i}");
+    }
+}
+
+#[test]
+fn sin_vectorizes_through_libmvec() {
+    let mut b = KernelBuilder::new(format!("{}vec", dynamo_llvm::unique_kernel_prefix()), vec![4096]);
+    let xa = b.input("x", DType::F32);
+    let oa = b.output("out", DType::F32);
+    let lx = b.load(xa, idx(0, &[1]));
+    let s = b.unary(UnaryOp::Sin, lx);
+    b.store(oa, idx(0, &[1]), s);
+    let jm = JitModule::compile(&[b.finish().unwrap()]).unwrap();
+    eprintln!("{:?}", jm.times);
+    if !dynamo_llvm::host_target_info().vector_isas.is_empty() {
+        assert!(jm.llvm_ir.contains("_ZGV"), "no vector sin call in:\n{}", jm.llvm_ir);
+    }
+}

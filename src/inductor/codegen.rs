@@ -1,0 +1,211 @@
+//! Codegen: each scheduled kernel group -> one `dynamo_llvm::Kernel`, all JIT-compiled in one
+//! module. This file is the only client of `dynamo-llvm`.
+//!
+//! Invariants:
+//! - Inside a group, every Pointwise that is unrealized or a group member is inlined (memoized
+//!   per buffer and index, and hash-consed by `KernelBuilder`, so shared values are computed once
+//!   per point); everything else is loaded from its buffer with its layout's strides.
+//! - Each member is stored once, at its layout's strides, in its own dtype.
+//! - Kernel argument `i` of kernel `k` is `KernelPlan::args[i]` (buffer, is_output).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use dynamo_llvm as llvm;
+
+use super::ir::{Affine, BinaryOp, BufferId, BufferKind, CmpOp, DType, GraphIr, OpsHandler, OpsValue, UnaryOp};
+use super::scheduler::Schedule;
+
+/// One compiled kernel, as the runtime needs it.
+#[derive(Clone, Debug)]
+pub struct KernelPlan {
+    pub name: String,
+    /// Buffers bound to the kernel's pointer arguments, in order; `true` marks outputs.
+    pub args: Vec<(BufferId, bool)>,
+    /// Kernel IR dump (before legalization).
+    pub kernel_ir: String,
+}
+
+/// Kernels and the JIT module holding their code.
+pub struct CodegenResult {
+    pub jit: llvm::JitModule,
+    pub kernels: Vec<KernelPlan>,
+}
+
+fn llvm_dtype(d: DType) -> llvm::DType {
+    match d {
+        DType::Bool => llvm::DType::Bool,
+        _ => llvm::DType::F32,
+    }
+}
+
+/// The `OpsHandler` that builds kernel IR; `OpsValue(n)` is `ExprId(n)`.
+struct KernelOps<'a> {
+    ir: &'a GraphIr,
+    members: HashSet<BufferId>,
+    kb: llvm::KernelBuilder,
+    input_args: HashMap<BufferId, u32>,
+    args: Vec<(BufferId, bool)>,
+    memo: HashMap<(BufferId, Vec<Affine>), OpsValue>,
+    op_names: BTreeSet<&'static str>,
+    error: Option<String>,
+}
+
+fn ev(id: llvm::ExprId) -> OpsValue {
+    OpsValue(id.0)
+}
+fn ex(v: OpsValue) -> llvm::ExprId {
+    llvm::ExprId(v.0)
+}
+
+impl OpsHandler for KernelOps<'_> {
+    fn load(&mut self, buf: BufferId, index: &[Affine]) -> OpsValue {
+        let key = (buf, index.to_vec());
+        if let Some(v) = self.memo.get(&key) {
+            return *v;
+        }
+        let b = self.ir.buffer(buf);
+        let v = match &b.kind {
+            BufferKind::Pointwise(pw) if !pw.realized || self.members.contains(&buf) => {
+                let inner = pw.inner_fn.clone();
+                inner(self, index)
+            }
+            _ => {
+                let Some(layout) = b.layout.as_ref() else {
+                    self.error = Some(format!("{buf} has no layout"));
+                    return ev(self.kb.const_f32(0.0));
+                };
+                let arg = match self.input_args.get(&buf) {
+                    Some(a) => *a,
+                    None => {
+                        let a = self.kb.input(buf.to_string(), llvm_dtype(layout.dtype));
+                        self.input_args.insert(buf, a);
+                        self.args.push((buf, false));
+                        a
+                    }
+                };
+                let n_vars = self.kb.n_dims();
+                let mut flat = Affine::constant(0, n_vars);
+                for (d, a) in index.iter().enumerate() {
+                    flat = a.scaled_add(layout.strides[d], &flat);
+                }
+                ev(self.kb.load(arg, llvm::Index { offset: flat.offset, strides: flat.coeffs }))
+            }
+        };
+        self.memo.insert(key, v);
+        v
+    }
+
+    fn constant(&mut self, value: f64, dtype: DType) -> OpsValue {
+        match dtype {
+            DType::Bool => ev(self.kb.const_bool(value != 0.0)),
+            _ => ev(self.kb.const_f32(value as f32)),
+        }
+    }
+
+    fn unary(&mut self, op: UnaryOp, a: OpsValue) -> OpsValue {
+        use llvm::UnaryOp as L;
+        let (lop, name) = match op {
+            UnaryOp::Neg => (L::Neg, "neg"),
+            UnaryOp::Abs => (L::Abs, "abs"),
+            UnaryOp::Relu => (L::Relu, "relu"),
+            UnaryOp::Sigmoid => (L::Sigmoid, "sigmoid"),
+            UnaryOp::Tanh => (L::Tanh, "tanh"),
+            UnaryOp::Exp => (L::Exp, "exp"),
+            UnaryOp::Log => (L::Log, "log"),
+            UnaryOp::Sqrt => (L::Sqrt, "sqrt"),
+            UnaryOp::Sin => (L::Sin, "sin"),
+            UnaryOp::Cos => (L::Cos, "cos"),
+            UnaryOp::Reciprocal => (L::Reciprocal, "reciprocal"),
+            UnaryOp::Floor => (L::Floor, "floor"),
+            UnaryOp::Ceil => (L::Ceil, "ceil"),
+            UnaryOp::LogicalNot => (L::Not, "logical_not"),
+        };
+        self.op_names.insert(name);
+        ev(self.kb.unary(lop, ex(a)))
+    }
+
+    fn binary(&mut self, op: BinaryOp, a: OpsValue, b: OpsValue) -> OpsValue {
+        use llvm::BinaryOp as L;
+        let (lop, name) = match op {
+            BinaryOp::Add => (L::Add, "add"),
+            BinaryOp::Sub => (L::Sub, "sub"),
+            BinaryOp::Mul => (L::Mul, "mul"),
+            BinaryOp::Div => (L::Div, "div"),
+            BinaryOp::Maximum => (L::Maximum, "maximum"),
+            BinaryOp::Minimum => (L::Minimum, "minimum"),
+            BinaryOp::Pow => (L::Pow, "pow"),
+            BinaryOp::LogicalAnd => (L::And, "logical_and"),
+            BinaryOp::LogicalOr => (L::Or, "logical_or"),
+        };
+        self.op_names.insert(name);
+        ev(self.kb.binary(lop, ex(a), ex(b)))
+    }
+
+    fn compare(&mut self, op: CmpOp, a: OpsValue, b: OpsValue) -> OpsValue {
+        use llvm::CmpOp as L;
+        let (lop, name) = match op {
+            CmpOp::Eq => (L::Eq, "eq"),
+            CmpOp::Ne => (L::Ne, "ne"),
+            CmpOp::Lt => (L::Lt, "lt"),
+            CmpOp::Le => (L::Le, "le"),
+            CmpOp::Gt => (L::Gt, "gt"),
+            CmpOp::Ge => (L::Ge, "ge"),
+        };
+        self.op_names.insert(name);
+        ev(self.kb.compare(lop, ex(a), ex(b)))
+    }
+
+    fn where_(&mut self, cond: OpsValue, a: OpsValue, b: OpsValue) -> OpsValue {
+        self.op_names.insert("where");
+        ev(self.kb.select(ex(cond), ex(a), ex(b)))
+    }
+
+    fn to_dtype(&mut self, a: OpsValue, dtype: DType) -> OpsValue {
+        ev(self.kb.cast(llvm_dtype(dtype), ex(a)))
+    }
+}
+
+/// Builds one kernel per group and JIT-compiles them together.
+pub fn codegen(ir: &GraphIr, sched: &Schedule) -> Result<CodegenResult, String> {
+    let prefix = llvm::unique_kernel_prefix();
+    let mut kernels = Vec::new();
+    let mut plans = Vec::new();
+    for (gi, grp) in sched.groups.iter().enumerate() {
+        let n = grp.ranges.len();
+        let mut h = KernelOps {
+            ir,
+            members: grp.members.iter().copied().collect(),
+            kb: llvm::KernelBuilder::new("pending", grp.ranges.clone()),
+            input_args: HashMap::new(),
+            args: Vec::new(),
+            memo: HashMap::new(),
+            op_names: BTreeSet::new(),
+            error: None,
+        };
+        let identity: Vec<Affine> = (0..n).map(|d| Affine::var(d, n)).collect();
+        for m in &grp.members {
+            let pw = ir.pointwise(*m).ok_or_else(|| format!("{m} is not pointwise"))?;
+            let layout = ir.buffer(*m).layout.clone().ok_or_else(|| format!("{m} has no layout"))?;
+            let v = h.load(*m, &identity);
+            let v = h.to_dtype(v, pw.dtype);
+            let out = h.kb.output(m.to_string(), llvm_dtype(pw.dtype));
+            h.args.push((*m, true));
+            h.kb.store(out, llvm::Index { offset: 0, strides: layout.strides.clone() }, ex(v));
+        }
+        if let Some(err) = h.error {
+            return Err(err);
+        }
+        let mut ops: Vec<&str> = h.op_names.iter().copied().collect();
+        ops.truncate(6);
+        let name = format!("{prefix}fused_{}_{gi}", ops.join("_"));
+        let mut kernel = h.kb.finish().map_err(|errs| errs.join("; "))?;
+        kernel.name = name.clone();
+        tracing::debug!(target: "inductor::output_code", "{kernel}");
+        plans.push(KernelPlan { name, args: h.args, kernel_ir: kernel.to_string() });
+        kernels.push(kernel);
+    }
+    let jit = llvm::JitModule::compile(&kernels).map_err(|e| e.to_string())?;
+    tracing::debug!(target: "inductor::output_code", "compile times {:?}", jit.times);
+    tracing::trace!(target: "llvm::ir", "{}", jit.llvm_ir);
+    Ok(CodegenResult { jit, kernels: plans })
+}

@@ -1,0 +1,607 @@
+//! Import of a `torch.fx.GraphModule` into plain Rust data ([`FxGraph`]), with a `TensorMeta` per
+//! tensor-valued node.
+//!
+//! Invariants:
+//! - Nodes keep fx order (topological); `FxArg::Node(i)` always refers to an earlier node.
+//! - The only Python objects kept are in `side_table` (call targets, get_attr values, constants
+//!   that have no Rust form); the IR refers to them by index.
+//! - Meta comes from `node.meta["example_value"]` (set by dynamo) or `node.meta["val"]`; when some
+//!   node has neither, `FakeTensorProp` is run on the example inputs first. Placeholder meta is read
+//!   from the example inputs themselves. Symbolic sizes make a node's meta `None`.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::intern;
+
+use super::ir::{DType, Layout};
+
+/// Metadata of one tensor value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorMeta {
+    pub layout: Layout,
+    pub requires_grad: bool,
+}
+
+/// A node argument, decoded. `Py` holds a side-table index for anything else (dtype, slice...).
+#[derive(Clone, Debug)]
+pub enum FxArg {
+    Node(usize),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    None,
+    Tuple(Vec<FxArg>),
+    List(Vec<FxArg>),
+    Py(usize),
+}
+
+impl FxArg {
+    /// Calls `f` on every node this argument mentions.
+    pub fn for_each_node(&self, f: &mut impl FnMut(usize)) {
+        match self {
+            FxArg::Node(i) => f(*i),
+            FxArg::Tuple(items) | FxArg::List(items) => items.iter().for_each(|a| a.for_each_node(f)),
+            _ => {}
+        }
+    }
+}
+
+/// What an fx node does.
+#[derive(Clone, Debug)]
+pub enum FxOp {
+    /// Graph input number `position`.
+    Placeholder { position: usize },
+    /// `target(*args, **kwargs)`; `target` is a side-table index.
+    CallFunction { target: usize },
+    /// `args[0].<name>(*args[1:], **kwargs)`.
+    CallMethod { name: String },
+    /// A module attribute; its value is side-table entry `value`.
+    GetAttr { value: usize },
+    /// Calls a submodule; run as a fallback.
+    CallModule { target: usize },
+    Output,
+}
+
+/// One imported fx node.
+#[derive(Clone, Debug)]
+pub struct FxNode {
+    pub name: String,
+    pub op: FxOp,
+    /// Canonical op name for the lowering table (`"add"`, `"sin"`, ...), when recognized.
+    pub canonical: Option<&'static str>,
+    pub args: Vec<FxArg>,
+    pub kwargs: Vec<(String, FxArg)>,
+    /// Meta of the node's value when it is a tensor with static sizes.
+    pub meta: Option<TensorMeta>,
+    /// Indices of nodes that use this one.
+    pub users: Vec<usize>,
+}
+
+/// The imported graph.
+pub struct FxGraph {
+    pub nodes: Vec<FxNode>,
+    pub side_table: Vec<Py<PyAny>>,
+    /// Index of the `output` node.
+    pub output: usize,
+}
+
+/// Why import failed; the graph then runs through `gm.forward`.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("unsupported fx graph: {0}")]
+    Unsupported(String),
+    #[error("python error during import: {0}")]
+    Python(#[from] PyErr),
+}
+
+/// Table of call_function targets we lower: (module, attribute) -> canonical name.
+const FUNCTION_TARGETS: &[(&str, &str, &str)] = &[
+    ("operator", "add", "add"),
+    ("operator", "sub", "sub"),
+    ("operator", "mul", "mul"),
+    ("operator", "truediv", "div"),
+    ("operator", "neg", "neg"),
+    ("operator", "pos", "pos"),
+    ("operator", "abs", "abs"),
+    ("operator", "pow", "pow"),
+    ("operator", "gt", "gt"),
+    ("operator", "lt", "lt"),
+    ("operator", "ge", "ge"),
+    ("operator", "le", "le"),
+    ("operator", "eq", "eq"),
+    ("operator", "ne", "ne"),
+    ("operator", "and_", "logical_and"),
+    ("operator", "or_", "logical_or"),
+    ("operator", "invert", "logical_not"),
+    ("torch", "add", "add"),
+    ("torch", "sub", "sub"),
+    ("torch", "subtract", "sub"),
+    ("torch", "mul", "mul"),
+    ("torch", "multiply", "mul"),
+    ("torch", "div", "div"),
+    ("torch", "divide", "div"),
+    ("torch", "true_divide", "div"),
+    ("torch", "neg", "neg"),
+    ("torch", "negative", "neg"),
+    ("torch", "abs", "abs"),
+    ("torch", "relu", "relu"),
+    ("torch.nn.functional", "relu", "relu"),
+    ("torch", "sigmoid", "sigmoid"),
+    ("torch.nn.functional", "sigmoid", "sigmoid"),
+    ("torch", "tanh", "tanh"),
+    ("torch.nn.functional", "tanh", "tanh"),
+    ("torch", "exp", "exp"),
+    ("torch", "log", "log"),
+    ("torch", "sqrt", "sqrt"),
+    ("torch", "sin", "sin"),
+    ("torch", "cos", "cos"),
+    ("torch", "reciprocal", "reciprocal"),
+    ("torch", "floor", "floor"),
+    ("torch", "ceil", "ceil"),
+    ("torch", "where", "where"),
+    ("torch", "maximum", "maximum"),
+    ("torch", "minimum", "minimum"),
+    ("torch", "pow", "pow"),
+    ("torch", "square", "square"),
+    ("torch", "gt", "gt"),
+    ("torch", "lt", "lt"),
+    ("torch", "ge", "ge"),
+    ("torch", "le", "le"),
+    ("torch", "eq", "eq"),
+    ("torch", "ne", "ne"),
+    ("torch", "greater", "gt"),
+    ("torch", "less", "lt"),
+    ("torch", "logical_not", "logical_not"),
+    ("torch", "logical_and", "logical_and"),
+    ("torch", "logical_or", "logical_or"),
+];
+
+/// call_method names we lower -> canonical name.
+const METHOD_TARGETS: &[(&str, &str)] = &[
+    ("add", "add"),
+    ("__add__", "add"),
+    ("__radd__", "radd"),
+    ("sub", "sub"),
+    ("__sub__", "sub"),
+    ("__rsub__", "rsub"),
+    ("mul", "mul"),
+    ("__mul__", "mul"),
+    ("__rmul__", "mul"),
+    ("div", "div"),
+    ("__truediv__", "div"),
+    ("__rtruediv__", "rdiv"),
+    ("neg", "neg"),
+    ("__neg__", "neg"),
+    ("abs", "abs"),
+    ("relu", "relu"),
+    ("sigmoid", "sigmoid"),
+    ("tanh", "tanh"),
+    ("exp", "exp"),
+    ("log", "log"),
+    ("sqrt", "sqrt"),
+    ("sin", "sin"),
+    ("cos", "cos"),
+    ("reciprocal", "reciprocal"),
+    ("floor", "floor"),
+    ("ceil", "ceil"),
+    ("maximum", "maximum"),
+    ("minimum", "minimum"),
+    ("pow", "pow"),
+    ("__pow__", "pow"),
+    ("square", "square"),
+    ("gt", "gt"),
+    ("lt", "lt"),
+    ("ge", "ge"),
+    ("le", "le"),
+    ("eq", "eq"),
+    ("ne", "ne"),
+    ("__gt__", "gt"),
+    ("__lt__", "lt"),
+    ("__ge__", "ge"),
+    ("__le__", "le"),
+    ("__eq__", "eq"),
+    ("__ne__", "ne"),
+    ("logical_not", "logical_not"),
+    ("logical_and", "logical_and"),
+    ("logical_or", "logical_or"),
+];
+
+/// Resolved identity table: object id -> canonical name, built on first use.
+fn function_table(py: Python<'_>) -> PyResult<&'static Vec<(usize, &'static str)>> {
+    static TABLE: pyo3::sync::PyOnceLock<Vec<(usize, &'static str)>> = pyo3::sync::PyOnceLock::new();
+    TABLE.get_or_try_init(py, || {
+        let mut out = Vec::new();
+        for (module, attr, canonical) in FUNCTION_TARGETS {
+            let m = py.import(*module)?;
+            if let Ok(obj) = m.getattr(*attr) {
+                // Keep the object alive forever so its id stays valid.
+                let ptr = obj.as_ptr() as usize;
+                std::mem::forget(obj.unbind());
+                out.push((ptr, *canonical));
+            }
+        }
+        Ok(out)
+    })
+}
+
+/// Canonical name of a call_function target, by identity.
+pub fn canonical_function(py: Python<'_>, target: &Bound<'_, PyAny>) -> PyResult<Option<&'static str>> {
+    let ptr = target.as_ptr() as usize;
+    Ok(function_table(py)?.iter().find(|(p, _)| *p == ptr).map(|(_, c)| *c))
+}
+
+/// Canonical name of a call_method name.
+pub fn canonical_method(name: &str) -> Option<&'static str> {
+    METHOD_TARGETS.iter().find(|(n, _)| *n == name).map(|(_, c)| *c)
+}
+
+/// True for ops that mutate an argument in place (trailing `_`, `operator.i*`, `setitem`).
+fn looks_mutating(py: Python<'_>, op: &str, target: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let name: String = if op == "call_method" {
+        target.extract()?
+    } else {
+        match target.getattr(intern!(py, "__name__")) {
+            Ok(n) => n.extract().unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    };
+    let inplace_operator = op == "call_function"
+        && target
+            .getattr(intern!(py, "__module__"))
+            .ok()
+            .and_then(|m| m.extract::<String>().ok())
+            .is_some_and(|m| m == "_operator" || m == "operator")
+        && name.starts_with('i')
+        && matches!(
+            name.as_str(),
+            "iadd" | "isub" | "imul" | "itruediv" | "ifloordiv" | "imod" | "ipow" | "iand" | "ior" | "ixor"
+                | "ilshift" | "irshift" | "imatmul"
+        );
+    Ok((name.ends_with('_') && !name.ends_with("__")) || inplace_operator || name == "setitem" || name == "__setitem__")
+}
+
+/// Reads a tensor's metadata; `None` if `v` is not a tensor or has symbolic sizes.
+pub fn tensor_meta(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Option<TensorMeta>> {
+    tensor_meta_ext(py, v, false)
+}
+
+/// As [`tensor_meta`]; with `meta_is_cpu`, tensors on the `meta` device count as CPU tensors
+/// (they stand for CPU values during meta propagation).
+fn tensor_meta_ext(py: Python<'_>, v: &Bound<'_, PyAny>, meta_is_cpu: bool) -> PyResult<Option<TensorMeta>> {
+    let torch = py.import(intern!(py, "torch"))?;
+    if !v.is_instance(&torch.getattr(intern!(py, "Tensor"))?)? {
+        return Ok(None);
+    }
+    let sizes: Result<Vec<i64>, _> = v.getattr(intern!(py, "shape"))?.extract();
+    let strides: Result<Vec<i64>, _> = v.call_method0(intern!(py, "stride"))?.extract();
+    let (Ok(sizes), Ok(strides)) = (sizes, strides) else { return Ok(None) };
+    let dtype_obj = v.getattr(intern!(py, "dtype"))?;
+    let dtype = if dtype_obj.is(&torch.getattr(intern!(py, "float32"))?) {
+        DType::F32
+    } else if dtype_obj.is(&torch.getattr(intern!(py, "bool"))?) {
+        DType::Bool
+    } else {
+        DType::Other
+    };
+    let device_type: String = v.getattr(intern!(py, "device"))?.getattr(intern!(py, "type"))?.extract()?;
+    let requires_grad: bool = v.getattr(intern!(py, "requires_grad"))?.extract()?;
+    let cpu = device_type == "cpu" || (meta_is_cpu && device_type == "meta");
+    Ok(Some(TensorMeta { layout: Layout { sizes, strides, dtype, cpu }, requires_grad }))
+}
+
+struct Importer<'py> {
+    fx_node_type: Bound<'py, PyAny>,
+    slice_type: Bound<'py, PyAny>,
+    names: Vec<Bound<'py, PyAny>>,
+    side_table: Vec<Py<PyAny>>,
+}
+
+impl<'py> Importer<'py> {
+    fn side(&mut self, obj: &Bound<'py, PyAny>) -> usize {
+        self.side_table.push(obj.clone().unbind());
+        self.side_table.len() - 1
+    }
+
+    fn node_index(&self, node: &Bound<'py, PyAny>) -> Option<usize> {
+        self.names.iter().position(|n| n.is(node))
+    }
+
+    fn arg(&mut self, a: &Bound<'py, PyAny>) -> Result<FxArg, ImportError> {
+        if a.is_instance(&self.fx_node_type)? {
+            return self
+                .node_index(a)
+                .map(FxArg::Node)
+                .ok_or_else(|| ImportError::Unsupported("argument refers to an unknown node".into()));
+        }
+        if a.is_none() {
+            return Ok(FxArg::None);
+        }
+        if let Ok(b) = a.cast::<pyo3::types::PyBool>() {
+            return Ok(FxArg::Bool(b.is_true()));
+        }
+        if a.is_exact_instance_of::<pyo3::types::PyInt>() {
+            if let Ok(i) = a.extract::<i64>() {
+                return Ok(FxArg::Int(i));
+            }
+        }
+        if a.is_exact_instance_of::<pyo3::types::PyFloat>() {
+            return Ok(FxArg::Float(a.extract::<f64>()?));
+        }
+        if let Ok(t) = a.cast::<PyTuple>() {
+            if a.is_exact_instance_of::<PyTuple>() {
+                let items = t.iter().map(|x| self.arg(&x)).collect::<Result<_, _>>()?;
+                return Ok(FxArg::Tuple(items));
+            }
+        }
+        if let Ok(l) = a.cast::<PyList>() {
+            let items = l.iter().map(|x| self.arg(&x)).collect::<Result<_, _>>()?;
+            return Ok(FxArg::List(items));
+        }
+        if a.is_instance(&self.slice_type)? {
+            for field in ["start", "stop", "step"] {
+                if a.getattr(field)?.is_instance(&self.fx_node_type)? {
+                    return Err(ImportError::Unsupported("slice bound computed in the graph".into()));
+                }
+            }
+        }
+        if a.cast::<PyDict>().is_ok() {
+            return Err(ImportError::Unsupported("dict argument".into()));
+        }
+        Ok(FxArg::Py(self.side(a)))
+    }
+}
+
+/// Replaces fx nodes inside `a` (tuples, lists, dicts) by their values in `env`.
+fn substitute<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    env: &std::collections::HashMap<usize, Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    if let Some(v) = env.get(&(a.as_ptr() as usize)) {
+        return Ok(v.clone());
+    }
+    if a.is_exact_instance_of::<PyTuple>() {
+        let items: Vec<_> = a.try_iter()?.map(|x| substitute(py, &x?, env)).collect::<PyResult<_>>()?;
+        return Ok(PyTuple::new(py, items)?.into_any());
+    }
+    if a.is_exact_instance_of::<PyList>() {
+        let items: Vec<_> = a.try_iter()?.map(|x| substitute(py, &x?, env)).collect::<PyResult<_>>()?;
+        return Ok(PyList::new(py, items)?.into_any());
+    }
+    if let Ok(d) = a.cast::<PyDict>() {
+        let out = PyDict::new(py);
+        for (k, v) in d.iter() {
+            out.set_item(k, substitute(py, &v, env)?)?;
+        }
+        return Ok(out.into_any());
+    }
+    Ok(a.clone())
+}
+
+/// Runs the graph on `meta` tensors standing for the (CPU) example inputs, giving every node a
+/// value whose sizes/strides/dtype are what eager CPU would produce. Much cheaper than
+/// FakeTensorProp (no FakeTensorMode); any failure makes the caller use FakeTensorProp.
+fn meta_propagate<'py>(
+    py: Python<'py>,
+    gm: &Bound<'py, PyAny>,
+    nodes: &[Bound<'py, PyAny>],
+    examples: &[Bound<'py, PyAny>],
+) -> PyResult<Vec<Option<Bound<'py, PyAny>>>> {
+    let torch = py.import(intern!(py, "torch"))?;
+    let tensor_type = torch.getattr(intern!(py, "Tensor"))?;
+    let empty_strided = torch.getattr(intern!(py, "empty_strided"))?;
+    let mut env: std::collections::HashMap<usize, Bound<'py, PyAny>> = std::collections::HashMap::new();
+    let mut out = Vec::with_capacity(nodes.len());
+    let mut position = 0;
+    for n in nodes {
+        let op: String = n.getattr(intern!(py, "op"))?.extract()?;
+        let target = n.getattr(intern!(py, "target"))?;
+        let value = match op.as_str() {
+            "placeholder" => {
+                let ex = examples
+                    .get(position)
+                    .ok_or_else(|| pyo3::exceptions::PyValueError::new_err("missing example input"))?;
+                position += 1;
+                if ex.is_instance(&tensor_type)? {
+                    let device: String = ex.getattr(intern!(py, "device"))?.getattr(intern!(py, "type"))?.extract()?;
+                    if device != "cpu" {
+                        return Err(pyo3::exceptions::PyValueError::new_err("non-cpu input"));
+                    }
+                    let kw = PyDict::new(py);
+                    kw.set_item("dtype", ex.getattr(intern!(py, "dtype"))?)?;
+                    kw.set_item("device", "meta")?;
+                    let shape = ex.getattr(intern!(py, "shape"))?;
+                    let stride = ex.call_method0(intern!(py, "stride"))?;
+                    empty_strided.call((shape, stride), Some(&kw))?
+                } else {
+                    ex.clone()
+                }
+            }
+            "call_function" | "call_method" => {
+                let args = substitute(py, &n.getattr(intern!(py, "args"))?, &env)?;
+                let args = args.cast_into::<PyTuple>().map_err(|e| PyErr::from(e))?;
+                let kwargs = substitute(py, &n.getattr(intern!(py, "kwargs"))?, &env)?;
+                let kwargs = kwargs.cast_into::<PyDict>().map_err(|e| PyErr::from(e))?;
+                if op == "call_function" {
+                    target.call(args, Some(&kwargs))?
+                } else {
+                    let name: String = target.extract()?;
+                    let (this, rest) = match args.len() {
+                        0 => return Err(pyo3::exceptions::PyValueError::new_err("method call without self")),
+                        _ => (args.get_item(0)?, args.get_slice(1, args.len())),
+                    };
+                    this.getattr(name.as_str())?.call(rest, Some(&kwargs))?
+                }
+            }
+            "output" => py.None().into_bound(py),
+            _ => return Err(pyo3::exceptions::PyValueError::new_err(format!("{op} needs real values"))),
+        };
+        let _ = gm;
+        env.insert(n.as_ptr() as usize, value.clone());
+        out.push(if op == "output" { None } else { Some(value) });
+    }
+    Ok(out)
+}
+
+/// Fetches `gm.<a.b.c>`.
+fn get_attr_path<'py>(gm: &Bound<'py, PyAny>, path: &str) -> PyResult<Bound<'py, PyAny>> {
+    let mut obj = gm.clone();
+    for part in path.split('.') {
+        obj = obj.getattr(part)?;
+    }
+    Ok(obj)
+}
+
+/// Imports `gm` given the example inputs it will be called with.
+pub fn import_graph(
+    py: Python<'_>,
+    gm: &Bound<'_, PyAny>,
+    example_inputs: &Bound<'_, PyAny>,
+) -> Result<FxGraph, ImportError> {
+    let graph = gm.getattr(intern!(py, "graph"))?;
+    let nodes: Vec<Bound<'_, PyAny>> = graph.getattr(intern!(py, "nodes"))?.try_iter()?.collect::<PyResult<_>>()?;
+    let examples: Vec<Bound<'_, PyAny>> = example_inputs.try_iter()?.collect::<PyResult<_>>()?;
+
+    // Make sure every call node has a value in meta; otherwise propagate fake tensors.
+    fn meta_value<'py>(py: Python<'py>, n: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let meta = n.getattr(intern!(py, "meta"))?;
+        let meta = meta.cast::<PyDict>()?;
+        if let Some(v) = meta.get_item(intern!(py, "example_value"))? {
+            return Ok(Some(v));
+        }
+        meta.get_item(intern!(py, "val"))
+    }
+    let mut need_prop = false;
+    for n in &nodes {
+        let op: String = n.getattr(intern!(py, "op"))?.extract()?;
+        if op != "placeholder" && op != "output" && meta_value(py, n)?.is_none() {
+            need_prop = true;
+            break;
+        }
+    }
+    let mut propagated: Option<Vec<Option<Bound<'_, PyAny>>>> = None;
+    if need_prop {
+        match meta_propagate(py, gm, &nodes, &examples) {
+            Ok(values) => {
+                propagated = Some(values);
+                need_prop = false;
+            }
+            Err(e) => tracing::debug!(target: "inductor::lowering", "meta propagation failed ({e}); using FakeTensorProp"),
+        }
+    }
+    if need_prop {
+        let fake_mod = py.import("torch._subclasses.fake_tensor")?;
+        let prop_mod = py.import("torch.fx.passes.fake_tensor_prop")?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("allow_non_fake_inputs", true)?;
+        let mode = fake_mod.getattr("FakeTensorMode")?.call((), Some(&kwargs))?;
+        let prop = prop_mod.getattr("FakeTensorProp")?.call1((gm, mode))?;
+        prop.call_method1("propagate", PyTuple::new(py, &examples)?)
+            .map_err(|e| ImportError::Unsupported(format!("fake tensor propagation failed: {e}")))?;
+    }
+
+    let mut imp = Importer {
+        fx_node_type: py.import("torch.fx")?.getattr("Node")?,
+        slice_type: py.get_type::<pyo3::types::PySlice>().into_any(),
+        names: Vec::new(),
+        side_table: Vec::new(),
+    };
+    let mut out_nodes: Vec<FxNode> = Vec::new();
+    let mut n_placeholders = 0usize;
+    let mut output = None;
+    for (node_idx, n) in nodes.iter().enumerate() {
+        let node_meta = |py: Python<'_>| -> PyResult<Option<TensorMeta>> {
+            if let Some(values) = &propagated {
+                return match &values[node_idx] {
+                    Some(v) => tensor_meta_ext(py, v, true),
+                    None => Ok(None),
+                };
+            }
+            match meta_value(py, n)? {
+                Some(v) => tensor_meta(py, &v),
+                None => Ok(None),
+            }
+        };
+        let op: String = n.getattr(intern!(py, "op"))?.extract()?;
+        let name: String = n.getattr(intern!(py, "name"))?.extract()?;
+        let target = n.getattr(intern!(py, "target"))?;
+        let args: Vec<FxArg> = n
+            .getattr(intern!(py, "args"))?
+            .try_iter()?
+            .map(|a| imp.arg(&a?))
+            .collect::<Result<_, _>>()?;
+        let kw = n.getattr(intern!(py, "kwargs"))?;
+        let kw = kw.cast::<PyDict>().map_err(|e| ImportError::Unsupported(e.to_string()))?;
+        let mut kwargs = Vec::new();
+        for (k, v) in kw.iter() {
+            kwargs.push((k.extract::<String>()?, imp.arg(&v)?));
+        }
+        if matches!(op.as_str(), "call_function" | "call_method") && looks_mutating(py, &op, &target)? {
+            return Err(ImportError::Unsupported(format!("node {name} mutates its inputs")));
+        }
+        if kwargs.iter().any(|(k, _)| k == "out") {
+            return Err(ImportError::Unsupported(format!("node {name} writes through out=")));
+        }
+        let (fx_op, canonical, meta) = match op.as_str() {
+            "placeholder" => {
+                let position = n_placeholders;
+                n_placeholders += 1;
+                let meta = match examples.get(position) {
+                    Some(v) => tensor_meta(py, v)?,
+                    None => return Err(ImportError::Unsupported("fewer example inputs than placeholders".into())),
+                };
+                (FxOp::Placeholder { position }, None, meta)
+            }
+            "call_function" => {
+                let canonical = canonical_function(py, &target)?;
+                let meta = node_meta(py)?;
+                (FxOp::CallFunction { target: imp.side(&target) }, canonical, meta)
+            }
+            "call_method" => {
+                let mname: String = target.extract()?;
+                let canonical = canonical_method(&mname);
+                let meta = node_meta(py)?;
+                (FxOp::CallMethod { name: mname }, canonical, meta)
+            }
+            "call_module" => {
+                let path: String = target.extract()?;
+                let module = get_attr_path(gm, &path)?;
+                let meta = node_meta(py)?;
+                (FxOp::CallModule { target: imp.side(&module) }, None, meta)
+            }
+            "get_attr" => {
+                let path: String = target.extract()?;
+                let value = get_attr_path(gm, &path)?;
+                let meta = tensor_meta(py, &value)?;
+                (FxOp::GetAttr { value: imp.side(&value) }, None, meta)
+            }
+            "output" => {
+                output = Some(out_nodes.len());
+                (FxOp::Output, None, None)
+            }
+            other => return Err(ImportError::Unsupported(format!("fx op {other}"))),
+        };
+        imp.names.push(n.clone());
+        out_nodes.push(FxNode { name, op: fx_op, canonical, args, kwargs, meta, users: Vec::new() });
+    }
+    if n_placeholders != examples.len() {
+        return Err(ImportError::Unsupported(format!(
+            "{} placeholders but {} example inputs",
+            n_placeholders,
+            examples.len()
+        )));
+    }
+    let output = output.ok_or_else(|| ImportError::Unsupported("graph has no output node".into()))?;
+    for i in 0..out_nodes.len() {
+        let mut used = Vec::new();
+        for a in out_nodes[i].args.iter().chain(out_nodes[i].kwargs.iter().map(|(_, a)| a)) {
+            a.for_each_node(&mut |j| used.push(j));
+        }
+        used.sort_unstable();
+        used.dedup();
+        for j in used {
+            out_nodes[j].users.push(i);
+        }
+    }
+    Ok(FxGraph { nodes: out_nodes, side_table: imp.side_table, output })
+}

@@ -1,0 +1,344 @@
+//! Inductor IR: buffers produced by a graph, each an input, a constant, a `Pointwise` loop body,
+//! or a `FallbackKernel` (an eager call into torch).
+//!
+//! Invariants:
+//! - Buffers are indexed by `BufferId` in graph (topological) order; a buffer only reads buffers
+//!   with smaller ids.
+//! - A `Pointwise` has static `ranges` (its output sizes) and an inner function written against
+//!   [`OpsHandler`]; it can be evaluated any number of times under different handlers (dependency
+//!   extraction, pretty printing, kernel building) and is pure.
+//! - `realized == false` Pointwise buffers never exist as tensors: readers inline them.
+//! - No Python object lives here; fallbacks refer to entries of the import side table by index.
+
+use std::fmt;
+use std::rc::Rc;
+
+/// Index of a buffer in [`GraphIr::buffers`]; printed `buf<n>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BufferId(pub u32);
+
+impl fmt::Display for BufferId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "buf{}", self.0)
+    }
+}
+
+/// Element types the compiler distinguishes; everything else is `Other` (fallback only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// torch.float32
+    F32,
+    /// torch.bool
+    Bool,
+    /// Any other torch dtype; kernels never read or write these.
+    Other,
+}
+
+/// Sizes and strides (in elements) of a dense CPU tensor, as torch reports them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Layout {
+    pub sizes: Vec<i64>,
+    pub strides: Vec<i64>,
+    pub dtype: DType,
+    /// True when the tensor lives on the CPU device.
+    pub cpu: bool,
+}
+
+impl Layout {
+    pub fn numel(&self) -> i64 {
+        self.sizes.iter().product()
+    }
+
+    /// Row-major strides for `sizes`.
+    pub fn contiguous_strides(sizes: &[i64]) -> Vec<i64> {
+        let mut strides = vec![0; sizes.len()];
+        let mut acc = 1;
+        for d in (0..sizes.len()).rev() {
+            strides[d] = acc;
+            acc *= sizes[d].max(1);
+        }
+        strides
+    }
+
+    /// True when every element has exactly one address and the addresses fill a range without
+    /// holes (some permutation of a contiguous layout).
+    pub fn is_non_overlapping_and_dense(&self) -> bool {
+        let mut dims: Vec<usize> = (0..self.sizes.len()).filter(|&d| self.sizes[d] != 1).collect();
+        dims.sort_by_key(|&d| self.strides[d]);
+        let mut expected = 1;
+        for d in dims {
+            if self.strides[d] != expected {
+                return false;
+            }
+            expected *= self.sizes[d];
+        }
+        true
+    }
+}
+
+/// An affine function of the kernel loop variables: `offset + sum(coeffs[v] * i_v)`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Affine {
+    pub offset: i64,
+    pub coeffs: Vec<i64>,
+}
+
+impl Affine {
+    /// The constant `c` over `n_vars` loop variables.
+    pub fn constant(c: i64, n_vars: usize) -> Affine {
+        Affine { offset: c, coeffs: vec![0; n_vars] }
+    }
+
+    /// The loop variable `var` itself.
+    pub fn var(var: usize, n_vars: usize) -> Affine {
+        let mut coeffs = vec![0; n_vars];
+        coeffs[var] = 1;
+        Affine { offset: 0, coeffs }
+    }
+
+    /// `self * k + other` (used to flatten a multi-dim index with strides).
+    pub fn scaled_add(&self, k: i64, other: &Affine) -> Affine {
+        Affine {
+            offset: self.offset * k + other.offset,
+            coeffs: self.coeffs.iter().zip(&other.coeffs).map(|(a, b)| a * k + b).collect(),
+        }
+    }
+}
+
+/// Pointwise unary ops, named after the torch op they implement (float32 semantics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    Relu,
+    Sigmoid,
+    Tanh,
+    Exp,
+    Log,
+    Sqrt,
+    Sin,
+    Cos,
+    Reciprocal,
+    Floor,
+    Ceil,
+    LogicalNot,
+}
+
+/// Pointwise binary ops (torch.add, torch.sub, ... on float32; logical_and/or on bool).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Maximum,
+    Minimum,
+    Pow,
+    LogicalAnd,
+    LogicalOr,
+}
+
+/// Comparisons (torch.eq/ne/lt/le/gt/ge) of float32 values, giving bool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+/// Opaque value handle of an [`OpsHandler`]; its meaning belongs to the handler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OpsValue(pub u32);
+
+/// The define-by-run interface Pointwise bodies are written against (PyTorch: `OpsHandler` in
+/// `torch/_inductor/ops_handler.py`, installed through `virtualized.py`).
+pub trait OpsHandler {
+    /// Element `index` (one affine entry per dimension of `buf`) of buffer `buf`.
+    fn load(&mut self, buf: BufferId, index: &[Affine]) -> OpsValue;
+    /// A constant of dtype `dtype` (F32 or Bool).
+    fn constant(&mut self, value: f64, dtype: DType) -> OpsValue;
+    fn unary(&mut self, op: UnaryOp, a: OpsValue) -> OpsValue;
+    fn binary(&mut self, op: BinaryOp, a: OpsValue, b: OpsValue) -> OpsValue;
+    fn compare(&mut self, op: CmpOp, a: OpsValue, b: OpsValue) -> OpsValue;
+    /// torch.where(cond, a, b).
+    fn where_(&mut self, cond: OpsValue, a: OpsValue, b: OpsValue) -> OpsValue;
+    /// Converts to `dtype` (bool -> 0.0/1.0, float -> `x != 0`); identity if already `dtype`.
+    fn to_dtype(&mut self, a: OpsValue, dtype: DType) -> OpsValue;
+}
+
+/// Body of a Pointwise: given the handler and one index per output dimension, the value there.
+pub type InnerFn = Rc<dyn Fn(&mut dyn OpsHandler, &[Affine]) -> OpsValue>;
+
+/// A loop over `ranges` computing one element per point (PyTorch: `ir.Pointwise`).
+#[derive(Clone)]
+pub struct Pointwise {
+    pub ranges: Vec<i64>,
+    pub dtype: DType,
+    pub inner_fn: InnerFn,
+    /// Estimated scalar ops per point when every unrealized producer is inlined.
+    pub n_ops: usize,
+    /// Whether the value is materialized into a tensor (graph output, fallback input, or large).
+    pub realized: bool,
+}
+
+/// An op torch runs for us (PyTorch: `ir.FallbackKernel`/`ExternKernel`): the fx node `node`
+/// (an index into the imported graph), and why it was not lowered.
+#[derive(Clone, Debug)]
+pub struct FallbackKernel {
+    pub node: usize,
+    pub reason: String,
+}
+
+/// What produces a buffer.
+#[derive(Clone)]
+pub enum BufferKind {
+    /// Graph input number `position`.
+    Input { position: usize },
+    /// A `get_attr` value (side-table entry), read at run time.
+    Constant { node: usize },
+    Pointwise(Pointwise),
+    Fallback(FallbackKernel),
+}
+
+/// A value of the graph with a tensor layout (PyTorch: `ir.Buffer`/`ComputedBuffer`).
+#[derive(Clone)]
+pub struct Buffer {
+    pub id: BufferId,
+    /// Name of the fx node that produced it (for dumps).
+    pub name: String,
+    /// Index of the producing fx node.
+    pub node: usize,
+    /// `None` when the value is not a tensor (a fallback returning a tuple, a Python number...).
+    pub layout: Option<Layout>,
+    pub kind: BufferKind,
+}
+
+/// The lowered graph: buffers in topological order plus the fx-node -> buffer map.
+#[derive(Clone, Default)]
+pub struct GraphIr {
+    pub buffers: Vec<Buffer>,
+    /// For each fx node, the buffer holding its value (None for `output`).
+    pub node_buffer: Vec<Option<BufferId>>,
+}
+
+impl GraphIr {
+    pub fn buffer(&self, id: BufferId) -> &Buffer {
+        &self.buffers[id.0 as usize]
+    }
+
+    pub fn pointwise(&self, id: BufferId) -> Option<&Pointwise> {
+        match &self.buffer(id).kind {
+            BufferKind::Pointwise(pw) => Some(pw),
+            _ => None,
+        }
+    }
+}
+
+/// Handler recording which buffers a body loads (PyTorch: `dependencies.py`'s read extraction).
+#[derive(Default)]
+pub struct ReadsHandler {
+    pub reads: Vec<BufferId>,
+}
+
+impl OpsHandler for ReadsHandler {
+    fn load(&mut self, buf: BufferId, _index: &[Affine]) -> OpsValue {
+        if !self.reads.contains(&buf) {
+            self.reads.push(buf);
+        }
+        OpsValue(0)
+    }
+    fn constant(&mut self, _value: f64, _dtype: DType) -> OpsValue {
+        OpsValue(0)
+    }
+    fn unary(&mut self, _op: UnaryOp, _a: OpsValue) -> OpsValue {
+        OpsValue(0)
+    }
+    fn binary(&mut self, _op: BinaryOp, _a: OpsValue, _b: OpsValue) -> OpsValue {
+        OpsValue(0)
+    }
+    fn compare(&mut self, _op: CmpOp, _a: OpsValue, _b: OpsValue) -> OpsValue {
+        OpsValue(0)
+    }
+    fn where_(&mut self, _c: OpsValue, _a: OpsValue, _b: OpsValue) -> OpsValue {
+        OpsValue(0)
+    }
+    fn to_dtype(&mut self, _a: OpsValue, _dtype: DType) -> OpsValue {
+        OpsValue(0)
+    }
+}
+
+/// Handler rendering a body as one line of text, for plans and logs: `add(sin(buf0[i0]), 2.0)`.
+#[derive(Default)]
+pub struct PrintHandler {
+    pub values: Vec<String>,
+}
+
+impl PrintHandler {
+    fn push(&mut self, s: String) -> OpsValue {
+        self.values.push(s);
+        OpsValue((self.values.len() - 1) as u32)
+    }
+    fn get(&self, v: OpsValue) -> &str {
+        &self.values[v.0 as usize]
+    }
+
+    /// Renders `pw`'s body over named loop variables `i0, i1, ...`.
+    pub fn render(pw: &Pointwise) -> String {
+        let mut h = PrintHandler::default();
+        let n = pw.ranges.len();
+        let index: Vec<Affine> = (0..n).map(|d| Affine::var(d, n)).collect();
+        let v = (pw.inner_fn)(&mut h, &index);
+        h.get(v).to_string()
+    }
+}
+
+fn render_affine(a: &Affine) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for (v, c) in a.coeffs.iter().enumerate() {
+        match *c {
+            0 => {}
+            1 => parts.push(format!("i{v}")),
+            c => parts.push(format!("{c}*i{v}")),
+        }
+    }
+    if a.offset != 0 || parts.is_empty() {
+        parts.push(a.offset.to_string());
+    }
+    parts.join("+")
+}
+
+impl OpsHandler for PrintHandler {
+    fn load(&mut self, buf: BufferId, index: &[Affine]) -> OpsValue {
+        let idx: Vec<String> = index.iter().map(render_affine).collect();
+        self.push(format!("{buf}[{}]", idx.join(", ")))
+    }
+    fn constant(&mut self, value: f64, dtype: DType) -> OpsValue {
+        match dtype {
+            DType::Bool => self.push(format!("{}", value != 0.0)),
+            _ => self.push(format!("{value:?}")),
+        }
+    }
+    fn unary(&mut self, op: UnaryOp, a: OpsValue) -> OpsValue {
+        let s = format!("{}({})", format!("{op:?}").to_lowercase(), self.get(a));
+        self.push(s)
+    }
+    fn binary(&mut self, op: BinaryOp, a: OpsValue, b: OpsValue) -> OpsValue {
+        let s = format!("{}({}, {})", format!("{op:?}").to_lowercase(), self.get(a), self.get(b));
+        self.push(s)
+    }
+    fn compare(&mut self, op: CmpOp, a: OpsValue, b: OpsValue) -> OpsValue {
+        let s = format!("{}({}, {})", format!("{op:?}").to_lowercase(), self.get(a), self.get(b));
+        self.push(s)
+    }
+    fn where_(&mut self, c: OpsValue, a: OpsValue, b: OpsValue) -> OpsValue {
+        let s = format!("where({}, {}, {})", self.get(c), self.get(a), self.get(b));
+        self.push(s)
+    }
+    fn to_dtype(&mut self, a: OpsValue, dtype: DType) -> OpsValue {
+        let s = format!("to_{dtype:?}({})", self.get(a)).to_string();
+        self.push(s)
+    }
+}

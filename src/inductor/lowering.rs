@@ -1,0 +1,392 @@
+//! Lowering: imported fx nodes -> inductor IR buffers, one lowering per op in a table.
+//!
+//! Invariants:
+//! - Lowerings are pure: they map operands to a `Pointwise` (or refuse with a reason); buffers are
+//!   allocated only by [`lower`] after a lowering succeeded.
+//! - The registrar ([`make_pointwise`]) does broadcasting and type promotion for every pointwise
+//!   op, and validates the result against the node's meta (sizes and dtype torch computed); any
+//!   disagreement becomes a fallback, never a guess.
+//! - Only float32 compute (bool for masks/comparisons) on CPU with static sizes is lowered.
+
+use std::collections::HashSet;
+use std::rc::Rc;
+
+use super::fx_import::{FxArg, FxGraph, FxNode, FxOp};
+use super::ir::{
+    Affine, BinaryOp, Buffer, BufferId, BufferKind, CmpOp, DType, FallbackKernel, GraphIr, InnerFn, Layout, OpsHandler,
+    OpsValue, Pointwise, UnaryOp,
+};
+
+/// Above this many inlined scalar ops a pointwise producer is realized instead of inlined.
+pub const MAX_INLINE_OPS: usize = 256;
+
+/// Why a node was not lowered (it then runs as a fallback).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LoweringError {
+    #[error("no lowering for {0}")]
+    NoLowering(String),
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// One operand of a pointwise op: a tensor buffer or a Python scalar.
+#[derive(Clone, Debug)]
+pub enum Operand {
+    Tensor { buf: BufferId, sizes: Vec<i64>, dtype: DType },
+    Scalar { value: f64, dtype: DType },
+}
+
+/// The compute an op does on already-promoted values.
+#[derive(Clone, Copy, Debug)]
+enum Rule {
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    Compare(CmpOp),
+    Where,
+    /// `+x`: identity (still realized as a copy when it is an output).
+    Pos,
+    /// `x * x`.
+    Square,
+    /// Reversed binary (`__rsub__(x, y)` is `y - x`).
+    Reversed(BinaryOp),
+}
+
+/// The lowering table: canonical op name -> (number of tensor/scalar operands, rule).
+fn lowering_table(name: &str) -> Option<(usize, Rule)> {
+    use BinaryOp as B;
+    use CmpOp as C;
+    use UnaryOp as U;
+    Some(match name {
+        "neg" => (1, Rule::Unary(U::Neg)),
+        "abs" => (1, Rule::Unary(U::Abs)),
+        "relu" => (1, Rule::Unary(U::Relu)),
+        "sigmoid" => (1, Rule::Unary(U::Sigmoid)),
+        "tanh" => (1, Rule::Unary(U::Tanh)),
+        "exp" => (1, Rule::Unary(U::Exp)),
+        "log" => (1, Rule::Unary(U::Log)),
+        "sqrt" => (1, Rule::Unary(U::Sqrt)),
+        "sin" => (1, Rule::Unary(U::Sin)),
+        "cos" => (1, Rule::Unary(U::Cos)),
+        "reciprocal" => (1, Rule::Unary(U::Reciprocal)),
+        "floor" => (1, Rule::Unary(U::Floor)),
+        "ceil" => (1, Rule::Unary(U::Ceil)),
+        "logical_not" => (1, Rule::Unary(U::LogicalNot)),
+        "pos" => (1, Rule::Pos),
+        "square" => (1, Rule::Square),
+        "add" | "radd" => (2, Rule::Binary(B::Add)),
+        "sub" => (2, Rule::Binary(B::Sub)),
+        "rsub" => (2, Rule::Reversed(B::Sub)),
+        "mul" => (2, Rule::Binary(B::Mul)),
+        "div" => (2, Rule::Binary(B::Div)),
+        "rdiv" => (2, Rule::Reversed(B::Div)),
+        "maximum" => (2, Rule::Binary(B::Maximum)),
+        "minimum" => (2, Rule::Binary(B::Minimum)),
+        "pow" => (2, Rule::Binary(B::Pow)),
+        "logical_and" => (2, Rule::Binary(B::LogicalAnd)),
+        "logical_or" => (2, Rule::Binary(B::LogicalOr)),
+        "eq" => (2, Rule::Compare(C::Eq)),
+        "ne" => (2, Rule::Compare(C::Ne)),
+        "lt" => (2, Rule::Compare(C::Lt)),
+        "le" => (2, Rule::Compare(C::Le)),
+        "gt" => (2, Rule::Compare(C::Gt)),
+        "ge" => (2, Rule::Compare(C::Ge)),
+        "where" => (3, Rule::Where),
+        _ => return None,
+    })
+}
+
+/// Broadcast `shapes` (numpy rules, as torch.broadcast_shapes); `None` if incompatible.
+pub fn broadcast_shapes(shapes: &[&[i64]]) -> Option<Vec<i64>> {
+    let ndim = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+    let mut out = vec![1i64; ndim];
+    for s in shapes {
+        for (k, &size) in s.iter().enumerate() {
+            let d = ndim - s.len() + k;
+            if size == out[d] || size == 1 {
+                continue;
+            }
+            if out[d] == 1 {
+                out[d] = size;
+            } else {
+                return None;
+            }
+        }
+    }
+    Some(out)
+}
+
+/// The registrar: broadcasts operands to `out.sizes`, promotes them to `compute` dtype, applies
+/// `rule`, and checks the result dtype against `out.dtype`.
+fn make_pointwise(
+    rule: Rule,
+    operands: Vec<Operand>,
+    out: &Layout,
+    n_ops: usize,
+) -> Result<Pointwise, LoweringError> {
+    let tensor_sizes: Vec<&[i64]> = operands
+        .iter()
+        .filter_map(|o| match o {
+            Operand::Tensor { sizes, .. } => Some(sizes.as_slice()),
+            _ => None,
+        })
+        .collect();
+    if tensor_sizes.is_empty() {
+        return Err(LoweringError::Unsupported("no tensor operand".into()));
+    }
+    let sizes = broadcast_shapes(&tensor_sizes)
+        .ok_or_else(|| LoweringError::Unsupported("operands do not broadcast".into()))?;
+    if sizes != out.sizes {
+        return Err(LoweringError::Unsupported(format!(
+            "broadcast sizes {sizes:?} differ from meta sizes {:?}",
+            out.sizes
+        )));
+    }
+    // Type promotion: what torch would compute in, and what it would return.
+    let (compute, result) = match rule {
+        Rule::Compare(_) => (DType::F32, DType::Bool),
+        Rule::Unary(UnaryOp::LogicalNot) | Rule::Binary(BinaryOp::LogicalAnd | BinaryOp::LogicalOr) => {
+            (DType::Bool, DType::Bool)
+        }
+        Rule::Where => (out.dtype, out.dtype),
+        _ => (DType::F32, DType::F32),
+    };
+    if result != out.dtype || out.dtype == DType::Other {
+        return Err(LoweringError::Unsupported(format!(
+            "result dtype {:?} (meta) is not the {:?} this lowering computes",
+            out.dtype, result
+        )));
+    }
+    if let Rule::Where = rule {
+        match &operands[0] {
+            Operand::Tensor { dtype: DType::Bool, .. } | Operand::Scalar { dtype: DType::Bool, .. } => {}
+            _ => return Err(LoweringError::Unsupported("where condition is not bool".into())),
+        }
+    }
+    for o in &operands {
+        if let Operand::Tensor { dtype: DType::Other, .. } = o {
+            return Err(LoweringError::Unsupported("operand dtype is neither float32 nor bool".into()));
+        }
+    }
+    let ndim = sizes.len();
+    let out_sizes = sizes.clone();
+    let inner_fn: InnerFn = Rc::new(move |h: &mut dyn OpsHandler, index: &[Affine]| -> OpsValue {
+        let mut vals: Vec<OpsValue> = Vec::with_capacity(operands.len());
+        for (i, o) in operands.iter().enumerate() {
+            let want = match rule {
+                Rule::Where if i == 0 => DType::Bool,
+                _ => compute,
+            };
+            let v = match o {
+                Operand::Tensor { buf, sizes, .. } => {
+                    let n_vars = index.first().map(|a| a.coeffs.len()).unwrap_or(0);
+                    let idx: Vec<Affine> = sizes
+                        .iter()
+                        .enumerate()
+                        .map(|(k, &s)| {
+                            let d = ndim - sizes.len() + k;
+                            if s == 1 && out_sizes[d] != 1 {
+                                Affine::constant(0, n_vars)
+                            } else {
+                                index[d].clone()
+                            }
+                        })
+                        .collect();
+                    h.load(*buf, &idx)
+                }
+                Operand::Scalar { value, dtype } => h.constant(*value, *dtype),
+            };
+            vals.push(h.to_dtype(v, want));
+        }
+        match rule {
+            Rule::Unary(op) => h.unary(op, vals[0]),
+            Rule::Binary(op) => h.binary(op, vals[0], vals[1]),
+            Rule::Reversed(op) => h.binary(op, vals[1], vals[0]),
+            Rule::Compare(op) => h.compare(op, vals[0], vals[1]),
+            Rule::Where => h.where_(vals[0], vals[1], vals[2]),
+            Rule::Pos => vals[0],
+            Rule::Square => h.binary(BinaryOp::Mul, vals[0], vals[0]),
+        }
+    });
+    Ok(Pointwise { ranges: sizes, dtype: result, inner_fn, n_ops, realized: false })
+}
+
+/// Decodes the node's operands for `canonical`, folding the kwargs we understand.
+fn operands_for(
+    node: &FxNode,
+    canonical: &str,
+    n_operands: usize,
+    ir: &GraphIr,
+) -> Result<(Vec<Operand>, Option<f64>), LoweringError> {
+    let mut args: Vec<&FxArg> = node.args.iter().collect();
+    let mut alpha = None;
+    for (k, v) in &node.kwargs {
+        match (k.as_str(), v) {
+            ("alpha", FxArg::Int(a)) if matches!(canonical, "add" | "sub") => alpha = Some(*a as f64),
+            ("alpha", FxArg::Float(a)) if matches!(canonical, "add" | "sub") => alpha = Some(*a),
+            ("inplace", FxArg::Bool(false)) => {}
+            ("rounding_mode", FxArg::None) => {}
+            ("other" | "exponent" | "input", _) => args.push(v),
+            _ => return Err(LoweringError::Unsupported(format!("keyword argument {k}={v:?}"))),
+        }
+    }
+    // `x.where(cond, y)` style and `torch.where(cond)` are not what we lower.
+    if args.len() != n_operands {
+        return Err(LoweringError::Unsupported(format!(
+            "{canonical} with {} operands (expected {n_operands})",
+            args.len()
+        )));
+    }
+    let mut operands = Vec::new();
+    for a in args {
+        operands.push(match a {
+            FxArg::Node(j) => {
+                let buf = ir.node_buffer[*j].ok_or_else(|| LoweringError::Unsupported("operand has no value".into()))?;
+                let layout = ir
+                    .buffer(buf)
+                    .layout
+                    .as_ref()
+                    .ok_or_else(|| LoweringError::Unsupported(format!("operand {buf} is not a static tensor")))?;
+                if !layout.cpu {
+                    return Err(LoweringError::Unsupported(format!("operand {buf} is not on the cpu")));
+                }
+                Operand::Tensor { buf, sizes: layout.sizes.clone(), dtype: layout.dtype }
+            }
+            FxArg::Float(v) => Operand::Scalar { value: *v, dtype: DType::F32 },
+            FxArg::Int(v) => Operand::Scalar { value: *v as f64, dtype: DType::F32 },
+            FxArg::Bool(v) => Operand::Scalar { value: *v as u8 as f64, dtype: DType::Bool },
+            other => return Err(LoweringError::Unsupported(format!("operand {other:?}"))),
+        });
+    }
+    Ok((operands, alpha))
+}
+
+fn lower_pointwise(node: &FxNode, ir: &mut GraphIr) -> Result<Pointwise, LoweringError> {
+    let canonical = node.canonical.ok_or_else(|| LoweringError::NoLowering(describe(node)))?;
+    let (n_operands, rule) = lowering_table(canonical).ok_or_else(|| LoweringError::NoLowering(describe(node)))?;
+    let meta = node.meta.as_ref().ok_or_else(|| LoweringError::Unsupported("no static tensor meta".into()))?;
+    if !meta.layout.cpu {
+        return Err(LoweringError::Unsupported("result is not on the cpu".into()));
+    }
+    let (mut operands, alpha) = operands_for(node, canonical, n_operands, ir)?;
+    // Realize producers that grew too large to inline; count ops for the rest.
+    let mut n_ops = 1;
+    for o in &operands {
+        if let Operand::Tensor { buf, .. } = o {
+            if let BufferKind::Pointwise(pw) = &mut ir.buffers[buf.0 as usize].kind {
+                if !pw.realized && pw.n_ops > MAX_INLINE_OPS {
+                    pw.realized = true;
+                    tracing::debug!(target: "inductor::lowering", "realize {buf}: {} inlined ops", pw.n_ops);
+                }
+                if !pw.realized {
+                    n_ops += pw.n_ops;
+                }
+            }
+        }
+    }
+    if let Some(alpha) = alpha {
+        // add(x, y, alpha=a) == x + y * a: fold `y * a` into the second operand's loader.
+        let Operand::Tensor { .. } = operands[1] else {
+            return Err(LoweringError::Unsupported("alpha with a scalar operand".into()));
+        };
+        let scaled = make_pointwise(Rule::Binary(BinaryOp::Mul), vec![operands[1].clone(), Operand::Scalar {
+            value: alpha,
+            dtype: DType::F32,
+        }], &Layout {
+            sizes: match &operands[1] {
+                Operand::Tensor { sizes, .. } => sizes.clone(),
+                _ => unreachable!(),
+            },
+            strides: Vec::new(),
+            dtype: DType::F32,
+            cpu: true,
+        }, 1)?;
+        let id = BufferId(ir.buffers.len() as u32);
+        let sizes = scaled.ranges.clone();
+        ir.buffers.push(Buffer {
+            id,
+            name: format!("{}_alpha", node.name),
+            node: usize::MAX,
+            layout: Some(Layout {
+                strides: Layout::contiguous_strides(&sizes),
+                sizes: sizes.clone(),
+                dtype: DType::F32,
+                cpu: true,
+            }),
+            kind: BufferKind::Pointwise(scaled),
+        });
+        operands[1] = Operand::Tensor { buf: id, sizes, dtype: DType::F32 };
+    }
+    make_pointwise(rule, operands, &meta.layout, n_ops)
+}
+
+/// One-line description of a node for logs and plans: `call_function sin` etc.
+pub fn describe(node: &FxNode) -> String {
+    match &node.op {
+        FxOp::CallFunction { .. } => format!("call_function {} ({})", node.canonical.unwrap_or("?"), node.name),
+        FxOp::CallMethod { name } => format!("call_method {name} ({})", node.name),
+        FxOp::CallModule { .. } => format!("call_module ({})", node.name),
+        other => format!("{other:?} ({})", node.name),
+    }
+}
+
+/// Lowers every node of `g`; also decides which Pointwise buffers are realized.
+pub fn lower(g: &FxGraph) -> GraphIr {
+    let mut ir = GraphIr { buffers: Vec::new(), node_buffer: vec![None; g.nodes.len()] };
+    let mut fallback_inputs: HashSet<BufferId> = HashSet::new();
+    for (i, node) in g.nodes.iter().enumerate() {
+        let layout = node.meta.as_ref().map(|m| m.layout.clone());
+        let kind = match &node.op {
+            FxOp::Output => {
+                // Everything the graph returns must exist as a tensor.
+                for a in &node.args {
+                    a.for_each_node(&mut |j| {
+                        if let Some(b) = ir.node_buffer[j] {
+                            fallback_inputs.insert(b);
+                        }
+                    });
+                }
+                continue;
+            }
+            FxOp::Placeholder { position } => BufferKind::Input { position: *position },
+            FxOp::GetAttr { .. } => BufferKind::Constant { node: i },
+            FxOp::CallFunction { .. } | FxOp::CallMethod { .. } | FxOp::CallModule { .. } => {
+                match lower_pointwise(node, &mut ir) {
+                    Ok(pw) => {
+                        tracing::debug!(target: "inductor::lowering", "lowered {} as pointwise", describe(node));
+                        BufferKind::Pointwise(pw)
+                    }
+                    Err(err) => {
+                        tracing::debug!(target: "inductor::lowering", "fallback for {}: {err}", describe(node));
+                        for a in node.args.iter().chain(node.kwargs.iter().map(|(_, a)| a)) {
+                            a.for_each_node(&mut |j| {
+                                if let Some(b) = ir.node_buffer[j] {
+                                    fallback_inputs.insert(b);
+                                }
+                            });
+                        }
+                        BufferKind::Fallback(FallbackKernel { node: i, reason: err.to_string() })
+                    }
+                }
+            }
+        };
+        let id = BufferId(ir.buffers.len() as u32);
+        // A realized pointwise gets the strides torch would give it (dense), else contiguous.
+        let layout = match (&kind, layout) {
+            (BufferKind::Pointwise(_), Some(mut l)) => {
+                if !l.is_non_overlapping_and_dense() {
+                    l.strides = Layout::contiguous_strides(&l.sizes);
+                }
+                Some(l)
+            }
+            (_, l) => l,
+        };
+        ir.buffers.push(Buffer { id, name: node.name.clone(), node: i, layout, kind });
+        ir.node_buffer[i] = Some(id);
+    }
+    for b in fallback_inputs {
+        if let BufferKind::Pointwise(pw) = &mut ir.buffers[b.0 as usize].kind {
+            pw.realized = true;
+        }
+    }
+    ir
+}

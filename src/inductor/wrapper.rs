@@ -1,0 +1,266 @@
+//! The runtime plan and the `CompiledGraph` pyclass that runs it (PyTorch: the wrapper code
+//! `torch/_inductor/codegen/wrapper.py` generates, here interpreted from a compact plan).
+//!
+//! Invariants:
+//! - A call first checks every tensor input against compile-time metadata (sizes, strides, dtype,
+//!   device, requires_grad); on any mismatch the whole graph runs through `gm.forward`.
+//! - Fallback outputs that kernels read are checked the same way before the kernel runs.
+//! - Kernel outputs are allocated with `torch.empty_strided` at the layout chosen by lowering and
+//!   are written completely by their kernel before anything reads them.
+//! - Nothing on the call path imports modules or looks up module attributes: callables, dtype
+//!   objects, size/stride tuples and kwargs dicts are cached at compile time.
+
+use std::sync::atomic::Ordering;
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+
+use super::codegen::CodegenResult;
+use super::counters;
+use super::ir::Layout;
+
+/// How a runtime value is rebuilt from the environment: a buffer slot, a constant, or a container.
+pub enum ArgT {
+    Slot(usize),
+    Const(Py<PyAny>),
+    Tuple(Vec<ArgT>),
+    List(Vec<ArgT>),
+}
+
+impl ArgT {
+    fn build<'py>(&self, py: Python<'py>, env: &[Option<Py<PyAny>>]) -> PyResult<Bound<'py, PyAny>> {
+        Ok(match self {
+            ArgT::Slot(i) => match &env[*i] {
+                Some(v) => v.bind(py).clone(),
+                None => return Err(PyRuntimeError::new_err(format!("inductor: buf{i} read before it was computed"))),
+            },
+            ArgT::Const(v) => v.bind(py).clone(),
+            ArgT::Tuple(items) => {
+                let v: Vec<Bound<'py, PyAny>> = items.iter().map(|a| a.build(py, env)).collect::<PyResult<_>>()?;
+                PyTuple::new(py, v)?.into_any()
+            }
+            ArgT::List(items) => {
+                let v: Vec<Bound<'py, PyAny>> = items.iter().map(|a| a.build(py, env)).collect::<PyResult<_>>()?;
+                PyList::new(py, v)?.into_any()
+            }
+        })
+    }
+}
+
+/// Expected metadata of a tensor, with the Python objects to compare against cached.
+pub struct TensorCheck {
+    pub sizes: Py<PyTuple>,
+    pub strides: Py<PyTuple>,
+    pub dtype: Py<PyAny>,
+}
+
+impl TensorCheck {
+    pub fn new(py: Python<'_>, layout: &Layout, dtype: Py<PyAny>) -> PyResult<TensorCheck> {
+        Ok(TensorCheck {
+            sizes: PyTuple::new(py, &layout.sizes)?.unbind(),
+            strides: PyTuple::new(py, &layout.strides)?.unbind(),
+            dtype,
+        })
+    }
+
+    /// True when `t` is a CPU tensor not requiring grad with exactly this dtype/sizes/strides.
+    fn matches(&self, py: Python<'_>, t: &Bound<'_, PyAny>, tensor_type: &Bound<'_, PyAny>) -> PyResult<bool> {
+        if !t.is_instance(tensor_type)? {
+            return Ok(false);
+        }
+        if !t.getattr(intern!(py, "dtype"))?.is(self.dtype.bind(py)) {
+            return Ok(false);
+        }
+        if !t.getattr(intern!(py, "is_cpu"))?.is_truthy()? {
+            return Ok(false);
+        }
+        if t.getattr(intern!(py, "requires_grad"))?.is_truthy()? {
+            return Ok(false);
+        }
+        if !t.getattr(intern!(py, "shape"))?.eq(self.sizes.bind(py))? {
+            return Ok(false);
+        }
+        if !t.call_method0(intern!(py, "stride"))?.eq(self.strides.bind(py))? {
+            return Ok(false);
+        }
+        Ok(true)
+    }
+}
+
+/// How a fallback node is called.
+pub enum FallbackCall {
+    /// `callable(*args, **kwargs)` (call_function and call_module).
+    Call(Py<PyAny>),
+    /// `args[0].name(*args[1:], **kwargs)`.
+    Method(Py<PyString>),
+}
+
+/// One runtime step.
+pub enum RtStep {
+    /// Run kernel `kernel` of the JIT module; `args` are buffer slots (in kernel argument order)
+    /// and `allocs` say how to allocate the outputs: (slot, sizes, strides, dtype).
+    Kernel { kernel: usize, args: Vec<usize>, allocs: Vec<(usize, Py<PyTuple>, Py<PyTuple>, Py<PyDict>)>, big: bool },
+    /// Call into torch and put the result into `slot`; `check` validates it when kernels read it.
+    Fallback { slot: usize, call: FallbackCall, args: Vec<ArgT>, kwargs: Vec<(Py<PyString>, ArgT)>, check: Option<TensorCheck> },
+}
+
+/// A compiled plan: inputs to check, steps, the output template.
+pub struct Runtime {
+    pub n_slots: usize,
+    /// (graph input position, slot, check) for every placeholder.
+    pub inputs: Vec<(usize, usize, Option<TensorCheck>)>,
+    /// (slot, value, check) for get_attr values.
+    pub constants: Vec<(usize, Py<PyAny>, Option<TensorCheck>)>,
+    pub steps: Vec<RtStep>,
+    pub output: ArgT,
+    pub codegen: Option<CodegenResult>,
+    pub empty_strided: Py<PyAny>,
+    pub tensor_type: Py<PyAny>,
+}
+
+impl Runtime {
+    /// Runs the plan; `Ok(None)` means a metadata check failed and the caller must run eagerly.
+    fn run<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let tensor_type = self.tensor_type.bind(py);
+        let mut env: Vec<Option<Py<PyAny>>> = (0..self.n_slots).map(|_| None).collect();
+        if args.len() != self.inputs.len() {
+            return Ok(None);
+        }
+        for (pos, slot, check) in &self.inputs {
+            let v = args.get_item(*pos)?;
+            if let Some(check) = check {
+                if !check.matches(py, &v, tensor_type)? {
+                    return Ok(None);
+                }
+            }
+            env[*slot] = Some(v.unbind());
+        }
+        for (slot, value, check) in &self.constants {
+            if let Some(check) = check {
+                if !check.matches(py, value.bind(py), tensor_type)? {
+                    return Ok(None);
+                }
+            }
+            env[*slot] = Some(value.clone_ref(py));
+        }
+        let data_ptr = intern!(py, "data_ptr");
+        for step in &self.steps {
+            match step {
+                RtStep::Kernel { kernel, args, allocs, big } => {
+                    let cg = self.codegen.as_ref().expect("kernel step without codegen");
+                    for (slot, sizes, strides, kwargs) in allocs {
+                        let t = self
+                            .empty_strided
+                            .bind(py)
+                            .call((sizes.bind(py), strides.bind(py)), Some(kwargs.bind(py)))?;
+                        env[*slot] = Some(t.unbind());
+                    }
+                    let mut ptrs: Vec<usize> = Vec::with_capacity(args.len());
+                    for slot in args {
+                        let t = env[*slot].as_ref().expect("kernel argument not computed").bind(py);
+                        ptrs.push(t.call_method0(data_ptr)?.extract::<usize>()?);
+                    }
+                    let k = *kernel;
+                    // SAFETY: every argument is a tensor whose layout was checked (inputs,
+                    // fallback results) or chosen by us (outputs); outputs are fresh allocations.
+                    if *big {
+                        py.detach(|| unsafe { cg.jit.run(k, std::mem::transmute::<&[usize], &[*mut u8]>(&ptrs)) });
+                    } else {
+                        unsafe { cg.jit.run(k, std::mem::transmute::<&[usize], &[*mut u8]>(&ptrs)) };
+                    }
+                    counters::KERNEL_CALLS.fetch_add(1, Ordering::Relaxed);
+                }
+                RtStep::Fallback { slot, call, args, kwargs, check } => {
+                    let built: Vec<Bound<'py, PyAny>> = args.iter().map(|a| a.build(py, &env)).collect::<PyResult<_>>()?;
+                    let kw = if kwargs.is_empty() {
+                        None
+                    } else {
+                        let d = PyDict::new(py);
+                        for (k, v) in kwargs {
+                            d.set_item(k.bind(py), v.build(py, &env)?)?;
+                        }
+                        Some(d)
+                    };
+                    let res = match call {
+                        FallbackCall::Call(f) => f.bind(py).call(PyTuple::new(py, built)?, kw.as_ref())?,
+                        FallbackCall::Method(name) => {
+                            let (this, rest) = built
+                                .split_first()
+                                .ok_or_else(|| PyRuntimeError::new_err("inductor: method call without self"))?;
+                            this.getattr(name.bind(py))?.call(PyTuple::new(py, rest)?, kw.as_ref())?
+                        }
+                    };
+                    if let Some(check) = check {
+                        if !check.matches(py, &res, tensor_type)? {
+                            return Ok(None);
+                        }
+                    }
+                    env[*slot] = Some(res.unbind());
+                }
+            }
+        }
+        Ok(Some(self.output.build(py, &env)?))
+    }
+}
+
+/// A graph compiled by `inductor_compile`; calling it returns what `gm.forward` would.
+#[pyclass(module = "dynamo._C", frozen)]
+pub struct CompiledGraph {
+    pub forward: Py<PyAny>,
+    pub runtime: Option<Runtime>,
+    pub kernel_names: Vec<String>,
+    pub llvm_ir: String,
+    pub plan: String,
+    pub kernel_ir: String,
+}
+
+#[pymethods]
+impl CompiledGraph {
+    #[pyo3(signature = (*args))]
+    fn __call__<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+        if let Some(rt) = &self.runtime {
+            if let Some(out) = rt.run(py, args)? {
+                return Ok(out);
+            }
+            counters::GUARD_FAILURES.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(target: "inductor::guards", "input metadata differs from compile time; running gm.forward");
+        }
+        self.forward.bind(py).call1(args)
+    }
+
+    /// Names of the JIT-compiled kernels, in execution order.
+    #[getter]
+    fn kernel_names(&self) -> Vec<String> {
+        self.kernel_names.clone()
+    }
+
+    /// LLVM IR of the kernel module after the O3 pipeline ("" when no kernel was compiled).
+    #[getter]
+    fn llvm_ir(&self) -> &str {
+        &self.llvm_ir
+    }
+
+    /// Human-readable plan: kernels with their fused nodes, fallbacks and why.
+    #[getter]
+    fn plan(&self) -> &str {
+        &self.plan
+    }
+
+    /// Kernel IR (the `dynamo_llvm::Kernel` dumps) of every kernel.
+    #[getter]
+    fn kernel_ir(&self) -> &str {
+        &self.kernel_ir
+    }
+
+    /// True when the whole graph runs through `gm.forward`.
+    #[getter]
+    fn is_eager(&self) -> bool {
+        self.runtime.is_none()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<CompiledGraph kernels={:?} eager={}>", self.kernel_names, self.runtime.is_none())
+    }
+}
