@@ -19,28 +19,19 @@ from . import _C
 from .backends import lookup_backend
 
 
-def _skip_prefixes() -> list[str]:
-    dirs = {os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.abspath(__file__)) + os.sep}
-    for key in ("stdlib", "platstdlib"):
-        p = sysconfig.get_paths().get(key)
-        if p:
-            dirs.add(os.path.join(p, ""))
-    # Site-packages may live under the stdlib folder: those prefixes are checked with the
-    # more specific site-packages folders excluded in _keep().
-    return sorted(dirs)
-
-
 def _install_skips() -> None:
-    prefixes = _skip_prefixes()
-    std = [p for p in prefixes if "site-packages" not in p]
-    site = [os.path.join(p, "") for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
-    # A stdlib prefix must not swallow third-party packages installed beneath it.
-    final = [p for p in prefixes if not any(s.startswith(p) for s in site) or p not in std]
-    for p in std:
-        if any(s.startswith(p) for s in site):
-            # Skip the stdlib's own top-level modules only.
-            final.extend(os.path.join(p, name) for name in os.listdir(p) if name not in ("site-packages", "dist-packages"))
-    _C.set_skip_prefixes(sorted(set(final)))
+    """Skips frames of torch, dynamo and the standard library; keeps site-packages folders
+    (which may sit beneath the standard library folder)."""
+    skip = {os.path.join(os.path.dirname(torch.__file__), ""), os.path.join(os.path.dirname(os.path.abspath(__file__)), "")}
+    paths = sysconfig.get_paths()
+    for key in ("stdlib", "platstdlib"):
+        if paths.get(key):
+            skip.add(os.path.join(paths[key], ""))
+    keep = {os.path.join(p, "") for p in sys.path if p.endswith(("site-packages", "dist-packages"))}
+    for key in ("purelib", "platlib"):
+        if paths.get(key):
+            keep.add(os.path.join(paths[key], ""))
+    _C.set_skip_prefixes(sorted(skip), sorted(keep))
 
 
 _install_skips()

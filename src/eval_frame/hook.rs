@@ -35,15 +35,29 @@ thread_local! {
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
-/// Filename prefixes whose frames are never compiled (torch, the standard library, dynamo).
-fn skip_prefixes() -> &'static Mutex<Vec<String>> {
-    static P: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+/// Filename prefixes: (prefix, skip). The longest matching prefix decides whether a file's
+/// frames are compiled: torch, dynamo and the standard library are skipped, while third-party
+/// packages installed beneath the standard library folder (site-packages) are kept.
+fn file_rules() -> &'static Mutex<Vec<(String, bool)>> {
+    static P: OnceLock<Mutex<Vec<(String, bool)>>> = OnceLock::new();
     P.get_or_init(|| Mutex::new(Vec::new()))
 }
 
-/// Sets the file prefixes the hook skips.
-pub fn set_skip_prefixes(prefixes: Vec<String>) {
-    *skip_prefixes().lock() = prefixes;
+/// Sets the folders whose frames are skipped and the (more specific) folders kept anyway.
+pub fn set_skip_prefixes(skip: Vec<String>, keep: Vec<String>) {
+    let mut rules: Vec<(String, bool)> = skip.into_iter().map(|p| (p, true)).collect();
+    rules.extend(keep.into_iter().map(|p| (p, false)));
+    *file_rules().lock() = rules;
+}
+
+fn skipped_file(filename: &str) -> bool {
+    file_rules()
+        .lock()
+        .iter()
+        .filter(|(p, _)| filename.starts_with(p.as_str()))
+        .max_by_key(|(p, _)| p.len())
+        .map(|(_, skip)| *skip)
+        .unwrap_or(false)
 }
 
 /// Sets this thread's callback and returns the previous one (`None` when off). Installs the
@@ -89,7 +103,7 @@ fn classify(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<ExtraState> {
         || co_flags & flags::CO_OPTIMIZED == 0
         || (filename.starts_with('<') && !filename.starts_with("<stdin") && !filename.starts_with("<ipython"))
         || name.starts_with("__compiled_fn")
-        || skip_prefixes().lock().iter().any(|p| filename.starts_with(p.as_str()));
+        || skipped_file(&filename);
     let _ = py;
     Ok(ExtraState { status: if skip { FrameStatus::Skip } else { FrameStatus::Compile }, n_arg_slots, entries: vec![], warned_limit: false })
 }

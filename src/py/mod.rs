@@ -14,10 +14,11 @@ pub fn set_eval_frame(py: Python<'_>, callback: &Bound<'_, PyAny>) -> Py<PyAny> 
     hook::set_eval_frame(py, callback)
 }
 
-/// Frames of files under these prefixes are never compiled.
+/// Frames of files under `skip` folders are never compiled, unless a longer `keep` folder
+/// (site-packages beneath the standard library) also matches.
 #[pyfunction]
-pub fn set_skip_prefixes(prefixes: Vec<String>) {
-    hook::set_skip_prefixes(prefixes);
+pub fn set_skip_prefixes(skip: Vec<String>, keep: Vec<String>) {
+    hook::set_skip_prefixes(skip, keep);
 }
 
 /// Marks a code object so its frames always run eagerly.
