@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 macro_rules! counters {
     ($($name:ident: $doc:literal),* $(,)?) => {
         /// The counters, one static each.
+        #[allow(non_upper_case_globals)]
         pub mod c {
             use super::AtomicU64;
             $(#[doc = $doc] pub static $name: AtomicU64 = AtomicU64::new(0);)*

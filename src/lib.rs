@@ -17,8 +17,8 @@ pub mod symbolic;
 use pyo3::prelude::*;
 
 #[pymodule]
-#[allow(non_snake_case)]
-fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
+#[pyo3(name = "_C")]
+fn dynamo_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py::register(m)?;
     inductor::register(m)?;
     Ok(())

@@ -29,8 +29,7 @@ pub enum Rebuild {
 }
 
 /// Builds instruction lists against a code object's names and constants.
-pub struct PyCodegen<'a> {
-    ci: &'a CodeInfo,
+pub struct PyCodegen {
     pub insts: Vec<Instruction>,
     names: Vec<String>,
     consts: Vec<Py<PyAny>>,
@@ -38,11 +37,11 @@ pub struct PyCodegen<'a> {
     pos: Positions,
 }
 
-impl<'a> PyCodegen<'a> {
-    pub fn new(py: Python<'_>, ci: &'a CodeInfo) -> PyResult<Self> {
+impl PyCodegen {
+    pub fn new(py: Python<'_>, ci: &CodeInfo) -> PyResult<Self> {
         let consts = ci.consts.bind(py).iter().map(|c| c.unbind()).collect();
         let cellvars: Vec<String> = ci.code.bind(py).getattr("co_cellvars")?.extract()?;
-        Ok(PyCodegen { ci, insts: Vec::new(), names: ci.names.clone(), consts, cellvars, pos: Positions::line(ci.firstlineno) })
+        Ok(PyCodegen { insts: Vec::new(), names: ci.names.clone(), consts, cellvars, pos: Positions::line(ci.firstlineno) })
     }
 
     fn emit(&mut self, opcode: u8, arg: u32) {
@@ -165,7 +164,7 @@ pub fn compiled_frame_code(
 }
 
 /// Assembles `cg`'s instructions into `ci.code.replace(...)` with all argument slots positional.
-fn finish(py: Python<'_>, ci: &CodeInfo, cg: PyCodegen<'_>) -> PyResult<Py<PyAny>> {
+fn finish(py: Python<'_>, ci: &CodeInfo, cg: PyCodegen) -> PyResult<Py<PyAny>> {
     let asm = assemble(&cg.insts, ci.firstlineno, PyVersion::V311)
         .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("assembling transformed code: {e}")))?;
     let kwargs = PyDict::new(py);
