@@ -145,18 +145,18 @@ def test_shape_error_inside_graph_is_the_users():
         opt(torch.ones(3), torch.ones(4))
 
 
-def test_unsupported_frame_runs_eagerly_with_reason(capsys):
+def test_unsupported_frame_runs_eagerly_with_reason():
     def f(x):
-        print("hello")
+        with open(__file__) as fh:  # a `with` block is not traced yet: the whole frame runs eagerly
+            fh.readline()
         return x + 1
 
     opt = dynamo.optimize("eager")(f)
     torch.testing.assert_close(opt(torch.ones(2)), torch.ones(2) + 1)
     torch.testing.assert_close(opt(torch.ones(2)), torch.ones(2) + 1)
-    assert capsys.readouterr().out == "hello\nhello\n"
     reasons = _C.break_reasons()
-    assert len(reasons) == 1 and "print" in reasons[0], reasons
-    assert dynamo.counters()["eager_fallbacks"] == 1
+    assert any("open" in r for r in reasons), reasons
+    assert dynamo.counters()["eager_fallbacks"] >= 1
 
 
 def test_failing_backend_falls_back_or_raises():
@@ -311,3 +311,85 @@ def test_module_forward_inlined_and_params_are_inputs():
     guards = "\n".join(_C.cached_guards(f.__code__))
     assert "TENSOR_MATCH: getattr(L['m'], '0').weight" in guards
     assert "ID_MATCH: L['m']" in guards
+
+
+# Regressions found by trying the project as a new user (each was a wrong result or a crash).
+
+
+def test_aliased_inputs_are_guarded():
+    def add(a, b):
+        return a + b
+
+    opt = dynamo.optimize("eager")(add)
+    x = torch.ones(2)
+    torch.testing.assert_close(opt(x, x), add(x, x))
+    torch.testing.assert_close(opt(2 * x, x), add(2 * x, x))
+    torch.testing.assert_close(opt(torch.zeros(2), x), add(torch.zeros(2), x))
+    xs = [x, x]
+    f = dynamo.optimize("eager")(lambda l: l[0] - l[1])
+    f(xs)
+    torch.testing.assert_close(f([2 * x, x]), x)
+
+
+def test_dict_inputs_are_guarded_on_keys():
+    def h(d):
+        return d["a"] + d.get("z", 0)
+
+    opt = dynamo.optimize("eager")(h)
+    x = torch.ones(2)
+    opt({"a": x, "b": x})
+    torch.testing.assert_close(opt({"a": x, "z": x}), h({"a": x, "z": x}))
+
+
+def test_submodule_forward_replacement_and_hooks_take_effect():
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+
+        def forward(self, a):
+            return self.lin(a)
+
+    x = torch.ones(1, 2)
+    n = Net()
+    on = dynamo.optimize("eager")(n)
+    on(x)
+    n.lin.forward = lambda a: a * 100
+    torch.testing.assert_close(on(x), n(x))
+    n2 = Net()
+    on2 = dynamo.optimize("eager")(n2)
+    on2(x)
+    n2.lin.register_forward_hook(lambda m, i, o: o * 0)
+    torch.testing.assert_close(on2(x), n2(x))
+
+
+def test_callable_returned_by_backend_is_not_traced():
+    compiles = []
+
+    def wrapping_backend(gm, example_inputs):
+        compiles.append(gm)
+
+        def run(*args):
+            return gm.forward(*[a.contiguous() for a in args])
+
+        return run
+
+    @dynamo.optimize(wrapping_backend)
+    def f(a):
+        return a.sin() + 1
+
+    x = torch.ones(3)
+    for _ in range(3):
+        torch.testing.assert_close(f(x), x.sin() + 1)
+    assert len(compiles) == 1
+
+    @dynamo.optimize(lambda gm, ex: (lambda *args: (torch.zeros(1),)))
+    def g(a):
+        return a.cos() + 1
+
+    torch.testing.assert_close(g(torch.ones(3)), torch.zeros(1))
+
+
+def test_config_rejects_unknown_settings():
+    with pytest.raises(AttributeError, match="cache_size_limt"):
+        dynamo.config.cache_size_limt = 3

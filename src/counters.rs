@@ -29,6 +29,7 @@ counters! {
     recompiles: "conversions of a code object that already had an entry",
     graphs: "graphs handed to a backend",
     eager_fallbacks: "frames that could not be converted and ran eagerly",
+    graph_breaks: "frames converted with a graph break (graph, unsupported instruction, resume function)",
     cache_limit_hits: "code objects that reached config.cache_size_limit",
 }
 

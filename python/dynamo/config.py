@@ -8,13 +8,24 @@
 
 from __future__ import annotations
 
-import sys
-import types
+import sys as _sys
+import types as _types
 
 from . import _C
 
 
-class _Config(types.ModuleType):
+_SETTINGS = ("cache_size_limit", "suppress_errors")
+
+
+class _Config(_types.ModuleType):
+    def __setattr__(self, name, value):
+        if not name.startswith("_") and name not in _SETTINGS:
+            raise AttributeError(f"dynamo.config has no setting {name!r}; settings: {', '.join(_SETTINGS)}")
+        super().__setattr__(name, value)
+
+    def __dir__(self):
+        return list(_SETTINGS)
+
     @property
     def cache_size_limit(self) -> int:
         return _C.cache_size_limit()
@@ -34,4 +45,4 @@ class _Config(types.ModuleType):
         _C.suppress_errors(bool(value))
 
 
-sys.modules[__name__].__class__ = _Config
+_sys.modules[__name__].__class__ = _Config

@@ -78,6 +78,30 @@ pub fn set_eval_frame(py: Python<'_>, callback: &Bound<'_, PyAny>) -> Py<PyAny> 
     }
 }
 
+/// Calls the wrapped callable with this thread's hook off: what a backend returns runs as
+/// compiled code, never traced again (torch runs compiled graphs the same way).
+#[pyclass(frozen)]
+pub struct RunWithoutHook {
+    inner: Py<PyAny>,
+}
+
+impl RunWithoutHook {
+    pub fn new(inner: Py<PyAny>) -> Self {
+        RunWithoutHook { inner }
+    }
+}
+
+#[pymethods]
+impl RunWithoutHook {
+    #[pyo3(signature = (*args))]
+    fn __call__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<Py<PyAny>> {
+        let saved = CALLBACK.with(|c| c.replace(std::ptr::null_mut()));
+        let r = self.inner.call1(py, args);
+        CALLBACK.with(|c| c.set(saved));
+        r
+    }
+}
+
 /// Marks `code` so that its frames always run eagerly (`dynamo.disable`, transformed code).
 pub fn mark_skip(py: Python<'_>, code: &Bound<'_, PyAny>) {
     unsafe {
@@ -101,7 +125,7 @@ fn classify(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<ExtraState> {
     let generator = flags::CO_GENERATOR | flags::CO_COROUTINE | flags::CO_ASYNC_GENERATOR | flags::CO_ITERABLE_COROUTINE;
     let skip = co_flags & generator != 0
         || co_flags & flags::CO_OPTIMIZED == 0
-        || (filename.starts_with('<') && !filename.starts_with("<stdin") && !filename.starts_with("<ipython"))
+        || (filename.starts_with('<') && !matches!(filename.as_str(), "<stdin>" | "<string>") && !filename.starts_with("<ipython"))
         || name.starts_with("__compiled_fn")
         || skipped_file(&filename);
     let _ = py;
@@ -228,9 +252,22 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
                 let why = failure.map(|f| f.to_string()).unwrap_or_else(|| "no guard failure recorded".into());
                 crate::logging::recompile(format!("Recompiling function {qual} in {filename}:{lineno}\n    triggered by the following guard failure(s):\n    - {why}"));
             }
+            if let Some(reason) = &conv.graph_break {
+                bump(&c::graph_breaks);
+                tracing::info!(target: "dynamo::graph_breaks", "graph break in {qual} ({filename}:{lineno}): {reason}");
+                crate::logging::break_reason(format!("{qual}: {reason}"));
+            }
             tracing::info!(target: "dynamo::graph", "graph for {qual} ({filename}:{lineno}):\n{}", conv.graph_text);
             tracing::info!(target: "dynamo::guards", "guards for {qual}:\n{}", conv.guards.dump());
             let tcode = conv.code.bind(py);
+            if tracing::enabled!(target: "dynamo::bytecode", tracing::Level::INFO) {
+                let listing = py
+                    .import("dis")
+                    .and_then(|d| d.getattr("Bytecode")?.call1((tcode,))?.call_method0("dis"))
+                    .map(|s| s.to_string())
+                    .unwrap_or_default();
+                tracing::info!(target: "dynamo::bytecode", "transformed code of {qual}:\n{listing}");
+            }
             mark_skip(py, tcode);
             let func = if refs.closure.is_null() { make_function(py, tcode, (*frame).f_globals, std::ptr::null_mut()).ok() } else { None };
             state.entries.insert(
@@ -256,6 +293,9 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
             }
             let tb = e.traceback(py).and_then(|t| t.format().ok()).unwrap_or_default();
             tracing::warn!(target: "dynamo::graph_breaks", "compiling {qual} failed, running it eagerly: {}\n{tb}", e);
+            // Always visible (Python logging's last-resort handler prints warnings to stderr).
+            let msg = format!("dynamo: compiling {qual} ({filename}:{lineno}) failed, running it eagerly (config.suppress_errors=True): {}: {}", e.get_type(py).name().map(|n| n.to_string()).unwrap_or_default(), e.value(py));
+            let _ = py.import("logging").and_then(|l| l.call_method1("getLogger", ("dynamo",))?.call_method1("warning", (msg,)));
             crate::logging::break_reason(format!("{qual}: compile error: {e}"));
             if state.entries.is_empty() {
                 state.status = FrameStatus::Skip;

@@ -31,6 +31,16 @@ pub enum GuardKind {
     LenMatch(usize),
     /// See Note [tensor guards].
     TensorMatch(TensorSpec),
+    /// A tuple/list/range iterator whose remaining items equal this tuple of literals (read
+    /// without consuming it, through `__reduce__`: `(iter, (seq,), pos)`).
+    IteratorMatch(Py<PyAny>, Py<PyAny>),
+    /// `v is <value at the other source>`: two inputs that were one object when compiled
+    /// (the graph has a single placeholder for both).
+    AliasOf(Arc<Source>),
+    /// `list(v.keys()) == keys` for a dict (key order included).
+    DictKeys(Py<PyAny>),
+    /// `name not in v.__dict__` (no instance attribute shadows the class one, e.g. `forward`).
+    NoInstanceAttr(String),
     /// `torch.is_grad_enabled() == flag` (global state; no source).
     GradMode(bool),
     /// `torch.get_default_dtype() is dtype` (global state; no source).
@@ -64,6 +74,10 @@ impl GuardKind {
             GuardKind::IdMatch(_) => "ID_MATCH",
             GuardKind::ConstantMatch(_) => "CONSTANT_MATCH",
             GuardKind::LenMatch(_) => "LENGTH_CHECK",
+            GuardKind::IteratorMatch(..) => "ITERATOR_MATCH",
+            GuardKind::AliasOf(_) => "DUPLICATE_INPUT",
+            GuardKind::DictKeys(_) => "DICT_KEYS",
+            GuardKind::NoInstanceAttr(_) => "NO_INSTANCE_ATTR",
             GuardKind::TensorMatch(_) => "TENSOR_MATCH",
             GuardKind::GradMode(_) => "GRAD_MODE",
             GuardKind::DefaultDtype(_) => "DEFAULT_DTYPE",
@@ -79,6 +93,10 @@ impl fmt::Display for Guard {
             GuardKind::IdMatch(o) => write!(f, "ID_MATCH: {src} is <{}>", short_repr(py, o)),
             GuardKind::ConstantMatch(c) => write!(f, "CONSTANT_MATCH: {src} == {}", repr(py, c)),
             GuardKind::LenMatch(n) => write!(f, "LENGTH_CHECK: len({src}) == {n}"),
+            GuardKind::AliasOf(other) => write!(f, "DUPLICATE_INPUT: {src} is {other}"),
+            GuardKind::DictKeys(k) => write!(f, "DICT_KEYS: list({src}.keys()) == {}", repr(py, k)),
+            GuardKind::NoInstanceAttr(n) => write!(f, "NO_INSTANCE_ATTR: '{n}' not in {src}.__dict__"),
+            GuardKind::IteratorMatch(_, items) => write!(f, "ITERATOR_MATCH: remaining items of {src} == {}", repr(py, items)),
             GuardKind::TensorMatch(t) => write!(
                 f,
                 "TENSOR_MATCH: {src} dtype={} device={} requires_grad={} size={:?} stride={:?}",
@@ -139,6 +157,8 @@ pub struct GuardManager {
     steps: Vec<Step>,
     /// For each guard: (index into `steps` or usize::MAX for global-state guards).
     guard_slots: Vec<usize>,
+    /// For each guard: the step of its second source (`DUPLICATE_INPUT`), else usize::MAX.
+    other_slots: Vec<usize>,
     pub guards: Vec<Guard>,
     hot: Hot,
 }
@@ -162,10 +182,15 @@ impl GuardManager {
         let mut steps = Vec::new();
         let mut memo: HashMap<Source, usize> = HashMap::new();
         let mut guard_slots = Vec::with_capacity(guards.len());
+        let mut other_slots = Vec::with_capacity(guards.len());
         for g in &guards {
             match &g.source {
                 Some(s) => guard_slots.push(plan(py, s, &mut steps, &mut memo)),
                 None => guard_slots.push(usize::MAX),
+            }
+            match &g.kind {
+                GuardKind::AliasOf(o) => other_slots.push(plan(py, o, &mut steps, &mut memo)),
+                _ => other_slots.push(usize::MAX),
             }
         }
         let torch = py.import("torch")?;
@@ -178,7 +203,7 @@ impl GuardManager {
             is_grad_enabled: torch.getattr("is_grad_enabled")?.unbind(),
             get_default_dtype: torch.getattr("get_default_dtype")?.unbind(),
         };
-        Ok(GuardManager { steps, guard_slots, guards, hot })
+        Ok(GuardManager { steps, guard_slots, other_slots, guards, hot })
     }
 
     /// Checks every guard against the frame; `Ok(())` when all hold, else the first failure.
@@ -204,8 +229,18 @@ impl GuardManager {
                 }
             }
         }
-        for (g, &slot) in self.guards.iter().zip(&self.guard_slots) {
+        for ((g, &slot), &other) in self.guards.iter().zip(&self.guard_slots).zip(&self.other_slots) {
             let value = if slot == usize::MAX { None } else { values[slot].as_ref() };
+            if other != usize::MAX {
+                let same = match (value, values[other].as_ref()) {
+                    (Some(a), Some(b)) => a.is(b),
+                    _ => false,
+                };
+                if !same {
+                    return Err(explain.then(|| GuardFailure { guard: g.to_string(), reason: format!("{} is no longer the same object", src(g)) }));
+                }
+                continue;
+            }
             if let Err(reason) = self.check_one(py, g, value, explain) {
                 return Err(explain.then(|| GuardFailure { guard: g.to_string(), reason: reason.unwrap_or_default() }));
             }
@@ -287,6 +322,29 @@ impl GuardManager {
                 }
             }
             GuardKind::TensorMatch(spec) => return self.check_tensor(py, g, spec, v.unwrap(), explain),
+            GuardKind::AliasOf(_) => {}
+            GuardKind::DictKeys(keys) => {
+                let v = v.unwrap();
+                let same = v.call_method0("keys").and_then(|k| pyo3::types::PyList::new(py, k.try_iter()?.collect::<PyResult<Vec<_>>>()?)).map(|l| l.eq(keys.bind(py)).unwrap_or(false)).unwrap_or(false);
+                if !same {
+                    return fail(&|| format!("{} has other keys", src(g)));
+                }
+            }
+            GuardKind::NoInstanceAttr(name) => {
+                let v = v.unwrap();
+                let shadowed = v.getattr("__dict__").and_then(|d| d.contains(name.as_str())).unwrap_or(true);
+                if shadowed {
+                    return fail(&|| format!("{}.{name} is set on the instance", src(g)));
+                }
+            }
+            GuardKind::IteratorMatch(ty, items) => {
+                let v = v.unwrap();
+                let same = v.get_type().as_ptr() == ty.as_ptr()
+                    && iterator_remaining(v).map(|r| r.eq(items.bind(py)).unwrap_or(false)).unwrap_or(false);
+                if !same {
+                    return fail(&|| format!("{} has other remaining items", src(g)));
+                }
+            }
             GuardKind::GradMode(flag) => {
                 let now = self.hot.is_grad_enabled.bind(py).call0().and_then(|r| r.is_truthy()).unwrap_or(!flag);
                 if now != *flag {
@@ -335,6 +393,17 @@ impl GuardManager {
     pub fn dump(&self) -> String {
         self.guards.iter().map(|g| g.to_string()).collect::<Vec<_>>().join("\n")
     }
+}
+
+/// The items a tuple, list or range iterator has left, as a tuple, without consuming it
+/// (`it.__reduce__()` is `(iter, (seq,), pos)` for these types; an exhausted one reduces to
+/// `(iter, ((),))`).
+pub fn iterator_remaining<'py>(it: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+    let red = it.call_method0("__reduce__")?;
+    let seq = red.get_item(1)?.get_item(0)?;
+    let pos: usize = if red.len()? > 2 { red.get_item(2)?.extract()? } else { 0 };
+    let seq = PyTuple::new(it.py(), seq.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
+    seq.get_slice(pos.min(seq.len()), seq.len()).cast_into::<PyTuple>().map_err(|e| e.into())
 }
 
 fn src(g: &Guard) -> String {

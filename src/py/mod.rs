@@ -88,6 +88,18 @@ pub fn cached_guards(code: &Bound<'_, PyAny>) -> Vec<String> {
     }
 }
 
+/// Transformed code objects of the cache entries of a code object, most recent first.
+#[pyfunction]
+pub fn cached_code(py: Python<'_>, code: &Bound<'_, PyAny>) -> Vec<Py<PyAny>> {
+    unsafe {
+        let st = cache::get_extra(code.as_ptr());
+        if st.is_null() {
+            return vec![];
+        }
+        (*st).entries.iter().map(|e| e.code.clone_ref(py)).collect()
+    }
+}
+
 /// Reads or sets `config.cache_size_limit`.
 #[pyfunction]
 #[pyo3(signature = (value=None))]
@@ -120,6 +132,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cache_info, m)?)?;
     m.add_function(wrap_pyfunction!(cached_graphs, m)?)?;
     m.add_function(wrap_pyfunction!(cached_guards, m)?)?;
+    m.add_function(wrap_pyfunction!(cached_code, m)?)?;
     m.add_function(wrap_pyfunction!(cache_size_limit, m)?)?;
     m.add_function(wrap_pyfunction!(suppress_errors, m)?)?;
     Ok(())

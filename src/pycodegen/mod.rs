@@ -14,6 +14,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 use std::sync::Arc;
 
+pub mod resume;
+
 /// How to rebuild one value of the frame's result.
 pub enum Rebuild {
     /// `result_of_graph[k]`.
@@ -26,25 +28,34 @@ pub enum Rebuild {
     List(Vec<Rebuild>),
     /// A dict with constant keys.
     Dict(Vec<(Py<PyAny>, Rebuild)>),
+    /// `iter(tuple(items))`: an iterator that was being stepped when the graph broke.
+    Iterator(Vec<Rebuild>),
+    /// `getattr(value, name)`: a bound method not yet called.
+    Attr(Box<Rebuild>, String),
 }
 
 /// Builds instruction lists against a code object's names and constants.
 pub struct PyCodegen {
     pub insts: Vec<Instruction>,
-    names: Vec<String>,
-    consts: Vec<Py<PyAny>>,
+    pub names: Vec<String>,
+    pub consts: Vec<Py<PyAny>>,
     cellvars: Vec<String>,
     pos: Positions,
+    /// When set, the graph's result tuple lives in this fast local instead of on the stack.
+    pub result_local: Option<u32>,
+    /// Added to `localsplus` indices of cell and free variables (extra locals were inserted
+    /// before them).
+    pub deref_shift: u32,
 }
 
 impl PyCodegen {
     pub fn new(py: Python<'_>, ci: &CodeInfo) -> PyResult<Self> {
         let consts = ci.consts.bind(py).iter().map(|c| c.unbind()).collect();
         let cellvars: Vec<String> = ci.code.bind(py).getattr("co_cellvars")?.extract()?;
-        Ok(PyCodegen { insts: Vec::new(), names: ci.names.clone(), consts, cellvars, pos: Positions::line(ci.firstlineno) })
+        Ok(PyCodegen { insts: Vec::new(), names: ci.names.clone(), consts, cellvars, pos: Positions::line(ci.firstlineno), result_local: None, deref_shift: 0 })
     }
 
-    fn emit(&mut self, opcode: u8, arg: u32) {
+    pub fn emit(&mut self, opcode: u8, arg: u32) {
         self.insts.push(Instruction::new(opcode, arg).with_positions(self.pos));
     }
 
@@ -70,12 +81,12 @@ impl PyCodegen {
         match source {
             Source::Local { idx, name } => {
                 if self.cellvars.contains(name) {
-                    self.emit(op::LOAD_DEREF, *idx);
+                    self.emit(op::LOAD_DEREF, *idx + self.deref_shift);
                 } else {
                     self.emit(op::LOAD_FAST, *idx);
                 }
             }
-            Source::Closure { slot, .. } => self.emit(op::LOAD_DEREF, *slot),
+            Source::Closure { slot, .. } => self.emit(op::LOAD_DEREF, *slot + self.deref_shift),
             Source::Global { name } => {
                 let i = self.name_idx(name);
                 self.emit(op::LOAD_GLOBAL, i << 1);
@@ -98,10 +109,13 @@ impl PyCodegen {
     }
 
     /// Pushes the rebuilt value; the graph's result tuple sits `depth` slots below the top.
-    fn rebuild(&mut self, py: Python<'_>, r: &Rebuild, depth: u32) {
+    pub fn rebuild(&mut self, py: Python<'_>, r: &Rebuild, depth: u32) {
         match r {
             Rebuild::GraphOutput(k) => {
-                self.emit(op::COPY, depth + 1);
+                match self.result_local {
+                    Some(l) => self.emit(op::LOAD_FAST, l),
+                    None => self.emit(op::COPY, depth + 1),
+                }
                 self.load_const((*k as i64).into_pyobject(py).unwrap().into_any().unbind());
                 self.emit(op::BINARY_SUBSCR, 0);
             }
@@ -121,6 +135,18 @@ impl PyCodegen {
                 let keys = PyTuple::new(py, items.iter().map(|(k, _)| k.bind(py).clone())).unwrap();
                 self.load_const(keys.into_any().unbind());
                 self.emit(op::BUILD_CONST_KEY_MAP, items.len() as u32);
+            }
+            Rebuild::Iterator(items) => {
+                for (i, it) in items.iter().enumerate() {
+                    self.rebuild(py, it, depth + i as u32);
+                }
+                self.emit(op::BUILD_TUPLE, items.len() as u32);
+                self.emit(op::GET_ITER, 0);
+            }
+            Rebuild::Attr(base, name) => {
+                self.rebuild(py, base, depth);
+                let i = self.name_idx(name);
+                self.emit(op::LOAD_ATTR, i);
             }
         }
     }
@@ -164,7 +190,12 @@ pub fn compiled_frame_code(
 }
 
 /// Assembles `cg`'s instructions into `ci.code.replace(...)` with all argument slots positional.
-fn finish(py: Python<'_>, ci: &CodeInfo, cg: PyCodegen) -> PyResult<Py<PyAny>> {
+pub fn finish(py: Python<'_>, ci: &CodeInfo, cg: PyCodegen) -> PyResult<Py<PyAny>> {
+    finish_with(py, ci, cg, |_| Ok(()))
+}
+
+/// `finish`, letting the caller add or override `code.replace` arguments.
+pub fn finish_with(py: Python<'_>, ci: &CodeInfo, cg: PyCodegen, extra: impl FnOnce(&Bound<'_, PyDict>) -> PyResult<()>) -> PyResult<Py<PyAny>> {
     let asm = assemble(&cg.insts, ci.firstlineno, PyVersion::V311)
         .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("assembling transformed code: {e}")))?;
     let kwargs = PyDict::new(py);
@@ -178,5 +209,6 @@ fn finish(py: Python<'_>, ci: &CodeInfo, cg: PyCodegen) -> PyResult<Py<PyAny>> {
     kwargs.set_item("co_posonlyargcount", 0)?;
     kwargs.set_item("co_kwonlyargcount", 0)?;
     kwargs.set_item("co_flags", ci.flags & !(flags::CO_VARARGS | flags::CO_VARKEYWORDS))?;
+    extra(&kwargs)?;
     Ok(ci.code.bind(py).call_method("replace", (), Some(&kwargs))?.unbind())
 }

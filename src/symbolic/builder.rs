@@ -103,6 +103,15 @@ pub fn wrap(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, sour
         }
         _ => {}
     }
+    if matches!(tn.as_str(), "tuple_iterator" | "list_iterator" | "range_iterator") {
+        let rest = crate::guards::iterator_remaining(value)?;
+        if !rest.iter().all(|i| is_literal(py, &i)) || rest.len() > 10_000 {
+            unsupported!("iterator over non-literal items ({source})");
+        }
+        og.add_guard(Some(source), GuardKind::IteratorMatch(value.get_type().into_any().unbind(), rest.clone().into_any().unbind()));
+        let items = rest.iter().map(|i| VT::constant(i.unbind())).collect();
+        return Ok(VT::Iterator(Rc::new(RefCell::new(crate::symbolic::variables::IteratorState { items, pos: 0 }))));
+    }
     if value.is_instance_of::<pyo3::types::PyType>() {
         id_guard(og);
         return Ok(VT::Class(Rc::new(value.clone().unbind())));
@@ -134,6 +143,7 @@ pub fn wrap(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, sour
     if let Ok(d) = value.cast::<PyDict>() {
         if d.get_type().is(py.get_type::<PyDict>()) && d.keys().iter().all(|k| k.is_instance_of::<PyString>()) {
             og.add_guard(Some(source.clone()), GuardKind::TypeMatch(d.get_type().into_any().unbind()));
+            og.add_guard(Some(source.clone()), GuardKind::DictKeys(d.keys().into_any().unbind()));
             let keys: Vec<_> = d.keys().iter().map(|k| k.unbind()).collect();
             let keys_tuple = PyTuple::new(py, &keys)?;
             let mut items = Vec::new();

@@ -6,7 +6,10 @@
 
 use crate::graph::Arg;
 use crate::guards::{GuardKind, GuardManager};
+use crate::pycodegen::resume::{break_code, break_operands, is_conditional_jump, BreakPlan};
 use crate::pycodegen::{compiled_frame_code, Rebuild};
+use crate::symbolic::code_info::CodeInfo;
+use crate::symbolic::translator::{BreakState, Outcome};
 use crate::source::Source;
 use crate::symbolic::builder::wrap;
 use crate::symbolic::code_info::code_info;
@@ -59,11 +62,13 @@ pub struct Converted {
     pub n_ops: usize,
     /// The fx GraphModule handed to the backend, if a graph was compiled.
     pub graph_module: Option<Py<PyAny>>,
+    /// When the frame breaks: why.
+    pub graph_break: Option<String>,
 }
 
-/// Converts one frame.
-pub fn convert(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyAny>) -> Result<Converted, ConvertError> {
-    let ci = code_info(&frame.code)?;
+/// Traces the frame once, with a fresh output graph. `break_at` is the speculation log of an
+/// earlier attempt: stop there for a graph break.
+fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: Option<(usize, usize)>) -> Result<(OutputGraph, Outcome), ConvertError> {
     let mut og = OutputGraph::new(py).map_err(ConvertError::Internal)?;
     let torch = py.import("torch").map_err(ConvertError::Internal)?;
     let grad: bool = torch.call_method0("is_grad_enabled").and_then(|g| g.extract()).map_err(ConvertError::Internal)?;
@@ -90,48 +95,215 @@ pub fn convert(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyAny
         }
     }
     let g = Rc::new(GlobalsInfo { globals: frame.globals.clone().unbind(), builtins: frame.builtins.clone().unbind(), source: None, trusted: false });
-    let returned = {
+    let outcome = {
         let mut tx = InstructionTranslator::new(ci.clone(), g, locals, closure, &mut og, 0);
         tx.mark_external_cells();
-        tx.run(py)?
+        tx.run_until(py, break_at)?
     };
+    Ok((og, outcome))
+}
 
-    let mut outputs: Vec<Arg> = Vec::new();
-    let mut out_index: HashMap<crate::graph::NodeId, usize> = HashMap::new();
-    let result = rebuild_of(py, &og, &returned, &mut outputs, &mut out_index)?;
-    og.graph.outputs = outputs;
-    let n_ops = og.graph.n_ops();
-    let graph_text = og.graph.to_string();
-    let (compiled, graph_module) = if n_ops == 0 {
-        (None, None)
-    } else {
-        let gm = og.to_fx(py).map_err(ConvertError::Internal)?;
-        let example_inputs = PyList::new(py, og.inputs.iter().map(|(_, v)| v.bind(py))).map_err(ConvertError::Internal)?;
-        let compiled = backend.call1((&gm, example_inputs)).map_err(ConvertError::Backend)?;
-        if !compiled.is_callable() {
-            return Err(ConvertError::Backend(pyo3::exceptions::PyTypeError::new_err("backend did not return a callable")));
-        }
-        (Some(compiled.unbind()), Some(gm.unbind()))
+/// Converts one frame: a full capture, or a graph break at the first instruction tracing could
+/// not handle (then the frame is traced again up to that instruction).
+pub fn convert(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyAny>) -> Result<Converted, ConvertError> {
+    // Ops that fail on fake tensors are reported to us as errors; keep torch's fake-tensor
+    // logger from printing them as well (the frame then runs eagerly and raises for real).
+    let logger = py.import("logging").and_then(|l| l.call_method1("getLogger", ("torch._subclasses.fake_tensor",))).ok();
+    let old_level = logger.as_ref().and_then(|l| l.getattr("level").ok());
+    if let Some(l) = &logger {
+        let _ = l.call_method1("setLevel", (50,));
+    }
+    let result = convert_inner(py, frame, backend);
+    if let (Some(l), Some(level)) = (&logger, old_level) {
+        let _ = l.call_method1("setLevel", (level,));
+    }
+    result
+}
+
+fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyAny>) -> Result<Converted, ConvertError> {
+    let ci = code_info(&frame.code)?;
+    let (og, outcome) = match trace(py, frame, &ci, None) {
+        Ok(r) => r,
+        Err(ConvertError::Unsupported(u)) => match u.break_at {
+            Some(at) if can_break(&ci, at.0) => match trace(py, frame, &ci, Some(at))? {
+                (og, Outcome::Break(state)) => {
+                    return convert_break(py, frame, &ci, og, state, u.reason, backend);
+                }
+                (_, Outcome::Return(_)) => return Err(u.into()),
+            },
+            _ => return Err(u.into()),
+        },
+        Err(e) => return Err(e),
     };
+    let returned = match outcome {
+        Outcome::Return(v) => v,
+        Outcome::Break(_) => unreachable!("no break requested"),
+    };
+    let mut og = og;
+    let mut outputs = Outputs::default();
+    let result = rebuild_of(py, &og, &returned, &mut outputs)?;
+    let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend)?;
     let inputs: Vec<Arc<Source>> = og.inputs.iter().map(|(s, _)| s.clone()).collect();
     let code = compiled_frame_code(py, &ci, compiled, &inputs, &result).map_err(ConvertError::Internal)?;
     let guards = GuardManager::new(py, std::mem::take(&mut og.guards)).map_err(ConvertError::Internal)?;
-    Ok(Converted { code, guards, graph_text, n_ops, graph_module })
+    Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: None })
+}
+
+/// Whether a graph break may stop at instruction `ip` of `ci`: not inside a try/with block, a
+/// known stack layout, and no cell variables (resume functions share free variables only).
+fn can_break(ci: &CodeInfo, ip: usize) -> bool {
+    let inst = &ci.insts[ip];
+    let has_cellvars = ci.localsplus.len() != ci.varnames.len() + ci.n_freevars;
+    inst.exn.is_none() && !has_cellvars && break_operands(inst).is_some()
+}
+
+/// Graph outputs collected while planning rebuilds (deduplicated by node).
+#[derive(Default)]
+struct Outputs {
+    args: Vec<Arg>,
+    index: HashMap<crate::graph::NodeId, usize>,
+}
+
+/// Hands the graph (with `outputs`) to the backend unless it has no ops.
+#[allow(clippy::type_complexity)]
+fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend: &Bound<'_, PyAny>) -> Result<(Option<Py<PyAny>>, Option<Py<PyAny>>, String, usize), ConvertError> {
+    og.graph.outputs = outputs.args;
+    let n_ops = og.graph.n_ops();
+    let graph_text = og.graph.to_string();
+    if n_ops == 0 {
+        return Ok((None, None, graph_text, 0));
+    }
+    let gm = og.to_fx(py).map_err(ConvertError::Internal)?;
+    let example_inputs = PyList::new(py, og.inputs.iter().map(|(_, v)| v.bind(py))).map_err(ConvertError::Internal)?;
+    let compiled = backend.call1((&gm, example_inputs)).map_err(ConvertError::Backend)?;
+    if !compiled.is_callable() {
+        return Err(ConvertError::Backend(pyo3::exceptions::PyTypeError::new_err(format!(
+            "backend returned {}, expected a callable",
+            crate::symbolic::variables::type_name(&compiled)
+        ))));
+    }
+    // Our own kernels and a GraphModule's forward run no user Python; anything else a backend
+    // returns is called with the frame hook off so it is never traced itself.
+    let is_gm_forward = compiled.getattr("__self__").map(|s| s.is(&gm)).unwrap_or(false);
+    let is_ours = crate::symbolic::variables::type_name(&compiled) == "CompiledGraph";
+    let compiled = if is_gm_forward || is_ours {
+        compiled
+    } else {
+        Bound::new(py, crate::eval_frame::hook::RunWithoutHook::new(compiled.unbind())).map_err(ConvertError::Internal)?.into_any()
+    };
+    Ok((Some(compiled.unbind()), Some(gm.unbind()), graph_text, n_ops))
+}
+
+/// Builds the code for a frame that breaks: graph up to the break, the instruction itself, and
+/// resume functions.
+fn convert_break(
+    py: Python<'_>,
+    frame: &FrameInput<'_>,
+    ci: &Arc<CodeInfo>,
+    mut og: OutputGraph,
+    state: BreakState,
+    reason: String,
+    backend: &Bound<'_, PyAny>,
+) -> Result<Converted, ConvertError> {
+    let inst = ci.insts[state.ip].clone();
+    let (n_operands, n_pushed) = break_operands(&inst).expect("checked by can_break");
+    if state.stack.len() < n_operands {
+        unsupported!("graph break with a short stack");
+    }
+    check_no_shared_containers(py, &state)?;
+    let mut outputs = Outputs::default();
+    let mut locals = Vec::new();
+    let mut unbound = Vec::new();
+    for i in 0..ci.varnames.len() {
+        match &state.locals[i] {
+            Some(v) => locals.push((i as u32, rebuild_of(py, &og, v, &mut outputs)?)),
+            None => unbound.push(i as u32),
+        }
+    }
+    let split = state.stack.len() - n_operands;
+    let slot = |v: &VT, outputs: &mut Outputs| -> VResult<Option<Rebuild>> {
+        if v.is_null() {
+            Ok(None)
+        } else {
+            rebuild_of(py, &og, v, outputs).map(Some)
+        }
+    };
+    let preserved = state.stack[..split].iter().map(|v| slot(v, &mut outputs)).collect::<VResult<Vec<_>>>()?;
+    let operands = state.stack[split..].iter().map(|v| slot(v, &mut outputs)).collect::<VResult<Vec<_>>>()?;
+    let (targets, n_results) = if is_conditional_jump(inst.opcode) {
+        (vec![state.ip + 1, inst.target.expect("jump target").0 as usize], 0)
+    } else {
+        (vec![state.ip + 1], n_pushed)
+    };
+    let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend)?;
+    let inputs: Vec<Arc<Source>> = og.inputs.iter().map(|(s, _)| s.clone()).collect();
+    let plan = BreakPlan {
+        compiled_fn: compiled,
+        inputs: &inputs,
+        locals,
+        unbound,
+        preserved,
+        operands,
+        inst,
+        kw_names: state.kw_names.map(|k| k.into_any()),
+        n_results,
+        targets,
+        globals: frame.globals.clone().into_any().unbind(),
+    };
+    let code = break_code(py, ci, plan).map_err(ConvertError::Internal)?;
+    let guards = GuardManager::new(py, std::mem::take(&mut og.guards)).map_err(ConvertError::Internal)?;
+    Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: Some(reason) })
+}
+
+/// A list or dict created during tracing must be rebuilt once: if it is reachable twice from
+/// the live state, two copies would stop sharing mutations, so the break is refused.
+fn check_no_shared_containers(py: Python<'_>, state: &BreakState) -> VResult<()> {
+    fn visit(py: Python<'_>, v: &VT, seen: &mut HashMap<usize, usize>) {
+        match v {
+            VT::List(l) if l.borrow().source.is_none() => {
+                *seen.entry(Rc::as_ptr(l) as *const () as usize).or_insert(0) += 1;
+                for i in &l.borrow().items {
+                    visit(py, i, seen);
+                }
+            }
+            VT::Dict(d) if d.borrow().source.is_none() => {
+                *seen.entry(Rc::as_ptr(d) as *const () as usize).or_insert(0) += 1;
+                for (_, i) in &d.borrow().items {
+                    visit(py, i, seen);
+                }
+            }
+            VT::Tuple(items) => items.iter().for_each(|i| visit(py, i, seen)),
+            VT::ContainerMethod { container, .. } => visit(py, container, seen),
+            _ => {}
+        }
+    }
+    let mut seen = HashMap::new();
+    for v in state.stack.iter().chain(state.locals.iter().flatten()) {
+        visit(py, v, &mut seen);
+    }
+    if seen.values().any(|&n| n > 1) {
+        unsupported!("a list or dict built in the frame is referenced twice across a graph break");
+    }
+    Ok(())
 }
 
 /// How to rebuild the returned tracker; tensors computed by the graph become graph outputs.
-fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Vec<Arg>, out_index: &mut HashMap<crate::graph::NodeId, usize>) -> VResult<Rebuild> {
-    let mut rec = |v: &VT| rebuild_of(py, og, v, outputs, out_index);
+fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) -> VResult<Rebuild> {
+    let mut rec = |v: &VT| rebuild_of(py, og, v, outputs);
     Ok(match vt {
         VT::Tensor(t) => {
             let is_placeholder = matches!(og.graph.node(t.node).op, crate::graph::Op::Placeholder { .. });
             match (&t.source, is_placeholder) {
                 (Some(s), true) => Rebuild::Source(s.clone()),
                 _ => {
-                    let k = *out_index.entry(t.node).or_insert_with(|| {
-                        outputs.push(Arg::Node(t.node));
-                        outputs.len() - 1
-                    });
+                    let k = match outputs.index.get(&t.node) {
+                        Some(k) => *k,
+                        None => {
+                            outputs.args.push(Arg::Node(t.node));
+                            outputs.index.insert(t.node, outputs.args.len() - 1);
+                            outputs.args.len() - 1
+                        }
+                    };
                     Rebuild::GraphOutput(k)
                 }
             }
@@ -154,6 +326,23 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Vec<Arg>,
         }
         VT::Module { source: Some(s), .. } | VT::Function { source: Some(s), .. } | VT::PyModule { source: Some(s), .. } => Rebuild::Source(s.clone()),
         VT::TorchFunction(o) | VT::Builtin(o) | VT::Class(o) => Rebuild::Const(o.clone_ref(py)),
+        VT::PyModule { obj, .. } => Rebuild::Const(obj.clone_ref(py)),
+        VT::Iterator(it) => {
+            let it = it.borrow();
+            Rebuild::Iterator(it.items[it.pos.min(it.items.len())..].iter().map(&mut rec).collect::<VResult<_>>()?)
+        }
+        VT::TensorMethod { tensor, name } => Rebuild::Attr(Box::new(rec(&VT::Tensor(tensor.clone()))?), name.clone()),
+        VT::ContainerMethod { container, name } => Rebuild::Attr(Box::new(rec(container)?), name.clone()),
+        VT::Method { func, self_ } => match func.as_ref() {
+            VT::Function { source: Some(s), .. } => match s.as_ref() {
+                Source::Attr { base, attr } if attr == "__func__" => Rebuild::Source(base.clone()),
+                _ => unsupported!("rebuilding a bound method"),
+            },
+            _ => {
+                let _ = self_;
+                unsupported!("rebuilding a bound method")
+            }
+        },
         other => unsupported!("returning {} from a compiled frame", other.describe(py)),
     })
 }

@@ -21,11 +21,14 @@ use std::fmt;
 #[derive(Debug, Clone)]
 pub struct Unsupported {
     pub reason: String,
+    /// The instruction of the frame being converted (not of an inlined callee) at which this
+    /// happened, with how many times tracing had reached it: where a graph break can go.
+    pub break_at: Option<(usize, usize)>,
 }
 
 impl Unsupported {
     pub fn new(reason: impl Into<String>) -> Self {
-        Unsupported { reason: reason.into() }
+        Unsupported { reason: reason.into(), break_at: None }
     }
 }
 

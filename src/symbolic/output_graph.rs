@@ -93,7 +93,12 @@ impl OutputGraph {
     /// Adds a guard unless an identical one exists.
     pub fn add_guard(&mut self, source: Option<Arc<Source>>, kind: GuardKind) {
         let g = Guard { source, kind };
-        let key = format!("{}|{}", g.kind.name(), g.source.as_ref().map(|s| s.to_string()).unwrap_or_default());
+        let extra = match &g.kind {
+            GuardKind::AliasOf(o) => o.to_string(),
+            GuardKind::NoInstanceAttr(n) => n.clone(),
+            _ => String::new(),
+        };
+        let key = format!("{}|{}|{extra}", g.kind.name(), g.source.as_ref().map(|s| s.to_string()).unwrap_or_default());
         if self.guard_keys.insert(key) {
             self.guards.push(g);
         }
@@ -120,8 +125,14 @@ impl OutputGraph {
     /// guarding it with TENSOR_MATCH. The same tensor object always maps to one placeholder.
     pub fn add_input(&mut self, py: Python<'_>, value: &Bound<'_, PyAny>, source: Arc<Source>) -> VResult<Rc<TensorVariable>> {
         let key = value.as_ptr() as usize;
-        if let Some(t) = self.input_by_ptr.get(&key) {
-            return Ok(t.clone());
+        if let Some(t) = self.input_by_ptr.get(&key).cloned() {
+            // One placeholder for both: only valid while both sources are the same object.
+            if let Some(first) = &t.source {
+                if first.as_ref() != source.as_ref() {
+                    self.add_guard(Some(source), GuardKind::AliasOf(first.clone()));
+                }
+            }
+            return Ok(t);
         }
         let ty = value.get_type();
         if !(ty.is(self.handles.tensor_type.bind(py)) || ty.is(self.handles.parameter_type.bind(py))) {

@@ -74,6 +74,21 @@ enum Flow {
     Return(VT),
 }
 
+/// The live state of the frame just before a graph-break instruction.
+pub struct BreakState {
+    pub ip: usize,
+    pub stack: Vec<VT>,
+    pub locals: Vec<Option<VT>>,
+    /// Keyword names set by a KW_NAMES before the breaking CALL.
+    pub kw_names: Option<Py<PyTuple>>,
+}
+
+/// How tracing of the converted frame ended.
+pub enum Outcome {
+    Return(VT),
+    Break(BreakState),
+}
+
 impl<'a> InstructionTranslator<'a> {
     pub fn new(code: Arc<CodeInfo>, g: Rc<GlobalsInfo>, locals: Vec<Option<VT>>, closure: Vec<VT>, og: &'a mut OutputGraph, depth: usize) -> Self {
         let start = 0;
@@ -100,9 +115,20 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
-    /// Runs until RETURN_VALUE and returns the returned tracker.
+    /// Runs until RETURN_VALUE and returns the returned tracker (inlined calls).
     pub fn run(&mut self, py: Python<'_>) -> VResult<VT> {
+        match self.run_until(py, None)? {
+            Outcome::Return(v) => Ok(v),
+            Outcome::Break(_) => unreachable!("no break requested"),
+        }
+    }
+
+    /// Runs the frame being converted. With `break_at = Some((ip, visit))`, stops before the
+    /// `visit`-th execution of instruction `ip` and returns the live state for a graph break
+    /// (the speculation log of a previous attempt that failed there).
+    pub fn run_until(&mut self, py: Python<'_>, break_at: Option<(usize, usize)>) -> VResult<Outcome> {
         let mut budget = 200_000usize;
+        let mut visits: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
         loop {
             budget -= 1;
             if budget == 0 {
@@ -112,10 +138,30 @@ impl<'a> InstructionTranslator<'a> {
             if ip >= self.code.insts.len() {
                 unsupported!("fell off the end of {}", self.code.name);
             }
+            let visit = {
+                let v = visits.entry(ip).or_insert(0);
+                *v += 1;
+                *v
+            };
+            if break_at == Some((ip, visit)) {
+                return Ok(Outcome::Break(BreakState {
+                    ip,
+                    stack: self.stack.clone(),
+                    locals: self.locals.clone(),
+                    kw_names: self.kw_names.as_ref().map(|k| k.clone_ref(py)),
+                }));
+            }
             self.ip += 1;
-            match self.step(py, ip).map_err(|e| self.annotate(e, ip))? {
+            let flow = self.step(py, ip).map_err(|e| {
+                let mut e = self.annotate(e, ip);
+                if self.depth == 0 && e.break_at.is_none() {
+                    e.break_at = Some((ip, visit));
+                }
+                e
+            })?;
+            match flow {
                 Flow::Continue => {}
-                Flow::Return(v) => return Ok(v),
+                Flow::Return(v) => return Ok(Outcome::Return(v)),
             }
         }
     }
@@ -125,7 +171,7 @@ impl<'a> InstructionTranslator<'a> {
             return e;
         }
         let line = self.code.insts[ip].positions.line.unwrap_or(0);
-        Unsupported::new(format!("{} (at {}:{} in {})", e.reason, self.code.filename, line, self.code.name))
+        Unsupported { reason: format!("{} (at {}:{} in {})", e.reason, self.code.filename, line, self.code.name), break_at: e.break_at }
     }
 
     fn pop(&mut self) -> VResult<VT> {
@@ -1027,6 +1073,17 @@ impl<'a> InstructionTranslator<'a> {
                             unsupported!("global module {hooks} are registered");
                         }
                     }
+                }
+                // Hooks and an instance-level `forward` change what calling the module does:
+                // guard that they stay absent.
+                if let Some(s) = source {
+                    for hooks in ["_forward_hooks", "_forward_pre_hooks"] {
+                        self.og.add_guard(Some(s.attr(hooks)), crate::guards::GuardKind::LenMatch(0));
+                    }
+                    self.og.add_guard(Some(s.clone()), crate::guards::GuardKind::NoInstanceAttr("forward".into()));
+                }
+                if m.getattr("__dict__")?.contains("forward")? {
+                    unsupported!("module {} has an instance-level forward", type_name(m));
                 }
                 let fwd = cls.getattr("forward")?;
                 if type_name(&fwd) != "function" {

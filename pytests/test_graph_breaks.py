@@ -1,0 +1,135 @@
+"""Graph breaks: the graph before an unsupported instruction, the instruction in Python, and a
+resume function compiled in turn."""
+
+import pytest
+import torch
+
+import dynamo
+from dynamo import _C
+
+
+def test_print_between_computations_two_graphs_one_break(capsys):
+    def f(x):
+        y = torch.sin(x) + 1
+        print("between")
+        return torch.cos(y) * 2
+
+    x = torch.randn(5)
+    out = dynamo.explain(f)(x)
+    assert out.graph_count == 2
+    assert out.graph_break_count == 1
+    assert "print" in out.break_reasons[0] and "test_graph_breaks.py" in out.break_reasons[0]
+    capsys.readouterr()
+    opt = dynamo.optimize("inductor")(f)
+    for _ in range(3):
+        torch.testing.assert_close(opt(x), f(x))
+    assert capsys.readouterr().out == "between\n" * 6
+
+
+def test_branch_on_tensor_value_both_sides():
+    calls = []
+
+    def backend(gm, example_inputs):
+        calls.append(gm)
+        return gm.forward
+
+    def f(x):
+        y = x * 2
+        if y.sum() > 0:
+            return y + 1
+        return y - 1
+
+    opt = dynamo.optimize(backend)(f)
+    for i in range(8):
+        x = torch.randn(6) + (4.0 if i % 2 else -4.0)
+        torch.testing.assert_close(opt(x), f(x))
+    n = len(calls)
+    assert n == 3  # the prefix and one graph per side
+    for i in range(8):
+        x = torch.randn(6) + (4.0 if i % 2 else -4.0)
+        torch.testing.assert_close(opt(x), f(x))
+    assert len(calls) == n
+
+
+def test_loop_with_print_does_not_grow_graphs(capsys):
+    calls = []
+
+    def backend(gm, example_inputs):
+        calls.append(gm)
+        return gm.forward
+
+    def f(x, n):
+        for i in range(n):
+            x = x * 1.5 + 1
+            if i % 2:
+                print(i)
+        return x
+
+    opt = dynamo.optimize(backend)(f)
+    for _ in range(3):
+        torch.testing.assert_close(opt(torch.ones(3), 6), f(torch.ones(3), 6))
+    n = len(calls)
+    for _ in range(5):
+        torch.testing.assert_close(opt(torch.ones(3), 6), f(torch.ones(3), 6))
+    assert len(calls) == n
+    assert capsys.readouterr().out == "1\n3\n5\n" * 16
+
+
+def test_item_used_as_python_value():
+    def f(x):
+        s = x.sum().item()
+        return x * s
+
+    opt = dynamo.optimize("eager")(f)
+    x = torch.randn(4)
+    torch.testing.assert_close(opt(x), f(x))
+    assert dynamo.counters()["graph_breaks"] == 1
+
+
+def test_break_inside_inlined_call_keeps_outer_graph():
+    def helper(y):
+        print("in helper")
+        return y * 3
+
+    def f(x):
+        a = x + 1
+        b = helper(a)
+        return b - 1
+
+    opt = dynamo.optimize("eager")(f)
+    x = torch.randn(3)
+    torch.testing.assert_close(opt(x), f(x))
+    torch.testing.assert_close(opt(x), f(x))
+    c = dynamo.counters()
+    assert c["graph_breaks"] >= 1 and c["graphs"] >= 2, c
+
+
+def test_exception_after_break_keeps_type_and_traceback():
+    def f(x):
+        y = x + 1
+        print("before")
+        raise KeyError("missing " + str(int(y.shape[0])))
+
+    opt = dynamo.optimize("eager")(f)
+    with pytest.raises(KeyError, match="missing 3") as info:
+        opt(torch.ones(3))
+    frames = [tb.name for tb in info.traceback]
+    assert any("resume" in n or n == "f" for n in frames), frames
+
+
+def test_locals_and_stack_survive_break():
+    def f(x, scale):
+        acc = [x]
+        total = x.sum() * 0
+        for i, w in enumerate([1.0, 2.0, 3.0]):
+            total = total + x * w
+            print(i)
+        acc.append(total)
+        return acc, scale, total + scale
+
+    opt = dynamo.optimize("eager")(f)
+    x = torch.randn(2)
+    got, ref = opt(x, 0.5), f(x, 0.5)
+    assert len(got[0]) == 2 and got[1] == 0.5
+    torch.testing.assert_close(got[0][1], ref[0][1])
+    torch.testing.assert_close(got[2], ref[2])

@@ -1,0 +1,328 @@
+//! Graph breaks: the transformed code that runs the graph captured before an unsupported
+//! instruction, runs that instruction as ordinary Python, and continues in a resume function.
+//!
+//! Layout of the transformed code of a frame that breaks at instruction `I` (3.11):
+//! ```text
+//! prologue (MAKE_CELL / COPY_FREE_VARS / RESUME)
+//! call the graph -> STORE_FAST tmp              (result tuple of the compiled graph)
+//! build every live value (locals, stack below I, I's operands) into one tuple -> STORE_FAST tmp
+//! restore locals; push I's operands (NULLs with PUSH_NULL)
+//! I                                             (run for real)
+//! args = locals + stack-below-I + I's results
+//! return __resume_at_<offset>_<n>(*args)        (once per successor: two for a conditional jump)
+//! ```
+//! Every value is built from the pre-break state before any local is overwritten, so sources
+//! read the values the frame saw. The resume function is the original code with all locals and
+//! the stack as parameters and a prefix that pushes the stack back and jumps to the
+//! continuation point (torch/_dynamo/resume_execution.py does the same for 3.11). Resume code is
+//! cached per (code, target, stack layout, unbound locals), so repeated breaks reuse it.
+
+use super::{finish_with, PyCodegen, Rebuild};
+use crate::bytecode::opcode::op;
+use crate::bytecode::{assemble, InstId, Instruction, Positions, PyVersion};
+use crate::source::Source;
+use crate::symbolic::code_info::{flags, CodeInfo};
+use parking_lot::Mutex;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// Everything needed to emit the code of a frame that breaks at one instruction.
+pub struct BreakPlan<'a> {
+    pub compiled_fn: Option<Py<PyAny>>,
+    pub inputs: &'a [Arc<Source>],
+    /// Bound locals: (varnames index, value).
+    pub locals: Vec<(u32, Rebuild)>,
+    /// Locals unbound at the break (deleted again in the resume function).
+    pub unbound: Vec<u32>,
+    /// The stack below the instruction's operands (`None`: a NULL).
+    pub preserved: Vec<Option<Rebuild>>,
+    /// The instruction's operands (`None`: a NULL).
+    pub operands: Vec<Option<Rebuild>>,
+    /// The breaking instruction, copied from the original code.
+    pub inst: Instruction,
+    /// A pending KW_NAMES tuple for a breaking CALL.
+    pub kw_names: Option<Py<PyAny>>,
+    /// Values the instruction pushes (0 for a conditional jump).
+    pub n_results: usize,
+    /// Where execution continues: `[next]`, or `[fallthrough, jump target]` for a conditional jump.
+    pub targets: Vec<usize>,
+    pub globals: Py<PyAny>,
+}
+
+/// Opcodes that name a cell or free variable by `localsplus` index (3.11).
+fn is_deref(opcode: u8) -> bool {
+    matches!(opcode, op::LOAD_DEREF | op::STORE_DEREF | op::DELETE_DEREF | op::LOAD_CLOSURE | op::MAKE_CELL | op::LOAD_CLASSDEREF)
+}
+
+/// (operands popped, results pushed) at run time for the instructions a graph break may stop
+/// at (3.11 stack layouts from Python/ceval.c; CALL pops its NULL/callable slots and arguments
+/// itself, PRECALL does not). `None`: no graph break at this instruction.
+pub fn break_operands(inst: &Instruction) -> Option<(usize, usize)> {
+    let a = inst.arg as usize;
+    Some(match inst.opcode {
+        op::CALL => (a + 2, 1),
+        op::CALL_FUNCTION_EX => (3 + (a & 1), 1),
+        op::POP_JUMP_FORWARD_IF_FALSE | op::POP_JUMP_FORWARD_IF_TRUE | op::POP_JUMP_BACKWARD_IF_FALSE | op::POP_JUMP_BACKWARD_IF_TRUE => (1, 0),
+        op::POP_JUMP_FORWARD_IF_NONE | op::POP_JUMP_FORWARD_IF_NOT_NONE | op::POP_JUMP_BACKWARD_IF_NONE | op::POP_JUMP_BACKWARD_IF_NOT_NONE => (1, 0),
+        op::STORE_ATTR | op::DELETE_SUBSCR => (2, 0),
+        op::STORE_GLOBAL | op::STORE_DEREF | op::DELETE_ATTR => (1, 0),
+        op::STORE_SUBSCR => (3, 0),
+        op::BINARY_SUBSCR | op::BINARY_OP | op::COMPARE_OP | op::IS_OP | op::CONTAINS_OP => (2, 1),
+        op::UNARY_NEGATIVE | op::UNARY_NOT | op::UNARY_INVERT | op::UNARY_POSITIVE | op::LOAD_ATTR | op::GET_ITER => (1, 1),
+        op::LOAD_GLOBAL if a & 1 == 0 => (0, 1),
+        op::FORMAT_VALUE => (1 + usize::from(a & 0x04 != 0), 1),
+        op::BUILD_STRING | op::BUILD_TUPLE | op::BUILD_LIST => (a, 1),
+        _ => return None,
+    })
+}
+
+/// Whether the instruction is a conditional jump with two successors.
+pub fn is_conditional_jump(opcode: u8) -> bool {
+    matches!(
+        opcode,
+        op::POP_JUMP_FORWARD_IF_FALSE
+            | op::POP_JUMP_FORWARD_IF_TRUE
+            | op::POP_JUMP_BACKWARD_IF_FALSE
+            | op::POP_JUMP_BACKWARD_IF_TRUE
+            | op::POP_JUMP_FORWARD_IF_NONE
+            | op::POP_JUMP_FORWARD_IF_NOT_NONE
+            | op::POP_JUMP_BACKWARD_IF_NONE
+            | op::POP_JUMP_BACKWARD_IF_NOT_NONE
+    )
+}
+
+type ResumeKey = (usize, usize, Vec<bool>, usize, Vec<u32>);
+
+fn resume_cache() -> &'static Mutex<HashMap<ResumeKey, Py<PyAny>>> {
+    static C: OnceLock<Mutex<HashMap<ResumeKey, Py<PyAny>>>> = OnceLock::new();
+    C.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+static RESUME_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// The resume code continuing `ci` at instruction `target`, taking every varname and then the
+/// non-NULL stack values (`null_mask` marks NULLs among the preserved stack; `n_results` more
+/// values follow) as positional parameters. Cached.
+pub fn resume_code(py: Python<'_>, ci: &CodeInfo, target: usize, null_mask: &[bool], n_results: usize, unbound: &[u32]) -> PyResult<Py<PyAny>> {
+    let key: ResumeKey = (ci.code.as_ptr() as usize, target, null_mask.to_vec(), n_results, unbound.to_vec());
+    if let Some(c) = resume_cache().lock().get(&key) {
+        return Ok(c.clone_ref(py));
+    }
+    let nv = ci.varnames.len() as u32;
+    let k = (null_mask.iter().filter(|n| !**n).count() + n_results) as u32;
+    let pos = Positions::line(ci.firstlineno);
+    let mut insts: Vec<Instruction> = Vec::new();
+    let mut push = |opcode: u8, arg: u32| insts.push(Instruction::new(opcode, arg).with_positions(pos));
+    if ci.n_freevars > 0 {
+        push(op::COPY_FREE_VARS, ci.n_freevars as u32);
+    }
+    push(op::RESUME, 0);
+    for &u in unbound {
+        push(op::DELETE_FAST, u);
+    }
+    let mut j = 0;
+    for &is_null in null_mask {
+        if is_null {
+            push(op::PUSH_NULL, 0);
+        } else {
+            push(op::LOAD_FAST, nv + j);
+            j += 1;
+        }
+    }
+    for _ in 0..n_results {
+        push(op::LOAD_FAST, nv + j);
+        j += 1;
+    }
+    let prefix = insts.len() as u32 + 1;
+    insts.push(Instruction::jump(op::JUMP_FORWARD, InstId(target as u32 + prefix)).with_positions(pos));
+    for inst in &ci.insts {
+        let mut i = inst.clone();
+        i.offset = None;
+        if let Some(t) = i.target {
+            i.target = Some(InstId(t.0 + prefix));
+        }
+        if let Some(e) = i.exn.as_mut() {
+            e.handler = InstId(e.handler.0 + prefix);
+        }
+        if is_deref(i.opcode) && i.arg >= nv {
+            i.arg += k;
+        }
+        insts.push(i);
+    }
+    let asm = assemble(&insts, ci.firstlineno, PyVersion::V311)
+        .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("assembling resume code: {e}")))?;
+    let offset = ci.insts[target].offset.unwrap_or(0);
+    let name = format!("__resume_at_{offset}_{}", RESUME_COUNT.fetch_add(1, Ordering::Relaxed));
+    let mut varnames = ci.varnames.clone();
+    varnames.extend((0..k).map(|i| format!("__stack{i}")));
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("co_code", PyBytes::new(py, &asm.code))?;
+    kwargs.set_item("co_linetable", PyBytes::new(py, &asm.linetable))?;
+    kwargs.set_item("co_exceptiontable", PyBytes::new(py, &asm.exceptiontable))?;
+    kwargs.set_item("co_stacksize", asm.stacksize)?;
+    kwargs.set_item("co_varnames", PyTuple::new(py, &varnames)?)?;
+    kwargs.set_item("co_nlocals", varnames.len())?;
+    kwargs.set_item("co_argcount", varnames.len())?;
+    kwargs.set_item("co_posonlyargcount", 0)?;
+    kwargs.set_item("co_kwonlyargcount", 0)?;
+    kwargs.set_item("co_flags", ci.flags & !(flags::CO_VARARGS | flags::CO_VARKEYWORDS))?;
+    kwargs.set_item("co_name", &name)?;
+    kwargs.set_item("co_qualname", &name)?;
+    let code = ci.code.bind(py).call_method("replace", (), Some(&kwargs))?.unbind();
+    resume_cache().lock().insert(key, code.clone_ref(py));
+    Ok(code)
+}
+
+/// Emits the transformed code of a frame that breaks as `plan` says.
+pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResult<Py<PyAny>> {
+    let mut cg = PyCodegen::new(py, ci)?;
+    let nv = ci.varnames.len() as u32;
+    let tmp = nv;
+    cg.deref_shift = 1;
+    cg.result_local = Some(tmp);
+    for inst in &ci.insts[..ci.body_start()] {
+        let mut i = inst.clone();
+        i.exn = None;
+        if is_deref(i.opcode) && i.arg >= nv {
+            i.arg += 1;
+        }
+        cg.insts.push(i);
+    }
+    match &plan.compiled_fn {
+        Some(f) => {
+            cg.emit(op::PUSH_NULL, 0);
+            cg.load_const(f.clone_ref(py));
+            for s in plan.inputs {
+                cg.load_source(py, s);
+            }
+            cg.emit(op::PRECALL, plan.inputs.len() as u32);
+            cg.emit(op::CALL, plan.inputs.len() as u32);
+        }
+        None => cg.load_const(py.None()),
+    }
+    cg.emit(op::STORE_FAST, tmp);
+
+    // One tuple of every live value, built before anything is stored.
+    let mut n_all = 0u32;
+    for (_, rb) in &plan.locals {
+        cg.rebuild(py, rb, 0);
+        n_all += 1;
+    }
+    let preserved_start = n_all;
+    for rb in plan.preserved.iter().flatten() {
+        cg.rebuild(py, rb, 0);
+        n_all += 1;
+    }
+    let preserved_end = n_all;
+    let mut operand_idx = Vec::new();
+    for rb in &plan.operands {
+        match rb {
+            Some(rb) => {
+                cg.rebuild(py, rb, 0);
+                operand_idx.push(Some(n_all));
+                n_all += 1;
+            }
+            None => operand_idx.push(None),
+        }
+    }
+    cg.emit(op::BUILD_TUPLE, n_all);
+    cg.emit(op::STORE_FAST, tmp);
+    let item = |cg: &mut PyCodegen, i: u32| {
+        cg.emit(op::LOAD_FAST, tmp);
+        cg.load_const((i as i64).into_pyobject(py).unwrap().into_any().unbind());
+        cg.emit(op::BINARY_SUBSCR, 0);
+    };
+    for (j, (slot, _)) in plan.locals.iter().enumerate() {
+        item(&mut cg, j as u32);
+        cg.emit(op::STORE_FAST, *slot);
+    }
+    for idx in &operand_idx {
+        match idx {
+            Some(i) => item(&mut cg, *i),
+            None => cg.emit(op::PUSH_NULL, 0),
+        }
+    }
+    if let Some(kw) = &plan.kw_names {
+        cg.consts.push(kw.clone_ref(py));
+        let i = cg.consts.len() as u32 - 1;
+        cg.emit(op::KW_NAMES, i);
+    }
+    let mut inst = plan.inst.clone();
+    inst.exn = None;
+    inst.offset = None;
+    if is_deref(inst.opcode) && inst.arg >= nv {
+        inst.arg += 1;
+    }
+    let jump_at = cg.insts.len();
+    cg.insts.push(inst);
+    let null_mask: Vec<bool> = plan.preserved.iter().map(|p| p.is_none()).collect();
+    for (n, &target) in plan.targets.iter().enumerate() {
+        if n == 1 {
+            let label = InstId(cg.insts.len() as u32);
+            cg.insts[jump_at].target = Some(label);
+        }
+        let n_results = if n == 0 { plan.n_results } else { 0 };
+        let code = resume_code(py, ci, target, &null_mask, n_results, &plan.unbound)?;
+        emit_resume_call(py, &mut cg, ci, &plan, code, n_results, tmp, preserved_start, preserved_end)?;
+    }
+    let mut varnames = ci.varnames.clone();
+    varnames.push("__graph_out".to_string());
+    finish_with(py, ci, cg, |kw| {
+        kw.set_item("co_varnames", PyTuple::new(py, &varnames)?)?;
+        kw.set_item("co_nlocals", varnames.len())?;
+        Ok(())
+    })
+}
+
+/// `return resume(*(locals + preserved + results))` with the results on top of the stack.
+#[allow(clippy::too_many_arguments)]
+fn emit_resume_call(
+    py: Python<'_>,
+    cg: &mut PyCodegen,
+    ci: &CodeInfo,
+    plan: &BreakPlan<'_>,
+    code: Py<PyAny>,
+    n_results: usize,
+    tmp: u32,
+    preserved_start: u32,
+    preserved_end: u32,
+) -> PyResult<()> {
+    let nv = ci.varnames.len() as u32;
+    cg.emit(op::BUILD_TUPLE, n_results as u32);
+    cg.emit(op::LOAD_FAST, tmp);
+    let slice = py.import("builtins")?.getattr("slice")?.call1((preserved_start, preserved_end))?;
+    cg.load_const(slice.unbind());
+    cg.emit(op::BINARY_SUBSCR, 0);
+    cg.emit(op::SWAP, 2);
+    cg.emit(op::BINARY_OP, 0);
+    for i in 0..nv {
+        if plan.unbound.contains(&i) {
+            cg.load_const(py.None());
+        } else {
+            cg.emit(op::LOAD_FAST, i);
+        }
+    }
+    cg.emit(op::BUILD_TUPLE, nv);
+    cg.emit(op::SWAP, 2);
+    cg.emit(op::BINARY_OP, 0);
+    cg.emit(op::PUSH_NULL, 0);
+    cg.emit(op::SWAP, 2);
+    if ci.n_freevars > 0 {
+        for j in 0..ci.n_freevars as u32 {
+            cg.emit(op::LOAD_CLOSURE, nv + 1 + j);
+        }
+        cg.emit(op::BUILD_TUPLE, ci.n_freevars as u32);
+        cg.load_const(code);
+        cg.emit(op::MAKE_FUNCTION, 0x08);
+    } else {
+        let func = py.import("types")?.getattr("FunctionType")?.call1((code.bind(py), plan.globals.bind(py)))?;
+        cg.load_const(func.unbind());
+    }
+    cg.emit(op::SWAP, 2);
+    cg.emit(op::CALL_FUNCTION_EX, 0);
+    cg.emit(op::RETURN_VALUE, 0);
+    Ok(())
+}
