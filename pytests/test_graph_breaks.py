@@ -133,3 +133,45 @@ def test_locals_and_stack_survive_break():
     assert len(got[0]) == 2 and got[1] == 0.5
     torch.testing.assert_close(got[0][1], ref[0][1])
     torch.testing.assert_close(got[2], ref[2])
+
+
+class _Holder:
+    def __init__(self, w):
+        self.w = w
+
+
+def test_getattr_default_is_not_taken_for_untraceable_objects():
+    def f(h, x):
+        y = x * h.w
+        if getattr(h, "bias", None) is not None:
+            y = y + h.bias
+        return y, hasattr(h, "bias")
+
+    opt = dynamo.optimize("eager")(f)
+    h = _Holder(torch.ones(3))
+    x = torch.randn(3)
+    opt(h, x)
+    h.bias = torch.full((3,), 5.0)
+    got, ref = opt(h, x), f(h, x)
+    torch.testing.assert_close(got[0], ref[0])
+    assert got[1] is True
+
+
+def test_chained_resume_functions_keep_bound_methods_of_this_call():
+    class Obj:
+        pass
+
+    def fn(x):
+        lst = [x, 1]
+        o = Obj()
+        o.v = x + 1
+        print("break")
+        lst.append(x * 2 + o.v)
+        return lst
+
+    opt = dynamo.optimize("eager")(fn)
+    for scale in (1.0, 3.0, 5.0):
+        x = torch.ones(2) * scale
+        got, ref = opt(x), fn(x)
+        assert len(got) == len(ref) == 3
+        torch.testing.assert_close(got[2], ref[2])

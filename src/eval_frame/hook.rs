@@ -125,7 +125,7 @@ fn classify(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<ExtraState> {
     let generator = flags::CO_GENERATOR | flags::CO_COROUTINE | flags::CO_ASYNC_GENERATOR | flags::CO_ITERABLE_COROUTINE;
     let skip = co_flags & generator != 0
         || co_flags & flags::CO_OPTIMIZED == 0
-        || (filename.starts_with('<') && !matches!(filename.as_str(), "<stdin>" | "<string>") && !filename.starts_with("<ipython"))
+        || (filename.starts_with('<') && filename != "<stdin>" && !filename.starts_with("<ipython"))
         || name.starts_with("__compiled_fn")
         || skipped_file(&filename);
     let _ = py;
@@ -261,11 +261,13 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
             tracing::info!(target: "dynamo::guards", "guards for {qual}:\n{}", conv.guards.dump());
             let tcode = conv.code.bind(py);
             if tracing::enabled!(target: "dynamo::bytecode", tracing::Level::INFO) {
+                let saved = CALLBACK.with(|c| c.replace(std::ptr::null_mut()));
                 let listing = py
                     .import("dis")
                     .and_then(|d| d.getattr("Bytecode")?.call1((tcode,))?.call_method0("dis"))
                     .map(|s| s.to_string())
                     .unwrap_or_default();
+                CALLBACK.with(|c| c.set(saved));
                 tracing::info!(target: "dynamo::bytecode", "transformed code of {qual}:\n{listing}");
             }
             mark_skip(py, tcode);

@@ -72,6 +72,8 @@ pub fn break_operands(inst: &Instruction) -> Option<(usize, usize)> {
         op::STORE_SUBSCR => (3, 0),
         op::BINARY_SUBSCR | op::BINARY_OP | op::COMPARE_OP | op::IS_OP | op::CONTAINS_OP => (2, 1),
         op::UNARY_NEGATIVE | op::UNARY_NOT | op::UNARY_INVERT | op::UNARY_POSITIVE | op::LOAD_ATTR | op::GET_ITER => (1, 1),
+        // Emitted as LOAD_ATTR; the NULL below the bound method is re-pushed by the resume function.
+        op::LOAD_METHOD => (1, 1),
         op::LOAD_GLOBAL if a & 1 == 0 => (0, 1),
         op::FORMAT_VALUE => (1 + usize::from(a & 0x04 != 0), 1),
         op::BUILD_STRING | op::BUILD_TUPLE | op::BUILD_LIST => (a, 1),
@@ -157,7 +159,8 @@ pub fn resume_code(py: Python<'_>, ci: &CodeInfo, target: usize, null_mask: &[bo
     let offset = ci.insts[target].offset.unwrap_or(0);
     let name = format!("__resume_at_{offset}_{}", RESUME_COUNT.fetch_add(1, Ordering::Relaxed));
     let mut varnames = ci.varnames.clone();
-    varnames.extend((0..k).map(|i| format!("__stack{i}")));
+    // Unique names: a resume function of a resume function keeps the older stack slots.
+    varnames.extend((0..k).map(|i| format!("__stack{}", nv + i)));
     let kwargs = PyDict::new(py);
     kwargs.set_item("co_code", PyBytes::new(py, &asm.code))?;
     kwargs.set_item("co_linetable", PyBytes::new(py, &asm.linetable))?;

@@ -82,6 +82,11 @@ pub fn wrap(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, sour
             }
             return Ok(VT::Function { obj: Rc::new(value.clone().unbind()), source: Some(source) });
         }
+        "builtin_function_or_method" if value.getattr("__self__").map(|s| !s.is_none() && type_name(&s) != "module").unwrap_or(false) && !is_torch_callable(value) => {
+            // A C method bound to some object (`lst.append`): only its type is known.
+            og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
+            return Ok(VT::Opaque { obj: Rc::new(value.clone().unbind()), source });
+        }
         "builtin_function_or_method" | "method_descriptor" | "wrapper_descriptor" | "method-wrapper" | "_lru_cache_wrapper" => {
             id_guard(og);
             if is_torch_callable(value) {
@@ -156,5 +161,6 @@ pub fn wrap(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, sour
             return Ok(VT::Dict(Rc::new(RefCell::new(DictState { items, source: Some(source) }))));
         }
     }
-    unsupported!("cannot trace a value of type {tn} ({source})")
+    og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
+    Ok(VT::Opaque { obj: Rc::new(value.clone().unbind()), source })
 }

@@ -228,7 +228,14 @@ fn convert_break(
             rebuild_of(py, &og, v, outputs).map(Some)
         }
     };
-    let preserved = state.stack[..split].iter().map(|v| slot(v, &mut outputs)).collect::<VResult<Vec<_>>>()?;
+    let mut preserved = state.stack[..split].iter().map(|v| slot(v, &mut outputs)).collect::<VResult<Vec<_>>>()?;
+    let mut inst = inst;
+    if inst.opcode == crate::bytecode::opcode::op::LOAD_METHOD {
+        // Run it as LOAD_ATTR (the bound method); the resume function pushes the NULL that
+        // LOAD_METHOD's [NULL, bound] form has below it (Python/ceval.c, LOAD_METHOD).
+        inst.opcode = crate::bytecode::opcode::op::LOAD_ATTR;
+        preserved.push(None);
+    }
     let operands = state.stack[split..].iter().map(|v| slot(v, &mut outputs)).collect::<VResult<Vec<_>>>()?;
     let (targets, n_results) = if is_conditional_jump(inst.opcode) {
         (vec![state.ip + 1, inst.target.expect("jump target").0 as usize], 0)
@@ -325,6 +332,7 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
             }
         }
         VT::Module { source: Some(s), .. } | VT::Function { source: Some(s), .. } | VT::PyModule { source: Some(s), .. } => Rebuild::Source(s.clone()),
+        VT::Opaque { source, .. } => Rebuild::Source(source.clone()),
         VT::TorchFunction(o) | VT::Builtin(o) | VT::Class(o) => Rebuild::Const(o.clone_ref(py)),
         VT::PyModule { obj, .. } => Rebuild::Const(obj.clone_ref(py)),
         VT::Iterator(it) => {

@@ -98,7 +98,8 @@ impl OutputGraph {
             GuardKind::NoInstanceAttr(n) => n.clone(),
             _ => String::new(),
         };
-        let key = format!("{}|{}|{extra}", g.kind.name(), g.source.as_ref().map(|s| s.to_string()).unwrap_or_default());
+        // Keyed on the source itself (slot indices included), not its printed name.
+        let key = format!("{}|{:?}|{extra}", g.kind.name(), g.source);
         if self.guard_keys.insert(key) {
             self.guards.push(g);
         }

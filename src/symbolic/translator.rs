@@ -67,6 +67,8 @@ pub struct InstructionTranslator<'a> {
     external_cells: HashSet<usize>,
     /// Closure of the function being run (cells as trackers), consumed by COPY_FREE_VARS.
     closure: Vec<VT>,
+    /// Set when running a generator function to completion: the values it yielded.
+    yields: Option<Vec<VT>>,
 }
 
 enum Flow {
@@ -103,6 +105,7 @@ impl<'a> InstructionTranslator<'a> {
             og,
             external_cells: HashSet::new(),
             closure,
+            yields: None,
         }
     }
 
@@ -360,6 +363,15 @@ impl<'a> InstructionTranslator<'a> {
             op::RETURN_VALUE => {
                 let v = self.pop()?;
                 return Ok(Flow::Return(v));
+            }
+            // A generator run to completion at creation (its values are consumed right away by
+            // the caller: sum(...), list(...), a for loop). The generator protocol pushes the
+            // sent value (None) after RETURN_GENERATOR and after each YIELD_VALUE.
+            op::RETURN_GENERATOR if self.yields.is_some() => self.stack.push(VT::none(py)),
+            op::YIELD_VALUE if self.yields.is_some() => {
+                let v = self.pop()?;
+                self.yields.as_mut().unwrap().push(v);
+                self.stack.push(VT::none(py));
             }
             op::UNARY_NEGATIVE | op::UNARY_POSITIVE | op::UNARY_INVERT => {
                 let v = self.pop()?;
@@ -1252,7 +1264,7 @@ impl<'a> InstructionTranslator<'a> {
                     }
                 }
                 VT::Constant(c) => c.bind(py).is_instance(&cls)?,
-                VT::Module { obj, .. } => obj.bind(py).is_instance(&cls)?,
+                VT::Module { obj, .. } | VT::Opaque { obj, .. } => obj.bind(py).is_instance(&cls)?,
                 VT::Tuple(_) => py.get_type::<PyTuple>().is_subclass(&cls).unwrap_or(false) || cls.is(py.get_type::<PyTuple>()),
                 VT::List(_) => cls.is(py.get_type::<PyList>()) || py.get_type::<PyList>().is_subclass(&cls).unwrap_or(false),
                 VT::Dict(_) => cls.is(py.get_type::<PyDict>()) || py.get_type::<PyDict>().is_subclass(&cls).unwrap_or(false),
@@ -1263,15 +1275,24 @@ impl<'a> InstructionTranslator<'a> {
         }
         if is("getattr") || is("hasattr") {
             let name: String = args[1].as_constant(py).ok_or_else(|| Unsupported::new("getattr with a non-constant name"))?.extract()?;
-            let r = self.getattr(py, &args[0], &name);
-            if is("hasattr") {
-                return Ok(const_bool(py, r.is_ok()));
-            }
-            return match (r, args.get(2)) {
-                (Ok(v), _) => Ok(v),
-                (Err(_), Some(default)) => Ok(default.clone()),
-                (Err(e), None) => Err(e),
+            // Only objects whose attributes cannot change under us (constants, classes, Python
+            // modules, static tensor metadata) may answer "missing"; for anything else a lookup
+            // we cannot trace is unsupported, never "absent".
+            let known_missing = match &args[0] {
+                VT::Constant(o) | VT::Class(o) => Some(!o.bind(py).hasattr(name.as_str())?),
+                VT::PyModule { obj, .. } => Some(!obj.bind(py).hasattr(name.as_str())?),
+                VT::Tensor(t) => Some(!t.fake.bind(py).hasattr(name.as_str())?),
+                _ => None,
             };
+            if known_missing == Some(true) {
+                return match (is("hasattr"), args.get(2)) {
+                    (true, _) => Ok(const_bool(py, false)),
+                    (false, Some(default)) => Ok(default.clone()),
+                    (false, None) => unsupported!("getattr of a missing attribute '{name}'"),
+                };
+            }
+            let v = self.getattr(py, &args[0], &name)?;
+            return Ok(if is("hasattr") { const_bool(py, true) } else { v });
         }
         if is("range") && all_const {
             let vals: Vec<_> = args.iter().map(|a| a.as_constant(py).unwrap()).collect();
@@ -1317,6 +1338,11 @@ impl<'a> InstructionTranslator<'a> {
         }
         if is("abs") && matches!(args.first(), Some(VT::Tensor(_))) {
             return self.operator(py, "abs", args);
+        }
+        if is("type") && args.len() == 1 {
+            if let VT::Opaque { obj, .. } | VT::Module { obj, .. } = &args[0] {
+                return Ok(VT::Class(Rc::new(obj.bind(py).get_type().into_any().unbind())));
+            }
         }
         if is("print") || is("input") || is("open") || is("exec") || is("eval") || is("setattr") || is("delattr") || is("globals") || is("locals") || is("vars") || is("id") || is("super") || is("next") {
             unsupported!("call to builtin {}", crate::symbolic::variables::qualname(b));
@@ -1426,14 +1452,21 @@ impl<'a> InstructionTranslator<'a> {
         };
         let _ = fn_source;
         let ci = code_info(code_obj.bind(py))?;
-        if ci.flags & (flags::CO_GENERATOR | flags::CO_COROUTINE | flags::CO_ASYNC_GENERATOR | flags::CO_ITERABLE_COROUTINE) != 0 {
-            unsupported!("inlining generator function {}", ci.name);
+        if ci.flags & (flags::CO_COROUTINE | flags::CO_ASYNC_GENERATOR | flags::CO_ITERABLE_COROUTINE) != 0 {
+            unsupported!("inlining coroutine {}", ci.name);
         }
+        let is_generator = ci.flags & flags::CO_GENERATOR != 0;
         let locals = bind_args(py, &ci, args, kwargs, &defaults, &kwdefaults)?;
         let external_cells: Vec<usize> = if external { closure.iter().filter_map(|c| if let VT::Cell(rc) = c { Some(Rc::as_ptr(rc) as usize) } else { None }).collect() } else { vec![] };
         let mut child = InstructionTranslator::new(ci, globals, locals, closure, self.og, self.depth + 1);
         child.external_cells.extend(external_cells);
         child.external_cells.extend(self.external_cells.iter().copied());
+        if is_generator {
+            child.yields = Some(Vec::new());
+            child.run(py)?;
+            let items = child.yields.take().unwrap_or_default();
+            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState { items, pos: 0 }))));
+        }
         child.run(py)
     }
 }

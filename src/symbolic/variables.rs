@@ -83,6 +83,10 @@ pub enum VariableTracker {
     /// A method of a list or dict tracker (`xs.append`, `d.items`), not yet called.
     ContainerMethod { container: Box<VariableTracker>, name: String },
     Iterator(Rc<RefCell<IteratorState>>),
+    /// A value from the frame that tracing does not model (a user object, a set, a generator,
+    /// ...). It may be stored, passed around and returned; any other use is unsupported and
+    /// becomes a graph break. Guarded by TYPE_MATCH only, since nothing else about it was read.
+    Opaque { obj: Rc<Py<PyAny>>, source: Arc<Source> },
     /// A local that is a cell (MAKE_CELL / COPY_FREE_VARS): the tracker it currently holds.
     Cell(Rc<RefCell<Option<VariableTracker>>>),
 }
@@ -118,6 +122,7 @@ impl VariableTracker {
             VT::PyModule { obj, .. } => format!("module {}", qualname(obj.bind(py))),
             VT::ContainerMethod { name, .. } => format!("container method {name}"),
             VT::Iterator(_) => "iterator".into(),
+            VT::Opaque { obj, .. } => format!("{} object", type_name(obj.bind(py))),
             VT::Cell(_) => "cell".into(),
         }
     }
