@@ -471,35 +471,6 @@ pub fn import_graph(
         }
         meta.get_item(intern!(py, "val"))
     }
-    let mut need_prop = false;
-    for n in &nodes {
-        let op: String = n.getattr(intern!(py, "op"))?.extract()?;
-        if op != "placeholder" && op != "output" && meta_value(py, n)?.is_none() {
-            need_prop = true;
-            break;
-        }
-    }
-    let mut propagated: Option<Vec<Option<Bound<'_, PyAny>>>> = None;
-    if need_prop {
-        match meta_propagate(py, gm, &nodes, &examples) {
-            Ok(values) => {
-                propagated = Some(values);
-                need_prop = false;
-            }
-            Err(e) => tracing::debug!(target: "inductor::lowering", "meta propagation failed ({e}); using FakeTensorProp"),
-        }
-    }
-    if need_prop {
-        let fake_mod = py.import("torch._subclasses.fake_tensor")?;
-        let prop_mod = py.import("torch.fx.passes.fake_tensor_prop")?;
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("allow_non_fake_inputs", true)?;
-        let mode = fake_mod.getattr("FakeTensorMode")?.call((), Some(&kwargs))?;
-        let prop = prop_mod.getattr("FakeTensorProp")?.call1((gm, mode))?;
-        prop.call_method1("propagate", PyTuple::new(py, &examples)?)
-            .map_err(|e| ImportError::Unsupported(format!("fake tensor propagation failed: {e}")))?;
-    }
-
     let mut imp = Importer {
         fx_node_type: py.import("torch.fx")?.getattr("Node")?,
         slice_type: py.get_type::<pyo3::types::PySlice>().into_any(),
@@ -509,19 +480,15 @@ pub fn import_graph(
     let mut out_nodes: Vec<FxNode> = Vec::new();
     let mut n_placeholders = 0usize;
     let mut output = None;
+    let mut missing: Vec<usize> = Vec::new();
     for (node_idx, n) in nodes.iter().enumerate() {
         let node_meta = |py: Python<'_>| -> PyResult<Option<TensorMeta>> {
-            if let Some(values) = &propagated {
-                return match &values[node_idx] {
-                    Some(v) => tensor_meta_ext(py, v, true),
-                    None => Ok(None),
-                };
-            }
             match meta_value(py, n)? {
                 Some(v) => tensor_meta(py, &v),
                 None => Ok(None),
             }
         };
+        let has_meta = meta_value(py, n)?.is_some();
         let op: String = n.getattr(intern!(py, "op"))?.extract()?;
         let name: String = n.getattr(intern!(py, "name"))?.extract()?;
         let target = n.getattr(intern!(py, "target"))?;
@@ -581,6 +548,9 @@ pub fn import_graph(
             }
             other => return Err(ImportError::Unsupported(format!("fx op {other}"))),
         };
+        if !has_meta && matches!(op.as_str(), "call_function" | "call_method" | "call_module") {
+            missing.push(node_idx);
+        }
         imp.names.push(n.clone());
         out_nodes.push(FxNode { name, op: fx_op, canonical, args, kwargs, meta, users: Vec::new() });
     }
@@ -603,5 +573,62 @@ pub fn import_graph(
             out_nodes[j].users.push(i);
         }
     }
+    if !missing.is_empty() {
+        fill_missing_meta(py, gm, &nodes, &examples, &mut out_nodes, &missing)?;
+    }
     Ok(FxGraph { nodes: out_nodes, side_table: imp.side_table, output })
+}
+
+/// Gives every call node without `meta` its value's metadata: first by inference for the
+/// pointwise ops we lower (no torch calls), else by running the graph on meta tensors, else by
+/// FakeTensorProp.
+fn fill_missing_meta(
+    py: Python<'_>,
+    gm: &Bound<'_, PyAny>,
+    nodes: &[Bound<'_, PyAny>],
+    examples: &[Bound<'_, PyAny>],
+    out_nodes: &mut [FxNode],
+    missing: &[usize],
+) -> Result<(), ImportError> {
+    let mut inferred_all = true;
+    for &i in missing {
+        match super::lowering::infer_meta(out_nodes, i) {
+            Some(meta) => out_nodes[i].meta = Some(meta),
+            None => {
+                inferred_all = false;
+                break;
+            }
+        }
+    }
+    if inferred_all {
+        return Ok(());
+    }
+    match meta_propagate(py, gm, nodes, examples) {
+        Ok(values) => {
+            for &i in missing {
+                out_nodes[i].meta = match &values[i] {
+                    Some(v) => tensor_meta_ext(py, v, true)?,
+                    None => None,
+                };
+            }
+            return Ok(());
+        }
+        Err(e) => tracing::debug!(target: "inductor::lowering", "meta propagation failed ({e}); using FakeTensorProp"),
+    }
+    let fake_mod = py.import("torch._subclasses.fake_tensor")?;
+    let prop_mod = py.import("torch.fx.passes.fake_tensor_prop")?;
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("allow_non_fake_inputs", true)?;
+    let mode = fake_mod.getattr("FakeTensorMode")?.call((), Some(&kwargs))?;
+    let prop = prop_mod.getattr("FakeTensorProp")?.call1((gm, mode))?;
+    prop.call_method1("propagate", PyTuple::new(py, examples)?)
+        .map_err(|e| ImportError::Unsupported(format!("fake tensor propagation failed: {e}")))?;
+    for &i in missing {
+        let meta = nodes[i].getattr(intern!(py, "meta"))?;
+        out_nodes[i].meta = match meta.cast::<PyDict>().ok().and_then(|d| d.get_item("val").ok().flatten()) {
+            Some(v) => tensor_meta(py, &v)?,
+            None => None,
+        };
+    }
+    Ok(())
 }

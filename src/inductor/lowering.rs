@@ -390,3 +390,135 @@ pub fn lower(g: &FxGraph) -> GraphIr {
     }
     ir
 }
+
+/// Output strides torch's TensorIterator gives a pointwise result of `sizes` computed from
+/// operands with `operand_layouts` (argument order): dimensions are sorted by the operands'
+/// strides, ignoring broadcast (stride 0) dimensions, ties broken by size; the output is dense in
+/// that order. (PyTorch: `TensorIteratorBase::reorder_dimensions` and `compatible_stride`.)
+pub fn pointwise_output_strides(sizes: &[i64], operand_layouts: &[&Layout]) -> Vec<i64> {
+    let ndim = sizes.len();
+    // Operand strides broadcast to `sizes`: 0 where the operand is broadcast or lacks the dim.
+    let strides: Vec<Vec<i64>> = operand_layouts
+        .iter()
+        .map(|l| {
+            let mut st = vec![0i64; ndim];
+            for (k, (&sz, &stride)) in l.sizes.iter().zip(&l.strides).enumerate() {
+                let d = ndim - l.sizes.len() + k;
+                st[d] = if sz == 1 && sizes[d] != 1 { 0 } else { stride };
+            }
+            st
+        })
+        .collect();
+    let should_swap = |dim0: usize, dim1: usize| -> i32 {
+        for st in &strides {
+            let (s0, s1) = (st[dim0], st[dim1]);
+            if s0 == 0 || s1 == 0 {
+                continue;
+            }
+            if s0 < s1 {
+                return -1;
+            }
+            if s0 > s1 {
+                return 1;
+            }
+            if sizes[dim0] > sizes[dim1] {
+                return 1;
+            }
+        }
+        0
+    };
+    // perm[0] is the fastest-moving dimension.
+    let mut perm: Vec<usize> = (0..ndim).rev().collect();
+    for i in 1..ndim {
+        let mut dim1 = i;
+        for dim0 in (0..i).rev() {
+            let c = should_swap(perm[dim0], perm[dim1]);
+            if c > 0 {
+                perm.swap(dim0, dim1);
+                dim1 = dim0;
+            } else if c < 0 {
+                break;
+            }
+        }
+    }
+    let mut out = vec![0i64; ndim];
+    let mut next = 1i64;
+    for &d in &perm {
+        out[d] = next;
+        next *= sizes[d];
+    }
+    out
+}
+
+/// Infers the meta of node `i` when it is a pointwise op we lower and its operands' metas are
+/// known (dtype promotion restricted to float32/bool; anything else returns `None` so real
+/// propagation decides).
+pub fn infer_meta(nodes: &[FxNode], i: usize) -> Option<super::fx_import::TensorMeta> {
+    let node = &nodes[i];
+    let canonical = node.canonical?;
+    let (n_operands, rule) = lowering_table(canonical)?;
+    let mut args: Vec<&FxArg> = node.args.iter().collect();
+    for (k, v) in &node.kwargs {
+        match (k.as_str(), v) {
+            ("alpha", FxArg::Int(_) | FxArg::Float(_)) if matches!(canonical, "add" | "sub") => {}
+            ("inplace", FxArg::Bool(false)) | ("rounding_mode", FxArg::None) => {}
+            ("other" | "exponent" | "input", _) => args.push(v),
+            _ => return None,
+        }
+    }
+    if args.len() != n_operands {
+        return None;
+    }
+    let mut tensors: Vec<&Layout> = Vec::new();
+    let mut dtypes: Vec<(DType, bool)> = Vec::new(); // (dtype, is_tensor)
+    for a in &args {
+        match a {
+            FxArg::Node(j) => {
+                let m = nodes[*j].meta.as_ref()?;
+                if !m.layout.cpu || m.layout.dtype == DType::Other || m.requires_grad {
+                    return None;
+                }
+                tensors.push(&m.layout);
+                dtypes.push((m.layout.dtype, true));
+            }
+            FxArg::Float(_) => dtypes.push((DType::F32, false)),
+            FxArg::Bool(_) => dtypes.push((DType::Bool, false)),
+            // An int scalar only keeps float32 when a float32 tensor is present.
+            FxArg::Int(_) => dtypes.push((DType::Other, false)),
+            _ => return None,
+        }
+    }
+    if tensors.is_empty() {
+        return None;
+    }
+    let shapes: Vec<&[i64]> = tensors.iter().map(|l| l.sizes.as_slice()).collect();
+    let sizes = broadcast_shapes(&shapes)?;
+    if sizes.contains(&0) {
+        return None;
+    }
+    let has_f32_tensor = dtypes.iter().any(|(d, t)| *t && *d == DType::F32);
+    let dtype = match rule {
+        Rule::Compare(_) => DType::Bool,
+        Rule::Unary(UnaryOp::LogicalNot) | Rule::Binary(BinaryOp::LogicalAnd | BinaryOp::LogicalOr) => DType::Bool,
+        Rule::Where => {
+            if dtypes[0].0 != DType::Bool {
+                return None;
+            }
+            let (a, b) = (dtypes[1], dtypes[2]);
+            if (a == (DType::Bool, true) || a.0 == DType::Bool && !a.1) && (b == (DType::Bool, true) || b.0 == DType::Bool && !b.1) {
+                if !a.1 && !b.1 {
+                    return None;
+                }
+                DType::Bool
+            } else if (a.0 == DType::F32 && a.1) || (b.0 == DType::F32 && b.1) {
+                DType::F32
+            } else {
+                return None;
+            }
+        }
+        _ if has_f32_tensor => DType::F32,
+        _ => return None,
+    };
+    let strides = pointwise_output_strides(&sizes, &tensors);
+    Some(super::fx_import::TensorMeta { layout: Layout { sizes, strides, dtype, cpu: true }, requires_grad: false })
+}
