@@ -13,12 +13,13 @@
 use std::collections::HashMap;
 
 use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::basic_block::BasicBlock;
 use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::intrinsics::Intrinsic;
 use inkwell::module::{Linkage, Module};
 use inkwell::types::{BasicMetadataTypeEnum, BasicTypeEnum};
-use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FloatValue, FunctionValue, IntValue, PointerValue};
+use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FloatValue, FunctionValue, IntValue, PhiValue, PointerValue};
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
 
 use crate::kernel::{BinaryOp, CmpOp, DType, Expr, Index, Kernel, UnaryOp};
@@ -34,6 +35,42 @@ pub struct TargetInfo {
     /// libmvec variants usable on this host: (x86 ISA letter of the vector ABI, lane count),
     /// for example `('d', 8)` for AVX2; empty when libmvec is unavailable.
     pub vector_isas: Vec<(char, u32)>,
+}
+
+/// A loop opened by [`open_loop`], closed by the caller after its body.
+struct OpenLoop<'ctx> {
+    phi: PhiValue<'ctx>,
+    iv: IntValue<'ctx>,
+    header: BasicBlock<'ctx>,
+    latch: BasicBlock<'ctx>,
+    exit: BasicBlock<'ctx>,
+    step: i64,
+}
+
+/// Emits `for iv in (lo..hi).step_by(step)` up to its body, leaving the builder in the body.
+fn open_loop<'ctx>(
+    ctx: &'ctx Context,
+    b: &Builder<'ctx>,
+    f: FunctionValue<'ctx>,
+    lo: IntValue<'ctx>,
+    hi: IntValue<'ctx>,
+    step: i64,
+    name: &str,
+) -> Result<OpenLoop<'ctx>, CodegenError> {
+    let pred = b.get_insert_block().ok_or_else(|| bad("builder not positioned"))?;
+    let header = ctx.append_basic_block(f, &format!("loop_{name}"));
+    let body = ctx.append_basic_block(f, &format!("body_{name}"));
+    let latch = ctx.append_basic_block(f, &format!("latch_{name}"));
+    let exit = ctx.append_basic_block(f, &format!("exit_{name}"));
+    e(b.build_unconditional_branch(header))?;
+    b.position_at_end(header);
+    let phi = e(b.build_phi(ctx.i64_type(), name))?;
+    phi.add_incoming(&[(&lo, pred)]);
+    let iv = phi.as_basic_value().into_int_value();
+    let cond = e(b.build_int_compare(IntPredicate::SLT, iv, hi, ""))?;
+    e(b.build_conditional_branch(cond, body, exit))?;
+    b.position_at_end(body);
+    Ok(OpenLoop { phi, iv, header, latch, exit, step })
 }
 
 /// Per-module emission state: declared math functions, `llvm.compiler.used` members.
@@ -182,36 +219,50 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         let end = body_fn.get_nth_param(n_args as u32 + 1).unwrap().into_int_value();
         let n_dims = kernel.ranges.len();
 
-        // Loop headers: iv_d = phi(lo, next); br (iv < hi) body : exit.
-        let mut ivs: Vec<IntValue> = Vec::new();
-        let mut latches = Vec::new();
-        let mut exits = Vec::new();
-        let mut pred = entry;
-        let mut phis = Vec::new();
-        for d in 0..n_dims {
-            let header = ctx.append_basic_block(body_fn, &format!("loop{d}"));
-            let body = ctx.append_basic_block(body_fn, &format!("body{d}"));
-            let latch = ctx.append_basic_block(body_fn, &format!("latch{d}"));
-            let exit = ctx.append_basic_block(body_fn, &format!("exit{d}"));
-            e(b.build_unconditional_branch(header))?;
-            b.position_at_end(header);
-            let (lo, hi) = if d == 0 {
+        // Loop nest. Without tiling: one loop per dim, dim 0 over [start, end). With a tile T, the
+        // two innermost dims (a, b) become a_blk, b_blk (step T), then a, b within the block
+        // (bounded by min), so both operand orders reuse cache lines (transposes).
+        let mut loops: Vec<OpenLoop<'ctx>> = Vec::new();
+        let mut ivs: Vec<Option<IntValue<'ctx>>> = vec![None; n_dims];
+        let bounds = |d: usize| -> (IntValue<'ctx>, IntValue<'ctx>) {
+            if d == 0 {
                 (start, end)
             } else {
                 (i64t.const_zero(), i64t.const_int(kernel.ranges[d] as u64, false))
-            };
-            let phi = e(b.build_phi(i64t, &format!("i{d}")))?;
-            phi.add_incoming(&[(&lo, pred)]);
-            let iv = phi.as_basic_value().into_int_value();
-            let cond = e(b.build_int_compare(IntPredicate::SLT, iv, hi, ""))?;
-            e(b.build_conditional_branch(cond, body, exit))?;
-            b.position_at_end(body);
-            ivs.push(iv);
-            latches.push(latch);
-            exits.push(exit);
-            phis.push(phi);
-            pred = body;
+            }
+        };
+        let tiled = kernel.tile.filter(|_| n_dims >= 2);
+        let plain_dims = if tiled.is_some() { n_dims - 2 } else { n_dims };
+        for d in 0..plain_dims {
+            let (lo, hi) = bounds(d);
+            let l = open_loop(ctx, &b, body_fn, lo, hi, 1, &format!("i{d}"))?;
+            ivs[d] = Some(l.iv);
+            loops.push(l);
         }
+        if let Some(t) = tiled {
+            let (da, db) = (n_dims - 2, n_dims - 1);
+            let (lo_a, hi_a) = bounds(da);
+            let (lo_b, hi_b) = bounds(db);
+            let tv = i64t.const_int(t as u64, false);
+            let a_blk = open_loop(ctx, &b, body_fn, lo_a, hi_a, t, &format!("i{da}_blk"))?;
+            let b_blk = open_loop(ctx, &b, body_fn, lo_b, hi_b, t, &format!("i{db}_blk"))?;
+            let min = |x: IntValue<'ctx>, y: IntValue<'ctx>| -> Result<IntValue<'ctx>, CodegenError> {
+                let lt = e(b.build_int_compare(IntPredicate::SLT, x, y, ""))?;
+                Ok(e(b.build_select(lt, x, y, ""))?.into_int_value())
+            };
+            let a_end = min(e(b.build_int_nsw_add(a_blk.iv, tv, ""))?, hi_a)?;
+            let (a_iv, b_iv) = (a_blk.iv, b_blk.iv);
+            loops.push(a_blk);
+            loops.push(b_blk);
+            let a_in = open_loop(ctx, &b, body_fn, a_iv, a_end, 1, &format!("i{da}"))?;
+            let b_end = min(e(b.build_int_nsw_add(b_iv, tv, ""))?, hi_b)?;
+            ivs[da] = Some(a_in.iv);
+            loops.push(a_in);
+            let b_in = open_loop(ctx, &b, body_fn, b_iv, b_end, 1, &format!("i{db}"))?;
+            ivs[db] = Some(b_in.iv);
+            loops.push(b_in);
+        }
+        let ivs: Vec<IntValue<'ctx>> = ivs.into_iter().map(|v| v.expect("every dim has a loop")).collect();
 
         // Innermost body: every expression, then the stores.
         let linear = |b: &Builder<'ctx>, index: &Index| -> Result<IntValue<'ctx>, CodegenError> {
@@ -326,14 +377,13 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         }
 
         // Close the loops innermost first: body -> latch -> header; exit -> outer latch.
-        for d in (0..n_dims).rev() {
-            e(b.build_unconditional_branch(latches[d]))?;
-            b.position_at_end(latches[d]);
-            let next = e(b.build_int_nsw_add(ivs[d], i64t.const_int(1, false), ""))?;
-            phis[d].add_incoming(&[(&next, latches[d])]);
-            let header = phis[d].as_instruction().get_parent().unwrap();
-            e(b.build_unconditional_branch(header))?;
-            b.position_at_end(exits[d]);
+        for l in loops.iter().rev() {
+            e(b.build_unconditional_branch(l.latch))?;
+            b.position_at_end(l.latch);
+            let next = e(b.build_int_nsw_add(l.iv, i64t.const_int(l.step as u64, false), ""))?;
+            l.phi.add_incoming(&[(&next, l.latch)]);
+            e(b.build_unconditional_branch(l.header))?;
+            b.position_at_end(l.exit);
         }
         e(b.build_return(None))?;
 

@@ -145,6 +145,9 @@ pub struct Kernel {
     pub args: Vec<KernelArg>,
     pub exprs: Vec<Expr>,
     pub stores: Vec<Store>,
+    /// When set (by `legalize`), the two innermost loops are blocked by this many iterations
+    /// each, so accesses that are unit-stride in different dims (transposes) share cache lines.
+    pub tile: Option<i64>,
 }
 
 impl Kernel {
@@ -283,7 +286,11 @@ impl fmt::Display for Kernel {
             .iter()
             .map(|a| format!("{}{}: {:?}", if a.is_output { "out " } else { "" }, a.name, a.dtype))
             .collect();
-        writeln!(f, "kernel {}({}) ranges {:?}", self.name, args.join(", "), self.ranges)?;
+        write!(f, "kernel {}({}) ranges {:?}", self.name, args.join(", "), self.ranges)?;
+        match self.tile {
+            Some(t) => writeln!(f, " tile {t}")?,
+            None => writeln!(f)?,
+        }
         for (i, e) in self.exprs.iter().enumerate() {
             let text = match e {
                 Expr::Load { arg, index } => format!("load {}{}", self.args[*arg as usize].name, index),

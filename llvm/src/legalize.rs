@@ -4,7 +4,8 @@
 //! Invariants: the result computes the same values at the same addresses as the input (bitwise,
 //! NaN payloads aside); after `legalize`, no `Relu`, `Sigmoid`, `Reciprocal`, `Maximum` or
 //! `Minimum` remains, no range is 1 unless the kernel is a single point, and the stores' loop
-//! order is outermost-largest-stride first.
+//! order is outermost-largest-stride first (except that a transposed access may move one dim
+//! next to the innermost and set `tile`).
 
 use crate::builder::KernelBuilder;
 use crate::kernel::{BinaryOp, CmpOp, Expr, ExprId, Index, Kernel, UnaryOp};
@@ -130,9 +131,37 @@ pub fn simplify_loops(kernel: &Kernel) -> Kernel {
             idx.strides.push(0);
         }
     }
+    // 4. Tiling: when some load is unit-stride along a dim `a` other than the innermost `b` and
+    //    strided along `b` (a transpose), move `a` next to `b` and block both.
+    let n = ranges.len();
+    if n >= 2 {
+        let b = n - 1;
+        let transposed_dim = indices.iter().find_map(|idx| {
+            if idx.strides[b] == 0 || idx.strides[b] == 1 {
+                return None;
+            }
+            (0..b).find(|&a| idx.strides[a] == 1)
+        });
+        if let Some(a) = transposed_dim {
+            if ranges[a] >= TILE && ranges[b] >= TILE {
+                let mut order: Vec<usize> = (0..n).filter(|&d| d != a && d != b).collect();
+                order.push(a);
+                order.push(b);
+                ranges = order.iter().map(|&d| ranges[d]).collect();
+                for idx in indices.iter_mut() {
+                    idx.strides = order.iter().map(|&d| idx.strides[d]).collect();
+                }
+                k.tile = Some(TILE);
+            }
+        }
+    }
     k.ranges = ranges;
     k
 }
+
+/// Block size (iterations per dim) of tiled loops: a 32x32 block of f32 touches 32 cache lines
+/// per operand, which fits L1 comfortably.
+pub const TILE: i64 = 32;
 
 /// Rewrites ops the emitter lacks and simplifies the loop nest; see the module invariants.
 pub fn legalize(kernel: &Kernel) -> Kernel {
@@ -152,6 +181,7 @@ pub fn legalize(kernel: &Kernel) -> Kernel {
     for s in &kernel.stores {
         b.store(s.arg, s.index.clone(), map[s.value.0 as usize]);
     }
-    let out = b.into_kernel_unchecked();
+    let mut out = b.into_kernel_unchecked();
+    out.tile = kernel.tile;
     simplify_loops(&out)
 }
