@@ -35,6 +35,9 @@ pub struct TargetInfo {
     /// libmvec variants usable on this host: (x86 ISA letter of the vector ABI, lane count),
     /// for example `('d', 8)` for AVX2; empty when libmvec is unavailable.
     pub vector_isas: Vec<(char, u32)>,
+    /// Vector function symbols (`_ZGVdN8v_sinf` ...) that resolve in this process; a variant is
+    /// only offered to the vectorizer when listed here.
+    pub vector_symbols: Vec<String>,
 }
 
 /// A loop opened by [`open_loop`], closed by the caller after its body.
@@ -130,6 +133,9 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         let v_params = if arity == 1 { "v" } else { "vv" };
         for &(isa, lanes) in &self.target.vector_isas.clone() {
             let vname = format!("_ZGV{isa}N{lanes}{v_params}_{name}");
+            if !self.target.vector_symbols.contains(&vname) {
+                continue;
+            }
             let vt = f32t.vec_type(lanes);
             let vparams: Vec<BasicMetadataTypeEnum> = vec![vt.into(); arity];
             let vf = self.module.get_function(&vname).unwrap_or_else(|| {

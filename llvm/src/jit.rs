@@ -32,6 +32,10 @@ use crate::CodegenError;
 /// Kernels with at least this many points run split across threads.
 pub const PARALLEL_MIN_NUMEL: i64 = 1 << 16;
 
+/// libm functions `emit` calls, with their vector-ABI parameter codes.
+const MATH_FUNCTIONS: &[(&str, &str)] =
+    &[("sinf", "v"), ("cosf", "v"), ("expf", "v"), ("logf", "v"), ("tanhf", "v"), ("powf", "vv")];
+
 /// Host facts, computed once.
 struct Host {
     triple: String,
@@ -58,7 +62,18 @@ fn host() -> &'static Host {
             }
             vector_isas.push(('b', 4));
         }
-        Host { triple, target: TargetInfo { cpu, features, vector_isas } }
+        // Offer only the variants glibc really has (tanhf's arrived in 2.35, for example).
+        let mut vector_symbols = Vec::new();
+        for &(isa, lanes) in &vector_isas {
+            for (name, params) in MATH_FUNCTIONS {
+                let sym = format!("_ZGV{isa}N{lanes}{params}_{name}");
+                let c = CString::new(sym.clone()).unwrap();
+                if !unsafe { inkwell::llvm_sys::support::LLVMSearchForAddressOfSymbol(c.as_ptr()) }.is_null() {
+                    vector_symbols.push(sym);
+                }
+            }
+        }
+        Host { triple, target: TargetInfo { cpu, features, vector_isas, vector_symbols } }
     })
 }
 

@@ -321,3 +321,47 @@ def test_inferred_strides_match_eager_for_mixed_layouts():
     b = randn(6, 1, 5, seed=1)
     check(lambda x, y: x * y + 1, a, b, n_kernels=1)
     check(lambda x, y: torch.where(x > y, x, y), randn(3, 1), randn(1, 4, seed=2), n_kernels=1)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: (lambda x: F.relu(x * 2, inplace=True) + x),
+        lambda: torch.nn.Sequential(torch.nn.ReLU(inplace=True)),
+    ],
+)
+def test_inplace_kwargs_and_modules_run_eager(make):
+    fn = make()
+    x = randn(4, 4)
+    C.inductor_reset_counters()
+    compiled = C.inductor_compile(torch.fx.symbolic_trace(fn), [x.clone()])
+    a, b = x.clone(), x.clone()
+    torch.testing.assert_close(compiled(a), fn(b))
+    torch.testing.assert_close(a, b)
+    assert C.inductor_counters()["eager_graphs"] == 1, compiled.plan
+
+
+def test_module_with_parameters_and_get_attr():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 4)
+            self.register_buffer("scale", torch.full((4,), 0.5))
+
+        def forward(self, x):
+            return torch.tanh(self.lin(x)) * self.scale + 1
+
+    m = M()
+    x = randn(3, 8)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.requires_grad_(False)
+        check(m, x, n_kernels=1)
+    m2 = M()
+    C.inductor_reset_counters()
+    compiled = C.inductor_compile(torch.fx.symbolic_trace(m2), [x])
+    assert "requires grad" in compiled.plan
+    out = compiled(x)
+    torch.testing.assert_close(out, m2(x))
+    out.sum().backward()
+    assert m2.lin.weight.grad is not None

@@ -506,8 +506,22 @@ pub fn import_graph(
         if matches!(op.as_str(), "call_function" | "call_method") && looks_mutating(py, &op, &target)? {
             return Err(ImportError::Unsupported(format!("node {name} mutates its inputs")));
         }
-        if kwargs.iter().any(|(k, _)| k == "out") {
-            return Err(ImportError::Unsupported(format!("node {name} writes through out=")));
+        if kwargs.iter().any(|(k, v)| k == "out" || (k == "inplace" && !matches!(v, FxArg::Bool(false)))) {
+            return Err(ImportError::Unsupported(format!("node {name} mutates its inputs (out= or inplace=)")));
+        }
+        if op == "call_module" {
+            let module = get_attr_path(gm, &target.extract::<String>()?)?;
+            if let Ok(flag) = module.getattr(intern!(py, "inplace")) {
+                if flag.is_truthy().unwrap_or(true) {
+                    return Err(ImportError::Unsupported(format!("module {name} works in place")));
+                }
+            }
+            // Note [grad inputs] in mod.rs: parameters are inputs too.
+            for p in module.call_method0(intern!(py, "parameters"))?.try_iter()? {
+                if p?.getattr(intern!(py, "requires_grad"))?.is_truthy()? {
+                    return Err(ImportError::Unsupported(format!("module {name} has parameters; one requires grad")));
+                }
+            }
         }
         let (fx_op, canonical, meta) = match op.as_str() {
             "placeholder" => {

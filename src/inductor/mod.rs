@@ -168,10 +168,16 @@ fn inductor_compile(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Boun
     };
     // Note [grad inputs]: until AOTAutograd hands us forward/backward graphs, a graph whose inputs
     // require grad runs eagerly so autograd records it.
+    // Values computed from parameters that require grad (call_module) count too: a kernel would
+    // cut them off the autograd graph.
     for n in &g.nodes {
-        if let (FxOp::Placeholder { .. } | FxOp::GetAttr { .. }, Some(meta)) = (&n.op, &n.meta) {
+        if let Some(meta) = &n.meta {
             if meta.requires_grad {
-                return Ok(eager(forward, &format!("input {} requires grad", n.name)));
+                let what = match n.op {
+                    FxOp::Placeholder { .. } | FxOp::GetAttr { .. } => "input",
+                    _ => "value",
+                };
+                return Ok(eager(forward, &format!("{what} {} requires grad", n.name)));
             }
         }
     }
