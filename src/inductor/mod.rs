@@ -229,6 +229,7 @@ fn inductor_compile(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Boun
     }
     let mut steps = Vec::new();
     let mut kernel_order = Vec::new();
+    let cpu_device = torch.getattr("device")?.call1(("cpu",))?;
     for step in &sched.steps {
         match step {
             Step::Kernel(gi) => {
@@ -241,7 +242,8 @@ fn inductor_compile(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Boun
                     let l = ir.buffer(*buf).layout.as_ref().expect("kernel output without layout");
                     let kw = PyDict::new(py);
                     kw.set_item("dtype", dtype_obj(l.dtype)?)?;
-                    kw.set_item("device", "cpu")?;
+                    // A torch.device object: a "cpu" string would be parsed on every call.
+                    kw.set_item("device", &cpu_device)?;
                     allocs.push((
                         buf.0 as usize,
                         PyTuple::new(py, &l.sizes)?.unbind(),
