@@ -185,3 +185,78 @@ pub fn legalize(kernel: &Kernel) -> Kernel {
     out.tile = kernel.tile;
     simplify_loops(&out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::KernelBuilder;
+    use crate::kernel::DType;
+
+    /// Builds `out = x + 0` with the given load/store strides and returns the simplified loops as
+    /// (ranges, load strides, store strides, tile).
+    fn check(ranges: &[i64], load: &[i64], store: &[i64]) -> (Vec<i64>, Vec<i64>, Vec<i64>, Option<i64>) {
+        let mut b = KernelBuilder::new("t", ranges.to_vec());
+        let x = b.input("x", DType::F32);
+        let o = b.output("o", DType::F32);
+        let l = b.load(x, Index { offset: 0, strides: load.to_vec() });
+        b.store(o, Index { offset: 0, strides: store.to_vec() }, l);
+        let k = legalize(&b.finish().unwrap());
+        let Expr::Load { index, .. } = &k.exprs[0] else { panic!("first expr is the load") };
+        (k.ranges.clone(), index.strides.clone(), k.stores[0].index.strides.clone(), k.tile)
+    }
+
+    #[test]
+    fn contiguous_coalesces_to_one_loop() {
+        assert_eq!(check(&[4, 5, 6], &[30, 6, 1], &[30, 6, 1]), (vec![120], vec![1], vec![1], None));
+    }
+
+    #[test]
+    fn unit_dims_dropped_and_scalar_kept() {
+        assert_eq!(check(&[1, 7, 1], &[7, 1, 1], &[7, 1, 1]), (vec![7], vec![1], vec![1], None));
+        assert_eq!(check(&[], &[], &[]), (vec![1], vec![0], vec![0], None));
+    }
+
+    #[test]
+    fn broadcast_blocks_coalescing() {
+        assert_eq!(check(&[4, 8], &[0, 1], &[8, 1]), (vec![4, 8], vec![0, 1], vec![8, 1], None));
+    }
+
+    #[test]
+    fn loops_follow_store_order() {
+        // Output stored transposed (strides [1, 4]): the store's unit-stride dim becomes innermost.
+        assert_eq!(check(&[4, 8], &[1, 4], &[1, 4]), (vec![32], vec![1], vec![1], None));
+    }
+
+    #[test]
+    fn transpose_is_tiled() {
+        assert_eq!(check(&[64, 64], &[1, 64], &[64, 1]), (vec![64, 64], vec![1, 64], vec![64, 1], Some(TILE)));
+        // Too small to tile.
+        assert_eq!(check(&[8, 8], &[1, 8], &[8, 1]).3, None);
+    }
+
+    #[test]
+    fn rewrites_leave_no_composite_ops() {
+        let mut b = KernelBuilder::new("t", vec![4]);
+        let x = b.input("x", DType::F32);
+        let o = b.output("o", DType::F32);
+        let l = b.load(x, Index { offset: 0, strides: vec![1] });
+        let r = b.unary(UnaryOp::Relu, l);
+        let s = b.unary(UnaryOp::Sigmoid, r);
+        let m = b.binary(BinaryOp::Maximum, s, l);
+        let two = b.const_f32(2.0);
+        let p = b.binary(BinaryOp::Pow, m, two);
+        b.store(o, Index { offset: 0, strides: vec![1] }, p);
+        let k = legalize(&b.finish().unwrap());
+        k.verify().unwrap();
+        for e in &k.exprs {
+            assert!(
+                !matches!(
+                    e,
+                    Expr::Unary(UnaryOp::Relu | UnaryOp::Sigmoid | UnaryOp::Reciprocal, _)
+                        | Expr::Binary(BinaryOp::Maximum | BinaryOp::Minimum | BinaryOp::Pow, _, _)
+                ),
+                "{e:?} survived legalization:\n{k}"
+            );
+        }
+    }
+}

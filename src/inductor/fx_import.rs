@@ -69,6 +69,8 @@ pub struct FxNode {
     pub op: FxOp,
     /// Canonical op name for the lowering table (`"add"`, `"sin"`, ...), when recognized.
     pub canonical: Option<&'static str>,
+    /// The target as torch.fx prints it (`torch.matmul`, `view`, `lin`), for plans and logs.
+    pub target_name: String,
     pub args: Vec<FxArg>,
     pub kwargs: Vec<(String, FxArg)>,
     /// Meta of the node's value when it is a tensor with static sizes.
@@ -443,6 +445,17 @@ fn meta_propagate<'py>(
     Ok(out)
 }
 
+/// `module.name` of a callable (`torch.matmul`, `_operator.add`), or its repr.
+fn qualified_name(py: Python<'_>, target: &Bound<'_, PyAny>) -> String {
+    let name = target.getattr(intern!(py, "__name__")).and_then(|n| n.extract::<String>());
+    let module = target.getattr(intern!(py, "__module__")).and_then(|m| m.extract::<String>());
+    match (module, name) {
+        (Ok(m), Ok(n)) => format!("{m}.{n}"),
+        (Err(_), Ok(n)) => n,
+        _ => target.repr().map(|r| r.to_string()).unwrap_or_default(),
+    }
+}
+
 /// Fetches `gm.<a.b.c>`.
 fn get_attr_path<'py>(gm: &Bound<'py, PyAny>, path: &str) -> PyResult<Bound<'py, PyAny>> {
     let mut obj = gm.clone();
@@ -566,7 +579,11 @@ pub fn import_graph(
             missing.push(node_idx);
         }
         imp.names.push(n.clone());
-        out_nodes.push(FxNode { name, op: fx_op, canonical, args, kwargs, meta, users: Vec::new() });
+        let target_name = match op.as_str() {
+            "call_function" => qualified_name(py, &target),
+            _ => target.str().map(|s| s.to_string()).unwrap_or_default(),
+        };
+        out_nodes.push(FxNode { name, op: fx_op, canonical, target_name, args, kwargs, meta, users: Vec::new() });
     }
     if n_placeholders != examples.len() {
         return Err(ImportError::Unsupported(format!(

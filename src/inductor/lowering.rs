@@ -176,8 +176,8 @@ fn make_pointwise(
                 Rule::Where if i == 0 => DType::Bool,
                 _ => compute,
             };
-            let v = match o {
-                Operand::Tensor { buf, sizes, .. } => {
+            let (v, have) = match o {
+                Operand::Tensor { buf, sizes, dtype } => {
                     let n_vars = index.first().map(|a| a.coeffs.len()).unwrap_or(0);
                     let idx: Vec<Affine> = sizes
                         .iter()
@@ -191,11 +191,11 @@ fn make_pointwise(
                             }
                         })
                         .collect();
-                    h.load(*buf, &idx)
+                    (h.load(*buf, &idx), *dtype)
                 }
-                Operand::Scalar { value, dtype } => h.constant(*value, *dtype),
+                Operand::Scalar { value, dtype } => (h.constant(*value, *dtype), *dtype),
             };
-            vals.push(h.to_dtype(v, want));
+            vals.push(if have == want { v } else { h.to_dtype(v, want) });
         }
         match rule {
             Rule::Unary(op) => h.unary(op, vals[0]),
@@ -261,8 +261,8 @@ fn operands_for(
 }
 
 fn lower_pointwise(node: &FxNode, ir: &mut GraphIr) -> Result<Pointwise, LoweringError> {
-    let canonical = node.canonical.ok_or_else(|| LoweringError::NoLowering(describe(node)))?;
-    let (n_operands, rule) = lowering_table(canonical).ok_or_else(|| LoweringError::NoLowering(describe(node)))?;
+    let canonical = node.canonical.ok_or_else(|| LoweringError::NoLowering(node.target_name.clone()))?;
+    let (n_operands, rule) = lowering_table(canonical).ok_or_else(|| LoweringError::NoLowering(node.target_name.clone()))?;
     let meta = node.meta.as_ref().ok_or_else(|| LoweringError::Unsupported("no static tensor meta".into()))?;
     if !meta.layout.cpu {
         return Err(LoweringError::Unsupported("result is not on the cpu".into()));
@@ -322,9 +322,9 @@ fn lower_pointwise(node: &FxNode, ir: &mut GraphIr) -> Result<Pointwise, Lowerin
 /// One-line description of a node for logs and plans: `call_function sin` etc.
 pub fn describe(node: &FxNode) -> String {
     match &node.op {
-        FxOp::CallFunction { .. } => format!("call_function {} ({})", node.canonical.unwrap_or("?"), node.name),
+        FxOp::CallFunction { .. } => format!("call_function {} ({})", node.target_name, node.name),
         FxOp::CallMethod { name } => format!("call_method {name} ({})", node.name),
-        FxOp::CallModule { .. } => format!("call_module ({})", node.name),
+        FxOp::CallModule { .. } => format!("call_module {} ({})", node.target_name, node.name),
         other => format!("{other:?} ({})", node.name),
     }
 }
@@ -521,4 +521,47 @@ pub fn infer_meta(nodes: &[FxNode], i: usize) -> Option<super::fx_import::Tensor
     };
     let strides = pointwise_output_strides(&sizes, &tensors);
     Some(super::fx_import::TensorMeta { layout: Layout { sizes, strides, dtype, cpu: true }, requires_grad: false })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(sizes: &[i64], strides: &[i64]) -> Layout {
+        Layout { sizes: sizes.to_vec(), strides: strides.to_vec(), dtype: DType::F32, cpu: true }
+    }
+
+    #[test]
+    fn broadcast_shapes_follow_numpy_rules() {
+        assert_eq!(broadcast_shapes(&[&[5, 1, 7], &[6, 1]]), Some(vec![5, 6, 7]));
+        assert_eq!(broadcast_shapes(&[&[3], &[]]), Some(vec![3]));
+        assert_eq!(broadcast_shapes(&[&[3], &[4]]), None);
+    }
+
+    /// Expected values are what eager torch 2.x returns for `a + b` (checked by the pytests too).
+    #[test]
+    fn output_strides_match_tensor_iterator() {
+        let check = |sizes: &[i64], ops: &[Layout], want: &[i64]| {
+            let refs: Vec<&Layout> = ops.iter().collect();
+            assert_eq!(pointwise_output_strides(sizes, &refs), want, "{sizes:?} {ops:?}");
+        };
+        check(&[4, 6], &[layout(&[4, 6], &[6, 1])], &[6, 1]);
+        // x.t() + 1: follows the transposed input.
+        check(&[4, 6], &[layout(&[4, 6], &[1, 4])], &[1, 4]);
+        // x.t() + y: the first operand decides.
+        check(&[4, 6], &[layout(&[4, 6], &[1, 4]), layout(&[4, 6], &[6, 1])], &[1, 4]);
+        // Broadcast operand is ignored along its broadcast dims.
+        check(&[4, 6], &[layout(&[6], &[1]), layout(&[4, 6], &[1, 4])], &[1, 4]);
+        // permute(2, 0, 1) of a contiguous [4, 5, 6].
+        check(&[6, 4, 5], &[layout(&[6, 4, 5], &[1, 30, 6])], &[1, 30, 6]);
+        check(&[], &[layout(&[], &[])], &[]);
+    }
+
+    #[test]
+    fn dense_layouts() {
+        assert!(layout(&[4, 6], &[1, 4]).is_non_overlapping_and_dense());
+        assert!(layout(&[1, 6], &[99, 1]).is_non_overlapping_and_dense());
+        assert!(!layout(&[4, 6], &[0, 1]).is_non_overlapping_and_dense());
+        assert!(!layout(&[4, 6], &[12, 2]).is_non_overlapping_and_dense());
+    }
 }

@@ -314,3 +314,83 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CompiledGraph>()?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::fx_import::{FxArg, FxGraph, FxNode, FxOp, TensorMeta};
+    use super::ir::{DType, Layout};
+    use super::*;
+
+    fn meta(sizes: &[i64]) -> Option<TensorMeta> {
+        Some(TensorMeta {
+            layout: Layout {
+                sizes: sizes.to_vec(),
+                strides: Layout::contiguous_strides(sizes),
+                dtype: DType::F32,
+                cpu: true,
+            },
+            requires_grad: false,
+        })
+    }
+
+    fn node(name: &str, op: FxOp, canonical: Option<&'static str>, args: Vec<FxArg>, sizes: Option<&[i64]>) -> FxNode {
+        FxNode {
+            name: name.into(),
+            op,
+            canonical,
+            target_name: canonical.unwrap_or(name).to_string(),
+            args,
+            kwargs: Vec::new(),
+            meta: sizes.and_then(meta),
+            users: Vec::new(),
+        }
+    }
+
+    /// Lowers and schedules `nodes` (no Python involved) and renders the plan.
+    fn plan_of(nodes: Vec<FxNode>) -> String {
+        let output = nodes.len() - 1;
+        let g = FxGraph { nodes, side_table: Vec::new(), output };
+        let ir = lowering::lower(&g);
+        let sched = scheduler::schedule(&g, &ir);
+        let names: Vec<String> = (0..sched.groups.len()).map(|i| format!("kernel{i}")).collect();
+        render_plan(&g, &ir, &sched, &names)
+    }
+
+    fn call(name: &str, canonical: &'static str, args: Vec<FxArg>, sizes: &[i64]) -> FxNode {
+        node(name, FxOp::CallFunction { target: 0 }, Some(canonical), args, Some(sizes))
+    }
+
+    #[test]
+    fn sin_cos_fuses_into_one_kernel() {
+        let plan = plan_of(vec![
+            node("x", FxOp::Placeholder { position: 0 }, None, vec![], Some(&[4, 8])),
+            node("y", FxOp::Placeholder { position: 1 }, None, vec![], Some(&[4, 8])),
+            call("sin", "sin", vec![FxArg::Node(0)], &[4, 8]),
+            call("cos", "cos", vec![FxArg::Node(1)], &[4, 8]),
+            call("mul", "mul", vec![FxArg::Node(3), FxArg::Float(2.0)], &[4, 8]),
+            call("add", "add", vec![FxArg::Node(2), FxArg::Node(4)], &[4, 8]),
+            node("output", FxOp::Output, None, vec![FxArg::Tuple(vec![FxArg::Node(5)])], None),
+        ]);
+        insta::assert_snapshot!(plan);
+    }
+
+    #[test]
+    fn fallback_splits_and_ranges_refuse_fusion() {
+        let plan = plan_of(vec![
+            node("x", FxOp::Placeholder { position: 0 }, None, vec![], Some(&[4, 8])),
+            node("w", FxOp::Placeholder { position: 1 }, None, vec![], Some(&[8, 3])),
+            call("exp", "exp", vec![FxArg::Node(0)], &[4, 8]),
+            node("matmul", FxOp::CallFunction { target: 0 }, None, vec![FxArg::Node(2), FxArg::Node(1)], Some(&[4, 3])),
+            call("relu", "relu", vec![FxArg::Node(3)], &[4, 3]),
+            call("neg", "neg", vec![FxArg::Node(2)], &[4, 8]),
+            node(
+                "output",
+                FxOp::Output,
+                None,
+                vec![FxArg::Tuple(vec![FxArg::Node(4), FxArg::Node(5)])],
+                None,
+            ),
+        ]);
+        insta::assert_snapshot!(plan);
+    }
+}
