@@ -501,17 +501,14 @@ pub fn infer_meta(nodes: &[FxNode], i: usize) -> Option<super::fx_import::Tensor
         Rule::Compare(_) => DType::Bool,
         Rule::Unary(UnaryOp::LogicalNot) | Rule::Binary(BinaryOp::LogicalAnd | BinaryOp::LogicalOr) => DType::Bool,
         Rule::Where => {
+            let branches = &dtypes[1..];
             if dtypes[0].0 != DType::Bool {
                 return None;
             }
-            let (a, b) = (dtypes[1], dtypes[2]);
-            if (a == (DType::Bool, true) || a.0 == DType::Bool && !a.1) && (b == (DType::Bool, true) || b.0 == DType::Bool && !b.1) {
-                if !a.1 && !b.1 {
-                    return None;
-                }
-                DType::Bool
-            } else if (a.0 == DType::F32 && a.1) || (b.0 == DType::F32 && b.1) {
+            if branches.iter().any(|&(d, is_tensor)| is_tensor && d == DType::F32) {
                 DType::F32
+            } else if branches.iter().all(|&(d, _)| d == DType::Bool) && branches.iter().any(|&(_, t)| t) {
+                DType::Bool
             } else {
                 return None;
             }

@@ -218,8 +218,16 @@ pub struct CompiledGraph {
 
 #[pymethods]
 impl CompiledGraph {
-    #[pyo3(signature = (*args))]
-    fn __call__<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if kwargs.is_some_and(|k| !k.is_empty()) {
+            return self.forward.bind(py).call(args, kwargs);
+        }
         if let Some(rt) = &self.runtime {
             if let Some(out) = rt.run(py, args)? {
                 return Ok(out);
