@@ -6,7 +6,7 @@
 //! - `<name>(ptr %args, i64 %start, i64 %end)`, external: loads the argument pointers from the
 //!   array `args` and calls the body (one uniform C signature for every kernel).
 //!
-//! Invariants: the input passed `legalize` (no Relu/Sigmoid/Reciprocal/Maximum/Minimum); every
+//! Invariants: the input passed `legalize` (no Relu/Sigmoid/Reciprocal/Rsqrt/Maximum/Minimum); every
 //! libm call is `memory(none)` and carries a `vector-function-abi-variant` attribute naming the
 //! glibc libmvec variants the host supports, so the loop vectorizer can widen it.
 
@@ -327,8 +327,11 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                     UnaryOp::Log => self.call_math(&b, "logf", &[fv(a)])?.into(),
                     UnaryOp::Sin => self.call_math(&b, "sinf", &[fv(a)])?.into(),
                     UnaryOp::Cos => self.call_math(&b, "cosf", &[fv(a)])?.into(),
+                    UnaryOp::Erf => self.call_math(&b, "erff", &[fv(a)])?.into(),
+                    UnaryOp::Log1p => self.call_math(&b, "log1pf", &[fv(a)])?.into(),
+                    UnaryOp::Expm1 => self.call_math(&b, "expm1f", &[fv(a)])?.into(),
                     UnaryOp::Not => e(b.build_xor(iv(a), boolt.const_int(1, false), ""))?.into(),
-                    UnaryOp::Relu | UnaryOp::Sigmoid | UnaryOp::Reciprocal => {
+                    UnaryOp::Relu | UnaryOp::Sigmoid | UnaryOp::Reciprocal | UnaryOp::Rsqrt => {
                         return Err(bad(format!("{op:?} must be legalized before emission")))
                     }
                 },

@@ -34,7 +34,17 @@ pub const PARALLEL_MIN_NUMEL: i64 = 1 << 16;
 
 /// libm functions `emit` calls, with their vector-ABI parameter codes.
 const MATH_FUNCTIONS: &[(&str, &str)] =
-    &[("sinf", "v"), ("cosf", "v"), ("expf", "v"), ("logf", "v"), ("tanhf", "v"), ("powf", "vv")];
+    &[
+        ("sinf", "v"),
+        ("cosf", "v"),
+        ("expf", "v"),
+        ("logf", "v"),
+        ("tanhf", "v"),
+        ("erff", "v"),
+        ("log1pf", "v"),
+        ("expm1f", "v"),
+        ("powf", "vv"),
+    ];
 
 /// Host facts, computed once.
 struct Host {

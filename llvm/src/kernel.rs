@@ -70,6 +70,14 @@ pub enum UnaryOp {
     Ceil,
     /// Logical not of a bool.
     Not,
+    /// Gauss error function (torch.erf).
+    Erf,
+    /// `log(1 + x)`, accurate near 0 (torch.log1p).
+    Log1p,
+    /// `exp(x) - 1`, accurate near 0 (torch.expm1).
+    Expm1,
+    /// `1 / sqrt(x)`; legalized.
+    Rsqrt,
 }
 
 /// Binary scalar ops. Arithmetic ops take and give F32; `And`/`Or` take and give Bool.

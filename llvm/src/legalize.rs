@@ -2,7 +2,7 @@
 //! simplifies its loop nest.
 //!
 //! Invariants: the result computes the same values at the same addresses as the input (bitwise,
-//! NaN payloads aside); after `legalize`, no `Relu`, `Sigmoid`, `Reciprocal`, `Maximum` or
+//! NaN payloads aside); after `legalize`, no `Relu`, `Sigmoid`, `Reciprocal`, `Rsqrt`, `Maximum` or
 //! `Minimum` remains, no range is 1 unless the kernel is a single point, and the stores' loop
 //! order is outermost-largest-stride first (except that a transposed access may move one dim
 //! next to the innermost and set `tile`).
@@ -26,6 +26,12 @@ fn rewrite(b: &mut KernelBuilder, expr: &Expr) -> ExprId {
             let e = b.unary(UnaryOp::Exp, neg);
             let den = b.binary(BinaryOp::Add, one, e);
             b.binary(BinaryOp::Div, one, den)
+        }
+        // rsqrt(x) -> 1 / sqrt(x)
+        Expr::Unary(UnaryOp::Rsqrt, x) => {
+            let one = b.const_f32(1.0);
+            let s = b.unary(UnaryOp::Sqrt, x);
+            b.binary(BinaryOp::Div, one, s)
         }
         // reciprocal(x) -> 1 / x
         Expr::Unary(UnaryOp::Reciprocal, x) => {

@@ -365,3 +365,39 @@ def test_module_with_parameters_and_get_attr():
     torch.testing.assert_close(out, m2(x))
     out.sum().backward()
     assert m2.lin.weight.grad is not None
+
+
+ACTIVATIONS = {
+    "silu": lambda x: F.silu(x),
+    "gelu": lambda x: F.gelu(x),
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "leaky_relu": lambda x: F.leaky_relu(x),
+    "leaky_relu_slope": lambda x: F.leaky_relu(x, 0.2),
+    "erf": lambda x: torch.erf(x),
+    "log1p": lambda x: torch.log1p(torch.abs(x)),
+    "expm1": lambda x: torch.expm1(x),
+    "rsqrt": lambda x: torch.rsqrt(torch.abs(x) + 0.1),
+    "clamp": lambda x: torch.clamp(x, -0.5, 0.5),
+    "clamp_min_kw": lambda x: torch.clamp(x, min=0.1),
+    "clamp_max_method": lambda x: x.clamp(max=0.2),
+    "clamp_min": lambda x: torch.clamp_min(x, 0.0),
+    "clip_tensor": lambda x: torch.clip(x, x * 0.5, x * 0.5 + 0.1),
+    "sub_alpha": lambda x: torch.sub(x, x.cos(), alpha=0.5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_activations_and_composites(name):
+    x = randn(9, 11)
+    x[0, 0] = float("nan")
+    check(ACTIVATIONS[name], x, n_kernels=1)
+    check(ACTIVATIONS[name], randn(11, 9).t(), n_kernels=1)
+
+
+def test_bool_bitwise_ops():
+    a, b = randn(5, 6) > 0, randn(5, 6, seed=1) > 0
+    check(lambda p, q: (p & q) | ~p, a, b, n_kernels=1)
+    ints = torch.arange(30).reshape(5, 6)
+    check(lambda p: p & 3, ints, expect_kernels=False)
+    with pytest.raises(RuntimeError):
+        C.inductor_compile(torch.fx.symbolic_trace(lambda p: p & 1), [randn(2)])(randn(2))

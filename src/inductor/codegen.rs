@@ -119,6 +119,10 @@ impl OpsHandler for KernelOps<'_> {
             UnaryOp::Floor => (L::Floor, "floor"),
             UnaryOp::Ceil => (L::Ceil, "ceil"),
             UnaryOp::LogicalNot => (L::Not, "logical_not"),
+            UnaryOp::Erf => (L::Erf, "erf"),
+            UnaryOp::Log1p => (L::Log1p, "log1p"),
+            UnaryOp::Expm1 => (L::Expm1, "expm1"),
+            UnaryOp::Rsqrt => (L::Rsqrt, "rsqrt"),
         };
         self.op_names.insert(name);
         ev(self.kb.unary(lop, ex(a)))

@@ -32,6 +32,8 @@ pub enum FxArg {
     None,
     Tuple(Vec<FxArg>),
     List(Vec<FxArg>),
+    /// A Python `str` (for example `approximate="tanh"`).
+    Str(String),
     Py(usize),
 }
 
@@ -112,9 +114,9 @@ const FUNCTION_TARGETS: &[(&str, &str, &str)] = &[
     ("operator", "le", "le"),
     ("operator", "eq", "eq"),
     ("operator", "ne", "ne"),
-    ("operator", "and_", "logical_and"),
-    ("operator", "or_", "logical_or"),
-    ("operator", "invert", "logical_not"),
+    ("operator", "and_", "bitwise_and"),
+    ("operator", "or_", "bitwise_or"),
+    ("operator", "invert", "bitwise_not"),
     ("torch", "add", "add"),
     ("torch", "sub", "sub"),
     ("torch", "subtract", "sub"),
@@ -156,6 +158,30 @@ const FUNCTION_TARGETS: &[(&str, &str, &str)] = &[
     ("torch", "logical_not", "logical_not"),
     ("torch", "logical_and", "logical_and"),
     ("torch", "logical_or", "logical_or"),
+    ("torch", "erf", "erf"),
+    ("torch.special", "erf", "erf"),
+    ("torch", "log1p", "log1p"),
+    ("torch", "expm1", "expm1"),
+    ("torch", "rsqrt", "rsqrt"),
+    ("torch", "clamp", "clamp"),
+    ("torch", "clip", "clamp"),
+    ("torch", "clamp_min", "clamp_min"),
+    ("torch", "clamp_max", "clamp_max"),
+    ("torch", "rsub", "rsub"),
+    ("torch.nn.functional", "silu", "silu"),
+    ("torch.nn.functional", "gelu", "gelu"),
+    ("torch.nn.functional", "leaky_relu", "leaky_relu"),
+    ("torch.Tensor", "add", "add"),
+    ("torch.Tensor", "sub", "sub"),
+    ("torch.Tensor", "mul", "mul"),
+    ("torch.Tensor", "div", "div"),
+    ("torch.Tensor", "neg", "neg"),
+    ("torch.Tensor", "relu", "relu"),
+    ("torch.Tensor", "sigmoid", "sigmoid"),
+    ("torch.Tensor", "tanh", "tanh"),
+    ("torch.Tensor", "exp", "exp"),
+    ("torch.Tensor", "sin", "sin"),
+    ("torch.Tensor", "cos", "cos"),
 ];
 
 /// call_method names we lower -> canonical name.
@@ -206,6 +232,17 @@ const METHOD_TARGETS: &[(&str, &str)] = &[
     ("logical_not", "logical_not"),
     ("logical_and", "logical_and"),
     ("logical_or", "logical_or"),
+    ("erf", "erf"),
+    ("log1p", "log1p"),
+    ("expm1", "expm1"),
+    ("rsqrt", "rsqrt"),
+    ("clamp", "clamp"),
+    ("clip", "clamp"),
+    ("clamp_min", "clamp_min"),
+    ("clamp_max", "clamp_max"),
+    ("__and__", "bitwise_and"),
+    ("__or__", "bitwise_or"),
+    ("__invert__", "bitwise_not"),
 ];
 
 /// Resolved identity table: object id -> canonical name, built on first use.
@@ -213,9 +250,31 @@ fn function_table(py: Python<'_>) -> PyResult<&'static Vec<(usize, &'static str)
     static TABLE: pyo3::sync::PyOnceLock<Vec<(usize, &'static str)>> = pyo3::sync::PyOnceLock::new();
     TABLE.get_or_try_init(py, || {
         let mut out = Vec::new();
-        for (module, attr, canonical) in FUNCTION_TARGETS {
-            let m = py.import(*module)?;
-            if let Ok(obj) = m.getattr(*attr) {
+        for (path, attr, canonical) in FUNCTION_TARGETS {
+            // `path` is a module (`torch.nn.functional`) or a module attribute (`torch.Tensor`);
+            // entries this torch lacks are skipped.
+            let obj = match py.import(*path) {
+                Ok(m) => m.into_any(),
+                Err(_) => {
+                    let (module, rest) = path.split_once('.').unwrap_or((path, ""));
+                    let Ok(mut obj) = py.import(module).map(|m| m.into_any()) else { continue };
+                    let mut ok = true;
+                    for part in rest.split('.').filter(|p| !p.is_empty()) {
+                        match obj.getattr(part) {
+                            Ok(next) => obj = next,
+                            Err(_) => {
+                                ok = false;
+                                break;
+                            }
+                        }
+                    }
+                    if !ok {
+                        continue;
+                    }
+                    obj
+                }
+            };
+            if let Ok(obj) = obj.getattr(*attr) {
                 // Keep the object alive forever so its id stays valid.
                 let ptr = obj.as_ptr() as usize;
                 std::mem::forget(obj.unbind());
@@ -259,7 +318,11 @@ fn looks_mutating(py: Python<'_>, op: &str, target: &Bound<'_, PyAny>) -> PyResu
             "iadd" | "isub" | "imul" | "itruediv" | "ifloordiv" | "imod" | "ipow" | "iand" | "ior" | "ixor"
                 | "ilshift" | "irshift" | "imatmul"
         );
-    Ok((name.ends_with('_') && !name.ends_with("__")) || inplace_operator || name == "setitem" || name == "__setitem__")
+    // operator.and_/or_/not_/xor_/is_ only look like in-place methods.
+    let trailing_underscore = name.ends_with('_')
+        && !name.ends_with("__")
+        && !matches!(name.as_str(), "and_" | "or_" | "not_" | "xor_" | "is_" | "concat_");
+    Ok(trailing_underscore || inplace_operator || name == "setitem" || name == "__setitem__")
 }
 
 /// Reads a tensor's metadata; `None` if `v` is not a tensor or has symbolic sizes.
@@ -325,6 +388,9 @@ impl<'py> Importer<'py> {
             if let Ok(i) = a.extract::<i64>() {
                 return Ok(FxArg::Int(i));
             }
+        }
+        if a.is_exact_instance_of::<pyo3::types::PyString>() {
+            return Ok(FxArg::Str(a.extract::<String>()?));
         }
         if a.is_exact_instance_of::<pyo3::types::PyFloat>() {
             return Ok(FxArg::Float(a.extract::<f64>()?));

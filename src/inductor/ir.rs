@@ -122,6 +122,10 @@ pub enum UnaryOp {
     Floor,
     Ceil,
     LogicalNot,
+    Erf,
+    Log1p,
+    Expm1,
+    Rsqrt,
 }
 
 /// Pointwise binary ops (torch.add, torch.sub, ... on float32; logical_and/or on bool).

@@ -49,9 +49,20 @@ enum Rule {
     Square,
     /// Reversed binary (`__rsub__(x, y)` is `y - x`).
     Reversed(BinaryOp),
+    /// `x op (y * alpha)` (torch.add/sub with `alpha=`).
+    Alpha(BinaryOp, f64),
+    /// `x * sigmoid(x)` (F.silu).
+    Silu,
+    /// F.gelu; `true` for `approximate="tanh"`.
+    Gelu(bool),
+    /// `x > 0 ? x : x * slope` (F.leaky_relu).
+    LeakyRelu(f64),
+    /// torch.clamp: `min(max(x, lo), hi)`, NaN-propagating; operands are x, then the bounds given.
+    Clamp { lo: bool, hi: bool },
 }
 
-/// The lowering table: canonical op name -> (number of tensor/scalar operands, rule).
+/// The lowering table: canonical op name -> (number of tensor/scalar operands, rule). Ops whose
+/// operands depend on keywords (clamp, leaky_relu, gelu) are finished in [`decode`].
 fn lowering_table(name: &str) -> Option<(usize, Rule)> {
     use BinaryOp as B;
     use CmpOp as C;
@@ -63,16 +74,30 @@ fn lowering_table(name: &str) -> Option<(usize, Rule)> {
         "sigmoid" => (1, Rule::Unary(U::Sigmoid)),
         "tanh" => (1, Rule::Unary(U::Tanh)),
         "exp" => (1, Rule::Unary(U::Exp)),
+        "expm1" => (1, Rule::Unary(U::Expm1)),
         "log" => (1, Rule::Unary(U::Log)),
+        "log1p" => (1, Rule::Unary(U::Log1p)),
         "sqrt" => (1, Rule::Unary(U::Sqrt)),
+        "rsqrt" => (1, Rule::Unary(U::Rsqrt)),
         "sin" => (1, Rule::Unary(U::Sin)),
         "cos" => (1, Rule::Unary(U::Cos)),
+        "erf" => (1, Rule::Unary(U::Erf)),
         "reciprocal" => (1, Rule::Unary(U::Reciprocal)),
         "floor" => (1, Rule::Unary(U::Floor)),
         "ceil" => (1, Rule::Unary(U::Ceil)),
         "logical_not" => (1, Rule::Unary(U::LogicalNot)),
+        // `&`, `|`, `~` are logical only on bool tensors; `bool_only` refuses other dtypes.
+        "bitwise_not" => (1, Rule::Unary(U::LogicalNot)),
+        "bitwise_and" => (2, Rule::Binary(B::LogicalAnd)),
+        "bitwise_or" => (2, Rule::Binary(B::LogicalOr)),
         "pos" => (1, Rule::Pos),
         "square" => (1, Rule::Square),
+        "silu" => (1, Rule::Silu),
+        "gelu" => (1, Rule::Gelu(false)),
+        "leaky_relu" => (1, Rule::LeakyRelu(0.01)),
+        "clamp" => (3, Rule::Clamp { lo: true, hi: true }),
+        "clamp_min" => (2, Rule::Clamp { lo: true, hi: false }),
+        "clamp_max" => (2, Rule::Clamp { lo: false, hi: true }),
         "add" | "radd" => (2, Rule::Binary(B::Add)),
         "sub" => (2, Rule::Binary(B::Sub)),
         "rsub" => (2, Rule::Reversed(B::Sub)),
@@ -93,6 +118,91 @@ fn lowering_table(name: &str) -> Option<(usize, Rule)> {
         "where" => (3, Rule::Where),
         _ => return None,
     })
+}
+
+/// True for ops that are only logical (and only lowered) when every operand is bool.
+fn bool_only(node: &FxNode) -> bool {
+    node.canonical.is_some_and(|c| c.starts_with("bitwise_"))
+}
+
+fn number(a: &FxArg) -> Option<f64> {
+    match a {
+        FxArg::Int(v) => Some(*v as f64),
+        FxArg::Float(v) => Some(*v),
+        _ => None,
+    }
+}
+
+/// Syntactic decoding of a node into its rule and operand arguments (in rule order), folding the
+/// keywords we understand; no IR is touched, so meta inference and lowering share it.
+fn decode(node: &FxNode) -> Result<(Rule, Vec<&FxArg>), LoweringError> {
+    let canonical = node.canonical.ok_or_else(|| LoweringError::NoLowering(node.target_name.clone()))?;
+    let (n_operands, mut rule) =
+        lowering_table(canonical).ok_or_else(|| LoweringError::NoLowering(node.target_name.clone()))?;
+    let unsupported = |what: String| Err(LoweringError::Unsupported(what));
+    let mut args: Vec<&FxArg> = node.args.iter().collect();
+    // Trailing positional flags/parameters of the F.* activations.
+    match canonical {
+        "relu" | "silu" | "sigmoid" | "tanh" if args.len() == 2 => {
+            if !matches!(args[1], FxArg::Bool(false)) {
+                return unsupported(format!("{canonical} with argument {:?}", args[1]));
+            }
+            args.pop();
+        }
+        "leaky_relu" if args.len() >= 2 => {
+            if args.len() == 3 && !matches!(args[2], FxArg::Bool(false)) {
+                return unsupported("leaky_relu in place".into());
+            }
+            rule = Rule::LeakyRelu(number(args[1]).ok_or_else(|| LoweringError::Unsupported("slope".into()))?);
+            args.truncate(1);
+        }
+        _ => {}
+    }
+    // clamp's bounds are optional and may come by keyword; None drops a bound.
+    let mut clamp_bounds: Vec<(&str, &FxArg)> = Vec::new();
+    if canonical == "clamp" {
+        for (i, a) in args.iter().enumerate().skip(1) {
+            clamp_bounds.push((if i == 1 { "min" } else { "max" }, a));
+        }
+        args.truncate(1);
+    }
+    for (k, v) in &node.kwargs {
+        match (k.as_str(), v) {
+            ("alpha", a) if matches!(canonical, "add" | "sub") => match (number(a), rule) {
+                (Some(alpha), Rule::Binary(op)) => rule = Rule::Alpha(op, alpha),
+                _ => return unsupported(format!("alpha={a:?}")),
+            },
+            ("inplace", FxArg::Bool(false)) => {}
+            ("rounding_mode", FxArg::None) => {}
+            ("approximate", FxArg::Str(mode)) if canonical == "gelu" => match mode.as_str() {
+                "none" => rule = Rule::Gelu(false),
+                "tanh" => rule = Rule::Gelu(true),
+                other => return unsupported(format!("gelu approximate={other}")),
+            },
+            ("negative_slope", a) if canonical == "leaky_relu" => {
+                rule = Rule::LeakyRelu(number(a).ok_or_else(|| LoweringError::Unsupported("slope".into()))?)
+            }
+            ("min" | "max", a) if canonical == "clamp" => clamp_bounds.push((k.as_str(), a)),
+            ("other" | "exponent" | "input" | "min" | "max", _) => args.push(v),
+            _ => return unsupported(format!("keyword argument {k}={v:?}")),
+        }
+    }
+    if canonical == "clamp" {
+        let lo = clamp_bounds.iter().find(|(k, a)| *k == "min" && !matches!(a, FxArg::None));
+        let hi = clamp_bounds.iter().find(|(k, a)| *k == "max" && !matches!(a, FxArg::None));
+        if lo.is_none() && hi.is_none() {
+            return unsupported("clamp without bounds".into());
+        }
+        args.extend(lo.map(|(_, a)| *a));
+        args.extend(hi.map(|(_, a)| *a));
+        rule = Rule::Clamp { lo: lo.is_some(), hi: hi.is_some() };
+        return Ok((rule, args));
+    }
+    // `x.where(cond, y)` style and `torch.where(cond)` are not what we lower.
+    if args.len() != n_operands {
+        return unsupported(format!("{canonical} with {} operands (expected {n_operands})", args.len()));
+    }
+    Ok((rule, args))
 }
 
 /// Broadcast `shapes` (numpy rules, as torch.broadcast_shapes); `None` if incompatible.
@@ -205,37 +315,70 @@ fn make_pointwise(
             Rule::Where => h.where_(vals[0], vals[1], vals[2]),
             Rule::Pos => vals[0],
             Rule::Square => h.binary(BinaryOp::Mul, vals[0], vals[0]),
+            Rule::Alpha(op, alpha) => {
+                let a = h.constant(alpha, DType::F32);
+                let scaled = h.binary(BinaryOp::Mul, vals[1], a);
+                h.binary(op, vals[0], scaled)
+            }
+            Rule::Silu => {
+                let s = h.unary(UnaryOp::Sigmoid, vals[0]);
+                h.binary(BinaryOp::Mul, vals[0], s)
+            }
+            // gelu(x) = x * 0.5 * (1 + erf(x / sqrt(2)))   (torch's CPU formula)
+            Rule::Gelu(false) => {
+                let x = vals[0];
+                let c = h.constant(std::f64::consts::FRAC_1_SQRT_2, DType::F32);
+                let half = h.constant(0.5, DType::F32);
+                let one = h.constant(1.0, DType::F32);
+                let e = h.binary(BinaryOp::Mul, x, c);
+                let e = h.unary(UnaryOp::Erf, e);
+                let e = h.binary(BinaryOp::Add, one, e);
+                let xh = h.binary(BinaryOp::Mul, x, half);
+                h.binary(BinaryOp::Mul, xh, e)
+            }
+            // gelu_tanh(x) = 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+            Rule::Gelu(true) => {
+                let x = vals[0];
+                let beta = h.constant((2.0 / std::f64::consts::PI).sqrt(), DType::F32);
+                let kappa = h.constant(0.044715, DType::F32);
+                let half = h.constant(0.5, DType::F32);
+                let one = h.constant(1.0, DType::F32);
+                let x2 = h.binary(BinaryOp::Mul, x, x);
+                let x3 = h.binary(BinaryOp::Mul, x2, x);
+                let inner = h.binary(BinaryOp::Mul, kappa, x3);
+                let inner = h.binary(BinaryOp::Add, x, inner);
+                let inner = h.binary(BinaryOp::Mul, beta, inner);
+                let t = h.unary(UnaryOp::Tanh, inner);
+                let t = h.binary(BinaryOp::Add, one, t);
+                let hx = h.binary(BinaryOp::Mul, half, x);
+                h.binary(BinaryOp::Mul, hx, t)
+            }
+            Rule::LeakyRelu(slope) => {
+                let zero = h.constant(0.0, DType::F32);
+                let pos = h.compare(CmpOp::Gt, vals[0], zero);
+                let s = h.constant(slope, DType::F32);
+                let neg = h.binary(BinaryOp::Mul, vals[0], s);
+                h.where_(pos, vals[0], neg)
+            }
+            Rule::Clamp { lo, hi } => {
+                let mut v = vals[0];
+                let mut next = 1;
+                if lo {
+                    v = h.binary(BinaryOp::Maximum, v, vals[next]);
+                    next += 1;
+                }
+                if hi {
+                    v = h.binary(BinaryOp::Minimum, v, vals[next]);
+                }
+                v
+            }
         }
     });
     Ok(Pointwise { ranges: sizes, dtype: result, inner_fn, n_ops, realized: false })
 }
 
-/// Decodes the node's operands for `canonical`, folding the kwargs we understand.
-fn operands_for(
-    node: &FxNode,
-    canonical: &str,
-    n_operands: usize,
-    ir: &GraphIr,
-) -> Result<(Vec<Operand>, Option<f64>), LoweringError> {
-    let mut args: Vec<&FxArg> = node.args.iter().collect();
-    let mut alpha = None;
-    for (k, v) in &node.kwargs {
-        match (k.as_str(), v) {
-            ("alpha", FxArg::Int(a)) if matches!(canonical, "add" | "sub") => alpha = Some(*a as f64),
-            ("alpha", FxArg::Float(a)) if matches!(canonical, "add" | "sub") => alpha = Some(*a),
-            ("inplace", FxArg::Bool(false)) => {}
-            ("rounding_mode", FxArg::None) => {}
-            ("other" | "exponent" | "input", _) => args.push(v),
-            _ => return Err(LoweringError::Unsupported(format!("keyword argument {k}={v:?}"))),
-        }
-    }
-    // `x.where(cond, y)` style and `torch.where(cond)` are not what we lower.
-    if args.len() != n_operands {
-        return Err(LoweringError::Unsupported(format!(
-            "{canonical} with {} operands (expected {n_operands})",
-            args.len()
-        )));
-    }
+/// Maps decoded operand arguments to IR operands (buffers with static CPU layouts, scalars).
+fn operands(args: &[&FxArg], ir: &GraphIr) -> Result<Vec<Operand>, LoweringError> {
     let mut operands = Vec::new();
     for a in args {
         operands.push(match a {
@@ -257,17 +400,21 @@ fn operands_for(
             other => return Err(LoweringError::Unsupported(format!("operand {other:?}"))),
         });
     }
-    Ok((operands, alpha))
+    Ok(operands)
 }
 
 fn lower_pointwise(node: &FxNode, ir: &mut GraphIr) -> Result<Pointwise, LoweringError> {
-    let canonical = node.canonical.ok_or_else(|| LoweringError::NoLowering(node.target_name.clone()))?;
-    let (n_operands, rule) = lowering_table(canonical).ok_or_else(|| LoweringError::NoLowering(node.target_name.clone()))?;
+    let (rule, args) = decode(node)?;
     let meta = node.meta.as_ref().ok_or_else(|| LoweringError::Unsupported("no static tensor meta".into()))?;
     if !meta.layout.cpu {
         return Err(LoweringError::Unsupported("result is not on the cpu".into()));
     }
-    let (mut operands, alpha) = operands_for(node, canonical, n_operands, ir)?;
+    let operands = operands(&args, ir)?;
+    if bool_only(node)
+        && operands.iter().any(|o| !matches!(o, Operand::Tensor { dtype: DType::Bool, .. } | Operand::Scalar { dtype: DType::Bool, .. }))
+    {
+        return Err(LoweringError::Unsupported("bitwise op on non-bool operands".into()));
+    }
     // Realize producers that grew too large to inline; count ops for the rest.
     let mut n_ops = 1;
     for o in &operands {
@@ -282,39 +429,6 @@ fn lower_pointwise(node: &FxNode, ir: &mut GraphIr) -> Result<Pointwise, Lowerin
                 }
             }
         }
-    }
-    if let Some(alpha) = alpha {
-        // add(x, y, alpha=a) == x + y * a: fold `y * a` into the second operand's loader.
-        let Operand::Tensor { .. } = operands[1] else {
-            return Err(LoweringError::Unsupported("alpha with a scalar operand".into()));
-        };
-        let scaled = make_pointwise(Rule::Binary(BinaryOp::Mul), vec![operands[1].clone(), Operand::Scalar {
-            value: alpha,
-            dtype: DType::F32,
-        }], &Layout {
-            sizes: match &operands[1] {
-                Operand::Tensor { sizes, .. } => sizes.clone(),
-                _ => unreachable!(),
-            },
-            strides: Vec::new(),
-            dtype: DType::F32,
-            cpu: true,
-        }, 1)?;
-        let id = BufferId(ir.buffers.len() as u32);
-        let sizes = scaled.ranges.clone();
-        ir.buffers.push(Buffer {
-            id,
-            name: format!("{}_alpha", node.name),
-            node: usize::MAX,
-            layout: Some(Layout {
-                strides: Layout::contiguous_strides(&sizes),
-                sizes: sizes.clone(),
-                dtype: DType::F32,
-                cpu: true,
-            }),
-            kind: BufferKind::Pointwise(scaled),
-        });
-        operands[1] = Operand::Tensor { buf: id, sizes, dtype: DType::F32 };
     }
     make_pointwise(rule, operands, &meta.layout, n_ops)
 }
@@ -454,21 +568,7 @@ pub fn pointwise_output_strides(sizes: &[i64], operand_layouts: &[&Layout]) -> V
 /// known (dtype promotion restricted to float32/bool; anything else returns `None` so real
 /// propagation decides).
 pub fn infer_meta(nodes: &[FxNode], i: usize) -> Option<super::fx_import::TensorMeta> {
-    let node = &nodes[i];
-    let canonical = node.canonical?;
-    let (n_operands, rule) = lowering_table(canonical)?;
-    let mut args: Vec<&FxArg> = node.args.iter().collect();
-    for (k, v) in &node.kwargs {
-        match (k.as_str(), v) {
-            ("alpha", FxArg::Int(_) | FxArg::Float(_)) if matches!(canonical, "add" | "sub") => {}
-            ("inplace", FxArg::Bool(false)) | ("rounding_mode", FxArg::None) => {}
-            ("other" | "exponent" | "input", _) => args.push(v),
-            _ => return None,
-        }
-    }
-    if args.len() != n_operands {
-        return None;
-    }
+    let (rule, args) = decode(&nodes[i]).ok()?;
     let mut tensors: Vec<&Layout> = Vec::new();
     let mut dtypes: Vec<(DType, bool)> = Vec::new(); // (dtype, is_tensor)
     for a in &args {
@@ -488,7 +588,7 @@ pub fn infer_meta(nodes: &[FxNode], i: usize) -> Option<super::fx_import::Tensor
             _ => return None,
         }
     }
-    if tensors.is_empty() {
+    if tensors.is_empty() || (bool_only(&nodes[i]) && dtypes.iter().any(|(d, _)| *d != DType::Bool)) {
         return None;
     }
     let shapes: Vec<&[i64]> = tensors.iter().map(|l| l.sizes.as_slice()).collect();
