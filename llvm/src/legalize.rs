@@ -165,9 +165,9 @@ pub fn simplify_loops(kernel: &Kernel) -> Kernel {
     k
 }
 
-/// Block size (iterations per dim) of tiled loops: a 32x32 block of f32 touches 32 cache lines
-/// per operand, which fits L1 comfortably.
-pub const TILE: i64 = 32;
+/// Block size (iterations per dim) of tiled loops: one 16x16 f32 tile is 16 AVX-512 vectors,
+/// transposed in registers by `emit` (Note [transposed tiles]).
+pub const TILE: i64 = 16;
 
 /// Rewrites ops the emitter lacks and simplifies the loop nest; see the module invariants.
 pub fn legalize(kernel: &Kernel) -> Kernel {

@@ -401,3 +401,12 @@ def test_bool_bitwise_ops():
     check(lambda p: p & 3, ints, expect_kernels=False)
     with pytest.raises(RuntimeError):
         C.inductor_compile(torch.fx.symbolic_trace(lambda p: p & 1), [randn(2)])(randn(2))
+
+
+@pytest.mark.parametrize("shape", [(16, 16), (33, 47), (3, 130, 70)])
+def test_transposed_tiles(shape):
+    x = randn(*shape)
+    xt = x.transpose(-1, -2).contiguous().transpose(-1, -2)  # same values, transposed strides
+    y = randn(*shape, seed=1)
+    check(lambda a, b: a * 2 + torch.sin(b), xt, y, n_kernels=1)
+    check(lambda a, b: a * 2 + torch.sin(b), y, xt, n_kernels=1)

@@ -67,22 +67,24 @@ def build(seed):
     return fn
 
 
-def inputs(seed):
+def inputs(seed, m=9, n=13):
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(9, 13, generator=g)
-    y = torch.randn(13, 9, generator=g).t()  # transposed
-    z = torch.randn(13, generator=g)  # broadcast
+    x = torch.randn(m, n, generator=g)
+    y = torch.randn(n, m, generator=g).t()  # transposed
+    z = torch.randn(n, generator=g)  # broadcast
     if seed % 3 == 0:
-        z = torch.randn(9, 1, generator=g)
+        z = torch.randn(m, 1, generator=g)
     if seed % 4 == 0:
-        x = torch.randn(9, 26, generator=g)[:, 1::2]  # sliced with offset
+        x = torch.randn(m, 2 * n, generator=g)[:, 1::2]  # sliced with offset
     return x, y, z
 
 
-@pytest.mark.parametrize("seed", range(60))
-def test_random_pointwise_graph(seed):
+@pytest.mark.parametrize("seed,shape", [(s, (9, 13)) for s in range(60)] + [(s, (150, 77)) for s in range(60, 80)])
+def test_random_pointwise_graph(seed, shape):
+    """(150, 77) makes the transposed operand take the tiled path: full 16x16 tiles staged through
+    registers, ragged edge tiles, 128-blocks."""
     fn = build(seed)
-    args = inputs(seed)
+    args = inputs(seed, *shape)
     compiled = C.inductor_compile(torch.fx.symbolic_trace(fn), list(args))
     got = compiled(*args)
     want = fn(*args)
