@@ -410,3 +410,25 @@ def test_transposed_tiles(shape):
     y = randn(*shape, seed=1)
     check(lambda a, b: a * 2 + torch.sin(b), xt, y, n_kernels=1)
     check(lambda a, b: a * 2 + torch.sin(b), y, xt, n_kernels=1)
+
+
+def test_long_chain_and_diamonds_compile_quickly():
+    import time
+
+    def chain(x):
+        for _ in range(1500):
+            x = x * 0.999 + 0.001
+        return x
+
+    def diamonds(x):
+        # Contracting (not chaotic), so rounding differences do not grow with depth.
+        for _ in range(60):
+            a = torch.tanh(x)
+            b = torch.sigmoid(x)
+            x = (a + b) * 0.5 - a * b * 0.1
+        return x
+
+    for fn in (chain, diamonds):
+        start = time.perf_counter()
+        check(fn, randn(8, 8), atol=1e-4, rtol=1e-4)
+        assert time.perf_counter() - start < 30

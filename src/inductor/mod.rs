@@ -120,15 +120,14 @@ fn render_plan(g: &FxGraph, ir: &GraphIr, sched: &Schedule, kernel_names: &[Stri
                         let _ = writeln!(s, "  {m} ({}) = {}", b.name, PrintHandler::render(pw));
                     }
                 }
-                // Unrealized producers inlined into this group.
-                let mut inlined: Vec<String> = Vec::new();
-                for b in &ir.buffers {
-                    if let BufferKind::Pointwise(pw) = &b.kind {
-                        if !pw.realized && grp.members.iter().any(|m| reaches(ir, *m, b.id)) {
-                            inlined.push(format!("{} ({})", b.id, b.name));
-                        }
-                    }
-                }
+                // Unrealized producers inlined into this group (the scheduler's reach, restricted).
+                let inlined_set = inlined_into(ir, &grp.members);
+                let inlined: Vec<String> = ir
+                    .buffers
+                    .iter()
+                    .filter(|b| inlined_set.contains(&b.id))
+                    .map(|b| format!("{} ({})", b.id, b.name))
+                    .collect();
                 if !inlined.is_empty() {
                     let _ = writeln!(s, "  inlined: {}", inlined.join(", "));
                 }
@@ -146,16 +145,23 @@ fn render_plan(g: &FxGraph, ir: &GraphIr, sched: &Schedule, kernel_names: &[Stri
     s
 }
 
-/// True when `from`'s body reaches `target` through unrealized pointwise loads.
-fn reaches(ir: &GraphIr, from: ir::BufferId, target: ir::BufferId) -> bool {
-    let Some(pw) = ir.pointwise(from) else { return false };
-    let mut h = ir::ReadsHandler::default();
-    let n = pw.ranges.len();
-    let idx: Vec<_> = (0..n).map(|d| ir::Affine::var(d, n)).collect();
-    (pw.inner_fn)(&mut h, &idx);
-    h.reads.iter().any(|r| {
-        *r == target || ir.pointwise(*r).is_some_and(|p| !p.realized && reaches(ir, *r, target))
-    })
+/// Unrealized pointwise buffers the bodies of `members` inline (iterative, each buffer visited once).
+fn inlined_into(ir: &GraphIr, members: &[ir::BufferId]) -> std::collections::HashSet<ir::BufferId> {
+    let mut seen = std::collections::HashSet::new();
+    let mut stack: Vec<ir::BufferId> = members.to_vec();
+    while let Some(b) = stack.pop() {
+        let Some(pw) = ir.pointwise(b) else { continue };
+        let mut h = ir::ReadsHandler::default();
+        let n = pw.ranges.len();
+        let idx: Vec<_> = (0..n).map(|d| ir::Affine::var(d, n)).collect();
+        (pw.inner_fn)(&mut h, &idx);
+        for r in h.reads {
+            if ir.pointwise(r).is_some_and(|p| !p.realized) && seen.insert(r) {
+                stack.push(r);
+            }
+        }
+    }
+    seen
 }
 
 /// The `"inductor"` backend: compiles `gm` for inputs like `example_inputs`.
