@@ -432,3 +432,13 @@ def test_long_chain_and_diamonds_compile_quickly():
         start = time.perf_counter()
         check(fn, randn(8, 8), atol=1e-4, rtol=1e-4)
         assert time.perf_counter() - start < 30
+
+
+def test_members_realized_to_bound_inlining_are_not_stored():
+    def fn(x):
+        for _ in range(300):
+            x = x * 0.999 + 0.001
+        return x
+
+    compiled = check(fn, randn(8, 8), n_kernels=1)
+    assert compiled.kernel_ir.count("store") == 1, compiled.kernel_ir

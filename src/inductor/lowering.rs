@@ -445,7 +445,7 @@ pub fn describe(node: &FxNode) -> String {
 
 /// Lowers every node of `g`; also decides which Pointwise buffers are realized.
 pub fn lower(g: &FxGraph) -> GraphIr {
-    let mut ir = GraphIr { buffers: Vec::new(), node_buffer: vec![None; g.nodes.len()] };
+    let mut ir = GraphIr { buffers: Vec::new(), node_buffer: vec![None; g.nodes.len()], must_store: HashSet::new() };
     let mut fallback_inputs: HashSet<BufferId> = HashSet::new();
     for (i, node) in g.nodes.iter().enumerate() {
         let layout = node.meta.as_ref().map(|m| m.layout.clone());
@@ -497,11 +497,12 @@ pub fn lower(g: &FxGraph) -> GraphIr {
         ir.buffers.push(Buffer { id, name: node.name.clone(), node: i, layout, kind });
         ir.node_buffer[i] = Some(id);
     }
-    for b in fallback_inputs {
+    for b in &fallback_inputs {
         if let BufferKind::Pointwise(pw) = &mut ir.buffers[b.0 as usize].kind {
             pw.realized = true;
         }
     }
+    ir.must_store = fallback_inputs;
     ir
 }
 
