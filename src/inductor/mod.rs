@@ -190,6 +190,13 @@ fn inductor_compile(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Boun
     }
     let ir = lowering::lower(&g);
     let sched = scheduler::schedule(&g, &ir);
+    if cfg!(debug_assertions) || std::env::var_os("DYNAMO_VERIFY").is_some_and(|v| v == "1") {
+        if let Err(errors) = scheduler::verify(&g, &ir, &sched) {
+            // A broken invariant must not run: report it and fall back to torch.
+            tracing::error!(target: "inductor::schedule", "verification failed: {}", errors.join("; "));
+            return Ok(eager(forward, &format!("inductor verification failed: {}", errors.join("; "))));
+        }
+    }
     let n_fallbacks = sched.steps.iter().filter(|s| matches!(s, Step::Fallback(_))).count();
     if sched.groups.is_empty() {
         return Ok(eager(forward, "no pointwise ops to compile"));
@@ -359,6 +366,7 @@ mod tests {
         let g = FxGraph { nodes, side_table: Vec::new(), output };
         let ir = lowering::lower(&g);
         let sched = scheduler::schedule(&g, &ir);
+        scheduler::verify(&g, &ir, &sched).unwrap();
         let names: Vec<String> = (0..sched.groups.len()).map(|i| format!("kernel{i}")).collect();
         render_plan(&g, &ir, &sched, &names)
     }
