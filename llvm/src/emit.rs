@@ -599,6 +599,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
     /// Loads the TxT tile of the transposed load `index` at (a_blk, b_blk) as T rows along `a`,
     /// transposes it in registers (shufflevector butterflies) and stores rows along `b` into
     /// `buffer` (T*T floats).
+    #[allow(clippy::too_many_arguments)]
     fn emit_transpose_tile(
         &self,
         b: &Builder<'ctx>,

@@ -487,9 +487,9 @@ fn meta_propagate<'py>(
             }
             "call_function" | "call_method" => {
                 let args = substitute(py, &n.getattr(intern!(py, "args"))?, &env)?;
-                let args = args.cast_into::<PyTuple>().map_err(|e| PyErr::from(e))?;
+                let args = args.cast_into::<PyTuple>().map_err(PyErr::from)?;
                 let kwargs = substitute(py, &n.getattr(intern!(py, "kwargs"))?, &env)?;
-                let kwargs = kwargs.cast_into::<PyDict>().map_err(|e| PyErr::from(e))?;
+                let kwargs = kwargs.cast_into::<PyDict>().map_err(PyErr::from)?;
                 if op == "call_function" {
                     target.call(args, Some(&kwargs))?
                 } else {

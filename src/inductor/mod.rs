@@ -25,7 +25,7 @@ use pyo3::IntoPyObjectExt;
 use fx_import::{FxArg, FxGraph, FxOp};
 use ir::{BufferKind, DType, GraphIr, PrintHandler};
 use scheduler::{Schedule, Step};
-use wrapper::{ArgT, CompiledGraph, FallbackCall, RtStep, Runtime, TensorCheck};
+use wrapper::{Alloc, ArgT, CompiledGraph, FallbackCall, RtStep, Runtime, TensorCheck};
 
 /// Process-wide counters (PyTorch: `torch._dynamo.utils.counters["inductor"]`).
 pub mod counters {
@@ -258,12 +258,12 @@ fn inductor_compile(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Boun
                     kw.set_item("dtype", dtype_obj(l.dtype)?)?;
                     // A torch.device object: a "cpu" string would be parsed on every call.
                     kw.set_item("device", &cpu_device)?;
-                    allocs.push((
-                        buf.0 as usize,
-                        PyTuple::new(py, &l.sizes)?.unbind(),
-                        PyTuple::new(py, &l.strides)?.unbind(),
-                        kw.unbind(),
-                    ));
+                    allocs.push(Alloc {
+                        slot: buf.0 as usize,
+                        sizes: PyTuple::new(py, &l.sizes)?.unbind(),
+                        strides: PyTuple::new(py, &l.strides)?.unbind(),
+                        kwargs: kw.unbind(),
+                    });
                 }
                 let big = sched.groups[*gi].ranges.iter().product::<i64>() >= dynamo_llvm::jit::PARALLEL_MIN_NUMEL;
                 steps.push(RtStep::Kernel {
