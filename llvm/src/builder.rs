@@ -18,7 +18,7 @@ impl KernelBuilder {
     /// Starts a kernel named `name` (a symbol: `[A-Za-z0-9_]`) looping over `ranges`.
     pub fn new(name: impl Into<String>, ranges: Vec<i64>) -> Self {
         KernelBuilder {
-            kernel: Kernel { name: name.into(), ranges, args: Vec::new(), exprs: Vec::new(), stores: Vec::new() },
+            kernel: Kernel { name: name.into(), ranges, args: Vec::new(), exprs: Vec::new(), stores: Vec::new(), tile: None },
             interned: HashMap::new(),
         }
     }

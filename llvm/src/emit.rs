@@ -6,19 +6,21 @@
 //! - `<name>(ptr %args, i64 %start, i64 %end)`, external: loads the argument pointers from the
 //!   array `args` and calls the body (one uniform C signature for every kernel).
 //!
-//! Invariants: the input passed `legalize` (no Relu/Sigmoid/Reciprocal/Maximum/Minimum); every
+//! Invariants: the input passed `legalize` (no Relu/Sigmoid/Reciprocal/Rsqrt/Maximum/Minimum); every
 //! libm call is `memory(none)` and carries a `vector-function-abi-variant` attribute naming the
 //! glibc libmvec variants the host supports, so the loop vectorizer can widen it.
 
 use std::collections::HashMap;
 
 use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::basic_block::BasicBlock;
 use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::intrinsics::Intrinsic;
 use inkwell::module::{Linkage, Module};
 use inkwell::types::{BasicMetadataTypeEnum, BasicTypeEnum};
-use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FloatValue, FunctionValue, IntValue, PointerValue};
+use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FloatValue, FunctionValue, IntValue, PhiValue, PointerValue};
+use inkwell::values::AsValueRef;
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
 
 use crate::kernel::{BinaryOp, CmpOp, DType, Expr, Index, Kernel, UnaryOp};
@@ -34,6 +36,103 @@ pub struct TargetInfo {
     /// libmvec variants usable on this host: (x86 ISA letter of the vector ABI, lane count),
     /// for example `('d', 8)` for AVX2; empty when libmvec is unavailable.
     pub vector_isas: Vec<(char, u32)>,
+    /// Vector function symbols (`_ZGVdN8v_sinf` ...) that resolve in this process; a variant is
+    /// only offered to the vectorizer when listed here.
+    pub vector_symbols: Vec<String>,
+}
+
+/// A loop opened by [`open_loop`], closed by the caller after its body.
+struct OpenLoop<'ctx> {
+    phi: PhiValue<'ctx>,
+    iv: IntValue<'ctx>,
+    header: BasicBlock<'ctx>,
+    latch: BasicBlock<'ctx>,
+    exit: BasicBlock<'ctx>,
+    step: i64,
+}
+
+/// Emits `for iv in (lo..hi).step_by(step)` up to its body, leaving the builder in the body.
+fn open_loop<'ctx>(
+    ctx: &'ctx Context,
+    b: &Builder<'ctx>,
+    f: FunctionValue<'ctx>,
+    lo: IntValue<'ctx>,
+    hi: IntValue<'ctx>,
+    step: i64,
+    name: &str,
+) -> Result<OpenLoop<'ctx>, CodegenError> {
+    let pred = b.get_insert_block().ok_or_else(|| bad("builder not positioned"))?;
+    let header = ctx.append_basic_block(f, &format!("loop_{name}"));
+    let body = ctx.append_basic_block(f, &format!("body_{name}"));
+    let latch = ctx.append_basic_block(f, &format!("latch_{name}"));
+    let exit = ctx.append_basic_block(f, &format!("exit_{name}"));
+    e(b.build_unconditional_branch(header))?;
+    b.position_at_end(header);
+    let phi = e(b.build_phi(ctx.i64_type(), name))?;
+    phi.add_incoming(&[(&lo, pred)]);
+    let iv = phi.as_basic_value().into_int_value();
+    let cond = e(b.build_int_compare(IntPredicate::SLT, iv, hi, ""))?;
+    e(b.build_conditional_branch(cond, body, exit))?;
+    b.position_at_end(body);
+    Ok(OpenLoop { phi, iv, header, latch, exit, step })
+}
+
+/// Closes `l`: branch to its latch, step, back to the header; leaves the builder at its exit.
+fn close_loop<'ctx>(ctx: &'ctx Context, b: &Builder<'ctx>, l: &OpenLoop<'ctx>) -> Result<(), CodegenError> {
+    close_loop_with_hints(ctx, b, l, &[])
+}
+
+/// As [`close_loop`], attaching `llvm.loop` hints (for example `llvm.loop.unroll.disable`) to
+/// the back edge.
+fn close_loop_with_hints<'ctx>(
+    ctx: &'ctx Context,
+    b: &Builder<'ctx>,
+    l: &OpenLoop<'ctx>,
+    hints: &[&str],
+) -> Result<(), CodegenError> {
+    e(b.build_unconditional_branch(l.latch))?;
+    b.position_at_end(l.latch);
+    let next = e(b.build_int_nsw_add(l.iv, ctx.i64_type().const_int(l.step as u64, false), ""))?;
+    l.phi.add_incoming(&[(&next, l.latch)]);
+    let back_edge = e(b.build_unconditional_branch(l.header))?;
+    if !hints.is_empty() {
+        use inkwell::llvm_sys::core::*;
+        use inkwell::llvm_sys::debuginfo::{LLVMMetadataReplaceAllUsesWith, LLVMTemporaryMDNode};
+        use inkwell::llvm_sys::prelude::LLVMMetadataRef;
+        // SAFETY: plain metadata construction in `ctx`; the temporary node is replaced (and so
+        // freed) before anything else can see it.
+        unsafe {
+            let c = ctx.raw();
+            let temp = LLVMTemporaryMDNode(c, std::ptr::null_mut(), 0);
+            let mut ops: Vec<LLVMMetadataRef> = vec![temp];
+            for h in hints {
+                let mut name = [LLVMMDStringInContext2(c, h.as_ptr() as *const _, h.len())];
+                ops.push(LLVMMDNodeInContext2(c, name.as_mut_ptr(), 1));
+            }
+            let node = LLVMMDNodeInContext2(c, ops.as_mut_ptr(), ops.len());
+            LLVMMetadataReplaceAllUsesWith(temp, node);
+            let kind = LLVMGetMDKindIDInContext(c, "llvm.loop".as_ptr() as *const _, 9);
+            LLVMSetMetadata(back_edge.as_value_ref(), kind, LLVMMetadataAsValue(c, node));
+        }
+    }
+    b.position_at_end(l.exit);
+    Ok(())
+}
+
+/// Edge of the transposed tiles staged through registers (see Note [transposed tiles]); equal to
+/// `legalize::TILE` so every full tile qualifies.
+pub const TRANSPOSE_TILE: i64 = crate::legalize::TILE;
+
+/// Edge of the outer blocks tiled loops are grouped into (iterations per dim).
+pub const TILE_BLOCK: i64 = 128;
+
+/// A load served from a transposed stack tile instead of memory.
+struct StagedLoad<'ctx> {
+    /// Index of the `Expr::Load` in `Kernel::exprs`.
+    expr: usize,
+    buffer: PointerValue<'ctx>,
+    a_blk: IntValue<'ctx>,
+    b_blk: IntValue<'ctx>,
 }
 
 /// Per-module emission state: declared math functions, `llvm.compiler.used` members.
@@ -93,6 +192,9 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         let v_params = if arity == 1 { "v" } else { "vv" };
         for &(isa, lanes) in &self.target.vector_isas.clone() {
             let vname = format!("_ZGV{isa}N{lanes}{v_params}_{name}");
+            if !self.target.vector_symbols.contains(&vname) {
+                continue;
+            }
             let vt = f32t.vec_type(lanes);
             let vparams: Vec<BasicMetadataTypeEnum> = vec![vt.into(); arity];
             let vf = self.module.get_function(&vname).unwrap_or_else(|| {
@@ -182,38 +284,189 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         let end = body_fn.get_nth_param(n_args as u32 + 1).unwrap().into_int_value();
         let n_dims = kernel.ranges.len();
 
-        // Loop headers: iv_d = phi(lo, next); br (iv < hi) body : exit.
-        let mut ivs: Vec<IntValue> = Vec::new();
-        let mut latches = Vec::new();
-        let mut exits = Vec::new();
-        let mut pred = entry;
-        let mut phis = Vec::new();
-        for d in 0..n_dims {
-            let header = ctx.append_basic_block(body_fn, &format!("loop{d}"));
-            let body = ctx.append_basic_block(body_fn, &format!("body{d}"));
-            let latch = ctx.append_basic_block(body_fn, &format!("latch{d}"));
-            let exit = ctx.append_basic_block(body_fn, &format!("exit{d}"));
-            e(b.build_unconditional_branch(header))?;
-            b.position_at_end(header);
-            let (lo, hi) = if d == 0 {
+        // Loop nest. Without tiling: one loop per dim, dim 0 over [start, end). With a tile T, the
+        // two innermost dims (a, b) become a_blk, b_blk (step T), then a, b within the block
+        // (bounded by min), so both operand orders reuse cache lines (transposes).
+        let mut loops: Vec<OpenLoop<'ctx>> = Vec::new();
+        let mut ivs: Vec<IntValue<'ctx>> = Vec::with_capacity(n_dims);
+        let bounds = |d: usize| -> (IntValue<'ctx>, IntValue<'ctx>) {
+            if d == 0 {
                 (start, end)
             } else {
                 (i64t.const_zero(), i64t.const_int(kernel.ranges[d] as u64, false))
+            }
+        };
+        let tiled = kernel.tile.filter(|_| n_dims >= 2);
+        // Note [transposed tiles]: in a full TxT tile, each f32 load that is unit-stride along `a`
+        // but strided along `b` is loaded as T vectors along `a`, transposed in registers and
+        // staged in a stack buffer, so the vectorized inner loop over `b` reads it contiguously.
+        // Partial tiles at the edges use plain (gathering) loads.
+        let transposed: Vec<usize> = match tiled {
+            Some(t) if t == TRANSPOSE_TILE => kernel
+                .exprs
+                .iter()
+                .enumerate()
+                .filter_map(|(i, ex)| match ex {
+                    Expr::Load { arg, index }
+                        if kernel.args[*arg as usize].dtype == DType::F32
+                            && index.strides[n_dims - 2] == 1
+                            && !matches!(index.strides[n_dims - 1], 0 | 1) =>
+                    {
+                        Some(i)
+                    }
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let tile_buffers: Vec<PointerValue<'ctx>> = transposed
+            .iter()
+            .map(|_| {
+                let ty = ctx.f32_type().array_type((TRANSPOSE_TILE * TRANSPOSE_TILE) as u32);
+                let buf = e(b.build_alloca(ty, "tile"))?;
+                if let Some(inst) = inkwell::values::BasicValue::as_instruction_value(&buf) {
+                    let _ = inst.set_alignment(64);
+                }
+                Ok(buf)
+            })
+            .collect::<Result<_, CodegenError>>()?;
+        let plain_dims = if tiled.is_some() { n_dims - 2 } else { n_dims };
+        for d in 0..plain_dims {
+            let (lo, hi) = bounds(d);
+            let l = open_loop(ctx, &b, body_fn, lo, hi, 1, &format!("i{d}"))?;
+            ivs.push(l.iv);
+            loops.push(l);
+        }
+        if let Some(t) = tiled {
+            let (da, db) = (n_dims - 2, n_dims - 1);
+            let (lo_a, hi_a) = bounds(da);
+            let (lo_b, hi_b) = bounds(db);
+            let tv = i64t.const_int(t as u64, false);
+            let min = |x: IntValue<'ctx>, y: IntValue<'ctx>| -> Result<IntValue<'ctx>, CodegenError> {
+                let lt = e(b.build_int_compare(IntPredicate::SLT, x, y, ""))?;
+                Ok(e(b.build_select(lt, x, y, ""))?.into_int_value())
             };
-            let phi = e(b.build_phi(i64t, &format!("i{d}")))?;
-            phi.add_incoming(&[(&lo, pred)]);
-            let iv = phi.as_basic_value().into_int_value();
-            let cond = e(b.build_int_compare(IntPredicate::SLT, iv, hi, ""))?;
-            e(b.build_conditional_branch(cond, body, exit))?;
-            b.position_at_end(body);
-            ivs.push(iv);
-            latches.push(latch);
-            exits.push(exit);
-            phis.push(phi);
-            pred = body;
+            // Two levels: TILE_BLOCK x TILE_BLOCK blocks of T x T tiles, so the strided side of a
+            // transpose reads several cache lines per page it visits (fewer TLB misses).
+            let blk = TILE_BLOCK.max(t);
+            let bv = i64t.const_int(blk as u64, false);
+            let a_outer = open_loop(ctx, &b, body_fn, lo_a, hi_a, blk, &format!("i{da}_block"))?;
+            let b_outer = open_loop(ctx, &b, body_fn, lo_b, hi_b, blk, &format!("i{db}_block"))?;
+            let hi_a = min(e(b.build_int_nsw_add(a_outer.iv, bv, ""))?, hi_a)?;
+            let hi_b = min(e(b.build_int_nsw_add(b_outer.iv, bv, ""))?, hi_b)?;
+            let (lo_a, lo_b) = (a_outer.iv, b_outer.iv);
+            loops.push(a_outer);
+            loops.push(b_outer);
+            let a_blk = open_loop(ctx, &b, body_fn, lo_a, hi_a, t, &format!("i{da}_blk"))?;
+            let b_blk = open_loop(ctx, &b, body_fn, lo_b, hi_b, t, &format!("i{db}_blk"))?;
+            let a_end = min(e(b.build_int_nsw_add(a_blk.iv, tv, ""))?, hi_a)?;
+            let b_end = min(e(b.build_int_nsw_add(b_blk.iv, tv, ""))?, hi_b)?;
+            let (a0, b0) = (a_blk.iv, b_blk.iv);
+            loops.push(a_blk);
+            loops.push(b_blk);
+            if transposed.is_empty() {
+                self.emit_tile_loops(&b, body_fn, kernel, &ptrs, &ivs, (a0, a_end), (b0, b_end), &[])?;
+            } else {
+                let a_len = e(b.build_int_nsw_sub(a_end, a0, ""))?;
+                let b_len = e(b.build_int_nsw_sub(b_end, b0, ""))?;
+                let a_full = e(b.build_int_compare(IntPredicate::EQ, a_len, tv, ""))?;
+                let b_full = e(b.build_int_compare(IntPredicate::EQ, b_len, tv, ""))?;
+                let full = e(b.build_and(a_full, b_full, ""))?;
+                let fast = ctx.append_basic_block(body_fn, "tile_full");
+                let slow = ctx.append_basic_block(body_fn, "tile_edge");
+                let join = ctx.append_basic_block(body_fn, "tile_done");
+                e(b.build_conditional_branch(full, fast, slow))?;
+                b.position_at_end(fast);
+                let mut staged = Vec::new();
+                for (&expr, &buffer) in transposed.iter().zip(&tile_buffers) {
+                    let Expr::Load { arg, index } = &kernel.exprs[expr] else { unreachable!() };
+                    self.emit_transpose_tile(&b, ptrs[*arg as usize], index, &ivs, a0, b0, buffer)?;
+                    staged.push(StagedLoad { expr, buffer, a_blk: a0, b_blk: b0 });
+                }
+                // Constant trip counts (T) let LLVM turn the inner loop into whole vectors.
+                let a_hi = e(b.build_int_nsw_add(a0, tv, ""))?;
+                let b_hi = e(b.build_int_nsw_add(b0, tv, ""))?;
+                self.emit_tile_loops(&b, body_fn, kernel, &ptrs, &ivs, (a0, a_hi), (b0, b_hi), &staged)?;
+                e(b.build_unconditional_branch(join))?;
+                b.position_at_end(slow);
+                self.emit_tile_loops(&b, body_fn, kernel, &ptrs, &ivs, (a0, a_end), (b0, b_end), &[])?;
+                e(b.build_unconditional_branch(join))?;
+                b.position_at_end(join);
+            }
+        } else {
+            self.emit_body(&b, kernel, &ptrs, &ivs, &[])?;
         }
 
-        // Innermost body: every expression, then the stores.
+        // Close the loops innermost first: body -> latch -> header; exit -> outer latch.
+        for l in loops.iter().rev() {
+            close_loop(ctx, &b, l)?;
+        }
+        e(b.build_return(None))?;
+
+        // The entry wrapper with the uniform signature.
+        let entry_fn = self.module.add_function(
+            &kernel.name,
+            ctx.void_type().fn_type(&[ptrt.into(), i64t.into(), i64t.into()], false),
+            Some(Linkage::External),
+        );
+        self.add_target_attrs(entry_fn);
+        let bb = ctx.append_basic_block(entry_fn, "entry");
+        b.position_at_end(bb);
+        let args_ptr = entry_fn.get_nth_param(0).unwrap().into_pointer_value();
+        let mut call_args: Vec<BasicMetadataValueEnum> = Vec::new();
+        for i in 0..n_args {
+            let slot =
+                unsafe { e(b.build_in_bounds_gep(ptrt, args_ptr, &[i64t.const_int(i as u64, false)], ""))? };
+            call_args.push(e(b.build_load(ptrt, slot, &format!("a{i}")))?.into());
+        }
+        call_args.push(entry_fn.get_nth_param(1).unwrap().into());
+        call_args.push(entry_fn.get_nth_param(2).unwrap().into());
+        e(b.build_call(body_fn, &call_args, ""))?;
+        e(b.build_return(None))?;
+        Ok(entry_fn)
+    }
+
+    /// Opens the in-tile loops over `a` in `a_range` and `b` in `b_range`, emits the body and closes
+    /// them, leaving the builder after the tile.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_tile_loops(
+        &mut self,
+        b: &Builder<'ctx>,
+        f: FunctionValue<'ctx>,
+        kernel: &Kernel,
+        ptrs: &[PointerValue<'ctx>],
+        outer_ivs: &[IntValue<'ctx>],
+        a_range: (IntValue<'ctx>, IntValue<'ctx>),
+        b_range: (IntValue<'ctx>, IntValue<'ctx>),
+        staged: &[StagedLoad<'ctx>],
+    ) -> Result<(), CodegenError> {
+        let n = kernel.ranges.len();
+        let a_in = open_loop(self.ctx, b, f, a_range.0, a_range.1, 1, &format!("i{}", n - 2))?;
+        let b_in = open_loop(self.ctx, b, f, b_range.0, b_range.1, 1, &format!("i{}", n - 1))?;
+        let mut ivs = outer_ivs.to_vec();
+        ivs.push(a_in.iv);
+        ivs.push(b_in.iv);
+        self.emit_body(b, kernel, ptrs, &ivs, staged)?;
+        // A full tile has a known trip count of T: keep the inner loop a loop so LoopVectorize
+        // widens it along `b` (unrolled, it would vectorize along `a` with gathers and scatters).
+        let hints: &[&str] = if staged.is_empty() { &[] } else { &["llvm.loop.unroll.disable"] };
+        close_loop_with_hints(self.ctx, b, &b_in, hints)?;
+        close_loop_with_hints(self.ctx, b, &a_in, hints)?;
+        Ok(())
+    }
+
+    /// Emits every expression and store of `kernel` at loop variables `ivs` (one per dim), at the
+    /// builder's position. Loads listed in `staged` read their tile buffer instead of memory.
+    fn emit_body(
+        &mut self,
+        b: &Builder<'ctx>,
+        kernel: &Kernel,
+        ptrs: &[PointerValue<'ctx>],
+        ivs: &[IntValue<'ctx>],
+        staged: &[StagedLoad<'ctx>],
+    ) -> Result<(), CodegenError> {
+        let ctx = self.ctx;
+        let i64t = ctx.i64_type();
         let linear = |b: &Builder<'ctx>, index: &Index| -> Result<IntValue<'ctx>, CodegenError> {
             let mut acc = i64t.const_int(index.offset as u64, true);
             for (d, &s) in index.strides.iter().enumerate() {
@@ -238,9 +491,21 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             let fv = |id: &crate::kernel::ExprId| vals[id.0 as usize].into_float_value();
             let iv = |id: &crate::kernel::ExprId| vals[id.0 as usize].into_int_value();
             let v: BasicValueEnum<'ctx> = match expr {
+                Expr::Load { index, .. } if staged.iter().any(|st| st.expr == vals.len()) => {
+                    // Read the transposed tile from its stack buffer: buf[(a - a_blk) * T + (b - b_blk)].
+                    let st = staged.iter().find(|st| st.expr == vals.len()).unwrap();
+                    let _ = index;
+                    let n = ivs.len();
+                    let ra = e(b.build_int_nsw_sub(ivs[n - 2], st.a_blk, ""))?;
+                    let rb = e(b.build_int_nsw_sub(ivs[n - 1], st.b_blk, ""))?;
+                    let ra = e(b.build_int_nsw_mul(ra, i64t.const_int(TRANSPOSE_TILE as u64, false), ""))?;
+                    let off = e(b.build_int_nsw_add(ra, rb, ""))?;
+                    let ptr = unsafe { e(b.build_in_bounds_gep(f32t, st.buffer, &[off], ""))? };
+                    e(b.build_load(f32t, ptr, ""))?
+                }
                 Expr::Load { arg, index } => {
                     let dt = kernel.args[*arg as usize].dtype;
-                    let off = linear(&b, index)?;
+                    let off = linear(b, index)?;
                     let ptr = unsafe { e(b.build_in_bounds_gep(elem_type(dt), ptrs[*arg as usize], &[off], ""))? };
                     let raw = e(b.build_load(elem_type(dt), ptr, ""))?;
                     if let Some(inst) = inkwell::values::BasicValue::as_instruction_value(&raw) {
@@ -261,17 +526,20 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                 Expr::ConstBool(v) => boolt.const_int(*v as u64, false).into(),
                 Expr::Unary(op, a) => match op {
                     UnaryOp::Neg => e(b.build_float_neg(fv(a), ""))?.into(),
-                    UnaryOp::Abs => self.call_intrinsic(&b, "llvm.fabs", fv(a))?.into(),
-                    UnaryOp::Sqrt => self.call_intrinsic(&b, "llvm.sqrt", fv(a))?.into(),
-                    UnaryOp::Floor => self.call_intrinsic(&b, "llvm.floor", fv(a))?.into(),
-                    UnaryOp::Ceil => self.call_intrinsic(&b, "llvm.ceil", fv(a))?.into(),
-                    UnaryOp::Tanh => self.call_math(&b, "tanhf", &[fv(a)])?.into(),
-                    UnaryOp::Exp => self.call_math(&b, "expf", &[fv(a)])?.into(),
-                    UnaryOp::Log => self.call_math(&b, "logf", &[fv(a)])?.into(),
-                    UnaryOp::Sin => self.call_math(&b, "sinf", &[fv(a)])?.into(),
-                    UnaryOp::Cos => self.call_math(&b, "cosf", &[fv(a)])?.into(),
+                    UnaryOp::Abs => self.call_intrinsic(b, "llvm.fabs", fv(a))?.into(),
+                    UnaryOp::Sqrt => self.call_intrinsic(b, "llvm.sqrt", fv(a))?.into(),
+                    UnaryOp::Floor => self.call_intrinsic(b, "llvm.floor", fv(a))?.into(),
+                    UnaryOp::Ceil => self.call_intrinsic(b, "llvm.ceil", fv(a))?.into(),
+                    UnaryOp::Tanh => self.call_math(b, "tanhf", &[fv(a)])?.into(),
+                    UnaryOp::Exp => self.call_math(b, "expf", &[fv(a)])?.into(),
+                    UnaryOp::Log => self.call_math(b, "logf", &[fv(a)])?.into(),
+                    UnaryOp::Sin => self.call_math(b, "sinf", &[fv(a)])?.into(),
+                    UnaryOp::Cos => self.call_math(b, "cosf", &[fv(a)])?.into(),
+                    UnaryOp::Erf => self.call_math(b, "erff", &[fv(a)])?.into(),
+                    UnaryOp::Log1p => self.call_math(b, "log1pf", &[fv(a)])?.into(),
+                    UnaryOp::Expm1 => self.call_math(b, "expm1f", &[fv(a)])?.into(),
                     UnaryOp::Not => e(b.build_xor(iv(a), boolt.const_int(1, false), ""))?.into(),
-                    UnaryOp::Relu | UnaryOp::Sigmoid | UnaryOp::Reciprocal => {
+                    UnaryOp::Relu | UnaryOp::Sigmoid | UnaryOp::Reciprocal | UnaryOp::Rsqrt => {
                         return Err(bad(format!("{op:?} must be legalized before emission")))
                     }
                 },
@@ -280,7 +548,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                     BinaryOp::Sub => e(b.build_float_sub(fv(x), fv(y), ""))?.into(),
                     BinaryOp::Mul => e(b.build_float_mul(fv(x), fv(y), ""))?.into(),
                     BinaryOp::Div => e(b.build_float_div(fv(x), fv(y), ""))?.into(),
-                    BinaryOp::Pow => self.call_math(&b, "powf", &[fv(x), fv(y)])?.into(),
+                    BinaryOp::Pow => self.call_math(b, "powf", &[fv(x), fv(y)])?.into(),
                     BinaryOp::And => e(b.build_and(iv(x), iv(y), ""))?.into(),
                     BinaryOp::Or => e(b.build_or(iv(x), iv(y), ""))?.into(),
                     BinaryOp::Maximum | BinaryOp::Minimum => {
@@ -314,7 +582,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         }
         for store in &kernel.stores {
             let dt = kernel.args[store.arg as usize].dtype;
-            let off = linear(&b, &store.index)?;
+            let off = linear(b, &store.index)?;
             let ptr = unsafe { e(b.build_in_bounds_gep(elem_type(dt), ptrs[store.arg as usize], &[off], ""))? };
             let value = match dt {
                 DType::F32 => vals[store.value.0 as usize],
@@ -325,39 +593,76 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             st.set_alignment(dt.size_bytes() as u32).map_err(|err| bad(err.to_string()))?;
         }
 
-        // Close the loops innermost first: body -> latch -> header; exit -> outer latch.
-        for d in (0..n_dims).rev() {
-            e(b.build_unconditional_branch(latches[d]))?;
-            b.position_at_end(latches[d]);
-            let next = e(b.build_int_nsw_add(ivs[d], i64t.const_int(1, false), ""))?;
-            phis[d].add_incoming(&[(&next, latches[d])]);
-            let header = phis[d].as_instruction().get_parent().unwrap();
-            e(b.build_unconditional_branch(header))?;
-            b.position_at_end(exits[d]);
-        }
-        e(b.build_return(None))?;
+        Ok(())
+    }
 
-        // The entry wrapper with the uniform signature.
-        let entry_fn = self.module.add_function(
-            &kernel.name,
-            ctx.void_type().fn_type(&[ptrt.into(), i64t.into(), i64t.into()], false),
-            Some(Linkage::External),
-        );
-        self.add_target_attrs(entry_fn);
-        let bb = ctx.append_basic_block(entry_fn, "entry");
-        b.position_at_end(bb);
-        let args_ptr = entry_fn.get_nth_param(0).unwrap().into_pointer_value();
-        let mut call_args: Vec<BasicMetadataValueEnum> = Vec::new();
-        for i in 0..n_args {
-            let slot =
-                unsafe { e(b.build_in_bounds_gep(ptrt, args_ptr, &[i64t.const_int(i as u64, false)], ""))? };
-            call_args.push(e(b.build_load(ptrt, slot, &format!("a{i}")))?.into());
+    /// Loads the TxT tile of the transposed load `index` at (a_blk, b_blk) as T rows along `a`,
+    /// transposes it in registers (shufflevector butterflies) and stores rows along `b` into
+    /// `buffer` (T*T floats).
+    #[allow(clippy::too_many_arguments)]
+    fn emit_transpose_tile(
+        &self,
+        b: &Builder<'ctx>,
+        base_ptr: PointerValue<'ctx>,
+        index: &Index,
+        outer_ivs: &[IntValue<'ctx>],
+        a_blk: IntValue<'ctx>,
+        b_blk: IntValue<'ctx>,
+        buffer: PointerValue<'ctx>,
+    ) -> Result<(), CodegenError> {
+        let ctx = self.ctx;
+        let i64t = ctx.i64_type();
+        let i32t = ctx.i32_type();
+        let f32t = ctx.f32_type();
+        let t = TRANSPOSE_TILE as u32;
+        let vt = f32t.vec_type(t);
+        let n = index.strides.len();
+        let (sa, sb) = (index.strides[n - 2], index.strides[n - 1]);
+        debug_assert_eq!(sa, 1);
+        let mut base = i64t.const_int(index.offset as u64, true);
+        for (d, iv) in outer_ivs.iter().enumerate() {
+            if index.strides[d] != 0 {
+                let term = e(b.build_int_nsw_mul(*iv, i64t.const_int(index.strides[d] as u64, true), ""))?;
+                base = e(b.build_int_nsw_add(base, term, ""))?;
+            }
         }
-        call_args.push(entry_fn.get_nth_param(1).unwrap().into());
-        call_args.push(entry_fn.get_nth_param(2).unwrap().into());
-        e(b.build_call(body_fn, &call_args, ""))?;
-        e(b.build_return(None))?;
-        Ok(entry_fn)
+        base = e(b.build_int_nsw_add(base, a_blk, ""))?;
+        let bterm = e(b.build_int_nsw_mul(b_blk, i64t.const_int(sb as u64, true), ""))?;
+        base = e(b.build_int_nsw_add(base, bterm, ""))?;
+        // rows[k][j] = x[a_blk + j, b_blk + k]
+        let mut rows: Vec<inkwell::values::VectorValue<'ctx>> = Vec::new();
+        for k in 0..t as i64 {
+            let off = e(b.build_int_nsw_add(base, i64t.const_int((k * sb) as u64, true), ""))?;
+            let ptr = unsafe { e(b.build_in_bounds_gep(f32t, base_ptr, &[off], ""))? };
+            let v = e(b.build_load(vt, ptr, ""))?;
+            if let Some(inst) = inkwell::values::BasicValue::as_instruction_value(&v) {
+                let _ = inst.set_alignment(4);
+            }
+            rows.push(v.into_vector_value());
+        }
+        // Each stage swaps bit `d` of the row index with bit `d` of the column index.
+        let mut d = t / 2;
+        while d >= 1 {
+            let lo: Vec<_> = (0..t).map(|c| i32t.const_int(if c & d == 0 { c } else { t + c - d } as u64, false)).collect();
+            let hi: Vec<_> = (0..t).map(|c| i32t.const_int(if c & d != 0 { t + c } else { c + d } as u64, false)).collect();
+            let (lo, hi) = (inkwell::types::VectorType::const_vector(&lo), inkwell::types::VectorType::const_vector(&hi));
+            for i in 0..t as usize {
+                if i & d as usize != 0 {
+                    continue;
+                }
+                let (x, y) = (rows[i], rows[i + d as usize]);
+                rows[i] = e(b.build_shuffle_vector(x, y, lo, ""))?;
+                rows[i + d as usize] = e(b.build_shuffle_vector(x, y, hi, ""))?;
+            }
+            d /= 2;
+        }
+        for (j, row) in rows.iter().enumerate() {
+            let ptr = unsafe { e(b.build_in_bounds_gep(f32t, buffer, &[i64t.const_int(j as u64 * t as u64, false)], ""))? };
+            let st = e(b.build_store(ptr, *row))?;
+            st.set_alignment(4).map_err(|err| bad(err.to_string()))?;
+        }
+        let _ = sa;
+        Ok(())
     }
 
     /// Adds `llvm.compiler.used` so the libmvec declarations survive until the vectorizer runs.

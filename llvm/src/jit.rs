@@ -32,6 +32,23 @@ use crate::CodegenError;
 /// Kernels with at least this many points run split across threads.
 pub const PARALLEL_MIN_NUMEL: i64 = 1 << 16;
 
+/// Chunks per rayon thread for a parallel kernel.
+const CHUNKS_PER_THREAD: i64 = 4;
+
+/// libm functions `emit` calls, with their vector-ABI parameter codes.
+const MATH_FUNCTIONS: &[(&str, &str)] =
+    &[
+        ("sinf", "v"),
+        ("cosf", "v"),
+        ("expf", "v"),
+        ("logf", "v"),
+        ("tanhf", "v"),
+        ("erff", "v"),
+        ("log1pf", "v"),
+        ("expm1f", "v"),
+        ("powf", "vv"),
+    ];
+
 /// Host facts, computed once.
 struct Host {
     triple: String,
@@ -58,7 +75,18 @@ fn host() -> &'static Host {
             }
             vector_isas.push(('b', 4));
         }
-        Host { triple, target: TargetInfo { cpu, features, vector_isas } }
+        // Offer only the variants glibc really has (tanhf's arrived in 2.35, for example).
+        let mut vector_symbols = Vec::new();
+        for &(isa, lanes) in &vector_isas {
+            for (name, params) in MATH_FUNCTIONS {
+                let sym = format!("_ZGV{isa}N{lanes}{params}_{name}");
+                let c = CString::new(sym.clone()).unwrap();
+                if !unsafe { inkwell::llvm_sys::support::LLVMSearchForAddressOfSymbol(c.as_ptr()) }.is_null() {
+                    vector_symbols.push(sym);
+                }
+            }
+        }
+        Host { triple, target: TargetInfo { cpu, features, vector_isas, vector_symbols } }
     })
 }
 
@@ -121,6 +149,8 @@ pub struct CompiledKernel {
     pub numel: i64,
     /// Number of pointer arguments expected by `run`.
     pub n_args: usize,
+    /// Outer-loop chunks given to threads start at multiples of this.
+    align: i64,
 }
 
 /// Timings of one compile, in milliseconds.
@@ -238,6 +268,10 @@ impl JitModule {
                     outer: k.ranges.first().copied().unwrap_or(1),
                     numel: k.numel(),
                     n_args: k.args.len(),
+                    align: match k.tile {
+                        Some(t) if k.ranges.len() == 2 => crate::emit::TILE_BLOCK.max(t),
+                        _ => 1,
+                    },
                 });
             }
         }
@@ -271,12 +305,15 @@ impl JitModule {
         let f = k.func;
         let n_threads = rayon::current_num_threads() as i64;
         if k.numel >= PARALLEL_MIN_NUMEL && k.outer > 1 && n_threads > 1 {
-            let n_chunks = n_threads.min(k.outer);
+            // A few chunks per thread so work stealing evens out busy cores; chunk edges fall on
+            // `align` (tile blocks) so tiled kernels keep full tiles.
+            let units = (k.outer + k.align - 1) / k.align;
+            let n_chunks = (n_threads * CHUNKS_PER_THREAD).min(units);
             let base = ptrs.as_ptr() as usize;
-            let outer = k.outer;
+            let (outer, align) = (k.outer, k.align);
             (0..n_chunks).into_par_iter().for_each(|c| {
-                let start = outer * c / n_chunks;
-                let end = outer * (c + 1) / n_chunks;
+                let start = (units * c / n_chunks * align).min(outer);
+                let end = (units * (c + 1) / n_chunks * align).min(outer);
                 // SAFETY: chunks are disjoint ranges of the outer loop; see the function contract.
                 unsafe { f(base as *const *mut u8, start, end) };
             });

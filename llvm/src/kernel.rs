@@ -70,6 +70,14 @@ pub enum UnaryOp {
     Ceil,
     /// Logical not of a bool.
     Not,
+    /// Gauss error function (torch.erf).
+    Erf,
+    /// `log(1 + x)`, accurate near 0 (torch.log1p).
+    Log1p,
+    /// `exp(x) - 1`, accurate near 0 (torch.expm1).
+    Expm1,
+    /// `1 / sqrt(x)`; legalized.
+    Rsqrt,
 }
 
 /// Binary scalar ops. Arithmetic ops take and give F32; `And`/`Or` take and give Bool.
@@ -145,6 +153,9 @@ pub struct Kernel {
     pub args: Vec<KernelArg>,
     pub exprs: Vec<Expr>,
     pub stores: Vec<Store>,
+    /// When set (by `legalize`), the two innermost loops are blocked by this many iterations
+    /// each, so accesses that are unit-stride in different dims (transposes) share cache lines.
+    pub tile: Option<i64>,
 }
 
 impl Kernel {
@@ -283,7 +294,11 @@ impl fmt::Display for Kernel {
             .iter()
             .map(|a| format!("{}{}: {:?}", if a.is_output { "out " } else { "" }, a.name, a.dtype))
             .collect();
-        writeln!(f, "kernel {}({}) ranges {:?}", self.name, args.join(", "), self.ranges)?;
+        write!(f, "kernel {}({}) ranges {:?}", self.name, args.join(", "), self.ranges)?;
+        match self.tile {
+            Some(t) => writeln!(f, " tile {t}")?,
+            None => writeln!(f)?,
+        }
         for (i, e) in self.exprs.iter().enumerate() {
             let text = match e {
                 Expr::Load { arg, index } => format!("load {}{}", self.args[*arg as usize].name, index),

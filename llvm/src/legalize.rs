@@ -2,9 +2,10 @@
 //! simplifies its loop nest.
 //!
 //! Invariants: the result computes the same values at the same addresses as the input (bitwise,
-//! NaN payloads aside); after `legalize`, no `Relu`, `Sigmoid`, `Reciprocal`, `Maximum` or
+//! NaN payloads aside); after `legalize`, no `Relu`, `Sigmoid`, `Reciprocal`, `Rsqrt`, `Maximum` or
 //! `Minimum` remains, no range is 1 unless the kernel is a single point, and the stores' loop
-//! order is outermost-largest-stride first.
+//! order is outermost-largest-stride first (except that a transposed access may move one dim
+//! next to the innermost and set `tile`).
 
 use crate::builder::KernelBuilder;
 use crate::kernel::{BinaryOp, CmpOp, Expr, ExprId, Index, Kernel, UnaryOp};
@@ -25,6 +26,12 @@ fn rewrite(b: &mut KernelBuilder, expr: &Expr) -> ExprId {
             let e = b.unary(UnaryOp::Exp, neg);
             let den = b.binary(BinaryOp::Add, one, e);
             b.binary(BinaryOp::Div, one, den)
+        }
+        // rsqrt(x) -> 1 / sqrt(x)
+        Expr::Unary(UnaryOp::Rsqrt, x) => {
+            let one = b.const_f32(1.0);
+            let s = b.unary(UnaryOp::Sqrt, x);
+            b.binary(BinaryOp::Div, one, s)
         }
         // reciprocal(x) -> 1 / x
         Expr::Unary(UnaryOp::Reciprocal, x) => {
@@ -130,9 +137,37 @@ pub fn simplify_loops(kernel: &Kernel) -> Kernel {
             idx.strides.push(0);
         }
     }
+    // 4. Tiling: when some load is unit-stride along a dim `a` other than the innermost `b` and
+    //    strided along `b` (a transpose), move `a` next to `b` and block both.
+    let n = ranges.len();
+    if n >= 2 {
+        let b = n - 1;
+        let transposed_dim = indices.iter().find_map(|idx| {
+            if idx.strides[b] == 0 || idx.strides[b] == 1 {
+                return None;
+            }
+            (0..b).find(|&a| idx.strides[a] == 1)
+        });
+        if let Some(a) = transposed_dim {
+            if ranges[a] >= TILE && ranges[b] >= TILE {
+                let mut order: Vec<usize> = (0..n).filter(|&d| d != a && d != b).collect();
+                order.push(a);
+                order.push(b);
+                ranges = order.iter().map(|&d| ranges[d]).collect();
+                for idx in indices.iter_mut() {
+                    idx.strides = order.iter().map(|&d| idx.strides[d]).collect();
+                }
+                k.tile = Some(TILE);
+            }
+        }
+    }
     k.ranges = ranges;
     k
 }
+
+/// Block size (iterations per dim) of tiled loops: one 16x16 f32 tile is 16 AVX-512 vectors,
+/// transposed in registers by `emit` (Note [transposed tiles]).
+pub const TILE: i64 = 16;
 
 /// Rewrites ops the emitter lacks and simplifies the loop nest; see the module invariants.
 pub fn legalize(kernel: &Kernel) -> Kernel {
@@ -152,6 +187,82 @@ pub fn legalize(kernel: &Kernel) -> Kernel {
     for s in &kernel.stores {
         b.store(s.arg, s.index.clone(), map[s.value.0 as usize]);
     }
-    let out = b.into_kernel_unchecked();
+    let mut out = b.into_kernel_unchecked();
+    out.tile = kernel.tile;
     simplify_loops(&out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::KernelBuilder;
+    use crate::kernel::DType;
+
+    /// Builds `out = x + 0` with the given load/store strides and returns the simplified loops as
+    /// (ranges, load strides, store strides, tile).
+    fn check(ranges: &[i64], load: &[i64], store: &[i64]) -> (Vec<i64>, Vec<i64>, Vec<i64>, Option<i64>) {
+        let mut b = KernelBuilder::new("t", ranges.to_vec());
+        let x = b.input("x", DType::F32);
+        let o = b.output("o", DType::F32);
+        let l = b.load(x, Index { offset: 0, strides: load.to_vec() });
+        b.store(o, Index { offset: 0, strides: store.to_vec() }, l);
+        let k = legalize(&b.finish().unwrap());
+        let Expr::Load { index, .. } = &k.exprs[0] else { panic!("first expr is the load") };
+        (k.ranges.clone(), index.strides.clone(), k.stores[0].index.strides.clone(), k.tile)
+    }
+
+    #[test]
+    fn contiguous_coalesces_to_one_loop() {
+        assert_eq!(check(&[4, 5, 6], &[30, 6, 1], &[30, 6, 1]), (vec![120], vec![1], vec![1], None));
+    }
+
+    #[test]
+    fn unit_dims_dropped_and_scalar_kept() {
+        assert_eq!(check(&[1, 7, 1], &[7, 1, 1], &[7, 1, 1]), (vec![7], vec![1], vec![1], None));
+        assert_eq!(check(&[], &[], &[]), (vec![1], vec![0], vec![0], None));
+    }
+
+    #[test]
+    fn broadcast_blocks_coalescing() {
+        assert_eq!(check(&[4, 8], &[0, 1], &[8, 1]), (vec![4, 8], vec![0, 1], vec![8, 1], None));
+    }
+
+    #[test]
+    fn loops_follow_store_order() {
+        // Output stored transposed (strides [1, 4]): the store's unit-stride dim becomes innermost.
+        assert_eq!(check(&[4, 8], &[1, 4], &[1, 4]), (vec![32], vec![1], vec![1], None));
+    }
+
+    #[test]
+    fn transpose_is_tiled() {
+        assert_eq!(check(&[64, 64], &[1, 64], &[64, 1]), (vec![64, 64], vec![1, 64], vec![64, 1], Some(TILE)));
+        // Too small to tile.
+        assert_eq!(check(&[8, 8], &[1, 8], &[8, 1]).3, None);
+    }
+
+    #[test]
+    fn rewrites_leave_no_composite_ops() {
+        let mut b = KernelBuilder::new("t", vec![4]);
+        let x = b.input("x", DType::F32);
+        let o = b.output("o", DType::F32);
+        let l = b.load(x, Index { offset: 0, strides: vec![1] });
+        let r = b.unary(UnaryOp::Relu, l);
+        let s = b.unary(UnaryOp::Sigmoid, r);
+        let m = b.binary(BinaryOp::Maximum, s, l);
+        let two = b.const_f32(2.0);
+        let p = b.binary(BinaryOp::Pow, m, two);
+        b.store(o, Index { offset: 0, strides: vec![1] }, p);
+        let k = legalize(&b.finish().unwrap());
+        k.verify().unwrap();
+        for e in &k.exprs {
+            assert!(
+                !matches!(
+                    e,
+                    Expr::Unary(UnaryOp::Relu | UnaryOp::Sigmoid | UnaryOp::Reciprocal, _)
+                        | Expr::Binary(BinaryOp::Maximum | BinaryOp::Minimum | BinaryOp::Pow, _, _)
+                ),
+                "{e:?} survived legalization:\n{k}"
+            );
+        }
+    }
 }

@@ -132,3 +132,27 @@ fn sin_vectorizes_through_libmvec() {
         assert!(jm.llvm_ir.contains("_ZGV"), "no vector sin call in:\n{}", jm.llvm_ir);
     }
 }
+
+/// out = x.T + 1 over 701x517 (tiled, ragged blocks, split across threads), exact.
+#[test]
+fn tiled_transpose_parallel() {
+    let (m, n) = (701i64, 517i64);
+    let x: Vec<f32> = (0..m * n).map(|i| i as f32).collect(); // stored as [n, m]
+    let mut b = KernelBuilder::new(format!("{}tiled", dynamo_llvm::unique_kernel_prefix()), vec![m, n]);
+    let xa = b.input("x", DType::F32);
+    let oa = b.output("out", DType::F32);
+    let lx = b.load(xa, idx(0, &[1, m]));
+    let one = b.const_f32(1.0);
+    let r = b.binary(BinaryOp::Add, lx, one);
+    b.store(oa, idx(0, &[n, 1]), r);
+    let kernel = b.finish().unwrap();
+    assert_eq!(dynamo_llvm::legalize::legalize(&kernel).tile, Some(dynamo_llvm::legalize::TILE));
+    let jm = JitModule::compile(&[kernel]).unwrap();
+    let mut out = vec![0f32; (m * n) as usize];
+    unsafe { jm.run(0, &[x.as_ptr() as *mut u8, out.as_mut_ptr() as *mut u8]) };
+    for i in 0..m {
+        for j in 0..n {
+            assert_eq!(out[(i * n + j) as usize], x[(j * m + i) as usize] + 1.0, "({i},{j})");
+        }
+    }
+}

@@ -302,3 +302,143 @@ def test_deep_chain_stays_bounded():
         return x
 
     check(fn, randn(32, 32), atol=1e-5)
+
+
+def test_compile_latency_sin_cos():
+    import time
+
+    x, y = randn(64, 64), randn(64, 64, seed=1)
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        C.inductor_compile(torch.fx.symbolic_trace(sin_cos), [x, y])
+        best = min(best, time.perf_counter() - start)
+    assert best < 0.1, f"inductor_compile took {best * 1e3:.1f} ms"
+
+
+def test_inferred_strides_match_eager_for_mixed_layouts():
+    a = randn(4, 5, 6).permute(2, 0, 1)
+    b = randn(6, 1, 5, seed=1)
+    check(lambda x, y: x * y + 1, a, b, n_kernels=1)
+    check(lambda x, y: torch.where(x > y, x, y), randn(3, 1), randn(1, 4, seed=2), n_kernels=1)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: (lambda x: F.relu(x * 2, inplace=True) + x),
+        lambda: torch.nn.Sequential(torch.nn.ReLU(inplace=True)),
+    ],
+)
+def test_inplace_kwargs_and_modules_run_eager(make):
+    fn = make()
+    x = randn(4, 4)
+    C.inductor_reset_counters()
+    compiled = C.inductor_compile(torch.fx.symbolic_trace(fn), [x.clone()])
+    a, b = x.clone(), x.clone()
+    torch.testing.assert_close(compiled(a), fn(b))
+    torch.testing.assert_close(a, b)
+    assert C.inductor_counters()["eager_graphs"] == 1, compiled.plan
+
+
+def test_module_with_parameters_and_get_attr():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 4)
+            self.register_buffer("scale", torch.full((4,), 0.5))
+
+        def forward(self, x):
+            return torch.tanh(self.lin(x)) * self.scale + 1
+
+    m = M()
+    x = randn(3, 8)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.requires_grad_(False)
+        check(m, x, n_kernels=1)
+    m2 = M()
+    C.inductor_reset_counters()
+    compiled = C.inductor_compile(torch.fx.symbolic_trace(m2), [x])
+    assert "requires grad" in compiled.plan
+    out = compiled(x)
+    torch.testing.assert_close(out, m2(x))
+    out.sum().backward()
+    assert m2.lin.weight.grad is not None
+
+
+ACTIVATIONS = {
+    "silu": lambda x: F.silu(x),
+    "gelu": lambda x: F.gelu(x),
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "leaky_relu": lambda x: F.leaky_relu(x),
+    "leaky_relu_slope": lambda x: F.leaky_relu(x, 0.2),
+    "erf": lambda x: torch.erf(x),
+    "log1p": lambda x: torch.log1p(torch.abs(x)),
+    "expm1": lambda x: torch.expm1(x),
+    "rsqrt": lambda x: torch.rsqrt(torch.abs(x) + 0.1),
+    "clamp": lambda x: torch.clamp(x, -0.5, 0.5),
+    "clamp_min_kw": lambda x: torch.clamp(x, min=0.1),
+    "clamp_max_method": lambda x: x.clamp(max=0.2),
+    "clamp_min": lambda x: torch.clamp_min(x, 0.0),
+    "clip_tensor": lambda x: torch.clip(x, x * 0.5, x * 0.5 + 0.1),
+    "sub_alpha": lambda x: torch.sub(x, x.cos(), alpha=0.5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_activations_and_composites(name):
+    x = randn(9, 11)
+    x[0, 0] = float("nan")
+    check(ACTIVATIONS[name], x, n_kernels=1)
+    check(ACTIVATIONS[name], randn(11, 9).t(), n_kernels=1)
+
+
+def test_bool_bitwise_ops():
+    a, b = randn(5, 6) > 0, randn(5, 6, seed=1) > 0
+    check(lambda p, q: (p & q) | ~p, a, b, n_kernels=1)
+    ints = torch.arange(30).reshape(5, 6)
+    check(lambda p: p & 3, ints, expect_kernels=False)
+    with pytest.raises(RuntimeError):
+        C.inductor_compile(torch.fx.symbolic_trace(lambda p: p & 1), [randn(2)])(randn(2))
+
+
+@pytest.mark.parametrize("shape", [(16, 16), (33, 47), (3, 130, 70)])
+def test_transposed_tiles(shape):
+    x = randn(*shape)
+    xt = x.transpose(-1, -2).contiguous().transpose(-1, -2)  # same values, transposed strides
+    y = randn(*shape, seed=1)
+    check(lambda a, b: a * 2 + torch.sin(b), xt, y, n_kernels=1)
+    check(lambda a, b: a * 2 + torch.sin(b), y, xt, n_kernels=1)
+
+
+def test_long_chain_and_diamonds_compile_quickly():
+    import time
+
+    def chain(x):
+        for _ in range(1500):
+            x = x * 0.999 + 0.001
+        return x
+
+    def diamonds(x):
+        # Contracting (not chaotic), so rounding differences do not grow with depth.
+        for _ in range(60):
+            a = torch.tanh(x)
+            b = torch.sigmoid(x)
+            x = (a + b) * 0.5 - a * b * 0.1
+        return x
+
+    for fn in (chain, diamonds):
+        start = time.perf_counter()
+        check(fn, randn(8, 8), atol=1e-4, rtol=1e-4)
+        assert time.perf_counter() - start < 30
+
+
+def test_members_realized_to_bound_inlining_are_not_stored():
+    def fn(x):
+        for _ in range(300):
+            x = x * 0.999 + 0.001
+        return x
+
+    compiled = check(fn, randn(8, 8), n_kernels=1)
+    assert compiled.kernel_ir.count("store") == 1, compiled.kernel_ir

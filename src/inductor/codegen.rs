@@ -5,7 +5,8 @@
 //! - Inside a group, every Pointwise that is unrealized or a group member is inlined (memoized
 //!   per buffer and index, and hash-consed by `KernelBuilder`, so shared values are computed once
 //!   per point); everything else is loaded from its buffer with its layout's strides.
-//! - Each member is stored once, at its layout's strides, in its own dtype.
+//! - Each member is stored once, at its layout's strides, in its own dtype, when something outside
+//!   the kernel needs it (graph output, fallback argument, another kernel's load).
 //! - Kernel argument `i` of kernel `k` is `KernelPlan::args[i]` (buffer, is_output).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -119,6 +120,10 @@ impl OpsHandler for KernelOps<'_> {
             UnaryOp::Floor => (L::Floor, "floor"),
             UnaryOp::Ceil => (L::Ceil, "ceil"),
             UnaryOp::LogicalNot => (L::Not, "logical_not"),
+            UnaryOp::Erf => (L::Erf, "erf"),
+            UnaryOp::Log1p => (L::Log1p, "log1p"),
+            UnaryOp::Expm1 => (L::Expm1, "expm1"),
+            UnaryOp::Rsqrt => (L::Rsqrt, "rsqrt"),
         };
         self.op_names.insert(name);
         ev(self.kb.unary(lop, ex(a)))
@@ -167,6 +172,27 @@ impl OpsHandler for KernelOps<'_> {
 
 /// Builds one kernel per group and JIT-compiles them together.
 pub fn codegen(ir: &GraphIr, sched: &Schedule) -> Result<CodegenResult, String> {
+    // Pass 1: which realized buffers does some kernel load from memory? A member realized only
+    // to bound inlining, and read only inside its own group, needs no store.
+    let mut loaded: HashSet<BufferId> = HashSet::new();
+    for grp in &sched.groups {
+        let n = grp.ranges.len();
+        let mut h = KernelOps {
+            ir,
+            members: grp.members.iter().copied().collect(),
+            kb: llvm::KernelBuilder::new("probe", grp.ranges.clone()),
+            input_args: HashMap::new(),
+            args: Vec::new(),
+            memo: HashMap::new(),
+            op_names: BTreeSet::new(),
+            error: None,
+        };
+        let identity: Vec<Affine> = (0..n).map(|d| Affine::var(d, n)).collect();
+        for m in &grp.members {
+            h.load(*m, &identity);
+        }
+        loaded.extend(h.args.iter().map(|(b, _)| *b));
+    }
     let prefix = llvm::unique_kernel_prefix();
     let mut kernels = Vec::new();
     let mut plans = Vec::new();
@@ -184,6 +210,10 @@ pub fn codegen(ir: &GraphIr, sched: &Schedule) -> Result<CodegenResult, String> 
         };
         let identity: Vec<Affine> = (0..n).map(|d| Affine::var(d, n)).collect();
         for m in &grp.members {
+            if !ir.must_store.contains(m) && !loaded.contains(m) {
+                tracing::debug!(target: "inductor::output_code", "{m} is only read inside its kernel; not stored");
+                continue;
+            }
             let pw = ir.pointwise(*m).ok_or_else(|| format!("{m} is not pointwise"))?;
             let layout = ir.buffer(*m).layout.clone().ok_or_else(|| format!("{m} has no layout"))?;
             let v = h.load(*m, &identity);

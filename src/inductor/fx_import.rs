@@ -32,6 +32,8 @@ pub enum FxArg {
     None,
     Tuple(Vec<FxArg>),
     List(Vec<FxArg>),
+    /// A Python `str` (for example `approximate="tanh"`).
+    Str(String),
     Py(usize),
 }
 
@@ -69,6 +71,8 @@ pub struct FxNode {
     pub op: FxOp,
     /// Canonical op name for the lowering table (`"add"`, `"sin"`, ...), when recognized.
     pub canonical: Option<&'static str>,
+    /// The target as torch.fx prints it (`torch.matmul`, `view`, `lin`), for plans and logs.
+    pub target_name: String,
     pub args: Vec<FxArg>,
     pub kwargs: Vec<(String, FxArg)>,
     /// Meta of the node's value when it is a tensor with static sizes.
@@ -110,9 +114,9 @@ const FUNCTION_TARGETS: &[(&str, &str, &str)] = &[
     ("operator", "le", "le"),
     ("operator", "eq", "eq"),
     ("operator", "ne", "ne"),
-    ("operator", "and_", "logical_and"),
-    ("operator", "or_", "logical_or"),
-    ("operator", "invert", "logical_not"),
+    ("operator", "and_", "bitwise_and"),
+    ("operator", "or_", "bitwise_or"),
+    ("operator", "invert", "bitwise_not"),
     ("torch", "add", "add"),
     ("torch", "sub", "sub"),
     ("torch", "subtract", "sub"),
@@ -154,6 +158,30 @@ const FUNCTION_TARGETS: &[(&str, &str, &str)] = &[
     ("torch", "logical_not", "logical_not"),
     ("torch", "logical_and", "logical_and"),
     ("torch", "logical_or", "logical_or"),
+    ("torch", "erf", "erf"),
+    ("torch.special", "erf", "erf"),
+    ("torch", "log1p", "log1p"),
+    ("torch", "expm1", "expm1"),
+    ("torch", "rsqrt", "rsqrt"),
+    ("torch", "clamp", "clamp"),
+    ("torch", "clip", "clamp"),
+    ("torch", "clamp_min", "clamp_min"),
+    ("torch", "clamp_max", "clamp_max"),
+    ("torch", "rsub", "rsub"),
+    ("torch.nn.functional", "silu", "silu"),
+    ("torch.nn.functional", "gelu", "gelu"),
+    ("torch.nn.functional", "leaky_relu", "leaky_relu"),
+    ("torch.Tensor", "add", "add"),
+    ("torch.Tensor", "sub", "sub"),
+    ("torch.Tensor", "mul", "mul"),
+    ("torch.Tensor", "div", "div"),
+    ("torch.Tensor", "neg", "neg"),
+    ("torch.Tensor", "relu", "relu"),
+    ("torch.Tensor", "sigmoid", "sigmoid"),
+    ("torch.Tensor", "tanh", "tanh"),
+    ("torch.Tensor", "exp", "exp"),
+    ("torch.Tensor", "sin", "sin"),
+    ("torch.Tensor", "cos", "cos"),
 ];
 
 /// call_method names we lower -> canonical name.
@@ -204,6 +232,17 @@ const METHOD_TARGETS: &[(&str, &str)] = &[
     ("logical_not", "logical_not"),
     ("logical_and", "logical_and"),
     ("logical_or", "logical_or"),
+    ("erf", "erf"),
+    ("log1p", "log1p"),
+    ("expm1", "expm1"),
+    ("rsqrt", "rsqrt"),
+    ("clamp", "clamp"),
+    ("clip", "clamp"),
+    ("clamp_min", "clamp_min"),
+    ("clamp_max", "clamp_max"),
+    ("__and__", "bitwise_and"),
+    ("__or__", "bitwise_or"),
+    ("__invert__", "bitwise_not"),
 ];
 
 /// Resolved identity table: object id -> canonical name, built on first use.
@@ -211,9 +250,31 @@ fn function_table(py: Python<'_>) -> PyResult<&'static Vec<(usize, &'static str)
     static TABLE: pyo3::sync::PyOnceLock<Vec<(usize, &'static str)>> = pyo3::sync::PyOnceLock::new();
     TABLE.get_or_try_init(py, || {
         let mut out = Vec::new();
-        for (module, attr, canonical) in FUNCTION_TARGETS {
-            let m = py.import(*module)?;
-            if let Ok(obj) = m.getattr(*attr) {
+        for (path, attr, canonical) in FUNCTION_TARGETS {
+            // `path` is a module (`torch.nn.functional`) or a module attribute (`torch.Tensor`);
+            // entries this torch lacks are skipped.
+            let obj = match py.import(*path) {
+                Ok(m) => m.into_any(),
+                Err(_) => {
+                    let (module, rest) = path.split_once('.').unwrap_or((path, ""));
+                    let Ok(mut obj) = py.import(module).map(|m| m.into_any()) else { continue };
+                    let mut ok = true;
+                    for part in rest.split('.').filter(|p| !p.is_empty()) {
+                        match obj.getattr(part) {
+                            Ok(next) => obj = next,
+                            Err(_) => {
+                                ok = false;
+                                break;
+                            }
+                        }
+                    }
+                    if !ok {
+                        continue;
+                    }
+                    obj
+                }
+            };
+            if let Ok(obj) = obj.getattr(*attr) {
                 // Keep the object alive forever so its id stays valid.
                 let ptr = obj.as_ptr() as usize;
                 std::mem::forget(obj.unbind());
@@ -257,7 +318,11 @@ fn looks_mutating(py: Python<'_>, op: &str, target: &Bound<'_, PyAny>) -> PyResu
             "iadd" | "isub" | "imul" | "itruediv" | "ifloordiv" | "imod" | "ipow" | "iand" | "ior" | "ixor"
                 | "ilshift" | "irshift" | "imatmul"
         );
-    Ok((name.ends_with('_') && !name.ends_with("__")) || inplace_operator || name == "setitem" || name == "__setitem__")
+    // operator.and_/or_/not_/xor_/is_ only look like in-place methods.
+    let trailing_underscore = name.ends_with('_')
+        && !name.ends_with("__")
+        && !matches!(name.as_str(), "and_" | "or_" | "not_" | "xor_" | "is_" | "concat_");
+    Ok(trailing_underscore || inplace_operator || name == "setitem" || name == "__setitem__")
 }
 
 /// Reads a tensor's metadata; `None` if `v` is not a tensor or has symbolic sizes.
@@ -323,6 +388,9 @@ impl<'py> Importer<'py> {
             if let Ok(i) = a.extract::<i64>() {
                 return Ok(FxArg::Int(i));
             }
+        }
+        if a.is_exact_instance_of::<pyo3::types::PyString>() {
+            return Ok(FxArg::Str(a.extract::<String>()?));
         }
         if a.is_exact_instance_of::<pyo3::types::PyFloat>() {
             return Ok(FxArg::Float(a.extract::<f64>()?));
@@ -419,9 +487,9 @@ fn meta_propagate<'py>(
             }
             "call_function" | "call_method" => {
                 let args = substitute(py, &n.getattr(intern!(py, "args"))?, &env)?;
-                let args = args.cast_into::<PyTuple>().map_err(|e| PyErr::from(e))?;
+                let args = args.cast_into::<PyTuple>().map_err(PyErr::from)?;
                 let kwargs = substitute(py, &n.getattr(intern!(py, "kwargs"))?, &env)?;
-                let kwargs = kwargs.cast_into::<PyDict>().map_err(|e| PyErr::from(e))?;
+                let kwargs = kwargs.cast_into::<PyDict>().map_err(PyErr::from)?;
                 if op == "call_function" {
                     target.call(args, Some(&kwargs))?
                 } else {
@@ -441,6 +509,17 @@ fn meta_propagate<'py>(
         out.push(if op == "output" { None } else { Some(value) });
     }
     Ok(out)
+}
+
+/// `module.name` of a callable (`torch.matmul`, `_operator.add`), or its repr.
+fn qualified_name(py: Python<'_>, target: &Bound<'_, PyAny>) -> String {
+    let name = target.getattr(intern!(py, "__name__")).and_then(|n| n.extract::<String>());
+    let module = target.getattr(intern!(py, "__module__")).and_then(|m| m.extract::<String>());
+    match (module, name) {
+        (Ok(m), Ok(n)) => format!("{m}.{n}"),
+        (Err(_), Ok(n)) => n,
+        _ => target.repr().map(|r| r.to_string()).unwrap_or_default(),
+    }
 }
 
 /// Fetches `gm.<a.b.c>`.
@@ -471,35 +550,6 @@ pub fn import_graph(
         }
         meta.get_item(intern!(py, "val"))
     }
-    let mut need_prop = false;
-    for n in &nodes {
-        let op: String = n.getattr(intern!(py, "op"))?.extract()?;
-        if op != "placeholder" && op != "output" && meta_value(py, n)?.is_none() {
-            need_prop = true;
-            break;
-        }
-    }
-    let mut propagated: Option<Vec<Option<Bound<'_, PyAny>>>> = None;
-    if need_prop {
-        match meta_propagate(py, gm, &nodes, &examples) {
-            Ok(values) => {
-                propagated = Some(values);
-                need_prop = false;
-            }
-            Err(e) => tracing::debug!(target: "inductor::lowering", "meta propagation failed ({e}); using FakeTensorProp"),
-        }
-    }
-    if need_prop {
-        let fake_mod = py.import("torch._subclasses.fake_tensor")?;
-        let prop_mod = py.import("torch.fx.passes.fake_tensor_prop")?;
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("allow_non_fake_inputs", true)?;
-        let mode = fake_mod.getattr("FakeTensorMode")?.call((), Some(&kwargs))?;
-        let prop = prop_mod.getattr("FakeTensorProp")?.call1((gm, mode))?;
-        prop.call_method1("propagate", PyTuple::new(py, &examples)?)
-            .map_err(|e| ImportError::Unsupported(format!("fake tensor propagation failed: {e}")))?;
-    }
-
     let mut imp = Importer {
         fx_node_type: py.import("torch.fx")?.getattr("Node")?,
         slice_type: py.get_type::<pyo3::types::PySlice>().into_any(),
@@ -509,19 +559,15 @@ pub fn import_graph(
     let mut out_nodes: Vec<FxNode> = Vec::new();
     let mut n_placeholders = 0usize;
     let mut output = None;
+    let mut missing: Vec<usize> = Vec::new();
     for (node_idx, n) in nodes.iter().enumerate() {
         let node_meta = |py: Python<'_>| -> PyResult<Option<TensorMeta>> {
-            if let Some(values) = &propagated {
-                return match &values[node_idx] {
-                    Some(v) => tensor_meta_ext(py, v, true),
-                    None => Ok(None),
-                };
-            }
             match meta_value(py, n)? {
                 Some(v) => tensor_meta(py, &v),
                 None => Ok(None),
             }
         };
+        let has_meta = meta_value(py, n)?.is_some();
         let op: String = n.getattr(intern!(py, "op"))?.extract()?;
         let name: String = n.getattr(intern!(py, "name"))?.extract()?;
         let target = n.getattr(intern!(py, "target"))?;
@@ -539,8 +585,22 @@ pub fn import_graph(
         if matches!(op.as_str(), "call_function" | "call_method") && looks_mutating(py, &op, &target)? {
             return Err(ImportError::Unsupported(format!("node {name} mutates its inputs")));
         }
-        if kwargs.iter().any(|(k, _)| k == "out") {
-            return Err(ImportError::Unsupported(format!("node {name} writes through out=")));
+        if kwargs.iter().any(|(k, v)| k == "out" || (k == "inplace" && !matches!(v, FxArg::Bool(false)))) {
+            return Err(ImportError::Unsupported(format!("node {name} mutates its inputs (out= or inplace=)")));
+        }
+        if op == "call_module" {
+            let module = get_attr_path(gm, &target.extract::<String>()?)?;
+            if let Ok(flag) = module.getattr(intern!(py, "inplace")) {
+                if flag.is_truthy().unwrap_or(true) {
+                    return Err(ImportError::Unsupported(format!("module {name} works in place")));
+                }
+            }
+            // Note [grad inputs] in mod.rs: parameters are inputs too.
+            for p in module.call_method0(intern!(py, "parameters"))?.try_iter()? {
+                if p?.getattr(intern!(py, "requires_grad"))?.is_truthy()? {
+                    return Err(ImportError::Unsupported(format!("module {name} has parameters; one requires grad")));
+                }
+            }
         }
         let (fx_op, canonical, meta) = match op.as_str() {
             "placeholder" => {
@@ -581,8 +641,15 @@ pub fn import_graph(
             }
             other => return Err(ImportError::Unsupported(format!("fx op {other}"))),
         };
+        if !has_meta && matches!(op.as_str(), "call_function" | "call_method" | "call_module") {
+            missing.push(node_idx);
+        }
         imp.names.push(n.clone());
-        out_nodes.push(FxNode { name, op: fx_op, canonical, args, kwargs, meta, users: Vec::new() });
+        let target_name = match op.as_str() {
+            "call_function" => qualified_name(py, &target),
+            _ => target.str().map(|s| s.to_string()).unwrap_or_default(),
+        };
+        out_nodes.push(FxNode { name, op: fx_op, canonical, target_name, args, kwargs, meta, users: Vec::new() });
     }
     if n_placeholders != examples.len() {
         return Err(ImportError::Unsupported(format!(
@@ -603,5 +670,62 @@ pub fn import_graph(
             out_nodes[j].users.push(i);
         }
     }
+    if !missing.is_empty() {
+        fill_missing_meta(py, gm, &nodes, &examples, &mut out_nodes, &missing)?;
+    }
     Ok(FxGraph { nodes: out_nodes, side_table: imp.side_table, output })
+}
+
+/// Gives every call node without `meta` its value's metadata: first by inference for the
+/// pointwise ops we lower (no torch calls), else by running the graph on meta tensors, else by
+/// FakeTensorProp.
+fn fill_missing_meta(
+    py: Python<'_>,
+    gm: &Bound<'_, PyAny>,
+    nodes: &[Bound<'_, PyAny>],
+    examples: &[Bound<'_, PyAny>],
+    out_nodes: &mut [FxNode],
+    missing: &[usize],
+) -> Result<(), ImportError> {
+    let mut inferred_all = true;
+    for &i in missing {
+        match super::lowering::infer_meta(out_nodes, i) {
+            Some(meta) => out_nodes[i].meta = Some(meta),
+            None => {
+                inferred_all = false;
+                break;
+            }
+        }
+    }
+    if inferred_all {
+        return Ok(());
+    }
+    match meta_propagate(py, gm, nodes, examples) {
+        Ok(values) => {
+            for &i in missing {
+                out_nodes[i].meta = match &values[i] {
+                    Some(v) => tensor_meta_ext(py, v, true)?,
+                    None => None,
+                };
+            }
+            return Ok(());
+        }
+        Err(e) => tracing::debug!(target: "inductor::lowering", "meta propagation failed ({e}); using FakeTensorProp"),
+    }
+    let fake_mod = py.import("torch._subclasses.fake_tensor")?;
+    let prop_mod = py.import("torch.fx.passes.fake_tensor_prop")?;
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("allow_non_fake_inputs", true)?;
+    let mode = fake_mod.getattr("FakeTensorMode")?.call((), Some(&kwargs))?;
+    let prop = prop_mod.getattr("FakeTensorProp")?.call1((gm, mode))?;
+    prop.call_method1("propagate", PyTuple::new(py, examples)?)
+        .map_err(|e| ImportError::Unsupported(format!("fake tensor propagation failed: {e}")))?;
+    for &i in missing {
+        let meta = nodes[i].getattr(intern!(py, "meta"))?;
+        out_nodes[i].meta = match meta.cast::<PyDict>().ok().and_then(|d| d.get_item("val").ok().flatten()) {
+            Some(v) => tensor_meta(py, &v)?,
+            None => None,
+        };
+    }
+    Ok(())
 }

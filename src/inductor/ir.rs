@@ -122,6 +122,10 @@ pub enum UnaryOp {
     Floor,
     Ceil,
     LogicalNot,
+    Erf,
+    Log1p,
+    Expm1,
+    Rsqrt,
 }
 
 /// Pointwise binary ops (torch.add, torch.sub, ... on float32; logical_and/or on bool).
@@ -222,6 +226,9 @@ pub struct GraphIr {
     pub buffers: Vec<Buffer>,
     /// For each fx node, the buffer holding its value (None for `output`).
     pub node_buffer: Vec<Option<BufferId>>,
+    /// Buffers that must exist as tensors: graph outputs and fallback arguments. Other realized
+    /// Pointwise buffers are stored only when a kernel outside their group loads them.
+    pub must_store: std::collections::HashSet<BufferId>,
 }
 
 impl GraphIr {

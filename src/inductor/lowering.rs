@@ -49,9 +49,20 @@ enum Rule {
     Square,
     /// Reversed binary (`__rsub__(x, y)` is `y - x`).
     Reversed(BinaryOp),
+    /// `x op (y * alpha)` (torch.add/sub with `alpha=`).
+    Alpha(BinaryOp, f64),
+    /// `x * sigmoid(x)` (F.silu).
+    Silu,
+    /// F.gelu; `true` for `approximate="tanh"`.
+    Gelu(bool),
+    /// `x > 0 ? x : x * slope` (F.leaky_relu).
+    LeakyRelu(f64),
+    /// torch.clamp: `min(max(x, lo), hi)`, NaN-propagating; operands are x, then the bounds given.
+    Clamp { lo: bool, hi: bool },
 }
 
-/// The lowering table: canonical op name -> (number of tensor/scalar operands, rule).
+/// The lowering table: canonical op name -> (number of tensor/scalar operands, rule). Ops whose
+/// operands depend on keywords (clamp, leaky_relu, gelu) are finished in [`decode`].
 fn lowering_table(name: &str) -> Option<(usize, Rule)> {
     use BinaryOp as B;
     use CmpOp as C;
@@ -63,16 +74,30 @@ fn lowering_table(name: &str) -> Option<(usize, Rule)> {
         "sigmoid" => (1, Rule::Unary(U::Sigmoid)),
         "tanh" => (1, Rule::Unary(U::Tanh)),
         "exp" => (1, Rule::Unary(U::Exp)),
+        "expm1" => (1, Rule::Unary(U::Expm1)),
         "log" => (1, Rule::Unary(U::Log)),
+        "log1p" => (1, Rule::Unary(U::Log1p)),
         "sqrt" => (1, Rule::Unary(U::Sqrt)),
+        "rsqrt" => (1, Rule::Unary(U::Rsqrt)),
         "sin" => (1, Rule::Unary(U::Sin)),
         "cos" => (1, Rule::Unary(U::Cos)),
+        "erf" => (1, Rule::Unary(U::Erf)),
         "reciprocal" => (1, Rule::Unary(U::Reciprocal)),
         "floor" => (1, Rule::Unary(U::Floor)),
         "ceil" => (1, Rule::Unary(U::Ceil)),
         "logical_not" => (1, Rule::Unary(U::LogicalNot)),
+        // `&`, `|`, `~` are logical only on bool tensors; `bool_only` refuses other dtypes.
+        "bitwise_not" => (1, Rule::Unary(U::LogicalNot)),
+        "bitwise_and" => (2, Rule::Binary(B::LogicalAnd)),
+        "bitwise_or" => (2, Rule::Binary(B::LogicalOr)),
         "pos" => (1, Rule::Pos),
         "square" => (1, Rule::Square),
+        "silu" => (1, Rule::Silu),
+        "gelu" => (1, Rule::Gelu(false)),
+        "leaky_relu" => (1, Rule::LeakyRelu(0.01)),
+        "clamp" => (3, Rule::Clamp { lo: true, hi: true }),
+        "clamp_min" => (2, Rule::Clamp { lo: true, hi: false }),
+        "clamp_max" => (2, Rule::Clamp { lo: false, hi: true }),
         "add" | "radd" => (2, Rule::Binary(B::Add)),
         "sub" => (2, Rule::Binary(B::Sub)),
         "rsub" => (2, Rule::Reversed(B::Sub)),
@@ -93,6 +118,91 @@ fn lowering_table(name: &str) -> Option<(usize, Rule)> {
         "where" => (3, Rule::Where),
         _ => return None,
     })
+}
+
+/// True for ops that are only logical (and only lowered) when every operand is bool.
+fn bool_only(node: &FxNode) -> bool {
+    node.canonical.is_some_and(|c| c.starts_with("bitwise_"))
+}
+
+fn number(a: &FxArg) -> Option<f64> {
+    match a {
+        FxArg::Int(v) => Some(*v as f64),
+        FxArg::Float(v) => Some(*v),
+        _ => None,
+    }
+}
+
+/// Syntactic decoding of a node into its rule and operand arguments (in rule order), folding the
+/// keywords we understand; no IR is touched, so meta inference and lowering share it.
+fn decode(node: &FxNode) -> Result<(Rule, Vec<&FxArg>), LoweringError> {
+    let canonical = node.canonical.ok_or_else(|| LoweringError::NoLowering(node.target_name.clone()))?;
+    let (n_operands, mut rule) =
+        lowering_table(canonical).ok_or_else(|| LoweringError::NoLowering(node.target_name.clone()))?;
+    let unsupported = |what: String| Err(LoweringError::Unsupported(what));
+    let mut args: Vec<&FxArg> = node.args.iter().collect();
+    // Trailing positional flags/parameters of the F.* activations.
+    match canonical {
+        "relu" | "silu" | "sigmoid" | "tanh" if args.len() == 2 => {
+            if !matches!(args[1], FxArg::Bool(false)) {
+                return unsupported(format!("{canonical} with argument {:?}", args[1]));
+            }
+            args.pop();
+        }
+        "leaky_relu" if args.len() >= 2 => {
+            if args.len() == 3 && !matches!(args[2], FxArg::Bool(false)) {
+                return unsupported("leaky_relu in place".into());
+            }
+            rule = Rule::LeakyRelu(number(args[1]).ok_or_else(|| LoweringError::Unsupported("slope".into()))?);
+            args.truncate(1);
+        }
+        _ => {}
+    }
+    // clamp's bounds are optional and may come by keyword; None drops a bound.
+    let mut clamp_bounds: Vec<(&str, &FxArg)> = Vec::new();
+    if canonical == "clamp" {
+        for (i, a) in args.iter().enumerate().skip(1) {
+            clamp_bounds.push((if i == 1 { "min" } else { "max" }, a));
+        }
+        args.truncate(1);
+    }
+    for (k, v) in &node.kwargs {
+        match (k.as_str(), v) {
+            ("alpha", a) if matches!(canonical, "add" | "sub") => match (number(a), rule) {
+                (Some(alpha), Rule::Binary(op)) => rule = Rule::Alpha(op, alpha),
+                _ => return unsupported(format!("alpha={a:?}")),
+            },
+            ("inplace", FxArg::Bool(false)) => {}
+            ("rounding_mode", FxArg::None) => {}
+            ("approximate", FxArg::Str(mode)) if canonical == "gelu" => match mode.as_str() {
+                "none" => rule = Rule::Gelu(false),
+                "tanh" => rule = Rule::Gelu(true),
+                other => return unsupported(format!("gelu approximate={other}")),
+            },
+            ("negative_slope", a) if canonical == "leaky_relu" => {
+                rule = Rule::LeakyRelu(number(a).ok_or_else(|| LoweringError::Unsupported("slope".into()))?)
+            }
+            ("min" | "max", a) if canonical == "clamp" => clamp_bounds.push((k.as_str(), a)),
+            ("other" | "exponent" | "input" | "min" | "max", _) => args.push(v),
+            _ => return unsupported(format!("keyword argument {k}={v:?}")),
+        }
+    }
+    if canonical == "clamp" {
+        let lo = clamp_bounds.iter().find(|(k, a)| *k == "min" && !matches!(a, FxArg::None));
+        let hi = clamp_bounds.iter().find(|(k, a)| *k == "max" && !matches!(a, FxArg::None));
+        if lo.is_none() && hi.is_none() {
+            return unsupported("clamp without bounds".into());
+        }
+        args.extend(lo.map(|(_, a)| *a));
+        args.extend(hi.map(|(_, a)| *a));
+        rule = Rule::Clamp { lo: lo.is_some(), hi: hi.is_some() };
+        return Ok((rule, args));
+    }
+    // `x.where(cond, y)` style and `torch.where(cond)` are not what we lower.
+    if args.len() != n_operands {
+        return unsupported(format!("{canonical} with {} operands (expected {n_operands})", args.len()));
+    }
+    Ok((rule, args))
 }
 
 /// Broadcast `shapes` (numpy rules, as torch.broadcast_shapes); `None` if incompatible.
@@ -176,8 +286,8 @@ fn make_pointwise(
                 Rule::Where if i == 0 => DType::Bool,
                 _ => compute,
             };
-            let v = match o {
-                Operand::Tensor { buf, sizes, .. } => {
+            let (v, have) = match o {
+                Operand::Tensor { buf, sizes, dtype } => {
                     let n_vars = index.first().map(|a| a.coeffs.len()).unwrap_or(0);
                     let idx: Vec<Affine> = sizes
                         .iter()
@@ -191,11 +301,11 @@ fn make_pointwise(
                             }
                         })
                         .collect();
-                    h.load(*buf, &idx)
+                    (h.load(*buf, &idx), *dtype)
                 }
-                Operand::Scalar { value, dtype } => h.constant(*value, *dtype),
+                Operand::Scalar { value, dtype } => (h.constant(*value, *dtype), *dtype),
             };
-            vals.push(h.to_dtype(v, want));
+            vals.push(if have == want { v } else { h.to_dtype(v, want) });
         }
         match rule {
             Rule::Unary(op) => h.unary(op, vals[0]),
@@ -205,37 +315,70 @@ fn make_pointwise(
             Rule::Where => h.where_(vals[0], vals[1], vals[2]),
             Rule::Pos => vals[0],
             Rule::Square => h.binary(BinaryOp::Mul, vals[0], vals[0]),
+            Rule::Alpha(op, alpha) => {
+                let a = h.constant(alpha, DType::F32);
+                let scaled = h.binary(BinaryOp::Mul, vals[1], a);
+                h.binary(op, vals[0], scaled)
+            }
+            Rule::Silu => {
+                let s = h.unary(UnaryOp::Sigmoid, vals[0]);
+                h.binary(BinaryOp::Mul, vals[0], s)
+            }
+            // gelu(x) = x * 0.5 * (1 + erf(x / sqrt(2)))   (torch's CPU formula)
+            Rule::Gelu(false) => {
+                let x = vals[0];
+                let c = h.constant(std::f64::consts::FRAC_1_SQRT_2, DType::F32);
+                let half = h.constant(0.5, DType::F32);
+                let one = h.constant(1.0, DType::F32);
+                let e = h.binary(BinaryOp::Mul, x, c);
+                let e = h.unary(UnaryOp::Erf, e);
+                let e = h.binary(BinaryOp::Add, one, e);
+                let xh = h.binary(BinaryOp::Mul, x, half);
+                h.binary(BinaryOp::Mul, xh, e)
+            }
+            // gelu_tanh(x) = 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+            Rule::Gelu(true) => {
+                let x = vals[0];
+                let beta = h.constant((2.0 / std::f64::consts::PI).sqrt(), DType::F32);
+                let kappa = h.constant(0.044715, DType::F32);
+                let half = h.constant(0.5, DType::F32);
+                let one = h.constant(1.0, DType::F32);
+                let x2 = h.binary(BinaryOp::Mul, x, x);
+                let x3 = h.binary(BinaryOp::Mul, x2, x);
+                let inner = h.binary(BinaryOp::Mul, kappa, x3);
+                let inner = h.binary(BinaryOp::Add, x, inner);
+                let inner = h.binary(BinaryOp::Mul, beta, inner);
+                let t = h.unary(UnaryOp::Tanh, inner);
+                let t = h.binary(BinaryOp::Add, one, t);
+                let hx = h.binary(BinaryOp::Mul, half, x);
+                h.binary(BinaryOp::Mul, hx, t)
+            }
+            Rule::LeakyRelu(slope) => {
+                let zero = h.constant(0.0, DType::F32);
+                let pos = h.compare(CmpOp::Gt, vals[0], zero);
+                let s = h.constant(slope, DType::F32);
+                let neg = h.binary(BinaryOp::Mul, vals[0], s);
+                h.where_(pos, vals[0], neg)
+            }
+            Rule::Clamp { lo, hi } => {
+                let mut v = vals[0];
+                let mut next = 1;
+                if lo {
+                    v = h.binary(BinaryOp::Maximum, v, vals[next]);
+                    next += 1;
+                }
+                if hi {
+                    v = h.binary(BinaryOp::Minimum, v, vals[next]);
+                }
+                v
+            }
         }
     });
     Ok(Pointwise { ranges: sizes, dtype: result, inner_fn, n_ops, realized: false })
 }
 
-/// Decodes the node's operands for `canonical`, folding the kwargs we understand.
-fn operands_for(
-    node: &FxNode,
-    canonical: &str,
-    n_operands: usize,
-    ir: &GraphIr,
-) -> Result<(Vec<Operand>, Option<f64>), LoweringError> {
-    let mut args: Vec<&FxArg> = node.args.iter().collect();
-    let mut alpha = None;
-    for (k, v) in &node.kwargs {
-        match (k.as_str(), v) {
-            ("alpha", FxArg::Int(a)) if matches!(canonical, "add" | "sub") => alpha = Some(*a as f64),
-            ("alpha", FxArg::Float(a)) if matches!(canonical, "add" | "sub") => alpha = Some(*a),
-            ("inplace", FxArg::Bool(false)) => {}
-            ("rounding_mode", FxArg::None) => {}
-            ("other" | "exponent" | "input", _) => args.push(v),
-            _ => return Err(LoweringError::Unsupported(format!("keyword argument {k}={v:?}"))),
-        }
-    }
-    // `x.where(cond, y)` style and `torch.where(cond)` are not what we lower.
-    if args.len() != n_operands {
-        return Err(LoweringError::Unsupported(format!(
-            "{canonical} with {} operands (expected {n_operands})",
-            args.len()
-        )));
-    }
+/// Maps decoded operand arguments to IR operands (buffers with static CPU layouts, scalars).
+fn operands(args: &[&FxArg], ir: &GraphIr) -> Result<Vec<Operand>, LoweringError> {
     let mut operands = Vec::new();
     for a in args {
         operands.push(match a {
@@ -257,17 +400,21 @@ fn operands_for(
             other => return Err(LoweringError::Unsupported(format!("operand {other:?}"))),
         });
     }
-    Ok((operands, alpha))
+    Ok(operands)
 }
 
 fn lower_pointwise(node: &FxNode, ir: &mut GraphIr) -> Result<Pointwise, LoweringError> {
-    let canonical = node.canonical.ok_or_else(|| LoweringError::NoLowering(describe(node)))?;
-    let (n_operands, rule) = lowering_table(canonical).ok_or_else(|| LoweringError::NoLowering(describe(node)))?;
+    let (rule, args) = decode(node)?;
     let meta = node.meta.as_ref().ok_or_else(|| LoweringError::Unsupported("no static tensor meta".into()))?;
     if !meta.layout.cpu {
         return Err(LoweringError::Unsupported("result is not on the cpu".into()));
     }
-    let (mut operands, alpha) = operands_for(node, canonical, n_operands, ir)?;
+    let operands = operands(&args, ir)?;
+    if bool_only(node)
+        && operands.iter().any(|o| !matches!(o, Operand::Tensor { dtype: DType::Bool, .. } | Operand::Scalar { dtype: DType::Bool, .. }))
+    {
+        return Err(LoweringError::Unsupported("bitwise op on non-bool operands".into()));
+    }
     // Realize producers that grew too large to inline; count ops for the rest.
     let mut n_ops = 1;
     for o in &operands {
@@ -283,55 +430,22 @@ fn lower_pointwise(node: &FxNode, ir: &mut GraphIr) -> Result<Pointwise, Lowerin
             }
         }
     }
-    if let Some(alpha) = alpha {
-        // add(x, y, alpha=a) == x + y * a: fold `y * a` into the second operand's loader.
-        let Operand::Tensor { .. } = operands[1] else {
-            return Err(LoweringError::Unsupported("alpha with a scalar operand".into()));
-        };
-        let scaled = make_pointwise(Rule::Binary(BinaryOp::Mul), vec![operands[1].clone(), Operand::Scalar {
-            value: alpha,
-            dtype: DType::F32,
-        }], &Layout {
-            sizes: match &operands[1] {
-                Operand::Tensor { sizes, .. } => sizes.clone(),
-                _ => unreachable!(),
-            },
-            strides: Vec::new(),
-            dtype: DType::F32,
-            cpu: true,
-        }, 1)?;
-        let id = BufferId(ir.buffers.len() as u32);
-        let sizes = scaled.ranges.clone();
-        ir.buffers.push(Buffer {
-            id,
-            name: format!("{}_alpha", node.name),
-            node: usize::MAX,
-            layout: Some(Layout {
-                strides: Layout::contiguous_strides(&sizes),
-                sizes: sizes.clone(),
-                dtype: DType::F32,
-                cpu: true,
-            }),
-            kind: BufferKind::Pointwise(scaled),
-        });
-        operands[1] = Operand::Tensor { buf: id, sizes, dtype: DType::F32 };
-    }
     make_pointwise(rule, operands, &meta.layout, n_ops)
 }
 
 /// One-line description of a node for logs and plans: `call_function sin` etc.
 pub fn describe(node: &FxNode) -> String {
     match &node.op {
-        FxOp::CallFunction { .. } => format!("call_function {} ({})", node.canonical.unwrap_or("?"), node.name),
+        FxOp::CallFunction { .. } => format!("call_function {} ({})", node.target_name, node.name),
         FxOp::CallMethod { name } => format!("call_method {name} ({})", node.name),
-        FxOp::CallModule { .. } => format!("call_module ({})", node.name),
+        FxOp::CallModule { .. } => format!("call_module {} ({})", node.target_name, node.name),
         other => format!("{other:?} ({})", node.name),
     }
 }
 
 /// Lowers every node of `g`; also decides which Pointwise buffers are realized.
 pub fn lower(g: &FxGraph) -> GraphIr {
-    let mut ir = GraphIr { buffers: Vec::new(), node_buffer: vec![None; g.nodes.len()] };
+    let mut ir = GraphIr { buffers: Vec::new(), node_buffer: vec![None; g.nodes.len()], must_store: HashSet::new() };
     let mut fallback_inputs: HashSet<BufferId> = HashSet::new();
     for (i, node) in g.nodes.iter().enumerate() {
         let layout = node.meta.as_ref().map(|m| m.layout.clone());
@@ -383,10 +497,169 @@ pub fn lower(g: &FxGraph) -> GraphIr {
         ir.buffers.push(Buffer { id, name: node.name.clone(), node: i, layout, kind });
         ir.node_buffer[i] = Some(id);
     }
-    for b in fallback_inputs {
+    for b in &fallback_inputs {
         if let BufferKind::Pointwise(pw) = &mut ir.buffers[b.0 as usize].kind {
             pw.realized = true;
         }
     }
+    ir.must_store = fallback_inputs;
     ir
+}
+
+/// Output strides torch's TensorIterator gives a pointwise result of `sizes` computed from
+/// operands with `operand_layouts` (argument order): dimensions are sorted by the operands'
+/// strides, ignoring broadcast (stride 0) dimensions, ties broken by size; the output is dense in
+/// that order. (PyTorch: `TensorIteratorBase::reorder_dimensions` and `compatible_stride`.)
+pub fn pointwise_output_strides(sizes: &[i64], operand_layouts: &[&Layout]) -> Vec<i64> {
+    let ndim = sizes.len();
+    // Operand strides broadcast to `sizes`: 0 where the operand is broadcast or lacks the dim.
+    let strides: Vec<Vec<i64>> = operand_layouts
+        .iter()
+        .map(|l| {
+            let mut st = vec![0i64; ndim];
+            for (k, (&sz, &stride)) in l.sizes.iter().zip(&l.strides).enumerate() {
+                let d = ndim - l.sizes.len() + k;
+                st[d] = if sz == 1 && sizes[d] != 1 { 0 } else { stride };
+            }
+            st
+        })
+        .collect();
+    let should_swap = |dim0: usize, dim1: usize| -> i32 {
+        for st in &strides {
+            let (s0, s1) = (st[dim0], st[dim1]);
+            if s0 == 0 || s1 == 0 {
+                continue;
+            }
+            if s0 < s1 {
+                return -1;
+            }
+            if s0 > s1 {
+                return 1;
+            }
+            if sizes[dim0] > sizes[dim1] {
+                return 1;
+            }
+        }
+        0
+    };
+    // perm[0] is the fastest-moving dimension.
+    let mut perm: Vec<usize> = (0..ndim).rev().collect();
+    for i in 1..ndim {
+        let mut dim1 = i;
+        for dim0 in (0..i).rev() {
+            let c = should_swap(perm[dim0], perm[dim1]);
+            if c > 0 {
+                perm.swap(dim0, dim1);
+                dim1 = dim0;
+            } else if c < 0 {
+                break;
+            }
+        }
+    }
+    let mut out = vec![0i64; ndim];
+    let mut next = 1i64;
+    for &d in &perm {
+        out[d] = next;
+        next *= sizes[d];
+    }
+    out
+}
+
+/// Infers the meta of node `i` when it is a pointwise op we lower and its operands' metas are
+/// known (dtype promotion restricted to float32/bool; anything else returns `None` so real
+/// propagation decides).
+pub fn infer_meta(nodes: &[FxNode], i: usize) -> Option<super::fx_import::TensorMeta> {
+    let (rule, args) = decode(&nodes[i]).ok()?;
+    let mut tensors: Vec<&Layout> = Vec::new();
+    let mut dtypes: Vec<(DType, bool)> = Vec::new(); // (dtype, is_tensor)
+    for a in &args {
+        match a {
+            FxArg::Node(j) => {
+                let m = nodes[*j].meta.as_ref()?;
+                if !m.layout.cpu || m.layout.dtype == DType::Other || m.requires_grad {
+                    return None;
+                }
+                tensors.push(&m.layout);
+                dtypes.push((m.layout.dtype, true));
+            }
+            FxArg::Float(_) => dtypes.push((DType::F32, false)),
+            FxArg::Bool(_) => dtypes.push((DType::Bool, false)),
+            // An int scalar only keeps float32 when a float32 tensor is present.
+            FxArg::Int(_) => dtypes.push((DType::Other, false)),
+            _ => return None,
+        }
+    }
+    if tensors.is_empty() || (bool_only(&nodes[i]) && dtypes.iter().any(|(d, _)| *d != DType::Bool)) {
+        return None;
+    }
+    let shapes: Vec<&[i64]> = tensors.iter().map(|l| l.sizes.as_slice()).collect();
+    let sizes = broadcast_shapes(&shapes)?;
+    if sizes.contains(&0) {
+        return None;
+    }
+    let has_f32_tensor = dtypes.iter().any(|(d, t)| *t && *d == DType::F32);
+    let dtype = match rule {
+        Rule::Compare(_) => DType::Bool,
+        Rule::Unary(UnaryOp::LogicalNot) | Rule::Binary(BinaryOp::LogicalAnd | BinaryOp::LogicalOr) => DType::Bool,
+        Rule::Where => {
+            let branches = &dtypes[1..];
+            if dtypes[0].0 != DType::Bool {
+                return None;
+            }
+            if branches.iter().any(|&(d, is_tensor)| is_tensor && d == DType::F32) {
+                DType::F32
+            } else if branches.iter().all(|&(d, _)| d == DType::Bool) && branches.iter().any(|&(_, t)| t) {
+                DType::Bool
+            } else {
+                return None;
+            }
+        }
+        _ if has_f32_tensor => DType::F32,
+        _ => return None,
+    };
+    let strides = pointwise_output_strides(&sizes, &tensors);
+    Some(super::fx_import::TensorMeta { layout: Layout { sizes, strides, dtype, cpu: true }, requires_grad: false })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(sizes: &[i64], strides: &[i64]) -> Layout {
+        Layout { sizes: sizes.to_vec(), strides: strides.to_vec(), dtype: DType::F32, cpu: true }
+    }
+
+    #[test]
+    fn broadcast_shapes_follow_numpy_rules() {
+        assert_eq!(broadcast_shapes(&[&[5, 1, 7], &[6, 1]]), Some(vec![5, 6, 7]));
+        assert_eq!(broadcast_shapes(&[&[3], &[]]), Some(vec![3]));
+        assert_eq!(broadcast_shapes(&[&[3], &[4]]), None);
+    }
+
+    /// Expected values are what eager torch 2.x returns for `a + b` (checked by the pytests too).
+    #[test]
+    fn output_strides_match_tensor_iterator() {
+        let check = |sizes: &[i64], ops: &[Layout], want: &[i64]| {
+            let refs: Vec<&Layout> = ops.iter().collect();
+            assert_eq!(pointwise_output_strides(sizes, &refs), want, "{sizes:?} {ops:?}");
+        };
+        check(&[4, 6], &[layout(&[4, 6], &[6, 1])], &[6, 1]);
+        // x.t() + 1: follows the transposed input.
+        check(&[4, 6], &[layout(&[4, 6], &[1, 4])], &[1, 4]);
+        // x.t() + y: the first operand decides.
+        check(&[4, 6], &[layout(&[4, 6], &[1, 4]), layout(&[4, 6], &[6, 1])], &[1, 4]);
+        // Broadcast operand is ignored along its broadcast dims.
+        check(&[4, 6], &[layout(&[6], &[1]), layout(&[4, 6], &[1, 4])], &[1, 4]);
+        // permute(2, 0, 1) of a contiguous [4, 5, 6].
+        check(&[6, 4, 5], &[layout(&[6, 4, 5], &[1, 30, 6])], &[1, 30, 6]);
+        check(&[], &[layout(&[], &[])], &[]);
+    }
+
+    #[test]
+    fn dense_layouts() {
+        assert!(layout(&[4, 6], &[1, 4]).is_non_overlapping_and_dense());
+        assert!(layout(&[1, 6], &[99, 1]).is_non_overlapping_and_dense());
+        assert!(!layout(&[4, 6], &[0, 1]).is_non_overlapping_and_dense());
+        assert!(!layout(&[4, 6], &[12, 2]).is_non_overlapping_and_dense());
+    }
 }

@@ -25,7 +25,7 @@ use pyo3::IntoPyObjectExt;
 use fx_import::{FxArg, FxGraph, FxOp};
 use ir::{BufferKind, DType, GraphIr, PrintHandler};
 use scheduler::{Schedule, Step};
-use wrapper::{ArgT, CompiledGraph, FallbackCall, RtStep, Runtime, TensorCheck};
+use wrapper::{Alloc, ArgT, CompiledGraph, FallbackCall, RtStep, Runtime, TensorCheck};
 
 /// Process-wide counters (PyTorch: `torch._dynamo.utils.counters["inductor"]`).
 pub mod counters {
@@ -97,6 +97,7 @@ fn arg_template(py: Python<'_>, g: &FxGraph, ir: &GraphIr, a: &FxArg) -> PyResul
         FxArg::Float(v) => ArgT::Const(v.into_py_any(py)?),
         FxArg::Bool(v) => ArgT::Const(v.into_py_any(py)?),
         FxArg::None => ArgT::Const(py.None()),
+        FxArg::Str(s) => ArgT::Const(PyString::new(py, s).into_any().unbind()),
         FxArg::Py(i) => ArgT::Const(g.side_table[*i].clone_ref(py)),
         FxArg::Tuple(items) => ArgT::Tuple(items.iter().map(|x| arg_template(py, g, ir, x)).collect::<PyResult<_>>()?),
         FxArg::List(items) => ArgT::List(items.iter().map(|x| arg_template(py, g, ir, x)).collect::<PyResult<_>>()?),
@@ -119,15 +120,14 @@ fn render_plan(g: &FxGraph, ir: &GraphIr, sched: &Schedule, kernel_names: &[Stri
                         let _ = writeln!(s, "  {m} ({}) = {}", b.name, PrintHandler::render(pw));
                     }
                 }
-                // Unrealized producers inlined into this group.
-                let mut inlined: Vec<String> = Vec::new();
-                for b in &ir.buffers {
-                    if let BufferKind::Pointwise(pw) = &b.kind {
-                        if !pw.realized && grp.members.iter().any(|m| reaches(ir, *m, b.id)) {
-                            inlined.push(format!("{} ({})", b.id, b.name));
-                        }
-                    }
-                }
+                // Unrealized producers inlined into this group (the scheduler's reach, restricted).
+                let inlined_set = inlined_into(ir, &grp.members);
+                let inlined: Vec<String> = ir
+                    .buffers
+                    .iter()
+                    .filter(|b| inlined_set.contains(&b.id))
+                    .map(|b| format!("{} ({})", b.id, b.name))
+                    .collect();
                 if !inlined.is_empty() {
                     let _ = writeln!(s, "  inlined: {}", inlined.join(", "));
                 }
@@ -145,16 +145,23 @@ fn render_plan(g: &FxGraph, ir: &GraphIr, sched: &Schedule, kernel_names: &[Stri
     s
 }
 
-/// True when `from`'s body reaches `target` through unrealized pointwise loads.
-fn reaches(ir: &GraphIr, from: ir::BufferId, target: ir::BufferId) -> bool {
-    let Some(pw) = ir.pointwise(from) else { return false };
-    let mut h = ir::ReadsHandler::default();
-    let n = pw.ranges.len();
-    let idx: Vec<_> = (0..n).map(|d| ir::Affine::var(d, n)).collect();
-    (pw.inner_fn)(&mut h, &idx);
-    h.reads.iter().any(|r| {
-        *r == target || ir.pointwise(*r).is_some_and(|p| !p.realized && reaches(ir, *r, target))
-    })
+/// Unrealized pointwise buffers the bodies of `members` inline (iterative, each buffer visited once).
+fn inlined_into(ir: &GraphIr, members: &[ir::BufferId]) -> std::collections::HashSet<ir::BufferId> {
+    let mut seen = std::collections::HashSet::new();
+    let mut stack: Vec<ir::BufferId> = members.to_vec();
+    while let Some(b) = stack.pop() {
+        let Some(pw) = ir.pointwise(b) else { continue };
+        let mut h = ir::ReadsHandler::default();
+        let n = pw.ranges.len();
+        let idx: Vec<_> = (0..n).map(|d| ir::Affine::var(d, n)).collect();
+        (pw.inner_fn)(&mut h, &idx);
+        for r in h.reads {
+            if ir.pointwise(r).is_some_and(|p| !p.realized) && seen.insert(r) {
+                stack.push(r);
+            }
+        }
+    }
+    seen
 }
 
 /// The `"inductor"` backend: compiles `gm` for inputs like `example_inputs`.
@@ -168,15 +175,28 @@ fn inductor_compile(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Boun
     };
     // Note [grad inputs]: until AOTAutograd hands us forward/backward graphs, a graph whose inputs
     // require grad runs eagerly so autograd records it.
+    // Values computed from parameters that require grad (call_module) count too: a kernel would
+    // cut them off the autograd graph.
     for n in &g.nodes {
-        if let (FxOp::Placeholder { .. } | FxOp::GetAttr { .. }, Some(meta)) = (&n.op, &n.meta) {
+        if let Some(meta) = &n.meta {
             if meta.requires_grad {
-                return Ok(eager(forward, &format!("input {} requires grad", n.name)));
+                let what = match n.op {
+                    FxOp::Placeholder { .. } | FxOp::GetAttr { .. } => "input",
+                    _ => "value",
+                };
+                return Ok(eager(forward, &format!("{what} {} requires grad", n.name)));
             }
         }
     }
     let ir = lowering::lower(&g);
     let sched = scheduler::schedule(&g, &ir);
+    if cfg!(debug_assertions) || std::env::var_os("DYNAMO_VERIFY").is_some_and(|v| v == "1") {
+        if let Err(errors) = scheduler::verify(&g, &ir, &sched) {
+            // A broken invariant must not run: report it and fall back to torch.
+            tracing::error!(target: "inductor::schedule", "verification failed: {}", errors.join("; "));
+            return Ok(eager(forward, &format!("inductor verification failed: {}", errors.join("; "))));
+        }
+    }
     let n_fallbacks = sched.steps.iter().filter(|s| matches!(s, Step::Fallback(_))).count();
     if sched.groups.is_empty() {
         return Ok(eager(forward, "no pointwise ops to compile"));
@@ -223,6 +243,7 @@ fn inductor_compile(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Boun
     }
     let mut steps = Vec::new();
     let mut kernel_order = Vec::new();
+    let cpu_device = torch.getattr("device")?.call1(("cpu",))?;
     for step in &sched.steps {
         match step {
             Step::Kernel(gi) => {
@@ -235,13 +256,14 @@ fn inductor_compile(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Boun
                     let l = ir.buffer(*buf).layout.as_ref().expect("kernel output without layout");
                     let kw = PyDict::new(py);
                     kw.set_item("dtype", dtype_obj(l.dtype)?)?;
-                    kw.set_item("device", "cpu")?;
-                    allocs.push((
-                        buf.0 as usize,
-                        PyTuple::new(py, &l.sizes)?.unbind(),
-                        PyTuple::new(py, &l.strides)?.unbind(),
-                        kw.unbind(),
-                    ));
+                    // A torch.device object: a "cpu" string would be parsed on every call.
+                    kw.set_item("device", &cpu_device)?;
+                    allocs.push(Alloc {
+                        slot: buf.0 as usize,
+                        sizes: PyTuple::new(py, &l.sizes)?.unbind(),
+                        strides: PyTuple::new(py, &l.strides)?.unbind(),
+                        kwargs: kw.unbind(),
+                    });
                 }
                 let big = sched.groups[*gi].ranges.iter().product::<i64>() >= dynamo_llvm::jit::PARALLEL_MIN_NUMEL;
                 steps.push(RtStep::Kernel {
@@ -305,4 +327,85 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(inductor_reset_counters, m)?)?;
     m.add_class::<CompiledGraph>()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fx_import::{FxArg, FxGraph, FxNode, FxOp, TensorMeta};
+    use super::ir::{DType, Layout};
+    use super::*;
+
+    fn meta(sizes: &[i64]) -> Option<TensorMeta> {
+        Some(TensorMeta {
+            layout: Layout {
+                sizes: sizes.to_vec(),
+                strides: Layout::contiguous_strides(sizes),
+                dtype: DType::F32,
+                cpu: true,
+            },
+            requires_grad: false,
+        })
+    }
+
+    fn node(name: &str, op: FxOp, canonical: Option<&'static str>, args: Vec<FxArg>, sizes: Option<&[i64]>) -> FxNode {
+        FxNode {
+            name: name.into(),
+            op,
+            canonical,
+            target_name: canonical.unwrap_or(name).to_string(),
+            args,
+            kwargs: Vec::new(),
+            meta: sizes.and_then(meta),
+            users: Vec::new(),
+        }
+    }
+
+    /// Lowers and schedules `nodes` (no Python involved) and renders the plan.
+    fn plan_of(nodes: Vec<FxNode>) -> String {
+        let output = nodes.len() - 1;
+        let g = FxGraph { nodes, side_table: Vec::new(), output };
+        let ir = lowering::lower(&g);
+        let sched = scheduler::schedule(&g, &ir);
+        scheduler::verify(&g, &ir, &sched).unwrap();
+        let names: Vec<String> = (0..sched.groups.len()).map(|i| format!("kernel{i}")).collect();
+        render_plan(&g, &ir, &sched, &names)
+    }
+
+    fn call(name: &str, canonical: &'static str, args: Vec<FxArg>, sizes: &[i64]) -> FxNode {
+        node(name, FxOp::CallFunction { target: 0 }, Some(canonical), args, Some(sizes))
+    }
+
+    #[test]
+    fn sin_cos_fuses_into_one_kernel() {
+        let plan = plan_of(vec![
+            node("x", FxOp::Placeholder { position: 0 }, None, vec![], Some(&[4, 8])),
+            node("y", FxOp::Placeholder { position: 1 }, None, vec![], Some(&[4, 8])),
+            call("sin", "sin", vec![FxArg::Node(0)], &[4, 8]),
+            call("cos", "cos", vec![FxArg::Node(1)], &[4, 8]),
+            call("mul", "mul", vec![FxArg::Node(3), FxArg::Float(2.0)], &[4, 8]),
+            call("add", "add", vec![FxArg::Node(2), FxArg::Node(4)], &[4, 8]),
+            node("output", FxOp::Output, None, vec![FxArg::Tuple(vec![FxArg::Node(5)])], None),
+        ]);
+        insta::assert_snapshot!(plan);
+    }
+
+    #[test]
+    fn fallback_splits_and_ranges_refuse_fusion() {
+        let plan = plan_of(vec![
+            node("x", FxOp::Placeholder { position: 0 }, None, vec![], Some(&[4, 8])),
+            node("w", FxOp::Placeholder { position: 1 }, None, vec![], Some(&[8, 3])),
+            call("exp", "exp", vec![FxArg::Node(0)], &[4, 8]),
+            node("matmul", FxOp::CallFunction { target: 0 }, None, vec![FxArg::Node(2), FxArg::Node(1)], Some(&[4, 3])),
+            call("relu", "relu", vec![FxArg::Node(3)], &[4, 3]),
+            call("neg", "neg", vec![FxArg::Node(2)], &[4, 8]),
+            node(
+                "output",
+                FxOp::Output,
+                None,
+                vec![FxArg::Tuple(vec![FxArg::Node(4), FxArg::Node(5)])],
+                None,
+            ),
+        ]);
+        insta::assert_snapshot!(plan);
+    }
 }

@@ -246,3 +246,70 @@ pub fn schedule(g: &FxGraph, ir: &GraphIr) -> Schedule {
     }
     Schedule { groups, steps, why_no_fuse }
 }
+
+/// Checks the IR and schedule invariants stated in `ir.rs` and this module; returns every
+/// violation found (not just the first). Run after scheduling in debug builds or with
+/// `DYNAMO_VERIFY=1`.
+pub fn verify(g: &FxGraph, ir: &GraphIr, sched: &Schedule) -> Result<(), Vec<String>> {
+    let mut errors = Vec::new();
+    let reads = direct_reads(g, ir);
+    for (b, rs) in reads.iter().enumerate() {
+        for r in rs {
+            if r.0 as usize >= b {
+                errors.push(format!("buf{b} reads {r}, which is not earlier"));
+            }
+        }
+        let buf = &ir.buffers[b];
+        if let BufferKind::Pointwise(pw) = &buf.kind {
+            match &buf.layout {
+                Some(l) if l.sizes == pw.ranges => {}
+                other => errors.push(format!("buf{b}: pointwise ranges {:?} but layout {other:?}", pw.ranges)),
+            }
+        }
+    }
+    let mut position: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+    for (i, step) in sched.steps.iter().enumerate() {
+        match step {
+            Step::Kernel(gi) => {
+                let grp = &sched.groups[*gi];
+                for m in &grp.members {
+                    position.insert(m.0, i);
+                    match ir.pointwise(*m) {
+                        Some(pw) if pw.realized && pw.ranges == grp.ranges => {}
+                        _ => errors.push(format!("{m} in kernel group {gi} is not a realized pointwise over {:?}", grp.ranges)),
+                    }
+                }
+            }
+            Step::Fallback(b) => {
+                position.insert(b.0, i);
+            }
+        }
+    }
+    // Every executed buffer runs after the executed buffers it (transitively, through inlined
+    // pointwise) reads.
+    for (&b, &at) in &position {
+        let mut stack = reads[b as usize].clone();
+        let mut seen = HashSet::new();
+        while let Some(r) = stack.pop() {
+            if !seen.insert(r) {
+                continue;
+            }
+            match position.get(&r.0) {
+                Some(&p) if p > at || (p == at && !is_same_step(sched, at)) => {
+                    errors.push(format!("buf{b} (step {at}) reads {r}, computed later (step {p})"))
+                }
+                Some(_) => {}
+                None => stack.extend(reads[r.0 as usize].iter().copied()),
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+fn is_same_step(sched: &Schedule, step: usize) -> bool {
+    matches!(sched.steps[step], Step::Kernel(_))
+}

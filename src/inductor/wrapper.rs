@@ -97,11 +97,20 @@ pub enum FallbackCall {
     Method(Py<PyString>),
 }
 
+/// How to allocate one kernel output: `torch.empty_strided(sizes, strides, **kwargs)` into `slot`
+/// (kwargs: dtype and a cached `torch.device("cpu")`).
+pub struct Alloc {
+    pub slot: usize,
+    pub sizes: Py<PyTuple>,
+    pub strides: Py<PyTuple>,
+    pub kwargs: Py<PyDict>,
+}
+
 /// One runtime step.
 pub enum RtStep {
-    /// Run kernel `kernel` of the JIT module; `args` are buffer slots (in kernel argument order)
-    /// and `allocs` say how to allocate the outputs: (slot, sizes, strides, dtype).
-    Kernel { kernel: usize, args: Vec<usize>, allocs: Vec<(usize, Py<PyTuple>, Py<PyTuple>, Py<PyDict>)>, big: bool },
+    /// Run kernel `kernel` of the JIT module; `args` are buffer slots (in kernel argument order),
+    /// `allocs` the outputs to allocate first, `big` releases the GIL while it runs.
+    Kernel { kernel: usize, args: Vec<usize>, allocs: Vec<Alloc>, big: bool },
     /// Call into torch and put the result into `slot`; `check` validates it when kernels read it.
     Fallback { slot: usize, call: FallbackCall, args: Vec<ArgT>, kwargs: Vec<(Py<PyString>, ArgT)>, check: Option<TensorCheck> },
 }
@@ -150,12 +159,12 @@ impl Runtime {
             match step {
                 RtStep::Kernel { kernel, args, allocs, big } => {
                     let cg = self.codegen.as_ref().expect("kernel step without codegen");
-                    for (slot, sizes, strides, kwargs) in allocs {
+                    for a in allocs {
                         let t = self
                             .empty_strided
                             .bind(py)
-                            .call((sizes.bind(py), strides.bind(py)), Some(kwargs.bind(py)))?;
-                        env[*slot] = Some(t.unbind());
+                            .call((a.sizes.bind(py), a.strides.bind(py)), Some(a.kwargs.bind(py)))?;
+                        env[a.slot] = Some(t.unbind());
                     }
                     let mut ptrs: Vec<usize> = Vec::with_capacity(args.len());
                     for slot in args {
@@ -218,8 +227,16 @@ pub struct CompiledGraph {
 
 #[pymethods]
 impl CompiledGraph {
-    #[pyo3(signature = (*args))]
-    fn __call__<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if kwargs.is_some_and(|k| !k.is_empty()) {
+            return self.forward.bind(py).call(args, kwargs);
+        }
         if let Some(rt) = &self.runtime {
             if let Some(out) = rt.run(py, args)? {
                 return Ok(out);

@@ -1,0 +1,24 @@
+//! Snapshot of the LLVM IR `emit` produces (before optimization) for one small fused kernel.
+//! Accept changes with `cargo insta review` or `INSTA_UPDATE=always cargo test -p dynamo-llvm`.
+
+use dynamo_llvm::{emit_ir, BinaryOp, DType, Index, KernelBuilder, UnaryOp};
+
+#[test]
+fn relu_add_broadcast_ir() {
+    // out[i, j] = relu(x[i, j] + y[j]) over 4x8, y broadcast along dim 0.
+    let mut b = KernelBuilder::new("snapshot_kernel", vec![4, 8]);
+    let x = b.input("x", DType::F32);
+    let y = b.input("y", DType::F32);
+    let out = b.output("out", DType::F32);
+    let lx = b.load(x, Index { offset: 0, strides: vec![8, 1] });
+    let ly = b.load(y, Index { offset: 0, strides: vec![0, 1] });
+    let s = b.binary(BinaryOp::Add, lx, ly);
+    let r = b.unary(UnaryOp::Relu, s);
+    b.store(out, Index { offset: 0, strides: vec![8, 1] }, r);
+    let kernel = b.finish().unwrap();
+    let ir = emit_ir(&[kernel.clone()]).unwrap();
+    insta::assert_snapshot!("kernel_ir", kernel.to_string());
+    insta::with_settings!({filters => vec![(r"0x[0-9a-f]+", "[addr]")]}, {
+        insta::assert_snapshot!("llvm_ir_unoptimized", ir);
+    });
+}
