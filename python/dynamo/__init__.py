@@ -13,7 +13,7 @@ itself are skipped. This package is a thin layer: the work happens in Rust.
 
 from __future__ import annotations
 
-from . import config
+from . import config, exc
 from .backends import list_backends, lookup_backend, register_backend
 from .eval_frame import OptimizedModule, disable, optimize, reset, run
 from .utils import counters, explain
@@ -22,6 +22,7 @@ __all__ = [
     "OptimizedModule",
     "config",
     "counters",
+    "exc",
     "disable",
     "explain",
     "list_backends",

@@ -101,7 +101,8 @@ def optimize(backend="inductor", *, nopython: bool = False, dynamic=None):
 
     ``backend`` is a registered name (``"inductor"``, ``"eager"``, see ``list_backends()``) or a
     callable ``backend(gm: torch.fx.GraphModule, example_inputs: list[Tensor]) -> callable``.
-    Raises ``KeyError`` for an unknown name. ``nopython`` is accepted for API compatibility.
+    Raises ``KeyError`` for an unknown name. With ``nopython=True`` the first graph break (or a
+    frame that cannot be traced) raises ``dynamo.exc.Unsupported`` naming the reason and line.
     """
     compiler = lookup_backend(backend)
 
@@ -109,9 +110,9 @@ def optimize(backend="inductor", *, nopython: bool = False, dynamic=None):
         return compiler(gm, example_inputs)
 
     callback._dynamo_backend = compiler  # type: ignore[attr-defined]
-    # One callback object per optimize() call, but the same backend keeps its cache entries:
-    # entries are keyed by this object, so reuse one per backend.
-    callback = _CALLBACKS.setdefault(compiler, callback)
+    callback._dynamo_nopython = bool(nopython)  # type: ignore[attr-defined]
+    # Cache entries are keyed by the callback object: reuse one per (backend, nopython).
+    callback = _CALLBACKS.setdefault((compiler, bool(nopython)), callback)
     return _Context(callback)
 
 

@@ -28,6 +28,13 @@ use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
+pyo3::create_exception!(
+    dynamo,
+    Unsupported,
+    pyo3::exceptions::PyRuntimeError,
+    "Raised in `optimize(..., nopython=True)` at the first graph break or untraceable frame."
+);
+
 thread_local! {
     /// Owned reference to this thread's callback (null when off).
     static CALLBACK: Cell<*mut pyffi::PyObject> = const { Cell::new(std::ptr::null_mut()) };
@@ -241,6 +248,18 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
         return default_eval(tstate, frame, throwflag);
     }
     let state = &mut *st;
+    let nopython = backend.getattr("_dynamo_nopython").and_then(|v| v.is_truthy()).unwrap_or(false);
+    if nopython {
+        let reason = match &converted {
+            Ok(Ok(conv)) => conv.graph_break.clone(),
+            Ok(Err(ConvertError::Unsupported(u))) => Some(u.to_string()),
+            _ => None,
+        };
+        if let Some(reason) = reason {
+            Unsupported::new_err(format!("graph break in {qual} ({filename}:{lineno}) with nopython=True: {reason}")).restore(py);
+            return std::ptr::null_mut();
+        }
+    }
     match converted {
         Ok(Ok(conv)) => {
             bump(&c::compiles);

@@ -122,6 +122,7 @@ pub fn suppress_errors(value: Option<bool>) -> bool {
 
 /// Registers the functions above on the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("Unsupported", m.py().get_type::<hook::Unsupported>())?;
     m.add_function(wrap_pyfunction!(set_eval_frame, m)?)?;
     m.add_function(wrap_pyfunction!(set_skip_prefixes, m)?)?;
     m.add_function(wrap_pyfunction!(skip_code, m)?)?;

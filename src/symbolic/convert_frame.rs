@@ -127,7 +127,7 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
         Err(ConvertError::Unsupported(u)) => match u.break_at {
             Some(at) if can_break(&ci, at.0) => match trace(py, frame, &ci, Some(at))? {
                 (og, Outcome::Break(state)) => {
-                    return convert_break(py, frame, &ci, og, state, u.reason, backend);
+                    return convert_break(py, frame, &ci, og, state, u.to_string(), backend);
                 }
                 (_, Outcome::Return(_)) => return Err(u.into()),
             },

@@ -9,10 +9,12 @@
 pub mod builder;
 pub mod code_info;
 pub mod convert_frame;
+pub mod graph_break;
 pub mod output_graph;
 pub mod translator;
 pub mod variables;
 
+use graph_break::GraphBreakKind;
 use pyo3::prelude::*;
 use std::fmt;
 
@@ -20,6 +22,7 @@ use std::fmt;
 /// eager execution with this reason in the log.
 #[derive(Debug, Clone)]
 pub struct Unsupported {
+    pub kind: GraphBreakKind,
     pub reason: String,
     /// The instruction of the frame being converted (not of an inlined callee) at which this
     /// happened, with how many times tracing had reached it: where a graph break can go.
@@ -28,13 +31,17 @@ pub struct Unsupported {
 
 impl Unsupported {
     pub fn new(reason: impl Into<String>) -> Self {
-        Unsupported { reason: reason.into(), break_at: None }
+        Unsupported { kind: GraphBreakKind::Other, reason: reason.into(), break_at: None }
+    }
+
+    pub fn of(kind: GraphBreakKind, reason: impl Into<String>) -> Self {
+        Unsupported { kind, reason: reason.into(), break_at: None }
     }
 }
 
 impl fmt::Display for Unsupported {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.reason)
+        write!(f, "[{}] {}", self.kind, self.reason)
     }
 }
 
@@ -53,7 +60,13 @@ impl From<pyo3::PyErr> for Unsupported {
 /// Result of a symbolic step.
 pub type VResult<T> = Result<T, Unsupported>;
 
-/// `Err(Unsupported)` with a formatted reason.
+/// `Err(Unsupported)` of a given `GraphBreakKind` with a formatted reason.
+#[macro_export]
+macro_rules! graph_break {
+    ($kind:ident, $($arg:tt)*) => { return Err($crate::symbolic::Unsupported::of($crate::symbolic::graph_break::GraphBreakKind::$kind, format!($($arg)*)).into()) };
+}
+
+/// `Err(Unsupported)` (kind `Other`) with a formatted reason.
 #[macro_export]
 macro_rules! unsupported {
     ($($arg:tt)*) => { return Err($crate::symbolic::Unsupported::new(format!($($arg)*)).into()) };

@@ -235,7 +235,7 @@ impl OutputGraph {
             Ok(r) => r,
             Err(e) => {
                 let what = method.map(|m| format!("Tensor.{m}")).unwrap_or_else(|| qualname(target.unwrap()));
-                return Err(Unsupported::new(format!(
+                return Err(Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::FakeTensorError, format!(
                     "{what} failed on fake tensors: {}",
                     e.value(py).repr().map(|r| r.to_string()).unwrap_or_default()
                 )));

@@ -14,7 +14,7 @@ use crate::symbolic::code_info::{code_info, flags, CodeInfo};
 use crate::symbolic::output_graph::OutputGraph;
 use crate::symbolic::variables::{type_name, DictState, IteratorState, ListState, NestedFunction, VT};
 use crate::symbolic::{Unsupported, VResult};
-use crate::unsupported;
+use crate::{graph_break, unsupported};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use std::cell::RefCell;
@@ -174,7 +174,7 @@ impl<'a> InstructionTranslator<'a> {
             return e;
         }
         let line = self.code.insts[ip].positions.line.unwrap_or(0);
-        Unsupported { reason: format!("{} (at {}:{} in {})", e.reason, self.code.filename, line, self.code.name), break_at: e.break_at }
+        Unsupported { kind: e.kind, reason: format!("{} (at {}:{} in {})", e.reason, self.code.filename, line, self.code.name), break_at: e.break_at }
     }
 
     fn pop(&mut self) -> VResult<VT> {
@@ -257,7 +257,7 @@ impl<'a> InstructionTranslator<'a> {
                 match &self.locals[arg as usize] {
                     Some(VT::Cell(c)) => {
                         if self.external_cells.contains(&(Rc::as_ptr(c) as usize)) {
-                            unsupported!("write to a closure cell of an enclosing frame (side effect)");
+                            graph_break!(SideEffect, "write to a closure cell of an enclosing frame");
                         }
                         *c.borrow_mut() = Some(v);
                     }
@@ -287,7 +287,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::STORE_ATTR => {
                 let obj = self.pop()?;
-                unsupported!("attribute write {}.{} (side effect)", obj.describe(py), self.code.names[arg as usize]);
+                graph_break!(SideEffect, "attribute write {}.{}", obj.describe(py), self.code.names[arg as usize]);
             }
             op::KW_NAMES => {
                 let names = self.code.consts.bind(py).get_item(arg as usize)?.cast_into::<PyTuple>().map_err(|e| Unsupported::new(e.to_string()))?;
@@ -609,7 +609,7 @@ impl<'a> InstructionTranslator<'a> {
                     self.pop()?;
                 }
             }
-            _ => unsupported!("opcode {} is not supported", crate::bytecode::opcode::name(opcode)),
+            _ => graph_break!(UnsupportedOpcode, "opcode {} is not supported", crate::bytecode::opcode::name(opcode)),
         }
         Ok(Flow::Continue)
     }
@@ -709,6 +709,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::List(_) | VT::Dict(_) => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
             VT::Function { obj: f, .. } if name == "__name__" || name == "__qualname__" => Ok(VT::constant(f.bind(py).getattr(name)?.unbind())),
+            other @ VT::Opaque { .. } => graph_break!(UntracedValue, "attribute '{name}' of {}", other.describe(py)),
             other => unsupported!("attribute '{name}' of {}", other.describe(py)),
         }
     }
@@ -756,7 +757,7 @@ impl<'a> InstructionTranslator<'a> {
     fn truth(&mut self, py: Python<'_>, v: &VT) -> VResult<bool> {
         Ok(match v {
             VT::Constant(c) => c.bind(py).is_truthy()?,
-            VT::Tensor(_) => unsupported!("data-dependent branch on a tensor value"),
+            VT::Tensor(_) => graph_break!(DataDependentBranch, "branch on the value of a tensor"),
             VT::Tuple(items) => !items.is_empty(),
             VT::List(l) => !l.borrow().items.is_empty(),
             VT::Dict(d) => !d.borrow().items.is_empty(),
@@ -839,7 +840,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             (VT::List(l), _, "add") if name.starts_with('i') => {
                 if l.borrow().source.is_some() {
-                    unsupported!("in-place extend of a list from the frame (side effect)");
+                    graph_break!(SideEffect, "in-place extend of a list from outside the frame");
                 }
                 let extra = self.unpack(py, &b)?;
                 l.borrow_mut().items.extend(extra);
@@ -938,7 +939,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::List(l) => {
                 if l.borrow().source.is_some() {
-                    unsupported!("mutation of a list from the frame (side effect)");
+                    graph_break!(SideEffect, "item assignment on a list from outside the frame");
                 }
                 let k: i64 = idx.as_constant(py).ok_or_else(|| Unsupported::new("list index"))?.extract()?;
                 let mut l = l.borrow_mut();
@@ -952,7 +953,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::Dict(d) => {
                 if d.borrow().source.is_some() {
-                    unsupported!("mutation of a dict from the frame (side effect)");
+                    graph_break!(SideEffect, "item assignment on a dict from outside the frame");
                 }
                 let k = idx.as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
                 dict_set(py, &mut d.borrow_mut(), k.unbind(), v)
@@ -1113,7 +1114,7 @@ impl<'a> InstructionTranslator<'a> {
                     .iter()
                     .any(|d| name.contains(d))
                 {
-                    unsupported!("call to {name} is not traced");
+                    graph_break!(UnsupportedCall, "call to {name} is not traced");
                 }
                 if type_name(&f) == "type" {
                     unsupported!("constructing {name}");
@@ -1122,7 +1123,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::TensorMethod { tensor, name } => {
                 if TENSOR_METHOD_DENYLIST.contains(&name.as_str()) {
-                    unsupported!("Tensor.{name}() is not traced");
+                    graph_break!(DataDependentValue, "Tensor.{name}() is not traced");
                 }
                 let mut all = vec![VT::Tensor(tensor.clone())];
                 all.extend(args);
@@ -1150,6 +1151,7 @@ impl<'a> InstructionTranslator<'a> {
                 }
             }
             VT::ContainerMethod { container, name } => self.call_container_method(py, container, name, args),
+            other @ VT::Opaque { .. } => graph_break!(UntracedValue, "call to {}", other.describe(py)),
             other => unsupported!("call to {}", other.describe(py)),
         }
     }
@@ -1158,7 +1160,7 @@ impl<'a> InstructionTranslator<'a> {
         match (container, name) {
             (VT::List(l), "append" | "extend" | "insert" | "pop" | "clear" | "reverse") => {
                 if l.borrow().source.is_some() {
-                    unsupported!("list.{name} on a list from the frame (side effect)");
+                    graph_break!(SideEffect, "list.{name}() on a list from outside the frame");
                 }
                 let mut extend_items = None;
                 if name == "extend" {
@@ -1345,7 +1347,7 @@ impl<'a> InstructionTranslator<'a> {
             }
         }
         if is("print") || is("input") || is("open") || is("exec") || is("eval") || is("setattr") || is("delattr") || is("globals") || is("locals") || is("vars") || is("id") || is("super") || is("next") {
-            unsupported!("call to builtin {}", crate::symbolic::variables::qualname(b));
+            graph_break!(UnsupportedBuiltin, "call to builtin {}", crate::symbolic::variables::qualname(b));
         }
         if all_const {
             let pure = ["abs", "min", "max", "round", "int", "float", "bool", "str", "tuple", "sum", "any", "all", "divmod", "pow", "sorted", "reversed", "repr", "hash", "type", "slice", "chr", "ord", "format"];
@@ -1379,7 +1381,7 @@ impl<'a> InstructionTranslator<'a> {
         if module == "_operator" && args.iter().any(|a| matches!(a, VT::Tensor(_))) {
             return self.og.call(py, Some(b), None, &args, &kwargs);
         }
-        unsupported!("call to {} with {}", crate::symbolic::variables::qualname(b), args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
+        graph_break!(UnsupportedCall, "call to {} with {}", crate::symbolic::variables::qualname(b), args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
     }
 
     /// Inlines a user function: binds arguments to the callee's locals and interprets its code
