@@ -393,3 +393,41 @@ def test_callable_returned_by_backend_is_not_traced():
 def test_config_rejects_unknown_settings():
     with pytest.raises(AttributeError, match="cache_size_limt"):
         dynamo.config.cache_size_limt = 3
+
+
+def test_grad_mode_context_managers_in_graph():
+    cnt = CompileCounter()
+
+    def f(x, flag):
+        with torch.set_grad_enabled(flag):
+            y = x * 3
+        with torch.no_grad():
+            w = x * 4
+        z = y + x
+        return y, z, w
+
+    opt = dynamo.optimize(cnt)(f)
+    x = torch.randn(3, requires_grad=True)
+    for flag in (True, False):
+        got, ref = opt(x, flag), f(x, flag)
+        for g, r in zip(got, ref):
+            assert g.requires_grad == r.requires_grad
+            torch.testing.assert_close(g, r)
+    assert torch.is_grad_enabled()
+    assert cnt.frame_count == 2
+
+
+def test_optimized_sequential_module_is_captured():
+    cnt = CompileCounter()
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+    opt = dynamo.optimize(cnt)(m)
+    x = torch.randn(6, 4)
+    ref_m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+    ref_m.load_state_dict(m.state_dict())
+    torch.testing.assert_close(opt(x), ref_m(x))
+    m.eval()
+    ref_m.eval()
+    torch.testing.assert_close(opt(x), ref_m(x))
+    torch.testing.assert_close(m[1].running_mean, ref_m[1].running_mean)
+    assert m[1].num_batches_tracked == ref_m[1].num_batches_tracked
+    assert cnt.frame_count == 2

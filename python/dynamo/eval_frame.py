@@ -82,6 +82,12 @@ class OptimizedModule(torch.nn.Module):
         super().__init__()
         self._orig_mod = mod
         self._ctx = ctx
+        # The module's forward is the frame to compile, even when it is torch's own code
+        # (nn.Sequential.forward), as torch.compile(module) does.
+        forward = getattr(type(mod), "forward", None)
+        code = getattr(forward, "__code__", None)
+        if code is not None:
+            _C.force_compile(code)
 
     def forward(self, *args, **kwargs):
         prev = _C.set_eval_frame(self._ctx.callback)

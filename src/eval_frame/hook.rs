@@ -50,6 +50,21 @@ fn file_rules() -> &'static Mutex<Vec<(String, bool)>> {
     P.get_or_init(|| Mutex::new(Vec::new()))
 }
 
+/// Code objects compiled even though their file is skipped (the `forward` of a module passed to
+/// `optimize`, which may be torch's own, e.g. `nn.Sequential.forward`). Survives `reset()`.
+fn forced() -> &'static Mutex<Vec<Py<PyAny>>> {
+    static F: OnceLock<Mutex<Vec<Py<PyAny>>>> = OnceLock::new();
+    F.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// Marks `code` to be compiled whatever file it is in.
+pub fn force_compile(code: &Bound<'_, PyAny>) {
+    let mut f = forced().lock();
+    if !f.iter().any(|c| c.as_ptr() == code.as_ptr()) {
+        f.push(code.clone().unbind());
+    }
+}
+
 /// Sets the folders whose frames are skipped and the (more specific) folders kept anyway.
 pub fn set_skip_prefixes(skip: Vec<String>, keep: Vec<String>) {
     let mut rules: Vec<(String, bool)> = skip.into_iter().map(|p| (p, true)).collect();
@@ -130,11 +145,12 @@ fn classify(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<ExtraState> {
     let filename: String = code.getattr("co_filename")?.extract()?;
     let name: String = code.getattr("co_name")?.extract()?;
     let generator = flags::CO_GENERATOR | flags::CO_COROUTINE | flags::CO_ASYNC_GENERATOR | flags::CO_ITERABLE_COROUTINE;
+    let is_forced = forced().lock().iter().any(|c| c.as_ptr() == code.as_ptr());
     let skip = co_flags & generator != 0
         || co_flags & flags::CO_OPTIMIZED == 0
         || (filename.starts_with('<') && filename != "<stdin>" && !filename.starts_with("<ipython"))
         || name.starts_with("__compiled_fn")
-        || skipped_file(&filename);
+        || (!is_forced && skipped_file(&filename));
     let _ = py;
     Ok(ExtraState { status: if skip { FrameStatus::Skip } else { FrameStatus::Compile }, n_arg_slots, entries: vec![], warned_limit: false })
 }
@@ -239,6 +255,7 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
         builtins: Bound::from_borrowed_ptr(py, (*frame).f_builtins).cast_into::<PyDict>().unwrap(),
         closure: if refs.closure.is_null() { None } else { Bound::from_borrowed_ptr(py, refs.closure).cast_into::<PyTuple>().ok() },
         args: (0..state.n_arg_slots).map(|i| Bound::from_borrowed_ptr(py, ffi::local(frame, i))).collect(),
+        grad_enabled: py.import("torch").and_then(|t| t.call_method0("is_grad_enabled")?.extract()).unwrap_or(true),
     };
     let converted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| convert(py, &input, &backend)));
     drop(input);

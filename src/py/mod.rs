@@ -27,6 +27,12 @@ pub fn skip_code(py: Python<'_>, code: &Bound<'_, PyAny>) {
     hook::mark_skip(py, code);
 }
 
+/// Compiles frames of `code` even when its file is skipped (torch's own module forwards).
+#[pyfunction]
+pub fn force_compile(code: &Bound<'_, PyAny>) {
+    hook::force_compile(code);
+}
+
 /// Drops every compiled frame, cache entry and code classification, and zeroes the counters.
 #[pyfunction]
 pub fn reset(py: Python<'_>) {
@@ -126,6 +132,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_eval_frame, m)?)?;
     m.add_function(wrap_pyfunction!(set_skip_prefixes, m)?)?;
     m.add_function(wrap_pyfunction!(skip_code, m)?)?;
+    m.add_function(wrap_pyfunction!(force_compile, m)?)?;
     m.add_function(wrap_pyfunction!(reset, m)?)?;
     m.add_function(wrap_pyfunction!(get_counters, m)?)?;
     m.add_function(wrap_pyfunction!(recompile_reasons, m)?)?;

@@ -34,6 +34,8 @@ pub struct FrameInput<'py> {
     pub closure: Option<Bound<'py, PyTuple>>,
     /// Values of the argument slots (`localsplus[0..n_arg_slots]`).
     pub args: Vec<Bound<'py, PyAny>>,
+    /// `torch.is_grad_enabled()` when the frame started.
+    pub grad_enabled: bool,
 }
 
 /// Why a frame was not converted.
@@ -66,12 +68,18 @@ pub struct Converted {
     pub graph_break: Option<String>,
 }
 
+/// The grad mode at frame entry (recorded on the frame input by `convert`).
+fn frame_grad_mode(_py: Python<'_>, frame: &FrameInput<'_>) -> Result<bool, ConvertError> {
+    Ok(frame.grad_enabled)
+}
+
 /// Traces the frame once, with a fresh output graph. `break_at` is the speculation log of an
 /// earlier attempt: stop there for a graph break.
 fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: Option<(usize, usize)>) -> Result<(OutputGraph, Outcome), ConvertError> {
     let mut og = OutputGraph::new(py).map_err(ConvertError::Internal)?;
     let torch = py.import("torch").map_err(ConvertError::Internal)?;
-    let grad: bool = torch.call_method0("is_grad_enabled").and_then(|g| g.extract()).map_err(ConvertError::Internal)?;
+    let grad: bool = frame_grad_mode(py, frame)?;
+    torch.getattr("_C").and_then(|c| c.call_method1("_set_grad_enabled", (grad,))).map_err(ConvertError::Internal)?;
     og.add_guard(None, GuardKind::GradMode(grad));
     let dd = torch.call_method0("get_default_dtype").map_err(ConvertError::Internal)?;
     og.add_guard(None, GuardKind::DefaultDtype(dd.unbind()));
@@ -113,7 +121,14 @@ pub fn convert(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyAny
     if let Some(l) = &logger {
         let _ = l.call_method1("setLevel", (50,));
     }
+    // Tracing switches the real grad mode as the frame would (see translator::set_grad_enabled);
+    // put it back whatever happens.
+    let torch_c = py.import("torch").and_then(|t| t.getattr("_C")).ok();
+    let grad_before = py.import("torch").and_then(|t| t.call_method0("is_grad_enabled")).ok();
     let result = convert_inner(py, frame, backend);
+    if let (Some(c), Some(g)) = (&torch_c, &grad_before) {
+        let _ = c.call_method1("_set_grad_enabled", (g,));
+    }
     if let (Some(l), Some(level)) = (&logger, old_level) {
         let _ = l.call_method1("setLevel", (level,));
     }

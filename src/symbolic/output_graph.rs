@@ -299,6 +299,18 @@ impl OutputGraph {
         unsupported!("op result of type {} holds tensors", crate::symbolic::variables::type_name(&result))
     }
 
+    /// Records `target(*args)` for its effect on global state (its result is not a tensor),
+    /// e.g. `torch._C._set_grad_enabled(False)` so that the graph reproduces a grad-mode switch.
+    pub fn record_effect(&mut self, py: Python<'_>, target: &Bound<'_, PyAny>, args: &[VT]) -> VResult<()> {
+        let (arg_list, _) = self.to_args(py, args)?;
+        let name = qualname_full(target);
+        let base = name.rsplit('.').next().unwrap_or("call").to_string();
+        let node_name = self.fresh_name(&base);
+        let op = Op::CallFunction { target: self.intern(target.clone().unbind()), name };
+        self.graph.add(node_name, op, arg_list, vec![], None);
+        Ok(())
+    }
+
     pub fn is_tensor(&self, py: Python<'_>, v: &Bound<'_, PyAny>) -> bool {
         v.is_instance(self.handles.tensor_type.bind(py)).unwrap_or(false)
     }

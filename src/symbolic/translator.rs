@@ -364,6 +364,20 @@ impl<'a> InstructionTranslator<'a> {
                 let v = self.pop()?;
                 return Ok(Flow::Return(v));
             }
+            op::BEFORE_WITH => {
+                let ctx = self.pop()?;
+                match ctx {
+                    VT::GradModeCtx { enabled, set_on_create, prev } => {
+                        let restore = if set_on_create { prev } else { self.grad_enabled(py)? };
+                        if !set_on_create {
+                            self.set_grad_enabled(py, enabled)?;
+                        }
+                        self.stack.push(VT::GradModeExit { restore });
+                        self.stack.push(VT::none(py));
+                    }
+                    other => graph_break!(UnsupportedOpcode, "with block over {}", other.describe(py)),
+                }
+            }
             // A generator run to completion at creation (its values are consumed right away by
             // the caller: sum(...), list(...), a for loop). The generator protocol pushes the
             // sent value (None) after RETURN_GENERATOR and after each YIELD_VALUE.
@@ -612,6 +626,22 @@ impl<'a> InstructionTranslator<'a> {
             _ => graph_break!(UnsupportedOpcode, "opcode {} is not supported", crate::bytecode::opcode::name(opcode)),
         }
         Ok(Flow::Continue)
+    }
+
+    // ----- grad mode ---------------------------------------------------------------------
+
+    /// The grad mode tracing currently sees (the real global mode, switched as tracing goes).
+    fn grad_enabled(&self, py: Python<'_>) -> VResult<bool> {
+        Ok(self.og.handles.torch.bind(py).call_method0("is_grad_enabled")?.extract()?)
+    }
+
+    /// Switches grad mode at this point of the graph (a `torch._C._set_grad_enabled` node) and
+    /// for the rest of tracing (fake tensors then compute `requires_grad` as eager would).
+    fn set_grad_enabled(&mut self, py: Python<'_>, flag: bool) -> VResult<()> {
+        let setter = self.og.handles.torch.bind(py).getattr("_C")?.getattr("_set_grad_enabled")?;
+        self.og.record_effect(py, &setter, &[const_bool(py, flag)])?;
+        setter.call1((flag,))?;
+        Ok(())
     }
 
     // ----- values -----------------------------------------------------------------------
@@ -1107,6 +1137,22 @@ impl<'a> InstructionTranslator<'a> {
                 all.extend(args);
                 self.inline_call(py, &f, all, kwargs)
             }
+            VT::Class(c) if self.grad_mode_class(py, c.bind(py))?.is_some() => {
+                let kind = self.grad_mode_class(py, c.bind(py))?.unwrap();
+                let prev = self.grad_enabled(py)?;
+                match kind {
+                    "no_grad" => Ok(VT::GradModeCtx { enabled: false, set_on_create: false, prev }),
+                    "enable_grad" => Ok(VT::GradModeCtx { enabled: true, set_on_create: false, prev }),
+                    _ => {
+                        let flag = match args.first().or(kwargs.first().map(|(_, v)| v)).and_then(|a| a.as_constant(py)) {
+                            Some(f) => f.is_truthy()?,
+                            None => graph_break!(UnsupportedCall, "set_grad_enabled with a non-constant flag"),
+                        };
+                        self.set_grad_enabled(py, flag)?;
+                        Ok(VT::GradModeCtx { enabled: flag, set_on_create: true, prev })
+                    }
+                }
+            }
             VT::TorchFunction(f) => {
                 let f = f.bind(py).clone();
                 let name = crate::symbolic::output_graph::qualname_full(&f);
@@ -1151,6 +1197,11 @@ impl<'a> InstructionTranslator<'a> {
                 }
             }
             VT::ContainerMethod { container, name } => self.call_container_method(py, container, name, args),
+            VT::GradModeExit { restore } => {
+                let restore = *restore;
+                self.set_grad_enabled(py, restore)?;
+                Ok(VT::none(py))
+            }
             other @ VT::Opaque { .. } => graph_break!(UntracedValue, "call to {}", other.describe(py)),
             other => unsupported!("call to {}", other.describe(py)),
         }
@@ -1219,6 +1270,18 @@ impl<'a> InstructionTranslator<'a> {
             }
             _ => unsupported!("{}.{name}()", container.describe(py)),
         }
+    }
+
+    /// Which grad-mode context class `c` is (`torch.no_grad`, `torch.enable_grad`,
+    /// `torch.set_grad_enabled`), if any.
+    fn grad_mode_class(&self, py: Python<'_>, c: &Bound<'_, PyAny>) -> VResult<Option<&'static str>> {
+        let torch = self.og.handles.torch.bind(py);
+        for name in ["no_grad", "enable_grad", "set_grad_enabled"] {
+            if torch.getattr(name)?.is(c) {
+                return Ok(Some(name));
+            }
+        }
+        Ok(None)
     }
 
     /// Python builtins (and builtin types used as functions) with tracker arguments.

@@ -87,6 +87,12 @@ pub enum VariableTracker {
     /// ...). It may be stored, passed around and returned; any other use is unsupported and
     /// becomes a graph break. Guarded by TYPE_MATCH only, since nothing else about it was read.
     Opaque { obj: Rc<Py<PyAny>>, source: Arc<Source> },
+    /// `torch.no_grad()`, `torch.enable_grad()` or `torch.set_grad_enabled(flag)`: a grad-mode
+    /// context manager. `set_on_create` is true for set_grad_enabled, which switches the mode
+    /// when it is constructed (torch/autograd/grad_mode.py); `prev` is the mode before that.
+    GradModeCtx { enabled: bool, set_on_create: bool, prev: bool },
+    /// The `__exit__` of a grad-mode context pushed by BEFORE_WITH: restores `restore`.
+    GradModeExit { restore: bool },
     /// A local that is a cell (MAKE_CELL / COPY_FREE_VARS): the tracker it currently holds.
     Cell(Rc<RefCell<Option<VariableTracker>>>),
 }
@@ -122,6 +128,8 @@ impl VariableTracker {
             VT::PyModule { obj, .. } => format!("module {}", qualname(obj.bind(py))),
             VT::ContainerMethod { name, .. } => format!("container method {name}"),
             VT::Iterator(_) => "iterator".into(),
+            VT::GradModeCtx { enabled, .. } => format!("grad mode context ({enabled})"),
+            VT::GradModeExit { .. } => "grad mode context exit".into(),
             VT::Opaque { obj, .. } => format!("{} object", type_name(obj.bind(py))),
             VT::Cell(_) => "cell".into(),
         }
