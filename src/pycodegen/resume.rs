@@ -76,7 +76,13 @@ pub fn break_operands(inst: &Instruction) -> Option<(usize, usize)> {
         op::LOAD_METHOD => (1, 1),
         op::LOAD_GLOBAL if a & 1 == 0 => (0, 1),
         op::FORMAT_VALUE => (1 + usize::from(a & 0x04 != 0), 1),
-        op::BUILD_STRING | op::BUILD_TUPLE | op::BUILD_LIST => (a, 1),
+        op::BUILD_STRING | op::BUILD_TUPLE | op::BUILD_LIST | op::BUILD_SET => (a, 1),
+        op::BUILD_MAP => (2 * a, 1),
+        op::BEFORE_WITH => (1, 2),
+        // Structural pattern matching (3.11): these push without popping their subject.
+        op::MATCH_MAPPING | op::MATCH_SEQUENCE | op::GET_LEN => (1, 2),
+        op::MATCH_KEYS => (2, 3),
+        op::MATCH_CLASS => (3, 1),
         _ => return None,
     })
 }

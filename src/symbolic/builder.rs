@@ -31,6 +31,9 @@ pub fn is_literal(py: Python<'_>, v: &Bound<'_, PyAny>) -> bool {
     }
     let tn = type_name(v);
     let module = v.get_type().module().map(|m| m.to_string()).unwrap_or_default();
+    if tn == "frozenset" {
+        return v.try_iter().map(|it| it.flatten().all(|i| is_literal(py, &i))).unwrap_or(false);
+    }
     matches!(tn.as_str(), "ellipsis" | "complex" | "bytes" | "slice" | "NotImplementedType")
         || (module == "torch" && matches!(tn.as_str(), "dtype" | "device" | "Size" | "layout" | "memory_format" | "finfo" | "iinfo"))
 }
