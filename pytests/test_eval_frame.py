@@ -431,3 +431,23 @@ def test_optimized_sequential_module_is_captured():
     torch.testing.assert_close(m[1].running_mean, ref_m[1].running_mean)
     assert m[1].num_batches_tracked == ref_m[1].num_batches_tracked
     assert cnt.frame_count == 2
+
+
+def test_returned_closure_sees_final_cell_values():
+    cnt = CompileCounter()
+
+    def fn(x, k=2.0):
+        scale = x.sum()
+
+        def apply(t, bias=k):
+            return t * scale + bias
+
+        scale = scale * 2
+        return apply, scale
+
+    opt = dynamo.optimize(cnt)(fn)
+    x = torch.randn(3)
+    (g, s), (g_ref, s_ref) = opt(x), fn(x)
+    torch.testing.assert_close(s, s_ref)
+    torch.testing.assert_close(g(torch.ones(2)), g_ref(torch.ones(2)))
+    assert cnt.frame_count == 1

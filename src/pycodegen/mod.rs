@@ -32,6 +32,9 @@ pub enum Rebuild {
     Iterator(Vec<Rebuild>),
     /// `getattr(value, name)`: a bound method not yet called.
     Attr(Box<Rebuild>, String),
+    /// A function defined in the frame: MAKE_FUNCTION over `code` with positional `defaults`
+    /// and the frame's cells at `closure_slots` (`localsplus` indices) as its closure.
+    MakeFunction { code: Py<PyAny>, defaults: Vec<Rebuild>, closure_slots: Vec<u32> },
 }
 
 /// Builds instruction lists against a code object's names and constants.
@@ -148,6 +151,29 @@ impl PyCodegen {
                 let i = self.name_idx(name);
                 self.emit(op::LOAD_ATTR, i);
             }
+            Rebuild::MakeFunction { code, defaults, closure_slots } => {
+                let mut flags = 0;
+                let mut pushed = 0;
+                if !defaults.is_empty() {
+                    for (i, d) in defaults.iter().enumerate() {
+                        self.rebuild(py, d, depth + i as u32);
+                    }
+                    self.emit(op::BUILD_TUPLE, defaults.len() as u32);
+                    flags |= 0x01;
+                    pushed += 1;
+                }
+                if !closure_slots.is_empty() {
+                    for &slot in closure_slots {
+                        self.emit(op::LOAD_CLOSURE, slot + self.deref_shift);
+                    }
+                    self.emit(op::BUILD_TUPLE, closure_slots.len() as u32);
+                    flags |= 0x08;
+                    pushed += 1;
+                }
+                let _ = pushed;
+                self.load_const(code.clone_ref(py));
+                self.emit(op::MAKE_FUNCTION, flags);
+            }
         }
     }
 }
@@ -160,6 +186,7 @@ pub fn compiled_frame_code(
     ci: &CodeInfo,
     compiled_fn: Option<Py<PyAny>>,
     inputs: &[Arc<Source>],
+    cell_stores: &[(u32, Rebuild)],
     result: &Rebuild,
 ) -> PyResult<Py<PyAny>> {
     let mut cg = PyCodegen::new(py, ci)?;
@@ -179,12 +206,17 @@ pub fn compiled_frame_code(
             }
             cg.emit(op::PRECALL, inputs.len() as u32);
             cg.emit(op::CALL, inputs.len() as u32);
-            cg.rebuild(py, result, 0);
-            cg.emit(op::SWAP, 2);
-            cg.emit(op::POP_TOP, 0);
         }
-        None => cg.rebuild(py, result, 0),
+        None => cg.load_const(py.None()),
     }
+    // Cells captured by functions that escape the frame get their final contents.
+    for (slot, rb) in cell_stores {
+        cg.rebuild(py, rb, 0);
+        cg.emit(op::STORE_DEREF, *slot);
+    }
+    cg.rebuild(py, result, 0);
+    cg.emit(op::SWAP, 2);
+    cg.emit(op::POP_TOP, 0);
     cg.emit(op::RETURN_VALUE, 0);
     finish(py, ci, cg)
 }

@@ -75,7 +75,7 @@ fn frame_grad_mode(_py: Python<'_>, frame: &FrameInput<'_>) -> Result<bool, Conv
 
 /// Traces the frame once, with a fresh output graph. `break_at` is the speculation log of an
 /// earlier attempt: stop there for a graph break.
-fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: Option<(usize, usize)>) -> Result<(OutputGraph, Outcome), ConvertError> {
+fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: Option<(usize, usize)>) -> Result<(OutputGraph, Outcome, Vec<Option<VT>>), ConvertError> {
     let mut og = OutputGraph::new(py).map_err(ConvertError::Internal)?;
     let torch = py.import("torch").map_err(ConvertError::Internal)?;
     let grad: bool = frame_grad_mode(py, frame)?;
@@ -103,12 +103,13 @@ fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: O
         }
     }
     let g = Rc::new(GlobalsInfo { globals: frame.globals.clone().unbind(), builtins: frame.builtins.clone().unbind(), source: None, trusted: false });
-    let outcome = {
+    let (outcome, final_locals) = {
         let mut tx = InstructionTranslator::new(ci.clone(), g, locals, closure, &mut og, 0);
         tx.mark_external_cells();
-        tx.run_until(py, break_at)?
+        let outcome = tx.run_until(py, break_at)?;
+        (outcome, tx.locals.clone())
     };
-    Ok((og, outcome))
+    Ok((og, outcome, final_locals))
 }
 
 /// Converts one frame: a full capture, or a graph break at the first instruction tracing could
@@ -137,14 +138,14 @@ pub fn convert(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyAny
 
 fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyAny>) -> Result<Converted, ConvertError> {
     let ci = code_info(&frame.code)?;
-    let (og, outcome) = match trace(py, frame, &ci, None) {
+    let (og, outcome, final_locals) = match trace(py, frame, &ci, None) {
         Ok(r) => r,
         Err(ConvertError::Unsupported(u)) => match u.break_at {
             Some(at) if can_break(&ci, at.0) => match trace(py, frame, &ci, Some(at))? {
-                (og, Outcome::Break(state)) => {
+                (og, Outcome::Break(state), _) => {
                     return convert_break(py, frame, &ci, og, state, u.to_string(), backend);
                 }
-                (_, Outcome::Return(_)) => return Err(u.into()),
+                (_, Outcome::Return(_), _) => return Err(u.into()),
             },
             _ => return Err(u.into()),
         },
@@ -156,10 +157,29 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
     };
     let mut og = og;
     let mut outputs = Outputs::default();
+    let n_cellvars = ci.localsplus.len() - ci.n_freevars;
+    for (i, v) in final_locals.iter().enumerate().take(n_cellvars) {
+        if let Some(VT::Cell(rc)) = v {
+            outputs.cells.insert(Rc::as_ptr(rc) as *const () as usize, i as u32);
+        }
+    }
+    for (j, v) in final_locals.iter().enumerate().skip(n_cellvars) {
+        if let Some(VT::Cell(rc)) = v {
+            // Free variables: already the right cells; never stored to.
+            outputs.cells.insert(Rc::as_ptr(rc) as *const () as usize, j as u32);
+        }
+    }
     let result = rebuild_of(py, &og, &returned, &mut outputs)?;
+    let mut cell_stores = Vec::new();
+    let referenced = std::mem::take(&mut outputs.referenced_cells);
+    for (slot, content) in referenced {
+        if (slot as usize) < n_cellvars {
+            cell_stores.push((slot, rebuild_of(py, &og, &content, &mut outputs)?));
+        }
+    }
     let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend)?;
     let inputs: Vec<Arc<Source>> = og.inputs.iter().map(|(s, _)| s.clone()).collect();
-    let code = compiled_frame_code(py, &ci, compiled, &inputs, &result).map_err(ConvertError::Internal)?;
+    let code = compiled_frame_code(py, &ci, compiled, &inputs, &cell_stores, &result).map_err(ConvertError::Internal)?;
     let guards = GuardManager::new(py, std::mem::take(&mut og.guards)).map_err(ConvertError::Internal)?;
     Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: None })
 }
@@ -177,6 +197,10 @@ fn can_break(ci: &CodeInfo, ip: usize) -> bool {
 struct Outputs {
     args: Vec<Arg>,
     index: HashMap<crate::graph::NodeId, usize>,
+    /// The frame's own cells (cell variables): tracker address -> `localsplus` slot.
+    cells: HashMap<usize, u32>,
+    /// Cells referenced by functions that escape the frame, with their tracker.
+    referenced_cells: Vec<(u32, VT)>,
 }
 
 /// Hands the graph (with `outputs`) to the backend unless it has no ops.
@@ -311,6 +335,28 @@ fn check_no_shared_containers(py: Python<'_>, state: &BreakState) -> VResult<()>
 
 /// How to rebuild the returned tracker; tensors computed by the graph become graph outputs.
 fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) -> VResult<Rebuild> {
+    if let VT::NestedFunction(nf) = vt {
+        if !nf.kwdefaults.is_empty() {
+            unsupported!("returning a function with keyword-only defaults");
+        }
+        let mut closure_slots = Vec::new();
+        for c in &nf.closure {
+            let VT::Cell(rc) = c else { unsupported!("closure of a returned function is not a cell") };
+            let Some(&slot) = outputs.cells.get(&(Rc::as_ptr(rc) as *const () as usize)) else {
+                unsupported!("returned function closes over a cell of an inlined call")
+            };
+            if !outputs.referenced_cells.iter().any(|(s, _)| *s == slot) {
+                let content = rc.borrow().clone();
+                match content {
+                    Some(v) => outputs.referenced_cells.push((slot, v)),
+                    None => unsupported!("returned function closes over an empty cell"),
+                }
+            }
+            closure_slots.push(slot);
+        }
+        let defaults = nf.defaults.iter().map(|d| rebuild_of(py, og, d, outputs)).collect::<VResult<_>>()?;
+        return Ok(Rebuild::MakeFunction { code: nf.code.clone_ref(py), defaults, closure_slots });
+    }
     let mut rec = |v: &VT| rebuild_of(py, og, v, outputs);
     Ok(match vt {
         VT::Tensor(t) => {
@@ -350,6 +396,7 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
         VT::Opaque { source, .. } => Rebuild::Source(source.clone()),
         VT::TorchFunction(o) | VT::Builtin(o) | VT::Class(o) => Rebuild::Const(o.clone_ref(py)),
         VT::PyModule { obj, .. } => Rebuild::Const(obj.clone_ref(py)),
+
         VT::Iterator(it) => {
             let it = it.borrow();
             Rebuild::Iterator(it.items[it.pos.min(it.items.len())..].iter().map(&mut rec).collect::<VResult<_>>()?)
