@@ -451,3 +451,22 @@ def test_returned_closure_sees_final_cell_values():
     torch.testing.assert_close(s, s_ref)
     torch.testing.assert_close(g(torch.ones(2)), g_ref(torch.ones(2)))
     assert cnt.frame_count == 1
+
+
+def test_sets_and_pure_builtins_fold_into_one_graph():
+    cnt = CompileCounter()
+
+    def fn(x, names):
+        s = set(names)
+        s.add("z")
+        s.discard("a")
+        common = sorted(s & {"b", "z", "q"})
+        n = len(s) + max(3, x.shape[0]) - min([4, 2, 9]) + sum([1, 2]) + any([]) + all([])
+        return x * n, common, sorted(s), list(reversed([1, 2, 3]))
+
+    opt = dynamo.optimize(cnt)(fn)
+    for args in ((torch.ones(3), ["a", "b", "c"]), (torch.ones(5), ["b", "q"])):
+        got, ref = opt(*args), fn(*args)
+        torch.testing.assert_close(got[0], ref[0])
+        assert got[1:] == ref[1:]
+    assert cnt.frame_count == 2

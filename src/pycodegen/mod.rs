@@ -32,6 +32,8 @@ pub enum Rebuild {
     Iterator(Vec<Rebuild>),
     /// `getattr(value, name)`: a bound method not yet called.
     Attr(Box<Rebuild>, String),
+    /// `set(members)`: a set built during tracing (members: a frozenset constant).
+    SetOf(Py<PyAny>),
     /// A function defined in the frame: MAKE_FUNCTION over `code` with positional `defaults`
     /// and the frame's cells at `closure_slots` (`localsplus` indices) as its closure.
     MakeFunction { code: Py<PyAny>, defaults: Vec<Rebuild>, closure_slots: Vec<u32> },
@@ -150,6 +152,13 @@ impl PyCodegen {
                 self.rebuild(py, base, depth);
                 let i = self.name_idx(name);
                 self.emit(op::LOAD_ATTR, i);
+            }
+            Rebuild::SetOf(members) => {
+                self.emit(op::PUSH_NULL, 0);
+                self.load_const(py.get_type::<pyo3::types::PySet>().into_any().unbind());
+                self.load_const(members.clone_ref(py));
+                self.emit(op::PRECALL, 1);
+                self.emit(op::CALL, 1);
             }
             Rebuild::MakeFunction { code, defaults, closure_slots } => {
                 let mut flags = 0;

@@ -312,6 +312,9 @@ fn check_no_shared_containers(py: Python<'_>, state: &BreakState) -> VResult<()>
                     visit(py, i, seen);
                 }
             }
+            VT::Set(set) => {
+                *seen.entry(Rc::as_ptr(set) as *const () as usize).or_insert(0) += 1;
+            }
             VT::Dict(d) if d.borrow().source.is_none() => {
                 *seen.entry(Rc::as_ptr(d) as *const () as usize).or_insert(0) += 1;
                 for (_, i) in &d.borrow().items {
@@ -394,6 +397,7 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
         }
         VT::Module { source: Some(s), .. } | VT::Function { source: Some(s), .. } | VT::PyModule { source: Some(s), .. } => Rebuild::Source(s.clone()),
         VT::Opaque { source, .. } => Rebuild::Source(source.clone()),
+        VT::Set(set) => Rebuild::SetOf(pyo3::types::PyFrozenSet::new(py, set.borrow().bind(py).try_iter()?.collect::<PyResult<Vec<_>>>()?)?.into_any().unbind()),
         VT::TorchFunction(o) | VT::Builtin(o) | VT::Class(o) => Rebuild::Const(o.clone_ref(py)),
         VT::PyModule { obj, .. } => Rebuild::Const(obj.clone_ref(py)),
 

@@ -444,6 +444,26 @@ impl<'a> InstructionTranslator<'a> {
                 let items = self.popn(arg as usize)?;
                 self.stack.push(make_tuple(py, items)?);
             }
+            op::BUILD_SET => {
+                let items = self.popn(arg as usize)?;
+                let set = self.new_set(py, &items)?;
+                self.stack.push(set);
+            }
+            op::SET_UPDATE | op::SET_ADD => {
+                let v = self.pop()?;
+                let items = if opcode == op::SET_ADD { vec![v] } else { self.iter_items(py, &v)? };
+                let idx = self.stack.len() - arg as usize;
+                match &self.stack[idx] {
+                    VT::Set(set) => {
+                        let consts = constants_of(py, &items).ok_or_else(|| Unsupported::new("set member is not a literal"))?;
+                        let set = set.borrow();
+                        for c in consts {
+                            set.bind(py).call_method1("add", (c,))?;
+                        }
+                    }
+                    _ => unsupported!("SET_UPDATE of a non-set"),
+                }
+            }
             op::BUILD_LIST => {
                 let items = self.popn(arg as usize)?;
                 self.stack.push(new_list(items));
@@ -737,7 +757,7 @@ impl<'a> InstructionTranslator<'a> {
                 let v = c.bind(py).getattr(name)?;
                 self.wrap_unguarded(py, &v)
             }
-            VT::List(_) | VT::Dict(_) => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
+            VT::List(_) | VT::Dict(_) | VT::Set(_) => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
             VT::Function { obj: f, .. } if name == "__name__" || name == "__qualname__" => Ok(VT::constant(f.bind(py).getattr(name)?.unbind())),
             other @ VT::Opaque { .. } => graph_break!(UntracedValue, "attribute '{name}' of {}", other.describe(py)),
             other => unsupported!("attribute '{name}' of {}", other.describe(py)),
@@ -841,6 +861,7 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(false)
             }
             (VT::Module { obj, .. }, Some(k)) => Ok(obj.bind(py).contains(k)?),
+            (VT::Set(set), Some(k)) => Ok(set.borrow().bind(py).contains(k)?),
             _ => unsupported!("`in` on {}", container.describe(py)),
         }
     }
@@ -859,6 +880,19 @@ impl<'a> InstructionTranslator<'a> {
 
     fn binary(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
         let base = name.trim_start_matches('i');
+        if let (VT::Set(x), VT::Set(y)) = (&a, &b) {
+            if matches!(base, "and_" | "or_" | "sub" | "xor") {
+                if name.starts_with('i') {
+                    // In place: the same set object, as `s &= t` keeps aliases in sync.
+                    let f = self.og.handles.operator.bind(py).getattr(name)?;
+                    f.call1((x.borrow().bind(py), y.borrow().bind(py)))?;
+                    return Ok(a.clone());
+                }
+                let f = self.og.handles.operator.bind(py).getattr(base)?;
+                let r = f.call1((x.borrow().bind(py), y.borrow().bind(py)))?;
+                return Ok(VT::Set(Rc::new(RefCell::new(r.unbind()))));
+            }
+        }
         match (&a, &b, base) {
             (VT::Tuple(_) | VT::Constant(_), VT::Tuple(_) | VT::Constant(_), "add") if is_seq(&a) || is_seq(&b) => {
                 if let (Some(_), Some(_)) = (a.as_constant(py), b.as_constant(py)) {
@@ -1007,8 +1041,31 @@ impl<'a> InstructionTranslator<'a> {
         })
     }
 
+    /// A fresh Python value equal to `v` when `v` is a literal or a container of literals built
+    /// during tracing.
+    fn literal_value<'py>(&self, py: Python<'py>, v: &VT) -> Option<Bound<'py, PyAny>> {
+        match v {
+            VT::Constant(c) => Some(c.bind(py).clone()),
+            VT::Tuple(items) => PyTuple::new(py, constants_of(py, items)?).ok().map(|t| t.into_any()),
+            VT::List(l) => PyList::new(py, constants_of(py, &l.borrow().items)?).ok().map(|l| l.into_any()),
+            VT::Set(set) => set.borrow().bind(py).call_method0("copy").ok(),
+            _ => None,
+        }
+    }
+
+    /// A private set of literal members.
+    fn new_set(&mut self, py: Python<'_>, items: &[VT]) -> VResult<VT> {
+        let consts = constants_of(py, items).ok_or_else(|| Unsupported::new("set member is not a literal"))?;
+        let set = pyo3::types::PySet::new(py, consts)?;
+        Ok(VT::Set(Rc::new(RefCell::new(set.into_any().unbind()))))
+    }
+
     fn iter_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<VT>> {
         Ok(match v {
+            VT::Set(set) => {
+                let set = set.borrow();
+                set.bind(py).try_iter()?.map(|i| Ok(VT::constant(i?.unbind()))).collect::<VResult<Vec<_>>>()?
+            }
             VT::Constant(c) => {
                 let mut out = Vec::new();
                 for item in c.bind(py).try_iter()? {
@@ -1253,6 +1310,30 @@ impl<'a> InstructionTranslator<'a> {
                     _ => unsupported!("list.{name} over non-constant items"),
                 }
             }
+            (VT::Set(set), "add" | "discard" | "remove" | "update" | "clear") => {
+                let items = match name {
+                    "update" => args.iter().map(|a| self.iter_items(py, a)).collect::<VResult<Vec<_>>>()?.concat(),
+                    "clear" => vec![],
+                    _ => args.clone(),
+                };
+                let consts = constants_of(py, &items).ok_or_else(|| Unsupported::new("set member is not a literal"))?;
+                let set = set.borrow();
+                let set = set.bind(py);
+                match name {
+                    "update" => {
+                        for c in consts {
+                            set.call_method1("add", (c,))?;
+                        }
+                    }
+                    "clear" => {
+                        set.call_method0("clear")?;
+                    }
+                    _ => {
+                        set.call_method1(name, (consts[0].clone(),))?;
+                    }
+                }
+                Ok(VT::none(py))
+            }
             (VT::Dict(d), "items") => {
                 let items = d.borrow().items.iter().map(|(k, v)| make_tuple(py, vec![VT::constant(k.clone_ref(py)), v.clone()])).collect::<VResult<Vec<_>>>()?;
                 Ok(new_list(items))
@@ -1295,6 +1376,7 @@ impl<'a> InstructionTranslator<'a> {
                 VT::Module { obj, .. } => VT::constant(obj.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
                 VT::Constant(c) => VT::constant(c.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
                 VT::Dict(d) => VT::constant(d.borrow().items.len().into_pyobject(py)?.into_any().unbind()),
+                VT::Set(set) => VT::constant(set.borrow().bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
                 other => {
                     let n = self.unpack(py, other)?.len();
                     VT::constant(n.into_pyobject(py)?.into_any().unbind())
@@ -1386,6 +1468,13 @@ impl<'a> InstructionTranslator<'a> {
             let items = self.iter_items(py, &args[0])?;
             return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState { items, pos: 0 }))));
         }
+        if is("set") && args.len() <= 1 && kwargs.is_empty() {
+            let items = match args.first() {
+                Some(a) => self.iter_items(py, a)?,
+                None => vec![],
+            };
+            return self.new_set(py, &items);
+        }
         if is("list") || is("tuple") {
             let items = match args.first() {
                 Some(a) => self.iter_items(py, a)?,
@@ -1412,19 +1501,31 @@ impl<'a> InstructionTranslator<'a> {
         if is("print") || is("input") || is("open") || is("exec") || is("eval") || is("setattr") || is("delattr") || is("globals") || is("locals") || is("vars") || is("id") || is("super") || is("next") {
             graph_break!(UnsupportedBuiltin, "call to builtin {}", crate::symbolic::variables::qualname(b));
         }
-        if all_const {
-            let pure = ["abs", "min", "max", "round", "int", "float", "bool", "str", "tuple", "sum", "any", "all", "divmod", "pow", "sorted", "reversed", "repr", "hash", "type", "slice", "chr", "ord", "format"];
+        // Pure builtins over literal values, including lists, tuples and sets of literals built
+        // during tracing (each passed as a fresh copy, so the call cannot mutate our state).
+        let literal_args: Option<Vec<Bound<'_, PyAny>>> = args.iter().map(|a| self.literal_value(py, a)).collect();
+        let literal_kwargs: Option<Vec<(String, Bound<'_, PyAny>)>> = kwargs.iter().map(|(k, v)| self.literal_value(py, v).map(|v| (k.clone(), v))).collect();
+        if let (Some(vals), Some(kvals)) = (literal_args, literal_kwargs) {
+            let pure = ["abs", "min", "max", "round", "int", "float", "bool", "str", "tuple", "sum", "any", "all", "divmod", "pow", "sorted", "reversed", "repr", "hash", "type", "slice", "chr", "ord", "format", "len"];
             let module = b.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
             let is_pure = pure.iter().any(|n| is(n)) || module == "math" || module == "_operator" || module == "operator" || (module == "torch" && type_name(b) == "type");
             if is_pure {
-                let vals: Vec<_> = args.iter().map(|a| a.as_constant(py).unwrap()).collect();
                 let kw = PyDict::new(py);
-                for (k, v) in &kwargs {
-                    kw.set_item(k, v.as_constant(py).unwrap())?;
+                for (k, v) in kvals {
+                    kw.set_item(k, v)?;
                 }
                 let r = b.call(PyTuple::new(py, vals)?, Some(&kw))?;
                 if is_literal(py, &r) {
                     return Ok(VT::constant(r.unbind()));
+                }
+                if let Ok(l) = r.cast::<PyList>() {
+                    if l.iter().all(|i| is_literal(py, &i)) {
+                        return Ok(new_list(l.iter().map(|i| VT::constant(i.unbind())).collect()));
+                    }
+                }
+                if type_name(&r) == "list_reverseiterator" || type_name(&r) == "reversed" {
+                    let items: Vec<VT> = r.try_iter()?.map(|i| Ok(VT::constant(i?.unbind()))).collect::<VResult<_>>()?;
+                    return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState { items, pos: 0 }))));
                 }
                 return self.wrap_unguarded(py, &r);
             }
@@ -1594,6 +1695,11 @@ fn bind_args(py: Python<'_>, ci: &CodeInfo, args: Vec<VT>, kwargs: Vec<(String, 
         locals[slot] = Some(new_dict(extra_kw));
     }
     Ok(locals)
+}
+
+/// The Python values of trackers that are all constants.
+fn constants_of<'py>(py: Python<'py>, items: &[VT]) -> Option<Vec<Bound<'py, PyAny>>> {
+    items.iter().map(|i| i.as_constant(py)).collect()
 }
 
 fn is_seq(v: &VT) -> bool {

@@ -87,6 +87,9 @@ pub enum VariableTracker {
     /// ...). It may be stored, passed around and returned; any other use is unsupported and
     /// becomes a graph break. Guarded by TYPE_MATCH only, since nothing else about it was read.
     Opaque { obj: Rc<Py<PyAny>>, source: Arc<Source> },
+    /// A set built during tracing whose members are literals, kept as a private real `set`
+    /// (it cannot be seen outside the frame until it is rebuilt).
+    Set(Rc<RefCell<Py<PyAny>>>),
     /// `torch.no_grad()`, `torch.enable_grad()` or `torch.set_grad_enabled(flag)`: a grad-mode
     /// context manager. `set_on_create` is true for set_grad_enabled, which switches the mode
     /// when it is constructed (torch/autograd/grad_mode.py); `prev` is the mode before that.
@@ -130,6 +133,7 @@ impl VariableTracker {
             VT::Iterator(_) => "iterator".into(),
             VT::GradModeCtx { enabled, .. } => format!("grad mode context ({enabled})"),
             VT::GradModeExit { .. } => "grad mode context exit".into(),
+            VT::Set(_) => "set".into(),
             VT::Opaque { obj, .. } => format!("{} object", type_name(obj.bind(py))),
             VT::Cell(_) => "cell".into(),
         }
