@@ -175,3 +175,23 @@ def test_chained_resume_functions_keep_bound_methods_of_this_call():
         got, ref = opt(x), fn(x)
         assert len(got) == len(ref) == 3
         torch.testing.assert_close(got[2], ref[2])
+
+
+def test_loop_over_tensors_across_breaks():
+    import collections
+
+    def fn(xs, labels):
+        groups = collections.defaultdict(list)
+        for t, lab in zip(xs, labels):
+            groups[lab].append(t * 2)
+        return {k: torch.stack(v).sum(0) for k, v in sorted(groups.items())}
+
+    opt = dynamo.optimize("eager")(fn)
+    xs = [torch.randn(2) for _ in range(4)]
+    labels = ["b", "a", "b", "c"]
+    for _ in range(2):
+        got, ref = opt(xs, labels), fn(xs, labels)
+        assert list(got) == list(ref)
+        for k in ref:
+            torch.testing.assert_close(got[k], ref[k])
+    assert dynamo.counters()["graphs"] >= 1

@@ -102,7 +102,19 @@ pub fn is_conditional_jump(opcode: u8) -> bool {
     )
 }
 
-type ResumeKey = (usize, usize, Vec<bool>, usize, Vec<u32>);
+/// How the resume function gets back one slot of the preserved stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StackSlot {
+    /// A parameter, pushed as is.
+    Value,
+    /// A NULL (PUSH_NULL): it cannot be passed as an argument.
+    Null,
+    /// An iterator being stepped (a `for` loop): passed as a tuple of its remaining items, so
+    /// the resume function can trace them, and turned back into an iterator with GET_ITER.
+    Iter,
+}
+
+type ResumeKey = (usize, usize, Vec<StackSlot>, usize, Vec<u32>);
 
 fn resume_cache() -> &'static Mutex<HashMap<ResumeKey, Py<PyAny>>> {
     static C: OnceLock<Mutex<HashMap<ResumeKey, Py<PyAny>>>> = OnceLock::new();
@@ -112,15 +124,15 @@ fn resume_cache() -> &'static Mutex<HashMap<ResumeKey, Py<PyAny>>> {
 static RESUME_COUNT: AtomicUsize = AtomicUsize::new(0);
 
 /// The resume code continuing `ci` at instruction `target`, taking every varname and then the
-/// non-NULL stack values (`null_mask` marks NULLs among the preserved stack; `n_results` more
-/// values follow) as positional parameters. Cached.
-pub fn resume_code(py: Python<'_>, ci: &CodeInfo, target: usize, null_mask: &[bool], n_results: usize, unbound: &[u32]) -> PyResult<Py<PyAny>> {
-    let key: ResumeKey = (ci.code.as_ptr() as usize, target, null_mask.to_vec(), n_results, unbound.to_vec());
+/// non-NULL stack values (`layout` describes the preserved stack; `n_results` more values
+/// follow) as positional parameters. Cached.
+pub fn resume_code(py: Python<'_>, ci: &CodeInfo, target: usize, layout: &[StackSlot], n_results: usize, unbound: &[u32]) -> PyResult<Py<PyAny>> {
+    let key: ResumeKey = (ci.code.as_ptr() as usize, target, layout.to_vec(), n_results, unbound.to_vec());
     if let Some(c) = resume_cache().lock().get(&key) {
         return Ok(c.clone_ref(py));
     }
     let nv = ci.varnames.len() as u32;
-    let k = (null_mask.iter().filter(|n| !**n).count() + n_results) as u32;
+    let k = (layout.iter().filter(|n| **n != StackSlot::Null).count() + n_results) as u32;
     let pos = Positions::line(ci.firstlineno);
     let mut insts: Vec<Instruction> = Vec::new();
     let mut push = |opcode: u8, arg: u32| insts.push(Instruction::new(opcode, arg).with_positions(pos));
@@ -132,12 +144,16 @@ pub fn resume_code(py: Python<'_>, ci: &CodeInfo, target: usize, null_mask: &[bo
         push(op::DELETE_FAST, u);
     }
     let mut j = 0;
-    for &is_null in null_mask {
-        if is_null {
-            push(op::PUSH_NULL, 0);
-        } else {
-            push(op::LOAD_FAST, nv + j);
-            j += 1;
+    for &slot in layout {
+        match slot {
+            StackSlot::Null => push(op::PUSH_NULL, 0),
+            StackSlot::Value | StackSlot::Iter => {
+                push(op::LOAD_FAST, nv + j);
+                if slot == StackSlot::Iter {
+                    push(op::GET_ITER, 0);
+                }
+                j += 1;
+            }
         }
     }
     for _ in 0..n_results {
@@ -222,7 +238,16 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
     }
     let preserved_start = n_all;
     for rb in plan.preserved.iter().flatten() {
-        cg.rebuild(py, rb, 0);
+        match rb {
+            // Passed as the tuple of its remaining items (see `StackSlot::Iter`).
+            Rebuild::Iterator(items) => {
+                for it in items {
+                    cg.rebuild(py, it, 0);
+                }
+                cg.emit(op::BUILD_TUPLE, items.len() as u32);
+            }
+            other => cg.rebuild(py, other, 0),
+        }
         n_all += 1;
     }
     let preserved_end = n_all;
@@ -267,14 +292,22 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
     }
     let jump_at = cg.insts.len();
     cg.insts.push(inst);
-    let null_mask: Vec<bool> = plan.preserved.iter().map(|p| p.is_none()).collect();
+    let layout: Vec<StackSlot> = plan
+        .preserved
+        .iter()
+        .map(|p| match p {
+            None => StackSlot::Null,
+            Some(Rebuild::Iterator(_)) => StackSlot::Iter,
+            Some(_) => StackSlot::Value,
+        })
+        .collect();
     for (n, &target) in plan.targets.iter().enumerate() {
         if n == 1 {
             let label = InstId(cg.insts.len() as u32);
             cg.insts[jump_at].target = Some(label);
         }
         let n_results = if n == 0 { plan.n_results } else { 0 };
-        let code = resume_code(py, ci, target, &null_mask, n_results, &plan.unbound)?;
+        let code = resume_code(py, ci, target, &layout, n_results, &plan.unbound)?;
         emit_resume_call(py, &mut cg, ci, &plan, code, n_results, tmp, preserved_start, preserved_end)?;
     }
     let mut varnames = ci.varnames.clone();
