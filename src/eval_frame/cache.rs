@@ -43,6 +43,10 @@ pub struct ExtraState {
     pub entries: Vec<CacheEntry>,
     /// Set once the recompile limit warning was issued for this code.
     pub warned_limit: bool,
+    /// Conversions of this code that captured no graph ops (see Note [graphless frames]).
+    pub n_graphless: usize,
+    /// Conversions of this code that captured at least one op.
+    pub n_with_ops: usize,
 }
 
 fn extra_index() -> pyffi::Py_ssize_t {

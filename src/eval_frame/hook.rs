@@ -129,7 +129,7 @@ pub fn mark_skip(py: Python<'_>, code: &Bound<'_, PyAny>) {
     unsafe {
         let st = get_extra(code.as_ptr());
         if st.is_null() {
-            set_extra(py, code.as_ptr(), ExtraState { status: FrameStatus::Skip, n_arg_slots: 0, entries: vec![], warned_limit: false });
+            set_extra(py, code.as_ptr(), ExtraState { status: FrameStatus::Skip, n_arg_slots: 0, entries: vec![], warned_limit: false, n_graphless: 0, n_with_ops: 0 });
         } else {
             (*st).status = FrameStatus::Skip;
         }
@@ -152,7 +152,7 @@ fn classify(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<ExtraState> {
         || name.starts_with("__compiled_fn")
         || (!is_forced && skipped_file(&filename));
     let _ = py;
-    Ok(ExtraState { status: if skip { FrameStatus::Skip } else { FrameStatus::Compile }, n_arg_slots, entries: vec![], warned_limit: false })
+    Ok(ExtraState { status: if skip { FrameStatus::Skip } else { FrameStatus::Compile }, n_arg_slots, entries: vec![], warned_limit: false, n_graphless: 0, n_with_ops: 0 })
 }
 
 unsafe fn default_eval(tstate: *mut pyffi::PyThreadState, frame: *mut InterpreterFrame, throwflag: c_int) -> *mut pyffi::PyObject {
@@ -295,6 +295,23 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
             }
             tracing::info!(target: "dynamo::graph", "graph for {qual} ({filename}:{lineno}):\n{}", conv.graph_text);
             tracing::info!(target: "dynamo::guards", "guards for {qual}:\n{}", conv.guards.dump());
+            // Note [graphless frames]: a frame converted again and again without ever capturing
+            // an op of its own (a helper whose arguments keep changing, e.g. a config
+            // `__getattribute__` called with many names) only pays conversions and guards;
+            // after the second such conversion it runs eagerly (its resume functions with it),
+            // much as torch skips frames that produce no graph.
+            if conv.n_ops == 0 {
+                state.n_graphless += 1;
+                if state.n_graphless >= 2 && state.n_with_ops == 0 {
+                    state.status = FrameStatus::Skip;
+                    state.entries.clear();
+                    tracing::info!(target: "dynamo::graph_breaks", "running {qual} ({filename}:{lineno}) eagerly from now on: no graph captured in {} conversions", state.n_graphless);
+                    return default_eval(tstate, frame, throwflag);
+                }
+            }
+            if conv.n_ops > 0 {
+                state.n_with_ops += 1;
+            }
             let tcode = conv.code.bind(py);
             if tracing::enabled!(target: "dynamo::bytecode", tracing::Level::INFO) {
                 let saved = CALLBACK.with(|c| c.replace(std::ptr::null_mut()));
