@@ -94,3 +94,35 @@ def test_sin_cos_is_one_llvm_kernel(layout):
     assert c["kernels_compiled"] == 1, c
     assert c["kernel_calls"] == 1, c
     assert c["fallback_nodes"] == 0, c
+
+
+def test_inference_under_no_grad_uses_kernels_and_training_still_differentiates():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU(), torch.nn.Linear(16, 16), torch.nn.Sigmoid())
+    x = torch.randn(4, 16)
+    opt = dynamo.optimize("inductor")(m)
+    _C.inductor_reset_counters()
+    with torch.no_grad():
+        torch.testing.assert_close(opt(x), m(x))
+    c = _C.inductor_counters()
+    assert c["kernels_compiled"] >= 1 and c["eager_graphs"] == 0, c
+    out = opt(x)  # grad mode on: recompiled, runs through torch so autograd records it
+    assert out.requires_grad
+    out.sum().backward()
+    assert m[0].weight.grad is not None
+
+
+def test_grad_free_graph_called_with_grad_on_falls_back():
+    import torch.fx
+
+    def f(x, w):
+        return torch.sigmoid(x * w) + 1
+
+    gm = torch.fx.symbolic_trace(f)
+    x, w = torch.randn(8), torch.randn(8, requires_grad=True)
+    with torch.no_grad():
+        compiled = _C.inductor_compile(gm, [x, w])
+        torch.testing.assert_close(compiled(x, w), f(x, w))
+    out = compiled(x, w)
+    assert out.requires_grad
+    torch.testing.assert_close(out, f(x, w))

@@ -169,10 +169,21 @@ fn inlined_into(ir: &GraphIr, members: &[ir::BufferId]) -> std::collections::Has
 fn inductor_compile(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Bound<'_, PyAny>) -> PyResult<CompiledGraph> {
     counters::GRAPHS_COMPILED.fetch_add(1, Ordering::Relaxed);
     let forward = gm.getattr("forward")?.unbind();
-    let g = match fx_import::import_graph(py, gm, example_inputs) {
+    let mut g = match fx_import::import_graph(py, gm, example_inputs) {
         Ok(g) => g,
         Err(e) => return Ok(eager(forward, &e.to_string())),
     };
+    // Note [grad-free graphs]: compiled with grad mode off (inference under torch.no_grad()),
+    // nothing the graph computes is recorded by autograd, so parameters that require grad do
+    // not stop kernels. The runtime then requires grad mode to be off at call time too.
+    let grad_free = !py.import("torch")?.call_method0("is_grad_enabled")?.extract::<bool>()?;
+    if grad_free {
+        for n in g.nodes.iter_mut() {
+            if let Some(m) = n.meta.as_mut() {
+                m.requires_grad = false;
+            }
+        }
+    }
     // Note [grad inputs]: until AOTAutograd hands us forward/backward graphs, a graph whose inputs
     // require grad runs eagerly so autograd records it.
     // Values computed from parameters that require grad (call_module) count too: a kernel would
@@ -308,6 +319,8 @@ fn inductor_compile(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Boun
     let kernel_ir = cg.kernels.iter().map(|k| k.kernel_ir.clone()).collect::<Vec<_>>().join("\n");
     let llvm_ir = cg.jit.llvm_ir.clone();
     let runtime = Runtime {
+        grad_free,
+        is_grad_enabled: py.import("torch")?.getattr("is_grad_enabled")?.unbind(),
         n_slots: ir.buffers.len(),
         inputs,
         constants,

@@ -65,8 +65,9 @@ impl TensorCheck {
         })
     }
 
-    /// True when `t` is a CPU tensor not requiring grad with exactly this dtype/sizes/strides.
-    fn matches(&self, py: Python<'_>, t: &Bound<'_, PyAny>, tensor_type: &Bound<'_, PyAny>) -> PyResult<bool> {
+    /// True when `t` is a CPU tensor not requiring grad (unless `grad_free`) with exactly this
+    /// dtype/sizes/strides.
+    fn matches(&self, py: Python<'_>, t: &Bound<'_, PyAny>, tensor_type: &Bound<'_, PyAny>, grad_free: bool) -> PyResult<bool> {
         if !t.is_instance(tensor_type)? {
             return Ok(false);
         }
@@ -76,7 +77,7 @@ impl TensorCheck {
         if !t.getattr(intern!(py, "is_cpu"))?.is_truthy()? {
             return Ok(false);
         }
-        if t.getattr(intern!(py, "requires_grad"))?.is_truthy()? {
+        if !grad_free && t.getattr(intern!(py, "requires_grad"))?.is_truthy()? {
             return Ok(false);
         }
         if !t.getattr(intern!(py, "shape"))?.eq(self.sizes.bind(py))? {
@@ -117,6 +118,9 @@ pub enum RtStep {
 
 /// A compiled plan: inputs to check, steps, the output template.
 pub struct Runtime {
+    /// See Note [grad-free graphs]: inputs may require grad, but grad mode must be off.
+    pub grad_free: bool,
+    pub is_grad_enabled: Py<PyAny>,
     pub n_slots: usize,
     /// (graph input position, slot, check) for every placeholder.
     pub inputs: Vec<(usize, usize, Option<TensorCheck>)>,
@@ -137,10 +141,13 @@ impl Runtime {
         if args.len() != self.inputs.len() {
             return Ok(None);
         }
+        if self.grad_free && self.is_grad_enabled.bind(py).call0()?.is_truthy()? {
+            return Ok(None);
+        }
         for (pos, slot, check) in &self.inputs {
             let v = args.get_item(*pos)?;
             if let Some(check) = check {
-                if !check.matches(py, &v, tensor_type)? {
+                if !check.matches(py, &v, tensor_type, self.grad_free)? {
                     return Ok(None);
                 }
             }
@@ -148,7 +155,7 @@ impl Runtime {
         }
         for (slot, value, check) in &self.constants {
             if let Some(check) = check {
-                if !check.matches(py, value.bind(py), tensor_type)? {
+                if !check.matches(py, value.bind(py), tensor_type, self.grad_free)? {
                     return Ok(None);
                 }
             }
@@ -202,7 +209,7 @@ impl Runtime {
                         }
                     };
                     if let Some(check) = check {
-                        if !check.matches(py, &res, tensor_type)? {
+                        if !check.matches(py, &res, tensor_type, self.grad_free)? {
                             return Ok(None);
                         }
                     }
