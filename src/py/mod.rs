@@ -70,40 +70,33 @@ pub fn cache_info(code: &Bound<'_, PyAny>) -> (usize, bool) {
     hook::cache_info(code)
 }
 
-/// Graph texts of the cache entries of a code object, most recent first.
-#[pyfunction]
-pub fn cached_graphs(code: &Bound<'_, PyAny>) -> Vec<String> {
+/// Maps the cache entries of a code object, most recent first (none when it has no state).
+fn map_entries<T>(code: &Bound<'_, PyAny>, f: impl Fn(&cache::CacheEntry) -> T) -> Vec<T> {
     unsafe {
         let st = cache::get_extra(code.as_ptr());
         if st.is_null() {
             return vec![];
         }
-        (*st).entries.iter().map(|e| e.graph_text.clone()).collect()
+        (*st).entries.iter().map(f).collect()
     }
+}
+
+/// Graph texts of the cache entries of a code object, most recent first.
+#[pyfunction]
+pub fn cached_graphs(code: &Bound<'_, PyAny>) -> Vec<String> {
+    map_entries(code, |e| e.graph_text.clone())
 }
 
 /// Guard dumps of the cache entries of a code object, most recent first.
 #[pyfunction]
 pub fn cached_guards(code: &Bound<'_, PyAny>) -> Vec<String> {
-    unsafe {
-        let st = cache::get_extra(code.as_ptr());
-        if st.is_null() {
-            return vec![];
-        }
-        (*st).entries.iter().map(|e| e.guards.dump()).collect()
-    }
+    map_entries(code, |e| e.guards.dump())
 }
 
 /// Transformed code objects of the cache entries of a code object, most recent first.
 #[pyfunction]
 pub fn cached_code(py: Python<'_>, code: &Bound<'_, PyAny>) -> Vec<Py<PyAny>> {
-    unsafe {
-        let st = cache::get_extra(code.as_ptr());
-        if st.is_null() {
-            return vec![];
-        }
-        (*st).entries.iter().map(|e| e.code.clone_ref(py)).collect()
-    }
+    map_entries(code, |e| e.code.clone_ref(py))
 }
 
 /// Reads or sets `config.cache_size_limit`.
