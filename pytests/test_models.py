@@ -126,3 +126,23 @@ def test_grad_free_graph_called_with_grad_on_falls_back():
     out = compiled(x, w)
     assert out.requires_grad
     torch.testing.assert_close(out, f(x, w))
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert"])
+def test_transformers_tiny_models_match_eager(name):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    if name == "gpt2":
+        cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=128, n_positions=64)
+        model = transformers.GPT2Model(cfg).eval()
+    else:
+        cfg = transformers.BertConfig(num_hidden_layers=2, num_attention_heads=2, hidden_size=64,
+                                      intermediate_size=128, vocab_size=128, max_position_embeddings=64)
+        model = transformers.BertModel(cfg).eval()
+    ids = torch.randint(0, 128, (2, 16))
+    with torch.no_grad():
+        ref = model(ids).last_hidden_state
+        opt = dynamo.optimize("inductor")(model)
+        for _ in range(2):
+            torch.testing.assert_close(opt(ids).last_hidden_state, ref, rtol=1e-4, atol=1e-4)
+    assert dynamo.counters()["graphs"] >= 1
