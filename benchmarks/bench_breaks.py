@@ -29,23 +29,18 @@ Usage: python benchmarks/bench_breaks.py [--write docs/PERF.md] [--cold-inductor
                                          [--calls N] [--repeats R] [--steady-iters N]
 """
 
-import argparse
+NAME = "bench_breaks"  # names its section in docs/PERF.md and its header there
+
 import os
-import shlex
 import sys
 
-BEGIN = "<!-- bench_breaks:begin -->"
-END = "<!-- bench_breaks:end -->"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common when run as a script
+import _common  # noqa: E402  (imports no torch, so --cold-inductor-cache still takes effect)
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--write", metavar="FILE", help="replace the bench_breaks section of FILE (e.g. docs/PERF.md)")
-    p.add_argument("--cold-inductor-cache", action="store_true",
-                   help="set TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 so torch.compile compiles from scratch")
-    p.add_argument("--calls", type=int, default=20, help="calls per repeat in (a)")
-    p.add_argument("--repeats", type=int, default=7, help="repeats in (a); the median is reported")
-    p.add_argument("--steady-iters", type=int, default=50, help="timed calls per engine in (b)")
+    p = _common.argument_parser(__doc__, NAME, calls=20, repeats=7, steady_iters=50,
+                                steady_iters_help="timed calls per engine in (b)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads (default 1: with other processes on a 2-core machine, 2 OpenMP "
                         "threads make eager GPT-2 calls jump from ~1 ms to ~130 ms; dynamo's kernels are single-threaded)")
@@ -57,25 +52,19 @@ def parse_args():
 
 
 ARGS = parse_args()
-if ARGS.cold_inductor_cache:
-    # Read when torch._inductor.config is imported, so it must be set before importing torch.
-    os.environ["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
+_common.apply_cold_inductor_cache(ARGS)
 # Keep the terminal clean: transformers' advisory messages and warnings are not results.
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import contextlib  # noqa: E402
-import datetime  # noqa: E402
-import gc  # noqa: E402
+import functools  # noqa: E402
 import io  # noqa: E402
 import logging  # noqa: E402
-import platform  # noqa: E402
 import signal  # noqa: E402
 import statistics  # noqa: E402
-import subprocess  # noqa: E402
 import time  # noqa: E402
-import types  # noqa: E402
 import warnings  # noqa: E402
 
 warnings.filterwarnings("ignore")
@@ -83,19 +72,14 @@ warnings.filterwarnings("ignore")
 import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
 from torch._dynamo.utils import counters as torch_counters  # noqa: E402
+from _common import error_text, fmt, fresh_copy, median_call_ns, per_call_ns, timed_call  # noqa: E402
 
 torch.set_num_threads(ARGS.threads)
 
 for _name in ("torch._dynamo", "torch._inductor", "torch.fx", "transformers"):
     logging.getLogger(_name).setLevel(logging.ERROR)
 
-try:
-    import dynamo
-except Exception as exc:  # still measure eager and torch.compile, and say why dynamo is absent
-    dynamo = None
-    DYNAMO_IMPORT_ERROR = f"{type(exc).__name__}: {exc}"
-else:
-    DYNAMO_IMPORT_ERROR = None
+dynamo = _common.import_dynamo()[0]  # None if the import failed (the header says why)
 
 try:
     import transformers
@@ -126,13 +110,6 @@ def warm_fn(x):
     return x * 2 + 1
 
 
-def fresh_copy(fn):
-    """The same function with its own code object, so per-code caches are not shared."""
-    code = fn.__code__.replace()
-    assert code is not fn.__code__
-    return types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
-
-
 def make_model(name):
     if transformers is None:
         raise RuntimeError(f"import transformers failed: {TRANSFORMERS_IMPORT_ERROR}")
@@ -157,30 +134,9 @@ MODEL_TITLES = {
 
 # ---- engines ----------------------------------------------------------------------------------
 
-def reset_all():
-    torch._dynamo.reset()
-    torch_counters.clear()
-    if dynamo is not None and hasattr(dynamo, "reset"):
-        dynamo.reset()
-    gc.collect()
-
-
-def require_dynamo():
-    if dynamo is None:
-        raise RuntimeError(f"import dynamo failed: {DYNAMO_IMPORT_ERROR}")
-
-
-def wrap(engine, fn):
-    """`fn` (function or module) prepared for `engine`, from a reset of both compilers."""
-    reset_all()
-    if isinstance(fn, types.FunctionType):
-        fn = fresh_copy(fn)
-    if engine == "eager":
-        return fn
-    if engine == "torch.compile":
-        return torch.compile(fn, backend="inductor")
-    require_dynamo()
-    return dynamo.optimize("inductor")(fn)
+# Both also clear torch.compile's counters, which the graph counts below are read from.
+reset_all = functools.partial(_common.reset_all, clear_torch_counters=True)
+wrap = functools.partial(_common.wrap, clear_torch_counters=True)
 
 
 def torch_unique_graphs():
@@ -197,11 +153,6 @@ def dynamo_counts():
     c = dynamo.counters()
     return {"graphs": c.get("graphs"), "breaks": c.get("graph_breaks"), "recompiles": c.get("recompiles", 0),
             "counters": {k: v for k, v in c.items() if v}}
-
-
-def error_text(exc):
-    text = f"{type(exc).__name__}: {exc}".replace("\n", " ").replace("|", "\\|")
-    return text if len(text) < 200 else text[:197] + "..."
 
 
 class TimeLimit(Exception):
@@ -228,27 +179,6 @@ def quiet():
 
 
 # ---- timing -----------------------------------------------------------------------------------
-
-def per_call_ns(fn, args, calls):
-    gc.disable()
-    try:
-        t0 = time.perf_counter_ns()
-        for _ in range(calls):
-            fn(*args)
-        return (time.perf_counter_ns() - t0) / calls
-    finally:
-        gc.enable()
-
-
-def timed_call(fn, args):
-    t0 = time.perf_counter_ns()
-    out = fn(*args)
-    return out, time.perf_counter_ns() - t0
-
-
-def median_call_ns(fn, args, iters):
-    return statistics.median(timed_call(fn, args)[1] for _ in range(iters))
-
 
 def max_abs_diff(out, ref):
     return (out - ref).abs().max().item()
@@ -342,53 +272,7 @@ def measure_model(name):
 
 # ---- report -----------------------------------------------------------------------------------
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def git_describe():
-    try:
-        here = os.path.dirname(os.path.abspath(__file__))
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True, text=True, check=True).stdout.strip()
-        return rev + ("+dirty" if dirty else "")
-    except Exception:
-        return "unknown"
-
-
-def inductor_cache_note():
-    if os.environ.get("TORCHINDUCTOR_FORCE_DISABLE_CACHES") == "1":
-        return "disabled (TORCHINDUCTOR_FORCE_DISABLE_CACHES=1): torch.compile compiled from scratch"
-    try:
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-        path = cache_dir()
-        n = sum(len(files) for _, _, files in os.walk(path)) if os.path.isdir(path) else 0
-        return (f"enabled, {n} files in the cache dir before this run"
-                f" ({'likely warm if this benchmark ran before' if n else 'cold'});"
-                " `--cold-inductor-cache` disables it")
-    except Exception:
-        return "enabled (state unknown); `--cold-inductor-cache` disables it"
-
-
-def load_average():
-    try:
-        return f"{os.getloadavg()[0]:.2f}"
-    except OSError:
-        return "unknown"
-
-
-LOAD_AT_START = load_average()
-
-
-def fmt(v, spec):
-    return format(v, spec) if v is not None else "–"
+LOAD_AT_START = _common.load_average()
 
 
 def count_cell(r, key):
@@ -405,31 +289,25 @@ def count_cell(r, key):
     return text
 
 
+def result_row(engine, r, eager_value, key, spec):
+    """A row of the (a) and (b) tables; `key` is the steady per-call time's key in `r`, shown with `spec`."""
+    ratio = r[key] / eager_value if eager_value else None
+    return (f"| {engine} | {r['first_ms']:.1f} | {format(r[key], spec)} | {fmt(ratio, '.2f')} | "
+            f"{count_cell(r, 'graphs')} | {count_cell(r, 'breaks')} | {fmt(r.get('diff'), '.2e')} |")
+
+
 def render(command, cache_note, warm_notes, micro, models, elapsed_s):
-    lines = [
-        BEGIN,
-        "## bench_breaks",
-        "",
-        f"- command: `{command}`",
-        f"- date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; git {git_describe()}",
-        f"- torch {torch.__version__}, transformers {getattr(transformers, '__version__', 'absent')}, "
-        f"Python {platform.python_version()}, CPU: {cpu_model()} "
-        f"({os.cpu_count()} logical cores, torch threads {torch.get_num_threads()})",
-        f"- torch.compile inductor caches: {cache_note}",
-        "- one-time start-up paid before timing (a trivial compile): "
-        + ", ".join(f"{k} {v}" for k, v in warm_notes.items()),
-        f"- load average (1 min) at start / end: {LOAD_AT_START} / {load_average()}"
-        " (other processes on the machine make these numbers noisy; compare ratios within one run)",
-        f"- whole run: {elapsed_s:.0f} s",
-    ]
-    if DYNAMO_IMPORT_ERROR:
-        lines.append(f"- dynamo: import failed: {DYNAMO_IMPORT_ERROR}")
+    lines = _common.header_lines(
+        NAME, command, cache_note, LOAD_AT_START,
+        libs=f"transformers {getattr(transformers, '__version__', 'absent')}, ",
+        before_load=["- one-time start-up paid before timing (a trivial compile): "
+                     + ", ".join(f"{k} {v}" for k, v in warm_notes.items())],
+        after_load=[f"- whole run: {elapsed_s:.0f} s"])
     if micro is not None:
         lines += render_micro(micro)
     if models:
         lines += render_models(models)
-    lines.append(END)
-    return "\n".join(lines) + "\n"
+    return _common.section_text(NAME, lines)
 
 
 def render_micro(micro):
@@ -446,16 +324,7 @@ def render_micro(micro):
         "| engine | first call (ms) | per call (µs) | time / eager | graphs | graph breaks | max abs diff vs eager |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    eager = micro.get("eager")
-    eager_us = eager["us"] if isinstance(eager, dict) else None
-    for engine in ENGINES:
-        r = micro[engine]
-        if isinstance(r, Exception):
-            lines.append(f"| {engine} | error: {error_text(r)} | | | | | |")
-            continue
-        ratio = r["us"] / eager_us if eager_us else None
-        lines.append(f"| {engine} | {r['first_ms']:.1f} | {r['us']:.1f} | {fmt(ratio, '.2f')} | "
-                     f"{count_cell(r, 'graphs')} | {count_cell(r, 'breaks')} | {fmt(r.get('diff'), '.2e')} |")
+    lines += _common.engine_rows(micro, ENGINES, "us", functools.partial(result_row, key="us", spec=".1f"), 5)
     tc = micro.get("torch.compile")
     if isinstance(tc, dict) and tc.get("skipped"):
         lines += ["", "torch.compile captures no graph here: a graph break inside a for/while loop makes it skip "
@@ -484,16 +353,7 @@ def render_models(models):
             "| engine | first call (ms) | steady call (ms) | time / eager | graphs | graph breaks | max abs diff vs eager |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
-        eager = res.get("eager")
-        eager_ms = eager["ms"] if isinstance(eager, dict) else None
-        for engine in ENGINES:
-            r = res[engine]
-            if isinstance(r, Exception):
-                lines.append(f"| {engine} | error: {error_text(r)} | | | | | |")
-                continue
-            ratio = r["ms"] / eager_ms if eager_ms else None
-            lines.append(f"| {engine} | {r['first_ms']:.1f} | {r['ms']:.3f} | {fmt(ratio, '.2f')} | "
-                         f"{count_cell(r, 'graphs')} | {count_cell(r, 'breaks')} | {fmt(r.get('diff'), '.2e')} |")
+        lines += _common.engine_rows(res, ENGINES, "ms", functools.partial(result_row, key="ms", spec=".3f"), 5)
         tc = res.get("torch.compile")
         if isinstance(tc, dict) and tc.get("unique_graphs") is not None and tc["unique_graphs"] != tc.get("graphs"):
             lines += ["", f"torch.compile's timed run compiled {tc['unique_graphs']} graphs (explain: {tc.get('graphs')})."]
@@ -524,27 +384,10 @@ def ratio_notes(res, key, what):
     return ["", "; ".join(parts) + "."] if parts else []
 
 
-def write_section(path, section):
-    text = open(path).read() if os.path.exists(path) else "# Performance\n\n"
-    begin, end = text.find(BEGIN), text.find(END)
-    if begin != -1 and end > begin:
-        text = text[:begin] + section + text[end + len(END):].lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    with open(path, "w") as f:
-        f.write(text)
-
-
-def report_errors(res, label):
-    for engine, r in res.items():  # errors also go to stderr as they happen
-        if isinstance(r, Exception):
-            print(f"#   {label}{engine}: {error_text(r)}", file=sys.stderr, flush=True)
-
-
 def main():
     t_start = time.perf_counter()
-    command = shlex.join(["python", "benchmarks/bench_breaks.py", *sys.argv[1:]])
-    cache_note = inductor_cache_note()
+    command = _common.command_line("bench_breaks.py")
+    cache_note = _common.inductor_cache_note()
     wanted = set(ARGS.only.split(","))
     print("# warming up both compilers ...", file=sys.stderr, flush=True)
     warm_notes = warm_up_compilers()
@@ -552,19 +395,16 @@ def main():
     if "a" in wanted:
         print("# measuring (a) graph-break-heavy loop ...", file=sys.stderr, flush=True)
         micro = measure_micro()
-        report_errors(micro, "")
+        _common.report_errors(micro, "")
     models = {}
     if "b" in wanted:
         for name in [m for m in ARGS.models.split(",") if m]:
             print(f"# measuring (b) {name} ...", file=sys.stderr, flush=True)
             models[name] = measure_model(name)
-            report_errors(models[name], f"{name} ")
+            _common.report_errors(models[name], f"{name} ")
     reset_all()
     section = render(command, cache_note, warm_notes, micro, models, time.perf_counter() - t_start)
-    print(section, end="")
-    if ARGS.write:
-        write_section(ARGS.write, section)
-        print(f"# wrote the bench_breaks section of {ARGS.write}", file=sys.stderr)
+    _common.emit_section(section, NAME, ARGS.write)
     return 0
 
 

@@ -18,50 +18,32 @@ Usage: python benchmarks/bench_slice.py [--write docs/PERF.md] [--cold-inductor-
                                         [--calls N] [--repeats R]
 """
 
-import argparse
+NAME = "bench_slice"  # names its section in docs/PERF.md and its header there
+
 import os
-import shlex
 import sys
 
-BEGIN = "<!-- bench_slice:begin -->"
-END = "<!-- bench_slice:end -->"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common when run as a script
+import _common  # noqa: E402  (imports no torch, so --cold-inductor-cache still takes effect)
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--write", metavar="FILE", help="replace the bench_slice section of FILE (e.g. docs/PERF.md)")
-    p.add_argument("--cold-inductor-cache", action="store_true",
-                   help="set TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 so torch.compile compiles from scratch")
-    p.add_argument("--calls", type=int, default=20000, help="calls per repeat in (a)")
-    p.add_argument("--repeats", type=int, default=5, help="repeats in (a); the median is reported")
-    p.add_argument("--steady-iters", type=int, default=20, help="timed calls in (b) and (c)")
+    p = _common.argument_parser(__doc__, NAME, calls=20000, repeats=5, steady_iters=20,
+                                steady_iters_help="timed calls in (b) and (c)")
     p.add_argument("--only", default="a,b,c", help="comma-separated subset of the measurements a,b,c")
     return p.parse_args()
 
 
 ARGS = parse_args()
-if ARGS.cold_inductor_cache:
-    # Read when torch._inductor.config is imported, so it must be set before importing torch.
-    os.environ["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
+_common.apply_cold_inductor_cache(ARGS)
 
-import datetime  # noqa: E402
-import gc  # noqa: E402
-import platform  # noqa: E402
 import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import time  # noqa: E402
-import types  # noqa: E402
 
 import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
+from _common import fmt, median_call_ns, per_call_ns, reset_all, timed_call, wrap  # noqa: E402
 
-try:
-    import dynamo
-except Exception as exc:  # still measure eager and torch.compile, and say why dynamo is absent
-    dynamo = None
-    DYNAMO_IMPORT_ERROR = f"{type(exc).__name__}: {exc}"
-else:
-    DYNAMO_IMPORT_ERROR = None
+_common.import_dynamo()  # its import error, if any, is reported in the section header
 
 ENGINES = ("eager", "torch.compile", "dynamo")
 
@@ -76,60 +58,7 @@ def sin_cos(x, y):
     return torch.sin(x) + torch.cos(y) * 2
 
 
-def fresh_copy(fn):
-    """The same function with its own code object, so per-code caches are not shared."""
-    code = fn.__code__.replace()
-    assert code is not fn.__code__
-    return types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
-
-
-def reset_all():
-    torch._dynamo.reset()
-    if dynamo is not None and hasattr(dynamo, "reset"):
-        dynamo.reset()
-    gc.collect()
-
-
-def wrap(engine, fn):
-    """`fn` prepared for `engine`, from a reset of both compilers."""
-    reset_all()
-    fn = fresh_copy(fn)
-    if engine == "eager":
-        return fn
-    if engine == "torch.compile":
-        return torch.compile(fn, backend="inductor")
-    if dynamo is None:
-        raise RuntimeError(f"import dynamo failed: {DYNAMO_IMPORT_ERROR}")
-    return dynamo.optimize("inductor")(fn)
-
-
-def error_text(exc):
-    text = f"{type(exc).__name__}: {exc}".replace("\n", " ").replace("|", "\\|")
-    return text if len(text) < 200 else text[:197] + "..."
-
-
-# ---- timing -----------------------------------------------------------------------------------
-
-def per_call_ns(fn, args, calls):
-    gc.disable()
-    try:
-        t0 = time.perf_counter_ns()
-        for _ in range(calls):
-            fn(*args)
-        return (time.perf_counter_ns() - t0) / calls
-    finally:
-        gc.enable()
-
-
-def one_call_ns(fn, args):
-    t0 = time.perf_counter_ns()
-    fn(*args)
-    return time.perf_counter_ns() - t0
-
-
-def median_call_ns(fn, args, iters):
-    return statistics.median(one_call_ns(fn, args) for _ in range(iters))
-
+# ---- checks -----------------------------------------------------------------------------------
 
 def check_close(out, ref):
     if not torch.allclose(out, ref, rtol=1e-4, atol=1e-5):
@@ -161,9 +90,7 @@ def measure_compile_latency():
     for engine in ("torch.compile", "dynamo"):
         try:
             fn = wrap(engine, sin_cos)
-            t0 = time.perf_counter_ns()
-            out = fn(x, y)
-            first = time.perf_counter_ns() - t0
+            out, first = timed_call(fn, (x, y))
             check_close(out, ref)
             fn(x, y)
             steady = median_call_ns(fn, (x, y), ARGS.steady_iters)
@@ -190,78 +117,18 @@ def measure_steady_state():
 
 # ---- report -----------------------------------------------------------------------------------
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def git_describe():
-    try:
-        here = os.path.dirname(os.path.abspath(__file__))
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True, text=True, check=True).stdout.strip()
-        return rev + ("+dirty" if dirty else "")
-    except Exception:
-        return "unknown"
-
-
-def inductor_cache_note():
-    if os.environ.get("TORCHINDUCTOR_FORCE_DISABLE_CACHES") == "1":
-        return "disabled (TORCHINDUCTOR_FORCE_DISABLE_CACHES=1): torch.compile compiled from scratch"
-    try:
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-        path = cache_dir()
-        n = sum(len(files) for _, _, files in os.walk(path)) if os.path.isdir(path) else 0
-        return (f"enabled, {n} files in the cache dir before this run"
-                f" ({'likely warm if this benchmark ran before' if n else 'cold'});"
-                " `--cold-inductor-cache` disables it")
-    except Exception:
-        return "enabled (state unknown); `--cold-inductor-cache` disables it"
-
-
-def load_average():
-    try:
-        return f"{os.getloadavg()[0]:.2f}"
-    except OSError:
-        return "unknown"
-
-
-LOAD_AT_START = load_average()
-
-
-def fmt(v, spec):
-    return format(v, spec) if v is not None else "–"
+LOAD_AT_START = _common.load_average()
 
 
 def render(command, cache_note, overhead, latency, steady):
-    lines = [
-        BEGIN,
-        "## bench_slice",
-        "",
-        f"- command: `{command}`",
-        f"- date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; git {git_describe()}",
-        f"- torch {torch.__version__}, Python {platform.python_version()}, CPU: {cpu_model()} "
-        f"({os.cpu_count()} logical cores, torch threads {torch.get_num_threads()})",
-        f"- torch.compile inductor caches: {cache_note}",
-        f"- load average (1 min) at start / end: {LOAD_AT_START} / {load_average()}"
-        " (other processes on the machine make these numbers noisy; compare ratios within one run)",
-    ]
-    if DYNAMO_IMPORT_ERROR:
-        lines.append(f"- dynamo: import failed: {DYNAMO_IMPORT_ERROR}")
+    lines = _common.header_lines(NAME, command, cache_note, LOAD_AT_START)
     if overhead is not None:
         lines += render_overhead(overhead)
     if latency is not None:
         lines += render_latency(latency)
     if steady is not None:
         lines += render_steady(steady)
-    lines.append(END)
-    return "\n".join(lines) + "\n"
+    return _common.section_text(NAME, lines)
 
 
 def render_overhead(overhead):
@@ -274,17 +141,11 @@ def render_overhead(overhead):
         "| engine | per call (µs) | overhead vs eager (µs) | time / eager |",
         "| --- | ---: | ---: | ---: |",
     ]
-    eager = overhead.get("eager")
-    eager_us = eager["us"] if isinstance(eager, dict) else None
-    for engine in ENGINES:
-        r = overhead[engine]
-        if isinstance(r, Exception):
-            lines.append(f"| {engine} | error: {error_text(r)} | | |")
-            continue
+    def row(engine, r, eager_us):
         over = r["us"] - eager_us if eager_us is not None and engine != "eager" else None
         ratio = r["us"] / eager_us if eager_us else None
-        lines.append(f"| {engine} | {r['us']:.2f} | {fmt(over, '+.2f')} | {fmt(ratio, '.2f')} |")
-    return lines
+        return f"| {engine} | {r['us']:.2f} | {fmt(over, '+.2f')} | {fmt(ratio, '.2f')} |"
+    return lines + _common.engine_rows(overhead, ENGINES, "us", row, 2)
 
 
 def render_latency(latency):
@@ -298,12 +159,9 @@ def render_latency(latency):
         "| engine | first call (ms) | steady call (ms) | compile latency (ms) |",
         "| --- | ---: | ---: | ---: |",
     ]
-    for engine in ("torch.compile", "dynamo"):
-        r = latency[engine]
-        if isinstance(r, Exception):
-            lines.append(f"| {engine} | error: {error_text(r)} | | |")
-        else:
-            lines.append(f"| {engine} | {r['first_ms']:.1f} | {r['steady_ms']:.3f} | {r['latency_ms']:.1f} |")
+    def row(engine, r, _):
+        return f"| {engine} | {r['first_ms']:.1f} | {r['steady_ms']:.3f} | {r['latency_ms']:.1f} |"
+    lines += _common.engine_rows(latency, ("torch.compile", "dynamo"), None, row, 2)
     tc, dy = latency.get("torch.compile"), latency.get("dynamo")
     if isinstance(tc, dict) and isinstance(dy, dict) and dy["latency_ms"] > 0:
         lines += ["", f"dynamo compiles {tc['latency_ms'] / dy['latency_ms']:.1f}x faster than torch.compile here."]
@@ -320,33 +178,16 @@ def render_steady(steady):
         "| engine | per call (ms) | time / eager | speedup vs eager |",
         "| --- | ---: | ---: | ---: |",
     ]
-    eager = steady.get("eager")
-    eager_ms = eager["ms"] if isinstance(eager, dict) else None
-    for engine in ENGINES:
-        r = steady[engine]
-        if isinstance(r, Exception):
-            lines.append(f"| {engine} | error: {error_text(r)} | | |")
-            continue
+    def row(engine, r, eager_ms):
         ratio = r["ms"] / eager_ms if eager_ms else None
         speedup = eager_ms / r["ms"] if eager_ms else None
-        lines.append(f"| {engine} | {r['ms']:.2f} | {fmt(ratio, '.2f')} | {fmt(speedup, '.2f')}x |")
-    return lines
-
-
-def write_section(path, section):
-    text = open(path).read() if os.path.exists(path) else "# Performance\n\n"
-    begin, end = text.find(BEGIN), text.find(END)
-    if begin != -1 and end > begin:
-        text = text[:begin] + section + text[end + len(END):].lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    with open(path, "w") as f:
-        f.write(text)
+        return f"| {engine} | {r['ms']:.2f} | {fmt(ratio, '.2f')} | {fmt(speedup, '.2f')}x |"
+    return lines + _common.engine_rows(steady, ENGINES, "ms", row, 2)
 
 
 def main():
-    command = shlex.join(["python", "benchmarks/bench_slice.py", *sys.argv[1:]])
-    cache_note = inductor_cache_note()
+    command = _common.command_line("bench_slice.py")
+    cache_note = _common.inductor_cache_note()
     steps = [("a", "(a) cache-hit overhead", measure_overhead),
              ("b", "(b) compile latency", measure_compile_latency),
              ("c", "(c) steady state", measure_steady_state)]
@@ -358,15 +199,10 @@ def main():
             continue
         print(f"# measuring {name} ...", file=sys.stderr, flush=True)
         results.append(measure())
-        for engine, r in results[-1].items():  # errors also go to stderr as they happen
-            if isinstance(r, Exception):
-                print(f"#   {engine}: {error_text(r)}", file=sys.stderr, flush=True)
+        _common.report_errors(results[-1], "")
     reset_all()
     section = render(command, cache_note, *results)
-    print(section, end="")
-    if ARGS.write:
-        write_section(ARGS.write, section)
-        print(f"# wrote the bench_slice section of {ARGS.write}", file=sys.stderr)
+    _common.emit_section(section, NAME, ARGS.write)
     return 0
 
 
