@@ -195,3 +195,80 @@ def test_loop_over_tensors_across_breaks():
         for k in ref:
             torch.testing.assert_close(got[k], ref[k])
     assert dynamo.counters()["graphs"] >= 1
+
+
+# Regressions from probing graph breaks (each was a silent wrong result).
+
+
+def test_next_advances_iterators_across_breaks():
+    def a(xs):
+        it = iter(xs)
+        return next(it), next(it)
+
+    def b(lst):
+        it = iter(lst)
+        first = next(it)
+        print("it")
+        second = next(it)
+        return first, second, list(it)
+
+    def c(xs):
+        it = iter(xs)
+        for x in it:
+            if x.sum() > 0:
+                break
+        print("after")
+        return list(it)
+
+    xs = [torch.tensor(float(i)) for i in range(-1, 3)]
+    for fn in (a, b, c):
+        opt = dynamo.optimize("eager")(fn)
+        for _ in range(2):
+            got, ref = opt(list(xs)), fn(list(xs))
+            assert type(got) is type(ref) and len(got) == len(ref)
+            for g, r in zip(got, ref):
+                if isinstance(r, list):
+                    assert len(g) == len(r)
+                    for gi, ri in zip(g, r):
+                        torch.testing.assert_close(gi, ri)
+                else:
+                    torch.testing.assert_close(g, r)
+
+
+def test_break_while_building_a_starred_literal_keeps_all_elements():
+    def d(x, xs):
+        return [*xs, x.sum().item(), x]
+
+    def e(x):
+        return {"a": x, **{"c": print("s")}, "b": 1}
+
+    opt_d, opt_e = dynamo.optimize("inductor")(d), dynamo.optimize("inductor")(e)
+    x = torch.ones(1)
+    got = opt_d(x, [7])
+    assert got[:2] == [7, 1.0] and len(got) == 3
+    assert list(opt_e(x)) == ["a", "c", "b"]
+
+
+def test_appending_to_the_list_being_iterated():
+    def own(x):
+        xs = [x, x + 1]
+        out = []
+        for y in xs:
+            out.append(y)
+            if len(out) == 1:
+                xs.append(y + 10)
+        return out
+
+    def given(xs):
+        out = []
+        for x in xs:
+            out.append(x)
+            if len(out) == 1:
+                xs.append(x + 10)
+        return out
+
+    got, ref = dynamo.optimize("eager")(own)(torch.zeros(1)), own(torch.zeros(1))
+    assert len(got) == len(ref) == 3
+    got, ref = dynamo.optimize("eager")(given)([torch.zeros(1)]), given([torch.zeros(1)])
+    assert len(got) == len(ref) == 2
+    torch.testing.assert_close(got[1], ref[1])

@@ -118,7 +118,7 @@ pub fn wrap(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, sour
         }
         og.add_guard(Some(source), GuardKind::IteratorMatch(value.get_type().into_any().unbind(), rest.clone().into_any().unbind()));
         let items = rest.iter().map(|i| VT::constant(i.unbind())).collect();
-        return Ok(VT::Iterator(Rc::new(RefCell::new(crate::symbolic::variables::IteratorState { items, pos: 0 }))));
+        return Ok(VT::Iterator(Rc::new(RefCell::new(crate::symbolic::variables::IteratorState::over(items)))));
     }
     if value.is_instance_of::<pyo3::types::PyType>() {
         id_guard(og);

@@ -322,6 +322,16 @@ fn check_no_shared_containers(py: Python<'_>, state: &BreakState) -> VResult<()>
                 }
             }
             VT::Tuple(items) => items.iter().for_each(|i| visit(py, i, seen)),
+            // An iterator is stateful too: two rebuilds would advance independently.
+            VT::Iterator(it) => {
+                *seen.entry(Rc::as_ptr(it) as *const () as usize).or_insert(0) += 1;
+                for i in it.borrow().remaining() {
+                    visit(py, &i, seen);
+                }
+                if let Some(l) = &it.borrow().list {
+                    *seen.entry(Rc::as_ptr(l) as *const () as usize).or_insert(0) += 1;
+                }
+            }
             VT::ContainerMethod { container, .. } => visit(py, container, seen),
             _ => {}
         }
@@ -331,7 +341,7 @@ fn check_no_shared_containers(py: Python<'_>, state: &BreakState) -> VResult<()>
         visit(py, v, &mut seen);
     }
     if seen.values().any(|&n| n > 1) {
-        unsupported!("a list or dict built in the frame is referenced twice across a graph break");
+        unsupported!("a list, dict, set or iterator built in the frame is referenced twice across a graph break");
     }
     Ok(())
 }
@@ -402,8 +412,12 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
         VT::PyModule { obj, .. } => Rebuild::Const(obj.clone_ref(py)),
 
         VT::Iterator(it) => {
-            let it = it.borrow();
-            Rebuild::Iterator(it.items[it.pos.min(it.items.len())..].iter().map(&mut rec).collect::<VResult<_>>()?)
+            if it.borrow().list.as_ref().is_some_and(|l| l.borrow().source.is_some()) {
+                // A snapshot would miss items appended to the caller's list later on.
+                unsupported!("an iterator over a list from outside the frame is live across a graph break");
+            }
+            let rest = it.borrow().remaining();
+            Rebuild::Iterator(rest.iter().map(&mut rec).collect::<VResult<_>>()?)
         }
         VT::TensorMethod { tensor, name } => Rebuild::Attr(Box::new(rec(&VT::Tensor(tensor.clone()))?), name.clone()),
         VT::ContainerMethod { container, name } => Rebuild::Attr(Box::new(rec(container)?), name.clone()),

@@ -472,8 +472,8 @@ impl<'a> InstructionTranslator<'a> {
                 let v = self.pop()?;
                 let idx = self.stack.len() - arg as usize;
                 match &self.stack[idx] {
-                    VT::List(l) => l.borrow_mut().items.push(v),
-                    _ => unsupported!("LIST_APPEND to a non-list"),
+                    VT::List(l) if l.borrow().source.is_none() => l.borrow_mut().items.push(v),
+                    _ => unsupported!("LIST_APPEND to a list this frame did not build"),
                 }
             }
             op::LIST_EXTEND => {
@@ -481,8 +481,8 @@ impl<'a> InstructionTranslator<'a> {
                 let items = self.unpack(py, &v)?;
                 let idx = self.stack.len() - arg as usize;
                 match &self.stack[idx] {
-                    VT::List(l) => l.borrow_mut().items.extend(items),
-                    _ => unsupported!("LIST_EXTEND to a non-list"),
+                    VT::List(l) if l.borrow().source.is_none() => l.borrow_mut().items.extend(items),
+                    _ => unsupported!("LIST_EXTEND to a list this frame did not build"),
                 }
             }
             op::LIST_TO_TUPLE => {
@@ -515,8 +515,8 @@ impl<'a> InstructionTranslator<'a> {
                 let k = k.as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
                 let idx = self.stack.len() - arg as usize;
                 match &self.stack[idx] {
-                    VT::Dict(d) => dict_set(py, &mut d.borrow_mut(), k.unbind(), v)?,
-                    _ => unsupported!("MAP_ADD to a non-dict"),
+                    VT::Dict(d) if d.borrow().source.is_none() => dict_set(py, &mut d.borrow_mut(), k.unbind(), v)?,
+                    _ => unsupported!("MAP_ADD to a dict this frame did not build"),
                 }
             }
             op::DICT_UPDATE | op::DICT_MERGE => {
@@ -524,12 +524,12 @@ impl<'a> InstructionTranslator<'a> {
                 let items = self.dict_items(py, &v)?;
                 let idx = self.stack.len() - arg as usize;
                 match &self.stack[idx] {
-                    VT::Dict(d) => {
+                    VT::Dict(d) if d.borrow().source.is_none() => {
                         for (k, v) in items {
                             dict_set(py, &mut d.borrow_mut(), PyString::new(py, &k).into_any().unbind(), v)?;
                         }
                     }
-                    _ => unsupported!("DICT_UPDATE to a non-dict"),
+                    _ => unsupported!("DICT_UPDATE to a dict this frame did not build"),
                 }
             }
             op::BUILD_SLICE => {
@@ -595,18 +595,14 @@ impl<'a> InstructionTranslator<'a> {
                 let v = self.pop()?;
                 let it = match v {
                     VT::Iterator(_) => v,
-                    other => VT::Iterator(Rc::new(RefCell::new(IteratorState { items: self.iter_items(py, &other)?, pos: 0 }))),
+                    VT::List(l) => VT::Iterator(Rc::new(RefCell::new(IteratorState { items: vec![], pos: 0, list: Some(l) }))),
+                    other => VT::Iterator(Rc::new(RefCell::new(IteratorState::over(self.iter_items(py, &other)?)))),
                 };
                 self.stack.push(it);
             }
             op::FOR_ITER => {
                 let next = match self.stack.last() {
-                    Some(VT::Iterator(it)) => {
-                        let mut it = it.borrow_mut();
-                        let n = it.items.get(it.pos).cloned();
-                        it.pos += 1;
-                        n
-                    }
+                    Some(VT::Iterator(it)) => it.borrow_mut().next_item(),
                     _ => unsupported!("FOR_ITER on a non-iterator"),
                 };
                 match next {
@@ -1033,8 +1029,8 @@ impl<'a> InstructionTranslator<'a> {
             VT::List(l) => l.borrow().items.clone(),
             VT::Iterator(it) => {
                 let mut it = it.borrow_mut();
-                let rest = it.items[it.pos.min(it.items.len())..].to_vec();
-                it.pos = it.items.len();
+                let rest = it.remaining();
+                while it.next_item().is_some() {}
                 rest
             }
             _ => self.iter_items(py, v)?,
@@ -1456,17 +1452,23 @@ impl<'a> InstructionTranslator<'a> {
                 .enumerate()
                 .map(|(i, v)| make_tuple(py, vec![VT::constant((i as i64 + start).into_pyobject(py)?.into_any().unbind()), v]))
                 .collect::<VResult<Vec<_>>>()?;
-            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState { items: out, pos: 0 }))));
+            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(out)))));
         }
         if is("zip") {
             let lists = args.iter().map(|a| self.iter_items(py, a)).collect::<VResult<Vec<_>>>()?;
             let n = lists.iter().map(|l| l.len()).min().unwrap_or(0);
             let out = (0..n).map(|i| make_tuple(py, lists.iter().map(|l| l[i].clone()).collect())).collect::<VResult<Vec<_>>>()?;
-            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState { items: out, pos: 0 }))));
+            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(out)))));
         }
         if is("iter") && args.len() == 1 {
+            if let VT::List(l) = &args[0] {
+                return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState { items: vec![], pos: 0, list: Some(l.clone()) }))));
+            }
+            if let VT::Iterator(_) = &args[0] {
+                return Ok(args[0].clone());
+            }
             let items = self.iter_items(py, &args[0])?;
-            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState { items, pos: 0 }))));
+            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(items)))));
         }
         if is("set") && args.len() <= 1 && kwargs.is_empty() {
             let items = match args.first() {
@@ -1498,7 +1500,17 @@ impl<'a> InstructionTranslator<'a> {
                 return Ok(VT::Class(Rc::new(obj.bind(py).get_type().into_any().unbind())));
             }
         }
-        if is("print") || is("input") || is("open") || is("exec") || is("eval") || is("setattr") || is("delattr") || is("globals") || is("locals") || is("vars") || is("id") || is("super") || is("next") {
+        if is("next") && (args.len() == 1 || args.len() == 2) {
+            if let VT::Iterator(it) = &args[0] {
+                let item = it.borrow_mut().next_item();
+                return match (item, args.get(1)) {
+                    (Some(v), _) => Ok(v),
+                    (None, Some(default)) => Ok(default.clone()),
+                    (None, None) => graph_break!(UnsupportedCall, "next() of an exhausted iterator (StopIteration)"),
+                };
+            }
+        }
+        if is("print") || is("input") || is("open") || is("exec") || is("eval") || is("setattr") || is("delattr") || is("globals") || is("locals") || is("vars") || is("id") || is("super") {
             graph_break!(UnsupportedBuiltin, "call to builtin {}", crate::symbolic::variables::qualname(b));
         }
         // Pure builtins over literal values, including lists, tuples and sets of literals built
@@ -1525,7 +1537,7 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 if type_name(&r) == "list_reverseiterator" || type_name(&r) == "reversed" {
                     let items: Vec<VT> = r.try_iter()?.map(|i| Ok(VT::constant(i?.unbind()))).collect::<VResult<_>>()?;
-                    return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState { items, pos: 0 }))));
+                    return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(items)))));
                 }
                 return self.wrap_unguarded(py, &r);
             }
@@ -1631,7 +1643,7 @@ impl<'a> InstructionTranslator<'a> {
             child.yields = Some(Vec::new());
             child.run(py)?;
             let items = child.yields.take().unwrap_or_default();
-            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState { items, pos: 0 }))));
+            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(items)))));
         }
         child.run(py)
     }

@@ -25,6 +25,39 @@ pub struct TensorVariable {
 pub struct IteratorState {
     pub items: Vec<VariableTracker>,
     pub pos: usize,
+    /// Set for an iterator over a list tracker: items are read from the live list at each step
+    /// (a loop sees items appended while it runs, as CPython's list iterator does).
+    pub list: Option<Rc<RefCell<ListState>>>,
+}
+
+impl IteratorState {
+    /// An iterator over a fixed sequence of items.
+    pub fn over(items: Vec<VariableTracker>) -> Self {
+        IteratorState { items, pos: 0, list: None }
+    }
+
+    /// The next item, advancing the position (`None` when exhausted).
+    pub fn next_item(&mut self) -> Option<VariableTracker> {
+        let item = match &self.list {
+            Some(l) => l.borrow().items.get(self.pos).cloned(),
+            None => self.items.get(self.pos).cloned(),
+        };
+        if item.is_some() {
+            self.pos += 1;
+        }
+        item
+    }
+
+    /// The items not yet produced.
+    pub fn remaining(&self) -> Vec<VariableTracker> {
+        match &self.list {
+            Some(l) => {
+                let l = l.borrow();
+                l.items[self.pos.min(l.items.len())..].to_vec()
+            }
+            None => self.items[self.pos.min(self.items.len())..].to_vec(),
+        }
+    }
 }
 
 /// A mutable list created or read during tracing.
