@@ -272,3 +272,28 @@ def test_appending_to_the_list_being_iterated():
     got, ref = dynamo.optimize("eager")(given)([torch.zeros(1)]), given([torch.zeros(1)])
     assert len(got) == len(ref) == 2
     torch.testing.assert_close(got[1], ref[1])
+
+
+def test_frames_whose_arguments_are_cells_do_not_break():
+    # `x` is captured by the lambda: an argument that is also a cell. A resume function would
+    # skip the MAKE_CELL prologue, so such frames run eagerly instead of breaking (this crashed).
+    def f(x, y):
+        g = lambda: x * 2
+        z = y + 1
+        print("b")
+        return z + g()
+
+    opt = dynamo.optimize("eager")(f)
+    for _ in range(2):
+        torch.testing.assert_close(opt(torch.ones(2), torch.ones(2)), f(torch.ones(2), torch.ones(2)))
+
+
+def test_dead_locals_are_not_carried_to_resume_functions():
+    def f(x):
+        big = [x * i for i in range(3)]
+        total = big[0] + big[1] + big[2]
+        print("b")
+        return total * 2
+
+    opt = dynamo.optimize("eager")(f)
+    torch.testing.assert_close(opt(torch.ones(2)), f(torch.ones(2)))

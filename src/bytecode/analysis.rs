@@ -264,3 +264,83 @@ pub fn disassemble_with(
     }
     out
 }
+
+/// Fast locals that may be read before being written again, at the entry of each instruction
+/// (backward liveness over the control-flow graph, exception handlers included as successors of
+/// the instructions they cover). `LOAD_FAST i` reads slot `i`; `STORE_FAST i` / `DELETE_FAST i`
+/// write it. Slots `>= n_locals` (cells, free variables) are not tracked. Graph breaks use this to
+/// pass only live locals to resume functions.
+pub fn live_locals(insts: &[Instruction], n_locals: usize) -> Vec<Vec<bool>> {
+    let n = insts.len();
+    let mut live: Vec<Vec<bool>> = vec![vec![false; n_locals]; n];
+    let successors = |i: usize| -> Vec<usize> {
+        let inst = &insts[i];
+        let mut out = Vec::new();
+        if !opcode::is_terminator(inst.opcode) && i + 1 < n {
+            out.push(i + 1);
+        }
+        if let Some(t) = inst.target {
+            out.push(t.index());
+        }
+        if let Some(e) = inst.exn {
+            out.push(e.handler.index());
+        }
+        out
+    };
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for i in (0..n).rev() {
+            let mut set = vec![false; n_locals];
+            for s in successors(i) {
+                for (k, l) in live[s].iter().enumerate() {
+                    set[k] |= *l;
+                }
+            }
+            let inst = &insts[i];
+            let slot = inst.arg as usize;
+            match inst.opcode {
+                op::STORE_FAST | op::DELETE_FAST if slot < n_locals => set[slot] = false,
+                op::LOAD_FAST if slot < n_locals => set[slot] = true,
+                _ => {}
+            }
+            if set != live[i] {
+                live[i] = set;
+                changed = true;
+            }
+        }
+    }
+    live
+}
+
+#[cfg(test)]
+mod liveness_tests {
+    use super::*;
+
+    #[test]
+    fn dead_after_last_read() {
+        // x = 1; y = x; return y   (slot 0: x, slot 1: y)
+        let insts = vec![
+            Instruction::new(op::LOAD_CONST, 0),
+            Instruction::new(op::STORE_FAST, 0),
+            Instruction::new(op::LOAD_FAST, 0),
+            Instruction::new(op::STORE_FAST, 1),
+            Instruction::new(op::LOAD_FAST, 1),
+            Instruction::new(op::RETURN_VALUE, 0),
+        ];
+        let live = live_locals(&insts, 2);
+        assert_eq!(live[2], vec![true, false]);
+        assert_eq!(live[3], vec![false, false]);
+        assert_eq!(live[4], vec![false, true]);
+    }
+
+    #[test]
+    fn loops_keep_values_live() {
+        // 0: LOAD_FAST 0; 1: POP_JUMP_BACKWARD_IF_TRUE -> 0; 2: LOAD_FAST 1; 3: RETURN_VALUE
+        let mut j = Instruction::new(op::POP_JUMP_BACKWARD_IF_TRUE, 0);
+        j.target = Some(InstId(0));
+        let insts = vec![Instruction::new(op::LOAD_FAST, 0), j, Instruction::new(op::LOAD_FAST, 1), Instruction::new(op::RETURN_VALUE, 0)];
+        let live = live_locals(&insts, 2);
+        assert_eq!(live[1], vec![true, true]);
+    }
+}

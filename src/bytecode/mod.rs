@@ -17,7 +17,7 @@ pub mod opcode;
 #[cfg(test)]
 mod tests;
 
-pub use analysis::{disassemble, disassemble_with, stack_depth, stack_depths, stack_effect};
+pub use analysis::{disassemble, disassemble_with, live_locals, stack_depth, stack_depths, stack_effect};
 pub use assemble::{assemble, AssembleError, Assembled};
 pub use decode::{decode, DecodeError};
 pub use exception_table::ExceptionTableEntry;

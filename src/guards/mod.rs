@@ -37,6 +37,9 @@ pub enum GuardKind {
     /// `v is <value at the other source>`: two inputs that were one object when compiled
     /// (the graph has a single placeholder for both).
     AliasOf(Arc<Source>),
+    /// `v` is a list iterator over the object at `seq`, `pos` items in
+    /// (`v.__reduce__() == (iter, (seq,), pos)`).
+    IteratorOver { seq: Arc<Source>, pos: usize },
     /// `list(v.keys()) == keys` for a dict (key order included).
     DictKeys(Py<PyAny>),
     /// `name not in v.__dict__` (no instance attribute shadows the class one, e.g. `forward`).
@@ -76,6 +79,7 @@ impl GuardKind {
             GuardKind::LenMatch(_) => "LENGTH_CHECK",
             GuardKind::IteratorMatch(..) => "ITERATOR_MATCH",
             GuardKind::AliasOf(_) => "DUPLICATE_INPUT",
+            GuardKind::IteratorOver { .. } => "ITERATOR_OVER",
             GuardKind::DictKeys(_) => "DICT_KEYS",
             GuardKind::NoInstanceAttr(_) => "NO_INSTANCE_ATTR",
             GuardKind::TensorMatch(_) => "TENSOR_MATCH",
@@ -94,6 +98,7 @@ impl fmt::Display for Guard {
             GuardKind::ConstantMatch(c) => write!(f, "CONSTANT_MATCH: {src} == {}", repr(py, c)),
             GuardKind::LenMatch(n) => write!(f, "LENGTH_CHECK: len({src}) == {n}"),
             GuardKind::AliasOf(other) => write!(f, "DUPLICATE_INPUT: {src} is {other}"),
+            GuardKind::IteratorOver { seq, pos } => write!(f, "ITERATOR_OVER: {src} iterates {seq}, {pos} items in"),
             GuardKind::DictKeys(k) => write!(f, "DICT_KEYS: list({src}.keys()) == {}", repr(py, k)),
             GuardKind::NoInstanceAttr(n) => write!(f, "NO_INSTANCE_ATTR: '{n}' not in {src}.__dict__"),
             GuardKind::IteratorMatch(_, items) => write!(f, "ITERATOR_MATCH: remaining items of {src} == {}", repr(py, items)),
@@ -189,7 +194,7 @@ impl GuardManager {
                 None => guard_slots.push(usize::MAX),
             }
             match &g.kind {
-                GuardKind::AliasOf(o) => other_slots.push(plan(py, o, &mut steps, &mut memo)),
+                GuardKind::AliasOf(o) | GuardKind::IteratorOver { seq: o, .. } => other_slots.push(plan(py, o, &mut steps, &mut memo)),
                 _ => other_slots.push(usize::MAX),
             }
         }
@@ -232,8 +237,9 @@ impl GuardManager {
         for ((g, &slot), &other) in self.guards.iter().zip(&self.guard_slots).zip(&self.other_slots) {
             let value = if slot == usize::MAX { None } else { values[slot].as_ref() };
             if other != usize::MAX {
-                let same = match (value, values[other].as_ref()) {
-                    (Some(a), Some(b)) => a.is(b),
+                let same = match (value, values[other].as_ref(), &g.kind) {
+                    (Some(it), Some(seq), GuardKind::IteratorOver { pos, .. }) => iterator_state(it).map(|(s, p)| s.is(seq) && p == *pos).unwrap_or(false),
+                    (Some(a), Some(b), _) => a.is(b),
                     _ => false,
                 };
                 if !same {
@@ -322,7 +328,7 @@ impl GuardManager {
                 }
             }
             GuardKind::TensorMatch(spec) => return self.check_tensor(py, g, spec, v.unwrap(), explain),
-            GuardKind::AliasOf(_) => {}
+            GuardKind::AliasOf(_) | GuardKind::IteratorOver { .. } => {}
             GuardKind::DictKeys(keys) => {
                 let v = v.unwrap();
                 let same = v.call_method0("keys").and_then(|k| pyo3::types::PyList::new(py, k.try_iter()?.collect::<PyResult<Vec<_>>>()?)).map(|l| l.eq(keys.bind(py)).unwrap_or(false)).unwrap_or(false);
@@ -393,6 +399,15 @@ impl GuardManager {
     pub fn dump(&self) -> String {
         self.guards.iter().map(|g| g.to_string()).collect::<Vec<_>>().join("\n")
     }
+}
+
+/// (sequence, position) of a list or tuple iterator, read through `__reduce__` without
+/// consuming it (`(iter, (seq,), pos)`; an exhausted one reduces to `(iter, ((),))`).
+pub fn iterator_state<'py>(it: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, usize)> {
+    let red = it.call_method0("__reduce__")?;
+    let seq = red.get_item(1)?.get_item(0)?;
+    let pos: usize = if red.len()? > 2 { red.get_item(2)?.extract()? } else { usize::MAX };
+    Ok((seq, pos))
 }
 
 /// The items a tuple, list or range iterator has left, as a tuple, without consuming it

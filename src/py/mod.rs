@@ -33,6 +33,19 @@ pub fn force_compile(code: &Bound<'_, PyAny>) {
     hook::force_compile(code);
 }
 
+/// `iter(seq)` advanced by `pos` items: how transformed code hands a `for` loop over a list to
+/// its resume function.
+#[pyfunction]
+pub fn iter_at<'py>(seq: &Bound<'py, PyAny>, pos: usize) -> PyResult<Bound<'py, PyAny>> {
+    let it = seq.try_iter()?;
+    for _ in 0..pos {
+        if it.clone().next().is_none() {
+            break;
+        }
+    }
+    Ok(it.into_any())
+}
+
 /// Drops every compiled frame, cache entry and code classification, and zeroes the counters.
 #[pyfunction]
 pub fn reset(py: Python<'_>) {
@@ -126,6 +139,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_skip_prefixes, m)?)?;
     m.add_function(wrap_pyfunction!(skip_code, m)?)?;
     m.add_function(wrap_pyfunction!(force_compile, m)?)?;
+    m.add_function(wrap_pyfunction!(iter_at, m)?)?;
     m.add_function(wrap_pyfunction!(reset, m)?)?;
     m.add_function(wrap_pyfunction!(get_counters, m)?)?;
     m.add_function(wrap_pyfunction!(recompile_reasons, m)?)?;

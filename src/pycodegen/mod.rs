@@ -32,6 +32,8 @@ pub enum Rebuild {
     Iterator(Vec<Rebuild>),
     /// `getattr(value, name)`: a bound method not yet called.
     Attr(Box<Rebuild>, String),
+    /// `iter(list)` advanced by `pos` items, for a list the frame received.
+    ListIter { list: Arc<Source>, pos: usize },
     /// `set(members)`: a set built during tracing (members: a frozenset constant).
     SetOf(Py<PyAny>),
     /// A function defined in the frame: MAKE_FUNCTION over `code` with positional `defaults`
@@ -152,6 +154,15 @@ impl PyCodegen {
                 self.rebuild(py, base, depth);
                 let i = self.name_idx(name);
                 self.emit(op::LOAD_ATTR, i);
+            }
+            Rebuild::ListIter { list, pos } => {
+                self.emit(op::PUSH_NULL, 0);
+                let iter_at = py.import("dynamo._C").and_then(|m| m.getattr("iter_at")).expect("dynamo._C.iter_at");
+                self.load_const(iter_at.unbind());
+                self.load_source(py, list);
+                self.load_const((*pos as i64).into_pyobject(py).unwrap().into_any().unbind());
+                self.emit(op::PRECALL, 2);
+                self.emit(op::CALL, 2);
             }
             Rebuild::SetOf(members) => {
                 self.emit(op::PUSH_NULL, 0);

@@ -111,6 +111,18 @@ pub fn wrap(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, sour
         }
         _ => {}
     }
+    if tn == "list_iterator" {
+        // An iterator over a list the frame also received (a loop continued in a resume
+        // function): it reads that list live, as CPython's does.
+        let (seq, pos) = crate::guards::iterator_state(value)?;
+        if let Some((seq_source, list)) = og.lists_by_ptr.get(&(seq.as_ptr() as usize)).cloned() {
+            if pos != usize::MAX {
+                og.add_guard(Some(source), GuardKind::IteratorOver { seq: seq_source, pos });
+                let it = crate::symbolic::variables::IteratorState { items: vec![], pos, list: Some(list) };
+                return Ok(VT::Iterator(Rc::new(RefCell::new(it))));
+            }
+        }
+    }
     if matches!(tn.as_str(), "tuple_iterator" | "list_iterator" | "range_iterator") {
         let rest = crate::guards::iterator_remaining(value)?;
         if !rest.iter().all(|i| is_literal(py, &i)) || rest.len() > 10_000 {
@@ -145,7 +157,9 @@ pub fn wrap(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, sour
                 .enumerate()
                 .map(|(i, item)| wrap(py, og, &item, source.item(ItemKey::Int(i as i64))))
                 .collect::<VResult<Vec<_>>>()?;
-            return Ok(VT::List(Rc::new(RefCell::new(ListState { items, source: Some(source) }))));
+            let state = Rc::new(RefCell::new(ListState { items, source: Some(source.clone()) }));
+            og.lists_by_ptr.insert(value.as_ptr() as usize, (source, state.clone()));
+            return Ok(VT::List(state));
         }
     }
     if let Ok(d) = value.cast::<PyDict>() {

@@ -34,12 +34,16 @@ pub struct CodeInfo {
     /// Names of all `localsplus` slots: varnames, then cell variables that are not arguments, then free variables.
     pub localsplus: Vec<String>,
     pub n_freevars: usize,
+    /// `len(co_cellvars)`, including arguments that are also cells (they share their slot).
+    pub n_cellvars: usize,
     pub argcount: usize,
     pub kwonlyargcount: usize,
     pub flags: u32,
     pub name: String,
     pub filename: String,
     pub firstlineno: u32,
+    /// Live varnames at each instruction's entry (`bytecode::live_locals`).
+    pub live: Vec<Vec<bool>>,
 }
 
 impl CodeInfo {
@@ -100,7 +104,22 @@ fn decode_code(code: &Bound<'_, PyAny>) -> VResult<CodeInfo> {
         }
     }
     localsplus.extend(freevars.iter().cloned());
+    let n_varnames: usize = code.getattr("co_nlocals")?.extract()?;
+    let mut live = bytecode::live_locals(&insts, n_varnames);
+    // Some reads of fast locals are implicit: zero-argument `super()` reads the first argument,
+    // `locals()`/`vars()`/`eval`/`exec`/`dir()` read them all. Keep those live everywhere.
+    let names = strings(code.getattr("co_names")?)?;
+    let reads_all = names.iter().any(|n| matches!(n.as_str(), "locals" | "vars" | "eval" | "exec" | "dir"));
+    let reads_first = reads_all || names.iter().any(|n| n == "super");
+    for l in live.iter_mut() {
+        if reads_all {
+            l.iter_mut().for_each(|v| *v = true);
+        } else if reads_first && !l.is_empty() {
+            l[0] = true;
+        }
+    }
     Ok(CodeInfo {
+        live,
         code: code.clone().unbind(),
         insts,
         names: strings(code.getattr("co_names")?)?,
@@ -108,6 +127,7 @@ fn decode_code(code: &Bound<'_, PyAny>) -> VResult<CodeInfo> {
         varnames,
         localsplus,
         n_freevars: freevars.len(),
+        n_cellvars: cellvars.len(),
         argcount: code.getattr("co_argcount")?.extract()?,
         kwonlyargcount: code.getattr("co_kwonlyargcount")?.extract()?,
         flags: code.getattr("co_flags")?.extract()?,

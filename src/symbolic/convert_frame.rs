@@ -188,7 +188,9 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
 /// known stack layout, and no cell variables (resume functions share free variables only).
 fn can_break(ci: &CodeInfo, ip: usize) -> bool {
     let inst = &ci.insts[ip];
-    let has_cellvars = ci.localsplus.len() != ci.varnames.len() + ci.n_freevars;
+    // Arguments captured by inner functions are cells too (MAKE_CELL in the prologue, which a
+    // resume function skips), so count co_cellvars, not extra slots.
+    let has_cellvars = ci.n_cellvars > 0;
     inst.exn.is_none() && !has_cellvars && break_operands(inst).is_some()
 }
 
@@ -249,14 +251,22 @@ fn convert_break(
     if state.stack.len() < n_operands {
         unsupported!("graph break with a short stack");
     }
-    check_no_shared_containers(py, &state)?;
+    check_no_shared_containers(py, &state, ci)?;
     let mut outputs = Outputs::default();
     let mut locals = Vec::new();
     let mut unbound = Vec::new();
+    // Only locals some continuation may still read travel to the resume function; dead ones
+    // (stale stack slots of earlier resume functions among them) are left unbound.
+    let continuations: Vec<usize> = if is_conditional_jump(inst.opcode) {
+        vec![state.ip + 1, inst.target.expect("jump target").0 as usize]
+    } else {
+        vec![state.ip + 1]
+    };
     for i in 0..ci.varnames.len() {
+        let live = continuations.iter().any(|&t| ci.live.get(t).is_some_and(|l| l[i]));
         match &state.locals[i] {
-            Some(v) => locals.push((i as u32, rebuild_of(py, &og, v, &mut outputs)?)),
-            None => unbound.push(i as u32),
+            Some(v) if live => locals.push((i as u32, rebuild_of(py, &og, v, &mut outputs)?)),
+            _ => unbound.push(i as u32),
         }
     }
     let split = state.stack.len() - n_operands;
@@ -303,7 +313,7 @@ fn convert_break(
 
 /// A list or dict created during tracing must be rebuilt once: if it is reachable twice from
 /// the live state, two copies would stop sharing mutations, so the break is refused.
-fn check_no_shared_containers(py: Python<'_>, state: &BreakState) -> VResult<()> {
+fn check_no_shared_containers(py: Python<'_>, state: &BreakState, ci: &CodeInfo) -> VResult<()> {
     fn visit(py: Python<'_>, v: &VT, seen: &mut HashMap<usize, usize>) {
         match v {
             VT::List(l) if l.borrow().source.is_none() => {
@@ -337,8 +347,24 @@ fn check_no_shared_containers(py: Python<'_>, state: &BreakState) -> VResult<()>
         }
     }
     let mut seen = HashMap::new();
-    for v in state.stack.iter().chain(state.locals.iter().flatten()) {
-        visit(py, v, &mut seen);
+    let inst = &ci.insts[state.ip];
+    let mut targets = vec![state.ip + 1];
+    if let (true, Some(t)) = (is_conditional_jump(inst.opcode), inst.target) {
+        targets.push(t.0 as usize);
+    }
+    let live_locals = state.locals.iter().enumerate().filter(|(i, _)| {
+        *i >= ci.varnames.len() || targets.iter().any(|&t| ci.live.get(t).is_some_and(|l| l[*i]))
+    });
+    for v in state.stack.iter().chain(live_locals.filter_map(|(_, v)| v.as_ref())) {
+        // Locals that are cells hold their tracker inside the cell.
+        match v {
+            VT::Cell(c) => {
+                if let Some(inner) = c.borrow().as_ref() {
+                    visit(py, inner, &mut seen);
+                }
+            }
+            other => visit(py, other, &mut seen),
+        }
     }
     if seen.values().any(|&n| n > 1) {
         unsupported!("a list, dict, set or iterator built in the frame is referenced twice across a graph break");
@@ -412,9 +438,11 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
         VT::PyModule { obj, .. } => Rebuild::Const(obj.clone_ref(py)),
 
         VT::Iterator(it) => {
-            if it.borrow().list.as_ref().is_some_and(|l| l.borrow().source.is_some()) {
-                // A snapshot would miss items appended to the caller's list later on.
-                unsupported!("an iterator over a list from outside the frame is live across a graph break");
+            if let Some(l) = &it.borrow().list {
+                if let Some(s) = &l.borrow().source {
+                    // The real iterator over the caller's list (a snapshot would miss appends).
+                    return Ok(Rebuild::ListIter { list: s.clone(), pos: it.borrow().pos });
+                }
             }
             let rest = it.borrow().remaining();
             Rebuild::Iterator(rest.iter().map(&mut rec).collect::<VResult<_>>()?)

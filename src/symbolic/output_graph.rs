@@ -65,6 +65,9 @@ pub struct OutputGraph {
     guard_keys: std::collections::HashSet<String>,
     pub fake_mode: Py<PyAny>,
     pub handles: Handles,
+    /// Lists wrapped from the frame, by object address: an iterator over one of them (a `for`
+    /// loop continued in a resume function) links to the same tracker.
+    pub lists_by_ptr: HashMap<usize, (Arc<Source>, Rc<std::cell::RefCell<crate::symbolic::variables::ListState>>)>,
     /// Fake example value of every tensor node (becomes fx `meta["example_value"]`).
     pub fakes: HashMap<NodeId, Py<PyAny>>,
     name_counts: HashMap<String, usize>,
@@ -86,6 +89,7 @@ impl OutputGraph {
             fake_mode,
             handles: Handles::new(py)?,
             fakes: HashMap::new(),
+            lists_by_ptr: HashMap::new(),
             name_counts: HashMap::new(),
         })
     }
