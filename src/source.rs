@@ -29,6 +29,8 @@ pub enum Source {
     Attr { base: Arc<Source>, attr: String },
     /// `base[key]`.
     GetItem { base: Arc<Source>, key: ItemKey },
+    /// The sequence a list or tuple iterator walks: `base.__reduce__()[1][0]`.
+    IterSeq { base: Arc<Source> },
 }
 
 impl Source {
@@ -45,7 +47,7 @@ impl Source {
     /// The innermost base of the chain (a local, closure cell or global).
     pub fn root(&self) -> &Source {
         match self {
-            Source::Attr { base, .. } | Source::GetItem { base, .. } => base.root(),
+            Source::Attr { base, .. } | Source::GetItem { base, .. } | Source::IterSeq { base } => base.root(),
             other => other,
         }
     }
@@ -66,6 +68,7 @@ impl fmt::Display for Source {
             }
             Source::GetItem { base, key: ItemKey::Int(i) } => write!(f, "{base}[{i}]"),
             Source::GetItem { base, key: ItemKey::Str(s) } => write!(f, "{base}['{s}']"),
+            Source::IterSeq { base } => write!(f, "{base}.__reduce__()[1][0]"),
         }
     }
 }

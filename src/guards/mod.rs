@@ -134,6 +134,7 @@ enum Step {
     Global(Py<PyString>),
     Attr(usize, Py<PyString>),
     Item(usize, Py<PyAny>),
+    IterSeq(usize),
 }
 
 /// The frame pieces guards read from: argument slots, closure, globals, builtins (all borrowed).
@@ -296,6 +297,10 @@ impl GuardManager {
                 let b = values[*base].as_ref()?;
                 Bound::from_owned_ptr_or_opt(py, ffi::PyObject_GetItem(b.as_ptr(), key.as_ptr()))
             }
+            Step::IterSeq(base) => {
+                let b = values[*base].as_ref()?;
+                iterator_state(b).ok().map(|(seq, _)| seq)
+            }
         }
     }
 
@@ -454,6 +459,10 @@ fn plan(py: Python<'_>, s: &Arc<Source>, steps: &mut Vec<Step>, memo: &mut HashM
         Source::Attr { base, attr } => {
             let b = plan(py, base, steps, memo);
             Step::Attr(b, PyString::intern(py, attr).unbind())
+        }
+        Source::IterSeq { base } => {
+            let b = plan(py, base, steps, memo);
+            Step::IterSeq(b)
         }
         Source::GetItem { base, key } => {
             let b = plan(py, base, steps, memo);

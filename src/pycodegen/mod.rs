@@ -103,6 +103,17 @@ impl PyCodegen {
                 let i = self.name_idx(attr);
                 self.emit(op::LOAD_ATTR, i);
             }
+            Source::IterSeq { base } => {
+                self.load_source(py, base);
+                let i = self.name_idx("__reduce__");
+                self.emit(op::LOAD_METHOD, i);
+                self.emit(op::PRECALL, 0);
+                self.emit(op::CALL, 0);
+                for k in [1i64, 0] {
+                    self.load_const(k.into_pyobject(py).unwrap().into_any().unbind());
+                    self.emit(op::BINARY_SUBSCR, 0);
+                }
+            }
             Source::GetItem { base, key } => {
                 self.load_source(py, base);
                 let k = match key {

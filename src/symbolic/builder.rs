@@ -115,6 +115,10 @@ pub fn wrap(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, sour
         // An iterator over a list the frame also received (a loop continued in a resume
         // function): it reads that list live, as CPython's does.
         let (seq, pos) = crate::guards::iterator_state(value)?;
+        if pos != usize::MAX && !og.lists_by_ptr.contains_key(&(seq.as_ptr() as usize)) && seq.is_instance_of::<PyList>() {
+            // The list is not otherwise reachable: wrap it through the iterator itself.
+            wrap(py, og, &seq, Arc::new(Source::IterSeq { base: source.clone() }))?;
+        }
         if let Some((seq_source, list)) = og.lists_by_ptr.get(&(seq.as_ptr() as usize)).cloned() {
             if pos != usize::MAX {
                 og.add_guard(Some(source), GuardKind::IteratorOver { seq: seq_source, pos });
