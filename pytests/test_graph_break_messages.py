@@ -9,9 +9,18 @@ import dynamo
 from dynamo import _C
 
 
-class _Obj:
-    def __init__(self):
-        self.v = torch.ones(2)
+class _Loud:
+    """Custom __setattr__: a write cannot be replayed after the graph."""
+
+    def __setattr__(self, k, v):
+        object.__setattr__(self, k, v)
+
+
+class _Dyn:
+    """Attributes computed by __getattr__: not traced."""
+
+    def __getattr__(self, name):
+        return torch.ones(2)
 
 
 GLOBAL_LIST = []
@@ -62,8 +71,8 @@ CASES = [
     ("GB0001 unsupported_builtin", "call to builtin print", _unsupported_builtin, lambda: (torch.ones(2),), "print("),
     ("GB0002 data_dependent_branch", "branch on the value of a tensor", _data_dependent_branch, lambda: (torch.ones(2),), "if x.sum()"),
     ("GB0003 data_dependent_value", "Tensor.item() is not traced", _data_dependent_value, lambda: (torch.ones(2),), ".item()"),
-    ("GB0005 side_effect", "attribute write _Obj object.w", _side_effect, lambda: (torch.ones(2), _Obj()), "o.w ="),
-    ("GB0006 untraced_value", "attribute 'v' of _Obj object", _untraced_value, lambda: (torch.ones(2), _Obj()), "o.v"),
+    ("GB0005 side_effect", "attribute write _Loud object.w (custom __setattr__ or a descriptor)", _side_effect, lambda: (torch.ones(2), _Loud()), "o.w ="),
+    ("GB0006 untraced_value", "attribute 'v' of _Dyn object (computed by __getattr__)", _untraced_value, lambda: (torch.ones(2), _Dyn()), "o.v"),
     ("GB0007 unsupported_call", "call to torch.random.manual_seed is not traced", _unsupported_call, lambda: (torch.ones(2),), "manual_seed"),
 ]
 

@@ -33,6 +33,15 @@ pub fn force_compile(code: &Bound<'_, PyAny>) {
     hook::force_compile(code);
 }
 
+/// `d.clear(); d.update(items)`: how transformed code replays a dict's new contents (key order
+/// included) after the graph. Raises what `dict.clear`/`dict.update` raise.
+#[pyfunction]
+pub fn replace_dict(d: &Bound<'_, PyAny>, items: &Bound<'_, PyAny>) -> PyResult<()> {
+    d.call_method0("clear")?;
+    d.call_method1("update", (items,))?;
+    Ok(())
+}
+
 /// `iter(seq)` advanced by `pos` items: how transformed code hands a `for` loop over a list to
 /// its resume function.
 #[pyfunction]
@@ -140,6 +149,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(skip_code, m)?)?;
     m.add_function(wrap_pyfunction!(force_compile, m)?)?;
     m.add_function(wrap_pyfunction!(iter_at, m)?)?;
+    m.add_function(wrap_pyfunction!(replace_dict, m)?)?;
     m.add_function(wrap_pyfunction!(reset, m)?)?;
     m.add_function(wrap_pyfunction!(get_counters, m)?)?;
     m.add_function(wrap_pyfunction!(recompile_reasons, m)?)?;

@@ -41,6 +41,20 @@ pub enum Rebuild {
     MakeFunction { code: Py<PyAny>, defaults: Vec<Rebuild>, closure_slots: Vec<u32> },
 }
 
+/// A write outside the frame, replayed after the graph (see `symbolic::side_effects`).
+pub enum SideEffect {
+    /// `target.name = value`.
+    SetAttr { target: Arc<Source>, name: String, value: Rebuild },
+    /// `name = value` in the frame's own globals (`STORE_GLOBAL`).
+    SetGlobal { name: String, value: Rebuild },
+    /// `target[key] = value` (a global of another module, through its `__globals__`).
+    SetItem { target: Arc<Source>, key: Py<PyAny>, value: Rebuild },
+    /// `target[:] = items`: a list's new contents.
+    ListContents { target: Arc<Source>, items: Rebuild },
+    /// `target.clear(); target.update(items)`: a dict's new contents, in order.
+    DictContents { target: Arc<Source>, items: Rebuild },
+}
+
 /// Builds instruction lists against a code object's names and constants.
 pub struct PyCodegen {
     pub insts: Vec<Instruction>,
@@ -122,6 +136,66 @@ impl PyCodegen {
                 };
                 self.load_const(k);
                 self.emit(op::BINARY_SUBSCR, 0);
+            }
+        }
+    }
+
+    /// Emits the replay of `effects`. Note [side effect replay]: every effect's operands (its
+    /// value, then its target) are pushed first, in order, and the stores run afterwards from the
+    /// top down; so no store changes what another effect reads (`self.a = self.b; self.b = 1`
+    /// replays as written). The graph's result tuple sits `depth` slots below the top.
+    pub fn emit_side_effects(&mut self, py: Python<'_>, effects: &[SideEffect], depth: u32) {
+        let mut d = depth;
+        for e in effects {
+            match e {
+                SideEffect::SetAttr { target, value, .. } => {
+                    self.rebuild(py, value, d);
+                    self.load_source(py, target);
+                    d += 2;
+                }
+                SideEffect::SetGlobal { value, .. } => {
+                    self.rebuild(py, value, d);
+                    d += 1;
+                }
+                SideEffect::SetItem { target, key, value } => {
+                    self.rebuild(py, value, d);
+                    self.load_source(py, target);
+                    self.load_const(key.clone_ref(py));
+                    d += 3;
+                }
+                SideEffect::ListContents { target, items } => {
+                    self.rebuild(py, items, d);
+                    self.load_source(py, target);
+                    let all = pyo3::types::PySlice::full(py).into_any().unbind();
+                    self.load_const(all);
+                    d += 3;
+                }
+                SideEffect::DictContents { target, items } => {
+                    self.emit(op::PUSH_NULL, 0);
+                    let replace = py.import("dynamo._C").and_then(|m| m.getattr("replace_dict")).expect("dynamo._C.replace_dict");
+                    self.load_const(replace.unbind());
+                    self.load_source(py, target);
+                    self.rebuild(py, items, d + 3);
+                    d += 4;
+                }
+            }
+        }
+        for e in effects.iter().rev() {
+            match e {
+                SideEffect::SetAttr { name, .. } => {
+                    let i = self.name_idx(name);
+                    self.emit(op::STORE_ATTR, i);
+                }
+                SideEffect::SetGlobal { name, .. } => {
+                    let i = self.name_idx(name);
+                    self.emit(op::STORE_GLOBAL, i);
+                }
+                SideEffect::SetItem { .. } | SideEffect::ListContents { .. } => self.emit(op::STORE_SUBSCR, 0),
+                SideEffect::DictContents { .. } => {
+                    self.emit(op::PRECALL, 2);
+                    self.emit(op::CALL, 2);
+                    self.emit(op::POP_TOP, 0);
+                }
             }
         }
     }
@@ -219,6 +293,7 @@ pub fn compiled_frame_code(
     inputs: &[Arc<Source>],
     cell_stores: &[(u32, Rebuild)],
     result: &Rebuild,
+    effects: &[SideEffect],
 ) -> PyResult<Py<PyAny>> {
     let mut cg = PyCodegen::new(py, ci)?;
     // Prologue: everything up to and including RESUME, unchanged.
@@ -245,7 +320,9 @@ pub fn compiled_frame_code(
         cg.rebuild(py, rb, 0);
         cg.emit(op::STORE_DEREF, *slot);
     }
+    // The result is rebuilt before the side effects replay: it reads sources as they were.
     cg.rebuild(py, result, 0);
+    cg.emit_side_effects(py, effects, 1);
     cg.emit(op::SWAP, 2);
     cg.emit(op::POP_TOP, 0);
     cg.emit(op::RETURN_VALUE, 0);

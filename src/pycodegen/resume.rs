@@ -17,7 +17,7 @@
 //! continuation point (torch/_dynamo/resume_execution.py does the same for 3.11). Resume code is
 //! cached per (code, target, stack layout, unbound locals), so repeated breaks reuse it.
 
-use super::{finish_with, PyCodegen, Rebuild};
+use super::{finish_with, PyCodegen, Rebuild, SideEffect};
 use crate::bytecode::opcode::op;
 use crate::bytecode::{assemble, InstId, Instruction, Positions, PyVersion};
 use crate::source::Source;
@@ -50,6 +50,8 @@ pub struct BreakPlan<'a> {
     /// Where execution continues: `[next]`, or `[fallthrough, jump target]` for a conditional jump.
     pub targets: Vec<usize>,
     pub globals: Py<PyAny>,
+    /// Writes outside the frame, replayed before the instruction runs.
+    pub effects: Vec<SideEffect>,
 }
 
 /// Opcodes that name a cell or free variable by `localsplus` index (3.11).
@@ -263,6 +265,10 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
         }
     }
     cg.emit(op::BUILD_TUPLE, n_all);
+    // Side effects land before the instruction (which may observe them), after the live values
+    // were read, and while `tmp` still holds the graph's outputs and the locals are as they were
+    // on entry (their sources read them).
+    cg.emit_side_effects(py, &plan.effects, 0);
     cg.emit(op::STORE_FAST, tmp);
     let item = |cg: &mut PyCodegen, i: u32| {
         cg.emit(op::LOAD_FAST, tmp);
@@ -272,6 +278,27 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
     for (j, (slot, _)) in plan.locals.iter().enumerate() {
         item(&mut cg, j as u32);
         cg.emit(op::STORE_FAST, *slot);
+    }
+    // Note [protected breaks]: inside a try or with block, the breaking instruction must run
+    // under the block's exception handler. Then the whole stack is rebuilt for real, the
+    // instruction carries its exception-table entry pointing into a copy of the original code
+    // (handler, cleanup and everything after), and the normal path jumps over that copy to the
+    // resume call. Exceptions raised inside the resume function are handled there, since it
+    // keeps the original exception table.
+    // Only the slots below the handler's depth are pushed: the unwinder drops everything above
+    // it, and the normal path drops these again before the resume call. `convert_break` refuses
+    // a protected break with a NULL among them (POP_TOP cannot drop a NULL).
+    let protected = plan.inst.exn;
+    let n_protected = protected.map_or(0, |e| e.depth as usize);
+    let mut k = preserved_start;
+    for p in plan.preserved.iter().take(n_protected) {
+        let rb = p.as_ref().expect("no NULL below a handler's depth (checked in convert_break)");
+        item(&mut cg, k);
+        if matches!(rb, Rebuild::Iterator(_)) {
+            // A fresh iterator over the remaining items, as the resume function gets.
+            cg.emit(op::GET_ITER, 0);
+        }
+        k += 1;
     }
     for idx in &operand_idx {
         match idx {
@@ -292,6 +319,27 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
     }
     let jump_at = cg.insts.len();
     cg.insts.push(inst);
+    let mut over_copy = None;
+    if let Some(exn) = protected {
+        over_copy = Some(cg.insts.len());
+        cg.insts.push(Instruction::jump(op::JUMP_FORWARD, InstId(0)));
+        let base = cg.insts.len() as u32;
+        cg.insts[jump_at].exn = Some(crate::bytecode::ExnTarget { handler: InstId(exn.handler.0 + base), ..exn });
+        for orig in &ci.insts {
+            let mut i = orig.clone();
+            i.offset = None;
+            if let Some(t) = i.target {
+                i.target = Some(InstId(t.0 + base));
+            }
+            if let Some(e) = i.exn.as_mut() {
+                e.handler = InstId(e.handler.0 + base);
+            }
+            if is_deref(i.opcode) && i.arg >= nv {
+                i.arg += 1;
+            }
+            cg.insts.push(i);
+        }
+    }
     let layout: Vec<StackSlot> = plan
         .preserved
         .iter()
@@ -302,13 +350,24 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
         })
         .collect();
     for (n, &target) in plan.targets.iter().enumerate() {
-        if n == 1 {
-            let label = InstId(cg.insts.len() as u32);
+        let label = InstId(cg.insts.len() as u32);
+        if n == 0 {
+            if let Some(j) = over_copy {
+                cg.insts[j].target = Some(label);
+            }
+        } else {
             cg.insts[jump_at].target = Some(label);
         }
         let n_results = if n == 0 { plan.n_results } else { 0 };
         let code = resume_code(py, ci, target, &layout, n_results, &plan.unbound)?;
-        emit_resume_call(py, &mut cg, ci, &plan, code, n_results, tmp, preserved_start, preserved_end)?;
+        cg.emit(op::BUILD_TUPLE, n_results as u32);
+        // The protected slots are on the real stack under the results: drop them (the resume
+        // call takes the values built before the instruction ran).
+        for _ in 0..n_protected {
+            cg.emit(op::SWAP, 2);
+            cg.emit(op::POP_TOP, 0);
+        }
+        emit_resume_call(py, &mut cg, ci, &plan, code, tmp, preserved_start, preserved_end)?;
     }
     let mut varnames = ci.varnames.clone();
     varnames.push("__graph_out".to_string());
@@ -319,7 +378,7 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
     })
 }
 
-/// `return resume(*(locals + preserved + results))` with the results on top of the stack.
+/// `return resume(*(locals + preserved + results))` with the results' tuple on top of the stack.
 #[allow(clippy::too_many_arguments)]
 fn emit_resume_call(
     py: Python<'_>,
@@ -327,13 +386,12 @@ fn emit_resume_call(
     ci: &CodeInfo,
     plan: &BreakPlan<'_>,
     code: Py<PyAny>,
-    n_results: usize,
     tmp: u32,
     preserved_start: u32,
     preserved_end: u32,
 ) -> PyResult<()> {
+    // The instruction's results are on the stack as one tuple.
     let nv = ci.varnames.len() as u32;
-    cg.emit(op::BUILD_TUPLE, n_results as u32);
     cg.emit(op::LOAD_FAST, tmp);
     let slice = py.import("builtins")?.getattr("slice")?.call1((preserved_start, preserved_end))?;
     cg.load_const(slice.unbind());

@@ -152,6 +152,20 @@ pub fn wrap(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, sour
             return Ok(VT::Tuple(Rc::new(items)));
         }
     }
+    if let Some((first, state)) = og.lists_by_ptr.get(&(value.as_ptr() as usize)).cloned() {
+        // One tracker per list object, so that a mutation through one path is seen through the
+        // other; the guard keeps the two paths one object.
+        if first != source {
+            og.add_guard(Some(source), GuardKind::AliasOf(first));
+        }
+        return Ok(VT::List(state));
+    }
+    if let Some((first, state)) = og.dicts_by_ptr.get(&(value.as_ptr() as usize)).cloned() {
+        if first != source {
+            og.add_guard(Some(source), GuardKind::AliasOf(first));
+        }
+        return Ok(VT::Dict(state));
+    }
     if let Ok(l) = value.cast::<PyList>() {
         if l.get_type().is(py.get_type::<PyList>()) {
             og.add_guard(Some(source.clone()), GuardKind::TypeMatch(l.get_type().into_any().unbind()));
@@ -179,7 +193,9 @@ pub fn wrap(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, sour
                 items.push((k.unbind(), wrap(py, og, &v, source.item(ItemKey::Str(key)))?));
             }
             og.add_guard(Some(source.clone()), GuardKind::LenMatch(items.len()));
-            return Ok(VT::Dict(Rc::new(RefCell::new(DictState { items, source: Some(source) }))));
+            let state = Rc::new(RefCell::new(DictState { items, source: Some(source.clone()) }));
+            og.dicts_by_ptr.insert(value.as_ptr() as usize, (source, state.clone()));
+            return Ok(VT::Dict(state));
         }
     }
     og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));

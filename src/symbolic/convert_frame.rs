@@ -7,7 +7,7 @@
 use crate::graph::Arg;
 use crate::guards::{GuardKind, GuardManager};
 use crate::pycodegen::resume::{break_code, break_operands, is_conditional_jump, BreakPlan};
-use crate::pycodegen::{compiled_frame_code, Rebuild};
+use crate::pycodegen::{compiled_frame_code, Rebuild, SideEffect};
 use crate::symbolic::code_info::CodeInfo;
 use crate::symbolic::translator::{BreakState, Outcome};
 use crate::source::Source;
@@ -169,6 +169,9 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
             outputs.cells.insert(Rc::as_ptr(rc) as *const () as usize, j as u32);
         }
     }
+    let mut roots = effect_values(&og);
+    roots.push(returned.clone());
+    check_rebuilt_once(py, roots.iter())?;
     let result = rebuild_of(py, &og, &returned, &mut outputs)?;
     let mut cell_stores = Vec::new();
     let referenced = std::mem::take(&mut outputs.referenced_cells);
@@ -177,21 +180,23 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
             cell_stores.push((slot, rebuild_of(py, &og, &content, &mut outputs)?));
         }
     }
+    let effects = plan_side_effects(py, &og, &mut outputs)?;
     let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend)?;
     let inputs: Vec<Arc<Source>> = og.inputs.iter().map(|(s, _)| s.clone()).collect();
-    let code = compiled_frame_code(py, &ci, compiled, &inputs, &cell_stores, &result).map_err(ConvertError::Internal)?;
+    let code = compiled_frame_code(py, &ci, compiled, &inputs, &cell_stores, &result, &effects).map_err(ConvertError::Internal)?;
     let guards = GuardManager::new(py, std::mem::take(&mut og.guards)).map_err(ConvertError::Internal)?;
     Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: None })
 }
 
-/// Whether a graph break may stop at instruction `ip` of `ci`: not inside a try/with block, a
-/// known stack layout, and no cell variables (resume functions share free variables only).
+/// Whether a graph break may stop at instruction `ip` of `ci`: a known stack layout and no cell
+/// variables (resume functions share free variables only).
 fn can_break(ci: &CodeInfo, ip: usize) -> bool {
     let inst = &ci.insts[ip];
     // Arguments captured by inner functions are cells too (MAKE_CELL in the prologue, which a
     // resume function skips), so count co_cellvars, not extra slots.
     let has_cellvars = ci.n_cellvars > 0;
-    inst.exn.is_none() && !has_cellvars && break_operands(inst).is_some()
+    // Inside try/with blocks the break keeps the block's handler: Note [protected breaks].
+    !has_cellvars && break_operands(inst).is_some()
 }
 
 /// Graph outputs collected while planning rebuilds (deduplicated by node).
@@ -251,7 +256,7 @@ fn convert_break(
     if state.stack.len() < n_operands {
         unsupported!("graph break with a short stack");
     }
-    check_no_shared_containers(py, &state, ci)?;
+    check_no_shared_containers(py, &state, ci, &og)?;
     let mut outputs = Outputs::default();
     let mut locals = Vec::new();
     let mut unbound = Vec::new();
@@ -285,15 +290,24 @@ fn convert_break(
         inst.opcode = crate::bytecode::opcode::op::LOAD_ATTR;
         preserved.push(None);
     }
+    if let Some(exn) = inst.exn {
+        // Note [protected breaks]: the handler needs the stack below its depth as real values.
+        let depth = exn.depth as usize;
+        if depth > preserved.len() || preserved[..depth].iter().any(|p| p.is_none()) {
+            unsupported!("graph break inside a try/with block opened in the middle of a call");
+        }
+    }
     let operands = state.stack[split..].iter().map(|v| slot(v, &mut outputs)).collect::<VResult<Vec<_>>>()?;
     let (targets, n_results) = if is_conditional_jump(inst.opcode) {
         (vec![state.ip + 1, inst.target.expect("jump target").0 as usize], 0)
     } else {
         (vec![state.ip + 1], n_pushed)
     };
+    let effects = plan_side_effects(py, &og, &mut outputs)?;
     let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend)?;
     let inputs: Vec<Arc<Source>> = og.inputs.iter().map(|(s, _)| s.clone()).collect();
     let plan = BreakPlan {
+        effects,
         compiled_fn: compiled,
         inputs: &inputs,
         locals,
@@ -311,9 +325,70 @@ fn convert_break(
     Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: Some(reason) })
 }
 
+/// The side effects recorded while tracing, as replay steps whose values are rebuilt from the
+/// graph's outputs, constants and sources. Order: container contents, attributes, globals, each
+/// in first-write order (all operands are loaded before any store: Note [side effect replay]).
+fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) -> VResult<Vec<SideEffect>> {
+    let se = &og.side_effects;
+    let mut out = Vec::with_capacity(se.len());
+    for l in &se.lists {
+        let l = l.borrow();
+        let Some(target) = l.source.clone() else { continue };
+        let items = l.items.iter().map(|v| rebuild_of(py, og, v, outputs)).collect::<VResult<_>>()?;
+        out.push(SideEffect::ListContents { target, items: Rebuild::List(items) });
+    }
+    for d in &se.dicts {
+        let d = d.borrow();
+        let Some(target) = d.source.clone() else { continue };
+        let items = d.items.iter().map(|(k, v)| Ok((k.clone_ref(py), rebuild_of(py, og, v, outputs)?))).collect::<VResult<_>>()?;
+        out.push(SideEffect::DictContents { target, items: Rebuild::Dict(items) });
+    }
+    for w in &se.attrs {
+        let value = rebuild_of(py, og, &w.value, outputs)?;
+        out.push(SideEffect::SetAttr { target: w.source.clone(), name: w.name.clone(), value });
+    }
+    for w in &se.globals {
+        let value = rebuild_of(py, og, &w.value, outputs)?;
+        out.push(match &w.dict_source {
+            None => SideEffect::SetGlobal { name: w.name.clone(), value },
+            Some(src) => SideEffect::SetItem { target: src.clone(), key: pyo3::types::PyString::new(py, &w.name).into_any().unbind(), value },
+        });
+    }
+    Ok(out)
+}
+
 /// A list or dict created during tracing must be rebuilt once: if it is reachable twice from
 /// the live state, two copies would stop sharing mutations, so the break is refused.
-fn check_no_shared_containers(py: Python<'_>, state: &BreakState, ci: &CodeInfo) -> VResult<()> {
+fn check_no_shared_containers(py: Python<'_>, state: &BreakState, ci: &CodeInfo, og: &OutputGraph) -> VResult<()> {
+    let inst = &ci.insts[state.ip];
+    let mut targets = vec![state.ip + 1];
+    if let (true, Some(t)) = (is_conditional_jump(inst.opcode), inst.target) {
+        targets.push(t.0 as usize);
+    }
+    let live_locals = state.locals.iter().enumerate().filter(|(i, _)| {
+        *i >= ci.varnames.len() || targets.iter().any(|&t| ci.live.get(t).is_some_and(|l| l[*i]))
+    });
+    let roots: Vec<VT> = state.stack.iter().chain(live_locals.filter_map(|(_, v)| v.as_ref())).cloned().collect();
+    check_rebuilt_once(py, roots.iter().chain(effect_values(og).iter()))
+}
+
+/// The values side effects will store (they are rebuilt like live values).
+fn effect_values(og: &OutputGraph) -> Vec<VT> {
+    let se = &og.side_effects;
+    let mut v: Vec<VT> = se.attrs.iter().map(|w| w.value.clone()).collect();
+    v.extend(se.globals.iter().map(|w| w.value.clone()));
+    for l in &se.lists {
+        v.extend(l.borrow().items.iter().cloned());
+    }
+    for d in &se.dicts {
+        v.extend(d.borrow().items.iter().map(|(_, x)| x.clone()));
+    }
+    v
+}
+
+/// Refuses when a list, dict, set or iterator built during tracing is reachable twice from
+/// `roots`: each reach would be rebuilt as its own copy, which would stop sharing mutations.
+fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -> VResult<()> {
     fn visit(py: Python<'_>, v: &VT, seen: &mut HashMap<usize, usize>) {
         match v {
             VT::List(l) if l.borrow().source.is_none() => {
@@ -347,15 +422,7 @@ fn check_no_shared_containers(py: Python<'_>, state: &BreakState, ci: &CodeInfo)
         }
     }
     let mut seen = HashMap::new();
-    let inst = &ci.insts[state.ip];
-    let mut targets = vec![state.ip + 1];
-    if let (true, Some(t)) = (is_conditional_jump(inst.opcode), inst.target) {
-        targets.push(t.0 as usize);
-    }
-    let live_locals = state.locals.iter().enumerate().filter(|(i, _)| {
-        *i >= ci.varnames.len() || targets.iter().any(|&t| ci.live.get(t).is_some_and(|l| l[*i]))
-    });
-    for v in state.stack.iter().chain(live_locals.filter_map(|(_, v)| v.as_ref())) {
+    for v in roots {
         // Locals that are cells hold their tracker inside the cell.
         match v {
             VT::Cell(c) => {
@@ -367,7 +434,7 @@ fn check_no_shared_containers(py: Python<'_>, state: &BreakState, ci: &CodeInfo)
         }
     }
     if seen.values().any(|&n| n > 1) {
-        unsupported!("a list, dict, set or iterator built in the frame is referenced twice across a graph break");
+        unsupported!("a list, dict, set or iterator built in the frame is referenced twice from what outlives the graph");
     }
     Ok(())
 }

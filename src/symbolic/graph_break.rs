@@ -59,10 +59,10 @@ kinds! {
         "A bytecode instruction the tracer has no handler for (with blocks, try/except, match, ...).",
         "Nothing to do; the frame or its rest runs as ordinary Python.";
     SideEffect = "GB0005", "side_effect",
-        "A write that is visible outside the frame: attribute writes on objects, mutation of lists or dicts passed in, global or nonlocal writes.",
+        "A write outside the frame that cannot be replayed after the graph: an attribute write on an object with a custom __setattr__ or a descriptor, a write to a parameter, buffer or submodule, a write to a closure cell of an enclosing frame. (Plain attribute writes, list and dict mutation and global writes are recorded and replayed without a break.)",
         "The write runs as ordinary Python at this point, in program order; return new values instead of mutating to keep one graph.";
     UntracedValue = "GB0006", "untraced_value",
-        "Use of an object the tracer does not model (an instance of a user class, a set, a generator, a C object): reading its attributes, calling it, or iterating it.",
+        "Use of an object the tracer does not model (a generator, a C object, a user object with a custom __getattribute__ or __getattr__, a descriptor other than property): reading such attributes, calling it, or iterating it.",
         "Pass tensors and plain containers into compiled code; the object's use runs as ordinary Python.";
     UnsupportedCall = "GB0007", "unsupported_call",
         "A call that is not traced: constructing a user class, a torch function with global effects (manual_seed, set_grad_enabled), a disabled function.",

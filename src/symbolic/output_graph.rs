@@ -68,6 +68,10 @@ pub struct OutputGraph {
     /// Lists wrapped from the frame, by object address: an iterator over one of them (a `for`
     /// loop continued in a resume function) links to the same tracker.
     pub lists_by_ptr: HashMap<usize, (Arc<Source>, Rc<std::cell::RefCell<crate::symbolic::variables::ListState>>)>,
+    /// Dicts wrapped from the frame, by object address (one tracker per dict object).
+    pub dicts_by_ptr: HashMap<usize, (Arc<Source>, Rc<std::cell::RefCell<crate::symbolic::variables::DictState>>)>,
+    /// Writes outside the frame, replayed after the graph.
+    pub side_effects: crate::symbolic::side_effects::SideEffects,
     /// Fake example value of every tensor node (becomes fx `meta["example_value"]`).
     pub fakes: HashMap<NodeId, Py<PyAny>>,
     name_counts: HashMap<String, usize>,
@@ -90,6 +94,8 @@ impl OutputGraph {
             handles: Handles::new(py)?,
             fakes: HashMap::new(),
             lists_by_ptr: HashMap::new(),
+            dicts_by_ptr: HashMap::new(),
+            side_effects: Default::default(),
             name_counts: HashMap::new(),
         })
     }

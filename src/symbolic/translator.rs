@@ -7,6 +7,7 @@
 //! running them. Python semantics follow CPython 3.11's `Python/ceval.c` for the stack layout of
 //! each opcode (notably CALL's `[NULL|callable, callable|self, args...]`).
 
+use crate::guards::GuardKind;
 use crate::bytecode::opcode::op;
 use crate::source::{ItemKey, Source};
 use crate::symbolic::builder::{is_literal, is_torch_callable, wrap};
@@ -287,7 +288,23 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::STORE_ATTR => {
                 let obj = self.pop()?;
-                graph_break!(SideEffect, "attribute write {}.{}", obj.describe(py), self.code.names[arg as usize]);
+                let name = self.code.names[arg as usize].clone();
+                let v = self.pop()?;
+                self.store_attr(py, &obj, &name, v)?;
+            }
+            op::STORE_GLOBAL => {
+                let v = self.pop()?;
+                let name = self.code.names[arg as usize].clone();
+                let g = self.g.clone();
+                if g.trusted {
+                    unsupported!("write to global '{name}' of a torch module");
+                }
+                self.og.side_effects.store_global(g.globals.as_ptr() as usize, g.source.clone(), &name, v);
+            }
+            op::DELETE_SUBSCR => {
+                let idx = self.pop()?;
+                let obj = self.pop()?;
+                self.delitem(py, &obj, idx)?;
             }
             op::KW_NAMES => {
                 let names = self.code.consts.bind(py).get_item(arg as usize)?.cast_into::<PyTuple>().map_err(|e| Unsupported::new(e.to_string()))?;
@@ -700,6 +717,9 @@ impl<'a> InstructionTranslator<'a> {
 
     fn load_global(&mut self, py: Python<'_>, name: &str) -> VResult<VT> {
         let g = self.g.clone();
+        if let Some(v) = self.og.side_effects.global(g.globals.as_ptr() as usize, name) {
+            return Ok(v);
+        }
         let globals = g.globals.bind(py);
         let (value, in_globals) = match globals.get_item(name)? {
             Some(v) => (v, true),
@@ -755,14 +775,156 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::List(_) | VT::Dict(_) | VT::Set(_) => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
             VT::Function { obj: f, .. } if name == "__name__" || name == "__qualname__" => Ok(VT::constant(f.bind(py).getattr(name)?.unbind())),
-            other @ VT::Opaque { .. } => graph_break!(UntracedValue, "attribute '{name}' of {}", other.describe(py)),
+            VT::Opaque { obj: o, source } => {
+                let o = o.bind(py).clone();
+                self.user_getattr(py, obj, &o, source, name)
+            }
             other => unsupported!("attribute '{name}' of {}", other.describe(py)),
+        }
+    }
+
+    /// `obj.name` on a user object reached through `source`, with `object.__getattribute__`'s
+    /// order (Objects/object.c, `_PyObject_GenericGetAttrWithDict`): a pending write of this
+    /// trace, then a data descriptor on the type (a Python `property` is inlined), then the
+    /// instance `__dict__`, then the type's attribute (functions bind `self`). Anything else,
+    /// a custom `__getattribute__` or `__getattr__` included, is a graph break.
+    fn user_getattr(&mut self, py: Python<'_>, vt: &VT, obj: &Bound<'_, PyAny>, source: &Arc<Source>, name: &str) -> VResult<VT> {
+        if let Some(v) = self.og.side_effects.attr(&obj.clone().unbind(), name) {
+            return Ok(v);
+        }
+        let ty = obj.get_type();
+        let object_type = py.get_type::<pyo3::types::PyAny>();
+        let generic = ty.getattr("__getattribute__")?.is(object_type.getattr("__getattribute__")?);
+        if !generic {
+            graph_break!(UntracedValue, "attribute '{name}' of {} (custom __getattribute__)", vt.describe(py));
+        }
+        let class_attr = static_type_lookup(&ty, name)?;
+        if let Some(ca) = &class_attr {
+            if is_data_descriptor(ca)? {
+                if type_name(ca) == "property" {
+                    let fget = ca.getattr("fget")?;
+                    if type_name(&fget) == "function" {
+                        let func = VT::Function { obj: Rc::new(fget.unbind()), source: None };
+                        return self.call(py, &func, vec![vt.clone()], vec![]);
+                    }
+                }
+                graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(ca));
+            }
+        }
+        let in_instance = match obj.getattr("__dict__") {
+            Ok(d) => d.cast::<PyDict>().ok().and_then(|d| d.get_item(name).ok().flatten()),
+            Err(_) => None,
+        };
+        if let Some(v) = in_instance {
+            return wrap(py, self.og, &v, source.attr(name));
+        }
+        let Some(ca) = class_attr else {
+            if ty.hasattr("__getattr__")? {
+                graph_break!(UntracedValue, "attribute '{name}' of {} (computed by __getattr__)", vt.describe(py));
+            }
+            graph_break!(UntracedValue, "attribute '{name}' of {} (not found on the instance or its class)", vt.describe(py));
+        };
+        // The instance may gain an attribute of that name later: guard that it has none.
+        self.og.add_guard(Some(source.clone()), GuardKind::NoInstanceAttr(name.to_string()));
+        match type_name(&ca).as_str() {
+            "function" => {
+                let func = VT::Function { obj: Rc::new(ca.unbind()), source: None };
+                Ok(VT::Method { func: Box::new(func), self_: Box::new(vt.clone()) })
+            }
+            "staticmethod" => self.wrap_unguarded(py, &ca.getattr("__func__")?),
+            "classmethod" => {
+                let func = VT::Function { obj: Rc::new(ca.getattr("__func__")?.unbind()), source: None };
+                Ok(VT::Method { func: Box::new(func), self_: Box::new(VT::Class(Rc::new(ty.into_any().unbind()))) })
+            }
+            _ => {
+                let v = obj.getattr(name)?;
+                wrap(py, self.og, &v, source.attr(name))
+            }
+        }
+    }
+
+    /// `obj.name = v`: recorded as a side effect on user objects and modules from the frame
+    /// whose class stores attributes plainly (no custom `__setattr__`, no data descriptor);
+    /// anything else is a graph break.
+    fn store_attr(&mut self, py: Python<'_>, obj: &VT, name: &str, v: VT) -> VResult<()> {
+        match obj {
+            VT::Opaque { obj: o, source } => {
+                let o = o.bind(py);
+                let ty = o.get_type();
+                let object_type = py.get_type::<pyo3::types::PyAny>();
+                let plain = ty.getattr("__setattr__")?.is(object_type.getattr("__setattr__")?) && o.hasattr("__dict__")?;
+                let descriptor = match static_type_lookup(&ty, name)? {
+                    Some(ca) => is_data_descriptor(&ca)?,
+                    None => false,
+                };
+                if !plain || descriptor {
+                    graph_break!(SideEffect, "attribute write {}.{name} (custom __setattr__ or a descriptor)", obj.describe(py));
+                }
+                self.og.side_effects.store_attr(py, &o.clone().unbind(), source.clone(), name, v);
+                Ok(())
+            }
+            VT::Module { obj: o, source: Some(source) } => {
+                let m = o.bind(py);
+                let ty = m.get_type();
+                let module_setattr = self.og.handles.module_type.bind(py).getattr("__setattr__")?;
+                let registered = ["_parameters", "_buffers", "_modules"].iter().any(|t| {
+                    m.getattr("__dict__").and_then(|d| d.get_item(t)).and_then(|t| t.contains(name)).unwrap_or(true)
+                });
+                let descriptor = match static_type_lookup(&ty, name)? {
+                    Some(ca) => is_data_descriptor(&ca)?,
+                    None => false,
+                };
+                if !ty.getattr("__setattr__")?.is(&module_setattr) || registered || descriptor || matches!(v, VT::Tensor(_) | VT::Module { .. }) {
+                    graph_break!(SideEffect, "attribute write {}.{name} (a parameter, buffer, submodule or tensor)", obj.describe(py));
+                }
+                self.og.side_effects.store_attr(py, o, source.clone(), name, v);
+                Ok(())
+            }
+            _ => graph_break!(SideEffect, "attribute write {}.{name}", obj.describe(py)),
+        }
+    }
+
+    /// `del obj[idx]` on a list or dict tracker (recorded as a side effect for one from the frame).
+    fn delitem(&mut self, py: Python<'_>, obj: &VT, idx: VT) -> VResult<()> {
+        let k = idx.as_constant(py).ok_or_else(|| Unsupported::new("del with a non-constant index"))?;
+        match obj {
+            VT::List(l) => {
+                let k: i64 = k.extract().map_err(|_| Unsupported::new("del of a list slice"))?;
+                let mut st = l.borrow_mut();
+                let n = st.items.len() as i64;
+                let k = if k < 0 { k + n } else { k };
+                if k < 0 || k >= n {
+                    unsupported!("list assignment index out of range (IndexError)");
+                }
+                st.items.remove(k as usize);
+                if st.source.is_some() {
+                    drop(st);
+                    self.og.side_effects.mutate_list(l);
+                }
+                Ok(())
+            }
+            VT::Dict(d) => {
+                let mut st = d.borrow_mut();
+                let Some(pos) = st.items.iter().position(|(kk, _)| kk.bind(py).eq(&k).unwrap_or(false)) else {
+                    unsupported!("del of a missing dict key (KeyError)");
+                };
+                st.items.remove(pos);
+                if st.source.is_some() {
+                    drop(st);
+                    self.og.side_effects.mutate_dict(d);
+                }
+                Ok(())
+            }
+            _ => unsupported!("del on {}", obj.describe(py)),
         }
     }
 
     /// `nn.Module.__getattr__` order: `_parameters`, `_buffers`, `_modules`, then the instance
     /// dict and the class (torch/nn/modules/module.py).
     fn module_getattr(&mut self, py: Python<'_>, m: &Bound<'_, PyAny>, source: Option<Arc<Source>>, name: &str) -> VResult<VT> {
+        if let Some(v) = self.og.side_effects.attr(&m.clone().unbind(), name) {
+            return Ok(v);
+        }
         let src = source.as_ref().map(|s| s.attr(name));
         let d = m.getattr("__dict__")?;
         for table in ["_parameters", "_buffers", "_modules"] {
@@ -814,6 +976,14 @@ impl<'a> InstructionTranslator<'a> {
                 } else {
                     true
                 }
+            }
+            VT::Opaque { obj, .. } => {
+                // `bool(obj)` runs the class's __bool__ or __len__ (Objects/typeobject.c slots).
+                let ty = obj.bind(py).get_type();
+                if ty.hasattr("__bool__")? || ty.hasattr("__len__")? {
+                    graph_break!(UntracedValue, "truth value of {} (it defines __bool__ or __len__)", v.describe(py));
+                }
+                true
             }
             _ => true,
         })
@@ -900,7 +1070,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             (VT::List(l), _, "add") if name.starts_with('i') => {
                 if l.borrow().source.is_some() {
-                    graph_break!(SideEffect, "in-place extend of a list from outside the frame");
+                    self.og.side_effects.mutate_list(l);
                 }
                 let extra = self.unpack(py, &b)?;
                 l.borrow_mut().items.extend(extra);
@@ -997,26 +1167,28 @@ impl<'a> InstructionTranslator<'a> {
                 self.og.call(py, Some(&f), None, &[obj.clone(), idx, v], &[])?;
                 Ok(())
             }
-            VT::List(l) => {
-                if l.borrow().source.is_some() {
-                    graph_break!(SideEffect, "item assignment on a list from outside the frame");
-                }
+            VT::List(lst) => {
                 let k: i64 = idx.as_constant(py).ok_or_else(|| Unsupported::new("list index"))?.extract()?;
-                let mut l = l.borrow_mut();
+                let mut l = lst.borrow_mut();
                 let n = l.items.len() as i64;
                 let k = if k < 0 { k + n } else { k };
                 if k < 0 || k >= n {
                     unsupported!("list assignment index out of range");
                 }
                 l.items[k as usize] = v;
+                if l.source.is_some() {
+                    drop(l);
+                    self.og.side_effects.mutate_list(lst);
+                }
                 Ok(())
             }
             VT::Dict(d) => {
-                if d.borrow().source.is_some() {
-                    graph_break!(SideEffect, "item assignment on a dict from outside the frame");
-                }
                 let k = idx.as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
-                dict_set(py, &mut d.borrow_mut(), k.unbind(), v)
+                dict_set(py, &mut d.borrow_mut(), k.unbind(), v)?;
+                if d.borrow().source.is_some() {
+                    self.og.side_effects.mutate_dict(d);
+                }
+                Ok(())
             }
             _ => unsupported!("item assignment on {}", obj.describe(py)),
         }
@@ -1264,7 +1436,7 @@ impl<'a> InstructionTranslator<'a> {
         match (container, name) {
             (VT::List(l), "append" | "extend" | "insert" | "pop" | "clear" | "reverse") => {
                 if l.borrow().source.is_some() {
-                    graph_break!(SideEffect, "list.{name}() on a list from outside the frame");
+                    self.og.side_effects.mutate_list(l);
                 }
                 let mut extend_items = None;
                 if name == "extend" {
@@ -1336,6 +1508,53 @@ impl<'a> InstructionTranslator<'a> {
             }
             (VT::Dict(d), "keys") => Ok(new_list(d.borrow().items.iter().map(|(k, _)| VT::constant(k.clone_ref(py))).collect())),
             (VT::Dict(d), "values") => Ok(new_list(d.borrow().items.iter().map(|(_, v)| v.clone()).collect())),
+            (VT::Dict(d), "update" | "pop" | "setdefault" | "clear") => {
+                let new_items: Vec<(Py<PyAny>, VT)> = match (name, args.first()) {
+                    ("update", Some(VT::Dict(other))) => other.borrow().items.iter().map(|(k, v)| (k.clone_ref(py), v.clone())).collect(),
+                    ("update", _) => unsupported!("dict.update() with {} arguments", args.len()),
+                    _ => vec![],
+                };
+                let key = match name {
+                    "pop" | "setdefault" => Some(args.first().and_then(|a| a.as_constant(py)).ok_or_else(|| Unsupported::new("dict key is not a constant"))?),
+                    _ => None,
+                };
+                let result = {
+                    let mut st = d.borrow_mut();
+                    let pos = match &key {
+                        Some(k) => st.items.iter().position(|(kk, _)| kk.bind(py).eq(k).unwrap_or(false)),
+                        None => None,
+                    };
+                    match name {
+                        "update" => {
+                            for (k, v) in new_items {
+                                dict_set(py, &mut st, k, v)?;
+                            }
+                            VT::none(py)
+                        }
+                        "clear" => {
+                            st.items.clear();
+                            VT::none(py)
+                        }
+                        "pop" => match (pos, args.get(1)) {
+                            (Some(i), _) => st.items.remove(i).1,
+                            (None, Some(default)) => default.clone(),
+                            (None, None) => unsupported!("dict.pop() of a missing key (KeyError)"),
+                        },
+                        _ => match pos {
+                            Some(i) => st.items[i].1.clone(),
+                            None => {
+                                let v = args.get(1).cloned().unwrap_or_else(|| VT::none(py));
+                                st.items.push((key.clone().expect("setdefault key").unbind(), v.clone()));
+                                v
+                            }
+                        },
+                    }
+                };
+                if d.borrow().source.is_some() {
+                    self.og.side_effects.mutate_dict(d);
+                }
+                Ok(result)
+            }
             (VT::Dict(d), "get") => {
                 let k = args[0].as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
                 for (key, v) in &d.borrow().items {
@@ -1737,6 +1956,25 @@ pub fn new_list(items: Vec<VT>) -> VT {
 
 pub fn new_dict(items: Vec<(Py<PyAny>, VT)>) -> VT {
     VT::Dict(Rc::new(RefCell::new(DictState { items, source: None })))
+}
+
+/// The attribute `name` as the type `ty` defines it (first hit along `__mro__`, without running
+/// descriptors), like `inspect.getattr_static` on a type.
+fn static_type_lookup<'py>(ty: &Bound<'py, pyo3::types::PyType>, name: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+    for base in ty.getattr("__mro__")?.try_iter()? {
+        let d = base?.getattr("__dict__")?;
+        if d.contains(name)? {
+            return Ok(Some(d.get_item(name)?));
+        }
+    }
+    Ok(None)
+}
+
+/// Whether `attr` is a data descriptor (its type defines `__set__` or `__delete__`), which takes
+/// precedence over the instance dict (Descriptor HowTo Guide, Python docs).
+fn is_data_descriptor(attr: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let t = attr.get_type();
+    Ok(t.hasattr("__set__")? || t.hasattr("__delete__")?)
 }
 
 fn dict_set(py: Python<'_>, d: &mut DictState, k: Py<PyAny>, v: VT) -> VResult<()> {

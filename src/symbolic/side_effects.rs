@@ -1,0 +1,105 @@
+//! Side effects recorded during tracing and replayed after the graph (the role of
+//! `torch/_dynamo/side_effects.py`).
+//!
+//! Mutations of objects that exist outside the frame cannot go into the graph. Tracing records
+//! them instead, in first-write order, and later reads in the same frame see the pending values:
+//! - attribute writes on user objects and modules reached from the frame (`obj.name = v`),
+//! - global writes (`STORE_GLOBAL`, or into another module's globals through an inlined call),
+//! - mutations of lists and dicts reached from the frame (append, extend, setitem, pop, ...),
+//!   kept as the tracker's new contents.
+//!
+//! The transformed code replays them after the graph ran, before the frame returns or before the
+//! instruction a graph break runs in Python (which may observe them). All values and targets are
+//! loaded first and the stores run afterwards, so a replayed store never changes what another
+//! one reads (Note [side effect replay] in `pycodegen`).
+
+use crate::source::Source;
+use crate::symbolic::variables::{DictState, ListState, VT};
+use pyo3::prelude::*;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// A pending `obj.name = value` on an object reached through `source`.
+pub struct AttrWrite {
+    /// Address of the object (kept alive by `obj`): the identity the write is keyed on.
+    pub ptr: usize,
+    pub obj: Py<PyAny>,
+    pub source: Arc<Source>,
+    pub name: String,
+    pub value: VT,
+}
+
+/// A pending global write: `name` in the globals dict at address `dict`, which is the frame's
+/// own (`dict_source` `None`, replayed with `STORE_GLOBAL`) or another module's, reached through
+/// `dict_source`.
+pub struct GlobalWrite {
+    pub dict: usize,
+    pub dict_source: Option<Arc<Source>>,
+    pub name: String,
+    pub value: VT,
+}
+
+/// Everything a frame's trace changed outside itself, in first-change order per kind.
+#[derive(Default)]
+pub struct SideEffects {
+    pub attrs: Vec<AttrWrite>,
+    pub globals: Vec<GlobalWrite>,
+    /// Lists from the frame whose contents changed (their tracker holds the new items).
+    pub lists: Vec<Rc<RefCell<ListState>>>,
+    /// Dicts from the frame whose contents changed.
+    pub dicts: Vec<Rc<RefCell<DictState>>>,
+}
+
+impl SideEffects {
+    /// The pending value of `obj.name`, if this trace wrote it.
+    pub fn attr(&self, obj: &Py<PyAny>, name: &str) -> Option<VT> {
+        let ptr = obj.as_ptr() as usize;
+        self.attrs.iter().find(|w| w.ptr == ptr && w.name == name).map(|w| w.value.clone())
+    }
+
+    /// Records `obj.name = value` (a later write to the same attribute replaces the value).
+    pub fn store_attr(&mut self, py: Python<'_>, obj: &Py<PyAny>, source: Arc<Source>, name: &str, value: VT) {
+        let ptr = obj.as_ptr() as usize;
+        match self.attrs.iter_mut().find(|w| w.ptr == ptr && w.name == name) {
+            Some(w) => w.value = value,
+            None => self.attrs.push(AttrWrite { ptr, obj: obj.clone_ref(py), source, name: name.to_string(), value }),
+        }
+    }
+
+    /// The pending value of global `name` in the dict at address `dict`.
+    pub fn global(&self, dict: usize, name: &str) -> Option<VT> {
+        self.globals.iter().find(|w| w.dict == dict && w.name == name).map(|w| w.value.clone())
+    }
+
+    /// Records a global write.
+    pub fn store_global(&mut self, dict: usize, dict_source: Option<Arc<Source>>, name: &str, value: VT) {
+        match self.globals.iter_mut().find(|w| w.dict == dict && w.name == name) {
+            Some(w) => w.value = value,
+            None => self.globals.push(GlobalWrite { dict, dict_source, name: name.to_string(), value }),
+        }
+    }
+
+    /// Marks a list from the frame as mutated (its tracker's items are the new contents).
+    pub fn mutate_list(&mut self, l: &Rc<RefCell<ListState>>) {
+        if !self.lists.iter().any(|x| Rc::ptr_eq(x, l)) {
+            self.lists.push(l.clone());
+        }
+    }
+
+    /// Marks a dict from the frame as mutated.
+    pub fn mutate_dict(&mut self, d: &Rc<RefCell<DictState>>) {
+        if !self.dicts.iter().any(|x| Rc::ptr_eq(x, d)) {
+            self.dicts.push(d.clone());
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.attrs.is_empty() && self.globals.is_empty() && self.lists.is_empty() && self.dicts.is_empty()
+    }
+
+    /// Number of pending effects (for logs and `explain`).
+    pub fn len(&self) -> usize {
+        self.attrs.len() + self.globals.len() + self.lists.len() + self.dicts.len()
+    }
+}
