@@ -1,5 +1,6 @@
 """Every GraphBreakKind has a minimal repro whose message is asserted (docs/graph_breaks.md)."""
 
+import functools
 import re
 
 import pytest
@@ -17,9 +18,10 @@ class _Loud:
 
 
 class _Dyn:
-    """Attributes computed by __getattr__: not traced."""
+    """An attribute behind a descriptor tracing does not model (cached_property)."""
 
-    def __getattr__(self, name):
+    @functools.cached_property
+    def v(self):
         return torch.ones(2)
 
 
@@ -72,7 +74,7 @@ CASES = [
     ("GB0002 data_dependent_branch", "branch on the value of a tensor", _data_dependent_branch, lambda: (torch.ones(2),), "if x.sum()"),
     ("GB0003 data_dependent_value", "Tensor.item() is not traced", _data_dependent_value, lambda: (torch.ones(2),), ".item()"),
     ("GB0005 side_effect", "attribute write _Loud object.w (custom __setattr__ or a descriptor)", _side_effect, lambda: (torch.ones(2), _Loud()), "o.w ="),
-    ("GB0006 untraced_value", "attribute 'v' of _Dyn object (computed by __getattr__)", _untraced_value, lambda: (torch.ones(2), _Dyn()), "o.v"),
+    ("GB0006 untraced_value", "attribute 'v' of _Dyn object (a cached_property on its class)", _untraced_value, lambda: (torch.ones(2), _Dyn()), "o.v"),
     ("GB0007 unsupported_call", "call to torch.random.manual_seed is not traced", _unsupported_call, lambda: (torch.ones(2),), "manual_seed"),
 ]
 

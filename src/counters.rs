@@ -31,6 +31,7 @@ counters! {
     eager_fallbacks: "frames that could not be converted and ran eagerly",
     graph_breaks: "frames converted with a graph break (graph, unsupported instruction, resume function)",
     cache_limit_hits: "code objects that reached config.cache_size_limit",
+    graph_failures: "compiled graphs that raised at run time (the frame then reran as ordinary Python)",
 }
 
 /// Adds one to a counter.

@@ -31,12 +31,23 @@ pub enum Source {
     GetItem { base: Arc<Source>, key: ItemKey },
     /// The sequence a list or tuple iterator walks: `base.__reduce__()[1][0]`.
     IterSeq { base: Arc<Source> },
+    /// An imported module: `sys.modules[name]` (a function's `import` statement).
+    Module { name: String },
+    /// `object.__getattribute__(base, attr)`: the generic attribute lookup, bypassing a class's
+    /// own `__getattribute__` (which reloading through it would run, possibly recursing into
+    /// the very frame being compiled).
+    GenericAttr { base: Arc<Source>, attr: String },
 }
 
 impl Source {
     /// `getattr(self, attr)` as a new source.
     pub fn attr(self: &Arc<Self>, attr: &str) -> Arc<Source> {
         Arc::new(Source::Attr { base: self.clone(), attr: attr.to_string() })
+    }
+
+    /// `object.__getattribute__(self, attr)` as a new source.
+    pub fn generic_attr(self: &Arc<Self>, attr: &str) -> Arc<Source> {
+        Arc::new(Source::GenericAttr { base: self.clone(), attr: attr.to_string() })
     }
 
     /// `self[key]` as a new source.
@@ -47,10 +58,17 @@ impl Source {
     /// The innermost base of the chain (a local, closure cell or global).
     pub fn root(&self) -> &Source {
         match self {
-            Source::Attr { base, .. } | Source::GetItem { base, .. } | Source::IterSeq { base } => base.root(),
+            Source::Attr { base, .. } | Source::GetItem { base, .. } | Source::IterSeq { base } | Source::GenericAttr { base, .. } => base.root(),
             other => other,
         }
     }
+}
+
+/// `sys.modules[name]`, if that module is imported.
+pub fn imported_module(py: pyo3::Python<'_>, name: &str) -> Option<pyo3::Py<pyo3::PyAny>> {
+    use pyo3::prelude::*;
+    let modules = py.import("sys").ok()?.getattr("modules").ok()?;
+    modules.get_item(name).ok().map(|m| m.unbind())
 }
 
 impl fmt::Display for Source {
@@ -69,6 +87,8 @@ impl fmt::Display for Source {
             Source::GetItem { base, key: ItemKey::Int(i) } => write!(f, "{base}[{i}]"),
             Source::GetItem { base, key: ItemKey::Str(s) } => write!(f, "{base}['{s}']"),
             Source::IterSeq { base } => write!(f, "{base}.__reduce__()[1][0]"),
+            Source::Module { name } => write!(f, "sys.modules['{name}']"),
+            Source::GenericAttr { base, attr } => write!(f, "object.__getattribute__({base}, '{attr}')"),
         }
     }
 }

@@ -352,9 +352,9 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
             let msg = format!("dynamo: compiling {qual} ({filename}:{lineno}) failed, running it eagerly (config.suppress_errors=True): {}: {}", e.get_type(py).name().map(|n| n.to_string()).unwrap_or_default(), e.value(py));
             let _ = py.import("logging").and_then(|l| l.call_method1("getLogger", ("dynamo",))?.call_method1("warning", (msg,)));
             crate::logging::break_reason(format!("{qual}: compile error: {e}"));
-            if state.entries.is_empty() {
-                state.status = FrameStatus::Skip;
-            }
+            // A compiler error would repeat on every guard miss: this code runs eagerly from now
+            // on (its cached entries too).
+            state.status = FrameStatus::Skip;
             default_eval(tstate, frame, throwflag)
         }
         Err(_) => {

@@ -89,7 +89,44 @@ impl Graph {
     pub fn placeholders(&self) -> impl Iterator<Item = &Node> {
         self.nodes.iter().filter(|n| matches!(n.op, Op::Placeholder { .. }))
     }
+
+    /// Whether running the graph can change one of its inputs: an in-place op (a `foo_` method
+    /// or function, `inplace=True`, `out=`, `operator.setitem`) whose first argument is an input
+    /// or a view of one (through view-like ops, which share storage per PyTorch's view
+    /// semantics). A graph that cannot is safe to run again from its inputs.
+    pub fn mutates_inputs(&self) -> bool {
+        let mut aliases_input = vec![false; self.nodes.len()];
+        for n in &self.nodes {
+            let op_name = match &n.op {
+                Op::Placeholder { .. } => {
+                    aliases_input[n.id.0 as usize] = true;
+                    continue;
+                }
+                Op::CallFunction { name, .. } => name.rsplit('.').next().unwrap_or(name).to_string(),
+                Op::CallMethod { method } => method.clone(),
+            };
+            let first_aliases = matches!(n.args.first(), Some(Arg::Node(a)) if aliases_input[a.0 as usize]);
+            let inplace = (op_name.ends_with('_') && !op_name.ends_with("__"))
+                || op_name == "setitem"
+                || op_name == "__setitem__"
+                || n.kwargs.iter().any(|(k, v)| k == "out" || (k == "inplace" && matches!(v, Arg::Const(_, r) if r == "True")));
+            if inplace && first_aliases {
+                return true;
+            }
+            if first_aliases && VIEW_OPS.contains(&op_name.as_str()) {
+                aliases_input[n.id.0 as usize] = true;
+            }
+        }
+        false
+    }
 }
+
+/// Ops whose result may share storage with their first argument (PyTorch "Tensor Views").
+const VIEW_OPS: [&str; 27] = [
+    "view", "view_as", "reshape", "reshape_as", "getitem", "__getitem__", "transpose", "t", "permute", "squeeze", "unsqueeze",
+    "expand", "expand_as", "narrow", "select", "as_strided", "flatten", "unflatten", "split", "chunk", "unbind", "diagonal",
+    "detach", "movedim", "swapaxes", "contiguous", "getattr",
+];
 
 impl fmt::Display for Arg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

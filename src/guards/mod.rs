@@ -37,6 +37,9 @@ pub enum GuardKind {
     /// `v is <value at the other source>`: two inputs that were one object when compiled
     /// (the graph has a single placeholder for both).
     AliasOf(Arc<Source>),
+    /// `v is not <value at the other source>`: two objects that were distinct when compiled,
+    /// one of which the frame mutates (the trace kept one tracker each).
+    NotAliasOf(Arc<Source>),
     /// `v` is a list iterator over the object at `seq`, `pos` items in
     /// (`v.__reduce__() == (iter, (seq,), pos)`).
     IteratorOver { seq: Arc<Source>, pos: usize },
@@ -79,6 +82,7 @@ impl GuardKind {
             GuardKind::LenMatch(_) => "LENGTH_CHECK",
             GuardKind::IteratorMatch(..) => "ITERATOR_MATCH",
             GuardKind::AliasOf(_) => "DUPLICATE_INPUT",
+            GuardKind::NotAliasOf(_) => "NO_ALIAS",
             GuardKind::IteratorOver { .. } => "ITERATOR_OVER",
             GuardKind::DictKeys(_) => "DICT_KEYS",
             GuardKind::NoInstanceAttr(_) => "NO_INSTANCE_ATTR",
@@ -98,6 +102,7 @@ impl fmt::Display for Guard {
             GuardKind::ConstantMatch(c) => write!(f, "CONSTANT_MATCH: {src} == {}", repr(py, c)),
             GuardKind::LenMatch(n) => write!(f, "LENGTH_CHECK: len({src}) == {n}"),
             GuardKind::AliasOf(other) => write!(f, "DUPLICATE_INPUT: {src} is {other}"),
+            GuardKind::NotAliasOf(other) => write!(f, "NO_ALIAS: {src} is not {other}"),
             GuardKind::IteratorOver { seq, pos } => write!(f, "ITERATOR_OVER: {src} iterates {seq}, {pos} items in"),
             GuardKind::DictKeys(k) => write!(f, "DICT_KEYS: list({src}.keys()) == {}", repr(py, k)),
             GuardKind::NoInstanceAttr(n) => write!(f, "NO_INSTANCE_ATTR: '{n}' not in {src}.__dict__"),
@@ -133,8 +138,12 @@ enum Step {
     Closure(usize),
     Global(Py<PyString>),
     Attr(usize, Py<PyString>),
+    /// `PyObject_GenericGetAttr` (Objects/object.c): no user `__getattribute__` runs.
+    GenericAttr(usize, Py<PyString>),
     Item(usize, Py<PyAny>),
     IterSeq(usize),
+    /// A module from `sys.modules`, resolved when the guards were built (absent: `None`).
+    Module(Option<Py<PyAny>>),
 }
 
 /// The frame pieces guards read from: argument slots, closure, globals, builtins (all borrowed).
@@ -195,7 +204,7 @@ impl GuardManager {
                 None => guard_slots.push(usize::MAX),
             }
             match &g.kind {
-                GuardKind::AliasOf(o) | GuardKind::IteratorOver { seq: o, .. } => other_slots.push(plan(py, o, &mut steps, &mut memo)),
+                GuardKind::AliasOf(o) | GuardKind::NotAliasOf(o) | GuardKind::IteratorOver { seq: o, .. } => other_slots.push(plan(py, o, &mut steps, &mut memo)),
                 _ => other_slots.push(usize::MAX),
             }
         }
@@ -240,6 +249,7 @@ impl GuardManager {
             if other != usize::MAX {
                 let same = match (value, values[other].as_ref(), &g.kind) {
                     (Some(it), Some(seq), GuardKind::IteratorOver { pos, .. }) => iterator_state(it).map(|(s, p)| s.is(seq) && p == *pos).unwrap_or(false),
+                    (Some(a), Some(b), GuardKind::NotAliasOf(_)) => !a.is(b),
                     (Some(a), Some(b), _) => a.is(b),
                     _ => false,
                 };
@@ -293,6 +303,10 @@ impl GuardManager {
                 let b = values[*base].as_ref()?;
                 Bound::from_owned_ptr_or_opt(py, ffi::PyObject_GetAttr(b.as_ptr(), name.as_ptr()))
             }
+            Step::GenericAttr(base, name) => {
+                let b = values[*base].as_ref()?;
+                Bound::from_owned_ptr_or_opt(py, ffi::PyObject_GenericGetAttr(b.as_ptr(), name.as_ptr()))
+            }
             Step::Item(base, key) => {
                 let b = values[*base].as_ref()?;
                 Bound::from_owned_ptr_or_opt(py, ffi::PyObject_GetItem(b.as_ptr(), key.as_ptr()))
@@ -301,6 +315,7 @@ impl GuardManager {
                 let b = values[*base].as_ref()?;
                 iterator_state(b).ok().map(|(seq, _)| seq)
             }
+            Step::Module(m) => m.as_ref().map(|m| m.bind(py).clone()),
         }
     }
 
@@ -321,7 +336,13 @@ impl GuardManager {
             GuardKind::ConstantMatch(c) => {
                 let v = v.unwrap();
                 let c = c.bind(py);
-                let same = v.get_type().as_ptr() == c.get_type().as_ptr() && v.eq(c).unwrap_or(false);
+                // Floats compare by bits: -0.0 and 0.0 are equal but not interchangeable (1/x),
+                // and a NaN matches itself.
+                let same = v.get_type().as_ptr() == c.get_type().as_ptr()
+                    && match (v.cast::<pyo3::types::PyFloat>(), c.cast::<pyo3::types::PyFloat>()) {
+                        (Ok(a), Ok(b)) => a.value().to_bits() == b.value().to_bits(),
+                        _ => v.eq(c).unwrap_or(false),
+                    };
                 if !same {
                     return fail(&|| format!("{} == {}, expected {}", src(g), v.repr().map(|r| r.to_string()).unwrap_or_default(), c.repr().map(|r| r.to_string()).unwrap_or_default()));
                 }
@@ -333,7 +354,7 @@ impl GuardManager {
                 }
             }
             GuardKind::TensorMatch(spec) => return self.check_tensor(py, g, spec, v.unwrap(), explain),
-            GuardKind::AliasOf(_) | GuardKind::IteratorOver { .. } => {}
+            GuardKind::AliasOf(_) | GuardKind::NotAliasOf(_) | GuardKind::IteratorOver { .. } => {}
             GuardKind::DictKeys(keys) => {
                 let v = v.unwrap();
                 let same = v.call_method0("keys").and_then(|k| pyo3::types::PyList::new(py, k.try_iter()?.collect::<PyResult<Vec<_>>>()?)).map(|l| l.eq(keys.bind(py)).unwrap_or(false)).unwrap_or(false);
@@ -456,6 +477,7 @@ fn plan(py: Python<'_>, s: &Arc<Source>, steps: &mut Vec<Step>, memo: &mut HashM
         Source::Local { idx, .. } => Step::Local(*idx as usize),
         Source::Closure { idx, .. } => Step::Closure(*idx as usize),
         Source::Global { name } => Step::Global(PyString::intern(py, name).unbind()),
+        Source::Module { name } => Step::Module(crate::source::imported_module(py, name)),
         Source::Attr { base, attr } => {
             let b = plan(py, base, steps, memo);
             Step::Attr(b, PyString::intern(py, attr).unbind())
@@ -463,6 +485,10 @@ fn plan(py: Python<'_>, s: &Arc<Source>, steps: &mut Vec<Step>, memo: &mut HashM
         Source::IterSeq { base } => {
             let b = plan(py, base, steps, memo);
             Step::IterSeq(b)
+        }
+        Source::GenericAttr { base, attr } => {
+            let b = plan(py, base, steps, memo);
+            Step::GenericAttr(b, PyString::intern(py, attr).unbind())
         }
         Source::GetItem { base, key } => {
             let b = plan(py, base, steps, memo);

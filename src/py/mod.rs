@@ -33,6 +33,21 @@ pub fn force_compile(code: &Bound<'_, PyAny>) {
     hook::force_compile(code);
 }
 
+/// Called by transformed code when its graph raised (Note [graph failure reruns the frame]):
+/// restores grad mode `grad_enabled` (the frame's on entry), counts and logs the failure, and
+/// re-raises `exc` unless it is an `Exception` (KeyboardInterrupt and SystemExit propagate).
+/// The frame then reruns as its original code, which raises the error for the user.
+#[pyfunction]
+pub fn graph_failed(py: Python<'_>, exc: Bound<'_, PyAny>, grad_enabled: bool) -> PyResult<()> {
+    py.import("torch")?.getattr("_C")?.call_method1("_set_grad_enabled", (grad_enabled,))?;
+    if !exc.is_instance_of::<pyo3::exceptions::PyException>() {
+        return Err(PyErr::from_value(exc));
+    }
+    crate::counters::bump(&crate::counters::c::graph_failures);
+    tracing::info!(target: "dynamo::graph_breaks", "graph raised {}: rerunning the frame as ordinary Python", exc.repr().map(|r| r.to_string()).unwrap_or_default());
+    Ok(())
+}
+
 /// `d.clear(); d.update(items)`: how transformed code replays a dict's new contents (key order
 /// included) after the graph. Raises what `dict.clear`/`dict.update` raise.
 #[pyfunction]
@@ -150,6 +165,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(force_compile, m)?)?;
     m.add_function(wrap_pyfunction!(iter_at, m)?)?;
     m.add_function(wrap_pyfunction!(replace_dict, m)?)?;
+    m.add_function(wrap_pyfunction!(graph_failed, m)?)?;
     m.add_function(wrap_pyfunction!(reset, m)?)?;
     m.add_function(wrap_pyfunction!(get_counters, m)?)?;
     m.add_function(wrap_pyfunction!(recompile_reasons, m)?)?;

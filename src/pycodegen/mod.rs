@@ -7,7 +7,7 @@
 //! positional parameter, so the eval-frame hook can call it with the frame's `localsplus` array.
 
 use crate::bytecode::opcode::op;
-use crate::bytecode::{assemble, Instruction, Positions, PyVersion};
+use crate::bytecode::{assemble, InstId, Instruction, Positions, PyVersion};
 use crate::source::{ItemKey, Source};
 use crate::symbolic::code_info::{flags, CodeInfo};
 use pyo3::prelude::*;
@@ -67,13 +67,20 @@ pub struct PyCodegen {
     /// Added to `localsplus` indices of cell and free variables (extra locals were inserted
     /// before them).
     pub deref_shift: u32,
+    /// Where the appended copy of the original code starts (`original_copy`), once made.
+    copy_base: Option<u32>,
+}
+
+/// Opcodes that name a cell or free variable by `localsplus` index (3.11).
+pub fn is_deref(opcode: u8) -> bool {
+    matches!(opcode, op::LOAD_DEREF | op::STORE_DEREF | op::DELETE_DEREF | op::LOAD_CLOSURE | op::MAKE_CELL | op::LOAD_CLASSDEREF)
 }
 
 impl PyCodegen {
     pub fn new(py: Python<'_>, ci: &CodeInfo) -> PyResult<Self> {
         let consts = ci.consts.bind(py).iter().map(|c| c.unbind()).collect();
         let cellvars: Vec<String> = ci.code.bind(py).getattr("co_cellvars")?.extract()?;
-        Ok(PyCodegen { insts: Vec::new(), names: ci.names.clone(), consts, cellvars, pos: Positions::line(ci.firstlineno), result_local: None, deref_shift: 0 })
+        Ok(PyCodegen { insts: Vec::new(), names: ci.names.clone(), consts, cellvars, pos: Positions::line(ci.firstlineno), result_local: None, deref_shift: 0, copy_base: None })
     }
 
     pub fn emit(&mut self, opcode: u8, arg: u32) {
@@ -112,6 +119,20 @@ impl PyCodegen {
                 let i = self.name_idx(name);
                 self.emit(op::LOAD_GLOBAL, i << 1);
             }
+            Source::GenericAttr { base, attr } => {
+                self.emit(op::PUSH_NULL, 0);
+                let ga = py.get_type::<pyo3::types::PyAny>().getattr("__getattribute__").expect("object.__getattribute__");
+                self.load_const(ga.unbind());
+                self.load_source(py, base);
+                self.load_const(pyo3::types::PyString::new(py, attr).into_any().unbind());
+                self.emit(op::PRECALL, 2);
+                self.emit(op::CALL, 2);
+            }
+            Source::Module { name } => {
+                // Imported while tracing, so present; reloading it is what `import` would do.
+                let m = crate::source::imported_module(py, name).unwrap_or_else(|| py.None());
+                self.load_const(m);
+            }
             Source::Attr { base, attr } => {
                 self.load_source(py, base);
                 let i = self.name_idx(attr);
@@ -138,6 +159,85 @@ impl PyCodegen {
                 self.emit(op::BINARY_SUBSCR, 0);
             }
         }
+    }
+
+    /// Appends a copy of the whole original code (jump targets and handlers shifted, cell
+    /// indices moved by `deref_shift`) and returns the index of its first instruction. Made once
+    /// per codegen; nothing falls into it, callers jump or unwind into it.
+    pub fn original_copy(&mut self, ci: &CodeInfo) -> u32 {
+        if let Some(b) = self.copy_base {
+            return b;
+        }
+        let base = self.insts.len() as u32;
+        let nv = ci.varnames.len() as u32;
+        for orig in &ci.insts {
+            let mut i = orig.clone();
+            i.offset = None;
+            if let Some(t) = i.target {
+                i.target = Some(InstId(t.0 + base));
+            }
+            if let Some(e) = i.exn.as_mut() {
+                e.handler = InstId(e.handler.0 + base);
+            }
+            if is_deref(i.opcode) && i.arg >= nv {
+                i.arg += self.deref_shift;
+            }
+            self.insts.push(i);
+        }
+        self.copy_base = Some(base);
+        base
+    }
+
+    /// Emits the call of the compiled graph (`compiled_fn(*inputs)`, or `None` without one),
+    /// leaving its result on the stack, and returns the range of emitted instructions for
+    /// `protect_graph_call`.
+    pub fn emit_graph_call(&mut self, py: Python<'_>, compiled_fn: Option<Py<PyAny>>, inputs: &[Arc<Source>]) -> std::ops::Range<usize> {
+        let start = self.insts.len();
+        match compiled_fn {
+            Some(f) => {
+                self.emit(op::PUSH_NULL, 0);
+                self.load_const(f);
+                for s in inputs {
+                    self.load_source(py, s);
+                }
+                self.emit(op::PRECALL, inputs.len() as u32);
+                self.emit(op::CALL, inputs.len() as u32);
+            }
+            None => self.load_const(py.None()),
+        }
+        start..self.insts.len()
+    }
+
+    /// Note [graph failure reruns the frame]: when the graph raises (an index out of range, an
+    /// integer division by zero: errors that depend on tensor values), the frame reruns from
+    /// its first instruction as the original code, in ordinary Python: the user's try/except,
+    /// finally and with blocks then see the error where eager would raise it, with the
+    /// traceback on their line, and earlier side effects happen as in eager. Sound because the
+    /// graph call is the frame's first effect and the graph does not mutate its inputs (callers
+    /// check `Graph::mutates_inputs`); `_C.graph_failed` restores the grad mode of frame entry
+    /// (the graph may have switched it), logs, and re-raises what is not an `Exception`
+    /// (KeyboardInterrupt, SystemExit). Appended at the end: call after the last instruction
+    /// that may fall through.
+    pub fn protect_graph_call(&mut self, py: Python<'_>, ci: &CodeInfo, call: std::ops::Range<usize>, grad_enabled: bool) -> PyResult<()> {
+        let handler = InstId(self.insts.len() as u32);
+        for i in call {
+            self.insts[i].exn = Some(crate::bytecode::ExnTarget { handler, depth: 0, lasti: false });
+        }
+        // Stack: [exc] -> graph_failed(exc, grad_enabled) -> jump into the original code.
+        self.emit(op::PUSH_NULL, 0);
+        self.emit(op::SWAP, 2);
+        let f = py.import("dynamo._C")?.getattr("graph_failed")?;
+        self.load_const(f.unbind());
+        self.emit(op::SWAP, 2);
+        self.load_const(pyo3::types::PyBool::new(py, grad_enabled).to_owned().into_any().unbind());
+        self.emit(op::PRECALL, 2);
+        self.emit(op::CALL, 2);
+        self.emit(op::POP_TOP, 0);
+        let jump_at = self.insts.len();
+        self.insts.push(Instruction::jump(op::JUMP_FORWARD, InstId(0)));
+        let base = self.original_copy(ci);
+        self.insts[jump_at].target = Some(InstId(base + ci.body_start() as u32));
+        Ok(())
     }
 
     /// Emits the replay of `effects`. Note [side effect replay]: every effect's operands (its
@@ -294,6 +394,7 @@ pub fn compiled_frame_code(
     cell_stores: &[(u32, Rebuild)],
     result: &Rebuild,
     effects: &[SideEffect],
+    rerun_on_failure: Option<bool>,
 ) -> PyResult<Py<PyAny>> {
     let mut cg = PyCodegen::new(py, ci)?;
     // Prologue: everything up to and including RESUME, unchanged.
@@ -303,18 +404,8 @@ pub fn compiled_frame_code(
         i.exn = None;
         cg.insts.push(i);
     }
-    match compiled_fn {
-        Some(f) => {
-            cg.emit(op::PUSH_NULL, 0);
-            cg.load_const(f);
-            for s in inputs {
-                cg.load_source(py, s);
-            }
-            cg.emit(op::PRECALL, inputs.len() as u32);
-            cg.emit(op::CALL, inputs.len() as u32);
-        }
-        None => cg.load_const(py.None()),
-    }
+    let has_graph = compiled_fn.is_some();
+    let call = cg.emit_graph_call(py, compiled_fn, inputs);
     // Cells captured by functions that escape the frame get their final contents.
     for (slot, rb) in cell_stores {
         cg.rebuild(py, rb, 0);
@@ -326,6 +417,9 @@ pub fn compiled_frame_code(
     cg.emit(op::SWAP, 2);
     cg.emit(op::POP_TOP, 0);
     cg.emit(op::RETURN_VALUE, 0);
+    if let (true, Some(grad_enabled)) = (has_graph, rerun_on_failure) {
+        cg.protect_graph_call(py, ci, call, grad_enabled)?;
+    }
     finish(py, ci, cg)
 }
 

@@ -17,7 +17,7 @@
 //! continuation point (torch/_dynamo/resume_execution.py does the same for 3.11). Resume code is
 //! cached per (code, target, stack layout, unbound locals), so repeated breaks reuse it.
 
-use super::{finish_with, PyCodegen, Rebuild, SideEffect};
+use super::{finish_with, is_deref, PyCodegen, Rebuild, SideEffect};
 use crate::bytecode::opcode::op;
 use crate::bytecode::{assemble, InstId, Instruction, Positions, PyVersion};
 use crate::source::Source;
@@ -52,12 +52,11 @@ pub struct BreakPlan<'a> {
     pub globals: Py<PyAny>,
     /// Writes outside the frame, replayed before the instruction runs.
     pub effects: Vec<SideEffect>,
+    /// `Some(grad mode at frame entry)` when a failing graph may rerun the frame as the
+    /// original code (Note [graph failure reruns the frame]).
+    pub rerun_on_failure: Option<bool>,
 }
 
-/// Opcodes that name a cell or free variable by `localsplus` index (3.11).
-fn is_deref(opcode: u8) -> bool {
-    matches!(opcode, op::LOAD_DEREF | op::STORE_DEREF | op::DELETE_DEREF | op::LOAD_CLOSURE | op::MAKE_CELL | op::LOAD_CLASSDEREF)
-}
 
 /// (operands popped, results pushed) at run time for the instructions a graph break may stop
 /// at (3.11 stack layouts from Python/ceval.c; CALL pops its NULL/callable slots and arguments
@@ -218,18 +217,8 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
         }
         cg.insts.push(i);
     }
-    match &plan.compiled_fn {
-        Some(f) => {
-            cg.emit(op::PUSH_NULL, 0);
-            cg.load_const(f.clone_ref(py));
-            for s in plan.inputs {
-                cg.load_source(py, s);
-            }
-            cg.emit(op::PRECALL, plan.inputs.len() as u32);
-            cg.emit(op::CALL, plan.inputs.len() as u32);
-        }
-        None => cg.load_const(py.None()),
-    }
+    let has_graph = plan.compiled_fn.is_some();
+    let call = cg.emit_graph_call(py, plan.compiled_fn.as_ref().map(|f| f.clone_ref(py)), plan.inputs);
     cg.emit(op::STORE_FAST, tmp);
 
     // One tuple of every live value, built before anything is stored.
@@ -323,22 +312,8 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
     if let Some(exn) = protected {
         over_copy = Some(cg.insts.len());
         cg.insts.push(Instruction::jump(op::JUMP_FORWARD, InstId(0)));
-        let base = cg.insts.len() as u32;
+        let base = cg.original_copy(ci);
         cg.insts[jump_at].exn = Some(crate::bytecode::ExnTarget { handler: InstId(exn.handler.0 + base), ..exn });
-        for orig in &ci.insts {
-            let mut i = orig.clone();
-            i.offset = None;
-            if let Some(t) = i.target {
-                i.target = Some(InstId(t.0 + base));
-            }
-            if let Some(e) = i.exn.as_mut() {
-                e.handler = InstId(e.handler.0 + base);
-            }
-            if is_deref(i.opcode) && i.arg >= nv {
-                i.arg += 1;
-            }
-            cg.insts.push(i);
-        }
     }
     let layout: Vec<StackSlot> = plan
         .preserved
@@ -368,6 +343,9 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
             cg.emit(op::POP_TOP, 0);
         }
         emit_resume_call(py, &mut cg, ci, &plan, code, tmp, preserved_start, preserved_end)?;
+    }
+    if let (true, Some(grad_enabled)) = (has_graph, plan.rerun_on_failure) {
+        cg.protect_graph_call(py, ci, call, grad_enabled)?;
     }
     let mut varnames = ci.varnames.clone();
     varnames.push("__graph_out".to_string());

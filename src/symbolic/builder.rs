@@ -59,6 +59,22 @@ pub fn is_torch_callable(f: &Bound<'_, PyAny>) -> bool {
 
 /// Wraps `value` (reached through `source`) and installs its guards.
 pub fn wrap(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, source: Arc<Source>) -> VResult<VT> {
+    // Containers are wrapped eagerly, item by item: refuse cycles and very deep nesting.
+    let is_container = value.is_instance_of::<PyList>() || value.is_instance_of::<PyDict>() || value.is_instance_of::<PyTuple>();
+    if is_container {
+        let key = value.as_ptr() as usize;
+        if og.wrapping.contains(&key) || og.wrapping.len() >= 32 {
+            unsupported!("container at {source} refers to itself or nests too deeply");
+        }
+        og.wrapping.push(key);
+        let r = wrap_inner(py, og, value, source);
+        og.wrapping.pop();
+        return r;
+    }
+    wrap_inner(py, og, value, source)
+}
+
+fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, source: Arc<Source>) -> VResult<VT> {
     if og.is_tensor(py, value) {
         return Ok(VT::Tensor(og.add_input(py, value, source)?));
     }
@@ -96,6 +112,10 @@ pub fn wrap(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, sour
                 return Ok(VT::TorchFunction(Rc::new(value.clone().unbind())));
             }
             return Ok(VT::Builtin(Rc::new(value.clone().unbind())));
+        }
+        "code" => {
+            id_guard(og);
+            return Ok(VT::constant(value.clone().unbind()));
         }
         "module" => {
             id_guard(og);
@@ -138,6 +158,7 @@ pub fn wrap(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, sour
     }
     if value.is_instance_of::<pyo3::types::PyType>() {
         id_guard(og);
+        og.class_sources.entry(value.as_ptr() as usize).or_insert(source.clone());
         return Ok(VT::Class(Rc::new(value.clone().unbind())));
     }
     if let Ok(t) = value.cast::<PyTuple>() {
@@ -197,6 +218,15 @@ pub fn wrap(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, sour
             og.dicts_by_ptr.insert(value.as_ptr() as usize, (source, state.clone()));
             return Ok(VT::Dict(state));
         }
+    }
+    let key = value.as_ptr() as usize;
+    if let Some((first, _)) = og.opaque_by_ptr.get(&key).cloned() {
+        // One object reached two ways: keep them one object (writes key on the object).
+        if first != source {
+            og.add_guard(Some(source.clone()), GuardKind::AliasOf(first));
+        }
+    } else {
+        og.opaque_by_ptr.insert(key, (source.clone(), value.get_type().as_ptr() as usize));
     }
     og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
     Ok(VT::Opaque { obj: Rc::new(value.clone().unbind()), source })

@@ -126,7 +126,8 @@ pub fn convert(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyAny
     // put it back whatever happens.
     let torch_c = py.import("torch").and_then(|t| t.getattr("_C")).ok();
     let grad_before = py.import("torch").and_then(|t| t.call_method0("is_grad_enabled")).ok();
-    let result = convert_inner(py, frame, backend);
+    let grad_at_entry = grad_before.as_ref().and_then(|g| g.extract::<bool>().ok()).unwrap_or(true);
+    let result = convert_inner(py, frame, backend, grad_at_entry);
     if let (Some(c), Some(g)) = (&torch_c, &grad_before) {
         let _ = c.call_method1("_set_grad_enabled", (g,));
     }
@@ -136,14 +137,14 @@ pub fn convert(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyAny
     result
 }
 
-fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyAny>) -> Result<Converted, ConvertError> {
+fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyAny>, grad_at_entry: bool) -> Result<Converted, ConvertError> {
     let ci = code_info(&frame.code)?;
     let (og, outcome, final_locals) = match trace(py, frame, &ci, None) {
         Ok(r) => r,
         Err(ConvertError::Unsupported(u)) => match u.break_at {
             Some(at) if can_break(&ci, at.0) => match trace(py, frame, &ci, Some(at))? {
                 (og, Outcome::Break(state), _) => {
-                    return convert_break(py, frame, &ci, og, state, u.to_string(), backend);
+                    return convert_break(py, frame, &ci, og, state, u.to_string(), backend, grad_at_entry);
                 }
                 (_, Outcome::Return(_), _) => return Err(u.into()),
             },
@@ -183,7 +184,9 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
     let effects = plan_side_effects(py, &og, &mut outputs)?;
     let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend)?;
     let inputs: Vec<Arc<Source>> = og.inputs.iter().map(|(s, _)| s.clone()).collect();
-    let code = compiled_frame_code(py, &ci, compiled, &inputs, &cell_stores, &result, &effects).map_err(ConvertError::Internal)?;
+    let rerun = (!og.graph.mutates_inputs()).then_some(grad_at_entry);
+    let code = compiled_frame_code(py, &ci, compiled, &inputs, &cell_stores, &result, &effects, rerun).map_err(ConvertError::Internal)?;
+    og.add_alias_guards();
     let guards = GuardManager::new(py, std::mem::take(&mut og.guards)).map_err(ConvertError::Internal)?;
     Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: None })
 }
@@ -250,6 +253,7 @@ fn convert_break(
     state: BreakState,
     reason: String,
     backend: &Bound<'_, PyAny>,
+    grad_at_entry: bool,
 ) -> Result<Converted, ConvertError> {
     let inst = ci.insts[state.ip].clone();
     let (n_operands, n_pushed) = break_operands(&inst).expect("checked by can_break");
@@ -308,6 +312,7 @@ fn convert_break(
     let inputs: Vec<Arc<Source>> = og.inputs.iter().map(|(s, _)| s.clone()).collect();
     let plan = BreakPlan {
         effects,
+        rerun_on_failure: (!og.graph.mutates_inputs()).then_some(grad_at_entry),
         compiled_fn: compiled,
         inputs: &inputs,
         locals,
@@ -321,6 +326,7 @@ fn convert_break(
         globals: frame.globals.clone().into_any().unbind(),
     };
     let code = break_code(py, ci, plan).map_err(ConvertError::Internal)?;
+    og.add_alias_guards();
     let guards = GuardManager::new(py, std::mem::take(&mut og.guards)).map_err(ConvertError::Internal)?;
     Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: Some(reason) })
 }

@@ -70,6 +70,13 @@ pub struct OutputGraph {
     pub lists_by_ptr: HashMap<usize, (Arc<Source>, Rc<std::cell::RefCell<crate::symbolic::variables::ListState>>)>,
     /// Dicts wrapped from the frame, by object address (one tracker per dict object).
     pub dicts_by_ptr: HashMap<usize, (Arc<Source>, Rc<std::cell::RefCell<crate::symbolic::variables::DictState>>)>,
+    /// User objects wrapped as `Opaque`, by address: (first source, type address).
+    pub opaque_by_ptr: HashMap<usize, (Arc<Source>, usize)>,
+    /// Sources of user classes wrapped from the frame, by address (their attributes are read
+    /// and written through them).
+    pub class_sources: HashMap<usize, Arc<Source>>,
+    /// Containers being wrapped (addresses), innermost last: `builder::wrap` refuses cycles.
+    pub wrapping: Vec<usize>,
     /// Writes outside the frame, replayed after the graph.
     pub side_effects: crate::symbolic::side_effects::SideEffects,
     /// Fake example value of every tensor node (becomes fx `meta["example_value"]`).
@@ -96,15 +103,51 @@ impl OutputGraph {
             lists_by_ptr: HashMap::new(),
             dicts_by_ptr: HashMap::new(),
             side_effects: Default::default(),
+            wrapping: Vec::new(),
+            opaque_by_ptr: HashMap::new(),
+            class_sources: HashMap::new(),
             name_counts: HashMap::new(),
         })
+    }
+
+    /// Guards that every object this trace mutates (a list, a dict, an object or class with
+    /// attribute writes) is still distinct from each other object of its kind that the trace
+    /// saw as a separate object: the trace gave each its own tracker, which is only right while
+    /// they are not one object (aliasing the other way is covered by `AliasOf`).
+    pub fn add_alias_guards(&mut self) {
+        let mut guards = Vec::new();
+        let mut pairwise = |mutated: &[Arc<Source>], all: &[Arc<Source>]| {
+            for m in mutated {
+                for o in all {
+                    if o != m {
+                        guards.push((m.clone(), o.clone()));
+                    }
+                }
+            }
+        };
+        let se = &self.side_effects;
+        let sources_of_lists: Vec<Arc<Source>> = self.lists_by_ptr.values().map(|(s, _)| s.clone()).collect();
+        let mutated_lists: Vec<Arc<Source>> = se.lists.iter().filter_map(|l| l.borrow().source.clone()).collect();
+        pairwise(&mutated_lists, &sources_of_lists);
+        let sources_of_dicts: Vec<Arc<Source>> = self.dicts_by_ptr.values().map(|(s, _)| s.clone()).collect();
+        let mutated_dicts: Vec<Arc<Source>> = se.dicts.iter().filter_map(|d| d.borrow().source.clone()).collect();
+        pairwise(&mutated_dicts, &sources_of_dicts);
+        for w in &se.attrs {
+            if let Some((_, ty)) = self.opaque_by_ptr.get(&w.ptr) {
+                let same_type: Vec<Arc<Source>> = self.opaque_by_ptr.values().filter(|(_, t)| t == ty).map(|(s, _)| s.clone()).collect();
+                pairwise(std::slice::from_ref(&w.source), &same_type);
+            }
+        }
+        for (m, o) in guards {
+            self.add_guard(Some(m), GuardKind::NotAliasOf(o));
+        }
     }
 
     /// Adds a guard unless an identical one exists.
     pub fn add_guard(&mut self, source: Option<Arc<Source>>, kind: GuardKind) {
         let g = Guard { source, kind };
         let extra = match &g.kind {
-            GuardKind::AliasOf(o) => o.to_string(),
+            GuardKind::AliasOf(o) | GuardKind::NotAliasOf(o) => o.to_string(),
             GuardKind::NoInstanceAttr(n) => n.clone(),
             _ => String::new(),
         };

@@ -41,6 +41,15 @@ const TENSOR_METHOD_DENYLIST: [&str; 14] = [
     "untyped_storage", "__bool__", "__index__", "__int__", "__float__", "cpu_",
 ];
 
+/// Functions that tell user code it is being compiled (all answer True while tracing).
+const COMPILING_QUERIES: [&str; 5] = [
+    "torch.compiler.is_compiling",
+    "torch.compiler.is_dynamo_compiling",
+    "torch._dynamo.is_compiling",
+    "torch._dynamo.external_utils.is_compiling",
+    "torch._utils.is_compiling",
+];
+
 /// Tensor attributes that are not static metadata: reading them is not traced.
 const TENSOR_ATTR_DENYLIST: [&str; 5] = ["grad", "data", "_base", "grad_fn", "_version"];
 
@@ -300,6 +309,25 @@ impl<'a> InstructionTranslator<'a> {
                     unsupported!("write to global '{name}' of a torch module");
                 }
                 self.og.side_effects.store_global(g.globals.as_ptr() as usize, g.source.clone(), &name, v);
+            }
+            op::IMPORT_NAME => {
+                let fromlist = self.pop()?;
+                let level = self.pop()?;
+                let name = self.code.names[arg as usize].clone();
+                let v = self.import_name(py, &name, &level, &fromlist)?;
+                self.stack.push(v);
+            }
+            op::IMPORT_FROM => {
+                let m = self.stack.last().cloned().ok_or_else(|| Unsupported::new("IMPORT_FROM on an empty stack"))?;
+                let name = self.code.names[arg as usize].clone();
+                let v = match &m {
+                    VT::PyModule { obj, .. } if !obj.bind(py).hasattr(name.as_str())? => {
+                        // `from pkg import submodule` that is not an attribute yet: a real import.
+                        graph_break!(UnsupportedOpcode, "from {} import {name} (not loaded)", m.describe(py));
+                    }
+                    _ => self.getattr(py, &m, &name)?,
+                };
+                self.stack.push(v);
             }
             op::DELETE_SUBSCR => {
                 let idx = self.pop()?;
@@ -770,77 +798,194 @@ impl<'a> InstructionTranslator<'a> {
                 self.wrap_from(py, &v, src)
             }
             VT::Class(c) => {
+                if let Some(v) = self.og.side_effects.attr(c, name) {
+                    return Ok(v);
+                }
                 let v = c.bind(py).getattr(name)?;
-                self.wrap_unguarded(py, &v)
+                // A user class reached from the frame: its attributes can change, so they are
+                // read through its source and guarded (torch's own classes are trusted).
+                let module = c.bind(py).getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+                let trusted = module == "torch" || module.starts_with("torch.") || module == "builtins";
+                match self.og.class_sources.get(&(c.as_ptr() as usize)).cloned() {
+                    Some(src) if !trusted => wrap(py, self.og, &v, src.attr(name)),
+                    _ => self.wrap_unguarded(py, &v),
+                }
             }
             VT::List(_) | VT::Dict(_) | VT::Set(_) => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
-            VT::Function { obj: f, .. } if name == "__name__" || name == "__qualname__" => Ok(VT::constant(f.bind(py).getattr(name)?.unbind())),
+            // Immutable facts of a function whose identity is guarded (its code object included:
+            // `__code__` can be reassigned, but then the ID_MATCH'd function was too).
+            VT::Function { obj: f, .. } if matches!(name, "__name__" | "__qualname__" | "__module__" | "__code__" | "__doc__") => Ok(VT::constant(f.bind(py).getattr(name)?.unbind())),
             VT::Opaque { obj: o, source } => {
                 let o = o.bind(py).clone();
                 self.user_getattr(py, obj, &o, source, name)
+            }
+            VT::Super { cls, obj: inner } => {
+                let cls = cls.bind(py).clone();
+                self.super_getattr(py, &cls, inner, name)
             }
             other => unsupported!("attribute '{name}' of {}", other.describe(py)),
         }
     }
 
-    /// `obj.name` on a user object reached through `source`, with `object.__getattribute__`'s
-    /// order (Objects/object.c, `_PyObject_GenericGetAttrWithDict`): a pending write of this
-    /// trace, then a data descriptor on the type (a Python `property` is inlined), then the
-    /// instance `__dict__`, then the type's attribute (functions bind `self`). Anything else,
-    /// a custom `__getattribute__` or `__getattr__` included, is a graph break.
+    /// `obj.name` on a user object reached through `source`: a pending write of this trace, else
+    /// the class's own `__getattribute__` when it is a Python function (inlined, e.g.
+    /// transformers' `PretrainedConfig` alias map), else `generic_getattr`.
     fn user_getattr(&mut self, py: Python<'_>, vt: &VT, obj: &Bound<'_, PyAny>, source: &Arc<Source>, name: &str) -> VResult<VT> {
         if let Some(v) = self.og.side_effects.attr(&obj.clone().unbind(), name) {
             return Ok(v);
         }
         let ty = obj.get_type();
-        let object_type = py.get_type::<pyo3::types::PyAny>();
-        let generic = ty.getattr("__getattribute__")?.is(object_type.getattr("__getattribute__")?);
-        if !generic {
+        if !has_generic_getattribute(py, &ty)? {
+            if let Some((k, f)) = static_type_lookup(&ty, "__getattribute__")? {
+                if type_name(&f) == "function" {
+                    let func = wrap(py, self.og, &f, class_attr_source(source, k, "__getattribute__"))?;
+                    let key = VT::constant(PyString::new(py, name).into_any().unbind());
+                    return self.call(py, &func, vec![vt.clone(), key], vec![]);
+                }
+            }
             graph_break!(UntracedValue, "attribute '{name}' of {} (custom __getattribute__)", vt.describe(py));
         }
+        self.generic_getattr(py, vt, obj, source, name)
+    }
+
+    /// `object.__getattribute__(obj, name)` (Objects/object.c, `_PyObject_GenericGetAttrWithDict`):
+    /// a data descriptor on the type (a Python `property` is inlined), then the instance
+    /// `__dict__`, then the type's attribute (functions bind `self`, classmethods the class),
+    /// then a Python `__getattr__` (inlined). Class attributes are sourced as
+    /// `type(obj).__mro__[k].__dict__[name]`. Anything else is a graph break.
+    fn generic_getattr(&mut self, py: Python<'_>, vt: &VT, obj: &Bound<'_, PyAny>, source: &Arc<Source>, name: &str) -> VResult<VT> {
+        if let Some(v) = self.og.side_effects.attr(&obj.clone().unbind(), name) {
+            return Ok(v);
+        }
+        let ty = obj.get_type();
+        for base in ty.getattr("__mro__")?.try_iter()? {
+            if self.og.side_effects.attr(&base?.unbind(), name).is_some() {
+                graph_break!(UntracedValue, "attribute '{name}' of {} after a write to its class", vt.describe(py));
+            }
+        }
         let class_attr = static_type_lookup(&ty, name)?;
-        if let Some(ca) = &class_attr {
+        if name == "__dict__" && obj.getattr("__dict__").map(|d| d.is_exact_instance_of::<PyDict>()).unwrap_or(false) {
+            // The instance dict as a dict tracker (its writes replay as dict mutations); pending
+            // attribute writes would be invisible through it.
+            if self.og.side_effects.attrs.iter().any(|w| w.ptr == obj.as_ptr() as usize) {
+                graph_break!(UntracedValue, "__dict__ of {} after an attribute write", vt.describe(py));
+            }
+            let src = if has_generic_getattribute(py, &ty)? { source.attr("__dict__") } else { source.generic_attr("__dict__") };
+            return wrap(py, self.og, &obj.getattr("__dict__")?, src);
+        }
+        let tracked = self.tracked_instance_dict(obj);
+        if let Some((k, ca)) = &class_attr {
             if is_data_descriptor(ca)? {
                 if type_name(ca) == "property" {
                     let fget = ca.getattr("fget")?;
                     if type_name(&fget) == "function" {
-                        let func = VT::Function { obj: Rc::new(fget.unbind()), source: None };
+                        let func = wrap(py, self.og, &fget, class_attr_source(source, *k, name).attr("fget"))?;
                         return self.call(py, &func, vec![vt.clone()], vec![]);
                     }
                 }
                 graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(ca));
             }
         }
-        let in_instance = match obj.getattr("__dict__") {
-            Ok(d) => d.cast::<PyDict>().ok().and_then(|d| d.get_item(name).ok().flatten()),
-            Err(_) => None,
-        };
-        if let Some(v) = in_instance {
-            return wrap(py, self.og, &v, source.attr(name));
+        if let Some(d) = &tracked {
+            // `obj.__dict__` is a tracker of this trace: it holds the current instance attributes.
+            let found = d.borrow().items.iter().find(|(k, _)| k.bind(py).eq(name).unwrap_or(false)).map(|(_, v)| v.clone());
+            if let Some(v) = found {
+                return Ok(v);
+            }
+        } else {
+            let in_instance = match obj.getattr("__dict__") {
+                Ok(d) => d.cast::<PyDict>().ok().and_then(|d| d.get_item(name).ok().flatten()),
+                Err(_) => None,
+            };
+            if let Some(v) = in_instance {
+                let src = if has_generic_getattribute(py, &ty)? { source.attr(name) } else { source.generic_attr(name) };
+                return wrap(py, self.og, &v, src);
+            }
         }
-        let Some(ca) = class_attr else {
-            if ty.hasattr("__getattr__")? {
+        let Some((k, ca)) = class_attr else {
+            if let Some((k, f)) = static_type_lookup(&ty, "__getattr__")? {
+                if type_name(&f) == "function" {
+                    let func = wrap(py, self.og, &f, class_attr_source(source, k, "__getattr__"))?;
+                    let key = VT::constant(PyString::new(py, name).into_any().unbind());
+                    return self.call(py, &func, vec![vt.clone(), key], vec![]);
+                }
                 graph_break!(UntracedValue, "attribute '{name}' of {} (computed by __getattr__)", vt.describe(py));
             }
             graph_break!(UntracedValue, "attribute '{name}' of {} (not found on the instance or its class)", vt.describe(py));
         };
         // The instance may gain an attribute of that name later: guard that it has none.
         self.og.add_guard(Some(source.clone()), GuardKind::NoInstanceAttr(name.to_string()));
-        match type_name(&ca).as_str() {
+        self.bind_class_attr(py, vt, &ty, source, k, &ca, name)
+    }
+
+    /// The dict tracker of `obj.__dict__`, if this trace read the instance dict (attribute reads
+    /// and writes then go through it).
+    fn tracked_instance_dict(&self, obj: &Bound<'_, PyAny>) -> Option<Rc<RefCell<DictState>>> {
+        let d = obj.getattr("__dict__").ok()?;
+        self.og.dicts_by_ptr.get(&(d.as_ptr() as usize)).map(|(_, st)| st.clone())
+    }
+
+    /// The value of class attribute `ca` (found at `type(obj).__mro__[k]`) looked up through an
+    /// instance `vt`: functions bind it, classmethods bind the class, staticmethods unwrap.
+    #[allow(clippy::too_many_arguments)]
+    fn bind_class_attr(&mut self, py: Python<'_>, vt: &VT, ty: &Bound<'_, pyo3::types::PyType>, source: &Arc<Source>, k: usize, ca: &Bound<'_, PyAny>, name: &str) -> VResult<VT> {
+        let ca_src = class_attr_source(source, k, name);
+        match type_name(ca).as_str() {
             "function" => {
-                let func = VT::Function { obj: Rc::new(ca.unbind()), source: None };
+                let func = wrap(py, self.og, ca, ca_src)?;
                 Ok(VT::Method { func: Box::new(func), self_: Box::new(vt.clone()) })
             }
-            "staticmethod" => self.wrap_unguarded(py, &ca.getattr("__func__")?),
+            "staticmethod" => wrap(py, self.og, &ca.getattr("__func__")?, ca_src.attr("__func__")),
             "classmethod" => {
-                let func = VT::Function { obj: Rc::new(ca.getattr("__func__")?.unbind()), source: None };
-                Ok(VT::Method { func: Box::new(func), self_: Box::new(VT::Class(Rc::new(ty.into_any().unbind()))) })
+                let func = wrap(py, self.og, &ca.getattr("__func__")?, ca_src.attr("__func__"))?;
+                Ok(VT::Method { func: Box::new(func), self_: Box::new(VT::Class(Rc::new(ty.clone().into_any().unbind()))) })
             }
-            _ => {
-                let v = obj.getattr(name)?;
-                wrap(py, self.og, &v, source.attr(name))
+            // Other descriptors (C methods, cached_property, partialmethod...) bind in ways not
+            // modelled: the read runs in Python.
+            _ if ca.get_type().hasattr("__get__")? && !ca.is_instance_of::<pyo3::types::PyType>() => {
+                graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(ca))
             }
+            _ => wrap(py, self.og, ca, ca_src),
         }
+    }
+
+    /// `super(cls, obj).name`: the first class after `cls` in `type(obj).__mro__` that defines
+    /// `name` (Objects/typeobject.c, `super_getattro`).
+    fn super_getattr(&mut self, py: Python<'_>, cls: &Bound<'_, PyAny>, inner: &VT, name: &str) -> VResult<VT> {
+        let (o, source) = match inner {
+            VT::Opaque { obj, source } => (obj.bind(py).clone(), source.clone()),
+            VT::Module { obj, source: Some(source) } => (obj.bind(py).clone(), source.clone()),
+            other => unsupported!("super() over {}", other.describe(py)),
+        };
+        let ty = o.get_type();
+        let mro = ty.getattr("__mro__")?.cast_into::<PyTuple>().map_err(|e| Unsupported::new(e.to_string()))?;
+        let Some(start) = mro.iter().position(|c| c.is(cls)) else {
+            unsupported!("super(): {} is not in the MRO of {}", crate::symbolic::variables::qualname(cls), type_name(&o));
+        };
+        let object_type = py.get_type::<pyo3::types::PyAny>();
+        for k in start + 1..mro.len() {
+            let d = mro.get_item(k)?.getattr("__dict__")?;
+            if !d.contains(name)? {
+                continue;
+            }
+            let ca = d.get_item(name)?;
+            if ca.is(object_type.getattr("__getattribute__")?) {
+                return Ok(VT::GenericAttr { obj: Box::new(inner.clone()), set: false });
+            }
+            if ca.is(object_type.getattr("__setattr__")?) {
+                return Ok(VT::GenericAttr { obj: Box::new(inner.clone()), set: true });
+            }
+            if type_name(&ca) == "property" {
+                let fget = ca.getattr("fget")?;
+                let func = wrap(py, self.og, &fget, class_attr_source(&source, k, name).attr("fget"))?;
+                return self.call(py, &func, vec![inner.clone()], vec![]);
+            }
+            if matches!(type_name(&ca).as_str(), "function" | "staticmethod" | "classmethod") {
+                return self.bind_class_attr(py, inner, &ty, &source, k, &ca, name);
+            }
+            unsupported!("super().{name} is a {}", type_name(&ca));
+        }
+        unsupported!("super().{name} not found")
     }
 
     /// `obj.name = v`: recorded as a side effect on user objects and modules from the frame
@@ -854,11 +999,17 @@ impl<'a> InstructionTranslator<'a> {
                 let object_type = py.get_type::<pyo3::types::PyAny>();
                 let plain = ty.getattr("__setattr__")?.is(object_type.getattr("__setattr__")?) && o.hasattr("__dict__")?;
                 let descriptor = match static_type_lookup(&ty, name)? {
-                    Some(ca) => is_data_descriptor(&ca)?,
+                    Some((_, ca)) => is_data_descriptor(&ca)?,
                     None => false,
                 };
                 if !plain || descriptor {
                     graph_break!(SideEffect, "attribute write {}.{name} (custom __setattr__ or a descriptor)", obj.describe(py));
+                }
+                if let Some(d) = self.tracked_instance_dict(o) {
+                    // Written through the instance dict's tracker, so both views agree.
+                    dict_set(py, &mut d.borrow_mut(), PyString::new(py, name).into_any().unbind(), v)?;
+                    self.og.side_effects.mutate_dict(&d);
+                    return Ok(());
                 }
                 self.og.side_effects.store_attr(py, &o.clone().unbind(), source.clone(), name, v);
                 Ok(())
@@ -871,7 +1022,7 @@ impl<'a> InstructionTranslator<'a> {
                     m.getattr("__dict__").and_then(|d| d.get_item(t)).and_then(|t| t.contains(name)).unwrap_or(true)
                 });
                 let descriptor = match static_type_lookup(&ty, name)? {
-                    Some(ca) => is_data_descriptor(&ca)?,
+                    Some((_, ca)) => is_data_descriptor(&ca)?,
                     None => false,
                 };
                 if !ty.getattr("__setattr__")?.is(&module_setattr) || registered || descriptor || matches!(v, VT::Tensor(_) | VT::Module { .. }) {
@@ -880,7 +1031,103 @@ impl<'a> InstructionTranslator<'a> {
                 self.og.side_effects.store_attr(py, o, source.clone(), name, v);
                 Ok(())
             }
+            VT::Class(c) => {
+                // `C.name = v` on a plain class (metaclass `type`) reached from the frame.
+                let cls = c.bind(py);
+                let src = self.og.class_sources.get(&(c.as_ptr() as usize)).cloned();
+                match src {
+                    Some(src) if cls.get_type().is(py.get_type::<pyo3::types::PyType>()) => {
+                        self.og.side_effects.store_attr(py, c, src, name, v);
+                        Ok(())
+                    }
+                    _ => graph_break!(SideEffect, "attribute write {}.{name}", obj.describe(py)),
+                }
+            }
             _ => graph_break!(SideEffect, "attribute write {}.{name}", obj.describe(py)),
+        }
+    }
+
+    /// `IMPORT_NAME`: traced only when the module is already in `sys.modules` (then `import`
+    /// has no effect but the lookup, Python/import.c `PyImport_ImportModuleLevelObject`); the
+    /// top-level package for a plain `import a.b`, the module itself with a fromlist. Relative
+    /// imports resolve against the frame's `__package__`/`__name__` as importlib does.
+    fn import_name(&mut self, py: Python<'_>, name: &str, level: &VT, fromlist: &VT) -> VResult<VT> {
+        let level: i64 = level.as_constant(py).ok_or_else(|| Unsupported::new("import level"))?.extract()?;
+        let fromlist = fromlist.as_constant(py).ok_or_else(|| Unsupported::new("import fromlist"))?;
+        let full = if level == 0 {
+            name.to_string()
+        } else {
+            let globals = self.g.globals.bind(py);
+            let package = match globals.get_item("__package__")? {
+                Some(p) if !p.is_none() => p,
+                _ => match globals.get_item("__name__")? {
+                    Some(n) => n,
+                    None => unsupported!("relative import without __package__"),
+                },
+            };
+            let rel = format!("{}{}", ".".repeat(level as usize), name);
+            match py.import("importlib.util")?.call_method1("resolve_name", (rel, package)) {
+                Ok(r) => r.extract()?,
+                Err(_) => unsupported!("relative import of {name} does not resolve"),
+            }
+        };
+        let want_top = fromlist.is_none() || !fromlist.is_truthy()?;
+        let target = if want_top && level == 0 { full.split('.').next().unwrap_or(&full).to_string() } else { full.clone() };
+        let modules = py.import("sys")?.getattr("modules")?;
+        if !modules.contains(&full)? || !modules.contains(&target)? {
+            graph_break!(UnsupportedOpcode, "import of {full} (not loaded yet: importing runs its code)");
+        }
+        let m = modules.get_item(&target)?;
+        let trusted = target == "torch" || target.starts_with("torch.") || target == "math" || target == "operator";
+        let source = if trusted { None } else { Some(Arc::new(Source::Module { name: target })) };
+        Ok(VT::PyModule { obj: Rc::new(m.unbind()), source })
+    }
+
+    /// A torch query about the runtime environment (`torch.cuda.is_available()`,
+    /// `torch.backends.mps.is_built()`, `torch.cuda.is_current_stream_capturing()`, ...) with
+    /// constant arguments: run for real and folded when it returns a literal. A query that
+    /// raises is a graph break, so the user sees the error from their own line.
+    fn environment_query(&mut self, py: Python<'_>, f: &Bound<'_, PyAny>, name: &str, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        let module_ok = ["torch.cuda.", "torch.backends.", "torch.xpu.", "torch.mps.", "torch.distributed.", "torch.jit.", "torch.version."].iter().any(|m| name.starts_with(m));
+        let last = name.rsplit('.').next().unwrap_or("");
+        if !module_ok || !(last.starts_with("is_") || last.starts_with("get_") || last.starts_with("has_") || last == "device_count") {
+            return Ok(None);
+        }
+        let Some(vals) = constants_of(py, args) else { return Ok(None) };
+        let kw = PyDict::new(py);
+        for (k, v) in kwargs {
+            match v.as_constant(py) {
+                Some(c) => kw.set_item(k, c)?,
+                None => return Ok(None),
+            }
+        }
+        match f.call(PyTuple::new(py, vals)?, Some(&kw)) {
+            Ok(r) if is_literal(py, &r) => Ok(Some(VT::constant(r.unbind()))),
+            Ok(_) => Ok(None),
+            Err(e) => graph_break!(UnsupportedCall, "call to {name} raised {e}"),
+        }
+    }
+
+    /// `super()` (zero arguments: the `__class__` cell and the first argument, as
+    /// Objects/typeobject.c `super_init_without_args` finds them) or `super(cls, obj)`.
+    fn make_super(&mut self, args: &[VT]) -> VResult<VT> {
+        let unwrap_cell = |v: Option<VT>| match v {
+            Some(VT::Cell(c)) => c.borrow().clone(),
+            other => other,
+        };
+        let (cls, obj) = match args.len() {
+            0 => {
+                let Some(slot) = self.code.localsplus.iter().position(|n| n == "__class__") else {
+                    unsupported!("super() without a __class__ cell");
+                };
+                (unwrap_cell(self.locals[slot].clone()), unwrap_cell(self.locals.first().cloned().flatten()))
+            }
+            2 => (Some(args[0].clone()), Some(args[1].clone())),
+            n => unsupported!("super() with {n} arguments"),
+        };
+        match (cls, obj) {
+            (Some(VT::Class(c)), Some(obj)) => Ok(VT::Super { cls: c, obj: Box::new(obj) }),
+            _ => unsupported!("super() arguments are not a class and an object"),
         }
     }
 
@@ -999,7 +1246,11 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Constant(c), _) | (_, VT::Constant(c)) if c.bind(py).is_none() => false,
             (VT::Constant(_), _) | (_, VT::Constant(_)) => false,
             (VT::List(x), VT::List(y)) => Rc::ptr_eq(x, y),
-            _ => unsupported!("identity comparison of {} and {}", a.describe(py), b.describe(py)),
+            (VT::Dict(x), VT::Dict(y)) => Rc::ptr_eq(x, y),
+            _ => match (real_object(a), real_object(b)) {
+                (Some(x), Some(y)) => x.as_ptr() == y.as_ptr(),
+                _ => unsupported!("identity comparison of {} and {}", a.describe(py), b.describe(py)),
+            },
         })
     }
 
@@ -1381,6 +1632,17 @@ impl<'a> InstructionTranslator<'a> {
             VT::TorchFunction(f) => {
                 let f = f.bind(py).clone();
                 let name = crate::symbolic::output_graph::qualname_full(&f);
+                // Compile-state queries answer as under torch.compile: code takes its
+                // compile-friendly path (torch/compiler/__init__.py).
+                if COMPILING_QUERIES.contains(&name.as_str()) {
+                    return Ok(const_bool(py, true));
+                }
+                if name == "torch.compiler.is_exporting" {
+                    return Ok(const_bool(py, false));
+                }
+                if let Some(v) = self.environment_query(py, &f, &name, &args, &kwargs)? {
+                    return Ok(v);
+                }
                 if ["seed", "set_", "manual_seed", "_set", "use_deterministic", "compile", "_dynamo", "autograd.grad", "backward", "no_grad", "enable_grad"]
                     .iter()
                     .any(|d| name.contains(d))
@@ -1426,6 +1688,34 @@ impl<'a> InstructionTranslator<'a> {
                 let restore = *restore;
                 self.set_grad_enabled(py, restore)?;
                 Ok(VT::none(py))
+            }
+            VT::GenericAttr { obj: inner, set } => {
+                let VT::Opaque { obj: o, source } = inner.as_ref() else {
+                    unsupported!("{} on {}", func.describe(py), inner.describe(py));
+                };
+                let name: String = match args.first().and_then(|a| a.as_constant(py)) {
+                    Some(n) => n.extract()?,
+                    None => unsupported!("{} with a non-constant name", func.describe(py)),
+                };
+                let o = o.bind(py).clone();
+                if *set {
+                    let ty = o.get_type();
+                    let descriptor = match static_type_lookup(&ty, &name)? {
+                        Some((_, ca)) => is_data_descriptor(&ca)?,
+                        None => false,
+                    };
+                    if descriptor || args.len() != 2 || !o.hasattr("__dict__")? {
+                        graph_break!(SideEffect, "object.__setattr__ of {}.{name} (a descriptor)", inner.describe(py));
+                    }
+                    if let Some(d) = self.tracked_instance_dict(&o) {
+                        dict_set(py, &mut d.borrow_mut(), PyString::new(py, &name).into_any().unbind(), args[1].clone())?;
+                        self.og.side_effects.mutate_dict(&d);
+                    } else {
+                        self.og.side_effects.store_attr(py, &o.clone().unbind(), source.clone(), &name, args[1].clone());
+                    }
+                    return Ok(VT::none(py));
+                }
+                self.generic_getattr(py, inner, &o, source, &name)
             }
             other @ VT::Opaque { .. } => graph_break!(UntracedValue, "call to {}", other.describe(py)),
             other => unsupported!("call to {}", other.describe(py)),
@@ -1585,6 +1875,9 @@ impl<'a> InstructionTranslator<'a> {
         let builtins = self.og.handles.builtins.bind(py).clone();
         let is = |name: &str| builtins.getattr(name).map(|f| f.is(b)).unwrap_or(false);
         let all_const = args.iter().all(|a| matches!(a, VT::Constant(_))) && kwargs.iter().all(|(_, a)| matches!(a, VT::Constant(_)));
+        if is("super") {
+            return self.make_super(&args);
+        }
         if is("len") {
             return Ok(match &args[0] {
                 VT::Tensor(t) => VT::constant(t.fake.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
@@ -1960,14 +2253,46 @@ pub fn new_dict(items: Vec<(Py<PyAny>, VT)>) -> VT {
 
 /// The attribute `name` as the type `ty` defines it (first hit along `__mro__`, without running
 /// descriptors), like `inspect.getattr_static` on a type.
-fn static_type_lookup<'py>(ty: &Bound<'py, pyo3::types::PyType>, name: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
-    for base in ty.getattr("__mro__")?.try_iter()? {
+fn static_type_lookup<'py>(ty: &Bound<'py, pyo3::types::PyType>, name: &str) -> PyResult<Option<(usize, Bound<'py, PyAny>)>> {
+    for (k, base) in ty.getattr("__mro__")?.try_iter()?.enumerate() {
         let d = base?.getattr("__dict__")?;
         if d.contains(name)? {
-            return Ok(Some(d.get_item(name)?));
+            return Ok(Some((k, d.get_item(name)?)));
         }
     }
     Ok(None)
+}
+
+/// Whether instances of `ty` look attributes up generically: `__getattribute__` is
+/// `object`'s, or a builtin base's slot wrapper that is generic too (dict, list, OrderedDict...).
+fn has_generic_getattribute(py: Python<'_>, ty: &Bound<'_, pyo3::types::PyType>) -> PyResult<bool> {
+    let getattribute = ty.getattr("__getattribute__")?;
+    if getattribute.is(py.get_type::<pyo3::types::PyAny>().getattr("__getattribute__")?) {
+        return Ok(true);
+    }
+    Ok(type_name(&getattribute) == "wrapper_descriptor"
+        && getattribute
+            .getattr("__objclass__")
+            .and_then(|c| c.getattr("__name__"))
+            .map(|n| ["dict", "list", "tuple", "set", "OrderedDict"].contains(&n.to_string().as_str()))
+            .unwrap_or(false))
+}
+
+/// Where class attribute `name` of the object at `source` lives when `type(obj).__mro__[k]`
+/// defines it: `type(obj).__mro__[k].__dict__[name]` (a `mappingproxy` item, read without
+/// running descriptors).
+fn class_attr_source(source: &Arc<Source>, k: usize, name: &str) -> Arc<Source> {
+    source.generic_attr("__class__").attr("__mro__").item(ItemKey::Int(k as i64)).attr("__dict__").item(ItemKey::Str(name.to_string()))
+}
+
+/// The Python object a tracker stands for, when it is a real object from the frame or a code
+/// constant (not a value built or computed during tracing).
+fn real_object(v: &VT) -> Option<&Py<PyAny>> {
+    match v {
+        VT::Module { obj, .. } | VT::Function { obj, .. } | VT::Opaque { obj, .. } | VT::PyModule { obj, .. } => Some(obj),
+        VT::Class(o) | VT::Builtin(o) | VT::TorchFunction(o) => Some(o),
+        _ => None,
+    }
 }
 
 /// Whether `attr` is a data descriptor (its type defines `__set__` or `__delete__`), which takes

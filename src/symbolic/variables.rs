@@ -131,6 +131,12 @@ pub enum VariableTracker {
     GradModeExit { restore: bool },
     /// A local that is a cell (MAKE_CELL / COPY_FREE_VARS): the tracker it currently holds.
     Cell(Rc<RefCell<Option<VariableTracker>>>),
+    /// `super(cls, obj)`: attribute lookups walk `type(obj).__mro__` after `cls`
+    /// (Objects/typeobject.c, `super_getattro`).
+    Super { cls: Rc<Py<PyAny>>, obj: Box<VariableTracker> },
+    /// `object.__getattribute__` / `object.__setattr__` bound to `obj` (reached through
+    /// `super()`): the generic attribute protocol, bypassing the class's override.
+    GenericAttr { obj: Box<VariableTracker>, set: bool },
 }
 
 pub type VT = VariableTracker;
@@ -169,6 +175,8 @@ impl VariableTracker {
             VT::Set(_) => "set".into(),
             VT::Opaque { obj, .. } => format!("{} object", type_name(obj.bind(py))),
             VT::Cell(_) => "cell".into(),
+            VT::Super { cls, .. } => format!("super({})", qualname(cls.bind(py))),
+            VT::GenericAttr { set, .. } => (if *set { "object.__setattr__" } else { "object.__getattribute__" }).into(),
         }
     }
 
