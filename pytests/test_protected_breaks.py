@@ -231,3 +231,65 @@ def test_with_block_break_graph_count(backend):
     assert out.graph_break_count >= 1
     assert out.graph_count >= 2
     torch.testing.assert_close(dynamo.optimize(backend)(f)([], x), f([], x))
+
+
+class Scale:
+    """A plain user context manager whose methods tracing inlines."""
+
+    def __init__(self):
+        self.depth = 0
+
+    def __enter__(self):
+        self.depth += 1
+        return 2.0
+
+    def __exit__(self, *exc):
+        self.depth -= 1
+        return False
+
+
+def test_user_context_manager_is_inlined_without_breaks():
+    def f(cm, x):
+        with cm as k:
+            y = x * k
+        return y + cm.depth
+
+    cm = Scale()
+    out = dynamo.explain(f)(cm, torch.ones(2))
+    assert out.graph_break_count == 0, out.break_reasons
+    cm = Scale()
+    torch.testing.assert_close(dynamo.optimize("inductor")(f)(cm, torch.ones(2)), torch.full((2,), 2.0))
+    assert cm.depth == 0
+
+
+def test_break_inside_user_context_manager_exits_once():
+    def f(cm, x, log):
+        with cm as k:
+            log.append(cm.depth)
+            print("inside")
+            y = x * k
+        log.append(cm.depth)
+        return y
+
+    cm, log = Scale(), []
+    torch.testing.assert_close(dynamo.optimize("eager")(f)(cm, torch.ones(2), log), torch.full((2,), 2.0))
+    assert log == [1, 0] and cm.depth == 0
+
+
+@pytest.mark.parametrize("ctx", ["no_grad", "enable_grad"])
+def test_break_inside_grad_mode_block_is_not_an_eager_frame(ctx, capsys):
+    def f(x):
+        with getattr(torch, ctx)():
+            y = x * 2
+            print("mode", torch.is_grad_enabled())
+            z = y + 1
+        return z, torch.is_grad_enabled()
+
+    x = torch.ones(2, requires_grad=True)
+    expected = f(x)
+    fallbacks = dynamo.counters()["eager_fallbacks"]
+    got = dynamo.optimize("eager")(f)(x)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[0].requires_grad == expected[0].requires_grad and got[1] == expected[1] is True
+    assert dynamo.counters()["eager_fallbacks"] == fallbacks
+    assert capsys.readouterr().out.count(f"mode {ctx == 'enable_grad'}") == 2

@@ -13,6 +13,9 @@ itself are skipped. This package is a thin layer: the work happens in Rust.
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
+from importlib.metadata import version as _version
+
 from . import config, exc
 from .backends import list_backends, lookup_backend, register_backend
 from .eval_frame import OptimizedModule, disable, optimize, reset, run
@@ -32,3 +35,8 @@ __all__ = [
     "reset",
     "run",
 ]
+
+try:
+    __version__ = _version("dynamo")
+except _PackageNotFoundError:  # a source tree without installed metadata
+    __version__ = "0.0.0+unknown"

@@ -37,6 +37,9 @@ class ExplainOutput:
         if self.break_reasons:
             lines.append("Break Reasons:")
             lines.extend(f"  {r}" for r in self.break_reasons)
+        if self.out_guards:
+            lines.append("Guards:")
+            lines.extend(f"  {g}" for g in self.out_guards)
         return "\n".join(lines)
 
 

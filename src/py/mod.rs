@@ -3,7 +3,7 @@
 use crate::counters;
 use crate::eval_frame::{cache, hook};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyTuple};
 use std::sync::atomic::Ordering;
 
 /// Sets this thread's eval-frame callback (`None`: off, `False`: run cached code only, a
@@ -31,6 +31,29 @@ pub fn skip_code(py: Python<'_>, code: &Bound<'_, PyAny>) {
 #[pyfunction]
 pub fn force_compile(code: &Bound<'_, PyAny>) {
     hook::force_compile(code);
+}
+
+/// The `__exit__` of a `torch.no_grad()` / `torch.enable_grad()` / `torch.set_grad_enabled()`
+/// block whose body was cut by a graph break: the resume function calls it as the block ends
+/// (with `None`s, or the exception's type, value and traceback) and it restores grad mode
+/// `restore`, the mode before the block (torch/autograd/grad_mode.py). Returns `False`: an
+/// exception is never swallowed.
+#[pyclass(module = "dynamo._C", frozen)]
+pub struct GradModeRestore {
+    pub restore: bool,
+}
+
+#[pymethods]
+impl GradModeRestore {
+    #[pyo3(signature = (*_args))]
+    fn __call__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        py.import("torch")?.getattr("_C")?.call_method1("_set_grad_enabled", (self.restore,))?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<grad mode restore to {}>", self.restore)
+    }
 }
 
 /// Called by transformed code when its graph raised (Note [graph failure reruns the frame]):
@@ -166,6 +189,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(iter_at, m)?)?;
     m.add_function(wrap_pyfunction!(replace_dict, m)?)?;
     m.add_function(wrap_pyfunction!(graph_failed, m)?)?;
+    m.add_class::<GradModeRestore>()?;
     m.add_function(wrap_pyfunction!(reset, m)?)?;
     m.add_function(wrap_pyfunction!(get_counters, m)?)?;
     m.add_function(wrap_pyfunction!(recompile_reasons, m)?)?;

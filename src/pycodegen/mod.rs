@@ -34,6 +34,8 @@ pub enum Rebuild {
     Attr(Box<Rebuild>, String),
     /// `iter(list)` advanced by `pos` items, for a list the frame received.
     ListIter { list: Arc<Source>, pos: usize },
+    /// `types.MethodType(func, self_)`: a bound method of a user object.
+    BoundMethod { func: Py<PyAny>, self_: Box<Rebuild> },
     /// `set(members)`: a set built during tracing (members: a frozenset constant).
     SetOf(Py<PyAny>),
     /// A function defined in the frame: MAKE_FUNCTION over `code` with positional `defaults`
@@ -61,7 +63,8 @@ pub struct PyCodegen {
     pub names: Vec<String>,
     pub consts: Vec<Py<PyAny>>,
     cellvars: Vec<String>,
-    pos: Positions,
+    /// Source position given to emitted instructions (tracebacks show its line).
+    pub pos: Positions,
     /// When set, the graph's result tuple lives in this fast local instead of on the stack.
     pub result_local: Option<u32>,
     /// Added to `localsplus` indices of cell and free variables (extra locals were inserted
@@ -69,6 +72,30 @@ pub struct PyCodegen {
     pub deref_shift: u32,
     /// Where the appended copy of the original code starts (`original_copy`), once made.
     copy_base: Option<u32>,
+}
+
+/// `ci`'s instructions as they are when placed from index `base` of a new instruction list, in
+/// code whose cell and free variables moved `deref_shift` slots up (extra locals inserted
+/// before them): jump targets and exception handlers shift by `base`; byte offsets are dropped.
+pub fn relocated(ci: &CodeInfo, base: u32, deref_shift: u32) -> Vec<Instruction> {
+    let nv = ci.varnames.len() as u32;
+    ci.insts
+        .iter()
+        .map(|orig| {
+            let mut i = orig.clone();
+            i.offset = None;
+            if let Some(t) = i.target {
+                i.target = Some(InstId(t.0 + base));
+            }
+            if let Some(e) = i.exn.as_mut() {
+                e.handler = InstId(e.handler.0 + base);
+            }
+            if is_deref(i.opcode) && i.arg >= nv {
+                i.arg += deref_shift;
+            }
+            i
+        })
+        .collect()
 }
 
 /// Opcodes that name a cell or free variable by `localsplus` index (3.11).
@@ -169,21 +196,8 @@ impl PyCodegen {
             return b;
         }
         let base = self.insts.len() as u32;
-        let nv = ci.varnames.len() as u32;
-        for orig in &ci.insts {
-            let mut i = orig.clone();
-            i.offset = None;
-            if let Some(t) = i.target {
-                i.target = Some(InstId(t.0 + base));
-            }
-            if let Some(e) = i.exn.as_mut() {
-                e.handler = InstId(e.handler.0 + base);
-            }
-            if is_deref(i.opcode) && i.arg >= nv {
-                i.arg += self.deref_shift;
-            }
-            self.insts.push(i);
-        }
+        let copy = relocated(ci, base, self.deref_shift);
+        self.insts.extend(copy);
         self.copy_base = Some(base);
         base
     }
@@ -346,6 +360,15 @@ impl PyCodegen {
                 self.load_const(iter_at.unbind());
                 self.load_source(py, list);
                 self.load_const((*pos as i64).into_pyobject(py).unwrap().into_any().unbind());
+                self.emit(op::PRECALL, 2);
+                self.emit(op::CALL, 2);
+            }
+            Rebuild::BoundMethod { func, self_ } => {
+                self.emit(op::PUSH_NULL, 0);
+                let method_type = py.import("types").and_then(|t| t.getattr("MethodType")).expect("types.MethodType");
+                self.load_const(method_type.unbind());
+                self.load_const(func.clone_ref(py));
+                self.rebuild(py, self_, depth + 3);
                 self.emit(op::PRECALL, 2);
                 self.emit(op::CALL, 2);
             }

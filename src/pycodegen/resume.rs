@@ -163,20 +163,7 @@ pub fn resume_code(py: Python<'_>, ci: &CodeInfo, target: usize, layout: &[Stack
     }
     let prefix = insts.len() as u32 + 1;
     insts.push(Instruction::jump(op::JUMP_FORWARD, InstId(target as u32 + prefix)).with_positions(pos));
-    for inst in &ci.insts {
-        let mut i = inst.clone();
-        i.offset = None;
-        if let Some(t) = i.target {
-            i.target = Some(InstId(t.0 + prefix));
-        }
-        if let Some(e) = i.exn.as_mut() {
-            e.handler = InstId(e.handler.0 + prefix);
-        }
-        if is_deref(i.opcode) && i.arg >= nv {
-            i.arg += k;
-        }
-        insts.push(i);
-    }
+    insts.extend(super::relocated(ci, prefix, k as u32));
     let asm = assemble(&insts, ci.firstlineno, PyVersion::V311)
         .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("assembling resume code: {e}")))?;
     let offset = ci.insts[target].offset.unwrap_or(0);
@@ -205,6 +192,9 @@ pub fn resume_code(py: Python<'_>, ci: &CodeInfo, target: usize, layout: &[Stack
 /// Emits the transformed code of a frame that breaks as `plan` says.
 pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResult<Py<PyAny>> {
     let mut cg = PyCodegen::new(py, ci)?;
+    // Everything emitted stands for the breaking instruction: a traceback through this frame
+    // (an error raised by the instruction or in the resume function) shows the user's line.
+    cg.pos = plan.inst.positions;
     let nv = ci.varnames.len() as u32;
     let tmp = nv;
     cg.deref_shift = 1;

@@ -523,15 +523,19 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
         VT::TensorMethod { tensor, name } => Rebuild::Attr(Box::new(rec(&VT::Tensor(tensor.clone()))?), name.clone()),
         VT::ContainerMethod { container, name } => Rebuild::Attr(Box::new(rec(container)?), name.clone()),
         VT::Method { func, self_ } => match func.as_ref() {
-            VT::Function { source: Some(s), .. } => match s.as_ref() {
-                Source::Attr { base, attr } if attr == "__func__" => Rebuild::Source(base.clone()),
-                _ => unsupported!("rebuilding a bound method"),
-            },
-            _ => {
-                let _ = self_;
-                unsupported!("rebuilding a bound method")
+            VT::Function { source: Some(s), .. } if matches!(s.as_ref(), Source::Attr { attr, .. } if attr == "__func__") => {
+                let Source::Attr { base, .. } = s.as_ref() else { unreachable!() };
+                Rebuild::Source(base.clone())
             }
+            // `types.MethodType(func, self)`: equal in behaviour to the attribute the frame read.
+            VT::Function { obj, .. } => Rebuild::BoundMethod { func: obj.clone_ref(py), self_: Box::new(rec(self_)?) },
+            _ => unsupported!("rebuilding a bound method of {}", func.describe(py)),
         },
+        // The `__exit__` of a grad-mode `with` block, on the stack across a break inside it.
+        VT::GradModeExit { restore } => {
+            let exit = Py::new(py, crate::py::GradModeRestore { restore: *restore }).map_err(|e| Unsupported::new(e.to_string()))?;
+            Rebuild::Const(exit.into_any())
+        }
         other => unsupported!("returning {} from a compiled frame", other.describe(py)),
     })
 }

@@ -420,6 +420,26 @@ impl<'a> InstructionTranslator<'a> {
                         self.stack.push(VT::GradModeExit { restore });
                         self.stack.push(VT::none(py));
                     }
+                    VT::Opaque { obj, source } => {
+                        // A user context manager: `__enter__`/`__exit__` are looked up on the
+                        // type (special method lookup, Python/ceval.c BEFORE_WITH) and inlined.
+                        let ty = obj.bind(py).get_type();
+                        let mut methods = Vec::new();
+                        for name in ["__exit__", "__enter__"] {
+                            match static_type_lookup(&ty, name)? {
+                                Some((k, f)) if type_name(&f) == "function" => {
+                                    let func = wrap(py, self.og, &f, class_attr_source(&source, k, name))?;
+                                    methods.push(VT::Method { func: Box::new(func), self_: Box::new(VT::Opaque { obj: obj.clone(), source: source.clone() }) });
+                                }
+                                _ => graph_break!(UnsupportedOpcode, "with block over {} object ({name} is not a Python function)", type_name(obj.bind(py))),
+                            }
+                        }
+                        let enter = methods.pop().expect("__enter__");
+                        let exit = methods.pop().expect("__exit__");
+                        let entered = self.call(py, &enter, vec![], vec![])?;
+                        self.stack.push(exit);
+                        self.stack.push(entered);
+                    }
                     other => graph_break!(UnsupportedOpcode, "with block over {}", other.describe(py)),
                 }
             }
@@ -836,16 +856,25 @@ impl<'a> InstructionTranslator<'a> {
         }
         let ty = obj.get_type();
         if !has_generic_getattribute(py, &ty)? {
-            if let Some((k, f)) = static_type_lookup(&ty, "__getattribute__")? {
-                if type_name(&f) == "function" {
-                    let func = wrap(py, self.og, &f, class_attr_source(source, k, "__getattribute__"))?;
-                    let key = VT::constant(PyString::new(py, name).into_any().unbind());
-                    return self.call(py, &func, vec![vt.clone(), key], vec![]);
-                }
+            if let Some(v) = self.call_attr_hook(py, vt, &ty, source, "__getattribute__", name)? {
+                return Ok(v);
             }
             graph_break!(UntracedValue, "attribute '{name}' of {} (custom __getattribute__)", vt.describe(py));
         }
         self.generic_getattr(py, vt, obj, source, name)
+    }
+
+    /// `hook(obj, name)` inlined, where `hook` (`__getattribute__` or `__getattr__`) is a Python
+    /// function on `ty`; `None` when the type has no such Python function.
+    fn call_attr_hook(&mut self, py: Python<'_>, vt: &VT, ty: &Bound<'_, pyo3::types::PyType>, source: &Arc<Source>, hook: &str, name: &str) -> VResult<Option<VT>> {
+        match static_type_lookup(ty, hook)? {
+            Some((k, f)) if type_name(&f) == "function" => {
+                let func = wrap(py, self.og, &f, class_attr_source(source, k, hook))?;
+                let key = VT::constant(PyString::new(py, name).into_any().unbind());
+                self.call(py, &func, vec![vt.clone(), key], vec![]).map(Some)
+            }
+            _ => Ok(None),
+        }
     }
 
     /// `object.__getattribute__(obj, name)` (Objects/object.c, `_PyObject_GenericGetAttrWithDict`):
@@ -903,12 +932,10 @@ impl<'a> InstructionTranslator<'a> {
             }
         }
         let Some((k, ca)) = class_attr else {
-            if let Some((k, f)) = static_type_lookup(&ty, "__getattr__")? {
-                if type_name(&f) == "function" {
-                    let func = wrap(py, self.og, &f, class_attr_source(source, k, "__getattr__"))?;
-                    let key = VT::constant(PyString::new(py, name).into_any().unbind());
-                    return self.call(py, &func, vec![vt.clone(), key], vec![]);
-                }
+            if let Some(v) = self.call_attr_hook(py, vt, &ty, source, "__getattr__", name)? {
+                return Ok(v);
+            }
+            if static_type_lookup(&ty, "__getattr__")?.is_some() {
                 graph_break!(UntracedValue, "attribute '{name}' of {} (computed by __getattr__)", vt.describe(py));
             }
             graph_break!(UntracedValue, "attribute '{name}' of {} (not found on the instance or its class)", vt.describe(py));
