@@ -265,3 +265,43 @@ def test_training_style_logging_list(backend):
     assert len(log_c) == 3
     for p, q in zip(log_c, log_e):
         torch.testing.assert_close(p, q)
+
+
+def make_counter():
+    count = 0
+
+    def step(x):
+        nonlocal count
+        count += 1
+        return x * count
+
+    def read():
+        return count
+
+    return step, read
+
+
+def test_nonlocal_write_of_the_compiled_frame():
+    step, read = make_counter()
+    opt = dynamo.optimize("eager")(step)
+    outs = [opt(torch.ones(1)).item() for _ in range(3)]
+    assert outs == [1.0, 2.0, 3.0] and read() == 3
+
+
+def test_nonlocal_write_in_an_inlined_closure():
+    step, read = make_counter()
+
+    def f(x):
+        y = step(x)
+        return step(y) + read()
+
+    expected_step, expected_read = make_counter()
+
+    def g(x):
+        y = expected_step(x)
+        return expected_step(y) + expected_read()
+
+    out, n_graphs, n_breaks = compile_count(f, torch.ones(1))
+    torch.testing.assert_close(out, g(torch.ones(1)))
+    assert read() == expected_read() == 2
+    assert n_breaks == 0

@@ -47,6 +47,8 @@ pub enum Rebuild {
 pub enum SideEffect {
     /// `target.name = value`.
     SetAttr { target: Arc<Source>, name: String, value: Rebuild },
+    /// `STORE_DEREF slot`: a free variable of the frame (`nonlocal` write).
+    SetDeref { slot: u32, value: Rebuild },
     /// `name = value` in the frame's own globals (`STORE_GLOBAL`).
     SetGlobal { name: String, value: Rebuild },
     /// `target[key] = value` (a global of another module, through its `__globals__`).
@@ -267,7 +269,7 @@ impl PyCodegen {
                     self.load_source(py, target);
                     d += 2;
                 }
-                SideEffect::SetGlobal { value, .. } => {
+                SideEffect::SetGlobal { value, .. } | SideEffect::SetDeref { value, .. } => {
                     self.rebuild(py, value, d);
                     d += 1;
                 }
@@ -304,6 +306,7 @@ impl PyCodegen {
                     let i = self.name_idx(name);
                     self.emit(op::STORE_GLOBAL, i);
                 }
+                SideEffect::SetDeref { slot, .. } => self.emit(op::STORE_DEREF, *slot + self.deref_shift),
                 SideEffect::SetItem { .. } | SideEffect::ListContents { .. } => self.emit(op::STORE_SUBSCR, 0),
                 SideEffect::DictContents { .. } => {
                     self.emit(op::PRECALL, 2);

@@ -99,7 +99,9 @@ fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: O
             };
             let source = Arc::new(Source::Closure { name: ci.localsplus[base + j].clone(), idx: j as u32, slot: (base + j) as u32 });
             let v = wrap(py, &mut og, &contents, source)?;
-            closure.push(VT::Cell(Rc::new(RefCell::new(Some(v)))));
+            let rc = Rc::new(RefCell::new(Some(v)));
+            og.cells_by_ptr.insert(cell.as_ptr() as usize, rc.clone());
+            closure.push(VT::Cell(rc));
         }
     }
     let g = Rc::new(GlobalsInfo { globals: frame.globals.clone().unbind(), builtins: frame.builtins.clone().unbind(), source: None, trusted: false });
@@ -353,6 +355,15 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
         let value = rebuild_of(py, og, &w.value, outputs)?;
         out.push(SideEffect::SetAttr { target: w.source.clone(), name: w.name.clone(), value });
     }
+    for (target, cell) in &se.cells {
+        let Some(v) = cell.borrow().clone() else { unsupported!("a cell emptied while tracing") };
+        let value = rebuild_of(py, og, &v, outputs)?;
+        out.push(match target {
+            crate::symbolic::side_effects::CellTarget::FrameFree(slot) => SideEffect::SetDeref { slot: *slot, value },
+            crate::symbolic::side_effects::CellTarget::Object(src) => SideEffect::SetAttr { target: src.clone(), name: "cell_contents".into(), value },
+            crate::symbolic::side_effects::CellTarget::Unknown => unsupported!("write to an unreachable closure cell"),
+        });
+    }
     for w in &se.globals {
         let value = rebuild_of(py, og, &w.value, outputs)?;
         out.push(match &w.dict_source {
@@ -388,6 +399,9 @@ fn effect_values(og: &OutputGraph) -> Vec<VT> {
     }
     for d in &se.dicts {
         v.extend(d.borrow().items.iter().map(|(_, x)| x.clone()));
+    }
+    for (_, c) in &se.cells {
+        v.extend(c.borrow().iter().cloned());
     }
     v
 }

@@ -75,6 +75,9 @@ pub struct OutputGraph {
     /// Sources of user classes wrapped from the frame, by address (their attributes are read
     /// and written through them).
     pub class_sources: HashMap<usize, Arc<Source>>,
+    /// Cell trackers by the address of the real cell object: every closure that shares a cell
+    /// shares its tracker, so a `nonlocal` write is seen by the other functions.
+    pub cells_by_ptr: HashMap<usize, Rc<std::cell::RefCell<Option<crate::symbolic::variables::VariableTracker>>>>,
     /// Containers being wrapped (addresses), innermost last: `builder::wrap` refuses cycles.
     pub wrapping: Vec<usize>,
     /// Writes outside the frame, replayed after the graph.
@@ -105,6 +108,7 @@ impl OutputGraph {
             side_effects: Default::default(),
             wrapping: Vec::new(),
             opaque_by_ptr: HashMap::new(),
+            cells_by_ptr: HashMap::new(),
             class_sources: HashMap::new(),
             name_counts: HashMap::new(),
         })

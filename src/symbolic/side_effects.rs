@@ -40,6 +40,18 @@ pub struct GlobalWrite {
     pub value: VT,
 }
 
+/// Where a cell that outlives the frame lives, so that a write to it can be replayed.
+#[derive(Clone, Debug)]
+pub enum CellTarget {
+    /// A free variable of the frame itself, at this `localsplus` slot (`STORE_DEREF`).
+    FrameFree(u32),
+    /// A cell object reached through this source (`fn.__closure__[i]`), written through
+    /// `cell_contents`.
+    Object(Arc<Source>),
+    /// Not reachable again (a closure of a function without a source): a write is a graph break.
+    Unknown,
+}
+
 /// Everything a frame's trace changed outside itself, in first-change order per kind.
 #[derive(Default)]
 pub struct SideEffects {
@@ -49,6 +61,8 @@ pub struct SideEffects {
     pub lists: Vec<Rc<RefCell<ListState>>>,
     /// Dicts from the frame whose contents changed.
     pub dicts: Vec<Rc<RefCell<DictState>>>,
+    /// Cells that outlive the frame and were written (`nonlocal`); the tracker holds the value.
+    pub cells: Vec<(CellTarget, Rc<RefCell<Option<VT>>>)>,
 }
 
 impl SideEffects {
@@ -80,6 +94,13 @@ impl SideEffects {
         }
     }
 
+    /// Records a write to an outliving cell (its tracker will hold the value).
+    pub fn store_cell(&mut self, target: CellTarget, cell: &Rc<RefCell<Option<VT>>>) {
+        if !self.cells.iter().any(|(_, c)| Rc::ptr_eq(c, cell)) {
+            self.cells.push((target, cell.clone()));
+        }
+    }
+
     /// Marks a list from the frame as mutated (its tracker's items are the new contents).
     pub fn mutate_list(&mut self, l: &Rc<RefCell<ListState>>) {
         if !self.lists.iter().any(|x| Rc::ptr_eq(x, l)) {
@@ -95,11 +116,11 @@ impl SideEffects {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.attrs.is_empty() && self.globals.is_empty() && self.lists.is_empty() && self.dicts.is_empty()
+        self.attrs.is_empty() && self.globals.is_empty() && self.lists.is_empty() && self.dicts.is_empty() && self.cells.is_empty()
     }
 
     /// Number of pending effects (for logs and `explain`).
     pub fn len(&self) -> usize {
-        self.attrs.len() + self.globals.len() + self.lists.len() + self.dicts.len()
+        self.attrs.len() + self.globals.len() + self.lists.len() + self.dicts.len() + self.cells.len()
     }
 }

@@ -8,6 +8,7 @@
 //! each opcode (notably CALL's `[NULL|callable, callable|self, args...]`).
 
 use crate::guards::GuardKind;
+use crate::symbolic::side_effects::CellTarget;
 use crate::bytecode::opcode::op;
 use crate::source::{ItemKey, Source};
 use crate::symbolic::builder::{is_literal, is_torch_callable, wrap};
@@ -19,7 +20,7 @@ use crate::{graph_break, unsupported};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -74,7 +75,9 @@ pub struct InstructionTranslator<'a> {
     depth: usize,
     pub og: &'a mut OutputGraph,
     /// Cells that belong to a real closure outside the traced frame: writing them is a side effect.
-    external_cells: HashSet<usize>,
+    /// Cells that outlive the frame (closures of the frame and of inlined functions), by
+    /// tracker address: where a write to them is replayed.
+    external_cells: HashMap<usize, CellTarget>,
     /// Closure of the function being run (cells as trackers), consumed by COPY_FREE_VARS.
     closure: Vec<VT>,
     /// Set when running a generator function to completion: the values it yielded.
@@ -113,7 +116,7 @@ impl<'a> InstructionTranslator<'a> {
             kw_names: None,
             depth,
             og,
-            external_cells: HashSet::new(),
+            external_cells: HashMap::new(),
             closure,
             yields: None,
         }
@@ -121,9 +124,10 @@ impl<'a> InstructionTranslator<'a> {
 
     /// Marks closure cells as external (their writes would escape the frame).
     pub fn mark_external_cells(&mut self) {
-        for c in &self.closure {
+        let base = self.code.localsplus.len() - self.closure.len();
+        for (j, c) in self.closure.iter().enumerate() {
             if let VT::Cell(rc) = c {
-                self.external_cells.insert(Rc::as_ptr(rc) as usize);
+                self.external_cells.insert(Rc::as_ptr(rc) as usize, CellTarget::FrameFree((base + j) as u32));
             }
         }
     }
@@ -266,8 +270,12 @@ impl<'a> InstructionTranslator<'a> {
                 let v = self.pop()?;
                 match &self.locals[arg as usize] {
                     Some(VT::Cell(c)) => {
-                        if self.external_cells.contains(&(Rc::as_ptr(c) as usize)) {
-                            graph_break!(SideEffect, "write to a closure cell of an enclosing frame");
+                        if let Some(target) = self.external_cells.get(&(Rc::as_ptr(c) as usize)).cloned() {
+                            // `nonlocal` write to a cell that outlives the frame: replayed.
+                            if matches!(target, CellTarget::Unknown) {
+                                graph_break!(SideEffect, "write to a closure cell of an enclosing frame");
+                            }
+                            self.og.side_effects.store_cell(target, c);
                         }
                         *c.borrow_mut() = Some(v);
                     }
@@ -2135,6 +2143,10 @@ impl<'a> InstructionTranslator<'a> {
                 let mut closure = Vec::new();
                 if let Ok(cl) = f.getattr("__closure__")?.cast_into::<PyTuple>() {
                     for (i, cell) in cl.iter().enumerate() {
+                        if let Some(rc) = self.og.cells_by_ptr.get(&(cell.as_ptr() as usize)) {
+                            closure.push(VT::Cell(rc.clone()));
+                            continue;
+                        }
                         let contents = match cell.getattr("cell_contents") {
                             Ok(c) => c,
                             Err(_) => unsupported!("empty closure cell"),
@@ -2144,7 +2156,9 @@ impl<'a> InstructionTranslator<'a> {
                             unsupported!("closure of a function without a source");
                         }
                         let v = self.wrap_from(py, &contents, if trusted { None } else { src })?;
-                        closure.push(VT::Cell(Rc::new(RefCell::new(Some(v)))));
+                        let rc = Rc::new(RefCell::new(Some(v)));
+                        self.og.cells_by_ptr.insert(cell.as_ptr() as usize, rc.clone());
+                        closure.push(VT::Cell(rc));
                     }
                 }
                 let same_globals = globals.is(self.g.globals.bind(py)) && self.g.source.is_none();
@@ -2167,17 +2181,35 @@ impl<'a> InstructionTranslator<'a> {
             }
             _ => unreachable!(),
         };
-        let _ = fn_source;
         let ci = code_info(code_obj.bind(py))?;
         if ci.flags & (flags::CO_COROUTINE | flags::CO_ASYNC_GENERATOR | flags::CO_ITERABLE_COROUTINE) != 0 {
             unsupported!("inlining coroutine {}", ci.name);
         }
         let is_generator = ci.flags & flags::CO_GENERATOR != 0;
         let locals = bind_args(py, &ci, args, kwargs, &defaults, &kwdefaults)?;
-        let external_cells: Vec<usize> = if external { closure.iter().filter_map(|c| if let VT::Cell(rc) = c { Some(Rc::as_ptr(rc) as usize) } else { None }).collect() } else { vec![] };
+        // Closure cells of a function from outside the frame are reached as
+        // `fn.__closure__[i]` (writes replay through `cell_contents`).
+        let external_cells: Vec<(usize, CellTarget)> = if external {
+            closure
+                .iter()
+                .enumerate()
+                .filter_map(|(i, c)| match c {
+                    VT::Cell(rc) => Some((
+                        Rc::as_ptr(rc) as usize,
+                        match &fn_source {
+                            Some(s) => CellTarget::Object(s.attr("__closure__").item(ItemKey::Int(i as i64))),
+                            None => CellTarget::Unknown,
+                        },
+                    )),
+                    _ => None,
+                })
+                .collect()
+        } else {
+            vec![]
+        };
         let mut child = InstructionTranslator::new(ci, globals, locals, closure, self.og, self.depth + 1);
         child.external_cells.extend(external_cells);
-        child.external_cells.extend(self.external_cells.iter().copied());
+        child.external_cells.extend(self.external_cells.iter().map(|(k, v)| (*k, v.clone())));
         if is_generator {
             child.yields = Some(Vec::new());
             child.run(py)?;
