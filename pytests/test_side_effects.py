@@ -305,3 +305,25 @@ def test_nonlocal_write_in_an_inlined_closure():
     torch.testing.assert_close(out, g(torch.ones(1)))
     assert read() == expected_read() == 2
     assert n_breaks == 0
+
+
+def test_getattr_default_and_hasattr_of_absent_attributes():
+    class Cfg:
+        def __init__(self):
+            self.width = 3
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x * getattr(self, "scale", 2)
+
+    def f(c, m, x):
+        if hasattr(c, "depth"):
+            x = x + 100
+        return m(x) * getattr(c, "missing", 1) + c.width
+
+    c, m = Cfg(), M()
+    out, n_graphs, n_breaks = compile_count(f, c, m, torch.ones(2))
+    torch.testing.assert_close(out, f(c, m, torch.ones(2)))
+    assert n_breaks == 0
+    c.depth = 1  # the attribute appears: the guard sends the call to a recompile
+    torch.testing.assert_close(dynamo.optimize("eager")(f)(c, m, torch.ones(2)), f(c, m, torch.ones(2)))

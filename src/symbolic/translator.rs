@@ -872,6 +872,47 @@ impl<'a> InstructionTranslator<'a> {
         self.generic_getattr(py, vt, obj, source, name)
     }
 
+    /// Whether `obj.name` raises AttributeError, decided without running user code where the
+    /// lookup is generic: no pending write, not in the instance dict (or a module's parameters,
+    /// buffers and submodules), not on the class, no Python `__getattr__`. For a class with its
+    /// own `__getattribute__` the real `hasattr` must agree too. When absent, a NO_INSTANCE_ATTR
+    /// guard keeps it so (the class is already type- or identity-guarded).
+    fn attr_absent(&mut self, py: Python<'_>, v: &VT, name: &str) -> VResult<bool> {
+        let (obj, source) = match v {
+            VT::Opaque { obj, source } => (obj.bind(py).clone(), source.clone()),
+            VT::Module { obj, source: Some(source) } => (obj.bind(py).clone(), source.clone()),
+            _ => return Ok(false),
+        };
+        if self.og.side_effects.attr(&obj.clone().unbind(), name).is_some() || self.tracked_instance_dict(&obj).is_some() {
+            return Ok(false);
+        }
+        let ty = obj.get_type();
+        if static_type_lookup(&ty, name)?.is_some() {
+            return Ok(false);
+        }
+        let is_module = matches!(v, VT::Module { .. });
+        let module_getattr = self.og.handles.module_type.bind(py).getattr("__getattr__")?;
+        match static_type_lookup(&ty, "__getattr__")? {
+            Some((_, f)) if !(is_module && f.is(&module_getattr)) => return Ok(false),
+            _ => {}
+        }
+        let d = obj.getattr("__dict__").ok();
+        let in_dict = |t: Option<Bound<'_, PyAny>>| t.and_then(|t| t.contains(name).ok()).unwrap_or(true);
+        if in_dict(d.clone()) {
+            return Ok(false);
+        }
+        if is_module {
+            let tables = ["_parameters", "_buffers", "_modules"];
+            if tables.iter().any(|t| in_dict(d.as_ref().and_then(|d| d.get_item(t).ok()))) {
+                return Ok(false);
+            }
+        } else if !has_generic_getattribute(py, &ty)? && obj.hasattr(name)? {
+            return Ok(false);
+        }
+        self.og.add_guard(Some(source), GuardKind::NoInstanceAttr(name.to_string()));
+        Ok(true)
+    }
+
     /// `hook(obj, name)` inlined, where `hook` (`__getattribute__` or `__getattr__`) is a Python
     /// function on `ty`; `None` when the type has no such Python function.
     fn call_attr_hook(&mut self, py: Python<'_>, vt: &VT, ty: &Bound<'_, pyo3::types::PyType>, source: &Arc<Source>, hook: &str, name: &str) -> VResult<Option<VT>> {
@@ -1972,6 +2013,7 @@ impl<'a> InstructionTranslator<'a> {
                 VT::Constant(o) | VT::Class(o) => Some(!o.bind(py).hasattr(name.as_str())?),
                 VT::PyModule { obj, .. } => Some(!obj.bind(py).hasattr(name.as_str())?),
                 VT::Tensor(t) => Some(!t.fake.bind(py).hasattr(name.as_str())?),
+                VT::Opaque { .. } | VT::Module { .. } => Some(self.attr_absent(py, &args[0], &name)?),
                 _ => None,
             };
             if known_missing == Some(true) {
