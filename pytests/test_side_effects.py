@@ -327,3 +327,33 @@ def test_getattr_default_and_hasattr_of_absent_attributes():
     assert n_breaks == 0
     c.depth = 1  # the attribute appears: the guard sends the call to a recompile
     torch.testing.assert_close(dynamo.optimize("eager")(f)(c, m, torch.ones(2)), f(c, m, torch.ones(2)))
+
+
+def test_user_mapping_in_and_indexing_are_inlined():
+    import collections.abc
+
+    class Registry(collections.abc.Mapping):
+        def __init__(self):
+            self._d = {"double": 2.0, "triple": 3.0}
+
+        def __getitem__(self, k):
+            return self._d[k]
+
+        def __iter__(self):
+            return iter(self._d)
+
+        def __len__(self):
+            return len(self._d)
+
+    def f(reg, x, name):
+        if name in reg:
+            return x * reg[name]
+        return x
+
+    reg = Registry()
+    for name in ["double", "triple"]:
+        out, _, n_breaks = compile_count(f, reg, torch.ones(2), name)
+        torch.testing.assert_close(out, f(reg, torch.ones(2), name))
+        assert n_breaks == 0
+    # A missing key makes Mapping.__contains__ catch KeyError: not traced, still correct.
+    torch.testing.assert_close(dynamo.optimize("eager")(f)(reg, torch.ones(2), "none"), torch.ones(2))

@@ -1355,6 +1355,18 @@ impl<'a> InstructionTranslator<'a> {
             }
             (VT::Module { obj, .. }, Some(k)) => Ok(obj.bind(py).contains(k)?),
             (VT::Set(set), Some(k)) => Ok(set.borrow().bind(py).contains(k)?),
+            (VT::Opaque { obj, source }, _) => {
+                // `__contains__` looked up on the type and inlined when it is Python code
+                // (collections.abc.Mapping's, a user container's); its result must be constant.
+                let ty = obj.bind(py).get_type();
+                let Some((k, f)) = static_type_lookup(&ty, "__contains__")?.filter(|(_, f)| type_name(f) == "function") else {
+                    graph_break!(UntracedValue, "`in` on {}", container.describe(py));
+                };
+                let func = wrap(py, self.og, &f, class_attr_source(source, k, "__contains__"))?;
+                let r = self.call(py, &func, vec![container.clone(), item.clone()], vec![])?;
+                let t = self.truth(py, &r)?;
+                Ok(t)
+            }
             _ => unsupported!("`in` on {}", container.describe(py)),
         }
     }
@@ -1482,6 +1494,15 @@ impl<'a> InstructionTranslator<'a> {
                     }
                 }
                 unsupported!("indexing {} does not give one of its submodules", type_name(m))
+            }
+            VT::Opaque { obj: o, source } => {
+                // `__getitem__` looked up on the type and inlined when it is Python code.
+                let ty = o.bind(py).get_type();
+                let Some((k, f)) = static_type_lookup(&ty, "__getitem__")?.filter(|(_, f)| type_name(f) == "function") else {
+                    graph_break!(UntracedValue, "indexing {}", obj.describe(py));
+                };
+                let func = wrap(py, self.og, &f, class_attr_source(source, k, "__getitem__"))?;
+                self.call(py, &func, vec![obj.clone(), idx.clone()], vec![])
             }
             _ => unsupported!("indexing {}", obj.describe(py)),
         }
