@@ -194,3 +194,96 @@ def test_negative_zero_float_argument_recompiles():
     g = dynamo.optimize("eager")(f)
     assert g(torch.ones(1), 0.0).item() == float("inf")
     assert g(torch.ones(1), -0.0).item() == float("-inf")
+
+
+def test_absent_attribute_added_to_the_class_later():
+    class P:
+        pass
+
+    o = P()
+
+    def f(x):
+        return x + getattr(o, "a", 100)
+
+    g = dynamo.optimize("eager")(f)
+    assert g(torch.zeros(1)).item() == 100
+    P.a = 7
+    assert g(torch.zeros(1)).item() == 7
+
+
+def test_hasattr_of_a_parameter_registered_later():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x + 1 if hasattr(self, "extra") else x
+
+    m = M()
+    g = dynamo.optimize("eager")(m)
+    assert g(torch.zeros(1)).item() == 0
+    m.extra = torch.nn.Parameter(torch.ones(1))
+    assert g(torch.zeros(1)).item() == 1
+
+
+def test_getattr_default_on_a_tensor_with_an_instance_attribute():
+    def f(x):
+        return x + getattr(x, "foo", 1)
+
+    g = dynamo.optimize("eager")(f)
+    assert g(torch.zeros(1)).item() == 1
+    t = torch.zeros(1)
+    t.foo = 10
+    assert g(t).item() == 10
+
+
+def test_classmethod_with_super_called_through_an_instance():
+    class A:
+        @classmethod
+        def cm(cls, x):
+            return x + 1
+
+    class B(A):
+        @classmethod
+        def cm(cls, x):
+            return super().cm(x) + 100
+
+    b = B()
+
+    def f(x):
+        return b.cm(x)
+
+    torch.testing.assert_close(dynamo.optimize("eager")(f)(torch.ones(1)), f(torch.ones(1)))
+
+
+def test_super_setattr_inside_a_custom_setattr_does_not_recurse():
+    class SetA:
+        def __setattr__(self, n, v):
+            super().__setattr__(n, v)
+
+    o = SetA()
+
+    def f(x):
+        o.a = 1
+        return x + o.a
+
+    torch.testing.assert_close(dynamo.optimize("eager")(f)(torch.ones(1)), torch.full((1,), 2.0))
+    assert o.__dict__ == {"a": 1}
+
+
+def test_custom_getattribute_runs_as_often_as_in_eager():
+    calls = []
+
+    class G:
+        def __getattribute__(self, n):
+            calls.append(n)
+            return object.__getattribute__(self, n)
+
+    o = G()
+    o.a = 1
+
+    def f(x):
+        return x + o.a
+
+    f(torch.zeros(1))
+    eager_calls = list(calls)
+    calls.clear()
+    dynamo.optimize("eager")(f)(torch.zeros(1))
+    assert calls == eager_calls == ["a"]

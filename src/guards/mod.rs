@@ -47,6 +47,9 @@ pub enum GuardKind {
     DictKeys(Py<PyAny>),
     /// `name not in v.__dict__` (no instance attribute shadows the class one, e.g. `forward`).
     NoInstanceAttr(String),
+    /// `not hasattr(v, name)` through the generic lookup (instance dict, class MRO) or, for an
+    /// `nn.Module`, its `__getattr__` tables too: an attribute the frame found absent.
+    NoAttr(String),
     /// `torch.is_grad_enabled() == flag` (global state; no source).
     GradMode(bool),
     /// `torch.get_default_dtype() is dtype` (global state; no source).
@@ -86,6 +89,7 @@ impl GuardKind {
             GuardKind::IteratorOver { .. } => "ITERATOR_OVER",
             GuardKind::DictKeys(_) => "DICT_KEYS",
             GuardKind::NoInstanceAttr(_) => "NO_INSTANCE_ATTR",
+            GuardKind::NoAttr(_) => "NO_ATTR",
             GuardKind::TensorMatch(_) => "TENSOR_MATCH",
             GuardKind::GradMode(_) => "GRAD_MODE",
             GuardKind::DefaultDtype(_) => "DEFAULT_DTYPE",
@@ -106,6 +110,7 @@ impl fmt::Display for Guard {
             GuardKind::IteratorOver { seq, pos } => write!(f, "ITERATOR_OVER: {src} iterates {seq}, {pos} items in"),
             GuardKind::DictKeys(k) => write!(f, "DICT_KEYS: list({src}.keys()) == {}", repr(py, k)),
             GuardKind::NoInstanceAttr(n) => write!(f, "NO_INSTANCE_ATTR: '{n}' not in {src}.__dict__"),
+            GuardKind::NoAttr(n) => write!(f, "NO_ATTR: not hasattr({src}, '{n}')"),
             GuardKind::IteratorMatch(_, items) => write!(f, "ITERATOR_MATCH: remaining items of {src} == {}", repr(py, items)),
             GuardKind::TensorMatch(t) => write!(
                 f,
@@ -364,9 +369,14 @@ impl GuardManager {
             }
             GuardKind::NoInstanceAttr(name) => {
                 let v = v.unwrap();
-                let shadowed = v.getattr("__dict__").and_then(|d| d.contains(name.as_str())).unwrap_or(true);
+                let shadowed = generic_getattr(v, "__dict__").map(|d| d.contains(name.as_str()).unwrap_or(true)).unwrap_or(false);
                 if shadowed {
                     return fail(&|| format!("{}.{name} is set on the instance", src(g)));
+                }
+            }
+            GuardKind::NoAttr(name) => {
+                if v.unwrap().hasattr(name.as_str()).unwrap_or(true) {
+                    return fail(&|| format!("{} now has attribute {name}", src(g)));
                 }
             }
             GuardKind::IteratorMatch(ty, items) => {
@@ -449,6 +459,19 @@ pub fn iterator_remaining<'py>(it: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Py
 
 fn src(g: &Guard) -> String {
     g.source.as_ref().map(|s| s.to_string()).unwrap_or_default()
+}
+
+/// `object.__getattribute__(v, name)` (`PyObject_GenericGetAttr`): no user `__getattribute__`
+/// runs. `None` when the attribute is missing (the error is cleared).
+pub fn generic_getattr<'py>(v: &Bound<'py, PyAny>, name: &str) -> Option<Bound<'py, PyAny>> {
+    let py = v.py();
+    let n = PyString::new(py, name);
+    // SAFETY: both pointers are live for the call; the result is a new reference or NULL.
+    let r = unsafe { Bound::from_owned_ptr_or_opt(py, ffi::PyObject_GenericGetAttr(v.as_ptr(), n.as_ptr())) };
+    if r.is_none() && PyErr::occurred(py) {
+        let _ = PyErr::take(py);
+    }
+    r
 }
 
 /// Compares a tuple of Python ints with `expected`; returns a description of the first difference.

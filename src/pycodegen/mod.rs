@@ -47,6 +47,8 @@ pub enum Rebuild {
 pub enum SideEffect {
     /// `target.name = value`.
     SetAttr { target: Arc<Source>, name: String, value: Rebuild },
+    /// `object.__setattr__(target, name, value)`: past the class's own `__setattr__`.
+    GenericSetAttr { target: Arc<Source>, name: String, value: Rebuild },
     /// `STORE_DEREF slot`: a free variable of the frame (`nonlocal` write).
     SetDeref { slot: u32, value: Rebuild },
     /// `name = value` in the frame's own globals (`STORE_GLOBAL`).
@@ -286,6 +288,15 @@ impl PyCodegen {
                     self.load_const(all);
                     d += 3;
                 }
+                SideEffect::GenericSetAttr { target, name, value } => {
+                    self.emit(op::PUSH_NULL, 0);
+                    let setattr = py.get_type::<pyo3::types::PyAny>().getattr("__setattr__").expect("object.__setattr__");
+                    self.load_const(setattr.unbind());
+                    self.load_source(py, target);
+                    self.load_const(pyo3::types::PyString::new(py, name).into_any().unbind());
+                    self.rebuild(py, value, d + 4);
+                    d += 5;
+                }
                 SideEffect::DictContents { target, items } => {
                     self.emit(op::PUSH_NULL, 0);
                     let replace = py.import("dynamo._C").and_then(|m| m.getattr("replace_dict")).expect("dynamo._C.replace_dict");
@@ -311,6 +322,11 @@ impl PyCodegen {
                 SideEffect::DictContents { .. } => {
                     self.emit(op::PRECALL, 2);
                     self.emit(op::CALL, 2);
+                    self.emit(op::POP_TOP, 0);
+                }
+                SideEffect::GenericSetAttr { .. } => {
+                    self.emit(op::PRECALL, 3);
+                    self.emit(op::CALL, 3);
                     self.emit(op::POP_TOP, 0);
                 }
             }

@@ -87,7 +87,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         og.add_guard(Some(source), kind);
         return Ok(VT::constant(value.clone().unbind()));
     }
-    if value.is_instance(og.handles.module_type.bind(py))? {
+    if value.get_type().is_subclass(og.handles.module_type.bind(py))? {
         og.add_guard(Some(source.clone()), GuardKind::IdMatch(value.clone().unbind()));
         return Ok(VT::Module { obj: Rc::new(value.clone().unbind()), source: Some(source) });
     }

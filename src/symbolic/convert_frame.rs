@@ -353,7 +353,11 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
     }
     for w in &se.attrs {
         let value = rebuild_of(py, og, &w.value, outputs)?;
-        out.push(SideEffect::SetAttr { target: w.source.clone(), name: w.name.clone(), value });
+        out.push(if w.generic {
+            SideEffect::GenericSetAttr { target: w.source.clone(), name: w.name.clone(), value }
+        } else {
+            SideEffect::SetAttr { target: w.source.clone(), name: w.name.clone(), value }
+        });
     }
     for (target, cell) in &se.cells {
         let Some(v) = cell.borrow().clone() else { unsupported!("a cell emptied while tracing") };
@@ -537,7 +541,9 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
         VT::TensorMethod { tensor, name } => Rebuild::Attr(Box::new(rec(&VT::Tensor(tensor.clone()))?), name.clone()),
         VT::ContainerMethod { container, name } => Rebuild::Attr(Box::new(rec(container)?), name.clone()),
         VT::Method { func, self_ } => match func.as_ref() {
-            VT::Function { source: Some(s), .. } if matches!(s.as_ref(), Source::Attr { attr, .. } if attr == "__func__") => {
+            // `m.f.__func__` read off a bound method `m.f`: reload the bound method itself. (A
+            // class-dict entry's `__func__`, from a classmethod, is not bound: rebuilt below.)
+            VT::Function { source: Some(s), .. } if matches!(s.as_ref(), Source::Attr { attr, base } if attr == "__func__" && matches!(base.as_ref(), Source::Attr { .. })) => {
                 let Source::Attr { base, .. } = s.as_ref() else { unreachable!() };
                 Rebuild::Source(base.clone())
             }

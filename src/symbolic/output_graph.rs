@@ -369,7 +369,8 @@ impl OutputGraph {
     }
 
     pub fn is_tensor(&self, py: Python<'_>, v: &Bound<'_, PyAny>) -> bool {
-        v.is_instance(self.handles.tensor_type.bind(py)).unwrap_or(false)
+        // By type: isinstance() would read `__class__` through a user `__getattribute__`.
+        v.get_type().is_subclass(self.handles.tensor_type.bind(py)).unwrap_or(false)
     }
 
     fn contains_tensor(&self, py: Python<'_>, v: &Bound<'_, PyAny>) -> bool {

@@ -28,6 +28,9 @@ pub struct AttrWrite {
     pub source: Arc<Source>,
     pub name: String,
     pub value: VT,
+    /// Replay through `object.__setattr__` (the write came through it, bypassing the class's
+    /// own `__setattr__`).
+    pub generic: bool,
 }
 
 /// A pending global write: `name` in the globals dict at address `dict`, which is the frame's
@@ -77,7 +80,15 @@ impl SideEffects {
         let ptr = obj.as_ptr() as usize;
         match self.attrs.iter_mut().find(|w| w.ptr == ptr && w.name == name) {
             Some(w) => w.value = value,
-            None => self.attrs.push(AttrWrite { ptr, obj: obj.clone_ref(py), source, name: name.to_string(), value }),
+            None => self.attrs.push(AttrWrite { ptr, obj: obj.clone_ref(py), source, name: name.to_string(), value, generic: false }),
+        }
+    }
+
+    /// Marks the pending write of `obj.name` as made through `object.__setattr__`.
+    pub fn mark_generic(&mut self, obj: &Py<PyAny>, name: &str) {
+        let ptr = obj.as_ptr() as usize;
+        if let Some(w) = self.attrs.iter_mut().find(|w| w.ptr == ptr && w.name == name) {
+            w.generic = true;
         }
     }
 

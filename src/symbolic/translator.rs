@@ -896,7 +896,11 @@ impl<'a> InstructionTranslator<'a> {
             Some((_, f)) if !(is_module && f.is(&module_getattr)) => return Ok(false),
             _ => {}
         }
-        let d = obj.getattr("__dict__").ok();
+        if !has_generic_getattribute(py, &ty)? {
+            // Deciding would run the user's __getattribute__ (at trace and at guard time).
+            return Ok(false);
+        }
+        let d = crate::guards::generic_getattr(&obj, "__dict__");
         let in_dict = |t: Option<Bound<'_, PyAny>>| t.and_then(|t| t.contains(name).ok()).unwrap_or(true);
         if in_dict(d.clone()) {
             return Ok(false);
@@ -906,10 +910,8 @@ impl<'a> InstructionTranslator<'a> {
             if tables.iter().any(|t| in_dict(d.as_ref().and_then(|d| d.get_item(t).ok()))) {
                 return Ok(false);
             }
-        } else if !has_generic_getattribute(py, &ty)? && obj.hasattr(name)? {
-            return Ok(false);
         }
-        self.og.add_guard(Some(source), GuardKind::NoInstanceAttr(name.to_string()));
+        self.og.add_guard(Some(source), GuardKind::NoAttr(name.to_string()));
         Ok(true)
     }
 
@@ -942,14 +944,15 @@ impl<'a> InstructionTranslator<'a> {
             }
         }
         let class_attr = static_type_lookup(&ty, name)?;
-        if name == "__dict__" && obj.getattr("__dict__").map(|d| d.is_exact_instance_of::<PyDict>()).unwrap_or(false) {
+        if name == "__dict__" && crate::guards::generic_getattr(obj, "__dict__").map(|d| d.is_exact_instance_of::<PyDict>()).unwrap_or(false) {
             // The instance dict as a dict tracker (its writes replay as dict mutations); pending
             // attribute writes would be invisible through it.
             if self.og.side_effects.attrs.iter().any(|w| w.ptr == obj.as_ptr() as usize) {
                 graph_break!(UntracedValue, "__dict__ of {} after an attribute write", vt.describe(py));
             }
             let src = if has_generic_getattribute(py, &ty)? { source.attr("__dict__") } else { source.generic_attr("__dict__") };
-            return wrap(py, self.og, &obj.getattr("__dict__")?, src);
+            let d = crate::guards::generic_getattr(obj, "__dict__").expect("checked above");
+            return wrap(py, self.og, &d, src);
         }
         let tracked = self.tracked_instance_dict(obj);
         if let Some((k, ca)) = &class_attr {
@@ -971,10 +974,7 @@ impl<'a> InstructionTranslator<'a> {
                 return Ok(v);
             }
         } else {
-            let in_instance = match obj.getattr("__dict__") {
-                Ok(d) => d.cast::<PyDict>().ok().and_then(|d| d.get_item(name).ok().flatten()),
-                Err(_) => None,
-            };
+            let in_instance = crate::guards::generic_getattr(obj, "__dict__").and_then(|d| d.cast::<PyDict>().ok().and_then(|d| d.get_item(name).ok().flatten()));
             if let Some(v) = in_instance {
                 let src = if has_generic_getattribute(py, &ty)? { source.attr(name) } else { source.generic_attr(name) };
                 return wrap(py, self.og, &v, src);
@@ -997,7 +997,7 @@ impl<'a> InstructionTranslator<'a> {
     /// The dict tracker of `obj.__dict__`, if this trace read the instance dict (attribute reads
     /// and writes then go through it).
     fn tracked_instance_dict(&self, obj: &Bound<'_, PyAny>) -> Option<Rc<RefCell<DictState>>> {
-        let d = obj.getattr("__dict__").ok()?;
+        let d = crate::guards::generic_getattr(obj, "__dict__")?;
         self.og.dicts_by_ptr.get(&(d.as_ptr() as usize)).map(|(_, st)| st.clone())
     }
 
@@ -1073,7 +1073,7 @@ impl<'a> InstructionTranslator<'a> {
                 let o = o.bind(py);
                 let ty = o.get_type();
                 let object_type = py.get_type::<pyo3::types::PyAny>();
-                let plain = ty.getattr("__setattr__")?.is(object_type.getattr("__setattr__")?) && o.hasattr("__dict__")?;
+                let plain = ty.getattr("__setattr__")?.is(object_type.getattr("__setattr__")?) && crate::guards::generic_getattr(&o, "__dict__").is_some();
                 let descriptor = match static_type_lookup(&ty, name)? {
                     Some((_, ca)) => is_data_descriptor(&ca)?,
                     None => false,
@@ -1801,7 +1801,7 @@ impl<'a> InstructionTranslator<'a> {
                         Some((_, ca)) => is_data_descriptor(&ca)?,
                         None => false,
                     };
-                    if descriptor || args.len() != 2 || !o.hasattr("__dict__")? {
+                    if descriptor || args.len() != 2 || !crate::guards::generic_getattr(&o, "__dict__").is_some() {
                         graph_break!(SideEffect, "object.__setattr__ of {}.{name} (a descriptor)", inner.describe(py));
                     }
                     if let Some(d) = self.tracked_instance_dict(&o) {
@@ -1809,6 +1809,9 @@ impl<'a> InstructionTranslator<'a> {
                         self.og.side_effects.mutate_dict(&d);
                     } else {
                         self.og.side_effects.store_attr(py, &o.clone().unbind(), source.clone(), &name, args[1].clone());
+                        // Replayed as object.__setattr__: a plain STORE_ATTR would run the
+                        // class's own __setattr__ (the frame this write may come from).
+                        self.og.side_effects.mark_generic(&o.clone().unbind(), &name);
                     }
                     return Ok(VT::none(py));
                 }
@@ -2033,7 +2036,9 @@ impl<'a> InstructionTranslator<'a> {
             let known_missing = match &args[0] {
                 VT::Constant(o) | VT::Class(o) => Some(!o.bind(py).hasattr(name.as_str())?),
                 VT::PyModule { obj, .. } => Some(!obj.bind(py).hasattr(name.as_str())?),
-                VT::Tensor(t) => Some(!t.fake.bind(py).hasattr(name.as_str())?),
+                // A real tensor can carry instance attributes the fake one lacks: only a class
+                // attribute is known present; anything else is not decided here.
+                VT::Tensor(t) => if t.fake.bind(py).get_type().hasattr(name.as_str())? { Some(false) } else { None },
                 VT::Opaque { .. } | VT::Module { .. } => Some(self.attr_absent(py, &args[0], &name)?),
                 _ => None,
             };
