@@ -2,7 +2,7 @@
 
 Run with the project's CPython 3.11 (torch must be importable):
 
-    /work/main/.venv/bin/python ci/extract_code_fixtures.py
+    .venv/bin/python ci/extract_code_fixtures.py
 
 Outputs, under src/bytecode/test_data/:
 
