@@ -1081,14 +1081,7 @@ impl<'a> InstructionTranslator<'a> {
                 if !plain || descriptor {
                     graph_break!(SideEffect, "attribute write {}.{name} (custom __setattr__ or a descriptor)", obj.describe(py));
                 }
-                if let Some(d) = self.tracked_instance_dict(o) {
-                    // Written through the instance dict's tracker, so both views agree.
-                    dict_set(py, &mut d.borrow_mut(), PyString::new(py, name).into_any().unbind(), v)?;
-                    self.og.side_effects.mutate_dict(&d);
-                    return Ok(());
-                }
-                self.og.side_effects.store_attr(py, &o.clone().unbind(), source.clone(), name, v);
-                Ok(())
+                self.record_attr_write(py, o, source, name, v, false)
             }
             VT::Module { obj: o, source: Some(source) } => {
                 let m = o.bind(py);
@@ -1205,6 +1198,23 @@ impl<'a> InstructionTranslator<'a> {
             (Some(VT::Class(c)), Some(obj)) => Ok(VT::Super { cls: c, obj: Box::new(obj) }),
             _ => unsupported!("super() arguments are not a class and an object"),
         }
+    }
+
+    /// Records `obj.name = v` on a user object: through the tracker of its instance dict when
+    /// the trace read `obj.__dict__` (so both views agree), else as a pending attribute write
+    /// (`generic`: replayed through `object.__setattr__`).
+    fn record_attr_write(&mut self, py: Python<'_>, o: &Bound<'_, PyAny>, source: &Arc<Source>, name: &str, v: VT, generic: bool) -> VResult<()> {
+        if let Some(d) = self.tracked_instance_dict(o) {
+            dict_set(py, &mut d.borrow_mut(), PyString::new(py, name).into_any().unbind(), v)?;
+            self.og.side_effects.mutate_dict(&d);
+            return Ok(());
+        }
+        let obj = o.clone().unbind();
+        self.og.side_effects.store_attr(py, &obj, source.clone(), name, v);
+        if generic {
+            self.og.side_effects.mark_generic(&obj, name);
+        }
+        Ok(())
     }
 
     /// `del obj[idx]` on a list or dict tracker (recorded as a side effect for one from the frame).
@@ -1804,15 +1814,9 @@ impl<'a> InstructionTranslator<'a> {
                     if descriptor || args.len() != 2 || !crate::guards::generic_getattr(&o, "__dict__").is_some() {
                         graph_break!(SideEffect, "object.__setattr__ of {}.{name} (a descriptor)", inner.describe(py));
                     }
-                    if let Some(d) = self.tracked_instance_dict(&o) {
-                        dict_set(py, &mut d.borrow_mut(), PyString::new(py, &name).into_any().unbind(), args[1].clone())?;
-                        self.og.side_effects.mutate_dict(&d);
-                    } else {
-                        self.og.side_effects.store_attr(py, &o.clone().unbind(), source.clone(), &name, args[1].clone());
-                        // Replayed as object.__setattr__: a plain STORE_ATTR would run the
-                        // class's own __setattr__ (the frame this write may come from).
-                        self.og.side_effects.mark_generic(&o.clone().unbind(), &name);
-                    }
+                    // Replayed as object.__setattr__: a plain STORE_ATTR would run the class's
+                    // own __setattr__ (the frame this write may come from).
+                    self.record_attr_write(py, &o, source, &name, args[1].clone(), true)?;
                     return Ok(VT::none(py));
                 }
                 self.generic_getattr(py, inner, &o, source, &name)
