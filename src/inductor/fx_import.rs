@@ -79,6 +79,9 @@ pub struct FxNode {
     pub meta: Option<TensorMeta>,
     /// Indices of nodes that use this one.
     pub users: Vec<usize>,
+    /// The node was an in-place op on its first argument and now holds its functional form
+    /// (see [`super::functionalize`]); its value is the new value of that argument.
+    pub inplace: bool,
 }
 
 /// The imported graph.
@@ -87,6 +90,8 @@ pub struct FxGraph {
     pub side_table: Vec<Py<PyAny>>,
     /// Index of the `output` node.
     pub output: usize,
+    /// Mutated inputs to write back after the graph (set by [`super::functionalize`]).
+    pub writebacks: Vec<super::functionalize::Writeback>,
 }
 
 /// Why import failed; the graph then runs through `gm.forward`.
@@ -323,6 +328,124 @@ fn looks_mutating(py: Python<'_>, op: &str, target: &Bound<'_, PyAny>) -> PyResu
         && !name.ends_with("__")
         && !matches!(name.as_str(), "and_" | "or_" | "not_" | "xor_" | "is_" | "concat_");
     Ok(trailing_underscore || inplace_operator || name == "setitem" || name == "__setitem__")
+}
+
+/// What an fx node becomes under functionalization.
+enum FunctionalForm<'py> {
+    /// The node does not mutate its arguments.
+    NotInPlace,
+    /// Same target; its `inplace` flag was turned off in `args`/`kwargs`.
+    Same,
+    /// The functional target replacing it (a method name as a `str`, or a callable).
+    Target(Bound<'py, PyAny>),
+    /// It mutates, and we know no functional form (`setitem`, `copy_`, `out=` ...).
+    Unknown(String),
+}
+
+/// Positional index of the `inplace` flag of `torch.nn.functional` activations.
+const INPLACE_POSITION: &[(&str, usize)] = &[
+    ("relu", 1),
+    ("relu6", 1),
+    ("silu", 1),
+    ("hardswish", 1),
+    ("hardsigmoid", 1),
+    ("mish", 1),
+    ("leaky_relu", 2),
+    ("elu", 2),
+    ("celu", 2),
+    ("selu", 1),
+    ("hardtanh", 3),
+    ("threshold", 3),
+    ("dropout", 3),
+];
+
+/// In-place operator functions and their out-of-place twins (`x += y` on a tensor).
+const INPLACE_OPERATORS: &[(&str, &str)] =
+    &[("iadd", "add"), ("isub", "sub"), ("imul", "mul"), ("itruediv", "truediv"), ("ipow", "pow"), ("iand", "and_"), ("ior", "or_")];
+
+/// Recognizes an in-place node and rewrites it to its functional form (PyTorch's convention: `op_`
+/// mutates its first argument and returns it; `op` computes the same value into a new tensor).
+/// Only forms whose functional twin is a op we know are accepted; others are `Unknown`.
+fn functional_form<'py>(
+    py: Python<'py>,
+    op: &str,
+    target: &Bound<'py, PyAny>,
+    args: &mut [FxArg],
+    kwargs: &mut [(String, FxArg)],
+) -> PyResult<FunctionalForm<'py>> {
+    if kwargs.iter().any(|(k, _)| k == "out") {
+        return Ok(FunctionalForm::Unknown("out=".into()));
+    }
+    // `inplace=True` flags (keyword or positional) of F.* activations: same function, flag off.
+    let mut flagged = false;
+    for (k, v) in kwargs.iter_mut() {
+        if k == "inplace" && !matches!(v, FxArg::Bool(false)) {
+            if !matches!(v, FxArg::Bool(true)) {
+                return Ok(FunctionalForm::Unknown(format!("inplace={v:?}")));
+            }
+            *v = FxArg::Bool(false);
+            flagged = true;
+        }
+    }
+    if op == "call_function" {
+        let qualified = qualified_name(py, target);
+        if let Some(fname) = qualified.strip_prefix("torch.nn.functional.") {
+            if let Some((_, pos)) = INPLACE_POSITION.iter().find(|(f, _)| *f == fname) {
+                if let Some(a) = args.get_mut(*pos) {
+                    match a {
+                        FxArg::Bool(true) => {
+                            *a = FxArg::Bool(false);
+                            flagged = true;
+                        }
+                        FxArg::Bool(false) => {}
+                        other => return Ok(FunctionalForm::Unknown(format!("inplace={other:?}"))),
+                    }
+                }
+            }
+        }
+    }
+    if flagged {
+        return Ok(FunctionalForm::Same);
+    }
+    if !looks_mutating(py, op, target)? {
+        return Ok(FunctionalForm::NotInPlace);
+    }
+    if op == "call_method" {
+        let name: String = target.extract()?;
+        let base = match name.as_str() {
+            "__iadd__" => "add",
+            "__isub__" => "sub",
+            "__imul__" => "mul",
+            "__itruediv__" => "div",
+            n if n.ends_with('_') && !n.ends_with("__") => &n[..n.len() - 1],
+            _ => return Ok(FunctionalForm::Unknown(name)),
+        };
+        return Ok(match canonical_method(base) {
+            Some(_) => FunctionalForm::Target(pyo3::types::PyString::new(py, base).into_any()),
+            None => FunctionalForm::Unknown(name),
+        });
+    }
+    let qualified = qualified_name(py, target);
+    if let Some(name) = qualified.strip_prefix("_operator.") {
+        if let Some((_, twin)) = INPLACE_OPERATORS.iter().find(|(i, _)| *i == name) {
+            // Only a tensor is mutated in place; `n += 1` on a Python number rebinds.
+            if matches!(args.first(), Some(FxArg::Node(_))) {
+                return Ok(FunctionalForm::Target(py.import("operator")?.getattr(*twin)?));
+            }
+        }
+        return Ok(FunctionalForm::Unknown(qualified));
+    }
+    // torch.relu_, torch.nn.functional.relu_ ...: the function without the trailing underscore.
+    if let Some((module, name)) = qualified.rsplit_once('.') {
+        if let Some(base) = name.strip_suffix('_') {
+            if let Ok(twin) = py.import(module).and_then(|m| m.getattr(base)) {
+                if canonical_function(py, &twin)?.is_some() {
+                    return Ok(FunctionalForm::Target(twin));
+                }
+            }
+        }
+    }
+    Ok(FunctionalForm::Unknown(qualified))
 }
 
 /// Reads a tensor's metadata; `None` if `v` is not a tensor or has symbolic sizes.
@@ -582,11 +705,21 @@ pub fn import_graph(
         for (k, v) in kw.iter() {
             kwargs.push((k.extract::<String>()?, imp.arg(&v)?));
         }
-        if matches!(op.as_str(), "call_function" | "call_method") && looks_mutating(py, &op, &target)? {
-            return Err(ImportError::Unsupported(format!("node {name} mutates its inputs")));
-        }
-        if kwargs.iter().any(|(k, v)| k == "out" || (k == "inplace" && !matches!(v, FxArg::Bool(false)))) {
-            return Err(ImportError::Unsupported(format!("node {name} mutates its inputs (out= or inplace=)")));
+        let mut args = args;
+        let mut target = target;
+        let mut inplace = false;
+        if matches!(op.as_str(), "call_function" | "call_method") {
+            match functional_form(py, &op, &target, &mut args, &mut kwargs)? {
+                FunctionalForm::NotInPlace => {}
+                FunctionalForm::Same => inplace = true,
+                FunctionalForm::Target(t) => {
+                    target = t;
+                    inplace = true;
+                }
+                FunctionalForm::Unknown(what) => {
+                    return Err(ImportError::Unsupported(format!("node {name} mutates its inputs ({what})")));
+                }
+            }
         }
         if op == "call_module" {
             let module = get_attr_path(gm, &target.extract::<String>()?)?;
@@ -649,7 +782,7 @@ pub fn import_graph(
             "call_function" => qualified_name(py, &target),
             _ => target.str().map(|s| s.to_string()).unwrap_or_default(),
         };
-        out_nodes.push(FxNode { name, op: fx_op, canonical, target_name, args, kwargs, meta, users: Vec::new() });
+        out_nodes.push(FxNode { name, op: fx_op, canonical, target_name, args, kwargs, meta, users: Vec::new(), inplace });
     }
     if n_placeholders != examples.len() {
         return Err(ImportError::Unsupported(format!(
@@ -673,7 +806,7 @@ pub fn import_graph(
     if !missing.is_empty() {
         fill_missing_meta(py, gm, &nodes, &examples, &mut out_nodes, &missing)?;
     }
-    Ok(FxGraph { nodes: out_nodes, side_table: imp.side_table, output })
+    Ok(FxGraph { nodes: out_nodes, side_table: imp.side_table, output, writebacks: Vec::new() })
 }
 
 /// Gives every call node without `meta` its value's metadata: first by inference for the

@@ -451,7 +451,12 @@ pub fn lower(g: &FxGraph) -> GraphIr {
         let layout = node.meta.as_ref().map(|m| m.layout.clone());
         let kind = match &node.op {
             FxOp::Output => {
-                // Everything the graph returns must exist as a tensor.
+                // Everything the graph returns or writes back must exist as a tensor.
+                for wb in &g.writebacks {
+                    if let Some(b) = ir.node_buffer[wb.src] {
+                        fallback_inputs.insert(b);
+                    }
+                }
                 for a in &node.args {
                     a.for_each_node(&mut |j| {
                         if let Some(b) = ir.node_buffer[j] {

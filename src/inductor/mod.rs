@@ -9,6 +9,7 @@
 //! and written into `CompiledGraph.plan`.
 
 pub mod codegen;
+pub mod functionalize;
 pub mod fx_import;
 pub mod ir;
 pub mod lowering;
@@ -199,6 +200,10 @@ fn inductor_compile(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Boun
             }
         }
     }
+    match functionalize::functionalize(&mut g) {
+        Ok(writebacks) => g.writebacks = writebacks,
+        Err(reason) => return Ok(eager(forward, &reason)),
+    }
     let ir = lowering::lower(&g);
     let sched = scheduler::schedule(&g, &ir);
     if cfg!(debug_assertions) || std::env::var_os("DYNAMO_VERIFY").is_some_and(|v| v == "1") {
@@ -314,7 +319,16 @@ fn inductor_compile(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Boun
         Some(a) => arg_template(py, &g, &ir, a)?,
         None => ArgT::Const(py.None()),
     };
-    let plan = render_plan(&g, &ir, &sched, &kernel_order);
+    let slot = |node: usize| ir.node_buffer[node].map(|b| b.0 as usize);
+    let writebacks: Vec<(usize, usize)> = g
+        .writebacks
+        .iter()
+        .map(|wb| slot(wb.dst).zip(slot(wb.src)).ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("writeback without buffer")))
+        .collect::<PyResult<_>>()?;
+    let mut plan = render_plan(&g, &ir, &sched, &kernel_order);
+    for wb in &g.writebacks {
+        let _ = writeln!(plan, "writeback {}.copy_({})", g.nodes[wb.dst].name, g.nodes[wb.src].name);
+    }
     tracing::debug!(target: "inductor::schedule", "plan:\n{plan}");
     let kernel_ir = cg.kernels.iter().map(|k| k.kernel_ir.clone()).collect::<Vec<_>>().join("\n");
     let llvm_ir = cg.jit.llvm_ir.clone();
@@ -329,6 +343,7 @@ fn inductor_compile(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Boun
         codegen: Some(cg),
         empty_strided: torch.getattr("empty_strided")?.unbind(),
         tensor_type: torch.getattr("Tensor")?.unbind(),
+        writebacks,
     };
     Ok(CompiledGraph { forward, runtime: Some(runtime), kernel_names: kernel_order, llvm_ir, plan, kernel_ir })
 }
@@ -370,13 +385,14 @@ mod tests {
             kwargs: Vec::new(),
             meta: sizes.and_then(meta),
             users: Vec::new(),
+            inplace: false,
         }
     }
 
     /// Lowers and schedules `nodes` (no Python involved) and renders the plan.
     fn plan_of(nodes: Vec<FxNode>) -> String {
         let output = nodes.len() - 1;
-        let g = FxGraph { nodes, side_table: Vec::new(), output };
+        let g = FxGraph { nodes, side_table: Vec::new(), output, writebacks: Vec::new() };
         let ir = lowering::lower(&g);
         let sched = scheduler::schedule(&g, &ir);
         scheduler::verify(&g, &ir, &sched).unwrap();

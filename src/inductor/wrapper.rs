@@ -131,6 +131,9 @@ pub struct Runtime {
     pub codegen: Option<CodegenResult>,
     pub empty_strided: Py<PyAny>,
     pub tensor_type: Py<PyAny>,
+    /// (input slot, value slot): after the steps, `env[dst].copy_(env[src])` (mutated inputs,
+    /// see `functionalize`).
+    pub writebacks: Vec<(usize, usize)>,
 }
 
 impl Runtime {
@@ -142,6 +145,9 @@ impl Runtime {
             return Ok(None);
         }
         if self.grad_free && self.is_grad_enabled.bind(py).call0()?.is_truthy()? {
+            return Ok(None);
+        }
+        if self.mutated_input_aliases(py, args)? {
             return Ok(None);
         }
         for (pos, slot, check) in &self.inputs {
@@ -217,7 +223,40 @@ impl Runtime {
                 }
             }
         }
+        for (dst, src) in &self.writebacks {
+            let (Some(d), Some(v)) = (&env[*dst], &env[*src]) else {
+                return Err(PyRuntimeError::new_err("inductor: writeback of a value that was not computed"));
+            };
+            d.bind(py).call_method1(intern!(py, "copy_"), (v.bind(py),))?;
+        }
         Ok(Some(self.output.build(py, &env)?))
+    }
+
+    /// True when a mutated input shares storage with another tensor input: eager would see the
+    /// mutation through both names, the functionalized plan would not, so the caller runs eagerly.
+    fn mutated_input_aliases(&self, py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        if self.writebacks.is_empty() {
+            return Ok(false);
+        }
+        let storage_ptr = |t: &Bound<'_, PyAny>| -> PyResult<usize> {
+            t.call_method0(intern!(py, "untyped_storage"))?.call_method0(intern!(py, "data_ptr"))?.extract()
+        };
+        let tensor_type = self.tensor_type.bind(py);
+        for (dst, _) in &self.writebacks {
+            let Some((pos, _, _)) = self.inputs.iter().find(|(_, slot, _)| slot == dst) else { continue };
+            let mutated = args.get_item(*pos)?;
+            let p = storage_ptr(&mutated)?;
+            for (other, _, _) in &self.inputs {
+                if other == pos {
+                    continue;
+                }
+                let v = args.get_item(*other)?;
+                if v.is_instance(tensor_type)? && storage_ptr(&v)? == p {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
     }
 }
 

@@ -1,0 +1,157 @@
+"""Functionalization (src/inductor/functionalize.rs): graphs with in-place ops run on generated
+kernels, and every mutation eager would make is visible afterwards (inputs written back, aliases
+preserved), or the graph runs through torch when aliasing makes renaming unsound.
+"""
+
+import operator
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import dynamo
+import dynamo._C as C
+
+
+def randn(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def compile_fn(fn, inputs):
+    gm = torch.fx.symbolic_trace(fn)
+    return C.inductor_compile(gm, list(inputs))
+
+
+def run_both(fn, *inputs):
+    """Runs `fn` eagerly and compiled on separate clones of `inputs`; returns both results and
+    both input lists (after the call), plus the CompiledGraph."""
+    eager_in = [t.clone() for t in inputs]
+    comp_in = [t.clone() for t in inputs]
+    C.inductor_reset_counters()
+    compiled = compile_fn(fn, [t.clone() for t in inputs])
+    want = fn(*eager_in)
+    got = compiled(*comp_in)
+    return got, want, comp_in, eager_in, compiled
+
+
+def assert_same(got, want):
+    if isinstance(want, torch.Tensor):
+        got, want = (got,), (want,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: (x * 2).add_(1).sin(),
+        lambda x: F.relu(x * 2, inplace=True) + 1,
+        lambda x: torch.relu_(x - 1) * 3,
+        lambda x: (x + 1).mul_(x).clamp_(min=0.5),
+        lambda x: operator.iadd(x.sin(), x.cos()),
+    ],
+    ids=["add_", "relu_inplace_kw", "torch.relu_", "method_chain", "iadd"],
+)
+def test_inplace_on_intermediate_runs_kernels(fn):
+    x = randn(8, 16)
+    got, want, comp_in, eager_in, compiled = run_both(fn, x)
+    assert_same(got, want)
+    assert_same(comp_in, eager_in)
+    counters = C.inductor_counters()
+    assert counters["eager_graphs"] == 0, compiled.plan
+    assert counters["kernels_compiled"] == 1 and counters["fallback_nodes"] == 0, compiled.plan
+
+
+def test_input_mutation_is_written_back():
+    def fn(x, y):
+        x.add_(y)
+        return x * 2
+
+    got, want, comp_in, eager_in, compiled = run_both(fn, randn(4, 5), randn(4, 5, seed=1))
+    assert_same(got, want)
+    assert_same(comp_in, eager_in)
+    assert "writeback x.copy_(add_)" in compiled.plan
+    assert C.inductor_counters()["eager_graphs"] == 0
+
+
+def test_returned_mutated_input_keeps_identity():
+    def fn(x):
+        return x.mul_(3).relu_()
+
+    x = randn(6, 6)
+    compiled = compile_fn(fn, [x.clone()])
+    want = fn(x.clone())
+    out = compiled(x)
+    assert out is x
+    torch.testing.assert_close(x, want)
+    assert not compiled.is_eager
+
+
+def test_mutation_of_a_view_runs_through_torch():
+    def fn(x):
+        v = x.view(-1)
+        x.add_(1)
+        return v * 2
+
+    got, want, comp_in, eager_in, compiled = run_both(fn, randn(3, 4))
+    assert_same(got, want)
+    assert_same(comp_in, eager_in)
+    assert compiled.is_eager
+    assert "share a storage" in compiled.plan
+
+
+def test_aliased_inputs_fall_back_at_call_time():
+    def fn(x, y):
+        x.add_(1)
+        return y * 2
+
+    x = randn(4, 4)
+    compiled = compile_fn(fn, [x.clone(), x.clone()])
+    a = x.clone()
+    want_in = x.clone()
+    want = fn(want_in, want_in)
+    got = compiled(a, a)  # the same tensor twice: y sees x's mutation in eager
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(a, want_in)
+
+
+def test_out_keyword_runs_through_torch():
+    def fn(x, y):
+        torch.add(x, 1, out=y)
+        return y * 2
+
+    got, want, comp_in, eager_in, compiled = run_both(fn, randn(4), randn(4, seed=1))
+    assert_same(got, want)
+    assert_same(comp_in, eager_in)
+    assert compiled.is_eager
+
+
+class Block(nn.Module):
+    """A ResNet basic block's tail: batch norm, in-place residual add, in-place ReLU."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        out = self.bn(self.conv(x))
+        out += x
+        return self.relu(out)
+
+
+def test_resnet_block_under_optimize_runs_kernels():
+    torch.manual_seed(0)
+    m = Block().eval()
+    x = randn(2, 4, 8, 8)
+    dynamo.reset()
+    C.inductor_reset_counters()
+    with torch.no_grad():
+        want = m(x)
+        got = dynamo.optimize("inductor")(m)(x)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    counters = C.inductor_counters()
+    assert counters["eager_graphs"] == 0 and counters["kernel_calls"] >= 1, counters

@@ -1,0 +1,258 @@
+//! Functionalization of the imported graph: in-place ops become their out-of-place forms, later
+//! readers see the new value, and mutated graph inputs are written back after the call
+//! (PyTorch: `torch/_subclasses/functional_tensor.py` and AOTAutograd's input-mutation epilogue,
+//! `ViewAndMutationMeta`).
+//!
+//! The importer ([`super::fx_import`]) has already replaced every recognized in-place node by its
+//! functional equivalent (`x.add_(y)` -> `x.add(y)`, `F.relu(x, inplace=True)` ->
+//! `F.relu(x, inplace=False)`, `operator.iadd` -> `operator.add`) and marked it `inplace`: the node
+//! computes the new value of its first argument. This pass decides whether renaming is sound and
+//! does it:
+//!
+//! - Alias classes: a node may alias its tensor arguments unless it is known to return a fresh
+//!   tensor ([`returns_fresh`]); an in-place node aliases its first argument. Classes are the
+//!   connected components of those edges (union-find).
+//! - A class is functionalizable when it holds one *root* (a graph input, a constant, or a fresh
+//!   value) and otherwise only in-place nodes whose first argument is in the class: no view, no
+//!   second name for the storage. Then every reader after the k-th mutation reads the k-th new
+//!   value. A class with any other member (a view of a mutated tensor, an op that may return its
+//!   input) is refused and the graph runs through torch, as eager would run it.
+//! - Mutated roots that are graph inputs or constants (buffers such as running statistics) get a
+//!   [`Writeback`]: after the graph, `root.copy_(final)`. Outputs that name a mutated input return
+//!   the input itself, so `return x.add_(1)` keeps eager's identity (`out is x`).
+//!
+//! Invariants after the pass: no node is `inplace`-marked with a reader of an older version; `args`
+//! only refer to earlier nodes; the output refers to roots of written-back inputs, never to their
+//! intermediate versions.
+
+use super::fx_import::{FxArg, FxGraph, FxOp};
+
+/// `dst.copy_(src)` after the graph: graph input or constant node `dst` receives the final value
+/// computed by node `src`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Writeback {
+    pub dst: usize,
+    pub src: usize,
+}
+
+/// Call targets (qualified names as the importer prints them) that always return a new tensor,
+/// never one of their arguments or a view of one. Pointwise ops of the lowering table count too
+/// (see [`returns_fresh`]).
+const FRESH_FUNCTIONS: &[&str] = &[
+    "torch.conv1d",
+    "torch.conv2d",
+    "torch.conv3d",
+    "torch.nn.functional.conv1d",
+    "torch.nn.functional.conv2d",
+    "torch.nn.functional.conv3d",
+    "torch._C._nn.linear",
+    "torch.nn.functional.linear",
+    "torch.matmul",
+    "torch.mm",
+    "torch.bmm",
+    "torch.addmm",
+    "torch.baddbmm",
+    "_operator.matmul",
+    "torch.nn.functional.batch_norm",
+    "torch.batch_norm",
+    "torch.nn.functional.layer_norm",
+    "torch.layer_norm",
+    "torch.nn.functional.group_norm",
+    "torch.nn.functional.softmax",
+    "torch.softmax",
+    "torch.nn.functional.log_softmax",
+    "torch.log_softmax",
+    "torch._C._nn.gelu",
+    "torch.nn.functional.gelu",
+    "torch.nn.functional.max_pool2d",
+    "torch.max_pool2d",
+    "torch._C._nn.adaptive_avg_pool2d",
+    "torch.nn.functional.adaptive_avg_pool2d",
+    "torch._C._nn.avg_pool2d",
+    "torch.nn.functional.avg_pool2d",
+    "torch.nn.functional.embedding",
+    "torch.cat",
+    "torch.concat",
+    "torch.stack",
+    "torch.clone",
+    "torch.sum",
+    "torch.mean",
+    "torch.amax",
+    "torch.amin",
+    "torch.zeros",
+    "torch.ones",
+    "torch.full",
+    "torch.empty",
+    "torch.randn",
+    "torch.rand",
+    "torch.arange",
+    "torch.zeros_like",
+    "torch.ones_like",
+    "torch.full_like",
+    "torch.empty_like",
+    "torch.nn.functional.hardswish",
+    "torch.nn.functional.hardsigmoid",
+    "torch._C._nn.hardswish",
+    "torch._C._nn.hardsigmoid",
+    "torch.nn.functional.hardtanh",
+    "torch._C._nn.hardtanh",
+    "torch.nn.functional.relu6",
+    "torch.nn.functional.scaled_dot_product_attention",
+    "torch._C._nn.scaled_dot_product_attention",
+];
+
+/// Method names that always return a new tensor (besides the lowering table's pointwise ops).
+const FRESH_METHODS: &[&str] = &["clone", "sum", "mean", "amax", "amin", "softmax", "log_softmax", "matmul", "__matmul__"];
+
+/// True when node `i`'s value is never one of its arguments or a view of one.
+pub fn returns_fresh(g: &FxGraph, i: usize) -> bool {
+    let n = &g.nodes[i];
+    match &n.op {
+        // `+x` (torch.positive) returns its argument itself.
+        FxOp::CallFunction { .. } | FxOp::CallMethod { .. } if n.canonical.is_some_and(|c| c != "pos") => true,
+        FxOp::CallFunction { .. } => FRESH_FUNCTIONS.contains(&n.target_name.as_str()),
+        FxOp::CallMethod { name } => FRESH_METHODS.contains(&name.as_str()),
+        _ => false,
+    }
+}
+
+/// Methods whose value is a Python number, bool or size tuple: they alias nothing.
+const VALUE_METHODS: &[&str] = &["size", "dim", "numel", "stride", "item", "tolist", "is_contiguous", "nelement", "ndimension"];
+
+/// True when node `i` gives a plain Python value (sizes, numbers), which cannot alias storage.
+fn returns_python_value(g: &FxGraph, i: usize) -> bool {
+    matches!(&g.nodes[i].op, FxOp::CallMethod { name } if VALUE_METHODS.contains(&name.as_str()))
+}
+
+fn find(parent: &mut [usize], mut x: usize) -> usize {
+    while parent[x] != x {
+        parent[x] = parent[parent[x]];
+        x = parent[x];
+    }
+    x
+}
+
+/// Functionalizes `g` in place (see the module docs). `Ok` gives the writebacks to run after the
+/// graph; `Err` names why the graph's mutations cannot be expressed functionally.
+pub fn functionalize(g: &mut FxGraph) -> Result<Vec<Writeback>, String> {
+    if !g.nodes.iter().any(|n| n.inplace) {
+        return Ok(Vec::new());
+    }
+    let n = g.nodes.len();
+    let mut parent: Vec<usize> = (0..n).collect();
+    for i in 0..n {
+        if matches!(g.nodes[i].op, FxOp::Output) {
+            continue;
+        }
+        let linked: Vec<usize> = if g.nodes[i].inplace {
+            match g.nodes[i].args.first() {
+                Some(FxArg::Node(j)) => vec![*j],
+                _ => return Err(format!("in-place node {} has no tensor to mutate", g.nodes[i].name)),
+            }
+        } else if returns_fresh(g, i) {
+            Vec::new()
+        } else {
+            let mut v = Vec::new();
+            for a in g.nodes[i].args.iter().chain(g.nodes[i].kwargs.iter().map(|(_, a)| a)) {
+                a.for_each_node(&mut |j| v.push(j));
+            }
+            v
+        };
+        if returns_python_value(g, i) {
+            continue;
+        }
+        for j in linked {
+            let (a, b) = (find(&mut parent, i), find(&mut parent, j));
+            if a != b {
+                parent[a.max(b)] = a.min(b);
+            }
+        }
+    }
+    // Classes that contain a mutation must be a root plus a chain of in-place nodes.
+    let mut mutated_class = vec![false; n];
+    for i in 0..n {
+        if g.nodes[i].inplace {
+            let c = find(&mut parent, i);
+            mutated_class[c] = true;
+        }
+    }
+    let mut root_of_class: Vec<Option<usize>> = vec![None; n];
+    for i in 0..n {
+        let c = find(&mut parent, i);
+        if !mutated_class[c] || g.nodes[i].inplace {
+            continue;
+        }
+        if let Some(other) = root_of_class[c] {
+            return Err(format!(
+                "{} and {} may share a storage that an in-place op mutates (a view or an alias)",
+                g.nodes[other].name, g.nodes[i].name
+            ));
+        }
+        root_of_class[c] = Some(i);
+    }
+    // Rename: every read of a mutated class sees its latest version at that point.
+    let mut latest: Vec<Option<usize>> = vec![None; n];
+    let output = g.output;
+    let is_root_input: Vec<bool> =
+        g.nodes.iter().map(|k| matches!(k.op, FxOp::Placeholder { .. } | FxOp::GetAttr { .. })).collect();
+    for i in 0..n {
+        let is_output = i == output;
+        let mut args = std::mem::take(&mut g.nodes[i].args);
+        let mut kwargs = std::mem::take(&mut g.nodes[i].kwargs);
+        let mut rename = |j: usize| -> usize {
+            let c = find(&mut parent, j);
+            match latest[c] {
+                Some(v) if is_output => match root_of_class[c] {
+                    Some(root) if is_root_input[root] => root,
+                    _ => v,
+                },
+                Some(v) => v,
+                None => j,
+            }
+        };
+        for a in args.iter_mut() {
+            remap_arg(a, &mut rename);
+        }
+        for (_, a) in kwargs.iter_mut() {
+            remap_arg(a, &mut rename);
+        }
+        g.nodes[i].args = args;
+        g.nodes[i].kwargs = kwargs;
+        if g.nodes[i].inplace {
+            let c = find(&mut parent, i);
+            latest[c] = Some(i);
+        }
+    }
+    let mut writebacks = Vec::new();
+    for c in 0..n {
+        if let (Some(root), Some(last)) = (root_of_class[c], latest[c]) {
+            if matches!(g.nodes[root].op, FxOp::Placeholder { .. } | FxOp::GetAttr { .. }) {
+                writebacks.push(Writeback { dst: root, src: last });
+            }
+        }
+    }
+    // Recompute users after renaming.
+    for node in g.nodes.iter_mut() {
+        node.users.clear();
+    }
+    for i in 0..n {
+        let mut used = Vec::new();
+        for a in g.nodes[i].args.iter().chain(g.nodes[i].kwargs.iter().map(|(_, a)| a)) {
+            a.for_each_node(&mut |j| used.push(j));
+        }
+        used.sort_unstable();
+        used.dedup();
+        for j in used {
+            g.nodes[j].users.push(i);
+        }
+    }
+    Ok(writebacks)
+}
+
+fn remap_arg(a: &mut FxArg, f: &mut impl FnMut(usize) -> usize) {
+    match a {
+        FxArg::Node(j) => *j = f(*j),
+        FxArg::Tuple(items) | FxArg::List(items) => items.iter_mut().for_each(|x| remap_arg(x, f)),
+        _ => {}
+    }
+}
