@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmark scripts in this folder (bench_slice.py, bench_breaks.py).
+"""Helpers shared by the benchmark scripts in this folder (bench_slice.py, bench_breaks.py,
+bench_inductor.py).
 
 The scripts are run as `python benchmarks/<script>.py` and put this folder on sys.path before
 `import _common`. This module must not import torch at import time: the scripts set environment
@@ -31,15 +32,18 @@ def argument_parser(doc, name, calls, repeats, steady_iters, steady_iters_help):
     Adds, in this order: `--write FILE` (replace the `name` section of FILE),
     `--cold-inductor-cache`, `--calls` (default `calls`: calls per repeat in (a)), `--repeats`
     (default `repeats`: repeats in (a), median reported) and `--steady-iters` (default
-    `steady_iters`, help text `steady_iters_help`). Returns the argparse.ArgumentParser, for the
-    script to add its own options to.
+    `steady_iters`, help text `steady_iters_help`). `--calls` and `--repeats` are left out when
+    `calls` / `repeats` is None (for a script without an (a) measurement). Returns the
+    argparse.ArgumentParser, for the script to add its own options to.
     """
     p = argparse.ArgumentParser(description=doc.splitlines()[0])
     p.add_argument("--write", metavar="FILE", help=f"replace the {name} section of FILE (e.g. docs/PERF.md)")
     p.add_argument("--cold-inductor-cache", action="store_true",
                    help="set TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 so torch.compile compiles from scratch")
-    p.add_argument("--calls", type=int, default=calls, help="calls per repeat in (a)")
-    p.add_argument("--repeats", type=int, default=repeats, help="repeats in (a); the median is reported")
+    if calls is not None:
+        p.add_argument("--calls", type=int, default=calls, help="calls per repeat in (a)")
+    if repeats is not None:
+        p.add_argument("--repeats", type=int, default=repeats, help="repeats in (a); the median is reported")
     p.add_argument("--steady-iters", type=int, default=steady_iters, help=steady_iters_help)
     return p
 
