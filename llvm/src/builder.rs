@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use crate::kernel::{BinaryOp, CmpOp, DType, Expr, ExprId, Index, Kernel, KernelArg, Store, UnaryOp};
+use crate::kernel::{BinaryOp, CmpOp, DType, Expr, ExprId, Index, Kernel, KernelArg, ReduceOp, Store, UnaryOp};
 
 /// Incrementally builds a [`Kernel`] over a fixed iteration space.
 pub struct KernelBuilder {
@@ -18,14 +18,35 @@ impl KernelBuilder {
     /// Starts a kernel named `name` (a symbol: `[A-Za-z0-9_]`) looping over `ranges`.
     pub fn new(name: impl Into<String>, ranges: Vec<i64>) -> Self {
         KernelBuilder {
-            kernel: Kernel { name: name.into(), ranges, args: Vec::new(), exprs: Vec::new(), stores: Vec::new(), tile: None },
+            kernel: Kernel {
+                name: name.into(),
+                ranges,
+                reduction_ranges: Vec::new(),
+                args: Vec::new(),
+                exprs: Vec::new(),
+                stores: Vec::new(),
+                tile: None,
+            },
             interned: HashMap::new(),
         }
     }
 
-    /// Number of loop dimensions.
+    /// Starts a reduction kernel: `ranges` as in [`KernelBuilder::new`], and reduction loops over
+    /// `reduction_ranges` inside every point; indices take a stride per range of both lists.
+    pub fn new_reduction(name: impl Into<String>, ranges: Vec<i64>, reduction_ranges: Vec<i64>) -> Self {
+        let mut b = KernelBuilder::new(name, ranges);
+        b.kernel.reduction_ranges = reduction_ranges;
+        b
+    }
+
+    /// `op` of `value` over the reduction loop (F32).
+    pub fn reduce(&mut self, op: ReduceOp, value: ExprId) -> ExprId {
+        self.intern(Expr::Reduce(op, value))
+    }
+
+    /// Number of loop variables an index has strides for (ranges, then reduction ranges).
     pub fn n_dims(&self) -> usize {
-        self.kernel.ranges.len()
+        self.kernel.n_index_dims()
     }
 
     /// Adds a read-only pointer argument; returns its position in the argument list.

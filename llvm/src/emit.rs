@@ -287,119 +287,123 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         // Loop nest. Without tiling: one loop per dim, dim 0 over [start, end). With a tile T, the
         // two innermost dims (a, b) become a_blk, b_blk (step T), then a, b within the block
         // (bounded by min), so both operand orders reuse cache lines (transposes).
-        let mut loops: Vec<OpenLoop<'ctx>> = Vec::new();
-        let mut ivs: Vec<IntValue<'ctx>> = Vec::with_capacity(n_dims);
-        let bounds = |d: usize| -> (IntValue<'ctx>, IntValue<'ctx>) {
-            if d == 0 {
-                (start, end)
-            } else {
-                (i64t.const_zero(), i64t.const_int(kernel.ranges[d] as u64, false))
-            }
-        };
-        let tiled = kernel.tile.filter(|_| n_dims >= 2);
-        // Note [transposed tiles]: in a full TxT tile, each f32 load that is unit-stride along `a`
-        // but strided along `b` is loaded as T vectors along `a`, transposed in registers and
-        // staged in a stack buffer, so the vectorized inner loop over `b` reads it contiguously.
-        // Partial tiles at the edges use plain (gathering) loads.
-        let transposed: Vec<usize> = match tiled {
-            Some(t) if t == TRANSPOSE_TILE => kernel
-                .exprs
-                .iter()
-                .enumerate()
-                .filter_map(|(i, ex)| match ex {
-                    Expr::Load { arg, index }
-                        if kernel.args[*arg as usize].dtype == DType::F32
-                            && index.strides[n_dims - 2] == 1
-                            && !matches!(index.strides[n_dims - 1], 0 | 1) =>
-                    {
-                        Some(i)
-                    }
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
-        let tile_buffers: Vec<PointerValue<'ctx>> = transposed
-            .iter()
-            .map(|_| {
-                let ty = ctx.f32_type().array_type((TRANSPOSE_TILE * TRANSPOSE_TILE) as u32);
-                let buf = e(b.build_alloca(ty, "tile"))?;
-                if let Some(inst) = inkwell::values::BasicValue::as_instruction_value(&buf) {
-                    let _ = inst.set_alignment(64);
-                }
-                Ok(buf)
-            })
-            .collect::<Result<_, CodegenError>>()?;
-        let plain_dims = if tiled.is_some() { n_dims - 2 } else { n_dims };
-        for d in 0..plain_dims {
-            let (lo, hi) = bounds(d);
-            let l = open_loop(ctx, &b, body_fn, lo, hi, 1, &format!("i{d}"))?;
-            ivs.push(l.iv);
-            loops.push(l);
-        }
-        if let Some(t) = tiled {
-            let (da, db) = (n_dims - 2, n_dims - 1);
-            let (lo_a, hi_a) = bounds(da);
-            let (lo_b, hi_b) = bounds(db);
-            let tv = i64t.const_int(t as u64, false);
-            let min = |x: IntValue<'ctx>, y: IntValue<'ctx>| -> Result<IntValue<'ctx>, CodegenError> {
-                let lt = e(b.build_int_compare(IntPredicate::SLT, x, y, ""))?;
-                Ok(e(b.build_select(lt, x, y, ""))?.into_int_value())
-            };
-            // Two levels: TILE_BLOCK x TILE_BLOCK blocks of T x T tiles, so the strided side of a
-            // transpose reads several cache lines per page it visits (fewer TLB misses).
-            let blk = TILE_BLOCK.max(t);
-            let bv = i64t.const_int(blk as u64, false);
-            let a_outer = open_loop(ctx, &b, body_fn, lo_a, hi_a, blk, &format!("i{da}_block"))?;
-            let b_outer = open_loop(ctx, &b, body_fn, lo_b, hi_b, blk, &format!("i{db}_block"))?;
-            let hi_a = min(e(b.build_int_nsw_add(a_outer.iv, bv, ""))?, hi_a)?;
-            let hi_b = min(e(b.build_int_nsw_add(b_outer.iv, bv, ""))?, hi_b)?;
-            let (lo_a, lo_b) = (a_outer.iv, b_outer.iv);
-            loops.push(a_outer);
-            loops.push(b_outer);
-            let a_blk = open_loop(ctx, &b, body_fn, lo_a, hi_a, t, &format!("i{da}_blk"))?;
-            let b_blk = open_loop(ctx, &b, body_fn, lo_b, hi_b, t, &format!("i{db}_blk"))?;
-            let a_end = min(e(b.build_int_nsw_add(a_blk.iv, tv, ""))?, hi_a)?;
-            let b_end = min(e(b.build_int_nsw_add(b_blk.iv, tv, ""))?, hi_b)?;
-            let (a0, b0) = (a_blk.iv, b_blk.iv);
-            loops.push(a_blk);
-            loops.push(b_blk);
-            if transposed.is_empty() {
-                self.emit_tile_loops(&b, body_fn, kernel, &ptrs, &ivs, (a0, a_end), (b0, b_end), &[])?;
-            } else {
-                let a_len = e(b.build_int_nsw_sub(a_end, a0, ""))?;
-                let b_len = e(b.build_int_nsw_sub(b_end, b0, ""))?;
-                let a_full = e(b.build_int_compare(IntPredicate::EQ, a_len, tv, ""))?;
-                let b_full = e(b.build_int_compare(IntPredicate::EQ, b_len, tv, ""))?;
-                let full = e(b.build_and(a_full, b_full, ""))?;
-                let fast = ctx.append_basic_block(body_fn, "tile_full");
-                let slow = ctx.append_basic_block(body_fn, "tile_edge");
-                let join = ctx.append_basic_block(body_fn, "tile_done");
-                e(b.build_conditional_branch(full, fast, slow))?;
-                b.position_at_end(fast);
-                let mut staged = Vec::new();
-                for (&expr, &buffer) in transposed.iter().zip(&tile_buffers) {
-                    let Expr::Load { arg, index } = &kernel.exprs[expr] else { unreachable!() };
-                    self.emit_transpose_tile(&b, ptrs[*arg as usize], index, &ivs, a0, b0, buffer)?;
-                    staged.push(StagedLoad { expr, buffer, a_blk: a0, b_blk: b0 });
-                }
-                // Constant trip counts (T) let LLVM turn the inner loop into whole vectors.
-                let a_hi = e(b.build_int_nsw_add(a0, tv, ""))?;
-                let b_hi = e(b.build_int_nsw_add(b0, tv, ""))?;
-                self.emit_tile_loops(&b, body_fn, kernel, &ptrs, &ivs, (a0, a_hi), (b0, b_hi), &staged)?;
-                e(b.build_unconditional_branch(join))?;
-                b.position_at_end(slow);
-                self.emit_tile_loops(&b, body_fn, kernel, &ptrs, &ivs, (a0, a_end), (b0, b_end), &[])?;
-                e(b.build_unconditional_branch(join))?;
-                b.position_at_end(join);
-            }
+        if !kernel.reduction_ranges.is_empty() {
+            self.emit_reduction_nest(&b, body_fn, kernel, &ptrs, start, end)?;
         } else {
-            self.emit_body(&b, kernel, &ptrs, &ivs, &[])?;
-        }
+            let mut loops: Vec<OpenLoop<'ctx>> = Vec::new();
+            let mut ivs: Vec<IntValue<'ctx>> = Vec::with_capacity(n_dims);
+            let bounds = |d: usize| -> (IntValue<'ctx>, IntValue<'ctx>) {
+                if d == 0 {
+                    (start, end)
+                } else {
+                    (i64t.const_zero(), i64t.const_int(kernel.ranges[d] as u64, false))
+                }
+            };
+            let tiled = kernel.tile.filter(|_| n_dims >= 2);
+            // Note [transposed tiles]: in a full TxT tile, each f32 load that is unit-stride along `a`
+            // but strided along `b` is loaded as T vectors along `a`, transposed in registers and
+            // staged in a stack buffer, so the vectorized inner loop over `b` reads it contiguously.
+            // Partial tiles at the edges use plain (gathering) loads.
+            let transposed: Vec<usize> = match tiled {
+                Some(t) if t == TRANSPOSE_TILE => kernel
+                    .exprs
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, ex)| match ex {
+                        Expr::Load { arg, index }
+                            if kernel.args[*arg as usize].dtype == DType::F32
+                                && index.strides[n_dims - 2] == 1
+                                && !matches!(index.strides[n_dims - 1], 0 | 1) =>
+                        {
+                            Some(i)
+                        }
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let tile_buffers: Vec<PointerValue<'ctx>> = transposed
+                .iter()
+                .map(|_| {
+                    let ty = ctx.f32_type().array_type((TRANSPOSE_TILE * TRANSPOSE_TILE) as u32);
+                    let buf = e(b.build_alloca(ty, "tile"))?;
+                    if let Some(inst) = inkwell::values::BasicValue::as_instruction_value(&buf) {
+                        let _ = inst.set_alignment(64);
+                    }
+                    Ok(buf)
+                })
+                .collect::<Result<_, CodegenError>>()?;
+            let plain_dims = if tiled.is_some() { n_dims - 2 } else { n_dims };
+            for d in 0..plain_dims {
+                let (lo, hi) = bounds(d);
+                let l = open_loop(ctx, &b, body_fn, lo, hi, 1, &format!("i{d}"))?;
+                ivs.push(l.iv);
+                loops.push(l);
+            }
+            if let Some(t) = tiled {
+                let (da, db) = (n_dims - 2, n_dims - 1);
+                let (lo_a, hi_a) = bounds(da);
+                let (lo_b, hi_b) = bounds(db);
+                let tv = i64t.const_int(t as u64, false);
+                let min = |x: IntValue<'ctx>, y: IntValue<'ctx>| -> Result<IntValue<'ctx>, CodegenError> {
+                    let lt = e(b.build_int_compare(IntPredicate::SLT, x, y, ""))?;
+                    Ok(e(b.build_select(lt, x, y, ""))?.into_int_value())
+                };
+                // Two levels: TILE_BLOCK x TILE_BLOCK blocks of T x T tiles, so the strided side of a
+                // transpose reads several cache lines per page it visits (fewer TLB misses).
+                let blk = TILE_BLOCK.max(t);
+                let bv = i64t.const_int(blk as u64, false);
+                let a_outer = open_loop(ctx, &b, body_fn, lo_a, hi_a, blk, &format!("i{da}_block"))?;
+                let b_outer = open_loop(ctx, &b, body_fn, lo_b, hi_b, blk, &format!("i{db}_block"))?;
+                let hi_a = min(e(b.build_int_nsw_add(a_outer.iv, bv, ""))?, hi_a)?;
+                let hi_b = min(e(b.build_int_nsw_add(b_outer.iv, bv, ""))?, hi_b)?;
+                let (lo_a, lo_b) = (a_outer.iv, b_outer.iv);
+                loops.push(a_outer);
+                loops.push(b_outer);
+                let a_blk = open_loop(ctx, &b, body_fn, lo_a, hi_a, t, &format!("i{da}_blk"))?;
+                let b_blk = open_loop(ctx, &b, body_fn, lo_b, hi_b, t, &format!("i{db}_blk"))?;
+                let a_end = min(e(b.build_int_nsw_add(a_blk.iv, tv, ""))?, hi_a)?;
+                let b_end = min(e(b.build_int_nsw_add(b_blk.iv, tv, ""))?, hi_b)?;
+                let (a0, b0) = (a_blk.iv, b_blk.iv);
+                loops.push(a_blk);
+                loops.push(b_blk);
+                if transposed.is_empty() {
+                    self.emit_tile_loops(&b, body_fn, kernel, &ptrs, &ivs, (a0, a_end), (b0, b_end), &[])?;
+                } else {
+                    let a_len = e(b.build_int_nsw_sub(a_end, a0, ""))?;
+                    let b_len = e(b.build_int_nsw_sub(b_end, b0, ""))?;
+                    let a_full = e(b.build_int_compare(IntPredicate::EQ, a_len, tv, ""))?;
+                    let b_full = e(b.build_int_compare(IntPredicate::EQ, b_len, tv, ""))?;
+                    let full = e(b.build_and(a_full, b_full, ""))?;
+                    let fast = ctx.append_basic_block(body_fn, "tile_full");
+                    let slow = ctx.append_basic_block(body_fn, "tile_edge");
+                    let join = ctx.append_basic_block(body_fn, "tile_done");
+                    e(b.build_conditional_branch(full, fast, slow))?;
+                    b.position_at_end(fast);
+                    let mut staged = Vec::new();
+                    for (&expr, &buffer) in transposed.iter().zip(&tile_buffers) {
+                        let Expr::Load { arg, index } = &kernel.exprs[expr] else { unreachable!() };
+                        self.emit_transpose_tile(&b, ptrs[*arg as usize], index, &ivs, a0, b0, buffer)?;
+                        staged.push(StagedLoad { expr, buffer, a_blk: a0, b_blk: b0 });
+                    }
+                    // Constant trip counts (T) let LLVM turn the inner loop into whole vectors.
+                    let a_hi = e(b.build_int_nsw_add(a0, tv, ""))?;
+                    let b_hi = e(b.build_int_nsw_add(b0, tv, ""))?;
+                    self.emit_tile_loops(&b, body_fn, kernel, &ptrs, &ivs, (a0, a_hi), (b0, b_hi), &staged)?;
+                    e(b.build_unconditional_branch(join))?;
+                    b.position_at_end(slow);
+                    self.emit_tile_loops(&b, body_fn, kernel, &ptrs, &ivs, (a0, a_end), (b0, b_end), &[])?;
+                    e(b.build_unconditional_branch(join))?;
+                    b.position_at_end(join);
+                }
+            } else {
+                self.emit_body(&b, kernel, &ptrs, &ivs, &[])?;
+            }
 
-        // Close the loops innermost first: body -> latch -> header; exit -> outer latch.
-        for l in loops.iter().rev() {
-            close_loop(ctx, &b, l)?;
+            // Close the loops innermost first: body -> latch -> header; exit -> outer latch.
+            for l in loops.iter().rev() {
+                close_loop(ctx, &b, l)?;
+            }
         }
         e(b.build_return(None))?;
 
@@ -424,6 +428,235 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         e(b.build_call(body_fn, &call_args, ""))?;
         e(b.build_return(None))?;
         Ok(entry_fn)
+    }
+
+    /// Emits the loop nest of a reduction kernel (see `kernel.rs`, "Reductions"): the outer loops
+    /// over `ranges` (dim 0 over `[start, end)`), and inside every point one loop nest over
+    /// `reduction_ranges` per phase. Expressions that do not move with the reduction variables are
+    /// computed once per point, before the first loop that needs them; accumulators live in stack
+    /// slots that `mem2reg` turns into loop-carried values, and the accumulation carries the
+    /// `reassoc` flag so the loop vectorizer may keep per-lane partial results.
+    fn emit_reduction_nest(
+        &mut self,
+        b: &Builder<'ctx>,
+        f: FunctionValue<'ctx>,
+        kernel: &Kernel,
+        ptrs: &[PointerValue<'ctx>],
+        start: IntValue<'ctx>,
+        end: IntValue<'ctx>,
+    ) -> Result<(), CodegenError> {
+        use crate::kernel::ReduceOp;
+        let ctx = self.ctx;
+        let i64t = ctx.i64_type();
+        let f32t = ctx.f32_type();
+        let n_outer = kernel.ranges.len();
+        let n_red = kernel.reduction_ranges.len();
+        let inner = kernel.inner_exprs();
+        let phase = kernel.phases();
+        let n = kernel.exprs.len();
+        // Loop number of every inner store: the phase of its value.
+        let store_loop: Vec<Option<usize>> = kernel
+            .stores
+            .iter()
+            .map(|st| {
+                let moves = st.index.strides[n_outer..].iter().any(|x| *x != 0);
+                moves.then_some(phase[st.value.0 as usize])
+            })
+            .collect();
+        let mut n_loops = 0;
+        for (i, ex) in kernel.exprs.iter().enumerate() {
+            if let Expr::Reduce(_, v) = ex {
+                n_loops = n_loops.max(phase[v.0 as usize] + 1);
+                let _ = i;
+            }
+        }
+        for l in store_loop.iter().flatten() {
+            n_loops = n_loops.max(l + 1);
+        }
+        // Accumulator slots, in the entry block.
+        let mut acc: Vec<Option<PointerValue<'ctx>>> = vec![None; n];
+        for (i, ex) in kernel.exprs.iter().enumerate() {
+            if let Expr::Reduce(..) = ex {
+                acc[i] = Some(e(b.build_alloca(f32t, &format!("acc{i}")))?);
+            }
+        }
+        let mut loops: Vec<OpenLoop<'ctx>> = Vec::new();
+        let mut outer_ivs: Vec<IntValue<'ctx>> = Vec::new();
+        for d in 0..n_outer {
+            let (lo, hi) = if d == 0 {
+                (start, end)
+            } else {
+                (i64t.const_zero(), i64t.const_int(kernel.ranges[d] as u64, false))
+            };
+            let l = open_loop(ctx, b, f, lo, hi, 1, &format!("i{d}"))?;
+            outer_ivs.push(l.iv);
+            loops.push(l);
+        }
+        if n_outer == 0 {
+            // A full reduction to one value: the single point is index 0 of an implicit dim.
+            let l = open_loop(ctx, b, f, start, end, 1, "i0")?;
+            loops.push(l);
+        }
+        // Outer-level values; reduction variables read as 0 there (outer exprs have stride 0 on them).
+        let mut outer_vals: Vec<Option<BasicValueEnum<'ctx>>> = vec![None; n];
+        let mut padded = outer_ivs.clone();
+        padded.extend(std::iter::repeat(i64t.const_zero()).take(n_red));
+        let emit_outer = |this: &mut Self, outer_vals: &mut Vec<Option<BasicValueEnum<'ctx>>>, upto: usize| -> Result<(), CodegenError> {
+            for (i, ex) in kernel.exprs.iter().enumerate() {
+                if inner[i] || outer_vals[i].is_some() || matches!(ex, Expr::Reduce(..)) || phase[i] > upto {
+                    continue;
+                }
+                let snapshot = outer_vals.clone();
+                let v = this.emit_expr(b, kernel, ptrs, &padded, ex, &|id| {
+                    snapshot[id.0 as usize].expect("outer operand emitted before its user")
+                })?;
+                outer_vals[i] = Some(v);
+            }
+            Ok(())
+        };
+        for k in 0..n_loops {
+            emit_outer(self, &mut outer_vals, k)?;
+            // What this loop computes: the reductions of phase k and the inner stores of loop k.
+            let reduces: Vec<usize> = (0..n)
+                .filter(|&i| matches!(kernel.exprs[i], Expr::Reduce(_, v) if phase[v.0 as usize] == k))
+                .collect();
+            let mut needed = vec![false; n];
+            let mut stack: Vec<usize> = reduces
+                .iter()
+                .map(|&i| match kernel.exprs[i] {
+                    Expr::Reduce(_, v) => v.0 as usize,
+                    _ => unreachable!(),
+                })
+                .collect();
+            for (si, st) in kernel.stores.iter().enumerate() {
+                if store_loop[si] == Some(k) {
+                    stack.push(st.value.0 as usize);
+                }
+            }
+            while let Some(i) = stack.pop() {
+                if !inner[i] || needed[i] {
+                    continue;
+                }
+                needed[i] = true;
+                match &kernel.exprs[i] {
+                    Expr::Unary(_, a) | Expr::Cast(_, a) => stack.push(a.0 as usize),
+                    Expr::Binary(_, a, c) | Expr::Compare(_, a, c) => stack.extend([a.0 as usize, c.0 as usize]),
+                    Expr::Select(c, a, d) => stack.extend([c.0 as usize, a.0 as usize, d.0 as usize]),
+                    _ => {}
+                }
+            }
+            for &r in &reduces {
+                let Expr::Reduce(op, _) = kernel.exprs[r] else { unreachable!() };
+                e(b.build_store(acc[r].unwrap(), f32t.const_float(op.identity() as f64)))?;
+            }
+            let mut red_loops = Vec::new();
+            let mut ivs = outer_ivs.clone();
+            for (j, &r) in kernel.reduction_ranges.iter().enumerate() {
+                let l = open_loop(ctx, b, f, i64t.const_zero(), i64t.const_int(r as u64, false), 1, &format!("r{j}_{k}"))?;
+                ivs.push(l.iv);
+                red_loops.push(l);
+            }
+            let mut vals = outer_vals.clone();
+            for i in 0..n {
+                if !needed[i] {
+                    continue;
+                }
+                let snapshot = &vals;
+                let v = self.emit_expr(b, kernel, ptrs, &ivs, &kernel.exprs[i], &|id| {
+                    snapshot[id.0 as usize].expect("operand emitted before its user")
+                })?;
+                vals[i] = Some(v);
+            }
+            for &r in &reduces {
+                let Expr::Reduce(op, v) = kernel.exprs[r] else { unreachable!() };
+                let slot = acc[r].unwrap();
+                let cur = e(b.build_load(f32t, slot, ""))?.into_float_value();
+                let x = vals[v.0 as usize].ok_or_else(|| bad("reduced value not emitted"))?.into_float_value();
+                let next = match op {
+                    ReduceOp::Sum => {
+                        let sum = e(b.build_float_add(cur, x, ""))?;
+                        if let Some(inst) = inkwell::values::BasicValue::as_instruction_value(&sum) {
+                            let _ = inst.set_fast_math_flags(inkwell::values::FastMathFlags::AllowReassoc);
+                        }
+                        sum
+                    }
+                    ReduceOp::Max => self.call_intrinsic2(b, "llvm.maximum", cur, x)?,
+                    ReduceOp::Min => self.call_intrinsic2(b, "llvm.minimum", cur, x)?,
+                };
+                e(b.build_store(slot, next))?;
+            }
+            for (si, st) in kernel.stores.iter().enumerate() {
+                if store_loop[si] == Some(k) {
+                    let value = vals[st.value.0 as usize].ok_or_else(|| bad("stored value not emitted"))?;
+                    self.emit_store(b, kernel, ptrs, &ivs, st, value)?;
+                }
+            }
+            for l in red_loops.iter().rev() {
+                close_loop(ctx, b, l)?;
+            }
+            for &r in &reduces {
+                outer_vals[r] = Some(e(b.build_load(f32t, acc[r].unwrap(), ""))?);
+            }
+        }
+        emit_outer(self, &mut outer_vals, usize::MAX)?;
+        for (si, st) in kernel.stores.iter().enumerate() {
+            if store_loop[si].is_none() {
+                let value = outer_vals[st.value.0 as usize].ok_or_else(|| bad("stored value not emitted"))?;
+                self.emit_store(b, kernel, ptrs, &padded, st, value)?;
+            }
+        }
+        for l in loops.iter().rev() {
+            close_loop(ctx, b, l)?;
+        }
+        Ok(())
+    }
+
+    /// Stores `value` (of the argument's dtype) at `st.index` evaluated at `ivs`.
+    fn emit_store(
+        &self,
+        b: &Builder<'ctx>,
+        kernel: &Kernel,
+        ptrs: &[PointerValue<'ctx>],
+        ivs: &[IntValue<'ctx>],
+        st: &crate::kernel::Store,
+        value: BasicValueEnum<'ctx>,
+    ) -> Result<(), CodegenError> {
+        let ctx = self.ctx;
+        let i64t = ctx.i64_type();
+        let dt = kernel.args[st.arg as usize].dtype;
+        let mut off = i64t.const_int(st.index.offset as u64, true);
+        for (d, &s) in st.index.strides.iter().enumerate() {
+            if s != 0 {
+                let term = e(b.build_int_nsw_mul(ivs[d], i64t.const_int(s as u64, true), ""))?;
+                off = e(b.build_int_nsw_add(off, term, ""))?;
+            }
+        }
+        let (ty, value): (BasicTypeEnum<'ctx>, BasicValueEnum<'ctx>) = match dt {
+            DType::F32 => (ctx.f32_type().into(), value),
+            DType::Bool => (ctx.i8_type().into(), e(b.build_int_z_extend(value.into_int_value(), ctx.i8_type(), ""))?.into()),
+        };
+        let ptr = unsafe { e(b.build_in_bounds_gep(ty, ptrs[st.arg as usize], &[off], ""))? };
+        let s = e(b.build_store(ptr, value))?;
+        s.set_alignment(dt.size_bytes() as u32).map_err(|err| bad(err.to_string()))?;
+        Ok(())
+    }
+
+    fn call_intrinsic2(
+        &self,
+        b: &Builder<'ctx>,
+        name: &str,
+        x: FloatValue<'ctx>,
+        y: FloatValue<'ctx>,
+    ) -> Result<FloatValue<'ctx>, CodegenError> {
+        let f32t: BasicTypeEnum = self.ctx.f32_type().into();
+        let decl = Intrinsic::find(name)
+            .and_then(|i| i.get_declaration(self.module, &[f32t]))
+            .ok_or_else(|| bad(format!("missing intrinsic {name}")))?;
+        let call = b.build_call(decl, &[x.into(), y.into()], "").map_err(|e| bad(e.to_string()))?;
+        call.try_as_basic_value()
+            .basic()
+            .map(|v| v.into_float_value())
+            .ok_or_else(|| bad(format!("intrinsic {name} returned void")))
     }
 
     /// Opens the in-tile loops over `a` in `a_range` and `b` in `b_range`, emits the body and closes
@@ -485,16 +718,12 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             }
         };
         let f32t = ctx.f32_type();
-        let boolt = ctx.bool_type();
         let mut vals: Vec<BasicValueEnum<'ctx>> = Vec::with_capacity(kernel.exprs.len());
-        for expr in &kernel.exprs {
-            let fv = |id: &crate::kernel::ExprId| vals[id.0 as usize].into_float_value();
-            let iv = |id: &crate::kernel::ExprId| vals[id.0 as usize].into_int_value();
-            let v: BasicValueEnum<'ctx> = match expr {
-                Expr::Load { index, .. } if staged.iter().any(|st| st.expr == vals.len()) => {
+        for (i, expr) in kernel.exprs.iter().enumerate() {
+            let v = match expr {
+                Expr::Load { .. } if staged.iter().any(|st| st.expr == i) => {
                     // Read the transposed tile from its stack buffer: buf[(a - a_blk) * T + (b - b_blk)].
-                    let st = staged.iter().find(|st| st.expr == vals.len()).unwrap();
-                    let _ = index;
+                    let st = staged.iter().find(|st| st.expr == i).unwrap();
                     let n = ivs.len();
                     let ra = e(b.build_int_nsw_sub(ivs[n - 2], st.a_blk, ""))?;
                     let rb = e(b.build_int_nsw_sub(ivs[n - 1], st.b_blk, ""))?;
@@ -503,80 +732,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                     let ptr = unsafe { e(b.build_in_bounds_gep(f32t, st.buffer, &[off], ""))? };
                     e(b.build_load(f32t, ptr, ""))?
                 }
-                Expr::Load { arg, index } => {
-                    let dt = kernel.args[*arg as usize].dtype;
-                    let off = linear(b, index)?;
-                    let ptr = unsafe { e(b.build_in_bounds_gep(elem_type(dt), ptrs[*arg as usize], &[off], ""))? };
-                    let raw = e(b.build_load(elem_type(dt), ptr, ""))?;
-                    if let Some(inst) = inkwell::values::BasicValue::as_instruction_value(&raw) {
-                        let _ = inst.set_alignment(dt.size_bytes() as u32);
-                    }
-                    match dt {
-                        DType::F32 => raw,
-                        DType::Bool => e(b.build_int_compare(
-                            IntPredicate::NE,
-                            raw.into_int_value(),
-                            ctx.i8_type().const_zero(),
-                            "",
-                        ))?
-                        .into(),
-                    }
-                }
-                Expr::ConstF32(bits) => f32t.const_float(f32::from_bits(*bits) as f64).into(),
-                Expr::ConstBool(v) => boolt.const_int(*v as u64, false).into(),
-                Expr::Unary(op, a) => match op {
-                    UnaryOp::Neg => e(b.build_float_neg(fv(a), ""))?.into(),
-                    UnaryOp::Abs => self.call_intrinsic(b, "llvm.fabs", fv(a))?.into(),
-                    UnaryOp::Sqrt => self.call_intrinsic(b, "llvm.sqrt", fv(a))?.into(),
-                    UnaryOp::Floor => self.call_intrinsic(b, "llvm.floor", fv(a))?.into(),
-                    UnaryOp::Ceil => self.call_intrinsic(b, "llvm.ceil", fv(a))?.into(),
-                    UnaryOp::Tanh => self.call_math(b, "tanhf", &[fv(a)])?.into(),
-                    UnaryOp::Exp => self.call_math(b, "expf", &[fv(a)])?.into(),
-                    UnaryOp::Log => self.call_math(b, "logf", &[fv(a)])?.into(),
-                    UnaryOp::Sin => self.call_math(b, "sinf", &[fv(a)])?.into(),
-                    UnaryOp::Cos => self.call_math(b, "cosf", &[fv(a)])?.into(),
-                    UnaryOp::Erf => self.call_math(b, "erff", &[fv(a)])?.into(),
-                    UnaryOp::Log1p => self.call_math(b, "log1pf", &[fv(a)])?.into(),
-                    UnaryOp::Expm1 => self.call_math(b, "expm1f", &[fv(a)])?.into(),
-                    UnaryOp::Not => e(b.build_xor(iv(a), boolt.const_int(1, false), ""))?.into(),
-                    UnaryOp::Relu | UnaryOp::Sigmoid | UnaryOp::Reciprocal | UnaryOp::Rsqrt => {
-                        return Err(bad(format!("{op:?} must be legalized before emission")))
-                    }
-                },
-                Expr::Binary(op, x, y) => match op {
-                    BinaryOp::Add => e(b.build_float_add(fv(x), fv(y), ""))?.into(),
-                    BinaryOp::Sub => e(b.build_float_sub(fv(x), fv(y), ""))?.into(),
-                    BinaryOp::Mul => e(b.build_float_mul(fv(x), fv(y), ""))?.into(),
-                    BinaryOp::Div => e(b.build_float_div(fv(x), fv(y), ""))?.into(),
-                    BinaryOp::Pow => self.call_math(b, "powf", &[fv(x), fv(y)])?.into(),
-                    BinaryOp::And => e(b.build_and(iv(x), iv(y), ""))?.into(),
-                    BinaryOp::Or => e(b.build_or(iv(x), iv(y), ""))?.into(),
-                    BinaryOp::Maximum | BinaryOp::Minimum => {
-                        return Err(bad(format!("{op:?} must be legalized before emission")))
-                    }
-                },
-                Expr::Compare(op, x, y) => {
-                    let pred = match op {
-                        CmpOp::Eq => FloatPredicate::OEQ,
-                        CmpOp::Ne => FloatPredicate::UNE,
-                        CmpOp::Lt => FloatPredicate::OLT,
-                        CmpOp::Le => FloatPredicate::OLE,
-                        CmpOp::Gt => FloatPredicate::OGT,
-                        CmpOp::Ge => FloatPredicate::OGE,
-                    };
-                    e(b.build_float_compare(pred, fv(x), fv(y), ""))?.into()
-                }
-                Expr::Select(c, x, y) => e(b.build_select(iv(c), vals[x.0 as usize], vals[y.0 as usize], ""))?,
-                Expr::Cast(to, a) => {
-                    let from = kernel.dtype_of(*a);
-                    match (from, to) {
-                        (DType::Bool, DType::F32) => e(b.build_unsigned_int_to_float(iv(a), f32t, ""))?.into(),
-                        (DType::F32, DType::Bool) => {
-                            e(b.build_float_compare(FloatPredicate::UNE, fv(a), f32t.const_zero(), ""))?.into()
-                        }
-                        _ => vals[a.0 as usize],
-                    }
-                }
+                _ => self.emit_expr(b, kernel, ptrs, ivs, expr, &|id| vals[id.0 as usize])?,
             };
             vals.push(v);
         }
@@ -594,6 +750,120 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         }
 
         Ok(())
+    }
+
+    /// Emits one expression at the builder's position; operands come from `get`, loop variables
+    /// from `ivs` (one per index dim).
+    fn emit_expr(
+        &mut self,
+        b: &Builder<'ctx>,
+        kernel: &Kernel,
+        ptrs: &[PointerValue<'ctx>],
+        ivs: &[IntValue<'ctx>],
+        expr: &Expr,
+        get: &dyn Fn(crate::kernel::ExprId) -> BasicValueEnum<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        let ctx = self.ctx;
+        let i64t = ctx.i64_type();
+        let f32t = ctx.f32_type();
+        let boolt = ctx.bool_type();
+        let elem_type = |dt: DType| -> BasicTypeEnum<'ctx> {
+            match dt {
+                DType::F32 => ctx.f32_type().into(),
+                DType::Bool => ctx.i8_type().into(),
+            }
+        };
+        let linear = |b: &Builder<'ctx>, index: &Index| -> Result<IntValue<'ctx>, CodegenError> {
+            let mut acc = i64t.const_int(index.offset as u64, true);
+            for (d, &s) in index.strides.iter().enumerate() {
+                if s == 0 {
+                    continue;
+                }
+                let term = e(b.build_int_nsw_mul(ivs[d], i64t.const_int(s as u64, true), ""))?;
+                acc = e(b.build_int_nsw_add(acc, term, ""))?;
+            }
+            Ok(acc)
+        };
+        let fv = |id: &crate::kernel::ExprId| get(*id).into_float_value();
+        let iv = |id: &crate::kernel::ExprId| get(*id).into_int_value();
+    let v: BasicValueEnum<'ctx> = match expr {
+            Expr::Load { arg, index } => {
+                let dt = kernel.args[*arg as usize].dtype;
+                let off = linear(b, index)?;
+                let ptr = unsafe { e(b.build_in_bounds_gep(elem_type(dt), ptrs[*arg as usize], &[off], ""))? };
+                let raw = e(b.build_load(elem_type(dt), ptr, ""))?;
+                if let Some(inst) = inkwell::values::BasicValue::as_instruction_value(&raw) {
+                    let _ = inst.set_alignment(dt.size_bytes() as u32);
+                }
+                match dt {
+                    DType::F32 => raw,
+                    DType::Bool => e(b.build_int_compare(
+                        IntPredicate::NE,
+                        raw.into_int_value(),
+                        ctx.i8_type().const_zero(),
+                        "",
+                    ))?
+                    .into(),
+                }
+            }
+            Expr::ConstF32(bits) => f32t.const_float(f32::from_bits(*bits) as f64).into(),
+            Expr::ConstBool(v) => boolt.const_int(*v as u64, false).into(),
+            Expr::Unary(op, a) => match op {
+                UnaryOp::Neg => e(b.build_float_neg(fv(a), ""))?.into(),
+                UnaryOp::Abs => self.call_intrinsic(b, "llvm.fabs", fv(a))?.into(),
+                UnaryOp::Sqrt => self.call_intrinsic(b, "llvm.sqrt", fv(a))?.into(),
+                UnaryOp::Floor => self.call_intrinsic(b, "llvm.floor", fv(a))?.into(),
+                UnaryOp::Ceil => self.call_intrinsic(b, "llvm.ceil", fv(a))?.into(),
+                UnaryOp::Tanh => self.call_math(b, "tanhf", &[fv(a)])?.into(),
+                UnaryOp::Exp => self.call_math(b, "expf", &[fv(a)])?.into(),
+                UnaryOp::Log => self.call_math(b, "logf", &[fv(a)])?.into(),
+                UnaryOp::Sin => self.call_math(b, "sinf", &[fv(a)])?.into(),
+                UnaryOp::Cos => self.call_math(b, "cosf", &[fv(a)])?.into(),
+                UnaryOp::Erf => self.call_math(b, "erff", &[fv(a)])?.into(),
+                UnaryOp::Log1p => self.call_math(b, "log1pf", &[fv(a)])?.into(),
+                UnaryOp::Expm1 => self.call_math(b, "expm1f", &[fv(a)])?.into(),
+                UnaryOp::Not => e(b.build_xor(iv(a), boolt.const_int(1, false), ""))?.into(),
+                UnaryOp::Relu | UnaryOp::Sigmoid | UnaryOp::Reciprocal | UnaryOp::Rsqrt => {
+                    return Err(bad(format!("{op:?} must be legalized before emission")))
+                }
+            },
+            Expr::Binary(op, x, y) => match op {
+                BinaryOp::Add => e(b.build_float_add(fv(x), fv(y), ""))?.into(),
+                BinaryOp::Sub => e(b.build_float_sub(fv(x), fv(y), ""))?.into(),
+                BinaryOp::Mul => e(b.build_float_mul(fv(x), fv(y), ""))?.into(),
+                BinaryOp::Div => e(b.build_float_div(fv(x), fv(y), ""))?.into(),
+                BinaryOp::Pow => self.call_math(b, "powf", &[fv(x), fv(y)])?.into(),
+                BinaryOp::And => e(b.build_and(iv(x), iv(y), ""))?.into(),
+                BinaryOp::Or => e(b.build_or(iv(x), iv(y), ""))?.into(),
+                BinaryOp::Maximum | BinaryOp::Minimum => {
+                    return Err(bad(format!("{op:?} must be legalized before emission")))
+                }
+            },
+            Expr::Compare(op, x, y) => {
+                let pred = match op {
+                    CmpOp::Eq => FloatPredicate::OEQ,
+                    CmpOp::Ne => FloatPredicate::UNE,
+                    CmpOp::Lt => FloatPredicate::OLT,
+                    CmpOp::Le => FloatPredicate::OLE,
+                    CmpOp::Gt => FloatPredicate::OGT,
+                    CmpOp::Ge => FloatPredicate::OGE,
+                };
+                e(b.build_float_compare(pred, fv(x), fv(y), ""))?.into()
+            }
+            Expr::Select(c, x, y) => e(b.build_select(iv(c), get(*x), get(*y), ""))?,
+            Expr::Cast(to, a) => {
+                let from = kernel.dtype_of(*a);
+                match (from, to) {
+                    (DType::Bool, DType::F32) => e(b.build_unsigned_int_to_float(iv(a), f32t, ""))?.into(),
+                    (DType::F32, DType::Bool) => {
+                        e(b.build_float_compare(FloatPredicate::UNE, fv(a), f32t.const_zero(), ""))?.into()
+                    }
+                    _ => get(*a),
+                }
+            }
+            Expr::Reduce(..) => return Err(bad("a Reduce is emitted by the reduction loop, not as an expression")),
+        };
+        Ok(v)
     }
 
     /// Loads the TxT tile of the transposed load `index` at (a_blk, b_blk) as T rows along `a`,

@@ -147,6 +147,8 @@ pub struct CompiledKernel {
     pub outer: i64,
     /// Points in the whole iteration space.
     pub numel: i64,
+    /// Points times reduction-loop trips: the amount of work that decides threading.
+    pub work: i64,
     /// Number of pointer arguments expected by `run`.
     pub n_args: usize,
     /// Outer-loop chunks given to threads start at multiples of this.
@@ -267,6 +269,7 @@ impl JitModule {
                     func: std::mem::transmute::<usize, KernelFn>(addr as usize),
                     outer: k.ranges.first().copied().unwrap_or(1),
                     numel: k.numel(),
+                    work: k.numel() * k.reduction_ranges.iter().product::<i64>(),
                     n_args: k.args.len(),
                     align: match k.tile {
                         Some(t) if k.ranges.len() == 2 => crate::emit::TILE_BLOCK.max(t),
@@ -304,7 +307,7 @@ impl JitModule {
         }
         let f = k.func;
         let n_threads = rayon::current_num_threads() as i64;
-        if k.numel >= PARALLEL_MIN_NUMEL && k.outer > 1 && n_threads > 1 {
+        if k.work >= PARALLEL_MIN_NUMEL && k.outer > 1 && n_threads > 1 {
             // A few chunks per thread so work stealing evens out busy cores; chunk edges fall on
             // `align` (tile blocks) so tiled kernels keep full tiles.
             let units = (k.outer + k.align - 1) / k.align;

@@ -1,5 +1,17 @@
 //! Kernel IR: one loop nest over a static N-d index space with strided loads, an expression
-//! DAG of scalar ops, and strided stores.
+//! DAG of scalar ops, and strided stores; optionally with reduction loops inside each point.
+//!
+//! Reductions (PyTorch: `ir.Reduction`, codegen'd as a looped reduction): a kernel with
+//! `reduction_ranges` runs, for every point of `ranges`, one or more loops over the reduction
+//! space. Indices then carry one stride per range followed by one per reduction range.
+//! `Expr::Reduce(op, v)` accumulates `v` over a whole reduction loop; its value is known after
+//! that loop, so an expression that reads it (softmax's `exp(x - max)`) runs in a later loop.
+//! Loop numbers follow from the data: an expression's *phase* is the number of reductions it
+//! waits for (the maximum over its operands, plus one through a `Reduce`); the kernel runs as many
+//! reduction loops as the deepest phase needs. Summation order: each loop accumulates in index
+//! order per vector lane; the vectorizer may keep several partial sums (reassociation is allowed
+//! on the accumulation only), combined at the end of the loop, so results differ from a strictly
+//! sequential sum by float rounding, as torch's own vectorized sums do.
 //!
 //! Invariants (checked by [`Kernel::verify`]):
 //! - `ranges` are the loop trip counts, outermost first; every `Index` has one stride per range.
@@ -108,6 +120,25 @@ pub enum CmpOp {
     Ge,
 }
 
+/// Reductions over the reduction loop; `Max`/`Min` propagate NaN (torch.amax/amin).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+    Min,
+}
+
+impl ReduceOp {
+    /// The value a reduction over zero elements gives (sum: 0, max: -inf, min: +inf).
+    pub fn identity(self) -> f32 {
+        match self {
+            ReduceOp::Sum => 0.0,
+            ReduceOp::Max => f32::NEG_INFINITY,
+            ReduceOp::Min => f32::INFINITY,
+        }
+    }
+}
+
 /// One node of the expression DAG.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Expr {
@@ -123,6 +154,8 @@ pub enum Expr {
     Select(ExprId, ExprId, ExprId),
     /// Value conversion: Bool -> F32 gives 0.0/1.0; F32 -> Bool is `x != 0`.
     Cast(DType, ExprId),
+    /// F32 reduction of the operand over the kernel's reduction loop (see the module docs).
+    Reduce(ReduceOp, ExprId),
 }
 
 /// Write `value` to element `index` of output argument `arg`.
@@ -150,6 +183,8 @@ pub struct Kernel {
     pub name: String,
     /// Loop trip counts, outermost first.
     pub ranges: Vec<i64>,
+    /// Trip counts of the reduction loops run inside every point (empty: a pointwise kernel).
+    pub reduction_ranges: Vec<i64>,
     pub args: Vec<KernelArg>,
     pub exprs: Vec<Expr>,
     pub stores: Vec<Store>,
@@ -162,6 +197,45 @@ impl Kernel {
     /// Number of points in the iteration space.
     pub fn numel(&self) -> i64 {
         self.ranges.iter().product()
+    }
+
+    /// Number of loop variables an `Index` has strides for (ranges, then reduction ranges).
+    pub fn n_index_dims(&self) -> usize {
+        self.ranges.len() + self.reduction_ranges.len()
+    }
+
+    /// Per expression: whether its value varies along the reduction loop (it reads a load that
+    /// moves with a reduction variable, other than through a `Reduce`).
+    pub fn inner_exprs(&self) -> Vec<bool> {
+        let n_outer = self.ranges.len();
+        let mut inner = vec![false; self.exprs.len()];
+        for (i, e) in self.exprs.iter().enumerate() {
+            inner[i] = match e {
+                Expr::Load { index, .. } => index.strides[n_outer..].iter().any(|s| *s != 0),
+                Expr::ConstF32(_) | Expr::ConstBool(_) | Expr::Reduce(..) => false,
+                Expr::Unary(_, a) | Expr::Cast(_, a) => inner[a.0 as usize],
+                Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => inner[a.0 as usize] || inner[b.0 as usize],
+                Expr::Select(c, a, b) => inner[c.0 as usize] || inner[a.0 as usize] || inner[b.0 as usize],
+            };
+        }
+        inner
+    }
+
+    /// Per expression: its phase, the number of reduction loops that must finish before it can be
+    /// computed (see the module docs).
+    pub fn phases(&self) -> Vec<usize> {
+        let mut phase = vec![0usize; self.exprs.len()];
+        for (i, e) in self.exprs.iter().enumerate() {
+            let p = |id: &ExprId| phase[id.0 as usize];
+            phase[i] = match e {
+                Expr::Load { .. } | Expr::ConstF32(_) | Expr::ConstBool(_) => 0,
+                Expr::Unary(_, a) | Expr::Cast(_, a) => p(a),
+                Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => p(a).max(p(b)),
+                Expr::Select(c, a, b) => p(c).max(p(a)).max(p(b)),
+                Expr::Reduce(_, a) => p(a) + 1,
+            };
+        }
+        phase
     }
 
     /// Result dtype of expression `id` (assumes `verify` passed for earlier ids).
@@ -177,14 +251,15 @@ impl Kernel {
             Expr::Compare(..) => DType::Bool,
             Expr::Select(_, a, _) => self.dtype_of(*a),
             Expr::Cast(to, _) => *to,
+            Expr::Reduce(..) => DType::F32,
         }
     }
 
     /// Checks the invariants in the module docs; collects every error instead of stopping at one.
     pub fn verify(&self) -> Result<(), Vec<String>> {
         let mut errors = Vec::new();
-        let n_dims = self.ranges.len();
-        if self.ranges.iter().any(|&r| r < 0) {
+        let n_dims = self.n_index_dims();
+        if self.ranges.iter().chain(&self.reduction_ranges).any(|&r| r < 0) {
             errors.push(format!("{}: negative range in {:?}", self.name, self.ranges));
         }
         let check_index = |what: &str, index: &Index, errors: &mut Vec<String>| {
@@ -211,7 +286,7 @@ impl Kernel {
                     true
                 }
                 Expr::ConstF32(_) | Expr::ConstBool(_) => true,
-                Expr::Unary(_, a) | Expr::Cast(_, a) => earlier(a),
+                Expr::Unary(_, a) | Expr::Cast(_, a) | Expr::Reduce(_, a) => earlier(a),
                 Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => earlier(a) && earlier(b),
                 Expr::Select(c, a, b) => earlier(c) && earlier(a) && earlier(b),
             };
@@ -227,7 +302,7 @@ impl Kernel {
             };
             match expr {
                 Expr::Unary(UnaryOp::Not, a) => want(a, DType::Bool, &mut errors),
-                Expr::Unary(_, a) => want(a, DType::F32, &mut errors),
+                Expr::Unary(_, a) | Expr::Reduce(_, a) => want(a, DType::F32, &mut errors),
                 Expr::Binary(BinaryOp::And | BinaryOp::Or, a, b) => {
                     want(a, DType::Bool, &mut errors);
                     want(b, DType::Bool, &mut errors);
@@ -241,6 +316,19 @@ impl Kernel {
                     want(b, self.dtype_of(*a), &mut errors);
                 }
                 _ => {}
+            }
+        }
+        if errors.is_empty() && !self.reduction_ranges.is_empty() {
+            let inner = self.inner_exprs();
+            let n_outer = self.ranges.len();
+            for store in &self.stores {
+                let moves = store.index.strides.get(n_outer..).is_some_and(|s| s.iter().any(|x| *x != 0));
+                if inner.get(store.value.0 as usize).copied().unwrap_or(false) && !moves {
+                    errors.push(format!(
+                        "{}: store of {} varies along the reduction loop but its index does not",
+                        self.name, store.value
+                    ));
+                }
             }
         }
         for store in &self.stores {
@@ -295,6 +383,9 @@ impl fmt::Display for Kernel {
             .map(|a| format!("{}{}: {:?}", if a.is_output { "out " } else { "" }, a.name, a.dtype))
             .collect();
         write!(f, "kernel {}({}) ranges {:?}", self.name, args.join(", "), self.ranges)?;
+        if !self.reduction_ranges.is_empty() {
+            write!(f, " reduce {:?}", self.reduction_ranges)?;
+        }
         match self.tile {
             Some(t) => writeln!(f, " tile {t}")?,
             None => writeln!(f)?,
@@ -309,6 +400,7 @@ impl fmt::Display for Kernel {
                 Expr::Compare(op, a, b) => format!("{op:?}({a}, {b})"),
                 Expr::Select(c, a, b) => format!("select({c}, {a}, {b})"),
                 Expr::Cast(to, a) => format!("cast<{to:?}>({a})"),
+                Expr::Reduce(op, a) => format!("reduce_{}({a})", format!("{op:?}").to_lowercase()),
             };
             writeln!(f, "  %{i} = {text}")?;
         }

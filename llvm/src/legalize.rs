@@ -66,6 +66,7 @@ fn rewrite(b: &mut KernelBuilder, expr: &Expr) -> ExprId {
         Expr::Compare(op, x, y) => b.compare(op, x, y),
         Expr::Select(c, x, y) => b.select(c, x, y),
         Expr::Cast(to, a) => b.cast(to, a),
+        Expr::Reduce(op, a) => b.reduce(op, a),
     }
 }
 
@@ -78,6 +79,7 @@ fn remap(expr: &Expr, map: &[ExprId]) -> Expr {
         Expr::Compare(op, a, b) => Expr::Compare(op, m(a), m(b)),
         Expr::Select(c, a, b) => Expr::Select(m(c), m(a), m(b)),
         Expr::Cast(to, a) => Expr::Cast(to, m(a)),
+        Expr::Reduce(op, a) => Expr::Reduce(op, m(a)),
         other => other,
     }
 }
@@ -171,7 +173,7 @@ pub const TILE: i64 = 16;
 
 /// Rewrites ops the emitter lacks and simplifies the loop nest; see the module invariants.
 pub fn legalize(kernel: &Kernel) -> Kernel {
-    let mut b = KernelBuilder::new(kernel.name.clone(), kernel.ranges.clone());
+    let mut b = KernelBuilder::new_reduction(kernel.name.clone(), kernel.ranges.clone(), kernel.reduction_ranges.clone());
     for a in &kernel.args {
         if a.is_output {
             b.output(a.name.clone(), a.dtype);
@@ -189,6 +191,11 @@ pub fn legalize(kernel: &Kernel) -> Kernel {
     }
     let mut out = b.into_kernel_unchecked();
     out.tile = kernel.tile;
+    if !out.reduction_ranges.is_empty() {
+        // Reduction kernels keep their loop nest: the phase structure depends on which index
+        // dims are reduction dims.
+        return out;
+    }
     simplify_loops(&out)
 }
 

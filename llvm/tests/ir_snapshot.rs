@@ -22,3 +22,25 @@ fn relu_add_broadcast_ir() {
         insta::assert_snapshot!("llvm_ir_unoptimized", ir);
     });
 }
+
+#[test]
+fn softmax_reduction_ir() {
+    // Row softmax over 3x5: max, then sum of exp(x - max), then the normalized store.
+    use dynamo_llvm::ReduceOp;
+    let mut b = KernelBuilder::new_reduction("snapshot_softmax", vec![3], vec![5]);
+    let x = b.input("x", DType::F32);
+    let out = b.output("out", DType::F32);
+    let lx = b.load(x, Index { offset: 0, strides: vec![5, 1] });
+    let m = b.reduce(ReduceOp::Max, lx);
+    let d = b.binary(BinaryOp::Sub, lx, m);
+    let e = b.unary(UnaryOp::Exp, d);
+    let s = b.reduce(ReduceOp::Sum, e);
+    let y = b.binary(BinaryOp::Div, e, s);
+    b.store(out, Index { offset: 0, strides: vec![5, 1] }, y);
+    let kernel = b.finish().unwrap();
+    let ir = emit_ir(&[kernel.clone()]).unwrap();
+    insta::assert_snapshot!("softmax_kernel_ir", kernel.to_string());
+    insta::with_settings!({filters => vec![(r"0x[0-9a-f]+", "[addr]")]}, {
+        insta::assert_snapshot!("softmax_llvm_ir_unoptimized", ir);
+    });
+}

@@ -156,3 +156,73 @@ fn tiled_transpose_parallel() {
         }
     }
 }
+
+/// Softmax over rows of a [rows, cols] matrix as one reduction kernel with three phases:
+/// max, sum of exp(x - max), then the normalized store; plus a NaN row and an empty reduction.
+#[test]
+fn softmax_reduction_kernel_matches_reference() {
+    use dynamo_llvm::ReduceOp;
+    for &(rows, cols) in &[(5i64, 37i64), (3, 1), (2, 300), (70000, 3)] {
+        let mut b = KernelBuilder::new_reduction(format!("{}softmax", dynamo_llvm::unique_kernel_prefix()), vec![rows], vec![cols]);
+        let x_arg = b.input("x", DType::F32);
+        let out_arg = b.output("out", DType::F32);
+        let x = b.load(x_arg, idx(0, &[cols, 1]));
+        let m = b.reduce(ReduceOp::Max, x);
+        let shifted = b.binary(BinaryOp::Sub, x, m);
+        let ex = b.unary(UnaryOp::Exp, shifted);
+        let s = b.reduce(ReduceOp::Sum, ex);
+        let y = b.binary(BinaryOp::Div, ex, s);
+        b.store(out_arg, idx(0, &[cols, 1]), y);
+        let kernel = b.finish().unwrap();
+        assert_eq!(kernel.phases().iter().max(), Some(&2));
+        let jm = JitModule::compile(&[kernel]).unwrap();
+        let mut input: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919) % 1000) as f32 * 0.01 - 5.0).collect();
+        input[0] = f32::NAN; // row 0 is all NaN in torch
+        let mut out = vec![0f32; input.len()];
+        unsafe { jm.run(0, &[input.as_ptr() as *mut u8, out.as_mut_ptr() as *mut u8]) };
+        for r in 0..rows as usize {
+            let row = &input[r * cols as usize..(r + 1) * cols as usize];
+            let mx = row.iter().fold(f32::NEG_INFINITY, |a, &v| if v.is_nan() || a.is_nan() { f32::NAN } else { a.max(v) });
+            let sum: f64 = row.iter().map(|&v| ((v - mx) as f64).exp()).sum();
+            for c in 0..cols as usize {
+                let want = (((row[c] - mx) as f64).exp() / sum) as f32;
+                let got = out[r * cols as usize + c];
+                assert!(
+                    (want.is_nan() && got.is_nan()) || (want - got).abs() <= 1e-6 * want.abs().max(1e-6) + 1e-7,
+                    "softmax {rows}x{cols} at ({r}, {c}): want {want}, got {got}"
+                );
+            }
+        }
+    }
+}
+
+/// Sum and mean over the last two dims of a [2, 3, 4, 5] tensor (keepdim), stored at the outer
+/// index; a zero-size reduction gives the identity.
+#[test]
+fn multi_dim_sum_reduction() {
+    use dynamo_llvm::ReduceOp;
+    let mut b = KernelBuilder::new_reduction(format!("{}sum", dynamo_llvm::unique_kernel_prefix()), vec![2, 3], vec![4, 5]);
+    let x_arg = b.input("x", DType::F32);
+    let out_arg = b.output("out", DType::F32);
+    let x = b.load(x_arg, idx(0, &[60, 20, 5, 1]));
+    let s = b.reduce(ReduceOp::Sum, x);
+    b.store(out_arg, idx(0, &[3, 1, 0, 0]), s);
+    let jm = JitModule::compile(&[b.finish().unwrap()]).unwrap();
+    let input: Vec<f32> = (0..120).map(|i| i as f32).collect();
+    let mut out = vec![0f32; 6];
+    unsafe { jm.run(0, &[input.as_ptr() as *mut u8, out.as_mut_ptr() as *mut u8]) };
+    for (o, got) in out.iter().enumerate() {
+        let want: f32 = (0..20).map(|k| (o * 20 + k) as f32).sum();
+        assert_eq!(*got, want);
+    }
+    let mut b = KernelBuilder::new_reduction(format!("{}sum0", dynamo_llvm::unique_kernel_prefix()), vec![3], vec![0]);
+    let x_arg = b.input("x", DType::F32);
+    let out_arg = b.output("out", DType::F32);
+    let x = b.load(x_arg, idx(0, &[0, 1]));
+    let s = b.reduce(ReduceOp::Max, x);
+    b.store(out_arg, idx(0, &[1, 0]), s);
+    let jm = JitModule::compile(&[b.finish().unwrap()]).unwrap();
+    let mut out = vec![0f32; 3];
+    unsafe { jm.run(0, &[input.as_ptr() as *mut u8, out.as_mut_ptr() as *mut u8]) };
+    assert!(out.iter().all(|v| *v == f32::NEG_INFINITY));
+}

@@ -13,8 +13,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use dynamo_llvm as llvm;
 
-use super::ir::{Affine, BinaryOp, BufferId, BufferKind, CmpOp, DType, GraphIr, OpsHandler, OpsValue, UnaryOp};
-use super::scheduler::Schedule;
+use super::ir::{Affine, BinaryOp, BufferId, BufferKind, CmpOp, DType, GraphIr, OpsHandler, OpsValue, ReductionType, UnaryOp};
+use super::scheduler::{drop_unit_vars, member_index, reduction_identity_index, KernelGroup, Schedule};
 
 /// One compiled kernel, as the runtime needs it.
 #[derive(Clone, Debug)]
@@ -49,6 +49,9 @@ struct KernelOps<'a> {
     memo: HashMap<(BufferId, Vec<Affine>), OpsValue>,
     op_names: BTreeSet<&'static str>,
     error: Option<String>,
+    /// For a reduction group: input dim -> kernel loop variable (outer dims keep their number;
+    /// reduced dims map to the reduction variables after them).
+    space_vars: Option<Vec<usize>>,
 }
 
 fn ev(id: llvm::ExprId) -> OpsValue {
@@ -69,6 +72,44 @@ impl OpsHandler for KernelOps<'_> {
             BufferKind::Pointwise(pw) if !pw.realized || self.members.contains(&buf) => {
                 let inner = pw.inner_fn.clone();
                 inner(self, index)
+            }
+            BufferKind::Reduction(r) if self.members.contains(&buf) => {
+                // The accumulated value at this kernel's own point; see scheduler::reduction_reads_ok.
+                let Some(vars) = self.space_vars.clone() else {
+                    self.error = Some(format!("{buf} is a reduction inside a pointwise kernel"));
+                    return ev(self.kb.const_f32(0.0));
+                };
+                let n_vars = self.kb.n_dims();
+                let own: Vec<Affine> = reduction_identity_index(r, r.input_sizes.len())
+                    .iter()
+                    .map(|a| remap_vars(a, &vars, n_vars))
+                    .collect();
+                let var_ranges: Vec<i64> = {
+                    let mut v = vec![1i64; n_vars];
+                    for (d, &var) in vars.iter().enumerate() {
+                        v[var] = r.input_sizes[d];
+                    }
+                    v
+                };
+                if own != drop_unit_vars(index, &var_ranges) {
+                    self.error = Some(format!("{buf} read at another point than its own"));
+                    return ev(self.kb.const_f32(0.0));
+                }
+                let full: Vec<Affine> = (0..r.input_sizes.len()).map(|d| Affine::var(vars[d], n_vars)).collect();
+                let inner = r.inner_fn.clone();
+                let v = inner(self, &full);
+                let v = self.to_dtype(v, DType::F32);
+                let op = match r.op {
+                    ReductionType::Sum => llvm::ReduceOp::Sum,
+                    ReductionType::Max => llvm::ReduceOp::Max,
+                    ReductionType::Min => llvm::ReduceOp::Min,
+                };
+                self.op_names.insert(match r.op {
+                    ReductionType::Sum => "sum",
+                    ReductionType::Max => "amax",
+                    ReductionType::Min => "amin",
+                });
+                ev(self.kb.reduce(op, ex(v)))
             }
             _ => {
                 let Some(layout) = b.layout.as_ref() else {
@@ -170,68 +211,128 @@ impl OpsHandler for KernelOps<'_> {
     }
 }
 
+/// `a` (over a reduction space's input dims) rewritten over kernel variables: input dim `d` is
+/// variable `vars[d]` of `n_vars`.
+fn remap_vars(a: &Affine, vars: &[usize], n_vars: usize) -> Affine {
+    let mut out = Affine::constant(a.offset, n_vars);
+    for (d, &c) in a.coeffs.iter().enumerate() {
+        out.coeffs[vars[d]] += c;
+    }
+    out
+}
+
+/// The kernel IR of one group. With `stored`, members in it (or in `must_store`) are stored;
+/// without, every member is evaluated and nothing is stored (the probe pass that finds which
+/// buffers kernels read from memory).
+fn build_group(
+    ir: &GraphIr,
+    grp: &KernelGroup,
+    name: &str,
+    stored: Option<&HashSet<BufferId>>,
+) -> Result<(llvm::Kernel, Vec<(BufferId, bool)>, BTreeSet<&'static str>), String> {
+    let (kb, space_vars) = match &grp.reduction {
+        None => (llvm::KernelBuilder::new(name, grp.ranges.clone()), None),
+        Some(space) => {
+            let n_in = space.input_sizes.len();
+            let mut vars: Vec<usize> = (0..n_in).collect();
+            for (k, &d) in space.reduced.iter().enumerate() {
+                vars[d] = n_in + k;
+            }
+            let red: Vec<i64> = space.reduced.iter().map(|&d| space.input_sizes[d]).collect();
+            (llvm::KernelBuilder::new_reduction(name, grp.ranges.clone(), red), Some(vars))
+        }
+    };
+    let mut h = KernelOps {
+        ir,
+        members: grp.members.iter().copied().collect(),
+        kb,
+        input_args: HashMap::new(),
+        args: Vec::new(),
+        memo: HashMap::new(),
+        op_names: BTreeSet::new(),
+        error: None,
+        space_vars: space_vars.clone(),
+    };
+    let n_vars = h.kb.n_dims();
+    for m in &grp.members {
+        let wanted = stored.is_none_or(|s| ir.must_store.contains(m) || s.contains(m));
+        if !wanted {
+            tracing::debug!(target: "inductor::output_code", "{m} is only read inside its kernel; not stored");
+            continue;
+        }
+        let b = ir.buffer(*m);
+        let layout = b.layout.clone().ok_or_else(|| format!("{m} has no layout"))?;
+        // The member's own index over the kernel variables, and its store index.
+        let (index, store_strides, dtype) = match (&b.kind, &space_vars) {
+            (BufferKind::Pointwise(pw), None) => {
+                let idx: Vec<Affine> = (0..n_vars).map(|d| Affine::var(d, n_vars)).collect();
+                (idx, layout.strides.clone(), pw.dtype)
+            }
+            (BufferKind::Pointwise(pw), Some(vars)) => {
+                let space = grp.reduction.as_ref().expect("space_vars only for reduction groups");
+                let placement = member_index(space, &pw.ranges).ok_or_else(|| format!("{m} does not fit its kernel"))?;
+                let mut idx = Vec::with_capacity(placement.len());
+                let mut st = vec![0i64; n_vars];
+                for (k, p) in placement.iter().enumerate() {
+                    match p {
+                        Some(d) => {
+                            idx.push(Affine::var(vars[*d], n_vars));
+                            st[vars[*d]] += layout.strides[k];
+                        }
+                        None => idx.push(Affine::constant(0, n_vars)),
+                    }
+                }
+                (idx, st, pw.dtype)
+            }
+            (BufferKind::Reduction(r), Some(vars)) => {
+                let own = reduction_identity_index(r, r.input_sizes.len());
+                let idx: Vec<Affine> = own.iter().map(|a| remap_vars(a, vars, n_vars)).collect();
+                let mut st = vec![0i64; n_vars];
+                for (k, d) in r.out_dims().into_iter().enumerate() {
+                    if !r.reduced.contains(&d) {
+                        st[vars[d]] += layout.strides[k];
+                    }
+                }
+                (idx, st, DType::F32)
+            }
+            _ => return Err(format!("{m} does not fit its kernel")),
+        };
+        let v = h.load(*m, &index);
+        if stored.is_none() {
+            continue;
+        }
+        let v = h.to_dtype(v, dtype);
+        let out = h.kb.output(m.to_string(), llvm_dtype(dtype));
+        h.args.push((*m, true));
+        h.kb.store(out, llvm::Index { offset: 0, strides: store_strides }, ex(v));
+    }
+    if let Some(err) = h.error {
+        return Err(err);
+    }
+    let kernel = if stored.is_some() { h.kb.finish().map_err(|errs| errs.join("; "))? } else { llvm::KernelBuilder::new(name, vec![]).finish().map_err(|e| e.join("; "))? };
+    Ok((kernel, h.args, h.op_names))
+}
+
 /// Builds one kernel per group and JIT-compiles them together.
 pub fn codegen(ir: &GraphIr, sched: &Schedule) -> Result<CodegenResult, String> {
     // Pass 1: which realized buffers does some kernel load from memory? A member realized only
     // to bound inlining, and read only inside its own group, needs no store.
     let mut loaded: HashSet<BufferId> = HashSet::new();
     for grp in &sched.groups {
-        let n = grp.ranges.len();
-        let mut h = KernelOps {
-            ir,
-            members: grp.members.iter().copied().collect(),
-            kb: llvm::KernelBuilder::new("probe", grp.ranges.clone()),
-            input_args: HashMap::new(),
-            args: Vec::new(),
-            memo: HashMap::new(),
-            op_names: BTreeSet::new(),
-            error: None,
-        };
-        let identity: Vec<Affine> = (0..n).map(|d| Affine::var(d, n)).collect();
-        for m in &grp.members {
-            h.load(*m, &identity);
-        }
-        loaded.extend(h.args.iter().map(|(b, _)| *b));
+        let (_, args, _) = build_group(ir, grp, "probe", None)?;
+        loaded.extend(args.iter().map(|(b, _)| *b));
     }
     let prefix = llvm::unique_kernel_prefix();
     let mut kernels = Vec::new();
     let mut plans = Vec::new();
     for (gi, grp) in sched.groups.iter().enumerate() {
-        let n = grp.ranges.len();
-        let mut h = KernelOps {
-            ir,
-            members: grp.members.iter().copied().collect(),
-            kb: llvm::KernelBuilder::new("pending", grp.ranges.clone()),
-            input_args: HashMap::new(),
-            args: Vec::new(),
-            memo: HashMap::new(),
-            op_names: BTreeSet::new(),
-            error: None,
-        };
-        let identity: Vec<Affine> = (0..n).map(|d| Affine::var(d, n)).collect();
-        for m in &grp.members {
-            if !ir.must_store.contains(m) && !loaded.contains(m) {
-                tracing::debug!(target: "inductor::output_code", "{m} is only read inside its kernel; not stored");
-                continue;
-            }
-            let pw = ir.pointwise(*m).ok_or_else(|| format!("{m} is not pointwise"))?;
-            let layout = ir.buffer(*m).layout.clone().ok_or_else(|| format!("{m} has no layout"))?;
-            let v = h.load(*m, &identity);
-            let v = h.to_dtype(v, pw.dtype);
-            let out = h.kb.output(m.to_string(), llvm_dtype(pw.dtype));
-            h.args.push((*m, true));
-            h.kb.store(out, llvm::Index { offset: 0, strides: layout.strides.clone() }, ex(v));
-        }
-        if let Some(err) = h.error {
-            return Err(err);
-        }
-        let mut ops: Vec<&str> = h.op_names.iter().copied().collect();
+        let (mut kernel, args, op_names) = build_group(ir, grp, "pending", Some(&loaded))?;
+        let mut ops: Vec<&str> = op_names.iter().copied().collect();
         ops.truncate(6);
         let name = format!("{prefix}fused_{}_{gi}", ops.join("_"));
-        let mut kernel = h.kb.finish().map_err(|errs| errs.join("; "))?;
         kernel.name = name.clone();
         tracing::debug!(target: "inductor::output_code", "{kernel}");
-        plans.push(KernelPlan { name, args: h.args, kernel_ir: kernel.to_string() });
+        plans.push(KernelPlan { name, args, kernel_ir: kernel.to_string() });
         kernels.push(kernel);
     }
     let jit = llvm::JitModule::compile(&kernels).map_err(|e| e.to_string())?;

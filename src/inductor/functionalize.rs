@@ -108,8 +108,14 @@ const FRESH_METHODS: &[&str] = &["clone", "sum", "mean", "amax", "amin", "softma
 pub fn returns_fresh(g: &FxGraph, i: usize) -> bool {
     let n = &g.nodes[i];
     match &n.op {
-        // `+x` (torch.positive) returns its argument itself.
-        FxOp::CallFunction { .. } | FxOp::CallMethod { .. } if n.canonical.is_some_and(|c| c != "pos") => true,
+        // `+x` (torch.positive) returns its argument itself; views alias it.
+        FxOp::CallFunction { .. } | FxOp::CallMethod { .. }
+            if n.canonical.is_some_and(|c| {
+                (super::lowering::is_pointwise_op(c) && c != "pos") || super::decompositions::returns_fresh(c)
+            }) =>
+        {
+            true
+        }
         FxOp::CallFunction { .. } => FRESH_FUNCTIONS.contains(&n.target_name.as_str()),
         FxOp::CallMethod { name } => FRESH_METHODS.contains(&name.as_str()),
         _ => false,

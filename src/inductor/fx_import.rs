@@ -34,6 +34,10 @@ pub enum FxArg {
     List(Vec<FxArg>),
     /// A Python `str` (for example `approximate="tanh"`).
     Str(String),
+    /// A `slice` with int or None bounds; `py` is the side-table entry of the slice object.
+    Slice { start: Option<i64>, stop: Option<i64>, step: Option<i64>, py: usize },
+    /// `...`
+    Ellipsis,
     Py(usize),
 }
 
@@ -176,6 +180,30 @@ const FUNCTION_TARGETS: &[(&str, &str, &str)] = &[
     ("torch.nn.functional", "silu", "silu"),
     ("torch.nn.functional", "gelu", "gelu"),
     ("torch.nn.functional", "leaky_relu", "leaky_relu"),
+    ("torch.nn.functional", "batch_norm", "batch_norm"),
+    ("torch.nn.functional", "layer_norm", "layer_norm"),
+    ("torch.nn.functional", "softmax", "softmax"),
+    ("torch", "softmax", "softmax"),
+    ("torch.nn.functional", "log_softmax", "log_softmax"),
+    ("torch", "log_softmax", "log_softmax"),
+    ("torch", "sum", "sum"),
+    ("torch", "mean", "mean"),
+    ("torch", "amax", "amax"),
+    ("torch", "amin", "amin"),
+    ("torch.nn.functional", "adaptive_avg_pool2d", "adaptive_avg_pool2d"),
+    ("torch.nn.functional", "hardswish", "hardswish"),
+    ("torch.nn.functional", "hardsigmoid", "hardsigmoid"),
+    ("torch.nn.functional", "hardtanh", "hardtanh"),
+    ("torch.nn.functional", "relu6", "relu6"),
+    ("torch.nn.functional", "dropout", "dropout"),
+    ("torch", "flatten", "flatten"),
+    ("torch", "reshape", "reshape"),
+    ("torch", "transpose", "transpose"),
+    ("torch", "permute", "permute"),
+    ("torch", "unsqueeze", "unsqueeze"),
+    ("torch", "squeeze", "squeeze"),
+    ("torch", "t", "t"),
+    ("operator", "getitem", "getitem"),
     ("torch.Tensor", "add", "add"),
     ("torch.Tensor", "sub", "sub"),
     ("torch.Tensor", "mul", "mul"),
@@ -248,6 +276,23 @@ const METHOD_TARGETS: &[(&str, &str)] = &[
     ("__and__", "bitwise_and"),
     ("__or__", "bitwise_or"),
     ("__invert__", "bitwise_not"),
+    ("softmax", "softmax"),
+    ("log_softmax", "log_softmax"),
+    ("sum", "sum"),
+    ("mean", "mean"),
+    ("amax", "amax"),
+    ("amin", "amin"),
+    ("view", "view"),
+    ("reshape", "reshape"),
+    ("flatten", "flatten"),
+    ("transpose", "transpose"),
+    ("permute", "permute"),
+    ("unsqueeze", "unsqueeze"),
+    ("squeeze", "squeeze"),
+    ("t", "t"),
+    ("expand", "expand"),
+    ("contiguous", "contiguous"),
+    ("__getitem__", "getitem"),
 ];
 
 /// Resolved identity table: object id -> canonical name, built on first use.
@@ -420,9 +465,10 @@ fn functional_form<'py>(
             n if n.ends_with('_') && !n.ends_with("__") => &n[..n.len() - 1],
             _ => return Ok(FunctionalForm::Unknown(name)),
         };
+        // Only value-changing ops: `transpose_`/`squeeze_` change a tensor's view, not its values.
         return Ok(match canonical_method(base) {
-            Some(_) => FunctionalForm::Target(pyo3::types::PyString::new(py, base).into_any()),
-            None => FunctionalForm::Unknown(name),
+            Some(c) if super::lowering::is_pointwise_op(c) => FunctionalForm::Target(pyo3::types::PyString::new(py, base).into_any()),
+            _ => FunctionalForm::Unknown(name),
         });
     }
     let qualified = qualified_name(py, target);
@@ -439,7 +485,7 @@ fn functional_form<'py>(
     if let Some((module, name)) = qualified.rsplit_once('.') {
         if let Some(base) = name.strip_suffix('_') {
             if let Ok(twin) = py.import(module).and_then(|m| m.getattr(base)) {
-                if canonical_function(py, &twin)?.is_some() {
+                if canonical_function(py, &twin)?.is_some_and(super::lowering::is_pointwise_op) {
                     return Ok(FunctionalForm::Target(twin));
                 }
             }
@@ -529,11 +575,27 @@ impl<'py> Importer<'py> {
             return Ok(FxArg::List(items));
         }
         if a.is_instance(&self.slice_type)? {
-            for field in ["start", "stop", "step"] {
-                if a.getattr(field)?.is_instance(&self.fx_node_type)? {
+            let mut bounds = [None; 3];
+            let mut all_ints = true;
+            for (k, field) in ["start", "stop", "step"].into_iter().enumerate() {
+                let v = a.getattr(field)?;
+                if v.is_instance(&self.fx_node_type)? {
                     return Err(ImportError::Unsupported("slice bound computed in the graph".into()));
                 }
+                if v.is_exact_instance_of::<pyo3::types::PyInt>() {
+                    bounds[k] = v.extract::<i64>().ok();
+                    all_ints &= bounds[k].is_some();
+                } else if !v.is_none() {
+                    all_ints = false;
+                }
             }
+            if all_ints {
+                let [start, stop, step] = bounds;
+                return Ok(FxArg::Slice { start, stop, step, py: self.side(a) });
+            }
+        }
+        if a.is(&a.py().Ellipsis()) {
+            return Ok(FxArg::Ellipsis);
         }
         if a.cast::<PyDict>().is_ok() {
             return Err(ImportError::Unsupported("dict argument".into()));

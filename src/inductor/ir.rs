@@ -196,6 +196,47 @@ pub struct FallbackKernel {
     pub reason: String,
 }
 
+/// How a [`Reduction`] combines values (PyTorch: `reduction_type` of `ir.Reduction`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReductionType {
+    Sum,
+    /// NaN-propagating maximum (torch.amax).
+    Max,
+    /// NaN-propagating minimum (torch.amin).
+    Min,
+}
+
+/// A reduction of `inner_fn` over dims `reduced` of the space `input_sizes` (PyTorch:
+/// `ir.Reduction`). `inner_fn` receives one index per dim of `input_sizes`; the output has
+/// `input_sizes` with the reduced dims set to 1 (`keepdim`) or removed. Always realized: readers
+/// load it from memory, or, inside its own fused kernel, use the accumulated value.
+#[derive(Clone)]
+pub struct Reduction {
+    pub input_sizes: Vec<i64>,
+    /// Reduced dims of `input_sizes`, ascending.
+    pub reduced: Vec<usize>,
+    pub keepdim: bool,
+    pub op: ReductionType,
+    pub inner_fn: InnerFn,
+}
+
+impl Reduction {
+    /// Trip counts of the reduction loops (the reduced dims' sizes, in order).
+    pub fn reduction_ranges(&self) -> Vec<i64> {
+        self.reduced.iter().map(|&d| self.input_sizes[d]).collect()
+    }
+
+    /// `input_sizes` with the reduced dims set to 1: the outer iteration space of its kernel.
+    pub fn outer_ranges(&self) -> Vec<i64> {
+        (0..self.input_sizes.len()).map(|d| if self.reduced.contains(&d) { 1 } else { self.input_sizes[d] }).collect()
+    }
+
+    /// For each output dim, the dim of `input_sizes` it stands for.
+    pub fn out_dims(&self) -> Vec<usize> {
+        (0..self.input_sizes.len()).filter(|d| self.keepdim || !self.reduced.contains(d)).collect()
+    }
+}
+
 /// What produces a buffer.
 #[derive(Clone)]
 pub enum BufferKind {
@@ -204,6 +245,7 @@ pub enum BufferKind {
     /// A `get_attr` value (side-table entry), read at run time.
     Constant { node: usize },
     Pointwise(Pointwise),
+    Reduction(Reduction),
     Fallback(FallbackKernel),
 }
 
@@ -241,6 +283,33 @@ impl GraphIr {
             BufferKind::Pointwise(pw) => Some(pw),
             _ => None,
         }
+    }
+
+    pub fn reduction(&self, id: BufferId) -> Option<&Reduction> {
+        match &self.buffer(id).kind {
+            BufferKind::Reduction(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Buffers read by `id`'s body (pointwise or reduction), in first-read order; empty for
+    /// inputs, constants and fallbacks.
+    pub fn body_reads(&self, id: BufferId) -> Vec<BufferId> {
+        let mut h = ReadsHandler::default();
+        match &self.buffer(id).kind {
+            BufferKind::Pointwise(pw) => {
+                let n = pw.ranges.len();
+                let index: Vec<Affine> = (0..n).map(|d| Affine::var(d, n)).collect();
+                (pw.inner_fn)(&mut h, &index);
+            }
+            BufferKind::Reduction(r) => {
+                let n = r.input_sizes.len();
+                let index: Vec<Affine> = (0..n).map(|d| Affine::var(d, n)).collect();
+                (r.inner_fn)(&mut h, &index);
+            }
+            _ => {}
+        }
+        h.reads
     }
 }
 
@@ -290,6 +359,16 @@ impl PrintHandler {
     }
     fn get(&self, v: OpsValue) -> &str {
         &self.values[v.0 as usize]
+    }
+
+    /// Renders a reduction: `sum[i2, i3](body)` over its input space's loop variables.
+    pub fn render_reduction(r: &Reduction) -> String {
+        let mut h = PrintHandler::default();
+        let n = r.input_sizes.len();
+        let index: Vec<Affine> = (0..n).map(|d| Affine::var(d, n)).collect();
+        let v = (r.inner_fn)(&mut h, &index);
+        let dims: Vec<String> = r.reduced.iter().map(|d| format!("i{d}")).collect();
+        format!("{}[{}]({})", format!("{:?}", r.op).to_lowercase(), dims.join(", "), h.get(v))
     }
 
     /// Renders `pw`'s body over named loop variables `i0, i1, ...`.

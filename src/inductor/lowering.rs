@@ -14,7 +14,7 @@ use std::rc::Rc;
 use super::fx_import::{FxArg, FxGraph, FxNode, FxOp};
 use super::ir::{
     Affine, BinaryOp, Buffer, BufferId, BufferKind, CmpOp, DType, FallbackKernel, GraphIr, InnerFn, Layout, OpsHandler,
-    OpsValue, Pointwise, UnaryOp,
+    OpsValue, Pointwise, Reduction, UnaryOp,
 };
 
 /// Above this many inlined scalar ops a pointwise producer is realized instead of inlined.
@@ -118,6 +118,11 @@ fn lowering_table(name: &str) -> Option<(usize, Rule)> {
         "where" => (3, Rule::Where),
         _ => return None,
     })
+}
+
+/// True for ops the pointwise table lowers (`torch.add`, `relu`, ...).
+pub fn is_pointwise_op(canonical: &str) -> bool {
+    lowering_table(canonical).is_some()
 }
 
 /// True for ops that are only logical (and only lowered) when every operand is bool.
@@ -443,6 +448,117 @@ pub fn describe(node: &FxNode) -> String {
     }
 }
 
+/// A lowered tensor value: the buffer holding it, its sizes and dtype.
+#[derive(Clone, Debug)]
+pub struct TensorRef {
+    pub buf: BufferId,
+    pub sizes: Vec<i64>,
+    pub dtype: DType,
+}
+
+/// What decompositions build with (PyTorch: the `TensorBox` helpers lowerings call): pushes the
+/// buffers one fx node lowers to. [`lower`] rolls every pushed buffer back when the lowering
+/// fails, so a decomposition may push intermediates before it discovers it cannot finish.
+pub struct Lowerer<'a> {
+    pub g: &'a FxGraph,
+    pub ir: &'a mut GraphIr,
+    /// The fx node being lowered.
+    pub node: usize,
+    n_pushed: usize,
+}
+
+impl Lowerer<'_> {
+    /// The node being lowered.
+    pub fn fx_node(&self) -> &FxNode {
+        &self.g.nodes[self.node]
+    }
+
+    /// The tensor an argument names: a node with a static CPU float32/bool layout.
+    pub fn tensor(&self, a: &FxArg) -> Result<TensorRef, LoweringError> {
+        let FxArg::Node(j) = a else {
+            return Err(LoweringError::Unsupported(format!("expected a tensor, got {a:?}")));
+        };
+        let buf = self.ir.node_buffer[*j].ok_or_else(|| LoweringError::Unsupported("operand has no value".into()))?;
+        let layout = self
+            .ir
+            .buffer(buf)
+            .layout
+            .as_ref()
+            .ok_or_else(|| LoweringError::Unsupported(format!("operand {buf} is not a static tensor")))?;
+        if !layout.cpu || layout.dtype == DType::Other {
+            return Err(LoweringError::Unsupported(format!("operand {buf} is not a cpu float32/bool tensor")));
+        }
+        Ok(TensorRef { buf, sizes: layout.sizes.clone(), dtype: layout.dtype })
+    }
+
+    fn push(&mut self, kind: BufferKind, sizes: &[i64], dtype: DType) -> TensorRef {
+        let id = BufferId(self.ir.buffers.len() as u32);
+        let name = format!("{}_{}", self.g.nodes[self.node].name, self.n_pushed);
+        self.n_pushed += 1;
+        let layout = Layout { sizes: sizes.to_vec(), strides: Layout::contiguous_strides(sizes), dtype, cpu: true };
+        self.ir.buffers.push(Buffer { id, name, node: self.node, layout: Some(layout), kind });
+        TensorRef { buf: id, sizes: sizes.to_vec(), dtype }
+    }
+
+    /// An unrealized Pointwise over `sizes` computing `f` (inlined into its readers).
+    pub fn pointwise(
+        &mut self,
+        sizes: &[i64],
+        dtype: DType,
+        f: impl Fn(&mut dyn OpsHandler, &[Affine]) -> OpsValue + 'static,
+    ) -> TensorRef {
+        let n_ops = 8;
+        let pw = Pointwise { ranges: sizes.to_vec(), dtype, inner_fn: Rc::new(f), n_ops, realized: false };
+        self.push(BufferKind::Pointwise(pw), sizes, dtype)
+    }
+
+    /// A Reduction (float32), realized.
+    pub fn reduction(&mut self, r: Reduction) -> TensorRef {
+        let sizes: Vec<i64> = r.out_dims().iter().map(|&d| if r.reduced.contains(&d) { 1 } else { r.input_sizes[d] }).collect();
+        self.push(BufferKind::Reduction(r), &sizes, DType::F32)
+    }
+
+    /// Marks `t`'s buffer realized when it is a Pointwise (it will be computed into memory).
+    pub fn realize(&mut self, t: &TensorRef) {
+        if let BufferKind::Pointwise(pw) = &mut self.ir.buffers[t.buf.0 as usize].kind {
+            pw.realized = true;
+        }
+    }
+}
+
+/// Loads `t` at `index` (one entry per output dim of a space of `out_ndim` dims), broadcasting
+/// it from the right as torch does: size-1 dims of `t` read index 0.
+pub fn load_broadcast(h: &mut dyn OpsHandler, t: &TensorRef, index: &[Affine]) -> OpsValue {
+    let ndim = index.len();
+    let n_vars = index.first().map(|a| a.coeffs.len()).unwrap_or(0);
+    let idx: Vec<Affine> = t
+        .sizes
+        .iter()
+        .enumerate()
+        .map(|(k, &s)| {
+            let d = ndim - t.sizes.len() + k;
+            if s == 1 {
+                Affine::constant(0, n_vars)
+            } else {
+                index[d].clone()
+            }
+        })
+        .collect();
+    h.load(t.buf, &idx)
+}
+
+/// Lowers one call node: a decomposition when the op has one, else the pointwise table.
+fn lower_call(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let node = &lw.g.nodes[lw.node];
+    if let Some(decomp) = node.canonical.and_then(super::decompositions::lookup) {
+        return decomp(lw);
+    }
+    let pw = lower_pointwise(node, lw.ir)?;
+    let dtype = pw.dtype;
+    let sizes = pw.ranges.clone();
+    Ok(lw.push(BufferKind::Pointwise(pw), &sizes, dtype))
+}
+
 /// Lowers every node of `g`; also decides which Pointwise buffers are realized.
 pub fn lower(g: &FxGraph) -> GraphIr {
     let mut ir = GraphIr { buffers: Vec::new(), node_buffer: vec![None; g.nodes.len()], must_store: HashSet::new() };
@@ -469,12 +585,29 @@ pub fn lower(g: &FxGraph) -> GraphIr {
             FxOp::Placeholder { position } => BufferKind::Input { position: *position },
             FxOp::GetAttr { .. } => BufferKind::Constant { node: i },
             FxOp::CallFunction { .. } | FxOp::CallMethod { .. } | FxOp::CallModule { .. } => {
-                match lower_pointwise(node, &mut ir) {
-                    Ok(pw) => {
-                        tracing::debug!(target: "inductor::lowering", "lowered {} as pointwise", describe(node));
-                        BufferKind::Pointwise(pw)
+                let start = ir.buffers.len();
+                let lowered = {
+                    let mut lw = Lowerer { g, ir: &mut ir, node: i, n_pushed: 0 };
+                    lower_call(&mut lw).and_then(|t| validate(node, &t).map(|()| t))
+                };
+                match lowered {
+                    Ok(t) => {
+                        tracing::debug!(target: "inductor::lowering", "lowered {} ({} buffers)", describe(node), ir.buffers.len() - start);
+                        // The node's value: its final buffer, named after the node, with the
+                        // strides torch gives it (dense), else contiguous.
+                        let b = &mut ir.buffers[t.buf.0 as usize];
+                        b.name = node.name.clone();
+                        if let Some(mut l) = layout {
+                            if !l.is_non_overlapping_and_dense() {
+                                l.strides = Layout::contiguous_strides(&l.sizes);
+                            }
+                            b.layout = Some(l);
+                        }
+                        ir.node_buffer[i] = Some(t.buf);
+                        continue;
                     }
                     Err(err) => {
+                        ir.buffers.truncate(start);
                         tracing::debug!(target: "inductor::lowering", "fallback for {}: {err}", describe(node));
                         for a in node.args.iter().chain(node.kwargs.iter().map(|(_, a)| a)) {
                             a.for_each_node(&mut |j| {
@@ -489,16 +622,6 @@ pub fn lower(g: &FxGraph) -> GraphIr {
             }
         };
         let id = BufferId(ir.buffers.len() as u32);
-        // A realized pointwise gets the strides torch would give it (dense), else contiguous.
-        let layout = match (&kind, layout) {
-            (BufferKind::Pointwise(_), Some(mut l)) => {
-                if !l.is_non_overlapping_and_dense() {
-                    l.strides = Layout::contiguous_strides(&l.sizes);
-                }
-                Some(l)
-            }
-            (_, l) => l,
-        };
         ir.buffers.push(Buffer { id, name: node.name.clone(), node: i, layout, kind });
         ir.node_buffer[i] = Some(id);
     }
@@ -509,6 +632,22 @@ pub fn lower(g: &FxGraph) -> GraphIr {
     }
     ir.must_store = fallback_inputs;
     ir
+}
+
+/// Checks a lowering's result against the node's meta (what torch computes): same sizes and
+/// dtype, on the cpu. A mismatch is a bug in the lowering; it becomes a fallback, never a guess.
+fn validate(node: &FxNode, t: &TensorRef) -> Result<(), LoweringError> {
+    let meta = node.meta.as_ref().ok_or_else(|| LoweringError::Unsupported("no static tensor meta".into()))?;
+    if !meta.layout.cpu {
+        return Err(LoweringError::Unsupported("result is not on the cpu".into()));
+    }
+    if meta.layout.sizes != t.sizes || meta.layout.dtype != t.dtype {
+        return Err(LoweringError::Unsupported(format!(
+            "lowering gives {:?} {:?}, torch gives {:?} {:?}",
+            t.sizes, t.dtype, meta.layout.sizes, meta.layout.dtype
+        )));
+    }
+    Ok(())
 }
 
 /// Output strides torch's TensorIterator gives a pointwise result of `sizes` computed from

@@ -9,6 +9,7 @@
 //! and written into `CompiledGraph.plan`.
 
 pub mod codegen;
+pub mod decompositions;
 pub mod functionalize;
 pub mod fx_import;
 pub mod ir;
@@ -99,7 +100,8 @@ fn arg_template(py: Python<'_>, g: &FxGraph, ir: &GraphIr, a: &FxArg) -> PyResul
         FxArg::Bool(v) => ArgT::Const(v.into_py_any(py)?),
         FxArg::None => ArgT::Const(py.None()),
         FxArg::Str(s) => ArgT::Const(PyString::new(py, s).into_any().unbind()),
-        FxArg::Py(i) => ArgT::Const(g.side_table[*i].clone_ref(py)),
+        FxArg::Py(i) | FxArg::Slice { py: i, .. } => ArgT::Const(g.side_table[*i].clone_ref(py)),
+        FxArg::Ellipsis => ArgT::Const(py.Ellipsis()),
         FxArg::Tuple(items) => ArgT::Tuple(items.iter().map(|x| arg_template(py, g, ir, x)).collect::<PyResult<_>>()?),
         FxArg::List(items) => ArgT::List(items.iter().map(|x| arg_template(py, g, ir, x)).collect::<PyResult<_>>()?),
     })
@@ -119,6 +121,9 @@ fn render_plan(g: &FxGraph, ir: &GraphIr, sched: &Schedule, kernel_names: &[Stri
                     let b = ir.buffer(*m);
                     if let Some(pw) = ir.pointwise(*m) {
                         let _ = writeln!(s, "  {m} ({}) = {}", b.name, PrintHandler::render(pw));
+                    }
+                    if let Some(r) = ir.reduction(*m) {
+                        let _ = writeln!(s, "  {m} ({}) = {}", b.name, PrintHandler::render_reduction(r));
                     }
                 }
                 // Unrealized producers inlined into this group (the scheduler's reach, restricted).
@@ -281,7 +286,10 @@ fn inductor_compile(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Boun
                         kwargs: kw.unbind(),
                     });
                 }
-                let big = sched.groups[*gi].ranges.iter().product::<i64>() >= dynamo_llvm::jit::PARALLEL_MIN_NUMEL;
+                let grp = &sched.groups[*gi];
+                let reduction_trips: i64 =
+                    grp.reduction.as_ref().map(|sp| sp.reduced.iter().map(|&d| sp.input_sizes[d]).product()).unwrap_or(1);
+                let big = grp.ranges.iter().product::<i64>() * reduction_trips >= dynamo_llvm::jit::PARALLEL_MIN_NUMEL;
                 steps.push(RtStep::Kernel {
                     kernel: *gi,
                     args: plan.args.iter().map(|(b, _)| b.0 as usize).collect(),
@@ -402,6 +410,37 @@ mod tests {
 
     fn call(name: &str, canonical: &'static str, args: Vec<FxArg>, sizes: &[i64]) -> FxNode {
         node(name, FxOp::CallFunction { target: 0 }, Some(canonical), args, Some(sizes))
+    }
+
+    /// softmax(x, -1) + layer_norm decompose into reductions; each group becomes one kernel
+    /// (max and sum and the normalized epilogue; mean, variance and the affine epilogue).
+    #[test]
+    fn softmax_and_layer_norm_plans() {
+        let mut ln = call("layer_norm", "layer_norm", vec![FxArg::Node(0), FxArg::Tuple(vec![FxArg::Int(8)])], &[4, 8]);
+        ln.kwargs.push(("eps".into(), FxArg::Float(1e-5)));
+        let plan = plan_of(vec![
+            node("x", FxOp::Placeholder { position: 0 }, None, vec![], Some(&[4, 8])),
+            call("softmax", "softmax", vec![FxArg::Node(0), FxArg::Int(-1)], &[4, 8]),
+            ln,
+            call("add", "add", vec![FxArg::Node(1), FxArg::Node(2)], &[4, 8]),
+            node("output", FxOp::Output, None, vec![FxArg::Tuple(vec![FxArg::Node(3)])], None),
+        ]);
+        insta::assert_snapshot!(plan);
+    }
+
+    /// A reshape that merges dims is not affine: it runs through torch and splits the kernels.
+    #[test]
+    fn views_inline_and_merging_reshape_falls_back() {
+        let plan = plan_of(vec![
+            node("x", FxOp::Placeholder { position: 0 }, None, vec![], Some(&[4, 6])),
+            call("t", "t", vec![FxArg::Node(0)], &[6, 4]),
+            call("mul", "mul", vec![FxArg::Node(1), FxArg::Float(2.0)], &[6, 4]),
+            call("view", "view", vec![FxArg::Node(2), FxArg::Int(24)], &[24]),
+            call("sin", "sin", vec![FxArg::Node(3)], &[24]),
+            call("sum", "sum", vec![FxArg::Node(2), FxArg::Int(0)], &[4]),
+            node("output", FxOp::Output, None, vec![FxArg::Tuple(vec![FxArg::Node(4), FxArg::Node(5)])], None),
+        ]);
+        insta::assert_snapshot!(plan);
     }
 
     #[test]

@@ -12,13 +12,25 @@
 use std::collections::{BTreeSet, HashSet};
 
 use super::fx_import::FxGraph;
-use super::ir::{BufferId, BufferKind, GraphIr, ReadsHandler};
+use super::ir::{Affine, BufferId, BufferKind, DType, GraphIr, OpsHandler, OpsValue, Reduction};
 
-/// One fused kernel to be: realized Pointwise buffers sharing one iteration space.
+/// The iteration space of a reduction kernel: `input_sizes`, of which dims `reduced` are walked
+/// by the reduction loops.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReductionSpace {
+    pub input_sizes: Vec<i64>,
+    pub reduced: Vec<usize>,
+}
+
+/// One fused kernel to be: realized Pointwise buffers sharing one iteration space, or (with
+/// `reduction`) Reductions over one space plus the pointwise epilogues over that whole space
+/// that read them (softmax's normalization, layer_norm's output).
 #[derive(Clone, Debug)]
 pub struct KernelGroup {
     pub members: Vec<BufferId>,
+    /// The kernel's outer ranges (for reductions: `input_sizes` with the reduced dims set to 1).
     pub ranges: Vec<i64>,
+    pub reduction: Option<ReductionSpace>,
     /// Buffers this group's loop body reaches through pointwise edges (pointwise producers and
     /// the buffers they read).
     reach: HashSet<BufferId>,
@@ -45,13 +57,7 @@ pub fn direct_reads(g: &FxGraph, ir: &GraphIr) -> Vec<Vec<BufferId>> {
     ir.buffers
         .iter()
         .map(|b| match &b.kind {
-            BufferKind::Pointwise(pw) => {
-                let mut h = ReadsHandler::default();
-                let n = pw.ranges.len();
-                let index: Vec<_> = (0..n).map(|d| super::ir::Affine::var(d, n)).collect();
-                (pw.inner_fn)(&mut h, &index);
-                h.reads
-            }
+            BufferKind::Pointwise(_) | BufferKind::Reduction(_) => ir.body_reads(b.id),
             BufferKind::Fallback(fb) => {
                 let node = &g.nodes[fb.node];
                 let mut reads = Vec::new();
@@ -74,7 +80,7 @@ pub fn direct_reads(g: &FxGraph, ir: &GraphIr) -> Vec<Vec<BufferId>> {
 fn is_executed(ir: &GraphIr, b: BufferId) -> bool {
     match &ir.buffer(b).kind {
         BufferKind::Pointwise(pw) => pw.realized,
-        BufferKind::Fallback(_) => true,
+        BufferKind::Fallback(_) | BufferKind::Reduction(_) => true,
         _ => false,
     }
 }
@@ -96,7 +102,7 @@ pub fn schedule(g: &FxGraph, ir: &GraphIr) -> Schedule {
     // Pointwise reach: the buffer itself plus pointwise buffers reachable through pointwise edges.
     let mut reach: Vec<HashSet<BufferId>> = vec![HashSet::new(); n];
     for b in 0..n {
-        if ir.pointwise(BufferId(b as u32)).is_none() {
+        if ir.pointwise(BufferId(b as u32)).is_none() && ir.reduction(BufferId(b as u32)).is_none() {
             continue;
         }
         let mut set = HashSet::from([BufferId(b as u32)]);
@@ -130,28 +136,41 @@ pub fn schedule(g: &FxGraph, ir: &GraphIr) -> Schedule {
     let mut why_no_fuse = Vec::new();
     for b in 0..n {
         let id = BufferId(b as u32);
-        let Some(pw) = ir.pointwise(id) else { continue };
-        if !pw.realized {
-            continue;
-        }
+        // What this buffer needs of a group: its own space (pointwise ranges, or a reduction's).
+        let (my_ranges, my_space) = match &ir.buffer(id).kind {
+            BufferKind::Pointwise(pw) if pw.realized => (pw.ranges.clone(), None),
+            BufferKind::Reduction(r) => {
+                (r.outer_ranges(), Some(ReductionSpace { input_sizes: r.input_sizes.clone(), reduced: r.reduced.clone() }))
+            }
+            _ => continue,
+        };
         let mut placed = None;
         for (gi, grp) in groups.iter().enumerate() {
             if grp.reach.is_disjoint(&reach[b]) {
                 continue;
             }
             let first = grp.members[0];
-            if grp.ranges != pw.ranges {
-                let msg = format!(
-                    "cannot fuse {id} with {first}: ranges {:?} differ from {:?}",
-                    pw.ranges, grp.ranges
-                );
+            let fits = match (&grp.reduction, &my_space) {
+                (None, None) => grp.ranges == my_ranges,
+                (Some(space), Some(mine)) => space == mine,
+                // A pointwise epilogue over the reduction's whole input space, or over its
+                // output (computed once per point after the loops: `sum / n` for a mean).
+                (Some(space), None) => member_index(space, &my_ranges).is_some(),
+                (None, Some(_)) => false,
+            };
+            if !fits {
+                let msg = format!("cannot fuse {id} with {first}: ranges {my_ranges:?} differ from {:?}", grp.ranges);
                 tracing::debug!(target: "inductor::fusion", "{msg}");
                 why_no_fuse.push(msg);
                 continue;
             }
             let mut members = grp.members.clone();
             members.push(id);
-            match legal(&members) {
+            let checked = legal(&members).and_then(|()| match &grp.reduction {
+                Some(space) => reduction_reads_ok(ir, &members, space),
+                None => Ok(()),
+            });
+            match checked {
                 Ok(()) => {
                     placed = Some(gi);
                     break;
@@ -172,7 +191,7 @@ pub fn schedule(g: &FxGraph, ir: &GraphIr) -> Schedule {
             }
             None => {
                 group_of[b] = Some(groups.len());
-                groups.push(KernelGroup { members: vec![id], ranges: pw.ranges.clone(), reach: reach[b].clone() });
+                groups.push(KernelGroup { members: vec![id], ranges: my_ranges, reduction: my_space, reach: reach[b].clone() });
             }
         }
     }
@@ -186,6 +205,7 @@ pub fn schedule(g: &FxGraph, ir: &GraphIr) -> Schedule {
     let unit_of = |b: u32| -> Option<Unit> {
         match &ir.buffers[b as usize].kind {
             BufferKind::Pointwise(pw) if pw.realized => group_of[b as usize].map(Unit::Group),
+            BufferKind::Reduction(_) => group_of[b as usize].map(Unit::Group),
             BufferKind::Fallback(_) => Some(Unit::Fallback(b)),
             _ => None,
         }
@@ -274,9 +294,14 @@ pub fn verify(g: &FxGraph, ir: &GraphIr, sched: &Schedule) -> Result<(), Vec<Str
                 let grp = &sched.groups[*gi];
                 for m in &grp.members {
                     position.insert(m.0, i);
-                    match ir.pointwise(*m) {
-                        Some(pw) if pw.realized && pw.ranges == grp.ranges => {}
-                        _ => errors.push(format!("{m} in kernel group {gi} is not a realized pointwise over {:?}", grp.ranges)),
+                    let ok = match (&grp.reduction, &ir.buffer(*m).kind) {
+                        (None, BufferKind::Pointwise(pw)) => pw.realized && pw.ranges == grp.ranges,
+                        (Some(space), BufferKind::Pointwise(pw)) => pw.realized && member_index(space, &pw.ranges).is_some(),
+                        (Some(space), BufferKind::Reduction(r)) => r.input_sizes == space.input_sizes && r.reduced == space.reduced,
+                        _ => false,
+                    };
+                    if !ok {
+                        errors.push(format!("{m} in kernel group {gi} does not fit its space {:?}", grp.ranges));
                     }
                 }
             }
@@ -312,4 +337,138 @@ pub fn verify(g: &FxGraph, ir: &GraphIr, sched: &Schedule) -> Result<(), Vec<Str
 
 fn is_same_step(sched: &Schedule, step: usize) -> bool {
     matches!(sched.steps[step], Step::Kernel(_))
+}
+
+/// Handler that inlines unrealized Pointwise producers and records every other load with its
+/// index (the reads a fused kernel makes from memory or from its own members). Realized
+/// pointwise loads are recorded, not followed: they are members (inlined by codegen) or memory.
+struct IndexedReads<'a> {
+    ir: &'a GraphIr,
+    loads: Vec<(BufferId, Vec<Affine>)>,
+}
+
+impl OpsHandler for IndexedReads<'_> {
+    fn load(&mut self, buf: BufferId, index: &[Affine]) -> OpsValue {
+        match self.ir.pointwise(buf) {
+            Some(pw) if !pw.realized => {
+                let f = pw.inner_fn.clone();
+                f(self, index)
+            }
+            _ => {
+                self.loads.push((buf, index.to_vec()));
+                OpsValue(0)
+            }
+        }
+    }
+    fn constant(&mut self, _v: f64, _d: DType) -> OpsValue {
+        OpsValue(0)
+    }
+    fn unary(&mut self, _op: super::ir::UnaryOp, _a: OpsValue) -> OpsValue {
+        OpsValue(0)
+    }
+    fn binary(&mut self, _op: super::ir::BinaryOp, _a: OpsValue, _b: OpsValue) -> OpsValue {
+        OpsValue(0)
+    }
+    fn compare(&mut self, _op: super::ir::CmpOp, _a: OpsValue, _b: OpsValue) -> OpsValue {
+        OpsValue(0)
+    }
+    fn where_(&mut self, _c: OpsValue, _a: OpsValue, _b: OpsValue) -> OpsValue {
+        OpsValue(0)
+    }
+    fn to_dtype(&mut self, _a: OpsValue, _d: DType) -> OpsValue {
+        OpsValue(0)
+    }
+}
+
+/// The index at which a reader over the reduction space reads reduction `r`'s result for its own
+/// point: input dim `d` of each output dim, or 0 for a reduced (kept) dim.
+/// Dims of size 1 read index 0 (so `i0` over a size-1 dim and the constant 0 compare equal).
+pub fn reduction_identity_index(r: &Reduction, n_vars: usize) -> Vec<Affine> {
+    r.out_dims()
+        .into_iter()
+        .map(|d| {
+            if r.reduced.contains(&d) || r.input_sizes[d] == 1 {
+                Affine::constant(0, n_vars)
+            } else {
+                Affine::var(d, n_vars)
+            }
+        })
+        .collect()
+}
+
+/// `index` with the coefficients of variables whose range is 1 dropped (they are always 0).
+pub fn drop_unit_vars(index: &[Affine], var_ranges: &[i64]) -> Vec<Affine> {
+    index
+        .iter()
+        .map(|a| {
+            let mut a = a.clone();
+            for (c, r) in a.coeffs.iter_mut().zip(var_ranges) {
+                if *r == 1 {
+                    *c = 0;
+                }
+            }
+            a
+        })
+        .collect()
+}
+
+/// In a reduction group, members may read member reductions only at their own point (the value
+/// the kernel holds after the reduction loop), never at another index.
+fn reduction_reads_ok(ir: &GraphIr, members: &[BufferId], space: &ReductionSpace) -> Result<(), String> {
+    let n = space.input_sizes.len();
+    let index: Vec<Affine> = (0..n).map(|d| Affine::var(d, n)).collect();
+    for m in members {
+        let mut h = IndexedReads { ir, loads: Vec::new() };
+        match &ir.buffer(*m).kind {
+            BufferKind::Pointwise(pw) => {
+                let placement = member_index(space, &pw.ranges).ok_or_else(|| format!("{m} does not fit the space"))?;
+                let idx: Vec<Affine> = placement
+                    .iter()
+                    .map(|p| match p {
+                        Some(d) => Affine::var(*d, n),
+                        None => Affine::constant(0, n),
+                    })
+                    .collect();
+                (pw.inner_fn)(&mut h, &idx);
+            }
+            BufferKind::Reduction(r) => {
+                (r.inner_fn)(&mut h, &index);
+            }
+            _ => return Err(format!("{m} is neither pointwise nor a reduction")),
+        }
+        for (buf, idx) in h.loads {
+            if !members.contains(&buf) {
+                continue;
+            }
+            // Pointwise members are inlined at any index; a member reduction only exists at
+            // the point being computed.
+            if let Some(r) = ir.reduction(buf) {
+                if drop_unit_vars(&idx, &space.input_sizes) != reduction_identity_index(r, n) {
+                    return Err(format!("{m} reads {buf} at another point than its own"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where a pointwise buffer over `ranges` sits in a reduction space: for each of its dims, the
+/// input dim whose loop variable it follows, or `None` for a size-1 dim that is always 0. It fits
+/// when `ranges` is the whole input space (an epilogue inside the reduction loop), the output
+/// with kept dims, or the output without them (computed after the loops).
+pub fn member_index(space: &ReductionSpace, ranges: &[i64]) -> Option<Vec<Option<usize>>> {
+    let n = space.input_sizes.len();
+    if ranges == space.input_sizes.as_slice() {
+        return Some((0..n).map(Some).collect());
+    }
+    let kept: Vec<i64> = (0..n).map(|d| if space.reduced.contains(&d) { 1 } else { space.input_sizes[d] }).collect();
+    if ranges == kept.as_slice() {
+        return Some((0..n).map(|d| (!space.reduced.contains(&d)).then_some(d)).collect());
+    }
+    let outer: Vec<usize> = (0..n).filter(|d| !space.reduced.contains(d)).collect();
+    let squeezed: Vec<i64> = outer.iter().map(|&d| space.input_sizes[d]).collect();
+    if ranges == squeezed.as_slice() {
+        return Some(outer.into_iter().map(Some).collect());
+    }
+    None
 }

@@ -1,0 +1,898 @@
+//! Decompositions: composite torch ops written once as rules over a small core (Pointwise bodies,
+//! `Reduction`s and views), through the [`Lowerer`] builder (PyTorch: `torch/_decomp` and
+//! `torch/_inductor/decomposition.py`, plus the view lowerings of `torch/_inductor/lowering.py`).
+//!
+//! Every rule reads its arguments by parameter name ([`bind`]), refuses what it does not model
+//! with a reason (the node then runs as a FallbackKernel), and produces exactly the sizes and dtype
+//! torch's meta says (`lowering::validate` checks).
+//!
+//! Views are unrealized Pointwise buffers whose body loads the base at a remapped index: affine
+//! for permute/transpose/expand/squeeze/unsqueeze/slicing and for reshapes that only split dims
+//! or add/remove size-1 dims; a reshape that merges dims of size > 1 would need division and is
+//! refused (torch then makes the view, for free, on the real tensor). A view whose value leaves
+//! the graph or feeds an op we do not lower is refused too, so that torch's aliasing is kept and
+//! no copy is made.
+
+use super::fx_import::{FxArg, FxNode, FxOp};
+use super::ir::{Affine, BinaryOp, DType, OpsHandler, OpsValue, Reduction, ReductionType, UnaryOp};
+use super::lowering::{load_broadcast, LoweringError, Lowerer, TensorRef};
+
+type Decomposition = fn(&mut Lowerer<'_>) -> Result<TensorRef, LoweringError>;
+
+/// The decomposition table: canonical op name -> rule.
+pub fn lookup(canonical: &str) -> Option<Decomposition> {
+    Some(match canonical {
+        "batch_norm" => batch_norm,
+        "layer_norm" => layer_norm,
+        "softmax" => softmax,
+        "log_softmax" => log_softmax,
+        "sum" => sum,
+        "mean" => mean,
+        "amax" => amax,
+        "amin" => amin,
+        "adaptive_avg_pool2d" => adaptive_avg_pool2d,
+        "hardswish" => hardswish,
+        "hardsigmoid" => hardsigmoid,
+        "hardtanh" => hardtanh,
+        "relu6" => relu6,
+        "dropout" => dropout,
+        "flatten" => flatten,
+        "view" | "reshape" => reshape,
+        "transpose" => transpose,
+        "t" => t,
+        "permute" => permute,
+        "unsqueeze" => unsqueeze,
+        "squeeze" => squeeze,
+        "expand" => expand,
+        "contiguous" => contiguous,
+        "getitem" => getitem,
+        _ => return None,
+    })
+}
+
+/// True for decomposed ops whose value is always a new tensor (never a view of an argument);
+/// functionalization's alias analysis relies on it.
+pub fn returns_fresh(canonical: &str) -> bool {
+    matches!(
+        canonical,
+        "batch_norm"
+            | "layer_norm"
+            | "softmax"
+            | "log_softmax"
+            | "sum"
+            | "mean"
+            | "amax"
+            | "amin"
+            | "adaptive_avg_pool2d"
+            | "hardswish"
+            | "hardsigmoid"
+            | "hardtanh"
+            | "relu6"
+    )
+}
+
+fn unsupported<T>(what: impl Into<String>) -> Result<T, LoweringError> {
+    Err(LoweringError::Unsupported(what.into()))
+}
+
+/// Binds the node's positional and keyword arguments to `params` (in signature order; for
+/// methods the first is `self`). Unknown keywords are refused.
+pub fn bind<'n>(node: &'n FxNode, params: &[&str]) -> Result<Vec<Option<&'n FxArg>>, LoweringError> {
+    let mut out: Vec<Option<&FxArg>> = vec![None; params.len()];
+    if node.args.len() > params.len() {
+        return unsupported(format!("{} positional arguments", node.args.len()));
+    }
+    for (i, a) in node.args.iter().enumerate() {
+        out[i] = Some(a);
+    }
+    for (k, v) in &node.kwargs {
+        match params.iter().position(|p| p == k) {
+            Some(i) if out[i].is_none() => out[i] = Some(v),
+            _ => return unsupported(format!("keyword argument {k}")),
+        }
+    }
+    Ok(out)
+}
+
+fn number(a: Option<&FxArg>, default: f64) -> Result<f64, LoweringError> {
+    match a {
+        None | Some(FxArg::None) => Ok(default),
+        Some(FxArg::Float(v)) => Ok(*v),
+        Some(FxArg::Int(v)) => Ok(*v as f64),
+        Some(other) => unsupported(format!("expected a number, got {other:?}")),
+    }
+}
+
+fn boolean(a: Option<&FxArg>, default: bool) -> Result<bool, LoweringError> {
+    match a {
+        None => Ok(default),
+        Some(FxArg::Bool(b)) => Ok(*b),
+        Some(other) => unsupported(format!("expected a bool, got {other:?}")),
+    }
+}
+
+fn int(a: &FxArg) -> Result<i64, LoweringError> {
+    match a {
+        FxArg::Int(v) => Ok(*v),
+        other => unsupported(format!("expected an int, got {other:?}")),
+    }
+}
+
+/// A list of ints given as one tuple/list argument or as the remaining positional arguments
+/// (`x.view(2, 3)` and `x.view((2, 3))`).
+fn int_list(args: &[FxArg]) -> Result<Vec<i64>, LoweringError> {
+    match args {
+        [FxArg::Tuple(items)] | [FxArg::List(items)] => items.iter().map(int).collect(),
+        _ => args.iter().map(int).collect(),
+    }
+}
+
+/// Normalizes a possibly negative dim for a tensor of `ndim` dims (`ndim` 0 accepts -1 and 0).
+fn wrap_dim(d: i64, ndim: usize) -> Result<usize, LoweringError> {
+    let n = ndim.max(1) as i64;
+    let w = if d < 0 { d + n } else { d };
+    if w < 0 || w >= n {
+        return unsupported(format!("dim {d} out of range for {ndim} dims"));
+    }
+    Ok(w as usize)
+}
+
+/// The reduced dims named by a `dim` argument (None: all), sorted and deduplicated.
+fn reduce_dims(dim: Option<&FxArg>, ndim: usize) -> Result<Vec<usize>, LoweringError> {
+    let mut dims = match dim {
+        None | Some(FxArg::None) => (0..ndim).collect(),
+        Some(FxArg::Int(d)) => vec![wrap_dim(*d, ndim)?],
+        Some(FxArg::Tuple(items)) | Some(FxArg::List(items)) if items.is_empty() => (0..ndim).collect(),
+        Some(FxArg::Tuple(items)) | Some(FxArg::List(items)) => {
+            items.iter().map(|a| int(a).and_then(|d| wrap_dim(d, ndim))).collect::<Result<_, _>>()?
+        }
+        Some(other) => return unsupported(format!("dim {other:?}")),
+    };
+    dims.sort_unstable();
+    dims.dedup();
+    Ok(dims)
+}
+
+fn f32_input(lw: &Lowerer<'_>, a: Option<&FxArg>) -> Result<TensorRef, LoweringError> {
+    let t = lw.tensor(a.ok_or_else(|| LoweringError::Unsupported("missing input".into()))?)?;
+    if t.dtype != DType::F32 {
+        return unsupported("input is not float32");
+    }
+    Ok(t)
+}
+
+/// `op` of `x` over `dims` (float32), as a realized Reduction.
+fn reduce(lw: &mut Lowerer<'_>, x: &TensorRef, dims: Vec<usize>, keepdim: bool, op: ReductionType) -> TensorRef {
+    let xc = x.clone();
+    lw.reduction(Reduction {
+        input_sizes: x.sizes.clone(),
+        reduced: dims,
+        keepdim,
+        op,
+        inner_fn: std::rc::Rc::new(move |h: &mut dyn OpsHandler, idx: &[Affine]| h.load(xc.buf, idx)),
+    })
+}
+
+/// `t * k` as an unrealized Pointwise (`k` a float32 constant).
+fn scale(lw: &mut Lowerer<'_>, t: &TensorRef, k: f64) -> TensorRef {
+    let tc = t.clone();
+    lw.pointwise(&t.sizes, DType::F32, move |h, idx| {
+        let v = load_broadcast(h, &tc, idx);
+        let c = h.constant(k, DType::F32);
+        h.binary(BinaryOp::Mul, v, c)
+    })
+}
+
+// ---- reductions -----------------------------------------------------------------------------
+
+fn reduction_op(lw: &mut Lowerer<'_>, op: ReductionType, mean: bool) -> Result<TensorRef, LoweringError> {
+    let node = lw.fx_node();
+    let is_sum_like = matches!(node.canonical, Some("sum" | "mean"));
+    let params: &[&str] = if is_sum_like { &["input", "dim", "keepdim", "dtype"] } else { &["input", "dim", "keepdim"] };
+    let a = bind(node, params)?;
+    if is_sum_like && !matches!(a.get(3).copied().flatten(), None | Some(FxArg::None)) {
+        return unsupported("dtype=");
+    }
+    let x = f32_input(lw, a[0])?;
+    let dims = reduce_dims(a[1], x.sizes.len())?;
+    let keepdim = boolean(a[2], false)?;
+    if x.sizes.is_empty() {
+        return unsupported("reduction of a 0-d tensor");
+    }
+    let n: i64 = dims.iter().map(|&d| x.sizes[d]).product();
+    let r = reduce(lw, &x, dims, keepdim, op);
+    Ok(if mean { scale(lw, &r, 1.0 / n as f64) } else { r })
+}
+
+fn sum(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    reduction_op(lw, ReductionType::Sum, false)
+}
+
+fn mean(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    reduction_op(lw, ReductionType::Sum, true)
+}
+
+fn amax(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    reduction_op(lw, ReductionType::Max, false)
+}
+
+fn amin(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    reduction_op(lw, ReductionType::Min, false)
+}
+
+/// `F.adaptive_avg_pool2d(x, 1)`: the mean over the last two dims, kept as size 1.
+fn adaptive_avg_pool2d(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let a = bind(lw.fx_node(), &["input", "output_size"])?;
+    let x = f32_input(lw, a[0])?;
+    let ones = match a[1] {
+        Some(FxArg::Int(1)) => true,
+        Some(FxArg::Tuple(items)) | Some(FxArg::List(items)) => items.iter().all(|v| matches!(v, FxArg::Int(1))),
+        _ => false,
+    };
+    let nd = x.sizes.len();
+    if !ones || nd < 3 {
+        return unsupported("adaptive_avg_pool2d to a size other than 1x1");
+    }
+    let n = x.sizes[nd - 2] * x.sizes[nd - 1];
+    let r = reduce(lw, &x, vec![nd - 2, nd - 1], true, ReductionType::Sum);
+    Ok(scale(lw, &r, 1.0 / n as f64))
+}
+
+/// softmax(x, dim) = exp(x - amax(x)) / sum(exp(x - amax(x)))   (torch's max-shifted form).
+fn softmax_parts(lw: &mut Lowerer<'_>) -> Result<(TensorRef, TensorRef, TensorRef, usize), LoweringError> {
+    let a = bind(lw.fx_node(), &["input", "dim", "_stacklevel", "dtype"])?;
+    if !matches!(a[3], None | Some(FxArg::None)) {
+        return unsupported("dtype=");
+    }
+    let x = f32_input(lw, a[0])?;
+    let dim = match a[1] {
+        Some(FxArg::Int(d)) => wrap_dim(*d, x.sizes.len())?,
+        _ => return unsupported("softmax without an int dim"),
+    };
+    if x.sizes.is_empty() {
+        return unsupported("softmax of a 0-d tensor");
+    }
+    let m = reduce(lw, &x, vec![dim], true, ReductionType::Max);
+    let (xc, mc) = (x.clone(), m.clone());
+    // A row that is all -inf has max -inf; torch gives NaN there, and so does exp(-inf - -inf).
+    let e = lw.pointwise(&x.sizes, DType::F32, move |h, idx| {
+        let v = load_broadcast(h, &xc, idx);
+        let mx = load_broadcast(h, &mc, idx);
+        let d = h.binary(BinaryOp::Sub, v, mx);
+        h.unary(UnaryOp::Exp, d)
+    });
+    let s = reduce(lw, &e, vec![dim], true, ReductionType::Sum);
+    Ok((x, m, s, dim))
+}
+
+fn softmax(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let (x, m, s, _) = softmax_parts(lw)?;
+    Ok(lw.pointwise(&x.sizes.clone(), DType::F32, move |h, idx| {
+        let v = load_broadcast(h, &x, idx);
+        let mx = load_broadcast(h, &m, idx);
+        let d = h.binary(BinaryOp::Sub, v, mx);
+        let e = h.unary(UnaryOp::Exp, d);
+        let total = load_broadcast(h, &s, idx);
+        h.binary(BinaryOp::Div, e, total)
+    }))
+}
+
+/// log_softmax(x) = (x - amax(x)) - log(sum(exp(x - amax(x)))).
+fn log_softmax(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let (x, m, s, _) = softmax_parts(lw)?;
+    Ok(lw.pointwise(&x.sizes.clone(), DType::F32, move |h, idx| {
+        let v = load_broadcast(h, &x, idx);
+        let mx = load_broadcast(h, &m, idx);
+        let d = h.binary(BinaryOp::Sub, v, mx);
+        let total = load_broadcast(h, &s, idx);
+        let l = h.unary(UnaryOp::Log, total);
+        h.binary(BinaryOp::Sub, d, l)
+    }))
+}
+
+/// layer_norm over the last `len(normalized_shape)` dims: mean, then the biased variance as the
+/// mean of squared deviations (two passes, as numerically stable as torch's Welford here), then
+/// `(x - mean) * rsqrt(var + eps) * weight + bias`.
+fn layer_norm(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let a = bind(lw.fx_node(), &["input", "normalized_shape", "weight", "bias", "eps", "cudnn_enable"])?;
+    let x = f32_input(lw, a[0])?;
+    let shape = match a[1] {
+        Some(FxArg::Tuple(items)) | Some(FxArg::List(items)) => items.iter().map(int).collect::<Result<Vec<_>, _>>()?,
+        Some(FxArg::Int(v)) => vec![*v],
+        _ => return unsupported("normalized_shape"),
+    };
+    let nd = x.sizes.len();
+    if shape.is_empty() || shape.len() > nd || x.sizes[nd - shape.len()..] != shape[..] {
+        return unsupported("normalized_shape does not match the input");
+    }
+    let affine = |lw: &Lowerer<'_>, arg: Option<&FxArg>| -> Result<Option<TensorRef>, LoweringError> {
+        match arg {
+            None | Some(FxArg::None) => Ok(None),
+            Some(t) => {
+                let t = lw.tensor(t)?;
+                if t.sizes != shape || t.dtype != DType::F32 {
+                    return unsupported("weight/bias shape");
+                }
+                Ok(Some(t))
+            }
+        }
+    };
+    let weight = affine(lw, a[2])?;
+    let bias = affine(lw, a[3])?;
+    let eps = number(a[4], 1e-5)?;
+    let dims: Vec<usize> = (nd - shape.len()..nd).collect();
+    let n: i64 = shape.iter().product();
+    let s = reduce(lw, &x, dims.clone(), true, ReductionType::Sum);
+    let mean = scale(lw, &s, 1.0 / n as f64);
+    let (xc, mc) = (x.clone(), mean.clone());
+    let dev2 = lw.pointwise(&x.sizes, DType::F32, move |h, idx| {
+        let v = load_broadcast(h, &xc, idx);
+        let m = load_broadcast(h, &mc, idx);
+        let d = h.binary(BinaryOp::Sub, v, m);
+        h.binary(BinaryOp::Mul, d, d)
+    });
+    let ss = reduce(lw, &dev2, dims, true, ReductionType::Sum);
+    Ok(lw.pointwise(&x.sizes.clone(), DType::F32, move |h, idx| {
+        let v = load_broadcast(h, &x, idx);
+        let m = load_broadcast(h, &mean, idx);
+        let var_sum = load_broadcast(h, &ss, idx);
+        let inv_n = h.constant(1.0 / n as f64, DType::F32);
+        let var = h.binary(BinaryOp::Mul, var_sum, inv_n);
+        let e = h.constant(eps, DType::F32);
+        let ve = h.binary(BinaryOp::Add, var, e);
+        let r = h.unary(UnaryOp::Rsqrt, ve);
+        let d = h.binary(BinaryOp::Sub, v, m);
+        let mut y = h.binary(BinaryOp::Mul, d, r);
+        if let Some(w) = &weight {
+            let wv = load_broadcast(h, w, idx);
+            y = h.binary(BinaryOp::Mul, y, wv);
+        }
+        if let Some(b) = &bias {
+            let bv = load_broadcast(h, b, idx);
+            y = h.binary(BinaryOp::Add, y, bv);
+        }
+        y
+    }))
+}
+
+// ---- normalization and activations ------------------------------------------------------------
+
+/// Loads a per-channel vector `t` (sizes `[C]`) at the channel (dim 1) of `idx`.
+fn load_channel(h: &mut dyn OpsHandler, t: &TensorRef, idx: &[Affine]) -> OpsValue {
+    h.load(t.buf, &idx[1..2])
+}
+
+/// F.batch_norm in inference (`training=False`): with `alpha = weight / sqrt(var + eps)` and
+/// `beta = bias - mean * alpha` per channel (dim 1), `y = x * alpha + beta` (torch's CPU kernel
+/// computes the same two per-channel factors). Training mode updates running statistics and runs
+/// through torch.
+fn batch_norm(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let a = bind(lw.fx_node(), &["input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"])?;
+    if boolean(a[5], false)? {
+        return unsupported("batch_norm in training mode");
+    }
+    let x = f32_input(lw, a[0])?;
+    if x.sizes.len() < 2 {
+        return unsupported("batch_norm of fewer than 2 dims");
+    }
+    let c = x.sizes[1];
+    let channel = |lw: &Lowerer<'_>, arg: Option<&FxArg>| -> Result<Option<TensorRef>, LoweringError> {
+        match arg {
+            None | Some(FxArg::None) => Ok(None),
+            Some(t) => {
+                let t = lw.tensor(t)?;
+                if t.sizes != [c] || t.dtype != DType::F32 {
+                    return unsupported("per-channel tensor of the wrong shape");
+                }
+                Ok(Some(t))
+            }
+        }
+    };
+    let (Some(rm), Some(rv)) = (channel(lw, a[1])?, channel(lw, a[2])?) else {
+        return unsupported("batch_norm without running statistics");
+    };
+    let weight = channel(lw, a[3])?;
+    let bias = channel(lw, a[4])?;
+    let eps = number(a[7], 1e-5)?;
+    Ok(lw.pointwise(&x.sizes.clone(), DType::F32, move |h, idx| {
+        let v = h.load(x.buf, idx);
+        let var = load_channel(h, &rv, idx);
+        let e = h.constant(eps, DType::F32);
+        let ve = h.binary(BinaryOp::Add, var, e);
+        let sd = h.unary(UnaryOp::Sqrt, ve);
+        let one = h.constant(1.0, DType::F32);
+        let inv = h.binary(BinaryOp::Div, one, sd);
+        let alpha = match &weight {
+            Some(w) => {
+                let wv = load_channel(h, w, idx);
+                h.binary(BinaryOp::Mul, wv, inv)
+            }
+            None => inv,
+        };
+        let mean = load_channel(h, &rm, idx);
+        let ma = h.binary(BinaryOp::Mul, mean, alpha);
+        let beta = match &bias {
+            Some(b) => {
+                let bv = load_channel(h, b, idx);
+                h.binary(BinaryOp::Sub, bv, ma)
+            }
+            None => {
+                let zero = h.constant(0.0, DType::F32);
+                h.binary(BinaryOp::Sub, zero, ma)
+            }
+        };
+        let xa = h.binary(BinaryOp::Mul, v, alpha);
+        h.binary(BinaryOp::Add, xa, beta)
+    }))
+}
+
+/// `min(max(x, lo), hi)` with NaN propagated (torch.clamp).
+fn clamp_value(h: &mut dyn OpsHandler, x: OpsValue, lo: f64, hi: f64) -> OpsValue {
+    let l = h.constant(lo, DType::F32);
+    let u = h.constant(hi, DType::F32);
+    let v = h.binary(BinaryOp::Maximum, x, l);
+    h.binary(BinaryOp::Minimum, v, u)
+}
+
+/// A unary activation `f(x)` over a float32 input given as `input` (first argument).
+fn activation(
+    lw: &mut Lowerer<'_>,
+    params: &[&str],
+    f: impl Fn(&mut dyn OpsHandler, OpsValue, &[f64]) -> OpsValue + 'static,
+    defaults: &[f64],
+) -> Result<TensorRef, LoweringError> {
+    let a = bind(lw.fx_node(), params)?;
+    let x = f32_input(lw, a[0])?;
+    // Trailing parameters: numbers (with defaults) and the `inplace` flag, which must be off
+    // (functionalization turned it off for in-place forms).
+    let mut nums = Vec::new();
+    for (k, p) in params.iter().enumerate().skip(1) {
+        if *p == "inplace" {
+            if boolean(a[k], false)? {
+                return unsupported("inplace=True");
+            }
+        } else {
+            nums.push(number(a[k], defaults[nums.len()])?);
+        }
+    }
+    Ok(lw.pointwise(&x.sizes.clone(), DType::F32, move |h, idx| {
+        let v = h.load(x.buf, idx);
+        f(h, v, &nums)
+    }))
+}
+
+/// hardswish(x) = x * clamp(x + 3, 0, 6) / 6.
+fn hardswish(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    activation(
+        lw,
+        &["input", "inplace"],
+        |h, x, _| {
+            let three = h.constant(3.0, DType::F32);
+            let s = h.binary(BinaryOp::Add, x, three);
+            let c = clamp_value(h, s, 0.0, 6.0);
+            let six = h.constant(6.0, DType::F32);
+            let xc = h.binary(BinaryOp::Mul, x, c);
+            h.binary(BinaryOp::Div, xc, six)
+        },
+        &[],
+    )
+}
+
+/// hardsigmoid(x) = clamp(x + 3, 0, 6) / 6.
+fn hardsigmoid(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    activation(
+        lw,
+        &["input", "inplace"],
+        |h, x, _| {
+            let three = h.constant(3.0, DType::F32);
+            let s = h.binary(BinaryOp::Add, x, three);
+            let c = clamp_value(h, s, 0.0, 6.0);
+            let six = h.constant(6.0, DType::F32);
+            h.binary(BinaryOp::Div, c, six)
+        },
+        &[],
+    )
+}
+
+/// hardtanh(x, min_val=-1, max_val=1) = clamp(x, min_val, max_val).
+fn hardtanh(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    activation(lw, &["input", "min_val", "max_val", "inplace"], |h, x, p| clamp_value(h, x, p[0], p[1]), &[-1.0, 1.0])
+}
+
+/// relu6(x) = clamp(x, 0, 6).
+fn relu6(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    activation(lw, &["input", "inplace"], |h, x, _| clamp_value(h, x, 0.0, 6.0), &[])
+}
+
+/// F.dropout with `training=False` (or `p=0`) is the identity: a view of its input.
+fn dropout(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let a = bind(lw.fx_node(), &["input", "p", "training", "inplace"])?;
+    let p = number(a[1], 0.5)?;
+    if boolean(a[2], true)? && p != 0.0 {
+        return unsupported("dropout in training mode");
+    }
+    if boolean(a[3], false)? {
+        return unsupported("inplace=True");
+    }
+    let x = lw.tensor(a[0].ok_or_else(|| LoweringError::Unsupported("missing input".into()))?)?;
+    let sizes = x.sizes.clone();
+    view(lw, &x, &sizes, |idx| idx.to_vec())
+}
+
+// ---- views ----------------------------------------------------------------------------------
+
+/// A view of `base` with `sizes`: an unrealized Pointwise loading `base` at `map(index)`.
+/// Refused when the value leaves the graph or feeds an op we do not lower (see the module docs).
+fn view(
+    lw: &mut Lowerer<'_>,
+    base: &TensorRef,
+    sizes: &[i64],
+    map: impl Fn(&[Affine]) -> Vec<Affine> + 'static,
+) -> Result<TensorRef, LoweringError> {
+    let g = lw.g;
+    for &u in &g.nodes[lw.node].users {
+        let user = &g.nodes[u];
+        let lowered_op = match user.canonical {
+            Some(c) => super::lowering::is_pointwise_op(c) || lookup(c).is_some(),
+            None => false,
+        };
+        if matches!(user.op, FxOp::Output) || !lowered_op {
+            return unsupported(format!("view read by {} (torch makes it without a copy)", user.name));
+        }
+    }
+    let b = base.clone();
+    Ok(lw.pointwise(sizes, base.dtype, move |h, idx| {
+        let bidx = map(idx);
+        h.load(b.buf, &bidx)
+    }))
+}
+
+fn self_tensor(lw: &Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let a = lw.fx_node().args.first().ok_or_else(|| LoweringError::Unsupported("missing self".into()))?;
+    lw.tensor(a)
+}
+
+/// The meta sizes torch computed for the node (views are checked against them).
+fn meta_sizes(lw: &Lowerer<'_>) -> Result<Vec<i64>, LoweringError> {
+    Ok(lw.fx_node().meta.as_ref().ok_or_else(|| LoweringError::Unsupported("no meta".into()))?.layout.sizes.clone())
+}
+
+/// Index map of a reshape from `from` to `to` (same numel) when it is affine. Size-1 dims are
+/// set aside (they always index 0); the other dims are matched in groups of equal products. A
+/// group with one base dim is the identity or a split (affine); a group merging several base
+/// dims would need division, so `None`. Result: per group, the base dim and the output dims.
+fn reshape_map(from: &[i64], to: &[i64]) -> Option<Vec<(usize, Vec<usize>)>> {
+    let fi: Vec<usize> = (0..from.len()).filter(|&d| from[d] != 1).collect();
+    let tj: Vec<usize> = (0..to.len()).filter(|&d| to[d] != 1).collect();
+    let (mut i, mut j) = (0usize, 0usize);
+    let mut groups = Vec::new();
+    while i < fi.len() && j < tj.len() {
+        let (mut gi, mut gj) = (vec![fi[i]], vec![tj[j]]);
+        let (mut pi, mut pj) = (from[fi[i]], to[tj[j]]);
+        i += 1;
+        j += 1;
+        while pi != pj {
+            if pi < pj {
+                if i >= fi.len() {
+                    return None;
+                }
+                pi *= from[fi[i]];
+                gi.push(fi[i]);
+                i += 1;
+            } else {
+                if j >= tj.len() {
+                    return None;
+                }
+                pj *= to[tj[j]];
+                gj.push(tj[j]);
+                j += 1;
+            }
+        }
+        if gi.len() > 1 {
+            return None;
+        }
+        groups.push((gi[0], gj));
+    }
+    (i == fi.len() && j == tj.len()).then_some(groups)
+}
+
+fn reshape_to(lw: &mut Lowerer<'_>, x: &TensorRef, to: Vec<i64>) -> Result<TensorRef, LoweringError> {
+    let numel: i64 = x.sizes.iter().product();
+    if numel == 0 || to.iter().product::<i64>() != numel {
+        return unsupported("empty or mismatched reshape");
+    }
+    let groups = reshape_map(&x.sizes, &to).ok_or_else(|| LoweringError::Unsupported("reshape merges dims".into()))?;
+    let from = x.sizes.clone();
+    let to2 = to.clone();
+    view(lw, x, &to, move |idx| {
+        let n_vars = idx.first().map(|a| a.coeffs.len()).unwrap_or(0);
+        let mut out = vec![Affine::constant(0, n_vars); from.len()];
+        for (bd, gj) in &groups {
+            // Row-major combination of the group's output indices (Horner form).
+            let mut acc = Affine::constant(0, n_vars);
+            for &d in gj {
+                acc = acc.scaled_add(to2[d], &idx[d]);
+            }
+            out[*bd] = acc;
+        }
+        out
+    })
+}
+
+/// x.view(*shape) / x.reshape(*shape) / torch.reshape(x, shape); `-1` is inferred.
+fn reshape(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let x = self_tensor(lw)?;
+    let node = lw.fx_node();
+    if !node.kwargs.is_empty() {
+        return unsupported("keyword arguments");
+    }
+    let mut shape = int_list(&node.args[1..])?;
+    let numel: i64 = x.sizes.iter().product();
+    if let Some(p) = shape.iter().position(|&s| s == -1) {
+        let rest: i64 = shape.iter().enumerate().filter(|(k, _)| *k != p).map(|(_, s)| *s).product();
+        if rest == 0 {
+            return unsupported("reshape with -1 and a zero dim");
+        }
+        shape[p] = numel / rest;
+    }
+    reshape_to(lw, &x, shape)
+}
+
+/// torch.flatten(x, start_dim=0, end_dim=-1).
+fn flatten(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let a = bind(lw.fx_node(), &["input", "start_dim", "end_dim"])?;
+    let x = lw.tensor(a[0].ok_or_else(|| LoweringError::Unsupported("missing input".into()))?)?;
+    let nd = x.sizes.len();
+    if nd == 0 {
+        return unsupported("flatten of a 0-d tensor");
+    }
+    let s = wrap_dim(a[1].map(int).transpose()?.unwrap_or(0), nd)?;
+    let e = wrap_dim(a[2].map(int).transpose()?.unwrap_or(-1), nd)?;
+    if s > e {
+        return unsupported("start_dim after end_dim");
+    }
+    let mut to: Vec<i64> = x.sizes[..s].to_vec();
+    to.push(x.sizes[s..=e].iter().product());
+    to.extend_from_slice(&x.sizes[e + 1..]);
+    reshape_to(lw, &x, to)
+}
+
+/// A permutation of dims: out dim k reads base dim `perm[k]`.
+fn permute_by(lw: &mut Lowerer<'_>, x: &TensorRef, perm: Vec<usize>) -> Result<TensorRef, LoweringError> {
+    let sizes: Vec<i64> = perm.iter().map(|&p| x.sizes[p]).collect();
+    view(lw, x, &sizes, move |idx| {
+        let mut out = idx.to_vec();
+        for (k, &p) in perm.iter().enumerate() {
+            out[p] = idx[k].clone();
+        }
+        out
+    })
+}
+
+fn transpose(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let x = self_tensor(lw)?;
+    let node = lw.fx_node();
+    let a = bind(node, &["input", "dim0", "dim1"])?;
+    let nd = x.sizes.len();
+    let (Some(d0), Some(d1)) = (a[1], a[2]) else { return unsupported("transpose dims") };
+    let (d0, d1) = (wrap_dim(int(d0)?, nd)?, wrap_dim(int(d1)?, nd)?);
+    let mut perm: Vec<usize> = (0..nd).collect();
+    perm.swap(d0, d1);
+    permute_by(lw, &x, perm)
+}
+
+fn t(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let x = self_tensor(lw)?;
+    match x.sizes.len() {
+        0 | 1 => {
+            let sizes = x.sizes.clone();
+            view(lw, &x, &sizes, |idx| idx.to_vec())
+        }
+        2 => permute_by(lw, &x, vec![1, 0]),
+        _ => unsupported("t() of more than 2 dims"),
+    }
+}
+
+fn permute(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let x = self_tensor(lw)?;
+    let node = lw.fx_node();
+    let dims = match node.kwargs.iter().find(|(k, _)| k == "dims") {
+        Some((_, v)) => int_list(std::slice::from_ref(v))?,
+        None => int_list(&node.args[1..])?,
+    };
+    let nd = x.sizes.len();
+    let perm: Vec<usize> = dims.iter().map(|&d| wrap_dim(d, nd)).collect::<Result<_, _>>()?;
+    let mut seen = perm.clone();
+    seen.sort_unstable();
+    if seen != (0..nd).collect::<Vec<_>>() {
+        return unsupported("not a permutation");
+    }
+    permute_by(lw, &x, perm)
+}
+
+fn unsqueeze(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let x = self_tensor(lw)?;
+    let a = bind(lw.fx_node(), &["input", "dim"])?;
+    let d = wrap_dim(int(a[1].ok_or_else(|| LoweringError::Unsupported("dim".into()))?)?, x.sizes.len() + 1)?;
+    let mut sizes = x.sizes.clone();
+    sizes.insert(d, 1);
+    view(lw, &x, &sizes, move |idx| {
+        let mut out = idx.to_vec();
+        out.remove(d);
+        out
+    })
+}
+
+fn squeeze(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let x = self_tensor(lw)?;
+    let a = bind(lw.fx_node(), &["input", "dim"])?;
+    let nd = x.sizes.len();
+    let dims: Vec<usize> = match a[1] {
+        None | Some(FxArg::None) => (0..nd).filter(|&d| x.sizes[d] == 1).collect(),
+        Some(other) => reduce_dims(Some(other), nd)?.into_iter().filter(|&d| x.sizes[d] == 1).collect(),
+    };
+    let sizes: Vec<i64> = (0..nd).filter(|d| !dims.contains(d)).map(|d| x.sizes[d]).collect();
+    view(lw, &x, &sizes, move |idx| {
+        let n_vars = idx.first().map(|a| a.coeffs.len()).unwrap_or(0);
+        let mut out = Vec::with_capacity(nd);
+        let mut k = 0;
+        for d in 0..nd {
+            if dims.contains(&d) {
+                out.push(Affine::constant(0, n_vars));
+            } else {
+                out.push(idx[k].clone());
+                k += 1;
+            }
+        }
+        out
+    })
+}
+
+fn expand(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let x = self_tensor(lw)?;
+    let sizes = meta_sizes(lw)?;
+    if sizes.len() < x.sizes.len() {
+        return unsupported("expand to fewer dims");
+    }
+    let xs = x.clone();
+    let nd = sizes.len();
+    view(lw, &x, &sizes, move |idx| {
+        let n_vars = idx.first().map(|a| a.coeffs.len()).unwrap_or(0);
+        xs.sizes
+            .iter()
+            .enumerate()
+            .map(|(k, &s)| if s == 1 { Affine::constant(0, n_vars) } else { idx[nd - xs.sizes.len() + k].clone() })
+            .collect()
+    })
+}
+
+/// x.contiguous(): the same values (a copy only when something needs it in memory).
+fn contiguous(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let x = self_tensor(lw)?;
+    if lw.fx_node().args.len() != 1 || !lw.fx_node().kwargs.is_empty() {
+        return unsupported("memory_format=");
+    }
+    let sizes = x.sizes.clone();
+    view(lw, &x, &sizes, |idx| idx.to_vec())
+}
+
+/// `x[i]`, `x[a:b:c]`, `x[None]`, `x[..., k]` and tuples of those (basic indexing: a view).
+fn getitem(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let node = lw.fx_node();
+    let (Some(base), Some(index)) = (node.args.first(), node.args.get(1)) else { return unsupported("getitem arguments") };
+    let x = lw.tensor(base)?;
+    let items: Vec<FxArg> = match index {
+        FxArg::Tuple(items) => items.clone(),
+        other => vec![other.clone()],
+    };
+    enum Item {
+        /// Keep the dim: start, step, length.
+        Slice(i64, i64, i64),
+        /// Drop the dim: the index.
+        Int(i64),
+        /// New size-1 dim.
+        NewAxis,
+    }
+    let nd = x.sizes.len();
+    let n_consuming = items.iter().filter(|a| !matches!(a, FxArg::None | FxArg::Ellipsis)).count();
+    if n_consuming > nd || items.iter().filter(|a| matches!(a, FxArg::Ellipsis)).count() > 1 {
+        return unsupported("too many indices");
+    }
+    let mut plan: Vec<Item> = Vec::new();
+    let mut d = 0usize;
+    for a in &items {
+        match a {
+            FxArg::Ellipsis => {
+                for _ in 0..nd - n_consuming {
+                    plan.push(Item::Slice(0, 1, x.sizes[d]));
+                    d += 1;
+                }
+            }
+            FxArg::None => plan.push(Item::NewAxis),
+            FxArg::Int(i) => {
+                let s = x.sizes[d];
+                let k = if *i < 0 { i + s } else { *i };
+                if k < 0 || k >= s {
+                    return unsupported("index out of range (torch raises)");
+                }
+                plan.push(Item::Int(k));
+                d += 1;
+            }
+            FxArg::Slice { start, stop, step, .. } => {
+                let s = x.sizes[d];
+                let step = step.unwrap_or(1);
+                if step <= 0 {
+                    return unsupported("slice step <= 0");
+                }
+                let clampi = |v: i64| if v < 0 { (v + s).max(0) } else { v.min(s) };
+                let lo = start.map(clampi).unwrap_or(0);
+                let hi = stop.map(clampi).unwrap_or(s);
+                let len = if hi > lo { (hi - lo + step - 1) / step } else { 0 };
+                plan.push(Item::Slice(lo, step, len));
+                d += 1;
+            }
+            _ => return unsupported("advanced indexing"),
+        }
+    }
+    while d < nd {
+        plan.push(Item::Slice(0, 1, x.sizes[d]));
+        d += 1;
+    }
+    let mut sizes = Vec::new();
+    for p in &plan {
+        match p {
+            Item::Slice(_, _, len) => sizes.push(*len),
+            Item::NewAxis => sizes.push(1),
+            Item::Int(_) => {}
+        }
+    }
+    if sizes.contains(&0) {
+        return unsupported("empty slice");
+    }
+    let plan: Vec<(u8, i64, i64)> = plan
+        .iter()
+        .map(|p| match p {
+            Item::Slice(lo, st, _) => (0, *lo, *st),
+            Item::Int(k) => (1, *k, 0),
+            Item::NewAxis => (2, 0, 0),
+        })
+        .collect();
+    view(lw, &x, &sizes, move |idx| {
+        let n_vars = idx.first().map(|a| a.coeffs.len()).unwrap_or(0);
+        let mut out = Vec::new();
+        let mut k = 0;
+        for &(kind, a, b) in &plan {
+            match kind {
+                0 => {
+                    let mut v = idx[k].clone();
+                    v = v.scaled_add(b, &Affine::constant(a, n_vars));
+                    out.push(v);
+                    k += 1;
+                }
+                1 => out.push(Affine::constant(a, n_vars)),
+                _ => k += 1,
+            }
+        }
+        out
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reshape_map;
+
+    #[test]
+    fn reshape_groups() {
+        // split [6] -> [2, 3]: affine.
+        assert!(reshape_map(&[6], &[2, 3]).is_some());
+        // merge [2, 3] -> [6]: needs division.
+        assert!(reshape_map(&[2, 3], &[6]).is_none());
+        // size-1 dims come and go.
+        assert!(reshape_map(&[4, 1, 1], &[4]).is_some());
+        assert!(reshape_map(&[4], &[1, 4, 1]).is_some());
+        assert!(reshape_map(&[2, 512, 1, 1], &[2, 512]).is_some());
+        // split of the last dim into heads.
+        assert!(reshape_map(&[2, 8, 64], &[2, 8, 4, 16]).is_some());
+        assert!(reshape_map(&[2, 8, 4, 16], &[2, 8, 64]).is_none());
+    }
+}
