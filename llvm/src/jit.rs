@@ -7,8 +7,10 @@
 //! - Code is generated for the host CPU (`LLVMGetHostCPUName`/`Features`), so AVX2/AVX-512 are used
 //!   where present; libm calls vectorize through glibc's libmvec when it can be loaded.
 //! - A kernel entry has the C signature `void(void **args, i64 start, i64 end)`; `run` passes one
-//!   pointer per `KernelArg`, in order, and splits `[0, ranges[0])` across rayon's threads when
-//!   the kernel is large.
+//!   pointer per `KernelArg`, in order, and splits `[0, ranges[0])` across threads when the kernel
+//!   is large: the OpenMP team of the libgomp already loaded in the process (PyTorch's own
+//!   intra-op pool, so our kernels and torch's never oversubscribe the cores; Note [one thread
+//!   pool]), else rayon's pool.
 
 use std::ffi::{c_char, CStr, CString};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,8 +34,90 @@ use crate::CodegenError;
 /// Kernels with at least this many points run split across threads.
 pub const PARALLEL_MIN_NUMEL: i64 = 1 << 16;
 
-/// Chunks per rayon thread for a parallel kernel.
+/// Chunks per thread for a parallel kernel.
 const CHUNKS_PER_THREAD: i64 = 4;
+
+// Note [one thread pool]: PyTorch runs its CPU ops on an OpenMP team (libgomp). Its workers spin
+// for a while after each parallel region; a second pool (rayon) starting right after would put
+// twice as many busy threads as cores on the machine at every kernel/extern-kernel boundary. So
+// when the process has libgomp loaded (torch brings it), parallel kernels run on that same team
+// through libgomp's ABI entry `GOMP_parallel`, with `omp_get_max_threads()` threads (what
+// `torch.set_num_threads` sets); chunks are handed out through an atomic counter. Without libgomp
+// (the Rust tests), rayon runs them. `DYNAMO_THREADS=rayon` forces rayon.
+
+/// libgomp's entry points, resolved from the copy already loaded in the process.
+struct Gomp {
+    parallel: unsafe extern "C" fn(extern "C" fn(*mut libc::c_void), *mut libc::c_void, libc::c_uint, libc::c_uint),
+    max_threads: unsafe extern "C" fn() -> libc::c_int,
+}
+
+fn gomp() -> Option<&'static Gomp> {
+    static GOMP: OnceLock<Option<Gomp>> = OnceLock::new();
+    GOMP.get_or_init(|| {
+        if std::env::var("DYNAMO_THREADS").is_ok_and(|v| v == "rayon") {
+            return None;
+        }
+        // The path of a loaded libgomp, from this process's mappings.
+        let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+        let path = maps.lines().filter_map(|l| l.split_whitespace().nth(5)).find(|p| {
+            let name = p.rsplit('/').next().unwrap_or("");
+            name.starts_with("libgomp") && name.contains(".so")
+        })?;
+        let cpath = CString::new(path).ok()?;
+        // SAFETY: RTLD_NOLOAD only returns a handle to a library that is already loaded; the
+        // symbols have libgomp's documented C ABI.
+        unsafe {
+            let handle = libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+            if handle.is_null() {
+                return None;
+            }
+            let parallel = libc::dlsym(handle, c"GOMP_parallel".as_ptr());
+            let max_threads = libc::dlsym(handle, c"omp_get_max_threads".as_ptr());
+            if parallel.is_null() || max_threads.is_null() {
+                return None;
+            }
+            Some(Gomp { parallel: std::mem::transmute(parallel), max_threads: std::mem::transmute(max_threads) })
+        }
+    })
+    .as_ref()
+}
+
+/// Which pool runs parallel kernels: `"openmp"` (the process's libgomp team, shared with PyTorch)
+/// or `"rayon"`.
+pub fn thread_pool_name() -> &'static str {
+    if gomp().is_some() {
+        "openmp"
+    } else {
+        "rayon"
+    }
+}
+
+/// Work shared by an OpenMP team: chunk `c` of `n_chunks` covers outer iterations
+/// `[units * c / n_chunks * align, ...)`.
+struct TeamWork {
+    f: KernelFn,
+    args: *const *mut u8,
+    next: std::sync::atomic::AtomicI64,
+    n_chunks: i64,
+    units: i64,
+    align: i64,
+    outer: i64,
+}
+
+extern "C" fn team_body(data: *mut libc::c_void) {
+    // SAFETY: `data` is the `TeamWork` that `run` keeps alive until GOMP_parallel returns.
+    let w = unsafe { &*(data as *const TeamWork) };
+    loop {
+        let c = w.next.fetch_add(1, Ordering::Relaxed);
+        if c >= w.n_chunks {
+            break;
+        }
+        let start = (w.units * c / w.n_chunks * w.align).min(w.outer);
+        let end = (w.units * (c + 1) / w.n_chunks * w.align).min(w.outer);
+        // SAFETY: chunks are disjoint ranges of the outer loop; see `JitModule::run`.
+        unsafe { (w.f)(w.args, start, end) };
+    }
+}
 
 /// libm functions `emit` calls, with their vector-ABI parameter codes.
 const MATH_FUNCTIONS: &[(&str, &str)] =
@@ -306,8 +390,25 @@ impl JitModule {
             return;
         }
         let f = k.func;
-        let n_threads = rayon::current_num_threads() as i64;
-        if k.work >= PARALLEL_MIN_NUMEL && k.outer > 1 && n_threads > 1 {
+        let team = gomp();
+        let n_threads = match team {
+            Some(g) => unsafe { (g.max_threads)() }.max(1) as i64,
+            None => rayon::current_num_threads() as i64,
+        };
+        if let (Some(g), true) = (team, k.work >= PARALLEL_MIN_NUMEL && k.outer > 1 && n_threads > 1) {
+            let units = (k.outer + k.align - 1) / k.align;
+            let work = TeamWork {
+                f,
+                args: ptrs.as_ptr() as *const *mut u8,
+                next: std::sync::atomic::AtomicI64::new(0),
+                n_chunks: (n_threads * CHUNKS_PER_THREAD).min(units),
+                units,
+                align: k.align,
+                outer: k.outer,
+            };
+            let team_size = n_threads.min(work.n_chunks) as libc::c_uint;
+            unsafe { (g.parallel)(team_body, &work as *const TeamWork as *mut libc::c_void, team_size, 0) };
+        } else if k.work >= PARALLEL_MIN_NUMEL && k.outer > 1 && n_threads > 1 {
             // A few chunks per thread so work stealing evens out busy cores; chunk edges fall on
             // `align` (tile blocks) so tiled kernels keep full tiles.
             let units = (k.outer + k.align - 1) / k.align;

@@ -431,3 +431,12 @@ def test_members_realized_to_bound_inlining_are_not_stored():
 
     compiled = check(fn, randn(8, 8), n_kernels=1)
     assert compiled.kernel_ir.count("store") == 1, compiled.kernel_ir
+
+
+def test_parallel_kernels_share_torchs_openmp_team():
+    # Note [one thread pool]: with torch imported, libgomp is loaded and parallel kernels run on
+    # its team instead of a second pool.
+    assert C.inductor_thread_pool() == "openmp"
+    x = randn(512, 1024)
+    check(lambda a: (a.sin() * 2).relu() + a, x, n_kernels=1)
+    check(lambda a: torch.softmax(a, -1), x, n_kernels=1)

@@ -67,6 +67,13 @@ fn inductor_counters(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(d)
 }
 
+/// The thread pool parallel kernels run on: `"openmp"` (PyTorch's own OpenMP team, found in the
+/// process) or `"rayon"` (see Note [one thread pool] in llvm/src/jit.rs).
+#[pyfunction]
+fn inductor_thread_pool() -> &'static str {
+    dynamo_llvm::jit::thread_pool_name()
+}
+
 /// Sets every counter to zero.
 #[pyfunction]
 fn inductor_reset_counters() {
@@ -360,6 +367,7 @@ fn inductor_compile(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Boun
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(inductor_compile, m)?)?;
     m.add_function(wrap_pyfunction!(inductor_counters, m)?)?;
+    m.add_function(wrap_pyfunction!(inductor_thread_pool, m)?)?;
     m.add_function(wrap_pyfunction!(inductor_reset_counters, m)?)?;
     m.add_class::<CompiledGraph>()?;
     Ok(())
