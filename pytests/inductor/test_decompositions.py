@@ -142,3 +142,29 @@ def test_view_as_output_keeps_torch_aliasing():
 
 def test_reshape_that_merges_dims_falls_back():
     check(lambda x: (x.t() * 2).reshape(-1).sin(), randn(4, 6), fallbacks=1)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x.var(-1),
+        lambda x: torch.var(x, dim=0, keepdim=True),
+        lambda x: x.std(dim=(0, 1), correction=0),
+        lambda x: torch.std(x, -1, unbiased=False) + 1,
+    ],
+)
+@pytest.mark.parametrize("shape", [(6, 33), (1, 5), (4, 1)])
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_variance(fn, shape):
+    # A reduction over one element with correction 1 is 0/0 = nan in both (torch also warns).
+    for x in layouts(shape):
+        check(fn, x, max_kernels=1)
+
+
+@pytest.mark.parametrize("shape", [(6, 33), (2, 3, 16), (4, 1)])
+def test_rms_norm(shape):
+    n = shape[-1]
+    w = randn(n, seed=5)
+    for x in layouts(shape):
+        check(lambda x: F.rms_norm(x, (n,)), x, max_kernels=1)
+        check(lambda x, w: F.rms_norm(x, (n,), w, 1e-6), x, w, max_kernels=1)

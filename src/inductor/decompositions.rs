@@ -30,6 +30,9 @@ pub fn lookup(canonical: &str) -> Option<Decomposition> {
         "mean" => mean,
         "amax" => amax,
         "amin" => amin,
+        "var" => var,
+        "std" => std,
+        "rms_norm" => rms_norm,
         "adaptive_avg_pool2d" => adaptive_avg_pool2d,
         "hardswish" => hardswish,
         "hardsigmoid" => hardsigmoid,
@@ -63,6 +66,9 @@ pub fn returns_fresh(canonical: &str) -> bool {
             | "mean"
             | "amax"
             | "amin"
+            | "var"
+            | "std"
+            | "rms_norm"
             | "adaptive_avg_pool2d"
             | "hardswish"
             | "hardsigmoid"
@@ -218,6 +224,118 @@ fn amax(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
 
 fn amin(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     reduction_op(lw, ReductionType::Min, false)
+}
+
+/// var/std(x, dim, *, correction=1 | unbiased=True, keepdim=False): the sum of squared
+/// deviations from the mean (two passes), divided by `n - correction`; std takes its square root.
+fn variance(lw: &mut Lowerer<'_>, sqrt: bool) -> Result<TensorRef, LoweringError> {
+    let node = lw.fx_node();
+    // torch.var(input, dim=None, *, correction=1, keepdim=False); the old `unbiased` spelling too.
+    let a = bind(node, &["input", "dim", "unbiased", "keepdim", "correction"])?;
+    let x = f32_input(lw, a[0])?;
+    if x.sizes.is_empty() {
+        return unsupported("variance of a 0-d tensor");
+    }
+    let dims = match a[1] {
+        // torch.var(x, True): the positional `unbiased` form.
+        Some(FxArg::Bool(_)) => return unsupported("positional unbiased"),
+        other => reduce_dims(other, x.sizes.len())?,
+    };
+    let correction = match (a[2], a[4]) {
+        (None, None) => 1.0,
+        (Some(FxArg::Bool(u)), None) => {
+            if *u {
+                1.0
+            } else {
+                0.0
+            }
+        }
+        (None, Some(c)) => number(Some(c), 1.0)?,
+        _ => return unsupported("unbiased= with correction="),
+    };
+    let keepdim = boolean(a[3], false)?;
+    let n: i64 = dims.iter().map(|&d| x.sizes[d]).product();
+    let s = reduce(lw, &x, dims.clone(), true, ReductionType::Sum);
+    let mean = scale(lw, &s, 1.0 / n as f64);
+    let (xc, mc) = (x.clone(), mean.clone());
+    let dev2 = lw.pointwise(&x.sizes, DType::F32, move |h, idx| {
+        let v = load_broadcast(h, &xc, idx);
+        let m = load_broadcast(h, &mc, idx);
+        let d = h.binary(BinaryOp::Sub, v, m);
+        h.binary(BinaryOp::Mul, d, d)
+    });
+    let ss = reduce(lw, &dev2, dims, keepdim, ReductionType::Sum);
+    // n - correction <= 0 gives inf/nan, as torch does (0/0 for n == correction... x/0 above).
+    let denom = n as f64 - correction;
+    let ssc = ss.clone();
+    Ok(lw.pointwise(&ss.sizes.clone(), DType::F32, move |h, idx| {
+        let v = h.load(ssc.buf, idx);
+        let d = h.constant(denom.max(0.0), DType::F32);
+        let q = h.binary(BinaryOp::Div, v, d);
+        if sqrt {
+            h.unary(UnaryOp::Sqrt, q)
+        } else {
+            q
+        }
+    }))
+}
+
+fn var(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    variance(lw, false)
+}
+
+fn std(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    variance(lw, true)
+}
+
+/// F.rms_norm(x, normalized_shape, weight=None, eps=None): `x * rsqrt(mean(x^2) + eps) * weight`,
+/// with eps defaulting to float32's machine epsilon as in torch.
+fn rms_norm(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let a = bind(lw.fx_node(), &["input", "normalized_shape", "weight", "eps"])?;
+    let x = f32_input(lw, a[0])?;
+    let shape = match a[1] {
+        Some(FxArg::Tuple(items)) | Some(FxArg::List(items)) => items.iter().map(int).collect::<Result<Vec<_>, _>>()?,
+        Some(FxArg::Int(v)) => vec![*v],
+        _ => return unsupported("normalized_shape"),
+    };
+    let nd = x.sizes.len();
+    if shape.is_empty() || shape.len() > nd || x.sizes[nd - shape.len()..] != shape[..] {
+        return unsupported("normalized_shape does not match the input");
+    }
+    let weight = match a[2] {
+        None | Some(FxArg::None) => None,
+        Some(t) => {
+            let t = lw.tensor(t)?;
+            if t.sizes != shape || t.dtype != DType::F32 {
+                return unsupported("weight shape");
+            }
+            Some(t)
+        }
+    };
+    let eps = number(a[3], f32::EPSILON as f64)?;
+    let dims: Vec<usize> = (nd - shape.len()..nd).collect();
+    let n: i64 = shape.iter().product();
+    let xc = x.clone();
+    let sq = lw.pointwise(&x.sizes, DType::F32, move |h, idx| {
+        let v = h.load(xc.buf, idx);
+        h.binary(BinaryOp::Mul, v, v)
+    });
+    let ss = reduce(lw, &sq, dims, true, ReductionType::Sum);
+    Ok(lw.pointwise(&x.sizes.clone(), DType::F32, move |h, idx| {
+        let v = h.load(x.buf, idx);
+        let total = load_broadcast(h, &ss, idx);
+        let inv_n = h.constant(1.0 / n as f64, DType::F32);
+        let ms = h.binary(BinaryOp::Mul, total, inv_n);
+        let e = h.constant(eps, DType::F32);
+        let r = h.binary(BinaryOp::Add, ms, e);
+        let r = h.unary(UnaryOp::Rsqrt, r);
+        let mut y = h.binary(BinaryOp::Mul, v, r);
+        if let Some(w) = &weight {
+            let wv = load_broadcast(h, w, idx);
+            y = h.binary(BinaryOp::Mul, y, wv);
+        }
+        y
+    }))
 }
 
 /// `F.adaptive_avg_pool2d(x, 1)`: the mean over the last two dims, kept as size 1.
