@@ -119,6 +119,45 @@ fn close_loop_with_hints<'ctx>(
     Ok(())
 }
 
+/// Largest reduction space (in elements) whose expensive values are cached in a stack row
+/// between the loops of a reduction kernel (Note [row cache]): 16384 floats, 64 KiB.
+pub const ROW_CACHE_MAX: i64 = 16384;
+
+/// The LLVM register type of a kernel value of dtype `dt` (bool is `i1` in registers).
+fn elem_llvm_type(ctx: &Context, dt: DType) -> BasicTypeEnum<'_> {
+    match dt {
+        DType::F32 => ctx.f32_type().into(),
+        DType::Bool => ctx.bool_type().into(),
+    }
+}
+
+/// Per expression: whether computing it (inner operands included) calls a transcendental
+/// function, so recomputing it costs more than a load.
+fn expensive_exprs(kernel: &Kernel, inner: &[bool]) -> Vec<bool> {
+    let mut out = vec![false; kernel.exprs.len()];
+    for (i, ex) in kernel.exprs.iter().enumerate() {
+        if !inner[i] {
+            continue;
+        }
+        let op = |id: &crate::kernel::ExprId| out[id.0 as usize];
+        out[i] = match ex {
+            Expr::Unary(u, a) => {
+                matches!(
+                    u,
+                    UnaryOp::Exp | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Erf
+                        | UnaryOp::Log1p | UnaryOp::Expm1 | UnaryOp::Sigmoid
+                ) || op(a)
+            }
+            Expr::Binary(bo, x, y) => *bo == BinaryOp::Pow || op(x) || op(y),
+            Expr::Compare(_, x, y) => op(x) || op(y),
+            Expr::Select(c, x, y) => op(c) || op(x) || op(y),
+            Expr::Cast(_, a) => op(a),
+            _ => false,
+        };
+    }
+    out
+}
+
 /// Edge of the transposed tiles staged through registers (see Note [transposed tiles]); equal to
 /// `legalize::TILE` so every full tile qualifies.
 pub const TRANSPOSE_TILE: i64 = crate::legalize::TILE;
@@ -514,9 +553,17 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             }
             Ok(())
         };
+        // Plan every loop's work first. Note [row cache]: an expensive inner value (it calls a
+        // transcendental: softmax's exp(x - max)) that a later loop needs again is stored, in the
+        // loop that first computes it, into a stack row indexed by the reduction position, and
+        // loaded from there later instead of being recomputed. Only rows of at most
+        // ROW_CACHE_MAX floats are cached (they live on the stack, one per cached value).
+        let red_numel: i64 = kernel.reduction_ranges.iter().product();
+        let expensive = expensive_exprs(kernel, &inner);
+        let mut computed_in: Vec<Option<usize>> = vec![None; n];
+        let mut cached = vec![false; n];
+        let mut plans: Vec<(Vec<usize>, Vec<bool>)> = Vec::new();
         for k in 0..n_loops {
-            emit_outer(self, &mut outer_vals, k)?;
-            // What this loop computes: the reductions of phase k and the inner stores of loop k.
             let reduces: Vec<usize> = (0..n)
                 .filter(|&i| matches!(kernel.exprs[i], Expr::Reduce(_, v) if phase[v.0 as usize] == k))
                 .collect();
@@ -537,6 +584,11 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                 if !inner[i] || needed[i] {
                     continue;
                 }
+                if computed_in[i].is_some() && expensive[i] && red_numel <= ROW_CACHE_MAX {
+                    cached[i] = true;
+                    needed[i] = true;
+                    continue;
+                }
                 needed[i] = true;
                 match &kernel.exprs[i] {
                     Expr::Unary(_, a) | Expr::Cast(_, a) => stack.push(a.0 as usize),
@@ -545,6 +597,33 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                     _ => {}
                 }
             }
+            for i in 0..n {
+                if needed[i] && computed_in[i].is_none() {
+                    computed_in[i] = Some(k);
+                }
+            }
+            plans.push((reduces, needed));
+        }
+        // One stack row per cached value, in the entry block (allocas must precede the loops).
+        let mut rows: Vec<Option<PointerValue<'ctx>>> = vec![None; n];
+        if cached.iter().any(|c| *c) {
+            let here = b.get_insert_block().ok_or_else(|| bad("builder not positioned"))?;
+            let entry = f.get_first_basic_block().ok_or_else(|| bad("no entry block"))?;
+            match entry.get_first_instruction() {
+                Some(first) => b.position_before(&first),
+                None => b.position_at_end(entry),
+            }
+            for i in 0..n {
+                if cached[i] {
+                    let ty = elem_llvm_type(ctx, kernel.dtype_of(crate::kernel::ExprId(i as u32)));
+                    let row = e(b.build_array_alloca(ty, i64t.const_int(red_numel as u64, false), &format!("row{i}")))?;
+                    rows[i] = Some(row);
+                }
+            }
+            b.position_at_end(here);
+        }
+        for (k, (reduces, needed)) in plans.into_iter().enumerate() {
+            emit_outer(self, &mut outer_vals, k)?;
             for &r in &reduces {
                 let Expr::Reduce(op, _) = kernel.exprs[r] else { unreachable!() };
                 e(b.build_store(acc[r].unwrap(), f32t.const_float(op.identity() as f64)))?;
@@ -557,14 +636,32 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                 red_loops.push(l);
             }
             let mut vals = outer_vals.clone();
+            // Linear position in the reduction space, for the row cache.
+            let mut rpos = i64t.const_zero();
+            if rows.iter().any(|r| r.is_some()) {
+                for (j, &r) in kernel.reduction_ranges.iter().enumerate() {
+                    let scaled = e(b.build_int_nsw_mul(rpos, i64t.const_int(r as u64, false), ""))?;
+                    rpos = e(b.build_int_nsw_add(scaled, ivs[n_outer + j], ""))?;
+                }
+            }
             for i in 0..n {
                 if !needed[i] {
+                    continue;
+                }
+                let ty = elem_llvm_type(ctx, kernel.dtype_of(crate::kernel::ExprId(i as u32)));
+                if let (Some(row), true) = (rows[i], computed_in[i] != Some(k)) {
+                    let ptr = unsafe { e(b.build_in_bounds_gep(ty, row, &[rpos], ""))? };
+                    vals[i] = Some(e(b.build_load(ty, ptr, ""))?);
                     continue;
                 }
                 let snapshot = &vals;
                 let v = self.emit_expr(b, kernel, ptrs, &ivs, &kernel.exprs[i], &|id| {
                     snapshot[id.0 as usize].expect("operand emitted before its user")
                 })?;
+                if let Some(row) = rows[i] {
+                    let ptr = unsafe { e(b.build_in_bounds_gep(ty, row, &[rpos], ""))? };
+                    e(b.build_store(ptr, v))?;
+                }
                 vals[i] = Some(v);
             }
             for &r in &reduces {

@@ -390,8 +390,10 @@ fn softmax(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
         let mx = load_broadcast(h, &m, idx);
         let d = h.binary(BinaryOp::Sub, v, mx);
         let e = h.unary(UnaryOp::Exp, d);
+        // exp * (1 / sum): one reciprocal per row, as torch's CPU kernel does.
         let total = load_broadcast(h, &s, idx);
-        h.binary(BinaryOp::Div, e, total)
+        let inv = h.unary(UnaryOp::Reciprocal, total);
+        h.binary(BinaryOp::Mul, e, inv)
     }))
 }
 
