@@ -94,3 +94,93 @@ def test_random_pointwise_graph(seed, shape):
         torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5, equal_nan=True, msg=compiled.plan)
     assert not compiled.is_eager
     assert len(compiled.kernel_names) >= 1
+
+
+# ---- graphs with reductions, views, indexing and in-place ops ------------------------------------
+
+REDUCE = ["sum", "mean", "amax", "amin", "softmax", "log_softmax", "layer_norm", "var"]
+VIEW = ["t", "slice", "unsqueeze_sum", "flip_view", "select"]
+
+
+def build_mixed(seed, n_last):
+    """A random program over [m, n] values mixing pointwise ops, reductions over a random dim
+    (broadcast back with keepdim), views (transposes, slices, indexing) and in-place updates of
+    intermediates; every value stays [m, n] so any op can read any earlier value."""
+    rng = random.Random(seed)
+    n_ops = rng.randint(3, 10)
+    program = []
+    for i in range(n_ops):
+        kind = rng.random()
+        src = rng.randrange(i + 2)
+        if kind < 0.35:
+            program.append(("reduce", rng.choice(REDUCE), src, rng.choice([0, 1, -1])))
+        elif kind < 0.55:
+            program.append(("view", rng.choice(VIEW), src))
+        elif kind < 0.7:
+            program.append(("inplace", rng.choice(["add_", "mul_", "relu_"]), src, rng.randrange(i + 2)))
+        else:
+            program.append(("binary", rng.choice(BINARY), src, rng.randrange(i + 2)))
+    outputs = sorted({rng.randrange(2, n_ops + 2) for _ in range(rng.randint(1, 3))})
+
+    def fn(x, y):
+        vals = [x, y]
+        for op in program:
+            v = vals[op[2]]
+            if op[0] == "reduce":
+                name, d = op[1], op[3]
+                if name == "softmax":
+                    r = torch.softmax(v, d)
+                elif name == "log_softmax":
+                    r = torch.log_softmax(v, d)
+                elif name == "layer_norm":
+                    r = torch.nn.functional.layer_norm(v, (n_last,))
+                elif name == "var":
+                    r = v - v.var(d, keepdim=True, correction=0)
+                else:
+                    r = v - getattr(torch, name)(v, d, keepdim=True)
+            elif op[0] == "view":
+                name = op[1]
+                if name == "t":
+                    r = v.t().t() * 1.5
+                elif name == "slice":
+                    r = v[:, ::1] + v[::1, :]
+                elif name == "unsqueeze_sum":
+                    r = v.unsqueeze(0).sum(0)
+                elif name == "flip_view":
+                    r = v.transpose(0, 1).contiguous().transpose(0, 1)
+                else:
+                    r = v + v[0]
+            elif op[0] == "inplace":
+                r = v * 1.0  # a fresh intermediate to update
+                if op[1] == "add_":
+                    r.add_(vals[op[3]])
+                elif op[1] == "mul_":
+                    r.mul_(0.5)
+                else:
+                    r.relu_()
+            else:
+                a, b = v, vals[op[3]]
+                name = op[1]
+                r = a / (torch.abs(b) + 1.0) if name == "div_safe" else getattr(torch, name)(a, b)
+            vals.append(r)
+        return tuple(vals[i] for i in outputs)
+
+    return fn
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_graph_with_reductions_views_and_mutation(seed):
+    m, n = [(7, 11), (1, 9), (16, 33), (5, 1)][seed % 4]
+    fn = build_mixed(seed, n)
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, n, generator=g)
+    y = torch.randn(n, m, generator=g).t() if seed % 2 else torch.randn(m, n, generator=g)
+    compiled = C.inductor_compile(torch.fx.symbolic_trace(fn), [x, y])
+    got = compiled(x, y)
+    want = fn(x, y)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and a.shape == b.shape, compiled.plan
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4, equal_nan=True, msg=compiled.plan)
+    assert not compiled.is_eager, compiled.plan
+    assert len(compiled.kernel_names) >= 1

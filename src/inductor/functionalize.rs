@@ -182,19 +182,43 @@ pub fn functionalize(g: &mut FxGraph) -> Result<Vec<Writeback>, String> {
             mutated_class[c] = true;
         }
     }
+    // The last mutation of each class: an alias made after it (a view of the final value) reads
+    // the renamed value and sees everything eager would.
+    let mut last_mutation: Vec<usize> = vec![0; n];
+    for i in 0..n {
+        if g.nodes[i].inplace {
+            let c = find(&mut parent, i);
+            last_mutation[c] = i;
+        }
+    }
     let mut root_of_class: Vec<Option<usize>> = vec![None; n];
+    // Versions of a mutated tensor: its root and the in-place nodes on it (readers of any version
+    // read the latest one); other members are aliases made after the last mutation.
+    let mut is_version = vec![false; n];
     for i in 0..n {
         let c = find(&mut parent, i);
-        if !mutated_class[c] || g.nodes[i].inplace {
+        if !mutated_class[c] {
+            continue;
+        }
+        if g.nodes[i].inplace {
+            is_version[i] = true;
             continue;
         }
         if let Some(other) = root_of_class[c] {
+            // An alias of an intermediate made after its last mutation is fine; an alias of a
+            // mutated graph input must stay an alias of the input object itself, which the
+            // renamed graph cannot give.
+            let root_is_input = matches!(g.nodes[other].op, FxOp::Placeholder { .. } | FxOp::GetAttr { .. });
+            if i > last_mutation[c] && !root_is_input {
+                continue;
+            }
             return Err(format!(
                 "{} and {} may share a storage that an in-place op mutates (a view or an alias)",
                 g.nodes[other].name, g.nodes[i].name
             ));
         }
         root_of_class[c] = Some(i);
+        is_version[i] = true;
     }
     // Rename: every read of a mutated class sees its latest version at that point.
     let mut latest: Vec<Option<usize>> = vec![None; n];
@@ -206,6 +230,9 @@ pub fn functionalize(g: &mut FxGraph) -> Result<Vec<Writeback>, String> {
         let mut args = std::mem::take(&mut g.nodes[i].args);
         let mut kwargs = std::mem::take(&mut g.nodes[i].kwargs);
         let mut rename = |j: usize| -> usize {
+            if !is_version[j] {
+                return j;
+            }
             let c = find(&mut parent, j);
             match latest[c] {
                 Some(v) if is_output => match root_of_class[c] {

@@ -116,15 +116,46 @@ pub fn schedule(g: &FxGraph, ir: &GraphIr) -> Schedule {
         reach[b] = set;
     }
 
-    let legal = |members: &[BufferId]| -> Result<(), String> {
+    // Live buffers: what the graph returns or writes back, every fallback (it may have effects),
+    // and what those read. Dead pointwise and reduction buffers are not scheduled.
+    let mut live = vec![false; n];
+    let mut stack: Vec<usize> = (0..n)
+        .filter(|&b| ir.must_store.contains(&BufferId(b as u32)) || matches!(ir.buffers[b].kind, BufferKind::Fallback(_)))
+        .collect();
+    while let Some(b) = stack.pop() {
+        if std::mem::replace(&mut live[b], true) {
+            continue;
+        }
+        stack.extend(reads[b].iter().map(|r| r.0 as usize));
+    }
+
+    // A fusion is legal when no executed buffer outside the group both depends on the group and
+    // feeds it, counting whole units: a buffer fused into another group brings that group's
+    // dependencies along (two groups must never depend on each other).
+    let legal = |members: &[BufferId], group_of: &[Option<usize>], groups: &[KernelGroup]| -> Result<(), String> {
         let set: HashSet<u32> = members.iter().map(|m| m.0).collect();
+        let mut seen: HashSet<u32> = HashSet::new();
+        let mut stack: Vec<(u32, BufferId)> = Vec::new();
         for m in members {
             for &a in &anc[m.0 as usize] {
-                if set.contains(&a) || !is_executed(ir, BufferId(a)) {
-                    continue;
+                stack.push((a, *m));
+            }
+        }
+        while let Some((a, m)) = stack.pop() {
+            if set.contains(&a) || !is_executed(ir, BufferId(a)) || !seen.insert(a) {
+                continue;
+            }
+            // The unit `a` runs in: its group's members, or itself.
+            let unit: Vec<u32> = match group_of[a as usize] {
+                Some(gi) => groups[gi].members.iter().map(|x| x.0).collect(),
+                None => vec![a],
+            };
+            for u in unit {
+                if let Some(inner) = anc[u as usize].iter().find(|x| set.contains(x)) {
+                    return Err(format!("buf{u} depends on buf{inner} and feeds {m}"));
                 }
-                if let Some(inner) = anc[a as usize].iter().find(|x| set.contains(x)) {
-                    return Err(format!("buf{a} depends on buf{inner} and feeds {m}"));
+                for &x in &anc[u as usize] {
+                    stack.push((x, m));
                 }
             }
         }
@@ -137,6 +168,10 @@ pub fn schedule(g: &FxGraph, ir: &GraphIr) -> Schedule {
     for b in 0..n {
         let id = BufferId(b as u32);
         // What this buffer needs of a group: its own space (pointwise ranges, or a reduction's).
+        if !live[b] {
+            tracing::debug!(target: "inductor::fusion", "{id} is dead; not scheduled");
+            continue;
+        }
         let (my_ranges, my_space) = match &ir.buffer(id).kind {
             BufferKind::Pointwise(pw) if pw.realized => (pw.ranges.clone(), None),
             BufferKind::Reduction(r) => {
@@ -166,7 +201,7 @@ pub fn schedule(g: &FxGraph, ir: &GraphIr) -> Schedule {
             }
             let mut members = grp.members.clone();
             members.push(id);
-            let checked = legal(&members).and_then(|()| match &grp.reduction {
+            let checked = legal(&members, &group_of, &groups).and_then(|()| match &grp.reduction {
                 Some(space) => reduction_reads_ok(ir, &members, space),
                 None => Ok(()),
             });
