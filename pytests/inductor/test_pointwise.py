@@ -440,3 +440,18 @@ def test_parallel_kernels_share_torchs_openmp_team():
     x = randn(512, 1024)
     check(lambda a: (a.sin() * 2).relu() + a, x, n_kernels=1)
     check(lambda a: torch.softmax(a, -1), x, n_kernels=1)
+
+
+def test_graph_without_kernels_runs_on_the_plan_and_direct_calls_check_inputs():
+    # Only extern ops: no kernel, but the runtime plan (not gm.forward) runs it.
+    w = randn(8, 8)
+    fn = lambda x: torch.nn.functional.linear(torch.nn.functional.linear(x, w), w)
+    x = randn(3, 8)
+    C.inductor_reset_counters()
+    compiled = compile_fn(fn, (x,))
+    assert not compiled.is_eager and compiled.kernel_names == []
+    torch.testing.assert_close(compiled(x), fn(x))
+    # A direct inductor_compile keeps its per-call input checks: other strides run gm.forward.
+    xt = randn(8, 3).t()
+    torch.testing.assert_close(compiled(xt), fn(xt))
+    assert C.inductor_counters()["guard_failures"] == 1

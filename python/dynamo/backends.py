@@ -51,7 +51,13 @@ def aot_eager(gm, example_inputs):
 
 @register_backend(name="inductor")
 def inductor(gm, example_inputs):
-    """Dynamo's inductor: fuses pointwise ops into LLVM-compiled loops; other ops call torch."""
+    """Dynamo's inductor: fuses pointwise ops and reductions into LLVM-compiled loops; other ops
+    call torch. Returns a ``dynamo._C.CompiledGraph``.
+
+    Dynamo calls the result only after the frame's guards passed, and those pin every graph
+    input's dtype, device, sizes, strides and requires_grad, so the graph skips its own per-call
+    input checks (Note [guarded inputs] in src/inductor/wrapper.rs).
+    """
     from . import _C
 
-    return _C.inductor_compile(gm, example_inputs)
+    return _C.inductor_compile(gm, example_inputs, inputs_guarded=True)

@@ -179,7 +179,13 @@ fn inlined_into(ir: &GraphIr, members: &[ir::BufferId]) -> std::collections::Has
 
 /// The `"inductor"` backend: compiles `gm` for inputs like `example_inputs`.
 #[pyfunction]
-fn inductor_compile(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Bound<'_, PyAny>) -> PyResult<CompiledGraph> {
+#[pyo3(signature = (gm, example_inputs, *, inputs_guarded = false))]
+fn inductor_compile(
+    py: Python<'_>,
+    gm: &Bound<'_, PyAny>,
+    example_inputs: &Bound<'_, PyAny>,
+    inputs_guarded: bool,
+) -> PyResult<CompiledGraph> {
     counters::GRAPHS_COMPILED.fetch_add(1, Ordering::Relaxed);
     let forward = gm.getattr("forward")?.unbind();
     let mut g = match fx_import::import_graph(py, gm, example_inputs) {
@@ -226,14 +232,18 @@ fn inductor_compile(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Boun
         }
     }
     let n_fallbacks = sched.steps.iter().filter(|s| matches!(s, Step::Fallback(_))).count();
-    if sched.groups.is_empty() {
-        return Ok(eager(forward, "no pointwise ops to compile"));
-    }
-    let cg = match codegen::codegen(&ir, &sched) {
-        Ok(cg) => cg,
-        Err(e) => return Ok(eager(forward, &format!("codegen failed: {e}"))),
+    // A graph with nothing to generate still runs on the runtime plan: calling torch's kernels
+    // from Rust costs less per op than gm.forward's Python.
+    let cg = if sched.groups.is_empty() {
+        None
+    } else {
+        match codegen::codegen(&ir, &sched) {
+            Ok(cg) => Some(cg),
+            Err(e) => return Ok(eager(forward, &format!("codegen failed: {e}"))),
+        }
     };
-    counters::KERNELS_COMPILED.fetch_add(cg.kernels.len() as u64, Ordering::Relaxed);
+    let kernel_plans: &[codegen::KernelPlan] = cg.as_ref().map(|c| c.kernels.as_slice()).unwrap_or(&[]);
+    counters::KERNELS_COMPILED.fetch_add(kernel_plans.len() as u64, Ordering::Relaxed);
     counters::FALLBACK_NODES.fetch_add(n_fallbacks as u64, Ordering::Relaxed);
 
     // Build the runtime plan.
@@ -247,7 +257,7 @@ fn inductor_compile(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Boun
     let examples: Vec<Bound<'_, PyAny>> = example_inputs.try_iter()?.collect::<PyResult<_>>()?;
     let mut inputs = Vec::new();
     let mut constants = Vec::new();
-    let read_by_kernel = |b: ir::BufferId| cg.kernels.iter().any(|k| k.args.iter().any(|(a, out)| *a == b && !out));
+    let read_by_kernel = |b: ir::BufferId| kernel_plans.iter().any(|k| k.args.iter().any(|(a, out)| *a == b && !out));
     for b in &ir.buffers {
         match &b.kind {
             BufferKind::Input { position } => {
@@ -275,7 +285,7 @@ fn inductor_compile(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Boun
     for step in &sched.steps {
         match step {
             Step::Kernel(gi) => {
-                let plan = &cg.kernels[*gi];
+                let plan = &kernel_plans[*gi];
                 let mut allocs = Vec::new();
                 for (buf, is_out) in &plan.args {
                     if !is_out {
@@ -345,17 +355,18 @@ fn inductor_compile(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Boun
         let _ = writeln!(plan, "writeback {}.copy_({})", g.nodes[wb.dst].name, g.nodes[wb.src].name);
     }
     tracing::debug!(target: "inductor::schedule", "plan:\n{plan}");
-    let kernel_ir = cg.kernels.iter().map(|k| k.kernel_ir.clone()).collect::<Vec<_>>().join("\n");
-    let llvm_ir = cg.jit.llvm_ir.clone();
+    let kernel_ir = kernel_plans.iter().map(|k| k.kernel_ir.clone()).collect::<Vec<_>>().join("\n");
+    let llvm_ir = cg.as_ref().map(|c| c.jit.llvm_ir.clone()).unwrap_or_default();
     let runtime = Runtime {
         grad_free,
+        inputs_guarded,
         is_grad_enabled: py.import("torch")?.getattr("is_grad_enabled")?.unbind(),
         n_slots: ir.buffers.len(),
         inputs,
         constants,
         steps,
         output,
-        codegen: Some(cg),
+        codegen: cg,
         empty_strided: torch.getattr("empty_strided")?.unbind(),
         tensor_type: torch.getattr("Tensor")?.unbind(),
         writebacks,

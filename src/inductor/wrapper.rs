@@ -120,6 +120,10 @@ pub enum RtStep {
 pub struct Runtime {
     /// See Note [grad-free graphs]: inputs may require grad, but grad mode must be off.
     pub grad_free: bool,
+    /// Note [guarded inputs]: the caller (dynamo's transformed code) has already checked every
+    /// graph input with TENSOR_MATCH guards (dtype, device, sizes, strides, requires_grad), so
+    /// the per-call input checks are skipped; a direct `inductor_compile` keeps them.
+    pub inputs_guarded: bool,
     pub is_grad_enabled: Py<PyAny>,
     pub n_slots: usize,
     /// (graph input position, slot, check) for every placeholder.
@@ -152,7 +156,7 @@ impl Runtime {
         }
         for (pos, slot, check) in &self.inputs {
             let v = args.get_item(*pos)?;
-            if let Some(check) = check {
+            if let (Some(check), false) = (check, self.inputs_guarded) {
                 if !check.matches(py, &v, tensor_type, self.grad_free)? {
                     return Ok(None);
                 }
