@@ -125,9 +125,19 @@ pub const ROW_CACHE_MAX: i64 = 16384;
 
 /// The LLVM register type of a kernel value of dtype `dt` (bool is `i1` in registers).
 fn elem_llvm_type(ctx: &Context, dt: DType) -> BasicTypeEnum<'_> {
+    match dt.value_type() {
+        DType::Bool => ctx.bool_type().into(),
+        _ => ctx.f32_type().into(),
+    }
+}
+
+/// The LLVM type of one element of a buffer of dtype `dt` in memory (bool is one byte).
+fn storage_type(ctx: &Context, dt: DType) -> BasicTypeEnum<'_> {
     match dt {
         DType::F32 => ctx.f32_type().into(),
-        DType::Bool => ctx.bool_type().into(),
+        DType::Bool => ctx.i8_type().into(),
+        DType::BF16 => ctx.bf16_type().into(),
+        DType::F16 => ctx.f16_type().into(),
     }
 }
 
@@ -728,9 +738,12 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                 off = e(b.build_int_nsw_add(off, term, ""))?;
             }
         }
-        let (ty, value): (BasicTypeEnum<'ctx>, BasicValueEnum<'ctx>) = match dt {
-            DType::F32 => (ctx.f32_type().into(), value),
-            DType::Bool => (ctx.i8_type().into(), e(b.build_int_z_extend(value.into_int_value(), ctx.i8_type(), ""))?.into()),
+        let ty = storage_type(ctx, dt);
+        let value: BasicValueEnum<'ctx> = match dt {
+            DType::F32 => value,
+            // fptrunc rounds to nearest even, as torch's float -> bfloat16/half conversions do.
+            DType::BF16 | DType::F16 => e(b.build_float_trunc(value.into_float_value(), ty.into_float_type(), ""))?.into(),
+            DType::Bool => e(b.build_int_z_extend(value.into_int_value(), ctx.i8_type(), ""))?.into(),
         };
         let ptr = unsafe { e(b.build_in_bounds_gep(ty, ptrs[st.arg as usize], &[off], ""))? };
         let s = e(b.build_store(ptr, value))?;
@@ -797,23 +810,6 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
     ) -> Result<(), CodegenError> {
         let ctx = self.ctx;
         let i64t = ctx.i64_type();
-        let linear = |b: &Builder<'ctx>, index: &Index| -> Result<IntValue<'ctx>, CodegenError> {
-            let mut acc = i64t.const_int(index.offset as u64, true);
-            for (d, &s) in index.strides.iter().enumerate() {
-                if s == 0 {
-                    continue;
-                }
-                let term = e(b.build_int_nsw_mul(ivs[d], i64t.const_int(s as u64, true), ""))?;
-                acc = e(b.build_int_nsw_add(acc, term, ""))?;
-            }
-            Ok(acc)
-        };
-        let elem_type = |dt: DType| -> BasicTypeEnum<'ctx> {
-            match dt {
-                DType::F32 => ctx.f32_type().into(),
-                DType::Bool => ctx.i8_type().into(),
-            }
-        };
         let f32t = ctx.f32_type();
         let mut vals: Vec<BasicValueEnum<'ctx>> = Vec::with_capacity(kernel.exprs.len());
         for (i, expr) in kernel.exprs.iter().enumerate() {
@@ -834,16 +830,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             vals.push(v);
         }
         for store in &kernel.stores {
-            let dt = kernel.args[store.arg as usize].dtype;
-            let off = linear(b, &store.index)?;
-            let ptr = unsafe { e(b.build_in_bounds_gep(elem_type(dt), ptrs[store.arg as usize], &[off], ""))? };
-            let value = match dt {
-                DType::F32 => vals[store.value.0 as usize],
-                DType::Bool => e(b.build_int_z_extend(vals[store.value.0 as usize].into_int_value(), ctx.i8_type(), ""))?
-                    .into(),
-            };
-            let st = e(b.build_store(ptr, value))?;
-            st.set_alignment(dt.size_bytes() as u32).map_err(|err| bad(err.to_string()))?;
+            self.emit_store(b, kernel, ptrs, ivs, store, vals[store.value.0 as usize])?;
         }
 
         Ok(())
@@ -864,12 +851,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         let i64t = ctx.i64_type();
         let f32t = ctx.f32_type();
         let boolt = ctx.bool_type();
-        let elem_type = |dt: DType| -> BasicTypeEnum<'ctx> {
-            match dt {
-                DType::F32 => ctx.f32_type().into(),
-                DType::Bool => ctx.i8_type().into(),
-            }
-        };
+        let elem_type = |dt: DType| storage_type(ctx, dt);
         let linear = |b: &Builder<'ctx>, index: &Index| -> Result<IntValue<'ctx>, CodegenError> {
             let mut acc = i64t.const_int(index.offset as u64, true);
             for (d, &s) in index.strides.iter().enumerate() {
@@ -894,6 +876,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                 }
                 match dt {
                     DType::F32 => raw,
+                    DType::BF16 | DType::F16 => e(b.build_float_ext(raw.into_float_value(), f32t, ""))?.into(),
                     DType::Bool => e(b.build_int_compare(
                         IntPredicate::NE,
                         raw.into_int_value(),

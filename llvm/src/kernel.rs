@@ -30,6 +30,10 @@ pub enum DType {
     F32,
     /// Truth value; one byte in memory (torch.bool), `i1` in registers.
     Bool,
+    /// bfloat16 (torch.bfloat16): storage only; loads give F32, stores round F32 to nearest even.
+    BF16,
+    /// IEEE-754 binary16 (torch.float16): storage only, like `BF16`.
+    F16,
 }
 
 impl DType {
@@ -38,6 +42,16 @@ impl DType {
         match self {
             DType::F32 => 4,
             DType::Bool => 1,
+            DType::BF16 | DType::F16 => 2,
+        }
+    }
+
+    /// The dtype a loaded element has in registers (half-precision storage computes in F32,
+    /// as torch's CPU kernels do).
+    pub fn value_type(self) -> DType {
+        match self {
+            DType::BF16 | DType::F16 => DType::F32,
+            other => other,
         }
     }
 }
@@ -241,7 +255,7 @@ impl Kernel {
     /// Result dtype of expression `id` (assumes `verify` passed for earlier ids).
     pub fn dtype_of(&self, id: ExprId) -> DType {
         match &self.exprs[id.0 as usize] {
-            Expr::Load { arg, .. } => self.args[*arg as usize].dtype,
+            Expr::Load { arg, .. } => self.args[*arg as usize].dtype.value_type(),
             Expr::ConstF32(_) => DType::F32,
             Expr::ConstBool(_) => DType::Bool,
             Expr::Unary(UnaryOp::Not, _) => DType::Bool,
@@ -341,7 +355,7 @@ impl Kernel {
                 Some(a) => {
                     if (store.value.0 as usize) >= self.exprs.len() {
                         errors.push(format!("{}: store of missing {}", self.name, store.value));
-                    } else if self.dtype_of(store.value) != a.dtype {
+                    } else if self.dtype_of(store.value) != a.dtype.value_type() {
                         errors.push(format!(
                             "{}: store of {:?} value {} into {:?} arg {}",
                             self.name,

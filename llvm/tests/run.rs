@@ -226,3 +226,46 @@ fn multi_dim_sum_reduction() {
     unsafe { jm.run(0, &[input.as_ptr() as *mut u8, out.as_mut_ptr() as *mut u8]) };
     assert!(out.iter().all(|v| *v == f32::NEG_INFINITY));
 }
+
+/// bfloat16 and float16 buffers: loads widen to f32, the math runs in f32, stores round to
+/// nearest even (the reference rounds the same way through the bit patterns).
+#[test]
+fn half_precision_storage_rounds_to_nearest_even() {
+    fn f32_to_bf16(x: f32) -> u16 {
+        let b = x.to_bits();
+        if x.is_nan() {
+            return ((b >> 16) as u16) | 0x40;
+        }
+        let round = 0x7fff + ((b >> 16) & 1);
+        ((b + round) >> 16) as u16
+    }
+    fn bf16_to_f32(h: u16) -> f32 {
+        f32::from_bits((h as u32) << 16)
+    }
+    let input: Vec<u16> = (0..1000).map(|i| f32_to_bf16((i as f32 - 500.0) * 0.37)).collect();
+    let mut b = KernelBuilder::new(format!("{}bf16", dynamo_llvm::unique_kernel_prefix()), vec![1000]);
+    let x_arg = b.input("x", DType::BF16);
+    let out_arg = b.output("out", DType::BF16);
+    let x = b.load(x_arg, idx(0, &[1]));
+    let k = b.const_f32(1.7);
+    let y = b.binary(BinaryOp::Mul, x, k);
+    b.store(out_arg, idx(0, &[1]), y);
+    let jm = JitModule::compile(&[b.finish().unwrap()]).unwrap();
+    let mut out = vec![0u16; 1000];
+    unsafe { jm.run(0, &[input.as_ptr() as *mut u8, out.as_mut_ptr() as *mut u8]) };
+    for (i, (&xi, &got)) in input.iter().zip(&out).enumerate() {
+        let want = f32_to_bf16(bf16_to_f32(xi) * 1.7);
+        assert_eq!(got, want, "bf16 at {i}: {} * 1.7", bf16_to_f32(xi));
+    }
+    // float16: compare through f32 with half's precision.
+    let mut b = KernelBuilder::new(format!("{}f16", dynamo_llvm::unique_kernel_prefix()), vec![4]);
+    let x_arg = b.input("x", DType::F32);
+    let out_arg = b.output("out", DType::F16);
+    let x = b.load(x_arg, idx(0, &[1]));
+    b.store(out_arg, idx(0, &[1]), x);
+    let jm = JitModule::compile(&[b.finish().unwrap()]).unwrap();
+    let src = [1.0f32, -2.5, 65504.0, 1.0 / 3.0];
+    let mut out = vec![0u16; 4];
+    unsafe { jm.run(0, &[src.as_ptr() as *mut u8, out.as_mut_ptr() as *mut u8]) };
+    assert_eq!(out, vec![0x3c00, 0xc100, 0x7bff, 0x3555]);
+}

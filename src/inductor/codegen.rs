@@ -35,6 +35,8 @@ pub struct CodegenResult {
 fn llvm_dtype(d: DType) -> llvm::DType {
     match d {
         DType::Bool => llvm::DType::Bool,
+        DType::BF16 => llvm::DType::BF16,
+        DType::F16 => llvm::DType::F16,
         _ => llvm::DType::F32,
     }
 }
@@ -207,7 +209,8 @@ impl OpsHandler for KernelOps<'_> {
     }
 
     fn to_dtype(&mut self, a: OpsValue, dtype: DType) -> OpsValue {
-        ev(self.kb.cast(llvm_dtype(dtype), ex(a)))
+        // Half-precision values live in float32 registers; stores round them.
+        ev(self.kb.cast(llvm_dtype(dtype.compute()), ex(a)))
     }
 }
 

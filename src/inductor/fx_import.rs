@@ -519,6 +519,10 @@ fn tensor_meta_ext(py: Python<'_>, v: &Bound<'_, PyAny>, meta_is_cpu: bool) -> P
         DType::F32
     } else if dtype_obj.is(&torch.getattr(intern!(py, "bool"))?) {
         DType::Bool
+    } else if dtype_obj.is(&torch.getattr(intern!(py, "bfloat16"))?) {
+        DType::BF16
+    } else if dtype_obj.is(&torch.getattr(intern!(py, "float16"))?) {
+        DType::F16
     } else {
         DType::Other
     };

@@ -30,8 +30,39 @@ pub enum DType {
     F32,
     /// torch.bool
     Bool,
+    /// torch.bfloat16: stored as such, computed in float32 (as torch's CPU kernels do).
+    BF16,
+    /// torch.float16: stored as such, computed in float32.
+    F16,
     /// Any other torch dtype; kernels never read or write these.
     Other,
+}
+
+impl DType {
+    /// True for the floating dtypes kernels handle (float32 and the half-precision storage types).
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::BF16 | DType::F16)
+    }
+
+    /// The dtype values of this dtype are computed in: float32 for the half-precision types.
+    pub fn compute(self) -> DType {
+        match self {
+            DType::BF16 | DType::F16 => DType::F32,
+            other => other,
+        }
+    }
+
+    /// torch's result dtype for a pointwise op over tensors of these floating dtypes (scalars do
+    /// not promote): float32 wins; one half type alone stays; bfloat16 with float16 gives float32.
+    pub fn promote_floats(dtypes: &[DType]) -> Option<DType> {
+        let floats: Vec<DType> = dtypes.iter().copied().filter(|d| d.is_float()).collect();
+        let first = *floats.first()?;
+        if floats.iter().all(|d| *d == first) {
+            Some(first)
+        } else {
+            Some(DType::F32)
+        }
+    }
 }
 
 /// Sizes and strides (in elements) of a dense CPU tensor, as torch reports them.

@@ -256,14 +256,23 @@ fn make_pointwise(
             out.sizes
         )));
     }
-    // Type promotion: what torch would compute in, and what it would return.
+    // Type promotion: what torch would compute in, and what it would return. Floating tensors
+    // promote among themselves (bfloat16/float16 stay when alone, computed in float32).
+    let tensor_dtypes: Vec<DType> = operands
+        .iter()
+        .filter_map(|o| match o {
+            Operand::Tensor { dtype, .. } => Some(*dtype),
+            _ => None,
+        })
+        .collect();
+    let float_result = DType::promote_floats(&tensor_dtypes).unwrap_or(DType::F32);
     let (compute, result) = match rule {
         Rule::Compare(_) => (DType::F32, DType::Bool),
         Rule::Unary(UnaryOp::LogicalNot) | Rule::Binary(BinaryOp::LogicalAnd | BinaryOp::LogicalOr) => {
             (DType::Bool, DType::Bool)
         }
-        Rule::Where => (out.dtype, out.dtype),
-        _ => (DType::F32, DType::F32),
+        Rule::Where => (out.dtype.compute(), out.dtype),
+        _ => (DType::F32, float_result),
     };
     if result != out.dtype || out.dtype == DType::Other {
         return Err(LoweringError::Unsupported(format!(
@@ -279,7 +288,7 @@ fn make_pointwise(
     }
     for o in &operands {
         if let Operand::Tensor { dtype: DType::Other, .. } = o {
-            return Err(LoweringError::Unsupported("operand dtype is neither float32 nor bool".into()));
+            return Err(LoweringError::Unsupported("operand dtype is not a float or bool".into()));
         }
     }
     let ndim = sizes.len();
@@ -292,7 +301,9 @@ fn make_pointwise(
                 _ => compute,
             };
             let (v, have) = match o {
-                Operand::Tensor { buf, sizes, dtype } => {
+                Operand::Tensor { buf, sizes, dtype: stored } => {
+                    // Half-precision elements load as float32 values.
+                    let dtype = &stored.compute();
                     let n_vars = index.first().map(|a| a.coeffs.len()).unwrap_or(0);
                     let idx: Vec<Affine> = sizes
                         .iter()

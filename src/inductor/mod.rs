@@ -251,6 +251,8 @@ fn inductor_compile(
     let dtype_obj = |d: DType| -> PyResult<Py<PyAny>> {
         Ok(match d {
             DType::Bool => torch.getattr("bool")?.unbind(),
+            DType::BF16 => torch.getattr("bfloat16")?.unbind(),
+            DType::F16 => torch.getattr("float16")?.unbind(),
             _ => torch.getattr("float32")?.unbind(),
         })
     };

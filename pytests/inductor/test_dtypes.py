@@ -1,0 +1,59 @@
+"""Half-precision dtypes in generated kernels: bfloat16 and float16 buffers load as float32,
+compute in float32 and round to nearest even on store (as torch's CPU kernels do per op; a fused
+chain rounds once, so results agree within the half type's tolerance)."""
+
+import pytest
+import torch
+
+import dynamo._C as C
+
+
+def randn(*shape, seed=0, dtype=torch.float32):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+TOL = {torch.bfloat16: dict(atol=2e-2, rtol=2e-2), torch.float16: dict(atol=2e-3, rtol=2e-3)}
+
+
+def check(fn, *inputs, dtype, kernels=1):
+    C.inductor_reset_counters()
+    compiled = C.inductor_compile(torch.fx.symbolic_trace(fn), list(inputs))
+    got, want = compiled(*inputs), fn(*inputs)
+    assert got.dtype == want.dtype and got.shape == want.shape and got.stride() == want.stride()
+    if want.dtype in TOL:
+        torch.testing.assert_close(got, want, equal_nan=True, **TOL[want.dtype])
+    else:
+        torch.testing.assert_close(got, want, equal_nan=True, **TOL[dtype])
+    counters = C.inductor_counters()
+    assert not compiled.is_eager and counters["kernels_compiled"] == kernels, compiled.plan
+    assert counters["fallback_nodes"] == 0, compiled.plan
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a, b: a * b + torch.sin(a),
+        lambda a, b: torch.relu(a - 1.5) * 2 + b.t().t(),
+        lambda a, b: torch.where(a > b, a, b * 0.5),
+        lambda a, b: (a.sigmoid() * b.tanh()).transpose(0, 1) * 1.0,
+        lambda a, b: a[::2] + b[1::2],
+    ],
+)
+def test_half_pointwise(fn, dtype):
+    a, b = randn(8, 12, dtype=dtype), randn(8, 12, seed=1, dtype=dtype)
+    a[0, 0] = float("nan")
+    check(fn, a, b, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_mixed_with_float32_promotes(dtype):
+    a = randn(6, 7, dtype=dtype)
+    b = randn(6, 7, seed=1)
+    check(lambda a, b: a * b + 1, a, b, dtype=dtype)  # float32 result
+    check(lambda a, b: (a > 0) & (b > 0), a, b, dtype=dtype)  # bool result
+
+
+def test_bfloat16_with_float16_gives_float32():
+    a, b = randn(5, 5, dtype=torch.bfloat16), randn(5, 5, seed=1, dtype=torch.float16)
+    check(lambda a, b: a + b, a, b, dtype=torch.bfloat16)
