@@ -57,3 +57,32 @@ def test_half_mixed_with_float32_promotes(dtype):
 def test_bfloat16_with_float16_gives_float32():
     a, b = randn(5, 5, dtype=torch.bfloat16), randn(5, 5, seed=1, dtype=torch.float16)
     check(lambda a, b: a + b, a, b, dtype=torch.bfloat16)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: torch.softmax(x, -1),
+        lambda x: torch.log_softmax(x, 0),
+        lambda x: x.sum(-1),
+        lambda x: x.mean(0, keepdim=True) + x,
+        lambda x: x.amax(-1),
+        lambda x: x.var(-1),
+        lambda x: torch.nn.functional.layer_norm(x, (12,)),
+        lambda x: torch.nn.functional.rms_norm(x, (12,)),
+        lambda x: torch.nn.functional.hardswish(x),
+    ],
+)
+def test_half_reductions_and_norms(fn, dtype):
+    # Accumulated in float32, rounded once at the end, as torch's CPU kernels do.
+    x = randn(10, 12, dtype=dtype)
+    check(fn, x, dtype=dtype)
+
+
+def test_half_batch_norm_eval():
+    x = randn(2, 3, 4, 4, dtype=torch.bfloat16)
+    stats = [randn(3, seed=s, dtype=torch.bfloat16) for s in (1, 2, 3, 4)]
+    stats[1] = stats[1].abs() + 0.5
+    check(lambda x, m, v, w, b: torch.nn.functional.batch_norm(x, m, v, w, b, False, 0.1, 1e-5), x, *stats,
+          dtype=torch.bfloat16)

@@ -296,7 +296,7 @@ fn build_group(
                         st[vars[d]] += layout.strides[k];
                     }
                 }
-                (idx, st, DType::F32)
+                (idx, st, layout.dtype)
             }
             _ => return Err(format!("{m} does not fit its kernel")),
         };

@@ -159,18 +159,22 @@ fn reduce_dims(dim: Option<&FxArg>, ndim: usize) -> Result<Vec<usize>, LoweringE
     Ok(dims)
 }
 
-fn f32_input(lw: &Lowerer<'_>, a: Option<&FxArg>) -> Result<TensorRef, LoweringError> {
+/// A floating input (float32, or bfloat16/float16 computed in float32); the decomposition's
+/// result has its dtype, as torch's ops do.
+fn float_input(lw: &Lowerer<'_>, a: Option<&FxArg>) -> Result<TensorRef, LoweringError> {
     let t = lw.tensor(a.ok_or_else(|| LoweringError::Unsupported("missing input".into()))?)?;
-    if t.dtype != DType::F32 {
-        return unsupported("input is not float32");
+    if !t.dtype.is_float() {
+        return unsupported("input is not a floating tensor");
     }
     Ok(t)
 }
 
 /// `op` of `x` over `dims` (float32), as a realized Reduction.
-fn reduce(lw: &mut Lowerer<'_>, x: &TensorRef, dims: Vec<usize>, keepdim: bool, op: ReductionType) -> TensorRef {
+/// `op` of `x` over `dims`, accumulated in float32; `dtype` is the buffer's dtype (float32 for
+/// intermediates, the input's dtype when the reduction is the op's result).
+fn reduce(lw: &mut Lowerer<'_>, x: &TensorRef, dims: Vec<usize>, keepdim: bool, op: ReductionType, dtype: DType) -> TensorRef {
     let xc = x.clone();
-    lw.reduction(Reduction {
+    lw.reduction(dtype, Reduction {
         input_sizes: x.sizes.clone(),
         reduced: dims,
         keepdim,
@@ -179,10 +183,10 @@ fn reduce(lw: &mut Lowerer<'_>, x: &TensorRef, dims: Vec<usize>, keepdim: bool, 
     })
 }
 
-/// `t * k` as an unrealized Pointwise (`k` a float32 constant).
-fn scale(lw: &mut Lowerer<'_>, t: &TensorRef, k: f64) -> TensorRef {
+/// `t * k` as an unrealized Pointwise of dtype `dtype` (`k` a float32 constant).
+fn scale(lw: &mut Lowerer<'_>, t: &TensorRef, k: f64, dtype: DType) -> TensorRef {
     let tc = t.clone();
-    lw.pointwise(&t.sizes, DType::F32, move |h, idx| {
+    lw.pointwise(&t.sizes, dtype, move |h, idx| {
         let v = load_broadcast(h, &tc, idx);
         let c = h.constant(k, DType::F32);
         h.binary(BinaryOp::Mul, v, c)
@@ -199,15 +203,19 @@ fn reduction_op(lw: &mut Lowerer<'_>, op: ReductionType, mean: bool) -> Result<T
     if is_sum_like && !matches!(a.get(3).copied().flatten(), None | Some(FxArg::None)) {
         return unsupported("dtype=");
     }
-    let x = f32_input(lw, a[0])?;
+    let x = float_input(lw, a[0])?;
     let dims = reduce_dims(a[1], x.sizes.len())?;
     let keepdim = boolean(a[2], false)?;
     if x.sizes.is_empty() {
         return unsupported("reduction of a 0-d tensor");
     }
     let n: i64 = dims.iter().map(|&d| x.sizes[d]).product();
-    let r = reduce(lw, &x, dims, keepdim, op);
-    Ok(if mean { scale(lw, &r, 1.0 / n as f64) } else { r })
+    Ok(if mean {
+        let r = reduce(lw, &x, dims, keepdim, op, DType::F32);
+        scale(lw, &r, 1.0 / n as f64, x.dtype)
+    } else {
+        reduce(lw, &x, dims, keepdim, op, x.dtype)
+    })
 }
 
 fn sum(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
@@ -232,7 +240,7 @@ fn variance(lw: &mut Lowerer<'_>, sqrt: bool) -> Result<TensorRef, LoweringError
     let node = lw.fx_node();
     // torch.var(input, dim=None, *, correction=1, keepdim=False); the old `unbiased` spelling too.
     let a = bind(node, &["input", "dim", "unbiased", "keepdim", "correction"])?;
-    let x = f32_input(lw, a[0])?;
+    let x = float_input(lw, a[0])?;
     if x.sizes.is_empty() {
         return unsupported("variance of a 0-d tensor");
     }
@@ -255,8 +263,8 @@ fn variance(lw: &mut Lowerer<'_>, sqrt: bool) -> Result<TensorRef, LoweringError
     };
     let keepdim = boolean(a[3], false)?;
     let n: i64 = dims.iter().map(|&d| x.sizes[d]).product();
-    let s = reduce(lw, &x, dims.clone(), true, ReductionType::Sum);
-    let mean = scale(lw, &s, 1.0 / n as f64);
+    let s = reduce(lw, &x, dims.clone(), true, ReductionType::Sum, DType::F32);
+    let mean = scale(lw, &s, 1.0 / n as f64, DType::F32);
     let (xc, mc) = (x.clone(), mean.clone());
     let dev2 = lw.pointwise(&x.sizes, DType::F32, move |h, idx| {
         let v = load_broadcast(h, &xc, idx);
@@ -264,11 +272,12 @@ fn variance(lw: &mut Lowerer<'_>, sqrt: bool) -> Result<TensorRef, LoweringError
         let d = h.binary(BinaryOp::Sub, v, m);
         h.binary(BinaryOp::Mul, d, d)
     });
-    let ss = reduce(lw, &dev2, dims, keepdim, ReductionType::Sum);
+    let ss = reduce(lw, &dev2, dims, keepdim, ReductionType::Sum, DType::F32);
+    let out_dtype = x.dtype;
     // n - correction <= 0 gives inf/nan, as torch does (0/0 for n == correction... x/0 above).
     let denom = n as f64 - correction;
     let ssc = ss.clone();
-    Ok(lw.pointwise(&ss.sizes.clone(), DType::F32, move |h, idx| {
+    Ok(lw.pointwise(&ss.sizes.clone(), out_dtype, move |h, idx| {
         let v = h.load(ssc.buf, idx);
         let d = h.constant(denom.max(0.0), DType::F32);
         let q = h.binary(BinaryOp::Div, v, d);
@@ -292,7 +301,7 @@ fn std(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
 /// with eps defaulting to float32's machine epsilon as in torch.
 fn rms_norm(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let a = bind(lw.fx_node(), &["input", "normalized_shape", "weight", "eps"])?;
-    let x = f32_input(lw, a[0])?;
+    let x = float_input(lw, a[0])?;
     let shape = match a[1] {
         Some(FxArg::Tuple(items)) | Some(FxArg::List(items)) => items.iter().map(int).collect::<Result<Vec<_>, _>>()?,
         Some(FxArg::Int(v)) => vec![*v],
@@ -306,8 +315,8 @@ fn rms_norm(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
         None | Some(FxArg::None) => None,
         Some(t) => {
             let t = lw.tensor(t)?;
-            if t.sizes != shape || t.dtype != DType::F32 {
-                return unsupported("weight shape");
+            if t.sizes != shape || t.dtype != x.dtype {
+                return unsupported("weight shape or dtype");
             }
             Some(t)
         }
@@ -320,8 +329,9 @@ fn rms_norm(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
         let v = h.load(xc.buf, idx);
         h.binary(BinaryOp::Mul, v, v)
     });
-    let ss = reduce(lw, &sq, dims, true, ReductionType::Sum);
-    Ok(lw.pointwise(&x.sizes.clone(), DType::F32, move |h, idx| {
+    let ss = reduce(lw, &sq, dims, true, ReductionType::Sum, DType::F32);
+    let out_dtype = x.dtype;
+    Ok(lw.pointwise(&x.sizes.clone(), out_dtype, move |h, idx| {
         let v = h.load(x.buf, idx);
         let total = load_broadcast(h, &ss, idx);
         let inv_n = h.constant(1.0 / n as f64, DType::F32);
@@ -341,7 +351,7 @@ fn rms_norm(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
 /// `F.adaptive_avg_pool2d(x, 1)`: the mean over the last two dims, kept as size 1.
 fn adaptive_avg_pool2d(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let a = bind(lw.fx_node(), &["input", "output_size"])?;
-    let x = f32_input(lw, a[0])?;
+    let x = float_input(lw, a[0])?;
     let ones = match a[1] {
         Some(FxArg::Int(1)) => true,
         Some(FxArg::Tuple(items)) | Some(FxArg::List(items)) => items.iter().all(|v| matches!(v, FxArg::Int(1))),
@@ -352,8 +362,8 @@ fn adaptive_avg_pool2d(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError>
         return unsupported("adaptive_avg_pool2d to a size other than 1x1");
     }
     let n = x.sizes[nd - 2] * x.sizes[nd - 1];
-    let r = reduce(lw, &x, vec![nd - 2, nd - 1], true, ReductionType::Sum);
-    Ok(scale(lw, &r, 1.0 / n as f64))
+    let r = reduce(lw, &x, vec![nd - 2, nd - 1], true, ReductionType::Sum, DType::F32);
+    Ok(scale(lw, &r, 1.0 / n as f64, x.dtype))
 }
 
 /// softmax(x, dim) = exp(x - amax(x)) / sum(exp(x - amax(x)))   (torch's max-shifted form).
@@ -362,7 +372,7 @@ fn softmax_parts(lw: &mut Lowerer<'_>) -> Result<(TensorRef, TensorRef, TensorRe
     if !matches!(a[3], None | Some(FxArg::None)) {
         return unsupported("dtype=");
     }
-    let x = f32_input(lw, a[0])?;
+    let x = float_input(lw, a[0])?;
     let dim = match a[1] {
         Some(FxArg::Int(d)) => wrap_dim(*d, x.sizes.len())?,
         _ => return unsupported("softmax without an int dim"),
@@ -370,7 +380,7 @@ fn softmax_parts(lw: &mut Lowerer<'_>) -> Result<(TensorRef, TensorRef, TensorRe
     if x.sizes.is_empty() {
         return unsupported("softmax of a 0-d tensor");
     }
-    let m = reduce(lw, &x, vec![dim], true, ReductionType::Max);
+    let m = reduce(lw, &x, vec![dim], true, ReductionType::Max, DType::F32);
     let (xc, mc) = (x.clone(), m.clone());
     // A row that is all -inf has max -inf; torch gives NaN there, and so does exp(-inf - -inf).
     let e = lw.pointwise(&x.sizes, DType::F32, move |h, idx| {
@@ -379,13 +389,13 @@ fn softmax_parts(lw: &mut Lowerer<'_>) -> Result<(TensorRef, TensorRef, TensorRe
         let d = h.binary(BinaryOp::Sub, v, mx);
         h.unary(UnaryOp::Exp, d)
     });
-    let s = reduce(lw, &e, vec![dim], true, ReductionType::Sum);
+    let s = reduce(lw, &e, vec![dim], true, ReductionType::Sum, DType::F32);
     Ok((x, m, s, dim))
 }
 
 fn softmax(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let (x, m, s, _) = softmax_parts(lw)?;
-    Ok(lw.pointwise(&x.sizes.clone(), DType::F32, move |h, idx| {
+    Ok(lw.pointwise(&x.sizes.clone(), x.dtype, move |h, idx| {
         let v = load_broadcast(h, &x, idx);
         let mx = load_broadcast(h, &m, idx);
         let d = h.binary(BinaryOp::Sub, v, mx);
@@ -400,7 +410,7 @@ fn softmax(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
 /// log_softmax(x) = (x - amax(x)) - log(sum(exp(x - amax(x)))).
 fn log_softmax(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let (x, m, s, _) = softmax_parts(lw)?;
-    Ok(lw.pointwise(&x.sizes.clone(), DType::F32, move |h, idx| {
+    Ok(lw.pointwise(&x.sizes.clone(), x.dtype, move |h, idx| {
         let v = load_broadcast(h, &x, idx);
         let mx = load_broadcast(h, &m, idx);
         let d = h.binary(BinaryOp::Sub, v, mx);
@@ -415,7 +425,7 @@ fn log_softmax(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
 /// `(x - mean) * rsqrt(var + eps) * weight + bias`.
 fn layer_norm(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let a = bind(lw.fx_node(), &["input", "normalized_shape", "weight", "bias", "eps", "cudnn_enable"])?;
-    let x = f32_input(lw, a[0])?;
+    let x = float_input(lw, a[0])?;
     let shape = match a[1] {
         Some(FxArg::Tuple(items)) | Some(FxArg::List(items)) => items.iter().map(int).collect::<Result<Vec<_>, _>>()?,
         Some(FxArg::Int(v)) => vec![*v],
@@ -430,8 +440,8 @@ fn layer_norm(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
             None | Some(FxArg::None) => Ok(None),
             Some(t) => {
                 let t = lw.tensor(t)?;
-                if t.sizes != shape || t.dtype != DType::F32 {
-                    return unsupported("weight/bias shape");
+                if t.sizes != shape || t.dtype != x.dtype {
+                    return unsupported("weight/bias shape or dtype");
                 }
                 Ok(Some(t))
             }
@@ -442,8 +452,8 @@ fn layer_norm(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let eps = number(a[4], 1e-5)?;
     let dims: Vec<usize> = (nd - shape.len()..nd).collect();
     let n: i64 = shape.iter().product();
-    let s = reduce(lw, &x, dims.clone(), true, ReductionType::Sum);
-    let mean = scale(lw, &s, 1.0 / n as f64);
+    let s = reduce(lw, &x, dims.clone(), true, ReductionType::Sum, DType::F32);
+    let mean = scale(lw, &s, 1.0 / n as f64, DType::F32);
     let (xc, mc) = (x.clone(), mean.clone());
     let dev2 = lw.pointwise(&x.sizes, DType::F32, move |h, idx| {
         let v = load_broadcast(h, &xc, idx);
@@ -451,8 +461,9 @@ fn layer_norm(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
         let d = h.binary(BinaryOp::Sub, v, m);
         h.binary(BinaryOp::Mul, d, d)
     });
-    let ss = reduce(lw, &dev2, dims, true, ReductionType::Sum);
-    Ok(lw.pointwise(&x.sizes.clone(), DType::F32, move |h, idx| {
+    let ss = reduce(lw, &dev2, dims, true, ReductionType::Sum, DType::F32);
+    let out_dtype = x.dtype;
+    Ok(lw.pointwise(&x.sizes.clone(), out_dtype, move |h, idx| {
         let v = load_broadcast(h, &x, idx);
         let m = load_broadcast(h, &mean, idx);
         let var_sum = load_broadcast(h, &ss, idx);
@@ -491,7 +502,7 @@ fn batch_norm(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     if boolean(a[5], false)? {
         return unsupported("batch_norm in training mode");
     }
-    let x = f32_input(lw, a[0])?;
+    let x = float_input(lw, a[0])?;
     if x.sizes.len() < 2 {
         return unsupported("batch_norm of fewer than 2 dims");
     }
@@ -501,7 +512,7 @@ fn batch_norm(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
             None | Some(FxArg::None) => Ok(None),
             Some(t) => {
                 let t = lw.tensor(t)?;
-                if t.sizes != [c] || t.dtype != DType::F32 {
+                if t.sizes != [c] || !t.dtype.is_float() {
                     return unsupported("per-channel tensor of the wrong shape");
                 }
                 Ok(Some(t))
@@ -514,7 +525,8 @@ fn batch_norm(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let weight = channel(lw, a[3])?;
     let bias = channel(lw, a[4])?;
     let eps = number(a[7], 1e-5)?;
-    Ok(lw.pointwise(&x.sizes.clone(), DType::F32, move |h, idx| {
+    let out_dtype = x.dtype;
+    Ok(lw.pointwise(&x.sizes.clone(), out_dtype, move |h, idx| {
         let v = h.load(x.buf, idx);
         let var = load_channel(h, &rv, idx);
         let e = h.constant(eps, DType::F32);
@@ -562,7 +574,7 @@ fn activation(
     defaults: &[f64],
 ) -> Result<TensorRef, LoweringError> {
     let a = bind(lw.fx_node(), params)?;
-    let x = f32_input(lw, a[0])?;
+    let x = float_input(lw, a[0])?;
     // Trailing parameters: numbers (with defaults) and the `inplace` flag, which must be off
     // (functionalization turned it off for in-place forms).
     let mut nums = Vec::new();
@@ -575,7 +587,8 @@ fn activation(
             nums.push(number(a[k], defaults[nums.len()])?);
         }
     }
-    Ok(lw.pointwise(&x.sizes.clone(), DType::F32, move |h, idx| {
+    let out_dtype = x.dtype;
+    Ok(lw.pointwise(&x.sizes.clone(), out_dtype, move |h, idx| {
         let v = h.load(x.buf, idx);
         f(h, v, &nums)
     }))

@@ -523,10 +523,10 @@ impl Lowerer<'_> {
         self.push(BufferKind::Pointwise(pw), sizes, dtype)
     }
 
-    /// A Reduction (float32), realized.
-    pub fn reduction(&mut self, r: Reduction) -> TensorRef {
+    /// A Reduction (accumulated in float32; stored as `dtype`), realized.
+    pub fn reduction(&mut self, dtype: DType, r: Reduction) -> TensorRef {
         let sizes: Vec<i64> = r.out_dims().iter().map(|&d| if r.reduced.contains(&d) { 1 } else { r.input_sizes[d] }).collect();
-        self.push(BufferKind::Reduction(r), &sizes, DType::F32)
+        self.push(BufferKind::Reduction(r), &sizes, dtype)
     }
 
     /// Marks `t`'s buffer realized when it is a Pointwise (it will be computed into memory).
