@@ -86,3 +86,18 @@ def test_half_batch_norm_eval():
     stats[1] = stats[1].abs() + 0.5
     check(lambda x, m, v, w, b: torch.nn.functional.batch_norm(x, m, v, w, b, False, 0.1, 1e-5), x, *stats,
           dtype=torch.bfloat16)
+
+
+@pytest.mark.parametrize(
+    "fn, dtype",
+    [
+        (lambda x: (x * 2).to(torch.bfloat16) + 1, torch.bfloat16),
+        (lambda x: x.half().sigmoid(), torch.float16),
+        (lambda x: (x.bfloat16() * 3).float() - x, torch.bfloat16),
+        (lambda x: (x > 0).to(torch.float32) * x, torch.bfloat16),
+        (lambda x: x.to(dtype=torch.float16) * 2, torch.float16),
+        (lambda x: (x * 1).to(torch.float32) + 1, torch.bfloat16),  # same dtype: a view in torch
+    ],
+)
+def test_conversions_are_pointwise_casts(fn, dtype):
+    check(fn, randn(9, 7), dtype=dtype)

@@ -49,6 +49,7 @@ pub fn lookup(canonical: &str) -> Option<Decomposition> {
         "expand" => expand,
         "contiguous" => contiguous,
         "getitem" => getitem,
+        "to" | "float" | "half" | "bfloat16" => convert,
         _ => return None,
     })
 }
@@ -650,6 +651,38 @@ fn dropout(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let x = lw.tensor(a[0].ok_or_else(|| LoweringError::Unsupported("missing input".into()))?)?;
     let sizes = x.sizes.clone();
     view(lw, &x, &sizes, |idx| idx.to_vec())
+}
+
+/// `x.to(dtype)`, `x.type(dtype)`, `x.float()`, `x.half()`, `x.bfloat16()` between float32,
+/// bfloat16, float16 and bool: a pointwise cast (float -> bool is `x != 0`, bool -> float is
+/// 0/1). A conversion to the dtype `x` already has returns `x` itself in torch, so it is a view.
+/// Device moves, `copy=True` and other keywords run through torch.
+fn convert(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let node = lw.fx_node();
+    let x = self_tensor(lw)?;
+    let target = match node.canonical {
+        Some("float") => DType::F32,
+        Some("half") => DType::F16,
+        Some("bfloat16") => DType::BF16,
+        _ => {
+            let a = bind(node, &["self", "dtype"])?;
+            match a[1] {
+                Some(FxArg::Dtype { dtype, .. }) if *dtype != DType::Other => *dtype,
+                _ => return unsupported("conversion other than to a float/bool dtype"),
+            }
+        }
+    };
+    if node.canonical != Some("to") && node.canonical != Some("type") && node.args.len() != 1 {
+        return unsupported("arguments to a conversion method");
+    }
+    let sizes = x.sizes.clone();
+    if target == x.dtype {
+        return view(lw, &x, &sizes, |idx| idx.to_vec());
+    }
+    Ok(lw.pointwise(&sizes, target, move |h, idx| {
+        let v = h.load(x.buf, idx);
+        h.to_dtype(v, target)
+    }))
 }
 
 // ---- views ----------------------------------------------------------------------------------

@@ -38,6 +38,8 @@ pub enum FxArg {
     Slice { start: Option<i64>, stop: Option<i64>, step: Option<i64>, py: usize },
     /// `...`
     Ellipsis,
+    /// A `torch.dtype`; `py` is the side-table entry of the dtype object.
+    Dtype { dtype: DType, py: usize },
     Py(usize),
 }
 
@@ -298,6 +300,11 @@ const METHOD_TARGETS: &[(&str, &str)] = &[
     ("expand", "expand"),
     ("contiguous", "contiguous"),
     ("__getitem__", "getitem"),
+    ("to", "to"),
+    ("type", "to"),
+    ("float", "float"),
+    ("half", "half"),
+    ("bfloat16", "bfloat16"),
 ];
 
 /// Resolved identity table: object id -> canonical name, built on first use.
@@ -534,6 +541,7 @@ fn tensor_meta_ext(py: Python<'_>, v: &Bound<'_, PyAny>, meta_is_cpu: bool) -> P
 
 struct Importer<'py> {
     fx_node_type: Bound<'py, PyAny>,
+    dtype_type: Bound<'py, PyAny>,
     slice_type: Bound<'py, PyAny>,
     names: Vec<Bound<'py, PyAny>>,
     side_table: Vec<Py<PyAny>>,
@@ -605,6 +613,22 @@ impl<'py> Importer<'py> {
         }
         if a.is(&a.py().Ellipsis()) {
             return Ok(FxArg::Ellipsis);
+        }
+        if a.is_instance(&self.dtype_type)? {
+            let py = a.py();
+            let torch = py.import(intern!(py, "torch"))?;
+            let dtype = if a.is(&torch.getattr(intern!(py, "float32"))?) {
+                DType::F32
+            } else if a.is(&torch.getattr(intern!(py, "bool"))?) {
+                DType::Bool
+            } else if a.is(&torch.getattr(intern!(py, "bfloat16"))?) {
+                DType::BF16
+            } else if a.is(&torch.getattr(intern!(py, "float16"))?) {
+                DType::F16
+            } else {
+                DType::Other
+            };
+            return Ok(FxArg::Dtype { dtype, py: self.side(a) });
         }
         if a.cast::<PyDict>().is_ok() {
             return Err(ImportError::Unsupported("dict argument".into()));
@@ -746,6 +770,7 @@ pub fn import_graph(
     }
     let mut imp = Importer {
         fx_node_type: py.import("torch.fx")?.getattr("Node")?,
+        dtype_type: py.import("torch")?.getattr("dtype")?,
         slice_type: py.get_type::<pyo3::types::PySlice>().into_any(),
         names: Vec::new(),
         side_table: Vec::new(),

@@ -107,7 +107,7 @@ fn arg_template(py: Python<'_>, g: &FxGraph, ir: &GraphIr, a: &FxArg) -> PyResul
         FxArg::Bool(v) => ArgT::Const(v.into_py_any(py)?),
         FxArg::None => ArgT::Const(py.None()),
         FxArg::Str(s) => ArgT::Const(PyString::new(py, s).into_any().unbind()),
-        FxArg::Py(i) | FxArg::Slice { py: i, .. } => ArgT::Const(g.side_table[*i].clone_ref(py)),
+        FxArg::Py(i) | FxArg::Slice { py: i, .. } | FxArg::Dtype { py: i, .. } => ArgT::Const(g.side_table[*i].clone_ref(py)),
         FxArg::Ellipsis => ArgT::Const(py.Ellipsis()),
         FxArg::Tuple(items) => ArgT::Tuple(items.iter().map(|x| arg_template(py, g, ir, x)).collect::<PyResult<_>>()?),
         FxArg::List(items) => ArgT::List(items.iter().map(|x| arg_template(py, g, ir, x)).collect::<PyResult<_>>()?),
