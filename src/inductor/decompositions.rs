@@ -54,6 +54,15 @@ pub fn lookup(canonical: &str) -> Option<Decomposition> {
     })
 }
 
+/// True for the ops lowered as views (their value may alias their input in torch).
+pub fn is_view_op(canonical: &str) -> bool {
+    matches!(
+        canonical,
+        "view" | "reshape" | "flatten" | "transpose" | "t" | "permute" | "unsqueeze" | "squeeze" | "expand" | "contiguous"
+            | "getitem" | "dropout" | "to" | "float" | "half" | "bfloat16"
+    )
+}
+
 /// True for decomposed ops whose value is always a new tensor (never a view of an argument);
 /// functionalization's alias analysis relies on it.
 pub fn returns_fresh(canonical: &str) -> bool {
@@ -695,8 +704,15 @@ fn view(
     sizes: &[i64],
     map: impl Fn(&[Affine]) -> Vec<Affine> + 'static,
 ) -> Result<TensorRef, LoweringError> {
+    // Follow the value through further views: a view of a view that leaves the graph must be
+    // made by torch at every step, or the last one would view a copy.
     let g = lw.g;
-    for &u in &g.nodes[lw.node].users {
+    let mut stack: Vec<usize> = g.nodes[lw.node].users.clone();
+    let mut seen = std::collections::HashSet::new();
+    while let Some(u) = stack.pop() {
+        if !seen.insert(u) {
+            continue;
+        }
         let user = &g.nodes[u];
         let lowered_op = match user.canonical {
             Some(c) => super::lowering::is_pointwise_op(c) || lookup(c).is_some(),
@@ -704,6 +720,9 @@ fn view(
         };
         if matches!(user.op, FxOp::Output) || !lowered_op {
             return unsupported(format!("view read by {} (torch makes it without a copy)", user.name));
+        }
+        if user.canonical.is_some_and(is_view_op) {
+            stack.extend(user.users.iter().copied());
         }
     }
     let b = base.clone();

@@ -384,7 +384,16 @@ fn looks_mutating(py: Python<'_>, op: &str, target: &Bound<'_, PyAny>) -> PyResu
     let trailing_underscore = name.ends_with('_')
         && !name.ends_with("__")
         && !matches!(name.as_str(), "and_" | "or_" | "not_" | "xor_" | "is_" | "concat_");
-    Ok(trailing_underscore || inplace_operator || name == "setitem" || name == "__setitem__")
+    // In-place dunders called as methods (`a.__iadd__(b)`, `a.__imatmul__(b)`): `__i<op>__`.
+    let inplace_dunder = op == "call_method"
+        && name.starts_with("__i")
+        && name.ends_with("__")
+        && matches!(
+            &name[3..name.len() - 2],
+            "add" | "sub" | "mul" | "truediv" | "floordiv" | "mod" | "pow" | "and" | "or" | "xor" | "lshift" | "rshift"
+                | "matmul"
+        );
+    Ok(trailing_underscore || inplace_operator || inplace_dunder || name == "setitem" || name == "__setitem__")
 }
 
 /// What an fx node becomes under functionalization.
