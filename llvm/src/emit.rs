@@ -119,6 +119,13 @@ fn close_loop_with_hints<'ctx>(
     Ok(())
 }
 
+/// Elements summed in one block before the block sum joins the pairwise stack (Note [pairwise
+/// sums]); the vectorized loop keeps 64 lanes, so each lane adds at most 64 values per block.
+pub const SUM_BLOCK: i64 = 4096;
+
+/// Levels of the pairwise stack: enough for 2^31 blocks.
+pub const PAIRWISE_LEVELS: u64 = 32;
+
 /// Largest reduction space (in elements) whose expensive values are cached in a stack row
 /// between the loops of a reduction kernel (Note [row cache]): 16384 floats, 64 KiB.
 pub const ROW_CACHE_MAX: i64 = 16384;
@@ -524,9 +531,24 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         }
         // Accumulator slots, in the entry block.
         let mut acc: Vec<Option<PointerValue<'ctx>>> = vec![None; n];
+        // Note [pairwise sums]: a sum over more than SUM_BLOCK elements accumulates each pass of
+        // the innermost reduction loop (split into blocks of at most SUM_BLOCK) in a local
+        // accumulator, then pushes that block sum into a binary-counter stack that adds blocks
+        // pairwise (like torch's cascade sum), so the rounding error grows with the log of the
+        // number of blocks instead of linearly with the number of elements.
+        let red_numel_all: i64 = kernel.reduction_ranges.iter().product();
+        let pairwise = red_numel_all > SUM_BLOCK;
+        let mut local: Vec<Option<PointerValue<'ctx>>> = vec![None; n];
+        let mut levels: Vec<Option<PointerValue<'ctx>>> = vec![None; n];
+        let count_slot = if pairwise { Some(e(b.build_alloca(i64t, "blocks"))?) } else { None };
+        let levels_ty = f32t.array_type(PAIRWISE_LEVELS as u32);
         for (i, ex) in kernel.exprs.iter().enumerate() {
-            if let Expr::Reduce(..) = ex {
+            if let Expr::Reduce(op, _) = ex {
                 acc[i] = Some(e(b.build_alloca(f32t, &format!("acc{i}")))?);
+                if pairwise && *op == ReduceOp::Sum {
+                    local[i] = Some(e(b.build_alloca(f32t, &format!("block{i}")))?);
+                    levels[i] = Some(e(b.build_alloca(levels_ty, &format!("levels{i}")))?);
+                }
             }
         }
         let mut loops: Vec<OpenLoop<'ctx>> = Vec::new();
@@ -638,12 +660,37 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                 let Expr::Reduce(op, _) = kernel.exprs[r] else { unreachable!() };
                 e(b.build_store(acc[r].unwrap(), f32t.const_float(op.identity() as f64)))?;
             }
+            let blocked = reduces.iter().any(|&r| local[r].is_some());
+            let count_slot = count_slot.filter(|_| blocked);
+            if let Some(slot) = count_slot {
+                e(b.build_store(slot, i64t.const_zero()))?;
+            }
             let mut red_loops = Vec::new();
             let mut ivs = outer_ivs.clone();
+            let last = kernel.reduction_ranges.len().saturating_sub(1);
             for (j, &r) in kernel.reduction_ranges.iter().enumerate() {
-                let l = open_loop(ctx, b, f, i64t.const_zero(), i64t.const_int(r as u64, false), 1, &format!("r{j}_{k}"))?;
-                ivs.push(l.iv);
-                red_loops.push(l);
+                let hi = i64t.const_int(r as u64, false);
+                if blocked && j == last {
+                    // Blocks of the innermost loop, each summed locally then pushed pairwise.
+                    let blk = open_loop(ctx, b, f, i64t.const_zero(), hi, SUM_BLOCK, &format!("r{j}_{k}_block"))?;
+                    let end = e(b.build_int_nsw_add(blk.iv, i64t.const_int(SUM_BLOCK as u64, false), ""))?;
+                    let lt = e(b.build_int_compare(IntPredicate::SLT, end, hi, ""))?;
+                    let end = e(b.build_select(lt, end, hi, ""))?.into_int_value();
+                    for &rr in &reduces {
+                        if let Some(slot) = local[rr] {
+                            e(b.build_store(slot, f32t.const_zero()))?;
+                        }
+                    }
+                    let lo = blk.iv;
+                    red_loops.push(blk);
+                    let l = open_loop(ctx, b, f, lo, end, 1, &format!("r{j}_{k}"))?;
+                    ivs.push(l.iv);
+                    red_loops.push(l);
+                } else {
+                    let l = open_loop(ctx, b, f, i64t.const_zero(), hi, 1, &format!("r{j}_{k}"))?;
+                    ivs.push(l.iv);
+                    red_loops.push(l);
+                }
             }
             let mut vals = outer_vals.clone();
             // Linear position in the reduction space, for the row cache.
@@ -676,7 +723,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             }
             for &r in &reduces {
                 let Expr::Reduce(op, v) = kernel.exprs[r] else { unreachable!() };
-                let slot = acc[r].unwrap();
+                let slot = local[r].unwrap_or(acc[r].unwrap());
                 let cur = e(b.build_load(f32t, slot, ""))?.into_float_value();
                 let x = vals[v.0 as usize].ok_or_else(|| bad("reduced value not emitted"))?.into_float_value();
                 let next = match op {
@@ -698,11 +745,43 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                     self.emit_store(b, kernel, ptrs, &ivs, st, value)?;
                 }
             }
-            for l in red_loops.iter().rev() {
+            for (li, l) in red_loops.iter().enumerate().rev() {
                 close_loop(ctx, b, l)?;
+                if let (Some(count_slot), true) = (count_slot, li == red_loops.len() - 1) {
+                    // One block done: push its local sums pairwise.
+                    let cnt = e(b.build_load(i64t, count_slot, ""))?.into_int_value();
+                    let cnt1 = e(b.build_int_add(cnt, i64t.const_int(1, false), ""))?;
+                    e(b.build_store(count_slot, cnt1))?;
+                    for &r in &reduces {
+                        if let (Some(slot), Some(stack)) = (local[r], levels[r]) {
+                            let sum = e(b.build_load(f32t, slot, ""))?.into_float_value();
+                            self.emit_pairwise_push(b, f, stack, levels_ty, sum, cnt1)?;
+                        }
+                    }
+                }
             }
             for &r in &reduces {
-                outer_vals[r] = Some(e(b.build_load(f32t, acc[r].unwrap(), ""))?);
+                let v = match (levels[r], count_slot) {
+                    (Some(stack), Some(count_slot)) => {
+                        // Total: the stack levels whose bit is set in the block count, low first.
+                        let cnt = e(b.build_load(i64t, count_slot, ""))?.into_int_value();
+                        let mut total = f32t.const_zero();
+                        for level in 0..PAIRWISE_LEVELS {
+                            let ptr = unsafe {
+                                e(b.build_in_bounds_gep(levels_ty, stack, &[i64t.const_zero(), i64t.const_int(level, false)], ""))?
+                            };
+                            let part = e(b.build_load(f32t, ptr, ""))?.into_float_value();
+                            let bit = e(b.build_right_shift(cnt, i64t.const_int(level, false), false, ""))?;
+                            let bit = e(b.build_and(bit, i64t.const_int(1, false), ""))?;
+                            let set = e(b.build_int_compare(IntPredicate::NE, bit, i64t.const_zero(), ""))?;
+                            let add = e(b.build_float_add(total, part, ""))?;
+                            total = e(b.build_select(set, add, total, ""))?.into_float_value();
+                        }
+                        total.into()
+                    }
+                    _ => e(b.build_load(f32t, acc[r].unwrap(), ""))?,
+                };
+                outer_vals[r] = Some(v);
             }
         }
         emit_outer(self, &mut outer_vals, usize::MAX)?;
@@ -715,6 +794,55 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         for l in loops.iter().rev() {
             close_loop(ctx, b, l)?;
         }
+        Ok(())
+    }
+
+    /// Pushes block sum `sum` (the `count`-th block, from 1) into the pairwise stack: while the
+    /// count's low bits are 1, the pending partial of that level is added and carried up; the
+    /// result lands on the first level whose bit is 0 (Note [pairwise sums]).
+    fn emit_pairwise_push(
+        &self,
+        b: &Builder<'ctx>,
+        f: FunctionValue<'ctx>,
+        stack: PointerValue<'ctx>,
+        levels_ty: inkwell::types::ArrayType<'ctx>,
+        sum: FloatValue<'ctx>,
+        count: IntValue<'ctx>,
+    ) -> Result<(), CodegenError> {
+        let ctx = self.ctx;
+        let i64t = ctx.i64_type();
+        let f32t = ctx.f32_type();
+        let pre = b.get_insert_block().ok_or_else(|| bad("builder not positioned"))?;
+        let head = ctx.append_basic_block(f, "carry");
+        let body = ctx.append_basic_block(f, "carry_add");
+        let done = ctx.append_basic_block(f, "carry_done");
+        e(b.build_unconditional_branch(head))?;
+        b.position_at_end(head);
+        let level = e(b.build_phi(i64t, "level"))?;
+        let c = e(b.build_phi(i64t, "c"))?;
+        let v = e(b.build_phi(f32t, "v"))?;
+        level.add_incoming(&[(&i64t.const_zero(), pre)]);
+        c.add_incoming(&[(&count, pre)]);
+        v.add_incoming(&[(&sum, pre)]);
+        let (lv, cv, vv) = (level.as_basic_value().into_int_value(), c.as_basic_value().into_int_value(), v.as_basic_value().into_float_value());
+        let low = e(b.build_and(cv, i64t.const_int(1, false), ""))?;
+        let even = e(b.build_int_compare(IntPredicate::EQ, low, i64t.const_zero(), ""))?;
+        let room = e(b.build_int_compare(IntPredicate::ULT, lv, i64t.const_int(PAIRWISE_LEVELS - 1, false), ""))?;
+        let carry = e(b.build_and(even, room, ""))?;
+        e(b.build_conditional_branch(carry, body, done))?;
+        b.position_at_end(body);
+        let ptr = unsafe { e(b.build_in_bounds_gep(levels_ty, stack, &[i64t.const_zero(), lv], ""))? };
+        let pending = e(b.build_load(f32t, ptr, ""))?.into_float_value();
+        let nv = e(b.build_float_add(pending, vv, ""))?;
+        let nl = e(b.build_int_add(lv, i64t.const_int(1, false), ""))?;
+        let nc = e(b.build_right_shift(cv, i64t.const_int(1, false), false, ""))?;
+        level.add_incoming(&[(&nl, body)]);
+        c.add_incoming(&[(&nc, body)]);
+        v.add_incoming(&[(&nv, body)]);
+        e(b.build_unconditional_branch(head))?;
+        b.position_at_end(done);
+        let ptr = unsafe { e(b.build_in_bounds_gep(levels_ty, stack, &[i64t.const_zero(), lv], ""))? };
+        e(b.build_store(ptr, vv))?;
         Ok(())
     }
 
