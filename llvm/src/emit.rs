@@ -119,6 +119,61 @@ fn close_loop_with_hints<'ctx>(
     Ok(())
 }
 
+/// Points along the contiguous dim that one column-reduction block accumulates at once
+/// (Note [column reductions]): 256 floats per accumulator array, on the stack.
+pub const COLUMN_BLOCK: i64 = 256;
+
+/// The outer dim to run innermost when the kernel is a column reduction (see Note [column
+/// reductions]): one reduction loop, no store inside it, and every load that moves with the
+/// reduction is strided along the innermost reduction dim and unit-stride (or broadcast) along
+/// the last outer dim of size > 1, with at least one unit-stride load.
+fn column_dim(kernel: &Kernel, inner: &[bool], n_loops: usize, store_loop: &[Option<usize>]) -> Option<usize> {
+    if n_loops != 1 || store_loop.iter().any(|s| s.is_some()) || kernel.reduction_ranges.is_empty() {
+        return None;
+    }
+    let n_outer = kernel.ranges.len();
+    let j = (0..n_outer).rev().find(|&d| kernel.ranges[d] > 1)?;
+    let last_red = kernel.n_index_dims() - 1;
+    let mut unit = false;
+    for (i, ex) in kernel.exprs.iter().enumerate() {
+        if let Expr::Load { index, .. } = ex {
+            if !inner[i] {
+                continue;
+            }
+            if index.strides[last_red].abs() == 1 || !matches!(index.strides[j], 0 | 1) {
+                return None;
+            }
+            unit |= index.strides[j] == 1;
+        }
+    }
+    unit.then_some(j)
+}
+
+/// Per expression: whether it is (transitively) an operand of a `Reduce`.
+fn feeds_reduce(kernel: &Kernel) -> Vec<bool> {
+    let mut needed = vec![false; kernel.exprs.len()];
+    for (k, ex) in kernel.exprs.iter().enumerate().rev() {
+        let used = needed[k] || matches!(ex, Expr::Reduce(..));
+        if !used {
+            continue;
+        }
+        match ex {
+            Expr::Unary(_, a) | Expr::Cast(_, a) | Expr::Reduce(_, a) => needed[a.0 as usize] = true,
+            Expr::Binary(_, a, c) | Expr::Compare(_, a, c) => {
+                needed[a.0 as usize] = true;
+                needed[c.0 as usize] = true;
+            }
+            Expr::Select(c, a, d) => {
+                needed[c.0 as usize] = true;
+                needed[a.0 as usize] = true;
+                needed[d.0 as usize] = true;
+            }
+            _ => {}
+        }
+    }
+    needed
+}
+
 /// Elements summed in one block before the block sum joins the pairwise stack (Note [pairwise
 /// sums]); the vectorized loop keeps 64 lanes, so each lane adds at most 64 values per block.
 pub const SUM_BLOCK: i64 = 4096;
@@ -529,6 +584,9 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         for l in store_loop.iter().flatten() {
             n_loops = n_loops.max(l + 1);
         }
+        if let Some(j) = column_dim(kernel, &inner, n_loops, &store_loop) {
+            return self.emit_column_reduction(b, f, kernel, ptrs, start, end, j, &inner);
+        }
         // Accumulator slots, in the entry block.
         let mut acc: Vec<Option<PointerValue<'ctx>>> = vec![None; n];
         // Note [pairwise sums]: a sum over more than SUM_BLOCK elements accumulates each pass of
@@ -791,6 +849,136 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                 self.emit_store(b, kernel, ptrs, &padded, st, value)?;
             }
         }
+        for l in loops.iter().rev() {
+            close_loop(ctx, b, l)?;
+        }
+        Ok(())
+    }
+
+    /// Note [column reductions]: a one-loop reduction whose loads are unit-stride along the last
+    /// non-trivial outer dim `j` and strided along the reduction (`x.sum(0)` of a row-major
+    /// matrix) runs with `j` innermost instead: for a block of up to COLUMN_BLOCK points along
+    /// `j`, an array of accumulators is updated for every reduction step, so the inner loop
+    /// reads memory contiguously and vectorizes across the points; then every point's outer
+    /// expressions and stores run from its accumulator. Each point adds its values in reduction
+    /// order, as torch's column reductions do.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_column_reduction(
+        &mut self,
+        b: &Builder<'ctx>,
+        f: FunctionValue<'ctx>,
+        kernel: &Kernel,
+        ptrs: &[PointerValue<'ctx>],
+        start: IntValue<'ctx>,
+        end: IntValue<'ctx>,
+        j: usize,
+        inner: &[bool],
+    ) -> Result<(), CodegenError> {
+        let ctx = self.ctx;
+        let i64t = ctx.i64_type();
+        let f32t = ctx.f32_type();
+        let n = kernel.exprs.len();
+        let n_outer = kernel.ranges.len();
+        let arr_ty = f32t.array_type(COLUMN_BLOCK as u32);
+        let reduces: Vec<usize> = (0..n).filter(|&i| matches!(kernel.exprs[i], Expr::Reduce(..))).collect();
+        let mut arrs: Vec<Option<PointerValue<'ctx>>> = vec![None; n];
+        for &r in &reduces {
+            arrs[r] = Some(e(b.build_alloca(arr_ty, &format!("column{r}")))?);
+        }
+        let mut loops: Vec<OpenLoop<'ctx>> = Vec::new();
+        let mut outer_ivs: Vec<Option<IntValue<'ctx>>> = vec![None; n_outer];
+        for d in 0..n_outer {
+            if d == j {
+                continue;
+            }
+            let (lo, hi) = if d == 0 {
+                (start, end)
+            } else {
+                (i64t.const_zero(), i64t.const_int(kernel.ranges[d] as u64, false))
+            };
+            let l = open_loop(ctx, b, f, lo, hi, 1, &format!("i{d}"))?;
+            outer_ivs[d] = Some(l.iv);
+            loops.push(l);
+        }
+        let (j_lo, j_hi) = if j == 0 { (start, end) } else { (i64t.const_zero(), i64t.const_int(kernel.ranges[j] as u64, false)) };
+        let blk = open_loop(ctx, b, f, j_lo, j_hi, COLUMN_BLOCK, "j_block")?;
+        let jb = blk.iv;
+        let jend = e(b.build_int_nsw_add(jb, i64t.const_int(COLUMN_BLOCK as u64, false), ""))?;
+        let lt = e(b.build_int_compare(IntPredicate::SLT, jend, j_hi, ""))?;
+        let jend = e(b.build_select(lt, jend, j_hi, ""))?.into_int_value();
+        let slot = |b: &Builder<'ctx>, arr: PointerValue<'ctx>, m: IntValue<'ctx>| -> Result<PointerValue<'ctx>, CodegenError> {
+            let off = e(b.build_int_nsw_sub(m, jb, ""))?;
+            Ok(unsafe { e(b.build_in_bounds_gep(arr_ty, arr, &[i64t.const_zero(), off], ""))? })
+        };
+        let ivs_at = |m: IntValue<'ctx>, red: &[IntValue<'ctx>]| -> Vec<IntValue<'ctx>> {
+            let mut v: Vec<IntValue<'ctx>> = (0..n_outer).map(|d| if d == j { m } else { outer_ivs[d].unwrap() }).collect();
+            v.extend_from_slice(red);
+            v
+        };
+        // 1. Identities.
+        let init = open_loop(ctx, b, f, jb, jend, 1, "j_init")?;
+        for &r in &reduces {
+            let Expr::Reduce(op, _) = kernel.exprs[r] else { unreachable!() };
+            e(b.build_store(slot(b, arrs[r].unwrap(), init.iv)?, f32t.const_float(op.identity() as f64)))?;
+        }
+        close_loop(ctx, b, &init)?;
+        // 2. Reduction steps, points innermost.
+        let mut red_loops = Vec::new();
+        let mut rivs = Vec::new();
+        for (k, &r) in kernel.reduction_ranges.iter().enumerate() {
+            let l = open_loop(ctx, b, f, i64t.const_zero(), i64t.const_int(r as u64, false), 1, &format!("r{k}"))?;
+            rivs.push(l.iv);
+            red_loops.push(l);
+        }
+        let ml = open_loop(ctx, b, f, jb, jend, 1, "j")?;
+        let ivs = ivs_at(ml.iv, &rivs);
+        let mut vals: Vec<Option<BasicValueEnum<'ctx>>> = vec![None; n];
+        let feeds = feeds_reduce(kernel);
+        for (i, ex) in kernel.exprs.iter().enumerate() {
+            if matches!(ex, Expr::Reduce(..)) || !feeds[i] {
+                continue;
+            }
+            let snapshot = &vals;
+            vals[i] = Some(self.emit_expr(b, kernel, ptrs, &ivs, ex, &|id| snapshot[id.0 as usize].expect("operand emitted"))?);
+        }
+        for &r in &reduces {
+            let Expr::Reduce(op, v) = kernel.exprs[r] else { unreachable!() };
+            let p = slot(b, arrs[r].unwrap(), ml.iv)?;
+            let cur = e(b.build_load(f32t, p, ""))?.into_float_value();
+            let x = vals[v.0 as usize].ok_or_else(|| bad("reduced value not emitted"))?.into_float_value();
+            let next = match op {
+                crate::kernel::ReduceOp::Sum => e(b.build_float_add(cur, x, ""))?,
+                crate::kernel::ReduceOp::Max => self.call_intrinsic2(b, "llvm.maximum", cur, x)?,
+                crate::kernel::ReduceOp::Min => self.call_intrinsic2(b, "llvm.minimum", cur, x)?,
+            };
+            e(b.build_store(p, next))?;
+        }
+        close_loop(ctx, b, &ml)?;
+        for l in red_loops.iter().rev() {
+            close_loop(ctx, b, l)?;
+        }
+        // 3. Every point's outer expressions and stores.
+        let fl = open_loop(ctx, b, f, jb, jend, 1, "j_out")?;
+        let zeros: Vec<IntValue<'ctx>> = kernel.reduction_ranges.iter().map(|_| i64t.const_zero()).collect();
+        let ivs = ivs_at(fl.iv, &zeros);
+        let mut vals: Vec<Option<BasicValueEnum<'ctx>>> = vec![None; n];
+        for (i, ex) in kernel.exprs.iter().enumerate() {
+            if let Expr::Reduce(..) = ex {
+                vals[i] = Some(e(b.build_load(f32t, slot(b, arrs[i].unwrap(), fl.iv)?, ""))?);
+                continue;
+            }
+            if inner[i] {
+                continue;
+            }
+            let snapshot = &vals;
+            vals[i] = Some(self.emit_expr(b, kernel, ptrs, &ivs, ex, &|id| snapshot[id.0 as usize].expect("operand emitted"))?);
+        }
+        for st in &kernel.stores {
+            let value = vals[st.value.0 as usize].ok_or_else(|| bad("stored value not emitted"))?;
+            self.emit_store(b, kernel, ptrs, &ivs, st, value)?;
+        }
+        close_loop(ctx, b, &fl)?;
+        close_loop(ctx, b, &blk)?;
         for l in loops.iter().rev() {
             close_loop(ctx, b, l)?;
         }

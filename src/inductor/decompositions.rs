@@ -179,9 +179,9 @@ fn float_input(lw: &Lowerer<'_>, a: Option<&FxArg>) -> Result<TensorRef, Lowerin
     Ok(t)
 }
 
-/// `op` of `x` over `dims` (float32), as a realized Reduction.
-/// `op` of `x` over `dims`, accumulated in float32; `dtype` is the buffer's dtype (float32 for
-/// intermediates, the input's dtype when the reduction is the op's result).
+/// `op` of `x` over `dims`, as a realized Reduction accumulated in float32; `dtype` is the
+/// buffer's dtype (float32 for intermediates, the input's dtype when the reduction is the op's
+/// result). Strided reductions are handled in codegen (Note [column reductions], llvm/emit.rs).
 fn reduce(lw: &mut Lowerer<'_>, x: &TensorRef, dims: Vec<usize>, keepdim: bool, op: ReductionType, dtype: DType) -> TensorRef {
     let xc = x.clone();
     lw.reduction(dtype, Reduction {
@@ -191,6 +191,45 @@ fn reduce(lw: &mut Lowerer<'_>, x: &TensorRef, dims: Vec<usize>, keepdim: bool, 
         op,
         inner_fn: std::rc::Rc::new(move |h: &mut dyn OpsHandler, idx: &[Affine]| h.load(xc.buf, idx)),
     })
+}
+
+/// For a large `x` whose values are read with `dim` strided in memory (some other dim of size
+/// > 1 is more contiguous), a realized copy of `x` with its dims permuted to `order` (the other
+/// dims in their memory order, then `dim` last), and `order`; `None` otherwise.
+fn transposed_copy(lw: &mut Lowerer<'_>, x: &TensorRef, dim: usize) -> Option<(TensorRef, Vec<usize>)> {
+    let n = x.sizes.len();
+    if x.sizes.iter().product::<i64>() < 1 << 16 || x.sizes[dim] == 1 {
+        return None;
+    }
+    let idx: Vec<Affine> = (0..n).map(|d| Affine::var(d, n)).collect();
+    let mut h = super::scheduler::IndexedReads { ir: lw.ir, loads: Vec::new() };
+    h.load(x.buf, &idx);
+    let (buf, index) = h.loads.first()?;
+    let layout = lw.ir.buffer(*buf).layout.as_ref()?;
+    let mut st = vec![0i64; n];
+    for (k, a) in index.iter().enumerate() {
+        for (v, c) in a.coeffs.iter().enumerate() {
+            st[v] += c * layout.strides[k];
+        }
+    }
+    let other_min = (0..n).filter(|&d| d != dim && x.sizes[d] > 1).map(|d| st[d].abs()).min()?;
+    if st[dim].abs() <= other_min {
+        return None;
+    }
+    let mut order: Vec<usize> = (0..n).filter(|&d| d != dim).collect();
+    order.sort_by_key(|&d| std::cmp::Reverse(st[d].abs()));
+    order.push(dim);
+    let psizes: Vec<i64> = order.iter().map(|&d| x.sizes[d]).collect();
+    let (xc, oc) = (x.clone(), order.clone());
+    let copy = lw.pointwise(&psizes, x.dtype, move |h, idx| {
+        let mut bi = idx.to_vec();
+        for (k, &d) in oc.iter().enumerate() {
+            bi[d] = idx[k].clone();
+        }
+        h.load(xc.buf, &bi)
+    });
+    lw.realize(&copy);
+    Some((copy, order))
 }
 
 /// `t * k` as an unrealized Pointwise of dtype `dtype` (`k` a float32 constant).
@@ -376,8 +415,13 @@ fn adaptive_avg_pool2d(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError>
     Ok(scale(lw, &r, 1.0 / n as f64, x.dtype))
 }
 
-/// softmax(x, dim) = exp(x - amax(x)) / sum(exp(x - amax(x)))   (torch's max-shifted form).
-fn softmax_parts(lw: &mut Lowerer<'_>) -> Result<(TensorRef, TensorRef, TensorRef, usize), LoweringError> {
+/// softmax(x, dim) = exp(x - amax(x)) * (1 / sum(exp(x - amax(x))))   (torch's max-shifted
+/// form, one reciprocal per row as torch's CPU kernel does); log_softmax(x) = (x - amax(x)) -
+/// log(sum(exp(x - amax(x)))). Note [strided softmax]: the three passes run along `dim`; when
+/// `dim` is strided in memory and the tensor is large, the input is first copied with `dim`
+/// innermost (a tiled transpose kernel), the softmax runs on that copy into a buffer of the same
+/// layout, and a second tiled kernel writes the result in torch's layout.
+fn softmax_like(lw: &mut Lowerer<'_>, log: bool) -> Result<TensorRef, LoweringError> {
     let a = bind(lw.fx_node(), &["input", "dim", "_stacklevel", "dtype"])?;
     if !matches!(a[3], None | Some(FxArg::None)) {
         return unsupported("dtype=");
@@ -390,7 +434,27 @@ fn softmax_parts(lw: &mut Lowerer<'_>) -> Result<(TensorRef, TensorRef, TensorRe
     if x.sizes.is_empty() {
         return unsupported("softmax of a 0-d tensor");
     }
-    let m = reduce(lw, &x, vec![dim], true, ReductionType::Max, DType::F32);
+    match transposed_copy(lw, &x, dim) {
+        Some((copy, order)) => {
+            let r = softmax_core(lw, &copy, copy.sizes.len() - 1, log);
+            lw.realize(&r);
+            // Back to x's dim order: copy dim k holds x's dim order[k].
+            let sizes = x.sizes.clone();
+            Ok(lw.pointwise(&sizes, x.dtype, move |h, idx| {
+                let mut pi = vec![idx[0].clone(); idx.len()];
+                for (k, &d) in order.iter().enumerate() {
+                    pi[k] = idx[d].clone();
+                }
+                h.load(r.buf, &pi)
+            }))
+        }
+        None => Ok(softmax_core(lw, &x, dim, log)),
+    }
+}
+
+/// The softmax (or log_softmax) of `x` along `dim`, as reductions and an epilogue of `x`'s dtype.
+fn softmax_core(lw: &mut Lowerer<'_>, x: &TensorRef, dim: usize, log: bool) -> TensorRef {
+    let m = reduce(lw, x, vec![dim], true, ReductionType::Max, DType::F32);
     let (xc, mc) = (x.clone(), m.clone());
     // A row that is all -inf has max -inf; torch gives NaN there, and so does exp(-inf - -inf).
     let e = lw.pointwise(&x.sizes, DType::F32, move |h, idx| {
@@ -400,34 +464,29 @@ fn softmax_parts(lw: &mut Lowerer<'_>) -> Result<(TensorRef, TensorRef, TensorRe
         h.unary(UnaryOp::Exp, d)
     });
     let s = reduce(lw, &e, vec![dim], true, ReductionType::Sum, DType::F32);
-    Ok((x, m, s, dim))
+    let xc = x.clone();
+    lw.pointwise(&x.sizes, x.dtype, move |h, idx| {
+        let v = load_broadcast(h, &xc, idx);
+        let mx = load_broadcast(h, &m, idx);
+        let d = h.binary(BinaryOp::Sub, v, mx);
+        let total = load_broadcast(h, &s, idx);
+        if log {
+            let l = h.unary(UnaryOp::Log, total);
+            h.binary(BinaryOp::Sub, d, l)
+        } else {
+            let e = h.unary(UnaryOp::Exp, d);
+            let inv = h.unary(UnaryOp::Reciprocal, total);
+            h.binary(BinaryOp::Mul, e, inv)
+        }
+    })
 }
 
 fn softmax(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
-    let (x, m, s, _) = softmax_parts(lw)?;
-    Ok(lw.pointwise(&x.sizes.clone(), x.dtype, move |h, idx| {
-        let v = load_broadcast(h, &x, idx);
-        let mx = load_broadcast(h, &m, idx);
-        let d = h.binary(BinaryOp::Sub, v, mx);
-        let e = h.unary(UnaryOp::Exp, d);
-        // exp * (1 / sum): one reciprocal per row, as torch's CPU kernel does.
-        let total = load_broadcast(h, &s, idx);
-        let inv = h.unary(UnaryOp::Reciprocal, total);
-        h.binary(BinaryOp::Mul, e, inv)
-    }))
+    softmax_like(lw, false)
 }
 
-/// log_softmax(x) = (x - amax(x)) - log(sum(exp(x - amax(x)))).
 fn log_softmax(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
-    let (x, m, s, _) = softmax_parts(lw)?;
-    Ok(lw.pointwise(&x.sizes.clone(), x.dtype, move |h, idx| {
-        let v = load_broadcast(h, &x, idx);
-        let mx = load_broadcast(h, &m, idx);
-        let d = h.binary(BinaryOp::Sub, v, mx);
-        let total = load_broadcast(h, &s, idx);
-        let l = h.unary(UnaryOp::Log, total);
-        h.binary(BinaryOp::Sub, d, l)
-    }))
+    softmax_like(lw, true)
 }
 
 /// layer_norm over the last `len(normalized_shape)` dims: mean, then the biased variance as the

@@ -377,9 +377,9 @@ fn is_same_step(sched: &Schedule, step: usize) -> bool {
 /// Handler that inlines unrealized Pointwise producers and records every other load with its
 /// index (the reads a fused kernel makes from memory or from its own members). Realized
 /// pointwise loads are recorded, not followed: they are members (inlined by codegen) or memory.
-struct IndexedReads<'a> {
-    ir: &'a GraphIr,
-    loads: Vec<(BufferId, Vec<Affine>)>,
+pub struct IndexedReads<'a> {
+    pub ir: &'a GraphIr,
+    pub loads: Vec<(BufferId, Vec<Affine>)>,
 }
 
 impl OpsHandler for IndexedReads<'_> {
