@@ -142,7 +142,8 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         if let Some((seq_source, list)) = og.lists_by_ptr.get(&(seq.as_ptr() as usize)).cloned() {
             if pos != usize::MAX {
                 og.add_guard(Some(source), GuardKind::IteratorOver { seq: seq_source, pos });
-                let it = crate::symbolic::variables::IteratorState { items: vec![], pos, list: Some(list) };
+                let mut it = crate::symbolic::variables::IteratorState::over_list(list);
+                it.pos = pos;
                 return Ok(VT::Iterator(Rc::new(RefCell::new(it))));
             }
         }
@@ -162,7 +163,8 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         return Ok(VT::Class(Rc::new(value.clone().unbind())));
     }
     if let Ok(t) = value.cast::<PyTuple>() {
-        if t.get_type().is(py.get_type::<PyTuple>()) {
+        let named = crate::symbolic::variables::is_named_tuple_class(py, t.get_type().as_any())?;
+        if t.get_type().is(py.get_type::<PyTuple>()) || named {
             og.add_guard(Some(source.clone()), GuardKind::TypeMatch(t.get_type().into_any().unbind()));
             og.add_guard(Some(source.clone()), GuardKind::LenMatch(t.len()));
             let items = t
@@ -170,6 +172,9 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
                 .enumerate()
                 .map(|(i, item)| wrap(py, og, &item, source.item(ItemKey::Int(i as i64))))
                 .collect::<VResult<Vec<_>>>()?;
+            if named {
+                return Ok(VT::NamedTuple { cls: Rc::new(t.get_type().into_any().unbind()), items: Rc::new(items) });
+            }
             return Ok(VT::Tuple(Rc::new(items)));
         }
     }
@@ -196,7 +201,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
                 .enumerate()
                 .map(|(i, item)| wrap(py, og, &item, source.item(ItemKey::Int(i as i64))))
                 .collect::<VResult<Vec<_>>>()?;
-            let state = Rc::new(RefCell::new(ListState { items, source: Some(source.clone()) }));
+            let state = Rc::new(RefCell::new(ListState { entry_len: items.len(), items, source: Some(source.clone()) }));
             og.lists_by_ptr.insert(value.as_ptr() as usize, (source, state.clone()));
             return Ok(VT::List(state));
         }
@@ -214,7 +219,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
                 items.push((k.unbind(), wrap(py, og, &v, source.item(ItemKey::Str(key)))?));
             }
             og.add_guard(Some(source.clone()), GuardKind::LenMatch(items.len()));
-            let state = Rc::new(RefCell::new(DictState { items, source: Some(source.clone()) }));
+            let state = Rc::new(RefCell::new(DictState { items, source: Some(source.clone()), version: 0 }));
             og.dicts_by_ptr.insert(value.as_ptr() as usize, (source, state.clone()));
             return Ok(VT::Dict(state));
         }

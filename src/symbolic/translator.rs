@@ -14,7 +14,7 @@ use crate::source::{ItemKey, Source};
 use crate::symbolic::builder::{is_literal, is_torch_callable, wrap};
 use crate::symbolic::code_info::{code_info, flags, CodeInfo};
 use crate::symbolic::output_graph::OutputGraph;
-use crate::symbolic::variables::{type_name, DictState, IteratorState, ListState, NestedFunction, VT};
+use crate::symbolic::variables::{type_name, DictState, DictView, IterError, IterKind, IteratorState, ListState, NestedFunction, VT};
 use crate::symbolic::{Unsupported, VResult};
 use crate::{graph_break, unsupported};
 use pyo3::prelude::*;
@@ -666,16 +666,12 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::GET_ITER => {
                 let v = self.pop()?;
-                let it = match v {
-                    VT::Iterator(_) => v,
-                    VT::List(l) => VT::Iterator(Rc::new(RefCell::new(IteratorState { items: vec![], pos: 0, list: Some(l) }))),
-                    other => VT::Iterator(Rc::new(RefCell::new(IteratorState::over(self.iter_items(py, &other)?)))),
-                };
-                self.stack.push(it);
+                let it = self.make_iter(py, &v)?;
+                self.stack.push(VT::Iterator(it));
             }
             op::FOR_ITER => {
                 let next = match self.stack.last() {
-                    Some(VT::Iterator(it)) => it.borrow_mut().next_item(),
+                    Some(VT::Iterator(it)) => step_iter(py, it)?,
                     _ => unsupported!("FOR_ITER on a non-iterator"),
                 };
                 match next {
@@ -840,6 +836,10 @@ impl<'a> InstructionTranslator<'a> {
                 }
             }
             VT::List(_) | VT::Dict(_) | VT::Set(_) => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
+            VT::NamedTuple { cls, items } => match crate::symbolic::variables::named_tuple_field(cls.bind(py), name)? {
+                Some(i) if i < items.len() => Ok(items[i].clone()),
+                _ => unsupported!("attribute '{name}' of {}", obj.describe(py)),
+            },
             // Immutable facts of a function whose identity is guarded (its code object included:
             // `__code__` can be reassigned, but then the ID_MATCH'd function was too).
             VT::Function { obj: f, .. } if matches!(name, "__name__" | "__qualname__" | "__module__" | "__code__" | "__doc__") => Ok(VT::constant(f.bind(py).getattr(name)?.unbind())),
@@ -1242,6 +1242,7 @@ impl<'a> InstructionTranslator<'a> {
                     unsupported!("del of a missing dict key (KeyError)");
                 };
                 st.items.remove(pos);
+                st.version += 1;
                 if st.source.is_some() {
                     drop(st);
                     self.og.side_effects.mutate_dict(d);
@@ -1299,9 +1300,9 @@ impl<'a> InstructionTranslator<'a> {
         Ok(match v {
             VT::Constant(c) => c.bind(py).is_truthy()?,
             VT::Tensor(_) => graph_break!(DataDependentBranch, "branch on the value of a tensor"),
-            VT::Tuple(items) => !items.is_empty(),
+            VT::Tuple(items) | VT::NamedTuple { items, .. } => !items.is_empty(),
             VT::List(l) => !l.borrow().items.is_empty(),
-            VT::Dict(d) => !d.borrow().items.is_empty(),
+            VT::Dict(d) | VT::DictView { dict: d, .. } => !d.borrow().items.is_empty(),
             VT::Null => unsupported!("truth of NULL"),
             VT::Module { obj, .. } => {
                 if obj.bind(py).hasattr("__len__")? {
@@ -1345,7 +1346,7 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(c.contains(i)?);
         }
         match (container, item.as_constant(py)) {
-            (VT::Dict(d), Some(k)) => {
+            (VT::Dict(d) | VT::DictView { dict: d, view: DictView::Keys }, Some(k)) => {
                 for (key, _) in &d.borrow().items {
                     if key.bind(py).eq(&k)? {
                         return Ok(true);
@@ -1353,8 +1354,8 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 Ok(false)
             }
-            (VT::Tuple(_) | VT::List(_), Some(k)) => {
-                for v in self.unpack(py, container)? {
+            (VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::DictView { .. }, Some(k)) => {
+                for v in self.iter_items(py, container)? {
                     match v.as_constant(py) {
                         Some(c) if c.eq(&k)? => return Ok(true),
                         Some(_) => {}
@@ -1409,7 +1410,7 @@ impl<'a> InstructionTranslator<'a> {
             }
         }
         match (&a, &b, base) {
-            (VT::Tuple(_) | VT::Constant(_), VT::Tuple(_) | VT::Constant(_), "add") if is_seq(&a) || is_seq(&b) => {
+            (VT::Tuple(_) | VT::NamedTuple { .. } | VT::Constant(_), VT::Tuple(_) | VT::NamedTuple { .. } | VT::Constant(_), "add") if is_seq(&a) || is_seq(&b) => {
                 if let (Some(_), Some(_)) = (a.as_constant(py), b.as_constant(py)) {
                     return self.operator(py, name, vec![a, b]);
                 }
@@ -1456,7 +1457,7 @@ impl<'a> InstructionTranslator<'a> {
                 Some(i) => Ok(VT::constant(c.bind(py).get_item(i)?.unbind())),
                 None => unsupported!("constant indexed by {}", idx.describe(py)),
             },
-            VT::Tuple(_) | VT::List(_) => {
+            VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) => {
                 let items = self.unpack(py, obj)?;
                 let i = idx.as_constant(py).ok_or_else(|| Unsupported::new("sequence index is not a constant"))?;
                 if let Ok(k) = i.extract::<i64>() {
@@ -1555,16 +1556,50 @@ impl<'a> InstructionTranslator<'a> {
     /// The items of a sequence-like tracker.
     pub fn unpack(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<VT>> {
         Ok(match v {
-            VT::Tuple(items) => items.as_ref().clone(),
+            VT::Tuple(items) | VT::NamedTuple { items, .. } => items.as_ref().clone(),
             VT::List(l) => l.borrow().items.clone(),
-            VT::Iterator(it) => {
-                let mut it = it.borrow_mut();
-                let rest = it.remaining();
-                while it.next_item().is_some() {}
-                rest
-            }
+            VT::Iterator(it) => drain_iter(py, it)?,
             _ => self.iter_items(py, v)?,
         })
+    }
+
+    /// `type(v)` when tracing knows it without running anything.
+    fn type_of(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<Py<PyAny>>> {
+        Ok(match v {
+            VT::Opaque { obj, .. } | VT::Module { obj, .. } => Some(obj.bind(py).get_type().into_any().unbind()),
+            VT::NamedTuple { cls, .. } => Some(cls.clone_ref(py)),
+            VT::Tuple(_) => Some(py.get_type::<PyTuple>().into_any().unbind()),
+            VT::List(_) => Some(py.get_type::<PyList>().into_any().unbind()),
+            VT::Dict(_) => Some(py.get_type::<PyDict>().into_any().unbind()),
+            VT::DictView { view, .. } => Some(PyDict::new(py).call_method0(view.method())?.get_type().into_any().unbind()),
+            _ => None,
+        })
+    }
+
+    /// The (key, value) pairs `dict(v)` / `d.update(v)` take from `v`: a dict, a view of its
+    /// items, or an iterable of pairs; keys must be constants.
+    fn mapping_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<(Py<PyAny>, VT)>> {
+        if let VT::Dict(d) = v {
+            return Ok(d.borrow().items.iter().map(|(k, v)| (k.clone_ref(py), v.clone())).collect());
+        }
+        if let VT::Constant(c) = v {
+            if let Ok(d) = c.bind(py).cast::<PyDict>() {
+                return Ok(d.iter().map(|(k, v)| (k.unbind(), VT::constant(v.unbind()))).collect());
+            }
+        }
+        let mut out = Vec::new();
+        for pair in self.iter_items(py, v)? {
+            let kv = self.unpack(py, &pair)?;
+            if kv.len() != 2 {
+                unsupported!("dict() from an item of length {}", kv.len());
+            }
+            let k = kv[0].as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+            if k.hash().is_err() {
+                unsupported!("unhashable dict key");
+            }
+            out.push((k.unbind(), kv[1].clone()));
+        }
+        Ok(out)
     }
 
     /// A fresh Python value equal to `v` when `v` is a literal or a container of literals built
@@ -1575,6 +1610,18 @@ impl<'a> InstructionTranslator<'a> {
             VT::Tuple(items) => PyTuple::new(py, constants_of(py, items)?).ok().map(|t| t.into_any()),
             VT::List(l) => PyList::new(py, constants_of(py, &l.borrow().items)?).ok().map(|l| l.into_any()),
             VT::Set(set) => set.borrow().bind(py).call_method0("copy").ok(),
+            VT::DictView { dict, view } => {
+                // A view of a fresh dict with the same keys (and values, when they matter).
+                let real = PyDict::new(py);
+                for (k, v) in &dict.borrow().items {
+                    let v = match view {
+                        DictView::Keys => py.None().into_bound(py),
+                        _ => v.as_constant(py)?,
+                    };
+                    real.set_item(k.bind(py), v).ok()?;
+                }
+                real.call_method0(view.method()).ok()
+            }
             _ => None,
         }
     }
@@ -1584,6 +1631,20 @@ impl<'a> InstructionTranslator<'a> {
         let consts = constants_of(py, items).ok_or_else(|| Unsupported::new("set member is not a literal"))?;
         let set = pyo3::types::PySet::new(py, consts)?;
         Ok(VT::Set(Rc::new(RefCell::new(set.into_any().unbind()))))
+    }
+
+    /// `iter(v)`: the iterator CPython's `tp_iter` of `v` makes. Lists and dicts (and their
+    /// views) get live iterators; an iterator is its own iterator; other iterables are walked
+    /// once, now, into a fixed sequence.
+    fn make_iter(&mut self, py: Python<'_>, v: &VT) -> VResult<Rc<RefCell<IteratorState>>> {
+        let state = match v {
+            VT::Iterator(it) => return Ok(it.clone()),
+            VT::List(l) => IteratorState::over_list(l.clone()),
+            VT::Dict(d) => IteratorState::over_dict(d.clone(), DictView::Keys),
+            VT::DictView { dict, view } => IteratorState::over_dict(dict.clone(), *view),
+            other => IteratorState::over(self.iter_items(py, other)?),
+        };
+        Ok(Rc::new(RefCell::new(state)))
     }
 
     fn iter_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<VT>> {
@@ -1606,8 +1667,11 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 out
             }
-            VT::Tuple(_) | VT::List(_) | VT::Iterator(_) => self.unpack(py, v)?,
-            VT::Dict(d) => d.borrow().items.iter().map(|(k, _)| VT::constant(k.clone_ref(py))).collect(),
+            VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Iterator(_) => self.unpack(py, v)?,
+            VT::Dict(_) | VT::DictView { .. } => {
+                let it = self.make_iter(py, v)?;
+                drain_iter(py, &it)?
+            }
             VT::Module { obj, source } => {
                 let m = obj.bind(py);
                 let cls = m.get_type();
@@ -1790,7 +1854,7 @@ impl<'a> InstructionTranslator<'a> {
                     None => unsupported!("method of a constant called with non-constant arguments"),
                 }
             }
-            VT::ContainerMethod { container, name } => self.call_container_method(py, container, name, args),
+            VT::ContainerMethod { container, name } => self.call_container_method(py, container, name, args, kwargs),
             VT::GradModeExit { restore } => {
                 let restore = *restore;
                 self.set_grad_enabled(py, restore)?;
@@ -1826,7 +1890,10 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
-    fn call_container_method(&mut self, py: Python<'_>, container: &VT, name: &str, args: Vec<VT>) -> VResult<VT> {
+    fn call_container_method(&mut self, py: Python<'_>, container: &VT, name: &str, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        if !kwargs.is_empty() && !matches!((container, name), (VT::Dict(_), "update")) {
+            unsupported!("{}.{name}() with keyword arguments", container.describe(py));
+        }
         match (container, name) {
             (VT::List(l), "append" | "extend" | "insert" | "pop" | "clear" | "reverse") => {
                 if l.borrow().source.is_some() {
@@ -1896,18 +1963,24 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 Ok(VT::none(py))
             }
-            (VT::Dict(d), "items") => {
-                let items = d.borrow().items.iter().map(|(k, v)| make_tuple(py, vec![VT::constant(k.clone_ref(py)), v.clone()])).collect::<VResult<Vec<_>>>()?;
-                Ok(new_list(items))
+            (VT::Dict(d), "items" | "keys" | "values") if args.is_empty() => {
+                let view = match name {
+                    "items" => DictView::Items,
+                    "keys" => DictView::Keys,
+                    _ => DictView::Values,
+                };
+                Ok(VT::DictView { dict: d.clone(), view })
             }
-            (VT::Dict(d), "keys") => Ok(new_list(d.borrow().items.iter().map(|(k, _)| VT::constant(k.clone_ref(py))).collect())),
-            (VT::Dict(d), "values") => Ok(new_list(d.borrow().items.iter().map(|(_, v)| v.clone()).collect())),
             (VT::Dict(d), "update" | "pop" | "setdefault" | "clear") => {
-                let new_items: Vec<(Py<PyAny>, VT)> = match (name, args.first()) {
-                    ("update", Some(VT::Dict(other))) => other.borrow().items.iter().map(|(k, v)| (k.clone_ref(py), v.clone())).collect(),
+                let mut new_items: Vec<(Py<PyAny>, VT)> = match (name, args.first()) {
+                    ("update", Some(other)) if args.len() == 1 => self.mapping_items(py, other)?,
+                    ("update", None) => vec![],
                     ("update", _) => unsupported!("dict.update() with {} arguments", args.len()),
                     _ => vec![],
                 };
+                for (k, v) in kwargs {
+                    new_items.push((PyString::new(py, &k).into_any().unbind(), v));
+                }
                 let key = match name {
                     "pop" | "setdefault" => Some(args.first().and_then(|a| a.as_constant(py)).ok_or_else(|| Unsupported::new("dict key is not a constant"))?),
                     _ => None,
@@ -1926,11 +1999,17 @@ impl<'a> InstructionTranslator<'a> {
                             VT::none(py)
                         }
                         "clear" => {
+                            if !st.items.is_empty() {
+                                st.version += 1;
+                            }
                             st.items.clear();
                             VT::none(py)
                         }
                         "pop" => match (pos, args.get(1)) {
-                            (Some(i), _) => st.items.remove(i).1,
+                            (Some(i), _) => {
+                                st.version += 1;
+                                st.items.remove(i).1
+                            }
                             (None, Some(default)) => default.clone(),
                             (None, None) => unsupported!("dict.pop() of a missing key (KeyError)"),
                         },
@@ -1939,6 +2018,7 @@ impl<'a> InstructionTranslator<'a> {
                             None => {
                                 let v = args.get(1).cloned().unwrap_or_else(|| VT::none(py));
                                 st.items.push((key.clone().expect("setdefault key").unbind(), v.clone()));
+                                st.version += 1;
                                 v
                             }
                         },
@@ -1987,7 +2067,7 @@ impl<'a> InstructionTranslator<'a> {
                 VT::Tensor(t) => VT::constant(t.fake.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
                 VT::Module { obj, .. } => VT::constant(obj.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
                 VT::Constant(c) => VT::constant(c.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
-                VT::Dict(d) => VT::constant(d.borrow().items.len().into_pyobject(py)?.into_any().unbind()),
+                VT::Dict(d) | VT::DictView { dict: d, .. } => VT::constant(d.borrow().items.len().into_pyobject(py)?.into_any().unbind()),
                 VT::Set(set) => VT::constant(set.borrow().bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
                 other => {
                     let n = self.unpack(py, other)?.len();
@@ -2025,6 +2105,10 @@ impl<'a> InstructionTranslator<'a> {
                 VT::Constant(c) => c.bind(py).is_instance(&cls)?,
                 VT::Module { obj, .. } | VT::Opaque { obj, .. } => obj.bind(py).is_instance(&cls)?,
                 VT::Tuple(_) => py.get_type::<PyTuple>().is_subclass(&cls).unwrap_or(false) || cls.is(py.get_type::<PyTuple>()),
+                VT::NamedTuple { .. } | VT::DictView { .. } => {
+                    let ty = self.type_of(py, &args[0])?.expect("a known type");
+                    ty.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.is_subclass(&cls)?
+                }
                 VT::List(_) => cls.is(py.get_type::<PyList>()) || py.get_type::<PyList>().is_subclass(&cls).unwrap_or(false),
                 VT::Dict(_) => cls.is(py.get_type::<PyDict>()) || py.get_type::<PyDict>().is_subclass(&cls).unwrap_or(false),
                 VT::Function { obj, .. } | VT::TorchFunction(obj) | VT::Builtin(obj) | VT::Class(obj) => obj.bind(py).is_instance(&cls)?,
@@ -2060,34 +2144,51 @@ impl<'a> InstructionTranslator<'a> {
             let vals: Vec<_> = args.iter().map(|a| a.as_constant(py).unwrap()).collect();
             return Ok(VT::constant(b.call1(PyTuple::new(py, vals)?)?.unbind()));
         }
-        if is("enumerate") {
-            let start: i64 = match args.get(1).or(kwargs.first().map(|(_, v)| v)) {
-                Some(s) => s.as_constant(py).ok_or_else(|| Unsupported::new("enumerate start"))?.extract()?,
-                None => 0,
+        // Iterator builtins make lazy iterators over live iterators of their arguments, stepped
+        // as CPython steps them (a loop body that mutates the list being walked sees it).
+        if is("enumerate") && args.len() <= 2 && kwargs.iter().all(|(k, _)| k == "start") && !args.is_empty() {
+            let start = match args.get(1).or(kwargs.first().map(|(_, v)| v)) {
+                Some(s) => s.as_constant(py).ok_or_else(|| Unsupported::new("enumerate start is not a constant"))?,
+                None => 0i64.into_pyobject(py)?.into_any(),
             };
-            let items = self.iter_items(py, &args[0])?;
-            let out = items
-                .into_iter()
-                .enumerate()
-                .map(|(i, v)| make_tuple(py, vec![VT::constant((i as i64 + start).into_pyobject(py)?.into_any().unbind()), v]))
-                .collect::<VResult<Vec<_>>>()?;
-            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(out)))));
+            let count: i64 = start.extract().map_err(|_| Unsupported::new("enumerate start is not a small int"))?;
+            let inner = self.make_iter(py, &args[0])?;
+            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Enumerate { inner, count })))));
         }
-        if is("zip") {
-            let lists = args.iter().map(|a| self.iter_items(py, a)).collect::<VResult<Vec<_>>>()?;
-            let n = lists.iter().map(|l| l.len()).min().unwrap_or(0);
-            let out = (0..n).map(|i| make_tuple(py, lists.iter().map(|l| l[i].clone()).collect())).collect::<VResult<Vec<_>>>()?;
-            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(out)))));
+        if is("zip") && kwargs.is_empty() {
+            let inners = args.iter().map(|a| self.make_iter(py, a)).collect::<VResult<Vec<_>>>()?;
+            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Zip(inners))))));
         }
         if is("iter") && args.len() == 1 {
+            return Ok(VT::Iterator(self.make_iter(py, &args[0])?));
+        }
+        if is("reversed") && args.len() == 1 {
             if let VT::List(l) = &args[0] {
-                return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState { items: vec![], pos: 0, list: Some(l.clone()) }))));
+                let index = l.borrow().items.len() as i64 - 1;
+                return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::ListReversed { list: l.clone(), index })))));
             }
-            if let VT::Iterator(_) = &args[0] {
-                return Ok(args[0].clone());
+            if let VT::Tuple(items) | VT::NamedTuple { items, .. } = &args[0] {
+                let mut items = items.as_ref().clone();
+                items.reverse();
+                return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(items)))));
             }
-            let items = self.iter_items(py, &args[0])?;
-            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(items)))));
+            if matches!(&args[0], VT::Dict(_) | VT::DictView { .. }) {
+                unsupported!("reversed() of a dict or dict view");
+            }
+        }
+        if is("dict") && args.len() <= 1 {
+            let mut items: Vec<(Py<PyAny>, VT)> = Vec::new();
+            let pairs = match args.first() {
+                Some(a) => self.mapping_items(py, a)?,
+                None => vec![],
+            };
+            let kw = kwargs.into_iter().map(|(k, v)| (PyString::new(py, &k).into_any().unbind(), v));
+            let mut st = DictState { items: Vec::new(), source: None, version: 0 };
+            for (k, v) in pairs.into_iter().chain(kw) {
+                dict_set(py, &mut st, k, v)?;
+            }
+            items.append(&mut st.items);
+            return Ok(new_dict(items));
         }
         if is("set") && args.len() <= 1 && kwargs.is_empty() {
             let items = match args.first() {
@@ -2115,13 +2216,13 @@ impl<'a> InstructionTranslator<'a> {
             return self.operator(py, "abs", args);
         }
         if is("type") && args.len() == 1 {
-            if let VT::Opaque { obj, .. } | VT::Module { obj, .. } = &args[0] {
-                return Ok(VT::Class(Rc::new(obj.bind(py).get_type().into_any().unbind())));
+            if let Some(ty) = self.type_of(py, &args[0])? {
+                return Ok(VT::Class(Rc::new(ty)));
             }
         }
         if is("next") && (args.len() == 1 || args.len() == 2) {
             if let VT::Iterator(it) = &args[0] {
-                let item = it.borrow_mut().next_item();
+                let item = step_iter(py, it)?;
                 return match (item, args.get(1)) {
                     (Some(v), _) => Ok(v),
                     (None, Some(default)) => Ok(default.clone()),
@@ -2352,13 +2453,37 @@ fn bind_args(py: Python<'_>, ci: &CodeInfo, args: Vec<VT>, kwargs: Vec<(String, 
     Ok(locals)
 }
 
+/// One step of an iterator (FOR_ITER, `next()`): `None` when exhausted. A step that raises in
+/// CPython (a dict that changed size) is a graph break, so the instruction runs for real and
+/// raises there (the iterator is rebuilt in the state that raises, see `rebuild_of`).
+pub fn step_iter(py: Python<'_>, it: &Rc<RefCell<IteratorState>>) -> VResult<Option<VT>> {
+    let r = it.borrow_mut().next_item(py);
+    match r {
+        Ok(v) => Ok(v),
+        Err(IterError::Raise(msg)) => graph_break!(RaisesException, "RuntimeError: {msg}"),
+        Err(IterError::Unsupported(why)) => unsupported!("{why}"),
+    }
+}
+
+/// Every remaining item of an iterator, exhausting it (`list(it)`, unpacking).
+pub fn drain_iter(py: Python<'_>, it: &Rc<RefCell<IteratorState>>) -> VResult<Vec<VT>> {
+    let mut out = Vec::new();
+    while let Some(v) = step_iter(py, it)? {
+        out.push(v);
+        if out.len() > 100_000 {
+            unsupported!("iteration too long to unroll");
+        }
+    }
+    Ok(out)
+}
+
 /// The Python values of trackers that are all constants.
 fn constants_of<'py>(py: Python<'py>, items: &[VT]) -> Option<Vec<Bound<'py, PyAny>>> {
     items.iter().map(|i| i.as_constant(py)).collect()
 }
 
 fn is_seq(v: &VT) -> bool {
-    matches!(v, VT::Tuple(_))
+    matches!(v, VT::Tuple(_) | VT::NamedTuple { .. })
 }
 
 pub fn const_bool(py: Python<'_>, b: bool) -> VT {
@@ -2375,11 +2500,11 @@ pub fn make_tuple(py: Python<'_>, items: Vec<VT>) -> VResult<VT> {
 }
 
 pub fn new_list(items: Vec<VT>) -> VT {
-    VT::List(Rc::new(RefCell::new(ListState { items, source: None })))
+    VT::List(Rc::new(RefCell::new(ListState { entry_len: items.len(), items, source: None })))
 }
 
 pub fn new_dict(items: Vec<(Py<PyAny>, VT)>) -> VT {
-    VT::Dict(Rc::new(RefCell::new(DictState { items, source: None })))
+    VT::Dict(Rc::new(RefCell::new(DictState { items, source: None, version: 0 })))
 }
 
 /// The attribute `name` as the type `ty` defines it (first hit along `__mro__`, without running
@@ -2441,5 +2566,6 @@ fn dict_set(py: Python<'_>, d: &mut DictState, k: Py<PyAny>, v: VT) -> VResult<(
         }
     }
     d.items.push((k, v));
+    d.version += 1;
     Ok(())
 }
