@@ -31,6 +31,8 @@ def canon(v):
         return (type(v), [canon(i) for i in v])
     if isinstance(v, BaseException):
         return (type(v), str(v))
+    if hasattr(v, "__dict__") and not callable(v) and not isinstance(v, type):
+        return (type(v), [(k, canon(i)) for k, i in sorted(vars(v).items())])
     return (type(v), v)
 
 
@@ -280,3 +282,30 @@ def test_enumerate_over_a_list_with_a_graph_break_and_a_pop():
         return x, lst
 
     check(f, X, [1, 2, 3, 4], graphs=1)
+
+
+# ----- errors the graph itself would raise ----------------------------------------------------
+
+G = 0
+
+
+def test_in_place_write_into_an_expanded_tensor_raises_after_earlier_writes():
+    # Eager raises at `relu_` (the elements of `t` share memory) after `obj.w` and the global
+    # were written; fake tensors do not raise, so the write must run for real, after the graph
+    # and the replay of the writes before it.
+    class Obj:
+        pass
+
+    def f(x, obj):
+        global G
+        t = x.amax(0, keepdim=True).expand(4, 4)
+        obj.w = x * 2
+        G = G + 1
+        t.relu_()
+        return t
+
+    global G
+    G = 0
+    obj = Obj()
+    ret = check(f, X, obj)
+    assert ret[0] is RuntimeError and G == 2  # one increment eagerly, one compiled

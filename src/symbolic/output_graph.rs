@@ -281,6 +281,20 @@ impl OutputGraph {
         let fake_args = PyTuple::new(py, &fakes)?;
         let mutates = method.map(|m| m.ends_with('_') && !m.starts_with('_')).unwrap_or(false)
             || target.map(|t| t.is(self.handles.operator.bind(py).getattr("setitem").unwrap())).unwrap_or(false);
+        // An in-place write into a tensor whose elements share memory (an expanded view) raises
+        // in eager PyTorch ("unsupported operation: more than one element of the written-to
+        // tensor refers to a single memory location"), but not on fake tensors. Break, so that
+        // the write runs for real, after the graph and the side effects before it.
+        let written = if mutates { fakes.first().cloned() } else { fake_kwargs.get_item("out")? };
+        if let Some(w) = written.filter(|w| self.is_tensor(py, w)) {
+            let overlap: i64 = self.handles.torch.bind(py).call_method1("_debug_has_internal_overlap", (&w,))?.extract()?;
+            if overlap == 1 {
+                let what = method.map(|m| format!("Tensor.{m}")).unwrap_or_else(|| qualname(target.unwrap()));
+                return Err(Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::RaisesException, format!(
+                    "{what} writes into a tensor whose elements overlap in memory (eager raises RuntimeError)"
+                )));
+            }
+        }
         let result = self.with_fake(py, || match (target, method) {
             (Some(t), _) => t.call(fake_args.clone(), Some(&fake_kwargs)),
             (None, Some(m)) => {
