@@ -309,3 +309,33 @@ def test_in_place_write_into_an_expanded_tensor_raises_after_earlier_writes():
     obj = Obj()
     ret = check(f, X, obj)
     assert ret[0] is RuntimeError and G == 2  # one increment eagerly, one compiled
+
+
+# ----- the fx graph handed to a backend is valid Python ---------------------------------------
+
+def test_augmented_assignment_to_a_python_number_gives_valid_graph_code():
+    # T5's _relative_position_bucket: `relative_buckets = 0; relative_buckets += tensor`. The
+    # trace must not record `operator.iadd(0, t)`, which fx prints as `0 += t`.
+    codes = []
+
+    def backend(gm, example_inputs):
+        codes.append(gm.code)
+        compile(gm.code, "<graph>", "exec")
+        return gm.forward
+
+    def f(rp, n):
+        buckets = 0
+        buckets += (rp > 0).to(torch.long) * n
+        scale = 1.0
+        scale *= rp.abs()
+        bits = 0
+        bits |= rp > 1
+        return buckets, scale, bits
+
+    rp = torch.arange(-3, 4)
+    expected = f(rp, 16)
+    dynamo.reset()
+    out = dynamo.optimize(backend)(f)(rp, 16)
+    assert len(codes) == 1 and dynamo.counters()["compile_errors"] == 0
+    for e, c in zip(expected, out):
+        assert e.dtype == c.dtype and torch.equal(e, c)

@@ -33,6 +33,15 @@ const BINARY_OPS: [&str; 26] = [
     "iadd", "iand", "ifloordiv", "ilshift", "imatmul", "imul", "imod", "ior", "ipow", "irshift", "isub", "itruediv", "ixor",
 ];
 
+/// The `operator` function of the out-of-place form of an in-place operator (`iand` -> `and_`);
+/// other names are returned as they are.
+fn out_of_place(name: &str) -> &str {
+    match BINARY_OPS.iter().position(|n| *n == name) {
+        Some(k) if k >= 13 => BINARY_OPS[k - 13],
+        _ => name,
+    }
+}
+
 /// `COMPARE_OP` oparg -> `operator` function name (3.11: index into `dis.cmp_op`).
 const COMPARE_OPS: [&str; 6] = ["lt", "le", "eq", "ne", "gt", "ge"];
 
@@ -1395,7 +1404,7 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     fn binary(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
-        let base = name.trim_start_matches('i');
+        let base = out_of_place(name);
         if let (VT::Set(x), VT::Set(y)) = (&a, &b) {
             if matches!(base, "and_" | "or_" | "sub" | "xor") {
                 if name.starts_with('i') {
@@ -1431,6 +1440,10 @@ impl<'a> InstructionTranslator<'a> {
                 items.extend(self.unpack(py, &b)?);
                 Ok(new_list(items))
             }
+            // `n += t` with a Python number `n`: numbers have no `__iadd__`, so CPython computes
+            // `n + t` (Objects/abstract.c, `binary_iop1`). Recorded as the out-of-place operator:
+            // fx prints `operator.iadd(0, t)` as `0 += t`, which is not Python.
+            (VT::Constant(_), VT::Tensor(_), _) if name.starts_with('i') => self.operator(py, out_of_place(name), vec![a, b]),
             _ => self.operator(py, name, vec![a, b]),
         }
     }
