@@ -339,3 +339,34 @@ def test_augmented_assignment_to_a_python_number_gives_valid_graph_code():
     assert len(codes) == 1 and dynamo.counters()["compile_errors"] == 0
     for e, c in zip(expected, out):
         assert e.dtype == c.dtype and torch.equal(e, c)
+
+
+# ----- container equality --------------------------------------------------------------------
+
+class WithEq:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return isinstance(other, WithEq) and self.v == other.v
+
+    __hash__ = None
+
+
+def test_container_equality_compares_contents():
+    def f(x, lst, d, t):
+        return (
+            x + 1,
+            lst == [1, 2, 3], lst != [1, 2, 3], lst == [1, 2], lst == (1, 2, 3),
+            d == {"a": 1}, d == {"a": 2}, d != {"b": 1}, d == None,
+            [x, 1] == [x, 1], (x, 2) == (x, 2), t == (x, 2), (x,) == [x],
+        )
+
+    check(f, X, [1, 2, 3], {"a": 1}, (X, 2))
+
+
+def test_equality_with_a_user_eq_is_not_identity():
+    def f(x, a, b):
+        return x + 1, a == b, [a] == [b]
+
+    check(f, X, WithEq(1), WithEq(1))

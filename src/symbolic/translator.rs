@@ -1453,11 +1453,98 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Tensor(_), _) | (_, VT::Tensor(_)) => self.operator(py, name, vec![a, b]),
             (VT::Constant(_), VT::Constant(_)) => self.operator(py, name, vec![a, b]),
             _ if name == "eq" || name == "ne" => {
-                let same = self.is_same(py, &a, &b)?;
-                Ok(const_bool(py, same == (name == "eq")))
+                let eq = self.equal(py, &a, &b)?;
+                Ok(const_bool(py, eq == (name == "eq")))
             }
             _ => unsupported!("comparison {name} of {} and {}", a.describe(py), b.describe(py)),
         }
+    }
+
+    /// `a == b` as `PyObject_RichCompareBool` decides it (Objects/object.c): identical objects
+    /// are equal; lists and tuples compare by length and item by item (Objects/listobject.c,
+    /// `list_richcompare`; a list never equals a tuple); dicts by keys and values
+    /// (Objects/dictobject.c, `dict_equal`); other objects by identity only when their type keeps
+    /// `object.__eq__`. Anything else (a tensor item, a user `__eq__`) is not decided here.
+    fn equal(&mut self, py: Python<'_>, a: &VT, b: &VT) -> VResult<bool> {
+        match (a, b) {
+            (VT::Tensor(x), VT::Tensor(y)) if x.node == y.node => return Ok(true),
+            (VT::Tensor(_), _) | (_, VT::Tensor(_)) => graph_break!(DataDependentBranch, "truth of a tensor comparison inside a container comparison"),
+            (VT::Constant(x), VT::Constant(y)) => return Ok(x.bind(py).eq(y.bind(py))?),
+            (VT::List(x), VT::List(y)) if Rc::ptr_eq(x, y) => return Ok(true),
+            (VT::Dict(x), VT::Dict(y)) if Rc::ptr_eq(x, y) => return Ok(true),
+            _ => {}
+        }
+        if let (Some((ka, xs)), Some((kb, ys))) = (self.sequence_items(py, a)?, self.sequence_items(py, b)?) {
+            if ka != kb || xs.len() != ys.len() {
+                return Ok(false);
+            }
+            for (x, y) in xs.iter().zip(ys.iter()) {
+                if !self.equal(py, x, y)? {
+                    return Ok(false);
+                }
+            }
+            return Ok(true);
+        }
+        match (a, b) {
+            (VT::Dict(x), VT::Dict(y)) => {
+                let xs: Vec<(Py<PyAny>, VT)> = x.borrow().items.iter().map(|(k, v)| (k.clone_ref(py), v.clone())).collect();
+                let ys: Vec<(Py<PyAny>, VT)> = y.borrow().items.iter().map(|(k, v)| (k.clone_ref(py), v.clone())).collect();
+                if xs.len() != ys.len() {
+                    return Ok(false);
+                }
+                for (k, v) in &xs {
+                    let mut found = None;
+                    for (k2, v2) in &ys {
+                        if k.bind(py).eq(k2.bind(py))? {
+                            found = Some(v2.clone());
+                            break;
+                        }
+                    }
+                    match found {
+                        Some(v2) if self.equal(py, v, &v2)? => {}
+                        _ => return Ok(false),
+                    }
+                }
+                Ok(true)
+            }
+            (VT::Set(x), VT::Set(y)) => Ok(x.borrow().bind(py).eq(y.borrow().bind(py))?),
+            (VT::Set(s), VT::Constant(c)) | (VT::Constant(c), VT::Set(s)) => Ok(s.borrow().bind(py).eq(c.bind(py))?),
+            (VT::List(_) | VT::Tuple(_) | VT::NamedTuple { .. } | VT::Dict(_), VT::Constant(c))
+            | (VT::Constant(c), VT::List(_) | VT::Tuple(_) | VT::NamedTuple { .. } | VT::Dict(_))
+                if is_scalar_constant(c.bind(py)) =>
+            {
+                // Neither side's __eq__ knows the other: identity, and they are distinct.
+                Ok(false)
+            }
+            _ => {
+                let default_eq = |v: &VT| -> PyResult<bool> {
+                    let obj_eq = py.get_type::<pyo3::types::PyAny>().getattr("__eq__")?;
+                    Ok(match v {
+                        VT::Constant(c) => c.bind(py).is_none(),
+                        other => match real_object(other) {
+                            Some(o) => o.bind(py).get_type().getattr("__eq__")?.is(&obj_eq),
+                            None => false,
+                        },
+                    })
+                };
+                if default_eq(a)? && default_eq(b)? {
+                    return self.is_same(py, a, b);
+                }
+                graph_break!(UntracedValue, "== of {} and {}", a.describe(py), b.describe(py))
+            }
+        }
+    }
+
+    /// ("list" or "tuple", items) of a list or tuple tracker or a constant tuple.
+    fn sequence_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<(&'static str, Vec<VT>)>> {
+        Ok(match v {
+            VT::List(l) => Some(("list", l.borrow().items.clone())),
+            VT::Tuple(items) | VT::NamedTuple { items, .. } => Some(("tuple", items.as_ref().clone())),
+            VT::Constant(c) if c.bind(py).is_instance_of::<PyTuple>() => {
+                Some(("tuple", c.bind(py).try_iter()?.map(|i| Ok(VT::constant(i?.unbind()))).collect::<VResult<Vec<_>>>()?))
+            }
+            _ => None,
+        })
     }
 
     fn getitem(&mut self, py: Python<'_>, obj: &VT, idx: &VT) -> VResult<VT> {
@@ -2488,6 +2575,17 @@ pub fn drain_iter(py: Python<'_>, it: &Rc<RefCell<IteratorState>>) -> VResult<Ve
         }
     }
     Ok(out)
+}
+
+/// Whether `c` is None, a bool, a number, a string or bytes: a value whose `__eq__` answers
+/// NotImplemented for containers.
+fn is_scalar_constant(c: &Bound<'_, PyAny>) -> bool {
+    c.is_none()
+        || c.is_instance_of::<pyo3::types::PyBool>()
+        || c.is_instance_of::<pyo3::types::PyInt>()
+        || c.is_instance_of::<pyo3::types::PyFloat>()
+        || c.is_instance_of::<PyString>()
+        || c.is_instance_of::<pyo3::types::PyBytes>()
 }
 
 /// The Python values of trackers that are all constants.
