@@ -148,7 +148,7 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
                 (og, Outcome::Break(state), _) => {
                     return convert_break(py, frame, &ci, og, state, u.to_string(), backend, grad_at_entry);
                 }
-                (_, Outcome::Return(_), _) => return Err(u.into()),
+                (_, Outcome::Return(_) | Outcome::Yield(_), _) => return Err(u.into()),
             },
             _ => return Err(u.into()),
         },
@@ -156,7 +156,7 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
     };
     let returned = match outcome {
         Outcome::Return(v) => v,
-        Outcome::Break(_) => unreachable!("no break requested"),
+        Outcome::Break(_) | Outcome::Yield(_) => unreachable!("no break requested, not a generator"),
     };
     let mut og = og;
     let mut outputs = Outputs::default();
@@ -455,6 +455,7 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     IterKind::Dict { dict, .. } => visit(py, &VT::Dict(dict.clone()), seen),
                     IterKind::Enumerate { inner, .. } => visit(py, &VT::Iterator(inner.clone()), seen),
                     IterKind::Zip(inners) => inners.iter().for_each(|i| visit(py, &VT::Iterator(i.clone()), seen)),
+                    IterKind::Generator(_) => {}
                 }
             }
             VT::ContainerMethod { container, .. } => visit(py, container, seen),
@@ -552,6 +553,8 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
             let f = py.import("builtins")?.getattr("zip")?;
             Rebuild::Call { func: f.unbind(), args }
         }
+        // A real generator cannot be made suspended in the middle of its body.
+        IterKind::Generator(_) => unsupported!("a generator that outlives the graph (returned, or live across a graph break)"),
     })
 }
 

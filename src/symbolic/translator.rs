@@ -14,7 +14,7 @@ use crate::source::{ItemKey, Source};
 use crate::symbolic::builder::{is_literal, is_torch_callable, wrap};
 use crate::symbolic::code_info::{code_info, flags, CodeInfo};
 use crate::symbolic::output_graph::OutputGraph;
-use crate::symbolic::variables::{type_name, DictState, DictView, IterError, IterKind, IteratorState, ListState, NestedFunction, VT};
+use crate::symbolic::variables::{borrow_iter, type_name, DictState, DictView, GeneratorFrame, IterError, IterKind, IteratorState, ListState, NestedFunction, VT};
 use crate::symbolic::{Unsupported, VResult};
 use crate::{graph_break, unsupported};
 use pyo3::prelude::*;
@@ -89,13 +89,14 @@ pub struct InstructionTranslator<'a> {
     external_cells: HashMap<usize, CellTarget>,
     /// Closure of the function being run (cells as trackers), consumed by COPY_FREE_VARS.
     closure: Vec<VT>,
-    /// Set when running a generator function to completion: the values it yielded.
-    yields: Option<Vec<VT>>,
+    /// Set when running a generator's frame: YIELD_VALUE suspends it (`Outcome::Yield`).
+    generator: bool,
 }
 
 enum Flow {
     Continue,
     Return(VT),
+    Yield(VT),
 }
 
 /// The live state of the frame just before a graph-break instruction.
@@ -111,6 +112,8 @@ pub struct BreakState {
 pub enum Outcome {
     Return(VT),
     Break(BreakState),
+    /// A generator's frame reached a `yield` (only when `generator` is set).
+    Yield(VT),
 }
 
 impl<'a> InstructionTranslator<'a> {
@@ -127,7 +130,7 @@ impl<'a> InstructionTranslator<'a> {
             og,
             external_cells: HashMap::new(),
             closure,
-            yields: None,
+            generator: false,
         }
     }
 
@@ -146,6 +149,7 @@ impl<'a> InstructionTranslator<'a> {
         match self.run_until(py, None)? {
             Outcome::Return(v) => Ok(v),
             Outcome::Break(_) => unreachable!("no break requested"),
+            Outcome::Yield(_) => unsupported!("yield outside a generator"),
         }
     }
 
@@ -188,6 +192,7 @@ impl<'a> InstructionTranslator<'a> {
             match flow {
                 Flow::Continue => {}
                 Flow::Return(v) => return Ok(Outcome::Return(v)),
+                Flow::Yield(v) => return Ok(Outcome::Yield(v)),
             }
         }
     }
@@ -460,14 +465,13 @@ impl<'a> InstructionTranslator<'a> {
                     other => graph_break!(UnsupportedOpcode, "with block over {}", other.describe(py)),
                 }
             }
-            // A generator run to completion at creation (its values are consumed right away by
-            // the caller: sum(...), list(...), a for loop). The generator protocol pushes the
-            // sent value (None) after RETURN_GENERATOR and after each YIELD_VALUE.
-            op::RETURN_GENERATOR if self.yields.is_some() => self.stack.push(VT::none(py)),
-            op::YIELD_VALUE if self.yields.is_some() => {
+            // A generator's frame (IterKind::Generator), run one step at a time. The generator
+            // protocol pushes the sent value (None) after RETURN_GENERATOR and, when the frame
+            // is resumed, after each YIELD_VALUE (`resume_generator`).
+            op::RETURN_GENERATOR if self.generator => self.stack.push(VT::none(py)),
+            op::YIELD_VALUE if self.generator => {
                 let v = self.pop()?;
-                self.yields.as_mut().unwrap().push(v);
-                self.stack.push(VT::none(py));
+                return Ok(Flow::Yield(v));
             }
             op::UNARY_NEGATIVE | op::UNARY_POSITIVE | op::UNARY_INVERT => {
                 let v = self.pop()?;
@@ -679,8 +683,8 @@ impl<'a> InstructionTranslator<'a> {
                 self.stack.push(VT::Iterator(it));
             }
             op::FOR_ITER => {
-                let next = match self.stack.last() {
-                    Some(VT::Iterator(it)) => step_iter(py, it)?,
+                let next = match self.stack.last().cloned() {
+                    Some(VT::Iterator(it)) => self.step_iter(py, &it)?,
                     _ => unsupported!("FOR_ITER on a non-iterator"),
                 };
                 match next {
@@ -1658,7 +1662,7 @@ impl<'a> InstructionTranslator<'a> {
         Ok(match v {
             VT::Tuple(items) | VT::NamedTuple { items, .. } => items.as_ref().clone(),
             VT::List(l) => l.borrow().items.clone(),
-            VT::Iterator(it) => drain_iter(py, it)?,
+            VT::Iterator(it) => self.drain_iter(py, it)?,
             _ => self.iter_items(py, v)?,
         })
     }
@@ -1733,6 +1737,36 @@ impl<'a> InstructionTranslator<'a> {
         Ok(VT::Set(Rc::new(RefCell::new(set.into_any().unbind()))))
     }
 
+    /// One step of an iterator (FOR_ITER, `next()`): `None` when exhausted. A step that raises
+    /// in CPython (a dict that changed size) is a graph break, so the instruction runs for real
+    /// and raises there (the iterator is rebuilt in the state that raises, see `rebuild_of`).
+    pub fn step_iter(&mut self, py: Python<'_>, it: &Rc<RefCell<IteratorState>>) -> VResult<Option<VT>> {
+        let depth = self.depth;
+        let og: &mut OutputGraph = self.og;
+        let mut resume = |f: &mut GeneratorFrame| -> Result<Option<VT>, IterError> { resume_generator(py, og, depth + 1, f).map_err(IterError::Unsupported) };
+        let r = match borrow_iter(it) {
+            Ok(mut state) => state.next_item(py, &mut resume),
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(v) => Ok(v),
+            Err(IterError::Raise(msg)) => graph_break!(RaisesException, "RuntimeError: {msg}"),
+            Err(IterError::Unsupported(u)) => Err(u),
+        }
+    }
+
+    /// Every remaining item of an iterator, exhausting it (`list(it)`, unpacking).
+    pub fn drain_iter(&mut self, py: Python<'_>, it: &Rc<RefCell<IteratorState>>) -> VResult<Vec<VT>> {
+        let mut out = Vec::new();
+        while let Some(v) = self.step_iter(py, it)? {
+            out.push(v);
+            if out.len() > 100_000 {
+                unsupported!("iteration too long to unroll");
+            }
+        }
+        Ok(out)
+    }
+
     /// `iter(v)`: the iterator CPython's `tp_iter` of `v` makes. Lists and dicts (and their
     /// views) get live iterators; an iterator is its own iterator; other iterables are walked
     /// once, now, into a fixed sequence.
@@ -1770,7 +1804,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Iterator(_) => self.unpack(py, v)?,
             VT::Dict(_) | VT::DictView { .. } => {
                 let it = self.make_iter(py, v)?;
-                drain_iter(py, &it)?
+                self.drain_iter(py, &it)?
             }
             VT::Module { obj, source } => {
                 let m = obj.bind(py);
@@ -2322,7 +2356,7 @@ impl<'a> InstructionTranslator<'a> {
         }
         if is("next") && (args.len() == 1 || args.len() == 2) {
             if let VT::Iterator(it) = &args[0] {
-                let item = step_iter(py, it)?;
+                let item = self.step_iter(py, it)?;
                 return match (item, args.get(1)) {
                     (Some(v), _) => Ok(v),
                     (None, Some(default)) => Ok(default.clone()),
@@ -2361,6 +2395,17 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 return self.wrap_unguarded(py, &r);
             }
+        }
+        if (is("any") || is("all")) && args.len() == 1 && kwargs.is_empty() {
+            // Stops at the first deciding item, as CPython's does (a generator is not run further).
+            let want = is("any");
+            let it = self.make_iter(py, &args[0])?;
+            while let Some(v) = self.step_iter(py, &it)? {
+                if self.truth(py, &v)? == want {
+                    return Ok(const_bool(py, want));
+                }
+            }
+            return Ok(const_bool(py, !want));
         }
         if is("sum") || is("any") || is("all") {
             let items = self.iter_items(py, &args[0])?;
@@ -2480,16 +2525,46 @@ impl<'a> InstructionTranslator<'a> {
         } else {
             vec![]
         };
+        if is_generator {
+            // Nothing of the body runs before the first step (CPython's generator frame starts
+            // suspended at RETURN_GENERATOR).
+            let mut cells: HashMap<usize, CellTarget> = external_cells.into_iter().collect();
+            cells.extend(self.external_cells.iter().map(|(k, v)| (*k, v.clone())));
+            let frame = GeneratorFrame { code: ci, g: globals, stack: Vec::new(), locals, closure, external_cells: cells, ip: 0 };
+            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Generator(Some(Box::new(frame))))))));
+        }
         let mut child = InstructionTranslator::new(ci, globals, locals, closure, self.og, self.depth + 1);
         child.external_cells.extend(external_cells);
         child.external_cells.extend(self.external_cells.iter().map(|(k, v)| (*k, v.clone())));
-        if is_generator {
-            child.yields = Some(Vec::new());
-            child.run(py)?;
-            let items = child.yields.take().unwrap_or_default();
-            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(items)))));
-        }
         child.run(py)
+    }
+}
+
+/// Runs a traced generator's frame up to its next `yield` (`Some(value)`) or its return (`None`),
+/// keeping its state in `f` for the next step.
+fn resume_generator(py: Python<'_>, og: &mut OutputGraph, depth: usize, f: &mut GeneratorFrame) -> VResult<Option<VT>> {
+    if depth > MAX_INLINE_DEPTH {
+        unsupported!("generator nesting too deep");
+    }
+    let mut child = InstructionTranslator::new(f.code.clone(), f.g.clone(), std::mem::take(&mut f.locals), std::mem::take(&mut f.closure), og, depth);
+    child.generator = true;
+    child.external_cells = std::mem::take(&mut f.external_cells);
+    child.stack = std::mem::take(&mut f.stack);
+    child.ip = f.ip;
+    if f.ip > 0 {
+        // The value `next()` sends into the suspended YIELD_VALUE.
+        child.stack.push(VT::none(py));
+    }
+    let outcome = child.run_until(py, None);
+    f.locals = std::mem::take(&mut child.locals);
+    f.closure = std::mem::take(&mut child.closure);
+    f.external_cells = std::mem::take(&mut child.external_cells);
+    f.stack = std::mem::take(&mut child.stack);
+    f.ip = child.ip;
+    match outcome? {
+        Outcome::Yield(v) => Ok(Some(v)),
+        Outcome::Return(_) => Ok(None),
+        Outcome::Break(_) => unsupported!("graph break inside a generator"),
     }
 }
 
@@ -2551,30 +2626,6 @@ fn bind_args(py: Python<'_>, ci: &CodeInfo, args: Vec<VT>, kwargs: Vec<(String, 
         locals[slot] = Some(new_dict(extra_kw));
     }
     Ok(locals)
-}
-
-/// One step of an iterator (FOR_ITER, `next()`): `None` when exhausted. A step that raises in
-/// CPython (a dict that changed size) is a graph break, so the instruction runs for real and
-/// raises there (the iterator is rebuilt in the state that raises, see `rebuild_of`).
-pub fn step_iter(py: Python<'_>, it: &Rc<RefCell<IteratorState>>) -> VResult<Option<VT>> {
-    let r = it.borrow_mut().next_item(py);
-    match r {
-        Ok(v) => Ok(v),
-        Err(IterError::Raise(msg)) => graph_break!(RaisesException, "RuntimeError: {msg}"),
-        Err(IterError::Unsupported(why)) => unsupported!("{why}"),
-    }
-}
-
-/// Every remaining item of an iterator, exhausting it (`list(it)`, unpacking).
-pub fn drain_iter(py: Python<'_>, it: &Rc<RefCell<IteratorState>>) -> VResult<Vec<VT>> {
-    let mut out = Vec::new();
-    while let Some(v) = step_iter(py, it)? {
-        out.push(v);
-        if out.len() > 100_000 {
-            unsupported!("iteration too long to unroll");
-        }
-    }
-    Ok(out)
 }
 
 /// Whether `c` is None, a bool, a number, a string or bytes: a value whose `__eq__` answers

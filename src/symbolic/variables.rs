@@ -59,15 +59,34 @@ pub enum IterKind {
     /// `zip(*inners)` (Python/bltinmodule.c, `zip_next`): steps each inner in order and stops at
     /// the first exhausted one (items already taken from the earlier ones are dropped).
     Zip(Vec<Rc<RefCell<IteratorState>>>),
+    /// A generator made in the trace: its frame runs up to the next `yield` at each step, so
+    /// its body interleaves with the loop that consumes it as in CPython. `None` while a step
+    /// runs it (a generator that steps itself is "already executing").
+    Generator(Option<Box<GeneratorFrame>>),
+}
+
+/// The suspended frame of a generator being traced (`IterKind::Generator`).
+pub struct GeneratorFrame {
+    pub code: Arc<crate::symbolic::code_info::CodeInfo>,
+    pub g: Rc<crate::symbolic::translator::GlobalsInfo>,
+    pub stack: Vec<VariableTracker>,
+    pub locals: Vec<Option<VariableTracker>>,
+    pub closure: Vec<VariableTracker>,
+    pub external_cells: std::collections::HashMap<usize, crate::symbolic::side_effects::CellTarget>,
+    /// The next instruction; 0 before the first step.
+    pub ip: usize,
 }
 
 /// Why an iterator step cannot give an item.
 pub enum IterError {
     /// CPython raises `RuntimeError` with this message at this step.
     Raise(&'static str),
-    /// The step depends on something not modelled (the reason).
-    Unsupported(String),
+    /// The step depends on something not modelled.
+    Unsupported(crate::symbolic::Unsupported),
 }
+
+/// Runs a generator's frame up to its next `yield` (`Ok(None)`: it returned).
+pub type ResumeGenerator<'r> = dyn FnMut(&mut GeneratorFrame) -> Result<Option<VariableTracker>, IterError> + 'r;
 
 /// An iterator being stepped during tracing.
 pub struct IteratorState {
@@ -104,7 +123,7 @@ impl IteratorState {
     }
 
     /// The next item, advancing the position (`Ok(None)` when exhausted).
-    pub fn next_item(&mut self, py: Python<'_>) -> Result<Option<VariableTracker>, IterError> {
+    pub fn next_item(&mut self, py: Python<'_>, resume: &mut ResumeGenerator<'_>) -> Result<Option<VariableTracker>, IterError> {
         if self.exhausted {
             return Ok(None);
         }
@@ -130,7 +149,7 @@ impl IteratorState {
                     return Err(IterError::Raise("dictionary changed size during iteration"));
                 }
                 if d.version != *version {
-                    return Err(IterError::Unsupported("a dict whose keys changed (same size) while iterated".into()));
+                    return Err(IterError::Unsupported(crate::symbolic::Unsupported::new("a dict whose keys changed (same size) while iterated")));
                 }
                 match d.items.get(self.pos) {
                     None => None,
@@ -142,10 +161,10 @@ impl IteratorState {
                 }
             }
             IterKind::Enumerate { inner, count } => {
-                let next = inner.borrow_mut().next_item(py)?;
+                let next = borrow_iter(inner)?.next_item(py, resume)?;
                 match next {
                     Some(v) => {
-                        let i = VariableTracker::constant((*count).into_pyobject(py).map_err(|e| IterError::Unsupported(e.to_string()))?.into_any().unbind());
+                        let i = VariableTracker::constant((*count).into_pyobject(py).map_err(|e| IterError::Unsupported(crate::symbolic::Unsupported::new(e.to_string())))?.into_any().unbind());
                         *count += 1;
                         Some(tuple_of(py, vec![i, v]))
                     }
@@ -156,7 +175,8 @@ impl IteratorState {
                 let mut out = Vec::with_capacity(inners.len());
                 let mut done = inners.is_empty();
                 for it in inners.iter() {
-                    match it.borrow_mut().next_item(py)? {
+                    let next = borrow_iter(it)?.next_item(py, resume)?;
+                    match next {
                         Some(v) => out.push(v),
                         None => {
                             done = true;
@@ -165,6 +185,14 @@ impl IteratorState {
                     }
                 }
                 (!done).then(|| tuple_of(py, out))
+            }
+            IterKind::Generator(frame) => {
+                let Some(mut f) = frame.take() else {
+                    return Err(IterError::Unsupported(crate::symbolic::Unsupported::new("a generator stepped while it runs (ValueError: generator already executing)")));
+                };
+                let r = resume(&mut f);
+                *frame = Some(f);
+                r?
             }
         };
         match &item {
@@ -380,6 +408,12 @@ pub fn named_tuple_field(cls: &Bound<'_, PyAny>, name: &str) -> PyResult<Option<
         });
     }
     Ok(None)
+}
+
+/// A mutable borrow of an iterator's state, refused when it is already borrowed (an iterator
+/// stepped from inside its own step: a generator that iterates itself).
+pub fn borrow_iter(it: &Rc<RefCell<IteratorState>>) -> Result<std::cell::RefMut<'_, IteratorState>, IterError> {
+    it.try_borrow_mut().map_err(|_| IterError::Unsupported(crate::symbolic::Unsupported::new("an iterator stepped from inside its own step (ValueError: generator already executing)")))
 }
 
 /// A tuple tracker; a tuple of constants folds into one constant tuple.
