@@ -127,9 +127,35 @@ def test_return_type_from_a_graph_break_keeps_its_type():
 
 def test_namedtuple_input_fields_and_return():
     def f(p, x):
-        return Point(p.a, p.b).a if False else (p.a * x, p.b + 1, p, p[0] + x)
+        return p.a * x, p.b + 1, p, p[0] + x, type(p), isinstance(p, tuple)
 
     check(f, Point(X, 2), X)
+
+
+PointD = collections.namedtuple("PointD", ["a", "b"], defaults=[3])
+
+
+class PointSub(Point):
+    pass  # instances have a __dict__: not tracked as a namedtuple
+
+
+def test_namedtuple_made_in_the_frame():
+    def f(x):
+        p = Point(x * 2, b=1)
+        q = PointD(x)
+        a, b = p
+        return p, q, p.a + q.a * q.b, a, b, p == (a, 1)
+
+    check(f, X, breaks=0)
+
+
+def test_namedtuple_subclass_with_instance_attributes():
+    def f(p, x):
+        return p, p.extra, p.a + x
+
+    p = PointSub(X, 2)
+    p.extra = 5
+    check(f, p, X)
 
 
 # ----- dict views -----------------------------------------------------------------------------

@@ -1967,6 +1967,36 @@ impl<'a> InstructionTranslator<'a> {
                 all.extend(args);
                 self.og.call(py, None, Some(name), &all, &kwargs)
             }
+            VT::Class(c) if crate::symbolic::variables::namedtuple_constructor(py, c.bind(py))?.is_some() => {
+                // namedtuple's generated `__new__(cls, a, b, ...)`: fields by position or name,
+                // missing ones from `_field_defaults`.
+                let (fields, defaults) = crate::symbolic::variables::namedtuple_constructor(py, c.bind(py))?.expect("checked");
+                if args.len() > fields.len() {
+                    unsupported!("{}() takes {} arguments but {} were given (TypeError)", func.describe(py), fields.len(), args.len());
+                }
+                let mut slots: Vec<Option<VT>> = vec![None; fields.len()];
+                for (i, a) in args.into_iter().enumerate() {
+                    slots[i] = Some(a);
+                }
+                for (k, v) in kwargs {
+                    match fields.iter().position(|f| *f == k) {
+                        Some(i) if slots[i].is_none() => slots[i] = Some(v),
+                        _ => unsupported!("{}() got an unexpected or repeated argument '{k}' (TypeError)", func.describe(py)),
+                    }
+                }
+                let mut items = Vec::with_capacity(fields.len());
+                for (name, slot) in fields.iter().zip(slots) {
+                    items.push(match slot {
+                        Some(v) => v,
+                        None => match defaults.get_item(name)? {
+                            Some(d) if is_literal(py, &d) => VT::constant(d.unbind()),
+                            Some(_) => unsupported!("namedtuple default of field '{name}' is not a literal"),
+                            None => unsupported!("{}() missing argument '{name}' (TypeError)", func.describe(py)),
+                        },
+                    });
+                }
+                Ok(VT::NamedTuple { cls: c.clone(), items: Rc::new(items) })
+            }
             VT::Builtin(b) | VT::Class(b) => {
                 let b = b.bind(py).clone();
                 self.call_builtin(py, &b, args, kwargs)

@@ -8,6 +8,7 @@
 use crate::graph::NodeId;
 use crate::source::Source;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -367,6 +368,10 @@ pub fn is_named_tuple_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<
     if ty.is(&tuple) || !ty.is_subclass(&tuple)? {
         return Ok(false);
     }
+    // Instances without a `__dict__` only: the tracker holds the items and nothing else.
+    if ty.getattr("__dictoffset__")?.extract::<isize>()? != 0 {
+        return Ok(false);
+    }
     let structseq = ty.hasattr("n_sequence_fields")?;
     if structseq {
         let n: usize = ty.getattr("n_fields")?.extract()?;
@@ -387,6 +392,28 @@ pub fn is_named_tuple_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<
         }
     }
     Ok(!ty.hasattr("__getattr__")?)
+}
+
+/// The field names and defaults of a `collections.namedtuple` class whose instances are made by
+/// the `__new__` that namedtuple generated (not overridden, no `__init__`), if `cls` is one.
+pub fn namedtuple_constructor<'py>(py: Python<'py>, cls: &Bound<'py, PyAny>) -> PyResult<Option<(Vec<String>, Bound<'py, PyDict>)>> {
+    if !is_named_tuple_class(py, cls)? || cls.hasattr("n_sequence_fields")? {
+        return Ok(None);
+    }
+    let new = cls.getattr("__new__")?;
+    let generated = new
+        .getattr("__globals__")
+        .and_then(|g| g.get_item("__name__"))
+        .and_then(|n| n.extract::<String>())
+        .map(|n| n.starts_with("namedtuple_"))
+        .unwrap_or(false);
+    let object_init = py.get_type::<PyAny>().getattr("__init__")?;
+    if !generated || !cls.getattr("__init__")?.is(&object_init) {
+        return Ok(None);
+    }
+    let fields: Vec<String> = cls.getattr("_fields")?.extract()?;
+    let defaults = cls.getattr("_field_defaults")?.cast_into::<PyDict>()?;
+    Ok(Some((fields, defaults)))
 }
 
 /// Which item of a `NamedTuple` of class `cls` the attribute `name` reads, if it is a field
