@@ -457,3 +457,33 @@ def test_returned_generator_is_a_generator():
     dynamo.reset()
     out = dynamo.optimize("eager")(f)(X)
     assert type(out[0]) is type(eager[0]) and torch.equal(next(out[0]), X)
+
+
+# ----- loops that cross a graph break keep being captured -------------------------------------
+
+class Layers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(4, 4) for _ in range(3)])
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x) * i
+            print(i)
+        for a, b in zip((1, 2, 3), range(3)):
+            x = x * a + b
+            print(b)
+        return x
+
+
+def test_enumerate_and_zip_over_fixed_sequences_resume_captured():
+    # Note [loop iterators as snapshots]: every resume function is traced too (one graph per
+    # iteration), none runs eagerly.
+    m = Layers()
+    x = torch.ones(2, 4)
+    expected = m(x)
+    dynamo.reset()
+    out = dynamo.optimize("eager")(m)(x)
+    torch.testing.assert_close(out, expected)
+    c = dynamo.counters()
+    assert c["eager_fallbacks"] == 0 and c["graphs"] >= 6, c

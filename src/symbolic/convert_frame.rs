@@ -293,7 +293,21 @@ fn convert_break(
             rebuild_of(py, &og, v, outputs).map(Some)
         }
     };
-    let mut preserved = state.stack[..split].iter().map(|v| slot(v, &mut outputs)).collect::<VResult<Vec<_>>>()?;
+    // Note [loop iterators as snapshots]: an iterator below the operands is the iterator of an
+    // enclosing `for` loop, which only FOR_ITER reads. When it walks fixed sequences only (a
+    // range, a tuple, a ModuleList's children, enumerate/zip of those), nothing can change what
+    // it yields, so it travels as the tuple of its remaining items and the resume function loops
+    // over that (its frame can be traced; a real enumerate or zip object could not).
+    let mut preserved = state.stack[..split]
+        .iter()
+        .map(|v| match v {
+            VT::Iterator(it) => match fixed_remaining(py, it)? {
+                Some(items) => Ok(Some(Rebuild::Iterator(items.iter().map(|i| rebuild_of(py, &og, i, &mut outputs)).collect::<VResult<_>>()?))),
+                None => slot(v, &mut outputs),
+            },
+            _ => slot(v, &mut outputs),
+        })
+        .collect::<VResult<Vec<_>>>()?;
     let mut inst = inst;
     if inst.opcode == crate::bytecode::opcode::op::LOAD_METHOD {
         // Run it as LOAD_ATTR (the bound method); the resume function pushes the NULL that
@@ -478,6 +492,41 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
         unsupported!("a list, dict, set or iterator built in the frame is referenced twice from what outlives the graph");
     }
     Ok(())
+}
+
+/// The items an iterator has left when it walks fixed sequences only (nothing can change what it
+/// yields), computed without stepping it; `None` otherwise.
+fn fixed_remaining(py: Python<'_>, it: &Rc<RefCell<IteratorState>>) -> VResult<Option<Vec<VT>>> {
+    let it = it.borrow();
+    if it.exhausted {
+        return Ok(Some(vec![]));
+    }
+    Ok(match &it.kind {
+        IterKind::Items(items) => Some(items.iter().skip(it.pos).cloned().collect()),
+        IterKind::Enumerate { inner, count } => match fixed_remaining(py, inner)? {
+            Some(rest) => {
+                let mut out = Vec::with_capacity(rest.len());
+                for (k, v) in rest.into_iter().enumerate() {
+                    let i = VT::constant((count + k as i64).into_pyobject(py)?.into_any().unbind());
+                    out.push(crate::symbolic::variables::tuple_of(py, vec![i, v]));
+                }
+                Some(out)
+            }
+            None => None,
+        },
+        IterKind::Zip(inners) => {
+            let mut lists = Vec::with_capacity(inners.len());
+            for i in inners {
+                match fixed_remaining(py, i)? {
+                    Some(l) => lists.push(l),
+                    None => return Ok(None),
+                }
+            }
+            let n = lists.iter().map(|l| l.len()).min().unwrap_or(0);
+            Some((0..n).map(|k| crate::symbolic::variables::tuple_of(py, lists.iter().map(|l| l[k].clone()).collect())).collect())
+        }
+        _ => None,
+    })
 }
 
 /// How to rebuild an iterator: a real iterator of CPython's own type, in the state the trace

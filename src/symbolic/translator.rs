@@ -2560,7 +2560,21 @@ impl<'a> InstructionTranslator<'a> {
             // suspended at RETURN_GENERATOR).
             let mut cells: HashMap<usize, CellTarget> = external_cells.into_iter().collect();
             cells.extend(self.external_cells.iter().map(|(k, v)| (*k, v.clone())));
-            let frame = GeneratorFrame { code: ci, g: globals, stack: Vec::new(), locals, closure, external_cells: cells, ip: 0 };
+            let trusted = globals.trusted;
+            let mut frame = GeneratorFrame { code: ci, g: globals, stack: Vec::new(), locals, closure, external_cells: cells, ip: 0 };
+            if trusted {
+                // torch's own generators (nn.Module.parameters, named_children, ...) only walk
+                // the module tree: they run to the end here, so a loop over them is a fixed
+                // sequence that can cross a graph break (Note [loop iterators as snapshots]).
+                let mut items = Vec::new();
+                while let Some(v) = resume_generator(py, self.og, self.depth + 1, &mut frame)? {
+                    items.push(v);
+                    if items.len() > 100_000 {
+                        unsupported!("generator too long to unroll");
+                    }
+                }
+                return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(items)))));
+            }
             return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Generator(Some(Box::new(frame))))))));
         }
         let mut child = InstructionTranslator::new(ci, globals, locals, closure, self.og, self.depth + 1);
