@@ -487,3 +487,26 @@ def test_enumerate_and_zip_over_fixed_sequences_resume_captured():
     torch.testing.assert_close(out, expected)
     c = dynamo.counters()
     assert c["eager_fallbacks"] == 0 and c["graphs"] >= 6, c
+
+
+def test_dict_loop_crossing_graph_breaks_resumes_captured():
+    def f(x, d):
+        for k, v in d.items():
+            x = x + v
+            print(k)
+            d[k] = v * 2
+        return x
+
+    x = torch.ones(2)
+    for d in ({"a": 1, "b": 2, "c": 3}, {"a": 5, "b": 6, "c": 7}):
+        check(f, x, d, graphs=3)
+        assert dynamo.counters()["eager_fallbacks"] == 0
+    # The resume functions are reused for another dict with the same keys (cache hits).
+    dynamo.reset()
+    opt = dynamo.optimize("eager")(f)
+    d1, d2 = {"a": 1, "b": 2, "c": 3}, {"a": 1, "b": 2, "c": 3}  # int values are guarded
+    with contextlib.redirect_stdout(io.StringIO()):
+        torch.testing.assert_close(opt(x, d1), f(x, {"a": 1, "b": 2, "c": 3}))
+        compiles = dynamo.counters()["compiles"]
+        torch.testing.assert_close(opt(x, d2), f(x, {"a": 1, "b": 2, "c": 3}))
+    assert dynamo.counters()["compiles"] == compiles and d1 == {"a": 2, "b": 4, "c": 6}

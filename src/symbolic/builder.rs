@@ -148,6 +148,42 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
             }
         }
     }
+    let dict_view = match tn.as_str() {
+        "dict_keyiterator" => Some(crate::symbolic::variables::DictView::Keys),
+        "dict_valueiterator" => Some(crate::symbolic::variables::DictView::Values),
+        "dict_itemiterator" => Some(crate::symbolic::variables::DictView::Items),
+        _ => None,
+    };
+    if let Some((view, Ok((d, remaining)))) = dict_view.map(|v| (v, crate::guards::dict_iter_state(value))) {
+        // A loop over a dict continued in a resume function: a live iterator over the dict's
+        // tracker (the dict is wrapped already, as a local of the same frame), `pos` items in,
+        // when the items it has left are the tracker's from `pos` on.
+        if let Some((dict_source, tracker)) = og.dicts_by_ptr.get(&(d.as_ptr() as usize)).cloned() {
+            let n = tracker.borrow().items.len();
+            if remaining <= n {
+                let pos = n - remaining;
+                let rest = value.call_method0("__reduce__")?.get_item(1)?.get_item(0)?;
+                let mut same = rest.len()? == remaining;
+                for (i, r) in rest.try_iter()?.enumerate() {
+                    let r = r?;
+                    let key = tracker.borrow().items[pos + i].0.clone_ref(py);
+                    let key = key.bind(py);
+                    same &= match view {
+                        crate::symbolic::variables::DictView::Keys => r.eq(key)?,
+                        crate::symbolic::variables::DictView::Values => d.get_item(key)?.is(&r),
+                        crate::symbolic::variables::DictView::Items => r.get_item(0)?.eq(key)? && d.get_item(key)?.is(&r.get_item(1)?),
+                    };
+                }
+                if same {
+                    og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
+                    og.add_guard(Some(source), GuardKind::DictIterOver { dict: dict_source, remaining });
+                    let mut it = crate::symbolic::variables::IteratorState::over_dict(tracker, view);
+                    it.pos = pos;
+                    return Ok(VT::Iterator(Rc::new(RefCell::new(it))));
+                }
+            }
+        }
+    }
     if matches!(tn.as_str(), "tuple_iterator" | "list_iterator" | "range_iterator") {
         let rest = crate::guards::iterator_remaining(value)?;
         if !rest.iter().all(|i| is_literal(py, &i)) || rest.len() > 10_000 {

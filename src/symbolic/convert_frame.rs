@@ -267,7 +267,8 @@ fn convert_break(
     if state.stack.len() < n_operands {
         unsupported!("graph break with a short stack");
     }
-    check_no_shared_containers(py, &state, ci, &og)?;
+    // How many times each container built in the frame is reached from what outlives the graph.
+    let reach = check_no_shared_containers(py, &state, ci, &og)?;
     let mut outputs = Outputs::default();
     let mut locals = Vec::new();
     let mut unbound = Vec::new();
@@ -301,7 +302,7 @@ fn convert_break(
     let mut preserved = state.stack[..split]
         .iter()
         .map(|v| match v {
-            VT::Iterator(it) => match fixed_remaining(py, it)? {
+            VT::Iterator(it) => match fixed_remaining(py, it, &reach)? {
                 Some(items) => Ok(Some(Rebuild::Iterator(items.iter().map(|i| rebuild_of(py, &og, i, &mut outputs)).collect::<VResult<_>>()?))),
                 None => slot(v, &mut outputs),
             },
@@ -400,7 +401,7 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
 
 /// A list or dict created during tracing must be rebuilt once: if it is reachable twice from
 /// the live state, two copies would stop sharing mutations, so the break is refused.
-fn check_no_shared_containers(py: Python<'_>, state: &BreakState, ci: &CodeInfo, og: &OutputGraph) -> VResult<()> {
+fn check_no_shared_containers(py: Python<'_>, state: &BreakState, ci: &CodeInfo, og: &OutputGraph) -> VResult<HashMap<usize, usize>> {
     let inst = &ci.insts[state.ip];
     let mut targets = vec![state.ip + 1];
     if let (true, Some(t)) = (jumps_too(inst.opcode), inst.target) {
@@ -432,7 +433,7 @@ fn effect_values(og: &OutputGraph) -> Vec<VT> {
 
 /// Refuses when a list, dict, set or iterator built during tracing is reachable twice from
 /// `roots`: each reach would be rebuilt as its own copy, which would stop sharing mutations.
-fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -> VResult<()> {
+fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -> VResult<HashMap<usize, usize>> {
     fn visit(py: Python<'_>, v: &VT, seen: &mut HashMap<usize, usize>) {
         match v {
             VT::List(l) if l.borrow().source.is_none() => {
@@ -491,19 +492,35 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
     if seen.values().any(|&n| n > 1) {
         unsupported!("a list, dict, set or iterator built in the frame is referenced twice from what outlives the graph");
     }
-    Ok(())
+    Ok(seen)
 }
 
 /// The items an iterator has left when it walks fixed sequences only (nothing can change what it
 /// yields), computed without stepping it; `None` otherwise.
-fn fixed_remaining(py: Python<'_>, it: &Rc<RefCell<IteratorState>>) -> VResult<Option<Vec<VT>>> {
+fn fixed_remaining(py: Python<'_>, it: &Rc<RefCell<IteratorState>>, reach: &HashMap<usize, usize>) -> VResult<Option<Vec<VT>>> {
     let it = it.borrow();
     if it.exhausted {
         return Ok(Some(vec![]));
     }
     Ok(match &it.kind {
         IterKind::Items(items) => Some(items.iter().skip(it.pos).cloned().collect()),
-        IterKind::Enumerate { inner, count } => match fixed_remaining(py, inner)? {
+        // A list built in the frame that nothing live but this iterator reaches (`zip([1, 2],
+        // ...)`, a dead local): no code can change it any more.
+        IterKind::List(l) if l.borrow().source.is_none() && reach.get(&(Rc::as_ptr(l) as *const () as usize)) == Some(&1) => Some(l.borrow().items.iter().skip(it.pos).cloned().collect()),
+        // The same for a dict built in the frame, when its next step would not raise.
+        IterKind::Dict { dict, view, used, version } if dict.borrow().source.is_none() && reach.get(&(Rc::as_ptr(dict) as *const () as usize)) == Some(&1) => {
+            let d = dict.borrow();
+            if d.items.len() != *used || d.version != *version {
+                return Ok(None);
+            }
+            let item = |(k, v): &(Py<PyAny>, VT)| match view {
+                crate::symbolic::variables::DictView::Keys => VT::constant(k.clone_ref(py)),
+                crate::symbolic::variables::DictView::Values => v.clone(),
+                crate::symbolic::variables::DictView::Items => crate::symbolic::variables::tuple_of(py, vec![VT::constant(k.clone_ref(py)), v.clone()]),
+            };
+            Some(d.items.iter().skip(it.pos).map(item).collect())
+        }
+        IterKind::Enumerate { inner, count } => match fixed_remaining(py, inner, reach)? {
             Some(rest) => {
                 let mut out = Vec::with_capacity(rest.len());
                 for (k, v) in rest.into_iter().enumerate() {
@@ -517,7 +534,7 @@ fn fixed_remaining(py: Python<'_>, it: &Rc<RefCell<IteratorState>>) -> VResult<O
         IterKind::Zip(inners) => {
             let mut lists = Vec::with_capacity(inners.len());
             for i in inners {
-                match fixed_remaining(py, i)? {
+                match fixed_remaining(py, i, reach)? {
                     Some(l) => lists.push(l),
                     None => return Ok(None),
                 }
