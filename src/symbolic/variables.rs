@@ -202,14 +202,6 @@ impl IteratorState {
         }
         Ok(item)
     }
-
-    /// The list a list iterator reads, if this is one.
-    pub fn list(&self) -> Option<&Rc<RefCell<ListState>>> {
-        match &self.kind {
-            IterKind::List(l) | IterKind::ListReversed { list: l, .. } => Some(l),
-            _ => None,
-        }
-    }
 }
 
 /// A mutable list created or read during tracing.
