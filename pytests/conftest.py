@@ -1,4 +1,7 @@
-"""Shared pytest set-up: every test starts and ends with an empty dynamo cache and seeded RNGs."""
+"""Shared pytest set-up: every test starts and ends with an empty dynamo cache and seeded RNGs,
+and every graph a test produces must have compiled: `fx.GraphModule` generates and compiles
+Python code for each graph it is given, so a graph whose code is not valid Python (or any other
+internal compiler failure) shows up as a `compile_errors` count, which fails the test."""
 
 import random
 
@@ -8,11 +11,18 @@ import torch
 import dynamo
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "compile_errors_expected: the test provokes internal compiler failures on purpose")
+
+
 @pytest.fixture(autouse=True)
-def fresh_dynamo_state():
+def fresh_dynamo_state(request):
     """Reset dynamo's caches and counters around each test, and seed torch and random."""
     dynamo.reset()
     torch.manual_seed(0)
     random.seed(0)
     yield
+    errors = dynamo.counters()["compile_errors"]
     dynamo.reset()
+    if request.node.get_closest_marker("compile_errors_expected") is None:
+        assert errors == 0, f"{errors} frame(s) failed inside the compiler and ran eagerly (see the dynamo warning)"

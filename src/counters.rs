@@ -32,6 +32,7 @@ counters! {
     graph_breaks: "frames converted with a graph break (graph, unsupported instruction, resume function)",
     cache_limit_hits: "code objects that reached config.cache_size_limit",
     graph_failures: "compiled graphs that raised at run time (the frame then reran as ordinary Python)",
+    compile_errors: "conversions that failed inside the compiler (a bug: bytecode emission, an fx graph that is not valid Python, a panic); the frame ran eagerly",
 }
 
 /// Adds one to a counter.

@@ -340,8 +340,16 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
             }
             default_eval(tstate, frame, throwflag)
         }
-        Ok(Err(ConvertError::Backend(e))) | Ok(Err(ConvertError::Internal(e))) => {
+        Ok(Err(err @ (ConvertError::Backend(_) | ConvertError::Internal(_)))) => {
             bump(&c::eager_fallbacks);
+            let e = match err {
+                ConvertError::Internal(e) => {
+                    bump(&c::compile_errors);
+                    e
+                }
+                ConvertError::Backend(e) => e,
+                ConvertError::Unsupported(_) => unreachable!(),
+            };
             if !crate::config::suppress_errors() {
                 e.restore(py);
                 return std::ptr::null_mut();
@@ -359,6 +367,7 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
         }
         Err(_) => {
             bump(&c::eager_fallbacks);
+            bump(&c::compile_errors);
             tracing::error!(target: "dynamo::graph_breaks", "internal compiler panic while converting {qual}; running it eagerly");
             state.status = FrameStatus::Skip;
             default_eval(tstate, frame, throwflag)

@@ -43,6 +43,9 @@ pub enum GuardKind {
     /// `v` is a list iterator over the object at `seq`, `pos` items in
     /// (`v.__reduce__() == (iter, (seq,), pos)`).
     IteratorOver { seq: Arc<Source>, pos: usize },
+    /// `v` is a dict key/value/item iterator over the dict at `dict`, with `remaining` items
+    /// left and the dict's size unchanged since it was made (`dict_iter_state`).
+    DictIterOver { dict: Arc<Source>, remaining: usize },
     /// `list(v.keys()) == keys` for a dict (key order included).
     DictKeys(Py<PyAny>),
     /// `name not in v.__dict__` (no instance attribute shadows the class one, e.g. `forward`).
@@ -87,6 +90,7 @@ impl GuardKind {
             GuardKind::AliasOf(_) => "DUPLICATE_INPUT",
             GuardKind::NotAliasOf(_) => "NO_ALIAS",
             GuardKind::IteratorOver { .. } => "ITERATOR_OVER",
+            GuardKind::DictIterOver { .. } => "DICT_ITERATOR_OVER",
             GuardKind::DictKeys(_) => "DICT_KEYS",
             GuardKind::NoInstanceAttr(_) => "NO_INSTANCE_ATTR",
             GuardKind::NoAttr(_) => "NO_ATTR",
@@ -108,6 +112,7 @@ impl fmt::Display for Guard {
             GuardKind::AliasOf(other) => write!(f, "DUPLICATE_INPUT: {src} is {other}"),
             GuardKind::NotAliasOf(other) => write!(f, "NO_ALIAS: {src} is not {other}"),
             GuardKind::IteratorOver { seq, pos } => write!(f, "ITERATOR_OVER: {src} iterates {seq}, {pos} items in"),
+            GuardKind::DictIterOver { dict, remaining } => write!(f, "DICT_ITERATOR_OVER: {src} iterates {dict}, {remaining} items left"),
             GuardKind::DictKeys(k) => write!(f, "DICT_KEYS: list({src}.keys()) == {}", repr(py, k)),
             GuardKind::NoInstanceAttr(n) => write!(f, "NO_INSTANCE_ATTR: '{n}' not in {src}.__dict__"),
             GuardKind::NoAttr(n) => write!(f, "NO_ATTR: not hasattr({src}, '{n}')"),
@@ -209,7 +214,9 @@ impl GuardManager {
                 None => guard_slots.push(usize::MAX),
             }
             match &g.kind {
-                GuardKind::AliasOf(o) | GuardKind::NotAliasOf(o) | GuardKind::IteratorOver { seq: o, .. } => other_slots.push(plan(py, o, &mut steps, &mut memo)),
+                GuardKind::AliasOf(o) | GuardKind::NotAliasOf(o) | GuardKind::IteratorOver { seq: o, .. } | GuardKind::DictIterOver { dict: o, .. } => {
+                    other_slots.push(plan(py, o, &mut steps, &mut memo))
+                }
                 _ => other_slots.push(usize::MAX),
             }
         }
@@ -254,6 +261,7 @@ impl GuardManager {
             if other != usize::MAX {
                 let same = match (value, values[other].as_ref(), &g.kind) {
                     (Some(it), Some(seq), GuardKind::IteratorOver { pos, .. }) => iterator_state(it).map(|(s, p)| s.is(seq) && p == *pos).unwrap_or(false),
+                    (Some(it), Some(d), GuardKind::DictIterOver { remaining, .. }) => dict_iter_state(it).map(|(dd, r)| dd.is(d) && r == *remaining).unwrap_or(false),
                     (Some(a), Some(b), GuardKind::NotAliasOf(_)) => !a.is(b),
                     (Some(a), Some(b), _) => a.is(b),
                     _ => false,
@@ -359,7 +367,7 @@ impl GuardManager {
                 }
             }
             GuardKind::TensorMatch(spec) => return self.check_tensor(py, g, spec, v.unwrap(), explain),
-            GuardKind::AliasOf(_) | GuardKind::NotAliasOf(_) | GuardKind::IteratorOver { .. } => {}
+            GuardKind::AliasOf(_) | GuardKind::NotAliasOf(_) | GuardKind::IteratorOver { .. } | GuardKind::DictIterOver { .. } => {}
             GuardKind::DictKeys(keys) => {
                 let v = v.unwrap();
                 let same = v.call_method0("keys").and_then(|k| pyo3::types::PyList::new(py, k.try_iter()?.collect::<PyResult<Vec<_>>>()?)).map(|l| l.eq(keys.bind(py)).unwrap_or(false)).unwrap_or(false);
@@ -444,6 +452,27 @@ pub fn iterator_state<'py>(it: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny
     let seq = red.get_item(1)?.get_item(0)?;
     let pos: usize = if red.len()? > 2 { red.get_item(2)?.extract()? } else { usize::MAX };
     Ok((seq, pos))
+}
+
+/// (the dict, items left) of a dict key/value/item iterator that still holds its dict: an error
+/// when it is exhausted (it dropped its dict) or its dict changed size since it was made (its
+/// length hint is then 0, and `__reduce__`, which walks a copy of it, raises). A dict iterator's
+/// only references are its dict and, for items, a cached result tuple (Objects/dictobject.c,
+/// `dictiter_traverse`).
+pub fn dict_iter_state<'py>(it: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, usize)> {
+    let py = it.py();
+    let remaining: usize = it.call_method0("__length_hint__")?.extract()?;
+    if remaining == 0 {
+        it.call_method0("__reduce__")?;
+    }
+    let referents = py.import("gc")?.call_method1("get_referents", (it,))?;
+    for r in referents.try_iter()? {
+        let r = r?;
+        if r.is_instance_of::<pyo3::types::PyDict>() {
+            return Ok((r, remaining));
+        }
+    }
+    Err(pyo3::exceptions::PyValueError::new_err("dict iterator without a dict or items left"))
 }
 
 /// The items a tuple, list or range iterator has left, as a tuple, without consuming it

@@ -72,12 +72,48 @@ pub fn graph_failed(py: Python<'_>, exc: Bound<'_, PyAny>, grad_enabled: bool) -
 }
 
 /// `d.clear(); d.update(items)`: how transformed code replays a dict's new contents (key order
-/// included) after the graph. Raises what `dict.clear`/`dict.update` raise.
+/// included) after the graph. Raises what `dict.clear`/`dict.update` raise. When the keys are
+/// the same, in the same order, only the values are assigned: the dict's size and layout stay
+/// as they are, so an iterator walking it (Note [rebuilt iterators]) goes on as in CPython.
 #[pyfunction]
 pub fn replace_dict(d: &Bound<'_, PyAny>, items: &Bound<'_, PyAny>) -> PyResult<()> {
+    let same_keys = match (d.cast::<PyDict>(), items.cast::<PyDict>()) {
+        (Ok(a), Ok(b)) => a.len() == b.len() && a.keys().iter().zip(b.keys().iter()).all(|(x, y)| x.is(&y) || x.eq(&y).unwrap_or(false)),
+        _ => false,
+    };
+    if same_keys {
+        for (k, v) in items.cast::<PyDict>()?.iter() {
+            d.set_item(k, v)?;
+        }
+        return Ok(());
+    }
     d.call_method0("clear")?;
     d.call_method1("update", (items,))?;
     Ok(())
+}
+
+/// `reversed(seq)` at `index` (the next item it yields): a `list_reverseiterator` handed to a
+/// resume function. `index` -1 is an exhausted one.
+#[pyfunction]
+pub fn reversed_at<'py>(seq: &Bound<'py, PyAny>, index: i64) -> PyResult<Bound<'py, PyAny>> {
+    let it = seq.py().import("builtins")?.getattr("reversed")?.call1((seq,))?;
+    if index < 0 {
+        while it.call_method0("__next__").is_ok() {}
+    } else {
+        it.call_method1("__setstate__", (index,))?;
+    }
+    Ok(it)
+}
+
+/// A dict iterator (over keys, values or items, as `view` says) whose dict changed size since
+/// it was made: its next step raises `RuntimeError: dictionary changed size during iteration`,
+/// as the traced one would have (Note [rebuilt iterators]).
+#[pyfunction]
+pub fn dict_iter_changed_size<'py>(py: Python<'py>, view: &str) -> PyResult<Bound<'py, PyAny>> {
+    let d = PyDict::new(py);
+    let it = d.call_method0(view)?.try_iter()?.into_any();
+    d.set_item(0, 0)?;
+    Ok(it)
 }
 
 /// `iter(seq)` advanced by `pos` items: how transformed code hands a `for` loop over a list to
@@ -187,6 +223,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(skip_code, m)?)?;
     m.add_function(wrap_pyfunction!(force_compile, m)?)?;
     m.add_function(wrap_pyfunction!(iter_at, m)?)?;
+    m.add_function(wrap_pyfunction!(reversed_at, m)?)?;
+    m.add_function(wrap_pyfunction!(dict_iter_changed_size, m)?)?;
     m.add_function(wrap_pyfunction!(replace_dict, m)?)?;
     m.add_function(wrap_pyfunction!(graph_failed, m)?)?;
     m.add_class::<GradModeRestore>()?;

@@ -34,6 +34,9 @@ pub enum Rebuild {
     Attr(Box<Rebuild>, String),
     /// `iter(list)` advanced by `pos` items, for a list the frame received.
     ListIter { list: Arc<Source>, pos: usize },
+    /// `func(*args)`: a value made by calling a known function (a structseq or namedtuple class,
+    /// `dict.items`, `enumerate`, `zip`, an iterator helper of `dynamo._C`).
+    Call { func: Py<PyAny>, args: Vec<Rebuild> },
     /// `types.MethodType(func, self_)`: a bound method of a user object.
     BoundMethod { func: Py<PyAny>, self_: Box<Rebuild> },
     /// `set(members)`: a set built during tracing (members: a frozenset constant).
@@ -390,6 +393,15 @@ impl PyCodegen {
                 self.rebuild(py, self_, depth + 3);
                 self.emit(op::PRECALL, 2);
                 self.emit(op::CALL, 2);
+            }
+            Rebuild::Call { func, args } => {
+                self.emit(op::PUSH_NULL, 0);
+                self.load_const(func.clone_ref(py));
+                for (i, a) in args.iter().enumerate() {
+                    self.rebuild(py, a, depth + 2 + i as u32);
+                }
+                self.emit(op::PRECALL, args.len() as u32);
+                self.emit(op::CALL, args.len() as u32);
             }
             Rebuild::SetOf(members) => {
                 self.emit(op::PUSH_NULL, 0);

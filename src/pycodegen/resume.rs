@@ -80,12 +80,21 @@ pub fn break_operands(inst: &Instruction) -> Option<(usize, usize)> {
         op::BUILD_STRING | op::BUILD_TUPLE | op::BUILD_LIST | op::BUILD_SET => (a, 1),
         op::BUILD_MAP => (2 * a, 1),
         op::BEFORE_WITH => (1, 2),
+        // The next item (with the iterator below it), or on exhaustion nothing: the iterator is
+        // popped and the jump taken (`jumps_too`).
+        op::FOR_ITER => (1, 2),
         // Structural pattern matching (3.11): these push without popping their subject.
         op::MATCH_MAPPING | op::MATCH_SEQUENCE | op::GET_LEN => (1, 2),
         op::MATCH_KEYS => (2, 3),
         op::MATCH_CLASS => (3, 1),
         _ => return None,
     })
+}
+
+/// Whether the instruction has two successors: a conditional jump (no results on either), or
+/// FOR_ITER (its results on the fall-through path only).
+pub fn jumps_too(opcode: u8) -> bool {
+    is_conditional_jump(opcode) || opcode == op::FOR_ITER
 }
 
 /// Whether the instruction is a conditional jump with two successors.

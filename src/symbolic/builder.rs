@@ -142,8 +142,45 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         if let Some((seq_source, list)) = og.lists_by_ptr.get(&(seq.as_ptr() as usize)).cloned() {
             if pos != usize::MAX {
                 og.add_guard(Some(source), GuardKind::IteratorOver { seq: seq_source, pos });
-                let it = crate::symbolic::variables::IteratorState { items: vec![], pos, list: Some(list) };
+                let mut it = crate::symbolic::variables::IteratorState::over_list(list);
+                it.pos = pos;
                 return Ok(VT::Iterator(Rc::new(RefCell::new(it))));
+            }
+        }
+    }
+    let dict_view = match tn.as_str() {
+        "dict_keyiterator" => Some(crate::symbolic::variables::DictView::Keys),
+        "dict_valueiterator" => Some(crate::symbolic::variables::DictView::Values),
+        "dict_itemiterator" => Some(crate::symbolic::variables::DictView::Items),
+        _ => None,
+    };
+    if let Some((view, Ok((d, remaining)))) = dict_view.map(|v| (v, crate::guards::dict_iter_state(value))) {
+        // A loop over a dict continued in a resume function: a live iterator over the dict's
+        // tracker (the dict is wrapped already, as a local of the same frame), `pos` items in,
+        // when the items it has left are the tracker's from `pos` on.
+        if let Some((dict_source, tracker)) = og.dicts_by_ptr.get(&(d.as_ptr() as usize)).cloned() {
+            let n = tracker.borrow().items.len();
+            if remaining <= n {
+                let pos = n - remaining;
+                let rest = value.call_method0("__reduce__")?.get_item(1)?.get_item(0)?;
+                let mut same = rest.len()? == remaining;
+                for (i, r) in rest.try_iter()?.enumerate() {
+                    let r = r?;
+                    let key = tracker.borrow().items[pos + i].0.clone_ref(py);
+                    let key = key.bind(py);
+                    same &= match view {
+                        crate::symbolic::variables::DictView::Keys => r.eq(key)?,
+                        crate::symbolic::variables::DictView::Values => d.get_item(key)?.is(&r),
+                        crate::symbolic::variables::DictView::Items => r.get_item(0)?.eq(key)? && d.get_item(key)?.is(&r.get_item(1)?),
+                    };
+                }
+                if same {
+                    og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
+                    og.add_guard(Some(source), GuardKind::DictIterOver { dict: dict_source, remaining });
+                    let mut it = crate::symbolic::variables::IteratorState::over_dict(tracker, view);
+                    it.pos = pos;
+                    return Ok(VT::Iterator(Rc::new(RefCell::new(it))));
+                }
             }
         }
     }
@@ -162,7 +199,8 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         return Ok(VT::Class(Rc::new(value.clone().unbind())));
     }
     if let Ok(t) = value.cast::<PyTuple>() {
-        if t.get_type().is(py.get_type::<PyTuple>()) {
+        let named = crate::symbolic::variables::is_named_tuple_class(py, t.get_type().as_any())?;
+        if t.get_type().is(py.get_type::<PyTuple>()) || named {
             og.add_guard(Some(source.clone()), GuardKind::TypeMatch(t.get_type().into_any().unbind()));
             og.add_guard(Some(source.clone()), GuardKind::LenMatch(t.len()));
             let items = t
@@ -170,6 +208,9 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
                 .enumerate()
                 .map(|(i, item)| wrap(py, og, &item, source.item(ItemKey::Int(i as i64))))
                 .collect::<VResult<Vec<_>>>()?;
+            if named {
+                return Ok(VT::NamedTuple { cls: Rc::new(t.get_type().into_any().unbind()), items: Rc::new(items) });
+            }
             return Ok(VT::Tuple(Rc::new(items)));
         }
     }
@@ -196,7 +237,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
                 .enumerate()
                 .map(|(i, item)| wrap(py, og, &item, source.item(ItemKey::Int(i as i64))))
                 .collect::<VResult<Vec<_>>>()?;
-            let state = Rc::new(RefCell::new(ListState { items, source: Some(source.clone()) }));
+            let state = Rc::new(RefCell::new(ListState { entry_len: items.len(), items, source: Some(source.clone()) }));
             og.lists_by_ptr.insert(value.as_ptr() as usize, (source, state.clone()));
             return Ok(VT::List(state));
         }
@@ -214,7 +255,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
                 items.push((k.unbind(), wrap(py, og, &v, source.item(ItemKey::Str(key)))?));
             }
             og.add_guard(Some(source.clone()), GuardKind::LenMatch(items.len()));
-            let state = Rc::new(RefCell::new(DictState { items, source: Some(source.clone()) }));
+            let state = Rc::new(RefCell::new(DictState { items, source: Some(source.clone()), version: 0 }));
             og.dicts_by_ptr.insert(value.as_ptr() as usize, (source, state.clone()));
             return Ok(VT::Dict(state));
         }

@@ -6,7 +6,7 @@
 
 use crate::graph::Arg;
 use crate::guards::{GuardKind, GuardManager};
-use crate::pycodegen::resume::{break_code, break_operands, is_conditional_jump, BreakPlan};
+use crate::pycodegen::resume::{break_code, break_operands, jumps_too, BreakPlan};
 use crate::pycodegen::{compiled_frame_code, Rebuild, SideEffect};
 use crate::symbolic::code_info::CodeInfo;
 use crate::symbolic::translator::{BreakState, Outcome};
@@ -15,7 +15,7 @@ use crate::symbolic::builder::wrap;
 use crate::symbolic::code_info::code_info;
 use crate::symbolic::output_graph::OutputGraph;
 use crate::symbolic::translator::{GlobalsInfo, InstructionTranslator};
-use crate::symbolic::variables::VT;
+use crate::symbolic::variables::{IterKind, IteratorState, VT};
 use crate::symbolic::{Unsupported, VResult};
 use crate::unsupported;
 use pyo3::prelude::*;
@@ -144,11 +144,11 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
     let (og, outcome, final_locals) = match trace(py, frame, &ci, None) {
         Ok(r) => r,
         Err(ConvertError::Unsupported(u)) => match u.break_at {
-            Some(at) if can_break(&ci, at.0) => match trace(py, frame, &ci, Some(at))? {
+            Some(at) if can_break(&ci, at.0, u.kind) => match trace(py, frame, &ci, Some(at))? {
                 (og, Outcome::Break(state), _) => {
                     return convert_break(py, frame, &ci, og, state, u.to_string(), backend, grad_at_entry);
                 }
-                (_, Outcome::Return(_), _) => return Err(u.into()),
+                (_, Outcome::Return(_) | Outcome::Yield(_), _) => return Err(u.into()),
             },
             _ => return Err(u.into()),
         },
@@ -156,7 +156,7 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
     };
     let returned = match outcome {
         Outcome::Return(v) => v,
-        Outcome::Break(_) => unreachable!("no break requested"),
+        Outcome::Break(_) | Outcome::Yield(_) => unreachable!("no break requested, not a generator"),
     };
     let mut og = og;
     let mut outputs = Outputs::default();
@@ -195,8 +195,13 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
 
 /// Whether a graph break may stop at instruction `ip` of `ci`: a known stack layout and no cell
 /// variables (resume functions share free variables only).
-fn can_break(ci: &CodeInfo, ip: usize) -> bool {
+fn can_break(ci: &CodeInfo, ip: usize, kind: crate::symbolic::graph_break::GraphBreakKind) -> bool {
     let inst = &ci.insts[ip];
+    // A FOR_ITER runs for real only to raise what the traced step raises (the loop ends there):
+    // resuming a loop at its head on every iteration would nest one resume call per iteration.
+    if inst.opcode == crate::bytecode::opcode::op::FOR_ITER && kind != crate::symbolic::graph_break::GraphBreakKind::RaisesException {
+        return false;
+    }
     // Arguments captured by inner functions are cells too (MAKE_CELL in the prologue, which a
     // resume function skips), so count co_cellvars, not extra slots.
     let has_cellvars = ci.n_cellvars > 0;
@@ -262,13 +267,14 @@ fn convert_break(
     if state.stack.len() < n_operands {
         unsupported!("graph break with a short stack");
     }
-    check_no_shared_containers(py, &state, ci, &og)?;
+    // How many times each container built in the frame is reached from what outlives the graph.
+    let reach = check_no_shared_containers(py, &state, ci, &og)?;
     let mut outputs = Outputs::default();
     let mut locals = Vec::new();
     let mut unbound = Vec::new();
     // Only locals some continuation may still read travel to the resume function; dead ones
     // (stale stack slots of earlier resume functions among them) are left unbound.
-    let continuations: Vec<usize> = if is_conditional_jump(inst.opcode) {
+    let continuations: Vec<usize> = if jumps_too(inst.opcode) {
         vec![state.ip + 1, inst.target.expect("jump target").0 as usize]
     } else {
         vec![state.ip + 1]
@@ -288,7 +294,21 @@ fn convert_break(
             rebuild_of(py, &og, v, outputs).map(Some)
         }
     };
-    let mut preserved = state.stack[..split].iter().map(|v| slot(v, &mut outputs)).collect::<VResult<Vec<_>>>()?;
+    // Note [loop iterators as snapshots]: an iterator below the operands is the iterator of an
+    // enclosing `for` loop, which only FOR_ITER reads. When it walks fixed sequences only (a
+    // range, a tuple, a ModuleList's children, enumerate/zip of those), nothing can change what
+    // it yields, so it travels as the tuple of its remaining items and the resume function loops
+    // over that (its frame can be traced; a real enumerate or zip object could not).
+    let mut preserved = state.stack[..split]
+        .iter()
+        .map(|v| match v {
+            VT::Iterator(it) => match fixed_remaining(py, it, &reach)? {
+                Some(items) => Ok(Some(Rebuild::Iterator(items.iter().map(|i| rebuild_of(py, &og, i, &mut outputs)).collect::<VResult<_>>()?))),
+                None => slot(v, &mut outputs),
+            },
+            _ => slot(v, &mut outputs),
+        })
+        .collect::<VResult<Vec<_>>>()?;
     let mut inst = inst;
     if inst.opcode == crate::bytecode::opcode::op::LOAD_METHOD {
         // Run it as LOAD_ATTR (the bound method); the resume function pushes the NULL that
@@ -304,8 +324,9 @@ fn convert_break(
         }
     }
     let operands = state.stack[split..].iter().map(|v| slot(v, &mut outputs)).collect::<VResult<Vec<_>>>()?;
-    let (targets, n_results) = if is_conditional_jump(inst.opcode) {
-        (vec![state.ip + 1, inst.target.expect("jump target").0 as usize], 0)
+    let (targets, n_results) = if jumps_too(inst.opcode) {
+        // Results on the fall-through path only (FOR_ITER's iterator and item).
+        (vec![state.ip + 1, inst.target.expect("jump target").0 as usize], n_pushed)
     } else {
         (vec![state.ip + 1], n_pushed)
     };
@@ -380,10 +401,10 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
 
 /// A list or dict created during tracing must be rebuilt once: if it is reachable twice from
 /// the live state, two copies would stop sharing mutations, so the break is refused.
-fn check_no_shared_containers(py: Python<'_>, state: &BreakState, ci: &CodeInfo, og: &OutputGraph) -> VResult<()> {
+fn check_no_shared_containers(py: Python<'_>, state: &BreakState, ci: &CodeInfo, og: &OutputGraph) -> VResult<HashMap<usize, usize>> {
     let inst = &ci.insts[state.ip];
     let mut targets = vec![state.ip + 1];
-    if let (true, Some(t)) = (is_conditional_jump(inst.opcode), inst.target) {
+    if let (true, Some(t)) = (jumps_too(inst.opcode), inst.target) {
         targets.push(t.0 as usize);
     }
     let live_locals = state.locals.iter().enumerate().filter(|(i, _)| {
@@ -412,7 +433,7 @@ fn effect_values(og: &OutputGraph) -> Vec<VT> {
 
 /// Refuses when a list, dict, set or iterator built during tracing is reachable twice from
 /// `roots`: each reach would be rebuilt as its own copy, which would stop sharing mutations.
-fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -> VResult<()> {
+fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -> VResult<HashMap<usize, usize>> {
     fn visit(py: Python<'_>, v: &VT, seen: &mut HashMap<usize, usize>) {
         match v {
             VT::List(l) if l.borrow().source.is_none() => {
@@ -430,15 +451,26 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     visit(py, i, seen);
                 }
             }
-            VT::Tuple(items) => items.iter().for_each(|i| visit(py, i, seen)),
+            VT::Tuple(items) | VT::NamedTuple { items, .. } => items.iter().for_each(|i| visit(py, i, seen)),
+            // A view is rebuilt from its dict.
+            VT::DictView { dict, .. } => visit(py, &VT::Dict(dict.clone()), seen),
             // An iterator is stateful too: two rebuilds would advance independently.
             VT::Iterator(it) => {
                 *seen.entry(Rc::as_ptr(it) as *const () as usize).or_insert(0) += 1;
-                for i in it.borrow().remaining() {
-                    visit(py, &i, seen);
-                }
-                if let Some(l) = &it.borrow().list {
-                    *seen.entry(Rc::as_ptr(l) as *const () as usize).or_insert(0) += 1;
+                match &it.borrow().kind {
+                    IterKind::Items(items) => items.iter().skip(it.borrow().pos).for_each(|i| visit(py, i, seen)),
+                    // Counted even when the list came from the frame (then it is not rebuilt, but
+                    // the iterator and the list stay one pair only through one path).
+                    IterKind::List(l) | IterKind::ListReversed { list: l, .. } => {
+                        *seen.entry(Rc::as_ptr(l) as *const () as usize).or_insert(0) += 1;
+                        if l.borrow().source.is_none() {
+                            l.borrow().items.iter().for_each(|i| visit(py, i, seen));
+                        }
+                    }
+                    IterKind::Dict { dict, .. } => visit(py, &VT::Dict(dict.clone()), seen),
+                    IterKind::Enumerate { inner, .. } => visit(py, &VT::Iterator(inner.clone()), seen),
+                    IterKind::Zip(inners) => inners.iter().for_each(|i| visit(py, &VT::Iterator(i.clone()), seen)),
+                    IterKind::Generator(_) => {}
                 }
             }
             VT::ContainerMethod { container, .. } => visit(py, container, seen),
@@ -460,7 +492,136 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
     if seen.values().any(|&n| n > 1) {
         unsupported!("a list, dict, set or iterator built in the frame is referenced twice from what outlives the graph");
     }
-    Ok(())
+    Ok(seen)
+}
+
+/// The items an iterator has left when it walks fixed sequences only (nothing can change what it
+/// yields), computed without stepping it; `None` otherwise.
+fn fixed_remaining(py: Python<'_>, it: &Rc<RefCell<IteratorState>>, reach: &HashMap<usize, usize>) -> VResult<Option<Vec<VT>>> {
+    let it = it.borrow();
+    if it.exhausted {
+        return Ok(Some(vec![]));
+    }
+    Ok(match &it.kind {
+        IterKind::Items(items) => Some(items.iter().skip(it.pos).cloned().collect()),
+        // A list built in the frame that nothing live but this iterator reaches (`zip([1, 2],
+        // ...)`, a dead local): no code can change it any more.
+        IterKind::List(l) if l.borrow().source.is_none() && reach.get(&(Rc::as_ptr(l) as *const () as usize)) == Some(&1) => Some(l.borrow().items.iter().skip(it.pos).cloned().collect()),
+        // The same for a dict built in the frame, when its next step would not raise.
+        IterKind::Dict { dict, view, used, version } if dict.borrow().source.is_none() && reach.get(&(Rc::as_ptr(dict) as *const () as usize)) == Some(&1) => {
+            let d = dict.borrow();
+            if d.items.len() != *used || d.version != *version {
+                return Ok(None);
+            }
+            let item = |(k, v): &(Py<PyAny>, VT)| match view {
+                crate::symbolic::variables::DictView::Keys => VT::constant(k.clone_ref(py)),
+                crate::symbolic::variables::DictView::Values => v.clone(),
+                crate::symbolic::variables::DictView::Items => crate::symbolic::variables::tuple_of(py, vec![VT::constant(k.clone_ref(py)), v.clone()]),
+            };
+            Some(d.items.iter().skip(it.pos).map(item).collect())
+        }
+        IterKind::Enumerate { inner, count } => match fixed_remaining(py, inner, reach)? {
+            Some(rest) => {
+                let mut out = Vec::with_capacity(rest.len());
+                for (k, v) in rest.into_iter().enumerate() {
+                    let i = VT::constant((count + k as i64).into_pyobject(py)?.into_any().unbind());
+                    out.push(crate::symbolic::variables::tuple_of(py, vec![i, v]));
+                }
+                Some(out)
+            }
+            None => None,
+        },
+        IterKind::Zip(inners) => {
+            let mut lists = Vec::with_capacity(inners.len());
+            for i in inners {
+                match fixed_remaining(py, i, reach)? {
+                    Some(l) => lists.push(l),
+                    None => return Ok(None),
+                }
+            }
+            let n = lists.iter().map(|l| l.len()).min().unwrap_or(0);
+            Some((0..n).map(|k| crate::symbolic::variables::tuple_of(py, lists.iter().map(|l| l[k].clone()).collect())).collect())
+        }
+        _ => None,
+    })
+}
+
+/// How to rebuild an iterator: a real iterator of CPython's own type, in the state the trace
+/// left it (Note [rebuilt iterators]).
+fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>>, outputs: &mut Outputs) -> VResult<Rebuild> {
+    // Note [rebuilt iterators]: live values are rebuilt before the side effects are replayed
+    // (pycodegen::resume), so an iterator over a container from the frame is made over the
+    // container as it was at frame entry, then sees the replay. That is right for a list (its
+    // iterator reads the list by index at each step) as long as the position is reachable in
+    // the old contents, and for a dict only when the trace changed no keys of it (the replay
+    // then only assigns values). A dict iterator whose dict changed size is rebuilt as one that
+    // raises `RuntimeError` at its next step, as CPython's does.
+    let it = it.borrow();
+    let call = |name: &str, args: Vec<Rebuild>| -> VResult<Rebuild> {
+        let f = py.import("dynamo._C")?.getattr(name)?;
+        Ok(Rebuild::Call { func: f.unbind(), args })
+    };
+    let int = |i: i64| -> VResult<Rebuild> { Ok(Rebuild::Const(i.into_pyobject(py)?.into_any().unbind())) };
+    if it.exhausted {
+        return Ok(Rebuild::Iterator(vec![]));
+    }
+    Ok(match &it.kind {
+        IterKind::Items(items) => Rebuild::Iterator(items.iter().skip(it.pos).map(|v| rebuild_of(py, og, v, outputs)).collect::<VResult<_>>()?),
+        IterKind::List(l) => {
+            let source = l.borrow().source.clone();
+            match source {
+                Some(s) => {
+                    if it.pos > l.borrow().entry_len {
+                        // `iter_at` steps the old contents: the position must exist there.
+                        unsupported!("an iterator over a list from the frame past its length at entry");
+                    }
+                    Rebuild::ListIter { list: s, pos: it.pos }
+                }
+                None => {
+                    let list = rebuild_of(py, og, &VT::List(l.clone()), outputs)?;
+                    call("iter_at", vec![list, int(it.pos as i64)?])?
+                }
+            }
+        }
+        IterKind::ListReversed { list, index } => {
+            let changed = {
+                let l = list.borrow();
+                l.source.is_some() && *index >= l.entry_len as i64
+            };
+            if changed {
+                // `reversed_at` sets the position against the old contents.
+                unsupported!("a reversed iterator over a list from the frame past its length at entry");
+            }
+            let l = rebuild_of(py, og, &VT::List(list.clone()), outputs)?;
+            call("reversed_at", vec![l, int(*index)?])?
+        }
+        IterKind::Dict { dict, view, used, version } => {
+            let d = dict.borrow();
+            if d.items.len() != *used {
+                return call("dict_iter_changed_size", vec![Rebuild::Const(pyo3::types::PyString::new(py, view.method()).into_any().unbind())]);
+            }
+            if d.version != *version || (d.source.is_some() && d.version != 0) {
+                unsupported!("an iterator over a dict whose keys the trace changed");
+            }
+            drop(d);
+            let dict_rb = rebuild_of(py, og, &VT::Dict(dict.clone()), outputs)?;
+            let method = py.get_type::<PyDict>().getattr(view.method())?;
+            let view_rb = Rebuild::Call { func: method.unbind(), args: vec![dict_rb] };
+            call("iter_at", vec![view_rb, int(it.pos as i64)?])?
+        }
+        IterKind::Enumerate { inner, count } => {
+            let inner = rebuild_iter(py, og, inner, outputs)?;
+            let f = py.import("builtins")?.getattr("enumerate")?;
+            Rebuild::Call { func: f.unbind(), args: vec![inner, int(*count)?] }
+        }
+        IterKind::Zip(inners) => {
+            let args = inners.iter().map(|i| rebuild_iter(py, og, i, outputs)).collect::<VResult<Vec<_>>>()?;
+            let f = py.import("builtins")?.getattr("zip")?;
+            Rebuild::Call { func: f.unbind(), args }
+        }
+        // A real generator cannot be made suspended in the middle of its body.
+        IterKind::Generator(_) => unsupported!("a generator that outlives the graph (returned, or live across a graph break)"),
+    })
 }
 
 /// How to rebuild the returned tracker; tensors computed by the graph become graph outputs.
@@ -508,6 +669,23 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
         }
         VT::Constant(c) => Rebuild::Const(c.clone_ref(py)),
         VT::Tuple(items) => Rebuild::Tuple(items.iter().map(&mut rec).collect::<VResult<_>>()?),
+        VT::NamedTuple { cls, items } => {
+            let items = Rebuild::Tuple(items.iter().map(&mut rec).collect::<VResult<_>>()?);
+            let cls = cls.bind(py);
+            if cls.hasattr("n_sequence_fields")? {
+                // A structseq (torch.return_types.*) is made from a sequence.
+                Rebuild::Call { func: cls.clone().unbind(), args: vec![items] }
+            } else {
+                // What namedtuple's `_make` does, without looking `_make` up on the class.
+                let tuple_new = py.get_type::<PyTuple>().getattr("__new__")?;
+                Rebuild::Call { func: tuple_new.unbind(), args: vec![Rebuild::Const(cls.clone().unbind()), items] }
+            }
+        }
+        VT::DictView { dict, view } => {
+            let d = rec(&VT::Dict(dict.clone()))?;
+            let method = py.get_type::<PyDict>().getattr(view.method())?;
+            Rebuild::Call { func: method.unbind(), args: vec![d] }
+        }
         VT::List(l) => {
             let l = l.borrow();
             match &l.source {
@@ -528,16 +706,7 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
         VT::TorchFunction(o) | VT::Builtin(o) | VT::Class(o) => Rebuild::Const(o.clone_ref(py)),
         VT::PyModule { obj, .. } => Rebuild::Const(obj.clone_ref(py)),
 
-        VT::Iterator(it) => {
-            if let Some(l) = &it.borrow().list {
-                if let Some(s) = &l.borrow().source {
-                    // The real iterator over the caller's list (a snapshot would miss appends).
-                    return Ok(Rebuild::ListIter { list: s.clone(), pos: it.borrow().pos });
-                }
-            }
-            let rest = it.borrow().remaining();
-            Rebuild::Iterator(rest.iter().map(&mut rec).collect::<VResult<_>>()?)
-        }
+        VT::Iterator(it) => rebuild_iter(py, og, it, outputs)?,
         VT::TensorMethod { tensor, name } => Rebuild::Attr(Box::new(rec(&VT::Tensor(tensor.clone()))?), name.clone()),
         VT::ContainerMethod { container, name } => Rebuild::Attr(Box::new(rec(container)?), name.clone()),
         VT::Method { func, self_ } => match func.as_ref() {

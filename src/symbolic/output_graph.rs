@@ -228,7 +228,7 @@ impl OutputGraph {
                 let repr = b.repr().map(|r| r.to_string()).unwrap_or_default();
                 (Arg::Const(self.intern(b.clone().unbind()), repr), b)
             }
-            VT::Tuple(items) => {
+            VT::Tuple(items) | VT::NamedTuple { items, .. } => {
                 let (args, fakes) = self.to_args(py, items)?;
                 (Arg::Tuple(args), PyTuple::new(py, fakes)?.into_any())
             }
@@ -279,6 +279,22 @@ impl OutputGraph {
             kw_args.push((k.clone(), a));
         }
         let fake_args = PyTuple::new(py, &fakes)?;
+        let mutates = method.map(|m| m.ends_with('_') && !m.starts_with('_')).unwrap_or(false)
+            || target.map(|t| t.is(self.handles.operator.bind(py).getattr("setitem").unwrap())).unwrap_or(false);
+        // An in-place write into a tensor whose elements share memory (an expanded view) raises
+        // in eager PyTorch ("unsupported operation: more than one element of the written-to
+        // tensor refers to a single memory location"), but not on fake tensors. Break, so that
+        // the write runs for real, after the graph and the side effects before it.
+        let written = if mutates { fakes.first().cloned() } else { fake_kwargs.get_item("out")? };
+        if let Some(w) = written.filter(|w| self.is_tensor(py, w)) {
+            let overlap: i64 = self.handles.torch.bind(py).call_method1("_debug_has_internal_overlap", (&w,))?.extract()?;
+            if overlap == 1 {
+                let what = method.map(|m| format!("Tensor.{m}")).unwrap_or_else(|| qualname(target.unwrap()));
+                return Err(Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::RaisesException, format!(
+                    "{what} writes into a tensor whose elements overlap in memory (eager raises RuntimeError)"
+                )));
+            }
+        }
         let result = self.with_fake(py, || match (target, method) {
             (Some(t), _) => t.call(fake_args.clone(), Some(&fake_kwargs)),
             (None, Some(m)) => {
@@ -298,8 +314,6 @@ impl OutputGraph {
                 )));
             }
         };
-        let mutates = method.map(|m| m.ends_with('_') && !m.starts_with('_')).unwrap_or(false)
-            || target.map(|t| t.is(self.handles.operator.bind(py).getattr("setitem").unwrap())).unwrap_or(false);
         if !self.contains_tensor(py, &result) && !mutates {
             // Static metadata (x.dim(), x.size(), x.is_contiguous()) or a pure function of constants.
             return Ok(VT::constant(result.unbind()));
@@ -350,6 +364,14 @@ impl OutputGraph {
                 } else {
                     unsupported!("nested tensor containers in op results");
                 }
+            }
+            // `torch.return_types.*` (max(dim), sort, topk, ...) keep their type.
+            let ty = result.get_type();
+            if !ty.is(py.get_type::<PyTuple>()) {
+                if !crate::symbolic::variables::is_named_tuple_class(py, ty.as_any())? {
+                    unsupported!("op result of type {}", qualname(ty.as_any()));
+                }
+                return Ok(VT::NamedTuple { cls: Rc::new(ty.into_any().unbind()), items: Rc::new(items) });
             }
             return Ok(VT::Tuple(Rc::new(items)));
         }

@@ -14,7 +14,7 @@ use crate::source::{ItemKey, Source};
 use crate::symbolic::builder::{is_literal, is_torch_callable, wrap};
 use crate::symbolic::code_info::{code_info, flags, CodeInfo};
 use crate::symbolic::output_graph::OutputGraph;
-use crate::symbolic::variables::{type_name, DictState, IteratorState, ListState, NestedFunction, VT};
+use crate::symbolic::variables::{borrow_iter, type_name, DictState, DictView, GeneratorFrame, IterError, IterKind, IteratorState, ListState, NestedFunction, VT};
 use crate::symbolic::{Unsupported, VResult};
 use crate::{graph_break, unsupported};
 use pyo3::prelude::*;
@@ -32,6 +32,15 @@ const BINARY_OPS: [&str; 26] = [
     "add", "and_", "floordiv", "lshift", "matmul", "mul", "mod", "or_", "pow", "rshift", "sub", "truediv", "xor",
     "iadd", "iand", "ifloordiv", "ilshift", "imatmul", "imul", "imod", "ior", "ipow", "irshift", "isub", "itruediv", "ixor",
 ];
+
+/// The `operator` function of the out-of-place form of an in-place operator (`iand` -> `and_`);
+/// other names are returned as they are.
+fn out_of_place(name: &str) -> &str {
+    match BINARY_OPS.iter().position(|n| *n == name) {
+        Some(k) if k >= 13 => BINARY_OPS[k - 13],
+        _ => name,
+    }
+}
 
 /// `COMPARE_OP` oparg -> `operator` function name (3.11: index into `dis.cmp_op`).
 const COMPARE_OPS: [&str; 6] = ["lt", "le", "eq", "ne", "gt", "ge"];
@@ -80,13 +89,14 @@ pub struct InstructionTranslator<'a> {
     external_cells: HashMap<usize, CellTarget>,
     /// Closure of the function being run (cells as trackers), consumed by COPY_FREE_VARS.
     closure: Vec<VT>,
-    /// Set when running a generator function to completion: the values it yielded.
-    yields: Option<Vec<VT>>,
+    /// Set when running a generator's frame: YIELD_VALUE suspends it (`Outcome::Yield`).
+    generator: bool,
 }
 
 enum Flow {
     Continue,
     Return(VT),
+    Yield(VT),
 }
 
 /// The live state of the frame just before a graph-break instruction.
@@ -102,6 +112,8 @@ pub struct BreakState {
 pub enum Outcome {
     Return(VT),
     Break(BreakState),
+    /// A generator's frame reached a `yield` (only when `generator` is set).
+    Yield(VT),
 }
 
 impl<'a> InstructionTranslator<'a> {
@@ -118,7 +130,7 @@ impl<'a> InstructionTranslator<'a> {
             og,
             external_cells: HashMap::new(),
             closure,
-            yields: None,
+            generator: false,
         }
     }
 
@@ -137,6 +149,7 @@ impl<'a> InstructionTranslator<'a> {
         match self.run_until(py, None)? {
             Outcome::Return(v) => Ok(v),
             Outcome::Break(_) => unreachable!("no break requested"),
+            Outcome::Yield(_) => unsupported!("yield outside a generator"),
         }
     }
 
@@ -179,6 +192,7 @@ impl<'a> InstructionTranslator<'a> {
             match flow {
                 Flow::Continue => {}
                 Flow::Return(v) => return Ok(Outcome::Return(v)),
+                Flow::Yield(v) => return Ok(Outcome::Yield(v)),
             }
         }
     }
@@ -451,14 +465,13 @@ impl<'a> InstructionTranslator<'a> {
                     other => graph_break!(UnsupportedOpcode, "with block over {}", other.describe(py)),
                 }
             }
-            // A generator run to completion at creation (its values are consumed right away by
-            // the caller: sum(...), list(...), a for loop). The generator protocol pushes the
-            // sent value (None) after RETURN_GENERATOR and after each YIELD_VALUE.
-            op::RETURN_GENERATOR if self.yields.is_some() => self.stack.push(VT::none(py)),
-            op::YIELD_VALUE if self.yields.is_some() => {
+            // A generator's frame (IterKind::Generator), run one step at a time. The generator
+            // protocol pushes the sent value (None) after RETURN_GENERATOR and, when the frame
+            // is resumed, after each YIELD_VALUE (`resume_generator`).
+            op::RETURN_GENERATOR if self.generator => self.stack.push(VT::none(py)),
+            op::YIELD_VALUE if self.generator => {
                 let v = self.pop()?;
-                self.yields.as_mut().unwrap().push(v);
-                self.stack.push(VT::none(py));
+                return Ok(Flow::Yield(v));
             }
             op::UNARY_NEGATIVE | op::UNARY_POSITIVE | op::UNARY_INVERT => {
                 let v = self.pop()?;
@@ -666,16 +679,12 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::GET_ITER => {
                 let v = self.pop()?;
-                let it = match v {
-                    VT::Iterator(_) => v,
-                    VT::List(l) => VT::Iterator(Rc::new(RefCell::new(IteratorState { items: vec![], pos: 0, list: Some(l) }))),
-                    other => VT::Iterator(Rc::new(RefCell::new(IteratorState::over(self.iter_items(py, &other)?)))),
-                };
-                self.stack.push(it);
+                let it = self.make_iter(py, &v)?;
+                self.stack.push(VT::Iterator(it));
             }
             op::FOR_ITER => {
-                let next = match self.stack.last() {
-                    Some(VT::Iterator(it)) => it.borrow_mut().next_item(),
+                let next = match self.stack.last().cloned() {
+                    Some(VT::Iterator(it)) => self.step_iter(py, &it)?,
                     _ => unsupported!("FOR_ITER on a non-iterator"),
                 };
                 match next {
@@ -840,6 +849,10 @@ impl<'a> InstructionTranslator<'a> {
                 }
             }
             VT::List(_) | VT::Dict(_) | VT::Set(_) => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
+            VT::NamedTuple { cls, items } => match crate::symbolic::variables::named_tuple_field(cls.bind(py), name)? {
+                Some(i) if i < items.len() => Ok(items[i].clone()),
+                _ => unsupported!("attribute '{name}' of {}", obj.describe(py)),
+            },
             // Immutable facts of a function whose identity is guarded (its code object included:
             // `__code__` can be reassigned, but then the ID_MATCH'd function was too).
             VT::Function { obj: f, .. } if matches!(name, "__name__" | "__qualname__" | "__module__" | "__code__" | "__doc__") => Ok(VT::constant(f.bind(py).getattr(name)?.unbind())),
@@ -1242,6 +1255,7 @@ impl<'a> InstructionTranslator<'a> {
                     unsupported!("del of a missing dict key (KeyError)");
                 };
                 st.items.remove(pos);
+                st.version += 1;
                 if st.source.is_some() {
                     drop(st);
                     self.og.side_effects.mutate_dict(d);
@@ -1299,9 +1313,9 @@ impl<'a> InstructionTranslator<'a> {
         Ok(match v {
             VT::Constant(c) => c.bind(py).is_truthy()?,
             VT::Tensor(_) => graph_break!(DataDependentBranch, "branch on the value of a tensor"),
-            VT::Tuple(items) => !items.is_empty(),
+            VT::Tuple(items) | VT::NamedTuple { items, .. } => !items.is_empty(),
             VT::List(l) => !l.borrow().items.is_empty(),
-            VT::Dict(d) => !d.borrow().items.is_empty(),
+            VT::Dict(d) | VT::DictView { dict: d, .. } => !d.borrow().items.is_empty(),
             VT::Null => unsupported!("truth of NULL"),
             VT::Module { obj, .. } => {
                 if obj.bind(py).hasattr("__len__")? {
@@ -1345,7 +1359,7 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(c.contains(i)?);
         }
         match (container, item.as_constant(py)) {
-            (VT::Dict(d), Some(k)) => {
+            (VT::Dict(d) | VT::DictView { dict: d, view: DictView::Keys }, Some(k)) => {
                 for (key, _) in &d.borrow().items {
                     if key.bind(py).eq(&k)? {
                         return Ok(true);
@@ -1353,8 +1367,8 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 Ok(false)
             }
-            (VT::Tuple(_) | VT::List(_), Some(k)) => {
-                for v in self.unpack(py, container)? {
+            (VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::DictView { .. }, Some(k)) => {
+                for v in self.iter_items(py, container)? {
                     match v.as_constant(py) {
                         Some(c) if c.eq(&k)? => return Ok(true),
                         Some(_) => {}
@@ -1394,7 +1408,7 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     fn binary(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
-        let base = name.trim_start_matches('i');
+        let base = out_of_place(name);
         if let (VT::Set(x), VT::Set(y)) = (&a, &b) {
             if matches!(base, "and_" | "or_" | "sub" | "xor") {
                 if name.starts_with('i') {
@@ -1409,7 +1423,7 @@ impl<'a> InstructionTranslator<'a> {
             }
         }
         match (&a, &b, base) {
-            (VT::Tuple(_) | VT::Constant(_), VT::Tuple(_) | VT::Constant(_), "add") if is_seq(&a) || is_seq(&b) => {
+            (VT::Tuple(_) | VT::NamedTuple { .. } | VT::Constant(_), VT::Tuple(_) | VT::NamedTuple { .. } | VT::Constant(_), "add") if is_seq(&a) || is_seq(&b) => {
                 if let (Some(_), Some(_)) = (a.as_constant(py), b.as_constant(py)) {
                     return self.operator(py, name, vec![a, b]);
                 }
@@ -1430,6 +1444,10 @@ impl<'a> InstructionTranslator<'a> {
                 items.extend(self.unpack(py, &b)?);
                 Ok(new_list(items))
             }
+            // `n += t` with a Python number `n`: numbers have no `__iadd__`, so CPython computes
+            // `n + t` (Objects/abstract.c, `binary_iop1`). Recorded as the out-of-place operator:
+            // fx prints `operator.iadd(0, t)` as `0 += t`, which is not Python.
+            (VT::Constant(_), VT::Tensor(_), _) if name.starts_with('i') => self.operator(py, out_of_place(name), vec![a, b]),
             _ => self.operator(py, name, vec![a, b]),
         }
     }
@@ -1439,11 +1457,98 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Tensor(_), _) | (_, VT::Tensor(_)) => self.operator(py, name, vec![a, b]),
             (VT::Constant(_), VT::Constant(_)) => self.operator(py, name, vec![a, b]),
             _ if name == "eq" || name == "ne" => {
-                let same = self.is_same(py, &a, &b)?;
-                Ok(const_bool(py, same == (name == "eq")))
+                let eq = self.equal(py, &a, &b)?;
+                Ok(const_bool(py, eq == (name == "eq")))
             }
             _ => unsupported!("comparison {name} of {} and {}", a.describe(py), b.describe(py)),
         }
+    }
+
+    /// `a == b` as `PyObject_RichCompareBool` decides it (Objects/object.c): identical objects
+    /// are equal; lists and tuples compare by length and item by item (Objects/listobject.c,
+    /// `list_richcompare`; a list never equals a tuple); dicts by keys and values
+    /// (Objects/dictobject.c, `dict_equal`); other objects by identity only when their type keeps
+    /// `object.__eq__`. Anything else (a tensor item, a user `__eq__`) is not decided here.
+    fn equal(&mut self, py: Python<'_>, a: &VT, b: &VT) -> VResult<bool> {
+        match (a, b) {
+            (VT::Tensor(x), VT::Tensor(y)) if x.node == y.node => return Ok(true),
+            (VT::Tensor(_), _) | (_, VT::Tensor(_)) => graph_break!(DataDependentBranch, "truth of a tensor comparison inside a container comparison"),
+            (VT::Constant(x), VT::Constant(y)) => return Ok(x.bind(py).eq(y.bind(py))?),
+            (VT::List(x), VT::List(y)) if Rc::ptr_eq(x, y) => return Ok(true),
+            (VT::Dict(x), VT::Dict(y)) if Rc::ptr_eq(x, y) => return Ok(true),
+            _ => {}
+        }
+        if let (Some((ka, xs)), Some((kb, ys))) = (self.sequence_items(py, a)?, self.sequence_items(py, b)?) {
+            if ka != kb || xs.len() != ys.len() {
+                return Ok(false);
+            }
+            for (x, y) in xs.iter().zip(ys.iter()) {
+                if !self.equal(py, x, y)? {
+                    return Ok(false);
+                }
+            }
+            return Ok(true);
+        }
+        match (a, b) {
+            (VT::Dict(x), VT::Dict(y)) => {
+                let xs: Vec<(Py<PyAny>, VT)> = x.borrow().items.iter().map(|(k, v)| (k.clone_ref(py), v.clone())).collect();
+                let ys: Vec<(Py<PyAny>, VT)> = y.borrow().items.iter().map(|(k, v)| (k.clone_ref(py), v.clone())).collect();
+                if xs.len() != ys.len() {
+                    return Ok(false);
+                }
+                for (k, v) in &xs {
+                    let mut found = None;
+                    for (k2, v2) in &ys {
+                        if k.bind(py).eq(k2.bind(py))? {
+                            found = Some(v2.clone());
+                            break;
+                        }
+                    }
+                    match found {
+                        Some(v2) if self.equal(py, v, &v2)? => {}
+                        _ => return Ok(false),
+                    }
+                }
+                Ok(true)
+            }
+            (VT::Set(x), VT::Set(y)) => Ok(x.borrow().bind(py).eq(y.borrow().bind(py))?),
+            (VT::Set(s), VT::Constant(c)) | (VT::Constant(c), VT::Set(s)) => Ok(s.borrow().bind(py).eq(c.bind(py))?),
+            (VT::List(_) | VT::Tuple(_) | VT::NamedTuple { .. } | VT::Dict(_), VT::Constant(c))
+            | (VT::Constant(c), VT::List(_) | VT::Tuple(_) | VT::NamedTuple { .. } | VT::Dict(_))
+                if is_scalar_constant(c.bind(py)) =>
+            {
+                // Neither side's __eq__ knows the other: identity, and they are distinct.
+                Ok(false)
+            }
+            _ => {
+                let default_eq = |v: &VT| -> PyResult<bool> {
+                    let obj_eq = py.get_type::<pyo3::types::PyAny>().getattr("__eq__")?;
+                    Ok(match v {
+                        VT::Constant(c) => c.bind(py).is_none(),
+                        other => match real_object(other) {
+                            Some(o) => o.bind(py).get_type().getattr("__eq__")?.is(&obj_eq),
+                            None => false,
+                        },
+                    })
+                };
+                if default_eq(a)? && default_eq(b)? {
+                    return self.is_same(py, a, b);
+                }
+                graph_break!(UntracedValue, "== of {} and {}", a.describe(py), b.describe(py))
+            }
+        }
+    }
+
+    /// ("list" or "tuple", items) of a list or tuple tracker or a constant tuple.
+    fn sequence_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<(&'static str, Vec<VT>)>> {
+        Ok(match v {
+            VT::List(l) => Some(("list", l.borrow().items.clone())),
+            VT::Tuple(items) | VT::NamedTuple { items, .. } => Some(("tuple", items.as_ref().clone())),
+            VT::Constant(c) if c.bind(py).is_instance_of::<PyTuple>() => {
+                Some(("tuple", c.bind(py).try_iter()?.map(|i| Ok(VT::constant(i?.unbind()))).collect::<VResult<Vec<_>>>()?))
+            }
+            _ => None,
+        })
     }
 
     fn getitem(&mut self, py: Python<'_>, obj: &VT, idx: &VT) -> VResult<VT> {
@@ -1456,7 +1561,7 @@ impl<'a> InstructionTranslator<'a> {
                 Some(i) => Ok(VT::constant(c.bind(py).get_item(i)?.unbind())),
                 None => unsupported!("constant indexed by {}", idx.describe(py)),
             },
-            VT::Tuple(_) | VT::List(_) => {
+            VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) => {
                 let items = self.unpack(py, obj)?;
                 let i = idx.as_constant(py).ok_or_else(|| Unsupported::new("sequence index is not a constant"))?;
                 if let Ok(k) = i.extract::<i64>() {
@@ -1555,16 +1660,50 @@ impl<'a> InstructionTranslator<'a> {
     /// The items of a sequence-like tracker.
     pub fn unpack(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<VT>> {
         Ok(match v {
-            VT::Tuple(items) => items.as_ref().clone(),
+            VT::Tuple(items) | VT::NamedTuple { items, .. } => items.as_ref().clone(),
             VT::List(l) => l.borrow().items.clone(),
-            VT::Iterator(it) => {
-                let mut it = it.borrow_mut();
-                let rest = it.remaining();
-                while it.next_item().is_some() {}
-                rest
-            }
+            VT::Iterator(it) => self.drain_iter(py, it)?,
             _ => self.iter_items(py, v)?,
         })
+    }
+
+    /// `type(v)` when tracing knows it without running anything.
+    fn type_of(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<Py<PyAny>>> {
+        Ok(match v {
+            VT::Opaque { obj, .. } | VT::Module { obj, .. } => Some(obj.bind(py).get_type().into_any().unbind()),
+            VT::NamedTuple { cls, .. } => Some(cls.clone_ref(py)),
+            VT::Tuple(_) => Some(py.get_type::<PyTuple>().into_any().unbind()),
+            VT::List(_) => Some(py.get_type::<PyList>().into_any().unbind()),
+            VT::Dict(_) => Some(py.get_type::<PyDict>().into_any().unbind()),
+            VT::DictView { view, .. } => Some(PyDict::new(py).call_method0(view.method())?.get_type().into_any().unbind()),
+            _ => None,
+        })
+    }
+
+    /// The (key, value) pairs `dict(v)` / `d.update(v)` take from `v`: a dict, a view of its
+    /// items, or an iterable of pairs; keys must be constants.
+    fn mapping_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<(Py<PyAny>, VT)>> {
+        if let VT::Dict(d) = v {
+            return Ok(d.borrow().items.iter().map(|(k, v)| (k.clone_ref(py), v.clone())).collect());
+        }
+        if let VT::Constant(c) = v {
+            if let Ok(d) = c.bind(py).cast::<PyDict>() {
+                return Ok(d.iter().map(|(k, v)| (k.unbind(), VT::constant(v.unbind()))).collect());
+            }
+        }
+        let mut out = Vec::new();
+        for pair in self.iter_items(py, v)? {
+            let kv = self.unpack(py, &pair)?;
+            if kv.len() != 2 {
+                unsupported!("dict() from an item of length {}", kv.len());
+            }
+            let k = kv[0].as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+            if k.hash().is_err() {
+                unsupported!("unhashable dict key");
+            }
+            out.push((k.unbind(), kv[1].clone()));
+        }
+        Ok(out)
     }
 
     /// A fresh Python value equal to `v` when `v` is a literal or a container of literals built
@@ -1575,6 +1714,18 @@ impl<'a> InstructionTranslator<'a> {
             VT::Tuple(items) => PyTuple::new(py, constants_of(py, items)?).ok().map(|t| t.into_any()),
             VT::List(l) => PyList::new(py, constants_of(py, &l.borrow().items)?).ok().map(|l| l.into_any()),
             VT::Set(set) => set.borrow().bind(py).call_method0("copy").ok(),
+            VT::DictView { dict, view } => {
+                // A view of a fresh dict with the same keys (and values, when they matter).
+                let real = PyDict::new(py);
+                for (k, v) in &dict.borrow().items {
+                    let v = match view {
+                        DictView::Keys => py.None().into_bound(py),
+                        _ => v.as_constant(py)?,
+                    };
+                    real.set_item(k.bind(py), v).ok()?;
+                }
+                real.call_method0(view.method()).ok()
+            }
             _ => None,
         }
     }
@@ -1584,6 +1735,50 @@ impl<'a> InstructionTranslator<'a> {
         let consts = constants_of(py, items).ok_or_else(|| Unsupported::new("set member is not a literal"))?;
         let set = pyo3::types::PySet::new(py, consts)?;
         Ok(VT::Set(Rc::new(RefCell::new(set.into_any().unbind()))))
+    }
+
+    /// One step of an iterator (FOR_ITER, `next()`): `None` when exhausted. A step that raises
+    /// in CPython (a dict that changed size) is a graph break, so the instruction runs for real
+    /// and raises there (the iterator is rebuilt in the state that raises, see `rebuild_of`).
+    pub fn step_iter(&mut self, py: Python<'_>, it: &Rc<RefCell<IteratorState>>) -> VResult<Option<VT>> {
+        let depth = self.depth;
+        let og: &mut OutputGraph = self.og;
+        let mut resume = |f: &mut GeneratorFrame| -> Result<Option<VT>, IterError> { resume_generator(py, og, depth + 1, f).map_err(IterError::Unsupported) };
+        let r = match borrow_iter(it) {
+            Ok(mut state) => state.next_item(py, &mut resume),
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(v) => Ok(v),
+            Err(IterError::Raise(msg)) => graph_break!(RaisesException, "RuntimeError: {msg}"),
+            Err(IterError::Unsupported(u)) => Err(u),
+        }
+    }
+
+    /// Every remaining item of an iterator, exhausting it (`list(it)`, unpacking).
+    pub fn drain_iter(&mut self, py: Python<'_>, it: &Rc<RefCell<IteratorState>>) -> VResult<Vec<VT>> {
+        let mut out = Vec::new();
+        while let Some(v) = self.step_iter(py, it)? {
+            out.push(v);
+            if out.len() > 100_000 {
+                unsupported!("iteration too long to unroll");
+            }
+        }
+        Ok(out)
+    }
+
+    /// `iter(v)`: the iterator CPython's `tp_iter` of `v` makes. Lists and dicts (and their
+    /// views) get live iterators; an iterator is its own iterator; other iterables are walked
+    /// once, now, into a fixed sequence.
+    fn make_iter(&mut self, py: Python<'_>, v: &VT) -> VResult<Rc<RefCell<IteratorState>>> {
+        let state = match v {
+            VT::Iterator(it) => return Ok(it.clone()),
+            VT::List(l) => IteratorState::over_list(l.clone()),
+            VT::Dict(d) => IteratorState::over_dict(d.clone(), DictView::Keys),
+            VT::DictView { dict, view } => IteratorState::over_dict(dict.clone(), *view),
+            other => IteratorState::over(self.iter_items(py, other)?),
+        };
+        Ok(Rc::new(RefCell::new(state)))
     }
 
     fn iter_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<VT>> {
@@ -1606,8 +1801,11 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 out
             }
-            VT::Tuple(_) | VT::List(_) | VT::Iterator(_) => self.unpack(py, v)?,
-            VT::Dict(d) => d.borrow().items.iter().map(|(k, _)| VT::constant(k.clone_ref(py))).collect(),
+            VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Iterator(_) => self.unpack(py, v)?,
+            VT::Dict(_) | VT::DictView { .. } => {
+                let it = self.make_iter(py, v)?;
+                self.drain_iter(py, &it)?
+            }
             VT::Module { obj, source } => {
                 let m = obj.bind(py);
                 let cls = m.get_type();
@@ -1769,6 +1967,36 @@ impl<'a> InstructionTranslator<'a> {
                 all.extend(args);
                 self.og.call(py, None, Some(name), &all, &kwargs)
             }
+            VT::Class(c) if crate::symbolic::variables::namedtuple_constructor(py, c.bind(py))?.is_some() => {
+                // namedtuple's generated `__new__(cls, a, b, ...)`: fields by position or name,
+                // missing ones from `_field_defaults`.
+                let (fields, defaults) = crate::symbolic::variables::namedtuple_constructor(py, c.bind(py))?.expect("checked");
+                if args.len() > fields.len() {
+                    unsupported!("{}() takes {} arguments but {} were given (TypeError)", func.describe(py), fields.len(), args.len());
+                }
+                let mut slots: Vec<Option<VT>> = vec![None; fields.len()];
+                for (i, a) in args.into_iter().enumerate() {
+                    slots[i] = Some(a);
+                }
+                for (k, v) in kwargs {
+                    match fields.iter().position(|f| *f == k) {
+                        Some(i) if slots[i].is_none() => slots[i] = Some(v),
+                        _ => unsupported!("{}() got an unexpected or repeated argument '{k}' (TypeError)", func.describe(py)),
+                    }
+                }
+                let mut items = Vec::with_capacity(fields.len());
+                for (name, slot) in fields.iter().zip(slots) {
+                    items.push(match slot {
+                        Some(v) => v,
+                        None => match defaults.get_item(name)? {
+                            Some(d) if is_literal(py, &d) => VT::constant(d.unbind()),
+                            Some(_) => unsupported!("namedtuple default of field '{name}' is not a literal"),
+                            None => unsupported!("{}() missing argument '{name}' (TypeError)", func.describe(py)),
+                        },
+                    });
+                }
+                Ok(VT::NamedTuple { cls: c.clone(), items: Rc::new(items) })
+            }
             VT::Builtin(b) | VT::Class(b) => {
                 let b = b.bind(py).clone();
                 self.call_builtin(py, &b, args, kwargs)
@@ -1790,7 +2018,7 @@ impl<'a> InstructionTranslator<'a> {
                     None => unsupported!("method of a constant called with non-constant arguments"),
                 }
             }
-            VT::ContainerMethod { container, name } => self.call_container_method(py, container, name, args),
+            VT::ContainerMethod { container, name } => self.call_container_method(py, container, name, args, kwargs),
             VT::GradModeExit { restore } => {
                 let restore = *restore;
                 self.set_grad_enabled(py, restore)?;
@@ -1826,7 +2054,10 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
-    fn call_container_method(&mut self, py: Python<'_>, container: &VT, name: &str, args: Vec<VT>) -> VResult<VT> {
+    fn call_container_method(&mut self, py: Python<'_>, container: &VT, name: &str, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        if !kwargs.is_empty() && !matches!((container, name), (VT::Dict(_), "update")) {
+            unsupported!("{}.{name}() with keyword arguments", container.describe(py));
+        }
         match (container, name) {
             (VT::List(l), "append" | "extend" | "insert" | "pop" | "clear" | "reverse") => {
                 if l.borrow().source.is_some() {
@@ -1896,18 +2127,24 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 Ok(VT::none(py))
             }
-            (VT::Dict(d), "items") => {
-                let items = d.borrow().items.iter().map(|(k, v)| make_tuple(py, vec![VT::constant(k.clone_ref(py)), v.clone()])).collect::<VResult<Vec<_>>>()?;
-                Ok(new_list(items))
+            (VT::Dict(d), "items" | "keys" | "values") if args.is_empty() => {
+                let view = match name {
+                    "items" => DictView::Items,
+                    "keys" => DictView::Keys,
+                    _ => DictView::Values,
+                };
+                Ok(VT::DictView { dict: d.clone(), view })
             }
-            (VT::Dict(d), "keys") => Ok(new_list(d.borrow().items.iter().map(|(k, _)| VT::constant(k.clone_ref(py))).collect())),
-            (VT::Dict(d), "values") => Ok(new_list(d.borrow().items.iter().map(|(_, v)| v.clone()).collect())),
             (VT::Dict(d), "update" | "pop" | "setdefault" | "clear") => {
-                let new_items: Vec<(Py<PyAny>, VT)> = match (name, args.first()) {
-                    ("update", Some(VT::Dict(other))) => other.borrow().items.iter().map(|(k, v)| (k.clone_ref(py), v.clone())).collect(),
+                let mut new_items: Vec<(Py<PyAny>, VT)> = match (name, args.first()) {
+                    ("update", Some(other)) if args.len() == 1 => self.mapping_items(py, other)?,
+                    ("update", None) => vec![],
                     ("update", _) => unsupported!("dict.update() with {} arguments", args.len()),
                     _ => vec![],
                 };
+                for (k, v) in kwargs {
+                    new_items.push((PyString::new(py, &k).into_any().unbind(), v));
+                }
                 let key = match name {
                     "pop" | "setdefault" => Some(args.first().and_then(|a| a.as_constant(py)).ok_or_else(|| Unsupported::new("dict key is not a constant"))?),
                     _ => None,
@@ -1926,11 +2163,17 @@ impl<'a> InstructionTranslator<'a> {
                             VT::none(py)
                         }
                         "clear" => {
+                            if !st.items.is_empty() {
+                                st.version += 1;
+                            }
                             st.items.clear();
                             VT::none(py)
                         }
                         "pop" => match (pos, args.get(1)) {
-                            (Some(i), _) => st.items.remove(i).1,
+                            (Some(i), _) => {
+                                st.version += 1;
+                                st.items.remove(i).1
+                            }
                             (None, Some(default)) => default.clone(),
                             (None, None) => unsupported!("dict.pop() of a missing key (KeyError)"),
                         },
@@ -1939,6 +2182,7 @@ impl<'a> InstructionTranslator<'a> {
                             None => {
                                 let v = args.get(1).cloned().unwrap_or_else(|| VT::none(py));
                                 st.items.push((key.clone().expect("setdefault key").unbind(), v.clone()));
+                                st.version += 1;
                                 v
                             }
                         },
@@ -1987,7 +2231,7 @@ impl<'a> InstructionTranslator<'a> {
                 VT::Tensor(t) => VT::constant(t.fake.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
                 VT::Module { obj, .. } => VT::constant(obj.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
                 VT::Constant(c) => VT::constant(c.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
-                VT::Dict(d) => VT::constant(d.borrow().items.len().into_pyobject(py)?.into_any().unbind()),
+                VT::Dict(d) | VT::DictView { dict: d, .. } => VT::constant(d.borrow().items.len().into_pyobject(py)?.into_any().unbind()),
                 VT::Set(set) => VT::constant(set.borrow().bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
                 other => {
                     let n = self.unpack(py, other)?.len();
@@ -2025,6 +2269,10 @@ impl<'a> InstructionTranslator<'a> {
                 VT::Constant(c) => c.bind(py).is_instance(&cls)?,
                 VT::Module { obj, .. } | VT::Opaque { obj, .. } => obj.bind(py).is_instance(&cls)?,
                 VT::Tuple(_) => py.get_type::<PyTuple>().is_subclass(&cls).unwrap_or(false) || cls.is(py.get_type::<PyTuple>()),
+                VT::NamedTuple { .. } | VT::DictView { .. } => {
+                    let ty = self.type_of(py, &args[0])?.expect("a known type");
+                    ty.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.is_subclass(&cls)?
+                }
                 VT::List(_) => cls.is(py.get_type::<PyList>()) || py.get_type::<PyList>().is_subclass(&cls).unwrap_or(false),
                 VT::Dict(_) => cls.is(py.get_type::<PyDict>()) || py.get_type::<PyDict>().is_subclass(&cls).unwrap_or(false),
                 VT::Function { obj, .. } | VT::TorchFunction(obj) | VT::Builtin(obj) | VT::Class(obj) => obj.bind(py).is_instance(&cls)?,
@@ -2060,34 +2308,51 @@ impl<'a> InstructionTranslator<'a> {
             let vals: Vec<_> = args.iter().map(|a| a.as_constant(py).unwrap()).collect();
             return Ok(VT::constant(b.call1(PyTuple::new(py, vals)?)?.unbind()));
         }
-        if is("enumerate") {
-            let start: i64 = match args.get(1).or(kwargs.first().map(|(_, v)| v)) {
-                Some(s) => s.as_constant(py).ok_or_else(|| Unsupported::new("enumerate start"))?.extract()?,
-                None => 0,
+        // Iterator builtins make lazy iterators over live iterators of their arguments, stepped
+        // as CPython steps them (a loop body that mutates the list being walked sees it).
+        if is("enumerate") && args.len() <= 2 && kwargs.iter().all(|(k, _)| k == "start") && !args.is_empty() {
+            let start = match args.get(1).or(kwargs.first().map(|(_, v)| v)) {
+                Some(s) => s.as_constant(py).ok_or_else(|| Unsupported::new("enumerate start is not a constant"))?,
+                None => 0i64.into_pyobject(py)?.into_any(),
             };
-            let items = self.iter_items(py, &args[0])?;
-            let out = items
-                .into_iter()
-                .enumerate()
-                .map(|(i, v)| make_tuple(py, vec![VT::constant((i as i64 + start).into_pyobject(py)?.into_any().unbind()), v]))
-                .collect::<VResult<Vec<_>>>()?;
-            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(out)))));
+            let count: i64 = start.extract().map_err(|_| Unsupported::new("enumerate start is not a small int"))?;
+            let inner = self.make_iter(py, &args[0])?;
+            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Enumerate { inner, count })))));
         }
-        if is("zip") {
-            let lists = args.iter().map(|a| self.iter_items(py, a)).collect::<VResult<Vec<_>>>()?;
-            let n = lists.iter().map(|l| l.len()).min().unwrap_or(0);
-            let out = (0..n).map(|i| make_tuple(py, lists.iter().map(|l| l[i].clone()).collect())).collect::<VResult<Vec<_>>>()?;
-            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(out)))));
+        if is("zip") && kwargs.is_empty() {
+            let inners = args.iter().map(|a| self.make_iter(py, a)).collect::<VResult<Vec<_>>>()?;
+            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Zip(inners))))));
         }
         if is("iter") && args.len() == 1 {
+            return Ok(VT::Iterator(self.make_iter(py, &args[0])?));
+        }
+        if is("reversed") && args.len() == 1 {
             if let VT::List(l) = &args[0] {
-                return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState { items: vec![], pos: 0, list: Some(l.clone()) }))));
+                let index = l.borrow().items.len() as i64 - 1;
+                return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::ListReversed { list: l.clone(), index })))));
             }
-            if let VT::Iterator(_) = &args[0] {
-                return Ok(args[0].clone());
+            if let VT::Tuple(items) | VT::NamedTuple { items, .. } = &args[0] {
+                let mut items = items.as_ref().clone();
+                items.reverse();
+                return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(items)))));
             }
-            let items = self.iter_items(py, &args[0])?;
-            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(items)))));
+            if matches!(&args[0], VT::Dict(_) | VT::DictView { .. }) {
+                unsupported!("reversed() of a dict or dict view");
+            }
+        }
+        if is("dict") && args.len() <= 1 {
+            let mut items: Vec<(Py<PyAny>, VT)> = Vec::new();
+            let pairs = match args.first() {
+                Some(a) => self.mapping_items(py, a)?,
+                None => vec![],
+            };
+            let kw = kwargs.into_iter().map(|(k, v)| (PyString::new(py, &k).into_any().unbind(), v));
+            let mut st = DictState { items: Vec::new(), source: None, version: 0 };
+            for (k, v) in pairs.into_iter().chain(kw) {
+                dict_set(py, &mut st, k, v)?;
+            }
+            items.append(&mut st.items);
+            return Ok(new_dict(items));
         }
         if is("set") && args.len() <= 1 && kwargs.is_empty() {
             let items = match args.first() {
@@ -2115,13 +2380,13 @@ impl<'a> InstructionTranslator<'a> {
             return self.operator(py, "abs", args);
         }
         if is("type") && args.len() == 1 {
-            if let VT::Opaque { obj, .. } | VT::Module { obj, .. } = &args[0] {
-                return Ok(VT::Class(Rc::new(obj.bind(py).get_type().into_any().unbind())));
+            if let Some(ty) = self.type_of(py, &args[0])? {
+                return Ok(VT::Class(Rc::new(ty)));
             }
         }
         if is("next") && (args.len() == 1 || args.len() == 2) {
             if let VT::Iterator(it) = &args[0] {
-                let item = it.borrow_mut().next_item();
+                let item = self.step_iter(py, it)?;
                 return match (item, args.get(1)) {
                     (Some(v), _) => Ok(v),
                     (None, Some(default)) => Ok(default.clone()),
@@ -2160,6 +2425,17 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 return self.wrap_unguarded(py, &r);
             }
+        }
+        if (is("any") || is("all")) && args.len() == 1 && kwargs.is_empty() {
+            // Stops at the first deciding item, as CPython's does (a generator is not run further).
+            let want = is("any");
+            let it = self.make_iter(py, &args[0])?;
+            while let Some(v) = self.step_iter(py, &it)? {
+                if self.truth(py, &v)? == want {
+                    return Ok(const_bool(py, want));
+                }
+            }
+            return Ok(const_bool(py, !want));
         }
         if is("sum") || is("any") || is("all") {
             let items = self.iter_items(py, &args[0])?;
@@ -2279,16 +2555,60 @@ impl<'a> InstructionTranslator<'a> {
         } else {
             vec![]
         };
+        if is_generator {
+            // Nothing of the body runs before the first step (CPython's generator frame starts
+            // suspended at RETURN_GENERATOR).
+            let mut cells: HashMap<usize, CellTarget> = external_cells.into_iter().collect();
+            cells.extend(self.external_cells.iter().map(|(k, v)| (*k, v.clone())));
+            let trusted = globals.trusted;
+            let mut frame = GeneratorFrame { code: ci, g: globals, stack: Vec::new(), locals, closure, external_cells: cells, ip: 0 };
+            if trusted {
+                // torch's own generators (nn.Module.parameters, named_children, ...) only walk
+                // the module tree: they run to the end here, so a loop over them is a fixed
+                // sequence that can cross a graph break (Note [loop iterators as snapshots]).
+                let mut items = Vec::new();
+                while let Some(v) = resume_generator(py, self.og, self.depth + 1, &mut frame)? {
+                    items.push(v);
+                    if items.len() > 100_000 {
+                        unsupported!("generator too long to unroll");
+                    }
+                }
+                return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(items)))));
+            }
+            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Generator(Some(Box::new(frame))))))));
+        }
         let mut child = InstructionTranslator::new(ci, globals, locals, closure, self.og, self.depth + 1);
         child.external_cells.extend(external_cells);
         child.external_cells.extend(self.external_cells.iter().map(|(k, v)| (*k, v.clone())));
-        if is_generator {
-            child.yields = Some(Vec::new());
-            child.run(py)?;
-            let items = child.yields.take().unwrap_or_default();
-            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(items)))));
-        }
         child.run(py)
+    }
+}
+
+/// Runs a traced generator's frame up to its next `yield` (`Some(value)`) or its return (`None`),
+/// keeping its state in `f` for the next step.
+fn resume_generator(py: Python<'_>, og: &mut OutputGraph, depth: usize, f: &mut GeneratorFrame) -> VResult<Option<VT>> {
+    if depth > MAX_INLINE_DEPTH {
+        unsupported!("generator nesting too deep");
+    }
+    let mut child = InstructionTranslator::new(f.code.clone(), f.g.clone(), std::mem::take(&mut f.locals), std::mem::take(&mut f.closure), og, depth);
+    child.generator = true;
+    child.external_cells = std::mem::take(&mut f.external_cells);
+    child.stack = std::mem::take(&mut f.stack);
+    child.ip = f.ip;
+    if f.ip > 0 {
+        // The value `next()` sends into the suspended YIELD_VALUE.
+        child.stack.push(VT::none(py));
+    }
+    let outcome = child.run_until(py, None);
+    f.locals = std::mem::take(&mut child.locals);
+    f.closure = std::mem::take(&mut child.closure);
+    f.external_cells = std::mem::take(&mut child.external_cells);
+    f.stack = std::mem::take(&mut child.stack);
+    f.ip = child.ip;
+    match outcome? {
+        Outcome::Yield(v) => Ok(Some(v)),
+        Outcome::Return(_) => Ok(None),
+        Outcome::Break(_) => unsupported!("graph break inside a generator"),
     }
 }
 
@@ -2352,13 +2672,24 @@ fn bind_args(py: Python<'_>, ci: &CodeInfo, args: Vec<VT>, kwargs: Vec<(String, 
     Ok(locals)
 }
 
+/// Whether `c` is None, a bool, a number, a string or bytes: a value whose `__eq__` answers
+/// NotImplemented for containers.
+fn is_scalar_constant(c: &Bound<'_, PyAny>) -> bool {
+    c.is_none()
+        || c.is_instance_of::<pyo3::types::PyBool>()
+        || c.is_instance_of::<pyo3::types::PyInt>()
+        || c.is_instance_of::<pyo3::types::PyFloat>()
+        || c.is_instance_of::<PyString>()
+        || c.is_instance_of::<pyo3::types::PyBytes>()
+}
+
 /// The Python values of trackers that are all constants.
 fn constants_of<'py>(py: Python<'py>, items: &[VT]) -> Option<Vec<Bound<'py, PyAny>>> {
     items.iter().map(|i| i.as_constant(py)).collect()
 }
 
 fn is_seq(v: &VT) -> bool {
-    matches!(v, VT::Tuple(_))
+    matches!(v, VT::Tuple(_) | VT::NamedTuple { .. })
 }
 
 pub fn const_bool(py: Python<'_>, b: bool) -> VT {
@@ -2375,11 +2706,11 @@ pub fn make_tuple(py: Python<'_>, items: Vec<VT>) -> VResult<VT> {
 }
 
 pub fn new_list(items: Vec<VT>) -> VT {
-    VT::List(Rc::new(RefCell::new(ListState { items, source: None })))
+    VT::List(Rc::new(RefCell::new(ListState { entry_len: items.len(), items, source: None })))
 }
 
 pub fn new_dict(items: Vec<(Py<PyAny>, VT)>) -> VT {
-    VT::Dict(Rc::new(RefCell::new(DictState { items, source: None })))
+    VT::Dict(Rc::new(RefCell::new(DictState { items, source: None, version: 0 })))
 }
 
 /// The attribute `name` as the type `ty` defines it (first hit along `__mro__`, without running
@@ -2441,5 +2772,6 @@ fn dict_set(py: Python<'_>, d: &mut DictState, k: Py<PyAny>, v: VT) -> VResult<(
         }
     }
     d.items.push((k, v));
+    d.version += 1;
     Ok(())
 }

@@ -8,6 +8,7 @@
 use crate::graph::NodeId;
 use crate::source::Source;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -20,43 +21,186 @@ pub struct TensorVariable {
     pub source: Option<Arc<Source>>,
 }
 
-/// An iterator being stepped during tracing (over a range, a container, modules, ...): the items
-/// are materialized when the iterator is created.
+/// Which view of a dict: `d.keys()`, `d.values()` or `d.items()` (also what an iterator over
+/// the dict yields; iterating the dict itself walks its keys).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum DictView {
+    Keys,
+    Values,
+    Items,
+}
+
+impl DictView {
+    /// The method of `dict` that makes this view (`dict.keys`, ...).
+    pub fn method(self) -> &'static str {
+        match self {
+            DictView::Keys => "keys",
+            DictView::Values => "values",
+            DictView::Items => "items",
+        }
+    }
+}
+
+/// What an iterator walks, mirroring CPython's iterator types: each reads its container live at
+/// every step, so a loop body that mutates the container sees what CPython's loop would.
+pub enum IterKind {
+    /// A fixed sequence (a tuple, a range, a string, an inlined generator's yields, ...).
+    Items(Vec<VariableTracker>),
+    /// `listiterator` (Objects/listobject.c, `listiter_next`): item `pos` of the live list.
+    List(Rc<RefCell<ListState>>),
+    /// `list_reverseiterator` (`listreviter_next`): item `index` while `0 <= index < len`,
+    /// counting down; exhausted for good otherwise.
+    ListReversed { list: Rc<RefCell<ListState>>, index: i64 },
+    /// A dict iterator (Objects/dictobject.c, `dictiter_iternextkey` and friends): `used` is the
+    /// dict's size when the iterator was made and `version` its structure then; a different size
+    /// at a step raises `RuntimeError: dictionary changed size during iteration`.
+    Dict { dict: Rc<RefCell<DictState>>, view: DictView, used: usize, version: u64 },
+    /// `enumerate(inner, start)` (Objects/enumobject.c): `count` is the next index.
+    Enumerate { inner: Rc<RefCell<IteratorState>>, count: i64 },
+    /// `zip(*inners)` (Python/bltinmodule.c, `zip_next`): steps each inner in order and stops at
+    /// the first exhausted one (items already taken from the earlier ones are dropped).
+    Zip(Vec<Rc<RefCell<IteratorState>>>),
+    /// A generator made in the trace: its frame runs up to the next `yield` at each step, so
+    /// its body interleaves with the loop that consumes it as in CPython. `None` while a step
+    /// runs it (a generator that steps itself is "already executing").
+    Generator(Option<Box<GeneratorFrame>>),
+}
+
+/// The suspended frame of a generator being traced (`IterKind::Generator`).
+pub struct GeneratorFrame {
+    pub code: Arc<crate::symbolic::code_info::CodeInfo>,
+    pub g: Rc<crate::symbolic::translator::GlobalsInfo>,
+    pub stack: Vec<VariableTracker>,
+    pub locals: Vec<Option<VariableTracker>>,
+    pub closure: Vec<VariableTracker>,
+    pub external_cells: std::collections::HashMap<usize, crate::symbolic::side_effects::CellTarget>,
+    /// The next instruction; 0 before the first step.
+    pub ip: usize,
+}
+
+/// Why an iterator step cannot give an item.
+pub enum IterError {
+    /// CPython raises `RuntimeError` with this message at this step.
+    Raise(&'static str),
+    /// The step depends on something not modelled.
+    Unsupported(crate::symbolic::Unsupported),
+}
+
+/// Runs a generator's frame up to its next `yield` (`Ok(None)`: it returned).
+pub type ResumeGenerator<'r> = dyn FnMut(&mut GeneratorFrame) -> Result<Option<VariableTracker>, IterError> + 'r;
+
+/// An iterator being stepped during tracing.
 pub struct IteratorState {
-    pub items: Vec<VariableTracker>,
+    pub kind: IterKind,
+    /// Items produced so far (for `Items`, `List` and `Dict`: the index of the next one).
     pub pos: usize,
-    /// Set for an iterator over a list tracker: items are read from the live list at each step
-    /// (a loop sees items appended while it runs, as CPython's list iterator does).
-    pub list: Option<Rc<RefCell<ListState>>>,
+    /// Set once a step found the iterator exhausted: CPython's iterators stay exhausted (a list
+    /// iterator drops its list), even if the container grows afterwards.
+    pub exhausted: bool,
 }
 
 impl IteratorState {
     /// An iterator over a fixed sequence of items.
     pub fn over(items: Vec<VariableTracker>) -> Self {
-        IteratorState { items, pos: 0, list: None }
+        IteratorState::of(IterKind::Items(items))
     }
 
-    /// The next item, advancing the position (`None` when exhausted).
-    pub fn next_item(&mut self) -> Option<VariableTracker> {
-        let item = match &self.list {
-            Some(l) => l.borrow().items.get(self.pos).cloned(),
-            None => self.items.get(self.pos).cloned(),
+    pub fn of(kind: IterKind) -> Self {
+        IteratorState { kind, pos: 0, exhausted: false }
+    }
+
+    /// A live iterator over a list tracker.
+    pub fn over_list(list: Rc<RefCell<ListState>>) -> Self {
+        IteratorState::of(IterKind::List(list))
+    }
+
+    /// A live iterator over a dict tracker's keys, values or items.
+    pub fn over_dict(dict: Rc<RefCell<DictState>>, view: DictView) -> Self {
+        let (used, version) = {
+            let d = dict.borrow();
+            (d.items.len(), d.version)
         };
-        if item.is_some() {
-            self.pos += 1;
-        }
-        item
+        IteratorState::of(IterKind::Dict { dict, view, used, version })
     }
 
-    /// The items not yet produced.
-    pub fn remaining(&self) -> Vec<VariableTracker> {
-        match &self.list {
-            Some(l) => {
-                let l = l.borrow();
-                l.items[self.pos.min(l.items.len())..].to_vec()
-            }
-            None => self.items[self.pos.min(self.items.len())..].to_vec(),
+    /// The next item, advancing the position (`Ok(None)` when exhausted).
+    pub fn next_item(&mut self, py: Python<'_>, resume: &mut ResumeGenerator<'_>) -> Result<Option<VariableTracker>, IterError> {
+        if self.exhausted {
+            return Ok(None);
         }
+        let item = match &mut self.kind {
+            IterKind::Items(items) => items.get(self.pos).cloned(),
+            IterKind::List(l) => l.borrow().items.get(self.pos).cloned(),
+            IterKind::ListReversed { list, index } => {
+                let l = list.borrow();
+                if *index >= 0 && (*index as usize) < l.items.len() {
+                    let v = l.items[*index as usize].clone();
+                    *index -= 1;
+                    Some(v)
+                } else {
+                    *index = -1;
+                    None
+                }
+            }
+            IterKind::Dict { dict, view, used, version } => {
+                let d = dict.borrow();
+                if d.items.len() != *used {
+                    // CPython makes this sticky (`di_used = -1`): every later step raises too.
+                    *used = usize::MAX;
+                    return Err(IterError::Raise("dictionary changed size during iteration"));
+                }
+                if d.version != *version {
+                    return Err(IterError::Unsupported(crate::symbolic::Unsupported::new("a dict whose keys changed (same size) while iterated")));
+                }
+                match d.items.get(self.pos) {
+                    None => None,
+                    Some((k, v)) => Some(match view {
+                        DictView::Keys => VariableTracker::constant(k.clone_ref(py)),
+                        DictView::Values => v.clone(),
+                        DictView::Items => tuple_of(py, vec![VariableTracker::constant(k.clone_ref(py)), v.clone()]),
+                    }),
+                }
+            }
+            IterKind::Enumerate { inner, count } => {
+                let next = borrow_iter(inner)?.next_item(py, resume)?;
+                match next {
+                    Some(v) => {
+                        let i = VariableTracker::constant((*count).into_pyobject(py).map_err(|e| IterError::Unsupported(crate::symbolic::Unsupported::new(e.to_string())))?.into_any().unbind());
+                        *count += 1;
+                        Some(tuple_of(py, vec![i, v]))
+                    }
+                    None => None,
+                }
+            }
+            IterKind::Zip(inners) => {
+                let mut out = Vec::with_capacity(inners.len());
+                let mut done = inners.is_empty();
+                for it in inners.iter() {
+                    let next = borrow_iter(it)?.next_item(py, resume)?;
+                    match next {
+                        Some(v) => out.push(v),
+                        None => {
+                            done = true;
+                            break;
+                        }
+                    }
+                }
+                (!done).then(|| tuple_of(py, out))
+            }
+            IterKind::Generator(frame) => {
+                let Some(mut f) = frame.take() else {
+                    return Err(IterError::Unsupported(crate::symbolic::Unsupported::new("a generator stepped while it runs (ValueError: generator already executing)")));
+                };
+                let r = resume(&mut f);
+                *frame = Some(f);
+                r?
+            }
+        };
+        match &item {
+            Some(_) => self.pos += 1,
+            None => self.exhausted = true,
+        }
+        Ok(item)
     }
 }
 
@@ -65,12 +209,17 @@ pub struct ListState {
     pub items: Vec<VariableTracker>,
     /// Set when the list came from the frame (it has a source): mutating it is a side effect.
     pub source: Option<Arc<Source>>,
+    /// Its length when the frame started (for a list from the frame).
+    pub entry_len: usize,
 }
 
 /// A dict with constant keys (insertion ordered).
 pub struct DictState {
     pub items: Vec<(Py<PyAny>, VariableTracker)>,
     pub source: Option<Arc<Source>>,
+    /// Bumped by every insertion of a new key and every deletion (not by value updates): a dict
+    /// iterator compares it with the version it started at.
+    pub version: u64,
 }
 
 /// A function defined while tracing (MAKE_FUNCTION): code, globals, defaults, closure cells.
@@ -93,8 +242,14 @@ pub enum VariableTracker {
     Constant(Rc<Py<PyAny>>),
     Tensor(Rc<TensorVariable>),
     Tuple(Rc<Vec<VariableTracker>>),
+    /// An instance of a tuple subclass with named fields: a `torch.return_types.*` structseq
+    /// (what `max(dim)`, `sort`, `topk`, ... return) or a `collections.namedtuple` class. It
+    /// behaves as a tuple and comes back out of the graph as `cls`.
+    NamedTuple { cls: Rc<Py<PyAny>>, items: Rc<Vec<VariableTracker>> },
     List(Rc<RefCell<ListState>>),
     Dict(Rc<RefCell<DictState>>),
+    /// `d.keys()`, `d.values()` or `d.items()`: a live view of a dict tracker.
+    DictView { dict: Rc<RefCell<DictState>>, view: DictView },
     /// An `nn.Module` instance reached from the frame (identity-guarded).
     Module { obj: Rc<Py<PyAny>>, source: Option<Arc<Source>> },
     /// A user Python function: calls are inlined.
@@ -157,6 +312,8 @@ impl VariableTracker {
             VT::Constant(c) => format!("constant {}", c.bind(py).repr().map(|r| r.to_string()).unwrap_or_default()),
             VT::Tensor(t) => format!("tensor {}", t.node),
             VT::Tuple(_) => "tuple".into(),
+            VT::NamedTuple { cls, .. } => qualname(cls.bind(py)),
+            VT::DictView { view, .. } => format!("dict_{}", view.method()),
             VT::List(_) => "list".into(),
             VT::Dict(_) => "dict".into(),
             VT::Module { obj, .. } => format!("module {}", type_name(obj.bind(py))),
@@ -191,6 +348,101 @@ impl VariableTracker {
     pub fn is_null(&self) -> bool {
         matches!(self, VT::Null)
     }
+}
+
+/// Whether `cls` is a tuple subclass with named fields whose instances behave exactly as tuples
+/// apart from their type and field attributes: a structseq (`torch.return_types.max`, with no
+/// fields outside the tuple) or a `collections.namedtuple` class that overrides none of the
+/// tuple protocol. Instances are tracked as `NamedTuple`.
+pub fn is_named_tuple_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let Ok(ty) = cls.cast::<pyo3::types::PyType>() else { return Ok(false) };
+    let tuple = py.get_type::<pyo3::types::PyTuple>();
+    if ty.is(&tuple) || !ty.is_subclass(&tuple)? {
+        return Ok(false);
+    }
+    // Instances without a `__dict__` only: the tracker holds the items and nothing else.
+    if ty.getattr("__dictoffset__")?.extract::<isize>()? != 0 {
+        return Ok(false);
+    }
+    let structseq = ty.hasattr("n_sequence_fields")?;
+    if structseq {
+        let n: usize = ty.getattr("n_fields")?.extract()?;
+        let m: usize = ty.getattr("n_sequence_fields")?.extract()?;
+        if n != m {
+            return Ok(false);
+        }
+    } else if !(ty.hasattr("_fields")? && ty.hasattr("_make")?) {
+        return Ok(false);
+    }
+    for name in ["__getitem__", "__iter__", "__len__", "__contains__", "__add__", "__eq__", "__ne__", "__hash__", "__getattribute__", "__bool__"] {
+        let mine = ty.getattr(name).ok();
+        let base = tuple.getattr(name).ok();
+        match (mine, base) {
+            (Some(a), Some(b)) if a.is(&b) => {}
+            (None, None) => {}
+            _ => return Ok(false),
+        }
+    }
+    Ok(!ty.hasattr("__getattr__")?)
+}
+
+/// The field names and defaults of a `collections.namedtuple` class whose instances are made by
+/// the `__new__` that namedtuple generated (not overridden, no `__init__`), if `cls` is one.
+pub fn namedtuple_constructor<'py>(py: Python<'py>, cls: &Bound<'py, PyAny>) -> PyResult<Option<(Vec<String>, Bound<'py, PyDict>)>> {
+    if !is_named_tuple_class(py, cls)? || cls.hasattr("n_sequence_fields")? {
+        return Ok(None);
+    }
+    let new = cls.getattr("__new__")?;
+    let generated = new
+        .getattr("__globals__")
+        .and_then(|g| g.get_item("__name__"))
+        .and_then(|n| n.extract::<String>())
+        .map(|n| n.starts_with("namedtuple_"))
+        .unwrap_or(false);
+    let object_init = py.get_type::<PyAny>().getattr("__init__")?;
+    if !generated || !cls.getattr("__init__")?.is(&object_init) {
+        return Ok(None);
+    }
+    let fields: Vec<String> = cls.getattr("_fields")?.extract()?;
+    let defaults = cls.getattr("_field_defaults")?.cast_into::<PyDict>()?;
+    Ok(Some((fields, defaults)))
+}
+
+/// Which item of a `NamedTuple` of class `cls` the attribute `name` reads, if it is a field
+/// (a namedtuple's `_tuplegetter`, a structseq's member).
+pub fn named_tuple_field(cls: &Bound<'_, PyAny>, name: &str) -> PyResult<Option<usize>> {
+    for base in cls.getattr("__mro__")?.try_iter()? {
+        let d = base?.getattr("__dict__")?;
+        if !d.contains(name)? {
+            continue;
+        }
+        let attr = d.get_item(name)?;
+        return Ok(match type_name(&attr).as_str() {
+            "_tuplegetter" => Some(attr.call_method0("__reduce__")?.get_item(1)?.get_item(0)?.extract()?),
+            "member_descriptor" if cls.hasattr("n_sequence_fields")? => {
+                let names: Vec<String> = cls.getattr("__match_args__")?.extract()?;
+                names.iter().position(|n| n == name)
+            }
+            _ => None,
+        });
+    }
+    Ok(None)
+}
+
+/// A mutable borrow of an iterator's state, refused when it is already borrowed (an iterator
+/// stepped from inside its own step: a generator that iterates itself).
+pub fn borrow_iter(it: &Rc<RefCell<IteratorState>>) -> Result<std::cell::RefMut<'_, IteratorState>, IterError> {
+    it.try_borrow_mut().map_err(|_| IterError::Unsupported(crate::symbolic::Unsupported::new("an iterator stepped from inside its own step (ValueError: generator already executing)")))
+}
+
+/// A tuple tracker; a tuple of constants folds into one constant tuple.
+pub fn tuple_of(py: Python<'_>, items: Vec<VariableTracker>) -> VariableTracker {
+    if let Some(vals) = items.iter().map(|i| i.as_constant(py)).collect::<Option<Vec<_>>>() {
+        if let Ok(t) = pyo3::types::PyTuple::new(py, vals) {
+            return VariableTracker::constant(t.into_any().unbind());
+        }
+    }
+    VariableTracker::Tuple(Rc::new(items))
 }
 
 pub fn type_name(o: &Bound<'_, PyAny>) -> String {
