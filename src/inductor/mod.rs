@@ -359,7 +359,36 @@ fn inductor_compile(
     tracing::debug!(target: "inductor::schedule", "plan:\n{plan}");
     let kernel_ir = kernel_plans.iter().map(|k| k.kernel_ir.clone()).collect::<Vec<_>>().join("\n");
     let llvm_ir = cg.as_ref().map(|c| c.jit.llvm_ir.clone()).unwrap_or_default();
+    // Note [dead buffers]: every slot is dropped after the last step that reads it (outputs and
+    // writeback sources excepted), as eager frees an intermediate when its last use ends; keeping
+    // them all to the end of the call made every allocation fresh memory (page faults, cold
+    // caches: resnet18 ran 25% slower than eager on the same kernels).
+    let mut keep = vec![false; ir.buffers.len()];
+    output.for_each_slot(&mut |s| keep[s] = true);
+    for (dst, src) in &writebacks {
+        keep[*dst] = true;
+        keep[*src] = true;
+    }
+    let mut last_use: Vec<Option<usize>> = vec![None; ir.buffers.len()];
+    for (si, step) in steps.iter().enumerate() {
+        let mut mark = |s: usize| last_use[s] = Some(si);
+        match step {
+            RtStep::Kernel { args, .. } => args.iter().for_each(|&s| mark(s)),
+            RtStep::Fallback { slot, args, kwargs, .. } => {
+                mark(*slot);
+                args.iter().for_each(|a| a.for_each_slot(&mut mark));
+                kwargs.iter().for_each(|(_, a)| a.for_each_slot(&mut mark));
+            }
+        }
+    }
+    let mut free_after: Vec<Vec<usize>> = vec![Vec::new(); steps.len()];
+    for (slot, last) in last_use.iter().enumerate() {
+        if let (Some(si), false) = (last, keep[slot]) {
+            free_after[*si].push(slot);
+        }
+    }
     let runtime = Runtime {
+        free_after,
         grad_free,
         inputs_guarded,
         is_grad_enabled: py.import("torch")?.getattr("is_grad_enabled")?.unbind(),

@@ -30,6 +30,15 @@ pub enum ArgT {
 }
 
 impl ArgT {
+    /// Calls `f` on every slot this template reads.
+    pub fn for_each_slot(&self, f: &mut impl FnMut(usize)) {
+        match self {
+            ArgT::Slot(i) => f(*i),
+            ArgT::Const(_) => {}
+            ArgT::Tuple(items) | ArgT::List(items) => items.iter().for_each(|a| a.for_each_slot(f)),
+        }
+    }
+
     fn build<'py>(&self, py: Python<'py>, env: &[Option<Py<PyAny>>]) -> PyResult<Bound<'py, PyAny>> {
         Ok(match self {
             ArgT::Slot(i) => match &env[*i] {
@@ -131,6 +140,9 @@ pub struct Runtime {
     /// (slot, value, check) for get_attr values.
     pub constants: Vec<(usize, Py<PyAny>, Option<TensorCheck>)>,
     pub steps: Vec<RtStep>,
+    /// Per step, the slots whose last reader it is: they are dropped right after it, so a dead
+    /// intermediate's memory goes back to the allocator for the next ones (Note [dead buffers]).
+    pub free_after: Vec<Vec<usize>>,
     pub output: ArgT,
     pub codegen: Option<CodegenResult>,
     pub empty_strided: Py<PyAny>,
@@ -172,7 +184,7 @@ impl Runtime {
             env[*slot] = Some(value.clone_ref(py));
         }
         let data_ptr = intern!(py, "data_ptr");
-        for step in &self.steps {
+        for (si, step) in self.steps.iter().enumerate() {
             match step {
                 RtStep::Kernel { kernel, args, allocs, big } => {
                     let cg = self.codegen.as_ref().expect("kernel step without codegen");
@@ -225,6 +237,9 @@ impl Runtime {
                     }
                     env[*slot] = Some(res.unbind());
                 }
+            }
+            for slot in &self.free_after[si] {
+                env[*slot] = None;
             }
         }
         for (dst, src) in &self.writebacks {
