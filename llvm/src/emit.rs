@@ -1219,6 +1219,11 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                 UnaryOp::Log1p => self.call_math(b, "log1pf", &[fv(a)])?.into(),
                 UnaryOp::Expm1 => self.call_math(b, "expm1f", &[fv(a)])?.into(),
                 UnaryOp::Not => e(b.build_xor(iv(a), boolt.const_int(1, false), ""))?.into(),
+                UnaryOp::RoundBF16 | UnaryOp::RoundF16 => {
+                    let half = if *op == UnaryOp::RoundBF16 { ctx.bf16_type() } else { ctx.f16_type() };
+                    let t = e(b.build_float_trunc(fv(a), half, ""))?;
+                    e(b.build_float_ext(t, f32t, ""))?.into()
+                }
                 UnaryOp::Relu | UnaryOp::Sigmoid | UnaryOp::Reciprocal | UnaryOp::Rsqrt => {
                     return Err(bad(format!("{op:?} must be legalized before emission")))
                 }

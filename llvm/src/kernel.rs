@@ -104,6 +104,11 @@ pub enum UnaryOp {
     Expm1,
     /// `1 / sqrt(x)`; legalized.
     Rsqrt,
+    /// `x` rounded to the nearest bfloat16 (ties to even), kept as F32: what torch does after
+    /// every op on bfloat16 tensors.
+    RoundBF16,
+    /// `x` rounded to the nearest float16, kept as F32.
+    RoundF16,
 }
 
 /// Binary scalar ops. Arithmetic ops take and give F32; `And`/`Or` take and give Bool.

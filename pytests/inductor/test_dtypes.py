@@ -101,3 +101,19 @@ def test_half_batch_norm_eval():
 )
 def test_conversions_are_pointwise_casts(fn, dtype):
     check(fn, randn(9, 7), dtype=dtype)
+
+
+def test_half_rounding_happens_per_op_as_in_eager():
+    # `(w.half() * 3).float()`: eager rounds to float16 after the cast and after the multiply;
+    # fusing must not keep the float32 intermediates (found by the differential fuzzer).
+    def fn(w, x):
+        h = (w.half() * 3).float()
+        return (h > x) + h
+
+    w, x = randn(16, 16), randn(16, 16, seed=1)
+    compiled = C.inductor_compile(torch.fx.symbolic_trace(fn), [w, x])
+    torch.testing.assert_close(compiled(w, x), fn(w, x), atol=0, rtol=0)
+    a, b = randn(32, dtype=torch.bfloat16), randn(32, seed=1, dtype=torch.bfloat16)
+    g = lambda a, b: (a * b + a) * b - a
+    compiled = C.inductor_compile(torch.fx.symbolic_trace(g), [a, b])
+    torch.testing.assert_close(compiled(a, b), g(a, b), atol=0, rtol=0)

@@ -167,6 +167,8 @@ impl OpsHandler for KernelOps<'_> {
             UnaryOp::Log1p => (L::Log1p, "log1p"),
             UnaryOp::Expm1 => (L::Expm1, "expm1"),
             UnaryOp::Rsqrt => (L::Rsqrt, "rsqrt"),
+            UnaryOp::RoundBF16 => (L::RoundBF16, "to_bf16"),
+            UnaryOp::RoundF16 => (L::RoundF16, "to_f16"),
         };
         self.op_names.insert(name);
         ev(self.kb.unary(lop, ex(a)))
@@ -209,8 +211,14 @@ impl OpsHandler for KernelOps<'_> {
     }
 
     fn to_dtype(&mut self, a: OpsValue, dtype: DType) -> OpsValue {
-        // Half-precision values live in float32 registers; stores round them.
-        ev(self.kb.cast(llvm_dtype(dtype.compute()), ex(a)))
+        // Half-precision values live in float32 registers, rounded to the half type's precision
+        // wherever torch would hold them in that type.
+        let v = self.kb.cast(llvm_dtype(dtype.compute()), ex(a));
+        ev(match dtype {
+            DType::BF16 => self.kb.unary(llvm::UnaryOp::RoundBF16, v),
+            DType::F16 => self.kb.unary(llvm::UnaryOp::RoundF16, v),
+            _ => v,
+        })
     }
 }
 

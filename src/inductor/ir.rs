@@ -157,6 +157,10 @@ pub enum UnaryOp {
     Log1p,
     Expm1,
     Rsqrt,
+    /// Rounds a float32 value to bfloat16 precision (the value a bfloat16 tensor would hold).
+    RoundBF16,
+    /// Rounds a float32 value to float16 precision.
+    RoundF16,
 }
 
 /// Pointwise binary ops (torch.add, torch.sub, ... on float32; logical_and/or on bool).

@@ -390,6 +390,16 @@ fn make_pointwise(
             }
         }
     });
+    // Every op on half-precision tensors rounds its result to that precision, as torch does per op
+    // (a fused chain must not keep float32 intermediates that eager would have rounded).
+    let inner_fn: InnerFn = if matches!(result, DType::BF16 | DType::F16) {
+        Rc::new(move |h: &mut dyn OpsHandler, index: &[Affine]| {
+            let v = inner_fn(h, index);
+            h.to_dtype(v, result)
+        })
+    } else {
+        inner_fn
+    };
     Ok(Pointwise { ranges: sizes, dtype: result, inner_fn, n_ops, realized: false })
 }
 
