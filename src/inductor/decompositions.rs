@@ -232,6 +232,23 @@ fn transposed_copy(lw: &mut Lowerer<'_>, x: &TensorRef, dim: usize) -> Option<(T
     Some((copy, order))
 }
 
+/// The mean of `x` over `dims` (kept as size 1) and the sum of squared deviations from it
+/// (kept as `keepdim` says), both float32: the two passes of a numerically stable variance.
+fn mean_and_squared_deviations(lw: &mut Lowerer<'_>, x: &TensorRef, dims: Vec<usize>, keepdim: bool) -> (TensorRef, TensorRef) {
+    let n: i64 = dims.iter().map(|&d| x.sizes[d]).product();
+    let s = reduce(lw, x, dims.clone(), true, ReductionType::Sum, DType::F32);
+    let mean = scale(lw, &s, 1.0 / n as f64, DType::F32);
+    let (xc, mc) = (x.clone(), mean.clone());
+    let dev2 = lw.pointwise(&x.sizes, DType::F32, move |h, idx| {
+        let v = load_broadcast(h, &xc, idx);
+        let m = load_broadcast(h, &mc, idx);
+        let d = h.binary(BinaryOp::Sub, v, m);
+        h.binary(BinaryOp::Mul, d, d)
+    });
+    let ss = reduce(lw, &dev2, dims, keepdim, ReductionType::Sum, DType::F32);
+    (mean, ss)
+}
+
 /// `t * k` as an unrealized Pointwise of dtype `dtype` (`k` a float32 constant).
 fn scale(lw: &mut Lowerer<'_>, t: &TensorRef, k: f64, dtype: DType) -> TensorRef {
     let tc = t.clone();
@@ -312,16 +329,7 @@ fn variance(lw: &mut Lowerer<'_>, sqrt: bool) -> Result<TensorRef, LoweringError
     };
     let keepdim = boolean(a[3], false)?;
     let n: i64 = dims.iter().map(|&d| x.sizes[d]).product();
-    let s = reduce(lw, &x, dims.clone(), true, ReductionType::Sum, DType::F32);
-    let mean = scale(lw, &s, 1.0 / n as f64, DType::F32);
-    let (xc, mc) = (x.clone(), mean.clone());
-    let dev2 = lw.pointwise(&x.sizes, DType::F32, move |h, idx| {
-        let v = load_broadcast(h, &xc, idx);
-        let m = load_broadcast(h, &mc, idx);
-        let d = h.binary(BinaryOp::Sub, v, m);
-        h.binary(BinaryOp::Mul, d, d)
-    });
-    let ss = reduce(lw, &dev2, dims, keepdim, ReductionType::Sum, DType::F32);
+    let (_, ss) = mean_and_squared_deviations(lw, &x, dims, keepdim);
     let out_dtype = x.dtype;
     // n - correction <= 0 gives inf/nan, as torch does (0/0 for n == correction... x/0 above).
     let denom = n as f64 - correction;
@@ -521,16 +529,7 @@ fn layer_norm(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let eps = number(a[4], 1e-5)?;
     let dims: Vec<usize> = (nd - shape.len()..nd).collect();
     let n: i64 = shape.iter().product();
-    let s = reduce(lw, &x, dims.clone(), true, ReductionType::Sum, DType::F32);
-    let mean = scale(lw, &s, 1.0 / n as f64, DType::F32);
-    let (xc, mc) = (x.clone(), mean.clone());
-    let dev2 = lw.pointwise(&x.sizes, DType::F32, move |h, idx| {
-        let v = load_broadcast(h, &xc, idx);
-        let m = load_broadcast(h, &mc, idx);
-        let d = h.binary(BinaryOp::Sub, v, m);
-        h.binary(BinaryOp::Mul, d, d)
-    });
-    let ss = reduce(lw, &dev2, dims, true, ReductionType::Sum, DType::F32);
+    let (mean, ss) = mean_and_squared_deviations(lw, &x, dims, true);
     let out_dtype = x.dtype;
     Ok(lw.pointwise(&x.sizes.clone(), out_dtype, move |h, idx| {
         let v = load_broadcast(h, &x, idx);
