@@ -249,6 +249,34 @@ fn mean_and_squared_deviations(lw: &mut Lowerer<'_>, x: &TensorRef, dims: Vec<us
     (mean, ss)
 }
 
+/// The `normalized_shape` of layer_norm/rms_norm: the trailing sizes of `x` it names.
+fn normalized_shape(arg: Option<&FxArg>, x: &TensorRef) -> Result<Vec<i64>, LoweringError> {
+    let shape = match arg {
+        Some(FxArg::Tuple(items)) | Some(FxArg::List(items)) => items.iter().map(int).collect::<Result<Vec<_>, _>>()?,
+        Some(FxArg::Int(v)) => vec![*v],
+        _ => return unsupported("normalized_shape"),
+    };
+    let nd = x.sizes.len();
+    if shape.is_empty() || shape.len() > nd || x.sizes[nd - shape.len()..] != shape[..] {
+        return unsupported("normalized_shape does not match the input");
+    }
+    Ok(shape)
+}
+
+/// An optional weight or bias of a norm: `None`, or a tensor of sizes `shape` and dtype `dtype`.
+fn norm_param(lw: &Lowerer<'_>, arg: Option<&FxArg>, shape: &[i64], dtype: DType) -> Result<Option<TensorRef>, LoweringError> {
+    match arg {
+        None | Some(FxArg::None) => Ok(None),
+        Some(t) => {
+            let t = lw.tensor(t)?;
+            if t.sizes != shape || t.dtype != dtype {
+                return unsupported("weight/bias shape or dtype");
+            }
+            Ok(Some(t))
+        }
+    }
+}
+
 /// `t * k` as an unrealized Pointwise of dtype `dtype` (`k` a float32 constant).
 fn scale(lw: &mut Lowerer<'_>, t: &TensorRef, k: f64, dtype: DType) -> TensorRef {
     let tc = t.clone();
@@ -359,25 +387,9 @@ fn std(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
 fn rms_norm(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let a = bind(lw.fx_node(), &["input", "normalized_shape", "weight", "eps"])?;
     let x = float_input(lw, a[0])?;
-    let shape = match a[1] {
-        Some(FxArg::Tuple(items)) | Some(FxArg::List(items)) => items.iter().map(int).collect::<Result<Vec<_>, _>>()?,
-        Some(FxArg::Int(v)) => vec![*v],
-        _ => return unsupported("normalized_shape"),
-    };
+    let shape = normalized_shape(a[1], &x)?;
     let nd = x.sizes.len();
-    if shape.is_empty() || shape.len() > nd || x.sizes[nd - shape.len()..] != shape[..] {
-        return unsupported("normalized_shape does not match the input");
-    }
-    let weight = match a[2] {
-        None | Some(FxArg::None) => None,
-        Some(t) => {
-            let t = lw.tensor(t)?;
-            if t.sizes != shape || t.dtype != x.dtype {
-                return unsupported("weight shape or dtype");
-            }
-            Some(t)
-        }
-    };
+    let weight = norm_param(lw, a[2], &shape, x.dtype)?;
     let eps = number(a[3], f32::EPSILON as f64)?;
     let dims: Vec<usize> = (nd - shape.len()..nd).collect();
     let n: i64 = shape.iter().product();
@@ -503,29 +515,10 @@ fn log_softmax(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
 fn layer_norm(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let a = bind(lw.fx_node(), &["input", "normalized_shape", "weight", "bias", "eps", "cudnn_enable"])?;
     let x = float_input(lw, a[0])?;
-    let shape = match a[1] {
-        Some(FxArg::Tuple(items)) | Some(FxArg::List(items)) => items.iter().map(int).collect::<Result<Vec<_>, _>>()?,
-        Some(FxArg::Int(v)) => vec![*v],
-        _ => return unsupported("normalized_shape"),
-    };
+    let shape = normalized_shape(a[1], &x)?;
     let nd = x.sizes.len();
-    if shape.is_empty() || shape.len() > nd || x.sizes[nd - shape.len()..] != shape[..] {
-        return unsupported("normalized_shape does not match the input");
-    }
-    let affine = |lw: &Lowerer<'_>, arg: Option<&FxArg>| -> Result<Option<TensorRef>, LoweringError> {
-        match arg {
-            None | Some(FxArg::None) => Ok(None),
-            Some(t) => {
-                let t = lw.tensor(t)?;
-                if t.sizes != shape || t.dtype != x.dtype {
-                    return unsupported("weight/bias shape or dtype");
-                }
-                Ok(Some(t))
-            }
-        }
-    };
-    let weight = affine(lw, a[2])?;
-    let bias = affine(lw, a[3])?;
+    let weight = norm_param(lw, a[2], &shape, x.dtype)?;
+    let bias = norm_param(lw, a[3], &shape, x.dtype)?;
     let eps = number(a[4], 1e-5)?;
     let dims: Vec<usize> = (nd - shape.len()..nd).collect();
     let n: i64 = shape.iter().product();
