@@ -575,10 +575,9 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             })
             .collect();
         let mut n_loops = 0;
-        for (i, ex) in kernel.exprs.iter().enumerate() {
+        for ex in &kernel.exprs {
             if let Expr::Reduce(_, v) = ex {
                 n_loops = n_loops.max(phase[v.0 as usize] + 1);
-                let _ = i;
             }
         }
         for l in store_loop.iter().flatten() {
