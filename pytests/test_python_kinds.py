@@ -510,3 +510,47 @@ def test_dict_loop_crossing_graph_breaks_resumes_captured():
         compiles = dynamo.counters()["compiles"]
         torch.testing.assert_close(opt(x, d2), f(x, {"a": 1, "b": 2, "c": 3}))
     assert dynamo.counters()["compiles"] == compiles and d1 == {"a": 2, "b": 4, "c": 6}
+
+
+def test_fresh_closure_per_call_does_not_recompile():
+    # Note [closure guards]: a closure made afresh on every call (transformers' mask functions)
+    # is guarded by its code, globals and cell contents, not its identity.
+    def make(k):
+        def mask(t):
+            return t * k
+        return mask
+
+    def apply(fn, x):
+        return fn(x) + 1
+
+    dynamo.reset()
+    compiled = dynamo.optimize("eager")(apply)
+    x = torch.randn(4)
+    for k in (2.0, 2.0, 2.0):
+        assert torch.equal(compiled(make(k), x), apply(make(k), x))
+    c = dynamo.counters()
+    assert c["graphs"] == 1 and c["recompiles"] == 0, c
+    # Different cell contents: a guard on the cell fails and it recompiles, with the right value.
+    assert torch.equal(compiled(make(3.0), x), apply(make(3.0), x))
+    assert dynamo.counters()["recompiles"] == 1
+
+
+def test_closure_identity_use_pins_the_guard():
+    # `fn is other` depends on which object fn is: that pins an ID_MATCH, so a second closure
+    # of the same code compiles anew instead of reusing the answer of the first.
+    def make():
+        def inner(t):
+            return t + 1
+        return inner
+
+    first = make()
+
+    def check(fn, x):
+        return x * 2 if fn is first else x * 3
+
+    dynamo.reset()
+    compiled = dynamo.optimize("eager")(check)
+    x = torch.ones(2)
+    assert torch.equal(compiled(first, x), x * 2)
+    other = make()
+    assert torch.equal(compiled(other, x), x * 3)

@@ -95,9 +95,25 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
     let id_guard = |og: &mut OutputGraph| og.add_guard(Some(source.clone()), GuardKind::IdMatch(value.clone().unbind()));
     match tn.as_str() {
         "function" => {
-            id_guard(og);
             if is_torch_callable(value) {
+                id_guard(og);
                 return Ok(VT::TorchFunction(Rc::new(value.clone().unbind())));
+            }
+            // Note [closure guards]: a closure is often made afresh on every call (transformers
+            // builds `mask_function = and_masks(...)` per forward), so guarding its identity
+            // would recompile every call. A closure is guarded by its type, its code object and
+            // its globals dict instead; everything the trace reads from it (defaults, closure
+            // cells, globals) is read through its source and guarded there. The first use that
+            // depends on its identity (`is`, `__name__`) pins it with an ID_MATCH
+            // (`InstructionTranslator::pin_identity`). Bound methods' functions keep ID_MATCH.
+            let is_method_func = matches!(source.as_ref(), Source::Attr { attr, .. } if attr == "__func__");
+            if !value.getattr("__closure__")?.is_none() && !is_method_func {
+                og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
+                og.add_guard(Some(source.attr("__code__")), GuardKind::IdMatch(value.getattr("__code__")?.unbind()));
+                og.add_guard(Some(source.attr("__globals__")), GuardKind::IdMatch(value.getattr("__globals__")?.unbind()));
+                og.unpinned_functions.insert(value.as_ptr() as usize);
+            } else {
+                id_guard(og);
             }
             return Ok(VT::Function { obj: Rc::new(value.clone().unbind()), source: Some(source) });
         }

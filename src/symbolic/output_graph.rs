@@ -80,6 +80,9 @@ pub struct OutputGraph {
     pub cells_by_ptr: HashMap<usize, Rc<std::cell::RefCell<Option<crate::symbolic::variables::VariableTracker>>>>,
     /// Containers being wrapped (addresses), innermost last: `builder::wrap` refuses cycles.
     pub wrapping: Vec<usize>,
+    /// Closures guarded by their code rather than their identity (Note [closure guards] in
+    /// builder.rs), by address: the first use of their identity pins them with an ID_MATCH.
+    pub unpinned_functions: std::collections::HashSet<usize>,
     /// Writes outside the frame, replayed after the graph.
     pub side_effects: crate::symbolic::side_effects::SideEffects,
     /// Fake example value of every tensor node (becomes fx `meta["example_value"]`).
@@ -107,6 +110,7 @@ impl OutputGraph {
             dicts_by_ptr: HashMap::new(),
             side_effects: Default::default(),
             wrapping: Vec::new(),
+            unpinned_functions: std::collections::HashSet::new(),
             opaque_by_ptr: HashMap::new(),
             cells_by_ptr: HashMap::new(),
             class_sources: HashMap::new(),

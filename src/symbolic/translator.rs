@@ -804,6 +804,10 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     fn getattr(&mut self, py: Python<'_>, obj: &VT, name: &str) -> VResult<VT> {
+        // Any attribute but the (guarded) code object can differ between closures of one code.
+        if name != "__code__" {
+            self.pin_identity(obj);
+        }
         match obj {
             VT::Module { obj: m, source } => self.module_getattr(py, m.bind(py), source.clone(), name),
             VT::Tensor(t) => {
@@ -1337,7 +1341,19 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     /// `a is b`.
+    /// Pins a closure guarded by its code (Note [closure guards]) to its identity: called
+    /// before anything depends on which function object it is.
+    fn pin_identity(&mut self, v: &VT) {
+        if let VT::Function { obj, source: Some(s) } = v {
+            if self.og.unpinned_functions.remove(&(obj.as_ptr() as usize)) {
+                Python::attach(|py| self.og.add_guard(Some(s.clone()), GuardKind::IdMatch(obj.clone_ref(py))));
+            }
+        }
+    }
+
     fn is_same(&mut self, py: Python<'_>, a: &VT, b: &VT) -> VResult<bool> {
+        self.pin_identity(a);
+        self.pin_identity(b);
         Ok(match (a, b) {
             (VT::Constant(x), VT::Constant(y)) => x.bind(py).is(y.bind(py)),
             (VT::Tensor(x), VT::Tensor(y)) => x.node == y.node,
