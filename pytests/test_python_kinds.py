@@ -554,3 +554,23 @@ def test_closure_identity_use_pins_the_guard():
     assert torch.equal(compiled(first, x), x * 2)
     other = make()
     assert torch.equal(compiled(other, x), x * 3)
+
+
+def test_side_effects_before_a_partly_overlapping_write_survive_its_error():
+    # `y = x.t(); y.add_(x)` raises in eager after `d["e"] = 3` ran; the trace breaks before the
+    # write (fake tensors do not raise), so the dict write happens as in eager (fuzzer seed 126).
+    def fn(x, d):
+        d["e"] = 3
+        y = x.t()
+        y.add_(x)
+        return y
+
+    for backend in ("eager", "inductor"):
+        dynamo.reset()
+        d_eager, d_comp = {"a": 1}, {"a": 1}
+        with pytest.raises(RuntimeError) as want:
+            fn(torch.randn(4, 4), d_eager)
+        with pytest.raises(RuntimeError) as got:
+            dynamo.optimize(backend)(fn)(torch.randn(4, 4), d_comp)
+        assert str(got.value) == str(want.value)
+        assert d_comp == d_eager

@@ -298,6 +298,17 @@ impl OutputGraph {
                     "{what} writes into a tensor whose elements overlap in memory (eager raises RuntimeError)"
                 )));
             }
+            // The same for a written tensor that partly overlaps another operand (`x.t().add_(x)`:
+            // "some elements of the input tensor and the written-to tensor refer to a single
+            // memory location"): same storage, intersecting element ranges, not the same view.
+            for other in fakes.iter().skip(if mutates { 1 } else { 0 }) {
+                if self.is_tensor(py, other) && !other.is(&w) && partly_overlaps(&w, other).unwrap_or(true) {
+                    let what = method.map(|m| format!("Tensor.{m}")).unwrap_or_else(|| qualname(target.unwrap()));
+                    return Err(Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::RaisesException, format!(
+                        "{what} writes into a tensor that partly overlaps an operand (eager raises RuntimeError)"
+                    )));
+                }
+            }
         }
         let result = self.with_fake(py, || match (target, method) {
             (Some(t), _) => t.call(fake_args.clone(), Some(&fake_kwargs)),
@@ -508,5 +519,32 @@ pub fn tensor_meta(t: &Bound<'_, PyAny>) -> PyResult<TensorMeta> {
         dtype: t.getattr("dtype")?.to_string(),
         device: t.getattr("device")?.to_string(),
         requires_grad: t.getattr("requires_grad")?.extract()?,
+    })
+}
+
+/// True when tensors `a` and `b` share a storage, are not the same view of it, and their element
+/// ranges in it intersect (PyTorch's `MemOverlapStatus::Partial`, approximated by ranges).
+fn partly_overlaps(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let key = |t: &Bound<'_, PyAny>| -> PyResult<usize> { t.call_method0("untyped_storage")?.getattr("_cdata")?.extract() };
+    if key(a)? != key(b)? {
+        return Ok(false);
+    }
+    let layout = |t: &Bound<'_, PyAny>| -> PyResult<(i64, Vec<i64>, Vec<i64>)> {
+        Ok((t.call_method0("storage_offset")?.extract()?, t.getattr("shape")?.extract()?, t.call_method0("stride")?.extract()?))
+    };
+    let (la, lb) = (layout(a)?, layout(b)?);
+    if la == lb {
+        return Ok(false);
+    }
+    let range = |(off, sizes, strides): &(i64, Vec<i64>, Vec<i64>)| -> Option<(i64, i64)> {
+        if sizes.contains(&0) {
+            return None;
+        }
+        let extent: i64 = sizes.iter().zip(strides).map(|(s, st)| (s - 1) * st.abs()).sum();
+        Some((*off, off + extent))
+    };
+    Ok(match (range(&la), range(&lb)) {
+        (Some((a0, a1)), Some((b0, b1))) => a0 <= b1 && b0 <= a1,
+        _ => false,
     })
 }
