@@ -599,9 +599,13 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         let mut levels: Vec<Option<PointerValue<'ctx>>> = vec![None; n];
         let count_slot = if pairwise { Some(e(b.build_alloca(i64t, "blocks"))?) } else { None };
         let levels_ty = f32t.array_type(PAIRWISE_LEVELS as u32);
+        let mut nan_acc: Vec<Option<PointerValue<'ctx>>> = vec![None; n];
         for (i, ex) in kernel.exprs.iter().enumerate() {
             if let Expr::Reduce(op, _) = ex {
                 acc[i] = Some(e(b.build_alloca(f32t, &format!("acc{i}")))?);
+                if *op != ReduceOp::Sum {
+                    nan_acc[i] = Some(e(b.build_alloca(ctx.i8_type(), &format!("nan{i}")))?);
+                }
                 if pairwise && *op == ReduceOp::Sum {
                     local[i] = Some(e(b.build_alloca(f32t, &format!("block{i}")))?);
                     levels[i] = Some(e(b.build_alloca(levels_ty, &format!("levels{i}")))?);
@@ -716,6 +720,9 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             for &r in &reduces {
                 let Expr::Reduce(op, _) = kernel.exprs[r] else { unreachable!() };
                 e(b.build_store(acc[r].unwrap(), f32t.const_float(op.identity() as f64)))?;
+                if let Some(slot) = nan_acc[r] {
+                    e(b.build_store(slot, ctx.i8_type().const_zero()))?;
+                }
             }
             let blocked = reduces.iter().any(|&r| local[r].is_some());
             let count_slot = count_slot.filter(|_| blocked);
@@ -791,8 +798,24 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                         }
                         sum
                     }
-                    ReduceOp::Max => self.call_intrinsic2(b, "llvm.maximum", cur, x)?,
-                    ReduceOp::Min => self.call_intrinsic2(b, "llvm.minimum", cur, x)?,
+                    ReduceOp::Max | ReduceOp::Min => {
+                        let pred = if op == ReduceOp::Max { FloatPredicate::OGT } else { FloatPredicate::OLT };
+                        let better = e(b.build_float_compare(pred, x, cur, ""))?;
+                        let fmf = inkwell::values::FastMathFlags::NoNaNs | inkwell::values::FastMathFlags::NoSignedZeros;
+                        if let Some(inst) = inkwell::values::BasicValue::as_instruction_value(&better) {
+                            let _ = inst.set_fast_math_flags(fmf);
+                        }
+                        let m = e(b.build_select(better, x, cur, ""))?;
+                        if let Some(inst) = inkwell::values::BasicValue::as_instruction_value(&m) {
+                            let _ = inst.set_fast_math_flags(fmf);
+                        }
+                        let nan_slot = nan_acc[r].ok_or_else(|| bad("max/min without a NaN accumulator"))?;
+                        let seen = e(b.build_load(ctx.i8_type(), nan_slot, ""))?.into_int_value();
+                        let is_nan = e(b.build_float_compare(FloatPredicate::UNO, x, x, ""))?;
+                        let z = e(b.build_int_z_extend(is_nan, ctx.i8_type(), ""))?;
+                        e(b.build_store(nan_slot, e(b.build_or(seen, z, ""))?))?;
+                        m.into_float_value()
+                    }
                 };
                 e(b.build_store(slot, next))?;
             }
@@ -837,6 +860,17 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                         total.into()
                     }
                     _ => e(b.build_load(f32t, acc[r].unwrap(), ""))?,
+                };
+                // Note [nan-propagating max]: the max/min above is a plain compare-and-select
+                // (vmaxps once vectorized); a NaN anywhere in the loop is tracked apart and
+                // makes the result NaN, as torch.amax/amin do.
+                let v = match nan_acc[r] {
+                    Some(slot) => {
+                        let seen = e(b.build_load(ctx.i8_type(), slot, ""))?.into_int_value();
+                        let any = e(b.build_int_compare(IntPredicate::NE, seen, ctx.i8_type().const_zero(), ""))?;
+                        e(b.build_select(any, f32t.const_float(f64::NAN), v.into_float_value(), ""))?
+                    }
+                    None => v,
                 };
                 outer_vals[r] = Some(v);
             }
