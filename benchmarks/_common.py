@@ -58,6 +58,17 @@ def apply_cold_inductor_cache(args):
         os.environ["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
 
 
+def quiet_transformers():
+    """Keeps the terminal clean: transformers' advisory messages and warnings are not results.
+
+    Sets environment variables transformers reads at import (call before importing it). Returns
+    None.
+    """
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
 def command_line(script):
     """The command that reproduces this run, e.g. "python benchmarks/bench_slice.py --only a".
 

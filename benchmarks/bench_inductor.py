@@ -90,10 +90,7 @@ def parse_args():
 
 ARGS = parse_args()
 _common.apply_cold_inductor_cache(ARGS)
-# Keep the terminal clean: transformers' advisory messages and warnings are not results.
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+_common.quiet_transformers()
 
 import contextlib  # noqa: E402
 import copy  # noqa: E402

@@ -655,18 +655,23 @@ fn activation(
     }))
 }
 
+/// clamp(x + 3, 0, 6) / 6: hardsigmoid's value, which hardswish multiplies by x.
+fn hardsigmoid_value(h: &mut dyn OpsHandler, x: OpsValue) -> OpsValue {
+    let three = h.constant(3.0, DType::F32);
+    let s = h.binary(BinaryOp::Add, x, three);
+    let c = clamp_value(h, s, 0.0, 6.0);
+    let six = h.constant(6.0, DType::F32);
+    h.binary(BinaryOp::Div, c, six)
+}
+
 /// hardswish(x) = x * clamp(x + 3, 0, 6) / 6.
 fn hardswish(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     activation(
         lw,
         &["input", "inplace"],
         |h, x, _| {
-            let three = h.constant(3.0, DType::F32);
-            let s = h.binary(BinaryOp::Add, x, three);
-            let c = clamp_value(h, s, 0.0, 6.0);
-            let six = h.constant(6.0, DType::F32);
-            let xc = h.binary(BinaryOp::Mul, x, c);
-            h.binary(BinaryOp::Div, xc, six)
+            let g = hardsigmoid_value(h, x);
+            h.binary(BinaryOp::Mul, x, g)
         },
         &[],
     )
@@ -674,18 +679,7 @@ fn hardswish(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
 
 /// hardsigmoid(x) = clamp(x + 3, 0, 6) / 6.
 fn hardsigmoid(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
-    activation(
-        lw,
-        &["input", "inplace"],
-        |h, x, _| {
-            let three = h.constant(3.0, DType::F32);
-            let s = h.binary(BinaryOp::Add, x, three);
-            let c = clamp_value(h, s, 0.0, 6.0);
-            let six = h.constant(6.0, DType::F32);
-            h.binary(BinaryOp::Div, c, six)
-        },
-        &[],
-    )
+    activation(lw, &["input", "inplace"], |h, x, _| hardsigmoid_value(h, x), &[])
 }
 
 /// hardtanh(x, min_val=-1, max_val=1) = clamp(x, min_val, max_val).

@@ -264,21 +264,7 @@ pub fn functionalize(g: &mut FxGraph) -> Result<Vec<Writeback>, String> {
             }
         }
     }
-    // Recompute users after renaming.
-    for node in g.nodes.iter_mut() {
-        node.users.clear();
-    }
-    for i in 0..n {
-        let mut used = Vec::new();
-        for a in g.nodes[i].args.iter().chain(g.nodes[i].kwargs.iter().map(|(_, a)| a)) {
-            a.for_each_node(&mut |j| used.push(j));
-        }
-        used.sort_unstable();
-        used.dedup();
-        for j in used {
-            g.nodes[j].users.push(i);
-        }
-    }
+    super::fx_import::set_users(&mut g.nodes);
     Ok(writebacks)
 }
 

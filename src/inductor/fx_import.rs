@@ -90,6 +90,24 @@ pub struct FxNode {
     pub inplace: bool,
 }
 
+/// Recomputes every node's `users` from the arguments of the nodes after it.
+pub fn set_users(nodes: &mut [FxNode]) {
+    for node in nodes.iter_mut() {
+        node.users.clear();
+    }
+    for i in 0..nodes.len() {
+        let mut used = Vec::new();
+        for a in nodes[i].args.iter().chain(nodes[i].kwargs.iter().map(|(_, a)| a)) {
+            a.for_each_node(&mut |j| used.push(j));
+        }
+        used.sort_unstable();
+        used.dedup();
+        for j in used {
+            nodes[j].users.push(i);
+        }
+    }
+}
+
 /// The imported graph.
 pub struct FxGraph {
     pub nodes: Vec<FxNode>,
@@ -897,17 +915,7 @@ pub fn import_graph(
         )));
     }
     let output = output.ok_or_else(|| ImportError::Unsupported("graph has no output node".into()))?;
-    for i in 0..out_nodes.len() {
-        let mut used = Vec::new();
-        for a in out_nodes[i].args.iter().chain(out_nodes[i].kwargs.iter().map(|(_, a)| a)) {
-            a.for_each_node(&mut |j| used.push(j));
-        }
-        used.sort_unstable();
-        used.dedup();
-        for j in used {
-            out_nodes[j].users.push(i);
-        }
-    }
+    set_users(&mut out_nodes);
     if !missing.is_empty() {
         fill_missing_meta(py, gm, &nodes, &examples, &mut out_nodes, &missing)?;
     }
