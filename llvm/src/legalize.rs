@@ -58,6 +58,32 @@ fn rewrite(b: &mut KernelBuilder, expr: &Expr) -> ExprId {
         Expr::Binary(BinaryOp::Pow, x, y) if b.is_const_f32(y, 1.0) => x,
         // pow(x, 0.5) -> sqrt(x)   (torch's pow_tensor_scalar does the same)
         Expr::Binary(BinaryOp::Pow, x, y) if b.is_const_f32(y, 0.5) => b.unary(UnaryOp::Sqrt, x),
+        // The other exponents ATen's pow_tensor_scalar kernel special-cases
+        // (aten/src/ATen/native/cpu/PowKernel.cpp), computed in the same order, so 3, -1 and -2
+        // match eager bit for bit (-0.5 within an ulp); a vector powf call costs 20x more (the
+        // tanh form of GELU has x ** 3).
+        // pow(x, 3) -> (x * x) * x
+        Expr::Binary(BinaryOp::Pow, x, y) if b.is_const_f32(y, 3.0) => {
+            let sq = b.binary(BinaryOp::Mul, x, x);
+            b.binary(BinaryOp::Mul, sq, x)
+        }
+        // pow(x, -0.5) -> 1 / sqrt(x)
+        Expr::Binary(BinaryOp::Pow, x, y) if b.is_const_f32(y, -0.5) => {
+            let one = b.const_f32(1.0);
+            let s = b.unary(UnaryOp::Sqrt, x);
+            b.binary(BinaryOp::Div, one, s)
+        }
+        // pow(x, -1) -> 1 / x
+        Expr::Binary(BinaryOp::Pow, x, y) if b.is_const_f32(y, -1.0) => {
+            let one = b.const_f32(1.0);
+            b.binary(BinaryOp::Div, one, x)
+        }
+        // pow(x, -2) -> 1 / (x * x)
+        Expr::Binary(BinaryOp::Pow, x, y) if b.is_const_f32(y, -2.0) => {
+            let one = b.const_f32(1.0);
+            let sq = b.binary(BinaryOp::Mul, x, x);
+            b.binary(BinaryOp::Div, one, sq)
+        }
         Expr::Load { arg, ref index } => b.load(arg, index.clone()),
         Expr::ConstF32(bits) => b.const_f32(f32::from_bits(bits)),
         Expr::ConstBool(v) => b.const_bool(v),
