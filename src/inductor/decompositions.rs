@@ -996,14 +996,31 @@ fn expand(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     })
 }
 
-/// x.contiguous(): the same values (a copy only when something needs it in memory).
+/// x.contiguous() and x.contiguous(memory_format=...): the same values. When `x` is already laid
+/// out as the result must be, torch returns `x` itself, so this is a view (made by torch where
+/// the alias matters); otherwise torch makes a new tensor in the node's meta layout, so this is a
+/// copy, into which the ops producing `x` fuse (the layout pass in `layout.rs` inserts these).
 fn contiguous(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let x = self_tensor(lw)?;
-    if lw.fx_node().args.len() != 1 || !lw.fx_node().kwargs.is_empty() {
-        return unsupported("memory_format=");
+    let node = lw.fx_node();
+    if node.args.len() != 1 || node.kwargs.iter().any(|(k, _)| k != "memory_format") {
+        return unsupported("contiguous arguments");
     }
+    let target = node.meta.as_ref().map(|m| m.layout.strides.clone());
+    let source = lw.ir.buffers[x.buf.0 as usize].layout.as_ref().map(|l| l.strides.clone());
     let sizes = x.sizes.clone();
-    view(lw, &x, &sizes, |idx| idx.to_vec())
+    let is_copy = match (&target, &source) {
+        (Some(t), Some(s)) => sizes.iter().zip(t.iter().zip(s)).any(|(&n, (a, b))| n != 1 && a != b),
+        _ => false,
+    };
+    if !is_copy {
+        if !node.kwargs.is_empty() {
+            return unsupported("memory_format= on a value already in that layout");
+        }
+        return view(lw, &x, &sizes, |idx| idx.to_vec());
+    }
+    let b = x.clone();
+    Ok(lw.pointwise(&sizes, x.dtype, move |h, idx| h.load(b.buf, idx)))
 }
 
 /// `x[i]`, `x[a:b:c]`, `x[None]`, `x[..., k]` and tuples of those (basic indexing: a view).

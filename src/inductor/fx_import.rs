@@ -540,7 +540,7 @@ pub fn tensor_meta(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Option<Tens
 
 /// As [`tensor_meta`]; with `meta_is_cpu`, tensors on the `meta` device count as CPU tensors
 /// (they stand for CPU values during meta propagation).
-fn tensor_meta_ext(py: Python<'_>, v: &Bound<'_, PyAny>, meta_is_cpu: bool) -> PyResult<Option<TensorMeta>> {
+pub(crate) fn tensor_meta_ext(py: Python<'_>, v: &Bound<'_, PyAny>, meta_is_cpu: bool) -> PyResult<Option<TensorMeta>> {
     let torch = py.import(intern!(py, "torch"))?;
     if !v.is_instance(&torch.getattr(intern!(py, "Tensor"))?)? {
         return Ok(None);

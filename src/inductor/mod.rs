@@ -13,6 +13,7 @@ pub mod decompositions;
 pub mod functionalize;
 pub mod fx_import;
 pub mod ir;
+pub mod layout;
 pub mod lowering;
 pub mod scheduler;
 pub mod wrapper;
@@ -221,6 +222,11 @@ fn inductor_compile(
     match functionalize::functionalize(&mut g) {
         Ok(writebacks) => g.writebacks = writebacks,
         Err(reason) => return Ok(eager(forward, &reason)),
+    }
+    match layout::optimize(py, &mut g) {
+        Ok(0) => {}
+        Ok(n) => tracing::debug!(target: "inductor::layout", "{n} convolutions run channels-last"),
+        Err(e) => tracing::debug!(target: "inductor::layout", "layout left as traced: {e}"),
     }
     let ir = lowering::lower(&g);
     let sched = scheduler::schedule(&g, &ir);

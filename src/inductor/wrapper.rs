@@ -75,7 +75,7 @@ impl TensorCheck {
     }
 
     /// True when `t` is a CPU tensor not requiring grad (unless `grad_free`) with exactly this
-    /// dtype/sizes/strides.
+    /// dtype and sizes, and these strides in every dimension of size other than 1.
     fn matches(&self, py: Python<'_>, t: &Bound<'_, PyAny>, tensor_type: &Bound<'_, PyAny>, grad_free: bool) -> PyResult<bool> {
         if !t.is_instance(tensor_type)? {
             return Ok(false);
@@ -92,8 +92,18 @@ impl TensorCheck {
         if !t.getattr(intern!(py, "shape"))?.eq(self.sizes.bind(py))? {
             return Ok(false);
         }
-        if !t.call_method0(intern!(py, "stride"))?.eq(self.strides.bind(py))? {
-            return Ok(false);
+        let strides = t.call_method0(intern!(py, "stride"))?;
+        if !strides.eq(self.strides.bind(py))? {
+            // The stride of a size-1 dimension is never used to address an element (the index
+            // there is always 0), and torch sets it differently in different ops (a [N, C, 1, 1]
+            // result may come back with strides (C, 1, 1, 1) or (C, 1, C, C)): only the other
+            // dimensions must agree.
+            let got: Vec<i64> = strides.extract()?;
+            let want: Vec<i64> = self.strides.bind(py).extract()?;
+            let sizes: Vec<i64> = self.sizes.bind(py).extract()?;
+            if got.len() != want.len() || sizes.iter().zip(got.iter().zip(&want)).any(|(&n, (a, b))| n != 1 && a != b) {
+                return Ok(false);
+            }
         }
         Ok(true)
     }

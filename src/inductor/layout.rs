@@ -1,0 +1,323 @@
+//! Layout optimization: convolution networks run in channels-last (NHWC) memory order.
+//!
+//! PyTorch's CPU convolutions (oneDNN) are much faster on channels-last tensors, and the
+//! pointwise ops between them (batch norm, activations, residual adds) cost the same in either
+//! order. torch.compile's inductor makes the same choice on CPU whenever the graph has a
+//! convolution (`GraphLowering.decide_layout_opt`). This pass, run on the functionalized
+//! [`FxGraph`] before lowering:
+//!
+//! 1. gives every 2-d convolution (`torch.conv2d` on 4-d float32 CPU tensors) a channels-last
+//!    input and weight, inserting `x.contiguous(memory_format=torch.channels_last)` nodes where
+//!    the value is not channels-last already (the lowering makes such a node a copy kernel, into
+//!    which the pointwise ops producing `x` are fused, so usually no extra pass over memory);
+//! 2. recomputes the metadata (sizes, strides, dtype) of every node downstream of a changed
+//!    layout by running its op on `meta` tensors of the new layouts, so pointwise results follow
+//!    their operands' order as TensorIterator does, and every fallback's checked metadata is what
+//!    torch will produce at run time;
+//! 3. gives back each graph output whose layout changed its original (contiguous) layout with a
+//!    `contiguous()` node, so callers see eager's strides.
+//!
+//! Any failure (an op that does not run on meta tensors, an output whose original layout was not
+//! contiguous, a call_module) leaves the graph as it was: the pass is an optimization only.
+//! `DYNAMO_LAYOUT_OPT=0` turns it off.
+
+use std::collections::HashMap;
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use super::fx_import::{set_users, tensor_meta_ext, FxArg, FxGraph, FxNode, FxOp, TensorMeta};
+use super::ir::{DType, Layout};
+
+/// Call targets (as the importer prints them) of the 2-d convolutions the pass converts.
+const CONV2D_TARGETS: &[&str] = &["torch.conv2d", "torch.nn.functional.conv2d"];
+
+/// Channels-last strides of an NCHW tensor of `sizes` (PyTorch: `get_channels_last_strides_2d`):
+/// C fastest, then W, H, N.
+pub fn channels_last_strides(sizes: &[i64]) -> Vec<i64> {
+    let (c, h, w) = (sizes[1].max(1), sizes[2].max(1), sizes[3].max(1));
+    vec![c * h * w, 1, w * c, c]
+}
+
+/// True when `l` is a 4-d float32 CPU layout in channels-last order (size-1 dims ignored).
+fn is_channels_last(l: &Layout) -> bool {
+    l.sizes.len() == 4 && {
+        let want = channels_last_strides(&l.sizes);
+        l.sizes.iter().zip(l.strides.iter().zip(&want)).all(|(&s, (&a, &b))| s == 1 || a == b)
+    }
+}
+
+fn conv_operands(g: &FxGraph, n: &FxNode) -> Option<(usize, usize)> {
+    if !matches!(n.op, FxOp::CallFunction { .. }) || !CONV2D_TARGETS.contains(&n.target_name.as_str()) {
+        return None;
+    }
+    let (Some(FxArg::Node(x)), Some(FxArg::Node(w))) = (n.args.first(), n.args.get(1)) else { return None };
+    let ok = |i: usize| {
+        g.nodes[i].meta.as_ref().is_some_and(|m| m.layout.sizes.len() == 4 && m.layout.dtype == DType::F32 && m.layout.cpu)
+    };
+    (ok(*x) && ok(*w)).then_some((*x, *w))
+}
+
+/// Runs the pass on `g` (see the module docs). Returns how many convolutions now run
+/// channels-last (0: the graph is unchanged), or why the graph was left as it was.
+pub fn optimize(py: Python<'_>, g: &mut FxGraph) -> Result<usize, String> {
+    if std::env::var_os("DYNAMO_LAYOUT_OPT").is_some_and(|v| v == "0") {
+        return Ok(0);
+    }
+    let n_convs = g.nodes.iter().filter(|n| conv_operands(g, n).is_some()).count();
+    if n_convs == 0 {
+        return Ok(0);
+    }
+    let new = rewrite(py, g).map_err(|e| e.to_string())?;
+    *g = new;
+    Ok(n_convs)
+}
+
+/// Builds the rewritten graph; an `Err` leaves the caller's graph untouched.
+fn rewrite(py: Python<'_>, g: &FxGraph) -> PyResult<FxGraph> {
+    let torch = py.import(intern!(py, "torch"))?;
+    let mut side_table: Vec<Py<PyAny>> = g.side_table.iter().map(|o| o.clone_ref(py)).collect();
+    let channels_last = side_table.len();
+    side_table.push(torch.getattr(intern!(py, "channels_last"))?.unbind());
+    let mut nodes: Vec<FxNode> = Vec::with_capacity(g.nodes.len() + 8);
+    // Old node index -> new node index.
+    let mut remap: Vec<usize> = Vec::with_capacity(g.nodes.len());
+    // New node index -> its value on meta tensors, for nodes recomputed by the pass.
+    let mut values: HashMap<usize, Bound<'_, PyAny>> = HashMap::new();
+    // New node indices whose layout differs from the original graph's.
+    let mut changed: Vec<bool> = Vec::new();
+    let mut output = 0;
+    let err = |m: String| pyo3::exceptions::PyValueError::new_err(m);
+
+    fn map_arg(a: &FxArg, remap: &[usize]) -> FxArg {
+        match a {
+            FxArg::Node(i) => FxArg::Node(remap[*i]),
+            FxArg::Tuple(items) => FxArg::Tuple(items.iter().map(|x| map_arg(x, remap)).collect()),
+            FxArg::List(items) => FxArg::List(items.iter().map(|x| map_arg(x, remap)).collect()),
+            other => other.clone(),
+        }
+    }
+    let convert = |nodes: &mut Vec<FxNode>, changed: &mut Vec<bool>, src: usize, fmt: Option<usize>| -> usize {
+        let m = nodes[src].meta.clone().expect("conv operand has meta");
+        let strides = match fmt {
+            Some(_) => channels_last_strides(&m.layout.sizes),
+            None => Layout::contiguous_strides(&m.layout.sizes),
+        };
+        let meta = TensorMeta { layout: Layout { strides, ..m.layout.clone() }, requires_grad: m.requires_grad };
+        let suffix = if fmt.is_some() { "channels_last" } else { "contiguous" };
+        nodes.push(FxNode {
+            name: format!("{}_{suffix}", nodes[src].name),
+            op: FxOp::CallMethod { name: "contiguous".into() },
+            canonical: Some("contiguous"),
+            target_name: "contiguous".into(),
+            args: vec![FxArg::Node(src)],
+            kwargs: fmt.map(|f| vec![("memory_format".to_string(), FxArg::Py(f))]).unwrap_or_default(),
+            meta: Some(meta),
+            users: Vec::new(),
+            inplace: false,
+        });
+        changed.push(true);
+        nodes.len() - 1
+    };
+
+    for n in &g.nodes {
+        let mut node = n.clone();
+        node.args = n.args.iter().map(|a| map_arg(a, &remap)).collect();
+        node.kwargs = n.kwargs.iter().map(|(k, a)| (k.clone(), map_arg(a, &remap))).collect();
+        if let Some((x, w)) = conv_operands(g, n) {
+            for (pos, src) in [(0usize, remap[x]), (1, remap[w])] {
+                let l = &nodes[src].meta.as_ref().expect("conv operand has meta").layout;
+                if !is_channels_last(l) {
+                    let c = convert(&mut nodes, &mut changed, src, Some(channels_last));
+                    node.args[pos] = FxArg::Node(c);
+                }
+            }
+        }
+        if matches!(node.op, FxOp::Output) {
+            // Graph outputs keep the original graph's layouts (eager's strides).
+            let fix = |a: &FxArg, nodes: &mut Vec<FxNode>, changed: &mut Vec<bool>| -> PyResult<FxArg> {
+                fn walk(
+                    a: &FxArg,
+                    f: &mut dyn FnMut(usize) -> PyResult<usize>,
+                ) -> PyResult<FxArg> {
+                    Ok(match a {
+                        FxArg::Node(i) => FxArg::Node(f(*i)?),
+                        FxArg::Tuple(items) => FxArg::Tuple(items.iter().map(|x| walk(x, f)).collect::<PyResult<_>>()?),
+                        FxArg::List(items) => FxArg::List(items.iter().map(|x| walk(x, f)).collect::<PyResult<_>>()?),
+                        other => other.clone(),
+                    })
+                }
+                walk(a, &mut |i| {
+                    if !changed[i] {
+                        return Ok(i);
+                    }
+                    let orig = old_meta_of(g, &remap, i);
+                    match orig {
+                        Some(o) if o.layout.strides == Layout::contiguous_strides(&o.layout.sizes) => {
+                            Ok(convert(nodes, changed, i, None))
+                        }
+                        _ => Err(err(format!("output {} had a non-contiguous layout", nodes[i].name))),
+                    }
+                })
+            };
+            let mut args = Vec::with_capacity(node.args.len());
+            for a in &node.args {
+                args.push(fix(a, &mut nodes, &mut changed)?);
+            }
+            node.args = args;
+            output = nodes.len();
+            remap.push(nodes.len());
+            nodes.push(node);
+            changed.push(false);
+            continue;
+        }
+        // Recompute the metadata of a call whose tensor arguments changed layout.
+        let mut needs = false;
+        for a in node.args.iter().chain(node.kwargs.iter().map(|(_, a)| a)) {
+            a.for_each_node(&mut |j| needs |= changed[j]);
+        }
+        let mut is_changed = false;
+        if needs {
+            if matches!(node.op, FxOp::CallModule { .. }) {
+                return Err(err(format!("call_module {} reads a converted value", node.name)));
+            }
+            let v = run_on_meta(py, &node, &nodes, &side_table, &values)?;
+            let mut meta = tensor_meta_ext(py, &v, true)?;
+            if let (Some(m), true) = (meta.as_mut(), conv_operands(g, n).is_some()) {
+                // Note [conv output layout]: torch's meta function for convolution answers
+                // contiguous, but the CPU kernel (oneDNN) returns channels-last whenever its input
+                // or weight is channels-last by `suggest_memory_format` (ATen:
+                // `mkldnn_conv_use_channels_last`). Ambiguous layouts (size-1 H and W) are
+                // contiguous there; the run-time check ignores size-1 dims anyway.
+                let suggests_cl = |i: usize| {
+                    nodes[i].meta.as_ref().is_some_and(|mm| {
+                        is_channels_last(&mm.layout) && mm.layout.strides != Layout::contiguous_strides(&mm.layout.sizes)
+                    })
+                };
+                let operand = |k: usize| match node.args.get(k) {
+                    Some(FxArg::Node(i)) => suggests_cl(*i),
+                    _ => false,
+                };
+                if m.layout.sizes.len() == 4 && (operand(0) || operand(1)) {
+                    m.layout.strides = channels_last_strides(&m.layout.sizes);
+                    let kw = PyDict::new(py);
+                    kw.set_item("device", "meta")?;
+                    kw.set_item("dtype", v.getattr("dtype")?)?;
+                    let strided = py
+                        .import(intern!(py, "torch"))?
+                        .getattr(intern!(py, "empty_strided"))?
+                        .call((m.layout.sizes.clone(), m.layout.strides.clone()), Some(&kw))?;
+                    values.insert(nodes.len(), strided);
+                }
+            }
+            let meta = meta.map(|m| TensorMeta { requires_grad: n.meta.as_ref().is_some_and(|o| o.requires_grad), ..m });
+            is_changed = meta.as_ref().map(|m| &m.layout) != n.meta.as_ref().map(|m| &m.layout) || meta.is_none();
+            node.meta = meta;
+            values.entry(nodes.len()).or_insert(v);
+        }
+        remap.push(nodes.len());
+        nodes.push(node);
+        changed.push(is_changed);
+    }
+    let writebacks = g
+        .writebacks
+        .iter()
+        .map(|w| super::functionalize::Writeback { dst: remap[w.dst], src: remap[w.src] })
+        .collect();
+    set_users(&mut nodes);
+    Ok(FxGraph { nodes, side_table, output, writebacks })
+}
+
+/// The original graph's meta of the value new node `i` holds (None for inserted nodes).
+fn old_meta_of<'a>(g: &'a FxGraph, remap: &[usize], i: usize) -> Option<&'a TensorMeta> {
+    remap.iter().position(|&r| r == i).and_then(|old| g.nodes[old].meta.as_ref())
+}
+
+/// Runs `node`'s op on meta tensors standing for its arguments' (new) layouts.
+fn run_on_meta<'py>(
+    py: Python<'py>,
+    node: &FxNode,
+    nodes: &[FxNode],
+    side_table: &[Py<PyAny>],
+    values: &HashMap<usize, Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let torch = py.import(intern!(py, "torch"))?;
+    let to_py = |a: &FxArg| -> PyResult<Bound<'py, PyAny>> { arg_to_py(py, &torch, a, nodes, side_table, values) };
+    let args: Vec<Bound<'py, PyAny>> = node.args.iter().map(&to_py).collect::<PyResult<_>>()?;
+    let kwargs = PyDict::new(py);
+    for (k, a) in &node.kwargs {
+        kwargs.set_item(k, to_py(a)?)?;
+    }
+    match &node.op {
+        FxOp::CallFunction { target } => side_table[*target].bind(py).call(PyTuple::new(py, args)?, Some(&kwargs)),
+        FxOp::CallMethod { name } => {
+            let (this, rest) = args
+                .split_first()
+                .ok_or_else(|| pyo3::exceptions::PyValueError::new_err("method call without self"))?;
+            this.getattr(name.as_str())?.call(PyTuple::new(py, rest)?, Some(&kwargs))
+        }
+        _ => Err(pyo3::exceptions::PyValueError::new_err(format!("cannot run {} on meta tensors", node.name))),
+    }
+}
+
+fn arg_to_py<'py>(
+    py: Python<'py>,
+    torch: &Bound<'py, PyModule>,
+    a: &FxArg,
+    nodes: &[FxNode],
+    side_table: &[Py<PyAny>],
+    values: &HashMap<usize, Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let rec = |x: &FxArg| arg_to_py(py, torch, x, nodes, side_table, values);
+    Ok(match a {
+        FxArg::Node(i) => {
+            if let Some(v) = values.get(i) {
+                return Ok(v.clone());
+            }
+            let meta = nodes[*i]
+                .meta
+                .as_ref()
+                .ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("{} has no tensor meta", nodes[*i].name)))?;
+            let dtype = match meta.layout.dtype {
+                DType::F32 => "float32",
+                DType::Bool => "bool",
+                DType::BF16 => "bfloat16",
+                DType::F16 => "float16",
+                DType::Other => {
+                    return Err(pyo3::exceptions::PyValueError::new_err(format!("{} has an unmodelled dtype", nodes[*i].name)))
+                }
+            };
+            let kw = PyDict::new(py);
+            kw.set_item("dtype", torch.getattr(dtype)?)?;
+            kw.set_item("device", "meta")?;
+            torch.getattr(intern!(py, "empty_strided"))?.call((meta.layout.sizes.clone(), meta.layout.strides.clone()), Some(&kw))?
+        }
+        FxArg::Int(v) => v.into_pyobject(py)?.into_any(),
+        FxArg::Float(v) => v.into_pyobject(py)?.into_any(),
+        FxArg::Bool(v) => pyo3::types::PyBool::new(py, *v).to_owned().into_any(),
+        FxArg::None => py.None().into_bound(py),
+        FxArg::Str(s) => s.into_pyobject(py)?.into_any(),
+        FxArg::Tuple(items) => PyTuple::new(py, items.iter().map(rec).collect::<PyResult<Vec<_>>>()?)?.into_any(),
+        FxArg::List(items) => PyList::new(py, items.iter().map(rec).collect::<PyResult<Vec<_>>>()?)?.into_any(),
+        FxArg::Ellipsis => py.Ellipsis().into_bound(py),
+        FxArg::Slice { py: i, .. } | FxArg::Dtype { py: i, .. } | FxArg::Py(i) => side_table[*i].bind(py).clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channels_last_strides_of_nchw() {
+        assert_eq!(channels_last_strides(&[2, 3, 4, 5]), vec![60, 1, 15, 3]);
+        let l = Layout { sizes: vec![2, 3, 4, 5], strides: vec![60, 1, 15, 3], dtype: DType::F32, cpu: true };
+        assert!(is_channels_last(&l));
+        let c = Layout { strides: Layout::contiguous_strides(&[2, 3, 4, 5]), ..l.clone() };
+        assert!(!is_channels_last(&c));
+        // [N, C, 1, 1]: both orders are the same memory; size-1 dims do not count.
+        let p = Layout { sizes: vec![2, 8, 1, 1], strides: vec![8, 1, 1, 1], dtype: DType::F32, cpu: true };
+        assert!(is_channels_last(&p));
+    }
+}
