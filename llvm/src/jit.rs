@@ -1,9 +1,13 @@
 //! `JitModule`: kernels -> one LLVM module -> O3 -> host object code -> loaded through ORC LLJIT.
 //!
 //! Invariants:
-//! - One process-wide LLJIT (behind a mutex) links every module; each `JitModule` owns a
-//!   resource tracker, so dropping it frees its code. Kernel symbol names must be unique among
-//!   live modules (`unique_kernel_prefix` helps).
+//! - One process-wide LLJIT (behind a mutex) links every module; the code of each LLVM module is
+//!   owned by a `ModuleCode` (its resource tracker), shared by every `JitModule` that runs one of
+//!   its kernels and freed with the last of them. Kernel symbol names must be unique among live
+//!   modules (`unique_kernel_prefix` helps).
+//! - Note [kernel cache]: a kernel equal to one already loaded (same loops, loads, ops, stores and
+//!   dtypes after legalization; names aside) is not compiled again: the repeated blocks of a
+//!   transformer, or a graph compiled again after a guard failure, reuse the machine code.
 //! - Code is generated for the host CPU (`LLVMGetHostCPUName`/`Features`), so AVX2/AVX-512 are used
 //!   where present; libm calls vectorize through glibc's libmvec when it can be loaded.
 //! - A kernel entry has the C signature `void(void **args, i64 start, i64 end)`; `run` passes one
@@ -14,7 +18,8 @@
 
 use std::ffi::{c_char, CStr, CString};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
 use inkwell::context::Context;
@@ -23,6 +28,7 @@ use inkwell::llvm_sys::orc2::lljit::*;
 use inkwell::llvm_sys::orc2::*;
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple};
+use inkwell::values::AnyValue;
 use inkwell::OptimizationLevel;
 use rayon::prelude::*;
 
@@ -143,6 +149,7 @@ fn host() -> &'static Host {
     static HOST: OnceLock<Host> = OnceLock::new();
     HOST.get_or_init(|| {
         let _ = Target::initialize_native(&InitializationConfig::default());
+        set_llvm_options();
         let cpu = TargetMachine::get_host_cpu_name().to_string();
         let features = TargetMachine::get_host_cpu_features().to_string();
         let triple = TargetMachine::get_default_triple().as_str().to_string_lossy().into_owned();
@@ -173,6 +180,28 @@ fn host() -> &'static Host {
         Host { triple, target: TargetInfo { cpu, features, vector_isas, vector_symbols } }
     })
 }
+
+/// LLVM's command-line options for every compile, set once per process: ours
+/// ([`LLVM_OPTIONS`]) then whatever `DYNAMO_LLVM_ARGS` adds (space-separated, for experiments).
+fn set_llvm_options() {
+    let mut args: Vec<String> = vec!["dynamo".into()];
+    args.extend(LLVM_OPTIONS.iter().map(|s| s.to_string()));
+    if let Ok(extra) = std::env::var("DYNAMO_LLVM_ARGS") {
+        args.extend(extra.split_whitespace().map(str::to_string));
+    }
+    let cargs: Vec<CString> = args.iter().map(|a| CString::new(a.as_str()).unwrap()).collect();
+    let ptrs: Vec<*const c_char> = cargs.iter().map(|a| a.as_ptr()).collect();
+    // SAFETY: called once (inside HOST's OnceLock), before any compile; the strings outlive it.
+    unsafe { inkwell::llvm_sys::support::LLVMParseCommandLineOptions(ptrs.len() as i32, ptrs.as_ptr(), std::ptr::null()) };
+}
+
+/// The new-pass-manager pipeline every module runs: `default<O3>`, or `DYNAMO_LLVM_PIPELINE`.
+fn pipeline() -> String {
+    std::env::var("DYNAMO_LLVM_PIPELINE").unwrap_or_else(|_| "default<O3>".into())
+}
+
+/// LLVM options we always set (see [`set_llvm_options`]).
+const LLVM_OPTIONS: &[&str] = &[];
 
 /// The emitter's view of the host (CPU, features, libmvec variants).
 pub fn host_target_info() -> TargetInfo {
@@ -223,6 +252,53 @@ pub fn unique_kernel_prefix() -> String {
 
 type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64);
 
+/// The machine code of one LLVM module, loaded in the process-wide LLJIT; dropping it unloads
+/// the code.
+struct ModuleCode {
+    tracker: LLVMOrcResourceTrackerRef,
+}
+
+// SAFETY: the tracker is only touched in `drop`, under the JIT mutex.
+unsafe impl Send for ModuleCode {}
+unsafe impl Sync for ModuleCode {}
+
+impl Drop for ModuleCode {
+    fn drop(&mut self) {
+        if let Ok(jit) = jit() {
+            let _guard = jit.lock().unwrap_or_else(|e| e.into_inner());
+            unsafe {
+                let _ = take_error(LLVMOrcResourceTrackerRemove(self.tracker));
+                LLVMOrcReleaseResourceTracker(self.tracker);
+            }
+        }
+    }
+}
+
+/// A loaded kernel as the cache keeps it (Note [kernel cache]).
+struct CacheEntry {
+    func: KernelFn,
+    /// The function's optimized LLVM IR, for `JitModule::llvm_ir`.
+    ir: String,
+    code: Weak<ModuleCode>,
+}
+
+/// Loaded kernels by [`cache_key`]; entries whose code was freed are dropped on the next miss.
+fn kernel_cache() -> &'static Mutex<HashMap<String, CacheEntry>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, CacheEntry>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// What makes two legalized kernels the same machine code: everything but the kernel's and its
+/// arguments' names.
+fn cache_key(k: &Kernel) -> String {
+    let mut k = k.clone();
+    k.name.clear();
+    for a in &mut k.args {
+        a.name.clear();
+    }
+    format!("{k:?}")
+}
+
 /// One loaded kernel and the loop facts `run` needs.
 pub struct CompiledKernel {
     pub name: String,
@@ -264,111 +340,167 @@ pub fn emit_ir(kernels: &[Kernel]) -> Result<String, CodegenError> {
 
 /// A set of JIT-compiled kernels sharing one LLVM module; freed on drop.
 pub struct JitModule {
-    tracker: LLVMOrcResourceTrackerRef,
+    /// Keeps the code of every kernel loaded.
+    _code: Vec<Arc<ModuleCode>>,
     pub kernels: Vec<CompiledKernel>,
-    /// The module's LLVM IR after the O3 pipeline.
+    /// Each kernel's LLVM IR after the O3 pipeline (kernels taken from the cache keep the name
+    /// they were first compiled under).
     pub llvm_ir: String,
     pub times: CompileTimes,
+    /// How many of `kernels` came from the cache (Note [kernel cache]).
+    pub cache_hits: usize,
 }
 
-// SAFETY: the kernels are immutable machine code; the tracker is only touched in `drop`, under the
-// JIT mutex.
+// SAFETY: the kernels are immutable machine code, kept loaded by `_code`.
 unsafe impl Send for JitModule {}
 unsafe impl Sync for JitModule {}
 
 impl JitModule {
-    /// Legalizes, emits, optimizes (`default<O3>`), compiles for the host and loads `kernels`.
+    /// Legalizes `kernels`, takes the ones already loaded from the cache (Note [kernel cache]),
+    /// and emits, optimizes (`default<O3>`), compiles for the host and loads the others as one
+    /// module.
     pub fn compile(kernels: &[Kernel]) -> Result<JitModule, CodegenError> {
         let host = host();
         let jit = jit()?;
         let t0 = Instant::now();
         let legal: Vec<Kernel> = kernels.iter().map(legalize).collect();
-        let ctx = Context::create();
-        let module = ctx.create_module("dynamo_kernels");
-        let triple = TargetTriple::create(&host.triple);
-        let target = Target::from_triple(&triple).map_err(|e| CodegenError::Jit(e.to_string()))?;
-        let tm = target
-            .create_target_machine(
-                &triple,
-                &host.target.cpu,
-                &host.target.features,
-                OptimizationLevel::Aggressive,
-                RelocMode::PIC,
-                CodeModel::Small,
-            )
-            .ok_or_else(|| CodegenError::Jit("cannot create a target machine for the host".into()))?;
-        module.set_triple(&triple);
-        module.set_data_layout(&tm.get_target_data().get_data_layout());
-        let mut em = Emitter::new(&ctx, &module, host.target.clone());
-        for k in &legal {
-            em.emit_kernel(k)?;
-        }
-        em.finish();
-        module.verify().map_err(|e| CodegenError::Verify(e.to_string()))?;
-        let t1 = Instant::now();
-        module
-            .run_passes("default<O3>", &tm, PassBuilderOptions::create())
-            .map_err(|e| CodegenError::Jit(e.to_string()))?;
-        let llvm_ir = module.print_to_string().to_string();
-        let t2 = Instant::now();
-        let obj = tm
-            .write_to_memory_buffer(&module, FileType::Object)
-            .map_err(|e| CodegenError::Jit(e.to_string()))?;
-        let t3 = Instant::now();
-        let bytes = obj.as_slice();
-        let guard = jit.lock().unwrap_or_else(|e| e.into_inner());
-        let mut compiled = Vec::new();
-        let tracker;
-        unsafe {
-            let j = guard.0;
-            let jd = LLVMOrcLLJITGetMainJITDylib(j);
-            tracker = LLVMOrcJITDylibCreateResourceTracker(jd);
-            let name = CString::new("dynamo_kernels").unwrap();
-            let buf = inkwell::llvm_sys::core::LLVMCreateMemoryBufferWithMemoryRangeCopy(
-                bytes.as_ptr() as *const c_char,
-                bytes.len(),
-                name.as_ptr(),
-            );
-            let release = |tracker| {
-                let _ = take_error(LLVMOrcResourceTrackerRemove(tracker));
-                LLVMOrcReleaseResourceTracker(tracker);
-            };
-            if let Err(e) = take_error(LLVMOrcLLJITAddObjectFileWithRT(j, tracker, buf)) {
-                release(tracker);
-                return Err(e);
+        let keys: Vec<String> = legal.iter().map(cache_key).collect();
+        // Per kernel: the loaded function, its IR and its code, from the cache or compiled below.
+        let mut found: Vec<Option<(KernelFn, String, Arc<ModuleCode>)>> = Vec::with_capacity(legal.len());
+        {
+            let cache = kernel_cache().lock().unwrap_or_else(|e| e.into_inner());
+            for key in &keys {
+                found.push(cache.get(key).and_then(|e| e.code.upgrade().map(|c| (e.func, e.ir.clone(), c))));
             }
-            for k in &legal {
-                let cname = CString::new(k.name.clone()).map_err(|e| CodegenError::Jit(e.to_string()))?;
-                let mut addr: LLVMOrcExecutorAddress = 0;
-                if let Err(e) = take_error(LLVMOrcLLJITLookup(j, &mut addr, cname.as_ptr())) {
+        }
+        let cache_hits = found.iter().filter(|f| f.is_some()).count();
+        // Kernels to compile: the first of each key that the cache lacks.
+        let mut to_compile: Vec<usize> = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            if found[i].is_none() && !to_compile.iter().any(|&j| keys[j] == *key) {
+                to_compile.push(i);
+            }
+        }
+        let (mut t1, mut t2, mut t3) = (t0, t0, t0);
+        if !to_compile.is_empty() {
+            let ctx = Context::create();
+            let module = ctx.create_module("dynamo_kernels");
+            let triple = TargetTriple::create(&host.triple);
+            let target = Target::from_triple(&triple).map_err(|e| CodegenError::Jit(e.to_string()))?;
+            let tm = target
+                .create_target_machine(
+                    &triple,
+                    &host.target.cpu,
+                    &host.target.features,
+                    OptimizationLevel::Aggressive,
+                    RelocMode::PIC,
+                    CodeModel::Small,
+                )
+                .ok_or_else(|| CodegenError::Jit("cannot create a target machine for the host".into()))?;
+            module.set_triple(&triple);
+            module.set_data_layout(&tm.get_target_data().get_data_layout());
+            let mut em = Emitter::new(&ctx, &module, host.target.clone());
+            for &i in &to_compile {
+                em.emit_kernel(&legal[i])?;
+            }
+            em.finish();
+            module.verify().map_err(|e| CodegenError::Verify(e.to_string()))?;
+            t1 = Instant::now();
+            module
+                .run_passes(&pipeline(), &tm, PassBuilderOptions::create())
+                .map_err(|e| CodegenError::Jit(e.to_string()))?;
+            let irs: Vec<String> = to_compile
+                .iter()
+                .map(|&i| module.get_function(&legal[i].name).map(|f| f.print_to_string().to_string()).unwrap_or_default())
+                .collect();
+            t2 = Instant::now();
+            let obj = tm
+                .write_to_memory_buffer(&module, FileType::Object)
+                .map_err(|e| CodegenError::Jit(e.to_string()))?;
+            t3 = Instant::now();
+            let bytes = obj.as_slice();
+            let guard = jit.lock().unwrap_or_else(|e| e.into_inner());
+            let code;
+            let mut funcs = Vec::with_capacity(to_compile.len());
+            unsafe {
+                let j = guard.0;
+                let jd = LLVMOrcLLJITGetMainJITDylib(j);
+                let tracker = LLVMOrcJITDylibCreateResourceTracker(jd);
+                let name = CString::new("dynamo_kernels").unwrap();
+                let buf = inkwell::llvm_sys::core::LLVMCreateMemoryBufferWithMemoryRangeCopy(
+                    bytes.as_ptr() as *const c_char,
+                    bytes.len(),
+                    name.as_ptr(),
+                );
+                let release = |tracker| {
+                    let _ = take_error(LLVMOrcResourceTrackerRemove(tracker));
+                    LLVMOrcReleaseResourceTracker(tracker);
+                };
+                if let Err(e) = take_error(LLVMOrcLLJITAddObjectFileWithRT(j, tracker, buf)) {
                     release(tracker);
                     return Err(e);
                 }
-                if addr == 0 {
-                    release(tracker);
-                    return Err(CodegenError::Jit(format!("symbol {} resolved to null", k.name)));
+                for &i in &to_compile {
+                    let k = &legal[i];
+                    let cname = CString::new(k.name.clone()).map_err(|e| CodegenError::Jit(e.to_string()))?;
+                    let mut addr: LLVMOrcExecutorAddress = 0;
+                    if let Err(e) = take_error(LLVMOrcLLJITLookup(j, &mut addr, cname.as_ptr())) {
+                        release(tracker);
+                        return Err(e);
+                    }
+                    if addr == 0 {
+                        release(tracker);
+                        return Err(CodegenError::Jit(format!("symbol {} resolved to null", k.name)));
+                    }
+                    funcs.push(std::mem::transmute::<usize, KernelFn>(addr as usize));
                 }
-                compiled.push(CompiledKernel {
-                    name: k.name.clone(),
-                    func: std::mem::transmute::<usize, KernelFn>(addr as usize),
-                    outer: k.ranges.first().copied().unwrap_or(1),
-                    numel: k.numel(),
-                    work: k.numel() * k.reduction_ranges.iter().product::<i64>(),
-                    n_args: k.args.len(),
-                    align: match k.tile {
-                        Some(t) if k.ranges.len() == 2 => crate::emit::TILE_BLOCK.max(t),
-                        _ => 1,
-                    },
-                });
+                code = Arc::new(ModuleCode { tracker });
+            }
+            drop(guard);
+            let mut cache = kernel_cache().lock().unwrap_or_else(|e| e.into_inner());
+            cache.retain(|_, e| e.code.strong_count() > 0);
+            for ((&i, func), ir) in to_compile.iter().zip(funcs).zip(irs) {
+                cache.insert(keys[i].clone(), CacheEntry { func, ir: ir.clone(), code: Arc::downgrade(&code) });
+                found[i] = Some((func, ir, code.clone()));
+            }
+            // Later duplicates of a kernel compiled here.
+            for i in 0..legal.len() {
+                if found[i].is_none() {
+                    let e = &cache[&keys[i]];
+                    found[i] = Some((e.func, e.ir.clone(), code.clone()));
+                }
             }
         }
-        drop(guard);
+        let mut compiled = Vec::with_capacity(legal.len());
+        let mut code: Vec<Arc<ModuleCode>> = Vec::new();
+        let mut llvm_ir = String::new();
+        for (k, f) in legal.iter().zip(found) {
+            let (func, ir, c) = f.expect("every kernel was found or compiled");
+            if !code.iter().any(|x| Arc::ptr_eq(x, &c)) {
+                code.push(c);
+            }
+            llvm_ir.push_str(&ir);
+            llvm_ir.push('\n');
+            compiled.push(CompiledKernel {
+                name: k.name.clone(),
+                func,
+                outer: k.ranges.first().copied().unwrap_or(1),
+                numel: k.numel(),
+                work: k.numel() * k.reduction_ranges.iter().product::<i64>(),
+                n_args: k.args.len(),
+                align: match k.tile {
+                    Some(t) if k.ranges.len() == 2 => crate::emit::TILE_BLOCK.max(t),
+                    _ => 1,
+                },
+            });
+        }
         let t4 = Instant::now();
         let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
         Ok(JitModule {
-            tracker,
+            _code: code,
             kernels: compiled,
             llvm_ir,
+            cache_hits,
             times: CompileTimes {
                 emit_ms: ms(t0, t1),
                 opt_ms: ms(t1, t2),
@@ -427,14 +559,3 @@ impl JitModule {
     }
 }
 
-impl Drop for JitModule {
-    fn drop(&mut self) {
-        if let Ok(jit) = jit() {
-            let _guard = jit.lock().unwrap_or_else(|e| e.into_inner());
-            unsafe {
-                let _ = take_error(LLVMOrcResourceTrackerRemove(self.tracker));
-                LLVMOrcReleaseResourceTracker(self.tracker);
-            }
-        }
-    }
-}

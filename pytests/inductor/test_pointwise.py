@@ -467,3 +467,38 @@ def test_graph_without_kernels_runs_on_the_plan_and_direct_calls_check_inputs():
     xt = randn(8, 3).t()
     torch.testing.assert_close(compiled(xt), fn(xt))
     assert C.inductor_counters()["guard_failures"] == 1
+
+
+def test_kernel_cache_reuses_identical_kernels_while_loaded():
+    """llvm's Note [kernel cache]: a kernel equal to a loaded one (names aside) is not compiled
+    again; once no compiled graph holds it, its code is freed and the next compile builds it."""
+    import gc
+
+    def f(x, y):
+        return torch.sin(x) * 3 + torch.cos(y)
+
+    def twice(x, y):
+        a = torch.sin(x) * 3 + torch.cos(y)
+        return a, torch.sin(a) * 3 + torch.cos(y)
+
+    x, y = randn(16, 17, seed=11), randn(16, 17, seed=12)
+    C.inductor_reset_counters()
+    first = compile_fn(f, [x, y])
+    assert C.inductor_counters()["kernel_cache_hits"] == 0
+    second = compile_fn(f, [x, y])
+    assert C.inductor_counters()["kernel_cache_hits"] == 1
+    torch.testing.assert_close(second(x, y), f(x, y))
+    # The same body over other strides is another kernel.
+    C.inductor_reset_counters()
+    compile_fn(f, [x.t().contiguous().t(), y])
+    assert C.inductor_counters()["kernel_cache_hits"] == 0
+    # Two equal kernels in one graph share one compiled function.
+    t = compile_fn(twice, [x, y])
+    for g, w in zip(t(x, y), twice(x, y)):
+        torch.testing.assert_close(g, w)
+    del first, second, t
+    gc.collect()
+    C.inductor_reset_counters()
+    third = compile_fn(f, [x, y])
+    assert C.inductor_counters()["kernel_cache_hits"] == 0
+    torch.testing.assert_close(third(x, y), f(x, y))

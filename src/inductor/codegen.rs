@@ -347,7 +347,8 @@ pub fn codegen(ir: &GraphIr, sched: &Schedule) -> Result<CodegenResult, String> 
         kernels.push(kernel);
     }
     let jit = llvm::JitModule::compile(&kernels).map_err(|e| e.to_string())?;
-    tracing::debug!(target: "inductor::output_code", "compile times {:?}", jit.times);
+    tracing::debug!(target: "inductor::output_code", "compile times {:?}, {} of {} kernels from the cache", jit.times, jit.cache_hits, kernels.len());
+    super::counters::KERNEL_CACHE_HITS.fetch_add(jit.cache_hits as u64, std::sync::atomic::Ordering::Relaxed);
     tracing::trace!(target: "llvm::ir", "{}", jit.llvm_ir);
     Ok(CodegenResult { jit, kernels: plans })
 }

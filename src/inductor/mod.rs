@@ -45,8 +45,11 @@ pub mod counters {
     pub static EAGER_GRAPHS: AtomicU64 = AtomicU64::new(0);
     /// Calls whose inputs differed from compile-time metadata (ran through `gm.forward`).
     pub static GUARD_FAILURES: AtomicU64 = AtomicU64::new(0);
+    /// Kernels of compiled graphs whose machine code was already loaded (llvm's Note [kernel
+    /// cache]); they count in `kernels_compiled` too.
+    pub static KERNEL_CACHE_HITS: AtomicU64 = AtomicU64::new(0);
 
-    pub fn all() -> [(&'static str, &'static AtomicU64); 6] {
+    pub fn all() -> [(&'static str, &'static AtomicU64); 7] {
         [
             ("graphs_compiled", &GRAPHS_COMPILED),
             ("kernels_compiled", &KERNELS_COMPILED),
@@ -54,6 +57,7 @@ pub mod counters {
             ("fallback_nodes", &FALLBACK_NODES),
             ("eager_graphs", &EAGER_GRAPHS),
             ("guard_failures", &GUARD_FAILURES),
+            ("kernel_cache_hits", &KERNEL_CACHE_HITS),
         ]
     }
 }

@@ -119,10 +119,12 @@ fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: O
 pub fn convert(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyAny>) -> Result<Converted, ConvertError> {
     // Ops that fail on fake tensors are reported to us as errors; keep torch's fake-tensor
     // logger from printing them as well (the frame then runs eagerly and raises for real).
+    // `Logger.disabled` rather than `setLevel`: setLevel clears the level cache of every logger
+    // in the process, which costs about 1 ms per call in a program that imports transformers.
     let logger = py.import("logging").and_then(|l| l.call_method1("getLogger", ("torch._subclasses.fake_tensor",))).ok();
-    let old_level = logger.as_ref().and_then(|l| l.getattr("level").ok());
+    let was_disabled = logger.as_ref().and_then(|l| l.getattr("disabled").ok());
     if let Some(l) = &logger {
-        let _ = l.call_method1("setLevel", (50,));
+        let _ = l.setattr("disabled", true);
     }
     // Tracing switches the real grad mode as the frame would (see translator::set_grad_enabled);
     // put it back whatever happens.
@@ -133,8 +135,8 @@ pub fn convert(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyAny
     if let (Some(c), Some(g)) = (&torch_c, &grad_before) {
         let _ = c.call_method1("_set_grad_enabled", (g,));
     }
-    if let (Some(l), Some(level)) = (&logger, old_level) {
-        let _ = l.call_method1("setLevel", (level,));
+    if let (Some(l), Some(was)) = (&logger, was_disabled) {
+        let _ = l.setattr("disabled", was);
     }
     result
 }
