@@ -67,8 +67,22 @@ def test_resnet18_dump(tmp_path):
     assert (run_dir / "0001_broken" / "summary.txt").read_text().startswith("graph break:")
 
 
-def test_nothing_written_when_unset(tmp_path):
+def test_nothing_written_or_rendered_when_unset(tmp_path):
     pytest.importorskip("torchvision")
     run(tmp_path, None)
     assert list(tmp_path.iterdir()) == []
-    assert not dynamo._debug.ENABLED or os.environ.get("DYNAMO_DEBUG_DIR")
+    if os.environ.get("DYNAMO_DEBUG_DIR"):
+        pytest.skip("this process dumps")
+    assert not dynamo._debug.ENABLED
+    # Unset, inductor does not render its pre-fusion IR (the only dump text not kept anyway).
+    import torch
+
+    graphs = []
+
+    def keep(gm, example_inputs):
+        compiled = dynamo._C.inductor_compile(gm, example_inputs)
+        graphs.append(compiled)
+        return compiled
+
+    dynamo.optimize(keep)(lambda x: torch.relu(x) * 2)(torch.randn(8))
+    assert len(graphs) == 1 and graphs[0].ir_pre_fusion == "" and "kernel" in graphs[0].plan
