@@ -10,6 +10,9 @@ import torch
 
 import dynamo
 
+# A sample user suite, run by test_pytest_plugin.py through pytester with the plugin's options.
+collect_ignore = ["plugin_sample"]
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "compile_errors_expected: the test provokes internal compiler failures on purpose")

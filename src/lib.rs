@@ -4,6 +4,7 @@
 pub mod bytecode;
 pub mod config;
 pub mod counters;
+pub mod debug;
 pub mod eval_frame;
 pub mod graph;
 pub mod guards;

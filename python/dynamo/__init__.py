@@ -37,6 +37,6 @@ __all__ = [
 ]
 
 try:
-    __version__ = _version("dynamo")
+    __version__ = _version("dynamo-rs")  # the distribution's name (pyproject.toml)
 except _PackageNotFoundError:  # a source tree without installed metadata
     __version__ = "0.0.0+unknown"

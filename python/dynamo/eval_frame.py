@@ -15,14 +15,19 @@ import sysconfig
 
 import torch
 
-from . import _C
+from . import _C, _debug
 from .backends import lookup_backend
 
 
+_EXTRA_SKIPS: list[str] = []
+
+
 def _install_skips() -> None:
-    """Skips frames of torch, dynamo and the standard library; keeps site-packages folders
-    (which may sit beneath the standard library folder)."""
+    """Skips frames of torch, dynamo, the standard library and the folders given to
+    ``skip_folders``; keeps site-packages folders (which may sit beneath the standard library
+    folder)."""
     skip = {os.path.join(os.path.dirname(torch.__file__), ""), os.path.join(os.path.dirname(os.path.abspath(__file__)), "")}
+    skip.update(_EXTRA_SKIPS)
     paths = sysconfig.get_paths()
     for key in ("stdlib", "platstdlib"):
         if paths.get(key):
@@ -34,15 +39,28 @@ def _install_skips() -> None:
     _C.set_skip_prefixes(sorted(skip), sorted(keep))
 
 
+def skip_folders(*folders: str) -> None:
+    """Never compile frames of files under ``folders`` (a test runner's own code, say), as
+    torch's skip rules do for its list of third-party libraries. Takes effect for code objects
+    not seen yet (``reset()`` forgets the ones seen)."""
+    for f in folders:
+        f = os.path.join(os.path.abspath(f), "")
+        if f not in _EXTRA_SKIPS:
+            _EXTRA_SKIPS.append(f)
+    _install_skips()
+
+
 _install_skips()
 
 
 class _Context:
     """Sets the hook's callback for the current thread while active; usable as a context manager
-    and as a decorator."""
+    and as a decorator. ``spec`` is ``(backend, nopython)`` as given to ``optimize`` (how the
+    context pickles), or None for ``run``/``disable``."""
 
-    def __init__(self, callback):
+    def __init__(self, callback, spec=None):
         self.callback = callback
+        self._spec = spec
         self._prev: list = []
 
     def __enter__(self):
@@ -52,6 +70,12 @@ class _Context:
     def __exit__(self, *exc):
         _C.set_eval_frame(self._prev.pop())
         return False
+
+    def __reduce__(self):
+        # The callback is a closure (cache entries are keyed by it): pickle how to make it again.
+        if self._spec is not None:
+            return (_optimize_ctx, self._spec)
+        return (_Context, (self.callback,))
 
     def __call__(self, fn):
         if isinstance(fn, torch.nn.Module):
@@ -74,12 +98,28 @@ class _Context:
         return _fn
 
 
+def _optimize_ctx(backend, nopython):
+    """Unpickles an ``optimize`` context (``_Context.__reduce__``)."""
+    return optimize(backend, nopython=nopython)
+
+
 class OptimizedModule(torch.nn.Module):
-    """Wraps an ``nn.Module`` so that calls run with the hook on (``optimize(b)(module)``).
-    Attribute access falls through to the original module."""
+    """Wraps an ``nn.Module`` so that calls run with the hook on (``optimize(b)(module)``), as
+    ``torch.compile(module)`` does: the original is the submodule ``_orig_mod`` (so
+    ``state_dict()`` keys and ``named_parameters()`` names start with ``_orig_mod.``, as
+    torch's), ``.to()``/``.train()``/``parameters()`` reach it, attribute reads and writes fall
+    through to it, and the wrapper pickles (``torch.save(model)``) as (original module,
+    backend name or picklable backend callable)."""
+
+    # Attributes that live on the wrapper; every other attribute write goes to the original.
+    _opt_mod_attributes = {"_orig_mod", "_ctx", "forward", "__dict__", "_super_module_initialized"}
 
     def __init__(self, mod: torch.nn.Module, ctx: _Context):
+        # Set before nn.Module.__init__: its attribute writes go through __setattr__ below,
+        # which reads _super_module_initialized.
+        object.__setattr__(self, "_super_module_initialized", False)
         super().__init__()
+        object.__setattr__(self, "_super_module_initialized", True)
         self._orig_mod = mod
         self._ctx = ctx
         # The module's forward is the frame to compile, even when it is torch's own code
@@ -96,10 +136,39 @@ class OptimizedModule(torch.nn.Module):
         finally:
             _C.set_eval_frame(prev)
 
+    def __reduce__(self):
+        return (OptimizedModule, (self._orig_mod, self._ctx))
+
+    @property
+    def training(self) -> bool:  # type: ignore[override]
+        return self._orig_mod.training
+
+    @training.setter
+    def training(self, value: bool) -> None:
+        # nn.Module.__init__ sets the default; the wrapper mirrors the original's mode.
+        if self._super_module_initialized:
+            self._orig_mod.training = value
+
     def __getattr__(self, name):
-        if name in ("_orig_mod", "_ctx"):
+        if name == "_orig_mod":
+            return self._modules["_orig_mod"]
+        if name == "_ctx":
             return super().__getattr__(name)
         return getattr(self._orig_mod, name)
+
+    def __setattr__(self, name, value):
+        if hasattr(type(self), name) or name in OptimizedModule._opt_mod_attributes or not self._super_module_initialized:
+            return super().__setattr__(name, value)
+        return setattr(self._orig_mod, name, value)
+
+    def __delattr__(self, name):
+        if hasattr(type(self), name) or name in OptimizedModule._opt_mod_attributes:
+            return super().__delattr__(name)
+        return delattr(self._orig_mod, name)
+
+    def __dir__(self):
+        own = self._orig_mod.__dir__()
+        return own + [a for a in super().__dir__() if a not in own]
 
 
 def optimize(backend="inductor", *, nopython: bool = False, dynamic=None):
@@ -111,18 +180,42 @@ def optimize(backend="inductor", *, nopython: bool = False, dynamic=None):
     frame that cannot be traced) raises ``dynamo.exc.Unsupported`` naming the reason and line.
     """
     compiler = lookup_backend(backend)
+    _import_compiler_dependencies()
 
     def callback(gm, example_inputs):
-        return compiler(gm, example_inputs)
+        compiled = compiler(gm, example_inputs)
+        if _debug.ENABLED:
+            _debug.record_backend(gm, compiled)
+        return compiled
 
     callback._dynamo_backend = compiler  # type: ignore[attr-defined]
     callback._dynamo_nopython = bool(nopython)  # type: ignore[attr-defined]
     # Cache entries are keyed by the callback object: reuse one per (backend, nopython).
     callback = _CALLBACKS.setdefault((compiler, bool(nopython)), callback)
-    return _Context(callback)
+    return _Context(callback, (backend, bool(nopython)))
 
 
 _CALLBACKS: dict = {}
+_IMPORTED = False
+
+
+def _import_compiler_dependencies() -> None:
+    """Imports, once, what compiling a frame imports lazily (fake tensors pull in
+    torch._dynamo, torch.distributed.tensor, sympy, ...: about 900 modules, 1-2 s).
+
+    Done here, before any hook is on, because the first frame compiled may start in the
+    middle of an import (a meta-path finder's ``find_spec``): importing the module being
+    imported again from the compiler found it half initialized and broke it (the first
+    ``torch.testing.assert_close`` under ``optimize`` failed with "DTensor already registered
+    in python_key_table")."""
+    global _IMPORTED
+    if _IMPORTED:
+        return
+    _IMPORTED = True
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        torch.empty(1)
 
 
 def run(fn=None):
@@ -131,27 +224,69 @@ def run(fn=None):
     return ctx if fn is None else ctx(fn)
 
 
-def disable(fn=None, recursive: bool = True):
-    """Runs ``fn`` (and everything it calls) eagerly, with the hook off."""
+def disable(fn=None, recursive: bool = True, *, reason: str | None = None, wrapping: bool = True):
+    """Runs ``fn`` eagerly (``torch._dynamo.disable``'s signature).
+
+    ``recursive=True``: ``fn`` and everything it calls run with the hook off; without ``fn``,
+    returns a context manager / decorator doing that. ``recursive=False``: only ``fn``'s own
+    frames are skipped; the functions it calls are still compiled while the hook is on (``fn``
+    itself is returned, its code marked). ``reason`` is kept on the wrapper
+    (``_dynamo_disable_msg``) for tools to show. ``wrapping=False`` leaves the wrapper's name and
+    docstring its own instead of copying ``fn``'s (``functools.wraps``). An ``nn.Module`` has
+    its ``forward`` disabled and is returned. Raises ``TypeError`` when ``fn`` is not callable.
+    """
+    if not recursive:
+        def mark(f):
+            if not callable(f):
+                raise TypeError(f"disable() expects a callable, got {type(f).__name__}")
+            f = getattr(f, "_dynamo_orig_callable", f)
+            target = f.forward if isinstance(f, torch.nn.Module) else f
+            code = getattr(getattr(target, "__func__", target), "__code__", None)
+            if code is not None:
+                _C.skip_code(code)
+            return f
+
+        return mark if fn is None else mark(fn)
     if fn is None:
-        return _Context(None)
-    if isinstance(fn, torch.nn.Module):
-        fn.forward = disable(fn.forward)
-        return fn
-    code = getattr(fn, "__code__", None)
-    if code is not None:
-        _C.skip_code(code)
+        return _DisableContext(reason, wrapping)
+    return _DisableContext(reason, wrapping)(fn)
 
-    @functools.wraps(fn)
-    def _fn(*args, **kwargs):
-        prev = _C.set_eval_frame(None)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            _C.set_eval_frame(prev)
 
-    _fn._dynamo_disable = True  # type: ignore[attr-defined]
-    return _fn
+class _DisableContext(_Context):
+    """``disable()`` as a context manager / decorator: the hook off inside."""
+
+    def __init__(self, reason=None, wrapping=True):
+        super().__init__(None)
+        self.reason = reason
+        self.wrapping = wrapping
+
+    def __reduce__(self):
+        return (_DisableContext, (self.reason, self.wrapping))
+
+    def __call__(self, fn):
+        if not callable(fn):
+            raise TypeError(f"disable() expects a callable, got {type(fn).__name__}")
+        fn = getattr(fn, "_dynamo_orig_callable", fn)
+        if isinstance(fn, torch.nn.Module):
+            fn.forward = self(fn.forward)
+            return fn
+        code = getattr(fn, "__code__", None)
+        if code is not None:
+            _C.skip_code(code)
+
+        def _fn(*args, **kwargs):
+            prev = _C.set_eval_frame(None)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _C.set_eval_frame(prev)
+
+        if self.wrapping:
+            _fn = functools.wraps(fn)(_fn)
+        _fn._dynamo_disable = True  # type: ignore[attr-defined]
+        _fn._dynamo_disable_msg = self.reason  # type: ignore[attr-defined]
+        _fn._dynamo_orig_callable = fn  # type: ignore[attr-defined]
+        return _fn
 
 
 def reset() -> None:

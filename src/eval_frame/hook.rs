@@ -136,6 +136,26 @@ pub fn mark_skip(py: Python<'_>, code: &Bound<'_, PyAny>) {
     }
 }
 
+/// Note [code without a file]: code compiled from a string (`python -c`, `exec`, `eval`,
+/// `<stdin>`, notebook cells) is the user's and is compiled, as torch.compile compiles it. The
+/// exceptions are code the interpreter or a library generates: frozen standard-library modules
+/// (`<frozen importlib._bootstrap>`), torch.fx's generated `forward`s (`<eval_with_key>.N`,
+/// torch's own graphs), and the `__new__` lambdas `collections.namedtuple` builds with `eval`
+/// (file `<string>`, whose only name is `_tuple_new`; torch skips them too).
+fn generated_by_library(code: &Bound<'_, PyAny>, filename: &str) -> bool {
+    if !filename.starts_with('<') {
+        return false;
+    }
+    if filename.starts_with("<frozen ") || filename.starts_with("<eval_with_key>") {
+        return true;
+    }
+    filename == "<string>"
+        && code
+            .getattr("co_names")
+            .and_then(|n| n.extract::<Vec<String>>())
+            .is_ok_and(|n| n.len() == 1 && n[0] == "_tuple_new")
+}
+
 /// Classifies a code object seen for the first time.
 fn classify(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<ExtraState> {
     let co_flags: u32 = code.getattr("co_flags")?.extract()?;
@@ -148,7 +168,7 @@ fn classify(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<ExtraState> {
     let is_forced = forced().lock().iter().any(|c| c.as_ptr() == code.as_ptr());
     let skip = co_flags & generator != 0
         || co_flags & flags::CO_OPTIMIZED == 0
-        || (filename.starts_with('<') && filename != "<stdin>" && !filename.starts_with("<ipython"))
+        || generated_by_library(code, &filename)
         || name.starts_with("__compiled_fn")
         || (!is_forced && skipped_file(&filename));
     let _ = py;
@@ -259,6 +279,10 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
     };
     let converted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| convert(py, &input, &backend)));
     drop(input);
+    if crate::debug::enabled() {
+        // Still with the hook off: the dump's own Python must not be traced.
+        dump_conversion(py, &code_b, &converted);
+    }
     CALLBACK.with(|c| c.set(saved));
     let st = get_extra(code);
     if st.is_null() {
@@ -371,6 +395,38 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
             tracing::error!(target: "dynamo::graph_breaks", "internal compiler panic while converting {qual}; running it eagerly");
             state.status = FrameStatus::Skip;
             default_eval(tstate, frame, throwflag)
+        }
+    }
+}
+
+/// Hands one conversion's artifacts to `DYNAMO_DEBUG_DIR`'s writer (`crate::debug`).
+fn dump_conversion(py: Python<'_>, code: &Bound<'_, PyAny>, converted: &std::thread::Result<Result<crate::symbolic::convert_frame::Converted, ConvertError>>) {
+    use crate::debug::{dump_frame, FrameDump};
+    match converted {
+        Ok(Ok(conv)) => {
+            let guards = conv.guards.dump();
+            let gm = conv.graph_module.as_ref().map(|g| g.bind(py));
+            dump_frame(
+                py,
+                &FrameDump {
+                    code,
+                    transformed: Some(conv.code.bind(py)),
+                    graph_module: gm,
+                    graph_text: &conv.graph_text,
+                    guards: &guards,
+                    graph_break: conv.graph_break.as_deref(),
+                    failure: None,
+                },
+            );
+        }
+        other => {
+            let why = match other {
+                Ok(Err(ConvertError::Unsupported(u))) => u.to_string(),
+                Ok(Err(ConvertError::Backend(e))) => format!("backend error: {e}"),
+                Ok(Err(ConvertError::Internal(e))) => format!("compile error: {e}"),
+                _ => "internal compiler panic".to_string(),
+            };
+            dump_frame(py, &FrameDump { code, transformed: None, graph_module: None, graph_text: "", guards: "", graph_break: None, failure: Some(&why) });
         }
     }
 }

@@ -922,6 +922,21 @@ pub fn import_graph(
     Ok(FxGraph { nodes: out_nodes, side_table: imp.side_table, output, writebacks: Vec::new() })
 }
 
+/// Note [propagation leaves no trace]: running the graph on meta (or fake) tensors calls the
+/// nodes without tensor arguments for real: a factory like `torch.randn(2, 4)` draws from the
+/// global generator, and `_set_grad_enabled` nodes switch grad mode. Compiling must not change
+/// what the program computes (the plugin's `--dynamo-compare` found the random numbers after a
+/// compile shifted), so `f` runs with torch's CPU generator state and grad mode restored after.
+fn keeping_global_state<T>(py: Python<'_>, f: impl FnOnce() -> T) -> PyResult<T> {
+    let torch = py.import(intern!(py, "torch"))?;
+    let rng = torch.call_method0(intern!(py, "get_rng_state"))?;
+    let grad = torch.call_method0(intern!(py, "is_grad_enabled"))?;
+    let out = f();
+    torch.call_method1(intern!(py, "set_rng_state"), (rng,))?;
+    torch.getattr(intern!(py, "_C"))?.call_method1(intern!(py, "_set_grad_enabled"), (grad,))?;
+    Ok(out)
+}
+
 /// Gives every call node without `meta` its value's metadata: first by inference for the
 /// pointwise ops we lower (no torch calls), else by running the graph on meta tensors, else by
 /// FakeTensorProp.
@@ -946,7 +961,8 @@ fn fill_missing_meta(
     if inferred_all {
         return Ok(());
     }
-    match meta_propagate(py, gm, nodes, examples) {
+    let propagated = keeping_global_state(py, || meta_propagate(py, gm, nodes, examples))?;
+    match propagated {
         Ok(values) => {
             for &i in missing {
                 out_nodes[i].meta = match &values[i] {
@@ -964,7 +980,8 @@ fn fill_missing_meta(
     kwargs.set_item("allow_non_fake_inputs", true)?;
     let mode = fake_mod.getattr("FakeTensorMode")?.call((), Some(&kwargs))?;
     let prop = prop_mod.getattr("FakeTensorProp")?.call1((gm, mode))?;
-    prop.call_method1("propagate", PyTuple::new(py, examples)?)
+    let examples_t = PyTuple::new(py, examples)?;
+    keeping_global_state(py, || prop.call_method1("propagate", examples_t))?
         .map_err(|e| ImportError::Unsupported(format!("fake tensor propagation failed: {e}")))?;
     for &i in missing {
         let meta = nodes[i].getattr(intern!(py, "meta"))?;

@@ -97,6 +97,7 @@ fn eager(forward: Py<PyAny>, reason: &str) -> CompiledGraph {
         llvm_ir: String::new(),
         plan: format!("eager: {reason}\n"),
         kernel_ir: String::new(),
+        ir_pre_fusion: String::new(),
     }
 }
 
@@ -117,6 +118,28 @@ fn arg_template(py: Python<'_>, g: &FxGraph, ir: &GraphIr, a: &FxArg) -> PyResul
         FxArg::Tuple(items) => ArgT::Tuple(items.iter().map(|x| arg_template(py, g, ir, x)).collect::<PyResult<_>>()?),
         FxArg::List(items) => ArgT::List(items.iter().map(|x| arg_template(py, g, ir, x)).collect::<PyResult<_>>()?),
     })
+}
+
+/// Renders the lowered IR before the scheduler fuses it (the `DYNAMO_DEBUG_DIR` dump
+/// `inductor_ir_pre_fusion.txt`): one line per buffer, in topological order, with its fx node,
+/// layout and body (pointwise and reduction bodies in the plan's notation; fallbacks name the
+/// torch op and why it was not lowered).
+fn render_ir(g: &FxGraph, ir: &GraphIr) -> String {
+    let mut s = String::new();
+    for b in &ir.buffers {
+        let layout = b.layout.as_ref().map(|l| format!(" {:?}{:?}", l.dtype, l.sizes)).unwrap_or_default();
+        let body = match &b.kind {
+            BufferKind::Input { position } => format!("input #{position}"),
+            BufferKind::Constant { .. } => "constant (get_attr)".to_string(),
+            BufferKind::Pointwise(pw) => {
+                format!("pointwise{} {}", if pw.realized { " (realized)" } else { "" }, PrintHandler::render(pw))
+            }
+            BufferKind::Reduction(r) => format!("reduction {}", PrintHandler::render_reduction(r)),
+            BufferKind::Fallback(fb) => format!("fallback {}: {}", lowering::describe(&g.nodes[fb.node]), fb.reason),
+        };
+        let _ = writeln!(s, "{} ({}){layout} = {body}", b.id, b.name);
+    }
+    s
 }
 
 /// Renders the plan text: one block per step.
@@ -233,6 +256,7 @@ fn inductor_compile(
         Err(e) => tracing::debug!(target: "inductor::layout", "layout left as traced: {e}"),
     }
     let ir = lowering::lower(&g);
+    let ir_pre_fusion = if crate::debug::enabled() { render_ir(&g, &ir) } else { String::new() };
     let sched = scheduler::schedule(&g, &ir);
     if cfg!(debug_assertions) || std::env::var_os("DYNAMO_VERIFY").is_some_and(|v| v == "1") {
         if let Err(errors) = scheduler::verify(&g, &ir, &sched) {
@@ -249,7 +273,11 @@ fn inductor_compile(
     } else {
         match codegen::codegen(&ir, &sched) {
             Ok(cg) => Some(cg),
-            Err(e) => return Ok(eager(forward, &format!("codegen failed: {e}"))),
+            Err(e) => {
+                let mut cg = eager(forward, &format!("codegen failed: {e}"));
+                cg.ir_pre_fusion = ir_pre_fusion;
+                return Ok(cg);
+            }
         }
     };
     let kernel_plans: &[codegen::KernelPlan] = cg.as_ref().map(|c| c.kernels.as_slice()).unwrap_or(&[]);
@@ -412,7 +440,7 @@ fn inductor_compile(
         tensor_type: torch.getattr("Tensor")?.unbind(),
         writebacks,
     };
-    Ok(CompiledGraph { forward, runtime: Some(runtime), kernel_names: kernel_order, llvm_ir, plan, kernel_ir })
+    Ok(CompiledGraph { forward, runtime: Some(runtime), kernel_names: kernel_order, llvm_ir, plan, kernel_ir, ir_pre_fusion })
 }
 
 /// Registers the inductor entry points on `dynamo._C`.

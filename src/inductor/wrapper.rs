@@ -298,6 +298,8 @@ pub struct CompiledGraph {
     pub llvm_ir: String,
     pub plan: String,
     pub kernel_ir: String,
+    /// The lowered IR before fusion, one buffer a line; rendered only for `DYNAMO_DEBUG_DIR`.
+    pub ir_pre_fusion: String,
 }
 
 #[pymethods]
@@ -338,6 +340,13 @@ impl CompiledGraph {
     #[getter]
     fn plan(&self) -> &str {
         &self.plan
+    }
+
+    /// The lowered IR before fusion ("" unless `DYNAMO_DEBUG_DIR` is set, or the graph never
+    /// reached lowering).
+    #[getter]
+    fn ir_pre_fusion(&self) -> &str {
+        &self.ir_pre_fusion
     }
 
     /// Kernel IR (the `dynamo_llvm::Kernel` dumps) of every kernel.

@@ -704,6 +704,11 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
         }
         VT::Module { source: Some(s), .. } | VT::Function { source: Some(s), .. } | VT::PyModule { source: Some(s), .. } => Rebuild::Source(s.clone()),
         VT::Opaque { source, .. } => Rebuild::Source(source.clone()),
+        // A function reached without a source was wrapped unguarded because it is stable (an
+        // attribute of a trusted torch module, a property getter): the transformed code holds
+        // the same object (e.g. `torch.testing.assert_close` on the stack at a graph break after
+        // a test harness replaced it with a function of its own).
+        VT::Function { obj, source: None } => Rebuild::Const(obj.clone_ref(py)),
         VT::Set(set) => Rebuild::SetOf(pyo3::types::PyFrozenSet::new(py, set.borrow().bind(py).try_iter()?.collect::<PyResult<Vec<_>>>()?)?.into_any().unbind()),
         VT::TorchFunction(o) | VT::Builtin(o) | VT::Class(o) => Rebuild::Const(o.clone_ref(py)),
         VT::PyModule { obj, .. } => Rebuild::Const(obj.clone_ref(py)),
