@@ -766,6 +766,8 @@ impl<'a> InstructionTranslator<'a> {
             }
             "builtin_function_or_method" | "method_descriptor" | "wrapper_descriptor" | "method-wrapper" => VT::Builtin(Rc::new(v.clone().unbind())),
             "module" => VT::PyModule { obj: Rc::new(v.clone().unbind()), source: None },
+            // Module subclasses (`torch.backends`' GenericModule) are modules too.
+            _ if v.is_instance_of::<pyo3::types::PyModule>() => VT::PyModule { obj: Rc::new(v.clone().unbind()), source: None },
             _ if v.is_instance_of::<pyo3::types::PyType>() => VT::Class(Rc::new(v.clone().unbind())),
             _ => unsupported!("cannot trace a value of type {tn}"),
         })
