@@ -574,3 +574,88 @@ def test_side_effects_before_a_partly_overlapping_write_survive_its_error():
             dynamo.optimize(backend)(fn)(torch.randn(4, 4), d_comp)
         assert str(got.value) == str(want.value)
         assert d_comp == d_eager
+
+
+# ----- special methods called by name ---------------------------------------------------------
+# `a.__setitem__(k, v)` is `a[k] = v`, through the type too (`list.__setitem__(a, k, v)`): each
+# form must reach the same mutation as the syntax (tensors, lists, dicts, sets, objects).
+
+BACKENDS = ["eager", "inductor"]
+
+DUNDER_CALLS = {
+    "tensor_setitem": (lambda x, t, l, d, o: t.__setitem__(0, 7.0), True),
+    "tensor_setitem_of_local": (lambda x, t, l, d, o: (x * 2).__setitem__(1, 3.0), False),
+    "tensor_setitem_by_type": (lambda x, t, l, d, o: torch.Tensor.__setitem__(t, 1, 5.0), True),
+    "tensor_iadd_keeps_identity": (lambda x, t, l, d, o: t.__iadd__(x.sum()) is t, True),
+    "tensor_imul": (lambda x, t, l, d, o: t.__imul__(3), True),
+    "tensor_add_keeps_identity": (lambda x, t, l, d, o: t.add_(1) is t, True),
+    "tensor_out_keeps_identity": (lambda x, t, l, d, o: torch.add(t, 1, out=t) is t, True),
+    "list_setitem": (lambda x, t, l, d, o: l.__setitem__(0, x * 3), True),
+    "list_setitem_by_type": (lambda x, t, l, d, o: list.__setitem__(l, -1, 7.0), True),
+    "list_delitem": (lambda x, t, l, d, o: l.__delitem__(0), True),
+    "list_iadd_returns_the_list": (lambda x, t, l, d, o: l.__iadd__([x]) is l, True),
+    "list_iadd_by_type": (lambda x, t, l, d, o: list.__iadd__(l, [1, 2]), True),
+    "list_append_by_type": (lambda x, t, l, d, o: list.append(l, x), True),
+    "list_getitem_len_contains": (lambda x, t, l, d, o: (l.__getitem__(1), l.__len__(), l.__contains__(2.0)), True),
+    "dict_setitem": (lambda x, t, l, d, o: d.__setitem__("k", x), True),
+    "dict_setitem_by_type": (lambda x, t, l, d, o: dict.__setitem__(d, "a", 9), True),
+    "dict_delitem": (lambda x, t, l, d, o: d.__delitem__("a"), True),
+    "dict_ior": (lambda x, t, l, d, o: d.__ior__({"z": 1}) is d, True),
+    "dict_get_by_type": (lambda x, t, l, d, o: dict.get(d, "a"), True),
+    "object_dunder_setattr": (lambda x, t, l, d, o: o.__setattr__("w", x), True),
+    "object_setattr_by_type": (lambda x, t, l, d, o: object.__setattr__(o, "v", 4), True),
+    "setattr_builtin": (lambda x, t, l, d, o: setattr(o, "u", x + 1), True),
+}
+
+
+class Plain:
+    pass
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(DUNDER_CALLS))
+def test_special_methods_called_by_name_mutate(name, backend):
+    op, _ = DUNDER_CALLS[name]
+
+    def f(x, t, l, d, o):
+        r = op(x, t, l, d, o)
+        return r, x + 1, t * 1, l, d
+
+    o = Plain()
+    o.a = 1
+    check(f, X, torch.zeros(3), [1.0, 2.0], {"a": 1}, o, breaks=0, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_special_methods_on_containers_built_in_the_frame(backend):
+    def f(x):
+        a = [x, 1]
+        a.__setitem__(1, x * 2)
+        d = {}
+        d.__setitem__("k", a.__getitem__(1) + 1)
+        d.__delitem__("k")
+        d.__setitem__("j", x)
+        s = {1}
+        s.__ior__({2, 3})
+        return a, d, sorted(s), a.__len__()
+
+    check(f, X, breaks=0, backend=backend)
+
+
+def test_every_attribute_found_absent_is_guarded():
+    # One NO_ATTR guard per name: the second absent attribute must also recompile once it
+    # exists (before, only the first name of an object was guarded and `calls` stuck at 1).
+    class H:
+        pass
+
+    def f(h, x):
+        b = getattr(h, "bias", None)
+        h.calls = getattr(h, "calls", 0) + 1
+        return x + 1 if b is None else x + b
+
+    h = H()
+    g = dynamo.optimize("eager")(f)
+    dynamo.reset()
+    for _ in range(3):
+        g(h, X)
+    assert h.calls == 3

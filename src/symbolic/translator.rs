@@ -1033,6 +1033,11 @@ impl<'a> InstructionTranslator<'a> {
                 let func = wrap(py, self.og, &ca.getattr("__func__")?, ca_src.attr("__func__"))?;
                 Ok(VT::Method { func: Box::new(func), self_: Box::new(VT::Class(Rc::new(ty.clone().into_any().unbind()))) })
             }
+            // `o.__setattr__` / `o.__getattribute__` inherited from `object`: the generic
+            // attribute protocol bound to `o` (`o.__setattr__(n, v)` is `o.n = v`).
+            "wrapper_descriptor" if matches!(vt, VT::Opaque { .. }) && (ca.is(py.get_type::<PyAny>().getattr("__setattr__")?) || ca.is(py.get_type::<PyAny>().getattr("__getattribute__")?)) => {
+                Ok(VT::GenericAttr { obj: Box::new(vt.clone()), set: name == "__setattr__" })
+            }
             // Other descriptors (C methods, cached_property, partialmethod...) bind in ways not
             // modelled: the read runs in Python.
             _ if ca.get_type().hasattr("__get__")? && !ca.is_instance_of::<pyo3::types::PyType>() => {
@@ -2071,6 +2076,49 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     fn call_container_method(&mut self, py: Python<'_>, container: &VT, name: &str, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        // The special methods behind the syntax, called by name (`a.__setitem__(0, v)` is
+        // `a[0] = v`): the same slots CPython's opcodes reach (Objects/listobject.c,
+        // Objects/dictobject.c), so they share the opcode's implementation here.
+        if kwargs.is_empty() && name.starts_with("__") {
+            match (container, name, args.len()) {
+                (_, "__setitem__", 2) => {
+                    self.setitem(py, container, args[0].clone(), args[1].clone())?;
+                    return Ok(VT::none(py));
+                }
+                (_, "__delitem__", 1) => {
+                    self.delitem(py, container, args[0].clone())?;
+                    return Ok(VT::none(py));
+                }
+                (VT::List(_) | VT::Dict(_), "__getitem__", 1) => return self.getitem(py, container, &args[0]),
+                (_, "__contains__", 1) => {
+                    let found = self.contains(py, container, &args[0])?;
+                    return Ok(const_bool(py, found));
+                }
+                (_, "__len__", 0) => {
+                    let len = self.og.handles.builtins.bind(py).getattr("len")?;
+                    return self.call_builtin(py, &len, vec![container.clone()], vec![]);
+                }
+                (_, "__iter__", 0) => return Ok(VT::Iterator(self.make_iter(py, container)?)),
+                // `list.__iadd__` extends in place and returns the list itself; `dict.__ior__`
+                // updates in place and returns the dict; `set.__ior__` and friends likewise.
+                (VT::List(_), "__iadd__", 1) => {
+                    self.call_container_method(py, container, "extend", args, vec![])?;
+                    return Ok(container.clone());
+                }
+                (VT::Dict(_), "__ior__", 1) => {
+                    if !matches!(&args[0], VT::Dict(_)) && args[0].as_constant(py).map(|c| !c.is_instance_of::<PyDict>()).unwrap_or(true) {
+                        graph_break!(UnsupportedCall, "dict.__ior__ with {}", args[0].describe(py));
+                    }
+                    self.call_container_method(py, container, "update", args, vec![])?;
+                    return Ok(container.clone());
+                }
+                (VT::Set(_), "__ior__" | "__iand__" | "__isub__" | "__ixor__", 1) => {
+                    let op = &name[2..name.len() - 2];
+                    return self.binary(py, op, container.clone(), args[0].clone());
+                }
+                _ => graph_break!(UnsupportedCall, "{}.{name}() is not modelled", container.describe(py)),
+            }
+        }
         if !kwargs.is_empty() && !matches!((container, name), (VT::Dict(_), "update")) {
             unsupported!("{}.{name}() with keyword arguments", container.describe(py));
         }
@@ -2239,6 +2287,19 @@ impl<'a> InstructionTranslator<'a> {
         let builtins = self.og.handles.builtins.bind(py).clone();
         let is = |name: &str| builtins.getattr(name).map(|f| f.is(b)).unwrap_or(false);
         let all_const = args.iter().all(|a| matches!(a, VT::Constant(_))) && kwargs.iter().all(|(_, a)| matches!(a, VT::Constant(_)));
+        if let Some(r) = self.call_unbound_descriptor(py, b, &args, &kwargs)? {
+            return Ok(r);
+        }
+        if is("setattr") && args.len() == 3 && kwargs.is_empty() {
+            // `setattr(o, name, v)` is `o.name = v` (Python/bltinmodule.c, `builtin_setattr`
+            // calls `PyObject_SetAttr`, the slot STORE_ATTR uses too).
+            let name: String = match args[1].as_constant(py).and_then(|n| n.extract::<String>().ok()) {
+                Some(n) => n,
+                None => graph_break!(UnsupportedBuiltin, "setattr with a non-constant or non-string name"),
+            };
+            self.store_attr(py, &args[0], &name, args[2].clone())?;
+            return Ok(VT::none(py));
+        }
         if is("super") {
             return self.make_super(&args);
         }
@@ -2469,6 +2530,39 @@ impl<'a> InstructionTranslator<'a> {
             return self.og.call(py, Some(b), None, &args, &kwargs);
         }
         graph_break!(UnsupportedCall, "call to {} with {}", crate::symbolic::variables::qualname(b), args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
+    }
+
+    /// A method of a builtin type called through the type (`list.__setitem__(a, 0, v)`,
+    /// `dict.get(d, k)`, `torch.Tensor.__setitem__(t, i, v)`, `object.__setattr__(o, n, v)`):
+    /// the same call as the bound method on the first argument when that argument is of the
+    /// descriptor's `__objclass__` (Objects/descrobject.c checks it and raises TypeError
+    /// otherwise; a mismatch is left to run in Python). `None`: `b` is not such a descriptor.
+    fn call_unbound_descriptor(&mut self, py: Python<'_>, b: &Bound<'_, PyAny>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        if !matches!(type_name(b).as_str(), "wrapper_descriptor" | "method_descriptor") || args.is_empty() {
+            return Ok(None);
+        }
+        let Ok(owner) = b.getattr("__objclass__") else { return Ok(None) };
+        let name: String = b.getattr("__name__")?.extract()?;
+        let rest = args[1..].to_vec();
+        let exact = |t: &Bound<'_, pyo3::types::PyType>| owner.is(t);
+        let recv = &args[0];
+        let matches = match recv {
+            VT::List(_) => exact(&py.get_type::<PyList>()),
+            VT::Dict(_) => exact(&py.get_type::<PyDict>()),
+            VT::Set(_) => exact(&py.get_type::<pyo3::types::PySet>()),
+            VT::Tensor(_) => owner.cast::<pyo3::types::PyType>().map(|o| self.og.handles.tensor_type.bind(py).cast::<pyo3::types::PyType>().map(|t| t.is_subclass(o).unwrap_or(false)).unwrap_or(false)).unwrap_or(false),
+            VT::Opaque { .. } => owner.is(py.get_type::<PyAny>()) && matches!(name.as_str(), "__setattr__" | "__getattribute__"),
+            _ => false,
+        };
+        if !matches {
+            return Ok(None);
+        }
+        let method = match recv {
+            VT::List(_) | VT::Dict(_) | VT::Set(_) => VT::ContainerMethod { container: Box::new(recv.clone()), name },
+            VT::Tensor(t) => VT::TensorMethod { tensor: t.clone(), name },
+            _ => VT::GenericAttr { obj: Box::new(recv.clone()), set: name == "__setattr__" },
+        };
+        self.call(py, &method, rest, kwargs.to_vec()).map(Some)
     }
 
     /// Inlines a user function: binds arguments to the callee's locals and interprets its code
