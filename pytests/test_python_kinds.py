@@ -659,3 +659,103 @@ def test_every_attribute_found_absent_is_guarded():
     for _ in range(3):
         g(h, X)
     assert h.calls == 3
+
+
+# ----- functools.partial, map/filter, itertools, builtins -------------------------------------
+
+import functools  # noqa: E402
+import itertools  # noqa: E402
+
+
+def scaled_add(a, b, c=1):
+    return a + b * c
+
+
+PARTIAL = functools.partial(scaled_add, c=3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_partial_called_stored_flattened_and_compared(backend):
+    def f(x):
+        p = functools.partial(scaled_add, x)
+        q = functools.partial(p, c=2)  # flattened: partial(scaled_add, x, c=2)
+        stored = {"p": q}
+        return (
+            p(1), q(2), stored["p"](b=3), q(1, c=5), PARTIAL(x, 2),
+            q.func is scaled_add, len(q.args), q.keywords, callable(q), p == p, p == q, p is q,
+            isinstance(q, functools.partial), type(p) is functools.partial,
+        )
+
+    check(f, X, breaks=0, backend=backend)
+
+
+def test_partial_from_the_frame_is_guarded_by_its_parts():
+    def f(x, k):
+        return PARTIAL(x, k), PARTIAL.keywords["c"]
+
+    ret = check(f, X, 2, breaks=0)
+    PARTIAL.keywords["c"] = 4  # the keyword is read through its source and guarded
+    try:
+        g = dynamo.optimize("eager")(f)
+        dynamo.reset()
+        g(X, 2)
+        PARTIAL.keywords["c"] = 5
+        assert torch.equal(g(X, 2)[0], X + 10)
+    finally:
+        PARTIAL.keywords["c"] = 3
+    assert ret[0] is tuple
+
+
+def test_partial_returned_from_the_frame_is_a_real_partial():
+    def f(x):
+        return functools.partial(scaled_add, 1, c=2), x + 1
+
+    dynamo.reset()
+    p, _ = dynamo.optimize("eager")(f)(X)
+    assert type(p) is functools.partial and p(3) == 7 and dynamo.counters()["graphs"] == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_map_and_filter_are_lazy(backend):
+    def f(x, lst):
+        m = map(lambda v: v * 2, lst)
+        lst.append(x)  # the live list iterator sees it, as in CPython
+        seen = []
+        flt = filter(lambda v: (seen.append(v), v > 1)[1], [1, 2, 3])
+        first = next(flt)  # filter ran its predicate on 1 and 2 only
+        return list(m), first, seen, list(map(scaled_add, [x, x], (1, 2, 3), [4, 5])), list(filter(None, [0, 1, 2, ""]))
+
+    check(f, X, [1.0, 2.0], breaks=0, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_itertools_iterators(backend):
+    def f(x, lst):
+        c = itertools.chain(lst, (x,))
+        lst.append(5)  # chain takes iter(lst) only when it reaches it
+        return (
+            list(c),
+            [a * b for a, b in itertools.product([1, 2], [x, x + 1])],
+            list(itertools.product([1, 2], repeat=2)),
+            list(itertools.islice([x, x * 2, x * 3, x * 4], 1, None, 2)),
+            list(itertools.islice(range(10), 3)),
+            list(itertools.accumulate([x, x, x])),
+            list(itertools.accumulate([1, 2, 3], lambda a, b: a * b, initial=2)),
+            list(itertools.zip_longest([x], [1, 2], fillvalue=0)),
+        )
+
+    check(f, X, [1.0], breaks=0, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_callable_frozenset_and_dicts_keyed_by_ints(backend):
+    def f(x, d):
+        fs = frozenset([1, 2])
+        s = {2, 3}
+        n = x.size(0)
+        return (
+            callable(scaled_add), callable(x), callable(3), callable(len), callable(d),
+            fs | s, s | fs, fs & s, type(fs - s), n in d, 7 in d, d[n] * x, dict(d), d.get(n),
+        )
+
+    check(f, X, {4: 2.0, 1: 0.5}, breaks=0, backend=backend)

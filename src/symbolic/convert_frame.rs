@@ -471,9 +471,16 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     IterKind::Enumerate { inner, .. } => visit(py, &VT::Iterator(inner.clone()), seen),
                     IterKind::Zip(inners) => inners.iter().for_each(|i| visit(py, &VT::Iterator(i.clone()), seen)),
                     IterKind::Generator(_) => {}
+                    // Lazy iterators are not rebuilt (`rebuild_iter` refuses them).
+                    _ => {}
                 }
             }
             VT::ContainerMethod { container, .. } => visit(py, container, seen),
+            VT::Partial(p) => {
+                visit(py, &p.func, seen);
+                p.args.iter().for_each(|a| visit(py, a, seen));
+                visit(py, &p.keywords, seen);
+            }
             _ => {}
         }
     }
@@ -621,6 +628,9 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
         }
         // A real generator cannot be made suspended in the middle of its body.
         IterKind::Generator(_) => unsupported!("a generator that outlives the graph (returned, or live across a graph break)"),
+        IterKind::Map { .. } | IterKind::Filter { .. } | IterKind::Chain { .. } | IterKind::Islice { .. } | IterKind::Accumulate { .. } | IterKind::ZipLongest { .. } => {
+            unsupported!("a map, filter or itertools iterator that outlives the graph (returned, or live across a graph break)")
+        }
     })
 }
 
@@ -707,6 +717,27 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
         VT::PyModule { obj, .. } => Rebuild::Const(obj.clone_ref(py)),
 
         VT::Iterator(it) => rebuild_iter(py, og, it, outputs)?,
+        VT::Partial(p) => match &p.source {
+            Some(s) => Rebuild::Source(s.clone()),
+            None => {
+                // `partial(func, *args, **keywords)`, with the keywords bound ahead of time in a
+                // constant `partial(partial, **keywords)` (they must be literals).
+                let partial = crate::symbolic::partial::partial_type(py)?;
+                let kw = PyDict::new(py);
+                for (k, v) in crate::symbolic::partial::keyword_items(py, &p.keywords)? {
+                    match v.as_constant(py) {
+                        Some(c) => kw.set_item(k, c)?,
+                        None => unsupported!("a functools.partial with a non-literal keyword '{k}' that outlives the graph"),
+                    }
+                }
+                let maker = if kw.is_empty() { partial.clone() } else { partial.call((partial.clone(),), Some(&kw))? };
+                let mut args = vec![rec(&p.func)?];
+                for a in &p.args {
+                    args.push(rec(a)?);
+                }
+                Rebuild::Call { func: maker.unbind(), args }
+            }
+        },
         VT::TensorMethod { tensor, name } => Rebuild::Attr(Box::new(rec(&VT::Tensor(tensor.clone()))?), name.clone()),
         VT::ContainerMethod { container, name } => Rebuild::Attr(Box::new(rec(container)?), name.clone()),
         VT::Method { func, self_ } => match func.as_ref() {

@@ -11,6 +11,7 @@ pub mod code_info;
 pub mod convert_frame;
 pub mod graph_break;
 pub mod output_graph;
+pub mod partial;
 pub mod side_effects;
 pub mod translator;
 pub mod variables;

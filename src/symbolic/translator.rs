@@ -14,7 +14,7 @@ use crate::source::{ItemKey, Source};
 use crate::symbolic::builder::{is_literal, is_torch_callable, wrap};
 use crate::symbolic::code_info::{code_info, flags, CodeInfo};
 use crate::symbolic::output_graph::OutputGraph;
-use crate::symbolic::variables::{borrow_iter, type_name, DictState, DictView, GeneratorFrame, IterError, IterKind, IteratorState, ListState, NestedFunction, VT};
+use crate::symbolic::variables::{borrow_iter, type_name, DictState, DictView, GeneratorFrame, IterError, IterKind, IterRequest, IteratorState, ListState, NestedFunction, VT};
 use crate::symbolic::{Unsupported, VResult};
 use crate::{graph_break, unsupported};
 use pyo3::prelude::*;
@@ -868,6 +868,12 @@ impl<'a> InstructionTranslator<'a> {
                 let cls = cls.bind(py).clone();
                 self.super_getattr(py, &cls, inner, name)
             }
+            VT::Partial(p) => match name {
+                "func" => Ok(p.func.clone()),
+                "args" => make_tuple(py, p.args.clone()),
+                "keywords" => Ok(p.keywords.clone()),
+                _ => graph_break!(UntracedValue, "attribute '{name}' of {}", obj.describe(py)),
+            },
             other => unsupported!("attribute '{name}' of {}", other.describe(py)),
         }
     }
@@ -1368,6 +1374,8 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Constant(_), _) | (_, VT::Constant(_)) => false,
             (VT::List(x), VT::List(y)) => Rc::ptr_eq(x, y),
             (VT::Dict(x), VT::Dict(y)) => Rc::ptr_eq(x, y),
+            (VT::Partial(x), VT::Partial(y)) => Rc::ptr_eq(x, y) || matches!((&x.obj, &y.obj), (Some(p), Some(q)) if p.is(q)),
+            (VT::Partial(_), _) | (_, VT::Partial(_)) => false,
             _ => match (real_object(a), real_object(b)) {
                 (Some(x), Some(y)) => x.as_ptr() == y.as_ptr(),
                 _ => unsupported!("identity comparison of {} and {}", a.describe(py), b.describe(py)),
@@ -1430,6 +1438,31 @@ impl<'a> InstructionTranslator<'a> {
 
     fn binary(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
         let base = out_of_place(name);
+        // A set of this trace against another one or a constant frozenset: run on the real
+        // sets (copies of constants); `frozenset op set` is a frozenset, `set op frozenset` a set
+        // (Objects/setobject.c makes the result of the left operand's type).
+        let as_set = |v: &VT| -> Option<Py<PyAny>> {
+            match v {
+                VT::Set(s) => Some(s.borrow().clone_ref(py)),
+                VT::Constant(c) if type_name(c.bind(py)) == "frozenset" => Some(c.clone_ref(py)),
+                _ => None,
+            }
+        };
+        if let (Some(x), Some(y)) = (as_set(&a), as_set(&b)) {
+            if matches!(base, "and_" | "or_" | "sub" | "xor") && (matches!(a, VT::Set(_)) || matches!(b, VT::Set(_))) && !(matches!(a, VT::Set(_)) && matches!(b, VT::Set(_))) {
+                if name.starts_with('i') && matches!(a, VT::Set(_)) {
+                    let f = self.og.handles.operator.bind(py).getattr(name)?;
+                    f.call1((x.bind(py), y.bind(py)))?;
+                    return Ok(a.clone());
+                }
+                let f = self.og.handles.operator.bind(py).getattr(base)?;
+                let r = f.call1((x.bind(py), y.bind(py)))?;
+                if type_name(&r) == "frozenset" {
+                    return Ok(VT::constant(r.unbind()));
+                }
+                return Ok(VT::Set(Rc::new(RefCell::new(r.unbind()))));
+            }
+        }
         if let (VT::Set(x), VT::Set(y)) = (&a, &b) {
             if matches!(base, "and_" | "or_" | "sub" | "xor") {
                 if name.starts_with('i') {
@@ -1497,6 +1530,9 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Constant(x), VT::Constant(y)) => return Ok(x.bind(py).eq(y.bind(py))?),
             (VT::List(x), VT::List(y)) if Rc::ptr_eq(x, y) => return Ok(true),
             (VT::Dict(x), VT::Dict(y)) if Rc::ptr_eq(x, y) => return Ok(true),
+            // `functools.partial` keeps `object.__eq__`: identity (a literal's `__eq__` does not
+            // know a partial either).
+            (VT::Partial(_), VT::Partial(_) | VT::Constant(_)) | (VT::Constant(_), VT::Partial(_)) => return self.is_same(py, a, b),
             _ => {}
         }
         if let (Some((ka, xs)), Some((kb, ys))) = (self.sequence_items(py, a)?, self.sequence_items(py, b)?) {
@@ -1697,6 +1733,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::List(_) => Some(py.get_type::<PyList>().into_any().unbind()),
             VT::Dict(_) => Some(py.get_type::<PyDict>().into_any().unbind()),
             VT::DictView { view, .. } => Some(PyDict::new(py).call_method0(view.method())?.get_type().into_any().unbind()),
+            VT::Partial(_) => Some(crate::symbolic::partial::partial_type(py)?.unbind()),
             _ => None,
         })
     }
@@ -1762,9 +1799,16 @@ impl<'a> InstructionTranslator<'a> {
     /// in CPython (a dict that changed size) is a graph break, so the instruction runs for real
     /// and raises there (the iterator is rebuilt in the state that raises, see `rebuild_of`).
     pub fn step_iter(&mut self, py: Python<'_>, it: &Rc<RefCell<IteratorState>>) -> VResult<Option<VT>> {
-        let depth = self.depth;
-        let og: &mut OutputGraph = self.og;
-        let mut resume = |f: &mut GeneratorFrame| -> Result<Option<VT>, IterError> { resume_generator(py, og, depth + 1, f).map_err(IterError::Unsupported) };
+        let mut resume = |req: IterRequest<'_>| -> Result<Option<VT>, IterError> {
+            let r = match req {
+                IterRequest::Resume(f) => resume_generator(py, self.og, self.depth + 1, f),
+                IterRequest::Call(func, args) => self.call(py, func, args, vec![]).map(Some),
+                IterRequest::Truth(v) => self.truth(py, v).map(|t| Some(const_bool(py, t))),
+                IterRequest::MakeIter(v) => self.make_iter(py, v).map(|i| Some(VT::Iterator(i))),
+                IterRequest::Add(a, b) => self.binary(py, "add", a, b).map(Some),
+            };
+            r.map_err(IterError::Unsupported)
+        };
         let r = match borrow_iter(it) {
             Ok(mut state) => state.next_item(py, &mut resume),
             Err(e) => Err(e),
@@ -2040,6 +2084,20 @@ impl<'a> InstructionTranslator<'a> {
                 }
             }
             VT::ContainerMethod { container, name } => self.call_container_method(py, container, name, args, kwargs),
+            VT::Partial(p) => {
+                // `func(*p.args, *args, **{**p.keywords, **kwargs})` (`partial_call`).
+                let mut all = p.args.clone();
+                all.extend(args);
+                let mut kw = crate::symbolic::partial::keyword_items(py, &p.keywords)?;
+                for (k, v) in kwargs {
+                    match kw.iter_mut().find(|(n, _)| *n == k) {
+                        Some(slot) => slot.1 = v,
+                        None => kw.push((k, v)),
+                    }
+                }
+                let func = p.func.clone();
+                self.call(py, &func, all, kw)
+            }
             VT::GradModeExit { restore } => {
                 let restore = *restore;
                 self.set_grad_enabled(py, restore)?;
@@ -2290,6 +2348,14 @@ impl<'a> InstructionTranslator<'a> {
         if let Some(r) = self.call_unbound_descriptor(py, b, &args, &kwargs)? {
             return Ok(r);
         }
+        if b.is(&crate::symbolic::partial::partial_type(py)?) {
+            return self.make_partial(py, args, kwargs);
+        }
+        if is("callable") && args.len() == 1 && kwargs.is_empty() {
+            if let Some(c) = self.is_callable(py, &args[0])? {
+                return Ok(const_bool(py, c));
+            }
+        }
         if is("setattr") && args.len() == 3 && kwargs.is_empty() {
             // `setattr(o, name, v)` is `o.name = v` (Python/bltinmodule.c, `builtin_setattr`
             // calls `PyObject_SetAttr`, the slot STORE_ATTR uses too).
@@ -2346,7 +2412,7 @@ impl<'a> InstructionTranslator<'a> {
                 VT::Constant(c) => c.bind(py).is_instance(&cls)?,
                 VT::Module { obj, .. } | VT::Opaque { obj, .. } => obj.bind(py).is_instance(&cls)?,
                 VT::Tuple(_) => py.get_type::<PyTuple>().is_subclass(&cls).unwrap_or(false) || cls.is(py.get_type::<PyTuple>()),
-                VT::NamedTuple { .. } | VT::DictView { .. } => {
+                VT::NamedTuple { .. } | VT::DictView { .. } | VT::Partial(_) => {
                     let ty = self.type_of(py, &args[0])?.expect("a known type");
                     ty.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.is_subclass(&cls)?
                 }
@@ -2399,6 +2465,9 @@ impl<'a> InstructionTranslator<'a> {
         if is("zip") && kwargs.is_empty() {
             let inners = args.iter().map(|a| self.make_iter(py, a)).collect::<VResult<Vec<_>>>()?;
             return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Zip(inners))))));
+        }
+        if let Some(it) = self.lazy_iterator(py, b, &args, &kwargs)? {
+            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(it)))));
         }
         if is("iter") && args.len() == 1 {
             return Ok(VT::Iterator(self.make_iter(py, &args[0])?));
@@ -2479,7 +2548,7 @@ impl<'a> InstructionTranslator<'a> {
         let literal_args: Option<Vec<Bound<'_, PyAny>>> = args.iter().map(|a| self.literal_value(py, a)).collect();
         let literal_kwargs: Option<Vec<(String, Bound<'_, PyAny>)>> = kwargs.iter().map(|(k, v)| self.literal_value(py, v).map(|v| (k.clone(), v))).collect();
         if let (Some(vals), Some(kvals)) = (literal_args, literal_kwargs) {
-            let pure = ["abs", "min", "max", "round", "int", "float", "bool", "str", "tuple", "sum", "any", "all", "divmod", "pow", "sorted", "reversed", "repr", "hash", "type", "slice", "chr", "ord", "format", "len"];
+            let pure = ["abs", "min", "max", "round", "int", "float", "bool", "str", "tuple", "frozenset", "sum", "any", "all", "divmod", "pow", "sorted", "reversed", "repr", "hash", "type", "slice", "chr", "ord", "format", "len"];
             let module = b.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
             let is_pure = pure.iter().any(|n| is(n)) || module == "math" || module == "_operator" || module == "operator" || (module == "torch" && type_name(b) == "type");
             if is_pure {
@@ -2530,6 +2599,118 @@ impl<'a> InstructionTranslator<'a> {
             return self.og.call(py, Some(b), None, &args, &kwargs);
         }
         graph_break!(UnsupportedCall, "call to {} with {}", crate::symbolic::variables::qualname(b), args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
+    }
+
+    /// `functools.partial(func, *args, **kwargs)` built in the frame. A partial of a partial is
+    /// flattened as `partial_new` does (Modules/_functoolsmodule.c) when the inner one is exact
+    /// and has no instance dict (always so for a `Partial` tracker).
+    fn make_partial(&mut self, py: Python<'_>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        let Some(func) = args.first().cloned() else {
+            graph_break!(UnsupportedCall, "functools.partial() without a function (TypeError)");
+        };
+        if self.is_callable(py, &func)? != Some(true) {
+            graph_break!(UnsupportedCall, "functools.partial() of {} (TypeError unless callable)", func.describe(py));
+        }
+        let (func, mut all, mut kw) = match &func {
+            VT::Partial(inner) => (inner.func.clone(), inner.args.clone(), crate::symbolic::partial::keyword_items(py, &inner.keywords)?),
+            other => (other.clone(), vec![], vec![]),
+        };
+        all.extend(args.into_iter().skip(1));
+        for (k, v) in kwargs {
+            match kw.iter_mut().find(|(n, _)| *n == k) {
+                Some(slot) => slot.1 = v,
+                None => kw.push((k, v)),
+            }
+        }
+        let keywords = new_dict(kw.into_iter().map(|(k, v)| (PyString::new(py, &k).into_any().unbind(), v)).collect());
+        Ok(VT::Partial(Rc::new(crate::symbolic::partial::PartialFunction { func, args: all, keywords, obj: None, source: None })))
+    }
+
+    /// `callable(v)` (Objects/object.c, `PyCallable_Check`: the type has `tp_call`), when
+    /// tracing knows the answer without running anything.
+    fn is_callable(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<bool>> {
+        Ok(Some(match v {
+            VT::Function { .. } | VT::NestedFunction(_) | VT::Method { .. } | VT::TorchFunction(_) | VT::TensorMethod { .. } | VT::Builtin(_) | VT::Class(_)
+            | VT::ContainerMethod { .. } | VT::Partial(_) | VT::GenericAttr { .. } | VT::GradModeExit { .. } => true,
+            VT::Tensor(_) | VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Dict(_) | VT::DictView { .. } | VT::Set(_) | VT::Iterator(_) | VT::PyModule { .. } | VT::Cell(_)
+            | VT::GradModeCtx { .. } => false,
+            VT::Constant(c) => c.bind(py).is_callable(),
+            // The type's `__call__` decides; the class is guarded by TYPE_MATCH or ID_MATCH.
+            VT::Module { obj, .. } | VT::Opaque { obj, .. } => obj.bind(py).get_type().hasattr("__call__")?,
+            _ => return Ok(None),
+        }))
+    }
+
+    /// `map`, `filter` and the `itertools` iterators tracing models lazily (`IterKind::Map` and
+    /// siblings): each step pulls from live iterators of the arguments and calls the function
+    /// traced, as CPython's `tp_iternext` does. `itertools.product` reads its arguments whole
+    /// at construction (Modules/itertoolsmodule.c, `product_new`), so it is a fixed sequence.
+    /// `None`: `b` is none of these, or is called with arguments not modelled.
+    fn lazy_iterator(&mut self, py: Python<'_>, b: &Bound<'_, PyAny>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<IterKind>> {
+        let builtins = self.og.handles.builtins.bind(py).clone();
+        let itertools = py.import("itertools")?;
+        let is = |m: &Bound<'_, PyAny>, name: &str| m.getattr(name).map(|f| f.is(b)).unwrap_or(false);
+        let kw = |name: &str| kwargs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        let none_or = |v: Option<VT>| v.filter(|v| !v.as_constant(py).map(|c| c.is_none()).unwrap_or(false));
+        let kind = if is(&builtins, "map") && args.len() >= 2 && kwargs.is_empty() {
+            let inners = args[1..].iter().map(|a| self.make_iter(py, a)).collect::<VResult<Vec<_>>>()?;
+            IterKind::Map { func: args[0].clone(), inners }
+        } else if is(&builtins, "filter") && args.len() == 2 && kwargs.is_empty() {
+            let inner = self.make_iter(py, &args[1])?;
+            IterKind::Filter { func: none_or(Some(args[0].clone())), inner }
+        } else if is(&itertools, "chain") && kwargs.is_empty() {
+            IterKind::Chain { pending: args.iter().cloned().collect(), active: None }
+        } else if is(&itertools, "islice") && (2..=4).contains(&args.len()) && kwargs.is_empty() {
+            let ints = args[1..].iter().map(|a| match a.as_constant(py) {
+                Some(c) if c.is_none() => Ok(None),
+                Some(c) => c.extract::<i64>().ok().filter(|v| *v >= 0).map(|v| Some(v as usize)).ok_or(()),
+                None => Err(()),
+            }).collect::<Result<Vec<_>, ()>>();
+            let Ok(ints) = ints else { graph_break!(UnsupportedCall, "islice() with bounds that are not constant non-negative ints") };
+            let (start, stop, step) = match ints.len() {
+                1 => (None, ints[0], None),
+                2 => (ints[0], ints[1], None),
+                _ => (ints[0], ints[1], ints[2]),
+            };
+            if step == Some(0) {
+                graph_break!(UnsupportedCall, "islice() with step 0 (ValueError)");
+            }
+            let inner = self.make_iter(py, &args[0])?;
+            IterKind::Islice { inner, next: start.unwrap_or(0), stop, step: step.unwrap_or(1), count: 0 }
+        } else if is(&itertools, "accumulate") && (1..=2).contains(&args.len()) && kwargs.iter().all(|(k, _)| k == "func" || k == "initial") {
+            let inner = self.make_iter(py, &args[0])?;
+            let func = none_or(args.get(1).cloned().or_else(|| kw("func")));
+            IterKind::Accumulate { inner, func, total: None, initial: none_or(kw("initial")) }
+        } else if is(&itertools, "zip_longest") && kwargs.iter().all(|(k, _)| k == "fillvalue") {
+            let inners = args.iter().map(|a| self.make_iter(py, a).map(Some)).collect::<VResult<Vec<_>>>()?;
+            IterKind::ZipLongest { inners, fill: kw("fillvalue").unwrap_or_else(|| VT::none(py)) }
+        } else if is(&itertools, "product") && kwargs.iter().all(|(k, _)| k == "repeat") {
+            let repeat: usize = match kw("repeat").and_then(|r| r.as_constant(py)) {
+                Some(r) => r.extract::<i64>().ok().filter(|r| *r >= 0).map(|r| r as usize).ok_or_else(|| Unsupported::new("product() repeat"))?,
+                None if kwargs.is_empty() => 1,
+                None => unsupported!("product() with a non-constant repeat"),
+            };
+            let mut pools = Vec::new();
+            for a in args {
+                pools.push(self.iter_items(py, a)?);
+            }
+            let pools: Vec<Vec<VT>> = (0..repeat).flat_map(|_| pools.iter().cloned()).collect();
+            let mut out: Vec<Vec<VT>> = vec![vec![]];
+            for pool in &pools {
+                out = out.into_iter().flat_map(|prefix| pool.iter().map(move |v| {
+                    let mut p = prefix.clone();
+                    p.push(v.clone());
+                    p
+                })).collect();
+                if out.len() > 100_000 {
+                    unsupported!("product() too long to unroll");
+                }
+            }
+            IterKind::Items(out.into_iter().map(|t| crate::symbolic::variables::tuple_of(py, t)).collect())
+        } else {
+            return Ok(None);
+        };
+        Ok(Some(kind))
     }
 
     /// A method of a builtin type called through the type (`list.__setitem__(a, 0, v)`,
