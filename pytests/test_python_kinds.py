@@ -759,3 +759,102 @@ def test_callable_frozenset_and_dicts_keyed_by_ints(backend):
         )
 
     check(f, X, {4: 2.0, 1: 0.5}, breaks=0, backend=backend)
+
+
+# ----- what real programs hit (issue "Whole-model capture", item 2) ---------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hasattr_of_a_missing_tensor_attribute_answers_false(backend):
+    # transformers asks `hasattr(tensor, "jax")` on every call.
+    def f(x):
+        y = x * 2
+        return hasattr(x, "jax"), hasattr(y, "jax"), getattr(y, "nope", 3), hasattr(x, "shape"), y + 1
+
+    check(f, X, breaks=0, backend=backend)
+
+
+def test_hasattr_of_a_tensor_input_is_guarded():
+    def f(x):
+        return x + (1 if hasattr(x, "tag") else 2)
+
+    g = dynamo.optimize("eager")(f)
+    dynamo.reset()
+    a = X.clone()
+    assert torch.equal(g(a), X + 2)
+    a.tag = 1
+    assert torch.equal(g(a), X + 1)
+
+
+class TwoLayers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5))
+        self.head = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.body(x)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_train_and_eval_on_a_module_with_children(backend):
+    # `named_children` keeps a `memo` set of modules (`'in' on set` broke the graph).
+    def f(m, x):
+        m.eval()
+        y = m(x)
+        m.train()
+        return y, m.training, m.body[1].training
+
+    torch.manual_seed(0)
+    m = TwoLayers()
+    m.train(False)
+    want = f(m, X)
+    m.train(False)
+    dynamo.reset()
+    got = dynamo.optimize(backend)(f)(m, X)
+    assert torch.equal(want[0], got[0]) and want[1:] == got[1:] == (True, True)
+    assert all(c.training for c in m.modules())
+    counters = dynamo.counters()
+    assert counters["graphs"] == 1 and counters["graph_breaks"] == 0, counters
+
+
+def test_zero_grad_as_the_first_line_of_a_step_breaks_with_a_resume():
+    # `opt.zero_grad()` first: the bound method on the stack at the break is rebuilt, so the
+    # rest of the step is still traced (before: the whole step ran eagerly).
+    def step(m, opt, x):
+        opt.zero_grad()
+        loss = m(x).sum()
+        loss.backward()
+        opt.step()
+        return loss
+
+    torch.manual_seed(0)
+    m1 = TwoLayers().eval()
+    m2 = copy.deepcopy(m1)
+    o1 = torch.optim.SGD(m1.parameters(), lr=0.1)
+    o2 = torch.optim.SGD(m2.parameters(), lr=0.1)
+    dynamo.reset()
+    g = dynamo.optimize("eager")(step)
+    for _ in range(3):
+        assert torch.equal(step(m1, o1, X), g(m2, o2, X))
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        assert torch.equal(p1, p2)
+    assert dynamo.counters()["graphs"] >= 1
+
+
+def test_dataloader_loop_runs_with_a_named_break():
+    data = torch.utils.data.TensorDataset(torch.arange(24.0).reshape(8, 3), torch.ones(8, 2))
+
+    def f(m, loader):
+        total = 0
+        for xb, yb in loader:
+            total = total + ((m(xb) - yb) ** 2).mean()
+        return total
+
+    torch.manual_seed(0)
+    m = torch.nn.Linear(3, 2)
+    loader = torch.utils.data.DataLoader(data, batch_size=4)
+    want = f(m, loader)
+    dynamo.reset()
+    got = dynamo.explain(f)(m, loader)
+    assert "iterating DataLoader object (its __iter__ runs in Python)" in str(got)
+    assert torch.equal(dynamo.optimize("eager")(f)(m, loader), want)

@@ -15,7 +15,7 @@ use crate::symbolic::builder::wrap;
 use crate::symbolic::code_info::code_info;
 use crate::symbolic::output_graph::OutputGraph;
 use crate::symbolic::translator::{GlobalsInfo, InstructionTranslator};
-use crate::symbolic::variables::{IterKind, IteratorState, VT};
+use crate::symbolic::variables::{type_name, IterKind, IteratorState, VT};
 use crate::symbolic::{Unsupported, VResult};
 use crate::unsupported;
 use pyo3::prelude::*;
@@ -712,6 +712,9 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
         }
         VT::Module { source: Some(s), .. } | VT::Function { source: Some(s), .. } | VT::PyModule { source: Some(s), .. } => Rebuild::Source(s.clone()),
         VT::Opaque { source, .. } => Rebuild::Source(source.clone()),
+        VT::Set(set) if !set.borrow().bind(py).try_iter()?.all(|m| m.map(|m| crate::symbolic::builder::is_literal(py, &m)).unwrap_or(false)) => {
+            unsupported!("a set of modules or functions that outlives the graph")
+        }
         VT::Set(set) => Rebuild::SetOf(pyo3::types::PyFrozenSet::new(py, set.borrow().bind(py).try_iter()?.collect::<PyResult<Vec<_>>>()?)?.into_any().unbind()),
         VT::TorchFunction(o) | VT::Builtin(o) | VT::Class(o) => Rebuild::Const(o.clone_ref(py)),
         VT::PyModule { obj, .. } => Rebuild::Const(obj.clone_ref(py)),
@@ -749,6 +752,9 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
             }
             // `types.MethodType(func, self)`: equal in behaviour to the attribute the frame read.
             VT::Function { obj, .. } => Rebuild::BoundMethod { func: obj.clone_ref(py), self_: Box::new(rec(self_)?) },
+            // A torch function (a method of `torch.optim.Optimizer`, ...) bound to an object:
+            // the same binding (`opt.zero_grad` on the stack at a break before its call).
+            VT::TorchFunction(obj) if type_name(obj.bind(py)) == "function" => Rebuild::BoundMethod { func: obj.clone_ref(py), self_: Box::new(rec(self_)?) },
             _ => unsupported!("rebuilding a bound method of {}", func.describe(py)),
         },
         // The `__exit__` of a grad-mode `with` block, on the stack across a break inside it.

@@ -72,6 +72,9 @@ pub struct OutputGraph {
     pub dicts_by_ptr: HashMap<usize, (Arc<Source>, Rc<std::cell::RefCell<crate::symbolic::variables::DictState>>)>,
     /// User objects wrapped as `Opaque`, by address: (first source, type address).
     pub opaque_by_ptr: HashMap<usize, (Arc<Source>, usize)>,
+    /// Trackers of the identity-hashed objects from the frame (modules, classes, functions)
+    /// that a traced set holds, by address: iterating the set gives them back.
+    pub set_members: HashMap<usize, crate::symbolic::variables::VariableTracker>,
     /// Sources of user classes wrapped from the frame, by address (their attributes are read
     /// and written through them).
     pub class_sources: HashMap<usize, Arc<Source>>,
@@ -112,6 +115,7 @@ impl OutputGraph {
             wrapping: Vec::new(),
             unpinned_functions: std::collections::HashSet::new(),
             opaque_by_ptr: HashMap::new(),
+            set_members: HashMap::new(),
             cells_by_ptr: HashMap::new(),
             class_sources: HashMap::new(),
             name_counts: HashMap::new(),

@@ -541,7 +541,8 @@ impl<'a> InstructionTranslator<'a> {
                 let idx = self.stack.len() - arg as usize;
                 match &self.stack[idx] {
                     VT::Set(set) => {
-                        let consts = constants_of(py, &items).ok_or_else(|| Unsupported::new("set member is not a literal"))?;
+                        let set = set.clone();
+                        let consts = self.set_members_of(py, &items)?;
                         let set = set.borrow();
                         for c in consts {
                             set.bind(py).call_method1("add", (c,))?;
@@ -685,7 +686,11 @@ impl<'a> InstructionTranslator<'a> {
             op::FOR_ITER => {
                 let next = match self.stack.last().cloned() {
                     Some(VT::Iterator(it)) => self.step_iter(py, &it)?,
-                    _ => unsupported!("FOR_ITER on a non-iterator"),
+                    // An iterator of a user type (a DataLoader's): stepping it runs its Python
+                    // `__next__`; the loop runs in Python and what it calls is compiled frame
+                    // by frame.
+                    Some(other) => graph_break!(UntracedValue, "for loop over {} (its __next__ runs in Python)", other.describe(py)),
+                    None => unsupported!("FOR_ITER on an empty stack"),
                 };
                 match next {
                     Some(v) => self.stack.push(v),
@@ -1408,6 +1413,12 @@ impl<'a> InstructionTranslator<'a> {
             }
             (VT::Module { obj, .. }, Some(k)) => Ok(obj.bind(py).contains(k)?),
             (VT::Set(set), Some(k)) => Ok(set.borrow().bind(py).contains(k)?),
+            (VT::Set(set), None) => {
+                let set = set.clone();
+                let member = self.set_members_of(py, std::slice::from_ref(item))?;
+                let found = set.borrow().bind(py).contains(&member[0])?;
+                Ok(found)
+            }
             (VT::Opaque { obj, source }, _) => {
                 // `__contains__` looked up on the type and inlined when it is Python code
                 // (collections.abc.Mapping's, a user container's); its result must be constant.
@@ -1771,7 +1782,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Constant(c) => Some(c.bind(py).clone()),
             VT::Tuple(items) => PyTuple::new(py, constants_of(py, items)?).ok().map(|t| t.into_any()),
             VT::List(l) => PyList::new(py, constants_of(py, &l.borrow().items)?).ok().map(|l| l.into_any()),
-            VT::Set(set) => set.borrow().bind(py).call_method0("copy").ok(),
+            VT::Set(set) => set.borrow().bind(py).call_method0("copy").ok().filter(|c| c.try_iter().map(|it| it.flatten().all(|m| is_literal(py, &m))).unwrap_or(false)),
             VT::DictView { dict, view } => {
                 // A view of a fresh dict with the same keys (and values, when they matter).
                 let real = PyDict::new(py);
@@ -1788,9 +1799,37 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
+    /// The real objects a traced set holds for `items`: literals, and objects from the frame
+    /// whose identity is guarded and whose type hashes and compares by identity (`object`'s
+    /// `__hash__` and `__eq__`: a module in `named_children`'s `memo`), so that membership
+    /// runs no user code. Anything else is not modelled.
+    fn set_members_of<'py>(&mut self, py: Python<'py>, items: &[VT]) -> VResult<Vec<Bound<'py, PyAny>>> {
+        let object_type = py.get_type::<PyAny>();
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            if let Some(c) = item.as_constant(py) {
+                out.push(c);
+                continue;
+            }
+            self.pin_identity(item);
+            let obj = match item {
+                VT::Module { obj, .. } | VT::Class(obj) | VT::Builtin(obj) | VT::TorchFunction(obj) => obj.bind(py).clone(),
+                VT::Function { obj, source: Some(_) } => obj.bind(py).clone(),
+                other => unsupported!("set member {} is not a literal or an identity-guarded object", other.describe(py)),
+            };
+            let ty = obj.get_type();
+            if !(ty.getattr("__hash__")?.is(object_type.getattr("__hash__")?) && ty.getattr("__eq__")?.is(object_type.getattr("__eq__")?)) {
+                unsupported!("set member {} hashes or compares with its own methods", item.describe(py));
+            }
+            self.og.set_members.insert(obj.as_ptr() as usize, item.clone());
+            out.push(obj);
+        }
+        Ok(out)
+    }
+
     /// A private set of literal members.
     fn new_set(&mut self, py: Python<'_>, items: &[VT]) -> VResult<VT> {
-        let consts = constants_of(py, items).ok_or_else(|| Unsupported::new("set member is not a literal"))?;
+        let consts = self.set_members_of(py, items)?;
         let set = pyo3::types::PySet::new(py, consts)?;
         Ok(VT::Set(Rc::new(RefCell::new(set.into_any().unbind()))))
     }
@@ -1850,7 +1889,16 @@ impl<'a> InstructionTranslator<'a> {
         Ok(match v {
             VT::Set(set) => {
                 let set = set.borrow();
-                set.bind(py).try_iter()?.map(|i| Ok(VT::constant(i?.unbind()))).collect::<VResult<Vec<_>>>()?
+                let mut out = Vec::new();
+                for m in set.bind(py).try_iter()? {
+                    let m = m?;
+                    out.push(match self.og.set_members.get(&(m.as_ptr() as usize)) {
+                        Some(vt) if !is_literal(py, &m) => vt.clone(),
+                        _ if is_literal(py, &m) => VT::constant(m.unbind()),
+                        _ => unsupported!("set member of type {} without a tracker", type_name(&m)),
+                    });
+                }
+                out
             }
             VT::Constant(c) => {
                 let mut out = Vec::new();
@@ -1908,6 +1956,7 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 out
             }
+            VT::Opaque { .. } => graph_break!(UntracedValue, "iterating {} (its __iter__ runs in Python)", v.describe(py)),
             _ => unsupported!("iterating {}", v.describe(py)),
         })
     }
@@ -2231,7 +2280,7 @@ impl<'a> InstructionTranslator<'a> {
                     "clear" => vec![],
                     _ => args.clone(),
                 };
-                let consts = constants_of(py, &items).ok_or_else(|| Unsupported::new("set member is not a literal"))?;
+                let consts = self.set_members_of(py, &items)?;
                 let set = set.borrow();
                 let set = set.bind(py);
                 match name {
@@ -2433,7 +2482,27 @@ impl<'a> InstructionTranslator<'a> {
                 VT::PyModule { obj, .. } => Some(!obj.bind(py).hasattr(name.as_str())?),
                 // A real tensor can carry instance attributes the fake one lacks: only a class
                 // attribute is known present; anything else is not decided here.
-                VT::Tensor(t) => if t.fake.bind(py).get_type().hasattr(name.as_str())? { Some(false) } else { None },
+                // A tensor made by the graph has no instance attributes; a graph input is asked
+                // for real and guarded (`hasattr(t, "jax")` in transformers answers False).
+                VT::Tensor(t) => {
+                    if t.fake.bind(py).get_type().hasattr(name.as_str())? {
+                        Some(false)
+                    } else {
+                        match &t.source {
+                            None => Some(true),
+                            Some(src) => {
+                                let real = self.og.inputs.iter().find(|(s, _)| s == src).map(|(_, v)| v.clone_ref(py));
+                                match real {
+                                    Some(r) if !r.bind(py).hasattr(name.as_str())? => {
+                                        self.og.add_guard(Some(src.clone()), GuardKind::NoAttr(name.clone()));
+                                        Some(true)
+                                    }
+                                    _ => None,
+                                }
+                            }
+                        }
+                    }
+                }
                 VT::Opaque { .. } | VT::Module { .. } => Some(self.attr_absent(py, &args[0], &name)?),
                 _ => None,
             };
