@@ -858,3 +858,104 @@ def test_dataloader_loop_runs_with_a_named_break():
     got = dynamo.explain(f)(m, loader)
     assert "iterating DataLoader object (its __iter__ runs in Python)" in str(got)
     assert torch.equal(dynamo.optimize("eager")(f)(m, loader), want)
+
+
+# ----- user classes and dataclasses constructed in the frame ----------------------------------
+
+import dataclasses  # noqa: E402
+
+
+@dataclasses.dataclass
+class DPoint:
+    a: torch.Tensor
+    b: int = 3
+    tags: list = dataclasses.field(default_factory=list)
+
+    def scaled(self):
+        return self.a * self.b
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    k: int
+    t: torch.Tensor
+
+
+class Counter:
+    def __init__(self, x, step=2):
+        self.x = x
+        self.step = step
+
+    @property
+    def doubled(self):
+        return self.x * self.step
+
+    def bump(self):
+        self.step += 1
+        return self
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_objects_built_in_the_frame_are_traced(backend):
+    def f(x):
+        p = DPoint(x, 2)
+        q = DPoint(x, 2)
+        p.tags.append("t")
+        c = Counter(x).bump()
+        fz = Frozen(1, x * 2)
+        return (
+            p.scaled() + c.doubled, p == q, p == DPoint(x, 2, ["t"]), p != q, p.b, fz.k, fz.t + 1, c.step,
+            isinstance(p, DPoint), type(c) is Counter, hasattr(c, "nope"), getattr(c, "nope", 5), p is q,
+        )
+
+    check(f, X, breaks=0, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_objects_that_escape_are_rebuilt_once(backend):
+    def f(x, out):
+        p = DPoint(x * 2)
+        c = Counter(x + 1, 4)
+        out.append(c)  # stored into an object from the frame
+        fz = Frozen(2, x)
+        return p, fz, c.doubled
+
+    eager_out, compiled_out = [], []
+    want = f(X, eager_out)
+    dynamo.reset()
+    got = dynamo.optimize(backend)(f)(X, compiled_out)
+    assert dynamo.counters()["graphs"] == 1 and dynamo.counters()["graph_breaks"] == 0
+    assert type(got[0]) is DPoint and torch.equal(got[0].a, want[0].a) and got[0].b == 3 and got[0].tags == []
+    assert type(got[1]) is Frozen and got[1].k == 2 and got[1].t is X
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got[1].k = 3
+    assert len(compiled_out) == 1 and type(compiled_out[0]) is Counter
+    assert torch.equal(compiled_out[0].x, X + 1) and compiled_out[0].step == 4
+    assert torch.equal(got[2], want[2])
+
+
+def test_object_live_across_a_graph_break_and_frozen_writes():
+    def f(x):
+        c = Counter(x * 2)
+        print("break")
+        c.bump()
+        return c.doubled
+
+    check(f, X, graphs=2, breaks=1)
+
+    def g(x):
+        fz = Frozen(1, x)
+        fz.k = 2  # FrozenInstanceError, raised by the dataclass's own __setattr__ in Python
+        return x
+
+    check(g, X, graphs=0)
+
+
+def test_an_object_reachable_twice_stays_one_object():
+    def f(x):
+        c = Counter(x)
+        return c, [c]
+
+    dynamo.reset()
+    a, lst = dynamo.optimize("eager")(f)(X)
+    assert lst[0] is a

@@ -476,6 +476,10 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                 }
             }
             VT::ContainerMethod { container, .. } => visit(py, container, seen),
+            VT::UserObject(o) => {
+                *seen.entry(Rc::as_ptr(o) as *const () as usize).or_insert(0) += 1;
+                o.attrs.borrow().iter().for_each(|(_, v)| visit(py, v, seen));
+            }
             VT::Partial(p) => {
                 visit(py, &p.func, seen);
                 p.args.iter().for_each(|a| visit(py, a, seen));
@@ -720,6 +724,12 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
         VT::PyModule { obj, .. } => Rebuild::Const(obj.clone_ref(py)),
 
         VT::Iterator(it) => rebuild_iter(py, og, it, outputs)?,
+        VT::UserObject(o) => {
+            // Note: visited once (check_rebuilt_once), so one rebuild is the one object.
+            let new_object = py.import("dynamo._C")?.getattr("new_object")?;
+            let attrs = o.attrs.borrow().iter().map(|(k, v)| Ok((pyo3::types::PyString::new(py, k).into_any().unbind(), rec(v)?))).collect::<VResult<Vec<_>>>()?;
+            Rebuild::Call { func: new_object.unbind(), args: vec![Rebuild::Const(o.cls.clone_ref(py)), Rebuild::Dict(attrs)] }
+        }
         VT::Partial(p) => match &p.source {
             Some(s) => Rebuild::Source(s.clone()),
             None => {

@@ -14,6 +14,7 @@ pub mod output_graph;
 pub mod partial;
 pub mod side_effects;
 pub mod translator;
+pub mod user_objects;
 pub mod variables;
 
 use graph_break::GraphBreakKind;

@@ -873,6 +873,10 @@ impl<'a> InstructionTranslator<'a> {
                 let cls = cls.bind(py).clone();
                 self.super_getattr(py, &cls, inner, name)
             }
+            VT::UserObject(o) => {
+                let o = o.clone();
+                self.user_object_getattr(py, obj, &o, name)
+            }
             VT::Partial(p) => match name {
                 "func" => Ok(p.func.clone()),
                 "args" => make_tuple(py, p.args.clone()),
@@ -1102,6 +1106,10 @@ impl<'a> InstructionTranslator<'a> {
     /// anything else is a graph break.
     fn store_attr(&mut self, py: Python<'_>, obj: &VT, name: &str, v: VT) -> VResult<()> {
         match obj {
+            VT::UserObject(o) => {
+                let o = o.clone();
+                self.user_object_setattr(py, obj, &o, name, v, false)
+            }
             VT::Opaque { obj: o, source } => {
                 let o = o.bind(py);
                 let ty = o.get_type();
@@ -1344,6 +1352,13 @@ impl<'a> InstructionTranslator<'a> {
                     true
                 }
             }
+            VT::UserObject(o) => {
+                let ty = o.cls.bind(py);
+                if ty.hasattr("__bool__")? || ty.hasattr("__len__")? {
+                    graph_break!(UntracedValue, "truth value of {} (it defines __bool__ or __len__)", v.describe(py));
+                }
+                true
+            }
             VT::Opaque { obj, .. } => {
                 // `bool(obj)` runs the class's __bool__ or __len__ (Objects/typeobject.c slots).
                 let ty = obj.bind(py).get_type();
@@ -1381,6 +1396,9 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Dict(x), VT::Dict(y)) => Rc::ptr_eq(x, y),
             (VT::Partial(x), VT::Partial(y)) => Rc::ptr_eq(x, y) || matches!((&x.obj, &y.obj), (Some(p), Some(q)) if p.is(q)),
             (VT::Partial(_), _) | (_, VT::Partial(_)) => false,
+            (VT::UserObject(x), VT::UserObject(y)) => Rc::ptr_eq(x, y),
+            // A new object is none of the objects that existed before it.
+            (VT::UserObject(_), _) | (_, VT::UserObject(_)) => false,
             _ => match (real_object(a), real_object(b)) {
                 (Some(x), Some(y)) => x.as_ptr() == y.as_ptr(),
                 _ => unsupported!("identity comparison of {} and {}", a.describe(py), b.describe(py)),
@@ -1522,6 +1540,14 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Tensor(_), _) | (_, VT::Tensor(_)) => self.operator(py, name, vec![a, b]),
             (VT::Constant(_), VT::Constant(_)) => self.operator(py, name, vec![a, b]),
             _ if name == "eq" || name == "ne" => {
+                // `!=` is `not ==` only while the class keeps `object.__ne__`.
+                for v in [&a, &b] {
+                    if let VT::UserObject(o) = v {
+                        if name == "ne" && !o.cls.bind(py).getattr("__ne__")?.is(py.get_type::<PyAny>().getattr("__ne__")?) {
+                            graph_break!(UntracedValue, "!= of {} (its class defines __ne__)", v.describe(py));
+                        }
+                    }
+                }
                 let eq = self.equal(py, &a, &b)?;
                 Ok(const_bool(py, eq == (name == "eq")))
             }
@@ -1544,6 +1570,7 @@ impl<'a> InstructionTranslator<'a> {
             // `functools.partial` keeps `object.__eq__`: identity (a literal's `__eq__` does not
             // know a partial either).
             (VT::Partial(_), VT::Partial(_) | VT::Constant(_)) | (VT::Constant(_), VT::Partial(_)) => return self.is_same(py, a, b),
+            (VT::UserObject(_), _) | (_, VT::UserObject(_)) => return self.user_object_eq(py, a, b),
             _ => {}
         }
         if let (Some((ka, xs)), Some((kb, ys))) = (self.sequence_items(py, a)?, self.sequence_items(py, b)?) {
@@ -1745,6 +1772,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Dict(_) => Some(py.get_type::<PyDict>().into_any().unbind()),
             VT::DictView { view, .. } => Some(PyDict::new(py).call_method0(view.method())?.get_type().into_any().unbind()),
             VT::Partial(_) => Some(crate::symbolic::partial::partial_type(py)?.unbind()),
+            VT::UserObject(o) => Some(o.cls.clone_ref(py)),
             _ => None,
         })
     }
@@ -2111,6 +2139,10 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 Ok(VT::NamedTuple { cls: c.clone(), items: Rc::new(items) })
             }
+            VT::Class(c) if self.is_trackable_class(py, c.bind(py))? => {
+                let c = c.clone();
+                self.construct_user_object(py, &c, args, kwargs)
+            }
             VT::Builtin(b) | VT::Class(b) => {
                 let b = b.bind(py).clone();
                 self.call_builtin(py, &b, args, kwargs)
@@ -2151,6 +2183,23 @@ impl<'a> InstructionTranslator<'a> {
                 let restore = *restore;
                 self.set_grad_enabled(py, restore)?;
                 Ok(VT::none(py))
+            }
+            VT::GenericAttr { obj: inner, set } if matches!(inner.as_ref(), VT::UserObject(_)) => {
+                let VT::UserObject(o) = inner.as_ref() else { unreachable!() };
+                let name: String = match args.first().and_then(|a| a.as_constant(py)) {
+                    Some(n) => n.extract()?,
+                    None => unsupported!("{} with a non-constant name", func.describe(py)),
+                };
+                if *set {
+                    if args.len() != 2 {
+                        unsupported!("object.__setattr__ with {} arguments", args.len());
+                    }
+                    let o = o.clone();
+                    self.user_object_setattr(py, inner, &o, &name, args[1].clone(), true)?;
+                    return Ok(VT::none(py));
+                }
+                let o = o.clone();
+                self.user_object_getattr(py, inner, &o, &name)
             }
             VT::GenericAttr { obj: inner, set } => {
                 let VT::Opaque { obj: o, source } = inner.as_ref() else {
@@ -2461,7 +2510,7 @@ impl<'a> InstructionTranslator<'a> {
                 VT::Constant(c) => c.bind(py).is_instance(&cls)?,
                 VT::Module { obj, .. } | VT::Opaque { obj, .. } => obj.bind(py).is_instance(&cls)?,
                 VT::Tuple(_) => py.get_type::<PyTuple>().is_subclass(&cls).unwrap_or(false) || cls.is(py.get_type::<PyTuple>()),
-                VT::NamedTuple { .. } | VT::DictView { .. } | VT::Partial(_) => {
+                VT::NamedTuple { .. } | VT::DictView { .. } | VT::Partial(_) | VT::UserObject(_) => {
                     let ty = self.type_of(py, &args[0])?.expect("a known type");
                     ty.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.is_subclass(&cls)?
                 }
@@ -2504,6 +2553,18 @@ impl<'a> InstructionTranslator<'a> {
                     }
                 }
                 VT::Opaque { .. } | VT::Module { .. } => Some(self.attr_absent(py, &args[0], &name)?),
+                // A new object: its instance attributes are all in the tracker; the class is
+                // asked (and guarded through its source).
+                VT::UserObject(o) => {
+                    if o.get(&name).is_some() {
+                        Some(false)
+                    } else if o.cls.bind(py).hasattr(name.as_str())? {
+                        None
+                    } else {
+                        self.og.add_guard(Some(o.cls_source.clone()), GuardKind::NoAttr(name.clone()));
+                        Some(true)
+                    }
+                }
                 _ => None,
             };
             if known_missing == Some(true) {
@@ -2670,6 +2731,169 @@ impl<'a> InstructionTranslator<'a> {
         graph_break!(UnsupportedCall, "call to {} with {}", crate::symbolic::variables::qualname(b), args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
     }
 
+    /// Whether calling class `c` makes a tracked `UserObject`: a plain Python class
+    /// (`user_objects::is_plain_class`) outside torch, reached through a source.
+    fn is_trackable_class(&mut self, py: Python<'_>, c: &Bound<'_, PyAny>) -> VResult<bool> {
+        let module = c.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+        if module == "torch" || module.starts_with("torch.") {
+            return Ok(false);
+        }
+        Ok(self.og.class_sources.contains_key(&(c.as_ptr() as usize)) && crate::symbolic::user_objects::is_plain_class(py, c)?)
+    }
+
+    /// `cls(*args, **kwargs)` for a trackable class: `object.__new__` gives a fresh tracker, then
+    /// `__init__` is inlined on it (`type_call` in Objects/typeobject.c); `__init__` must return
+    /// None (else TypeError, left to Python).
+    fn construct_user_object(&mut self, py: Python<'_>, cls: &Rc<Py<PyAny>>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        let cls_source = self.og.class_sources.get(&(cls.as_ptr() as usize)).cloned().expect("trackable classes have a source");
+        let obj = Rc::new(crate::symbolic::user_objects::UserObject { cls: cls.clone_ref(py), cls_source, attrs: RefCell::new(Vec::new()) });
+        let vt = VT::UserObject(obj.clone());
+        let ty = cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+        let (k, init) = static_type_lookup(&ty, "__init__")?.expect("object defines __init__");
+        if init.is(py.get_type::<PyAny>().getattr("__init__")?) {
+            if !args.is_empty() || !kwargs.is_empty() {
+                graph_break!(UnsupportedCall, "{}() takes no arguments (TypeError)", crate::symbolic::variables::qualname(cls.bind(py)));
+            }
+            return Ok(vt);
+        }
+        let func = wrap(py, self.og, &init, obj.class_attr_source(k, "__init__"))?;
+        let mut all = vec![vt.clone()];
+        all.extend(args);
+        let r = self.call(py, &func, all, kwargs)?;
+        if !r.as_constant(py).map(|c| c.is_none()).unwrap_or(false) {
+            graph_break!(UnsupportedCall, "__init__ of {} returned {} (TypeError)", crate::symbolic::variables::qualname(cls.bind(py)), r.describe(py));
+        }
+        Ok(vt)
+    }
+
+    /// `o.name` on a new user object (see `user_objects.rs` for the lookup order).
+    fn user_object_getattr(&mut self, py: Python<'_>, vt: &VT, o: &Rc<crate::symbolic::user_objects::UserObject>, name: &str) -> VResult<VT> {
+        if name == "__class__" {
+            return Ok(VT::Class(Rc::new(o.cls.clone_ref(py))));
+        }
+        let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+        for base in ty.getattr("__mro__")?.try_iter()? {
+            if self.og.side_effects.attr(&base?.unbind(), name).is_some() {
+                graph_break!(UntracedValue, "attribute '{name}' of {} after a write to its class", vt.describe(py));
+            }
+        }
+        let class_attr = static_type_lookup(&ty, name)?;
+        if let Some((k, ca)) = &class_attr {
+            if is_data_descriptor(ca)? {
+                if type_name(ca) == "property" {
+                    let fget = ca.getattr("fget")?;
+                    if type_name(&fget) == "function" {
+                        let func = wrap(py, self.og, &fget, o.class_attr_source(*k, name).attr("fget"))?;
+                        return self.call(py, &func, vec![vt.clone()], vec![]);
+                    }
+                }
+                graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(ca));
+            }
+        }
+        if let Some(v) = o.get(name) {
+            return Ok(v);
+        }
+        let Some((k, ca)) = class_attr else {
+            graph_break!(UntracedValue, "attribute '{name}' of {} (AttributeError)", vt.describe(py));
+        };
+        let src = o.class_attr_source(k, name);
+        let object_type = py.get_type::<PyAny>();
+        match type_name(&ca).as_str() {
+            "function" => {
+                let func = wrap(py, self.og, &ca, src)?;
+                Ok(VT::Method { func: Box::new(func), self_: Box::new(vt.clone()) })
+            }
+            "staticmethod" => wrap(py, self.og, &ca.getattr("__func__")?, src.attr("__func__")),
+            "classmethod" => {
+                let func = wrap(py, self.og, &ca.getattr("__func__")?, src.attr("__func__"))?;
+                Ok(VT::Method { func: Box::new(func), self_: Box::new(VT::Class(Rc::new(o.cls.clone_ref(py)))) })
+            }
+            "wrapper_descriptor" if ca.is(object_type.getattr("__setattr__")?) || ca.is(object_type.getattr("__getattribute__")?) => {
+                Ok(VT::GenericAttr { obj: Box::new(vt.clone()), set: name == "__setattr__" })
+            }
+            _ if ca.get_type().hasattr("__get__")? && !ca.is_instance_of::<pyo3::types::PyType>() => {
+                graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(&ca))
+            }
+            _ => wrap(py, self.og, &ca, src),
+        }
+    }
+
+    /// `o.name = v` on a new user object: the class's Python `__setattr__` is inlined (a frozen
+    /// dataclass's raises, which is left to Python); a data descriptor on the class is not
+    /// modelled; otherwise the attribute lands in the tracker. `generic`: `object.__setattr__`.
+    fn user_object_setattr(&mut self, py: Python<'_>, vt: &VT, o: &Rc<crate::symbolic::user_objects::UserObject>, name: &str, v: VT, generic: bool) -> VResult<()> {
+        let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+        if let Some((_, ca)) = static_type_lookup(&ty, name)? {
+            if is_data_descriptor(&ca)? {
+                graph_break!(SideEffect, "attribute write {}.{name} (a {} on its class)", vt.describe(py), type_name(&ca));
+            }
+        }
+        if !generic {
+            let (k, setattr) = static_type_lookup(&ty, "__setattr__")?.expect("object defines __setattr__");
+            if !setattr.is(py.get_type::<PyAny>().getattr("__setattr__")?) {
+                let func = wrap(py, self.og, &setattr, o.class_attr_source(k, "__setattr__"))?;
+                let key = VT::constant(PyString::new(py, name).into_any().unbind());
+                self.call(py, &func, vec![vt.clone(), key, v], vec![])?;
+                return Ok(());
+            }
+        }
+        o.set(name, v);
+        Ok(())
+    }
+
+    /// `a == b` where one side is a new user object: the rich comparison protocol
+    /// (Objects/object.c, `do_richcompare`): the reflected `__eq__` first when the right
+    /// operand's type is a proper subclass overriding it, a Python `__eq__` inlined,
+    /// `NotImplemented` passing to the other side, identity when neither decides.
+    fn user_object_eq(&mut self, py: Python<'_>, a: &VT, b: &VT) -> VResult<bool> {
+        let object_eq = py.get_type::<PyAny>().getattr("__eq__")?;
+        let eq_of = |this: &mut Self, v: &VT| -> VResult<Option<(Bound<'_, PyAny>, Bound<'_, PyAny>)>> {
+            let Some(ty) = this.type_of(py, v)? else { return Ok(None) };
+            let ty = ty.bind(py).clone();
+            let f = ty.getattr("__eq__")?;
+            Ok(Some((ty, f)))
+        };
+        let (ea, eb) = (eq_of(self, a)?, eq_of(self, b)?);
+        let (Some((ta, fa)), Some((tb, fb))) = (ea, eb) else {
+            // A constant or a container on the other side: its `__eq__` does not know the
+            // object; the object's own decides (or identity).
+            let (obj, other) = if matches!(a, VT::UserObject(_)) { (a, b) } else { (b, a) };
+            if matches!(other, VT::Constant(_)) {
+                let VT::UserObject(o) = obj else { unreachable!() };
+                if o.cls.bind(py).getattr("__eq__")?.is(&object_eq) {
+                    return Ok(false);
+                }
+            }
+            graph_break!(UntracedValue, "== of {} and {}", a.describe(py), b.describe(py));
+        };
+        let tb_sub = tb.cast::<pyo3::types::PyType>().ok().map(|t| !t.is(&ta) && t.is_subclass(&ta).unwrap_or(false)).unwrap_or(false);
+        let order: Vec<(&VT, &VT, Bound<'_, PyAny>)> = if tb_sub && !fb.is(&fa) { vec![(b, a, fb), (a, b, fa)] } else { vec![(a, b, fa), (b, a, fb)] };
+        for (x, y, f) in order {
+            if f.is(&object_eq) {
+                continue;
+            }
+            if type_name(&f) != "function" {
+                graph_break!(UntracedValue, "== of {} and {} (a {} __eq__)", a.describe(py), b.describe(py), type_name(&f));
+            }
+            let func = match x {
+                VT::UserObject(o) => {
+                    let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+                    let (k, _) = static_type_lookup(&ty, "__eq__")?.expect("found above");
+                    wrap(py, self.og, &f, o.class_attr_source(k, "__eq__"))?
+                }
+                _ => graph_break!(UntracedValue, "== of {} and {} (the other side's __eq__)", a.describe(py), b.describe(py)),
+            };
+            let r = self.call(py, &func, vec![x.clone(), y.clone()], vec![])?;
+            if let Some(c) = r.as_constant(py) {
+                if c.is(&py.NotImplemented()) {
+                    continue;
+                }
+            }
+            return self.truth(py, &r);
+        }
+        self.is_same(py, a, b)
+    }
+
     /// `functools.partial(func, *args, **kwargs)` built in the frame. A partial of a partial is
     /// flattened as `partial_new` does (Modules/_functoolsmodule.c) when the inner one is exact
     /// and has no instance dict (always so for a `Partial` tracker).
@@ -2706,6 +2930,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Constant(c) => c.bind(py).is_callable(),
             // The type's `__call__` decides; the class is guarded by TYPE_MATCH or ID_MATCH.
             VT::Module { obj, .. } | VT::Opaque { obj, .. } => obj.bind(py).get_type().hasattr("__call__")?,
+            VT::UserObject(o) => o.cls.bind(py).hasattr("__call__")?,
             _ => return Ok(None),
         }))
     }
@@ -2801,7 +3026,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Dict(_) => exact(&py.get_type::<PyDict>()),
             VT::Set(_) => exact(&py.get_type::<pyo3::types::PySet>()),
             VT::Tensor(_) => owner.cast::<pyo3::types::PyType>().map(|o| self.og.handles.tensor_type.bind(py).cast::<pyo3::types::PyType>().map(|t| t.is_subclass(o).unwrap_or(false)).unwrap_or(false)).unwrap_or(false),
-            VT::Opaque { .. } => owner.is(py.get_type::<PyAny>()) && matches!(name.as_str(), "__setattr__" | "__getattribute__"),
+            VT::Opaque { .. } | VT::UserObject(_) => owner.is(py.get_type::<PyAny>()) && matches!(name.as_str(), "__setattr__" | "__getattribute__"),
             _ => false,
         };
         if !matches {

@@ -426,6 +426,9 @@ pub enum VariableTracker {
     /// ...). It may be stored, passed around and returned; any other use is unsupported and
     /// becomes a graph break. Guarded by TYPE_MATCH only, since nothing else about it was read.
     Opaque { obj: Rc<Py<PyAny>>, source: Arc<Source> },
+    /// An instance of a plain Python class (a dataclass included) created during tracing
+    /// (see `user_objects.rs`): its attributes live in the tracker.
+    UserObject(Rc<crate::symbolic::user_objects::UserObject>),
     /// A `functools.partial` (see `partial.rs`): calls are the call of its function.
     Partial(Rc<crate::symbolic::partial::PartialFunction>),
     /// A set built during tracing whose members are literals, kept as a private real `set`
@@ -484,6 +487,7 @@ impl VariableTracker {
             VT::GradModeExit { .. } => "grad mode context exit".into(),
             VT::Set(_) => "set".into(),
             VT::Partial(p) => format!("functools.partial of {}", p.func.describe(py)),
+            VT::UserObject(o) => format!("{} object built in the frame", qualname(o.cls.bind(py))),
             VT::Opaque { obj, .. } => format!("{} object", type_name(obj.bind(py))),
             VT::Cell(_) => "cell".into(),
             VT::Super { cls, .. } => format!("super({})", qualname(cls.bind(py))),
