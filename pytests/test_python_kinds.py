@@ -959,3 +959,30 @@ def test_an_object_reachable_twice_stays_one_object():
     dynamo.reset()
     a, lst = dynamo.optimize("eager")(f)(X)
     assert lst[0] is a
+
+
+class Base:
+    def __init__(self, x):
+        super().__init__()
+        self.x = x
+
+    def value(self):
+        return self.x * 2
+
+
+class Derived(Base):
+    def __init__(self, x, y):
+        super().__init__(x)
+        self.y = y
+
+    def value(self):
+        return super().value() + self.y
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_objects_built_in_the_frame_with_super_calls(backend):
+    def f(x):
+        d = Derived(x, 3)
+        return d.value(), d.x + d.y, isinstance(d, Base)
+
+    check(f, X, breaks=0, backend=backend)

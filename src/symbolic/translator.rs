@@ -1065,6 +1065,44 @@ impl<'a> InstructionTranslator<'a> {
     /// `super(cls, obj).name`: the first class after `cls` in `type(obj).__mro__` that defines
     /// `name` (Objects/typeobject.c, `super_getattro`).
     fn super_getattr(&mut self, py: Python<'_>, cls: &Bound<'_, PyAny>, inner: &VT, name: &str) -> VResult<VT> {
+        if let VT::UserObject(uo) = inner {
+            // The same walk over the new object's class; its attributes are sourced through
+            // the class (`cls.__mro__[k].__dict__[name]`).
+            let ty = uo.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+            let mro = ty.getattr("__mro__")?.cast_into::<PyTuple>().map_err(|e| Unsupported::new(e.to_string()))?;
+            let Some(start) = mro.iter().position(|c| c.is(cls)) else {
+                unsupported!("super(): {} is not in the MRO of {}", crate::symbolic::variables::qualname(cls), inner.describe(py));
+            };
+            let object_type = py.get_type::<PyAny>();
+            for k in start + 1..mro.len() {
+                let d = mro.get_item(k)?.getattr("__dict__")?;
+                if !d.contains(name)? {
+                    continue;
+                }
+                let ca = d.get_item(name)?;
+                let src = uo.class_attr_source(k, name);
+                for (slot, set) in [("__getattribute__", false), ("__setattr__", true)] {
+                    if ca.is(object_type.getattr(slot)?) {
+                        return Ok(VT::GenericAttr { obj: Box::new(inner.clone()), set });
+                    }
+                }
+                if ca.is(object_type.getattr("__init__")?) {
+                    // `super().__init__()` reaching `object.__init__`: nothing to do.
+                    return Ok(VT::Method { func: Box::new(VT::Builtin(Rc::new(ca.unbind()))), self_: Box::new(inner.clone()) });
+                }
+                return match type_name(&ca).as_str() {
+                    "function" => Ok(VT::Method { func: Box::new(wrap(py, self.og, &ca, src)?), self_: Box::new(inner.clone()) }),
+                    "property" => {
+                        let fget = wrap(py, self.og, &ca.getattr("fget")?, src.attr("fget"))?;
+                        self.call(py, &fget, vec![inner.clone()], vec![])
+                    }
+                    "staticmethod" => wrap(py, self.og, &ca.getattr("__func__")?, src.attr("__func__")),
+                    "classmethod" => Ok(VT::Method { func: Box::new(wrap(py, self.og, &ca.getattr("__func__")?, src.attr("__func__"))?), self_: Box::new(VT::Class(Rc::new(uo.cls.clone_ref(py)))) }),
+                    other => unsupported!("super().{name} is a {other}"),
+                };
+            }
+            unsupported!("super().{name} not found")
+        }
         let (o, source) = match inner {
             VT::Opaque { obj, source } => (obj.bind(py).clone(), source.clone()),
             VT::Module { obj, source: Some(source) } => (obj.bind(py).clone(), source.clone()),
@@ -3021,6 +3059,9 @@ impl<'a> InstructionTranslator<'a> {
         let rest = args[1..].to_vec();
         let exact = |t: &Bound<'_, pyo3::types::PyType>| owner.is(t);
         let recv = &args[0];
+        if name == "__init__" && owner.is(py.get_type::<PyAny>()) && args.len() == 1 && kwargs.is_empty() && matches!(recv, VT::UserObject(_)) {
+            return Ok(Some(VT::none(py)));
+        }
         let matches = match recv {
             VT::List(_) => exact(&py.get_type::<PyList>()),
             VT::Dict(_) => exact(&py.get_type::<PyDict>()),
