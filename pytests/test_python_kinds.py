@@ -986,3 +986,15 @@ def test_objects_built_in_the_frame_with_super_calls(backend):
         return d.value(), d.x + d.y, isinstance(d, Base)
 
     check(f, X, breaks=0, backend=backend)
+
+
+def test_an_object_that_holds_itself_and_escapes():
+    # The reach count stops at a second reach, so a cycle is refused instead of walked forever.
+    def f(x):
+        p = DPoint(x)
+        p.tags.append(p)
+        return p
+
+    dynamo.reset()
+    p = dynamo.optimize("eager")(f)(X)
+    assert p.tags[0] is p and torch.equal(p.a, X)

@@ -434,10 +434,19 @@ fn effect_values(og: &OutputGraph) -> Vec<VT> {
 /// Refuses when a list, dict, set or iterator built during tracing is reachable twice from
 /// `roots`: each reach would be rebuilt as its own copy, which would stop sharing mutations.
 fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -> VResult<HashMap<usize, usize>> {
+    // Counts a reach of the object at `ptr`; true on the first one only (a second reach is
+    // refused anyway, and a container that holds itself is not walked forever).
+    fn first_reach(seen: &mut HashMap<usize, usize>, ptr: usize) -> bool {
+        let n = seen.entry(ptr).or_insert(0);
+        *n += 1;
+        *n == 1
+    }
     fn visit(py: Python<'_>, v: &VT, seen: &mut HashMap<usize, usize>) {
         match v {
             VT::List(l) if l.borrow().source.is_none() => {
-                *seen.entry(Rc::as_ptr(l) as *const () as usize).or_insert(0) += 1;
+                if !first_reach(seen, Rc::as_ptr(l) as *const () as usize) {
+                    return;
+                }
                 for i in &l.borrow().items {
                     visit(py, i, seen);
                 }
@@ -446,7 +455,9 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                 *seen.entry(Rc::as_ptr(set) as *const () as usize).or_insert(0) += 1;
             }
             VT::Dict(d) if d.borrow().source.is_none() => {
-                *seen.entry(Rc::as_ptr(d) as *const () as usize).or_insert(0) += 1;
+                if !first_reach(seen, Rc::as_ptr(d) as *const () as usize) {
+                    return;
+                }
                 for (_, i) in &d.borrow().items {
                     visit(py, i, seen);
                 }
@@ -456,7 +467,9 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
             VT::DictView { dict, .. } => visit(py, &VT::Dict(dict.clone()), seen),
             // An iterator is stateful too: two rebuilds would advance independently.
             VT::Iterator(it) => {
-                *seen.entry(Rc::as_ptr(it) as *const () as usize).or_insert(0) += 1;
+                if !first_reach(seen, Rc::as_ptr(it) as *const () as usize) {
+                    return;
+                }
                 match &it.borrow().kind {
                     IterKind::Items(items) => items.iter().skip(it.borrow().pos).for_each(|i| visit(py, i, seen)),
                     // Counted even when the list came from the frame (then it is not rebuilt, but
@@ -477,7 +490,9 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
             }
             VT::ContainerMethod { container, .. } => visit(py, container, seen),
             VT::UserObject(o) => {
-                *seen.entry(Rc::as_ptr(o) as *const () as usize).or_insert(0) += 1;
+                if !first_reach(seen, Rc::as_ptr(o) as *const () as usize) {
+                    return;
+                }
                 o.attrs.borrow().iter().for_each(|(_, v)| visit(py, v, seen));
             }
             VT::Partial(p) => {
