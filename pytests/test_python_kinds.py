@@ -998,3 +998,19 @@ def test_an_object_that_holds_itself_and_escapes():
     dynamo.reset()
     p = dynamo.optimize("eager")(f)(X)
     assert p.tags[0] is p and torch.equal(p.a, X)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sets_of_tensors_and_modules(backend):
+    lin = torch.nn.Linear(4, 4)
+
+    def f(x):
+        y = x * 2
+        seen = {x}
+        seen.add(y)
+        seen.add(x)
+        mods = set()
+        mods.add(lin)
+        return len(seen), y in seen, (y + 1) in seen, x in seen, lin in mods, len(mods), y - 1
+
+    check(f, X, breaks=0, backend=backend)

@@ -1878,6 +1878,14 @@ impl<'a> InstructionTranslator<'a> {
                 continue;
             }
             self.pin_identity(item);
+            if let VT::Tensor(t) = item {
+                // A tensor hashes by identity (`Tensor.__hash__` is `id`), and each graph value
+                // has its own fake tensor: the fake stands for it in the set.
+                let fake = t.fake.bind(py).clone();
+                self.og.set_members.insert(fake.as_ptr() as usize, item.clone());
+                out.push(fake);
+                continue;
+            }
             let obj = match item {
                 VT::Module { obj, .. } | VT::Class(obj) | VT::Builtin(obj) | VT::TorchFunction(obj) => obj.bind(py).clone(),
                 VT::Function { obj, source: Some(_) } => obj.bind(py).clone(),
@@ -1959,6 +1967,9 @@ impl<'a> InstructionTranslator<'a> {
                 for m in set.bind(py).try_iter()? {
                     let m = m?;
                     out.push(match self.og.set_members.get(&(m.as_ptr() as usize)) {
+                        // Its order follows the members' hashes, for a tensor its address: the
+                        // fake's is not the real tensor's.
+                        Some(VT::Tensor(_)) => unsupported!("iterating a set that holds tensors (its order follows their addresses)"),
                         Some(vt) if !is_literal(py, &m) => vt.clone(),
                         _ if is_literal(py, &m) => VT::constant(m.unbind()),
                         _ => unsupported!("set member of type {} without a tracker", type_name(&m)),
