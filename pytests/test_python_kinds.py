@@ -1014,3 +1014,25 @@ def test_sets_of_tensors_and_modules(backend):
         return len(seen), y in seen, (y + 1) in seen, x in seen, lin in mods, len(mods), y - 1
 
     check(f, X, breaks=0, backend=backend)
+
+
+@pytest.mark.parametrize("kind", ["map", "filter", "chain", "islice"])
+def test_lazy_iterators_live_across_a_graph_break(kind):
+    def f(x, lst):
+        x = x * 2
+        if kind == "map":
+            it = map(lambda v: v * 10, lst)
+        elif kind == "filter":
+            it = filter(lambda v: v % 2, lst)
+        elif kind == "chain":
+            it = itertools.chain(lst, [7, 8])
+        else:
+            it = itertools.islice(lst, 1, 6, 2)
+        out = []
+        for v in it:
+            print(v)  # a break with `it` live: rebuilt in its state
+            out.append(v)
+            lst.append(v + 100) if len(lst) < 6 else None
+        return out, x + len(out), lst
+
+    check(f, X, [1, 2, 3], graphs=1)

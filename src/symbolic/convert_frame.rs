@@ -484,8 +484,25 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     IterKind::Enumerate { inner, .. } => visit(py, &VT::Iterator(inner.clone()), seen),
                     IterKind::Zip(inners) => inners.iter().for_each(|i| visit(py, &VT::Iterator(i.clone()), seen)),
                     IterKind::Generator(_) => {}
-                    // Lazy iterators are not rebuilt (`rebuild_iter` refuses them).
-                    _ => {}
+                    IterKind::Map { func, inners } => {
+                        visit(py, func, seen);
+                        inners.iter().for_each(|i| visit(py, &VT::Iterator(i.clone()), seen));
+                    }
+                    IterKind::Filter { func, inner } => {
+                        if let Some(f) = func {
+                            visit(py, f, seen);
+                        }
+                        visit(py, &VT::Iterator(inner.clone()), seen);
+                    }
+                    IterKind::Chain { pending, active } => {
+                        if let Some(a) = active {
+                            visit(py, &VT::Iterator(a.clone()), seen);
+                        }
+                        pending.iter().for_each(|p| visit(py, p, seen));
+                    }
+                    IterKind::Islice { inner, .. } => visit(py, &VT::Iterator(inner.clone()), seen),
+                    // Not rebuilt (`rebuild_iter` refuses them).
+                    IterKind::Accumulate { .. } | IterKind::ZipLongest { .. } => {}
                 }
             }
             VT::ContainerMethod { container, .. } => visit(py, container, seen),
@@ -647,8 +664,46 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
         }
         // A real generator cannot be made suspended in the middle of its body.
         IterKind::Generator(_) => unsupported!("a generator that outlives the graph (returned, or live across a graph break)"),
-        IterKind::Map { .. } | IterKind::Filter { .. } | IterKind::Chain { .. } | IterKind::Islice { .. } | IterKind::Accumulate { .. } | IterKind::ZipLongest { .. } => {
-            unsupported!("a map, filter or itertools iterator that outlives the graph (returned, or live across a graph break)")
+        // Lazy iterators are made again over their rebuilt inner iterators, in the state that
+        // yields what is left: `map(func, *inners)`, `filter(func, inner)`, `chain(active,
+        // *pending)` (chain takes `iter()` of the pending iterables as late as the original),
+        // `islice(inner, next - count, stop - count, step)` (the items it already skipped or
+        // gave are gone from `inner`).
+        IterKind::Map { func, inners } => {
+            let mut args = vec![rebuild_of(py, og, func, outputs)?];
+            for i in inners {
+                args.push(rebuild_iter(py, og, i, outputs)?);
+            }
+            Rebuild::Call { func: py.import("builtins")?.getattr("map")?.unbind(), args }
+        }
+        IterKind::Filter { func, inner } => {
+            let f = match func {
+                Some(f) => rebuild_of(py, og, f, outputs)?,
+                None => Rebuild::Const(py.None()),
+            };
+            Rebuild::Call { func: py.import("builtins")?.getattr("filter")?.unbind(), args: vec![f, rebuild_iter(py, og, inner, outputs)?] }
+        }
+        IterKind::Chain { pending, active } => {
+            let mut args = Vec::new();
+            if let Some(a) = active {
+                args.push(rebuild_iter(py, og, a, outputs)?);
+            }
+            for p in pending {
+                args.push(rebuild_of(py, og, p, outputs)?);
+            }
+            Rebuild::Call { func: py.import("itertools")?.getattr("chain")?.unbind(), args }
+        }
+        IterKind::Islice { inner, next, stop, step, count } => {
+            let start = next.saturating_sub(*count) as i64;
+            let stop = match stop {
+                Some(s) => int(s.saturating_sub(*count).max(next.saturating_sub(*count)) as i64)?,
+                None => Rebuild::Const(py.None()),
+            };
+            let args = vec![rebuild_iter(py, og, inner, outputs)?, int(start)?, stop, int(*step as i64)?];
+            Rebuild::Call { func: py.import("itertools")?.getattr("islice")?.unbind(), args }
+        }
+        IterKind::Accumulate { .. } | IterKind::ZipLongest { .. } => {
+            unsupported!("an accumulate or zip_longest iterator that outlives the graph (returned, or live across a graph break)")
         }
     })
 }
