@@ -574,3 +574,465 @@ def test_side_effects_before_a_partly_overlapping_write_survive_its_error():
             dynamo.optimize(backend)(fn)(torch.randn(4, 4), d_comp)
         assert str(got.value) == str(want.value)
         assert d_comp == d_eager
+
+
+# ----- special methods called by name ---------------------------------------------------------
+# `a.__setitem__(k, v)` is `a[k] = v`, through the type too (`list.__setitem__(a, k, v)`): each
+# form must reach the same mutation as the syntax (tensors, lists, dicts, sets, objects).
+
+BACKENDS = ["eager", "inductor"]
+
+DUNDER_CALLS = {
+    "tensor_setitem": (lambda x, t, l, d, o: t.__setitem__(0, 7.0), True),
+    "tensor_setitem_of_local": (lambda x, t, l, d, o: (x * 2).__setitem__(1, 3.0), False),
+    "tensor_setitem_by_type": (lambda x, t, l, d, o: torch.Tensor.__setitem__(t, 1, 5.0), True),
+    "tensor_iadd_keeps_identity": (lambda x, t, l, d, o: t.__iadd__(x.sum()) is t, True),
+    "tensor_imul": (lambda x, t, l, d, o: t.__imul__(3), True),
+    "tensor_add_keeps_identity": (lambda x, t, l, d, o: t.add_(1) is t, True),
+    "tensor_out_keeps_identity": (lambda x, t, l, d, o: torch.add(t, 1, out=t) is t, True),
+    "list_setitem": (lambda x, t, l, d, o: l.__setitem__(0, x * 3), True),
+    "list_setitem_by_type": (lambda x, t, l, d, o: list.__setitem__(l, -1, 7.0), True),
+    "list_delitem": (lambda x, t, l, d, o: l.__delitem__(0), True),
+    "list_iadd_returns_the_list": (lambda x, t, l, d, o: l.__iadd__([x]) is l, True),
+    "list_iadd_by_type": (lambda x, t, l, d, o: list.__iadd__(l, [1, 2]), True),
+    "list_append_by_type": (lambda x, t, l, d, o: list.append(l, x), True),
+    "list_getitem_len_contains": (lambda x, t, l, d, o: (l.__getitem__(1), l.__len__(), l.__contains__(2.0)), True),
+    "dict_setitem": (lambda x, t, l, d, o: d.__setitem__("k", x), True),
+    "dict_setitem_by_type": (lambda x, t, l, d, o: dict.__setitem__(d, "a", 9), True),
+    "dict_delitem": (lambda x, t, l, d, o: d.__delitem__("a"), True),
+    "dict_ior": (lambda x, t, l, d, o: d.__ior__({"z": 1}) is d, True),
+    "dict_get_by_type": (lambda x, t, l, d, o: dict.get(d, "a"), True),
+    "object_dunder_setattr": (lambda x, t, l, d, o: o.__setattr__("w", x), True),
+    "object_setattr_by_type": (lambda x, t, l, d, o: object.__setattr__(o, "v", 4), True),
+    "setattr_builtin": (lambda x, t, l, d, o: setattr(o, "u", x + 1), True),
+}
+
+
+class Plain:
+    pass
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(DUNDER_CALLS))
+def test_special_methods_called_by_name_mutate(name, backend):
+    op, _ = DUNDER_CALLS[name]
+
+    def f(x, t, l, d, o):
+        r = op(x, t, l, d, o)
+        return r, x + 1, t * 1, l, d
+
+    o = Plain()
+    o.a = 1
+    check(f, X, torch.zeros(3), [1.0, 2.0], {"a": 1}, o, breaks=0, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_special_methods_on_containers_built_in_the_frame(backend):
+    def f(x):
+        a = [x, 1]
+        a.__setitem__(1, x * 2)
+        d = {}
+        d.__setitem__("k", a.__getitem__(1) + 1)
+        d.__delitem__("k")
+        d.__setitem__("j", x)
+        s = {1}
+        s.__ior__({2, 3})
+        return a, d, sorted(s), a.__len__()
+
+    check(f, X, breaks=0, backend=backend)
+
+
+def test_every_attribute_found_absent_is_guarded():
+    # One NO_ATTR guard per name: the second absent attribute must also recompile once it
+    # exists (before, only the first name of an object was guarded and `calls` stuck at 1).
+    class H:
+        pass
+
+    def f(h, x):
+        b = getattr(h, "bias", None)
+        h.calls = getattr(h, "calls", 0) + 1
+        return x + 1 if b is None else x + b
+
+    h = H()
+    g = dynamo.optimize("eager")(f)
+    dynamo.reset()
+    for _ in range(3):
+        g(h, X)
+    assert h.calls == 3
+
+
+# ----- functools.partial, map/filter, itertools, builtins -------------------------------------
+
+import functools  # noqa: E402
+import itertools  # noqa: E402
+
+
+def scaled_add(a, b, c=1):
+    return a + b * c
+
+
+PARTIAL = functools.partial(scaled_add, c=3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_partial_called_stored_flattened_and_compared(backend):
+    def f(x):
+        p = functools.partial(scaled_add, x)
+        q = functools.partial(p, c=2)  # flattened: partial(scaled_add, x, c=2)
+        stored = {"p": q}
+        return (
+            p(1), q(2), stored["p"](b=3), q(1, c=5), PARTIAL(x, 2),
+            q.func is scaled_add, len(q.args), q.keywords, callable(q), p == p, p == q, p is q,
+            isinstance(q, functools.partial), type(p) is functools.partial,
+        )
+
+    check(f, X, breaks=0, backend=backend)
+
+
+def test_partial_from_the_frame_is_guarded_by_its_parts():
+    def f(x, k):
+        return PARTIAL(x, k), PARTIAL.keywords["c"]
+
+    ret = check(f, X, 2, breaks=0)
+    PARTIAL.keywords["c"] = 4  # the keyword is read through its source and guarded
+    try:
+        g = dynamo.optimize("eager")(f)
+        dynamo.reset()
+        g(X, 2)
+        PARTIAL.keywords["c"] = 5
+        assert torch.equal(g(X, 2)[0], X + 10)
+    finally:
+        PARTIAL.keywords["c"] = 3
+    assert ret[0] is tuple
+
+
+def test_partial_returned_from_the_frame_is_a_real_partial():
+    def f(x):
+        return functools.partial(scaled_add, 1, c=2), x + 1
+
+    dynamo.reset()
+    p, _ = dynamo.optimize("eager")(f)(X)
+    assert type(p) is functools.partial and p(3) == 7 and dynamo.counters()["graphs"] == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_map_and_filter_are_lazy(backend):
+    def f(x, lst):
+        m = map(lambda v: v * 2, lst)
+        lst.append(x)  # the live list iterator sees it, as in CPython
+        seen = []
+        flt = filter(lambda v: (seen.append(v), v > 1)[1], [1, 2, 3])
+        first = next(flt)  # filter ran its predicate on 1 and 2 only
+        return list(m), first, seen, list(map(scaled_add, [x, x], (1, 2, 3), [4, 5])), list(filter(None, [0, 1, 2, ""]))
+
+    check(f, X, [1.0, 2.0], breaks=0, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_itertools_iterators(backend):
+    def f(x, lst):
+        c = itertools.chain(lst, (x,))
+        lst.append(5)  # chain takes iter(lst) only when it reaches it
+        return (
+            list(c),
+            [a * b for a, b in itertools.product([1, 2], [x, x + 1])],
+            list(itertools.product([1, 2], repeat=2)),
+            list(itertools.islice([x, x * 2, x * 3, x * 4], 1, None, 2)),
+            list(itertools.islice(range(10), 3)),
+            list(itertools.accumulate([x, x, x])),
+            list(itertools.accumulate([1, 2, 3], lambda a, b: a * b, initial=2)),
+            list(itertools.zip_longest([x], [1, 2], fillvalue=0)),
+        )
+
+    check(f, X, [1.0], breaks=0, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_callable_frozenset_and_dicts_keyed_by_ints(backend):
+    def f(x, d):
+        fs = frozenset([1, 2])
+        s = {2, 3}
+        n = x.size(0)
+        return (
+            callable(scaled_add), callable(x), callable(3), callable(len), callable(d),
+            fs | s, s | fs, fs & s, type(fs - s), n in d, 7 in d, d[n] * x, dict(d), d.get(n),
+        )
+
+    check(f, X, {4: 2.0, 1: 0.5}, breaks=0, backend=backend)
+
+
+# ----- what real programs hit (issue "Whole-model capture", item 2) ---------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hasattr_of_a_missing_tensor_attribute_answers_false(backend):
+    # transformers asks `hasattr(tensor, "jax")` on every call.
+    def f(x):
+        y = x * 2
+        return hasattr(x, "jax"), hasattr(y, "jax"), getattr(y, "nope", 3), hasattr(x, "shape"), y + 1
+
+    check(f, X, breaks=0, backend=backend)
+
+
+def test_hasattr_of_a_tensor_input_is_guarded():
+    def f(x):
+        return x + (1 if hasattr(x, "tag") else 2)
+
+    g = dynamo.optimize("eager")(f)
+    dynamo.reset()
+    a = X.clone()
+    assert torch.equal(g(a), X + 2)
+    a.tag = 1
+    assert torch.equal(g(a), X + 1)
+
+
+class TwoLayers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5))
+        self.head = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.body(x)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_train_and_eval_on_a_module_with_children(backend):
+    # `named_children` keeps a `memo` set of modules (`'in' on set` broke the graph).
+    def f(m, x):
+        m.eval()
+        y = m(x)
+        m.train()
+        return y, m.training, m.body[1].training
+
+    torch.manual_seed(0)
+    m = TwoLayers()
+    m.train(False)
+    want = f(m, X)
+    m.train(False)
+    dynamo.reset()
+    got = dynamo.optimize(backend)(f)(m, X)
+    assert torch.equal(want[0], got[0]) and want[1:] == got[1:] == (True, True)
+    assert all(c.training for c in m.modules())
+    counters = dynamo.counters()
+    assert counters["graphs"] == 1 and counters["graph_breaks"] == 0, counters
+
+
+def test_zero_grad_as_the_first_line_of_a_step_breaks_with_a_resume():
+    # `opt.zero_grad()` first: the bound method on the stack at the break is rebuilt, so the
+    # rest of the step is still traced (before: the whole step ran eagerly).
+    def step(m, opt, x):
+        opt.zero_grad()
+        loss = m(x).sum()
+        loss.backward()
+        opt.step()
+        return loss
+
+    torch.manual_seed(0)
+    m1 = TwoLayers().eval()
+    m2 = copy.deepcopy(m1)
+    o1 = torch.optim.SGD(m1.parameters(), lr=0.1)
+    o2 = torch.optim.SGD(m2.parameters(), lr=0.1)
+    dynamo.reset()
+    g = dynamo.optimize("eager")(step)
+    for _ in range(3):
+        assert torch.equal(step(m1, o1, X), g(m2, o2, X))
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        assert torch.equal(p1, p2)
+    assert dynamo.counters()["graphs"] >= 1
+
+
+def test_dataloader_loop_runs_with_a_named_break():
+    data = torch.utils.data.TensorDataset(torch.arange(24.0).reshape(8, 3), torch.ones(8, 2))
+
+    def f(m, loader):
+        total = 0
+        for xb, yb in loader:
+            total = total + ((m(xb) - yb) ** 2).mean()
+        return total
+
+    torch.manual_seed(0)
+    m = torch.nn.Linear(3, 2)
+    loader = torch.utils.data.DataLoader(data, batch_size=4)
+    want = f(m, loader)
+    dynamo.reset()
+    got = dynamo.explain(f)(m, loader)
+    assert "iterating DataLoader object (its __iter__ runs in Python)" in str(got)
+    assert torch.equal(dynamo.optimize("eager")(f)(m, loader), want)
+
+
+# ----- user classes and dataclasses constructed in the frame ----------------------------------
+
+import dataclasses  # noqa: E402
+
+
+@dataclasses.dataclass
+class DPoint:
+    a: torch.Tensor
+    b: int = 3
+    tags: list = dataclasses.field(default_factory=list)
+
+    def scaled(self):
+        return self.a * self.b
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    k: int
+    t: torch.Tensor
+
+
+class Counter:
+    def __init__(self, x, step=2):
+        self.x = x
+        self.step = step
+
+    @property
+    def doubled(self):
+        return self.x * self.step
+
+    def bump(self):
+        self.step += 1
+        return self
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_objects_built_in_the_frame_are_traced(backend):
+    def f(x):
+        p = DPoint(x, 2)
+        q = DPoint(x, 2)
+        p.tags.append("t")
+        c = Counter(x).bump()
+        fz = Frozen(1, x * 2)
+        return (
+            p.scaled() + c.doubled, p == q, p == DPoint(x, 2, ["t"]), p != q, p.b, fz.k, fz.t + 1, c.step,
+            isinstance(p, DPoint), type(c) is Counter, hasattr(c, "nope"), getattr(c, "nope", 5), p is q,
+        )
+
+    check(f, X, breaks=0, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_objects_that_escape_are_rebuilt_once(backend):
+    def f(x, out):
+        p = DPoint(x * 2)
+        c = Counter(x + 1, 4)
+        out.append(c)  # stored into an object from the frame
+        fz = Frozen(2, x)
+        return p, fz, c.doubled
+
+    eager_out, compiled_out = [], []
+    want = f(X, eager_out)
+    dynamo.reset()
+    got = dynamo.optimize(backend)(f)(X, compiled_out)
+    assert dynamo.counters()["graphs"] == 1 and dynamo.counters()["graph_breaks"] == 0
+    assert type(got[0]) is DPoint and torch.equal(got[0].a, want[0].a) and got[0].b == 3 and got[0].tags == []
+    assert type(got[1]) is Frozen and got[1].k == 2 and got[1].t is X
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got[1].k = 3
+    assert len(compiled_out) == 1 and type(compiled_out[0]) is Counter
+    assert torch.equal(compiled_out[0].x, X + 1) and compiled_out[0].step == 4
+    assert torch.equal(got[2], want[2])
+
+
+def test_object_live_across_a_graph_break_and_frozen_writes():
+    def f(x):
+        c = Counter(x * 2)
+        print("break")
+        c.bump()
+        return c.doubled
+
+    check(f, X, graphs=2, breaks=1)
+
+    def g(x):
+        fz = Frozen(1, x)
+        fz.k = 2  # FrozenInstanceError, raised by the dataclass's own __setattr__ in Python
+        return x
+
+    check(g, X, graphs=0)
+
+
+def test_an_object_reachable_twice_stays_one_object():
+    def f(x):
+        c = Counter(x)
+        return c, [c]
+
+    dynamo.reset()
+    a, lst = dynamo.optimize("eager")(f)(X)
+    assert lst[0] is a
+
+
+class Base:
+    def __init__(self, x):
+        super().__init__()
+        self.x = x
+
+    def value(self):
+        return self.x * 2
+
+
+class Derived(Base):
+    def __init__(self, x, y):
+        super().__init__(x)
+        self.y = y
+
+    def value(self):
+        return super().value() + self.y
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_objects_built_in_the_frame_with_super_calls(backend):
+    def f(x):
+        d = Derived(x, 3)
+        return d.value(), d.x + d.y, isinstance(d, Base)
+
+    check(f, X, breaks=0, backend=backend)
+
+
+def test_an_object_that_holds_itself_and_escapes():
+    # The reach count stops at a second reach, so a cycle is refused instead of walked forever.
+    def f(x):
+        p = DPoint(x)
+        p.tags.append(p)
+        return p
+
+    dynamo.reset()
+    p = dynamo.optimize("eager")(f)(X)
+    assert p.tags[0] is p and torch.equal(p.a, X)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sets_of_tensors_and_modules(backend):
+    lin = torch.nn.Linear(4, 4)
+
+    def f(x):
+        y = x * 2
+        seen = {x}
+        seen.add(y)
+        seen.add(x)
+        mods = set()
+        mods.add(lin)
+        return len(seen), y in seen, (y + 1) in seen, x in seen, lin in mods, len(mods), y - 1
+
+    check(f, X, breaks=0, backend=backend)
+
+
+@pytest.mark.parametrize("kind", ["map", "filter", "chain", "islice"])
+def test_lazy_iterators_live_across_a_graph_break(kind):
+    def f(x, lst):
+        x = x * 2
+        if kind == "map":
+            it = map(lambda v: v * 10, lst)
+        elif kind == "filter":
+            it = filter(lambda v: v % 2, lst)
+        elif kind == "chain":
+            it = itertools.chain(lst, [7, 8])
+        else:
+            it = itertools.islice(lst, 1, 6, 2)
+        out = []
+        for v in it:
+            print(v)  # a break with `it` live: rebuilt in its state
+            out.append(v)
+            lst.append(v + 100) if len(lst) < 6 else None
+        return out, x + len(out), lst
+
+    check(f, X, [1, 2, 3], graphs=1)

@@ -141,7 +141,8 @@ pub fn mark_skip(py: Python<'_>, code: &Bound<'_, PyAny>) {
 /// exceptions are code the interpreter or a library generates: frozen standard-library modules
 /// (`<frozen importlib._bootstrap>`), torch.fx's generated `forward`s (`<eval_with_key>.N`,
 /// torch's own graphs), and the `__new__` lambdas `collections.namedtuple` builds with `eval`
-/// (file `<string>`, whose only name is `_tuple_new`; torch skips them too).
+/// (file `<string>`, whose only name is `_tuple_new`; torch skips them too), and the methods
+/// `dataclasses` generates.
 fn generated_by_library(code: &Bound<'_, PyAny>, filename: &str) -> bool {
     if !filename.starts_with('<') {
         return false;
@@ -150,10 +151,17 @@ fn generated_by_library(code: &Bound<'_, PyAny>, filename: &str) -> bool {
         return true;
     }
     filename == "<string>"
-        && code
+        && (code
             .getattr("co_names")
             .and_then(|n| n.extract::<Vec<String>>())
             .is_ok_and(|n| n.len() == 1 && n[0] == "_tuple_new")
+            // The methods `dataclasses` generates (`__init__`, `__eq__`, ...; qualname
+            // `__create_fn__.<locals>.__eq__`): inlined where a traced frame calls them, never
+            // worth a frame of their own.
+            || code
+                .getattr("co_qualname")
+                .and_then(|n| n.extract::<String>())
+                .is_ok_and(|n| n.starts_with("__create_fn__.<locals>.")))
 }
 
 /// Classifies a code object seen for the first time.

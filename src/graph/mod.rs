@@ -106,9 +106,11 @@ impl Graph {
                 Op::CallMethod { method } => method.clone(),
             };
             let first_aliases = matches!(n.args.first(), Some(Arg::Node(a)) if aliases_input[a.0 as usize]);
-            let inplace = (op_name.ends_with('_') && !op_name.ends_with("__"))
-                || op_name == "setitem"
-                || op_name == "__setitem__"
+            let full_name = match &n.op {
+                Op::CallFunction { name, .. } => name.as_str(),
+                _ => op_name.as_str(),
+            };
+            let inplace = is_inplace_op(full_name, matches!(n.op, Op::CallMethod { .. }))
                 || n.kwargs.iter().any(|(k, v)| k == "out" || (k == "inplace" && matches!(v, Arg::Const(_, r) if r == "True")));
             if inplace && first_aliases {
                 return true;
@@ -119,6 +121,33 @@ impl Graph {
         }
         false
     }
+}
+
+/// Whether a call writes into its first argument: a `foo_` method or function, `setitem` /
+/// `__setitem__` / `__delitem__`, an in-place operator function (`_operator.iadd`, ...) or an
+/// in-place dunder called as a method (`x.__iadd__(y)`, Python's data model "augmented
+/// arithmetic assignments"). `name` is a method name for a call_method node and the full
+/// `module.qualname` of the target for a call_function node.
+pub fn is_inplace_op(name: &str, is_method: bool) -> bool {
+    const INPLACE_OPERATORS: [&str; 13] =
+        ["iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "iand", "ior", "ixor", "ilshift", "irshift", "imatmul"];
+    let (module, last) = match name.rsplit_once('.') {
+        Some((m, l)) if !is_method => (m, l),
+        _ => ("", name),
+    };
+    if last.ends_with('_') && !last.ends_with("__") {
+        return true;
+    }
+    if matches!(last, "setitem" | "__setitem__" | "__delitem__") {
+        return true;
+    }
+    if (module == "_operator" || module == "operator") && INPLACE_OPERATORS.contains(&last) {
+        return true;
+    }
+    if is_method && last.len() > 5 && last.starts_with("__i") && last.ends_with("__") {
+        return INPLACE_OPERATORS.contains(&&last[2..last.len() - 2]);
+    }
+    false
 }
 
 /// Ops whose result may share storage with their first argument (PyTorch "Tensor Views").

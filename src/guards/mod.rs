@@ -370,7 +370,16 @@ impl GuardManager {
             GuardKind::AliasOf(_) | GuardKind::NotAliasOf(_) | GuardKind::IteratorOver { .. } | GuardKind::DictIterOver { .. } => {}
             GuardKind::DictKeys(keys) => {
                 let v = v.unwrap();
-                let same = v.call_method0("keys").and_then(|k| pyo3::types::PyList::new(py, k.try_iter()?.collect::<PyResult<Vec<_>>>()?)).map(|l| l.eq(keys.bind(py)).unwrap_or(false)).unwrap_or(false);
+                // Equal keys of the same types (`1`, `1.0` and `True` are equal keys of
+                // different objects).
+                let same = v
+                    .call_method0("keys")
+                    .and_then(|k| pyo3::types::PyList::new(py, k.try_iter()?.collect::<PyResult<Vec<_>>>()?))
+                    .map(|l| {
+                        l.eq(keys.bind(py)).unwrap_or(false)
+                            && l.iter().zip(keys.bind(py).try_iter().into_iter().flatten()).all(|(a, b)| b.map(|b| a.get_type().is(b.get_type())).unwrap_or(false))
+                    })
+                    .unwrap_or(false);
                 if !same {
                     return fail(&|| format!("{} has other keys", src(g)));
                 }

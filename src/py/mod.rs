@@ -129,6 +129,20 @@ pub fn iter_at<'py>(seq: &Bound<'py, PyAny>, pos: usize) -> PyResult<Bound<'py, 
     Ok(it.into_any())
 }
 
+/// `object.__new__(cls)` with `attrs` placed in its instance dict, past the class's own
+/// `__setattr__` (as a frozen dataclass's `__init__` stores its fields): how transformed code
+/// rebuilds a user object that tracing created and that outlives the graph.
+#[pyfunction]
+pub fn new_object<'py>(cls: &Bound<'py, pyo3::types::PyType>, attrs: &Bound<'py, pyo3::types::PyDict>) -> PyResult<Bound<'py, PyAny>> {
+    let py = cls.py();
+    let obj = py.get_type::<PyAny>().call_method1("__new__", (cls,))?;
+    let setattr = py.get_type::<PyAny>().getattr("__setattr__")?;
+    for (k, v) in attrs.iter() {
+        setattr.call1((&obj, k, v))?;
+    }
+    Ok(obj)
+}
+
 /// Drops every compiled frame, cache entry and code classification, and zeroes the counters.
 #[pyfunction]
 pub fn reset(py: Python<'_>) {
@@ -223,6 +237,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(skip_code, m)?)?;
     m.add_function(wrap_pyfunction!(force_compile, m)?)?;
     m.add_function(wrap_pyfunction!(iter_at, m)?)?;
+    m.add_function(wrap_pyfunction!(new_object, m)?)?;
     m.add_function(wrap_pyfunction!(reversed_at, m)?)?;
     m.add_function(wrap_pyfunction!(dict_iter_changed_size, m)?)?;
     m.add_function(wrap_pyfunction!(replace_dict, m)?)?;

@@ -266,22 +266,30 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         }
     }
     if let Ok(d) = value.cast::<PyDict>() {
-        if d.get_type().is(py.get_type::<PyDict>()) && d.keys().iter().all(|k| k.is_instance_of::<PyString>()) {
+        // Keys that are exact strs or ints: each value is reached as `d[key]`.
+        let plain_key = |k: &Bound<'_, PyAny>| k.is_exact_instance_of::<PyString>() || k.is_exact_instance_of::<pyo3::types::PyInt>();
+        if d.get_type().is(py.get_type::<PyDict>()) && d.keys().iter().all(|k| plain_key(&k)) {
             og.add_guard(Some(source.clone()), GuardKind::TypeMatch(d.get_type().into_any().unbind()));
             og.add_guard(Some(source.clone()), GuardKind::DictKeys(d.keys().into_any().unbind()));
             let keys: Vec<_> = d.keys().iter().map(|k| k.unbind()).collect();
             let keys_tuple = PyTuple::new(py, &keys)?;
             let mut items = Vec::new();
             for k in keys_tuple.iter() {
-                let key: String = k.extract()?;
+                let item_key = match k.extract::<String>() {
+                    Ok(key) => ItemKey::Str(key),
+                    Err(_) => ItemKey::Int(k.extract::<i64>().map_err(|_| crate::symbolic::Unsupported::new("dict key is an int too large for a source"))?),
+                };
                 let v = d.get_item(&k)?.expect("key present");
-                items.push((k.unbind(), wrap(py, og, &v, source.item(ItemKey::Str(key)))?));
+                items.push((k.unbind(), wrap(py, og, &v, source.item(item_key))?));
             }
             og.add_guard(Some(source.clone()), GuardKind::LenMatch(items.len()));
             let state = Rc::new(RefCell::new(DictState { items, source: Some(source.clone()), version: 0 }));
             og.dicts_by_ptr.insert(value.as_ptr() as usize, (source, state.clone()));
             return Ok(VT::Dict(state));
         }
+    }
+    if crate::symbolic::partial::is_plain_partial(py, value)? {
+        return crate::symbolic::partial::wrap_partial(py, og, value, source);
     }
     let key = value.as_ptr() as usize;
     if let Some((first, _)) = og.opaque_by_ptr.get(&key).cloned() {

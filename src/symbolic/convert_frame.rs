@@ -15,7 +15,7 @@ use crate::symbolic::builder::wrap;
 use crate::symbolic::code_info::code_info;
 use crate::symbolic::output_graph::OutputGraph;
 use crate::symbolic::translator::{GlobalsInfo, InstructionTranslator};
-use crate::symbolic::variables::{IterKind, IteratorState, VT};
+use crate::symbolic::variables::{type_name, IterKind, IteratorState, VT};
 use crate::symbolic::{Unsupported, VResult};
 use crate::unsupported;
 use pyo3::prelude::*;
@@ -436,10 +436,19 @@ fn effect_values(og: &OutputGraph) -> Vec<VT> {
 /// Refuses when a list, dict, set or iterator built during tracing is reachable twice from
 /// `roots`: each reach would be rebuilt as its own copy, which would stop sharing mutations.
 fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -> VResult<HashMap<usize, usize>> {
+    // Counts a reach of the object at `ptr`; true on the first one only (a second reach is
+    // refused anyway, and a container that holds itself is not walked forever).
+    fn first_reach(seen: &mut HashMap<usize, usize>, ptr: usize) -> bool {
+        let n = seen.entry(ptr).or_insert(0);
+        *n += 1;
+        *n == 1
+    }
     fn visit(py: Python<'_>, v: &VT, seen: &mut HashMap<usize, usize>) {
         match v {
             VT::List(l) if l.borrow().source.is_none() => {
-                *seen.entry(Rc::as_ptr(l) as *const () as usize).or_insert(0) += 1;
+                if !first_reach(seen, Rc::as_ptr(l) as *const () as usize) {
+                    return;
+                }
                 for i in &l.borrow().items {
                     visit(py, i, seen);
                 }
@@ -448,7 +457,9 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                 *seen.entry(Rc::as_ptr(set) as *const () as usize).or_insert(0) += 1;
             }
             VT::Dict(d) if d.borrow().source.is_none() => {
-                *seen.entry(Rc::as_ptr(d) as *const () as usize).or_insert(0) += 1;
+                if !first_reach(seen, Rc::as_ptr(d) as *const () as usize) {
+                    return;
+                }
                 for (_, i) in &d.borrow().items {
                     visit(py, i, seen);
                 }
@@ -458,7 +469,9 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
             VT::DictView { dict, .. } => visit(py, &VT::Dict(dict.clone()), seen),
             // An iterator is stateful too: two rebuilds would advance independently.
             VT::Iterator(it) => {
-                *seen.entry(Rc::as_ptr(it) as *const () as usize).or_insert(0) += 1;
+                if !first_reach(seen, Rc::as_ptr(it) as *const () as usize) {
+                    return;
+                }
                 match &it.borrow().kind {
                     IterKind::Items(items) => items.iter().skip(it.borrow().pos).for_each(|i| visit(py, i, seen)),
                     // Counted even when the list came from the frame (then it is not rebuilt, but
@@ -473,9 +486,39 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     IterKind::Enumerate { inner, .. } => visit(py, &VT::Iterator(inner.clone()), seen),
                     IterKind::Zip(inners) => inners.iter().for_each(|i| visit(py, &VT::Iterator(i.clone()), seen)),
                     IterKind::Generator(_) => {}
+                    IterKind::Map { func, inners } => {
+                        visit(py, func, seen);
+                        inners.iter().for_each(|i| visit(py, &VT::Iterator(i.clone()), seen));
+                    }
+                    IterKind::Filter { func, inner } => {
+                        if let Some(f) = func {
+                            visit(py, f, seen);
+                        }
+                        visit(py, &VT::Iterator(inner.clone()), seen);
+                    }
+                    IterKind::Chain { pending, active } => {
+                        if let Some(a) = active {
+                            visit(py, &VT::Iterator(a.clone()), seen);
+                        }
+                        pending.iter().for_each(|p| visit(py, p, seen));
+                    }
+                    IterKind::Islice { inner, .. } => visit(py, &VT::Iterator(inner.clone()), seen),
+                    // Not rebuilt (`rebuild_iter` refuses them).
+                    IterKind::Accumulate { .. } | IterKind::ZipLongest { .. } => {}
                 }
             }
             VT::ContainerMethod { container, .. } => visit(py, container, seen),
+            VT::UserObject(o) => {
+                if !first_reach(seen, Rc::as_ptr(o) as *const () as usize) {
+                    return;
+                }
+                o.attrs.borrow().iter().for_each(|(_, v)| visit(py, v, seen));
+            }
+            VT::Partial(p) => {
+                visit(py, &p.func, seen);
+                p.args.iter().for_each(|a| visit(py, a, seen));
+                visit(py, &p.keywords, seen);
+            }
             _ => {}
         }
     }
@@ -623,6 +666,47 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
         }
         // A real generator cannot be made suspended in the middle of its body.
         IterKind::Generator(_) => unsupported!("a generator that outlives the graph (returned, or live across a graph break)"),
+        // Lazy iterators are made again over their rebuilt inner iterators, in the state that
+        // yields what is left: `map(func, *inners)`, `filter(func, inner)`, `chain(active,
+        // *pending)` (chain takes `iter()` of the pending iterables as late as the original),
+        // `islice(inner, next - count, stop - count, step)` (the items it already skipped or
+        // gave are gone from `inner`).
+        IterKind::Map { func, inners } => {
+            let mut args = vec![rebuild_of(py, og, func, outputs)?];
+            for i in inners {
+                args.push(rebuild_iter(py, og, i, outputs)?);
+            }
+            Rebuild::Call { func: py.import("builtins")?.getattr("map")?.unbind(), args }
+        }
+        IterKind::Filter { func, inner } => {
+            let f = match func {
+                Some(f) => rebuild_of(py, og, f, outputs)?,
+                None => Rebuild::Const(py.None()),
+            };
+            Rebuild::Call { func: py.import("builtins")?.getattr("filter")?.unbind(), args: vec![f, rebuild_iter(py, og, inner, outputs)?] }
+        }
+        IterKind::Chain { pending, active } => {
+            let mut args = Vec::new();
+            if let Some(a) = active {
+                args.push(rebuild_iter(py, og, a, outputs)?);
+            }
+            for p in pending {
+                args.push(rebuild_of(py, og, p, outputs)?);
+            }
+            Rebuild::Call { func: py.import("itertools")?.getattr("chain")?.unbind(), args }
+        }
+        IterKind::Islice { inner, next, stop, step, count } => {
+            let start = next.saturating_sub(*count) as i64;
+            let stop = match stop {
+                Some(s) => int(s.saturating_sub(*count).max(next.saturating_sub(*count)) as i64)?,
+                None => Rebuild::Const(py.None()),
+            };
+            let args = vec![rebuild_iter(py, og, inner, outputs)?, int(start)?, stop, int(*step as i64)?];
+            Rebuild::Call { func: py.import("itertools")?.getattr("islice")?.unbind(), args }
+        }
+        IterKind::Accumulate { .. } | IterKind::ZipLongest { .. } => {
+            unsupported!("an accumulate or zip_longest iterator that outlives the graph (returned, or live across a graph break)")
+        }
     })
 }
 
@@ -709,11 +793,41 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
         // the same object (e.g. `torch.testing.assert_close` on the stack at a graph break after
         // a test harness replaced it with a function of its own).
         VT::Function { obj, source: None } => Rebuild::Const(obj.clone_ref(py)),
+        VT::Set(set) if !set.borrow().bind(py).try_iter()?.all(|m| m.map(|m| crate::symbolic::builder::is_literal(py, &m)).unwrap_or(false)) => {
+            unsupported!("a set of modules or functions that outlives the graph")
+        }
         VT::Set(set) => Rebuild::SetOf(pyo3::types::PyFrozenSet::new(py, set.borrow().bind(py).try_iter()?.collect::<PyResult<Vec<_>>>()?)?.into_any().unbind()),
         VT::TorchFunction(o) | VT::Builtin(o) | VT::Class(o) => Rebuild::Const(o.clone_ref(py)),
         VT::PyModule { obj, .. } => Rebuild::Const(obj.clone_ref(py)),
 
         VT::Iterator(it) => rebuild_iter(py, og, it, outputs)?,
+        VT::UserObject(o) => {
+            // Note: visited once (check_rebuilt_once), so one rebuild is the one object.
+            let new_object = py.import("dynamo._C")?.getattr("new_object")?;
+            let attrs = o.attrs.borrow().iter().map(|(k, v)| Ok((pyo3::types::PyString::new(py, k).into_any().unbind(), rec(v)?))).collect::<VResult<Vec<_>>>()?;
+            Rebuild::Call { func: new_object.unbind(), args: vec![Rebuild::Const(o.cls.clone_ref(py)), Rebuild::Dict(attrs)] }
+        }
+        VT::Partial(p) => match &p.source {
+            Some(s) => Rebuild::Source(s.clone()),
+            None => {
+                // `partial(func, *args, **keywords)`, with the keywords bound ahead of time in a
+                // constant `partial(partial, **keywords)` (they must be literals).
+                let partial = crate::symbolic::partial::partial_type(py)?;
+                let kw = PyDict::new(py);
+                for (k, v) in crate::symbolic::partial::keyword_items(py, &p.keywords)? {
+                    match v.as_constant(py) {
+                        Some(c) => kw.set_item(k, c)?,
+                        None => unsupported!("a functools.partial with a non-literal keyword '{k}' that outlives the graph"),
+                    }
+                }
+                let maker = if kw.is_empty() { partial.clone() } else { partial.call((partial.clone(),), Some(&kw))? };
+                let mut args = vec![rec(&p.func)?];
+                for a in &p.args {
+                    args.push(rec(a)?);
+                }
+                Rebuild::Call { func: maker.unbind(), args }
+            }
+        },
         VT::TensorMethod { tensor, name } => Rebuild::Attr(Box::new(rec(&VT::Tensor(tensor.clone()))?), name.clone()),
         VT::ContainerMethod { container, name } => Rebuild::Attr(Box::new(rec(container)?), name.clone()),
         VT::Method { func, self_ } => match func.as_ref() {
@@ -725,6 +839,9 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
             }
             // `types.MethodType(func, self)`: equal in behaviour to the attribute the frame read.
             VT::Function { obj, .. } => Rebuild::BoundMethod { func: obj.clone_ref(py), self_: Box::new(rec(self_)?) },
+            // A torch function (a method of `torch.optim.Optimizer`, ...) bound to an object:
+            // the same binding (`opt.zero_grad` on the stack at a break before its call).
+            VT::TorchFunction(obj) if type_name(obj.bind(py)) == "function" => Rebuild::BoundMethod { func: obj.clone_ref(py), self_: Box::new(rec(self_)?) },
             _ => unsupported!("rebuilding a bound method of {}", func.describe(py)),
         },
         // The `__exit__` of a grad-mode `with` block, on the stack across a break inside it.

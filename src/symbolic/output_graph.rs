@@ -72,6 +72,9 @@ pub struct OutputGraph {
     pub dicts_by_ptr: HashMap<usize, (Arc<Source>, Rc<std::cell::RefCell<crate::symbolic::variables::DictState>>)>,
     /// User objects wrapped as `Opaque`, by address: (first source, type address).
     pub opaque_by_ptr: HashMap<usize, (Arc<Source>, usize)>,
+    /// Trackers of the identity-hashed objects from the frame (modules, classes, functions)
+    /// that a traced set holds, by address: iterating the set gives them back.
+    pub set_members: HashMap<usize, crate::symbolic::variables::VariableTracker>,
     /// Sources of user classes wrapped from the frame, by address (their attributes are read
     /// and written through them).
     pub class_sources: HashMap<usize, Arc<Source>>,
@@ -112,6 +115,7 @@ impl OutputGraph {
             wrapping: Vec::new(),
             unpinned_functions: std::collections::HashSet::new(),
             opaque_by_ptr: HashMap::new(),
+            set_members: HashMap::new(),
             cells_by_ptr: HashMap::new(),
             class_sources: HashMap::new(),
             name_counts: HashMap::new(),
@@ -156,7 +160,8 @@ impl OutputGraph {
         let g = Guard { source, kind };
         let extra = match &g.kind {
             GuardKind::AliasOf(o) | GuardKind::NotAliasOf(o) => o.to_string(),
-            GuardKind::NoInstanceAttr(n) => n.clone(),
+            // One guard per attribute name: these kinds are about a name, not the value.
+            GuardKind::NoInstanceAttr(n) | GuardKind::NoAttr(n) => n.clone(),
             _ => String::new(),
         };
         // Keyed on the source itself (slot indices included), not its printed name.
@@ -283,8 +288,11 @@ impl OutputGraph {
             kw_args.push((k.clone(), a));
         }
         let fake_args = PyTuple::new(py, &fakes)?;
-        let mutates = method.map(|m| m.ends_with('_') && !m.starts_with('_')).unwrap_or(false)
-            || target.map(|t| t.is(self.handles.operator.bind(py).getattr("setitem").unwrap())).unwrap_or(false);
+        let mutates = match (target, method) {
+            (_, Some(m)) => crate::graph::is_inplace_op(m, true),
+            (Some(t), None) => crate::graph::is_inplace_op(&qualname_full(t), false),
+            _ => false,
+        };
         // An in-place write into a tensor whose elements share memory (an expanded view) raises
         // in eager PyTorch ("unsupported operation: more than one element of the written-to
         // tensor refers to a single memory location"), but not on fake tensors. Break, so that
@@ -352,6 +360,15 @@ impl OutputGraph {
             let meta = tensor_meta(&result)?;
             let node = self.graph.add(name, op, arg_list, kw_args, Some(meta));
             self.fakes.insert(node, result.clone().unbind());
+            // An in-place op returns its written argument itself (`x.add_(1) is x`, `x += 1`
+            // keeps `x`'s identity, `out=` returns `out`): the caller sees that tracker, so
+            // identity and later reads agree with eager. The node stays for its effect.
+            let written = if mutates { args.first() } else { kwargs.iter().find(|(k, _)| k == "out").map(|(_, v)| v) };
+            if let Some(VT::Tensor(w)) = written {
+                if w.fake.bind(py).is(&result) {
+                    return Ok(VT::Tensor(w.clone()));
+                }
+            }
             return Ok(VT::Tensor(Rc::new(TensorVariable { node, fake: result.unbind(), source: None })));
         }
         if let Ok(t) = result.cast::<PyTuple>() {

@@ -14,7 +14,7 @@ use crate::source::{ItemKey, Source};
 use crate::symbolic::builder::{is_literal, is_torch_callable, wrap};
 use crate::symbolic::code_info::{code_info, flags, CodeInfo};
 use crate::symbolic::output_graph::OutputGraph;
-use crate::symbolic::variables::{borrow_iter, type_name, DictState, DictView, GeneratorFrame, IterError, IterKind, IteratorState, ListState, NestedFunction, VT};
+use crate::symbolic::variables::{borrow_iter, type_name, DictState, DictView, GeneratorFrame, IterError, IterKind, IterRequest, IteratorState, ListState, NestedFunction, VT};
 use crate::symbolic::{Unsupported, VResult};
 use crate::{graph_break, unsupported};
 use pyo3::prelude::*;
@@ -541,7 +541,8 @@ impl<'a> InstructionTranslator<'a> {
                 let idx = self.stack.len() - arg as usize;
                 match &self.stack[idx] {
                     VT::Set(set) => {
-                        let consts = constants_of(py, &items).ok_or_else(|| Unsupported::new("set member is not a literal"))?;
+                        let set = set.clone();
+                        let consts = self.set_members_of(py, &items)?;
                         let set = set.borrow();
                         for c in consts {
                             set.bind(py).call_method1("add", (c,))?;
@@ -685,7 +686,11 @@ impl<'a> InstructionTranslator<'a> {
             op::FOR_ITER => {
                 let next = match self.stack.last().cloned() {
                     Some(VT::Iterator(it)) => self.step_iter(py, &it)?,
-                    _ => unsupported!("FOR_ITER on a non-iterator"),
+                    // An iterator of a user type (a DataLoader's): stepping it runs its Python
+                    // `__next__`; the loop runs in Python and what it calls is compiled frame
+                    // by frame.
+                    Some(other) => graph_break!(UntracedValue, "for loop over {} (its __next__ runs in Python)", other.describe(py)),
+                    None => unsupported!("FOR_ITER on an empty stack"),
                 };
                 match next {
                     Some(v) => self.stack.push(v),
@@ -870,6 +875,16 @@ impl<'a> InstructionTranslator<'a> {
                 let cls = cls.bind(py).clone();
                 self.super_getattr(py, &cls, inner, name)
             }
+            VT::UserObject(o) => {
+                let o = o.clone();
+                self.user_object_getattr(py, obj, &o, name)
+            }
+            VT::Partial(p) => match name {
+                "func" => Ok(p.func.clone()),
+                "args" => make_tuple(py, p.args.clone()),
+                "keywords" => Ok(p.keywords.clone()),
+                _ => graph_break!(UntracedValue, "attribute '{name}' of {}", obj.describe(py)),
+            },
             other => unsupported!("attribute '{name}' of {}", other.describe(py)),
         }
     }
@@ -1035,6 +1050,11 @@ impl<'a> InstructionTranslator<'a> {
                 let func = wrap(py, self.og, &ca.getattr("__func__")?, ca_src.attr("__func__"))?;
                 Ok(VT::Method { func: Box::new(func), self_: Box::new(VT::Class(Rc::new(ty.clone().into_any().unbind()))) })
             }
+            // `o.__setattr__` / `o.__getattribute__` inherited from `object`: the generic
+            // attribute protocol bound to `o` (`o.__setattr__(n, v)` is `o.n = v`).
+            "wrapper_descriptor" if matches!(vt, VT::Opaque { .. }) && (ca.is(py.get_type::<PyAny>().getattr("__setattr__")?) || ca.is(py.get_type::<PyAny>().getattr("__getattribute__")?)) => {
+                Ok(VT::GenericAttr { obj: Box::new(vt.clone()), set: name == "__setattr__" })
+            }
             // Other descriptors (C methods, cached_property, partialmethod...) bind in ways not
             // modelled: the read runs in Python.
             _ if ca.get_type().hasattr("__get__")? && !ca.is_instance_of::<pyo3::types::PyType>() => {
@@ -1047,6 +1067,44 @@ impl<'a> InstructionTranslator<'a> {
     /// `super(cls, obj).name`: the first class after `cls` in `type(obj).__mro__` that defines
     /// `name` (Objects/typeobject.c, `super_getattro`).
     fn super_getattr(&mut self, py: Python<'_>, cls: &Bound<'_, PyAny>, inner: &VT, name: &str) -> VResult<VT> {
+        if let VT::UserObject(uo) = inner {
+            // The same walk over the new object's class; its attributes are sourced through
+            // the class (`cls.__mro__[k].__dict__[name]`).
+            let ty = uo.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+            let mro = ty.getattr("__mro__")?.cast_into::<PyTuple>().map_err(|e| Unsupported::new(e.to_string()))?;
+            let Some(start) = mro.iter().position(|c| c.is(cls)) else {
+                unsupported!("super(): {} is not in the MRO of {}", crate::symbolic::variables::qualname(cls), inner.describe(py));
+            };
+            let object_type = py.get_type::<PyAny>();
+            for k in start + 1..mro.len() {
+                let d = mro.get_item(k)?.getattr("__dict__")?;
+                if !d.contains(name)? {
+                    continue;
+                }
+                let ca = d.get_item(name)?;
+                let src = uo.class_attr_source(k, name);
+                for (slot, set) in [("__getattribute__", false), ("__setattr__", true)] {
+                    if ca.is(object_type.getattr(slot)?) {
+                        return Ok(VT::GenericAttr { obj: Box::new(inner.clone()), set });
+                    }
+                }
+                if ca.is(object_type.getattr("__init__")?) {
+                    // `super().__init__()` reaching `object.__init__`: nothing to do.
+                    return Ok(VT::Method { func: Box::new(VT::Builtin(Rc::new(ca.unbind()))), self_: Box::new(inner.clone()) });
+                }
+                return match type_name(&ca).as_str() {
+                    "function" => Ok(VT::Method { func: Box::new(wrap(py, self.og, &ca, src)?), self_: Box::new(inner.clone()) }),
+                    "property" => {
+                        let fget = wrap(py, self.og, &ca.getattr("fget")?, src.attr("fget"))?;
+                        self.call(py, &fget, vec![inner.clone()], vec![])
+                    }
+                    "staticmethod" => wrap(py, self.og, &ca.getattr("__func__")?, src.attr("__func__")),
+                    "classmethod" => Ok(VT::Method { func: Box::new(wrap(py, self.og, &ca.getattr("__func__")?, src.attr("__func__"))?), self_: Box::new(VT::Class(Rc::new(uo.cls.clone_ref(py)))) }),
+                    other => unsupported!("super().{name} is a {other}"),
+                };
+            }
+            unsupported!("super().{name} not found")
+        }
         let (o, source) = match inner {
             VT::Opaque { obj, source } => (obj.bind(py).clone(), source.clone()),
             VT::Module { obj, source: Some(source) } => (obj.bind(py).clone(), source.clone()),
@@ -1088,6 +1146,10 @@ impl<'a> InstructionTranslator<'a> {
     /// anything else is a graph break.
     fn store_attr(&mut self, py: Python<'_>, obj: &VT, name: &str, v: VT) -> VResult<()> {
         match obj {
+            VT::UserObject(o) => {
+                let o = o.clone();
+                self.user_object_setattr(py, obj, &o, name, v, false)
+            }
             VT::Opaque { obj: o, source } => {
                 let o = o.bind(py);
                 let ty = o.get_type();
@@ -1330,6 +1392,13 @@ impl<'a> InstructionTranslator<'a> {
                     true
                 }
             }
+            VT::UserObject(o) => {
+                let ty = o.cls.bind(py);
+                if ty.hasattr("__bool__")? || ty.hasattr("__len__")? {
+                    graph_break!(UntracedValue, "truth value of {} (it defines __bool__ or __len__)", v.describe(py));
+                }
+                true
+            }
             VT::Opaque { obj, .. } => {
                 // `bool(obj)` runs the class's __bool__ or __len__ (Objects/typeobject.c slots).
                 let ty = obj.bind(py).get_type();
@@ -1365,6 +1434,11 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Constant(_), _) | (_, VT::Constant(_)) => false,
             (VT::List(x), VT::List(y)) => Rc::ptr_eq(x, y),
             (VT::Dict(x), VT::Dict(y)) => Rc::ptr_eq(x, y),
+            (VT::Partial(x), VT::Partial(y)) => Rc::ptr_eq(x, y) || matches!((&x.obj, &y.obj), (Some(p), Some(q)) if p.is(q)),
+            (VT::Partial(_), _) | (_, VT::Partial(_)) => false,
+            (VT::UserObject(x), VT::UserObject(y)) => Rc::ptr_eq(x, y),
+            // A new object is none of the objects that existed before it.
+            (VT::UserObject(_), _) | (_, VT::UserObject(_)) => false,
             _ => match (real_object(a), real_object(b)) {
                 (Some(x), Some(y)) => x.as_ptr() == y.as_ptr(),
                 _ => unsupported!("identity comparison of {} and {}", a.describe(py), b.describe(py)),
@@ -1397,6 +1471,12 @@ impl<'a> InstructionTranslator<'a> {
             }
             (VT::Module { obj, .. }, Some(k)) => Ok(obj.bind(py).contains(k)?),
             (VT::Set(set), Some(k)) => Ok(set.borrow().bind(py).contains(k)?),
+            (VT::Set(set), None) => {
+                let set = set.clone();
+                let member = self.set_members_of(py, std::slice::from_ref(item))?;
+                let found = set.borrow().bind(py).contains(&member[0])?;
+                Ok(found)
+            }
             (VT::Opaque { obj, source }, _) => {
                 // `__contains__` looked up on the type and inlined when it is Python code
                 // (collections.abc.Mapping's, a user container's); its result must be constant.
@@ -1427,6 +1507,31 @@ impl<'a> InstructionTranslator<'a> {
 
     fn binary(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
         let base = out_of_place(name);
+        // A set of this trace against another one or a constant frozenset: run on the real
+        // sets (copies of constants); `frozenset op set` is a frozenset, `set op frozenset` a set
+        // (Objects/setobject.c makes the result of the left operand's type).
+        let as_set = |v: &VT| -> Option<Py<PyAny>> {
+            match v {
+                VT::Set(s) => Some(s.borrow().clone_ref(py)),
+                VT::Constant(c) if type_name(c.bind(py)) == "frozenset" => Some(c.clone_ref(py)),
+                _ => None,
+            }
+        };
+        if let (Some(x), Some(y)) = (as_set(&a), as_set(&b)) {
+            if matches!(base, "and_" | "or_" | "sub" | "xor") && (matches!(a, VT::Set(_)) || matches!(b, VT::Set(_))) && !(matches!(a, VT::Set(_)) && matches!(b, VT::Set(_))) {
+                if name.starts_with('i') && matches!(a, VT::Set(_)) {
+                    let f = self.og.handles.operator.bind(py).getattr(name)?;
+                    f.call1((x.bind(py), y.bind(py)))?;
+                    return Ok(a.clone());
+                }
+                let f = self.og.handles.operator.bind(py).getattr(base)?;
+                let r = f.call1((x.bind(py), y.bind(py)))?;
+                if type_name(&r) == "frozenset" {
+                    return Ok(VT::constant(r.unbind()));
+                }
+                return Ok(VT::Set(Rc::new(RefCell::new(r.unbind()))));
+            }
+        }
         if let (VT::Set(x), VT::Set(y)) = (&a, &b) {
             if matches!(base, "and_" | "or_" | "sub" | "xor") {
                 if name.starts_with('i') {
@@ -1475,6 +1580,14 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Tensor(_), _) | (_, VT::Tensor(_)) => self.operator(py, name, vec![a, b]),
             (VT::Constant(_), VT::Constant(_)) => self.operator(py, name, vec![a, b]),
             _ if name == "eq" || name == "ne" => {
+                // `!=` is `not ==` only while the class keeps `object.__ne__`.
+                for v in [&a, &b] {
+                    if let VT::UserObject(o) = v {
+                        if name == "ne" && !o.cls.bind(py).getattr("__ne__")?.is(py.get_type::<PyAny>().getattr("__ne__")?) {
+                            graph_break!(UntracedValue, "!= of {} (its class defines __ne__)", v.describe(py));
+                        }
+                    }
+                }
                 let eq = self.equal(py, &a, &b)?;
                 Ok(const_bool(py, eq == (name == "eq")))
             }
@@ -1494,6 +1607,10 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Constant(x), VT::Constant(y)) => return Ok(x.bind(py).eq(y.bind(py))?),
             (VT::List(x), VT::List(y)) if Rc::ptr_eq(x, y) => return Ok(true),
             (VT::Dict(x), VT::Dict(y)) if Rc::ptr_eq(x, y) => return Ok(true),
+            // `functools.partial` keeps `object.__eq__`: identity (a literal's `__eq__` does not
+            // know a partial either).
+            (VT::Partial(_), VT::Partial(_) | VT::Constant(_)) | (VT::Constant(_), VT::Partial(_)) => return self.is_same(py, a, b),
+            (VT::UserObject(_), _) | (_, VT::UserObject(_)) => return self.user_object_eq(py, a, b),
             _ => {}
         }
         if let (Some((ka, xs)), Some((kb, ys))) = (self.sequence_items(py, a)?, self.sequence_items(py, b)?) {
@@ -1694,6 +1811,8 @@ impl<'a> InstructionTranslator<'a> {
             VT::List(_) => Some(py.get_type::<PyList>().into_any().unbind()),
             VT::Dict(_) => Some(py.get_type::<PyDict>().into_any().unbind()),
             VT::DictView { view, .. } => Some(PyDict::new(py).call_method0(view.method())?.get_type().into_any().unbind()),
+            VT::Partial(_) => Some(crate::symbolic::partial::partial_type(py)?.unbind()),
+            VT::UserObject(o) => Some(o.cls.clone_ref(py)),
             _ => None,
         })
     }
@@ -1731,7 +1850,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Constant(c) => Some(c.bind(py).clone()),
             VT::Tuple(items) => PyTuple::new(py, constants_of(py, items)?).ok().map(|t| t.into_any()),
             VT::List(l) => PyList::new(py, constants_of(py, &l.borrow().items)?).ok().map(|l| l.into_any()),
-            VT::Set(set) => set.borrow().bind(py).call_method0("copy").ok(),
+            VT::Set(set) => set.borrow().bind(py).call_method0("copy").ok().filter(|c| c.try_iter().map(|it| it.flatten().all(|m| is_literal(py, &m))).unwrap_or(false)),
             VT::DictView { dict, view } => {
                 // A view of a fresh dict with the same keys (and values, when they matter).
                 let real = PyDict::new(py);
@@ -1748,9 +1867,45 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
+    /// The real objects a traced set holds for `items`: literals, and objects from the frame
+    /// whose identity is guarded and whose type hashes and compares by identity (`object`'s
+    /// `__hash__` and `__eq__`: a module in `named_children`'s `memo`), so that membership
+    /// runs no user code. Anything else is not modelled.
+    fn set_members_of<'py>(&mut self, py: Python<'py>, items: &[VT]) -> VResult<Vec<Bound<'py, PyAny>>> {
+        let object_type = py.get_type::<PyAny>();
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            if let Some(c) = item.as_constant(py) {
+                out.push(c);
+                continue;
+            }
+            self.pin_identity(item);
+            if let VT::Tensor(t) = item {
+                // A tensor hashes by identity (`Tensor.__hash__` is `id`), and each graph value
+                // has its own fake tensor: the fake stands for it in the set.
+                let fake = t.fake.bind(py).clone();
+                self.og.set_members.insert(fake.as_ptr() as usize, item.clone());
+                out.push(fake);
+                continue;
+            }
+            let obj = match item {
+                VT::Module { obj, .. } | VT::Class(obj) | VT::Builtin(obj) | VT::TorchFunction(obj) => obj.bind(py).clone(),
+                VT::Function { obj, source: Some(_) } => obj.bind(py).clone(),
+                other => unsupported!("set member {} is not a literal or an identity-guarded object", other.describe(py)),
+            };
+            let ty = obj.get_type();
+            if !(ty.getattr("__hash__")?.is(object_type.getattr("__hash__")?) && ty.getattr("__eq__")?.is(object_type.getattr("__eq__")?)) {
+                unsupported!("set member {} hashes or compares with its own methods", item.describe(py));
+            }
+            self.og.set_members.insert(obj.as_ptr() as usize, item.clone());
+            out.push(obj);
+        }
+        Ok(out)
+    }
+
     /// A private set of literal members.
     fn new_set(&mut self, py: Python<'_>, items: &[VT]) -> VResult<VT> {
-        let consts = constants_of(py, items).ok_or_else(|| Unsupported::new("set member is not a literal"))?;
+        let consts = self.set_members_of(py, items)?;
         let set = pyo3::types::PySet::new(py, consts)?;
         Ok(VT::Set(Rc::new(RefCell::new(set.into_any().unbind()))))
     }
@@ -1759,9 +1914,16 @@ impl<'a> InstructionTranslator<'a> {
     /// in CPython (a dict that changed size) is a graph break, so the instruction runs for real
     /// and raises there (the iterator is rebuilt in the state that raises, see `rebuild_of`).
     pub fn step_iter(&mut self, py: Python<'_>, it: &Rc<RefCell<IteratorState>>) -> VResult<Option<VT>> {
-        let depth = self.depth;
-        let og: &mut OutputGraph = self.og;
-        let mut resume = |f: &mut GeneratorFrame| -> Result<Option<VT>, IterError> { resume_generator(py, og, depth + 1, f).map_err(IterError::Unsupported) };
+        let mut resume = |req: IterRequest<'_>| -> Result<Option<VT>, IterError> {
+            let r = match req {
+                IterRequest::Resume(f) => resume_generator(py, self.og, self.depth + 1, f),
+                IterRequest::Call(func, args) => self.call(py, func, args, vec![]).map(Some),
+                IterRequest::Truth(v) => self.truth(py, v).map(|t| Some(const_bool(py, t))),
+                IterRequest::MakeIter(v) => self.make_iter(py, v).map(|i| Some(VT::Iterator(i))),
+                IterRequest::Add(a, b) => self.binary(py, "add", a, b).map(Some),
+            };
+            r.map_err(IterError::Unsupported)
+        };
         let r = match borrow_iter(it) {
             Ok(mut state) => state.next_item(py, &mut resume),
             Err(e) => Err(e),
@@ -1803,7 +1965,19 @@ impl<'a> InstructionTranslator<'a> {
         Ok(match v {
             VT::Set(set) => {
                 let set = set.borrow();
-                set.bind(py).try_iter()?.map(|i| Ok(VT::constant(i?.unbind()))).collect::<VResult<Vec<_>>>()?
+                let mut out = Vec::new();
+                for m in set.bind(py).try_iter()? {
+                    let m = m?;
+                    out.push(match self.og.set_members.get(&(m.as_ptr() as usize)) {
+                        // Its order follows the members' hashes, for a tensor its address: the
+                        // fake's is not the real tensor's.
+                        Some(VT::Tensor(_)) => unsupported!("iterating a set that holds tensors (its order follows their addresses)"),
+                        Some(vt) if !is_literal(py, &m) => vt.clone(),
+                        _ if is_literal(py, &m) => VT::constant(m.unbind()),
+                        _ => unsupported!("set member of type {} without a tracker", type_name(&m)),
+                    });
+                }
+                out
             }
             VT::Constant(c) => {
                 let mut out = Vec::new();
@@ -1861,6 +2035,7 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 out
             }
+            VT::Opaque { .. } => graph_break!(UntracedValue, "iterating {} (its __iter__ runs in Python)", v.describe(py)),
             _ => unsupported!("iterating {}", v.describe(py)),
         })
     }
@@ -2015,6 +2190,10 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 Ok(VT::NamedTuple { cls: c.clone(), items: Rc::new(items) })
             }
+            VT::Class(c) if self.is_trackable_class(py, c.bind(py))? => {
+                let c = c.clone();
+                self.construct_user_object(py, &c, args, kwargs)
+            }
             VT::Builtin(b) | VT::Class(b) => {
                 let b = b.bind(py).clone();
                 self.call_builtin(py, &b, args, kwargs)
@@ -2037,10 +2216,41 @@ impl<'a> InstructionTranslator<'a> {
                 }
             }
             VT::ContainerMethod { container, name } => self.call_container_method(py, container, name, args, kwargs),
+            VT::Partial(p) => {
+                // `func(*p.args, *args, **{**p.keywords, **kwargs})` (`partial_call`).
+                let mut all = p.args.clone();
+                all.extend(args);
+                let mut kw = crate::symbolic::partial::keyword_items(py, &p.keywords)?;
+                for (k, v) in kwargs {
+                    match kw.iter_mut().find(|(n, _)| *n == k) {
+                        Some(slot) => slot.1 = v,
+                        None => kw.push((k, v)),
+                    }
+                }
+                let func = p.func.clone();
+                self.call(py, &func, all, kw)
+            }
             VT::GradModeExit { restore } => {
                 let restore = *restore;
                 self.set_grad_enabled(py, restore)?;
                 Ok(VT::none(py))
+            }
+            VT::GenericAttr { obj: inner, set } if matches!(inner.as_ref(), VT::UserObject(_)) => {
+                let VT::UserObject(o) = inner.as_ref() else { unreachable!() };
+                let name: String = match args.first().and_then(|a| a.as_constant(py)) {
+                    Some(n) => n.extract()?,
+                    None => unsupported!("{} with a non-constant name", func.describe(py)),
+                };
+                if *set {
+                    if args.len() != 2 {
+                        unsupported!("object.__setattr__ with {} arguments", args.len());
+                    }
+                    let o = o.clone();
+                    self.user_object_setattr(py, inner, &o, &name, args[1].clone(), true)?;
+                    return Ok(VT::none(py));
+                }
+                let o = o.clone();
+                self.user_object_getattr(py, inner, &o, &name)
             }
             VT::GenericAttr { obj: inner, set } => {
                 let VT::Opaque { obj: o, source } = inner.as_ref() else {
@@ -2073,6 +2283,49 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     fn call_container_method(&mut self, py: Python<'_>, container: &VT, name: &str, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        // The special methods behind the syntax, called by name (`a.__setitem__(0, v)` is
+        // `a[0] = v`): the same slots CPython's opcodes reach (Objects/listobject.c,
+        // Objects/dictobject.c), so they share the opcode's implementation here.
+        if kwargs.is_empty() && name.starts_with("__") {
+            match (container, name, args.len()) {
+                (_, "__setitem__", 2) => {
+                    self.setitem(py, container, args[0].clone(), args[1].clone())?;
+                    return Ok(VT::none(py));
+                }
+                (_, "__delitem__", 1) => {
+                    self.delitem(py, container, args[0].clone())?;
+                    return Ok(VT::none(py));
+                }
+                (VT::List(_) | VT::Dict(_), "__getitem__", 1) => return self.getitem(py, container, &args[0]),
+                (_, "__contains__", 1) => {
+                    let found = self.contains(py, container, &args[0])?;
+                    return Ok(const_bool(py, found));
+                }
+                (_, "__len__", 0) => {
+                    let len = self.og.handles.builtins.bind(py).getattr("len")?;
+                    return self.call_builtin(py, &len, vec![container.clone()], vec![]);
+                }
+                (_, "__iter__", 0) => return Ok(VT::Iterator(self.make_iter(py, container)?)),
+                // `list.__iadd__` extends in place and returns the list itself; `dict.__ior__`
+                // updates in place and returns the dict; `set.__ior__` and friends likewise.
+                (VT::List(_), "__iadd__", 1) => {
+                    self.call_container_method(py, container, "extend", args, vec![])?;
+                    return Ok(container.clone());
+                }
+                (VT::Dict(_), "__ior__", 1) => {
+                    if !matches!(&args[0], VT::Dict(_)) && args[0].as_constant(py).map(|c| !c.is_instance_of::<PyDict>()).unwrap_or(true) {
+                        graph_break!(UnsupportedCall, "dict.__ior__ with {}", args[0].describe(py));
+                    }
+                    self.call_container_method(py, container, "update", args, vec![])?;
+                    return Ok(container.clone());
+                }
+                (VT::Set(_), "__ior__" | "__iand__" | "__isub__" | "__ixor__", 1) => {
+                    let op = &name[2..name.len() - 2];
+                    return self.binary(py, op, container.clone(), args[0].clone());
+                }
+                _ => graph_break!(UnsupportedCall, "{}.{name}() is not modelled", container.describe(py)),
+            }
+        }
         if !kwargs.is_empty() && !matches!((container, name), (VT::Dict(_), "update")) {
             unsupported!("{}.{name}() with keyword arguments", container.describe(py));
         }
@@ -2127,7 +2380,7 @@ impl<'a> InstructionTranslator<'a> {
                     "clear" => vec![],
                     _ => args.clone(),
                 };
-                let consts = constants_of(py, &items).ok_or_else(|| Unsupported::new("set member is not a literal"))?;
+                let consts = self.set_members_of(py, &items)?;
                 let set = set.borrow();
                 let set = set.bind(py);
                 match name {
@@ -2241,6 +2494,27 @@ impl<'a> InstructionTranslator<'a> {
         let builtins = self.og.handles.builtins.bind(py).clone();
         let is = |name: &str| builtins.getattr(name).map(|f| f.is(b)).unwrap_or(false);
         let all_const = args.iter().all(|a| matches!(a, VT::Constant(_))) && kwargs.iter().all(|(_, a)| matches!(a, VT::Constant(_)));
+        if let Some(r) = self.call_unbound_descriptor(py, b, &args, &kwargs)? {
+            return Ok(r);
+        }
+        if b.is(&crate::symbolic::partial::partial_type(py)?) {
+            return self.make_partial(py, args, kwargs);
+        }
+        if is("callable") && args.len() == 1 && kwargs.is_empty() {
+            if let Some(c) = self.is_callable(py, &args[0])? {
+                return Ok(const_bool(py, c));
+            }
+        }
+        if is("setattr") && args.len() == 3 && kwargs.is_empty() {
+            // `setattr(o, name, v)` is `o.name = v` (Python/bltinmodule.c, `builtin_setattr`
+            // calls `PyObject_SetAttr`, the slot STORE_ATTR uses too).
+            let name: String = match args[1].as_constant(py).and_then(|n| n.extract::<String>().ok()) {
+                Some(n) => n,
+                None => graph_break!(UnsupportedBuiltin, "setattr with a non-constant or non-string name"),
+            };
+            self.store_attr(py, &args[0], &name, args[2].clone())?;
+            return Ok(VT::none(py));
+        }
         if is("super") {
             return self.make_super(&args);
         }
@@ -2287,7 +2561,7 @@ impl<'a> InstructionTranslator<'a> {
                 VT::Constant(c) => c.bind(py).is_instance(&cls)?,
                 VT::Module { obj, .. } | VT::Opaque { obj, .. } => obj.bind(py).is_instance(&cls)?,
                 VT::Tuple(_) => py.get_type::<PyTuple>().is_subclass(&cls).unwrap_or(false) || cls.is(py.get_type::<PyTuple>()),
-                VT::NamedTuple { .. } | VT::DictView { .. } => {
+                VT::NamedTuple { .. } | VT::DictView { .. } | VT::Partial(_) | VT::UserObject(_) => {
                     let ty = self.type_of(py, &args[0])?.expect("a known type");
                     ty.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.is_subclass(&cls)?
                 }
@@ -2308,8 +2582,40 @@ impl<'a> InstructionTranslator<'a> {
                 VT::PyModule { obj, .. } => Some(!obj.bind(py).hasattr(name.as_str())?),
                 // A real tensor can carry instance attributes the fake one lacks: only a class
                 // attribute is known present; anything else is not decided here.
-                VT::Tensor(t) => if t.fake.bind(py).get_type().hasattr(name.as_str())? { Some(false) } else { None },
+                // A tensor made by the graph has no instance attributes; a graph input is asked
+                // for real and guarded (`hasattr(t, "jax")` in transformers answers False).
+                VT::Tensor(t) => {
+                    if t.fake.bind(py).get_type().hasattr(name.as_str())? {
+                        Some(false)
+                    } else {
+                        match &t.source {
+                            None => Some(true),
+                            Some(src) => {
+                                let real = self.og.inputs.iter().find(|(s, _)| s == src).map(|(_, v)| v.clone_ref(py));
+                                match real {
+                                    Some(r) if !r.bind(py).hasattr(name.as_str())? => {
+                                        self.og.add_guard(Some(src.clone()), GuardKind::NoAttr(name.clone()));
+                                        Some(true)
+                                    }
+                                    _ => None,
+                                }
+                            }
+                        }
+                    }
+                }
                 VT::Opaque { .. } | VT::Module { .. } => Some(self.attr_absent(py, &args[0], &name)?),
+                // A new object: its instance attributes are all in the tracker; the class is
+                // asked (and guarded through its source).
+                VT::UserObject(o) => {
+                    if o.get(&name).is_some() {
+                        Some(false)
+                    } else if o.cls.bind(py).hasattr(name.as_str())? {
+                        None
+                    } else {
+                        self.og.add_guard(Some(o.cls_source.clone()), GuardKind::NoAttr(name.clone()));
+                        Some(true)
+                    }
+                }
                 _ => None,
             };
             if known_missing == Some(true) {
@@ -2340,6 +2646,9 @@ impl<'a> InstructionTranslator<'a> {
         if is("zip") && kwargs.is_empty() {
             let inners = args.iter().map(|a| self.make_iter(py, a)).collect::<VResult<Vec<_>>>()?;
             return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Zip(inners))))));
+        }
+        if let Some(it) = self.lazy_iterator(py, b, &args, &kwargs)? {
+            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(it)))));
         }
         if is("iter") && args.len() == 1 {
             return Ok(VT::Iterator(self.make_iter(py, &args[0])?));
@@ -2420,7 +2729,7 @@ impl<'a> InstructionTranslator<'a> {
         let literal_args: Option<Vec<Bound<'_, PyAny>>> = args.iter().map(|a| self.literal_value(py, a)).collect();
         let literal_kwargs: Option<Vec<(String, Bound<'_, PyAny>)>> = kwargs.iter().map(|(k, v)| self.literal_value(py, v).map(|v| (k.clone(), v))).collect();
         if let (Some(vals), Some(kvals)) = (literal_args, literal_kwargs) {
-            let pure = ["abs", "min", "max", "round", "int", "float", "bool", "str", "tuple", "sum", "any", "all", "divmod", "pow", "sorted", "reversed", "repr", "hash", "type", "slice", "chr", "ord", "format", "len"];
+            let pure = ["abs", "min", "max", "round", "int", "float", "bool", "str", "tuple", "frozenset", "sum", "any", "all", "divmod", "pow", "sorted", "reversed", "repr", "hash", "type", "slice", "chr", "ord", "format", "len"];
             let module = b.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
             let is_pure = pure.iter().any(|n| is(n)) || module == "math" || module == "_operator" || module == "operator" || (module == "torch" && type_name(b) == "type");
             if is_pure {
@@ -2471,6 +2780,318 @@ impl<'a> InstructionTranslator<'a> {
             return self.og.call(py, Some(b), None, &args, &kwargs);
         }
         graph_break!(UnsupportedCall, "call to {} with {}", crate::symbolic::variables::qualname(b), args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
+    }
+
+    /// Whether calling class `c` makes a tracked `UserObject`: a plain Python class
+    /// (`user_objects::is_plain_class`) outside torch, reached through a source.
+    fn is_trackable_class(&mut self, py: Python<'_>, c: &Bound<'_, PyAny>) -> VResult<bool> {
+        let module = c.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+        if module == "torch" || module.starts_with("torch.") {
+            return Ok(false);
+        }
+        Ok(self.og.class_sources.contains_key(&(c.as_ptr() as usize)) && crate::symbolic::user_objects::is_plain_class(py, c)?)
+    }
+
+    /// `cls(*args, **kwargs)` for a trackable class: `object.__new__` gives a fresh tracker, then
+    /// `__init__` is inlined on it (`type_call` in Objects/typeobject.c); `__init__` must return
+    /// None (else TypeError, left to Python).
+    fn construct_user_object(&mut self, py: Python<'_>, cls: &Rc<Py<PyAny>>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        let cls_source = self.og.class_sources.get(&(cls.as_ptr() as usize)).cloned().expect("trackable classes have a source");
+        let obj = Rc::new(crate::symbolic::user_objects::UserObject { cls: cls.clone_ref(py), cls_source, attrs: RefCell::new(Vec::new()) });
+        let vt = VT::UserObject(obj.clone());
+        let ty = cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+        let (k, init) = static_type_lookup(&ty, "__init__")?.expect("object defines __init__");
+        if init.is(py.get_type::<PyAny>().getattr("__init__")?) {
+            if !args.is_empty() || !kwargs.is_empty() {
+                graph_break!(UnsupportedCall, "{}() takes no arguments (TypeError)", crate::symbolic::variables::qualname(cls.bind(py)));
+            }
+            return Ok(vt);
+        }
+        let func = wrap(py, self.og, &init, obj.class_attr_source(k, "__init__"))?;
+        let mut all = vec![vt.clone()];
+        all.extend(args);
+        let r = self.call(py, &func, all, kwargs)?;
+        if !r.as_constant(py).map(|c| c.is_none()).unwrap_or(false) {
+            graph_break!(UnsupportedCall, "__init__ of {} returned {} (TypeError)", crate::symbolic::variables::qualname(cls.bind(py)), r.describe(py));
+        }
+        Ok(vt)
+    }
+
+    /// `o.name` on a new user object (see `user_objects.rs` for the lookup order).
+    fn user_object_getattr(&mut self, py: Python<'_>, vt: &VT, o: &Rc<crate::symbolic::user_objects::UserObject>, name: &str) -> VResult<VT> {
+        if name == "__class__" {
+            return Ok(VT::Class(Rc::new(o.cls.clone_ref(py))));
+        }
+        let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+        for base in ty.getattr("__mro__")?.try_iter()? {
+            if self.og.side_effects.attr(&base?.unbind(), name).is_some() {
+                graph_break!(UntracedValue, "attribute '{name}' of {} after a write to its class", vt.describe(py));
+            }
+        }
+        let class_attr = static_type_lookup(&ty, name)?;
+        if let Some((k, ca)) = &class_attr {
+            if is_data_descriptor(ca)? {
+                if type_name(ca) == "property" {
+                    let fget = ca.getattr("fget")?;
+                    if type_name(&fget) == "function" {
+                        let func = wrap(py, self.og, &fget, o.class_attr_source(*k, name).attr("fget"))?;
+                        return self.call(py, &func, vec![vt.clone()], vec![]);
+                    }
+                }
+                graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(ca));
+            }
+        }
+        if let Some(v) = o.get(name) {
+            return Ok(v);
+        }
+        let Some((k, ca)) = class_attr else {
+            graph_break!(UntracedValue, "attribute '{name}' of {} (AttributeError)", vt.describe(py));
+        };
+        let src = o.class_attr_source(k, name);
+        let object_type = py.get_type::<PyAny>();
+        match type_name(&ca).as_str() {
+            "function" => {
+                let func = wrap(py, self.og, &ca, src)?;
+                Ok(VT::Method { func: Box::new(func), self_: Box::new(vt.clone()) })
+            }
+            "staticmethod" => wrap(py, self.og, &ca.getattr("__func__")?, src.attr("__func__")),
+            "classmethod" => {
+                let func = wrap(py, self.og, &ca.getattr("__func__")?, src.attr("__func__"))?;
+                Ok(VT::Method { func: Box::new(func), self_: Box::new(VT::Class(Rc::new(o.cls.clone_ref(py)))) })
+            }
+            "wrapper_descriptor" if ca.is(object_type.getattr("__setattr__")?) || ca.is(object_type.getattr("__getattribute__")?) => {
+                Ok(VT::GenericAttr { obj: Box::new(vt.clone()), set: name == "__setattr__" })
+            }
+            _ if ca.get_type().hasattr("__get__")? && !ca.is_instance_of::<pyo3::types::PyType>() => {
+                graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(&ca))
+            }
+            _ => wrap(py, self.og, &ca, src),
+        }
+    }
+
+    /// `o.name = v` on a new user object: the class's Python `__setattr__` is inlined (a frozen
+    /// dataclass's raises, which is left to Python); a data descriptor on the class is not
+    /// modelled; otherwise the attribute lands in the tracker. `generic`: `object.__setattr__`.
+    fn user_object_setattr(&mut self, py: Python<'_>, vt: &VT, o: &Rc<crate::symbolic::user_objects::UserObject>, name: &str, v: VT, generic: bool) -> VResult<()> {
+        let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+        if let Some((_, ca)) = static_type_lookup(&ty, name)? {
+            if is_data_descriptor(&ca)? {
+                graph_break!(SideEffect, "attribute write {}.{name} (a {} on its class)", vt.describe(py), type_name(&ca));
+            }
+        }
+        if !generic {
+            let (k, setattr) = static_type_lookup(&ty, "__setattr__")?.expect("object defines __setattr__");
+            if !setattr.is(py.get_type::<PyAny>().getattr("__setattr__")?) {
+                let func = wrap(py, self.og, &setattr, o.class_attr_source(k, "__setattr__"))?;
+                let key = VT::constant(PyString::new(py, name).into_any().unbind());
+                self.call(py, &func, vec![vt.clone(), key, v], vec![])?;
+                return Ok(());
+            }
+        }
+        o.set(name, v);
+        Ok(())
+    }
+
+    /// `a == b` where one side is a new user object: the rich comparison protocol
+    /// (Objects/object.c, `do_richcompare`): the reflected `__eq__` first when the right
+    /// operand's type is a proper subclass overriding it, a Python `__eq__` inlined,
+    /// `NotImplemented` passing to the other side, identity when neither decides.
+    fn user_object_eq(&mut self, py: Python<'_>, a: &VT, b: &VT) -> VResult<bool> {
+        let object_eq = py.get_type::<PyAny>().getattr("__eq__")?;
+        let eq_of = |this: &mut Self, v: &VT| -> VResult<Option<(Bound<'_, PyAny>, Bound<'_, PyAny>)>> {
+            let Some(ty) = this.type_of(py, v)? else { return Ok(None) };
+            let ty = ty.bind(py).clone();
+            let f = ty.getattr("__eq__")?;
+            Ok(Some((ty, f)))
+        };
+        let (ea, eb) = (eq_of(self, a)?, eq_of(self, b)?);
+        let (Some((ta, fa)), Some((tb, fb))) = (ea, eb) else {
+            // A constant or a container on the other side: its `__eq__` does not know the
+            // object; the object's own decides (or identity).
+            let (obj, other) = if matches!(a, VT::UserObject(_)) { (a, b) } else { (b, a) };
+            if matches!(other, VT::Constant(_)) {
+                let VT::UserObject(o) = obj else { unreachable!() };
+                if o.cls.bind(py).getattr("__eq__")?.is(&object_eq) {
+                    return Ok(false);
+                }
+            }
+            graph_break!(UntracedValue, "== of {} and {}", a.describe(py), b.describe(py));
+        };
+        let tb_sub = tb.cast::<pyo3::types::PyType>().ok().map(|t| !t.is(&ta) && t.is_subclass(&ta).unwrap_or(false)).unwrap_or(false);
+        let order: Vec<(&VT, &VT, Bound<'_, PyAny>)> = if tb_sub && !fb.is(&fa) { vec![(b, a, fb), (a, b, fa)] } else { vec![(a, b, fa), (b, a, fb)] };
+        for (x, y, f) in order {
+            if f.is(&object_eq) {
+                continue;
+            }
+            if type_name(&f) != "function" {
+                graph_break!(UntracedValue, "== of {} and {} (a {} __eq__)", a.describe(py), b.describe(py), type_name(&f));
+            }
+            let func = match x {
+                VT::UserObject(o) => {
+                    let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+                    let (k, _) = static_type_lookup(&ty, "__eq__")?.expect("found above");
+                    wrap(py, self.og, &f, o.class_attr_source(k, "__eq__"))?
+                }
+                _ => graph_break!(UntracedValue, "== of {} and {} (the other side's __eq__)", a.describe(py), b.describe(py)),
+            };
+            let r = self.call(py, &func, vec![x.clone(), y.clone()], vec![])?;
+            if let Some(c) = r.as_constant(py) {
+                if c.is(&py.NotImplemented()) {
+                    continue;
+                }
+            }
+            return self.truth(py, &r);
+        }
+        self.is_same(py, a, b)
+    }
+
+    /// `functools.partial(func, *args, **kwargs)` built in the frame. A partial of a partial is
+    /// flattened as `partial_new` does (Modules/_functoolsmodule.c) when the inner one is exact
+    /// and has no instance dict (always so for a `Partial` tracker).
+    fn make_partial(&mut self, py: Python<'_>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        let Some(func) = args.first().cloned() else {
+            graph_break!(UnsupportedCall, "functools.partial() without a function (TypeError)");
+        };
+        if self.is_callable(py, &func)? != Some(true) {
+            graph_break!(UnsupportedCall, "functools.partial() of {} (TypeError unless callable)", func.describe(py));
+        }
+        let (func, mut all, mut kw) = match &func {
+            VT::Partial(inner) => (inner.func.clone(), inner.args.clone(), crate::symbolic::partial::keyword_items(py, &inner.keywords)?),
+            other => (other.clone(), vec![], vec![]),
+        };
+        all.extend(args.into_iter().skip(1));
+        for (k, v) in kwargs {
+            match kw.iter_mut().find(|(n, _)| *n == k) {
+                Some(slot) => slot.1 = v,
+                None => kw.push((k, v)),
+            }
+        }
+        let keywords = new_dict(kw.into_iter().map(|(k, v)| (PyString::new(py, &k).into_any().unbind(), v)).collect());
+        Ok(VT::Partial(Rc::new(crate::symbolic::partial::PartialFunction { func, args: all, keywords, obj: None, source: None })))
+    }
+
+    /// `callable(v)` (Objects/object.c, `PyCallable_Check`: the type has `tp_call`), when
+    /// tracing knows the answer without running anything.
+    fn is_callable(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<bool>> {
+        Ok(Some(match v {
+            VT::Function { .. } | VT::NestedFunction(_) | VT::Method { .. } | VT::TorchFunction(_) | VT::TensorMethod { .. } | VT::Builtin(_) | VT::Class(_)
+            | VT::ContainerMethod { .. } | VT::Partial(_) | VT::GenericAttr { .. } | VT::GradModeExit { .. } => true,
+            VT::Tensor(_) | VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Dict(_) | VT::DictView { .. } | VT::Set(_) | VT::Iterator(_) | VT::PyModule { .. } | VT::Cell(_)
+            | VT::GradModeCtx { .. } => false,
+            VT::Constant(c) => c.bind(py).is_callable(),
+            // The type's `__call__` decides; the class is guarded by TYPE_MATCH or ID_MATCH.
+            VT::Module { obj, .. } | VT::Opaque { obj, .. } => obj.bind(py).get_type().hasattr("__call__")?,
+            VT::UserObject(o) => o.cls.bind(py).hasattr("__call__")?,
+            _ => return Ok(None),
+        }))
+    }
+
+    /// `map`, `filter` and the `itertools` iterators tracing models lazily (`IterKind::Map` and
+    /// siblings): each step pulls from live iterators of the arguments and calls the function
+    /// traced, as CPython's `tp_iternext` does. `itertools.product` reads its arguments whole
+    /// at construction (Modules/itertoolsmodule.c, `product_new`), so it is a fixed sequence.
+    /// `None`: `b` is none of these, or is called with arguments not modelled.
+    fn lazy_iterator(&mut self, py: Python<'_>, b: &Bound<'_, PyAny>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<IterKind>> {
+        let builtins = self.og.handles.builtins.bind(py).clone();
+        let itertools = py.import("itertools")?;
+        let is = |m: &Bound<'_, PyAny>, name: &str| m.getattr(name).map(|f| f.is(b)).unwrap_or(false);
+        let kw = |name: &str| kwargs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        let none_or = |v: Option<VT>| v.filter(|v| !v.as_constant(py).map(|c| c.is_none()).unwrap_or(false));
+        let kind = if is(&builtins, "map") && args.len() >= 2 && kwargs.is_empty() {
+            let inners = args[1..].iter().map(|a| self.make_iter(py, a)).collect::<VResult<Vec<_>>>()?;
+            IterKind::Map { func: args[0].clone(), inners }
+        } else if is(&builtins, "filter") && args.len() == 2 && kwargs.is_empty() {
+            let inner = self.make_iter(py, &args[1])?;
+            IterKind::Filter { func: none_or(Some(args[0].clone())), inner }
+        } else if is(&itertools, "chain") && kwargs.is_empty() {
+            IterKind::Chain { pending: args.iter().cloned().collect(), active: None }
+        } else if is(&itertools, "islice") && (2..=4).contains(&args.len()) && kwargs.is_empty() {
+            let ints = args[1..].iter().map(|a| match a.as_constant(py) {
+                Some(c) if c.is_none() => Ok(None),
+                Some(c) => c.extract::<i64>().ok().filter(|v| *v >= 0).map(|v| Some(v as usize)).ok_or(()),
+                None => Err(()),
+            }).collect::<Result<Vec<_>, ()>>();
+            let Ok(ints) = ints else { graph_break!(UnsupportedCall, "islice() with bounds that are not constant non-negative ints") };
+            let (start, stop, step) = match ints.len() {
+                1 => (None, ints[0], None),
+                2 => (ints[0], ints[1], None),
+                _ => (ints[0], ints[1], ints[2]),
+            };
+            if step == Some(0) {
+                graph_break!(UnsupportedCall, "islice() with step 0 (ValueError)");
+            }
+            let inner = self.make_iter(py, &args[0])?;
+            IterKind::Islice { inner, next: start.unwrap_or(0), stop, step: step.unwrap_or(1), count: 0 }
+        } else if is(&itertools, "accumulate") && (1..=2).contains(&args.len()) && kwargs.iter().all(|(k, _)| k == "func" || k == "initial") {
+            let inner = self.make_iter(py, &args[0])?;
+            let func = none_or(args.get(1).cloned().or_else(|| kw("func")));
+            IterKind::Accumulate { inner, func, total: None, initial: none_or(kw("initial")) }
+        } else if is(&itertools, "zip_longest") && kwargs.iter().all(|(k, _)| k == "fillvalue") {
+            let inners = args.iter().map(|a| self.make_iter(py, a).map(Some)).collect::<VResult<Vec<_>>>()?;
+            IterKind::ZipLongest { inners, fill: kw("fillvalue").unwrap_or_else(|| VT::none(py)) }
+        } else if is(&itertools, "product") && kwargs.iter().all(|(k, _)| k == "repeat") {
+            let repeat: usize = match kw("repeat").and_then(|r| r.as_constant(py)) {
+                Some(r) => r.extract::<i64>().ok().filter(|r| *r >= 0).map(|r| r as usize).ok_or_else(|| Unsupported::new("product() repeat"))?,
+                None if kwargs.is_empty() => 1,
+                None => unsupported!("product() with a non-constant repeat"),
+            };
+            let mut pools = Vec::new();
+            for a in args {
+                pools.push(self.iter_items(py, a)?);
+            }
+            let pools: Vec<Vec<VT>> = (0..repeat).flat_map(|_| pools.iter().cloned()).collect();
+            let mut out: Vec<Vec<VT>> = vec![vec![]];
+            for pool in &pools {
+                out = out.into_iter().flat_map(|prefix| pool.iter().map(move |v| {
+                    let mut p = prefix.clone();
+                    p.push(v.clone());
+                    p
+                })).collect();
+                if out.len() > 100_000 {
+                    unsupported!("product() too long to unroll");
+                }
+            }
+            IterKind::Items(out.into_iter().map(|t| crate::symbolic::variables::tuple_of(py, t)).collect())
+        } else {
+            return Ok(None);
+        };
+        Ok(Some(kind))
+    }
+
+    /// A method of a builtin type called through the type (`list.__setitem__(a, 0, v)`,
+    /// `dict.get(d, k)`, `torch.Tensor.__setitem__(t, i, v)`, `object.__setattr__(o, n, v)`):
+    /// the same call as the bound method on the first argument when that argument is of the
+    /// descriptor's `__objclass__` (Objects/descrobject.c checks it and raises TypeError
+    /// otherwise; a mismatch is left to run in Python). `None`: `b` is not such a descriptor.
+    fn call_unbound_descriptor(&mut self, py: Python<'_>, b: &Bound<'_, PyAny>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        if !matches!(type_name(b).as_str(), "wrapper_descriptor" | "method_descriptor") || args.is_empty() {
+            return Ok(None);
+        }
+        let Ok(owner) = b.getattr("__objclass__") else { return Ok(None) };
+        let name: String = b.getattr("__name__")?.extract()?;
+        let rest = args[1..].to_vec();
+        let exact = |t: &Bound<'_, pyo3::types::PyType>| owner.is(t);
+        let recv = &args[0];
+        if name == "__init__" && owner.is(py.get_type::<PyAny>()) && args.len() == 1 && kwargs.is_empty() && matches!(recv, VT::UserObject(_)) {
+            return Ok(Some(VT::none(py)));
+        }
+        let matches = match recv {
+            VT::List(_) => exact(&py.get_type::<PyList>()),
+            VT::Dict(_) => exact(&py.get_type::<PyDict>()),
+            VT::Set(_) => exact(&py.get_type::<pyo3::types::PySet>()),
+            VT::Tensor(_) => owner.cast::<pyo3::types::PyType>().map(|o| self.og.handles.tensor_type.bind(py).cast::<pyo3::types::PyType>().map(|t| t.is_subclass(o).unwrap_or(false)).unwrap_or(false)).unwrap_or(false),
+            VT::Opaque { .. } | VT::UserObject(_) => owner.is(py.get_type::<PyAny>()) && matches!(name.as_str(), "__setattr__" | "__getattribute__"),
+            _ => false,
+        };
+        if !matches {
+            return Ok(None);
+        }
+        let method = match recv {
+            VT::List(_) | VT::Dict(_) | VT::Set(_) => VT::ContainerMethod { container: Box::new(recv.clone()), name },
+            VT::Tensor(t) => VT::TensorMethod { tensor: t.clone(), name },
+            _ => VT::GenericAttr { obj: Box::new(recv.clone()), set: name == "__setattr__" },
+        };
+        self.call(py, &method, rest, kwargs.to_vec()).map(Some)
     }
 
     /// Inlines a user function: binds arguments to the callee's locals and interprets its code

@@ -64,6 +64,38 @@ pub enum IterKind {
     /// its body interleaves with the loop that consumes it as in CPython. `None` while a step
     /// runs it (a generator that steps itself is "already executing").
     Generator(Option<Box<GeneratorFrame>>),
+    /// `map(func, *inners)` (Python/bltinmodule.c, `map_next`): one item of each inner, in
+    /// order, stopping at the first exhausted one; then `func(*items)`.
+    Map { func: VariableTracker, inners: Vec<Rc<RefCell<IteratorState>>> },
+    /// `filter(func, inner)` (`filter_next`): the next item whose `func(item)` (the item
+    /// itself for `None`) is true.
+    Filter { func: Option<VariableTracker>, inner: Rc<RefCell<IteratorState>> },
+    /// `itertools.chain(*iterables)` (Modules/itertoolsmodule.c, `chain_next`): `iter()` of
+    /// each iterable is taken only when the previous one is exhausted.
+    Chain { pending: std::collections::VecDeque<VariableTracker>, active: Option<Rc<RefCell<IteratorState>>> },
+    /// `itertools.islice(inner, start, stop, step)` (`islice_next`): `count` items taken from
+    /// `inner` so far, `next` the index of the next item to yield.
+    Islice { inner: Rc<RefCell<IteratorState>>, next: usize, stop: Option<usize>, step: usize, count: usize },
+    /// `itertools.accumulate(inner, func, initial=...)` (`accumulate_next`): running
+    /// `func(total, item)` (`+` when `func` is None), `initial` first when given.
+    Accumulate { inner: Rc<RefCell<IteratorState>>, func: Option<VariableTracker>, total: Option<VariableTracker>, initial: Option<VariableTracker> },
+    /// `itertools.zip_longest(*inners, fillvalue=fill)` (`zip_longest_next`): an exhausted inner
+    /// gives `fill` until every inner is exhausted (`None` marks an exhausted one).
+    ZipLongest { inners: Vec<Option<Rc<RefCell<IteratorState>>>>, fill: VariableTracker },
+}
+
+/// What a lazy iterator asks of the translator while it steps (calls run traced).
+pub enum IterRequest<'a> {
+    /// Run a generator's frame to its next `yield`.
+    Resume(&'a mut GeneratorFrame),
+    /// `func(*args)`.
+    Call(&'a VariableTracker, Vec<VariableTracker>),
+    /// `bool(v)`, answered as a constant bool tracker.
+    Truth(&'a VariableTracker),
+    /// `iter(v)`, answered as an `Iterator` tracker.
+    MakeIter(&'a VariableTracker),
+    /// `a + b`.
+    Add(VariableTracker, VariableTracker),
 }
 
 /// The suspended frame of a generator being traced (`IterKind::Generator`).
@@ -86,8 +118,8 @@ pub enum IterError {
     Unsupported(crate::symbolic::Unsupported),
 }
 
-/// Runs a generator's frame up to its next `yield` (`Ok(None)`: it returned).
-pub type ResumeGenerator<'r> = dyn FnMut(&mut GeneratorFrame) -> Result<Option<VariableTracker>, IterError> + 'r;
+/// Answers an `IterRequest` (`Resume`: `Ok(None)` when the generator returned).
+pub type ResumeGenerator<'r> = dyn FnMut(IterRequest<'_>) -> Result<Option<VariableTracker>, IterError> + 'r;
 
 /// An iterator being stepped during tracing.
 pub struct IteratorState {
@@ -191,9 +223,128 @@ impl IteratorState {
                 let Some(mut f) = frame.take() else {
                     return Err(IterError::Unsupported(crate::symbolic::Unsupported::new("a generator stepped while it runs (ValueError: generator already executing)")));
                 };
-                let r = resume(&mut f);
+                let r = resume(IterRequest::Resume(&mut f));
                 *frame = Some(f);
                 r?
+            }
+            IterKind::Map { func, inners } => {
+                let mut args = Vec::with_capacity(inners.len());
+                let mut done = inners.is_empty();
+                for it in inners.iter() {
+                    match borrow_iter(it)?.next_item(py, resume)? {
+                        Some(v) => args.push(v),
+                        None => {
+                            done = true;
+                            break;
+                        }
+                    }
+                }
+                if done {
+                    None
+                } else {
+                    let func = func.clone();
+                    resume(IterRequest::Call(&func, args))?
+                }
+            }
+            IterKind::Filter { func, inner } => loop {
+                let Some(v) = borrow_iter(inner)?.next_item(py, resume)? else { break None };
+                let verdict = match func {
+                    Some(f) => {
+                        let f = f.clone();
+                        resume(IterRequest::Call(&f, vec![v.clone()]))?.ok_or_else(|| IterError::Unsupported(crate::symbolic::Unsupported::new("filter predicate gave no value")))?
+                    }
+                    None => v.clone(),
+                };
+                let truth = resume(IterRequest::Truth(&verdict))?;
+                if truth.and_then(|t| t.as_constant(py)).map(|t| t.is_truthy().unwrap_or(false)).unwrap_or(false) {
+                    break Some(v);
+                }
+            },
+            IterKind::Chain { pending, active } => loop {
+                if let Some(it) = active.clone() {
+                    if let Some(v) = borrow_iter(&it)?.next_item(py, resume)? {
+                        break Some(v);
+                    }
+                    *active = None;
+                }
+                let Some(next) = pending.pop_front() else { break None };
+                match resume(IterRequest::MakeIter(&next))? {
+                    Some(VariableTracker::Iterator(it)) => *active = Some(it),
+                    _ => return Err(IterError::Unsupported(crate::symbolic::Unsupported::new("chain() over a value without an iterator"))),
+                }
+            },
+            IterKind::Islice { inner, next, stop, step, count } => {
+                let mut out = None;
+                if stop.map_or(true, |s| *count < s) {
+                    let mut exhausted = false;
+                    while *count < *next {
+                        if borrow_iter(inner)?.next_item(py, resume)?.is_none() {
+                            exhausted = true;
+                            break;
+                        }
+                        *count += 1;
+                    }
+                    if !exhausted && stop.map_or(true, |s| *count < s) {
+                        if let Some(v) = borrow_iter(inner)?.next_item(py, resume)? {
+                            *count += 1;
+                            *next += *step;
+                            if let Some(s) = stop {
+                                if *next > *s {
+                                    *next = *s;
+                                }
+                            }
+                            out = Some(v);
+                        }
+                    }
+                }
+                out
+            }
+            IterKind::Accumulate { inner, func, total, initial } => {
+                if let Some(init) = initial.take() {
+                    *total = Some(init.clone());
+                    Some(init)
+                } else {
+                    match borrow_iter(inner)?.next_item(py, resume)? {
+                        None => None,
+                        Some(v) => {
+                            let new_total = match (total.take(), func) {
+                                (None, _) => v,
+                                (Some(t), None) => resume(IterRequest::Add(t, v))?.expect("a sum"),
+                                (Some(t), Some(f)) => {
+                                    let f = f.clone();
+                                    resume(IterRequest::Call(&f, vec![t, v]))?.expect("a result")
+                                }
+                            };
+                            *total = Some(new_total.clone());
+                            Some(new_total)
+                        }
+                    }
+                }
+            }
+            IterKind::ZipLongest { inners, fill } => {
+                let mut out = Vec::with_capacity(inners.len());
+                let mut stop = inners.is_empty();
+                for slot in inners.iter_mut() {
+                    let item = match slot {
+                        Some(it) => borrow_iter(it)?.next_item(py, resume)?,
+                        None => None,
+                    };
+                    match item {
+                        Some(v) => out.push(v),
+                        None => {
+                            if slot.is_some() {
+                                *slot = None;
+                            }
+                            out.push(fill.clone());
+                        }
+                    }
+                }
+                // CPython counts the active inners: when the last one runs out the whole step
+                // stops, even in the middle of a tuple.
+                if inners.iter().all(|s| s.is_none()) {
+                    stop = true;
+                }
+                (!stop).then(|| tuple_of(py, out))
             }
         };
         match &item {
@@ -275,6 +426,11 @@ pub enum VariableTracker {
     /// ...). It may be stored, passed around and returned; any other use is unsupported and
     /// becomes a graph break. Guarded by TYPE_MATCH only, since nothing else about it was read.
     Opaque { obj: Rc<Py<PyAny>>, source: Arc<Source> },
+    /// An instance of a plain Python class (a dataclass included) created during tracing
+    /// (see `user_objects.rs`): its attributes live in the tracker.
+    UserObject(Rc<crate::symbolic::user_objects::UserObject>),
+    /// A `functools.partial` (see `partial.rs`): calls are the call of its function.
+    Partial(Rc<crate::symbolic::partial::PartialFunction>),
     /// A set built during tracing whose members are literals, kept as a private real `set`
     /// (it cannot be seen outside the frame until it is rebuilt).
     Set(Rc<RefCell<Py<PyAny>>>),
@@ -330,6 +486,8 @@ impl VariableTracker {
             VT::GradModeCtx { enabled, .. } => format!("grad mode context ({enabled})"),
             VT::GradModeExit { .. } => "grad mode context exit".into(),
             VT::Set(_) => "set".into(),
+            VT::Partial(p) => format!("functools.partial of {}", p.func.describe(py)),
+            VT::UserObject(o) => format!("{} object built in the frame", qualname(o.cls.bind(py))),
             VT::Opaque { obj, .. } => format!("{} object", type_name(obj.bind(py))),
             VT::Cell(_) => "cell".into(),
             VT::Super { cls, .. } => format!("super({})", qualname(cls.bind(py))),
