@@ -9,7 +9,7 @@ The joint graph, the derivative rules and the partitioner live in Rust (``src/au
   running statistics), saves the values the backward reads (``ctx.save_for_backward``, so
   in-place changes to them between forward and backward raise as in eager) and marks outputs
   that do not require grad as non-differentiable;
-- ``backward`` (``once_differentiable``: differentiating it again raises a clean error) makes
+- ``backward`` (differentiating it again raises a clean error, see ``_refuse_double_backward``) makes
   the tangents contiguous, compiles the backward graph on first use (with the real saved values
   and tangents as example inputs) and runs it.
 """
@@ -52,6 +52,26 @@ def aot_compile(gm, example_inputs, fw_compiler, bw_compiler, inference_compiler
     return _make_runtime(plan, fw, bw_compiler, extra)
 
 
+_DOUBLE_BACKWARD = (
+    b"dynamo: a compiled graph's backward cannot be differentiated (double backward); "
+    b"run this code without dynamo, or without create_graph=True"
+)
+
+
+def _refuse_double_backward(res):
+    """Under ``create_graph=True`` the gradients get a grad_fn that raises when they are
+    differentiated (as ``once_differentiable`` does, but also when no incoming gradient requires
+    grad): the backward graph's saved values carry no history, so differentiating it would
+    silently drop terms."""
+    tensors = [r for r in res if r is not None]
+    if not tensors:
+        return res
+    err = torch._C._functions.DelayedError(_DOUBLE_BACKWARD, len(tensors))
+    out = err(*[r.detach().requires_grad_() for r in tensors])
+    wrapped = iter((out,) if isinstance(out, torch.Tensor) else out)
+    return tuple(None if r is None else next(wrapped) for r in res)
+
+
 def _make_runtime(plan, fw, bw_compiler, extra):
     n_out = plan.n_outputs
     n_wb = len(plan.writeback_inputs)
@@ -82,14 +102,16 @@ def _make_runtime(plan, fw, bw_compiler, extra):
             return result
 
         @staticmethod
-        @torch.autograd.function.once_differentiable
         def backward(ctx, *grads):
             saved = ctx.saved_tensors
-            tangents = [grads[k].contiguous() for k in tangent_outputs]
-            bw_args = list(saved) + tangents
-            bw = state["bw"] or compile_backward(bw_args)
-            res = bw(*bw_args)
-            return tuple(r if need else None for r, need in zip(res, input_requires_grad))
+            with torch.no_grad():
+                tangents = [grads[k].contiguous() for k in tangent_outputs]
+                bw_args = list(saved) + tangents
+                bw = state["bw"] or compile_backward(bw_args)
+                res = tuple(r if need else None for r, need in zip(bw(*bw_args), input_requires_grad))
+            if torch.is_grad_enabled():
+                res = _refuse_double_backward(res)
+            return res
 
     def runtime(*args):
         return CompiledFunction.apply(*args, *extra)

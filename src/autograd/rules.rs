@@ -728,8 +728,10 @@ fn layer_norm(b: &mut Builder<'_>, i: usize, g: usize) -> Result<Out, JointError
 }
 
 /// batch_norm (derivatives.yaml: `native_batch_norm_backward`, torch's kernel as an extern call).
-/// In training mode the batch statistics are recomputed here (mean and biased variance over
-/// every dim but 1, invstd = rsqrt(var + eps)); in eval mode the running statistics are used.
+/// In training mode the batch statistics (save_mean, save_invstd) are recomputed in the backward
+/// by torch's `native_batch_norm` (a second forward kernel; saving them from the forward would
+/// need the forward node rewritten into `native_batch_norm`); in eval mode the running
+/// statistics are used.
 fn batch_norm(b: &mut Builder<'_>, i: usize, g: usize) -> Result<Out, JointError> {
     let n = b.g.nodes[i].clone();
     let Some(FxArg::Node(x)) = n.args.first() else { return Err(no_rule(b, i, "input")) };
@@ -748,11 +750,18 @@ fn batch_norm(b: &mut Builder<'_>, i: usize, g: usize) -> Result<Out, JointError
     let wants_b = matches!(bias, FxArg::Node(j) if b.requires_grad[j]);
     let wants_x = b.requires_grad[x];
     let (save_mean, save_invstd, rm_arg, rv_arg) = if training {
-        let dims: Vec<i64> = std::iter::once(0).chain(2..xs.len() as i64).collect();
-        let mean = b.call("torch.mean", vec![node(x), ints(&dims)], vec![])?;
-        let var = b.call("torch.var", vec![node(x), ints(&dims)], vec![("unbiased", FxArg::Bool(false))])?;
-        let ve = b.add(node(var), FxArg::Float(eps))?;
-        let invstd = b.call("torch.rsqrt", vec![node(ve)], vec![])?;
+        // The batch statistics exactly as the forward kernel computed them: torch's kernel
+        // again, without running statistics (so nothing is updated twice). Recomputing mean and
+        // variance with other ops differs in the last bits, which batch norms over few
+        // elements (resnet18's last stages at small batch) amplify past 1e-4.
+        let _ = &xs;
+        let stats = b.call(
+            "torch.ops.aten.native_batch_norm.default",
+            vec![node(x), w.clone(), bias.clone(), FxArg::None, FxArg::None, FxArg::Bool(true), FxArg::Float(0.0), FxArg::Float(eps)],
+            vec![],
+        )?;
+        let mean = b.getitem(stats, 1)?;
+        let invstd = b.getitem(stats, 2)?;
         (node(mean), node(invstd), FxArg::None, FxArg::None)
     } else {
         if matches!(rm, FxArg::None) || matches!(rv, FxArg::None) {
