@@ -256,16 +256,38 @@ def test_no_grad_region_and_detach_inside_frame(backend):
     torch.testing.assert_close(w.grad, ref_w.grad, **TOL)
 
 
-def test_missing_rule_runs_eagerly_with_reason():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_missing_rule_splits_the_graph(backend):
+    """cumsum has no rule: it runs through torch's autograd between two compiled segments."""
     w = torch.randn(5, requires_grad=True)
 
     def fn(w):
-        return torch.cumsum(w * 2, 0).sum()
+        a = torch.sin(w * 2)
+        b = torch.cumsum(a, 0)
+        return (torch.tanh(b) * 3).sum()
 
     ref_w = w.detach().clone().requires_grad_()
     fn(ref_w).backward()
-    dynamo.optimize("inductor")(fn)(w).backward()
+    dynamo.optimize(backend)(fn)(w).backward()
     torch.testing.assert_close(w.grad, ref_w.grad)
+    c = dynamo.counters()
+    assert c["aot_graph_splits"] == 1 and c["aot_eager_graphs"] == 0, c
+    assert c["aot_graphs"] == 2 and c["aot_backward_graphs"] == 2, c
+
+
+def test_output_aliasing_an_input_runs_eagerly():
+    w = torch.randn(5, requires_grad=True)
+
+    def fn(w):
+        return w.view(5, 1), (w * 2).sum()
+
+    ref_w = w.detach().clone().requires_grad_()
+    a_ref, s_ref = fn(ref_w)
+    a, s = dynamo.optimize("inductor")(fn)(w)
+    (a.sum() + s).backward()
+    (a_ref.sum() + s_ref).backward()
+    torch.testing.assert_close(w.grad, ref_w.grad)
+    assert a._base is w
     c = dynamo.counters()
     assert c["aot_eager_graphs"] == 1 and c["aot_graphs"] == 0, c
 

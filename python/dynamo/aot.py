@@ -25,15 +25,37 @@ def _tensor_list(values):
     return [v for v in values if isinstance(v, torch.Tensor)]
 
 
-def aot_compile(gm, example_inputs, fw_compiler, bw_compiler, inference_compiler):
-    """Compiles ``gm`` for training when grad mode is on and an input requires grad: returns a
-    callable ``(*inputs) -> tuple`` whose outputs carry a ``grad_fn`` backed by the compiled
-    backward graph. Otherwise returns ``inference_compiler(gm, example_inputs)``. A graph our
-    derivative rules cannot differentiate runs through ``gm.forward`` (torch's autograd records
-    it); the reason is logged on ``aot::partition`` and counted in ``aot_eager_graphs``.
+def _compilers(backend, guarded):
+    """(forward, backward, inference) compilers of ``backend``; ``guarded``: dynamo's guards
+    have checked the graph's inputs (false for segments, whose inputs are intermediates)."""
+    if backend == "aot_eager":
 
-    Compilers take ``(fx.GraphModule, example_inputs)`` and return a callable.
+        def fx_module(g, _inputs):
+            return g.forward
+
+        return fx_module, fx_module, fx_module
+
+    def forward(g, inputs):
+        return _C.inductor_compile(g, inputs, inputs_guarded=guarded)
+
+    def backward(g, inputs):
+        return _C.inductor_compile(g, inputs)
+
+    return forward, backward, forward
+
+
+def aot_compile(gm, example_inputs, backend, guarded=True):
+    """Compiles ``gm`` with ``backend`` (``"aot_eager"`` or ``"inductor"``). When grad mode is on
+    and an input (or parameter) requires grad, returns a callable ``(*inputs) -> tuple`` whose
+    outputs carry a ``grad_fn`` backed by the compiled backward graph; otherwise the backend's
+    inference compilation of ``gm``.
+
+    Ops without a derivative rule split the graph (Note [segments]); a graph that cannot be
+    differentiated at all (an output aliasing an input, a mutated input that requires grad) runs
+    through ``gm.forward``, so torch's autograd records it. Both are logged on
+    ``aot::partition`` and counted (``aot_graph_splits``, ``aot_eager_graphs``).
     """
+    fw_compiler, bw_compiler, inference_compiler = _compilers(backend, guarded)
     params = [p for p in gm.parameters()] + [b for b in gm.buffers()]
     needs_grad = torch.is_grad_enabled() and any(
         isinstance(t, torch.Tensor) and t.requires_grad for t in list(example_inputs) + params
@@ -44,12 +66,79 @@ def aot_compile(gm, example_inputs, fw_compiler, bw_compiler, inference_compiler
 
     plan = _C.aot_joint(gm, example_inputs, recompute=config.aot_recompute)
     if isinstance(plan, str):
+        segmented = _split_around_gaps(gm, example_inputs, backend)
+        if segmented is not None:
+            return segmented
+        _C.aot_count_eager(plan)
         return gm.forward
     extra = list(plan.extra_inputs)
     fw_inputs = list(example_inputs) + extra
+    if extra:  # get_attr values are not guarded by dynamo
+        fw_compiler = _compilers(backend, False)[0]
     with torch.no_grad():
         fw = fw_compiler(plan.fw, fw_inputs)
     return _make_runtime(plan, fw, bw_compiler, extra)
+
+
+# Note [segments]: an op without a derivative rule does not send its whole graph to torch. The
+# graph is split (torch.fx's split_module) into segments: each such op alone, run by torch with
+# autograd recording it, and the runs of nodes between them, each compiled by aot_compile on its
+# first call (its inputs are intermediates: their metadata is known only then, and it is fixed
+# by the guards on the graph's inputs). One missing rule costs one segment boundary.
+
+
+class _LazySegment(torch.nn.Module):
+    """A segment of a split graph, compiled by ``aot_compile`` on its first call."""
+
+    def __init__(self, gm, backend):
+        super().__init__()
+        # Compiled graphs return a tuple, as dynamo's graphs do; a segment returning one value
+        # is made to return a 1-tuple and unwrapped after the call.
+        out = next(n for n in gm.graph.nodes if n.op == "output")
+        self.single = not isinstance(out.args[0], (tuple, list))
+        if self.single:
+            out.args = ((out.args[0],),)
+            gm.recompile()
+        self.gm = gm
+        self.backend = backend
+        self.compiled = None
+
+    def forward(self, *args):
+        if self.compiled is None:
+            self.compiled = aot_compile(self.gm, list(args), self.backend, guarded=False)
+        res = self.compiled(*args)
+        return res[0] if self.single else res
+
+
+def _split_around_gaps(gm, example_inputs, backend):
+    """The graph split around its ops without a derivative rule (Note [segments]), or None when
+    splitting cannot help (the reason was logged by ``aot_joint``)."""
+    gaps = _C.aot_rule_gaps(gm, example_inputs)
+    if isinstance(gaps, str) or not gaps:
+        return None
+    from torch.fx.passes.split_module import split_module
+
+    gap_names = {name for name, _ in gaps}
+    segment = [0]
+    assignment = {}
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "output"):
+            continue
+        if node.name in gap_names:
+            segment[0] += 1
+            assignment[node.name] = segment[0]
+            segment[0] += 1
+        else:
+            assignment[node.name] = segment[0]
+    split = split_module(gm, gm, lambda n: assignment[n.name], keep_original_order=True)
+    for name, reason in gaps:
+        _C.aot_count_split(f"{name}: {reason}")
+    gap_segments = {assignment[name] for name in gap_names}
+    for name, sub in list(split.named_children()):
+        index = int(name.rsplit("_", 1)[-1])
+        if index not in gap_segments:
+            setattr(split, name, _LazySegment(sub, backend))
+    return split.forward
 
 
 _DOUBLE_BACKWARD = (

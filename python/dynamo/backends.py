@@ -53,10 +53,7 @@ def aot_eager(gm, example_inputs):
     ``eager`` does."""
     from .aot import aot_compile
 
-    def fx_module(g, _inputs):
-        return g.forward
-
-    return aot_compile(gm, example_inputs, fx_module, fx_module, eager)
+    return aot_compile(gm, example_inputs, "aot_eager")
 
 
 @register_backend(name="inductor")
@@ -71,17 +68,6 @@ def inductor(gm, example_inputs):
     input checks (Note [guarded inputs] in src/inductor/wrapper.rs). The backward graph keeps
     them: its inputs (saved values, tangents) are not guarded.
     """
-    from . import _C
     from .aot import aot_compile
 
-    def inference(g, inputs):
-        return _C.inductor_compile(g, inputs, inputs_guarded=True)
-
-    def forward(g, inputs):
-        guarded = len(inputs) == len(example_inputs)
-        return _C.inductor_compile(g, inputs, inputs_guarded=guarded)
-
-    def backward(g, inputs):
-        return _C.inductor_compile(g, inputs)
-
-    return aot_compile(gm, example_inputs, forward, backward, inference)
+    return aot_compile(gm, example_inputs, "inductor")

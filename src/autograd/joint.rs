@@ -253,6 +253,21 @@ pub enum Grad {
 /// Builds the joint graph of `g` (imported and functionalized; `writeback_dsts` are its mutated
 /// inputs). Fails with the reason when the graph cannot be differentiated.
 pub fn build_joint(py: Python<'_>, g: FxGraph) -> Result<JointGraph, JointError> {
+    build(py, g, None)
+}
+
+/// The nodes of `g` that need a derivative rule and have none, with the reason (node name,
+/// reason), in graph order. Such a node passes a stand-in gradient to its inputs so that every
+/// gap upstream of it is found too. Other failures (aliasing outputs, mutated inputs requiring
+/// grad) are returned as errors: splitting does not cure them.
+pub fn rule_gaps(py: Python<'_>, g: FxGraph) -> Result<Vec<(String, String)>, JointError> {
+    let mut gaps = Vec::new();
+    build(py, g, Some(&mut gaps))?;
+    gaps.reverse();
+    Ok(gaps)
+}
+
+fn build(py: Python<'_>, g: FxGraph, mut gaps: Option<&mut Vec<(String, String)>>) -> Result<JointGraph, JointError> {
     let n_fwd = g.nodes.len();
     // Which forward nodes require grad: tensor meta says so (it records no_grad regions and
     // detach as eager does); tuple-valued nodes follow their tensor arguments.
@@ -340,7 +355,25 @@ pub fn build_joint(py: Python<'_>, g: FxGraph) -> Result<JointGraph, JointError>
             grads.insert(i, grad);
             continue;
         }
-        let contributions = super::rules::apply(&mut b, i, grad)?;
+        let stand_in = match &grad {
+            Grad::Tensor(t) => *t,
+            Grad::Tuple(v) => v.iter().flatten().copied().next().unwrap_or(i),
+        };
+        let contributions = match (super::rules::apply(&mut b, i, grad), gaps.as_deref_mut()) {
+            (Ok(c), _) => c,
+            (Err(JointError::NoRule(reason)), Some(gaps)) => {
+                gaps.push((b.g.nodes[i].name.clone(), reason));
+                let mut c = Vec::new();
+                for a in b.g.nodes[i].args.clone().iter().chain(b.g.nodes[i].kwargs.clone().iter().map(|(_, a)| a)) {
+                    a.for_each_node(&mut |j| {
+                        let tuple = returns_tuple(op_key(&b.g.nodes[j]));
+                        c.push((j, if tuple { Grad::Tuple(vec![Some(stand_in)]) } else { Grad::Tensor(stand_in) }));
+                    });
+                }
+                c
+            }
+            (Err(e), _) => return Err(e),
+        };
         for (j, gj) in contributions {
             if b.requires_grad[j] {
                 accumulate(&mut b, &mut grads, j, gj)?;

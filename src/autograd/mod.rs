@@ -6,8 +6,9 @@
 //! Pipeline: `fx_import` -> `functionalize` (both from `inductor/`) -> [`joint::build_joint`]
 //! (derivative rules in [`rules`]) -> [`partition::partition`] -> [`export`] (fx graphs).
 //! Entry point: `dynamo._C.aot_joint(gm, example_inputs, recompute=False) -> AotPlan | str`; a
-//! `str` is the reason the graph must run eagerly (logged on `aot::partition`, counted in
-//! `aot_eager_graphs`). The `torch.autograd.Function` that runs the two graphs is Python glue in
+//! `str` is the reason no joint graph was built; the runtime then splits the graph around ops
+//! without a derivative rule (`aot_rule_gaps`) or runs it eagerly (logged on `aot::partition`,
+//! counted in `aot_graph_splits` / `aot_eager_graphs`). The `torch.autograd.Function` that runs the two graphs is Python glue in
 //! `python/dynamo/aot.py`.
 //!
 //! Invariants: the forward graph computes exactly the original graph's values (same torch
@@ -117,7 +118,7 @@ fn build(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Bound<'_, PyAny
 
 /// `aot_joint(gm, example_inputs, recompute=False) -> AotPlan | str`: the forward and backward
 /// graphs of `gm`, or why it must run eagerly (a missing derivative rule names its op). Counted
-/// in `aot_graphs` / `aot_eager_graphs`.
+/// in `aot_graphs`; the caller counts the fallbacks (`aot_count_eager`, `aot_count_split`).
 #[pyfunction]
 #[pyo3(signature = (gm, example_inputs, recompute = false))]
 fn aot_joint(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Bound<'_, PyAny>, recompute: bool) -> PyResult<Py<PyAny>> {
@@ -127,11 +128,42 @@ fn aot_joint(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Bound<'_, P
             Ok(Py::new(py, plan)?.into_any())
         }
         Err(reason) => {
-            bump(&c::aot_eager_graphs);
-            tracing::info!(target: "aot::partition", "graph runs eagerly under autograd: {reason}");
+            tracing::debug!(target: "aot::partition", "no joint graph: {reason}");
             Ok(pyo3::types::PyString::new(py, &reason).into_any().unbind())
         }
     }
+}
+
+/// Records that a graph runs through `gm.forward` under torch's autograd (no joint graph and
+/// no split possible): logged on `aot::partition` and counted in `aot_eager_graphs`.
+#[pyfunction]
+fn aot_count_eager(reason: &str) {
+    bump(&c::aot_eager_graphs);
+    tracing::info!(target: "aot::partition", "graph runs eagerly under autograd: {reason}");
+}
+
+/// `aot_rule_gaps(gm, example_inputs) -> list[(node name, reason)] | str`: the nodes on a
+/// differentiable path that have no derivative rule (the runtime splits the graph around them),
+/// or a `str` saying why splitting cannot help.
+#[pyfunction]
+fn aot_rule_gaps(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    let res = (|| -> Result<Vec<(String, String)>, String> {
+        let mut g = fx_import::import_graph(py, gm, example_inputs).map_err(|e| e.to_string())?;
+        g.writebacks = functionalize::functionalize(&mut g)?;
+        joint::rule_gaps(py, g).map_err(|e| e.to_string())
+    })();
+    match res {
+        Ok(gaps) => Ok(PyList::new(py, gaps)?.into_any().unbind()),
+        Err(reason) => Ok(pyo3::types::PyString::new(py, &reason).into_any().unbind()),
+    }
+}
+
+/// Records that a graph was split around `op` (no derivative rule): logged on `aot::partition`
+/// with the op's name and counted in `aot_graph_splits`.
+#[pyfunction]
+fn aot_count_split(op: &str) {
+    bump(&c::aot_graph_splits);
+    tracing::info!(target: "aot::partition", "graph split around {op}: no derivative rule; it runs through torch's autograd");
 }
 
 /// Counts one backward graph compiled by a backend (called by the runtime on first backward).
@@ -144,6 +176,9 @@ fn aot_count_backward() {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(aot_joint, m)?)?;
     m.add_function(wrap_pyfunction!(aot_count_backward, m)?)?;
+    m.add_function(wrap_pyfunction!(aot_rule_gaps, m)?)?;
+    m.add_function(wrap_pyfunction!(aot_count_split, m)?)?;
+    m.add_function(wrap_pyfunction!(aot_count_eager, m)?)?;
     m.add_class::<AotPlan>()?;
     Ok(())
 }
