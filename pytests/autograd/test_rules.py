@@ -77,6 +77,7 @@ CASES = [
     ("adaptive_avg_pool2d", lambda x: F.adaptive_avg_pool2d(x, (1, 1)), lambda: (t(2, 3, 4, 4),)),
     ("split", lambda x: x.split(2, dim=1)[0] * 2 + x.split(2, dim=1)[2], lambda: (t(3, 6),)),
     ("chunk", lambda x: torch.chunk(x, 3, 0)[1] * 3, lambda: (t(6, 2),)),
+    ("cat", lambda x, y: torch.cat([x, y * 2, x], dim=-1), lambda: (t(3, 2), t(3, 4))),
     ("dropout_eval", lambda x: F.dropout(x, 0.5, training=False) * 2, lambda: (t(3, 4),)),
     ("batch_norm_train", lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
      lambda: (t(4, 3, 2, 2), t(3), t(3))),

@@ -145,6 +145,30 @@ def test_transformer_block_one_step(backend):
     assert_compiled(c, backend)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", ["gpt2", "bert"])
+def test_tiny_transformers_one_step(name, backend):
+    """transformers' GPT-2 and BERT (random init, tiny, no dropout), LM losses: every gradient
+    equals eager's; scaled_dot_product_attention has no rule and runs in its own segment."""
+    transformers = pytest.importorskip("transformers")
+    if name == "gpt2":
+        cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=128, n_positions=64,
+                                      attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
+        model = transformers.GPT2LMHeadModel(cfg)
+    else:
+        cfg = transformers.BertConfig(num_hidden_layers=2, num_attention_heads=2, hidden_size=64,
+                                      intermediate_size=128, vocab_size=128, max_position_embeddings=64,
+                                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        model = transformers.BertForMaskedLM(cfg)
+    ids = torch.randint(0, 128, (2, 16))
+
+    def loss_fn(m, ids):
+        return m(input_ids=ids, labels=ids).loss
+
+    c = one_step(model.train(), loss_fn, (ids,), backend)
+    assert c["aot_graphs"] >= 1 and c["aot_eager_graphs"] == 0 and c["aot_backward_graphs"] == c["aot_graphs"], c
+
+
 def train(model, x, y, steps, use_dynamo):
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     losses = []

@@ -219,9 +219,9 @@ pub fn op_key(n: &FxNode) -> Option<&'static str> {
             "torch.nn.functional.mse_loss" => "mse_loss",
             "torch.nn.functional.max_pool2d" | "torch.max_pool2d" => "max_pool2d",
             "torch.split" => "split",
+            "torch.cat" | "torch.concat" | "torch.concatenate" => "cat",
             "torch.chunk" => "chunk",
             "torch._C._nn.gelu" | "torch.nn.functional.gelu" => "gelu",
-            "torch.expand_copy" => return None,
             _ => return None,
         },
         FxOp::CallMethod { name } => match name.as_str() {

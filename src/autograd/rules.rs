@@ -487,6 +487,37 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
                 }
             }
         }
+        // cat: each input receives the slice of grad it was copied to (`narrow`).
+        "cat" => {
+            let items = match &a0 {
+                FxArg::List(v) | FxArg::Tuple(v) => v.clone(),
+                _ => return Err(no_rule(b, i, "tensors")),
+            };
+            let rank = out_sizes.len() as i64;
+            let dim = match arg(&n, 1, "dim") {
+                None => 0,
+                Some(FxArg::Int(d)) => if *d < 0 { d + rank } else { *d },
+                _ => return Err(no_rule(b, i, "dim")),
+            };
+            let mut offset = 0;
+            for item in items {
+                let FxArg::Node(j) = item else { return Err(no_rule(b, i, "non-tensor item")) };
+                let js = b.sizes(j)?;
+                if js.len() as i64 != rank {
+                    // torch.cat skips empty 1-d tensors of another rank.
+                    if js == [0] {
+                        continue;
+                    }
+                    return Err(no_rule(b, i, "rank"));
+                }
+                let len = js[dim as usize];
+                if b.requires_grad[j] {
+                    let gj = b.call("torch.narrow", vec![gn.clone(), FxArg::Int(dim), FxArg::Int(offset), FxArg::Int(len)], vec![])?;
+                    give!(j, gj);
+                }
+                offset += len;
+            }
+        }
         "conv2d" | "conv1d" => return convolution(b, i, g, if key == "conv2d" { 2 } else { 1 }),
         "embedding" => {
             // embedding: weight: embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq).
