@@ -176,18 +176,25 @@ def _make_runtime(plan, fw, bw_compiler, extra):
         _C.aot_count_backward()
         return state["bw"]
 
+    first_saved = n_out + n_wb
+
     class CompiledFunction(torch.autograd.Function):
+        # For debugging: the AotPlan (joint graph text, fx graphs) and the compiled forward.
+        aot_plan = plan
+        compiled_forward = fw
+
         @staticmethod
         def forward(ctx, *args):
             outs = fw(*args)
-            for k, pos in writebacks:
-                args[pos].copy_(outs[n_out + k])
-            saved = outs[n_out + n_wb:]
-            ctx.save_for_backward(*saved)
-            result = tuple(outs[:n_out])
-            marks = _tensor_list(result[k] for k in nondiff)
-            if marks:
-                ctx.mark_non_differentiable(*marks)
+            if writebacks:
+                for k, pos in writebacks:
+                    args[pos].copy_(outs[n_out + k])
+            ctx.save_for_backward(*outs[first_saved:])
+            result = outs[:n_out]
+            if nondiff:
+                marks = _tensor_list(result[k] for k in nondiff)
+                if marks:
+                    ctx.mark_non_differentiable(*marks)
             return result
 
         @staticmethod
@@ -202,10 +209,10 @@ def _make_runtime(plan, fw, bw_compiler, extra):
                 res = _refuse_double_backward(res)
             return res
 
+    if not extra:
+        return CompiledFunction.apply  # one Python call less per step
+
     def runtime(*args):
         return CompiledFunction.apply(*args, *extra)
 
-    runtime.plan = plan
-    runtime.fw = fw
-    runtime._state = state
     return runtime

@@ -131,3 +131,79 @@ pub fn forward_outputs(j: &JointGraph, p: &Partition) -> Vec<FxArg> {
     v.extend(p.saved.iter().map(|&s| FxArg::Node(s)));
     v
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inductor::fx_import::{FxGraph, FxNode};
+
+    fn n(name: &str, op: FxOp, canonical: Option<&'static str>, args: Vec<usize>) -> FxNode {
+        FxNode {
+            name: name.into(),
+            op,
+            canonical,
+            target_name: name.into(),
+            args: args.into_iter().map(FxArg::Node).collect(),
+            kwargs: Vec::new(),
+            meta: None,
+            users: Vec::new(),
+            inplace: false,
+        }
+    }
+
+    /// x, w -> mm -> relu -> output; the backward reads relu and w (and mm when `reads_mm`);
+    /// returns the partition under `policy`.
+    fn split(policy: Policy, reads_mm: bool) -> Partition {
+        let call = || FxOp::CallFunction { target: 0 };
+        let nodes = vec![
+            n("x", FxOp::Placeholder { position: 0 }, None, vec![]),
+            n("w", FxOp::Placeholder { position: 1 }, None, vec![]),
+            n("mm", call(), None, vec![0, 1]),
+            n("relu", call(), Some("relu"), vec![2]),
+            n("output", FxOp::Output, None, vec![3]),
+            n("tangent", FxOp::Placeholder { position: usize::MAX }, None, vec![]),
+            n("gt", call(), None, vec![3]),
+            n("where", call(), None, vec![6, 5]),
+            n("gx", call(), None, vec![7, if reads_mm { 2 } else { 1 }]),
+            n("unused", call(), None, vec![2]),
+        ];
+        let j = JointGraph {
+            g: FxGraph { nodes, side_table: Vec::new(), output: 4, writebacks: Vec::new() },
+            n_fwd: 5,
+            inputs: vec![0, 1],
+            input_requires_grad: vec![true, false],
+            outputs: vec![FxArg::Node(3)],
+            tangents: vec![Some(5)],
+            input_grads: vec![Some(8), None],
+            requires_grad: vec![true, false, true, true, false, true, false, false, false, false],
+        };
+        partition(&j, policy)
+    }
+
+    #[test]
+    fn save_all_saves_what_the_backward_reads() {
+        let p = split(Policy::SaveAll, false);
+        assert_eq!(p.fw_nodes, vec![2, 3]);
+        assert_eq!(p.bw_nodes, vec![6, 7, 8], "dead backward node 9 is dropped");
+        assert_eq!(p.saved, vec![1, 3]);
+        assert!(p.recomputed.is_empty());
+    }
+
+    #[test]
+    fn recompute_keeps_non_pointwise_values_saved() {
+        // relu's input (mm) is not saved, so relu stays saved: nothing is recomputed.
+        let p = split(Policy::RecomputePointwise, false);
+        assert_eq!(p.saved, vec![1, 3]);
+        assert!(p.recomputed.is_empty());
+    }
+
+    #[test]
+    fn recompute_pointwise_from_saved_inputs() {
+        // mm is saved anyway, so relu is recomputed from it in the backward.
+        let p = split(Policy::RecomputePointwise, true);
+        assert_eq!(p.saved, vec![2]);
+        assert_eq!(p.recomputed, vec![3]);
+        assert_eq!(p.bw_nodes, vec![3, 6, 7, 8]);
+        assert_eq!(split(Policy::SaveAll, true).saved, vec![2, 3]);
+    }
+}
