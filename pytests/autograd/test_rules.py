@@ -77,6 +77,13 @@ CASES = [
     ("adaptive_avg_pool2d", lambda x: F.adaptive_avg_pool2d(x, (1, 1)), lambda: (t(2, 3, 4, 4),)),
     ("split", lambda x: x.split(2, dim=1)[0] * 2 + x.split(2, dim=1)[2], lambda: (t(3, 6),)),
     ("chunk", lambda x: torch.chunk(x, 3, 0)[1] * 3, lambda: (t(6, 2),)),
+    ("getitem_basic", lambda x: x[:, 1] * 2 + x[1:, ::2].sum() + x[None, ..., -1].sum(), lambda: (t(3, 4),)),
+    ("sdpa", lambda q, k, v: F.scaled_dot_product_attention(q, k, v), lambda: (t(2, 3, 4), t(2, 5, 4), t(2, 5, 3))),
+    ("sdpa_causal_scale", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3),
+     lambda: (t(1, 2, 4, 4), t(1, 2, 4, 4), t(1, 2, 4, 4))),
+    ("sdpa_masks", lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+     + F.scaled_dot_product_attention(q, k, v, attn_mask=m > 0),
+     lambda: (t(2, 4, 3), t(2, 4, 3), t(2, 4, 3), torch.randn(4, 4, dtype=D).abs() + torch.eye(4, dtype=D))),
     ("cat", lambda x, y: torch.cat([x, y * 2, x], dim=-1), lambda: (t(3, 2), t(3, 4))),
     ("dropout_eval", lambda x: F.dropout(x, 0.5, training=False) * 2, lambda: (t(3, 4),)),
     ("batch_norm_train", lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),

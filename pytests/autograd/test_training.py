@@ -299,6 +299,36 @@ def test_missing_rule_splits_the_graph(backend):
     assert c["aot_graphs"] == 2 and c["aot_backward_graphs"] == 2, c
 
 
+@pytest.mark.parametrize("opt_name", ["SGD", "Adam", "AdamW"])
+def test_optimizer_step_inside_the_region_updates_as_eager(opt_name):
+    """zero_grad/backward/step inside the optimized region: parameters and optimizer state end
+    up as in eager (the optimizer runs eagerly today; the model's forward compiles, so values
+    agree to float rounding)."""
+    model = MLP()
+    ref = copy.deepcopy(model)
+    opt = getattr(torch.optim, opt_name)(model.parameters(), lr=0.01)
+    opt_ref = getattr(torch.optim, opt_name)(ref.parameters(), lr=0.01)
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+
+    def step(m, o):
+        o.zero_grad()
+        loss = loss_mlp(m, x, y)
+        loss.backward()
+        o.step()
+        return loss
+
+    for _ in range(3):
+        with dynamo.optimize("inductor"):
+            loss = step(model, opt)
+        loss_ref = step(ref, opt_ref)
+        torch.testing.assert_close(loss, loss_ref, **TOL)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q, **TOL)
+        for key, value in opt_ref.state[q].items():
+            torch.testing.assert_close(opt.state[p][key], value, **TOL)
+    assert dynamo.counters()["aot_graphs"] >= 1
+
+
 def test_output_aliasing_an_input_runs_eagerly():
     w = torch.randn(5, requires_grad=True)
 

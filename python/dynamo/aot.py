@@ -16,6 +16,8 @@ The joint graph, the derivative rules and the partitioner live in Rust (``src/au
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from . import _C
@@ -23,6 +25,34 @@ from . import _C
 
 def _tensor_list(values):
     return [v for v in values if isinstance(v, torch.Tensor)]
+
+
+def getitem_backward(grad, sizes, index):
+    """Gradient of ``x[index]`` for basic indexing (ints, slices, None, ...): ``grad`` scattered
+    into zeros of ``x``'s ``sizes`` (PyTorch's ``select_backward``/``slice_backward``). Called
+    from backward graphs (rule ``getitem`` in src/autograd/rules.rs)."""
+    out = grad.new_zeros(sizes)
+    out[index] = grad
+    return out
+
+
+def sdpa_backward(grad, q, k, v, attn_mask, is_causal, scale):
+    """Gradients (q, k, v) of ``F.scaled_dot_product_attention`` without dropout, by the math
+    attention's formulas on a recomputed probability matrix ``p`` (rule ``sdpa`` in
+    src/autograd/rules.rs): gv = p^T g, gs = p * (g v^T - rowsum(p * g v^T)), gq = gs k * scale,
+    gk = gs^T q * scale. A bool mask keeps the True entries; a float mask is added."""
+    scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
+    s = (q @ k.transpose(-2, -1)) * scale
+    if is_causal:
+        keep = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool, device=q.device).tril()
+        s = s.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else s + attn_mask
+    p = torch.softmax(s, -1)
+    gv = p.transpose(-2, -1) @ grad
+    gp = grad @ v.transpose(-2, -1)
+    gs = p * (gp - (gp * p).sum(-1, keepdim=True))
+    return (gs @ k) * scale, (gs.transpose(-2, -1) @ q) * scale, gv
 
 
 def _compilers(backend, guarded):

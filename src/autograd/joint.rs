@@ -71,15 +71,25 @@ pub fn ints(v: &[i64]) -> FxArg {
     FxArg::List(v.iter().map(|&x| FxArg::Int(x)).collect())
 }
 
-/// Resolves a dotted path (`torch.ops.aten.convolution_backward.default`) to a Python object.
+/// Resolves a dotted path (`torch.ops.aten.convolution_backward.default`,
+/// `dynamo.aot.getitem_backward`) to a Python object: the longest importable module prefix,
+/// then attributes.
 fn resolve<'py>(py: Python<'py>, path: &str) -> PyResult<Bound<'py, PyAny>> {
-    let mut parts = path.split('.');
-    let first = parts.next().unwrap_or_default();
-    let mut obj = py.import(first)?.into_any();
-    for p in parts {
-        obj = obj.getattr(p)?;
+    let parts: Vec<&str> = path.split('.').collect();
+    let mut last_err = None;
+    for k in (1..parts.len()).rev() {
+        match py.import(parts[..k].join(".").as_str()) {
+            Ok(m) => {
+                let mut obj = m.into_any();
+                for p in &parts[k..] {
+                    obj = obj.getattr(*p)?;
+                }
+                return Ok(obj);
+            }
+            Err(e) => last_err = Some(e),
+        }
     }
-    Ok(obj)
+    Err(last_err.unwrap_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("cannot resolve {path}"))))
 }
 
 impl<'py> Builder<'py> {
@@ -219,6 +229,7 @@ pub fn op_key(n: &FxNode) -> Option<&'static str> {
             "torch.nn.functional.mse_loss" => "mse_loss",
             "torch.nn.functional.max_pool2d" | "torch.max_pool2d" => "max_pool2d",
             "torch.split" => "split",
+            "torch._C._nn.scaled_dot_product_attention" | "torch.nn.functional.scaled_dot_product_attention" => "sdpa",
             "torch.cat" | "torch.concat" | "torch.concatenate" => "cat",
             "torch.chunk" => "chunk",
             "torch._C._nn.gelu" | "torch.nn.functional.gelu" => "gelu",

@@ -518,6 +518,7 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
                 offset += len;
             }
         }
+        "sdpa" => return sdpa(b, i, g),
         "conv2d" | "conv1d" => return convolution(b, i, g, if key == "conv2d" { 2 } else { 1 }),
         "embedding" => {
             // embedding: weight: embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq).
@@ -635,12 +636,28 @@ fn softmax_backward(b: &mut Builder<'_>, g: usize, y: usize, dim: i64, log: bool
 fn getitem(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointError> {
     let n = b.g.nodes[i].clone();
     let Grad::Tensor(g) = grad else { return Err(no_rule(b, i, "tuple gradient")) };
-    let (Some(FxArg::Node(src)), Some(FxArg::Int(k))) = (n.args.first(), n.args.get(1)) else {
-        return Err(no_rule(b, i, "tensor indexing"));
-    };
+    let Some(FxArg::Node(src)) = n.args.first() else { return Err(no_rule(b, i, "indexing a non-node")) };
     if !super::joint::returns_tuple(op_key(&b.g.nodes[*src])) {
-        return Err(no_rule(b, i, "tensor indexing"));
+        // Basic indexing of a tensor (ints, slices, None, ...): the gradient is scattered into
+        // zeros of the input's sizes (derivatives.yaml: `select_backward`/`slice_backward`
+        // composed; here one helper does `zeros[idx] = grad`). Advanced (tensor) indices have
+        // no rule.
+        fn basic(a: &FxArg) -> bool {
+            match a {
+                FxArg::Int(_) | FxArg::Slice { .. } | FxArg::None | FxArg::Ellipsis => true,
+                FxArg::Tuple(items) => items.iter().all(|x| matches!(x, FxArg::Int(_) | FxArg::Slice { .. } | FxArg::None | FxArg::Ellipsis)),
+                _ => false,
+            }
+        }
+        let idx = n.args.get(1).cloned().unwrap_or(FxArg::None);
+        if n.args.len() != 2 || !basic(&idx) {
+            return Err(no_rule(b, i, "advanced indexing"));
+        }
+        let xs = b.sizes(*src)?;
+        let gx = b.call("dynamo.aot.getitem_backward", vec![node(g), ints(&xs), idx], vec![])?;
+        return Ok(vec![(*src, Grad::Tensor(gx))]);
     }
+    let Some(FxArg::Int(k)) = n.args.get(1) else { return Err(no_rule(b, i, "tuple index")) };
     let k = *k as usize;
     let mut v = vec![None; k + 1];
     v[k] = Some(g);
@@ -694,6 +711,54 @@ fn split(b: &mut Builder<'_>, i: usize, grad: Grad, key: &str) -> Result<Out, Jo
     }
     let gx = b.call("torch.cat", vec![FxArg::List(pieces), FxArg::Int(dim)], vec![])?;
     Ok(vec![(x, Grad::Tensor(gx))])
+}
+
+/// scaled_dot_product_attention without dropout (derivatives.yaml: the math attention's
+/// backward): recomputes p = softmax(q k^T * scale + mask) and returns
+/// gq = (p * (g v^T - rowsum(p * g v^T))) k * scale, gk likewise with q, gv = p^T g
+/// (`dynamo.aot.sdpa_backward`, an extern call). q, k, v must share their batch sizes.
+fn sdpa(b: &mut Builder<'_>, i: usize, g: usize) -> Result<Out, JointError> {
+    let n = b.g.nodes[i].clone();
+    let tensor = |a: Option<&FxArg>| match a {
+        Some(FxArg::Node(j)) => Some(*j),
+        _ => None,
+    };
+    let (Some(q), Some(k), Some(v)) = (tensor(arg(&n, 0, "query")), tensor(arg(&n, 1, "key")), tensor(arg(&n, 2, "value"))) else {
+        return Err(no_rule(b, i, "q, k, v"));
+    };
+    let mask = arg(&n, 3, "attn_mask").cloned().unwrap_or(FxArg::None);
+    if matches!(mask, FxArg::Node(j) if b.requires_grad[j]) || !matches!(mask, FxArg::Node(_) | FxArg::None) {
+        return Err(no_rule(b, i, "attn_mask"));
+    }
+    if arg(&n, 4, "dropout_p").is_some_and(|a| num(Some(a)) != Some(0.0)) {
+        return Err(no_rule(b, i, "dropout"));
+    }
+    let causal = bool_arg(arg(&n, 5, "is_causal"), false).ok_or_else(|| no_rule(b, i, "is_causal"))?;
+    let scale = match arg(&n, 6, "scale") {
+        None | Some(FxArg::None) => FxArg::None,
+        a => FxArg::Float(num(a).ok_or_else(|| no_rule(b, i, "scale"))?),
+    };
+    if bool_arg(arg(&n, 7, "enable_gqa"), false) != Some(false) {
+        return Err(no_rule(b, i, "enable_gqa"));
+    }
+    let (qs, ks, vs) = (b.sizes(q)?, b.sizes(k)?, b.sizes(v)?);
+    let batch = |s: &[i64]| s[..s.len().saturating_sub(2)].to_vec();
+    if qs.len() < 2 || batch(&qs) != batch(&ks) || batch(&ks) != batch(&vs) {
+        return Err(no_rule(b, i, "broadcast batch dims"));
+    }
+    let res = b.call(
+        "dynamo.aot.sdpa_backward",
+        vec![node(g), node(q), node(k), node(v), mask, FxArg::Bool(causal), scale],
+        vec![],
+    )?;
+    let mut out = Vec::new();
+    for (pos, j) in [q, k, v].into_iter().enumerate() {
+        if b.requires_grad[j] {
+            let gj = b.getitem(res, pos as i64)?;
+            out.push((j, Grad::Tensor(gj)));
+        }
+    }
+    Ok(out)
 }
 
 /// layer_norm (derivatives.yaml: `native_layer_norm_backward`), recomputing mean and rstd:
