@@ -6,6 +6,7 @@ transformer block; 100 SGD steps of an MLP track eager's loss curve; autograd se
 counters show the compiled path ran."""
 
 import copy
+import warnings
 
 import pytest
 import torch
@@ -327,6 +328,45 @@ def test_optimizer_step_inside_the_region_updates_as_eager(opt_name):
         for key, value in opt_ref.state[q].items():
             torch.testing.assert_close(opt.state[p][key], value, **TOL)
     assert dynamo.counters()["aot_graphs"] >= 1
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_activation_checkpointing(reentrant):
+    """torch.utils.checkpoint around a function dynamo compiles: gradients equal eager's (inside
+    a non-reentrant checkpoint the graph runs through torch, Note [checkpoint] in aot.py)."""
+    from torch.utils.checkpoint import checkpoint
+
+    w = torch.randn(8, 8, requires_grad=True)
+    x = torch.randn(4, 8, requires_grad=True)
+
+    def block(x, w):
+        return torch.tanh(x @ w) * 2
+
+    def fn(x, w):
+        return (checkpoint(block, x, w, use_reentrant=reentrant) ** 2).sum()
+
+    ref_w = w.detach().clone().requires_grad_()
+    fn(x, ref_w).backward()
+    ref_x_grad = x.grad.clone()
+    x.grad = None
+    with dynamo.optimize("inductor"):
+        loss = fn(x, w)
+    loss.backward()
+    torch.testing.assert_close(w.grad, ref_w.grad, **TOL)
+    torch.testing.assert_close(x.grad, ref_x_grad, **TOL)
+    assert dynamo.counters()["aot_graphs"] >= 1
+
+
+def test_gpt2_gradient_checkpointing():
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=128, n_positions=64,
+                                  attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
+    model = transformers.GPT2LMHeadModel(cfg).train()
+    with warnings.catch_warnings():  # transformers 5 renamed it (FutureWarning); the old name is what users call
+        warnings.simplefilter("ignore", FutureWarning)
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    ids = torch.randint(0, 128, (2, 16))
+    one_step(model, lambda m, ids: m(input_ids=ids, labels=ids).loss, (ids,), "inductor")
 
 
 def test_output_aliasing_an_input_runs_eagerly():

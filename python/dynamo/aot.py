@@ -107,7 +107,7 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
         fw_compiler = _compilers(backend, False)[0]
     with torch.no_grad():
         fw = fw_compiler(plan.fw, fw_inputs)
-    return _make_runtime(plan, fw, bw_compiler, extra)
+    return _make_runtime(plan, fw, bw_compiler, extra, gm.forward)
 
 
 # Note [segments]: an op without a derivative rule does not send its whole graph to torch. The
@@ -191,7 +191,19 @@ def _refuse_double_backward(res):
     return tuple(None if r is None else next(wrapped) for r in res)
 
 
-def _make_runtime(plan, fw, bw_compiler, extra):
+_top_saved_tensors_hooks = torch._C._autograd._top_saved_tensors_default_hooks
+
+
+def _in_checkpoint():
+    """True inside a non-reentrant ``torch.utils.checkpoint`` region (its saved-tensors hooks are
+    the innermost ones). Note [checkpoint]: such a region counts the tensors saved for backward
+    and recomputes it eagerly in the backward; our forward saves other tensors than eager's, so
+    the graph runs through torch there (``gm.forward``) and the counts agree."""
+    hooks = _top_saved_tensors_hooks(False)
+    return hooks is not None and getattr(hooks[0], "__module__", None) == "torch.utils.checkpoint"
+
+
+def _make_runtime(plan, fw, bw_compiler, extra, eager_forward):
     n_out = plan.n_outputs
     n_wb = len(plan.writeback_inputs)
     writebacks = list(enumerate(plan.writeback_inputs))
@@ -239,10 +251,11 @@ def _make_runtime(plan, fw, bw_compiler, extra):
                 res = _refuse_double_backward(res)
             return res
 
-    if not extra:
-        return CompiledFunction.apply  # one Python call less per step
+    apply = CompiledFunction.apply
 
     def runtime(*args):
-        return CompiledFunction.apply(*args, *extra)
+        if _in_checkpoint():
+            return eager_forward(*args)
+        return apply(*args, *extra)
 
     return runtime
