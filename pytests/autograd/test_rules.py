@@ -33,6 +33,7 @@ CASES = [
     ("div", lambda x, y: x / y, lambda: (t(3, 4), t(4, positive=True))),
     ("rdiv", lambda x: 1.5 / x, lambda: (t(3, 4, positive=True),)),
     ("neg", lambda x: -x, lambda: (t(3),)),
+    ("abs", lambda x: torch.abs(x) + x.abs(), lambda: (t(3, 4),)),
     ("pow", lambda x: x**3, lambda: (t(3, 4),)),
     ("square", lambda x: torch.square(x), lambda: (t(3, 4),)),
     ("sqrt", lambda x: torch.sqrt(x), lambda: (t(3, 4, positive=True),)),

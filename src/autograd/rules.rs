@@ -209,6 +209,11 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
             b.neg(node(t))
         })?,
         "neg" => unary(b, &mut out, &|b| b.neg(gn.clone()))?,
+        // abs: grad * self.sgn().
+        "abs" => unary(b, &mut out, &|b| {
+            let s = b.call("torch.sign", vec![xa.clone()], vec![])?;
+            b.mul(gn.clone(), node(s))
+        })?,
         "pos" | "contiguous" => unary(b, &mut out, &|_| Ok(g))?,
         // pow.Tensor_Scalar: self: grad * exponent * self.pow(exponent - 1).
         "pow" => {
