@@ -369,6 +369,35 @@ def test_gpt2_gradient_checkpointing():
     one_step(model, lambda m, ids: m(input_ids=ids, labels=ids).loss, (ids,), "inductor")
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tuple_valued_op_without_rule(backend):
+    """max(dim) returns a (values, indices) tuple and has no rule: the tuple must never cross an
+    autograd.Function boundary (its tensors would lose their history; fuzzer seed 902, program
+    148): returned as is, or consumed by a later segment."""
+    w = torch.randn(4, 4, requires_grad=True)
+
+    def returned(w):
+        return (w * 2).max(0)
+
+    def consumed(w):
+        m = torch.tanh(w).max(0)
+        return (m.values * 3).sum(), m.indices
+
+    for fn in (returned, consumed):
+        dynamo.reset()
+        ref_w = w.detach().clone().requires_grad_()
+        w.grad = None
+        expected = fn(ref_w)
+        got = dynamo.optimize(backend)(fn)(w)
+        assert type(got) is type(expected)
+        for a, b in zip(got, expected):
+            assert a.requires_grad == b.requires_grad
+            torch.testing.assert_close(a, b)
+        (got[0].sum() if fn is returned else got[0]).backward()
+        (expected[0].sum() if fn is returned else expected[0]).backward()
+        torch.testing.assert_close(w.grad, ref_w.grad)
+
+
 def test_output_aliasing_an_input_runs_eagerly():
     w = torch.randn(5, requires_grad=True)
 

@@ -55,6 +55,15 @@ def sdpa_backward(grad, q, k, v, attn_mask, is_causal, scale):
     return (gs @ k) * scale, (gs.transpose(-2, -1) @ q) * scale, gv
 
 
+def _holds_grad_tensor(value):
+    """True for a tuple/list/dict (nested) holding a tensor that requires grad."""
+    if isinstance(value, (tuple, list)):
+        return any(isinstance(v, torch.Tensor) and v.requires_grad or _holds_grad_tensor(v) for v in value)
+    if isinstance(value, dict):
+        return _holds_grad_tensor(list(value.values()))
+    return False
+
+
 def _compilers(backend, guarded):
     """(forward, backward, inference) compilers of ``backend``; ``guarded``: dynamo's guards
     have checked the graph's inputs (false for segments, whose inputs are intermediates)."""
@@ -94,6 +103,11 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
         return inference_compiler(gm, example_inputs)
     from . import config
 
+    if any(_holds_grad_tensor(v) for v in example_inputs):
+        # A segment of a split graph may receive a tuple (``max(dim)``'s result) whose tensors
+        # require grad: the autograd.Function would not see them.
+        _C.aot_count_eager("an input is a structure holding tensors that require grad")
+        return gm.forward
     plan = _C.aot_joint(gm, example_inputs, recompute=config.aot_recompute)
     if isinstance(plan, str):
         segmented = _split_around_gaps(gm, example_inputs, backend)

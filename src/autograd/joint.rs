@@ -254,6 +254,14 @@ pub fn returns_tuple(key: Option<&str>) -> bool {
     matches!(key, Some("split" | "chunk"))
 }
 
+/// True when node `i` is a call whose value is not a tensor with static meta: a tuple (split,
+/// `max(dim)`'s return type, ...) or another structure. Its gradient, if any, is per element
+/// ([`Grad::Tuple`]).
+pub fn structured(g: &FxGraph, i: usize) -> bool {
+    let n = &g.nodes[i];
+    n.meta.is_none() && matches!(n.op, FxOp::CallFunction { .. } | FxOp::CallMethod { .. } | FxOp::CallModule { .. })
+}
+
 /// Gradient of one node: a tensor node, or per-element gradients of a tuple value.
 #[derive(Clone, Debug)]
 pub enum Grad {
@@ -287,8 +295,14 @@ fn build(py: Python<'_>, g: FxGraph, mut gaps: Option<&mut Vec<(String, String)>
         let n = &g.nodes[i];
         requires_grad[i] = match (&n.meta, &n.op) {
             (Some(m), _) => m.requires_grad && m.layout.dtype != crate::inductor::ir::DType::Bool,
-            (None, FxOp::CallFunction { .. } | FxOp::CallMethod { .. }) if returns_tuple(op_key(n)) => {
-                n.args.iter().any(|a| matches!(a, FxArg::Node(j) if requires_grad[*j]))
+            // A structured value (a tuple of tensors...) may hold tensors that require grad
+            // whenever one of its tensor arguments does.
+            (None, FxOp::CallFunction { .. } | FxOp::CallMethod { .. } | FxOp::CallModule { .. }) => {
+                let mut any = false;
+                for a in n.args.iter().chain(n.kwargs.iter().map(|(_, a)| a)) {
+                    a.for_each_node(&mut |j| any |= requires_grad[j]);
+                }
+                any
             }
             _ => false,
         };
@@ -340,6 +354,15 @@ fn build(py: Python<'_>, g: FxGraph, mut gaps: Option<&mut Vec<(String, String)>
             }
         }
     }
+    // A structure holding tensors that require grad cannot leave through the
+    // autograd.Function: its tensors would lose their history.
+    for o in &outputs {
+        if let FxArg::Node(j) = o {
+            if requires_grad[*j] && structured(&g, *j) {
+                return Err(JointError::Unsupported(format!("output {} is a structure holding tensors that require grad", g.nodes[*j].name)));
+            }
+        }
+    }
     let mut b = Builder { py, g, targets: HashMap::new(), requires_grad };
     // Tangent placeholders, one per differentiable output.
     let mut tangents = Vec::new();
@@ -377,7 +400,7 @@ fn build(py: Python<'_>, g: FxGraph, mut gaps: Option<&mut Vec<(String, String)>
                 let mut c = Vec::new();
                 for a in b.g.nodes[i].args.clone().iter().chain(b.g.nodes[i].kwargs.clone().iter().map(|(_, a)| a)) {
                     a.for_each_node(&mut |j| {
-                        let tuple = returns_tuple(op_key(&b.g.nodes[j]));
+                        let tuple = structured(&b.g, j);
                         c.push((j, if tuple { Grad::Tuple(vec![Some(stand_in)]) } else { Grad::Tensor(stand_in) }));
                     });
                 }

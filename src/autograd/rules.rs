@@ -642,7 +642,7 @@ fn getitem(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointError>
     let n = b.g.nodes[i].clone();
     let Grad::Tensor(g) = grad else { return Err(no_rule(b, i, "tuple gradient")) };
     let Some(FxArg::Node(src)) = n.args.first() else { return Err(no_rule(b, i, "indexing a non-node")) };
-    if !super::joint::returns_tuple(op_key(&b.g.nodes[*src])) {
+    if !super::joint::structured(&b.g, *src) {
         // Basic indexing of a tensor (ints, slices, None, ...): the gradient is scattered into
         // zeros of the input's sizes (derivatives.yaml: `select_backward`/`slice_backward`
         // composed; here one helper does `zeros[idx] = grad`). Advanced (tensor) indices have
