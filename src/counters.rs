@@ -32,6 +32,10 @@ counters! {
     graph_breaks: "frames converted with a graph break (graph, unsupported instruction, resume function)",
     cache_limit_hits: "code objects that reached config.cache_size_limit",
     graph_failures: "compiled graphs that raised at run time (the frame then reran as ordinary Python)",
+    aot_graphs: "graphs AOTAutograd differentiated (joint graph built, forward and backward graphs exported)",
+    aot_eager_graphs: "graphs with inputs requiring grad that AOTAutograd left to torch's autograd (reason on aot::partition)",
+    aot_graph_splits: "segment boundaries AOTAutograd put around ops without a derivative rule (each op runs through torch's autograd; logged on aot::partition)",
+    aot_backward_graphs: "backward graphs compiled by a backend (on their first backward call)",
     compile_errors: "conversions that failed inside the compiler (a bug: bytecode emission, an fx graph that is not valid Python, a panic); the frame ran eagerly",
 }
 

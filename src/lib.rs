@@ -1,6 +1,7 @@
 //! The extension module `dynamo._C`: only `#[pymodule]` registration lives here; each pipeline
 //! stage is its own module (see docs/ARCHITECTURE.md).
 
+pub mod autograd;
 pub mod bytecode;
 pub mod config;
 pub mod counters;
@@ -22,5 +23,6 @@ use pyo3::prelude::*;
 fn dynamo_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py::register(m)?;
     inductor::register(m)?;
+    autograd::register(m)?;
     Ok(())
 }

@@ -6,6 +6,8 @@
 //! - `dynamo::guards`: the guards installed for each compiled frame;
 //! - `dynamo::graph`: the captured graph of each compiled frame;
 //! - `dynamo::bytecode`: the transformed bytecode;
+//! - `aot::partition`: graphs split around ops without a derivative rule, or left to torch's autograd;
+//! - `aot::joint_graph`, `aot::graphs` (debug): the joint graph, partition sizes (`src/autograd/README.md`);
 //! - `inductor::*`: see `src/inductor/README.md`.
 //!
 //! `DYNAMO_LOGS="graph_breaks,recompiles,+guards"` enables those targets (`+name`: debug level).

@@ -160,3 +160,20 @@ def test_graph_without_conv_is_untouched():
 
     compiled = C.inductor_compile(torch.fx.symbolic_trace(f), [randn(2, 3, 4, 5)])
     assert "channels_last" not in compiled.plan
+
+
+def test_training_batch_norm_keeps_the_traced_layout():
+    """Note [batch statistics] in layout.rs: batch statistics over few values per channel
+    amplify the summation-order difference of torch's channels-last batch norm, so graphs with
+    a training-mode batch norm are left as traced (and equal eager exactly)."""
+
+    def f(x, w, rm, rv):
+        y = F.conv2d(x, w, None, 1, 1)
+        return F.batch_norm(y, rm, rv, None, None, True, 0.1, 1e-5).relu()
+
+    args = [randn(2, 4, 3, 3), randn(8, 4, 3, 3, seed=1), torch.zeros(8), torch.ones(8)]
+    eager_args = [a.clone() for a in args]
+    compiled = C.inductor_compile(torch.fx.symbolic_trace(f), args)
+    assert "channels_last" not in compiled.plan
+    torch.testing.assert_close(compiled(*args), f(*eager_args), atol=0, rtol=0)
+    torch.testing.assert_close(args[2], eager_args[2], atol=0, rtol=0)

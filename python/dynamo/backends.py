@@ -1,7 +1,9 @@
 """Backend registry: ``backend(gm: torch.fx.GraphModule, example_inputs: list[Tensor]) -> callable``.
 
-Built in: ``"eager"`` (runs the captured fx graph as is) and ``"inductor"`` (dynamo's own
-code generator: fused LLVM kernels for pointwise ops, torch kernels for the rest).
+Built in: ``"eager"`` (runs the captured fx graph as is), ``"aot_eager"`` (AOTAutograd's
+forward and backward graphs run as fx modules) and ``"inductor"`` (dynamo's own code generator:
+fused LLVM kernels for pointwise ops, torch kernels for the rest; forward and backward graphs
+for training).
 """
 
 from __future__ import annotations
@@ -45,19 +47,27 @@ def eager(gm, example_inputs):
 
 @register_backend(name="aot_eager")
 def aot_eager(gm, example_inputs):
-    """Alias of ``eager`` until AOTAutograd lands (forward graphs run through torch autograd)."""
-    return gm.forward
+    """AOTAutograd with torch kernels: a graph whose inputs require grad (under grad mode) is
+    differentiated by dynamo's derivative rules, partitioned, and its forward and backward graphs
+    run as torch.fx modules (isolates autodiff bugs from codegen bugs); other graphs run as
+    ``eager`` does."""
+    from .aot import aot_compile
+
+    return aot_compile(gm, example_inputs, "aot_eager")
 
 
 @register_backend(name="inductor")
 def inductor(gm, example_inputs):
     """Dynamo's inductor: fuses pointwise ops and reductions into LLVM-compiled loops; other ops
-    call torch. Returns a ``dynamo._C.CompiledGraph``.
+    call torch. Returns a ``dynamo._C.CompiledGraph``; a graph whose inputs require grad (under
+    grad mode) goes through AOTAutograd first and both its forward and backward graphs are
+    compiled (``dynamo.aot``).
 
     Dynamo calls the result only after the frame's guards passed, and those pin every graph
     input's dtype, device, sizes, strides and requires_grad, so the graph skips its own per-call
-    input checks (Note [guarded inputs] in src/inductor/wrapper.rs).
+    input checks (Note [guarded inputs] in src/inductor/wrapper.rs). The backward graph keeps
+    them: its inputs (saved values, tangents) are not guarded.
     """
-    from . import _C
+    from .aot import aot_compile
 
-    return _C.inductor_compile(gm, example_inputs, inputs_guarded=True)
+    return aot_compile(gm, example_inputs, "inductor")

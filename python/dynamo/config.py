@@ -4,6 +4,8 @@
   frame runs eagerly and one warning names the failing guard.
 - ``suppress_errors`` (bool, default True): a compiler or backend failure runs the frame eagerly
   with the error logged (``DYNAMO_LOGS=graph_breaks``); False lets the error reach the caller.
+- ``aot_recompute`` (bool, default False): AOTAutograd's partitioner recomputes cheap pointwise
+  values in the backward instead of saving them (False: save every needed intermediate).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import types as _types
 from . import _C
 
 
-_SETTINGS = ("cache_size_limit", "suppress_errors")
+_SETTINGS = ("cache_size_limit", "suppress_errors", "aot_recompute")
 
 
 class _Config(_types.ModuleType):
@@ -44,5 +46,7 @@ class _Config(_types.ModuleType):
     def suppress_errors(self, value: bool) -> None:
         _C.suppress_errors(bool(value))
 
+
+aot_recompute = False
 
 _sys.modules[__name__].__class__ = _Config

@@ -285,7 +285,11 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
         args: (0..state.n_arg_slots).map(|i| Bound::from_borrowed_ptr(py, ffi::local(frame, i))).collect(),
         grad_enabled: py.import("torch").and_then(|t| t.call_method0("is_grad_enabled")?.extract()).unwrap_or(true),
     };
+    let masked = mask_saved_tensor_hooks(py);
     let converted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| convert(py, &input, &backend)));
+    if masked {
+        unmask_saved_tensor_hooks(py);
+    }
     drop(input);
     if crate::debug::enabled() {
         // Still with the hook off: the dump's own Python must not be traced.
@@ -479,5 +483,42 @@ pub fn cache_info(code: &Bound<'_, PyAny>) -> (usize, bool) {
         } else {
             ((*st).entries.len(), (*st).status == FrameStatus::Skip)
         }
+    }
+}
+
+/// Note [compile-time saved tensors]: converting a frame runs torch ops on fake tensors (shape
+/// propagation) with grad mode as the frame has it, so autograd "saves" tensors for them. Inside
+/// a `torch.utils.checkpoint` region (or any `saved_tensors_hooks`) those saves would reach the
+/// user's hooks: the checkpoint then counts more tensors in the forward than in its recomputation
+/// and raises `CheckpointError`. While a frame is converted, identity hooks are pushed on top of
+/// the user's. Returns whether they were pushed.
+fn mask_saved_tensor_hooks(py: Python<'_>) -> bool {
+    static IDENTITY: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+    let res = (|| -> PyResult<bool> {
+        let autograd = py.import("torch")?.getattr("_C")?.getattr("_autograd")?;
+        if autograd.call_method1("_top_saved_tensors_default_hooks", (false,))?.is_none() {
+            return Ok(false);
+        }
+        let identity = IDENTITY.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+            Ok(py.eval(c"lambda t: t", None, None)?.unbind())
+        })?;
+        autograd.call_method1("_push_saved_tensors_default_hooks", (identity.bind(py), identity.bind(py)))?;
+        Ok(true)
+    })();
+    res.unwrap_or_else(|e| {
+        tracing::debug!(target: "dynamo::graph_breaks", "cannot mask saved tensor hooks: {e}");
+        false
+    })
+}
+
+/// Pops the hooks [`mask_saved_tensor_hooks`] pushed.
+fn unmask_saved_tensor_hooks(py: Python<'_>) {
+    let res = py
+        .import("torch")
+        .and_then(|t| t.getattr("_C"))
+        .and_then(|c| c.getattr("_autograd"))
+        .and_then(|a| a.call_method0("_pop_saved_tensors_default_hooks"));
+    if let Err(e) = res {
+        tracing::error!(target: "dynamo::graph_breaks", "cannot pop the saved tensor hooks pushed for compilation: {e}");
     }
 }

@@ -231,8 +231,9 @@ fn inductor_compile(
             }
         }
     }
-    // Note [grad inputs]: until AOTAutograd hands us forward/backward graphs, a graph whose inputs
-    // require grad runs eagerly so autograd records it.
+    // Note [grad inputs]: a graph whose inputs require grad runs eagerly so autograd records it.
+    // The "inductor" backend sends such graphs through AOTAutograd (src/autograd) first, which
+    // hands us grad-free forward and backward graphs; a direct call keeps this fallback.
     // Values computed from parameters that require grad (call_module) count too: a kernel would
     // cut them off the autograd graph.
     for n in &g.nodes {

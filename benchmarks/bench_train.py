@@ -1,0 +1,250 @@
+"""Training steps under eager, torch.compile and dynamo (AOTAutograd + inductor), in one run.
+
+Measures, for an MLP, torchvision resnet18 (train mode, small batch) and tiny random-init GPT-2
+and BERT (transformers, LM losses, no dropout):
+  (a) the training step (zero_grad, forward, loss, backward, SGD step; the model is compiled, the
+      optimizer step runs eagerly for every engine): median over --steady-iters steps, and the
+      first step (compilation included);
+  (b) the per-call overhead of a tiny graph whose parameter requires grad (`(x * w).sum()` on 16
+      floats, forward only) and of an `nn.Linear(16, 16)` call;
+  (c) the bytes of tensors saved for backward in one forward (a `saved_tensors_hooks` count; the
+      activation memory a partitioner controls) under dynamo with "save every intermediate"
+      (`dynamo.config.aot_recompute = False`) and with recomputation of cheap pointwise values.
+
+Usage: python benchmarks/bench_train.py [--write docs/PERF.md] [--only mlp,resnet18,gpt2,bert]
+       [--steady-iters N] [--calls N]
+"""
+
+import copy
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402
+
+NAME = "bench_train"
+ENGINES = ("eager", "torch.compile", "dynamo")
+
+
+def parse_args():
+    p = _common.argument_parser(__doc__, NAME, calls=20000, repeats=3, steady_iters=20,
+                                steady_iters_help="training steps timed per engine (median reported)")
+    p.add_argument("--only", default="mlp,resnet18,gpt2,bert", help="models for (a) and (c)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads (default 1: on a small machine shared with other processes, "
+                        "OpenMP barriers of 2 threads stall whole milliseconds and swamp the medians)")
+    return p.parse_args()
+
+
+ARGS = parse_args()
+_common.apply_cold_inductor_cache(ARGS)
+_common.quiet_transformers()
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+torch.set_num_threads(ARGS.threads)
+dynamo, _ = _common.import_dynamo()
+
+
+def make_model(name):
+    """(model, inputs tuple, loss function(model, *inputs))."""
+    torch.manual_seed(0)
+    if name == "mlp":
+        model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+        return model, (torch.randn(128, 64), torch.randint(0, 10, (128,))), lambda m, x, y: F.cross_entropy(m(x), y)
+    if name == "resnet18":
+        import torchvision
+        model = torchvision.models.resnet18(num_classes=10).train()
+        return model, (torch.randn(4, 3, 64, 64), torch.randint(0, 10, (4,))), lambda m, x, y: F.cross_entropy(m(x), y)
+    import transformers
+    if name == "gpt2":
+        cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=128, n_positions=64,
+                                      attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
+        model = transformers.GPT2LMHeadModel(cfg).train()
+    else:
+        cfg = transformers.BertConfig(num_hidden_layers=2, num_attention_heads=2, hidden_size=64,
+                                      intermediate_size=128, vocab_size=128, max_position_embeddings=64,
+                                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        model = transformers.BertForMaskedLM(cfg).train()
+    ids = torch.randint(0, 128, (4, 32))
+    return model, (ids,), lambda m, ids: m(input_ids=ids, labels=ids).loss
+
+
+MODEL_TEXT = {
+    "mlp": "MLP 64-256-256-10, batch 128, cross_entropy",
+    "resnet18": "torchvision resnet18 (train mode), batch 4x3x64x64, cross_entropy",
+    "gpt2": "GPT2LMHeadModel n_layer=2 n_head=2 n_embd=64 vocab 128, ids 4x32",
+    "bert": "BertForMaskedLM 2 layers, 2 heads, hidden 64, vocab 128, ids 4x32",
+}
+
+
+def measure_training(name):
+    """{engine: {"first_ms", "step_ms", "loss0"} or Exception}."""
+    res = {}
+    base, inputs, loss_fn = make_model(name)
+    for engine in ENGINES:
+        try:
+            model = copy.deepcopy(base)
+            compiled = _common.wrap(engine, model)
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+            def step():
+                opt.zero_grad()
+                loss = loss_fn(compiled, *inputs)
+                loss.backward()
+                opt.step()
+                return loss
+
+            t0 = time.perf_counter()
+            loss0 = step().item()
+            first = time.perf_counter() - t0
+            step()
+            times = []
+            for _ in range(ARGS.steady_iters):
+                t0 = time.perf_counter()
+                step()
+                times.append(time.perf_counter() - t0)
+            entry = {"first_ms": first * 1e3, "step_ms": statistics.median(times) * 1e3,
+                     "best_ms": min(times) * 1e3, "loss0": loss0}
+            if engine == "dynamo":
+                c = dynamo.counters()
+                entry["counters"] = {k: c.get(k, 0) for k in ("aot_graphs", "aot_backward_graphs", "aot_graph_splits",
+                                                               "aot_eager_graphs", "inductor_kernels_compiled")}
+            res[engine] = entry
+        except Exception as exc:  # noqa: BLE001 - reported in the table
+            res[engine] = exc
+    return res
+
+
+def measure_overhead():
+    """{case: {engine: ns per call}}."""
+    out = {}
+    w = nn.Parameter(torch.randn(16))
+    x = torch.randn(16)
+
+    def tiny(x):
+        return (x * w).sum()
+
+    lin = nn.Linear(16, 16)
+    for case, fn in (("tiny graph, param requires grad", tiny), ("nn.Linear(16, 16)", lin)):
+        row = {}
+        for engine in ENGINES:
+            try:
+                f = _common.wrap(engine, fn)
+                for _ in range(3):
+                    f(x)
+                row[engine] = statistics.median(_common.per_call_ns(f, (x,), ARGS.calls) for _ in range(ARGS.repeats))
+            except Exception as exc:  # noqa: BLE001
+                row[engine] = exc
+        out[case] = row
+    return out
+
+
+def saved_bytes(fn, *args):
+    """Bytes of the distinct tensors saved for backward while `fn(*args)` runs."""
+    seen = {}
+
+    def pack(t):
+        seen[(t.data_ptr(), t.dtype, tuple(t.shape))] = t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn(*args)
+    del out
+    return sum(seen.values())
+
+
+def measure_memory(name):
+    """{"eager": bytes, "save all": bytes, "recompute": bytes, "n_saved"...}."""
+    base, inputs, loss_fn = make_model(name)
+    res = {"eager": saved_bytes(lambda *a: loss_fn(base, *a), *inputs)}
+    if dynamo is None:
+        return res
+    for label, recompute in (("save all", False), ("recompute", True)):
+        _common.reset_all()
+        dynamo.config.aot_recompute = recompute
+        try:
+            model = copy.deepcopy(base)
+            compiled = dynamo.optimize("inductor")(model)
+            loss_fn(compiled, *inputs).backward()  # compile
+            res[label] = saved_bytes(lambda *a: loss_fn(compiled, *a), *inputs)
+        except Exception as exc:  # noqa: BLE001
+            res[label] = exc
+        finally:
+            dynamo.config.aot_recompute = False
+    return res
+
+
+def fmt_ms(r, key):
+    return _common.error_text(r) if isinstance(r, Exception) else f"{r[key]:.2f}"
+
+
+def render(command, cache_note, load0, train, overhead, memory, wall):
+    libs = ""
+    try:
+        import transformers
+        libs = f"transformers {transformers.__version__}, "
+    except ImportError:
+        pass
+    lines = _common.header_lines(NAME, command, cache_note, load0, libs=libs)
+    lines += [f"- torch threads for this run: {ARGS.threads} (`--threads`); wall time of this run: {wall:.0f} s",
+              "- the model is compiled (torch.compile(model) / dynamo.optimize(\"inductor\")(model)); the SGD step runs eagerly",
+              ""]
+    lines += ["### (a) training step (forward + backward + SGD step), median ms, and first step (compile included)", ""]
+    lines += ["| model | eager | torch.compile | dynamo | dynamo / torch.compile | best of the steps: eager / torch.compile / dynamo "
+              "| first step: torch.compile | first step: dynamo | dynamo counters |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, res in train.items():
+        e, t, d = (res.get(k) for k in ENGINES)
+        ratio = ""
+        if isinstance(t, dict) and isinstance(d, dict):
+            ratio = f"{d['step_ms'] / t['step_ms']:.2f}x"
+        counters = ", ".join(f"{k} {v}" for k, v in d.get("counters", {}).items()) if isinstance(d, dict) else ""
+        best = " / ".join(fmt_ms(r, "best_ms") for r in (e, t, d))
+        lines.append(f"| {MODEL_TEXT[name]} | {fmt_ms(e, 'step_ms')} | {fmt_ms(t, 'step_ms')} | {fmt_ms(d, 'step_ms')} | {ratio} "
+                     f"| {best} | {fmt_ms(t, 'first_ms')} | {fmt_ms(d, 'first_ms')} | {counters} |")
+    lines += ["", "### (b) per-call overhead (forward only), us per call", "",
+              "| case | eager | torch.compile | dynamo | dynamo - eager |", "| --- | --- | --- | --- | --- |"]
+    for case, row in overhead.items():
+        cells = [(_common.error_text(v) if isinstance(v, Exception) else f"{v / 1e3:.2f}") for v in (row.get(k) for k in ENGINES)]
+        diff = ""
+        if all(isinstance(row.get(k), float) for k in ("eager", "dynamo")):
+            diff = f"{(row['dynamo'] - row['eager']) / 1e3:+.2f}"
+        lines.append(f"| {case} | {' | '.join(cells)} | {diff} |")
+    lines += ["", "### (c) tensors saved for backward in one forward (KiB)", "",
+              "| model | eager | dynamo, save every intermediate | dynamo, recompute pointwise |", "| --- | --- | --- | --- |"]
+    for name, res in memory.items():
+        cells = [(_common.error_text(v) if isinstance(v, Exception) else f"{v / 1024:.0f}") if v is not None else "-"
+                 for v in (res.get(k) for k in ("eager", "save all", "recompute"))]
+        lines.append(f"| {name} | {' | '.join(cells)} |")
+    return _common.section_text(NAME, lines)
+
+
+def main():
+    t0 = time.perf_counter()
+    command = _common.command_line("bench_train.py")
+    cache_note = _common.inductor_cache_note()
+    load0 = _common.load_average()
+    names = [n for n in ARGS.only.split(",") if n]
+    train, memory = {}, {}
+    for name in names:
+        print(f"# training steps: {name} ...", file=sys.stderr, flush=True)
+        train[name] = measure_training(name)
+        _common.report_errors(train[name], f"{name} ")
+    print("# per-call overhead ...", file=sys.stderr, flush=True)
+    overhead = measure_overhead()
+    for name in names:
+        print(f"# saved tensors: {name} ...", file=sys.stderr, flush=True)
+        memory[name] = measure_memory(name)
+    _common.reset_all()
+    section = render(command, cache_note, load0, train, overhead, memory, time.perf_counter() - t0)
+    _common.emit_section(section, NAME, ARGS.write)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,433 @@
+"""Training through AOTAutograd: gradients after one step equal eager's (float32, 1e-5) for an
+MLP, a small conv net and resnet18 in train mode (running statistics too) and a tiny
+transformer block; 100 SGD steps of an MLP track eager's loss curve; autograd semantics
+(``torch.autograd.grad``, accumulation, frozen parameters, non-differentiable outputs,
+``retain_graph``, double backward, ``no_grad`` and ``detach`` inside the frame) match eager;
+counters show the compiled path ran."""
+
+import copy
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import dynamo
+
+BACKENDS = ["aot_eager", "inductor"]
+TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 32)
+        self.head = nn.Linear(32, 4)
+
+    def forward(self, x):
+        x = F.relu(self.fc1(x))
+        x = torch.tanh(self.fc2(x))
+        return self.head(x)
+
+
+class ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, stride=2, padding=1)
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = F.max_pool2d(x, 2)
+        x = F.silu(self.conv2(x))
+        x = F.adaptive_avg_pool2d(x, (1, 1)).flatten(1)
+        return self.fc(x)
+
+
+class Block(nn.Module):
+    """Embedding, pre-norm attention with a residual, GELU MLP, mean-pooled head."""
+
+    def __init__(self, vocab=20, d=16):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.up = nn.Linear(d, 4 * d)
+        self.down = nn.Linear(4 * d, d)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        x = self.emb(idx)
+        q, k, v = self.qkv(self.ln1(x)).split(x.shape[-1], dim=-1)
+        att = (q @ k.transpose(-2, -1) / 4.0).softmax(-1)
+        x = x + self.proj(att @ v)
+        x = x + self.down(F.gelu(self.up(self.ln2(x))))
+        return self.head(x)
+
+
+def loss_mlp(model, x, y):
+    return F.cross_entropy(model(x), y)
+
+
+def loss_mse(model, x, y):
+    return F.mse_loss(model(x), y)
+
+
+def loss_lm(model, idx, y):
+    logits = model(idx)
+    return F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
+
+
+def assert_grad_close(got, expected, name=""):
+    """Within 1e-5 of eager, relative to the gradient's scale (max(1, max |expected|)): the
+    inductor's fused loops sum in another order than torch's kernels, and resnet18's first
+    conv has gradients of magnitude ~100."""
+    scale = max(1.0, expected.abs().max().item())
+    diff = (got - expected).abs().max().item()
+    assert diff <= 1e-5 * scale, f"{name}: max difference {diff} (scale {scale})"
+
+
+def one_step(model, loss_fn, inputs, backend):
+    """Loss and gradients of eager and of dynamo on copies of `model`."""
+    ref = copy.deepcopy(model)
+    loss_ref = loss_fn(ref, *inputs)
+    loss_ref.backward()
+    with dynamo.optimize(backend):
+        loss = loss_fn(model, *inputs)
+    loss.backward()
+    torch.testing.assert_close(loss, loss_ref, **TOL)
+    for (name, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
+        assert (p.grad is None) == (q.grad is None), name
+        if q.grad is not None:
+            assert_grad_close(p.grad, q.grad, name)
+    for (name, b), (_, c) in zip(model.named_buffers(), ref.named_buffers()):
+        torch.testing.assert_close(b, c, **TOL, msg=lambda m: f"buffer {name}: {m}")
+    return dynamo.counters()
+
+
+def assert_compiled(c, backend):
+    assert c["aot_graphs"] >= 1 and c["aot_eager_graphs"] == 0 and c["aot_backward_graphs"] >= 1, c
+    if backend == "inductor":
+        assert c["inductor_graphs_compiled"] >= 2 and c["inductor_kernels_compiled"] >= 1, c
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mlp_one_step(backend):
+    c = one_step(MLP(), loss_mlp, (torch.randn(8, 16), torch.randint(0, 4, (8,))), backend)
+    assert_compiled(c, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_convnet_train_mode_one_step(backend):
+    model = ConvNet().train()
+    c = one_step(model, loss_mlp, (torch.randn(4, 3, 8, 8), torch.randint(0, 5, (4,))), backend)
+    assert_compiled(c, backend)
+    assert model.bn1.num_batches_tracked.item() == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_resnet18_train_mode_one_step(backend):
+    torchvision = pytest.importorskip("torchvision")
+    model = torchvision.models.resnet18(num_classes=10).train()
+    c = one_step(model, loss_mlp, (torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,))), backend)
+    assert_compiled(c, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_transformer_block_one_step(backend):
+    idx = torch.randint(0, 20, (2, 6))
+    c = one_step(Block(), loss_lm, (idx, torch.randint(0, 20, (2, 6))), backend)
+    assert_compiled(c, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", ["gpt2", "bert"])
+def test_tiny_transformers_one_step(name, backend):
+    """transformers' GPT-2 and BERT (random init, tiny, no dropout), LM losses: every gradient
+    equals eager's; scaled_dot_product_attention has no rule and runs in its own segment."""
+    transformers = pytest.importorskip("transformers")
+    if name == "gpt2":
+        cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=128, n_positions=64,
+                                      attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
+        model = transformers.GPT2LMHeadModel(cfg)
+    else:
+        cfg = transformers.BertConfig(num_hidden_layers=2, num_attention_heads=2, hidden_size=64,
+                                      intermediate_size=128, vocab_size=128, max_position_embeddings=64,
+                                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        model = transformers.BertForMaskedLM(cfg)
+    ids = torch.randint(0, 128, (2, 16))
+
+    def loss_fn(m, ids):
+        return m(input_ids=ids, labels=ids).loss
+
+    c = one_step(model.train(), loss_fn, (ids,), backend)
+    assert c["aot_graphs"] >= 1 and c["aot_eager_graphs"] == 0 and c["aot_backward_graphs"] == c["aot_graphs"], c
+
+
+def train(model, x, y, steps, use_dynamo):
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        if use_dynamo:
+            with dynamo.optimize("inductor"):
+                loss = loss_mse(model, x, y)
+        else:
+            loss = loss_mse(model, x, y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_mlp_100_steps_track_eager():
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 1))
+    x, y = torch.randn(64, 16), torch.randn(64, 1)
+    ref = train(copy.deepcopy(model), x, y, 100, False)
+    got = train(model, x, y, 100, True)
+    c = dynamo.counters()
+    assert c["compiles"] == 1 and c["aot_graphs"] == 1 and c["aot_backward_graphs"] == 1, c
+    assert c["inductor_kernel_calls"] >= 200, c
+    for k, (a, b) in enumerate(zip(got, ref)):
+        assert abs(a - b) <= 1e-4 * abs(b), (k, a, b)
+    assert got[-1] < got[0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_autograd_grad_and_accumulation(backend):
+    model = MLP()
+    ref = copy.deepcopy(model)
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+    fn = dynamo.optimize(backend)(loss_mlp)
+    # torch.autograd.grad leaves .grad alone.
+    grads = torch.autograd.grad(fn(model, x, y), list(model.parameters()))
+    ref_grads = torch.autograd.grad(loss_mlp(ref, x, y), list(ref.parameters()))
+    for a, b in zip(grads, ref_grads):
+        torch.testing.assert_close(a, b, **TOL)
+    assert all(p.grad is None for p in model.parameters())
+    # Two backward passes accumulate into .grad.
+    for _ in range(2):
+        fn(model, x, y).backward()
+        loss_mlp(ref, x, y).backward()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, **TOL)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_frozen_params_and_non_differentiable_outputs(backend):
+    model = MLP()
+    model.fc1.weight.requires_grad_(False)
+    ref = copy.deepcopy(model)
+
+    def fn(m, x, y):
+        logits = m(x)
+        return F.cross_entropy(logits, y), logits.argmax(-1), logits.detach() * 2
+
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+    loss, pred, det = dynamo.optimize(backend)(fn)(model, x, y)
+    loss_r, pred_r, det_r = fn(ref, x, y)
+    assert not pred.requires_grad and not det.requires_grad and loss.requires_grad
+    assert torch.equal(pred, pred_r)
+    torch.testing.assert_close(det, det_r, **TOL)
+    loss.backward()
+    loss_r.backward()
+    assert model.fc1.weight.grad is None
+    for p, q in zip(model.parameters(), ref.parameters()):
+        if q.grad is not None:
+            torch.testing.assert_close(p.grad, q.grad, **TOL)
+    assert dynamo.counters()["aot_graphs"] == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_retain_graph_and_double_backward(backend):
+    w = torch.randn(4, 4, requires_grad=True)
+    x = torch.randn(3, 4)
+
+    def fn(w, x):
+        return torch.tanh(x @ w).sum()
+
+    out = dynamo.optimize(backend)(fn)(w, x)
+    out.backward(retain_graph=True)
+    first = w.grad.clone()
+    out.backward()
+    torch.testing.assert_close(w.grad, 2 * first)
+    # Differentiating the backward again is refused cleanly.
+    out = dynamo.optimize(backend)(fn)(w, x)
+    (g,) = torch.autograd.grad(out, w, create_graph=True)
+    with pytest.raises(RuntimeError, match="cannot be differentiated"):
+        g.sum().backward()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_no_grad_region_and_detach_inside_frame(backend):
+    w = torch.randn(4, 4, requires_grad=True)
+    x = torch.randn(3, 4)
+
+    def fn(w, x):
+        with torch.no_grad():
+            scale = (x @ w).abs().mean()
+        h = torch.relu(x @ w) * scale
+        return (h + (x @ w).detach()).sum()
+
+    ref_w = w.detach().clone().requires_grad_()
+    fn(ref_w, x).backward()
+    dynamo.optimize(backend)(fn)(w, x).backward()
+    torch.testing.assert_close(w.grad, ref_w.grad, **TOL)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_missing_rule_splits_the_graph(backend):
+    """cumsum has no rule: it runs through torch's autograd between two compiled segments."""
+    w = torch.randn(5, requires_grad=True)
+
+    def fn(w):
+        a = torch.sin(w * 2)
+        b = torch.cumsum(a, 0)
+        return (torch.tanh(b) * 3).sum()
+
+    ref_w = w.detach().clone().requires_grad_()
+    fn(ref_w).backward()
+    dynamo.optimize(backend)(fn)(w).backward()
+    torch.testing.assert_close(w.grad, ref_w.grad)
+    c = dynamo.counters()
+    assert c["aot_graph_splits"] == 1 and c["aot_eager_graphs"] == 0, c
+    assert c["aot_graphs"] == 2 and c["aot_backward_graphs"] == 2, c
+
+
+@pytest.mark.parametrize("opt_name", ["SGD", "Adam", "AdamW"])
+def test_optimizer_step_inside_the_region_updates_as_eager(opt_name):
+    """zero_grad/backward/step inside the optimized region: parameters and optimizer state end
+    up as in eager (the optimizer runs eagerly today; the model's forward compiles, so values
+    agree to float rounding)."""
+    model = MLP()
+    ref = copy.deepcopy(model)
+    opt = getattr(torch.optim, opt_name)(model.parameters(), lr=0.01)
+    opt_ref = getattr(torch.optim, opt_name)(ref.parameters(), lr=0.01)
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+
+    def step(m, o):
+        o.zero_grad()
+        loss = loss_mlp(m, x, y)
+        loss.backward()
+        o.step()
+        return loss
+
+    for _ in range(3):
+        with dynamo.optimize("inductor"):
+            loss = step(model, opt)
+        loss_ref = step(ref, opt_ref)
+        torch.testing.assert_close(loss, loss_ref, **TOL)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q, **TOL)
+        for key, value in opt_ref.state[q].items():
+            torch.testing.assert_close(opt.state[p][key], value, **TOL)
+    assert dynamo.counters()["aot_graphs"] >= 1
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_activation_checkpointing(reentrant):
+    """torch.utils.checkpoint around a function dynamo compiles: gradients equal eager's (inside
+    a non-reentrant checkpoint the graph runs through torch, Note [checkpoint] in aot.py)."""
+    from torch.utils.checkpoint import checkpoint
+
+    w = torch.randn(8, 8, requires_grad=True)
+    x = torch.randn(4, 8, requires_grad=True)
+
+    def block(x, w):
+        return torch.tanh(x @ w) * 2
+
+    def fn(x, w):
+        return (checkpoint(block, x, w, use_reentrant=reentrant) ** 2).sum()
+
+    ref_w = w.detach().clone().requires_grad_()
+    fn(x, ref_w).backward()
+    ref_x_grad = x.grad.clone()
+    x.grad = None
+    with dynamo.optimize("inductor"):
+        loss = fn(x, w)
+    loss.backward()
+    torch.testing.assert_close(w.grad, ref_w.grad, **TOL)
+    torch.testing.assert_close(x.grad, ref_x_grad, **TOL)
+    assert dynamo.counters()["aot_graphs"] >= 1
+
+
+def test_gpt2_gradient_checkpointing():
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=128, n_positions=64,
+                                  attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
+    model = transformers.GPT2LMHeadModel(cfg).train()
+    with warnings.catch_warnings():  # transformers 5 renamed it (FutureWarning); the old name is what users call
+        warnings.simplefilter("ignore", FutureWarning)
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    ids = torch.randint(0, 128, (2, 16))
+    one_step(model, lambda m, ids: m(input_ids=ids, labels=ids).loss, (ids,), "inductor")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tuple_valued_op_without_rule(backend):
+    """max(dim) returns a (values, indices) tuple and has no rule: the tuple must never cross an
+    autograd.Function boundary (its tensors would lose their history; fuzzer seed 902, program
+    148): returned as is, or consumed by a later segment."""
+    w = torch.randn(4, 4, requires_grad=True)
+
+    def returned(w):
+        return (w * 2).max(0)
+
+    def consumed(w):
+        m = torch.tanh(w).max(0)
+        return (m.values * 3).sum(), m.indices
+
+    for fn in (returned, consumed):
+        dynamo.reset()
+        ref_w = w.detach().clone().requires_grad_()
+        w.grad = None
+        expected = fn(ref_w)
+        got = dynamo.optimize(backend)(fn)(w)
+        assert type(got) is type(expected)
+        for a, b in zip(got, expected):
+            assert a.requires_grad == b.requires_grad
+            torch.testing.assert_close(a, b)
+        (got[0].sum() if fn is returned else got[0]).backward()
+        (expected[0].sum() if fn is returned else expected[0]).backward()
+        torch.testing.assert_close(w.grad, ref_w.grad)
+
+
+def test_output_aliasing_an_input_runs_eagerly():
+    w = torch.randn(5, requires_grad=True)
+
+    def fn(w):
+        return w.view(5, 1), (w * 2).sum()
+
+    ref_w = w.detach().clone().requires_grad_()
+    a_ref, s_ref = fn(ref_w)
+    a, s = dynamo.optimize("inductor")(fn)(w)
+    (a.sum() + s).backward()
+    (a_ref.sum() + s_ref).backward()
+    torch.testing.assert_close(w.grad, ref_w.grad)
+    assert a._base is w
+    c = dynamo.counters()
+    assert c["aot_eager_graphs"] == 1 and c["aot_graphs"] == 0, c
+
+
+def test_grad_free_graphs_unchanged():
+    """Without inputs requiring grad (or under no_grad) the inference path runs as before."""
+    model = MLP()
+    x = torch.randn(8, 16)
+    with torch.no_grad():
+        out = dynamo.optimize("inductor")(model)(x)
+    torch.testing.assert_close(out, model(x).detach(), **TOL)
+    c = dynamo.counters()
+    assert c["aot_graphs"] == 0 and c["aot_eager_graphs"] == 0 and c["inductor_graphs_compiled"] == 1, c
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+def test_partitioner_policies_agree(recompute, monkeypatch):
+    monkeypatch.setattr(dynamo.config, "aot_recompute", recompute)
+    c = one_step(Block(), loss_lm, (torch.randint(0, 20, (2, 6)), torch.randint(0, 20, (2, 6))), "aot_eager")
+    assert_compiled(c, "aot_eager")

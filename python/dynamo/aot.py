@@ -1,0 +1,275 @@
+"""AOTAutograd runtime: the ``torch.autograd.Function`` that runs a compiled forward graph and,
+on ``backward``, the compiled backward graph (PyTorch: ``torch/_functorch/aot_autograd.py``,
+``CompiledFunction``).
+
+The joint graph, the derivative rules and the partitioner live in Rust (``src/autograd/``,
+``dynamo._C.aot_joint``); this module only wires the two graphs into autograd:
+
+- ``forward`` runs the forward graph with grad mode off, writes mutated inputs back (batch-norm
+  running statistics), saves the values the backward reads (``ctx.save_for_backward``, so
+  in-place changes to them between forward and backward raise as in eager) and marks outputs
+  that do not require grad as non-differentiable;
+- ``backward`` (differentiating it again raises a clean error, see ``_refuse_double_backward``) makes
+  the tangents contiguous, compiles the backward graph on first use (with the real saved values
+  and tangents as example inputs) and runs it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import _C
+
+
+def _tensor_list(values):
+    return [v for v in values if isinstance(v, torch.Tensor)]
+
+
+def getitem_backward(grad, sizes, index):
+    """Gradient of ``x[index]`` for basic indexing (ints, slices, None, ...): ``grad`` scattered
+    into zeros of ``x``'s ``sizes`` (PyTorch's ``select_backward``/``slice_backward``). Called
+    from backward graphs (rule ``getitem`` in src/autograd/rules.rs)."""
+    out = grad.new_zeros(sizes)
+    out[index] = grad
+    return out
+
+
+def sdpa_backward(grad, q, k, v, attn_mask, is_causal, scale):
+    """Gradients (q, k, v) of ``F.scaled_dot_product_attention`` without dropout, by the math
+    attention's formulas on a recomputed probability matrix ``p`` (rule ``sdpa`` in
+    src/autograd/rules.rs): gv = p^T g, gs = p * (g v^T - rowsum(p * g v^T)), gq = gs k * scale,
+    gk = gs^T q * scale. A bool mask keeps the True entries; a float mask is added."""
+    scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
+    s = (q @ k.transpose(-2, -1)) * scale
+    if is_causal:
+        keep = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool, device=q.device).tril()
+        s = s.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else s + attn_mask
+    p = torch.softmax(s, -1)
+    gv = p.transpose(-2, -1) @ grad
+    gp = grad @ v.transpose(-2, -1)
+    gs = p * (gp - (gp * p).sum(-1, keepdim=True))
+    return (gs @ k) * scale, (gs.transpose(-2, -1) @ q) * scale, gv
+
+
+def _holds_grad_tensor(value):
+    """True for a tuple/list/dict (nested) holding a tensor that requires grad."""
+    if isinstance(value, (tuple, list)):
+        return any(isinstance(v, torch.Tensor) and v.requires_grad or _holds_grad_tensor(v) for v in value)
+    if isinstance(value, dict):
+        return _holds_grad_tensor(list(value.values()))
+    return False
+
+
+def _compilers(backend, guarded):
+    """(forward, backward, inference) compilers of ``backend``; ``guarded``: dynamo's guards
+    have checked the graph's inputs (false for segments, whose inputs are intermediates)."""
+    if backend == "aot_eager":
+
+        def fx_module(g, _inputs):
+            return g.forward
+
+        return fx_module, fx_module, fx_module
+
+    def forward(g, inputs):
+        return _C.inductor_compile(g, inputs, inputs_guarded=guarded)
+
+    def backward(g, inputs):
+        return _C.inductor_compile(g, inputs)
+
+    return forward, backward, forward
+
+
+def aot_compile(gm, example_inputs, backend, guarded=True):
+    """Compiles ``gm`` with ``backend`` (``"aot_eager"`` or ``"inductor"``). When grad mode is on
+    and an input (or parameter) requires grad, returns a callable ``(*inputs) -> tuple`` whose
+    outputs carry a ``grad_fn`` backed by the compiled backward graph; otherwise the backend's
+    inference compilation of ``gm``.
+
+    Ops without a derivative rule split the graph (Note [segments]); a graph that cannot be
+    differentiated at all (an output aliasing an input, a mutated input that requires grad) runs
+    through ``gm.forward``, so torch's autograd records it. Both are logged on
+    ``aot::partition`` and counted (``aot_graph_splits``, ``aot_eager_graphs``).
+    """
+    fw_compiler, bw_compiler, inference_compiler = _compilers(backend, guarded)
+    params = [p for p in gm.parameters()] + [b for b in gm.buffers()]
+    needs_grad = torch.is_grad_enabled() and any(
+        isinstance(t, torch.Tensor) and t.requires_grad for t in list(example_inputs) + params
+    )
+    if not needs_grad:
+        return inference_compiler(gm, example_inputs)
+    from . import config
+
+    if any(_holds_grad_tensor(v) for v in example_inputs):
+        # A segment of a split graph may receive a tuple (``max(dim)``'s result) whose tensors
+        # require grad: the autograd.Function would not see them.
+        _C.aot_count_eager("an input is a structure holding tensors that require grad")
+        return gm.forward
+    plan = _C.aot_joint(gm, example_inputs, recompute=config.aot_recompute)
+    if isinstance(plan, str):
+        segmented = _split_around_gaps(gm, example_inputs, backend)
+        if segmented is not None:
+            return segmented
+        _C.aot_count_eager(plan)
+        return gm.forward
+    extra = list(plan.extra_inputs)
+    fw_inputs = list(example_inputs) + extra
+    if extra:  # get_attr values are not guarded by dynamo
+        fw_compiler = _compilers(backend, False)[0]
+    with torch.no_grad():
+        fw = fw_compiler(plan.fw, fw_inputs)
+    return _make_runtime(plan, fw, bw_compiler, extra, gm.forward)
+
+
+# Note [segments]: an op without a derivative rule does not send its whole graph to torch. The
+# graph is split (torch.fx's split_module) into segments: each such op alone, run by torch with
+# autograd recording it, and the runs of nodes between them, each compiled by aot_compile on its
+# first call (its inputs are intermediates: their metadata is known only then, and it is fixed
+# by the guards on the graph's inputs). One missing rule costs one segment boundary.
+
+
+class _LazySegment(torch.nn.Module):
+    """A segment of a split graph, compiled by ``aot_compile`` on its first call."""
+
+    def __init__(self, gm, backend):
+        super().__init__()
+        # Compiled graphs return a tuple, as dynamo's graphs do; a segment returning one value
+        # is made to return a 1-tuple and unwrapped after the call.
+        out = next(n for n in gm.graph.nodes if n.op == "output")
+        self.single = not isinstance(out.args[0], (tuple, list))
+        if self.single:
+            out.args = ((out.args[0],),)
+            gm.recompile()
+        self.gm = gm
+        self.backend = backend
+        self.compiled = None
+
+    def forward(self, *args):
+        if self.compiled is None:
+            self.compiled = aot_compile(self.gm, list(args), self.backend, guarded=False)
+        res = self.compiled(*args)
+        return res[0] if self.single else res
+
+
+def _split_around_gaps(gm, example_inputs, backend):
+    """The graph split around its ops without a derivative rule (Note [segments]), or None when
+    splitting cannot help (the reason was logged by ``aot_joint``)."""
+    gaps = _C.aot_rule_gaps(gm, example_inputs)
+    if isinstance(gaps, str) or not gaps:
+        return None
+    from torch.fx.passes.split_module import split_module
+
+    gap_names = {name for name, _ in gaps}
+    segment = [0]
+    assignment = {}
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "output"):
+            continue
+        if node.name in gap_names:
+            segment[0] += 1
+            assignment[node.name] = segment[0]
+            segment[0] += 1
+        else:
+            assignment[node.name] = segment[0]
+    split = split_module(gm, gm, lambda n: assignment[n.name], keep_original_order=True)
+    for name, reason in gaps:
+        _C.aot_count_split(f"{name}: {reason}")
+    gap_segments = {assignment[name] for name in gap_names}
+    for name, sub in list(split.named_children()):
+        index = int(name.rsplit("_", 1)[-1])
+        if index not in gap_segments:
+            setattr(split, name, _LazySegment(sub, backend))
+    return split.forward
+
+
+_DOUBLE_BACKWARD = (
+    b"dynamo: a compiled graph's backward cannot be differentiated (double backward); "
+    b"run this code without dynamo, or without create_graph=True"
+)
+
+
+def _refuse_double_backward(res):
+    """Under ``create_graph=True`` the gradients get a grad_fn that raises when they are
+    differentiated (as ``once_differentiable`` does, but also when no incoming gradient requires
+    grad): the backward graph's saved values carry no history, so differentiating it would
+    silently drop terms."""
+    tensors = [r for r in res if r is not None]
+    if not tensors:
+        return res
+    err = torch._C._functions.DelayedError(_DOUBLE_BACKWARD, len(tensors))
+    out = err(*[r.detach().requires_grad_() for r in tensors])
+    wrapped = iter((out,) if isinstance(out, torch.Tensor) else out)
+    return tuple(None if r is None else next(wrapped) for r in res)
+
+
+_top_saved_tensors_hooks = torch._C._autograd._top_saved_tensors_default_hooks
+
+
+def _in_checkpoint():
+    """True inside a non-reentrant ``torch.utils.checkpoint`` region (its saved-tensors hooks are
+    the innermost ones). Note [checkpoint]: such a region counts the tensors saved for backward
+    and recomputes it eagerly in the backward; our forward saves other tensors than eager's, so
+    the graph runs through torch there (``gm.forward``) and the counts agree."""
+    hooks = _top_saved_tensors_hooks(False)
+    return hooks is not None and getattr(hooks[0], "__module__", None) == "torch.utils.checkpoint"
+
+
+def _make_runtime(plan, fw, bw_compiler, extra, eager_forward):
+    n_out = plan.n_outputs
+    n_wb = len(plan.writeback_inputs)
+    writebacks = list(enumerate(plan.writeback_inputs))
+    tangent_outputs = list(plan.tangent_outputs)
+    nondiff = [k for k in range(n_out) if k not in set(tangent_outputs)]
+    input_requires_grad = list(plan.input_requires_grad)
+    state = {"bw": None}
+
+    def compile_backward(bw_args):
+        with torch.no_grad():
+            state["bw"] = bw_compiler(plan.bw, bw_args)
+        _C.aot_count_backward()
+        return state["bw"]
+
+    first_saved = n_out + n_wb
+
+    class CompiledFunction(torch.autograd.Function):
+        # For debugging: the AotPlan (joint graph text, fx graphs) and the compiled forward.
+        aot_plan = plan
+        compiled_forward = fw
+
+        @staticmethod
+        def forward(ctx, *args):
+            outs = fw(*args)
+            if writebacks:
+                for k, pos in writebacks:
+                    args[pos].copy_(outs[n_out + k])
+            ctx.save_for_backward(*outs[first_saved:])
+            result = outs[:n_out]
+            if nondiff:
+                marks = _tensor_list(result[k] for k in nondiff)
+                if marks:
+                    ctx.mark_non_differentiable(*marks)
+            return result
+
+        @staticmethod
+        def backward(ctx, *grads):
+            saved = ctx.saved_tensors
+            with torch.no_grad():
+                tangents = [grads[k].contiguous() for k in tangent_outputs]
+                bw_args = list(saved) + tangents
+                bw = state["bw"] or compile_backward(bw_args)
+                res = tuple(r if need else None for r, need in zip(bw(*bw_args), input_requires_grad))
+            if torch.is_grad_enabled():
+                res = _refuse_double_backward(res)
+            return res
+
+    apply = CompiledFunction.apply
+
+    def runtime(*args):
+        if _in_checkpoint():
+            return eager_forward(*args)
+        return apply(*args, *extra)
+
+    return runtime

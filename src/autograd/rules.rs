@@ -1,0 +1,1017 @@
+//! Derivative rules: for one forward node and the gradient of its value, the backward nodes that
+//! compute the gradients of its tensor arguments.
+//!
+//! The formulas are those of PyTorch's `tools/autograd/derivatives.yaml` (the `self:`/`other:`
+//! entries of each op), written for our graph: pointwise ones as torch pointwise calls (so the
+//! inductor fuses them into the backward's kernels), the rest through torch's own backward
+//! kernels (`aten.convolution_backward`, `aten.embedding_dense_backward`, ...) as extern calls.
+//! Broadcast operands receive `sum_to(grad, operand sizes)` (derivatives.yaml's
+//! `handle_r_to_c` / `at::sum_to`).
+//!
+//! Invariant: a rule either returns a gradient for every tensor argument that requires grad, or
+//! fails with [`JointError::NoRule`] (arguments outside the supported subset are never guessed).
+
+use super::joint::{arg, ints, node, op_key, Builder, Grad, JointError};
+use crate::inductor::fx_import::{FxArg, FxOp};
+
+type Out = Vec<(usize, Grad)>;
+
+fn no_rule(b: &Builder<'_>, i: usize, why: &str) -> JointError {
+    let n = &b.g.nodes[i];
+    if why.is_empty() {
+        JointError::NoRule(n.target_name.clone())
+    } else {
+        JointError::NoRule(format!("{} ({why})", n.target_name))
+    }
+}
+
+fn num(a: Option<&FxArg>) -> Option<f64> {
+    match a {
+        Some(FxArg::Int(v)) => Some(*v as f64),
+        Some(FxArg::Float(v)) => Some(*v),
+        _ => None,
+    }
+}
+
+fn int_list(a: Option<&FxArg>, n: usize, default: i64) -> Option<Vec<i64>> {
+    match a {
+        None | Some(FxArg::None) => Some(vec![default; n]),
+        Some(FxArg::Int(v)) => Some(vec![*v; n]),
+        Some(FxArg::Tuple(items)) | Some(FxArg::List(items)) => {
+            let v: Option<Vec<i64>> = items.iter().map(|x| if let FxArg::Int(k) = x { Some(*k) } else { None }).collect();
+            let v = v?;
+            if v.len() == 1 {
+                Some(vec![v[0]; n])
+            } else if v.len() == n {
+                Some(v)
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Normalized reduction dims (`dim` as int, list, or None for all) for a rank-`rank` input.
+fn reduce_dims(a: Option<&FxArg>, rank: usize) -> Option<Vec<i64>> {
+    let norm = |d: i64| if d < 0 { d + rank as i64 } else { d };
+    match a {
+        None | Some(FxArg::None) => Some((0..rank as i64).collect()),
+        Some(FxArg::Int(d)) => Some(vec![norm(*d)]),
+        Some(FxArg::Tuple(items)) | Some(FxArg::List(items)) => {
+            let mut v: Vec<i64> = items.iter().map(|x| if let FxArg::Int(k) = x { Some(norm(*k)) } else { None }).collect::<Option<_>>()?;
+            v.sort_unstable();
+            if v.is_empty() {
+                v = (0..rank as i64).collect();
+            }
+            Some(v)
+        }
+        _ => None,
+    }
+}
+
+fn bool_arg(a: Option<&FxArg>, default: bool) -> Option<bool> {
+    match a {
+        None => Some(default),
+        Some(FxArg::Bool(v)) => Some(*v),
+        _ => None,
+    }
+}
+
+/// Grad of a reduced value expanded back to the input: reshape to the keepdim shape, expand.
+fn expand_back(b: &mut Builder<'_>, g: usize, in_sizes: &[i64], dims: &[i64], keepdim: bool) -> usize {
+    let g = if keepdim {
+        g
+    } else {
+        let kept: Vec<i64> = in_sizes.iter().enumerate().map(|(d, &s)| if dims.contains(&(d as i64)) { 1 } else { s }).collect();
+        b.reshape(g, &kept)
+    };
+    b.expand(g, in_sizes)
+}
+
+/// Applies the rule of node `i` to `grad`, the gradient of its value.
+pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointError> {
+    let n = b.g.nodes[i].clone();
+    let key = op_key(&n).ok_or_else(|| no_rule(b, i, ""))?;
+    if key == "getitem" {
+        return getitem(b, i, grad);
+    }
+    if key == "split" || key == "chunk" {
+        return split(b, i, grad, key);
+    }
+    let Grad::Tensor(g) = grad else { return Err(no_rule(b, i, "tuple gradient")) };
+    let out_sizes = b.sizes(i)?;
+    let a0 = n.args.first().cloned().unwrap_or(FxArg::None);
+    // The first tensor argument (self/input) and its sizes.
+    let x = match &a0 {
+        FxArg::Node(j) => Some(*j),
+        _ => None,
+    };
+    let x_sizes = match x {
+        Some(j) => b.g.nodes[j].meta.as_ref().map(|m| m.layout.sizes.clone()),
+        None => None,
+    };
+    let mut out: Out = Vec::new();
+    macro_rules! give {
+        ($j:expr, $g:expr) => {
+            out.push(($j, Grad::Tensor($g)))
+        };
+    }
+    // Unary pointwise ops: gradient of self only.
+    let unary = |b: &mut Builder<'_>, out: &mut Out, f: &dyn Fn(&mut Builder<'_>) -> pyo3::PyResult<usize>| -> Result<(), JointError> {
+        if let Some(j) = x {
+            if b.requires_grad[j] {
+                let gx = f(b)?;
+                out.push((j, Grad::Tensor(gx)));
+            }
+        }
+        Ok(())
+    };
+    let xa = a0.clone();
+    let o = node(i);
+    let gn = node(g);
+    match key {
+        // derivatives.yaml: add.Tensor: self: grad, other: maybe_multiply(grad, alpha).
+        "add" | "radd" | "sub" | "rsub" => {
+            let alpha = match arg(&n, 2, "alpha") {
+                None => 1.0,
+                a => num(a).ok_or_else(|| no_rule(b, i, "alpha"))?,
+            };
+            let (s_self, s_other) = match key {
+                "add" | "radd" => (1.0, alpha),
+                "sub" => (1.0, -alpha),
+                // rsub(self, other) = other - alpha * self.
+                _ => (-alpha, 1.0),
+            };
+            for (pos, scale) in [(0usize, s_self), (1usize, s_other)] {
+                if let Some(FxArg::Node(j)) = n.args.get(pos).cloned().or_else(|| arg(&n, pos, "other").cloned()) {
+                    if !b.requires_grad[j] {
+                        continue;
+                    }
+                    let gj = if scale == 1.0 {
+                        g
+                    } else if scale == -1.0 {
+                        b.neg(gn.clone())?
+                    } else {
+                        b.mul(gn.clone(), FxArg::Float(scale))?
+                    };
+                    let to = b.sizes(j)?;
+                    let gj = b.sum_to(gj, &out_sizes, &to)?;
+                    give!(j, gj);
+                }
+            }
+        }
+        // mul.Tensor: self: grad * other, other: grad * self.
+        "mul" => {
+            let other = arg(&n, 1, "other").cloned().unwrap_or(FxArg::None);
+            for (pos, this, that) in [(0usize, &xa, &other), (1usize, &other, &xa)] {
+                let _ = pos;
+                if let FxArg::Node(j) = this {
+                    if !b.requires_grad[*j] {
+                        continue;
+                    }
+                    let gj = b.mul(gn.clone(), that.clone())?;
+                    let to = b.sizes(*j)?;
+                    let gj = b.sum_to(gj, &out_sizes, &to)?;
+                    give!(*j, gj);
+                }
+            }
+        }
+        // div.Tensor: self: grad / other, other: -grad * self / (other * other) = -grad * result / other.
+        "div" => {
+            if arg(&n, 2, "rounding_mode").is_some_and(|a| !matches!(a, FxArg::None)) {
+                return Err(no_rule(b, i, "rounding_mode"));
+            }
+            let other = arg(&n, 1, "other").cloned().unwrap_or(FxArg::None);
+            if let Some(j) = x {
+                if b.requires_grad[j] {
+                    let gj = b.div(gn.clone(), other.clone())?;
+                    let to = b.sizes(j)?;
+                    let gj = b.sum_to(gj, &out_sizes, &to)?;
+                    give!(j, gj);
+                }
+            }
+            if let FxArg::Node(j) = other {
+                if b.requires_grad[j] {
+                    let t = b.mul(gn.clone(), o.clone())?;
+                    let t = b.div(node(t), node(j))?;
+                    let t = b.neg(node(t))?;
+                    let to = b.sizes(j)?;
+                    let gj = b.sum_to(t, &out_sizes, &to)?;
+                    give!(j, gj);
+                }
+            }
+        }
+        // rdiv(self, other) = other / self: self: -grad * result / self.
+        "rdiv" => unary(b, &mut out, &|b| {
+            let t = b.mul(gn.clone(), o.clone())?;
+            let t = b.div(node(t), xa.clone())?;
+            b.neg(node(t))
+        })?,
+        "neg" => unary(b, &mut out, &|b| b.neg(gn.clone()))?,
+        // abs: grad * self.sgn().
+        "abs" => unary(b, &mut out, &|b| {
+            let s = b.call("torch.sign", vec![xa.clone()], vec![])?;
+            b.mul(gn.clone(), node(s))
+        })?,
+        "pos" | "contiguous" => unary(b, &mut out, &|_| Ok(g))?,
+        // pow.Tensor_Scalar: self: grad * exponent * self.pow(exponent - 1).
+        "pow" => {
+            let e = num(arg(&n, 1, "exponent")).ok_or_else(|| no_rule(b, i, "tensor exponent"))?;
+            unary(b, &mut out, &|b| {
+                let p = b.call("torch.pow", vec![xa.clone(), FxArg::Float(e - 1.0)], vec![])?;
+                let t = b.mul(node(p), FxArg::Float(e))?;
+                b.mul(gn.clone(), node(t))
+            })?
+        }
+        "square" => unary(b, &mut out, &|b| {
+            let t = b.mul(xa.clone(), FxArg::Float(2.0))?;
+            b.mul(gn.clone(), node(t))
+        })?,
+        // sqrt: grad / (2 * result).
+        "sqrt" => unary(b, &mut out, &|b| {
+            let t = b.mul(o.clone(), FxArg::Float(2.0))?;
+            b.div(gn.clone(), node(t))
+        })?,
+        // rsqrt: -0.5 * grad * result^3.
+        "rsqrt" => unary(b, &mut out, &|b| {
+            let t = b.call("torch.pow", vec![o.clone(), FxArg::Float(3.0)], vec![])?;
+            let t = b.mul(node(t), FxArg::Float(-0.5))?;
+            b.mul(gn.clone(), node(t))
+        })?,
+        // exp: grad * result.
+        "exp" => unary(b, &mut out, &|b| b.mul(gn.clone(), o.clone()))?,
+        // expm1: grad * (result + 1).
+        "expm1" => unary(b, &mut out, &|b| {
+            let t = b.add(o.clone(), FxArg::Float(1.0))?;
+            b.mul(gn.clone(), node(t))
+        })?,
+        // log: grad / self.
+        "log" => unary(b, &mut out, &|b| b.div(gn.clone(), xa.clone()))?,
+        // log1p: grad / (self + 1).
+        "log1p" => unary(b, &mut out, &|b| {
+            let t = b.add(xa.clone(), FxArg::Float(1.0))?;
+            b.div(gn.clone(), node(t))
+        })?,
+        "reciprocal" => unary(b, &mut out, &|b| {
+            // -grad * result * result.
+            let t = b.mul(o.clone(), o.clone())?;
+            let t = b.mul(gn.clone(), node(t))?;
+            b.neg(node(t))
+        })?,
+        // sin: grad * self.cos(); cos: grad * -self.sin().
+        "sin" => unary(b, &mut out, &|b| {
+            let c = b.call("torch.cos", vec![xa.clone()], vec![])?;
+            b.mul(gn.clone(), node(c))
+        })?,
+        "cos" => unary(b, &mut out, &|b| {
+            let s = b.call("torch.sin", vec![xa.clone()], vec![])?;
+            let t = b.mul(gn.clone(), node(s))?;
+            b.neg(node(t))
+        })?,
+        // tanh: tanh_backward(grad, result) = grad * (1 - result^2).
+        "tanh" => unary(b, &mut out, &|b| {
+            let sq = b.mul(o.clone(), o.clone())?;
+            let t = b.call("torch.rsub", vec![node(sq), FxArg::Float(1.0)], vec![])?;
+            b.mul(gn.clone(), node(t))
+        })?,
+        // sigmoid: sigmoid_backward(grad, result) = grad * result * (1 - result).
+        "sigmoid" => unary(b, &mut out, &|b| {
+            let t = b.call("torch.rsub", vec![o.clone(), FxArg::Float(1.0)], vec![])?;
+            let t = b.mul(o.clone(), node(t))?;
+            b.mul(gn.clone(), node(t))
+        })?,
+        // relu: threshold_backward(grad, result, 0) = grad where result > 0, else 0.
+        "relu" => unary(b, &mut out, &|b| {
+            let c = b.call("torch.gt", vec![o.clone(), FxArg::Float(0.0)], vec![])?;
+            b.call("torch.where", vec![node(c), gn.clone(), FxArg::Float(0.0)], vec![])
+        })?,
+        // leaky_relu: leaky_relu_backward(grad, self, slope) = grad where self > 0, else grad * slope.
+        "leaky_relu" => {
+            let slope = match arg(&n, 1, "negative_slope") {
+                None => 0.01,
+                a => num(a).ok_or_else(|| no_rule(b, i, "slope"))?,
+            };
+            unary(b, &mut out, &|b| {
+                let c = b.call("torch.gt", vec![xa.clone(), FxArg::Float(0.0)], vec![])?;
+                let s = b.mul(gn.clone(), FxArg::Float(slope))?;
+                b.call("torch.where", vec![node(c), gn.clone(), node(s)], vec![])
+            })?
+        }
+        // silu: grad * sigmoid(self) * (1 + self * (1 - sigmoid(self))).
+        "silu" => unary(b, &mut out, &|b| {
+            let s = b.call("torch.sigmoid", vec![xa.clone()], vec![])?;
+            let one_minus = b.call("torch.rsub", vec![node(s), FxArg::Float(1.0)], vec![])?;
+            let t = b.mul(xa.clone(), node(one_minus))?;
+            let t = b.add(node(t), FxArg::Float(1.0))?;
+            let t = b.mul(node(s), node(t))?;
+            b.mul(gn.clone(), node(t))
+        })?,
+        // gelu: gelu_backward(grad, self, approximate), torch's kernel as an extern call.
+        "gelu" => {
+            let approx = match arg(&n, 1, "approximate") {
+                None => FxArg::Str("none".into()),
+                Some(FxArg::Str(s)) => FxArg::Str(s.clone()),
+                _ => return Err(no_rule(b, i, "approximate")),
+            };
+            unary(b, &mut out, &|b| {
+                b.call("torch.ops.aten.gelu_backward.default", vec![gn.clone(), xa.clone()], vec![("approximate", approx.clone())])
+            })?
+        }
+        "detach" => {}
+        // Views: the gradient is viewed back to the input's sizes.
+        "view" | "reshape" | "flatten" | "unsqueeze" | "squeeze" => {
+            let xs = x_sizes.clone().ok_or_else(|| no_rule(b, i, "input shape"))?;
+            unary(b, &mut out, &|b| Ok(b.reshape(g, &xs)))?
+        }
+        "transpose" => {
+            let (Some(FxArg::Int(d0)), Some(FxArg::Int(d1))) = (arg(&n, 1, "dim0"), arg(&n, 2, "dim1")) else {
+                return Err(no_rule(b, i, "dims"));
+            };
+            let (d0, d1) = (*d0, *d1);
+            unary(b, &mut out, &|b| Ok(b.method("transpose", vec![gn.clone(), FxArg::Int(d0), FxArg::Int(d1)], vec![])))?
+        }
+        "t" => unary(b, &mut out, &|b| Ok(b.method("t", vec![gn.clone()], vec![])))?,
+        "permute" => {
+            let dims: Vec<i64> = match (n.args.get(1), n.args.len()) {
+                (Some(FxArg::Tuple(v)) | Some(FxArg::List(v)), 2) => v.iter().map(|a| if let FxArg::Int(k) = a { Some(*k) } else { None }).collect::<Option<_>>(),
+                _ => n.args[1..].iter().map(|a| if let FxArg::Int(k) = a { Some(*k) } else { None }).collect::<Option<_>>(),
+            }
+            .or_else(|| match arg(&n, 99, "dims") {
+                Some(FxArg::Tuple(v)) | Some(FxArg::List(v)) => v.iter().map(|a| if let FxArg::Int(k) = a { Some(*k) } else { None }).collect(),
+                _ => None,
+            })
+            .ok_or_else(|| no_rule(b, i, "dims"))?;
+            let rank = dims.len() as i64;
+            let mut inverse = vec![0i64; dims.len()];
+            for (k, &d) in dims.iter().enumerate() {
+                let d = if d < 0 { d + rank } else { d };
+                inverse[d as usize] = k as i64;
+            }
+            unary(b, &mut out, &|b| Ok(b.method("permute", vec![gn.clone(), ints(&inverse)], vec![])))?
+        }
+        "expand" => {
+            let xs = x_sizes.clone().ok_or_else(|| no_rule(b, i, "input shape"))?;
+            unary(b, &mut out, &|b| b.sum_to(g, &out_sizes, &xs))?
+        }
+        "to" | "float" => {
+            let same = x.and_then(|j| b.g.nodes[j].meta.as_ref()).is_some_and(|m| {
+                b.g.nodes[i].meta.as_ref().is_some_and(|mo| mo.layout.dtype == m.layout.dtype && mo.layout.dtype != crate::inductor::ir::DType::Other)
+            });
+            if !same {
+                return Err(no_rule(b, i, "dtype conversion"));
+            }
+            unary(b, &mut out, &|_| Ok(g))?
+        }
+        "dropout" => {
+            let p = num(arg(&n, 1, "p")).unwrap_or(0.5);
+            let training = bool_arg(arg(&n, 2, "training"), true).ok_or_else(|| no_rule(b, i, "training"))?;
+            if training && p != 0.0 {
+                return Err(no_rule(b, i, "dropout in training mode"));
+            }
+            unary(b, &mut out, &|_| Ok(g))?
+        }
+        // sum: grad expanded to self's sizes (derivatives.yaml: sum_backward).
+        "sum" | "mean" => {
+            if arg(&n, 3, "dtype").is_some_and(|a| !matches!(a, FxArg::None)) {
+                return Err(no_rule(b, i, "dtype"));
+            }
+            let xs = x_sizes.clone().ok_or_else(|| no_rule(b, i, "input shape"))?;
+            let dims = reduce_dims(arg(&n, 1, "dim"), xs.len()).ok_or_else(|| no_rule(b, i, "dim"))?;
+            let keepdim = bool_arg(arg(&n, 2, "keepdim"), false).ok_or_else(|| no_rule(b, i, "keepdim"))?;
+            let count: i64 = dims.iter().map(|&d| xs[d as usize]).product();
+            unary(b, &mut out, &|b| {
+                let e = expand_back(b, g, &xs, &dims, keepdim);
+                if key == "mean" {
+                    b.div(node(e), FxArg::Float(count as f64))
+                } else {
+                    Ok(e)
+                }
+            })?
+        }
+        // softmax: _softmax_backward_data = result * (grad - sum(grad * result, dim, keepdim)).
+        "softmax" | "log_softmax" => {
+            if arg(&n, 3, "dtype").is_some_and(|a| !matches!(a, FxArg::None)) || n.kwargs.iter().any(|(k, v)| k == "dtype" && !matches!(v, FxArg::None)) {
+                return Err(no_rule(b, i, "dtype"));
+            }
+            let xs = x_sizes.clone().ok_or_else(|| no_rule(b, i, "input shape"))?;
+            let Some(FxArg::Int(d)) = arg(&n, 1, "dim") else { return Err(no_rule(b, i, "dim")) };
+            let d = if *d < 0 { *d + xs.len() as i64 } else { *d };
+            unary(b, &mut out, &|b| softmax_backward(b, g, i, d, key == "log_softmax"))?
+        }
+        "layer_norm" => return layer_norm(b, i, g),
+        "batch_norm" => return batch_norm(b, i, g),
+        "adaptive_avg_pool2d" => unary(b, &mut out, &|b| {
+            b.call("torch.ops.aten._adaptive_avg_pool2d_backward.default", vec![gn.clone(), xa.clone()], vec![])
+        })?,
+        "linear" => {
+            // out = x @ w.T + b: x: grad @ w; w: grad.T @ x (batch dims flattened); b: grad summed.
+            let w = arg(&n, 1, "weight").cloned().unwrap_or(FxArg::None);
+            let bias = arg(&n, 2, "bias").cloned().unwrap_or(FxArg::None);
+            let FxArg::Node(wj) = w else { return Err(no_rule(b, i, "weight")) };
+            let ws = b.sizes(wj)?;
+            if ws.len() != 2 {
+                return Err(no_rule(b, i, "weight rank"));
+            }
+            if let Some(j) = x {
+                if b.requires_grad[j] {
+                    let gx = b.matmul(gn.clone(), node(wj))?;
+                    give!(j, gx);
+                }
+            }
+            if b.requires_grad[wj] {
+                let g2 = b.reshape(g, &[-1, ws[0]]);
+                let x2 = b.method("reshape", vec![xa.clone(), ints(&[-1, ws[1]])], vec![]);
+                let g2t = b.method("t", vec![node(g2)], vec![]);
+                let gw = b.call("torch.mm", vec![node(g2t), node(x2)], vec![])?;
+                give!(wj, gw);
+            }
+            if let FxArg::Node(bj) = bias {
+                if b.requires_grad[bj] {
+                    let bs = b.sizes(bj)?;
+                    let gb = b.sum_to(g, &out_sizes, &bs)?;
+                    give!(bj, gb);
+                }
+            }
+        }
+        "matmul" | "mm" | "bmm" => {
+            // mm: self: grad @ other.T, other: self.T @ grad; batch dims broadcast back by sum_to.
+            let other = arg(&n, 1, "other").or_else(|| arg(&n, 1, "mat2")).cloned().unwrap_or(FxArg::None);
+            let FxArg::Node(oj) = other else { return Err(no_rule(b, i, "operand")) };
+            let xs = x_sizes.clone().ok_or_else(|| no_rule(b, i, "input shape"))?;
+            let os = b.sizes(oj)?;
+            if xs.len() < 2 || os.len() < 2 {
+                return Err(no_rule(b, i, "1-d operand"));
+            }
+            if let Some(j) = x {
+                if b.requires_grad[j] {
+                    let ot = b.mt(node(oj));
+                    let gx = b.matmul(gn.clone(), node(ot))?;
+                    let mut full = out_sizes.clone();
+                    let k = full.len();
+                    full[k - 1] = xs[xs.len() - 1];
+                    let gx = b.sum_to(gx, &full, &xs)?;
+                    give!(j, gx);
+                }
+            }
+            if b.requires_grad[oj] {
+                let xt = b.mt(xa.clone());
+                let go = b.matmul(node(xt), gn.clone())?;
+                let mut full = out_sizes.clone();
+                let k = full.len();
+                full[k - 2] = os[os.len() - 2];
+                let go = b.sum_to(go, &full, &os)?;
+                give!(oj, go);
+            }
+        }
+        "addmm" => {
+            // addmm(bias, m1, m2) with beta = alpha = 1.
+            if n.kwargs.iter().any(|(k, _)| k == "beta" || k == "alpha") {
+                return Err(no_rule(b, i, "beta/alpha"));
+            }
+            let (Some(m1), Some(m2)) = (n.args.get(1).cloned(), n.args.get(2).cloned()) else { return Err(no_rule(b, i, "operands")) };
+            if let Some(j) = x {
+                if b.requires_grad[j] {
+                    let to = b.sizes(j)?;
+                    let gb = b.sum_to(g, &out_sizes, &to)?;
+                    give!(j, gb);
+                }
+            }
+            if let FxArg::Node(j) = m1 {
+                if b.requires_grad[j] {
+                    let t = b.mt(m2.clone());
+                    let gj = b.matmul(gn.clone(), node(t))?;
+                    give!(j, gj);
+                }
+            }
+            if let FxArg::Node(j) = m2 {
+                if b.requires_grad[j] {
+                    let t = b.mt(m1.clone());
+                    let gj = b.matmul(node(t), gn.clone())?;
+                    give!(j, gj);
+                }
+            }
+        }
+        // cat: each input receives the slice of grad it was copied to (`narrow`).
+        "cat" => {
+            let items = match &a0 {
+                FxArg::List(v) | FxArg::Tuple(v) => v.clone(),
+                _ => return Err(no_rule(b, i, "tensors")),
+            };
+            let rank = out_sizes.len() as i64;
+            let dim = match arg(&n, 1, "dim") {
+                None => 0,
+                Some(FxArg::Int(d)) => if *d < 0 { d + rank } else { *d },
+                _ => return Err(no_rule(b, i, "dim")),
+            };
+            let mut offset = 0;
+            for item in items {
+                let FxArg::Node(j) = item else { return Err(no_rule(b, i, "non-tensor item")) };
+                let js = b.sizes(j)?;
+                if js.len() as i64 != rank {
+                    // torch.cat skips empty 1-d tensors of another rank.
+                    if js == [0] {
+                        continue;
+                    }
+                    return Err(no_rule(b, i, "rank"));
+                }
+                let len = js[dim as usize];
+                if b.requires_grad[j] {
+                    let gj = b.call("torch.narrow", vec![gn.clone(), FxArg::Int(dim), FxArg::Int(offset), FxArg::Int(len)], vec![])?;
+                    give!(j, gj);
+                }
+                offset += len;
+            }
+        }
+        "sdpa" => return sdpa(b, i, g),
+        "conv2d" | "conv1d" => return convolution(b, i, g, if key == "conv2d" { 2 } else { 1 }),
+        "embedding" => {
+            // embedding: weight: embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq).
+            let w = arg(&n, 1, "weight").cloned().unwrap_or(FxArg::None);
+            let FxArg::Node(wj) = w else { return Err(no_rule(b, i, "weight")) };
+            let padding = match arg(&n, 2, "padding_idx") {
+                None | Some(FxArg::None) => -1,
+                Some(FxArg::Int(p)) => *p,
+                _ => return Err(no_rule(b, i, "padding_idx")),
+            };
+            if !matches!(arg(&n, 3, "max_norm"), None | Some(FxArg::None)) {
+                return Err(no_rule(b, i, "max_norm"));
+            }
+            let scale = bool_arg(arg(&n, 5, "scale_grad_by_freq"), false).ok_or_else(|| no_rule(b, i, "scale_grad_by_freq"))?;
+            if bool_arg(arg(&n, 6, "sparse"), false) != Some(false) {
+                return Err(no_rule(b, i, "sparse"));
+            }
+            let ws = b.sizes(wj)?;
+            let padding = if padding < 0 && padding != -1 { padding + ws[0] } else { padding };
+            if b.requires_grad[wj] {
+                let gw = b.call(
+                    "torch.ops.aten.embedding_dense_backward.default",
+                    vec![gn.clone(), xa.clone(), FxArg::Int(ws[0]), FxArg::Int(padding), FxArg::Bool(scale)],
+                    vec![],
+                )?;
+                give!(wj, gw);
+            }
+        }
+        "mse_loss" => {
+            // mse_loss_backward: self: grad * 2 * (self - target) (/ numel for mean); target: the negation.
+            if !matches!(arg(&n, 2, "size_average"), None | Some(FxArg::None)) || !matches!(arg(&n, 3, "reduce"), None | Some(FxArg::None)) {
+                return Err(no_rule(b, i, "legacy reduction arguments"));
+            }
+            let reduction = match arg(&n, 4, "reduction") {
+                None => "mean".to_string(),
+                Some(FxArg::Str(s)) => s.clone(),
+                _ => return Err(no_rule(b, i, "reduction")),
+            };
+            let t = arg(&n, 1, "target").cloned().unwrap_or(FxArg::None);
+            let xs = x_sizes.clone().ok_or_else(|| no_rule(b, i, "input shape"))?;
+            let FxArg::Node(tj) = t else { return Err(no_rule(b, i, "target")) };
+            let ts = b.sizes(tj)?;
+            if ts != xs {
+                return Err(no_rule(b, i, "broadcast target"));
+            }
+            let numel: i64 = xs.iter().product();
+            let scale = match reduction.as_str() {
+                "mean" => 2.0 / numel as f64,
+                "sum" | "none" => 2.0,
+                _ => return Err(no_rule(b, i, "reduction")),
+            };
+            let d = b.sub(xa.clone(), node(tj))?;
+            let d = b.mul(node(d), FxArg::Float(scale))?;
+            let gx = b.mul(node(d), gn.clone())?;
+            if let Some(j) = x {
+                if b.requires_grad[j] {
+                    give!(j, gx);
+                }
+            }
+            if b.requires_grad[tj] {
+                let gt = b.neg(node(gx))?;
+                give!(tj, gt);
+            }
+        }
+        "cross_entropy" | "nll_loss" => return nll_family(b, i, g, key == "cross_entropy"),
+        "max_pool2d" => {
+            let k = int_list(arg(&n, 1, "kernel_size"), 2, 1).ok_or_else(|| no_rule(b, i, "kernel_size"))?;
+            let s = match arg(&n, 2, "stride") {
+                None | Some(FxArg::None) => k.clone(),
+                a => int_list(a, 2, 1).ok_or_else(|| no_rule(b, i, "stride"))?,
+            };
+            let p = int_list(arg(&n, 3, "padding"), 2, 0).ok_or_else(|| no_rule(b, i, "padding"))?;
+            let d = int_list(arg(&n, 4, "dilation"), 2, 1).ok_or_else(|| no_rule(b, i, "dilation"))?;
+            let ceil = bool_arg(arg(&n, 5, "ceil_mode"), false).ok_or_else(|| no_rule(b, i, "ceil_mode"))?;
+            if bool_arg(arg(&n, 6, "return_indices"), false) != Some(false) {
+                return Err(no_rule(b, i, "return_indices"));
+            }
+            // max_pool2d_with_indices_backward needs the argmax indices: recomputed here.
+            unary(b, &mut out, &|b| {
+                let fw = b.call(
+                    "torch.ops.aten.max_pool2d_with_indices.default",
+                    vec![xa.clone(), ints(&k), ints(&s), ints(&p), ints(&d), FxArg::Bool(ceil)],
+                    vec![],
+                )?;
+                let idx = b.getitem(fw, 1)?;
+                b.call(
+                    "torch.ops.aten.max_pool2d_with_indices_backward.default",
+                    vec![gn.clone(), xa.clone(), ints(&k), ints(&s), ints(&p), ints(&d), FxArg::Bool(ceil), node(idx)],
+                    vec![],
+                )
+            })?
+        }
+        _ => return Err(no_rule(b, i, "")),
+    }
+    Ok(out)
+}
+
+/// softmax / log_softmax backward along `dim` (derivatives.yaml: `_softmax_backward_data`,
+/// `_log_softmax_backward_data`): softmax: y * (g - sum(g * y)); log_softmax: g - exp(y) * sum(g).
+fn softmax_backward(b: &mut Builder<'_>, g: usize, y: usize, dim: i64, log: bool) -> pyo3::PyResult<usize> {
+    if log {
+        let s = b.sum_dims(g, &[dim], true)?;
+        let e = b.call("torch.exp", vec![node(y)], vec![])?;
+        let t = b.mul(node(e), node(s))?;
+        b.sub(node(g), node(t))
+    } else {
+        let gy = b.mul(node(g), node(y))?;
+        let s = b.sum_dims(gy, &[dim], true)?;
+        let t = b.mul(node(y), node(s))?;
+        b.sub(node(gy), node(t))
+    }
+}
+
+/// `getitem(tuple_node, k)`: the gradient goes to element `k` of the tuple's gradient.
+fn getitem(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointError> {
+    let n = b.g.nodes[i].clone();
+    let Grad::Tensor(g) = grad else { return Err(no_rule(b, i, "tuple gradient")) };
+    let Some(FxArg::Node(src)) = n.args.first() else { return Err(no_rule(b, i, "indexing a non-node")) };
+    if !super::joint::structured(&b.g, *src) {
+        // Basic indexing of a tensor (ints, slices, None, ...): the gradient is scattered into
+        // zeros of the input's sizes (derivatives.yaml: `select_backward`/`slice_backward`
+        // composed; here one helper does `zeros[idx] = grad`). Advanced (tensor) indices have
+        // no rule.
+        fn basic(a: &FxArg) -> bool {
+            match a {
+                FxArg::Int(_) | FxArg::Slice { .. } | FxArg::None | FxArg::Ellipsis => true,
+                FxArg::Tuple(items) => items.iter().all(|x| matches!(x, FxArg::Int(_) | FxArg::Slice { .. } | FxArg::None | FxArg::Ellipsis)),
+                _ => false,
+            }
+        }
+        let idx = n.args.get(1).cloned().unwrap_or(FxArg::None);
+        if n.args.len() != 2 || !basic(&idx) {
+            return Err(no_rule(b, i, "advanced indexing"));
+        }
+        let xs = b.sizes(*src)?;
+        let gx = b.call("dynamo.aot.getitem_backward", vec![node(g), ints(&xs), idx], vec![])?;
+        return Ok(vec![(*src, Grad::Tensor(gx))]);
+    }
+    let Some(FxArg::Int(k)) = n.args.get(1) else { return Err(no_rule(b, i, "tuple index")) };
+    let k = *k as usize;
+    let mut v = vec![None; k + 1];
+    v[k] = Some(g);
+    Ok(vec![(*src, Grad::Tuple(v))])
+}
+
+/// split / chunk: the pieces' gradients concatenated along `dim` (zeros for unused pieces).
+fn split(b: &mut Builder<'_>, i: usize, grad: Grad, key: &str) -> Result<Out, JointError> {
+    let n = b.g.nodes[i].clone();
+    let Grad::Tuple(parts) = grad else { return Err(no_rule(b, i, "tensor gradient of a tuple")) };
+    let Some(FxArg::Node(x)) = n.args.first() else { return Err(no_rule(b, i, "input")) };
+    let x = *x;
+    let xs = b.sizes(x)?;
+    let rank = xs.len() as i64;
+    let dim = match arg(&n, 2, "dim") {
+        None => 0,
+        Some(FxArg::Int(d)) => {
+            if *d < 0 {
+                d + rank
+            } else {
+                *d
+            }
+        }
+        _ => return Err(no_rule(b, i, "dim")),
+    };
+    let total = xs[dim as usize];
+    let sizes: Vec<i64> = match (key, arg(&n, 1, if key == "split" { "split_size_or_sections" } else { "chunks" })) {
+        ("split", Some(FxArg::Int(s))) => {
+            let s = *s;
+            (0..total).step_by(s.max(1) as usize).map(|start| s.min(total - start)).collect()
+        }
+        ("split", Some(FxArg::List(v)) | Some(FxArg::Tuple(v))) => v.iter().map(|a| if let FxArg::Int(k) = a { Some(*k) } else { None }).collect::<Option<_>>().ok_or_else(|| no_rule(b, i, "sections"))?,
+        ("chunk", Some(FxArg::Int(c))) => {
+            let c = (*c).max(1);
+            let s = (total + c - 1) / c;
+            (0..total).step_by(s.max(1) as usize).map(|start| s.min(total - start)).collect()
+        }
+        _ => return Err(no_rule(b, i, "sizes")),
+    };
+    let mut pieces = Vec::new();
+    for (k, &s) in sizes.iter().enumerate() {
+        let p = match parts.get(k).copied().flatten() {
+            Some(p) => p,
+            None => {
+                let mut shape = xs.clone();
+                shape[dim as usize] = s;
+                b.method("new_zeros", vec![node(x), ints(&shape)], vec![])
+            }
+        };
+        pieces.push(node(p));
+    }
+    let gx = b.call("torch.cat", vec![FxArg::List(pieces), FxArg::Int(dim)], vec![])?;
+    Ok(vec![(x, Grad::Tensor(gx))])
+}
+
+/// scaled_dot_product_attention without dropout (derivatives.yaml: the math attention's
+/// backward): recomputes p = softmax(q k^T * scale + mask) and returns
+/// gq = (p * (g v^T - rowsum(p * g v^T))) k * scale, gk likewise with q, gv = p^T g
+/// (`dynamo.aot.sdpa_backward`, an extern call). q, k, v must share their batch sizes.
+fn sdpa(b: &mut Builder<'_>, i: usize, g: usize) -> Result<Out, JointError> {
+    let n = b.g.nodes[i].clone();
+    let tensor = |a: Option<&FxArg>| match a {
+        Some(FxArg::Node(j)) => Some(*j),
+        _ => None,
+    };
+    let (Some(q), Some(k), Some(v)) = (tensor(arg(&n, 0, "query")), tensor(arg(&n, 1, "key")), tensor(arg(&n, 2, "value"))) else {
+        return Err(no_rule(b, i, "q, k, v"));
+    };
+    let mask = arg(&n, 3, "attn_mask").cloned().unwrap_or(FxArg::None);
+    if matches!(mask, FxArg::Node(j) if b.requires_grad[j]) || !matches!(mask, FxArg::Node(_) | FxArg::None) {
+        return Err(no_rule(b, i, "attn_mask"));
+    }
+    if arg(&n, 4, "dropout_p").is_some_and(|a| num(Some(a)) != Some(0.0)) {
+        return Err(no_rule(b, i, "dropout"));
+    }
+    let causal = bool_arg(arg(&n, 5, "is_causal"), false).ok_or_else(|| no_rule(b, i, "is_causal"))?;
+    let scale = match arg(&n, 6, "scale") {
+        None | Some(FxArg::None) => FxArg::None,
+        a => FxArg::Float(num(a).ok_or_else(|| no_rule(b, i, "scale"))?),
+    };
+    if bool_arg(arg(&n, 7, "enable_gqa"), false) != Some(false) {
+        return Err(no_rule(b, i, "enable_gqa"));
+    }
+    let (qs, ks, vs) = (b.sizes(q)?, b.sizes(k)?, b.sizes(v)?);
+    let batch = |s: &[i64]| s[..s.len().saturating_sub(2)].to_vec();
+    if qs.len() < 2 || batch(&qs) != batch(&ks) || batch(&ks) != batch(&vs) {
+        return Err(no_rule(b, i, "broadcast batch dims"));
+    }
+    let res = b.call(
+        "dynamo.aot.sdpa_backward",
+        vec![node(g), node(q), node(k), node(v), mask, FxArg::Bool(causal), scale],
+        vec![],
+    )?;
+    let mut out = Vec::new();
+    for (pos, j) in [q, k, v].into_iter().enumerate() {
+        if b.requires_grad[j] {
+            let gj = b.getitem(res, pos as i64)?;
+            out.push((j, Grad::Tensor(gj)));
+        }
+    }
+    Ok(out)
+}
+
+/// layer_norm (derivatives.yaml: `native_layer_norm_backward`), recomputing mean and rstd:
+/// xhat = (x - mean) * rstd; gxhat = g * w;
+/// gx = rstd * (gxhat - mean(gxhat) - xhat * mean(gxhat * xhat)) over the normalized dims;
+/// gw = sum(g * xhat), gb = sum(g) over the leading dims.
+fn layer_norm(b: &mut Builder<'_>, i: usize, g: usize) -> Result<Out, JointError> {
+    let n = b.g.nodes[i].clone();
+    let Some(FxArg::Node(x)) = n.args.first() else { return Err(no_rule(b, i, "input")) };
+    let x = *x;
+    let xs = b.sizes(x)?;
+    let k = match arg(&n, 1, "normalized_shape") {
+        Some(FxArg::Tuple(v)) | Some(FxArg::List(v)) => v.len(),
+        Some(FxArg::Int(_)) => 1,
+        _ => return Err(no_rule(b, i, "normalized_shape")),
+    };
+    let w = arg(&n, 2, "weight").cloned().unwrap_or(FxArg::None);
+    let bias = arg(&n, 3, "bias").cloned().unwrap_or(FxArg::None);
+    let eps = match arg(&n, 4, "eps") {
+        None => 1e-5,
+        a => num(a).ok_or_else(|| no_rule(b, i, "eps"))?,
+    };
+    let rank = xs.len();
+    let dims: Vec<i64> = ((rank - k) as i64..rank as i64).collect();
+    let mean = b.call("torch.mean", vec![node(x), ints(&dims), FxArg::Bool(true)], vec![])?;
+    let xc = b.sub(node(x), node(mean))?;
+    let sq = b.mul(node(xc), node(xc))?;
+    let var = b.call("torch.mean", vec![node(sq), ints(&dims), FxArg::Bool(true)], vec![])?;
+    let ve = b.add(node(var), FxArg::Float(eps))?;
+    let rstd = b.call("torch.rsqrt", vec![node(ve)], vec![])?;
+    let xhat = b.mul(node(xc), node(rstd))?;
+    let mut out = Vec::new();
+    if b.requires_grad[x] {
+        let gxhat = match &w {
+            FxArg::Node(_) => b.mul(node(g), w.clone())?,
+            _ => g,
+        };
+        let m1 = b.call("torch.mean", vec![node(gxhat), ints(&dims), FxArg::Bool(true)], vec![])?;
+        let p = b.mul(node(gxhat), node(xhat))?;
+        let m2 = b.call("torch.mean", vec![node(p), ints(&dims), FxArg::Bool(true)], vec![])?;
+        let t = b.mul(node(xhat), node(m2))?;
+        let d = b.sub(node(gxhat), node(m1))?;
+        let d = b.sub(node(d), node(t))?;
+        let gx = b.mul(node(d), node(rstd))?;
+        out.push((x, Grad::Tensor(gx)));
+    }
+    if let FxArg::Node(wj) = w {
+        if b.requires_grad[wj] {
+            let gw = b.mul(node(g), node(xhat))?;
+            let ws = b.sizes(wj)?;
+            let gw = b.sum_to(gw, &xs, &ws)?;
+            out.push((wj, Grad::Tensor(gw)));
+        }
+    }
+    if let FxArg::Node(bj) = bias {
+        if b.requires_grad[bj] {
+            let bs = b.sizes(bj)?;
+            let gb = b.sum_to(g, &xs, &bs)?;
+            out.push((bj, Grad::Tensor(gb)));
+        }
+    }
+    Ok(out)
+}
+
+/// batch_norm (derivatives.yaml: `native_batch_norm_backward`, torch's kernel as an extern call).
+/// In training mode the batch statistics (save_mean, save_invstd) are recomputed in the backward
+/// by torch's `native_batch_norm` (a second forward kernel; saving them from the forward would
+/// need the forward node rewritten into `native_batch_norm`); in eval mode the running
+/// statistics are used.
+fn batch_norm(b: &mut Builder<'_>, i: usize, g: usize) -> Result<Out, JointError> {
+    let n = b.g.nodes[i].clone();
+    let Some(FxArg::Node(x)) = n.args.first() else { return Err(no_rule(b, i, "input")) };
+    let x = *x;
+    let xs = b.sizes(x)?;
+    let rm = arg(&n, 1, "running_mean").cloned().unwrap_or(FxArg::None);
+    let rv = arg(&n, 2, "running_var").cloned().unwrap_or(FxArg::None);
+    let w = arg(&n, 3, "weight").cloned().unwrap_or(FxArg::None);
+    let bias = arg(&n, 4, "bias").cloned().unwrap_or(FxArg::None);
+    let training = bool_arg(arg(&n, 5, "training"), false).ok_or_else(|| no_rule(b, i, "training"))?;
+    let eps = match arg(&n, 7, "eps") {
+        None => 1e-5,
+        a => num(a).ok_or_else(|| no_rule(b, i, "eps"))?,
+    };
+    let wants_w = matches!(w, FxArg::Node(j) if b.requires_grad[j]);
+    let wants_b = matches!(bias, FxArg::Node(j) if b.requires_grad[j]);
+    let wants_x = b.requires_grad[x];
+    let (save_mean, save_invstd, rm_arg, rv_arg) = if training {
+        // The batch statistics exactly as the forward kernel computed them: torch's kernel
+        // again, without running statistics (so nothing is updated twice). Recomputing mean and
+        // variance with other ops differs in the last bits, which batch norms over few
+        // elements (resnet18's last stages at small batch) amplify past 1e-4.
+        let _ = &xs;
+        let stats = b.call(
+            "torch.ops.aten.native_batch_norm.default",
+            vec![node(x), w.clone(), bias.clone(), FxArg::None, FxArg::None, FxArg::Bool(true), FxArg::Float(0.0), FxArg::Float(eps)],
+            vec![],
+        )?;
+        let mean = b.getitem(stats, 1)?;
+        let invstd = b.getitem(stats, 2)?;
+        (node(mean), node(invstd), FxArg::None, FxArg::None)
+    } else {
+        if matches!(rm, FxArg::None) || matches!(rv, FxArg::None) {
+            return Err(no_rule(b, i, "eval mode without running statistics"));
+        }
+        (FxArg::None, FxArg::None, rm.clone(), rv.clone())
+    };
+    let res = b.call(
+        "torch.ops.aten.native_batch_norm_backward.default",
+        vec![
+            node(g),
+            node(x),
+            w.clone(),
+            rm_arg,
+            rv_arg,
+            save_mean,
+            save_invstd,
+            FxArg::Bool(training),
+            FxArg::Float(eps),
+            FxArg::List(vec![FxArg::Bool(wants_x), FxArg::Bool(wants_w), FxArg::Bool(wants_b)]),
+        ],
+        vec![],
+    )?;
+    let mut out = Vec::new();
+    if wants_x {
+        let gx = b.getitem(res, 0)?;
+        out.push((x, Grad::Tensor(gx)));
+    }
+    if let (FxArg::Node(j), true) = (&w, wants_w) {
+        let gw = b.getitem(res, 1)?;
+        out.push((*j, Grad::Tensor(gw)));
+    }
+    if let (FxArg::Node(j), true) = (&bias, wants_b) {
+        let gb = b.getitem(res, 2)?;
+        out.push((*j, Grad::Tensor(gb)));
+    }
+    Ok(out)
+}
+
+/// conv1d / conv2d (derivatives.yaml: `convolution_backward`, torch's kernel as an extern call).
+fn convolution(b: &mut Builder<'_>, i: usize, g: usize, spatial: usize) -> Result<Out, JointError> {
+    let n = b.g.nodes[i].clone();
+    let Some(FxArg::Node(x)) = n.args.first() else { return Err(no_rule(b, i, "input")) };
+    let x = *x;
+    let w = arg(&n, 1, "weight").cloned().unwrap_or(FxArg::None);
+    let FxArg::Node(wj) = w else { return Err(no_rule(b, i, "weight")) };
+    let bias = arg(&n, 2, "bias").cloned().unwrap_or(FxArg::None);
+    let stride = int_list(arg(&n, 3, "stride"), spatial, 1).ok_or_else(|| no_rule(b, i, "stride"))?;
+    let padding = int_list(arg(&n, 4, "padding"), spatial, 0).ok_or_else(|| no_rule(b, i, "padding"))?;
+    let dilation = int_list(arg(&n, 5, "dilation"), spatial, 1).ok_or_else(|| no_rule(b, i, "dilation"))?;
+    let groups = match arg(&n, 6, "groups") {
+        None => 1,
+        Some(FxArg::Int(k)) => *k,
+        _ => return Err(no_rule(b, i, "groups")),
+    };
+    let ws = b.sizes(wj)?;
+    let wants_b = matches!(bias, FxArg::Node(j) if b.requires_grad[j]);
+    let bias_sizes = if matches!(bias, FxArg::Node(_)) { ints(&[ws[0]]) } else { FxArg::None };
+    let mask = FxArg::List(vec![FxArg::Bool(b.requires_grad[x]), FxArg::Bool(b.requires_grad[wj]), FxArg::Bool(wants_b)]);
+    let res = b.call(
+        "torch.ops.aten.convolution_backward.default",
+        vec![
+            node(g),
+            node(x),
+            node(wj),
+            bias_sizes,
+            ints(&stride),
+            ints(&padding),
+            ints(&dilation),
+            FxArg::Bool(false),
+            ints(&vec![0; spatial]),
+            FxArg::Int(groups),
+            mask,
+        ],
+        vec![],
+    )?;
+    let mut out = Vec::new();
+    if b.requires_grad[x] {
+        let gx = b.getitem(res, 0)?;
+        out.push((x, Grad::Tensor(gx)));
+    }
+    if b.requires_grad[wj] {
+        let gw = b.getitem(res, 1)?;
+        out.push((wj, Grad::Tensor(gw)));
+    }
+    if let (FxArg::Node(j), true) = (&bias, wants_b) {
+        let gb = b.getitem(res, 2)?;
+        out.push((*j, Grad::Tensor(gb)));
+    }
+    Ok(out)
+}
+
+/// cross_entropy (= nll_loss(log_softmax(x, 1))) and nll_loss with class-index targets
+/// (derivatives.yaml: `nll_loss_backward`, `_log_softmax_backward_data`); the total weight
+/// (number of non-ignored targets) comes from `nll_loss_forward`, recomputed here.
+fn nll_family(b: &mut Builder<'_>, i: usize, g: usize, with_log_softmax: bool) -> Result<Out, JointError> {
+    let n = b.g.nodes[i].clone();
+    let Some(FxArg::Node(x)) = n.args.first() else { return Err(no_rule(b, i, "input")) };
+    let x = *x;
+    if !b.requires_grad[x] {
+        return Ok(Vec::new());
+    }
+    let Some(FxArg::Node(t)) = arg(&n, 1, "target").cloned() else { return Err(no_rule(b, i, "target")) };
+    let xs = b.sizes(x)?;
+    let ts = b.sizes(t)?;
+    if b.requires_grad[t] || ts.len() + 1 != xs.len() || !(1..=2).contains(&xs.len()) {
+        return Err(no_rule(b, i, "class-probability targets or spatial inputs"));
+    }
+    if !matches!(arg(&n, 2, "weight"), None | Some(FxArg::None))
+        || !matches!(arg(&n, 3, "size_average"), None | Some(FxArg::None))
+        || !matches!(arg(&n, 5, "reduce"), None | Some(FxArg::None))
+    {
+        return Err(no_rule(b, i, "weight or legacy reduction arguments"));
+    }
+    let ignore = match arg(&n, 4, "ignore_index") {
+        None => -100,
+        Some(FxArg::Int(k)) => *k,
+        _ => return Err(no_rule(b, i, "ignore_index")),
+    };
+    let reduction = match arg(&n, 6, "reduction") {
+        None => 1,
+        Some(FxArg::Str(s)) if s == "mean" => 1,
+        Some(FxArg::Str(s)) if s == "sum" => 2,
+        Some(FxArg::Str(s)) if s == "none" => 0,
+        _ => return Err(no_rule(b, i, "reduction")),
+    };
+    if with_log_softmax {
+        if !matches!(arg(&n, 7, "label_smoothing"), None) && num(arg(&n, 7, "label_smoothing")) != Some(0.0) {
+            return Err(no_rule(b, i, "label_smoothing"));
+        }
+    }
+    let class_dim = if xs.len() == 2 { 1 } else { 0 };
+    let logp = if with_log_softmax {
+        b.call("torch.log_softmax", vec![node(x), FxArg::Int(class_dim)], vec![])?
+    } else {
+        x
+    };
+    let fw = b.call(
+        "torch.ops.aten.nll_loss_forward.default",
+        vec![node(logp), node(t), FxArg::None, FxArg::Int(reduction), FxArg::Int(ignore)],
+        vec![],
+    )?;
+    let total_weight = b.getitem(fw, 1)?;
+    let gl = b.call(
+        "torch.ops.aten.nll_loss_backward.default",
+        vec![node(g), node(logp), node(t), FxArg::None, FxArg::Int(reduction), FxArg::Int(ignore), node(total_weight)],
+        vec![],
+    )?;
+    let gx = if with_log_softmax { softmax_backward(b, gl, logp, class_dim, true)? } else { gl };
+    let _ = FxOp::Output;
+    Ok(vec![(x, Grad::Tensor(gx))])
+}
