@@ -879,6 +879,9 @@ impl<'a> InstructionTranslator<'a> {
                 let o = o.clone();
                 self.user_object_getattr(py, obj, &o, name)
             }
+            // A bound method's two halves (Objects/classobject.c, `method_memberlist`).
+            VT::Method { func, .. } if name == "__func__" => Ok((**func).clone()),
+            VT::Method { self_, .. } if name == "__self__" => Ok((**self_).clone()),
             VT::Partial(p) => match name {
                 "func" => Ok(p.func.clone()),
                 "args" => make_tuple(py, p.args.clone()),
@@ -2063,6 +2066,11 @@ impl<'a> InstructionTranslator<'a> {
 
     /// Calls `func(*args, **kwargs)` symbolically.
     pub fn call(&mut self, py: Python<'_>, func: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        if let VT::Function { obj, .. } = func {
+            if let Some(sig) = self.inspect_signature(py, obj.bind(py), &args, &kwargs)? {
+                return Ok(sig);
+            }
+        }
         match func {
             VT::Function { .. } | VT::NestedFunction(_) => self.inline_call(py, func, args, kwargs),
             VT::Method { func, self_ } => {
@@ -2489,6 +2497,33 @@ impl<'a> InstructionTranslator<'a> {
         Ok(None)
     }
 
+    /// `inspect.signature(f)` of a function or bound method whose function object the trace
+    /// pins (an ID or code guard): computed now, on the real function, as a constant. A
+    /// `Signature` is immutable (`replace` makes a new one), so a constant is exact; what it
+    /// depends on beyond the code (defaults, annotations) is read once, as torch's
+    /// `InspectSignatureVariable` does. Tracing inspect's own code instead runs into `id()` and
+    /// unwrap loops (transformers' `apply_chunking_to_forward` asks it in every BERT layer).
+    /// `None`: not this call, trace it as usual.
+    fn inspect_signature(&mut self, py: Python<'_>, f: &Bound<'_, PyAny>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        let inspect = py.import("inspect")?;
+        if !f.is(&inspect.getattr("signature")?) || args.len() != 1 || !kwargs.is_empty() {
+            return Ok(None);
+        }
+        let target = match &args[0] {
+            VT::Function { obj, .. } => obj.bind(py).clone(),
+            VT::Method { func, self_ } => {
+                let (VT::Function { obj, .. }, Some(this)) = (func.as_ref(), real_object(self_)) else { return Ok(None) };
+                py.import("types")?.getattr("MethodType")?.call1((obj.bind(py), this.bind(py)))?
+            }
+            _ => return Ok(None),
+        };
+        self.pin_identity(&args[0]);
+        match inspect.getattr("signature")?.call1((target,)) {
+            Ok(sig) => Ok(Some(VT::constant(sig.unbind()))),
+            Err(_) => Ok(None),
+        }
+    }
+
     /// Python builtins (and builtin types used as functions) with tracker arguments.
     fn call_builtin(&mut self, py: Python<'_>, b: &Bound<'_, PyAny>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
         let builtins = self.og.handles.builtins.bind(py).clone();
@@ -2568,6 +2603,12 @@ impl<'a> InstructionTranslator<'a> {
                 VT::List(_) => cls.is(py.get_type::<PyList>()) || py.get_type::<PyList>().is_subclass(&cls).unwrap_or(false),
                 VT::Dict(_) => cls.is(py.get_type::<PyDict>()) || py.get_type::<PyDict>().is_subclass(&cls).unwrap_or(false),
                 VT::Function { obj, .. } | VT::TorchFunction(obj) | VT::Builtin(obj) | VT::Class(obj) => obj.bind(py).is_instance(&cls)?,
+                // A bound method (of a module, a user object...) is a `types.MethodType`
+                // (Objects/classobject.c), whatever it is bound to.
+                VT::Method { .. } => {
+                    let method_type = py.import("types")?.getattr("MethodType")?;
+                    method_type.cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.is_subclass(&cls)?
+                }
                 other => unsupported!("isinstance of {}", other.describe(py)),
             };
             return Ok(const_bool(py, r));
