@@ -548,18 +548,7 @@ pub(crate) fn tensor_meta_ext(py: Python<'_>, v: &Bound<'_, PyAny>, meta_is_cpu:
     let sizes: Result<Vec<i64>, _> = v.getattr(intern!(py, "shape"))?.extract();
     let strides: Result<Vec<i64>, _> = v.call_method0(intern!(py, "stride"))?.extract();
     let (Ok(sizes), Ok(strides)) = (sizes, strides) else { return Ok(None) };
-    let dtype_obj = v.getattr(intern!(py, "dtype"))?;
-    let dtype = if dtype_obj.is(&torch.getattr(intern!(py, "float32"))?) {
-        DType::F32
-    } else if dtype_obj.is(&torch.getattr(intern!(py, "bool"))?) {
-        DType::Bool
-    } else if dtype_obj.is(&torch.getattr(intern!(py, "bfloat16"))?) {
-        DType::BF16
-    } else if dtype_obj.is(&torch.getattr(intern!(py, "float16"))?) {
-        DType::F16
-    } else {
-        DType::Other
-    };
+    let dtype = DType::from_torch(&v.getattr(intern!(py, "dtype"))?)?;
     let device_type: String = v.getattr(intern!(py, "device"))?.getattr(intern!(py, "type"))?.extract()?;
     let requires_grad: bool = v.getattr(intern!(py, "requires_grad"))?.extract()?;
     let cpu = device_type == "cpu" || (meta_is_cpu && device_type == "meta");
@@ -642,19 +631,7 @@ impl<'py> Importer<'py> {
             return Ok(FxArg::Ellipsis);
         }
         if a.is_instance(&self.dtype_type)? {
-            let py = a.py();
-            let torch = py.import(intern!(py, "torch"))?;
-            let dtype = if a.is(&torch.getattr(intern!(py, "float32"))?) {
-                DType::F32
-            } else if a.is(&torch.getattr(intern!(py, "bool"))?) {
-                DType::Bool
-            } else if a.is(&torch.getattr(intern!(py, "bfloat16"))?) {
-                DType::BF16
-            } else if a.is(&torch.getattr(intern!(py, "float16"))?) {
-                DType::F16
-            } else {
-                DType::Other
-            };
+            let dtype = DType::from_torch(a)?;
             return Ok(FxArg::Dtype { dtype, py: self.side(a) });
         }
         if a.cast::<PyDict>().is_ok() {

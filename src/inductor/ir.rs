@@ -39,6 +39,29 @@ pub enum DType {
 }
 
 impl DType {
+    /// The dtype of a `torch.dtype` object (`Other` for every dtype kernels do not model).
+    pub fn from_torch(obj: &pyo3::Bound<'_, pyo3::PyAny>) -> pyo3::PyResult<DType> {
+        use pyo3::prelude::*;
+        let torch = obj.py().import(pyo3::intern!(obj.py(), "torch"))?;
+        for (name, d) in [("float32", DType::F32), ("bool", DType::Bool), ("bfloat16", DType::BF16), ("float16", DType::F16)] {
+            if obj.is(&torch.getattr(name)?) {
+                return Ok(d);
+            }
+        }
+        Ok(DType::Other)
+    }
+
+    /// The `torch` attribute naming this dtype (`None` for `Other`).
+    pub fn torch_name(self) -> Option<&'static str> {
+        match self {
+            DType::F32 => Some("float32"),
+            DType::Bool => Some("bool"),
+            DType::BF16 => Some("bfloat16"),
+            DType::F16 => Some("float16"),
+            DType::Other => None,
+        }
+    }
+
     /// True for the floating dtypes kernels handle (float32 and the half-precision storage types).
     pub fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::BF16 | DType::F16)

@@ -218,14 +218,7 @@ fn rewrite(py: Python<'_>, g: &FxGraph) -> PyResult<FxGraph> {
                 };
                 if m.layout.sizes.len() == 4 && (operand(0) || operand(1)) {
                     m.layout.strides = channels_last_strides(&m.layout.sizes);
-                    let kw = PyDict::new(py);
-                    kw.set_item("device", "meta")?;
-                    kw.set_item("dtype", v.getattr("dtype")?)?;
-                    let strided = py
-                        .import(intern!(py, "torch"))?
-                        .getattr(intern!(py, "empty_strided"))?
-                        .call((m.layout.sizes.clone(), m.layout.strides.clone()), Some(&kw))?;
-                    values.insert(nodes.len(), strided);
+                    values.insert(nodes.len(), meta_tensor(py, &m.layout)?);
                 }
             }
             let meta = meta.map(|m| TensorMeta { requires_grad: n.meta.as_ref().is_some_and(|o| o.requires_grad), ..m });
@@ -259,8 +252,7 @@ fn run_on_meta<'py>(
     side_table: &[Py<PyAny>],
     values: &HashMap<usize, Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let torch = py.import(intern!(py, "torch"))?;
-    let to_py = |a: &FxArg| -> PyResult<Bound<'py, PyAny>> { arg_to_py(py, &torch, a, nodes, side_table, values) };
+    let to_py = |a: &FxArg| -> PyResult<Bound<'py, PyAny>> { arg_to_py(py, a, nodes, side_table, values) };
     let args: Vec<Bound<'py, PyAny>> = node.args.iter().map(&to_py).collect::<PyResult<_>>()?;
     let kwargs = PyDict::new(py);
     for (k, a) in &node.kwargs {
@@ -278,15 +270,27 @@ fn run_on_meta<'py>(
     }
 }
 
+/// An empty tensor on the `meta` device with `layout`'s sizes, strides and dtype.
+fn meta_tensor<'py>(py: Python<'py>, layout: &Layout) -> PyResult<Bound<'py, PyAny>> {
+    let dtype = layout
+        .dtype
+        .torch_name()
+        .ok_or_else(|| pyo3::exceptions::PyValueError::new_err("a value of an unmodelled dtype"))?;
+    let torch = py.import(intern!(py, "torch"))?;
+    let kw = PyDict::new(py);
+    kw.set_item("dtype", torch.getattr(dtype)?)?;
+    kw.set_item("device", "meta")?;
+    torch.getattr(intern!(py, "empty_strided"))?.call((layout.sizes.clone(), layout.strides.clone()), Some(&kw))
+}
+
 fn arg_to_py<'py>(
     py: Python<'py>,
-    torch: &Bound<'py, PyModule>,
     a: &FxArg,
     nodes: &[FxNode],
     side_table: &[Py<PyAny>],
     values: &HashMap<usize, Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let rec = |x: &FxArg| arg_to_py(py, torch, x, nodes, side_table, values);
+    let rec = |x: &FxArg| arg_to_py(py, x, nodes, side_table, values);
     Ok(match a {
         FxArg::Node(i) => {
             if let Some(v) = values.get(i) {
@@ -296,19 +300,7 @@ fn arg_to_py<'py>(
                 .meta
                 .as_ref()
                 .ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("{} has no tensor meta", nodes[*i].name)))?;
-            let dtype = match meta.layout.dtype {
-                DType::F32 => "float32",
-                DType::Bool => "bool",
-                DType::BF16 => "bfloat16",
-                DType::F16 => "float16",
-                DType::Other => {
-                    return Err(pyo3::exceptions::PyValueError::new_err(format!("{} has an unmodelled dtype", nodes[*i].name)))
-                }
-            };
-            let kw = PyDict::new(py);
-            kw.set_item("dtype", torch.getattr(dtype)?)?;
-            kw.set_item("device", "meta")?;
-            torch.getattr(intern!(py, "empty_strided"))?.call((meta.layout.sizes.clone(), meta.layout.strides.clone()), Some(&kw))?
+            meta_tensor(py, &meta.layout)?
         }
         FxArg::Int(v) => v.into_pyobject(py)?.into_any(),
         FxArg::Float(v) => v.into_pyobject(py)?.into_any(),

@@ -287,14 +287,7 @@ fn inductor_compile(
 
     // Build the runtime plan.
     let torch = py.import("torch")?;
-    let dtype_obj = |d: DType| -> PyResult<Py<PyAny>> {
-        Ok(match d {
-            DType::Bool => torch.getattr("bool")?.unbind(),
-            DType::BF16 => torch.getattr("bfloat16")?.unbind(),
-            DType::F16 => torch.getattr("float16")?.unbind(),
-            _ => torch.getattr("float32")?.unbind(),
-        })
-    };
+    let dtype_obj = |d: DType| -> PyResult<Py<PyAny>> { Ok(torch.getattr(d.torch_name().unwrap_or("float32"))?.unbind()) };
     let examples: Vec<Bound<'_, PyAny>> = example_inputs.try_iter()?.collect::<PyResult<_>>()?;
     let mut inputs = Vec::new();
     let mut constants = Vec::new();

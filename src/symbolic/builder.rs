@@ -133,13 +133,8 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
             id_guard(og);
             return Ok(VT::constant(value.clone().unbind()));
         }
-        "module" => {
-            id_guard(og);
-            return Ok(VT::PyModule { obj: Rc::new(value.clone().unbind()), source: Some(source) });
-        }
-        // Module subclasses (`torch.backends` is a `GenericModule` whose flags are properties,
-        // transformers' `_LazyModule`): modules too, their attributes read through getattr and
-        // guarded like any module attribute.
+        // Modules, subclasses included (`torch.backends` is a `GenericModule` whose flags are
+        // properties, transformers' `_LazyModule`): attributes read through getattr and guarded.
         _ if value.is_instance_of::<pyo3::types::PyModule>() => {
             id_guard(og);
             return Ok(VT::PyModule { obj: Rc::new(value.clone().unbind()), source: Some(source) });

@@ -770,8 +770,7 @@ impl<'a> InstructionTranslator<'a> {
                 VT::TorchFunction(Rc::new(v.clone().unbind()))
             }
             "builtin_function_or_method" | "method_descriptor" | "wrapper_descriptor" | "method-wrapper" => VT::Builtin(Rc::new(v.clone().unbind())),
-            "module" => VT::PyModule { obj: Rc::new(v.clone().unbind()), source: None },
-            // Module subclasses (`torch.backends`' GenericModule) are modules too.
+            // Modules, subclasses included (`torch.backends`' GenericModule).
             _ if v.is_instance_of::<pyo3::types::PyModule>() => VT::PyModule { obj: Rc::new(v.clone().unbind()), source: None },
             _ if v.is_instance_of::<pyo3::types::PyType>() => VT::Class(Rc::new(v.clone().unbind())),
             _ => unsupported!("cannot trace a value of type {tn}"),
@@ -2505,8 +2504,10 @@ impl<'a> InstructionTranslator<'a> {
     /// unwrap loops (transformers' `apply_chunking_to_forward` asks it in every BERT layer).
     /// `None`: not this call, trace it as usual.
     fn inspect_signature(&mut self, py: Python<'_>, f: &Bound<'_, PyAny>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
-        let inspect = py.import("inspect")?;
-        if !f.is(&inspect.getattr("signature")?) || args.len() != 1 || !kwargs.is_empty() {
+        // Checked on every traced call: compare against the function looked up once.
+        static SIGNATURE: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+        let signature = SIGNATURE.get_or_try_init(py, || py.import("inspect")?.getattr("signature").map(Bound::unbind))?.bind(py);
+        if !f.is(signature) || args.len() != 1 || !kwargs.is_empty() {
             return Ok(None);
         }
         let target = match &args[0] {
@@ -2518,7 +2519,7 @@ impl<'a> InstructionTranslator<'a> {
             _ => return Ok(None),
         };
         self.pin_identity(&args[0]);
-        match inspect.getattr("signature")?.call1((target,)) {
+        match signature.call1((target,)) {
             Ok(sig) => Ok(Some(VT::constant(sig.unbind()))),
             Err(_) => Ok(None),
         }
