@@ -215,11 +215,13 @@ fn inductor_compile(
     inputs_guarded: bool,
 ) -> PyResult<CompiledGraph> {
     counters::GRAPHS_COMPILED.fetch_add(1, Ordering::Relaxed);
+    let t_start = std::time::Instant::now();
     let forward = gm.getattr("forward")?.unbind();
     let mut g = match fx_import::import_graph(py, gm, example_inputs) {
         Ok(g) => g,
         Err(e) => return Ok(eager(forward, &e.to_string())),
     };
+    let t_import = std::time::Instant::now();
     // Note [grad-free graphs]: compiled with grad mode off (inference under torch.no_grad()),
     // nothing the graph computes is recorded by autograd, so parameters that require grad do
     // not stop kernels. The runtime then requires grad mode to be off at call time too.
@@ -256,6 +258,7 @@ fn inductor_compile(
         Ok(n) => tracing::debug!(target: "inductor::layout", "{n} convolutions run channels-last"),
         Err(e) => tracing::debug!(target: "inductor::layout", "layout left as traced: {e}"),
     }
+    let t_layout = std::time::Instant::now();
     let ir = lowering::lower(&g);
     let ir_pre_fusion = if crate::debug::enabled() { render_ir(&g, &ir) } else { String::new() };
     let sched = scheduler::schedule(&g, &ir);
@@ -267,6 +270,7 @@ fn inductor_compile(
         }
     }
     let n_fallbacks = sched.steps.iter().filter(|s| matches!(s, Step::Fallback(_))).count();
+    let t_sched = std::time::Instant::now();
     // A graph with nothing to generate still runs on the runtime plan: calling torch's kernels
     // from Rust costs less per op than gm.forward's Python.
     let cg = if sched.groups.is_empty() {
@@ -282,6 +286,17 @@ fn inductor_compile(
         }
     };
     let kernel_plans: &[codegen::KernelPlan] = cg.as_ref().map(|c| c.kernels.as_slice()).unwrap_or(&[]);
+    let t_codegen = std::time::Instant::now();
+    let ms = |a: std::time::Instant, b: std::time::Instant| (b - a).as_secs_f64() * 1e3;
+    tracing::debug!(
+        target: "inductor::compile_time",
+        "{} nodes: import {:.1} ms, functionalize+layout {:.1} ms, lower+schedule {:.1} ms, codegen+llvm {:.1} ms",
+        g.nodes.len(),
+        ms(t_start, t_import),
+        ms(t_import, t_layout),
+        ms(t_layout, t_sched),
+        ms(t_sched, t_codegen)
+    );
     counters::KERNELS_COMPILED.fetch_add(kernel_plans.len() as u64, Ordering::Relaxed);
     counters::FALLBACK_NODES.fetch_add(n_fallbacks as u64, Ordering::Relaxed);
 
