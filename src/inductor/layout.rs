@@ -7,7 +7,7 @@
 //! [`FxGraph`] before lowering:
 //!
 //! 1. gives every 2-d convolution (`torch.conv2d` on 4-d float32 CPU tensors) a channels-last
-//!    input and weight, inserting `x.contiguous(memory_format=torch.channels_last)` nodes where
+//!    input (weights stay as they are: see the comment in [`rewrite`]), inserting `x.contiguous(memory_format=torch.channels_last)` nodes where
 //!    the value is not channels-last already (the lowering makes such a node a copy kernel, into
 //!    which the pointwise ops producing `x` are fused, so usually no extra pass over memory);
 //! 2. recomputes the metadata (sizes, strides, dtype) of every node downstream of a changed
@@ -142,13 +142,16 @@ fn rewrite(py: Python<'_>, g: &FxGraph) -> PyResult<FxGraph> {
         let mut node = n.clone();
         node.args = n.args.iter().map(|a| map_arg(a, &remap)).collect();
         node.kwargs = n.kwargs.iter().map(|(k, a)| (k.clone(), map_arg(a, &remap))).collect();
-        if let Some((x, w)) = conv_operands(g, n) {
-            for (pos, src) in [(0usize, remap[x]), (1, remap[w])] {
-                let l = &nodes[src].meta.as_ref().expect("conv operand has meta").layout;
-                if !is_channels_last(l) {
-                    let c = convert(&mut nodes, &mut changed, src, Some(channels_last));
-                    node.args[pos] = FxArg::Node(c);
-                }
+        if let Some((x, _w)) = conv_operands(g, n) {
+            // Only the input is converted: a channels-last input alone makes oneDNN run (and
+            // return) channels-last (Note [conv output layout]), and it reorders the weight into
+            // its own blocked format on every call whatever the weight's order, so a
+            // channels-last copy of the weight would be one more pass (and kernel) for nothing.
+            let src = remap[x];
+            let l = &nodes[src].meta.as_ref().expect("conv operand has meta").layout;
+            if !is_channels_last(l) {
+                let c = convert(&mut nodes, &mut changed, src, Some(channels_last));
+                node.args[0] = FxArg::Node(c);
             }
         }
         if matches!(node.op, FxOp::Output) {
