@@ -84,6 +84,26 @@ impl KernelBuilder {
         self.intern(Expr::ConstF32(value.to_bits()))
     }
 
+    pub fn const_f64(&mut self, value: f64) -> ExprId {
+        self.intern(Expr::ConstF64(value.to_bits()))
+    }
+
+    /// An integer constant of dtype `I64` or `I32`.
+    pub fn const_int(&mut self, dtype: DType, value: i64) -> ExprId {
+        self.intern(Expr::ConstInt(dtype, value))
+    }
+
+    /// `value` as a constant of value dtype `dtype` (rounded for F32, truncated toward zero for
+    /// the integer types, `value != 0` for Bool).
+    pub fn const_of(&mut self, dtype: DType, value: f64) -> ExprId {
+        match dtype.value_type() {
+            DType::F64 => self.const_f64(value),
+            DType::I64 | DType::I32 => self.const_int(dtype, value as i64),
+            DType::Bool => self.const_bool(value != 0.0),
+            _ => self.const_f32(value as f32),
+        }
+    }
+
     pub fn const_bool(&mut self, value: bool) -> ExprId {
         self.intern(Expr::ConstBool(value))
     }

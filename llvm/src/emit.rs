@@ -189,6 +189,9 @@ pub const ROW_CACHE_MAX: i64 = 16384;
 fn elem_llvm_type(ctx: &Context, dt: DType) -> BasicTypeEnum<'_> {
     match dt.value_type() {
         DType::Bool => ctx.bool_type().into(),
+        DType::F64 => ctx.f64_type().into(),
+        DType::I64 => ctx.i64_type().into(),
+        DType::I32 => ctx.i32_type().into(),
         _ => ctx.f32_type().into(),
     }
 }
@@ -200,6 +203,9 @@ fn storage_type(ctx: &Context, dt: DType) -> BasicTypeEnum<'_> {
         DType::Bool => ctx.i8_type().into(),
         DType::BF16 => ctx.bf16_type().into(),
         DType::F16 => ctx.f16_type().into(),
+        DType::F64 => ctx.f64_type().into(),
+        DType::I64 => ctx.i64_type().into(),
+        DType::I32 => ctx.i32_type().into(),
     }
 }
 
@@ -349,9 +355,9 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         name: &str,
         x: FloatValue<'ctx>,
     ) -> Result<FloatValue<'ctx>, CodegenError> {
-        let f32t: BasicTypeEnum = self.ctx.f32_type().into();
+        let ty: BasicTypeEnum = x.get_type().into();
         let decl = Intrinsic::find(name)
-            .and_then(|i| i.get_declaration(self.module, &[f32t]))
+            .and_then(|i| i.get_declaration(self.module, &[ty]))
             .ok_or_else(|| bad(format!("missing intrinsic {name}")))?;
         let call = b.build_call(decl, &[x.into()], "").map_err(|e| bad(e.to_string()))?;
         call.try_as_basic_value()
@@ -1089,7 +1095,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         }
         let ty = storage_type(ctx, dt);
         let value: BasicValueEnum<'ctx> = match dt {
-            DType::F32 => value,
+            DType::F32 | DType::F64 | DType::I64 | DType::I32 => value,
             // fptrunc rounds to nearest even, as torch's float -> bfloat16/half conversions do.
             DType::BF16 | DType::F16 => e(b.build_float_trunc(value.into_float_value(), ty.into_float_type(), ""))?.into(),
             DType::Bool => e(b.build_int_z_extend(value.into_int_value(), ctx.i8_type(), ""))?.into(),
@@ -1107,9 +1113,9 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         x: FloatValue<'ctx>,
         y: FloatValue<'ctx>,
     ) -> Result<FloatValue<'ctx>, CodegenError> {
-        let f32t: BasicTypeEnum = self.ctx.f32_type().into();
+        let ty: BasicTypeEnum = x.get_type().into();
         let decl = Intrinsic::find(name)
-            .and_then(|i| i.get_declaration(self.module, &[f32t]))
+            .and_then(|i| i.get_declaration(self.module, &[ty]))
             .ok_or_else(|| bad(format!("missing intrinsic {name}")))?;
         let call = b.build_call(decl, &[x.into(), y.into()], "").map_err(|e| bad(e.to_string()))?;
         call.try_as_basic_value()
@@ -1224,7 +1230,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                     let _ = inst.set_alignment(dt.size_bytes() as u32);
                 }
                 match dt {
-                    DType::F32 => raw,
+                    DType::F32 | DType::F64 | DType::I64 | DType::I32 => raw,
                     DType::BF16 | DType::F16 => e(b.build_float_ext(raw.into_float_value(), f32t, ""))?.into(),
                     DType::Bool => e(b.build_int_compare(
                         IntPredicate::NE,
@@ -1236,7 +1242,19 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                 }
             }
             Expr::ConstF32(bits) => f32t.const_float(f32::from_bits(*bits) as f64).into(),
+            Expr::ConstF64(bits) => ctx.f64_type().const_float(f64::from_bits(*bits)).into(),
+            Expr::ConstInt(dt, v) => elem_llvm_type(ctx, *dt).into_int_type().const_int(*v as u64, true).into(),
             Expr::ConstBool(v) => boolt.const_int(*v as u64, false).into(),
+            Expr::Unary(op @ (UnaryOp::Neg | UnaryOp::Abs), a) if kernel.dtype_of(*a).is_int() => {
+                // Wrapping negation (torch: abs(INT64_MIN) stays INT64_MIN).
+                let neg = e(b.build_int_neg(iv(a), ""))?;
+                if *op == UnaryOp::Neg {
+                    neg.into()
+                } else {
+                    let lt = e(b.build_int_compare(IntPredicate::SLT, iv(a), iv(a).get_type().const_zero(), ""))?;
+                    e(b.build_select(lt, neg, iv(a), ""))?
+                }
+            }
             Expr::Unary(op, a) => match op {
                 UnaryOp::Neg => e(b.build_float_neg(fv(a), ""))?.into(),
                 UnaryOp::Abs => self.call_intrinsic(b, "llvm.fabs", fv(a))?.into(),
@@ -1261,6 +1279,14 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                     return Err(bad(format!("{op:?} must be legalized before emission")))
                 }
             },
+            Expr::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul), x, y) if kernel.dtype_of(*x).is_int() => {
+                // Plain (wrapping) integer arithmetic: no nsw, overflow is defined as in torch.
+                match op {
+                    BinaryOp::Add => e(b.build_int_add(iv(x), iv(y), ""))?.into(),
+                    BinaryOp::Sub => e(b.build_int_sub(iv(x), iv(y), ""))?.into(),
+                    _ => e(b.build_int_mul(iv(x), iv(y), ""))?.into(),
+                }
+            }
             Expr::Binary(op, x, y) => match op {
                 BinaryOp::Add => e(b.build_float_add(fv(x), fv(y), ""))?.into(),
                 BinaryOp::Sub => e(b.build_float_sub(fv(x), fv(y), ""))?.into(),
@@ -1273,6 +1299,17 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                     return Err(bad(format!("{op:?} must be legalized before emission")))
                 }
             },
+            Expr::Compare(op, x, y) if kernel.dtype_of(*x).is_int() => {
+                let pred = match op {
+                    CmpOp::Eq => IntPredicate::EQ,
+                    CmpOp::Ne => IntPredicate::NE,
+                    CmpOp::Lt => IntPredicate::SLT,
+                    CmpOp::Le => IntPredicate::SLE,
+                    CmpOp::Gt => IntPredicate::SGT,
+                    CmpOp::Ge => IntPredicate::SGE,
+                };
+                e(b.build_int_compare(pred, iv(x), iv(y), ""))?.into()
+            }
             Expr::Compare(op, x, y) => {
                 let pred = match op {
                     CmpOp::Eq => FloatPredicate::OEQ,
@@ -1287,12 +1324,44 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             Expr::Select(c, x, y) => e(b.build_select(iv(c), get(*x), get(*y), ""))?,
             Expr::Cast(to, a) => {
                 let from = kernel.dtype_of(*a);
-                match (from, to) {
-                    (DType::Bool, DType::F32) => e(b.build_unsigned_int_to_float(iv(a), f32t, ""))?.into(),
-                    (DType::F32, DType::Bool) => {
-                        e(b.build_float_compare(FloatPredicate::UNE, fv(a), f32t.const_zero(), ""))?.into()
+                let to_ty = elem_llvm_type(ctx, *to);
+                let (from, to) = (from.value_type(), to.value_type());
+                if from == to {
+                    get(*a)
+                } else if to == DType::Bool {
+                    // x != 0 (NaN is true, as torch's float -> bool conversion gives).
+                    if from.is_float_value() {
+                        let zero = fv(a).get_type().const_zero();
+                        e(b.build_float_compare(FloatPredicate::UNE, fv(a), zero, ""))?.into()
+                    } else {
+                        e(b.build_int_compare(IntPredicate::NE, iv(a), iv(a).get_type().const_zero(), ""))?.into()
                     }
-                    _ => get(*a),
+                } else if from == DType::Bool {
+                    // false -> 0, true -> 1.
+                    if to.is_float_value() {
+                        e(b.build_unsigned_int_to_float(iv(a), to_ty.into_float_type(), ""))?.into()
+                    } else {
+                        e(b.build_int_z_extend(iv(a), to_ty.into_int_type(), ""))?.into()
+                    }
+                } else if from.is_float_value() && to.is_float_value() {
+                    // F32 <-> F64: exact widening, round-to-nearest-even narrowing.
+                    if to == DType::F64 {
+                        e(b.build_float_ext(fv(a), to_ty.into_float_type(), ""))?.into()
+                    } else {
+                        e(b.build_float_trunc(fv(a), to_ty.into_float_type(), ""))?.into()
+                    }
+                } else if from.is_int() && to.is_int() {
+                    // I32 -> I64 sign-extends; I64 -> I32 keeps the low bits (torch's `.int()`).
+                    if to == DType::I64 {
+                        e(b.build_int_s_extend(iv(a), to_ty.into_int_type(), ""))?.into()
+                    } else {
+                        e(b.build_int_truncate(iv(a), to_ty.into_int_type(), ""))?.into()
+                    }
+                } else if from.is_int() {
+                    e(b.build_signed_int_to_float(iv(a), to_ty.into_float_type(), ""))?.into()
+                } else {
+                    // Float -> integer truncates toward zero (C's conversion, which torch uses).
+                    e(b.build_float_to_signed_int(fv(a), to_ty.into_int_type(), ""))?.into()
                 }
             }
             Expr::Reduce(..) => return Err(bad("a Reduce is emitted by the reduction loop, not as an expression")),

@@ -19,7 +19,10 @@
 //! - `exprs` is an arena in definition order: an `Expr` only refers to earlier `ExprId`s, so a
 //!   single forward walk emits everything (no cycles by construction).
 //! - Loads read only `KernelArg`s with `is_output == false`; stores write only outputs.
-//! - Value types are `F32` and `Bool`; bools live in memory as one byte (0 or 1), like torch.bool.
+//! - Value types are `F32`, `F64`, `I64`, `I32` and `Bool`; bools live in memory as one byte (0 or
+//!   1), like torch.bool. Arithmetic takes operands of one dtype and gives that dtype (integer
+//!   arithmetic wraps, as torch's does); transcendental ops, `Pow`, `Div` and reductions are
+//!   F32 only (F64 gets the exact ones: abs, sqrt, floor, ceil, division); see [`Kernel::verify`].
 
 use std::fmt;
 
@@ -34,6 +37,12 @@ pub enum DType {
     BF16,
     /// IEEE-754 binary16 (torch.float16): storage only, like `BF16`.
     F16,
+    /// IEEE-754 binary64 (torch.float64).
+    F64,
+    /// Two's-complement 64-bit integer (torch.int64); arithmetic wraps.
+    I64,
+    /// Two's-complement 32-bit integer (torch.int32); arithmetic wraps.
+    I32,
 }
 
 impl DType {
@@ -43,7 +52,19 @@ impl DType {
             DType::F32 => 4,
             DType::Bool => 1,
             DType::BF16 | DType::F16 => 2,
+            DType::F64 | DType::I64 => 8,
+            DType::I32 => 4,
         }
+    }
+
+    /// True for the floating types values are computed in (F32, F64).
+    pub fn is_float_value(self) -> bool {
+        matches!(self, DType::F32 | DType::F64)
+    }
+
+    /// True for the integer types (I64, I32).
+    pub fn is_int(self) -> bool {
+        matches!(self, DType::I64 | DType::I32)
     }
 
     /// The dtype a loaded element has in registers (half-precision storage computes in F32,
@@ -165,6 +186,10 @@ pub enum Expr {
     Load { arg: u32, index: Index },
     /// F32 constant, stored as its bit pattern so `Expr` can be hashed.
     ConstF32(u32),
+    /// F64 constant, stored as its bit pattern.
+    ConstF64(u64),
+    /// Integer constant of dtype `I64` or `I32` (the value fits that dtype).
+    ConstInt(DType, i64),
     ConstBool(bool),
     Unary(UnaryOp, ExprId),
     Binary(BinaryOp, ExprId, ExprId),
@@ -231,7 +256,7 @@ impl Kernel {
         for (i, e) in self.exprs.iter().enumerate() {
             inner[i] = match e {
                 Expr::Load { index, .. } => index.strides[n_outer..].iter().any(|s| *s != 0),
-                Expr::ConstF32(_) | Expr::ConstBool(_) | Expr::Reduce(..) => false,
+                Expr::ConstF32(_) | Expr::ConstF64(_) | Expr::ConstInt(..) | Expr::ConstBool(_) | Expr::Reduce(..) => false,
                 Expr::Unary(_, a) | Expr::Cast(_, a) => inner[a.0 as usize],
                 Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => inner[a.0 as usize] || inner[b.0 as usize],
                 Expr::Select(c, a, b) => inner[c.0 as usize] || inner[a.0 as usize] || inner[b.0 as usize],
@@ -247,7 +272,7 @@ impl Kernel {
         for (i, e) in self.exprs.iter().enumerate() {
             let p = |id: &ExprId| phase[id.0 as usize];
             phase[i] = match e {
-                Expr::Load { .. } | Expr::ConstF32(_) | Expr::ConstBool(_) => 0,
+                Expr::Load { .. } | Expr::ConstF32(_) | Expr::ConstF64(_) | Expr::ConstInt(..) | Expr::ConstBool(_) => 0,
                 Expr::Unary(_, a) | Expr::Cast(_, a) => p(a),
                 Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => p(a).max(p(b)),
                 Expr::Select(c, a, b) => p(c).max(p(a)).max(p(b)),
@@ -262,11 +287,14 @@ impl Kernel {
         match &self.exprs[id.0 as usize] {
             Expr::Load { arg, .. } => self.args[*arg as usize].dtype.value_type(),
             Expr::ConstF32(_) => DType::F32,
+            Expr::ConstF64(_) => DType::F64,
+            Expr::ConstInt(dt, _) => *dt,
             Expr::ConstBool(_) => DType::Bool,
             Expr::Unary(UnaryOp::Not, _) => DType::Bool,
-            Expr::Unary(_, _) => DType::F32,
+            Expr::Unary(UnaryOp::RoundBF16 | UnaryOp::RoundF16, _) => DType::F32,
+            Expr::Unary(_, a) => self.dtype_of(*a),
             Expr::Binary(BinaryOp::And | BinaryOp::Or, _, _) => DType::Bool,
-            Expr::Binary(_, _, _) => DType::F32,
+            Expr::Binary(_, a, _) => self.dtype_of(*a),
             Expr::Compare(..) => DType::Bool,
             Expr::Select(_, a, _) => self.dtype_of(*a),
             Expr::Cast(to, _) => *to,
@@ -304,7 +332,13 @@ impl Kernel {
                     }
                     true
                 }
-                Expr::ConstF32(_) | Expr::ConstBool(_) => true,
+                Expr::ConstF32(_) | Expr::ConstF64(_) | Expr::ConstBool(_) => true,
+                Expr::ConstInt(dt, v) => {
+                    if !dt.is_int() || (*dt == DType::I32 && i32::try_from(*v).is_err()) {
+                        errors.push(format!("{}: %{i} integer constant {v} of dtype {dt:?}", self.name));
+                    }
+                    true
+                }
                 Expr::Unary(_, a) | Expr::Cast(_, a) | Expr::Reduce(_, a) => earlier(a),
                 Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => earlier(a) && earlier(b),
                 Expr::Select(c, a, b) => earlier(c) && earlier(a) && earlier(b),
@@ -319,16 +353,37 @@ impl Kernel {
                     errors.push(format!("{}: %{i} expected {dt:?} operand {id}, found {got:?}", self.name));
                 }
             };
+            // Which value dtypes an op takes (see the module docs).
+            let numeric = |d: DType| d.is_float_value() || d.is_int();
+            let takes = |id: &ExprId, ok: &dyn Fn(DType) -> bool, what: &str, errors: &mut Vec<String>| {
+                let got = self.dtype_of(*id);
+                if !ok(got) {
+                    errors.push(format!("{}: %{i} expected a {what} operand {id}, found {got:?}", self.name));
+                }
+            };
             match expr {
                 Expr::Unary(UnaryOp::Not, a) => want(a, DType::Bool, &mut errors),
+                Expr::Unary(UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu, a) => takes(a, &numeric, "numeric", &mut errors),
+                Expr::Unary(
+                    UnaryOp::Sqrt | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Reciprocal | UnaryOp::Rsqrt,
+                    a,
+                ) => takes(a, &|d| d.is_float_value(), "float", &mut errors),
                 Expr::Unary(_, a) | Expr::Reduce(_, a) => want(a, DType::F32, &mut errors),
                 Expr::Binary(BinaryOp::And | BinaryOp::Or, a, b) => {
                     want(a, DType::Bool, &mut errors);
                     want(b, DType::Bool, &mut errors);
                 }
-                Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => {
+                Expr::Binary(BinaryOp::Pow, a, b) => {
                     want(a, DType::F32, &mut errors);
                     want(b, DType::F32, &mut errors);
+                }
+                Expr::Binary(BinaryOp::Div, a, b) => {
+                    takes(a, &|d| d.is_float_value(), "float", &mut errors);
+                    want(b, self.dtype_of(*a), &mut errors);
+                }
+                Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => {
+                    takes(a, &numeric, "numeric", &mut errors);
+                    want(b, self.dtype_of(*a), &mut errors);
                 }
                 Expr::Select(c, a, b) => {
                     want(c, DType::Bool, &mut errors);
@@ -413,6 +468,8 @@ impl fmt::Display for Kernel {
             let text = match e {
                 Expr::Load { arg, index } => format!("load {}{}", self.args[*arg as usize].name, index),
                 Expr::ConstF32(bits) => format!("{:?}", f32::from_bits(*bits)),
+                Expr::ConstF64(bits) => format!("{:?}f64", f64::from_bits(*bits)),
+                Expr::ConstInt(dt, v) => format!("{v}{}", if *dt == DType::I32 { "i32" } else { "i64" }),
                 Expr::ConstBool(b) => format!("{b}"),
                 Expr::Unary(op, a) => format!("{op:?}({a})"),
                 Expr::Binary(op, a, b) => format!("{op:?}({a}, {b})"),

@@ -15,7 +15,7 @@ fn rewrite(b: &mut KernelBuilder, expr: &Expr) -> ExprId {
     match *expr {
         // relu(x) -> x < 0 ? 0 : x   (NaN fails the compare and passes through, as in torch)
         Expr::Unary(UnaryOp::Relu, x) => {
-            let zero = b.const_f32(0.0);
+            let zero = b.const_of(b.dtype_of(x), 0.0);
             let neg = b.compare(CmpOp::Lt, x, zero);
             b.select(neg, zero, x)
         }
@@ -29,14 +29,19 @@ fn rewrite(b: &mut KernelBuilder, expr: &Expr) -> ExprId {
         }
         // rsqrt(x) -> 1 / sqrt(x)
         Expr::Unary(UnaryOp::Rsqrt, x) => {
-            let one = b.const_f32(1.0);
+            let one = b.const_of(b.dtype_of(x), 1.0);
             let s = b.unary(UnaryOp::Sqrt, x);
             b.binary(BinaryOp::Div, one, s)
         }
         // reciprocal(x) -> 1 / x
         Expr::Unary(UnaryOp::Reciprocal, x) => {
-            let one = b.const_f32(1.0);
+            let one = b.const_of(b.dtype_of(x), 1.0);
             b.binary(BinaryOp::Div, one, x)
+        }
+        // Integers have no NaN: maximum(a, b) -> a > b ? a : b, minimum(a, b) -> a < b ? a : b.
+        Expr::Binary(op @ (BinaryOp::Maximum | BinaryOp::Minimum), x, y) if b.dtype_of(x).is_int() => {
+            let c = b.compare(if op == BinaryOp::Maximum { CmpOp::Gt } else { CmpOp::Lt }, x, y);
+            b.select(c, x, y)
         }
         // maximum(a, b) -> a != a ? a : (a > b ? a : b)   (NaN in either operand propagates)
         Expr::Binary(BinaryOp::Maximum, x, y) => {
@@ -86,6 +91,8 @@ fn rewrite(b: &mut KernelBuilder, expr: &Expr) -> ExprId {
         }
         Expr::Load { arg, ref index } => b.load(arg, index.clone()),
         Expr::ConstF32(bits) => b.const_f32(f32::from_bits(bits)),
+        Expr::ConstF64(bits) => b.const_f64(f64::from_bits(bits)),
+        Expr::ConstInt(dt, v) => b.const_int(dt, v),
         Expr::ConstBool(v) => b.const_bool(v),
         Expr::Unary(op, a) => b.unary(op, a),
         Expr::Binary(op, x, y) => b.binary(op, x, y),

@@ -37,6 +37,9 @@ fn llvm_dtype(d: DType) -> llvm::DType {
         DType::Bool => llvm::DType::Bool,
         DType::BF16 => llvm::DType::BF16,
         DType::F16 => llvm::DType::F16,
+        DType::F64 => llvm::DType::F64,
+        DType::I64 => llvm::DType::I64,
+        DType::I32 => llvm::DType::I32,
         _ => llvm::DType::F32,
     }
 }
@@ -140,10 +143,7 @@ impl OpsHandler for KernelOps<'_> {
     }
 
     fn constant(&mut self, value: f64, dtype: DType) -> OpsValue {
-        match dtype {
-            DType::Bool => ev(self.kb.const_bool(value != 0.0)),
-            _ => ev(self.kb.const_f32(value as f32)),
-        }
+        ev(self.kb.const_of(llvm_dtype(dtype.compute()), value))
     }
 
     fn unary(&mut self, op: UnaryOp, a: OpsValue) -> OpsValue {

@@ -49,7 +49,7 @@ pub fn lookup(canonical: &str) -> Option<Decomposition> {
         "expand" => expand,
         "contiguous" => contiguous,
         "getitem" => getitem,
-        "to" | "float" | "half" | "bfloat16" => convert,
+        "to" | "float" | "half" | "bfloat16" | "double" | "long" | "int" | "bool" => convert,
         _ => return None,
     })
 }
@@ -59,7 +59,7 @@ pub fn is_view_op(canonical: &str) -> bool {
     matches!(
         canonical,
         "view" | "reshape" | "flatten" | "transpose" | "t" | "permute" | "unsqueeze" | "squeeze" | "expand" | "contiguous"
-            | "getitem" | "dropout" | "to" | "float" | "half" | "bfloat16"
+            | "getitem" | "dropout" | "to" | "float" | "half" | "bfloat16" | "double" | "long" | "int" | "bool"
     )
 }
 
@@ -702,22 +702,30 @@ fn dropout(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     if boolean(a[3], false)? {
         return unsupported("inplace=True");
     }
-    let x = lw.tensor(a[0].ok_or_else(|| LoweringError::Unsupported("missing input".into()))?)?;
+    let x = lw.tensor_any_dtype(a[0].ok_or_else(|| LoweringError::Unsupported("missing input".into()))?)?;
     let sizes = x.sizes.clone();
     view(lw, &x, &sizes, |idx| idx.to_vec())
 }
 
-/// `x.to(dtype)`, `x.type(dtype)`, `x.float()`, `x.half()`, `x.bfloat16()` between float32,
-/// bfloat16, float16 and bool: a pointwise cast (float -> bool is `x != 0`, bool -> float is
-/// 0/1). A conversion to the dtype `x` already has returns `x` itself in torch, so it is a view.
+/// `x.to(dtype)`, `x.type(dtype)`, `x.float()`, `x.half()`, `x.bfloat16()`, `x.double()`,
+/// `x.long()`, `x.int()`, `x.bool()` between float32, bfloat16, float16, float64, int64, int32
+/// and bool: a pointwise cast (to bool is `x != 0`, from bool 0/1, float -> int truncates toward
+/// zero, int -> float rounds to nearest). A conversion to the dtype `x` already has returns `x` itself in torch, so it is a view.
 /// Device moves, `copy=True` and other keywords run through torch.
 fn convert(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let node = lw.fx_node();
-    let x = self_tensor(lw)?;
+    let x = match node.args.first() {
+        Some(a) => lw.tensor_any_dtype(a)?,
+        None => return unsupported("conversion without self"),
+    };
     let target = match node.canonical {
         Some("float") => DType::F32,
         Some("half") => DType::F16,
         Some("bfloat16") => DType::BF16,
+        Some("double") => DType::F64,
+        Some("long") => DType::I64,
+        Some("int") => DType::I32,
+        Some("bool") => DType::Bool,
         _ => {
             let a = bind(node, &["self", "dtype"])?;
             match a[1] {
@@ -779,7 +787,8 @@ fn view(
 
 fn self_tensor(lw: &Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let a = lw.fx_node().args.first().ok_or_else(|| LoweringError::Unsupported("missing self".into()))?;
-    lw.tensor(a)
+    // Views and copies move values without computing: any modelled dtype.
+    lw.tensor_any_dtype(a)
 }
 
 /// The meta sizes torch computed for the node (views are checked against them).
@@ -871,7 +880,7 @@ fn reshape(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
 /// torch.flatten(x, start_dim=0, end_dim=-1).
 fn flatten(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let a = bind(lw.fx_node(), &["input", "start_dim", "end_dim"])?;
-    let x = lw.tensor(a[0].ok_or_else(|| LoweringError::Unsupported("missing input".into()))?)?;
+    let x = lw.tensor_any_dtype(a[0].ok_or_else(|| LoweringError::Unsupported("missing input".into()))?)?;
     let nd = x.sizes.len();
     if nd == 0 {
         return unsupported("flatten of a 0-d tensor");
@@ -1027,7 +1036,7 @@ fn contiguous(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
 fn getitem(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let node = lw.fx_node();
     let (Some(base), Some(index)) = (node.args.first(), node.args.get(1)) else { return unsupported("getitem arguments") };
-    let x = lw.tensor(base)?;
+    let x = lw.tensor_any_dtype(base)?;
     let items: Vec<FxArg> = match index {
         FxArg::Tuple(items) => items.clone(),
         other => vec![other.clone()],

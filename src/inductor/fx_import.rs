@@ -323,6 +323,10 @@ const METHOD_TARGETS: &[(&str, &str)] = &[
     ("float", "float"),
     ("half", "half"),
     ("bfloat16", "bfloat16"),
+    ("double", "double"),
+    ("long", "long"),
+    ("int", "int"),
+    ("bool", "bool"),
 ];
 
 /// Resolved identity table: object id -> canonical name, built on first use.

@@ -34,6 +34,13 @@ pub enum DType {
     BF16,
     /// torch.float16: stored as such, computed in float32.
     F16,
+    /// torch.float64: pointwise arithmetic, comparisons and casts only (decompositions and
+    /// reductions compute in float32 and refuse it).
+    F64,
+    /// torch.int64: pointwise integer arithmetic (wrapping), comparisons and casts only.
+    I64,
+    /// torch.int32: like `I64`.
+    I32,
     /// Any other torch dtype; kernels never read or write these.
     Other,
 }
@@ -43,7 +50,15 @@ impl DType {
     pub fn from_torch(obj: &pyo3::Bound<'_, pyo3::PyAny>) -> pyo3::PyResult<DType> {
         use pyo3::prelude::*;
         let torch = obj.py().import(pyo3::intern!(obj.py(), "torch"))?;
-        for (name, d) in [("float32", DType::F32), ("bool", DType::Bool), ("bfloat16", DType::BF16), ("float16", DType::F16)] {
+        for (name, d) in [
+            ("float32", DType::F32),
+            ("bool", DType::Bool),
+            ("bfloat16", DType::BF16),
+            ("float16", DType::F16),
+            ("float64", DType::F64),
+            ("int64", DType::I64),
+            ("int32", DType::I32),
+        ] {
             if obj.is(&torch.getattr(name)?) {
                 return Ok(d);
             }
@@ -58,13 +73,94 @@ impl DType {
             DType::Bool => Some("bool"),
             DType::BF16 => Some("bfloat16"),
             DType::F16 => Some("float16"),
+            DType::F64 => Some("float64"),
+            DType::I64 => Some("int64"),
+            DType::I32 => Some("int32"),
             DType::Other => None,
         }
     }
 
-    /// True for the floating dtypes kernels handle (float32 and the half-precision storage types).
+    /// True for the floating dtypes computed in float32 (float32 and the half-precision storage
+    /// types): what decompositions and reductions accept. float64 is not one of them.
     pub fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::BF16 | DType::F16)
+    }
+
+    /// True for the integer dtypes (int64, int32).
+    pub fn is_int(self) -> bool {
+        matches!(self, DType::I64 | DType::I32)
+    }
+
+    /// torch's category of a dtype for type promotion: 0 bool, 1 integer, 2 floating.
+    fn category(self) -> u8 {
+        match self {
+            DType::Bool => 0,
+            DType::I64 | DType::I32 => 1,
+            _ => 2,
+        }
+    }
+
+    /// torch.promote_types over the modelled dtypes (c10's `promoteTypes` table): bool < int32 <
+    /// int64 < float16/bfloat16 < float32 < float64; float16 with bfloat16 gives float32.
+    /// `None` when either is `Other`.
+    pub fn promote(a: DType, b: DType) -> Option<DType> {
+        use DType::*;
+        let rank = |d: DType| match d {
+            Bool => Some(0),
+            I32 => Some(1),
+            I64 => Some(2),
+            F16 | BF16 => Some(3),
+            F32 => Some(4),
+            F64 => Some(5),
+            Other => None,
+        };
+        let (ra, rb) = (rank(a)?, rank(b)?);
+        Some(if a == b {
+            a
+        } else if ra == 3 && rb == 3 {
+            F32
+        } else if ra >= rb {
+            a
+        } else {
+            b
+        })
+    }
+
+    /// torch's `result_type` (ATen `ResultTypeState`): `operands` are (dtype, tier) with tier 0
+    /// for tensors of one or more dims, 1 for zero-dim tensors, 2 for Python scalars (a Python
+    /// float counts as float32, the default dtype; an int as int64). A lower tier only wins
+    /// through a higher category (an int tensor plus a float scalar is float32). `None` when a
+    /// dtype is `Other` or there are no operands.
+    pub fn result_type(operands: &[(DType, u8)]) -> Option<DType> {
+        let mut tiers: [Option<DType>; 3] = [None; 3];
+        for &(d, tier) in operands {
+            let slot = &mut tiers[tier.min(2) as usize];
+            *slot = Some(match *slot {
+                None => d,
+                Some(cur) => DType::promote(cur, d)?,
+            });
+            if d == DType::Other {
+                return None;
+            }
+        }
+        // combine_categories(higher, lower) of c10/core/ScalarType.h.
+        let combine = |higher: Option<DType>, lower: Option<DType>| -> Option<Option<DType>> {
+            Some(match (higher, lower) {
+                (None, l) => l,
+                (h, None) => h,
+                (Some(h), Some(l)) => {
+                    if h.category() == 2 {
+                        Some(h)
+                    } else if h == DType::Bool || l.category() == 2 {
+                        Some(DType::promote(h, l)?)
+                    } else {
+                        Some(h)
+                    }
+                }
+            })
+        };
+        let low = combine(tiers[1], tiers[2])?;
+        combine(tiers[0], low)?
     }
 
     /// The dtype values of this dtype are computed in: float32 for the half-precision types.

@@ -6,7 +6,9 @@
 //! - The registrar ([`make_pointwise`]) does broadcasting and type promotion for every pointwise
 //!   op, and validates the result against the node's meta (sizes and dtype torch computed); any
 //!   disagreement becomes a fallback, never a guess.
-//! - Only float32 compute (bool for masks/comparisons) on CPU with static sizes is lowered.
+//! - Pointwise ops compute in float32 (and the half types through it), float64, int64/int32 and
+//!   bool as Note [pointwise dtypes] allows; decompositions and reductions in float32 only; CPU
+//!   tensors with static sizes only.
 
 use std::collections::HashSet;
 use std::rc::Rc;
@@ -230,6 +232,39 @@ pub fn broadcast_shapes(shapes: &[&[i64]]) -> Option<Vec<i64>> {
     Some(out)
 }
 
+/// Note [pointwise dtypes]: float32 (and the half types, computed in float32) takes every rule;
+/// float64 the exact ones (no transcendental function: kernels have no float64 libm); integers
+/// the ones torch defines for them that cannot divide (wrapping arithmetic, max/min, abs, clamp,
+/// relu, floor/ceil as copies); bool only the logical ops, `where` and copies. Anything else is a
+/// fallback.
+fn computes_in(rule: Rule, compute: DType) -> bool {
+    use BinaryOp as B;
+    use UnaryOp as U;
+    let exact_float = |r: Rule| match r {
+        Rule::Unary(op) => matches!(op, U::Neg | U::Abs | U::Relu | U::Sqrt | U::Floor | U::Ceil | U::Reciprocal | U::Rsqrt),
+        Rule::Binary(op) | Rule::Reversed(op) | Rule::Alpha(op, _) => !matches!(op, B::Pow),
+        Rule::Silu | Rule::Gelu(_) => false,
+        _ => true,
+    };
+    match compute {
+        DType::F32 => true,
+        DType::F64 => exact_float(rule),
+        DType::I64 | DType::I32 => match rule {
+            Rule::Unary(op) => matches!(op, U::Neg | U::Abs | U::Relu | U::Floor | U::Ceil),
+            Rule::Binary(op) | Rule::Reversed(op) | Rule::Alpha(op, _) => {
+                matches!(op, B::Add | B::Sub | B::Mul | B::Maximum | B::Minimum)
+            }
+            Rule::Compare(_) | Rule::Where | Rule::Pos | Rule::Square | Rule::Clamp { .. } => true,
+            _ => false,
+        },
+        DType::Bool => matches!(
+            rule,
+            Rule::Unary(U::LogicalNot) | Rule::Binary(B::LogicalAnd | B::LogicalOr) | Rule::Where | Rule::Pos
+        ),
+        _ => false,
+    }
+}
+
 /// The registrar: broadcasts operands to `out.sizes`, promotes them to `compute` dtype, applies
 /// `rule`, and checks the result dtype against `out.dtype`.
 fn make_pointwise(
@@ -256,23 +291,38 @@ fn make_pointwise(
             out.sizes
         )));
     }
-    // Type promotion: what torch would compute in, and what it would return. Floating tensors
-    // promote among themselves (bfloat16/float16 stay when alone, computed in float32).
-    let tensor_dtypes: Vec<DType> = operands
-        .iter()
-        .filter_map(|o| match o {
-            Operand::Tensor { dtype, .. } => Some(*dtype),
-            _ => None,
-        })
-        .collect();
-    let float_result = DType::promote_floats(&tensor_dtypes).unwrap_or(DType::F32);
+    // Type promotion (torch's `result_type`: Note [pointwise dtypes]): `common` is what the
+    // operands promote to; arithmetic computes in the result dtype (float32 for the half types),
+    // comparisons in `common`.
+    let mut typed: Vec<(DType, u8)> = Vec::new();
+    for (i, o) in operands.iter().enumerate() {
+        if matches!(rule, Rule::Where) && i == 0 {
+            continue; // the condition does not take part in promotion
+        }
+        typed.push(match o {
+            Operand::Tensor { sizes, dtype, .. } => (*dtype, if sizes.is_empty() { 1 } else { 0 }),
+            Operand::Scalar { dtype, .. } => (*dtype, 2),
+        });
+    }
+    let common = DType::result_type(&typed)
+        .ok_or_else(|| LoweringError::Unsupported("operand dtype is not modelled".into()))?;
+    // Ops whose result is floating whatever their operands (integers promote to the default
+    // dtype, float32, as torch's `promote_integer_inputs_to_float` ops do).
+    let to_float = |d: DType| if d == DType::Bool || d.is_int() { DType::F32 } else { d };
     let (compute, result) = match rule {
-        Rule::Compare(_) => (DType::F32, DType::Bool),
+        // Bools compare as 0/1 integers.
+        Rule::Compare(_) => (if common == DType::Bool { DType::I32 } else { common.compute() }, DType::Bool),
         Rule::Unary(UnaryOp::LogicalNot) | Rule::Binary(BinaryOp::LogicalAnd | BinaryOp::LogicalOr) => {
             (DType::Bool, DType::Bool)
         }
-        Rule::Where => (out.dtype.compute(), out.dtype),
-        _ => (DType::F32, float_result),
+        Rule::Where | Rule::Pos => (common.compute(), common),
+        Rule::Unary(UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu | UnaryOp::Floor | UnaryOp::Ceil)
+        | Rule::Square
+        | Rule::Clamp { .. }
+        | Rule::Binary(BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Maximum | BinaryOp::Minimum | BinaryOp::Pow)
+        | Rule::Reversed(BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Maximum | BinaryOp::Minimum | BinaryOp::Pow)
+        | Rule::Alpha(..) => (common.compute(), common),
+        _ => (to_float(common).compute(), to_float(common)),
     };
     if result != out.dtype || out.dtype == DType::Other {
         return Err(LoweringError::Unsupported(format!(
@@ -280,15 +330,13 @@ fn make_pointwise(
             out.dtype, result
         )));
     }
+    if !computes_in(rule, compute) {
+        return Err(LoweringError::Unsupported(format!("{rule:?} is not lowered for {compute:?} values")));
+    }
     if let Rule::Where = rule {
         match &operands[0] {
             Operand::Tensor { dtype: DType::Bool, .. } | Operand::Scalar { dtype: DType::Bool, .. } => {}
             _ => return Err(LoweringError::Unsupported("where condition is not bool".into())),
-        }
-    }
-    for o in &operands {
-        if let Operand::Tensor { dtype: DType::Other, .. } = o {
-            return Err(LoweringError::Unsupported("operand dtype is not a float or bool".into()));
         }
     }
     let ndim = sizes.len();
@@ -319,11 +367,14 @@ fn make_pointwise(
                         .collect();
                     (h.load(*buf, &idx), *dtype)
                 }
-                Operand::Scalar { value, dtype } => (h.constant(*value, *dtype), *dtype),
+                // Scalars are made in the compute dtype directly (exact for integers).
+                Operand::Scalar { value, .. } => (h.constant(*value, want), want),
             };
             vals.push(if have == want { v } else { h.to_dtype(v, want) });
         }
         match rule {
+            // torch.floor/ceil of an integer tensor is a copy.
+            Rule::Unary(UnaryOp::Floor | UnaryOp::Ceil) if compute.is_int() => vals[0],
             Rule::Unary(op) => h.unary(op, vals[0]),
             Rule::Binary(op) => h.binary(op, vals[0], vals[1]),
             Rule::Reversed(op) => h.binary(op, vals[1], vals[0]),
@@ -332,7 +383,7 @@ fn make_pointwise(
             Rule::Pos => vals[0],
             Rule::Square => h.binary(BinaryOp::Mul, vals[0], vals[0]),
             Rule::Alpha(op, alpha) => {
-                let a = h.constant(alpha, DType::F32);
+                let a = h.constant(alpha, compute);
                 let scaled = h.binary(BinaryOp::Mul, vals[1], a);
                 h.binary(op, vals[0], scaled)
             }
@@ -370,9 +421,9 @@ fn make_pointwise(
                 h.binary(BinaryOp::Mul, hx, t)
             }
             Rule::LeakyRelu(slope) => {
-                let zero = h.constant(0.0, DType::F32);
+                let zero = h.constant(0.0, compute);
                 let pos = h.compare(CmpOp::Gt, vals[0], zero);
-                let s = h.constant(slope, DType::F32);
+                let s = h.constant(slope, compute);
                 let neg = h.binary(BinaryOp::Mul, vals[0], s);
                 h.where_(pos, vals[0], neg)
             }
@@ -421,7 +472,8 @@ fn operands(args: &[&FxArg], ir: &GraphIr) -> Result<Vec<Operand>, LoweringError
                 Operand::Tensor { buf, sizes: layout.sizes.clone(), dtype: layout.dtype }
             }
             FxArg::Float(v) => Operand::Scalar { value: *v, dtype: DType::F32 },
-            FxArg::Int(v) => Operand::Scalar { value: *v as f64, dtype: DType::F32 },
+            // Python ints are int64 scalars; beyond 2**53 the f64 value would not be exact.
+            FxArg::Int(v) if v.unsigned_abs() <= 1 << 53 => Operand::Scalar { value: *v as f64, dtype: DType::I64 },
             FxArg::Bool(v) => Operand::Scalar { value: *v as u8 as f64, dtype: DType::Bool },
             other => return Err(LoweringError::Unsupported(format!("operand {other:?}"))),
         });
@@ -506,8 +558,27 @@ impl Lowerer<'_> {
             .layout
             .as_ref()
             .ok_or_else(|| LoweringError::Unsupported(format!("operand {buf} is not a static tensor")))?;
-        if !layout.cpu || layout.dtype == DType::Other {
+        if !layout.cpu || !(layout.dtype.is_float() || layout.dtype == DType::Bool) {
             return Err(LoweringError::Unsupported(format!("operand {buf} is not a cpu float32/bool tensor")));
+        }
+        Ok(TensorRef { buf, sizes: layout.sizes.clone(), dtype: layout.dtype })
+    }
+
+    /// Like [`Lowerer::tensor`], but any modelled dtype (float64 and the integers too), for
+    /// decompositions that only move or convert values.
+    pub fn tensor_any_dtype(&self, a: &FxArg) -> Result<TensorRef, LoweringError> {
+        let FxArg::Node(j) = a else {
+            return Err(LoweringError::Unsupported(format!("expected a tensor, got {a:?}")));
+        };
+        let buf = self.ir.node_buffer[*j].ok_or_else(|| LoweringError::Unsupported("operand has no value".into()))?;
+        let layout = self
+            .ir
+            .buffer(buf)
+            .layout
+            .as_ref()
+            .ok_or_else(|| LoweringError::Unsupported(format!("operand {buf} is not a static tensor")))?;
+        if !layout.cpu || layout.dtype == DType::Other {
+            return Err(LoweringError::Unsupported(format!("operand {buf} is not a cpu tensor of a modelled dtype")));
         }
         Ok(TensorRef { buf, sizes: layout.sizes.clone(), dtype: layout.dtype })
     }
@@ -741,7 +812,9 @@ pub fn infer_meta(nodes: &[FxNode], i: usize) -> Option<super::fx_import::Tensor
         match a {
             FxArg::Node(j) => {
                 let m = nodes[*j].meta.as_ref()?;
-                if !m.layout.cpu || m.layout.dtype == DType::Other || m.requires_grad {
+                // Only float32-computed and bool tensors: the other dtypes' promotion is left to
+                // real propagation.
+                if !m.layout.cpu || !(m.layout.dtype.is_float() || m.layout.dtype == DType::Bool) || m.requires_grad {
                     return None;
                 }
                 tensors.push(&m.layout);
