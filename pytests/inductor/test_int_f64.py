@@ -179,3 +179,12 @@ def test_attention_mask_arithmetic_fuses_into_one_kernel():
     """BERT's extended attention mask: an int64 mask made float, inverted and scaled."""
     mask = ints(2, 16, lo=0, hi=2)
     check(lambda m: (1.0 - m[:, None, None, :].to(torch.float32)) * torch.finfo(torch.float32).min, mask)
+
+
+def test_mean_divides_the_sum_like_aten():
+    """ATen's CPU mean is `sum(...).div_(n)`: a division, never a multiplication by 1/n (which
+    differs in the last bit for about a third of the values)."""
+    x = torch.randn(64, 7, generator=torch.Generator().manual_seed(3))
+    mean = C.inductor_compile(torch.fx.symbolic_trace(lambda t: t.mean(1)), [x])
+    total = C.inductor_compile(torch.fx.symbolic_trace(lambda t: t.sum(1)), [x])
+    assert torch.equal(mean(x), total(x) / 7)

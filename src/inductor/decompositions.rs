@@ -237,7 +237,7 @@ fn transposed_copy(lw: &mut Lowerer<'_>, x: &TensorRef, dim: usize) -> Option<(T
 fn mean_and_squared_deviations(lw: &mut Lowerer<'_>, x: &TensorRef, dims: Vec<usize>, keepdim: bool) -> (TensorRef, TensorRef) {
     let n: i64 = dims.iter().map(|&d| x.sizes[d]).product();
     let s = reduce(lw, x, dims.clone(), true, ReductionType::Sum, DType::F32);
-    let mean = scale(lw, &s, 1.0 / n as f64, DType::F32);
+    let mean = divide_by_count(lw, &s, n, DType::F32);
     let (xc, mc) = (x.clone(), mean.clone());
     let dev2 = lw.pointwise(&x.sizes, DType::F32, move |h, idx| {
         let v = load_broadcast(h, &xc, idx);
@@ -277,13 +277,15 @@ fn norm_param(lw: &Lowerer<'_>, arg: Option<&FxArg>, shape: &[i64], dtype: DType
     }
 }
 
-/// `t * k` as an unrealized Pointwise of dtype `dtype` (`k` a float32 constant).
-fn scale(lw: &mut Lowerer<'_>, t: &TensorRef, k: f64, dtype: DType) -> TensorRef {
+/// `t / n` as an unrealized Pointwise of dtype `dtype`: a mean from a sum. ATen's CPU mean is
+/// `sum(...).div_(n)` (`mean_out` in ReduceOps.cpp), a division: multiplying by `1/n` instead
+/// differs from eager in the last bit for about a third of the values.
+fn divide_by_count(lw: &mut Lowerer<'_>, t: &TensorRef, n: i64, dtype: DType) -> TensorRef {
     let tc = t.clone();
     lw.pointwise(&t.sizes, dtype, move |h, idx| {
         let v = load_broadcast(h, &tc, idx);
-        let c = h.constant(k, DType::F32);
-        h.binary(BinaryOp::Mul, v, c)
+        let c = h.constant(n as f64, DType::F32);
+        h.binary(BinaryOp::Div, v, c)
     })
 }
 
@@ -306,7 +308,7 @@ fn reduction_op(lw: &mut Lowerer<'_>, op: ReductionType, mean: bool) -> Result<T
     let n: i64 = dims.iter().map(|&d| x.sizes[d]).product();
     Ok(if mean {
         let r = reduce(lw, &x, dims, keepdim, op, DType::F32);
-        scale(lw, &r, 1.0 / n as f64, x.dtype)
+        divide_by_count(lw, &r, n, x.dtype)
     } else {
         reduce(lw, &x, dims, keepdim, op, x.dtype)
     })
@@ -432,7 +434,7 @@ fn adaptive_avg_pool2d(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError>
     }
     let n = x.sizes[nd - 2] * x.sizes[nd - 1];
     let r = reduce(lw, &x, vec![nd - 2, nd - 1], true, ReductionType::Sum, DType::F32);
-    Ok(scale(lw, &r, 1.0 / n as f64, x.dtype))
+    Ok(divide_by_count(lw, &r, n, x.dtype))
 }
 
 /// softmax(x, dim) = exp(x - amax(x)) * (1 / sum(exp(x - amax(x))))   (torch's max-shifted
