@@ -178,6 +178,34 @@ fn feeds_reduce(kernel: &Kernel) -> Vec<bool> {
 /// sums]); the vectorized loop keeps 64 lanes, so each lane adds at most 64 values per block.
 pub const SUM_BLOCK: i64 = 4096;
 
+/// Note [ATen sum order]: `.item()` of a sum is printed by programs, so a `torch.sum`/`mean`
+/// (`ReduceOp::OrderedSum`) over one contiguous reduction loop adds in the order of ATen's CPU
+/// kernel (aten/src/ATen/native/cpu/SumKernel.cpp), when that order is a fixed set of partial
+/// sums (no cascade levels): W is ATen's float vector width (8 with AVX2, 16 with AVX-512).
+/// - n < W (`scalar_inner_sum`, `row_sum` with 4-way ILP), n < 64: element r goes to partial
+///   r % 4 while r < 4 * (n / 4), the rest to partial 0; result ((p0 + p1) + p2) + p3.
+/// - W <= n < 64 W (`vectorized_inner_sum`): with nv = n / W vectors and 4-way ILP over them,
+///   element r goes to lane (r / W % 4, r % W) while r < 4 W (nv / 4), to lane (0, r % W) while
+///   r < nv W; the remaining n - nv W elements to a tail sum. Lanes then combine as
+///   p[l] = ((l0 + l1) + l2) + l3 per lane l, and the result is
+///   (((tail + p[0]) + p[1]) + ...) + p[W - 1].
+/// Every partial sum starts at +0.0 and adds its elements in index order. Rows longer than
+/// [`ATEN_ORDER_MAX`] and strided ones keep the vectorized, reassociated sum, which agrees within
+/// float rounding (so do column sums over many rows, where ATen's order is 4-way interleaved). Set once per process from torch's CPU capability by
+/// [`set_aten_vector_width`].
+static ATEN_VECTOR_WIDTH: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(8);
+
+/// Longest row summed in ATen's order (Note [ATen sum order]): the partial sums live in a stack
+/// array indexed per element, which LLVM does not vectorize, so longer rows keep the vectorized
+/// sum.
+pub const ATEN_ORDER_MAX: i64 = 64;
+
+/// Sets ATen's float vector width (16 for its AVX-512 kernels, 8 otherwise); see
+/// Note [ATen sum order].
+pub fn set_aten_vector_width(w: i64) {
+    ATEN_VECTOR_WIDTH.store(w, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Levels of the pairwise stack: enough for 2^31 blocks.
 pub const PAIRWISE_LEVELS: u64 = 32;
 
@@ -601,18 +629,31 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         // number of blocks instead of linearly with the number of elements.
         let red_numel_all: i64 = kernel.reduction_ranges.iter().product();
         let pairwise = red_numel_all > SUM_BLOCK;
+        // Note [ATen sum order]: which ordered sums get ATen's partial sums (slot arrays).
+        let w = ATEN_VECTOR_WIDTH.load(std::sync::atomic::Ordering::Relaxed);
+        // Rows of at most ATEN_ORDER_MAX elements only: the slotted sum is scalar code.
+        let aten_n = Some(red_numel_all).filter(|&r| w > 0 && r > 0 && r <= ATEN_ORDER_MAX && r < 64 * w);
+        let mut aten_slots: Vec<Option<PointerValue<'ctx>>> = vec![None; n];
         let mut local: Vec<Option<PointerValue<'ctx>>> = vec![None; n];
         let mut levels: Vec<Option<PointerValue<'ctx>>> = vec![None; n];
         let count_slot = if pairwise { Some(e(b.build_alloca(i64t, "blocks"))?) } else { None };
         let levels_ty = f32t.array_type(PAIRWISE_LEVELS as u32);
         let mut nan_acc: Vec<Option<PointerValue<'ctx>>> = vec![None; n];
         for (i, ex) in kernel.exprs.iter().enumerate() {
-            if let Expr::Reduce(op, _) = ex {
+            if let Expr::Reduce(op, v) = ex {
                 acc[i] = Some(e(b.build_alloca(f32t, &format!("acc{i}")))?);
-                if *op != ReduceOp::Sum {
+                if let (ReduceOp::OrderedSum, Some(rn)) = (op, aten_n) {
+                    if !pairwise && contiguous_in_reduction(kernel, *v) {
+                        // 4 W lanes and the tail (index 4 W).
+                        let ty = f32t.array_type((4 * w + 1) as u32);
+                        let _ = rn;
+                        aten_slots[i] = Some(e(b.build_alloca(ty, &format!("aten{i}")))?);
+                    }
+                }
+                if !op.is_sum() {
                     nan_acc[i] = Some(e(b.build_alloca(ctx.i8_type(), &format!("nan{i}")))?);
                 }
-                if pairwise && *op == ReduceOp::Sum {
+                if pairwise && op.is_sum() {
                     local[i] = Some(e(b.build_alloca(f32t, &format!("block{i}")))?);
                     levels[i] = Some(e(b.build_alloca(levels_ty, &format!("levels{i}")))?);
                 }
@@ -726,6 +767,12 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             for &r in &reduces {
                 let Expr::Reduce(op, _) = kernel.exprs[r] else { unreachable!() };
                 e(b.build_store(acc[r].unwrap(), f32t.const_float(op.identity() as f64)))?;
+                if let Some(arr) = aten_slots[r] {
+                    for q in 0..(4 * w + 1) as u64 {
+                        let ptr = unsafe { e(b.build_in_bounds_gep(f32t, arr, &[i64t.const_int(q, false)], ""))? };
+                        e(b.build_store(ptr, f32t.const_zero()))?;
+                    }
+                }
                 if let Some(slot) = nan_acc[r] {
                     e(b.build_store(slot, ctx.i8_type().const_zero()))?;
                 }
@@ -796,8 +843,21 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                 let slot = local[r].unwrap_or(acc[r].unwrap());
                 let cur = e(b.build_load(f32t, slot, ""))?.into_float_value();
                 let x = vals[v.0 as usize].ok_or_else(|| bad("reduced value not emitted"))?.into_float_value();
+                if let (Some(arr), Some(rn)) = (aten_slots[r], aten_n) {
+                    // Note [ATen sum order]: add x into the partial sum of this position.
+                    let mut pos = i64t.const_zero();
+                    for (j, &rr) in kernel.reduction_ranges.iter().enumerate() {
+                        let scaled = e(b.build_int_nsw_mul(pos, i64t.const_int(rr as u64, false), ""))?;
+                        pos = e(b.build_int_nsw_add(scaled, ivs[n_outer + j], ""))?;
+                    }
+                    let slot = aten_slot_index(b, i64t, pos, rn, w)?;
+                    let ptr = unsafe { e(b.build_in_bounds_gep(f32t, arr, &[slot], ""))? };
+                    let part = e(b.build_load(f32t, ptr, ""))?.into_float_value();
+                    e(b.build_store(ptr, e(b.build_float_add(part, x, ""))?))?;
+                    continue;
+                }
                 let next = match op {
-                    ReduceOp::Sum => {
+                    ReduceOp::Sum | ReduceOp::OrderedSum => {
                         let sum = e(b.build_float_add(cur, x, ""))?;
                         if let Some(inst) = inkwell::values::BasicValue::as_instruction_value(&sum) {
                             let _ = inst.set_fast_math_flags(inkwell::values::FastMathFlags::AllowReassoc);
@@ -865,7 +925,10 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                         }
                         total.into()
                     }
-                    _ => e(b.build_load(f32t, acc[r].unwrap(), ""))?,
+                    _ => match (aten_slots[r], aten_n) {
+                        (Some(arr), Some(rn)) => aten_combine(b, f32t, i64t, arr, rn, w)?.into(),
+                        _ => e(b.build_load(f32t, acc[r].unwrap(), ""))?,
+                    },
                 };
                 // Note [nan-propagating max]: the max/min above is a plain compare-and-select
                 // (vmaxps once vectorized); a NaN anywhere in the loop is tracked apart and
@@ -986,7 +1049,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             let cur = e(b.build_load(f32t, p, ""))?.into_float_value();
             let x = vals[v.0 as usize].ok_or_else(|| bad("reduced value not emitted"))?.into_float_value();
             let next = match op {
-                crate::kernel::ReduceOp::Sum => e(b.build_float_add(cur, x, ""))?,
+                crate::kernel::ReduceOp::Sum | crate::kernel::ReduceOp::OrderedSum => e(b.build_float_add(cur, x, ""))?,
                 crate::kernel::ReduceOp::Max => self.call_intrinsic2(b, "llvm.maximum", cur, x)?,
                 crate::kernel::ReduceOp::Min => self.call_intrinsic2(b, "llvm.minimum", cur, x)?,
             };
@@ -1450,4 +1513,104 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         g.set_section(Some("llvm.metadata"));
         g.set_initializer(&arr);
     }
+}
+
+/// True when every load feeding `v` walks the reduction space in row-major order with unit
+/// element stride (or not at all): the summed values are one contiguous row, which ATen's inner
+/// sum paths see after TensorIterator coalesces the reduced dims.
+fn contiguous_in_reduction(kernel: &Kernel, v: crate::kernel::ExprId) -> bool {
+    let n_outer = kernel.ranges.len();
+    let mut want = vec![0i64; kernel.reduction_ranges.len()];
+    let mut acc = 1;
+    for j in (0..want.len()).rev() {
+        want[j] = acc;
+        acc *= kernel.reduction_ranges[j];
+    }
+    let mut stack = vec![v.0 as usize];
+    let mut seen = vec![false; kernel.exprs.len()];
+    while let Some(i) = stack.pop() {
+        if std::mem::replace(&mut seen[i], true) {
+            continue;
+        }
+        match &kernel.exprs[i] {
+            Expr::Load { index, .. } => {
+                let red = &index.strides[n_outer..];
+                // Row-major unit strides; a size-1 reduction dim may have any stride.
+                let row_major = red
+                    .iter()
+                    .zip(&want)
+                    .zip(&kernel.reduction_ranges)
+                    .all(|((s, w), r)| s == w || *r == 1);
+                if !(red.iter().all(|s| *s == 0) || row_major) {
+                    return false;
+                }
+            }
+            Expr::Unary(_, a) | Expr::Cast(_, a) => stack.push(a.0 as usize),
+            Expr::Binary(_, a, c) | Expr::Compare(_, a, c) => stack.extend([a.0 as usize, c.0 as usize]),
+            Expr::Select(c, a, d) => stack.extend([c.0 as usize, a.0 as usize, d.0 as usize]),
+            Expr::Reduce(..) => return false,
+            _ => {}
+        }
+    }
+    true
+}
+
+/// The partial sum (index into the 4 W + 1 slots) that reduction position `pos` of a row of `n`
+/// elements adds into (Note [ATen sum order]); slot 4 W is the tail.
+fn aten_slot_index<'ctx>(
+    b: &Builder<'ctx>,
+    i64t: inkwell::types::IntType<'ctx>,
+    pos: IntValue<'ctx>,
+    n: i64,
+    w: i64,
+) -> Result<IntValue<'ctx>, CodegenError> {
+    let c = |v: i64| i64t.const_int(v as u64, true);
+    if n < w {
+        // row_sum over scalars: 4 ILP partials for the first 4 * (n / 4) elements, then slot 0.
+        let ilp_end = 4 * (n / 4);
+        let k = e(b.build_int_unsigned_rem(pos, c(4), ""))?;
+        let in_ilp = e(b.build_int_compare(IntPredicate::ULT, pos, c(ilp_end), ""))?;
+        return Ok(e(b.build_select(in_ilp, k, c(0), ""))?.into_int_value());
+    }
+    let nv = n / w;
+    let ilp_end = 4 * w * (nv / 4);
+    let lane = e(b.build_int_unsigned_rem(pos, c(w), ""))?;
+    let vec = e(b.build_int_unsigned_div(pos, c(w), ""))?;
+    let k = e(b.build_int_unsigned_rem(vec, c(4), ""))?;
+    let ilp_slot = e(b.build_int_add(e(b.build_int_mul(k, c(w), ""))?, lane, ""))?;
+    let in_ilp = e(b.build_int_compare(IntPredicate::ULT, pos, c(ilp_end), ""))?;
+    let in_vecs = e(b.build_int_compare(IntPredicate::ULT, pos, c(nv * w), ""))?;
+    let vec_slot = e(b.build_select(in_vecs, lane, c(4 * w), ""))?.into_int_value();
+    Ok(e(b.build_select(in_ilp, ilp_slot, vec_slot, ""))?.into_int_value())
+}
+
+/// The sum of a row from its partial sums, combined in ATen's order (Note [ATen sum order]).
+fn aten_combine<'ctx>(
+    b: &Builder<'ctx>,
+    f32t: inkwell::types::FloatType<'ctx>,
+    i64t: inkwell::types::IntType<'ctx>,
+    arr: PointerValue<'ctx>,
+    n: i64,
+    w: i64,
+) -> Result<FloatValue<'ctx>, CodegenError> {
+    let get = |q: i64| -> Result<FloatValue<'ctx>, CodegenError> {
+        let ptr = unsafe { e(b.build_in_bounds_gep(f32t, arr, &[i64t.const_int(q as u64, false)], ""))? };
+        Ok(e(b.build_load(f32t, ptr, ""))?.into_float_value())
+    };
+    if n < w {
+        let mut s = get(0)?;
+        for k in 1..4 {
+            s = e(b.build_float_add(s, get(k)?, ""))?;
+        }
+        return Ok(s);
+    }
+    let mut total = get(4 * w)?;
+    for l in 0..w {
+        let mut p = get(l)?;
+        for k in 1..4 {
+            p = e(b.build_float_add(p, get(k * w + l)?, ""))?;
+        }
+        total = e(b.build_float_add(total, p, ""))?;
+    }
+    Ok(total)
 }

@@ -164,15 +164,23 @@ pub enum CmpOp {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceOp {
     Sum,
+    /// A sum that `torch.sum`/`torch.mean` compute: emitted in ATen's accumulation order where
+    /// the emitter reproduces it (Note [ATen sum order] in emit.rs), as `Sum` elsewhere.
+    OrderedSum,
     Max,
     Min,
 }
 
 impl ReduceOp {
+    /// True for both sums.
+    pub fn is_sum(self) -> bool {
+        matches!(self, ReduceOp::Sum | ReduceOp::OrderedSum)
+    }
+
     /// The value a reduction over zero elements gives (sum: 0, max: -inf, min: +inf).
     pub fn identity(self) -> f32 {
         match self {
-            ReduceOp::Sum => 0.0,
+            ReduceOp::Sum | ReduceOp::OrderedSum => 0.0,
             ReduceOp::Max => f32::NEG_INFINITY,
             ReduceOp::Min => f32::INFINITY,
         }

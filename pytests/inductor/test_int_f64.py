@@ -188,3 +188,19 @@ def test_mean_divides_the_sum_like_aten():
     mean = C.inductor_compile(torch.fx.symbolic_trace(lambda t: t.mean(1)), [x])
     total = C.inductor_compile(torch.fx.symbolic_trace(lambda t: t.sum(1)), [x])
     assert torch.equal(mean(x), total(x) / 7)
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 7, 8, 9, 16, 17, 31, 40, 64])
+def test_small_sums_match_eager_bit_for_bit(n):
+    """torch.sum/mean over contiguous rows of up to 64 floats add in ATen's order (Note [ATen sum
+    order] in llvm/src/emit.rs), so `.item()` of them prints exactly as in eager."""
+    for seed in range(4):
+        x = torch.randn(5, n, generator=torch.Generator().manual_seed(seed))
+        for fn in (lambda t: t.sum(1), lambda t: t.mean(1), lambda t: (t * 3 - 1).sum(-1), lambda t: t.sum()):
+            if fn(x).numel() == 1 and x.numel() > 64:
+                continue  # a full sum of more than 64 values keeps the vectorized order
+            got = C.inductor_compile(torch.fx.symbolic_trace(fn), [x])(x)
+            assert torch.equal(got, fn(x)), (n, seed, got - fn(x))
+    y = torch.randn(4, 4, generator=torch.Generator().manual_seed(1))
+    got = C.inductor_compile(torch.fx.symbolic_trace(lambda t: t.sum()), [y])(y)
+    assert got.item() == y.sum().item()

@@ -106,11 +106,12 @@ impl OpsHandler for KernelOps<'_> {
                 let v = self.to_dtype(v, DType::F32);
                 let op = match r.op {
                     ReductionType::Sum => llvm::ReduceOp::Sum,
+                    ReductionType::OrderedSum => llvm::ReduceOp::OrderedSum,
                     ReductionType::Max => llvm::ReduceOp::Max,
                     ReductionType::Min => llvm::ReduceOp::Min,
                 };
                 self.op_names.insert(match r.op {
-                    ReductionType::Sum => "sum",
+                    ReductionType::Sum | ReductionType::OrderedSum => "sum",
                     ReductionType::Max => "amax",
                     ReductionType::Min => "amin",
                 });

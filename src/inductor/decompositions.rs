@@ -306,6 +306,8 @@ fn reduction_op(lw: &mut Lowerer<'_>, op: ReductionType, mean: bool) -> Result<T
         return unsupported("reduction of a 0-d tensor");
     }
     let n: i64 = dims.iter().map(|&d| x.sizes[d]).product();
+    // torch.sum/mean themselves: summed in ATen's order where kernels can (Note [ATen sum order]).
+    let op = if op == ReductionType::Sum { ReductionType::OrderedSum } else { op };
     Ok(if mean {
         let r = reduce(lw, &x, dims, keepdim, op, DType::F32);
         divide_by_count(lw, &r, n, x.dtype)

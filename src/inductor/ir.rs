@@ -354,6 +354,9 @@ pub struct FallbackKernel {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReductionType {
     Sum,
+    /// `torch.sum`/`torch.mean` themselves: a sum that code generation adds in ATen's order where
+    /// it can (Note [ATen sum order] in llvm/src/emit.rs), so `.item()` of it prints as in eager.
+    OrderedSum,
     /// NaN-propagating maximum (torch.amax).
     Max,
     /// NaN-propagating minimum (torch.amin).

@@ -205,6 +205,61 @@ fn inlined_into(ir: &GraphIr, members: &[ir::BufferId]) -> std::collections::Has
     seen
 }
 
+/// Tells code generation the float vector width of ATen's sum kernel (Note [ATen sum order] in
+/// llvm/src/emit.rs), once per process. It is measured, not read from the CPU capability (on an
+/// AVX-512 host torch 2.x still sums with 8 lanes): `torch.sum` of 40 fixed values is compared
+/// with that order for 8 and 16 lanes; when neither matches, the order is not reproduced (0).
+fn match_aten_vector_width(py: Python<'_>) {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        let probe = || -> PyResult<i64> {
+            let xs: Vec<f32> = (0..40).map(|i| ((i * 7919 % 97) as f32 - 48.0) * 0.173_f32 + 1.0 / (i as f32 + 3.0)).collect();
+            let torch = py.import("torch")?;
+            let kw = pyo3::types::PyDict::new(py);
+            kw.set_item("dtype", torch.getattr("float32")?)?;
+            let t = torch.call_method("tensor", (xs.clone(),), Some(&kw))?;
+            let got = t.call_method0("sum")?.call_method0("item")?.extract::<f64>()? as f32;
+            for w in [8usize, 16] {
+                if aten_order_sum(&xs, w).to_bits() == got.to_bits() {
+                    return Ok(w as i64);
+                }
+            }
+            Ok(0)
+        };
+        let w = probe().unwrap_or(0);
+        tracing::debug!(target: "inductor::output_code", "ATen sum vector width: {w}");
+        dynamo_llvm::emit::set_aten_vector_width(w);
+    });
+}
+
+/// A contiguous row's float32 sum in ATen's order for `w` lanes, for rows of `w` to `64 w`
+/// elements (Note [ATen sum order]): the reference the probe above compares against.
+fn aten_order_sum(xs: &[f32], w: usize) -> f32 {
+    let n = xs.len();
+    let nv = n / w;
+    let ilp_end = 4 * w * (nv / 4);
+    let mut lanes = vec![0f32; 4 * w];
+    let mut tail = 0f32;
+    for (r, &x) in xs.iter().enumerate() {
+        if r < ilp_end {
+            lanes[(r / w % 4) * w + r % w] += x;
+        } else if r < nv * w {
+            lanes[r % w] += x;
+        } else {
+            tail += x;
+        }
+    }
+    let mut total = tail;
+    for l in 0..w {
+        let mut p = lanes[l];
+        for k in 1..4 {
+            p += lanes[k * w + l];
+        }
+        total += p;
+    }
+    total
+}
+
 /// The `"inductor"` backend: compiles `gm` for inputs like `example_inputs`.
 #[pyfunction]
 #[pyo3(signature = (gm, example_inputs, *, inputs_guarded = false))]
@@ -215,6 +270,7 @@ fn inductor_compile(
     inputs_guarded: bool,
 ) -> PyResult<CompiledGraph> {
     counters::GRAPHS_COMPILED.fetch_add(1, Ordering::Relaxed);
+    match_aten_vector_width(py);
     let t_start = std::time::Instant::now();
     let forward = gm.getattr("forward")?.unbind();
     let mut g = match fx_import::import_graph(py, gm, example_inputs) {
