@@ -122,9 +122,10 @@ def test_decompositions_on_zero_size_tensors(op):
             "transposed",
             marks=pytest.mark.xfail(
                 strict=True,
-                reason="known gap: torch's batch_norm meta function keeps a transposed input's "
-                "order, its CPU kernel returns contiguous; the graph's metadata (and so the "
-                "result's strides, not its values) follow the meta function",
+                reason="known gap: torch's batch_norm meta (and fake) function keeps a transposed "
+                "input's order, its CPU kernel returns contiguous; the graph's metadata (and so "
+                "the result's strides, not its values) follow the meta function, as in "
+                "torch.compile",
             ),
         ),
         "strided",
