@@ -546,8 +546,8 @@ impl Lowerer<'_> {
         &self.g.nodes[self.node]
     }
 
-    /// The tensor an argument names: a node with a static CPU float32/bool layout.
-    pub fn tensor(&self, a: &FxArg) -> Result<TensorRef, LoweringError> {
+    /// The buffer and static CPU layout of the tensor an argument names.
+    fn tensor_layout(&self, a: &FxArg) -> Result<(BufferId, &Layout), LoweringError> {
         let FxArg::Node(j) = a else {
             return Err(LoweringError::Unsupported(format!("expected a tensor, got {a:?}")));
         };
@@ -558,7 +558,17 @@ impl Lowerer<'_> {
             .layout
             .as_ref()
             .ok_or_else(|| LoweringError::Unsupported(format!("operand {buf} is not a static tensor")))?;
-        if !layout.cpu || !(layout.dtype.is_float() || layout.dtype == DType::Bool) {
+        if !layout.cpu {
+            return Err(LoweringError::Unsupported(format!("operand {buf} is not on the cpu")));
+        }
+        Ok((buf, layout))
+    }
+
+    /// The tensor an argument names: a node with a static CPU float32 (or half, computed in
+    /// float32) or bool layout, what decompositions that compute accept.
+    pub fn tensor(&self, a: &FxArg) -> Result<TensorRef, LoweringError> {
+        let (buf, layout) = self.tensor_layout(a)?;
+        if !(layout.dtype.is_float() || layout.dtype == DType::Bool) {
             return Err(LoweringError::Unsupported(format!("operand {buf} is not a cpu float32/bool tensor")));
         }
         Ok(TensorRef { buf, sizes: layout.sizes.clone(), dtype: layout.dtype })
@@ -567,18 +577,9 @@ impl Lowerer<'_> {
     /// Like [`Lowerer::tensor`], but any modelled dtype (float64 and the integers too), for
     /// decompositions that only move or convert values.
     pub fn tensor_any_dtype(&self, a: &FxArg) -> Result<TensorRef, LoweringError> {
-        let FxArg::Node(j) = a else {
-            return Err(LoweringError::Unsupported(format!("expected a tensor, got {a:?}")));
-        };
-        let buf = self.ir.node_buffer[*j].ok_or_else(|| LoweringError::Unsupported("operand has no value".into()))?;
-        let layout = self
-            .ir
-            .buffer(buf)
-            .layout
-            .as_ref()
-            .ok_or_else(|| LoweringError::Unsupported(format!("operand {buf} is not a static tensor")))?;
-        if !layout.cpu || layout.dtype == DType::Other {
-            return Err(LoweringError::Unsupported(format!("operand {buf} is not a cpu tensor of a modelled dtype")));
+        let (buf, layout) = self.tensor_layout(a)?;
+        if layout.dtype == DType::Other {
+            return Err(LoweringError::Unsupported(format!("operand {buf} is not of a modelled dtype")));
         }
         Ok(TensorRef { buf, sizes: layout.sizes.clone(), dtype: layout.dtype })
     }
