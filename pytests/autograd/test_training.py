@@ -426,8 +426,99 @@ def test_grad_free_graphs_unchanged():
     assert c["aot_graphs"] == 0 and c["aot_eager_graphs"] == 0 and c["inductor_graphs_compiled"] == 1, c
 
 
-@pytest.mark.parametrize("recompute", [False, True])
-def test_partitioner_policies_agree(recompute, monkeypatch):
-    monkeypatch.setattr(dynamo.config, "aot_recompute", recompute)
+@pytest.mark.parametrize("partitioner", ["min_cut", "save_all"])
+def test_partitioner_policies_agree(partitioner, monkeypatch):
+    monkeypatch.setattr(dynamo.config, "aot_partitioner", partitioner)
     c = one_step(Block(), loss_lm, (torch.randint(0, 20, (2, 6)), torch.randint(0, 20, (2, 6))), "aot_eager")
     assert_compiled(c, "aot_eager")
+
+
+def tiny_transformer(name):
+    transformers = pytest.importorskip("transformers")
+    if name == "gpt2":
+        cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=128, n_positions=64,
+                                      attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
+        return transformers.GPT2LMHeadModel(cfg).train()
+    cfg = transformers.BertConfig(num_hidden_layers=2, num_attention_heads=2, hidden_size=64,
+                                  intermediate_size=128, vocab_size=128, max_position_embeddings=64,
+                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    return transformers.BertForMaskedLM(cfg).train()
+
+
+def lm_loss(m, ids):
+    return m(input_ids=ids, labels=ids).loss
+
+
+@pytest.mark.parametrize("name", ["mlp", "resnet18", "gpt2", "bert"])
+def test_save_all_partitioner_one_step(name, monkeypatch):
+    """The "save every intermediate" partitioner (the default min-cut one is what the tests
+    above run): one inductor step's gradients and running statistics equal eager's."""
+    monkeypatch.setattr(dynamo.config, "aot_partitioner", "save_all")
+    if name == "mlp":
+        c = one_step(MLP(), loss_mlp, (torch.randn(8, 16), torch.randint(0, 4, (8,))), "inductor")
+    elif name == "resnet18":
+        torchvision = pytest.importorskip("torchvision")
+        model = torchvision.models.resnet18(num_classes=10).train()
+        c = one_step(model, loss_mlp, (torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,))), "inductor")
+    else:
+        c = one_step(tiny_transformer(name), lm_loss, (torch.randint(0, 128, (2, 16)),), "inductor")
+    assert c["aot_graphs"] >= 1 and c["aot_eager_graphs"] == 0 and c["aot_backward_graphs"] == c["aot_graphs"], c
+
+
+class GeluMLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 64)
+        self.fc2 = nn.Linear(64, 64)
+        self.fc3 = nn.Linear(64, 4)
+
+    def forward(self, x):
+        x = F.gelu(self.fc1(x)) * 2.0 + 1.0
+        return self.fc3(torch.tanh(F.gelu(self.fc2(x))))
+
+
+def saved_for_backward(fn, *args):
+    """(number, bytes) of the distinct tensors saved for backward while `fn(*args)` runs."""
+    seen = {}
+
+    def pack(t):
+        seen[(t.data_ptr(), t.dtype, tuple(t.shape), t.stride())] = t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(*args)
+    return len(seen), sum(seen.values())
+
+
+def test_min_cut_saves_less_than_save_all_on_a_gelu_mlp(monkeypatch):
+    """On a GELU MLP the min-cut partitioner saves fewer tensors and fewer bytes than "save every
+    intermediate" (it saves the matmul outputs and recomputes the pointwise chains after them),
+    both in the plan and in what the running forward hands to ``save_for_backward``; gradients
+    equal eager's either way."""
+    model, x, y = GeluMLP(), torch.randn(32, 16), torch.randint(0, 4, (32,))
+    graphs = []
+
+    def capture(gm, example_inputs):
+        graphs.append((gm, example_inputs))
+        return gm.forward
+
+    dynamo.optimize(capture)(model)(x)
+    (gm, example_inputs), = graphs
+    plans = {p: dynamo._C.aot_joint(gm, example_inputs, partitioner=p) for p in ("min_cut", "save_all")}
+    assert plans["min_cut"].n_saved < plans["save_all"].n_saved, (plans["min_cut"].n_saved, plans["save_all"].n_saved)
+    assert plans["min_cut"].saved_bytes < plans["save_all"].saved_bytes
+    assert plans["min_cut"].n_recomputed >= 3 and plans["save_all"].n_recomputed == 0
+    with pytest.raises(ValueError, match="partitioner"):
+        dynamo._C.aot_joint(gm, example_inputs, partitioner="greedy")
+    with pytest.raises(ValueError, match="aot_partitioner"):
+        dynamo.config.aot_partitioner = "greedy"
+    saved = {}
+    for partitioner in ("min_cut", "save_all"):
+        dynamo.reset()
+        monkeypatch.setattr(dynamo.config, "aot_partitioner", partitioner)
+        m = copy.deepcopy(model)
+        c = one_step(m, loss_mlp, (x, y), "inductor")
+        assert_compiled(c, "inductor")
+        with dynamo.optimize("inductor"):
+            saved[partitioner] = saved_for_backward(loss_mlp, m, x, y)
+    assert saved["min_cut"][0] < saved["save_all"][0] and saved["min_cut"][1] < saved["save_all"][1], saved

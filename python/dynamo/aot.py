@@ -108,7 +108,7 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
         # require grad: the autograd.Function would not see them.
         _C.aot_count_eager("an input is a structure holding tensors that require grad")
         return gm.forward
-    plan = _C.aot_joint(gm, example_inputs, recompute=config.aot_recompute)
+    plan = _C.aot_joint(gm, example_inputs, partitioner=config.aot_partitioner)
     if isinstance(plan, str):
         segmented = _split_around_gaps(gm, example_inputs, backend)
         if segmented is not None:
