@@ -8,8 +8,9 @@
 //! Entry point: `dynamo._C.aot_joint(gm, example_inputs, partitioner="min_cut") -> AotPlan | str`; a
 //! `str` is the reason no joint graph was built; the runtime then splits the graph around ops
 //! without a derivative rule (`aot_rule_gaps`) or runs it eagerly (logged on `aot::partition`,
-//! counted in `aot_graph_splits` / `aot_eager_graphs`). The `torch.autograd.Function` that runs the two graphs is Python glue in
-//! `python/dynamo/aot.py`.
+//! counted in `aot_graph_splits` / `aot_eager_graphs`). The `torch.autograd.Function` that runs
+//! the two graphs is built in `python/dynamo/aot.py`; its per-call parts (`forward`, the callable
+//! the graph runs) are [`runtime`]'s.
 //!
 //! Invariants: the forward graph computes exactly the original graph's values (same torch
 //! calls, functionalized), plus the mutated-input values and the saved tensors as extra
@@ -19,6 +20,7 @@ pub mod export;
 pub mod joint;
 pub mod partition;
 pub mod rules;
+pub mod runtime;
 
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -195,5 +197,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(aot_count_split, m)?)?;
     m.add_function(wrap_pyfunction!(aot_count_eager, m)?)?;
     m.add_class::<AotPlan>()?;
+    runtime::register(m)?;
     Ok(())
 }
