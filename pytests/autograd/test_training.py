@@ -401,6 +401,31 @@ def test_activation_checkpointing(reentrant):
     assert dynamo.counters()["aot_graphs"] >= 1
 
 
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_activation_checkpointing_backward_inside_the_region(reentrant):
+    """``loss.backward()`` inside the optimized region: the checkpoint's recomputation runs the
+    compiled frame again, and a non-reentrant checkpoint ends it early by raising from a
+    saved-tensor hook; that must end the recomputation, not rerun the frame (torch asserts)."""
+    from torch.utils.checkpoint import checkpoint
+
+    w = torch.randn(8, 8, requires_grad=True)
+    x = torch.randn(4, 8)
+
+    def block(x, w):
+        return torch.tanh(x @ w) * 2
+
+    def fn(x, w):
+        return (checkpoint(block, x, w, use_reentrant=reentrant) ** 2).sum()
+
+    ref_w = w.detach().clone().requires_grad_()
+    for _ in range(2):
+        fn(x, ref_w).backward()
+        with dynamo.optimize("inductor"):
+            fn(x, w).backward()
+    torch.testing.assert_close(w.grad, ref_w.grad, **TOL)
+    assert dynamo.counters()["graph_failures"] == 0, dynamo.counters()
+
+
 def test_gpt2_gradient_checkpointing():
     transformers = pytest.importorskip("transformers")
     cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=128, n_positions=64,

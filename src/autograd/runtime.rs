@@ -13,6 +13,8 @@
 //! around `forward`); the compiled forward returns a tuple (outputs..., written-back values...,
 //! saved...); nothing here keeps a reference to a tensor beyond the call.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use pyo3::prelude::*;
 use pyo3::types::{PyTuple, PyType};
 use pyo3::intern;
@@ -82,6 +84,8 @@ pub struct AotRuntime {
     /// The `torch.autograd.Function` subclass (for debugging: its `aot_plan`).
     #[pyo3(get)]
     function: Py<PyAny>,
+    /// Whether the checkpoint fallback was logged (once per compiled graph).
+    logged_checkpoint: AtomicBool,
 }
 
 #[pymethods]
@@ -90,7 +94,7 @@ impl AotRuntime {
     fn new(py: Python<'_>, function: Py<PyAny>, extra: Py<PyTuple>, eager_forward: Py<PyAny>) -> PyResult<Self> {
         let apply = function.bind(py).getattr("apply")?.unbind();
         let top_hooks = py.import("torch._C._autograd")?.getattr("_top_saved_tensors_default_hooks")?.unbind();
-        Ok(AotRuntime { apply, extra, eager_forward, top_hooks, function })
+        Ok(AotRuntime { apply, extra, eager_forward, top_hooks, function, logged_checkpoint: AtomicBool::new(false) })
     }
 
     #[pyo3(signature = (*args))]
@@ -99,6 +103,13 @@ impl AotRuntime {
         if !hooks.is_none() {
             let module = hooks.get_item(0)?.getattr(intern!(py, "__module__")).ok();
             if module.is_some_and(|m| m.extract::<&str>().is_ok_and(|m| m == "torch.utils.checkpoint")) {
+                if !self.logged_checkpoint.swap(true, Ordering::Relaxed) {
+                    tracing::info!(
+                        target: "aot::partition",
+                        "graph runs through torch's autograd inside a non-reentrant torch.utils.checkpoint region \
+                         (its recomputation must save the tensors eager saves; checkpoint recomputes it eagerly)"
+                    );
+                }
                 return self.eager_forward.bind(py).call1(args);
             }
         }
