@@ -591,3 +591,42 @@ def test_min_cut_saves_less_than_save_all_on_a_gelu_mlp(monkeypatch):
         with dynamo.optimize("inductor"):
             saved[partitioner] = saved_for_backward(loss_mlp, m, x, y)
     assert saved["min_cut"][0] < saved["save_all"][0] and saved["min_cut"][1] < saved["save_all"][1], saved
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_graph_with_get_attr_values(backend):
+    """An fx graph reading a buffer through ``get_attr`` (dynamo lifts such values to inputs;
+    other graphs, such as split segments, may not): the runtime passes the value after the
+    graph's inputs, and the forward and the gradient equal eager's."""
+    from torch.fx.interpreter import Interpreter
+
+    from dynamo import aot
+
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("scale", torch.randn(4))
+
+        def forward(self, x, w):
+            return ((torch.tanh(x @ w) * self.scale).sum(),)
+
+    class RecordValues(Interpreter):
+        def run_node(self, n):
+            v = super().run_node(n)
+            n.meta["example_value"] = v  # the metadata dynamo would have recorded
+            return v
+
+    m = Scaled()
+    gm = torch.fx.symbolic_trace(m)
+    x, w = torch.randn(2, 4), torch.randn(4, 4, requires_grad=True)
+    RecordValues(gm).run(x, w)
+    assert any(n.op == "get_attr" for n in gm.graph.nodes)
+    f = aot.aot_compile(gm, [x, w], backend)
+    assert len(f.function.aot_plan.extra_inputs) == 1
+    out = f(x, w)
+    out[0].backward()
+    ref_w = w.detach().clone().requires_grad_()
+    ref = m(x, ref_w)[0]
+    ref.backward()
+    torch.testing.assert_close(out[0], ref, **TOL)
+    torch.testing.assert_close(w.grad, ref_w.grad, **TOL)
