@@ -7,9 +7,10 @@ and BERT (transformers, LM losses, no dropout):
       first step (compilation included);
   (b) the per-call overhead of a tiny graph whose parameter requires grad (`(x * w).sum()` on 16
       floats, forward only) and of an `nn.Linear(16, 16)` call;
-  (c) the bytes of tensors saved for backward in one forward (a `saved_tensors_hooks` count; the
-      activation memory a partitioner controls) under dynamo with "save every intermediate"
-      (`dynamo.config.aot_recompute = False`) and with recomputation of cheap pointwise values.
+  (c) memory under eager and under dynamo with each partitioner ("save every intermediate",
+      `dynamo.config.aot_partitioner = "save_all"`, and the default min-cut): the bytes of the
+      tensors saved for backward in one forward (a `saved_tensors_hooks` count) and the peak of
+      torch's CPU allocator during one forward + backward (torch.profiler's memory events).
 
 Usage: python benchmarks/bench_train.py [--write docs/PERF.md] [--only mlp,resnet18,gpt2,bert]
        [--steady-iters N] [--calls N]
@@ -149,7 +150,7 @@ def saved_bytes(fn, *args):
     seen = {}
 
     def pack(t):
-        seen[(t.data_ptr(), t.dtype, tuple(t.shape))] = t.numel() * t.element_size()
+        seen[(t.data_ptr(), t.dtype, tuple(t.shape), t.stride())] = t.numel() * t.element_size()
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -158,24 +159,55 @@ def saved_bytes(fn, *args):
     return sum(seen.values())
 
 
+def peak_bytes(step):
+    """Peak of the bytes held by torch's CPU allocator while `step()` runs, above the level at
+    its start: the running sum of the allocation (+) and free (-) events that torch.profiler
+    records with ``profile_memory=True``, in time order (every tensor torch or our kernels
+    allocate goes through that allocator)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    events.sort(key=lambda e: e.start_ns())
+    level = peak = 0
+    for e in events:
+        level += e.nbytes()
+        peak = max(peak, level)
+    return peak
+
+
+PARTITIONERS = (("save all", "save_all"), ("min-cut", "min_cut"))
+
+
 def measure_memory(name):
-    """{"eager": bytes, "save all": bytes, "recompute": bytes, "n_saved"...}."""
+    """{"eager" | "save all" | "min-cut": {"saved": bytes, "peak": bytes} or Exception}."""
     base, inputs, loss_fn = make_model(name)
-    res = {"eager": saved_bytes(lambda *a: loss_fn(base, *a), *inputs)}
+
+    def measure(model, call):
+        def step():
+            for p in model.parameters():
+                p.grad = None
+            loss_fn(call, *inputs).backward()
+
+        step()  # compile (dynamo), allocate .grad once
+        step()
+        return {"saved": saved_bytes(lambda *a: loss_fn(call, *a), *inputs), "peak": peak_bytes(step)}
+
+    model = copy.deepcopy(base)
+    res = {"eager": measure(model, model)}
     if dynamo is None:
         return res
-    for label, recompute in (("save all", False), ("recompute", True)):
+    for label, partitioner in PARTITIONERS:
         _common.reset_all()
-        dynamo.config.aot_recompute = recompute
+        dynamo.config.aot_partitioner = partitioner
         try:
             model = copy.deepcopy(base)
-            compiled = dynamo.optimize("inductor")(model)
-            loss_fn(compiled, *inputs).backward()  # compile
-            res[label] = saved_bytes(lambda *a: loss_fn(compiled, *a), *inputs)
+            res[label] = measure(model, dynamo.optimize("inductor")(model))
         except Exception as exc:  # noqa: BLE001
             res[label] = exc
         finally:
-            dynamo.config.aot_recompute = False
+            dynamo.config.aot_partitioner = "min_cut"
     return res
 
 
@@ -215,12 +247,24 @@ def render(command, cache_note, load0, train, overhead, memory, wall):
         if all(isinstance(row.get(k), float) for k in ("eager", "dynamo")):
             diff = f"{(row['dynamo'] - row['eager']) / 1e3:+.2f}"
         lines.append(f"| {case} | {' | '.join(cells)} | {diff} |")
-    lines += ["", "### (c) tensors saved for backward in one forward (KiB)", "",
-              "| model | eager | dynamo, save every intermediate | dynamo, recompute pointwise |", "| --- | --- | --- | --- |"]
+    lines += ["", "### (c) memory: tensors saved for backward in one forward, and peak CPU allocation of a forward + backward (KiB)", "",
+              "Saved: the distinct tensors `saved_tensors_hooks` sees packed (what a partitioner controls). Peak: the "
+              "highest level of torch's CPU allocator above the step's start (`torch.profiler` with `profile_memory=True`: "
+              "the running sum of its allocation and free events), `.grad` set to None before the step.", "",
+              "| model | saved: eager | saved: dynamo, save every intermediate | saved: dynamo, min-cut "
+              "| peak: eager | peak: dynamo, save every intermediate | peak: dynamo, min-cut | min-cut / save-all (peak) |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    keys = ("eager", "save all", "min-cut")
     for name, res in memory.items():
-        cells = [(_common.error_text(v) if isinstance(v, Exception) else f"{v / 1024:.0f}") if v is not None else "-"
-                 for v in (res.get(k) for k in ("eager", "save all", "recompute"))]
-        lines.append(f"| {name} | {' | '.join(cells)} |")
+        def cell(v, field):
+            if v is None:
+                return "-"
+            return _common.error_text(v) if isinstance(v, Exception) else f"{v[field] / 1024:.0f}"
+        saved = [cell(res.get(k), "saved") for k in keys]
+        peak = [cell(res.get(k), "peak") for k in keys]
+        a, b = res.get("save all"), res.get("min-cut")
+        ratio = f"{b['peak'] / a['peak']:.2f}" if isinstance(a, dict) and isinstance(b, dict) and a["peak"] else ""
+        lines.append(f"| {name} | {' | '.join(saved)} | {' | '.join(peak)} | {ratio} |")
     return _common.section_text(NAME, lines)
 
 

@@ -14,8 +14,23 @@ import dynamo
 collect_ignore = ["plugin_sample"]
 
 
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", default=False,
+                     help="also run the tests marked slow (long training runs; ci/test passes it)")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "compile_errors_expected: the test provokes internal compiler failures on purpose")
+    config.addinivalue_line("markers", "slow: takes tens of seconds; skipped unless --runslow")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--runslow"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --runslow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True)

@@ -5,10 +5,10 @@ on ``backward``, the compiled backward graph (PyTorch: ``torch/_functorch/aot_au
 The joint graph, the derivative rules and the partitioner live in Rust (``src/autograd/``,
 ``dynamo._C.aot_joint``); this module only wires the two graphs into autograd:
 
-- ``forward`` runs the forward graph with grad mode off, writes mutated inputs back (batch-norm
-  running statistics), saves the values the backward reads (``ctx.save_for_backward``, so
-  in-place changes to them between forward and backward raise as in eager) and marks outputs
-  that do not require grad as non-differentiable;
+- ``forward`` (``_C.AotForward``, Rust) runs the forward graph with grad mode off, writes
+  mutated inputs back (batch-norm running statistics), saves the values the backward reads (as
+  ``ctx.save_for_backward`` does, so in-place changes to them between forward and backward raise
+  as in eager) and marks outputs that do not require grad as non-differentiable;
 - ``backward`` (differentiating it again raises a clean error, see ``_refuse_double_backward``) makes
   the tangents contiguous, compiles the backward graph on first use (with the real saved values
   and tangents as example inputs) and runs it.
@@ -21,10 +21,6 @@ import math
 import torch
 
 from . import _C
-
-
-def _tensor_list(values):
-    return [v for v in values if isinstance(v, torch.Tensor)]
 
 
 def getitem_backward(grad, sizes, index):
@@ -108,7 +104,7 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
         # require grad: the autograd.Function would not see them.
         _C.aot_count_eager("an input is a structure holding tensors that require grad")
         return gm.forward
-    plan = _C.aot_joint(gm, example_inputs, recompute=config.aot_recompute)
+    plan = _C.aot_joint(gm, example_inputs, partitioner=config.aot_partitioner)
     if isinstance(plan, str):
         segmented = _split_around_gaps(gm, example_inputs, backend)
         if segmented is not None:
@@ -205,22 +201,20 @@ def _refuse_double_backward(res):
     return tuple(None if r is None else next(wrapped) for r in res)
 
 
-_top_saved_tensors_hooks = torch._C._autograd._top_saved_tensors_default_hooks
-
-
-def _in_checkpoint():
-    """True inside a non-reentrant ``torch.utils.checkpoint`` region (its saved-tensors hooks are
-    the innermost ones). Note [checkpoint]: such a region counts the tensors saved for backward
-    and recomputes it eagerly in the backward; our forward saves other tensors than eager's, so
-    the graph runs through torch there (``gm.forward``) and the counts agree."""
-    hooks = _top_saved_tensors_hooks(False)
-    return hooks is not None and getattr(hooks[0], "__module__", None) == "torch.utils.checkpoint"
+# Note [checkpoint]: inside a non-reentrant ``torch.utils.checkpoint`` region (its saved-tensors
+# hooks are the innermost ones) torch counts the tensors saved for backward and recomputes the
+# region eagerly in the backward; our forward saves other tensors than eager's, so there the
+# graph runs through torch (``gm.forward``) and the counts agree (``_C.AotRuntime`` checks).
 
 
 def _make_runtime(plan, fw, bw_compiler, extra, eager_forward):
+    """The callable a captured graph runs: a ``torch.autograd.Function`` whose ``forward`` is
+    ``_C.AotForward`` (runs ``fw``, writes mutated inputs back, saves what the backward reads)
+    and whose ``backward`` compiles ``plan.bw`` on first use, called through ``_C.AotRuntime``
+    (``apply(*args, *extra)``, or ``eager_forward`` inside a non-reentrant checkpoint, Note
+    [checkpoint]). The per-call parts are Rust (src/autograd/runtime.rs): each Python frame
+    there cost a few hundred ns of per-call overhead."""
     n_out = plan.n_outputs
-    n_wb = len(plan.writeback_inputs)
-    writebacks = list(enumerate(plan.writeback_inputs))
     tangent_outputs = list(plan.tangent_outputs)
     nondiff = [k for k in range(n_out) if k not in set(tangent_outputs)]
     input_requires_grad = list(plan.input_requires_grad)
@@ -232,26 +226,11 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward):
         _C.aot_count_backward()
         return state["bw"]
 
-    first_saved = n_out + n_wb
-
     class CompiledFunction(torch.autograd.Function):
         # For debugging: the AotPlan (joint graph text, fx graphs) and the compiled forward.
         aot_plan = plan
         compiled_forward = fw
-
-        @staticmethod
-        def forward(ctx, *args):
-            outs = fw(*args)
-            if writebacks:
-                for k, pos in writebacks:
-                    args[pos].copy_(outs[n_out + k])
-            ctx.save_for_backward(*outs[first_saved:])
-            result = outs[:n_out]
-            if nondiff:
-                marks = _tensor_list(result[k] for k in nondiff)
-                if marks:
-                    ctx.mark_non_differentiable(*marks)
-            return result
+        forward = _C.AotForward(fw, n_out, list(plan.writeback_inputs), nondiff)
 
         @staticmethod
         def backward(ctx, *grads):
@@ -265,11 +244,4 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward):
                 res = _refuse_double_backward(res)
             return res
 
-    apply = CompiledFunction.apply
-
-    def runtime(*args):
-        if _in_checkpoint():
-            return eager_forward(*args)
-        return apply(*args, *extra)
-
-    return runtime
+    return _C.AotRuntime(CompiledFunction, tuple(extra), eager_forward)

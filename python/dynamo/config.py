@@ -4,8 +4,11 @@
   frame runs eagerly and one warning names the failing guard.
 - ``suppress_errors`` (bool, default True): a compiler or backend failure runs the frame eagerly
   with the error logged (``DYNAMO_LOGS=graph_breaks``); False lets the error reach the caller.
-- ``aot_recompute`` (bool, default False): AOTAutograd's partitioner recomputes cheap pointwise
-  values in the backward instead of saving them (False: save every needed intermediate).
+- ``aot_partitioner`` (str, default ``"min_cut"``): how AOTAutograd's partitioner chooses the
+  tensors the forward saves for the backward. ``"min_cut"``: a minimum cut (in bytes) over the
+  joint graph; cheap pointwise ops and views are recomputed in the backward, matmul, conv,
+  reduction and random-op outputs never are (src/autograd/partition.rs, Note [min-cut]).
+  ``"save_all"``: save every intermediate the backward reads (for comparison).
 """
 
 from __future__ import annotations
@@ -16,13 +19,16 @@ import types as _types
 from . import _C
 
 
-_SETTINGS = ("cache_size_limit", "suppress_errors", "aot_recompute")
+_SETTINGS = ("cache_size_limit", "suppress_errors", "aot_partitioner")
+_PARTITIONERS = ("min_cut", "save_all")
 
 
 class _Config(_types.ModuleType):
     def __setattr__(self, name, value):
         if not name.startswith("_") and name not in _SETTINGS:
             raise AttributeError(f"dynamo.config has no setting {name!r}; settings: {', '.join(_SETTINGS)}")
+        if name == "aot_partitioner" and value not in _PARTITIONERS:
+            raise ValueError(f"aot_partitioner must be one of {_PARTITIONERS}, got {value!r}")
         super().__setattr__(name, value)
 
     def __dir__(self):
@@ -47,6 +53,6 @@ class _Config(_types.ModuleType):
         _C.suppress_errors(bool(value))
 
 
-aot_recompute = False
+aot_partitioner = "min_cut"
 
 _sys.modules[__name__].__class__ = _Config

@@ -55,6 +55,11 @@ pub fn graph_module<'py>(
     let mut env: HashMap<usize, Bound<'py, PyAny>> = HashMap::new();
     for &p in placeholders {
         let v = graph.call_method1("placeholder", (ident(&g.nodes[p].name),))?;
+        // torch.fx may rename the node (`sum_1` becomes `sum` when that name is free) and then
+        // emits `target = name` lines whose order can clobber another placeholder (`sum_1 =
+        // sum; sum_2 = sum_1`); the graphs are called positionally, so the parameter takes the
+        // node's name.
+        v.setattr("target", v.getattr("name")?)?;
         env.insert(p, v);
     }
     for &i in nodes {

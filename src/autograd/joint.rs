@@ -121,6 +121,11 @@ impl<'py> Builder<'py> {
         idx
     }
 
+    /// A Python object by dotted path (`torch.float32`) as a constant argument.
+    pub fn object(&mut self, path: &'static str) -> PyResult<FxArg> {
+        Ok(FxArg::Py(self.side(path)?))
+    }
+
     /// Appends `path(*args, **kwargs)` (a torch function or an aten overload).
     pub fn call(&mut self, path: &'static str, args: Vec<FxArg>, kwargs: Vec<(&str, FxArg)>) -> PyResult<usize> {
         let target = self.side(path)?;

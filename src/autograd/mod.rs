@@ -5,11 +5,12 @@
 //!
 //! Pipeline: `fx_import` -> `functionalize` (both from `inductor/`) -> [`joint::build_joint`]
 //! (derivative rules in [`rules`]) -> [`partition::partition`] -> [`export`] (fx graphs).
-//! Entry point: `dynamo._C.aot_joint(gm, example_inputs, recompute=False) -> AotPlan | str`; a
+//! Entry point: `dynamo._C.aot_joint(gm, example_inputs, partitioner="min_cut") -> AotPlan | str`; a
 //! `str` is the reason no joint graph was built; the runtime then splits the graph around ops
 //! without a derivative rule (`aot_rule_gaps`) or runs it eagerly (logged on `aot::partition`,
-//! counted in `aot_graph_splits` / `aot_eager_graphs`). The `torch.autograd.Function` that runs the two graphs is Python glue in
-//! `python/dynamo/aot.py`.
+//! counted in `aot_graph_splits` / `aot_eager_graphs`). The `torch.autograd.Function` that runs
+//! the two graphs is built in `python/dynamo/aot.py`; its per-call parts (`forward`, the callable
+//! the graph runs) are [`runtime`]'s.
 //!
 //! Invariants: the forward graph computes exactly the original graph's values (same torch
 //! calls, functionalized), plus the mutated-input values and the saved tensors as extra
@@ -19,6 +20,7 @@ pub mod export;
 pub mod joint;
 pub mod partition;
 pub mod rules;
+pub mod runtime;
 
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -49,7 +51,10 @@ pub struct AotPlan {
     /// Number of saved values.
     #[pyo3(get)]
     pub n_saved: usize,
-    /// Forward nodes recomputed by the backward (recompute policy).
+    /// Bytes of the saved values that are not graph inputs (tensors with static sizes).
+    #[pyo3(get)]
+    pub saved_bytes: u64,
+    /// Forward nodes recomputed by the backward (min-cut policy).
     #[pyo3(get)]
     pub n_recomputed: usize,
     /// Whether each input (placeholders, then extra inputs) requires grad.
@@ -65,13 +70,12 @@ pub struct AotPlan {
 
 /// Builds the joint graph of `gm` and partitions it; returns the reason instead when the graph
 /// must run eagerly.
-fn build(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Bound<'_, PyAny>, recompute: bool) -> Result<AotPlan, String> {
+fn build(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Bound<'_, PyAny>, policy: partition::Policy) -> Result<AotPlan, String> {
     let mut g = fx_import::import_graph(py, gm, example_inputs).map_err(|e| e.to_string())?;
     g.writebacks = functionalize::functionalize(&mut g)?;
     let j = joint::build_joint(py, g).map_err(|e| e.to_string())?;
     let joint_text = joint::render(&j);
     tracing::debug!(target: "aot::joint_graph", "joint graph:\n{joint_text}");
-    let policy = if recompute { partition::Policy::RecomputePointwise } else { partition::Policy::SaveAll };
     let p = partition::partition(&j, policy);
     let py_err = |e: PyErr| format!("fx export failed: {e}");
     let fw_outputs = partition::forward_outputs(&j, &p);
@@ -96,10 +100,11 @@ fn build(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Bound<'_, PyAny
         .collect();
     tracing::debug!(
         target: "aot::graphs",
-        "partitioned: {} forward nodes, {} backward nodes, {} saved, {} recomputed",
+        "partitioned ({policy:?}): {} forward nodes, {} backward nodes, {} saved ({} bytes besides inputs), {} recomputed",
         p.fw_nodes.len(),
         p.bw_nodes.len(),
         p.saved.len(),
+        partition::saved_bytes(&j, &p),
         p.recomputed.len()
     );
     Ok(AotPlan {
@@ -109,6 +114,7 @@ fn build(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Bound<'_, PyAny
         tangent_outputs: j.tangents.iter().enumerate().filter(|(_, t)| t.is_some()).map(|(k, _)| k).collect(),
         writeback_inputs,
         n_saved: p.saved.len(),
+        saved_bytes: partition::saved_bytes(&j, &p),
         n_recomputed: p.recomputed.len(),
         input_requires_grad: j.input_requires_grad.clone(),
         extra_inputs: PyList::new(py, extra).map_err(py_err)?.unbind(),
@@ -116,13 +122,24 @@ fn build(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Bound<'_, PyAny
     })
 }
 
-/// `aot_joint(gm, example_inputs, recompute=False) -> AotPlan | str`: the forward and backward
-/// graphs of `gm`, or why it must run eagerly (a missing derivative rule names its op). Counted
-/// in `aot_graphs`; the caller counts the fallbacks (`aot_count_eager`, `aot_count_split`).
+/// `aot_joint(gm, example_inputs, partitioner="min_cut") -> AotPlan | str`: the forward and
+/// backward graphs of `gm`, or why it must run eagerly (a missing derivative rule names its op).
+/// `partitioner` is `"min_cut"` (Note [min-cut] in `partition.rs`) or `"save_all"`; anything
+/// else raises `ValueError`. Counted in `aot_graphs`; the caller counts the fallbacks
+/// (`aot_count_eager`, `aot_count_split`).
 #[pyfunction]
-#[pyo3(signature = (gm, example_inputs, recompute = false))]
-fn aot_joint(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Bound<'_, PyAny>, recompute: bool) -> PyResult<Py<PyAny>> {
-    match build(py, gm, example_inputs, recompute) {
+#[pyo3(signature = (gm, example_inputs, partitioner = "min_cut"))]
+fn aot_joint(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Bound<'_, PyAny>, partitioner: &str) -> PyResult<Py<PyAny>> {
+    let policy = match partitioner {
+        "min_cut" => partition::Policy::MinCut,
+        "save_all" => partition::Policy::SaveAll,
+        other => {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "unknown partitioner {other:?}; expected \"min_cut\" or \"save_all\""
+            )))
+        }
+    };
+    match build(py, gm, example_inputs, policy) {
         Ok(plan) => {
             bump(&c::aot_graphs);
             Ok(Py::new(py, plan)?.into_any())
@@ -180,5 +197,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(aot_count_split, m)?)?;
     m.add_function(wrap_pyfunction!(aot_count_eager, m)?)?;
     m.add_class::<AotPlan>()?;
+    runtime::register(m)?;
     Ok(())
 }

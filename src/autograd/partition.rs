@@ -3,30 +3,33 @@
 //! the tangents and returns one gradient per forward input (PyTorch: `default_partition` and
 //! `min_cut_rematerialization_partition` in `torch/_functorch/partitioners.py`).
 //!
-//! Two policies (`dynamo.config.aot_recompute`):
-//! - save every needed intermediate ([`Policy::SaveAll`]): every forward value a backward node
-//!   reads is saved;
-//! - recompute cheap pointwise values ([`Policy::RecomputePointwise`]): a saved value computed
-//!   by a pointwise op from values that are saved anyway (or are graph inputs) is recomputed in
-//!   the backward instead, repeatedly, so chains of pointwise ops cost their inputs only; matrix
-//!   products, convolutions and reductions stay saved. A simplification of the min-cut: it never
-//!   trades one saved tensor for a bigger one, since only values whose inputs are already saved
-//!   (or are inputs) are recomputed.
+//! Two policies (`dynamo.config.aot_partitioner`):
+//! - [`Policy::SaveAll`] (`"save_all"`): every forward value a backward node reads is saved;
+//! - [`Policy::MinCut`] (`"min_cut"`, the default): the rematerializing partitioner. The forward
+//!   values are the vertices of a flow network; a minimum s-t cut picks the cheapest set of
+//!   values (in bytes) to save such that everything else the backward reads can be recomputed
+//!   from them, in the backward, by "recomputable" ops only: pointwise ops of the lowering
+//!   table and views (cheap, and fused into the backward's kernels by the inductor). Matrix
+//!   products, convolutions, reductions, random ops, in-place (functionalized) ops and anything
+//!   else are banned from recomputation, so they run once, in the forward. See Note [min-cut].
 //!
 //! Invariants: node lists are in joint-graph (topological) order; the backward reads only
-//! saved values, tangents and its own nodes; forward node side effects (running statistics)
-//! run only in the forward graph.
+//! saved values, tangents and its own nodes (recomputed forward nodes included); forward node
+//! side effects (running statistics) run only in the forward graph.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 
 use super::joint::JointGraph;
 use crate::inductor::fx_import::{FxArg, FxOp};
+use crate::inductor::ir::DType;
 
 /// Which values the forward saves for the backward.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {
+    /// Save every forward value the backward reads.
     SaveAll,
-    RecomputePointwise,
+    /// Save a minimum-byte cut; recompute cheap values in the backward (Note [min-cut]).
+    MinCut,
 }
 
 /// The two graphs, as node lists of the joint graph.
@@ -48,6 +51,8 @@ fn node_args(j: &JointGraph, i: usize) -> Vec<usize> {
     for a in n.args.iter().chain(n.kwargs.iter().map(|(_, a)| a)) {
         a.for_each_node(&mut |k| v.push(k));
     }
+    v.sort_unstable();
+    v.dedup();
     v
 }
 
@@ -55,12 +60,218 @@ fn is_input(j: &JointGraph, i: usize) -> bool {
     matches!(j.g.nodes[i].op, FxOp::Placeholder { .. } | FxOp::GetAttr { .. })
 }
 
-/// True for forward nodes cheap enough to recompute: pointwise ops of the lowering table.
-fn cheap(j: &JointGraph, i: usize) -> bool {
+/// View ops (by canonical name): recomputing one costs no kernel.
+const VIEW_OPS: &[&str] = &["view", "reshape", "flatten", "transpose", "permute", "unsqueeze", "squeeze", "t", "expand", "contiguous"];
+
+/// Substrings of the target names of random ops: never recomputed (a second draw would differ
+/// from the forward's), whatever the lowering table says.
+const RANDOM_MARKERS: &[&str] = &["rand", "dropout", "bernoulli", "normal", "multinomial", "uniform", "poisson"];
+
+/// True for forward nodes the min-cut may recompute in the backward: pointwise ops of the
+/// lowering table and views of tensors, never random or in-place (functionalized) ones.
+pub fn recomputable(j: &JointGraph, i: usize) -> bool {
     let n = &j.g.nodes[i];
-    matches!(n.op, FxOp::CallFunction { .. } | FxOp::CallMethod { .. })
-        && !n.inplace
-        && n.canonical.is_some_and(crate::inductor::lowering::is_pointwise_op)
+    if !matches!(n.op, FxOp::CallFunction { .. } | FxOp::CallMethod { .. }) || n.inplace || n.meta.is_none() {
+        return false;
+    }
+    let target = n.target_name.to_ascii_lowercase();
+    if RANDOM_MARKERS.iter().any(|m| target.contains(m)) {
+        return false;
+    }
+    match n.canonical {
+        Some(c) if crate::inductor::lowering::is_pointwise_op(c) => true,
+        // A view of a tensor (not `getitem` of a tuple: the tuple itself cannot be saved).
+        Some(c) if VIEW_OPS.contains(&c) || c == "getitem" => {
+            matches!(n.args.first(), Some(FxArg::Node(k)) if j.g.nodes[*k].meta.is_some())
+        }
+        _ => false,
+    }
+}
+
+/// Bytes of one element of `d` (`Other` counts as 8: int64/float64 are the common ones).
+fn itemsize(d: DType) -> u64 {
+    match d {
+        DType::F32 => 4,
+        DType::Bool => 1,
+        DType::BF16 | DType::F16 => 2,
+        DType::Other => 8,
+    }
+}
+
+/// Cost of saving a forward value that is not an input: a tensor with static sizes costs its
+/// bytes; anything else (no meta: a structure, a symbolic-size tensor) a large finite cost, so
+/// the cut saves it only where every alternative is worse (where save-all would save it too).
+fn save_cost(j: &JointGraph, i: usize) -> u64 {
+    match &j.g.nodes[i].meta {
+        Some(m) => (m.layout.numel().max(0) as u64) * itemsize(m.layout.dtype),
+        None => UNKNOWN_COST,
+    }
+}
+
+/// Bytes of the saved forward values that are not graph inputs (with [`save_cost`]'s sizes;
+/// values without meta are not counted).
+pub fn saved_bytes(j: &JointGraph, p: &Partition) -> u64 {
+    p.saved.iter().filter(|&&s| !is_input(j, s) && j.g.nodes[s].meta.is_some()).map(|&s| save_cost(j, s)).sum()
+}
+
+const UNKNOWN_COST: u64 = 1 << 40;
+const INF: u64 = 1 << 62;
+
+/// A flow network with integer capacities; maximum flow by Dinic's algorithm (BFS level graph,
+/// then blocking flows by DFS with per-vertex edge cursors).
+struct FlowNetwork {
+    /// Per vertex: indices into `edges`.
+    adj: Vec<Vec<usize>>,
+    /// (head, residual capacity); edge `e ^ 1` is the reverse of edge `e`.
+    edges: Vec<(usize, u64)>,
+}
+
+impl FlowNetwork {
+    fn new(n: usize) -> Self {
+        FlowNetwork { adj: vec![Vec::new(); n], edges: Vec::new() }
+    }
+
+    fn add_edge(&mut self, from: usize, to: usize, cap: u64) {
+        self.adj[from].push(self.edges.len());
+        self.edges.push((to, cap));
+        self.adj[to].push(self.edges.len());
+        self.edges.push((from, 0));
+    }
+
+    /// Levels from `s` over edges with residual capacity (None: unreachable).
+    fn levels(&self, s: usize) -> Vec<Option<u32>> {
+        let mut level = vec![None; self.adj.len()];
+        level[s] = Some(0);
+        let mut queue = VecDeque::from([s]);
+        while let Some(u) = queue.pop_front() {
+            for &e in &self.adj[u] {
+                let (v, cap) = self.edges[e];
+                if cap > 0 && level[v].is_none() {
+                    level[v] = Some(level[u].unwrap_or(0) + 1);
+                    queue.push_back(v);
+                }
+            }
+        }
+        level
+    }
+
+    /// Pushes up to `limit` from `u` to `t` along the level graph; returns the amount pushed.
+    fn push(&mut self, u: usize, t: usize, limit: u64, level: &[Option<u32>], cursor: &mut [usize]) -> u64 {
+        if u == t {
+            return limit;
+        }
+        while cursor[u] < self.adj[u].len() {
+            let e = self.adj[u][cursor[u]];
+            let (v, cap) = self.edges[e];
+            if cap > 0 && level[v].is_some() && level[v] == level[u].map(|l| l + 1) {
+                let pushed = self.push(v, t, limit.min(cap), level, cursor);
+                if pushed > 0 {
+                    self.edges[e].1 -= pushed;
+                    self.edges[e ^ 1].1 += pushed;
+                    return pushed;
+                }
+            }
+            cursor[u] += 1;
+        }
+        0
+    }
+
+    /// The maximum flow from `s` to `t` (saturating at [`INF`]).
+    fn max_flow(&mut self, s: usize, t: usize) -> u64 {
+        let mut flow: u64 = 0;
+        loop {
+            let level = self.levels(s);
+            if level[t].is_none() || flow >= INF {
+                return flow;
+            }
+            let mut cursor = vec![0; self.adj.len()];
+            loop {
+                let pushed = self.push(s, t, INF, &level, &mut cursor);
+                if pushed == 0 {
+                    break;
+                }
+                flow = flow.saturating_add(pushed);
+            }
+        }
+    }
+
+    /// Vertices that reach `t` over edges with residual capacity (the sink side of the minimum
+    /// cut closest to the sink).
+    fn reaching(&self, t: usize) -> Vec<bool> {
+        let mut seen = vec![false; self.adj.len()];
+        seen[t] = true;
+        let mut queue = VecDeque::from([t]);
+        while let Some(v) = queue.pop_front() {
+            // An edge u -> v with residual capacity is the reverse of the edge stored at v.
+            for &e in &self.adj[v] {
+                let u = self.edges[e].0;
+                if !seen[u] && self.edges[e ^ 1].1 > 0 {
+                    seen[u] = true;
+                    queue.push_back(u);
+                }
+            }
+        }
+        seen
+    }
+}
+
+// Note [min-cut]: the choice of saved values as a minimum s-t cut (the idea of PyTorch's
+// rematerializing partitioner). Each forward value v (inputs and call nodes) is an edge
+// v_in -> v_out whose capacity is the cost of saving v: its bytes, or 0 for a graph input
+// (parameters and the caller's inputs are alive anyway). A use of u by a forward node v is an
+// edge u_out -> v_in, and a forward value a backward node reads an edge v_out -> sink, both of
+// infinite capacity; so are source -> v_in for inputs and for values that must be computed in
+// the forward ([`recomputable`] is false: matmul, conv, reductions, random and in-place ops).
+// In a finite cut, the source side holds what the forward computes; the sink side what the
+// backward has: a value whose v_in is on the source side and v_out on the sink side is saved,
+// one wholly on the sink side is recomputed (every input of it is saved or recomputed, as the
+// infinite use edges cannot be cut). "Save every value the backward reads" is one finite cut, so
+// the minimum never costs more bytes than save-all. Among minimum cuts we take the one closest
+// to the sink (the least recomputation): the sink side is what reaches the sink in the residual
+// network.
+
+/// Saved and recomputed forward values under the minimum cut for the backward `reads` (forward
+/// values read by needed backward nodes).
+fn min_cut(j: &JointGraph, reads: &BTreeSet<usize>) -> (BTreeSet<usize>, BTreeSet<usize>) {
+    let n = j.n_fwd;
+    let (source, sink) = (2 * n, 2 * n + 1);
+    let (vin, vout) = (|v: usize| 2 * v, |v: usize| 2 * v + 1);
+    let mut net = FlowNetwork::new(2 * n + 2);
+    let value = |v: usize| is_input(j, v) || matches!(j.g.nodes[v].op, FxOp::CallFunction { .. } | FxOp::CallMethod { .. } | FxOp::CallModule { .. });
+    for v in (0..n).filter(|&v| value(v)) {
+        let cost = if is_input(j, v) { 0 } else { save_cost(j, v) };
+        net.add_edge(vin(v), vout(v), cost);
+        if is_input(j, v) || !recomputable(j, v) {
+            net.add_edge(source, vin(v), INF);
+        }
+        for u in node_args(j, v) {
+            if u < n && value(u) {
+                net.add_edge(vout(u), vin(v), INF);
+            }
+        }
+    }
+    for &r in reads {
+        net.add_edge(vout(r), sink, INF);
+    }
+    let flow = net.max_flow(source, sink);
+    debug_assert!(flow < INF, "save-all is a finite cut");
+    let sink_side = net.reaching(sink);
+    let cut = |v: usize| !sink_side[vin(v)] && sink_side[vout(v)];
+    // Walk back from the backward's reads: a cut value is saved, anything else recomputed.
+    let (mut saved, mut recomputed) = (BTreeSet::new(), BTreeSet::new());
+    let mut stack: Vec<usize> = reads.iter().copied().collect();
+    while let Some(v) = stack.pop() {
+        if saved.contains(&v) || recomputed.contains(&v) {
+            continue;
+        }
+        if is_input(j, v) || cut(v) || !recomputable(j, v) {
+            saved.insert(v);
+        } else {
+            recomputed.insert(v);
+            stack.extend(node_args(j, v).into_iter().filter(|&u| u < n));
+        }
+    }
+    (saved, recomputed)
 }
 
 /// Splits `j` under `policy`.
@@ -79,42 +290,14 @@ pub fn partition(j: &JointGraph, policy: Policy) -> Partition {
     let bw: Vec<usize> = (first_bw..j.g.nodes.len())
         .filter(|&i| needed[i] && !matches!(j.g.nodes[i].op, FxOp::Placeholder { .. }))
         .collect();
-    let mut saved: BTreeSet<usize> = BTreeSet::new();
+    let mut reads: BTreeSet<usize> = BTreeSet::new();
     for &i in &bw {
-        for k in node_args(j, i) {
-            if k < first_bw {
-                saved.insert(k);
-            }
-        }
+        reads.extend(node_args(j, i).into_iter().filter(|&k| k < first_bw));
     }
-    let mut recomputed: BTreeSet<usize> = BTreeSet::new();
-    if policy == Policy::RecomputePointwise {
-        loop {
-            let mut changed = false;
-            for s in saved.clone() {
-                if is_input(j, s) || !cheap(j, s) {
-                    continue;
-                }
-                let args = node_args(j, s);
-                if args.iter().all(|&a| is_input(j, a) || saved.contains(&a) || recomputed.contains(&a)) {
-                    saved.remove(&s);
-                    recomputed.insert(s);
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
-        // Recomputed nodes read saved values or other recomputed nodes only.
-        for &r in &recomputed {
-            for a in node_args(j, r) {
-                if !recomputed.contains(&a) {
-                    saved.insert(a);
-                }
-            }
-        }
-    }
+    let (saved, recomputed) = match policy {
+        Policy::SaveAll => (reads, BTreeSet::new()),
+        Policy::MinCut => min_cut(j, &reads),
+    };
     let fw_nodes: Vec<usize> = (0..first_bw)
         .filter(|&i| matches!(j.g.nodes[i].op, FxOp::CallFunction { .. } | FxOp::CallMethod { .. } | FxOp::CallModule { .. }))
         .collect();
@@ -135,7 +318,12 @@ pub fn forward_outputs(j: &JointGraph, p: &Partition) -> Vec<FxArg> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inductor::fx_import::{FxGraph, FxNode};
+    use crate::inductor::fx_import::{FxGraph, FxNode, TensorMeta};
+    use crate::inductor::ir::Layout;
+
+    fn meta(numel: i64, dtype: DType) -> Option<TensorMeta> {
+        Some(TensorMeta { layout: Layout { sizes: vec![numel], strides: vec![1], dtype, cpu: true }, requires_grad: true })
+    }
 
     fn n(name: &str, op: FxOp, canonical: Option<&'static str>, args: Vec<usize>) -> FxNode {
         FxNode {
@@ -145,16 +333,37 @@ mod tests {
             target_name: name.into(),
             args: args.into_iter().map(FxArg::Node).collect(),
             kwargs: Vec::new(),
-            meta: None,
+            meta: meta(100, DType::F32),
             users: Vec::new(),
             inplace: false,
         }
     }
 
-    /// x, w -> mm -> relu -> output; the backward reads relu and w (and mm when `reads_mm`);
-    /// returns the partition under `policy`.
+    fn call() -> FxOp {
+        FxOp::CallFunction { target: 0 }
+    }
+
+    /// A joint graph over `nodes`: forward `[0, n_fwd)` (the output node last, reading
+    /// `output`), inputs the placeholders, the gradient of input 0 in the last node.
+    fn joint(nodes: Vec<FxNode>, n_fwd: usize, output: usize) -> JointGraph {
+        let inputs: Vec<usize> = (0..n_fwd).filter(|&i| matches!(nodes[i].op, FxOp::Placeholder { .. })).collect();
+        let last = nodes.len() - 1;
+        let n_nodes = nodes.len();
+        JointGraph {
+            g: FxGraph { nodes, side_table: Vec::new(), output: n_fwd - 1, writebacks: Vec::new() },
+            n_fwd,
+            input_requires_grad: inputs.iter().enumerate().map(|(k, _)| k == 0).collect(),
+            input_grads: inputs.iter().enumerate().map(|(k, _)| (k == 0).then_some(last)).collect(),
+            inputs,
+            outputs: vec![FxArg::Node(output)],
+            tangents: vec![Some(n_fwd)],
+            requires_grad: vec![true; n_nodes],
+        }
+    }
+
+    /// x, w -> mm -> relu -> output; the backward reads relu and w (mm instead of w when
+    /// `reads_mm`).
     fn split(policy: Policy, reads_mm: bool) -> Partition {
-        let call = || FxOp::CallFunction { target: 0 };
         let nodes = vec![
             n("x", FxOp::Placeholder { position: 0 }, None, vec![]),
             n("w", FxOp::Placeholder { position: 1 }, None, vec![]),
@@ -162,48 +371,107 @@ mod tests {
             n("relu", call(), Some("relu"), vec![2]),
             n("output", FxOp::Output, None, vec![3]),
             n("tangent", FxOp::Placeholder { position: usize::MAX }, None, vec![]),
-            n("gt", call(), None, vec![3]),
-            n("where", call(), None, vec![6, 5]),
-            n("gx", call(), None, vec![7, if reads_mm { 2 } else { 1 }]),
             n("unused", call(), None, vec![2]),
+            n("gt", call(), None, vec![3]),
+            n("where", call(), None, vec![7, 5]),
+            n("gx", call(), None, vec![8, if reads_mm { 2 } else { 1 }]),
         ];
-        let j = JointGraph {
-            g: FxGraph { nodes, side_table: Vec::new(), output: 4, writebacks: Vec::new() },
-            n_fwd: 5,
-            inputs: vec![0, 1],
-            input_requires_grad: vec![true, false],
-            outputs: vec![FxArg::Node(3)],
-            tangents: vec![Some(5)],
-            input_grads: vec![Some(8), None],
-            requires_grad: vec![true, false, true, true, false, true, false, false, false, false],
-        };
-        partition(&j, policy)
+        partition(&joint(nodes, 5, 3), policy)
     }
 
     #[test]
     fn save_all_saves_what_the_backward_reads() {
         let p = split(Policy::SaveAll, false);
         assert_eq!(p.fw_nodes, vec![2, 3]);
-        assert_eq!(p.bw_nodes, vec![6, 7, 8], "dead backward node 9 is dropped");
+        assert_eq!(p.bw_nodes, vec![7, 8, 9], "dead backward node 6 is dropped");
+        assert_eq!(p.saved, vec![1, 3]);
+        assert!(p.recomputed.is_empty());
+        assert_eq!(split(Policy::SaveAll, true).saved, vec![2, 3]);
+    }
+
+    #[test]
+    fn min_cut_ties_keep_the_value_the_backward_reads() {
+        // Saving relu or saving mm (and recomputing relu) cost the same: the cut closest to the
+        // sink saves relu, recomputing nothing.
+        let p = split(Policy::MinCut, false);
         assert_eq!(p.saved, vec![1, 3]);
         assert!(p.recomputed.is_empty());
     }
 
     #[test]
-    fn recompute_keeps_non_pointwise_values_saved() {
-        // relu's input (mm) is not saved, so relu stays saved: nothing is recomputed.
-        let p = split(Policy::RecomputePointwise, false);
-        assert_eq!(p.saved, vec![1, 3]);
-        assert!(p.recomputed.is_empty());
-    }
-
-    #[test]
-    fn recompute_pointwise_from_saved_inputs() {
-        // mm is saved anyway, so relu is recomputed from it in the backward.
-        let p = split(Policy::RecomputePointwise, true);
+    fn min_cut_recomputes_pointwise_from_a_saved_matmul() {
+        // mm is read anyway (and cannot be recomputed), so relu is recomputed from it.
+        let p = split(Policy::MinCut, true);
         assert_eq!(p.saved, vec![2]);
         assert_eq!(p.recomputed, vec![3]);
-        assert_eq!(p.bw_nodes, vec![3, 6, 7, 8]);
-        assert_eq!(split(Policy::SaveAll, true).saved, vec![2, 3]);
+        assert_eq!(p.bw_nodes, vec![3, 7, 8, 9]);
+    }
+
+    /// x, w -> mm -> (GELU, tanh form) a = mm * 0.5, b = tanh(mm), c = b + 1, y = a * c ->
+    /// mm2(y, w) -> output. The backward reads mm, a, b, c, y and w.
+    fn gelu_mlp() -> JointGraph {
+        let nodes = vec![
+            n("x", FxOp::Placeholder { position: 0 }, None, vec![]),
+            n("w", FxOp::Placeholder { position: 1 }, None, vec![]),
+            n("mm", call(), None, vec![0, 1]),
+            n("a", call(), Some("mul"), vec![2]),
+            n("b", call(), Some("tanh"), vec![2]),
+            n("c", call(), Some("add"), vec![4]),
+            n("y", call(), Some("mul"), vec![3, 5]),
+            n("mm2", call(), None, vec![6, 1]),
+            n("output", FxOp::Output, None, vec![7]),
+            n("tangent", FxOp::Placeholder { position: usize::MAX }, None, vec![]),
+            n("g1", call(), None, vec![9, 6, 1]),
+            n("g2", call(), None, vec![10, 3, 4, 5]),
+            n("gx", call(), None, vec![11, 2, 1]),
+        ];
+        joint(nodes, 9, 7)
+    }
+
+    #[test]
+    fn min_cut_saves_one_matmul_output_for_a_gelu_chain() {
+        let j = gelu_mlp();
+        let all = partition(&j, Policy::SaveAll);
+        assert_eq!(all.saved, vec![1, 2, 3, 4, 5, 6]);
+        let p = partition(&j, Policy::MinCut);
+        assert_eq!(p.saved, vec![1, 2]);
+        assert_eq!(p.recomputed, vec![3, 4, 5, 6]);
+        assert_eq!(saved_bytes(&j, &p), 400);
+        assert_eq!(saved_bytes(&j, &all), 2000);
+    }
+
+    #[test]
+    fn min_cut_prefers_a_small_mask_and_never_recomputes_random_ops() {
+        // x -> mm -> r = rand_like-named node (pointwise by its canonical name) -> m = mm * r ->
+        // gt = m > 0 (bool); the backward reads gt and r.
+        let mut nodes = vec![
+            n("x", FxOp::Placeholder { position: 0 }, None, vec![]),
+            n("mm", call(), None, vec![0, 0]),
+            n("rand_like", call(), Some("add"), vec![1]),
+            n("m", call(), Some("mul"), vec![1, 2]),
+            n("gt", call(), Some("gt"), vec![3]),
+            n("output", FxOp::Output, None, vec![3]),
+            n("tangent", FxOp::Placeholder { position: usize::MAX }, None, vec![]),
+            n("gx", call(), None, vec![6, 4, 2]),
+        ];
+        nodes[4].meta = meta(100, DType::Bool);
+        let j = joint(nodes, 6, 3);
+        let p = partition(&j, Policy::MinCut);
+        // Recomputing gt from mm and the random values costs 400 + 400; saving it costs 100.
+        assert_eq!(p.saved, vec![2, 4]);
+        assert!(p.recomputed.is_empty());
+        assert!(!recomputable(&j, 2));
+    }
+
+    #[test]
+    fn max_flow_of_a_small_network() {
+        // s=0 -> 1 (3), s -> 2 (2), 1 -> 2 (1), 1 -> t=3 (2), 2 -> t (3): max flow 5.
+        let mut net = FlowNetwork::new(4);
+        for (a, b, c) in [(0, 1, 3), (0, 2, 2), (1, 2, 1), (1, 3, 2), (2, 3, 3)] {
+            net.add_edge(a, b, c);
+        }
+        assert_eq!(net.max_flow(0, 3), 5);
+        let side = net.reaching(3);
+        assert!(!side[0] && side[3]);
     }
 }

@@ -60,10 +60,19 @@ impl GradModeRestore {
 /// restores grad mode `grad_enabled` (the frame's on entry), counts and logs the failure, and
 /// re-raises `exc` unless it is an `Exception` (KeyboardInterrupt and SystemExit propagate).
 /// The frame then reruns as its original code, which raises the error for the user.
+/// `torch.utils.checkpoint`'s `_StopRecomputationError` is re-raised too: a saved-tensor hook
+/// raises it to end a recomputation early (the backward of a non-reentrant checkpoint run
+/// inside the optimized region), and a rerun would recompute past the stop (torch asserts).
 #[pyfunction]
 pub fn graph_failed(py: Python<'_>, exc: Bound<'_, PyAny>, grad_enabled: bool) -> PyResult<()> {
     py.import("torch")?.getattr("_C")?.call_method1("_set_grad_enabled", (grad_enabled,))?;
     if !exc.is_instance_of::<pyo3::exceptions::PyException>() {
+        return Err(PyErr::from_value(exc));
+    }
+    let ty = exc.get_type();
+    if ty.name().is_ok_and(|n| n == "_StopRecomputationError")
+        && ty.getattr("__module__").is_ok_and(|m| m.extract::<&str>().is_ok_and(|m| m == "torch.utils.checkpoint"))
+    {
         return Err(PyErr::from_value(exc));
     }
     crate::counters::bump(&crate::counters::c::graph_failures);

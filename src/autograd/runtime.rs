@@ -1,0 +1,131 @@
+//! The per-call half of the AOTAutograd runtime in Rust: the `forward` of the
+//! `torch.autograd.Function` that carries a compiled forward/backward pair, and the callable
+//! dynamo's graph calls (PyTorch: `CompiledFunction` and its runtime wrappers in
+//! `torch/_functorch/_aot_autograd/runtime_wrappers.py`). `python/dynamo/aot.py` builds the
+//! Function class (its `backward`, compiled on first use, stays Python: it runs once per
+//! training step, the forward once per call).
+//!
+//! Why Rust: a tiny graph whose parameter requires grad pays the Function's machinery on every
+//! call; each Python frame around it (the runtime wrapper, `forward`, `save_for_backward`)
+//! costs a few hundred ns of the issue's "within 2 µs of eager" budget.
+//!
+//! Invariants: [`AotForward`] runs with grad mode off (torch's `Function.apply` turns it off
+//! around `forward`); the compiled forward returns a tuple (outputs..., written-back values...,
+//! saved...); nothing here keeps a reference to a tensor beyond the call.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyTuple, PyType};
+use pyo3::intern;
+
+/// `Function.forward(ctx, *inputs)`: runs the compiled forward, copies the written-back values
+/// into their inputs (`input.copy_(value)`: batch-norm running statistics), hands the saved
+/// values to `ctx` and marks the outputs without a tangent non-differentiable. Returns the
+/// original outputs (a tuple). Errors: whatever the compiled forward or `copy_` raise.
+#[pyclass(module = "dynamo._C", frozen)]
+pub struct AotForward {
+    fw: Py<PyAny>,
+    n_out: usize,
+    /// (index among the written-back values, input position).
+    writebacks: Vec<(usize, usize)>,
+    /// Outputs that receive no tangent.
+    nondiff: Vec<usize>,
+    tensor_type: Py<PyType>,
+}
+
+#[pymethods]
+impl AotForward {
+    #[new]
+    fn new(py: Python<'_>, fw: Py<PyAny>, n_out: usize, writeback_inputs: Vec<usize>, nondiff: Vec<usize>) -> PyResult<Self> {
+        let tensor_type = py.import("torch")?.getattr("Tensor")?.cast_into::<PyType>()?.unbind();
+        Ok(AotForward { fw, n_out, writebacks: writeback_inputs.into_iter().enumerate().collect(), nondiff, tensor_type })
+    }
+
+    #[pyo3(signature = (ctx, *args))]
+    fn __call__<'py>(&self, py: Python<'py>, ctx: &Bound<'py, PyAny>, args: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+        let outs = self.fw.bind(py).call1(args)?;
+        let outs = outs.cast_into::<PyTuple>()?;
+        for &(k, pos) in &self.writebacks {
+            args.get_item(pos)?.call_method1(intern!(py, "copy_"), (outs.get_item(self.n_out + k)?,))?;
+        }
+        // `ctx.save_for_backward(*saved)` and `ctx.mark_non_differentiable(*marks)` only store
+        // their arguments in these attributes (torch/autograd/function.py, FunctionCtx); the
+        // C++ `Function.apply` reads them after `forward` returns.
+        let first_saved = self.n_out + self.writebacks.len();
+        ctx.setattr(intern!(py, "to_save"), outs.get_slice(first_saved, outs.len()))?;
+        let result = outs.get_slice(0, self.n_out);
+        if !self.nondiff.is_empty() {
+            let tensor = self.tensor_type.bind(py);
+            let mut marks = Vec::new();
+            for &k in &self.nondiff {
+                let v = result.get_item(k)?;
+                if v.is_instance(tensor)? {
+                    marks.push(v);
+                }
+            }
+            if !marks.is_empty() {
+                ctx.setattr(intern!(py, "non_differentiable"), PyTuple::new(py, marks)?)?;
+            }
+        }
+        Ok(result.into_any())
+    }
+}
+
+/// The callable a captured graph runs: `apply(*args, *extra)`, or `eager_forward(*args)` inside
+/// a non-reentrant `torch.utils.checkpoint` region (Note [checkpoint] in `aot.py`: its
+/// saved-tensors hooks are the innermost ones). `extra`: the graph's get_attr values.
+#[pyclass(module = "dynamo._C", frozen)]
+pub struct AotRuntime {
+    apply: Py<PyAny>,
+    extra: Py<PyTuple>,
+    eager_forward: Py<PyAny>,
+    top_hooks: Py<PyAny>,
+    /// The `torch.autograd.Function` subclass (for debugging: its `aot_plan`).
+    #[pyo3(get)]
+    function: Py<PyAny>,
+    /// Whether the checkpoint fallback was logged (once per compiled graph).
+    logged_checkpoint: AtomicBool,
+}
+
+#[pymethods]
+impl AotRuntime {
+    #[new]
+    fn new(py: Python<'_>, function: Py<PyAny>, extra: Py<PyTuple>, eager_forward: Py<PyAny>) -> PyResult<Self> {
+        let apply = function.bind(py).getattr("apply")?.unbind();
+        let top_hooks = py.import("torch._C._autograd")?.getattr("_top_saved_tensors_default_hooks")?.unbind();
+        Ok(AotRuntime { apply, extra, eager_forward, top_hooks, function, logged_checkpoint: AtomicBool::new(false) })
+    }
+
+    #[pyo3(signature = (*args))]
+    fn __call__<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+        let hooks = self.top_hooks.bind(py).call1((false,))?;
+        if !hooks.is_none() {
+            let module = hooks.get_item(0)?.getattr(intern!(py, "__module__")).ok();
+            if module.is_some_and(|m| m.extract::<&str>().is_ok_and(|m| m == "torch.utils.checkpoint")) {
+                if !self.logged_checkpoint.swap(true, Ordering::Relaxed) {
+                    tracing::info!(
+                        target: "aot::partition",
+                        "graph runs through torch's autograd inside a non-reentrant torch.utils.checkpoint region \
+                         (its recomputation must save the tensors eager saves; checkpoint recomputes it eagerly)"
+                    );
+                }
+                return self.eager_forward.bind(py).call1(args);
+            }
+        }
+        let extra = self.extra.bind(py);
+        if extra.is_empty() {
+            self.apply.bind(py).call1(args)
+        } else {
+            let all: Vec<Bound<'py, PyAny>> = args.iter().chain(extra.iter()).collect();
+            self.apply.bind(py).call1(PyTuple::new(py, all)?)
+        }
+    }
+}
+
+/// Registers the runtime classes on `dynamo._C`.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<AotForward>()?;
+    m.add_class::<AotRuntime>()?;
+    Ok(())
+}
