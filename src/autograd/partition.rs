@@ -88,13 +88,14 @@ pub fn recomputable(j: &JointGraph, i: usize) -> bool {
     }
 }
 
-/// Bytes of one element of `d` (`Other` counts as 8: int64/float64 are the common ones).
+/// Bytes of one element of `d` (`Other` counts as 8, like the widest common dtypes).
 fn itemsize(d: DType) -> u64 {
     match d {
         DType::F32 => 4,
         DType::Bool => 1,
         DType::BF16 | DType::F16 => 2,
-        DType::Other => 8,
+        DType::I32 => 4,
+        DType::F64 | DType::I64 | DType::Other => 8,
     }
 }
 
