@@ -963,7 +963,8 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
     /// `j`, an array of accumulators is updated for every reduction step, so the inner loop
     /// reads memory contiguously and vectorizes across the points; then every point's outer
     /// expressions and stores run from its accumulator. Each point adds its values in reduction
-    /// order, as torch's column reductions do.
+    /// order, as torch's column reductions do; columns longer than SUM_BLOCK are summed in blocks
+    /// whose sums are then added (see the comment at `blocked`).
     #[allow(clippy::too_many_arguments)]
     fn emit_column_reduction(
         &mut self,
@@ -986,6 +987,23 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         let mut arrs: Vec<Option<PointerValue<'ctx>>> = vec![None; n];
         for &r in &reduces {
             arrs[r] = Some(e(b.build_alloca(arr_ty, &format!("column{r}")))?);
+        }
+        // Long column sums are blocked: the outermost reduction loop runs in blocks of about
+        // SUM_BLOCK values per point, each summed into `arrs` from zero and then added into
+        // `totals` (a two-level sum: float32 error grows with blocks + block length, not with
+        // the column's length; 2**25 ones sum to 2**25, not 2**24).
+        let red_numel_all: i64 = kernel.reduction_ranges.iter().product();
+        let inner_numel: i64 = kernel.reduction_ranges.iter().skip(1).product();
+        let blocked = red_numel_all > SUM_BLOCK
+            && reduces.iter().any(|&r| matches!(kernel.exprs[r], Expr::Reduce(op, _) if op.is_sum()));
+        let outer_block = (SUM_BLOCK / inner_numel.max(1)).max(1);
+        let mut totals: Vec<Option<PointerValue<'ctx>>> = vec![None; n];
+        if blocked {
+            for &r in &reduces {
+                if matches!(kernel.exprs[r], Expr::Reduce(op, _) if op.is_sum()) {
+                    totals[r] = Some(e(b.build_alloca(arr_ty, &format!("column_total{r}")))?);
+                }
+            }
         }
         let mut loops: Vec<OpenLoop<'ctx>> = Vec::new();
         let mut outer_ivs: Vec<Option<IntValue<'ctx>>> = vec![None; n_outer];
@@ -1022,13 +1040,28 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         for &r in &reduces {
             let Expr::Reduce(op, _) = kernel.exprs[r] else { unreachable!() };
             e(b.build_store(slot(b, arrs[r].unwrap(), init.iv)?, f32t.const_float(op.identity() as f64)))?;
+            if let Some(t) = totals[r] {
+                e(b.build_store(slot(b, t, init.iv)?, f32t.const_zero()))?;
+            }
         }
         close_loop(ctx, b, &init)?;
         // 2. Reduction steps, points innermost.
         let mut red_loops = Vec::new();
         let mut rivs = Vec::new();
+        let mut block_loop = None;
         for (k, &r) in kernel.reduction_ranges.iter().enumerate() {
-            let l = open_loop(ctx, b, f, i64t.const_zero(), i64t.const_int(r as u64, false), 1, &format!("r{k}"))?;
+            let hi = i64t.const_int(r as u64, false);
+            let l = if blocked && k == 0 {
+                let bl = open_loop(ctx, b, f, i64t.const_zero(), hi, outer_block, "r0_block")?;
+                let end = e(b.build_int_nsw_add(bl.iv, i64t.const_int(outer_block as u64, false), ""))?;
+                let lt = e(b.build_int_compare(IntPredicate::SLT, end, hi, ""))?;
+                let end = e(b.build_select(lt, end, hi, ""))?.into_int_value();
+                let lo = bl.iv;
+                block_loop = Some(bl);
+                open_loop(ctx, b, f, lo, end, 1, "r0")?
+            } else {
+                open_loop(ctx, b, f, i64t.const_zero(), hi, 1, &format!("r{k}"))?
+            };
             rivs.push(l.iv);
             red_loops.push(l);
         }
@@ -1059,6 +1092,22 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         for l in red_loops.iter().rev() {
             close_loop(ctx, b, l)?;
         }
+        if let Some(bl) = block_loop {
+            // One block done: add each point's block sum into its total and restart the block.
+            let al = open_loop(ctx, b, f, jb, jend, 1, "j_total")?;
+            for &r in &reduces {
+                if let Some(t) = totals[r] {
+                    let pb = slot(b, arrs[r].unwrap(), al.iv)?;
+                    let pt = slot(b, t, al.iv)?;
+                    let part = e(b.build_load(f32t, pb, ""))?.into_float_value();
+                    let cur = e(b.build_load(f32t, pt, ""))?.into_float_value();
+                    e(b.build_store(pt, e(b.build_float_add(cur, part, ""))?))?;
+                    e(b.build_store(pb, f32t.const_zero()))?;
+                }
+            }
+            close_loop(ctx, b, &al)?;
+            close_loop(ctx, b, &bl)?;
+        }
         // 3. Every point's outer expressions and stores.
         let fl = open_loop(ctx, b, f, jb, jend, 1, "j_out")?;
         let zeros: Vec<IntValue<'ctx>> = kernel.reduction_ranges.iter().map(|_| i64t.const_zero()).collect();
@@ -1066,7 +1115,8 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         let mut vals: Vec<Option<BasicValueEnum<'ctx>>> = vec![None; n];
         for (i, ex) in kernel.exprs.iter().enumerate() {
             if let Expr::Reduce(..) = ex {
-                vals[i] = Some(e(b.build_load(f32t, slot(b, arrs[i].unwrap(), fl.iv)?, ""))?);
+                let arr = totals[i].or(arrs[i]).unwrap();
+                vals[i] = Some(e(b.build_load(f32t, slot(b, arr, fl.iv)?, ""))?);
                 continue;
             }
             if inner[i] {
