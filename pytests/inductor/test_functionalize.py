@@ -217,3 +217,23 @@ def test_chained_views_returned_alias_the_input(fn):
     assert out.stride() == want.stride()
     out.fill_(0)
     assert (x[:, 0] == 0).all()
+
+
+def test_a_failing_step_leaves_eagers_state_and_error():
+    """Note [errors rerun eagerly]: `x.mul_(2)` then a gather with an index out of range. Eager
+    doubles x and raises; the compiled graph defers the mutation to its end, so on the error it
+    reruns gm.forward: the same exception, and x doubled exactly once (found by a new-user trial)."""
+    def g(x, i):
+        x.mul_(2)
+        return x.sin().gather(0, i)
+
+    x, i = torch.ones(4), torch.tensor([9])
+    compiled = C.inductor_compile(torch.fx.symbolic_trace(g), [x.clone(), i])
+    with pytest.raises(RuntimeError) as eager_err:
+        g(x.clone(), i)
+    with pytest.raises(RuntimeError) as got_err:
+        compiled(x, i)
+    assert str(got_err.value) == str(eager_err.value)
+    assert torch.equal(x, torch.full((4,), 2.0))
+    ok = torch.tensor([1])
+    assert torch.equal(compiled(x, ok), g(torch.full((4,), 2.0), ok))

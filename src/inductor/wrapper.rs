@@ -315,8 +315,20 @@ impl CompiledGraph {
             return self.forward.bind(py).call(args, kwargs);
         }
         if let Some(rt) = &self.runtime {
-            if let Some(out) = rt.run(py, args)? {
-                return Ok(out);
+            match rt.run(py, args) {
+                Ok(Some(out)) => return Ok(out),
+                Ok(None) => {}
+                Err(err) => {
+                    // Note [errors rerun eagerly]: a step raised (an index out of range in a
+                    // fallback, a user error torch reports). The plan defers every input
+                    // mutation to its end and its kernels write only fresh buffers, so nothing
+                    // the caller can see has changed yet: running `gm.forward` performs the
+                    // graph's in-place updates in program order and raises where eager raises,
+                    // leaving exactly eager's state behind (the trial found `x.mul_(2)` lost
+                    // before a failing gather).
+                    tracing::debug!(target: "inductor::guards", "a step raised ({err}); running gm.forward");
+                    return self.forward.bind(py).call1(args);
+                }
             }
             counters::GUARD_FAILURES.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(target: "inductor::guards", "input metadata differs from compile time; running gm.forward");
