@@ -184,6 +184,11 @@ impl<'a> InstructionTranslator<'a> {
             self.ip += 1;
             let flow = self.step(py, ip).map_err(|e| {
                 let mut e = self.annotate(e, ip);
+                if e.raised.is_some() && self.code.insts[ip].exn.is_some() {
+                    // A handler of this frame (try/except, with) would see the exception: not
+                    // modelled, so it is an ordinary break and Python runs the handler.
+                    e.raised = None;
+                }
                 if self.depth == 0 && e.break_at.is_none() {
                     e.break_at = Some((ip, visit));
                 }
@@ -202,7 +207,7 @@ impl<'a> InstructionTranslator<'a> {
             return e;
         }
         let line = self.code.insts[ip].positions.line.unwrap_or(0);
-        Unsupported { kind: e.kind, reason: format!("{} (at {}:{} in {})", e.reason, self.code.filename, line, self.code.name), break_at: e.break_at }
+        Unsupported { reason: format!("{} (at {}:{} in {})", e.reason, self.code.filename, line, self.code.name), ..e }
     }
 
     fn pop(&mut self) -> VResult<VT> {
@@ -1000,6 +1005,20 @@ impl<'a> InstructionTranslator<'a> {
                         return self.call(py, &func, vec![vt.clone()], vec![]);
                     }
                 }
+                if type_name(ca) == "member_descriptor" {
+                    // A `__slots__` entry (Objects/descrobject.c, `member_get`): the value
+                    // stored in the instance's slot, reached as `obj.name` (a dataclass
+                    // `Field`'s `name`, `type`, `_field_type`). An empty slot raises.
+                    let src = if has_generic_getattribute(py, &ty)? { source.attr(name) } else { source.generic_attr(name) };
+                    return match ca.call_method1("__get__", (obj, &ty)) {
+                        Ok(v) => wrap(py, self.og, &v, src),
+                        Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) && has_generic_getattribute(py, &ty)? => {
+                            self.og.add_guard(Some(source.clone()), GuardKind::NoAttr(name.to_string()));
+                            Err(Unsupported::raise("AttributeError", format!("'{}' object has no attribute '{name}'", type_name(obj))))
+                        }
+                        Err(e) => Err(e.into()),
+                    };
+                }
                 graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(ca));
             }
         }
@@ -1023,7 +1042,13 @@ impl<'a> InstructionTranslator<'a> {
             if static_type_lookup(&ty, "__getattr__")?.is_some() {
                 graph_break!(UntracedValue, "attribute '{name}' of {} (computed by __getattr__)", vt.describe(py));
             }
-            graph_break!(UntracedValue, "attribute '{name}' of {} (not found on the instance or its class)", vt.describe(py));
+            // Not on the instance (its dict is this trace's tracker, or the real one lacks the
+            // name, guarded so), nor on the class (type-guarded), and no `__getattr__`: the
+            // lookup raises, as `_PyObject_GenericGetAttrWithDict` does.
+            if tracked.is_none() {
+                self.og.add_guard(Some(source.clone()), GuardKind::NoInstanceAttr(name.to_string()));
+            }
+            return Err(Unsupported::raise("AttributeError", format!("'{}' object has no attribute '{name}'", type_name(obj))));
         };
         // The instance may gain an attribute of that name later: guard that it has none.
         self.og.add_guard(Some(source.clone()), GuardKind::NoInstanceAttr(name.to_string()));
@@ -1747,6 +1772,10 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 unsupported!("indexing {} does not give one of its submodules", type_name(m))
             }
+            VT::UserObject(_) => match self.python_dunder(py, obj, "__getitem__")? {
+                Some(m) => self.call(py, &m, vec![idx.clone()], vec![]),
+                None => unsupported!("indexing {}", obj.describe(py)),
+            },
             VT::Opaque { obj: o, source } => {
                 // `__getitem__` looked up on the type and inlined when it is Python code.
                 let ty = o.bind(py).get_type();
@@ -2555,6 +2584,15 @@ impl<'a> InstructionTranslator<'a> {
             return self.make_super(&args);
         }
         if is("len") {
+            if let Some(m) = self.python_dunder(py, &args[0], "__len__")? {
+                // `builtin_len` -> `PyObject_Size`: the slot's result must be a non-negative int
+                // (else TypeError / ValueError, left to Python).
+                let n = self.call(py, &m, vec![], vec![])?;
+                return match n.as_constant(py).and_then(|c| c.extract::<i64>().ok()) {
+                    Some(k) if k >= 0 && n.as_constant(py).map(|c| c.is_instance_of::<pyo3::types::PyInt>()).unwrap_or(false) => Ok(n),
+                    _ => graph_break!(UntracedValue, "len() of {}: __len__ gave {}", args[0].describe(py), n.describe(py)),
+                };
+            }
             return Ok(match &args[0] {
                 VT::Tensor(t) => VT::constant(t.fake.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
                 VT::Module { obj, .. } => VT::constant(obj.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
@@ -2667,8 +2705,16 @@ impl<'a> InstructionTranslator<'a> {
                     (false, None) => unsupported!("getattr of a missing attribute '{name}'"),
                 };
             }
-            let v = self.getattr(py, &args[0], &name)?;
-            return Ok(if is("hasattr") { const_bool(py, true) } else { v });
+            // CPython's `builtin_getattr` / `builtin_hasattr`: an AttributeError from the
+            // lookup (here one the trace raised, with the guards that keep it raised) gives
+            // the default or False; any other error propagates.
+            return match (self.getattr(py, &args[0], &name), is("hasattr"), args.get(2)) {
+                (Ok(_), true, _) => Ok(const_bool(py, true)),
+                (Ok(v), false, _) => Ok(v),
+                (Err(e), true, _) if e.is_raised("AttributeError") => Ok(const_bool(py, false)),
+                (Err(e), false, Some(default)) if e.is_raised("AttributeError") => Ok(default.clone()),
+                (Err(e), _, _) => Err(e),
+            };
         }
         if is("range") && all_const {
             let vals: Vec<_> = args.iter().map(|a| a.as_constant(py).unwrap()).collect();
@@ -2766,6 +2812,17 @@ impl<'a> InstructionTranslator<'a> {
         if is("print") || is("input") || is("open") || is("exec") || is("eval") || is("setattr") || is("delattr") || is("globals") || is("locals") || is("vars") || is("id") || is("super") {
             graph_break!(UnsupportedBuiltin, "call to builtin {}", crate::symbolic::variables::qualname(b));
         }
+        if (is("str") || is("repr")) && args.len() == 1 && kwargs.is_empty() {
+            if let VT::Class(c) = &args[0] {
+                // `type.__repr__` (Objects/typeobject.c, `type_repr`): `<class 'module.qualname'>`
+                // from the (identity-guarded) class, unless its metaclass has its own.
+                let meta = c.bind(py).get_type();
+                let type_type = py.get_type::<pyo3::types::PyType>();
+                if meta.getattr("__repr__")?.is(type_type.getattr("__repr__")?) && meta.getattr("__str__")?.is(type_type.getattr("__str__")?) {
+                    return Ok(VT::constant(c.bind(py).repr()?.into_any().unbind()));
+                }
+            }
+        }
         // Pure builtins over literal values, including lists, tuples and sets of literals built
         // during tracing (each passed as a fresh copy, so the call cannot mutate our state).
         let literal_args: Option<Vec<Bound<'_, PyAny>>> = args.iter().map(|a| self.literal_value(py, a)).collect();
@@ -2859,6 +2916,33 @@ impl<'a> InstructionTranslator<'a> {
         Ok(vt)
     }
 
+    /// The special method `name` of a user object (new in the frame, or reached through a
+    /// source) bound to it, when its class defines it as a Python function: CPython calls the
+    /// type's slot, never an instance attribute (`_PyType_Lookup`), so `len(o)`, `o[i]` inline
+    /// `type(o).__len__(o)`, `type(o).__getitem__(o, i)`. `None` when the class has no Python
+    /// function of that name.
+    fn python_dunder(&mut self, py: Python<'_>, obj: &VT, name: &str) -> VResult<Option<VT>> {
+        let (ty, src) = match obj {
+            VT::UserObject(o) => {
+                let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+                match static_type_lookup(&ty, name)? {
+                    Some((k, f)) if type_name(&f) == "function" => (f, o.class_attr_source(k, name)),
+                    _ => return Ok(None),
+                }
+            }
+            VT::Opaque { obj: o, source } => {
+                let ty = o.bind(py).get_type();
+                match static_type_lookup(&ty, name)? {
+                    Some((k, f)) if type_name(&f) == "function" => (f, class_attr_source(source, k, name)),
+                    _ => return Ok(None),
+                }
+            }
+            _ => return Ok(None),
+        };
+        let func = wrap(py, self.og, &ty, src)?;
+        Ok(Some(VT::Method { func: Box::new(func), self_: Box::new(obj.clone()) }))
+    }
+
     /// `o.name` on a new user object (see `user_objects.rs` for the lookup order).
     fn user_object_getattr(&mut self, py: Python<'_>, vt: &VT, o: &Rc<crate::symbolic::user_objects::UserObject>, name: &str) -> VResult<VT> {
         if name == "__class__" {
@@ -2887,7 +2971,13 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(v);
         }
         let Some((k, ca)) = class_attr else {
-            graph_break!(UntracedValue, "attribute '{name}' of {} (AttributeError)", vt.describe(py));
+            if static_type_lookup(&ty, "__getattr__")?.is_some() {
+                graph_break!(UntracedValue, "attribute '{name}' of {} (computed by __getattr__)", vt.describe(py));
+            }
+            // Every instance attribute of a new object is in its tracker; the class is reached
+            // through its source, guarded to keep lacking the name: the lookup raises.
+            self.og.add_guard(Some(o.cls_source.clone()), GuardKind::NoAttr(name.to_string()));
+            return Err(Unsupported::raise("AttributeError", format!("'{}' object has no attribute '{name}'", crate::symbolic::variables::qualname(o.cls.bind(py)))));
         };
         let src = o.class_attr_source(k, name);
         let object_type = py.get_type::<PyAny>();
@@ -3286,6 +3376,9 @@ fn resume_generator(py: Python<'_>, og: &mut OutputGraph, depth: usize, f: &mut 
     f.external_cells = std::mem::take(&mut child.external_cells);
     f.stack = std::mem::take(&mut child.stack);
     f.ip = child.ip;
+    // An exception leaving a generator finishes it, which its frame state here does not model:
+    // not catchable inside the trace.
+    let outcome = outcome.map_err(|e| Unsupported { raised: None, ..e });
     match outcome? {
         Outcome::Yield(v) => Ok(Some(v)),
         Outcome::Return(_) => Ok(None),

@@ -1,0 +1,176 @@
+"""Whole-model capture (issue: real models in one graph): the Python kinds that library code of
+real models runs, each run eagerly and compiled and compared, with graph and break counts that
+show the code was captured; and tiny transformers models with break counts that may only go down.
+"""
+
+import pytest
+import torch
+
+import dynamo
+
+from test_python_kinds import check
+
+
+# ----- AttributeError raised inside the trace, caught by getattr(o, name, default) / hasattr ----
+
+class AliasConfig:
+    """Like transformers' PretrainedConfig: a Python __getattribute__ that maps aliases and
+    defers to object.__getattribute__ through super()."""
+
+    attribute_map = {"hidden": "hidden_size"}
+
+    def __init__(self):
+        self.hidden_size = 4
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+class Mixin:
+    def __getattribute__(self, key):
+        spec = super().__getattribute__("__dict__").get("_spec")
+        if spec is not None:
+            raise KeyError(key)
+        return super().__getattribute__(key)
+
+
+class LayeredConfig(Mixin, AliasConfig):
+    pass
+
+
+class Plain:
+    def __init__(self):
+        self.a = 1
+
+
+@pytest.mark.parametrize("cls", [AliasConfig, LayeredConfig, Plain])
+def test_getattr_default_on_missing_attribute(cls):
+    cfg = cls()
+
+    def f(x):
+        a = getattr(cfg, "vision_feature_layer", None)
+        b = getattr(cfg, "hidden", 7) if cls is not Plain else cfg.a
+        c = hasattr(cfg, "is_causal")
+        return x + (0 if a is None else 100) + b + (10 if c else 0)
+
+    check(f, torch.ones(3), graphs=1, breaks=0)
+
+
+def test_getattr_missing_attribute_guarded():
+    """The absence is guarded: setting the attribute afterwards recompiles and reads it."""
+    cfg = AliasConfig()
+
+    def f(x):
+        return x + getattr(cfg, "scale", 1)
+
+    dynamo.reset()
+    opt = dynamo.optimize("eager")(f)
+    x = torch.ones(2)
+    assert torch.equal(opt(x), x + 1)
+    cfg.scale = 5
+    assert torch.equal(opt(x), x + 5)
+    assert dynamo.counters()["graph_breaks"] == 0
+
+
+def test_attribute_error_inside_try_runs_the_handler():
+    """An AttributeError the trace raises under a try block of an inlined frame is left to
+    Python (its handler runs eagerly), never skipped."""
+    cfg = AliasConfig()
+
+    def lookup(o):
+        try:
+            return o.missing
+        except AttributeError:
+            return -1
+
+    def f(x):
+        return x + lookup(cfg)
+
+    check(f, torch.ones(2), graphs=1)
+
+
+def test_missing_attribute_without_default_raises_as_eager():
+    cfg = AliasConfig()
+
+    def f(x):
+        return x + getattr(cfg, "missing")
+
+    check(f, torch.ones(2), graphs=0)
+
+
+def test_new_object_missing_attribute_default():
+    class Box:
+        def __init__(self, v):
+            self.v = v
+
+    def f(x):
+        b = Box(x)
+        return b.v + getattr(b, "w", 1) + (2 if hasattr(b, "v") else 0)
+
+    check(f, torch.ones(2), graphs=1, breaks=0)
+
+
+# ----- __slots__ members, collections.abc subclasses built in the frame, str(cls) ------------
+
+class Slotted:
+    __slots__ = ("name", "kind")
+
+    def __init__(self, name):
+        self.name = name
+
+
+SLOTTED = Slotted("w")
+
+
+def test_slot_member_read_and_empty_slot():
+    """A `__slots__` member reads the slot (dataclasses' `Field.name`); an empty one raises
+    AttributeError, which getattr's default catches."""
+    def f(x):
+        return x + len(SLOTTED.name) + getattr(SLOTTED, "kind", 3)
+
+    check(f, torch.ones(2), graphs=1, breaks=0)
+
+
+def test_dataclass_fields_of_a_global_instance():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Cfg:
+        a: int = 1
+        b: float = 2.0
+
+    cfg = Cfg()
+
+    def f(x):
+        return x + sum(getattr(cfg, fl.name) for fl in dataclasses.fields(cfg))
+
+    check(f, torch.ones(2), graphs=1)
+
+
+def test_abc_sequence_subclass_built_in_the_frame():
+    import collections.abc
+
+    class View(collections.abc.Sequence):
+        def __init__(self, n):
+            self._n = n
+
+        def __len__(self):
+            return self._n
+
+        def __getitem__(self, i):
+            return i
+
+    def f(x):
+        v = View(3)
+        return x + len(v) + v[2] + isinstance(v, collections.abc.Sequence)
+
+    check(f, torch.ones(2), graphs=1, breaks=0)
+
+
+def test_str_of_a_class():
+    def f(x):
+        return x + len(str(torch.nn.Linear)) + len(repr(Slotted))
+
+    check(f, torch.ones(2), graphs=1, breaks=0)
