@@ -174,3 +174,55 @@ def test_str_of_a_class():
         return x + len(str(torch.nn.Linear)) + len(repr(Slotted))
 
     check(f, torch.ones(2), graphs=1, breaks=0)
+
+
+# ----- a graph break on every loop iteration: one shared resume function -----------------------
+
+def lstm_loop(cell, xs):
+    h = torch.zeros(2, 16)
+    c = torch.zeros(2, 16)
+    outs = []
+    for x in xs:
+        h, c = cell(x, (h, c))
+        outs.append(h)
+        print(len(outs))  # a graph break on every iteration
+    return torch.stack(outs)
+
+
+@pytest.mark.filterwarnings("ignore:dynamo. cache_size_limit:UserWarning")
+@pytest.mark.parametrize("steps", [12, 24, 48])
+def test_break_per_iteration_compiles_a_bounded_number_of_graphs(steps, capsys):
+    """A break inside a loop continues in a resume function of the original code, shared by
+    every iteration (not a resume function of the previous resume function, whose prologue
+    grew with the trip count and made compile time quadratic): the compiles stay bounded by
+    the recompile limit whatever the length, and the result is eager's."""
+    torch.manual_seed(0)
+    cell = torch.nn.LSTMCell(8, 16)
+    xs = [torch.randn(2, 8) for _ in range(steps)]
+    ref = lstm_loop(cell, xs)
+    dynamo.reset()
+    with torch.no_grad():
+        out = dynamo.optimize("eager")(lstm_loop)(cell, xs)
+        torch.testing.assert_close(out, ref.detach())
+    printed = capsys.readouterr().out.split()
+    assert printed == [str(i) for i in range(1, steps + 1)] * 2
+    c = dynamo.counters()
+    assert c["graphs"] >= 2
+    assert c["compiles"] <= 10, c
+
+
+def test_cache_limit_warning_as_error_surfaces(recwarn):
+    """With warnings turned into errors, the cache-limit warning is raised as the UserWarning
+    (it used to come out as `SystemError: error return without exception set`)."""
+    import warnings
+
+    def f(x, n):
+        return x + n
+
+    dynamo.reset()
+    opt = dynamo.optimize("eager")(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match="cache_size_limit"):
+            for n in range(20):
+                opt(torch.ones(1), n)

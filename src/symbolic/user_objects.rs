@@ -88,6 +88,13 @@ pub fn is_plain_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> 
         if flags & HEAPTYPE == 0 || !(base.get_type().is(&type_type) || base.get_type().is(&abc_meta)) || !slots_ok {
             return Ok(false);
         }
+        // contextlib's managers drive a generator whose end `__exit__` detects by catching
+        // StopIteration, which the trace does not model; a tracked one holding a half-run
+        // generator could not be rebuilt at a break. Left as real objects.
+        let module = base.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+        if module == "contextlib" {
+            return Ok(false);
+        }
     }
     if !ty.getattr("__new__")?.is(object.getattr("__new__")?) || !ty.getattr("__getattribute__")?.is(object.getattr("__getattribute__")?) {
         return Ok(false);
