@@ -226,3 +226,27 @@ def test_cache_limit_warning_as_error_surfaces(recwarn):
         with pytest.raises(UserWarning, match="cache_size_limit"):
             for n in range(20):
                 opt(torch.ones(1), n)
+
+
+# ----- staticmethod / classmethod of an nn.Module class ---------------------------------------
+
+class Bucketer(torch.nn.Module):
+    """Like T5Attention: a staticmethod called through `self` with keyword arguments."""
+
+    scale = 3
+
+    @staticmethod
+    def bucket(pos, bidirectional=True, num_buckets=32):
+        return pos % num_buckets + (1 if bidirectional else 0)
+
+    @classmethod
+    def factor(cls, x):
+        return x * cls.scale
+
+    def forward(self, x):
+        return self.factor(self.bucket(x, bidirectional=False, num_buckets=4))
+
+
+def test_module_staticmethod_and_classmethod_through_self():
+    m = Bucketer()
+    check(lambda x: m(x), torch.arange(10.0), graphs=1, breaks=0)

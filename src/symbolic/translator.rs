@@ -1382,6 +1382,24 @@ impl<'a> InstructionTranslator<'a> {
         let cls = m.get_type();
         let in_instance = d.cast::<PyDict>().ok().and_then(|d| d.get_item(name).ok().flatten());
         if in_instance.is_none() {
+            // The raw class attribute decides the binding (`type(m).__mro__[k].__dict__[name]`):
+            // a staticmethod gives its function unbound, a classmethod binds the class
+            // (Objects/funcobject.c, `sm_descr_get` / `cm_descr_get`). Reading it through
+            // `getattr(cls, name)` would make a staticmethod look like a plain function.
+            if let Some((_, raw)) = static_type_lookup(&cls, name)? {
+                match type_name(&raw).as_str() {
+                    "staticmethod" => {
+                        let f = raw.getattr("__func__")?;
+                        return Ok(VT::Function { obj: Rc::new(f.unbind()), source: src });
+                    }
+                    "classmethod" => {
+                        let f = raw.getattr("__func__")?;
+                        let func = VT::Function { obj: Rc::new(f.unbind()), source: src.as_ref().map(|s| s.attr("__func__")) };
+                        return Ok(VT::Method { func: Box::new(func), self_: Box::new(VT::Class(Rc::new(cls.clone().into_any().unbind()))) });
+                    }
+                    _ => {}
+                }
+            }
             if let Ok(class_attr) = cls.getattr(name) {
                 if type_name(&class_attr) == "function" {
                     let func_src = src.as_ref().map(|s| s.attr("__func__"));
