@@ -250,3 +250,15 @@ class Bucketer(torch.nn.Module):
 def test_module_staticmethod_and_classmethod_through_self():
     m = Bucketer()
     check(lambda x: m(x), torch.arange(10.0), graphs=1, breaks=0)
+
+
+def test_type_of_tensors():
+    """`type(t)`: a graph input keeps its exact class (Parameter), a computed tensor is a Tensor
+    (transformers' `infer_framework_from_repr` reads `str(type(x))`)."""
+    lin = torch.nn.Linear(2, 2)
+
+    def f(x):
+        y = x * 2
+        return y + len(str(type(y))) + (1 if type(lin.weight) is torch.nn.Parameter else 0) + (type(x) is torch.Tensor)
+
+    check(f, torch.ones(2), graphs=1, breaks=0)

@@ -1862,6 +1862,15 @@ impl<'a> InstructionTranslator<'a> {
             VT::DictView { view, .. } => Some(PyDict::new(py).call_method0(view.method())?.get_type().into_any().unbind()),
             VT::Partial(_) => Some(crate::symbolic::partial::partial_type(py)?.unbind()),
             VT::UserObject(o) => Some(o.cls.clone_ref(py)),
+            // A graph input keeps its exact Python type (TENSOR_MATCH pins it: Parameter, a
+            // subclass...); a tensor computed by the graph is a plain torch.Tensor.
+            VT::Tensor(t) => match &t.source {
+                Some(src) => match self.og.inputs.iter().find(|(s, _)| s == src) {
+                    Some((_, real)) => Some(real.bind(py).get_type().into_any().unbind()),
+                    None => None,
+                },
+                None => Some(self.og.handles.tensor_type.clone_ref(py)),
+            },
             _ => None,
         })
     }
