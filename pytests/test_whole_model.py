@@ -262,3 +262,36 @@ def test_type_of_tensors():
         return y + len(str(type(y))) + (1 if type(lin.weight) is torch.nn.Parameter else 0) + (type(x) is torch.Tensor)
 
     check(f, torch.ones(2), graphs=1, breaks=0)
+
+
+# ----- dict subclasses: dict's read methods on the instance's storage ---------------------------
+
+class Registry(dict):
+    """Like transformers' `_CanRecordRegistry`: a dict subclass keyed by class names whose own
+    `get` defers to `super().get`."""
+
+    def __setitem__(self, k, v):
+        super().__setitem__(str(k), v)
+
+    def get(self, k):
+        return super().get(str(k)) or {}
+
+
+REGISTRY = Registry()
+REGISTRY[torch.nn.Linear] = {"a": 1}
+
+
+def test_dict_subclass_super_get_reads_storage():
+    def f(x):
+        d = REGISTRY.get(torch.nn.Linear)
+        e = REGISTRY.get(torch.nn.ReLU)
+        return x + len(d) + len(e) + len(list(REGISTRY.keys())) + ("a" in d)
+
+    check(f, torch.ones(2), graphs=1, breaks=0)
+    # The storage is guarded: a new entry recompiles and is seen.
+    opt = dynamo.optimize("eager")(f)
+    REGISTRY[torch.nn.ReLU] = {"b": 2, "c": 3}
+    try:
+        assert torch.equal(opt(torch.ones(2)), f(torch.ones(2)))
+    finally:
+        del REGISTRY[str(torch.nn.ReLU)]

@@ -1082,6 +1082,16 @@ impl<'a> InstructionTranslator<'a> {
             "wrapper_descriptor" if matches!(vt, VT::Opaque { .. }) && (ca.is(py.get_type::<PyAny>().getattr("__setattr__")?) || ca.is(py.get_type::<PyAny>().getattr("__getattribute__")?)) => {
                 Ok(VT::GenericAttr { obj: Box::new(vt.clone()), set: name == "__setattr__" })
             }
+            // `d.get(k)` on a dict subclass that does not override `get`: dict's method on the
+            // instance's storage (see `dict_storage_method`).
+            "method_descriptor" if matches!(vt, VT::Opaque { .. }) => {
+                let VT::Opaque { obj, .. } = vt else { unreachable!() };
+                let o = obj.bind(py).clone();
+                match self.dict_storage_method(py, &o, source, ca, name)? {
+                    Some(m) => Ok(m),
+                    None => graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(ca)),
+                }
+            }
             // Other descriptors (C methods, cached_property, partialmethod...) bind in ways not
             // modelled: the read runs in Python.
             _ if ca.get_type().hasattr("__get__")? && !ca.is_instance_of::<pyo3::types::PyType>() => {
@@ -1089,6 +1099,30 @@ impl<'a> InstructionTranslator<'a> {
             }
             _ => wrap(py, self.og, ca, ca_src),
         }
+    }
+
+    /// A read-only method of `dict` (`ca`, found on the MRO of a dict subclass instance `o`
+    /// reached through `source`: `super().get(k)` in a subclass that overrides `get`) bound to
+    /// the instance's dict storage, as torch's `UserDefinedDictVariable` reads its `_dict_vt`.
+    /// The storage is wrapped item by item with guards that read it through the subclass, so
+    /// its `keys`, `__len__` and `__getitem__` must be dict's own. Writing methods are not
+    /// offered (they would have to replay past the subclass's own `__setitem__`): `None`.
+    fn dict_storage_method(&mut self, py: Python<'_>, o: &Bound<'_, PyAny>, source: &Arc<Source>, ca: &Bound<'_, PyAny>, name: &str) -> VResult<Option<VT>> {
+        const READS: [&str; 8] = ["get", "__getitem__", "__contains__", "keys", "values", "items", "__len__", "copy"];
+        let dict_type = py.get_type::<PyDict>();
+        if !READS.contains(&name) || !ca.getattr("__objclass__").map(|c| c.is(&dict_type)).unwrap_or(false) {
+            return Ok(None);
+        }
+        let Ok(d) = o.cast::<PyDict>() else { return Ok(None) };
+        let ty = o.get_type();
+        for slot in ["keys", "__len__", "__getitem__"] {
+            let own = static_type_lookup(&ty, slot)?.map(|(_, f)| f.is(dict_type.getattr(slot).expect("dict slot"))).unwrap_or(false);
+            if !own {
+                return Ok(None);
+            }
+        }
+        let state = crate::symbolic::builder::wrap_dict_storage(py, self.og, d, source)?;
+        Ok(Some(VT::ContainerMethod { container: Box::new(VT::Dict(state)), name: name.to_string() }))
     }
 
     /// `super(cls, obj).name`: the first class after `cls` in `type(obj).__mro__` that defines
@@ -1162,6 +1196,9 @@ impl<'a> InstructionTranslator<'a> {
             }
             if matches!(type_name(&ca).as_str(), "function" | "staticmethod" | "classmethod") {
                 return self.bind_class_attr(py, inner, &ty, &source, k, &ca, name);
+            }
+            if let Some(m) = self.dict_storage_method(py, &o, &source, &ca, name)? {
+                return Ok(m);
             }
             unsupported!("super().{name} is a {}", type_name(&ca));
         }
