@@ -295,3 +295,91 @@ def test_dict_subclass_super_get_reads_storage():
         assert torch.equal(opt(torch.ones(2)), f(torch.ones(2)))
     finally:
         del REGISTRY[str(torch.nn.ReLU)]
+
+
+# ----- exceptions the trace raises, handled by try/except of inlined frames ---------------------
+
+class Seq:
+    def __init__(self, items):
+        self._items = items
+
+    def __getitem__(self, i):
+        if i >= len(self._items):
+            raise IndexError("list index out of range")
+        return self._items[i]
+
+
+def first_missing(seq):
+    i = 0
+    try:
+        while True:
+            seq[i]
+            i += 1
+    except IndexError:
+        return i
+
+
+def lookup(d, k):
+    try:
+        return d[k]
+    except (KeyError, TypeError) as e:
+        return len(str(e))
+
+
+def safe_attr(o):
+    try:
+        return o.missing
+    except AttributeError:
+        return -1
+    finally:
+        pass
+
+
+def reraises(x):
+    try:
+        raise ValueError("bad")
+    except KeyError:
+        return x
+
+
+@pytest.mark.parametrize("case", ["index", "key", "attr", "uncaught"])
+def test_except_clauses_in_inlined_frames(case):
+    s = Seq([1, 2, 3])
+    cfg = AliasConfig()
+
+    def f(x):
+        if case == "index":
+            return x + first_missing(s)
+        if case == "key":
+            return x + lookup({"a": 1}, "b") + lookup({"a": 1}, "a")
+        if case == "attr":
+            return x + safe_attr(cfg)
+        return reraises(x)
+
+    if case == "uncaught":
+        # The ValueError leaves the trace: the call runs in Python and raises as in eager.
+        check(f, torch.ones(2), graphs=0)
+    else:
+        check(f, torch.ones(2), graphs=1, breaks=0)
+
+
+def test_sequence_protocol_iteration_of_abc_sequence():
+    """`collections.abc.Sequence.__iter__` steps `self[i]` until IndexError."""
+    import collections.abc
+
+    class View(collections.abc.Sequence):
+        def __init__(self, n):
+            self._n = n
+
+        def __len__(self):
+            return self._n
+
+        def __getitem__(self, i):
+            if i >= self._n:
+                raise IndexError("out of range")
+            return i * 2
+
+    def f(x):
+        return x + sum(v for v in View(3)) + len([v for v in View(2)])
+
+    check(f, torch.ones(2), graphs=1, breaks=0)

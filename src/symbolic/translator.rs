@@ -182,7 +182,14 @@ impl<'a> InstructionTranslator<'a> {
                 }));
             }
             self.ip += 1;
-            let flow = self.step(py, ip).map_err(|e| {
+            let flow = match self.step(py, ip) {
+                Err(e) if self.depth > 0 && e.raised.is_some() && self.code.insts[ip].exn.is_some() => match self.unwind_to_handler(py, ip, &e) {
+                    Ok(()) => continue,
+                    Err(_) => Err(e),
+                },
+                other => other,
+            };
+            let flow = flow.map_err(|e| {
                 let mut e = self.annotate(e, ip);
                 if e.raised.is_some() && self.code.insts[ip].exn.is_some() {
                     // A handler of this frame (try/except, with) would see the exception: not
@@ -199,6 +206,49 @@ impl<'a> InstructionTranslator<'a> {
                 Flow::Return(v) => return Ok(Outcome::Return(v)),
                 Flow::Yield(v) => return Ok(Outcome::Yield(v)),
             }
+        }
+    }
+
+    /// An exception the trace raised at `ip`, inside a `try` of this (inlined) frame: as
+    /// CPython's unwinder does (Objects/exception_handling_notes.txt), the value stack is cut
+    /// to the handler's depth, the offset of `ip` is pushed when the entry says `lasti`, then
+    /// the exception object, and control goes to the handler; PUSH_EXC_INFO,
+    /// CHECK_EXC_MATCH, POP_EXCEPT and RERAISE then run the `except` clauses in the trace.
+    /// `Err` when the exception cannot be made a value (it stays a break).
+    fn unwind_to_handler(&mut self, py: Python<'_>, ip: usize, e: &Unsupported) -> VResult<()> {
+        let exn = self.code.insts[ip].exn.expect("checked by the caller");
+        let exc = match &e.exc_value {
+            Some(v) => v.clone_ref(py),
+            None => {
+                let name = e.raised.expect("checked by the caller");
+                let msg = e.reason.split_once(": ").map(|(_, m)| m).unwrap_or("");
+                let msg = msg.split(" (at ").next().unwrap_or(msg);
+                py.import("builtins")?.getattr(name)?.call1((msg,))?.unbind()
+            }
+        };
+        self.stack.truncate(exn.depth as usize);
+        if exn.lasti {
+            let offset = self.code.insts[ip].offset.unwrap_or(0) as i64;
+            self.stack.push(VT::constant(offset.into_pyobject(py)?.into_any().unbind()));
+        }
+        self.stack.push(VT::constant(exc));
+        self.kw_names = None;
+        self.ip = exn.handler.0 as usize;
+        Ok(())
+    }
+
+    /// The `Err` that raises `exc` (a builtin exception instance held as a constant) in the
+    /// trace, or a break for anything else.
+    fn raise_value(&self, py: Python<'_>, exc: &VT) -> Unsupported {
+        let Some(v) = exc.as_constant(py) else {
+            return Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::RaisesException, format!("raise of {}", exc.describe(py)));
+        };
+        let cls = v.get_type();
+        let name = cls.name().map(|n| n.to_string()).unwrap_or_default();
+        let module = cls.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+        match TRACED_EXCEPTIONS.iter().find(|n| **n == name) {
+            Some(n) if module == "builtins" => Unsupported::raise_value(n, v.clone().unbind(), v.str().map(|s| s.to_string()).unwrap_or_default()),
+            _ => Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::RaisesException, format!("raise of {}", type_name(&v))),
         }
     }
 
@@ -730,6 +780,47 @@ impl<'a> InstructionTranslator<'a> {
                 } else {
                     self.pop()?;
                 }
+            }
+            // The `except` machinery, reached only through `unwind_to_handler` (an exception the
+            // trace raised inside an inlined frame's `try`).
+            op::PUSH_EXC_INFO => {
+                let exc = self.pop()?;
+                // The exception being handled before this one (`sys.exc_info()` outside any
+                // handler of the trace): restored by POP_EXCEPT, not otherwise read here.
+                self.stack.push(VT::none(py));
+                self.stack.push(exc);
+            }
+            op::CHECK_EXC_MATCH => {
+                let want = self.pop()?;
+                let exc = self.stack.last().cloned().ok_or_else(|| Unsupported::new("stack underflow"))?;
+                let (Some(e), cls) = (exc.as_constant(py), match &want {
+                    VT::Class(c) => Some(c.bind(py).clone()),
+                    VT::Tuple(items) => items.iter().map(|i| match i {
+                        VT::Class(c) => Some(c.bind(py).clone()),
+                        _ => None,
+                    }).collect::<Option<Vec<_>>>().and_then(|cs| PyTuple::new(py, cs).ok().map(|t| t.into_any())),
+                    _ => None,
+                }) else {
+                    unsupported!("except clause over {}", want.describe(py));
+                };
+                let Some(cls) = cls else { unsupported!("except clause over {}", want.describe(py)) };
+                self.stack.push(const_bool(py, e.is_instance(&cls)?));
+            }
+            op::POP_EXCEPT => {
+                self.pop()?;
+            }
+            op::RERAISE => {
+                let exc = self.pop()?;
+                return Err(self.raise_value(py, &exc));
+            }
+            op::RAISE_VARARGS if arg == 1 => {
+                let exc = self.pop()?;
+                let exc = match &exc {
+                    // `raise IndexError`: the class called with no arguments.
+                    VT::Class(_) => self.call(py, &exc, vec![], vec![])?,
+                    _ => exc,
+                };
+                return Err(self.raise_value(py, &exc));
             }
             _ => graph_break!(UnsupportedOpcode, "opcode {} is not supported", crate::bytecode::opcode::name(opcode)),
         }
@@ -1785,7 +1876,11 @@ impl<'a> InstructionTranslator<'a> {
                     let n = items.len() as i64;
                     let k2 = if k < 0 { k + n } else { k };
                     if k2 < 0 || k2 >= n {
-                        unsupported!("index {k} out of range");
+                        // Lengths of these trackers are exact (guarded for inputs).
+                        let what = if matches!(obj, VT::List(_)) { "list" } else { "tuple" };
+                        let msg = format!("{what} index out of range");
+                        let exc = pyo3::exceptions::PyIndexError::new_err(msg.clone()).into_value(py).into_any();
+                        return Err(Unsupported::raise_value("IndexError", exc, msg));
                     }
                     return Ok(items[k2 as usize].clone());
                 }
@@ -1809,7 +1904,10 @@ impl<'a> InstructionTranslator<'a> {
                         return Ok(v.clone());
                     }
                 }
-                unsupported!("missing dict key")
+                // The tracker holds every key (a dict from a source has its keys guarded):
+                // `dict_subscript` raises KeyError(key).
+                let exc = pyo3::exceptions::PyKeyError::new_err((k.clone().unbind(),)).into_value(py).into_any();
+                Err(Unsupported::raise_value("KeyError", exc, k.repr().map(|r| r.to_string()).unwrap_or_default()))
             }
             VT::Module { obj: m, source } => {
                 let i = idx.as_constant(py).ok_or_else(|| Unsupported::new("module index is not a constant"))?;
@@ -2045,7 +2143,37 @@ impl<'a> InstructionTranslator<'a> {
     /// `iter(v)`: the iterator CPython's `tp_iter` of `v` makes. Lists and dicts (and their
     /// views) get live iterators; an iterator is its own iterator; other iterables are walked
     /// once, now, into a fixed sequence.
+    /// `iter(o)` for a user object whose class's `__iter__` is a Python generator function
+    /// (`collections.abc.Sequence.__iter__`, a user's `def __iter__: yield ...`): the
+    /// generator, stepped lazily in the trace. `None` for anything else.
+    fn python_iter(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<Rc<RefCell<IteratorState>>>> {
+        if !matches!(v, VT::UserObject(_) | VT::Opaque { .. }) {
+            return Ok(None);
+        }
+        let Some(m) = self.python_dunder(py, v, "__iter__")? else { return Ok(None) };
+        let is_generator = match &m {
+            VT::Method { func, .. } => match func.as_ref() {
+                VT::Function { obj, .. } => {
+                    let f: u32 = obj.bind(py).getattr("__code__")?.getattr("co_flags")?.extract()?;
+                    f & flags::CO_GENERATOR != 0
+                }
+                _ => false,
+            },
+            _ => false,
+        };
+        if !is_generator {
+            return Ok(None);
+        }
+        match self.call(py, &m, vec![], vec![])? {
+            VT::Iterator(it) => Ok(Some(it)),
+            other => unsupported!("__iter__ of {} gave {}", v.describe(py), other.describe(py)),
+        }
+    }
+
     fn make_iter(&mut self, py: Python<'_>, v: &VT) -> VResult<Rc<RefCell<IteratorState>>> {
+        if let Some(it) = self.python_iter(py, v)? {
+            return Ok(it);
+        }
         let state = match v {
             VT::Iterator(it) => return Ok(it.clone()),
             VT::List(l) => IteratorState::over_list(l.clone()),
@@ -2057,6 +2185,9 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     fn iter_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<VT>> {
+        if let Some(it) = self.python_iter(py, v)? {
+            return self.drain_iter(py, &it);
+        }
         Ok(match v {
             VT::Set(set) => {
                 let set = set.borrow();
@@ -2161,6 +2292,18 @@ impl<'a> InstructionTranslator<'a> {
         if let VT::Function { obj, .. } = func {
             if let Some(sig) = self.inspect_signature(py, obj.bind(py), &args, &kwargs)? {
                 return Ok(sig);
+            }
+        }
+        if let VT::Class(c) = func {
+            // A builtin exception class called with constant arguments: the exception object
+            // itself (it has no effects), so `raise KeyError(k)` can be raised in the trace.
+            let c = c.bind(py);
+            let module = c.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+            let is_exc = c.cast::<pyo3::types::PyType>().map(|t| t.is_subclass_of::<pyo3::exceptions::PyBaseException>().unwrap_or(false)).unwrap_or(false);
+            if module == "builtins" && is_exc && kwargs.is_empty() {
+                if let Some(vals) = args.iter().map(|a| self.literal_value(py, a)).collect::<Option<Vec<_>>>() {
+                    return Ok(VT::constant(c.call1(PyTuple::new(py, vals)?)?.unbind()));
+                }
             }
         }
         match func {
@@ -3418,6 +3561,10 @@ impl<'a> InstructionTranslator<'a> {
         child.run(py)
     }
 }
+
+/// Builtin exceptions the trace raises as values (`raise`, failed lookups) and lets `try` /
+/// `except` clauses of inlined frames handle.
+const TRACED_EXCEPTIONS: [&str; 10] = ["AttributeError", "IndexError", "KeyError", "LookupError", "ValueError", "TypeError", "RuntimeError", "NotImplementedError", "ZeroDivisionError", "AssertionError"];
 
 /// Runs a traced generator's frame up to its next `yield` (`Some(value)`) or its return (`None`),
 /// keeping its state in `f` for the next step.
