@@ -10,6 +10,14 @@ Measures, in one process,
       input ids of shape (2, 16), under torch.no_grad(). Per engine: first call, steady per-call
       time (median of --steady-iters calls after warm-up), max abs diff of last_hidden_state vs
       eager, graphs and graph breaks.
+  (c) capture table: per model (transformers GPT-2, BERT, T5 encoder, LLaMA, BART, DistilBERT
+      with tiny configs and random init; torchvision resnet18, mobilenet_v3_small,
+      efficientnet_b0; timm ViT and ConvNeXt when timm is installed), inference under
+      torch.no_grad(): graphs and graph breaks from `dynamo.explain` and `torch._dynamo.explain`
+      side by side, then graphs compiled by the second call of a fresh `optimize(--backend)` /
+      `torch.compile(backend="eager")` (0 = no recompile) and dynamo's max abs diff vs eager;
+  (d) a break on every iteration: a Python loop calling an nn.LSTMCell per step with a
+      `print` per step, 20/40/80 steps: dynamo's first (compiling) call, graphs, compiles.
 Graph counts: torch.compile from torch._dynamo.utils.counters["stats"]["unique_graphs"] of the
 timed run in (a) and from `torch._dynamo.explain` in (b), breaks from `torch._dynamo.explain`;
 dynamo from `dynamo.counters()` ("graphs", "graph_breaks") right after its first call (all its
@@ -27,6 +35,7 @@ markers are missing).
 
 Usage: python benchmarks/bench_breaks.py [--write docs/PERF.md] [--cold-inductor-cache]
                                          [--calls N] [--repeats R] [--steady-iters N]
+                                         [--only a,b,c,d] [--capture-models M,...] [--backend B]
 """
 
 NAME = "bench_breaks"  # names its section in docs/PERF.md and its header there
@@ -38,13 +47,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common wh
 import _common  # noqa: E402  (imports no torch, so --cold-inductor-cache still takes effect)
 
 
+CAPTURE_MODELS = ("gpt2", "bert", "t5", "llama", "bart", "distilbert", "resnet18", "mobilenet_v3_small",
+                  "efficientnet_b0", "vit", "convnext")
+
+
 def parse_args():
     p = _common.argument_parser(__doc__, NAME, calls=20, repeats=7, steady_iters=50,
                                 steady_iters_help="timed calls per engine in (b)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads (default 1: with other processes on a 2-core machine, 2 OpenMP "
                         "threads make eager GPT-2 calls jump from ~1 ms to ~130 ms; dynamo's kernels are single-threaded)")
-    p.add_argument("--only", default="a,b", help="comma-separated subset of the measurements a,b")
+    p.add_argument("--only", default="a,b,c,d", help="comma-separated subset of the measurements a,b,c,d")
+    p.add_argument("--capture-models", default=",".join(CAPTURE_MODELS),
+                   help="comma-separated subset of the models of (c)")
+    p.add_argument("--backend", default="inductor", help="dynamo backend of the second-call check in (c)")
+    p.add_argument("--lstm-steps", default="20,40,80", help="loop lengths of (d)")
     p.add_argument("--models", default="gpt2,bert", help="comma-separated subset of gpt2,bert for (b)")
     p.add_argument("--time-limit", type=int, default=150,
                    help="seconds one engine's measurement may take before it is abandoned (SIGALRM)")
@@ -121,6 +138,59 @@ def make_model(name):
     else:
         raise ValueError(f"unknown model {name!r}")
     return model.eval()
+
+
+def make_capture_model(name):
+    """(model, example input) for (c): tiny random-init models, `.eval()`."""
+    torch.manual_seed(0)
+    ids = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(0))
+    img = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(0))
+    T = transformers
+    if name in ("gpt2", "bert"):
+        return make_model(name), ids
+    if name in ("t5", "llama", "bart", "distilbert") and T is None:
+        raise RuntimeError(f"import transformers failed: {TRANSFORMERS_IMPORT_ERROR}")
+    if name == "t5":
+        m = T.T5EncoderModel(T.T5Config(num_layers=2, num_heads=2, d_model=64, d_kv=32, d_ff=128, vocab_size=128))
+    elif name == "llama":
+        m = T.LlamaModel(T.LlamaConfig(num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
+                                       hidden_size=64, intermediate_size=128, vocab_size=128,
+                                       max_position_embeddings=64))
+    elif name == "bart":
+        m = T.BartModel(T.BartConfig(encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
+                                     decoder_attention_heads=2, d_model=64, encoder_ffn_dim=128,
+                                     decoder_ffn_dim=128, vocab_size=128, max_position_embeddings=64))
+    elif name == "distilbert":
+        m = T.DistilBertModel(T.DistilBertConfig(n_layers=2, n_heads=2, dim=64, hidden_dim=128, vocab_size=128,
+                                                 max_position_embeddings=64))
+    elif name in ("resnet18", "mobilenet_v3_small", "efficientnet_b0"):
+        import torchvision
+        m = getattr(torchvision.models, name)(weights=None)
+    elif name in ("vit", "convnext"):
+        import timm  # absent: the row says so
+        m = timm.create_model("vit_tiny_patch16_224" if name == "vit" else "convnext_atto", pretrained=False,
+                              **({"img_size": 64} if name == "vit" else {}))
+    else:
+        raise ValueError(f"unknown model {name!r}")
+    return m.eval(), (img if name in ("resnet18", "mobilenet_v3_small", "efficientnet_b0", "vit", "convnext") else ids)
+
+
+CAPTURE_TITLES = {
+    "gpt2": "GPT-2", "bert": "BERT", "t5": "T5 (encoder)", "llama": "LLaMA", "bart": "BART",
+    "distilbert": "DistilBERT", "resnet18": "resnet18", "mobilenet_v3_small": "mobilenet_v3_small",
+    "efficientnet_b0": "efficientnet_b0", "vit": "timm ViT (tiny, 64 px)", "convnext": "timm ConvNeXt (atto)",
+}
+
+
+def lstm_loop(cell, xs):
+    h = torch.zeros(2, 16)
+    c = torch.zeros(2, 16)
+    outs = []
+    for x in xs:
+        h, c = cell(x, (h, c))
+        outs.append(h)
+        print(len(outs))  # a graph break on every iteration
+    return torch.stack(outs)
 
 
 MODEL_TITLES = {
@@ -267,6 +337,89 @@ def measure_model(name):
     return res
 
 
+def first_tensor(out):
+    """The tensor a model call gives (`last_hidden_state` of a ModelOutput, or the output itself)."""
+    if isinstance(out, torch.Tensor):
+        return out
+    return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+
+
+def measure_capture(name):
+    """(c) for one model: {"dynamo": {...}, "torch": {...}} or exceptions in their place."""
+    try:
+        model, inp = make_capture_model(name)
+        with torch.no_grad():
+            ref = first_tensor(model(inp)).clone()
+    except Exception as exc:
+        return {"dynamo": exc, "torch": exc}
+    res = {}
+    try:
+        with time_limit(ARGS.time_limit), quiet(), torch.no_grad():
+            reset_all()
+            ex = dynamo.explain(model)(inp)
+            r = {"graphs": ex.graph_count, "breaks": ex.graph_break_count,
+                 "reasons": list(ex.break_reasons)}
+            reset_all()
+            opt = dynamo.optimize(ARGS.backend)(model)
+            t0 = time.perf_counter()
+            out = opt(inp)
+            r["first_s"] = time.perf_counter() - t0
+            r["diff"] = max_abs_diff(first_tensor(out), ref)
+            before = dynamo.counters()
+            opt(inp)
+            after = dynamo.counters()
+            r["second_compiles"] = after.get("compiles", 0) - before.get("compiles", 0)
+            r["second_recompiles"] = after.get("recompiles", 0) - before.get("recompiles", 0)
+        res["dynamo"] = r
+    except Exception as exc:
+        res["dynamo"] = exc
+    try:
+        with time_limit(ARGS.time_limit), quiet(), torch.no_grad():
+            reset_all()
+            ex = torch._dynamo.explain(model)(inp)
+            r = {"graphs": ex.graph_count, "breaks": ex.graph_break_count}
+            reset_all()
+            opt = torch.compile(model, backend="eager")
+            opt(inp)
+            before = torch_unique_graphs()
+            opt(inp)
+            r["second_compiles"] = torch_unique_graphs() - before
+        res["torch"] = r
+    except Exception as exc:
+        res["torch"] = exc
+    reset_all()
+    return res
+
+
+def measure_lstm():
+    """(d): {steps: {"dynamo": {...}, "torch.compile": {...}}} for each loop length."""
+    out = {}
+    cell = torch.nn.LSTMCell(8, 16)
+    for steps in [int(n) for n in ARGS.lstm_steps.split(",") if n]:
+        xs = [torch.randn(2, 8, generator=torch.Generator().manual_seed(i)) for i in range(steps)]
+        with quiet(), torch.no_grad():
+            ref = lstm_loop(cell, xs)
+        row = {}
+        for engine in ("dynamo", "torch.compile"):
+            try:
+                with time_limit(ARGS.time_limit), quiet(), torch.no_grad():
+                    reset_all()
+                    fn = wrap(engine, lstm_loop)
+                    out_, ns = timed_call(fn, (cell, xs))
+                    r = {"first_s": ns / 1e9, "diff": max_abs_diff(out_, ref)}
+                    if engine == "dynamo":
+                        c = dynamo.counters()
+                        r.update(graphs=c.get("graphs"), compiles=c.get("compiles"), breaks=c.get("graph_breaks"))
+                    else:
+                        r.update(graphs=torch_unique_graphs(), skipped=torch_skipped_frames())
+                row[engine] = r
+            except Exception as exc:
+                row[engine] = exc
+        out[steps] = row
+    reset_all()
+    return out
+
+
 # ---- report -----------------------------------------------------------------------------------
 
 LOAD_AT_START = _common.load_average()
@@ -293,7 +446,88 @@ def result_row(engine, r, eager_value, key, spec):
             f"{count_cell(r, 'graphs')} | {count_cell(r, 'breaks')} | {fmt(r.get('diff'), '.2e')} |")
 
 
-def render(command, cache_note, warm_notes, micro, models, elapsed_s):
+def render_capture(capture):
+    lines = [
+        "",
+        "### (c) capture: graphs, graph breaks and recompiles per model (tiny configs, random init, inference)",
+        "",
+        "Graphs / breaks: `dynamo.explain(model)(x)` and `torch._dynamo.explain(model)(x)` (graph_count, "
+        f"graph_break_count). 2nd call: graphs compiled by the second call of a fresh `dynamo.optimize({ARGS.backend!r})` "
+        "/ `torch.compile(backend=\"eager\")` (0: no recompile). Diff: max abs diff of the first output tensor "
+        f"(`last_hidden_state` for transformers) of `optimize({ARGS.backend!r})` vs eager. Input: ids (2, 16) for "
+        "text models, images (2, 3, 64, 64) for vision models.",
+        "",
+        "| model | dynamo graphs | torch graphs | dynamo breaks | torch breaks | dynamo 2nd call | torch 2nd call | dynamo first call (s) | diff vs eager |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    notes = []
+    for name, res in capture.items():
+        dy, tc = res.get("dynamo"), res.get("torch")
+        title = CAPTURE_TITLES.get(name, name)
+        if isinstance(dy, Exception) and isinstance(tc, Exception) and str(dy) == str(tc):
+            lines.append(f"| {title} | – | – | – | – | – | – | – | {error_text(dy)} |")
+            continue
+        def cell(r, key, spec="d"):
+            if isinstance(r, Exception):
+                return "error"
+            return fmt(r.get(key), spec)
+        lines.append(f"| {title} | {cell(dy, 'graphs')} | {cell(tc, 'graphs')} | {cell(dy, 'breaks')} | {cell(tc, 'breaks')} | "
+                     f"{cell(dy, 'second_compiles')} | {cell(tc, 'second_compiles')} | {cell(dy, 'first_s', '.1f')} | "
+                     f"{cell(dy, 'diff', '.2e')} |")
+        for who, r in (("dynamo", dy), ("torch", tc)):
+            if isinstance(r, Exception):
+                notes.append(f"- {title}, {who}: {error_text(r)}")
+    if notes:
+        lines += ["", "Errors:", ""] + notes
+    worst = [(n, r["dynamo"]) for n, r in capture.items() if isinstance(r.get("dynamo"), dict) and r["dynamo"].get("reasons")]
+    if worst:
+        lines += ["", "<details><summary>dynamo's break reasons per model (most frequent first, first 8)</summary>", ""]
+        import collections
+        for n, r in worst:
+            lines.append(f"- {CAPTURE_TITLES.get(n, n)}:")
+            for reason, k in collections.Counter(_short_reason(x) for x in r["reasons"]).most_common(8):
+                lines.append(f"  - {k} x {reason}")
+        lines += ["", "</details>"]
+    return lines
+
+
+def _short_reason(reason):
+    """A break reason without the site-packages prefix of file names, cut to 200 characters."""
+    import re
+    reason = re.sub(r"/[^ ]*/site-packages/", "", reason)
+    reason = re.sub(r"/[^ ]*/lib/python3[.0-9]*/", "", reason)
+    return reason.replace("|", "\\|")[:200]
+
+
+def render_lstm(lstm):
+    lines = [
+        "",
+        "### (d) a graph break on every iteration: nn.LSTMCell(8, 16) stepped over N inputs (2, 8), `print` per step",
+        "",
+        "First (compiling) call right after a reset, in seconds, both engines with their inductor backends "
+        "(`optimize(\"inductor\")`, `torch.compile()`). A break in a resume function "
+        "continues in a resume function of the original code, shared by every iteration, so the compiles stop at "
+        "the recompile limit (`config.cache_size_limit`) and the rest runs eagerly. Before that change (commit "
+        "b703b63, a resume function of the previous resume function on every iteration, each with a longer "
+        "prologue and its own cache) the same loop compiled one graph per step in 1.52 / 3.68 / 14.74 s for "
+        "20 / 40 / 80 steps (`optimize(\"eager\")`), quadratic in the number of steps.",
+        "",
+        "| steps | dynamo first call (s) | dynamo graphs | dynamo compiles | torch.compile first call (s) | torch.compile graphs | max abs diff (dynamo) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for steps, row in lstm.items():
+        dy, tc = row.get("dynamo"), row.get("torch.compile")
+        def cell(r, key, spec="d"):
+            return "error" if isinstance(r, Exception) else fmt(r.get(key), spec)
+        lines.append(f"| {steps} | {cell(dy, 'first_s', '.2f')} | {cell(dy, 'graphs')} | {cell(dy, 'compiles')} | "
+                     f"{cell(tc, 'first_s', '.2f')} | {cell(tc, 'graphs')} | {cell(dy, 'diff', '.2e')} |")
+        for who, r in (("dynamo", dy), ("torch.compile", tc)):
+            if isinstance(r, Exception):
+                lines.append(f"\n{steps} steps, {who}: {error_text(r)}")
+    return lines
+
+
+def render(command, cache_note, warm_notes, micro, models, elapsed_s, capture=None, lstm=None):
     lines = _common.header_lines(
         NAME, command, cache_note, LOAD_AT_START,
         libs=f"transformers {getattr(transformers, '__version__', 'absent')}, ",
@@ -304,6 +538,10 @@ def render(command, cache_note, warm_notes, micro, models, elapsed_s):
         lines += render_micro(micro)
     if models:
         lines += render_models(models)
+    if capture:
+        lines += render_capture(capture)
+    if lstm:
+        lines += render_lstm(lstm)
     return _common.section_text(NAME, lines)
 
 
@@ -399,8 +637,17 @@ def main():
             print(f"# measuring (b) {name} ...", file=sys.stderr, flush=True)
             models[name] = measure_model(name)
             _common.report_errors(models[name], f"{name} ")
+    capture = {}
+    if "c" in wanted:
+        for name in [m for m in ARGS.capture_models.split(",") if m]:
+            print(f"# measuring (c) {name} ...", file=sys.stderr, flush=True)
+            capture[name] = measure_capture(name)
+    lstm = None
+    if "d" in wanted:
+        print("# measuring (d) LSTMCell loop ...", file=sys.stderr, flush=True)
+        lstm = measure_lstm()
     reset_all()
-    section = render(command, cache_note, warm_notes, micro, models, time.perf_counter() - t_start)
+    section = render(command, cache_note, warm_notes, micro, models, time.perf_counter() - t_start, capture, lstm)
     _common.emit_section(section, NAME, ARGS.write)
     return 0
 

@@ -264,8 +264,10 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
             crate::logging::recompile(msg.clone());
             let warning = py.get_type::<pyo3::exceptions::PyUserWarning>();
             if let Ok(cmsg) = std::ffi::CString::new(msg) {
-                if PyErr::warn(py, &warning, &cmsg, 1).is_err() {
-                    // A warnings filter turned the warning into an error: surface it.
+                if let Err(e) = PyErr::warn(py, &warning, &cmsg, 1) {
+                    // A warnings filter turned the warning into an error: surface it (set
+                    // again: returning NULL with no exception set is a SystemError).
+                    e.restore(py);
                     return std::ptr::null_mut();
                 }
             }

@@ -133,6 +133,45 @@ fn resume_cache() -> &'static Mutex<HashMap<ResumeKey, Py<PyAny>>> {
 
 static RESUME_COUNT: AtomicUsize = AtomicUsize::new(0);
 
+/// Where a resume code object came from: the original code it continues and how many
+/// instructions of prefix it puts before the original's (relocated) instructions.
+struct ResumeOrigin {
+    code: Py<PyAny>,
+    prefix: usize,
+}
+
+/// Resume code (by address; the codes live forever in `resume_cache`) -> its origin.
+fn resume_origins() -> &'static Mutex<HashMap<usize, ResumeOrigin>> {
+    static C: OnceLock<Mutex<HashMap<usize, ResumeOrigin>>> = OnceLock::new();
+    C.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The original code and instruction index that instruction `target` of `ci` stands for when
+/// `ci` is a resume function (its body is the original's instructions after a prefix), so a
+/// break in a resume function continues in a resume function of the original code, as
+/// torch's `ContinueExecutionCache.generate_based_on_original_code_object` does: a loop that
+/// breaks at the same place on every iteration reuses one resume function instead of
+/// building a resume function of a resume function (whose prologue and parameters would grow
+/// with every iteration, making compile time quadratic in the trip count). `None` for an
+/// original code, or a target inside the prefix.
+pub fn original_target(py: Python<'_>, ci: &CodeInfo, target: usize) -> Option<(Arc<CodeInfo>, usize)> {
+    let (code, prefix) = {
+        let origins = resume_origins().lock();
+        let o = origins.get(&(ci.code.as_ptr() as usize))?;
+        (o.code.clone_ref(py), o.prefix)
+    };
+    if target < prefix {
+        return None;
+    }
+    let oci = crate::symbolic::code_info::code_info(code.bind(py)).ok()?;
+    let t = target - prefix;
+    let same = oci.insts.get(t).zip(ci.insts.get(target)).map(|(a, b)| a.opcode == b.opcode);
+    if same != Some(true) {
+        return None;
+    }
+    Some((oci, t))
+}
+
 /// The resume code continuing `ci` at instruction `target`, taking every varname and then the
 /// non-NULL stack values (`layout` describes the preserved stack; `n_results` more values
 /// follow) as positional parameters. Cached.
@@ -194,6 +233,7 @@ pub fn resume_code(py: Python<'_>, ci: &CodeInfo, target: usize, layout: &[Stack
     kwargs.set_item("co_name", &name)?;
     kwargs.set_item("co_qualname", &name)?;
     let code = ci.code.bind(py).call_method("replace", (), Some(&kwargs))?.unbind();
+    resume_origins().lock().insert(code.as_ptr() as usize, ResumeOrigin { code: ci.code.clone_ref(py), prefix: prefix as usize });
     resume_cache().lock().insert(key, code.clone_ref(py));
     Ok(code)
 }
@@ -333,7 +373,16 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
             cg.insts[jump_at].target = Some(label);
         }
         let n_results = if n == 0 { plan.n_results } else { 0 };
-        let code = resume_code(py, ci, target, &layout, n_results, &plan.unbound)?;
+        // In a resume function, continue in a resume function of the original code: it takes
+        // only the original's varnames (this one's extra `__stack` parameters are read by its
+        // prefix only, dead here).
+        let (code, n_pass) = match original_target(py, ci, target) {
+            Some((oci, t)) => {
+                let unbound: Vec<u32> = plan.unbound.iter().copied().filter(|&u| (u as usize) < oci.varnames.len()).collect();
+                (resume_code(py, &oci, t, &layout, n_results, &unbound)?, oci.varnames.len() as u32)
+            }
+            None => (resume_code(py, ci, target, &layout, n_results, &plan.unbound)?, nv),
+        };
         cg.emit(op::BUILD_TUPLE, n_results as u32);
         // The protected slots are on the real stack under the results: drop them (the resume
         // call takes the values built before the instruction ran).
@@ -341,7 +390,7 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
             cg.emit(op::SWAP, 2);
             cg.emit(op::POP_TOP, 0);
         }
-        emit_resume_call(py, &mut cg, ci, &plan, code, tmp, preserved_start, preserved_end)?;
+        emit_resume_call(py, &mut cg, ci, &plan, code, n_pass, tmp, preserved_start, preserved_end)?;
     }
     if let (true, Some(grad_enabled)) = (has_graph, plan.rerun_on_failure) {
         cg.protect_graph_call(py, ci, call, grad_enabled)?;
@@ -363,6 +412,7 @@ fn emit_resume_call(
     ci: &CodeInfo,
     plan: &BreakPlan<'_>,
     code: Py<PyAny>,
+    n_pass: u32,
     tmp: u32,
     preserved_start: u32,
     preserved_end: u32,
@@ -375,14 +425,16 @@ fn emit_resume_call(
     cg.emit(op::BINARY_SUBSCR, 0);
     cg.emit(op::SWAP, 2);
     cg.emit(op::BINARY_OP, 0);
-    for i in 0..nv {
+    // The first `n_pass` varnames (all of them, or the original code's when `code` is a
+    // resume function of the original: see `original_target`).
+    for i in 0..n_pass {
         if plan.unbound.contains(&i) {
             cg.load_const(py.None());
         } else {
             cg.emit(op::LOAD_FAST, i);
         }
     }
-    cg.emit(op::BUILD_TUPLE, nv);
+    cg.emit(op::BUILD_TUPLE, n_pass);
     cg.emit(op::SWAP, 2);
     cg.emit(op::BINARY_OP, 0);
     cg.emit(op::PUSH_NULL, 0);

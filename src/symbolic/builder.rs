@@ -57,6 +57,30 @@ pub fn is_torch_callable(f: &Bound<'_, PyAny>) -> bool {
     false
 }
 
+/// The items of dict `d` (an exact dict, or a dict subclass whose `keys`, `__len__` and
+/// `__getitem__` are dict's own, so that the guards below read its storage) as a dict tracker:
+/// keys must be exact strs or ints, each value is wrapped from `source[key]`; guards on the
+/// key list and the length. The caller guards the type.
+pub fn wrap_dict_storage(py: Python<'_>, og: &mut OutputGraph, d: &Bound<'_, PyDict>, source: &Arc<Source>) -> VResult<Rc<RefCell<DictState>>> {
+    let plain_key = |k: &Bound<'_, PyAny>| k.is_exact_instance_of::<PyString>() || k.is_exact_instance_of::<pyo3::types::PyInt>();
+    let keys_list = pyo3::types::PyDictMethods::keys(d);
+    if !keys_list.iter().all(|k| plain_key(&k)) {
+        crate::unsupported!("dict at {source} has keys other than strs and ints");
+    }
+    og.add_guard(Some(source.clone()), GuardKind::DictKeys(keys_list.clone().into_any().unbind()));
+    let mut items = Vec::new();
+    for k in keys_list.iter() {
+        let item_key = match k.extract::<String>() {
+            Ok(key) => ItemKey::Str(key),
+            Err(_) => ItemKey::Int(k.extract::<i64>().map_err(|_| crate::symbolic::Unsupported::new("dict key is an int too large for a source"))?),
+        };
+        let v = pyo3::types::PyDictMethods::get_item(d, &k)?.expect("key present");
+        items.push((k.unbind(), wrap(py, og, &v, source.item(item_key))?));
+    }
+    og.add_guard(Some(source.clone()), GuardKind::LenMatch(items.len()));
+    Ok(Rc::new(RefCell::new(DictState { items, source: Some(source.clone()), version: 0 })))
+}
+
 /// Wraps `value` (reached through `source`) and installs its guards.
 pub fn wrap(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, source: Arc<Source>) -> VResult<VT> {
     // Containers are wrapped eagerly, item by item: refuse cycles and very deep nesting.
@@ -265,20 +289,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         let plain_key = |k: &Bound<'_, PyAny>| k.is_exact_instance_of::<PyString>() || k.is_exact_instance_of::<pyo3::types::PyInt>();
         if d.get_type().is(py.get_type::<PyDict>()) && d.keys().iter().all(|k| plain_key(&k)) {
             og.add_guard(Some(source.clone()), GuardKind::TypeMatch(d.get_type().into_any().unbind()));
-            og.add_guard(Some(source.clone()), GuardKind::DictKeys(d.keys().into_any().unbind()));
-            let keys: Vec<_> = d.keys().iter().map(|k| k.unbind()).collect();
-            let keys_tuple = PyTuple::new(py, &keys)?;
-            let mut items = Vec::new();
-            for k in keys_tuple.iter() {
-                let item_key = match k.extract::<String>() {
-                    Ok(key) => ItemKey::Str(key),
-                    Err(_) => ItemKey::Int(k.extract::<i64>().map_err(|_| crate::symbolic::Unsupported::new("dict key is an int too large for a source"))?),
-                };
-                let v = d.get_item(&k)?.expect("key present");
-                items.push((k.unbind(), wrap(py, og, &v, source.item(item_key))?));
-            }
-            og.add_guard(Some(source.clone()), GuardKind::LenMatch(items.len()));
-            let state = Rc::new(RefCell::new(DictState { items, source: Some(source.clone()), version: 0 }));
+            let state = wrap_dict_storage(py, og, d, &source)?;
             og.dicts_by_ptr.insert(value.as_ptr() as usize, (source, state.clone()));
             return Ok(VT::Dict(state));
         }

@@ -71,7 +71,7 @@ kinds! {
         "The operation failed while computing its output shape on fake tensors, usually because it would also fail for real (a shape mismatch).",
         "Run it eagerly to see the real error; the frame runs as ordinary Python so the user sees the original exception.";
     RaisesException = "GB0009", "raises_exception",
-        "The traced code raises a Python exception at this instruction (a dict that changed size while a loop walked it, ...). The instruction runs as ordinary Python, so the exception, its handler and its traceback are eager's.",
+        "The traced code raises a Python exception at this instruction (a dict that changed size while a loop walked it, an attribute lookup that fails, ...). An AttributeError that `getattr(obj, name, default)` or `hasattr` catches is answered inside the trace; otherwise the instruction runs as ordinary Python, so the exception, its handler and its traceback are eager's.",
         "Nothing to do unless it is on a hot path: this is what eager Python does.";
 }
 

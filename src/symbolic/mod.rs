@@ -30,15 +30,40 @@ pub struct Unsupported {
     /// The instruction of the frame being converted (not of an inlined callee) at which this
     /// happened, with how many times tracing had reached it: where a graph break can go.
     pub break_at: Option<(usize, usize)>,
+    /// Set when the traced code itself raises this builtin exception here (an `AttributeError`
+    /// of a lookup that is guarded to fail): a caller that catches it the way CPython does
+    /// (`getattr(o, name, default)`, `hasattr`) answers inside the trace; anywhere else it is a
+    /// graph break and the instruction raises for real in Python. Cleared when the exception
+    /// would cross an exception-table entry (a `try` or `with` block the trace does not model).
+    pub raised: Option<&'static str>,
+    /// The exception object itself when the traced code built it (`raise IndexError(msg)`);
+    /// made from `raised` and the reason when a handler needs it.
+    pub exc_value: Option<std::sync::Arc<Py<PyAny>>>,
 }
 
 impl Unsupported {
     pub fn new(reason: impl Into<String>) -> Self {
-        Unsupported { kind: GraphBreakKind::Other, reason: reason.into(), break_at: None }
+        Unsupported { kind: GraphBreakKind::Other, reason: reason.into(), break_at: None, raised: None, exc_value: None }
     }
 
     pub fn of(kind: GraphBreakKind, reason: impl Into<String>) -> Self {
-        Unsupported { kind, reason: reason.into(), break_at: None }
+        Unsupported { kind, reason: reason.into(), break_at: None, raised: None, exc_value: None }
+    }
+
+    /// The traced code raises the builtin exception `exc` (e.g. `"AttributeError"`): kind
+    /// `RaisesException`, catchable by the callers that model CPython's handling of it.
+    pub fn raise(exc: &'static str, reason: impl Into<String>) -> Self {
+        Unsupported { kind: GraphBreakKind::RaisesException, reason: format!("{exc}: {}", reason.into()), break_at: None, raised: Some(exc), exc_value: None }
+    }
+
+    /// The traced code raises `value`, an instance of the builtin exception class named `exc`.
+    pub fn raise_value(exc: &'static str, value: Py<PyAny>, reason: impl Into<String>) -> Self {
+        Unsupported { exc_value: Some(std::sync::Arc::new(value)), ..Unsupported::raise(exc, reason) }
+    }
+
+    /// Whether this is the builtin exception `exc` raised by the traced code.
+    pub fn is_raised(&self, exc: &str) -> bool {
+        self.raised == Some(exc)
     }
 }
 

@@ -182,8 +182,20 @@ impl<'a> InstructionTranslator<'a> {
                 }));
             }
             self.ip += 1;
-            let flow = self.step(py, ip).map_err(|e| {
+            let flow = match self.step(py, ip) {
+                Err(e) if self.depth > 0 && e.raised.is_some() && self.code.insts[ip].exn.is_some() => match self.unwind_to_handler(py, ip, &e) {
+                    Ok(()) => continue,
+                    Err(_) => Err(e),
+                },
+                other => other,
+            };
+            let flow = flow.map_err(|e| {
                 let mut e = self.annotate(e, ip);
+                if e.raised.is_some() && self.code.insts[ip].exn.is_some() {
+                    // A handler of this frame (try/except, with) would see the exception: not
+                    // modelled, so it is an ordinary break and Python runs the handler.
+                    e.raised = None;
+                }
                 if self.depth == 0 && e.break_at.is_none() {
                     e.break_at = Some((ip, visit));
                 }
@@ -197,12 +209,55 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
+    /// An exception the trace raised at `ip`, inside a `try` of this (inlined) frame: as
+    /// CPython's unwinder does (Objects/exception_handling_notes.txt), the value stack is cut
+    /// to the handler's depth, the offset of `ip` is pushed when the entry says `lasti`, then
+    /// the exception object, and control goes to the handler; PUSH_EXC_INFO,
+    /// CHECK_EXC_MATCH, POP_EXCEPT and RERAISE then run the `except` clauses in the trace.
+    /// `Err` when the exception cannot be made a value (it stays a break).
+    fn unwind_to_handler(&mut self, py: Python<'_>, ip: usize, e: &Unsupported) -> VResult<()> {
+        let exn = self.code.insts[ip].exn.expect("checked by the caller");
+        let exc = match &e.exc_value {
+            Some(v) => v.clone_ref(py),
+            None => {
+                let name = e.raised.expect("checked by the caller");
+                let msg = e.reason.split_once(": ").map(|(_, m)| m).unwrap_or("");
+                let msg = msg.split(" (at ").next().unwrap_or(msg);
+                py.import("builtins")?.getattr(name)?.call1((msg,))?.unbind()
+            }
+        };
+        self.stack.truncate(exn.depth as usize);
+        if exn.lasti {
+            let offset = self.code.insts[ip].offset.unwrap_or(0) as i64;
+            self.stack.push(VT::constant(offset.into_pyobject(py)?.into_any().unbind()));
+        }
+        self.stack.push(VT::constant(exc));
+        self.kw_names = None;
+        self.ip = exn.handler.0 as usize;
+        Ok(())
+    }
+
+    /// The `Err` that raises `exc` (a builtin exception instance held as a constant) in the
+    /// trace, or a break for anything else.
+    fn raise_value(&self, py: Python<'_>, exc: &VT) -> Unsupported {
+        let Some(v) = exc.as_constant(py) else {
+            return Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::RaisesException, format!("raise of {}", exc.describe(py)));
+        };
+        let cls = v.get_type();
+        let name = cls.name().map(|n| n.to_string()).unwrap_or_default();
+        let module = cls.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+        match TRACED_EXCEPTIONS.iter().find(|n| **n == name) {
+            Some(n) if module == "builtins" => Unsupported::raise_value(n, v.clone().unbind(), v.str().map(|s| s.to_string()).unwrap_or_default()),
+            _ => Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::RaisesException, format!("raise of {}", type_name(&v))),
+        }
+    }
+
     fn annotate(&self, e: Unsupported, ip: usize) -> Unsupported {
         if e.reason.contains(" (at ") {
             return e;
         }
         let line = self.code.insts[ip].positions.line.unwrap_or(0);
-        Unsupported { kind: e.kind, reason: format!("{} (at {}:{} in {})", e.reason, self.code.filename, line, self.code.name), break_at: e.break_at }
+        Unsupported { reason: format!("{} (at {}:{} in {})", e.reason, self.code.filename, line, self.code.name), ..e }
     }
 
     fn pop(&mut self) -> VResult<VT> {
@@ -726,6 +781,47 @@ impl<'a> InstructionTranslator<'a> {
                     self.pop()?;
                 }
             }
+            // The `except` machinery, reached only through `unwind_to_handler` (an exception the
+            // trace raised inside an inlined frame's `try`).
+            op::PUSH_EXC_INFO => {
+                let exc = self.pop()?;
+                // The exception being handled before this one (`sys.exc_info()` outside any
+                // handler of the trace): restored by POP_EXCEPT, not otherwise read here.
+                self.stack.push(VT::none(py));
+                self.stack.push(exc);
+            }
+            op::CHECK_EXC_MATCH => {
+                let want = self.pop()?;
+                let exc = self.stack.last().cloned().ok_or_else(|| Unsupported::new("stack underflow"))?;
+                let (Some(e), cls) = (exc.as_constant(py), match &want {
+                    VT::Class(c) => Some(c.bind(py).clone()),
+                    VT::Tuple(items) => items.iter().map(|i| match i {
+                        VT::Class(c) => Some(c.bind(py).clone()),
+                        _ => None,
+                    }).collect::<Option<Vec<_>>>().and_then(|cs| PyTuple::new(py, cs).ok().map(|t| t.into_any())),
+                    _ => None,
+                }) else {
+                    unsupported!("except clause over {}", want.describe(py));
+                };
+                let Some(cls) = cls else { unsupported!("except clause over {}", want.describe(py)) };
+                self.stack.push(const_bool(py, e.is_instance(&cls)?));
+            }
+            op::POP_EXCEPT => {
+                self.pop()?;
+            }
+            op::RERAISE => {
+                let exc = self.pop()?;
+                return Err(self.raise_value(py, &exc));
+            }
+            op::RAISE_VARARGS if arg == 1 => {
+                let exc = self.pop()?;
+                let exc = match &exc {
+                    // `raise IndexError`: the class called with no arguments.
+                    VT::Class(_) => self.call(py, &exc, vec![], vec![])?,
+                    _ => exc,
+                };
+                return Err(self.raise_value(py, &exc));
+            }
             _ => graph_break!(UnsupportedOpcode, "opcode {} is not supported", crate::bytecode::opcode::name(opcode)),
         }
         Ok(Flow::Continue)
@@ -1000,6 +1096,20 @@ impl<'a> InstructionTranslator<'a> {
                         return self.call(py, &func, vec![vt.clone()], vec![]);
                     }
                 }
+                if type_name(ca) == "member_descriptor" {
+                    // A `__slots__` entry (Objects/descrobject.c, `member_get`): the value
+                    // stored in the instance's slot, reached as `obj.name` (a dataclass
+                    // `Field`'s `name`, `type`, `_field_type`). An empty slot raises.
+                    let src = if has_generic_getattribute(py, &ty)? { source.attr(name) } else { source.generic_attr(name) };
+                    return match ca.call_method1("__get__", (obj, &ty)) {
+                        Ok(v) => wrap(py, self.og, &v, src),
+                        Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) && has_generic_getattribute(py, &ty)? => {
+                            self.og.add_guard(Some(source.clone()), GuardKind::NoAttr(name.to_string()));
+                            Err(Unsupported::raise("AttributeError", format!("'{}' object has no attribute '{name}'", type_name(obj))))
+                        }
+                        Err(e) => Err(e.into()),
+                    };
+                }
                 graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(ca));
             }
         }
@@ -1023,7 +1133,13 @@ impl<'a> InstructionTranslator<'a> {
             if static_type_lookup(&ty, "__getattr__")?.is_some() {
                 graph_break!(UntracedValue, "attribute '{name}' of {} (computed by __getattr__)", vt.describe(py));
             }
-            graph_break!(UntracedValue, "attribute '{name}' of {} (not found on the instance or its class)", vt.describe(py));
+            // Not on the instance (its dict is this trace's tracker, or the real one lacks the
+            // name, guarded so), nor on the class (type-guarded), and no `__getattr__`: the
+            // lookup raises, as `_PyObject_GenericGetAttrWithDict` does.
+            if tracked.is_none() {
+                self.og.add_guard(Some(source.clone()), GuardKind::NoInstanceAttr(name.to_string()));
+            }
+            return Err(Unsupported::raise("AttributeError", format!("'{}' object has no attribute '{name}'", type_name(obj))));
         };
         // The instance may gain an attribute of that name later: guard that it has none.
         self.og.add_guard(Some(source.clone()), GuardKind::NoInstanceAttr(name.to_string()));
@@ -1057,6 +1173,16 @@ impl<'a> InstructionTranslator<'a> {
             "wrapper_descriptor" if matches!(vt, VT::Opaque { .. }) && (ca.is(py.get_type::<PyAny>().getattr("__setattr__")?) || ca.is(py.get_type::<PyAny>().getattr("__getattribute__")?)) => {
                 Ok(VT::GenericAttr { obj: Box::new(vt.clone()), set: name == "__setattr__" })
             }
+            // `d.get(k)` on a dict subclass that does not override `get`: dict's method on the
+            // instance's storage (see `dict_storage_method`).
+            "method_descriptor" if matches!(vt, VT::Opaque { .. }) => {
+                let VT::Opaque { obj, .. } = vt else { unreachable!() };
+                let o = obj.bind(py).clone();
+                match self.dict_storage_method(py, &o, source, ca, name)? {
+                    Some(m) => Ok(m),
+                    None => graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(ca)),
+                }
+            }
             // Other descriptors (C methods, cached_property, partialmethod...) bind in ways not
             // modelled: the read runs in Python.
             _ if ca.get_type().hasattr("__get__")? && !ca.is_instance_of::<pyo3::types::PyType>() => {
@@ -1064,6 +1190,30 @@ impl<'a> InstructionTranslator<'a> {
             }
             _ => wrap(py, self.og, ca, ca_src),
         }
+    }
+
+    /// A read-only method of `dict` (`ca`, found on the MRO of a dict subclass instance `o`
+    /// reached through `source`: `super().get(k)` in a subclass that overrides `get`) bound to
+    /// the instance's dict storage, as torch's `UserDefinedDictVariable` reads its `_dict_vt`.
+    /// The storage is wrapped item by item with guards that read it through the subclass, so
+    /// its `keys`, `__len__` and `__getitem__` must be dict's own. Writing methods are not
+    /// offered (they would have to replay past the subclass's own `__setitem__`): `None`.
+    fn dict_storage_method(&mut self, py: Python<'_>, o: &Bound<'_, PyAny>, source: &Arc<Source>, ca: &Bound<'_, PyAny>, name: &str) -> VResult<Option<VT>> {
+        const READS: [&str; 8] = ["get", "__getitem__", "__contains__", "keys", "values", "items", "__len__", "copy"];
+        let dict_type = py.get_type::<PyDict>();
+        if !READS.contains(&name) || !ca.getattr("__objclass__").map(|c| c.is(&dict_type)).unwrap_or(false) {
+            return Ok(None);
+        }
+        let Ok(d) = o.cast::<PyDict>() else { return Ok(None) };
+        let ty = o.get_type();
+        for slot in ["keys", "__len__", "__getitem__"] {
+            let own = static_type_lookup(&ty, slot)?.map(|(_, f)| f.is(dict_type.getattr(slot).expect("dict slot"))).unwrap_or(false);
+            if !own {
+                return Ok(None);
+            }
+        }
+        let state = crate::symbolic::builder::wrap_dict_storage(py, self.og, d, source)?;
+        Ok(Some(VT::ContainerMethod { container: Box::new(VT::Dict(state)), name: name.to_string() }))
     }
 
     /// `super(cls, obj).name`: the first class after `cls` in `type(obj).__mro__` that defines
@@ -1137,6 +1287,9 @@ impl<'a> InstructionTranslator<'a> {
             }
             if matches!(type_name(&ca).as_str(), "function" | "staticmethod" | "classmethod") {
                 return self.bind_class_attr(py, inner, &ty, &source, k, &ca, name);
+            }
+            if let Some(m) = self.dict_storage_method(py, &o, &source, &ca, name)? {
+                return Ok(m);
             }
             unsupported!("super().{name} is a {}", type_name(&ca));
         }
@@ -1357,6 +1510,24 @@ impl<'a> InstructionTranslator<'a> {
         let cls = m.get_type();
         let in_instance = d.cast::<PyDict>().ok().and_then(|d| d.get_item(name).ok().flatten());
         if in_instance.is_none() {
+            // The raw class attribute decides the binding (`type(m).__mro__[k].__dict__[name]`):
+            // a staticmethod gives its function unbound, a classmethod binds the class
+            // (Objects/funcobject.c, `sm_descr_get` / `cm_descr_get`). Reading it through
+            // `getattr(cls, name)` would make a staticmethod look like a plain function.
+            if let Some((_, raw)) = static_type_lookup(&cls, name)? {
+                match type_name(&raw).as_str() {
+                    "staticmethod" => {
+                        let f = raw.getattr("__func__")?;
+                        return Ok(VT::Function { obj: Rc::new(f.unbind()), source: src });
+                    }
+                    "classmethod" => {
+                        let f = raw.getattr("__func__")?;
+                        let func = VT::Function { obj: Rc::new(f.unbind()), source: src.as_ref().map(|s| s.attr("__func__")) };
+                        return Ok(VT::Method { func: Box::new(func), self_: Box::new(VT::Class(Rc::new(cls.clone().into_any().unbind()))) });
+                    }
+                    _ => {}
+                }
+            }
             if let Ok(class_attr) = cls.getattr(name) {
                 if type_name(&class_attr) == "function" {
                     let func_src = src.as_ref().map(|s| s.attr("__func__"));
@@ -1705,7 +1876,11 @@ impl<'a> InstructionTranslator<'a> {
                     let n = items.len() as i64;
                     let k2 = if k < 0 { k + n } else { k };
                     if k2 < 0 || k2 >= n {
-                        unsupported!("index {k} out of range");
+                        // Lengths of these trackers are exact (guarded for inputs).
+                        let what = if matches!(obj, VT::List(_)) { "list" } else { "tuple" };
+                        let msg = format!("{what} index out of range");
+                        let exc = pyo3::exceptions::PyIndexError::new_err(msg.clone()).into_value(py).into_any();
+                        return Err(Unsupported::raise_value("IndexError", exc, msg));
                     }
                     return Ok(items[k2 as usize].clone());
                 }
@@ -1729,7 +1904,10 @@ impl<'a> InstructionTranslator<'a> {
                         return Ok(v.clone());
                     }
                 }
-                unsupported!("missing dict key")
+                // The tracker holds every key (a dict from a source has its keys guarded):
+                // `dict_subscript` raises KeyError(key).
+                let exc = pyo3::exceptions::PyKeyError::new_err((k.clone().unbind(),)).into_value(py).into_any();
+                Err(Unsupported::raise_value("KeyError", exc, k.repr().map(|r| r.to_string()).unwrap_or_default()))
             }
             VT::Module { obj: m, source } => {
                 let i = idx.as_constant(py).ok_or_else(|| Unsupported::new("module index is not a constant"))?;
@@ -1747,6 +1925,10 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 unsupported!("indexing {} does not give one of its submodules", type_name(m))
             }
+            VT::UserObject(_) => match self.python_dunder(py, obj, "__getitem__")? {
+                Some(m) => self.call(py, &m, vec![idx.clone()], vec![]),
+                None => unsupported!("indexing {}", obj.describe(py)),
+            },
             VT::Opaque { obj: o, source } => {
                 // `__getitem__` looked up on the type and inlined when it is Python code.
                 let ty = o.bind(py).get_type();
@@ -1815,6 +1997,15 @@ impl<'a> InstructionTranslator<'a> {
             VT::DictView { view, .. } => Some(PyDict::new(py).call_method0(view.method())?.get_type().into_any().unbind()),
             VT::Partial(_) => Some(crate::symbolic::partial::partial_type(py)?.unbind()),
             VT::UserObject(o) => Some(o.cls.clone_ref(py)),
+            // A graph input keeps its exact Python type (TENSOR_MATCH pins it: Parameter, a
+            // subclass...); a tensor computed by the graph is a plain torch.Tensor.
+            VT::Tensor(t) => match &t.source {
+                Some(src) => match self.og.inputs.iter().find(|(s, _)| s == src) {
+                    Some((_, real)) => Some(real.bind(py).get_type().into_any().unbind()),
+                    None => None,
+                },
+                None => Some(self.og.handles.tensor_type.clone_ref(py)),
+            },
             _ => None,
         })
     }
@@ -1952,7 +2143,37 @@ impl<'a> InstructionTranslator<'a> {
     /// `iter(v)`: the iterator CPython's `tp_iter` of `v` makes. Lists and dicts (and their
     /// views) get live iterators; an iterator is its own iterator; other iterables are walked
     /// once, now, into a fixed sequence.
+    /// `iter(o)` for a user object whose class's `__iter__` is a Python generator function
+    /// (`collections.abc.Sequence.__iter__`, a user's `def __iter__: yield ...`): the
+    /// generator, stepped lazily in the trace. `None` for anything else.
+    fn python_iter(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<Rc<RefCell<IteratorState>>>> {
+        if !matches!(v, VT::UserObject(_) | VT::Opaque { .. }) {
+            return Ok(None);
+        }
+        let Some(m) = self.python_dunder(py, v, "__iter__")? else { return Ok(None) };
+        let is_generator = match &m {
+            VT::Method { func, .. } => match func.as_ref() {
+                VT::Function { obj, .. } => {
+                    let f: u32 = obj.bind(py).getattr("__code__")?.getattr("co_flags")?.extract()?;
+                    f & flags::CO_GENERATOR != 0
+                }
+                _ => false,
+            },
+            _ => false,
+        };
+        if !is_generator {
+            return Ok(None);
+        }
+        match self.call(py, &m, vec![], vec![])? {
+            VT::Iterator(it) => Ok(Some(it)),
+            other => unsupported!("__iter__ of {} gave {}", v.describe(py), other.describe(py)),
+        }
+    }
+
     fn make_iter(&mut self, py: Python<'_>, v: &VT) -> VResult<Rc<RefCell<IteratorState>>> {
+        if let Some(it) = self.python_iter(py, v)? {
+            return Ok(it);
+        }
         let state = match v {
             VT::Iterator(it) => return Ok(it.clone()),
             VT::List(l) => IteratorState::over_list(l.clone()),
@@ -1964,6 +2185,9 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     fn iter_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<VT>> {
+        if let Some(it) = self.python_iter(py, v)? {
+            return self.drain_iter(py, &it);
+        }
         Ok(match v {
             VT::Set(set) => {
                 let set = set.borrow();
@@ -2068,6 +2292,18 @@ impl<'a> InstructionTranslator<'a> {
         if let VT::Function { obj, .. } = func {
             if let Some(sig) = self.inspect_signature(py, obj.bind(py), &args, &kwargs)? {
                 return Ok(sig);
+            }
+        }
+        if let VT::Class(c) = func {
+            // A builtin exception class called with constant arguments: the exception object
+            // itself (it has no effects), so `raise KeyError(k)` can be raised in the trace.
+            let c = c.bind(py);
+            let module = c.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+            let is_exc = c.cast::<pyo3::types::PyType>().map(|t| t.is_subclass_of::<pyo3::exceptions::PyBaseException>().unwrap_or(false)).unwrap_or(false);
+            if module == "builtins" && is_exc && kwargs.is_empty() {
+                if let Some(vals) = args.iter().map(|a| self.literal_value(py, a)).collect::<Option<Vec<_>>>() {
+                    return Ok(VT::constant(c.call1(PyTuple::new(py, vals)?)?.unbind()));
+                }
             }
         }
         match func {
@@ -2555,6 +2791,15 @@ impl<'a> InstructionTranslator<'a> {
             return self.make_super(&args);
         }
         if is("len") {
+            if let Some(m) = self.python_dunder(py, &args[0], "__len__")? {
+                // `builtin_len` -> `PyObject_Size`: the slot's result must be a non-negative int
+                // (else TypeError / ValueError, left to Python).
+                let n = self.call(py, &m, vec![], vec![])?;
+                return match n.as_constant(py).and_then(|c| c.extract::<i64>().ok()) {
+                    Some(k) if k >= 0 && n.as_constant(py).map(|c| c.is_instance_of::<pyo3::types::PyInt>()).unwrap_or(false) => Ok(n),
+                    _ => graph_break!(UntracedValue, "len() of {}: __len__ gave {}", args[0].describe(py), n.describe(py)),
+                };
+            }
             return Ok(match &args[0] {
                 VT::Tensor(t) => VT::constant(t.fake.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
                 VT::Module { obj, .. } => VT::constant(obj.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
@@ -2667,8 +2912,16 @@ impl<'a> InstructionTranslator<'a> {
                     (false, None) => unsupported!("getattr of a missing attribute '{name}'"),
                 };
             }
-            let v = self.getattr(py, &args[0], &name)?;
-            return Ok(if is("hasattr") { const_bool(py, true) } else { v });
+            // CPython's `builtin_getattr` / `builtin_hasattr`: an AttributeError from the
+            // lookup (here one the trace raised, with the guards that keep it raised) gives
+            // the default or False; any other error propagates.
+            return match (self.getattr(py, &args[0], &name), is("hasattr"), args.get(2)) {
+                (Ok(_), true, _) => Ok(const_bool(py, true)),
+                (Ok(v), false, _) => Ok(v),
+                (Err(e), true, _) if e.is_raised("AttributeError") => Ok(const_bool(py, false)),
+                (Err(e), false, Some(default)) if e.is_raised("AttributeError") => Ok(default.clone()),
+                (Err(e), _, _) => Err(e),
+            };
         }
         if is("range") && all_const {
             let vals: Vec<_> = args.iter().map(|a| a.as_constant(py).unwrap()).collect();
@@ -2766,6 +3019,17 @@ impl<'a> InstructionTranslator<'a> {
         if is("print") || is("input") || is("open") || is("exec") || is("eval") || is("setattr") || is("delattr") || is("globals") || is("locals") || is("vars") || is("id") || is("super") {
             graph_break!(UnsupportedBuiltin, "call to builtin {}", crate::symbolic::variables::qualname(b));
         }
+        if (is("str") || is("repr")) && args.len() == 1 && kwargs.is_empty() {
+            if let VT::Class(c) = &args[0] {
+                // `type.__repr__` (Objects/typeobject.c, `type_repr`): `<class 'module.qualname'>`
+                // from the (identity-guarded) class, unless its metaclass has its own.
+                let meta = c.bind(py).get_type();
+                let type_type = py.get_type::<pyo3::types::PyType>();
+                if meta.getattr("__repr__")?.is(type_type.getattr("__repr__")?) && meta.getattr("__str__")?.is(type_type.getattr("__str__")?) {
+                    return Ok(VT::constant(c.bind(py).repr()?.into_any().unbind()));
+                }
+            }
+        }
         // Pure builtins over literal values, including lists, tuples and sets of literals built
         // during tracing (each passed as a fresh copy, so the call cannot mutate our state).
         let literal_args: Option<Vec<Bound<'_, PyAny>>> = args.iter().map(|a| self.literal_value(py, a)).collect();
@@ -2859,6 +3123,33 @@ impl<'a> InstructionTranslator<'a> {
         Ok(vt)
     }
 
+    /// The special method `name` of a user object (new in the frame, or reached through a
+    /// source) bound to it, when its class defines it as a Python function: CPython calls the
+    /// type's slot, never an instance attribute (`_PyType_Lookup`), so `len(o)`, `o[i]` inline
+    /// `type(o).__len__(o)`, `type(o).__getitem__(o, i)`. `None` when the class has no Python
+    /// function of that name.
+    fn python_dunder(&mut self, py: Python<'_>, obj: &VT, name: &str) -> VResult<Option<VT>> {
+        let (ty, src) = match obj {
+            VT::UserObject(o) => {
+                let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+                match static_type_lookup(&ty, name)? {
+                    Some((k, f)) if type_name(&f) == "function" => (f, o.class_attr_source(k, name)),
+                    _ => return Ok(None),
+                }
+            }
+            VT::Opaque { obj: o, source } => {
+                let ty = o.bind(py).get_type();
+                match static_type_lookup(&ty, name)? {
+                    Some((k, f)) if type_name(&f) == "function" => (f, class_attr_source(source, k, name)),
+                    _ => return Ok(None),
+                }
+            }
+            _ => return Ok(None),
+        };
+        let func = wrap(py, self.og, &ty, src)?;
+        Ok(Some(VT::Method { func: Box::new(func), self_: Box::new(obj.clone()) }))
+    }
+
     /// `o.name` on a new user object (see `user_objects.rs` for the lookup order).
     fn user_object_getattr(&mut self, py: Python<'_>, vt: &VT, o: &Rc<crate::symbolic::user_objects::UserObject>, name: &str) -> VResult<VT> {
         if name == "__class__" {
@@ -2887,7 +3178,13 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(v);
         }
         let Some((k, ca)) = class_attr else {
-            graph_break!(UntracedValue, "attribute '{name}' of {} (AttributeError)", vt.describe(py));
+            if static_type_lookup(&ty, "__getattr__")?.is_some() {
+                graph_break!(UntracedValue, "attribute '{name}' of {} (computed by __getattr__)", vt.describe(py));
+            }
+            // Every instance attribute of a new object is in its tracker; the class is reached
+            // through its source, guarded to keep lacking the name: the lookup raises.
+            self.og.add_guard(Some(o.cls_source.clone()), GuardKind::NoAttr(name.to_string()));
+            return Err(Unsupported::raise("AttributeError", format!("'{}' object has no attribute '{name}'", crate::symbolic::variables::qualname(o.cls.bind(py)))));
         };
         let src = o.class_attr_source(k, name);
         let object_type = py.get_type::<PyAny>();
@@ -3265,6 +3562,10 @@ impl<'a> InstructionTranslator<'a> {
     }
 }
 
+/// Builtin exceptions the trace raises as values (`raise`, failed lookups) and lets `try` /
+/// `except` clauses of inlined frames handle.
+const TRACED_EXCEPTIONS: [&str; 10] = ["AttributeError", "IndexError", "KeyError", "LookupError", "ValueError", "TypeError", "RuntimeError", "NotImplementedError", "ZeroDivisionError", "AssertionError"];
+
 /// Runs a traced generator's frame up to its next `yield` (`Some(value)`) or its return (`None`),
 /// keeping its state in `f` for the next step.
 fn resume_generator(py: Python<'_>, og: &mut OutputGraph, depth: usize, f: &mut GeneratorFrame) -> VResult<Option<VT>> {
@@ -3286,6 +3587,9 @@ fn resume_generator(py: Python<'_>, og: &mut OutputGraph, depth: usize, f: &mut 
     f.external_cells = std::mem::take(&mut child.external_cells);
     f.stack = std::mem::take(&mut child.stack);
     f.ip = child.ip;
+    // An exception leaving a generator finishes it, which its frame state here does not model:
+    // not catchable inside the trace.
+    let outcome = outcome.map_err(|e| Unsupported { raised: None, ..e });
     match outcome? {
         Outcome::Yield(v) => Ok(Some(v)),
         Outcome::Return(_) => Ok(None),

@@ -47,15 +47,30 @@ impl UserObject {
     }
 }
 
-/// Whether instances of `cls` can be tracked as `UserObject`s: metaclass `type`, every class
-/// of the MRO but `object` a Python class (heap type) without `__slots__`, `object`'s `__new__`
-/// and `__getattribute__`, no `__getattr__` or `__del__`, and `__init__` either `object`'s or a
-/// Python function. (A Python `__setattr__`, as a frozen dataclass has, is inlined on writes.)
+/// Whether instances of `cls` can be tracked as `UserObject`s: metaclass `type`, or `abc.ABCMeta`
+/// with no abstract method left (so `object.__new__` succeeds, as for a `collections.abc.Sequence`
+/// subclass), every class of the MRO but `object` a Python class (heap type) with an instance
+/// `__dict__` and at most empty `__slots__` (the `collections.abc` mixins declare `()`),
+/// `object`'s `__new__` and `__getattribute__`, no `__getattr__` or `__del__`, and `__init__`
+/// either `object`'s or a Python function. (A Python `__setattr__`, as a frozen dataclass has, is
+/// inlined on writes.)
 pub fn is_plain_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> {
     let Ok(ty) = cls.cast::<PyType>() else { return Ok(false) };
     let type_type = py.get_type::<PyType>();
     let object = py.get_type::<PyAny>();
-    if !ty.get_type().is(&type_type) || ty.is(&object) {
+    let abc_meta = py.import("abc")?.getattr("ABCMeta")?;
+    let plain_meta = |t: &Bound<'_, PyAny>| -> PyResult<bool> {
+        let meta = t.get_type();
+        if meta.is(&type_type) {
+            return Ok(true);
+        }
+        Ok(meta.is(&abc_meta) && t.getattr("__abstractmethods__")?.len()? == 0)
+    };
+    if !plain_meta(ty.as_any())? || ty.is(&object) {
+        return Ok(false);
+    }
+    let dictoffset: isize = ty.getattr("__dictoffset__")?.extract()?;
+    if dictoffset == 0 {
         return Ok(false);
     }
     const HEAPTYPE: u64 = 1 << 9;
@@ -65,7 +80,19 @@ pub fn is_plain_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> 
             continue;
         }
         let flags: u64 = base.getattr("__flags__")?.extract()?;
-        if flags & HEAPTYPE == 0 || !base.get_type().is(&type_type) || base.getattr("__dict__")?.contains("__slots__")? {
+        let d = base.getattr("__dict__")?;
+        let slots_ok = match d.get_item("__slots__") {
+            Ok(slots) => slots.len().map(|n| n == 0).unwrap_or(false) && !slots.is_instance_of::<pyo3::types::PyString>(),
+            Err(_) => true,
+        };
+        if flags & HEAPTYPE == 0 || !(base.get_type().is(&type_type) || base.get_type().is(&abc_meta)) || !slots_ok {
+            return Ok(false);
+        }
+        // contextlib's managers drive a generator whose end `__exit__` detects by catching
+        // StopIteration, which the trace does not model; a tracked one holding a half-run
+        // generator could not be rebuilt at a break. Left as real objects.
+        let module = base.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+        if module == "contextlib" {
             return Ok(false);
         }
     }
