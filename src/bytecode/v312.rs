@@ -254,11 +254,19 @@ pub fn lift(raw: Vec<Instruction>) -> Result<Vec<Instruction>, DecodeError> {
         m.opcode = to_model(inst.opcode);
         match inst.opcode {
             real::CALL => {
-                let precall = Instruction { opcode: op::PRECALL, target: None, ..inst.clone() };
+                let precall = Instruction {
+                    opcode: op::PRECALL,
+                    target: None,
+                    ..inst.clone()
+                };
                 return Ok(vec![precall, m]);
             }
             real::LOAD_ATTR => {
-                m.opcode = if inst.arg & 1 == 1 { op::LOAD_METHOD } else { op::LOAD_ATTR };
+                m.opcode = if inst.arg & 1 == 1 {
+                    op::LOAD_METHOD
+                } else {
+                    op::LOAD_ATTR
+                };
                 m.arg = inst.arg >> 1;
             }
             real::COMPARE_OP => m.arg = inst.arg >> 4,
@@ -272,13 +280,25 @@ pub fn lift(raw: Vec<Instruction>) -> Result<Vec<Instruction>, DecodeError> {
                 m.target = Some(InstId(end_for.0 + 1));
             }
             real::CALL_INTRINSIC_1 if inst.arg == INTRINSIC_UNARY_POSITIVE => {
-                m = Instruction { opcode: op::UNARY_POSITIVE, arg: 0, ..inst.clone() };
+                m = Instruction {
+                    opcode: op::UNARY_POSITIVE,
+                    arg: 0,
+                    ..inst.clone()
+                };
             }
             real::CALL_INTRINSIC_1 if inst.arg == INTRINSIC_LIST_TO_TUPLE => {
-                m = Instruction { opcode: op::LIST_TO_TUPLE, arg: 0, ..inst.clone() };
+                m = Instruction {
+                    opcode: op::LIST_TO_TUPLE,
+                    arg: 0,
+                    ..inst.clone()
+                };
             }
             real::CALL_INTRINSIC_2 if inst.arg == INTRINSIC_PREP_RERAISE_STAR => {
-                m = Instruction { opcode: op::PREP_RERAISE_STAR, arg: 0, ..inst.clone() };
+                m = Instruction {
+                    opcode: op::PREP_RERAISE_STAR,
+                    arg: 0,
+                    ..inst.clone()
+                };
             }
             _ => {}
         }
@@ -309,7 +329,11 @@ pub fn lower(insts: &[Instruction]) -> Result<(Vec<Instruction>, Vec<u32>), Asse
             Some(b) if opcode::is_terminator(b.opcode) && t.index() > idx => {
                 needs_end_for[t.index() - 1] = true;
             }
-            _ => return Err(AssembleError::ForIterExit { inst: InstId(idx as u32) }),
+            _ => {
+                return Err(AssembleError::ForIterExit {
+                    inst: InstId(idx as u32),
+                })
+            }
         }
     }
     let (mut out, first) = expand(insts, |idx, inst| {
@@ -325,7 +349,9 @@ pub fn lower(insts: &[Instruction]) -> Result<(Vec<Instruction>, Vec<u32>), Asse
             }
             LOAD_ATTR => r.arg = inst.arg << 1,
             COMPARE_OP => {
-                let mask = COMPARE_MASKS.get(inst.arg as usize).ok_or_else(|| not_here(idx, inst))?;
+                let mask = COMPARE_MASKS
+                    .get(inst.arg as usize)
+                    .ok_or_else(|| not_here(idx, inst))?;
                 r.arg = (inst.arg << 4) | mask;
             }
             UNARY_POSITIVE => {
@@ -340,27 +366,49 @@ pub fn lower(insts: &[Instruction]) -> Result<(Vec<Instruction>, Vec<u32>), Asse
                 r.opcode = real::CALL_INTRINSIC_2;
                 r.arg = INTRINSIC_PREP_RERAISE_STAR;
             }
-            POP_JUMP_FORWARD_IF_FALSE | POP_JUMP_BACKWARD_IF_FALSE | POP_JUMP_FORWARD_IF_TRUE
-            | POP_JUMP_BACKWARD_IF_TRUE | POP_JUMP_FORWARD_IF_NONE | POP_JUMP_BACKWARD_IF_NONE
-            | POP_JUMP_FORWARD_IF_NOT_NONE | POP_JUMP_BACKWARD_IF_NOT_NONE => {
+            POP_JUMP_FORWARD_IF_FALSE
+            | POP_JUMP_BACKWARD_IF_FALSE
+            | POP_JUMP_FORWARD_IF_TRUE
+            | POP_JUMP_BACKWARD_IF_TRUE
+            | POP_JUMP_FORWARD_IF_NONE
+            | POP_JUMP_BACKWARD_IF_NONE
+            | POP_JUMP_FORWARD_IF_NOT_NONE
+            | POP_JUMP_BACKWARD_IF_NOT_NONE => {
                 let (when, unless) = match inst.opcode {
-                    POP_JUMP_FORWARD_IF_FALSE | POP_JUMP_BACKWARD_IF_FALSE => (real::POP_JUMP_IF_FALSE, real::POP_JUMP_IF_TRUE),
-                    POP_JUMP_FORWARD_IF_TRUE | POP_JUMP_BACKWARD_IF_TRUE => (real::POP_JUMP_IF_TRUE, real::POP_JUMP_IF_FALSE),
-                    POP_JUMP_FORWARD_IF_NONE | POP_JUMP_BACKWARD_IF_NONE => (real::POP_JUMP_IF_NONE, real::POP_JUMP_IF_NOT_NONE),
+                    POP_JUMP_FORWARD_IF_FALSE | POP_JUMP_BACKWARD_IF_FALSE => {
+                        (real::POP_JUMP_IF_FALSE, real::POP_JUMP_IF_TRUE)
+                    }
+                    POP_JUMP_FORWARD_IF_TRUE | POP_JUMP_BACKWARD_IF_TRUE => {
+                        (real::POP_JUMP_IF_TRUE, real::POP_JUMP_IF_FALSE)
+                    }
+                    POP_JUMP_FORWARD_IF_NONE | POP_JUMP_BACKWARD_IF_NONE => {
+                        (real::POP_JUMP_IF_NONE, real::POP_JUMP_IF_NOT_NONE)
+                    }
                     _ => (real::POP_JUMP_IF_NOT_NONE, real::POP_JUMP_IF_NONE),
                 };
-                let target = inst.target.ok_or(AssembleError::MissingTarget { inst: InstId(idx as u32), name: inst.name() })?;
+                let target = inst.target.ok_or(AssembleError::MissingTarget {
+                    inst: InstId(idx as u32),
+                    name: inst.name(),
+                })?;
                 if target.index() > idx {
                     r.opcode = when;
                 } else {
                     // 3.12 has no backward conditional jump: skip over an unconditional one.
-                    let skip = Instruction { opcode: unless, target: Some(InstId(idx as u32 + 1)), ..inst.clone() };
-                    let back = Instruction { opcode: real::JUMP_BACKWARD, arg: 0, ..inst.clone() };
+                    let skip = Instruction {
+                        opcode: unless,
+                        target: Some(InstId(idx as u32 + 1)),
+                        ..inst.clone()
+                    };
+                    let back = Instruction {
+                        opcode: real::JUMP_BACKWARD,
+                        arg: 0,
+                        ..inst.clone()
+                    };
                     return Ok(vec![skip, back]);
                 }
             }
-            JUMP_IF_FALSE_OR_POP | JUMP_IF_TRUE_OR_POP | PRINT_EXPR | IMPORT_STAR | ASYNC_GEN_WRAP
-            | LOAD_CLASSDEREF => return Err(not_here(idx, inst)),
+            JUMP_IF_FALSE_OR_POP | JUMP_IF_TRUE_OR_POP | PRINT_EXPR | IMPORT_STAR
+            | ASYNC_GEN_WRAP | LOAD_CLASSDEREF => return Err(not_here(idx, inst)),
             _ => {
                 if !is_real(r.opcode) || r.opcode == real::CACHE {
                     return Err(not_here(idx, inst));
@@ -368,7 +416,13 @@ pub fn lower(insts: &[Instruction]) -> Result<(Vec<Instruction>, Vec<u32>), Asse
             }
         }
         if needs_end_for[idx] {
-            extra.push(Instruction { opcode: real::END_FOR, arg: 0, target: None, offset: None, ..inst.clone() });
+            extra.push(Instruction {
+                opcode: real::END_FOR,
+                arg: 0,
+                target: None,
+                offset: None,
+                ..inst.clone()
+            });
         }
         let mut v = vec![r];
         v.extend(extra);
