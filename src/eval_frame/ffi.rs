@@ -23,6 +23,9 @@ use std::os::raw::c_int;
 
 pub use version::*;
 
+#[cfg(Py_3_13)]
+compile_error!("dynamo supports CPython 3.11 and 3.12; CPython 3.13's frame layout and bytecode are not modelled yet");
+
 /// The eval-frame function signature CPython calls (PEP 523, 3.11/3.12 form).
 pub type EvalFrameFn =
     unsafe extern "C" fn(*mut ffi::PyThreadState, *mut InterpreterFrame, c_int) -> *mut ffi::PyObject;
