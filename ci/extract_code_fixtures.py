@@ -1,10 +1,12 @@
 """Write the fixtures that `src/bytecode/` tests against.
 
-Run with the project's CPython 3.11 (torch must be importable):
+Run with each supported CPython (torch must be importable); files are suffixed with the
+version (`_311`, `_312`):
 
     .venv/bin/python ci/extract_code_fixtures.py
+    .venv312/bin/python ci/extract_code_fixtures.py
 
-Outputs, under src/bytecode/test_data/:
+Outputs, under src/bytecode/test_data/ (shown for 3.11):
 
 * opcodes_311.json: the `dis` tables (opmap, _inline_cache_entries, hasjrel) and
   `dis.stack_effect` sampled over a few opargs, one opcode per line so the Rust test can read it
@@ -91,6 +93,19 @@ def managed(path):
     with open(path) as f, open(path) as g:
         yield from zip(f, g)
 
+class Modern:
+    def modern(self, xs):
+        # 3.12: inlined comprehensions (PEP 709), BINARY_SLICE/STORE_SLICE, LOAD_SUPER_ATTR,
+        # CALL_INTRINSIC_1 (unary +), RETURN_CONST.
+        ys = [x * 2 for x in xs if x]
+        zs = {k: v for k, v in zip(xs, ys)}
+        head = xs[1:3]
+        xs[0:1] = ys[:1]
+        super().method(head)
+        if not xs:
+            return None
+        return +ys[0], zs, xs[0] <= head[0] != 3
+
 def wide(x):
     # More than 256 constants and names: LOAD_CONST and LOAD_GLOBAL need EXTENDED_ARG.
     table = {""" + ", ".join(f"{i}: n{i}" for i in range(300)) + """}
@@ -119,9 +134,14 @@ def stack_effects(op):
     return rows
 
 
+VER = f"{sys.version_info[0]}{sys.version_info[1]}"
+
+
 def write_opcodes():
     lines = []
     for name, op in sorted(dis.opmap.items(), key=lambda kv: kv[1]):
+        if op >= 256 or name.startswith("INSTRUMENTED_"):
+            continue  # pseudo-instructions and instrumented opcodes never appear in co_code
         entry = {
             "name": name,
             "opcode": op,
@@ -131,7 +151,7 @@ def write_opcodes():
         }
         lines.append(json.dumps(entry, separators=(",", ":")))
     text = "[\n" + ",\n".join(lines) + "\n]\n"
-    (OUT / "opcodes_311.json").write_text(text)
+    (OUT / f"opcodes_{VER}.json").write_text(text)
     return len(lines)
 
 
@@ -163,18 +183,18 @@ def write_code():
         source = pathlib.Path(module.__file__).read_text()
         top = compile(source, module.__file__, "exec")
         rows.extend(row(name, code) for name, code in iter_code(top, modname))
-    (OUT / "code_311.txt").write_text("\n".join(rows) + "\n")
+    (OUT / f"code_{VER}.txt").write_text("\n".join(rows) + "\n")
     return len(rows)
 
 
 def write_snippets():
     top = compile(SNIPPETS, "<snippets>", "exec")
     rows = [row(name, code) for name, code in iter_code(top, "snippets")]
-    (OUT / "snippets_311.txt").write_text("\n".join(rows) + "\n")
+    (OUT / f"snippets_{VER}.txt").write_text("\n".join(rows) + "\n")
 
 
 def main():
-    assert sys.version_info[:2] == (3, 11), "fixtures are for CPython 3.11"
+    assert sys.version_info[:2] in ((3, 11), (3, 12)), "fixtures are for CPython 3.11 and 3.12"
     OUT.mkdir(parents=True, exist_ok=True)
     n_ops = write_opcodes()
     n_code = write_code()

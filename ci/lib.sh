@@ -3,9 +3,36 @@
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 REPO_ROOT="$(pwd)"
-VENV="$REPO_ROOT/.venv"
+# The environment to build into and test: .venv (the default Python, 3.11), or another one named
+# by DYNAMO_VENV (ci/test uses .venv312 for CPython 3.12). Each non-default environment gets its
+# own cargo target directory and log directory, so the builds for two Pythons do not invalidate
+# each other's pyo3 configuration.
+VENV="${DYNAMO_VENV:-$REPO_ROOT/.venv}"
+[[ "$VENV" = /* ]] || VENV="$REPO_ROOT/$VENV"
+VENV_TAG="$(basename "$VENV")"
 VPY="$VENV/bin/python"
 LOG_DIR="$REPO_ROOT/target/ci-logs"
+if [[ "$VENV_TAG" != .venv ]]; then
+    LOG_DIR="$REPO_ROOT/target/ci-logs/${VENV_TAG#.}"
+    export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target/${VENV_TAG#.}}"
+fi
+
+# find_python X.Y: prints an interpreter for CPython X.Y (pythonX.Y on PATH, else pyenv's
+# newest X.Y.*), or nothing.
+find_python() {
+    local ver="$1" cand
+    local root="${PYENV_ROOT:-$HOME/.pyenv}"
+    # A pyenv shim on PATH may not resolve (the version is installed but not selected): each
+    # candidate must run and report the version asked for.
+    for cand in "$(command -v "python$ver" 2>/dev/null)" \
+        $(ls -d "$root/versions/$ver".* 2>/dev/null | sort -V -r | sed "s|\$|/bin/python$ver|"); do
+        if [[ -n "$cand" && -x "$cand" ]] \
+            && "$cand" -c "import sys; sys.exit(sys.version_info[:2] != tuple(map(int, '$ver'.split('.'))))" 2>/dev/null; then
+            echo "$cand"
+            return
+        fi
+    done
+}
 
 # Debian's LLVM 19 lives here; llvm-sys (under inkwell) looks for it through this variable.
 if [[ -z "${LLVM_SYS_191_PREFIX:-}" ]]; then

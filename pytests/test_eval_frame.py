@@ -470,3 +470,37 @@ def test_sets_and_pure_builtins_fold_into_one_graph():
         torch.testing.assert_close(got[0], ref[0])
         assert got[1:] == ref[1:]
     assert cnt.frame_count == 2
+
+
+def test_answered_frames_are_released():
+    """A frame the hook answers for itself (running the transformed code instead) is cleared and
+    popped as CPython would have: on 3.12 the hook does it (ffi::finish_taken_over), on 3.11 the
+    caller. Argument references come back, deep recursion crosses the thread's data-stack chunks
+    (a frame that opened a chunk frees it), and a frame answered with an exception is released
+    too."""
+
+    def f(x, y):
+        return x * 2 + y
+
+    def bad(x):
+        return x + "a"
+
+    opt, opt_bad = dynamo.optimize("eager")(f), dynamo.optimize("eager")(bad)
+    x, y = torch.ones(3), torch.full((3,), 2.0)
+    opt(x, y)
+    before = (sys.getrefcount(x), sys.getrefcount(y))
+    hits = dynamo.counters()["cache_hits"]
+    for _ in range(2000):
+        opt(x, y)
+    assert dynamo.counters()["cache_hits"] - hits == 2000
+
+    def rec(n):
+        return opt(x, y) if n == 0 else rec(n - 1)
+
+    # The first data-stack chunk holds 16 KiB; a few hundred frames cross into new chunks.
+    for depth in range(0, 400, 7):
+        torch.testing.assert_close(rec(depth), x * 2 + y)
+    for _ in range(50):
+        with pytest.raises(TypeError):
+            opt_bad(x)
+    assert (sys.getrefcount(x), sys.getrefcount(y)) == before

@@ -1,6 +1,8 @@
 """Graph breaks: the graph before an unsupported instruction, the instruction in Python, and a
 resume function compiled in turn."""
 
+import sys
+
 import pytest
 import torch
 
@@ -177,6 +179,12 @@ def test_chained_resume_functions_keep_bound_methods_of_this_call():
         torch.testing.assert_close(got[2], ref[2])
 
 
+@pytest.mark.xfail(
+    sys.version_info >= (3, 12),
+    strict=True,
+    reason="CPython 3.12 inlines the dict comprehension into the frame (PEP 709); that frame runs "
+    "eagerly (its loop over a zip of lists cannot be resumed), so nothing is captured",
+)
 def test_loop_over_tensors_across_breaks():
     import collections
 

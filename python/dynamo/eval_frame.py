@@ -22,6 +22,27 @@ from .backends import lookup_backend
 
 _EXTRA_SKIPS: list[str] = []
 
+# Third-party packages whose frames are never compiled, as torch's skip rules list libraries that
+# hold no model code. filelock installs a `sys.addaudithook` hook: it runs inside any audited
+# operation (reading `f.__code__`, imports, ...) of the frames being compiled, and compiling it
+# only costs conversions (its string arguments change at every event).
+_THIRD_PARTY_SKIPS = ("filelock",)
+
+
+def _package_folders(names) -> list[str]:
+    """Folders of the installed packages among ``names`` (found without importing them)."""
+    import importlib.util
+
+    out = []
+    for name in names:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        for loc in (spec.submodule_search_locations or []) if spec else []:
+            out.append(os.path.join(os.path.abspath(loc), ""))
+    return out
+
 
 def _install_skips() -> None:
     """Skips frames of torch, dynamo, the standard library and the folders given to
@@ -29,6 +50,7 @@ def _install_skips() -> None:
     folder)."""
     skip = {os.path.join(os.path.dirname(torch.__file__), ""), os.path.join(os.path.dirname(os.path.abspath(__file__)), "")}
     skip.update(_EXTRA_SKIPS)
+    skip.update(_package_folders(_THIRD_PARTY_SKIPS))
     paths = sysconfig.get_paths()
     for key in ("stdlib", "platstdlib"):
         if paths.get(key):

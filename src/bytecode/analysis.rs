@@ -12,9 +12,12 @@ use std::fmt::Write;
 use super::assemble::AssembleError;
 use super::instruction::{InstId, Instruction};
 use super::opcode::{self, op};
+use super::PyVersion;
 
-/// Net stack effect of one instruction, as 3.11 `dis.stack_effect(opcode, arg, jump=jump)`:
-/// `jump` selects the taken branch of a jump (ignored by other opcodes).
+/// Net stack effect of one instruction of the model, as 3.11 `dis.stack_effect(opcode, arg,
+/// jump=jump)` (the additions as 3.12's `dis.stack_effect`): `jump` selects the taken branch of
+/// a jump (ignored by other opcodes). [`stack_effect_in`] gives the one opcode whose effect
+/// depends on the version.
 pub fn stack_effect(opcode: u8, arg: u32, jump: bool) -> Result<i32, AssembleError> {
     use op::*;
     if !opcode::is_valid(opcode) {
@@ -44,6 +47,14 @@ pub fn stack_effect(opcode: u8, arg: u32, jump: bool) -> Result<i32, AssembleErr
         LOAD_CLOSURE | LOAD_DEREF | LOAD_CLASSDEREF | LOAD_METHOD => 1,
         END_ASYNC_FOR | DELETE_SUBSCR | STORE_ATTR | MAP_ADD | MATCH_CLASS => -2,
         STORE_SUBSCR => -3,
+        // Opcodes added by 3.12 (3.12 `Python/bytecodes.c` stack comments).
+        RETURN_CONST | CALL_INTRINSIC_1 | LOAD_FROM_DICT_OR_GLOBALS | LOAD_FROM_DICT_OR_DEREF => 0,
+        LOAD_FAST_CHECK | LOAD_FAST_AND_CLEAR | LOAD_LOCALS => 1,
+        INTERPRETER_EXIT | END_SEND | CLEANUP_THROW | CALL_INTRINSIC_2 => -1,
+        END_FOR | BINARY_SLICE => -2,
+        STORE_SLICE => -4,
+        // Pops `super`, the class and `self`; pushes the attribute, or the method and `self`.
+        LOAD_SUPER_ATTR => -2 + (oparg & 1),
         UNPACK_SEQUENCE => oparg - 1,
         UNPACK_EX => (oparg & 0xff) + (oparg >> 8),
         FOR_ITER => {
@@ -95,21 +106,40 @@ pub fn stack_effect(opcode: u8, arg: u32, jump: bool) -> Result<i32, AssembleErr
     Ok(effect as i32)
 }
 
+/// [`stack_effect`] for code of `version`: 3.12's `SEND` keeps the receiver on the stack when it
+/// jumps (to `END_SEND`, which pops it), where 3.11's pops it.
+pub fn stack_effect_in(version: PyVersion, opcode: u8, arg: u32, jump: bool) -> Result<i32, AssembleError> {
+    match (version, opcode) {
+        (PyVersion::V312, op::SEND) => Ok(0),
+        _ => stack_effect(opcode, arg, jump),
+    }
+}
+
+/// [`stack_depths_in`] for the version this build runs on.
+pub fn stack_depths(insts: &[Instruction]) -> Result<Vec<Option<u32>>, AssembleError> {
+    stack_depths_in(insts, PyVersion::CURRENT)
+}
+
+/// [`stack_depth_in`] for the version this build runs on.
+pub fn stack_depth(insts: &[Instruction]) -> Result<u32, AssembleError> {
+    stack_depth_in(insts, PyVersion::CURRENT)
+}
+
 /// Stack depth at the entry of each instruction (`None` where unreachable), found by walking
 /// fall-through edges, jump edges and exception-table edges from instruction 0. A handler is
 /// entered with `exn.depth + 1` values, plus one for `lasti`
 /// (CPython's `Objects/exception_handling_notes.txt`).
-pub fn stack_depths(insts: &[Instruction]) -> Result<Vec<Option<u32>>, AssembleError> {
-    Ok(walk(insts)?.0)
+pub fn stack_depths_in(insts: &[Instruction], version: PyVersion) -> Result<Vec<Option<u32>>, AssembleError> {
+    Ok(walk(insts, version)?.0)
 }
 
 /// Maximum stack depth (`co_stacksize`), counting the depth just after each instruction on
 /// both of its branches, as 3.11 `compile.c` (`stackdepth`) does.
-pub fn stack_depth(insts: &[Instruction]) -> Result<u32, AssembleError> {
-    Ok(walk(insts)?.1)
+pub fn stack_depth_in(insts: &[Instruction], version: PyVersion) -> Result<u32, AssembleError> {
+    Ok(walk(insts, version)?.1)
 }
 
-fn walk(insts: &[Instruction]) -> Result<(Vec<Option<u32>>, u32), AssembleError> {
+fn walk(insts: &[Instruction], version: PyVersion) -> Result<(Vec<Option<u32>>, u32), AssembleError> {
     let mut depths: Vec<Option<u32>> = vec![None; insts.len()];
     let mut max_depth = 0u32;
     let mut worklist: Vec<usize> = Vec::new();
@@ -166,7 +196,7 @@ fn walk(insts: &[Instruction]) -> Result<(Vec<Option<u32>>, u32), AssembleError>
             )?;
         }
         if let Some(target) = inst.target {
-            let effect = stack_effect(inst.opcode, inst.arg, true)?;
+            let effect = stack_effect_in(version, inst.opcode, inst.arg, true)?;
             visit(
                 &mut depths,
                 &mut worklist,
@@ -175,7 +205,7 @@ fn walk(insts: &[Instruction]) -> Result<(Vec<Option<u32>>, u32), AssembleError>
                 depth + i64::from(effect),
             )?;
         }
-        let mut effect = i64::from(stack_effect(inst.opcode, inst.arg, false)?);
+        let mut effect = i64::from(stack_effect_in(version, inst.opcode, inst.arg, false)?);
         if inst.opcode == op::RETURN_GENERATOR {
             // Note [generator entry depth]: `dis.stack_effect` says 0, but the frame is resumed
             // after RETURN_GENERATOR with the first sent value (None) on the stack, which the
@@ -301,7 +331,7 @@ pub fn live_locals(insts: &[Instruction], n_locals: usize) -> Vec<Vec<bool>> {
             let slot = inst.arg as usize;
             match inst.opcode {
                 op::STORE_FAST | op::DELETE_FAST if slot < n_locals => set[slot] = false,
-                op::LOAD_FAST if slot < n_locals => set[slot] = true,
+                opc if opcode::is_load_fast(opc) && slot < n_locals => set[slot] = true,
                 _ => {}
             }
             if set != live[i] {

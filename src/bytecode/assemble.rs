@@ -1,6 +1,8 @@
 //! `Vec<Instruction>` -> `co_code`, `co_exceptiontable`, `co_linetable`, `co_stacksize`.
 //!
-//! The inverse of `decode.rs`, following the steps of 3.11 `Python/compile.c` (`assemble`):
+//! The version module first lowers the instruction model to that version's instructions
+//! (`v311::lower`, `v312::lower`); `co_stacksize` is computed on the model. The rest is shared
+//! by all versions and is the inverse of `decode.rs`, following the steps of 3.11 `Python/compile.c` (`assemble`):
 //! jump opargs are recomputed from `target` and instruction sizes (with `EXTENDED_ARG`
 //! prefixes) are iterated to a fixed point (`assemble_jump_offsets`); the code is written with
 //! zeroed inline `CACHE` units (`write_instr`); the exception table is written from runs of equal
@@ -14,8 +16,8 @@ use super::analysis;
 use super::exception_table::{self, ExceptionTableEntry};
 use super::instruction::{InstId, Instruction};
 use super::line_table::LineTableWriter;
-use super::opcode::{self, op};
-use super::PyVersion;
+use super::opcode::op;
+use super::{v311, v312, JumpDir, PyVersion};
 
 /// The raw pieces of a code object built by [`assemble`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,10 +38,14 @@ pub struct Assembled {
 /// Why a list of instructions cannot be assembled (or analysed).
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum AssembleError {
-    #[error("expected a 3.11 opcode other than CACHE and EXTENDED_ARG at {inst}, found {opcode}")]
-    InvalidOpcode { inst: InstId, opcode: u8 },
-    #[error("expected a 3.11 opcode, found {opcode}")]
+    #[error("expected a {version} opcode other than CACHE and EXTENDED_ARG at {inst}, found {opcode}")]
+    InvalidOpcode { inst: InstId, opcode: u8, version: PyVersion },
+    #[error("expected an opcode of the instruction model, found {opcode}")]
     UnknownOpcode { opcode: u8 },
+    #[error("expected an opcode CPython {version} has at {inst}, found {name}")]
+    NotInVersion { inst: InstId, name: &'static str, version: PyVersion },
+    #[error("expected the exit of FOR_ITER at {inst} to follow END_FOR or an instruction that does not fall through")]
+    ForIterExit { inst: InstId },
     #[error("expected a jump target for {name} at {inst}, found none")]
     MissingTarget { inst: InstId, name: &'static str },
     #[error("expected no jump target for {name} at {inst}, found {target}")]
@@ -95,9 +101,17 @@ pub fn assemble(
     firstlineno: u32,
     version: PyVersion,
 ) -> Result<Assembled, AssembleError> {
-    match version {
-        PyVersion::V311 => assemble_311(insts, firstlineno),
-    }
+    let (real, first) = match version {
+        PyVersion::V311 => v311::lower(insts)?,
+        PyVersion::V312 => v312::lower(insts)?,
+    };
+    let mut out = encode(&real, firstlineno, version)?;
+    out.offsets = first[..insts.len()]
+        .iter()
+        .map(|&f| out.offsets.get(f as usize).copied().unwrap_or(out.code.len() as u32))
+        .collect();
+    out.stacksize = analysis::stack_depth_in(insts, version)?;
+    Ok(out)
 }
 
 /// Number of `EXTENDED_ARG` prefixes needed for `arg` (`instr_size` in 3.11 `compile.c`).
@@ -111,13 +125,15 @@ pub fn extended_args(arg: u32) -> u32 {
 }
 
 /// Code units taken by an instruction with this opcode and oparg, prefixes and caches included.
-pub fn instruction_units(opcode: u8, arg: u32) -> u32 {
-    extended_args(arg) + 1 + u32::from(opcode::cache_entries(opcode))
+pub fn instruction_units(opcode: u8, arg: u32, version: PyVersion) -> u32 {
+    extended_args(arg) + 1 + u32::from(version.cache_entries(opcode))
 }
 
-fn assemble_311(insts: &[Instruction], firstlineno: u32) -> Result<Assembled, AssembleError> {
-    let opcodes = check_and_orient(insts)?;
-    let (args, units) = resolve_jumps(insts, &opcodes);
+/// Writes a version's own instructions (`insts` hold its opcode numbers); `stacksize` is left 0
+/// and `offsets` index `insts`.
+fn encode(insts: &[Instruction], firstlineno: u32, version: PyVersion) -> Result<Assembled, AssembleError> {
+    let opcodes = check_and_orient(insts, version)?;
+    let (args, units) = resolve_jumps(insts, &opcodes, version);
 
     let mut code = Vec::with_capacity(units.last().copied().unwrap_or(0) as usize * 2);
     let mut offsets = Vec::with_capacity(insts.len());
@@ -127,14 +143,30 @@ fn assemble_311(insts: &[Instruction], firstlineno: u32) -> Result<Assembled, As
         }
         offsets.push(code.len() as u32);
         code.extend([opcode, arg as u8]);
-        code.resize(code.len() + 2 * opcode::cache_entries(opcode) as usize, 0);
+        code.resize(code.len() + 2 * version.cache_entries(opcode) as usize, 0);
     }
 
     let mut entries: Vec<ExceptionTableEntry> = Vec::new();
     let mut lines = LineTableWriter::new(firstlineno);
+    // 3.11 writes location entries per instruction; 3.12 merges runs of instructions with the
+    // same location first (`assemble_location_info` in 3.12 `compile.c`).
+    let merge_runs = version != PyVersion::V311;
+    let mut run: Option<(crate::bytecode::Positions, u32)> = None;
     for (idx, inst) in insts.iter().enumerate() {
         let (start, end) = (units[idx], units[idx + 1]);
-        lines.push(&inst.positions, end - start);
+        if merge_runs {
+            match &mut run {
+                Some((pos, n)) if *pos == inst.positions => *n += end - start,
+                _ => {
+                    if let Some((pos, n)) = run.take() {
+                        lines.push(&pos, n);
+                    }
+                    run = Some((inst.positions, end - start));
+                }
+            }
+        } else {
+            lines.push(&inst.positions, end - start);
+        }
         let Some(exn) = inst.exn else { continue };
         let target = units[exn.handler.index()];
         match entries.last_mut() {
@@ -154,32 +186,36 @@ fn assemble_311(insts: &[Instruction], firstlineno: u32) -> Result<Assembled, As
         }
     }
 
+    if let Some((pos, n)) = run {
+        lines.push(&pos, n);
+    }
     Ok(Assembled {
         code,
         exceptiontable: exception_table::write(&entries),
         linetable: lines.finish(),
-        stacksize: analysis::stack_depth(insts)?,
+        stacksize: 0,
         offsets,
     })
 }
 
 /// Validates opcodes, targets and handlers, and returns the opcode each instruction is written
 /// with (jumps flipped to match their target's direction).
-fn check_and_orient(insts: &[Instruction]) -> Result<Vec<u8>, AssembleError> {
+fn check_and_orient(insts: &[Instruction], version: PyVersion) -> Result<Vec<u8>, AssembleError> {
     let len = insts.len();
     insts
         .iter()
         .enumerate()
         .map(|(idx, inst)| {
             let id = InstId(idx as u32);
-            let name = inst.name();
-            if !opcode::is_valid(inst.opcode)
+            let name = version.real_name(inst.opcode);
+            if !version.is_real(inst.opcode)
                 || inst.opcode == op::CACHE
                 || inst.opcode == op::EXTENDED_ARG
             {
                 return Err(AssembleError::InvalidOpcode {
                     inst: id,
                     opcode: inst.opcode,
+                    version,
                 });
             }
             if let Some(exn) = inst.exn {
@@ -191,7 +227,7 @@ fn check_and_orient(insts: &[Instruction]) -> Result<Vec<u8>, AssembleError> {
                     });
                 }
             }
-            if !inst.is_jump() {
+            let Some(dir) = version.jump_dir(inst.opcode) else {
                 return match inst.target {
                     Some(target) => Err(AssembleError::UnexpectedTarget {
                         inst: id,
@@ -200,7 +236,7 @@ fn check_and_orient(insts: &[Instruction]) -> Result<Vec<u8>, AssembleError> {
                     }),
                     None => Ok(inst.opcode),
                 };
-            }
+            };
             let target = inst
                 .target
                 .ok_or(AssembleError::MissingTarget { inst: id, name })?;
@@ -212,10 +248,10 @@ fn check_and_orient(insts: &[Instruction]) -> Result<Vec<u8>, AssembleError> {
                 });
             }
             let backward = target.index() <= idx;
-            if backward == opcode::is_backward_jump(inst.opcode) {
+            if backward == (dir == JumpDir::Backward) {
                 return Ok(inst.opcode);
             }
-            opcode::flip_jump_direction(inst.opcode).ok_or(AssembleError::WrongDirection {
+            version.flip(inst.opcode).ok_or(AssembleError::WrongDirection {
                 inst: id,
                 name,
                 expected: if backward { "forward" } else { "backward" },
@@ -228,17 +264,17 @@ fn check_and_orient(insts: &[Instruction]) -> Result<Vec<u8>, AssembleError> {
 /// Computes every oparg and the code-unit start of each instruction (plus the total at the
 /// end). Jump opargs start at 0 and only grow, so iterating to a fixed point finds the same
 /// smallest sizes as 3.11 `assemble_jump_offsets`.
-fn resolve_jumps(insts: &[Instruction], opcodes: &[u8]) -> (Vec<u32>, Vec<u32>) {
+fn resolve_jumps(insts: &[Instruction], opcodes: &[u8], version: PyVersion) -> (Vec<u32>, Vec<u32>) {
     let mut args: Vec<u32> = insts
         .iter()
-        .map(|inst| if inst.is_jump() { 0 } else { inst.arg })
+        .map(|inst| if inst.target.is_some() { 0 } else { inst.arg })
         .collect();
     loop {
         let mut units = Vec::with_capacity(insts.len() + 1);
         let mut total = 0;
         units.push(0);
         for (&opcode, &arg) in opcodes.iter().zip(&args) {
-            total += instruction_units(opcode, arg);
+            total += instruction_units(opcode, arg, version);
             units.push(total);
         }
         let mut changed = false;

@@ -1,6 +1,10 @@
 //! `co_code` + `co_exceptiontable` + `co_linetable` -> `Vec<Instruction>`.
 //!
-//! Decoding folds `EXTENDED_ARG` prefixes into the oparg (3.11 `Lib/dis.py`,
+//! Two steps: the version's `co_code` is read into instructions with that version's numbers
+//! (this file, shared by all versions: both tables have had the same format since 3.11), then
+//! the version module lifts them into the instruction model (`v311::lift`, `v312::lift`).
+//!
+//! Reading folds `EXTENDED_ARG` prefixes into the oparg (3.11 `Lib/dis.py`,
 //! `_unpack_opargs`), skips the inline `CACHE` units each opcode owns
 //! (`dis._inline_cache_entries`), resolves relative jumps to instruction indices, and attaches
 //! to every instruction its source positions and innermost exception handler.
@@ -14,16 +18,18 @@ use thiserror::Error;
 use super::exception_table;
 use super::instruction::{ExnTarget, InstId, Instruction, Positions};
 use super::line_table;
-use super::opcode::{self, op};
-use super::{CodeBytes, PyVersion};
+use super::opcode::op;
+use super::{v311, v312, CodeBytes, JumpDir, PyVersion};
 
 /// Why `co_code` or one of its tables could not be decoded.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum DecodeError {
     #[error("expected co_code of even length, found {len} bytes")]
     OddLength { len: usize },
-    #[error("expected a 3.11 opcode at byte {offset}, found {opcode}")]
-    UnknownOpcode { offset: u32, opcode: u8 },
+    #[error("expected a {version} opcode at byte {offset}, found {opcode}")]
+    UnknownOpcode { offset: u32, opcode: u8, version: PyVersion },
+    #[error("expected FOR_ITER at byte {offset} to jump to an END_FOR")]
+    ForIterWithoutEndFor { offset: u32 },
     #[error("expected {expected} CACHE units after {name} at byte {offset}, found {found}")]
     MissingCache {
         offset: u32,
@@ -54,8 +60,10 @@ pub enum DecodeError {
 /// Decodes a code object's raw pieces into instructions (see the module doc). Jump `arg`s keep
 /// the decoded value; `target` holds the resolved instruction.
 pub fn decode(code: &CodeBytes) -> Result<Vec<Instruction>, DecodeError> {
+    let raw = read(code)?;
     match code.version {
-        PyVersion::V311 => decode_311(code),
+        PyVersion::V311 => v311::lift(raw),
+        PyVersion::V312 => v312::lift(raw),
     }
 }
 
@@ -69,8 +77,10 @@ struct RawInst {
     arg: u32,
 }
 
-fn decode_311(code: &CodeBytes) -> Result<Vec<Instruction>, DecodeError> {
-    let raw = read_units(code.code)?;
+/// The version's instructions with their own opcode numbers, jumps resolved, tables attached.
+fn read(code: &CodeBytes) -> Result<Vec<Instruction>, DecodeError> {
+    let version = code.version;
+    let raw = read_units(code.code, version)?;
     let n_units = (code.code.len() / 2) as u32;
 
     // Code unit -> instruction starting there (prefix start and opcode unit both map).
@@ -88,16 +98,15 @@ fn decode_311(code: &CodeBytes) -> Result<Vec<Instruction>, DecodeError> {
 
     let mut insts = Vec::with_capacity(raw.len());
     for inst in &raw {
-        let target = if opcode::has_jump(inst.opcode) {
+        let target = if let Some(dir) = version.jump_dir(inst.opcode) {
             let delta = i64::from(inst.arg);
-            let unit = if opcode::is_backward_jump(inst.opcode) {
-                i64::from(inst.next) - delta
-            } else {
-                i64::from(inst.next) + delta
+            let unit = match dir {
+                JumpDir::Backward => i64::from(inst.next) - delta,
+                JumpDir::Forward => i64::from(inst.next) + delta,
             };
             Some(inst_at(unit).ok_or(DecodeError::BadJumpTarget {
                 offset: inst.op_unit * 2,
-                name: opcode::name(inst.opcode),
+                name: version.real_name(inst.opcode),
                 target: unit * 2,
             })?)
         } else {
@@ -156,7 +165,7 @@ fn decode_311(code: &CodeBytes) -> Result<Vec<Instruction>, DecodeError> {
 }
 
 /// Splits `co_code` into instructions, folding `EXTENDED_ARG` and checking `CACHE` units.
-fn read_units(code: &[u8]) -> Result<Vec<RawInst>, DecodeError> {
+fn read_units(code: &[u8], version: PyVersion) -> Result<Vec<RawInst>, DecodeError> {
     if !code.len().is_multiple_of(2) {
         return Err(DecodeError::OddLength { len: code.len() });
     }
@@ -179,15 +188,16 @@ fn read_units(code: &[u8]) -> Result<Vec<RawInst>, DecodeError> {
             }
         }
         let (opcode, low) = units[unit];
-        if !opcode::is_valid(opcode) || opcode == op::CACHE {
+        if !version.is_real(opcode) || opcode == op::CACHE {
             return Err(DecodeError::UnknownOpcode {
                 offset: unit as u32 * 2,
                 opcode,
+                version,
             });
         }
         arg = (arg << 8) | u32::from(low);
         let op_unit = unit as u32;
-        let n_caches = opcode::cache_entries(opcode);
+        let n_caches = version.cache_entries(opcode);
         let caches =
             &units[(unit + 1).min(units.len())..(unit + 1 + n_caches as usize).min(units.len())];
         if caches.len() != n_caches as usize
@@ -200,7 +210,7 @@ fn read_units(code: &[u8]) -> Result<Vec<RawInst>, DecodeError> {
             };
             return Err(DecodeError::MissingCache {
                 offset: op_unit * 2,
-                name: opcode::name(opcode),
+                name: version.real_name(opcode),
                 expected: n_caches,
                 found,
             });

@@ -60,11 +60,12 @@ pub struct ExnTarget {
     pub lasti: bool,
 }
 
-/// One CPython 3.11 instruction (cf. `dis.Instruction` in `Lib/dis.py`, and `Instruction`
+/// One instruction of the version-neutral model (cf. `dis.Instruction` in `Lib/dis.py`, and `Instruction`
 /// in pytorch's `torch/_dynamo/bytecode_transformation.py`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Instruction {
-    /// Base (non-specialized) opcode, 3.11 numbering; never `EXTENDED_ARG` or `CACHE`.
+    /// Base (non-specialized) opcode of the model (`opcode.rs`: 3.11 numbering plus later
+    /// additions); never `EXTENDED_ARG` or `CACHE`.
     pub opcode: u8,
     /// Full oparg with `EXTENDED_ARG` folded in. For jumps, [`decode`](super::decode()) fills it
     /// but [`assemble`](super::assemble()) recomputes it from `target`.
@@ -118,13 +119,8 @@ impl Instruction {
         opcode::name(self.opcode)
     }
 
-    /// Whether this is a relative jump (3.11 `dis.hasjrel`).
+    /// Whether this is a jump of the model (3.11 `dis.hasjrel`).
     pub fn is_jump(&self) -> bool {
         opcode::has_jump(self.opcode)
-    }
-
-    /// Number of inline `CACHE` units after the opcode.
-    pub fn cache_entries(&self) -> u8 {
-        opcode::cache_entries(self.opcode)
     }
 }

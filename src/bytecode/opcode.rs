@@ -1,22 +1,30 @@
-//! CPython 3.11 opcode table: numbers, names, inline CACHE counts and jump classes.
+//! The version-neutral opcode set of the instruction model: numbers, names and jump classes.
 //!
-//! The numbers are those of CPython 3.11's `Lib/opcode.py` (`dis.opmap`); only base
-//! (non-specialized) opcodes appear, because `code.co_code` is returned de-specialized.
-//! The unit test `opcode_table_matches_dis` checks this file against `dis` through
-//! `test_data/opcodes_311.json` (written by `ci/extract_code_fixtures.py`).
+//! Every [`Instruction`](super::Instruction) carries one of these opcodes, whatever CPython the
+//! code came from. The set is CPython 3.11's (`Lib/opcode.py`, same numbers and same meaning)
+//! plus the opcodes that later versions added and that have no 3.11 equivalent
+//! (`LOAD_FAST_CHECK`, `RETURN_CONST`, `BINARY_SLICE`, ...), placed on numbers 3.11 leaves free.
+//! Where a later version changed the meaning of an opcode that 3.11 also has (3.12's `CALL`
+//! without `PRECALL`, `LOAD_ATTR` with the method bit, `COMPARE_OP`'s mask bits, `FOR_ITER`
+//! jumping to `END_FOR`), the per-version module (`v312.rs`) translates to and from the 3.11
+//! meaning at decode and assemble time, so consumers see one model. What each version really
+//! writes in `co_code` (its numbers, inline `CACHE` counts, jump directions) lives only in
+//! `v311.rs` / `v312.rs`.
 
-/// First opcode that uses its oparg (CPython 3.11 `Lib/opcode.py`, `HAVE_ARGUMENT`).
+/// First opcode that uses its oparg (CPython 3.11 `Lib/opcode.py`, `HAVE_ARGUMENT`); the
+/// additions keep the rule (those with an oparg are numbered from 90 up).
 pub const HAVE_ARGUMENT: u8 = 90;
 
 macro_rules! opcodes {
     ($($name:ident = $num:literal,)*) => {
-        /// Opcode numbers of CPython 3.11, spelled as in `dis.opmap` (`Lib/opcode.py`).
+        /// Opcode numbers of the instruction model, spelled as in `dis.opmap`: 3.11's numbers,
+        /// then the later additions on numbers 3.11 does not use.
         pub mod op {
             $(#[doc = concat!("`", stringify!($name), "` (", stringify!($num), ")")]
               pub const $name: u8 = $num;)*
         }
 
-        /// Every 3.11 opcode as `(number, name)`, in numeric order.
+        /// Every opcode of the model as `(number, name)`, in numeric order.
         pub const ALL: &[(u8, &str)] = &[$(($num, stringify!($name)),)*];
     };
 }
@@ -25,12 +33,17 @@ opcodes! {
     CACHE = 0,
     POP_TOP = 1,
     PUSH_NULL = 2,
+    INTERPRETER_EXIT = 3,
+    END_FOR = 4,
+    END_SEND = 5,
     NOP = 9,
     UNARY_POSITIVE = 10,
     UNARY_NEGATIVE = 11,
     UNARY_NOT = 12,
     UNARY_INVERT = 15,
     BINARY_SUBSCR = 25,
+    BINARY_SLICE = 26,
+    STORE_SLICE = 27,
     GET_LEN = 30,
     MATCH_MAPPING = 31,
     MATCH_SEQUENCE = 32,
@@ -44,6 +57,8 @@ opcodes! {
     BEFORE_ASYNC_WITH = 52,
     BEFORE_WITH = 53,
     END_ASYNC_FOR = 54,
+    CLEANUP_THROW = 55,
+    LOAD_LOCALS = 56,
     STORE_SUBSCR = 60,
     DELETE_SUBSCR = 61,
     GET_ITER = 68,
@@ -90,11 +105,13 @@ opcodes! {
     CONTAINS_OP = 118,
     RERAISE = 119,
     COPY = 120,
+    RETURN_CONST = 121,
     BINARY_OP = 122,
     SEND = 123,
     LOAD_FAST = 124,
     STORE_FAST = 125,
     DELETE_FAST = 126,
+    LOAD_FAST_CHECK = 127,
     POP_JUMP_FORWARD_IF_NOT_NONE = 128,
     POP_JUMP_FORWARD_IF_NONE = 129,
     RAISE_VARARGS = 130,
@@ -108,7 +125,9 @@ opcodes! {
     STORE_DEREF = 138,
     DELETE_DEREF = 139,
     JUMP_BACKWARD = 140,
+    LOAD_SUPER_ATTR = 141,
     CALL_FUNCTION_EX = 142,
+    LOAD_FAST_AND_CLEAR = 143,
     EXTENDED_ARG = 144,
     LIST_APPEND = 145,
     SET_ADD = 146,
@@ -132,6 +151,10 @@ opcodes! {
     POP_JUMP_BACKWARD_IF_NONE = 174,
     POP_JUMP_BACKWARD_IF_FALSE = 175,
     POP_JUMP_BACKWARD_IF_TRUE = 176,
+    CALL_INTRINSIC_1 = 177,
+    CALL_INTRINSIC_2 = 178,
+    LOAD_FROM_DICT_OR_GLOBALS = 179,
+    LOAD_FROM_DICT_OR_DEREF = 180,
 }
 
 const NAMES: [Option<&str>; 256] = {
@@ -144,12 +167,12 @@ const NAMES: [Option<&str>; 256] = {
     table
 };
 
-/// Whether `op` is a 3.11 opcode (a key of `dis.opname` that is not `<N>`).
+/// Whether `op` is an opcode of the model (3.11's set plus the additions).
 pub fn is_valid(op: u8) -> bool {
     NAMES[op as usize].is_some()
 }
 
-/// CPython spelling of `op` (`dis.opname[op]`), or `"<unknown>"` for numbers 3.11 does not use.
+/// CPython spelling of `op` (`dis.opname`), or `"<unknown>"` for numbers the model does not use.
 pub fn name(op: u8) -> &'static str {
     NAMES[op as usize].unwrap_or("<unknown>")
 }
@@ -157,26 +180,6 @@ pub fn name(op: u8) -> &'static str {
 /// Opcode number for a CPython opcode name (`dis.opmap[name]`).
 pub fn from_name(name: &str) -> Option<u8> {
     ALL.iter().find(|(_, n)| *n == name).map(|(op, _)| *op)
-}
-
-/// Number of inline CACHE code units that follow `op` in `co_code`
-/// (3.11 `dis._inline_cache_entries`, from the `_cache_format` table in `Lib/opcode.py`).
-pub fn cache_entries(op: u8) -> u8 {
-    use op::*;
-    match op {
-        BINARY_SUBSCR => 4,
-        STORE_SUBSCR => 1,
-        UNPACK_SEQUENCE => 1,
-        STORE_ATTR => 4,
-        LOAD_ATTR => 4,
-        COMPARE_OP => 2,
-        LOAD_GLOBAL => 5,
-        BINARY_OP => 1,
-        LOAD_METHOD => 10,
-        PRECALL => 1,
-        CALL => 4,
-        _ => 0,
-    }
 }
 
 /// Whether `op` uses its oparg (`op >= HAVE_ARGUMENT`, as `dis` decides it in 3.11).
@@ -233,11 +236,12 @@ pub fn is_unconditional_jump(op: u8) -> bool {
 }
 
 /// Instructions after which control never falls through to the next one: scope exits
-/// (`RETURN_VALUE`, `RAISE_VARARGS`, `RERAISE`; `IS_SCOPE_EXIT_OPCODE` in 3.11 `compile.c`)
+/// (`RETURN_VALUE`, `RETURN_CONST`, `RAISE_VARARGS`, `RERAISE`; `IS_SCOPE_EXIT_OPCODE` in
+/// 3.11/3.12 `compile.c`)
 /// and unconditional jumps.
 pub fn is_terminator(op: u8) -> bool {
     use op::*;
-    matches!(op, RETURN_VALUE | RAISE_VARARGS | RERAISE) || is_unconditional_jump(op)
+    matches!(op, RETURN_VALUE | RETURN_CONST | RAISE_VARARGS | RERAISE) || is_unconditional_jump(op)
 }
 
 /// The same jump pointing the other way, for jumps that have a twin in 3.11
@@ -261,4 +265,33 @@ pub fn flip_jump_direction(op: u8) -> Option<u8> {
             None
         }
     })
+}
+
+/// Opcodes of the model that CPython 3.11 does not have (added by 3.12).
+pub fn is_addition(op: u8) -> bool {
+    use op::*;
+    matches!(
+        op,
+        INTERPRETER_EXIT
+            | END_FOR
+            | END_SEND
+            | BINARY_SLICE
+            | STORE_SLICE
+            | CLEANUP_THROW
+            | LOAD_LOCALS
+            | RETURN_CONST
+            | LOAD_FAST_CHECK
+            | LOAD_SUPER_ATTR
+            | LOAD_FAST_AND_CLEAR
+            | CALL_INTRINSIC_1
+            | CALL_INTRINSIC_2
+            | LOAD_FROM_DICT_OR_GLOBALS
+            | LOAD_FROM_DICT_OR_DEREF
+    )
+}
+
+/// Whether `op` reads or writes a fast-locals slot of `localsplus` by index (`LOAD_FAST` and
+/// its 3.12 variants, `STORE_FAST`, `DELETE_FAST`).
+pub fn is_load_fast(op: u8) -> bool {
+    matches!(op, op::LOAD_FAST | op::LOAD_FAST_CHECK | op::LOAD_FAST_AND_CLEAR)
 }

@@ -1,5 +1,6 @@
 //! Data-driven tests of the whole module against fixtures written by
-//! `ci/extract_code_fixtures.py` from CPython 3.11 itself (see `test_data/`).
+//! `ci/extract_code_fixtures.py` from CPython 3.11 and 3.12 themselves (see `test_data/`).
+//! Every version's fixtures are checked whichever Python the tests link against.
 
 use super::opcode::{self, op};
 
@@ -8,6 +9,9 @@ use super::*;
 const OPCODES_311: &str = include_str!("test_data/opcodes_311.json");
 const CODE_311: &str = include_str!("test_data/code_311.txt");
 const SNIPPETS_311: &str = include_str!("test_data/snippets_311.txt");
+const OPCODES_312: &str = include_str!("test_data/opcodes_312.json");
+const CODE_312: &str = include_str!("test_data/code_312.txt");
+const SNIPPETS_312: &str = include_str!("test_data/snippets_312.txt");
 
 /// One code object of a fixture file.
 struct Fixture {
@@ -17,6 +21,7 @@ struct Fixture {
     code: Vec<u8>,
     exceptiontable: Vec<u8>,
     linetable: Vec<u8>,
+    version: PyVersion,
 }
 
 impl Fixture {
@@ -26,7 +31,7 @@ impl Fixture {
             exceptiontable: &self.exceptiontable,
             linetable: &self.linetable,
             firstlineno: self.firstlineno,
-            version: PyVersion::V311,
+            version: self.version,
         }
     }
 }
@@ -38,7 +43,7 @@ fn unhex(text: &str) -> Vec<u8> {
         .collect()
 }
 
-fn fixtures(text: &str) -> Vec<Fixture> {
+fn fixtures(text: &str, version: PyVersion) -> Vec<Fixture> {
     text.lines()
         .filter(|line| !line.is_empty())
         .map(|line| {
@@ -51,13 +56,14 @@ fn fixtures(text: &str) -> Vec<Fixture> {
                 code: unhex(fields[3]),
                 exceptiontable: unhex(fields[4]),
                 linetable: unhex(fields[5]),
+                version,
             }
         })
         .collect()
 }
 
 fn snippet(name: &str) -> Vec<Instruction> {
-    let all = fixtures(SNIPPETS_311);
+    let all = fixtures(SNIPPETS_311, PyVersion::V311);
     let fixture = all
         .iter()
         .find(|f| f.name == format!("snippets:{name}"))
@@ -86,8 +92,8 @@ struct DisOpcode {
     effects: Vec<(u32, bool, Option<i32>)>,
 }
 
-fn dis_opcodes() -> Vec<DisOpcode> {
-    OPCODES_311
+fn dis_opcodes(text: &str) -> Vec<DisOpcode> {
+    text
         .lines()
         .filter(|line| line.starts_with('{'))
         .map(|line| DisOpcode {
@@ -112,26 +118,16 @@ fn dis_opcodes() -> Vec<DisOpcode> {
         .collect()
 }
 
-#[test]
-fn opcode_table_matches_dis() {
-    let dis = dis_opcodes();
-    assert_eq!(
-        dis.len(),
-        opcode::ALL.len(),
-        "number of opcodes in dis.opmap"
-    );
+/// A version's opcode table (numbers, names, caches, jump directions) against its `dis`.
+fn check_opcode_table(text: &str, version: PyVersion, n_opcodes: usize) {
+    let dis = dis_opcodes(text);
+    assert_eq!(dis.len(), n_opcodes, "number of opcodes in dis.opmap");
     for entry in &dis {
-        assert_eq!(opcode::name(entry.opcode), entry.name);
-        assert_eq!(opcode::from_name(&entry.name), Some(entry.opcode));
+        assert_eq!(version.real_name(entry.opcode), entry.name);
+        assert_eq!(version.cache_entries(entry.opcode), entry.cache, "{}", entry.name);
+        assert_eq!(version.jump_dir(entry.opcode).is_some(), entry.jrel, "{}", entry.name);
         assert_eq!(
-            opcode::cache_entries(entry.opcode),
-            entry.cache,
-            "{}",
-            entry.name
-        );
-        assert_eq!(opcode::has_jump(entry.opcode), entry.jrel, "{}", entry.name);
-        assert_eq!(
-            opcode::is_backward_jump(entry.opcode),
+            version.jump_dir(entry.opcode) == Some(JumpDir::Backward),
             entry.jrel && entry.name.contains("JUMP_BACKWARD"),
             "{}",
             entry.name
@@ -139,16 +135,71 @@ fn opcode_table_matches_dis() {
     }
     for op_num in 0..=255u8 {
         assert_eq!(
-            opcode::is_valid(op_num),
-            dis.iter().any(|entry| entry.opcode == op_num)
+            version.is_real(op_num),
+            dis.iter().any(|entry| entry.opcode == op_num),
+            "{op_num}"
         );
     }
 }
 
 #[test]
+fn opcode_table_matches_dis() {
+    check_opcode_table(OPCODES_311, PyVersion::V311, 110);
+    // The model's opcodes are 3.11's plus the additions, with 3.11's names.
+    for entry in dis_opcodes(OPCODES_311) {
+        assert_eq!(opcode::name(entry.opcode), entry.name);
+        assert_eq!(opcode::from_name(&entry.name), Some(entry.opcode));
+    }
+    let n_additions = (0..=255u8).filter(|&o| opcode::is_addition(o)).count();
+    assert_eq!(opcode::ALL.len(), 110 + n_additions);
+}
+
+#[test]
+fn opcode_table_matches_dis_312() {
+    check_opcode_table(OPCODES_312, PyVersion::V312, 111);
+    // Every 3.12 addition is in the model under its 3.12 name.
+    for entry in dis_opcodes(OPCODES_312) {
+        if let Some(model) = opcode::from_name(&entry.name) {
+            if opcode::is_addition(model) {
+                assert_eq!(opcode::name(model), entry.name);
+            }
+        } else {
+            assert!(
+                entry.name.starts_with("POP_JUMP_IF_") || entry.name == "RESERVED",
+                "{} has no counterpart in the model",
+                entry.name
+            );
+        }
+    }
+}
+
+/// 3.12's `dis.stack_effect` for the opcodes whose 3.12 meaning is the model's (all but those
+/// `v312.rs` rewrites: `CALL`, `LOAD_ATTR`, `FOR_ITER`, the intrinsics, the conditional jumps).
+#[test]
+fn stack_effect_matches_dis_312() {
+    let rewritten = ["CALL", "LOAD_ATTR", "FOR_ITER", "CALL_INTRINSIC_1", "CALL_INTRINSIC_2", "RESERVED", "CACHE", "EXTENDED_ARG"];
+    let mut n_checked = 0;
+    for entry in dis_opcodes(OPCODES_312) {
+        if rewritten.contains(&entry.name.as_str()) {
+            continue;
+        }
+        let name = entry.name.replace("POP_JUMP_IF_", "POP_JUMP_FORWARD_IF_");
+        let model = opcode::from_name(&name).unwrap_or_else(|| panic!("{name}"));
+        for &(arg, jump, expected) in &entry.effects {
+            let Some(expected) = expected else { continue };
+            let arg = if name == "COMPARE_OP" { arg >> 4 } else { arg };
+            let ours = stack_effect_in(PyVersion::V312, model, arg, jump).ok();
+            assert_eq!(ours, Some(expected), "stack_effect({}, {arg}, jump={jump})", entry.name);
+            n_checked += 1;
+        }
+    }
+    assert!(n_checked > 1500, "{n_checked}");
+}
+
+#[test]
 fn stack_effect_matches_dis() {
     let mut n_checked = 0;
-    for entry in dis_opcodes() {
+    for entry in dis_opcodes(OPCODES_311) {
         for &(arg, jump, expected) in &entry.effects {
             let ours = stack_effect(entry.opcode, arg, jump).ok();
             assert_eq!(
@@ -176,7 +227,7 @@ fn round_trip(fixtures: &[Fixture]) -> (Vec<String>, usize) {
             }
         };
         n_instructions += insts.len();
-        let out = match assemble(&insts, fixture.firstlineno, PyVersion::V311) {
+        let out = match assemble(&insts, fixture.firstlineno, fixture.version) {
             Ok(out) => out,
             Err(err) => {
                 failures.push(format!("{}: assemble: {err}", fixture.name));
@@ -208,7 +259,7 @@ fn round_trip(fixtures: &[Fixture]) -> (Vec<String>, usize) {
 /// object of the stdlib and torch.nn modules listed in `ci/extract_code_fixtures.py`.
 #[test]
 fn round_trip_stdlib_and_torch() {
-    let all = fixtures(CODE_311);
+    let all = fixtures(CODE_311, PyVersion::V311);
     let (failures, n_instructions) = round_trip(&all);
     eprintln!(
         "round trip: checked {} code objects, {n_instructions} instructions",
@@ -222,15 +273,113 @@ fn round_trip_stdlib_and_torch() {
 /// EXTENDED_ARG operands).
 #[test]
 fn round_trip_snippets() {
-    let all = fixtures(SNIPPETS_311);
+    let all = fixtures(SNIPPETS_311, PyVersion::V311);
     let (failures, n_instructions) = round_trip(&all);
     assert_eq!(failures, Vec::<String>::new());
-    assert_eq!((all.len(), n_instructions), (9, 1322));
+    assert_eq!((all.len(), n_instructions), (N_SNIPPETS_311.0, N_SNIPPETS_311.1));
     let wide = all
         .iter()
         .find(|fixture| fixture.name == "snippets:wide")
         .unwrap();
     assert!(count_extended_args(&wide.code) > 0);
+}
+
+/// Sizes of the snippet fixtures: (code objects, instructions in the model).
+const N_SNIPPETS_311: (usize, usize) = (13, 1440);
+
+/// `assemble(decode(x)) == x` for every code object of the 3.12 stdlib and torch.nn modules:
+/// lifting into the model and lowering back are inverse.
+#[test]
+fn round_trip_stdlib_and_torch_312() {
+    let all = fixtures(CODE_312, PyVersion::V312);
+    let (failures, n_instructions) = round_trip(&all);
+    eprintln!("round trip 3.12: checked {} code objects, {n_instructions} instructions", all.len());
+    assert_eq!(failures, Vec::<String>::new());
+    assert_eq!((all.len(), n_instructions), (1649, 78609));
+}
+
+#[test]
+fn round_trip_snippets_312() {
+    let all = fixtures(SNIPPETS_312, PyVersion::V312);
+    let (failures, n_instructions) = round_trip(&all);
+    assert_eq!(failures, Vec::<String>::new());
+    assert_eq!((all.len(), n_instructions), (10, 1459));
+}
+
+fn snippet_312(name: &str) -> Vec<Instruction> {
+    let all = fixtures(SNIPPETS_312, PyVersion::V312);
+    let fixture = all.iter().find(|f| f.name == format!("snippets:{name}")).unwrap_or_else(|| panic!("{name}"));
+    decode(&fixture.bytes()).unwrap()
+}
+
+/// 3.12 code reads as the model: CALL is PRECALL + CALL, the method bit of LOAD_ATTR is
+/// LOAD_METHOD, COMPARE_OP's oparg is the comparison, FOR_ITER exits past END_FOR.
+#[test]
+fn lift_312_to_the_model() {
+    let insts = snippet_312("Modern.modern");
+    let names: Vec<&str> = insts.iter().map(|i| i.name()).collect();
+    for (idx, inst) in insts.iter().enumerate() {
+        if inst.opcode == op::CALL {
+            assert_eq!(insts[idx - 1].opcode, op::PRECALL);
+            assert_eq!(insts[idx - 1].arg, inst.arg);
+        }
+        if inst.opcode == op::COMPARE_OP {
+            assert!(inst.arg < 6, "{}", inst.arg);
+        }
+        if inst.opcode == op::FOR_ITER {
+            let t = inst.target.unwrap().index();
+            assert_eq!(insts[t - 1].opcode, op::END_FOR);
+        }
+    }
+    for name in ["LOAD_FAST_AND_CLEAR", "BINARY_SLICE", "STORE_SLICE", "LOAD_SUPER_ATTR", "RETURN_CONST", "UNARY_POSITIVE", "POP_JUMP_FORWARD_IF_TRUE"] {
+        assert!(names.contains(&name), "{name} not in {names:?}");
+    }
+    assert!(!names.contains(&"CALL_INTRINSIC_1"));
+}
+
+/// Code written for 3.11 habits assembles for 3.12: PRECALL vanishes, a backward conditional
+/// jump becomes a forward one over JUMP_BACKWARD, a FOR_ITER exit gets its END_FOR.
+#[test]
+fn lower_model_to_312() {
+    // 0 LOAD_FAST 0; 1 POP_JUMP_BACKWARD_IF_TRUE -> 0; 2 PUSH_NULL; 3 LOAD_FAST 0; 4 PRECALL 0;
+    // 5 CALL 0; 6 GET_ITER; 7 FOR_ITER -> 10; 8 POP_TOP; 9 JUMP_BACKWARD -> 7; 10 LOAD_CONST 0;
+    // 11 RETURN_VALUE
+    let mut insts = vec![
+        Instruction::new(op::LOAD_FAST, 0),
+        Instruction::jump(op::POP_JUMP_BACKWARD_IF_TRUE, InstId(0)),
+        Instruction::new(op::PUSH_NULL, 0),
+        Instruction::new(op::LOAD_FAST, 0),
+        Instruction::new(op::PRECALL, 0),
+        Instruction::new(op::CALL, 0),
+        Instruction::new(op::GET_ITER, 0),
+        Instruction::jump(op::FOR_ITER, InstId(10)),
+        Instruction::new(op::POP_TOP, 0),
+        Instruction::jump(op::JUMP_BACKWARD, InstId(7)),
+    ];
+    insts.extend(ret_none());
+    let out = assemble(&insts, 1, PyVersion::V312).unwrap();
+    let bytes = CodeBytes { code: &out.code, exceptiontable: &out.exceptiontable, linetable: &out.linetable, firstlineno: 1, version: PyVersion::V312 };
+    let back = decode(&bytes).unwrap();
+    let names: Vec<&str> = back.iter().map(|i| i.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "LOAD_FAST", "POP_JUMP_FORWARD_IF_FALSE", "JUMP_BACKWARD", "PUSH_NULL", "LOAD_FAST", "PRECALL", "CALL", "GET_ITER",
+            "FOR_ITER", "POP_TOP", "JUMP_BACKWARD", "END_FOR", "LOAD_CONST", "RETURN_VALUE"
+        ]
+    );
+    assert_eq!(back[1].target, Some(InstId(3)));
+    assert_eq!(back[2].target, Some(InstId(0)));
+    assert_eq!(back[8].target, Some(InstId(12)), "FOR_ITER exits past END_FOR");
+    assert_eq!(out.stacksize, 2);
+    // Offsets of model instructions: PRECALL shares CALL's.
+    assert_eq!(out.offsets[4], out.offsets[5]);
+    // 3.11 refuses what it does not have.
+    let ret_const = vec![Instruction::new(op::RETURN_CONST, 0)];
+    assert_eq!(
+        assemble(&ret_const, 1, PyVersion::V311).unwrap_err().to_string(),
+        "expected an opcode CPython 3.11 has at i0, found RETURN_CONST"
+    );
 }
 
 #[test]
@@ -292,7 +441,7 @@ fn count_extended_args(code: &[u8]) -> usize {
 /// most jumps forces new EXTENDED_ARG prefixes; every jump must still land where it did.
 #[test]
 fn inserted_nops_grow_extended_args() {
-    let all = fixtures(CODE_311);
+    let all = fixtures(CODE_311, PyVersion::V311);
     let n_jumps = |fixture: &Fixture| {
         decode(&fixture.bytes())
             .unwrap()
@@ -518,7 +667,7 @@ fn every_file_has_a_module_doc() {
             n_files += 1;
         }
     }
-    assert_eq!(n_files, 9);
+    assert_eq!(n_files, 12);
 }
 
 #[test]

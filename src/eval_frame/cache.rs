@@ -51,7 +51,7 @@ pub struct ExtraState {
 
 fn extra_index() -> pyffi::Py_ssize_t {
     static IDX: OnceLock<pyffi::Py_ssize_t> = OnceLock::new();
-    *IDX.get_or_init(|| unsafe { ffi::_PyEval_RequestCodeExtraIndex(Some(free_extra)) })
+    *IDX.get_or_init(|| unsafe { ffi::request_extra_index(Some(free_extra)) })
 }
 
 unsafe extern "C" fn free_extra(p: *mut std::ffi::c_void) {
@@ -71,7 +71,7 @@ fn registry() -> &'static Mutex<Vec<Py<PyAny>>> {
 /// GIL held; `code` is a live code object.
 pub unsafe fn get_extra(code: *mut pyffi::PyObject) -> *mut ExtraState {
     let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
-    if ffi::_PyCode_GetExtra(code, extra_index(), &mut p) != 0 {
+    if ffi::get_extra(code, extra_index(), &mut p) != 0 {
         pyffi::PyErr_Clear();
         return std::ptr::null_mut();
     }
@@ -86,7 +86,7 @@ pub unsafe fn get_extra(code: *mut pyffi::PyObject) -> *mut ExtraState {
 pub unsafe fn set_extra(py: Python<'_>, code: *mut pyffi::PyObject, state: ExtraState) -> *mut ExtraState {
     let p = Box::into_raw(Box::new(state));
     let old = get_extra(code);
-    if ffi::_PyCode_SetExtra(code, extra_index(), p as *mut _) != 0 {
+    if ffi::set_extra(code, extra_index(), p as *mut _) != 0 {
         pyffi::PyErr_Clear();
         drop(Box::from_raw(p));
         return std::ptr::null_mut();
@@ -103,7 +103,7 @@ pub fn reset_all(py: Python<'_>) {
     for c in codes {
         unsafe {
             // Frees the old state through `free_extra`.
-            if ffi::_PyCode_SetExtra(c.as_ptr(), extra_index(), std::ptr::null_mut()) != 0 {
+            if ffi::set_extra(c.as_ptr(), extra_index(), std::ptr::null_mut()) != 0 {
                 pyffi::PyErr_Clear();
             }
         }

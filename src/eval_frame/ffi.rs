@@ -1,56 +1,47 @@
-//! Private CPython frame structures and the unsafe code that reads them.
+//! Private CPython frame structures and the unsafe code that reads them, one module per version.
 //!
-//! Invariant: this is the only file that knows the layout of `_PyInterpreterFrame`; everything
-//! else goes through the safe-ish accessors below. The layout is the one in CPython 3.11's
-//! `Include/internal/pycore_frame.h` (size 80, `f_code` at offset 32, `localsplus` at 72).
+//! Invariant: this is the only file that knows the layout of `_PyInterpreterFrame` (and, for
+//! 3.12, of `PyThreadState`'s data stack); everything else goes through the accessors below,
+//! which have the same signatures on every version:
+//!
+//! * `code`, `func`, `globals`, `builtins`, `local`, `locals_ptr`: a frame's fields.
+//! * `can_take_over(tstate, frame)`: whether the hook may answer for this frame without
+//!   evaluating it (and then `finish_taken_over` must be called).
+//! * `finish_taken_over(tstate, frame)`: what the hook must do after answering for a frame
+//!   itself. On 3.11 nothing: the caller of the eval function clears and pops the frame
+//!   (`_PyEvalFrameClearAndPop` in `_PyEval_Vector`). On 3.12 the default eval function does
+//!   that on its way out, so a hook that does not call it must clear and pop the frame itself.
+//! * `get_extra`, `set_extra`, `request_extra_index`: per-code-object slots (renamed
+//!   `PyUnstable_Code_*Extra` in 3.12).
+//!
+//! Layouts come from each version's `Include/internal/pycore_frame.h` and
+//! `Include/cpython/pystate.h`; the offsets asserted below were measured with `offsetof` against
+//! the installed headers of CPython 3.11.7 and 3.12.1.
 
 use pyo3::ffi;
 use std::os::raw::c_int;
 
-/// CPython 3.11 `_PyInterpreterFrame` (Include/internal/pycore_frame.h).
-#[cfg(all(Py_3_11, not(Py_3_12)))]
-#[repr(C)]
-pub struct InterpreterFrame {
-    pub f_func: *mut ffi::PyObject,
-    pub f_globals: *mut ffi::PyObject,
-    pub f_builtins: *mut ffi::PyObject,
-    pub f_locals: *mut ffi::PyObject,
-    pub f_code: *mut ffi::PyObject,
-    pub frame_obj: *mut ffi::PyObject,
-    pub previous: *mut InterpreterFrame,
-    pub prev_instr: *mut u16,
-    pub stacktop: c_int,
-    pub is_entry: bool,
-    pub owner: std::os::raw::c_char,
-    pub localsplus: [*mut ffi::PyObject; 1],
-}
+pub use version::*;
 
-#[cfg(all(Py_3_11, not(Py_3_12)))]
-const _: () = {
-    assert!(std::mem::size_of::<InterpreterFrame>() == 80);
-    assert!(std::mem::offset_of!(InterpreterFrame, f_code) == 32);
-    assert!(std::mem::offset_of!(InterpreterFrame, localsplus) == 72);
-};
+#[cfg(Py_3_13)]
+compile_error!("dynamo supports CPython 3.11 and 3.12; CPython 3.13's frame layout and bytecode are not modelled yet");
 
-/// The eval-frame function signature CPython calls (PEP 523, 3.11 form).
+/// The eval-frame function signature CPython calls (PEP 523, 3.11/3.12 form).
 pub type EvalFrameFn =
     unsafe extern "C" fn(*mut ffi::PyThreadState, *mut InterpreterFrame, c_int) -> *mut ffi::PyObject;
 
 extern "C" {
-    /// Exported by libpython 3.11 (`Python/ceval.c`); not declared by pyo3-ffi.
+    /// Exported by libpython (`Python/ceval.c`); not declared by pyo3-ffi.
     pub fn _PyEval_EvalFrameDefault(
         tstate: *mut ffi::PyThreadState,
         frame: *mut InterpreterFrame,
         throwflag: c_int,
     ) -> *mut ffi::PyObject;
     pub fn _PyInterpreterState_SetEvalFrameFunc(interp: *mut ffi::PyInterpreterState, f: EvalFrameFn);
-    pub fn _PyCode_GetExtra(code: *mut ffi::PyObject, index: ffi::Py_ssize_t, extra: *mut *mut std::ffi::c_void) -> c_int;
-    pub fn _PyCode_SetExtra(code: *mut ffi::PyObject, index: ffi::Py_ssize_t, extra: *mut std::ffi::c_void) -> c_int;
-    pub fn _PyEval_RequestCodeExtraIndex(free: Option<unsafe extern "C" fn(*mut std::ffi::c_void)>) -> ffi::Py_ssize_t;
     pub fn PyFunction_SetClosure(func: *mut ffi::PyObject, closure: *mut ffi::PyObject) -> c_int;
 }
 
-/// Offset of `func_closure` in `PyFunctionObject` (Include/cpython/funcobject.h, 3.11:
+/// Offset of `func_closure` in `PyFunctionObject` (Include/cpython/funcobject.h, 3.11 and 3.12:
 /// ob_refcnt, ob_type, then the COMMON_FIELDS globals, builtins, name, qualname, code, defaults,
 /// kwdefaults, closure).
 const FUNC_CLOSURE_OFFSET: usize = 16 + 7 * 8;
@@ -78,4 +69,287 @@ pub unsafe fn local(frame: *mut InterpreterFrame, i: usize) -> *mut ffi::PyObjec
 /// `frame` must be a live frame.
 pub unsafe fn locals_ptr(frame: *mut InterpreterFrame) -> *const *mut ffi::PyObject {
     (*frame).localsplus.as_ptr()
+}
+
+/// Borrowed code object of the frame.
+///
+/// # Safety
+/// `frame` must be a live frame.
+pub unsafe fn code(frame: *mut InterpreterFrame) -> *mut ffi::PyObject {
+    (*frame).f_code
+}
+
+/// Borrowed globals dict of the frame.
+///
+/// # Safety
+/// `frame` must be a live frame.
+pub unsafe fn globals(frame: *mut InterpreterFrame) -> *mut ffi::PyObject {
+    (*frame).f_globals
+}
+
+/// Borrowed builtins dict of the frame.
+///
+/// # Safety
+/// `frame` must be a live frame.
+pub unsafe fn builtins(frame: *mut InterpreterFrame) -> *mut ffi::PyObject {
+    (*frame).f_builtins
+}
+
+#[cfg(all(Py_3_11, not(Py_3_12)))]
+mod version {
+    use pyo3::ffi;
+    use std::os::raw::c_int;
+
+    /// CPython 3.11 `_PyInterpreterFrame` (Include/internal/pycore_frame.h).
+    #[repr(C)]
+    pub struct InterpreterFrame {
+        pub f_func: *mut ffi::PyObject,
+        pub f_globals: *mut ffi::PyObject,
+        pub f_builtins: *mut ffi::PyObject,
+        pub f_locals: *mut ffi::PyObject,
+        pub f_code: *mut ffi::PyObject,
+        pub frame_obj: *mut ffi::PyObject,
+        pub previous: *mut InterpreterFrame,
+        pub prev_instr: *mut u16,
+        pub stacktop: c_int,
+        pub is_entry: bool,
+        pub owner: std::os::raw::c_char,
+        pub localsplus: [*mut ffi::PyObject; 1],
+    }
+
+    const _: () = {
+        assert!(std::mem::size_of::<InterpreterFrame>() == 80);
+        assert!(std::mem::offset_of!(InterpreterFrame, f_code) == 32);
+        assert!(std::mem::offset_of!(InterpreterFrame, localsplus) == 72);
+    };
+
+    extern "C" {
+        fn _PyCode_GetExtra(code: *mut ffi::PyObject, index: ffi::Py_ssize_t, extra: *mut *mut std::ffi::c_void) -> c_int;
+        fn _PyCode_SetExtra(code: *mut ffi::PyObject, index: ffi::Py_ssize_t, extra: *mut std::ffi::c_void) -> c_int;
+        fn _PyEval_RequestCodeExtraIndex(free: Option<unsafe extern "C" fn(*mut std::ffi::c_void)>) -> ffi::Py_ssize_t;
+    }
+
+    /// Borrowed function object of the frame (NULL for frames without one).
+    ///
+    /// # Safety
+    /// `frame` must be a live frame.
+    pub unsafe fn func(frame: *mut InterpreterFrame) -> *mut ffi::PyObject {
+        (*frame).f_func
+    }
+
+    /// 3.11: the hook may always answer for a frame itself.
+    ///
+    /// # Safety
+    /// Pointers from the eval-frame callback.
+    pub unsafe fn can_take_over(_tstate: *mut ffi::PyThreadState, _frame: *mut InterpreterFrame) -> bool {
+        true
+    }
+
+    /// 3.11: nothing to do, `_PyEval_Vector` clears and pops the frame after the hook returns.
+    ///
+    /// # Safety
+    /// Pointers from the eval-frame callback.
+    pub unsafe fn finish_taken_over(_tstate: *mut ffi::PyThreadState, _frame: *mut InterpreterFrame) {}
+
+    /// `_PyCode_GetExtra`.
+    ///
+    /// # Safety
+    /// `code` must be a live code object; the GIL must be held.
+    pub unsafe fn get_extra(code: *mut ffi::PyObject, index: ffi::Py_ssize_t, extra: *mut *mut std::ffi::c_void) -> c_int {
+        _PyCode_GetExtra(code, index, extra)
+    }
+
+    /// `_PyCode_SetExtra`.
+    ///
+    /// # Safety
+    /// `code` must be a live code object; the GIL must be held.
+    pub unsafe fn set_extra(code: *mut ffi::PyObject, index: ffi::Py_ssize_t, extra: *mut std::ffi::c_void) -> c_int {
+        _PyCode_SetExtra(code, index, extra)
+    }
+
+    /// `_PyEval_RequestCodeExtraIndex`.
+    ///
+    /// # Safety
+    /// The GIL must be held.
+    pub unsafe fn request_extra_index(free: Option<unsafe extern "C" fn(*mut std::ffi::c_void)>) -> ffi::Py_ssize_t {
+        _PyEval_RequestCodeExtraIndex(free)
+    }
+}
+
+#[cfg(all(Py_3_12, not(Py_3_13)))]
+mod version {
+    use pyo3::ffi;
+    use std::os::raw::c_int;
+
+    /// CPython 3.12 `_PyInterpreterFrame` (Include/internal/pycore_frame.h).
+    #[repr(C)]
+    pub struct InterpreterFrame {
+        pub f_code: *mut ffi::PyObject,
+        pub previous: *mut InterpreterFrame,
+        pub f_funcobj: *mut ffi::PyObject,
+        pub f_globals: *mut ffi::PyObject,
+        pub f_builtins: *mut ffi::PyObject,
+        pub f_locals: *mut ffi::PyObject,
+        pub frame_obj: *mut ffi::PyObject,
+        pub prev_instr: *mut u16,
+        pub stacktop: c_int,
+        pub return_offset: u16,
+        pub owner: std::os::raw::c_char,
+        pub localsplus: [*mut ffi::PyObject; 1],
+    }
+
+    const _: () = {
+        assert!(std::mem::size_of::<InterpreterFrame>() == 80);
+        assert!(std::mem::offset_of!(InterpreterFrame, f_code) == 0);
+        assert!(std::mem::offset_of!(InterpreterFrame, frame_obj) == 48);
+        assert!(std::mem::offset_of!(InterpreterFrame, stacktop) == 64);
+        assert!(std::mem::offset_of!(InterpreterFrame, owner) == 70);
+        assert!(std::mem::offset_of!(InterpreterFrame, localsplus) == 72);
+    };
+
+    /// `FRAME_OWNED_BY_THREAD` (Include/internal/pycore_frame.h): a frame on the thread's data
+    /// stack, pushed by `_PyEval_Vector` for a call.
+    const FRAME_OWNED_BY_THREAD: std::os::raw::c_char = 0;
+
+    /// 3.12 `_PyStackChunk` (Include/cpython/pystate.h): a block of the thread's data stack.
+    #[repr(C)]
+    struct StackChunk {
+        previous: *mut StackChunk,
+        size: usize,
+        top: usize,
+        data: [*mut ffi::PyObject; 1],
+    }
+
+    /// Offsets in 3.12 `PyThreadState` (`struct _ts`, Include/cpython/pystate.h) of `interp`,
+    /// `datastack_chunk`, `datastack_top` and `datastack_limit`.
+    const TSTATE_INTERP: usize = 16;
+    const TSTATE_DATASTACK_CHUNK: usize = 232;
+    const TSTATE_DATASTACK_TOP: usize = 240;
+    const TSTATE_DATASTACK_LIMIT: usize = 248;
+
+    extern "C" {
+        fn PyUnstable_Code_GetExtra(code: *mut ffi::PyObject, index: ffi::Py_ssize_t, extra: *mut *mut std::ffi::c_void) -> c_int;
+        fn PyUnstable_Code_SetExtra(code: *mut ffi::PyObject, index: ffi::Py_ssize_t, extra: *mut std::ffi::c_void) -> c_int;
+        fn PyUnstable_Eval_RequestCodeExtraIndex(free: Option<unsafe extern "C" fn(*mut std::ffi::c_void)>) -> ffi::Py_ssize_t;
+        fn PyObject_GetArenaAllocator(allocator: *mut ArenaAllocator);
+    }
+
+    /// `PyObjectArenaAllocator` (Include/cpython/objimpl.h): the allocator of data-stack chunks
+    /// (`_PyObject_VirtualAlloc`/`_PyObject_VirtualFree` are not exported; they call it).
+    #[repr(C)]
+    struct ArenaAllocator {
+        ctx: *mut std::ffi::c_void,
+        alloc: Option<unsafe extern "C" fn(*mut std::ffi::c_void, usize) -> *mut std::ffi::c_void>,
+        free: Option<unsafe extern "C" fn(*mut std::ffi::c_void, *mut std::ffi::c_void, usize)>,
+    }
+
+    unsafe fn field<T>(tstate: *mut ffi::PyThreadState, offset: usize) -> *mut T {
+        (tstate as *mut u8).add(offset) as *mut T
+    }
+
+    /// Borrowed function object of the frame.
+    ///
+    /// # Safety
+    /// `frame` must be a live frame.
+    pub unsafe fn func(frame: *mut InterpreterFrame) -> *mut ffi::PyObject {
+        (*frame).f_funcobj
+    }
+
+    /// Whether the hook may answer for `frame` itself: the frame is a plain call frame on top of
+    /// the thread's data stack and has no frame object yet (so no one can observe it and
+    /// clearing it is the simple path of `_PyFrame_ClearExceptCode`). The `PyThreadState`
+    /// layout is checked on the way (`interp` where expected, the frame inside the current
+    /// chunk, below `datastack_top`).
+    ///
+    /// # Safety
+    /// Pointers from the eval-frame callback, GIL held.
+    pub unsafe fn can_take_over(tstate: *mut ffi::PyThreadState, frame: *mut InterpreterFrame) -> bool {
+        if !(*frame).frame_obj.is_null() || (*frame).owner != FRAME_OWNED_BY_THREAD {
+            return false;
+        }
+        if *field::<*mut ffi::PyInterpreterState>(tstate, TSTATE_INTERP) != ffi::PyInterpreterState_Get() {
+            return false;
+        }
+        let chunk = *field::<*mut StackChunk>(tstate, TSTATE_DATASTACK_CHUNK);
+        let top = *field::<*mut *mut ffi::PyObject>(tstate, TSTATE_DATASTACK_TOP);
+        let limit = *field::<*mut *mut ffi::PyObject>(tstate, TSTATE_DATASTACK_LIMIT);
+        let base = frame as *mut *mut ffi::PyObject;
+        !chunk.is_null() && (*chunk).data.as_mut_ptr() <= base && base < top && top <= limit
+    }
+
+    /// Clears and pops a frame the hook answered for, as the default eval function would on its
+    /// way out (3.12 `clear_thread_frame` in `Python/ceval.c`: `_PyFrame_ClearExceptCode` for a
+    /// frame without a frame object, then the code's reference, then `_PyThreadState_PopFrame`).
+    ///
+    /// # Safety
+    /// `can_take_over(tstate, frame)` held when the hook started answering; `frame` is still
+    /// the top frame of the data stack (everything pushed since was popped).
+    pub unsafe fn finish_taken_over(tstate: *mut ffi::PyThreadState, frame: *mut InterpreterFrame) {
+        let f = &mut *frame;
+        debug_assert!(f.frame_obj.is_null());
+        let n = f.stacktop.max(0) as usize;
+        for i in 0..n {
+            let v = *f.localsplus.as_ptr().add(i);
+            if !v.is_null() {
+                ffi::Py_DECREF(v);
+            }
+        }
+        f.stacktop = 0;
+        if !f.f_locals.is_null() {
+            ffi::Py_DECREF(f.f_locals);
+        }
+        ffi::Py_DECREF(f.f_funcobj);
+        ffi::Py_DECREF(f.f_code);
+        pop_frame(tstate, frame);
+    }
+
+    /// 3.12 `_PyThreadState_PopFrame` (Python/pystate.c): the data stack's top goes back to the
+    /// frame's base; a frame that opened a chunk frees the chunk and makes the previous one
+    /// current.
+    unsafe fn pop_frame(tstate: *mut ffi::PyThreadState, frame: *mut InterpreterFrame) {
+        let chunk_p = field::<*mut StackChunk>(tstate, TSTATE_DATASTACK_CHUNK);
+        let top_p = field::<*mut *mut ffi::PyObject>(tstate, TSTATE_DATASTACK_TOP);
+        let limit_p = field::<*mut *mut ffi::PyObject>(tstate, TSTATE_DATASTACK_LIMIT);
+        let base = frame as *mut *mut ffi::PyObject;
+        let chunk = *chunk_p;
+        if base == (*chunk).data.as_mut_ptr() {
+            let previous = (*chunk).previous;
+            // CPython never pops the root chunk (push_chunk guarantees it).
+            debug_assert!(!previous.is_null());
+            *top_p = (*previous).data.as_mut_ptr().add((*previous).top);
+            *chunk_p = previous;
+            *limit_p = (previous as *mut u8).add((*previous).size) as *mut *mut ffi::PyObject;
+            let mut arena = ArenaAllocator { ctx: std::ptr::null_mut(), alloc: None, free: None };
+            PyObject_GetArenaAllocator(&mut arena);
+            if let Some(free) = arena.free {
+                free(arena.ctx, chunk as *mut std::ffi::c_void, (*chunk).size);
+            }
+        } else {
+            *top_p = base;
+        }
+    }
+
+    /// `PyUnstable_Code_GetExtra` (3.12's name for `_PyCode_GetExtra`).
+    ///
+    /// # Safety
+    /// `code` must be a live code object; the GIL must be held.
+    pub unsafe fn get_extra(code: *mut ffi::PyObject, index: ffi::Py_ssize_t, extra: *mut *mut std::ffi::c_void) -> c_int {
+        PyUnstable_Code_GetExtra(code, index, extra)
+    }
+
+    /// `PyUnstable_Code_SetExtra`.
+    ///
+    /// # Safety
+    /// `code` must be a live code object; the GIL must be held.
+    pub unsafe fn set_extra(code: *mut ffi::PyObject, index: ffi::Py_ssize_t, extra: *mut std::ffi::c_void) -> c_int {
+        PyUnstable_Code_SetExtra(code, index, extra)
+    }
+
+    /// `PyUnstable_Eval_RequestCodeExtraIndex`.
+    ///
+    /// # Safety
+    /// The GIL must be held.
+    pub unsafe fn request_extra_index(free: Option<unsafe extern "C" fn(*mut std::ffi::c_void)>) -> ffi::Py_ssize_t {
+        PyUnstable_Eval_RequestCodeExtraIndex(free)
+    }
 }

@@ -187,16 +187,36 @@ unsafe fn default_eval(tstate: *mut pyffi::PyThreadState, frame: *mut Interprete
     ffi::_PyEval_EvalFrameDefault(tstate, frame, throwflag)
 }
 
-/// The PEP 523 frame evaluator.
+/// What [`eval_frame_inner`] decided for a frame.
+enum Outcome {
+    /// Evaluate the frame normally (`_PyEval_EvalFrameDefault`).
+    Default,
+    /// The hook answered for the frame: its result, or NULL with an exception set.
+    Done(*mut pyffi::PyObject),
+}
+
+/// The PEP 523 frame evaluator. A frame the hook answers for itself (a cached or freshly
+/// converted replacement ran, or an error is raised) is finished as the running CPython
+/// requires (`ffi::finish_taken_over`: nothing on 3.11, clear and pop on 3.12).
 unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut InterpreterFrame, throwflag: c_int) -> *mut pyffi::PyObject {
     let cb = CALLBACK.with(|c| c.get());
-    if cb.is_null() || throwflag != 0 {
+    if cb.is_null() || throwflag != 0 || !ffi::can_take_over(tstate, frame) {
         return default_eval(tstate, frame, throwflag);
     }
-    let code = (*frame).f_code;
+    match eval_frame_inner(frame, cb) {
+        Outcome::Default => default_eval(tstate, frame, throwflag),
+        Outcome::Done(result) => {
+            ffi::finish_taken_over(tstate, frame);
+            result
+        }
+    }
+}
+
+unsafe fn eval_frame_inner(frame: *mut InterpreterFrame, cb: *mut pyffi::PyObject) -> Outcome {
+    let code = ffi::code(frame);
     let mut st = get_extra(code);
     if !st.is_null() && (*st).status == FrameStatus::Skip {
-        return default_eval(tstate, frame, throwflag);
+        return Outcome::Default;
     }
     let py = Python::assume_attached();
     if st.is_null() {
@@ -206,24 +226,24 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
             Err(e) => {
                 e.restore(py);
                 pyffi::PyErr_Clear();
-                return default_eval(tstate, frame, throwflag);
+                return Outcome::Default;
             }
         }
         if st.is_null() || (*st).status == FrameStatus::Skip {
-            return default_eval(tstate, frame, throwflag);
+            return Outcome::Default;
         }
     }
     bump(&c::frames_seen);
     let state = &mut *st;
     let run_only = cb == pyffi::Py_False();
-    let func = (*frame).f_func;
+    let func = ffi::func(frame);
     let refs = FrameRefs {
         locals: ffi::locals_ptr(frame),
         closure: if func.is_null() { std::ptr::null_mut() } else { ffi::function_closure(func) },
-        globals: (*frame).f_globals,
-        builtins: (*frame).f_builtins,
+        globals: ffi::globals(frame),
+        builtins: ffi::builtins(frame),
     };
-    let globals = (*frame).f_globals as usize;
+    let globals = ffi::globals(frame) as usize;
     for i in 0..state.entries.len() {
         let e = &state.entries[i];
         if (run_only || e.backend == cb as usize) && e.globals == globals && e.guards.check(py, &refs, false).is_ok() {
@@ -233,12 +253,12 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
                 let e = state.entries.remove(i);
                 state.entries.insert(0, e);
             }
-            return run_entry(py, &mut state.entries[0], frame, state.n_arg_slots);
+            return Outcome::Done(run_entry(py, &mut state.entries[0], frame, state.n_arg_slots));
         }
     }
     bump(&c::cache_misses);
     if run_only {
-        return default_eval(tstate, frame, throwflag);
+        return Outcome::Default;
     }
     let same_backend: Vec<usize> = (0..state.entries.len()).filter(|&i| state.entries[i].backend == cb as usize).collect();
     let failures: Vec<String> = same_backend
@@ -268,12 +288,12 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
                     // A warnings filter turned the warning into an error: surface it (set
                     // again: returning NULL with no exception set is a SystemError).
                     e.restore(py);
-                    return std::ptr::null_mut();
+                    return Outcome::Done(std::ptr::null_mut());
                 }
             }
         }
         state.status = FrameStatus::Skip;
-        return default_eval(tstate, frame, throwflag);
+        return Outcome::Default;
     }
 
     // Convert, with the hook off for this thread so the compiler's Python runs normally.
@@ -281,8 +301,8 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
     let backend = Bound::from_borrowed_ptr(py, cb);
     let input = FrameInput {
         code: code_b.clone(),
-        globals: Bound::from_borrowed_ptr(py, (*frame).f_globals).cast_into::<PyDict>().unwrap(),
-        builtins: Bound::from_borrowed_ptr(py, (*frame).f_builtins).cast_into::<PyDict>().unwrap(),
+        globals: Bound::from_borrowed_ptr(py, ffi::globals(frame)).cast_into::<PyDict>().unwrap(),
+        builtins: Bound::from_borrowed_ptr(py, ffi::builtins(frame)).cast_into::<PyDict>().unwrap(),
         closure: if refs.closure.is_null() { None } else { Bound::from_borrowed_ptr(py, refs.closure).cast_into::<PyTuple>().ok() },
         args: (0..state.n_arg_slots).map(|i| Bound::from_borrowed_ptr(py, ffi::local(frame, i))).collect(),
         grad_enabled: py.import("torch").and_then(|t| t.call_method0("is_grad_enabled")?.extract()).unwrap_or(true),
@@ -300,7 +320,7 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
     CALLBACK.with(|c| c.set(saved));
     let st = get_extra(code);
     if st.is_null() {
-        return default_eval(tstate, frame, throwflag);
+        return Outcome::Default;
     }
     let state = &mut *st;
     let nopython = backend.getattr("_dynamo_nopython").and_then(|v| v.is_truthy()).unwrap_or(false);
@@ -312,7 +332,7 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
         };
         if let Some(reason) = reason {
             Unsupported::new_err(format!("graph break in {qual} ({filename}:{lineno}) with nopython=True: {reason}")).restore(py);
-            return std::ptr::null_mut();
+            return Outcome::Done(std::ptr::null_mut());
         }
     }
     match converted {
@@ -344,7 +364,7 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
                     state.status = FrameStatus::Skip;
                     state.entries.clear();
                     tracing::info!(target: "dynamo::graph_breaks", "running {qual} ({filename}:{lineno}) eagerly from now on: no graph captured in {} conversions", state.n_graphless);
-                    return default_eval(tstate, frame, throwflag);
+                    return Outcome::Default;
                 }
             }
             if conv.n_ops > 0 {
@@ -362,12 +382,12 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
                 tracing::info!(target: "dynamo::bytecode", "transformed code of {qual}:\n{listing}");
             }
             mark_skip(py, tcode);
-            let func = if refs.closure.is_null() { make_function(py, tcode, (*frame).f_globals, std::ptr::null_mut()).ok() } else { None };
+            let func = if refs.closure.is_null() { make_function(py, tcode, ffi::globals(frame), std::ptr::null_mut()).ok() } else { None };
             state.entries.insert(
                 0,
                 CacheEntry { guards: conv.guards, code: conv.code, backend: cb as usize, globals, func, graph_text: conv.graph_text },
             );
-            run_entry(py, &mut state.entries[0], frame, state.n_arg_slots)
+            Outcome::Done(run_entry(py, &mut state.entries[0], frame, state.n_arg_slots))
         }
         Ok(Err(ConvertError::Unsupported(u))) => {
             bump(&c::eager_fallbacks);
@@ -376,7 +396,7 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
             if state.entries.is_empty() {
                 state.status = FrameStatus::Skip;
             }
-            default_eval(tstate, frame, throwflag)
+            Outcome::Default
         }
         Ok(Err(err @ (ConvertError::Backend(_) | ConvertError::Internal(_)))) => {
             bump(&c::eager_fallbacks);
@@ -390,7 +410,7 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
             };
             if !crate::config::suppress_errors() {
                 e.restore(py);
-                return std::ptr::null_mut();
+                return Outcome::Done(std::ptr::null_mut());
             }
             let tb = e.traceback(py).and_then(|t| t.format().ok()).unwrap_or_default();
             tracing::warn!(target: "dynamo::graph_breaks", "compiling {qual} failed, running it eagerly: {}\n{tb}", e);
@@ -401,14 +421,14 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
             // A compiler error would repeat on every guard miss: this code runs eagerly from now
             // on (its cached entries too).
             state.status = FrameStatus::Skip;
-            default_eval(tstate, frame, throwflag)
+            Outcome::Default
         }
         Err(_) => {
             bump(&c::eager_fallbacks);
             bump(&c::compile_errors);
             tracing::error!(target: "dynamo::graph_breaks", "internal compiler panic while converting {qual}; running it eagerly");
             state.status = FrameStatus::Skip;
-            default_eval(tstate, frame, throwflag)
+            Outcome::Default
         }
     }
 }
@@ -462,9 +482,9 @@ unsafe fn run_entry(py: Python<'_>, entry: &mut CacheEntry, frame: *mut Interpre
     let func = match &entry.func {
         Some(f) => f.clone_ref(py),
         None => {
-            let fobj = (*frame).f_func;
+            let fobj = ffi::func(frame);
             let closure = if fobj.is_null() { std::ptr::null_mut() } else { ffi::function_closure(fobj) };
-            match make_function(py, entry.code.bind(py), (*frame).f_globals, closure) {
+            match make_function(py, entry.code.bind(py), ffi::globals(frame), closure) {
                 Ok(f) => f,
                 Err(e) => {
                     e.restore(py);

@@ -151,9 +151,21 @@ enum Step {
     /// `PyObject_GenericGetAttr` (Objects/object.c): no user `__getattribute__` runs.
     GenericAttr(usize, Py<PyString>),
     Item(usize, Py<PyAny>),
+    /// `f.__code__` / `f.__globals__` read from the function object's fields when the base is a
+    /// plain function (`PyFunction_GetCode`/`PyFunction_GetGlobals`): the attribute lookup would
+    /// fire the `object.__getattr__` audit event (3.12), whose Python audit hooks would enter the
+    /// frame hook again from inside a guard check; other bases take the attribute path.
+    FuncField(usize, FuncField, Py<PyString>),
     IterSeq(usize),
     /// A module from `sys.modules`, resolved when the guards were built (absent: `None`).
     Module(Option<Py<PyAny>>),
+}
+
+/// A field of a function object read without an attribute lookup (`Step::FuncField`).
+#[derive(Debug, Clone, Copy)]
+enum FuncField {
+    Code,
+    Globals,
 }
 
 /// The frame pieces guards read from: argument slots, closure, globals, builtins (all borrowed).
@@ -315,6 +327,18 @@ impl GuardManager {
             Step::Attr(base, name) => {
                 let b = values[*base].as_ref()?;
                 Bound::from_owned_ptr_or_opt(py, ffi::PyObject_GetAttr(b.as_ptr(), name.as_ptr()))
+            }
+            Step::FuncField(base, field, name) => {
+                let b = values[*base].as_ref()?;
+                if ffi::PyFunction_Check(b.as_ptr()) != 0 {
+                    let p = match field {
+                        FuncField::Code => ffi::PyFunction_GetCode(b.as_ptr()),
+                        FuncField::Globals => ffi::PyFunction_GetGlobals(b.as_ptr()),
+                    };
+                    Bound::from_borrowed_ptr_or_opt(py, p)
+                } else {
+                    Bound::from_owned_ptr_or_opt(py, ffi::PyObject_GetAttr(b.as_ptr(), name.as_ptr()))
+                }
             }
             Step::GenericAttr(base, name) => {
                 let b = values[*base].as_ref()?;
@@ -541,7 +565,12 @@ fn plan(py: Python<'_>, s: &Arc<Source>, steps: &mut Vec<Step>, memo: &mut HashM
         Source::Module { name } => Step::Module(crate::source::imported_module(py, name)),
         Source::Attr { base, attr } => {
             let b = plan(py, base, steps, memo);
-            Step::Attr(b, PyString::intern(py, attr).unbind())
+            let name = PyString::intern(py, attr).unbind();
+            match attr.as_str() {
+                "__code__" => Step::FuncField(b, FuncField::Code, name),
+                "__globals__" => Step::FuncField(b, FuncField::Globals, name),
+                _ => Step::Attr(b, name),
+            }
         }
         Source::IterSeq { base } => {
             let b = plan(py, base, steps, memo);

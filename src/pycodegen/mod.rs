@@ -105,9 +105,9 @@ pub fn relocated(ci: &CodeInfo, base: u32, deref_shift: u32) -> Vec<Instruction>
         .collect()
 }
 
-/// Opcodes that name a cell or free variable by `localsplus` index (3.11).
+/// Opcodes that name a cell or free variable by `localsplus` index.
 pub fn is_deref(opcode: u8) -> bool {
-    matches!(opcode, op::LOAD_DEREF | op::STORE_DEREF | op::DELETE_DEREF | op::LOAD_CLOSURE | op::MAKE_CELL | op::LOAD_CLASSDEREF)
+    matches!(opcode, op::LOAD_DEREF | op::STORE_DEREF | op::DELETE_DEREF | op::LOAD_CLOSURE | op::MAKE_CELL | op::LOAD_CLASSDEREF | op::LOAD_FROM_DICT_OR_DEREF)
 }
 
 impl PyCodegen {
@@ -484,7 +484,7 @@ pub fn finish(py: Python<'_>, ci: &CodeInfo, cg: PyCodegen) -> PyResult<Py<PyAny
 
 /// `finish`, letting the caller add or override `code.replace` arguments.
 pub fn finish_with(py: Python<'_>, ci: &CodeInfo, cg: PyCodegen, extra: impl FnOnce(&Bound<'_, PyDict>) -> PyResult<()>) -> PyResult<Py<PyAny>> {
-    let asm = assemble(&cg.insts, ci.firstlineno, PyVersion::V311)
+    let asm = assemble(&cg.insts, ci.firstlineno, PyVersion::CURRENT)
         .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("assembling transformed code: {e}")))?;
     let kwargs = PyDict::new(py);
     kwargs.set_item("co_code", PyBytes::new(py, &asm.code))?;

@@ -72,6 +72,9 @@ pub fn break_operands(inst: &Instruction) -> Option<(usize, usize)> {
         op::STORE_GLOBAL | op::STORE_DEREF | op::DELETE_ATTR => (1, 0),
         op::STORE_SUBSCR => (3, 0),
         op::BINARY_SUBSCR | op::BINARY_OP | op::COMPARE_OP | op::IS_OP | op::CONTAINS_OP => (2, 1),
+        // 3.12: `obj[start:end]` and `obj[start:end] = v`.
+        op::BINARY_SLICE => (3, 1),
+        op::STORE_SLICE => (4, 0),
         op::UNARY_NEGATIVE | op::UNARY_NOT | op::UNARY_INVERT | op::UNARY_POSITIVE | op::LOAD_ATTR | op::GET_ITER => (1, 1),
         // Emitted as LOAD_ATTR; the NULL below the bound method is re-pushed by the resume function.
         op::LOAD_METHOD => (1, 1),
@@ -212,7 +215,7 @@ pub fn resume_code(py: Python<'_>, ci: &CodeInfo, target: usize, layout: &[Stack
     let prefix = insts.len() as u32 + 1;
     insts.push(Instruction::jump(op::JUMP_FORWARD, InstId(target as u32 + prefix)).with_positions(pos));
     insts.extend(super::relocated(ci, prefix, k as u32));
-    let asm = assemble(&insts, ci.firstlineno, PyVersion::V311)
+    let asm = assemble(&insts, ci.firstlineno, PyVersion::CURRENT)
         .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("assembling resume code: {e}")))?;
     let offset = ci.insts[target].offset.unwrap_or(0);
     let name = format!("__resume_at_{offset}_{}", RESUME_COUNT.fetch_add(1, Ordering::Relaxed));

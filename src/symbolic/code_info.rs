@@ -91,7 +91,7 @@ fn decode_code(code: &Bound<'_, PyAny>) -> VResult<CodeInfo> {
         exceptiontable: exc.cast::<PyBytes>().map_err(|e| Unsupported::new(e.to_string()))?.as_bytes(),
         linetable: lt.cast::<PyBytes>().map_err(|e| Unsupported::new(e.to_string()))?.as_bytes(),
         firstlineno,
-        version: PyVersion::V311,
+        version: PyVersion::CURRENT,
     };
     let insts = bytecode::decode(&bytes).map_err(|e| Unsupported::new(format!("cannot decode bytecode: {e}")))?;
     let varnames = strings(code.getattr("co_varnames")?)?;

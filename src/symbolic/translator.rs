@@ -271,6 +271,18 @@ impl<'a> InstructionTranslator<'a> {
         Ok(self.stack.split_off(self.stack.len() - n))
     }
 
+    /// `slice(*items)` for constant bounds (BUILD_SLICE, and 3.12's BINARY_SLICE/STORE_SLICE).
+    fn make_slice(&mut self, py: Python<'_>, items: Vec<VT>) -> VResult<VT> {
+        let consts: Option<Vec<_>> = items.iter().map(|i| i.as_constant(py)).collect();
+        match consts {
+            Some(c) => {
+                let slice = py.import("builtins")?.getattr("slice")?.call1(PyTuple::new(py, c)?)?;
+                Ok(VT::constant(slice.unbind()))
+            }
+            None => unsupported!("slice with non-constant bounds"),
+        }
+    }
+
     fn jump(&mut self, ip: usize) {
         self.ip = self.code.insts[ip].target.map(|t| t.0 as usize).expect("jump has a target");
     }
@@ -298,13 +310,19 @@ impl<'a> InstructionTranslator<'a> {
                 let v = self.wrap_unguarded(py, &c)?;
                 self.stack.push(v);
             }
-            op::LOAD_FAST => match &self.locals[arg as usize] {
+            op::LOAD_FAST | op::LOAD_FAST_CHECK => match &self.locals[arg as usize] {
                 Some(v) => self.stack.push(v.clone()),
                 None => unsupported!("local '{}' referenced before assignment", self.code.localsplus[arg as usize]),
             },
+            // 3.12 inlined comprehensions (PEP 709) save the outer binding of the loop variable
+            // (NULL when unbound) and restore it with STORE_FAST afterwards.
+            op::LOAD_FAST_AND_CLEAR => {
+                let v = self.locals[arg as usize].take().unwrap_or(VT::Null);
+                self.stack.push(v);
+            }
             op::STORE_FAST => {
                 let v = self.pop()?;
-                self.locals[arg as usize] = Some(v);
+                self.locals[arg as usize] = if matches!(v, VT::Null) { None } else { Some(v) };
             }
             op::DELETE_FAST => self.locals[arg as usize] = None,
             op::MAKE_CELL => {
@@ -486,6 +504,11 @@ impl<'a> InstructionTranslator<'a> {
                 let v = self.pop()?;
                 return Ok(Flow::Return(v));
             }
+            op::RETURN_CONST => {
+                let c = self.code.consts.bind(py).get_item(arg as usize)?;
+                let v = self.wrap_unguarded(py, &c)?;
+                return Ok(Flow::Return(v));
+            }
             op::BEFORE_WITH => {
                 let ctx = self.pop()?;
                 match ctx {
@@ -574,6 +597,34 @@ impl<'a> InstructionTranslator<'a> {
                 let obj = self.pop()?;
                 let r = self.getitem(py, &obj, &idx)?;
                 self.stack.push(r);
+            }
+            // 3.12: `obj[start:end]` and `obj[start:end] = v` without BUILD_SLICE.
+            op::BINARY_SLICE => {
+                let bounds = self.popn(2)?;
+                let obj = self.pop()?;
+                let idx = self.make_slice(py, bounds)?;
+                let r = self.getitem(py, &obj, &idx)?;
+                self.stack.push(r);
+            }
+            op::STORE_SLICE => {
+                let bounds = self.popn(2)?;
+                let obj = self.pop()?;
+                let v = self.pop()?;
+                let idx = self.make_slice(py, bounds)?;
+                self.setitem(py, &obj, idx, v)?;
+            }
+            // 3.12: `super().name` / `super(cls, obj).name` with the method bit in arg & 1.
+            op::LOAD_SUPER_ATTR => {
+                let obj = self.pop()?;
+                let cls = self.pop()?;
+                let sup = self.pop()?;
+                let s = self.call(py, &sup, vec![cls, obj], vec![])?;
+                let name = self.code.names[(arg >> 2) as usize].clone();
+                let v = self.getattr(py, &s, &name)?;
+                if arg & 1 == 1 {
+                    self.stack.push(VT::Null);
+                }
+                self.stack.push(v);
             }
             op::STORE_SUBSCR => {
                 let idx = self.pop()?;
@@ -676,14 +727,8 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::BUILD_SLICE => {
                 let items = self.popn(arg as usize)?;
-                let consts: Option<Vec<_>> = items.iter().map(|i| i.as_constant(py)).collect();
-                match consts {
-                    Some(c) => {
-                        let slice = py.import("builtins")?.getattr("slice")?.call1(PyTuple::new(py, c)?)?;
-                        self.stack.push(VT::constant(slice.unbind()));
-                    }
-                    None => unsupported!("slice with non-constant bounds"),
-                }
+                let slice = self.make_slice(py, items)?;
+                self.stack.push(slice);
             }
             op::FORMAT_VALUE => {
                 let spec = if arg & 0x04 != 0 { Some(self.pop()?) } else { None };
