@@ -525,7 +525,12 @@ impl PrintHandler {
         let index: Vec<Affine> = (0..n).map(|d| Affine::var(d, n)).collect();
         let v = (r.inner_fn)(&mut h, &index);
         let dims: Vec<String> = r.reduced.iter().map(|d| format!("i{d}")).collect();
-        format!("{}[{}]({})", format!("{:?}", r.op).to_lowercase(), dims.join(", "), h.get(v))
+        // An OrderedSum is a sum to the reader (only its accumulation order differs).
+        let op = match r.op {
+            ReductionType::OrderedSum => "sum".to_string(),
+            other => format!("{other:?}").to_lowercase(),
+        };
+        format!("{op}[{}]({})", dims.join(", "), h.get(v))
     }
 
     /// Renders `pw`'s body over named loop variables `i0, i1, ...`.
