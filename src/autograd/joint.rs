@@ -329,6 +329,16 @@ fn build(py: Python<'_>, g: FxGraph, mut gaps: Option<&mut Vec<(String, String)>
         if requires_grad[wb.dst] {
             return Err(JointError::Unsupported(format!("input {} requires grad and is mutated", g.nodes[wb.dst].name)));
         }
+        // `x.add_(p)` with `p` requiring grad makes `x` itself require grad in eager (it gets
+        // the in-place op's grad_fn, and later uses of `x` differentiate into `p`); a value
+        // copied in by the Function's forward would not (found by the fuzzer: x.requires_grad
+        // stayed False). Such graphs run through torch's autograd.
+        if requires_grad[wb.src] {
+            return Err(JointError::Unsupported(format!(
+                "input {} is overwritten with a value that requires grad",
+                g.nodes[wb.dst].name
+            )));
+        }
     }
     let outputs: Vec<FxArg> = match g.nodes[g.output].args.first() {
         Some(FxArg::Tuple(items)) | Some(FxArg::List(items)) => items.clone(),
