@@ -244,4 +244,4 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward):
                 res = _refuse_double_backward(res)
             return res
 
-    return _C.AotRuntime(CompiledFunction, tuple(extra), eager_forward)
+    return _C.AotRuntime(CompiledFunction, tuple(extra), eager_forward, list(plan.writeback_inputs))

@@ -45,7 +45,17 @@ class ExplainOutput:
 
 def explain(fn):
     """``explain(fn)(*args, **kwargs) -> ExplainOutput``: runs ``fn`` under a recording backend."""
-    from .eval_frame import optimize, reset
+    from .eval_frame import OptimizedModule, optimize, reset
+
+    # Look through an already-optimized function or module to its original (as torch's explain
+    # does): running the wrapper would switch to its own backend and record nothing here.
+    while True:
+        if isinstance(fn, OptimizedModule):
+            fn = fn._orig_mod
+        elif getattr(fn, "_dynamo_orig_callable", None) is not None:
+            fn = fn._dynamo_orig_callable
+        else:
+            break
 
     def inner(*args, **kwargs):
         reset()

@@ -86,15 +86,32 @@ pub struct AotRuntime {
     function: Py<PyAny>,
     /// Whether the checkpoint fallback was logged (once per compiled graph).
     logged_checkpoint: AtomicBool,
+    /// Positions (among `args` then `extra`) of the inputs the forward writes back into.
+    mutated_inputs: Vec<usize>,
+    tensor_type: Py<PyType>,
+    /// Whether the aliasing fallback was logged (once per compiled graph).
+    logged_alias: AtomicBool,
 }
 
 #[pymethods]
 impl AotRuntime {
     #[new]
-    fn new(py: Python<'_>, function: Py<PyAny>, extra: Py<PyTuple>, eager_forward: Py<PyAny>) -> PyResult<Self> {
+    #[pyo3(signature = (function, extra, eager_forward, mutated_inputs=Vec::new()))]
+    fn new(py: Python<'_>, function: Py<PyAny>, extra: Py<PyTuple>, eager_forward: Py<PyAny>, mutated_inputs: Vec<usize>) -> PyResult<Self> {
         let apply = function.bind(py).getattr("apply")?.unbind();
         let top_hooks = py.import("torch._C._autograd")?.getattr("_top_saved_tensors_default_hooks")?.unbind();
-        Ok(AotRuntime { apply, extra, eager_forward, top_hooks, function, logged_checkpoint: AtomicBool::new(false) })
+        let tensor_type = py.import("torch")?.getattr("Tensor")?.cast_into::<PyType>()?.unbind();
+        Ok(AotRuntime {
+            apply,
+            extra,
+            eager_forward,
+            top_hooks,
+            function,
+            logged_checkpoint: AtomicBool::new(false),
+            mutated_inputs,
+            tensor_type,
+            logged_alias: AtomicBool::new(false),
+        })
     }
 
     #[pyo3(signature = (*args))]
@@ -114,12 +131,57 @@ impl AotRuntime {
             }
         }
         let extra = self.extra.bind(py);
+        if self.mutated_input_aliases(py, args, extra)? {
+            if !self.logged_alias.swap(true, Ordering::Relaxed) {
+                tracing::info!(
+                    target: "aot::partition",
+                    "graph runs through torch: a mutated input shares storage with another input \
+                     (eager sees the write through both; the compiled forward reads the inputs before writing back)"
+                );
+            }
+            return self.eager_forward.bind(py).call1(args);
+        }
         if extra.is_empty() {
             self.apply.bind(py).call1(args)
         } else {
             let all: Vec<Bound<'py, PyAny>> = args.iter().chain(extra.iter()).collect();
             self.apply.bind(py).call1(PyTuple::new(py, all)?)
         }
+    }
+}
+
+impl AotRuntime {
+    /// True when an input the forward writes back into shares storage with another tensor input
+    /// (`f(a, a.detach())` mutating the second, `x.data.mul_(2)`): eager sees the write through
+    /// both names, the functional forward reads every input before its write-back. The same
+    /// check as the inductor runtime's `mutated_input_aliases` (src/inductor/wrapper.rs).
+    fn mutated_input_aliases(&self, py: Python<'_>, args: &Bound<'_, PyTuple>, extra: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        if self.mutated_inputs.is_empty() {
+            return Ok(false);
+        }
+        let tensor = self.tensor_type.bind(py);
+        let n_args = args.len();
+        let input = |i: usize| if i < n_args { args.get_item(i) } else { extra.get_item(i - n_args) };
+        let storage_ptr = |t: &Bound<'_, PyAny>| -> PyResult<usize> {
+            t.call_method0(intern!(py, "untyped_storage"))?.call_method0(intern!(py, "data_ptr"))?.extract()
+        };
+        for &pos in &self.mutated_inputs {
+            let Ok(m) = input(pos) else { continue };
+            if !m.is_instance(tensor)? {
+                continue;
+            }
+            let p = storage_ptr(&m)?;
+            for other in 0..n_args + extra.len() {
+                if other == pos {
+                    continue;
+                }
+                let v = input(other)?;
+                if v.is_instance(tensor)? && storage_ptr(&v)? == p {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
     }
 }
 

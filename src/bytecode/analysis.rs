@@ -312,9 +312,6 @@ pub fn live_locals(insts: &[Instruction], n_locals: usize) -> Vec<Vec<bool>> {
         if let Some(t) = inst.target {
             out.push(t.index());
         }
-        if let Some(e) = inst.exn {
-            out.push(e.handler.index());
-        }
         out
     };
     let mut changed = true;
@@ -334,6 +331,14 @@ pub fn live_locals(insts: &[Instruction], n_locals: usize) -> Vec<Vec<bool>> {
                 opc if opcode::is_load_fast(opc) && slot < n_locals => set[slot] = true,
                 _ => {}
             }
+            // An exception leaves an instruction before its own write: what the handler reads is
+            // live at entry whatever this instruction stores (`try: y = y[100]` keeps the old
+            // `y` live for `except IndexError: y = y + 1`).
+            if let Some(e) = inst.exn {
+                for (k, l) in live[e.handler.index()].iter().enumerate() {
+                    set[k] |= *l;
+                }
+            }
             if set != live[i] {
                 live[i] = set;
                 changed = true;
@@ -346,6 +351,7 @@ pub fn live_locals(insts: &[Instruction], n_locals: usize) -> Vec<Vec<bool>> {
 #[cfg(test)]
 mod liveness_tests {
     use super::*;
+    use crate::bytecode::instruction::ExnTarget;
 
     #[test]
     fn dead_after_last_read() {
@@ -372,5 +378,26 @@ mod liveness_tests {
         let insts = vec![Instruction::new(op::LOAD_FAST, 0), j, Instruction::new(op::LOAD_FAST, 1), Instruction::new(op::RETURN_VALUE, 0)];
         let live = live_locals(&insts, 2);
         assert_eq!(live[1], vec![true, true]);
+    }
+
+    #[test]
+    fn handler_reads_survive_a_covered_store() {
+        // try: y = x[0] (0-3, covered) except: return y (4-5)   (slot 0: x, slot 1: y)
+        // The store at 3 does not happen when 2 raises, so the old `y` is live at 2 and at 3.
+        let exn = Some(ExnTarget { handler: InstId(4), depth: 0, lasti: false });
+        let mut covered = vec![
+            Instruction::new(op::LOAD_FAST, 0),
+            Instruction::new(op::LOAD_CONST, 0),
+            Instruction::new(op::BINARY_SUBSCR, 0),
+            Instruction::new(op::STORE_FAST, 1),
+        ];
+        for i in &mut covered {
+            i.exn = exn;
+        }
+        let mut insts = covered;
+        insts.extend([Instruction::new(op::LOAD_FAST, 1), Instruction::new(op::RETURN_VALUE, 0)]);
+        let live = live_locals(&insts, 2);
+        assert_eq!(live[2], vec![false, true]);
+        assert_eq!(live[3], vec![false, true]);
     }
 }

@@ -43,7 +43,7 @@ pub fn is_torch_callable(f: &Bound<'_, PyAny>) -> bool {
     let module = f.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
     let tn = type_name(f);
     if tn == "function" {
-        return (module == "torch" || module.starts_with("torch.")) && !module.starts_with("torch.nn.modules") && !module.starts_with("torch._dynamo");
+        return (module == "torch" || module.starts_with("torch.")) && !module.starts_with("torch.nn.modules") && !module.starts_with("torch._dynamo") && closure_is_stateless(f);
     }
     if tn == "builtin_function_or_method" {
         if module == "torch" || module.starts_with("torch.") {
@@ -79,6 +79,29 @@ pub fn wrap_dict_storage(py: Python<'_>, og: &mut OutputGraph, d: &Bound<'_, PyD
     }
     og.add_guard(Some(source.clone()), GuardKind::LenMatch(items.len()));
     Ok(Rc::new(RefCell::new(DictState { items, source: Some(source.clone()), version: 0 })))
+}
+
+/// Whether a function's closure cells hold only code-like values (literals, functions, classes,
+/// modules). A graph op is run on fake tensors to propagate shapes, so a torch function that
+/// closes over live state (the optimizer behind the weak reference in
+/// `torch/optim/lr_scheduler.py`'s counting `step` wrapper, a tensor) would run its real side
+/// effects at trace time, on fake values; such a function is inlined instead (or breaks).
+fn closure_is_stateless(f: &Bound<'_, PyAny>) -> bool {
+    let Ok(closure) = f.getattr("__closure__") else { return false };
+    if closure.is_none() {
+        return true;
+    }
+    let Ok(cells) = closure.cast_into::<PyTuple>() else { return false };
+    cells.iter().all(|cell| match cell.getattr("cell_contents") {
+        Ok(v) => {
+            let py = v.py();
+            is_literal(py, &v)
+                || v.is_instance_of::<pyo3::types::PyType>()
+                || v.is_instance_of::<pyo3::types::PyModule>()
+                || matches!(type_name(&v).as_str(), "function" | "builtin_function_or_method")
+        }
+        Err(_) => false,
+    })
 }
 
 /// Wraps `value` (reached through `source`) and installs its guards.
