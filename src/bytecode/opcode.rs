@@ -157,15 +157,18 @@ opcodes! {
     LOAD_FROM_DICT_OR_DEREF = 180,
 }
 
-const NAMES: [Option<&str>; 256] = {
+/// Opcode number -> name table of a `(number, name)` list (evaluated at compile time).
+pub(crate) const fn name_table(all: &[(u8, &'static str)]) -> [Option<&'static str>; 256] {
     let mut table = [None; 256];
     let mut idx = 0;
-    while idx < ALL.len() {
-        table[ALL[idx].0 as usize] = Some(ALL[idx].1);
+    while idx < all.len() {
+        table[all[idx].0 as usize] = Some(all[idx].1);
         idx += 1;
     }
     table
-};
+}
+
+const NAMES: [Option<&str>; 256] = name_table(ALL);
 
 /// Whether `op` is an opcode of the model (3.11's set plus the additions).
 pub fn is_valid(op: u8) -> bool {

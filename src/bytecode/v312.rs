@@ -182,15 +182,7 @@ const INTRINSIC_PREP_RERAISE_STAR: u32 = 1;
 /// comparison (`<`, `<=`, `==`, `!=`, `>`, `>=`): unordered 1, less 2, greater 4, equal 8.
 const COMPARE_MASKS: [u32; 6] = [2, 2 | 8, 8, 1 | 2 | 4, 4, 4 | 8];
 
-const NAMES: [Option<&str>; 256] = {
-    let mut table = [None; 256];
-    let mut idx = 0;
-    while idx < ALL.len() {
-        table[ALL[idx].0 as usize] = Some(ALL[idx].1);
-        idx += 1;
-    }
-    table
-};
+const NAMES: [Option<&str>; 256] = super::opcode::name_table(ALL);
 
 /// Whether `real` can appear in 3.12's `co_code` (`CACHE` included).
 pub fn is_real(real: u8) -> bool {
