@@ -642,13 +642,10 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         for (i, ex) in kernel.exprs.iter().enumerate() {
             if let Expr::Reduce(op, v) = ex {
                 acc[i] = Some(e(b.build_alloca(f32t, &format!("acc{i}")))?);
-                if let (ReduceOp::OrderedSum, Some(rn)) = (op, aten_n) {
-                    if !pairwise && contiguous_in_reduction(kernel, *v) {
-                        // 4 W lanes and the tail (index 4 W).
-                        let ty = f32t.array_type((4 * w + 1) as u32);
-                        let _ = rn;
-                        aten_slots[i] = Some(e(b.build_alloca(ty, &format!("aten{i}")))?);
-                    }
+                if *op == ReduceOp::OrderedSum && aten_n.is_some() && !pairwise && contiguous_in_reduction(kernel, *v) {
+                    // 4 W lanes and the tail (index 4 W).
+                    let ty = f32t.array_type((4 * w + 1) as u32);
+                    aten_slots[i] = Some(e(b.build_alloca(ty, &format!("aten{i}")))?);
                 }
                 if !op.is_sum() {
                     nan_acc[i] = Some(e(b.build_alloca(ctx.i8_type(), &format!("nan{i}")))?);

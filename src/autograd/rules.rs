@@ -853,7 +853,7 @@ fn batch_norm(b: &mut Builder<'_>, i: usize, g: usize) -> Result<Out, JointError
     let n = b.g.nodes[i].clone();
     let Some(FxArg::Node(x)) = n.args.first() else { return Err(no_rule(b, i, "input")) };
     let x = *x;
-    let xs = b.sizes(x)?;
+    b.sizes(x)?; // static sizes only, as the other rules
     let rm = arg(&n, 1, "running_mean").cloned().unwrap_or(FxArg::None);
     let rv = arg(&n, 2, "running_var").cloned().unwrap_or(FxArg::None);
     let w = arg(&n, 3, "weight").cloned().unwrap_or(FxArg::None);
@@ -871,7 +871,6 @@ fn batch_norm(b: &mut Builder<'_>, i: usize, g: usize) -> Result<Out, JointError
         // again, without running statistics (so nothing is updated twice). Recomputing mean and
         // variance with other ops differs in the last bits, which batch norms over few
         // elements (resnet18's last stages at small batch) amplify past 1e-4.
-        let _ = &xs;
         let stats = b.call(
             "torch.ops.aten.native_batch_norm.default",
             vec![node(x), w.clone(), bias.clone(), FxArg::None, FxArg::None, FxArg::Bool(true), FxArg::Float(0.0), FxArg::Float(eps)],

@@ -154,34 +154,14 @@ impl AotRuntime {
     /// True when an input the forward writes back into shares storage with another tensor input
     /// (`f(a, a.detach())` mutating the second, `x.data.mul_(2)`): eager sees the write through
     /// both names, the functional forward reads every input before its write-back. The same
-    /// check as the inductor runtime's `mutated_input_aliases` (src/inductor/wrapper.rs).
+    /// check as the inductor runtime's (`functionalize::mutated_input_shares_storage`).
     fn mutated_input_aliases(&self, py: Python<'_>, args: &Bound<'_, PyTuple>, extra: &Bound<'_, PyTuple>) -> PyResult<bool> {
         if self.mutated_inputs.is_empty() {
             return Ok(false);
         }
+        let inputs: Vec<Bound<'_, PyAny>> = args.iter().chain(extra.iter()).collect();
         let tensor = self.tensor_type.bind(py);
-        let n_args = args.len();
-        let input = |i: usize| if i < n_args { args.get_item(i) } else { extra.get_item(i - n_args) };
-        let storage_ptr = |t: &Bound<'_, PyAny>| -> PyResult<usize> {
-            t.call_method0(intern!(py, "untyped_storage"))?.call_method0(intern!(py, "data_ptr"))?.extract()
-        };
-        for &pos in &self.mutated_inputs {
-            let Ok(m) = input(pos) else { continue };
-            if !m.is_instance(tensor)? {
-                continue;
-            }
-            let p = storage_ptr(&m)?;
-            for other in 0..n_args + extra.len() {
-                if other == pos {
-                    continue;
-                }
-                let v = input(other)?;
-                if v.is_instance(tensor)? && storage_ptr(&v)? == p {
-                    return Ok(true);
-                }
-            }
-        }
-        Ok(false)
+        crate::inductor::functionalize::mutated_input_shares_storage(py, &inputs, self.mutated_inputs.iter().copied(), tensor)
     }
 }
 

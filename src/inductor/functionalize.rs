@@ -275,3 +275,35 @@ fn remap_arg(a: &mut FxArg, f: &mut impl FnMut(usize) -> usize) {
         _ => {}
     }
 }
+
+/// True when one of the `mutated` inputs (positions in `inputs`) shares storage with another
+/// tensor input (`f(a, a.detach())` mutating the second, `x.data.mul_(2)` after a break): eager
+/// sees the write through both names, while a functionalized graph reads every input before
+/// its write-backs, so such a call must run through torch. Used by the inductor runtime and the
+/// AOTAutograd runtime on every call of a graph that writes back into an input (none otherwise).
+pub fn mutated_input_shares_storage(
+    py: pyo3::Python<'_>,
+    inputs: &[pyo3::Bound<'_, pyo3::PyAny>],
+    mutated: impl IntoIterator<Item = usize>,
+    tensor_type: &pyo3::Bound<'_, pyo3::PyAny>,
+) -> pyo3::PyResult<bool> {
+    use pyo3::prelude::*;
+    let storage_ptr = |t: &Bound<'_, PyAny>| -> PyResult<usize> {
+        t.call_method0(pyo3::intern!(py, "untyped_storage"))?
+            .call_method0(pyo3::intern!(py, "data_ptr"))?
+            .extract()
+    };
+    for pos in mutated {
+        let Some(m) = inputs.get(pos) else { continue };
+        if !m.is_instance(tensor_type)? {
+            continue;
+        }
+        let p = storage_ptr(m)?;
+        for (other, v) in inputs.iter().enumerate() {
+            if other != pos && v.is_instance(tensor_type)? && storage_ptr(v)? == p {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}

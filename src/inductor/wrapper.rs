@@ -267,25 +267,12 @@ impl Runtime {
         if self.writebacks.is_empty() {
             return Ok(false);
         }
-        let storage_ptr = |t: &Bound<'_, PyAny>| -> PyResult<usize> {
-            t.call_method0(intern!(py, "untyped_storage"))?.call_method0(intern!(py, "data_ptr"))?.extract()
-        };
-        let tensor_type = self.tensor_type.bind(py);
-        for (dst, _) in &self.writebacks {
-            let Some((pos, _, _)) = self.inputs.iter().find(|(_, slot, _)| slot == dst) else { continue };
-            let mutated = args.get_item(*pos)?;
-            let p = storage_ptr(&mutated)?;
-            for (other, _, _) in &self.inputs {
-                if other == pos {
-                    continue;
-                }
-                let v = args.get_item(*other)?;
-                if v.is_instance(tensor_type)? && storage_ptr(&v)? == p {
-                    return Ok(true);
-                }
-            }
-        }
-        Ok(false)
+        let inputs: Vec<Bound<'_, PyAny>> = args.iter().collect();
+        let mutated = self
+            .writebacks
+            .iter()
+            .filter_map(|(dst, _)| self.inputs.iter().find(|(_, slot, _)| slot == dst).map(|(pos, _, _)| *pos));
+        super::functionalize::mutated_input_shares_storage(py, &inputs, mutated, self.tensor_type.bind(py))
     }
 }
 
