@@ -94,7 +94,9 @@ def test_cache_size_limit_falls_back_with_one_warning():
     def f(x, n):
         return x + n
 
-    opt = dynamo.optimize(cnt)(f)
+    # dynamic=False: each value of `n` is its own compile (automatic dynamic ints would make `n`
+    # a graph input after its second value).
+    opt = dynamo.optimize(cnt, dynamic=False)(f)
     old = dynamo.config.cache_size_limit
     dynamo.config.cache_size_limit = 2
     try:

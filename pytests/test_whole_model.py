@@ -220,7 +220,9 @@ def test_cache_limit_warning_as_error_surfaces(recwarn):
         return x + n
 
     dynamo.reset()
-    opt = dynamo.optimize("eager")(f)
+    # dynamic=False: each value of `n` is its own compile (automatic dynamic ints would
+    # otherwise make `n` a graph input after its second value).
+    opt = dynamo.optimize("eager", dynamic=False)(f)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(UserWarning, match="cache_size_limit"):

@@ -8,6 +8,16 @@ pub static CACHE_SIZE_LIMIT: AtomicUsize = AtomicUsize::new(8);
 /// false the error reaches the user.
 pub static SUPPRESS_ERRORS: AtomicBool = AtomicBool::new(true);
 
+/// Dynamic shapes (Note [symbolic sizes] in src/symbolic/output_graph.rs): 0 static only
+/// (`automatic_dynamic_shapes = False`), 1 automatic (torch's default: a dimension that changed
+/// between compiles becomes symbolic), 2 every dimension symbolic from the first compile
+/// (`dynamic=True`).
+pub static DYNAMIC_SHAPES: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(1);
+
+pub fn dynamic_shapes() -> u8 {
+    DYNAMIC_SHAPES.load(Ordering::Relaxed)
+}
+
 pub fn cache_size_limit() -> usize {
     CACHE_SIZE_LIMIT.load(Ordering::Relaxed)
 }

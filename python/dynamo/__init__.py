@@ -18,7 +18,7 @@ from importlib.metadata import version as _version
 
 from . import config, exc
 from .backends import list_backends, lookup_backend, register_backend
-from .eval_frame import OptimizedModule, disable, optimize, reset, run
+from .eval_frame import OptimizedModule, disable, mark_dynamic, mark_static, optimize, reset, run
 from .utils import counters, explain
 
 __all__ = [
@@ -30,6 +30,8 @@ __all__ = [
     "explain",
     "list_backends",
     "lookup_backend",
+    "mark_dynamic",
+    "mark_static",
     "optimize",
     "register_backend",
     "reset",

@@ -90,6 +90,11 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
     through ``gm.forward``, so torch's autograd records it. Both are logged on
     ``aot::partition`` and counted (``aot_graph_splits``, ``aot_eager_graphs``).
     """
+    from . import _shapes
+
+    if _shapes.is_symbolic_graph(gm):
+        # Symbolic sizes: one static compilation per input shape (dynamo._shapes).
+        return _shapes.SpecializedGraph(gm, lambda g, args: aot_compile(g, args, backend, guarded))
     fw_compiler, bw_compiler, inference_compiler = _compilers(backend, guarded)
     params = [p for p in gm.parameters()] + [b for b in gm.buffers()]
     needs_grad = torch.is_grad_enabled() and any(

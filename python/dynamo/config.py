@@ -9,6 +9,12 @@
   joint graph; cheap pointwise ops and views are recomputed in the backward, matmul, conv,
   reduction and random-op outputs never are (src/autograd/partition.rs, Note [min-cut]).
   ``"save_all"``: save every intermediate the backward reads (for comparison).
+- ``automatic_dynamic_shapes`` (bool, default True): a tensor dimension whose size changed
+  between two compiles of a frame becomes symbolic on the recompile, so one graph serves every
+  size (torch's automatic dynamic shapes; see ``dynamo.mark_dynamic`` and
+  ``optimize(dynamic=...)``). False: every size is specialized.
+- ``assume_static_by_default`` (bool, default True): False makes every dimension of every
+  tensor input symbolic from the first compile (as ``optimize(dynamic=True)``).
 """
 
 from __future__ import annotations
@@ -19,7 +25,13 @@ import types as _types
 from . import _C
 
 
-_SETTINGS = ("cache_size_limit", "suppress_errors", "aot_partitioner")
+_SETTINGS = (
+    "cache_size_limit",
+    "suppress_errors",
+    "aot_partitioner",
+    "automatic_dynamic_shapes",
+    "assume_static_by_default",
+)
 _PARTITIONERS = ("min_cut", "save_all")
 
 
@@ -51,6 +63,24 @@ class _Config(_types.ModuleType):
     @suppress_errors.setter
     def suppress_errors(self, value: bool) -> None:
         _C.suppress_errors(bool(value))
+
+
+    # Both dynamic-shape switches live in one Rust setting: 0 static, 1 automatic, 2 all dims.
+    @property
+    def automatic_dynamic_shapes(self) -> bool:
+        return _C.dynamic_shapes() != 0
+
+    @automatic_dynamic_shapes.setter
+    def automatic_dynamic_shapes(self, value: bool) -> None:
+        _C.dynamic_shapes(1 if value else 0)
+
+    @property
+    def assume_static_by_default(self) -> bool:
+        return _C.dynamic_shapes() != 2
+
+    @assume_static_by_default.setter
+    def assume_static_by_default(self, value: bool) -> None:
+        _C.dynamic_shapes(1 if value else 2)
 
 
 aot_partitioner = "min_cut"

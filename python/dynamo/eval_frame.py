@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import importlib
 import inspect
 import os
 import sys
@@ -201,6 +202,10 @@ def optimize(backend="inductor", *, nopython: bool = False, dynamic=None):
     callable ``backend(gm: torch.fx.GraphModule, example_inputs: list[Tensor]) -> callable``.
     Raises ``KeyError`` for an unknown name. With ``nopython=True`` the first graph break (or a
     frame that cannot be traced) raises ``dynamo.exc.Unsupported`` naming the reason and line.
+    ``dynamic``: ``None`` (default) makes a tensor dimension symbolic once it changed between
+    compiles of a frame (``config.automatic_dynamic_shapes``); ``True`` makes every dimension
+    symbolic from the first compile (sizes 0 and 1 stay specialized, as in torch); ``False``
+    specializes every size.
     """
     compiler = lookup_backend(backend)
     _import_compiler_dependencies()
@@ -213,8 +218,11 @@ def optimize(backend="inductor", *, nopython: bool = False, dynamic=None):
 
     callback._dynamo_backend = compiler  # type: ignore[attr-defined]
     callback._dynamo_nopython = bool(nopython)  # type: ignore[attr-defined]
-    # Cache entries are keyed by the callback object: reuse one per (backend, nopython).
-    callback = _CALLBACKS.setdefault((compiler, bool(nopython)), callback)
+    # None: automatic dynamic shapes (dynamo.config); True: every dimension symbolic from the
+    # first compile; False: every size specialized.
+    callback._dynamo_dynamic = None if dynamic is None else bool(dynamic)  # type: ignore[attr-defined]
+    # Cache entries are keyed by the callback object: reuse one per (backend, nopython, dynamic).
+    callback = _CALLBACKS.setdefault((compiler, bool(nopython), callback._dynamo_dynamic), callback)
     return _Context(callback, (backend, bool(nopython)))
 
 
@@ -239,6 +247,9 @@ def _import_compiler_dependencies() -> None:
 
     with FakeTensorMode():
         torch.empty(1)
+    # What symbolic sizes use (dynamo._shapes): imported here for the same reason.
+    importlib.import_module("torch._dynamo.source")
+    importlib.import_module("torch.fx.experimental.symbolic_shapes")
     # Note [full collection after the imports]: those imports leave ~300k new objects in the
     # young generations, so the first compile would trigger CPython's first full (generation 2)
     # collection over every object of torch and the user's program (0.2-0.4 s on resnet18's
@@ -322,7 +333,33 @@ class _DisableContext(_Context):
 def reset() -> None:
     """Forgets every compiled frame and zeroes the counters (``torch._dynamo.reset()``)."""
     _C.reset()
+    from . import _shapes
+
+    _shapes.stats["specializations"] = 0
     try:
         _C.inductor_reset_counters()
     except AttributeError:
         pass
+
+
+def mark_dynamic(t, index) -> None:
+    """Makes dimension ``index`` (an int or a list of ints) of tensor ``t`` symbolic in every
+    graph compiled with ``t`` as an input, from the first compile (``torch._dynamo.mark_dynamic``;
+    it sets the same ``t._dynamo_dynamic_indices``). Sizes 0 and 1 still specialize."""
+    if isinstance(index, (list, tuple)):
+        for i in index:
+            mark_dynamic(t, i)
+        return
+    if not hasattr(t, "_dynamo_dynamic_indices"):
+        t._dynamo_dynamic_indices = set()
+    t._dynamo_dynamic_indices.add(int(index) % max(t.dim(), 1))
+
+
+def mark_static(t, index=None) -> None:
+    """Keeps dimension ``index`` of tensor ``t`` (every dimension when None) specialized even
+    when automatic dynamic shapes would make it symbolic (``torch._dynamo.mark_static``)."""
+    dims = range(t.dim()) if index is None else (index if isinstance(index, (list, tuple)) else [index])
+    if not hasattr(t, "_dynamo_static_indices"):
+        t._dynamo_static_indices = set()
+    for i in dims:
+        t._dynamo_static_indices.add(int(i) % max(t.dim(), 1))

@@ -12,6 +12,10 @@ def counters() -> dict[str, int]:
     recompiles, graphs, eager_fallbacks, cache_limit_hits, and inductor's kernels_compiled,
     kernel_calls, fallback_nodes when the inductor backend is built in."""
     out = dict(_C.counters())
+    from . import _shapes
+
+    # Static compilations of graphs with symbolic sizes, one per distinct input shape.
+    out["shape_specializations"] = _shapes.stats["specializations"]
     try:
         out.update({f"inductor_{k}": v for k, v in _C.inductor_counters().items()})
     except AttributeError:

@@ -47,6 +47,8 @@ pub struct ExtraState {
     pub n_graphless: usize,
     /// Conversions of this code that captured at least one op.
     pub n_with_ops: usize,
+    /// The input sizes earlier conversions saw (automatic dynamic; Note [symbolic sizes]).
+    pub dim_state: Option<crate::symbolic::output_graph::DimState>,
 }
 
 fn extra_index() -> pyffi::Py_ssize_t {

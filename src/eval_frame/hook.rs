@@ -129,7 +129,7 @@ pub fn mark_skip(py: Python<'_>, code: &Bound<'_, PyAny>) {
     unsafe {
         let st = get_extra(code.as_ptr());
         if st.is_null() {
-            set_extra(py, code.as_ptr(), ExtraState { status: FrameStatus::Skip, n_arg_slots: 0, entries: vec![], warned_limit: false, n_graphless: 0, n_with_ops: 0 });
+            set_extra(py, code.as_ptr(), ExtraState { status: FrameStatus::Skip, n_arg_slots: 0, entries: vec![], warned_limit: false, n_graphless: 0, n_with_ops: 0, dim_state: None });
         } else {
             (*st).status = FrameStatus::Skip;
         }
@@ -180,7 +180,7 @@ fn classify(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<ExtraState> {
         || name.starts_with("__compiled_fn")
         || (!is_forced && skipped_file(&filename));
     let _ = py;
-    Ok(ExtraState { status: if skip { FrameStatus::Skip } else { FrameStatus::Compile }, n_arg_slots, entries: vec![], warned_limit: false, n_graphless: 0, n_with_ops: 0 })
+    Ok(ExtraState { status: if skip { FrameStatus::Skip } else { FrameStatus::Compile }, n_arg_slots, entries: vec![], warned_limit: false, n_graphless: 0, n_with_ops: 0, dim_state: None })
 }
 
 unsafe fn default_eval(tstate: *mut pyffi::PyThreadState, frame: *mut InterpreterFrame, throwflag: c_int) -> *mut pyffi::PyObject {
@@ -306,6 +306,7 @@ unsafe fn eval_frame_inner(frame: *mut InterpreterFrame, cb: *mut pyffi::PyObjec
         closure: if refs.closure.is_null() { None } else { Bound::from_borrowed_ptr(py, refs.closure).cast_into::<PyTuple>().ok() },
         args: (0..state.n_arg_slots).map(|i| Bound::from_borrowed_ptr(py, ffi::local(frame, i))).collect(),
         grad_enabled: py.import("torch").and_then(|t| t.call_method0("is_grad_enabled")?.extract()).unwrap_or(true),
+        dynamic: crate::symbolic::output_graph::DynamicPolicy { mode: dynamic_mode(&backend), previous: state.dim_state.clone() },
     };
     let masked = mask_saved_tensor_hooks(py);
     let converted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| convert(py, &input, &backend)));
@@ -338,6 +339,11 @@ unsafe fn eval_frame_inner(frame: *mut InterpreterFrame, cb: *mut pyffi::PyObjec
     match converted {
         Ok(Ok(conv)) => {
             bump(&c::compiles);
+            // Automatic dynamic: remember the sizes (and dynamic dimensions) this compile saw.
+            let seen = state.dim_state.get_or_insert_with(Default::default);
+            for (src, dims) in &conv.dim_state {
+                seen.insert(src.clone(), dims.clone());
+            }
             if conv.graph_module.is_some() {
                 bump(&c::graphs);
             }
@@ -542,5 +548,21 @@ fn unmask_saved_tensor_hooks(py: Python<'_>) {
         .and_then(|a| a.call_method0("_pop_saved_tensors_default_hooks"));
     if let Err(e) = res {
         tracing::error!(target: "dynamo::graph_breaks", "cannot pop the saved tensor hooks pushed for compilation: {e}");
+    }
+}
+
+/// The backend's `optimize(dynamic=...)` setting (`_dynamo_dynamic`: True, False or None),
+/// else `dynamo.config.automatic_dynamic_shapes` (Note [symbolic sizes] in
+/// src/symbolic/output_graph.rs): `Some(false)` static, `Some(true)` all dims, `None` automatic.
+fn dynamic_mode(backend: &Bound<'_, PyAny>) -> Option<bool> {
+    if let Ok(v) = backend.getattr("_dynamo_dynamic") {
+        if !v.is_none() {
+            return v.is_truthy().ok();
+        }
+    }
+    match crate::config::dynamic_shapes() {
+        0 => Some(false),
+        2 => Some(true),
+        _ => None,
     }
 }

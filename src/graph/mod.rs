@@ -77,6 +77,57 @@ impl Graph {
         id
     }
 
+    /// Removes the nodes for which `pure` holds that nothing uses (no later node, no output),
+    /// in one reverse pass (users come after their inputs), and renumbers the rest. Returns the
+    /// new id of each old node (`None`: removed).
+    pub fn remove_unused(&mut self, pure: impl Fn(&Node) -> bool) -> Vec<Option<NodeId>> {
+        fn visit(a: &Arg, f: &mut impl FnMut(NodeId)) {
+            match a {
+                Arg::Node(n) => f(*n),
+                Arg::Tuple(xs) | Arg::List(xs) => xs.iter().for_each(|x| visit(x, f)),
+                Arg::Const(..) => {}
+            }
+        }
+        let mut used = vec![false; self.nodes.len()];
+        self.outputs.iter().for_each(|a| visit(a, &mut |n| used[n.0 as usize] = true));
+        let mut keep = vec![true; self.nodes.len()];
+        for i in (0..self.nodes.len()).rev() {
+            let n = &self.nodes[i];
+            if !used[i] && !matches!(n.op, Op::Placeholder { .. }) && pure(n) {
+                keep[i] = false;
+                continue;
+            }
+            n.args.iter().chain(n.kwargs.iter().map(|(_, a)| a)).for_each(|a| visit(a, &mut |m| used[m.0 as usize] = true));
+        }
+        let mut map = Vec::with_capacity(self.nodes.len());
+        let mut next = 0u32;
+        for &k in &keep {
+            map.push(k.then(|| {
+                next += 1;
+                NodeId(next - 1)
+            }));
+        }
+        fn remap(a: &mut Arg, map: &[Option<NodeId>]) {
+            match a {
+                Arg::Node(n) => *n = map[n.0 as usize].expect("a used node is kept"),
+                Arg::Tuple(xs) | Arg::List(xs) => xs.iter_mut().for_each(|x| remap(x, map)),
+                Arg::Const(..) => {}
+            }
+        }
+        let nodes = std::mem::take(&mut self.nodes);
+        for (mut n, k) in nodes.into_iter().zip(&keep) {
+            if !k {
+                continue;
+            }
+            n.id = map[n.id.0 as usize].unwrap();
+            n.args.iter_mut().for_each(|a| remap(a, &map));
+            n.kwargs.iter_mut().for_each(|(_, a)| remap(a, &map));
+            self.nodes.push(n);
+        }
+        self.outputs.iter_mut().for_each(|a| remap(a, &map));
+        map
+    }
+
     pub fn node(&self, id: NodeId) -> &Node {
         &self.nodes[id.0 as usize]
     }

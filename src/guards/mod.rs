@@ -6,6 +6,8 @@
 //! Python-level code except the attribute/item lookups a source itself implies.
 //! See Note [tensor guards] for what a `TENSOR_MATCH` compares.
 
+pub mod shapes;
+
 use crate::source::{ItemKey, Source};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -18,7 +20,9 @@ use std::sync::Arc;
 ///
 /// Note [tensor guards]: a tensor input is specialized on its exact Python type, dtype, device,
 /// `requires_grad`, sizes and strides (static shapes), as torch's `TENSOR_MATCH` does without
-/// dynamic shapes. Any difference recompiles.
+/// dynamic shapes. Any difference recompiles. An input with dynamic dimensions (Note [symbolic
+/// sizes] in `src/symbolic/output_graph.rs`) skips those sizes and must be contiguous instead of
+/// matching strides; the relations between its sizes are the frame's `SHAPE_RELATIONS` guard.
 #[derive(Debug)]
 pub enum GuardKind {
     /// `type(v) is T`.
@@ -57,6 +61,9 @@ pub enum GuardKind {
     GradMode(bool),
     /// `torch.get_default_dtype() is dtype` (global state; no source).
     DefaultDtype(Py<PyAny>),
+    /// Relations between the sizes of inputs with dynamic dimensions (no source of its own: it
+    /// reads the sizes at `ShapeGuard::sources`).
+    ShapeRelations(shapes::ShapeGuard),
 }
 
 /// The tensor properties a `TENSOR_MATCH` pins.
@@ -69,6 +76,20 @@ pub struct TensorSpec {
     pub requires_grad: bool,
     pub sizes: Vec<i64>,
     pub strides: Vec<i64>,
+    /// Dimensions whose size is symbolic: not compared; the tensor must then be contiguous.
+    pub dynamic_dims: Vec<usize>,
+}
+
+/// The strides of a contiguous (row-major) tensor of `sizes` (size-0/1 dims count as 1,
+/// as `TensorImpl::compute_contiguous` lets their stride be anything but we pin this one).
+pub fn contiguous_strides(sizes: &[i64]) -> Vec<i64> {
+    let mut strides = vec![0; sizes.len()];
+    let mut acc = 1i64;
+    for d in (0..sizes.len()).rev() {
+        strides[d] = acc;
+        acc = acc.saturating_mul(sizes[d].max(1));
+    }
+    strides
 }
 
 /// One guard: a kind applied to the value at a source (global-state guards have none).
@@ -97,6 +118,7 @@ impl GuardKind {
             GuardKind::TensorMatch(_) => "TENSOR_MATCH",
             GuardKind::GradMode(_) => "GRAD_MODE",
             GuardKind::DefaultDtype(_) => "DEFAULT_DTYPE",
+            GuardKind::ShapeRelations(_) => "SHAPE_RELATIONS",
         }
     }
 }
@@ -117,6 +139,10 @@ impl fmt::Display for Guard {
             GuardKind::NoInstanceAttr(n) => write!(f, "NO_INSTANCE_ATTR: '{n}' not in {src}.__dict__"),
             GuardKind::NoAttr(n) => write!(f, "NO_ATTR: not hasattr({src}, '{n}')"),
             GuardKind::IteratorMatch(_, items) => write!(f, "ITERATOR_MATCH: remaining items of {src} == {}", repr(py, items)),
+            GuardKind::TensorMatch(t) if !t.dynamic_dims.is_empty() => {
+                let sizes = t.sizes.iter().enumerate().map(|(d, s)| if t.dynamic_dims.contains(&d) { "None".to_string() } else { s.to_string() }).collect::<Vec<_>>().join(", ");
+                write!(f, "TENSOR_MATCH: {src} dtype={} device={} requires_grad={} size=[{sizes}] stride=contiguous", repr(py, &t.dtype), t.device, t.requires_grad)
+            }
             GuardKind::TensorMatch(t) => write!(
                 f,
                 "TENSOR_MATCH: {src} dtype={} device={} requires_grad={} size={:?} stride={:?}",
@@ -126,6 +152,7 @@ impl fmt::Display for Guard {
                 t.sizes,
                 t.strides
             ),
+            GuardKind::ShapeRelations(sg) => write!(f, "{sg}"),
             GuardKind::GradMode(g) => write!(f, "GRAD_MODE: torch.is_grad_enabled() == {}", if *g { "True" } else { "False" }),
             GuardKind::DefaultDtype(d) => write!(f, "DEFAULT_DTYPE: torch.get_default_dtype() is {}", repr(py, d)),
         })
@@ -196,6 +223,8 @@ pub struct GuardManager {
     guard_slots: Vec<usize>,
     /// For each guard: the step of its second source (`DUPLICATE_INPUT`), else usize::MAX.
     other_slots: Vec<usize>,
+    /// For a `SHAPE_RELATIONS` guard: the step of each bound size's tensor; empty otherwise.
+    shape_slots: Vec<Vec<usize>>,
     pub guards: Vec<Guard>,
     hot: Hot,
 }
@@ -220,7 +249,12 @@ impl GuardManager {
         let mut memo: HashMap<Source, usize> = HashMap::new();
         let mut guard_slots = Vec::with_capacity(guards.len());
         let mut other_slots = Vec::with_capacity(guards.len());
+        let mut shape_slots = Vec::with_capacity(guards.len());
         for g in &guards {
+            match &g.kind {
+                GuardKind::ShapeRelations(sg) => shape_slots.push(sg.sources.iter().map(|(s, _)| plan(py, s, &mut steps, &mut memo)).collect()),
+                _ => shape_slots.push(Vec::new()),
+            }
             match &g.source {
                 Some(s) => guard_slots.push(plan(py, s, &mut steps, &mut memo)),
                 None => guard_slots.push(usize::MAX),
@@ -242,7 +276,7 @@ impl GuardManager {
             is_grad_enabled: torch.getattr("is_grad_enabled")?.unbind(),
             get_default_dtype: torch.getattr("get_default_dtype")?.unbind(),
         };
-        Ok(GuardManager { steps, guard_slots, other_slots, guards, hot })
+        Ok(GuardManager { steps, guard_slots, other_slots, shape_slots, guards, hot })
     }
 
     /// Checks every guard against the frame; `Ok(())` when all hold, else the first failure.
@@ -268,7 +302,29 @@ impl GuardManager {
                 }
             }
         }
-        for ((g, &slot), &other) in self.guards.iter().zip(&self.guard_slots).zip(&self.other_slots) {
+        for (((g, &slot), &other), shape_slots) in self.guards.iter().zip(&self.guard_slots).zip(&self.other_slots).zip(&self.shape_slots) {
+            if let GuardKind::ShapeRelations(sg) = &g.kind {
+                let mut vals: smallvec::SmallVec<[i64; 8]> = smallvec::SmallVec::new();
+                for ((&step, (_, dim)), &used) in shape_slots.iter().zip(&sg.sources).zip(&sg.used) {
+                    if !used {
+                        vals.push(0);
+                        continue;
+                    }
+                    let size = match dim {
+                        Some(d) => values[step].as_ref().and_then(|t| t.call_method1(self.hot.size.bind(py), (*d,)).ok()).and_then(|s| s.extract::<i64>().ok()),
+                        // A symbolic int input: its TYPE_MATCH ran before (guards keep their order).
+                        None => values[step].as_ref().and_then(|v| v.extract::<i64>().ok()),
+                    };
+                    match size {
+                        Some(n) => vals.push(n),
+                        None => return Err(explain.then(|| GuardFailure { guard: g.to_string(), reason: format!("cannot read the size {}", sg.sources[vals.len()].0) })),
+                    }
+                }
+                if let Err(reason) = sg.check(&vals, explain) {
+                    return Err(explain.then(|| GuardFailure { guard: g.to_string(), reason: reason.unwrap_or_default() }));
+                }
+                continue;
+            }
             let value = if slot == usize::MAX { None } else { values[slot].as_ref() };
             if other != usize::MAX {
                 let same = match (value, values[other].as_ref(), &g.kind) {
@@ -440,6 +496,8 @@ impl GuardManager {
                     return fail(&|| "default dtype changed".to_string());
                 }
             }
+            // Checked by `check` itself (it needs several sources).
+            GuardKind::ShapeRelations(_) => {}
         }
         Ok(())
     }
@@ -462,10 +520,25 @@ impl GuardManager {
             return Err(explain.then(|| format!("tensor {} requires_grad mismatch. expected {}, actual {}", name(), spec.requires_grad, rg)));
         }
         let sizes = v.call_method0(self.hot.size.bind(py)).map_err(|_| None)?;
+        let strides = v.call_method0(self.hot.stride.bind(py)).map_err(|_| None)?;
+        if !spec.dynamic_dims.is_empty() {
+            let actual: Vec<i64> = sizes.extract().map_err(|_| None)?;
+            if actual.len() != spec.sizes.len() {
+                return Err(explain.then(|| format!("tensor {} size mismatch rank {} != expected {}", name(), actual.len(), spec.sizes.len())));
+            }
+            for (d, (a, e)) in actual.iter().zip(&spec.sizes).enumerate() {
+                if a != e && !spec.dynamic_dims.contains(&d) {
+                    return Err(explain.then(|| format!("tensor {} size mismatch at index {d}. expected {e}, actual {a}", name())));
+                }
+            }
+            if let Some(msg) = compare_ints(&strides, &contiguous_strides(&actual)) {
+                return Err(explain.then(|| format!("tensor {} is not contiguous: stride mismatch {msg}", name())));
+            }
+            return Ok(());
+        }
         if let Some(msg) = compare_ints(&sizes, &spec.sizes) {
             return Err(explain.then(|| format!("tensor {} size mismatch {msg}", name())));
         }
-        let strides = v.call_method0(self.hot.stride.bind(py)).map_err(|_| None)?;
         if let Some(msg) = compare_ints(&strides, &spec.strides) {
             return Err(explain.then(|| format!("tensor {} stride mismatch {msg}", name())));
         }

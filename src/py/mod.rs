@@ -238,10 +238,22 @@ pub fn suppress_errors(value: Option<bool>) -> bool {
     crate::config::suppress_errors()
 }
 
+/// Reads or sets the dynamic-shapes mode: 0 static, 1 automatic (default), 2 all dimensions
+/// dynamic (`dynamo.config.automatic_dynamic_shapes`, `assume_static_by_default`).
+#[pyfunction]
+#[pyo3(signature = (value=None))]
+pub fn dynamic_shapes(value: Option<u8>) -> u8 {
+    if let Some(v) = value {
+        crate::config::DYNAMIC_SHAPES.store(v.min(2), Ordering::Relaxed);
+    }
+    crate::config::dynamic_shapes()
+}
+
 /// Registers the functions above on the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Unsupported", m.py().get_type::<hook::Unsupported>())?;
     m.add_function(wrap_pyfunction!(set_eval_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(dynamic_shapes, m)?)?;
     m.add_function(wrap_pyfunction!(set_skip_prefixes, m)?)?;
     m.add_function(wrap_pyfunction!(skip_code, m)?)?;
     m.add_function(wrap_pyfunction!(force_compile, m)?)?;

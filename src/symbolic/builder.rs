@@ -125,6 +125,11 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
     if og.is_tensor(py, value) {
         return Ok(VT::Tensor(og.add_input(py, value, source)?));
     }
+    if value.get_type().is(py.get_type::<pyo3::types::PyInt>()) || value.get_type().is(py.get_type::<pyo3::types::PyFloat>()) {
+        if let Some(v) = og.add_number_input(py, value, &source)? {
+            return Ok(v);
+        }
+    }
     if is_literal(py, value) {
         let kind = if value.is_none() || value.is_instance_of::<PyBool>() {
             GuardKind::IdMatch(value.clone().unbind())

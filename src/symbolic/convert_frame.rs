@@ -26,6 +26,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 /// The pieces of a frame at entry that conversion reads.
+#[derive(Clone)]
 pub struct FrameInput<'py> {
     pub code: Bound<'py, PyAny>,
     pub globals: Bound<'py, PyDict>,
@@ -36,7 +37,13 @@ pub struct FrameInput<'py> {
     pub args: Vec<Bound<'py, PyAny>>,
     /// `torch.is_grad_enabled()` when the frame started.
     pub grad_enabled: bool,
+    /// Which input dimensions to make symbolic (Note [symbolic sizes]).
+    pub dynamic: crate::symbolic::output_graph::DynamicPolicy,
 }
+
+/// The reason prefix of `OutputGraph::shape_guard`'s refusal (the conversion is then retried
+/// with static shapes).
+pub const SHAPE_GUARD_UNSUPPORTED: &str = "symbolic shape guard not modelled";
 
 /// Why a frame was not converted.
 #[derive(Debug)]
@@ -66,6 +73,8 @@ pub struct Converted {
     pub graph_module: Option<Py<PyAny>>,
     /// When the frame breaks: why.
     pub graph_break: Option<String>,
+    /// The sizes this conversion saw per tensor input (automatic dynamic's memory).
+    pub dim_state: crate::symbolic::output_graph::DimState,
 }
 
 /// The grad mode at frame entry (recorded on the frame input by `convert`).
@@ -77,6 +86,7 @@ fn frame_grad_mode(_py: Python<'_>, frame: &FrameInput<'_>) -> Result<bool, Conv
 /// earlier attempt: stop there for a graph break.
 fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: Option<(usize, usize)>) -> Result<(OutputGraph, Outcome, Vec<Option<VT>>), ConvertError> {
     let mut og = OutputGraph::new(py).map_err(ConvertError::Internal)?;
+    og.dynamic = frame.dynamic.clone();
     let torch = py.import("torch").map_err(ConvertError::Internal)?;
     let grad: bool = frame_grad_mode(py, frame)?;
     torch.getattr("_C").and_then(|c| c.call_method1("_set_grad_enabled", (grad,))).map_err(ConvertError::Internal)?;
@@ -131,7 +141,18 @@ pub fn convert(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyAny
     let torch_c = py.import("torch").and_then(|t| t.getattr("_C")).ok();
     let grad_before = py.import("torch").and_then(|t| t.call_method0("is_grad_enabled")).ok();
     let grad_at_entry = grad_before.as_ref().and_then(|g| g.extract::<bool>().ok()).unwrap_or(true);
-    let result = convert_inner(py, frame, backend, grad_at_entry);
+    let mut result = convert_inner(py, frame, backend, grad_at_entry);
+    if let Err(ConvertError::Unsupported(u)) = &result {
+        if u.reason.starts_with(SHAPE_GUARD_UNSUPPORTED) && frame.dynamic.mode != Some(false) {
+            // The ShapeEnv learned a fact our guards cannot express: compile with static shapes.
+            tracing::info!(target: "dynamo::recompiles", "{}; compiling with static shapes", u.reason);
+            let static_frame = FrameInput { dynamic: crate::symbolic::output_graph::DynamicPolicy { mode: Some(false), previous: None }, ..frame.clone() };
+            if let Some(c) = &torch_c {
+                let _ = c.call_method1("_set_grad_enabled", (grad_at_entry,));
+            }
+            result = convert_inner(py, &static_frame, backend, grad_at_entry);
+        }
+    }
     if let (Some(c), Some(g)) = (&torch_c, &grad_before) {
         let _ = c.call_method1("_set_grad_enabled", (g,));
     }
@@ -191,8 +212,11 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
     let rerun = (!og.graph.mutates_inputs()).then_some(grad_at_entry);
     let code = compiled_frame_code(py, &ci, compiled, &inputs, &cell_stores, &result, &effects, rerun).map_err(ConvertError::Internal)?;
     og.add_alias_guards();
+    if let Some(g) = og.shape_guard(py)? {
+        og.guards.push(g);
+    }
     let guards = GuardManager::new(py, std::mem::take(&mut og.guards)).map_err(ConvertError::Internal)?;
-    Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: None })
+    Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: None, dim_state: std::mem::take(&mut og.dim_state) })
 }
 
 /// Whether a graph break may stop at instruction `ip` of `ci`: a known stack layout and no cell
@@ -226,7 +250,14 @@ struct Outputs {
 #[allow(clippy::type_complexity)]
 fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend: &Bound<'_, PyAny>) -> Result<(Option<Py<PyAny>>, Option<Py<PyAny>>, String, usize), ConvertError> {
     og.graph.outputs = outputs.args;
+    let only_sym = og.graph.nodes.iter().all(|n| matches!(n.op, crate::graph::Op::Placeholder { .. }) || og.sym_nodes.contains(&n.id));
+    og.remove_unused_sym_nodes();
     let n_ops = og.graph.n_ops();
+    if og.shape_env.is_some() && n_ops > 0 && only_sym {
+        // Only arithmetic on symbolic numbers: a graph for that would cost more than the
+        // recompiles it saves. Trace again with static values.
+        return Err(ConvertError::Unsupported(Unsupported::new(format!("{SHAPE_GUARD_UNSUPPORTED}: the graph holds symbolic number arithmetic only"))));
+    }
     let graph_text = og.graph.to_string();
     if n_ops == 0 {
         return Ok((None, None, graph_text, 0));
@@ -352,8 +383,11 @@ fn convert_break(
     };
     let code = break_code(py, ci, plan).map_err(ConvertError::Internal)?;
     og.add_alias_guards();
+    if let Some(g) = og.shape_guard(py)? {
+        og.guards.push(g);
+    }
     let guards = GuardManager::new(py, std::mem::take(&mut og.guards)).map_err(ConvertError::Internal)?;
-    Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: Some(reason) })
+    Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: Some(reason), dim_state: std::mem::take(&mut og.dim_state) })
 }
 
 /// The side effects recorded while tracing, as replay steps whose values are rebuilt from the
@@ -753,12 +787,26 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
                 }
             }
         }
+        // A symbolic number input is read back from where it came from.
+        VT::SymNum(s) if s.source.is_some() => Rebuild::Source(s.source.clone().unwrap()),
+        // A symbolic size is computed by the graph, like a tensor.
+        VT::SymNum(s) => {
+            let k = match outputs.index.get(&s.node) {
+                Some(k) => *k,
+                None => {
+                    outputs.args.push(Arg::Node(s.node));
+                    outputs.index.insert(s.node, outputs.args.len() - 1);
+                    outputs.args.len() - 1
+                }
+            };
+            Rebuild::GraphOutput(k)
+        }
         VT::Constant(c) => Rebuild::Const(c.clone_ref(py)),
         VT::Tuple(items) => Rebuild::Tuple(items.iter().map(&mut rec).collect::<VResult<_>>()?),
         VT::NamedTuple { cls, items } => {
             let items = Rebuild::Tuple(items.iter().map(&mut rec).collect::<VResult<_>>()?);
             let cls = cls.bind(py);
-            if cls.hasattr("n_sequence_fields")? {
+            if cls.hasattr("n_sequence_fields")? || cls.is(og.handles.size_type.bind(py)) {
                 // A structseq (torch.return_types.*) is made from a sequence.
                 Rebuild::Call { func: cls.clone().unbind(), args: vec![items] }
             } else {

@@ -3,6 +3,19 @@
 //! Shapes come from PyTorch itself: every recorded call is first run on the fake example values of
 //! its arguments inside one `FakeTensorMode` (torch's own shape functions), so capture works for
 //! any op. `to_fx` exports the graph as a `torch.fx.GraphModule` for the backend.
+//!
+//! Note [symbolic sizes]: an input dimension is *dynamic* when the frame's earlier compiles saw
+//! it with another size (automatic dynamic, as torch's `automatic_dynamic_shapes`), when the
+//! user marked it (`dynamo.mark_dynamic`, torch's `_dynamo_dynamic_indices`), or when the
+//! frame was optimized with `dynamic=True`. The fake mode then gets a `ShapeEnv` and such an
+//! input's fake has `torch.SymInt` sizes (`python/dynamo/_shapes.py`); torch's meta functions
+//! propagate them, and every decision taken on them is a guard in the `ShapeEnv`. Sizes the
+//! trace reads (`x.size(0)`, `x.shape`) are graph nodes (`SymNum` trackers); arithmetic on them
+//! records `operator.*` nodes; a Python-level use of their value (a branch, `range`, a list
+//! index) specializes them, which the `ShapeEnv` records as a guard. At the end the
+//! `ShapeEnv`'s facts become one `SHAPE_RELATIONS` guard checked in Rust (`shape_guard`).
+//! Only contiguous inputs get dynamic dimensions (their strides are then products of sizes,
+//! checked as "contiguous" by `TENSOR_MATCH`); 0 and 1 stay static, as in torch.
 
 use crate::graph::{Arg, Graph, NodeId, Op, PyRef, TensorMeta};
 use crate::guards::{Guard, GuardKind};
@@ -91,6 +104,36 @@ pub struct OutputGraph {
     /// Fake example value of every tensor node (becomes fx `meta["example_value"]`).
     pub fakes: HashMap<NodeId, Py<PyAny>>,
     name_counts: HashMap<String, usize>,
+    /// Dynamic-shape policy of this conversion (Note [symbolic sizes]).
+    pub dynamic: DynamicPolicy,
+    /// The fake mode's `ShapeEnv`, once an input has a dynamic dimension.
+    pub shape_env: Option<Py<PyAny>>,
+    /// Sources of the inputs with dynamic dimensions, in the order their fakes were made (the
+    /// `ShapeEnv` names the k-th one `__dynamo_dyn{k}`).
+    pub dynamic_inputs: Vec<Arc<Source>>,
+    /// Nodes that compute symbolic numbers (sizes, arithmetic on them): pure, dropped from the
+    /// graph when nothing uses them (a size read only to be specialized).
+    pub sym_nodes: std::collections::HashSet<NodeId>,
+    /// Python ints and floats that are symbolic graph inputs, by `"int <source>"` /
+    /// `"float <source>"`.
+    int_inputs: HashMap<String, Rc<crate::symbolic::variables::SymNodeVariable>>,
+    /// Sizes each tensor input had, by source text, with `None` for a dynamic dimension: what
+    /// the next compile of this frame compares against (automatic dynamic).
+    pub dim_state: DimState,
+}
+
+/// Per code object: the sizes its compiles saw for each tensor input, by source text (`None`:
+/// the dimension is already dynamic). Kept in the code's `ExtraState` between compiles.
+pub type DimState = HashMap<String, Vec<Option<i64>>>;
+
+/// How a conversion decides which input dimensions are dynamic (Note [symbolic sizes]).
+#[derive(Clone, Debug, Default)]
+pub struct DynamicPolicy {
+    /// `optimize(dynamic=...)`: `Some(false)` never, `Some(true)` every dimension of every
+    /// tensor input, `None` automatic (a dimension that changed since an earlier compile).
+    pub mode: Option<bool>,
+    /// What earlier compiles of this frame saw, if any.
+    pub previous: Option<DimState>,
 }
 
 impl OutputGraph {
@@ -119,7 +162,144 @@ impl OutputGraph {
             cells_by_ptr: HashMap::new(),
             class_sources: HashMap::new(),
             name_counts: HashMap::new(),
+            dynamic: DynamicPolicy::default(),
+            shape_env: None,
+            dynamic_inputs: Vec::new(),
+            dim_state: HashMap::new(),
+            sym_nodes: Default::default(),
+            int_inputs: HashMap::new(),
         })
+    }
+
+    /// The dimensions of input `value` (at `source`, of `sizes`) to make symbolic: marked by
+    /// `dynamo.mark_dynamic`, all with `dynamic=True`, or (automatic) those whose size differs
+    /// from an earlier compile's or was dynamic there. Empty for `dynamic=False`.
+    fn dynamic_dims(&self, value: &Bound<'_, PyAny>, source: &Source, sizes: &[i64]) -> PyResult<Vec<usize>> {
+        if self.dynamic.mode == Some(false) {
+            return Ok(vec![]);
+        }
+        let mut dims: Vec<usize> = Vec::new();
+        if self.dynamic.mode == Some(true) {
+            dims.extend(0..sizes.len());
+        }
+        if let Ok(marked) = value.getattr("_dynamo_dynamic_indices") {
+            for d in marked.try_iter()? {
+                let d: usize = d?.extract()?;
+                if d < sizes.len() && !dims.contains(&d) {
+                    dims.push(d);
+                }
+            }
+        }
+        if let Some(prev) = self.dynamic.previous.as_ref().and_then(|p| p.get(&source.to_string())) {
+            if prev.len() == sizes.len() {
+                for (d, (p, s)) in prev.iter().zip(sizes).enumerate() {
+                    if p.map_or(true, |p| p != *s) && !dims.contains(&d) {
+                        dims.push(d);
+                    }
+                }
+            }
+        }
+        if let Ok(fixed) = value.getattr("_dynamo_static_indices") {
+            for d in fixed.try_iter()? {
+                let d: usize = d?.extract()?;
+                dims.retain(|&x| x != d);
+            }
+        }
+        dims.sort_unstable();
+        Ok(dims)
+    }
+
+    /// The fake of input `value` with symbolic sizes at `dims` (attaching a `ShapeEnv` to the
+    /// fake mode on first use), and the dimensions that really are symbolic (0/1 stay static).
+    fn symbolic_fake<'py>(&mut self, py: Python<'py>, value: &Bound<'py, PyAny>, dims: &[usize], source: &Arc<Source>) -> PyResult<(Bound<'py, PyAny>, Vec<usize>)> {
+        let shapes = py.import("dynamo._shapes")?;
+        if self.shape_env.is_none() {
+            self.shape_env = Some(shapes.call_method1("attach_shape_env", (self.fake_mode.bind(py),))?.unbind());
+        }
+        let k = self.dynamic_inputs.len();
+        let fake = shapes.call_method1("symbolic_fake", (self.fake_mode.bind(py), value, dims.to_vec(), k))?;
+        self.dynamic_inputs.push(source.clone());
+        let sizes = fake.call_method0("size")?;
+        let mut symbolic = Vec::new();
+        for (d, s) in sizes.try_iter()?.enumerate() {
+            if crate::symbolic::variables::is_sym(&s?) {
+                symbolic.push(d);
+            }
+        }
+        Ok((fake, symbolic))
+    }
+
+    /// A Python int or float at `source` as a symbolic graph input (automatic dynamic numbers,
+    /// Note [symbolic sizes]) when it changed since an earlier compile of the frame (or with
+    /// `dynamic=True`); `None` when it stays a constant (the caller guards it CONSTANT_MATCH).
+    /// Int 0 and 1 stay constants, as torch specializes them. The input is guarded by type; an
+    /// int's value is a symbol of the `SHAPE_RELATIONS` guard (a float may not be used by any
+    /// relation: a branch on it makes the conversion fall back to static values).
+    pub fn add_number_input(&mut self, py: Python<'_>, value: &Bound<'_, PyAny>, source: &Arc<Source>) -> VResult<Option<VT>> {
+        let is_float = value.is_instance_of::<pyo3::types::PyFloat>();
+        // Floats are remembered by their bits (a NaN equals itself, -0.0 differs from 0.0).
+        let v: i64 = if is_float { value.extract::<f64>()?.to_bits() as i64 } else {
+            match value.extract::<i64>() {
+                Ok(v) => v,
+                Err(_) => return Ok(None),
+            }
+        };
+        let key = format!("{} {source}", if is_float { "float" } else { "int" });
+        if let Some(t) = self.int_inputs.get(&key) {
+            return Ok(Some(VT::SymNum(t.clone())));
+        }
+        let changed = self.dynamic.previous.as_ref().and_then(|p| p.get(&key)).map(|p| p.first() != Some(&Some(v)));
+        // A float argument of the frame is an input from the first compile, as torch's
+        // `specialize_float = False`; floats read from objects (`self.eps`) and ints are
+        // symbolic once they changed (torch's unspecialized ints: 0 and 1 not special).
+        let frame_argument = matches!(source.as_ref(), Source::Local { .. });
+        let dynamic = match self.dynamic.mode {
+            Some(false) => false,
+            Some(true) => true,
+            None => changed.unwrap_or(is_float && frame_argument),
+        };
+        if !dynamic {
+            self.dim_state.insert(key, vec![Some(v)]);
+            return Ok(None);
+        }
+        let shapes = py.import("dynamo._shapes")?;
+        if self.shape_env.is_none() {
+            self.shape_env = Some(shapes.call_method1("attach_shape_env", (self.fake_mode.bind(py),))?.unbind());
+        }
+        let k = self.dynamic_inputs.len();
+        let make = if is_float { "symbolic_float" } else { "symbolic_int" };
+        let sym = shapes.call_method1(make, (self.shape_env.as_ref().unwrap().bind(py), value, k))?;
+        self.dynamic_inputs.push(source.clone());
+        self.dim_state.insert(key.clone(), vec![None]);
+        self.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
+        let name = self.fresh_name(&placeholder_name(source));
+        let node = self.graph.add(name, Op::Placeholder { source: source.to_string() }, vec![], vec![], None);
+        self.fakes.insert(node, sym.clone().unbind());
+        self.inputs.push((source.clone(), value.clone().unbind()));
+        let t = Rc::new(crate::symbolic::variables::SymNodeVariable { node, fake: sym.unbind(), source: Some(source.clone()) });
+        self.int_inputs.insert(key, t.clone());
+        Ok(Some(VT::SymNum(t)))
+    }
+
+    /// The `SHAPE_RELATIONS` guard over the dynamic inputs' sizes (Note [symbolic sizes]), or
+    /// `None` when no input is dynamic. An expression outside the evaluator's language is an
+    /// `Unsupported` (the frame is then converted again with static shapes).
+    pub fn shape_guard(&self, py: Python<'_>) -> VResult<Option<Guard>> {
+        let Some(env) = &self.shape_env else { return Ok(None) };
+        let shapes = py.import("dynamo._shapes")?;
+        let exported = match shapes.call_method1("export_guards", (env.bind(py),)) {
+            Ok(e) => e,
+            Err(e) => {
+                return Err(Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::Other, format!(
+                    "symbolic shape guard not modelled: {}",
+                    e.value(py).str().map(|r| r.to_string()).unwrap_or_default()
+                )))
+            }
+        };
+        let (bindings, relations): (Vec<(usize, i64)>, Vec<Bound<'_, PyAny>>) = exported.extract()?;
+        let sources = bindings.iter().map(|&(k, d)| (self.dynamic_inputs[k].clone(), usize::try_from(d).ok())).collect();
+        let rels = relations.iter().map(crate::guards::shapes::SymExpr::from_py).collect::<PyResult<Vec<_>>>()?;
+        Ok(Some(Guard { source: None, kind: GuardKind::ShapeRelations(crate::guards::shapes::ShapeGuard::new(sources, rels)) }))
     }
 
     /// Guards that every object this trace mutates (a list, a dict, an object or class with
@@ -208,16 +388,31 @@ impl OutputGraph {
         if value.getattr("layout")?.to_string() != "torch.strided" {
             unsupported!("non-strided tensor input {source}");
         }
+        let sizes: Vec<i64> = value.call_method0("size")?.extract()?;
+        let strides: Vec<i64> = value.call_method0("stride")?.extract()?;
+        let mut dims = self.dynamic_dims(value, &source, &sizes)?;
+        if !dims.is_empty() && (strides != crate::guards::contiguous_strides(&sizes) || !value.getattr("_base")?.is_none()) {
+            // Only contiguous inputs that are not views get symbolic sizes (their strides
+            // follow from the sizes, and no base tensor brings symbols of its own).
+            dims.clear();
+        }
+        let (fake, dynamic_dims) = if dims.is_empty() {
+            (self.fake_mode.bind(py).call_method1("from_tensor", (value,))?, vec![])
+        } else {
+            self.symbolic_fake(py, value, &dims, &source)?
+        };
+        let state = sizes.iter().enumerate().map(|(d, &s)| (!dynamic_dims.contains(&d)).then_some(s)).collect();
+        self.dim_state.insert(source.to_string(), state);
         let spec = crate::guards::TensorSpec {
             ty: ty.clone().into_any().unbind(),
             dtype: value.getattr("dtype")?.unbind(),
             device: value.call_method0("get_device")?.extract()?,
             requires_grad: value.getattr("requires_grad")?.extract()?,
-            sizes: value.call_method0("size")?.extract()?,
-            strides: value.call_method0("stride")?.extract()?,
+            sizes,
+            strides,
+            dynamic_dims,
         };
         self.add_guard(Some(source.clone()), GuardKind::TensorMatch(spec));
-        let fake = self.fake_mode.bind(py).call_method1("from_tensor", (value,))?;
         let meta = tensor_meta(&fake)?;
         let name = self.fresh_name(&placeholder_name(&source));
         let node = self.graph.add(name, Op::Placeholder { source: source.to_string() }, vec![], vec![], Some(meta));
@@ -232,6 +427,7 @@ impl OutputGraph {
     pub fn to_arg<'py>(&mut self, py: Python<'py>, vt: &VT) -> VResult<(Arg, Bound<'py, PyAny>)> {
         Ok(match vt {
             VT::Tensor(t) => (Arg::Node(t.node), t.fake.bind(py).clone()),
+            VT::SymNum(s) => (Arg::Node(s.node), s.fake.bind(py).clone()),
             VT::Constant(c) => {
                 let b = c.bind(py).clone();
                 let repr = b.repr().map(|r| r.to_string()).unwrap_or_default();
@@ -337,7 +533,8 @@ impl OutputGraph {
                 )));
             }
         };
-        if !self.contains_tensor(py, &result) && !mutates {
+        let symbolic = self.shape_env.is_some() && contains_sym(&result);
+        if !self.contains_tensor(py, &result) && !mutates && !symbolic {
             // Static metadata (x.dim(), x.size(), x.is_contiguous()) or a pure function of constants.
             return Ok(VT::constant(result.unbind()));
         }
@@ -350,6 +547,9 @@ impl OutputGraph {
             (None, Some(m)) => (Op::CallMethod { method: m.to_string() }, m.to_string()),
             _ => unreachable!(),
         };
+        if symbolic && !self.contains_tensor(py, &result) && !mutates {
+            return self.sym_result(py, op, &base, arg_list, kw_args, &result);
+        }
         let name = self.fresh_name(&base);
         if !self.contains_tensor(py, &result) {
             // A mutation whose result is not a tensor (`x[i] = v`): keep the node for its effect.
@@ -408,6 +608,76 @@ impl OutputGraph {
             return Ok(VT::Tuple(Rc::new(items)));
         }
         unsupported!("op result of type {} holds tensors", crate::symbolic::variables::type_name(&result))
+    }
+
+    /// The tracker of a non-tensor result holding symbolic numbers (`x.size()`, `x.size(0)`,
+    /// `s * 2`, `x.numel()`): a node for the call, `getitem` nodes for the symbolic items of a
+    /// tuple or `torch.Size`; numbers known to be constant stay constants.
+    fn sym_result(&mut self, py: Python<'_>, op: Op, base: &str, args: Vec<Arg>, kwargs: Vec<(String, Arg)>, result: &Bound<'_, PyAny>) -> VResult<VT> {
+        let shapes = py.import("dynamo._shapes")?;
+        let constant = |v: &Bound<'_, PyAny>| -> PyResult<Option<Py<PyAny>>> {
+            if !crate::symbolic::variables::is_sym(v) {
+                return Ok(Some(v.clone().unbind()));
+            }
+            let c = shapes.call_method1("sym_constant", (v,))?;
+            Ok((!c.is_none()).then(|| c.unbind()))
+        };
+        // A slice with symbolic bounds (`x[:n]`): a graph value, indexing tensors only.
+        let is_slice = result.is_instance_of::<pyo3::types::PySlice>();
+        if crate::symbolic::variables::is_sym(result) || is_slice {
+            if let Some(c) = if is_slice { None } else { constant(result)? } {
+                return Ok(VT::constant(c));
+            }
+            let name = self.fresh_name(base);
+            let node = self.graph.add(name, op, args, kwargs, None);
+            self.sym_nodes.insert(node);
+            self.fakes.insert(node, result.clone().unbind());
+            return Ok(VT::SymNum(Rc::new(crate::symbolic::variables::SymNodeVariable { node, fake: result.clone().unbind(), source: None })));
+        }
+        let Ok(t) = result.cast::<PyTuple>() else {
+            unsupported!("symbolic result of type {}", type_name(result));
+        };
+        let name = self.fresh_name(base);
+        let node = self.graph.add(name, op, args, kwargs, None);
+        self.sym_nodes.insert(node);
+        let mut items = Vec::with_capacity(t.len());
+        for (i, item) in t.iter().enumerate() {
+            if let Some(c) = constant(&item)? {
+                items.push(VT::constant(c));
+                continue;
+            }
+            if !crate::symbolic::variables::is_sym(&item) {
+                unsupported!("symbolic result holding {}", type_name(&item));
+            }
+            let getitem = self.handles.getitem.clone_ref(py);
+            let target = self.intern(getitem);
+            let idx_ref = self.intern((i as i64).into_pyobject(py)?.into_any().unbind());
+            let nm = self.fresh_name("getitem");
+            let n = self.graph.add(nm, Op::CallFunction { target, name: "operator.getitem".into() }, vec![Arg::Node(node), Arg::Const(idx_ref, i.to_string())], vec![], None);
+            self.sym_nodes.insert(n);
+            self.fakes.insert(n, item.clone().unbind());
+            items.push(VT::SymNum(Rc::new(crate::symbolic::variables::SymNodeVariable { node: n, fake: item.unbind(), source: None })));
+        }
+        let ty = result.get_type();
+        if ty.is(py.get_type::<PyTuple>()) {
+            return Ok(VT::Tuple(Rc::new(items)));
+        }
+        if ty.is(self.handles.size_type.bind(py)) {
+            return Ok(VT::NamedTuple { cls: Rc::new(ty.into_any().unbind()), items: Rc::new(items) });
+        }
+        unsupported!("symbolic result of type {}", qualname(ty.as_any()))
+    }
+
+    /// Drops the symbolic-number nodes nothing uses (Note [symbolic sizes]); call once the
+    /// graph's outputs are set, before export.
+    pub fn remove_unused_sym_nodes(&mut self) {
+        if self.sym_nodes.is_empty() {
+            return;
+        }
+        let sym_nodes = std::mem::take(&mut self.sym_nodes);
+        let map = self.graph.remove_unused(|n| sym_nodes.contains(&n.id));
+        let fakes = std::mem::take(&mut self.fakes);
+        self.fakes = fakes.into_iter().filter_map(|(k, v)| map[k.0 as usize].map(|n| (n, v))).collect();
     }
 
     /// Records `target(*args)` for its effect on global state (its result is not a tensor),
@@ -528,11 +798,39 @@ fn placeholder_name(source: &Source) -> String {
     out.trim_end_matches('_').to_string()
 }
 
-/// Static metadata of a (fake) tensor.
+/// Whether `v` is, or is a tuple/list holding, a `torch.SymInt`/`SymFloat`/`SymBool`.
+fn contains_sym(v: &Bound<'_, PyAny>) -> bool {
+    if crate::symbolic::variables::is_sym(v) {
+        return true;
+    }
+    if let Ok(t) = v.cast::<PyTuple>() {
+        return t.iter().any(|i| contains_sym(&i));
+    }
+    if let Ok(l) = v.cast::<PyList>() {
+        return l.iter().any(|i| contains_sym(&i));
+    }
+    if let Ok(s) = v.cast::<pyo3::types::PySlice>() {
+        return ["start", "stop", "step"].iter().any(|a| s.getattr(*a).map(|b| contains_sym(&b)).unwrap_or(false));
+    }
+    false
+}
+
+/// The example values of a (fake) tensor's sizes and strides, without guarding on symbolic
+/// ones (a `SymInt`'s hint; `int()` on it would specialize it).
+fn size_hints(t: &Bound<'_, PyAny>) -> PyResult<(Vec<i64>, Vec<i64>)> {
+    let sizes = t.call_method0("size")?;
+    if !contains_sym(&sizes) && !contains_sym(&t.call_method0("stride")?) {
+        return Ok((sizes.extract()?, t.call_method0("stride")?.extract()?));
+    }
+    t.py().import("dynamo._shapes")?.call_method1("size_hints", (t,))?.extract()
+}
+
+/// Static metadata of a (fake) tensor (example values for symbolic sizes).
 pub fn tensor_meta(t: &Bound<'_, PyAny>) -> PyResult<TensorMeta> {
+    let (sizes, strides) = size_hints(t)?;
     Ok(TensorMeta {
-        sizes: t.call_method0("size")?.extract()?,
-        strides: t.call_method0("stride")?.extract()?,
+        sizes,
+        strides,
         dtype: t.getattr("dtype")?.to_string(),
         device: t.getattr("device")?.to_string(),
         requires_grad: t.getattr("requires_grad")?.extract()?,
@@ -547,7 +845,10 @@ fn partly_overlaps(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<bool>
         return Ok(false);
     }
     let layout = |t: &Bound<'_, PyAny>| -> PyResult<(i64, Vec<i64>, Vec<i64>)> {
-        Ok((t.call_method0("storage_offset")?.extract()?, t.getattr("shape")?.extract()?, t.call_method0("stride")?.extract()?))
+        let off = t.call_method0("storage_offset")?;
+        let off = if crate::symbolic::variables::is_sym(&off) { t.py().import("dynamo._shapes")?.call_method1("sym_hint", (off,))?.extract()? } else { off.extract()? };
+        let (sizes, strides) = size_hints(t)?;
+        Ok((off, sizes, strides))
     };
     let (la, lb) = (layout(a)?, layout(b)?);
     if la == lb {

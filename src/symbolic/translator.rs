@@ -273,6 +273,12 @@ impl<'a> InstructionTranslator<'a> {
 
     /// `slice(*items)` for constant bounds (BUILD_SLICE, and 3.12's BINARY_SLICE/STORE_SLICE).
     fn make_slice(&mut self, py: Python<'_>, items: Vec<VT>) -> VResult<VT> {
+        if items.iter().any(|i| matches!(i, VT::SymNum(_))) && items.iter().all(|i| matches!(i, VT::SymNum(_) | VT::Constant(_))) {
+            // Symbolic bounds stay symbolic: `slice(None, n)` is a graph value (Note [symbolic
+            // sizes]); where a slice's value is needed it specializes like a number.
+            let slice = py.import("builtins")?.getattr("slice")?;
+            return self.og.call(py, Some(&slice), None, &items, &[]);
+        }
         let consts: Option<Vec<_>> = items.iter().map(|i| i.as_constant(py)).collect();
         match consts {
             Some(c) => {
@@ -970,6 +976,14 @@ impl<'a> InstructionTranslator<'a> {
                 if v.is_callable() && !is_literal(py, &v) {
                     return Ok(VT::TensorMethod { tensor: t.clone(), name: name.to_string() });
                 }
+                if self.og.shape_env.is_some() && name == "shape" {
+                    // Symbolic sizes are graph values (Note [symbolic sizes]): `x.size()`.
+                    return self.og.call(py, None, Some("size"), &[obj.clone()], &[]);
+                }
+                if self.og.shape_env.is_some() && crate::symbolic::variables::is_sym(&v) {
+                    let getattr = self.og.handles.getattr.clone_ref(py);
+                    return self.og.call(py, Some(getattr.bind(py)), None, &[obj.clone(), VT::constant(PyString::new(py, name).into_any().unbind())], &[]);
+                }
                 Ok(VT::constant(v.unbind()))
             }
             VT::Constant(c) => {
@@ -1000,6 +1014,12 @@ impl<'a> InstructionTranslator<'a> {
                 }
             }
             VT::List(_) | VT::Dict(_) | VT::Set(_) => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
+            // Methods of a symbolic `torch.Size` (`numel`, `count`, `index`) see its values.
+            VT::NamedTuple { items, .. } if is_symbolic_size(py, self.og, obj) => {
+                let vals = items.iter().map(|i| i.as_constant(py).ok_or_else(|| Unsupported::new("torch.Size item without a value"))).collect::<VResult<Vec<_>>>()?;
+                let size = self.og.handles.size_type.bind(py).call1((PyTuple::new(py, vals)?,))?;
+                Ok(VT::constant(size.getattr(name)?.unbind()))
+            }
             VT::NamedTuple { cls, items } => match crate::symbolic::variables::named_tuple_field(cls.bind(py), name)? {
                 Some(i) if i < items.len() => Ok(items[i].clone()),
                 _ => unsupported!("attribute '{name}' of {}", obj.describe(py)),
@@ -1598,6 +1618,8 @@ impl<'a> InstructionTranslator<'a> {
     fn truth(&mut self, py: Python<'_>, v: &VT) -> VResult<bool> {
         Ok(match v {
             VT::Constant(c) => c.bind(py).is_truthy()?,
+            // `bool(sym)`: decided on the example value, guarded in the ShapeEnv.
+            VT::SymNum(s) => s.fake.bind(py).is_truthy()?,
             VT::Tensor(_) => graph_break!(DataDependentBranch, "branch on the value of a tensor"),
             VT::Tuple(items) | VT::NamedTuple { items, .. } => !items.is_empty(),
             VT::List(l) => !l.borrow().items.is_empty(),
@@ -1712,6 +1734,9 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     fn operator(&mut self, py: Python<'_>, name: &str, args: Vec<VT>) -> VResult<VT> {
+        if args.iter().any(|a| matches!(a, VT::SymNum(_))) && !args.iter().any(|a| matches!(a, VT::Tensor(_))) {
+            return self.sym_operator(py, name, args);
+        }
         let f = self.og.handles.operator.bind(py).getattr(name)?;
         if args.iter().all(|a| matches!(a, VT::Constant(_))) {
             let vals: Vec<_> = args.iter().map(|a| a.as_constant(py).unwrap()).collect();
@@ -1721,6 +1746,46 @@ impl<'a> InstructionTranslator<'a> {
             return self.og.call(py, Some(&f), None, &args, &[]);
         }
         unsupported!("operator.{name} on {}", args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
+    }
+
+    /// `operator.<name>` over symbolic numbers and Python numbers (Note [symbolic sizes]):
+    /// arithmetic becomes a graph node over `SymInt`s; a comparison is decided at once on the
+    /// example values (`bool(sym)`, a guard in the `ShapeEnv`), so no `SymBool` reaches the
+    /// graph; anything else specializes the symbolic operands to their values.
+    fn sym_operator(&mut self, py: Python<'_>, name: &str, args: Vec<VT>) -> VResult<VT> {
+        let numeric = args.iter().all(|a| match a {
+            VT::SymNum(_) => true,
+            VT::Constant(c) => {
+                let c = c.bind(py);
+                c.is_instance_of::<pyo3::types::PyInt>() || c.is_instance_of::<pyo3::types::PyFloat>()
+            }
+            _ => false,
+        });
+        let base = out_of_place(name);
+        let arithmetic = matches!(base, "add" | "sub" | "mul" | "floordiv" | "mod" | "truediv" | "neg" | "pos" | "pow" | "abs");
+        let comparison = matches!(base, "lt" | "le" | "eq" | "ne" | "gt" | "ge");
+        if numeric && arithmetic {
+            let f = self.og.handles.operator.bind(py).getattr(base)?;
+            return self.og.call(py, Some(&f), None, &args, &[]);
+        }
+        if numeric && comparison {
+            let f = self.og.handles.operator.bind(py).getattr(base)?;
+            let mut vals = Vec::with_capacity(args.len());
+            for a in &args {
+                vals.push(match a {
+                    VT::SymNum(s) => s.fake.bind(py).clone(),
+                    other => other.as_constant(py).expect("numeric operand"),
+                });
+            }
+            let r = f.call1(PyTuple::new(py, vals)?)?;
+            let r = if crate::symbolic::variables::is_sym(&r) { crate::symbolic::variables::specialize_sym(&r)? } else { r };
+            return Ok(VT::constant(r.unbind()));
+        }
+        let specialized = args.into_iter().map(|a| match &a {
+            VT::SymNum(_) => a.as_constant(py).map(|c| VT::constant(c.unbind())).ok_or_else(|| Unsupported::new("symbolic number without a value")),
+            _ => Ok(a),
+        }).collect::<VResult<Vec<_>>>()?;
+        self.operator(py, name, specialized)
     }
 
     fn binary(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
@@ -1770,6 +1835,11 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 let mut items = self.unpack(py, &a)?;
                 items.extend(self.unpack(py, &b)?);
+                // `torch.Size` + tuple, either way round, is a `torch.Size`.
+                if is_symbolic_size(py, self.og, &a) || is_symbolic_size(py, self.og, &b) {
+                    let size_type = self.og.handles.size_type.clone_ref(py);
+                    return make_size(py, size_type.bind(py), items);
+                }
                 make_tuple(py, items)
             }
             (VT::List(l), _, "add") if name.starts_with('i') => {
@@ -1797,6 +1867,7 @@ impl<'a> InstructionTranslator<'a> {
         match (&a, &b) {
             (VT::Tensor(_), _) | (_, VT::Tensor(_)) => self.operator(py, name, vec![a, b]),
             (VT::Constant(_), VT::Constant(_)) => self.operator(py, name, vec![a, b]),
+            (VT::SymNum(_), VT::SymNum(_) | VT::Constant(_)) | (VT::Constant(_), VT::SymNum(_)) => self.operator(py, name, vec![a, b]),
             _ if name == "eq" || name == "ne" => {
                 // `!=` is `not ==` only while the class keeps `object.__ne__`.
                 for v in [&a, &b] {
@@ -1937,6 +2008,10 @@ impl<'a> InstructionTranslator<'a> {
                     while (step > 0 && k < stop) || (step < 0 && k > stop) {
                         out.push(items[k as usize].clone());
                         k += step;
+                    }
+                    if is_symbolic_size(py, self.og, obj) {
+                        let size_type = self.og.handles.size_type.clone_ref(py);
+                        return make_size(py, size_type.bind(py), out);
                     }
                     return if matches!(obj, VT::List(_)) { Ok(new_list(out)) } else { make_tuple(py, out) };
                 }
@@ -2808,6 +2883,16 @@ impl<'a> InstructionTranslator<'a> {
 
     /// Python builtins (and builtin types used as functions) with tracker arguments.
     fn call_builtin(&mut self, py: Python<'_>, b: &Bound<'_, PyAny>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        // A builtin given a symbolic size (`max(3, x.shape[0])`, `int(n)`, `range(t)`) sees its
+        // value: specialized, with a guard in the ShapeEnv (Note [symbolic sizes]).
+        let specialize = |v: VT| -> VResult<VT> {
+            match &v {
+                VT::SymNum(_) => Ok(VT::constant(v.as_constant(py).ok_or_else(|| Unsupported::new("symbolic number without a value"))?.unbind())),
+                _ => Ok(v),
+            }
+        };
+        let args = args.into_iter().map(specialize).collect::<VResult<Vec<_>>>()?;
+        let kwargs = kwargs.into_iter().map(|(k, v)| Ok((k, specialize(v)?))).collect::<VResult<Vec<_>>>()?;
         let builtins = self.og.handles.builtins.bind(py).clone();
         let is = |name: &str| builtins.getattr(name).map(|f| f.is(b)).unwrap_or(false);
         let all_const = args.iter().all(|a| matches!(a, VT::Constant(_))) && kwargs.iter().all(|(_, a)| matches!(a, VT::Constant(_)));
@@ -2846,6 +2931,11 @@ impl<'a> InstructionTranslator<'a> {
                 };
             }
             return Ok(match &args[0] {
+                VT::Tensor(t) if self.og.shape_env.is_some() && t.fake.bind(py).call_method0("dim").and_then(|d| d.extract::<usize>()).unwrap_or(0) > 0 => {
+                    // `len(x)` is `x.size(0)`, symbolic for a dynamic first dimension.
+                    let zero = VT::constant(0i64.into_pyobject(py)?.into_any().unbind());
+                    self.og.call(py, None, Some("size"), &[args[0].clone(), zero], &[])?
+                }
                 VT::Tensor(t) => VT::constant(t.fake.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
                 VT::Module { obj, .. } => VT::constant(obj.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
                 VT::Constant(c) => VT::constant(c.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
@@ -3727,6 +3817,21 @@ pub fn const_bool(py: Python<'_>, b: bool) -> VT {
 }
 
 /// A tuple tracker; all-constant tuples fold into one constant tuple.
+/// A `torch.Size` of `items`: a constant when every item is one, else a `NamedTuple` tracker
+/// of class `torch.Size` (symbolic sizes, Note [symbolic sizes]).
+pub fn make_size(py: Python<'_>, size_type: &Bound<'_, PyAny>, items: Vec<VT>) -> VResult<VT> {
+    if items.iter().all(|i| matches!(i, VT::Constant(_))) {
+        let vals: Vec<_> = items.iter().map(|i| i.as_constant(py).unwrap()).collect();
+        return Ok(VT::constant(size_type.call1((PyTuple::new(py, vals)?,))?.unbind()));
+    }
+    Ok(VT::NamedTuple { cls: Rc::new(size_type.clone().unbind()), items: Rc::new(items) })
+}
+
+/// Whether `v` is a `torch.Size` tracker with symbolic items.
+fn is_symbolic_size(py: Python<'_>, og: &OutputGraph, v: &VT) -> bool {
+    matches!(v, VT::NamedTuple { cls, .. } if cls.bind(py).is(og.handles.size_type.bind(py)))
+}
+
 pub fn make_tuple(py: Python<'_>, items: Vec<VT>) -> VResult<VT> {
     if items.iter().all(|i| matches!(i, VT::Constant(_))) {
         let vals: Vec<_> = items.iter().map(|i| i.as_constant(py).unwrap()).collect();

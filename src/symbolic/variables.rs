@@ -21,6 +21,19 @@ pub struct TensorVariable {
     pub source: Option<Arc<Source>>,
 }
 
+/// A Python number computed from symbolic sizes (Note [symbolic sizes] in `output_graph.rs`):
+/// `x.size(0)` of a tensor with a dynamic dimension, `b * t`, `n // heads`. It is a graph node
+/// whose fake value is a `torch.SymInt` (or `SymFloat`) over the `ShapeEnv`'s size symbols;
+/// Python-level uses that need its value (`if`, `range`, indexing a list) specialize it, which
+/// records a shape guard in the `ShapeEnv`.
+pub struct SymNodeVariable {
+    pub node: NodeId,
+    pub fake: Py<PyAny>,
+    /// Where a symbolic int/float graph input came from (its placeholder); `None` for computed
+    /// values.
+    pub source: Option<Arc<Source>>,
+}
+
 /// Which view of a dict: `d.keys()`, `d.values()` or `d.items()` (also what an iterator over
 /// the dict yields; iterating the dict itself walks its keys).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -392,6 +405,8 @@ pub enum VariableTracker {
     /// torch.Size, slice, ...). Operations on constants are folded by running them.
     Constant(Rc<Py<PyAny>>),
     Tensor(Rc<TensorVariable>),
+    /// A symbolic size or a number computed from one (see `SymNodeVariable`).
+    SymNum(Rc<SymNodeVariable>),
     Tuple(Rc<Vec<VariableTracker>>),
     /// An instance of a tuple subclass with named fields: a `torch.return_types.*` structseq
     /// (what `max(dim)`, `sort`, `topk`, ... return) or a `collections.namedtuple` class. It
@@ -467,6 +482,7 @@ impl VariableTracker {
             VT::Null => "NULL".into(),
             VT::Constant(c) => format!("constant {}", c.bind(py).repr().map(|r| r.to_string()).unwrap_or_default()),
             VT::Tensor(t) => format!("tensor {}", t.node),
+            VT::SymNum(s) => format!("symbolic number {} = {}", s.node, s.fake.bind(py).str().map(|r| r.to_string()).unwrap_or_default()),
             VT::Tuple(_) => "tuple".into(),
             VT::NamedTuple { cls, .. } => qualname(cls.bind(py)),
             VT::DictView { view, .. } => format!("dict_{}", view.method()),
@@ -495,10 +511,13 @@ impl VariableTracker {
         }
     }
 
-    /// The Python value of a constant, if this is one.
+    /// The Python value of a constant, if this is one. A symbolic number is specialized to its
+    /// example value: `int(sym)` / `float(sym)` records the guard `sym == value` in the
+    /// `ShapeEnv`, so the code that reads the value stays valid exactly while the guard holds.
     pub fn as_constant<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
         match self {
             VT::Constant(c) => Some(c.bind(py).clone()),
+            VT::SymNum(s) => specialize_sym(s.fake.bind(py)).ok(),
             _ => None,
         }
     }
@@ -506,6 +525,35 @@ impl VariableTracker {
     pub fn is_null(&self) -> bool {
         matches!(self, VT::Null)
     }
+}
+
+/// The plain Python value of a `torch.SymInt` / `SymFloat` / `SymBool` (its `__int__`,
+/// `__float__` or `__bool__`, which guard on the value through the `ShapeEnv`).
+pub fn specialize_sym<'py>(sym: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = sym.py();
+    if let Ok(s) = sym.cast::<pyo3::types::PySlice>() {
+        // A slice with symbolic bounds: each bound specialized.
+        let bound = |name: &str| -> PyResult<Bound<'py, PyAny>> {
+            let b = s.getattr(name)?;
+            if is_sym(&b) { specialize_sym(&b) } else { Ok(b) }
+        };
+        return py.import("builtins")?.getattr("slice")?.call1((bound("start")?, bound("stop")?, bound("step")?));
+    }
+    let name = type_name(sym);
+    let builtins = py.import("builtins")?;
+    let conv = match name.as_str() {
+        "SymFloat" => "float",
+        "SymBool" => "bool",
+        _ => "int",
+    };
+    builtins.getattr(conv)?.call1((sym,))
+}
+
+/// Whether `v` is a `torch.SymInt`, `SymFloat` or `SymBool`.
+pub fn is_sym(v: &Bound<'_, PyAny>) -> bool {
+    let ty = v.get_type();
+    matches!(ty.name().map(|n| n.to_string()).as_deref(), Ok("SymInt" | "SymFloat" | "SymBool"))
+        && ty.module().map(|m| m.to_string() == "torch").unwrap_or(false)
 }
 
 /// Whether `cls` is a tuple subclass with named fields whose instances behave exactly as tuples

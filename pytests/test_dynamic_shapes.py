@@ -1,0 +1,402 @@
+"""Dynamic shapes (Note [symbolic sizes] in src/symbolic/output_graph.rs): a dimension that
+changed between compiles becomes symbolic, so later sizes reuse one graph; guards are relations
+over sizes (SHAPE_RELATIONS), and their failures name the relation."""
+
+import pytest
+import torch
+
+import dynamo
+
+
+class CompileCounter:
+    """Counts backend calls (graphs compiled) and keeps each graph module."""
+
+    def __init__(self):
+        self.frame_count = 0
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.frame_count += 1
+        self.graphs.append(gm)
+        return gm.forward
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    dynamo.reset()
+    yield
+    dynamo.reset()
+
+
+def _check(fn, opt, *args):
+    ref = fn(*args)
+    got = opt(*args)
+    if isinstance(ref, tuple):
+        assert type(got) is tuple and len(got) == len(ref)
+        for r, g in zip(ref, got):
+            if isinstance(r, torch.Tensor):
+                torch.testing.assert_close(g, r)
+            else:
+                assert type(g) is type(r) and g == r
+    else:
+        torch.testing.assert_close(got, ref)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_changing_batch_compiles_twice(backend):
+    def f(x, y):
+        b = x.shape[0]
+        z = x.view(b, -1) * 2 + y.sum()
+        return z.relu(), b * 3
+
+    opt = dynamo.optimize(backend)(f)
+    for n in [4, 5, 6, 7, 9, 12, 30]:
+        _check(f, opt, torch.randn(n, 3, 2), torch.randn(3))
+    c = dynamo.counters()
+    assert c["compiles"] == 2 and c["recompiles"] == 1
+
+
+def test_symbolic_size_is_a_graph_value():
+    cnt = CompileCounter()
+
+    def f(x):
+        n = x.size(0)
+        return torch.arange(n) + x.sum(), n // 2, x.shape
+
+    opt = dynamo.optimize(cnt)(f)
+    for n in [3, 4, 8, 11]:
+        _check(f, opt, torch.randn(n))
+    assert cnt.frame_count == 2
+    # The second graph computes the sizes from its input: no constant 4, 8 or 11.
+    code = cnt.graphs[1].code
+    assert "size()" in code and "arange" in code
+    out = opt(torch.randn(13))
+    assert type(out[2]) is torch.Size and out[2] == torch.Size([13]) and out[1] == 6
+
+
+def test_size_one_and_zero_specialize():
+    cnt = CompileCounter()
+
+    def f(x):
+        return x * x.shape[0]
+
+    opt = dynamo.optimize(cnt)(f)
+    for n in [3, 4, 5]:
+        _check(f, opt, torch.randn(n, 2))
+    assert cnt.frame_count == 2
+    # 0 and 1 are specialized (as torch does): each compiles once, then alternating is free.
+    for n in [1, 0, 6, 1, 0, 7, 1, 0, 8]:
+        _check(f, opt, torch.randn(n, 2))
+    assert cnt.frame_count == 4
+
+
+def test_python_use_of_a_size_specializes_it():
+    cnt = CompileCounter()
+
+    def f(x):
+        if x.shape[0] > 4:
+            return x + 1
+        return x - 1
+
+    opt = dynamo.optimize(cnt)(f)
+    for n in [2, 3, 5, 6, 7, 3]:
+        _check(f, opt, torch.randn(n))
+    # 2 (static), 3 (dynamic, guarded <= 4), 5 (dynamic, guarded > 4): the rest hit.
+    assert cnt.frame_count == 3
+
+
+def test_specialized_value_is_guarded():
+    cnt = CompileCounter()
+
+    def f(x):
+        return x * max(3, x.shape[0])
+
+    opt = dynamo.optimize(cnt)(f)
+    for n in [3, 5, 6, 5]:
+        _check(f, opt, torch.randn(n))
+    # `max` saw the value: the dynamic graph is valid for that size only.
+    assert cnt.frame_count == 3
+
+
+def test_shape_guard_failure_names_the_relation():
+    from dynamo import _C
+
+    def f(x):
+        return x * 2
+
+    opt = dynamo.optimize("eager")(f)
+    opt(torch.randn(3))
+    opt(torch.randn(4))  # dim 0 is dynamic now, guarded >= 2 (0/1 specialization)
+    opt(torch.randn(7))
+    assert dynamo.counters()["compiles"] == 2
+    opt(torch.randn(1))
+    assert dynamo.counters()["compiles"] == 3
+    last = _C.recompile_reasons()[-1]
+    assert "shape guard L['x'].size()[0] >= 2 failed (L['x'].size()[0] = 1)" in last
+    assert "SHAPE_RELATIONS" in last
+
+
+def test_equal_sizes_relation_and_its_message():
+    from dynamo import _C
+
+    def f(x, y):
+        return x.view(-1) + y.view(-1)
+
+    opt = dynamo.optimize("eager")(f)
+    opt(torch.randn(3, 2), torch.randn(6))
+    opt(torch.randn(4, 2), torch.randn(8))  # dynamic; the add needs 2*s0 == s1
+    opt(torch.randn(9, 2), torch.randn(18))
+    assert dynamo.counters()["compiles"] == 2
+    # The dynamic graph relies on 2 * x.size(0) == y.size(0): a mismatch recompiles, naming it,
+    # and then raises as eager does.
+    with pytest.raises(RuntimeError):
+        opt(torch.randn(5, 2), torch.randn(12))
+    assert any("SHAPE_RELATIONS" in r and "L['y'].size()[0]" in r for r in _C.recompile_reasons())
+
+
+def test_mark_dynamic_first_compile():
+    cnt = CompileCounter()
+
+    def f(x):
+        return x.sum(1) * x.shape[1]
+
+    x = torch.randn(3, 5)
+    dynamo.mark_dynamic(x, 1)
+    opt = dynamo.optimize(cnt)(f)
+    _check(f, opt, x)
+    assert "size()" in cnt.graphs[0].code
+    for n in [6, 7]:
+        y = torch.randn(3, n)
+        _check(f, opt, y)
+    # Unmarked inputs with other sizes: the graph's guard accepts them (dim 1 is symbolic).
+    assert cnt.frame_count == 1
+
+
+def test_mark_static_keeps_a_dimension_specialized():
+    cnt = CompileCounter()
+
+    def f(x):
+        return x * 2
+
+    opt = dynamo.optimize(cnt)(f)
+    for n in [3, 4, 5]:
+        x = torch.randn(n)
+        dynamo.mark_static(x, 0)
+        _check(f, opt, x)
+    assert cnt.frame_count == 3
+
+
+def test_dynamic_false_and_true():
+    def f(x):
+        return x.cos() * x.shape[0]
+
+    cnt = CompileCounter()
+    opt = dynamo.optimize(cnt, dynamic=False)(f)
+    for n in [3, 4, 5]:
+        _check(f, opt, torch.randn(n))
+    assert cnt.frame_count == 3
+    dynamo.reset()
+    cnt = CompileCounter()
+    opt = dynamo.optimize(cnt, dynamic=True)(f)
+    for n in [3, 4, 5]:
+        _check(f, opt, torch.randn(n))
+    assert cnt.frame_count == 1
+
+
+def test_config_automatic_dynamic_off():
+    def f(x):
+        return x + 1
+
+    dynamo.config.automatic_dynamic_shapes = False
+    try:
+        opt = dynamo.optimize("eager")(f)
+        for n in [3, 4, 5]:
+            _check(f, opt, torch.randn(n))
+        assert dynamo.counters()["compiles"] == 3
+    finally:
+        dynamo.config.automatic_dynamic_shapes = True
+
+
+def test_non_contiguous_input_stays_static():
+    cnt = CompileCounter()
+
+    def f(x):
+        return x * 2
+
+    opt = dynamo.optimize(cnt)(f)
+    for n in [3, 4, 5]:
+        _check(f, opt, torch.randn(2, n).t())
+    assert cnt.frame_count == 3
+    # A contiguous input of a size seen dynamic is still guarded contiguous.
+    _check(f, opt, torch.randn(5, 2))
+
+
+def test_broadcast_relation_between_inputs():
+    cnt = CompileCounter()
+
+    def f(x, y):
+        return (x * y).sum(-1)
+
+    opt = dynamo.optimize(cnt)(f)
+    for n in [3, 4, 5, 6]:
+        _check(f, opt, torch.randn(n, 4), torch.randn(n, 4))
+    assert cnt.frame_count == 2
+    # Unequal sizes that do not broadcast raise as in eager.
+    with pytest.raises(RuntimeError):
+        opt(torch.randn(3, 4), torch.randn(5, 4))
+
+
+def test_views_and_reshapes_over_symbolic_sizes():
+    cnt = CompileCounter()
+
+    def f(x):
+        b, t, c = x.shape
+        h = x.view(b, t, 2, c // 2).transpose(1, 2)
+        return h.reshape(b * 2, t, -1).softmax(-1), len(x)
+
+    opt = dynamo.optimize(cnt)(f)
+    for b, t in [(2, 3), (3, 5), (4, 7), (5, 2), (2, 9)]:
+        _check(f, opt, torch.randn(b, t, 8))
+    assert cnt.frame_count <= 3
+
+
+def test_symbolic_size_survives_a_graph_break():
+    def f(x):
+        b = x.shape[0]
+        y = x * 2
+        print("break")
+        return y.view(b, -1) + b
+
+    opt = dynamo.optimize("eager")(f)
+    for n in [3, 4, 5, 6, 7]:
+        _check(f, opt, torch.randn(n, 2, 2))
+    assert dynamo.counters()["cache_limit_hits"] == 0
+    assert dynamo.counters()["compiles"] <= 4
+
+
+@pytest.mark.parametrize("backend", ["inductor"])
+def test_inductor_specializes_kernels_per_shape(backend):
+    def f(x):
+        return (x.sin() + 1).sum(-1)
+
+    opt = dynamo.optimize(backend)(f)
+    for n in [3, 4, 5, 4, 5]:
+        _check(f, opt, torch.randn(n, 16))
+    c = dynamo.counters()
+    assert c["compiles"] == 2
+    assert c["shape_specializations"] == 2  # sizes 4 and 5 through the dynamic graph
+    assert c["inductor_kernel_calls"] > 0
+
+
+def test_training_step_with_ragged_last_batch():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    ref = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    ref.load_state_dict(model.state_dict())
+    opt_m = torch.optim.SGD(model.parameters(), lr=0.1)
+    opt_r = torch.optim.SGD(ref.parameters(), lr=0.1)
+    data = torch.randn(70, 8)
+    target = torch.randint(0, 2, (70,))
+
+    def step(m, o, x, y):
+        o.zero_grad()
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        o.step()
+        return loss
+
+    compiled = dynamo.optimize("inductor")(step)
+    for _ in range(3):
+        for i in range(0, 70, 16):
+            x, y = data[i : i + 16], target[i : i + 16]
+            a = compiled(model, opt_m, x.clone(), y.clone())
+            b = step(ref, opt_r, x.clone(), y.clone())
+            torch.testing.assert_close(a, b)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q)
+    from dynamo import _C
+
+    # One recompile per compiled frame at most: the one the smaller last batch causes.
+    recompiled = [r.split(" in ")[0] for r in _C.recompile_reasons()]
+    assert all(recompiled.count(f) == 1 for f in recompiled), _C.recompile_reasons()
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_float_argument_is_a_graph_input(backend):
+    def scale(x, lr):
+        return x - lr * x.sin()
+
+    opt = dynamo.optimize(backend)(scale)
+    x = torch.randn(16)
+    for i in range(8):
+        _check(scale, opt, x, 0.1 * (i + 1))
+    c = dynamo.counters()
+    assert c["compiles"] == 1
+    if backend == "inductor":
+        # One static version serves every value: the float stays a run-time input.
+        assert c["shape_specializations"] <= 1
+
+
+def test_branch_on_a_float_specializes_it():
+    def f(x, lr):
+        if lr > 0.3:
+            return x * lr
+        return x - lr
+
+    opt = dynamo.optimize("eager")(f)
+    x = torch.randn(4)
+    for v in [0.1, 0.5, 0.1, 0.5, -0.0, 0.0]:
+        _check(f, opt, x, v)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_module_int_attribute_counting_calls_compiles_twice(backend):
+    class CallCounter(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            return self.lin(x) * self.calls
+
+    torch.manual_seed(0)
+    m, ref = CallCounter(), CallCounter()
+    ref.load_state_dict(m.state_dict())
+    opt = dynamo.optimize(backend)(m)
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        for _ in range(8):
+            _check(ref, opt, x)
+    assert m.calls == ref.calls == 8 and type(m.calls) is int
+    c = dynamo.counters()
+    assert c["compiles"] == 2
+    if backend == "inductor":
+        assert c["shape_specializations"] <= 1
+
+
+def test_int_argument_used_as_a_size():
+    cnt = CompileCounter()
+
+    def f(x, n):
+        return x[:n] * n, torch.zeros(n)
+
+    opt = dynamo.optimize(cnt)(f)
+    x = torch.randn(20)
+    for n in [3, 4, 5, 9, 12]:
+        _check(f, opt, x, n)
+    assert cnt.frame_count == 2
+
+
+def test_loop_counter_in_resume_function_does_not_thrash():
+    def f(x):
+        for i in range(12):
+            x = torch.sin(x) * 1.01 + i
+            if i % 4 == 0:
+                print("step", i)
+        return x
+
+    opt = dynamo.optimize("eager")(f)
+    _check(f, opt, torch.randn(8))
+    assert dynamo.counters()["cache_limit_hits"] == 0

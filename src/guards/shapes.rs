@@ -1,0 +1,278 @@
+//! Shape guards as relations over input sizes (Note [symbolic sizes] in
+//! `src/symbolic/output_graph.rs`): `L['x'].size()[0] >= 2`,
+//! `L['x'].size()[0] == L['y'].size()[1]`, `(L['x'].size()[1] % 8) == 0`, evaluated in Rust on
+//! every cache hit of a frame compiled with dynamic dimensions.
+//!
+//! The expressions come from torch's `ShapeEnv` (sympy), exported by `dynamo._shapes.
+//! export_guards` as nested tuples. Integer semantics are Python's (and sympy's `FloorDiv` /
+//! `Mod` as torch defines them): floor division and a remainder with the divisor's sign; a
+//! division by zero or an overflow makes the relation fail (the frame is compiled again).
+
+use crate::source::Source;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use std::fmt;
+use std::sync::Arc;
+
+/// An integer expression or a relation over size symbols (booleans are 0/1).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SymExpr {
+    Int(i64),
+    /// The i-th bound size (`ShapeGuard::sources[i]`).
+    Sym(usize),
+    Add(Vec<SymExpr>),
+    Mul(Vec<SymExpr>),
+    Pow(Box<SymExpr>, u32),
+    FloorDiv(Box<SymExpr>, Box<SymExpr>),
+    Mod(Box<SymExpr>, Box<SymExpr>),
+    Max(Vec<SymExpr>),
+    Min(Vec<SymExpr>),
+    Cmp(CmpOp, Box<SymExpr>, Box<SymExpr>),
+    And(Vec<SymExpr>),
+    Or(Vec<SymExpr>),
+    Not(Box<SymExpr>),
+}
+
+/// A comparison of two integer expressions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl CmpOp {
+    fn symbol(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+        }
+    }
+}
+
+impl SymExpr {
+    /// Parses `dynamo._shapes`' nested-tuple form: `("int", n)`, `("sym", i)`, `(op, *args)`.
+    /// Errors (ValueError) on an unknown operator or arity.
+    pub fn from_py(t: &Bound<'_, PyAny>) -> PyResult<SymExpr> {
+        let t = t.cast::<PyTuple>()?;
+        let op: String = t.get_item(0)?.extract()?;
+        let args = || -> PyResult<Vec<SymExpr>> { t.iter().skip(1).map(|a| SymExpr::from_py(&a)).collect() };
+        let two = || -> PyResult<(Box<SymExpr>, Box<SymExpr>)> {
+            let a = args()?;
+            if a.len() != 2 {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!("{op} takes 2 operands, got {}", a.len())));
+            }
+            let mut it = a.into_iter();
+            Ok((Box::new(it.next().unwrap()), Box::new(it.next().unwrap())))
+        };
+        let cmp = |c: CmpOp| -> PyResult<SymExpr> {
+            let (a, b) = two()?;
+            Ok(SymExpr::Cmp(c, a, b))
+        };
+        Ok(match op.as_str() {
+            "int" => SymExpr::Int(t.get_item(1)?.extract()?),
+            "sym" => SymExpr::Sym(t.get_item(1)?.extract()?),
+            "add" => SymExpr::Add(args()?),
+            "mul" => SymExpr::Mul(args()?),
+            "pow" => {
+                let (a, b) = two()?;
+                match *b {
+                    SymExpr::Int(n) if (0..=64).contains(&n) => SymExpr::Pow(a, n as u32),
+                    _ => return Err(pyo3::exceptions::PyValueError::new_err("pow with a non-constant exponent")),
+                }
+            }
+            "floordiv" => {
+                let (a, b) = two()?;
+                SymExpr::FloorDiv(a, b)
+            }
+            "mod" => {
+                let (a, b) = two()?;
+                SymExpr::Mod(a, b)
+            }
+            "max" => SymExpr::Max(args()?),
+            "min" => SymExpr::Min(args()?),
+            "and" => SymExpr::And(args()?),
+            "or" => SymExpr::Or(args()?),
+            "not" => SymExpr::Not(Box::new(args()?.into_iter().next().ok_or_else(|| pyo3::exceptions::PyValueError::new_err("not without operand"))?)),
+            "eq" => cmp(CmpOp::Eq)?,
+            "ne" => cmp(CmpOp::Ne)?,
+            "lt" => cmp(CmpOp::Lt)?,
+            "le" => cmp(CmpOp::Le)?,
+            "gt" => cmp(CmpOp::Gt)?,
+            "ge" => cmp(CmpOp::Ge)?,
+            other => return Err(pyo3::exceptions::PyValueError::new_err(format!("unknown shape operator {other}"))),
+        })
+    }
+
+    /// The value with `vals[i]` for symbol i; `None` on overflow or division by zero.
+    pub fn eval(&self, vals: &[i64]) -> Option<i64> {
+        let fold = |xs: &[SymExpr], init: i64, f: fn(i64, i64) -> Option<i64>| -> Option<i64> {
+            xs.iter().try_fold(init, |acc, x| f(acc, x.eval(vals)?))
+        };
+        Some(match self {
+            SymExpr::Int(n) => *n,
+            SymExpr::Sym(i) => *vals.get(*i)?,
+            SymExpr::Add(xs) => fold(xs, 0, i64::checked_add)?,
+            SymExpr::Mul(xs) => fold(xs, 1, i64::checked_mul)?,
+            SymExpr::Pow(b, n) => b.eval(vals)?.checked_pow(*n)?,
+            SymExpr::FloorDiv(a, b) => {
+                let (a, b) = (a.eval(vals)?, b.eval(vals)?);
+                if b == 0 {
+                    return None;
+                }
+                a.div_euclid(b) - if b < 0 && a.rem_euclid(b) != 0 { 1 } else { 0 }
+            }
+            SymExpr::Mod(a, b) => {
+                let (a, b) = (a.eval(vals)?, b.eval(vals)?);
+                if b == 0 {
+                    return None;
+                }
+                // Python's `%`: the remainder takes the divisor's sign.
+                let r = a.rem_euclid(b);
+                if b < 0 && r != 0 {
+                    r + b
+                } else {
+                    r
+                }
+            }
+            SymExpr::Max(xs) => xs.iter().map(|x| x.eval(vals)).collect::<Option<Vec<_>>>()?.into_iter().max()?,
+            SymExpr::Min(xs) => xs.iter().map(|x| x.eval(vals)).collect::<Option<Vec<_>>>()?.into_iter().min()?,
+            SymExpr::Cmp(op, a, b) => {
+                let (a, b) = (a.eval(vals)?, b.eval(vals)?);
+                let r = match op {
+                    CmpOp::Eq => a == b,
+                    CmpOp::Ne => a != b,
+                    CmpOp::Lt => a < b,
+                    CmpOp::Le => a <= b,
+                    CmpOp::Gt => a > b,
+                    CmpOp::Ge => a >= b,
+                };
+                r as i64
+            }
+            SymExpr::And(xs) => xs.iter().map(|x| x.eval(vals).map(|v| v != 0)).collect::<Option<Vec<_>>>()?.into_iter().all(|b| b) as i64,
+            SymExpr::Or(xs) => xs.iter().map(|x| x.eval(vals).map(|v| v != 0)).collect::<Option<Vec<_>>>()?.into_iter().any(|b| b) as i64,
+            SymExpr::Not(x) => (x.eval(vals)? == 0) as i64,
+        })
+    }
+
+    /// Python spelling with the symbols named by `names` (`L['x'].size()[0]`).
+    pub fn render(&self, names: &[String]) -> String {
+        let join = |xs: &[SymExpr], sep: &str| xs.iter().map(|x| x.render(names)).collect::<Vec<_>>().join(sep);
+        match self {
+            SymExpr::Int(n) => n.to_string(),
+            SymExpr::Sym(i) => names.get(*i).cloned().unwrap_or_else(|| format!("s{i}")),
+            SymExpr::Add(xs) => format!("({})", join(xs, " + ")),
+            SymExpr::Mul(xs) => format!("({})", join(xs, " * ")),
+            SymExpr::Pow(b, n) => format!("({} ** {n})", b.render(names)),
+            SymExpr::FloorDiv(a, b) => format!("({} // {})", a.render(names), b.render(names)),
+            SymExpr::Mod(a, b) => format!("({} % {})", a.render(names), b.render(names)),
+            SymExpr::Max(xs) => format!("max({})", join(xs, ", ")),
+            SymExpr::Min(xs) => format!("min({})", join(xs, ", ")),
+            SymExpr::Cmp(op, a, b) => format!("{} {} {}", a.render(names), op.symbol(), b.render(names)),
+            SymExpr::And(xs) => format!("({})", join(xs, " and ")),
+            SymExpr::Or(xs) => format!("({})", join(xs, " or ")),
+            SymExpr::Not(x) => format!("not ({})", x.render(names)),
+        }
+    }
+}
+
+/// The `SHAPE_RELATIONS` guard: size symbols bound to input dimensions, and the relations that
+/// must hold between them for the compiled frame to be reused.
+#[derive(Debug)]
+pub struct ShapeGuard {
+    /// Symbol i is `sources[i].0.size()[d]` for `sources[i].1 == Some(d)`, else the Python
+    /// int at `sources[i].0` itself.
+    pub sources: Vec<(Arc<Source>, Option<usize>)>,
+    pub relations: Vec<SymExpr>,
+    names: Vec<String>,
+    /// Whether some relation reads symbol i (unread ones, e.g. floats, are not fetched).
+    pub used: Vec<bool>,
+}
+
+impl ShapeGuard {
+    pub fn new(sources: Vec<(Arc<Source>, Option<usize>)>, relations: Vec<SymExpr>) -> Self {
+        let names = sources.iter().map(|(s, d)| match d {
+            Some(d) => format!("{s}.size()[{d}]"),
+            None => s.to_string(),
+        }).collect();
+        let mut relations = relations;
+        relations.dedup();
+        let mut read = Vec::new();
+        relations.iter().for_each(|r| r.symbols(&mut read));
+        let used = (0..sources.len()).map(|i| read.contains(&i)).collect();
+        ShapeGuard { sources, relations, names, used }
+    }
+
+    /// `Ok(())` when every relation holds for the symbol values `vals`, else the first failing
+    /// relation rendered with the values (`L['x'].size()[0] >= 2 (L['x'].size()[0] = 1)`).
+    pub fn check(&self, vals: &[i64], explain: bool) -> Result<(), Option<String>> {
+        for r in &self.relations {
+            if r.eval(vals).unwrap_or(0) == 0 {
+                return Err(explain.then(|| {
+                    let mut used = Vec::new();
+                    r.symbols(&mut used);
+                    let values = used.iter().map(|&i| format!("{} = {}", self.names[i], vals.get(i).copied().unwrap_or(-1))).collect::<Vec<_>>().join(", ");
+                    format!("shape guard {} failed ({values})", r.render(&self.names))
+                }));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl SymExpr {
+    fn symbols(&self, out: &mut Vec<usize>) {
+        match self {
+            SymExpr::Int(_) => {}
+            SymExpr::Sym(i) => {
+                if !out.contains(i) {
+                    out.push(*i)
+                }
+            }
+            SymExpr::Add(xs) | SymExpr::Mul(xs) | SymExpr::Max(xs) | SymExpr::Min(xs) | SymExpr::And(xs) | SymExpr::Or(xs) => xs.iter().for_each(|x| x.symbols(out)),
+            SymExpr::Pow(b, _) | SymExpr::Not(b) => b.symbols(out),
+            SymExpr::FloorDiv(a, b) | SymExpr::Mod(a, b) | SymExpr::Cmp(_, a, b) => {
+                a.symbols(out);
+                b.symbols(out);
+            }
+        }
+    }
+}
+
+impl fmt::Display for ShapeGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rels = self.relations.iter().map(|r| r.render(&self.names)).collect::<Vec<_>>().join(", ");
+        write!(f, "SHAPE_RELATIONS: {rels}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_floor_division_and_modulo() {
+        let e = |a: i64, b: i64| (SymExpr::FloorDiv(Box::new(SymExpr::Int(a)), Box::new(SymExpr::Int(b))).eval(&[]), SymExpr::Mod(Box::new(SymExpr::Int(a)), Box::new(SymExpr::Int(b))).eval(&[]));
+        // Python: 7 // 2 == 3, -7 // 2 == -4, 7 // -2 == -4; 7 % 2 == 1, -7 % 2 == 1, 7 % -2 == -1.
+        assert_eq!(e(7, 2), (Some(3), Some(1)));
+        assert_eq!(e(-7, 2), (Some(-4), Some(1)));
+        assert_eq!(e(7, -2), (Some(-4), Some(-1)));
+        assert_eq!(e(-7, -2), (Some(3), Some(-1)));
+        assert_eq!(e(1, 0), (None, None));
+    }
+
+    #[test]
+    fn relation_failure_names_the_relation() {
+        let src = Arc::new(Source::Local { name: "x".into(), idx: 0 });
+        let g = ShapeGuard::new(vec![(src, Some(0))], vec![SymExpr::Cmp(CmpOp::Ge, Box::new(SymExpr::Sym(0)), Box::new(SymExpr::Int(2)))]);
+        assert!(g.check(&[5], true).is_ok());
+        assert_eq!(g.check(&[1], true).unwrap_err().unwrap(), "shape guard L['x'].size()[0] >= 2 failed (L['x'].size()[0] = 1)");
+    }
+}
