@@ -400,3 +400,31 @@ def test_loop_counter_in_resume_function_does_not_thrash():
     opt = dynamo.optimize("eager")(f)
     _check(f, opt, torch.randn(8))
     assert dynamo.counters()["cache_limit_hits"] == 0
+
+
+def test_explain_shows_symbolic_shapes_and_shape_guards():
+    def f(x, n):
+        return x.view(x.shape[0], -1).sum(1) * n
+
+    x = torch.randn(4, 3, 2)
+    dynamo.mark_dynamic(x, 0)
+    ex = dynamo.explain(f)(x, 2.5)
+    text = str(ex)
+    assert ex.graph_count == 1
+    assert len(ex.symbolic_shapes) == 2  # x's first size and the float
+    assert "Symbolic Shapes:" in text and ", 3, 2]" in text
+    assert any("SHAPE_RELATIONS: L['x'].size()[0] >= 2" in g for g in ex.out_guards)
+    assert any("size=[None, 3, 2] stride=contiguous" in g for g in ex.out_guards)
+
+
+def test_contiguous_and_transposed_input_of_one_shape_cost_one_recompile():
+    cnt = CompileCounter()
+
+    def f(x):
+        return x * 2 + 1
+
+    opt = dynamo.optimize(cnt)(f)
+    base = torch.randn(6, 6)
+    for i in range(12):
+        _check(f, opt, base if i % 2 else base.t())
+    assert cnt.frame_count == 2

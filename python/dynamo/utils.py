@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
+
 from . import _C
 
 
@@ -35,15 +37,35 @@ class ExplainOutput:
     out_guards: list = field(default_factory=list)
     compile_times: str = ""
 
+    @property
+    def symbolic_shapes(self) -> list:
+        """Per graph, ``name: [sizes]`` of each input whose sizes are symbolic (``s0``, ...) and
+        ``name: s1`` of each symbolic int or float input (Note [symbolic sizes])."""
+        out = []
+        for gm in self.graphs:
+            for node in gm.graph.nodes:
+                if node.op != "placeholder":
+                    continue
+                v = node.meta.get("example_value")
+                if isinstance(v, (torch.SymInt, torch.SymFloat)):
+                    out.append(f"{node.name}: {v}")
+                elif isinstance(v, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in v.shape):
+                    out.append(f"{node.name}: [{', '.join(str(s) for s in v.shape)}]")
+        return out
+
     def __str__(self) -> str:
         lines = [f"Graph Count: {self.graph_count}", f"Graph Break Count: {self.graph_break_count}",
                  f"Op Count: {sum(len(o) for o in self.ops_per_graph)}"]
         if self.break_reasons:
             lines.append("Break Reasons:")
             lines.extend(f"  {r}" for r in self.break_reasons)
+        shapes = self.symbolic_shapes
+        if shapes:
+            lines.append("Symbolic Shapes:")
+            lines.extend(f"  {s}" for s in shapes)
         if self.out_guards:
             lines.append("Guards:")
-            lines.extend(f"  {g}" for g in self.out_guards)
+            lines.extend(f"  {line}" for g in self.out_guards for line in str(g).splitlines())
         return "\n".join(lines)
 
 

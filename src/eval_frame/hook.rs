@@ -364,7 +364,9 @@ unsafe fn eval_frame_inner(frame: *mut InterpreterFrame, cb: *mut pyffi::PyObjec
             // `__getattribute__` called with many names) only pays conversions and guards;
             // after the second such conversion it runs eagerly (its resume functions with it),
             // much as torch skips frames that produce no graph.
-            if conv.n_ops == 0 {
+            // A conversion that made some input symbolic (a recompile for a new size) is not
+            // counted: once it holds, later sizes hit it, which is what the rule is for.
+            if conv.n_ops == 0 && !conv.symbolic {
                 state.n_graphless += 1;
                 if state.n_graphless >= 2 && state.n_with_ops == 0 {
                     state.status = FrameStatus::Skip;

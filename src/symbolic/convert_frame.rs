@@ -75,6 +75,8 @@ pub struct Converted {
     pub graph_break: Option<String>,
     /// The sizes this conversion saw per tensor input (automatic dynamic's memory).
     pub dim_state: crate::symbolic::output_graph::DimState,
+    /// Whether some input got symbolic sizes or values (Note [symbolic sizes]).
+    pub symbolic: bool,
 }
 
 /// The grad mode at frame entry (recorded on the frame input by `convert`).
@@ -216,7 +218,7 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
         og.guards.push(g);
     }
     let guards = GuardManager::new(py, std::mem::take(&mut og.guards)).map_err(ConvertError::Internal)?;
-    Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: None, dim_state: std::mem::take(&mut og.dim_state) })
+    Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: None, dim_state: std::mem::take(&mut og.dim_state), symbolic: og.shape_env.is_some() })
 }
 
 /// Whether a graph break may stop at instruction `ip` of `ci`: a known stack layout and no cell
@@ -387,7 +389,7 @@ fn convert_break(
         og.guards.push(g);
     }
     let guards = GuardManager::new(py, std::mem::take(&mut og.guards)).map_err(ConvertError::Internal)?;
-    Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: Some(reason), dim_state: std::mem::take(&mut og.dim_state) })
+    Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: Some(reason), dim_state: std::mem::take(&mut og.dim_state), symbolic: og.shape_env.is_some() })
 }
 
 /// The side effects recorded while tracing, as replay steps whose values are rebuilt from the
