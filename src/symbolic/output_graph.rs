@@ -78,6 +78,9 @@ pub struct OutputGraph {
     /// Sources of user classes wrapped from the frame, by address (their attributes are read
     /// and written through them).
     pub class_sources: HashMap<usize, Arc<Source>>,
+    /// Module containers made during tracing (a `ModuleList` slice), by address: the container
+    /// (kept alive) and the source of each child by its key in it.
+    pub derived_modules: HashMap<usize, (Py<PyAny>, Vec<(String, Arc<Source>)>)>,
     /// Cell trackers by the address of the real cell object: every closure that shares a cell
     /// shares its tracker, so a `nonlocal` write is seen by the other functions.
     pub cells_by_ptr: HashMap<usize, Rc<std::cell::RefCell<Option<crate::symbolic::variables::VariableTracker>>>>,
@@ -118,6 +121,7 @@ impl OutputGraph {
             set_members: HashMap::new(),
             cells_by_ptr: HashMap::new(),
             class_sources: HashMap::new(),
+            derived_modules: HashMap::new(),
             name_counts: HashMap::new(),
         })
     }
