@@ -496,6 +496,20 @@ def test_transformers_model_output_built_in_the_frame():
     assert same_output(out, ref)
 
 
+def helper_fn(x):
+    return x
+
+
+def test_class_of_a_function():
+    """torchvision's `_log_api_usage_once(obj)` reads `obj.__class__.__name__` of a function."""
+    import types
+
+    def f(x):
+        return x + len(helper_fn.__class__.__name__) + (helper_fn.__class__ is types.FunctionType)
+
+    check(f, torch.ones(2), graphs=1, breaks=0)
+
+
 # ----- ModuleList slices ------------------------------------------------------------------------
 
 class Stack(torch.nn.Module):

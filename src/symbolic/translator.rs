@@ -1007,6 +1007,9 @@ impl<'a> InstructionTranslator<'a> {
             // Immutable facts of a function whose identity is guarded (its code object included:
             // `__code__` can be reassigned, but then the ID_MATCH'd function was too).
             VT::Function { obj: f, .. } if matches!(name, "__name__" | "__qualname__" | "__module__" | "__code__" | "__doc__") => Ok(VT::constant(f.bind(py).getattr(name)?.unbind())),
+            // A function's class is `types.FunctionType` for good (`__class__` assignment is
+            // refused for it: Objects/typeobject.c, `object_set_class`).
+            VT::Function { obj: f, .. } if name == "__class__" => Ok(VT::Class(Rc::new(f.bind(py).get_type().into_any().unbind()))),
             VT::Opaque { obj: o, source } => {
                 let o = o.bind(py).clone();
                 self.user_getattr(py, obj, &o, source, name)
