@@ -510,6 +510,47 @@ def test_class_of_a_function():
     check(f, torch.ones(2), graphs=1, breaks=0)
 
 
+# ----- torch.nn modules constructed in the frame (`loss_fct = CrossEntropyLoss()`) ------------
+
+def test_parameterless_torch_module_built_in_the_frame():
+    def f(x, y):
+        loss_fct = torch.nn.CrossEntropyLoss(reduction="sum", label_smoothing=0.1)
+        return loss_fct(torch.nn.Dropout(0.0)(x), y) + torch.nn.ReLU()(x).sum()
+
+    check(f, torch.randn(4, 3, generator=torch.Generator().manual_seed(0)), torch.tensor([0, 1, 2, 1]), graphs=1, breaks=0)
+
+
+def test_torch_module_built_in_the_frame_outlives_a_break():
+    """Live at a break and returned: made again from its arguments, one object."""
+    def f(x):
+        m = torch.nn.LeakyReLU(0.3)
+        print("break")
+        return m, m(x), m.negative_slope
+
+    x = torch.randn(3, generator=torch.Generator().manual_seed(0))
+    ref = f(x)
+    dynamo.reset()
+    out = dynamo.optimize("eager")(f)(x)
+    assert dynamo.counters()["graph_breaks"] == 1
+    assert type(out[0]) is torch.nn.LeakyReLU and out[0].negative_slope == 0.3 == out[2]
+    assert torch.equal(out[1], ref[1]) and out[0](x).equal(ref[1])
+
+
+def test_module_with_parameters_built_in_the_frame_keeps_the_random_state():
+    """`Linear(3, 3)` draws its initial weights: left to Python (a break), and tracing it did not
+    consume random numbers (the draws after the call equal eager's)."""
+    def f(x):
+        lin = torch.nn.Linear(3, 3)
+        return lin(x), torch.rand(2)
+
+    torch.manual_seed(0)
+    ref = f(torch.ones(3))
+    dynamo.reset()
+    torch.manual_seed(0)
+    out = dynamo.optimize("eager")(f)(torch.ones(3))
+    assert torch.equal(ref[0], out[0]) and torch.equal(ref[1], out[1])
+
+
 # ----- ModuleList slices ------------------------------------------------------------------------
 
 class Stack(torch.nn.Module):
@@ -674,3 +715,61 @@ def test_tiny_transformers_capture(name):
         compiles = dynamo.counters()["compiles"]
         torch.testing.assert_close(opt(ids).last_hidden_state, ref.last_hidden_state)
         assert dynamo.counters()["compiles"] == compiles
+
+
+def tiny_lm(name):
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    T = transformers
+    if name == "gpt2":
+        return T.GPT2LMHeadModel(T.GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=128, n_positions=64))
+    if name == "bert":
+        return T.BertForMaskedLM(T.BertConfig(num_hidden_layers=2, num_attention_heads=2, hidden_size=64,
+                                              intermediate_size=128, vocab_size=128, max_position_embeddings=64))
+    if name == "distilbert":
+        return T.DistilBertForMaskedLM(T.DistilBertConfig(n_layers=2, n_heads=2, dim=64, hidden_dim=128,
+                                                          vocab_size=128, max_position_embeddings=64))
+    return T.LlamaForCausalLM(T.LlamaConfig(num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
+                                            hidden_size=64, intermediate_size=128, vocab_size=128,
+                                            max_position_embeddings=64))
+
+
+# (graphs, breaks) of one training forward with labels (loss inside the model); torch gets (1, 0).
+# GPT-2 and LLaMA break at `self.loss_function` (a property returning a function of another
+# module's globals) and `logger.warning_once` (one more break the first time it logs).
+TRAIN_BOUNDS = {"bert": (1, 0), "distilbert": (1, 0), "gpt2": (2, 6), "llama": (2, 3)}
+
+
+@pytest.mark.parametrize("name", sorted(TRAIN_BOUNDS))
+def test_tiny_transformers_training_step(name):
+    """Two SGD steps with the loss computed by the model: losses, logits and parameters equal
+    eager's, and the second step compiles nothing."""
+    ids = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(0))
+
+    def step(m, opt):
+        opt.zero_grad()
+        out = m(input_ids=ids, labels=ids)
+        out.loss.backward()
+        opt.step()
+        return out.loss.detach(), out.logits.detach()
+
+    ex = dynamo.explain(tiny_lm(name).train())(input_ids=ids, labels=ids)
+    graphs, breaks = TRAIN_BOUNDS[name]
+    assert ex.graph_count <= graphs and ex.graph_break_count <= breaks, (ex.graph_count, ex.graph_break_count, ex.break_reasons)
+    ref_m = tiny_lm(name).train()
+    ref_opt = torch.optim.SGD(ref_m.parameters(), lr=0.1)
+    ref = [step(ref_m, ref_opt) for _ in range(2)]
+    m = tiny_lm(name).train()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    dynamo.reset()
+    compiled = dynamo.optimize("eager")(m)
+    got = [step(compiled, opt)]
+    compiles = dynamo.counters()["compiles"]
+    got.append(step(compiled, opt))
+    assert dynamo.counters()["compiles"] == compiles
+    for (l1, g1), (l2, g2) in zip(ref, got):
+        torch.testing.assert_close(l2, l1)
+        torch.testing.assert_close(g2, g1)
+    for a, b in zip(ref_m.parameters(), m.parameters()):
+        torch.testing.assert_close(b, a)

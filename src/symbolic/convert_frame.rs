@@ -508,6 +508,10 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                 }
             }
             VT::ContainerMethod { container, .. } => visit(py, container, seen),
+            // A module made in the trace is rebuilt by constructing it again.
+            VT::Module { obj, source: None } => {
+                first_reach(seen, obj.as_ptr() as usize);
+            }
             VT::UserObject(o) => {
                 if !first_reach(seen, Rc::as_ptr(o) as *const () as usize) {
                     return;
@@ -798,6 +802,11 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
             }
         }
         VT::Module { source: Some(s), .. } | VT::Function { source: Some(s), .. } | VT::PyModule { source: Some(s), .. } => Rebuild::Source(s.clone()),
+        // A torch module made in the trace: made again from its arguments (visited once).
+        VT::Module { obj, source: None } => match og.derived_modules.get(&(obj.as_ptr() as usize)).and_then(|d| d.remake.as_ref()) {
+            Some(remake) => Rebuild::Call { func: remake.clone_ref(py), args: vec![] },
+            None => unsupported!("a module made in the trace ({}) outlives the graph", type_name(obj.bind(py))),
+        },
         VT::Opaque { source, .. } => Rebuild::Source(source.clone()),
         // A function reached without a source was wrapped unguarded because it is stable (an
         // attribute of a trusted torch module, a property getter): the transformed code holds

@@ -1264,6 +1264,52 @@ impl<'a> InstructionTranslator<'a> {
         Ok(Some(VT::ContainerMethod { container: Box::new(VT::Dict(state)), name: name.to_string() }))
     }
 
+    /// Whether `c` is one of torch's own `nn.Module` classes (`torch.nn.modules.*`).
+    fn is_torch_nn_class(&mut self, py: Python<'_>, c: &Bound<'_, PyAny>) -> VResult<bool> {
+        let module = c.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+        let Ok(t) = c.cast::<pyo3::types::PyType>() else { return Ok(false) };
+        Ok(module.starts_with("torch.nn.modules.") && t.is_subclass(self.og.handles.module_type.bind(py))?)
+    }
+
+    /// `cls(*args, **kwargs)` for a torch `nn.Module` class with literal arguments that makes a
+    /// module without parameters, tensor buffers or children (a loss, an activation,
+    /// `Dropout(p)`): built for real now, under `torch.random.fork_rng` so that the construction
+    /// leaves the random state as it found it, and used as a module without a source (a
+    /// `DerivedModule` that a rebuild makes again from the same arguments). Anything else is
+    /// left to Python (a graph break), before any construction.
+    fn construct_module(&mut self, py: Python<'_>, cls: &Bound<'_, PyAny>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<VT> {
+        let qual = crate::symbolic::variables::qualname(cls);
+        let Some(vals) = args.iter().map(|a| self.literal_value(py, a)).collect::<Option<Vec<_>>>() else {
+            graph_break!(UnsupportedCall, "constructing {qual} with non-literal arguments");
+        };
+        let kw = PyDict::new(py);
+        for (k, v) in kwargs {
+            match self.literal_value(py, v) {
+                Some(v) => kw.set_item(k, v)?,
+                None => graph_break!(UnsupportedCall, "constructing {qual} with a non-literal argument '{k}'"),
+            }
+        }
+        let vals = PyTuple::new(py, vals)?;
+        let fork = py.import("torch.random")?.getattr("fork_rng")?;
+        let fork_kw = PyDict::new(py);
+        fork_kw.set_item("devices", PyList::empty(py))?;
+        let ctx = fork.call((), Some(&fork_kw))?;
+        ctx.call_method0("__enter__")?;
+        let made = cls.call(&vals, Some(&kw));
+        ctx.call_method1("__exit__", (py.None(), py.None(), py.None()))?;
+        let m = made?;
+        let empty = |what: &str| -> PyResult<bool> { Ok(m.call_method0(what)?.try_iter()?.next().is_none()) };
+        if !(empty("parameters")? && empty("buffers")? && empty("children")?) {
+            graph_break!(UnsupportedCall, "constructing {qual}, which has parameters, buffers or submodules");
+        }
+        let partial = crate::symbolic::partial::partial_type(py)?;
+        let mut all = vec![cls.clone()];
+        all.extend(vals.iter());
+        let remake = partial.call(PyTuple::new(py, all)?, Some(&kw))?;
+        self.og.derived_modules.insert(m.as_ptr() as usize, crate::symbolic::output_graph::DerivedModule { obj: m.clone().unbind(), children: vec![], remake: Some(remake.unbind()) });
+        Ok(VT::Module { obj: Rc::new(m.unbind()), source: None })
+    }
+
     /// `m[a:b]` on a `ModuleList` or `Sequential` (their own `__getitem__`): the container their
     /// `__getitem__` makes (`self.__class__(...)` over the selected children, built for real:
     /// the constructor only registers the children), as a module without a source whose
@@ -1293,7 +1339,7 @@ impl<'a> InstructionTranslator<'a> {
             };
             children.push((k, src));
         }
-        self.og.derived_modules.insert(sub.as_ptr() as usize, (sub.clone().unbind(), children));
+        self.og.derived_modules.insert(sub.as_ptr() as usize, crate::symbolic::output_graph::DerivedModule { obj: sub.clone().unbind(), children, remake: None });
         Ok(VT::Module { obj: Rc::new(sub.unbind()), source: None })
     }
 
@@ -1302,7 +1348,7 @@ impl<'a> InstructionTranslator<'a> {
     fn module_child_source(&self, _py: Python<'_>, m: &Bound<'_, PyAny>, source: &Option<Arc<Source>>, key: &str) -> Option<Arc<Source>> {
         match source {
             Some(s) => Some(s.attr(key)),
-            None => self.og.derived_modules.get(&(m.as_ptr() as usize)).and_then(|(_, kids)| kids.iter().find(|(k, _)| k == key).map(|(_, s)| s.clone())),
+            None => self.og.derived_modules.get(&(m.as_ptr() as usize)).and_then(|d| d.children.iter().find(|(k, _)| k == key).map(|(_, s)| s.clone())),
         }
     }
 
@@ -1607,9 +1653,14 @@ impl<'a> InstructionTranslator<'a> {
         for table in ["_parameters", "_buffers", "_modules"] {
             if let Some(t) = d.get_item(table).ok() {
                 if let Ok(Some(v)) = t.cast::<PyDict>().map(|t| t.get_item(name)).unwrap_or(Ok(None)) {
-                    return match src {
-                        Some(s) => wrap(py, self.og, &v, s),
-                        None => unsupported!("module attribute without a source"),
+                    return match (src, table) {
+                        (Some(s), _) => wrap(py, self.og, &v, s),
+                        (None, "_modules") => match self.module_child_source(py, m, &source, name) {
+                            Some(s) => wrap(py, self.og, &v, s),
+                            None => unsupported!("module attribute without a source"),
+                        },
+                        (None, _) if self.og.derived_modules.contains_key(&(m.as_ptr() as usize)) => self.wrap_unguarded(py, &v),
+                        (None, _) => unsupported!("module attribute without a source"),
                     };
                 }
             }
@@ -1653,6 +1704,8 @@ impl<'a> InstructionTranslator<'a> {
         let v = m.getattr(name)?;
         match src {
             Some(s) => wrap(py, self.og, &v, s),
+            // A module made in the trace: nothing else holds it, its attributes are as made.
+            None if self.og.derived_modules.contains_key(&(m.as_ptr() as usize)) => self.wrap_unguarded(py, &v),
             None => unsupported!("module attribute without a source"),
         }
     }
@@ -2609,6 +2662,10 @@ impl<'a> InstructionTranslator<'a> {
             VT::Class(c) if self.is_trackable_class(py, c.bind(py))? => {
                 let c = c.clone();
                 self.construct_user_object(py, &c, args, kwargs)
+            }
+            VT::Class(c) if self.is_torch_nn_class(py, c.bind(py))? => {
+                let c = c.bind(py).clone();
+                self.construct_module(py, &c, &args, &kwargs)
             }
             VT::Builtin(b) | VT::Class(b) => {
                 let b = b.bind(py).clone();
