@@ -1695,7 +1695,13 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 if type_name(&class_attr) == "property" {
                     let fget = class_attr.getattr("fget")?;
-                    let func = VT::Function { obj: Rc::new(fget.unbind()), source: None };
+                    // Sourced as `type(m).__mro__[k].__dict__[name].fget` when the module is, so
+                    // that a getter from another module's globals (transformers'
+                    // `PreTrainedModel.loss_function`) reads them through `fget.__globals__`.
+                    let func = match (&source, static_type_lookup(&cls, name)?) {
+                        (Some(s), Some((k, raw))) if raw.is(&class_attr) && type_name(&fget) == "function" => wrap(py, self.og, &fget, class_attr_source(s, k, name).attr("fget"))?,
+                        _ => VT::Function { obj: Rc::new(fget.unbind()), source: None },
+                    };
                     let self_vt = VT::Module { obj: Rc::new(m.clone().unbind()), source };
                     return self.call(py, &func, vec![self_vt], vec![]);
                 }
