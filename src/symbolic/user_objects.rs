@@ -107,9 +107,7 @@ impl UserObject {
         }
         Ok(None)
     }
-}
 
-impl UserObject {
     /// Whether attribute `key` holds the very object stored under the same key in the dict
     /// storage (`ModelOutput.__setitem__` writes both): rebuilt once and set twice
     /// (`dynamo._C.new_object`'s `from_items`), since a value reached twice would otherwise be
@@ -122,7 +120,7 @@ impl UserObject {
 }
 
 /// Whether two trackers stand for the same Python object (mutable kinds by identity of their
-/// state; tensors by graph node; constants by identity).
+/// state; tensors by graph node; modules and constants by identity).
 pub fn same_object(py: Python<'_>, a: &VT, b: &VT) -> bool {
     match (a, b) {
         (VT::List(x), VT::List(y)) => Rc::ptr_eq(x, y),
@@ -133,6 +131,7 @@ pub fn same_object(py: Python<'_>, a: &VT, b: &VT) -> bool {
         (VT::Partial(x), VT::Partial(y)) => Rc::ptr_eq(x, y),
         (VT::Tuple(x), VT::Tuple(y)) => Rc::ptr_eq(x, y),
         (VT::Tensor(x), VT::Tensor(y)) => x.node == y.node,
+        (VT::Module { obj: x, .. }, VT::Module { obj: y, .. }) => x.bind(py).is(y.bind(py)),
         (VT::Constant(x), VT::Constant(y)) => x.bind(py).is(y.bind(py)),
         _ => false,
     }
