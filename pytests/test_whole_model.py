@@ -299,6 +299,289 @@ def test_dict_subclass_super_get_reads_storage():
         del REGISTRY[str(torch.nn.ReLU)]
 
 
+# ----- dict subclass objects built in the frame (transformers' ModelOutput) ---------------------
+
+import collections
+import dataclasses
+
+
+class RenamingMeta(type):
+    """Like transformers' `_BCCacheNameMeta`: a metaclass that only overrides `__setattr__`
+    (it wraps the dataclass `__init__` when `@dataclass` installs it)."""
+
+    def __setattr__(cls, name, value):
+        if name == "__init__":
+            init = value
+
+            def __init__(self, *args, **kwargs):
+                if "old" in kwargs:
+                    kwargs["cache"] = kwargs.pop("old")
+                init(self, *args, **kwargs)
+
+            value = __init__
+        super().__setattr__(name, value)
+
+
+class Output(collections.OrderedDict, metaclass=RenamingMeta):
+    """The protocol of transformers' `ModelOutput`: an OrderedDict and a dataclass whose fields
+    are also items (None ones left out), kept in sync by `__setitem__` / `__setattr__`, indexed
+    by int (through `to_tuple`) and by str."""
+
+    def __post_init__(self):
+        class_fields = dataclasses.fields(self)
+        for field in class_fields:
+            v = self.__dict__.get(field.name)
+            if v is not None:
+                self[field.name] = v
+
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            return dict(self.items())[k]
+        return self.to_tuple()[k]
+
+    def __setattr__(self, name, value):
+        names = {f.name for f in dataclasses.fields(self)}
+        if name in names and value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+    def __contains__(self, key):
+        return super().__contains__(key)
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+@dataclasses.dataclass
+class LayerOutput(Output):
+    hidden: torch.Tensor = None
+    pooled: torch.Tensor = None
+    cache: list = None
+
+
+def same_output(a, b):
+    """Equal type, keys, values (tensors exactly), attributes and to_tuple()."""
+    def eq(x, y):
+        if isinstance(x, torch.Tensor):
+            return isinstance(y, torch.Tensor) and torch.equal(x, y)
+        if isinstance(x, (list, tuple)):
+            return type(x) is type(y) and len(x) == len(y) and all(eq(p, q) for p, q in zip(x, y))
+        return type(x) is type(y) and x == y
+    return (type(a) is type(b) and list(a.keys()) == list(b.keys()) and all(eq(a[k], b[k]) for k in a.keys())
+            and list(vars(a)) == list(vars(b)) and all(eq(vars(a)[k], vars(b)[k]) for k in vars(a))
+            and eq(a.to_tuple(), b.to_tuple()))
+
+
+def run_both(f, *args):
+    """(eager result, compiled result, explain) with a fresh cache for each."""
+    ref = f(*args)
+    dynamo.reset()
+    ex = dynamo.explain(f)(*args)
+    dynamo.reset()
+    out = dynamo.optimize("eager")(f)(*args)
+    return ref, out, ex
+
+
+def test_model_output_built_in_the_frame_is_returned_as_eager():
+    def f(x):
+        h = x.sin()
+        return LayerOutput(hidden=h, pooled=h.sum(0), old=[h])
+
+    ref, out, ex = run_both(f, torch.ones(2, 3))
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex.break_reasons
+    assert same_output(out, ref)
+    # One list object behind the attribute and the item, as in eager.
+    assert out.cache is out["cache"] and ref.cache is ref["cache"]
+    assert isinstance(out, collections.OrderedDict)
+
+
+@pytest.mark.parametrize("case", ["index", "key", "to_tuple", "keys", "len", "in", "get", "iter", "bool",
+                                  "values", "dict", "vars", "setitem", "setattr"])
+def test_model_output_protocol_inside_the_frame(case):
+    def f(x):
+        o = LayerOutput(hidden=x.cos(), pooled=None)
+        if case == "index":
+            return o[0] * 2
+        if case == "key":
+            return o["hidden"] + 1
+        if case == "to_tuple":
+            return o.to_tuple()
+        if case == "keys":
+            return list(o.keys()), list(o.items())[0][0]
+        if case == "len":
+            return x + len(o)
+        if case == "in":
+            return ("hidden" in o, "pooled" in o, "cache" in o)
+        if case == "get":
+            return o.get("hidden") is o.hidden, o.get("pooled", 5)
+        if case == "iter":
+            return [k for k in o]
+        if case == "bool":
+            return bool(o), bool(LayerOutput())
+        if case == "values":
+            return [v * 2 for v in o.values()]
+        if case == "dict":
+            return dict(o)
+        if case == "vars":
+            return list(o.__dict__), o.__dict__.get("pooled", 3)
+        if case == "setitem":
+            o["pooled"] = x + 1
+            return o, o.pooled
+        o.pooled = x * 3
+        return o, o["pooled"], o.to_tuple()
+
+    check(f, torch.ones(2), graphs=1, breaks=0)
+
+
+def test_model_output_no_recompile_on_second_call():
+    def f(x):
+        return LayerOutput(hidden=x + 1, cache=[x])
+
+    dynamo.reset()
+    opt = dynamo.optimize("eager")(f)
+    x = torch.ones(3)
+    assert same_output(opt(x), f(x))
+    compiles = dynamo.counters()["compiles"]
+    assert same_output(opt(x + 1), f(x + 1))
+    assert dynamo.counters()["compiles"] == compiles
+
+
+class Bag(dict):
+    """A plain dict subclass: dict's own slots on the storage, instance attributes beside."""
+
+
+def test_plain_dict_subclass_built_in_the_frame():
+    def f(x):
+        b = Bag()
+        b["a"] = x + 1
+        b.tag = "t"
+        del b["a"]
+        b["b"] = x * 2
+        return b, len(b), "b" in b, b.tag
+
+    check(f, torch.ones(2), graphs=1, breaks=0)  # type and items compared; attributes below
+    dynamo.reset()
+    got = dynamo.optimize("eager")(f)(torch.ones(2))[0]
+    assert type(got) is Bag and got.tag == "t" and list(got) == ["b"]
+
+
+class Upper(collections.OrderedDict):
+    def __setitem__(self, k, v):
+        super().__setitem__(k.upper(), v)
+
+
+def test_ordered_dict_update_on_a_subclass_stays_eager_and_correct():
+    """`OrderedDict.update` calls the subclass's `__setitem__` back: not mapped to the storage
+    (a graph break; the new object is live twice there, on the stack and in a local, so the
+    frame runs eagerly), and the result is still eager's."""
+    def f(x):
+        u = Upper()
+        u.update(a=x)
+        return list(u.keys()), x + 1
+
+    assert check(f, torch.ones(2), graphs=0)[1][0] == (list, [(str, "A")])
+
+
+def test_transformers_model_output_built_in_the_frame():
+    modeling_outputs = pytest.importorskip("transformers.modeling_outputs")
+
+    def f(x):
+        h = x.tanh()
+        return modeling_outputs.BaseModelOutputWithPooling(last_hidden_state=h, pooler_output=h[:, 0])
+
+    ref, out, ex = run_both(f, torch.randn(2, 3, generator=torch.Generator().manual_seed(0)))
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex.break_reasons
+    assert same_output(out, ref)
+
+
+def helper_fn(x):
+    return x
+
+
+def test_class_of_a_function():
+    """torchvision's `_log_api_usage_once(obj)` reads `obj.__class__.__name__` of a function."""
+    import types
+
+    def f(x):
+        return x + len(helper_fn.__class__.__name__) + (helper_fn.__class__ is types.FunctionType)
+
+    check(f, torch.ones(2), graphs=1, breaks=0)
+
+
+# ----- torch.nn modules constructed in the frame (`loss_fct = CrossEntropyLoss()`) ------------
+
+def test_parameterless_torch_module_built_in_the_frame():
+    def f(x, y):
+        loss_fct = torch.nn.CrossEntropyLoss(reduction="sum", label_smoothing=0.1)
+        return loss_fct(torch.nn.Dropout(0.0)(x), y) + torch.nn.ReLU()(x).sum()
+
+    check(f, torch.randn(4, 3, generator=torch.Generator().manual_seed(0)), torch.tensor([0, 1, 2, 1]), graphs=1, breaks=0)
+
+
+def test_torch_module_built_in_the_frame_outlives_a_break():
+    """Live at a break and returned: made again from its arguments, one object."""
+    def f(x):
+        m = torch.nn.LeakyReLU(0.3)
+        print("break")
+        return m, m(x), m.negative_slope
+
+    x = torch.randn(3, generator=torch.Generator().manual_seed(0))
+    ref = f(x)
+    dynamo.reset()
+    out = dynamo.optimize("eager")(f)(x)
+    assert dynamo.counters()["graph_breaks"] == 1
+    assert type(out[0]) is torch.nn.LeakyReLU and out[0].negative_slope == 0.3 == out[2]
+    assert torch.equal(out[1], ref[1]) and out[0](x).equal(ref[1])
+
+
+def test_module_with_parameters_built_in_the_frame_keeps_the_random_state():
+    """`Linear(3, 3)` draws its initial weights: left to Python (a break), and tracing it did not
+    consume random numbers (the draws after the call equal eager's)."""
+    def f(x):
+        lin = torch.nn.Linear(3, 3)
+        return lin(x), torch.rand(2)
+
+    torch.manual_seed(0)
+    ref = f(torch.ones(3))
+    dynamo.reset()
+    torch.manual_seed(0)
+    out = dynamo.optimize("eager")(f)(torch.ones(3))
+    assert torch.equal(ref[0], out[0]) and torch.equal(ref[1], out[1])
+
+
+# ----- ModuleList slices ------------------------------------------------------------------------
+
+class Stack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+        self.n = 2
+
+    def forward(self, x):
+        for layer in self.layers[: self.n]:
+            x = layer(x)
+        for layer in self.layers[1:][::-1]:
+            x = layer(x).relu()
+        return x + len(self.layers[:1])
+
+
+def test_module_list_slice_is_traced_without_recompiles():
+    torch.manual_seed(0)
+    m = Stack()
+    x = torch.randn(2, 4)
+    check(m, x, graphs=1, breaks=0)
+    dynamo.reset()
+    opt = dynamo.optimize("eager")(m)
+    opt(x)
+    compiles = dynamo.counters()["compiles"]
+    torch.testing.assert_close(opt(x), m(x))
+    assert dynamo.counters()["compiles"] == compiles
+
+
 # ----- exceptions the trace raises, handled by try/except of inlined frames ---------------------
 
 class Seq:
@@ -399,28 +682,124 @@ def tiny_model(name):
     if name == "bert":
         return T.BertModel(T.BertConfig(num_hidden_layers=2, num_attention_heads=2, hidden_size=64,
                                         intermediate_size=128, vocab_size=128, max_position_embeddings=64)).eval()
+    if name == "distilbert":
+        return T.DistilBertModel(T.DistilBertConfig(n_layers=2, n_heads=2, dim=64, hidden_dim=128, vocab_size=128,
+                                                    max_position_embeddings=64)).eval()
+    if name == "llama":
+        return T.LlamaModel(T.LlamaConfig(num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
+                                          hidden_size=64, intermediate_size=128, vocab_size=128,
+                                          max_position_embeddings=64)).eval()
     return T.T5EncoderModel(T.T5Config(num_layers=2, num_heads=2, d_model=64, d_kv=32, d_ff=128, vocab_size=128)).eval()
 
 
 # (graphs, breaks) from dynamo.explain at the time of writing; torch._dynamo.explain gets (1, 0).
-# The remaining breaks are all in ModelOutput's construction after the last graph (and BERT's
-# pooler output); lower these bounds as kinds get modelled.
-TINY_BOUNDS = {"gpt2": (1, 11), "t5": (1, 13), "bert": (3, 15)}
+# Lower these bounds as kinds get modelled.
+TINY_BOUNDS = {"gpt2": (1, 0), "t5": (1, 0), "bert": (1, 0), "distilbert": (1, 0), "llama": (1, 0)}
 
 
 @pytest.mark.parametrize("name", sorted(TINY_BOUNDS))
 def test_tiny_transformers_capture(name):
+    """Captured within the bounds, equal to eager (the whole ModelOutput), and the second call
+    compiles nothing."""
     model = tiny_model(name)
     ids = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        ref = model(ids).last_hidden_state
+        ref = model(ids)
         ex = dynamo.explain(model)(ids)
         graphs, breaks = TINY_BOUNDS[name]
         assert ex.graph_count <= graphs and ex.graph_break_count <= breaks, (ex.graph_count, ex.graph_break_count, ex.break_reasons)
         dynamo.reset()
         opt = dynamo.optimize("eager")(model)
-        torch.testing.assert_close(opt(ids).last_hidden_state, ref)
+        out = opt(ids)
+        assert type(out) is type(ref) and list(out.keys()) == list(ref.keys())
+        torch.testing.assert_close(out.last_hidden_state, ref.last_hidden_state)
+        torch.testing.assert_close(out.to_tuple()[0], ref.to_tuple()[0])
         compiles = dynamo.counters()["compiles"]
-        torch.testing.assert_close(opt(ids).last_hidden_state, ref)
-        if name != "bert":  # BERT recompiles once on the second call (not investigated yet)
-            assert dynamo.counters()["compiles"] == compiles
+        torch.testing.assert_close(opt(ids).last_hidden_state, ref.last_hidden_state)
+        assert dynamo.counters()["compiles"] == compiles
+
+
+def tiny_lm(name):
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    T = transformers
+    if name == "gpt2":
+        return T.GPT2LMHeadModel(T.GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=128, n_positions=64))
+    if name == "bert":
+        return T.BertForMaskedLM(T.BertConfig(num_hidden_layers=2, num_attention_heads=2, hidden_size=64,
+                                              intermediate_size=128, vocab_size=128, max_position_embeddings=64))
+    if name == "distilbert":
+        return T.DistilBertForMaskedLM(T.DistilBertConfig(n_layers=2, n_heads=2, dim=64, hidden_dim=128,
+                                                          vocab_size=128, max_position_embeddings=64))
+    return T.LlamaForCausalLM(T.LlamaConfig(num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
+                                            hidden_size=64, intermediate_size=128, vocab_size=128,
+                                            max_position_embeddings=64))
+
+
+# (graphs, breaks) of one training forward with labels (loss inside the model); torch gets (1, 0)
+# but for GPT-2 (2, 1). GPT-2's `loss_function` calls `logger.warning_once` (its config has no
+# `loss_type`): a break in each of the 4 frames it is nested in, and more the first time it logs.
+TRAIN_BOUNDS = {"bert": (1, 0), "distilbert": (1, 0), "gpt2": (2, 6), "llama": (1, 0)}
+
+
+@pytest.mark.parametrize("name", sorted(TRAIN_BOUNDS))
+def test_tiny_transformers_training_step(name):
+    """Two SGD steps with the loss computed by the model: losses, logits and parameters equal
+    eager's, and the second step compiles nothing."""
+    ids = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(0))
+
+    def step(m, opt):
+        opt.zero_grad()
+        out = m(input_ids=ids, labels=ids)
+        out.loss.backward()
+        opt.step()
+        return out.loss.detach(), out.logits.detach()
+
+    ex = dynamo.explain(tiny_lm(name).train())(input_ids=ids, labels=ids)
+    graphs, breaks = TRAIN_BOUNDS[name]
+    assert ex.graph_count <= graphs and ex.graph_break_count <= breaks, (ex.graph_count, ex.graph_break_count, ex.break_reasons)
+    ref_m = tiny_lm(name).train()
+    ref_opt = torch.optim.SGD(ref_m.parameters(), lr=0.1)
+    ref = [step(ref_m, ref_opt) for _ in range(2)]
+    m = tiny_lm(name).train()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    dynamo.reset()
+    compiled = dynamo.optimize("eager")(m)
+    got = [step(compiled, opt)]
+    compiles = dynamo.counters()["compiles"]
+    got.append(step(compiled, opt))
+    assert dynamo.counters()["compiles"] == compiles
+    for (l1, g1), (l2, g2) in zip(ref, got):
+        torch.testing.assert_close(l2, l1)
+        torch.testing.assert_close(g2, g1)
+    for a, b in zip(ref_m.parameters(), m.parameters()):
+        torch.testing.assert_close(b, a)
+
+
+OTHER_GLOBALS = {"FACTOR": 3}
+exec("def scale_getter(self):\n    return FACTOR\n", OTHER_GLOBALS)
+
+
+class WithProperty(torch.nn.Module):
+    """A module property whose getter comes from another module's globals (transformers'
+    `PreTrainedModel.loss_function`)."""
+
+    scale = property(OTHER_GLOBALS["scale_getter"])
+
+    def forward(self, x):
+        return x * self.scale
+
+
+def test_module_property_from_other_globals():
+    """The getter's globals are read through `fget.__globals__` and guarded there."""
+    m = WithProperty()
+    check(m, torch.ones(2), graphs=1, breaks=0)
+    dynamo.reset()
+    opt = dynamo.optimize("eager")(m)
+    assert torch.equal(opt(torch.ones(2)), torch.full((2,), 3.0))
+    OTHER_GLOBALS["FACTOR"] = 5
+    try:
+        assert torch.equal(opt(torch.ones(2)), torch.full((2,), 5.0))
+    finally:
+        OTHER_GLOBALS["FACTOR"] = 3

@@ -140,13 +140,41 @@ pub fn iter_at<'py>(seq: &Bound<'py, PyAny>, pos: usize) -> PyResult<Bound<'py, 
 
 /// `object.__new__(cls)` with `attrs` placed in its instance dict, past the class's own
 /// `__setattr__` (as a frozen dataclass's `__init__` stores its fields): how transformed code
-/// rebuilds a user object that tracing created and that outlives the graph.
+/// rebuilds a user object that tracing created and that outlives the graph. With `items` (a
+/// subclass of `dict` or `collections.OrderedDict`), the object is made by `dict.__new__(cls)`
+/// and `items` are inserted in order by the builtin base's own `__setitem__` (past the class's).
+/// Attributes named in `from_items` take the value of the item under the same key (one object
+/// reached through both stores, as `ModelOutput` keeps its fields); their entry in `attrs` only
+/// fixes the attribute order.
+/// Errors: what `__new__` raises for a class that cannot be made this way (TypeError); KeyError
+/// for a name of `from_items` that is not in `items`.
 #[pyfunction]
-pub fn new_object<'py>(cls: &Bound<'py, pyo3::types::PyType>, attrs: &Bound<'py, pyo3::types::PyDict>) -> PyResult<Bound<'py, PyAny>> {
+#[pyo3(signature = (cls, attrs, items=None, from_items=None))]
+pub fn new_object<'py>(cls: &Bound<'py, pyo3::types::PyType>, attrs: &Bound<'py, pyo3::types::PyDict>, items: Option<&Bound<'py, pyo3::types::PyDict>>, from_items: Option<&Bound<'py, PyTuple>>) -> PyResult<Bound<'py, PyAny>> {
     let py = cls.py();
-    let obj = py.get_type::<PyAny>().call_method1("__new__", (cls,))?;
+    let obj = match items {
+        None => py.get_type::<PyAny>().call_method1("__new__", (cls,))?,
+        Some(items) => {
+            let ordered = py.import("collections")?.getattr("OrderedDict")?;
+            let base = if cls.is_subclass(&ordered)? { ordered } else { py.get_type::<PyDict>().into_any() };
+            let obj = py.get_type::<PyDict>().call_method1("__new__", (cls,))?;
+            let setitem = base.getattr("__setitem__")?;
+            for (k, v) in items.iter() {
+                setitem.call1((&obj, k, v))?;
+            }
+            obj
+        }
+    };
     let setattr = py.get_type::<PyAny>().getattr("__setattr__")?;
     for (k, v) in attrs.iter() {
+        let aliased = match from_items {
+            Some(names) => names.contains(&k)?,
+            None => false,
+        };
+        let v = match (aliased, items) {
+            (true, Some(items)) => items.get_item(&k)?.ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(k.clone().unbind()))?,
+            _ => v,
+        };
         setattr.call1((&obj, k, v))?;
     }
     Ok(obj)

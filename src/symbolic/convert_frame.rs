@@ -544,11 +544,26 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                 }
             }
             VT::ContainerMethod { container, .. } => visit(py, container, seen),
+            // A module made in the trace is rebuilt by constructing it again.
+            VT::Module { obj, source: None } => {
+                first_reach(seen, obj.as_ptr() as usize);
+            }
             VT::UserObject(o) => {
                 if !first_reach(seen, Rc::as_ptr(o) as *const () as usize) {
                     return;
                 }
-                o.attrs.borrow().iter().for_each(|(_, v)| visit(py, v, seen));
+                // The instance dict counts as reached (`o.__dict__` may outlive the graph too);
+                // an attribute that is the storage's value under its key is one reach.
+                if first_reach(seen, Rc::as_ptr(&o.attrs) as *const () as usize) {
+                    for (k, v) in &o.attrs.borrow().items {
+                        if !o.attr_aliases_storage(py, k.bind(py), v) {
+                            visit(py, v, seen);
+                        }
+                    }
+                }
+                if let Some(storage) = &o.storage {
+                    visit(py, &VT::Dict(storage.clone()), seen);
+                }
             }
             VT::Partial(p) => {
                 visit(py, &p.func, seen);
@@ -837,6 +852,11 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
             }
         }
         VT::Module { source: Some(s), .. } | VT::Function { source: Some(s), .. } | VT::PyModule { source: Some(s), .. } => Rebuild::Source(s.clone()),
+        // A torch module made in the trace: made again from its arguments (visited once).
+        VT::Module { obj, source: None } => match og.derived_modules.get(&(obj.as_ptr() as usize)).and_then(|d| d.remake.as_ref()) {
+            Some(remake) => Rebuild::Call { func: remake.clone_ref(py), args: vec![] },
+            None => unsupported!("a module made in the trace ({}) outlives the graph", type_name(obj.bind(py))),
+        },
         VT::Opaque { source, .. } => Rebuild::Source(source.clone()),
         // A function reached without a source was wrapped unguarded because it is stable (an
         // attribute of a trusted torch module, a property getter): the transformed code holds
@@ -854,8 +874,24 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
         VT::UserObject(o) => {
             // Note: visited once (check_rebuilt_once), so one rebuild is the one object.
             let new_object = py.import("dynamo._C")?.getattr("new_object")?;
-            let attrs = o.attrs.borrow().iter().map(|(k, v)| Ok((pyo3::types::PyString::new(py, k).into_any().unbind(), rec(v)?))).collect::<VResult<Vec<_>>>()?;
-            Rebuild::Call { func: new_object.unbind(), args: vec![Rebuild::Const(o.cls.clone_ref(py)), Rebuild::Dict(attrs)] }
+            // Attributes that alias the storage's value under the same key are passed as a
+            // placeholder and named in `from_items` (rebuilt once, in the storage).
+            let mut attrs = Vec::new();
+            let mut from_items = Vec::new();
+            for (k, v) in &o.attrs.borrow().items {
+                if o.attr_aliases_storage(py, k.bind(py), v) {
+                    from_items.push(k.clone_ref(py));
+                    attrs.push((k.clone_ref(py), Rebuild::Const(py.None())));
+                } else {
+                    attrs.push((k.clone_ref(py), rec(v)?));
+                }
+            }
+            let mut args = vec![Rebuild::Const(o.cls.clone_ref(py)), Rebuild::Dict(attrs)];
+            if let Some(storage) = &o.storage {
+                args.push(rec(&VT::Dict(storage.clone()))?);
+                args.push(Rebuild::Const(PyTuple::new(py, from_items)?.into_any().unbind()));
+            }
+            Rebuild::Call { func: new_object.unbind(), args }
         }
         VT::Partial(p) => match &p.source {
             Some(s) => Rebuild::Source(s.clone()),

@@ -64,6 +64,19 @@ impl Handles {
     }
 }
 
+/// A module made during tracing (`OutputGraph::derived_modules`). Nothing outside the trace
+/// holds it, so what it holds is read without guards.
+pub struct DerivedModule {
+    /// The module (kept alive while its address is a key).
+    pub obj: Py<PyAny>,
+    /// The source of each child by its key in `obj` (a slice's children are the sliced
+    /// container's).
+    pub children: Vec<(String, Arc<Source>)>,
+    /// A callable without arguments that makes an equal module, for a module that outlives the
+    /// graph (`functools.partial(cls, *args, **kwargs)` of its construction); `None`: refused.
+    pub remake: Option<Py<PyAny>>,
+}
+
 /// The graph under construction for one frame.
 pub struct OutputGraph {
     pub graph: Graph,
@@ -91,6 +104,9 @@ pub struct OutputGraph {
     /// Sources of user classes wrapped from the frame, by address (their attributes are read
     /// and written through them).
     pub class_sources: HashMap<usize, Arc<Source>>,
+    /// Modules made during tracing (a `ModuleList` slice, a parameterless `torch.nn` module such
+    /// as `CrossEntropyLoss()`), by address; they have no source.
+    pub derived_modules: HashMap<usize, DerivedModule>,
     /// Cell trackers by the address of the real cell object: every closure that shares a cell
     /// shares its tracker, so a `nonlocal` write is seen by the other functions.
     pub cells_by_ptr: HashMap<usize, Rc<std::cell::RefCell<Option<crate::symbolic::variables::VariableTracker>>>>,
@@ -161,6 +177,7 @@ impl OutputGraph {
             set_members: HashMap::new(),
             cells_by_ptr: HashMap::new(),
             class_sources: HashMap::new(),
+            derived_modules: HashMap::new(),
             name_counts: HashMap::new(),
             dynamic: DynamicPolicy::default(),
             shape_env: None,

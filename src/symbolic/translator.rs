@@ -1027,6 +1027,9 @@ impl<'a> InstructionTranslator<'a> {
             // Immutable facts of a function whose identity is guarded (its code object included:
             // `__code__` can be reassigned, but then the ID_MATCH'd function was too).
             VT::Function { obj: f, .. } if matches!(name, "__name__" | "__qualname__" | "__module__" | "__code__" | "__doc__") => Ok(VT::constant(f.bind(py).getattr(name)?.unbind())),
+            // A function's class is `types.FunctionType` for good (`__class__` assignment is
+            // refused for it: Objects/typeobject.c, `object_set_class`).
+            VT::Function { obj: f, .. } if name == "__class__" => Ok(VT::Class(Rc::new(f.bind(py).get_type().into_any().unbind()))),
             VT::Opaque { obj: o, source } => {
                 let o = o.bind(py).clone();
                 self.user_getattr(py, obj, &o, source, name)
@@ -1281,6 +1284,94 @@ impl<'a> InstructionTranslator<'a> {
         Ok(Some(VT::ContainerMethod { container: Box::new(VT::Dict(state)), name: name.to_string() }))
     }
 
+    /// Whether `c` is one of torch's own `nn.Module` classes (`torch.nn.modules.*`).
+    fn is_torch_nn_class(&mut self, py: Python<'_>, c: &Bound<'_, PyAny>) -> VResult<bool> {
+        let module = c.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+        let Ok(t) = c.cast::<pyo3::types::PyType>() else { return Ok(false) };
+        Ok(module.starts_with("torch.nn.modules.") && t.is_subclass(self.og.handles.module_type.bind(py))?)
+    }
+
+    /// `cls(*args, **kwargs)` for a torch `nn.Module` class with literal arguments that makes a
+    /// module without parameters, tensor buffers or children (a loss, an activation,
+    /// `Dropout(p)`): built for real now, under `torch.random.fork_rng` so that the construction
+    /// leaves the random state as it found it, and used as a module without a source (a
+    /// `DerivedModule` that a rebuild makes again from the same arguments). Anything else is
+    /// left to Python (a graph break), before any construction.
+    fn construct_module(&mut self, py: Python<'_>, cls: &Bound<'_, PyAny>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<VT> {
+        let qual = crate::symbolic::variables::qualname(cls);
+        let Some(vals) = args.iter().map(|a| self.literal_value(py, a)).collect::<Option<Vec<_>>>() else {
+            graph_break!(UnsupportedCall, "constructing {qual} with non-literal arguments");
+        };
+        let kw = PyDict::new(py);
+        for (k, v) in kwargs {
+            match self.literal_value(py, v) {
+                Some(v) => kw.set_item(k, v)?,
+                None => graph_break!(UnsupportedCall, "constructing {qual} with a non-literal argument '{k}'"),
+            }
+        }
+        let vals = PyTuple::new(py, vals)?;
+        let fork = py.import("torch.random")?.getattr("fork_rng")?;
+        let fork_kw = PyDict::new(py);
+        fork_kw.set_item("devices", PyList::empty(py))?;
+        let ctx = fork.call((), Some(&fork_kw))?;
+        ctx.call_method0("__enter__")?;
+        let made = cls.call(&vals, Some(&kw));
+        ctx.call_method1("__exit__", (py.None(), py.None(), py.None()))?;
+        let m = made?;
+        let empty = |what: &str| -> PyResult<bool> { Ok(m.call_method0(what)?.try_iter()?.next().is_none()) };
+        if !(empty("parameters")? && empty("buffers")? && empty("children")?) {
+            graph_break!(UnsupportedCall, "constructing {qual}, which has parameters, buffers or submodules");
+        }
+        let partial = crate::symbolic::partial::partial_type(py)?;
+        let mut all = vec![cls.clone()];
+        all.extend(vals.iter());
+        let remake = partial.call(PyTuple::new(py, all)?, Some(&kw))?;
+        self.og.derived_modules.insert(m.as_ptr() as usize, crate::symbolic::output_graph::DerivedModule { obj: m.clone().unbind(), children: vec![], remake: Some(remake.unbind()) });
+        Ok(VT::Module { obj: Rc::new(m.unbind()), source: None })
+    }
+
+    /// `m[a:b]` on a `ModuleList` or `Sequential` (their own `__getitem__`): the container their
+    /// `__getitem__` makes (`self.__class__(...)` over the selected children, built for real:
+    /// the constructor only registers the children), as a module without a source whose
+    /// children are read through their sources in `m` (`OutputGraph::derived_modules`). The
+    /// children are identity-guarded as they are read, so a call that slices afresh reuses the
+    /// compiled code (the new container itself is never guarded).
+    fn module_slice(&mut self, py: Python<'_>, m: &Bound<'_, PyAny>, source: &Option<Arc<Source>>, idx: &Bound<'_, PyAny>) -> VResult<VT> {
+        let nn = py.import("torch.nn")?;
+        let own = ["ModuleList", "Sequential"].iter().any(|c| {
+            let f = nn.getattr(*c).and_then(|c| c.getattr("__getitem__"));
+            f.map(|f| m.get_type().getattr("__getitem__").map(|g| g.is(&f)).unwrap_or(false)).unwrap_or(false)
+        });
+        if !own {
+            unsupported!("slicing {}", type_name(m));
+        }
+        let sub = m.get_item(idx)?;
+        let parent = m.getattr("_modules")?;
+        let parent_keys: Vec<String> = parent.call_method0("keys")?.try_iter()?.map(|k| k?.extract::<String>()).collect::<PyResult<_>>()?;
+        let mut children = Vec::new();
+        for item in sub.getattr("_modules")?.call_method0("items")?.try_iter()? {
+            let (k, c): (String, Bound<'_, PyAny>) = item?.extract()?;
+            let Some(pk) = parent_keys.iter().find(|pk| parent.get_item(pk.as_str()).map(|p| p.is(&c)).unwrap_or(false)) else {
+                unsupported!("a slice of {} holds a module that is not its child", type_name(m));
+            };
+            let Some(src) = self.module_child_source(py, m, source, pk) else {
+                unsupported!("slicing a module without a source");
+            };
+            children.push((k, src));
+        }
+        self.og.derived_modules.insert(sub.as_ptr() as usize, crate::symbolic::output_graph::DerivedModule { obj: sub.clone().unbind(), children, remake: None });
+        Ok(VT::Module { obj: Rc::new(sub.unbind()), source: None })
+    }
+
+    /// The source of child `key` of module `m`: `source.key`, or for a container made during
+    /// tracing (`module_slice`) the child's source in the container it was sliced from.
+    fn module_child_source(&self, _py: Python<'_>, m: &Bound<'_, PyAny>, source: &Option<Arc<Source>>, key: &str) -> Option<Arc<Source>> {
+        match source {
+            Some(s) => Some(s.attr(key)),
+            None => self.og.derived_modules.get(&(m.as_ptr() as usize)).and_then(|d| d.children.iter().find(|(k, _)| k == key).map(|(_, s)| s.clone())),
+        }
+    }
+
     /// `super(cls, obj).name`: the first class after `cls` in `type(obj).__mro__` that defines
     /// `name` (Objects/typeobject.c, `super_getattro`).
     fn super_getattr(&mut self, py: Python<'_>, cls: &Bound<'_, PyAny>, inner: &VT, name: &str) -> VResult<VT> {
@@ -1305,9 +1396,16 @@ impl<'a> InstructionTranslator<'a> {
                         return Ok(VT::GenericAttr { obj: Box::new(inner.clone()), set });
                     }
                 }
-                if ca.is(object_type.getattr("__init__")?) {
-                    // `super().__init__()` reaching `object.__init__`: nothing to do.
+                let builtin_init = ca.is(object_type.getattr("__init__")?)
+                    || (name == "__init__" && uo.storage.is_some() && ca.getattr("__objclass__").map(|c| crate::symbolic::user_objects::dict_base_type(py, &c).unwrap_or(false)).unwrap_or(false));
+                if builtin_init {
+                    // `super().__init__()` reaching `object.__init__` (or the dict base's, with
+                    // no arguments): nothing to do (`call_unbound_descriptor`).
                     return Ok(VT::Method { func: Box::new(VT::Builtin(Rc::new(ca.unbind()))), self_: Box::new(inner.clone()) });
+                }
+                if let Some(storage) = uo.storage_method(py, &ca, name)? {
+                    // `super().__setitem__(k, v)` in a dict subclass: the storage's own method.
+                    return Ok(VT::ContainerMethod { container: Box::new(storage), name: name.to_string() });
                 }
                 return match type_name(&ca).as_str() {
                     "function" => Ok(VT::Method { func: Box::new(wrap(py, self.og, &ca, src)?), self_: Box::new(inner.clone()) }),
@@ -1520,6 +1618,16 @@ impl<'a> InstructionTranslator<'a> {
 
     /// `del obj[idx]` on a list or dict tracker (recorded as a side effect for one from the frame).
     fn delitem(&mut self, py: Python<'_>, obj: &VT, idx: VT) -> VResult<()> {
+        if let VT::UserObject(o) = obj {
+            // `type(o).__delitem__(o, k)`, as `setitem`.
+            if let Some(m) = self.python_dunder(py, obj, "__delitem__")? {
+                return self.call(py, &m, vec![idx], vec![]).map(|_| ());
+            }
+            return match o.storage_slot(py, "__delitem__")? {
+                Some(storage) => self.delitem(py, &storage, idx),
+                None => unsupported!("del on {}", obj.describe(py)),
+            };
+        }
         let k = idx.as_constant(py).ok_or_else(|| Unsupported::new("del with a non-constant index"))?;
         match obj {
             VT::List(l) => {
@@ -1565,9 +1673,14 @@ impl<'a> InstructionTranslator<'a> {
         for table in ["_parameters", "_buffers", "_modules"] {
             if let Some(t) = d.get_item(table).ok() {
                 if let Ok(Some(v)) = t.cast::<PyDict>().map(|t| t.get_item(name)).unwrap_or(Ok(None)) {
-                    return match src {
-                        Some(s) => wrap(py, self.og, &v, s),
-                        None => unsupported!("module attribute without a source"),
+                    return match (src, table) {
+                        (Some(s), _) => wrap(py, self.og, &v, s),
+                        (None, "_modules") => match self.module_child_source(py, m, &source, name) {
+                            Some(s) => wrap(py, self.og, &v, s),
+                            None => unsupported!("module attribute without a source"),
+                        },
+                        (None, _) if self.og.derived_modules.contains_key(&(m.as_ptr() as usize)) => self.wrap_unguarded(py, &v),
+                        (None, _) => unsupported!("module attribute without a source"),
                     };
                 }
             }
@@ -1602,7 +1715,13 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 if type_name(&class_attr) == "property" {
                     let fget = class_attr.getattr("fget")?;
-                    let func = VT::Function { obj: Rc::new(fget.unbind()), source: None };
+                    // Sourced as `type(m).__mro__[k].__dict__[name].fget` when the module is, so
+                    // that a getter from another module's globals (transformers'
+                    // `PreTrainedModel.loss_function`) reads them through `fget.__globals__`.
+                    let func = match (&source, static_type_lookup(&cls, name)?) {
+                        (Some(s), Some((k, raw))) if raw.is(&class_attr) && type_name(&fget) == "function" => wrap(py, self.og, &fget, class_attr_source(s, k, name).attr("fget"))?,
+                        _ => VT::Function { obj: Rc::new(fget.unbind()), source: None },
+                    };
                     let self_vt = VT::Module { obj: Rc::new(m.clone().unbind()), source };
                     return self.call(py, &func, vec![self_vt], vec![]);
                 }
@@ -1611,6 +1730,8 @@ impl<'a> InstructionTranslator<'a> {
         let v = m.getattr(name)?;
         match src {
             Some(s) => wrap(py, self.og, &v, s),
+            // A module made in the trace: nothing else holds it, its attributes are as made.
+            None if self.og.derived_modules.contains_key(&(m.as_ptr() as usize)) => self.wrap_unguarded(py, &v),
             None => unsupported!("module attribute without a source"),
         }
     }
@@ -1634,6 +1755,12 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::UserObject(o) => {
                 let ty = o.cls.bind(py);
+                if !ty.hasattr("__bool__")? {
+                    // `dict.__len__` decides for a dict subclass (`nb_bool` is unset, `mp_length` is dict's).
+                    if let Some(VT::Dict(d)) = o.storage_slot(py, "__len__")? {
+                        return Ok(!d.borrow().items.is_empty());
+                    }
+                }
                 if ty.hasattr("__bool__")? || ty.hasattr("__len__")? {
                     graph_break!(UntracedValue, "truth value of {} (it defines __bool__ or __len__)", v.describe(py));
                 }
@@ -1716,6 +1843,18 @@ impl<'a> InstructionTranslator<'a> {
                 let member = self.set_members_of(py, std::slice::from_ref(item))?;
                 let found = set.borrow().bind(py).contains(&member[0])?;
                 Ok(found)
+            }
+            (VT::UserObject(o), _) => {
+                // `type(o).__contains__`: Python code inlined (its result's truth), or the dict
+                // storage's (Note [dict subclass objects]).
+                if let Some(m) = self.python_dunder(py, container, "__contains__")? {
+                    let r = self.call(py, &m, vec![item.clone()], vec![])?;
+                    return self.truth(py, &r);
+                }
+                match o.storage_slot(py, "__contains__")? {
+                    Some(storage) => self.contains(py, &storage, item),
+                    None => graph_break!(UntracedValue, "`in` on {}", container.describe(py)),
+                }
             }
             (VT::Opaque { obj, source }, _) => {
                 // `__contains__` looked up on the type and inlined when it is Python code
@@ -2032,22 +2171,28 @@ impl<'a> InstructionTranslator<'a> {
             VT::Module { obj: m, source } => {
                 let i = idx.as_constant(py).ok_or_else(|| Unsupported::new("module index is not a constant"))?;
                 let m = m.bind(py);
+                if type_name(&i) == "slice" {
+                    return self.module_slice(py, m, source, &i);
+                }
                 let child = m.get_item(&i)?;
                 let keys: Vec<String> = m.getattr("_modules")?.call_method0("keys")?.try_iter()?.map(|k| k?.extract::<String>()).collect::<PyResult<_>>()?;
                 for k in keys {
                     let c = m.getattr("_modules")?.get_item(&k)?;
                     if c.is(&child) {
-                        return match source {
-                            Some(s) => wrap(py, self.og, &child, s.attr(&k)),
+                        return match self.module_child_source(py, m, source, &k) {
+                            Some(s) => wrap(py, self.og, &child, s),
                             None => unsupported!("module item without a source"),
                         };
                     }
                 }
                 unsupported!("indexing {} does not give one of its submodules", type_name(m))
             }
-            VT::UserObject(_) => match self.python_dunder(py, obj, "__getitem__")? {
+            VT::UserObject(o) => match self.python_dunder(py, obj, "__getitem__")? {
                 Some(m) => self.call(py, &m, vec![idx.clone()], vec![]),
-                None => unsupported!("indexing {}", obj.describe(py)),
+                None => match o.storage_slot(py, "__getitem__")? {
+                    Some(storage) => self.getitem(py, &storage, idx),
+                    None => unsupported!("indexing {}", obj.describe(py)),
+                },
             },
             VT::Opaque { obj: o, source } => {
                 // `__getitem__` looked up on the type and inlined when it is Python code.
@@ -2092,6 +2237,15 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 Ok(())
             }
+            // `type(o).__setitem__(o, k, v)`: the class's Python method inlined, or the dict
+            // storage's (Note [dict subclass objects]).
+            VT::UserObject(o) => match self.python_dunder(py, obj, "__setitem__")? {
+                Some(m) => self.call(py, &m, vec![idx, v], vec![]).map(|_| ()),
+                None => match o.storage_slot(py, "__setitem__")? {
+                    Some(storage) => self.setitem(py, &storage, idx, v),
+                    None => unsupported!("item assignment on {}", obj.describe(py)),
+                },
+            },
             _ => unsupported!("item assignment on {}", obj.describe(py)),
         }
     }
@@ -2135,6 +2289,26 @@ impl<'a> InstructionTranslator<'a> {
     fn mapping_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<(Py<PyAny>, VT)>> {
         if let VT::Dict(d) = v {
             return Ok(d.borrow().items.iter().map(|(k, v)| (k.clone_ref(py), v.clone())).collect());
+        }
+        if let VT::UserObject(o) = v {
+            if let Some(storage) = &o.storage {
+                // `dict_merge` (Objects/dictobject.c) copies the storage of a dict whose
+                // `tp_iter` is dict's own; any other (an OrderedDict subclass) is read through
+                // `b.keys()` and `b[key]`, the subclass's methods included.
+                let dict_iter = py.get_type::<PyDict>().getattr("__iter__")?;
+                if o.cls.bind(py).getattr("__iter__")?.is(&dict_iter) {
+                    return self.mapping_items(py, &VT::Dict(storage.clone()));
+                }
+                let keys = self.getattr(py, v, "keys")?;
+                let keys = self.call(py, &keys, vec![], vec![])?;
+                let mut out = Vec::new();
+                for k in self.iter_items(py, &keys)? {
+                    let key = k.as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?.unbind();
+                    let val = self.getitem(py, v, &k)?;
+                    out.push((key, val));
+                }
+                return Ok(out);
+            }
         }
         if let VT::Constant(c) = v {
             if let Ok(d) = c.bind(py).cast::<PyDict>() {
@@ -2294,6 +2468,12 @@ impl<'a> InstructionTranslator<'a> {
         if let Some(it) = self.python_iter(py, v)? {
             return Ok(it);
         }
+        if let VT::UserObject(o) = v {
+            // `dict.__iter__` / `OrderedDict.__iter__` of a dict subclass: its storage's keys.
+            if let Some(storage) = o.storage_slot(py, "__iter__")? {
+                return self.make_iter(py, &storage);
+            }
+        }
         let state = match v {
             VT::Iterator(it) => return Ok(it.clone()),
             VT::List(l) => IteratorState::over_list(l.clone()),
@@ -2307,6 +2487,11 @@ impl<'a> InstructionTranslator<'a> {
     fn iter_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<VT>> {
         if let Some(it) = self.python_iter(py, v)? {
             return self.drain_iter(py, &it);
+        }
+        if let VT::UserObject(o) = v {
+            if let Some(storage) = o.storage_slot(py, "__iter__")? {
+                return self.iter_items(py, &storage);
+            }
         }
         Ok(match v {
             VT::Set(set) => {
@@ -2365,8 +2550,8 @@ impl<'a> InstructionTranslator<'a> {
                     if c.is_none() {
                         continue;
                     }
-                    match source {
-                        Some(s) => out.push(wrap(py, self.og, &c, s.attr(&k))?),
+                    match self.module_child_source(py, m, source, &k) {
+                        Some(s) => out.push(wrap(py, self.og, &c, s)?),
                         None => unsupported!("module iteration without a source"),
                     }
                 }
@@ -2393,6 +2578,8 @@ impl<'a> InstructionTranslator<'a> {
                 let d = c.bind(py).cast::<PyDict>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
                 d.iter().map(|(k, v)| Ok((k.extract::<String>()?, VT::constant(v.unbind())))).collect()
             }
+            // `f(**o)` for a dict subclass object merges it as `dict(o)` does.
+            VT::UserObject(o) if o.storage.is_some() => self.mapping_items(py, v)?.into_iter().map(|(k, v)| Ok((k.bind(py).extract::<String>()?, v))).collect(),
             _ => unsupported!("** of {}", v.describe(py)),
         }
     }
@@ -2556,6 +2743,10 @@ impl<'a> InstructionTranslator<'a> {
             VT::Class(c) if self.is_trackable_class(py, c.bind(py))? => {
                 let c = c.clone();
                 self.construct_user_object(py, &c, args, kwargs)
+            }
+            VT::Class(c) if self.is_torch_nn_class(py, c.bind(py))? => {
+                let c = c.bind(py).clone();
+                self.construct_module(py, &c, &args, &kwargs)
             }
             VT::Builtin(b) | VT::Class(b) => {
                 let b = b.bind(py).clone();
@@ -2930,6 +3121,11 @@ impl<'a> InstructionTranslator<'a> {
                     _ => graph_break!(UntracedValue, "len() of {}: __len__ gave {}", args[0].describe(py), n.describe(py)),
                 };
             }
+            if let VT::UserObject(o) = &args[0] {
+                if let Some(storage) = o.storage_slot(py, "__len__")? {
+                    return self.call_builtin(py, b, vec![storage], kwargs);
+                }
+            }
             return Ok(match &args[0] {
                 VT::Tensor(t) if self.og.shape_env.is_some() && t.fake.bind(py).call_method0("dim").and_then(|d| d.extract::<usize>()).unwrap_or(0) > 0 => {
                     // `len(x)` is `x.size(0)`, symbolic for a dynamic first dimension.
@@ -3029,7 +3225,7 @@ impl<'a> InstructionTranslator<'a> {
                 // A new object: its instance attributes are all in the tracker; the class is
                 // asked (and guarded through its source).
                 VT::UserObject(o) => {
-                    if o.get(&name).is_some() {
+                    if o.get(py, &name).is_some() {
                         Some(false)
                     } else if o.cls.bind(py).hasattr(name.as_str())? {
                         None
@@ -3096,6 +3292,11 @@ impl<'a> InstructionTranslator<'a> {
             if matches!(&args[0], VT::Dict(_) | VT::DictView { .. }) {
                 unsupported!("reversed() of a dict or dict view");
             }
+        }
+        if is("bool") && args.len() == 1 && kwargs.is_empty() && matches!(args[0], VT::UserObject(_) | VT::List(_) | VT::Dict(_) | VT::DictView { .. } | VT::Tuple(_) | VT::NamedTuple { .. }) {
+            // `bool(v)` is the truth test of `if v:` (`PyObject_IsTrue`).
+            let t = self.truth(py, &args[0])?;
+            return Ok(const_bool(py, t));
         }
         if is("dict") && args.len() <= 1 {
             let mut items: Vec<(Py<PyAny>, VT)> = Vec::new();
@@ -3238,13 +3439,17 @@ impl<'a> InstructionTranslator<'a> {
     /// None (else TypeError, left to Python).
     fn construct_user_object(&mut self, py: Python<'_>, cls: &Rc<Py<PyAny>>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
         let cls_source = self.og.class_sources.get(&(cls.as_ptr() as usize)).cloned().expect("trackable classes have a source");
-        let obj = Rc::new(crate::symbolic::user_objects::UserObject { cls: cls.clone_ref(py), cls_source, attrs: RefCell::new(Vec::new()) });
+        let dict_base = crate::symbolic::user_objects::has_dict_base(py, cls.bind(py))?;
+        let obj = Rc::new(crate::symbolic::user_objects::UserObject::new(cls.clone_ref(py), cls_source, dict_base));
         let vt = VT::UserObject(obj.clone());
         let ty = cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
         let (k, init) = static_type_lookup(&ty, "__init__")?.expect("object defines __init__");
-        if init.is(py.get_type::<PyAny>().getattr("__init__")?) {
+        // `dict.__init__` / `OrderedDict.__init__` without arguments leave the storage empty;
+        // with arguments they insert (OrderedDict's through the subclass's `__setitem__`).
+        if init.is(py.get_type::<PyAny>().getattr("__init__")?) || type_name(&init) != "function" {
             if !args.is_empty() || !kwargs.is_empty() {
-                graph_break!(UnsupportedCall, "{}() takes no arguments (TypeError)", crate::symbolic::variables::qualname(cls.bind(py)));
+                let why = if dict_base { "arguments for the dict base's __init__" } else { "takes no arguments (TypeError)" };
+                graph_break!(UnsupportedCall, "{}(): {why}", crate::symbolic::variables::qualname(cls.bind(py)));
             }
             return Ok(vt);
         }
@@ -3298,6 +3503,11 @@ impl<'a> InstructionTranslator<'a> {
         }
         let class_attr = static_type_lookup(&ty, name)?;
         if let Some((k, ca)) = &class_attr {
+            if name == "__dict__" && type_name(ca) == "getset_descriptor" {
+                // The instance dict's own getter (`subtype_dict`, or OrderedDict's): the tracker
+                // that holds the attributes, so writes through it are attribute writes.
+                return Ok(VT::Dict(o.attrs.clone()));
+            }
             if is_data_descriptor(ca)? {
                 if type_name(ca) == "property" {
                     let fget = ca.getattr("fget")?;
@@ -3309,7 +3519,7 @@ impl<'a> InstructionTranslator<'a> {
                 graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(ca));
             }
         }
-        if let Some(v) = o.get(name) {
+        if let Some(v) = o.get(py, name) {
             return Ok(v);
         }
         let Some((k, ca)) = class_attr else {
@@ -3335,6 +3545,12 @@ impl<'a> InstructionTranslator<'a> {
             }
             "wrapper_descriptor" if ca.is(object_type.getattr("__setattr__")?) || ca.is(object_type.getattr("__getattribute__")?) => {
                 Ok(VT::GenericAttr { obj: Box::new(vt.clone()), set: name == "__setattr__" })
+            }
+            // `o.keys` on a dict subclass that does not override it: dict's method on the
+            // storage (Note [dict subclass objects]).
+            "method_descriptor" | "wrapper_descriptor" if o.storage_method(py, &ca, name)?.is_some() => {
+                let storage = o.storage_method(py, &ca, name)?.expect("checked");
+                Ok(VT::ContainerMethod { container: Box::new(storage), name: name.to_string() })
             }
             _ if ca.get_type().hasattr("__get__")? && !ca.is_instance_of::<pyo3::types::PyType>() => {
                 graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(&ca))
@@ -3362,7 +3578,7 @@ impl<'a> InstructionTranslator<'a> {
                 return Ok(());
             }
         }
-        o.set(name, v);
+        o.set(py, name, v);
         Ok(())
     }
 
@@ -3546,8 +3762,25 @@ impl<'a> InstructionTranslator<'a> {
         let rest = args[1..].to_vec();
         let exact = |t: &Bound<'_, pyo3::types::PyType>| owner.is(t);
         let recv = &args[0];
-        if name == "__init__" && owner.is(py.get_type::<PyAny>()) && args.len() == 1 && kwargs.is_empty() && matches!(recv, VT::UserObject(_)) {
-            return Ok(Some(VT::none(py)));
+        if name == "__init__" && args.len() == 1 && kwargs.is_empty() {
+            // `object.__init__(o)`, or `dict.__init__(o)` with no mapping to insert: no effect.
+            let no_op = match recv {
+                VT::UserObject(o) => owner.is(py.get_type::<PyAny>()) || (o.storage.is_some() && crate::symbolic::user_objects::dict_base_type(py, &owner)?),
+                _ => false,
+            };
+            if no_op {
+                return Ok(Some(VT::none(py)));
+            }
+        }
+        if let VT::UserObject(o) = recv {
+            // `dict.__setitem__(o, k, v)` / `OrderedDict.keys(o)` on a dict subclass object:
+            // the storage's method (Note [dict subclass objects]).
+            if o.cls.bind(py).cast::<pyo3::types::PyType>().map(|t| t.is_subclass(&owner).unwrap_or(false)).unwrap_or(false) {
+                if let Some(storage) = o.storage_method(py, b, &name)? {
+                    let method = VT::ContainerMethod { container: Box::new(storage), name };
+                    return self.call(py, &method, rest, kwargs.to_vec()).map(Some);
+                }
+            }
         }
         let matches = match recv {
             VT::List(_) => exact(&py.get_type::<PyList>()),
