@@ -39,6 +39,15 @@ def symbolic_fake(fake_mode, tensor: torch.Tensor, dims, k: int):
     from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
 
     dims = set(dims)
+    if tensor._base is not None or tensor.storage_offset() != 0:
+        # A view (a batch sliced from a dataset tensor): fakeified as a fresh tensor of the same
+        # sizes and strides at offset 0, so neither its base's sizes nor its storage offset
+        # become symbols (no guard may depend on them: the graph computes on the real input).
+        # Aliasing between inputs is still checked at run time where it matters (mutated inputs,
+        # functionalize::mutated_input_shares_storage).
+        alias = tensor.detach().as_strided(tensor.size(), tensor.stride(), 0).detach()
+        alias.requires_grad_(tensor.requires_grad)
+        tensor = alias
     ctx = StatelessSymbolicContext(
         dynamic_sizes=[DimDynamic.DYNAMIC if i in dims else DimDynamic.STATIC for i in range(tensor.dim())]
     )

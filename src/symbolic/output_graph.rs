@@ -408,9 +408,8 @@ impl OutputGraph {
         let sizes: Vec<i64> = value.call_method0("size")?.extract()?;
         let strides: Vec<i64> = value.call_method0("stride")?.extract()?;
         let mut dims = self.dynamic_dims(value, &source, &sizes)?;
-        if !dims.is_empty() && (strides != crate::guards::contiguous_strides(&sizes) || !value.getattr("_base")?.is_none()) {
-            // Only contiguous inputs that are not views get symbolic sizes (their strides
-            // follow from the sizes, and no base tensor brings symbols of its own).
+        if !dims.is_empty() && strides != crate::guards::contiguous_strides(&sizes) {
+            // Only contiguous inputs get symbolic sizes (their strides follow from the sizes).
             dims.clear();
         }
         let (fake, dynamic_dims) = if dims.is_empty() {
