@@ -267,32 +267,29 @@ def fmt_counts(r):
     return str(r["graphs"]), ("–" if spec is None else str(spec)), f"{r['diff']:.1e}"
 
 
+def count_table(what, diff_label, results):
+    """Markdown lines (a blank line first) of a table of graph counts per program in `results`
+    ({name: {"torch.compile": row, "dynamo": row}})."""
+    lines = ["", f"| {what} | torch.compile graphs | dynamo graphs | dynamo kernel specializations | {diff_label} |",
+             "| --- | --- | --- | --- | --- |"]
+    for name, rows in results.items():
+        tc, dy = fmt_counts(rows["torch.compile"]), fmt_counts(rows["dynamo"])
+        lines.append(f"| {name} | {tc[0]} | {dy[0]} | {dy[1]} | {dy[2]} |")
+    return lines
+
+
 def render(command, a, b, c, d, elapsed):
     lines = _common.header_lines(NAME, command, _common.inductor_cache_note(), LOAD_AT_START,
                                  after_load=[f"- wall time of the run: {elapsed:.0f} s"])
     if a is not None:
         res, pairs = a
         lines += ["", "### (a) graphs compiled under varying shapes", "",
-                  f"(batch, sequence) pairs: {pairs}", "",
-                  "| model | torch.compile graphs | dynamo graphs | dynamo kernel specializations | dynamo max abs diff |",
-                  "| --- | --- | --- | --- | --- |"]
-        for name, rows in res.items():
-            tc, dy = fmt_counts(rows["torch.compile"]), fmt_counts(rows["dynamo"])
-            lines.append(f"| {name} | {tc[0]} | {dy[0]} | {dy[1]} | {dy[2]} |")
+                  f"(batch, sequence) pairs: {pairs}", *count_table("model", "dynamo max abs diff", res)]
     if b is not None:
-        lines += ["", "### (b) training loop with a smaller last batch (3 epochs)", "",
-                  "| model | torch.compile graphs | dynamo graphs | dynamo kernel specializations | dynamo max param diff vs eager |",
-                  "| --- | --- | --- | --- | --- |"]
-        for name, rows in b.items():
-            tc, dy = fmt_counts(rows["torch.compile"]), fmt_counts(rows["dynamo"])
-            lines.append(f"| {name} | {tc[0]} | {dy[0]} | {dy[1]} | {dy[2]} |")
+        lines += ["", "### (b) training loop with a smaller last batch (3 epochs)",
+                  *count_table("model", "dynamo max param diff vs eager", b)]
     if c is not None:
-        lines += ["", "### (c) numbers and 0/1 sizes", "",
-                  "| program | torch.compile graphs | dynamo graphs | dynamo kernel specializations | dynamo max abs diff |",
-                  "| --- | --- | --- | --- | --- |"]
-        for name, rows in c.items():
-            tc, dy = fmt_counts(rows["torch.compile"]), fmt_counts(rows["dynamo"])
-            lines.append(f"| {name} | {tc[0]} | {dy[0]} | {dy[1]} | {dy[2]} |")
+        lines += ["", "### (c) numbers and 0/1 sizes", *count_table("program", "dynamo max abs diff", c)]
     if d is not None:
         lines += ["", "### (d) steady state: dynamic graph vs static graph (dynamo, same shapes)", "",
                   "| workload | static µs/call | dynamic µs/call | dynamic / static |", "| --- | --- | --- | --- |"]

@@ -248,6 +248,18 @@ struct Outputs {
     referenced_cells: Vec<(u32, VT)>,
 }
 
+impl Outputs {
+    /// The index of `node` among the graph's outputs, adding it on first use.
+    fn output_of(&mut self, node: crate::graph::NodeId) -> usize {
+        if let Some(k) = self.index.get(&node) {
+            return *k;
+        }
+        self.args.push(Arg::Node(node));
+        self.index.insert(node, self.args.len() - 1);
+        self.args.len() - 1
+    }
+}
+
 /// Hands the graph (with `outputs`) to the backend unless it has no ops.
 #[allow(clippy::type_complexity)]
 fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend: &Bound<'_, PyAny>) -> Result<(Option<Py<PyAny>>, Option<Py<PyAny>>, String, usize), ConvertError> {
@@ -791,33 +803,13 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
             let is_placeholder = matches!(og.graph.node(t.node).op, crate::graph::Op::Placeholder { .. });
             match (&t.source, is_placeholder) {
                 (Some(s), true) => Rebuild::Source(s.clone()),
-                _ => {
-                    let k = match outputs.index.get(&t.node) {
-                        Some(k) => *k,
-                        None => {
-                            outputs.args.push(Arg::Node(t.node));
-                            outputs.index.insert(t.node, outputs.args.len() - 1);
-                            outputs.args.len() - 1
-                        }
-                    };
-                    Rebuild::GraphOutput(k)
-                }
+                _ => Rebuild::GraphOutput(outputs.output_of(t.node)),
             }
         }
         // A symbolic number input is read back from where it came from.
         VT::SymNum(s) if s.source.is_some() => Rebuild::Source(s.source.clone().unwrap()),
         // A symbolic size is computed by the graph, like a tensor.
-        VT::SymNum(s) => {
-            let k = match outputs.index.get(&s.node) {
-                Some(k) => *k,
-                None => {
-                    outputs.args.push(Arg::Node(s.node));
-                    outputs.index.insert(s.node, outputs.args.len() - 1);
-                    outputs.args.len() - 1
-                }
-            };
-            Rebuild::GraphOutput(k)
-        }
+        VT::SymNum(s) => Rebuild::GraphOutput(outputs.output_of(s.node)),
         VT::Constant(c) => Rebuild::Const(c.clone_ref(py)),
         VT::Tuple(items) => Rebuild::Tuple(items.iter().map(&mut rec).collect::<VResult<_>>()?),
         VT::NamedTuple { cls, items } => {
