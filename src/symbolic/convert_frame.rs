@@ -85,7 +85,30 @@ fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: O
     og.add_guard(None, GuardKind::DefaultDtype(dd.unbind()));
 
     let mut locals: Vec<Option<VT>> = vec![None; ci.localsplus.len()];
+    // A resume function's cells arrive made (Note [cells across a graph break]): the slot holds
+    // the cell, its contents are reached as `cell_contents`. They are tracked before the other
+    // arguments, so a function among those that closes over them shares their trackers.
+    let entry_cells = ci.cells_on_entry();
+    for &i in &entry_cells {
+        let i = i as usize;
+        let Some(cell) = frame.args.get(i) else { unsupported!("cell '{}' is not an argument slot", ci.localsplus[i]) };
+        if type_name(cell) != "cell" {
+            unsupported!("slot of cell '{}' holds {}", ci.localsplus[i], type_name(cell));
+        }
+        let slot = Arc::new(Source::Local { name: ci.localsplus[i].clone(), idx: i as u32 });
+        let contents = match cell.getattr("cell_contents") {
+            Ok(c) => Some(wrap(py, &mut og, &c, slot.attr("cell_contents"))?),
+            // Not assigned yet: a read in the trace is refused (`LOAD_DEREF`).
+            Err(_) => None,
+        };
+        let rc = Rc::new(RefCell::new(contents));
+        og.cells_by_ptr.insert(cell.as_ptr() as usize, rc.clone());
+        locals[i] = Some(VT::Cell(rc));
+    }
     for (i, v) in frame.args.iter().enumerate() {
+        if entry_cells.contains(&(i as u32)) {
+            continue;
+        }
         let source = Arc::new(Source::Local { name: ci.localsplus[i].clone(), idx: i as u32 });
         locals[i] = Some(wrap(py, &mut og, v, source)?);
     }
@@ -162,41 +185,75 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
     };
     let mut og = og;
     let mut outputs = Outputs::default();
-    let n_cellvars = ci.localsplus.len() - ci.n_freevars;
-    for (i, v) in final_locals.iter().enumerate().take(n_cellvars) {
-        if let Some(VT::Cell(rc)) = v {
-            outputs.cells.insert(Rc::as_ptr(rc) as *const () as usize, i as u32);
-        }
-    }
-    for (j, v) in final_locals.iter().enumerate().skip(n_cellvars) {
-        if let Some(VT::Cell(rc)) = v {
-            // Free variables: already the right cells; never stored to.
-            outputs.cells.insert(Rc::as_ptr(rc) as *const () as usize, j as u32);
-        }
-    }
+    map_frame_cells(&final_locals, &mut outputs);
     let mut roots = effect_values(&og);
     roots.push(returned.clone());
     check_rebuilt_once(py, roots.iter())?;
     let result = rebuild_of(py, &og, &returned, &mut outputs)?;
-    let mut cell_stores = Vec::new();
-    let referenced = std::mem::take(&mut outputs.referenced_cells);
-    for (slot, content) in referenced {
-        if (slot as usize) < n_cellvars {
-            cell_stores.push((slot, rebuild_of(py, &og, &content, &mut outputs)?));
-        }
-    }
-    let effects = plan_side_effects(py, &og, &mut outputs)?;
+    let mut effects = plan_side_effects(py, &og, &mut outputs)?;
+    // Cells that functions made in the frame and escaping it close over get their contents.
+    effects.extend(own_cell_stores(py, &og, &ci, &mut outputs)?);
     let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend)?;
     let inputs: Vec<Arc<Source>> = og.inputs.iter().map(|(s, _)| s.clone()).collect();
-    let rerun = (!og.graph.mutates_inputs()).then_some(grad_at_entry);
-    let code = compiled_frame_code(py, &ci, compiled, &inputs, &cell_stores, &result, &effects, rerun).map_err(ConvertError::Internal)?;
+    let rerun = rerun_on_failure(&og, grad_at_entry);
+    let code = compiled_frame_code(py, &ci, compiled, &inputs, &result, &effects, rerun).map_err(ConvertError::Internal)?;
     og.add_alias_guards();
     let guards = GuardManager::new(py, std::mem::take(&mut og.guards)).map_err(ConvertError::Internal)?;
     Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: None })
 }
 
-/// Whether a graph break may stop at instruction `ip` of `ci`: a known stack layout and no cell
-/// variables (resume functions share free variables only).
+/// Whether and how the transformed code reruns the frame when its graph raises (Note [graph
+/// failure reruns the frame]): always when the graph writes none of its inputs; when it does,
+/// only if an op may raise on tensor values, with copies of the written inputs to put back.
+fn rerun_on_failure(og: &OutputGraph, grad_enabled: bool) -> Option<crate::pycodegen::Rerun> {
+    let mutated = og.graph.mutated_inputs();
+    if !mutated.is_empty() && !og.graph.may_raise_on_values() {
+        return None;
+    }
+    Some(crate::pycodegen::Rerun { grad_enabled, snapshot: mutated })
+}
+
+/// Records the frame's cells (its own cell variables and its free variables, as their trackers
+/// are in `locals`) by tracker address, so that a function made in the frame is rebuilt over
+/// the real cells (`Rebuild::MakeFunction`).
+fn map_frame_cells(locals: &[Option<VT>], outputs: &mut Outputs) {
+    for (i, v) in locals.iter().enumerate() {
+        if let Some(VT::Cell(rc)) = v {
+            outputs.cells.insert(Rc::as_ptr(rc) as *const () as usize, i as u32);
+        }
+    }
+}
+
+/// `STORE_DEREF` effects that give the frame's own cells (made by its prologue) the contents
+/// the trace left in them, for every cell in `outputs.referenced_cells` and every cell a stored
+/// value's functions close over in turn. Free variables and the cells a resume function
+/// receives are left out: they outlive the trace, so their writes are side effects already
+/// (`CellTarget::FrameFree`, `CellTarget::FrameCell`). An empty cell stays empty (the prologue
+/// made it so).
+fn own_cell_stores(py: Python<'_>, og: &OutputGraph, ci: &CodeInfo, outputs: &mut Outputs) -> VResult<Vec<SideEffect>> {
+    let entry = ci.cells_on_entry();
+    let mut done = Vec::new();
+    let mut out = Vec::new();
+    loop {
+        let pending = std::mem::take(&mut outputs.referenced_cells);
+        if pending.is_empty() {
+            return Ok(out);
+        }
+        for (slot, rc) in pending {
+            if done.contains(&slot) || slot as usize >= ci.first_free_slot() || entry.contains(&slot) {
+                continue;
+            }
+            done.push(slot);
+            let content = rc.borrow().clone();
+            if let Some(v) = content {
+                let value = rebuild_of(py, og, &v, outputs)?;
+                out.push(SideEffect::SetDeref { slot, value });
+            }
+        }
+    }
+}
+
+/// Whether a graph break may stop at instruction `ip` of `ci`: a known stack layout.
 fn can_break(ci: &CodeInfo, ip: usize, kind: crate::symbolic::graph_break::GraphBreakKind) -> bool {
     let inst = &ci.insts[ip];
     // A FOR_ITER runs for real only to raise what the traced step raises (the loop ends there):
@@ -204,11 +261,9 @@ fn can_break(ci: &CodeInfo, ip: usize, kind: crate::symbolic::graph_break::Graph
     if inst.opcode == crate::bytecode::opcode::op::FOR_ITER && kind != crate::symbolic::graph_break::GraphBreakKind::RaisesException {
         return false;
     }
-    // Arguments captured by inner functions are cells too (MAKE_CELL in the prologue, which a
-    // resume function skips), so count co_cellvars, not extra slots.
-    let has_cellvars = ci.n_cellvars > 0;
     // Inside try/with blocks the break keeps the block's handler: Note [protected breaks].
-    !has_cellvars && break_operands(inst).is_some()
+    // Cell variables travel as cells: Note [cells across a graph break].
+    break_operands(inst).is_some()
 }
 
 /// Graph outputs collected while planning rebuilds (deduplicated by node).
@@ -218,14 +273,16 @@ struct Outputs {
     index: HashMap<crate::graph::NodeId, usize>,
     /// The frame's own cells (cell variables): tracker address -> `localsplus` slot.
     cells: HashMap<usize, u32>,
-    /// Cells referenced by functions that escape the frame, with their tracker.
-    referenced_cells: Vec<(u32, VT)>,
+    /// Cells (`localsplus` slot, tracker) that rebuilt functions close over, not yet given
+    /// their contents (`own_cell_stores`).
+    referenced_cells: Vec<(u32, Rc<RefCell<Option<VT>>>)>,
 }
 
 /// Hands the graph (with `outputs`) to the backend unless it has no ops.
 #[allow(clippy::type_complexity)]
 fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend: &Bound<'_, PyAny>) -> Result<(Option<Py<PyAny>>, Option<Py<PyAny>>, String, usize), ConvertError> {
     og.graph.outputs = outputs.args;
+    keep_dead_grad_values(py, &mut og.graph);
     let n_ops = og.graph.n_ops();
     let graph_text = og.graph.to_string();
     if n_ops == 0 {
@@ -250,6 +307,42 @@ fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend
         Bound::new(py, crate::eval_frame::hook::RunWithoutHook::new(compiled.unbind())).map_err(ConvertError::Internal)?.into_any()
     };
     Ok((Some(compiled.unbind()), Some(gm.unbind()), graph_text, n_ops))
+}
+
+/// Under saved-tensor hooks (`torch.autograd.graph.saved_tensors_hooks`, active while the frame
+/// is traced), eager PyTorch records the autograd graph of every op, also of a value that is
+/// then dropped (`fn(x)` whose result is unused), and the pack hook sees each tensor saved for
+/// backward. A graph computes only what its outputs need, so a dropped value that requires grad
+/// is made an extra output (discarded by the transformed code): the backend then builds its
+/// autograd graph, and the hooks see what that saves.
+fn keep_dead_grad_values(py: Python<'_>, graph: &mut crate::graph::Graph) {
+    let hooks_active = py
+        .import("torch")
+        .and_then(|t| t.getattr("_C")?.getattr("_autograd")?.call_method1("_top_saved_tensors_default_hooks", (false,)))
+        .map(|h| !h.is_none())
+        .unwrap_or(false);
+    if !hooks_active {
+        return;
+    }
+    fn mark(a: &Arg, used: &mut [bool]) {
+        match a {
+            Arg::Node(n) => used[n.0 as usize] = true,
+            Arg::Tuple(items) | Arg::List(items) => items.iter().for_each(|i| mark(i, used)),
+            Arg::Const(..) => {}
+        }
+    }
+    let mut used = vec![false; graph.nodes.len()];
+    for n in &graph.nodes {
+        n.args.iter().chain(n.kwargs.iter().map(|(_, a)| a)).for_each(|a| mark(a, &mut used));
+    }
+    graph.outputs.iter().for_each(|a| mark(a, &mut used));
+    let dead: Vec<Arg> = graph
+        .nodes
+        .iter()
+        .filter(|n| !used[n.id.0 as usize] && !matches!(n.op, crate::graph::Op::Placeholder { .. }) && n.meta.as_ref().is_some_and(|m| m.requires_grad))
+        .map(|n| Arg::Node(n.id))
+        .collect();
+    graph.outputs.extend(dead);
 }
 
 /// Builds the code for a frame that breaks: graph up to the break, the instruction itself, and
@@ -281,9 +374,21 @@ fn convert_break(
     } else {
         vec![state.ip + 1]
     };
+    // Note [cells across a graph break]: the frame's cells are never rebuilt. A function made
+    // before the break shares them with the code after it, so the transformed code gives the
+    // real cells (made by its prologue, or received made) the contents the trace left in them,
+    // and the resume function receives the cells themselves (pycodegen::resume).
+    map_frame_cells(&state.locals, &mut outputs);
+    for (i, v) in state.locals.iter().enumerate().take(ci.first_free_slot()) {
+        if let Some(VT::Cell(rc)) = v {
+            outputs.referenced_cells.push((i as u32, rc.clone()));
+        }
+    }
     for i in 0..ci.varnames.len() {
         let live = continuations.iter().any(|&t| ci.live.get(t).is_some_and(|l| l[i]));
         match &state.locals[i] {
+            // An argument that is a cell: passed as its cell.
+            Some(VT::Cell(_)) => {}
             Some(v) if live => locals.push((i as u32, rebuild_of(py, &og, v, &mut outputs)?)),
             _ => unbound.push(i as u32),
         }
@@ -332,12 +437,13 @@ fn convert_break(
     } else {
         (vec![state.ip + 1], n_pushed)
     };
-    let effects = plan_side_effects(py, &og, &mut outputs)?;
+    let mut effects = plan_side_effects(py, &og, &mut outputs)?;
+    effects.extend(own_cell_stores(py, &og, ci, &mut outputs)?);
     let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend)?;
     let inputs: Vec<Arc<Source>> = og.inputs.iter().map(|(s, _)| s.clone()).collect();
     let plan = BreakPlan {
         effects,
-        rerun_on_failure: (!og.graph.mutates_inputs()).then_some(grad_at_entry),
+        rerun_on_failure: rerun_on_failure(&og, grad_at_entry),
         compiled_fn: compiled,
         inputs: &inputs,
         locals,
@@ -386,7 +492,7 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
         let Some(v) = cell.borrow().clone() else { unsupported!("a cell emptied while tracing") };
         let value = rebuild_of(py, og, &v, outputs)?;
         out.push(match target {
-            crate::symbolic::side_effects::CellTarget::FrameFree(slot) => SideEffect::SetDeref { slot: *slot, value },
+            crate::symbolic::side_effects::CellTarget::FrameFree(slot) | crate::symbolic::side_effects::CellTarget::FrameCell(slot) => SideEffect::SetDeref { slot: *slot, value },
             crate::symbolic::side_effects::CellTarget::Object(src) => SideEffect::SetAttr { target: src.clone(), name: "cell_contents".into(), value },
             crate::symbolic::side_effects::CellTarget::Unknown => unsupported!("write to an unreachable closure cell"),
         });
@@ -409,8 +515,9 @@ fn check_no_shared_containers(py: Python<'_>, state: &BreakState, ci: &CodeInfo,
     if let (true, Some(t)) = (jumps_too(inst.opcode), inst.target) {
         targets.push(t.0 as usize);
     }
-    let live_locals = state.locals.iter().enumerate().filter(|(i, _)| {
-        *i >= ci.varnames.len() || targets.iter().any(|&t| ci.live.get(t).is_some_and(|l| l[*i]))
+    // Cells (arguments among them) are always live: functions made in the frame may read them.
+    let live_locals = state.locals.iter().enumerate().filter(|(i, v)| {
+        *i >= ci.varnames.len() || matches!(v, Some(VT::Cell(_))) || targets.iter().any(|&t| ci.live.get(t).is_some_and(|l| l[*i]))
     });
     let roots: Vec<VT> = state.stack.iter().chain(live_locals.filter_map(|(_, v)| v.as_ref())).cloned().collect();
     check_rebuilt_once(py, roots.iter().chain(effect_values(og).iter()))
@@ -723,11 +830,7 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
                 unsupported!("returned function closes over a cell of an inlined call")
             };
             if !outputs.referenced_cells.iter().any(|(s, _)| *s == slot) {
-                let content = rc.borrow().clone();
-                match content {
-                    Some(v) => outputs.referenced_cells.push((slot, v)),
-                    None => unsupported!("returned function closes over an empty cell"),
-                }
+                outputs.referenced_cells.push((slot, rc.clone()));
             }
             closure_slots.push(slot);
         }

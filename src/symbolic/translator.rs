@@ -134,12 +134,18 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
-    /// Marks closure cells as external (their writes would escape the frame).
+    /// Marks closure cells, and cells the frame receives already made (a resume function's:
+    /// `CodeInfo::cells_on_entry`), as external (their writes would escape the frame).
     pub fn mark_external_cells(&mut self) {
         let base = self.code.localsplus.len() - self.closure.len();
         for (j, c) in self.closure.iter().enumerate() {
             if let VT::Cell(rc) = c {
                 self.external_cells.insert(Rc::as_ptr(rc) as usize, CellTarget::FrameFree((base + j) as u32));
+            }
+        }
+        for (i, l) in self.locals.iter().enumerate() {
+            if let Some(VT::Cell(rc)) = l {
+                self.external_cells.insert(Rc::as_ptr(rc) as usize, CellTarget::FrameCell(i as u32));
             }
         }
     }
