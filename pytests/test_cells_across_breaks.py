@@ -329,3 +329,102 @@ def test_unbound_cell_read_by_the_frame_after_the_break_raises_as_eager(capsys):
     with pytest.raises(UnboundLocalError) as compiled:
         dynamo.optimize("eager")(f)(X())
     assert str(compiled.value) == str(eager.value)
+
+
+def test_function_made_in_the_frame_and_reached_twice_keeps_its_identity(capsys):
+    # Note [shared rebuilds]: one function object, however many places reach it.
+    def across_break(x):
+        def g():
+            return x
+
+        d = {"a": g}
+        print("break")
+        return d["a"] is g, g() + 1
+
+    def returned_twice(x):
+        def g():
+            return x + 1
+
+        return g, [g]
+
+    expected, out, n, c = run_both(across_break, X, capsys=capsys)
+    same(out, expected)
+    assert out[0] is True
+    assert_captured(n, c, 1)  # nothing to compute before the break
+    expected, out, n, c = run_both(returned_twice, X)
+    assert out[0] is out[1][0] and expected[0] is expected[1][0]
+    assert c["eager_fallbacks"] == 0
+
+
+def test_containers_reached_twice_stay_one_object(capsys):
+    # A list built in the frame that is returned and stored outside, a dict kept in a local and
+    # handed to the breaking call, an iterator and its list: one object each, as in eager.
+    class Holder:
+        pass
+
+    def returned_and_stored(x, holder):
+        items = [x + 1]
+        holder.items = items
+        return items
+
+    def live_and_passed_to_the_break(x):
+        d = {"k": x * 2}
+        print(d.keys())
+        d["j"] = 1
+        return d
+
+    def iterator_and_its_list(x):
+        lst = [x, x + 1, x + 2]
+        it = iter(lst)
+        first = next(it)
+        print("break")
+        lst.append(x * 10)
+        return first, list(it), lst
+
+    h_eager, h_comp = Holder(), Holder()
+    expected = returned_and_stored(X(), h_eager)
+    dynamo.reset()
+    out = dynamo.optimize("eager")(returned_and_stored)(X(), h_comp)
+    assert out is h_comp.items and expected is h_eager.items
+    same(out, expected)
+    assert dynamo.counters()["eager_fallbacks"] == 0 and dynamo.counters()["graphs"] == 1
+
+    for f, graphs in ((live_and_passed_to_the_break, 1), (iterator_and_its_list, 2)):
+        expected, out, n, c = run_both(f, X, capsys=capsys)
+        same(out, expected)
+        assert_captured(n, c, graphs)
+
+
+def test_list_in_a_cell_and_returned_is_one_list():
+    def f(x):
+        items = [x]
+
+        def g():
+            return items
+
+        return g, items
+
+    g_e, items_e = f(X())
+    dynamo.reset()
+    g_c, items_c = dynamo.optimize("eager")(f)(X())
+    assert g_e() is items_e and g_c() is items_c
+    assert dynamo.counters()["eager_fallbacks"] == 0
+
+
+SENTINEL = object()
+
+
+def test_new_containers_and_functions_are_no_existing_object():
+    # `is` between an object built in the frame and one from outside is False without running
+    # anything (the dataclass `__init__` pattern `tags is _HAS_DEFAULT_FACTORY`).
+    def f(x):
+        lst, d = [x], {"k": x}
+
+        def g():
+            return x
+
+        return x + 1, lst is SENTINEL, d is SENTINEL, g is SENTINEL, SENTINEL is not lst, g is g
+
+    expected, out, n, c = run_both(f, X)
+    same(out, expected)
+    assert n == 1 and c["graph_breaks"] == 0 and c["eager_fallbacks"] == 0

@@ -41,6 +41,11 @@ pub enum Rebuild {
     BoundMethod { func: Py<PyAny>, self_: Box<Rebuild> },
     /// `set(members)`: a set built during tracing (members: a frozenset constant).
     SetOf(Py<PyAny>),
+    /// The first rebuild of an object reached more than once: built, then kept in temporary
+    /// local `id` (Note [shared rebuilds] in `symbolic::convert_frame`).
+    Shared { id: u32, inner: Box<Rebuild> },
+    /// A later reach of shared object `id`: a load of its temporary local.
+    SharedRef(u32),
     /// A function defined in the frame: MAKE_FUNCTION over `code` with positional `defaults`
     /// and the frame's cells at `closure_slots` (`localsplus` indices) as its closure.
     MakeFunction { code: Py<PyAny>, defaults: Vec<Rebuild>, closure_slots: Vec<u32> },
@@ -94,6 +99,8 @@ pub struct PyCodegen {
     pub deref_shift: u32,
     /// Where the appended copy of the original code starts (`original_copy`), once made.
     copy_base: Option<u32>,
+    /// The fast-local slot of shared rebuild 0 (`Rebuild::Shared`); the others follow.
+    pub shared_base: u32,
 }
 
 /// `ci`'s instructions as they are when placed from index `base` of a new instruction list, in
@@ -140,6 +147,7 @@ impl PyCodegen {
             result_local: None,
             deref_shift: 0,
             copy_base: None,
+            shared_base: ci.varnames.len() as u32,
         })
     }
 
@@ -435,6 +443,12 @@ impl PyCodegen {
             }
             Rebuild::Const(c) => self.load_const(c.clone_ref(py)),
             Rebuild::Source(s) => self.load_source(py, s),
+            Rebuild::Shared { id, inner } => {
+                self.rebuild(py, inner, depth);
+                self.emit(op::COPY, 1);
+                self.emit(op::STORE_FAST, self.shared_base + id);
+            }
+            Rebuild::SharedRef(id) => self.emit(op::LOAD_FAST, self.shared_base + id),
             Rebuild::Tuple(items) | Rebuild::List(items) => {
                 for (i, it) in items.iter().enumerate() {
                     self.rebuild(py, it, depth + i as u32);
@@ -535,13 +549,20 @@ pub fn compiled_frame_code(
     result: &Rebuild,
     effects: &[SideEffect],
     rerun_on_failure: Option<Rerun>,
+    n_shared: u32,
 ) -> PyResult<Py<PyAny>> {
     let mut cg = PyCodegen::new(py, ci)?;
-    // Prologue: everything up to and including RESUME, unchanged.
+    // Temporary locals of shared rebuilds go after the varnames: cell and free variables move up.
+    let nv = ci.varnames.len() as u32;
+    cg.deref_shift = n_shared;
+    // Prologue: everything up to and including RESUME.
     let body = ci.body_start();
     for inst in &ci.insts[..body] {
         let mut i = inst.clone();
         i.exn = None;
+        if is_deref(i.opcode) && i.arg >= nv {
+            i.arg += n_shared;
+        }
         cg.insts.push(i);
     }
     let has_graph = compiled_fn.is_some();
@@ -557,7 +578,13 @@ pub fn compiled_frame_code(
     if let (true, Some(rerun)) = (has_graph, &rerun_on_failure) {
         cg.protect_graph_call(py, ci, call, rerun)?;
     }
-    finish(py, ci, cg)
+    let mut varnames = ci.varnames.clone();
+    varnames.extend((0..n_shared).map(|i| format!("__shared{i}")));
+    finish_with(py, ci, cg, |kw| {
+        kw.set_item("co_varnames", PyTuple::new(py, &varnames)?)?;
+        kw.set_item("co_nlocals", varnames.len())?;
+        Ok(())
+    })
 }
 
 /// Assembles `cg`'s instructions into `ci.code.replace(...)` with all argument slots positional.

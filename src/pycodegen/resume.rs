@@ -47,6 +47,8 @@ use std::sync::{Arc, OnceLock};
 
 /// Everything needed to emit the code of a frame that breaks at one instruction.
 pub struct BreakPlan<'a> {
+    /// Temporary locals for shared rebuilds (`Rebuild::Shared`).
+    pub n_shared: u32,
     pub compiled_fn: Option<Py<PyAny>>,
     pub inputs: &'a [Arc<Source>],
     /// Bound locals: (varnames index, value).
@@ -272,13 +274,15 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
     cg.pos = plan.inst.positions;
     let nv = ci.varnames.len() as u32;
     let tmp = nv;
-    cg.deref_shift = 1;
+    // After the varnames: the graph's result tuple, then the shared rebuilds' temporaries.
+    cg.deref_shift = 1 + plan.n_shared;
+    cg.shared_base = nv + 1;
     cg.result_local = Some(tmp);
     for inst in &ci.insts[..ci.body_start()] {
         let mut i = inst.clone();
         i.exn = None;
         if is_deref(i.opcode) && i.arg >= nv {
-            i.arg += 1;
+            i.arg += cg.deref_shift;
         }
         cg.insts.push(i);
     }
@@ -370,7 +374,7 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
     inst.exn = None;
     inst.offset = None;
     if is_deref(inst.opcode) && inst.arg >= nv {
-        inst.arg += 1;
+        inst.arg += cg.deref_shift;
     }
     let jump_at = cg.insts.len();
     cg.insts.push(inst);
@@ -424,6 +428,7 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
     }
     let mut varnames = ci.varnames.clone();
     varnames.push("__graph_out".to_string());
+    varnames.extend((0..plan.n_shared).map(|i| format!("__shared{i}")));
     finish_with(py, ci, cg, |kw| {
         kw.set_item("co_varnames", PyTuple::new(py, &varnames)?)?;
         kw.set_item("co_nlocals", varnames.len())?;

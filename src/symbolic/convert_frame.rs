@@ -188,15 +188,19 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
     map_frame_cells(&final_locals, &mut outputs);
     let mut roots = effect_values(&og);
     roots.push(returned.clone());
-    check_rebuilt_once(py, roots.iter())?;
+    // The frame's own cells: their contents are stored for functions that escape.
+    roots.extend(final_locals.iter().take(ci.first_free_slot()).flatten().filter(|v| matches!(v, VT::Cell(_))).cloned());
+    let reach = check_rebuilt_once(py, roots.iter())?;
+    mark_shared(&mut outputs, &reach);
     let result = rebuild_of(py, &og, &returned, &mut outputs)?;
     let mut effects = plan_side_effects(py, &og, &mut outputs)?;
     // Cells that functions made in the frame and escaping it close over get their contents.
     effects.extend(own_cell_stores(py, &og, &ci, &mut outputs)?);
+    let n_shared = outputs.n_shared;
     let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend)?;
     let inputs: Vec<Arc<Source>> = og.inputs.iter().map(|(s, _)| s.clone()).collect();
     let rerun = rerun_on_failure(&og, grad_at_entry);
-    let code = compiled_frame_code(py, &ci, compiled, &inputs, &result, &effects, rerun).map_err(ConvertError::Internal)?;
+    let code = compiled_frame_code(py, &ci, compiled, &inputs, &result, &effects, rerun, n_shared).map_err(ConvertError::Internal)?;
     og.add_alias_guards();
     let guards = GuardManager::new(py, std::mem::take(&mut og.guards)).map_err(ConvertError::Internal)?;
     Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: None })
@@ -273,6 +277,10 @@ struct Outputs {
     index: HashMap<crate::graph::NodeId, usize>,
     /// The frame's own cells (cell variables): tracker address -> `localsplus` slot.
     cells: HashMap<usize, u32>,
+    /// Objects rebuilt once and reused, by tracker address (Note [shared rebuilds]).
+    shared: HashMap<usize, SharedRebuild>,
+    /// Temporary locals the shared rebuilds use.
+    n_shared: u32,
     /// Cells (`localsplus` slot, tracker) that rebuilt functions close over, not yet given
     /// their contents (`own_cell_stores`).
     referenced_cells: Vec<(u32, Rc<RefCell<Option<VT>>>)>,
@@ -365,6 +373,7 @@ fn convert_break(
     // How many times each container built in the frame is reached from what outlives the graph.
     let reach = check_no_shared_containers(py, &state, ci, &og)?;
     let mut outputs = Outputs::default();
+    mark_shared(&mut outputs, &reach);
     let mut locals = Vec::new();
     let mut unbound = Vec::new();
     // Only locals some continuation may still read travel to the resume function; dead ones
@@ -409,7 +418,8 @@ fn convert_break(
     let mut preserved = state.stack[..split]
         .iter()
         .map(|v| match v {
-            VT::Iterator(it) => match fixed_remaining(py, it, &reach)? {
+            // A loop iterator reached only from its loop (a shared one is passed as itself).
+            VT::Iterator(it) if reach.get(&(Rc::as_ptr(it) as *const () as usize)).is_none_or(|&n| n <= 1) => match fixed_remaining(py, it, &reach)? {
                 Some(items) => Ok(Some(Rebuild::Iterator(items.iter().map(|i| rebuild_of(py, &og, i, &mut outputs)).collect::<VResult<_>>()?))),
                 None => slot(v, &mut outputs),
             },
@@ -439,9 +449,11 @@ fn convert_break(
     };
     let mut effects = plan_side_effects(py, &og, &mut outputs)?;
     effects.extend(own_cell_stores(py, &og, ci, &mut outputs)?);
+    let n_shared = outputs.n_shared;
     let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend)?;
     let inputs: Vec<Arc<Source>> = og.inputs.iter().map(|(s, _)| s.clone()).collect();
     let plan = BreakPlan {
+        n_shared,
         effects,
         rerun_on_failure: rerun_on_failure(&og, grad_at_entry),
         compiled_fn: compiled,
@@ -507,8 +519,8 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
     Ok(out)
 }
 
-/// A list or dict created during tracing must be rebuilt once: if it is reachable twice from
-/// the live state, two copies would stop sharing mutations, so the break is refused.
+/// How many times each object created during tracing is reachable from the live state at the
+/// break (`check_rebuilt_once`).
 fn check_no_shared_containers(py: Python<'_>, state: &BreakState, ci: &CodeInfo, og: &OutputGraph) -> VResult<HashMap<usize, usize>> {
     let inst = &ci.insts[state.ip];
     let mut targets = vec![state.ip + 1];
@@ -534,14 +546,17 @@ fn effect_values(og: &OutputGraph) -> Vec<VT> {
     for d in &se.dicts {
         v.extend(d.borrow().items.iter().map(|(_, x)| x.clone()));
     }
+    // As cells, so that a cell also live in a frame slot is walked once (`check_rebuilt_once`).
     for (_, c) in &se.cells {
-        v.extend(c.borrow().iter().cloned());
+        v.push(VT::Cell(c.clone()));
     }
     v
 }
 
-/// Refuses when a list, dict, set or iterator built during tracing is reachable twice from
-/// `roots`: each reach would be rebuilt as its own copy, which would stop sharing mutations.
+/// How many times each list, dict, set, iterator, user object or function built during tracing
+/// is reachable from `roots` (by tracker address). One reached more than once is rebuilt once
+/// and reused (Note [shared rebuilds]). Refuses only an iterator over a list from outside the
+/// frame that is reachable twice together with its list.
 fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -> VResult<HashMap<usize, usize>> {
     // Counts a reach of the object at `ptr`; true on the first one only (a second reach is
     // refused anyway, and a container that holds itself is not walked forever).
@@ -584,9 +599,11 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     // Counted even when the list came from the frame (then it is not rebuilt, but
                     // the iterator and the list stay one pair only through one path).
                     IterKind::List(l) | IterKind::ListReversed { list: l, .. } => {
-                        *seen.entry(Rc::as_ptr(l) as *const () as usize).or_insert(0) += 1;
                         if l.borrow().source.is_none() {
-                            l.borrow().items.iter().for_each(|i| visit(py, i, seen));
+                            visit(py, &VT::List(l.clone()), seen);
+                        } else {
+                            // Not rebuilt; tagged so that a second reach is refused.
+                            *seen.entry(Rc::as_ptr(l) as *const () as usize | SOURCED_LIST_TAG).or_insert(0) += 1;
                         }
                     }
                     IterKind::Dict { dict, .. } => visit(py, &VT::Dict(dict.clone()), seen),
@@ -621,6 +638,14 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                 }
                 o.attrs.borrow().iter().for_each(|(_, v)| visit(py, v, seen));
             }
+            // A function made in the frame: each rebuild would be a new function object
+            // (`f is g` and attributes set on it would differ from eager).
+            VT::NestedFunction(nf) => {
+                if !first_reach(seen, Rc::as_ptr(nf) as *const () as usize) {
+                    return;
+                }
+                nf.defaults.iter().for_each(|d| visit(py, d, seen));
+            }
             VT::Partial(p) => {
                 visit(py, &p.func, seen);
                 p.args.iter().for_each(|a| visit(py, a, seen));
@@ -630,10 +655,16 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
         }
     }
     let mut seen = HashMap::new();
+    let mut cells_seen = Vec::new();
     for v in roots {
-        // Locals that are cells hold their tracker inside the cell.
+        // Locals that are cells hold their tracker inside the cell (walked once per cell).
         match v {
             VT::Cell(c) => {
+                let ptr = Rc::as_ptr(c) as *const () as usize;
+                if cells_seen.contains(&ptr) {
+                    continue;
+                }
+                cells_seen.push(ptr);
                 if let Some(inner) = c.borrow().as_ref() {
                     visit(py, inner, &mut seen);
                 }
@@ -641,10 +672,51 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
             other => visit(py, other, &mut seen),
         }
     }
-    if seen.values().any(|&n| n > 1) {
-        unsupported!("a list, dict, set or iterator built in the frame is referenced twice from what outlives the graph");
+    if seen.iter().any(|(&p, &n)| n > 1 && p & SOURCED_LIST_TAG != 0) {
+        unsupported!("a list the frame received, reached twice through its iterators");
     }
     Ok(seen)
+}
+
+/// Marks a reach count in `check_rebuilt_once` as one of a list from outside the frame (tracker
+/// addresses are aligned, so the low bit is free).
+const SOURCED_LIST_TAG: usize = 1;
+
+/// Note [shared rebuilds]: an object built during tracing that is reachable more than once from
+/// what outlives the graph (a list that is returned and stored in an attribute, a function kept
+/// in a local and in a dict) must come back as one object. `rebuild_of` gives its first rebuild
+/// a temporary local (`Rebuild::Shared`) and later ones a load of it (`Rebuild::SharedRef`).
+/// Sound because the transformed code emits rebuilds in the order `rebuild_of` made them (live
+/// values, then side effects, then cell contents), depth first, so the store runs before every
+/// load. An object that contains itself is refused (its first rebuild is not finished when the
+/// inner reach loads it).
+fn shared_key(vt: &VT) -> Option<usize> {
+    Some(match vt {
+        VT::List(l) if l.borrow().source.is_none() => Rc::as_ptr(l) as *const () as usize,
+        VT::Dict(d) if d.borrow().source.is_none() => Rc::as_ptr(d) as *const () as usize,
+        VT::Set(set) => Rc::as_ptr(set) as *const () as usize,
+        VT::Iterator(it) => Rc::as_ptr(it) as *const () as usize,
+        VT::UserObject(o) => Rc::as_ptr(o) as *const () as usize,
+        VT::NestedFunction(nf) => Rc::as_ptr(nf) as *const () as usize,
+        _ => return None,
+    })
+}
+
+/// Where a shared object's rebuild stands (Note [shared rebuilds]).
+#[derive(Clone, Copy)]
+enum SharedRebuild {
+    Pending,
+    Building,
+    Done(u32),
+}
+
+/// Marks the objects `reach` counts more than once as shared (Note [shared rebuilds]).
+fn mark_shared(outputs: &mut Outputs, reach: &HashMap<usize, usize>) {
+    for (&p, &n) in reach {
+        if n > 1 && p & SOURCED_LIST_TAG == 0 {
+            outputs.shared.insert(p, SharedRebuild::Pending);
+        }
+    }
 }
 
 /// The items an iterator has left when it walks fixed sequences only (nothing can change what it
@@ -762,12 +834,12 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
             call("iter_at", vec![view_rb, int(it.pos as i64)?])?
         }
         IterKind::Enumerate { inner, count } => {
-            let inner = rebuild_iter(py, og, inner, outputs)?;
+            let inner = rebuild_of(py, og, &VT::Iterator(inner.clone()), outputs)?;
             let f = py.import("builtins")?.getattr("enumerate")?;
             Rebuild::Call { func: f.unbind(), args: vec![inner, int(*count)?] }
         }
         IterKind::Zip(inners) => {
-            let args = inners.iter().map(|i| rebuild_iter(py, og, i, outputs)).collect::<VResult<Vec<_>>>()?;
+            let args = inners.iter().map(|i| rebuild_of(py, og, &VT::Iterator(i.clone()), outputs)).collect::<VResult<Vec<_>>>()?;
             let f = py.import("builtins")?.getattr("zip")?;
             Rebuild::Call { func: f.unbind(), args }
         }
@@ -781,7 +853,7 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
         IterKind::Map { func, inners } => {
             let mut args = vec![rebuild_of(py, og, func, outputs)?];
             for i in inners {
-                args.push(rebuild_iter(py, og, i, outputs)?);
+                args.push(rebuild_of(py, og, &VT::Iterator(i.clone()), outputs)?);
             }
             Rebuild::Call { func: py.import("builtins")?.getattr("map")?.unbind(), args }
         }
@@ -790,12 +862,12 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
                 Some(f) => rebuild_of(py, og, f, outputs)?,
                 None => Rebuild::Const(py.None()),
             };
-            Rebuild::Call { func: py.import("builtins")?.getattr("filter")?.unbind(), args: vec![f, rebuild_iter(py, og, inner, outputs)?] }
+            Rebuild::Call { func: py.import("builtins")?.getattr("filter")?.unbind(), args: vec![f, rebuild_of(py, og, &VT::Iterator(inner.clone()), outputs)?] }
         }
         IterKind::Chain { pending, active } => {
             let mut args = Vec::new();
             if let Some(a) = active {
-                args.push(rebuild_iter(py, og, a, outputs)?);
+                args.push(rebuild_of(py, og, &VT::Iterator(a.clone()), outputs)?);
             }
             for p in pending {
                 args.push(rebuild_of(py, og, p, outputs)?);
@@ -808,7 +880,7 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
                 Some(s) => int(s.saturating_sub(*count).max(next.saturating_sub(*count)) as i64)?,
                 None => Rebuild::Const(py.None()),
             };
-            let args = vec![rebuild_iter(py, og, inner, outputs)?, int(start)?, stop, int(*step as i64)?];
+            let args = vec![rebuild_of(py, og, &VT::Iterator(inner.clone()), outputs)?, int(start)?, stop, int(*step as i64)?];
             Rebuild::Call { func: py.import("itertools")?.getattr("islice")?.unbind(), args }
         }
         IterKind::Accumulate { .. } | IterKind::ZipLongest { .. } => {
@@ -817,8 +889,27 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
     })
 }
 
-/// How to rebuild the returned tracker; tensors computed by the graph become graph outputs.
+/// How to rebuild the returned tracker; tensors computed by the graph become graph outputs. An
+/// object reached more than once is built once (Note [shared rebuilds]).
 fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) -> VResult<Rebuild> {
+    let Some(key) = shared_key(vt) else { return rebuild_fresh(py, og, vt, outputs) };
+    match outputs.shared.get(&key).copied() {
+        None => rebuild_fresh(py, og, vt, outputs),
+        Some(SharedRebuild::Done(id)) => Ok(Rebuild::SharedRef(id)),
+        Some(SharedRebuild::Building) => unsupported!("{} that contains itself outlives the graph", vt.describe(py)),
+        Some(SharedRebuild::Pending) => {
+            outputs.shared.insert(key, SharedRebuild::Building);
+            let inner = rebuild_fresh(py, og, vt, outputs)?;
+            let id = outputs.n_shared;
+            outputs.n_shared += 1;
+            outputs.shared.insert(key, SharedRebuild::Done(id));
+            Ok(Rebuild::Shared { id, inner: Box::new(inner) })
+        }
+    }
+}
+
+/// `rebuild_of` without the sharing.
+fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) -> VResult<Rebuild> {
     if let VT::NestedFunction(nf) = vt {
         if !nf.kwdefaults.is_empty() {
             unsupported!("returning a function with keyword-only defaults");

@@ -1663,6 +1663,10 @@ impl<'a> InstructionTranslator<'a> {
             (VT::UserObject(x), VT::UserObject(y)) => Rc::ptr_eq(x, y),
             // A new object is none of the objects that existed before it.
             (VT::UserObject(_), _) | (_, VT::UserObject(_)) => false,
+            (VT::List(l), _) | (_, VT::List(l)) if l.borrow().source.is_none() => false,
+            (VT::Dict(d), _) | (_, VT::Dict(d)) if d.borrow().source.is_none() => false,
+            (VT::NestedFunction(x), VT::NestedFunction(y)) => Rc::ptr_eq(x, y),
+            (VT::NestedFunction(_), _) | (_, VT::NestedFunction(_)) => false,
             _ => match (real_object(a), real_object(b)) {
                 (Some(x), Some(y)) => x.as_ptr() == y.as_ptr(),
                 _ => unsupported!("identity comparison of {} and {}", a.describe(py), b.describe(py)),
