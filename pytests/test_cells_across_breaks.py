@@ -428,3 +428,44 @@ def test_new_containers_and_functions_are_no_existing_object():
     expected, out, n, c = run_both(f, X)
     same(out, expected)
     assert n == 1 and c["graph_breaks"] == 0 and c["eager_fallbacks"] == 0
+
+
+def make_counter(start):
+    count = start
+
+    def inc(t):
+        nonlocal count
+        count += 1
+        return t * count
+
+    def get():
+        return count
+
+    return inc, get
+
+
+def test_closures_of_an_inlined_factory_share_a_new_cell(capsys):
+    # Note [cells of inlined calls]: the factory's cell exists only in the trace; it is made
+    # once, holding what the trace left in it, and both returned functions close over it.
+    def f(x):
+        inc, get = make_counter(10)
+        y = inc(x)
+        return y, inc, get
+
+    expected, out, n, c = run_both(f, X)
+    same(out[0], expected[0])
+    assert out[1].__closure__[0] is out[2].__closure__[0]
+    same((out[1](torch.ones(1)), out[2]()), (expected[1](torch.ones(1)), expected[2]()))
+    assert c["eager_fallbacks"] == 0 and n == 1
+
+    def across_break(x):
+        inc, get = make_counter(0)
+        inc(x)
+        print("break", get())
+        inc(x)
+        return get(), inc
+
+    expected, out, n, c = run_both(across_break, X, capsys=capsys)
+    same(out[0], expected[0])
+    same(out[1](X()), expected[1](X()))
+    assert c["eager_fallbacks"] == 0

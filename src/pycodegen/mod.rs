@@ -47,8 +47,10 @@ pub enum Rebuild {
     /// A later reach of shared object `id`: a load of its temporary local.
     SharedRef(u32),
     /// A function defined in the frame: MAKE_FUNCTION over `code` with positional `defaults`
-    /// and the frame's cells at `closure_slots` (`localsplus` indices) as its closure.
-    MakeFunction { code: Py<PyAny>, defaults: Vec<Rebuild>, closure_slots: Vec<u32> },
+    /// and the cells `closure` (`FrameCell`s, or cells made anew) as its closure.
+    MakeFunction { code: Py<PyAny>, defaults: Vec<Rebuild>, closure: Vec<Rebuild> },
+    /// The frame's own cell at this `localsplus` slot (`LOAD_CLOSURE`).
+    FrameCell(u32),
 }
 
 /// How transformed code recovers when its graph raises: rerun the frame as the original code
@@ -510,7 +512,7 @@ impl PyCodegen {
                 self.emit(op::PRECALL, 1);
                 self.emit(op::CALL, 1);
             }
-            Rebuild::MakeFunction { code, defaults, closure_slots } => {
+            Rebuild::MakeFunction { code, defaults, closure } => {
                 let mut flags = 0;
                 let mut pushed = 0;
                 if !defaults.is_empty() {
@@ -521,18 +523,19 @@ impl PyCodegen {
                     flags |= 0x01;
                     pushed += 1;
                 }
-                if !closure_slots.is_empty() {
-                    for &slot in closure_slots {
-                        let slot = self.deref_slot(slot);
-                        self.emit(op::LOAD_CLOSURE, slot);
+                if !closure.is_empty() {
+                    for (i, c) in closure.iter().enumerate() {
+                        self.rebuild(py, c, depth + pushed + i as u32);
                     }
-                    self.emit(op::BUILD_TUPLE, closure_slots.len() as u32);
+                    self.emit(op::BUILD_TUPLE, closure.len() as u32);
                     flags |= 0x08;
-                    pushed += 1;
                 }
-                let _ = pushed;
                 self.load_const(code.clone_ref(py));
                 self.emit(op::MAKE_FUNCTION, flags);
+            }
+            Rebuild::FrameCell(slot) => {
+                let slot = self.deref_slot(*slot);
+                self.emit(op::LOAD_CLOSURE, slot);
             }
         }
     }

@@ -645,6 +645,16 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     return;
                 }
                 nf.defaults.iter().for_each(|d| visit(py, d, seen));
+                nf.closure.iter().for_each(|c| visit(py, c, seen));
+            }
+            // A cell (a function's closure, or a frame slot): its contents once.
+            VT::Cell(c) => {
+                if !first_reach(seen, Rc::as_ptr(c) as *const () as usize) {
+                    return;
+                }
+                if let Some(inner) = c.borrow().as_ref() {
+                    visit(py, inner, seen);
+                }
             }
             VT::Partial(p) => {
                 visit(py, &p.func, seen);
@@ -655,22 +665,9 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
         }
     }
     let mut seen = HashMap::new();
-    let mut cells_seen = Vec::new();
     for v in roots {
         // Locals that are cells hold their tracker inside the cell (walked once per cell).
-        match v {
-            VT::Cell(c) => {
-                let ptr = Rc::as_ptr(c) as *const () as usize;
-                if cells_seen.contains(&ptr) {
-                    continue;
-                }
-                cells_seen.push(ptr);
-                if let Some(inner) = c.borrow().as_ref() {
-                    visit(py, inner, &mut seen);
-                }
-            }
-            other => visit(py, other, &mut seen),
-        }
+        visit(py, v, &mut seen);
     }
     if seen.iter().any(|(&p, &n)| n > 1 && p & SOURCED_LIST_TAG != 0) {
         unsupported!("a list the frame received, reached twice through its iterators");
@@ -698,6 +695,7 @@ fn shared_key(vt: &VT) -> Option<usize> {
         VT::Iterator(it) => Rc::as_ptr(it) as *const () as usize,
         VT::UserObject(o) => Rc::as_ptr(o) as *const () as usize,
         VT::NestedFunction(nf) => Rc::as_ptr(nf) as *const () as usize,
+        VT::Cell(c) => Rc::as_ptr(c) as *const () as usize,
         _ => return None,
     })
 }
@@ -914,19 +912,40 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         if !nf.kwdefaults.is_empty() {
             unsupported!("returning a function with keyword-only defaults");
         }
-        let mut closure_slots = Vec::new();
+        // In emission order: the defaults, then the closure.
+        let defaults = nf.defaults.iter().map(|d| rebuild_of(py, og, d, outputs)).collect::<VResult<_>>()?;
+        let mut closure = Vec::new();
         for c in &nf.closure {
             let VT::Cell(rc) = c else { unsupported!("closure of a returned function is not a cell") };
-            let Some(&slot) = outputs.cells.get(&(Rc::as_ptr(rc) as *const () as usize)) else {
-                unsupported!("returned function closes over a cell of an inlined call")
-            };
-            if !outputs.referenced_cells.iter().any(|(s, _)| *s == slot) {
-                outputs.referenced_cells.push((slot, rc.clone()));
+            match outputs.cells.get(&(Rc::as_ptr(rc) as *const () as usize)) {
+                Some(&slot) => {
+                    if !outputs.referenced_cells.iter().any(|(s, _)| *s == slot) {
+                        outputs.referenced_cells.push((slot, rc.clone()));
+                    }
+                    closure.push(Rebuild::FrameCell(slot));
+                }
+                // A cell an inlined call made (a closure factory called in the frame).
+                None => closure.push(rebuild_of(py, og, c, outputs)?),
             }
-            closure_slots.push(slot);
         }
-        let defaults = nf.defaults.iter().map(|d| rebuild_of(py, og, d, outputs)).collect::<VResult<_>>()?;
-        return Ok(Rebuild::MakeFunction { code: nf.code.clone_ref(py), defaults, closure_slots });
+        return Ok(Rebuild::MakeFunction { code: nf.code.clone_ref(py), defaults, closure });
+    }
+    if let VT::Cell(rc) = vt {
+        // Note [cells of inlined calls]: a cell made by MAKE_CELL in an inlined frame exists
+        // only in the trace: it is made anew (`types.CellType(contents)`), once however many
+        // functions close over it (Note [shared rebuilds]), holding the contents the trace
+        // left in it. A real cell (a closure of a function from outside) cannot be reached
+        // here and is refused.
+        if og.cells_by_ptr.values().any(|c| Rc::ptr_eq(c, rc)) {
+            unsupported!("returned function closes over a cell of a function from outside the frame");
+        }
+        let cell_type = py.import("types")?.getattr("CellType")?.unbind();
+        let content = rc.borrow().clone();
+        let args = match content {
+            Some(v) => vec![rebuild_of(py, og, &v, outputs)?],
+            None => vec![],
+        };
+        return Ok(Rebuild::Call { func: cell_type, args });
     }
     let mut rec = |v: &VT| rebuild_of(py, og, v, outputs);
     Ok(match vt {
