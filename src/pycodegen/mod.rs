@@ -543,7 +543,9 @@ impl PyCodegen {
 
 /// Builds the transformed code object for a fully captured frame: `compiled_fn` (or `None` when
 /// the graph has no ops) is called with the inputs loaded from `inputs`, and `result` says how to
-/// rebuild the return value.
+/// rebuild the return value; `effects` are replayed after it, `rerun_on_failure` says how a
+/// failing graph is recovered, and `n_shared` temporary locals hold shared rebuilds.
+#[allow(clippy::too_many_arguments)]
 pub fn compiled_frame_code(
     py: Python<'_>,
     ci: &CodeInfo,
