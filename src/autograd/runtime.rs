@@ -54,7 +54,7 @@ impl AotForward {
         // C++ `Function.apply` reads them after `forward` returns.
         let first_saved = self.n_out + self.writebacks.len();
         ctx.setattr(intern!(py, "to_save"), outs.get_slice(first_saved, outs.len()))?;
-        let result = outs.get_slice(0, self.n_out);
+        let result = own_view_outputs(py, self.tensor_type.bind(py), &outs.get_slice(0, self.n_out))?;
         if !self.nondiff.is_empty() {
             let tensor = self.tensor_type.bind(py);
             let mut marks = Vec::new();
@@ -70,6 +70,46 @@ impl AotForward {
         }
         Ok(result.into_any())
     }
+}
+
+/// The forward's outputs, with each one that is a view of an intermediate no other output shares
+/// storage with replaced by a copy (`clone`, which keeps the strides of a dense tensor). A view
+/// returned from a custom `torch.autograd.Function` cannot be written in place by the caller
+/// (autograd raises "Output 0 of CompiledFunction is a view and is being modified inplace"),
+/// where eager's view of an intermediate can; no one else can see the difference, since the
+/// intermediate it views is not returned. (torch's AOTAutograd instead returns the base and
+/// makes the view again outside its Function.) Views that share storage with another output
+/// are kept: copying them would break their aliasing.
+fn own_view_outputs<'py>(py: Python<'py>, tensor: &Bound<'py, PyAny>, result: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyTuple>> {
+    let mut items: Vec<Bound<'py, PyAny>> = result.iter().collect();
+    let storage = |t: &Bound<'py, PyAny>| -> PyResult<Option<usize>> {
+        if !t.is_instance(tensor)? {
+            return Ok(None);
+        }
+        Ok(Some(t.call_method0(intern!(py, "untyped_storage"))?.call_method0(intern!(py, "data_ptr"))?.extract()?))
+    };
+    let mut changed = false;
+    for k in 0..items.len() {
+        if !items[k].is_instance(tensor)? || !items[k].call_method0(intern!(py, "_is_view"))?.extract::<bool>()? {
+            continue;
+        }
+        let mine = storage(&items[k])?;
+        let mut shared = false;
+        for (j, other) in items.iter().enumerate() {
+            if j != k && storage(other)? == mine {
+                shared = true;
+                break;
+            }
+        }
+        if !shared {
+            items[k] = items[k].call_method0(intern!(py, "clone"))?;
+            changed = true;
+        }
+    }
+    if !changed {
+        return Ok(result.clone());
+    }
+    PyTuple::new(py, items)
 }
 
 /// The callable a captured graph runs: `apply(*args, *extra)`, or `eager_forward(*args)` inside

@@ -146,33 +146,84 @@ impl Graph {
     /// or a view of one (through view-like ops, which share storage per PyTorch's view
     /// semantics). A graph that cannot is safe to run again from its inputs.
     pub fn mutates_inputs(&self) -> bool {
-        let mut aliases_input = vec![false; self.nodes.len()];
+        !self.mutated_inputs().is_empty()
+    }
+
+    /// The inputs (by placeholder position) that running the graph may write, as
+    /// `mutates_inputs` decides, in placeholder order.
+    pub fn mutated_inputs(&self) -> Vec<usize> {
+        // For each node: the placeholder position it is (a view of), if any.
+        let mut input_of: Vec<Option<usize>> = vec![None; self.nodes.len()];
+        let mut n_placeholders = 0;
+        let mut mutated = Vec::new();
         for n in &self.nodes {
             let op_name = match &n.op {
                 Op::Placeholder { .. } => {
-                    aliases_input[n.id.0 as usize] = true;
+                    input_of[n.id.0 as usize] = Some(n_placeholders);
+                    n_placeholders += 1;
                     continue;
                 }
                 Op::CallFunction { name, .. } => name.rsplit('.').next().unwrap_or(name).to_string(),
                 Op::CallMethod { method } => method.clone(),
             };
-            let first_aliases = matches!(n.args.first(), Some(Arg::Node(a)) if aliases_input[a.0 as usize]);
+            let first_input = match n.args.first() {
+                Some(Arg::Node(a)) => input_of[a.0 as usize],
+                _ => None,
+            };
             let full_name = match &n.op {
                 Op::CallFunction { name, .. } => name.as_str(),
                 _ => op_name.as_str(),
             };
             let inplace = is_inplace_op(full_name, matches!(n.op, Op::CallMethod { .. }))
                 || n.kwargs.iter().any(|(k, v)| k == "out" || (k == "inplace" && matches!(v, Arg::Const(_, r) if r == "True")));
-            if inplace && first_aliases {
-                return true;
+            if let (true, Some(i)) = (inplace, first_input) {
+                if !mutated.contains(&i) {
+                    mutated.push(i);
+                }
             }
-            if first_aliases && VIEW_OPS.contains(&op_name.as_str()) {
-                aliases_input[n.id.0 as usize] = true;
+            if first_input.is_some() && VIEW_OPS.contains(&op_name.as_str()) {
+                input_of[n.id.0 as usize] = first_input;
             }
         }
-        false
+        mutated.sort_unstable();
+        mutated
+    }
+
+    /// Whether an op of the graph may raise depending on the values in its tensors (not their
+    /// shapes, which tracing checked): an index out of range (embedding, gather, indexing with a
+    /// tensor, `nll_loss` targets), an integer division by zero, a singular or non-positive-
+    /// definite matrix in linear algebra, invalid probabilities (multinomial, bernoulli,
+    /// binary_cross_entropy), `torch._assert`. Ops outside these families of ATen's
+    /// `native_functions.yaml` only compute; a `true` may be a false alarm.
+    pub fn may_raise_on_values(&self) -> bool {
+        self.nodes.iter().any(|n| {
+            let name = match &n.op {
+                Op::Placeholder { .. } => return false,
+                Op::CallFunction { name, .. } => name.rsplit('.').next().unwrap_or(name),
+                Op::CallMethod { method } => method.as_str(),
+            };
+            let name = name.trim_start_matches("__").trim_end_matches("__").trim_end_matches('_');
+            let integer_result = n.meta.as_ref().is_some_and(|m| m.dtype.contains("int") || m.dtype.contains("uint"));
+            RAISES_ON_VALUES.contains(&name)
+                || ["index", "scatter", "linalg", "_linalg", "embedding", "cholesky", "lu_", "sparse"].iter().any(|p| name.starts_with(p))
+                || (integer_result && RAISES_ON_ZERO_DIVISOR.contains(&name))
+        })
     }
 }
+
+/// Ops (by last name component, without `__` or a trailing `_`) that may raise on tensor values:
+/// see `Graph::may_raise_on_values`.
+const RAISES_ON_VALUES: [&str; 42] = [
+    "getitem", "setitem", "gather", "take", "take_along_dim", "put", "one_hot", "nll_loss", "nll_loss2d", "cross_entropy",
+    "multinomial", "bincount", "repeat_interleave", "inverse", "solve", "lu", "det", "logdet", "slogdet", "pinverse", "svd",
+    "eig", "eigh", "lstsq", "qr", "triangular_solve", "matrix_rank", "_assert", "_assert_async", "bernoulli", "poisson",
+    "multi_margin_loss", "multilabel_margin_loss", "ctc_loss", "histc", "histogram", "searchsorted", "bucketize", "nonzero",
+    "binary_cross_entropy", "masked_scatter", "narrow",
+];
+
+/// Integer divisions (by last name component) that raise `ZeroDivisionError` / `RuntimeError`
+/// on a zero divisor.
+const RAISES_ON_ZERO_DIVISOR: [&str; 8] = ["div", "divide", "floor_divide", "floordiv", "remainder", "mod", "fmod", "true_divide"];
 
 /// Whether a call writes into its first argument: a `foo_` method or function, `setitem` /
 /// `__setitem__` / `__delitem__`, an in-place operator function (`_operator.iadd`, ...) or an

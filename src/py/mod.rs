@@ -3,7 +3,7 @@
 use crate::counters;
 use crate::eval_frame::{cache, hook};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyDict, PyList, PyTuple};
 use std::sync::atomic::Ordering;
 
 /// Sets this thread's eval-frame callback (`None`: off, `False`: run cached code only, a
@@ -63,8 +63,11 @@ impl GradModeRestore {
 /// `torch.utils.checkpoint`'s `_StopRecomputationError` is re-raised too: a saved-tensor hook
 /// raises it to end a recomputation early (the backward of a non-reentrant checkpoint run
 /// inside the optimized region), and a rerun would recompute past the stop (torch asserts).
+/// `snapshot` (from `snapshot_inputs`, when the graph may write its inputs) is put back first,
+/// so the rerun starts from the inputs the frame received.
 #[pyfunction]
-pub fn graph_failed(py: Python<'_>, exc: Bound<'_, PyAny>, grad_enabled: bool) -> PyResult<()> {
+#[pyo3(signature = (exc, grad_enabled, snapshot=None))]
+pub fn graph_failed(py: Python<'_>, exc: Bound<'_, PyAny>, grad_enabled: bool, snapshot: Option<Bound<'_, PyAny>>) -> PyResult<()> {
     py.import("torch")?.getattr("_C")?.call_method1("_set_grad_enabled", (grad_enabled,))?;
     if !exc.is_instance_of::<pyo3::exceptions::PyException>() {
         return Err(PyErr::from_value(exc));
@@ -75,9 +78,41 @@ pub fn graph_failed(py: Python<'_>, exc: Bound<'_, PyAny>, grad_enabled: bool) -
     {
         return Err(PyErr::from_value(exc));
     }
+    if let Some(snap) = snapshot {
+        // `t.copy_(saved)` with grad off (a leaf that requires grad may be written back too).
+        let torch_c = py.import("torch")?.getattr("_C")?;
+        let was = torch_c.call_method0("is_grad_enabled")?;
+        torch_c.call_method1("_set_grad_enabled", (false,))?;
+        let restored = (|| -> PyResult<()> {
+            for pair in snap.try_iter()? {
+                let pair = pair?;
+                pair.get_item(0)?.call_method1("copy_", (pair.get_item(1)?,))?;
+            }
+            Ok(())
+        })();
+        torch_c.call_method1("_set_grad_enabled", (was,))?;
+        restored?;
+    }
     crate::counters::bump(&crate::counters::c::graph_failures);
     tracing::info!(target: "dynamo::graph_breaks", "graph raised {}: rerunning the frame as ordinary Python", exc.repr().map(|r| r.to_string()).unwrap_or_default());
     Ok(())
+}
+
+/// `[(t, copy of t), ...]` for the tensors `inputs`: what transformed code keeps of the inputs
+/// its graph may write, so that `graph_failed` can put them back (Note [graph failure reruns
+/// the frame]). The copies are detached (`t.detach().clone()`), with the same strides where
+/// the tensor is dense (`clone` preserves them). A non-tensor input is kept as itself.
+#[pyfunction(signature = (*inputs))]
+pub fn snapshot_inputs<'py>(py: Python<'py>, inputs: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyList>> {
+    let tensor = py.import("torch")?.getattr("Tensor")?;
+    let out = PyList::empty(py);
+    for t in inputs.iter() {
+        if t.is_instance(&tensor)? {
+            let copy = t.call_method0("detach")?.call_method0("clone")?;
+            out.append((t, copy))?;
+        }
+    }
+    Ok(out)
 }
 
 /// `d.clear(); d.update(items)`: how transformed code replays a dict's new contents (key order
@@ -291,6 +326,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dict_iter_changed_size, m)?)?;
     m.add_function(wrap_pyfunction!(replace_dict, m)?)?;
     m.add_function(wrap_pyfunction!(graph_failed, m)?)?;
+    m.add_function(wrap_pyfunction!(snapshot_inputs, m)?)?;
     m.add_class::<GradModeRestore>()?;
     m.add_function(wrap_pyfunction!(reset, m)?)?;
     m.add_function(wrap_pyfunction!(get_counters, m)?)?;

@@ -41,9 +41,26 @@ pub enum Rebuild {
     BoundMethod { func: Py<PyAny>, self_: Box<Rebuild> },
     /// `set(members)`: a set built during tracing (members: a frozenset constant).
     SetOf(Py<PyAny>),
+    /// The first rebuild of an object reached more than once: built, then kept in temporary
+    /// local `id` (Note [shared rebuilds] in `symbolic::convert_frame`).
+    Shared { id: u32, inner: Box<Rebuild> },
+    /// A later reach of shared object `id`: a load of its temporary local.
+    SharedRef(u32),
     /// A function defined in the frame: MAKE_FUNCTION over `code` with positional `defaults`
-    /// and the frame's cells at `closure_slots` (`localsplus` indices) as its closure.
-    MakeFunction { code: Py<PyAny>, defaults: Vec<Rebuild>, closure_slots: Vec<u32> },
+    /// and the cells `closure` (`FrameCell`s, or cells made anew) as its closure.
+    MakeFunction { code: Py<PyAny>, defaults: Vec<Rebuild>, closure: Vec<Rebuild> },
+    /// The frame's own cell at this `localsplus` slot (`LOAD_CLOSURE`).
+    FrameCell(u32),
+}
+
+/// How transformed code recovers when its graph raises: rerun the frame as the original code
+/// (Note [graph failure reruns the frame]).
+pub struct Rerun {
+    /// `torch.is_grad_enabled()` at frame entry, restored before the rerun.
+    pub grad_enabled: bool,
+    /// Positions (in the graph's inputs) of the inputs the graph may write: copied before the
+    /// call and put back before the rerun.
+    pub snapshot: Vec<usize>,
 }
 
 /// A write outside the frame, replayed after the graph (see `symbolic::side_effects`).
@@ -52,7 +69,8 @@ pub enum SideEffect {
     SetAttr { target: Arc<Source>, name: String, value: Rebuild },
     /// `object.__setattr__(target, name, value)`: past the class's own `__setattr__`.
     GenericSetAttr { target: Arc<Source>, name: String, value: Rebuild },
-    /// `STORE_DEREF slot`: a free variable of the frame (`nonlocal` write).
+    /// `STORE_DEREF slot`: a cell or free variable of the frame (a `nonlocal` write, the contents
+    /// of the frame's own cells at a graph break or for a function the frame returns).
     SetDeref { slot: u32, value: Rebuild },
     /// `name = value` in the frame's own globals (`STORE_GLOBAL`).
     SetGlobal { name: String, value: Rebuild },
@@ -70,15 +88,21 @@ pub struct PyCodegen {
     pub names: Vec<String>,
     pub consts: Vec<Py<PyAny>>,
     cellvars: Vec<String>,
+    /// `len(co_varnames)`: slots from here up are cell and free variables only.
+    nv: u32,
+    /// Cell slots that hold their cell at frame entry (`CodeInfo::cells_on_entry`).
+    entry_cells: Vec<u32>,
     /// Source position given to emitted instructions (tracebacks show its line).
     pub pos: Positions,
     /// When set, the graph's result tuple lives in this fast local instead of on the stack.
     pub result_local: Option<u32>,
-    /// Added to `localsplus` indices of cell and free variables (extra locals were inserted
-    /// before them).
+    /// Added to `localsplus` indices of cell and free variables that follow the varnames (extra
+    /// locals were inserted after the varnames, before them); see `deref_slot`.
     pub deref_shift: u32,
     /// Where the appended copy of the original code starts (`original_copy`), once made.
     copy_base: Option<u32>,
+    /// The fast-local slot of shared rebuild 0 (`Rebuild::Shared`); the others follow.
+    pub shared_base: u32,
 }
 
 /// `ci`'s instructions as they are when placed from index `base` of a new instruction list, in
@@ -114,7 +138,30 @@ impl PyCodegen {
     pub fn new(py: Python<'_>, ci: &CodeInfo) -> PyResult<Self> {
         let consts = ci.consts.bind(py).iter().map(|c| c.unbind()).collect();
         let cellvars: Vec<String> = ci.code.bind(py).getattr("co_cellvars")?.extract()?;
-        Ok(PyCodegen { insts: Vec::new(), names: ci.names.clone(), consts, cellvars, pos: Positions::line(ci.firstlineno), result_local: None, deref_shift: 0, copy_base: None })
+        Ok(PyCodegen {
+            insts: Vec::new(),
+            names: ci.names.clone(),
+            consts,
+            cellvars,
+            nv: ci.varnames.len() as u32,
+            entry_cells: ci.cells_on_entry(),
+            pos: Positions::line(ci.firstlineno),
+            result_local: None,
+            deref_shift: 0,
+            copy_base: None,
+            shared_base: ci.varnames.len() as u32,
+        })
+    }
+
+    /// The emitted index of the original code's `localsplus` slot `slot` of a cell or free
+    /// variable: slots after the varnames moved up by `deref_shift`; an argument that is a cell
+    /// keeps its slot.
+    pub fn deref_slot(&self, slot: u32) -> u32 {
+        if slot >= self.nv {
+            slot + self.deref_shift
+        } else {
+            slot
+        }
     }
 
     pub fn emit(&mut self, opcode: u8, arg: u32) {
@@ -142,13 +189,22 @@ impl PyCodegen {
     pub fn load_source(&mut self, py: Python<'_>, source: &Source) {
         match source {
             Source::Local { idx, name } => {
-                if self.cellvars.contains(name) {
-                    self.emit(op::LOAD_DEREF, *idx + self.deref_shift);
+                if self.entry_cells.contains(idx) {
+                    // The slot's value at entry is the cell itself (`cell_contents` follows).
+                    self.emit(op::LOAD_CLOSURE, *idx);
+                } else if self.cellvars.contains(name) {
+                    // An argument that is a cell: the prologue's MAKE_CELL wrapped it, and no
+                    // user code ran since, so the cell holds the argument.
+                    let slot = self.deref_slot(*idx);
+                    self.emit(op::LOAD_DEREF, slot);
                 } else {
                     self.emit(op::LOAD_FAST, *idx);
                 }
             }
-            Source::Closure { slot, .. } => self.emit(op::LOAD_DEREF, *slot + self.deref_shift),
+            Source::Closure { slot, .. } => {
+                let slot = self.deref_slot(*slot);
+                self.emit(op::LOAD_DEREF, slot);
+            }
             Source::Global { name } => {
                 let i = self.name_idx(name);
                 self.emit(op::LOAD_GLOBAL, i << 1);
@@ -211,8 +267,21 @@ impl PyCodegen {
 
     /// Emits the call of the compiled graph (`compiled_fn(*inputs)`, or `None` without one),
     /// leaving its result on the stack, and returns the range of emitted instructions for
-    /// `protect_graph_call`.
-    pub fn emit_graph_call(&mut self, py: Python<'_>, compiled_fn: Option<Py<PyAny>>, inputs: &[Arc<Source>]) -> std::ops::Range<usize> {
+    /// `protect_graph_call`. With a non-empty `snapshot` (positions in `inputs`), copies of those
+    /// inputs are taken first (`_C.snapshot_inputs`) and kept on the stack below the call for
+    /// the failure handler; the normal path drops them.
+    pub fn emit_graph_call(&mut self, py: Python<'_>, compiled_fn: Option<Py<PyAny>>, inputs: &[Arc<Source>], snapshot: &[usize]) -> std::ops::Range<usize> {
+        let snapshot = if compiled_fn.is_some() { snapshot } else { &[] };
+        if !snapshot.is_empty() {
+            self.emit(op::PUSH_NULL, 0);
+            let f = py.import("dynamo._C").and_then(|m| m.getattr("snapshot_inputs")).expect("dynamo._C.snapshot_inputs");
+            self.load_const(f.unbind());
+            for &k in snapshot {
+                self.load_source(py, &inputs[k]);
+            }
+            self.emit(op::PRECALL, snapshot.len() as u32);
+            self.emit(op::CALL, snapshot.len() as u32);
+        }
         let start = self.insts.len();
         match compiled_fn {
             Some(f) => {
@@ -226,33 +295,57 @@ impl PyCodegen {
             }
             None => self.load_const(py.None()),
         }
-        start..self.insts.len()
+        let call = start..self.insts.len();
+        if !snapshot.is_empty() {
+            self.emit(op::SWAP, 2);
+            self.emit(op::POP_TOP, 0);
+        }
+        call
     }
 
     /// Note [graph failure reruns the frame]: when the graph raises (an index out of range, an
     /// integer division by zero: errors that depend on tensor values), the frame reruns from
     /// its first instruction as the original code, in ordinary Python: the user's try/except,
     /// finally and with blocks then see the error where eager would raise it, with the
-    /// traceback on their line, and earlier side effects happen as in eager. Sound because the
-    /// graph call is the frame's first effect and the graph does not mutate its inputs (callers
-    /// check `Graph::mutates_inputs`); `_C.graph_failed` restores the grad mode of frame entry
-    /// (the graph may have switched it), logs, and re-raises what is not an `Exception`
-    /// (KeyboardInterrupt, SystemExit). Appended at the end: call after the last instruction
-    /// that may fall through.
-    pub fn protect_graph_call(&mut self, py: Python<'_>, ci: &CodeInfo, call: std::ops::Range<usize>, grad_enabled: bool) -> PyResult<()> {
+    /// traceback on their line, and every effect that precedes the failing op in program order
+    /// (list appends, attribute writes, in-place writes to inputs) happens as in eager, since
+    /// side effects are replayed only after the graph returned. Sound because the graph call is
+    /// the frame's first effect: a graph that may write its inputs (`Graph::mutated_inputs`)
+    /// and may raise on values (`Graph::may_raise_on_values`) runs after `_C.snapshot_inputs`
+    /// copied the inputs it writes, and `_C.graph_failed` puts those copies back before the
+    /// rerun (a graph that writes inputs but cannot raise on values is not protected). It also
+    /// restores the grad mode of frame entry (the graph may have switched it), logs, and
+    /// re-raises what is not an `Exception` (KeyboardInterrupt, SystemExit). Appended at the
+    /// end: call after the last instruction that may fall through.
+    pub fn protect_graph_call(&mut self, py: Python<'_>, ci: &CodeInfo, call: std::ops::Range<usize>, rerun: &Rerun) -> PyResult<()> {
         let handler = InstId(self.insts.len() as u32);
+        let depth = u32::from(!rerun.snapshot.is_empty());
         for i in call {
-            self.insts[i].exn = Some(crate::bytecode::ExnTarget { handler, depth: 0, lasti: false });
+            self.insts[i].exn = Some(crate::bytecode::ExnTarget { handler, depth, lasti: false });
         }
-        // Stack: [exc] -> graph_failed(exc, grad_enabled) -> jump into the original code.
-        self.emit(op::PUSH_NULL, 0);
-        self.emit(op::SWAP, 2);
         let f = py.import("dynamo._C")?.getattr("graph_failed")?;
-        self.load_const(f.unbind());
-        self.emit(op::SWAP, 2);
-        self.load_const(pyo3::types::PyBool::new(py, grad_enabled).to_owned().into_any().unbind());
-        self.emit(op::PRECALL, 2);
-        self.emit(op::CALL, 2);
+        let grad = pyo3::types::PyBool::new(py, rerun.grad_enabled).to_owned().into_any().unbind();
+        if depth == 0 {
+            // Stack: [exc] -> graph_failed(exc, grad_enabled) -> jump into the original code.
+            self.emit(op::PUSH_NULL, 0);
+            self.emit(op::SWAP, 2);
+            self.load_const(f.unbind());
+            self.emit(op::SWAP, 2);
+            self.load_const(grad);
+            self.emit(op::PRECALL, 2);
+            self.emit(op::CALL, 2);
+        } else {
+            // Stack: [snapshot, exc] -> graph_failed(exc, grad_enabled, snapshot).
+            self.emit(op::PUSH_NULL, 0); // [snap, exc, NULL]
+            self.emit(op::SWAP, 3); // [NULL, exc, snap]
+            self.load_const(f.unbind()); // [NULL, exc, snap, f]
+            self.emit(op::SWAP, 3); // [NULL, f, snap, exc]
+            self.emit(op::SWAP, 2); // [NULL, f, exc, snap]
+            self.load_const(grad); // [NULL, f, exc, snap, grad]
+            self.emit(op::SWAP, 2); // [NULL, f, exc, grad, snap]
+            self.emit(op::PRECALL, 3);
+            self.emit(op::CALL, 3);
+        }
         self.emit(op::POP_TOP, 0);
         let jump_at = self.insts.len();
         self.insts.push(Instruction::jump(op::JUMP_FORWARD, InstId(0)));
@@ -320,7 +413,10 @@ impl PyCodegen {
                     let i = self.name_idx(name);
                     self.emit(op::STORE_GLOBAL, i);
                 }
-                SideEffect::SetDeref { slot, .. } => self.emit(op::STORE_DEREF, *slot + self.deref_shift),
+                SideEffect::SetDeref { slot, .. } => {
+                    let slot = self.deref_slot(*slot);
+                    self.emit(op::STORE_DEREF, slot);
+                }
                 SideEffect::SetItem { .. } | SideEffect::ListContents { .. } => self.emit(op::STORE_SUBSCR, 0),
                 SideEffect::DictContents { .. } => {
                     self.emit(op::PRECALL, 2);
@@ -349,6 +445,12 @@ impl PyCodegen {
             }
             Rebuild::Const(c) => self.load_const(c.clone_ref(py)),
             Rebuild::Source(s) => self.load_source(py, s),
+            Rebuild::Shared { id, inner } => {
+                self.rebuild(py, inner, depth);
+                self.emit(op::COPY, 1);
+                self.emit(op::STORE_FAST, self.shared_base + id);
+            }
+            Rebuild::SharedRef(id) => self.emit(op::LOAD_FAST, self.shared_base + id),
             Rebuild::Tuple(items) | Rebuild::List(items) => {
                 for (i, it) in items.iter().enumerate() {
                     self.rebuild(py, it, depth + i as u32);
@@ -410,7 +512,7 @@ impl PyCodegen {
                 self.emit(op::PRECALL, 1);
                 self.emit(op::CALL, 1);
             }
-            Rebuild::MakeFunction { code, defaults, closure_slots } => {
+            Rebuild::MakeFunction { code, defaults, closure } => {
                 let mut flags = 0;
                 let mut pushed = 0;
                 if !defaults.is_empty() {
@@ -421,17 +523,19 @@ impl PyCodegen {
                     flags |= 0x01;
                     pushed += 1;
                 }
-                if !closure_slots.is_empty() {
-                    for &slot in closure_slots {
-                        self.emit(op::LOAD_CLOSURE, slot + self.deref_shift);
+                if !closure.is_empty() {
+                    for (i, c) in closure.iter().enumerate() {
+                        self.rebuild(py, c, depth + pushed + i as u32);
                     }
-                    self.emit(op::BUILD_TUPLE, closure_slots.len() as u32);
+                    self.emit(op::BUILD_TUPLE, closure.len() as u32);
                     flags |= 0x08;
-                    pushed += 1;
                 }
-                let _ = pushed;
                 self.load_const(code.clone_ref(py));
                 self.emit(op::MAKE_FUNCTION, flags);
+            }
+            Rebuild::FrameCell(slot) => {
+                let slot = self.deref_slot(*slot);
+                self.emit(op::LOAD_CLOSURE, slot);
             }
         }
     }
@@ -439,42 +543,53 @@ impl PyCodegen {
 
 /// Builds the transformed code object for a fully captured frame: `compiled_fn` (or `None` when
 /// the graph has no ops) is called with the inputs loaded from `inputs`, and `result` says how to
-/// rebuild the return value.
+/// rebuild the return value; `effects` are replayed after it, `rerun_on_failure` says how a
+/// failing graph is recovered, and `n_shared` temporary locals hold shared rebuilds.
+#[allow(clippy::too_many_arguments)]
 pub fn compiled_frame_code(
     py: Python<'_>,
     ci: &CodeInfo,
     compiled_fn: Option<Py<PyAny>>,
     inputs: &[Arc<Source>],
-    cell_stores: &[(u32, Rebuild)],
     result: &Rebuild,
     effects: &[SideEffect],
-    rerun_on_failure: Option<bool>,
+    rerun_on_failure: Option<Rerun>,
+    n_shared: u32,
 ) -> PyResult<Py<PyAny>> {
     let mut cg = PyCodegen::new(py, ci)?;
-    // Prologue: everything up to and including RESUME, unchanged.
+    // Temporary locals of shared rebuilds go after the varnames: cell and free variables move up.
+    let nv = ci.varnames.len() as u32;
+    cg.deref_shift = n_shared;
+    // Prologue: everything up to and including RESUME.
     let body = ci.body_start();
     for inst in &ci.insts[..body] {
         let mut i = inst.clone();
         i.exn = None;
+        if is_deref(i.opcode) && i.arg >= nv {
+            i.arg += n_shared;
+        }
         cg.insts.push(i);
     }
     let has_graph = compiled_fn.is_some();
-    let call = cg.emit_graph_call(py, compiled_fn, inputs);
-    // Cells captured by functions that escape the frame get their final contents.
-    for (slot, rb) in cell_stores {
-        cg.rebuild(py, rb, 0);
-        cg.emit(op::STORE_DEREF, *slot);
-    }
-    // The result is rebuilt before the side effects replay: it reads sources as they were.
+    let snapshot = rerun_on_failure.as_ref().map_or(&[][..], |r| &r.snapshot[..]);
+    let call = cg.emit_graph_call(py, compiled_fn, inputs, snapshot);
+    // The result is rebuilt before the side effects replay (among them the contents of the cells
+    // that escaping functions close over): it reads sources as they were.
     cg.rebuild(py, result, 0);
     cg.emit_side_effects(py, effects, 1);
     cg.emit(op::SWAP, 2);
     cg.emit(op::POP_TOP, 0);
     cg.emit(op::RETURN_VALUE, 0);
-    if let (true, Some(grad_enabled)) = (has_graph, rerun_on_failure) {
-        cg.protect_graph_call(py, ci, call, grad_enabled)?;
+    if let (true, Some(rerun)) = (has_graph, &rerun_on_failure) {
+        cg.protect_graph_call(py, ci, call, rerun)?;
     }
-    finish(py, ci, cg)
+    let mut varnames = ci.varnames.clone();
+    varnames.extend((0..n_shared).map(|i| format!("__shared{i}")));
+    finish_with(py, ci, cg, |kw| {
+        kw.set_item("co_varnames", PyTuple::new(py, &varnames)?)?;
+        kw.set_item("co_nlocals", varnames.len())?;
+        Ok(())
+    })
 }
 
 /// Assembles `cg`'s instructions into `ci.code.replace(...)` with all argument slots positional.

@@ -16,6 +16,22 @@
 //! the stack as parameters and a prefix that pushes the stack back and jumps to the
 //! continuation point (torch/_dynamo/resume_execution.py does the same for 3.11). Resume code is
 //! cached per (code, target, stack layout, unbound locals), so repeated breaks reuse it.
+//!
+//! Note [cells across a graph break]: a function made before the break must keep sharing its
+//! cells with the code after it, so cells travel as the cell objects, never as their contents.
+//! The transformed code keeps the prologue's MAKE_CELLs, gives each cell the contents the trace
+//! left in it (`SideEffect::SetDeref`, replayed with the other side effects, after every live
+//! value was read and before the instruction runs), rebuilds functions made in the trace over
+//! the real cells (`Rebuild::MakeFunction`), and passes the cells to the resume function: an
+//! argument that is a cell in its own slot, the other cell variables after the stack values.
+//! The resume function names those cell variables as parameters too; `code.replace` then gives
+//! each its parameter slot (a cell variable named in `co_varnames` shares the varname's slot,
+//! as an argument that is a cell does), so they arrive already made and the jump over the
+//! prologue skips MAKE_CELL. Tracing such a frame wraps each of them as a cell whose contents
+//! are `L['name'].cell_contents` (`CodeInfo::cells_on_entry`); writes to them are side effects
+//! (`CellTarget::FrameCell`). torch's Dynamo passes the cells as the resume function's closure
+//! instead; parameters keep a cell variable's slot kind, so an unbound read still raises
+//! `UnboundLocalError` as in the original frame rather than the `NameError` of a free variable.
 
 use super::{finish_with, is_deref, PyCodegen, Rebuild, SideEffect};
 use crate::bytecode::opcode::op;
@@ -31,6 +47,8 @@ use std::sync::{Arc, OnceLock};
 
 /// Everything needed to emit the code of a frame that breaks at one instruction.
 pub struct BreakPlan<'a> {
+    /// Temporary locals for shared rebuilds (`Rebuild::Shared`).
+    pub n_shared: u32,
     pub compiled_fn: Option<Py<PyAny>>,
     pub inputs: &'a [Arc<Source>],
     /// Bound locals: (varnames index, value).
@@ -52,9 +70,9 @@ pub struct BreakPlan<'a> {
     pub globals: Py<PyAny>,
     /// Writes outside the frame, replayed before the instruction runs.
     pub effects: Vec<SideEffect>,
-    /// `Some(grad mode at frame entry)` when a failing graph may rerun the frame as the
-    /// original code (Note [graph failure reruns the frame]).
-    pub rerun_on_failure: Option<bool>,
+    /// Set when a failing graph may rerun the frame as the original code (Note [graph failure
+    /// reruns the frame]).
+    pub rerun_on_failure: Option<super::Rerun>,
 }
 
 
@@ -175,9 +193,10 @@ pub fn original_target(py: Python<'_>, ci: &CodeInfo, target: usize) -> Option<(
     Some((oci, t))
 }
 
-/// The resume code continuing `ci` at instruction `target`, taking every varname and then the
+/// The resume code continuing `ci` at instruction `target`, taking every varname, then the
 /// non-NULL stack values (`layout` describes the preserved stack; `n_results` more values
-/// follow) as positional parameters. Cached.
+/// follow), then the cells of `ci`'s other cell variables (`CodeInfo::plain_cellvars`) as
+/// positional parameters. Cached.
 pub fn resume_code(py: Python<'_>, ci: &CodeInfo, target: usize, layout: &[StackSlot], n_results: usize, unbound: &[u32]) -> PyResult<Py<PyAny>> {
     let key: ResumeKey = (ci.code.as_ptr() as usize, target, layout.to_vec(), n_results, unbound.to_vec());
     if let Some(c) = resume_cache().lock().get(&key) {
@@ -222,6 +241,12 @@ pub fn resume_code(py: Python<'_>, ci: &CodeInfo, target: usize, layout: &[Stack
     let mut varnames = ci.varnames.clone();
     // Unique names: a resume function of a resume function keeps the older stack slots.
     varnames.extend((0..k).map(|i| format!("__stack{}", nv + i)));
+    // Note [cells across a graph break]: the cell variables become parameters after the stack
+    // slots. `code.replace` gives a cellvar named in co_varnames its varname's slot (as for an
+    // argument that is a cell), so each cell keeps its index shifted by `k`, like the free
+    // variables (`relocated`), and the caller passes the cells themselves in those slots. The
+    // prologue that would make them (MAKE_CELL) is jumped over.
+    varnames.extend(ci.plain_cellvars().iter().cloned());
     let kwargs = PyDict::new(py);
     kwargs.set_item("co_code", PyBytes::new(py, &asm.code))?;
     kwargs.set_item("co_linetable", PyBytes::new(py, &asm.linetable))?;
@@ -249,18 +274,21 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
     cg.pos = plan.inst.positions;
     let nv = ci.varnames.len() as u32;
     let tmp = nv;
-    cg.deref_shift = 1;
+    // After the varnames: the graph's result tuple, then the shared rebuilds' temporaries.
+    cg.deref_shift = 1 + plan.n_shared;
+    cg.shared_base = nv + 1;
     cg.result_local = Some(tmp);
     for inst in &ci.insts[..ci.body_start()] {
         let mut i = inst.clone();
         i.exn = None;
         if is_deref(i.opcode) && i.arg >= nv {
-            i.arg += 1;
+            i.arg += cg.deref_shift;
         }
         cg.insts.push(i);
     }
     let has_graph = plan.compiled_fn.is_some();
-    let call = cg.emit_graph_call(py, plan.compiled_fn.as_ref().map(|f| f.clone_ref(py)), plan.inputs);
+    let snapshot = plan.rerun_on_failure.as_ref().map_or(&[][..], |r| &r.snapshot[..]);
+    let call = cg.emit_graph_call(py, plan.compiled_fn.as_ref().map(|f| f.clone_ref(py)), plan.inputs, snapshot);
     cg.emit(op::STORE_FAST, tmp);
 
     // One tuple of every live value, built before anything is stored.
@@ -346,7 +374,7 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
     inst.exn = None;
     inst.offset = None;
     if is_deref(inst.opcode) && inst.arg >= nv {
-        inst.arg += 1;
+        inst.arg += cg.deref_shift;
     }
     let jump_at = cg.insts.len();
     cg.insts.push(inst);
@@ -379,12 +407,12 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
         // In a resume function, continue in a resume function of the original code: it takes
         // only the original's varnames (this one's extra `__stack` parameters are read by its
         // prefix only, dead here).
-        let (code, n_pass) = match original_target(py, ci, target) {
+        let (code, n_pass, cells) = match original_target(py, ci, target) {
             Some((oci, t)) => {
                 let unbound: Vec<u32> = plan.unbound.iter().copied().filter(|&u| (u as usize) < oci.varnames.len()).collect();
-                (resume_code(py, &oci, t, &layout, n_results, &unbound)?, oci.varnames.len() as u32)
+                (resume_code(py, &oci, t, &layout, n_results, &unbound)?, oci.varnames.len() as u32, oci.plain_cellvars().to_vec())
             }
-            None => (resume_code(py, ci, target, &layout, n_results, &plan.unbound)?, nv),
+            None => (resume_code(py, ci, target, &layout, n_results, &plan.unbound)?, nv, ci.plain_cellvars().to_vec()),
         };
         cg.emit(op::BUILD_TUPLE, n_results as u32);
         // The protected slots are on the real stack under the results: drop them (the resume
@@ -393,13 +421,14 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
             cg.emit(op::SWAP, 2);
             cg.emit(op::POP_TOP, 0);
         }
-        emit_resume_call(py, &mut cg, ci, &plan, code, n_pass, tmp, preserved_start, preserved_end)?;
+        emit_resume_call(py, &mut cg, ci, &plan, code, n_pass, &cells, tmp, preserved_start, preserved_end)?;
     }
-    if let (true, Some(grad_enabled)) = (has_graph, plan.rerun_on_failure) {
-        cg.protect_graph_call(py, ci, call, grad_enabled)?;
+    if let (true, Some(rerun)) = (has_graph, &plan.rerun_on_failure) {
+        cg.protect_graph_call(py, ci, call, rerun)?;
     }
     let mut varnames = ci.varnames.clone();
     varnames.push("__graph_out".to_string());
+    varnames.extend((0..plan.n_shared).map(|i| format!("__shared{i}")));
     finish_with(py, ci, cg, |kw| {
         kw.set_item("co_varnames", PyTuple::new(py, &varnames)?)?;
         kw.set_item("co_nlocals", varnames.len())?;
@@ -407,7 +436,9 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
     })
 }
 
-/// `return resume(*(locals + preserved + results))` with the results' tuple on top of the stack.
+/// `return resume(*(locals + preserved + results + cells))` with the results' tuple on top of
+/// the stack; `cells` names the resume code's cell variables that are not arguments of the
+/// original (Note [cells across a graph break]).
 #[allow(clippy::too_many_arguments)]
 fn emit_resume_call(
     py: Python<'_>,
@@ -416,12 +447,12 @@ fn emit_resume_call(
     plan: &BreakPlan<'_>,
     code: Py<PyAny>,
     n_pass: u32,
+    cells: &[String],
     tmp: u32,
     preserved_start: u32,
     preserved_end: u32,
 ) -> PyResult<()> {
     // The instruction's results are on the stack as one tuple.
-    let nv = ci.varnames.len() as u32;
     cg.emit(op::LOAD_FAST, tmp);
     let slice = py.import("builtins")?.getattr("slice")?.call1((preserved_start, preserved_end))?;
     cg.load_const(slice.unbind());
@@ -429,10 +460,13 @@ fn emit_resume_call(
     cg.emit(op::SWAP, 2);
     cg.emit(op::BINARY_OP, 0);
     // The first `n_pass` varnames (all of them, or the original code's when `code` is a
-    // resume function of the original: see `original_target`).
+    // resume function of the original: see `original_target`). An argument that is a cell
+    // (in a resume function, every cell) is passed as the cell.
     for i in 0..n_pass {
         if plan.unbound.contains(&i) {
             cg.load_const(py.None());
+        } else if ci.cell_slots.contains(&i) {
+            cg.emit(op::LOAD_CLOSURE, i);
         } else {
             cg.emit(op::LOAD_FAST, i);
         }
@@ -440,11 +474,25 @@ fn emit_resume_call(
     cg.emit(op::BUILD_TUPLE, n_pass);
     cg.emit(op::SWAP, 2);
     cg.emit(op::BINARY_OP, 0);
+    if !cells.is_empty() {
+        // The other cells, found by name: in a resume function they sit after its stack slots.
+        for name in cells {
+            let Some(slot) = ci.localsplus.iter().position(|n| n == name) else {
+                return Err(pyo3::exceptions::PyRuntimeError::new_err(format!("resume function: no cell '{name}' in the breaking frame")));
+            };
+            let slot = cg.deref_slot(slot as u32);
+            cg.emit(op::LOAD_CLOSURE, slot);
+        }
+        cg.emit(op::BUILD_TUPLE, cells.len() as u32);
+        cg.emit(op::BINARY_OP, 0);
+    }
     cg.emit(op::PUSH_NULL, 0);
     cg.emit(op::SWAP, 2);
     if ci.n_freevars > 0 {
+        let first_free = ci.first_free_slot() as u32;
         for j in 0..ci.n_freevars as u32 {
-            cg.emit(op::LOAD_CLOSURE, nv + 1 + j);
+            let slot = cg.deref_slot(first_free + j);
+            cg.emit(op::LOAD_CLOSURE, slot);
         }
         cg.emit(op::BUILD_TUPLE, ci.n_freevars as u32);
         cg.load_const(code);

@@ -36,6 +36,9 @@ pub struct CodeInfo {
     pub n_freevars: usize,
     /// `len(co_cellvars)`, including arguments that are also cells (they share their slot).
     pub n_cellvars: usize,
+    /// The `localsplus` slot of each of `co_cellvars`, in that order (an argument that is a cell
+    /// keeps its argument slot).
+    pub cell_slots: Vec<u32>,
     pub argcount: usize,
     pub kwonlyargcount: usize,
     pub flags: u32,
@@ -58,6 +61,25 @@ impl CodeInfo {
     /// Index of the first instruction after the prologue (MAKE_CELL / COPY_FREE_VARS / RESUME).
     pub fn body_start(&self) -> usize {
         self.insts.iter().position(|i| i.opcode == bytecode::opcode::op::RESUME).map(|i| i + 1).unwrap_or(0)
+    }
+
+    /// Cell slots that already hold their cell when the frame starts: cells the prologue does
+    /// not make with MAKE_CELL. The compiler makes every cell in the prologue, so these exist
+    /// only in resume functions, which receive the cells of the frame that broke as arguments
+    /// (Note [cells across a graph break] in `pycodegen::resume`).
+    pub fn cells_on_entry(&self) -> Vec<u32> {
+        let made: Vec<u32> = self.insts[..self.body_start()].iter().filter(|i| i.opcode == bytecode::opcode::op::MAKE_CELL).map(|i| i.arg).collect();
+        self.cell_slots.iter().copied().filter(|s| !made.contains(s)).collect()
+    }
+
+    /// Names of the cell variables that are not arguments (their slots follow the varnames).
+    pub fn plain_cellvars(&self) -> &[String] {
+        &self.localsplus[self.varnames.len()..self.localsplus.len() - self.n_freevars]
+    }
+
+    /// Index of the first free variable's `localsplus` slot.
+    pub fn first_free_slot(&self) -> usize {
+        self.localsplus.len() - self.n_freevars
     }
 }
 
@@ -103,6 +125,7 @@ fn decode_code(code: &Bound<'_, PyAny>) -> VResult<CodeInfo> {
             localsplus.push(c.clone());
         }
     }
+    let cell_slots = cellvars.iter().map(|c| localsplus.iter().position(|n| n == c).unwrap_or(0) as u32).collect();
     localsplus.extend(freevars.iter().cloned());
     let n_varnames: usize = code.getattr("co_nlocals")?.extract()?;
     let mut live = bytecode::live_locals(&insts, n_varnames);
@@ -128,6 +151,7 @@ fn decode_code(code: &Bound<'_, PyAny>) -> VResult<CodeInfo> {
         localsplus,
         n_freevars: freevars.len(),
         n_cellvars: cellvars.len(),
+        cell_slots,
         argcount: code.getattr("co_argcount")?.extract()?,
         kwonlyargcount: code.getattr("co_kwonlyargcount")?.extract()?,
         flags: code.getattr("co_flags")?.extract()?,

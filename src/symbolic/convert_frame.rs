@@ -97,7 +97,30 @@ fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: O
     og.add_guard(None, GuardKind::DefaultDtype(dd.unbind()));
 
     let mut locals: Vec<Option<VT>> = vec![None; ci.localsplus.len()];
+    // A resume function's cells arrive made (Note [cells across a graph break]): the slot holds
+    // the cell, its contents are reached as `cell_contents`. They are tracked before the other
+    // arguments, so a function among those that closes over them shares their trackers.
+    let entry_cells = ci.cells_on_entry();
+    for &i in &entry_cells {
+        let i = i as usize;
+        let Some(cell) = frame.args.get(i) else { unsupported!("cell '{}' is not an argument slot", ci.localsplus[i]) };
+        if type_name(cell) != "cell" {
+            unsupported!("slot of cell '{}' holds {}", ci.localsplus[i], type_name(cell));
+        }
+        let slot = Arc::new(Source::Local { name: ci.localsplus[i].clone(), idx: i as u32 });
+        let contents = match cell.getattr("cell_contents") {
+            Ok(c) => Some(wrap(py, &mut og, &c, slot.attr("cell_contents"))?),
+            // Not assigned yet: a read in the trace is refused (`LOAD_DEREF`).
+            Err(_) => None,
+        };
+        let rc = Rc::new(RefCell::new(contents));
+        og.cells_by_ptr.insert(cell.as_ptr() as usize, rc.clone());
+        locals[i] = Some(VT::Cell(rc));
+    }
     for (i, v) in frame.args.iter().enumerate() {
+        if entry_cells.contains(&(i as u32)) {
+            continue;
+        }
         let source = Arc::new(Source::Local { name: ci.localsplus[i].clone(), idx: i as u32 });
         locals[i] = Some(wrap(py, &mut og, v, source)?);
     }
@@ -185,34 +208,22 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
     };
     let mut og = og;
     let mut outputs = Outputs::default();
-    let n_cellvars = ci.localsplus.len() - ci.n_freevars;
-    for (i, v) in final_locals.iter().enumerate().take(n_cellvars) {
-        if let Some(VT::Cell(rc)) = v {
-            outputs.cells.insert(Rc::as_ptr(rc) as *const () as usize, i as u32);
-        }
-    }
-    for (j, v) in final_locals.iter().enumerate().skip(n_cellvars) {
-        if let Some(VT::Cell(rc)) = v {
-            // Free variables: already the right cells; never stored to.
-            outputs.cells.insert(Rc::as_ptr(rc) as *const () as usize, j as u32);
-        }
-    }
+    map_frame_cells(&final_locals, &mut outputs);
     let mut roots = effect_values(&og);
     roots.push(returned.clone());
-    check_rebuilt_once(py, roots.iter())?;
+    // The frame's own cells: their contents are stored for functions that escape.
+    roots.extend(final_locals.iter().take(ci.first_free_slot()).flatten().filter(|v| matches!(v, VT::Cell(_))).cloned());
+    let reach = check_rebuilt_once(py, roots.iter())?;
+    mark_shared(&mut outputs, &reach);
     let result = rebuild_of(py, &og, &returned, &mut outputs)?;
-    let mut cell_stores = Vec::new();
-    let referenced = std::mem::take(&mut outputs.referenced_cells);
-    for (slot, content) in referenced {
-        if (slot as usize) < n_cellvars {
-            cell_stores.push((slot, rebuild_of(py, &og, &content, &mut outputs)?));
-        }
-    }
-    let effects = plan_side_effects(py, &og, &mut outputs)?;
+    let mut effects = plan_side_effects(py, &og, &mut outputs)?;
+    // Cells that functions made in the frame and escaping it close over get their contents.
+    effects.extend(own_cell_stores(py, &og, &ci, &mut outputs)?);
+    let n_shared = outputs.n_shared;
     let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend)?;
     let inputs: Vec<Arc<Source>> = og.inputs.iter().map(|(s, _)| s.clone()).collect();
-    let rerun = (!og.graph.mutates_inputs()).then_some(grad_at_entry);
-    let code = compiled_frame_code(py, &ci, compiled, &inputs, &cell_stores, &result, &effects, rerun).map_err(ConvertError::Internal)?;
+    let rerun = rerun_on_failure(&og, grad_at_entry);
+    let code = compiled_frame_code(py, &ci, compiled, &inputs, &result, &effects, rerun, n_shared).map_err(ConvertError::Internal)?;
     og.add_alias_guards();
     if let Some(g) = og.shape_guard(py)? {
         og.guards.push(g);
@@ -221,8 +232,58 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
     Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: None, dim_state: std::mem::take(&mut og.dim_state), symbolic: og.shape_env.is_some() })
 }
 
-/// Whether a graph break may stop at instruction `ip` of `ci`: a known stack layout and no cell
-/// variables (resume functions share free variables only).
+/// Whether and how the transformed code reruns the frame when its graph raises (Note [graph
+/// failure reruns the frame]): always when the graph writes none of its inputs; when it does,
+/// only if an op may raise on tensor values, with copies of the written inputs to put back.
+fn rerun_on_failure(og: &OutputGraph, grad_enabled: bool) -> Option<crate::pycodegen::Rerun> {
+    let mutated = og.graph.mutated_inputs();
+    if !mutated.is_empty() && !og.graph.may_raise_on_values() {
+        return None;
+    }
+    Some(crate::pycodegen::Rerun { grad_enabled, snapshot: mutated })
+}
+
+/// Records the frame's cells (its own cell variables and its free variables, as their trackers
+/// are in `locals`) by tracker address, so that a function made in the frame is rebuilt over
+/// the real cells (`Rebuild::MakeFunction`).
+fn map_frame_cells(locals: &[Option<VT>], outputs: &mut Outputs) {
+    for (i, v) in locals.iter().enumerate() {
+        if let Some(VT::Cell(rc)) = v {
+            outputs.cells.insert(Rc::as_ptr(rc) as *const () as usize, i as u32);
+        }
+    }
+}
+
+/// `STORE_DEREF` effects that give the frame's own cells (made by its prologue) the contents
+/// the trace left in them, for every cell in `outputs.referenced_cells` and every cell a stored
+/// value's functions close over in turn. Free variables and the cells a resume function
+/// receives are left out: they outlive the trace, so their writes are side effects already
+/// (`CellTarget::FrameFree`, `CellTarget::FrameCell`). An empty cell stays empty (the prologue
+/// made it so).
+fn own_cell_stores(py: Python<'_>, og: &OutputGraph, ci: &CodeInfo, outputs: &mut Outputs) -> VResult<Vec<SideEffect>> {
+    let entry = ci.cells_on_entry();
+    let mut done = Vec::new();
+    let mut out = Vec::new();
+    loop {
+        let pending = std::mem::take(&mut outputs.referenced_cells);
+        if pending.is_empty() {
+            return Ok(out);
+        }
+        for (slot, rc) in pending {
+            if done.contains(&slot) || slot as usize >= ci.first_free_slot() || entry.contains(&slot) {
+                continue;
+            }
+            done.push(slot);
+            let content = rc.borrow().clone();
+            if let Some(v) = content {
+                let value = rebuild_of(py, og, &v, outputs)?;
+                out.push(SideEffect::SetDeref { slot, value });
+            }
+        }
+    }
+}
+
+/// Whether a graph break may stop at instruction `ip` of `ci`: a known stack layout.
 fn can_break(ci: &CodeInfo, ip: usize, kind: crate::symbolic::graph_break::GraphBreakKind) -> bool {
     let inst = &ci.insts[ip];
     // A FOR_ITER runs for real only to raise what the traced step raises (the loop ends there):
@@ -230,11 +291,9 @@ fn can_break(ci: &CodeInfo, ip: usize, kind: crate::symbolic::graph_break::Graph
     if inst.opcode == crate::bytecode::opcode::op::FOR_ITER && kind != crate::symbolic::graph_break::GraphBreakKind::RaisesException {
         return false;
     }
-    // Arguments captured by inner functions are cells too (MAKE_CELL in the prologue, which a
-    // resume function skips), so count co_cellvars, not extra slots.
-    let has_cellvars = ci.n_cellvars > 0;
     // Inside try/with blocks the break keeps the block's handler: Note [protected breaks].
-    !has_cellvars && break_operands(inst).is_some()
+    // Cell variables travel as cells: Note [cells across a graph break].
+    break_operands(inst).is_some()
 }
 
 /// Graph outputs collected while planning rebuilds (deduplicated by node).
@@ -244,8 +303,13 @@ struct Outputs {
     index: HashMap<crate::graph::NodeId, usize>,
     /// The frame's own cells (cell variables): tracker address -> `localsplus` slot.
     cells: HashMap<usize, u32>,
-    /// Cells referenced by functions that escape the frame, with their tracker.
-    referenced_cells: Vec<(u32, VT)>,
+    /// Objects rebuilt once and reused, by tracker address (Note [shared rebuilds]).
+    shared: HashMap<usize, SharedRebuild>,
+    /// Temporary locals the shared rebuilds use.
+    n_shared: u32,
+    /// Cells (`localsplus` slot, tracker) that rebuilt functions close over, not yet given
+    /// their contents (`own_cell_stores`).
+    referenced_cells: Vec<(u32, Rc<RefCell<Option<VT>>>)>,
 }
 
 impl Outputs {
@@ -266,6 +330,7 @@ fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend
     og.graph.outputs = outputs.args;
     let only_sym = og.graph.nodes.iter().all(|n| matches!(n.op, crate::graph::Op::Placeholder { .. }) || og.sym_nodes.contains(&n.id));
     og.remove_unused_sym_nodes();
+    keep_dead_grad_values(py, &mut og.graph);
     let n_ops = og.graph.n_ops();
     if og.shape_env.is_some() && n_ops > 0 && only_sym {
         // Only arithmetic on symbolic numbers: a graph for that would cost more than the
@@ -297,6 +362,42 @@ fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend
     Ok((Some(compiled.unbind()), Some(gm.unbind()), graph_text, n_ops))
 }
 
+/// Under saved-tensor hooks (`torch.autograd.graph.saved_tensors_hooks`, active while the frame
+/// is traced), eager PyTorch records the autograd graph of every op, also of a value that is
+/// then dropped (`fn(x)` whose result is unused), and the pack hook sees each tensor saved for
+/// backward. A graph computes only what its outputs need, so a dropped value that requires grad
+/// is made an extra output (discarded by the transformed code): the backend then builds its
+/// autograd graph, and the hooks see what that saves.
+fn keep_dead_grad_values(py: Python<'_>, graph: &mut crate::graph::Graph) {
+    let hooks_active = py
+        .import("torch")
+        .and_then(|t| t.getattr("_C")?.getattr("_autograd")?.call_method1("_top_saved_tensors_default_hooks", (false,)))
+        .map(|h| !h.is_none())
+        .unwrap_or(false);
+    if !hooks_active {
+        return;
+    }
+    fn mark(a: &Arg, used: &mut [bool]) {
+        match a {
+            Arg::Node(n) => used[n.0 as usize] = true,
+            Arg::Tuple(items) | Arg::List(items) => items.iter().for_each(|i| mark(i, used)),
+            Arg::Const(..) => {}
+        }
+    }
+    let mut used = vec![false; graph.nodes.len()];
+    for n in &graph.nodes {
+        n.args.iter().chain(n.kwargs.iter().map(|(_, a)| a)).for_each(|a| mark(a, &mut used));
+    }
+    graph.outputs.iter().for_each(|a| mark(a, &mut used));
+    let dead: Vec<Arg> = graph
+        .nodes
+        .iter()
+        .filter(|n| !used[n.id.0 as usize] && !matches!(n.op, crate::graph::Op::Placeholder { .. }) && n.meta.as_ref().is_some_and(|m| m.requires_grad))
+        .map(|n| Arg::Node(n.id))
+        .collect();
+    graph.outputs.extend(dead);
+}
+
 /// Builds the code for a frame that breaks: graph up to the break, the instruction itself, and
 /// resume functions.
 fn convert_break(
@@ -317,6 +418,7 @@ fn convert_break(
     // How many times each container built in the frame is reached from what outlives the graph.
     let reach = check_no_shared_containers(py, &state, ci, &og)?;
     let mut outputs = Outputs::default();
+    mark_shared(&mut outputs, &reach);
     let mut locals = Vec::new();
     let mut unbound = Vec::new();
     // Only locals some continuation may still read travel to the resume function; dead ones
@@ -326,9 +428,21 @@ fn convert_break(
     } else {
         vec![state.ip + 1]
     };
+    // Note [cells across a graph break]: the frame's cells are never rebuilt. A function made
+    // before the break shares them with the code after it, so the transformed code gives the
+    // real cells (made by its prologue, or received made) the contents the trace left in them,
+    // and the resume function receives the cells themselves (pycodegen::resume).
+    map_frame_cells(&state.locals, &mut outputs);
+    for (i, v) in state.locals.iter().enumerate().take(ci.first_free_slot()) {
+        if let Some(VT::Cell(rc)) = v {
+            outputs.referenced_cells.push((i as u32, rc.clone()));
+        }
+    }
     for i in 0..ci.varnames.len() {
         let live = continuations.iter().any(|&t| ci.live.get(t).is_some_and(|l| l[i]));
         match &state.locals[i] {
+            // An argument that is a cell: passed as its cell.
+            Some(VT::Cell(_)) => {}
             Some(v) if live => locals.push((i as u32, rebuild_of(py, &og, v, &mut outputs)?)),
             _ => unbound.push(i as u32),
         }
@@ -349,7 +463,8 @@ fn convert_break(
     let mut preserved = state.stack[..split]
         .iter()
         .map(|v| match v {
-            VT::Iterator(it) => match fixed_remaining(py, it, &reach)? {
+            // A loop iterator reached only from its loop (a shared one is passed as itself).
+            VT::Iterator(it) if reach.get(&(Rc::as_ptr(it) as *const () as usize)).is_none_or(|&n| n <= 1) => match fixed_remaining(py, it, &reach)? {
                 Some(items) => Ok(Some(Rebuild::Iterator(items.iter().map(|i| rebuild_of(py, &og, i, &mut outputs)).collect::<VResult<_>>()?))),
                 None => slot(v, &mut outputs),
             },
@@ -377,12 +492,15 @@ fn convert_break(
     } else {
         (vec![state.ip + 1], n_pushed)
     };
-    let effects = plan_side_effects(py, &og, &mut outputs)?;
+    let mut effects = plan_side_effects(py, &og, &mut outputs)?;
+    effects.extend(own_cell_stores(py, &og, ci, &mut outputs)?);
+    let n_shared = outputs.n_shared;
     let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend)?;
     let inputs: Vec<Arc<Source>> = og.inputs.iter().map(|(s, _)| s.clone()).collect();
     let plan = BreakPlan {
+        n_shared,
         effects,
-        rerun_on_failure: (!og.graph.mutates_inputs()).then_some(grad_at_entry),
+        rerun_on_failure: rerun_on_failure(&og, grad_at_entry),
         compiled_fn: compiled,
         inputs: &inputs,
         locals,
@@ -434,7 +552,7 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
         let Some(v) = cell.borrow().clone() else { unsupported!("a cell emptied while tracing") };
         let value = rebuild_of(py, og, &v, outputs)?;
         out.push(match target {
-            crate::symbolic::side_effects::CellTarget::FrameFree(slot) => SideEffect::SetDeref { slot: *slot, value },
+            crate::symbolic::side_effects::CellTarget::FrameFree(slot) | crate::symbolic::side_effects::CellTarget::FrameCell(slot) => SideEffect::SetDeref { slot: *slot, value },
             crate::symbolic::side_effects::CellTarget::Object(src) => SideEffect::SetAttr { target: src.clone(), name: "cell_contents".into(), value },
             crate::symbolic::side_effects::CellTarget::Unknown => unsupported!("write to an unreachable closure cell"),
         });
@@ -449,16 +567,17 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
     Ok(out)
 }
 
-/// A list or dict created during tracing must be rebuilt once: if it is reachable twice from
-/// the live state, two copies would stop sharing mutations, so the break is refused.
+/// How many times each object created during tracing is reachable from the live state at the
+/// break (`check_rebuilt_once`).
 fn check_no_shared_containers(py: Python<'_>, state: &BreakState, ci: &CodeInfo, og: &OutputGraph) -> VResult<HashMap<usize, usize>> {
     let inst = &ci.insts[state.ip];
     let mut targets = vec![state.ip + 1];
     if let (true, Some(t)) = (jumps_too(inst.opcode), inst.target) {
         targets.push(t.0 as usize);
     }
-    let live_locals = state.locals.iter().enumerate().filter(|(i, _)| {
-        *i >= ci.varnames.len() || targets.iter().any(|&t| ci.live.get(t).is_some_and(|l| l[*i]))
+    // Cells (arguments among them) are always live: functions made in the frame may read them.
+    let live_locals = state.locals.iter().enumerate().filter(|(i, v)| {
+        *i >= ci.varnames.len() || matches!(v, Some(VT::Cell(_))) || targets.iter().any(|&t| ci.live.get(t).is_some_and(|l| l[*i]))
     });
     let roots: Vec<VT> = state.stack.iter().chain(live_locals.filter_map(|(_, v)| v.as_ref())).cloned().collect();
     check_rebuilt_once(py, roots.iter().chain(effect_values(og).iter()))
@@ -475,14 +594,17 @@ fn effect_values(og: &OutputGraph) -> Vec<VT> {
     for d in &se.dicts {
         v.extend(d.borrow().items.iter().map(|(_, x)| x.clone()));
     }
+    // As cells, so that a cell also live in a frame slot is walked once (`check_rebuilt_once`).
     for (_, c) in &se.cells {
-        v.extend(c.borrow().iter().cloned());
+        v.push(VT::Cell(c.clone()));
     }
     v
 }
 
-/// Refuses when a list, dict, set or iterator built during tracing is reachable twice from
-/// `roots`: each reach would be rebuilt as its own copy, which would stop sharing mutations.
+/// How many times each list, dict, set, iterator, user object or function built during tracing
+/// is reachable from `roots` (by tracker address). One reached more than once is rebuilt once
+/// and reused (Note [shared rebuilds]). Refuses only an iterator over a list from outside the
+/// frame that is reachable twice together with its list.
 fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -> VResult<HashMap<usize, usize>> {
     // Counts a reach of the object at `ptr`; true on the first one only (a second reach is
     // refused anyway, and a container that holds itself is not walked forever).
@@ -525,9 +647,11 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     // Counted even when the list came from the frame (then it is not rebuilt, but
                     // the iterator and the list stay one pair only through one path).
                     IterKind::List(l) | IterKind::ListReversed { list: l, .. } => {
-                        *seen.entry(Rc::as_ptr(l) as *const () as usize).or_insert(0) += 1;
                         if l.borrow().source.is_none() {
-                            l.borrow().items.iter().for_each(|i| visit(py, i, seen));
+                            visit(py, &VT::List(l.clone()), seen);
+                        } else {
+                            // Not rebuilt; tagged so that a second reach is refused.
+                            *seen.entry(Rc::as_ptr(l) as *const () as usize | SOURCED_LIST_TAG).or_insert(0) += 1;
                         }
                     }
                     IterKind::Dict { dict, .. } => visit(py, &VT::Dict(dict.clone()), seen),
@@ -577,6 +701,24 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     visit(py, &VT::Dict(storage.clone()), seen);
                 }
             }
+            // A function made in the frame: each rebuild would be a new function object
+            // (`f is g` and attributes set on it would differ from eager).
+            VT::NestedFunction(nf) => {
+                if !first_reach(seen, Rc::as_ptr(nf) as *const () as usize) {
+                    return;
+                }
+                nf.defaults.iter().for_each(|d| visit(py, d, seen));
+                nf.closure.iter().for_each(|c| visit(py, c, seen));
+            }
+            // A cell (a function's closure, or a frame slot): its contents once.
+            VT::Cell(c) => {
+                if !first_reach(seen, Rc::as_ptr(c) as *const () as usize) {
+                    return;
+                }
+                if let Some(inner) = c.borrow().as_ref() {
+                    visit(py, inner, seen);
+                }
+            }
             VT::Partial(p) => {
                 visit(py, &p.func, seen);
                 p.args.iter().for_each(|a| visit(py, a, seen));
@@ -587,20 +729,55 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
     }
     let mut seen = HashMap::new();
     for v in roots {
-        // Locals that are cells hold their tracker inside the cell.
-        match v {
-            VT::Cell(c) => {
-                if let Some(inner) = c.borrow().as_ref() {
-                    visit(py, inner, &mut seen);
-                }
-            }
-            other => visit(py, other, &mut seen),
-        }
+        // Locals that are cells hold their tracker inside the cell (walked once per cell).
+        visit(py, v, &mut seen);
     }
-    if seen.values().any(|&n| n > 1) {
-        unsupported!("a list, dict, set or iterator built in the frame is referenced twice from what outlives the graph");
+    if seen.iter().any(|(&p, &n)| n > 1 && p & SOURCED_LIST_TAG != 0) {
+        unsupported!("a list the frame received, reached twice through its iterators");
     }
     Ok(seen)
+}
+
+/// Marks a reach count in `check_rebuilt_once` as one of a list from outside the frame (tracker
+/// addresses are aligned, so the low bit is free).
+const SOURCED_LIST_TAG: usize = 1;
+
+/// Note [shared rebuilds]: an object built during tracing that is reachable more than once from
+/// what outlives the graph (a list that is returned and stored in an attribute, a function kept
+/// in a local and in a dict) must come back as one object. `rebuild_of` gives its first rebuild
+/// a temporary local (`Rebuild::Shared`) and later ones a load of it (`Rebuild::SharedRef`).
+/// Sound because the transformed code emits rebuilds in the order `rebuild_of` made them (live
+/// values, then side effects, then cell contents), depth first, so the store runs before every
+/// load. An object that contains itself is refused (its first rebuild is not finished when the
+/// inner reach loads it).
+fn shared_key(vt: &VT) -> Option<usize> {
+    Some(match vt {
+        VT::List(l) if l.borrow().source.is_none() => Rc::as_ptr(l) as *const () as usize,
+        VT::Dict(d) if d.borrow().source.is_none() => Rc::as_ptr(d) as *const () as usize,
+        VT::Set(set) => Rc::as_ptr(set) as *const () as usize,
+        VT::Iterator(it) => Rc::as_ptr(it) as *const () as usize,
+        VT::UserObject(o) => Rc::as_ptr(o) as *const () as usize,
+        VT::NestedFunction(nf) => Rc::as_ptr(nf) as *const () as usize,
+        VT::Cell(c) => Rc::as_ptr(c) as *const () as usize,
+        _ => return None,
+    })
+}
+
+/// Where a shared object's rebuild stands (Note [shared rebuilds]).
+#[derive(Clone, Copy)]
+enum SharedRebuild {
+    Pending,
+    Building,
+    Done(u32),
+}
+
+/// Marks the objects `reach` counts more than once as shared (Note [shared rebuilds]).
+fn mark_shared(outputs: &mut Outputs, reach: &HashMap<usize, usize>) {
+    for (&p, &n) in reach {
+        if n > 1 && p & SOURCED_LIST_TAG == 0 {
+            outputs.shared.insert(p, SharedRebuild::Pending);
+        }
+    }
 }
 
 /// The items an iterator has left when it walks fixed sequences only (nothing can change what it
@@ -718,12 +895,12 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
             call("iter_at", vec![view_rb, int(it.pos as i64)?])?
         }
         IterKind::Enumerate { inner, count } => {
-            let inner = rebuild_iter(py, og, inner, outputs)?;
+            let inner = rebuild_of(py, og, &VT::Iterator(inner.clone()), outputs)?;
             let f = py.import("builtins")?.getattr("enumerate")?;
             Rebuild::Call { func: f.unbind(), args: vec![inner, int(*count)?] }
         }
         IterKind::Zip(inners) => {
-            let args = inners.iter().map(|i| rebuild_iter(py, og, i, outputs)).collect::<VResult<Vec<_>>>()?;
+            let args = inners.iter().map(|i| rebuild_of(py, og, &VT::Iterator(i.clone()), outputs)).collect::<VResult<Vec<_>>>()?;
             let f = py.import("builtins")?.getattr("zip")?;
             Rebuild::Call { func: f.unbind(), args }
         }
@@ -737,7 +914,7 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
         IterKind::Map { func, inners } => {
             let mut args = vec![rebuild_of(py, og, func, outputs)?];
             for i in inners {
-                args.push(rebuild_iter(py, og, i, outputs)?);
+                args.push(rebuild_of(py, og, &VT::Iterator(i.clone()), outputs)?);
             }
             Rebuild::Call { func: py.import("builtins")?.getattr("map")?.unbind(), args }
         }
@@ -746,12 +923,12 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
                 Some(f) => rebuild_of(py, og, f, outputs)?,
                 None => Rebuild::Const(py.None()),
             };
-            Rebuild::Call { func: py.import("builtins")?.getattr("filter")?.unbind(), args: vec![f, rebuild_iter(py, og, inner, outputs)?] }
+            Rebuild::Call { func: py.import("builtins")?.getattr("filter")?.unbind(), args: vec![f, rebuild_of(py, og, &VT::Iterator(inner.clone()), outputs)?] }
         }
         IterKind::Chain { pending, active } => {
             let mut args = Vec::new();
             if let Some(a) = active {
-                args.push(rebuild_iter(py, og, a, outputs)?);
+                args.push(rebuild_of(py, og, &VT::Iterator(a.clone()), outputs)?);
             }
             for p in pending {
                 args.push(rebuild_of(py, og, p, outputs)?);
@@ -764,7 +941,7 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
                 Some(s) => int(s.saturating_sub(*count).max(next.saturating_sub(*count)) as i64)?,
                 None => Rebuild::Const(py.None()),
             };
-            let args = vec![rebuild_iter(py, og, inner, outputs)?, int(start)?, stop, int(*step as i64)?];
+            let args = vec![rebuild_of(py, og, &VT::Iterator(inner.clone()), outputs)?, int(start)?, stop, int(*step as i64)?];
             Rebuild::Call { func: py.import("itertools")?.getattr("islice")?.unbind(), args }
         }
         IterKind::Accumulate { .. } | IterKind::ZipLongest { .. } => {
@@ -773,29 +950,65 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
     })
 }
 
-/// How to rebuild the returned tracker; tensors computed by the graph become graph outputs.
+/// How to rebuild the returned tracker; tensors computed by the graph become graph outputs. An
+/// object reached more than once is built once (Note [shared rebuilds]).
 fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) -> VResult<Rebuild> {
+    let Some(key) = shared_key(vt) else { return rebuild_fresh(py, og, vt, outputs) };
+    match outputs.shared.get(&key).copied() {
+        None => rebuild_fresh(py, og, vt, outputs),
+        Some(SharedRebuild::Done(id)) => Ok(Rebuild::SharedRef(id)),
+        Some(SharedRebuild::Building) => unsupported!("{} that contains itself outlives the graph", vt.describe(py)),
+        Some(SharedRebuild::Pending) => {
+            outputs.shared.insert(key, SharedRebuild::Building);
+            let inner = rebuild_fresh(py, og, vt, outputs)?;
+            let id = outputs.n_shared;
+            outputs.n_shared += 1;
+            outputs.shared.insert(key, SharedRebuild::Done(id));
+            Ok(Rebuild::Shared { id, inner: Box::new(inner) })
+        }
+    }
+}
+
+/// `rebuild_of` without the sharing.
+fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) -> VResult<Rebuild> {
     if let VT::NestedFunction(nf) = vt {
         if !nf.kwdefaults.is_empty() {
             unsupported!("returning a function with keyword-only defaults");
         }
-        let mut closure_slots = Vec::new();
+        // In emission order: the defaults, then the closure.
+        let defaults = nf.defaults.iter().map(|d| rebuild_of(py, og, d, outputs)).collect::<VResult<_>>()?;
+        let mut closure = Vec::new();
         for c in &nf.closure {
             let VT::Cell(rc) = c else { unsupported!("closure of a returned function is not a cell") };
-            let Some(&slot) = outputs.cells.get(&(Rc::as_ptr(rc) as *const () as usize)) else {
-                unsupported!("returned function closes over a cell of an inlined call")
-            };
-            if !outputs.referenced_cells.iter().any(|(s, _)| *s == slot) {
-                let content = rc.borrow().clone();
-                match content {
-                    Some(v) => outputs.referenced_cells.push((slot, v)),
-                    None => unsupported!("returned function closes over an empty cell"),
+            match outputs.cells.get(&(Rc::as_ptr(rc) as *const () as usize)) {
+                Some(&slot) => {
+                    if !outputs.referenced_cells.iter().any(|(s, _)| *s == slot) {
+                        outputs.referenced_cells.push((slot, rc.clone()));
+                    }
+                    closure.push(Rebuild::FrameCell(slot));
                 }
+                // A cell an inlined call made (a closure factory called in the frame).
+                None => closure.push(rebuild_of(py, og, c, outputs)?),
             }
-            closure_slots.push(slot);
         }
-        let defaults = nf.defaults.iter().map(|d| rebuild_of(py, og, d, outputs)).collect::<VResult<_>>()?;
-        return Ok(Rebuild::MakeFunction { code: nf.code.clone_ref(py), defaults, closure_slots });
+        return Ok(Rebuild::MakeFunction { code: nf.code.clone_ref(py), defaults, closure });
+    }
+    if let VT::Cell(rc) = vt {
+        // Note [cells of inlined calls]: a cell made by MAKE_CELL in an inlined frame exists
+        // only in the trace: it is made anew (`types.CellType(contents)`), once however many
+        // functions close over it (Note [shared rebuilds]), holding the contents the trace
+        // left in it. A real cell (a closure of a function from outside) cannot be reached
+        // here and is refused.
+        if og.cells_by_ptr.values().any(|c| Rc::ptr_eq(c, rc)) {
+            unsupported!("returned function closes over a cell of a function from outside the frame");
+        }
+        let cell_type = py.import("types")?.getattr("CellType")?.unbind();
+        let content = rc.borrow().clone();
+        let args = match content {
+            Some(v) => vec![rebuild_of(py, og, &v, outputs)?],
+            None => vec![],
+        };
+        return Ok(Rebuild::Call { func: cell_type, args });
     }
     let mut rec = |v: &VT| rebuild_of(py, og, v, outputs);
     Ok(match vt {

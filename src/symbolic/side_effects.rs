@@ -48,6 +48,9 @@ pub struct GlobalWrite {
 pub enum CellTarget {
     /// A free variable of the frame itself, at this `localsplus` slot (`STORE_DEREF`).
     FrameFree(u32),
+    /// A cell variable a resume function received from the frame that broke, at this
+    /// `localsplus` slot (`STORE_DEREF`): functions made before the break share it.
+    FrameCell(u32),
     /// A cell object reached through this source (`fn.__closure__[i]`), written through
     /// `cell_contents`.
     Object(Arc<Source>),

@@ -134,12 +134,18 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
-    /// Marks closure cells as external (their writes would escape the frame).
+    /// Marks closure cells, and cells the frame receives already made (a resume function's:
+    /// `CodeInfo::cells_on_entry`), as external (their writes would escape the frame).
     pub fn mark_external_cells(&mut self) {
         let base = self.code.localsplus.len() - self.closure.len();
         for (j, c) in self.closure.iter().enumerate() {
             if let VT::Cell(rc) = c {
                 self.external_cells.insert(Rc::as_ptr(rc) as usize, CellTarget::FrameFree((base + j) as u32));
+            }
+        }
+        for (i, l) in self.locals.iter().enumerate() {
+            if let Some(VT::Cell(rc)) = l {
+                self.external_cells.insert(Rc::as_ptr(rc) as usize, CellTarget::FrameCell(i as u32));
             }
         }
     }
@@ -1806,6 +1812,10 @@ impl<'a> InstructionTranslator<'a> {
             (VT::UserObject(x), VT::UserObject(y)) => Rc::ptr_eq(x, y),
             // A new object is none of the objects that existed before it.
             (VT::UserObject(_), _) | (_, VT::UserObject(_)) => false,
+            (VT::List(l), _) | (_, VT::List(l)) if l.borrow().source.is_none() => false,
+            (VT::Dict(d), _) | (_, VT::Dict(d)) if d.borrow().source.is_none() => false,
+            (VT::NestedFunction(x), VT::NestedFunction(y)) => Rc::ptr_eq(x, y),
+            (VT::NestedFunction(_), _) | (_, VT::NestedFunction(_)) => false,
             _ => match (real_object(a), real_object(b)) {
                 (Some(x), Some(y)) => x.as_ptr() == y.as_ptr(),
                 _ => unsupported!("identity comparison of {} and {}", a.describe(py), b.describe(py)),

@@ -1,0 +1,153 @@
+"""State when a compiled graph raises (Note [graph failure reruns the frame] in
+src/pycodegen/mod.rs): side effects are replayed only after the graph returns, so a graph that
+raises on tensor values (an index out of range, an integer division by zero) makes the frame
+rerun as ordinary Python. Every effect that precedes the failing op in program order (list
+appends, attribute and global writes, in-place writes to the inputs) must then be visible after
+the exception exactly as in eager, and the exception is the user's. A graph that writes its
+inputs runs after copies of those inputs were taken, which are put back before the rerun."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import dynamo
+
+BACKENDS = ["eager", "aot_eager", "inductor"]
+COUNTER = {"n": 0}
+
+
+class Box:
+    def __init__(self):
+        self.hits = 0
+
+
+def outcome(f, make_args, compiled_backend=None):
+    """(exception type, message, the args after the call) of `f` on fresh args."""
+    args = make_args()
+    fn = f if compiled_backend is None else dynamo.optimize(compiled_backend)(f)
+    try:
+        fn(*args)
+        exc = None
+    except Exception as e:  # noqa: BLE001 - the exception itself is compared
+        exc = e
+    return (type(exc), str(exc)), args
+
+
+def assert_same_state(a, b):
+    assert type(a) is type(b)
+    if isinstance(a, torch.Tensor):
+        assert torch.equal(a, b), (a, b)
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), (a, b)
+        for x, y in zip(a, b):
+            assert_same_state(x, y)
+    elif isinstance(a, Box):
+        assert vars(a) == vars(b)
+    else:
+        assert a == b
+
+
+def check(f, make_args, backend):
+    (eager_exc, eager_args) = outcome(f, make_args)
+    dynamo.reset()
+    (comp_exc, comp_args) = outcome(f, make_args, backend)
+    assert eager_exc[0] is not type(None), "the program must raise"
+    assert comp_exc == eager_exc
+    assert_same_state(comp_args, eager_args)
+    c = dynamo.counters()
+    assert c["graph_failures"] == 1 and c["graphs"] >= 1 and c["eager_fallbacks"] == 0, dict(c)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_append_and_inplace_input_write_before_an_index_out_of_range(backend):
+    def f(lst, x, idx, w):
+        lst.append(1)
+        x += 1
+        return F.embedding(idx, w)
+
+    check(f, lambda: ([], torch.zeros(2), torch.tensor([5]), torch.arange(6.0).view(3, 2)), backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attribute_and_global_writes_before_an_integer_division_by_zero(backend):
+    def f(box, a, b):
+        box.hits += 1
+        COUNTER["n"] += 1
+        return torch.div(a, b, rounding_mode="floor") + 1
+
+    COUNTER["n"] = 0
+    (eager_exc, eager_args) = outcome(f, lambda: (Box(), torch.tensor([4]), torch.tensor([0])))
+    eager_n = COUNTER["n"]
+    COUNTER["n"] = 0
+    dynamo.reset()
+    (comp_exc, comp_args) = outcome(f, lambda: (Box(), torch.tensor([4]), torch.tensor([0])), backend)
+    assert eager_exc[0] is RuntimeError and comp_exc == eager_exc
+    assert comp_args[0].hits == eager_args[0].hits == 1 and COUNTER["n"] == eager_n == 1
+    assert dynamo.counters()["graph_failures"] == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_write_through_a_view_of_an_input_then_gather_out_of_range(backend):
+    def f(log, x, idx):
+        log.append("start")
+        x[0] += 10  # an in-place write to a view of the input
+        y = x * 2
+        log.append("scaled")
+        return torch.gather(y, 0, idx)
+
+    check(f, lambda: ([], torch.arange(3.0), torch.tensor([7])), backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_failure_in_a_resume_function_after_a_break(backend, capsys):
+    def f(lst, x, idx, w):
+        lst.append("before")
+        print("break")
+        lst.append("after")
+        x.mul_(3)
+        return F.embedding(idx, w).sum()
+
+    check(f, lambda: ([], torch.ones(2), torch.tensor([9]), torch.arange(4.0).view(2, 2)), backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_users_handler_sees_the_state_of_eager(backend):
+    def f(lst, x, idx, w):
+        try:
+            lst.append(len(lst))
+            x.add_(1)
+            out = F.embedding(idx, w)
+        except IndexError as e:
+            lst.append(("caught", x.sum().item(), str(e)))
+            out = None
+        return out
+
+    make = lambda: ([], torch.zeros(3), torch.tensor([4]), torch.arange(4.0).view(2, 2))  # noqa: E731
+    eager_args = make()
+    f(*eager_args)
+    dynamo.reset()
+    comp_args = make()
+    dynamo.optimize(backend)(f)(*comp_args)
+    assert_same_state(comp_args, eager_args)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_graph_that_writes_inputs_and_does_not_fail_is_unchanged(backend):
+    def f(lst, x, idx, w):
+        lst.append(1)
+        x += 1
+        return F.embedding(idx, w) * 2
+
+    make = lambda: ([], torch.zeros(2), torch.tensor([1, 0]), torch.arange(6.0).view(3, 2))  # noqa: E731
+    torch.manual_seed(0)
+    eager_args = make()
+    expected = f(*eager_args)
+    dynamo.reset()
+    torch.manual_seed(0)
+    comp_args = make()
+    opt = dynamo.optimize(backend)(f)
+    out = opt(*comp_args)
+    assert torch.equal(out, expected)
+    assert_same_state(comp_args, eager_args)
+    c = dynamo.counters()
+    assert c["graphs"] == 1 and c["graph_breaks"] == 0 and c["graph_failures"] == 0
