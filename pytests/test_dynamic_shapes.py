@@ -432,3 +432,65 @@ def test_contiguous_and_transposed_input_of_one_shape_cost_one_recompile():
     for i in range(12):
         _check(f, opt, base if i % 2 else base.t())
     assert cnt.frame_count == 2
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_checkpoint_with_changing_sizes(backend):
+    """Compiling a new shape's static version must not run the user's saved-tensor hooks
+    (activation checkpointing counts what they pack)."""
+    from torch.utils.checkpoint import checkpoint
+
+    def body(t):
+        return (t * 2).sin()
+
+    def f(x):
+        return checkpoint(body, x, use_reentrant=False)
+
+    opt = dynamo.optimize(backend)(f)
+    for n in [2, 2, 3, 3, 4]:
+        x = torch.randn(n, requires_grad=True)
+        opt(x).sum().backward()
+        ref = x.detach().clone().requires_grad_()
+        f(ref).sum().backward()
+        torch.testing.assert_close(x.grad, ref.grad)
+
+
+def test_saved_tensor_hooks_pack_once_per_call_of_a_dynamic_graph():
+    packs = []
+
+    def pack(t):
+        packs.append(tuple(t.shape))
+        return t
+
+    opt = dynamo.optimize("aot_eager", dynamic=True)(lambda t: (t * 2).sin())
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        opt(torch.randn(3, requires_grad=True))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        (lambda t: (t * 2).sin())(torch.randn(3, requires_grad=True))
+    assert packs[: len(packs) // 2] == packs[len(packs) // 2 :]
+
+
+def test_branch_on_a_float_argument_compiles_once_per_branch():
+    def f(x, lr):
+        if lr > 0.3:
+            return x * lr
+        return x - lr
+
+    opt = dynamo.optimize("eager")(f)
+    x = torch.randn(4)
+    for v in [0.1, 0.5, 0.2, 0.6, 0.05, 0.9]:
+        _check(f, opt, x, v)
+    # The float relation lr > 0.3 (or its negation) is a guard evaluated in f64.
+    assert dynamo.counters()["compiles"] == 2
+
+
+@pytest.mark.parametrize("op", ["pad", "interpolate"])
+def test_ops_whose_meta_kernel_specializes_stay_symbolic(op):
+    import torch.nn.functional as F
+
+    fns = {"pad": lambda x: F.pad(x, (0, 2)), "interpolate": lambda x: F.interpolate(x[None], scale_factor=2.0)}
+    fn = fns[op]
+    opt = dynamo.optimize("eager")(fn)
+    for n in [2, 4, 5, 6] * 3:
+        _check(fn, opt, torch.randn(n, 3))
+    assert dynamo.counters()["compiles"] == 2

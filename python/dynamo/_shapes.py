@@ -15,6 +15,8 @@ strides at call time.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 #: Name prefix of the torch ``ConstantSource`` given to the k-th dynamic input's fake tensor.
@@ -127,6 +129,8 @@ def _convert(expr, sym_index):
         return ("int", 0)
     if isinstance(expr, sympy.Integer):
         return ("int", int(expr))
+    if isinstance(expr, sympy.Float):
+        return ("float", float(expr))
     if isinstance(expr, sympy.Number):
         raise UnsupportedShapeGuard(f"non-integer constant {expr}")
     if isinstance(expr, sympy.Symbol):
@@ -192,9 +196,9 @@ def export_guards(shape_env):
         first = None
         for src in sources:
             if getattr(src, "source_name", "").startswith(_SOURCE_PREFIX):
-                # A symbolic int or float input: the value itself (dim -1; a float is never
-                # read, since no relation may use it).
-                binding = (int(src.source_name[len(_SOURCE_PREFIX):]), -1)
+                # A symbolic int or float input: the value itself (dim -1 for an int, -2 for a
+                # float: its symbol is not declared integer).
+                binding = (int(src.source_name[len(_SOURCE_PREFIX):]), -1 if sym.is_integer else -2)
             else:
                 base = getattr(src, "base", None)
                 name = getattr(base, "source_name", "")
@@ -362,6 +366,24 @@ def _static_graph(gm, args, runtime):
     return out
 
 
+def _identity(t):
+    return t
+
+
+@contextlib.contextmanager
+def _masked_saved_tensor_hooks():
+    """Pushes identity saved-tensor hooks over the user's for the duration, if any are set."""
+    autograd = torch._C._autograd
+    if autograd._top_saved_tensors_default_hooks(False) is None:
+        yield
+        return
+    autograd._push_saved_tensors_default_hooks(_identity, _identity)
+    try:
+        yield
+    finally:
+        autograd._pop_saved_tensors_default_hooks()
+
+
 #: Static compilations kept per graph with symbolic inputs; past it, new input shapes (or
 #: values of symbolic ints and floats) run the graph module itself, with torch's kernels.
 MAX_SPECIALIZATIONS = 16
@@ -386,7 +408,11 @@ class SpecializedGraph:
         if fn is None:
             if len(self.compiled) >= MAX_SPECIALIZATIONS:
                 return self.gm.forward(*args)
-            fn = self.compile_fn(static_graph(self.gm, args, self.runtime), list(args))
+            # Compiling runs ops on fake tensors that require grad: the user's saved-tensor
+            # hooks (activation checkpointing) must not see them, as the frame hook masks
+            # them while tracing.
+            with _masked_saved_tensor_hooks():
+                fn = self.compile_fn(static_graph(self.gm, args, self.runtime), list(args))
             self.compiled[key] = fn
             self.specializations += 1
             stats["specializations"] += 1

@@ -305,22 +305,29 @@ impl GuardManager {
         for (((g, &slot), &other), shape_slots) in self.guards.iter().zip(&self.guard_slots).zip(&self.other_slots).zip(&self.shape_slots) {
             if let GuardKind::ShapeRelations(sg) = &g.kind {
                 let mut vals: smallvec::SmallVec<[i64; 8]> = smallvec::SmallVec::new();
-                for ((&step, (_, dim)), &used) in shape_slots.iter().zip(&sg.sources).zip(&sg.used) {
+                let mut fvals: smallvec::SmallVec<[f64; 8]> = smallvec::SmallVec::new();
+                for (((&step, (_, dim)), &used), &is_float) in shape_slots.iter().zip(&sg.sources).zip(&sg.used).zip(&sg.floats) {
                     if !used {
                         vals.push(0);
+                        fvals.push(0.0);
                         continue;
                     }
-                    let size = match dim {
-                        Some(d) => values[step].as_ref().and_then(|t| t.call_method1(self.hot.size.bind(py), (*d,)).ok()).and_then(|s| s.extract::<i64>().ok()),
-                        // A symbolic int input: its TYPE_MATCH ran before (guards keep their order).
-                        None => values[step].as_ref().and_then(|v| v.extract::<i64>().ok()),
+                    // A symbolic int or float input: its TYPE_MATCH ran before (guards keep
+                    // their order).
+                    let read = match dim {
+                        Some(d) => values[step].as_ref().and_then(|t| t.call_method1(self.hot.size.bind(py), (*d,)).ok()).and_then(|s| s.extract::<i64>().ok()).map(|n| (n, n as f64)),
+                        None if is_float => values[step].as_ref().and_then(|v| v.extract::<f64>().ok()).map(|x| (0, x)),
+                        None => values[step].as_ref().and_then(|v| v.extract::<i64>().ok()).map(|n| (n, n as f64)),
                     };
-                    match size {
-                        Some(n) => vals.push(n),
+                    match read {
+                        Some((n, x)) => {
+                            vals.push(n);
+                            fvals.push(x);
+                        }
                         None => return Err(explain.then(|| GuardFailure { guard: g.to_string(), reason: format!("cannot read the size {}", sg.sources[vals.len()].0) })),
                     }
                 }
-                if let Err(reason) = sg.check(&vals, explain) {
+                if let Err(reason) = sg.check(&vals, &fvals, explain) {
                     return Err(explain.then(|| GuardFailure { guard: g.to_string(), reason: reason.unwrap_or_default() }));
                 }
                 continue;

@@ -18,6 +18,9 @@ use std::sync::Arc;
 #[derive(Debug, Clone, PartialEq)]
 pub enum SymExpr {
     Int(i64),
+    /// A float constant (a relation over a float input, `lr > 0.3`): such a relation is
+    /// evaluated in f64, as Python compares floats.
+    Float(f64),
     /// The i-th bound size (`ShapeGuard::sources[i]`).
     Sym(usize),
     Add(Vec<SymExpr>),
@@ -78,6 +81,7 @@ impl SymExpr {
         };
         Ok(match op.as_str() {
             "int" => SymExpr::Int(t.get_item(1)?.extract()?),
+            "float" => SymExpr::Float(t.get_item(1)?.extract()?),
             "sym" => SymExpr::Sym(t.get_item(1)?.extract()?),
             "add" => SymExpr::Add(args()?),
             "mul" => SymExpr::Mul(args()?),
@@ -118,6 +122,7 @@ impl SymExpr {
         };
         Some(match self {
             SymExpr::Int(n) => *n,
+            SymExpr::Float(_) => return None,
             SymExpr::Sym(i) => *vals.get(*i)?,
             SymExpr::Add(xs) => fold(xs, 0, i64::checked_add)?,
             SymExpr::Mul(xs) => fold(xs, 1, i64::checked_mul)?,
@@ -162,11 +167,56 @@ impl SymExpr {
         })
     }
 
+    /// Whether the expression holds a float constant or one of the float symbols `floats`.
+    fn is_float(&self, floats: &[bool]) -> bool {
+        match self {
+            SymExpr::Float(_) => true,
+            SymExpr::Int(_) => false,
+            SymExpr::Sym(i) => floats.get(*i).copied().unwrap_or(false),
+            SymExpr::Add(xs) | SymExpr::Mul(xs) | SymExpr::Max(xs) | SymExpr::Min(xs) | SymExpr::And(xs) | SymExpr::Or(xs) => xs.iter().any(|x| x.is_float(floats)),
+            SymExpr::Pow(b, _) | SymExpr::Not(b) => b.is_float(floats),
+            SymExpr::FloorDiv(a, b) | SymExpr::Mod(a, b) | SymExpr::Cmp(_, a, b) => a.is_float(floats) || b.is_float(floats),
+        }
+    }
+
+    /// The value in f64 arithmetic (a relation over float inputs; sizes are exact in f64);
+    /// `None` for floor division and modulo, which are not modelled on floats (the relation then
+    /// fails and the frame is compiled again).
+    pub fn eval_f64(&self, vals: &[f64]) -> Option<f64> {
+        let truth = |b: bool| if b { 1.0 } else { 0.0 };
+        Some(match self {
+            SymExpr::Int(n) => *n as f64,
+            SymExpr::Float(x) => *x,
+            SymExpr::Sym(i) => *vals.get(*i)?,
+            SymExpr::Add(xs) => xs.iter().map(|x| x.eval_f64(vals)).sum::<Option<f64>>()?,
+            SymExpr::Mul(xs) => xs.iter().map(|x| x.eval_f64(vals)).product::<Option<f64>>()?,
+            SymExpr::Pow(b, n) => b.eval_f64(vals)?.powi(*n as i32),
+            SymExpr::FloorDiv(..) | SymExpr::Mod(..) => return None,
+            SymExpr::Max(xs) => xs.iter().map(|x| x.eval_f64(vals)).collect::<Option<Vec<_>>>()?.into_iter().fold(f64::NEG_INFINITY, f64::max),
+            SymExpr::Min(xs) => xs.iter().map(|x| x.eval_f64(vals)).collect::<Option<Vec<_>>>()?.into_iter().fold(f64::INFINITY, f64::min),
+            SymExpr::Cmp(op, a, b) => {
+                let (a, b) = (a.eval_f64(vals)?, b.eval_f64(vals)?);
+                truth(match op {
+                    CmpOp::Eq => a == b,
+                    CmpOp::Ne => a != b,
+                    CmpOp::Lt => a < b,
+                    CmpOp::Le => a <= b,
+                    CmpOp::Gt => a > b,
+                    CmpOp::Ge => a >= b,
+                })
+            }
+            SymExpr::And(xs) => truth(xs.iter().map(|x| x.eval_f64(vals).map(|v| v != 0.0)).collect::<Option<Vec<_>>>()?.into_iter().all(|b| b)),
+            SymExpr::Or(xs) => truth(xs.iter().map(|x| x.eval_f64(vals).map(|v| v != 0.0)).collect::<Option<Vec<_>>>()?.into_iter().any(|b| b)),
+            SymExpr::Not(x) => truth(x.eval_f64(vals)? == 0.0),
+        })
+    }
+
     /// Python spelling with the symbols named by `names` (`L['x'].size()[0]`).
     pub fn render(&self, names: &[String]) -> String {
         let join = |xs: &[SymExpr], sep: &str| xs.iter().map(|x| x.render(names)).collect::<Vec<_>>().join(sep);
         match self {
             SymExpr::Int(n) => n.to_string(),
+            SymExpr::Float(x) => format!("{x:?}"),
             SymExpr::Sym(i) => names.get(*i).cloned().unwrap_or_else(|| format!("s{i}")),
             SymExpr::Add(xs) => format!("({})", join(xs, " + ")),
             SymExpr::Mul(xs) => format!("({})", join(xs, " * ")),
@@ -192,12 +242,16 @@ pub struct ShapeGuard {
     pub sources: Vec<(Arc<Source>, Option<usize>)>,
     pub relations: Vec<SymExpr>,
     names: Vec<String>,
-    /// Whether some relation reads symbol i (unread ones, e.g. floats, are not fetched).
+    /// Whether some relation reads symbol i (unread ones are not fetched).
     pub used: Vec<bool>,
+    /// Whether symbol i is a float input (read as a Python float).
+    pub floats: Vec<bool>,
+    /// Per relation: evaluated in f64 (it holds a float constant or a float symbol).
+    float_relations: Vec<bool>,
 }
 
 impl ShapeGuard {
-    pub fn new(sources: Vec<(Arc<Source>, Option<usize>)>, relations: Vec<SymExpr>) -> Self {
+    pub fn new(sources: Vec<(Arc<Source>, Option<usize>)>, relations: Vec<SymExpr>, floats: Vec<bool>) -> Self {
         let names = sources.iter().map(|(s, d)| match d {
             Some(d) => format!("{s}.size()[{d}]"),
             None => s.to_string(),
@@ -207,18 +261,22 @@ impl ShapeGuard {
         let mut read = Vec::new();
         relations.iter().for_each(|r| r.symbols(&mut read));
         let used = (0..sources.len()).map(|i| read.contains(&i)).collect();
-        ShapeGuard { sources, relations, names, used }
+        let float_relations = relations.iter().map(|r| r.is_float(&floats)).collect();
+        ShapeGuard { sources, relations, names, used, floats, float_relations }
     }
 
     /// `Ok(())` when every relation holds for the symbol values `vals`, else the first failing
     /// relation rendered with the values (`L['x'].size()[0] >= 2 (L['x'].size()[0] = 1)`).
-    pub fn check(&self, vals: &[i64], explain: bool) -> Result<(), Option<String>> {
-        for r in &self.relations {
-            if r.eval(vals).unwrap_or(0) == 0 {
+    /// `vals[i]` is symbol i's value as an int (0 for a float symbol), `fvals[i]` as a float.
+    pub fn check(&self, vals: &[i64], fvals: &[f64], explain: bool) -> Result<(), Option<String>> {
+        for (r, &is_float) in self.relations.iter().zip(&self.float_relations) {
+            let holds = if is_float { r.eval_f64(fvals).is_some_and(|v| v != 0.0) } else { r.eval(vals).unwrap_or(0) != 0 };
+            if !holds {
                 return Err(explain.then(|| {
                     let mut used = Vec::new();
                     r.symbols(&mut used);
-                    let values = used.iter().map(|&i| format!("{} = {}", self.names[i], vals.get(i).copied().unwrap_or(-1))).collect::<Vec<_>>().join(", ");
+                    let value = |i: usize| if self.floats.get(i).copied().unwrap_or(false) { format!("{:?}", fvals.get(i).copied().unwrap_or(f64::NAN)) } else { vals.get(i).copied().unwrap_or(-1).to_string() };
+                    let values = used.iter().map(|&i| format!("{} = {}", self.names[i], value(i))).collect::<Vec<_>>().join(", ");
                     format!("shape guard {} failed ({values})", r.render(&self.names))
                 }));
             }
@@ -230,7 +288,7 @@ impl ShapeGuard {
 impl SymExpr {
     fn symbols(&self, out: &mut Vec<usize>) {
         match self {
-            SymExpr::Int(_) => {}
+            SymExpr::Int(_) | SymExpr::Float(_) => {}
             SymExpr::Sym(i) => {
                 if !out.contains(i) {
                     out.push(*i)
@@ -271,8 +329,18 @@ mod tests {
     #[test]
     fn relation_failure_names_the_relation() {
         let src = Arc::new(Source::Local { name: "x".into(), idx: 0 });
-        let g = ShapeGuard::new(vec![(src, Some(0))], vec![SymExpr::Cmp(CmpOp::Ge, Box::new(SymExpr::Sym(0)), Box::new(SymExpr::Int(2)))]);
-        assert!(g.check(&[5], true).is_ok());
-        assert_eq!(g.check(&[1], true).unwrap_err().unwrap(), "shape guard L['x'].size()[0] >= 2 failed (L['x'].size()[0] = 1)");
+        let g = ShapeGuard::new(vec![(src, Some(0))], vec![SymExpr::Cmp(CmpOp::Ge, Box::new(SymExpr::Sym(0)), Box::new(SymExpr::Int(2)))], vec![false]);
+        assert!(g.check(&[5], &[5.0], true).is_ok());
+        assert_eq!(g.check(&[1], &[1.0], true).unwrap_err().unwrap(), "shape guard L['x'].size()[0] >= 2 failed (L['x'].size()[0] = 1)");
+    }
+
+    #[test]
+    fn float_relation_is_evaluated_in_f64() {
+        let src = Arc::new(Source::Local { name: "lr".into(), idx: 1 });
+        // 2.0 * lr < 3.0
+        let rel = SymExpr::Cmp(CmpOp::Lt, Box::new(SymExpr::Mul(vec![SymExpr::Float(2.0), SymExpr::Sym(0)])), Box::new(SymExpr::Float(3.0)));
+        let g = ShapeGuard::new(vec![(src, None)], vec![rel], vec![true]);
+        assert!(g.check(&[0], &[1.4], true).is_ok());
+        assert_eq!(g.check(&[0], &[1.5], true).unwrap_err().unwrap(), "shape guard (2.0 * L['lr']) < 3.0 failed (L['lr'] = 1.5)");
     }
 }

@@ -314,9 +314,11 @@ impl OutputGraph {
             }
         };
         let (bindings, relations): (Vec<(usize, i64)>, Vec<Bound<'_, PyAny>>) = exported.extract()?;
+        // dim >= 0: a size; -1: an int input's value; -2: a float input's value.
         let sources = bindings.iter().map(|&(k, d)| (self.dynamic_inputs[k].clone(), usize::try_from(d).ok())).collect();
+        let floats = bindings.iter().map(|&(_, d)| d == -2).collect();
         let rels = relations.iter().map(crate::guards::shapes::SymExpr::from_py).collect::<PyResult<Vec<_>>>()?;
-        Ok(Some(Guard { source: None, kind: GuardKind::ShapeRelations(crate::guards::shapes::ShapeGuard::new(sources, rels)) }))
+        Ok(Some(Guard { source: None, kind: GuardKind::ShapeRelations(crate::guards::shapes::ShapeGuard::new(sources, rels, floats)) }))
     }
 
     /// Guards that every object this trace mutates (a list, a dict, an object or class with
@@ -478,11 +480,24 @@ impl OutputGraph {
     }
 
     /// Runs `f` with the fake mode active.
+    /// With symbolic sizes, torch's Python dispatcher is on as well (as torch's Dynamo traces):
+    /// ops whose C++ meta kernel would specialize every size (`constant_pad_nd`, `upsample_*`)
+    /// then use their Python decompositions, which keep sizes symbolic.
     pub fn with_fake<'py, T>(&self, py: Python<'py>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
         let mode = self.fake_mode.bind(py);
+        let dispatcher = match self.shape_env {
+            Some(_) => Some(py.import("torch._dispatch.python")?.call_method0("enable_python_dispatcher")?),
+            None => None,
+        };
+        if let Some(d) = &dispatcher {
+            d.call_method0("__enter__")?;
+        }
         mode.call_method0("__enter__")?;
         let res = f();
         mode.call_method1("__exit__", (py.None(), py.None(), py.None()))?;
+        if let Some(d) = &dispatcher {
+            d.call_method1("__exit__", (py.None(), py.None(), py.None()))?;
+        }
         res
     }
 
