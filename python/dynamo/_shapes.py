@@ -347,8 +347,8 @@ def _static_graph(gm, args, runtime):
                     v = getattr(fn_args[0], node.target)(*fn_args[1:], **fn_kwargs)
                 elif node.op == "get_attr":
                     v = getattr(gm, node.target)
-                else:
-                    raise NotImplementedError(node.op)
+                else:  # "call_module" (graphs a user's pass rewrote): the submodule on fakes
+                    v = gm.get_submodule(node.target)(*fn_args, **fn_kwargs)
             if any(a in runtime for a in node.all_input_nodes):
                 runtime.add(node)
             elif isinstance(v, (int, float, bool)) or (

@@ -226,13 +226,20 @@ impl OutputGraph {
         Ok(dims)
     }
 
+    /// Gives the fake mode a `ShapeEnv` on first use (Note [symbolic sizes]).
+    fn ensure_shape_env(&mut self, py: Python<'_>) -> PyResult<()> {
+        if self.shape_env.is_none() {
+            let env = py.import("dynamo._shapes")?.call_method1("attach_shape_env", (self.fake_mode.bind(py),))?;
+            self.shape_env = Some(env.unbind());
+        }
+        Ok(())
+    }
+
     /// The fake of input `value` with symbolic sizes at `dims` (attaching a `ShapeEnv` to the
     /// fake mode on first use), and the dimensions that really are symbolic (0/1 stay static).
     fn symbolic_fake<'py>(&mut self, py: Python<'py>, value: &Bound<'py, PyAny>, dims: &[usize], source: &Arc<Source>) -> PyResult<(Bound<'py, PyAny>, Vec<usize>)> {
         let shapes = py.import("dynamo._shapes")?;
-        if self.shape_env.is_none() {
-            self.shape_env = Some(shapes.call_method1("attach_shape_env", (self.fake_mode.bind(py),))?.unbind());
-        }
+        self.ensure_shape_env(py)?;
         let k = self.dynamic_inputs.len();
         let fake = shapes.call_method1("symbolic_fake", (self.fake_mode.bind(py), value, dims.to_vec(), k))?;
         self.dynamic_inputs.push(source.clone());
@@ -280,9 +287,7 @@ impl OutputGraph {
             return Ok(None);
         }
         let shapes = py.import("dynamo._shapes")?;
-        if self.shape_env.is_none() {
-            self.shape_env = Some(shapes.call_method1("attach_shape_env", (self.fake_mode.bind(py),))?.unbind());
-        }
+        self.ensure_shape_env(py)?;
         let k = self.dynamic_inputs.len();
         let make = if is_float { "symbolic_float" } else { "symbolic_int" };
         let sym = shapes.call_method1(make, (self.shape_env.as_ref().unwrap().bind(py), value, k))?;
