@@ -109,12 +109,12 @@ def test_specialized_value_is_guarded():
     cnt = CompileCounter()
 
     def f(x):
-        return x * max(3, x.shape[0])
+        return x * int(str(x.shape[0]))
 
     opt = dynamo.optimize(cnt)(f)
     for n in [3, 5, 6, 5]:
         _check(f, opt, torch.randn(n))
-    # `max` saw the value: the dynamic graph is valid for that size only.
+    # `str` saw the value: the dynamic graph is valid for that size only.
     assert cnt.frame_count == 3
 
 
@@ -494,3 +494,103 @@ def test_ops_whose_meta_kernel_specializes_stay_symbolic(op):
     for n in [2, 4, 5, 6] * 3:
         _check(fn, opt, torch.randn(n, 3))
     assert dynamo.counters()["compiles"] == 2
+
+
+def _same(a, b):
+    """Exact equality for results mixing tensors and Python numbers: same types, same values."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, torch.Tensor):
+        return a.dtype == b.dtype and a.shape == b.shape and torch.allclose(a, b)
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same(p, q) for p, q in zip(a, b))
+    return a == b
+
+
+import math  # noqa: E402
+
+# Builtins and math functions over a changing int `n` and float `f`: each stays a graph value
+# (torch.sym_max, sym_float, _sym_sqrt, scalar_tensor, ...), so the function compiles twice
+# (static, then symbolic), as under torch.compile, and returns eager's types.
+SYMBOLIC_BUILTINS = {
+    "max_min": lambda x, n, f: (x * max(n, 4), max(n, 2, 9), min(f, 0.5), min(n, 7)),
+    "int_float_round": lambda x, n, f: (x * float(n), int(f), int(n), float(f), round(n)),
+    "math": lambda x, n, f: (x * math.sqrt(n), math.floor(f), math.ceil(f), math.trunc(f), math.floor(n), math.cos(f)),
+    "divmod_pow_abs": lambda x, n, f: (x * pow(n, 2), divmod(n, 3), abs(-n), abs(f - 1.0)),
+    "membership": lambda x, n, f: (x * (2 if n in (30, 40) else 1), n in [70, 80], n not in (1, 2), n in {60, 90}),
+    "tensor_of_number": lambda x, n, f: (x + torch.tensor(n), torch.tensor(f), torch.tensor(n, dtype=torch.float32), torch.as_tensor(n)),
+    "size_numel": lambda x, n, f: (x.reshape(-1)[: x.shape.numel() - 1].sum() * n, x[1:].shape.numel()),
+    "max_of_size": lambda x, n, f: (x.new_zeros(max(x.shape[0], 2)).sum() + x.sum(), abs(x.shape[0] - 9)),
+}
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+@pytest.mark.parametrize("case", sorted(SYMBOLIC_BUILTINS))
+def test_builtins_over_symbolic_numbers_compile_twice(case, backend):
+    fn = SYMBOLIC_BUILTINS[case]
+    opt = dynamo.optimize(backend)(fn)
+    for i, (n, f) in enumerate([(5, 1.5), (6, -2.5), (7, 0.25), (8, 3.75), (9, -0.5), (3, 2.0)]):
+        x = torch.randn(4 + i, 2)
+        ref, got = fn(x, n, f), opt(x, n, f)
+        assert _same(ref, got), (n, f, ref, got)
+    assert dynamo.counters()["compiles"] == 2
+
+
+def test_membership_of_a_symbolic_int_guards_each_comparison():
+    # `n in (3, 4)` guards `n != 3` and `n != 4` while it is False: other values reuse the graph,
+    # a member recompiles (its comparison's guard fails).
+    def f(x, n):
+        return x * (2 if n in (3, 4) else 1)
+
+    opt = dynamo.optimize("eager")(f)
+    for n in [5, 6, 7, 8]:
+        assert torch.equal(opt(torch.ones(2), n), f(torch.ones(2), n))
+    assert dynamo.counters()["compiles"] == 2
+    assert torch.equal(opt(torch.ones(2), 3), f(torch.ones(2), 3))
+    assert dynamo.counters()["compiles"] == 3
+
+
+@pytest.mark.parametrize("kind", [tuple, torch.Size, list])
+def test_shape_argument_items_become_symbolic(kind):
+    # A shape passed as a tuple, torch.Size or list whose items change: those items are
+    # symbolic inputs on the recompile (torch's automatic dynamic), so later shapes hit.
+    def f(x, size):
+        return x.reshape(size) * 2, size
+
+    opt = dynamo.optimize("eager")(f)
+    for n in [2, 4, 5, 6, 7]:
+        x = torch.randn(n * 3)
+        size = kind((n, 3))
+        ref, got = f(x, size), opt(x, size)
+        assert torch.equal(ref[0], got[0])
+        assert type(got[1]) is kind and got[1] == size
+    assert dynamo.counters()["compiles"] == 2
+
+
+def test_shape_argument_static_item_is_still_guarded():
+    def f(x, size):
+        return x.reshape(size) + 1
+
+    opt = dynamo.optimize("eager")(f)
+    for n in [2, 4, 5]:
+        assert torch.equal(opt(torch.ones(n * 3), (n, 3)), f(torch.ones(n * 3), (n, 3)))
+    assert dynamo.counters()["compiles"] == 2
+    # The second item was the same at every call: a new value of it recompiles.
+    assert torch.equal(opt(torch.ones(8), (2, 4)), f(torch.ones(8), (2, 4)))
+    assert dynamo.counters()["compiles"] == 3
+
+
+@pytest.mark.parametrize("other", [(3, 3), torch.Size([3, 3])])
+def test_shape_compared_with_a_tuple_guards_the_relation(other):
+    # `x.shape == (3, 3)` compares item by item: guards on the relations (`s0 != 3`), so the
+    # symbolic graph serves every other size; the equal size gets its own graph.
+    def f(x):
+        if x.shape == other:
+            return x + 1
+        return x - 1
+
+    opt = dynamo.optimize("eager")(f)
+    for n in [2, 4, 5, 3, 6, 3]:
+        x = torch.randn(n, 3)
+        assert torch.equal(opt(x), f(x))
+    assert dynamo.counters()["compiles"] == 3

@@ -121,6 +121,49 @@ pub fn wrap(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, sour
     wrap_inner(py, og, value, source)
 }
 
+/// A `tuple` or `torch.Size` of ints (a shape passed as an argument) whose items changed since
+/// an earlier compile of the frame: those items become symbolic inputs at `source[i]`, as
+/// torch.compile's automatic dynamic does for ints in tuples (Note [symbolic sizes]). The
+/// sequence keeps its type (`torch.Size` stays a `torch.Size`) and is guarded by type and
+/// length, the static items by value. `None` when no item is dynamic (every item's value is
+/// remembered for the next compile); the caller then guards the whole sequence CONSTANT_MATCH.
+fn wrap_int_sequence(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, source: &Arc<Source>) -> VResult<Option<VT>> {
+    let ty = value.get_type();
+    let is_size = ty.is(og.handles.size_type.bind(py));
+    if !(ty.is(py.get_type::<PyTuple>()) || is_size) {
+        return Ok(None);
+    }
+    let t = value.cast::<PyTuple>().map_err(PyErr::from)?;
+    let int_type = py.get_type::<pyo3::types::PyInt>();
+    if t.is_empty() || t.len() > 16 || !t.iter().all(|i| i.get_type().is(&int_type)) {
+        return Ok(None);
+    }
+    let mut items = Vec::with_capacity(t.len());
+    for (i, item) in t.iter().enumerate() {
+        items.push(og.add_number_input(py, &item, &source.item(ItemKey::Int(i as i64)))?);
+    }
+    if items.iter().all(|i| i.is_none()) {
+        return Ok(None);
+    }
+    og.add_guard(Some(source.clone()), GuardKind::TypeMatch(ty.into_any().unbind()));
+    og.add_guard(Some(source.clone()), GuardKind::LenMatch(t.len()));
+    let mut vts = Vec::with_capacity(items.len());
+    for (i, (item, vt)) in t.iter().zip(items).enumerate() {
+        vts.push(match vt {
+            Some(v) => v,
+            None => {
+                og.add_guard(Some(source.item(ItemKey::Int(i as i64))), GuardKind::ConstantMatch(item.clone().unbind()));
+                VT::constant(item.unbind())
+            }
+        });
+    }
+    if is_size {
+        let size_type = og.handles.size_type.clone_ref(py);
+        return crate::symbolic::translator::make_size(py, size_type.bind(py), vts).map(Some);
+    }
+    Ok(Some(VT::Tuple(Rc::new(vts))))
+}
+
 fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, source: Arc<Source>) -> VResult<VT> {
     if og.is_tensor(py, value) {
         return Ok(VT::Tensor(og.add_input(py, value, source)?));
@@ -129,6 +172,9 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         if let Some(v) = og.add_number_input(py, value, &source)? {
             return Ok(v);
         }
+    }
+    if let Some(v) = wrap_int_sequence(py, og, value, &source)? {
+        return Ok(v);
     }
     if is_literal(py, value) {
         let kind = if value.is_none() || value.is_instance_of::<PyBool>() {

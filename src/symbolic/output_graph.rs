@@ -11,8 +11,13 @@
 //! input's fake has `torch.SymInt` sizes (`python/dynamo/_shapes.py`); torch's meta functions
 //! propagate them, and every decision taken on them is a guard in the `ShapeEnv`. Sizes the
 //! trace reads (`x.size(0)`, `x.shape`) are graph nodes (`SymNum` trackers); arithmetic on them
-//! records `operator.*` nodes; a Python-level use of their value (a branch, `range`, a list
-//! index) specializes them, which the `ShapeEnv` records as a guard. At the end the
+//! records `operator.*` nodes; builtins and `math` functions with a SymInt-aware form stay
+//! symbolic too (`max` -> `torch.sym_max`, `float` -> `torch.sym_float`, `math.sqrt` ->
+//! `torch._sym_sqrt`, `torch.tensor(n)` -> `torch.scalar_tensor`, `torch.Size.numel` -> `mul`),
+//! and comparisons (`==`, `in`, `x.shape == (3, 3)`) guard the relation they decide. Other
+//! Python-level uses of their value (`range`, a list index, `str`) specialize them, which the
+//! `ShapeEnv` records as a guard. Ints inside a tuple or `torch.Size` argument are automatic
+//! dynamic item by item, like plain int arguments. At the end the
 //! `ShapeEnv`'s facts become one `SHAPE_RELATIONS` guard checked in Rust (`shape_guard`).
 //! Only contiguous inputs get dynamic dimensions (their strides are then products of sizes,
 //! checked as "contiguous" by `TENSOR_MATCH`); 0 and 1 stay static, as in torch.

@@ -1020,7 +1020,11 @@ impl<'a> InstructionTranslator<'a> {
                 }
             }
             VT::List(_) | VT::Dict(_) | VT::Set(_) => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
-            // Methods of a symbolic `torch.Size` (`numel`, `count`, `index`) see its values.
+            // `torch.Size.numel` of a symbolic size: the product of its items, a graph value.
+            VT::NamedTuple { .. } if name == "numel" && is_symbolic_size(py, self.og, obj) => {
+                Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() })
+            }
+            // Other methods of a symbolic `torch.Size` (`count`, `index`) see its values.
             VT::NamedTuple { items, .. } if is_symbolic_size(py, self.og, obj) => {
                 let vals = items.iter().map(|i| i.as_constant(py).ok_or_else(|| Unsupported::new("torch.Size item without a value"))).collect::<VResult<Vec<_>>>()?;
                 let size = self.og.handles.size_type.bind(py).call1((PyTuple::new(py, vals)?,))?;
@@ -1824,6 +1828,38 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     fn contains(&mut self, py: Python<'_>, container: &VT, item: &VT) -> VResult<bool> {
+        // A symbolic int in a tuple or list of ints (`n in (3, 4)`): `==` item by item, each a
+        // guard on the relation (`Ne(s0, 3)`), instead of specializing `n` to its value.
+        // (Floats are left out: `in` tests identity before `==`, which a NaN would expose.)
+        let sym_int = |v: &VT| match v {
+            VT::SymNum(s) => type_name(s.fake.bind(py)) == "SymInt",
+            _ => false,
+        };
+        let constant_items = match container {
+            VT::Constant(c) if ["tuple", "frozenset"].contains(&type_name(c.bind(py)).as_str()) => {
+                Some(c.bind(py).try_iter()?.map(|i| Ok(VT::constant(i?.unbind()))).collect::<PyResult<Vec<VT>>>()?)
+            }
+            _ => None,
+        };
+        if sym_int(item) && (constant_items.is_some() || matches!(container, VT::Tuple(_) | VT::List(_) | VT::NamedTuple { .. })) {
+            let items = match constant_items {
+                Some(items) => items,
+                None => self.iter_items(py, container)?,
+            };
+            let int_like = |v: &VT| {
+                sym_int(v)
+                    || matches!(v, VT::Constant(c) if c.bind(py).is_instance_of::<pyo3::types::PyInt>() && !c.bind(py).is_instance_of::<pyo3::types::PyBool>())
+            };
+            if items.iter().all(int_like) {
+                for v in items {
+                    let eq = self.sym_operator(py, "eq", vec![item.clone(), v])?;
+                    if self.truth(py, &eq)? {
+                        return Ok(true);
+                    }
+                }
+                return Ok(false);
+            }
+        }
         if let (Some(c), Some(i)) = (container.as_constant(py), item.as_constant(py)) {
             return Ok(c.contains(i)?);
         }
@@ -1937,6 +1973,146 @@ impl<'a> InstructionTranslator<'a> {
         self.operator(py, name, specialized)
     }
 
+    /// A builtin or `math` function over symbolic numbers whose result stays a graph value
+    /// instead of specializing its operands (Note [symbolic sizes]), so that `max(n, 4)`,
+    /// `float(n)`, `math.sqrt(n)` or `divmod(n, 3)` compile once for every value of `n`, as in
+    /// torch.compile. Every operand must be a symbolic number or a Python `int`/`float`; the
+    /// graph calls torch's SymInt-aware forms (`torch.sym_max`, `torch.sym_float`,
+    /// `torch._sym_sqrt`, ...), which compute the same values as the builtins on plain numbers.
+    /// `None`: not one of these, the caller specializes.
+    fn sym_builtin(&mut self, py: Python<'_>, b: &Bound<'_, PyAny>, args: &[VT]) -> VResult<Option<VT>> {
+        #[derive(PartialEq, Clone, Copy)]
+        enum Kind {
+            Int,
+            Float,
+        }
+        let kind_of = |a: &VT| -> Option<Kind> {
+            match a {
+                VT::SymNum(s) => match type_name(s.fake.bind(py)).as_str() {
+                    "SymInt" => Some(Kind::Int),
+                    "SymFloat" => Some(Kind::Float),
+                    _ => None,
+                },
+                VT::Constant(c) => {
+                    let c = c.bind(py);
+                    if c.is_instance_of::<pyo3::types::PyBool>() {
+                        None
+                    } else if c.is_instance_of::<pyo3::types::PyInt>() {
+                        Some(Kind::Int)
+                    } else if c.is_instance_of::<pyo3::types::PyFloat>() {
+                        Some(Kind::Float)
+                    } else {
+                        None
+                    }
+                }
+                _ => None,
+            }
+        };
+        let Some(kinds) = args.iter().map(kind_of).collect::<Option<Vec<Kind>>>() else {
+            return Ok(None);
+        };
+        if kinds.is_empty() {
+            return Ok(None);
+        }
+        let builtins = self.og.handles.builtins.bind(py).clone();
+        let is = |name: &str| builtins.getattr(name).map(|f| f.is(b)).unwrap_or(false);
+        let torch = self.og.handles.torch.bind(py).clone();
+        let one = args.len() == 1;
+        if one && is("abs") {
+            return self.sym_operator(py, "abs", args.to_vec()).map(Some);
+        }
+        if one && (is("int") || is("round")) {
+            // `int(n)` and `round(n)` of an int are `n`; of a float, `int` truncates toward zero
+            // (torch.sym_int), and `round` (banker's rounding) specializes.
+            return match kinds[0] {
+                Kind::Int => Ok(Some(args[0].clone())),
+                Kind::Float if is("int") => self.og.call(py, Some(&torch.getattr("sym_int")?), None, args, &[]).map(Some),
+                Kind::Float => Ok(None),
+            };
+        }
+        if one && is("float") {
+            return match kinds[0] {
+                Kind::Float => Ok(Some(args[0].clone())),
+                Kind::Int => self.og.call(py, Some(&torch.getattr("sym_float")?), None, args, &[]).map(Some),
+            };
+        }
+        if args.len() == 2 && is("pow") {
+            return self.sym_operator(py, "pow", args.to_vec()).map(Some);
+        }
+        if args.len() == 2 && is("divmod") {
+            let q = self.sym_operator(py, "floordiv", args.to_vec())?;
+            let r = self.sym_operator(py, "mod", args.to_vec())?;
+            return Ok(Some(VT::Tuple(Rc::new(vec![q, r]))));
+        }
+        if args.len() >= 2 && (is("max") || is("min")) {
+            // `max(a, b)` returns one of its operands, so its type is that operand's: only
+            // operands of one kind fold into `torch.sym_max`/`sym_min` (which may promote).
+            if kinds.iter().any(|k| *k != kinds[0]) {
+                return Ok(None);
+            }
+            let f = torch.getattr(if is("max") { "sym_max" } else { "sym_min" })?;
+            let mut acc = args[0].clone();
+            for a in &args[1..] {
+                acc = self.og.call(py, Some(&f), None, &[acc, a.clone()], &[])?;
+            }
+            return Ok(Some(acc));
+        }
+        let module = b.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+        if module == "math" && one {
+            let name: String = b.getattr("__name__")?.extract()?;
+            match name.as_str() {
+                // `math.floor`/`ceil`/`trunc` of an int are the int; of a SymFloat, the function
+                // itself is symbolic (`SymFloat.__floor__` gives a SymInt).
+                "floor" | "ceil" | "trunc" => {
+                    return match kinds[0] {
+                        Kind::Int => Ok(Some(args[0].clone())),
+                        Kind::Float => self.og.call(py, Some(b), None, args, &[]).map(Some),
+                    };
+                }
+                "sqrt" | "cos" | "cosh" | "sin" | "sinh" | "tan" | "tanh" | "asin" | "acos" | "atan" | "log2" => {
+                    // torch._sym_<name>: the math function of the value as a float; a domain
+                    // error (math.sqrt(-1)) is raised by the example value, as eager would.
+                    let f = torch.getattr(format!("_sym_{name}").as_str())?;
+                    let x = match kinds[0] {
+                        Kind::Float => args[0].clone(),
+                        Kind::Int => self.og.call(py, Some(&torch.getattr("sym_float")?), None, args, &[])?,
+                    };
+                    return self.og.call(py, Some(&f), None, &[x], &[]).map(Some);
+                }
+                _ => {}
+            }
+        }
+        Ok(None)
+    }
+
+    /// `torch.tensor(n)` / `torch.as_tensor(n)` of one symbolic number: a 0-dim tensor built by
+    /// `torch.scalar_tensor(n, dtype=...)`, which keeps `n` symbolic (`torch.tensor` reads the
+    /// number's value, which would specialize it). The dtype is `torch.tensor`'s inference for
+    /// a Python scalar (int64 for an int, the default dtype for a float) unless `dtype=` is
+    /// given; `device=` and `requires_grad=` pass through. `None`: not this case.
+    fn sym_scalar_tensor(&mut self, py: Python<'_>, name: &str, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        if !matches!(name, "torch.tensor" | "torch.as_tensor") || args.len() != 1 {
+            return Ok(None);
+        }
+        let VT::SymNum(s) = &args[0] else {
+            return Ok(None);
+        };
+        if !kwargs.iter().all(|(k, _)| matches!(k.as_str(), "dtype" | "device" | "requires_grad")) || (name == "torch.as_tensor" && kwargs.iter().any(|(k, _)| k == "requires_grad")) {
+            return Ok(None);
+        }
+        let torch = self.og.handles.torch.bind(py).clone();
+        let mut kw = kwargs.to_vec();
+        if !kw.iter().any(|(k, _)| k == "dtype") {
+            let dtype = match type_name(s.fake.bind(py)).as_str() {
+                "SymInt" => torch.getattr("int64")?,
+                "SymFloat" => torch.call_method0("get_default_dtype")?,
+                _ => return Ok(None),
+            };
+            kw.push(("dtype".to_string(), VT::constant(dtype.unbind())));
+        }
+        self.og.call(py, Some(&torch.getattr("scalar_tensor")?), None, args, &kw).map(Some)
+    }
+
     fn binary(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
         let base = out_of_place(name);
         // A set of this trace against another one or a constant frozenset: run on the real
@@ -2043,6 +2219,12 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Tensor(x), VT::Tensor(y)) if x.node == y.node => return Ok(true),
             (VT::Tensor(_), _) | (_, VT::Tensor(_)) => graph_break!(DataDependentBranch, "truth of a tensor comparison inside a container comparison"),
             (VT::Constant(x), VT::Constant(y)) => return Ok(x.bind(py).eq(y.bind(py))?),
+            // A symbolic size against a number (`x.shape == (3, 3)` item by item): the
+            // comparison's outcome is a guard on the relation, not on the size's value.
+            (VT::SymNum(_), VT::SymNum(_) | VT::Constant(_)) | (VT::Constant(_), VT::SymNum(_)) => {
+                let r = self.operator(py, "eq", vec![a.clone(), b.clone()])?;
+                return self.truth(py, &r);
+            }
             (VT::List(x), VT::List(y)) if Rc::ptr_eq(x, y) => return Ok(true),
             (VT::Dict(x), VT::Dict(y)) if Rc::ptr_eq(x, y) => return Ok(true),
             // `functools.partial` keeps `object.__eq__`: identity (a literal's `__eq__` does not
@@ -2710,6 +2892,9 @@ impl<'a> InstructionTranslator<'a> {
                 if type_name(&f) == "type" {
                     unsupported!("constructing {name}");
                 }
+                if let Some(r) = self.sym_scalar_tensor(py, &name, &args, &kwargs)? {
+                    return Ok(r);
+                }
                 self.og.call(py, Some(&f), None, &args, &kwargs)
             }
             VT::TensorMethod { tensor, name } => {
@@ -2847,6 +3032,21 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     fn call_container_method(&mut self, py: Python<'_>, container: &VT, name: &str, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        if let (VT::NamedTuple { items, .. }, "numel") = (container, name) {
+            // `torch.Size.numel()` (torch/csrc/Size.cpp: the product of the sizes, 1 when empty)
+            // over symbolic sizes: `mul` nodes, so the count stays symbolic.
+            if !args.is_empty() || !kwargs.is_empty() {
+                unsupported!("torch.Size.numel() takes no arguments");
+            }
+            let Some(first) = items.first() else {
+                return Ok(VT::constant(1i64.into_pyobject(py)?.into_any().unbind()));
+            };
+            let mut acc = first.clone();
+            for i in items.iter().skip(1) {
+                acc = self.operator(py, "mul", vec![acc, i.clone()])?;
+            }
+            return Ok(acc);
+        }
         // The special methods behind the syntax, called by name (`a.__setitem__(0, v)` is
         // `a[0] = v`): the same slots CPython's opcodes reach (Objects/listobject.c,
         // Objects/dictobject.c), so they share the opcode's implementation here.
@@ -3092,6 +3292,11 @@ impl<'a> InstructionTranslator<'a> {
                 _ => Ok(v),
             }
         };
+        if kwargs.is_empty() && args.iter().any(|a| matches!(a, VT::SymNum(_))) {
+            if let Some(r) = self.sym_builtin(py, b, &args)? {
+                return Ok(r);
+            }
+        }
         let args = args.into_iter().map(specialize).collect::<VResult<Vec<_>>>()?;
         let kwargs = kwargs.into_iter().map(|(k, v)| Ok((k, specialize(v)?))).collect::<VResult<Vec<_>>>()?;
         let builtins = self.og.handles.builtins.bind(py).clone();
