@@ -184,3 +184,90 @@ def test_random_graph_with_reductions_views_and_mutation(seed):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4, equal_nan=True, msg=compiled.plan)
     assert not compiled.is_eager, compiled.plan
     assert len(compiled.kernel_names) >= 1
+
+
+# ---- graphs with indexing: gather, index_select, advanced indexing, cat, masks ----------------
+
+INDEX = ["gather", "index_select", "rows", "cols", "masked_fill", "cat_split", "cat_strided", "embedding", "flip", "where_mask", "index_add"]
+
+
+def build_indexing(seed, m, n):
+    """A random program over [m, n] values mixing indexing ops (with index tensors passed as
+    inputs: a row permutation `pr` [m], a column permutation `pc` [n], a gather index `gi` [m, n]
+    in [0, n)), pointwise ops and reductions; every value stays [m, n]."""
+    rng = random.Random(seed)
+    n_ops = rng.randint(2, 8)
+    program = []
+    for i in range(n_ops):
+        kind = rng.random()
+        src = rng.randrange(i + 2)
+        if kind < 0.6:
+            program.append(("index", rng.choice(INDEX), src, rng.randrange(i + 2), rng.randrange(1, max(n, 2))))
+        elif kind < 0.75:
+            program.append(("reduce", rng.choice(["sum", "amax", "softmax"]), src, rng.choice([0, 1])))
+        else:
+            program.append(("binary", rng.choice(BINARY), src, rng.randrange(i + 2)))
+    outputs = sorted({rng.randrange(2, n_ops + 2) for _ in range(rng.randint(1, 3))})
+
+    def fn(x, y, pr, pc, gi):
+        vals = [x, y]
+        for op in program:
+            v = vals[op[2]]
+            if op[0] == "index":
+                name, w, k = op[1], vals[op[3]], op[4]
+                if name == "gather":
+                    r = torch.gather(v, 1, gi)
+                elif name == "index_select":
+                    r = torch.index_select(v, 0, pr) + torch.index_select(w, 1, pc)
+                elif name == "rows":
+                    r = v[pr] * 2.0
+                elif name == "cols":
+                    r = v[:, pc] - w
+                elif name == "masked_fill":
+                    r = v.masked_fill(w > 0.3, -0.5)
+                elif name == "cat_split":
+                    r = torch.cat([v[:, k:], v[:, :k]], 1) if n > 1 else v + 1.0
+                elif name == "cat_strided":
+                    r = torch.cat([v[:, ::2], v[:, 1::2]], 1)
+                elif name == "embedding":
+                    r = torch.nn.functional.embedding(pr, v)
+                elif name == "flip":
+                    r = torch.flip(v, [0]) + w
+                elif name == "where_mask":
+                    r = torch.where(v > w, v, torch.zeros_like(v))
+                else:
+                    r = v.index_add(0, pr, w, alpha=0.5)
+            elif op[0] == "reduce":
+                name, d = op[1], op[3]
+                r = torch.softmax(v, d) if name == "softmax" else v - getattr(torch, name)(v, d, keepdim=True)
+            else:
+                a, b = v, vals[op[3]]
+                name = op[1]
+                r = a / (torch.abs(b) + 1.0) if name == "div_safe" else getattr(torch, name)(a, b)
+            vals.append(r)
+        return tuple(vals[i] for i in outputs)
+
+    return fn
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_graph_with_indexing(seed):
+    m, n = [(7, 11), (1, 9), (16, 33), (5, 1), (12, 8)][seed % 5]
+    fn = build_indexing(seed, m, n)
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, n, generator=g)
+    y = torch.randn(n, m, generator=g).t() if seed % 2 else torch.randn(m, n, generator=g)
+    if seed % 7 == 3:
+        x[0, 0] = float("nan")
+        y[-1, -1] = float("inf")
+    pr = torch.randperm(m, generator=g)
+    pc = torch.randperm(n, generator=g)
+    gi = torch.randint(0, n, (m, n), generator=g)
+    args = [x, y, pr, pc, gi]
+    compiled = C.inductor_compile(torch.fx.symbolic_trace(fn), args)
+    got = compiled(*args)
+    want = fn(*args)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and a.shape == b.shape, compiled.plan
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4, equal_nan=True, msg=compiled.plan)
