@@ -175,15 +175,23 @@ def test_random_graph_with_reductions_views_and_mutation(seed):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(m, n, generator=g)
     y = torch.randn(n, m, generator=g).t() if seed % 2 else torch.randn(m, n, generator=g)
-    compiled = C.inductor_compile(torch.fx.symbolic_trace(fn), [x, y])
-    got = compiled(x, y)
-    want = fn(x, y)
+    compiled = compile_and_compare(fn, [x, y])
+    assert not compiled.is_eager, compiled.plan
+    assert len(compiled.kernel_names) >= 1
+
+
+def compile_and_compare(fn, args):
+    """Compiles `fn` (traced by torch.fx) with the inductor, runs it on `args` and asserts that
+    every output equals eager's (dtype, shape, values within 1e-4, NaN where eager has NaN).
+    Returns the compiled graph (its `plan` names kernels and fallbacks)."""
+    compiled = C.inductor_compile(torch.fx.symbolic_trace(fn), args)
+    got = compiled(*args)
+    want = fn(*args)
     assert len(got) == len(want)
     for a, b in zip(got, want):
         assert a.dtype == b.dtype and a.shape == b.shape, compiled.plan
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4, equal_nan=True, msg=compiled.plan)
-    assert not compiled.is_eager, compiled.plan
-    assert len(compiled.kernel_names) >= 1
+    return compiled
 
 
 # ---- graphs with indexing: gather, index_select, advanced indexing, cat, masks ----------------
@@ -263,11 +271,4 @@ def test_random_graph_with_indexing(seed):
     pr = torch.randperm(m, generator=g)
     pc = torch.randperm(n, generator=g)
     gi = torch.randint(0, n, (m, n), generator=g)
-    args = [x, y, pr, pc, gi]
-    compiled = C.inductor_compile(torch.fx.symbolic_trace(fn), args)
-    got = compiled(*args)
-    want = fn(*args)
-    assert len(got) == len(want)
-    for a, b in zip(got, want):
-        assert a.dtype == b.dtype and a.shape == b.shape, compiled.plan
-        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4, equal_nan=True, msg=compiled.plan)
+    compile_and_compare(fn, [x, y, pr, pc, gi])
