@@ -98,6 +98,11 @@ def test_random_pointwise_graph(seed, shape):
 
 # ---- graphs with reductions, views, indexing and in-place ops ------------------------------------
 
+def binary(name, a, b):
+    """One of BINARY applied to `a` and `b` (`div_safe` divides by `|b| + 1`)."""
+    return a / (torch.abs(b) + 1.0) if name == "div_safe" else getattr(torch, name)(a, b)
+
+
 REDUCE = ["sum", "mean", "amax", "amin", "softmax", "log_softmax", "layer_norm", "var"]
 VIEW = ["t", "slice", "unsqueeze_sum", "flip_view", "select"]
 
@@ -159,9 +164,7 @@ def build_mixed(seed, n_last):
                 else:
                     r.relu_()
             else:
-                a, b = v, vals[op[3]]
-                name = op[1]
-                r = a / (torch.abs(b) + 1.0) if name == "div_safe" else getattr(torch, name)(a, b)
+                r = binary(op[1], v, vals[op[3]])
             vals.append(r)
         return tuple(vals[i] for i in outputs)
 
@@ -249,9 +252,7 @@ def build_indexing(seed, m, n):
                 name, d = op[1], op[3]
                 r = torch.softmax(v, d) if name == "softmax" else v - getattr(torch, name)(v, d, keepdim=True)
             else:
-                a, b = v, vals[op[3]]
-                name = op[1]
-                r = a / (torch.abs(b) + 1.0) if name == "div_safe" else getattr(torch, name)(a, b)
+                r = binary(op[1], v, vals[op[3]])
             vals.append(r)
         return tuple(vals[i] for i in outputs)
 
