@@ -594,3 +594,25 @@ def test_shape_compared_with_a_tuple_guards_the_relation(other):
         x = torch.randn(n, 3)
         assert torch.equal(opt(x), f(x))
     assert dynamo.counters()["compiles"] == 3
+
+
+# Branches on float functions of a symbolic int: the ShapeEnv's guards (`ToFloat`, `Abs`,
+# `OpaqueUnaryFn_sqrt`, `FloorToInt`, true division) are checked in Rust, so the symbolic graph
+# serves every value on the same side of the branch (torch.compile: 3 graphs for each).
+BRANCHES = {
+    "sqrt": lambda x, n: x + 1 if math.sqrt(n) > 2.5 else x - 1,
+    "true_division": lambda x, n: x + 1 if float(n) / 3 > 2 else x - 1,
+    "abs": lambda x, n: x + 1 if abs(n - 7) > 1 else x - 1,
+    "floor": lambda x, n: x + 1 if math.floor(n / 4) == 2 else x - 1,
+    "max_of_size": lambda x, n: x + 1 if max(x.shape[0], 4) > 5 else x - 1,
+}
+
+
+@pytest.mark.parametrize("case", sorted(BRANCHES))
+def test_branch_on_a_float_function_of_a_size_guards_the_relation(case):
+    fn = BRANCHES[case]
+    opt = dynamo.optimize("eager")(fn)
+    for i, n in enumerate([5, 6, 7, 8, 9, 10, 11, 12, 5, 9]):
+        x = torch.randn(4 + i % 4, 2)
+        torch.testing.assert_close(opt(x, n), fn(x, n))
+    assert dynamo.counters()["compiles"] == 3

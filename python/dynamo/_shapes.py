@@ -118,6 +118,11 @@ class UnsupportedShapeGuard(Exception):
     """A ``ShapeEnv`` expression the Rust guard evaluator does not model."""
 
 
+#: Float functions a shape relation may apply (`math.<name>` of a size or number), evaluated in
+#: f64 by `src/guards/shapes.rs`.
+_UNARY_FLOAT_FNS = ("sqrt", "exp", "log", "log2", "sin", "cos", "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh")
+
+
 def _convert(expr, sym_index):
     import sympy
 
@@ -131,6 +136,9 @@ def _convert(expr, sym_index):
         return ("int", int(expr))
     if isinstance(expr, sympy.Float):
         return ("float", float(expr))
+    if isinstance(expr, sympy.Rational):
+        # p/q (sympy keeps `s0 / 3` exact): a float quotient, as the relation is one over floats.
+        return ("truediv", ("int", int(expr.p)), ("int", int(expr.q)))
     if isinstance(expr, sympy.Number):
         raise UnsupportedShapeGuard(f"non-integer constant {expr}")
     if isinstance(expr, sympy.Symbol):
@@ -160,6 +168,24 @@ def _convert(expr, sym_index):
         raise UnsupportedShapeGuard(f"power {expr}")
     if isinstance(expr, F.FloorDiv):
         return ("floordiv", *args)
+    if isinstance(expr, F.PowByNatural):
+        return ("pow", *args)
+    # Float-valued functions (from `float(n)`, `n / 3`, `math.sqrt(n)`, `abs`): relations over
+    # them are evaluated in f64, as Python computes them.
+    if isinstance(expr, sympy.Abs):
+        return ("abs", *args)
+    if isinstance(expr, F.ToFloat):
+        return ("tofloat", *args)
+    if isinstance(expr, (F.FloatTrueDiv, F.IntTrueDiv)):
+        return ("truediv", *args)
+    if isinstance(expr, F.FloatPow):
+        return ("powf", *args)
+    if isinstance(expr, (F.FloorToInt, F.CeilToInt, F.TruncToInt)):
+        return ({F.FloorToInt: "floor", F.CeilToInt: "ceil", F.TruncToInt: "trunc"}[type(expr)], *args)
+    if type(expr).__name__.startswith("OpaqueUnaryFn_"):
+        fn = type(expr).__name__[len("OpaqueUnaryFn_"):]
+        if fn in _UNARY_FLOAT_FNS:
+            return (fn, *args)
     if isinstance(expr, (F.Mod, F.PythonMod)) or type(expr).__name__ == "Mod":
         return ("mod", *args)
     if isinstance(expr, (sympy.Max, getattr(F, "Max", sympy.Max))):
@@ -181,7 +207,8 @@ def export_guards(shape_env):
     Returns ``(bindings, relations)``: ``bindings[i] = (k, dim)`` says size symbol ``i`` is
     ``size(dim)`` of the k-th dynamic input; each relation is a nested tuple
     (``("ge", ("sym", 0), ("int", 2))``) over ``sym``/``int`` leaves and the operators
-    ``add mul pow floordiv mod max min eq ne lt le gt ge and or not``. They say: every other
+    ``add mul pow floordiv mod max min eq ne lt le gt ge and or not`` and, over floats,
+    ``abs tofloat truediv powf floor ceil trunc`` and unary float functions (``sqrt``, ``cos``, ...). They say: every other
     source of a symbol (sizes found equal) equals its first; each symbol lies in its value
     range (``>= 2`` after 0/1 specialization); every guard the trace recorded holds; every
     replacement the ``ShapeEnv`` learned (``s1 == s0``) holds. Raises ``UnsupportedShapeGuard``

@@ -34,6 +34,105 @@ pub enum SymExpr {
     And(Vec<SymExpr>),
     Or(Vec<SymExpr>),
     Not(Box<SymExpr>),
+    /// `abs(x)` (sympy `Abs`), on ints or floats.
+    Abs(Box<SymExpr>),
+    /// `float(x)` (torch's `ToFloat`): the relation is one over floats.
+    ToFloat(Box<SymExpr>),
+    /// `a / b`, true division (torch's `FloatTrueDiv`/`IntTrueDiv`, sympy rationals): float.
+    TrueDiv(Box<SymExpr>, Box<SymExpr>),
+    /// `a ** b` over floats (torch's `FloatPow`).
+    PowF(Box<SymExpr>, Box<SymExpr>),
+    /// `math.floor`/`ceil`/`trunc` of a float (torch's `FloorToInt`/`CeilToInt`/`TruncToInt`);
+    /// of an int, the int itself.
+    ToInt(Rounding, Box<SymExpr>),
+    /// A `math` function of a float (torch's `OpaqueUnaryFn_<name>`), evaluated with Rust's f64
+    /// functions (the same libm results CPython's `math` module gives on this platform).
+    Float1(FloatFn, Box<SymExpr>),
+}
+
+/// How `SymExpr::ToInt` rounds a float to an int.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rounding {
+    Floor,
+    Ceil,
+    Trunc,
+}
+
+/// The float functions `SymExpr::Float1` applies (those of `math` that torch's symbolic floats
+/// model).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FloatFn {
+    Sqrt,
+    Exp,
+    Log,
+    Log2,
+    Sin,
+    Cos,
+    Tan,
+    Sinh,
+    Cosh,
+    Tanh,
+    Asin,
+    Acos,
+    Atan,
+    Asinh,
+}
+
+impl FloatFn {
+    const ALL: [(&'static str, FloatFn); 14] = [
+        ("sqrt", FloatFn::Sqrt),
+        ("exp", FloatFn::Exp),
+        ("log", FloatFn::Log),
+        ("log2", FloatFn::Log2),
+        ("sin", FloatFn::Sin),
+        ("cos", FloatFn::Cos),
+        ("tan", FloatFn::Tan),
+        ("sinh", FloatFn::Sinh),
+        ("cosh", FloatFn::Cosh),
+        ("tanh", FloatFn::Tanh),
+        ("asin", FloatFn::Asin),
+        ("acos", FloatFn::Acos),
+        ("atan", FloatFn::Atan),
+        ("asinh", FloatFn::Asinh),
+    ];
+
+    fn from_name(name: &str) -> Option<FloatFn> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+    }
+
+    fn name(self) -> &'static str {
+        Self::ALL.iter().find(|(_, f)| *f == self).map(|(n, _)| *n).unwrap_or("?")
+    }
+
+    /// The function's value; `None` outside its domain (`math` raises ValueError there, so no
+    /// compiled frame can have relied on such a value).
+    fn apply(self, x: f64) -> Option<f64> {
+        let domain_ok = match self {
+            FloatFn::Sqrt => x >= 0.0,
+            FloatFn::Log | FloatFn::Log2 => x > 0.0,
+            FloatFn::Asin | FloatFn::Acos => (-1.0..=1.0).contains(&x),
+            _ => true,
+        };
+        if !domain_ok {
+            return None;
+        }
+        Some(match self {
+            FloatFn::Sqrt => x.sqrt(),
+            FloatFn::Exp => x.exp(),
+            FloatFn::Log => x.ln(),
+            FloatFn::Log2 => x.log2(),
+            FloatFn::Sin => x.sin(),
+            FloatFn::Cos => x.cos(),
+            FloatFn::Tan => x.tan(),
+            FloatFn::Sinh => x.sinh(),
+            FloatFn::Cosh => x.cosh(),
+            FloatFn::Tanh => x.tanh(),
+            FloatFn::Asin => x.asin(),
+            FloatFn::Acos => x.acos(),
+            FloatFn::Atan => x.atan(),
+            FloatFn::Asinh => x.asinh(),
+        })
+    }
 }
 
 /// A comparison of two integer expressions.
@@ -111,6 +210,28 @@ impl SymExpr {
             "le" => cmp(CmpOp::Le)?,
             "gt" => cmp(CmpOp::Gt)?,
             "ge" => cmp(CmpOp::Ge)?,
+            "abs" | "tofloat" | "floor" | "ceil" | "trunc" => {
+                let x = Box::new(args()?.into_iter().next().ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("{op} without operand")))?);
+                match op.as_str() {
+                    "abs" => SymExpr::Abs(x),
+                    "tofloat" => SymExpr::ToFloat(x),
+                    "floor" => SymExpr::ToInt(Rounding::Floor, x),
+                    "ceil" => SymExpr::ToInt(Rounding::Ceil, x),
+                    _ => SymExpr::ToInt(Rounding::Trunc, x),
+                }
+            }
+            "truediv" => {
+                let (a, b) = two()?;
+                SymExpr::TrueDiv(a, b)
+            }
+            "powf" => {
+                let (a, b) = two()?;
+                SymExpr::PowF(a, b)
+            }
+            name if FloatFn::from_name(name).is_some() => {
+                let x = args()?.into_iter().next().ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("{op} without operand")))?;
+                SymExpr::Float1(FloatFn::from_name(name).unwrap(), Box::new(x))
+            }
             other => return Err(pyo3::exceptions::PyValueError::new_err(format!("unknown shape operator {other}"))),
         })
     }
@@ -164,6 +285,10 @@ impl SymExpr {
             SymExpr::And(xs) => xs.iter().map(|x| x.eval(vals).map(|v| v != 0)).collect::<Option<Vec<_>>>()?.into_iter().all(|b| b) as i64,
             SymExpr::Or(xs) => xs.iter().map(|x| x.eval(vals).map(|v| v != 0)).collect::<Option<Vec<_>>>()?.into_iter().any(|b| b) as i64,
             SymExpr::Not(x) => (x.eval(vals)? == 0) as i64,
+            SymExpr::Abs(x) => x.eval(vals)?.checked_abs()?,
+            SymExpr::ToInt(_, x) => x.eval(vals)?,
+            // Float-valued: such relations are evaluated by `eval_f64`.
+            SymExpr::ToFloat(_) | SymExpr::TrueDiv(..) | SymExpr::PowF(..) | SymExpr::Float1(..) => return None,
         })
     }
 
@@ -176,6 +301,8 @@ impl SymExpr {
             SymExpr::Add(xs) | SymExpr::Mul(xs) | SymExpr::Max(xs) | SymExpr::Min(xs) | SymExpr::And(xs) | SymExpr::Or(xs) => xs.iter().any(|x| x.is_float(floats)),
             SymExpr::Pow(b, _) | SymExpr::Not(b) => b.is_float(floats),
             SymExpr::FloorDiv(a, b) | SymExpr::Mod(a, b) | SymExpr::Cmp(_, a, b) => a.is_float(floats) || b.is_float(floats),
+            SymExpr::Abs(x) | SymExpr::ToInt(_, x) => x.is_float(floats),
+            SymExpr::ToFloat(_) | SymExpr::TrueDiv(..) | SymExpr::PowF(..) | SymExpr::Float1(..) => true,
         }
     }
 
@@ -208,6 +335,28 @@ impl SymExpr {
             SymExpr::And(xs) => truth(xs.iter().map(|x| x.eval_f64(vals).map(|v| v != 0.0)).collect::<Option<Vec<_>>>()?.into_iter().all(|b| b)),
             SymExpr::Or(xs) => truth(xs.iter().map(|x| x.eval_f64(vals).map(|v| v != 0.0)).collect::<Option<Vec<_>>>()?.into_iter().any(|b| b)),
             SymExpr::Not(x) => truth(x.eval_f64(vals)? == 0.0),
+            SymExpr::Abs(x) => x.eval_f64(vals)?.abs(),
+            SymExpr::ToFloat(x) => x.eval_f64(vals)?,
+            SymExpr::TrueDiv(a, b) => {
+                let (a, b) = (a.eval_f64(vals)?, b.eval_f64(vals)?);
+                if b == 0.0 {
+                    return None;
+                }
+                a / b
+            }
+            SymExpr::PowF(a, b) => a.eval_f64(vals)?.powf(b.eval_f64(vals)?),
+            SymExpr::ToInt(r, x) => {
+                let v = x.eval_f64(vals)?;
+                if !v.is_finite() {
+                    return None;
+                }
+                match r {
+                    Rounding::Floor => v.floor(),
+                    Rounding::Ceil => v.ceil(),
+                    Rounding::Trunc => v.trunc(),
+                }
+            }
+            SymExpr::Float1(f, x) => f.apply(x.eval_f64(vals)?)?,
         })
     }
 
@@ -229,6 +378,16 @@ impl SymExpr {
             SymExpr::And(xs) => format!("({})", join(xs, " and ")),
             SymExpr::Or(xs) => format!("({})", join(xs, " or ")),
             SymExpr::Not(x) => format!("not ({})", x.render(names)),
+            SymExpr::Abs(x) => format!("abs({})", x.render(names)),
+            SymExpr::ToFloat(x) => format!("float({})", x.render(names)),
+            SymExpr::TrueDiv(a, b) => format!("({} / {})", a.render(names), b.render(names)),
+            SymExpr::PowF(a, b) => format!("({} ** {})", a.render(names), b.render(names)),
+            SymExpr::ToInt(r, x) => format!("math.{}({})", match r {
+                Rounding::Floor => "floor",
+                Rounding::Ceil => "ceil",
+                Rounding::Trunc => "trunc",
+            }, x.render(names)),
+            SymExpr::Float1(f, x) => format!("math.{}({})", f.name(), x.render(names)),
         }
     }
 }
@@ -295,8 +454,8 @@ impl SymExpr {
                 }
             }
             SymExpr::Add(xs) | SymExpr::Mul(xs) | SymExpr::Max(xs) | SymExpr::Min(xs) | SymExpr::And(xs) | SymExpr::Or(xs) => xs.iter().for_each(|x| x.symbols(out)),
-            SymExpr::Pow(b, _) | SymExpr::Not(b) => b.symbols(out),
-            SymExpr::FloorDiv(a, b) | SymExpr::Mod(a, b) | SymExpr::Cmp(_, a, b) => {
+            SymExpr::Pow(b, _) | SymExpr::Not(b) | SymExpr::Abs(b) | SymExpr::ToFloat(b) | SymExpr::ToInt(_, b) | SymExpr::Float1(_, b) => b.symbols(out),
+            SymExpr::FloorDiv(a, b) | SymExpr::Mod(a, b) | SymExpr::Cmp(_, a, b) | SymExpr::TrueDiv(a, b) | SymExpr::PowF(a, b) => {
                 a.symbols(out);
                 b.symbols(out);
             }
@@ -342,5 +501,24 @@ mod tests {
         let g = ShapeGuard::new(vec![(src, None)], vec![rel], vec![true]);
         assert!(g.check(&[0], &[1.4], true).is_ok());
         assert_eq!(g.check(&[0], &[1.5], true).unwrap_err().unwrap(), "shape guard (2.0 * L['lr']) < 3.0 failed (L['lr'] = 1.5)");
+    }
+
+    #[test]
+    fn float_functions_of_an_int_size() {
+        let src = Arc::new(Source::Local { name: "n".into(), idx: 0 });
+        let b = Box::new;
+        // math.sqrt(float(n)) > 2.5, abs(n - 7) > 1, math.floor(float(n) / 3) == 3
+        let sqrt = SymExpr::Cmp(CmpOp::Gt, b(SymExpr::Float1(FloatFn::Sqrt, b(SymExpr::ToFloat(b(SymExpr::Sym(0)))))), b(SymExpr::Float(2.5)));
+        let abs = SymExpr::Cmp(CmpOp::Gt, b(SymExpr::Abs(b(SymExpr::Add(vec![SymExpr::Sym(0), SymExpr::Int(-7)])))), b(SymExpr::Int(1)));
+        let floor = SymExpr::Cmp(CmpOp::Eq, b(SymExpr::ToInt(Rounding::Floor, b(SymExpr::TrueDiv(b(SymExpr::ToFloat(b(SymExpr::Sym(0)))), b(SymExpr::Int(3)))))), b(SymExpr::Int(3)));
+        let g = ShapeGuard::new(vec![(src, None)], vec![sqrt, abs, floor], vec![false]);
+        assert!(g.check(&[9], &[9.0], true).is_ok());
+        assert!(g.check(&[6], &[6.0], true).is_err()); // sqrt(6) = 2.449
+        assert!(g.check(&[10], &[10.0], true).is_ok());
+        assert!(g.check(&[8], &[8.0], true).is_err()); // abs(8 - 7) = 1
+        assert_eq!(g.check(&[12], &[12.0], true).unwrap_err().unwrap(), "shape guard math.floor((float(L['n']) / 3)) == 3 failed (L['n'] = 12)");
+        // Outside a function's domain no relation holds (math.sqrt(-1) raises in eager).
+        assert_eq!(FloatFn::Sqrt.apply(-1.0), None);
+        assert_eq!(SymExpr::Abs(b(SymExpr::Int(i64::MIN))).eval(&[]), None);
     }
 }
