@@ -227,3 +227,18 @@ def test_training_step_matches_eager():
     for p, q in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4)
     assert counters["kernels_compiled"] >= 2 and counters["kernel_calls"] >= 2, counters
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_half_storage_computes_in_float32(dtype):
+    x, y = randn(64, 256, seed=26).to(dtype), randn(64, 256, seed=27).to(dtype)
+    tol = dict(atol=1e-2, rtol=1e-2)
+    check(lambda x, y: (x * 2 + y).relu() - 1, x, y, **tol)
+    check(lambda x: torch.softmax(x, dim=-1), x, **tol)
+
+
+def test_int_and_double_values():
+    i = torch.arange(-500, 500, device=DEV)
+    check(lambda i: (i * 3 - 7).abs() + 1, i)
+    d = randn(1000, seed=28).double()
+    check(lambda d: (d * 2 + 1).sqrt().abs(), d.abs())
