@@ -12,6 +12,7 @@ pub mod emit;
 pub mod jit;
 pub mod kernel;
 pub mod legalize;
+pub mod nvptx;
 
 pub use builder::KernelBuilder;
 pub use jit::{emit_ir, host_target_info, unique_kernel_prefix, CompileTimes, JitModule};

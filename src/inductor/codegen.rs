@@ -327,6 +327,17 @@ fn build_group(
 
 /// Builds one kernel per group and JIT-compiles them together.
 pub fn codegen(ir: &GraphIr, sched: &Schedule) -> Result<CodegenResult, String> {
+    let (kernels, plans) = build_kernels(ir, sched)?;
+    let jit = llvm::JitModule::compile(&kernels).map_err(|e| e.to_string())?;
+    tracing::debug!(target: "inductor::output_code", "compile times {:?}, {} of {} kernels from the cache", jit.times, jit.cache_hits, kernels.len());
+    super::counters::KERNEL_CACHE_HITS.fetch_add(jit.cache_hits as u64, std::sync::atomic::Ordering::Relaxed);
+    tracing::trace!(target: "llvm::ir", "{}", jit.llvm_ir);
+    Ok(CodegenResult { jit, kernels: plans })
+}
+
+/// The kernel IR of every group, in group order, and the runtime's view of each (shared by the
+/// CPU JIT and the GPU path, `cuda.rs`).
+pub(super) fn build_kernels(ir: &GraphIr, sched: &Schedule) -> Result<(Vec<llvm::Kernel>, Vec<KernelPlan>), String> {
     // Pass 1: which realized buffers does some kernel load from memory? A member realized only
     // to bound inlining, and read only inside its own group, needs no store.
     let mut loaded: HashSet<BufferId> = HashSet::new();
@@ -347,9 +358,5 @@ pub fn codegen(ir: &GraphIr, sched: &Schedule) -> Result<CodegenResult, String> 
         plans.push(KernelPlan { name, args, kernel_ir: kernel.to_string() });
         kernels.push(kernel);
     }
-    let jit = llvm::JitModule::compile(&kernels).map_err(|e| e.to_string())?;
-    tracing::debug!(target: "inductor::output_code", "compile times {:?}, {} of {} kernels from the cache", jit.times, jit.cache_hits, kernels.len());
-    super::counters::KERNEL_CACHE_HITS.fetch_add(jit.cache_hits as u64, std::sync::atomic::Ordering::Relaxed);
-    tracing::trace!(target: "llvm::ir", "{}", jit.llvm_ir);
-    Ok(CodegenResult { jit, kernels: plans })
+    Ok((kernels, plans))
 }

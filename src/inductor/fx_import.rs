@@ -553,9 +553,11 @@ pub(crate) fn tensor_meta_ext(py: Python<'_>, v: &Bound<'_, PyAny>, meta_is_cpu:
     let strides: Result<Vec<i64>, _> = v.call_method0(intern!(py, "stride"))?.extract();
     let (Ok(sizes), Ok(strides)) = (sizes, strides) else { return Ok(None) };
     let dtype = DType::from_torch(&v.getattr(intern!(py, "dtype"))?)?;
-    let device_type: String = v.getattr(intern!(py, "device"))?.getattr(intern!(py, "type"))?.extract()?;
+    let device = v.getattr(intern!(py, "device"))?;
+    let device_type: String = device.getattr(intern!(py, "type"))?.extract()?;
     let requires_grad: bool = v.getattr(intern!(py, "requires_grad"))?.extract()?;
-    let cpu = device_type == "cpu" || (meta_is_cpu && device_type == "meta");
+    // `cpu`: on the compile's target device (Note [compile target] in cuda.rs).
+    let cpu = super::cuda::on_target(py, &device)? || (meta_is_cpu && device_type == "meta");
     Ok(Some(TensorMeta { layout: Layout { sizes, strides, dtype, cpu }, requires_grad }))
 }
 

@@ -9,6 +9,7 @@
 //! and written into `CompiledGraph.plan`.
 
 pub mod codegen;
+pub mod cuda;
 pub mod decompositions;
 pub mod functionalize;
 pub mod fx_import;
@@ -273,6 +274,9 @@ fn inductor_compile(
     match_aten_vector_width(py);
     let t_start = std::time::Instant::now();
     let forward = gm.getattr("forward")?.unbind();
+    // Note [compile target] (cuda.rs): kernels are generated for the device of the inputs.
+    let target = cuda::target_of(py, example_inputs)?;
+    let _target_guard = cuda::TargetGuard::set(target);
     let mut g = match fx_import::import_graph(py, gm, example_inputs) {
         Ok(g) => g,
         Err(e) => return Ok(eager(forward, &e.to_string())),
@@ -309,7 +313,7 @@ fn inductor_compile(
         Ok(writebacks) => g.writebacks = writebacks,
         Err(reason) => return Ok(eager(forward, &reason)),
     }
-    match layout::optimize(py, &mut g) {
+    match if target == cuda::Target::Cpu { layout::optimize(py, &mut g) } else { Ok(0) } {
         Ok(0) => {}
         Ok(n) => tracing::debug!(target: "inductor::layout", "{n} convolutions run channels-last"),
         Err(e) => tracing::debug!(target: "inductor::layout", "layout left as traced: {e}"),
@@ -329,8 +333,21 @@ fn inductor_compile(
     let t_sched = std::time::Instant::now();
     // A graph with nothing to generate still runs on the runtime plan: calling torch's kernels
     // from Rust costs less per op than gm.forward's Python.
+    let mut gpu: Option<(Vec<codegen::KernelPlan>, cuda::CudaRuntime, String)> = None;
     let cg = if sched.groups.is_empty() {
         None
+    } else if let cuda::Target::Cuda(device) = target {
+        match cuda::codegen(py, &ir, &sched, device) {
+            Ok(r) => {
+                gpu = Some(r);
+                None
+            }
+            Err(e) => {
+                let mut cg = eager(forward, &format!("GPU codegen failed: {e}"));
+                cg.ir_pre_fusion = ir_pre_fusion;
+                return Ok(cg);
+            }
+        }
     } else {
         match codegen::codegen(&ir, &sched) {
             Ok(cg) => Some(cg),
@@ -341,7 +358,11 @@ fn inductor_compile(
             }
         }
     };
-    let kernel_plans: &[codegen::KernelPlan] = cg.as_ref().map(|c| c.kernels.as_slice()).unwrap_or(&[]);
+    let kernel_plans: &[codegen::KernelPlan] = match (&cg, &gpu) {
+        (Some(c), _) => c.kernels.as_slice(),
+        (None, Some((plans, _, _))) => plans.as_slice(),
+        _ => &[],
+    };
     let t_codegen = std::time::Instant::now();
     let ms = |a: std::time::Instant, b: std::time::Instant| (b - a).as_secs_f64() * 1e3;
     tracing::debug!(
@@ -386,7 +407,10 @@ fn inductor_compile(
     }
     let mut steps = Vec::new();
     let mut kernel_order = Vec::new();
-    let cpu_device = torch.getattr("device")?.call1(("cpu",))?;
+    let cpu_device = match target {
+        cuda::Target::Cpu => torch.getattr("device")?.call1(("cpu",))?,
+        cuda::Target::Cuda(i) => torch.getattr("device")?.call1(("cuda", i))?,
+    };
     for step in &sched.steps {
         match step {
             Step::Kernel(gi) => {
@@ -461,7 +485,11 @@ fn inductor_compile(
     }
     tracing::debug!(target: "inductor::schedule", "plan:\n{plan}");
     let kernel_ir = kernel_plans.iter().map(|k| k.kernel_ir.clone()).collect::<Vec<_>>().join("\n");
-    let llvm_ir = cg.as_ref().map(|c| c.jit.llvm_ir.clone()).unwrap_or_default();
+    let llvm_ir = match (&cg, &gpu) {
+        (Some(c), _) => c.jit.llvm_ir.clone(),
+        (None, Some((_, rt, ir))) => format!("{ir}\n; PTX\n{}", rt.module.ptx),
+        _ => String::new(),
+    };
     // Note [dead buffers]: every slot is dropped after the last step that reads it (outputs and
     // writeback sources excepted), as eager frees an intermediate when its last use ends; keeping
     // them all to the end of the call made every allocation fresh memory (page faults, cold
@@ -501,6 +529,7 @@ fn inductor_compile(
         steps,
         output,
         codegen: cg,
+        cuda: gpu.map(|(_, rt, _)| rt),
         empty_strided: torch.getattr("empty_strided")?.unbind(),
         tensor_type: torch.getattr("Tensor")?.unbind(),
         writebacks,

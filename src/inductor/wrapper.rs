@@ -63,6 +63,8 @@ pub struct TensorCheck {
     pub sizes: Py<PyTuple>,
     pub strides: Py<PyTuple>,
     pub dtype: Py<PyAny>,
+    /// The CUDA device the tensor must be on (`None`: the CPU); the compile's target.
+    pub cuda: Option<i64>,
 }
 
 impl TensorCheck {
@@ -71,6 +73,10 @@ impl TensorCheck {
             sizes: PyTuple::new(py, &layout.sizes)?.unbind(),
             strides: PyTuple::new(py, &layout.strides)?.unbind(),
             dtype,
+            cuda: match super::cuda::target() {
+                super::cuda::Target::Cpu => None,
+                super::cuda::Target::Cuda(i) => Some(i),
+            },
         })
     }
 
@@ -83,8 +89,17 @@ impl TensorCheck {
         if !t.getattr(intern!(py, "dtype"))?.is(self.dtype.bind(py)) {
             return Ok(false);
         }
-        if !t.getattr(intern!(py, "is_cpu"))?.is_truthy()? {
-            return Ok(false);
+        match self.cuda {
+            None => {
+                if !t.getattr(intern!(py, "is_cpu"))?.is_truthy()? {
+                    return Ok(false);
+                }
+            }
+            Some(idx) => {
+                if !t.getattr(intern!(py, "is_cuda"))?.is_truthy()? || t.call_method0(intern!(py, "get_device"))?.extract::<i64>()? != idx {
+                    return Ok(false);
+                }
+            }
         }
         if !grad_free && t.getattr(intern!(py, "requires_grad"))?.is_truthy()? {
             return Ok(false);
@@ -155,6 +170,8 @@ pub struct Runtime {
     pub free_after: Vec<Vec<usize>>,
     pub output: ArgT,
     pub codegen: Option<CodegenResult>,
+    /// Set when the kernels run on a CUDA device (`cuda.rs`); `codegen` is then `None`.
+    pub cuda: Option<super::cuda::CudaRuntime>,
     pub empty_strided: Py<PyAny>,
     pub tensor_type: Py<PyAny>,
     /// (input slot, value slot): after the steps, `env[dst].copy_(env[src])` (mutated inputs,
@@ -197,7 +214,6 @@ impl Runtime {
         for (si, step) in self.steps.iter().enumerate() {
             match step {
                 RtStep::Kernel { kernel, args, allocs, big } => {
-                    let cg = self.codegen.as_ref().expect("kernel step without codegen");
                     for a in allocs {
                         let t = self
                             .empty_strided
@@ -211,6 +227,15 @@ impl Runtime {
                         ptrs.push(t.call_method0(data_ptr)?.extract::<usize>()?);
                     }
                     let k = *kernel;
+                    if let Some(cu) = &self.cuda {
+                        cu.launch(py, k, &ptrs)?;
+                        counters::KERNEL_CALLS.fetch_add(1, Ordering::Relaxed);
+                        for slot in &self.free_after[si] {
+                            env[*slot] = None;
+                        }
+                        continue;
+                    }
+                    let cg = self.codegen.as_ref().expect("kernel step without codegen");
                     // SAFETY: every argument is a tensor whose layout was checked (inputs,
                     // fallback results) or chosen by us (outputs); outputs are fresh allocations.
                     if *big {

@@ -1,0 +1,1296 @@
+//! Kernel IR -> LLVM IR for the NVPTX target -> PTX text, for NVIDIA GPUs (sm_90 by default).
+//!
+//! The same [`Kernel`]s the CPU path runs (after [`legalize`]) become CUDA kernels:
+//! - **Pointwise**: one thread per vector of `VEC` consecutive output points (grid-stride loop
+//!   over the flattened iteration space). When every access is unit-stride or broadcast along the
+//!   innermost loop and 4-byte wide, `VEC = 4` and unit-stride accesses are 128-bit loads and
+//!   stores (`ld.global.nc.v4.f32`); such a kernel also gets a scalar twin `<name>_s` that the
+//!   runtime launches when a pointer is not 16-byte aligned (a view with a storage offset).
+//! - **Reduction**: one thread block per output point ("row"; grid-stride over rows). For each
+//!   reduction loop of the kernel (its phases, see `kernel.rs`), the block's threads stride over
+//!   the reduction space, accumulate per thread, then combine through warp shuffles
+//!   (`shfl.sync.bfly`) and one shared-memory exchange between warps; every thread then holds
+//!   the row's value for the next phase. Stores whose index moves along the reduction happen
+//!   inside the loop of their value's phase; the others once per row, by thread 0. A single
+//!   contiguous reduction dim of a multiple of 4 elements is read 4 elements a thread with
+//!   128-bit loads (and a scalar twin `<name>_s` for unaligned pointers, as for pointwise).
+//!
+//! Math: `exp`, `log`, `tanh`, `erf`, `log1p`, `expm1` are expanded inline (range reduction and
+//! polynomials; no libdevice), accurate to a few float32 ulps (`erf`: 1.5e-7 absolute, the
+//! Abramowitz-Stegun 7.1.26 bound, away from 0); `sqrt` and division are IEEE-rounded (`sqrt.rn`,
+//! `div.rn`). `sin`, `cos` and a general `pow` are refused ([`unsupported`]), so callers fall back.
+//!
+//! Kernel parameters are the argument pointers in order (`ptr` each, inputs `noalias readonly`);
+//! sizes and strides are compile-time constants, as on the CPU path. Entry points are marked
+//! through `!nvvm.annotations` (LLVM 19 has no `ptx_kernel` calling convention yet).
+//!
+//! Invariant: this module knows nothing about CUDA's driver or Python; it produces text.
+
+use std::collections::HashMap;
+
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::module::{Linkage, Module};
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple};
+use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum};
+use inkwell::values::BasicValue;
+use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FloatValue, FunctionValue, IntValue, PointerValue};
+use inkwell::{AddressSpace, FloatPredicate, IntPredicate, OptimizationLevel};
+
+use crate::kernel::{BinaryOp, CmpOp, DType, Expr, ExprId, Index, Kernel, ReduceOp, UnaryOp};
+use crate::legalize::legalize;
+use crate::CodegenError;
+
+/// Threads per block of pointwise kernels.
+pub const POINTWISE_BLOCK: u32 = 256;
+/// Most blocks a launch asks for; kernels loop (grid-stride) over the rest.
+pub const MAX_GRID: i64 = 1 << 20;
+/// Most sweeps of a block over a row kept in registers (Note [persistent rows]).
+pub const MAX_PERSISTENT_SWEEPS: i64 = 8;
+
+/// How the runtime launches one kernel: `entry<<<grid, block>>>(args...)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// PTX entry name.
+    pub entry: String,
+    pub grid: u32,
+    pub block: u32,
+}
+
+/// One compiled kernel: its launch, and for vectorized pointwise kernels the scalar twin to use
+/// when an argument pointer is not 16-byte aligned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PtxKernel {
+    pub name: String,
+    pub launch: Launch,
+    pub unaligned: Option<Launch>,
+}
+
+/// The PTX of a module of kernels and how to launch each.
+#[derive(Clone, Debug)]
+pub struct PtxModule {
+    /// PTX assembly text (NUL-free; the driver wants it NUL-terminated).
+    pub ptx: String,
+    pub kernels: Vec<PtxKernel>,
+    /// The optimized LLVM IR, for dumps.
+    pub llvm_ir: String,
+}
+
+fn bad(msg: impl Into<String>) -> CodegenError {
+    CodegenError::Emit(msg.into())
+}
+
+fn e<T>(r: Result<T, inkwell::builder::BuilderError>) -> Result<T, CodegenError> {
+    r.map_err(|err| bad(err.to_string()))
+}
+
+/// Why `kernel` cannot run on the GPU path (an op this emitter lacks), or `None`.
+pub fn unsupported(kernel: &Kernel) -> Option<String> {
+    let k = legalize(kernel);
+    for ex in &k.exprs {
+        match ex {
+            Expr::Unary(op @ (UnaryOp::Sin | UnaryOp::Cos), _) => return Some(format!("{op:?} has no NVPTX lowering yet")),
+            Expr::Binary(BinaryOp::Pow, _, _) => return Some("pow has no NVPTX lowering yet".into()),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Creates the NVPTX target machine for `sm` (for example `"sm_90"`).
+fn target_machine(sm: &str) -> Result<TargetMachine, CodegenError> {
+    Target::initialize_nvptx(&InitializationConfig::default());
+    let triple = TargetTriple::create("nvptx64-nvidia-cuda");
+    let target = Target::from_triple(&triple).map_err(|e| CodegenError::Jit(e.to_string()))?;
+    target
+        .create_target_machine(&triple, sm, "+ptx80", OptimizationLevel::Aggressive, RelocMode::Default, CodeModel::Default)
+        .ok_or_else(|| CodegenError::Jit(format!("cannot create an NVPTX target machine for {sm}")))
+}
+
+/// Compiles `kernels` (not yet legalized) to one PTX module for `sm` (`"sm_90"`).
+pub fn compile_ptx(kernels: &[Kernel], sm: &str) -> Result<PtxModule, CodegenError> {
+    let tm = target_machine(sm)?;
+    let ctx = Context::create();
+    let module = ctx.create_module("dynamo_gpu_kernels");
+    module.set_triple(&tm.get_triple());
+    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    let mut g = Gen { ctx: &ctx, module: &module, b: ctx.create_builder(), annotations: Vec::new() };
+    let mut out = Vec::new();
+    for k in kernels {
+        if let Some(why) = unsupported(k) {
+            return Err(bad(format!("{}: {why}", k.name)));
+        }
+        let k = legalize(k);
+        k.verify().map_err(|errs| CodegenError::Verify(errs.join("; ")))?;
+        out.push(g.kernel(&k)?);
+    }
+    g.finish();
+    module.verify().map_err(|e| CodegenError::Verify(e.to_string()))?;
+    module
+        .run_passes("default<O3>", &tm, PassBuilderOptions::create())
+        .map_err(|e| CodegenError::Jit(e.to_string()))?;
+    let llvm_ir = module.print_to_string().to_string();
+    let buf = tm.write_to_memory_buffer(&module, FileType::Assembly).map_err(|e| CodegenError::Jit(e.to_string()))?;
+    let ptx = String::from_utf8_lossy(buf.as_slice()).trim_end_matches('\0').to_string();
+    Ok(PtxModule { ptx, kernels: out, llvm_ir })
+}
+
+fn next_pow2(x: i64) -> i64 {
+    let mut p = 1;
+    while p < x {
+        p <<= 1;
+    }
+    p
+}
+
+/// Threads per block for a reduction over `r` elements: about 4 elements a thread, a power of
+/// two from one warp to 1024.
+pub fn reduction_block(r: i64) -> u32 {
+    next_pow2((r + 3) / 4).clamp(32, 1024) as u32
+}
+
+struct Gen<'ctx, 'm> {
+    ctx: &'ctx Context,
+    module: &'m Module<'ctx>,
+    b: Builder<'ctx>,
+    annotations: Vec<FunctionValue<'ctx>>,
+}
+
+/// Which vector width a pointwise kernel can use: 4 when every access is unit-stride or
+/// broadcast along the innermost loop, 4-byte unit-stride accesses only, and every offset and
+/// outer stride keeps 4-element groups 16-byte aligned.
+fn pointwise_vec(k: &Kernel) -> u32 {
+    let Some(&inner) = k.ranges.last() else { return 1 };
+    if inner % 4 != 0 {
+        return 1;
+    }
+    let n = k.ranges.len();
+    let ok = |arg: u32, index: &Index, is_store: bool| -> bool {
+        let s = index.strides[n - 1];
+        let dt = k.args[arg as usize].dtype;
+        match s {
+            1 => dt.size_bytes() == 4 && index.offset % 4 == 0 && index.strides[..n - 1].iter().all(|x| x % 4 == 0),
+            0 => !is_store,
+            _ => false,
+        }
+    };
+    let loads_ok = k.exprs.iter().all(|ex| match ex {
+        Expr::Load { arg, index } => ok(*arg, index, false),
+        _ => true,
+    });
+    if loads_ok && k.stores.iter().all(|s| ok(s.arg, &s.index, true)) {
+        4
+    } else {
+        1
+    }
+}
+
+/// Vector width of a reduction kernel's loops: 4 when there is one reduction dim, its range is
+/// a multiple of 4, and every access that moves along it is 4-byte, unit-stride along it, with
+/// offsets and outer strides keeping 4-element groups 16-byte aligned; else 1.
+fn reduction_vec(k: &Kernel) -> u32 {
+    let n_outer = k.ranges.len();
+    if k.reduction_ranges.len() != 1 || k.reduction_ranges[0] % 4 != 0 {
+        return 1;
+    }
+    let ok = |arg: u32, index: &Index| -> bool {
+        if index.strides[n_outer] == 0 {
+            return true; // a row value: loaded once per row, or stored by thread 0
+        }
+        index.strides[n_outer] == 1
+            && k.args[arg as usize].dtype.size_bytes() == 4
+            && index.offset % 4 == 0
+            && index.strides[..n_outer].iter().all(|s| s % 4 == 0)
+    };
+    let loads_ok = k.exprs.iter().all(|ex| match ex {
+        Expr::Load { arg, index } => ok(*arg, index),
+        _ => true,
+    });
+    if loads_ok && k.stores.iter().all(|s| ok(s.arg, &s.index)) {
+        4
+    } else {
+        1
+    }
+}
+
+fn storage_type<'ctx>(ctx: &'ctx Context, dt: DType) -> BasicTypeEnum<'ctx> {
+    match dt {
+        DType::F32 => ctx.f32_type().into(),
+        DType::F64 => ctx.f64_type().into(),
+        DType::I64 => ctx.i64_type().into(),
+        DType::I32 => ctx.i32_type().into(),
+        DType::Bool => ctx.i8_type().into(),
+        DType::BF16 => ctx.bf16_type().into(),
+        DType::F16 => ctx.f16_type().into(),
+    }
+}
+
+fn value_type<'ctx>(ctx: &'ctx Context, dt: DType) -> BasicTypeEnum<'ctx> {
+    match dt.value_type() {
+        DType::Bool => ctx.bool_type().into(),
+        other => storage_type(ctx, other),
+    }
+}
+
+impl<'ctx> Gen<'ctx, '_> {
+    fn decl(&self, name: &str, ret: BasicTypeEnum<'ctx>, params: &[BasicTypeEnum<'ctx>]) -> FunctionValue<'ctx> {
+        if let Some(f) = self.module.get_function(name) {
+            return f;
+        }
+        let ps: Vec<BasicMetadataTypeEnum> = params.iter().map(|p| (*p).into()).collect();
+        self.module.add_function(name, ret.fn_type(&ps, false), None)
+    }
+
+    fn call(&self, name: &str, ret: BasicTypeEnum<'ctx>, args: &[BasicValueEnum<'ctx>]) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        let tys: Vec<BasicTypeEnum> = args.iter().map(|a| a.get_type()).collect();
+        let f = self.decl(name, ret, &tys);
+        let margs: Vec<BasicMetadataValueEnum> = args.iter().map(|a| (*a).into()).collect();
+        e(self.b.build_call(f, &margs, ""))?.try_as_basic_value().basic().ok_or_else(|| bad(format!("{name} returned void")))
+    }
+
+    fn call_void(&self, name: &str, args: &[BasicValueEnum<'ctx>]) -> Result<(), CodegenError> {
+        let f = self.module.get_function(name).unwrap_or_else(|| {
+            let ps: Vec<BasicMetadataTypeEnum> = args.iter().map(|a| a.get_type().into()).collect();
+            self.module.add_function(name, self.ctx.void_type().fn_type(&ps, false), None)
+        });
+        let margs: Vec<BasicMetadataValueEnum> = args.iter().map(|a| (*a).into()).collect();
+        e(self.b.build_call(f, &margs, ""))?;
+        Ok(())
+    }
+
+    /// A special register (`tid.x`, `ntid.x`, `ctaid.x`, `nctaid.x`) as i64.
+    fn sreg(&self, name: &str) -> Result<IntValue<'ctx>, CodegenError> {
+        let v = self.call(&format!("llvm.nvvm.read.ptx.sreg.{name}"), self.ctx.i32_type().into(), &[])?;
+        e(self.b.build_int_z_extend(v.into_int_value(), self.ctx.i64_type(), name))
+    }
+
+    fn f32c(&self, v: f64) -> FloatValue<'ctx> {
+        self.ctx.f32_type().const_float(v)
+    }
+
+    fn fintr(&self, name: &str, args: &[FloatValue<'ctx>]) -> Result<FloatValue<'ctx>, CodegenError> {
+        let ty = args[0].get_type();
+        let suffix = if ty == self.ctx.f64_type() { "f64" } else { "f32" };
+        let vals: Vec<BasicValueEnum> = args.iter().map(|a| (*a).into()).collect();
+        Ok(self.call(&format!("{name}.{suffix}"), ty.into(), &vals)?.into_float_value())
+    }
+
+    fn fadd(&self, a: FloatValue<'ctx>, b: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
+        e(self.b.build_float_add(a, b, ""))
+    }
+    fn fmul(&self, a: FloatValue<'ctx>, b: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
+        e(self.b.build_float_mul(a, b, ""))
+    }
+    fn fma(&self, a: FloatValue<'ctx>, b: FloatValue<'ctx>, c: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
+        self.fintr("llvm.fma", &[a, b, c])
+    }
+    fn select_f(&self, c: IntValue<'ctx>, a: FloatValue<'ctx>, b: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
+        Ok(e(self.b.build_select(c, a, b, ""))?.into_float_value())
+    }
+    fn fcmp(&self, p: FloatPredicate, a: FloatValue<'ctx>, b: FloatValue<'ctx>) -> Result<IntValue<'ctx>, CodegenError> {
+        e(self.b.build_float_compare(p, a, b, ""))
+    }
+    /// Horner evaluation of `coeffs[0] + x*(coeffs[1] + x*(...))`.
+    fn poly(&self, x: FloatValue<'ctx>, coeffs: &[f64]) -> Result<FloatValue<'ctx>, CodegenError> {
+        let mut acc = self.f32c(*coeffs.last().expect("nonempty"));
+        for c in coeffs.iter().rev().skip(1) {
+            acc = self.fma(acc, x, self.f32c(*c))?;
+        }
+        Ok(acc)
+    }
+
+    /// `exp(x)`: x = n*ln2 + r (Cody-Waite, |r| <= ln2/2), exp(r) by its Taylor polynomial to
+    /// degree 7 (error under 6e-8 relative), times 2^n built from exponent bits in two halves
+    /// (so results down to the smallest subnormal are right); -inf gives 0, +inf and overflow
+    /// give inf, NaN stays NaN.
+    fn exp(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
+        let i32t = self.ctx.i32_type();
+        let t = self.fmul(x, self.f32c(std::f64::consts::LOG2_E))?;
+        let t = self.select_f(self.fcmp(FloatPredicate::UNO, t, t)?, self.f32c(0.0), t)?;
+        let t = self.select_f(self.fcmp(FloatPredicate::OGT, t, self.f32c(200.0))?, self.f32c(200.0), t)?;
+        let t = self.select_f(self.fcmp(FloatPredicate::OLT, t, self.f32c(-200.0))?, self.f32c(-200.0), t)?;
+        let n = self.fintr("llvm.rint", &[t])?;
+        let r = self.fma(n, self.f32c(-0.693_145_751_953_125), x)?;
+        let r = self.fma(n, self.f32c(-1.428_606_765_330_187e-6), r)?;
+        let p = self.poly(r, &[1.0, 1.0, 0.5, 1.0 / 6.0, 1.0 / 24.0, 1.0 / 120.0, 1.0 / 720.0, 1.0 / 5040.0])?;
+        let ni = e(self.b.build_float_to_signed_int(n, i32t, ""))?;
+        let n1 = e(self.b.build_right_shift(ni, i32t.const_int(1, false), true, ""))?;
+        let n2 = e(self.b.build_int_sub(ni, n1, ""))?;
+        let pow2 = |k: IntValue<'ctx>| -> Result<FloatValue<'ctx>, CodegenError> {
+            let biased = e(self.b.build_int_add(k, i32t.const_int(127, false), ""))?;
+            let bits = e(self.b.build_left_shift(biased, i32t.const_int(23, false), ""))?;
+            Ok(e(self.b.build_bit_cast(bits, self.ctx.f32_type(), ""))?.into_float_value())
+        };
+        let res = self.fmul(self.fmul(p, pow2(n1)?)?, pow2(n2)?)?;
+        let res = self.select_f(self.fcmp(FloatPredicate::OLT, x, self.f32c(-104.0))?, self.f32c(0.0), res)?;
+        let res = self.select_f(self.fcmp(FloatPredicate::OGT, x, self.f32c(89.0))?, self.f32c(f64::INFINITY), res)?;
+        self.select_f(self.fcmp(FloatPredicate::UNO, x, x)?, x, res)
+    }
+
+    /// `log(x)`: x = m * 2^k with m in [sqrt(1/2), sqrt(2)), log(m) = 2 atanh(s), s = (m-1)/(m+1),
+    /// by its series to s^9 (|s| <= 0.172: error under 2e-9); subnormals are scaled first.
+    /// log(0) = -inf, log(x<0) = NaN, log(inf) = inf.
+    fn log(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
+        let i32t = self.ctx.i32_type();
+        let f32t = self.ctx.f32_type();
+        let tiny = self.fcmp(FloatPredicate::OLT, x, self.f32c(1.175_494_350_822_287_5e-38))?;
+        let xs = self.select_f(tiny, self.fmul(x, self.f32c(8_388_608.0))?, x)?;
+        let bias = e(self.b.build_select(tiny, i32t.const_int((127 + 23) as u64, false), i32t.const_int(127, false), ""))?.into_int_value();
+        let bits = e(self.b.build_bit_cast(xs, i32t, ""))?.into_int_value();
+        let expo = e(self.b.build_right_shift(bits, i32t.const_int(23, false), false, ""))?;
+        let expo = e(self.b.build_and(expo, i32t.const_int(0xff, false), ""))?;
+        let k = e(self.b.build_int_sub(expo, bias, ""))?;
+        let mbits = e(self.b.build_and(bits, i32t.const_int(0x007f_ffff, false), ""))?;
+        let mbits = e(self.b.build_or(mbits, i32t.const_int(0x3f80_0000, false), ""))?;
+        let m = e(self.b.build_bit_cast(mbits, f32t, ""))?.into_float_value();
+        let big = self.fcmp(FloatPredicate::OGT, m, self.f32c(std::f64::consts::SQRT_2))?;
+        let m = self.select_f(big, self.fmul(m, self.f32c(0.5))?, m)?;
+        let k = e(self.b.build_int_add(k, e(self.b.build_int_z_extend(big, i32t, ""))?, ""))?;
+        let kf = e(self.b.build_signed_int_to_float(k, f32t, ""))?;
+        let num = e(self.b.build_float_sub(m, self.f32c(1.0), ""))?;
+        let den = self.fadd(m, self.f32c(1.0))?;
+        let s = e(self.b.build_float_div(num, den, ""))?;
+        let s2 = self.fmul(s, s)?;
+        let p = self.poly(s2, &[2.0, 2.0 / 3.0, 2.0 / 5.0, 2.0 / 7.0, 2.0 / 9.0])?;
+        let lm = self.fmul(s, p)?;
+        let res = self.fma(kf, self.f32c(0.693_145_751_953_125), lm)?;
+        let res = self.fma(kf, self.f32c(1.428_606_765_330_187e-6), res)?;
+        let res = self.select_f(self.fcmp(FloatPredicate::OEQ, x, self.f32c(0.0))?, self.f32c(f64::NEG_INFINITY), res)?;
+        let res = self.select_f(self.fcmp(FloatPredicate::OLT, x, self.f32c(0.0))?, self.f32c(f64::NAN), res)?;
+        let res = self.select_f(self.fcmp(FloatPredicate::OEQ, x, self.f32c(f64::INFINITY))?, x, res)?;
+        self.select_f(self.fcmp(FloatPredicate::UNO, x, x)?, x, res)
+    }
+
+    /// `tanh(x)`: odd Taylor polynomial for |x| < 0.3, else sign(x) (1 - 2 / (exp(2|x|) + 1)).
+    fn tanh(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
+        let ax = self.fintr("llvm.fabs", &[x])?;
+        let x2 = self.fmul(x, x)?;
+        let p = self.poly(x2, &[1.0, -1.0 / 3.0, 2.0 / 15.0, -17.0 / 315.0, 62.0 / 2835.0, -1382.0 / 155_925.0])?;
+        let small = self.fmul(x, p)?;
+        let e2 = self.exp(self.fmul(ax, self.f32c(2.0))?)?;
+        let q = e(self.b.build_float_div(self.f32c(2.0), self.fadd(e2, self.f32c(1.0))?, ""))?;
+        let big = e(self.b.build_float_sub(self.f32c(1.0), q, ""))?;
+        let big = self.fintr("llvm.copysign", &[big, x])?;
+        self.select_f(self.fcmp(FloatPredicate::OLT, ax, self.f32c(0.3))?, small, big)
+    }
+
+    /// `erf(x)`: Maclaurin series to x^13 for |x| < 0.5; else Abramowitz-Stegun 7.1.26.
+    fn erf(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
+        let ax = self.fintr("llvm.fabs", &[x])?;
+        let x2 = self.fmul(x, x)?;
+        let c = 2.0 / std::f64::consts::PI.sqrt();
+        let p = self.poly(x2, &[c, -c / 3.0, c / 10.0, -c / 42.0, c / 216.0, -c / 1320.0, c / 9360.0])?;
+        let small = self.fmul(x, p)?;
+        let t = e(self.b.build_float_div(self.f32c(1.0), self.fma(ax, self.f32c(0.327_591_1), self.f32c(1.0))?, ""))?;
+        let q = self.poly(t, &[0.0, 0.254_829_592, -0.284_496_736, 1.421_413_741, -1.453_152_027, 1.061_405_429])?;
+        let ex = self.exp(e(self.b.build_float_neg(x2, ""))?)?;
+        let big = e(self.b.build_float_sub(self.f32c(1.0), self.fmul(q, ex)?, ""))?;
+        let big = self.fintr("llvm.copysign", &[big, x])?;
+        let res = self.select_f(self.fcmp(FloatPredicate::OLT, ax, self.f32c(0.5))?, small, big)?;
+        self.select_f(self.fcmp(FloatPredicate::UNO, x, x)?, x, res)
+    }
+
+    /// `log1p(x)` = log(u) - ((u - 1) - x) / u with u = 1 + x (the rounding of u corrected).
+    fn log1p(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
+        let u = self.fadd(x, self.f32c(1.0))?;
+        let l = self.log(u)?;
+        let um1 = e(self.b.build_float_sub(u, self.f32c(1.0), ""))?;
+        let corr = e(self.b.build_float_div(e(self.b.build_float_sub(um1, x, ""))?, u, ""))?;
+        let res = e(self.b.build_float_sub(l, corr, ""))?;
+        // u == 1 (|x| tiny): log1p(x) = x; u == inf: inf.
+        let res = self.select_f(self.fcmp(FloatPredicate::OEQ, u, self.f32c(1.0))?, x, res)?;
+        self.select_f(self.fcmp(FloatPredicate::OEQ, u, self.f32c(f64::INFINITY))?, u, res)
+    }
+
+    /// `expm1(x)`: Taylor polynomial to x^9 for |x| < 0.5, else exp(x) - 1.
+    fn expm1(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
+        let ax = self.fintr("llvm.fabs", &[x])?;
+        let mut coeffs = vec![1.0f64];
+        let mut f = 1.0;
+        for k in 2..=9 {
+            f *= k as f64;
+            coeffs.push(1.0 / f);
+        }
+        let small = self.fmul(x, self.poly(x, &coeffs)?)?;
+        let big = e(self.b.build_float_sub(self.exp(x)?, self.f32c(1.0), ""))?;
+        self.select_f(self.fcmp(FloatPredicate::OLT, ax, self.f32c(0.5))?, small, big)
+    }
+
+    /// One expression other than `Load` and `Reduce`, from its operands' values.
+    fn op(&self, k: &Kernel, ex: &Expr, get: &dyn Fn(ExprId) -> BasicValueEnum<'ctx>) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        let ctx = self.ctx;
+        let b = &self.b;
+        let f32t = ctx.f32_type();
+        let boolt = ctx.bool_type();
+        let fv = |id: &ExprId| get(*id).into_float_value();
+        let iv = |id: &ExprId| get(*id).into_int_value();
+        let is_f32 = |id: &ExprId| k.dtype_of(*id) == DType::F32;
+        Ok(match ex {
+            Expr::ConstF32(bits) => f32t.const_float(f32::from_bits(*bits) as f64).into(),
+            Expr::ConstF64(bits) => ctx.f64_type().const_float(f64::from_bits(*bits)).into(),
+            Expr::ConstInt(dt, v) => value_type(ctx, *dt).into_int_type().const_int(*v as u64, true).into(),
+            Expr::ConstBool(v) => boolt.const_int(*v as u64, false).into(),
+            Expr::Unary(op @ (UnaryOp::Neg | UnaryOp::Abs), a) if k.dtype_of(*a).is_int() => {
+                let neg = e(b.build_int_neg(iv(a), ""))?;
+                if *op == UnaryOp::Neg {
+                    neg.into()
+                } else {
+                    let lt = e(b.build_int_compare(IntPredicate::SLT, iv(a), iv(a).get_type().const_zero(), ""))?;
+                    e(b.build_select(lt, neg, iv(a), ""))?
+                }
+            }
+            Expr::Unary(op, a) => match op {
+                UnaryOp::Neg => e(b.build_float_neg(fv(a), ""))?.into(),
+                UnaryOp::Abs => self.fintr("llvm.fabs", &[fv(a)])?.into(),
+                UnaryOp::Sqrt => self.fintr("llvm.sqrt", &[fv(a)])?.into(),
+                UnaryOp::Floor => self.fintr("llvm.floor", &[fv(a)])?.into(),
+                UnaryOp::Ceil => self.fintr("llvm.ceil", &[fv(a)])?.into(),
+                UnaryOp::Not => e(b.build_xor(iv(a), boolt.const_int(1, false), ""))?.into(),
+                UnaryOp::Exp if is_f32(a) => self.exp(fv(a))?.into(),
+                UnaryOp::Log if is_f32(a) => self.log(fv(a))?.into(),
+                UnaryOp::Tanh if is_f32(a) => self.tanh(fv(a))?.into(),
+                UnaryOp::Erf if is_f32(a) => self.erf(fv(a))?.into(),
+                UnaryOp::Log1p if is_f32(a) => self.log1p(fv(a))?.into(),
+                UnaryOp::Expm1 if is_f32(a) => self.expm1(fv(a))?.into(),
+                UnaryOp::RoundBF16 | UnaryOp::RoundF16 => {
+                    let half = if *op == UnaryOp::RoundBF16 { ctx.bf16_type() } else { ctx.f16_type() };
+                    let t = e(b.build_float_trunc(fv(a), half, ""))?;
+                    e(b.build_float_ext(t, f32t, ""))?.into()
+                }
+                other => return Err(bad(format!("{other:?} has no NVPTX lowering"))),
+            },
+            Expr::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul), x, y) if k.dtype_of(*x).is_int() => match op {
+                BinaryOp::Add => e(b.build_int_add(iv(x), iv(y), ""))?.into(),
+                BinaryOp::Sub => e(b.build_int_sub(iv(x), iv(y), ""))?.into(),
+                _ => e(b.build_int_mul(iv(x), iv(y), ""))?.into(),
+            },
+            Expr::Binary(op, x, y) => match op {
+                BinaryOp::Add => e(b.build_float_add(fv(x), fv(y), ""))?.into(),
+                BinaryOp::Sub => e(b.build_float_sub(fv(x), fv(y), ""))?.into(),
+                BinaryOp::Mul => e(b.build_float_mul(fv(x), fv(y), ""))?.into(),
+                BinaryOp::Div => e(b.build_float_div(fv(x), fv(y), ""))?.into(),
+                BinaryOp::And => e(b.build_and(iv(x), iv(y), ""))?.into(),
+                BinaryOp::Or => e(b.build_or(iv(x), iv(y), ""))?.into(),
+                other => return Err(bad(format!("{other:?} has no NVPTX lowering"))),
+            },
+            Expr::Compare(op, x, y) if k.dtype_of(*x).is_int() || k.dtype_of(*x) == DType::Bool => {
+                let pred = match op {
+                    CmpOp::Eq => IntPredicate::EQ,
+                    CmpOp::Ne => IntPredicate::NE,
+                    CmpOp::Lt => IntPredicate::SLT,
+                    CmpOp::Le => IntPredicate::SLE,
+                    CmpOp::Gt => IntPredicate::SGT,
+                    CmpOp::Ge => IntPredicate::SGE,
+                };
+                e(b.build_int_compare(pred, iv(x), iv(y), ""))?.into()
+            }
+            Expr::Compare(op, x, y) => {
+                let pred = match op {
+                    CmpOp::Eq => FloatPredicate::OEQ,
+                    CmpOp::Ne => FloatPredicate::UNE,
+                    CmpOp::Lt => FloatPredicate::OLT,
+                    CmpOp::Le => FloatPredicate::OLE,
+                    CmpOp::Gt => FloatPredicate::OGT,
+                    CmpOp::Ge => FloatPredicate::OGE,
+                };
+                e(b.build_float_compare(pred, fv(x), fv(y), ""))?.into()
+            }
+            Expr::Select(c, x, y) => e(b.build_select(iv(c), get(*x), get(*y), ""))?,
+            Expr::Cast(to, a) => {
+                let from = k.dtype_of(*a).value_type();
+                let to = to.value_type();
+                let to_ty = value_type(ctx, to);
+                if from == to {
+                    get(*a)
+                } else if to == DType::Bool {
+                    if from.is_float_value() {
+                        e(b.build_float_compare(FloatPredicate::UNE, fv(a), fv(a).get_type().const_zero(), ""))?.into()
+                    } else {
+                        e(b.build_int_compare(IntPredicate::NE, iv(a), iv(a).get_type().const_zero(), ""))?.into()
+                    }
+                } else if from == DType::Bool {
+                    if to.is_float_value() {
+                        e(b.build_unsigned_int_to_float(iv(a), to_ty.into_float_type(), ""))?.into()
+                    } else {
+                        e(b.build_int_z_extend(iv(a), to_ty.into_int_type(), ""))?.into()
+                    }
+                } else if from.is_float_value() && to.is_float_value() {
+                    if to == DType::F64 {
+                        e(b.build_float_ext(fv(a), to_ty.into_float_type(), ""))?.into()
+                    } else {
+                        e(b.build_float_trunc(fv(a), to_ty.into_float_type(), ""))?.into()
+                    }
+                } else if from.is_int() && to.is_int() {
+                    if to == DType::I64 {
+                        e(b.build_int_s_extend(iv(a), to_ty.into_int_type(), ""))?.into()
+                    } else {
+                        e(b.build_int_truncate(iv(a), to_ty.into_int_type(), ""))?.into()
+                    }
+                } else if from.is_int() {
+                    e(b.build_signed_int_to_float(iv(a), to_ty.into_float_type(), ""))?.into()
+                } else {
+                    e(b.build_float_to_signed_int(fv(a), to_ty.into_int_type(), ""))?.into()
+                }
+            }
+            Expr::Load { .. } | Expr::Reduce(..) => return Err(bad("loads and reductions are emitted by the kernel loop")),
+        })
+    }
+
+    /// Converts a loaded storage value to its register value (half -> f32, byte -> i1).
+    fn from_storage(&self, dt: DType, raw: BasicValueEnum<'ctx>) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        Ok(match dt {
+            DType::BF16 | DType::F16 => e(self.b.build_float_ext(raw.into_float_value(), self.ctx.f32_type(), ""))?.into(),
+            DType::Bool => e(self.b.build_int_compare(IntPredicate::NE, raw.into_int_value(), self.ctx.i8_type().const_zero(), ""))?.into(),
+            _ => raw,
+        })
+    }
+
+    /// Converts a register value to its storage form.
+    fn to_storage(&self, dt: DType, v: BasicValueEnum<'ctx>) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        Ok(match dt {
+            DType::BF16 => e(self.b.build_float_trunc(v.into_float_value(), self.ctx.bf16_type(), ""))?.into(),
+            DType::F16 => e(self.b.build_float_trunc(v.into_float_value(), self.ctx.f16_type(), ""))?.into(),
+            DType::Bool => e(self.b.build_int_z_extend(v.into_int_value(), self.ctx.i8_type(), ""))?.into(),
+            _ => v,
+        })
+    }
+
+    fn gep(&self, dt: DType, base: PointerValue<'ctx>, off: IntValue<'ctx>) -> Result<PointerValue<'ctx>, CodegenError> {
+        // SAFETY (of the IR): offsets stay inside the tensor the runtime bound to `base`.
+        unsafe { e(self.b.build_in_bounds_gep(storage_type(self.ctx, dt), base, &[off], "")) }
+    }
+
+    /// `offset + sum(strides[d] * idx[d])` over the dims `dims` of `index`.
+    fn linear(&self, index: &Index, idx: &[(usize, IntValue<'ctx>)], with_offset: bool) -> Result<IntValue<'ctx>, CodegenError> {
+        let i64t = self.ctx.i64_type();
+        let mut acc = i64t.const_int(if with_offset { index.offset as u64 } else { 0 }, true);
+        for &(d, v) in idx {
+            let s = index.strides[d];
+            if s == 0 {
+                continue;
+            }
+            let term = e(self.b.build_int_nsw_mul(v, i64t.const_int(s as u64, true), ""))?;
+            acc = e(self.b.build_int_nsw_add(acc, term, ""))?;
+        }
+        Ok(acc)
+    }
+
+    /// Splits the linear index `flat` over `ranges` (row-major) into one index per dim.
+    fn unflatten(&self, flat: IntValue<'ctx>, ranges: &[i64]) -> Result<Vec<IntValue<'ctx>>, CodegenError> {
+        let i64t = self.ctx.i64_type();
+        let mut out = Vec::with_capacity(ranges.len());
+        for d in 0..ranges.len() {
+            let inner: i64 = ranges[d + 1..].iter().product();
+            let mut v = flat;
+            if inner != 1 {
+                v = e(self.b.build_int_unsigned_div(v, i64t.const_int(inner as u64, false), ""))?;
+            }
+            if d > 0 {
+                v = e(self.b.build_int_unsigned_rem(v, i64t.const_int(ranges[d] as u64, false), ""))?;
+            }
+            out.push(v);
+        }
+        Ok(out)
+    }
+
+    fn new_entry(&mut self, k: &Kernel, name: &str) -> FunctionValue<'ctx> {
+        let ptr = self.ctx.ptr_type(AddressSpace::default());
+        let params: Vec<BasicMetadataTypeEnum> = k.args.iter().map(|_| ptr.into()).collect();
+        let f = self.module.add_function(name, self.ctx.void_type().fn_type(&params, false), Some(Linkage::External));
+        for (i, a) in k.args.iter().enumerate() {
+            let kind = |n: &str| inkwell::attributes::Attribute::get_named_enum_kind_id(n);
+            f.add_attribute(inkwell::attributes::AttributeLoc::Param(i as u32), self.ctx.create_enum_attribute(kind("noalias"), 0));
+            if !a.is_output {
+                f.add_attribute(inkwell::attributes::AttributeLoc::Param(i as u32), self.ctx.create_enum_attribute(kind("readonly"), 0));
+            }
+            f.get_nth_param(i as u32).expect("param").set_name(&a.name);
+        }
+        self.annotations.push(f);
+        f
+    }
+
+    fn kernel(&mut self, k: &Kernel) -> Result<PtxKernel, CodegenError> {
+        if k.reduction_ranges.is_empty() {
+            let vec = pointwise_vec(k);
+            let launch = self.pointwise(k, &k.name, vec)?;
+            let unaligned = if vec > 1 { Some(self.pointwise(k, &format!("{}_s", k.name), 1)?) } else { None };
+            Ok(PtxKernel { name: k.name.clone(), launch, unaligned })
+        } else {
+            let vec = reduction_vec(k);
+            let launch = self.reduction(k, &k.name, vec)?;
+            let unaligned = if vec > 1 { Some(self.reduction(k, &format!("{}_s", k.name), 1)?) } else { None };
+            Ok(PtxKernel { name: k.name.clone(), launch, unaligned })
+        }
+    }
+
+    /// Emits a grid-stride loop `for w in [tid_global, n) step total_threads` and returns
+    /// (w, the function, exit block); the caller emits the body and calls `close_grid_loop`.
+    fn open_grid_loop(
+        &self,
+        f: FunctionValue<'ctx>,
+        n: i64,
+    ) -> Result<(IntValue<'ctx>, inkwell::values::PhiValue<'ctx>, IntValue<'ctx>, inkwell::basic_block::BasicBlock<'ctx>, inkwell::basic_block::BasicBlock<'ctx>), CodegenError> {
+        let i64t = self.ctx.i64_type();
+        let entry = self.ctx.append_basic_block(f, "entry");
+        let body = self.ctx.append_basic_block(f, "body");
+        let exit = self.ctx.append_basic_block(f, "exit");
+        self.b.position_at_end(entry);
+        let tid = self.sreg("tid.x")?;
+        let ntid = self.sreg("ntid.x")?;
+        let ctaid = self.sreg("ctaid.x")?;
+        let nctaid = self.sreg("nctaid.x")?;
+        let start = e(self.b.build_int_nuw_add(e(self.b.build_int_nuw_mul(ctaid, ntid, ""))?, tid, ""))?;
+        let stride = e(self.b.build_int_nuw_mul(nctaid, ntid, ""))?;
+        let nv = i64t.const_int(n as u64, false);
+        let c = e(self.b.build_int_compare(IntPredicate::ULT, start, nv, ""))?;
+        e(self.b.build_conditional_branch(c, body, exit))?;
+        self.b.position_at_end(body);
+        let w = e(self.b.build_phi(i64t, "w"))?;
+        w.add_incoming(&[(&start, entry)]);
+        Ok((w.as_basic_value().into_int_value(), w, stride, body, exit))
+    }
+
+    fn close_grid_loop(&self, w: inkwell::values::PhiValue<'ctx>, stride: IntValue<'ctx>, n: i64, body: inkwell::basic_block::BasicBlock<'ctx>, exit: inkwell::basic_block::BasicBlock<'ctx>) -> Result<(), CodegenError> {
+        let _ = body;
+        let i64t = self.ctx.i64_type();
+        let cur = self.b.get_insert_block().expect("block");
+        let next = e(self.b.build_int_nuw_add(w.as_basic_value().into_int_value(), stride, ""))?;
+        let c = e(self.b.build_int_compare(IntPredicate::ULT, next, i64t.const_int(n as u64, false), ""))?;
+        w.add_incoming(&[(&next, cur)]);
+        let header = w.as_basic_value().into_int_value().as_instruction().and_then(|i| i.get_parent()).expect("phi block");
+        e(self.b.build_conditional_branch(c, header, exit))?;
+        self.b.position_at_end(exit);
+        e(self.b.build_return(None))?;
+        Ok(())
+    }
+
+    /// A pointwise kernel with `vec` consecutive points per thread (1 or 4).
+    fn pointwise(&mut self, k: &Kernel, name: &str, vec: u32) -> Result<Launch, CodegenError> {
+        let f = self.new_entry(k, name);
+        let n_dims = k.ranges.len();
+        let numel = k.numel();
+        let work = numel / vec as i64;
+        let launch = Launch {
+            entry: name.to_string(),
+            grid: ((work + POINTWISE_BLOCK as i64 - 1) / POINTWISE_BLOCK as i64).clamp(1, MAX_GRID) as u32,
+            block: POINTWISE_BLOCK,
+        };
+        let (w, phi, stride, body, exit) = self.open_grid_loop(f, work.max(0))?;
+        let i64t = self.ctx.i64_type();
+        let first = e(self.b.build_int_nuw_mul(w, i64t.const_int(vec as u64, false), ""))?;
+        let idx = self.unflatten(first, &k.ranges)?;
+        let dims: Vec<(usize, IntValue)> = idx.iter().copied().enumerate().collect();
+        let ptrs: Vec<PointerValue> = (0..k.args.len()).map(|i| f.get_nth_param(i as u32).expect("param").into_pointer_value()).collect();
+        let lanes = vec as usize;
+        let mut vals: Vec<Vec<BasicValueEnum>> = vec![Vec::with_capacity(k.exprs.len()); lanes];
+        for ex in &k.exprs {
+            if let Expr::Load { arg, index } = ex {
+                let dt = k.args[*arg as usize].dtype;
+                let off = self.linear(index, &dims, true)?;
+                let ptr = self.gep(dt, ptrs[*arg as usize], off)?;
+                if lanes > 1 && n_dims > 0 && index.strides[n_dims - 1] == 1 {
+                    let vt = storage_type(self.ctx, dt).vec_type_of(lanes as u32)?;
+                    let raw = e(self.b.build_load(vt, ptr, ""))?;
+                    raw.as_instruction_value().expect("load").set_alignment(16).map_err(|m| bad(m.to_string()))?;
+                    for (lane, lv) in vals.iter_mut().enumerate() {
+                        let x = e(self.b.build_extract_element(raw.into_vector_value(), i64t.const_int(lane as u64, false), ""))?;
+                        lv.push(self.from_storage(dt, x)?);
+                    }
+                } else {
+                    let raw = e(self.b.build_load(storage_type(self.ctx, dt), ptr, ""))?;
+                    raw.as_instruction_value().expect("load").set_alignment(dt.size_bytes() as u32).map_err(|m| bad(m.to_string()))?;
+                    let v = self.from_storage(dt, raw)?;
+                    for lv in vals.iter_mut() {
+                        lv.push(v);
+                    }
+                }
+                continue;
+            }
+            for lane in 0..lanes {
+                let lv = &vals[lane];
+                let v = self.op(k, ex, &|id: ExprId| lv[id.0 as usize])?;
+                vals[lane].push(v);
+            }
+        }
+        for s in &k.stores {
+            let dt = k.args[s.arg as usize].dtype;
+            let off = self.linear(&s.index, &dims, true)?;
+            let ptr = self.gep(dt, ptrs[s.arg as usize], off)?;
+            if lanes > 1 {
+                let st = storage_type(self.ctx, dt);
+                let vt = st.vec_type_of(lanes as u32)?;
+                let mut vv = vt.get_undef();
+                for (lane, lv) in vals.iter().enumerate() {
+                    let x = self.to_storage(dt, lv[s.value.0 as usize])?;
+                    vv = e(self.b.build_insert_element(vv, x, i64t.const_int(lane as u64, false), ""))?;
+                }
+                let st = e(self.b.build_store(ptr, vv))?;
+                st.set_alignment(16).map_err(|m| bad(m.to_string()))?;
+            } else {
+                let x = self.to_storage(dt, vals[0][s.value.0 as usize])?;
+                let st = e(self.b.build_store(ptr, x))?;
+                st.set_alignment(dt.size_bytes() as u32).map_err(|m| bad(m.to_string()))?;
+            }
+        }
+        self.close_grid_loop(phi, stride, work.max(0), body, exit)?;
+        Ok(launch)
+    }
+
+    /// The shared-memory scratch of one kernel: 33 floats (one per warp, one for the result).
+    fn smem(&self, name: &str) -> PointerValue<'ctx> {
+        let arr = self.ctx.f32_type().array_type(33);
+        let g = self.module.add_global(arr, Some(AddressSpace::from(3u16)), &format!("{name}_smem"));
+        g.set_linkage(Linkage::Internal);
+        g.set_initializer(&arr.get_undef());
+        g.set_alignment(16);
+        g.as_pointer_value()
+    }
+
+    fn combine(&self, op: ReduceOp, a: FloatValue<'ctx>, b: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
+        match op {
+            ReduceOp::Sum | ReduceOp::OrderedSum => self.fadd(a, b),
+            ReduceOp::Max | ReduceOp::Min => {
+                // NaN-propagating: keep `a` when it wins or is NaN, else `b` (NaN if `b` is).
+                let p = if op == ReduceOp::Max { FloatPredicate::OGT } else { FloatPredicate::OLT };
+                let wins = e(self.b.build_or(self.fcmp(p, a, b)?, self.fcmp(FloatPredicate::UNO, a, a)?, ""))?;
+                self.select_f(wins, a, b)
+            }
+        }
+    }
+
+    fn warp_reduce(&self, op: ReduceOp, mut v: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
+        let i32t = self.ctx.i32_type();
+        for off in [16u64, 8, 4, 2, 1] {
+            let o = self
+                .call(
+                    "llvm.nvvm.shfl.sync.bfly.f32",
+                    self.ctx.f32_type().into(),
+                    &[i32t.const_int(0xffff_ffff, false).into(), v.into(), i32t.const_int(off, false).into(), i32t.const_int(0x1f, false).into()],
+                )?
+                .into_float_value();
+            v = self.combine(op, v, o)?;
+        }
+        Ok(v)
+    }
+
+    /// Combines every thread's `v` over the block; every thread gets the result.
+    fn block_reduce(&self, f: FunctionValue<'ctx>, op: ReduceOp, v: FloatValue<'ctx>, smem: PointerValue<'ctx>, block: u32, lane: IntValue<'ctx>, warp: IntValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
+        let i64t = self.ctx.i64_type();
+        let f32t = self.ctx.f32_type();
+        let arr = f32t.array_type(33);
+        let slot = |i: IntValue<'ctx>| -> Result<PointerValue<'ctx>, CodegenError> {
+            unsafe { e(self.b.build_in_bounds_gep(arr, smem, &[i64t.const_zero(), i], "")) }
+        };
+        let v = self.warp_reduce(op, v)?;
+        let n_warps = (block / 32) as u64;
+        if n_warps == 1 {
+            return Ok(v);
+        }
+        let is_lane0 = e(self.b.build_int_compare(IntPredicate::EQ, lane, i64t.const_zero(), ""))?;
+        let w0 = self.ctx.append_basic_block(f, "warp_leader");
+        let w0_done = self.ctx.append_basic_block(f, "warp_leader_done");
+        e(self.b.build_conditional_branch(is_lane0, w0, w0_done))?;
+        self.b.position_at_end(w0);
+        e(self.b.build_store(slot(warp)?, v))?;
+        e(self.b.build_unconditional_branch(w0_done))?;
+        self.b.position_at_end(w0_done);
+        self.call_void("llvm.nvvm.barrier0", &[])?;
+        let first = self.ctx.append_basic_block(f, "first_warp");
+        let first_done = self.ctx.append_basic_block(f, "first_warp_done");
+        let is_w0 = e(self.b.build_int_compare(IntPredicate::EQ, warp, i64t.const_zero(), ""))?;
+        e(self.b.build_conditional_branch(is_w0, first, first_done))?;
+        self.b.position_at_end(first);
+        let in_range = e(self.b.build_int_compare(IntPredicate::ULT, lane, i64t.const_int(n_warps, false), ""))?;
+        let safe_lane = e(self.b.build_select(in_range, lane, i64t.const_zero(), ""))?.into_int_value();
+        let x = e(self.b.build_load(f32t, slot(safe_lane)?, ""))?.into_float_value();
+        let x = self.select_f(in_range, x, self.f32c(op.identity() as f64))?;
+        let x = self.warp_reduce(op, x)?;
+        let st_bb = self.ctx.append_basic_block(f, "store_total");
+        e(self.b.build_conditional_branch(is_lane0, st_bb, first_done))?;
+        self.b.position_at_end(st_bb);
+        e(self.b.build_store(slot(i64t.const_int(32, false))?, x))?;
+        e(self.b.build_unconditional_branch(first_done))?;
+        self.b.position_at_end(first_done);
+        self.call_void("llvm.nvvm.barrier0", &[])?;
+        let total = e(self.b.build_load(f32t, slot(i64t.const_int(32, false))?, "total"))?.into_float_value();
+        // The scratch is reused by the next reduction: everyone reads `total` first.
+        self.call_void("llvm.nvvm.barrier0", &[])?;
+        Ok(total)
+    }
+
+    /// A reduction kernel: one block per output point; see the module docs.
+    fn reduction(&mut self, k: &Kernel, name: &str, vec: u32) -> Result<Launch, CodegenError> {
+        let f = self.new_entry(k, name);
+        let smem = self.smem(name);
+        let lanes = vec as usize;
+        let i64t = self.ctx.i64_type();
+        let f32t = self.ctx.f32_type();
+        let n_outer = k.ranges.len();
+        let rows = k.numel();
+        let r_total: i64 = k.reduction_ranges.iter().product();
+        let block = reduction_block(r_total / vec as i64);
+        let launch = Launch { entry: name.to_string(), grid: rows.clamp(1, MAX_GRID) as u32, block };
+        let inner = k.inner_exprs();
+        let phase = k.phases();
+        // Loops: loop p accumulates the reductions whose operand has phase p and runs the stores
+        // whose index moves along the reduction and whose value has phase p.
+        let red_dims = |idx: &Index| idx.strides[n_outer..].iter().any(|s| *s != 0);
+        let mut n_loops = 0usize;
+        for (i, ex) in k.exprs.iter().enumerate() {
+            if let Expr::Reduce(_, a) = ex {
+                n_loops = n_loops.max(phase[a.0 as usize] + 1);
+                let _ = i;
+            }
+        }
+        for s in &k.stores {
+            if red_dims(&s.index) {
+                n_loops = n_loops.max(phase[s.value.0 as usize] + 1);
+            }
+        }
+        let ptrs: Vec<PointerValue> = (0..k.args.len()).map(|i| f.get_nth_param(i as u32).expect("param").into_pointer_value()).collect();
+
+        // Rows: grid-stride loop.
+        let entry = self.ctx.append_basic_block(f, "entry");
+        let row_bb = self.ctx.append_basic_block(f, "row");
+        let exit = self.ctx.append_basic_block(f, "exit");
+        self.b.position_at_end(entry);
+        let tid = self.sreg("tid.x")?;
+        let ctaid = self.sreg("ctaid.x")?;
+        let nctaid = self.sreg("nctaid.x")?;
+        let lane = e(self.b.build_and(tid, i64t.const_int(31, false), "lane"))?;
+        let warp = e(self.b.build_right_shift(tid, i64t.const_int(5, false), false, "warp"))?;
+        let rows_v = i64t.const_int(rows as u64, false);
+        let c = e(self.b.build_int_compare(IntPredicate::ULT, ctaid, rows_v, ""))?;
+        e(self.b.build_conditional_branch(c, row_bb, exit))?;
+        self.b.position_at_end(row_bb);
+        let row_phi = e(self.b.build_phi(i64t, "row"))?;
+        row_phi.add_incoming(&[(&ctaid, entry)]);
+        let row = row_phi.as_basic_value().into_int_value();
+        let outer_idx = self.unflatten(row, &k.ranges)?;
+        let outer_dims: Vec<(usize, IntValue)> = outer_idx.iter().copied().enumerate().collect();
+
+        // Row-scope values: expressions not varying along the reduction, computed once per row
+        // as soon as the reductions they read are done.
+        let mut row_vals: HashMap<usize, BasicValueEnum> = HashMap::new();
+        let reduce_vals: HashMap<usize, FloatValue> = HashMap::new();
+        let mut reduce_vals = reduce_vals;
+        let compute_row = |g: &Gen<'ctx, '_>, upto_phase: usize, row_vals: &mut HashMap<usize, BasicValueEnum<'ctx>>, reduce_vals: &HashMap<usize, FloatValue<'ctx>>| -> Result<(), CodegenError> {
+            for (i, ex) in k.exprs.iter().enumerate() {
+                if inner[i] || phase[i] > upto_phase || row_vals.contains_key(&i) {
+                    continue;
+                }
+                let v = match ex {
+                    Expr::Reduce(..) => match reduce_vals.get(&i) {
+                        Some(v) => (*v).into(),
+                        None => continue,
+                    },
+                    Expr::Load { arg, index } => {
+                        let dt = k.args[*arg as usize].dtype;
+                        let off = g.linear(index, &outer_dims, true)?;
+                        let ptr = g.gep(dt, ptrs[*arg as usize], off)?;
+                        let raw = e(g.b.build_load(storage_type(g.ctx, dt), ptr, ""))?;
+                        g.from_storage(dt, raw)?
+                    }
+                    other => {
+                        let rv = &*row_vals;
+                        g.op(k, other, &|id: ExprId| rv[&(id.0 as usize)])?
+                    }
+                };
+                row_vals.insert(i, v);
+            }
+            Ok(())
+        };
+        compute_row(self, 0, &mut row_vals, &reduce_vals)?;
+        // Note [persistent rows]: when each thread's share of a row is a few exact sweeps, the
+        // loops are unrolled and every inner value (loads first) is kept in registers from one
+        // phase to the next: softmax and layer_norm read their row from memory once instead of
+        // once per phase, and each thread has all its loads of a phase in flight at once.
+        let sweep = block as i64 * vec as i64;
+        let persistent = (r_total > 0 && r_total % sweep == 0 && r_total / sweep <= MAX_PERSISTENT_SWEEPS).then_some(r_total / sweep);
+        let mut kept: Vec<(Vec<(usize, IntValue)>, Vec<HashMap<usize, BasicValueEnum>>, HashMap<usize, BasicValueEnum>)> = Vec::new();
+        if let Some(sweeps) = persistent {
+            let r0 = e(self.b.build_int_nuw_mul(tid, i64t.const_int(vec as u64, false), ""))?;
+            for it in 0..sweeps {
+                let r = e(self.b.build_int_nuw_add(r0, i64t.const_int((it * sweep) as u64, false), ""))?;
+                let ridx = self.unflatten(r, &k.reduction_ranges)?;
+                let mut dims = outer_dims.clone();
+                dims.extend(ridx.iter().enumerate().map(|(j, v)| (n_outer + j, *v)));
+                kept.push((dims, vec![HashMap::new(); lanes], HashMap::new()));
+            }
+        }
+        for p in 0..n_loops {
+            let reds: Vec<(usize, ReduceOp, ExprId)> = k
+                .exprs
+                .iter()
+                .enumerate()
+                .filter_map(|(i, ex)| match ex {
+                    Expr::Reduce(op, a) if phase[a.0 as usize] == p => Some((i, *op, *a)),
+                    _ => None,
+                })
+                .collect();
+            let stores: Vec<&crate::kernel::Store> =
+                k.stores.iter().filter(|s| red_dims(&s.index) && phase[s.value.0 as usize] == p).collect();
+            let accs: Vec<FloatValue> = if persistent.is_some() {
+                let mut accs: Vec<FloatValue> = reds.iter().map(|(_, op, _)| self.f32c(op.identity() as f64)).collect();
+                for (dims, it_vals, vloads) in kept.iter_mut() {
+                    let cx = Ctx { inner: &inner, row_vals: &row_vals, ptrs: &ptrs, dims, lanes };
+                    accs = self.iteration(k, &cx, it_vals, vloads, &reds, accs, &stores)?;
+                }
+                accs
+            } else {
+                let pre = self.b.get_insert_block().expect("block");
+                let body = self.ctx.append_basic_block(f, &format!("loop{p}"));
+                let done = self.ctx.append_basic_block(f, &format!("loop{p}_done"));
+                let r0 = e(self.b.build_int_nuw_mul(tid, i64t.const_int(vec as u64, false), ""))?;
+                let any = e(self.b.build_int_compare(IntPredicate::ULT, r0, i64t.const_int(r_total as u64, false), ""))?;
+                e(self.b.build_conditional_branch(any, body, done))?;
+                self.b.position_at_end(body);
+                let r_phi = e(self.b.build_phi(i64t, "r"))?;
+                r_phi.add_incoming(&[(&r0, pre)]);
+                let r = r_phi.as_basic_value().into_int_value();
+                let mut acc_phis = Vec::new();
+                for (_, op, _) in &reds {
+                    let ph = e(self.b.build_phi(f32t, "acc"))?;
+                    ph.add_incoming(&[(&self.f32c(op.identity() as f64), pre)]);
+                    acc_phis.push(ph);
+                }
+                let ridx = self.unflatten(r, &k.reduction_ranges)?;
+                let mut all_dims = outer_dims.clone();
+                all_dims.extend(ridx.iter().enumerate().map(|(j, v)| (n_outer + j, *v)));
+                let mut it_vals: Vec<HashMap<usize, BasicValueEnum>> = vec![HashMap::new(); lanes];
+                let mut vloads: HashMap<usize, BasicValueEnum> = HashMap::new();
+                let cx = Ctx { inner: &inner, row_vals: &row_vals, ptrs: &ptrs, dims: &all_dims, lanes };
+                let accs_in: Vec<FloatValue> = acc_phis.iter().map(|ph| ph.as_basic_value().into_float_value()).collect();
+                let new_accs = self.iteration(k, &cx, &mut it_vals, &mut vloads, &reds, accs_in, &stores)?;
+                let body_end = self.b.get_insert_block().expect("block");
+                let r_next = e(self.b.build_int_nuw_add(r, i64t.const_int(sweep as u64, false), ""))?;
+                r_phi.add_incoming(&[(&r_next, body_end)]);
+                for (ph, nv) in acc_phis.iter().zip(&new_accs) {
+                    ph.add_incoming(&[(nv, body_end)]);
+                }
+                let more = e(self.b.build_int_compare(IntPredicate::ULT, r_next, i64t.const_int(r_total as u64, false), ""))?;
+                e(self.b.build_conditional_branch(more, body, done))?;
+                self.b.position_at_end(done);
+                // Every phi first (they must head the block), then the block-wide combines.
+                let mut outs = Vec::new();
+                for ((_, op, _), nv) in reds.iter().zip(&new_accs) {
+                    let out = e(self.b.build_phi(f32t, "acc_out"))?;
+                    out.add_incoming(&[(&self.f32c(op.identity() as f64), pre), (nv, body_end)]);
+                    outs.push(out.as_basic_value().into_float_value());
+                }
+                outs
+            };
+            for ((i, op, _), acc) in reds.iter().zip(accs) {
+                let total = self.block_reduce(f, *op, acc, smem, block, lane, warp)?;
+                reduce_vals.insert(*i, total);
+            }
+            compute_row(self, p + 1, &mut row_vals, &reduce_vals)?;
+        }
+        // Stores of row values, by thread 0.
+        let outer_stores: Vec<_> = k.stores.iter().filter(|s| !red_dims(&s.index)).collect();
+        if !outer_stores.is_empty() {
+            compute_row(self, usize::MAX, &mut row_vals, &reduce_vals)?;
+            let st_bb = self.ctx.append_basic_block(f, "row_store");
+            let st_done = self.ctx.append_basic_block(f, "row_store_done");
+            let t0 = e(self.b.build_int_compare(IntPredicate::EQ, tid, i64t.const_zero(), ""))?;
+            e(self.b.build_conditional_branch(t0, st_bb, st_done))?;
+            self.b.position_at_end(st_bb);
+            for s in outer_stores {
+                let dt = k.args[s.arg as usize].dtype;
+                let v = *row_vals.get(&(s.value.0 as usize)).ok_or_else(|| bad("row store of an unknown value"))?;
+                let off = self.linear(&s.index, &outer_dims, true)?;
+                let ptr = self.gep(dt, ptrs[s.arg as usize], off)?;
+                let x = self.to_storage(dt, v)?;
+                e(self.b.build_store(ptr, x))?;
+            }
+            e(self.b.build_unconditional_branch(st_done))?;
+            self.b.position_at_end(st_done);
+        }
+        let cur = self.b.get_insert_block().expect("block");
+        let next = e(self.b.build_int_nuw_add(row, nctaid, ""))?;
+        row_phi.add_incoming(&[(&next, cur)]);
+        let more = e(self.b.build_int_compare(IntPredicate::ULT, next, rows_v, ""))?;
+        e(self.b.build_conditional_branch(more, row_bb, exit))?;
+        self.b.position_at_end(exit);
+        e(self.b.build_return(None))?;
+        Ok(launch)
+    }
+
+    /// One iteration of a reduction loop (one sweep of the block over `lanes` consecutive
+    /// elements a thread): folds the values of `reds` into `accs` and runs `stores`.
+    #[allow(clippy::too_many_arguments)]
+    fn iteration(
+        &self,
+        k: &Kernel,
+        cx: &Ctx<'_, 'ctx>,
+        it_vals: &mut [HashMap<usize, BasicValueEnum<'ctx>>],
+        vloads: &mut HashMap<usize, BasicValueEnum<'ctx>>,
+        reds: &[(usize, ReduceOp, ExprId)],
+        accs: Vec<FloatValue<'ctx>>,
+        stores: &[&crate::kernel::Store],
+    ) -> Result<Vec<FloatValue<'ctx>>, CodegenError> {
+        let i64t = self.ctx.i64_type();
+        let mut out = Vec::with_capacity(accs.len());
+        for ((_, op, a), acc) in reds.iter().zip(accs) {
+            let mut acc = acc;
+            for (lane, iv) in it_vals.iter_mut().enumerate() {
+                let x = eval(self, k, a.0 as usize, cx, lane, iv, vloads)?.into_float_value();
+                acc = self.combine(*op, acc, x)?;
+            }
+            out.push(acc);
+        }
+        for s in stores {
+            let dt = k.args[s.arg as usize].dtype;
+            let off = self.linear(&s.index, cx.dims, true)?;
+            let ptr = self.gep(dt, cx.ptrs[s.arg as usize], off)?;
+            if cx.lanes > 1 {
+                let vt = storage_type(self.ctx, dt).vec_type_of(cx.lanes as u32)?;
+                let mut vv = vt.get_undef();
+                for (lane, iv) in it_vals.iter_mut().enumerate() {
+                    let v = eval(self, k, s.value.0 as usize, cx, lane, iv, vloads)?;
+                    let x = self.to_storage(dt, v)?;
+                    vv = e(self.b.build_insert_element(vv, x, i64t.const_int(lane as u64, false), ""))?;
+                }
+                let st = e(self.b.build_store(ptr, vv))?;
+                st.set_alignment(16).map_err(|m| bad(m.to_string()))?;
+            } else {
+                let v = eval(self, k, s.value.0 as usize, cx, 0, &mut it_vals[0], vloads)?;
+                let x = self.to_storage(dt, v)?;
+                e(self.b.build_store(ptr, x))?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Writes `!nvvm.annotations`: every entry is a kernel.
+    fn finish(&mut self) {
+        let i32t = self.ctx.i32_type();
+        for f in &self.annotations {
+            let md = self.ctx.metadata_node(&[
+                f.as_global_value().as_pointer_value().into(),
+                self.ctx.metadata_string("kernel").into(),
+                i32t.const_int(1, false).into(),
+            ]);
+            let _ = self.module.add_global_metadata("nvvm.annotations", &md);
+        }
+    }
+}
+
+/// What [`eval`] reads: which expressions vary along the reduction, the row's values, the
+/// argument pointers, the loop variables of this iteration, and the lanes a thread handles.
+struct Ctx<'a, 'ctx> {
+    inner: &'a [bool],
+    row_vals: &'a HashMap<usize, BasicValueEnum<'ctx>>,
+    ptrs: &'a [PointerValue<'ctx>],
+    dims: &'a [(usize, IntValue<'ctx>)],
+    lanes: usize,
+}
+
+/// The value of expression `i` at `lane` of the current iteration, emitted on first use
+/// (memoized in `it_vals`; with several lanes, each inner load is one vector load in `vloads`).
+fn eval<'ctx>(
+    g: &Gen<'ctx, '_>,
+    k: &Kernel,
+    i: usize,
+    c: &Ctx<'_, 'ctx>,
+    lane: usize,
+    it_vals: &mut HashMap<usize, BasicValueEnum<'ctx>>,
+    vloads: &mut HashMap<usize, BasicValueEnum<'ctx>>,
+) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+    let (inner, row_vals, ptrs, dims) = (c.inner, c.row_vals, c.ptrs, c.dims);
+    if !inner[i] {
+        return row_vals.get(&i).copied().ok_or_else(|| bad(format!("%{i} used before its reductions finished")));
+    }
+    if let Some(v) = it_vals.get(&i) {
+        return Ok(*v);
+    }
+    let ex = &k.exprs[i];
+    let v = match ex {
+        Expr::Load { arg, index } => {
+            let dt = k.args[*arg as usize].dtype;
+            if c.lanes > 1 {
+                let raw = match vloads.get(&i) {
+                    Some(v) => *v,
+                    None => {
+                        let off = g.linear(index, dims, true)?;
+                        let ptr = g.gep(dt, ptrs[*arg as usize], off)?;
+                        let vt = storage_type(g.ctx, dt).vec_type_of(c.lanes as u32)?;
+                        let raw = e(g.b.build_load(vt, ptr, ""))?;
+                        raw.as_instruction_value().expect("load").set_alignment(16).map_err(|m| bad(m.to_string()))?;
+                        vloads.insert(i, raw);
+                        raw
+                    }
+                };
+                let x = e(g.b.build_extract_element(raw.into_vector_value(), g.ctx.i64_type().const_int(lane as u64, false), ""))?;
+                g.from_storage(dt, x)?
+            } else {
+                let off = g.linear(index, dims, true)?;
+                let ptr = g.gep(dt, ptrs[*arg as usize], off)?;
+                let raw = e(g.b.build_load(storage_type(g.ctx, dt), ptr, ""))?;
+                g.from_storage(dt, raw)?
+            }
+        }
+        other => {
+            let mut ops: Vec<usize> = Vec::new();
+            match other {
+                Expr::Unary(_, a) | Expr::Cast(_, a) => ops.push(a.0 as usize),
+                Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => ops.extend([a.0 as usize, b.0 as usize]),
+                Expr::Select(c, a, b) => ops.extend([c.0 as usize, a.0 as usize, b.0 as usize]),
+                _ => {}
+            }
+            for o in ops {
+                eval(g, k, o, c, lane, it_vals, vloads)?;
+            }
+            let iv = &*it_vals;
+            g.op(k, other, &|id: ExprId| {
+                let j = id.0 as usize;
+                if inner[j] {
+                    iv[&j]
+                } else {
+                    row_vals[&j]
+                }
+            })?
+        }
+    };
+    it_vals.insert(i, v);
+    Ok(v)
+}
+
+/// Vector type of `n` lanes of a basic type (only scalar float/int types are asked for).
+trait VecTypeOf<'ctx> {
+    fn vec_type_of(&self, n: u32) -> Result<inkwell::types::VectorType<'ctx>, CodegenError>;
+}
+
+impl<'ctx> VecTypeOf<'ctx> for BasicTypeEnum<'ctx> {
+    fn vec_type_of(&self, n: u32) -> Result<inkwell::types::VectorType<'ctx>, CodegenError> {
+        match self {
+            BasicTypeEnum::FloatType(t) => Ok(t.vec_type(n)),
+            BasicTypeEnum::IntType(t) => Ok(t.vec_type(n)),
+            other => Err(bad(format!("no vector of {other:?}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::KernelBuilder;
+
+    fn relu_add() -> Kernel {
+        let mut b = KernelBuilder::new("pw", vec![64, 128]);
+        let x = b.input("x", DType::F32);
+        let y = b.input("y", DType::F32);
+        let o = b.output("out", DType::F32);
+        let lx = b.load(x, Index { offset: 0, strides: vec![128, 1] });
+        let ly = b.load(y, Index { offset: 0, strides: vec![0, 1] });
+        let s = b.binary(BinaryOp::Add, lx, ly);
+        let r = b.unary(UnaryOp::Relu, s);
+        b.store(o, Index { offset: 0, strides: vec![128, 1] }, r);
+        b.finish().unwrap()
+    }
+
+    fn softmax() -> Kernel {
+        let mut b = KernelBuilder::new_reduction("softmax", vec![32], vec![1000]);
+        let x = b.input("x", DType::F32);
+        let o = b.output("out", DType::F32);
+        let lx = b.load(x, Index { offset: 0, strides: vec![1000, 1] });
+        let m = b.reduce(ReduceOp::Max, lx);
+        let d = b.binary(BinaryOp::Sub, lx, m);
+        let ex = b.unary(UnaryOp::Exp, d);
+        let s = b.reduce(ReduceOp::Sum, ex);
+        let q = b.binary(BinaryOp::Div, ex, s);
+        b.store(o, Index { offset: 0, strides: vec![1000, 1] }, q);
+        b.finish().unwrap()
+    }
+
+    #[test]
+    fn pointwise_is_vectorized_with_scalar_twin() {
+        let m = compile_ptx(&[relu_add()], "sm_90").unwrap();
+        let k = &m.kernels[0];
+        assert_eq!(k.launch, Launch { entry: "pw".into(), grid: 8, block: 256 });
+        assert_eq!(k.unaligned.as_ref().unwrap().entry, "pw_s");
+        assert!(m.ptx.contains(".visible .entry pw("), "{}", m.ptx);
+        assert!(m.ptx.contains("ld.global.nc.v4.f32"), "{}", m.ptx);
+        assert!(m.ptx.contains("st.global.v4.f32"), "{}", m.ptx);
+        insta::assert_snapshot!("nvptx_relu_add", m.ptx);
+    }
+
+    #[test]
+    fn softmax_uses_shuffles_and_one_block_per_row() {
+        let m = compile_ptx(&[softmax()], "sm_90").unwrap();
+        let k = &m.kernels[0];
+        assert_eq!(k.launch, Launch { entry: "softmax".into(), grid: 32, block: 64 });
+        assert_eq!(k.unaligned, Some(Launch { entry: "softmax_s".into(), grid: 32, block: 256 }));
+        assert!(m.ptx.contains("shfl.sync.bfly.b32"), "{}", m.ptx);
+        assert!(m.ptx.contains("bar.sync"), "{}", m.ptx);
+        assert!(!m.ptx.contains("call"), "no calls: math is inline\n{}", m.ptx);
+    }
+
+    #[test]
+    fn contiguous_rows_reduce_with_vector_loads() {
+        let mut b = KernelBuilder::new_reduction("rowsum", vec![16], vec![4096]);
+        let x = b.input("x", DType::F32);
+        let o = b.output("out", DType::F32);
+        let lx = b.load(x, Index { offset: 0, strides: vec![4096, 1] });
+        let s = b.reduce(ReduceOp::Sum, lx);
+        b.store(o, Index { offset: 0, strides: vec![1, 0] }, s);
+        let m = compile_ptx(&[b.finish().unwrap()], "sm_90").unwrap();
+        let k = &m.kernels[0];
+        assert_eq!(k.launch, Launch { entry: "rowsum".into(), grid: 16, block: 256 });
+        assert_eq!(k.unaligned, Some(Launch { entry: "rowsum_s".into(), grid: 16, block: 1024 }));
+        assert!(m.ptx.contains("ld.global.nc.v4.f32"), "{}", m.ptx);
+    }
+
+    #[test]
+    fn short_rows_are_read_once() {
+        // Note [persistent rows]: softmax over 8192-wide rows is 4 sweeps of 512 threads x 4
+        // lanes; x is loaded once per sweep (4 vector loads), not once per phase (12).
+        let mut b = KernelBuilder::new_reduction("softmax", vec![64], vec![8192]);
+        let x = b.input("x", DType::F32);
+        let o = b.output("out", DType::F32);
+        let lx = b.load(x, Index { offset: 0, strides: vec![8192, 1] });
+        let m = b.reduce(ReduceOp::Max, lx);
+        let d = b.binary(BinaryOp::Sub, lx, m);
+        let ex = b.unary(UnaryOp::Exp, d);
+        let s = b.reduce(ReduceOp::Sum, ex);
+        let q = b.binary(BinaryOp::Div, ex, s);
+        b.store(o, Index { offset: 0, strides: vec![8192, 1] }, q);
+        let m = compile_ptx(&[b.finish().unwrap()], "sm_90").unwrap();
+        assert_eq!(m.kernels[0].launch.block, 512);
+        let aligned = m.ptx.split(".entry softmax_s").next().unwrap();
+        assert_eq!(aligned.matches("ld.global.nc.v4.f32").count(), 4, "{aligned}");
+        assert_eq!(aligned.matches("st.global.v4.f32").count(), 4, "{aligned}");
+    }
+
+    #[test]
+    fn two_reductions_in_one_loop() {
+        // amax - amin over rows: both accumulate in loop 0 (the device run found their exit
+        // phis interleaved with the first block reduction's code).
+        for r in [1000, 65] {
+            let mut b = KernelBuilder::new_reduction("range", vec![33], vec![r]);
+            let x = b.input("x", DType::F32);
+            let o = b.output("out", DType::F32);
+            let lx = b.load(x, Index { offset: 0, strides: vec![r, 1] });
+            let mx = b.reduce(ReduceOp::Max, lx);
+            let mn = b.reduce(ReduceOp::Min, lx);
+            let d = b.binary(BinaryOp::Sub, mx, mn);
+            b.store(o, Index { offset: 0, strides: vec![1, 0] }, d);
+            let m = compile_ptx(&[b.finish().unwrap()], "sm_90").unwrap();
+            assert!(m.ptx.contains("max.f32") || m.ptx.contains("setp"), "{}", m.ptx);
+        }
+    }
+
+    #[test]
+    fn sin_is_refused() {
+        let mut b = KernelBuilder::new("s", vec![8]);
+        let x = b.input("x", DType::F32);
+        let o = b.output("o", DType::F32);
+        let lx = b.load(x, Index { offset: 0, strides: vec![1] });
+        let s = b.unary(UnaryOp::Sin, lx);
+        b.store(o, Index { offset: 0, strides: vec![1] }, s);
+        let k = b.finish().unwrap();
+        assert!(unsupported(&k).is_some());
+        assert!(compile_ptx(&[k], "sm_90").is_err());
+    }
+}
