@@ -90,7 +90,9 @@ fn own_view_outputs<'py>(py: Python<'py>, tensor: &Bound<'py, PyAny>, result: &B
     };
     let mut changed = false;
     for k in 0..items.len() {
-        if !items[k].is_instance(tensor)? || !items[k].call_method0(intern!(py, "_is_view"))?.extract::<bool>()? {
+        // `t._base` (a C getter) is None exactly when `t._is_view()` is false, without the
+        // bound-method call.
+        if !items[k].is_instance(tensor)? || items[k].getattr(intern!(py, "_base"))?.is_none() {
             continue;
         }
         let mine = storage(&items[k])?;

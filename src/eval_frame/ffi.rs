@@ -39,6 +39,18 @@ extern "C" {
     ) -> *mut ffi::PyObject;
     pub fn _PyInterpreterState_SetEvalFrameFunc(interp: *mut ffi::PyInterpreterState, f: EvalFrameFn);
     pub fn PyFunction_SetClosure(func: *mut ffi::PyObject, closure: *mut ffi::PyObject) -> c_int;
+    /// Exported by libpython (`Objects/typeobject.c`, 3.11 and 3.12); skipped by pyo3-ffi as private.
+    fn _PyType_Lookup(tp: *mut ffi::PyTypeObject, name: *mut ffi::PyObject) -> *mut ffi::PyObject;
+}
+
+/// The attribute `name` of type `tp` along its MRO (class dicts only, no descriptor call), as
+/// the generic attribute lookup finds it: a borrowed pointer, or NULL when absent. Sets no
+/// exception (CPython's method cache makes it a few loads on a hit).
+///
+/// # Safety
+/// `tp` is a live, ready type and `name` a str; the GIL is held.
+pub unsafe fn type_lookup(tp: *mut ffi::PyTypeObject, name: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    _PyType_Lookup(tp, name)
 }
 
 /// Offset of `func_closure` in `PyFunctionObject` (Include/cpython/funcobject.h, 3.11 and 3.12:

@@ -389,7 +389,8 @@ impl GuardManager {
             }
             Step::Attr(base, name) => {
                 let b = values[*base].as_ref()?;
-                Bound::from_owned_ptr_or_opt(py, ffi::PyObject_GetAttr(b.as_ptr(), name.as_ptr()))
+                // nn.Module parameters/buffers/submodules without running Module.__getattr__.
+                Bound::from_owned_ptr_or_opt(py, crate::py::getattr::getattr(py, b.as_ptr(), name.as_ptr()))
             }
             Step::FuncField(base, field, name) => {
                 let b = values[*base].as_ref()?;

@@ -1,5 +1,7 @@
 //! Python-facing functions of `dynamo._C` (the binding surface lives in `lib.rs`).
 
+pub mod getattr;
+
 use crate::counters;
 use crate::eval_frame::{cache, hook};
 use pyo3::prelude::*;
@@ -316,6 +318,7 @@ pub fn dynamic_shapes(value: Option<u8>) -> u8 {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Unsupported", m.py().get_type::<hook::Unsupported>())?;
     m.add_function(wrap_pyfunction!(set_eval_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(getattr::load_attr, m)?)?;
     m.add_function(wrap_pyfunction!(dynamic_shapes, m)?)?;
     m.add_function(wrap_pyfunction!(set_skip_prefixes, m)?)?;
     m.add_function(wrap_pyfunction!(skip_code, m)?)?;

@@ -223,6 +223,18 @@ impl PyCodegen {
                 let m = crate::source::imported_module(py, name).unwrap_or_else(|| py.None());
                 self.load_const(m);
             }
+            Source::Attr { base, attr } if !attr.starts_with("__") => {
+                // `_C.load_attr(base, attr)`: `base.attr` without a Python frame when base is an
+                // nn.Module and attr one of its parameters, buffers or submodules (the inputs a
+                // graph reads on every call; src/py/getattr.rs).
+                self.emit(op::PUSH_NULL, 0);
+                let load_attr = py.import("dynamo._C").and_then(|m| m.getattr("load_attr")).expect("dynamo._C.load_attr");
+                self.load_const(load_attr.unbind());
+                self.load_source(py, base);
+                self.load_const(pyo3::types::PyString::intern(py, attr).into_any().unbind());
+                self.emit(op::PRECALL, 2);
+                self.emit(op::CALL, 2);
+            }
             Source::Attr { base, attr } => {
                 self.load_source(py, base);
                 let i = self.name_idx(attr);
