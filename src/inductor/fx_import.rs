@@ -880,7 +880,7 @@ pub fn import_graph(
             }
             other => return Err(ImportError::Unsupported(format!("fx op {other}"))),
         };
-        if !has_meta && matches!(op.as_str(), "call_function" | "call_method" | "call_module") {
+        if !has_meta && matches!(op.as_str(), "call_function" | "call_method" | "call_module") && !is_container(py, n)? {
             missing.push(node_idx);
         }
         imp.names.push(n.clone());
@@ -918,6 +918,26 @@ fn keeping_global_state<T>(py: Python<'_>, f: impl FnOnce() -> T) -> PyResult<T>
     torch.call_method1(intern!(py, "set_rng_state"), (rng,))?;
     torch.getattr(intern!(py, "_C"))?.call_method1(intern!(py, "_set_grad_enabled"), (grad,))?;
     Ok(out)
+}
+
+/// True when every user of `n` is `operator.getitem` and `n` has at least one user: `n` gives a
+/// tuple or list (`split`, `chunk`, `unbind`), which has no tensor meta of its own, and its items
+/// carry theirs (dynamo records example values on the getitem nodes only). Such a node is not
+/// missing meta, so it does not send the whole graph through meta propagation.
+fn is_container(py: Python<'_>, n: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let getitem = py.import(intern!(py, "operator"))?.getattr(intern!(py, "getitem"))?;
+    let users = n.getattr(intern!(py, "users"))?;
+    if users.len()? == 0 {
+        return Ok(false);
+    }
+    for u in users.try_iter()? {
+        let u = u?;
+        let op: String = u.getattr(intern!(py, "op"))?.extract()?;
+        if op != "call_function" || !u.getattr(intern!(py, "target"))?.is(&getitem) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Gives every call node without `meta` its value's metadata: first by inference for the

@@ -9,6 +9,7 @@
 //! and written into `CompiledGraph.plan`.
 
 pub mod codegen;
+pub mod constant_folding;
 pub mod cuda;
 pub mod decompositions;
 pub mod functionalize;
@@ -318,6 +319,7 @@ fn inductor_compile(
         Ok(n) => tracing::debug!(target: "inductor::layout", "{n} convolutions run channels-last"),
         Err(e) => tracing::debug!(target: "inductor::layout", "layout left as traced: {e}"),
     }
+    let folded = constant_folding::fold(py, &mut g);
     let t_layout = std::time::Instant::now();
     let ir = lowering::lower(&g);
     let ir_pre_fusion = if crate::debug::enabled() { render_ir(&g, &ir) } else { String::new() };
@@ -394,11 +396,16 @@ fn inductor_compile(
                 inputs.push((*position, b.id.0 as usize, check));
             }
             BufferKind::Constant { node } => {
+                // Interior nodes of a folded computation (constant_folding) have no users.
+                if g.nodes[*node].users.is_empty() {
+                    continue;
+                }
                 let FxOp::GetAttr { value } = g.nodes[*node].op else { unreachable!() };
                 let v = g.side_table[value].bind(py);
+                // A folded value is ours alone: nothing can change its metadata between calls.
                 let check = match &b.layout {
-                    Some(l) => Some(TensorCheck::new(py, l, v.getattr("dtype")?.unbind())?),
-                    None => None,
+                    Some(l) if !folded.contains(node) => Some(TensorCheck::new(py, l, v.getattr("dtype")?.unbind())?),
+                    _ => None,
                 };
                 constants.push((b.id.0 as usize, v.clone().unbind(), check));
             }
