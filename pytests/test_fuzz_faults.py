@@ -295,3 +295,16 @@ def test_exception_object_made_in_the_frame_is_new_on_each_call(backend):
     opt = dynamo.optimize(backend)(raised)
     a, b = opt(torch.ones(1))[1], opt(torch.ones(1))[1]
     assert a is not b and a.__traceback__ is not None and a.args == ("k",)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tuple_reached_twice_is_one_object(backend):
+    def fn(x):
+        t = (x + 1, "k")
+        return [t, {"t": t}], t
+
+    ref = fn(torch.ones(1))
+    (lst, t) = dynamo.optimize(backend)(fn)(torch.ones(1))
+    captured()
+    assert lst[0] is t and lst[1]["t"] is t and (ref[0][0] is ref[1])
+    assert torch.equal(t[0], ref[1][0])

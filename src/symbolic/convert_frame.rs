@@ -636,7 +636,12 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     visit(py, i, seen);
                 }
             }
-            VT::Tuple(items) | VT::NamedTuple { items, .. } => items.iter().for_each(|i| visit(py, i, seen)),
+            // A tuple built in the frame is one object too (`l[0] is t`).
+            VT::Tuple(items) | VT::NamedTuple { items, .. } => {
+                if first_reach(seen, Rc::as_ptr(items) as *const () as usize) {
+                    items.iter().for_each(|i| visit(py, i, seen));
+                }
+            }
             // A view is rebuilt from its dict.
             VT::DictView { dict, .. } => visit(py, &VT::Dict(dict.clone()), seen),
             // An iterator is stateful too: two rebuilds would advance independently.
@@ -762,6 +767,7 @@ fn shared_key(vt: &VT) -> Option<usize> {
     Some(match vt {
         // Exception objects are made anew per run (`rebuild_fresh`).
         VT::Constant(c) if is_exception(c) => c.as_ptr() as usize,
+        VT::Tuple(items) | VT::NamedTuple { items, .. } if !items.is_empty() => Rc::as_ptr(items) as *const () as usize,
         VT::List(l) if l.borrow().source.is_none() => Rc::as_ptr(l) as *const () as usize,
         VT::Dict(d) if d.borrow().source.is_none() => Rc::as_ptr(d) as *const () as usize,
         VT::Set(set) => Rc::as_ptr(set) as *const () as usize,
