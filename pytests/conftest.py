@@ -1,7 +1,12 @@
 """Shared pytest set-up: every test starts and ends with an empty dynamo cache and seeded RNGs,
 and every graph a test produces must have compiled: `fx.GraphModule` generates and compiles
 Python code for each graph it is given, so a graph whose code is not valid Python (or any other
-internal compiler failure) shows up as a `compile_errors` count, which fails the test."""
+internal compiler failure) shows up as a `compile_errors` count, which fails the test.
+
+Every `fx.GraphModule` made while a test runs (dynamo's graph, AOTAutograd's forward and
+backward graphs, split segments) has its generated code compiled here too (`GraphCodeCheck`):
+a `SyntaxError` fails the test even where the failure was caught and the frame ran eagerly (a
+backend error under `config.suppress_errors`)."""
 
 import random
 
@@ -19,7 +24,36 @@ def pytest_addoption(parser):
                      help="also run the tests marked slow (long training runs; ci/test passes it)")
 
 
+class GraphCodeCheck:
+    """Wraps `torch.fx.GraphModule.recompile` (which every GraphModule runs when it is made or its
+    graph changes) to record each graph whose generated Python code does not compile: the code
+    and the error. `checked` counts the graphs seen."""
+
+    def __init__(self):
+        self.failures = []
+        self.checked = 0
+        self._orig = None
+
+    def install(self):
+        orig = self._orig = torch.fx.GraphModule.recompile
+        check = self
+
+        def recompile(gm):
+            check.checked += 1
+            try:
+                return orig(gm)
+            except SyntaxError as e:
+                check.failures.append(f"{e}\n{gm.graph.python_code('self').src}")
+                raise
+
+        torch.fx.GraphModule.recompile = recompile
+
+
+GRAPH_CODE = GraphCodeCheck()
+
+
 def pytest_configure(config):
+    GRAPH_CODE.install()
     config.addinivalue_line("markers", "compile_errors_expected: the test provokes internal compiler failures on purpose")
     config.addinivalue_line("markers", "slow: takes tens of seconds; skipped unless --runslow")
 
@@ -39,8 +73,11 @@ def fresh_dynamo_state(request):
     dynamo.reset()
     torch.manual_seed(0)
     random.seed(0)
+    GRAPH_CODE.failures.clear()
     yield
     errors = dynamo.counters()["compile_errors"]
     dynamo.reset()
     if request.node.get_closest_marker("compile_errors_expected") is None:
         assert errors == 0, f"{errors} frame(s) failed inside the compiler and ran eagerly (see the dynamo warning)"
+        bad, GRAPH_CODE.failures[:] = list(GRAPH_CODE.failures), []
+        assert not bad, "fx graph code that is not valid Python:\n" + "\n".join(bad)

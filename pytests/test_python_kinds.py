@@ -367,6 +367,25 @@ def test_augmented_assignment_to_a_python_number_gives_valid_graph_code():
         assert e.dtype == c.dtype and torch.equal(e, c)
 
 
+def test_every_graph_of_the_suite_has_its_code_compiled():
+    """conftest's GraphCodeCheck sees every fx.GraphModule made in a test (here dynamo's graph and
+    AOTAutograd's forward and backward graphs) and records one whose code is not valid Python."""
+    from conftest import GRAPH_CODE
+
+    before = GRAPH_CODE.checked
+    w = torch.randn(3, requires_grad=True)
+    dynamo.optimize("aot_eager")(lambda x: (x.sin() * 2).sum())(w).backward()
+    assert dynamo.counters()["aot_graphs"] == 1 and GRAPH_CODE.checked >= before + 3
+    import operator
+
+    g = torch.fx.Graph()
+    g.output(g.call_function(operator.iadd, (0, g.placeholder("x"))))
+    with pytest.raises(SyntaxError):
+        torch.fx.GraphModule(torch.nn.Module(), g)
+    assert len(GRAPH_CODE.failures) == 1 and "0 += x" in GRAPH_CODE.failures[0]
+    GRAPH_CODE.failures.clear()
+
+
 # ----- container equality --------------------------------------------------------------------
 
 class WithEq:

@@ -301,9 +301,51 @@ def test_retain_graph_and_double_backward(backend):
     first = w.grad.clone()
     out.backward()
     torch.testing.assert_close(w.grad, 2 * first)
-    # Differentiating the backward again is refused cleanly.
-    out = dynamo.optimize(backend)(fn)(w, x)
-    (g,) = torch.autograd.grad(out, w, create_graph=True)
+    # Differentiating the backward again works as in eager (Note [double backward]).
+    ref_w = w.detach().clone().requires_grad_()
+    (ref_g,) = torch.autograd.grad(fn(ref_w, x), ref_w, create_graph=True)
+    (ref_gg,) = torch.autograd.grad((ref_g ** 2).sum(), ref_w)
+    w2 = w.detach().clone().requires_grad_()
+    out = dynamo.optimize(backend)(fn)(w2, x)
+    (g,) = torch.autograd.grad(out, w2, create_graph=True)
+    assert g.grad_fn is not None
+    torch.testing.assert_close(g, ref_g, **TOL)
+    (gg,) = torch.autograd.grad((g ** 2).sum(), w2)
+    torch.testing.assert_close(gg, ref_gg, **TOL)
+    assert dynamo.counters()["aot_graphs"] >= 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_double_backward_gradient_penalty(backend):
+    """A gradient penalty (WGAN-GP style): the input's gradient, taken with create_graph=True
+    through a compiled model, is part of the loss whose backward reaches the parameters; the
+    parameters' grads equal eager's. Random ops keep the clean refusal (a rerun would draw other
+    numbers)."""
+    torch.manual_seed(0)
+    model = MLP()
+    ref = copy.deepcopy(model)
+    x = torch.randn(5, 16)
+
+    def step(m, x):
+        x = x.clone().requires_grad_()
+        out = m(x).sum()
+        (gx,) = torch.autograd.grad(out, x, create_graph=True)
+        loss = out + ((gx.norm(dim=1) - 1) ** 2).mean()
+        loss.backward()
+        return loss
+
+    ref_loss = step(ref, x)
+    loss = step(dynamo.optimize(backend)(model), x)
+    torch.testing.assert_close(loss, ref_loss, **TOL)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, **TOL)
+    assert dynamo.counters()["graphs"] == 1 and dynamo.counters()["aot_graphs"] == 1
+
+    def noisy(w, x):
+        return torch.tanh(F.dropout(x, 0.5, training=True) @ w).sum()
+
+    w = torch.randn(4, 4, requires_grad=True)
+    (g,) = torch.autograd.grad(dynamo.optimize(backend)(noisy)(w, torch.randn(3, 4)), w, create_graph=True)
     with pytest.raises(RuntimeError, match="cannot be differentiated"):
         g.sum().backward()
 

@@ -9,9 +9,10 @@ The joint graph, the derivative rules and the partitioner live in Rust (``src/au
   mutated inputs back (batch-norm running statistics), saves the values the backward reads (as
   ``ctx.save_for_backward`` does, so in-place changes to them between forward and backward raise
   as in eager) and marks outputs that do not require grad as non-differentiable;
-- ``backward`` (differentiating it again raises a clean error, see ``_refuse_double_backward``) makes
-  the tangents contiguous, compiles the backward graph on first use (with the real saved values
-  and tangents as example inputs) and runs it.
+- ``backward`` makes the tangents contiguous, compiles the backward graph on first use (with the
+  real saved values and tangents as example inputs) and runs it. Under ``create_graph=True`` it
+  recomputes the forward through torch's autograd instead, so the gradients can be differentiated
+  again (Note [double backward]).
 """
 
 from __future__ import annotations
@@ -212,6 +213,61 @@ def _refuse_double_backward(res):
 # graph runs through torch (``gm.forward``) and the counts agree (``_C.AotRuntime`` checks).
 
 
+# Note [double backward]: the compiled backward graph reads saved values that carry no autograd
+# history, so its gradients cannot be differentiated again. When a backward runs with grad mode
+# on (``torch.autograd.grad(..., create_graph=True)``, ``backward(create_graph=True)``), the
+# Function instead reruns the captured graph (``gm.forward``) on the inputs it was called with,
+# with autograd recording, and returns ``torch.autograd.grad`` of those outputs with
+# ``create_graph=True``: gradients with a history back to the inputs, as in eager. The inputs are
+# kept on ``ctx`` for this. Refused (the gradients raise when differentiated,
+# ``_refuse_double_backward``) when the rerun would not compute the same values: the graph
+# writes its inputs (batch-norm statistics), draws random numbers, or an input was changed in
+# place since the forward.
+
+_RANDOM_NAME_PARTS = ("rand", "dropout", "bernoulli", "normal", "uniform", "multinomial", "rrelu", "exponential", "cauchy", "geometric")
+
+
+def _reruns_exactly(gm, plan):
+    """Whether running ``gm`` again on the same inputs computes the same values and writes
+    nothing (Note [double backward]): no input written back, no call whose name says it draws
+    random numbers, no submodule call (its class is not inspected)."""
+    if list(plan.writeback_inputs):
+        return False
+    for node in gm.graph.nodes:
+        if node.op == "call_module":
+            return False
+        if node.op in ("call_function", "call_method"):
+            name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", str(node.target))
+            if any(part in name.lower() for part in _RANDOM_NAME_PARTS):
+                return False
+    return True
+
+
+def _versions(values):
+    return tuple(v._version if isinstance(v, torch.Tensor) else None for v in values)
+
+
+def _rerun_backward(ctx, grads, eager_forward, n_extra, tangent_outputs, input_requires_grad):
+    """The gradients of one call's inputs, differentiable (Note [double backward]): the graph
+    rerun through torch's autograd on the inputs ``ctx`` kept. None for inputs that need no
+    gradient or that the tangent outputs do not depend on."""
+    inputs = ctx.dynamo_inputs
+    n_args = len(inputs) - n_extra
+    with torch.enable_grad():
+        outs = eager_forward(*inputs[:n_args])
+    pairs = [(outs[k], grads[k]) for k in tangent_outputs if isinstance(outs[k], torch.Tensor) and outs[k].requires_grad]
+    wanted = [i for i, need in enumerate(input_requires_grad) if need]
+    res = [None] * len(inputs)
+    if not pairs or not wanted:
+        return tuple(res)
+    got = torch.autograd.grad(
+        [o for o, _ in pairs], [inputs[i] for i in wanted], [g for _, g in pairs], create_graph=True, allow_unused=True
+    )
+    for i, g in zip(wanted, got):
+        res[i] = g
+    return tuple(res)
+
+
 def _make_runtime(plan, fw, bw_compiler, extra, eager_forward):
     """The callable a captured graph runs: a ``torch.autograd.Function`` whose ``forward`` is
     ``_C.AotForward`` (runs ``fw``, writes mutated inputs back, saves what the backward reads)
@@ -231,14 +287,27 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward):
         _C.aot_count_backward()
         return state["bw"]
 
+    fw_call = _C.AotForward(fw, n_out, list(plan.writeback_inputs), nondiff)
+    gm = getattr(eager_forward, "__self__", None)
+    rerun = isinstance(gm, torch.fx.GraphModule) and _reruns_exactly(gm, plan)
+    n_extra = len(extra)
+
+    def forward_keeping_inputs(ctx, *args):
+        # Kept for a backward under create_graph=True (Note [double backward]).
+        ctx.dynamo_inputs = args
+        ctx.dynamo_versions = _versions(args)
+        return fw_call(ctx, *args)
+
     class CompiledFunction(torch.autograd.Function):
         # For debugging: the AotPlan (joint graph text, fx graphs) and the compiled forward.
         aot_plan = plan
         compiled_forward = fw
-        forward = _C.AotForward(fw, n_out, list(plan.writeback_inputs), nondiff)
+        forward = staticmethod(forward_keeping_inputs) if rerun else fw_call
 
         @staticmethod
         def backward(ctx, *grads):
+            if torch.is_grad_enabled() and rerun and _versions(ctx.dynamo_inputs) == ctx.dynamo_versions:
+                return _rerun_backward(ctx, grads, eager_forward, n_extra, tangent_outputs, input_requires_grad)
             saved = ctx.saved_tensors
             with torch.no_grad():
                 tangents = [grads[k].contiguous() for k in tangent_outputs]

@@ -191,17 +191,29 @@ pub fn new_object<'py>(cls: &Bound<'py, pyo3::types::PyType>, attrs: &Bound<'py,
     let py = cls.py();
     let obj = match items {
         None => py.get_type::<PyAny>().call_method1("__new__", (cls,))?,
-        Some(items) => {
-            let ordered = py.import("collections")?.getattr("OrderedDict")?;
-            let base = if cls.is_subclass(&ordered)? { ordered } else { py.get_type::<PyDict>().into_any() };
-            let obj = py.get_type::<PyDict>().call_method1("__new__", (cls,))?;
-            let setitem = base.getattr("__setitem__")?;
-            for (k, v) in items.iter() {
-                setitem.call1((&obj, k, v))?;
-            }
-            obj
-        }
+        Some(_) => py.get_type::<PyDict>().call_method1("__new__", (cls,))?,
     };
+    fill_object(&obj, attrs, items, from_items)?;
+    Ok(obj)
+}
+
+/// Gives `obj` (made by `new_object`, still empty) its dict items and attributes, as
+/// `new_object` describes: the second step of rebuilding an object that is reachable from itself
+/// (an attribute or item that refers back to it, Note [shared rebuilds] in
+/// `symbolic::convert_frame`), which must exist before its contents are built. Returns None.
+/// Errors: as `new_object`.
+#[pyfunction]
+#[pyo3(signature = (obj, attrs, items=None, from_items=None))]
+pub fn fill_object<'py>(obj: &Bound<'py, PyAny>, attrs: &Bound<'py, pyo3::types::PyDict>, items: Option<&Bound<'py, pyo3::types::PyDict>>, from_items: Option<&Bound<'py, PyTuple>>) -> PyResult<()> {
+    let py = obj.py();
+    if let Some(items) = items {
+        let ordered = py.import("collections")?.getattr("OrderedDict")?;
+        let base = if obj.is_instance(&ordered)? { ordered } else { py.get_type::<PyDict>().into_any() };
+        let setitem = base.getattr("__setitem__")?;
+        for (k, v) in items.iter() {
+            setitem.call1((obj, k, v))?;
+        }
+    }
     let setattr = py.get_type::<PyAny>().getattr("__setattr__")?;
     for (k, v) in attrs.iter() {
         let aliased = match from_items {
@@ -212,9 +224,9 @@ pub fn new_object<'py>(cls: &Bound<'py, pyo3::types::PyType>, attrs: &Bound<'py,
             (true, Some(items)) => items.get_item(&k)?.ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(k.clone().unbind()))?,
             _ => v,
         };
-        setattr.call1((&obj, k, v))?;
+        setattr.call1((obj, k, v))?;
     }
-    Ok(obj)
+    Ok(())
 }
 
 /// Drops every compiled frame, cache entry and code classification, and zeroes the counters.
@@ -325,6 +337,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(force_compile, m)?)?;
     m.add_function(wrap_pyfunction!(iter_at, m)?)?;
     m.add_function(wrap_pyfunction!(new_object, m)?)?;
+    m.add_function(wrap_pyfunction!(fill_object, m)?)?;
     m.add_function(wrap_pyfunction!(reversed_at, m)?)?;
     m.add_function(wrap_pyfunction!(dict_iter_changed_size, m)?)?;
     m.add_function(wrap_pyfunction!(replace_dict, m)?)?;

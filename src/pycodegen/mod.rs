@@ -46,6 +46,11 @@ pub enum Rebuild {
     Shared { id: u32, inner: Box<Rebuild> },
     /// A later reach of shared object `id`: a load of its temporary local.
     SharedRef(u32),
+    /// The first rebuild of a shared object that may be reachable from itself: `shell` (the
+    /// object, empty) is kept in temporary local `id` first, then `fill` (a call that gives it
+    /// its contents, loading `id` where the object refers to itself) runs and its result is
+    /// dropped; the object is pushed.
+    SharedCyclic { id: u32, shell: Box<Rebuild>, fill: Box<Rebuild> },
     /// A function defined in the frame: MAKE_FUNCTION over `code` with positional `defaults`
     /// and the cells `closure` (`FrameCell`s, or cells made anew) as its closure.
     MakeFunction { code: Py<PyAny>, defaults: Vec<Rebuild>, closure: Vec<Rebuild> },
@@ -369,7 +374,9 @@ impl PyCodegen {
     /// Emits the replay of `effects`. Note [side effect replay]: every effect's operands (its
     /// value, then its target) are pushed first, in order, and the stores run afterwards from the
     /// top down; so no store changes what another effect reads (`self.a = self.b; self.b = 1`
-    /// replays as written). The graph's result tuple sits `depth` slots below the top.
+    /// replays as written). The stores thus run last effect first: `effects` comes in reverse
+    /// write order (`plan_side_effects`), so new attributes and globals are inserted in the
+    /// order the frame wrote them. The graph's result tuple sits `depth` slots below the top.
     pub fn emit_side_effects(&mut self, py: Python<'_>, effects: &[SideEffect], depth: u32) {
         let mut d = depth;
         for e in effects {
@@ -463,6 +470,13 @@ impl PyCodegen {
                 self.emit(op::STORE_FAST, self.shared_base + id);
             }
             Rebuild::SharedRef(id) => self.emit(op::LOAD_FAST, self.shared_base + id),
+            Rebuild::SharedCyclic { id, shell, fill } => {
+                self.rebuild(py, shell, depth);
+                self.emit(op::STORE_FAST, self.shared_base + id);
+                self.rebuild(py, fill, depth);
+                self.emit(op::POP_TOP, 0);
+                self.emit(op::LOAD_FAST, self.shared_base + id);
+            }
             Rebuild::Tuple(items) | Rebuild::List(items) => {
                 for (i, it) in items.iter().enumerate() {
                     self.rebuild(py, it, depth + i as u32);

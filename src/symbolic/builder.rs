@@ -61,13 +61,20 @@ pub fn is_torch_callable(f: &Bound<'_, PyAny>) -> bool {
 /// `__getitem__` are dict's own, so that the guards below read its storage) as a dict tracker:
 /// keys must be exact strs or ints, each value is wrapped from `source[key]`; guards on the
 /// key list and the length. The caller guards the type.
-pub fn wrap_dict_storage(py: Python<'_>, og: &mut OutputGraph, d: &Bound<'_, PyDict>, source: &Arc<Source>) -> VResult<Rc<RefCell<DictState>>> {
+///
+/// With `register`, the tracker is recorded as the one of `d` (`OutputGraph::dicts_by_ptr`)
+/// before the values are wrapped, so a dict that contains itself reaches its own tracker.
+pub fn wrap_dict_storage(py: Python<'_>, og: &mut OutputGraph, d: &Bound<'_, PyDict>, source: &Arc<Source>, register: bool) -> VResult<Rc<RefCell<DictState>>> {
     let plain_key = |k: &Bound<'_, PyAny>| k.is_exact_instance_of::<PyString>() || k.is_exact_instance_of::<pyo3::types::PyInt>();
     let keys_list = pyo3::types::PyDictMethods::keys(d);
     if !keys_list.iter().all(|k| plain_key(&k)) {
         crate::unsupported!("dict at {source} has keys other than strs and ints");
     }
     og.add_guard(Some(source.clone()), GuardKind::DictKeys(keys_list.clone().into_any().unbind()));
+    let state = Rc::new(RefCell::new(DictState { items: vec![], source: Some(source.clone()), version: 0 }));
+    if register {
+        og.dicts_by_ptr.insert(d.as_ptr() as usize, (source.clone(), state.clone()));
+    }
     let mut items = Vec::new();
     for k in keys_list.iter() {
         let item_key = match k.extract::<String>() {
@@ -78,7 +85,8 @@ pub fn wrap_dict_storage(py: Python<'_>, og: &mut OutputGraph, d: &Bound<'_, PyD
         items.push((k.unbind(), wrap(py, og, &v, source.item(item_key))?));
     }
     og.add_guard(Some(source.clone()), GuardKind::LenMatch(items.len()));
-    Ok(Rc::new(RefCell::new(DictState { items, source: Some(source.clone()), version: 0 })))
+    state.borrow_mut().items = items;
+    Ok(state)
 }
 
 /// Whether a function's closure cells hold only code-like values (literals, functions, classes,
@@ -110,6 +118,11 @@ pub fn wrap(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, sour
     let is_container = value.is_instance_of::<PyList>() || value.is_instance_of::<PyDict>() || value.is_instance_of::<PyTuple>();
     if is_container {
         let key = value.as_ptr() as usize;
+        if og.wrapping.contains(&key) && (og.lists_by_ptr.contains_key(&key) || og.dicts_by_ptr.contains_key(&key)) {
+            // A list or dict that contains itself: its tracker is registered before its items
+            // are wrapped, so the inner reach is that tracker (guarded as an alias).
+            return wrap_inner(py, og, value, source);
+        }
         if og.wrapping.contains(&key) || og.wrapping.len() >= 32 {
             unsupported!("container at {source} refers to itself or nests too deeply");
         }
@@ -348,13 +361,19 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         if l.get_type().is(py.get_type::<PyList>()) {
             og.add_guard(Some(source.clone()), GuardKind::TypeMatch(l.get_type().into_any().unbind()));
             og.add_guard(Some(source.clone()), GuardKind::LenMatch(l.len()));
+            // Registered before its items are wrapped: an item that is the list itself is this
+            // tracker.
+            let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()) }));
+            og.lists_by_ptr.insert(value.as_ptr() as usize, (source.clone(), state.clone()));
             let items = l
                 .iter()
                 .enumerate()
                 .map(|(i, item)| wrap(py, og, &item, source.item(ItemKey::Int(i as i64))))
                 .collect::<VResult<Vec<_>>>()?;
-            let state = Rc::new(RefCell::new(ListState { entry_len: items.len(), items, source: Some(source.clone()) }));
-            og.lists_by_ptr.insert(value.as_ptr() as usize, (source, state.clone()));
+            let mut st = state.borrow_mut();
+            st.entry_len = items.len();
+            st.items = items;
+            drop(st);
             return Ok(VT::List(state));
         }
     }
@@ -363,8 +382,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         let plain_key = |k: &Bound<'_, PyAny>| k.is_exact_instance_of::<PyString>() || k.is_exact_instance_of::<pyo3::types::PyInt>();
         if d.get_type().is(py.get_type::<PyDict>()) && d.keys().iter().all(|k| plain_key(&k)) {
             og.add_guard(Some(source.clone()), GuardKind::TypeMatch(d.get_type().into_any().unbind()));
-            let state = wrap_dict_storage(py, og, d, &source)?;
-            og.dicts_by_ptr.insert(value.as_ptr() as usize, (source, state.clone()));
+            let state = wrap_dict_storage(py, og, d, &source, true)?;
             return Ok(VT::Dict(state));
         }
     }

@@ -523,32 +523,21 @@ fn convert_break(
 }
 
 /// The side effects recorded while tracing, as replay steps whose values are rebuilt from the
-/// graph's outputs, constants and sources. Order: container contents, attributes, globals, each
-/// in first-write order (all operands are loaded before any store: Note [side effect replay]).
+/// graph's outputs, constants and sources. All operands are loaded before any store (Note [side
+/// effect replay]) and the stores pop them last first, so the steps are listed (and their values
+/// planned, in emission order) in reverse: the stores then run container contents, attributes,
+/// cells, globals, each in first-write order (new attributes enter `__dict__` in eager's order).
 fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) -> VResult<Vec<SideEffect>> {
     let se = &og.side_effects;
     let mut out = Vec::with_capacity(se.len());
-    for l in &se.lists {
-        let l = l.borrow();
-        let Some(target) = l.source.clone() else { continue };
-        let items = l.items.iter().map(|v| rebuild_of(py, og, v, outputs)).collect::<VResult<_>>()?;
-        out.push(SideEffect::ListContents { target, items: Rebuild::List(items) });
-    }
-    for d in &se.dicts {
-        let d = d.borrow();
-        let Some(target) = d.source.clone() else { continue };
-        let items = d.items.iter().map(|(k, v)| Ok((k.clone_ref(py), rebuild_of(py, og, v, outputs)?))).collect::<VResult<_>>()?;
-        out.push(SideEffect::DictContents { target, items: Rebuild::Dict(items) });
-    }
-    for w in &se.attrs {
+    for w in se.globals.iter().rev() {
         let value = rebuild_of(py, og, &w.value, outputs)?;
-        out.push(if w.generic {
-            SideEffect::GenericSetAttr { target: w.source.clone(), name: w.name.clone(), value }
-        } else {
-            SideEffect::SetAttr { target: w.source.clone(), name: w.name.clone(), value }
+        out.push(match &w.dict_source {
+            None => SideEffect::SetGlobal { name: w.name.clone(), value },
+            Some(src) => SideEffect::SetItem { target: src.clone(), key: pyo3::types::PyString::new(py, &w.name).into_any().unbind(), value },
         });
     }
-    for (target, cell) in &se.cells {
+    for (target, cell) in se.cells.iter().rev() {
         let Some(v) = cell.borrow().clone() else { unsupported!("a cell emptied while tracing") };
         let value = rebuild_of(py, og, &v, outputs)?;
         out.push(match target {
@@ -557,12 +546,25 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
             crate::symbolic::side_effects::CellTarget::Unknown => unsupported!("write to an unreachable closure cell"),
         });
     }
-    for w in &se.globals {
+    for w in se.attrs.iter().rev() {
         let value = rebuild_of(py, og, &w.value, outputs)?;
-        out.push(match &w.dict_source {
-            None => SideEffect::SetGlobal { name: w.name.clone(), value },
-            Some(src) => SideEffect::SetItem { target: src.clone(), key: pyo3::types::PyString::new(py, &w.name).into_any().unbind(), value },
+        out.push(if w.generic {
+            SideEffect::GenericSetAttr { target: w.source.clone(), name: w.name.clone(), value }
+        } else {
+            SideEffect::SetAttr { target: w.source.clone(), name: w.name.clone(), value }
         });
+    }
+    for d in se.dicts.iter().rev() {
+        let d = d.borrow();
+        let Some(target) = d.source.clone() else { continue };
+        let items = d.items.iter().map(|(k, v)| Ok((k.clone_ref(py), rebuild_of(py, og, v, outputs)?))).collect::<VResult<_>>()?;
+        out.push(SideEffect::DictContents { target, items: Rebuild::Dict(items) });
+    }
+    for l in se.lists.iter().rev() {
+        let l = l.borrow();
+        let Some(target) = l.source.clone() else { continue };
+        let items = l.items.iter().map(|v| rebuild_of(py, og, v, outputs)).collect::<VResult<_>>()?;
+        out.push(SideEffect::ListContents { target, items: Rebuild::List(items) });
     }
     Ok(out)
 }
@@ -634,7 +636,12 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     visit(py, i, seen);
                 }
             }
-            VT::Tuple(items) | VT::NamedTuple { items, .. } => items.iter().for_each(|i| visit(py, i, seen)),
+            // A tuple built in the frame is one object too (`l[0] is t`).
+            VT::Tuple(items) | VT::NamedTuple { items, .. } => {
+                if first_reach(seen, Rc::as_ptr(items) as *const () as usize) {
+                    items.iter().for_each(|i| visit(py, i, seen));
+                }
+            }
             // A view is rebuilt from its dict.
             VT::DictView { dict, .. } => visit(py, &VT::Dict(dict.clone()), seen),
             // An iterator is stateful too: two rebuilds would advance independently.
@@ -719,6 +726,9 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     visit(py, inner, seen);
                 }
             }
+            VT::Constant(c) if is_exception(c) => {
+                first_reach(seen, c.as_ptr() as usize);
+            }
             VT::Partial(p) => {
                 visit(py, &p.func, seen);
                 p.args.iter().for_each(|a| visit(py, a, seen));
@@ -748,10 +758,16 @@ const SOURCED_LIST_TAG: usize = 1;
 /// a temporary local (`Rebuild::Shared`) and later ones a load of it (`Rebuild::SharedRef`).
 /// Sound because the transformed code emits rebuilds in the order `rebuild_of` made them (live
 /// values, then side effects, then cell contents), depth first, so the store runs before every
-/// load. An object that contains itself is refused (its first rebuild is not finished when the
-/// inner reach loads it).
+/// load. A shared list, dict or user object built in the frame may contain itself: it is made
+/// empty and stored first, then filled (`Rebuild::SharedCyclic`, `cyclic_parts`), so the inner
+/// reach loads the finished temporary. Other kinds that contain themselves (an iterator over
+/// itself, a function whose cell holds it) are refused: their first rebuild is not finished when
+/// the inner reach loads it.
 fn shared_key(vt: &VT) -> Option<usize> {
     Some(match vt {
+        // Exception objects are made anew per run (`rebuild_fresh`).
+        VT::Constant(c) if is_exception(c) => c.as_ptr() as usize,
+        VT::Tuple(items) | VT::NamedTuple { items, .. } if !items.is_empty() => Rc::as_ptr(items) as *const () as usize,
         VT::List(l) if l.borrow().source.is_none() => Rc::as_ptr(l) as *const () as usize,
         VT::Dict(d) if d.borrow().source.is_none() => Rc::as_ptr(d) as *const () as usize,
         VT::Set(set) => Rc::as_ptr(set) as *const () as usize,
@@ -761,6 +777,12 @@ fn shared_key(vt: &VT) -> Option<usize> {
         VT::Cell(c) => Rc::as_ptr(c) as *const () as usize,
         _ => return None,
     })
+}
+
+/// Whether a constant tracker's object is an exception instance (made anew by each run of the
+/// transformed code, `rebuild_fresh`).
+fn is_exception(c: &Py<PyAny>) -> bool {
+    Python::attach(|py| c.bind(py).is_instance_of::<pyo3::exceptions::PyBaseException>())
 }
 
 /// Where a shared object's rebuild stands (Note [shared rebuilds]).
@@ -959,6 +981,15 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
         Some(SharedRebuild::Done(id)) => Ok(Rebuild::SharedRef(id)),
         Some(SharedRebuild::Building) => unsupported!("{} that contains itself outlives the graph", vt.describe(py)),
         Some(SharedRebuild::Pending) => {
+            if let Some((shell, fill)) = cyclic_parts(py, vt)? {
+                // Made empty and kept before its contents are built: an inner reach of itself
+                // loads the temporary.
+                let id = outputs.n_shared;
+                outputs.n_shared += 1;
+                outputs.shared.insert(key, SharedRebuild::Done(id));
+                let fill = fill(py, og, outputs, id)?;
+                return Ok(Rebuild::SharedCyclic { id, shell: Box::new(shell), fill: Box::new(fill) });
+            }
             outputs.shared.insert(key, SharedRebuild::Building);
             let inner = rebuild_fresh(py, og, vt, outputs)?;
             let id = outputs.n_shared;
@@ -967,6 +998,77 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
             Ok(Rebuild::Shared { id, inner: Box::new(inner) })
         }
     }
+}
+
+/// Builds the fill call of a two-step rebuild, given the temporary local holding the shell.
+type FillFn = Box<dyn FnOnce(Python<'_>, &OutputGraph, &mut Outputs, u32) -> VResult<Rebuild>>;
+
+/// A shared object of a kind that can be made empty first and filled after (a list, dict or
+/// user object built in the frame; Note [shared rebuilds]): its empty shell and how to build
+/// the call that fills it. Such an object may contain itself (`l.append(l)`, `o.me = o`).
+fn cyclic_parts(py: Python<'_>, vt: &VT) -> VResult<Option<(Rebuild, FillFn)>> {
+    Ok(match vt {
+        VT::List(l) if l.borrow().source.is_none() => {
+            let items = l.borrow().items.clone();
+            let extend = py.get_type::<pyo3::types::PyList>().getattr("extend")?.unbind();
+            let fill: FillFn = Box::new(move |py, og, outputs, id| {
+                let items = items.iter().map(|v| rebuild_of(py, og, v, outputs)).collect::<VResult<_>>()?;
+                Ok(Rebuild::Call { func: extend, args: vec![Rebuild::SharedRef(id), Rebuild::List(items)] })
+            });
+            Some((Rebuild::List(vec![]), fill))
+        }
+        VT::Dict(d) if d.borrow().source.is_none() => {
+            let items: Vec<(Py<PyAny>, VT)> = d.borrow().items.iter().map(|(k, v)| (k.clone_ref(py), v.clone())).collect();
+            let update = py.get_type::<PyDict>().getattr("update")?.unbind();
+            let fill: FillFn = Box::new(move |py, og, outputs, id| {
+                let items = items.iter().map(|(k, v)| Ok((k.clone_ref(py), rebuild_of(py, og, v, outputs)?))).collect::<VResult<_>>()?;
+                Ok(Rebuild::Call { func: update, args: vec![Rebuild::SharedRef(id), Rebuild::Dict(items)] })
+            });
+            Some((Rebuild::Dict(vec![]), fill))
+        }
+        VT::UserObject(o) => {
+            let c = py.import("dynamo._C")?;
+            let mut shell_args = vec![Rebuild::Const(o.cls.clone_ref(py)), Rebuild::Dict(vec![])];
+            if o.storage.is_some() {
+                shell_args.push(Rebuild::Dict(vec![]));
+            }
+            let shell = Rebuild::Call { func: c.getattr("new_object")?.unbind(), args: shell_args };
+            let fill_object = c.getattr("fill_object")?.unbind();
+            let o = o.clone();
+            let fill: FillFn = Box::new(move |py, og, outputs, id| {
+                let (attrs, mut args) = user_object_contents(py, og, &o, outputs)?;
+                args.insert(0, Rebuild::Dict(attrs));
+                args.insert(0, Rebuild::SharedRef(id));
+                Ok(Rebuild::Call { func: fill_object, args })
+            });
+            Some((shell, fill))
+        }
+        _ => None,
+    })
+}
+
+/// The attributes of a user object built in the frame, and the storage arguments
+/// (`new_object`'s `items` and `from_items`, for a dict subclass), rebuilt.
+#[allow(clippy::type_complexity)]
+fn user_object_contents(py: Python<'_>, og: &OutputGraph, o: &Rc<crate::symbolic::user_objects::UserObject>, outputs: &mut Outputs) -> VResult<(Vec<(Py<PyAny>, Rebuild)>, Vec<Rebuild>)> {
+    // Attributes that alias the storage's value under the same key are passed as a placeholder
+    // and named in `from_items` (rebuilt once, in the storage).
+    let mut attrs = Vec::new();
+    let mut from_items = Vec::new();
+    for (k, v) in &o.attrs.borrow().items {
+        if o.attr_aliases_storage(py, k.bind(py), v) {
+            from_items.push(k.clone_ref(py));
+            attrs.push((k.clone_ref(py), Rebuild::Const(py.None())));
+        } else {
+            attrs.push((k.clone_ref(py), rebuild_of(py, og, v, outputs)?));
+        }
+    }
+    let mut rest = Vec::new();
+    if let Some(storage) = &o.storage {
+        rest.push(rebuild_of(py, og, &VT::Dict(storage.clone()), outputs)?);
+        rest.push(Rebuild::Const(PyTuple::new(py, from_items)?.into_any().unbind()));
+    }
+    Ok((attrs, rest))
 }
 
 /// `rebuild_of` without the sharing.
@@ -997,8 +1099,11 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         // Note [cells of inlined calls]: a cell made by MAKE_CELL in an inlined frame exists
         // only in the trace: it is made anew (`types.CellType(contents)`), once however many
         // functions close over it (Note [shared rebuilds]), holding the contents the trace
-        // left in it. A real cell (a closure of a function from outside) cannot be reached
-        // here and is refused.
+        // left in it. A real cell of a function from outside the frame (`f.__closure__[i]`) is
+        // reloaded from there: the function made in the frame shares it with `f`, as in eager.
+        if let Some(s) = og.cell_sources.get(&(Rc::as_ptr(rc) as *const () as usize)) {
+            return Ok(Rebuild::Source(s.clone()));
+        }
         if og.cells_by_ptr.values().any(|c| Rc::ptr_eq(c, rc)) {
             unsupported!("returned function closes over a cell of a function from outside the frame");
         }
@@ -1023,6 +1128,24 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         VT::SymNum(s) if s.source.is_some() => Rebuild::Source(s.source.clone().unwrap()),
         // A symbolic size is computed by the graph, like a tensor.
         VT::SymNum(s) => Rebuild::GraphOutput(outputs.output_of(s.node)),
+        // An exception object the trace made (`ValueError("a")`, folded as a constant) is made
+        // anew on each run, as eager makes a new one per call; one the trace raised would lack
+        // eager's traceback.
+        VT::Constant(c) if c.bind(py).is_instance_of::<pyo3::exceptions::PyBaseException>() => {
+            if og.raised_exceptions.iter().any(|r| r.is(c)) {
+                unsupported!("an exception the trace raised and handled outlives the graph");
+            }
+            let e = c.bind(py);
+            let exact_builtin = e.get_type().getattr("__module__").map(|m| m.to_string() == "builtins").unwrap_or(false);
+            let no_state = e.getattr("__dict__").map(|d| d.len().unwrap_or(1) == 0).unwrap_or(true)
+                && e.getattr("__cause__").map(|v| v.is_none()).unwrap_or(false)
+                && e.getattr("__context__").map(|v| v.is_none()).unwrap_or(false);
+            if !exact_builtin || !no_state {
+                unsupported!("an exception object made in the trace ({}) outlives the graph", type_name(e));
+            }
+            let args: Vec<Rebuild> = e.getattr("args")?.cast_into::<PyTuple>().map_err(|e| Unsupported::new(e.to_string()))?.iter().map(|a| Rebuild::Const(a.unbind())).collect();
+            Rebuild::Call { func: e.get_type().into_any().unbind(), args }
+        }
         VT::Constant(c) => Rebuild::Const(c.clone_ref(py)),
         VT::Tuple(items) => Rebuild::Tuple(items.iter().map(&mut rec).collect::<VResult<_>>()?),
         VT::NamedTuple { cls, items } => {
@@ -1079,23 +1202,9 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         VT::UserObject(o) => {
             // Note: visited once (check_rebuilt_once), so one rebuild is the one object.
             let new_object = py.import("dynamo._C")?.getattr("new_object")?;
-            // Attributes that alias the storage's value under the same key are passed as a
-            // placeholder and named in `from_items` (rebuilt once, in the storage).
-            let mut attrs = Vec::new();
-            let mut from_items = Vec::new();
-            for (k, v) in &o.attrs.borrow().items {
-                if o.attr_aliases_storage(py, k.bind(py), v) {
-                    from_items.push(k.clone_ref(py));
-                    attrs.push((k.clone_ref(py), Rebuild::Const(py.None())));
-                } else {
-                    attrs.push((k.clone_ref(py), rec(v)?));
-                }
-            }
+            let (attrs, rest) = user_object_contents(py, og, o, outputs)?;
             let mut args = vec![Rebuild::Const(o.cls.clone_ref(py)), Rebuild::Dict(attrs)];
-            if let Some(storage) = &o.storage {
-                args.push(rec(&VT::Dict(storage.clone()))?);
-                args.push(Rebuild::Const(PyTuple::new(py, from_items)?.into_any().unbind()));
-            }
+            args.extend(rest);
             Rebuild::Call { func: new_object.unbind(), args }
         }
         VT::Partial(p) => match &p.source {

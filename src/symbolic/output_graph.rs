@@ -115,6 +115,14 @@ pub struct OutputGraph {
     /// Cell trackers by the address of the real cell object: every closure that shares a cell
     /// shares its tracker, so a `nonlocal` write is seen by the other functions.
     pub cells_by_ptr: HashMap<usize, Rc<std::cell::RefCell<Option<crate::symbolic::variables::VariableTracker>>>>,
+    /// Where the real cell behind a cell tracker of a function from outside the frame is
+    /// reached (`f.__closure__[i]`), by tracker address: a function made in the frame that
+    /// closes over it and escapes is rebuilt over that very cell (Note [cells of inlined calls]
+    /// in convert_frame.rs).
+    pub cell_sources: HashMap<usize, Arc<Source>>,
+    /// Exception objects the trace raised and handed to an `except` clause (kept alive): one
+    /// that outlives the graph is refused (eager's carries a traceback).
+    pub raised_exceptions: Vec<Py<PyAny>>,
     /// Containers being wrapped (addresses), innermost last: `builder::wrap` refuses cycles.
     pub wrapping: Vec<usize>,
     /// Closures guarded by their code rather than their identity (Note [closure guards] in
@@ -181,6 +189,8 @@ impl OutputGraph {
             opaque_by_ptr: HashMap::new(),
             set_members: HashMap::new(),
             cells_by_ptr: HashMap::new(),
+            cell_sources: HashMap::new(),
+            raised_exceptions: Vec::new(),
             class_sources: HashMap::new(),
             derived_modules: HashMap::new(),
             name_counts: HashMap::new(),

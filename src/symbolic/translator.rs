@@ -91,6 +91,10 @@ pub struct InstructionTranslator<'a> {
     closure: Vec<VT>,
     /// Set when running a generator's frame: YIELD_VALUE suspends it (`Outcome::Yield`).
     generator: bool,
+    /// In the frame being converted (depth 0): the `(ip, visit)` of each exception the trace
+    /// raised and whose `except` clause it is running, outermost first (Note [handlers in the
+    /// converted frame]).
+    handlers_entered: Vec<(usize, usize)>,
 }
 
 enum Flow {
@@ -131,6 +135,7 @@ impl<'a> InstructionTranslator<'a> {
             external_cells: HashMap::new(),
             closure,
             generator: false,
+            handlers_entered: Vec::new(),
         }
     }
 
@@ -189,8 +194,13 @@ impl<'a> InstructionTranslator<'a> {
             }
             self.ip += 1;
             let flow = match self.step(py, ip) {
-                Err(e) if self.depth > 0 && e.raised.is_some() && self.code.insts[ip].exn.is_some() => match self.unwind_to_handler(py, ip, &e) {
-                    Ok(()) => continue,
+                Err(e) if e.raised.is_some() && self.code.insts[ip].exn.is_some() => match self.unwind_to_handler(py, ip, &e) {
+                    Ok(()) => {
+                        if self.depth == 0 {
+                            self.handlers_entered.push((ip, visit));
+                        }
+                        continue;
+                    }
                     Err(_) => Err(e),
                 },
                 other => other,
@@ -202,8 +212,16 @@ impl<'a> InstructionTranslator<'a> {
                     // modelled, so it is an ordinary break and Python runs the handler.
                     e.raised = None;
                 }
-                if self.depth == 0 && e.break_at.is_none() {
-                    e.break_at = Some((ip, visit));
+                if self.depth == 0 {
+                    if let Some(&first) = self.handlers_entered.first() {
+                        // Note [handlers in the converted frame]: no break inside an `except`
+                        // clause the trace entered; the break is at the instruction that raised,
+                        // which Python then runs with its handlers.
+                        e.break_at = Some(first);
+                        e.raised = None;
+                    } else if e.break_at.is_none() {
+                        e.break_at = Some((ip, visit));
+                    }
                 }
                 e
             })?;
@@ -215,7 +233,15 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
-    /// An exception the trace raised at `ip`, inside a `try` of this (inlined) frame: as
+    /// Note [handlers in the converted frame]: an exception the trace raises inside a `try` of
+    /// the frame being converted itself (not only of an inlined call) is handled in the trace
+    /// too, so `try: ... raise ValueError ... except ValueError:` is captured, in a resume
+    /// function as well. A graph break is never taken inside such an `except` clause: the
+    /// resumed code would run its cleanup without the exception state CPython's unwinder set
+    /// up. Any failure there (or the exception leaving the clause) moves the break back to the
+    /// instruction that raised, where Python runs the handler for real, as before.
+    ///
+    /// An exception the trace raised at `ip`, inside a `try` of this frame: as
     /// CPython's unwinder does (Objects/exception_handling_notes.txt), the value stack is cut
     /// to the handler's depth, the offset of `ip` is pushed when the entry says `lasti`, then
     /// the exception object, and control goes to the handler; PUSH_EXC_INFO,
@@ -237,6 +263,7 @@ impl<'a> InstructionTranslator<'a> {
             let offset = self.code.insts[ip].offset.unwrap_or(0) as i64;
             self.stack.push(VT::constant(offset.into_pyobject(py)?.into_any().unbind()));
         }
+        self.og.raised_exceptions.push(exc.clone_ref(py));
         self.stack.push(VT::constant(exc));
         self.kw_names = None;
         self.ip = exn.handler.0 as usize;
@@ -839,7 +866,7 @@ impl<'a> InstructionTranslator<'a> {
                 }
             }
             // The `except` machinery, reached only through `unwind_to_handler` (an exception the
-            // trace raised inside an inlined frame's `try`).
+            // trace raised inside a `try` of a traced frame).
             op::PUSH_EXC_INFO => {
                 let exc = self.pop()?;
                 // The exception being handled before this one (`sys.exc_info()` outside any
@@ -865,6 +892,9 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::POP_EXCEPT => {
                 self.pop()?;
+                if self.depth == 0 {
+                    self.handlers_entered.pop();
+                }
             }
             op::RERAISE => {
                 let exc = self.pop()?;
@@ -1290,7 +1320,7 @@ impl<'a> InstructionTranslator<'a> {
                 return Ok(None);
             }
         }
-        let state = crate::symbolic::builder::wrap_dict_storage(py, self.og, d, source)?;
+        let state = crate::symbolic::builder::wrap_dict_storage(py, self.og, d, source, false)?;
         Ok(Some(VT::ContainerMethod { container: Box::new(VT::Dict(state)), name: name.to_string() }))
     }
 
@@ -4060,13 +4090,17 @@ impl<'a> InstructionTranslator<'a> {
                             Ok(c) => c,
                             Err(_) => unsupported!("empty closure cell"),
                         };
-                        let src = source.as_ref().map(|s| s.attr("__closure__").item(ItemKey::Int(i as i64)).attr("cell_contents"));
+                        let cell_src = source.as_ref().map(|s| s.attr("__closure__").item(ItemKey::Int(i as i64)));
+                        let src = cell_src.as_ref().map(|c| c.attr("cell_contents"));
                         if src.is_none() && !trusted {
                             unsupported!("closure of a function without a source");
                         }
                         let v = self.wrap_from(py, &contents, if trusted { None } else { src })?;
                         let rc = Rc::new(RefCell::new(Some(v)));
                         self.og.cells_by_ptr.insert(cell.as_ptr() as usize, rc.clone());
+                        if let (Some(c), false) = (cell_src, trusted) {
+                            self.og.cell_sources.insert(Rc::as_ptr(&rc) as *const () as usize, c);
+                        }
                         closure.push(VT::Cell(rc));
                     }
                 }
