@@ -1,10 +1,11 @@
 """Write the fixtures that `src/bytecode/` tests against.
 
 Run with each supported CPython (torch must be importable); files are suffixed with the
-version (`_311`, `_312`):
+version (`_311`, `_312`, `_313`):
 
     .venv/bin/python ci/extract_code_fixtures.py
     .venv312/bin/python ci/extract_code_fixtures.py
+    .venv313/bin/python ci/extract_code_fixtures.py
 
 Outputs, under src/bytecode/test_data/ (shown for 3.11):
 
@@ -140,12 +141,15 @@ VER = f"{sys.version_info[0]}{sys.version_info[1]}"
 def write_opcodes():
     lines = []
     for name, op in sorted(dis.opmap.items(), key=lambda kv: kv[1]):
-        if op >= 256 or name.startswith("INSTRUMENTED_"):
-            continue  # pseudo-instructions and instrumented opcodes never appear in co_code
+        if op >= 256 or name.startswith("INSTRUMENTED_") or name == "ENTER_EXECUTOR":
+            # pseudo-instructions, instrumented opcodes and executors never appear in co_code
+            continue
+        # A list indexed by opcode up to 3.12, a dict by name (without zeros) from 3.13.
+        caches = dis._inline_cache_entries
         entry = {
             "name": name,
             "opcode": op,
-            "cache": dis._inline_cache_entries[op],
+            "cache": caches.get(name, 0) if isinstance(caches, dict) else caches[op],
             "jrel": op in dis.hasjrel,
             "effects": stack_effects(op),
         }
@@ -194,7 +198,7 @@ def write_snippets():
 
 
 def main():
-    assert sys.version_info[:2] in ((3, 11), (3, 12)), "fixtures are for CPython 3.11 and 3.12"
+    assert sys.version_info[:2] in ((3, 11), (3, 12), (3, 13)), "fixtures are for CPython 3.11 to 3.13"
     OUT.mkdir(parents=True, exist_ok=True)
     n_ops = write_opcodes()
     n_code = write_code()

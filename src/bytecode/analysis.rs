@@ -52,6 +52,11 @@ pub fn stack_effect(opcode: u8, arg: u32, jump: bool) -> Result<i32, AssembleErr
         LOAD_FAST_CHECK | LOAD_FAST_AND_CLEAR | LOAD_LOCALS => 1,
         INTERPRETER_EXIT | END_SEND | CLEANUP_THROW | CALL_INTRINSIC_2 => -1,
         END_FOR | BINARY_SLICE => -2,
+        // Opcodes added by 3.13 (3.13 `Python/bytecodes.c` stack comments): `TO_BOOL` and
+        // `CONVERT_VALUE` replace the value on top; `CALL_KW` pops the callable, `self` or
+        // NULL, the arguments and the tuple of keyword names, and pushes the result.
+        TO_BOOL | CONVERT_VALUE => 0,
+        CALL_KW => -2 - oparg,
         STORE_SLICE => -4,
         // Pops `super`, the class and `self`; pushes the attribute, or the method and `self`.
         LOAD_SUPER_ATTR => -2 + (oparg & 1),
@@ -106,11 +111,11 @@ pub fn stack_effect(opcode: u8, arg: u32, jump: bool) -> Result<i32, AssembleErr
     Ok(effect as i32)
 }
 
-/// [`stack_effect`] for code of `version`: 3.12's `SEND` keeps the receiver on the stack when it
-/// jumps (to `END_SEND`, which pops it), where 3.11's pops it.
+/// [`stack_effect`] for code of `version`: 3.12's and 3.13's `SEND` keep the receiver on the
+/// stack when they jump (to `END_SEND`, which pops it), where 3.11's pops it.
 pub fn stack_effect_in(version: PyVersion, opcode: u8, arg: u32, jump: bool) -> Result<i32, AssembleError> {
     match (version, opcode) {
-        (PyVersion::V312, op::SEND) => Ok(0),
+        (PyVersion::V312 | PyVersion::V313, op::SEND) => Ok(0),
         _ => stack_effect(opcode, arg, jump),
     }
 }
@@ -142,6 +147,8 @@ pub fn stack_depth_in(insts: &[Instruction], version: PyVersion) -> Result<u32, 
 fn walk(insts: &[Instruction], version: PyVersion) -> Result<(Vec<Option<u32>>, u32), AssembleError> {
     let mut depths: Vec<Option<u32>> = vec![None; insts.len()];
     let mut max_depth = 0u32;
+    // Depths reached inside an instruction that CPython counts (3.13's RETURN_CONST).
+    let mut peak = 0i64;
     let mut worklist: Vec<usize> = Vec::new();
 
     let mut visit = |depths: &mut Vec<Option<u32>>,
@@ -214,6 +221,11 @@ fn walk(insts: &[Instruction], version: PyVersion) -> Result<(Vec<Option<u32>>, 
             // code flags.
             effect += 1;
         }
+        if version == PyVersion::V313 && inst.opcode == op::RETURN_CONST {
+            // 3.13 makes RETURN_CONST out of LOAD_CONST + RETURN_VALUE after computing
+            // `co_stacksize` (`Python/flowgraph.c`), so the constant's slot is counted.
+            peak = peak.max(depth + 1);
+        }
         if opcode::is_terminator(inst.opcode) {
             // Nothing follows, but CPython still counts the depth after the instruction.
             if depth + effect < 0 {
@@ -227,7 +239,7 @@ fn walk(insts: &[Instruction], version: PyVersion) -> Result<(Vec<Option<u32>>, 
         }
         visit(&mut depths, &mut worklist, idx, idx + 1, depth + effect)?;
     }
-    Ok((depths, max_depth))
+    Ok((depths, max_depth.max(peak as u32)))
 }
 
 /// Text listing in the spirit of `dis.dis` (3.11 `Lib/dis.py`), for snapshots and logs: line

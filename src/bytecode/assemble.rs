@@ -17,7 +17,7 @@ use super::exception_table::{self, ExceptionTableEntry};
 use super::instruction::{InstId, Instruction};
 use super::line_table::LineTableWriter;
 use super::opcode::op;
-use super::{v311, v312, JumpDir, PyVersion};
+use super::{v311, v312, v313, JumpDir, PyVersion};
 
 /// The raw pieces of a code object built by [`assemble`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -104,6 +104,7 @@ pub fn assemble(
     let (real, first) = match version {
         PyVersion::V311 => v311::lower(insts)?,
         PyVersion::V312 => v312::lower(insts)?,
+        PyVersion::V313 => v313::lower(insts)?,
     };
     let mut out = encode(&real, firstlineno, version)?;
     out.offsets = first[..insts.len()]
@@ -139,7 +140,7 @@ fn encode(insts: &[Instruction], firstlineno: u32, version: PyVersion) -> Result
     let mut offsets = Vec::with_capacity(insts.len());
     for (&opcode, &arg) in opcodes.iter().zip(&args) {
         for shift in (1..=extended_args(arg)).rev() {
-            code.extend([op::EXTENDED_ARG, (arg >> (8 * shift)) as u8]);
+            code.extend([version.extended_arg(), (arg >> (8 * shift)) as u8]);
         }
         offsets.push(code.len() as u32);
         code.extend([opcode, arg as u8]);
@@ -210,7 +211,7 @@ fn check_and_orient(insts: &[Instruction], version: PyVersion) -> Result<Vec<u8>
             let name = version.real_name(inst.opcode);
             if !version.is_real(inst.opcode)
                 || inst.opcode == op::CACHE
-                || inst.opcode == op::EXTENDED_ARG
+                || inst.opcode == version.extended_arg()
             {
                 return Err(AssembleError::InvalidOpcode {
                     inst: id,

@@ -19,7 +19,7 @@ use super::exception_table;
 use super::instruction::{ExnTarget, InstId, Instruction, Positions};
 use super::line_table;
 use super::opcode::op;
-use super::{v311, v312, CodeBytes, JumpDir, PyVersion};
+use super::{v311, v312, v313, CodeBytes, JumpDir, PyVersion};
 
 /// Why `co_code` or one of its tables could not be decoded.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -28,6 +28,8 @@ pub enum DecodeError {
     OddLength { len: usize },
     #[error("expected a {version} opcode at byte {offset}, found {opcode}")]
     UnknownOpcode { offset: u32, opcode: u8, version: PyVersion },
+    #[error("expected {expected} at byte {offset}, found {found}")]
+    Unexpected { offset: u32, expected: &'static str, found: &'static str },
     #[error("expected FOR_ITER at byte {offset} to jump to an END_FOR")]
     ForIterWithoutEndFor { offset: u32 },
     #[error("expected {expected} CACHE units after {name} at byte {offset}, found {found}")]
@@ -64,6 +66,7 @@ pub fn decode(code: &CodeBytes) -> Result<Vec<Instruction>, DecodeError> {
     match code.version {
         PyVersion::V311 => v311::lift(raw),
         PyVersion::V312 => v312::lift(raw),
+        PyVersion::V313 => v313::lift(raw),
     }
 }
 
@@ -178,7 +181,7 @@ fn read_units(code: &[u8], version: PyVersion) -> Result<Vec<RawInst>, DecodeErr
     while unit < units.len() {
         let start = unit as u32;
         let mut arg: u32 = 0;
-        while units[unit].0 == op::EXTENDED_ARG {
+        while units[unit].0 == version.extended_arg() {
             arg = (arg << 8) | u32::from(units[unit].1);
             unit += 1;
             if unit == units.len() {

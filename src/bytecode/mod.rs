@@ -21,6 +21,7 @@ pub mod opcode;
 pub mod rewrite;
 pub mod v311;
 pub mod v312;
+pub mod v313;
 
 #[cfg(test)]
 mod tests;
@@ -39,6 +40,8 @@ pub enum PyVersion {
     V311,
     /// CPython 3.12 (same table formats as 3.11; opcodes in `v312.rs`).
     V312,
+    /// CPython 3.13 (same table formats; new numbering and superinstructions, see `v313.rs`).
+    V313,
 }
 
 /// Which way a relative jump counts its oparg from the next instruction.
@@ -49,18 +52,42 @@ pub enum JumpDir {
 }
 
 impl PyVersion {
-    /// The version this build of the extension runs on (pyo3's `Py_3_12` cfg).
+    /// The version this build of the extension runs on (pyo3's `Py_3_12`/`Py_3_13` cfgs).
     #[cfg(not(Py_3_12))]
     pub const CURRENT: PyVersion = PyVersion::V311;
-    /// The version this build of the extension runs on (pyo3's `Py_3_12` cfg).
-    #[cfg(Py_3_12)]
+    /// The version this build of the extension runs on (pyo3's `Py_3_12`/`Py_3_13` cfgs).
+    #[cfg(all(Py_3_12, not(Py_3_13)))]
     pub const CURRENT: PyVersion = PyVersion::V312;
+    /// The version this build of the extension runs on (pyo3's `Py_3_12`/`Py_3_13` cfgs).
+    #[cfg(Py_3_13)]
+    pub const CURRENT: PyVersion = PyVersion::V313;
+
+    /// `EXTENDED_ARG`'s number in this version's `co_code` (144 up to 3.12, 71 in 3.13).
+    pub fn extended_arg(self) -> u8 {
+        match self {
+            PyVersion::V311 | PyVersion::V312 => opcode::op::EXTENDED_ARG,
+            PyVersion::V313 => v313::EXTENDED_ARG,
+        }
+    }
+
+    /// Where a call's NULL marker sits relative to the callable on this version's value stack.
+    /// 3.11 and 3.12 lay a call out as `[NULL, callable, args...]` (or `[method, self, args...]`):
+    /// `PUSH_NULL` comes before the callable and `LOAD_GLOBAL`/`LOAD_METHOD`/`LOAD_SUPER_ATTR`
+    /// push the NULL first. 3.13 lays it out as `[callable, NULL, args...]` (3.13
+    /// `Python/bytecodes.c`, `CALL`: `callable, self_or_null, args[oparg]`), so the NULL comes
+    /// after the callable. The method form `[method, self, args...]` is the same on all three.
+    /// The instruction model keeps each version's order (a graph break rebuilds the stack the
+    /// real code expects), so the translator and the code generator ask here.
+    pub fn null_after_callable(self) -> bool {
+        self == PyVersion::V313
+    }
 
     /// Whether `real` is an opcode of this version's `co_code` (`CACHE` included).
     pub fn is_real(self, real: u8) -> bool {
         match self {
             PyVersion::V311 => v311::is_real(real),
             PyVersion::V312 => v312::is_real(real),
+            PyVersion::V313 => v313::is_real(real),
         }
     }
 
@@ -69,6 +96,7 @@ impl PyVersion {
         match self {
             PyVersion::V311 => v311::name(real),
             PyVersion::V312 => v312::name(real),
+            PyVersion::V313 => v313::name(real),
         }
     }
 
@@ -77,6 +105,7 @@ impl PyVersion {
         match self {
             PyVersion::V311 => v311::cache_entries(real),
             PyVersion::V312 => v312::cache_entries(real),
+            PyVersion::V313 => v313::cache_entries(real),
         }
     }
 
@@ -85,6 +114,7 @@ impl PyVersion {
         match self {
             PyVersion::V311 => v311::jump_dir(real),
             PyVersion::V312 => v312::jump_dir(real),
+            PyVersion::V313 => v313::jump_dir(real),
         }
     }
 
@@ -93,6 +123,7 @@ impl PyVersion {
         match self {
             PyVersion::V311 => v311::flip(real),
             PyVersion::V312 => v312::flip(real),
+            PyVersion::V313 => v313::flip(real),
         }
     }
 }
@@ -102,6 +133,7 @@ impl std::fmt::Display for PyVersion {
         f.write_str(match self {
             PyVersion::V311 => "3.11",
             PyVersion::V312 => "3.12",
+            PyVersion::V313 => "3.13",
         })
     }
 }

@@ -44,6 +44,7 @@ opcodes! {
     BINARY_SUBSCR = 25,
     BINARY_SLICE = 26,
     STORE_SLICE = 27,
+    TO_BOOL = 38,
     GET_LEN = 30,
     MATCH_MAPPING = 31,
     MATCH_SEQUENCE = 32,
@@ -155,6 +156,8 @@ opcodes! {
     CALL_INTRINSIC_2 = 178,
     LOAD_FROM_DICT_OR_GLOBALS = 179,
     LOAD_FROM_DICT_OR_DEREF = 180,
+    CONVERT_VALUE = 181,
+    CALL_KW = 182,
 }
 
 /// Opcode number -> name table of a `(number, name)` list (evaluated at compile time).
@@ -270,7 +273,7 @@ pub fn flip_jump_direction(op: u8) -> Option<u8> {
     })
 }
 
-/// Opcodes of the model that CPython 3.11 does not have (added by 3.12).
+/// Opcodes of the model that CPython 3.11 does not have (added by 3.12 and 3.13).
 pub fn is_addition(op: u8) -> bool {
     use op::*;
     matches!(
@@ -290,6 +293,9 @@ pub fn is_addition(op: u8) -> bool {
             | CALL_INTRINSIC_2
             | LOAD_FROM_DICT_OR_GLOBALS
             | LOAD_FROM_DICT_OR_DEREF
+            | TO_BOOL
+            | CONVERT_VALUE
+            | CALL_KW
     )
 }
 

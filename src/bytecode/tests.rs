@@ -1,5 +1,5 @@
 //! Data-driven tests of the whole module against fixtures written by
-//! `ci/extract_code_fixtures.py` from CPython 3.11 and 3.12 themselves (see `test_data/`).
+//! `ci/extract_code_fixtures.py` from CPython 3.11, 3.12 and 3.13 themselves (see `test_data/`).
 //! Every version's fixtures are checked whichever Python the tests link against.
 
 use super::opcode::{self, op};
@@ -12,6 +12,9 @@ const SNIPPETS_311: &str = include_str!("test_data/snippets_311.txt");
 const OPCODES_312: &str = include_str!("test_data/opcodes_312.json");
 const CODE_312: &str = include_str!("test_data/code_312.txt");
 const SNIPPETS_312: &str = include_str!("test_data/snippets_312.txt");
+const OPCODES_313: &str = include_str!("test_data/opcodes_313.json");
+const CODE_313: &str = include_str!("test_data/code_313.txt");
+const SNIPPETS_313: &str = include_str!("test_data/snippets_313.txt");
 
 /// One code object of a fixture file.
 struct Fixture {
@@ -667,7 +670,7 @@ fn every_file_has_a_module_doc() {
             n_files += 1;
         }
     }
-    assert_eq!(n_files, 12);
+    assert_eq!(n_files, 13);
 }
 
 #[test]
@@ -682,4 +685,175 @@ fn disassemble_with_argrepr() {
         (inst.opcode == op::LOAD_FAST).then(|| names[inst.arg as usize].to_string())
     });
     assert_eq!(text, "   3       i0     - LOAD_FAST                    1    (y)\n           i1     - RETURN_VALUE\n");
+}
+
+#[test]
+fn opcode_table_matches_dis_313() {
+    check_opcode_table(OPCODES_313, PyVersion::V313, 118);
+    // Every 3.13 opcode is in the model under its name, or is one `v313.rs` translates.
+    let translated = [
+        "POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE", "RESERVED",
+        "LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "SET_FUNCTION_ATTRIBUTE",
+        "FORMAT_SIMPLE", "FORMAT_WITH_SPEC", "EXIT_INIT_CHECK",
+    ];
+    for entry in dis_opcodes(OPCODES_313) {
+        assert!(
+            opcode::from_name(&entry.name).is_some() || translated.contains(&entry.name.as_str()),
+            "{} has no counterpart in the model",
+            entry.name
+        );
+    }
+}
+
+/// 3.13's `dis.stack_effect` for the opcodes whose 3.13 meaning is the model's (all but those
+/// `v313.rs` rewrites or folds).
+#[test]
+fn stack_effect_matches_dis_313() {
+    let rewritten = [
+        "CALL", "LOAD_ATTR", "FOR_ITER", "CALL_INTRINSIC_1", "CALL_INTRINSIC_2", "RESERVED", "CACHE", "EXTENDED_ARG",
+        "END_FOR", "MAKE_FUNCTION", "COMPARE_OP", "LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST",
+        "SET_FUNCTION_ATTRIBUTE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC", "EXIT_INIT_CHECK",
+        // 3.13 counts the value sent on resumption here; `analysis::walk` adds it (Note
+        // [generator entry depth]).
+        "RETURN_GENERATOR",
+    ];
+    let mut n_checked = 0;
+    for entry in dis_opcodes(OPCODES_313) {
+        if rewritten.contains(&entry.name.as_str()) {
+            continue;
+        }
+        let name = entry.name.replace("POP_JUMP_IF_", "POP_JUMP_FORWARD_IF_");
+        let model = opcode::from_name(&name).unwrap_or_else(|| panic!("{name}"));
+        for &(arg, jump, expected) in &entry.effects {
+            let Some(expected) = expected else { continue };
+            let ours = stack_effect_in(PyVersion::V313, model, arg, jump).ok();
+            assert_eq!(ours, Some(expected), "stack_effect({}, {arg}, jump={jump})", entry.name);
+            n_checked += 1;
+        }
+    }
+    assert!(n_checked > 1500, "{n_checked}");
+}
+
+/// `assemble(decode(x)) == x` for every code object of the 3.13 stdlib and torch.nn modules.
+/// `offsets` is not compared: a model instruction that 3.13 writes as part of a
+/// superinstruction, or after a `TO_BOOL` that lifting folded away, has no offset of its own.
+#[test]
+fn round_trip_stdlib_and_torch_313() {
+    let all = fixtures(CODE_313, PyVersion::V313);
+    let (failures, n_instructions) = round_trip(&all);
+    let failures: Vec<String> = failures.into_iter().filter_map(|f| strip_offsets(&f)).collect();
+    eprintln!("round trip 3.13: checked {} code objects, {n_instructions} instructions", all.len());
+    assert_eq!(failures, Vec::<String>::new());
+    assert_eq!((all.len(), n_instructions), (1662, N_INSTRUCTIONS_313));
+}
+
+/// Model instructions decoded from `code_313.txt` (superinstructions count as two).
+const N_INSTRUCTIONS_313: usize = 83367;
+
+#[test]
+fn round_trip_snippets_313() {
+    let all = fixtures(SNIPPETS_313, PyVersion::V313);
+    let (failures, _) = round_trip(&all);
+    let failures: Vec<String> = failures.into_iter().filter_map(|f| strip_offsets(&f)).collect();
+    assert_eq!(failures, Vec::<String>::new());
+}
+
+/// A `round_trip` failure line without the `offsets` mismatch (`None` when that was all).
+fn strip_offsets(failure: &str) -> Option<String> {
+    let (name, what) = failure.split_once(": ")?;
+    let rest: Vec<&str> = what.split(", ").filter(|w| *w != "offsets").collect();
+    (!rest.is_empty()).then(|| format!("{name}: {}", rest.join(", ")))
+}
+
+
+fn snippet_313(name: &str) -> Vec<Instruction> {
+    let all = fixtures(SNIPPETS_313, PyVersion::V313);
+    let fixture = all.iter().find(|f| f.name == format!("snippets:{name}")).unwrap_or_else(|| panic!("{name}"));
+    decode(&fixture.bytes()).unwrap()
+}
+
+/// 3.13 code reads as the model: superinstructions are split, CALL is PRECALL + CALL,
+/// COMPARE_OP's oparg is the comparison, MAKE_FUNCTION carries its flags, FOR_ITER exits past
+/// END_FOR (which stands for 3.13's END_FOR + POP_TOP).
+#[test]
+fn lift_313_to_the_model() {
+    let insts = snippet_313("Modern.modern");
+    let names: Vec<&str> = insts.iter().map(|i| i.name()).collect();
+    for (idx, inst) in insts.iter().enumerate() {
+        if inst.opcode == op::CALL {
+            assert_eq!(insts[idx - 1].opcode, op::PRECALL);
+        }
+        if inst.opcode == op::COMPARE_OP {
+            assert!(inst.arg < 6, "{}", inst.arg);
+        }
+        if inst.opcode == op::FOR_ITER {
+            let t = inst.target.unwrap().index();
+            assert_eq!(insts[t - 1].opcode, op::END_FOR);
+        }
+    }
+    for name in ["LOAD_FAST_AND_CLEAR", "BINARY_SLICE", "STORE_SLICE", "LOAD_SUPER_ATTR", "RETURN_CONST", "UNARY_POSITIVE", "TO_BOOL", "POP_JUMP_FORWARD_IF_TRUE"] {
+        assert!(names.contains(&name), "{name} not in {names:?}");
+    }
+    let wide = snippet_313("wide");
+    let wide_names: Vec<&str> = wide.iter().map(|i| i.name()).collect();
+    for name in ["CONVERT_VALUE", "FORMAT_VALUE"] {
+        assert!(wide_names.contains(&name), "{name} not in {wide_names:?}");
+    }
+    let simple = snippet_313("simple");
+    assert!(simple.iter().filter(|i| i.opcode == op::LOAD_FAST).count() >= 2);
+}
+
+/// Code written for 3.11 habits assembles for 3.13: PRECALL vanishes, a backward conditional
+/// jump becomes a forward one over JUMP_BACKWARD with the TO_BOOL 3.13 needs, a FOR_ITER exit
+/// gets END_FOR + POP_TOP, MAKE_FUNCTION's flags become SET_FUNCTION_ATTRIBUTEs, two LOAD_FASTs
+/// become LOAD_FAST_LOAD_FAST, and a KW_NAMES (3.11's keyword names) is refused.
+#[test]
+fn lower_model_to_313() {
+    let mut insts = vec![
+        Instruction::new(op::LOAD_FAST, 0),
+        Instruction::jump(op::POP_JUMP_BACKWARD_IF_TRUE, InstId(0)),
+        Instruction::new(op::LOAD_FAST, 0),
+        Instruction::new(op::PUSH_NULL, 0),
+        Instruction::new(op::PRECALL, 0),
+        Instruction::new(op::CALL, 0),
+        Instruction::new(op::GET_ITER, 0),
+        Instruction::jump(op::FOR_ITER, InstId(10)),
+        Instruction::new(op::POP_TOP, 0),
+        Instruction::jump(op::JUMP_BACKWARD, InstId(7)),
+        Instruction::new(op::LOAD_FAST, 0),
+        Instruction::new(op::LOAD_FAST, 0),
+        Instruction::new(op::LOAD_CONST, 0),
+        Instruction::new(op::MAKE_FUNCTION, 0x09),
+        Instruction::new(op::POP_TOP, 0),
+    ];
+    insts.extend(ret_none());
+    let out = assemble(&insts, 1, PyVersion::V313).unwrap();
+    let real: Vec<&str> = out.code.chunks(2).map(|p| PyVersion::V313.real_name(p[0])).filter(|n| *n != "CACHE").collect();
+    assert_eq!(
+        real,
+        [
+            "LOAD_FAST", "TO_BOOL", "POP_JUMP_IF_FALSE", "JUMP_BACKWARD", "LOAD_FAST", "PUSH_NULL", "CALL", "GET_ITER", "FOR_ITER",
+            "POP_TOP", "JUMP_BACKWARD", "END_FOR", "POP_TOP", "LOAD_FAST_LOAD_FAST", "LOAD_CONST", "MAKE_FUNCTION",
+            "SET_FUNCTION_ATTRIBUTE", "SET_FUNCTION_ATTRIBUTE", "POP_TOP", "LOAD_CONST", "RETURN_VALUE"
+        ]
+    );
+    let bytes = CodeBytes { code: &out.code, exceptiontable: &out.exceptiontable, linetable: &out.linetable, firstlineno: 1, version: PyVersion::V313 };
+    let back = decode(&bytes).unwrap();
+    let names: Vec<&str> = back.iter().map(|i| i.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "LOAD_FAST", "TO_BOOL", "POP_JUMP_FORWARD_IF_FALSE", "JUMP_BACKWARD", "LOAD_FAST", "PUSH_NULL", "PRECALL", "CALL", "GET_ITER",
+            "FOR_ITER", "POP_TOP", "JUMP_BACKWARD", "END_FOR", "LOAD_FAST", "LOAD_FAST", "LOAD_CONST", "MAKE_FUNCTION", "POP_TOP",
+            "LOAD_CONST", "RETURN_VALUE"
+        ]
+    );
+    assert_eq!(back[9].target, Some(InstId(13)), "FOR_ITER exits past END_FOR");
+    assert_eq!(back[16].arg, 0x09, "MAKE_FUNCTION flags");
+    assert_eq!(back[3].target, Some(InstId(0)));
+    let kw = vec![Instruction::new(op::KW_NAMES, 0)];
+    assert_eq!(
+        assemble(&kw, 1, PyVersion::V313).unwrap_err().to_string(),
+        "expected an opcode CPython 3.13 has at i0, found KW_NAMES"
+    );
 }

@@ -16,15 +16,17 @@
 //!
 //! Layouts come from each version's `Include/internal/pycore_frame.h` and
 //! `Include/cpython/pystate.h`; the offsets asserted below were measured with `offsetof` against
-//! the installed headers of CPython 3.11.7 and 3.12.1.
+//! the installed headers of CPython 3.11.7, 3.12.1 and 3.13.0. 3.13 keeps 3.12's layouts at the
+//! same offsets (it renames `f_code` to `f_executable` and `prev_instr` to `instr_ptr`, and
+//! clears and pops a frame the same way in `clear_thread_frame`), so one module serves both.
 
 use pyo3::ffi;
 use std::os::raw::c_int;
 
 pub use version::*;
 
-#[cfg(Py_3_13)]
-compile_error!("dynamo supports CPython 3.11 and 3.12; CPython 3.13's frame layout and bytecode are not modelled yet");
+#[cfg(Py_3_14)]
+compile_error!("dynamo supports CPython 3.11 to 3.13; CPython 3.14's frame layout (tagged stack references) is not modelled yet");
 
 /// The eval-frame function signature CPython calls (PEP 523, 3.11/3.12 form).
 pub type EvalFrameFn =
@@ -188,12 +190,14 @@ mod version {
     }
 }
 
-#[cfg(all(Py_3_12, not(Py_3_13)))]
+#[cfg(Py_3_12)]
 mod version {
     use pyo3::ffi;
     use std::os::raw::c_int;
 
-    /// CPython 3.12 `_PyInterpreterFrame` (Include/internal/pycore_frame.h).
+    /// CPython 3.12 and 3.13 `_PyInterpreterFrame` (Include/internal/pycore_frame.h). 3.13
+    /// calls the first field `f_executable` (a code object for every frame the hook sees) and
+    /// `prev_instr` `instr_ptr`.
     #[repr(C)]
     pub struct InterpreterFrame {
         pub f_code: *mut ffi::PyObject,
@@ -232,7 +236,7 @@ mod version {
         data: [*mut ffi::PyObject; 1],
     }
 
-    /// Offsets in 3.12 `PyThreadState` (`struct _ts`, Include/cpython/pystate.h) of `interp`,
+    /// Offsets in 3.12 and 3.13 `PyThreadState` (`struct _ts`, Include/cpython/pystate.h) of `interp`,
     /// `datastack_chunk`, `datastack_top` and `datastack_limit`.
     const TSTATE_INTERP: usize = 16;
     const TSTATE_DATASTACK_CHUNK: usize = 232;

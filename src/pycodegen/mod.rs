@@ -215,9 +215,8 @@ impl PyCodegen {
                 self.emit(op::LOAD_GLOBAL, i << 1);
             }
             Source::GenericAttr { base, attr } => {
-                self.emit(op::PUSH_NULL, 0);
                 let ga = py.get_type::<pyo3::types::PyAny>().getattr("__getattribute__").expect("object.__getattribute__");
-                self.load_const(ga.unbind());
+                self.load_callable(ga.unbind());
                 self.load_source(py, base);
                 self.load_const(pyo3::types::PyString::new(py, attr).into_any().unbind());
                 self.emit(op::PRECALL, 2);
@@ -268,6 +267,19 @@ impl PyCodegen {
         }
     }
 
+    /// Pushes the constant callable `f` with the NULL marker a plain call needs, in the order
+    /// this CPython's CALL reads them: `[NULL, f]` before 3.13, `[f, NULL]` from 3.13 on
+    /// ([`PyVersion::null_after_callable`]). Two stack slots either way.
+    pub fn load_callable(&mut self, f: Py<PyAny>) {
+        if PyVersion::CURRENT.null_after_callable() {
+            self.load_const(f);
+            self.emit(op::PUSH_NULL, 0);
+        } else {
+            self.emit(op::PUSH_NULL, 0);
+            self.load_const(f);
+        }
+    }
+
     /// Appends a copy of the whole original code (jump targets and handlers shifted, cell
     /// indices moved by `deref_shift`) and returns the index of its first instruction. Made once
     /// per codegen; nothing falls into it, callers jump or unwind into it.
@@ -290,9 +302,8 @@ impl PyCodegen {
     pub fn emit_graph_call(&mut self, py: Python<'_>, compiled_fn: Option<Py<PyAny>>, inputs: &[Arc<Source>], snapshot: &[usize]) -> std::ops::Range<usize> {
         let snapshot = if compiled_fn.is_some() { snapshot } else { &[] };
         if !snapshot.is_empty() {
-            self.emit(op::PUSH_NULL, 0);
             let f = py.import("dynamo._C").and_then(|m| m.getattr("snapshot_inputs")).expect("dynamo._C.snapshot_inputs");
-            self.load_const(f.unbind());
+            self.load_callable(f.unbind());
             for &k in snapshot {
                 self.load_source(py, &inputs[k]);
             }
@@ -302,8 +313,7 @@ impl PyCodegen {
         let start = self.insts.len();
         match compiled_fn {
             Some(f) => {
-                self.emit(op::PUSH_NULL, 0);
-                self.load_const(f);
+                self.load_callable(f);
                 for s in inputs {
                     self.load_source(py, s);
                 }
@@ -342,7 +352,16 @@ impl PyCodegen {
         }
         let f = py.import("dynamo._C")?.getattr("graph_failed")?;
         let grad = pyo3::types::PyBool::new(py, rerun.grad_enabled).to_owned().into_any().unbind();
-        if depth == 0 {
+        let null_after = PyVersion::CURRENT.null_after_callable();
+        if depth == 0 && null_after {
+            // Stack: [exc] -> [f, NULL, exc] -> graph_failed(exc, grad_enabled) (3.13 order).
+            self.emit(op::PUSH_NULL, 0); // [exc, NULL]
+            self.load_const(f.unbind()); // [exc, NULL, f]
+            self.emit(op::SWAP, 3); // [f, NULL, exc]
+            self.load_const(grad);
+            self.emit(op::PRECALL, 2);
+            self.emit(op::CALL, 2);
+        } else if depth == 0 {
             // Stack: [exc] -> graph_failed(exc, grad_enabled) -> jump into the original code.
             self.emit(op::PUSH_NULL, 0);
             self.emit(op::SWAP, 2);
@@ -351,6 +370,17 @@ impl PyCodegen {
             self.load_const(grad);
             self.emit(op::PRECALL, 2);
             self.emit(op::CALL, 2);
+        } else if null_after {
+            // Stack: [snapshot, exc] -> graph_failed(exc, grad_enabled, snapshot) (3.13 order).
+            self.load_const(f.unbind()); // [snap, exc, f]
+            self.emit(op::SWAP, 3); // [f, exc, snap]
+            self.emit(op::PUSH_NULL, 0); // [f, exc, snap, NULL]
+            self.emit(op::SWAP, 3); // [f, NULL, snap, exc]
+            self.emit(op::SWAP, 2); // [f, NULL, exc, snap]
+            self.load_const(grad); // [f, NULL, exc, snap, grad]
+            self.emit(op::SWAP, 2); // [f, NULL, exc, grad, snap]
+            self.emit(op::PRECALL, 3);
+            self.emit(op::CALL, 3);
         } else {
             // Stack: [snapshot, exc] -> graph_failed(exc, grad_enabled, snapshot).
             self.emit(op::PUSH_NULL, 0); // [snap, exc, NULL]
@@ -404,18 +434,16 @@ impl PyCodegen {
                     d += 3;
                 }
                 SideEffect::GenericSetAttr { target, name, value } => {
-                    self.emit(op::PUSH_NULL, 0);
                     let setattr = py.get_type::<pyo3::types::PyAny>().getattr("__setattr__").expect("object.__setattr__");
-                    self.load_const(setattr.unbind());
+                    self.load_callable(setattr.unbind());
                     self.load_source(py, target);
                     self.load_const(pyo3::types::PyString::new(py, name).into_any().unbind());
                     self.rebuild(py, value, d + 4);
                     d += 5;
                 }
                 SideEffect::DictContents { target, items } => {
-                    self.emit(op::PUSH_NULL, 0);
                     let replace = py.import("dynamo._C").and_then(|m| m.getattr("replace_dict")).expect("dynamo._C.replace_dict");
-                    self.load_const(replace.unbind());
+                    self.load_callable(replace.unbind());
                     self.load_source(py, target);
                     self.rebuild(py, items, d + 3);
                     d += 4;
@@ -505,26 +533,23 @@ impl PyCodegen {
                 self.emit(op::LOAD_ATTR, i);
             }
             Rebuild::ListIter { list, pos } => {
-                self.emit(op::PUSH_NULL, 0);
                 let iter_at = py.import("dynamo._C").and_then(|m| m.getattr("iter_at")).expect("dynamo._C.iter_at");
-                self.load_const(iter_at.unbind());
+                self.load_callable(iter_at.unbind());
                 self.load_source(py, list);
                 self.load_const((*pos as i64).into_pyobject(py).unwrap().into_any().unbind());
                 self.emit(op::PRECALL, 2);
                 self.emit(op::CALL, 2);
             }
             Rebuild::BoundMethod { func, self_ } => {
-                self.emit(op::PUSH_NULL, 0);
                 let method_type = py.import("types").and_then(|t| t.getattr("MethodType")).expect("types.MethodType");
-                self.load_const(method_type.unbind());
+                self.load_callable(method_type.unbind());
                 self.load_const(func.clone_ref(py));
                 self.rebuild(py, self_, depth + 3);
                 self.emit(op::PRECALL, 2);
                 self.emit(op::CALL, 2);
             }
             Rebuild::Call { func, args } => {
-                self.emit(op::PUSH_NULL, 0);
-                self.load_const(func.clone_ref(py));
+                self.load_callable(func.clone_ref(py));
                 for (i, a) in args.iter().enumerate() {
                     self.rebuild(py, a, depth + 2 + i as u32);
                 }
@@ -532,8 +557,7 @@ impl PyCodegen {
                 self.emit(op::CALL, args.len() as u32);
             }
             Rebuild::SetOf(members) => {
-                self.emit(op::PUSH_NULL, 0);
-                self.load_const(py.get_type::<pyo3::types::PySet>().into_any().unbind());
+                self.load_callable(py.get_type::<pyo3::types::PySet>().into_any().unbind());
                 self.load_const(members.clone_ref(py));
                 self.emit(op::PRECALL, 1);
                 self.emit(op::CALL, 1);

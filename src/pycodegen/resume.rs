@@ -83,6 +83,9 @@ pub fn break_operands(inst: &Instruction) -> Option<(usize, usize)> {
     let a = inst.arg as usize;
     Some(match inst.opcode {
         op::CALL => (a + 2, 1),
+        // 3.13: the tuple of keyword names sits above the arguments.
+        op::CALL_KW => (a + 3, 1),
+        op::TO_BOOL | op::CONVERT_VALUE => (1, 1),
         op::CALL_FUNCTION_EX => (3 + (a & 1), 1),
         op::POP_JUMP_FORWARD_IF_FALSE | op::POP_JUMP_FORWARD_IF_TRUE | op::POP_JUMP_BACKWARD_IF_FALSE | op::POP_JUMP_BACKWARD_IF_TRUE => (1, 0),
         op::POP_JUMP_FORWARD_IF_NONE | op::POP_JUMP_FORWARD_IF_NOT_NONE | op::POP_JUMP_BACKWARD_IF_NONE | op::POP_JUMP_BACKWARD_IF_NOT_NONE => (1, 0),
@@ -486,6 +489,7 @@ fn emit_resume_call(
         cg.emit(op::BUILD_TUPLE, cells.len() as u32);
         cg.emit(op::BINARY_OP, 0);
     }
+    // [args] -> [NULL, args]; the function is loaded on top and moved into place below.
     cg.emit(op::PUSH_NULL, 0);
     cg.emit(op::SWAP, 2);
     if ci.n_freevars > 0 {
@@ -501,7 +505,14 @@ fn emit_resume_call(
         let func = py.import("types")?.getattr("FunctionType")?.call1((code.bind(py), plan.globals.bind(py)))?;
         cg.load_const(func.unbind());
     }
-    cg.emit(op::SWAP, 2);
+    if PyVersion::CURRENT.null_after_callable() {
+        // [NULL, args, f] -> [f, NULL, args] (3.13 order).
+        cg.emit(op::SWAP, 3);
+        cg.emit(op::SWAP, 2);
+    } else {
+        // [NULL, args, f] -> [NULL, f, args].
+        cg.emit(op::SWAP, 2);
+    }
     cg.emit(op::CALL_FUNCTION_EX, 0);
     cg.emit(op::RETURN_VALUE, 0);
     Ok(())

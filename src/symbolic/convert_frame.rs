@@ -472,6 +472,11 @@ fn convert_break(
         })
         .collect::<VResult<Vec<_>>>()?;
     let mut inst = inst;
+    if inst.opcode == crate::bytecode::opcode::op::LOAD_METHOD && crate::bytecode::PyVersion::CURRENT.null_after_callable() {
+        // 3.13 puts the NULL above the bound method, after the results the resume function
+        // takes: not laid out by `resume_code` yet.
+        unsupported!("graph break at a method load (3.13 stack layout)");
+    }
     if inst.opcode == crate::bytecode::opcode::op::LOAD_METHOD {
         // Run it as LOAD_ATTR (the bound method); the resume function pushes the NULL that
         // LOAD_METHOD's [NULL, bound] form has below it (Python/ceval.c, LOAD_METHOD).

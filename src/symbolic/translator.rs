@@ -410,11 +410,8 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::LOAD_GLOBAL => {
                 let name = self.code.names[(arg >> 1) as usize].clone();
-                if arg & 1 == 1 {
-                    self.stack.push(VT::Null);
-                }
                 let v = self.load_global(py, &name)?;
-                self.stack.push(v);
+                self.push_callable(v, arg & 1 == 1);
             }
             op::LOAD_ATTR => {
                 let obj = self.pop()?;
@@ -426,8 +423,7 @@ impl<'a> InstructionTranslator<'a> {
                 let obj = self.pop()?;
                 let name = self.code.names[arg as usize].clone();
                 let v = self.getattr(py, &obj, &name)?;
-                self.stack.push(VT::Null);
-                self.stack.push(v);
+                self.push_callable(v, true);
             }
             op::STORE_ATTR => {
                 let obj = self.pop()?;
@@ -472,26 +468,25 @@ impl<'a> InstructionTranslator<'a> {
                 let names = self.code.consts.bind(py).get_item(arg as usize)?.cast_into::<PyTuple>().map_err(|e| Unsupported::new(e.to_string()))?;
                 self.kw_names = Some(names.unbind());
             }
-            op::CALL => {
-                let n = arg as usize;
-                let mut args = self.popn(n)?;
-                let b = self.pop()?;
-                let a = self.pop()?;
-                let func = if a.is_null() {
-                    b
-                } else {
-                    args.insert(0, b);
-                    a
-                };
-                let kwargs = self.split_kwargs(py, &mut args)?;
-                let r = self.call(py, &func, args, kwargs)?;
-                self.stack.push(r);
+            // 3.13: the keyword names are a constant tuple on the stack, above the arguments.
+            op::CALL_KW => {
+                let names = self.pop()?;
+                let names = names
+                    .as_constant(py)
+                    .and_then(|t| t.cast_into::<PyTuple>().ok())
+                    .ok_or_else(|| Unsupported::new("CALL_KW without a constant tuple of keyword names"))?;
+                self.kw_names = Some(names.unbind());
+                self.call_from_stack(py, arg as usize)?;
             }
+            op::CALL => self.call_from_stack(py, arg as usize)?,
             op::CALL_FUNCTION_EX => {
                 let kwargs_vt = if arg & 1 == 1 { Some(self.pop()?) } else { None };
                 let args_vt = self.pop()?;
-                let func = self.pop()?;
-                if self.stack.last().map(|v| v.is_null()).unwrap_or(false) {
+                // [NULL, func] before 3.13, [func, NULL] from 3.13 on.
+                let mut func = self.pop()?;
+                if func.is_null() {
+                    func = self.pop()?;
+                } else if self.stack.last().map(|v| v.is_null()).unwrap_or(false) {
                     self.pop()?;
                 }
                 let args = self.unpack(py, &args_vt)?;
@@ -501,6 +496,22 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 let r = self.call(py, &func, args, kwargs)?;
                 self.stack.push(r);
+            }
+            op::TO_BOOL => {
+                let v = self.pop()?;
+                let t = self.truth(py, &v)?;
+                self.stack.push(const_bool(py, t));
+            }
+            op::CONVERT_VALUE => {
+                let v = self.pop()?;
+                let c = v.as_constant(py).ok_or_else(|| Unsupported::new(format!("f-string of {}", v.describe(py))))?;
+                let c = match arg {
+                    1 => c.str()?.into_any(),
+                    2 => c.repr()?.into_any(),
+                    3 => py.import("builtins")?.getattr("ascii")?.call1((c,))?,
+                    _ => unsupported!("CONVERT_VALUE {arg}"),
+                };
+                self.stack.push(VT::constant(c.unbind()));
             }
             op::MAKE_FUNCTION => {
                 let code = self.pop()?;
@@ -660,10 +671,7 @@ impl<'a> InstructionTranslator<'a> {
                 let s = self.call(py, &sup, vec![cls, obj], vec![])?;
                 let name = self.code.names[(arg >> 2) as usize].clone();
                 let v = self.getattr(py, &s, &name)?;
-                if arg & 1 == 1 {
-                    self.stack.push(VT::Null);
-                }
-                self.stack.push(v);
+                self.push_callable(v, arg & 1 == 1);
             }
             op::STORE_SUBSCR => {
                 let idx = self.pop()?;
@@ -2804,6 +2812,41 @@ impl<'a> InstructionTranslator<'a> {
             VT::UserObject(o) if o.storage.is_some() => self.mapping_items(py, v)?.into_iter().map(|(k, v)| Ok((k.bind(py).extract::<String>()?, v))).collect(),
             _ => unsupported!("** of {}", v.describe(py)),
         }
+    }
+
+    /// Pushes a callable loaded for a call, with the NULL marker when `with_null` (LOAD_GLOBAL's
+    /// NULL bit, LOAD_METHOD of a plain attribute, LOAD_SUPER_ATTR's method bit) on the side
+    /// this CPython puts it ([`PyVersion::null_after_callable`](crate::bytecode::PyVersion::null_after_callable)).
+    fn push_callable(&mut self, v: VT, with_null: bool) {
+        let after = crate::bytecode::PyVersion::CURRENT.null_after_callable();
+        if with_null && !after {
+            self.stack.push(VT::Null);
+        }
+        self.stack.push(v);
+        if with_null && after {
+            self.stack.push(VT::Null);
+        }
+    }
+
+    /// CALL `n` (and CALL_KW after it took the keyword names): pops the arguments and the two
+    /// slots below them, `[NULL, callable]` (3.11/3.12), `[callable, NULL]` (3.13) or
+    /// `[method, self]` (every version), calls, and pushes the result.
+    fn call_from_stack(&mut self, py: Python<'_>, n: usize) -> VResult<()> {
+        let mut args = self.popn(n)?;
+        let b = self.pop()?;
+        let a = self.pop()?;
+        let func = if a.is_null() {
+            b
+        } else if b.is_null() {
+            a
+        } else {
+            args.insert(0, b);
+            a
+        };
+        let kwargs = self.split_kwargs(py, &mut args)?;
+        let r = self.call(py, &func, args, kwargs)?;
+        self.stack.push(r);
+        Ok(())
     }
 
     fn split_kwargs(&mut self, py: Python<'_>, args: &mut Vec<VT>) -> VResult<Vec<(String, VT)>> {
