@@ -616,3 +616,21 @@ def test_branch_on_a_float_function_of_a_size_guards_the_relation(case):
         x = torch.randn(4 + i % 4, 2)
         torch.testing.assert_close(opt(x, n), fn(x, n))
     assert dynamo.counters()["compiles"] == 3
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_symbolic_int_saved_for_backward(backend):
+    # Found by the fuzzer (seed 73012, program 108): `p * n` with `n` an int that changed
+    # between calls saves the symbolic `n` for the backward; save_for_backward takes tensors
+    # only ("argument 0 is of type int"), so it rides on ctx.
+    def f(p, n):
+        return (p * n + 1).sum()
+
+    opt = dynamo.optimize(backend)(f)
+    for n in [2, 3, 4, 5]:
+        p = torch.randn(4, 4, requires_grad=True)
+        q = p.detach().clone().requires_grad_()
+        opt(p, n).backward()
+        f(q, n).backward()
+        torch.testing.assert_close(p.grad, q.grad)
+    assert dynamo.counters()["compiles"] == 2

@@ -309,6 +309,12 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward):
             if torch.is_grad_enabled() and rerun and _versions(ctx.dynamo_inputs) == ctx.dynamo_versions:
                 return _rerun_backward(ctx, grads, eager_forward, n_extra, tangent_outputs, input_requires_grad)
             saved = ctx.saved_tensors
+            others = getattr(ctx, "dynamo_saved_values", None)
+            if others:
+                # Non-tensor saved values (symbolic ints) back in their places (AotForward).
+                saved = list(saved)
+                for i, v in others:
+                    saved.insert(i, v)
             with torch.no_grad():
                 tangents = [grads[k].contiguous() for k in tangent_outputs]
                 bw_args = list(saved) + tangents

@@ -53,7 +53,26 @@ impl AotForward {
         // their arguments in these attributes (torch/autograd/function.py, FunctionCtx); the
         // C++ `Function.apply` reads them after `forward` returns.
         let first_saved = self.n_out + self.writebacks.len();
-        ctx.setattr(intern!(py, "to_save"), outs.get_slice(first_saved, outs.len()))?;
+        let saved = outs.get_slice(first_saved, outs.len());
+        let tensor = self.tensor_type.bind(py);
+        if saved.iter().all(|v| v.is_instance(tensor).unwrap_or(false) || v.is_none()) {
+            ctx.setattr(intern!(py, "to_save"), saved)?;
+        } else {
+            // Symbolic sizes and numbers the backward needs (`grad * n` for `t * n` with `n` a
+            // dynamic int) are not tensors: `save_for_backward` takes tensors only, so they ride
+            // on `ctx` by position and `backward` puts them back in order (python/dynamo/aot.py).
+            let mut tensors = Vec::new();
+            let mut others = Vec::new();
+            for (i, v) in saved.iter().enumerate() {
+                if v.is_instance(tensor)? || v.is_none() {
+                    tensors.push(v);
+                } else {
+                    others.push((i, v));
+                }
+            }
+            ctx.setattr(intern!(py, "to_save"), PyTuple::new(py, tensors)?)?;
+            ctx.setattr(intern!(py, "dynamo_saved_values"), others.into_pyobject(py)?)?;
+        }
         let result = own_view_outputs(py, self.tensor_type.bind(py), &outs.get_slice(0, self.n_out))?;
         if !self.nondiff.is_empty() {
             let tensor = self.tensor_type.bind(py);
