@@ -43,3 +43,23 @@ def test_two_outputs_sharing_an_intermediate(backend, capsys):
     p = torch.randn(2, 3, requires_grad=True)
     expected = f(p)
     torch.testing.assert_close(dynamo.optimize(backend)(f)(p), expected)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_expanded_view_output_keeps_its_broadcast(backend):
+    # Found by the fuzzer (seed 73010, program 192): an expanded view returned from a graph
+    # whose input requires grad was copied densely, so the caller's in-place write succeeded
+    # where eager's raises.
+    def f(p):
+        return (p * 2).amax(1, keepdim=True).expand(4, 4)
+
+    p = torch.randn(4, 4, requires_grad=True)
+    want = f(p)
+    got = dynamo.optimize(backend)(f)(p)
+    assert got.stride() == want.stride() == (1, 0)
+    torch.testing.assert_close(got, want)
+    with torch.no_grad():
+        with pytest.raises(RuntimeError, match="single memory location"):
+            want.add_(1)
+        with pytest.raises(RuntimeError, match="single memory location"):
+            got.add_(1)

@@ -123,7 +123,7 @@ fn own_view_outputs<'py>(py: Python<'py>, tensor: &Bound<'py, PyAny>, result: &B
             }
         }
         if !shared {
-            items[k] = items[k].call_method0(intern!(py, "clone"))?;
+            items[k] = clone_keeping_overlap(py, &items[k])?;
             changed = true;
         }
     }
@@ -131,6 +131,23 @@ fn own_view_outputs<'py>(py: Python<'py>, tensor: &Bound<'py, PyAny>, result: &B
         return Ok(result.clone());
     }
     PyTuple::new(py, items)
+}
+
+/// A copy of `t` that keeps its broadcast dimensions broadcast: `clone` of an expanded view
+/// (stride 0 over a size above 1) would give a dense tensor, on which an in-place write
+/// succeeds where eager's raises ("more than one element of the written-to tensor refers to a
+/// single memory location"; fuzzer seed 73010, program 192). Such a view is copied at size 1
+/// along its stride-0 dimensions and expanded again.
+fn clone_keeping_overlap<'py>(py: Python<'py>, t: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let size: Vec<i64> = t.call_method0(intern!(py, "size"))?.extract()?;
+    let stride: Vec<i64> = t.call_method0(intern!(py, "stride"))?.extract()?;
+    if !size.iter().zip(&stride).any(|(&n, &s)| s == 0 && n > 1) {
+        return t.call_method0(intern!(py, "clone"));
+    }
+    let slice_type = py.get_type::<pyo3::types::PySlice>();
+    let index = size.iter().zip(&stride).map(|(_, &s)| if s == 0 { slice_type.call1((0, 1)) } else { slice_type.call1((py.None(),)) }).collect::<PyResult<Vec<_>>>()?;
+    let compact = t.get_item(PyTuple::new(py, index)?)?.call_method0(intern!(py, "clone"))?;
+    compact.call_method1(intern!(py, "expand"), (PyTuple::new(py, &size)?,))
 }
 
 /// The callable a captured graph runs: `apply(*args, *extra)`, or `eager_forward(*args)` inside
