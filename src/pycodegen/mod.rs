@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 use std::sync::Arc;
 
+pub mod loop_body;
 pub mod resume;
 
 /// How to rebuild one value of the frame's result.
