@@ -180,3 +180,12 @@ def test_printing_body_keeps_its_output_order(capsys):
         return x
 
     check(f, loader(), torch.ones(2), graphs=0)
+
+
+def test_comprehension_over_an_untraceable_iterator():
+    """A comprehension's body appends to the list below the iterator (LIST_APPEND): it keeps
+    running as a whole (the body cannot become a function), with eager's result."""
+    def f(L, x):
+        return [b * x for (b,) in L], {b.shape[0] for (b,) in L}, {i: b for i, (b,) in enumerate(L)}
+
+    check(f, loader(), torch.ones(2), graphs=0)

@@ -25,7 +25,8 @@
 //! function's frame and every later iteration hits its cache, whatever the trip count.
 //!
 //! Refused (the frame runs as before: the loop in Python, what it calls compiled frame by
-//! frame): loops inside try/with blocks (their handlers would need the body's locals), bodies
+//! frame): bodies that read the stack below the item (a comprehension appending to its list
+//! with LIST_APPEND), loops inside try/with blocks (their handlers would need the body's locals), bodies
 //! with exception handlers outside the body, exits whose stack is not the loop's, frames with
 //! cell or free variables, a local that is bound on some paths to an exit only (its passing
 //! would need a check at run time), and loops whose entry states do not settle within
@@ -91,6 +92,18 @@ pub fn loop_shape(ci: &CodeInfo, head: usize) -> Option<LoopShape> {
             }
         }
         if (ins.opcode == op::RETURN_VALUE && d != 1) || (ins.opcode == op::RETURN_CONST && d != 0) {
+            return None;
+        }
+        // The stack below the item reaches the body function as `None`s: nothing may read it
+        // but the pops of the loop's exits (a comprehension's LIST_APPEND reaches its list).
+        // (3.11 ceval: PEEK(oparg) after popping the item, or the key and value.)
+        let popped = match ins.opcode {
+            op::LIST_APPEND | op::SET_ADD => Some(1),
+            op::MAP_ADD => Some(2),
+            op::COPY => Some(0),
+            _ => None,
+        };
+        if popped.is_some_and(|k| (d as i64 - k - ins.arg as i64) < depth as i64) {
             return None;
         }
         if let Some(t) = ins.target {
