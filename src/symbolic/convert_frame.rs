@@ -590,6 +590,13 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
             Some(src) => SideEffect::SetItem { target: src.clone(), key: pyo3::types::PyString::new(py, &w.name).into_any().unbind(), value },
         });
     }
+    for c in &se.logger_calls {
+        out.push(SideEffect::CallMethod {
+            method: c.logger.attr(&c.name),
+            args: c.args.clone_ref(py),
+            kwargs: c.kwargs.as_ref().map(|k| k.clone_ref(py)),
+        });
+    }
     Ok(out)
 }
 
@@ -1083,6 +1090,8 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
             }
         }
         VT::Module { source: Some(s), .. } | VT::Function { source: Some(s), .. } | VT::PyModule { source: Some(s), .. } => Rebuild::Source(s.clone()),
+        // Note [logger calls]: the bound method, looked up again.
+        VT::LoggerMethod { logger, name } => Rebuild::Attr(Box::new(rec(logger)?), name.clone()),
         // A torch module made in the trace: made again from its arguments (visited once).
         VT::Module { obj, source: None } => match og.derived_modules.get(&(obj.as_ptr() as usize)).and_then(|d| d.remake.as_ref()) {
             Some(remake) => Rebuild::Call { func: remake.clone_ref(py), args: vec![] },
