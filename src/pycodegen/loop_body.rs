@@ -254,8 +254,10 @@ pub struct LoopPlan {
 
 type BodyKey = (usize, usize, Vec<u32>);
 
-fn body_cache() -> &'static Mutex<HashMap<BodyKey, (Py<PyAny>, Vec<Exit>)>> {
-    static C: OnceLock<Mutex<HashMap<BodyKey, (Py<PyAny>, Vec<Exit>)>>> = OnceLock::new();
+/// Body code per (original code address, head, received varnames): (the original code, kept
+/// alive so that its address is never reused by another code object, the body code, its exits).
+fn body_cache() -> &'static Mutex<HashMap<BodyKey, (Py<PyAny>, Py<PyAny>, Vec<Exit>)>> {
+    static C: OnceLock<Mutex<HashMap<BodyKey, (Py<PyAny>, Py<PyAny>, Vec<Exit>)>>> = OnceLock::new();
     C.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
@@ -304,7 +306,7 @@ pub fn plan_loop(py: Python<'_>, ci: &CodeInfo, shape: LoopShape, bound: &[u32])
 /// unbound), with its exits; `None` when a local would be passed on some paths only. Cached.
 fn body_code(py: Python<'_>, ci: &CodeInfo, shape: LoopShape, passed: &[u32]) -> PyResult<Option<(Py<PyAny>, Vec<Exit>)>> {
     let key: BodyKey = (ci.code.as_ptr() as usize, shape.head, passed.to_vec());
-    if let Some((c, e)) = body_cache().lock().get(&key) {
+    if let Some((_, c, e)) = body_cache().lock().get(&key) {
         return Ok(Some((c.clone_ref(py), e.clone())));
     }
     let nv = ci.varnames.len() as u32;
@@ -431,7 +433,7 @@ fn body_code(py: Python<'_>, ci: &CodeInfo, shape: LoopShape, passed: &[u32]) ->
     kwargs.set_item("co_name", &name)?;
     kwargs.set_item("co_qualname", &name)?;
     let code = ci.code.bind(py).call_method("replace", (), Some(&kwargs))?.unbind();
-    body_cache().lock().insert(key, (code.clone_ref(py), described.clone()));
+    body_cache().lock().insert(key, (ci.code.clone_ref(py), code.clone_ref(py), described.clone()));
     Ok(Some((code, described)))
 }
 
