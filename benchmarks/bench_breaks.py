@@ -17,7 +17,12 @@ Measures, in one process,
       side by side, then graphs compiled by the second call of a fresh `optimize(--backend)` /
       `torch.compile(backend="eager")` (0 = no recompile) and dynamo's max abs diff vs eager;
   (d) a break on every iteration: a Python loop calling an nn.LSTMCell per step with a
-      `print` per step, 20/40/80 steps: dynamo's first (compiling) call, graphs, compiles.
+      `print` per step, 20/40/80 steps: dynamo's first (compiling) call, graphs, compiles;
+  (e) a DataLoader training loop as pytorch/examples writes it (`model.train()`, then per batch
+      `zero_grad()`, forward, MSE loss, `backward()`, SGD `step()`; 16 samples in batches of 4),
+      two epochs (two calls of the epoch function) under `with dynamo.optimize("inductor"):` and
+      through `torch.compile(epoch_fn)`: graphs after each epoch, compiles in epoch 2, parameters
+      vs eager, for a user-defined model class and an nn.Sequential.
 Graph counts: torch.compile from torch._dynamo.utils.counters["stats"]["unique_graphs"] of the
 timed run in (a) and from `torch._dynamo.explain` in (b), breaks from `torch._dynamo.explain`;
 dynamo from `dynamo.counters()` ("graphs", "graph_breaks") right after its first call (all its
@@ -35,7 +40,7 @@ markers are missing).
 
 Usage: python benchmarks/bench_breaks.py [--write docs/PERF.md] [--cold-inductor-cache]
                                          [--calls N] [--repeats R] [--steady-iters N]
-                                         [--only a,b,c,d] [--capture-models M,...] [--backend B]
+                                         [--only a,b,c,d,e] [--capture-models M,...] [--backend B]
 """
 
 NAME = "bench_breaks"  # names its section in docs/PERF.md and its header there
@@ -57,7 +62,7 @@ def parse_args():
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads (default 1: with other processes on a 2-core machine, 2 OpenMP "
                         "threads make eager GPT-2 calls jump from ~1 ms to ~130 ms; dynamo's kernels are single-threaded)")
-    p.add_argument("--only", default="a,b,c,d", help="comma-separated subset of the measurements a,b,c,d")
+    p.add_argument("--only", default="a,b,c,d,e", help="comma-separated subset of the measurements a,b,c,d,e")
     p.add_argument("--capture-models", default=",".join(CAPTURE_MODELS),
                    help="comma-separated subset of the models of (c)")
     p.add_argument("--backend", default="inductor", help="dynamo backend of the second-call check in (c)")
@@ -191,6 +196,34 @@ def lstm_loop(cell, xs):
         outs.append(h)
         print(len(outs))  # a graph break on every iteration
     return torch.stack(outs)
+
+
+class SmallNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(3, 8)
+        self.fc2 = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def train_epoch(model, opt, loader, loss_fn):
+    model.train()
+    for x, y in loader:
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+    return loss
+
+
+def loop_setup(kind):
+    torch.manual_seed(0)
+    model = SmallNet() if kind == "net" else torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    g = torch.Generator().manual_seed(1)
+    data = torch.utils.data.TensorDataset(torch.randn(16, 3, generator=g), torch.randn(16, 2, generator=g))
+    return model, torch.optim.SGD(model.parameters(), lr=0.1), torch.utils.data.DataLoader(data, batch_size=4)
 
 
 MODEL_TITLES = {
@@ -420,6 +453,76 @@ def measure_lstm():
     return out
 
 
+def measure_loop():
+    """(e): {kind: {"dynamo": {...}, "torch.compile": {...}}}."""
+    out = {}
+    loss_fn = torch.nn.MSELoss()
+    for kind in ("net", "sequential"):
+        ref_model, ref_opt, loader = loop_setup(kind)
+        for _ in range(2):
+            train_epoch(ref_model, ref_opt, loader, loss_fn)
+        row = {}
+        for engine in ("dynamo", "torch.compile"):
+            try:
+                with time_limit(ARGS.time_limit), quiet():
+                    reset_all()
+                    model, opt, loader = loop_setup(kind)
+                    t0 = time.perf_counter()
+                    if engine == "dynamo":
+                        with dynamo.optimize("inductor"):
+                            train_epoch(model, opt, loader, loss_fn)
+                            c1 = dynamo.counters()
+                            train_epoch(model, opt, loader, loss_fn)
+                        c2 = dynamo.counters()
+                        r = {"graphs1": c1.get("graphs"), "graphs2": c2.get("graphs"), "compiles2": c2.get("compiles", 0) - c1.get("compiles", 0),
+                             "breaks": c1.get("graph_breaks"), "fallbacks": c1.get("eager_fallbacks")}
+                    else:
+                        fn = torch.compile(train_epoch)
+                        fn(model, opt, loader, loss_fn)
+                        g1 = torch_unique_graphs()
+                        fn(model, opt, loader, loss_fn)
+                        r = {"graphs1": g1, "graphs2": torch_unique_graphs(), "compiles2": torch_unique_graphs() - g1, "skipped": torch_skipped_frames()}
+                    r["s"] = time.perf_counter() - t0
+                    r["diff"] = max(max_abs_diff(p, q) for p, q in zip(model.parameters(), ref_model.parameters()))
+                row[engine] = r
+            except Exception as exc:
+                row[engine] = exc
+        out[kind] = row
+    reset_all()
+    return out
+
+
+def render_loop(loop):
+    lines = [
+        "",
+        "### (e) DataLoader training loop: `model.train()`; per batch `zero_grad()`, forward, MSE loss, `backward()`, SGD `step()`; two epochs",
+        "",
+        "dynamo: `with dynamo.optimize(\"inductor\"):` around two calls of the epoch function; torch.compile: "
+        "`torch.compile(epoch_fn)` called twice. Graphs: dynamo's `counters()[\"graphs\"]`, torch's "
+        "`counters[\"stats\"][\"unique_graphs\"]`, after epoch 1 and after epoch 2 (equal: epoch 2 compiled nothing). "
+        "Time: both epochs, compiles included. Diff: max abs diff of the parameters vs eager after two epochs.",
+        "",
+        "| model | dynamo graphs (epoch 1 / 2) | dynamo breaks (epoch 1) | torch.compile graphs (epoch 1 / 2) | dynamo 2 epochs (s) | torch.compile 2 epochs (s) | dynamo diff | torch diff |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    titles = {"net": "user class (2 Linear + ReLU)", "sequential": "nn.Sequential (same layers)"}
+    for kind, row in loop.items():
+        dy, tc = row.get("dynamo"), row.get("torch.compile")
+        def cell(r, key, spec="d"):
+            return "error" if isinstance(r, Exception) else fmt(r.get(key), spec)
+        lines.append(f"| {titles[kind]} | {cell(dy, 'graphs1')} / {cell(dy, 'graphs2')} | {cell(dy, 'breaks')} | "
+                     f"{cell(tc, 'graphs1')} / {cell(tc, 'graphs2')} | {cell(dy, 's', '.1f')} | {cell(tc, 's', '.1f')} | "
+                     f"{cell(dy, 'diff', '.2e')} | {cell(tc, 'diff', '.2e')} |")
+        for who, r in (("dynamo", dy), ("torch.compile", tc)):
+            if isinstance(r, Exception):
+                lines.append(f"\n{titles[kind]}, {who}: {error_text(r)}")
+    lines += ["", "torch.compile skips the epoch function (a graph break inside a loop) and compiles what it calls: "
+              "a user model's forward and the optimizer step (the loss and torch's own `nn.Sequential` run eagerly); "
+              "dynamo runs the loop in a driver and compiles the body once: forward and loss in one graph, trained "
+              "through its backward; `zero_grad()`, `backward()` and `step()` run eagerly."]
+    return lines
+
+
 # ---- report -----------------------------------------------------------------------------------
 
 LOAD_AT_START = _common.load_average()
@@ -527,7 +630,7 @@ def render_lstm(lstm):
     return lines
 
 
-def render(command, cache_note, warm_notes, micro, models, elapsed_s, capture=None, lstm=None):
+def render(command, cache_note, warm_notes, micro, models, elapsed_s, capture=None, lstm=None, loop=None):
     lines = _common.header_lines(
         NAME, command, cache_note, LOAD_AT_START,
         libs=f"transformers {getattr(transformers, '__version__', 'absent')}, ",
@@ -542,6 +645,8 @@ def render(command, cache_note, warm_notes, micro, models, elapsed_s, capture=No
         lines += render_capture(capture)
     if lstm:
         lines += render_lstm(lstm)
+    if loop:
+        lines += render_loop(loop)
     return _common.section_text(NAME, lines)
 
 
@@ -646,8 +751,12 @@ def main():
     if "d" in wanted:
         print("# measuring (d) LSTMCell loop ...", file=sys.stderr, flush=True)
         lstm = measure_lstm()
+    loop = None
+    if "e" in wanted:
+        print("# measuring (e) DataLoader training loop ...", file=sys.stderr, flush=True)
+        loop = measure_loop()
     reset_all()
-    section = render(command, cache_note, warm_notes, micro, models, time.perf_counter() - t_start, capture, lstm)
+    section = render(command, cache_note, warm_notes, micro, models, time.perf_counter() - t_start, capture, lstm, loop)
     _common.emit_section(section, NAME, ARGS.write)
     return 0
 

@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 use std::sync::Arc;
 
+pub mod loop_body;
 pub mod resume;
 
 /// How to rebuild one value of the frame's result.
@@ -85,6 +86,8 @@ pub enum SideEffect {
     ListContents { target: Arc<Source>, items: Rebuild },
     /// `target.clear(); target.update(items)`: a dict's new contents, in order.
     DictContents { target: Arc<Source>, items: Rebuild },
+    /// `method(*args, **kwargs)` with constant arguments (a logging call), after the writes.
+    CallMethod { method: Arc<Source>, args: Py<PyAny>, kwargs: Option<Py<PyAny>> },
 }
 
 /// Builds instruction lists against a code object's names and constants.
@@ -448,6 +451,7 @@ impl PyCodegen {
                     self.rebuild(py, items, d + 3);
                     d += 4;
                 }
+                SideEffect::CallMethod { .. } => {}
             }
         }
         for e in effects.iter().rev() {
@@ -475,6 +479,26 @@ impl PyCodegen {
                     self.emit(op::CALL, 3);
                     self.emit(op::POP_TOP, 0);
                 }
+                SideEffect::CallMethod { .. } => {}
+            }
+        }
+        // Calls last, in call order, once every write is in place.
+        for e in effects {
+            if let SideEffect::CallMethod { method, args, kwargs } = e {
+                // The callable and its NULL, in the version's order (load_callable).
+                if PyVersion::CURRENT.null_after_callable() {
+                    self.load_source(py, method);
+                    self.emit(op::PUSH_NULL, 0);
+                } else {
+                    self.emit(op::PUSH_NULL, 0);
+                    self.load_source(py, method);
+                }
+                self.load_const(args.clone_ref(py));
+                if let Some(k) = kwargs {
+                    self.load_const(k.clone_ref(py));
+                }
+                self.emit(op::CALL_FUNCTION_EX, u32::from(kwargs.is_some()));
+                self.emit(op::POP_TOP, 0);
             }
         }
     }

@@ -73,6 +73,10 @@ pub struct BreakPlan<'a> {
     /// Set when a failing graph may rerun the frame as the original code (Note [graph failure
     /// reruns the frame]).
     pub rerun_on_failure: Option<super::Rerun>,
+    /// A `FOR_ITER` over an iterator the trace cannot step: instead of running it, call this
+    /// loop driver with the first `n` varnames, the preserved stack and the iterator (Note
+    /// [loop bodies as functions] in `pycodegen::loop_body`).
+    pub loop_driver: Option<(Py<PyAny>, u32)>,
 }
 
 
@@ -373,6 +377,23 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
         let i = cg.consts.len() as u32 - 1;
         cg.emit(op::KW_NAMES, i);
     }
+    if let Some((driver, n_pass)) = &plan.loop_driver {
+        // Note [loop bodies as functions]: the iterator (the operand) goes to the driver in the
+        // place of FOR_ITER's results.
+        cg.emit(op::BUILD_TUPLE, operand_idx.len() as u32);
+        emit_resume_call(py, &mut cg, ci, &plan, Callee::Object(driver.clone_ref(py)), *n_pass, &[], tmp, preserved_start, preserved_end)?;
+        if let (true, Some(rerun)) = (has_graph, &plan.rerun_on_failure) {
+            cg.protect_graph_call(py, ci, call, rerun)?;
+        }
+        let mut varnames = ci.varnames.clone();
+        varnames.push("__graph_out".to_string());
+        varnames.extend((0..plan.n_shared).map(|i| format!("__shared{i}")));
+        return finish_with(py, ci, cg, |kw| {
+            kw.set_item("co_varnames", PyTuple::new(py, &varnames)?)?;
+            kw.set_item("co_nlocals", varnames.len())?;
+            Ok(())
+        });
+    }
     let mut inst = plan.inst.clone();
     inst.exn = None;
     inst.offset = None;
@@ -424,7 +445,7 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
             cg.emit(op::SWAP, 2);
             cg.emit(op::POP_TOP, 0);
         }
-        emit_resume_call(py, &mut cg, ci, &plan, code, n_pass, &cells, tmp, preserved_start, preserved_end)?;
+        emit_resume_call(py, &mut cg, ci, &plan, Callee::Code(code), n_pass, &cells, tmp, preserved_start, preserved_end)?;
     }
     if let (true, Some(rerun)) = (has_graph, &plan.rerun_on_failure) {
         cg.protect_graph_call(py, ci, call, rerun)?;
@@ -439,6 +460,13 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
     })
 }
 
+/// What a break continues in: a resume code (made a function over the frame's globals and
+/// closure) or a callable object (a loop driver).
+enum Callee {
+    Code(Py<PyAny>),
+    Object(Py<PyAny>),
+}
+
 /// `return resume(*(locals + preserved + results + cells))` with the results' tuple on top of
 /// the stack; `cells` names the resume code's cell variables that are not arguments of the
 /// original (Note [cells across a graph break]).
@@ -448,7 +476,7 @@ fn emit_resume_call(
     cg: &mut PyCodegen,
     ci: &CodeInfo,
     plan: &BreakPlan<'_>,
-    code: Py<PyAny>,
+    callee: Callee,
     n_pass: u32,
     cells: &[String],
     tmp: u32,
@@ -492,6 +520,16 @@ fn emit_resume_call(
     // [args] -> [NULL, args]; the function is loaded on top and moved into place below.
     cg.emit(op::PUSH_NULL, 0);
     cg.emit(op::SWAP, 2);
+    let code = match callee {
+        Callee::Code(code) => code,
+        Callee::Object(obj) => {
+            cg.load_const(obj);
+            cg.emit(op::SWAP, 2);
+            cg.emit(op::CALL_FUNCTION_EX, 0);
+            cg.emit(op::RETURN_VALUE, 0);
+            return Ok(());
+        }
+    };
     if ci.n_freevars > 0 {
         let first_free = ci.first_free_slot() as u32;
         for j in 0..ci.n_freevars as u32 {

@@ -194,7 +194,7 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
         Err(ConvertError::Unsupported(u)) => match u.break_at {
             Some(at) if can_break(&ci, at.0, u.kind) => match trace(py, frame, &ci, Some(at))? {
                 (og, Outcome::Break(state), _) => {
-                    return convert_break(py, frame, &ci, og, state, u.to_string(), backend, grad_at_entry);
+                    return convert_break(py, frame, &ci, og, state, u.to_string(), u.kind, backend, grad_at_entry);
                 }
                 (_, Outcome::Return(_) | Outcome::Yield(_), _) => return Err(u.into()),
             },
@@ -288,8 +288,10 @@ fn can_break(ci: &CodeInfo, ip: usize, kind: crate::symbolic::graph_break::Graph
     let inst = &ci.insts[ip];
     // A FOR_ITER runs for real only to raise what the traced step raises (the loop ends there):
     // resuming a loop at its head on every iteration would nest one resume call per iteration.
+    // An iterator the trace cannot step goes to a loop driver instead, which calls the body as
+    // a function of its own (Note [loop bodies as functions] in `pycodegen::loop_body`).
     if inst.opcode == crate::bytecode::opcode::op::FOR_ITER && kind != crate::symbolic::graph_break::GraphBreakKind::RaisesException {
-        return false;
+        return kind == crate::symbolic::graph_break::GraphBreakKind::UntracedValue && crate::pycodegen::loop_body::loop_shape(ci, ip).is_some();
     }
     // Inside try/with blocks the break keeps the block's handler: Note [protected breaks].
     // Cell variables travel as cells: Note [cells across a graph break].
@@ -407,6 +409,7 @@ fn convert_break(
     mut og: OutputGraph,
     state: BreakState,
     reason: String,
+    kind: crate::symbolic::graph_break::GraphBreakKind,
     backend: &Bound<'_, PyAny>,
     grad_at_entry: bool,
 ) -> Result<Converted, ConvertError> {
@@ -497,12 +500,35 @@ fn convert_break(
     } else {
         (vec![state.ip + 1], n_pushed)
     };
+    // Note [loop bodies as functions] (pycodegen::loop_body): the loop runs in a driver.
+    let loop_driver = if inst.opcode == crate::bytecode::opcode::op::FOR_ITER && kind != crate::symbolic::graph_break::GraphBreakKind::RaisesException {
+        let (oci, head) = crate::pycodegen::resume::original_target(py, ci, state.ip).unwrap_or_else(|| (ci.clone(), state.ip));
+        let Some(shape) = crate::pycodegen::loop_body::loop_shape(&oci, head) else { unsupported!("for loop whose body cannot become a function") };
+        let n_pass = oci.varnames.len() as u32;
+        let bound: Vec<u32> = (0..n_pass).filter(|v| !unbound.contains(v)).collect();
+        let layout: Vec<crate::pycodegen::resume::StackSlot> = preserved
+            .iter()
+            .map(|p| match p {
+                None => crate::pycodegen::resume::StackSlot::Null,
+                Some(Rebuild::Iterator(_)) => crate::pycodegen::resume::StackSlot::Iter,
+                Some(_) => crate::pycodegen::resume::StackSlot::Value,
+            })
+            .collect();
+        let globals = frame.globals.clone().into_any().unbind();
+        match crate::pycodegen::loop_body::make_driver(py, &oci, shape, &bound, &layout, &globals).map_err(ConvertError::Internal)? {
+            Some(d) => Some((d, n_pass)),
+            None => unsupported!("for loop whose body cannot become a function"),
+        }
+    } else {
+        None
+    };
     let mut effects = plan_side_effects(py, &og, &mut outputs)?;
     effects.extend(own_cell_stores(py, &og, ci, &mut outputs)?);
     let n_shared = outputs.n_shared;
     let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend)?;
     let inputs: Vec<Arc<Source>> = og.inputs.iter().map(|(s, _)| s.clone()).collect();
     let plan = BreakPlan {
+        loop_driver,
         n_shared,
         effects,
         rerun_on_failure: rerun_on_failure(&og, grad_at_entry),
@@ -570,6 +596,13 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
         let Some(target) = l.source.clone() else { continue };
         let items = l.items.iter().map(|v| rebuild_of(py, og, v, outputs)).collect::<VResult<_>>()?;
         out.push(SideEffect::ListContents { target, items: Rebuild::List(items) });
+    }
+    for c in &se.logger_calls {
+        out.push(SideEffect::CallMethod {
+            method: c.logger.attr(&c.name),
+            args: c.args.clone_ref(py),
+            kwargs: c.kwargs.as_ref().map(|k| k.clone_ref(py)),
+        });
     }
     Ok(out)
 }
@@ -1185,6 +1218,8 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
             }
         }
         VT::Module { source: Some(s), .. } | VT::Function { source: Some(s), .. } | VT::PyModule { source: Some(s), .. } => Rebuild::Source(s.clone()),
+        // Note [logger calls]: the bound method, looked up again.
+        VT::LoggerMethod { logger, name } => Rebuild::Attr(Box::new(rec(logger)?), name.clone()),
         // A torch module made in the trace: made again from its arguments (visited once).
         VT::Module { obj, source: None } => match og.derived_modules.get(&(obj.as_ptr() as usize)).and_then(|d| d.remake.as_ref()) {
             Some(remake) => Rebuild::Call { func: remake.clone_ref(py), args: vec![] },

@@ -36,6 +36,15 @@ pub struct AttrWrite {
 /// A pending global write: `name` in the globals dict at address `dict`, which is the frame's
 /// own (`dict_source` `None`, replayed with `STORE_GLOBAL`) or another module's, reached through
 /// `dict_source`.
+/// A call of a logging method with constant arguments, replayed after the graph:
+/// `logger.name(*args, **kwargs)` (Note [logger calls] in `symbolic::translator`).
+pub struct LoggerCall {
+    pub logger: Arc<Source>,
+    pub name: String,
+    pub args: Py<PyAny>,
+    pub kwargs: Option<Py<PyAny>>,
+}
+
 pub struct GlobalWrite {
     pub dict: usize,
     pub dict_source: Option<Arc<Source>>,
@@ -69,6 +78,8 @@ pub struct SideEffects {
     pub dicts: Vec<Rc<RefCell<DictState>>>,
     /// Cells that outlive the frame and were written (`nonlocal`); the tracker holds the value.
     pub cells: Vec<(CellTarget, Rc<RefCell<Option<VT>>>)>,
+    /// Logging calls, in call order.
+    pub logger_calls: Vec<LoggerCall>,
 }
 
 impl SideEffects {
@@ -130,11 +141,11 @@ impl SideEffects {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.attrs.is_empty() && self.globals.is_empty() && self.lists.is_empty() && self.dicts.is_empty() && self.cells.is_empty()
+        self.attrs.is_empty() && self.globals.is_empty() && self.lists.is_empty() && self.dicts.is_empty() && self.cells.is_empty() && self.logger_calls.is_empty()
     }
 
     /// Number of pending effects (for logs and `explain`).
     pub fn len(&self) -> usize {
-        self.attrs.len() + self.globals.len() + self.lists.len() + self.dicts.len() + self.cells.len()
+        self.attrs.len() + self.globals.len() + self.lists.len() + self.dicts.len() + self.cells.len() + self.logger_calls.len()
     }
 }

@@ -51,6 +51,11 @@ const TENSOR_METHOD_DENYLIST: [&str; 14] = [
     "untyped_storage", "__bool__", "__index__", "__int__", "__float__", "cpu_",
 ];
 
+/// Methods of `logging.Logger` whose calls are replayed after the graph (Note [logger calls]):
+/// the standard levels and transformers' additions (`warning_once`, `info_once`,
+/// `warning_advice`, set on `logging.Logger` by `transformers.utils.logging`).
+const LOGGER_METHODS: [&str; 10] = ["debug", "info", "warning", "warn", "error", "critical", "log", "warning_once", "info_once", "warning_advice"];
+
 /// Functions that tell user code it is being compiled (all answer True while tracing).
 const COMPILING_QUERIES: [&str; 5] = [
     "torch.compiler.is_compiling",
@@ -1184,6 +1189,14 @@ impl<'a> InstructionTranslator<'a> {
     fn generic_getattr(&mut self, py: Python<'_>, vt: &VT, obj: &Bound<'_, PyAny>, source: &Arc<Source>, name: &str) -> VResult<VT> {
         if let Some(v) = self.og.side_effects.attr(&obj.clone().unbind(), name) {
             return Ok(v);
+        }
+        // Note [logger calls]: a logging method of a `logging.Logger` (transformers'
+        // `logger.warning_once` in `PreTrainedModel.loss_function` among them) is not traced:
+        // its call is replayed after the graph, so the log comes out as in eager and the graph
+        // does not break. The lookup happens again at replay (guarded: the logger's type).
+        if LOGGER_METHODS.contains(&name) && matches!(vt, VT::Opaque { .. }) && obj.is_instance(&py.import("logging")?.getattr("Logger")?)? {
+            self.og.add_guard(Some(source.clone()), GuardKind::TypeMatch(obj.get_type().into_any().unbind()));
+            return Ok(VT::LoggerMethod { logger: Box::new(vt.clone()), name: name.to_string() });
         }
         let ty = obj.get_type();
         for base in ty.getattr("__mro__")?.try_iter()? {
@@ -3052,6 +3065,30 @@ impl<'a> InstructionTranslator<'a> {
                 let func = p.func.clone();
                 self.call(py, &func, all, kw)
             }
+            VT::LoggerMethod { logger, name } => {
+                let VT::Opaque { source, .. } = logger.as_ref() else { unsupported!("{} on a logger without a source", func.describe(py)) };
+                let consts = args.iter().map(|a| a.as_constant(py).filter(|_| matches!(a, VT::Constant(_)))).collect::<Option<Vec<_>>>();
+                let kw = kwargs.iter().map(|(k, a)| a.as_constant(py).filter(|_| matches!(a, VT::Constant(_))).map(|c| (k.clone(), c))).collect::<Option<Vec<_>>>();
+                let (Some(consts), Some(kw)) = (consts, kw) else {
+                    graph_break!(UntracedValue, "{} with arguments that are not constants", func.describe(py));
+                };
+                let kwargs = if kw.is_empty() {
+                    None
+                } else {
+                    let d = PyDict::new(py);
+                    for (k, v) in kw {
+                        d.set_item(k, v)?;
+                    }
+                    Some(d.into_any().unbind())
+                };
+                self.og.side_effects.logger_calls.push(crate::symbolic::side_effects::LoggerCall {
+                    logger: source.clone(),
+                    name: name.clone(),
+                    args: PyTuple::new(py, consts)?.into_any().unbind(),
+                    kwargs,
+                });
+                Ok(VT::none(py))
+            }
             VT::GradModeExit { restore } => {
                 let restore = *restore;
                 self.set_grad_enabled(py, restore)?;
@@ -3953,7 +3990,7 @@ impl<'a> InstructionTranslator<'a> {
     fn is_callable(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<bool>> {
         Ok(Some(match v {
             VT::Function { .. } | VT::NestedFunction(_) | VT::Method { .. } | VT::TorchFunction(_) | VT::TensorMethod { .. } | VT::Builtin(_) | VT::Class(_)
-            | VT::ContainerMethod { .. } | VT::Partial(_) | VT::GenericAttr { .. } | VT::GradModeExit { .. } => true,
+            | VT::ContainerMethod { .. } | VT::Partial(_) | VT::GenericAttr { .. } | VT::GradModeExit { .. } | VT::LoggerMethod { .. } => true,
             VT::Tensor(_) | VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Dict(_) | VT::DictView { .. } | VT::Set(_) | VT::Iterator(_) | VT::PyModule { .. } | VT::Cell(_)
             | VT::GradModeCtx { .. } => false,
             VT::Constant(c) => c.bind(py).is_callable(),

@@ -463,6 +463,10 @@ pub enum VariableTracker {
     /// `object.__getattribute__` / `object.__setattr__` bound to `obj` (reached through
     /// `super()`): the generic attribute protocol, bypassing the class's override.
     GenericAttr { obj: Box<VariableTracker>, set: bool },
+    /// A logging method (`warning`, transformers' `warning_once`, ...) of a `logging.Logger`
+    /// reached through a source: calling it with constant arguments is replayed after the
+    /// graph (`SideEffects::logger_calls`) instead of run while tracing.
+    LoggerMethod { logger: Box<VariableTracker>, name: String },
 }
 
 pub type VT = VariableTracker;
@@ -508,6 +512,7 @@ impl VariableTracker {
             VT::Cell(_) => "cell".into(),
             VT::Super { cls, .. } => format!("super({})", qualname(cls.bind(py))),
             VT::GenericAttr { set, .. } => (if *set { "object.__setattr__" } else { "object.__getattribute__" }).into(),
+            VT::LoggerMethod { name, .. } => format!("Logger.{name}"),
         }
     }
 
