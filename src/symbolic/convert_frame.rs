@@ -500,8 +500,13 @@ fn convert_break(
     } else {
         (vec![state.ip + 1], n_pushed)
     };
-    // Note [loop bodies as functions] (pycodegen::loop_body): the loop runs in a driver.
-    let loop_driver = if inst.opcode == crate::bytecode::opcode::op::FOR_ITER && kind != crate::symbolic::graph_break::GraphBreakKind::RaisesException {
+    // Note [loop bodies as functions] (pycodegen::loop_body): the loop runs in a driver. Only
+    // on 3.11 so far: the body functions' code has not been checked against 3.12's and 3.13's
+    // stack layouts (on 3.13 it crashed), so there the loop keeps running as Python.
+    let loop_driver = if inst.opcode == crate::bytecode::opcode::op::FOR_ITER
+        && kind != crate::symbolic::graph_break::GraphBreakKind::RaisesException
+        && crate::bytecode::PyVersion::CURRENT == crate::bytecode::PyVersion::V311
+    {
         let (oci, head) = crate::pycodegen::resume::original_target(py, ci, state.ip).unwrap_or_else(|| (ci.clone(), state.ip));
         let Some(shape) = crate::pycodegen::loop_body::loop_shape(&oci, head) else { unsupported!("for loop whose body cannot become a function") };
         let n_pass = oci.varnames.len() as u32;
