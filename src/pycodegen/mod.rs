@@ -234,9 +234,8 @@ impl PyCodegen {
                 // `_C.load_attr(base, attr)`: `base.attr` without a Python frame when base is an
                 // nn.Module and attr one of its parameters, buffers or submodules (the inputs a
                 // graph reads on every call; src/py/getattr.rs).
-                self.emit(op::PUSH_NULL, 0);
                 let load_attr = py.import("dynamo._C").and_then(|m| m.getattr("load_attr")).expect("dynamo._C.load_attr");
-                self.load_const(load_attr.unbind());
+                self.load_callable(load_attr.unbind());
                 self.load_source(py, base);
                 self.load_const(pyo3::types::PyString::intern(py, attr).into_any().unbind());
                 self.emit(op::PRECALL, 2);

@@ -524,6 +524,9 @@ fn emit_resume_call(
         Callee::Code(code) => code,
         Callee::Object(obj) => {
             cg.load_const(obj);
+            if PyVersion::CURRENT.null_after_callable() {
+                cg.emit(op::SWAP, 3);
+            }
             cg.emit(op::SWAP, 2);
             cg.emit(op::CALL_FUNCTION_EX, 0);
             cg.emit(op::RETURN_VALUE, 0);
