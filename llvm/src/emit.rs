@@ -297,6 +297,48 @@ fn e<T>(r: Result<T, inkwell::builder::BuilderError>) -> Result<T, CodegenError>
     r.map_err(|err| bad(err.to_string()))
 }
 
+/// `v` (of value type `from`) converted to value type `to` (LLVM type `to_ty`), as torch's
+/// `Tensor.to(dtype)` converts: to bool, `x != 0` (NaN is true); from bool, 0 or 1; F32 <-> F64
+/// widens exactly and narrows round-to-nearest-even; I32 -> I64 sign-extends, I64 -> I32 keeps
+/// the low bits (torch's `.int()`); int -> float rounds to nearest; float -> int truncates toward
+/// zero (C's conversion, which torch uses). Shared by the CPU and the NVPTX code generators.
+pub(crate) fn build_cast<'ctx>(b: &Builder<'ctx>, from: DType, to: DType, to_ty: BasicTypeEnum<'ctx>, v: BasicValueEnum<'ctx>) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+    if from == to {
+        return Ok(v);
+    }
+    Ok(if to == DType::Bool {
+        if from.is_float_value() {
+            let x = v.into_float_value();
+            e(b.build_float_compare(FloatPredicate::UNE, x, x.get_type().const_zero(), ""))?.into()
+        } else {
+            let x = v.into_int_value();
+            e(b.build_int_compare(IntPredicate::NE, x, x.get_type().const_zero(), ""))?.into()
+        }
+    } else if from == DType::Bool {
+        if to.is_float_value() {
+            e(b.build_unsigned_int_to_float(v.into_int_value(), to_ty.into_float_type(), ""))?.into()
+        } else {
+            e(b.build_int_z_extend(v.into_int_value(), to_ty.into_int_type(), ""))?.into()
+        }
+    } else if from.is_float_value() && to.is_float_value() {
+        if to == DType::F64 {
+            e(b.build_float_ext(v.into_float_value(), to_ty.into_float_type(), ""))?.into()
+        } else {
+            e(b.build_float_trunc(v.into_float_value(), to_ty.into_float_type(), ""))?.into()
+        }
+    } else if from.is_int() && to.is_int() {
+        if to == DType::I64 {
+            e(b.build_int_s_extend(v.into_int_value(), to_ty.into_int_type(), ""))?.into()
+        } else {
+            e(b.build_int_truncate(v.into_int_value(), to_ty.into_int_type(), ""))?.into()
+        }
+    } else if from.is_int() {
+        e(b.build_signed_int_to_float(v.into_int_value(), to_ty.into_float_type(), ""))?.into()
+    } else {
+        e(b.build_float_to_signed_int(v.into_float_value(), to_ty.into_int_type(), ""))?.into()
+    })
+}
+
 impl<'ctx, 'm> Emitter<'ctx, 'm> {
     pub fn new(ctx: &'ctx Context, module: &'m Module<'ctx>, target: TargetInfo) -> Self {
         Emitter { ctx, module, target, math: HashMap::new(), used: Vec::new() }
@@ -1436,43 +1478,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                 let from = kernel.dtype_of(*a);
                 let to_ty = elem_llvm_type(ctx, *to);
                 let (from, to) = (from.value_type(), to.value_type());
-                if from == to {
-                    get(*a)
-                } else if to == DType::Bool {
-                    // x != 0 (NaN is true, as torch's float -> bool conversion gives).
-                    if from.is_float_value() {
-                        let zero = fv(a).get_type().const_zero();
-                        e(b.build_float_compare(FloatPredicate::UNE, fv(a), zero, ""))?.into()
-                    } else {
-                        e(b.build_int_compare(IntPredicate::NE, iv(a), iv(a).get_type().const_zero(), ""))?.into()
-                    }
-                } else if from == DType::Bool {
-                    // false -> 0, true -> 1.
-                    if to.is_float_value() {
-                        e(b.build_unsigned_int_to_float(iv(a), to_ty.into_float_type(), ""))?.into()
-                    } else {
-                        e(b.build_int_z_extend(iv(a), to_ty.into_int_type(), ""))?.into()
-                    }
-                } else if from.is_float_value() && to.is_float_value() {
-                    // F32 <-> F64: exact widening, round-to-nearest-even narrowing.
-                    if to == DType::F64 {
-                        e(b.build_float_ext(fv(a), to_ty.into_float_type(), ""))?.into()
-                    } else {
-                        e(b.build_float_trunc(fv(a), to_ty.into_float_type(), ""))?.into()
-                    }
-                } else if from.is_int() && to.is_int() {
-                    // I32 -> I64 sign-extends; I64 -> I32 keeps the low bits (torch's `.int()`).
-                    if to == DType::I64 {
-                        e(b.build_int_s_extend(iv(a), to_ty.into_int_type(), ""))?.into()
-                    } else {
-                        e(b.build_int_truncate(iv(a), to_ty.into_int_type(), ""))?.into()
-                    }
-                } else if from.is_int() {
-                    e(b.build_signed_int_to_float(iv(a), to_ty.into_float_type(), ""))?.into()
-                } else {
-                    // Float -> integer truncates toward zero (C's conversion, which torch uses).
-                    e(b.build_float_to_signed_int(fv(a), to_ty.into_int_type(), ""))?.into()
-                }
+                build_cast(b, from, to, to_ty, get(*a))?
             }
             Expr::Reduce(..) => return Err(bad("a Reduce is emitted by the reduction loop, not as an expression")),
         };

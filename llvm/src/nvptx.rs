@@ -501,37 +501,7 @@ impl<'ctx> Gen<'ctx, '_> {
                 let from = k.dtype_of(*a).value_type();
                 let to = to.value_type();
                 let to_ty = value_type(ctx, to);
-                if from == to {
-                    get(*a)
-                } else if to == DType::Bool {
-                    if from.is_float_value() {
-                        e(b.build_float_compare(FloatPredicate::UNE, fv(a), fv(a).get_type().const_zero(), ""))?.into()
-                    } else {
-                        e(b.build_int_compare(IntPredicate::NE, iv(a), iv(a).get_type().const_zero(), ""))?.into()
-                    }
-                } else if from == DType::Bool {
-                    if to.is_float_value() {
-                        e(b.build_unsigned_int_to_float(iv(a), to_ty.into_float_type(), ""))?.into()
-                    } else {
-                        e(b.build_int_z_extend(iv(a), to_ty.into_int_type(), ""))?.into()
-                    }
-                } else if from.is_float_value() && to.is_float_value() {
-                    if to == DType::F64 {
-                        e(b.build_float_ext(fv(a), to_ty.into_float_type(), ""))?.into()
-                    } else {
-                        e(b.build_float_trunc(fv(a), to_ty.into_float_type(), ""))?.into()
-                    }
-                } else if from.is_int() && to.is_int() {
-                    if to == DType::I64 {
-                        e(b.build_int_s_extend(iv(a), to_ty.into_int_type(), ""))?.into()
-                    } else {
-                        e(b.build_int_truncate(iv(a), to_ty.into_int_type(), ""))?.into()
-                    }
-                } else if from.is_int() {
-                    e(b.build_signed_int_to_float(iv(a), to_ty.into_float_type(), ""))?.into()
-                } else {
-                    e(b.build_float_to_signed_int(fv(a), to_ty.into_int_type(), ""))?.into()
-                }
+                crate::emit::build_cast(b, from, to, to_ty, get(*a))?
             }
             Expr::Load { .. } | Expr::Reduce(..) => return Err(bad("loads and reductions are emitted by the kernel loop")),
         })
