@@ -301,6 +301,32 @@ fn e<T>(r: Result<T, inkwell::builder::BuilderError>) -> Result<T, CodegenError>
 /// `Tensor.to(dtype)` converts: to bool, `x != 0` (NaN is true); from bool, 0 or 1; F32 <-> F64
 /// widens exactly and narrows round-to-nearest-even; I32 -> I64 sign-extends, I64 -> I32 keeps
 /// the low bits (torch's `.int()`); int -> float rounds to nearest; float -> int truncates toward
+/// `x op y` as an i1: signed integer predicates for integers and bools, ordered float
+/// predicates except `!=`, which is unordered (NaN != NaN is true, as in torch). Shared by the
+/// CPU and the NVPTX code generators.
+pub(crate) fn build_compare<'ctx>(b: &Builder<'ctx>, op: CmpOp, int: bool, x: BasicValueEnum<'ctx>, y: BasicValueEnum<'ctx>) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+    if int {
+        let pred = match op {
+            CmpOp::Eq => IntPredicate::EQ,
+            CmpOp::Ne => IntPredicate::NE,
+            CmpOp::Lt => IntPredicate::SLT,
+            CmpOp::Le => IntPredicate::SLE,
+            CmpOp::Gt => IntPredicate::SGT,
+            CmpOp::Ge => IntPredicate::SGE,
+        };
+        return Ok(e(b.build_int_compare(pred, x.into_int_value(), y.into_int_value(), ""))?.into());
+    }
+    let pred = match op {
+        CmpOp::Eq => FloatPredicate::OEQ,
+        CmpOp::Ne => FloatPredicate::UNE,
+        CmpOp::Lt => FloatPredicate::OLT,
+        CmpOp::Le => FloatPredicate::OLE,
+        CmpOp::Gt => FloatPredicate::OGT,
+        CmpOp::Ge => FloatPredicate::OGE,
+    };
+    Ok(e(b.build_float_compare(pred, x.into_float_value(), y.into_float_value(), ""))?.into())
+}
+
 /// zero (C's conversion, which torch uses). Shared by the CPU and the NVPTX code generators.
 pub(crate) fn build_cast<'ctx>(b: &Builder<'ctx>, from: DType, to: DType, to_ty: BasicTypeEnum<'ctx>, v: BasicValueEnum<'ctx>) -> Result<BasicValueEnum<'ctx>, CodegenError> {
     if from == to {
@@ -1452,26 +1478,10 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                 }
             },
             Expr::Compare(op, x, y) if kernel.dtype_of(*x).is_int() => {
-                let pred = match op {
-                    CmpOp::Eq => IntPredicate::EQ,
-                    CmpOp::Ne => IntPredicate::NE,
-                    CmpOp::Lt => IntPredicate::SLT,
-                    CmpOp::Le => IntPredicate::SLE,
-                    CmpOp::Gt => IntPredicate::SGT,
-                    CmpOp::Ge => IntPredicate::SGE,
-                };
-                e(b.build_int_compare(pred, iv(x), iv(y), ""))?.into()
+                build_compare(b, *op, true, get(*x), get(*y))?
             }
             Expr::Compare(op, x, y) => {
-                let pred = match op {
-                    CmpOp::Eq => FloatPredicate::OEQ,
-                    CmpOp::Ne => FloatPredicate::UNE,
-                    CmpOp::Lt => FloatPredicate::OLT,
-                    CmpOp::Le => FloatPredicate::OLE,
-                    CmpOp::Gt => FloatPredicate::OGT,
-                    CmpOp::Ge => FloatPredicate::OGE,
-                };
-                e(b.build_float_compare(pred, fv(x), fv(y), ""))?.into()
+                build_compare(b, *op, false, get(*x), get(*y))?
             }
             Expr::Select(c, x, y) => e(b.build_select(iv(c), get(*x), get(*y), ""))?,
             Expr::Cast(to, a) => {

@@ -38,7 +38,7 @@ use inkwell::values::BasicValue;
 use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FloatValue, FunctionValue, IntValue, PointerValue};
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate, OptimizationLevel};
 
-use crate::kernel::{BinaryOp, CmpOp, DType, Expr, ExprId, Index, Kernel, ReduceOp, UnaryOp};
+use crate::kernel::{BinaryOp, DType, Expr, ExprId, Index, Kernel, ReduceOp, UnaryOp};
 use crate::legalize::legalize;
 use crate::CodegenError;
 
@@ -475,26 +475,10 @@ impl<'ctx> Gen<'ctx, '_> {
                 other => return Err(bad(format!("{other:?} has no NVPTX lowering"))),
             },
             Expr::Compare(op, x, y) if k.dtype_of(*x).is_int() || k.dtype_of(*x) == DType::Bool => {
-                let pred = match op {
-                    CmpOp::Eq => IntPredicate::EQ,
-                    CmpOp::Ne => IntPredicate::NE,
-                    CmpOp::Lt => IntPredicate::SLT,
-                    CmpOp::Le => IntPredicate::SLE,
-                    CmpOp::Gt => IntPredicate::SGT,
-                    CmpOp::Ge => IntPredicate::SGE,
-                };
-                e(b.build_int_compare(pred, iv(x), iv(y), ""))?.into()
+                crate::emit::build_compare(b, *op, true, get(*x), get(*y))?
             }
             Expr::Compare(op, x, y) => {
-                let pred = match op {
-                    CmpOp::Eq => FloatPredicate::OEQ,
-                    CmpOp::Ne => FloatPredicate::UNE,
-                    CmpOp::Lt => FloatPredicate::OLT,
-                    CmpOp::Le => FloatPredicate::OLE,
-                    CmpOp::Gt => FloatPredicate::OGT,
-                    CmpOp::Ge => FloatPredicate::OGE,
-                };
-                e(b.build_float_compare(pred, fv(x), fv(y), ""))?.into()
+                crate::emit::build_compare(b, *op, false, get(*x), get(*y))?
             }
             Expr::Select(c, x, y) => e(b.build_select(iv(c), get(*x), get(*y), ""))?,
             Expr::Cast(to, a) => {
