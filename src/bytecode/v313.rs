@@ -180,7 +180,6 @@ mod real {
     pub const LOAD_CONST: u8 = 83;
     pub const POP_TOP: u8 = 32;
     pub const TO_BOOL: u8 = 40;
-    pub const UNARY_NOT: u8 = 43;
     pub const CALL: u8 = 53;
     pub const CALL_INTRINSIC_1: u8 = 55;
     pub const CALL_INTRINSIC_2: u8 = 56;
