@@ -217,6 +217,83 @@ def test_config_automatic_dynamic_off():
         dynamo.config.automatic_dynamic_shapes = True
 
 
+def _placeholder_sizes(gm):
+    """The example sizes of a graph's tensor placeholders: an int, or ``"sym"`` for a symbol."""
+    out = []
+    for node in gm.graph.nodes:
+        v = node.meta.get("example_value") if node.op == "placeholder" else None
+        if isinstance(v, torch.Tensor):
+            out.append(["sym" if isinstance(s, torch.SymInt) and not s.node.expr.is_number else int(s) for s in v.size()])
+    return out
+
+
+# (batch, length) calls whose first change is in the length only, then in the batch.
+_PAIRS = [(4, 16), (4, 9), (3, 20), (6, 5), (2, 31), (5, 12)]
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_input_varying_in_two_dimensions_compiles_twice(backend):
+    # Note [whole-tensor automatic dynamic]: the recompile at (4, 9) makes both dimensions
+    # symbolic, so the later batch change reuses that graph (torch, by dimension: 3 compiles).
+    emb = torch.nn.Embedding(50, 8)
+
+    def f(ids):
+        h = emb(ids)
+        return h.softmax(-1).sum(1) * ids.shape[1]
+
+    opt = dynamo.optimize(backend)(f)
+    with torch.no_grad():
+        for b, t in _PAIRS:
+            _check(f, opt, torch.randint(0, 50, (b, t)))
+    c = dynamo.counters()
+    assert c["compiles"] == 2 and c["recompiles"] == 1
+
+
+def test_whole_tensor_automatic_dynamic_off_is_per_dimension():
+    cnt = CompileCounter()
+
+    def f(x):
+        return x.cos().sum(1) * x.shape[1]
+
+    dynamo.config.automatic_dynamic_whole_tensor = False
+    try:
+        assert dynamo.config.automatic_dynamic_whole_tensor is False
+        opt = dynamo.optimize(cnt)(f)
+        for b, t in _PAIRS:
+            _check(f, opt, torch.randn(b, t))
+        # Static, then the length symbolic, then the batch too: torch's automatic dynamic.
+        assert cnt.frame_count == 3
+        assert _placeholder_sizes(cnt.graphs[1]) == [[4, "sym"]]
+    finally:
+        dynamo.config.automatic_dynamic_whole_tensor = True
+    assert dynamo.config.automatic_dynamic_whole_tensor is True
+    dynamo.reset()
+    cnt = CompileCounter()
+    opt = dynamo.optimize(cnt)(f)
+    for b, t in _PAIRS:
+        _check(f, opt, torch.randn(b, t))
+    assert cnt.frame_count == 2
+    assert _placeholder_sizes(cnt.graphs[1]) == [["sym", "sym"]]
+
+
+def test_whole_tensor_automatic_dynamic_keeps_size_one_and_marked_static_dims():
+    cnt = CompileCounter()
+
+    def f(x):
+        return (x * 2).sum(-1)
+
+    opt = dynamo.optimize(cnt)(f)
+    for n in [5, 7, 9]:
+        x = torch.randn(3, 1, n)
+        dynamo.mark_static(x, 0)
+        _check(f, opt, x)
+    assert cnt.frame_count == 2
+    # dim 0 marked static, dim 1 of size 1 specialized (torch's 0/1 rule), dim 2 symbolic.
+    assert _placeholder_sizes(cnt.graphs[1]) == [[3, 1, "sym"]]
+    _check(f, opt, torch.randn(4, 1, 9))
+    assert cnt.frame_count == 3
+
+
 def test_non_contiguous_input_stays_static():
     cnt = CompileCounter()
 

@@ -14,6 +14,17 @@ pub static SUPPRESS_ERRORS: AtomicBool = AtomicBool::new(true);
 /// (`dynamic=True`).
 pub static DYNAMIC_SHAPES: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(1);
 
+/// Automatic dynamic by tensor rather than by dimension (`dynamo.config.automatic_dynamic_whole_tensor`,
+/// default true; Note [whole-tensor automatic dynamic] in src/symbolic/output_graph.rs): when any
+/// dimension of a tensor input changed since an earlier compile, every dimension of it becomes
+/// symbolic on the recompile (sizes 0 and 1 still specialize). False: only the dimensions that
+/// changed, as torch's `automatic_dynamic_shapes`.
+pub static AUTOMATIC_DYNAMIC_WHOLE_TENSOR: AtomicBool = AtomicBool::new(true);
+
+pub fn automatic_dynamic_whole_tensor() -> bool {
+    AUTOMATIC_DYNAMIC_WHOLE_TENSOR.load(Ordering::Relaxed)
+}
+
 pub fn dynamic_shapes() -> u8 {
     DYNAMIC_SHAPES.load(Ordering::Relaxed)
 }

@@ -13,6 +13,10 @@
   between two compiles of a frame becomes symbolic on the recompile, so one graph serves every
   size (torch's automatic dynamic shapes; see ``dynamo.mark_dynamic`` and
   ``optimize(dynamic=...)``). False: every size is specialized.
+- ``automatic_dynamic_whole_tensor`` (bool, default True): when automatic dynamic makes a
+  tensor input symbolic, every dimension of it becomes symbolic (sizes 0 and 1 still
+  specialize), so inputs that vary in several dimensions compile twice in all. False: only the
+  dimensions that changed, as torch does. Kernels are specialized per concrete shape either way.
 - ``assume_static_by_default`` (bool, default True): False makes every dimension of every
   tensor input symbolic from the first compile (as ``optimize(dynamic=True)``).
 """
@@ -31,6 +35,7 @@ _SETTINGS = (
     "aot_partitioner",
     "automatic_dynamic_shapes",
     "assume_static_by_default",
+    "automatic_dynamic_whole_tensor",
 )
 _PARTITIONERS = ("min_cut", "save_all")
 
@@ -81,6 +86,14 @@ class _Config(_types.ModuleType):
     @assume_static_by_default.setter
     def assume_static_by_default(self, value: bool) -> None:
         _C.dynamic_shapes(1 if value else 2)
+
+    @property
+    def automatic_dynamic_whole_tensor(self) -> bool:
+        return _C.automatic_dynamic_whole_tensor()
+
+    @automatic_dynamic_whole_tensor.setter
+    def automatic_dynamic_whole_tensor(self, value: bool) -> None:
+        _C.automatic_dynamic_whole_tensor(bool(value))
 
 
 aot_partitioner = "min_cut"

@@ -326,12 +326,24 @@ pub fn dynamic_shapes(value: Option<u8>) -> u8 {
     crate::config::dynamic_shapes()
 }
 
+/// Reads or sets `config.automatic_dynamic_whole_tensor` (Note [whole-tensor automatic dynamic]
+/// in src/symbolic/output_graph.rs).
+#[pyfunction]
+#[pyo3(signature = (value=None))]
+pub fn automatic_dynamic_whole_tensor(value: Option<bool>) -> bool {
+    if let Some(v) = value {
+        crate::config::AUTOMATIC_DYNAMIC_WHOLE_TENSOR.store(v, Ordering::Relaxed);
+    }
+    crate::config::automatic_dynamic_whole_tensor()
+}
+
 /// Registers the functions above on the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Unsupported", m.py().get_type::<hook::Unsupported>())?;
     m.add_function(wrap_pyfunction!(set_eval_frame, m)?)?;
     m.add_function(wrap_pyfunction!(getattr::load_attr, m)?)?;
     m.add_function(wrap_pyfunction!(dynamic_shapes, m)?)?;
+    m.add_function(wrap_pyfunction!(automatic_dynamic_whole_tensor, m)?)?;
     m.add_function(wrap_pyfunction!(set_skip_prefixes, m)?)?;
     m.add_function(wrap_pyfunction!(skip_code, m)?)?;
     m.add_function(wrap_pyfunction!(force_compile, m)?)?;

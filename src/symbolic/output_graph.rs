@@ -5,7 +5,8 @@
 //! any op. `to_fx` exports the graph as a `torch.fx.GraphModule` for the backend.
 //!
 //! Note [symbolic sizes]: an input dimension is *dynamic* when the frame's earlier compiles saw
-//! it with another size (automatic dynamic, as torch's `automatic_dynamic_shapes`), when the
+//! it with another size (automatic dynamic, as torch's `automatic_dynamic_shapes`; by default
+//! every dimension of such a tensor, Note [whole-tensor automatic dynamic]), when the
 //! user marked it (`dynamo.mark_dynamic`, torch's `_dynamo_dynamic_indices`), or when the
 //! frame was optimized with `dynamic=True`. The fake mode then gets a `ShapeEnv` and such an
 //! input's fake has `torch.SymInt` sizes (`python/dynamo/_shapes.py`); torch's meta functions
@@ -224,8 +225,18 @@ impl OutputGraph {
         }
         if let Some(prev) = self.dynamic.previous.as_ref().and_then(|p| p.get(&source.to_string())) {
             if prev.len() == sizes.len() {
-                for (d, (p, s)) in prev.iter().zip(sizes).enumerate() {
-                    if p.map_or(true, |p| p != *s) && !dims.contains(&d) {
+                let changed: Vec<usize> = (0..sizes.len()).filter(|&d| prev[d].map_or(true, |p| p != sizes[d])).collect();
+                // Note [whole-tensor automatic dynamic]: a tensor one of whose sizes changed has
+                // every dimension made symbolic, not only the changed ones, so a model fed
+                // (batch, length) pairs that vary in both compiles twice, not once per newly
+                // varying dimension. Our backends specialize kernels per concrete shape
+                // (`_shapes.static_graph`), so a dimension that never varies costs no speed; it
+                // costs a few more relation guards, which the ShapeEnv mostly turns into
+                // replacements (`s2 == 64` from a matmul with a weight). Sizes 0 and 1 stay
+                // static (torch's 0/1 specialization, in `_shapes.symbolic_fake`).
+                let whole = !changed.is_empty() && crate::config::automatic_dynamic_whole_tensor();
+                for d in if whole { (0..sizes.len()).collect() } else { changed } {
+                    if !dims.contains(&d) {
                         dims.push(d);
                     }
                 }
