@@ -125,8 +125,9 @@ pub fn unsupported(kernel: &Kernel) -> Option<String> {
 /// a short function pipeline (SROA, early CSE, instcombine, simplifycfg) and the `Less`
 /// instruction selector take about half of LLVM's time and lose little run time (measured on
 /// an H200 with `benchmarks/gpu_compile_sweep.py` against `default<O3>` + `Aggressive`:
-/// pointwise, layer_norm, GELU and batch-norm kernels within 2%, softmax 5% slower). `DYNAMO_NVPTX_PASSES` / `DYNAMO_NVPTX_CODEGEN_OPT` (0-3)
-/// override the defaults (for measurements).
+/// pointwise, layer_norm, GELU and batch-norm kernels within 2%, softmax 5% slower).
+/// `DYNAMO_NVPTX_PASSES` / `DYNAMO_NVPTX_CODEGEN_OPT` (0-3) override the defaults (for
+/// measurements).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PtxOptions {
     pub passes: String,
