@@ -18,7 +18,13 @@
 //! Math: `exp`, `log`, `tanh`, `erf`, `log1p`, `expm1` are expanded inline (range reduction and
 //! polynomials; no libdevice), accurate to a few float32 ulps (`erf`: 1.5e-7 absolute, the
 //! Abramowitz-Stegun 7.1.26 bound, away from 0); `sqrt` and division are IEEE-rounded (`sqrt.rn`,
-//! `div.rn`). `sin`, `cos` and a general `pow` are refused ([`unsupported`]), so callers fall back.
+//! `div.rn`). `sin` and `cos` reduce their argument exactly (Note [trig reduction]); a general `pow` and
+//! float64 `sin`/`cos` are refused ([`unsupported`]), so callers fall back.
+//!
+//! Note [lazy twins]: with the default options ([`Twins::Lazy`]) a module holds the vectorized
+//! kernels only; their scalar twins' launches are computed and [`compile_twins`] makes their
+//! code when the runtime first needs it. Pointwise kernels are emitted in memory order (Note
+//! [memory order]), and kernels equal but for their names once per module.
 //!
 //! Kernel parameters are the argument pointers in order (`ptr` each, inputs `noalias readonly`);
 //! sizes and strides are compile-time constants, as on the CPU path. Entry points are marked
@@ -64,7 +70,11 @@ pub struct Launch {
 pub struct PtxKernel {
     pub name: String,
     pub launch: Launch,
+    /// The scalar twin's launch, for kernels that have one.
     pub unaligned: Option<Launch>,
+    /// Whether the twin's code is in this module; else [`compile_twins`] makes it on demand
+    /// (Note [lazy twins]).
+    pub twin_in_module: bool,
 }
 
 /// The PTX of a module of kernels and how to launch each.
@@ -73,8 +83,16 @@ pub struct PtxModule {
     /// PTX assembly text (NUL-free; the driver wants it NUL-terminated).
     pub ptx: String,
     pub kernels: Vec<PtxKernel>,
-    /// The optimized LLVM IR, for dumps.
+    /// The optimized LLVM IR, for dumps (empty unless `DYNAMO_DEBUG_DIR` is set).
     pub llvm_ir: String,
+    /// Milliseconds spent emitting the IR, in the pass pipeline, and in instruction selection
+    /// and PTX printing.
+    pub timings_ms: [f64; 3],
+}
+
+/// Whether the optimized IR is wanted as text (debug dumps only: printing it costs time).
+fn want_ir() -> bool {
+    std::env::var_os("DYNAMO_DEBUG_DIR").is_some_and(|v| !v.is_empty())
 }
 
 fn bad(msg: impl Into<String>) -> CodegenError {
@@ -90,7 +108,9 @@ pub fn unsupported(kernel: &Kernel) -> Option<String> {
     let k = legalize(kernel);
     for ex in &k.exprs {
         match ex {
-            Expr::Unary(op @ (UnaryOp::Sin | UnaryOp::Cos), _) => return Some(format!("{op:?} has no NVPTX lowering yet")),
+            Expr::Unary(op @ (UnaryOp::Sin | UnaryOp::Cos), a) if k.dtype_of(*a) != DType::F32 => {
+                return Some(format!("{op:?} of {:?} has no NVPTX lowering yet", k.dtype_of(*a)))
+            }
             Expr::Binary(BinaryOp::Pow, _, _) => return Some("pow has no NVPTX lowering yet".into()),
             _ => {}
         }
@@ -98,42 +118,184 @@ pub fn unsupported(kernel: &Kernel) -> Option<String> {
     None
 }
 
+/// How hard LLVM works on a module: the new-pass-manager pipeline run over the IR, the
+/// instruction selector's level, and where scalar twins go. Note [NVPTX pipeline]: the emitter
+/// already unrolls what it means to unroll (vector lanes, persistent sweeps) and the driver's
+/// PTX compiler optimizes again (register allocation, scheduling, CSE, loop-invariant code), so
+/// a short function pipeline (SROA, early CSE, instcombine, simplifycfg) and the `Less`
+/// instruction selector take about half of LLVM's time and lose little run time (measured on
+/// an H200 with `benchmarks/gpu_compile_sweep.py` against `default<O3>` + `Aggressive`:
+/// pointwise, layer_norm, GELU and batch-norm kernels within 2%, softmax 5% slower).
+/// `DYNAMO_NVPTX_PASSES` / `DYNAMO_NVPTX_CODEGEN_OPT` (0-3) override the defaults (for
+/// measurements).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PtxOptions {
+    pub passes: String,
+    pub codegen: OptimizationLevel,
+    pub twins: Twins,
+}
+
+/// Which code a module gets for kernels with a scalar twin (Note [lazy twins]: a vectorized
+/// kernel needs its twin only when some argument pointer is not 16-byte aligned, a view with an
+/// odd storage offset, which most graphs never see; emitting it with every module doubled what
+/// LLVM and the driver's compiler do for such kernels).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Twins {
+    /// Vectorized kernels only; the twins' launches are given, their code is left out.
+    Lazy,
+    /// Vectorized kernels and their twins.
+    Eager,
+    /// Only the twins (named `<name>_s`), as each kernel's `launch`.
+    Only,
+}
+
+impl PtxOptions {
+    /// The defaults, with the environment's overrides.
+    pub fn from_env() -> PtxOptions {
+        let passes = std::env::var("DYNAMO_NVPTX_PASSES").ok().filter(|p| !p.is_empty()).unwrap_or_else(|| DEFAULT_PASSES.to_string());
+        let codegen = match std::env::var("DYNAMO_NVPTX_CODEGEN_OPT").ok().as_deref() {
+            Some("0") => OptimizationLevel::None,
+            Some("1") => OptimizationLevel::Less,
+            Some("2") => OptimizationLevel::Default,
+            Some("3") => OptimizationLevel::Aggressive,
+            _ => DEFAULT_CODEGEN,
+        };
+        PtxOptions { passes, codegen, twins: Twins::Lazy }
+    }
+}
+
+/// Default pipeline (Note [NVPTX pipeline]).
+pub const DEFAULT_PASSES: &str = "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg)";
+/// Default instruction-selection level (Note [NVPTX pipeline]).
+pub const DEFAULT_CODEGEN: OptimizationLevel = OptimizationLevel::Less;
+
 /// Creates the NVPTX target machine for `sm` (for example `"sm_90"`).
-fn target_machine(sm: &str) -> Result<TargetMachine, CodegenError> {
-    Target::initialize_nvptx(&InitializationConfig::default());
+fn target_machine(sm: &str, level: OptimizationLevel) -> Result<TargetMachine, CodegenError> {
+    // Once per process: modules may be compiled on several threads at a time.
+    static INIT: std::sync::Once = std::sync::Once::new();
+    INIT.call_once(|| Target::initialize_nvptx(&InitializationConfig::default()));
     let triple = TargetTriple::create("nvptx64-nvidia-cuda");
     let target = Target::from_triple(&triple).map_err(|e| CodegenError::Jit(e.to_string()))?;
     target
-        .create_target_machine(&triple, sm, "+ptx80", OptimizationLevel::Aggressive, RelocMode::Default, CodeModel::Default)
+        .create_target_machine(&triple, sm, "+ptx80", level, RelocMode::Default, CodeModel::Default)
         .ok_or_else(|| CodegenError::Jit(format!("cannot create an NVPTX target machine for {sm}")))
 }
 
-/// Compiles `kernels` (not yet legalized) to one PTX module for `sm` (`"sm_90"`).
+/// Compiles `kernels` (not yet legalized) to one PTX module for `sm` (`"sm_90"`) with the
+/// default options ([`PtxOptions::from_env`]).
 pub fn compile_ptx(kernels: &[Kernel], sm: &str) -> Result<PtxModule, CodegenError> {
-    let tm = target_machine(sm)?;
+    compile_ptx_with(kernels, sm, &PtxOptions::from_env())
+}
+
+/// Compiles the scalar twins of `kernels` (Note [lazy twins]): one module whose kernel `i` is
+/// the twin `<name>_s` of `kernels[i]`, as its `launch`.
+pub fn compile_twins(kernels: &[Kernel], sm: &str, opts: &PtxOptions) -> Result<PtxModule, CodegenError> {
+    compile_ptx_with(kernels, sm, &PtxOptions { twins: Twins::Only, ..opts.clone() })
+}
+
+/// Compiles `kernels` to one PTX module for `sm` with `opts`.
+pub fn compile_ptx_with(kernels: &[Kernel], sm: &str, opts: &PtxOptions) -> Result<PtxModule, CodegenError> {
+    let t0 = std::time::Instant::now();
+    let tm = target_machine(sm, opts.codegen)?;
     let ctx = Context::create();
     let module = ctx.create_module("dynamo_gpu_kernels");
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
-    let mut g = Gen { ctx: &ctx, module: &module, b: ctx.create_builder(), annotations: Vec::new() };
-    let mut out = Vec::new();
+    let mut g = Gen { ctx: &ctx, module: &module, b: ctx.create_builder(), annotations: Vec::new(), twins: opts.twins };
+    let mut out: Vec<PtxKernel> = Vec::new();
+    // Kernels equal but for their names (the repeated blocks of a transformer) are emitted once:
+    // the later ones launch the first one's entry.
+    let mut seen: HashMap<String, usize> = HashMap::new();
     for k in kernels {
         if let Some(why) = unsupported(k) {
             return Err(bad(format!("{}: {why}", k.name)));
         }
-        let k = legalize(k);
+        let k = memory_order(&legalize(k));
+        let key = unnamed_key(&k);
+        if let Some(&first) = seen.get(&key) {
+            let mut dup = out[first].clone();
+            dup.name = k.name.clone();
+            out.push(dup);
+            continue;
+        }
         k.verify().map_err(|errs| CodegenError::Verify(errs.join("; ")))?;
+        seen.insert(key, out.len());
         out.push(g.kernel(&k)?);
     }
     g.finish();
     module.verify().map_err(|e| CodegenError::Verify(e.to_string()))?;
+    let t1 = std::time::Instant::now();
     module
-        .run_passes("default<O3>", &tm, PassBuilderOptions::create())
+        .run_passes(&opts.passes, &tm, PassBuilderOptions::create())
         .map_err(|e| CodegenError::Jit(e.to_string()))?;
-    let llvm_ir = module.print_to_string().to_string();
+    let t2 = std::time::Instant::now();
+    let llvm_ir = if want_ir() { module.print_to_string().to_string() } else { String::new() };
     let buf = tm.write_to_memory_buffer(&module, FileType::Assembly).map_err(|e| CodegenError::Jit(e.to_string()))?;
     let ptx = String::from_utf8_lossy(buf.as_slice()).trim_end_matches('\0').to_string();
-    Ok(PtxModule { ptx, kernels: out, llvm_ir })
+    let t3 = std::time::Instant::now();
+    let ms = |a: std::time::Instant, b: std::time::Instant| (b - a).as_secs_f64() * 1e3;
+    Ok(PtxModule { ptx, kernels: out, llvm_ir, timings_ms: [ms(t0, t1), ms(t1, t2), ms(t2, t3)] })
+}
+
+/// Note [memory order]: a pointwise kernel's loops permuted so that the innermost one moves
+/// fastest through memory: the dims are ordered by the strides of the first store (largest
+/// outermost; dims of size 1 or stride 0 go outermost, ties keep their order). Consecutive
+/// threads then touch consecutive addresses of the output (coalesced, and vectorizable when the
+/// loads agree), whatever order the loops were written in: the conv nets' channels-last
+/// activations (`layout.rs`) iterate N, H, W, C. Each point is independent, so any order
+/// computes the same values. Reductions keep their order.
+pub fn memory_order(k: &Kernel) -> Kernel {
+    let n = k.ranges.len();
+    let Some(store) = k.stores.first() else { return k.clone() };
+    if !k.reduction_ranges.is_empty() || n < 2 {
+        return k.clone();
+    }
+    let key = |d: usize| if k.ranges[d] == 1 { i64::MAX } else { store.index.strides[d].abs() };
+    let mut perm: Vec<usize> = (0..n).collect();
+    // Stable: equal strides keep the written order.
+    perm.sort_by(|&a, &b| {
+        let (ka, kb) = (key(a), key(b));
+        let (za, zb) = (ka == 0 || ka == i64::MAX, kb == 0 || kb == i64::MAX);
+        zb.cmp(&za).then(kb.cmp(&ka))
+    });
+    if perm.iter().enumerate().all(|(i, &d)| i == d) {
+        return k.clone();
+    }
+    let permute = |index: &Index| Index { offset: index.offset, strides: perm.iter().map(|&d| index.strides[d]).collect() };
+    let mut out = k.clone();
+    out.ranges = perm.iter().map(|&d| k.ranges[d]).collect();
+    for ex in out.exprs.iter_mut() {
+        if let Expr::Load { index, .. } = ex {
+            *index = permute(index);
+        }
+    }
+    for st in out.stores.iter_mut() {
+        st.index = permute(&st.index);
+    }
+    out
+}
+
+/// A legalized kernel's identity as machine code: everything but its own and its arguments'
+/// names.
+fn unnamed_key(k: &Kernel) -> String {
+    let mut k = k.clone();
+    k.name.clear();
+    for a in &mut k.args {
+        a.name.clear();
+    }
+    format!("{k:?}")
+}
+
+/// What makes two kernels (not yet legalized) the same machine code: [`unnamed_key`] of the
+/// kernel as it is emitted.
+pub fn kernel_key(k: &Kernel) -> String {
+    unnamed_key(&memory_order(&legalize(k)))
+}
+
+/// What makes two lists of kernels the same PTX module up to entry names (the key of the
+/// runtime's module cache): the kernels after legalization, names aside, in order.
+pub fn module_key(kernels: &[Kernel]) -> String {
+    kernels.iter().map(|k| unnamed_key(&memory_order(&legalize(k)))).collect::<Vec<_>>().join("\n")
 }
 
 fn next_pow2(x: i64) -> i64 {
@@ -142,6 +304,21 @@ fn next_pow2(x: i64) -> i64 {
         p <<= 1;
     }
     p
+}
+
+/// How a kernel is launched when emitted with `vec` points per thread (its grid and block).
+fn launch_of(k: &Kernel, name: &str, vec: u32) -> Launch {
+    if k.reduction_ranges.is_empty() {
+        let work = k.numel() / vec as i64;
+        Launch {
+            entry: name.to_string(),
+            grid: ((work + POINTWISE_BLOCK as i64 - 1) / POINTWISE_BLOCK as i64).clamp(1, MAX_GRID) as u32,
+            block: POINTWISE_BLOCK,
+        }
+    } else {
+        let r_total: i64 = k.reduction_ranges.iter().product();
+        Launch { entry: name.to_string(), grid: k.numel().clamp(1, MAX_GRID) as u32, block: reduction_block(r_total / vec as i64) }
+    }
 }
 
 /// Threads per block for a reduction over `r` elements: about 4 elements a thread, a power of
@@ -155,6 +332,7 @@ struct Gen<'ctx, 'm> {
     module: &'m Module<'ctx>,
     b: Builder<'ctx>,
     annotations: Vec<FunctionValue<'ctx>>,
+    twins: Twins,
 }
 
 /// Which vector width a pointwise kernel can use: 4 when every access is unit-stride or
@@ -417,6 +595,107 @@ impl<'ctx> Gen<'ctx, '_> {
         self.select_f(self.fcmp(FloatPredicate::OLT, ax, self.f32c(0.5))?, small, big)
     }
 
+    /// The 2/pi table of [`Gen::sin_cos`]: 160 zero bits, then the first 224 bits of the binary
+    /// fraction of 2/pi, as big-endian 32-bit words (in the device's constant memory).
+    fn two_over_pi(&self) -> PointerValue<'ctx> {
+        const NAME: &str = "dynamo_two_over_pi";
+        if let Some(g) = self.module.get_global(NAME) {
+            return g.as_pointer_value();
+        }
+        let i32t = self.ctx.i32_type();
+        let words: [u32; 12] = [0, 0, 0, 0, 0, 0xa2f9_836e, 0x4e44_1529, 0xfc27_57d1, 0xf534_ddc0, 0xdb62_9599, 0x3c43_9041, 0xfe51_63ab];
+        let vals: Vec<IntValue> = words.iter().map(|w| i32t.const_int(*w as u64, false)).collect();
+        let arr = i32t.array_type(words.len() as u32);
+        let g = self.module.add_global(arr, Some(AddressSpace::from(4u16)), NAME);
+        g.set_linkage(Linkage::Internal);
+        g.set_constant(true);
+        g.set_initializer(&i32t.const_array(&vals));
+        g.as_pointer_value()
+    }
+
+    /// `(sin(x), cos(x))` for float32 `x`, accurate to about one ulp over the whole float range.
+    ///
+    /// Note [trig reduction]: |x| <= pi/4 is used as is; otherwise |x| = m * 2^(E-150) is
+    /// reduced exactly (Payne-Hanek): the bits of 2/pi from 2^-(E-151) on (a 96-bit window
+    /// of the table, so that the bits contributing multiples of 4 to m * 2/pi * 2^(E-150) are
+    /// skipped) times the 24-bit m give the quadrant (2 bits) and a 64-bit fraction f, and
+    /// r = f * pi/2 (in float64; f >= 1/2 is taken as f - 1 with the next quadrant, so
+    /// |r| <= pi/4). sin and cos of r are Cephes' sinf/cosf minimax polynomials; the quadrant
+    /// swaps and negates them, and sin takes the sign of x. inf and NaN give NaN.
+    fn sin_cos(&self, x: FloatValue<'ctx>) -> Result<(FloatValue<'ctx>, FloatValue<'ctx>), CodegenError> {
+        let i32t = self.ctx.i32_type();
+        let i64t = self.ctx.i64_type();
+        let f32t = self.ctx.f32_type();
+        let c64 = |v: u64| i64t.const_int(v, false);
+        let ax = self.fintr("llvm.fabs", &[x])?;
+        let bits = e(self.b.build_bit_cast(ax, i32t, ""))?.into_int_value();
+        let bits = e(self.b.build_int_z_extend(bits, i64t, ""))?;
+        let expo = e(self.b.build_right_shift(bits, c64(23), false, ""))?;
+        let m = e(self.b.build_or(e(self.b.build_and(bits, c64(0x7f_ffff), ""))?, c64(0x80_0000), ""))?;
+        // First window bit (0-based, in the zero-padded table): 160 + (E - 150 - 1) - 1.
+        let b0 = e(self.b.build_int_add(expo, c64(8), ""))?;
+        let wi = e(self.b.build_right_shift(b0, c64(5), false, ""))?;
+        let sh = e(self.b.build_and(b0, c64(31), ""))?;
+        let table = self.two_over_pi();
+        let arr = i32t.array_type(12);
+        let word = |k: u64| -> Result<IntValue<'ctx>, CodegenError> {
+            let idx = e(self.b.build_int_add(wi, c64(k), ""))?;
+            // SAFETY (of the index): E <= 255 gives wi <= 8, so wi + 3 < 12.
+            let p = unsafe { e(self.b.build_in_bounds_gep(arr, table, &[i64t.const_zero(), idx], ""))? };
+            let v = e(self.b.build_load(i32t, p, ""))?.into_int_value();
+            e(self.b.build_int_z_extend(v, i64t, ""))
+        };
+        let t: Vec<IntValue> = (0..4).map(word).collect::<Result<_, _>>()?;
+        let rsh = e(self.b.build_int_sub(c64(32), sh, ""))?;
+        let window = |k: usize| -> Result<IntValue<'ctx>, CodegenError> {
+            let pair = e(self.b.build_or(e(self.b.build_left_shift(t[k], c64(32), ""))?, t[k + 1], ""))?;
+            e(self.b.build_and(e(self.b.build_right_shift(pair, rsh, false, ""))?, c64(0xffff_ffff), ""))
+        };
+        let (w_hi, w_mid, w_lo) = (window(0)?, window(1)?, window(2)?);
+        let p_lo = e(self.b.build_int_nuw_mul(m, w_lo, ""))?;
+        let p_mid = e(self.b.build_int_nuw_mul(m, w_mid, ""))?;
+        let p_hi = e(self.b.build_int_nuw_mul(m, w_hi, ""))?;
+        let low = e(self.b.build_int_add(p_lo, e(self.b.build_left_shift(p_mid, c64(32), ""))?, ""))?;
+        let carry = e(self.b.build_int_compare(IntPredicate::ULT, low, p_lo, ""))?;
+        let carry = e(self.b.build_int_z_extend(carry, i64t, ""))?;
+        let high = e(self.b.build_int_add(e(self.b.build_int_add(p_hi, e(self.b.build_right_shift(p_mid, c64(32), false, ""))?, ""))?, carry, ""))?;
+        let q = e(self.b.build_right_shift(high, c64(30), false, ""))?;
+        let frac = e(self.b.build_or(
+            e(self.b.build_left_shift(e(self.b.build_and(high, c64(0x3fff_ffff), ""))?, c64(34), ""))?,
+            e(self.b.build_right_shift(low, c64(30), false, ""))?,
+            "",
+        ))?;
+        // frac as a signed number is f or f - 1 (top bit set): the quadrant moves up by one.
+        let up = e(self.b.build_int_compare(IntPredicate::SLT, frac, i64t.const_zero(), ""))?;
+        let q = e(self.b.build_int_add(q, e(self.b.build_int_z_extend(up, i64t, ""))?, ""))?;
+        let fd = e(self.b.build_signed_int_to_float(frac, self.ctx.f64_type(), ""))?;
+        let rd = e(self.b.build_float_mul(fd, self.ctx.f64_type().const_float(std::f64::consts::FRAC_PI_2 / 18_446_744_073_709_551_616.0), ""))?;
+        let r_big = e(self.b.build_float_trunc(rd, f32t, ""))?;
+        let small = self.fcmp(FloatPredicate::OLE, ax, self.f32c(std::f64::consts::FRAC_PI_4))?;
+        let r = self.select_f(small, ax, r_big)?;
+        let q = e(self.b.build_select(small, i64t.const_zero(), q, ""))?.into_int_value();
+        let z = self.fmul(r, r)?;
+        let sp = self.fma(self.fmul(r, z)?, self.poly(z, &[-1.666_665_461_1e-1, 8.332_160_873_6e-3, -1.951_529_589_1e-4])?, r)?;
+        let cp = self.poly(z, &[4.166_664_568_298_827e-2, -1.388_731_625_493_765e-3, 2.443_315_711_809_948e-5])?;
+        let cp = self.fma(self.fmul(z, z)?, cp, self.fma(z, self.f32c(-0.5), self.f32c(1.0))?)?;
+        let swap = e(self.b.build_int_compare(IntPredicate::NE, e(self.b.build_and(q, c64(1), ""))?, i64t.const_zero(), ""))?;
+        let neg_s = e(self.b.build_int_compare(IntPredicate::NE, e(self.b.build_and(q, c64(2), ""))?, i64t.const_zero(), ""))?;
+        let q1 = e(self.b.build_int_add(q, c64(1), ""))?;
+        let neg_c = e(self.b.build_int_compare(IntPredicate::NE, e(self.b.build_and(q1, c64(2), ""))?, i64t.const_zero(), ""))?;
+        let s = self.select_f(swap, cp, sp)?;
+        let s = self.select_f(neg_s, e(self.b.build_float_neg(s, ""))?, s)?;
+        // sin(-x) = -sin(x), -0 included: the sign bit of x goes onto the result.
+        let xb = e(self.b.build_bit_cast(x, i32t, ""))?.into_int_value();
+        let sign = e(self.b.build_and(xb, i32t.const_int(0x8000_0000, false), ""))?;
+        let sb = e(self.b.build_bit_cast(s, i32t, ""))?.into_int_value();
+        let s = e(self.b.build_bit_cast(e(self.b.build_xor(sb, sign, ""))?, f32t, ""))?.into_float_value();
+        let c = self.select_f(swap, sp, cp)?;
+        let c = self.select_f(neg_c, e(self.b.build_float_neg(c, ""))?, c)?;
+        let not_finite = self.fcmp(FloatPredicate::UNO, e(self.b.build_float_sub(x, x, ""))?, self.f32c(0.0))?;
+        let nan = self.f32c(f64::NAN);
+        Ok((self.select_f(not_finite, nan, s)?, self.select_f(not_finite, nan, c)?))
+    }
+
     /// One expression other than `Load` and `Reduce`, from its operands' values.
     fn op(&self, k: &Kernel, ex: &Expr, get: &dyn Fn(ExprId) -> BasicValueEnum<'ctx>) -> Result<BasicValueEnum<'ctx>, CodegenError> {
         let ctx = self.ctx;
@@ -453,6 +732,8 @@ impl<'ctx> Gen<'ctx, '_> {
                 UnaryOp::Erf if is_f32(a) => self.erf(fv(a))?.into(),
                 UnaryOp::Log1p if is_f32(a) => self.log1p(fv(a))?.into(),
                 UnaryOp::Expm1 if is_f32(a) => self.expm1(fv(a))?.into(),
+                UnaryOp::Sin if is_f32(a) => self.sin_cos(fv(a))?.0.into(),
+                UnaryOp::Cos if is_f32(a) => self.sin_cos(fv(a))?.1.into(),
                 UnaryOp::RoundBF16 | UnaryOp::RoundF16 => {
                     let half = if *op == UnaryOp::RoundBF16 { ctx.bf16_type() } else { ctx.f16_type() };
                     let t = e(b.build_float_trunc(fv(a), half, ""))?;
@@ -565,16 +846,28 @@ impl<'ctx> Gen<'ctx, '_> {
     }
 
     fn kernel(&mut self, k: &Kernel) -> Result<PtxKernel, CodegenError> {
-        if k.reduction_ranges.is_empty() {
-            let vec = pointwise_vec(k);
-            let launch = self.pointwise(k, &k.name, vec)?;
-            let unaligned = if vec > 1 { Some(self.pointwise(k, &format!("{}_s", k.name), 1)?) } else { None };
-            Ok(PtxKernel { name: k.name.clone(), launch, unaligned })
-        } else {
-            let vec = reduction_vec(k);
-            let launch = self.reduction(k, &k.name, vec)?;
-            let unaligned = if vec > 1 { Some(self.reduction(k, &format!("{}_s", k.name), 1)?) } else { None };
-            Ok(PtxKernel { name: k.name.clone(), launch, unaligned })
+        let pointwise = k.reduction_ranges.is_empty();
+        let vec = if pointwise { pointwise_vec(k) } else { reduction_vec(k) };
+        let twin_name = format!("{}_s", k.name);
+        let emit = |g: &mut Self, name: &str, vec: u32| if pointwise { g.pointwise(k, name, vec) } else { g.reduction(k, name, vec) };
+        match self.twins {
+            Twins::Only => {
+                // The scalar twin alone, as the kernel's launch.
+                let launch = emit(self, &twin_name, 1)?;
+                Ok(PtxKernel { name: k.name.clone(), launch, unaligned: None, twin_in_module: false })
+            }
+            mode => {
+                let launch = emit(self, &k.name, vec)?;
+                if vec == 1 {
+                    return Ok(PtxKernel { name: k.name.clone(), launch, unaligned: None, twin_in_module: false });
+                }
+                let (unaligned, in_module) = if mode == Twins::Eager {
+                    (emit(self, &twin_name, 1)?, true)
+                } else {
+                    (launch_of(k, &twin_name, 1), false)
+                };
+                Ok(PtxKernel { name: k.name.clone(), launch, unaligned: Some(unaligned), twin_in_module: in_module })
+            }
         }
     }
 
@@ -625,11 +918,7 @@ impl<'ctx> Gen<'ctx, '_> {
         let n_dims = k.ranges.len();
         let numel = k.numel();
         let work = numel / vec as i64;
-        let launch = Launch {
-            entry: name.to_string(),
-            grid: ((work + POINTWISE_BLOCK as i64 - 1) / POINTWISE_BLOCK as i64).clamp(1, MAX_GRID) as u32,
-            block: POINTWISE_BLOCK,
-        };
+        let launch = launch_of(k, name, vec);
         let (w, phi, stride, body, exit) = self.open_grid_loop(f, work.max(0))?;
         let i64t = self.ctx.i64_type();
         let first = e(self.b.build_int_nuw_mul(w, i64t.const_int(vec as u64, false), ""))?;
@@ -783,8 +1072,8 @@ impl<'ctx> Gen<'ctx, '_> {
         let n_outer = k.ranges.len();
         let rows = k.numel();
         let r_total: i64 = k.reduction_ranges.iter().product();
-        let block = reduction_block(r_total / vec as i64);
-        let launch = Launch { entry: name.to_string(), grid: rows.clamp(1, MAX_GRID) as u32, block };
+        let launch = launch_of(k, name, vec);
+        let block = launch.block;
         let inner = k.inner_exprs();
         let phase = k.phases();
         // Loops: loop p accumulates the reductions whose operand has phase p and runs the stores
@@ -1236,15 +1525,31 @@ mod tests {
     }
 
     #[test]
-    fn sin_is_refused() {
+    fn sin_cos_compile_with_the_exact_reduction() {
         let mut b = KernelBuilder::new("s", vec![8]);
         let x = b.input("x", DType::F32);
         let o = b.output("o", DType::F32);
         let lx = b.load(x, Index { offset: 0, strides: vec![1] });
         let s = b.unary(UnaryOp::Sin, lx);
-        b.store(o, Index { offset: 0, strides: vec![1] }, s);
+        let c = b.unary(UnaryOp::Cos, s);
+        b.store(o, Index { offset: 0, strides: vec![1] }, c);
         let k = b.finish().unwrap();
-        assert!(unsupported(&k).is_some());
-        assert!(compile_ptx(&[k], "sm_90").is_err());
+        assert!(unsupported(&k).is_none());
+        let m = compile_ptx(&[k], "sm_90").unwrap();
+        // Note [trig reduction]: the 2/pi table in constant memory, read by the reduction.
+        assert!(m.ptx.contains("dynamo_two_over_pi") && m.ptx.contains("ld.const"), "{}", m.ptx);
+        assert!(!m.ptx.contains("call"), "no calls: math is inline\n{}", m.ptx);
+    }
+
+    #[test]
+    fn equal_kernels_are_emitted_once() {
+        let mut a = relu_add();
+        let mut b = relu_add();
+        a.name = "first".into();
+        b.name = "second".into();
+        let m = compile_ptx(&[a, b], "sm_90").unwrap();
+        assert_eq!(m.kernels.len(), 2);
+        assert_eq!(m.kernels[1].launch.entry, "first");
+        assert!(!m.ptx.contains("second"));
     }
 }

@@ -167,9 +167,73 @@ def test_matmul_stays_torch_and_epilogue_fuses():
 
 
 def test_unsupported_op_falls_back_to_torch():
-    x = randn(100, seed=21)
-    compiled = check(lambda x: torch.sin(x) * 2, x, gpu=False)
+    x, y = randn(100, seed=21).abs(), randn(100, seed=37)
+    compiled = check(lambda x, y: torch.pow(x, y) * 2, x, y, gpu=False)
     assert compiled.is_eager and "GPU codegen failed" in compiled.plan, compiled.plan
+
+
+def test_sin_cos_over_the_whole_float_range():
+    """Note [trig reduction]: exact argument reduction, so huge arguments are right too."""
+    mags = torch.logspace(-40, 38, 50_001, device=DEV)
+    x = torch.cat([mags, -mags, torch.linspace(-20, 20, 10_001, device=DEV), randn(10_000, seed=29) * 1e4,
+                   torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan")], device=DEV)])
+    check(lambda x: torch.sin(x), x, atol=2e-7, rtol=1e-6)
+    check(lambda x: torch.cos(x), x, atol=2e-7, rtol=1e-6)
+    check(lambda x, y: torch.sin(x) * 2 + torch.cos(y), randn(256, 1024, seed=30), randn(256, 1024, seed=31))
+
+
+def test_channels_last_pointwise_iterates_in_memory_order():
+    """nvptx's Note [memory order]: a channels-last operand is read and written coalesced."""
+    x = randn(8, 64, 28, 28, seed=32).to(memory_format=torch.channels_last)
+    b = randn(64, 1, 1, seed=33)
+    compiled = check(lambda x, b: torch.relu(x * 2 + b), x, b)
+    out = compiled(x, b)
+    assert out.stride() == torch.relu(x * 2 + b).stride()
+    # Vectorized along C (stride 1 in memory): 128-bit loads.
+    assert "ld.global.nc.v4.f32" in compiled.llvm_ir
+
+
+def test_conv_bn_relu_runs_channels_last():
+    """layout.rs on the GPU target: the convolutions get channels-last inputs (cuDNN NHWC)."""
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        m = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, padding=1, bias=False), torch.nn.BatchNorm2d(32), torch.nn.ReLU(),
+                                torch.nn.Conv2d(32, 32, 3, padding=1))
+        m = m.to(DEV).eval()
+        with torch.no_grad():
+            m[1].running_mean.uniform_(-1, 1)
+            m[1].running_var.uniform_(0.5, 2)
+        x = randn(4, 16, 20, 20, seed=34)
+        with torch.no_grad():
+            want = m(x)
+            got = dynamo.optimize("inductor")(m)(x)
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+        assert got.stride() == want.stride()
+    finally:
+        torch.backends.cudnn.allow_tf32 = True
+
+
+def test_equal_graphs_share_their_module():
+    """cuda.rs's Note [module cache]: a graph compiled again reuses the loaded module."""
+    x = randn(128, 256, seed=35)
+    first = compile_fn(lambda x: torch.softmax(x * 3, dim=-1), [x])
+    C.inductor_reset_counters()
+    again = check(lambda x: torch.softmax(x * 3, dim=-1), x)
+    assert C.inductor_counters()["gpu_module_cache_hits"] == 1
+    torch.testing.assert_close(first(x), again(x))
+
+
+def test_many_kernels_compile_on_several_threads():
+    """Note [parallel modules]: distinct kernels spread over modules; equal ones compile once."""
+    def f(x):
+        outs = []
+        for k in range(12):
+            y = torch.softmax(x * (k + 1), dim=-1)  # equal kernels but for a constant
+            outs.append(y.sum(dim=-1) + k)
+        return torch.stack(outs)
+
+    x = randn(64, 512, seed=36)
+    check(f, x, atol=1e-5, rtol=1e-5)
 
 
 def test_cpu_graphs_unchanged():

@@ -10,8 +10,13 @@
 //! - Note [compile target]: while `inductor_compile` runs, a thread-local [`Target`] says which
 //!   device kernels are generated for; `Layout::cpu` then means "on the target device" (a CPU
 //!   tensor in a CUDA graph is not on it, so ops that read it fall back to torch).
-//! - Kernels run in the primary context of the target device (PyTorch's); a module is loaded
-//!   once, at compile time, and unloaded with the compiled graph.
+//! - Kernels run in the primary context of the target device (PyTorch's); a graph's modules
+//!   are loaded once, at compile time (its kernels' scalar twins on first need, Note [lazy
+//!   twins]), and unloaded with the last compiled graph that uses them (Note [module cache]).
+//! - Compile time: LLVM makes a graph's distinct kernels on several threads (Note [parallel
+//!   modules]); the driver's PTX compiler, at its default level (Note [JIT level]), is most of
+//!   what is left (measured by `benchmarks/gpu_compile_sweep.py`; the counters `gpu_llvm_us`,
+//!   `gpu_jit_us` and `gpu_module_cache_hits` of `inductor_counters()`).
 //! - A launch error raises, and the compiled graph reruns the whole graph through `gm.forward`
 //!   (Note [errors rerun eagerly] in `wrapper.rs`): never a wrong answer.
 //!
@@ -20,7 +25,9 @@
 
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use dynamo_llvm as llvm;
 use pyo3::exceptions::PyRuntimeError;
@@ -209,44 +216,126 @@ pub fn sm_name(device: i64) -> Result<String, String> {
     Ok(format!("sm_{cc}"))
 }
 
-/// A loaded PTX module and its kernels' entry points.
-pub struct CudaModule {
+/// A kernel entry point and its launch shape: (function, grid, block).
+#[derive(Clone, Copy)]
+struct Func(Handle, u32, u32);
+
+// SAFETY: a CUDA function handle may be used from any thread of the process.
+unsafe impl Send for Func {}
+unsafe impl Sync for Func {}
+
+/// One PTX module loaded into the primary context of `device`; unloaded when dropped.
+struct Loaded {
     module: Handle,
-    /// Per kernel: (function, grid, block) for aligned arguments, then for unaligned ones.
-    funcs: Vec<((Handle, u32, u32), Option<(Handle, u32, u32)>)>,
+    device: i64,
+}
+
+impl Loaded {
+    /// Loads `ptx` with the driver's PTX compiler at `jit_opt` (Note [JIT level]). Returns the
+    /// module and the milliseconds the driver's compiler says it spent.
+    fn new(ptx: &str, device: i64, jit_opt: Option<u32>) -> Result<(Loaded, f32), String> {
+        let d = driver()?;
+        ensure_context(d, device)?;
+        let text = CString::new(ptx).map_err(|e| e.to_string())?;
+        let mut module: Handle = std::ptr::null_mut();
+        // CUjit_option values (cuda.h): CU_JIT_WALL_TIME = 2 (out: a float of milliseconds in
+        // the value slot), CU_JIT_OPTIMIZATION_LEVEL = 7 (in: 0-4).
+        let mut opts: Vec<c_int> = vec![2];
+        let mut vals: Vec<*mut c_void> = vec![std::ptr::null_mut()];
+        if let Some(level) = jit_opt {
+            opts.push(7);
+            vals.push(level as usize as *mut c_void);
+        }
+        // SAFETY: `text` is NUL-terminated PTX; `opts`/`vals` have the same length, each value
+        // of the type its option documents.
+        unsafe {
+            check(
+                d,
+                (d.module_load_data_ex)(&mut module, text.as_ptr() as *const c_void, opts.len() as c_uint, opts.as_mut_ptr(), vals.as_mut_ptr()),
+                "cuModuleLoadDataEx",
+            )?;
+        }
+        Ok((Loaded { module, device }, f32::from_bits(vals[0] as usize as u32)))
+    }
+
+    /// The entry point `l.entry` of this module, with `l`'s launch shape.
+    fn func(&self, l: &llvm::nvptx::Launch) -> Result<Func, String> {
+        let d = driver()?;
+        let name = CString::new(l.entry.as_str()).map_err(|e| e.to_string())?;
+        let mut f: Handle = std::ptr::null_mut();
+        // SAFETY: `module` is loaded; `name` is NUL-terminated.
+        unsafe { check(d, (d.module_get_function)(&mut f, self.module, name.as_ptr()), "cuModuleGetFunction")? };
+        Ok(Func(f, l.grid, l.block))
+    }
+}
+
+impl Drop for Loaded {
+    fn drop(&mut self) {
+        if let Ok(d) = driver() {
+            // SAFETY: the module was loaded by `Loaded::new` and no kernel of it is launched
+            // after this (its owner is being dropped).
+            unsafe {
+                if ensure_context(d, self.device).is_ok() {
+                    let _ = (d.module_unload)(self.module);
+                }
+            }
+        }
+    }
+}
+
+/// A kernel's code for unaligned arguments (the scalar twin, nvptx's Note [lazy twins]).
+enum Twin {
+    /// The kernel has none (it is scalar already).
+    None,
+    Loaded(Func),
+    /// Compiled on first use: index into `LazyTwins::kernels`.
+    Lazy(usize),
+}
+
+/// Note [lazy twins] (runtime side): the scalar twins of a graph's vectorized kernels are
+/// compiled, all in one module, the first time any kernel of the graph is launched with an
+/// argument pointer that is not 16-byte aligned.
+struct LazyTwins {
+    kernels: Vec<llvm::Kernel>,
+    sm: String,
+    opts: llvm::nvptx::PtxOptions,
+    jit: Option<u32>,
+    done: OnceLock<Result<(Loaded, Vec<Func>), String>>,
+}
+
+/// A graph's loaded kernels: one or more PTX modules (compiled in parallel, Note [parallel
+/// modules]) and each kernel's entry points.
+pub struct CudaModule {
+    /// Held to unload the modules with the graph.
+    _modules: Vec<Loaded>,
+    /// Per kernel: its function for aligned arguments, and its twin.
+    funcs: Vec<(Func, Twin)>,
+    lazy: Option<LazyTwins>,
     pub device: i64,
+    /// The PTX of every module, for dumps.
     pub ptx: String,
 }
 
 // SAFETY: CUDA module and function handles may be used from any thread of the process.
 unsafe impl Send for CudaModule {}
 unsafe impl Sync for CudaModule {}
+unsafe impl Send for Loaded {}
+unsafe impl Sync for Loaded {}
 
 impl CudaModule {
-    /// Loads `m` into the primary context of `device`.
-    pub fn load(m: &llvm::nvptx::PtxModule, device: i64) -> Result<CudaModule, String> {
-        let d = driver()?;
-        ensure_context(d, device)?;
-        let text = CString::new(m.ptx.as_str()).map_err(|e| e.to_string())?;
-        let mut module: Handle = std::ptr::null_mut();
-        // SAFETY: `text` is NUL-terminated PTX; no JIT options are passed.
-        unsafe {
-            check(d, (d.module_load_data_ex)(&mut module, text.as_ptr() as *const c_void, 0, std::ptr::null_mut(), std::ptr::null_mut()), "cuModuleLoadDataEx")?;
+    /// The twin of kernel `j` of the lazy list, compiling and loading the twins on first use.
+    fn lazy_twin(&self, j: usize) -> Result<Func, String> {
+        let lz = self.lazy.as_ref().ok_or("no lazy twins")?;
+        let r = lz.done.get_or_init(|| {
+            let m = llvm::nvptx::compile_twins(&lz.kernels, &lz.sm, &lz.opts).map_err(|e| e.to_string())?;
+            let (loaded, _) = Loaded::new(&m.ptx, self.device, lz.jit)?;
+            let funcs = m.kernels.iter().map(|k| loaded.func(&k.launch)).collect::<Result<Vec<_>, _>>()?;
+            Ok((loaded, funcs))
+        });
+        match r {
+            Ok((_, funcs)) => Ok(funcs[j]),
+            Err(e) => Err(e.clone()),
         }
-        let mut out = CudaModule { module, funcs: Vec::new(), device, ptx: m.ptx.clone() };
-        let get = |l: &llvm::nvptx::Launch| -> Result<(Handle, u32, u32), String> {
-            let name = CString::new(l.entry.as_str()).map_err(|e| e.to_string())?;
-            let mut f: Handle = std::ptr::null_mut();
-            // SAFETY: `module` was loaded above; `name` is NUL-terminated.
-            unsafe { check(d, (d.module_get_function)(&mut f, module, name.as_ptr()), "cuModuleGetFunction")? };
-            Ok((f, l.grid, l.block))
-        };
-        for k in &m.kernels {
-            let aligned = get(&k.launch)?;
-            let unaligned = k.unaligned.as_ref().map(get).transpose()?;
-            out.funcs.push((aligned, unaligned));
-        }
-        Ok(out)
     }
 
     /// Launches kernel `k` on `stream` with the device pointers `ptrs` (one per kernel argument).
@@ -257,9 +346,11 @@ impl CudaModule {
     pub unsafe fn launch(&self, k: usize, ptrs: &[u64], stream: usize) -> Result<(), String> {
         let d = driver()?;
         ensure_context(d, self.device)?;
-        let (aligned, unaligned) = &self.funcs[k];
-        let (f, grid, block) = match unaligned {
-            Some(u) if ptrs.iter().any(|p| p % 16 != 0) => *u,
+        let (aligned, twin) = &self.funcs[k];
+        let unaligned = ptrs.iter().any(|p| p % 16 != 0);
+        let Func(f, grid, block) = match twin {
+            Twin::Loaded(u) if unaligned => *u,
+            Twin::Lazy(j) if unaligned => self.lazy_twin(*j)?,
             _ => *aligned,
         };
         let mut params: Vec<*mut c_void> = ptrs.iter().map(|p| p as *const u64 as *mut c_void).collect();
@@ -267,22 +358,10 @@ impl CudaModule {
     }
 }
 
-impl Drop for CudaModule {
-    fn drop(&mut self) {
-        if let Ok(d) = driver() {
-            // SAFETY: the module was loaded by `load` and no kernel of it is launched after this.
-            unsafe {
-                if ensure_context(d, self.device).is_ok() {
-                    let _ = (d.module_unload)(self.module);
-                }
-            }
-        }
-    }
-}
-
 /// What the runtime needs to run a graph's kernels on the GPU.
 pub struct CudaRuntime {
-    pub module: CudaModule,
+    /// Shared with other graphs whose kernels are the same (Note [module cache]).
+    pub module: Arc<CudaModule>,
     /// `torch._C._cuda_getCurrentRawStream` (device index -> stream handle).
     pub current_stream: Py<PyAny>,
 }
@@ -297,7 +376,86 @@ impl CudaRuntime {
     }
 }
 
-/// Builds every group's kernel, compiles them to PTX and loads it on `device`.
+/// Note [JIT level]: the optimization level the driver's PTX compiler runs at
+/// (`CU_JIT_OPTIMIZATION_LEVEL`, 0-4; the driver's default is 4). `DYNAMO_CUDA_JIT_OPT`
+/// overrides the default (for measurements); `None` passes no option.
+fn jit_level() -> Option<u32> {
+    match std::env::var("DYNAMO_CUDA_JIT_OPT").ok().and_then(|v| v.parse::<u32>().ok()) {
+        Some(l) if l <= 4 => Some(l),
+        _ => DEFAULT_JIT_LEVEL,
+    }
+}
+
+/// Default of Note [JIT level].
+const DEFAULT_JIT_LEVEL: Option<u32> = None;
+
+/// Note [module cache]: loaded modules by device, target, options and kernels (names aside;
+/// `nvptx::module_key`). A graph compiled again (after `dynamo.reset()`, a guard failure, or
+/// the same code reached from another frame) reuses the loaded module while some compiled
+/// graph still holds it: neither LLVM nor the driver's compiler runs again. Entries are weak,
+/// so a module is unloaded with the last graph that uses it. `DYNAMO_CUDA_MODULE_CACHE=0`
+/// turns it off (for cold-compile measurements).
+fn module_cache() -> &'static Mutex<HashMap<String, Weak<CudaModule>>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Weak<CudaModule>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Note [parallel modules]: a graph's distinct kernels (equal kernels are compiled once) are
+/// split into up to `DYNAMO_CUDA_COMPILE_THREADS` (default: the cores, at most 16) modules of
+/// consecutive kernels, each made by LLVM on its own thread; the driver then loads (compiles)
+/// them one after the other on the calling thread: loading from several threads at once was
+/// no faster on an H200 host (the driver's PTX compiler seems to run one module at a time; the
+/// threads only added contention: resnet18's 18 kernels took 3.5 s of driver time summed over
+/// 16 threads against 0.4 s on one).
+fn compile_threads(n_kernels: usize) -> usize {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let want = std::env::var("DYNAMO_CUDA_COMPILE_THREADS").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(cores.min(16));
+    want.clamp(1, n_kernels.max(1))
+}
+
+/// What loading one module gives: the module, each of its kernels' (aligned function, twin
+/// launch if lazy, twin function if in the module), its PTX, LLVM and driver microseconds.
+type Part = (Loaded, Vec<(Func, Option<llvm::nvptx::Launch>, Option<Func>)>, String, u64, u64);
+
+/// Compiles one module of `kernels` to PTX (on the calling thread): the module and LLVM's
+/// microseconds.
+fn compile_part(kernels: &[llvm::Kernel], sm: &str, opts: &llvm::nvptx::PtxOptions) -> Result<(llvm::nvptx::PtxModule, u64), String> {
+    let t0 = std::time::Instant::now();
+    let m = llvm::nvptx::compile_ptx_with(kernels, sm, opts).map_err(|e| e.to_string())?;
+    Ok((m, t0.elapsed().as_micros() as u64))
+}
+
+/// Loads a module made by [`compile_part`].
+fn load_part(m: llvm::nvptx::PtxModule, llvm_us: u64, device: i64, jit: Option<u32>) -> Result<Part, String> {
+    let t1 = std::time::Instant::now();
+    let (loaded, jit_wall_ms) = Loaded::new(&m.ptx, device, jit)?;
+    let t2 = std::time::Instant::now();
+    tracing::debug!(
+        target: "inductor::compile_time",
+        "{} GPU kernels: LLVM {:.1} ms (emit {:.1}, passes {:.1}, isel+print {:.1}), driver load {:.1} ms (its compiler: {:.1} ms)",
+        m.kernels.len(),
+        llvm_us as f64 / 1e3,
+        m.timings_ms[0],
+        m.timings_ms[1],
+        m.timings_ms[2],
+        (t2 - t1).as_secs_f64() * 1e3,
+        jit_wall_ms
+    );
+    let mut funcs = Vec::with_capacity(m.kernels.len());
+    for k in &m.kernels {
+        let f = loaded.func(&k.launch)?;
+        let (lazy, twin) = match &k.unaligned {
+            Some(u) if k.twin_in_module => (None, Some(loaded.func(u)?)),
+            Some(u) => (Some(u.clone()), None),
+            None => (None, None),
+        };
+        funcs.push((f, lazy, twin));
+    }
+    Ok((loaded, funcs, m.ptx, llvm_us, (t2 - t1).as_micros() as u64))
+}
+
+/// Builds every group's kernel, compiles them to PTX and loads it on `device` (or takes the
+/// module from the cache, Note [module cache]).
 pub fn codegen(py: Python<'_>, ir: &GraphIr, sched: &Schedule, device: i64) -> Result<(Vec<KernelPlan>, CudaRuntime, String), String> {
     let current_stream = py
         .import("torch")
@@ -307,17 +465,101 @@ pub fn codegen(py: Python<'_>, ir: &GraphIr, sched: &Schedule, device: i64) -> R
         .unbind();
     let sm = sm_name(device)?;
     let (kernels, plans) = super::codegen::build_kernels(ir, sched)?;
+    let opts = llvm::nvptx::PtxOptions::from_env();
+    let jit = jit_level();
+    let use_cache = !std::env::var("DYNAMO_CUDA_MODULE_CACHE").is_ok_and(|v| v == "0");
+    let keys: Vec<String> = kernels.iter().map(llvm::nvptx::kernel_key).collect();
+    let key = format!("{device}|{sm}|{opts:?}|{jit:?}|{}", keys.join("\n"));
+    if use_cache {
+        if let Some(m) = module_cache().lock().unwrap().get(&key).and_then(Weak::upgrade) {
+            super::counters::GPU_MODULE_CACHE_HITS.fetch_add(1, Ordering::Relaxed);
+            return Ok((plans, CudaRuntime { module: m, current_stream }, String::new()));
+        }
+    }
+    // Distinct kernels, in order of first appearance; `which[i]` is kernel i's distinct index.
+    let mut first: HashMap<&str, usize> = HashMap::new();
+    let mut unique: Vec<usize> = Vec::new();
+    let which: Vec<usize> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            *first.entry(k.as_str()).or_insert_with(|| {
+                unique.push(i);
+                unique.len() - 1
+            })
+        })
+        .collect();
+    let n_parts = compile_threads(unique.len());
+    let per = unique.len().div_ceil(n_parts).max(1);
+    let chunks: Vec<Vec<llvm::Kernel>> = unique.chunks(per).map(|c| c.iter().map(|&i| kernels[i].clone()).collect()).collect();
     let t0 = std::time::Instant::now();
-    let m = llvm::nvptx::compile_ptx(&kernels, &sm).map_err(|e| e.to_string())?;
-    let t1 = std::time::Instant::now();
-    let module = CudaModule::load(&m, device)?;
+    let made: Vec<Result<(llvm::nvptx::PtxModule, u64), String>> = if chunks.len() <= 1 {
+        chunks.iter().map(|c| compile_part(c, &sm, &opts)).collect()
+    } else {
+        // The threads touch no Python object.
+        std::thread::scope(|s| {
+            let handles: Vec<_> = chunks.iter().map(|c| s.spawn(|| compile_part(c, &sm, &opts))).collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a compile thread panicked".into()))).collect()
+        })
+    };
+    let parts: Vec<Result<Part, String>> = made.into_iter().map(|r| r.and_then(|(m, us)| load_part(m, us, device, jit))).collect();
+    let wall = t0.elapsed();
+    let mut modules = Vec::new();
+    let mut unique_funcs: Vec<(Func, Twin)> = Vec::new();
+    let mut lazy_kernels = Vec::new();
+    let mut ptx = String::new();
+    let (mut llvm_us, mut jit_us) = (0u64, 0u64);
+    let mut ui = 0;
+    for part in parts {
+        let (loaded, funcs, text, l_us, j_us) = part?;
+        for (f, lazy, twin) in funcs {
+            let t = match (lazy, twin) {
+                (_, Some(tf)) => Twin::Loaded(tf),
+                (Some(_), None) => {
+                    lazy_kernels.push(kernels[unique[ui]].clone());
+                    Twin::Lazy(lazy_kernels.len() - 1)
+                }
+                (None, None) => Twin::None,
+            };
+            unique_funcs.push((f, t));
+            ui += 1;
+        }
+        modules.push(loaded);
+        ptx.push_str(&text);
+        llvm_us += l_us;
+        jit_us += j_us;
+    }
+    super::counters::GPU_LLVM_US.fetch_add(llvm_us, Ordering::Relaxed);
+    super::counters::GPU_JIT_US.fetch_add(jit_us, Ordering::Relaxed);
     tracing::debug!(
         target: "inductor::compile_time",
-        "{} GPU kernels for {sm}: LLVM {:.1} ms, driver load {:.1} ms",
+        "{} GPU kernels ({} distinct) in {} modules: {:.1} ms (LLVM {:.1} ms summed over threads, driver {:.1} ms)",
         kernels.len(),
-        (t1 - t0).as_secs_f64() * 1e3,
-        t1.elapsed().as_secs_f64() * 1e3
+        unique.len(),
+        modules.len(),
+        wall.as_secs_f64() * 1e3,
+        llvm_us as f64 / 1e3,
+        jit_us as f64 / 1e3
     );
-    tracing::trace!(target: "llvm::ir", "{}", m.ptx);
-    Ok((plans, CudaRuntime { module, current_stream }, m.llvm_ir))
+    tracing::trace!(target: "llvm::ir", "{ptx}");
+    let funcs = which
+        .iter()
+        .map(|&u| {
+            let (f, t) = &unique_funcs[u];
+            let t = match t {
+                Twin::None => Twin::None,
+                Twin::Loaded(x) => Twin::Loaded(*x),
+                Twin::Lazy(j) => Twin::Lazy(*j),
+            };
+            (*f, t)
+        })
+        .collect();
+    let lazy = (!lazy_kernels.is_empty()).then(|| LazyTwins { kernels: lazy_kernels, sm: sm.clone(), opts: opts.clone(), jit, done: OnceLock::new() });
+    let module = Arc::new(CudaModule { _modules: modules, funcs, lazy, device, ptx });
+    if use_cache {
+        let mut cache = module_cache().lock().unwrap();
+        cache.retain(|_, w| w.strong_count() > 0);
+        cache.insert(key, Arc::downgrade(&module));
+    }
+    Ok((plans, CudaRuntime { module, current_stream }, String::new()))
 }

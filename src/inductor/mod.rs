@@ -50,8 +50,14 @@ pub mod counters {
     /// Kernels of compiled graphs whose machine code was already loaded (llvm's Note [kernel
     /// cache]); they count in `kernels_compiled` too.
     pub static KERNEL_CACHE_HITS: AtomicU64 = AtomicU64::new(0);
+    /// Microseconds spent in LLVM making PTX (GPU path).
+    pub static GPU_LLVM_US: AtomicU64 = AtomicU64::new(0);
+    /// Microseconds spent in the driver loading PTX (its JIT compiler; GPU path).
+    pub static GPU_JIT_US: AtomicU64 = AtomicU64::new(0);
+    /// GPU modules reused from the per-device module cache (cuda.rs, Note [module cache]).
+    pub static GPU_MODULE_CACHE_HITS: AtomicU64 = AtomicU64::new(0);
 
-    pub fn all() -> [(&'static str, &'static AtomicU64); 7] {
+    pub fn all() -> [(&'static str, &'static AtomicU64); 10] {
         [
             ("graphs_compiled", &GRAPHS_COMPILED),
             ("kernels_compiled", &KERNELS_COMPILED),
@@ -60,6 +66,9 @@ pub mod counters {
             ("eager_graphs", &EAGER_GRAPHS),
             ("guard_failures", &GUARD_FAILURES),
             ("kernel_cache_hits", &KERNEL_CACHE_HITS),
+            ("gpu_llvm_us", &GPU_LLVM_US),
+            ("gpu_jit_us", &GPU_JIT_US),
+            ("gpu_module_cache_hits", &GPU_MODULE_CACHE_HITS),
         ]
     }
 }
@@ -314,7 +323,7 @@ fn inductor_compile(
         Ok(writebacks) => g.writebacks = writebacks,
         Err(reason) => return Ok(eager(forward, &reason)),
     }
-    match if target == cuda::Target::Cpu { layout::optimize(py, &mut g) } else { Ok(0) } {
+    match layout::optimize(py, &mut g) {
         Ok(0) => {}
         Ok(n) => tracing::debug!(target: "inductor::layout", "{n} convolutions run channels-last"),
         Err(e) => tracing::debug!(target: "inductor::layout", "layout left as traced: {e}"),

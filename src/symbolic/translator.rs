@@ -2872,6 +2872,48 @@ impl<'a> InstructionTranslator<'a> {
 
     // ----- calls ------------------------------------------------------------------------
 
+    /// Runs module `func` (a `VT::Module`) as `nn.Module.__call__` does: its `forward`, after
+    /// checking that no hooks are registered (guarded) and `forward` is the class's.
+    fn call_module(&mut self, py: Python<'_>, func: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        let VT::Module { obj, source } = func else { unsupported!("call_module of {}", func.describe(py)) };
+        let m = obj.bind(py);
+        let cls = m.get_type();
+        for hooks in ["_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"] {
+            if let Ok(h) = m.getattr(hooks) {
+                if h.len().unwrap_or(0) > 0 {
+                    unsupported!("module {} has {hooks}", type_name(m));
+                }
+            }
+        }
+        let gh = py.import("torch.nn.modules.module")?;
+        for hooks in ["_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks"] {
+            if let Ok(h) = gh.getattr(hooks) {
+                if h.len().unwrap_or(0) > 0 {
+                    unsupported!("global module {hooks} are registered");
+                }
+            }
+        }
+        // Hooks and an instance-level `forward` change what calling the module does:
+        // guard that they stay absent.
+        if let Some(s) = source {
+            for hooks in ["_forward_hooks", "_forward_pre_hooks"] {
+                self.og.add_guard(Some(s.attr(hooks)), crate::guards::GuardKind::LenMatch(0));
+            }
+            self.og.add_guard(Some(s.clone()), crate::guards::GuardKind::NoInstanceAttr("forward".into()));
+        }
+        if m.getattr("__dict__")?.contains("forward")? {
+            unsupported!("module {} has an instance-level forward", type_name(m));
+        }
+        let fwd = cls.getattr("forward")?;
+        if type_name(&fwd) != "function" {
+            unsupported!("module {} forward is not a Python function", type_name(m));
+        }
+        let f = VT::Function { obj: Rc::new(fwd.unbind()), source: source.as_ref().map(|s| s.attr("forward").attr("__func__")) };
+        let mut all = vec![func.clone()];
+        all.extend(args);
+        self.inline_call(py, &f, all, kwargs)
+    }
+
     /// Calls `func(*args, **kwargs)` symbolically.
     pub fn call(&mut self, py: Python<'_>, func: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
         if let VT::Function { obj, .. } = func {
@@ -2892,6 +2934,13 @@ impl<'a> InstructionTranslator<'a> {
             }
         }
         match func {
+            VT::Function { obj, .. } if obj.bind(py).is(self.og.handles.module_call.bind(py)) && matches!(args.first(), Some(VT::Module { .. })) => {
+                // `nn.Module.__call__(m, ...)` (from a `__call__` override's `super().__call__`):
+                // Note [module __call__ override].
+                let mut args = args;
+                let m = args.remove(0);
+                self.call_module(py, &m, args, kwargs)
+            }
             VT::Function { .. } | VT::NestedFunction(_) => self.inline_call(py, func, args, kwargs),
             VT::Method { func, self_ } => {
                 let mut all = vec![(**self_).clone()];
@@ -2900,44 +2949,21 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::Module { obj, source } => {
                 let m = obj.bind(py);
-                let cls = m.get_type();
-                if !cls.getattr("__call__")?.is(self.og.handles.module_call.bind(py)) {
+                let call = m.get_type().getattr("__call__")?;
+                if !call.is(self.og.handles.module_call.bind(py)) {
+                    // Note [module __call__ override]: a Python `__call__` of the module's class
+                    // (transformers' GradientCheckpointingLayer) is inlined like any method; its
+                    // `super().__call__(...)` reaches `nn.Module.__call__`, which runs the module
+                    // as below (`call_module`).
+                    if type_name(&call) == "function" {
+                        let f = VT::Function { obj: Rc::new(call.unbind()), source: source.as_ref().map(|s| s.attr("__call__").attr("__func__")) };
+                        let mut all = vec![func.clone()];
+                        all.extend(args);
+                        return self.inline_call(py, &f, all, kwargs);
+                    }
                     unsupported!("module {} overrides __call__", type_name(m));
                 }
-                for hooks in ["_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"] {
-                    if let Ok(h) = m.getattr(hooks) {
-                        if h.len().unwrap_or(0) > 0 {
-                            unsupported!("module {} has {hooks}", type_name(m));
-                        }
-                    }
-                }
-                let gh = py.import("torch.nn.modules.module")?;
-                for hooks in ["_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks"] {
-                    if let Ok(h) = gh.getattr(hooks) {
-                        if h.len().unwrap_or(0) > 0 {
-                            unsupported!("global module {hooks} are registered");
-                        }
-                    }
-                }
-                // Hooks and an instance-level `forward` change what calling the module does:
-                // guard that they stay absent.
-                if let Some(s) = source {
-                    for hooks in ["_forward_hooks", "_forward_pre_hooks"] {
-                        self.og.add_guard(Some(s.attr(hooks)), crate::guards::GuardKind::LenMatch(0));
-                    }
-                    self.og.add_guard(Some(s.clone()), crate::guards::GuardKind::NoInstanceAttr("forward".into()));
-                }
-                if m.getattr("__dict__")?.contains("forward")? {
-                    unsupported!("module {} has an instance-level forward", type_name(m));
-                }
-                let fwd = cls.getattr("forward")?;
-                if type_name(&fwd) != "function" {
-                    unsupported!("module {} forward is not a Python function", type_name(m));
-                }
-                let f = VT::Function { obj: Rc::new(fwd.unbind()), source: source.as_ref().map(|s| s.attr("forward").attr("__func__")) };
-                let mut all = vec![func.clone()];
-                all.extend(args);
-                self.inline_call(py, &f, all, kwargs)
+                self.call_module(py, func, args, kwargs)
             }
             VT::Class(c) if self.grad_mode_class(py, c.bind(py))?.is_some() => {
                 let kind = self.grad_mode_class(py, c.bind(py))?.unwrap();
