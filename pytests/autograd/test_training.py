@@ -732,3 +732,52 @@ def test_adamw_steps_match_eager(name, backend):
             torch.testing.assert_close(p, q, rtol=0, atol=1e-4, msg=lambda m: f"step {step}: {pname}: {m}")
     c = dynamo.counters()
     assert c["aot_graphs"] >= 1 and c["aot_eager_graphs"] == 0 and c["aot_backward_graphs"] >= 1, c
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cpu_attention_runs_torchs_flash_backward(backend, dtype):
+    """CPU ``scaled_dot_product_attention`` in the shape transformers call it (4-d, heads
+    transposed out of the sequence dim; causal, or with a float mask) is differentiated through
+    torch's fused flash backward reading the saved output and logsumexp (Note [flash attention]
+    in python/dynamo/aot.py), not by recomputing the attention in Python; the output and the
+    gradients equal eager's. A bool mask keeps the generic rule."""
+    from dynamo import aot
+
+    def attend(x, wq, wk, wv, mask, causal):
+        b, l, _ = x.shape
+        q, k, v = ((x @ w).view(b, l, 2, 4).transpose(1, 2) for w in (wq, wk, wv))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+        return (out.transpose(1, 2).reshape(b, l, 8) * x).sum()
+
+    x = torch.randn(3, 5, 8, dtype=dtype, requires_grad=True)
+    ws = [torch.randn(8, 8, dtype=dtype, requires_grad=True) for _ in range(3)]
+    float_mask = torch.randn(3, 1, 5, 5, dtype=dtype)
+    bool_mask = (float_mask > 0) | torch.eye(5, dtype=torch.bool)  # no row fully masked (NaN)
+    for mask, causal, flash in ((None, True, True), (float_mask, False, True), (bool_mask, False, False)):
+        graphs = []
+
+        def capture(gm, example_inputs):
+            graphs.append((gm, example_inputs))
+            return gm.forward
+
+        f = lambda x, *ws: attend(x, *ws, mask, causal)  # noqa: E731
+        dynamo.reset()
+        dynamo.optimize(capture)(f)(x, *ws)
+        (gm, example_inputs), = graphs
+        compiled = aot.aot_compile(gm, example_inputs, backend)
+        bw_code = compiled.function.aot_plan.bw.code
+        assert ("_scaled_dot_product_flash_attention_for_cpu_backward" in bw_code) == flash, bw_code
+        assert ("sdpa_backward" in bw_code) == (not flash), bw_code
+        args = [x, *ws]
+        # The graph's inputs: the arguments, then the mask (a closure tensor), as captured.
+        assert all(any(a is e for e in example_inputs) for a in args)
+        got = compiled(*example_inputs)[0]
+        grads = torch.autograd.grad(got, args)
+        ref = f(*args)
+        ref_grads = torch.autograd.grad(ref, args)
+        # float32: the generic rule's recomputed attention (bool mask) rounds differently.
+        tol = TOL if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(got, ref, **tol)
+        for g, r in zip(grads, ref_grads):
+            torch.testing.assert_close(g, r, **tol)

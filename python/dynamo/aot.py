@@ -110,7 +110,7 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
         # require grad: the autograd.Function would not see them.
         _C.aot_count_eager("an input is a structure holding tensors that require grad")
         return gm.forward
-    plan = _C.aot_joint(gm, example_inputs, partitioner=config.aot_partitioner)
+    plan = _C.aot_joint(_flash_attention_graph(gm), example_inputs, partitioner=config.aot_partitioner)
     if isinstance(plan, str):
         segmented = _split_around_gaps(gm, example_inputs, backend)
         if segmented is not None:
@@ -124,6 +124,93 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
     with torch.no_grad():
         fw = fw_compiler(plan.fw, fw_inputs)
     return _make_runtime(plan, fw, bw_compiler, extra, gm.forward)
+
+
+# Note [flash attention]: on CPU, eager's ``scaled_dot_product_attention`` runs torch's fused
+# flash kernel, whose backward needs the forward's logsumexp, which the public function does not
+# return. For the joint graph the call is rewritten into the aten overload that returns
+# ``(output, logsumexp)``, read through ``getitem``; the derivative rule (``sdpa_flash_cpu`` in
+# src/autograd/rules.rs) then calls the fused backward on the saved output and logsumexp instead
+# of recomputing the attention matrix (``sdpa_backward``, kept for the other cases: dropout,
+# grouped-query attention, bool masks, devices other than the CPU). Only calls for which eager
+# itself takes the flash kernel are rewritten: 4-d float32/float64 CPU tensors with equal batch,
+# head and head-dim sizes, unit stride in the last dim, no dropout and no mask or a float mask of
+# the query's dtype that needs no gradient. ``gm`` itself is left alone: its ``forward`` stays the
+# eager fallback.
+
+_SDPA_TARGETS = (torch.nn.functional.scaled_dot_product_attention, torch._C._nn.scaled_dot_product_attention)
+_SDPA_PARAMS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+_SDPA_DEFAULTS = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None, "enable_gqa": False}
+
+
+def _example(arg):
+    return arg.meta.get("example_value", arg.meta.get("val")) if isinstance(arg, torch.fx.Node) else arg
+
+
+def _flash_call(node):
+    """``(q, k, v, mask, is_causal, scale)`` (nodes and constants) when the sdpa call ``node``
+    takes torch's CPU flash kernel (Note [flash attention]), else None."""
+    if node.op != "call_function" or node.target not in _SDPA_TARGETS or len(node.args) > len(_SDPA_PARAMS):
+        return None
+    params = dict(_SDPA_DEFAULTS)
+    params.update(zip(_SDPA_PARAMS, node.args))
+    if any(k not in _SDPA_PARAMS for k in node.kwargs):
+        return None
+    params.update(node.kwargs)
+    if params["dropout_p"] != 0.0 or params["enable_gqa"] is not False or not isinstance(params["is_causal"], bool):
+        return None
+    if params["scale"] is not None and not isinstance(params["scale"], float):
+        return None
+    q, k, v = (_example(params[n]) for n in ("query", "key", "value"))
+    if not all(isinstance(t, torch.Tensor) and isinstance(p, torch.fx.Node) for t, p in zip((q, k, v), (params["query"], params["key"], params["value"]))):
+        return None
+    if q.dtype not in (torch.float32, torch.float64) or any(t.dtype != q.dtype or t.device.type != "cpu" or t.dim() != 4 for t in (q, k, v)):
+        return None
+    if any(not isinstance(s, int) for t in (q, k, v) for s in tuple(t.shape) + tuple(t.stride())):
+        return None
+    if not (q.shape[:2] == k.shape[:2] == v.shape[:2] and q.shape[3] == k.shape[3] == v.shape[3] and k.shape[2] == v.shape[2]):
+        return None
+    if any(t.stride(-1) != 1 for t in (q, k, v)) or 0 in q.shape or 0 in k.shape:
+        return None
+    mask = params["attn_mask"]
+    if mask is not None:
+        m = _example(mask)
+        if not isinstance(mask, torch.fx.Node) or not isinstance(m, torch.Tensor) or m.dtype != q.dtype or m.requires_grad:
+            return None
+    return params["query"], params["key"], params["value"], mask, params["is_causal"], params["scale"]
+
+
+def _flash_attention_graph(gm):
+    """``gm``, or a copy of it whose CPU ``scaled_dot_product_attention`` calls are rewritten
+    into ``aten._scaled_dot_product_flash_attention_for_cpu`` (Note [flash attention])."""
+    if not any(_flash_call(n) for n in gm.graph.nodes):
+        return gm
+    import operator
+
+    graph = torch.fx.Graph()
+    out = graph.graph_copy(gm.graph, {})
+    graph.output(out)
+    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+    for node in list(graph.nodes):
+        call = _flash_call(node)
+        if call is None:
+            continue
+        q, k, v, mask, causal, scale = call
+        try:
+            with torch.no_grad():
+                _, lse_value = flash(_example(q), _example(k), _example(v), 0.0, causal,
+                                     attn_mask=_example(mask), scale=scale)
+        except Exception:  # noqa: BLE001 - the call keeps its generic rule
+            continue
+        with graph.inserting_before(node):
+            pair = graph.call_function(flash, (q, k, v, 0.0, causal), {"attn_mask": mask, "scale": scale})
+            result = graph.call_function(operator.getitem, (pair, 0))
+            lse = graph.call_function(operator.getitem, (pair, 1))
+        result.meta = dict(node.meta)
+        lse.meta = {"example_value": lse_value}
+        node.replace_all_uses_with(result)
+        graph.erase_node(node)
+    return torch.fx.GraphModule(gm, graph)
 
 
 # Note [segments]: an op without a derivative rule does not send its whole graph to torch. The

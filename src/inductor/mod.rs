@@ -30,7 +30,7 @@ use pyo3::IntoPyObjectExt;
 use fx_import::{FxArg, FxGraph, FxOp};
 use ir::{BufferKind, DType, GraphIr, PrintHandler};
 use scheduler::{Schedule, Step};
-use wrapper::{Alloc, ArgT, CompiledGraph, FallbackCall, RtStep, Runtime, TensorCheck};
+use wrapper::{Alloc, ArgT, CompiledGraph, FallbackCall, RtStep, Runtime, StepTimes, TensorCheck};
 
 /// Process-wide counters (PyTorch: `torch._dynamo.utils.counters["inductor"]`).
 pub mod counters {
@@ -427,6 +427,7 @@ fn inductor_compile(
         cuda::Target::Cpu => torch.getattr("device")?.call1(("cpu",))?,
         cuda::Target::Cuda(i) => torch.getattr("device")?.call1(("cuda", i))?,
     };
+    let mut step_labels: Vec<String> = Vec::new();
     for step in &sched.steps {
         match step {
             Step::Kernel(gi) => {
@@ -458,6 +459,7 @@ fn inductor_compile(
                     allocs,
                     big,
                 });
+                step_labels.push(plan.name.clone());
                 kernel_order.push(plan.name.clone());
             }
             Step::Fallback(buf) => {
@@ -480,6 +482,7 @@ fn inductor_compile(
                     (Some(l), true) => Some(TensorCheck::new(py, l, dtype_obj(l.dtype)?)?),
                     _ => None,
                 };
+                step_labels.push(node.target_name.clone());
                 steps.push(RtStep::Fallback { slot: buf.0 as usize, call, args, kwargs, check });
             }
         }
@@ -549,6 +552,7 @@ fn inductor_compile(
         empty_strided: torch.getattr("empty_strided")?.unbind(),
         tensor_type: torch.getattr("Tensor")?.unbind(),
         writebacks,
+        step_times: StepTimes::enabled().then(|| StepTimes::new(step_labels)),
     };
     Ok(CompiledGraph { forward, runtime: Some(runtime), kernel_names: kernel_order, llvm_ir, plan, kernel_ir, ir_pre_fusion })
 }

@@ -177,11 +177,54 @@ pub struct Runtime {
     /// (input slot, value slot): after the steps, `env[dst].copy_(env[src])` (mutated inputs,
     /// see `functionalize`).
     pub writebacks: Vec<(usize, usize)>,
+    /// Per-step timing (`DYNAMO_INDUCTOR_STEP_TIMES=1` at compile time; None otherwise): see
+    /// [`StepTimes`].
+    pub step_times: Option<StepTimes>,
+}
+
+/// Wall time of each runtime step over the calls of one compiled graph, for finding the slow
+/// ones (`CompiledGraph.step_times()`). The minimum over calls is the figure to read on a busy
+/// machine: preemption only ever adds time. Enabled by `DYNAMO_INDUCTOR_STEP_TIMES=1` when the
+/// graph is compiled; off, the call path does not read the clock.
+pub struct StepTimes {
+    /// One label per step (the kernel's name, the fallback's target), then "prologue" (input
+    /// binding) and "epilogue" (write-backs and the output).
+    pub labels: Vec<String>,
+    /// (minimum ns, total ns, calls) per label.
+    pub stats: std::sync::Mutex<Vec<(u64, u64, u64)>>,
+}
+
+impl StepTimes {
+    /// Timing for `labels` (the steps), with "prologue" and "epilogue" appended.
+    pub fn new(mut labels: Vec<String>) -> StepTimes {
+        labels.push("prologue".into());
+        labels.push("epilogue".into());
+        let n = labels.len();
+        StepTimes { labels, stats: std::sync::Mutex::new(vec![(u64::MAX, 0, 0); n]) }
+    }
+
+    fn record(&self, k: usize, since: std::time::Instant) {
+        let ns = since.elapsed().as_nanos() as u64;
+        if let Ok(mut s) = self.stats.lock() {
+            let e = &mut s[k];
+            e.0 = e.0.min(ns);
+            e.1 += ns;
+            e.2 += 1;
+        }
+    }
+
+    /// True when `DYNAMO_INDUCTOR_STEP_TIMES` is set to a non-empty value other than "0".
+    pub fn enabled() -> bool {
+        std::env::var("DYNAMO_INDUCTOR_STEP_TIMES").is_ok_and(|v| !v.is_empty() && v != "0")
+    }
 }
 
 impl Runtime {
     /// Runs the plan; `Ok(None)` means a metadata check failed and the caller must run eagerly.
     fn run<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let timer = self.step_times.as_ref();
+        let n_steps = self.steps.len();
+        let mut t0 = timer.map(|_| std::time::Instant::now());
         let tensor_type = self.tensor_type.bind(py);
         let mut env: Vec<Option<Py<PyAny>>> = (0..self.n_slots).map(|_| None).collect();
         if args.len() != self.inputs.len() {
@@ -211,7 +254,13 @@ impl Runtime {
             env[*slot] = Some(value.clone_ref(py));
         }
         let data_ptr = intern!(py, "data_ptr");
+        if let (Some(t), Some(start)) = (timer, t0) {
+            t.record(n_steps, start);
+        }
         for (si, step) in self.steps.iter().enumerate() {
+            if timer.is_some() {
+                t0 = Some(std::time::Instant::now());
+            }
             match step {
                 RtStep::Kernel { kernel, args, allocs, big } => {
                     for a in allocs {
@@ -244,6 +293,9 @@ impl Runtime {
                         unsafe { cg.jit.run(k, std::mem::transmute::<&[usize], &[*mut u8]>(&ptrs)) };
                     }
                     counters::KERNEL_CALLS.fetch_add(1, Ordering::Relaxed);
+                    if let (Some(t), Some(start)) = (timer, t0) {
+                        t.record(si, start);
+                    }
                 }
                 RtStep::Fallback { slot, call, args, kwargs, check } => {
                     let built: Vec<Bound<'py, PyAny>> = args.iter().map(|a| a.build(py, &env)).collect::<PyResult<_>>()?;
@@ -271,11 +323,17 @@ impl Runtime {
                         }
                     }
                     env[*slot] = Some(res.unbind());
+                    if let (Some(t), Some(start)) = (timer, t0) {
+                        t.record(si, start);
+                    }
                 }
             }
             for slot in &self.free_after[si] {
                 env[*slot] = None;
             }
+        }
+        if timer.is_some() {
+            t0 = Some(std::time::Instant::now());
         }
         for (dst, src) in &self.writebacks {
             let (Some(d), Some(v)) = (&env[*dst], &env[*src]) else {
@@ -283,7 +341,11 @@ impl Runtime {
             };
             d.bind(py).call_method1(intern!(py, "copy_"), (v.bind(py),))?;
         }
-        Ok(Some(self.output.build(py, &env)?))
+        let out = self.output.build(py, &env)?;
+        if let (Some(t), Some(start)) = (timer, t0) {
+            t.record(n_steps + 1, start);
+        }
+        Ok(Some(out))
     }
 
     /// True when a mutated input shares storage with another tensor input: eager would see the
@@ -346,6 +408,14 @@ impl CompiledGraph {
             tracing::debug!(target: "inductor::guards", "input metadata differs from compile time; running gm.forward");
         }
         self.forward.bind(py).call1(args)
+    }
+
+    /// `[(label, min_ns, total_ns, calls)]` per runtime step when the graph was compiled with
+    /// `DYNAMO_INDUCTOR_STEP_TIMES=1` (see `StepTimes`), else an empty list.
+    fn step_times(&self) -> Vec<(String, u64, u64, u64)> {
+        let Some(t) = self.runtime.as_ref().and_then(|r| r.step_times.as_ref()) else { return Vec::new() };
+        let stats = t.stats.lock().map(|s| s.clone()).unwrap_or_default();
+        t.labels.iter().cloned().zip(stats).map(|(l, (mn, tot, n))| (l, if n == 0 { 0 } else { mn }, tot, n)).collect()
     }
 
     /// Names of the JIT-compiled kernels, in execution order.
