@@ -100,6 +100,9 @@ pub struct InstructionTranslator<'a> {
     /// raised and whose `except` clause it is running, outermost first (Note [handlers in the
     /// converted frame]).
     handlers_entered: Vec<(usize, usize)>,
+    /// The line of the last instruction whose exception the trace took to a handler: the line
+    /// a RERAISE (which has none of its own) reports, as CPython's traceback does.
+    last_raise_line: Option<u32>,
 }
 
 enum Flow {
@@ -141,6 +144,7 @@ impl<'a> InstructionTranslator<'a> {
             closure,
             generator: false,
             handlers_entered: Vec::new(),
+            last_raise_line: None,
         }
     }
 
@@ -196,6 +200,9 @@ impl<'a> InstructionTranslator<'a> {
                     locals: self.locals.clone(),
                     kw_names: self.kw_names.as_ref().map(|k| k.clone_ref(py)),
                 }));
+            }
+            if self.depth == 0 {
+                self.og.top_ip = (ip, visit);
             }
             self.ip += 1;
             let flow = match self.step(py, ip) {
@@ -269,6 +276,11 @@ impl<'a> InstructionTranslator<'a> {
             self.stack.push(VT::constant(offset.into_pyobject(py)?.into_any().unbind()));
         }
         self.og.raised_exceptions.push(exc.clone_ref(py));
+        let point = self.og.top_ip;
+        self.og.raise_points.push(point);
+        if self.code.insts[ip].opcode != op::RERAISE {
+            self.last_raise_line = self.code.insts[ip].positions.line.or(self.last_raise_line);
+        }
         self.stack.push(VT::constant(exc));
         self.kw_names = None;
         self.ip = exn.handler.0 as usize;
@@ -294,7 +306,14 @@ impl<'a> InstructionTranslator<'a> {
         if e.reason.contains(" (at ") {
             return e;
         }
-        let line = self.code.insts[ip].positions.line.unwrap_or(0);
+        // A RERAISE reports the line that raised the exception it re-raises, as CPython's
+        // traceback does (the cleanup ones have no line of their own); other instructions
+        // without a line, the nearest line before them.
+        let reraised = self.last_raise_line.filter(|_| self.code.insts[ip].opcode == op::RERAISE);
+        let line = reraised
+            .or(self.code.insts[ip].positions.line)
+            .or_else(|| self.code.insts[..ip].iter().rev().find_map(|i| i.positions.line))
+            .unwrap_or(self.code.firstlineno);
         Unsupported { reason: format!("{} (at {}:{} in {})", e.reason, self.code.filename, line, self.code.name), ..e }
     }
 
@@ -352,6 +371,12 @@ impl<'a> InstructionTranslator<'a> {
             op::LOAD_CONST => {
                 let c = self.code.consts.bind(py).get_item(arg as usize)?;
                 let v = self.wrap_unguarded(py, &c)?;
+                self.stack.push(v);
+            }
+            // A failing `assert`: the class, called with the message (if any) and raised.
+            op::LOAD_ASSERTION_ERROR => {
+                let cls = py.import("builtins")?.getattr("AssertionError")?;
+                let v = self.wrap_unguarded(py, &cls)?;
                 self.stack.push(v);
             }
             op::LOAD_FAST | op::LOAD_FAST_CHECK => match &self.locals[arg as usize] {
