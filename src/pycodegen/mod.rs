@@ -73,6 +73,10 @@ pub struct Rerun {
 pub enum SideEffect {
     /// `target.name = value`.
     SetAttr { target: Arc<Source>, name: String, value: Rebuild },
+    /// `target.cell_contents = value` for a cell made anew by the transformed code (a shared
+    /// rebuild, filled after everything that may reach it was made: Note [cells of inlined
+    /// calls] in `symbolic::convert_frame`).
+    FillCell { target: Rebuild, value: Rebuild },
     /// `object.__setattr__(target, name, value)`: past the class's own `__setattr__`.
     GenericSetAttr { target: Arc<Source>, name: String, value: Rebuild },
     /// `STORE_DEREF slot`: a cell or free variable of the frame (a `nonlocal` write, the contents
@@ -455,6 +459,11 @@ impl PyCodegen {
                     self.rebuild(py, value, d);
                     d += 1;
                 }
+                SideEffect::FillCell { target, value } => {
+                    self.rebuild(py, value, d);
+                    self.rebuild(py, target, d + 1);
+                    d += 2;
+                }
                 SideEffect::SetItem { target, key, value } => {
                     self.rebuild(py, value, d);
                     self.load_source(py, target);
@@ -490,6 +499,10 @@ impl PyCodegen {
             match e {
                 SideEffect::SetAttr { name, .. } => {
                     let i = self.name_idx(name);
+                    self.emit(op::STORE_ATTR, i);
+                }
+                SideEffect::FillCell { .. } => {
+                    let i = self.name_idx("cell_contents");
                     self.emit(op::STORE_ATTR, i);
                 }
                 SideEffect::SetGlobal { name, .. } => {

@@ -253,6 +253,7 @@ fn finish_return(
     let mut effects = plan_side_effects(py, &og, &mut outputs)?;
     // Cells that functions made in the frame and escaping it close over get their contents.
     effects.extend(own_cell_stores(py, &og, ci, &mut outputs)?);
+    effects.extend(cell_fills(py, &og, &mut outputs)?);
     let n_shared = outputs.n_shared;
     let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend)?;
     let inputs: Vec<Arc<Source>> = og.inputs.iter().map(|(s, _)| s.clone()).collect();
@@ -354,6 +355,9 @@ struct Outputs {
     shared: HashMap<usize, SharedRebuild>,
     /// Temporary locals the shared rebuilds use.
     n_shared: u32,
+    /// Cells made anew (Note [cells of inlined calls]) whose contents are still to be stored
+    /// (`cell_fills`): the shared temporary holding each, and its tracker.
+    cells_to_fill: Vec<(u32, Rc<RefCell<Option<VT>>>)>,
     /// Cells (`localsplus` slot, tracker) that rebuilt functions close over, not yet given
     /// their contents (`own_cell_stores`).
     referenced_cells: Vec<(u32, Rc<RefCell<Option<VT>>>)>,
@@ -566,6 +570,7 @@ fn convert_break(
     };
     let mut effects = plan_side_effects(py, &og, &mut outputs)?;
     effects.extend(own_cell_stores(py, &og, ci, &mut outputs)?);
+    effects.extend(cell_fills(py, &og, &mut outputs)?);
     let n_shared = outputs.n_shared;
     let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend)?;
     let inputs: Vec<Arc<Source>> = og.inputs.iter().map(|(s, _)| s.clone()).collect();
@@ -1049,10 +1054,43 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
     })
 }
 
+/// The contents of the cells made anew (`Outputs::cells_to_fill`), stored once everything
+/// else was rebuilt: a function that closes over a cell holding itself (a recursive helper a
+/// closure factory made) is then made before the cell is filled with it.
+fn cell_fills(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) -> VResult<Vec<SideEffect>> {
+    let mut out = Vec::new();
+    while !outputs.cells_to_fill.is_empty() {
+        let (id, rc) = outputs.cells_to_fill.remove(0);
+        let content = rc.borrow().clone();
+        if let Some(v) = content {
+            let value = rebuild_of(py, og, &v, outputs)?;
+            out.push(SideEffect::FillCell { target: Rebuild::SharedRef(id), value });
+        }
+    }
+    Ok(out)
+}
+
 /// How to rebuild the returned tracker; tensors computed by the graph become graph outputs. An
 /// object reached more than once is built once (Note [shared rebuilds]).
 fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) -> VResult<Rebuild> {
     let Some(key) = shared_key(vt) else { return rebuild_fresh(py, og, vt, outputs) };
+    if let VT::Cell(rc) = vt {
+        // Note [cells of inlined calls]: a cell that exists only in the trace is made empty
+        // into a temporary (however many functions close over it) and filled last.
+        let key_ptr = Rc::as_ptr(rc) as *const () as usize;
+        let made_anew = !og.cell_sources.contains_key(&key_ptr) && !og.cells_by_ptr.values().any(|c| Rc::ptr_eq(c, rc)) && !outputs.cells.contains_key(&key_ptr);
+        if made_anew {
+            if let Some(SharedRebuild::Done(id)) = outputs.shared.get(&key).copied() {
+                return Ok(Rebuild::SharedRef(id));
+            }
+            let id = outputs.n_shared;
+            outputs.n_shared += 1;
+            outputs.shared.insert(key, SharedRebuild::Done(id));
+            outputs.cells_to_fill.push((id, rc.clone()));
+            let cell_type = py.import("types")?.getattr("CellType")?.unbind();
+            return Ok(Rebuild::Shared { id, inner: Box::new(Rebuild::Call { func: cell_type, args: vec![] }) });
+        }
+    }
     match outputs.shared.get(&key).copied() {
         None => rebuild_fresh(py, og, vt, outputs),
         Some(SharedRebuild::Done(id)) => Ok(Rebuild::SharedRef(id)),
