@@ -793,13 +793,20 @@ impl<'a> InstructionTranslator<'a> {
                 let v = self.pop()?;
                 let items = self.dict_items(py, &v)?;
                 let idx = self.stack.len() - arg as usize;
-                match &self.stack[idx] {
-                    VT::Dict(d) if d.borrow().source.is_none() => {
-                        for (k, v) in items {
-                            dict_set(py, &mut d.borrow_mut(), PyString::new(py, &k).into_any().unbind(), v)?;
-                        }
+                let VT::Dict(d) = &self.stack[idx] else { unsupported!("DICT_UPDATE to a dict this frame did not build") };
+                if d.borrow().source.is_some() {
+                    unsupported!("DICT_UPDATE to a dict this frame did not build");
+                }
+                let d = d.clone();
+                for (k, v) in items {
+                    // DICT_MERGE (`f(a=1, **kw)`, `f(**a, **b)`) refuses a key given twice, as
+                    // CPython's `_PyDict_MergeEx(.., 2)` does; `{**a, **b}` (DICT_UPDATE) keeps
+                    // the last.
+                    let key = PyString::new(py, &k);
+                    if opcode == op::DICT_MERGE && d.borrow().items.iter().any(|(have, _)| have.bind(py).eq(&key).unwrap_or(false)) {
+                        return Err(self.repeated_keyword(py, idx, &k));
                     }
-                    _ => unsupported!("DICT_UPDATE to a dict this frame did not build"),
+                    dict_set(py, &mut d.borrow_mut(), key.into_any().unbind(), v)?;
                 }
             }
             op::BUILD_SLICE => {
@@ -2849,6 +2856,35 @@ impl<'a> InstructionTranslator<'a> {
             // `f(**o)` for a dict subclass object merges it as `dict(o)` does.
             VT::UserObject(o) if o.storage.is_some() => self.mapping_items(py, v)?.into_iter().map(|(k, v)| Ok((k.bind(py).extract::<String>()?, v))).collect(),
             _ => unsupported!("** of {}", v.describe(py)),
+        }
+    }
+
+    /// The TypeError of a DICT_MERGE that meets keyword `key` twice, for the call whose
+    /// keyword dict sits at stack index `dict_idx`: CPython's message names the callable
+    /// (`_PyObject_FunctionStr`: `module.qualname()`, or `qualname()` for builtins), read from
+    /// the stack below the positional arguments (past the NULL of the call's layout). A break
+    /// when the callable is not a real object the message can name.
+    fn repeated_keyword(&self, py: Python<'_>, dict_idx: usize, key: &str) -> Unsupported {
+        let callable = (2..=3).filter_map(|k| dict_idx.checked_sub(k)).map(|i| &self.stack[i]).find(|v| !v.is_null());
+        let real = match callable {
+            Some(VT::Class(c)) | Some(VT::Builtin(c)) | Some(VT::TorchFunction(c)) => Some(c.bind(py).clone()),
+            Some(VT::Function { obj, .. }) | Some(VT::Module { obj, .. }) => Some(obj.bind(py).clone()),
+            _ => None,
+        };
+        let Some(f) = real else {
+            return Unsupported::new(format!("keyword argument '{key}' given twice to a call of a traced value"));
+        };
+        let name = match f.getattr("__qualname__").and_then(|q| q.extract::<String>()) {
+            Ok(q) => match f.getattr("__module__").and_then(|m| m.extract::<String>()) {
+                Ok(m) if m != "builtins" => format!("{m}.{q}()"),
+                _ => format!("{q}()"),
+            },
+            Err(_) => f.str().map(|s| s.to_string()).unwrap_or_default(),
+        };
+        let msg = format!("{name} got multiple values for keyword argument '{key}'");
+        match py.import("builtins").and_then(|b| b.getattr("TypeError")).and_then(|t| t.call1((msg.as_str(),))) {
+            Ok(e) => Unsupported::raise_value("TypeError", e.unbind(), msg),
+            Err(e) => Unsupported::new(e.to_string()),
         }
     }
 
