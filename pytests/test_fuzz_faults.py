@@ -9,7 +9,12 @@ showing the code was captured (no eager fallback):
 - attribute writes to an object from outside the frame enter its `__dict__` in eager's order;
 - `raise` (and exceptions the trace raises: KeyError, IndexError, AttributeError) inside a `try`
   of the converted frame itself, also in a resume function, take the `except` clause in the trace
-  (Note [handlers in the converted frame])."""
+  (Note [handlers in the converted frame]);
+- exceptions that leave the converted frame (`raise` outside a `try` or in an `except` clause,
+  re-raises, chains, failing asserts) come after a graph of the code before them, with eager's
+  traceback (Note [resume frames in tracebacks]);
+- recursive functions made in the frame, or by a closure factory it calls, escape it as one
+  function whose cell holds itself."""
 
 import pytest
 import torch
@@ -250,8 +255,8 @@ def test_exception_handled_in_the_converted_frame(fn, args, breaks):
 
 
 def test_break_inside_an_except_clause_breaks_at_the_raise():
-    """A break inside a clause the trace entered moves back to the raising instruction: Python
-    runs the handler (here the frame runs eagerly, as `raise` itself cannot be a break)."""
+    """A break inside a clause the trace entered moves back to the raising instruction: the
+    code before it is a graph, and Python runs the `raise` under its handler."""
 
     def fn(x):
         y = x + 1
@@ -262,7 +267,8 @@ def test_break_inside_an_except_clause_breaks_at_the_raise():
             y = y * 3
         return y
 
-    check(fn, torch.ones(2), graphs=0)
+    check(fn, torch.ones(2), graphs=1, breaks=1)
+    assert dynamo.counters()["eager_fallbacks"] == 0
 
 
 # ----- exception objects made in the trace ------------------------------------------------------
