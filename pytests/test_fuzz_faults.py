@@ -9,7 +9,12 @@ showing the code was captured (no eager fallback):
 - attribute writes to an object from outside the frame enter its `__dict__` in eager's order;
 - `raise` (and exceptions the trace raises: KeyError, IndexError, AttributeError) inside a `try`
   of the converted frame itself, also in a resume function, take the `except` clause in the trace
-  (Note [handlers in the converted frame])."""
+  (Note [handlers in the converted frame]);
+- exceptions that leave the converted frame (`raise` outside a `try` or in an `except` clause,
+  re-raises, chains, failing asserts) come after a graph of the code before them, with eager's
+  traceback (Note [resume frames in tracebacks]);
+- recursive functions made in the frame, or by a closure factory it calls, escape it as one
+  function whose cell holds itself."""
 
 import pytest
 import torch
@@ -250,8 +255,8 @@ def test_exception_handled_in_the_converted_frame(fn, args, breaks):
 
 
 def test_break_inside_an_except_clause_breaks_at_the_raise():
-    """A break inside a clause the trace entered moves back to the raising instruction: Python
-    runs the handler (here the frame runs eagerly, as `raise` itself cannot be a break)."""
+    """A break inside a clause the trace entered moves back to the raising instruction: the
+    code before it is a graph, and Python runs the `raise` under its handler."""
 
     def fn(x):
         y = x + 1
@@ -262,7 +267,8 @@ def test_break_inside_an_except_clause_breaks_at_the_raise():
             y = y * 3
         return y
 
-    check(fn, torch.ones(2), graphs=0)
+    check(fn, torch.ones(2), graphs=1, breaks=1)
+    assert dynamo.counters()["eager_fallbacks"] == 0
 
 
 # ----- exception objects made in the trace ------------------------------------------------------
@@ -308,3 +314,283 @@ def test_tuple_reached_twice_is_one_object(backend):
     captured()
     assert lst[0] is t and lst[1]["t"] is t and (ref[0][0] is ref[1])
     assert torch.equal(t[0], ref[1][0])
+
+
+# ----- exceptions that leave the converted frame -------------------------------------------------
+
+
+def exception_picture(e):
+    """Type, message, `__cause__`/`__context__` chain and the user's traceback frames (file,
+    line, function, source line; dynamo's own frames left out) of `e`, comparable exactly."""
+    import os
+    import traceback
+
+    out = []
+    while e is not None:
+        frames = [(os.path.basename(f.filename), f.lineno, f.name, f.line) for f in traceback.extract_tb(e.__traceback__)
+                  if "dynamo" not in os.path.dirname(f.filename) and f.name not in ("run_raising", "_call")]
+        out.append((type(e), str(e), frames, e.__suppress_context__))
+        e = e.__cause__ or e.__context__
+    return out
+
+
+def run_raising(fn, args):
+    import contextlib
+    import io
+
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            fn(*args)
+    except Exception as e:  # noqa: BLE001 - compared
+        return exception_picture(e), printed.getvalue(), repr(args)
+    raise AssertionError("expected an exception")
+
+
+def check_raises(fn, *args, backend="eager", graphs=1):
+    """`fn` raises the same exception eagerly and compiled (type, message, chain, traceback
+    lines and names), prints and mutates the same, and its code before the raise was captured
+    (no frame ran eagerly)."""
+    import copy
+
+    eager = run_raising(fn, copy.deepcopy(args))
+    dynamo.reset()
+    compiled = run_raising(dynamo.optimize(backend)(fn), copy.deepcopy(args))
+    assert eager == compiled
+    c = dynamo.counters()
+    assert c["graphs"] >= graphs and c["eager_fallbacks"] == 0, c
+
+
+class UserError(Exception):
+    pass
+
+
+class _Exit:
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("enter")
+
+    def __exit__(self, t, v, tb):
+        self.log.append(("exit", t.__name__ if t else None, str(v)))
+        return False
+
+
+def _raise_builtin(x):
+    y = x + 1
+    raise ValueError("top")
+
+
+def _raise_class(x):
+    y = x + 1
+    raise KeyError
+
+
+def _raise_user_error(x):
+    y = x * 2
+    raise UserError("u", 1)
+
+
+def _raise_after_a_break(x, log):
+    y = x * 2
+    print("sum", y.sum().item())
+    log.append(y)
+    raise IndexError("after")
+
+
+def _raise_in_a_loop(x, log):
+    for i in range(3):
+        log.append(i)
+        x = x + i
+        if i == 2:
+            raise RuntimeError(f"i={i}")
+    return x
+
+
+# Made with exec: pytest rewrites the `assert` statements of test modules into calls of its own.
+_failing_assert_ns = {}
+exec(compile("def _failing_assert(x):\n    y = x + 1\n    assert x.shape[0] == 3, 'bad shape'\n    return y\n",
+             "<failing assert>", "exec"), _failing_assert_ns)
+_failing_assert = _failing_assert_ns["_failing_assert"]
+
+
+def _raise_in_with(x, log):
+    y = x + 1
+    with _Exit(log):
+        y = y * 2
+        raise ValueError("w")
+
+
+def _raise_in_try_finally(x, log):
+    y = x + 1
+    try:
+        raise TypeError("f")
+    finally:
+        log.append("finally")
+        print("fin")
+
+
+def _raise_from_an_except_clause(x, log):
+    y = x + 1
+    try:
+        {}["a"]
+    except KeyError as e:
+        log.append(str(e))
+        raise RuntimeError("wrapped") from e
+
+
+def _raise_in_handler_with_context(x):
+    y = x + 1
+    try:
+        raise KeyError("k")
+    except KeyError:
+        raise ValueError("from handler")
+
+
+def _bare_reraise(x):
+    y = x + 1
+    try:
+        raise KeyError("k")
+    except KeyError:
+        raise
+
+
+def _reraise_bound(x):
+    y = x + 1
+    try:
+        raise KeyError("k")
+    except KeyError as e:
+        raise e
+
+
+def _raise_from_none(x):
+    y = x + 1
+    try:
+        [][1]
+    except IndexError:
+        raise ValueError("clean") from None
+
+
+def _nested_handlers(x, log):
+    y = x + 1
+    try:
+        try:
+            raise KeyError("inner")
+        except KeyError:
+            log.append("inner handler")
+            raise ValueError("mid")
+    except ValueError as e:
+        log.append(("outer", str(e), repr(e.__context__)))
+        raise
+
+
+def _unmatched_except(x):
+    y = x + 1
+    try:
+        raise KeyError("k")
+    except ValueError:
+        y = y * 2
+    return y
+
+
+def _handled_exception_raised_again(x):
+    try:
+        y = x + 1
+        raise ValueError("a")
+    except ValueError as e:
+        err = e
+    raise err
+
+
+RAISING = [
+    (_raise_builtin, lambda: (torch.ones(2),)),
+    (_raise_class, lambda: (torch.ones(2),)),
+    (_raise_user_error, lambda: (torch.ones(2),)),
+    (_raise_after_a_break, lambda: (torch.ones(2), [])),
+    (_raise_in_a_loop, lambda: (torch.ones(2), [])),
+    (_failing_assert, lambda: (torch.ones(2),)),
+    (_raise_in_with, lambda: (torch.ones(2), [])),
+    (_raise_in_try_finally, lambda: (torch.ones(2), [])),
+    (_raise_from_an_except_clause, lambda: (torch.ones(2), [])),
+    (_raise_in_handler_with_context, lambda: (torch.ones(2),)),
+    (_bare_reraise, lambda: (torch.ones(2),)),
+    (_reraise_bound, lambda: (torch.ones(2),)),
+    (_raise_from_none, lambda: (torch.ones(2),)),
+    (_nested_handlers, lambda: (torch.ones(2), [])),
+    (_unmatched_except, lambda: (torch.ones(2),)),
+    (_handled_exception_raised_again, lambda: (torch.ones(2),)),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn,make", RAISING, ids=[f.__name__ for f, _ in RAISING])
+def test_exception_leaving_the_converted_frame(fn, make, backend):
+    """`raise` outside a `try`, inside an `except` clause, re-raised, chained, through `with`
+    and `finally`, or a failing `assert`: the code before it is a graph (the frame does not
+    run eagerly), and the exception is eager's, with its traceback: a break at a `raise` runs
+    it as ordinary Python after the graph (a protected one under its handler), and resume
+    functions do not show as frames of their own (Note [resume frames in tracebacks])."""
+    check_raises(fn, *make(), backend=backend)
+
+
+def test_break_inside_an_except_clause_is_captured_before_the_raise():
+    """A break in an `except` clause (`print`) moves to the instruction that raised; the code
+    before it is still a graph and Python runs the handler."""
+
+    def fn(x, log):
+        y = x + 1
+        try:
+            raise ValueError("boom")
+        except ValueError as e:
+            print("in handler", e)
+            log.append(str(e))
+            y = y * 3
+        return y
+
+    check(fn, torch.ones(2), [], graphs=1, breaks=1)
+    assert dynamo.counters()["eager_fallbacks"] == 0
+
+
+def test_sys_exc_info_in_a_traced_handler():
+    """`sys.exc_info()` is not traced (the frame may run inside a caller's handler): it breaks
+    cleanly, at the instruction that raised when inside a clause the trace entered."""
+    import sys
+
+    def inside(x):
+        y = x + 1
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            t, v, tb = sys.exc_info()
+            y = y * 3
+            seen = (t, v.args, tb is not None)
+        return y, seen, sys.exc_info()
+
+    def outside(x):
+        return x + 1, sys.exc_info()
+
+    for fn in (inside, outside):
+        dynamo.reset()
+        check(fn, torch.ones(2), graphs=1)
+        assert dynamo.counters()["eager_fallbacks"] == 0
+    # Called from inside a handler, the compiled frame sees the caller's exception as eager does.
+    opt = dynamo.optimize("eager")(outside)
+    try:
+        raise KeyError("caller")
+    except KeyError as e:
+        assert opt(torch.ones(2))[1][1] is e
+
+
+def test_reraise_break_reason_names_the_raising_line():
+    """A RERAISE (no line of its own) reports the line whose exception it re-raises, not 0."""
+    import inspect
+
+    from dynamo import _C
+
+    with pytest.raises(KeyError):
+        dynamo.optimize("eager")(_unmatched_except)(torch.ones(2))
+    src, start = inspect.getsourcelines(_unmatched_except)
+    line = start + next(i for i, l in enumerate(src) if 'raise KeyError("k")' in l)
+    reasons = _C.break_reasons()
+    assert reasons and f"(at {__file__}:{line} in _unmatched_except)" in reasons[0], reasons

@@ -58,6 +58,22 @@ impl GradModeRestore {
     }
 }
 
+/// Called by transformed code when an exception leaves a resume function it called (Note
+/// [resume frames in tracebacks] in `pycodegen`): drops the first entry of `exc`'s traceback,
+/// the one CPython added for the calling frame, when more follow, and returns `exc` for the
+/// RERAISE that follows.
+#[pyfunction]
+pub fn drop_traceback_head<'py>(exc: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let tb = exc.getattr("__traceback__")?;
+    if !tb.is_none() {
+        let next = tb.getattr("tb_next")?;
+        if !next.is_none() {
+            exc.setattr("__traceback__", next)?;
+        }
+    }
+    Ok(exc)
+}
+
 /// Called by transformed code when its graph raised (Note [graph failure reruns the frame]):
 /// restores grad mode `grad_enabled` (the frame's on entry), counts and logs the failure, and
 /// re-raises `exc` unless it is an `Exception` (KeyboardInterrupt and SystemExit propagate).
@@ -354,6 +370,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dict_iter_changed_size, m)?)?;
     m.add_function(wrap_pyfunction!(replace_dict, m)?)?;
     m.add_function(wrap_pyfunction!(graph_failed, m)?)?;
+    m.add_function(wrap_pyfunction!(drop_traceback_head, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot_inputs, m)?)?;
     m.add_class::<GradModeRestore>()?;
     m.add_function(wrap_pyfunction!(reset, m)?)?;

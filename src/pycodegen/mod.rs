@@ -73,6 +73,10 @@ pub struct Rerun {
 pub enum SideEffect {
     /// `target.name = value`.
     SetAttr { target: Arc<Source>, name: String, value: Rebuild },
+    /// `target.cell_contents = value` for a cell made anew by the transformed code (a shared
+    /// rebuild, filled after everything that may reach it was made: Note [cells of inlined
+    /// calls] in `symbolic::convert_frame`).
+    FillCell { target: Rebuild, value: Rebuild },
     /// `object.__setattr__(target, name, value)`: past the class's own `__setattr__`.
     GenericSetAttr { target: Arc<Source>, name: String, value: Rebuild },
     /// `STORE_DEREF slot`: a cell or free variable of the frame (a `nonlocal` write, the contents
@@ -403,6 +407,39 @@ impl PyCodegen {
         Ok(())
     }
 
+    /// Note [resume frames in tracebacks]: an exception leaving one of the resume calls `calls`
+    /// (indices of their CALL_FUNCTION_EX) goes through a handler appended here that drops the
+    /// traceback entry CPython just added for this frame (at the breaking instruction's line)
+    /// and re-raises with RERAISE, which adds none: the traceback then shows the resume
+    /// function's frame (named as the original, at the line that raised) as eager shows the one
+    /// frame. Appended at the end: call after the last instruction that may fall through.
+    pub fn drop_own_traceback_entry(&mut self, py: Python<'_>, calls: &[usize]) -> PyResult<()> {
+        if calls.is_empty() {
+            return Ok(());
+        }
+        let handler = InstId(self.insts.len() as u32);
+        for &i in calls {
+            self.insts[i].exn = Some(crate::bytecode::ExnTarget { handler, depth: 0, lasti: false });
+        }
+        let f = py.import("dynamo._C")?.getattr("drop_traceback_head")?;
+        // Stack: [exc] -> drop_traceback_head(exc) -> RERAISE.
+        if PyVersion::CURRENT.null_after_callable() {
+            self.load_const(f.unbind()); // [exc, f]
+            self.emit(op::SWAP, 2); // [f, exc]
+            self.emit(op::PUSH_NULL, 0); // [f, exc, NULL]
+            self.emit(op::SWAP, 2); // [f, NULL, exc]
+        } else {
+            self.emit(op::PUSH_NULL, 0); // [exc, NULL]
+            self.emit(op::SWAP, 2); // [NULL, exc]
+            self.load_const(f.unbind()); // [NULL, exc, f]
+            self.emit(op::SWAP, 2); // [NULL, f, exc]
+        }
+        self.emit(op::PRECALL, 1);
+        self.emit(op::CALL, 1);
+        self.emit(op::RERAISE, 0);
+        Ok(())
+    }
+
     /// Emits the replay of `effects`. Note [side effect replay]: every effect's operands (its
     /// value, then its target) are pushed first, in order, and the stores run afterwards from the
     /// top down; so no store changes what another effect reads (`self.a = self.b; self.b = 1`
@@ -421,6 +458,11 @@ impl PyCodegen {
                 SideEffect::SetGlobal { value, .. } | SideEffect::SetDeref { value, .. } => {
                     self.rebuild(py, value, d);
                     d += 1;
+                }
+                SideEffect::FillCell { target, value } => {
+                    self.rebuild(py, value, d);
+                    self.rebuild(py, target, d + 1);
+                    d += 2;
                 }
                 SideEffect::SetItem { target, key, value } => {
                     self.rebuild(py, value, d);
@@ -457,6 +499,10 @@ impl PyCodegen {
             match e {
                 SideEffect::SetAttr { name, .. } => {
                     let i = self.name_idx(name);
+                    self.emit(op::STORE_ATTR, i);
+                }
+                SideEffect::FillCell { .. } => {
+                    let i = self.name_idx("cell_contents");
                     self.emit(op::STORE_ATTR, i);
                 }
                 SideEffect::SetGlobal { name, .. } => {

@@ -115,8 +115,23 @@ pub fn break_operands(inst: &Instruction) -> Option<(usize, usize)> {
         op::MATCH_MAPPING | op::MATCH_SEQUENCE | op::GET_LEN => (1, 2),
         op::MATCH_KEYS => (2, 3),
         op::MATCH_CLASS => (3, 1),
+        // `raise` / `raise exc` / `raise exc from cause`: no successor (`successors`).
+        op::RAISE_VARARGS => (a, 0),
         _ => return None,
     })
+}
+
+/// Where execution goes after breaking instruction `inst` at index `ip` when it completes:
+/// `[ip + 1]`, `[ip + 1, jump target]` for `jumps_too`, or nothing for a `raise` (it only
+/// leaves through the exception table, so no resume function follows it).
+pub fn successors(inst: &Instruction, ip: usize) -> Vec<usize> {
+    if inst.opcode == op::RAISE_VARARGS {
+        vec![]
+    } else if jumps_too(inst.opcode) {
+        vec![ip + 1, inst.target.expect("jump target").0 as usize]
+    } else {
+        vec![ip + 1]
+    }
 }
 
 /// Whether the instruction has two successors: a conditional jump (no results on either), or
@@ -265,7 +280,12 @@ pub fn resume_code(py: Python<'_>, ci: &CodeInfo, target: usize, layout: &[Stack
     kwargs.set_item("co_posonlyargcount", 0)?;
     kwargs.set_item("co_kwonlyargcount", 0)?;
     kwargs.set_item("co_flags", ci.flags & !(flags::CO_VARARGS | flags::CO_VARKEYWORDS))?;
-    kwargs.set_item("co_name", &name)?;
+    // Note [resume frames in tracebacks]: the code after a break runs in the resume
+    // function's frame, which tracebacks show under `co_name`: it keeps the original's name, so
+    // an error raised after a break reads as eager's (the transformed frame that called it
+    // drops its own entry: `PyCodegen::drop_own_traceback_entry`). `co_qualname` (debug dumps,
+    // logs) keeps the predictable `__resume_at_<offset>_<n>`.
+    kwargs.set_item("co_name", &ci.name)?;
     kwargs.set_item("co_qualname", &name)?;
     let code = ci.code.bind(py).call_method("replace", (), Some(&kwargs))?.unbind();
     resume_origins().lock().insert(code.as_ptr() as usize, ResumeOrigin { code: ci.code.clone_ref(py), prefix: prefix as usize });
@@ -404,8 +424,10 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
     cg.insts.push(inst);
     let mut over_copy = None;
     if let Some(exn) = protected {
-        over_copy = Some(cg.insts.len());
-        cg.insts.push(Instruction::jump(op::JUMP_FORWARD, InstId(0)));
+        if !plan.targets.is_empty() {
+            over_copy = Some(cg.insts.len());
+            cg.insts.push(Instruction::jump(op::JUMP_FORWARD, InstId(0)));
+        }
         let base = cg.original_copy(ci);
         cg.insts[jump_at].exn = Some(crate::bytecode::ExnTarget { handler: InstId(exn.handler.0 + base), ..exn });
     }
@@ -418,6 +440,7 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
             Some(_) => StackSlot::Value,
         })
         .collect();
+    let mut resume_calls = Vec::new();
     for (n, &target) in plan.targets.iter().enumerate() {
         let label = InstId(cg.insts.len() as u32);
         if n == 0 {
@@ -445,8 +468,9 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
             cg.emit(op::SWAP, 2);
             cg.emit(op::POP_TOP, 0);
         }
-        emit_resume_call(py, &mut cg, ci, &plan, Callee::Code(code), n_pass, &cells, tmp, preserved_start, preserved_end)?;
+        resume_calls.extend(emit_resume_call(py, &mut cg, ci, &plan, Callee::Code(code), n_pass, &cells, tmp, preserved_start, preserved_end)?);
     }
+    cg.drop_own_traceback_entry(py, &resume_calls)?;
     if let (true, Some(rerun)) = (has_graph, &plan.rerun_on_failure) {
         cg.protect_graph_call(py, ci, call, rerun)?;
     }
@@ -469,7 +493,8 @@ enum Callee {
 
 /// `return resume(*(locals + preserved + results + cells))` with the results' tuple on top of
 /// the stack; `cells` names the resume code's cell variables that are not arguments of the
-/// original (Note [cells across a graph break]).
+/// original (Note [cells across a graph break]). Returns the index of the call of a resume
+/// function (not of a loop driver), for `PyCodegen::drop_own_traceback_entry`.
 #[allow(clippy::too_many_arguments)]
 fn emit_resume_call(
     py: Python<'_>,
@@ -482,7 +507,7 @@ fn emit_resume_call(
     tmp: u32,
     preserved_start: u32,
     preserved_end: u32,
-) -> PyResult<()> {
+) -> PyResult<Option<usize>> {
     // The instruction's results are on the stack as one tuple.
     cg.emit(op::LOAD_FAST, tmp);
     let slice = py.import("builtins")?.getattr("slice")?.call1((preserved_start, preserved_end))?;
@@ -530,7 +555,7 @@ fn emit_resume_call(
             cg.emit(op::SWAP, 2);
             cg.emit(op::CALL_FUNCTION_EX, 0);
             cg.emit(op::RETURN_VALUE, 0);
-            return Ok(());
+            return Ok(None);
         }
     };
     if ci.n_freevars > 0 {
@@ -555,6 +580,7 @@ fn emit_resume_call(
         cg.emit(op::SWAP, 2);
     }
     cg.emit(op::CALL_FUNCTION_EX, 0);
+    let call = cg.insts.len() - 1;
     cg.emit(op::RETURN_VALUE, 0);
-    Ok(())
+    Ok(Some(call))
 }

@@ -6,7 +6,7 @@
 
 use crate::graph::Arg;
 use crate::guards::{GuardKind, GuardManager};
-use crate::pycodegen::resume::{break_code, break_operands, jumps_too, BreakPlan};
+use crate::pycodegen::resume::{break_code, break_operands, successors, BreakPlan};
 use crate::pycodegen::{compiled_frame_code, Rebuild, SideEffect};
 use crate::symbolic::code_info::CodeInfo;
 use crate::symbolic::translator::{BreakState, Outcome};
@@ -187,14 +187,30 @@ pub fn convert(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyAny
     result
 }
 
+/// Note [breaking where a failure points]: an `Unsupported` met after tracing, while planning
+/// the rebuilds of what outlives the graph, may name an earlier instruction to break at instead
+/// (`break_at`: where an exception the trace raised and handled, which outlives the graph, was
+/// raised). The frame is then traced again up to there, once.
 fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyAny>, grad_at_entry: bool) -> Result<Converted, ConvertError> {
     let ci = code_info(&frame.code)?;
+    let break_again = |u: Unsupported, tried: Option<(usize, usize)>| -> Result<Converted, ConvertError> {
+        match u.break_at {
+            Some(at) if Some(at) != tried && can_break(&ci, at.0, u.kind) => match trace(py, frame, &ci, Some(at))? {
+                (og, Outcome::Break(state), _) => convert_break(py, frame, &ci, og, state, u.to_string(), u.kind, backend, grad_at_entry),
+                (_, Outcome::Return(_) | Outcome::Yield(_), _) => Err(u.into()),
+            },
+            _ => Err(u.into()),
+        }
+    };
     let (og, outcome, final_locals) = match trace(py, frame, &ci, None) {
         Ok(r) => r,
         Err(ConvertError::Unsupported(u)) => match u.break_at {
             Some(at) if can_break(&ci, at.0, u.kind) => match trace(py, frame, &ci, Some(at))? {
                 (og, Outcome::Break(state), _) => {
-                    return convert_break(py, frame, &ci, og, state, u.to_string(), u.kind, backend, grad_at_entry);
+                    return match convert_break(py, frame, &ci, og, state, u.to_string(), u.kind, backend, grad_at_entry) {
+                        Err(ConvertError::Unsupported(u2)) => break_again(u2, Some(at)),
+                        other => other,
+                    };
                 }
                 (_, Outcome::Return(_) | Outcome::Yield(_), _) => return Err(u.into()),
             },
@@ -202,6 +218,24 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
         },
         Err(e) => return Err(e),
     };
+    match finish_return(py, &ci, og, outcome, final_locals, backend, grad_at_entry) {
+        Err(ConvertError::Unsupported(u)) => break_again(u, None),
+        other => other,
+    }
+}
+
+/// The code of a frame traced to its end (`Outcome::Return`): one graph, the returned value
+/// rebuilt from its outputs, the side effects replayed.
+#[allow(clippy::too_many_arguments)]
+fn finish_return(
+    py: Python<'_>,
+    ci: &Arc<CodeInfo>,
+    og: OutputGraph,
+    outcome: Outcome,
+    final_locals: Vec<Option<VT>>,
+    backend: &Bound<'_, PyAny>,
+    grad_at_entry: bool,
+) -> Result<Converted, ConvertError> {
     let returned = match outcome {
         Outcome::Return(v) => v,
         Outcome::Break(_) | Outcome::Yield(_) => unreachable!("no break requested, not a generator"),
@@ -218,12 +252,13 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
     let result = rebuild_of(py, &og, &returned, &mut outputs)?;
     let mut effects = plan_side_effects(py, &og, &mut outputs)?;
     // Cells that functions made in the frame and escaping it close over get their contents.
-    effects.extend(own_cell_stores(py, &og, &ci, &mut outputs)?);
+    effects.extend(own_cell_stores(py, &og, ci, &mut outputs)?);
+    effects.extend(cell_fills(py, &og, &mut outputs)?);
     let n_shared = outputs.n_shared;
     let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend)?;
     let inputs: Vec<Arc<Source>> = og.inputs.iter().map(|(s, _)| s.clone()).collect();
     let rerun = rerun_on_failure(&og, grad_at_entry);
-    let code = compiled_frame_code(py, &ci, compiled, &inputs, &result, &effects, rerun, n_shared).map_err(ConvertError::Internal)?;
+    let code = compiled_frame_code(py, ci, compiled, &inputs, &result, &effects, rerun, n_shared).map_err(ConvertError::Internal)?;
     og.add_alias_guards();
     if let Some(g) = og.shape_guard(py)? {
         og.guards.push(g);
@@ -283,6 +318,17 @@ fn own_cell_stores(py: Python<'_>, og: &OutputGraph, ci: &CodeInfo, outputs: &mu
     }
 }
 
+/// The instructions whose live locals the code after a break at `ip` may read: its successors,
+/// or for a `raise` (none) the instruction itself, whose live set is its handler's (the liveness
+/// analysis counts exception handlers as successors), so a protected `raise` keeps what the
+/// `except` clause reads.
+fn live_points(inst: &crate::bytecode::Instruction, ip: usize) -> Vec<usize> {
+    match successors(inst, ip) {
+        s if s.is_empty() => vec![ip],
+        s => s,
+    }
+}
+
 /// Whether a graph break may stop at instruction `ip` of `ci`: a known stack layout.
 fn can_break(ci: &CodeInfo, ip: usize, kind: crate::symbolic::graph_break::GraphBreakKind) -> bool {
     let inst = &ci.insts[ip];
@@ -309,6 +355,9 @@ struct Outputs {
     shared: HashMap<usize, SharedRebuild>,
     /// Temporary locals the shared rebuilds use.
     n_shared: u32,
+    /// Cells made anew (Note [cells of inlined calls]) whose contents are still to be stored
+    /// (`cell_fills`): the shared temporary holding each, and its tracker.
+    cells_to_fill: Vec<(u32, Rc<RefCell<Option<VT>>>)>,
     /// Cells (`localsplus` slot, tracker) that rebuilt functions close over, not yet given
     /// their contents (`own_cell_stores`).
     referenced_cells: Vec<(u32, Rc<RefCell<Option<VT>>>)>,
@@ -426,11 +475,7 @@ fn convert_break(
     let mut unbound = Vec::new();
     // Only locals some continuation may still read travel to the resume function; dead ones
     // (stale stack slots of earlier resume functions among them) are left unbound.
-    let continuations: Vec<usize> = if jumps_too(inst.opcode) {
-        vec![state.ip + 1, inst.target.expect("jump target").0 as usize]
-    } else {
-        vec![state.ip + 1]
-    };
+    let continuations = live_points(&inst, state.ip);
     // Note [cells across a graph break]: the frame's cells are never rebuilt. A function made
     // before the break shares them with the code after it, so the transformed code gives the
     // real cells (made by its prologue, or received made) the contents the trace left in them,
@@ -494,12 +539,8 @@ fn convert_break(
         }
     }
     let operands = state.stack[split..].iter().map(|v| slot(v, &mut outputs)).collect::<VResult<Vec<_>>>()?;
-    let (targets, n_results) = if jumps_too(inst.opcode) {
-        // Results on the fall-through path only (FOR_ITER's iterator and item).
-        (vec![state.ip + 1, inst.target.expect("jump target").0 as usize], n_pushed)
-    } else {
-        (vec![state.ip + 1], n_pushed)
-    };
+    // Results on the fall-through path only (FOR_ITER's iterator and item).
+    let (targets, n_results) = (successors(&inst, state.ip), n_pushed);
     // Note [loop bodies as functions] (pycodegen::loop_body): the loop runs in a driver. Only
     // on 3.11 so far: the body functions' code has not been checked against 3.12's and 3.13's
     // stack layouts (on 3.13 it crashed), so there the loop keeps running as Python.
@@ -529,6 +570,7 @@ fn convert_break(
     };
     let mut effects = plan_side_effects(py, &og, &mut outputs)?;
     effects.extend(own_cell_stores(py, &og, ci, &mut outputs)?);
+    effects.extend(cell_fills(py, &og, &mut outputs)?);
     let n_shared = outputs.n_shared;
     let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend)?;
     let inputs: Vec<Arc<Source>> = og.inputs.iter().map(|(s, _)| s.clone()).collect();
@@ -616,10 +658,7 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
 /// break (`check_rebuilt_once`).
 fn check_no_shared_containers(py: Python<'_>, state: &BreakState, ci: &CodeInfo, og: &OutputGraph) -> VResult<HashMap<usize, usize>> {
     let inst = &ci.insts[state.ip];
-    let mut targets = vec![state.ip + 1];
-    if let (true, Some(t)) = (jumps_too(inst.opcode), inst.target) {
-        targets.push(t.0 as usize);
-    }
+    let targets = live_points(inst, state.ip);
     // Cells (arguments among them) are always live: functions made in the frame may read them.
     let live_locals = state.locals.iter().enumerate().filter(|(i, v)| {
         *i >= ci.varnames.len() || matches!(v, Some(VT::Cell(_))) || targets.iter().any(|&t| ci.live.get(t).is_some_and(|l| l[*i]))
@@ -1015,10 +1054,43 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
     })
 }
 
+/// The contents of the cells made anew (`Outputs::cells_to_fill`), stored once everything
+/// else was rebuilt: a function that closes over a cell holding itself (a recursive helper a
+/// closure factory made) is then made before the cell is filled with it.
+fn cell_fills(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) -> VResult<Vec<SideEffect>> {
+    let mut out = Vec::new();
+    while !outputs.cells_to_fill.is_empty() {
+        let (id, rc) = outputs.cells_to_fill.remove(0);
+        let content = rc.borrow().clone();
+        if let Some(v) = content {
+            let value = rebuild_of(py, og, &v, outputs)?;
+            out.push(SideEffect::FillCell { target: Rebuild::SharedRef(id), value });
+        }
+    }
+    Ok(out)
+}
+
 /// How to rebuild the returned tracker; tensors computed by the graph become graph outputs. An
 /// object reached more than once is built once (Note [shared rebuilds]).
 fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) -> VResult<Rebuild> {
     let Some(key) = shared_key(vt) else { return rebuild_fresh(py, og, vt, outputs) };
+    if let VT::Cell(rc) = vt {
+        // Note [cells of inlined calls]: a cell that exists only in the trace is made empty
+        // into a temporary (however many functions close over it) and filled last.
+        let key_ptr = Rc::as_ptr(rc) as *const () as usize;
+        let made_anew = !og.cell_sources.contains_key(&key_ptr) && !og.cells_by_ptr.values().any(|c| Rc::ptr_eq(c, rc)) && !outputs.cells.contains_key(&key_ptr);
+        if made_anew {
+            if let Some(SharedRebuild::Done(id)) = outputs.shared.get(&key).copied() {
+                return Ok(Rebuild::SharedRef(id));
+            }
+            let id = outputs.n_shared;
+            outputs.n_shared += 1;
+            outputs.shared.insert(key, SharedRebuild::Done(id));
+            outputs.cells_to_fill.push((id, rc.clone()));
+            let cell_type = py.import("types")?.getattr("CellType")?.unbind();
+            return Ok(Rebuild::Shared { id, inner: Box::new(Rebuild::Call { func: cell_type, args: vec![] }) });
+        }
+    }
     match outputs.shared.get(&key).copied() {
         None => rebuild_fresh(py, og, vt, outputs),
         Some(SharedRebuild::Done(id)) => Ok(Rebuild::SharedRef(id)),
@@ -1175,8 +1247,10 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         // anew on each run, as eager makes a new one per call; one the trace raised would lack
         // eager's traceback.
         VT::Constant(c) if c.bind(py).is_instance_of::<pyo3::exceptions::PyBaseException>() => {
-            if og.raised_exceptions.iter().any(|r| r.is(c)) {
-                unsupported!("an exception the trace raised and handled outlives the graph");
+            if let Some(k) = og.raised_exceptions.iter().position(|r| r.is(c)) {
+                // Eager's carries a traceback: break where it was raised instead, so Python
+                // raises and handles it for real (`convert_inner`).
+                return Err(Unsupported { break_at: og.raise_points.get(k).copied(), ..Unsupported::new("an exception the trace raised and handled outlives the graph") });
             }
             let e = c.bind(py);
             let exact_builtin = e.get_type().getattr("__module__").map(|m| m.to_string() == "builtins").unwrap_or(false);

@@ -124,6 +124,12 @@ pub struct OutputGraph {
     /// Exception objects the trace raised and handed to an `except` clause (kept alive): one
     /// that outlives the graph is refused (eager's carries a traceback).
     pub raised_exceptions: Vec<Py<PyAny>>,
+    /// For each of `raised_exceptions`, the `(ip, visit)` of the converted frame's instruction
+    /// running when it was raised (the raise itself, or the call that raised it in an inlined
+    /// function): where to break instead when the exception outlives the graph.
+    pub raise_points: Vec<(usize, usize)>,
+    /// The `(ip, visit)` of the converted frame's instruction being traced.
+    pub top_ip: (usize, usize),
     /// Containers being wrapped (addresses), innermost last: `builder::wrap` refuses cycles.
     pub wrapping: Vec<usize>,
     /// Closures guarded by their code rather than their identity (Note [closure guards] in
@@ -192,6 +198,8 @@ impl OutputGraph {
             cells_by_ptr: HashMap::new(),
             cell_sources: HashMap::new(),
             raised_exceptions: Vec::new(),
+            raise_points: Vec::new(),
+            top_ip: (0, 0),
             class_sources: HashMap::new(),
             derived_modules: HashMap::new(),
             name_counts: HashMap::new(),

@@ -100,6 +100,9 @@ pub struct InstructionTranslator<'a> {
     /// raised and whose `except` clause it is running, outermost first (Note [handlers in the
     /// converted frame]).
     handlers_entered: Vec<(usize, usize)>,
+    /// The line of the last instruction whose exception the trace took to a handler: the line
+    /// a RERAISE (which has none of its own) reports, as CPython's traceback does.
+    last_raise_line: Option<u32>,
 }
 
 enum Flow {
@@ -141,6 +144,7 @@ impl<'a> InstructionTranslator<'a> {
             closure,
             generator: false,
             handlers_entered: Vec::new(),
+            last_raise_line: None,
         }
     }
 
@@ -196,6 +200,9 @@ impl<'a> InstructionTranslator<'a> {
                     locals: self.locals.clone(),
                     kw_names: self.kw_names.as_ref().map(|k| k.clone_ref(py)),
                 }));
+            }
+            if self.depth == 0 {
+                self.og.top_ip = (ip, visit);
             }
             self.ip += 1;
             let flow = match self.step(py, ip) {
@@ -269,6 +276,11 @@ impl<'a> InstructionTranslator<'a> {
             self.stack.push(VT::constant(offset.into_pyobject(py)?.into_any().unbind()));
         }
         self.og.raised_exceptions.push(exc.clone_ref(py));
+        let point = self.og.top_ip;
+        self.og.raise_points.push(point);
+        if self.code.insts[ip].opcode != op::RERAISE {
+            self.last_raise_line = self.code.insts[ip].positions.line.or(self.last_raise_line);
+        }
         self.stack.push(VT::constant(exc));
         self.kw_names = None;
         self.ip = exn.handler.0 as usize;
@@ -294,7 +306,14 @@ impl<'a> InstructionTranslator<'a> {
         if e.reason.contains(" (at ") {
             return e;
         }
-        let line = self.code.insts[ip].positions.line.unwrap_or(0);
+        // A RERAISE reports the line that raised the exception it re-raises, as CPython's
+        // traceback does (the cleanup ones have no line of their own); other instructions
+        // without a line, the nearest line before them.
+        let reraised = self.last_raise_line.filter(|_| self.code.insts[ip].opcode == op::RERAISE);
+        let line = reraised
+            .or(self.code.insts[ip].positions.line)
+            .or_else(|| self.code.insts[..ip].iter().rev().find_map(|i| i.positions.line))
+            .unwrap_or(self.code.firstlineno);
         Unsupported { reason: format!("{} (at {}:{} in {})", e.reason, self.code.filename, line, self.code.name), ..e }
     }
 
@@ -352,6 +371,12 @@ impl<'a> InstructionTranslator<'a> {
             op::LOAD_CONST => {
                 let c = self.code.consts.bind(py).get_item(arg as usize)?;
                 let v = self.wrap_unguarded(py, &c)?;
+                self.stack.push(v);
+            }
+            // A failing `assert`: the class, called with the message (if any) and raised.
+            op::LOAD_ASSERTION_ERROR => {
+                let cls = py.import("builtins")?.getattr("AssertionError")?;
+                let v = self.wrap_unguarded(py, &cls)?;
                 self.stack.push(v);
             }
             op::LOAD_FAST | op::LOAD_FAST_CHECK => match &self.locals[arg as usize] {
@@ -768,13 +793,20 @@ impl<'a> InstructionTranslator<'a> {
                 let v = self.pop()?;
                 let items = self.dict_items(py, &v)?;
                 let idx = self.stack.len() - arg as usize;
-                match &self.stack[idx] {
-                    VT::Dict(d) if d.borrow().source.is_none() => {
-                        for (k, v) in items {
-                            dict_set(py, &mut d.borrow_mut(), PyString::new(py, &k).into_any().unbind(), v)?;
-                        }
+                let VT::Dict(d) = &self.stack[idx] else { unsupported!("DICT_UPDATE to a dict this frame did not build") };
+                if d.borrow().source.is_some() {
+                    unsupported!("DICT_UPDATE to a dict this frame did not build");
+                }
+                let d = d.clone();
+                for (k, v) in items {
+                    // DICT_MERGE (`f(a=1, **kw)`, `f(**a, **b)`) refuses a key given twice, as
+                    // CPython's `_PyDict_MergeEx(.., 2)` does; `{**a, **b}` (DICT_UPDATE) keeps
+                    // the last.
+                    let key = PyString::new(py, &k);
+                    if opcode == op::DICT_MERGE && d.borrow().items.iter().any(|(have, _)| have.bind(py).eq(&key).unwrap_or(false)) {
+                        return Err(self.repeated_keyword(py, idx, &k));
                     }
-                    _ => unsupported!("DICT_UPDATE to a dict this frame did not build"),
+                    dict_set(py, &mut d.borrow_mut(), key.into_any().unbind(), v)?;
                 }
             }
             op::BUILD_SLICE => {
@@ -2824,6 +2856,35 @@ impl<'a> InstructionTranslator<'a> {
             // `f(**o)` for a dict subclass object merges it as `dict(o)` does.
             VT::UserObject(o) if o.storage.is_some() => self.mapping_items(py, v)?.into_iter().map(|(k, v)| Ok((k.bind(py).extract::<String>()?, v))).collect(),
             _ => unsupported!("** of {}", v.describe(py)),
+        }
+    }
+
+    /// The TypeError of a DICT_MERGE that meets keyword `key` twice, for the call whose
+    /// keyword dict sits at stack index `dict_idx`: CPython's message names the callable
+    /// (`_PyObject_FunctionStr`: `module.qualname()`, or `qualname()` for builtins), read from
+    /// the stack below the positional arguments (past the NULL of the call's layout). A break
+    /// when the callable is not a real object the message can name.
+    fn repeated_keyword(&self, py: Python<'_>, dict_idx: usize, key: &str) -> Unsupported {
+        let callable = (2..=3).filter_map(|k| dict_idx.checked_sub(k)).map(|i| &self.stack[i]).find(|v| !v.is_null());
+        let real = match callable {
+            Some(VT::Class(c)) | Some(VT::Builtin(c)) | Some(VT::TorchFunction(c)) => Some(c.bind(py).clone()),
+            Some(VT::Function { obj, .. }) | Some(VT::Module { obj, .. }) => Some(obj.bind(py).clone()),
+            _ => None,
+        };
+        let Some(f) = real else {
+            return Unsupported::new(format!("keyword argument '{key}' given twice to a call of a traced value"));
+        };
+        let name = match f.getattr("__qualname__").and_then(|q| q.extract::<String>()) {
+            Ok(q) => match f.getattr("__module__").and_then(|m| m.extract::<String>()) {
+                Ok(m) if m != "builtins" => format!("{m}.{q}()"),
+                _ => format!("{q}()"),
+            },
+            Err(_) => f.str().map(|s| s.to_string()).unwrap_or_default(),
+        };
+        let msg = format!("{name} got multiple values for keyword argument '{key}'");
+        match py.import("builtins").and_then(|b| b.getattr("TypeError")).and_then(|t| t.call1((msg.as_str(),))) {
+            Ok(e) => Unsupported::raise_value("TypeError", e.unbind(), msg),
+            Err(e) => Unsupported::new(e.to_string()),
         }
     }
 
