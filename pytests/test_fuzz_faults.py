@@ -594,3 +594,66 @@ def test_reraise_break_reason_names_the_raising_line():
     line = start + next(i for i, l in enumerate(src) if 'raise KeyError("k")' in l)
     reasons = _C.break_reasons()
     assert reasons and f"(at {__file__}:{line} in _unmatched_except)" in reasons[0], reasons
+# ----- functions and cells that reach themselves ------------------------------------------------
+
+
+def _make_fact():
+    def fact(n):
+        return 1 if n == 0 else n * fact(n - 1)
+
+    return fact
+
+
+def _make_even_odd():
+    def even(n):
+        return True if n == 0 else odd(n - 1)
+
+    def odd(n):
+        return False if n == 0 else even(n - 1)
+
+    return even, odd
+
+
+def _closures_of(fn):
+    return [c.cell_contents for c in fn.__closure__]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_recursive_functions_that_escape_reach_themselves(backend):
+    """A recursive helper closes over the cell that holds it: made in the frame (a frame cell)
+    or by an inlined closure factory (a cell made anew, filled after the function exists), it
+    comes back as one function whose cell holds that very function; mutual recursion too."""
+
+    def own(x):
+        def fact(n):
+            return 1 if n == 0 else n * fact(n - 1)
+
+        return x * fact(3), fact
+
+    def inlined(x):
+        g = _make_fact()
+        return x * g(3), g
+
+    def inlined_pair(x):
+        e, o = _make_even_odd()
+        return x + int(e(4)), e, o
+
+    def inlined_across_a_break(x):
+        g = _make_fact()
+        print("break")
+        return x * g(3), g
+
+    for fn in (own, inlined, inlined_pair, inlined_across_a_break):
+        ref = fn(torch.ones(2))
+        dynamo.reset()
+        out = dynamo.optimize(backend)(fn)(torch.ones(2))
+        captured()
+        assert torch.equal(out[0], ref[0])
+        funcs = out[1:]
+        for f, r in zip(funcs, ref[1:]):
+            assert f.__code__ is r.__code__ and f(5) == r(5) and f(6) == r(6)
+        if len(funcs) == 1:
+            assert _closures_of(funcs[0]) == [funcs[0]]
+        else:
+            even, odd = funcs
+            assert _closures_of(even) == [odd] and _closures_of(odd) == [even]
