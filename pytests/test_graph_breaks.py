@@ -3,6 +3,8 @@ resume function compiled in turn."""
 
 import sys
 
+import collections
+
 import pytest
 import torch
 
@@ -179,15 +181,10 @@ def test_chained_resume_functions_keep_bound_methods_of_this_call():
         torch.testing.assert_close(got[2], ref[2])
 
 
-@pytest.mark.xfail(
-    sys.version_info >= (3, 12),
-    strict=True,
-    reason="CPython 3.12 inlines the dict comprehension into the frame (PEP 709); that frame runs "
-    "eagerly (its loop over a zip of lists cannot be resumed), so nothing is captured",
-)
 def test_loop_over_tensors_across_breaks():
-    import collections
-
+    # `collections` is a global here: a frame with free variables keeps its untraceable loop in
+    # Python (Note [loop bodies as functions]), and on 3.12+ the dict comprehension is inlined
+    # into that frame (PEP 709), so it would capture nothing.
     def fn(xs, labels):
         groups = collections.defaultdict(list)
         for t, lab in zip(xs, labels):
@@ -203,6 +200,32 @@ def test_loop_over_tensors_across_breaks():
         for k in ref:
             torch.testing.assert_close(got[k], ref[k])
     assert dynamo.counters()["graphs"] >= 1
+
+
+def test_break_at_a_method_load_resumes():
+    """A break at the load of a method (`q.append`: LOAD_METHOD on 3.11, LOAD_ATTR with the
+    method bit on 3.12/3.13) resumes after it with the call's stack laid out as that version's
+    CALL expects (3.13 puts the NULL above the bound method), with a value of the enclosing
+    expression below it in the second case."""
+
+    def fn(x, q):
+        y = x.sin() * 2
+        q.append(y.sum())
+        return y.cos() + q.__len__()
+
+    x = torch.randn(4)
+    ref_q, q = collections.deque(), collections.deque()
+    ref = fn(x, ref_q)
+    out = dynamo.explain(fn)(x, collections.deque())
+    # Breaks: loading q.append, calling it, loading q.__len__, calling it.
+    assert out.graph_break_count == 4, out.break_reasons
+    assert sum("attribute 'append' of deque" in r for r in out.break_reasons) == 1, out.break_reasons
+    dynamo.reset()
+    opt = dynamo.optimize("eager")(fn)
+    torch.testing.assert_close(opt(x, q), ref)
+    assert len(q) == len(ref_q) == 1
+    torch.testing.assert_close(q[0], ref_q[0])
+    assert dynamo.counters()["graphs"] == 4  # sin * 2, sum, cos, + n
 
 
 # Regressions from probing graph breaks (each was a silent wrong result).

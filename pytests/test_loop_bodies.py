@@ -4,8 +4,6 @@ functions] in src/pycodegen/loop_body.rs). Every exit of the body (back edge, `c
 `break`, `return`, for-else, exceptions) behaves as in eager Python.
 """
 
-import sys
-
 import pytest
 import torch
 
@@ -13,8 +11,6 @@ import dynamo
 
 from test_python_kinds import check
 
-# The loop driver is enabled on 3.11 only so far (src/symbolic/convert_frame.rs).
-pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="loop bodies as functions: CPython 3.11 only so far")
 
 
 def loader(n=6, bs=2):

@@ -3,8 +3,6 @@ real models runs, each run eagerly and compiled and compared, with graph and bre
 show the code was captured; and tiny transformers models with break counts that may only go down.
 """
 
-import sys
-
 import pytest
 import torch
 
@@ -849,7 +847,6 @@ def small_setup(kind):
 TORCH_LOOP_GRAPHS = {"net": 2, "sequential": 1}
 
 
-@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="loop bodies as functions: CPython 3.11 only so far")
 @pytest.mark.parametrize("kind", sorted(TORCH_LOOP_GRAPHS))
 @pytest.mark.parametrize("loss", ["module", "functional"])
 def test_dataloader_training_loop(kind, loss):

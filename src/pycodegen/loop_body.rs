@@ -457,7 +457,7 @@ pub fn make_driver(py: Python<'_>, ci: &CodeInfo, shape: LoopShape, bound: &[u32
     let exits = PyDict::new(py);
     for (t, b) in &plan.exits {
         let unbound: Vec<u32> = (0..nv).filter(|v| !b.contains(v)).collect();
-        let code = super::resume::resume_code(py, ci, *t, layout, 0, &unbound)?;
+        let code = super::resume::resume_code(py, ci, *t, layout, 0, false, &unbound)?;
         exits.set_item((*t as i64, tuple_of(b)?), function.call1((code.bind(py), globals.bind(py)))?)?;
     }
     let live = |t: usize| -> Vec<u32> { (0..nv).filter(|&v| ci.live.get(t).is_some_and(|l| l[v as usize])).collect() };

@@ -65,6 +65,10 @@ pub struct BreakPlan<'a> {
     pub kw_names: Option<Py<PyAny>>,
     /// Values the instruction pushes (0 for a conditional jump).
     pub n_results: usize,
+    /// The resume function pushes a NULL above the results: a break at a method load on a
+    /// CPython that puts the call's NULL after the callable (3.13), where the instruction runs
+    /// as a plain attribute load (see [`resume_code`]).
+    pub null_on_top: bool,
     /// Where execution continues: `[next]`, or `[fallthrough, jump target]` for a conditional jump.
     pub targets: Vec<usize>,
     pub globals: Py<PyAny>,
@@ -167,7 +171,7 @@ pub enum StackSlot {
     Iter,
 }
 
-type ResumeKey = (usize, usize, Vec<StackSlot>, usize, Vec<u32>);
+type ResumeKey = (usize, usize, Vec<StackSlot>, usize, bool, Vec<u32>);
 
 fn resume_cache() -> &'static Mutex<HashMap<ResumeKey, Py<PyAny>>> {
     static C: OnceLock<Mutex<HashMap<ResumeKey, Py<PyAny>>>> = OnceLock::new();
@@ -218,9 +222,11 @@ pub fn original_target(py: Python<'_>, ci: &CodeInfo, target: usize) -> Option<(
 /// The resume code continuing `ci` at instruction `target`, taking every varname, then the
 /// non-NULL stack values (`layout` describes the preserved stack; `n_results` more values
 /// follow), then the cells of `ci`'s other cell variables (`CodeInfo::plain_cellvars`) as
-/// positional parameters. Cached.
-pub fn resume_code(py: Python<'_>, ci: &CodeInfo, target: usize, layout: &[StackSlot], n_results: usize, unbound: &[u32]) -> PyResult<Py<PyAny>> {
-    let key: ResumeKey = (ci.code.as_ptr() as usize, target, layout.to_vec(), n_results, unbound.to_vec());
+/// positional parameters. With `null_on_top` its prefix pushes a NULL after the results: a
+/// method load that broke ran as a plain attribute load, and 3.13 lays a method call out as
+/// `[bound method, NULL, args...]` (3.11 and 3.12 put that NULL below, in `layout`). Cached.
+pub fn resume_code(py: Python<'_>, ci: &CodeInfo, target: usize, layout: &[StackSlot], n_results: usize, null_on_top: bool, unbound: &[u32]) -> PyResult<Py<PyAny>> {
+    let key: ResumeKey = (ci.code.as_ptr() as usize, target, layout.to_vec(), n_results, null_on_top, unbound.to_vec());
     if let Some(c) = resume_cache().lock().get(&key) {
         return Ok(c.clone_ref(py));
     }
@@ -252,6 +258,9 @@ pub fn resume_code(py: Python<'_>, ci: &CodeInfo, target: usize, layout: &[Stack
     for _ in 0..n_results {
         push(op::LOAD_FAST, nv + j);
         j += 1;
+    }
+    if null_on_top {
+        push(op::PUSH_NULL, 0);
     }
     let prefix = insts.len() as u32 + 1;
     insts.push(Instruction::jump(op::JUMP_FORWARD, InstId(target as u32 + prefix)).with_positions(pos));
@@ -450,16 +459,16 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
         } else {
             cg.insts[jump_at].target = Some(label);
         }
-        let n_results = if n == 0 { plan.n_results } else { 0 };
+        let (n_results, null_on_top) = if n == 0 { (plan.n_results, plan.null_on_top) } else { (0, false) };
         // In a resume function, continue in a resume function of the original code: it takes
         // only the original's varnames (this one's extra `__stack` parameters are read by its
         // prefix only, dead here).
         let (code, n_pass, cells) = match original_target(py, ci, target) {
             Some((oci, t)) => {
                 let unbound: Vec<u32> = plan.unbound.iter().copied().filter(|&u| (u as usize) < oci.varnames.len()).collect();
-                (resume_code(py, &oci, t, &layout, n_results, &unbound)?, oci.varnames.len() as u32, oci.plain_cellvars().to_vec())
+                (resume_code(py, &oci, t, &layout, n_results, null_on_top, &unbound)?, oci.varnames.len() as u32, oci.plain_cellvars().to_vec())
             }
-            None => (resume_code(py, ci, target, &layout, n_results, &plan.unbound)?, nv, ci.plain_cellvars().to_vec()),
+            None => (resume_code(py, ci, target, &layout, n_results, null_on_top, &plan.unbound)?, nv, ci.plain_cellvars().to_vec()),
         };
         cg.emit(op::BUILD_TUPLE, n_results as u32);
         // The protected slots are on the real stack under the results: drop them (the resume

@@ -520,16 +520,18 @@ fn convert_break(
         })
         .collect::<VResult<Vec<_>>>()?;
     let mut inst = inst;
-    if inst.opcode == crate::bytecode::opcode::op::LOAD_METHOD && crate::bytecode::PyVersion::CURRENT.null_after_callable() {
-        // 3.13 puts the NULL above the bound method, after the results the resume function
-        // takes: not laid out by `resume_code` yet.
-        unsupported!("graph break at a method load (3.13 stack layout)");
-    }
+    let mut null_on_top = false;
     if inst.opcode == crate::bytecode::opcode::op::LOAD_METHOD {
-        // Run it as LOAD_ATTR (the bound method); the resume function pushes the NULL that
-        // LOAD_METHOD's [NULL, bound] form has below it (Python/ceval.c, LOAD_METHOD).
+        // Run it as LOAD_ATTR (the bound method); the resume function pushes the NULL of the
+        // `[bound, NULL]` form: below the bound method on 3.11/3.12 (LOAD_METHOD pushes
+        // `[NULL, bound]`), above it on 3.13 (LOAD_ATTR with the method bit pushes
+        // `[bound, NULL]`), after the results the resume function takes.
         inst.opcode = crate::bytecode::opcode::op::LOAD_ATTR;
-        preserved.push(None);
+        if crate::bytecode::PyVersion::CURRENT.null_after_callable() {
+            null_on_top = true;
+        } else {
+            preserved.push(None);
+        }
     }
     if let Some(exn) = inst.exn {
         // Note [protected breaks]: the handler needs the stack below its depth as real values.
@@ -541,13 +543,8 @@ fn convert_break(
     let operands = state.stack[split..].iter().map(|v| slot(v, &mut outputs)).collect::<VResult<Vec<_>>>()?;
     // Results on the fall-through path only (FOR_ITER's iterator and item).
     let (targets, n_results) = (successors(&inst, state.ip), n_pushed);
-    // Note [loop bodies as functions] (pycodegen::loop_body): the loop runs in a driver. Only
-    // on 3.11 so far: the body functions' code has not been checked against 3.12's and 3.13's
-    // stack layouts (on 3.13 it crashed), so there the loop keeps running as Python.
-    let loop_driver = if inst.opcode == crate::bytecode::opcode::op::FOR_ITER
-        && kind != crate::symbolic::graph_break::GraphBreakKind::RaisesException
-        && crate::bytecode::PyVersion::CURRENT == crate::bytecode::PyVersion::V311
-    {
+    // Note [loop bodies as functions] (pycodegen::loop_body): the loop runs in a driver.
+    let loop_driver = if inst.opcode == crate::bytecode::opcode::op::FOR_ITER && kind != crate::symbolic::graph_break::GraphBreakKind::RaisesException {
         let (oci, head) = crate::pycodegen::resume::original_target(py, ci, state.ip).unwrap_or_else(|| (ci.clone(), state.ip));
         let Some(shape) = crate::pycodegen::loop_body::loop_shape(&oci, head) else { unsupported!("for loop whose body cannot become a function") };
         let n_pass = oci.varnames.len() as u32;
@@ -588,6 +585,7 @@ fn convert_break(
         inst,
         kw_names: state.kw_names.map(|k| k.into_any()),
         n_results,
+        null_on_top,
         targets,
         globals: frame.globals.clone().into_any().unbind(),
     };
