@@ -2298,6 +2298,31 @@ impl<'a> InstructionTranslator<'a> {
                 items.extend(self.unpack(py, &b)?);
                 Ok(new_list(items))
             }
+            // Sequence repetition (`[1] * (ndim - 1)`, `n * (x,)`): the same items `n` times, as
+            // `list_repeat` / `tuplerepeat` (Objects/listobject.c, tupleobject.c) share them;
+            // `n <= 0` gives an empty sequence. `l *= n` repeats the list in place.
+            (VT::List(_) | VT::Tuple(_), VT::Constant(_), "mul") | (VT::Constant(_), VT::List(_) | VT::Tuple(_), "mul")
+                if repeat_count(py, if matches!(a, VT::Constant(_)) { &a } else { &b }).is_some() =>
+            {
+                let (seq, count) = if matches!(a, VT::Constant(_)) { (&b, &a) } else { (&a, &b) };
+                let n = repeat_count(py, count).unwrap_or(0).max(0) as usize;
+                let items = self.unpack(py, seq)?;
+                if items.len().saturating_mul(n) > 1 << 20 {
+                    unsupported!("sequence repetition to more than 2**20 items");
+                }
+                let repeated: Vec<VT> = (0..n).flat_map(|_| items.iter().cloned()).collect();
+                match seq {
+                    VT::List(l) if name.starts_with('i') && matches!(a, VT::List(_)) => {
+                        if l.borrow().source.is_some() {
+                            self.og.side_effects.mutate_list(l);
+                        }
+                        l.borrow_mut().items = repeated;
+                        Ok(a.clone())
+                    }
+                    VT::List(_) => Ok(new_list(repeated)),
+                    _ => make_tuple(py, repeated),
+                }
+            }
             // `n += t` with a Python number `n`: numbers have no `__iadd__`, so CPython computes
             // `n + t` (Objects/abstract.c, `binary_iop1`). Recorded as the out-of-place operator:
             // fx prints `operator.iadd(0, t)` as `0 += t`, which is not Python.
@@ -4554,4 +4579,16 @@ fn is_method_qualname(f: &Bound<'_, PyAny>) -> bool {
         .ok()
         .and_then(|q| q.extract::<String>().ok())
         .is_some_and(|q| q.contains('.') && !q.contains("<locals>"))
+}
+
+/// The count of a sequence repetition: an int constant (a bool counts as 0 or 1, as in
+/// CPython); `None` for anything else (a float raises TypeError there, left to the operator).
+fn repeat_count(py: Python<'_>, v: &VT) -> Option<i64> {
+    let VT::Constant(c) = v else { return None };
+    let c = c.bind(py);
+    if c.is_instance_of::<pyo3::types::PyInt>() {
+        c.extract::<i64>().ok()
+    } else {
+        None
+    }
 }
