@@ -616,8 +616,9 @@ def render_loop(loop):
               "dynamo runs the loop in a driver and compiles the body once: forward and loss in one graph, trained "
               "through its backward; `zero_grad()`, `backward()` and `step()` run eagerly. Row \"epoch\": the epoch function also "
               "takes the epoch number, prints it in an f-string every other batch and steps a StepLR scheduler after the loop; "
-              "an int or str argument only passed along or formatted is not guarded by value (Note [lazy constants]), so "
-              "epoch 2 compiles nothing."]
+              "an int or str argument only passed along or formatted is not guarded by value (Note [lazy constants]); "
+              "the compiles left in epoch 2 come from `loss.item()` formatted with `:.4f` (a float input specialized by the "
+              "formatting in a resume function) and the batch index, not from `epoch`."]
     return lines
 
 
