@@ -16,6 +16,10 @@ Measures, in one process,
       torch.no_grad(): graphs and graph breaks from `dynamo.explain` and `torch._dynamo.explain`
       side by side, then graphs compiled by the second call of a fresh `optimize(--backend)` /
       `torch.compile(backend="eager")` (0 = no recompile) and dynamo's max abs diff vs eager;
+      then one training step per model (`.train()`, grad mode on): the forward and a loss
+      (`mean(first_output ** 2)`) compiled, `backward()` after it; graphs and breaks of that
+      forward-and-loss function from both explains, graphs the second step compiles, and the
+      max abs diff of the loss and of the parameters' gradients vs eager (same seed);
   (d) a break on every iteration: a Python loop calling an nn.LSTMCell per step with a
       `print` per step, 20/40/80 steps: dynamo's first (compiling) call, graphs, compiles;
   (e) a DataLoader training loop as pytorch/examples writes it (`model.train()`, then per batch
@@ -36,7 +40,8 @@ measurement is reported in its row and the run goes on.
 
 Prints a markdown section; `--write docs/PERF.md` also replaces the section between
 `<!-- bench_breaks:begin -->` and `<!-- bench_breaks:end -->` in that file (appending it if the
-markers are missing).
+markers are missing). With `--only`, the subsections not measured ("### (a)" ... "### (e)") are
+kept from the file's current section, and the header says which ones were.
 
 Usage: python benchmarks/bench_breaks.py [--write docs/PERF.md] [--cold-inductor-cache]
                                          [--calls N] [--repeats R] [--steady-iters N]
@@ -218,12 +223,33 @@ def train_epoch(model, opt, loader, loss_fn):
     return loss
 
 
+def train_epoch_logged(model, opt, loader, loss_fn, sched, epoch):
+    """An epoch that logs with its number and steps an LR scheduler (row "epoch" of (e))."""
+    model.train()
+    for i, (x, y) in enumerate(loader):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        if i % 2 == 0:
+            print(f"epoch {epoch} batch {i} loss {loss.item():.4f}")
+    sched.step()
+    return loss
+
+
 def loop_setup(kind):
+    """(model, optimizer, loader, epoch function, epoch number -> the function's extra arguments)
+    for a row of (e)."""
     torch.manual_seed(0)
-    model = SmallNet() if kind == "net" else torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    model = SmallNet() if kind != "sequential" else torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
     g = torch.Generator().manual_seed(1)
     data = torch.utils.data.TensorDataset(torch.randn(16, 3, generator=g), torch.randn(16, 2, generator=g))
-    return model, torch.optim.SGD(model.parameters(), lr=0.1), torch.utils.data.DataLoader(data, batch_size=4)
+    loader = torch.utils.data.DataLoader(data, batch_size=4)
+    if kind == "epoch":
+        opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+        return model, opt, loader, train_epoch_logged, lambda epoch: (sched, epoch)
+    return model, torch.optim.SGD(model.parameters(), lr=0.1), loader, train_epoch, lambda epoch: ()
 
 
 MODEL_TITLES = {
@@ -424,6 +450,72 @@ def measure_capture(name):
     return res
 
 
+def train_loss(model, inp):
+    """The compiled part of a training step: forward and a scalar loss."""
+    return first_tensor(model(inp)).float().pow(2).mean()
+
+
+def grads_of(model):
+    return [p.grad for p in model.parameters() if p.grad is not None]
+
+
+def measure_training(name):
+    """(c), training step: {"dynamo": {...}, "torch": {...}} or exceptions in their place."""
+    def fresh():
+        model, inp = make_capture_model(name)
+        return model.train(), inp
+    try:
+        model, inp = fresh()
+        torch.manual_seed(1)
+        ref_loss = train_loss(model, inp)
+        ref_loss.backward()
+        ref_grads = grads_of(model)
+    except Exception as exc:
+        return {"dynamo": exc, "torch": exc}
+    res = {}
+    try:
+        with time_limit(ARGS.time_limit), quiet():
+            reset_all()
+            model, inp = fresh()
+            ex = dynamo.explain(train_loss)(model, inp)
+            r = {"graphs": ex.graph_count, "breaks": ex.graph_break_count, "reasons": list(ex.break_reasons)}
+            reset_all()
+            model, inp = fresh()
+            fn = dynamo.optimize(ARGS.backend)(train_loss)
+            torch.manual_seed(1)
+            loss = fn(model, inp)
+            loss.backward()
+            grads = grads_of(model)
+            r["diff"] = max([abs(loss.item() - ref_loss.item())]
+                            + [max_abs_diff(g, h) for g, h in zip(grads, ref_grads)]
+                            + [float("inf")] * abs(len(grads) - len(ref_grads)))
+            before = dynamo.counters()
+            model.zero_grad()
+            fn(model, inp).backward()
+            r["second_compiles"] = dynamo.counters().get("compiles", 0) - before.get("compiles", 0)
+        res["dynamo"] = r
+    except Exception as exc:
+        res["dynamo"] = exc
+    try:
+        with time_limit(ARGS.time_limit), quiet():
+            reset_all()
+            model, inp = fresh()
+            ex = torch._dynamo.explain(train_loss)(model, inp)
+            r = {"graphs": ex.graph_count, "breaks": ex.graph_break_count}
+            reset_all()
+            model, inp = fresh()
+            fn = torch.compile(train_loss, backend="eager")
+            fn(model, inp).backward()
+            before = torch_unique_graphs()
+            fn(model, inp).backward()
+            r["second_compiles"] = torch_unique_graphs() - before
+        res["torch"] = r
+    except Exception as exc:
+        res["torch"] = exc
+    reset_all()
+    return res
+
+
 def measure_lstm():
     """(d): {steps: {"dynamo": {...}, "torch.compile": {...}}} for each loop length."""
     out = {}
@@ -457,30 +549,32 @@ def measure_loop():
     """(e): {kind: {"dynamo": {...}, "torch.compile": {...}}}."""
     out = {}
     loss_fn = torch.nn.MSELoss()
-    for kind in ("net", "sequential"):
-        ref_model, ref_opt, loader = loop_setup(kind)
-        for _ in range(2):
-            train_epoch(ref_model, ref_opt, loader, loss_fn)
+    for kind in ("net", "sequential", "epoch"):
+        ref_model, ref_opt, loader, epoch_fn, extra = loop_setup(kind)
+        with quiet():
+            for e in (1, 2):
+                epoch_fn(ref_model, ref_opt, loader, loss_fn, *extra(e))
         row = {}
         for engine in ("dynamo", "torch.compile"):
             try:
                 with time_limit(ARGS.time_limit), quiet():
                     reset_all()
-                    model, opt, loader = loop_setup(kind)
+                    model, opt, loader, epoch_fn, extra = loop_setup(kind)
+                    args1, args2 = extra(1), extra(2)  # made outside the compiled region
                     t0 = time.perf_counter()
                     if engine == "dynamo":
                         with dynamo.optimize("inductor"):
-                            train_epoch(model, opt, loader, loss_fn)
+                            epoch_fn(model, opt, loader, loss_fn, *args1)
                             c1 = dynamo.counters()
-                            train_epoch(model, opt, loader, loss_fn)
+                            epoch_fn(model, opt, loader, loss_fn, *args2)
                         c2 = dynamo.counters()
                         r = {"graphs1": c1.get("graphs"), "graphs2": c2.get("graphs"), "compiles2": c2.get("compiles", 0) - c1.get("compiles", 0),
                              "breaks": c1.get("graph_breaks"), "fallbacks": c1.get("eager_fallbacks")}
                     else:
-                        fn = torch.compile(train_epoch)
-                        fn(model, opt, loader, loss_fn)
+                        fn = torch.compile(epoch_fn)
+                        fn(model, opt, loader, loss_fn, *args1)
                         g1 = torch_unique_graphs()
-                        fn(model, opt, loader, loss_fn)
+                        fn(model, opt, loader, loss_fn, *args2)
                         r = {"graphs1": g1, "graphs2": torch_unique_graphs(), "compiles2": torch_unique_graphs() - g1, "skipped": torch_skipped_frames()}
                     r["s"] = time.perf_counter() - t0
                     r["diff"] = max(max_abs_diff(p, q) for p, q in zip(model.parameters(), ref_model.parameters()))
@@ -502,15 +596,16 @@ def render_loop(loop):
         "`counters[\"stats\"][\"unique_graphs\"]`, after epoch 1 and after epoch 2 (equal: epoch 2 compiled nothing). "
         "Time: both epochs, compiles included. Diff: max abs diff of the parameters vs eager after two epochs.",
         "",
-        "| model | dynamo graphs (epoch 1 / 2) | dynamo breaks (epoch 1) | torch.compile graphs (epoch 1 / 2) | dynamo 2 epochs (s) | torch.compile 2 epochs (s) | dynamo diff | torch diff |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| model | dynamo graphs (epoch 1 / 2) | dynamo compiles in epoch 2 | dynamo breaks (epoch 1) | torch.compile graphs (epoch 1 / 2) | dynamo 2 epochs (s) | torch.compile 2 epochs (s) | dynamo diff | torch diff |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    titles = {"net": "user class (2 Linear + ReLU)", "sequential": "nn.Sequential (same layers)"}
+    titles = {"net": "user class (2 Linear + ReLU)", "sequential": "nn.Sequential (same layers)",
+              "epoch": "user class, AdamW + StepLR, `epoch` argument printed per batch"}
     for kind, row in loop.items():
         dy, tc = row.get("dynamo"), row.get("torch.compile")
         def cell(r, key, spec="d"):
             return "error" if isinstance(r, Exception) else fmt(r.get(key), spec)
-        lines.append(f"| {titles[kind]} | {cell(dy, 'graphs1')} / {cell(dy, 'graphs2')} | {cell(dy, 'breaks')} | "
+        lines.append(f"| {titles[kind]} | {cell(dy, 'graphs1')} / {cell(dy, 'graphs2')} | {cell(dy, 'compiles2')} | {cell(dy, 'breaks')} | "
                      f"{cell(tc, 'graphs1')} / {cell(tc, 'graphs2')} | {cell(dy, 's', '.1f')} | {cell(tc, 's', '.1f')} | "
                      f"{cell(dy, 'diff', '.2e')} | {cell(tc, 'diff', '.2e')} |")
         for who, r in (("dynamo", dy), ("torch.compile", tc)):
@@ -519,7 +614,11 @@ def render_loop(loop):
     lines += ["", "torch.compile skips the epoch function (a graph break inside a loop) and compiles what it calls: "
               "a user model's forward and the optimizer step (the loss and torch's own `nn.Sequential` run eagerly); "
               "dynamo runs the loop in a driver and compiles the body once: forward and loss in one graph, trained "
-              "through its backward; `zero_grad()`, `backward()` and `step()` run eagerly."]
+              "through its backward; `zero_grad()`, `backward()` and `step()` run eagerly. Row \"epoch\": the epoch function also "
+              "takes the epoch number, prints it in an f-string every other batch and steps a StepLR scheduler after the loop; "
+              "an int or str argument only passed along or formatted is not guarded by value (Note [lazy constants]); "
+              "the compiles left in epoch 2 come from `loss.item()` formatted with `:.4f` (a float input specialized by the "
+              "formatting in a resume function) and the batch index, not from `epoch`."]
     return lines
 
 
@@ -594,6 +693,47 @@ def render_capture(capture):
     return lines
 
 
+def render_training(training):
+    lines = [
+        "",
+        "#### (c) training step: forward and loss compiled, `backward()` after it (`.train()`, grad mode on)",
+        "",
+        "Compiled function: `loss = mean(first_output(model(x)).float() ** 2)`. Graphs / breaks: "
+        "`dynamo.explain(f)(model, x)` and `torch._dynamo.explain(f)(model, x)`. 2nd step: graphs compiled by the "
+        f"second step of a fresh `dynamo.optimize({ARGS.backend!r})(f)` / `torch.compile(f, backend=\"eager\")`. "
+        "Diff: max abs diff of the loss and of every parameter's gradient vs eager (same seed before both).",
+        "",
+        "| model | dynamo graphs | torch graphs | dynamo breaks | torch breaks | dynamo 2nd step | torch 2nd step | diff vs eager |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    notes = []
+    for name, res in training.items():
+        dy, tc = res.get("dynamo"), res.get("torch")
+        title = CAPTURE_TITLES.get(name, name)
+        if isinstance(dy, Exception) and isinstance(tc, Exception) and str(dy) == str(tc):
+            lines.append(f"| {title} | – | – | – | – | – | – | {error_text(dy)} |")
+            continue
+        def cell(r, key, spec="d"):
+            return "error" if isinstance(r, Exception) else fmt(r.get(key), spec)
+        lines.append(f"| {title} | {cell(dy, 'graphs')} | {cell(tc, 'graphs')} | {cell(dy, 'breaks')} | {cell(tc, 'breaks')} | "
+                     f"{cell(dy, 'second_compiles')} | {cell(tc, 'second_compiles')} | {cell(dy, 'diff', '.2e')} |")
+        for who, r in (("dynamo", dy), ("torch", tc)):
+            if isinstance(r, Exception):
+                notes.append(f"- {title}, {who}: {error_text(r)}")
+    if notes:
+        lines += ["", "Errors:", ""] + notes
+    worst = [(n, r["dynamo"]) for n, r in training.items() if isinstance(r.get("dynamo"), dict) and r["dynamo"].get("reasons")]
+    if worst:
+        import collections
+        lines += ["", "<details><summary>dynamo's break reasons per model, training step (first 8)</summary>", ""]
+        for n, r in worst:
+            lines.append(f"- {CAPTURE_TITLES.get(n, n)}:")
+            for reason, k in collections.Counter(_short_reason(x) for x in r["reasons"]).most_common(8):
+                lines.append(f"  - {k} x {reason}")
+        lines += ["", "</details>"]
+    return lines
+
+
 def _short_reason(reason):
     """A break reason without the site-packages prefix of file names, cut to 200 characters."""
     import re
@@ -630,7 +770,43 @@ def render_lstm(lstm):
     return lines
 
 
-def render(command, cache_note, warm_notes, micro, models, elapsed_s, capture=None, lstm=None, loop=None):
+def split_subsections(text):
+    """{letter: text} of the "### (x) ..." subsections of a section's text (up to the next one
+    or the end marker), and the text before the first."""
+    import re
+    parts = re.split(r"(?m)^(?=### \(([a-z])\) )", text)
+    head, subs = parts[0], {}
+    for i in range(1, len(parts) - 1, 2):
+        subs[parts[i]] = parts[i + 1]
+    return head, subs
+
+
+def keep_unmeasured(section, path, wanted):
+    """`section` with the subsections this run did not measure taken from the current `NAME`
+    section of the file at `path` (when it has them), in letter order, and a header line naming
+    them."""
+    begin, end = _common.markers(NAME)
+    try:
+        text = open(path).read()
+    except OSError:
+        return section
+    b, e = text.find(begin), text.find(end)
+    if b == -1 or e <= b:
+        return section
+    _, old = split_subsections(text[b:e])
+    body = section[:section.rfind(end)]
+    head, new = split_subsections(body)
+    kept = sorted(k for k in old if k not in wanted and k not in new)
+    if not kept:
+        return section
+    new.update({k: old[k] for k in kept})
+    note = (f"- subsections {', '.join(f'({k})' for k in kept)} are kept from an earlier run "
+            "(this run measured " + ", ".join(f"({k})" for k in sorted(wanted)) + ")\n")
+    head = head.rstrip("\n") + "\n" + note + "\n"
+    return head + "".join(new[k].rstrip("\n") + "\n\n" for k in sorted(new)).rstrip("\n") + "\n" + end + "\n"
+
+
+def render(command, cache_note, warm_notes, micro, models, elapsed_s, capture=None, lstm=None, loop=None, training=None):
     lines = _common.header_lines(
         NAME, command, cache_note, LOAD_AT_START,
         libs=f"transformers {getattr(transformers, '__version__', 'absent')}, ",
@@ -643,6 +819,8 @@ def render(command, cache_note, warm_notes, micro, models, elapsed_s, capture=No
         lines += render_models(models)
     if capture:
         lines += render_capture(capture)
+    if training:
+        lines += render_training(training)
     if lstm:
         lines += render_lstm(lstm)
     if loop:
@@ -743,10 +921,13 @@ def main():
             models[name] = measure_model(name)
             _common.report_errors(models[name], f"{name} ")
     capture = {}
+    training = {}
     if "c" in wanted:
         for name in [m for m in ARGS.capture_models.split(",") if m]:
             print(f"# measuring (c) {name} ...", file=sys.stderr, flush=True)
             capture[name] = measure_capture(name)
+            print(f"# measuring (c) {name} training step ...", file=sys.stderr, flush=True)
+            training[name] = measure_training(name)
     lstm = None
     if "d" in wanted:
         print("# measuring (d) LSTMCell loop ...", file=sys.stderr, flush=True)
@@ -756,7 +937,10 @@ def main():
         print("# measuring (e) DataLoader training loop ...", file=sys.stderr, flush=True)
         loop = measure_loop()
     reset_all()
-    section = render(command, cache_note, warm_notes, micro, models, time.perf_counter() - t_start, capture, lstm, loop)
+    section = render(command, cache_note, warm_notes, micro, models, time.perf_counter() - t_start, capture, lstm, loop,
+                     training)
+    if ARGS.write:
+        section = keep_unmeasured(section, ARGS.write, wanted)
     _common.emit_section(section, NAME, ARGS.write)
     return 0
 

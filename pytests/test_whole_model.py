@@ -1021,3 +1021,100 @@ def test_transformers_warning_once_logs_once():
         logger.setLevel(logging.NOTSET)
     assert c["graphs"] == 1 and c["graph_breaks"] == 0, c
     assert [r.getMessage() for r in handler.buffer] == ["only once please"]
+
+
+# ----- sequence repetition (torchvision's stochastic_depth: `[input.shape[0]] + [1] * (ndim - 1)`) --
+
+REPEATS = {
+    "list_times_int": lambda x: x.reshape([x.shape[0]] + [1] * (x.ndim - 1)) + 1,
+    "int_times_tuple": lambda x: x.reshape(*(2 * (2,))) * 2,
+    "list_times_zero": lambda x: x + len([x] * 0),
+    "list_times_negative": lambda x: x + len([1, 2] * -3),
+    "shared_items": lambda x: [[x]] * 2,
+    "in_place": lambda x: _repeat_in_place(x),
+}
+
+
+def _repeat_in_place(x):
+    items = [x, 1]
+    alias = items
+    items *= 2
+    return alias, len(items)
+
+
+@pytest.mark.parametrize("case", sorted(REPEATS))
+def test_sequence_repetition(case):
+    """`list * int`, `int * tuple`, `*=`: equal to eager (items shared, not copied), no break."""
+    check(REPEATS[case], torch.ones(4), graphs=0 if case in ("in_place", "shared_items") else 1, breaks=0)
+
+
+def test_repeated_list_items_are_the_same_object():
+    def f(x):
+        rows = [[x]] * 2
+        rows[0].append(1)
+        return rows, rows[0] is rows[1]
+
+    check(f, torch.ones(2), graphs=0, breaks=0)
+
+
+# ----- torchvision resnet18, mobilenet_v3_small, efficientnet_b0 (random init) -------------------
+
+# (graphs, breaks) of torch._dynamo.explain for inference and for the training forward and loss
+# (torch 2.15, measured by benchmarks/bench_breaks.py (c)): ours may not be higher.
+TORCHVISION_TORCH_COUNTS = {"resnet18": (1, 0), "mobilenet_v3_small": (1, 0), "efficientnet_b0": (1, 0)}
+
+
+def torchvision_model(name):
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    return getattr(torchvision.models, name)(weights=None)
+
+
+def image_loss(model, x):
+    """The compiled part of a training step (what bench_breaks (c) compiles)."""
+    return model(x).float().pow(2).mean()
+
+
+@pytest.mark.parametrize("name", sorted(TORCHVISION_TORCH_COUNTS))
+def test_torchvision_inference_and_training_step(name):
+    """Inference: captured within torch's counts, equal to eager, no recompile on the second
+    call. Training (`.train()`: batch-norm statistics updated, dropout and stochastic depth
+    drawn from the same seed): the forward and loss within torch's counts; loss, gradients and
+    batch-norm buffers equal eager's; the second step compiles nothing."""
+    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(0))
+    graphs, breaks = TORCHVISION_TORCH_COUNTS[name]
+    model = torchvision_model(name).eval()
+    with torch.no_grad():
+        ref = model(x)
+        dynamo.reset()
+        ex = dynamo.explain(model)(x)
+        assert ex.graph_count <= graphs and ex.graph_break_count <= breaks, ex.break_reasons
+        dynamo.reset()
+        opt = dynamo.optimize("inductor")(model)
+        torch.testing.assert_close(opt(x), ref, rtol=1e-4, atol=1e-5)
+        compiles = dynamo.counters()["compiles"]
+        torch.testing.assert_close(opt(x), ref, rtol=1e-4, atol=1e-5)
+        assert dynamo.counters()["compiles"] == compiles
+
+    dynamo.reset()
+    ex = dynamo.explain(image_loss)(torchvision_model(name).train(), x)
+    assert ex.graph_count <= graphs and ex.graph_break_count <= breaks, ex.break_reasons
+    ref_m = torchvision_model(name).train()
+    m = torchvision_model(name).train()
+    dynamo.reset()
+    compiled = dynamo.optimize("inductor")(image_loss)
+    for step in range(2):
+        torch.manual_seed(step)
+        want = image_loss(ref_m, x)
+        want.backward()
+        torch.manual_seed(step)
+        got = compiled(m, x)
+        got.backward()
+        if step == 0:
+            compiles = dynamo.counters()["compiles"]
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+        for a, b in zip(ref_m.parameters(), m.parameters()):
+            torch.testing.assert_close(b.grad, a.grad, rtol=1e-3, atol=1e-5)
+        for a, b in zip(ref_m.buffers(), m.buffers()):
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+    assert dynamo.counters()["compiles"] == compiles

@@ -122,7 +122,7 @@ fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: O
             continue;
         }
         let source = Arc::new(Source::Local { name: ci.localsplus[i].clone(), idx: i as u32 });
-        locals[i] = Some(wrap(py, &mut og, v, source)?);
+        locals[i] = Some(wrap_argument(py, &mut og, v, source)?);
     }
     let mut closure = Vec::new();
     if let Some(cells) = &frame.closure {
@@ -147,6 +147,22 @@ fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: O
         (outcome, tx.locals.clone())
     };
     Ok((og, outcome, final_locals))
+}
+
+/// Wraps argument `v` of the converted frame: an exact int (one that stays a constant) or str
+/// waits for its first use before it is guarded (Note [lazy constants] in `output_graph.rs`).
+fn wrap_argument(py: Python<'_>, og: &mut OutputGraph, v: &Bound<'_, PyAny>, source: Arc<Source>) -> VResult<VT> {
+    let ty = v.get_type();
+    if ty.is(py.get_type::<pyo3::types::PyInt>()) {
+        if let Some(sym) = og.add_number_input(py, v, &source)? {
+            return Ok(sym);
+        }
+        return Ok(og.lazy_argument(v, source));
+    }
+    if ty.is(py.get_type::<pyo3::types::PyString>()) {
+        return Ok(og.lazy_argument(v, source));
+    }
+    wrap(py, og, v, source)
 }
 
 /// Converts one frame: a full capture, or a graph break at the first instruction tracing could
@@ -1261,7 +1277,7 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
             let args: Vec<Rebuild> = e.getattr("args")?.cast_into::<PyTuple>().map_err(|e| Unsupported::new(e.to_string()))?.iter().map(|a| Rebuild::Const(a.unbind())).collect();
             Rebuild::Call { func: e.get_type().into_any().unbind(), args }
         }
-        VT::Constant(c) => Rebuild::Const(c.clone_ref(py)),
+        VT::Constant(c) => og.lazy_rebuild(py, vt).unwrap_or_else(|| Rebuild::Const(c.clone_ref(py))),
         VT::Tuple(items) => Rebuild::Tuple(items.iter().map(&mut rec).collect::<VResult<_>>()?),
         VT::NamedTuple { cls, items } => {
             let items = Rebuild::Tuple(items.iter().map(&mut rec).collect::<VResult<_>>()?);

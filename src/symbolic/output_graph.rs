@@ -156,6 +156,71 @@ pub struct OutputGraph {
     /// Sizes each tensor input had, by source text, with `None` for a dynamic dimension: what
     /// the next compile of this frame compares against (automatic dynamic).
     pub dim_state: DimState,
+    /// Ints and strs the frame received that the trace has not used yet, and strings formatted
+    /// from them, by the address of their `VT::Constant` (Note [lazy constants]).
+    pub lazy_constants: HashMap<usize, LazyConstant>,
+}
+
+// Note [lazy constants]
+// ~~~~~~~~~~~~~~~~~~~~~
+// An int or str argument of the converted frame (`epoch` of a training function, the step
+// counter a loop body receives) is often only passed along: to a resume function across a
+// graph break, into a `print` or a log line. Guarding it by value at frame entry would
+// recompile the frame for every new value (every epoch) although nothing the trace did
+// depended on it. Such an argument is wrapped as a constant whose CONSTANT_MATCH guard is
+// installed only when the trace uses its value (`OutputGraph::realize`): any instruction that
+// pops it, except the ones that only move values (STORE_FAST, POP_TOP, COPY, SWAP), and a
+// peek that tests its truth. A value still unused at a graph break is rebuilt from its source,
+// not from the constant. Formatting one into a string (FORMAT_VALUE, BUILD_STRING: an
+// f-string passed to `print`) does not use it either: the string is a lazy constant too, whose
+// rebuild redoes the formatting at run time (`format`, `str.join`) from the arguments' sources;
+// using the string realizes every argument it was made from. This is torch's
+// LazyVariableTracker restricted to the kinds whose value guards cost recompiles.
+
+/// How a lazy constant is made again at run time (Note [lazy constants]).
+pub enum LazyRecipe {
+    /// The argument itself, reloaded from where the frame got it.
+    Source(Arc<Source>),
+    Const(Py<PyAny>),
+    /// `func(*args)`.
+    Call(Py<PyAny>, Vec<LazyRecipe>),
+    Tuple(Vec<LazyRecipe>),
+}
+
+impl LazyRecipe {
+    fn clone_ref(&self, py: Python<'_>) -> LazyRecipe {
+        match self {
+            LazyRecipe::Source(s) => LazyRecipe::Source(s.clone()),
+            LazyRecipe::Const(c) => LazyRecipe::Const(c.clone_ref(py)),
+            LazyRecipe::Call(f, args) => LazyRecipe::Call(f.clone_ref(py), args.iter().map(|a| a.clone_ref(py)).collect()),
+            LazyRecipe::Tuple(items) => LazyRecipe::Tuple(items.iter().map(|a| a.clone_ref(py)).collect()),
+        }
+    }
+
+    /// The rebuild that makes the value at run time.
+    pub fn rebuild(&self, py: Python<'_>) -> crate::pycodegen::Rebuild {
+        use crate::pycodegen::Rebuild;
+        match self {
+            LazyRecipe::Source(s) => Rebuild::Source(s.clone()),
+            LazyRecipe::Const(c) => Rebuild::Const(c.clone_ref(py)),
+            LazyRecipe::Call(f, args) => Rebuild::Call { func: f.clone_ref(py), args: args.iter().map(|a| a.rebuild(py)).collect() },
+            LazyRecipe::Tuple(items) => Rebuild::Tuple(items.iter().map(|a| a.rebuild(py)).collect()),
+        }
+    }
+}
+
+/// A constant whose guards wait for its first use (Note [lazy constants]).
+pub struct LazyConstant {
+    /// The tracker's value, kept alive so its address is not reused while the entry exists.
+    value: Rc<Py<PyAny>>,
+    recipe: LazyRecipe,
+    /// Addresses of the argument entries this value was made from (itself for an argument).
+    bases: Vec<usize>,
+    /// For an argument: where it came from (guarded CONSTANT_MATCH there once used).
+    source: Option<Arc<Source>>,
+    /// Used by the trace: guarded, rebuilt as the constant it is. Entries are never removed
+    /// (their kept values keep the addresses unique).
+    realized: bool,
 }
 
 /// Per code object: the sizes its compiles saw for each tensor input, by source text (`None`:
@@ -209,6 +274,7 @@ impl OutputGraph {
             dim_state: HashMap::new(),
             sym_nodes: Default::default(),
             int_inputs: HashMap::new(),
+            lazy_constants: HashMap::new(),
         })
     }
 
@@ -335,6 +401,72 @@ impl OutputGraph {
         let t = Rc::new(crate::symbolic::variables::SymNodeVariable { node, fake: sym.unbind(), source: Some(source.clone()) });
         self.int_inputs.insert(key, t.clone());
         Ok(Some(VT::SymNum(t)))
+    }
+
+    /// Argument `value` (an exact int or str at `source`) as a constant whose CONSTANT_MATCH guard
+    /// waits for its first use (Note [lazy constants]).
+    pub fn lazy_argument(&mut self, value: &Bound<'_, PyAny>, source: Arc<Source>) -> VT {
+        let rc = Rc::new(value.clone().unbind());
+        let key = Rc::as_ptr(&rc) as usize;
+        self.lazy_constants.insert(key, LazyConstant { value: rc.clone(), recipe: LazyRecipe::Source(source.clone()), bases: vec![key], source: Some(source), realized: false });
+        VT::Constant(rc)
+    }
+
+    /// The run-time recipe of `v` when it is a lazy constant, with the argument entries it
+    /// depends on; a plain constant is its own recipe; `None` for anything else.
+    pub fn lazy_recipe(&self, py: Python<'_>, v: &VT) -> Option<(LazyRecipe, Vec<usize>)> {
+        let VT::Constant(c) = v else { return None };
+        match self.lazy_constants.get(&(Rc::as_ptr(c) as usize)) {
+            Some(l) if !l.realized => Some((l.recipe.clone_ref(py), l.bases.clone())),
+            _ => Some((LazyRecipe::Const(c.clone_ref(py)), vec![])),
+        }
+    }
+
+    /// Records `value` (just computed by the trace) as a lazy constant made by `recipe` from the
+    /// arguments `bases`; a value made from no lazy argument is an ordinary constant.
+    pub fn lazy_derived(&mut self, value: Py<PyAny>, recipe: LazyRecipe, mut bases: Vec<usize>) -> VT {
+        let rc = Rc::new(value);
+        bases.retain(|b| self.lazy_constants.get(b).is_some_and(|e| !e.realized));
+        if !bases.is_empty() {
+            bases.sort_unstable();
+            bases.dedup();
+            self.lazy_constants.insert(Rc::as_ptr(&rc) as usize, LazyConstant { value: rc.clone(), recipe, bases, source: None, realized: false });
+        }
+        VT::Constant(rc)
+    }
+
+    /// The trace uses the value of `v`: a lazy constant gets the guards of the arguments it
+    /// was made from (Note [lazy constants]). Anything else: nothing to do.
+    pub fn realize(&mut self, v: &VT) {
+        if self.lazy_constants.is_empty() {
+            return;
+        }
+        let VT::Constant(c) = v else { return };
+        let key = Rc::as_ptr(c) as usize;
+        let bases = match self.lazy_constants.get_mut(&key) {
+            Some(e) if !e.realized => {
+                e.realized = true;
+                e.bases.clone()
+            }
+            _ => return,
+        };
+        for b in bases {
+            let Some(base) = self.lazy_constants.get_mut(&b) else { continue };
+            base.realized = true;
+            let guard = base.source.clone().map(|s| (s, Python::attach(|py| base.value.clone_ref(py))));
+            if let Some((source, value)) = guard {
+                self.add_guard(Some(source), GuardKind::ConstantMatch(value));
+            }
+        }
+    }
+
+    /// The rebuild of `v` when it is a lazy constant not used by the trace.
+    pub fn lazy_rebuild(&self, py: Python<'_>, v: &VT) -> Option<crate::pycodegen::Rebuild> {
+        if self.lazy_constants.is_empty() {
+            return None;
+        }
+        let VT::Constant(c) = v else { return None };
+        self.lazy_constants.get(&(Rc::as_ptr(c) as usize)).filter(|l| !l.realized).map(|l| l.recipe.rebuild(py))
     }
 
     /// The `SHAPE_RELATIONS` guard over the dynamic inputs' sizes (Note [symbolic sizes]), or

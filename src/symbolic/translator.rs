@@ -13,7 +13,7 @@ use crate::bytecode::opcode::op;
 use crate::source::{ItemKey, Source};
 use crate::symbolic::builder::{is_literal, is_torch_callable, wrap};
 use crate::symbolic::code_info::{code_info, flags, CodeInfo};
-use crate::symbolic::output_graph::OutputGraph;
+use crate::symbolic::output_graph::{LazyRecipe, OutputGraph};
 use crate::symbolic::variables::{borrow_iter, type_name, DictState, DictView, GeneratorFrame, IterError, IterKind, IterRequest, IteratorState, ListState, NestedFunction, VT};
 use crate::symbolic::{Unsupported, VResult};
 use crate::{graph_break, unsupported};
@@ -317,11 +317,29 @@ impl<'a> InstructionTranslator<'a> {
         Unsupported { reason: format!("{} (at {}:{} in {})", e.reason, self.code.filename, line, self.code.name), ..e }
     }
 
+    /// Pops a value the instruction uses: a lazy constant gets its guards (Note [lazy
+    /// constants] in `output_graph.rs`).
     fn pop(&mut self) -> VResult<VT> {
+        let v = self.pop_unused()?;
+        self.og.realize(&v);
+        Ok(v)
+    }
+
+    /// Pops a value the instruction only moves or drops (STORE_FAST, POP_TOP) or records how
+    /// it is made from (FORMAT_VALUE, BUILD_STRING).
+    fn pop_unused(&mut self) -> VResult<VT> {
         self.stack.pop().ok_or_else(|| Unsupported::new("stack underflow"))
     }
 
     fn popn(&mut self, n: usize) -> VResult<Vec<VT>> {
+        let items = self.popn_unused(n)?;
+        for v in &items {
+            self.og.realize(v);
+        }
+        Ok(items)
+    }
+
+    fn popn_unused(&mut self, n: usize) -> VResult<Vec<VT>> {
         if self.stack.len() < n {
             unsupported!("stack underflow");
         }
@@ -357,7 +375,7 @@ impl<'a> InstructionTranslator<'a> {
         match opcode {
             op::NOP | op::RESUME | op::PRECALL | op::EXTENDED_ARG => {}
             op::POP_TOP => {
-                self.pop()?;
+                self.pop_unused()?;
             }
             op::PUSH_NULL => self.stack.push(VT::Null),
             op::COPY => {
@@ -390,7 +408,7 @@ impl<'a> InstructionTranslator<'a> {
                 self.stack.push(v);
             }
             op::STORE_FAST => {
-                let v = self.pop()?;
+                let v = self.pop_unused()?;
                 self.locals[arg as usize] = if matches!(v, VT::Null) { None } else { Some(v) };
             }
             op::DELETE_FAST => self.locals[arg as usize] = None,
@@ -815,30 +833,78 @@ impl<'a> InstructionTranslator<'a> {
                 self.stack.push(slice);
             }
             op::FORMAT_VALUE => {
-                let spec = if arg & 0x04 != 0 { Some(self.pop()?) } else { None };
-                let v = self.pop()?;
+                // A lazy argument formatted into a string is not used yet (Note [lazy constants]):
+                // the string records how to format it again at run time.
+                let spec = if arg & 0x04 != 0 { Some(self.pop_unused()?) } else { None };
+                let v = self.pop_unused()?;
+                let recipes = (self.og.lazy_recipe(py, &v), spec.as_ref().map(|s| self.og.lazy_recipe(py, s)));
+                if recipes.0.is_none() || matches!(recipes.1, Some(None)) {
+                    self.og.realize(&v);
+                    if let Some(s) = &spec {
+                        self.og.realize(s);
+                    }
+                }
                 let c = v.as_constant(py).ok_or_else(|| Unsupported::new(format!("f-string of {}", v.describe(py))))?;
-                let c = match arg & 0x03 {
-                    1 => c.str()?.into_any(),
-                    2 => c.repr()?.into_any(),
-                    3 => py.import("builtins")?.getattr("ascii")?.call1((c,))?,
-                    _ => c,
+                let builtins = py.import("builtins")?;
+                let conv = match arg & 0x03 {
+                    1 => Some(builtins.getattr("str")?),
+                    2 => Some(builtins.getattr("repr")?),
+                    3 => Some(builtins.getattr("ascii")?),
+                    _ => None,
                 };
-                let spec = match spec {
+                let c = match &conv {
+                    Some(f) => f.call1((c,))?,
+                    None => c,
+                };
+                let spec_value = match &spec {
                     Some(s) => s.as_constant(py).ok_or_else(|| Unsupported::new("format spec"))?,
                     None => PyString::new(py, "").into_any(),
                 };
-                let r = py.import("builtins")?.getattr("format")?.call1((c, spec))?;
-                self.stack.push(VT::constant(r.unbind()));
+                let format = builtins.getattr("format")?;
+                let r = format.call1((c, &spec_value))?;
+                let out = match recipes {
+                    (Some((rv, mut bases)), spec_recipe) if !matches!(spec_recipe, Some(None)) => {
+                        let rv = match conv {
+                            Some(f) => LazyRecipe::Call(f.unbind(), vec![rv]),
+                            None => rv,
+                        };
+                        let rs = match spec_recipe.flatten() {
+                            Some((rs, b)) => {
+                                bases.extend(b);
+                                rs
+                            }
+                            None => LazyRecipe::Const(spec_value.unbind()),
+                        };
+                        self.og.lazy_derived(r.unbind(), LazyRecipe::Call(format.unbind(), vec![rv, rs]), bases)
+                    }
+                    _ => VT::constant(r.unbind()),
+                };
+                self.stack.push(out);
             }
             op::BUILD_STRING => {
-                let items = self.popn(arg as usize)?;
+                let items = self.popn_unused(arg as usize)?;
+                let recipes: Option<Vec<_>> = items.iter().map(|i| self.og.lazy_recipe(py, i)).collect();
+                if recipes.is_none() {
+                    for i in &items {
+                        self.og.realize(i);
+                    }
+                }
                 let mut s = String::new();
-                for i in items {
+                for i in &items {
                     let c = i.as_constant(py).ok_or_else(|| Unsupported::new("BUILD_STRING of non-constant"))?;
                     s.push_str(&c.extract::<String>()?);
                 }
-                self.stack.push(VT::constant(PyString::new(py, &s).into_any().unbind()));
+                let value = PyString::new(py, &s).into_any().unbind();
+                let out = match recipes {
+                    Some(rs) => {
+                        let bases = rs.iter().flat_map(|(_, b)| b.iter().copied()).collect();
+                        let parts = LazyRecipe::Tuple(rs.into_iter().map(|(r, _)| r).collect());
+                        let join = PyString::new(py, "").getattr("join")?.unbind();
+                        self.og.lazy_derived(value, LazyRecipe::Call(join, vec![parts]), bases)
+                    }
+                    None => VT::constant(value),
+                };
+                self.stack.push(out);
             }
             op::UNPACK_SEQUENCE => {
                 let v = self.pop()?;
@@ -903,6 +969,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::JUMP_IF_FALSE_OR_POP | op::JUMP_IF_TRUE_OR_POP => {
                 let v = self.stack.last().cloned().ok_or_else(|| Unsupported::new("stack underflow"))?;
+                self.og.realize(&v);
                 let t = self.truth(py, &v)?;
                 if t == (opcode == op::JUMP_IF_TRUE_OR_POP) {
                     self.jump(ip);
@@ -2263,6 +2330,31 @@ impl<'a> InstructionTranslator<'a> {
                 items.extend(self.unpack(py, &b)?);
                 Ok(new_list(items))
             }
+            // Sequence repetition (`[1] * (ndim - 1)`, `n * (x,)`): the same items `n` times, as
+            // `list_repeat` / `tuplerepeat` (Objects/listobject.c, tupleobject.c) share them;
+            // `n <= 0` gives an empty sequence. `l *= n` repeats the list in place.
+            (VT::List(_) | VT::Tuple(_), VT::Constant(_), "mul") | (VT::Constant(_), VT::List(_) | VT::Tuple(_), "mul")
+                if repeat_count(py, if matches!(a, VT::Constant(_)) { &a } else { &b }).is_some() =>
+            {
+                let (seq, count) = if matches!(a, VT::Constant(_)) { (&b, &a) } else { (&a, &b) };
+                let n = repeat_count(py, count).unwrap_or(0).max(0) as usize;
+                let items = self.unpack(py, seq)?;
+                if items.len().saturating_mul(n) > 1 << 20 {
+                    unsupported!("sequence repetition to more than 2**20 items");
+                }
+                let repeated: Vec<VT> = (0..n).flat_map(|_| items.iter().cloned()).collect();
+                match seq {
+                    VT::List(l) if name.starts_with('i') && matches!(a, VT::List(_)) => {
+                        if l.borrow().source.is_some() {
+                            self.og.side_effects.mutate_list(l);
+                        }
+                        l.borrow_mut().items = repeated;
+                        Ok(a.clone())
+                    }
+                    VT::List(_) => Ok(new_list(repeated)),
+                    _ => make_tuple(py, repeated),
+                }
+            }
             // `n += t` with a Python number `n`: numbers have no `__iadd__`, so CPython computes
             // `n + t` (Objects/abstract.c, `binary_iop1`). Recorded as the out-of-place operator:
             // fx prints `operator.iadd(0, t)` as `0 += t`, which is not Python.
@@ -3064,6 +3156,13 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 if type_name(&f) == "type" {
                     unsupported!("constructing {name}");
+                }
+                // An optimizer's or LR scheduler's method (`opt.zero_grad()`, `opt.step()`,
+                // `sched.step()`) is Python code over the optimizer object's state, not a
+                // tensor op: it runs as ordinary Python (torch.compile leaves zero_grad to eager
+                // too, `torch._disable_dynamo`), with the parameters and state it updates for real.
+                if type_name(&f) == "function" && name.starts_with("torch.optim.") && is_method_qualname(&f) {
+                    graph_break!(UnsupportedCall, "call to {name} runs eagerly (optimizer and LR scheduler methods are not captured)");
                 }
                 if let Some(r) = self.sym_scalar_tensor(py, &name, &args, &kwargs)? {
                     return Ok(r);
@@ -4558,4 +4657,25 @@ fn dict_set(py: Python<'_>, d: &mut DictState, k: Py<PyAny>, v: VT) -> VResult<(
     d.items.push((k, v));
     d.version += 1;
     Ok(())
+}
+
+/// Whether function `f` is defined in a class body (its `__qualname__` names the class, as
+/// `Optimizer.zero_grad`), not at module level or inside another function.
+fn is_method_qualname(f: &Bound<'_, PyAny>) -> bool {
+    f.getattr("__qualname__")
+        .ok()
+        .and_then(|q| q.extract::<String>().ok())
+        .is_some_and(|q| q.contains('.') && !q.contains("<locals>"))
+}
+
+/// The count of a sequence repetition: an int constant (a bool counts as 0 or 1, as in
+/// CPython); `None` for anything else (a float raises TypeError there, left to the operator).
+fn repeat_count(py: Python<'_>, v: &VT) -> Option<i64> {
+    let VT::Constant(c) = v else { return None };
+    let c = c.bind(py);
+    if c.is_instance_of::<pyo3::types::PyInt>() {
+        c.extract::<i64>().ok()
+    } else {
+        None
+    }
 }
