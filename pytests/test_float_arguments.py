@@ -82,3 +82,44 @@ def test_special_float_is_constant():
     x = torch.ones(2)
     for v in [math.nan, math.nan, -0.0, -0.0]:
         assert same(opt(x, v), x * v)
+
+
+def sgd_step(w, lr):
+    with torch.no_grad():
+        w -= lr * w.grad
+    return w
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("lr", [0.1, 1, 0.25])
+def test_inplace_leaf_update_under_no_grad_with_float_step(backend, lr):
+    # The graph ends inside `no_grad` (a graph break at `w.grad`): compiled on its first call
+    # (symbolic float input), it must still leave grad mode off for the in-place update.
+    opt = dynamo.optimize(backend)(sgd_step)
+    for _ in range(2):
+        w, we = torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
+        w.grad, we.grad = torch.ones(2), torch.ones(2)
+        r, re = opt(w, lr), sgd_step(we, lr)
+        assert r is w and torch.equal(w, we) and torch.equal(w.grad, we.grad) and w.requires_grad and w.is_leaf
+        assert torch.is_grad_enabled()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parameters_update_under_no_grad_with_float_step(backend):
+    def train_step(model, x, lr):
+        model(x).sum().backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= lr * p.grad
+        return model(x)
+
+    torch.manual_seed(0)
+    m, me = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    me.load_state_dict(m.state_dict())
+    x = torch.randn(4, 3)
+    opt = dynamo.optimize(backend)(train_step)
+    for lr in [0.1, 0.2]:
+        out, oute = opt(m, x, lr), train_step(me, x, lr)
+        assert torch.allclose(out, oute)
+        for p, pe in zip(m.parameters(), me.parameters()):
+            assert torch.allclose(p, pe) and torch.allclose(p.grad, pe.grad) and p.is_leaf
