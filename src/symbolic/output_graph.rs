@@ -21,7 +21,9 @@
 //! dynamic item by item, like plain int arguments. At the end the
 //! `ShapeEnv`'s facts become one `SHAPE_RELATIONS` guard checked in Rust (`shape_guard`).
 //! Only contiguous inputs get dynamic dimensions (their strides are then products of sizes,
-//! checked as "contiguous" by `TENSOR_MATCH`); 0 and 1 stay static, as in torch.
+//! checked as "contiguous" by `TENSOR_MATCH`); 0 and 1 stay static, as in torch. A float
+//! input that is not finite or is -0.0 stays a constant (sympy's symbols are finite reals and
+//! cannot tell -0.0 from 0.0), and `SHAPE_RELATIONS` fails for those values of a float symbol.
 
 use crate::graph::{Arg, Graph, NodeId, Op, PyRef, TensorMeta};
 use crate::guards::{Guard, GuardKind};
