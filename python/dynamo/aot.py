@@ -80,6 +80,21 @@ def _compilers(backend, guarded):
     return forward, backward, forward
 
 
+def _grad_mode_after(gm):
+    """The grad mode ``gm`` leaves: the constant argument of its last
+    ``torch._C._set_grad_enabled`` node (a ``with torch.no_grad():`` block cut by a graph break),
+    else the current mode. Dynamo calls the backend with grad mode as the graph leaves it; a
+    ``SpecializedGraph`` compiles on its first call, with the mode the graph is entered with,
+    and must decide the same way: a graph that switches grad off for the rest of the frame runs
+    as an inference graph (an autograd.Function would restore grad mode after its forward, and
+    the in-place update of a leaf that follows would fail)."""
+    mode = torch.is_grad_enabled()
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is torch._C._set_grad_enabled and len(node.args) == 1 and isinstance(node.args[0], bool):
+            mode = node.args[0]
+    return mode
+
+
 def aot_compile(gm, example_inputs, backend, guarded=True):
     """Compiles ``gm`` with ``backend`` (``"aot_eager"`` or ``"inductor"``). When grad mode is on
     and an input (or parameter) requires grad, returns a callable ``(*inputs) -> tuple`` whose
@@ -98,7 +113,7 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
         return _shapes.SpecializedGraph(gm, lambda g, args: aot_compile(g, args, backend, guarded))
     fw_compiler, bw_compiler, inference_compiler = _compilers(backend, guarded)
     params = [p for p in gm.parameters()] + [b for b in gm.buffers()]
-    needs_grad = torch.is_grad_enabled() and any(
+    needs_grad = _grad_mode_after(gm) and any(
         isinstance(t, torch.Tensor) and t.requires_grad for t in list(example_inputs) + params
     )
     if not needs_grad:

@@ -409,6 +409,14 @@ pub struct ShapeGuard {
     float_relations: Vec<bool>,
 }
 
+/// Whether a float can be a symbolic input (`SymFloat`): finite and not -0.0. sympy's symbols
+/// are finite reals (`s0 == oo` and `s0 != s0` simplify to False, so a branch on them would be
+/// decided wrongly for inf/NaN), and no symbolic expression tells -0.0 from 0.0 (`str(x)`,
+/// `math.copysign(1, x)`, `1 / x`); torch specializes non-finite floats for the same reason.
+pub fn is_faithful_float(x: f64) -> bool {
+    x.is_finite() && x.to_bits() != (-0.0f64).to_bits()
+}
+
 impl ShapeGuard {
     pub fn new(sources: Vec<(Arc<Source>, Option<usize>)>, relations: Vec<SymExpr>, floats: Vec<bool>) -> Self {
         let names = sources.iter().map(|(s, d)| match d {
@@ -419,7 +427,8 @@ impl ShapeGuard {
         relations.dedup();
         let mut read = Vec::new();
         relations.iter().for_each(|r| r.symbols(&mut read));
-        let used = (0..sources.len()).map(|i| read.contains(&i)).collect();
+        // A float input is always read: its value must be one a symbol stands for faithfully.
+        let used = (0..sources.len()).map(|i| read.contains(&i) || floats.get(i).copied().unwrap_or(false)).collect();
         let float_relations = relations.iter().map(|r| r.is_float(&floats)).collect();
         ShapeGuard { sources, relations, names, used, floats, float_relations }
     }
@@ -427,7 +436,16 @@ impl ShapeGuard {
     /// `Ok(())` when every relation holds for the symbol values `vals`, else the first failing
     /// relation rendered with the values (`L['x'].size()[0] >= 2 (L['x'].size()[0] = 1)`).
     /// `vals[i]` is symbol i's value as an int (0 for a float symbol), `fvals[i]` as a float.
+    /// A float input must be finite and not -0.0 ([`is_faithful_float`]): the graph was traced
+    /// with a symbol that cannot stand for those, so they make the frame compile again (with the
+    /// value a constant).
     pub fn check(&self, vals: &[i64], fvals: &[f64], explain: bool) -> Result<(), Option<String>> {
+        for (i, _) in self.floats.iter().enumerate().filter(|(_, &f)| f) {
+            let x = fvals.get(i).copied().unwrap_or(f64::NAN);
+            if !is_faithful_float(x) {
+                return Err(explain.then(|| format!("{} = {x:?} is not finite or is -0.0 (a symbolic float stands for neither)", self.names[i])));
+            }
+        }
         for (r, &is_float) in self.relations.iter().zip(&self.float_relations) {
             let holds = if is_float { r.eval_f64(fvals).is_some_and(|v| v != 0.0) } else { r.eval(vals).unwrap_or(0) != 0 };
             if !holds {
@@ -501,6 +519,19 @@ mod tests {
         let g = ShapeGuard::new(vec![(src, None)], vec![rel], vec![true]);
         assert!(g.check(&[0], &[1.4], true).is_ok());
         assert_eq!(g.check(&[0], &[1.5], true).unwrap_err().unwrap(), "shape guard (2.0 * L['lr']) < 3.0 failed (L['lr'] = 1.5)");
+    }
+
+    #[test]
+    fn float_input_rejects_inf_nan_and_negative_zero() {
+        // A symbolic float stands for finite values other than -0.0, read or not by a relation.
+        let src = Arc::new(Source::Local { name: "lr".into(), idx: 1 });
+        let g = ShapeGuard::new(vec![(src, None)], vec![], vec![true]);
+        assert!(g.used[0]);
+        assert!(g.check(&[0], &[0.0], true).is_ok());
+        assert!(g.check(&[0], &[-2.5], true).is_ok());
+        for x in [f64::INFINITY, f64::NEG_INFINITY, f64::NAN, -0.0] {
+            assert!(g.check(&[0], &[x], false).is_err(), "{x}");
+        }
     }
 
     #[test]

@@ -21,7 +21,9 @@
 //! dynamic item by item, like plain int arguments. At the end the
 //! `ShapeEnv`'s facts become one `SHAPE_RELATIONS` guard checked in Rust (`shape_guard`).
 //! Only contiguous inputs get dynamic dimensions (their strides are then products of sizes,
-//! checked as "contiguous" by `TENSOR_MATCH`); 0 and 1 stay static, as in torch.
+//! checked as "contiguous" by `TENSOR_MATCH`); 0 and 1 stay static, as in torch. A float
+//! input that is not finite or is -0.0 stays a constant (sympy's symbols are finite reals and
+//! cannot tell -0.0 from 0.0), and `SHAPE_RELATIONS` fails for those values of a float symbol.
 
 use crate::graph::{Arg, Graph, NodeId, Op, PyRef, TensorMeta};
 use crate::guards::{Guard, GuardKind};
@@ -377,11 +379,16 @@ impl OutputGraph {
         // `specialize_float = False`; floats read from objects (`self.eps`) and ints are
         // symbolic once they changed (torch's unspecialized ints: 0 and 1 not special).
         let frame_argument = matches!(source.as_ref(), Source::Local { .. });
-        let dynamic = match self.dynamic.mode {
-            Some(false) => false,
-            Some(true) => true,
-            None => changed.unwrap_or(is_float && frame_argument),
-        };
+        // A float that is not finite or is -0.0 stays a constant, as torch specializes
+        // non-finite floats: sympy's symbols are finite reals (`s0 == oo` and `s0 != s0` fold to
+        // False) and no expression tells -0.0 from 0.0 (`str`, `math.copysign`).
+        let faithful = !is_float || crate::guards::shapes::is_faithful_float(f64::from_bits(v as u64));
+        let dynamic = faithful
+            && match self.dynamic.mode {
+                Some(false) => false,
+                Some(true) => true,
+                None => changed.unwrap_or(is_float && frame_argument),
+            };
         if !dynamic {
             self.dim_state.insert(key, vec![Some(v)]);
             return Ok(None);
