@@ -44,6 +44,9 @@ fn rewrite(b: &mut KernelBuilder, expr: &Expr) -> ExprId {
             b.select(c, x, y)
         }
         // maximum(a, b) -> a != a ? a : (a > b ? a : b)   (NaN in either operand propagates)
+        // When a == b (-0.0 against 0.0) this gives b, as ATen's vectorized maximum/minimum (the
+        // x86 max/min instructions return their second operand on ties); ATen's scalar loop, which
+        // only small tensors and the tails of large ones take, returns a instead.
         Expr::Binary(BinaryOp::Maximum, x, y) => {
             let x_nan = b.compare(CmpOp::Ne, x, x);
             let gt = b.compare(CmpOp::Gt, x, y);

@@ -623,12 +623,12 @@ fn batch_norm(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     }))
 }
 
-/// `min(max(x, lo), hi)` with NaN propagated (torch.clamp).
+/// torch.clamp(x, lo, hi) with scalar bounds, signed zeros and NaN as ATen (Note [clamp signed zeros]).
 fn clamp_value(h: &mut dyn OpsHandler, x: OpsValue, lo: f64, hi: f64) -> OpsValue {
     let l = h.constant(lo, DType::F32);
     let u = h.constant(hi, DType::F32);
-    let v = h.binary(BinaryOp::Maximum, x, l);
-    h.binary(BinaryOp::Minimum, v, u)
+    let v = crate::inductor::lowering::clamp_to_scalar(h, x, l, lo, true);
+    crate::inductor::lowering::clamp_to_scalar(h, v, u, hi, false)
 }
 
 /// A unary activation `f(x)` over a float32 input given as `input` (first argument).

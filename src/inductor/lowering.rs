@@ -59,7 +59,8 @@ enum Rule {
     Gelu(bool),
     /// `x > 0 ? x : x * slope` (F.leaky_relu).
     LeakyRelu(f64),
-    /// torch.clamp: `min(max(x, lo), hi)`, NaN-propagating; operands are x, then the bounds given.
+    /// torch.clamp: `min(max(x, lo), hi)`, NaN-propagating; operands are x, then the bounds given
+    /// (signed zeros as ATen: Note [clamp signed zeros]).
     Clamp { lo: bool, hi: bool },
 }
 
@@ -427,15 +428,27 @@ fn make_pointwise(
                 let neg = h.binary(BinaryOp::Mul, vals[0], s);
                 h.where_(pos, vals[0], neg)
             }
+            // Note [clamp signed zeros]: ATen's clamp with a scalar bound keeps x unless it is
+            // strictly beyond the bound (x < lo gives lo, x > hi gives hi), so clamp(-0.0, min=0)
+            // is -0.0; x = NaN stays NaN, and a NaN scalar bound makes every element NaN. With a
+            // tensor bound ATen's vectorized kernel returns the bound when x equals it
+            // (clamp(-0.0, min=tensor(0.0)) is 0.0) and propagates NaN from either side, which is
+            // what `Maximum`/`Minimum` do (Note in llvm/src/legalize.rs).
             Rule::Clamp { lo, hi } => {
                 let mut v = vals[0];
                 let mut next = 1;
-                if lo {
-                    v = h.binary(BinaryOp::Maximum, v, vals[next]);
+                for (present, is_lo) in [(lo, true), (hi, false)] {
+                    if !present {
+                        continue;
+                    }
+                    let bound = vals[next];
+                    v = match operands[next] {
+                        Operand::Scalar { value, .. } => clamp_to_scalar(h, v, bound, value, is_lo),
+                        Operand::Tensor { .. } => {
+                            h.binary(if is_lo { BinaryOp::Maximum } else { BinaryOp::Minimum }, v, bound)
+                        }
+                    };
                     next += 1;
-                }
-                if hi {
-                    v = h.binary(BinaryOp::Minimum, v, vals[next]);
                 }
                 v
             }
@@ -452,6 +465,18 @@ fn make_pointwise(
         inner_fn
     };
     Ok(Pointwise { ranges: sizes, dtype: result, inner_fn, n_ops, realized: false })
+}
+
+/// `v` clamped to the scalar bound `bound` (whose value is `value`) from below (`lower`) or above,
+/// as ATen's scalar-bound clamp does (Note [clamp signed zeros]): `bound` only when `v` is strictly
+/// beyond it, so equal values, -0.0 against 0.0 included, keep `v`'s bits; NaN `v` stays NaN; a
+/// NaN bound gives NaN.
+pub(crate) fn clamp_to_scalar(h: &mut dyn OpsHandler, v: OpsValue, bound: OpsValue, value: f64, lower: bool) -> OpsValue {
+    if value.is_nan() {
+        return bound;
+    }
+    let beyond = h.compare(if lower { CmpOp::Lt } else { CmpOp::Gt }, v, bound);
+    h.where_(beyond, bound, v)
 }
 
 /// Maps decoded operand arguments to IR operands (buffers with static CPU layouts, scalars).
