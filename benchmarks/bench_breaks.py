@@ -681,16 +681,7 @@ def render_capture(capture):
                 notes.append(f"- {title}, {who}: {error_text(r)}")
     if notes:
         lines += ["", "Errors:", ""] + notes
-    worst = [(n, r["dynamo"]) for n, r in capture.items() if isinstance(r.get("dynamo"), dict) and r["dynamo"].get("reasons")]
-    if worst:
-        lines += ["", "<details><summary>dynamo's break reasons per model (most frequent first, first 8)</summary>", ""]
-        import collections
-        for n, r in worst:
-            lines.append(f"- {CAPTURE_TITLES.get(n, n)}:")
-            for reason, k in collections.Counter(_short_reason(x) for x in r["reasons"]).most_common(8):
-                lines.append(f"  - {k} x {reason}")
-        lines += ["", "</details>"]
-    return lines
+    return lines + _break_reason_details(capture, "dynamo's break reasons per model (most frequent first, first 8)")
 
 
 def render_training(training):
@@ -722,16 +713,23 @@ def render_training(training):
                 notes.append(f"- {title}, {who}: {error_text(r)}")
     if notes:
         lines += ["", "Errors:", ""] + notes
-    worst = [(n, r["dynamo"]) for n, r in training.items() if isinstance(r.get("dynamo"), dict) and r["dynamo"].get("reasons")]
-    if worst:
-        import collections
-        lines += ["", "<details><summary>dynamo's break reasons per model, training step (first 8)</summary>", ""]
-        for n, r in worst:
-            lines.append(f"- {CAPTURE_TITLES.get(n, n)}:")
-            for reason, k in collections.Counter(_short_reason(x) for x in r["reasons"]).most_common(8):
-                lines.append(f"  - {k} x {reason}")
-        lines += ["", "</details>"]
-    return lines
+    return lines + _break_reason_details(training, "dynamo's break reasons per model, training step (first 8)")
+
+
+def _break_reason_details(results, summary):
+    """Markdown lines of a collapsed list of dynamo's break reasons per model in `results`
+    ({name: {"dynamo": row, ...}}), the 8 most frequent first; empty when no model broke."""
+    import collections
+
+    worst = [(n, r["dynamo"]) for n, r in results.items() if isinstance(r.get("dynamo"), dict) and r["dynamo"].get("reasons")]
+    if not worst:
+        return []
+    lines = ["", f"<details><summary>{summary}</summary>", ""]
+    for n, r in worst:
+        lines.append(f"- {CAPTURE_TITLES.get(n, n)}:")
+        for reason, k in collections.Counter(_short_reason(x) for x in r["reasons"]).most_common(8):
+            lines.append(f"  - {k} x {reason}")
+    return lines + ["", "</details>"]
 
 
 def _short_reason(reason):
