@@ -649,6 +649,48 @@ impl<'a> InstructionTranslator<'a> {
                 let v = self.pop()?;
                 return Ok(Flow::Yield(v));
             }
+            // Note [yield from]: `yield from it` delegates to the sub-iterator: GET_YIELD_FROM_ITER
+            // makes it (a generator stays itself, anything else gets `iter()`), then a loop of
+            // SEND (one step of it, with the value sent into this frame) and YIELD_VALUE (each
+            // item passes through to this generator's consumer). When it is exhausted the
+            // expression's value is its return value (`StopIteration.value`; None for a plain
+            // iterator). 3.11's SEND pops the receiver as it jumps out of the loop; 3.12's and
+            // 3.13's leave it for END_SEND. The trace only ever resumes a generator with None
+            // (`next()`), so what is sent on is always None, which steps the sub-iterator; the
+            // `throw()` path (CLEANUP_THROW) is never reached in the trace.
+            op::GET_YIELD_FROM_ITER if self.generator => {
+                let v = self.pop()?;
+                let it = self.make_iter(py, &v)?;
+                self.stack.push(VT::Iterator(it));
+            }
+            op::SEND if self.generator => {
+                let sent = self.pop()?;
+                if !sent.as_constant(py).is_some_and(|c| c.is_none()) {
+                    graph_break!(UnsupportedOpcode, "yield from with a value sent in ({})", sent.describe(py));
+                }
+                let receiver = match self.stack.last() {
+                    Some(VT::Iterator(it)) => it.clone(),
+                    Some(other) => graph_break!(UntracedValue, "yield from over {} (not an iterator the trace models)", other.describe(py)),
+                    None => unsupported!("SEND on an empty stack"),
+                };
+                let was_exhausted = borrow_iter(&receiver).map_err(|_| Unsupported::new("yield from over a running iterator"))?.exhausted;
+                match self.step_iter(py, &receiver)? {
+                    Some(item) => self.stack.push(item),
+                    None => {
+                        let returned = if was_exhausted { None } else { receiver.borrow_mut().returned.take() };
+                        if matches!(crate::bytecode::PyVersion::CURRENT, crate::bytecode::PyVersion::V311) {
+                            self.pop()?;
+                        }
+                        self.stack.push(returned.unwrap_or_else(|| VT::none(py)));
+                        self.jump(ip);
+                    }
+                }
+            }
+            op::END_SEND if self.generator => {
+                let v = self.pop()?;
+                self.pop()?;
+                self.stack.push(v);
+            }
             op::UNARY_NEGATIVE | op::UNARY_POSITIVE | op::UNARY_INVERT => {
                 let v = self.pop()?;
                 let name = match opcode {
@@ -3648,6 +3690,14 @@ impl<'a> InstructionTranslator<'a> {
                 VT::Constant(c) => VT::constant(c.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
                 VT::Dict(d) | VT::DictView { dict: d, .. } => VT::constant(d.borrow().items.len().into_pyobject(py)?.into_any().unbind()),
                 VT::Set(set) => VT::constant(set.borrow().bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
+                VT::Opaque { obj, source } if obj.bind(py).is_instance_of::<pyo3::types::PyDict>() && obj.bind(py).get_type().getattr("__len__")?.is(py.get_type::<pyo3::types::PyDict>().getattr("__len__")?) => {
+                    // A dict of a type kept as an opaque object (a module's `_forward_hooks`
+                    // OrderedDict): `dict.__len__` runs no user code; its type is guarded where
+                    // it was wrapped, its size here.
+                    let n = obj.bind(py).len()?;
+                    self.og.add_guard(Some(source.clone()), GuardKind::LenMatch(n));
+                    VT::constant(n.into_pyobject(py)?.into_any().unbind())
+                }
                 other => {
                     let n = self.unpack(py, other)?.len();
                     VT::constant(n.into_pyobject(py)?.into_any().unbind())
@@ -4422,7 +4472,7 @@ impl<'a> InstructionTranslator<'a> {
             let mut cells: HashMap<usize, CellTarget> = external_cells.into_iter().collect();
             cells.extend(self.external_cells.iter().map(|(k, v)| (*k, v.clone())));
             let trusted = globals.trusted;
-            let mut frame = GeneratorFrame { code: ci, g: globals, stack: Vec::new(), locals, closure, external_cells: cells, ip: 0 };
+            let mut frame = GeneratorFrame { code: ci, g: globals, stack: Vec::new(), locals, closure, external_cells: cells, ip: 0, returned: None };
             if trusted {
                 // torch's own generators (nn.Module.parameters, named_children, ...) only walk
                 // the module tree: they run to the end here, so a loop over them is a fixed
@@ -4434,7 +4484,10 @@ impl<'a> InstructionTranslator<'a> {
                         unsupported!("generator too long to unroll");
                     }
                 }
-                return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(items)))));
+                let mut state = IteratorState::over(items);
+                // What `yield from` over it evaluates to once exhausted.
+                state.returned = frame.returned.take();
+                return Ok(VT::Iterator(Rc::new(RefCell::new(state))));
             }
             return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Generator(Some(Box::new(frame))))))));
         }
@@ -4475,7 +4528,10 @@ fn resume_generator(py: Python<'_>, og: &mut OutputGraph, depth: usize, f: &mut 
     let outcome = outcome.map_err(|e| Unsupported { raised: None, ..e });
     match outcome? {
         Outcome::Yield(v) => Ok(Some(v)),
-        Outcome::Return(_) => Ok(None),
+        Outcome::Return(v) => {
+            f.returned = Some(v);
+            Ok(None)
+        }
         Outcome::Break(_) => unsupported!("graph break inside a generator"),
     }
 }

@@ -121,6 +121,8 @@ pub struct GeneratorFrame {
     pub external_cells: std::collections::HashMap<usize, crate::symbolic::side_effects::CellTarget>,
     /// The next instruction; 0 before the first step.
     pub ip: usize,
+    /// What the frame returned (`StopIteration.value`), once it has.
+    pub returned: Option<VariableTracker>,
 }
 
 /// Why an iterator step cannot give an item.
@@ -142,6 +144,9 @@ pub struct IteratorState {
     /// Set once a step found the iterator exhausted: CPython's iterators stay exhausted (a list
     /// iterator drops its list), even if the container grows afterwards.
     pub exhausted: bool,
+    /// A generator's return value (`StopIteration.value`), kept once the step that exhausted it
+    /// ran: what `yield from` over it evaluates to. `None` stands for Python's None.
+    pub returned: Option<VariableTracker>,
 }
 
 impl IteratorState {
@@ -151,7 +156,7 @@ impl IteratorState {
     }
 
     pub fn of(kind: IterKind) -> Self {
-        IteratorState { kind, pos: 0, exhausted: false }
+        IteratorState { kind, pos: 0, exhausted: false, returned: None }
     }
 
     /// A live iterator over a list tracker.
@@ -237,6 +242,9 @@ impl IteratorState {
                     return Err(IterError::Unsupported(crate::symbolic::Unsupported::new("a generator stepped while it runs (ValueError: generator already executing)")));
                 };
                 let r = resume(IterRequest::Resume(&mut f));
+                if f.returned.is_some() {
+                    self.returned = f.returned.take();
+                }
                 *frame = Some(f);
                 r?
             }
