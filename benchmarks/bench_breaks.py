@@ -662,25 +662,9 @@ def render_capture(capture):
         "| model | dynamo graphs | torch graphs | dynamo breaks | torch breaks | dynamo 2nd call | torch 2nd call | dynamo first call (s) | diff vs eager |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    notes = []
-    for name, res in capture.items():
-        dy, tc = res.get("dynamo"), res.get("torch")
-        title = CAPTURE_TITLES.get(name, name)
-        if isinstance(dy, Exception) and isinstance(tc, Exception) and str(dy) == str(tc):
-            lines.append(f"| {title} | – | – | – | – | – | – | – | {error_text(dy)} |")
-            continue
-        def cell(r, key, spec="d"):
-            if isinstance(r, Exception):
-                return "error"
-            return fmt(r.get(key), spec)
-        lines.append(f"| {title} | {cell(dy, 'graphs')} | {cell(tc, 'graphs')} | {cell(dy, 'breaks')} | {cell(tc, 'breaks')} | "
-                     f"{cell(dy, 'second_compiles')} | {cell(tc, 'second_compiles')} | {cell(dy, 'first_s', '.1f')} | "
-                     f"{cell(dy, 'diff', '.2e')} |")
-        for who, r in (("dynamo", dy), ("torch", tc)):
-            if isinstance(r, Exception):
-                notes.append(f"- {title}, {who}: {error_text(r)}")
-    if notes:
-        lines += ["", "Errors:", ""] + notes
+    lines += _model_rows(capture, [("dynamo", "graphs", "d"), ("torch", "graphs", "d"), ("dynamo", "breaks", "d"),
+                                   ("torch", "breaks", "d"), ("dynamo", "second_compiles", "d"),
+                                   ("torch", "second_compiles", "d"), ("dynamo", "first_s", ".1f"), ("dynamo", "diff", ".2e")])
     return lines + _break_reason_details(capture, "dynamo's break reasons per model (most frequent first, first 8)")
 
 
@@ -697,23 +681,32 @@ def render_training(training):
         "| model | dynamo graphs | torch graphs | dynamo breaks | torch breaks | dynamo 2nd step | torch 2nd step | diff vs eager |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    notes = []
-    for name, res in training.items():
-        dy, tc = res.get("dynamo"), res.get("torch")
+    lines += _model_rows(training, [("dynamo", "graphs", "d"), ("torch", "graphs", "d"), ("dynamo", "breaks", "d"),
+                                    ("torch", "breaks", "d"), ("dynamo", "second_compiles", "d"),
+                                    ("torch", "second_compiles", "d"), ("dynamo", "diff", ".2e")])
+    return lines + _break_reason_details(training, "dynamo's break reasons per model, training step (first 8)")
+
+
+def _model_rows(results, columns):
+    """Markdown table rows, one per model in `results` ({name: {"dynamo": row, "torch": row}}, a row
+    a dict or the exception it raised), with a cell per `(engine, key, format spec)` of `columns`;
+    then the errors, one line each. A model both engines failed on alike gets one error cell."""
+    lines, notes = [], []
+    for name, res in results.items():
+        rows = {"dynamo": res.get("dynamo"), "torch": res.get("torch")}
+        dy, tc = rows["dynamo"], rows["torch"]
         title = CAPTURE_TITLES.get(name, name)
         if isinstance(dy, Exception) and isinstance(tc, Exception) and str(dy) == str(tc):
-            lines.append(f"| {title} | – | – | – | – | – | – | {error_text(dy)} |")
+            lines.append(f"| {title} | " + " | ".join(["–"] * (len(columns) - 1)) + f" | {error_text(dy)} |")
             continue
-        def cell(r, key, spec="d"):
-            return "error" if isinstance(r, Exception) else fmt(r.get(key), spec)
-        lines.append(f"| {title} | {cell(dy, 'graphs')} | {cell(tc, 'graphs')} | {cell(dy, 'breaks')} | {cell(tc, 'breaks')} | "
-                     f"{cell(dy, 'second_compiles')} | {cell(tc, 'second_compiles')} | {cell(dy, 'diff', '.2e')} |")
-        for who, r in (("dynamo", dy), ("torch", tc)):
+        cells = ["error" if isinstance(rows[who], Exception) else fmt(rows[who].get(key), spec) for who, key, spec in columns]
+        lines.append(f"| {title} | " + " | ".join(cells) + " |")
+        for who, r in rows.items():
             if isinstance(r, Exception):
                 notes.append(f"- {title}, {who}: {error_text(r)}")
     if notes:
         lines += ["", "Errors:", ""] + notes
-    return lines + _break_reason_details(training, "dynamo's break reasons per model, training step (first 8)")
+    return lines
 
 
 def _break_reason_details(results, summary):
