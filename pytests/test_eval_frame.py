@@ -103,9 +103,15 @@ def test_cache_size_limit_falls_back_with_one_warning():
         x = torch.ones(2)
         opt(x, 0)
         opt(x, 1)
-        with pytest.warns(UserWarning, match=r"cache_size_limit \(2\) reached.*L\['n'\] == 2"):
+        with pytest.warns(UserWarning, match=r"(?s)cache_size_limit \(2\) reached.*L\['n'\] == 2") as rec:
             out = opt(x, 2)
         torch.testing.assert_close(out, x + 2)
+        # One warning, naming only the last reason (the newest entry's failing guard), as torch's.
+        (w,) = [w for w in rec if "cache_size_limit" in str(w.message)]
+        text = str(w.message)
+        assert text.count("expected") == 1 and "expected 1" in text, text
+        assert 'DYNAMO_LOGS="recompiles"' in text, text
+        assert w.filename == __file__, w.filename  # points at the user's call, not dynamo's wrapper
         torch.testing.assert_close(opt(x, 3), x + 3)
     finally:
         dynamo.config.cache_size_limit = old
@@ -506,3 +512,56 @@ def test_answered_frames_are_released():
         with pytest.raises(TypeError):
             opt_bad(x)
     assert (sys.getrefcount(x), sys.getrefcount(y)) == before
+
+
+def test_missing_attribute_guard_failure_names_the_source():
+    """A guard whose source can no longer be read (the attribute was deleted) fails with the
+    source's name and the exception, not an index into the guard plan."""
+
+    class Holder:
+        pass
+
+    h = Holder()
+    h.scale = 2.0
+    h.t = torch.ones(2)
+
+    def f(x):
+        return x * h.t
+
+    cnt = CompileCounter()
+    opt = dynamo.optimize(cnt)(f)
+    x = torch.ones(2)
+    torch.testing.assert_close(opt(x), x)
+    before = len(_C.recompile_reasons())
+    del h.t
+    with pytest.raises(AttributeError):
+        opt(x)
+    reasons = _C.recompile_reasons()[before:]
+    assert reasons, "the missing attribute must be reported as a recompile reason"
+    assert "h" in reasons[-1] and "could not be read (AttributeError" in reasons[-1], reasons[-1]
+    assert "source #" not in reasons[-1]
+
+
+def test_logs_to_a_file_carry_no_colour_codes(tmp_path):
+    """DYNAMO_LOGS output redirected away from a terminal is plain text (no ANSI escapes)."""
+    import subprocess
+
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "import torch, dynamo\n"
+        "def f(x):\n"
+        "    y = x + 1\n"
+        "    print('side')\n"
+        "    return y * 2\n"
+        "dynamo.optimize('eager')(f)(torch.ones(2))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, str(prog)],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "DYNAMO_LOGS": "graph_breaks"},
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "graph_breaks" in r.stderr, r.stderr
+    assert "\x1b[" not in r.stderr, repr(r.stderr[:300])

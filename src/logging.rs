@@ -11,6 +11,7 @@
 //! - `inductor::*`: see `src/inductor/README.md`.
 //!
 //! `DYNAMO_LOGS="graph_breaks,recompiles,+guards"` enables those targets (`+name`: debug level).
+//! Lines go to stderr, coloured only when stderr is a terminal and `NO_COLOR` is unset.
 //! Recompile reasons are also kept in memory for `dynamo._C.recompile_reasons()`.
 
 use parking_lot::Mutex;
@@ -37,8 +38,13 @@ pub fn init() {
             directives.push(format!("{target}={level}"));
         }
         let filter = tracing_subscriber::EnvFilter::new(directives.join(","));
+        // Colour codes only on a terminal (a log redirected to a file or a pipe stays plain
+        // text), and never under `NO_COLOR` (https://no-color.org).
+        use std::io::IsTerminal;
+        let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
         let _ = tracing_subscriber::fmt()
             .with_env_filter(filter)
+            .with_ansi(ansi)
             .with_writer(std::io::stderr)
             .with_target(true)
             .without_time()

@@ -275,16 +275,18 @@ unsafe fn eval_frame_inner(frame: *mut InterpreterFrame, cb: *mut pyffi::PyObjec
         if !state.warned_limit {
             state.warned_limit = true;
             bump(&c::cache_limit_hits);
-            let why = failure.as_ref().map(|f| f.to_string()).unwrap_or_default();
+            // The newest entry's failure is the last reason (entries are kept newest first);
+            // the full list goes to the `recompiles` log, as torch's message points there.
+            let why = failures.first().cloned().unwrap_or_default();
             let msg = format!(
-                "dynamo: cache_size_limit ({}) reached for function '{qual}' ({filename}:{lineno}); running it eagerly from now on. last failing guard: {why}",
+                "dynamo: cache_size_limit ({}) reached for function '{qual}' ({filename}:{lineno}); running it eagerly from now on.\n   last reason: {why}\nTo log all recompilation reasons, use DYNAMO_LOGS=\"recompiles\".",
                 crate::config::cache_size_limit()
             );
             tracing::warn!(target: "dynamo::recompiles", "{msg}");
             crate::logging::recompile(msg.clone());
             let warning = py.get_type::<pyo3::exceptions::PyUserWarning>();
             if let Ok(cmsg) = std::ffi::CString::new(msg) {
-                if let Err(e) = PyErr::warn(py, &warning, &cmsg, 1) {
+                if let Err(e) = PyErr::warn(py, &warning, &cmsg, user_stacklevel(py)) {
                     // A warnings filter turned the warning into an error: surface it (set
                     // again: returning NULL with no exception set is a SystemError).
                     e.restore(py);
@@ -567,4 +569,26 @@ fn dynamic_mode(backend: &Bound<'_, PyAny>) -> Option<bool> {
         2 => Some(true),
         _ => None,
     }
+}
+
+/// The `stacklevel` that makes a warning point at the user's code: 1 plus the number of frames
+/// on top of the stack that belong to dynamo's own Python package (the `optimize` wrapper between
+/// the user's call and the hooked frame). Falls back to 1 when the stack cannot be read.
+fn user_stacklevel(py: Python<'_>) -> i32 {
+    let walk = || -> PyResult<i32> {
+        let pkg = py.import("dynamo")?.getattr("__file__")?.extract::<String>()?;
+        let dir = std::path::Path::new(&pkg).parent().map(|d| d.to_string_lossy().into_owned()).unwrap_or_default();
+        let mut level = 1;
+        let mut frame = py.import("sys")?.call_method1("_getframe", (0,))?;
+        while !frame.is_none() {
+            let file: String = frame.getattr("f_code")?.getattr("co_filename")?.extract()?;
+            if dir.is_empty() || !file.starts_with(&dir) {
+                break;
+            }
+            level += 1;
+            frame = frame.getattr("f_back")?;
+        }
+        Ok(level)
+    };
+    walk().unwrap_or(1)
 }

@@ -225,6 +225,8 @@ pub struct GuardManager {
     other_slots: Vec<usize>,
     /// For a `SHAPE_RELATIONS` guard: the step of each bound size's tensor; empty otherwise.
     shape_slots: Vec<Vec<usize>>,
+    /// For each step: the source it fetches (named in a failure's text).
+    step_sources: Vec<Option<Source>>,
     pub guards: Vec<Guard>,
     hot: Hot,
 }
@@ -276,7 +278,25 @@ impl GuardManager {
             is_grad_enabled: torch.getattr("is_grad_enabled")?.unbind(),
             get_default_dtype: torch.getattr("get_default_dtype")?.unbind(),
         };
-        Ok(GuardManager { steps, guard_slots, other_slots, shape_slots, guards, hot })
+        let mut step_sources = vec![None; steps.len()];
+        for (s, i) in memo {
+            step_sources[i] = Some(s);
+        }
+        Ok(GuardManager { steps, guard_slots, other_slots, shape_slots, step_sources, guards, hot })
+    }
+
+    /// The text of a failure to read step `i`'s source: the source's name and the exception the
+    /// read raised (a missing attribute, key or index), e.g.
+    /// `L['self'].cfg could not be read (AttributeError: 'M' object has no attribute 'cfg')`.
+    fn fetch_failure(&self, py: Python<'_>, i: usize, err: Option<PyErr>) -> String {
+        let name = self.step_sources.get(i).and_then(|s| s.as_ref()).map(|s| s.to_string()).unwrap_or_else(|| format!("source #{i}"));
+        match err {
+            Some(e) => {
+                let ty = e.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "exception".into());
+                format!("{name} could not be read ({ty}: {})", e.value(py))
+            }
+            None => format!("{name} could not be read"),
+        }
     }
 
     /// Checks every guard against the frame; `Ok(())` when all hold, else the first failure.
@@ -290,14 +310,12 @@ impl GuardManager {
                 Some(v) => values[i] = Some(v),
                 None => {
                     // A missing attribute / key is itself a guard failure; clear the error.
-                    if PyErr::occurred(py) {
-                        let _ = PyErr::take(py);
-                    }
+                    let err = if PyErr::occurred(py) { PyErr::take(py) } else { None };
                     // Only fail if some guard reads this node (they all do: the plan is built from guards).
                     let g = self.guard_slots.iter().position(|&s| s >= i && s != usize::MAX).unwrap_or(0);
                     return Err(explain.then(|| GuardFailure {
                         guard: self.guards.get(g).map(|g| g.to_string()).unwrap_or_default(),
-                        reason: format!("cannot fetch source #{i}"),
+                        reason: self.fetch_failure(py, i, err),
                     }));
                 }
             }
