@@ -172,7 +172,7 @@ fn wrap_int_sequence(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyA
     }
     if is_size {
         let size_type = og.handles.size_type.clone_ref(py);
-        return crate::symbolic::translator::make_size(py, size_type.bind(py), vts).map(Some);
+        return crate::symbolic::variables::tensor::make_size(py, size_type.bind(py), vts).map(Some);
     }
     Ok(Some(VT::Tuple(Rc::new(vts))))
 }
@@ -386,8 +386,8 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
             return Ok(VT::Dict(state));
         }
     }
-    if crate::symbolic::partial::is_plain_partial(py, value)? {
-        return crate::symbolic::partial::wrap_partial(py, og, value, source);
+    if crate::symbolic::variables::functions::is_plain_partial(py, value)? {
+        return crate::symbolic::variables::functions::wrap_partial(py, og, value, source);
     }
     let key = value.as_ptr() as usize;
     if let Some((first, _)) = og.opaque_by_ptr.get(&key).cloned() {

@@ -1179,7 +1179,7 @@ fn cyclic_parts(py: Python<'_>, vt: &VT) -> VResult<Option<(Rebuild, FillFn)>> {
 /// The attributes of a user object built in the frame, and the storage arguments
 /// (`new_object`'s `items` and `from_items`, for a dict subclass), rebuilt.
 #[allow(clippy::type_complexity)]
-fn user_object_contents(py: Python<'_>, og: &OutputGraph, o: &Rc<crate::symbolic::user_objects::UserObject>, outputs: &mut Outputs) -> VResult<(Vec<(Py<PyAny>, Rebuild)>, Vec<Rebuild>)> {
+fn user_object_contents(py: Python<'_>, og: &OutputGraph, o: &Rc<crate::symbolic::variables::user_defined::UserObject>, outputs: &mut Outputs) -> VResult<(Vec<(Py<PyAny>, Rebuild)>, Vec<Rebuild>)> {
     // Attributes that alias the storage's value under the same key are passed as a placeholder
     // and named in `from_items` (rebuilt once, in the storage).
     let mut attrs = Vec::new();
@@ -1345,9 +1345,9 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
             None => {
                 // `partial(func, *args, **keywords)`, with the keywords bound ahead of time in a
                 // constant `partial(partial, **keywords)` (they must be literals).
-                let partial = crate::symbolic::partial::partial_type(py)?;
+                let partial = crate::symbolic::variables::functions::partial_type(py)?;
                 let kw = PyDict::new(py);
-                for (k, v) in crate::symbolic::partial::keyword_items(py, &p.keywords)? {
+                for (k, v) in crate::symbolic::variables::functions::keyword_items(py, &p.keywords)? {
                     match v.as_constant(py) {
                         Some(c) => kw.set_item(k, c)?,
                         None => unsupported!("a functools.partial with a non-literal keyword '{k}' that outlives the graph"),

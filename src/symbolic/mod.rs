@@ -10,11 +10,10 @@ pub mod builder;
 pub mod code_info;
 pub mod convert_frame;
 pub mod graph_break;
+pub mod object_protocol;
 pub mod output_graph;
-pub mod partial;
 pub mod side_effects;
 pub mod translator;
-pub mod user_objects;
 pub mod variables;
 
 use graph_break::GraphBreakKind;

@@ -1,0 +1,1111 @@
+//! The object protocol over trackers: attribute lookup and store, calls, truth, identity,
+//! comparison, binary operators, `in`, subscripting and unpacking (CPython's
+//! `Objects/abstract.c` and `Objects/object.c` entry points). Each dispatches on the
+//! `VariableTracker` family and hands the kind-specific part to its file under `variables/`.
+
+use crate::guards::GuardKind;
+use crate::symbolic::builder::{is_literal, wrap};
+use crate::symbolic::variables::{type_name, VT};
+use crate::symbolic::{Unsupported, VResult};
+use crate::{graph_break, unsupported};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use std::cell::RefCell;
+use std::rc::Rc;
+use crate::symbolic::translator::{InstructionTranslator, BINARY_OPS, TENSOR_METHOD_DENYLIST};
+use crate::symbolic::variables::constant::{is_scalar_constant, const_bool};
+use crate::symbolic::variables::tensor::{TENSOR_ATTR_DENYLIST, make_size, is_symbolic_size};
+use crate::symbolic::variables::lists::{make_tuple, new_list, is_seq, repeat_count};
+use crate::symbolic::variables::dicts::{dict_set, DictView};
+use crate::symbolic::variables::user_defined::{static_type_lookup, has_generic_getattribute, class_attr_source, real_object, is_data_descriptor, is_method_qualname};
+
+impl<'a> InstructionTranslator<'a> {
+    pub(crate) fn getattr(&mut self, py: Python<'_>, obj: &VT, name: &str) -> VResult<VT> {
+        // Any attribute but the (guarded) code object can differ between closures of one code.
+        if name != "__code__" {
+            self.pin_identity(obj);
+        }
+        match obj {
+            VT::Module { obj: m, source } => self.module_getattr(py, m.bind(py), source.clone(), name),
+            VT::Tensor(t) => {
+                if TENSOR_ATTR_DENYLIST.contains(&name) {
+                    unsupported!("Tensor.{name} is not traced");
+                }
+                let fake = t.fake.bind(py);
+                let v = fake.getattr(name)?;
+                if self.og.is_tensor(py, &v) {
+                    let getattr = self.og.handles.getattr.clone_ref(py);
+                    return self.og.call(py, Some(getattr.bind(py)), None, &[obj.clone(), VT::constant(PyString::new(py, name).into_any().unbind())], &[]);
+                }
+                if v.is_callable() && !is_literal(py, &v) {
+                    return Ok(VT::TensorMethod { tensor: t.clone(), name: name.to_string() });
+                }
+                if self.og.shape_env.is_some() && name == "shape" {
+                    // Symbolic sizes are graph values (Note [symbolic sizes]): `x.size()`.
+                    return self.og.call(py, None, Some("size"), &[obj.clone()], &[]);
+                }
+                if self.og.shape_env.is_some() && crate::symbolic::variables::is_sym(&v) {
+                    let getattr = self.og.handles.getattr.clone_ref(py);
+                    return self.og.call(py, Some(getattr.bind(py)), None, &[obj.clone(), VT::constant(PyString::new(py, name).into_any().unbind())], &[]);
+                }
+                Ok(VT::constant(v.unbind()))
+            }
+            VT::Constant(c) => {
+                let v = c.bind(py).getattr(name)?;
+                Ok(VT::constant(v.unbind()))
+            }
+            VT::PyModule { obj: m, source } => {
+                let v = m.bind(py).getattr(name)?;
+                let trusted = m.bind(py).getattr("__name__").ok().and_then(|n| n.extract::<String>().ok()).map(|n| n == "torch" || n.starts_with("torch.") || n == "math" || n == "operator").unwrap_or(false);
+                let src = if trusted { None } else { source.as_ref().map(|s| s.attr(name)) };
+                if src.is_none() && !trusted {
+                    unsupported!("attribute of a module without a source");
+                }
+                self.wrap_from(py, &v, src)
+            }
+            VT::Class(c) => {
+                if let Some(v) = self.og.side_effects.attr(c, name) {
+                    return Ok(v);
+                }
+                let v = c.bind(py).getattr(name)?;
+                // A user class reached from the frame: its attributes can change, so they are
+                // read through its source and guarded (torch's own classes are trusted).
+                let module = c.bind(py).getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+                let trusted = module == "torch" || module.starts_with("torch.") || module == "builtins";
+                match self.og.class_sources.get(&(c.as_ptr() as usize)).cloned() {
+                    Some(src) if !trusted => wrap(py, self.og, &v, src.attr(name)),
+                    _ => self.wrap_unguarded(py, &v),
+                }
+            }
+            VT::List(_) | VT::Dict(_) | VT::Set(_) => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
+            // `torch.Size.numel` of a symbolic size: the product of its items, a graph value.
+            VT::NamedTuple { .. } if name == "numel" && is_symbolic_size(py, self.og, obj) => {
+                Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() })
+            }
+            // Other methods of a symbolic `torch.Size` (`count`, `index`) see its values.
+            VT::NamedTuple { items, .. } if is_symbolic_size(py, self.og, obj) => {
+                let vals = items.iter().map(|i| i.as_constant(py).ok_or_else(|| Unsupported::new("torch.Size item without a value"))).collect::<VResult<Vec<_>>>()?;
+                let size = self.og.handles.size_type.bind(py).call1((PyTuple::new(py, vals)?,))?;
+                Ok(VT::constant(size.getattr(name)?.unbind()))
+            }
+            VT::NamedTuple { cls, items } => match crate::symbolic::variables::named_tuple_field(cls.bind(py), name)? {
+                Some(i) if i < items.len() => Ok(items[i].clone()),
+                _ => unsupported!("attribute '{name}' of {}", obj.describe(py)),
+            },
+            // Immutable facts of a function whose identity is guarded (its code object included:
+            // `__code__` can be reassigned, but then the ID_MATCH'd function was too).
+            VT::Function { obj: f, .. } if matches!(name, "__name__" | "__qualname__" | "__module__" | "__code__" | "__doc__") => Ok(VT::constant(f.bind(py).getattr(name)?.unbind())),
+            // A function's class is `types.FunctionType` for good (`__class__` assignment is
+            // refused for it: Objects/typeobject.c, `object_set_class`).
+            VT::Function { obj: f, .. } if name == "__class__" => Ok(VT::Class(Rc::new(f.bind(py).get_type().into_any().unbind()))),
+            VT::Opaque { obj: o, source } => {
+                let o = o.bind(py).clone();
+                self.user_getattr(py, obj, &o, source, name)
+            }
+            VT::Super { cls, obj: inner } => {
+                let cls = cls.bind(py).clone();
+                self.super_getattr(py, &cls, inner, name)
+            }
+            VT::UserObject(o) => {
+                let o = o.clone();
+                self.user_object_getattr(py, obj, &o, name)
+            }
+            // A bound method's two halves (Objects/classobject.c, `method_memberlist`).
+            VT::Method { func, .. } if name == "__func__" => Ok((**func).clone()),
+            VT::Method { self_, .. } if name == "__self__" => Ok((**self_).clone()),
+            VT::Partial(p) => match name {
+                "func" => Ok(p.func.clone()),
+                "args" => make_tuple(py, p.args.clone()),
+                "keywords" => Ok(p.keywords.clone()),
+                _ => graph_break!(UntracedValue, "attribute '{name}' of {}", obj.describe(py)),
+            },
+            other => unsupported!("attribute '{name}' of {}", other.describe(py)),
+        }
+    }
+
+    /// Whether `obj.name` raises AttributeError, decided without running user code where the
+    /// lookup is generic: no pending write, not in the instance dict (or a module's parameters,
+    /// buffers and submodules), not on the class, no Python `__getattr__`. For a class with its
+    /// own `__getattribute__` the real `hasattr` must agree too. When absent, a NO_INSTANCE_ATTR
+    /// guard keeps it so (the class is already type- or identity-guarded).
+    pub(crate) fn attr_absent(&mut self, py: Python<'_>, v: &VT, name: &str) -> VResult<bool> {
+        let (obj, source) = match v {
+            VT::Opaque { obj, source } => (obj.bind(py).clone(), source.clone()),
+            VT::Module { obj, source: Some(source) } => (obj.bind(py).clone(), source.clone()),
+            _ => return Ok(false),
+        };
+        if self.og.side_effects.attr(&obj.clone().unbind(), name).is_some() || self.tracked_instance_dict(&obj).is_some() {
+            return Ok(false);
+        }
+        let ty = obj.get_type();
+        if static_type_lookup(&ty, name)?.is_some() {
+            return Ok(false);
+        }
+        let is_module = matches!(v, VT::Module { .. });
+        let module_getattr = self.og.handles.module_type.bind(py).getattr("__getattr__")?;
+        match static_type_lookup(&ty, "__getattr__")? {
+            Some((_, f)) if !(is_module && f.is(&module_getattr)) => return Ok(false),
+            _ => {}
+        }
+        if !has_generic_getattribute(py, &ty)? {
+            // Deciding would run the user's __getattribute__ (at trace and at guard time).
+            return Ok(false);
+        }
+        let d = crate::guards::generic_getattr(&obj, "__dict__");
+        let in_dict = |t: Option<Bound<'_, PyAny>>| t.and_then(|t| t.contains(name).ok()).unwrap_or(true);
+        if in_dict(d.clone()) {
+            return Ok(false);
+        }
+        if is_module {
+            let tables = ["_parameters", "_buffers", "_modules"];
+            if tables.iter().any(|t| in_dict(d.as_ref().and_then(|d| d.get_item(t).ok()))) {
+                return Ok(false);
+            }
+        }
+        self.og.add_guard(Some(source), GuardKind::NoAttr(name.to_string()));
+        Ok(true)
+    }
+
+    /// `obj.name = v`: recorded as a side effect on user objects and modules from the frame
+    /// whose class stores attributes plainly (no custom `__setattr__`, no data descriptor);
+    /// anything else is a graph break.
+    pub(crate) fn store_attr(&mut self, py: Python<'_>, obj: &VT, name: &str, v: VT) -> VResult<()> {
+        match obj {
+            VT::UserObject(o) => {
+                let o = o.clone();
+                self.user_object_setattr(py, obj, &o, name, v, false)
+            }
+            VT::Opaque { obj: o, source } => {
+                let o = o.bind(py);
+                let ty = o.get_type();
+                let object_type = py.get_type::<pyo3::types::PyAny>();
+                let plain = ty.getattr("__setattr__")?.is(object_type.getattr("__setattr__")?) && crate::guards::generic_getattr(&o, "__dict__").is_some();
+                let descriptor = match static_type_lookup(&ty, name)? {
+                    Some((_, ca)) => is_data_descriptor(&ca)?,
+                    None => false,
+                };
+                if !plain || descriptor {
+                    graph_break!(SideEffect, "attribute write {}.{name} (custom __setattr__ or a descriptor)", obj.describe(py));
+                }
+                self.record_attr_write(py, o, source, name, v, false)
+            }
+            VT::Module { obj: o, source: Some(source) } => {
+                let m = o.bind(py);
+                let ty = m.get_type();
+                let module_setattr = self.og.handles.module_type.bind(py).getattr("__setattr__")?;
+                let registered = ["_parameters", "_buffers", "_modules"].iter().any(|t| {
+                    m.getattr("__dict__").and_then(|d| d.get_item(t)).and_then(|t| t.contains(name)).unwrap_or(true)
+                });
+                let descriptor = match static_type_lookup(&ty, name)? {
+                    Some((_, ca)) => is_data_descriptor(&ca)?,
+                    None => false,
+                };
+                if !ty.getattr("__setattr__")?.is(&module_setattr) || registered || descriptor || matches!(v, VT::Tensor(_) | VT::Module { .. }) {
+                    graph_break!(SideEffect, "attribute write {}.{name} (a parameter, buffer, submodule or tensor)", obj.describe(py));
+                }
+                self.og.side_effects.store_attr(py, o, source.clone(), name, v);
+                Ok(())
+            }
+            VT::Class(c) => {
+                // `C.name = v` on a plain class (metaclass `type`) reached from the frame.
+                let cls = c.bind(py);
+                let src = self.og.class_sources.get(&(c.as_ptr() as usize)).cloned();
+                match src {
+                    Some(src) if cls.get_type().is(py.get_type::<pyo3::types::PyType>()) => {
+                        self.og.side_effects.store_attr(py, c, src, name, v);
+                        Ok(())
+                    }
+                    _ => graph_break!(SideEffect, "attribute write {}.{name}", obj.describe(py)),
+                }
+            }
+            _ => graph_break!(SideEffect, "attribute write {}.{name}", obj.describe(py)),
+        }
+    }
+
+    /// `del obj[idx]` on a list or dict tracker (recorded as a side effect for one from the frame).
+    pub(crate) fn delitem(&mut self, py: Python<'_>, obj: &VT, idx: VT) -> VResult<()> {
+        if let VT::UserObject(o) = obj {
+            // `type(o).__delitem__(o, k)`, as `setitem`.
+            if let Some(m) = self.python_dunder(py, obj, "__delitem__")? {
+                return self.call(py, &m, vec![idx], vec![]).map(|_| ());
+            }
+            return match o.storage_slot(py, "__delitem__")? {
+                Some(storage) => self.delitem(py, &storage, idx),
+                None => unsupported!("del on {}", obj.describe(py)),
+            };
+        }
+        let k = idx.as_constant(py).ok_or_else(|| Unsupported::new("del with a non-constant index"))?;
+        match obj {
+            VT::List(l) => {
+                let k: i64 = k.extract().map_err(|_| Unsupported::new("del of a list slice"))?;
+                let mut st = l.borrow_mut();
+                let n = st.items.len() as i64;
+                let k = if k < 0 { k + n } else { k };
+                if k < 0 || k >= n {
+                    unsupported!("list assignment index out of range (IndexError)");
+                }
+                st.items.remove(k as usize);
+                if st.source.is_some() {
+                    drop(st);
+                    self.og.side_effects.mutate_list(l);
+                }
+                Ok(())
+            }
+            VT::Dict(d) => {
+                let mut st = d.borrow_mut();
+                let Some(pos) = st.items.iter().position(|(kk, _)| kk.bind(py).eq(&k).unwrap_or(false)) else {
+                    unsupported!("del of a missing dict key (KeyError)");
+                };
+                st.items.remove(pos);
+                st.version += 1;
+                if st.source.is_some() {
+                    drop(st);
+                    self.og.side_effects.mutate_dict(d);
+                }
+                Ok(())
+            }
+            _ => unsupported!("del on {}", obj.describe(py)),
+        }
+    }
+
+    pub(crate) fn truth(&mut self, py: Python<'_>, v: &VT) -> VResult<bool> {
+        Ok(match v {
+            VT::Constant(c) => c.bind(py).is_truthy()?,
+            // `bool(sym)`: decided on the example value, guarded in the ShapeEnv.
+            VT::SymNum(s) => s.fake.bind(py).is_truthy()?,
+            VT::Tensor(_) => graph_break!(DataDependentBranch, "branch on the value of a tensor"),
+            VT::Tuple(items) | VT::NamedTuple { items, .. } => !items.is_empty(),
+            VT::List(l) => !l.borrow().items.is_empty(),
+            VT::Dict(d) | VT::DictView { dict: d, .. } => !d.borrow().items.is_empty(),
+            VT::Null => unsupported!("truth of NULL"),
+            VT::Module { obj, .. } => {
+                if obj.bind(py).hasattr("__len__")? {
+                    obj.bind(py).len()? > 0
+                } else {
+                    true
+                }
+            }
+            VT::UserObject(o) => {
+                let ty = o.cls.bind(py);
+                if !ty.hasattr("__bool__")? {
+                    // `dict.__len__` decides for a dict subclass (`nb_bool` is unset, `mp_length` is dict's).
+                    if let Some(VT::Dict(d)) = o.storage_slot(py, "__len__")? {
+                        return Ok(!d.borrow().items.is_empty());
+                    }
+                }
+                if ty.hasattr("__bool__")? || ty.hasattr("__len__")? {
+                    graph_break!(UntracedValue, "truth value of {} (it defines __bool__ or __len__)", v.describe(py));
+                }
+                true
+            }
+            VT::Opaque { obj, .. } => {
+                // `bool(obj)` runs the class's __bool__ or __len__ (Objects/typeobject.c slots).
+                let ty = obj.bind(py).get_type();
+                if ty.hasattr("__bool__")? || ty.hasattr("__len__")? {
+                    graph_break!(UntracedValue, "truth value of {} (it defines __bool__ or __len__)", v.describe(py));
+                }
+                true
+            }
+            _ => true,
+        })
+    }
+
+    /// `a is b`.
+    /// Pins a closure guarded by its code (Note [closure guards]) to its identity: called
+    /// before anything depends on which function object it is.
+    pub(crate) fn pin_identity(&mut self, v: &VT) {
+        if let VT::Function { obj, source: Some(s) } = v {
+            if self.og.unpinned_functions.remove(&(obj.as_ptr() as usize)) {
+                Python::attach(|py| self.og.add_guard(Some(s.clone()), GuardKind::IdMatch(obj.clone_ref(py))));
+            }
+        }
+    }
+
+    pub(crate) fn is_same(&mut self, py: Python<'_>, a: &VT, b: &VT) -> VResult<bool> {
+        self.pin_identity(a);
+        self.pin_identity(b);
+        Ok(match (a, b) {
+            (VT::Constant(x), VT::Constant(y)) => x.bind(py).is(y.bind(py)),
+            (VT::Tensor(x), VT::Tensor(y)) => x.node == y.node,
+            (VT::Module { obj: x, .. }, VT::Module { obj: y, .. }) => x.bind(py).is(y.bind(py)),
+            (VT::Class(x), VT::Class(y)) | (VT::TorchFunction(x), VT::TorchFunction(y)) | (VT::Builtin(x), VT::Builtin(y)) => x.bind(py).is(y.bind(py)),
+            (VT::Constant(c), _) | (_, VT::Constant(c)) if c.bind(py).is_none() => false,
+            (VT::Constant(_), _) | (_, VT::Constant(_)) => false,
+            (VT::List(x), VT::List(y)) => Rc::ptr_eq(x, y),
+            (VT::Dict(x), VT::Dict(y)) => Rc::ptr_eq(x, y),
+            (VT::Partial(x), VT::Partial(y)) => Rc::ptr_eq(x, y) || matches!((&x.obj, &y.obj), (Some(p), Some(q)) if p.is(q)),
+            (VT::Partial(_), _) | (_, VT::Partial(_)) => false,
+            (VT::UserObject(x), VT::UserObject(y)) => Rc::ptr_eq(x, y),
+            // A new object is none of the objects that existed before it.
+            (VT::UserObject(_), _) | (_, VT::UserObject(_)) => false,
+            (VT::List(l), _) | (_, VT::List(l)) if l.borrow().source.is_none() => false,
+            (VT::Dict(d), _) | (_, VT::Dict(d)) if d.borrow().source.is_none() => false,
+            (VT::NestedFunction(x), VT::NestedFunction(y)) => Rc::ptr_eq(x, y),
+            (VT::NestedFunction(_), _) | (_, VT::NestedFunction(_)) => false,
+            _ => match (real_object(a), real_object(b)) {
+                (Some(x), Some(y)) => x.as_ptr() == y.as_ptr(),
+                _ => unsupported!("identity comparison of {} and {}", a.describe(py), b.describe(py)),
+            },
+        })
+    }
+
+    pub(crate) fn contains(&mut self, py: Python<'_>, container: &VT, item: &VT) -> VResult<bool> {
+        // A symbolic int in a tuple or list of ints (`n in (3, 4)`): `==` item by item, each a
+        // guard on the relation (`Ne(s0, 3)`), instead of specializing `n` to its value.
+        // (Floats are left out: `in` tests identity before `==`, which a NaN would expose.)
+        let sym_int = |v: &VT| match v {
+            VT::SymNum(s) => type_name(s.fake.bind(py)) == "SymInt",
+            _ => false,
+        };
+        let constant_items = match container {
+            VT::Constant(c) if ["tuple", "frozenset"].contains(&type_name(c.bind(py)).as_str()) => {
+                Some(c.bind(py).try_iter()?.map(|i| Ok(VT::constant(i?.unbind()))).collect::<PyResult<Vec<VT>>>()?)
+            }
+            _ => None,
+        };
+        if sym_int(item) && (constant_items.is_some() || matches!(container, VT::Tuple(_) | VT::List(_) | VT::NamedTuple { .. })) {
+            let items = match constant_items {
+                Some(items) => items,
+                None => self.iter_items(py, container)?,
+            };
+            let int_like = |v: &VT| {
+                sym_int(v)
+                    || matches!(v, VT::Constant(c) if c.bind(py).is_instance_of::<pyo3::types::PyInt>() && !c.bind(py).is_instance_of::<pyo3::types::PyBool>())
+            };
+            if items.iter().all(int_like) {
+                for v in items {
+                    let eq = self.sym_operator(py, "eq", vec![item.clone(), v])?;
+                    if self.truth(py, &eq)? {
+                        return Ok(true);
+                    }
+                }
+                return Ok(false);
+            }
+        }
+        if let (Some(c), Some(i)) = (container.as_constant(py), item.as_constant(py)) {
+            return Ok(c.contains(i)?);
+        }
+        match (container, item.as_constant(py)) {
+            (VT::Dict(d) | VT::DictView { dict: d, view: DictView::Keys }, Some(k)) => {
+                for (key, _) in &d.borrow().items {
+                    if key.bind(py).eq(&k)? {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
+            (VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::DictView { .. }, Some(k)) => {
+                for v in self.iter_items(py, container)? {
+                    match v.as_constant(py) {
+                        Some(c) if c.eq(&k)? => return Ok(true),
+                        Some(_) => {}
+                        None => unsupported!("`in` over non-constant items"),
+                    }
+                }
+                Ok(false)
+            }
+            (VT::Module { obj, .. }, Some(k)) => Ok(obj.bind(py).contains(k)?),
+            (VT::Set(set), Some(k)) => Ok(set.borrow().bind(py).contains(k)?),
+            (VT::Set(set), None) => {
+                let set = set.clone();
+                let member = self.set_members_of(py, std::slice::from_ref(item))?;
+                let found = set.borrow().bind(py).contains(&member[0])?;
+                Ok(found)
+            }
+            (VT::UserObject(o), _) => {
+                // `type(o).__contains__`: Python code inlined (its result's truth), or the dict
+                // storage's (Note [dict subclass objects]).
+                if let Some(m) = self.python_dunder(py, container, "__contains__")? {
+                    let r = self.call(py, &m, vec![item.clone()], vec![])?;
+                    return self.truth(py, &r);
+                }
+                match o.storage_slot(py, "__contains__")? {
+                    Some(storage) => self.contains(py, &storage, item),
+                    None => graph_break!(UntracedValue, "`in` on {}", container.describe(py)),
+                }
+            }
+            (VT::Opaque { obj, source }, _) => {
+                // `__contains__` looked up on the type and inlined when it is Python code
+                // (collections.abc.Mapping's, a user container's); its result must be constant.
+                let ty = obj.bind(py).get_type();
+                let Some((k, f)) = static_type_lookup(&ty, "__contains__")?.filter(|(_, f)| type_name(f) == "function") else {
+                    graph_break!(UntracedValue, "`in` on {}", container.describe(py));
+                };
+                let func = wrap(py, self.og, &f, class_attr_source(source, k, "__contains__"))?;
+                let r = self.call(py, &func, vec![container.clone(), item.clone()], vec![])?;
+                let t = self.truth(py, &r)?;
+                Ok(t)
+            }
+            _ => unsupported!("`in` on {}", container.describe(py)),
+        }
+    }
+
+    pub(crate) fn operator(&mut self, py: Python<'_>, name: &str, args: Vec<VT>) -> VResult<VT> {
+        if args.iter().any(|a| matches!(a, VT::SymNum(_))) && !args.iter().any(|a| matches!(a, VT::Tensor(_))) {
+            return self.sym_operator(py, name, args);
+        }
+        let f = self.og.handles.operator.bind(py).getattr(name)?;
+        if args.iter().all(|a| matches!(a, VT::Constant(_))) {
+            let vals: Vec<_> = args.iter().map(|a| a.as_constant(py).unwrap()).collect();
+            return Ok(VT::constant(f.call1(PyTuple::new(py, vals)?)?.unbind()));
+        }
+        if args.iter().any(|a| matches!(a, VT::Tensor(_))) {
+            return self.og.call(py, Some(&f), None, &args, &[]);
+        }
+        unsupported!("operator.{name} on {}", args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
+    }
+
+    pub(crate) fn binary(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
+        let base = out_of_place(name);
+        // A set of this trace against another one or a constant frozenset: run on the real
+        // sets (copies of constants); `frozenset op set` is a frozenset, `set op frozenset` a set
+        // (Objects/setobject.c makes the result of the left operand's type).
+        let as_set = |v: &VT| -> Option<Py<PyAny>> {
+            match v {
+                VT::Set(s) => Some(s.borrow().clone_ref(py)),
+                VT::Constant(c) if type_name(c.bind(py)) == "frozenset" => Some(c.clone_ref(py)),
+                _ => None,
+            }
+        };
+        if let (Some(x), Some(y)) = (as_set(&a), as_set(&b)) {
+            if matches!(base, "and_" | "or_" | "sub" | "xor") && (matches!(a, VT::Set(_)) || matches!(b, VT::Set(_))) && !(matches!(a, VT::Set(_)) && matches!(b, VT::Set(_))) {
+                if name.starts_with('i') && matches!(a, VT::Set(_)) {
+                    let f = self.og.handles.operator.bind(py).getattr(name)?;
+                    f.call1((x.bind(py), y.bind(py)))?;
+                    return Ok(a.clone());
+                }
+                let f = self.og.handles.operator.bind(py).getattr(base)?;
+                let r = f.call1((x.bind(py), y.bind(py)))?;
+                if type_name(&r) == "frozenset" {
+                    return Ok(VT::constant(r.unbind()));
+                }
+                return Ok(VT::Set(Rc::new(RefCell::new(r.unbind()))));
+            }
+        }
+        if let (VT::Set(x), VT::Set(y)) = (&a, &b) {
+            if matches!(base, "and_" | "or_" | "sub" | "xor") {
+                if name.starts_with('i') {
+                    // In place: the same set object, as `s &= t` keeps aliases in sync.
+                    let f = self.og.handles.operator.bind(py).getattr(name)?;
+                    f.call1((x.borrow().bind(py), y.borrow().bind(py)))?;
+                    return Ok(a.clone());
+                }
+                let f = self.og.handles.operator.bind(py).getattr(base)?;
+                let r = f.call1((x.borrow().bind(py), y.borrow().bind(py)))?;
+                return Ok(VT::Set(Rc::new(RefCell::new(r.unbind()))));
+            }
+        }
+        match (&a, &b, base) {
+            (VT::Tuple(_) | VT::NamedTuple { .. } | VT::Constant(_), VT::Tuple(_) | VT::NamedTuple { .. } | VT::Constant(_), "add") if is_seq(&a) || is_seq(&b) => {
+                if let (Some(_), Some(_)) = (a.as_constant(py), b.as_constant(py)) {
+                    return self.operator(py, name, vec![a, b]);
+                }
+                let mut items = self.unpack(py, &a)?;
+                items.extend(self.unpack(py, &b)?);
+                // `torch.Size` + tuple, either way round, is a `torch.Size`.
+                if is_symbolic_size(py, self.og, &a) || is_symbolic_size(py, self.og, &b) {
+                    let size_type = self.og.handles.size_type.clone_ref(py);
+                    return make_size(py, size_type.bind(py), items);
+                }
+                make_tuple(py, items)
+            }
+            (VT::List(l), _, "add") if name.starts_with('i') => {
+                if l.borrow().source.is_some() {
+                    self.og.side_effects.mutate_list(l);
+                }
+                let extra = self.unpack(py, &b)?;
+                l.borrow_mut().items.extend(extra);
+                Ok(a.clone())
+            }
+            (VT::List(_), VT::List(_), "add") => {
+                let mut items = self.unpack(py, &a)?;
+                items.extend(self.unpack(py, &b)?);
+                Ok(new_list(items))
+            }
+            // Sequence repetition (`[1] * (ndim - 1)`, `n * (x,)`): the same items `n` times, as
+            // `list_repeat` / `tuplerepeat` (Objects/listobject.c, tupleobject.c) share them;
+            // `n <= 0` gives an empty sequence. `l *= n` repeats the list in place.
+            (VT::List(_) | VT::Tuple(_), VT::Constant(_), "mul") | (VT::Constant(_), VT::List(_) | VT::Tuple(_), "mul")
+                if repeat_count(py, if matches!(a, VT::Constant(_)) { &a } else { &b }).is_some() =>
+            {
+                let (seq, count) = if matches!(a, VT::Constant(_)) { (&b, &a) } else { (&a, &b) };
+                let n = repeat_count(py, count).unwrap_or(0).max(0) as usize;
+                let items = self.unpack(py, seq)?;
+                if items.len().saturating_mul(n) > 1 << 20 {
+                    unsupported!("sequence repetition to more than 2**20 items");
+                }
+                let repeated: Vec<VT> = (0..n).flat_map(|_| items.iter().cloned()).collect();
+                match seq {
+                    VT::List(l) if name.starts_with('i') && matches!(a, VT::List(_)) => {
+                        if l.borrow().source.is_some() {
+                            self.og.side_effects.mutate_list(l);
+                        }
+                        l.borrow_mut().items = repeated;
+                        Ok(a.clone())
+                    }
+                    VT::List(_) => Ok(new_list(repeated)),
+                    _ => make_tuple(py, repeated),
+                }
+            }
+            // `n += t` with a Python number `n`: numbers have no `__iadd__`, so CPython computes
+            // `n + t` (Objects/abstract.c, `binary_iop1`). Recorded as the out-of-place operator:
+            // fx prints `operator.iadd(0, t)` as `0 += t`, which is not Python.
+            (VT::Constant(_), VT::Tensor(_), _) if name.starts_with('i') => self.operator(py, out_of_place(name), vec![a, b]),
+            _ => self.operator(py, name, vec![a, b]),
+        }
+    }
+
+    pub(crate) fn compare(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
+        match (&a, &b) {
+            (VT::Tensor(_), _) | (_, VT::Tensor(_)) => self.operator(py, name, vec![a, b]),
+            (VT::Constant(_), VT::Constant(_)) => self.operator(py, name, vec![a, b]),
+            (VT::SymNum(_), VT::SymNum(_) | VT::Constant(_)) | (VT::Constant(_), VT::SymNum(_)) => self.operator(py, name, vec![a, b]),
+            _ if name == "eq" || name == "ne" => {
+                // `!=` is `not ==` only while the class keeps `object.__ne__`.
+                for v in [&a, &b] {
+                    if let VT::UserObject(o) = v {
+                        if name == "ne" && !o.cls.bind(py).getattr("__ne__")?.is(py.get_type::<PyAny>().getattr("__ne__")?) {
+                            graph_break!(UntracedValue, "!= of {} (its class defines __ne__)", v.describe(py));
+                        }
+                    }
+                }
+                let eq = self.equal(py, &a, &b)?;
+                Ok(const_bool(py, eq == (name == "eq")))
+            }
+            _ => unsupported!("comparison {name} of {} and {}", a.describe(py), b.describe(py)),
+        }
+    }
+
+    /// `a == b` as `PyObject_RichCompareBool` decides it (Objects/object.c): identical objects
+    /// are equal; lists and tuples compare by length and item by item (Objects/listobject.c,
+    /// `list_richcompare`; a list never equals a tuple); dicts by keys and values
+    /// (Objects/dictobject.c, `dict_equal`); other objects by identity only when their type keeps
+    /// `object.__eq__`. Anything else (a tensor item, a user `__eq__`) is not decided here.
+    pub(crate) fn equal(&mut self, py: Python<'_>, a: &VT, b: &VT) -> VResult<bool> {
+        match (a, b) {
+            (VT::Tensor(x), VT::Tensor(y)) if x.node == y.node => return Ok(true),
+            (VT::Tensor(_), _) | (_, VT::Tensor(_)) => graph_break!(DataDependentBranch, "truth of a tensor comparison inside a container comparison"),
+            (VT::Constant(x), VT::Constant(y)) => return Ok(x.bind(py).eq(y.bind(py))?),
+            // A symbolic size against a number (`x.shape == (3, 3)` item by item): the
+            // comparison's outcome is a guard on the relation, not on the size's value.
+            (VT::SymNum(_), VT::SymNum(_) | VT::Constant(_)) | (VT::Constant(_), VT::SymNum(_)) => {
+                let r = self.operator(py, "eq", vec![a.clone(), b.clone()])?;
+                return self.truth(py, &r);
+            }
+            (VT::List(x), VT::List(y)) if Rc::ptr_eq(x, y) => return Ok(true),
+            (VT::Dict(x), VT::Dict(y)) if Rc::ptr_eq(x, y) => return Ok(true),
+            // `functools.partial` keeps `object.__eq__`: identity (a literal's `__eq__` does not
+            // know a partial either).
+            (VT::Partial(_), VT::Partial(_) | VT::Constant(_)) | (VT::Constant(_), VT::Partial(_)) => return self.is_same(py, a, b),
+            (VT::UserObject(_), _) | (_, VT::UserObject(_)) => return self.user_object_eq(py, a, b),
+            _ => {}
+        }
+        if let (Some((ka, xs)), Some((kb, ys))) = (self.sequence_items(py, a)?, self.sequence_items(py, b)?) {
+            if ka != kb || xs.len() != ys.len() {
+                return Ok(false);
+            }
+            for (x, y) in xs.iter().zip(ys.iter()) {
+                if !self.equal(py, x, y)? {
+                    return Ok(false);
+                }
+            }
+            return Ok(true);
+        }
+        match (a, b) {
+            (VT::Dict(x), VT::Dict(y)) => {
+                let xs: Vec<(Py<PyAny>, VT)> = x.borrow().items.iter().map(|(k, v)| (k.clone_ref(py), v.clone())).collect();
+                let ys: Vec<(Py<PyAny>, VT)> = y.borrow().items.iter().map(|(k, v)| (k.clone_ref(py), v.clone())).collect();
+                if xs.len() != ys.len() {
+                    return Ok(false);
+                }
+                for (k, v) in &xs {
+                    let mut found = None;
+                    for (k2, v2) in &ys {
+                        if k.bind(py).eq(k2.bind(py))? {
+                            found = Some(v2.clone());
+                            break;
+                        }
+                    }
+                    match found {
+                        Some(v2) if self.equal(py, v, &v2)? => {}
+                        _ => return Ok(false),
+                    }
+                }
+                Ok(true)
+            }
+            (VT::Set(x), VT::Set(y)) => Ok(x.borrow().bind(py).eq(y.borrow().bind(py))?),
+            (VT::Set(s), VT::Constant(c)) | (VT::Constant(c), VT::Set(s)) => Ok(s.borrow().bind(py).eq(c.bind(py))?),
+            (VT::List(_) | VT::Tuple(_) | VT::NamedTuple { .. } | VT::Dict(_), VT::Constant(c))
+            | (VT::Constant(c), VT::List(_) | VT::Tuple(_) | VT::NamedTuple { .. } | VT::Dict(_))
+                if is_scalar_constant(c.bind(py)) =>
+            {
+                // Neither side's __eq__ knows the other: identity, and they are distinct.
+                Ok(false)
+            }
+            _ => {
+                let default_eq = |v: &VT| -> PyResult<bool> {
+                    let obj_eq = py.get_type::<pyo3::types::PyAny>().getattr("__eq__")?;
+                    Ok(match v {
+                        VT::Constant(c) => c.bind(py).is_none(),
+                        other => match real_object(other) {
+                            Some(o) => o.bind(py).get_type().getattr("__eq__")?.is(&obj_eq),
+                            None => false,
+                        },
+                    })
+                };
+                if default_eq(a)? && default_eq(b)? {
+                    return self.is_same(py, a, b);
+                }
+                graph_break!(UntracedValue, "== of {} and {}", a.describe(py), b.describe(py))
+            }
+        }
+    }
+
+    pub(crate) fn getitem(&mut self, py: Python<'_>, obj: &VT, idx: &VT) -> VResult<VT> {
+        match obj {
+            VT::Tensor(_) => {
+                let f = self.og.handles.getitem.clone_ref(py);
+                self.og.call(py, Some(f.bind(py)), None, &[obj.clone(), idx.clone()], &[])
+            }
+            VT::Constant(c) => match idx.as_constant(py) {
+                Some(i) => Ok(VT::constant(c.bind(py).get_item(i)?.unbind())),
+                None => unsupported!("constant indexed by {}", idx.describe(py)),
+            },
+            VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) => {
+                let items = self.unpack(py, obj)?;
+                let i = idx.as_constant(py).ok_or_else(|| Unsupported::new("sequence index is not a constant"))?;
+                if let Ok(k) = i.extract::<i64>() {
+                    let n = items.len() as i64;
+                    let k2 = if k < 0 { k + n } else { k };
+                    if k2 < 0 || k2 >= n {
+                        // Lengths of these trackers are exact (guarded for inputs).
+                        let what = if matches!(obj, VT::List(_)) { "list" } else { "tuple" };
+                        let msg = format!("{what} index out of range");
+                        let exc = pyo3::exceptions::PyIndexError::new_err(msg.clone()).into_value(py).into_any();
+                        return Err(Unsupported::raise_value("IndexError", exc, msg));
+                    }
+                    return Ok(items[k2 as usize].clone());
+                }
+                if type_name(&i) == "slice" {
+                    let ind = i.call_method1("indices", (items.len(),))?;
+                    let (start, stop, step): (i64, i64, i64) = ind.extract()?;
+                    let mut out = Vec::new();
+                    let mut k = start;
+                    while (step > 0 && k < stop) || (step < 0 && k > stop) {
+                        out.push(items[k as usize].clone());
+                        k += step;
+                    }
+                    if is_symbolic_size(py, self.og, obj) {
+                        let size_type = self.og.handles.size_type.clone_ref(py);
+                        return make_size(py, size_type.bind(py), out);
+                    }
+                    return if matches!(obj, VT::List(_)) { Ok(new_list(out)) } else { make_tuple(py, out) };
+                }
+                unsupported!("sequence index of type {}", type_name(&i))
+            }
+            VT::Dict(d) => {
+                let k = idx.as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+                for (key, v) in &d.borrow().items {
+                    if key.bind(py).eq(&k)? {
+                        return Ok(v.clone());
+                    }
+                }
+                // The tracker holds every key (a dict from a source has its keys guarded):
+                // `dict_subscript` raises KeyError(key).
+                let exc = pyo3::exceptions::PyKeyError::new_err((k.clone().unbind(),)).into_value(py).into_any();
+                Err(Unsupported::raise_value("KeyError", exc, k.repr().map(|r| r.to_string()).unwrap_or_default()))
+            }
+            VT::Module { obj: m, source } => {
+                let i = idx.as_constant(py).ok_or_else(|| Unsupported::new("module index is not a constant"))?;
+                let m = m.bind(py);
+                if type_name(&i) == "slice" {
+                    return self.module_slice(py, m, source, &i);
+                }
+                let child = m.get_item(&i)?;
+                let keys: Vec<String> = m.getattr("_modules")?.call_method0("keys")?.try_iter()?.map(|k| k?.extract::<String>()).collect::<PyResult<_>>()?;
+                for k in keys {
+                    let c = m.getattr("_modules")?.get_item(&k)?;
+                    if c.is(&child) {
+                        return match self.module_child_source(py, m, source, &k) {
+                            Some(s) => wrap(py, self.og, &child, s),
+                            None => unsupported!("module item without a source"),
+                        };
+                    }
+                }
+                unsupported!("indexing {} does not give one of its submodules", type_name(m))
+            }
+            VT::UserObject(o) => match self.python_dunder(py, obj, "__getitem__")? {
+                Some(m) => self.call(py, &m, vec![idx.clone()], vec![]),
+                None => match o.storage_slot(py, "__getitem__")? {
+                    Some(storage) => self.getitem(py, &storage, idx),
+                    None => unsupported!("indexing {}", obj.describe(py)),
+                },
+            },
+            VT::Opaque { obj: o, source } => {
+                // `__getitem__` looked up on the type and inlined when it is Python code.
+                let ty = o.bind(py).get_type();
+                let Some((k, f)) = static_type_lookup(&ty, "__getitem__")?.filter(|(_, f)| type_name(f) == "function") else {
+                    graph_break!(UntracedValue, "indexing {}", obj.describe(py));
+                };
+                let func = wrap(py, self.og, &f, class_attr_source(source, k, "__getitem__"))?;
+                self.call(py, &func, vec![obj.clone(), idx.clone()], vec![])
+            }
+            _ => unsupported!("indexing {}", obj.describe(py)),
+        }
+    }
+
+    pub(crate) fn setitem(&mut self, py: Python<'_>, obj: &VT, idx: VT, v: VT) -> VResult<()> {
+        match obj {
+            VT::Tensor(_) => {
+                let f = self.og.handles.operator.bind(py).getattr("setitem")?;
+                self.og.call(py, Some(&f), None, &[obj.clone(), idx, v], &[])?;
+                Ok(())
+            }
+            VT::List(lst) => {
+                let k: i64 = idx.as_constant(py).ok_or_else(|| Unsupported::new("list index"))?.extract()?;
+                let mut l = lst.borrow_mut();
+                let n = l.items.len() as i64;
+                let k = if k < 0 { k + n } else { k };
+                if k < 0 || k >= n {
+                    unsupported!("list assignment index out of range");
+                }
+                l.items[k as usize] = v;
+                if l.source.is_some() {
+                    drop(l);
+                    self.og.side_effects.mutate_list(lst);
+                }
+                Ok(())
+            }
+            VT::Dict(d) => {
+                let k = idx.as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+                dict_set(py, &mut d.borrow_mut(), k.unbind(), v)?;
+                if d.borrow().source.is_some() {
+                    self.og.side_effects.mutate_dict(d);
+                }
+                Ok(())
+            }
+            // `type(o).__setitem__(o, k, v)`: the class's Python method inlined, or the dict
+            // storage's (Note [dict subclass objects]).
+            VT::UserObject(o) => match self.python_dunder(py, obj, "__setitem__")? {
+                Some(m) => self.call(py, &m, vec![idx, v], vec![]).map(|_| ()),
+                None => match o.storage_slot(py, "__setitem__")? {
+                    Some(storage) => self.setitem(py, &storage, idx, v),
+                    None => unsupported!("item assignment on {}", obj.describe(py)),
+                },
+            },
+            _ => unsupported!("item assignment on {}", obj.describe(py)),
+        }
+    }
+
+    /// The items of a sequence-like tracker.
+    pub fn unpack(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<VT>> {
+        Ok(match v {
+            VT::Tuple(items) | VT::NamedTuple { items, .. } => items.as_ref().clone(),
+            VT::List(l) => l.borrow().items.clone(),
+            VT::Iterator(it) => self.drain_iter(py, it)?,
+            _ => self.iter_items(py, v)?,
+        })
+    }
+
+    /// `type(v)` when tracing knows it without running anything.
+    pub(crate) fn type_of(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<Py<PyAny>>> {
+        Ok(match v {
+            VT::Opaque { obj, .. } | VT::Module { obj, .. } => Some(obj.bind(py).get_type().into_any().unbind()),
+            VT::NamedTuple { cls, .. } => Some(cls.clone_ref(py)),
+            VT::Tuple(_) => Some(py.get_type::<PyTuple>().into_any().unbind()),
+            VT::List(_) => Some(py.get_type::<PyList>().into_any().unbind()),
+            VT::Dict(_) => Some(py.get_type::<PyDict>().into_any().unbind()),
+            VT::DictView { view, .. } => Some(PyDict::new(py).call_method0(view.method())?.get_type().into_any().unbind()),
+            VT::Partial(_) => Some(crate::symbolic::variables::functions::partial_type(py)?.unbind()),
+            VT::UserObject(o) => Some(o.cls.clone_ref(py)),
+            // A graph input keeps its exact Python type (TENSOR_MATCH pins it: Parameter, a
+            // subclass...); a tensor computed by the graph is a plain torch.Tensor.
+            VT::Tensor(t) => match &t.source {
+                Some(src) => match self.og.inputs.iter().find(|(s, _)| s == src) {
+                    Some((_, real)) => Some(real.bind(py).get_type().into_any().unbind()),
+                    None => None,
+                },
+                None => Some(self.og.handles.tensor_type.clone_ref(py)),
+            },
+            _ => None,
+        })
+    }
+
+    /// Calls `func(*args, **kwargs)` symbolically.
+    pub fn call(&mut self, py: Python<'_>, func: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        if let VT::Function { obj, .. } = func {
+            if let Some(sig) = self.inspect_signature(py, obj.bind(py), &args, &kwargs)? {
+                return Ok(sig);
+            }
+        }
+        if let VT::Class(c) = func {
+            // A builtin exception class called with constant arguments: the exception object
+            // itself (it has no effects), so `raise KeyError(k)` can be raised in the trace.
+            let c = c.bind(py);
+            let module = c.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+            let is_exc = c.cast::<pyo3::types::PyType>().map(|t| t.is_subclass_of::<pyo3::exceptions::PyBaseException>().unwrap_or(false)).unwrap_or(false);
+            if module == "builtins" && is_exc && kwargs.is_empty() {
+                if let Some(vals) = args.iter().map(|a| self.literal_value(py, a)).collect::<Option<Vec<_>>>() {
+                    return Ok(VT::constant(c.call1(PyTuple::new(py, vals)?)?.unbind()));
+                }
+            }
+        }
+        match func {
+            VT::Function { obj, .. } if obj.bind(py).is(self.og.handles.module_call.bind(py)) && matches!(args.first(), Some(VT::Module { .. })) => {
+                // `nn.Module.__call__(m, ...)` (from a `__call__` override's `super().__call__`):
+                // Note [module __call__ override].
+                let mut args = args;
+                let m = args.remove(0);
+                self.call_module(py, &m, args, kwargs)
+            }
+            VT::Function { .. } | VT::NestedFunction(_) => self.inline_call(py, func, args, kwargs),
+            VT::Method { func, self_ } => {
+                let mut all = vec![(**self_).clone()];
+                all.extend(args);
+                self.call(py, func, all, kwargs)
+            }
+            VT::Module { obj, source } => {
+                let m = obj.bind(py);
+                let call = m.get_type().getattr("__call__")?;
+                if !call.is(self.og.handles.module_call.bind(py)) {
+                    // Note [module __call__ override]: a Python `__call__` of the module's class
+                    // (transformers' GradientCheckpointingLayer) is inlined like any method; its
+                    // `super().__call__(...)` reaches `nn.Module.__call__`, which runs the module
+                    // as below (`call_module`).
+                    if type_name(&call) == "function" {
+                        let f = VT::Function { obj: Rc::new(call.unbind()), source: source.as_ref().map(|s| s.attr("__call__").attr("__func__")) };
+                        let mut all = vec![func.clone()];
+                        all.extend(args);
+                        return self.inline_call(py, &f, all, kwargs);
+                    }
+                    unsupported!("module {} overrides __call__", type_name(m));
+                }
+                self.call_module(py, func, args, kwargs)
+            }
+            VT::Class(c) if self.grad_mode_class(py, c.bind(py))?.is_some() => {
+                let kind = self.grad_mode_class(py, c.bind(py))?.unwrap();
+                let prev = self.grad_enabled(py)?;
+                match kind {
+                    "no_grad" => Ok(VT::GradModeCtx { enabled: false, set_on_create: false, prev }),
+                    "enable_grad" => Ok(VT::GradModeCtx { enabled: true, set_on_create: false, prev }),
+                    _ => {
+                        let flag = match args.first().or(kwargs.first().map(|(_, v)| v)).and_then(|a| a.as_constant(py)) {
+                            Some(f) => f.is_truthy()?,
+                            None => graph_break!(UnsupportedCall, "set_grad_enabled with a non-constant flag"),
+                        };
+                        self.set_grad_enabled(py, flag)?;
+                        Ok(VT::GradModeCtx { enabled: flag, set_on_create: true, prev })
+                    }
+                }
+            }
+            VT::TorchFunction(f) => {
+                let f = f.bind(py).clone();
+                let name = crate::symbolic::output_graph::qualname_full(&f);
+                // Compile-state queries answer as under torch.compile: code takes its
+                // compile-friendly path (torch/compiler/__init__.py).
+                if COMPILING_QUERIES.contains(&name.as_str()) {
+                    return Ok(const_bool(py, true));
+                }
+                if name == "torch.compiler.is_exporting" {
+                    return Ok(const_bool(py, false));
+                }
+                if let Some(v) = self.environment_query(py, &f, &name, &args, &kwargs)? {
+                    return Ok(v);
+                }
+                if ["seed", "set_", "manual_seed", "_set", "use_deterministic", "compile", "_dynamo", "autograd.grad", "backward", "no_grad", "enable_grad"]
+                    .iter()
+                    .any(|d| name.contains(d))
+                {
+                    graph_break!(UnsupportedCall, "call to {name} is not traced");
+                }
+                if type_name(&f) == "type" {
+                    unsupported!("constructing {name}");
+                }
+                // An optimizer's or LR scheduler's method (`opt.zero_grad()`, `opt.step()`,
+                // `sched.step()`) is Python code over the optimizer object's state, not a
+                // tensor op: it runs as ordinary Python (torch.compile leaves zero_grad to eager
+                // too, `torch._disable_dynamo`), with the parameters and state it updates for real.
+                if type_name(&f) == "function" && name.starts_with("torch.optim.") && is_method_qualname(&f) {
+                    graph_break!(UnsupportedCall, "call to {name} runs eagerly (optimizer and LR scheduler methods are not captured)");
+                }
+                if let Some(r) = self.sym_scalar_tensor(py, &name, &args, &kwargs)? {
+                    return Ok(r);
+                }
+                self.og.call(py, Some(&f), None, &args, &kwargs)
+            }
+            VT::TensorMethod { tensor, name } => {
+                if TENSOR_METHOD_DENYLIST.contains(&name.as_str()) {
+                    graph_break!(DataDependentValue, "Tensor.{name}() is not traced");
+                }
+                let mut all = vec![VT::Tensor(tensor.clone())];
+                all.extend(args);
+                self.og.call(py, None, Some(name), &all, &kwargs)
+            }
+            VT::Class(c) if crate::symbolic::variables::namedtuple_constructor(py, c.bind(py))?.is_some() => {
+                // namedtuple's generated `__new__(cls, a, b, ...)`: fields by position or name,
+                // missing ones from `_field_defaults`.
+                let (fields, defaults) = crate::symbolic::variables::namedtuple_constructor(py, c.bind(py))?.expect("checked");
+                if args.len() > fields.len() {
+                    unsupported!("{}() takes {} arguments but {} were given (TypeError)", func.describe(py), fields.len(), args.len());
+                }
+                let mut slots: Vec<Option<VT>> = vec![None; fields.len()];
+                for (i, a) in args.into_iter().enumerate() {
+                    slots[i] = Some(a);
+                }
+                for (k, v) in kwargs {
+                    match fields.iter().position(|f| *f == k) {
+                        Some(i) if slots[i].is_none() => slots[i] = Some(v),
+                        _ => unsupported!("{}() got an unexpected or repeated argument '{k}' (TypeError)", func.describe(py)),
+                    }
+                }
+                let mut items = Vec::with_capacity(fields.len());
+                for (name, slot) in fields.iter().zip(slots) {
+                    items.push(match slot {
+                        Some(v) => v,
+                        None => match defaults.get_item(name)? {
+                            Some(d) if is_literal(py, &d) => VT::constant(d.unbind()),
+                            Some(_) => unsupported!("namedtuple default of field '{name}' is not a literal"),
+                            None => unsupported!("{}() missing argument '{name}' (TypeError)", func.describe(py)),
+                        },
+                    });
+                }
+                Ok(VT::NamedTuple { cls: c.clone(), items: Rc::new(items) })
+            }
+            VT::Class(c) if self.is_trackable_class(py, c.bind(py))? => {
+                let c = c.clone();
+                self.construct_user_object(py, &c, args, kwargs)
+            }
+            VT::Class(c) if self.is_torch_nn_class(py, c.bind(py))? => {
+                let c = c.bind(py).clone();
+                self.construct_module(py, &c, &args, &kwargs)
+            }
+            VT::Builtin(b) | VT::Class(b) => {
+                let b = b.bind(py).clone();
+                self.call_builtin(py, &b, args, kwargs)
+            }
+            VT::Constant(c) if c.bind(py).is_callable() => {
+                let vals: Option<Vec<_>> = args.iter().map(|a| a.as_constant(py)).collect();
+                let kw = PyDict::new(py);
+                for (k, v) in &kwargs {
+                    kw.set_item(k, v.as_constant(py).ok_or_else(|| Unsupported::new("non-constant keyword"))?)?;
+                }
+                match vals {
+                    Some(vals) => {
+                        let r = c.bind(py).call(PyTuple::new(py, vals)?, Some(&kw))?;
+                        if !is_literal(py, &r) {
+                            unsupported!("constant method returned a non-literal");
+                        }
+                        Ok(VT::constant(r.unbind()))
+                    }
+                    None => unsupported!("method of a constant called with non-constant arguments"),
+                }
+            }
+            VT::ContainerMethod { container, name } => self.call_container_method(py, container, name, args, kwargs),
+            VT::Partial(p) => {
+                // `func(*p.args, *args, **{**p.keywords, **kwargs})` (`partial_call`).
+                let mut all = p.args.clone();
+                all.extend(args);
+                let mut kw = crate::symbolic::variables::functions::keyword_items(py, &p.keywords)?;
+                for (k, v) in kwargs {
+                    match kw.iter_mut().find(|(n, _)| *n == k) {
+                        Some(slot) => slot.1 = v,
+                        None => kw.push((k, v)),
+                    }
+                }
+                let func = p.func.clone();
+                self.call(py, &func, all, kw)
+            }
+            VT::LoggerMethod { logger, name } => {
+                let VT::Opaque { source, .. } = logger.as_ref() else { unsupported!("{} on a logger without a source", func.describe(py)) };
+                let consts = args.iter().map(|a| a.as_constant(py).filter(|_| matches!(a, VT::Constant(_)))).collect::<Option<Vec<_>>>();
+                let kw = kwargs.iter().map(|(k, a)| a.as_constant(py).filter(|_| matches!(a, VT::Constant(_))).map(|c| (k.clone(), c))).collect::<Option<Vec<_>>>();
+                let (Some(consts), Some(kw)) = (consts, kw) else {
+                    graph_break!(UntracedValue, "{} with arguments that are not constants", func.describe(py));
+                };
+                let kwargs = if kw.is_empty() {
+                    None
+                } else {
+                    let d = PyDict::new(py);
+                    for (k, v) in kw {
+                        d.set_item(k, v)?;
+                    }
+                    Some(d.into_any().unbind())
+                };
+                self.og.side_effects.logger_calls.push(crate::symbolic::side_effects::LoggerCall {
+                    logger: source.clone(),
+                    name: name.clone(),
+                    args: PyTuple::new(py, consts)?.into_any().unbind(),
+                    kwargs,
+                });
+                Ok(VT::none(py))
+            }
+            VT::GradModeExit { restore } => {
+                let restore = *restore;
+                self.set_grad_enabled(py, restore)?;
+                Ok(VT::none(py))
+            }
+            VT::GenericAttr { obj: inner, set } if matches!(inner.as_ref(), VT::UserObject(_)) => {
+                let VT::UserObject(o) = inner.as_ref() else { unreachable!() };
+                let name: String = match args.first().and_then(|a| a.as_constant(py)) {
+                    Some(n) => n.extract()?,
+                    None => unsupported!("{} with a non-constant name", func.describe(py)),
+                };
+                if *set {
+                    if args.len() != 2 {
+                        unsupported!("object.__setattr__ with {} arguments", args.len());
+                    }
+                    let o = o.clone();
+                    self.user_object_setattr(py, inner, &o, &name, args[1].clone(), true)?;
+                    return Ok(VT::none(py));
+                }
+                let o = o.clone();
+                self.user_object_getattr(py, inner, &o, &name)
+            }
+            VT::GenericAttr { obj: inner, set } => {
+                let VT::Opaque { obj: o, source } = inner.as_ref() else {
+                    unsupported!("{} on {}", func.describe(py), inner.describe(py));
+                };
+                let name: String = match args.first().and_then(|a| a.as_constant(py)) {
+                    Some(n) => n.extract()?,
+                    None => unsupported!("{} with a non-constant name", func.describe(py)),
+                };
+                let o = o.bind(py).clone();
+                if *set {
+                    let ty = o.get_type();
+                    let descriptor = match static_type_lookup(&ty, &name)? {
+                        Some((_, ca)) => is_data_descriptor(&ca)?,
+                        None => false,
+                    };
+                    if descriptor || args.len() != 2 || !crate::guards::generic_getattr(&o, "__dict__").is_some() {
+                        graph_break!(SideEffect, "object.__setattr__ of {}.{name} (a descriptor)", inner.describe(py));
+                    }
+                    // Replayed as object.__setattr__: a plain STORE_ATTR would run the class's
+                    // own __setattr__ (the frame this write may come from).
+                    self.record_attr_write(py, &o, source, &name, args[1].clone(), true)?;
+                    return Ok(VT::none(py));
+                }
+                self.generic_getattr(py, inner, &o, source, &name)
+            }
+            other @ VT::Opaque { .. } => graph_break!(UntracedValue, "call to {}", other.describe(py)),
+            other => unsupported!("call to {}", other.describe(py)),
+        }
+    }
+}
+
+/// The `operator` function of the out-of-place form of an in-place operator (`iand` -> `and_`);
+/// other names are returned as they are.
+pub(crate) fn out_of_place(name: &str) -> &str {
+    match BINARY_OPS.iter().position(|n| *n == name) {
+        Some(k) if k >= 13 => BINARY_OPS[k - 13],
+        _ => name,
+    }
+}
+
+/// Functions that tell user code it is being compiled (all answer True while tracing).
+pub(crate) const COMPILING_QUERIES: [&str; 5] = [
+    "torch.compiler.is_compiling",
+    "torch.compiler.is_dynamo_compiling",
+    "torch._dynamo.is_compiling",
+    "torch._dynamo.external_utils.is_compiling",
+    "torch._utils.is_compiling",
+];

@@ -1,0 +1,463 @@
+//! Builtin functions (torch's `BuiltinVariable`): `len`, `isinstance`, `getattr`, `min`/`max`,
+//! ... called on trackers, environment queries (`torch.compiler.is_compiling`), and unbound
+//! descriptors of builtin types (`dict.__getitem__(d, k)`).
+
+use crate::guards::GuardKind;
+use crate::symbolic::builder::is_literal;
+use crate::symbolic::variables::{type_name, VT};
+use crate::symbolic::{Unsupported, VResult};
+use crate::{graph_break, unsupported};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use std::cell::RefCell;
+use std::rc::Rc;
+use crate::symbolic::translator::InstructionTranslator;
+use crate::symbolic::variables::constant::{constants_of, const_bool};
+use crate::symbolic::variables::lists::{make_tuple, new_list};
+use crate::symbolic::variables::dicts::{new_dict, dict_set, DictState};
+use crate::symbolic::variables::iter::{IterKind, IteratorState};
+
+impl<'a> InstructionTranslator<'a> {
+    /// A torch query about the runtime environment (`torch.cuda.is_available()`,
+    /// `torch.backends.mps.is_built()`, `torch.cuda.is_current_stream_capturing()`, ...) with
+    /// constant arguments: run for real and folded when it returns a literal. A query that
+    /// raises is a graph break, so the user sees the error from their own line.
+    pub(crate) fn environment_query(&mut self, py: Python<'_>, f: &Bound<'_, PyAny>, name: &str, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        let module_ok = ["torch.cuda.", "torch.backends.", "torch.xpu.", "torch.mps.", "torch.distributed.", "torch.jit.", "torch.version."].iter().any(|m| name.starts_with(m));
+        let last = name.rsplit('.').next().unwrap_or("");
+        if !module_ok || !(last.starts_with("is_") || last.starts_with("get_") || last.starts_with("has_") || last == "device_count") {
+            return Ok(None);
+        }
+        let Some(vals) = constants_of(py, args) else { return Ok(None) };
+        let kw = PyDict::new(py);
+        for (k, v) in kwargs {
+            match v.as_constant(py) {
+                Some(c) => kw.set_item(k, c)?,
+                None => return Ok(None),
+            }
+        }
+        match f.call(PyTuple::new(py, vals)?, Some(&kw)) {
+            Ok(r) if is_literal(py, &r) => Ok(Some(VT::constant(r.unbind()))),
+            Ok(_) => Ok(None),
+            Err(e) => graph_break!(UnsupportedCall, "call to {name} raised {e}"),
+        }
+    }
+
+    /// Python builtins (and builtin types used as functions) with tracker arguments.
+    pub(crate) fn call_builtin(&mut self, py: Python<'_>, b: &Bound<'_, PyAny>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        // A builtin given a symbolic size (`max(3, x.shape[0])`, `int(n)`, `range(t)`) sees its
+        // value: specialized, with a guard in the ShapeEnv (Note [symbolic sizes]).
+        let specialize = |v: VT| -> VResult<VT> {
+            match &v {
+                VT::SymNum(_) => Ok(VT::constant(v.as_constant(py).ok_or_else(|| Unsupported::new("symbolic number without a value"))?.unbind())),
+                _ => Ok(v),
+            }
+        };
+        if kwargs.is_empty() && args.iter().any(|a| matches!(a, VT::SymNum(_))) {
+            if let Some(r) = self.sym_builtin(py, b, &args)? {
+                return Ok(r);
+            }
+        }
+        let args = args.into_iter().map(specialize).collect::<VResult<Vec<_>>>()?;
+        let kwargs = kwargs.into_iter().map(|(k, v)| Ok((k, specialize(v)?))).collect::<VResult<Vec<_>>>()?;
+        let builtins = self.og.handles.builtins.bind(py).clone();
+        let is = |name: &str| builtins.getattr(name).map(|f| f.is(b)).unwrap_or(false);
+        let all_const = args.iter().all(|a| matches!(a, VT::Constant(_))) && kwargs.iter().all(|(_, a)| matches!(a, VT::Constant(_)));
+        if let Some(r) = self.call_unbound_descriptor(py, b, &args, &kwargs)? {
+            return Ok(r);
+        }
+        if b.is(&crate::symbolic::variables::functions::partial_type(py)?) {
+            return self.make_partial(py, args, kwargs);
+        }
+        if is("callable") && args.len() == 1 && kwargs.is_empty() {
+            if let Some(c) = self.is_callable(py, &args[0])? {
+                return Ok(const_bool(py, c));
+            }
+        }
+        if is("setattr") && args.len() == 3 && kwargs.is_empty() {
+            // `setattr(o, name, v)` is `o.name = v` (Python/bltinmodule.c, `builtin_setattr`
+            // calls `PyObject_SetAttr`, the slot STORE_ATTR uses too).
+            let name: String = match args[1].as_constant(py).and_then(|n| n.extract::<String>().ok()) {
+                Some(n) => n,
+                None => graph_break!(UnsupportedBuiltin, "setattr with a non-constant or non-string name"),
+            };
+            self.store_attr(py, &args[0], &name, args[2].clone())?;
+            return Ok(VT::none(py));
+        }
+        if is("super") {
+            return self.make_super(&args);
+        }
+        if is("len") {
+            if let Some(m) = self.python_dunder(py, &args[0], "__len__")? {
+                // `builtin_len` -> `PyObject_Size`: the slot's result must be a non-negative int
+                // (else TypeError / ValueError, left to Python).
+                let n = self.call(py, &m, vec![], vec![])?;
+                return match n.as_constant(py).and_then(|c| c.extract::<i64>().ok()) {
+                    Some(k) if k >= 0 && n.as_constant(py).map(|c| c.is_instance_of::<pyo3::types::PyInt>()).unwrap_or(false) => Ok(n),
+                    _ => graph_break!(UntracedValue, "len() of {}: __len__ gave {}", args[0].describe(py), n.describe(py)),
+                };
+            }
+            if let VT::UserObject(o) = &args[0] {
+                if let Some(storage) = o.storage_slot(py, "__len__")? {
+                    return self.call_builtin(py, b, vec![storage], kwargs);
+                }
+            }
+            return Ok(match &args[0] {
+                VT::Tensor(t) if self.og.shape_env.is_some() && t.fake.bind(py).call_method0("dim").and_then(|d| d.extract::<usize>()).unwrap_or(0) > 0 => {
+                    // `len(x)` is `x.size(0)`, symbolic for a dynamic first dimension.
+                    let zero = VT::constant(0i64.into_pyobject(py)?.into_any().unbind());
+                    self.og.call(py, None, Some("size"), &[args[0].clone(), zero], &[])?
+                }
+                VT::Tensor(t) => VT::constant(t.fake.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
+                VT::Module { obj, .. } => VT::constant(obj.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
+                VT::Constant(c) => VT::constant(c.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
+                VT::Dict(d) | VT::DictView { dict: d, .. } => VT::constant(d.borrow().items.len().into_pyobject(py)?.into_any().unbind()),
+                VT::Set(set) => VT::constant(set.borrow().bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
+                VT::Opaque { obj, source } if obj.bind(py).is_instance_of::<pyo3::types::PyDict>() && obj.bind(py).get_type().getattr("__len__")?.is(py.get_type::<pyo3::types::PyDict>().getattr("__len__")?) => {
+                    // A dict of a type kept as an opaque object (a module's `_forward_hooks`
+                    // OrderedDict): `dict.__len__` runs no user code; its type is guarded where
+                    // it was wrapped, its size here.
+                    let n = obj.bind(py).len()?;
+                    self.og.add_guard(Some(source.clone()), GuardKind::LenMatch(n));
+                    VT::constant(n.into_pyobject(py)?.into_any().unbind())
+                }
+                other => {
+                    let n = self.unpack(py, other)?.len();
+                    VT::constant(n.into_pyobject(py)?.into_any().unbind())
+                }
+            });
+        }
+        if is("isinstance") {
+            let cls = match &args[1] {
+                VT::Class(c) => c.bind(py).clone(),
+                VT::Constant(c) => c.bind(py).clone(),
+                VT::Tuple(items) => {
+                    let cs: VResult<Vec<_>> = items.iter().map(|i| match i {
+                        VT::Class(c) => Ok(c.bind(py).clone()),
+                        _ => unsupported!("isinstance with a non-class"),
+                    }).collect();
+                    PyTuple::new(py, cs?)?.into_any()
+                }
+                _ => unsupported!("isinstance with {}", args[1].describe(py)),
+            };
+            let r = match &args[0] {
+                VT::Tensor(t) => {
+                    // Fake tensors are instances of the real tensor classes for isinstance purposes;
+                    // ask about the real input type when there is one.
+                    let probe = t.fake.bind(py).clone();
+                    let tensor_type = self.og.handles.tensor_type.bind(py).clone();
+                    let is_param = t.source.as_ref().map(|_| probe.getattr("__class__").map(|c| c.is(self.og.handles.parameter_type.bind(py))).unwrap_or(false)).unwrap_or(false);
+                    let _ = is_param;
+                    let sample = tensor_type.call_method1("__new__", (&tensor_type,)).ok();
+                    match sample {
+                        Some(s) => s.is_instance(&cls)?,
+                        None => probe.is_instance(&cls)?,
+                    }
+                }
+                VT::Constant(c) => c.bind(py).is_instance(&cls)?,
+                VT::Module { obj, .. } | VT::Opaque { obj, .. } => obj.bind(py).is_instance(&cls)?,
+                VT::Tuple(_) => py.get_type::<PyTuple>().is_subclass(&cls).unwrap_or(false) || cls.is(py.get_type::<PyTuple>()),
+                VT::NamedTuple { .. } | VT::DictView { .. } | VT::Partial(_) | VT::UserObject(_) => {
+                    let ty = self.type_of(py, &args[0])?.expect("a known type");
+                    ty.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.is_subclass(&cls)?
+                }
+                VT::List(_) => cls.is(py.get_type::<PyList>()) || py.get_type::<PyList>().is_subclass(&cls).unwrap_or(false),
+                VT::Dict(_) => cls.is(py.get_type::<PyDict>()) || py.get_type::<PyDict>().is_subclass(&cls).unwrap_or(false),
+                VT::Function { obj, .. } | VT::TorchFunction(obj) | VT::Builtin(obj) | VT::Class(obj) => obj.bind(py).is_instance(&cls)?,
+                // A bound method (of a module, a user object...) is a `types.MethodType`
+                // (Objects/classobject.c), whatever it is bound to.
+                VT::Method { .. } => {
+                    let method_type = py.import("types")?.getattr("MethodType")?;
+                    method_type.cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.is_subclass(&cls)?
+                }
+                other => unsupported!("isinstance of {}", other.describe(py)),
+            };
+            return Ok(const_bool(py, r));
+        }
+        if is("getattr") || is("hasattr") {
+            let name: String = args[1].as_constant(py).ok_or_else(|| Unsupported::new("getattr with a non-constant name"))?.extract()?;
+            // Only objects whose attributes cannot change under us (constants, classes, Python
+            // modules, static tensor metadata) may answer "missing"; for anything else a lookup
+            // we cannot trace is unsupported, never "absent".
+            let known_missing = match &args[0] {
+                VT::Constant(o) | VT::Class(o) => Some(!o.bind(py).hasattr(name.as_str())?),
+                VT::PyModule { obj, .. } => Some(!obj.bind(py).hasattr(name.as_str())?),
+                // A real tensor can carry instance attributes the fake one lacks: only a class
+                // attribute is known present; anything else is not decided here.
+                // A tensor made by the graph has no instance attributes; a graph input is asked
+                // for real and guarded (`hasattr(t, "jax")` in transformers answers False).
+                VT::Tensor(t) => {
+                    if t.fake.bind(py).get_type().hasattr(name.as_str())? {
+                        Some(false)
+                    } else {
+                        match &t.source {
+                            None => Some(true),
+                            Some(src) => {
+                                let real = self.og.inputs.iter().find(|(s, _)| s == src).map(|(_, v)| v.clone_ref(py));
+                                match real {
+                                    Some(r) if !r.bind(py).hasattr(name.as_str())? => {
+                                        self.og.add_guard(Some(src.clone()), GuardKind::NoAttr(name.clone()));
+                                        Some(true)
+                                    }
+                                    _ => None,
+                                }
+                            }
+                        }
+                    }
+                }
+                VT::Opaque { .. } | VT::Module { .. } => Some(self.attr_absent(py, &args[0], &name)?),
+                // A new object: its instance attributes are all in the tracker; the class is
+                // asked (and guarded through its source).
+                VT::UserObject(o) => {
+                    if o.get(py, &name).is_some() {
+                        Some(false)
+                    } else if o.cls.bind(py).hasattr(name.as_str())? {
+                        None
+                    } else {
+                        self.og.add_guard(Some(o.cls_source.clone()), GuardKind::NoAttr(name.clone()));
+                        Some(true)
+                    }
+                }
+                _ => None,
+            };
+            if known_missing == Some(true) {
+                return match (is("hasattr"), args.get(2)) {
+                    (true, _) => Ok(const_bool(py, false)),
+                    (false, Some(default)) => Ok(default.clone()),
+                    (false, None) => unsupported!("getattr of a missing attribute '{name}'"),
+                };
+            }
+            // CPython's `builtin_getattr` / `builtin_hasattr`: an AttributeError from the
+            // lookup (here one the trace raised, with the guards that keep it raised) gives
+            // the default or False; any other error propagates.
+            return match (self.getattr(py, &args[0], &name), is("hasattr"), args.get(2)) {
+                (Ok(_), true, _) => Ok(const_bool(py, true)),
+                (Ok(v), false, _) => Ok(v),
+                (Err(e), true, _) if e.is_raised("AttributeError") => Ok(const_bool(py, false)),
+                (Err(e), false, Some(default)) if e.is_raised("AttributeError") => Ok(default.clone()),
+                (Err(e), _, _) => Err(e),
+            };
+        }
+        if is("range") && all_const {
+            let vals: Vec<_> = args.iter().map(|a| a.as_constant(py).unwrap()).collect();
+            return Ok(VT::constant(b.call1(PyTuple::new(py, vals)?)?.unbind()));
+        }
+        // Iterator builtins make lazy iterators over live iterators of their arguments, stepped
+        // as CPython steps them (a loop body that mutates the list being walked sees it).
+        if is("enumerate") && args.len() <= 2 && kwargs.iter().all(|(k, _)| k == "start") && !args.is_empty() {
+            let start = match args.get(1).or(kwargs.first().map(|(_, v)| v)) {
+                Some(s) => s.as_constant(py).ok_or_else(|| Unsupported::new("enumerate start is not a constant"))?,
+                None => 0i64.into_pyobject(py)?.into_any(),
+            };
+            let count: i64 = start.extract().map_err(|_| Unsupported::new("enumerate start is not a small int"))?;
+            let inner = self.make_iter(py, &args[0])?;
+            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Enumerate { inner, count })))));
+        }
+        if is("zip") && kwargs.is_empty() {
+            let inners = args.iter().map(|a| self.make_iter(py, a)).collect::<VResult<Vec<_>>>()?;
+            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Zip(inners))))));
+        }
+        if let Some(it) = self.lazy_iterator(py, b, &args, &kwargs)? {
+            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(it)))));
+        }
+        if is("iter") && args.len() == 1 {
+            return Ok(VT::Iterator(self.make_iter(py, &args[0])?));
+        }
+        if is("reversed") && args.len() == 1 {
+            if let VT::List(l) = &args[0] {
+                let index = l.borrow().items.len() as i64 - 1;
+                return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::ListReversed { list: l.clone(), index })))));
+            }
+            if let VT::Tuple(items) | VT::NamedTuple { items, .. } = &args[0] {
+                let mut items = items.as_ref().clone();
+                items.reverse();
+                return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(items)))));
+            }
+            if matches!(&args[0], VT::Dict(_) | VT::DictView { .. }) {
+                unsupported!("reversed() of a dict or dict view");
+            }
+        }
+        if is("bool") && args.len() == 1 && kwargs.is_empty() && matches!(args[0], VT::UserObject(_) | VT::List(_) | VT::Dict(_) | VT::DictView { .. } | VT::Tuple(_) | VT::NamedTuple { .. }) {
+            // `bool(v)` is the truth test of `if v:` (`PyObject_IsTrue`).
+            let t = self.truth(py, &args[0])?;
+            return Ok(const_bool(py, t));
+        }
+        if is("dict") && args.len() <= 1 {
+            let mut items: Vec<(Py<PyAny>, VT)> = Vec::new();
+            let pairs = match args.first() {
+                Some(a) => self.mapping_items(py, a)?,
+                None => vec![],
+            };
+            let kw = kwargs.into_iter().map(|(k, v)| (PyString::new(py, &k).into_any().unbind(), v));
+            let mut st = DictState { items: Vec::new(), source: None, version: 0 };
+            for (k, v) in pairs.into_iter().chain(kw) {
+                dict_set(py, &mut st, k, v)?;
+            }
+            items.append(&mut st.items);
+            return Ok(new_dict(items));
+        }
+        if is("set") && args.len() <= 1 && kwargs.is_empty() {
+            let items = match args.first() {
+                Some(a) => self.iter_items(py, a)?,
+                None => vec![],
+            };
+            return self.new_set(py, &items);
+        }
+        if is("list") || is("tuple") {
+            let items = match args.first() {
+                Some(a) => self.iter_items(py, a)?,
+                None => vec![],
+            };
+            return if is("list") { Ok(new_list(items)) } else { make_tuple(py, items) };
+        }
+        if (is("min") || is("max")) && args.len() >= 1 && !all_const {
+            let items = if args.len() == 1 { self.iter_items(py, &args[0])? } else { args.clone() };
+            if items.iter().all(|i| matches!(i, VT::Constant(_))) {
+                let vals: Vec<_> = items.iter().map(|a| a.as_constant(py).unwrap()).collect();
+                return Ok(VT::constant(b.call1((PyTuple::new(py, vals)?,))?.unbind()));
+            }
+            unsupported!("min/max over tensors");
+        }
+        if is("abs") && matches!(args.first(), Some(VT::Tensor(_))) {
+            return self.operator(py, "abs", args);
+        }
+        if is("type") && args.len() == 1 {
+            if let Some(ty) = self.type_of(py, &args[0])? {
+                return Ok(VT::Class(Rc::new(ty)));
+            }
+        }
+        if is("next") && (args.len() == 1 || args.len() == 2) {
+            if let VT::Iterator(it) = &args[0] {
+                let item = self.step_iter(py, it)?;
+                return match (item, args.get(1)) {
+                    (Some(v), _) => Ok(v),
+                    (None, Some(default)) => Ok(default.clone()),
+                    (None, None) => graph_break!(UnsupportedCall, "next() of an exhausted iterator (StopIteration)"),
+                };
+            }
+        }
+        if is("print") || is("input") || is("open") || is("exec") || is("eval") || is("setattr") || is("delattr") || is("globals") || is("locals") || is("vars") || is("id") || is("super") {
+            graph_break!(UnsupportedBuiltin, "call to builtin {}", crate::symbolic::variables::qualname(b));
+        }
+        if (is("str") || is("repr")) && args.len() == 1 && kwargs.is_empty() {
+            if let VT::Class(c) = &args[0] {
+                // `type.__repr__` (Objects/typeobject.c, `type_repr`): `<class 'module.qualname'>`
+                // from the (identity-guarded) class, unless its metaclass has its own.
+                let meta = c.bind(py).get_type();
+                let type_type = py.get_type::<pyo3::types::PyType>();
+                if meta.getattr("__repr__")?.is(type_type.getattr("__repr__")?) && meta.getattr("__str__")?.is(type_type.getattr("__str__")?) {
+                    return Ok(VT::constant(c.bind(py).repr()?.into_any().unbind()));
+                }
+            }
+        }
+        // Pure builtins over literal values, including lists, tuples and sets of literals built
+        // during tracing (each passed as a fresh copy, so the call cannot mutate our state).
+        let literal_args: Option<Vec<Bound<'_, PyAny>>> = args.iter().map(|a| self.literal_value(py, a)).collect();
+        let literal_kwargs: Option<Vec<(String, Bound<'_, PyAny>)>> = kwargs.iter().map(|(k, v)| self.literal_value(py, v).map(|v| (k.clone(), v))).collect();
+        if let (Some(vals), Some(kvals)) = (literal_args, literal_kwargs) {
+            let pure = ["abs", "min", "max", "round", "int", "float", "bool", "str", "tuple", "frozenset", "sum", "any", "all", "divmod", "pow", "sorted", "reversed", "repr", "hash", "type", "slice", "chr", "ord", "format", "len"];
+            let module = b.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+            let is_pure = pure.iter().any(|n| is(n)) || module == "math" || module == "_operator" || module == "operator" || (module == "torch" && type_name(b) == "type");
+            if is_pure {
+                let kw = PyDict::new(py);
+                for (k, v) in kvals {
+                    kw.set_item(k, v)?;
+                }
+                let r = b.call(PyTuple::new(py, vals)?, Some(&kw))?;
+                if is_literal(py, &r) {
+                    return Ok(VT::constant(r.unbind()));
+                }
+                if let Ok(l) = r.cast::<PyList>() {
+                    if l.iter().all(|i| is_literal(py, &i)) {
+                        return Ok(new_list(l.iter().map(|i| VT::constant(i.unbind())).collect()));
+                    }
+                }
+                if type_name(&r) == "list_reverseiterator" || type_name(&r) == "reversed" {
+                    let items: Vec<VT> = r.try_iter()?.map(|i| Ok(VT::constant(i?.unbind()))).collect::<VResult<_>>()?;
+                    return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(items)))));
+                }
+                return self.wrap_unguarded(py, &r);
+            }
+        }
+        if (is("any") || is("all")) && args.len() == 1 && kwargs.is_empty() {
+            // Stops at the first deciding item, as CPython's does (a generator is not run further).
+            let want = is("any");
+            let it = self.make_iter(py, &args[0])?;
+            while let Some(v) = self.step_iter(py, &it)? {
+                if self.truth(py, &v)? == want {
+                    return Ok(const_bool(py, want));
+                }
+            }
+            return Ok(const_bool(py, !want));
+        }
+        if is("sum") || is("any") || is("all") {
+            let items = self.iter_items(py, &args[0])?;
+            if is("sum") {
+                let mut acc = args.get(1).cloned().unwrap_or_else(|| VT::constant(0i64.into_pyobject(py).unwrap().into_any().unbind()));
+                for it in items {
+                    acc = self.binary(py, "add", acc, it)?;
+                }
+                return Ok(acc);
+            }
+        }
+        // operator.* functions from user code (operator.add(x, y)).
+        let module = b.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+        if module == "_operator" && args.iter().any(|a| matches!(a, VT::Tensor(_))) {
+            return self.og.call(py, Some(b), None, &args, &kwargs);
+        }
+        graph_break!(UnsupportedCall, "call to {} with {}", crate::symbolic::variables::qualname(b), args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
+    }
+
+    /// A method of a builtin type called through the type (`list.__setitem__(a, 0, v)`,
+    /// `dict.get(d, k)`, `torch.Tensor.__setitem__(t, i, v)`, `object.__setattr__(o, n, v)`):
+    /// the same call as the bound method on the first argument when that argument is of the
+    /// descriptor's `__objclass__` (Objects/descrobject.c checks it and raises TypeError
+    /// otherwise; a mismatch is left to run in Python). `None`: `b` is not such a descriptor.
+    pub(crate) fn call_unbound_descriptor(&mut self, py: Python<'_>, b: &Bound<'_, PyAny>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        if !matches!(type_name(b).as_str(), "wrapper_descriptor" | "method_descriptor") || args.is_empty() {
+            return Ok(None);
+        }
+        let Ok(owner) = b.getattr("__objclass__") else { return Ok(None) };
+        let name: String = b.getattr("__name__")?.extract()?;
+        let rest = args[1..].to_vec();
+        let exact = |t: &Bound<'_, pyo3::types::PyType>| owner.is(t);
+        let recv = &args[0];
+        if name == "__init__" && args.len() == 1 && kwargs.is_empty() {
+            // `object.__init__(o)`, or `dict.__init__(o)` with no mapping to insert: no effect.
+            let no_op = match recv {
+                VT::UserObject(o) => owner.is(py.get_type::<PyAny>()) || (o.storage.is_some() && crate::symbolic::variables::user_defined::dict_base_type(py, &owner)?),
+                _ => false,
+            };
+            if no_op {
+                return Ok(Some(VT::none(py)));
+            }
+        }
+        if let VT::UserObject(o) = recv {
+            // `dict.__setitem__(o, k, v)` / `OrderedDict.keys(o)` on a dict subclass object:
+            // the storage's method (Note [dict subclass objects]).
+            if o.cls.bind(py).cast::<pyo3::types::PyType>().map(|t| t.is_subclass(&owner).unwrap_or(false)).unwrap_or(false) {
+                if let Some(storage) = o.storage_method(py, b, &name)? {
+                    let method = VT::ContainerMethod { container: Box::new(storage), name };
+                    return self.call(py, &method, rest, kwargs.to_vec()).map(Some);
+                }
+            }
+        }
+        let matches = match recv {
+            VT::List(_) => exact(&py.get_type::<PyList>()),
+            VT::Dict(_) => exact(&py.get_type::<PyDict>()),
+            VT::Set(_) => exact(&py.get_type::<pyo3::types::PySet>()),
+            VT::Tensor(_) => owner.cast::<pyo3::types::PyType>().map(|o| self.og.handles.tensor_type.bind(py).cast::<pyo3::types::PyType>().map(|t| t.is_subclass(o).unwrap_or(false)).unwrap_or(false)).unwrap_or(false),
+            VT::Opaque { .. } | VT::UserObject(_) => owner.is(py.get_type::<PyAny>()) && matches!(name.as_str(), "__setattr__" | "__getattribute__"),
+            _ => false,
+        };
+        if !matches {
+            return Ok(None);
+        }
+        let method = match recv {
+            VT::List(_) | VT::Dict(_) | VT::Set(_) => VT::ContainerMethod { container: Box::new(recv.clone()), name },
+            VT::Tensor(t) => VT::TensorMethod { tensor: t.clone(), name },
+            _ => VT::GenericAttr { obj: Box::new(recv.clone()), set: name == "__setattr__" },
+        };
+        self.call(py, &method, rest, kwargs.to_vec()).map(Some)
+    }
+}

@@ -1,0 +1,56 @@
+//! Constants (torch's `ConstantVariable`): immutable Python values (None, bools, numbers,
+//! strings, bytes, tuples of constants) held as `VT::Constant`; operations on them are folded
+//! by running the real operation.
+
+use crate::symbolic::builder::is_literal;
+use crate::symbolic::variables::VT;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use crate::symbolic::translator::InstructionTranslator;
+use crate::symbolic::variables::dicts::DictView;
+
+impl<'a> InstructionTranslator<'a> {
+    /// A fresh Python value equal to `v` when `v` is a literal or a container of literals built
+    /// during tracing.
+    pub(crate) fn literal_value<'py>(&self, py: Python<'py>, v: &VT) -> Option<Bound<'py, PyAny>> {
+        match v {
+            VT::Constant(c) => Some(c.bind(py).clone()),
+            VT::Tuple(items) => PyTuple::new(py, constants_of(py, items)?).ok().map(|t| t.into_any()),
+            VT::List(l) => PyList::new(py, constants_of(py, &l.borrow().items)?).ok().map(|l| l.into_any()),
+            VT::Set(set) => set.borrow().bind(py).call_method0("copy").ok().filter(|c| c.try_iter().map(|it| it.flatten().all(|m| is_literal(py, &m))).unwrap_or(false)),
+            VT::DictView { dict, view } => {
+                // A view of a fresh dict with the same keys (and values, when they matter).
+                let real = PyDict::new(py);
+                for (k, v) in &dict.borrow().items {
+                    let v = match view {
+                        DictView::Keys => py.None().into_bound(py),
+                        _ => v.as_constant(py)?,
+                    };
+                    real.set_item(k.bind(py), v).ok()?;
+                }
+                real.call_method0(view.method()).ok()
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Whether `c` is None, a bool, a number, a string or bytes: a value whose `__eq__` answers
+/// NotImplemented for containers.
+pub(crate) fn is_scalar_constant(c: &Bound<'_, PyAny>) -> bool {
+    c.is_none()
+        || c.is_instance_of::<pyo3::types::PyBool>()
+        || c.is_instance_of::<pyo3::types::PyInt>()
+        || c.is_instance_of::<pyo3::types::PyFloat>()
+        || c.is_instance_of::<PyString>()
+        || c.is_instance_of::<pyo3::types::PyBytes>()
+}
+
+/// The Python values of trackers that are all constants.
+pub(crate) fn constants_of<'py>(py: Python<'py>, items: &[VT]) -> Option<Vec<Bound<'py, PyAny>>> {
+    items.iter().map(|i| i.as_constant(py)).collect()
+}
+
+pub fn const_bool(py: Python<'_>, b: bool) -> VT {
+    VT::constant(pyo3::types::PyBool::new(py, b).to_owned().into_any().unbind())
+}

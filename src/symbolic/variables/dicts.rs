@@ -1,0 +1,161 @@
+//! Dicts, dict views and sets (torch's `ConstDictVariable`, `DictView`, `SetVariable`).
+
+use crate::source::Source;
+use crate::symbolic::variables::{VariableTracker, VT};
+use crate::symbolic::{Unsupported, VResult};
+use crate::unsupported;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use crate::symbolic::translator::InstructionTranslator;
+
+/// Which view of a dict: `d.keys()`, `d.values()` or `d.items()` (also what an iterator over
+/// the dict yields; iterating the dict itself walks its keys).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum DictView {
+    Keys,
+    Values,
+    Items,
+}
+
+impl DictView {
+    /// The method of `dict` that makes this view (`dict.keys`, ...).
+    pub fn method(self) -> &'static str {
+        match self {
+            DictView::Keys => "keys",
+            DictView::Values => "values",
+            DictView::Items => "items",
+        }
+    }
+}
+
+/// A dict with constant keys (insertion ordered).
+pub struct DictState {
+    pub items: Vec<(Py<PyAny>, VariableTracker)>,
+    pub source: Option<Arc<Source>>,
+    /// Bumped by every insertion of a new key and every deletion (not by value updates): a dict
+    /// iterator compares it with the version it started at.
+    pub version: u64,
+}
+
+impl<'a> InstructionTranslator<'a> {
+    /// The (key, value) pairs `dict(v)` / `d.update(v)` take from `v`: a dict, a view of its
+    /// items, or an iterable of pairs; keys must be constants.
+    pub(crate) fn mapping_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<(Py<PyAny>, VT)>> {
+        if let VT::Dict(d) = v {
+            return Ok(d.borrow().items.iter().map(|(k, v)| (k.clone_ref(py), v.clone())).collect());
+        }
+        if let VT::UserObject(o) = v {
+            if let Some(storage) = &o.storage {
+                // `dict_merge` (Objects/dictobject.c) copies the storage of a dict whose
+                // `tp_iter` is dict's own; any other (an OrderedDict subclass) is read through
+                // `b.keys()` and `b[key]`, the subclass's methods included.
+                let dict_iter = py.get_type::<PyDict>().getattr("__iter__")?;
+                if o.cls.bind(py).getattr("__iter__")?.is(&dict_iter) {
+                    return self.mapping_items(py, &VT::Dict(storage.clone()));
+                }
+                let keys = self.getattr(py, v, "keys")?;
+                let keys = self.call(py, &keys, vec![], vec![])?;
+                let mut out = Vec::new();
+                for k in self.iter_items(py, &keys)? {
+                    let key = k.as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?.unbind();
+                    let val = self.getitem(py, v, &k)?;
+                    out.push((key, val));
+                }
+                return Ok(out);
+            }
+        }
+        if let VT::Constant(c) = v {
+            if let Ok(d) = c.bind(py).cast::<PyDict>() {
+                return Ok(d.iter().map(|(k, v)| (k.unbind(), VT::constant(v.unbind()))).collect());
+            }
+        }
+        let mut out = Vec::new();
+        for pair in self.iter_items(py, v)? {
+            let kv = self.unpack(py, &pair)?;
+            if kv.len() != 2 {
+                unsupported!("dict() from an item of length {}", kv.len());
+            }
+            let k = kv[0].as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+            if k.hash().is_err() {
+                unsupported!("unhashable dict key");
+            }
+            out.push((k.unbind(), kv[1].clone()));
+        }
+        Ok(out)
+    }
+
+    /// The real objects a traced set holds for `items`: literals, and objects from the frame
+    /// whose identity is guarded and whose type hashes and compares by identity (`object`'s
+    /// `__hash__` and `__eq__`: a module in `named_children`'s `memo`), so that membership
+    /// runs no user code. Anything else is not modelled.
+    pub(crate) fn set_members_of<'py>(&mut self, py: Python<'py>, items: &[VT]) -> VResult<Vec<Bound<'py, PyAny>>> {
+        let object_type = py.get_type::<PyAny>();
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            if let Some(c) = item.as_constant(py) {
+                out.push(c);
+                continue;
+            }
+            self.pin_identity(item);
+            if let VT::Tensor(t) = item {
+                // A tensor hashes by identity (`Tensor.__hash__` is `id`), and each graph value
+                // has its own fake tensor: the fake stands for it in the set.
+                let fake = t.fake.bind(py).clone();
+                self.og.set_members.insert(fake.as_ptr() as usize, item.clone());
+                out.push(fake);
+                continue;
+            }
+            let obj = match item {
+                VT::Module { obj, .. } | VT::Class(obj) | VT::Builtin(obj) | VT::TorchFunction(obj) => obj.bind(py).clone(),
+                VT::Function { obj, source: Some(_) } => obj.bind(py).clone(),
+                other => unsupported!("set member {} is not a literal or an identity-guarded object", other.describe(py)),
+            };
+            let ty = obj.get_type();
+            if !(ty.getattr("__hash__")?.is(object_type.getattr("__hash__")?) && ty.getattr("__eq__")?.is(object_type.getattr("__eq__")?)) {
+                unsupported!("set member {} hashes or compares with its own methods", item.describe(py));
+            }
+            self.og.set_members.insert(obj.as_ptr() as usize, item.clone());
+            out.push(obj);
+        }
+        Ok(out)
+    }
+
+    /// A private set of literal members.
+    pub(crate) fn new_set(&mut self, py: Python<'_>, items: &[VT]) -> VResult<VT> {
+        let consts = self.set_members_of(py, items)?;
+        let set = pyo3::types::PySet::new(py, consts)?;
+        Ok(VT::Set(Rc::new(RefCell::new(set.into_any().unbind()))))
+    }
+
+    pub(crate) fn dict_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<(String, VT)>> {
+        match v {
+            VT::Dict(d) => d.borrow().items.iter().map(|(k, v)| Ok((k.bind(py).extract::<String>()?, v.clone()))).collect(),
+            VT::Constant(c) => {
+                let d = c.bind(py).cast::<PyDict>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+                d.iter().map(|(k, v)| Ok((k.extract::<String>()?, VT::constant(v.unbind())))).collect()
+            }
+            // `f(**o)` for a dict subclass object merges it as `dict(o)` does.
+            VT::UserObject(o) if o.storage.is_some() => self.mapping_items(py, v)?.into_iter().map(|(k, v)| Ok((k.bind(py).extract::<String>()?, v))).collect(),
+            _ => unsupported!("** of {}", v.describe(py)),
+        }
+    }
+}
+
+pub fn new_dict(items: Vec<(Py<PyAny>, VT)>) -> VT {
+    VT::Dict(Rc::new(RefCell::new(DictState { items, source: None, version: 0 })))
+}
+
+pub(crate) fn dict_set(py: Python<'_>, d: &mut DictState, k: Py<PyAny>, v: VT) -> VResult<()> {
+    for (key, val) in d.items.iter_mut() {
+        if key.bind(py).eq(k.bind(py))? {
+            *val = v;
+            return Ok(());
+        }
+    }
+    d.items.push((k, v));
+    d.version += 1;
+    Ok(())
+}

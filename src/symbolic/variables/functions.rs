@@ -1,0 +1,365 @@
+//! Functions: user functions and closures defined in or read by the frame, inlined by a child
+//! translator (torch's `UserFunctionVariable`, `NestedUserFunctionVariable`,
+//! InliningInstructionTranslator), and `functools.partial` objects.
+//!
+//! `functools.partial` objects as trackers (torch's `FunctoolsPartialVariable`).
+//!
+//! A partial is its function, its positional arguments and its keyword dict
+//! (Modules/_functoolsmodule.c, `partial_call`: `func(*args, *call_args, **{**keywords,
+//! **call_kwargs})`). One built in the frame is flattened as CPython flattens a partial of an
+//! exact partial (`partial_new`); one from the frame keeps its real object for identity and is
+//! guarded by TYPE_MATCH, with its function, arguments and keywords read through their sources
+//! (`p.func`, `p.args`, `p.keywords`), each guarded there. A partial whose instance `__dict__`
+//! is not empty stays an opaque object.
+
+use crate::guards::GuardKind;
+use crate::source::{ItemKey, Source};
+use crate::symbolic::builder::is_literal;
+use crate::symbolic::code_info::{code_info, flags, CodeInfo};
+use crate::symbolic::output_graph::OutputGraph;
+use crate::symbolic::side_effects::CellTarget;
+use crate::symbolic::variables::{VariableTracker, VT};
+use crate::symbolic::{Unsupported, VResult};
+use crate::{graph_break, unsupported};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString, PyTuple};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use crate::symbolic::translator::{InstructionTranslator, GlobalsInfo, MAX_INLINE_DEPTH};
+use crate::symbolic::variables::lists::make_tuple;
+use crate::symbolic::variables::dicts::new_dict;
+use crate::symbolic::variables::user_defined::real_object;
+use crate::symbolic::variables::iter::{resume_generator, IterKind, GeneratorFrame, IteratorState};
+
+/// A function defined while tracing (MAKE_FUNCTION): code, globals, defaults, closure cells.
+pub struct NestedFunction {
+    pub code: Py<PyAny>,
+    pub globals: Py<PyAny>,
+    pub defaults: Vec<VariableTracker>,
+    pub kwdefaults: Vec<(String, VariableTracker)>,
+    pub closure: Vec<VariableTracker>,
+    pub qualname: String,
+}
+
+/// The tracked state of one `functools.partial`.
+pub struct PartialFunction {
+    pub func: VT,
+    pub args: Vec<VT>,
+    /// A dict tracker (or a constant dict): `p.keywords`, read at each call.
+    pub keywords: VT,
+    /// The real object, for a partial reached from the frame.
+    pub obj: Option<Py<PyAny>>,
+    pub source: Option<Arc<Source>>,
+}
+
+/// `functools.partial`, the type.
+pub fn partial_type(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    py.import("functools")?.getattr("partial")
+}
+
+/// Whether `value` is an exact `functools.partial` with an empty instance dict.
+pub fn is_plain_partial(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if !value.get_type().is(&partial_type(py)?) {
+        return Ok(false);
+    }
+    let d = value.getattr("__dict__")?;
+    Ok(d.len()? == 0)
+}
+
+/// Wraps a partial from the frame reached through `source` (see the module doc for guards).
+pub fn wrap_partial(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, source: Arc<Source>) -> VResult<VT> {
+    og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
+    og.add_guard(Some(source.attr("__dict__")), GuardKind::LenMatch(0));
+    let func = crate::symbolic::builder::wrap(py, og, &value.getattr("func")?, source.attr("func"))?;
+    let args = match crate::symbolic::builder::wrap(py, og, &value.getattr("args")?, source.attr("args"))? {
+        VT::Tuple(items) => items.as_ref().clone(),
+        VT::Constant(c) => c.bind(py).try_iter()?.map(|i| Ok(VT::constant(i?.unbind()))).collect::<VResult<Vec<_>>>()?,
+        other => unsupported!("partial args wrapped as {}", other.describe(py)),
+    };
+    let keywords = crate::symbolic::builder::wrap(py, og, &value.getattr("keywords")?, source.attr("keywords"))?;
+    if !matches!(keywords, VT::Dict(_)) {
+        unsupported!("partial keywords with keys that are not strings");
+    }
+    Ok(VT::Partial(Rc::new(PartialFunction { func, args, keywords, obj: Some(value.clone().unbind()), source: Some(source) })))
+}
+
+/// The (name, value) pairs of a partial's keyword dict, in order.
+pub fn keyword_items(py: Python<'_>, keywords: &VT) -> VResult<Vec<(String, VT)>> {
+    match keywords {
+        VT::Dict(d) => d.borrow().items.iter().map(|(k, v)| Ok((k.bind(py).extract::<String>()?, v.clone()))).collect(),
+        VT::Constant(c) => {
+            let d = c.bind(py).cast::<PyDict>().map_err(|e| crate::symbolic::Unsupported::new(e.to_string()))?.clone();
+            d.iter().map(|(k, v)| Ok((k.extract::<String>()?, VT::constant(v.unbind())))).collect()
+        }
+        other => unsupported!("partial keywords are {}", other.describe(py)),
+    }
+}
+
+impl<'a> InstructionTranslator<'a> {
+    /// `inspect.signature(f)` of a function or bound method whose function object the trace
+    /// pins (an ID or code guard): computed now, on the real function, as a constant. A
+    /// `Signature` is immutable (`replace` makes a new one), so a constant is exact; what it
+    /// depends on beyond the code (defaults, annotations) is read once, as torch's
+    /// `InspectSignatureVariable` does. Tracing inspect's own code instead runs into `id()` and
+    /// unwrap loops (transformers' `apply_chunking_to_forward` asks it in every BERT layer).
+    /// `None`: not this call, trace it as usual.
+    pub(crate) fn inspect_signature(&mut self, py: Python<'_>, f: &Bound<'_, PyAny>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        // Checked on every traced call: compare against the function looked up once.
+        static SIGNATURE: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+        let signature = SIGNATURE.get_or_try_init(py, || py.import("inspect")?.getattr("signature").map(Bound::unbind))?.bind(py);
+        if !f.is(signature) || args.len() != 1 || !kwargs.is_empty() {
+            return Ok(None);
+        }
+        let target = match &args[0] {
+            VT::Function { obj, .. } => obj.bind(py).clone(),
+            VT::Method { func, self_ } => {
+                let (VT::Function { obj, .. }, Some(this)) = (func.as_ref(), real_object(self_)) else { return Ok(None) };
+                py.import("types")?.getattr("MethodType")?.call1((obj.bind(py), this.bind(py)))?
+            }
+            _ => return Ok(None),
+        };
+        self.pin_identity(&args[0]);
+        match signature.call1((target,)) {
+            Ok(sig) => Ok(Some(VT::constant(sig.unbind()))),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// `functools.partial(func, *args, **kwargs)` built in the frame. A partial of a partial is
+    /// flattened as `partial_new` does (Modules/_functoolsmodule.c) when the inner one is exact
+    /// and has no instance dict (always so for a `Partial` tracker).
+    pub(crate) fn make_partial(&mut self, py: Python<'_>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        let Some(func) = args.first().cloned() else {
+            graph_break!(UnsupportedCall, "functools.partial() without a function (TypeError)");
+        };
+        if self.is_callable(py, &func)? != Some(true) {
+            graph_break!(UnsupportedCall, "functools.partial() of {} (TypeError unless callable)", func.describe(py));
+        }
+        let (func, mut all, mut kw) = match &func {
+            VT::Partial(inner) => (inner.func.clone(), inner.args.clone(), crate::symbolic::variables::functions::keyword_items(py, &inner.keywords)?),
+            other => (other.clone(), vec![], vec![]),
+        };
+        all.extend(args.into_iter().skip(1));
+        for (k, v) in kwargs {
+            match kw.iter_mut().find(|(n, _)| *n == k) {
+                Some(slot) => slot.1 = v,
+                None => kw.push((k, v)),
+            }
+        }
+        let keywords = new_dict(kw.into_iter().map(|(k, v)| (PyString::new(py, &k).into_any().unbind(), v)).collect());
+        Ok(VT::Partial(Rc::new(crate::symbolic::variables::functions::PartialFunction { func, args: all, keywords, obj: None, source: None })))
+    }
+
+    /// `callable(v)` (Objects/object.c, `PyCallable_Check`: the type has `tp_call`), when
+    /// tracing knows the answer without running anything.
+    pub(crate) fn is_callable(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<bool>> {
+        Ok(Some(match v {
+            VT::Function { .. } | VT::NestedFunction(_) | VT::Method { .. } | VT::TorchFunction(_) | VT::TensorMethod { .. } | VT::Builtin(_) | VT::Class(_)
+            | VT::ContainerMethod { .. } | VT::Partial(_) | VT::GenericAttr { .. } | VT::GradModeExit { .. } | VT::LoggerMethod { .. } => true,
+            VT::Tensor(_) | VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Dict(_) | VT::DictView { .. } | VT::Set(_) | VT::Iterator(_) | VT::PyModule { .. } | VT::Cell(_)
+            | VT::GradModeCtx { .. } => false,
+            VT::Constant(c) => c.bind(py).is_callable(),
+            // The type's `__call__` decides; the class is guarded by TYPE_MATCH or ID_MATCH.
+            VT::Module { obj, .. } | VT::Opaque { obj, .. } => obj.bind(py).get_type().hasattr("__call__")?,
+            VT::UserObject(o) => o.cls.bind(py).hasattr("__call__")?,
+            _ => return Ok(None),
+        }))
+    }
+
+    /// Inlines a user function: binds arguments to the callee's locals and interprets its code
+    /// with the same output graph.
+    pub(crate) fn inline_call(&mut self, py: Python<'_>, func: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        if self.depth >= MAX_INLINE_DEPTH {
+            unsupported!("inlining depth limit reached");
+        }
+        let (code_obj, globals, defaults, kwdefaults, closure, external, fn_source) = match func {
+            VT::Function { obj, source } => {
+                let f = obj.bind(py);
+                let code = f.getattr("__code__")?;
+                let globals = f.getattr("__globals__")?.cast_into::<PyDict>().map_err(|e| Unsupported::new(e.to_string()))?;
+                let module = f.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+                let trusted = module.starts_with("torch.") || module == "torch";
+                let defaults = match f.getattr("__defaults__")? {
+                    d if d.is_none() => vec![],
+                    d => {
+                        let d = d.cast_into::<PyTuple>().map_err(|e| Unsupported::new(e.to_string()))?;
+                        let mut out = Vec::new();
+                        for (i, v) in d.iter().enumerate() {
+                            let src = if trusted { None } else { source.as_ref().map(|s| s.attr("__defaults__").item(ItemKey::Int(i as i64))) };
+                            out.push(if src.is_none() && is_literal(py, &v) { VT::constant(v.unbind()) } else { self.wrap_from(py, &v, src)? });
+                        }
+                        out
+                    }
+                };
+                let mut kwdefaults = Vec::new();
+                if let Ok(kd) = f.getattr("__kwdefaults__")?.cast_into::<PyDict>() {
+                    for (k, v) in kd.iter() {
+                        let key: String = k.extract()?;
+                        let src = if trusted { None } else { source.as_ref().map(|s| s.attr("__kwdefaults__").item(ItemKey::Str(key.clone()))) };
+                        kwdefaults.push((key, if src.is_none() && is_literal(py, &v) { VT::constant(v.unbind()) } else { self.wrap_from(py, &v, src)? }));
+                    }
+                }
+                let mut closure = Vec::new();
+                if let Ok(cl) = f.getattr("__closure__")?.cast_into::<PyTuple>() {
+                    for (i, cell) in cl.iter().enumerate() {
+                        if let Some(rc) = self.og.cells_by_ptr.get(&(cell.as_ptr() as usize)) {
+                            closure.push(VT::Cell(rc.clone()));
+                            continue;
+                        }
+                        let contents = match cell.getattr("cell_contents") {
+                            Ok(c) => c,
+                            Err(_) => unsupported!("empty closure cell"),
+                        };
+                        let cell_src = source.as_ref().map(|s| s.attr("__closure__").item(ItemKey::Int(i as i64)));
+                        let src = cell_src.as_ref().map(|c| c.attr("cell_contents"));
+                        if src.is_none() && !trusted {
+                            unsupported!("closure of a function without a source");
+                        }
+                        let v = self.wrap_from(py, &contents, if trusted { None } else { src })?;
+                        let rc = Rc::new(RefCell::new(Some(v)));
+                        self.og.cells_by_ptr.insert(cell.as_ptr() as usize, rc.clone());
+                        if let (Some(c), false) = (cell_src, trusted) {
+                            self.og.cell_sources.insert(Rc::as_ptr(&rc) as *const () as usize, c);
+                        }
+                        closure.push(VT::Cell(rc));
+                    }
+                }
+                let same_globals = globals.is(self.g.globals.bind(py)) && self.g.source.is_none();
+                let gsource = if same_globals || trusted { None } else {
+                    match source {
+                        Some(s) => Some(s.attr("__globals__")),
+                        None => unsupported!("function {} from other globals without a source", crate::symbolic::variables::qualname(f)),
+                    }
+                };
+                let g = if same_globals && !trusted {
+                    self.g.clone()
+                } else {
+                    Rc::new(GlobalsInfo { globals: globals.unbind(), builtins: self.g.builtins.clone_ref(py), source: gsource, trusted })
+                };
+                (code.unbind(), g, defaults, kwdefaults, closure, true, source.clone())
+            }
+            VT::NestedFunction(nf) => {
+                let g = self.g.clone();
+                (nf.code.clone_ref(py), g, nf.defaults.clone(), nf.kwdefaults.clone(), nf.closure.clone(), false, None)
+            }
+            _ => unreachable!(),
+        };
+        let ci = code_info(code_obj.bind(py))?;
+        if ci.flags & (flags::CO_COROUTINE | flags::CO_ASYNC_GENERATOR | flags::CO_ITERABLE_COROUTINE) != 0 {
+            unsupported!("inlining coroutine {}", ci.name);
+        }
+        let is_generator = ci.flags & flags::CO_GENERATOR != 0;
+        let locals = bind_args(py, &ci, args, kwargs, &defaults, &kwdefaults)?;
+        // Closure cells of a function from outside the frame are reached as
+        // `fn.__closure__[i]` (writes replay through `cell_contents`).
+        let external_cells: Vec<(usize, CellTarget)> = if external {
+            closure
+                .iter()
+                .enumerate()
+                .filter_map(|(i, c)| match c {
+                    VT::Cell(rc) => Some((
+                        Rc::as_ptr(rc) as usize,
+                        match &fn_source {
+                            Some(s) => CellTarget::Object(s.attr("__closure__").item(ItemKey::Int(i as i64))),
+                            None => CellTarget::Unknown,
+                        },
+                    )),
+                    _ => None,
+                })
+                .collect()
+        } else {
+            vec![]
+        };
+        if is_generator {
+            // Nothing of the body runs before the first step (CPython's generator frame starts
+            // suspended at RETURN_GENERATOR).
+            let mut cells: HashMap<usize, CellTarget> = external_cells.into_iter().collect();
+            cells.extend(self.external_cells.iter().map(|(k, v)| (*k, v.clone())));
+            let trusted = globals.trusted;
+            let mut frame = GeneratorFrame { code: ci, g: globals, stack: Vec::new(), locals, closure, external_cells: cells, ip: 0, returned: None };
+            if trusted {
+                // torch's own generators (nn.Module.parameters, named_children, ...) only walk
+                // the module tree: they run to the end here, so a loop over them is a fixed
+                // sequence that can cross a graph break (Note [loop iterators as snapshots]).
+                let mut items = Vec::new();
+                while let Some(v) = resume_generator(py, self.og, self.depth + 1, &mut frame)? {
+                    items.push(v);
+                    if items.len() > 100_000 {
+                        unsupported!("generator too long to unroll");
+                    }
+                }
+                let mut state = IteratorState::over(items);
+                // What `yield from` over it evaluates to once exhausted.
+                state.returned = frame.returned.take();
+                return Ok(VT::Iterator(Rc::new(RefCell::new(state))));
+            }
+            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Generator(Some(Box::new(frame))))))));
+        }
+        let mut child = InstructionTranslator::new(ci, globals, locals, closure, self.og, self.depth + 1);
+        child.external_cells.extend(external_cells);
+        child.external_cells.extend(self.external_cells.iter().map(|(k, v)| (*k, v.clone())));
+        child.run(py)
+    }
+}
+
+/// Binds call arguments to a code object's parameter slots (CPython's `_PyEval_MakeFrameVector`
+/// order: positional, keyword-only, `*args`, `**kwargs`).
+pub(crate) fn bind_args(py: Python<'_>, ci: &CodeInfo, args: Vec<VT>, kwargs: Vec<(String, VT)>, defaults: &[VT], kwdefaults: &[(String, VT)]) -> VResult<Vec<Option<VT>>> {
+    let mut locals: Vec<Option<VT>> = vec![None; ci.localsplus.len()];
+    let nargs = ci.argcount;
+    let has_varargs = ci.flags & flags::CO_VARARGS != 0;
+    let has_varkw = ci.flags & flags::CO_VARKEYWORDS != 0;
+    let mut extra = Vec::new();
+    for (i, a) in args.into_iter().enumerate() {
+        if i < nargs {
+            locals[i] = Some(a);
+        } else {
+            extra.push(a);
+        }
+    }
+    if !extra.is_empty() && !has_varargs {
+        unsupported!("{}() takes {nargs} positional arguments but more were given", ci.name);
+    }
+    let mut extra_kw = Vec::new();
+    for (k, v) in kwargs {
+        match ci.varnames[..nargs + ci.kwonlyargcount].iter().position(|n| *n == k) {
+            Some(i) => {
+                if locals[i].is_some() {
+                    unsupported!("{}() got multiple values for argument '{k}'", ci.name);
+                }
+                locals[i] = Some(v);
+            }
+            None if has_varkw => extra_kw.push((PyString::new(py, &k).into_any().unbind(), v)),
+            None => unsupported!("{}() got an unexpected keyword argument '{k}'", ci.name),
+        }
+    }
+    let first_default = nargs.saturating_sub(defaults.len());
+    for i in 0..nargs {
+        if locals[i].is_none() {
+            if i >= first_default {
+                locals[i] = Some(defaults[i - first_default].clone());
+            } else {
+                unsupported!("{}() missing required argument '{}'", ci.name, ci.varnames[i]);
+            }
+        }
+    }
+    for i in nargs..nargs + ci.kwonlyargcount {
+        if locals[i].is_none() {
+            match kwdefaults.iter().find(|(k, _)| *k == ci.varnames[i]) {
+                Some((_, v)) => locals[i] = Some(v.clone()),
+                None => unsupported!("{}() missing keyword-only argument '{}'", ci.name, ci.varnames[i]),
+            }
+        }
+    }
+    let mut slot = nargs + ci.kwonlyargcount;
+    if has_varargs {
+        locals[slot] = Some(make_tuple(py, extra)?);
+        slot += 1;
+    }
+    if has_varkw {
+        locals[slot] = Some(new_dict(extra_kw));
+    }
+    Ok(locals)
+}

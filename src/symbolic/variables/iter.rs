@@ -1,0 +1,629 @@
+//! Iterators and generators (torch's `iter.py`, `ListIteratorVariable`,
+//! `LocalGeneratorObjectVariable`): what an iterator walks, stepping it, lazy itertools-style
+//! iterators, and resuming a traced generator's frame.
+
+use crate::symbolic::builder::{is_literal, wrap};
+use crate::symbolic::code_info::flags;
+use crate::symbolic::output_graph::OutputGraph;
+use crate::symbolic::variables::{type_name, VariableTracker, VT};
+use crate::symbolic::{Unsupported, VResult};
+use crate::{graph_break, unsupported};
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use crate::symbolic::translator::{InstructionTranslator, Outcome, MAX_INLINE_DEPTH};
+use crate::symbolic::variables::constant::const_bool;
+use crate::symbolic::variables::lists::{ListState, tuple_of};
+use crate::symbolic::variables::dicts::{DictView, DictState};
+
+/// What an iterator walks, mirroring CPython's iterator types: each reads its container live at
+/// every step, so a loop body that mutates the container sees what CPython's loop would.
+pub enum IterKind {
+    /// A fixed sequence (a tuple, a range, a string, an inlined generator's yields, ...).
+    Items(Vec<VariableTracker>),
+    /// `listiterator` (Objects/listobject.c, `listiter_next`): item `pos` of the live list.
+    List(Rc<RefCell<ListState>>),
+    /// `list_reverseiterator` (`listreviter_next`): item `index` while `0 <= index < len`,
+    /// counting down; exhausted for good otherwise.
+    ListReversed { list: Rc<RefCell<ListState>>, index: i64 },
+    /// A dict iterator (Objects/dictobject.c, `dictiter_iternextkey` and friends): `used` is the
+    /// dict's size when the iterator was made and `version` its structure then; a different size
+    /// at a step raises `RuntimeError: dictionary changed size during iteration`.
+    Dict { dict: Rc<RefCell<DictState>>, view: DictView, used: usize, version: u64 },
+    /// `enumerate(inner, start)` (Objects/enumobject.c): `count` is the next index.
+    Enumerate { inner: Rc<RefCell<IteratorState>>, count: i64 },
+    /// `zip(*inners)` (Python/bltinmodule.c, `zip_next`): steps each inner in order and stops at
+    /// the first exhausted one (items already taken from the earlier ones are dropped).
+    Zip(Vec<Rc<RefCell<IteratorState>>>),
+    /// A generator made in the trace: its frame runs up to the next `yield` at each step, so
+    /// its body interleaves with the loop that consumes it as in CPython. `None` while a step
+    /// runs it (a generator that steps itself is "already executing").
+    Generator(Option<Box<GeneratorFrame>>),
+    /// `map(func, *inners)` (Python/bltinmodule.c, `map_next`): one item of each inner, in
+    /// order, stopping at the first exhausted one; then `func(*items)`.
+    Map { func: VariableTracker, inners: Vec<Rc<RefCell<IteratorState>>> },
+    /// `filter(func, inner)` (`filter_next`): the next item whose `func(item)` (the item
+    /// itself for `None`) is true.
+    Filter { func: Option<VariableTracker>, inner: Rc<RefCell<IteratorState>> },
+    /// `itertools.chain(*iterables)` (Modules/itertoolsmodule.c, `chain_next`): `iter()` of
+    /// each iterable is taken only when the previous one is exhausted.
+    Chain { pending: std::collections::VecDeque<VariableTracker>, active: Option<Rc<RefCell<IteratorState>>> },
+    /// `itertools.islice(inner, start, stop, step)` (`islice_next`): `count` items taken from
+    /// `inner` so far, `next` the index of the next item to yield.
+    Islice { inner: Rc<RefCell<IteratorState>>, next: usize, stop: Option<usize>, step: usize, count: usize },
+    /// `itertools.accumulate(inner, func, initial=...)` (`accumulate_next`): running
+    /// `func(total, item)` (`+` when `func` is None), `initial` first when given.
+    Accumulate { inner: Rc<RefCell<IteratorState>>, func: Option<VariableTracker>, total: Option<VariableTracker>, initial: Option<VariableTracker> },
+    /// `itertools.zip_longest(*inners, fillvalue=fill)` (`zip_longest_next`): an exhausted inner
+    /// gives `fill` until every inner is exhausted (`None` marks an exhausted one).
+    ZipLongest { inners: Vec<Option<Rc<RefCell<IteratorState>>>>, fill: VariableTracker },
+}
+
+/// What a lazy iterator asks of the translator while it steps (calls run traced).
+pub enum IterRequest<'a> {
+    /// Run a generator's frame to its next `yield`.
+    Resume(&'a mut GeneratorFrame),
+    /// `func(*args)`.
+    Call(&'a VariableTracker, Vec<VariableTracker>),
+    /// `bool(v)`, answered as a constant bool tracker.
+    Truth(&'a VariableTracker),
+    /// `iter(v)`, answered as an `Iterator` tracker.
+    MakeIter(&'a VariableTracker),
+    /// `a + b`.
+    Add(VariableTracker, VariableTracker),
+}
+
+/// The suspended frame of a generator being traced (`IterKind::Generator`).
+pub struct GeneratorFrame {
+    pub code: Arc<crate::symbolic::code_info::CodeInfo>,
+    pub g: Rc<crate::symbolic::translator::GlobalsInfo>,
+    pub stack: Vec<VariableTracker>,
+    pub locals: Vec<Option<VariableTracker>>,
+    pub closure: Vec<VariableTracker>,
+    pub external_cells: std::collections::HashMap<usize, crate::symbolic::side_effects::CellTarget>,
+    /// The next instruction; 0 before the first step.
+    pub ip: usize,
+    /// What the frame returned (`StopIteration.value`), once it has.
+    pub returned: Option<VariableTracker>,
+}
+
+/// Why an iterator step cannot give an item.
+pub enum IterError {
+    /// CPython raises `RuntimeError` with this message at this step.
+    Raise(&'static str),
+    /// The step depends on something not modelled.
+    Unsupported(crate::symbolic::Unsupported),
+}
+
+/// Answers an `IterRequest` (`Resume`: `Ok(None)` when the generator returned).
+pub type ResumeGenerator<'r> = dyn FnMut(IterRequest<'_>) -> Result<Option<VariableTracker>, IterError> + 'r;
+
+/// An iterator being stepped during tracing.
+pub struct IteratorState {
+    pub kind: IterKind,
+    /// Items produced so far (for `Items`, `List` and `Dict`: the index of the next one).
+    pub pos: usize,
+    /// Set once a step found the iterator exhausted: CPython's iterators stay exhausted (a list
+    /// iterator drops its list), even if the container grows afterwards.
+    pub exhausted: bool,
+    /// A generator's return value (`StopIteration.value`), kept once the step that exhausted it
+    /// ran: what `yield from` over it evaluates to. `None` stands for Python's None.
+    pub returned: Option<VariableTracker>,
+}
+
+impl IteratorState {
+    /// An iterator over a fixed sequence of items.
+    pub fn over(items: Vec<VariableTracker>) -> Self {
+        IteratorState::of(IterKind::Items(items))
+    }
+
+    pub fn of(kind: IterKind) -> Self {
+        IteratorState { kind, pos: 0, exhausted: false, returned: None }
+    }
+
+    /// A live iterator over a list tracker.
+    pub fn over_list(list: Rc<RefCell<ListState>>) -> Self {
+        IteratorState::of(IterKind::List(list))
+    }
+
+    /// A live iterator over a dict tracker's keys, values or items.
+    pub fn over_dict(dict: Rc<RefCell<DictState>>, view: DictView) -> Self {
+        let (used, version) = {
+            let d = dict.borrow();
+            (d.items.len(), d.version)
+        };
+        IteratorState::of(IterKind::Dict { dict, view, used, version })
+    }
+
+    /// The next item, advancing the position (`Ok(None)` when exhausted).
+    pub fn next_item(&mut self, py: Python<'_>, resume: &mut ResumeGenerator<'_>) -> Result<Option<VariableTracker>, IterError> {
+        if self.exhausted {
+            return Ok(None);
+        }
+        let item = match &mut self.kind {
+            IterKind::Items(items) => items.get(self.pos).cloned(),
+            IterKind::List(l) => l.borrow().items.get(self.pos).cloned(),
+            IterKind::ListReversed { list, index } => {
+                let l = list.borrow();
+                if *index >= 0 && (*index as usize) < l.items.len() {
+                    let v = l.items[*index as usize].clone();
+                    *index -= 1;
+                    Some(v)
+                } else {
+                    *index = -1;
+                    None
+                }
+            }
+            IterKind::Dict { dict, view, used, version } => {
+                let d = dict.borrow();
+                if d.items.len() != *used {
+                    // CPython makes this sticky (`di_used = -1`): every later step raises too.
+                    *used = usize::MAX;
+                    return Err(IterError::Raise("dictionary changed size during iteration"));
+                }
+                if d.version != *version {
+                    return Err(IterError::Unsupported(crate::symbolic::Unsupported::new("a dict whose keys changed (same size) while iterated")));
+                }
+                match d.items.get(self.pos) {
+                    None => None,
+                    Some((k, v)) => Some(match view {
+                        DictView::Keys => VariableTracker::constant(k.clone_ref(py)),
+                        DictView::Values => v.clone(),
+                        DictView::Items => tuple_of(py, vec![VariableTracker::constant(k.clone_ref(py)), v.clone()]),
+                    }),
+                }
+            }
+            IterKind::Enumerate { inner, count } => {
+                let next = borrow_iter(inner)?.next_item(py, resume)?;
+                match next {
+                    Some(v) => {
+                        let i = VariableTracker::constant((*count).into_pyobject(py).map_err(|e| IterError::Unsupported(crate::symbolic::Unsupported::new(e.to_string())))?.into_any().unbind());
+                        *count += 1;
+                        Some(tuple_of(py, vec![i, v]))
+                    }
+                    None => None,
+                }
+            }
+            IterKind::Zip(inners) => {
+                let mut out = Vec::with_capacity(inners.len());
+                let mut done = inners.is_empty();
+                for it in inners.iter() {
+                    let next = borrow_iter(it)?.next_item(py, resume)?;
+                    match next {
+                        Some(v) => out.push(v),
+                        None => {
+                            done = true;
+                            break;
+                        }
+                    }
+                }
+                (!done).then(|| tuple_of(py, out))
+            }
+            IterKind::Generator(frame) => {
+                let Some(mut f) = frame.take() else {
+                    return Err(IterError::Unsupported(crate::symbolic::Unsupported::new("a generator stepped while it runs (ValueError: generator already executing)")));
+                };
+                let r = resume(IterRequest::Resume(&mut f));
+                if f.returned.is_some() {
+                    self.returned = f.returned.take();
+                }
+                *frame = Some(f);
+                r?
+            }
+            IterKind::Map { func, inners } => {
+                let mut args = Vec::with_capacity(inners.len());
+                let mut done = inners.is_empty();
+                for it in inners.iter() {
+                    match borrow_iter(it)?.next_item(py, resume)? {
+                        Some(v) => args.push(v),
+                        None => {
+                            done = true;
+                            break;
+                        }
+                    }
+                }
+                if done {
+                    None
+                } else {
+                    let func = func.clone();
+                    resume(IterRequest::Call(&func, args))?
+                }
+            }
+            IterKind::Filter { func, inner } => loop {
+                let Some(v) = borrow_iter(inner)?.next_item(py, resume)? else { break None };
+                let verdict = match func {
+                    Some(f) => {
+                        let f = f.clone();
+                        resume(IterRequest::Call(&f, vec![v.clone()]))?.ok_or_else(|| IterError::Unsupported(crate::symbolic::Unsupported::new("filter predicate gave no value")))?
+                    }
+                    None => v.clone(),
+                };
+                let truth = resume(IterRequest::Truth(&verdict))?;
+                if truth.and_then(|t| t.as_constant(py)).map(|t| t.is_truthy().unwrap_or(false)).unwrap_or(false) {
+                    break Some(v);
+                }
+            },
+            IterKind::Chain { pending, active } => loop {
+                if let Some(it) = active.clone() {
+                    if let Some(v) = borrow_iter(&it)?.next_item(py, resume)? {
+                        break Some(v);
+                    }
+                    *active = None;
+                }
+                let Some(next) = pending.pop_front() else { break None };
+                match resume(IterRequest::MakeIter(&next))? {
+                    Some(VariableTracker::Iterator(it)) => *active = Some(it),
+                    _ => return Err(IterError::Unsupported(crate::symbolic::Unsupported::new("chain() over a value without an iterator"))),
+                }
+            },
+            IterKind::Islice { inner, next, stop, step, count } => {
+                let mut out = None;
+                if stop.map_or(true, |s| *count < s) {
+                    let mut exhausted = false;
+                    while *count < *next {
+                        if borrow_iter(inner)?.next_item(py, resume)?.is_none() {
+                            exhausted = true;
+                            break;
+                        }
+                        *count += 1;
+                    }
+                    if !exhausted && stop.map_or(true, |s| *count < s) {
+                        if let Some(v) = borrow_iter(inner)?.next_item(py, resume)? {
+                            *count += 1;
+                            *next += *step;
+                            if let Some(s) = stop {
+                                if *next > *s {
+                                    *next = *s;
+                                }
+                            }
+                            out = Some(v);
+                        }
+                    }
+                }
+                out
+            }
+            IterKind::Accumulate { inner, func, total, initial } => {
+                if let Some(init) = initial.take() {
+                    *total = Some(init.clone());
+                    Some(init)
+                } else {
+                    match borrow_iter(inner)?.next_item(py, resume)? {
+                        None => None,
+                        Some(v) => {
+                            let new_total = match (total.take(), func) {
+                                (None, _) => v,
+                                (Some(t), None) => resume(IterRequest::Add(t, v))?.expect("a sum"),
+                                (Some(t), Some(f)) => {
+                                    let f = f.clone();
+                                    resume(IterRequest::Call(&f, vec![t, v]))?.expect("a result")
+                                }
+                            };
+                            *total = Some(new_total.clone());
+                            Some(new_total)
+                        }
+                    }
+                }
+            }
+            IterKind::ZipLongest { inners, fill } => {
+                let mut out = Vec::with_capacity(inners.len());
+                let mut stop = inners.is_empty();
+                for slot in inners.iter_mut() {
+                    let item = match slot {
+                        Some(it) => borrow_iter(it)?.next_item(py, resume)?,
+                        None => None,
+                    };
+                    match item {
+                        Some(v) => out.push(v),
+                        None => {
+                            if slot.is_some() {
+                                *slot = None;
+                            }
+                            out.push(fill.clone());
+                        }
+                    }
+                }
+                // CPython counts the active inners: when the last one runs out the whole step
+                // stops, even in the middle of a tuple.
+                if inners.iter().all(|s| s.is_none()) {
+                    stop = true;
+                }
+                (!stop).then(|| tuple_of(py, out))
+            }
+        };
+        match &item {
+            Some(_) => self.pos += 1,
+            None => self.exhausted = true,
+        }
+        Ok(item)
+    }
+}
+
+/// A mutable borrow of an iterator's state, refused when it is already borrowed (an iterator
+/// stepped from inside its own step: a generator that iterates itself).
+pub fn borrow_iter(it: &Rc<RefCell<IteratorState>>) -> Result<std::cell::RefMut<'_, IteratorState>, IterError> {
+    it.try_borrow_mut().map_err(|_| IterError::Unsupported(crate::symbolic::Unsupported::new("an iterator stepped from inside its own step (ValueError: generator already executing)")))
+}
+
+impl<'a> InstructionTranslator<'a> {
+    /// One step of an iterator (FOR_ITER, `next()`): `None` when exhausted. A step that raises
+    /// in CPython (a dict that changed size) is a graph break, so the instruction runs for real
+    /// and raises there (the iterator is rebuilt in the state that raises, see `rebuild_of`).
+    pub fn step_iter(&mut self, py: Python<'_>, it: &Rc<RefCell<IteratorState>>) -> VResult<Option<VT>> {
+        let mut resume = |req: IterRequest<'_>| -> Result<Option<VT>, IterError> {
+            let r = match req {
+                IterRequest::Resume(f) => resume_generator(py, self.og, self.depth + 1, f),
+                IterRequest::Call(func, args) => self.call(py, func, args, vec![]).map(Some),
+                IterRequest::Truth(v) => self.truth(py, v).map(|t| Some(const_bool(py, t))),
+                IterRequest::MakeIter(v) => self.make_iter(py, v).map(|i| Some(VT::Iterator(i))),
+                IterRequest::Add(a, b) => self.binary(py, "add", a, b).map(Some),
+            };
+            r.map_err(IterError::Unsupported)
+        };
+        let r = match borrow_iter(it) {
+            Ok(mut state) => state.next_item(py, &mut resume),
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(v) => Ok(v),
+            Err(IterError::Raise(msg)) => graph_break!(RaisesException, "RuntimeError: {msg}"),
+            Err(IterError::Unsupported(u)) => Err(u),
+        }
+    }
+
+    /// Every remaining item of an iterator, exhausting it (`list(it)`, unpacking).
+    pub fn drain_iter(&mut self, py: Python<'_>, it: &Rc<RefCell<IteratorState>>) -> VResult<Vec<VT>> {
+        let mut out = Vec::new();
+        while let Some(v) = self.step_iter(py, it)? {
+            out.push(v);
+            if out.len() > 100_000 {
+                unsupported!("iteration too long to unroll");
+            }
+        }
+        Ok(out)
+    }
+
+    /// `iter(v)`: the iterator CPython's `tp_iter` of `v` makes. Lists and dicts (and their
+    /// views) get live iterators; an iterator is its own iterator; other iterables are walked
+    /// once, now, into a fixed sequence.
+    /// `iter(o)` for a user object whose class's `__iter__` is a Python generator function
+    /// (`collections.abc.Sequence.__iter__`, a user's `def __iter__: yield ...`): the
+    /// generator, stepped lazily in the trace. `None` for anything else.
+    pub(crate) fn python_iter(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<Rc<RefCell<IteratorState>>>> {
+        if !matches!(v, VT::UserObject(_) | VT::Opaque { .. }) {
+            return Ok(None);
+        }
+        let Some(m) = self.python_dunder(py, v, "__iter__")? else { return Ok(None) };
+        let is_generator = match &m {
+            VT::Method { func, .. } => match func.as_ref() {
+                VT::Function { obj, .. } => {
+                    let f: u32 = obj.bind(py).getattr("__code__")?.getattr("co_flags")?.extract()?;
+                    f & flags::CO_GENERATOR != 0
+                }
+                _ => false,
+            },
+            _ => false,
+        };
+        if !is_generator {
+            return Ok(None);
+        }
+        match self.call(py, &m, vec![], vec![])? {
+            VT::Iterator(it) => Ok(Some(it)),
+            other => unsupported!("__iter__ of {} gave {}", v.describe(py), other.describe(py)),
+        }
+    }
+
+    pub(crate) fn make_iter(&mut self, py: Python<'_>, v: &VT) -> VResult<Rc<RefCell<IteratorState>>> {
+        if let Some(it) = self.python_iter(py, v)? {
+            return Ok(it);
+        }
+        if let VT::UserObject(o) = v {
+            // `dict.__iter__` / `OrderedDict.__iter__` of a dict subclass: its storage's keys.
+            if let Some(storage) = o.storage_slot(py, "__iter__")? {
+                return self.make_iter(py, &storage);
+            }
+        }
+        let state = match v {
+            VT::Iterator(it) => return Ok(it.clone()),
+            VT::List(l) => IteratorState::over_list(l.clone()),
+            VT::Dict(d) => IteratorState::over_dict(d.clone(), DictView::Keys),
+            VT::DictView { dict, view } => IteratorState::over_dict(dict.clone(), *view),
+            other => IteratorState::over(self.iter_items(py, other)?),
+        };
+        Ok(Rc::new(RefCell::new(state)))
+    }
+
+    pub(crate) fn iter_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<VT>> {
+        if let Some(it) = self.python_iter(py, v)? {
+            return self.drain_iter(py, &it);
+        }
+        if let VT::UserObject(o) = v {
+            if let Some(storage) = o.storage_slot(py, "__iter__")? {
+                return self.iter_items(py, &storage);
+            }
+        }
+        Ok(match v {
+            VT::Set(set) => {
+                let set = set.borrow();
+                let mut out = Vec::new();
+                for m in set.bind(py).try_iter()? {
+                    let m = m?;
+                    out.push(match self.og.set_members.get(&(m.as_ptr() as usize)) {
+                        // Its order follows the members' hashes, for a tensor its address: the
+                        // fake's is not the real tensor's.
+                        Some(VT::Tensor(_)) => unsupported!("iterating a set that holds tensors (its order follows their addresses)"),
+                        Some(vt) if !is_literal(py, &m) => vt.clone(),
+                        _ if is_literal(py, &m) => VT::constant(m.unbind()),
+                        _ => unsupported!("set member of type {} without a tracker", type_name(&m)),
+                    });
+                }
+                out
+            }
+            VT::Constant(c) => {
+                let mut out = Vec::new();
+                for item in c.bind(py).try_iter()? {
+                    let item = item?;
+                    if !is_literal(py, &item) {
+                        unsupported!("iterating a constant yields a non-literal");
+                    }
+                    out.push(VT::constant(item.unbind()));
+                    if out.len() > 100_000 {
+                        unsupported!("iteration too long to unroll");
+                    }
+                }
+                out
+            }
+            VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Iterator(_) => self.unpack(py, v)?,
+            VT::Dict(_) | VT::DictView { .. } => {
+                let it = self.make_iter(py, v)?;
+                self.drain_iter(py, &it)?
+            }
+            VT::Module { obj, source } => {
+                let m = obj.bind(py);
+                let cls = m.get_type();
+                let nn = py.import("torch.nn")?;
+                let is_seq = cls.getattr("__iter__")?.is(&nn.getattr("Sequential")?.getattr("__iter__")?)
+                    || cls.getattr("__iter__")?.is(&nn.getattr("ModuleList")?.getattr("__iter__")?);
+                let is_dict = cls.getattr("__iter__")?.is(&nn.getattr("ModuleDict")?.getattr("__iter__")?);
+                let modules = m.getattr("_modules")?;
+                let keys: Vec<String> = modules.call_method0("keys")?.try_iter()?.map(|k| k?.extract::<String>()).collect::<PyResult<_>>()?;
+                if is_dict {
+                    return Ok(keys.iter().map(|k| VT::constant(PyString::new(py, k).into_any().unbind())).collect());
+                }
+                if !is_seq {
+                    unsupported!("iterating module {}", type_name(m));
+                }
+                let mut out = Vec::new();
+                for k in keys {
+                    let c = modules.get_item(&k)?;
+                    if c.is_none() {
+                        continue;
+                    }
+                    match self.module_child_source(py, m, source, &k) {
+                        Some(s) => out.push(wrap(py, self.og, &c, s)?),
+                        None => unsupported!("module iteration without a source"),
+                    }
+                }
+                out
+            }
+            VT::Tensor(t) => {
+                let n: i64 = t.fake.bind(py).call_method1("size", (0,))?.extract()?;
+                let mut out = Vec::new();
+                for i in 0..n {
+                    let idx = VT::constant(i.into_pyobject(py)?.into_any().unbind());
+                    out.push(self.getitem(py, v, &idx)?);
+                }
+                out
+            }
+            VT::Opaque { .. } => graph_break!(UntracedValue, "iterating {} (its __iter__ runs in Python)", v.describe(py)),
+            _ => unsupported!("iterating {}", v.describe(py)),
+        })
+    }
+
+    /// `map`, `filter` and the `itertools` iterators tracing models lazily (`IterKind::Map` and
+    /// siblings): each step pulls from live iterators of the arguments and calls the function
+    /// traced, as CPython's `tp_iternext` does. `itertools.product` reads its arguments whole
+    /// at construction (Modules/itertoolsmodule.c, `product_new`), so it is a fixed sequence.
+    /// `None`: `b` is none of these, or is called with arguments not modelled.
+    pub(crate) fn lazy_iterator(&mut self, py: Python<'_>, b: &Bound<'_, PyAny>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<IterKind>> {
+        let builtins = self.og.handles.builtins.bind(py).clone();
+        let itertools = py.import("itertools")?;
+        let is = |m: &Bound<'_, PyAny>, name: &str| m.getattr(name).map(|f| f.is(b)).unwrap_or(false);
+        let kw = |name: &str| kwargs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        let none_or = |v: Option<VT>| v.filter(|v| !v.as_constant(py).map(|c| c.is_none()).unwrap_or(false));
+        let kind = if is(&builtins, "map") && args.len() >= 2 && kwargs.is_empty() {
+            let inners = args[1..].iter().map(|a| self.make_iter(py, a)).collect::<VResult<Vec<_>>>()?;
+            IterKind::Map { func: args[0].clone(), inners }
+        } else if is(&builtins, "filter") && args.len() == 2 && kwargs.is_empty() {
+            let inner = self.make_iter(py, &args[1])?;
+            IterKind::Filter { func: none_or(Some(args[0].clone())), inner }
+        } else if is(&itertools, "chain") && kwargs.is_empty() {
+            IterKind::Chain { pending: args.iter().cloned().collect(), active: None }
+        } else if is(&itertools, "islice") && (2..=4).contains(&args.len()) && kwargs.is_empty() {
+            let ints = args[1..].iter().map(|a| match a.as_constant(py) {
+                Some(c) if c.is_none() => Ok(None),
+                Some(c) => c.extract::<i64>().ok().filter(|v| *v >= 0).map(|v| Some(v as usize)).ok_or(()),
+                None => Err(()),
+            }).collect::<Result<Vec<_>, ()>>();
+            let Ok(ints) = ints else { graph_break!(UnsupportedCall, "islice() with bounds that are not constant non-negative ints") };
+            let (start, stop, step) = match ints.len() {
+                1 => (None, ints[0], None),
+                2 => (ints[0], ints[1], None),
+                _ => (ints[0], ints[1], ints[2]),
+            };
+            if step == Some(0) {
+                graph_break!(UnsupportedCall, "islice() with step 0 (ValueError)");
+            }
+            let inner = self.make_iter(py, &args[0])?;
+            IterKind::Islice { inner, next: start.unwrap_or(0), stop, step: step.unwrap_or(1), count: 0 }
+        } else if is(&itertools, "accumulate") && (1..=2).contains(&args.len()) && kwargs.iter().all(|(k, _)| k == "func" || k == "initial") {
+            let inner = self.make_iter(py, &args[0])?;
+            let func = none_or(args.get(1).cloned().or_else(|| kw("func")));
+            IterKind::Accumulate { inner, func, total: None, initial: none_or(kw("initial")) }
+        } else if is(&itertools, "zip_longest") && kwargs.iter().all(|(k, _)| k == "fillvalue") {
+            let inners = args.iter().map(|a| self.make_iter(py, a).map(Some)).collect::<VResult<Vec<_>>>()?;
+            IterKind::ZipLongest { inners, fill: kw("fillvalue").unwrap_or_else(|| VT::none(py)) }
+        } else if is(&itertools, "product") && kwargs.iter().all(|(k, _)| k == "repeat") {
+            let repeat: usize = match kw("repeat").and_then(|r| r.as_constant(py)) {
+                Some(r) => r.extract::<i64>().ok().filter(|r| *r >= 0).map(|r| r as usize).ok_or_else(|| Unsupported::new("product() repeat"))?,
+                None if kwargs.is_empty() => 1,
+                None => unsupported!("product() with a non-constant repeat"),
+            };
+            let mut pools = Vec::new();
+            for a in args {
+                pools.push(self.iter_items(py, a)?);
+            }
+            let pools: Vec<Vec<VT>> = (0..repeat).flat_map(|_| pools.iter().cloned()).collect();
+            let mut out: Vec<Vec<VT>> = vec![vec![]];
+            for pool in &pools {
+                out = out.into_iter().flat_map(|prefix| pool.iter().map(move |v| {
+                    let mut p = prefix.clone();
+                    p.push(v.clone());
+                    p
+                })).collect();
+                if out.len() > 100_000 {
+                    unsupported!("product() too long to unroll");
+                }
+            }
+            IterKind::Items(out.into_iter().map(|t| crate::symbolic::variables::tuple_of(py, t)).collect())
+        } else {
+            return Ok(None);
+        };
+        Ok(Some(kind))
+    }
+}
+
+/// Runs a traced generator's frame up to its next `yield` (`Some(value)`) or its return (`None`),
+/// keeping its state in `f` for the next step.
+pub(crate) fn resume_generator(py: Python<'_>, og: &mut OutputGraph, depth: usize, f: &mut GeneratorFrame) -> VResult<Option<VT>> {
+    if depth > MAX_INLINE_DEPTH {
+        unsupported!("generator nesting too deep");
+    }
+    let mut child = InstructionTranslator::new(f.code.clone(), f.g.clone(), std::mem::take(&mut f.locals), std::mem::take(&mut f.closure), og, depth);
+    child.generator = true;
+    child.external_cells = std::mem::take(&mut f.external_cells);
+    child.stack = std::mem::take(&mut f.stack);
+    child.ip = f.ip;
+    if f.ip > 0 {
+        // The value `next()` sends into the suspended YIELD_VALUE.
+        child.stack.push(VT::none(py));
+    }
+    let outcome = child.run_until(py, None);
+    f.locals = std::mem::take(&mut child.locals);
+    f.closure = std::mem::take(&mut child.closure);
+    f.external_cells = std::mem::take(&mut child.external_cells);
+    f.stack = std::mem::take(&mut child.stack);
+    f.ip = child.ip;
+    // An exception leaving a generator finishes it, which its frame state here does not model:
+    // not catchable inside the trace.
+    let outcome = outcome.map_err(|e| Unsupported { raised: None, ..e });
+    match outcome? {
+        Outcome::Yield(v) => Ok(Some(v)),
+        Outcome::Return(v) => {
+            f.returned = Some(v);
+            Ok(None)
+        }
+        Outcome::Break(_) => unsupported!("graph break inside a generator"),
+    }
+}

@@ -1,0 +1,366 @@
+//! Lists, tuples, named tuples and structseqs (torch's `ListVariable`, `TupleVariable`,
+//! `NamedTupleVariable`), and the methods of the builtin containers (`list`, `tuple`, `dict`,
+//! `set`: `call_container_method`).
+
+use crate::source::Source;
+use crate::symbolic::variables::{type_name, VariableTracker, VT};
+use crate::symbolic::{Unsupported, VResult};
+use crate::{graph_break, unsupported};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use crate::symbolic::translator::InstructionTranslator;
+use crate::symbolic::variables::constant::const_bool;
+use crate::symbolic::variables::dicts::{dict_set, DictView};
+
+/// A mutable list created or read during tracing.
+pub struct ListState {
+    pub items: Vec<VariableTracker>,
+    /// Set when the list came from the frame (it has a source): mutating it is a side effect.
+    pub source: Option<Arc<Source>>,
+    /// Its length when the frame started (for a list from the frame).
+    pub entry_len: usize,
+}
+
+/// Whether `cls` is a tuple subclass with named fields whose instances behave exactly as tuples
+/// apart from their type and field attributes: a structseq (`torch.return_types.max`, with no
+/// fields outside the tuple) or a `collections.namedtuple` class that overrides none of the
+/// tuple protocol. Instances are tracked as `NamedTuple`.
+pub fn is_named_tuple_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let Ok(ty) = cls.cast::<pyo3::types::PyType>() else { return Ok(false) };
+    let tuple = py.get_type::<pyo3::types::PyTuple>();
+    if ty.is(&tuple) || !ty.is_subclass(&tuple)? {
+        return Ok(false);
+    }
+    // Instances without a `__dict__` only: the tracker holds the items and nothing else.
+    if ty.getattr("__dictoffset__")?.extract::<isize>()? != 0 {
+        return Ok(false);
+    }
+    let structseq = ty.hasattr("n_sequence_fields")?;
+    if structseq {
+        let n: usize = ty.getattr("n_fields")?.extract()?;
+        let m: usize = ty.getattr("n_sequence_fields")?.extract()?;
+        if n != m {
+            return Ok(false);
+        }
+    } else if !(ty.hasattr("_fields")? && ty.hasattr("_make")?) {
+        return Ok(false);
+    }
+    for name in ["__getitem__", "__iter__", "__len__", "__contains__", "__add__", "__eq__", "__ne__", "__hash__", "__getattribute__", "__bool__"] {
+        let mine = ty.getattr(name).ok();
+        let base = tuple.getattr(name).ok();
+        match (mine, base) {
+            (Some(a), Some(b)) if a.is(&b) => {}
+            (None, None) => {}
+            _ => return Ok(false),
+        }
+    }
+    Ok(!ty.hasattr("__getattr__")?)
+}
+
+/// The field names and defaults of a `collections.namedtuple` class whose instances are made by
+/// the `__new__` that namedtuple generated (not overridden, no `__init__`), if `cls` is one.
+pub fn namedtuple_constructor<'py>(py: Python<'py>, cls: &Bound<'py, PyAny>) -> PyResult<Option<(Vec<String>, Bound<'py, PyDict>)>> {
+    if !is_named_tuple_class(py, cls)? || cls.hasattr("n_sequence_fields")? {
+        return Ok(None);
+    }
+    let new = cls.getattr("__new__")?;
+    let generated = new
+        .getattr("__globals__")
+        .and_then(|g| g.get_item("__name__"))
+        .and_then(|n| n.extract::<String>())
+        .map(|n| n.starts_with("namedtuple_"))
+        .unwrap_or(false);
+    let object_init = py.get_type::<PyAny>().getattr("__init__")?;
+    if !generated || !cls.getattr("__init__")?.is(&object_init) {
+        return Ok(None);
+    }
+    let fields: Vec<String> = cls.getattr("_fields")?.extract()?;
+    let defaults = cls.getattr("_field_defaults")?.cast_into::<PyDict>()?;
+    Ok(Some((fields, defaults)))
+}
+
+/// Which item of a `NamedTuple` of class `cls` the attribute `name` reads, if it is a field
+/// (a namedtuple's `_tuplegetter`, a structseq's member).
+pub fn named_tuple_field(cls: &Bound<'_, PyAny>, name: &str) -> PyResult<Option<usize>> {
+    for base in cls.getattr("__mro__")?.try_iter()? {
+        let d = base?.getattr("__dict__")?;
+        if !d.contains(name)? {
+            continue;
+        }
+        let attr = d.get_item(name)?;
+        return Ok(match type_name(&attr).as_str() {
+            "_tuplegetter" => Some(attr.call_method0("__reduce__")?.get_item(1)?.get_item(0)?.extract()?),
+            "member_descriptor" if cls.hasattr("n_sequence_fields")? => {
+                let names: Vec<String> = cls.getattr("__match_args__")?.extract()?;
+                names.iter().position(|n| n == name)
+            }
+            _ => None,
+        });
+    }
+    Ok(None)
+}
+
+/// A tuple tracker; a tuple of constants folds into one constant tuple.
+pub fn tuple_of(py: Python<'_>, items: Vec<VariableTracker>) -> VariableTracker {
+    if let Some(vals) = items.iter().map(|i| i.as_constant(py)).collect::<Option<Vec<_>>>() {
+        if let Ok(t) = pyo3::types::PyTuple::new(py, vals) {
+            return VariableTracker::constant(t.into_any().unbind());
+        }
+    }
+    VariableTracker::Tuple(Rc::new(items))
+}
+
+impl<'a> InstructionTranslator<'a> {
+    /// ("list" or "tuple", items) of a list or tuple tracker or a constant tuple.
+    pub(crate) fn sequence_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<(&'static str, Vec<VT>)>> {
+        Ok(match v {
+            VT::List(l) => Some(("list", l.borrow().items.clone())),
+            VT::Tuple(items) | VT::NamedTuple { items, .. } => Some(("tuple", items.as_ref().clone())),
+            VT::Constant(c) if c.bind(py).is_instance_of::<PyTuple>() => {
+                Some(("tuple", c.bind(py).try_iter()?.map(|i| Ok(VT::constant(i?.unbind()))).collect::<VResult<Vec<_>>>()?))
+            }
+            _ => None,
+        })
+    }
+
+    pub(crate) fn call_container_method(&mut self, py: Python<'_>, container: &VT, name: &str, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        if let (VT::NamedTuple { items, .. }, "numel") = (container, name) {
+            // `torch.Size.numel()` (torch/csrc/Size.cpp: the product of the sizes, 1 when empty)
+            // over symbolic sizes: `mul` nodes, so the count stays symbolic.
+            if !args.is_empty() || !kwargs.is_empty() {
+                unsupported!("torch.Size.numel() takes no arguments");
+            }
+            let Some(first) = items.first() else {
+                return Ok(VT::constant(1i64.into_pyobject(py)?.into_any().unbind()));
+            };
+            let mut acc = first.clone();
+            for i in items.iter().skip(1) {
+                acc = self.operator(py, "mul", vec![acc, i.clone()])?;
+            }
+            return Ok(acc);
+        }
+        // The special methods behind the syntax, called by name (`a.__setitem__(0, v)` is
+        // `a[0] = v`): the same slots CPython's opcodes reach (Objects/listobject.c,
+        // Objects/dictobject.c), so they share the opcode's implementation here.
+        if kwargs.is_empty() && name.starts_with("__") {
+            match (container, name, args.len()) {
+                (_, "__setitem__", 2) => {
+                    self.setitem(py, container, args[0].clone(), args[1].clone())?;
+                    return Ok(VT::none(py));
+                }
+                (_, "__delitem__", 1) => {
+                    self.delitem(py, container, args[0].clone())?;
+                    return Ok(VT::none(py));
+                }
+                (VT::List(_) | VT::Dict(_), "__getitem__", 1) => return self.getitem(py, container, &args[0]),
+                (_, "__contains__", 1) => {
+                    let found = self.contains(py, container, &args[0])?;
+                    return Ok(const_bool(py, found));
+                }
+                (_, "__len__", 0) => {
+                    let len = self.og.handles.builtins.bind(py).getattr("len")?;
+                    return self.call_builtin(py, &len, vec![container.clone()], vec![]);
+                }
+                (_, "__iter__", 0) => return Ok(VT::Iterator(self.make_iter(py, container)?)),
+                // `list.__iadd__` extends in place and returns the list itself; `dict.__ior__`
+                // updates in place and returns the dict; `set.__ior__` and friends likewise.
+                (VT::List(_), "__iadd__", 1) => {
+                    self.call_container_method(py, container, "extend", args, vec![])?;
+                    return Ok(container.clone());
+                }
+                (VT::Dict(_), "__ior__", 1) => {
+                    if !matches!(&args[0], VT::Dict(_)) && args[0].as_constant(py).map(|c| !c.is_instance_of::<PyDict>()).unwrap_or(true) {
+                        graph_break!(UnsupportedCall, "dict.__ior__ with {}", args[0].describe(py));
+                    }
+                    self.call_container_method(py, container, "update", args, vec![])?;
+                    return Ok(container.clone());
+                }
+                (VT::Set(_), "__ior__" | "__iand__" | "__isub__" | "__ixor__", 1) => {
+                    let op = &name[2..name.len() - 2];
+                    return self.binary(py, op, container.clone(), args[0].clone());
+                }
+                _ => graph_break!(UnsupportedCall, "{}.{name}() is not modelled", container.describe(py)),
+            }
+        }
+        if !kwargs.is_empty() && !matches!((container, name), (VT::Dict(_), "update")) {
+            unsupported!("{}.{name}() with keyword arguments", container.describe(py));
+        }
+        match (container, name) {
+            (VT::List(l), "append" | "extend" | "insert" | "pop" | "clear" | "reverse") => {
+                if l.borrow().source.is_some() {
+                    self.og.side_effects.mutate_list(l);
+                }
+                let mut extend_items = None;
+                if name == "extend" {
+                    extend_items = Some(self.unpack(py, &args[0])?);
+                }
+                let mut l = l.borrow_mut();
+                match name {
+                    "append" => l.items.push(args[0].clone()),
+                    "extend" => l.items.extend(extend_items.unwrap()),
+                    "clear" => l.items.clear(),
+                    "reverse" => l.items.reverse(),
+                    "insert" => {
+                        let k: i64 = args[0].as_constant(py).ok_or_else(|| Unsupported::new("insert index"))?.extract()?;
+                        let n = l.items.len() as i64;
+                        let k = if k < 0 { (k + n).max(0) } else { k.min(n) };
+                        l.items.insert(k as usize, args[1].clone());
+                    }
+                    _ => {
+                        let k: i64 = match args.first() {
+                            Some(a) => a.as_constant(py).ok_or_else(|| Unsupported::new("pop index"))?.extract()?,
+                            None => -1,
+                        };
+                        let n = l.items.len() as i64;
+                        let k = if k < 0 { k + n } else { k };
+                        if k < 0 || k >= n {
+                            unsupported!("pop index out of range");
+                        }
+                        return Ok(l.items.remove(k as usize));
+                    }
+                }
+                Ok(VT::none(py))
+            }
+            (VT::List(l), "index" | "count") => {
+                let items = l.borrow().items.clone();
+                let consts: Option<Vec<_>> = items.iter().map(|i| i.as_constant(py)).collect();
+                let x = args[0].as_constant(py);
+                match (consts, x) {
+                    (Some(c), Some(x)) => Ok(VT::constant(PyList::new(py, c)?.call_method1(name, (x,))?.unbind())),
+                    _ => unsupported!("list.{name} over non-constant items"),
+                }
+            }
+            (VT::Set(set), "add" | "discard" | "remove" | "update" | "clear") => {
+                let items = match name {
+                    "update" => args.iter().map(|a| self.iter_items(py, a)).collect::<VResult<Vec<_>>>()?.concat(),
+                    "clear" => vec![],
+                    _ => args.clone(),
+                };
+                let consts = self.set_members_of(py, &items)?;
+                let set = set.borrow();
+                let set = set.bind(py);
+                match name {
+                    "update" => {
+                        for c in consts {
+                            set.call_method1("add", (c,))?;
+                        }
+                    }
+                    "clear" => {
+                        set.call_method0("clear")?;
+                    }
+                    _ => {
+                        set.call_method1(name, (consts[0].clone(),))?;
+                    }
+                }
+                Ok(VT::none(py))
+            }
+            (VT::Dict(d), "items" | "keys" | "values") if args.is_empty() => {
+                let view = match name {
+                    "items" => DictView::Items,
+                    "keys" => DictView::Keys,
+                    _ => DictView::Values,
+                };
+                Ok(VT::DictView { dict: d.clone(), view })
+            }
+            (VT::Dict(d), "update" | "pop" | "setdefault" | "clear") => {
+                let mut new_items: Vec<(Py<PyAny>, VT)> = match (name, args.first()) {
+                    ("update", Some(other)) if args.len() == 1 => self.mapping_items(py, other)?,
+                    ("update", None) => vec![],
+                    ("update", _) => unsupported!("dict.update() with {} arguments", args.len()),
+                    _ => vec![],
+                };
+                for (k, v) in kwargs {
+                    new_items.push((PyString::new(py, &k).into_any().unbind(), v));
+                }
+                let key = match name {
+                    "pop" | "setdefault" => Some(args.first().and_then(|a| a.as_constant(py)).ok_or_else(|| Unsupported::new("dict key is not a constant"))?),
+                    _ => None,
+                };
+                let result = {
+                    let mut st = d.borrow_mut();
+                    let pos = match &key {
+                        Some(k) => st.items.iter().position(|(kk, _)| kk.bind(py).eq(k).unwrap_or(false)),
+                        None => None,
+                    };
+                    match name {
+                        "update" => {
+                            for (k, v) in new_items {
+                                dict_set(py, &mut st, k, v)?;
+                            }
+                            VT::none(py)
+                        }
+                        "clear" => {
+                            if !st.items.is_empty() {
+                                st.version += 1;
+                            }
+                            st.items.clear();
+                            VT::none(py)
+                        }
+                        "pop" => match (pos, args.get(1)) {
+                            (Some(i), _) => {
+                                st.version += 1;
+                                st.items.remove(i).1
+                            }
+                            (None, Some(default)) => default.clone(),
+                            (None, None) => unsupported!("dict.pop() of a missing key (KeyError)"),
+                        },
+                        _ => match pos {
+                            Some(i) => st.items[i].1.clone(),
+                            None => {
+                                let v = args.get(1).cloned().unwrap_or_else(|| VT::none(py));
+                                st.items.push((key.clone().expect("setdefault key").unbind(), v.clone()));
+                                st.version += 1;
+                                v
+                            }
+                        },
+                    }
+                };
+                if d.borrow().source.is_some() {
+                    self.og.side_effects.mutate_dict(d);
+                }
+                Ok(result)
+            }
+            (VT::Dict(d), "get") => {
+                let k = args[0].as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+                for (key, v) in &d.borrow().items {
+                    if key.bind(py).eq(&k)? {
+                        return Ok(v.clone());
+                    }
+                }
+                Ok(args.get(1).cloned().unwrap_or_else(|| VT::none(py)))
+            }
+            _ => unsupported!("{}.{name}()", container.describe(py)),
+        }
+    }
+}
+
+pub fn make_tuple(py: Python<'_>, items: Vec<VT>) -> VResult<VT> {
+    if items.iter().all(|i| matches!(i, VT::Constant(_))) {
+        let vals: Vec<_> = items.iter().map(|i| i.as_constant(py).unwrap()).collect();
+        return Ok(VT::constant(PyTuple::new(py, vals)?.into_any().unbind()));
+    }
+    Ok(VT::Tuple(Rc::new(items)))
+}
+
+pub fn new_list(items: Vec<VT>) -> VT {
+    VT::List(Rc::new(RefCell::new(ListState { entry_len: items.len(), items, source: None })))
+}
+
+pub(crate) fn is_seq(v: &VT) -> bool {
+    matches!(v, VT::Tuple(_) | VT::NamedTuple { .. })
+}
+
+/// The count of a sequence repetition: an int constant (a bool counts as 0 or 1, as in
+/// CPython); `None` for anything else (a float raises TypeError there, left to the operator).
+pub(crate) fn repeat_count(py: Python<'_>, v: &VT) -> Option<i64> {
+    let VT::Constant(c) = v else { return None };
+    let c = c.bind(py);
+    if c.is_instance_of::<pyo3::types::PyInt>() {
+        c.extract::<i64>().ok()
+    } else {
+        None
+    }
+}

@@ -1,0 +1,181 @@
+//! `VariableTracker`: the symbolic value of every stack slot and local during tracing.
+//!
+//! A closed enum. Immutable Python values are `Constant`s (operations on them are folded by
+//! running the real operation); tensors are graph nodes carrying a fake example value; containers
+//! built during tracing hold trackers. Trackers that came from the frame carry the `Source` they
+//! were read from (which is also what guards were installed on).
+//!
+//! The enum and its common helpers live here; each family's state types and the translator's
+//! methods for that family live in one file per family (the layout of torch/_dynamo/variables/),
+//! re-exported here so that `variables::ListState` and the like keep one path.
+
+pub mod builtin;
+pub mod constant;
+pub mod ctx_manager;
+pub mod dicts;
+pub mod functions;
+pub mod iter;
+pub mod lists;
+pub mod nn_module;
+pub mod tensor;
+pub mod user_defined;
+
+use crate::source::Source;
+use pyo3::prelude::*;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+pub use self::tensor::{TensorVariable, SymNodeVariable, specialize_sym, is_sym};
+pub use self::dicts::{DictView, DictState};
+pub use self::iter::{IterKind, IterRequest, GeneratorFrame, IterError, ResumeGenerator, IteratorState, borrow_iter};
+pub use self::lists::{ListState, is_named_tuple_class, namedtuple_constructor, named_tuple_field, tuple_of};
+pub use self::functions::{NestedFunction};
+
+/// The symbolic value of a Python object.
+#[derive(Clone)]
+pub enum VariableTracker {
+    /// CPython's NULL stack marker (PUSH_NULL, LOAD_GLOBAL with the push-null bit).
+    Null,
+    /// An immutable Python value (None, bool, int, float, str, tuple of such, dtype, device,
+    /// torch.Size, slice, ...). Operations on constants are folded by running them.
+    Constant(Rc<Py<PyAny>>),
+    Tensor(Rc<TensorVariable>),
+    /// A symbolic size or a number computed from one (see `SymNodeVariable`).
+    SymNum(Rc<SymNodeVariable>),
+    Tuple(Rc<Vec<VariableTracker>>),
+    /// An instance of a tuple subclass with named fields: a `torch.return_types.*` structseq
+    /// (what `max(dim)`, `sort`, `topk`, ... return) or a `collections.namedtuple` class. It
+    /// behaves as a tuple and comes back out of the graph as `cls`.
+    NamedTuple { cls: Rc<Py<PyAny>>, items: Rc<Vec<VariableTracker>> },
+    List(Rc<RefCell<ListState>>),
+    Dict(Rc<RefCell<DictState>>),
+    /// `d.keys()`, `d.values()` or `d.items()`: a live view of a dict tracker.
+    DictView { dict: Rc<RefCell<DictState>>, view: DictView },
+    /// An `nn.Module` instance reached from the frame (identity-guarded).
+    Module { obj: Rc<Py<PyAny>>, source: Option<Arc<Source>> },
+    /// A user Python function: calls are inlined.
+    Function { obj: Rc<Py<PyAny>>, source: Option<Arc<Source>> },
+    /// A function created during tracing (MAKE_FUNCTION); calls are inlined.
+    NestedFunction(Rc<NestedFunction>),
+    /// A bound method: `func` is inlined with `self_` as its first argument.
+    Method { func: Box<VariableTracker>, self_: Box<VariableTracker> },
+    /// A `torch.*` / `torch.nn.functional.*` callable: calls become graph nodes.
+    TorchFunction(Rc<Py<PyAny>>),
+    /// A method of a tensor, not yet called (`x.add`): calls become `call_method` nodes.
+    TensorMethod { tensor: Rc<TensorVariable>, name: String },
+    /// A Python builtin we model (len, isinstance, range, ...), or a type used as a value.
+    Builtin(Rc<Py<PyAny>>),
+    /// A class (a `type`): used in isinstance checks, or called when constructing constants.
+    Class(Rc<Py<PyAny>>),
+    /// A Python module object (torch, math, torch.nn.functional, ...).
+    PyModule { obj: Rc<Py<PyAny>>, source: Option<Arc<Source>> },
+    /// A method of a list or dict tracker (`xs.append`, `d.items`), not yet called.
+    ContainerMethod { container: Box<VariableTracker>, name: String },
+    Iterator(Rc<RefCell<IteratorState>>),
+    /// A value from the frame that tracing does not model (a user object, a set, a generator,
+    /// ...). It may be stored, passed around and returned; any other use is unsupported and
+    /// becomes a graph break. Guarded by TYPE_MATCH only, since nothing else about it was read.
+    Opaque { obj: Rc<Py<PyAny>>, source: Arc<Source> },
+    /// An instance of a plain Python class (a dataclass included) created during tracing
+    /// (see `variables/user_defined.rs`): its attributes live in the tracker.
+    UserObject(Rc<crate::symbolic::variables::user_defined::UserObject>),
+    /// A `functools.partial` (see `variables/functions.rs`): calls are the call of its function.
+    Partial(Rc<crate::symbolic::variables::functions::PartialFunction>),
+    /// A set built during tracing whose members are literals, kept as a private real `set`
+    /// (it cannot be seen outside the frame until it is rebuilt).
+    Set(Rc<RefCell<Py<PyAny>>>),
+    /// `torch.no_grad()`, `torch.enable_grad()` or `torch.set_grad_enabled(flag)`: a grad-mode
+    /// context manager. `set_on_create` is true for set_grad_enabled, which switches the mode
+    /// when it is constructed (torch/autograd/grad_mode.py); `prev` is the mode before that.
+    GradModeCtx { enabled: bool, set_on_create: bool, prev: bool },
+    /// The `__exit__` of a grad-mode context pushed by BEFORE_WITH: restores `restore`.
+    GradModeExit { restore: bool },
+    /// A local that is a cell (MAKE_CELL / COPY_FREE_VARS): the tracker it currently holds.
+    Cell(Rc<RefCell<Option<VariableTracker>>>),
+    /// `super(cls, obj)`: attribute lookups walk `type(obj).__mro__` after `cls`
+    /// (Objects/typeobject.c, `super_getattro`).
+    Super { cls: Rc<Py<PyAny>>, obj: Box<VariableTracker> },
+    /// `object.__getattribute__` / `object.__setattr__` bound to `obj` (reached through
+    /// `super()`): the generic attribute protocol, bypassing the class's override.
+    GenericAttr { obj: Box<VariableTracker>, set: bool },
+    /// A logging method (`warning`, transformers' `warning_once`, ...) of a `logging.Logger`
+    /// reached through a source: calling it with constant arguments is replayed after the
+    /// graph (`SideEffects::logger_calls`) instead of run while tracing.
+    LoggerMethod { logger: Box<VariableTracker>, name: String },
+}
+
+pub type VT = VariableTracker;
+
+impl VariableTracker {
+    pub fn constant(obj: Py<PyAny>) -> VT {
+        VT::Constant(Rc::new(obj))
+    }
+
+    pub fn none(py: Python<'_>) -> VT {
+        VT::constant(py.None())
+    }
+
+    /// A short description for error messages and logs.
+    pub fn describe(&self, py: Python<'_>) -> String {
+        match self {
+            VT::Null => "NULL".into(),
+            VT::Constant(c) => format!("constant {}", c.bind(py).repr().map(|r| r.to_string()).unwrap_or_default()),
+            VT::Tensor(t) => format!("tensor {}", t.node),
+            VT::SymNum(s) => format!("symbolic number {} = {}", s.node, s.fake.bind(py).str().map(|r| r.to_string()).unwrap_or_default()),
+            VT::Tuple(_) => "tuple".into(),
+            VT::NamedTuple { cls, .. } => qualname(cls.bind(py)),
+            VT::DictView { view, .. } => format!("dict_{}", view.method()),
+            VT::List(_) => "list".into(),
+            VT::Dict(_) => "dict".into(),
+            VT::Module { obj, .. } => format!("module {}", type_name(obj.bind(py))),
+            VT::Function { obj, .. } => format!("function {}", qualname(obj.bind(py))),
+            VT::NestedFunction(f) => format!("function {}", f.qualname),
+            VT::Method { func, .. } => format!("method {}", func.describe(py)),
+            VT::TorchFunction(f) => format!("torch function {}", qualname(f.bind(py))),
+            VT::TensorMethod { name, .. } => format!("Tensor.{name}"),
+            VT::Builtin(b) => format!("builtin {}", qualname(b.bind(py))),
+            VT::Class(c) => format!("class {}", qualname(c.bind(py))),
+            VT::PyModule { obj, .. } => format!("module {}", qualname(obj.bind(py))),
+            VT::ContainerMethod { name, .. } => format!("container method {name}"),
+            VT::Iterator(_) => "iterator".into(),
+            VT::GradModeCtx { enabled, .. } => format!("grad mode context ({enabled})"),
+            VT::GradModeExit { .. } => "grad mode context exit".into(),
+            VT::Set(_) => "set".into(),
+            VT::Partial(p) => format!("functools.partial of {}", p.func.describe(py)),
+            VT::UserObject(o) => format!("{} object built in the frame", qualname(o.cls.bind(py))),
+            VT::Opaque { obj, .. } => format!("{} object", type_name(obj.bind(py))),
+            VT::Cell(_) => "cell".into(),
+            VT::Super { cls, .. } => format!("super({})", qualname(cls.bind(py))),
+            VT::GenericAttr { set, .. } => (if *set { "object.__setattr__" } else { "object.__getattribute__" }).into(),
+            VT::LoggerMethod { name, .. } => format!("Logger.{name}"),
+        }
+    }
+
+    /// The Python value of a constant, if this is one. A symbolic number is specialized to its
+    /// example value: `int(sym)` / `float(sym)` records the guard `sym == value` in the
+    /// `ShapeEnv`, so the code that reads the value stays valid exactly while the guard holds.
+    pub fn as_constant<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        match self {
+            VT::Constant(c) => Some(c.bind(py).clone()),
+            VT::SymNum(s) => specialize_sym(s.fake.bind(py)).ok(),
+            _ => None,
+        }
+    }
+
+    pub fn is_null(&self) -> bool {
+        matches!(self, VT::Null)
+    }
+}
+
+
+pub fn type_name(o: &Bound<'_, PyAny>) -> String {
+    o.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+}
+
+pub fn qualname(o: &Bound<'_, PyAny>) -> String {
+    o.getattr("__qualname__")
+        .or_else(|_| o.getattr("__name__"))
+        .and_then(|n| n.extract::<String>())
+        .unwrap_or_else(|_| type_name(o))
+}

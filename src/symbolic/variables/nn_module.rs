@@ -1,0 +1,220 @@
+//! `torch.nn.Module`s (torch's `NNModuleVariable`): attribute and child lookup, slicing of
+//! containers, construction in the frame, and calls (inlining `forward`).
+
+use crate::source::Source;
+use crate::symbolic::builder::wrap;
+use crate::symbolic::variables::{type_name, VT};
+use crate::symbolic::VResult;
+use crate::{graph_break, unsupported};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use std::rc::Rc;
+use std::sync::Arc;
+use crate::symbolic::translator::InstructionTranslator;
+use crate::symbolic::variables::user_defined::{static_type_lookup, class_attr_source};
+
+impl<'a> InstructionTranslator<'a> {
+    /// Whether `c` is one of torch's own `nn.Module` classes (`torch.nn.modules.*`).
+    pub(crate) fn is_torch_nn_class(&mut self, py: Python<'_>, c: &Bound<'_, PyAny>) -> VResult<bool> {
+        let module = c.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+        let Ok(t) = c.cast::<pyo3::types::PyType>() else { return Ok(false) };
+        Ok(module.starts_with("torch.nn.modules.") && t.is_subclass(self.og.handles.module_type.bind(py))?)
+    }
+
+    /// `cls(*args, **kwargs)` for a torch `nn.Module` class with literal arguments that makes a
+    /// module without parameters, tensor buffers or children (a loss, an activation,
+    /// `Dropout(p)`): built for real now, under `torch.random.fork_rng` so that the construction
+    /// leaves the random state as it found it, and used as a module without a source (a
+    /// `DerivedModule` that a rebuild makes again from the same arguments). Anything else is
+    /// left to Python (a graph break), before any construction.
+    pub(crate) fn construct_module(&mut self, py: Python<'_>, cls: &Bound<'_, PyAny>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<VT> {
+        let qual = crate::symbolic::variables::qualname(cls);
+        let Some(vals) = args.iter().map(|a| self.literal_value(py, a)).collect::<Option<Vec<_>>>() else {
+            graph_break!(UnsupportedCall, "constructing {qual} with non-literal arguments");
+        };
+        let kw = PyDict::new(py);
+        for (k, v) in kwargs {
+            match self.literal_value(py, v) {
+                Some(v) => kw.set_item(k, v)?,
+                None => graph_break!(UnsupportedCall, "constructing {qual} with a non-literal argument '{k}'"),
+            }
+        }
+        let vals = PyTuple::new(py, vals)?;
+        let fork = py.import("torch.random")?.getattr("fork_rng")?;
+        let fork_kw = PyDict::new(py);
+        fork_kw.set_item("devices", PyList::empty(py))?;
+        let ctx = fork.call((), Some(&fork_kw))?;
+        ctx.call_method0("__enter__")?;
+        let made = cls.call(&vals, Some(&kw));
+        ctx.call_method1("__exit__", (py.None(), py.None(), py.None()))?;
+        let m = made?;
+        let empty = |what: &str| -> PyResult<bool> { Ok(m.call_method0(what)?.try_iter()?.next().is_none()) };
+        if !(empty("parameters")? && empty("buffers")? && empty("children")?) {
+            graph_break!(UnsupportedCall, "constructing {qual}, which has parameters, buffers or submodules");
+        }
+        let partial = crate::symbolic::variables::functions::partial_type(py)?;
+        let mut all = vec![cls.clone()];
+        all.extend(vals.iter());
+        let remake = partial.call(PyTuple::new(py, all)?, Some(&kw))?;
+        self.og.derived_modules.insert(m.as_ptr() as usize, crate::symbolic::output_graph::DerivedModule { obj: m.clone().unbind(), children: vec![], remake: Some(remake.unbind()) });
+        Ok(VT::Module { obj: Rc::new(m.unbind()), source: None })
+    }
+
+    /// `m[a:b]` on a `ModuleList` or `Sequential` (their own `__getitem__`): the container their
+    /// `__getitem__` makes (`self.__class__(...)` over the selected children, built for real:
+    /// the constructor only registers the children), as a module without a source whose
+    /// children are read through their sources in `m` (`OutputGraph::derived_modules`). The
+    /// children are identity-guarded as they are read, so a call that slices afresh reuses the
+    /// compiled code (the new container itself is never guarded).
+    pub(crate) fn module_slice(&mut self, py: Python<'_>, m: &Bound<'_, PyAny>, source: &Option<Arc<Source>>, idx: &Bound<'_, PyAny>) -> VResult<VT> {
+        let nn = py.import("torch.nn")?;
+        let own = ["ModuleList", "Sequential"].iter().any(|c| {
+            let f = nn.getattr(*c).and_then(|c| c.getattr("__getitem__"));
+            f.map(|f| m.get_type().getattr("__getitem__").map(|g| g.is(&f)).unwrap_or(false)).unwrap_or(false)
+        });
+        if !own {
+            unsupported!("slicing {}", type_name(m));
+        }
+        let sub = m.get_item(idx)?;
+        let parent = m.getattr("_modules")?;
+        let parent_keys: Vec<String> = parent.call_method0("keys")?.try_iter()?.map(|k| k?.extract::<String>()).collect::<PyResult<_>>()?;
+        let mut children = Vec::new();
+        for item in sub.getattr("_modules")?.call_method0("items")?.try_iter()? {
+            let (k, c): (String, Bound<'_, PyAny>) = item?.extract()?;
+            let Some(pk) = parent_keys.iter().find(|pk| parent.get_item(pk.as_str()).map(|p| p.is(&c)).unwrap_or(false)) else {
+                unsupported!("a slice of {} holds a module that is not its child", type_name(m));
+            };
+            let Some(src) = self.module_child_source(py, m, source, pk) else {
+                unsupported!("slicing a module without a source");
+            };
+            children.push((k, src));
+        }
+        self.og.derived_modules.insert(sub.as_ptr() as usize, crate::symbolic::output_graph::DerivedModule { obj: sub.clone().unbind(), children, remake: None });
+        Ok(VT::Module { obj: Rc::new(sub.unbind()), source: None })
+    }
+
+    /// The source of child `key` of module `m`: `source.key`, or for a container made during
+    /// tracing (`module_slice`) the child's source in the container it was sliced from.
+    pub(crate) fn module_child_source(&self, _py: Python<'_>, m: &Bound<'_, PyAny>, source: &Option<Arc<Source>>, key: &str) -> Option<Arc<Source>> {
+        match source {
+            Some(s) => Some(s.attr(key)),
+            None => self.og.derived_modules.get(&(m.as_ptr() as usize)).and_then(|d| d.children.iter().find(|(k, _)| k == key).map(|(_, s)| s.clone())),
+        }
+    }
+
+    /// `nn.Module.__getattr__` order: `_parameters`, `_buffers`, `_modules`, then the instance
+    /// dict and the class (torch/nn/modules/module.py).
+    pub(crate) fn module_getattr(&mut self, py: Python<'_>, m: &Bound<'_, PyAny>, source: Option<Arc<Source>>, name: &str) -> VResult<VT> {
+        if let Some(v) = self.og.side_effects.attr(&m.clone().unbind(), name) {
+            return Ok(v);
+        }
+        let src = source.as_ref().map(|s| s.attr(name));
+        let d = m.getattr("__dict__")?;
+        for table in ["_parameters", "_buffers", "_modules"] {
+            if let Some(t) = d.get_item(table).ok() {
+                if let Ok(Some(v)) = t.cast::<PyDict>().map(|t| t.get_item(name)).unwrap_or(Ok(None)) {
+                    return match (src, table) {
+                        (Some(s), _) => wrap(py, self.og, &v, s),
+                        (None, "_modules") => match self.module_child_source(py, m, &source, name) {
+                            Some(s) => wrap(py, self.og, &v, s),
+                            None => unsupported!("module attribute without a source"),
+                        },
+                        (None, _) if self.og.derived_modules.contains_key(&(m.as_ptr() as usize)) => self.wrap_unguarded(py, &v),
+                        (None, _) => unsupported!("module attribute without a source"),
+                    };
+                }
+            }
+        }
+        let cls = m.get_type();
+        let in_instance = d.cast::<PyDict>().ok().and_then(|d| d.get_item(name).ok().flatten());
+        if in_instance.is_none() {
+            // The raw class attribute decides the binding (`type(m).__mro__[k].__dict__[name]`):
+            // a staticmethod gives its function unbound, a classmethod binds the class
+            // (Objects/funcobject.c, `sm_descr_get` / `cm_descr_get`). Reading it through
+            // `getattr(cls, name)` would make a staticmethod look like a plain function.
+            if let Some((_, raw)) = static_type_lookup(&cls, name)? {
+                match type_name(&raw).as_str() {
+                    "staticmethod" => {
+                        let f = raw.getattr("__func__")?;
+                        return Ok(VT::Function { obj: Rc::new(f.unbind()), source: src });
+                    }
+                    "classmethod" => {
+                        let f = raw.getattr("__func__")?;
+                        let func = VT::Function { obj: Rc::new(f.unbind()), source: src.as_ref().map(|s| s.attr("__func__")) };
+                        return Ok(VT::Method { func: Box::new(func), self_: Box::new(VT::Class(Rc::new(cls.clone().into_any().unbind()))) });
+                    }
+                    _ => {}
+                }
+            }
+            if let Ok(class_attr) = cls.getattr(name) {
+                if type_name(&class_attr) == "function" {
+                    let func_src = src.as_ref().map(|s| s.attr("__func__"));
+                    let func = VT::Function { obj: Rc::new(class_attr.unbind()), source: func_src };
+                    let self_vt = VT::Module { obj: Rc::new(m.clone().unbind()), source };
+                    return Ok(VT::Method { func: Box::new(func), self_: Box::new(self_vt) });
+                }
+                if type_name(&class_attr) == "property" {
+                    let fget = class_attr.getattr("fget")?;
+                    // Sourced as `type(m).__mro__[k].__dict__[name].fget` when the module is, so
+                    // that a getter from another module's globals (transformers'
+                    // `PreTrainedModel.loss_function`) reads them through `fget.__globals__`.
+                    let func = match (&source, static_type_lookup(&cls, name)?) {
+                        (Some(s), Some((k, raw))) if raw.is(&class_attr) && type_name(&fget) == "function" => wrap(py, self.og, &fget, class_attr_source(s, k, name).attr("fget"))?,
+                        _ => VT::Function { obj: Rc::new(fget.unbind()), source: None },
+                    };
+                    let self_vt = VT::Module { obj: Rc::new(m.clone().unbind()), source };
+                    return self.call(py, &func, vec![self_vt], vec![]);
+                }
+            }
+        }
+        let v = m.getattr(name)?;
+        match src {
+            Some(s) => wrap(py, self.og, &v, s),
+            // A module made in the trace: nothing else holds it, its attributes are as made.
+            None if self.og.derived_modules.contains_key(&(m.as_ptr() as usize)) => self.wrap_unguarded(py, &v),
+            None => unsupported!("module attribute without a source"),
+        }
+    }
+
+    /// Runs module `func` (a `VT::Module`) as `nn.Module.__call__` does: its `forward`, after
+    /// checking that no hooks are registered (guarded) and `forward` is the class's.
+    pub(crate) fn call_module(&mut self, py: Python<'_>, func: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        let VT::Module { obj, source } = func else { unsupported!("call_module of {}", func.describe(py)) };
+        let m = obj.bind(py);
+        let cls = m.get_type();
+        for hooks in ["_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"] {
+            if let Ok(h) = m.getattr(hooks) {
+                if h.len().unwrap_or(0) > 0 {
+                    unsupported!("module {} has {hooks}", type_name(m));
+                }
+            }
+        }
+        let gh = py.import("torch.nn.modules.module")?;
+        for hooks in ["_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks"] {
+            if let Ok(h) = gh.getattr(hooks) {
+                if h.len().unwrap_or(0) > 0 {
+                    unsupported!("global module {hooks} are registered");
+                }
+            }
+        }
+        // Hooks and an instance-level `forward` change what calling the module does:
+        // guard that they stay absent.
+        if let Some(s) = source {
+            for hooks in ["_forward_hooks", "_forward_pre_hooks"] {
+                self.og.add_guard(Some(s.attr(hooks)), crate::guards::GuardKind::LenMatch(0));
+            }
+            self.og.add_guard(Some(s.clone()), crate::guards::GuardKind::NoInstanceAttr("forward".into()));
+        }
+        if m.getattr("__dict__")?.contains("forward")? {
+            unsupported!("module {} has an instance-level forward", type_name(m));
+        }
+        let fwd = cls.getattr("forward")?;
+        if type_name(&fwd) != "function" {
+            unsupported!("module {} forward is not a Python function", type_name(m));
+        }
+        let f = VT::Function { obj: Rc::new(fwd.unbind()), source: source.as_ref().map(|s| s.attr("forward").attr("__func__")) };
+        let mut all = vec![func.clone()];
+        all.extend(args);
+        self.inline_call(py, &f, all, kwargs)
+    }
+}

@@ -1,0 +1,266 @@
+//! Tensors and symbolic numbers (torch's `TensorVariable`, `SymNodeVariable`): graph nodes
+//! with a fake example value; `torch.Size` of symbolic sizes; operators and builtins over
+//! `SymInt`s that stay symbolic.
+
+use crate::graph::NodeId;
+use crate::source::Source;
+use crate::symbolic::output_graph::OutputGraph;
+use crate::symbolic::variables::{type_name, VT};
+use crate::symbolic::{Unsupported, VResult};
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use std::rc::Rc;
+use std::sync::Arc;
+use crate::symbolic::translator::InstructionTranslator;
+use crate::symbolic::object_protocol::out_of_place;
+
+/// A tensor in the graph: its node, its fake example value (a `FakeTensor`), and where it came
+/// from when it is a graph input.
+pub struct TensorVariable {
+    pub node: NodeId,
+    pub fake: Py<PyAny>,
+    pub source: Option<Arc<Source>>,
+}
+
+/// A Python number computed from symbolic sizes (Note [symbolic sizes] in `output_graph.rs`):
+/// `x.size(0)` of a tensor with a dynamic dimension, `b * t`, `n // heads`. It is a graph node
+/// whose fake value is a `torch.SymInt` (or `SymFloat`) over the `ShapeEnv`'s size symbols;
+/// Python-level uses that need its value (`if`, `range`, indexing a list) specialize it, which
+/// records a shape guard in the `ShapeEnv`.
+pub struct SymNodeVariable {
+    pub node: NodeId,
+    pub fake: Py<PyAny>,
+    /// Where a symbolic int/float graph input came from (its placeholder); `None` for computed
+    /// values.
+    pub source: Option<Arc<Source>>,
+}
+
+/// The plain Python value of a `torch.SymInt` / `SymFloat` / `SymBool` (its `__int__`,
+/// `__float__` or `__bool__`, which guard on the value through the `ShapeEnv`).
+pub fn specialize_sym<'py>(sym: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = sym.py();
+    if let Ok(s) = sym.cast::<pyo3::types::PySlice>() {
+        // A slice with symbolic bounds: each bound specialized.
+        let bound = |name: &str| -> PyResult<Bound<'py, PyAny>> {
+            let b = s.getattr(name)?;
+            if is_sym(&b) { specialize_sym(&b) } else { Ok(b) }
+        };
+        return py.import("builtins")?.getattr("slice")?.call1((bound("start")?, bound("stop")?, bound("step")?));
+    }
+    let name = type_name(sym);
+    let builtins = py.import("builtins")?;
+    let conv = match name.as_str() {
+        "SymFloat" => "float",
+        "SymBool" => "bool",
+        _ => "int",
+    };
+    builtins.getattr(conv)?.call1((sym,))
+}
+
+/// Whether `v` is a `torch.SymInt`, `SymFloat` or `SymBool`.
+pub fn is_sym(v: &Bound<'_, PyAny>) -> bool {
+    let ty = v.get_type();
+    matches!(ty.name().map(|n| n.to_string()).as_deref(), Ok("SymInt" | "SymFloat" | "SymBool"))
+        && ty.module().map(|m| m.to_string() == "torch").unwrap_or(false)
+}
+
+impl<'a> InstructionTranslator<'a> {
+    /// `operator.<name>` over symbolic numbers and Python numbers (Note [symbolic sizes]):
+    /// arithmetic becomes a graph node over `SymInt`s; a comparison is decided at once on the
+    /// example values (`bool(sym)`, a guard in the `ShapeEnv`), so no `SymBool` reaches the
+    /// graph; anything else specializes the symbolic operands to their values.
+    pub(crate) fn sym_operator(&mut self, py: Python<'_>, name: &str, args: Vec<VT>) -> VResult<VT> {
+        let numeric = args.iter().all(|a| match a {
+            VT::SymNum(_) => true,
+            VT::Constant(c) => {
+                let c = c.bind(py);
+                c.is_instance_of::<pyo3::types::PyInt>() || c.is_instance_of::<pyo3::types::PyFloat>()
+            }
+            _ => false,
+        });
+        let base = out_of_place(name);
+        let arithmetic = matches!(base, "add" | "sub" | "mul" | "floordiv" | "mod" | "truediv" | "neg" | "pos" | "pow" | "abs");
+        let comparison = matches!(base, "lt" | "le" | "eq" | "ne" | "gt" | "ge");
+        if numeric && arithmetic {
+            let f = self.og.handles.operator.bind(py).getattr(base)?;
+            return self.og.call(py, Some(&f), None, &args, &[]);
+        }
+        if numeric && comparison {
+            let f = self.og.handles.operator.bind(py).getattr(base)?;
+            let mut vals = Vec::with_capacity(args.len());
+            for a in &args {
+                vals.push(match a {
+                    VT::SymNum(s) => s.fake.bind(py).clone(),
+                    other => other.as_constant(py).expect("numeric operand"),
+                });
+            }
+            let r = f.call1(PyTuple::new(py, vals)?)?;
+            let r = if crate::symbolic::variables::is_sym(&r) { crate::symbolic::variables::specialize_sym(&r)? } else { r };
+            return Ok(VT::constant(r.unbind()));
+        }
+        let specialized = args.into_iter().map(|a| match &a {
+            VT::SymNum(_) => a.as_constant(py).map(|c| VT::constant(c.unbind())).ok_or_else(|| Unsupported::new("symbolic number without a value")),
+            _ => Ok(a),
+        }).collect::<VResult<Vec<_>>>()?;
+        self.operator(py, name, specialized)
+    }
+
+    /// A builtin or `math` function over symbolic numbers whose result stays a graph value
+    /// instead of specializing its operands (Note [symbolic sizes]), so that `max(n, 4)`,
+    /// `float(n)`, `math.sqrt(n)` or `divmod(n, 3)` compile once for every value of `n`, as in
+    /// torch.compile. Every operand must be a symbolic number or a Python `int`/`float`; the
+    /// graph calls torch's SymInt-aware forms (`torch.sym_max`, `torch.sym_float`,
+    /// `torch._sym_sqrt`, ...), which compute the same values as the builtins on plain numbers.
+    /// `None`: not one of these, the caller specializes.
+    pub(crate) fn sym_builtin(&mut self, py: Python<'_>, b: &Bound<'_, PyAny>, args: &[VT]) -> VResult<Option<VT>> {
+        #[derive(PartialEq, Clone, Copy)]
+        enum Kind {
+            Int,
+            Float,
+        }
+        let kind_of = |a: &VT| -> Option<Kind> {
+            match a {
+                VT::SymNum(s) => match type_name(s.fake.bind(py)).as_str() {
+                    "SymInt" => Some(Kind::Int),
+                    "SymFloat" => Some(Kind::Float),
+                    _ => None,
+                },
+                VT::Constant(c) => {
+                    let c = c.bind(py);
+                    if c.is_instance_of::<pyo3::types::PyBool>() {
+                        None
+                    } else if c.is_instance_of::<pyo3::types::PyInt>() {
+                        Some(Kind::Int)
+                    } else if c.is_instance_of::<pyo3::types::PyFloat>() {
+                        Some(Kind::Float)
+                    } else {
+                        None
+                    }
+                }
+                _ => None,
+            }
+        };
+        let Some(kinds) = args.iter().map(kind_of).collect::<Option<Vec<Kind>>>() else {
+            return Ok(None);
+        };
+        if kinds.is_empty() {
+            return Ok(None);
+        }
+        let builtins = self.og.handles.builtins.bind(py).clone();
+        let is = |name: &str| builtins.getattr(name).map(|f| f.is(b)).unwrap_or(false);
+        let torch = self.og.handles.torch.bind(py).clone();
+        let one = args.len() == 1;
+        if one && is("abs") {
+            return self.sym_operator(py, "abs", args.to_vec()).map(Some);
+        }
+        if one && (is("int") || is("round")) {
+            // `int(n)` and `round(n)` of an int are `n`; of a float, `int` truncates toward zero
+            // (torch.sym_int), and `round` (banker's rounding) specializes.
+            return match kinds[0] {
+                Kind::Int => Ok(Some(args[0].clone())),
+                Kind::Float if is("int") => self.og.call(py, Some(&torch.getattr("sym_int")?), None, args, &[]).map(Some),
+                Kind::Float => Ok(None),
+            };
+        }
+        if one && is("float") {
+            return match kinds[0] {
+                Kind::Float => Ok(Some(args[0].clone())),
+                Kind::Int => self.og.call(py, Some(&torch.getattr("sym_float")?), None, args, &[]).map(Some),
+            };
+        }
+        if args.len() == 2 && is("pow") {
+            return self.sym_operator(py, "pow", args.to_vec()).map(Some);
+        }
+        if args.len() == 2 && is("divmod") {
+            let q = self.sym_operator(py, "floordiv", args.to_vec())?;
+            let r = self.sym_operator(py, "mod", args.to_vec())?;
+            return Ok(Some(VT::Tuple(Rc::new(vec![q, r]))));
+        }
+        if args.len() >= 2 && (is("max") || is("min")) {
+            // `max(a, b)` returns one of its operands, so its type is that operand's: only
+            // operands of one kind fold into `torch.sym_max`/`sym_min` (which may promote).
+            if kinds.iter().any(|k| *k != kinds[0]) {
+                return Ok(None);
+            }
+            let f = torch.getattr(if is("max") { "sym_max" } else { "sym_min" })?;
+            let mut acc = args[0].clone();
+            for a in &args[1..] {
+                acc = self.og.call(py, Some(&f), None, &[acc, a.clone()], &[])?;
+            }
+            return Ok(Some(acc));
+        }
+        let module = b.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+        if module == "math" && one {
+            let name: String = b.getattr("__name__")?.extract()?;
+            match name.as_str() {
+                // `math.floor`/`ceil`/`trunc` of an int are the int; of a SymFloat, the function
+                // itself is symbolic (`SymFloat.__floor__` gives a SymInt).
+                "floor" | "ceil" | "trunc" => {
+                    return match kinds[0] {
+                        Kind::Int => Ok(Some(args[0].clone())),
+                        Kind::Float => self.og.call(py, Some(b), None, args, &[]).map(Some),
+                    };
+                }
+                "sqrt" | "cos" | "cosh" | "sin" | "sinh" | "tan" | "tanh" | "asin" | "acos" | "atan" | "log2" => {
+                    // torch._sym_<name>: the math function of the value as a float; a domain
+                    // error (math.sqrt(-1)) is raised by the example value, as eager would.
+                    let f = torch.getattr(format!("_sym_{name}").as_str())?;
+                    let x = match kinds[0] {
+                        Kind::Float => args[0].clone(),
+                        Kind::Int => self.og.call(py, Some(&torch.getattr("sym_float")?), None, args, &[])?,
+                    };
+                    return self.og.call(py, Some(&f), None, &[x], &[]).map(Some);
+                }
+                _ => {}
+            }
+        }
+        Ok(None)
+    }
+
+    /// `torch.tensor(n)` / `torch.as_tensor(n)` of one symbolic number: a 0-dim tensor built by
+    /// `torch.scalar_tensor(n, dtype=...)`, which keeps `n` symbolic (`torch.tensor` reads the
+    /// number's value, which would specialize it). The dtype is `torch.tensor`'s inference for
+    /// a Python scalar (int64 for an int, the default dtype for a float) unless `dtype=` is
+    /// given; `device=` and `requires_grad=` pass through. `None`: not this case.
+    pub(crate) fn sym_scalar_tensor(&mut self, py: Python<'_>, name: &str, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        if !matches!(name, "torch.tensor" | "torch.as_tensor") || args.len() != 1 {
+            return Ok(None);
+        }
+        let VT::SymNum(s) = &args[0] else {
+            return Ok(None);
+        };
+        if !kwargs.iter().all(|(k, _)| matches!(k.as_str(), "dtype" | "device" | "requires_grad")) || (name == "torch.as_tensor" && kwargs.iter().any(|(k, _)| k == "requires_grad")) {
+            return Ok(None);
+        }
+        let torch = self.og.handles.torch.bind(py).clone();
+        let mut kw = kwargs.to_vec();
+        if !kw.iter().any(|(k, _)| k == "dtype") {
+            let dtype = match type_name(s.fake.bind(py)).as_str() {
+                "SymInt" => torch.getattr("int64")?,
+                "SymFloat" => torch.call_method0("get_default_dtype")?,
+                _ => return Ok(None),
+            };
+            kw.push(("dtype".to_string(), VT::constant(dtype.unbind())));
+        }
+        self.og.call(py, Some(&torch.getattr("scalar_tensor")?), None, args, &kw).map(Some)
+    }
+}
+
+/// Tensor attributes that are not static metadata: reading them is not traced.
+pub(crate) const TENSOR_ATTR_DENYLIST: [&str; 5] = ["grad", "data", "_base", "grad_fn", "_version"];
+
+/// A tuple tracker; all-constant tuples fold into one constant tuple.
+/// A `torch.Size` of `items`: a constant when every item is one, else a `NamedTuple` tracker
+/// of class `torch.Size` (symbolic sizes, Note [symbolic sizes]).
+pub fn make_size(py: Python<'_>, size_type: &Bound<'_, PyAny>, items: Vec<VT>) -> VResult<VT> {
+    if items.iter().all(|i| matches!(i, VT::Constant(_))) {
+        let vals: Vec<_> = items.iter().map(|i| i.as_constant(py).unwrap()).collect();
+        return Ok(VT::constant(size_type.call1((PyTuple::new(py, vals)?,))?.unbind()));
+    }
+    Ok(VT::NamedTuple { cls: Rc::new(size_type.clone().unbind()), items: Rc::new(items) })
+}
+
+/// Whether `v` is a `torch.Size` tracker with symbolic items.
+pub(crate) fn is_symbolic_size(py: Python<'_>, og: &OutputGraph, v: &VT) -> bool {
+    matches!(v, VT::NamedTuple { cls, .. } if cls.bind(py).is(og.handles.size_type.bind(py)))
+}

@@ -1,0 +1,837 @@
+//! User-defined classes and objects (torch's `UserDefinedClassVariable`,
+//! `UserDefinedObjectVariable`): generic attribute lookup on real objects, `super()`, and
+//! objects of plain classes built in the frame.
+//!
+//! Objects of plain Python classes created inside the traced frame (torch's
+//! `UserDefinedObjectVariable` for a new object, with new-object side effects).
+//!
+//! `cls(*args)` for a class that `is_plain_class` accepts makes a `UserObject`: no real object
+//! exists while tracing; `__init__` (a dataclass's generated one included) is inlined with the
+//! tracker as `self`, and attribute writes land in `attrs`. Nothing needs replaying for an
+//! object that dies inside the frame; one that outlives the graph (returned, stored into an
+//! object from the frame, live at a break) is rebuilt once by `dynamo._C.new_object(cls,
+//! attrs, items)`, which writes the instance dict past the class's `__setattr__` (and the dict
+//! storage past its `__setitem__`). Attribute lookup follows `object.__getattribute__`
+//! (Objects/object.c, `_PyObject_GenericGetAttrWithDict`): data descriptors on the class, then
+//! the instance attributes, then the class attribute.
+//!
+//! Note [dict subclass objects]: an instance of a subclass of `dict` or `collections.OrderedDict`
+//! (transformers' `ModelOutput`: an `OrderedDict` and a dataclass at once) has two stores, the
+//! instance `__dict__` and the dict storage that `dict`'s C methods read. The tracker keeps both
+//! as dict trackers: `attrs` (also what `o.__dict__` gives, so writes through it are attribute
+//! writes) and `storage`. The class's own Python methods (`__setitem__`, `__getitem__`,
+//! `__setattr__`, ...) are inlined as for any object; where the class's slot is `dict`'s or
+//! `OrderedDict`'s C function (`type(o).keys`, `super().__setitem__`, `len(o)`, `k in o`,
+//! `iter(o)`), the operation acts on `storage` (`storage_method`). Only the methods whose
+//! `OrderedDict` version touches nothing but the storage are mapped: `OrderedDict.update` and
+//! `setdefault` call the subclass's `__setitem__` back and are left to Python (a graph break).
+
+use crate::guards::GuardKind;
+use crate::source::{ItemKey, Source};
+use crate::symbolic::builder::wrap;
+use crate::symbolic::variables::{type_name, VT};
+use crate::symbolic::{Unsupported, VResult};
+use crate::{graph_break, unsupported};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString, PyTuple, PyType};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use crate::symbolic::translator::{InstructionTranslator, LOGGER_METHODS};
+use crate::symbolic::variables::dicts::{dict_set, DictState};
+
+/// The tracked state of a user object built in the frame.
+pub struct UserObject {
+    pub cls: Py<PyAny>,
+    /// Where the class was read from (its attributes are read and guarded through it).
+    pub cls_source: Arc<Source>,
+    /// The instance `__dict__`, in insertion order; `o.__dict__` is this very tracker.
+    pub attrs: Rc<RefCell<DictState>>,
+    /// For an instance of a `dict` / `OrderedDict` subclass: the dict storage (Note [dict
+    /// subclass objects]); `None` for other classes.
+    pub storage: Option<Rc<RefCell<DictState>>>,
+}
+
+/// The methods of `dict` and `collections.OrderedDict` that act on an instance's storage alone
+/// (no call back into the subclass: `OrderedDict.update`/`setdefault`/`pop` go through the
+/// subclass's `__getitem__`/`__setitem__`, `copy` calls the class, so they are not here).
+/// `dict_subscript` calls a subclass's `__missing__`, which `is_plain_class` refuses.
+pub const STORAGE_METHODS: [&str; 10] = ["__getitem__", "__setitem__", "__delitem__", "__contains__", "__len__", "__iter__", "get", "keys", "values", "items"];
+
+impl UserObject {
+    /// A new object of `cls` with no attributes (and an empty dict storage when `dict_base`).
+    pub fn new(cls: Py<PyAny>, cls_source: Arc<Source>, dict_base: bool) -> Self {
+        let empty = || Rc::new(RefCell::new(DictState { items: Vec::new(), source: None, version: 0 }));
+        UserObject { cls, cls_source, attrs: empty(), storage: dict_base.then(empty) }
+    }
+
+    /// The instance attribute `name`, if set.
+    pub fn get(&self, py: Python<'_>, name: &str) -> Option<VT> {
+        self.attrs.borrow().items.iter().find(|(k, _)| k.bind(py).eq(name).unwrap_or(false)).map(|(_, v)| v.clone())
+    }
+
+    /// Sets the instance attribute `name` (a new key bumps the dict's version, as an insertion
+    /// into a real `__dict__` invalidates its iterators).
+    pub fn set(&self, py: Python<'_>, name: &str, v: VT) {
+        let mut attrs = self.attrs.borrow_mut();
+        match attrs.items.iter_mut().find(|(k, _)| k.bind(py).eq(name).unwrap_or(false)) {
+            Some(slot) => slot.1 = v,
+            None => {
+                attrs.items.push((PyString::new(py, name).into_any().unbind(), v));
+                attrs.version += 1;
+            }
+        }
+    }
+
+    /// The source of the class attribute `name` found at `cls.__mro__[k]`:
+    /// `cls.__mro__[k].__dict__[name]` (read without running descriptors).
+    pub fn class_attr_source(&self, k: usize, name: &str) -> Arc<Source> {
+        self.cls_source.attr("__mro__").item(ItemKey::Int(k as i64)).attr("__dict__").item(ItemKey::Str(name.to_string()))
+    }
+
+    /// The storage as a dict tracker when `method` (found on the class's MRO, or through
+    /// `super()`) is `dict`'s or `OrderedDict`'s own C method named `name` in
+    /// `STORAGE_METHODS`: calling it on the object is calling it on the storage.
+    pub fn storage_method(&self, py: Python<'_>, method: &Bound<'_, PyAny>, name: &str) -> PyResult<Option<VT>> {
+        let Some(storage) = &self.storage else { return Ok(None) };
+        if !STORAGE_METHODS.contains(&name) || !matches!(crate::symbolic::variables::type_name(method).as_str(), "method_descriptor" | "wrapper_descriptor") {
+            return Ok(None);
+        }
+        let Ok(owner) = method.getattr("__objclass__") else { return Ok(None) };
+        Ok(dict_base_type(py, &owner)?.then(|| VT::Dict(storage.clone())))
+    }
+
+    /// The storage when the class's own slot `name` (what the syntax reaches: `len(o)`,
+    /// `o[k]`, `k in o`, `iter(o)`) is the builtin one rather than Python code.
+    pub fn storage_slot(&self, py: Python<'_>, name: &str) -> PyResult<Option<VT>> {
+        if self.storage.is_none() {
+            return Ok(None);
+        }
+        let ty = self.cls.bind(py).cast::<PyType>()?.clone();
+        for base in ty.getattr("__mro__")?.try_iter()? {
+            let d = base?.getattr("__dict__")?;
+            if d.contains(name)? {
+                return self.storage_method(py, &d.get_item(name)?, name);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether attribute `key` holds the very object stored under the same key in the dict
+    /// storage (`ModelOutput.__setitem__` writes both): rebuilt once and set twice
+    /// (`dynamo._C.new_object`'s `from_items`), since a value reached twice would otherwise be
+    /// rebuilt as two copies.
+    pub fn attr_aliases_storage(&self, py: Python<'_>, key: &Bound<'_, PyAny>, v: &VT) -> bool {
+        let Some(storage) = &self.storage else { return false };
+        let st = storage.borrow();
+        st.items.iter().any(|(k, sv)| k.bind(py).eq(key).unwrap_or(false) && same_object(py, sv, v))
+    }
+}
+
+/// Whether two trackers stand for the same Python object (mutable kinds by identity of their
+/// state; tensors by graph node; modules and constants by identity).
+pub fn same_object(py: Python<'_>, a: &VT, b: &VT) -> bool {
+    match (a, b) {
+        (VT::List(x), VT::List(y)) => Rc::ptr_eq(x, y),
+        (VT::Dict(x), VT::Dict(y)) => Rc::ptr_eq(x, y),
+        (VT::Set(x), VT::Set(y)) => Rc::ptr_eq(x, y),
+        (VT::Iterator(x), VT::Iterator(y)) => Rc::ptr_eq(x, y),
+        (VT::UserObject(x), VT::UserObject(y)) => Rc::ptr_eq(x, y),
+        (VT::Partial(x), VT::Partial(y)) => Rc::ptr_eq(x, y),
+        (VT::Tuple(x), VT::Tuple(y)) => Rc::ptr_eq(x, y),
+        (VT::Tensor(x), VT::Tensor(y)) => x.node == y.node,
+        (VT::Module { obj: x, .. }, VT::Module { obj: y, .. }) => x.bind(py).is(y.bind(py)),
+        (VT::Constant(x), VT::Constant(y)) => x.bind(py).is(y.bind(py)),
+        _ => false,
+    }
+}
+
+/// Whether `t` is `dict` or `collections.OrderedDict` (the builtin bases a tracked object may
+/// have).
+pub fn dict_base_type(py: Python<'_>, t: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(t.is(py.get_type::<PyDict>()) || t.is(py.import("collections")?.getattr("OrderedDict")?))
+}
+
+/// Whether instances of `cls` have a dict storage (`cls` subclasses `dict`).
+pub fn has_dict_base(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(cls.cast::<PyType>().map(|t| t.is_subclass(&py.get_type::<PyDict>()).unwrap_or(false)).unwrap_or(false))
+}
+
+/// Whether instances of `cls` can be tracked as `UserObject`s: a plain metaclass (see
+/// `plain_metaclass`) and, for an ABC, no abstract method left; every class of the MRO but
+/// `object` a Python class (heap type) with an instance `__dict__` and at most empty `__slots__`
+/// (the `collections.abc` mixins declare `()`), or one of the builtin bases `dict` and
+/// `collections.OrderedDict` (Note [dict subclass objects]); the base's `__new__` and
+/// `__getattribute__` (`object`'s, or `dict`'s for a dict subclass, both generic); no
+/// `__getattr__`, `__del__` or (for a dict subclass) `__missing__`; and `__init__` either the
+/// base's or a Python function. (A Python `__setattr__`, as a frozen dataclass has, is inlined
+/// on writes.)
+pub fn is_plain_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let Ok(ty) = cls.cast::<PyType>() else { return Ok(false) };
+    let object = py.get_type::<PyAny>();
+    if !plain_metaclass(py, &ty.get_type())? || ty.is(&object) {
+        return Ok(false);
+    }
+    // An ABC with an abstract method left cannot be instantiated (`object.__new__` raises).
+    if ty.get_type().is_subclass(&py.import("abc")?.getattr("ABCMeta")?)? && ty.getattr("__abstractmethods__")?.len()? != 0 {
+        return Ok(false);
+    }
+    let dictoffset: isize = ty.getattr("__dictoffset__")?.extract()?;
+    if dictoffset == 0 {
+        return Ok(false);
+    }
+    const HEAPTYPE: u64 = 1 << 9;
+    for base in ty.getattr("__mro__")?.try_iter()? {
+        let base = base?;
+        if base.is(&object) || dict_base_type(py, &base)? {
+            continue;
+        }
+        let flags: u64 = base.getattr("__flags__")?.extract()?;
+        let d = base.getattr("__dict__")?;
+        let slots_ok = match d.get_item("__slots__") {
+            Ok(slots) => slots.len().map(|n| n == 0).unwrap_or(false) && !slots.is_instance_of::<pyo3::types::PyString>(),
+            Err(_) => true,
+        };
+        if flags & HEAPTYPE == 0 || !plain_metaclass(py, &base.get_type())? || !slots_ok {
+            return Ok(false);
+        }
+        // contextlib's managers drive a generator whose end `__exit__` detects by catching
+        // StopIteration, which the trace does not model; a tracked one holding a half-run
+        // generator could not be rebuilt at a break. Left as real objects.
+        let module = base.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+        if module == "contextlib" {
+            return Ok(false);
+        }
+    }
+    let dict_sub = has_dict_base(py, cls)?;
+    // `dict` has its own slot wrappers for `__new__` and (the generic) `__getattribute__`.
+    let base = if dict_sub { py.get_type::<PyDict>().into_any() } else { object.clone().into_any() };
+    if !ty.getattr("__new__")?.is(base.getattr("__new__")?) || !ty.getattr("__getattribute__")?.is(base.getattr("__getattribute__")?) {
+        return Ok(false);
+    }
+    if ty.hasattr("__getattr__")? || ty.hasattr("__del__")? || (dict_sub && ty.hasattr("__missing__")?) {
+        return Ok(false);
+    }
+    let init = ty.getattr("__init__")?;
+    let setattr = ty.getattr("__setattr__")?;
+    let is_function = |f: &Bound<'_, PyAny>| crate::symbolic::variables::type_name(f) == "function";
+    let builtin_init = init.is(object.getattr("__init__")?) || (dict_sub && init.getattr("__objclass__").map(|o| dict_base_type(py, &o).unwrap_or(false)).unwrap_or(false));
+    Ok((builtin_init || is_function(&init)) && (setattr.is(object.getattr("__setattr__")?) || is_function(&setattr)))
+}
+
+/// Whether metaclass `meta` leaves instance creation, attribute lookup and `isinstance` to
+/// `type`: `type` itself, `abc.ABCMeta` (its `isinstance` only consults registrations, which do
+/// not change what an instance is), or a Python subclass of `type` that overrides none of
+/// `__call__`, `__getattribute__`, `__getattr__`, `__instancecheck__` and `__subclasscheck__`
+/// (transformers' `_BCCacheNameMeta` overrides only `__setattr__`, which runs on writes to the
+/// class, and those are graph breaks for any metaclass but `type`).
+pub fn plain_metaclass(py: Python<'_>, meta: &Bound<'_, PyType>) -> PyResult<bool> {
+    let type_type = py.get_type::<PyType>();
+    let abc_meta = py.import("abc")?.getattr("ABCMeta")?;
+    if meta.is(&type_type) || meta.is(&abc_meta) {
+        return Ok(true);
+    }
+    if !meta.is_subclass(&type_type)? || meta.is_subclass(&abc_meta)? {
+        return Ok(false);
+    }
+    for name in ["__call__", "__getattribute__", "__instancecheck__", "__subclasscheck__"] {
+        if !meta.getattr(name)?.is(type_type.getattr(name)?) {
+            return Ok(false);
+        }
+    }
+    Ok(!meta.hasattr("__getattr__")?)
+}
+
+impl<'a> InstructionTranslator<'a> {
+    /// `obj.name` on a user object reached through `source`: a pending write of this trace, else
+    /// the class's own `__getattribute__` when it is a Python function (inlined, e.g.
+    /// transformers' `PretrainedConfig` alias map), else `generic_getattr`.
+    pub(crate) fn user_getattr(&mut self, py: Python<'_>, vt: &VT, obj: &Bound<'_, PyAny>, source: &Arc<Source>, name: &str) -> VResult<VT> {
+        if let Some(v) = self.og.side_effects.attr(&obj.clone().unbind(), name) {
+            return Ok(v);
+        }
+        let ty = obj.get_type();
+        if !has_generic_getattribute(py, &ty)? {
+            if let Some(v) = self.call_attr_hook(py, vt, &ty, source, "__getattribute__", name)? {
+                return Ok(v);
+            }
+            graph_break!(UntracedValue, "attribute '{name}' of {} (custom __getattribute__)", vt.describe(py));
+        }
+        self.generic_getattr(py, vt, obj, source, name)
+    }
+
+    /// `hook(obj, name)` inlined, where `hook` (`__getattribute__` or `__getattr__`) is a Python
+    /// function on `ty`; `None` when the type has no such Python function.
+    pub(crate) fn call_attr_hook(&mut self, py: Python<'_>, vt: &VT, ty: &Bound<'_, pyo3::types::PyType>, source: &Arc<Source>, hook: &str, name: &str) -> VResult<Option<VT>> {
+        match static_type_lookup(ty, hook)? {
+            Some((k, f)) if type_name(&f) == "function" => {
+                let func = wrap(py, self.og, &f, class_attr_source(source, k, hook))?;
+                let key = VT::constant(PyString::new(py, name).into_any().unbind());
+                self.call(py, &func, vec![vt.clone(), key], vec![]).map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// `object.__getattribute__(obj, name)` (Objects/object.c, `_PyObject_GenericGetAttrWithDict`):
+    /// a data descriptor on the type (a Python `property` is inlined), then the instance
+    /// `__dict__`, then the type's attribute (functions bind `self`, classmethods the class),
+    /// then a Python `__getattr__` (inlined). Class attributes are sourced as
+    /// `type(obj).__mro__[k].__dict__[name]`. Anything else is a graph break.
+    pub(crate) fn generic_getattr(&mut self, py: Python<'_>, vt: &VT, obj: &Bound<'_, PyAny>, source: &Arc<Source>, name: &str) -> VResult<VT> {
+        if let Some(v) = self.og.side_effects.attr(&obj.clone().unbind(), name) {
+            return Ok(v);
+        }
+        // Note [logger calls]: a logging method of a `logging.Logger` (transformers'
+        // `logger.warning_once` in `PreTrainedModel.loss_function` among them) is not traced:
+        // its call is replayed after the graph, so the log comes out as in eager and the graph
+        // does not break. The lookup happens again at replay (guarded: the logger's type).
+        if LOGGER_METHODS.contains(&name) && matches!(vt, VT::Opaque { .. }) && obj.is_instance(&py.import("logging")?.getattr("Logger")?)? {
+            self.og.add_guard(Some(source.clone()), GuardKind::TypeMatch(obj.get_type().into_any().unbind()));
+            return Ok(VT::LoggerMethod { logger: Box::new(vt.clone()), name: name.to_string() });
+        }
+        let ty = obj.get_type();
+        for base in ty.getattr("__mro__")?.try_iter()? {
+            if self.og.side_effects.attr(&base?.unbind(), name).is_some() {
+                graph_break!(UntracedValue, "attribute '{name}' of {} after a write to its class", vt.describe(py));
+            }
+        }
+        let class_attr = static_type_lookup(&ty, name)?;
+        if name == "__dict__" && crate::guards::generic_getattr(obj, "__dict__").map(|d| d.is_exact_instance_of::<PyDict>()).unwrap_or(false) {
+            // The instance dict as a dict tracker (its writes replay as dict mutations); pending
+            // attribute writes would be invisible through it.
+            if self.og.side_effects.attrs.iter().any(|w| w.ptr == obj.as_ptr() as usize) {
+                graph_break!(UntracedValue, "__dict__ of {} after an attribute write", vt.describe(py));
+            }
+            let src = if has_generic_getattribute(py, &ty)? { source.attr("__dict__") } else { source.generic_attr("__dict__") };
+            let d = crate::guards::generic_getattr(obj, "__dict__").expect("checked above");
+            return wrap(py, self.og, &d, src);
+        }
+        let tracked = self.tracked_instance_dict(obj);
+        if let Some((k, ca)) = &class_attr {
+            if is_data_descriptor(ca)? {
+                if type_name(ca) == "property" {
+                    let fget = ca.getattr("fget")?;
+                    if type_name(&fget) == "function" {
+                        let func = wrap(py, self.og, &fget, class_attr_source(source, *k, name).attr("fget"))?;
+                        return self.call(py, &func, vec![vt.clone()], vec![]);
+                    }
+                }
+                if type_name(ca) == "member_descriptor" {
+                    // A `__slots__` entry (Objects/descrobject.c, `member_get`): the value
+                    // stored in the instance's slot, reached as `obj.name` (a dataclass
+                    // `Field`'s `name`, `type`, `_field_type`). An empty slot raises.
+                    let src = if has_generic_getattribute(py, &ty)? { source.attr(name) } else { source.generic_attr(name) };
+                    return match ca.call_method1("__get__", (obj, &ty)) {
+                        Ok(v) => wrap(py, self.og, &v, src),
+                        Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) && has_generic_getattribute(py, &ty)? => {
+                            self.og.add_guard(Some(source.clone()), GuardKind::NoAttr(name.to_string()));
+                            Err(Unsupported::raise("AttributeError", format!("'{}' object has no attribute '{name}'", type_name(obj))))
+                        }
+                        Err(e) => Err(e.into()),
+                    };
+                }
+                graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(ca));
+            }
+        }
+        if let Some(d) = &tracked {
+            // `obj.__dict__` is a tracker of this trace: it holds the current instance attributes.
+            let found = d.borrow().items.iter().find(|(k, _)| k.bind(py).eq(name).unwrap_or(false)).map(|(_, v)| v.clone());
+            if let Some(v) = found {
+                return Ok(v);
+            }
+        } else {
+            let in_instance = crate::guards::generic_getattr(obj, "__dict__").and_then(|d| d.cast::<PyDict>().ok().and_then(|d| d.get_item(name).ok().flatten()));
+            if let Some(v) = in_instance {
+                let src = if has_generic_getattribute(py, &ty)? { source.attr(name) } else { source.generic_attr(name) };
+                return wrap(py, self.og, &v, src);
+            }
+        }
+        let Some((k, ca)) = class_attr else {
+            if let Some(v) = self.call_attr_hook(py, vt, &ty, source, "__getattr__", name)? {
+                return Ok(v);
+            }
+            if static_type_lookup(&ty, "__getattr__")?.is_some() {
+                graph_break!(UntracedValue, "attribute '{name}' of {} (computed by __getattr__)", vt.describe(py));
+            }
+            // Not on the instance (its dict is this trace's tracker, or the real one lacks the
+            // name, guarded so), nor on the class (type-guarded), and no `__getattr__`: the
+            // lookup raises, as `_PyObject_GenericGetAttrWithDict` does.
+            if tracked.is_none() {
+                self.og.add_guard(Some(source.clone()), GuardKind::NoInstanceAttr(name.to_string()));
+            }
+            return Err(Unsupported::raise("AttributeError", format!("'{}' object has no attribute '{name}'", type_name(obj))));
+        };
+        // The instance may gain an attribute of that name later: guard that it has none.
+        self.og.add_guard(Some(source.clone()), GuardKind::NoInstanceAttr(name.to_string()));
+        self.bind_class_attr(py, vt, &ty, source, k, &ca, name)
+    }
+
+    /// The dict tracker of `obj.__dict__`, if this trace read the instance dict (attribute reads
+    /// and writes then go through it).
+    pub(crate) fn tracked_instance_dict(&self, obj: &Bound<'_, PyAny>) -> Option<Rc<RefCell<DictState>>> {
+        let d = crate::guards::generic_getattr(obj, "__dict__")?;
+        self.og.dicts_by_ptr.get(&(d.as_ptr() as usize)).map(|(_, st)| st.clone())
+    }
+
+    /// The value of class attribute `ca` (found at `type(obj).__mro__[k]`) looked up through an
+    /// instance `vt`: functions bind it, classmethods bind the class, staticmethods unwrap.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn bind_class_attr(&mut self, py: Python<'_>, vt: &VT, ty: &Bound<'_, pyo3::types::PyType>, source: &Arc<Source>, k: usize, ca: &Bound<'_, PyAny>, name: &str) -> VResult<VT> {
+        let ca_src = class_attr_source(source, k, name);
+        match type_name(ca).as_str() {
+            "function" => {
+                let func = wrap(py, self.og, ca, ca_src)?;
+                Ok(VT::Method { func: Box::new(func), self_: Box::new(vt.clone()) })
+            }
+            "staticmethod" => wrap(py, self.og, &ca.getattr("__func__")?, ca_src.attr("__func__")),
+            "classmethod" => {
+                let func = wrap(py, self.og, &ca.getattr("__func__")?, ca_src.attr("__func__"))?;
+                Ok(VT::Method { func: Box::new(func), self_: Box::new(VT::Class(Rc::new(ty.clone().into_any().unbind()))) })
+            }
+            // `o.__setattr__` / `o.__getattribute__` inherited from `object`: the generic
+            // attribute protocol bound to `o` (`o.__setattr__(n, v)` is `o.n = v`).
+            "wrapper_descriptor" if matches!(vt, VT::Opaque { .. }) && (ca.is(py.get_type::<PyAny>().getattr("__setattr__")?) || ca.is(py.get_type::<PyAny>().getattr("__getattribute__")?)) => {
+                Ok(VT::GenericAttr { obj: Box::new(vt.clone()), set: name == "__setattr__" })
+            }
+            // `d.get(k)` on a dict subclass that does not override `get`: dict's method on the
+            // instance's storage (see `dict_storage_method`).
+            "method_descriptor" if matches!(vt, VT::Opaque { .. }) => {
+                let VT::Opaque { obj, .. } = vt else { unreachable!() };
+                let o = obj.bind(py).clone();
+                match self.dict_storage_method(py, &o, source, ca, name)? {
+                    Some(m) => Ok(m),
+                    None => graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(ca)),
+                }
+            }
+            // Other descriptors (C methods, cached_property, partialmethod...) bind in ways not
+            // modelled: the read runs in Python.
+            _ if ca.get_type().hasattr("__get__")? && !ca.is_instance_of::<pyo3::types::PyType>() => {
+                graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(ca))
+            }
+            _ => wrap(py, self.og, ca, ca_src),
+        }
+    }
+
+    /// A read-only method of `dict` (`ca`, found on the MRO of a dict subclass instance `o`
+    /// reached through `source`: `super().get(k)` in a subclass that overrides `get`) bound to
+    /// the instance's dict storage, as torch's `UserDefinedDictVariable` reads its `_dict_vt`.
+    /// The storage is wrapped item by item with guards that read it through the subclass, so
+    /// its `keys`, `__len__` and `__getitem__` must be dict's own. Writing methods are not
+    /// offered (they would have to replay past the subclass's own `__setitem__`): `None`.
+    pub(crate) fn dict_storage_method(&mut self, py: Python<'_>, o: &Bound<'_, PyAny>, source: &Arc<Source>, ca: &Bound<'_, PyAny>, name: &str) -> VResult<Option<VT>> {
+        const READS: [&str; 8] = ["get", "__getitem__", "__contains__", "keys", "values", "items", "__len__", "copy"];
+        let dict_type = py.get_type::<PyDict>();
+        if !READS.contains(&name) || !ca.getattr("__objclass__").map(|c| c.is(&dict_type)).unwrap_or(false) {
+            return Ok(None);
+        }
+        let Ok(d) = o.cast::<PyDict>() else { return Ok(None) };
+        let ty = o.get_type();
+        for slot in ["keys", "__len__", "__getitem__"] {
+            let own = static_type_lookup(&ty, slot)?.map(|(_, f)| f.is(dict_type.getattr(slot).expect("dict slot"))).unwrap_or(false);
+            if !own {
+                return Ok(None);
+            }
+        }
+        let state = crate::symbolic::builder::wrap_dict_storage(py, self.og, d, source, false)?;
+        Ok(Some(VT::ContainerMethod { container: Box::new(VT::Dict(state)), name: name.to_string() }))
+    }
+
+    /// `super(cls, obj).name`: the first class after `cls` in `type(obj).__mro__` that defines
+    /// `name` (Objects/typeobject.c, `super_getattro`).
+    pub(crate) fn super_getattr(&mut self, py: Python<'_>, cls: &Bound<'_, PyAny>, inner: &VT, name: &str) -> VResult<VT> {
+        if let VT::UserObject(uo) = inner {
+            // The same walk over the new object's class; its attributes are sourced through
+            // the class (`cls.__mro__[k].__dict__[name]`).
+            let ty = uo.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+            let mro = ty.getattr("__mro__")?.cast_into::<PyTuple>().map_err(|e| Unsupported::new(e.to_string()))?;
+            let Some(start) = mro.iter().position(|c| c.is(cls)) else {
+                unsupported!("super(): {} is not in the MRO of {}", crate::symbolic::variables::qualname(cls), inner.describe(py));
+            };
+            let object_type = py.get_type::<PyAny>();
+            for k in start + 1..mro.len() {
+                let d = mro.get_item(k)?.getattr("__dict__")?;
+                if !d.contains(name)? {
+                    continue;
+                }
+                let ca = d.get_item(name)?;
+                let src = uo.class_attr_source(k, name);
+                for (slot, set) in [("__getattribute__", false), ("__setattr__", true)] {
+                    if ca.is(object_type.getattr(slot)?) {
+                        return Ok(VT::GenericAttr { obj: Box::new(inner.clone()), set });
+                    }
+                }
+                let builtin_init = ca.is(object_type.getattr("__init__")?)
+                    || (name == "__init__" && uo.storage.is_some() && ca.getattr("__objclass__").map(|c| crate::symbolic::variables::user_defined::dict_base_type(py, &c).unwrap_or(false)).unwrap_or(false));
+                if builtin_init {
+                    // `super().__init__()` reaching `object.__init__` (or the dict base's, with
+                    // no arguments): nothing to do (`call_unbound_descriptor`).
+                    return Ok(VT::Method { func: Box::new(VT::Builtin(Rc::new(ca.unbind()))), self_: Box::new(inner.clone()) });
+                }
+                if let Some(storage) = uo.storage_method(py, &ca, name)? {
+                    // `super().__setitem__(k, v)` in a dict subclass: the storage's own method.
+                    return Ok(VT::ContainerMethod { container: Box::new(storage), name: name.to_string() });
+                }
+                return match type_name(&ca).as_str() {
+                    "function" => Ok(VT::Method { func: Box::new(wrap(py, self.og, &ca, src)?), self_: Box::new(inner.clone()) }),
+                    "property" => {
+                        let fget = wrap(py, self.og, &ca.getattr("fget")?, src.attr("fget"))?;
+                        self.call(py, &fget, vec![inner.clone()], vec![])
+                    }
+                    "staticmethod" => wrap(py, self.og, &ca.getattr("__func__")?, src.attr("__func__")),
+                    "classmethod" => Ok(VT::Method { func: Box::new(wrap(py, self.og, &ca.getattr("__func__")?, src.attr("__func__"))?), self_: Box::new(VT::Class(Rc::new(uo.cls.clone_ref(py)))) }),
+                    other => unsupported!("super().{name} is a {other}"),
+                };
+            }
+            unsupported!("super().{name} not found")
+        }
+        let (o, source) = match inner {
+            VT::Opaque { obj, source } => (obj.bind(py).clone(), source.clone()),
+            VT::Module { obj, source: Some(source) } => (obj.bind(py).clone(), source.clone()),
+            other => unsupported!("super() over {}", other.describe(py)),
+        };
+        let ty = o.get_type();
+        let mro = ty.getattr("__mro__")?.cast_into::<PyTuple>().map_err(|e| Unsupported::new(e.to_string()))?;
+        let Some(start) = mro.iter().position(|c| c.is(cls)) else {
+            unsupported!("super(): {} is not in the MRO of {}", crate::symbolic::variables::qualname(cls), type_name(&o));
+        };
+        let object_type = py.get_type::<pyo3::types::PyAny>();
+        for k in start + 1..mro.len() {
+            let d = mro.get_item(k)?.getattr("__dict__")?;
+            if !d.contains(name)? {
+                continue;
+            }
+            let ca = d.get_item(name)?;
+            if ca.is(object_type.getattr("__getattribute__")?) {
+                return Ok(VT::GenericAttr { obj: Box::new(inner.clone()), set: false });
+            }
+            if ca.is(object_type.getattr("__setattr__")?) {
+                return Ok(VT::GenericAttr { obj: Box::new(inner.clone()), set: true });
+            }
+            if type_name(&ca) == "property" {
+                let fget = ca.getattr("fget")?;
+                let func = wrap(py, self.og, &fget, class_attr_source(&source, k, name).attr("fget"))?;
+                return self.call(py, &func, vec![inner.clone()], vec![]);
+            }
+            if matches!(type_name(&ca).as_str(), "function" | "staticmethod" | "classmethod") {
+                return self.bind_class_attr(py, inner, &ty, &source, k, &ca, name);
+            }
+            if let Some(m) = self.dict_storage_method(py, &o, &source, &ca, name)? {
+                return Ok(m);
+            }
+            unsupported!("super().{name} is a {}", type_name(&ca));
+        }
+        unsupported!("super().{name} not found")
+    }
+
+    /// `super()` (zero arguments: the `__class__` cell and the first argument, as
+    /// Objects/typeobject.c `super_init_without_args` finds them) or `super(cls, obj)`.
+    pub(crate) fn make_super(&mut self, args: &[VT]) -> VResult<VT> {
+        let unwrap_cell = |v: Option<VT>| match v {
+            Some(VT::Cell(c)) => c.borrow().clone(),
+            other => other,
+        };
+        let (cls, obj) = match args.len() {
+            0 => {
+                let Some(slot) = self.code.localsplus.iter().position(|n| n == "__class__") else {
+                    unsupported!("super() without a __class__ cell");
+                };
+                (unwrap_cell(self.locals[slot].clone()), unwrap_cell(self.locals.first().cloned().flatten()))
+            }
+            2 => (Some(args[0].clone()), Some(args[1].clone())),
+            n => unsupported!("super() with {n} arguments"),
+        };
+        match (cls, obj) {
+            (Some(VT::Class(c)), Some(obj)) => Ok(VT::Super { cls: c, obj: Box::new(obj) }),
+            _ => unsupported!("super() arguments are not a class and an object"),
+        }
+    }
+
+    /// Records `obj.name = v` on a user object: through the tracker of its instance dict when
+    /// the trace read `obj.__dict__` (so both views agree), else as a pending attribute write
+    /// (`generic`: replayed through `object.__setattr__`).
+    pub(crate) fn record_attr_write(&mut self, py: Python<'_>, o: &Bound<'_, PyAny>, source: &Arc<Source>, name: &str, v: VT, generic: bool) -> VResult<()> {
+        if let Some(d) = self.tracked_instance_dict(o) {
+            dict_set(py, &mut d.borrow_mut(), PyString::new(py, name).into_any().unbind(), v)?;
+            self.og.side_effects.mutate_dict(&d);
+            return Ok(());
+        }
+        let obj = o.clone().unbind();
+        self.og.side_effects.store_attr(py, &obj, source.clone(), name, v);
+        if generic {
+            self.og.side_effects.mark_generic(&obj, name);
+        }
+        Ok(())
+    }
+
+    /// Whether calling class `c` makes a tracked `UserObject`: a plain Python class
+    /// (`is_plain_class`) outside torch, reached through a source.
+    pub(crate) fn is_trackable_class(&mut self, py: Python<'_>, c: &Bound<'_, PyAny>) -> VResult<bool> {
+        let module = c.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+        if module == "torch" || module.starts_with("torch.") {
+            return Ok(false);
+        }
+        Ok(self.og.class_sources.contains_key(&(c.as_ptr() as usize)) && crate::symbolic::variables::user_defined::is_plain_class(py, c)?)
+    }
+
+    /// `cls(*args, **kwargs)` for a trackable class: `object.__new__` gives a fresh tracker, then
+    /// `__init__` is inlined on it (`type_call` in Objects/typeobject.c); `__init__` must return
+    /// None (else TypeError, left to Python).
+    pub(crate) fn construct_user_object(&mut self, py: Python<'_>, cls: &Rc<Py<PyAny>>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        let cls_source = self.og.class_sources.get(&(cls.as_ptr() as usize)).cloned().expect("trackable classes have a source");
+        let dict_base = crate::symbolic::variables::user_defined::has_dict_base(py, cls.bind(py))?;
+        let obj = Rc::new(crate::symbolic::variables::user_defined::UserObject::new(cls.clone_ref(py), cls_source, dict_base));
+        let vt = VT::UserObject(obj.clone());
+        let ty = cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+        let (k, init) = static_type_lookup(&ty, "__init__")?.expect("object defines __init__");
+        // `dict.__init__` / `OrderedDict.__init__` without arguments leave the storage empty;
+        // with arguments they insert (OrderedDict's through the subclass's `__setitem__`).
+        if init.is(py.get_type::<PyAny>().getattr("__init__")?) || type_name(&init) != "function" {
+            if !args.is_empty() || !kwargs.is_empty() {
+                let why = if dict_base { "arguments for the dict base's __init__" } else { "takes no arguments (TypeError)" };
+                graph_break!(UnsupportedCall, "{}(): {why}", crate::symbolic::variables::qualname(cls.bind(py)));
+            }
+            return Ok(vt);
+        }
+        let func = wrap(py, self.og, &init, obj.class_attr_source(k, "__init__"))?;
+        let mut all = vec![vt.clone()];
+        all.extend(args);
+        let r = self.call(py, &func, all, kwargs)?;
+        if !r.as_constant(py).map(|c| c.is_none()).unwrap_or(false) {
+            graph_break!(UnsupportedCall, "__init__ of {} returned {} (TypeError)", crate::symbolic::variables::qualname(cls.bind(py)), r.describe(py));
+        }
+        Ok(vt)
+    }
+
+    /// The special method `name` of a user object (new in the frame, or reached through a
+    /// source) bound to it, when its class defines it as a Python function: CPython calls the
+    /// type's slot, never an instance attribute (`_PyType_Lookup`), so `len(o)`, `o[i]` inline
+    /// `type(o).__len__(o)`, `type(o).__getitem__(o, i)`. `None` when the class has no Python
+    /// function of that name.
+    pub(crate) fn python_dunder(&mut self, py: Python<'_>, obj: &VT, name: &str) -> VResult<Option<VT>> {
+        let (ty, src) = match obj {
+            VT::UserObject(o) => {
+                let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+                match static_type_lookup(&ty, name)? {
+                    Some((k, f)) if type_name(&f) == "function" => (f, o.class_attr_source(k, name)),
+                    _ => return Ok(None),
+                }
+            }
+            VT::Opaque { obj: o, source } => {
+                let ty = o.bind(py).get_type();
+                match static_type_lookup(&ty, name)? {
+                    Some((k, f)) if type_name(&f) == "function" => (f, class_attr_source(source, k, name)),
+                    _ => return Ok(None),
+                }
+            }
+            _ => return Ok(None),
+        };
+        let func = wrap(py, self.og, &ty, src)?;
+        Ok(Some(VT::Method { func: Box::new(func), self_: Box::new(obj.clone()) }))
+    }
+
+    /// `o.name` on a new user object (see the module docs for the lookup order).
+    pub(crate) fn user_object_getattr(&mut self, py: Python<'_>, vt: &VT, o: &Rc<crate::symbolic::variables::user_defined::UserObject>, name: &str) -> VResult<VT> {
+        if name == "__class__" {
+            return Ok(VT::Class(Rc::new(o.cls.clone_ref(py))));
+        }
+        let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+        for base in ty.getattr("__mro__")?.try_iter()? {
+            if self.og.side_effects.attr(&base?.unbind(), name).is_some() {
+                graph_break!(UntracedValue, "attribute '{name}' of {} after a write to its class", vt.describe(py));
+            }
+        }
+        let class_attr = static_type_lookup(&ty, name)?;
+        if let Some((k, ca)) = &class_attr {
+            if name == "__dict__" && type_name(ca) == "getset_descriptor" {
+                // The instance dict's own getter (`subtype_dict`, or OrderedDict's): the tracker
+                // that holds the attributes, so writes through it are attribute writes.
+                return Ok(VT::Dict(o.attrs.clone()));
+            }
+            if is_data_descriptor(ca)? {
+                if type_name(ca) == "property" {
+                    let fget = ca.getattr("fget")?;
+                    if type_name(&fget) == "function" {
+                        let func = wrap(py, self.og, &fget, o.class_attr_source(*k, name).attr("fget"))?;
+                        return self.call(py, &func, vec![vt.clone()], vec![]);
+                    }
+                }
+                graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(ca));
+            }
+        }
+        if let Some(v) = o.get(py, name) {
+            return Ok(v);
+        }
+        let Some((k, ca)) = class_attr else {
+            if static_type_lookup(&ty, "__getattr__")?.is_some() {
+                graph_break!(UntracedValue, "attribute '{name}' of {} (computed by __getattr__)", vt.describe(py));
+            }
+            // Every instance attribute of a new object is in its tracker; the class is reached
+            // through its source, guarded to keep lacking the name: the lookup raises.
+            self.og.add_guard(Some(o.cls_source.clone()), GuardKind::NoAttr(name.to_string()));
+            return Err(Unsupported::raise("AttributeError", format!("'{}' object has no attribute '{name}'", crate::symbolic::variables::qualname(o.cls.bind(py)))));
+        };
+        let src = o.class_attr_source(k, name);
+        let object_type = py.get_type::<PyAny>();
+        match type_name(&ca).as_str() {
+            "function" => {
+                let func = wrap(py, self.og, &ca, src)?;
+                Ok(VT::Method { func: Box::new(func), self_: Box::new(vt.clone()) })
+            }
+            "staticmethod" => wrap(py, self.og, &ca.getattr("__func__")?, src.attr("__func__")),
+            "classmethod" => {
+                let func = wrap(py, self.og, &ca.getattr("__func__")?, src.attr("__func__"))?;
+                Ok(VT::Method { func: Box::new(func), self_: Box::new(VT::Class(Rc::new(o.cls.clone_ref(py)))) })
+            }
+            "wrapper_descriptor" if ca.is(object_type.getattr("__setattr__")?) || ca.is(object_type.getattr("__getattribute__")?) => {
+                Ok(VT::GenericAttr { obj: Box::new(vt.clone()), set: name == "__setattr__" })
+            }
+            // `o.keys` on a dict subclass that does not override it: dict's method on the
+            // storage (Note [dict subclass objects]).
+            "method_descriptor" | "wrapper_descriptor" if o.storage_method(py, &ca, name)?.is_some() => {
+                let storage = o.storage_method(py, &ca, name)?.expect("checked");
+                Ok(VT::ContainerMethod { container: Box::new(storage), name: name.to_string() })
+            }
+            _ if ca.get_type().hasattr("__get__")? && !ca.is_instance_of::<pyo3::types::PyType>() => {
+                graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(&ca))
+            }
+            _ => wrap(py, self.og, &ca, src),
+        }
+    }
+
+    /// `o.name = v` on a new user object: the class's Python `__setattr__` is inlined (a frozen
+    /// dataclass's raises, which is left to Python); a data descriptor on the class is not
+    /// modelled; otherwise the attribute lands in the tracker. `generic`: `object.__setattr__`.
+    pub(crate) fn user_object_setattr(&mut self, py: Python<'_>, vt: &VT, o: &Rc<crate::symbolic::variables::user_defined::UserObject>, name: &str, v: VT, generic: bool) -> VResult<()> {
+        let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+        if let Some((_, ca)) = static_type_lookup(&ty, name)? {
+            if is_data_descriptor(&ca)? {
+                graph_break!(SideEffect, "attribute write {}.{name} (a {} on its class)", vt.describe(py), type_name(&ca));
+            }
+        }
+        if !generic {
+            let (k, setattr) = static_type_lookup(&ty, "__setattr__")?.expect("object defines __setattr__");
+            if !setattr.is(py.get_type::<PyAny>().getattr("__setattr__")?) {
+                let func = wrap(py, self.og, &setattr, o.class_attr_source(k, "__setattr__"))?;
+                let key = VT::constant(PyString::new(py, name).into_any().unbind());
+                self.call(py, &func, vec![vt.clone(), key, v], vec![])?;
+                return Ok(());
+            }
+        }
+        o.set(py, name, v);
+        Ok(())
+    }
+
+    /// `a == b` where one side is a new user object: the rich comparison protocol
+    /// (Objects/object.c, `do_richcompare`): the reflected `__eq__` first when the right
+    /// operand's type is a proper subclass overriding it, a Python `__eq__` inlined,
+    /// `NotImplemented` passing to the other side, identity when neither decides.
+    pub(crate) fn user_object_eq(&mut self, py: Python<'_>, a: &VT, b: &VT) -> VResult<bool> {
+        let object_eq = py.get_type::<PyAny>().getattr("__eq__")?;
+        let eq_of = |this: &mut Self, v: &VT| -> VResult<Option<(Bound<'_, PyAny>, Bound<'_, PyAny>)>> {
+            let Some(ty) = this.type_of(py, v)? else { return Ok(None) };
+            let ty = ty.bind(py).clone();
+            let f = ty.getattr("__eq__")?;
+            Ok(Some((ty, f)))
+        };
+        let (ea, eb) = (eq_of(self, a)?, eq_of(self, b)?);
+        let (Some((ta, fa)), Some((tb, fb))) = (ea, eb) else {
+            // A constant or a container on the other side: its `__eq__` does not know the
+            // object; the object's own decides (or identity).
+            let (obj, other) = if matches!(a, VT::UserObject(_)) { (a, b) } else { (b, a) };
+            if matches!(other, VT::Constant(_)) {
+                let VT::UserObject(o) = obj else { unreachable!() };
+                if o.cls.bind(py).getattr("__eq__")?.is(&object_eq) {
+                    return Ok(false);
+                }
+            }
+            graph_break!(UntracedValue, "== of {} and {}", a.describe(py), b.describe(py));
+        };
+        let tb_sub = tb.cast::<pyo3::types::PyType>().ok().map(|t| !t.is(&ta) && t.is_subclass(&ta).unwrap_or(false)).unwrap_or(false);
+        let order: Vec<(&VT, &VT, Bound<'_, PyAny>)> = if tb_sub && !fb.is(&fa) { vec![(b, a, fb), (a, b, fa)] } else { vec![(a, b, fa), (b, a, fb)] };
+        for (x, y, f) in order {
+            if f.is(&object_eq) {
+                continue;
+            }
+            if type_name(&f) != "function" {
+                graph_break!(UntracedValue, "== of {} and {} (a {} __eq__)", a.describe(py), b.describe(py), type_name(&f));
+            }
+            let func = match x {
+                VT::UserObject(o) => {
+                    let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+                    let (k, _) = static_type_lookup(&ty, "__eq__")?.expect("found above");
+                    wrap(py, self.og, &f, o.class_attr_source(k, "__eq__"))?
+                }
+                _ => graph_break!(UntracedValue, "== of {} and {} (the other side's __eq__)", a.describe(py), b.describe(py)),
+            };
+            let r = self.call(py, &func, vec![x.clone(), y.clone()], vec![])?;
+            if let Some(c) = r.as_constant(py) {
+                if c.is(&py.NotImplemented()) {
+                    continue;
+                }
+            }
+            return self.truth(py, &r);
+        }
+        self.is_same(py, a, b)
+    }
+}
+
+/// The attribute `name` as the type `ty` defines it (first hit along `__mro__`, without running
+/// descriptors), like `inspect.getattr_static` on a type.
+pub(crate) fn static_type_lookup<'py>(ty: &Bound<'py, pyo3::types::PyType>, name: &str) -> PyResult<Option<(usize, Bound<'py, PyAny>)>> {
+    for (k, base) in ty.getattr("__mro__")?.try_iter()?.enumerate() {
+        let d = base?.getattr("__dict__")?;
+        if d.contains(name)? {
+            return Ok(Some((k, d.get_item(name)?)));
+        }
+    }
+    Ok(None)
+}
+
+/// Whether instances of `ty` look attributes up generically: `__getattribute__` is
+/// `object`'s, or a builtin base's slot wrapper that is generic too (dict, list, OrderedDict...).
+pub(crate) fn has_generic_getattribute(py: Python<'_>, ty: &Bound<'_, pyo3::types::PyType>) -> PyResult<bool> {
+    let getattribute = ty.getattr("__getattribute__")?;
+    if getattribute.is(py.get_type::<pyo3::types::PyAny>().getattr("__getattribute__")?) {
+        return Ok(true);
+    }
+    Ok(type_name(&getattribute) == "wrapper_descriptor"
+        && getattribute
+            .getattr("__objclass__")
+            .and_then(|c| c.getattr("__name__"))
+            .map(|n| ["dict", "list", "tuple", "set", "OrderedDict"].contains(&n.to_string().as_str()))
+            .unwrap_or(false))
+}
+
+/// Where class attribute `name` of the object at `source` lives when `type(obj).__mro__[k]`
+/// defines it: `type(obj).__mro__[k].__dict__[name]` (a `mappingproxy` item, read without
+/// running descriptors).
+pub(crate) fn class_attr_source(source: &Arc<Source>, k: usize, name: &str) -> Arc<Source> {
+    source.generic_attr("__class__").attr("__mro__").item(ItemKey::Int(k as i64)).attr("__dict__").item(ItemKey::Str(name.to_string()))
+}
+
+/// The Python object a tracker stands for, when it is a real object from the frame or a code
+/// constant (not a value built or computed during tracing).
+pub(crate) fn real_object(v: &VT) -> Option<&Py<PyAny>> {
+    match v {
+        VT::Module { obj, .. } | VT::Function { obj, .. } | VT::Opaque { obj, .. } | VT::PyModule { obj, .. } => Some(obj),
+        VT::Class(o) | VT::Builtin(o) | VT::TorchFunction(o) => Some(o),
+        _ => None,
+    }
+}
+
+/// Whether `attr` is a data descriptor (its type defines `__set__` or `__delete__`), which takes
+/// precedence over the instance dict (Descriptor HowTo Guide, Python docs).
+pub(crate) fn is_data_descriptor(attr: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let t = attr.get_type();
+    Ok(t.hasattr("__set__")? || t.hasattr("__delete__")?)
+}
+
+/// Whether function `f` is defined in a class body (its `__qualname__` names the class, as
+/// `Optimizer.zero_grad`), not at module level or inside another function.
+pub(crate) fn is_method_qualname(f: &Bound<'_, PyAny>) -> bool {
+    f.getattr("__qualname__")
+        .ok()
+        .and_then(|q| q.extract::<String>().ok())
+        .is_some_and(|q| q.contains('.') && !q.contains("<locals>"))
+}
