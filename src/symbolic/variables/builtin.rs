@@ -109,7 +109,11 @@ impl<'a> InstructionTranslator<'a> {
                     self.og.call(py, None, Some("size"), &[args[0].clone(), zero], &[])?
                 }
                 VT::Tensor(t) => VT::constant(t.fake.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
-                VT::Module { obj, .. } => VT::constant(obj.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
+                VT::Module { obj, source } => {
+                    let m = obj.bind(py);
+                    self.guard_module_children(py, m, source)?;
+                    VT::constant(m.len()?.into_pyobject(py)?.into_any().unbind())
+                }
                 VT::Constant(c) => VT::constant(c.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
                 VT::Dict(d) | VT::DictView { dict: d, .. } => VT::constant(d.borrow().items.len().into_pyobject(py)?.into_any().unbind()),
                 VT::Set(set) => VT::constant(set.borrow().bind(py).len()?.into_pyobject(py)?.into_any().unbind()),

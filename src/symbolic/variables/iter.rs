@@ -488,6 +488,9 @@ impl<'a> InstructionTranslator<'a> {
                 let is_dict = cls.getattr("__iter__")?.is(&nn.getattr("ModuleDict")?.getattr("__iter__")?);
                 let modules = m.getattr("_modules")?;
                 let keys: Vec<String> = modules.call_method0("keys")?.try_iter()?.map(|k| k?.extract::<String>()).collect::<PyResult<_>>()?;
+                if is_seq || is_dict {
+                    self.guard_module_children(py, m, source)?;
+                }
                 if is_dict {
                     return Ok(keys.iter().map(|k| VT::constant(PyString::new(py, k).into_any().unbind())).collect());
                 }

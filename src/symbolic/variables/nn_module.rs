@@ -93,6 +93,22 @@ impl<'a> InstructionTranslator<'a> {
         Ok(VT::Module { obj: Rc::new(sub.unbind()), source: None })
     }
 
+    /// Guards the names and order of `m`'s children (`DICT_KEYS` on `source._modules`) when
+    /// the trace depends on them: iterating a `ModuleList`/`Sequential`/`ModuleDict` or taking
+    /// its `len()`. Without it, `layers.append(...)` after a compile kept the old graph (the
+    /// container is the same object, so its `ID_MATCH` still holds). A container made during
+    /// tracing (no source) needs no guard: its children are fixed by the trace.
+    pub(crate) fn guard_module_children(&mut self, py: Python<'_>, m: &Bound<'_, PyAny>, source: &Option<Arc<Source>>) -> VResult<()> {
+        if let Some(s) = source {
+            if self.og.derived_modules.contains_key(&(m.as_ptr() as usize)) {
+                return Ok(());
+            }
+            let keys = PyList::new(py, m.getattr("_modules")?.call_method0("keys")?.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
+            self.og.add_guard(Some(s.attr("_modules")), crate::guards::GuardKind::DictKeys(keys.into_any().unbind()));
+        }
+        Ok(())
+    }
+
     /// The source of child `key` of module `m`: `source.key`, or for a container made during
     /// tracing (`module_slice`) the child's source in the container it was sliced from.
     pub(crate) fn module_child_source(&self, _py: Python<'_>, m: &Bound<'_, PyAny>, source: &Option<Arc<Source>>, key: &str) -> Option<Arc<Source>> {
