@@ -52,7 +52,9 @@ pub mod counters {
     pub static KERNEL_CACHE_HITS: AtomicU64 = AtomicU64::new(0);
     /// Microseconds spent in LLVM making PTX (GPU path).
     pub static GPU_LLVM_US: AtomicU64 = AtomicU64::new(0);
-    /// Microseconds spent in the driver loading PTX (its JIT compiler; GPU path).
+    /// Microseconds spent turning PTX into loaded machine code (GPU path): the driver's JIT
+    /// compiler, or nvJitLink (summed over its threads) plus loading the cubins (cuda.rs, Note
+    /// [nvJitLink]).
     pub static GPU_JIT_US: AtomicU64 = AtomicU64::new(0);
     /// GPU modules reused from the per-device module cache (cuda.rs, Note [module cache]).
     pub static GPU_MODULE_CACHE_HITS: AtomicU64 = AtomicU64::new(0);
