@@ -311,6 +311,8 @@ impl NvJitLink {
     /// Assembles `ptx` into a cubin for `arch` (`sm_90`), on the calling thread.
     fn cubin_of(&self, ptx: &str, arch: &str) -> Result<Vec<u8>, String> {
         let opt = CString::new(format!("-arch={arch}")).map_err(|e| e.to_string())?;
+        // nvJitLink reads PTX as a C string (the size notwithstanding): NUL-terminate it.
+        let text = CString::new(ptx).map_err(|e| e.to_string())?;
         let opts = [opt.as_ptr()];
         let mut h: Handle = std::ptr::null_mut();
         // SAFETY: nvJitLink calls on a handle this function creates and destroys; buffers are
@@ -320,7 +322,7 @@ impl NvJitLink {
                 return Err("nvJitLinkCreate failed".into());
             }
             let r = (|| {
-                let mut r = (self.add_data)(h, 2, ptx.as_ptr() as *const c_void, ptx.len(), c"dynamo.ptx".as_ptr());
+                let mut r = (self.add_data)(h, 2, text.as_ptr() as *const c_void, ptx.len(), c"dynamo.ptx".as_ptr());
                 if r == 0 {
                     r = (self.complete)(h);
                 }
