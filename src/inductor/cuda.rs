@@ -17,7 +17,7 @@
 //!   threads assemble their PTX to cubin through nvJitLink where it is found (Note [parallel
 //!   modules], Note [nvJitLink]); otherwise the driver's PTX compiler, at its default level
 //!   (Note [JIT level]), is most of what is left (measured by `benchmarks/gpu_compile_sweep.py`; the counters `gpu_llvm_us`,
-//!   `gpu_jit_us` and `gpu_module_cache_hits` of `inductor_counters()`).
+//!   `gpu_jit_us`, `gpu_module_cache_hits` and `gpu_cubin_modules` of `inductor_counters()`).
 //! - A launch error raises, and the compiled graph reruns the whole graph through `gm.forward`
 //!   (Note [errors rerun eagerly] in `wrapper.rs`): never a wrong answer.
 //!
@@ -615,6 +615,9 @@ fn load_part(made: Made, device: i64, jit: Option<u32>) -> Result<Part, String> 
         None => None,
     };
     let via_cubin = from_cubin.is_some();
+    if via_cubin {
+        super::counters::GPU_CUBIN_MODULES.fetch_add(1, Ordering::Relaxed);
+    }
     let (loaded, jit_wall_ms) = match from_cubin {
         Some(l) => (l, 0.0),
         None => Loaded::new(&m.ptx, device, jit)?,
