@@ -236,6 +236,30 @@ def test_many_kernels_compile_on_several_threads():
     check(f, x, atol=1e-5, rtol=1e-5)
 
 
+
+def _torch_ships_nvjitlink():
+    import glob
+    import os
+    import sys
+    return any(glob.glob(os.path.join(p, "nvidia", d, "lib", "libnvJitLink.so*")) for p in sys.path for d in ("cu13", "nvjitlink"))
+
+
+@pytest.mark.skipif(not _torch_ships_nvjitlink(), reason="torch's CUDA wheel ships no nvJitLink here")
+def test_multi_module_graphs_load_cubins(monkeypatch):
+    """cuda.rs's Note [nvJitLink]: every module of a graph of several modules is assembled to a
+    cubin on the compile threads and loaded as such (nvJitLink once refused about half of them:
+    the PTX was not NUL-terminated), and the results equal eager's."""
+    monkeypatch.setenv("DYNAMO_CUDA_COMPILE_THREADS", "4")
+    monkeypatch.setenv("DYNAMO_CUDA_MODULE_CACHE", "0")
+
+    def f(a, b, c, d):  # four iteration spaces: four kernels that cannot fuse, four modules
+        return [torch.softmax(t * 2, dim=-1) for t in (a, b, c, d)]
+
+    inputs = [randn(64 >> i, 512 >> i, seed=37 + i) for i in range(4)]
+    check(f, *inputs, atol=1e-5, rtol=1e-5)
+    assert C.inductor_counters()["gpu_cubin_modules"] == 4, C.inductor_counters()
+
+
 def test_cpu_graphs_unchanged():
     x = torch.randn(50, 60)
     compiled = check(lambda x: torch.softmax(x * 2, dim=-1), x, gpu=False)

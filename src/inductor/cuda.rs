@@ -13,10 +13,11 @@
 //! - Kernels run in the primary context of the target device (PyTorch's); a graph's modules
 //!   are loaded once, at compile time (its kernels' scalar twins on first need, Note [lazy
 //!   twins]), and unloaded with the last compiled graph that uses them (Note [module cache]).
-//! - Compile time: LLVM makes a graph's distinct kernels on several threads (Note [parallel
-//!   modules]); the driver's PTX compiler, at its default level (Note [JIT level]), is most of
-//!   what is left (measured by `benchmarks/gpu_compile_sweep.py`; the counters `gpu_llvm_us`,
-//!   `gpu_jit_us` and `gpu_module_cache_hits` of `inductor_counters()`).
+//! - Compile time: LLVM makes a graph's distinct kernels on several threads, and the same
+//!   threads assemble their PTX to cubin through nvJitLink where it is found (Note [parallel
+//!   modules], Note [nvJitLink]); otherwise the driver's PTX compiler, at its default level
+//!   (Note [JIT level]), is most of what is left (measured by `benchmarks/gpu_compile_sweep.py`; the counters `gpu_llvm_us`,
+//!   `gpu_jit_us`, `gpu_module_cache_hits` and `gpu_cubin_modules` of `inductor_counters()`).
 //! - A launch error raises, and the compiled graph reruns the whole graph through `gm.forward`
 //!   (Note [errors rerun eagerly] in `wrapper.rs`): never a wrong answer.
 //!
@@ -196,24 +197,164 @@ fn ensure_context(d: &Driver, device: i64) -> Result<(), String> {
     }
 }
 
-/// The `sm_XY` name LLVM 19 can target for `device`: its own compute capability up to sm_90
-/// (newer devices run sm_90 PTX, compiled by the driver).
-pub fn sm_name(device: i64) -> Result<String, String> {
+/// The compute capability (major, minor) of `device`.
+fn compute_capability(device: i64) -> Result<(i32, i32), String> {
     let d = driver()?;
     // SAFETY: plain driver calls with out-pointers to locals.
-    let (major, minor) = unsafe {
+    unsafe {
         let mut dev: CuDevice = 0;
         check(d, (d.device_get)(&mut dev, device as c_int), "cuDeviceGet")?;
         let (mut ma, mut mi) = (0, 0);
+        // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76 (cuda.h).
         check(d, (d.device_get_attribute)(&mut ma, 75, dev), "cuDeviceGetAttribute")?;
         check(d, (d.device_get_attribute)(&mut mi, 76, dev), "cuDeviceGetAttribute")?;
-        (ma, mi)
-    };
+        Ok((ma, mi))
+    }
+}
+
+/// The `sm_XY` name LLVM 19 can target for `device`: its own compute capability up to sm_90
+/// (newer devices run sm_90 PTX, compiled by the driver).
+pub fn sm_name(device: i64) -> Result<String, String> {
+    let (major, minor) = compute_capability(device)?;
     let cc = (major * 10 + minor).min(90);
     if cc < 70 {
         return Err(format!("compute capability {major}.{minor} is older than sm_70"));
     }
     Ok(format!("sm_{cc}"))
+}
+
+/// nvJitLink's entry points (`nvJitLink.h`; the unversioned names every release exports).
+struct NvJitLink {
+    create: unsafe extern "C" fn(*mut Handle, u32, *const *const c_char) -> c_int,
+    destroy: unsafe extern "C" fn(*mut Handle) -> c_int,
+    add_data: unsafe extern "C" fn(Handle, c_int, *const c_void, usize, *const c_char) -> c_int,
+    complete: unsafe extern "C" fn(Handle) -> c_int,
+    cubin_size: unsafe extern "C" fn(Handle, *mut usize) -> c_int,
+    cubin: unsafe extern "C" fn(Handle, *mut c_void) -> c_int,
+    error_log_size: unsafe extern "C" fn(Handle, *mut usize) -> c_int,
+    error_log: unsafe extern "C" fn(Handle, *mut c_char) -> c_int,
+}
+
+// SAFETY: plain function pointers into a library that stays loaded; nvJitLink handles are
+// independent, so different threads may each drive their own.
+unsafe impl Send for NvJitLink {}
+unsafe impl Sync for NvJitLink {}
+
+/// Note [nvJitLink]: the driver's PTX JIT compiles one module at a time however many threads
+/// call it (Note [parallel modules]), but nvJitLink (the CUDA toolkit's in-process linker,
+/// which runs ptxas as a library) compiles PTX to a cubin on any number of threads at once, and
+/// the driver loads a cubin in well under a millisecond. Measured on an H200 (each module
+/// compiled once, cold): GPT-2's 13 modules took 1313 ms through the driver, 1392 ms through
+/// nvJitLink on one thread and 201 ms on 13; resnet18's 443 ms, 476 ms and 60 ms. A one-module
+/// graph gains nothing, and the driver's code was faster there (the 8192x8192 pointwise chain
+/// 0.208 ms against 0.235, softmax 0.138 against 0.174 from nvJitLink 13.0's cubin), so by
+/// default only graphs of two or more modules use it. PyTorch's CUDA wheels ship the library
+/// (`nvidia/cu13/lib`, or `nvidia/nvjitlink/lib` for CUDA 12) and load it; it is found by its
+/// soname, else on `sys.path`. `DYNAMO_NVJITLINK`: `0` never uses it, `1` uses it for every
+/// graph, a path names the library; `DYNAMO_NVJITLINK_OPTS` adds options (space-separated,
+/// for measurements). Without it, or when it or the driver refuses a module, that module is
+/// loaded as PTX through the driver's JIT.
+fn nvjitlink(py: Python<'_>) -> Option<&'static NvJitLink> {
+    static LIB: OnceLock<Option<NvJitLink>> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let env = std::env::var("DYNAMO_NVJITLINK").ok();
+        if env.as_deref() == Some("0") {
+            return None;
+        }
+        let mut candidates: Vec<String> = env.into_iter().filter(|v| v != "1").collect();
+        candidates.extend(["libnvJitLink.so.13", "libnvJitLink.so.12"].map(String::from));
+        if let Ok(path) = py.import("sys").and_then(|s| s.getattr("path")).and_then(|p| p.extract::<Vec<String>>()) {
+            for dir in path {
+                for rel in ["nvidia/cu13/lib/libnvJitLink.so.13", "nvidia/nvjitlink/lib/libnvJitLink.so.12"] {
+                    let f = std::path::Path::new(&dir).join(rel);
+                    if f.exists() {
+                        candidates.push(f.to_string_lossy().into_owned());
+                    }
+                }
+            }
+        }
+        for name in candidates {
+            let Ok(cname) = CString::new(name.clone()) else { continue };
+            // SAFETY: dlopen/dlsym with NUL-terminated names; the symbols have nvJitLink.h's C
+            // signatures, which the field types spell out.
+            unsafe {
+                let h = libc::dlopen(cname.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
+                if h.is_null() {
+                    continue;
+                }
+                macro_rules! sym {
+                    ($name:literal) => {{
+                        let p = libc::dlsym(h, concat!($name, "\0").as_ptr() as *const c_char);
+                        if p.is_null() {
+                            continue;
+                        }
+                        std::mem::transmute::<*mut c_void, _>(p)
+                    }};
+                }
+                let lib = NvJitLink {
+                    create: sym!("nvJitLinkCreate"),
+                    destroy: sym!("nvJitLinkDestroy"),
+                    add_data: sym!("nvJitLinkAddData"),
+                    complete: sym!("nvJitLinkComplete"),
+                    cubin_size: sym!("nvJitLinkGetLinkedCubinSize"),
+                    cubin: sym!("nvJitLinkGetLinkedCubin"),
+                    error_log_size: sym!("nvJitLinkGetErrorLogSize"),
+                    error_log: sym!("nvJitLinkGetErrorLog"),
+                };
+                tracing::debug!(target: "inductor::compile_time", "nvJitLink from {name}");
+                return Some(lib);
+            }
+        }
+        tracing::debug!(target: "inductor::compile_time", "no nvJitLink: PTX goes through the driver's JIT");
+        None
+    })
+    .as_ref()
+}
+
+impl NvJitLink {
+    /// Assembles `ptx` into a cubin for `arch` (`sm_90`), on the calling thread.
+    fn cubin_of(&self, ptx: &str, arch: &str) -> Result<Vec<u8>, String> {
+        let mut opts = vec![CString::new(format!("-arch={arch}")).map_err(|e| e.to_string())?];
+        for o in std::env::var("DYNAMO_NVJITLINK_OPTS").unwrap_or_default().split_whitespace() {
+            opts.push(CString::new(o).map_err(|e| e.to_string())?);
+        }
+        // nvJitLink reads PTX as a C string (the size notwithstanding): NUL-terminate it.
+        let text = CString::new(ptx).map_err(|e| e.to_string())?;
+        let opts: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
+        let mut h: Handle = std::ptr::null_mut();
+        // SAFETY: nvJitLink calls on a handle this function creates and destroys; buffers are
+        // sized by the library's own size queries. NVJITLINK_INPUT_PTX = 2.
+        unsafe {
+            if (self.create)(&mut h, opts.len() as u32, opts.as_ptr()) != 0 {
+                return Err("nvJitLinkCreate failed".into());
+            }
+            let r = (|| {
+                let mut r = (self.add_data)(h, 2, text.as_ptr() as *const c_void, ptx.len(), c"dynamo.ptx".as_ptr());
+                if r == 0 {
+                    r = (self.complete)(h);
+                }
+                if r != 0 {
+                    let mut n = 0usize;
+                    (self.error_log_size)(h, &mut n);
+                    let mut log = vec![0u8; n + 1];
+                    (self.error_log)(h, log.as_mut_ptr() as *mut c_char);
+                    let log = String::from_utf8_lossy(&log).trim_end_matches('\0').to_string();
+                    return Err(format!("nvJitLink error {r}: {log}"));
+                }
+                let mut n = 0usize;
+                if (self.cubin_size)(h, &mut n) != 0 || n == 0 {
+                    return Err("nvJitLinkGetLinkedCubinSize failed".into());
+                }
+                let mut out = vec![0u8; n];
+                if (self.cubin)(h, out.as_mut_ptr() as *mut c_void) != 0 {
+                    return Err("nvJitLinkGetLinkedCubin failed".into());
+                }
+                Ok(out)
+            })();
+            (self.destroy)(&mut h);
+            r
+        }
+    }
 }
 
 /// A kernel entry point and its launch shape: (function, grid, block).
@@ -256,6 +397,22 @@ impl Loaded {
             )?;
         }
         Ok((Loaded { module, device }, f32::from_bits(vals[0] as usize as u32)))
+    }
+
+    /// Loads a cubin (machine code made by nvJitLink, Note [nvJitLink]): no JIT compiler runs.
+    fn from_cubin(cubin: &[u8], device: i64) -> Result<Loaded, String> {
+        let d = driver()?;
+        ensure_context(d, device)?;
+        let mut module: Handle = std::ptr::null_mut();
+        // SAFETY: `cubin` is a complete ELF image the driver reads during the call.
+        unsafe {
+            check(
+                d,
+                (d.module_load_data_ex)(&mut module, cubin.as_ptr() as *const c_void, 0, std::ptr::null_mut(), std::ptr::null_mut()),
+                "cuModuleLoadDataEx (cubin)",
+            )?;
+        }
+        Ok(Loaded { module, device })
     }
 
     /// The entry point `l.entry` of this module, with `l`'s launch shape.
@@ -402,11 +559,12 @@ fn module_cache() -> &'static Mutex<HashMap<String, Weak<CudaModule>>> {
 
 /// Note [parallel modules]: a graph's distinct kernels (equal kernels are compiled once) are
 /// split into up to `DYNAMO_CUDA_COMPILE_THREADS` (default: the cores, at most 16) modules of
-/// consecutive kernels, each made by LLVM on its own thread; the driver then loads (compiles)
-/// them one after the other on the calling thread: loading from several threads at once was
-/// no faster on an H200 host (the driver's PTX compiler seems to run one module at a time; the
-/// threads only added contention: resnet18's 18 kernels took 3.5 s of driver time summed over
-/// 16 threads against 0.4 s on one).
+/// consecutive kernels, each made by LLVM, and assembled to a cubin by nvJitLink (Note
+/// [nvJitLink]), on its own thread; the driver then loads them one after the other on the
+/// calling thread. Without nvJitLink the driver compiles the PTX as it loads it: loading from
+/// several threads at once was no faster on an H200 host (the driver's PTX compiler seems to
+/// run one module at a time; the threads only added contention: resnet18's 18 kernels took
+/// 3.5 s of driver time summed over 16 threads against 0.4 s on one).
 fn compile_threads(n_kernels: usize) -> usize {
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let want = std::env::var("DYNAMO_CUDA_COMPILE_THREADS").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(cores.min(16));
@@ -414,31 +572,68 @@ fn compile_threads(n_kernels: usize) -> usize {
 }
 
 /// What loading one module gives: the module, each of its kernels' (aligned function, twin
-/// launch if lazy, twin function if in the module), its PTX, LLVM and driver microseconds.
+/// launch if lazy, twin function if in the module), its PTX, LLVM and driver/nvJitLink microseconds.
 type Part = (Loaded, Vec<(Func, Option<llvm::nvptx::Launch>, Option<Func>)>, String, u64, u64);
 
-/// Compiles one module of `kernels` to PTX (on the calling thread): the module and LLVM's
-/// microseconds.
-fn compile_part(kernels: &[llvm::Kernel], sm: &str, opts: &llvm::nvptx::PtxOptions) -> Result<(llvm::nvptx::PtxModule, u64), String> {
-    let t0 = std::time::Instant::now();
-    let m = llvm::nvptx::compile_ptx_with(kernels, sm, opts).map_err(|e| e.to_string())?;
-    Ok((m, t0.elapsed().as_micros() as u64))
+/// One module compiled on a worker thread: its PTX, LLVM's microseconds, and (Note
+/// [nvJitLink]) its cubin or why there is none, with nvJitLink's microseconds.
+struct Made {
+    m: llvm::nvptx::PtxModule,
+    llvm_us: u64,
+    cubin: Option<Result<Vec<u8>, String>>,
+    link_us: u64,
 }
 
-/// Loads a module made by [`compile_part`].
-fn load_part(m: llvm::nvptx::PtxModule, llvm_us: u64, device: i64, jit: Option<u32>) -> Result<Part, String> {
+/// Compiles one module of `kernels` to PTX (on the calling thread), and to a cubin for `arch`
+/// when `link` is given.
+fn compile_part(kernels: &[llvm::Kernel], sm: &str, opts: &llvm::nvptx::PtxOptions, link: Option<(&NvJitLink, &str)>) -> Result<Made, String> {
+    let t0 = std::time::Instant::now();
+    let m = llvm::nvptx::compile_ptx_with(kernels, sm, opts).map_err(|e| e.to_string())?;
     let t1 = std::time::Instant::now();
-    let (loaded, jit_wall_ms) = Loaded::new(&m.ptx, device, jit)?;
+    let cubin = link.map(|(lib, arch)| lib.cubin_of(&m.ptx, arch));
+    let link_us = t1.elapsed().as_micros() as u64;
+    Ok(Made { m, llvm_us: (t1 - t0).as_micros() as u64, cubin, link_us })
+}
+
+/// Loads a module made by [`compile_part`]: its cubin when there is one that the driver takes,
+/// else its PTX through the driver's JIT.
+fn load_part(made: Made, device: i64, jit: Option<u32>) -> Result<Part, String> {
+    let Made { m, llvm_us, cubin, link_us } = made;
+    let t1 = std::time::Instant::now();
+    let from_cubin = match cubin {
+        Some(Ok(image)) => match Loaded::from_cubin(&image, device) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                tracing::debug!(target: "inductor::compile_time", "cubin not loaded ({e}); loading PTX");
+                None
+            }
+        },
+        Some(Err(e)) => {
+            tracing::debug!(target: "inductor::compile_time", "nvJitLink refused a module ({e}); loading PTX");
+            None
+        }
+        None => None,
+    };
+    let via_cubin = from_cubin.is_some();
+    if via_cubin {
+        super::counters::GPU_CUBIN_MODULES.fetch_add(1, Ordering::Relaxed);
+    }
+    let (loaded, jit_wall_ms) = match from_cubin {
+        Some(l) => (l, 0.0),
+        None => Loaded::new(&m.ptx, device, jit)?,
+    };
     let t2 = std::time::Instant::now();
     tracing::debug!(
         target: "inductor::compile_time",
-        "{} GPU kernels: LLVM {:.1} ms (emit {:.1}, passes {:.1}, isel+print {:.1}), driver load {:.1} ms (its compiler: {:.1} ms)",
+        "{} GPU kernels: LLVM {:.1} ms (emit {:.1}, passes {:.1}, isel+print {:.1}), nvJitLink {:.1} ms, driver load {:.1} ms of {} (its compiler: {:.1} ms)",
         m.kernels.len(),
         llvm_us as f64 / 1e3,
         m.timings_ms[0],
         m.timings_ms[1],
         m.timings_ms[2],
+        link_us as f64 / 1e3,
         (t2 - t1).as_secs_f64() * 1e3,
+        if via_cubin { "cubin" } else { "PTX" },
         jit_wall_ms
     );
     let mut funcs = Vec::with_capacity(m.kernels.len());
@@ -451,7 +646,8 @@ fn load_part(m: llvm::nvptx::PtxModule, llvm_us: u64, device: i64, jit: Option<u
         };
         funcs.push((f, lazy, twin));
     }
-    Ok((loaded, funcs, m.ptx, llvm_us, (t2 - t1).as_micros() as u64))
+    let jit_us = (t2 - t1).as_micros() as u64 + if via_cubin { link_us } else { 0 };
+    Ok((loaded, funcs, m.ptx, llvm_us, jit_us))
 }
 
 /// Builds every group's kernel, compiles them to PTX and loads it on `device` (or takes the
@@ -492,17 +688,24 @@ pub fn codegen(py: Python<'_>, ir: &GraphIr, sched: &Schedule, device: i64) -> R
     let n_parts = compile_threads(unique.len());
     let per = unique.len().div_ceil(n_parts).max(1);
     let chunks: Vec<Vec<llvm::Kernel>> = unique.chunks(per).map(|c| c.iter().map(|&i| kernels[i].clone()).collect()).collect();
+    // Note [nvJitLink]: the cubin targets the device's own architecture (PTX for sm_90 runs on
+    // newer devices too).
+    let always = std::env::var("DYNAMO_NVJITLINK").is_ok_and(|v| v == "1");
+    let lib = if chunks.len() > 1 || always { nvjitlink(py) } else { None };
+    let arch = compute_capability(device).map(|(ma, mi)| format!("sm_{ma}{mi}"))?;
+    let link = lib.map(|l| (l, arch.as_str()));
     let t0 = std::time::Instant::now();
-    let made: Vec<Result<(llvm::nvptx::PtxModule, u64), String>> = if chunks.len() <= 1 {
-        chunks.iter().map(|c| compile_part(c, &sm, &opts)).collect()
+    let made: Vec<Result<Made, String>> = if chunks.len() <= 1 {
+        chunks.iter().map(|c| compile_part(c, &sm, &opts, link)).collect()
     } else {
         // The threads touch no Python object.
+        let (sm, opts) = (&sm, &opts);
         std::thread::scope(|s| {
-            let handles: Vec<_> = chunks.iter().map(|c| s.spawn(|| compile_part(c, &sm, &opts))).collect();
+            let handles: Vec<_> = chunks.iter().map(|c| s.spawn(move || compile_part(c, sm, opts, link))).collect();
             handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a compile thread panicked".into()))).collect()
         })
     };
-    let parts: Vec<Result<Part, String>> = made.into_iter().map(|r| r.and_then(|(m, us)| load_part(m, us, device, jit))).collect();
+    let parts: Vec<Result<Part, String>> = made.into_iter().map(|r| r.and_then(|m| load_part(m, device, jit))).collect();
     let wall = t0.elapsed();
     let mut modules = Vec::new();
     let mut unique_funcs: Vec<(Func, Twin)> = Vec::new();

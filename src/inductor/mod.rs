@@ -52,12 +52,17 @@ pub mod counters {
     pub static KERNEL_CACHE_HITS: AtomicU64 = AtomicU64::new(0);
     /// Microseconds spent in LLVM making PTX (GPU path).
     pub static GPU_LLVM_US: AtomicU64 = AtomicU64::new(0);
-    /// Microseconds spent in the driver loading PTX (its JIT compiler; GPU path).
+    /// Microseconds spent turning PTX into loaded machine code (GPU path): the driver's JIT
+    /// compiler, or nvJitLink (summed over its threads) plus loading the cubins (cuda.rs, Note
+    /// [nvJitLink]).
     pub static GPU_JIT_US: AtomicU64 = AtomicU64::new(0);
     /// GPU modules reused from the per-device module cache (cuda.rs, Note [module cache]).
     pub static GPU_MODULE_CACHE_HITS: AtomicU64 = AtomicU64::new(0);
+    /// GPU modules loaded from a cubin that nvJitLink made (cuda.rs, Note [nvJitLink]); the
+    /// others went through the driver's PTX JIT.
+    pub static GPU_CUBIN_MODULES: AtomicU64 = AtomicU64::new(0);
 
-    pub fn all() -> [(&'static str, &'static AtomicU64); 10] {
+    pub fn all() -> [(&'static str, &'static AtomicU64); 11] {
         [
             ("graphs_compiled", &GRAPHS_COMPILED),
             ("kernels_compiled", &KERNELS_COMPILED),
@@ -69,6 +74,7 @@ pub mod counters {
             ("gpu_llvm_us", &GPU_LLVM_US),
             ("gpu_jit_us", &GPU_JIT_US),
             ("gpu_module_cache_hits", &GPU_MODULE_CACHE_HITS),
+            ("gpu_cubin_modules", &GPU_CUBIN_MODULES),
         ]
     }
 }
