@@ -96,3 +96,34 @@ def test_replacing_a_child_in_place_recompiles():
         torch.testing.assert_close(opt(x), m(x))
         layers[1] = nn.Linear(3, 3)
         torch.testing.assert_close(opt(x), m(x))
+
+
+@pytest.mark.parametrize("backend", ["counter", "aot_eager", "inductor"])
+def test_isinstance_parameter_answers_as_eager(backend):
+    """`isinstance(p, nn.Parameter)` inside the frame is the real object's answer: True for a
+    Parameter argument or module attribute, False for a tensor the graph computed."""
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(2))
+
+        def forward(self, x, p):
+            y = x * 2
+            flags = (isinstance(self.w, nn.Parameter), isinstance(p, nn.Parameter), isinstance(x, nn.Parameter),
+                     isinstance(y, nn.Parameter), isinstance(y, torch.Tensor), [isinstance(q, nn.Parameter) for q in self.parameters()])
+            scaled = [q * 2 if isinstance(q, nn.Parameter) else q for q in (self.w, y)]
+            return flags, scaled
+
+    m = M()
+    p = nn.Parameter(torch.full((2,), 3.0))
+    x = torch.ones(2)
+    cnt = Counter()
+    opt = dynamo.optimize(cnt if backend == "counter" else backend)(m)
+    e_flags, e_scaled = m(x, p)
+    c_flags, c_scaled = opt(x, p)
+    assert c_flags == e_flags == (True, True, False, False, True, [True])
+    for a, b in zip(c_scaled, e_scaled):
+        torch.testing.assert_close(a, b)
+    if backend == "counter":
+        assert cnt.graphs == 1

@@ -146,16 +146,21 @@ impl<'a> InstructionTranslator<'a> {
             };
             let r = match &args[0] {
                 VT::Tensor(t) => {
-                    // Fake tensors are instances of the real tensor classes for isinstance purposes;
-                    // ask about the real input type when there is one.
-                    let probe = t.fake.bind(py).clone();
-                    let tensor_type = self.og.handles.tensor_type.bind(py).clone();
-                    let is_param = t.source.as_ref().map(|_| probe.getattr("__class__").map(|c| c.is(self.og.handles.parameter_type.bind(py))).unwrap_or(false)).unwrap_or(false);
-                    let _ = is_param;
-                    let sample = tensor_type.call_method1("__new__", (&tensor_type,)).ok();
-                    match sample {
-                        Some(s) => s.is_instance(&cls)?,
-                        None => probe.is_instance(&cls)?,
+                    // A graph input answers as the real object it stands for: its type is pinned
+                    // by TENSOR_MATCH (an `nn.Parameter`, a subclass), and `Parameter`'s metaclass
+                    // `__instancecheck__` reads the object itself. A tensor the graph computed is a
+                    // plain `torch.Tensor`: ask a fresh one (a fake tensor is an instance of
+                    // `FakeTensor`, which no user class names).
+                    let real = t.source.as_ref().and_then(|src| self.og.inputs.iter().find(|(s, _)| s == src).map(|(_, r)| r.bind(py).clone()));
+                    match real {
+                        Some(r) => r.is_instance(&cls)?,
+                        None => {
+                            let tensor_type = self.og.handles.tensor_type.bind(py).clone();
+                            match tensor_type.call_method1("__new__", (&tensor_type,)) {
+                                Ok(s) => s.is_instance(&cls)?,
+                                Err(_) => t.fake.bind(py).is_instance(&cls)?,
+                            }
+                        }
                     }
                 }
                 VT::Constant(c) => c.bind(py).is_instance(&cls)?,
