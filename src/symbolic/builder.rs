@@ -74,6 +74,12 @@ pub fn is_identity_key(py: Python<'_>, k: &Bound<'_, PyAny>) -> bool {
     matches!(type_name(k).as_str(), "function" | "builtin_function_or_method")
 }
 
+/// Whether a dict from the frame with key `k` can be wrapped item by item (`wrap_dict_storage`):
+/// an exact str or int, a hashable literal, or an identity key.
+pub fn is_source_key(py: Python<'_>, k: &Bound<'_, PyAny>) -> bool {
+    k.is_exact_instance_of::<PyString>() || k.is_exact_instance_of::<PyInt>() || (is_literal(py, k) && k.hash().is_ok()) || is_identity_key(py, k)
+}
+
 /// The items of dict `d` (an exact dict, or a dict subclass whose `keys`, `__len__` and
 /// `__getitem__` are dict's own, so that the guards below read its storage) as a dict tracker:
 /// keys must be exact strs or ints, hashable literals (None, floats, tuples of literals) or
@@ -84,10 +90,8 @@ pub fn is_identity_key(py: Python<'_>, k: &Bound<'_, PyAny>) -> bool {
 /// With `register`, the tracker is recorded as the one of `d` (`OutputGraph::dicts_by_ptr`)
 /// before the values are wrapped, so a dict that contains itself reaches its own tracker.
 pub fn wrap_dict_storage(py: Python<'_>, og: &mut OutputGraph, d: &Bound<'_, PyDict>, source: &Arc<Source>, register: bool) -> VResult<Rc<RefCell<DictState>>> {
-    let plain_key = |k: &Bound<'_, PyAny>| k.is_exact_instance_of::<PyString>() || k.is_exact_instance_of::<pyo3::types::PyInt>();
-    let object_key = |k: &Bound<'_, PyAny>| (is_literal(py, k) && k.hash().is_ok()) || is_identity_key(py, k);
     let keys_list = pyo3::types::PyDictMethods::keys(d);
-    if !keys_list.iter().all(|k| plain_key(&k) || object_key(&k)) {
+    if !keys_list.iter().all(|k| is_source_key(py, &k)) {
         crate::unsupported!("dict at {source} has keys other than strs, ints, hashable literals, classes and functions");
     }
     og.add_guard(Some(source.clone()), GuardKind::DictKeys(keys_list.clone().into_any().unbind()));
@@ -404,9 +408,8 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         }
     }
     if let Ok(d) = value.cast::<PyDict>() {
-        // Keys that are exact strs or ints: each value is reached as `d[key]`.
-        let plain_key = |k: &Bound<'_, PyAny>| k.is_exact_instance_of::<PyString>() || k.is_exact_instance_of::<pyo3::types::PyInt>();
-        if d.get_type().is(py.get_type::<PyDict>()) && d.keys().iter().all(|k| plain_key(&k)) {
+        // Keys `is_source_key` accepts: each value is reached as `d[key]`.
+        if d.get_type().is(py.get_type::<PyDict>()) && d.keys().iter().all(|k| is_source_key(py, &k)) {
             og.add_guard(Some(source.clone()), GuardKind::TypeMatch(d.get_type().into_any().unbind()));
             let state = wrap_dict_storage(py, og, d, &source, true)?;
             return Ok(VT::Dict(state));
