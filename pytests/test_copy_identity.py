@@ -326,3 +326,22 @@ def test_deepcopy_then_rename_attributes_like_get_text_config():
 
     check(f, torch.ones(2), graphs=1, breaks=0)
     assert ALIAS.hidden_size == 4
+
+
+# ----- type expressions (huggingface_hub's strict dataclass validators) -------------------------
+
+import typing
+
+FIELD_TYPES = {"a": int | None, "b": typing.Optional[typing.List[int]], "c": typing.Literal["x", "y"], "d": list[str]}
+VALIDATORS = {typing.Union: "union", typing.Literal: "literal", list: "list", type(int | None): "union"}
+
+
+def test_type_expressions_are_constants():
+    def f(x):
+        out = []
+        for name, tp in FIELD_TYPES.items():
+            origin = typing.get_origin(tp)
+            out.append((name, VALIDATORS.get(origin), len(typing.get_args(tp)), tp == FIELD_TYPES[name]))
+        return x + len(out), out
+
+    check(f, torch.ones(2), graphs=1, breaks=0)

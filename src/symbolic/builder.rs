@@ -36,6 +36,22 @@ pub fn is_literal(py: Python<'_>, v: &Bound<'_, PyAny>) -> bool {
     }
     matches!(tn.as_str(), "ellipsis" | "complex" | "bytes" | "slice" | "NotImplementedType")
         || (module == "torch" && matches!(tn.as_str(), "dtype" | "device" | "Size" | "layout" | "memory_format" | "finfo" | "iinfo"))
+        || is_type_expression(v, &module, &tn)
+}
+
+/// Whether `v` is a type expression (`int | None`, `list[int]`, `typing.Optional[int]`,
+/// `typing.Literal["a"]`, the special forms `typing.Union` / `typing.Literal`): immutable
+/// objects compared by their contents, read by huggingface_hub's strict dataclass validators
+/// through `typing.get_origin` / `get_args`.
+fn is_type_expression(v: &Bound<'_, PyAny>, module: &str, tn: &str) -> bool {
+    let alias = match module {
+        "types" => matches!(tn, "UnionType" | "GenericAlias"),
+        "typing" => matches!(tn, "_GenericAlias" | "_UnionGenericAlias" | "_LiteralGenericAlias" | "_SpecialGenericAlias" | "_CallableGenericAlias" | "_CallableType" | "_TupleType" | "_AnnotatedAlias" | "_SpecialForm" | "_LiteralSpecialForm"),
+        _ => false,
+    };
+    // Exactly those classes (a subclass could add state), and hashable (a `Literal` of a list
+    // is not).
+    alias && v.get_type().getattr("__module__").map(|m| m.to_string() == module).unwrap_or(false) && v.hash().is_ok()
 }
 
 /// Is `f` a callable whose calls belong in the graph (torch.*, torch.nn.functional.*, ...)?
