@@ -80,6 +80,15 @@ def test_id_of_an_object_built_in_the_frame_outliving_the_graph():
 
     check(g, torch.ones(2), graphs=0)
 
+    def h(x):
+        b = Box(x)
+        return {id(b): b}
+
+    dynamo.reset()
+    d = dynamo.optimize("eager")(h)(torch.ones(2))
+    (k, v), = d.items()
+    assert k == id(v)
+
 
 # ----- dicts keyed by classes ------------------------------------------------------------------
 
