@@ -689,12 +689,22 @@ def tiny_model(name):
         return T.LlamaModel(T.LlamaConfig(num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
                                           hidden_size=64, intermediate_size=128, vocab_size=128,
                                           max_position_embeddings=64)).eval()
+    if name == "bart":
+        return T.BartModel(BART_CONFIG(T)).eval()
     return T.T5EncoderModel(T.T5Config(num_layers=2, num_heads=2, d_model=64, d_kv=32, d_ff=128, vocab_size=128)).eval()
+
+
+def BART_CONFIG(T):
+    """The tiny BART of benchmarks/bench_breaks.py. Its forward builds `DynamicCache(config=...)`,
+    whose `config.get_text_config(decoder=True)` deep-copies the (flat encoder-decoder) config
+    and renames its `decoder_*` attributes through the strict dataclass validators."""
+    return T.BartConfig(encoder_layers=2, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
+                        d_model=64, encoder_ffn_dim=128, decoder_ffn_dim=128, vocab_size=128, max_position_embeddings=64)
 
 
 # (graphs, breaks) from dynamo.explain at the time of writing; torch._dynamo.explain gets (1, 0).
 # Lower these bounds as kinds get modelled.
-TINY_BOUNDS = {"gpt2": (1, 0), "t5": (1, 0), "bert": (1, 0), "distilbert": (1, 0), "llama": (1, 0)}
+TINY_BOUNDS = {"gpt2": (1, 0), "t5": (1, 0), "bert": (1, 0), "distilbert": (1, 0), "llama": (1, 0), "bart": (1, 0)}
 
 
 @pytest.mark.parametrize("name", sorted(TINY_BOUNDS))
@@ -732,6 +742,8 @@ def tiny_lm(name):
     if name == "distilbert":
         return T.DistilBertForMaskedLM(T.DistilBertConfig(n_layers=2, n_heads=2, dim=64, hidden_dim=128,
                                                           vocab_size=128, max_position_embeddings=64))
+    if name == "bart":
+        return T.BartForConditionalGeneration(BART_CONFIG(T))
     return T.LlamaForCausalLM(T.LlamaConfig(num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
                                             hidden_size=64, intermediate_size=128, vocab_size=128,
                                             max_position_embeddings=64))
@@ -740,7 +752,7 @@ def tiny_lm(name):
 # (graphs, breaks) of one training forward with labels (loss inside the model); torch gets (1, 0)
 # but for GPT-2 (2, 1). GPT-2's `loss_function` calls `logger.warning_once` (its config has no
 # `loss_type`): replayed after the graph (Note [logger calls]), no break.
-TRAIN_BOUNDS = {"bert": (1, 0), "distilbert": (1, 0), "gpt2": (1, 0), "llama": (1, 0)}
+TRAIN_BOUNDS = {"bert": (1, 0), "distilbert": (1, 0), "gpt2": (1, 0), "llama": (1, 0), "bart": (1, 0)}
 
 
 @pytest.mark.parametrize("name", sorted(TRAIN_BOUNDS))

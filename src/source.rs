@@ -13,6 +13,49 @@ use std::sync::Arc;
 pub enum ItemKey {
     Int(i64),
     Str(String),
+    /// Any other hashable key whose equality is its identity or its value (a class: dicts
+    /// keyed by types such as `copy._deepcopy_dispatch`; `None`, a float, a tuple of literals):
+    /// the key object itself is kept and loaded as a constant.
+    Object(KeyObject),
+}
+
+/// A dict key object held by a source. Two `KeyObject`s are the same key when they are the
+/// same object (the source stays a value type; equal-valued distinct objects only make two
+/// sources that load the same item).
+#[derive(Clone)]
+pub struct KeyObject {
+    pub obj: Arc<pyo3::Py<pyo3::PyAny>>,
+    /// `repr(obj)`, for `Display` and `Debug` without the GIL.
+    pub repr: String,
+}
+
+impl KeyObject {
+    /// Keeps `obj` as a key.
+    pub fn new(obj: &pyo3::Bound<'_, pyo3::PyAny>) -> Self {
+        use pyo3::prelude::*;
+        let repr = obj.repr().map(|r| r.to_string()).unwrap_or_else(|_| "<key>".to_string());
+        KeyObject { obj: Arc::new(obj.clone().unbind()), repr }
+    }
+}
+
+impl PartialEq for KeyObject {
+    fn eq(&self, other: &Self) -> bool {
+        self.obj.as_ptr() == other.obj.as_ptr()
+    }
+}
+
+impl Eq for KeyObject {}
+
+impl std::hash::Hash for KeyObject {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (self.obj.as_ptr() as usize).hash(state)
+    }
+}
+
+impl fmt::Debug for KeyObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.repr)
+    }
 }
 
 /// Provenance of a value: how to reach it again from the frame.
@@ -86,6 +129,7 @@ impl fmt::Display for Source {
             }
             Source::GetItem { base, key: ItemKey::Int(i) } => write!(f, "{base}[{i}]"),
             Source::GetItem { base, key: ItemKey::Str(s) } => write!(f, "{base}['{s}']"),
+            Source::GetItem { base, key: ItemKey::Object(k) } => write!(f, "{base}[{}]", k.repr),
             Source::IterSeq { base } => write!(f, "{base}.__reduce__()[1][0]"),
             Source::Module { name } => write!(f, "sys.modules['{name}']"),
             Source::GenericAttr { base, attr } => write!(f, "object.__getattribute__({base}, '{attr}')"),

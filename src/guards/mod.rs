@@ -684,6 +684,7 @@ fn plan(py: Python<'_>, s: &Arc<Source>, steps: &mut Vec<Step>, memo: &mut HashM
             let k = match key {
                 ItemKey::Int(i) => i.into_pyobject(py).unwrap().into_any().unbind(),
                 ItemKey::Str(s) => PyString::new(py, s).into_any().unbind(),
+                ItemKey::Object(k) => k.obj.clone_ref(py),
             };
             Step::Item(b, k)
         }

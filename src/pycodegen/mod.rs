@@ -266,6 +266,7 @@ impl PyCodegen {
                 let k = match key {
                     ItemKey::Int(i) => i.into_pyobject(py).unwrap().into_any().unbind(),
                     ItemKey::Str(s) => pyo3::types::PyString::new(py, s).into_any().unbind(),
+                    ItemKey::Object(k) => k.obj.clone_ref(py),
                 };
                 self.load_const(k);
                 self.emit(op::BINARY_SUBSCR, 0);

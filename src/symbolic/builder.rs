@@ -36,6 +36,22 @@ pub fn is_literal(py: Python<'_>, v: &Bound<'_, PyAny>) -> bool {
     }
     matches!(tn.as_str(), "ellipsis" | "complex" | "bytes" | "slice" | "NotImplementedType")
         || (module == "torch" && matches!(tn.as_str(), "dtype" | "device" | "Size" | "layout" | "memory_format" | "finfo" | "iinfo"))
+        || is_type_expression(v, &module, &tn)
+}
+
+/// Whether `v` is a type expression (`int | None`, `list[int]`, `typing.Optional[int]`,
+/// `typing.Literal["a"]`, the special forms `typing.Union` / `typing.Literal`): immutable
+/// objects compared by their contents, read by huggingface_hub's strict dataclass validators
+/// through `typing.get_origin` / `get_args`.
+fn is_type_expression(v: &Bound<'_, PyAny>, module: &str, tn: &str) -> bool {
+    let alias = match module {
+        "types" => matches!(tn, "UnionType" | "GenericAlias"),
+        "typing" => matches!(tn, "_GenericAlias" | "_UnionGenericAlias" | "_LiteralGenericAlias" | "_SpecialGenericAlias" | "_CallableGenericAlias" | "_CallableType" | "_TupleType" | "_AnnotatedAlias" | "_SpecialForm" | "_LiteralSpecialForm"),
+        _ => false,
+    };
+    // Exactly those classes (a subclass could add state), and hashable (a `Literal` of a list
+    // is not).
+    alias && v.get_type().getattr("__module__").map(|m| m.to_string() == module).unwrap_or(false) && v.hash().is_ok()
 }
 
 /// Is `f` a callable whose calls belong in the graph (torch.*, torch.nn.functional.*, ...)?
@@ -57,18 +73,42 @@ pub fn is_torch_callable(f: &Bound<'_, PyAny>) -> bool {
     false
 }
 
+/// Is `k` a dict key whose equality and hash are its identity: a class whose metaclass keeps
+/// `type`'s `__eq__`/`__hash__` (object's: a class is equal only to itself), a plain function
+/// or a builtin function (`copy._deepcopy_dispatch`, huggingface_hub's `_BASIC_TYPE_VALIDATORS`
+/// and `copyreg.dispatch_table` are keyed by classes)?
+pub fn is_identity_key(py: Python<'_>, k: &Bound<'_, PyAny>) -> bool {
+    if let Ok(cls) = k.cast::<pyo3::types::PyType>() {
+        let meta = cls.get_type();
+        let type_type = py.get_type::<pyo3::types::PyType>();
+        let same = |name: &str| match (meta.getattr(name), type_type.getattr(name)) {
+            (Ok(a), Ok(b)) => a.is(&b),
+            _ => false,
+        };
+        return same("__eq__") && same("__hash__");
+    }
+    matches!(type_name(k).as_str(), "function" | "builtin_function_or_method")
+}
+
+/// Whether a dict from the frame with key `k` can be wrapped item by item (`wrap_dict_storage`):
+/// an exact str or int, a hashable literal, or an identity key.
+pub fn is_source_key(py: Python<'_>, k: &Bound<'_, PyAny>) -> bool {
+    k.is_exact_instance_of::<PyString>() || k.is_exact_instance_of::<PyInt>() || (is_literal(py, k) && k.hash().is_ok()) || is_identity_key(py, k)
+}
+
 /// The items of dict `d` (an exact dict, or a dict subclass whose `keys`, `__len__` and
 /// `__getitem__` are dict's own, so that the guards below read its storage) as a dict tracker:
-/// keys must be exact strs or ints, each value is wrapped from `source[key]`; guards on the
-/// key list and the length. The caller guards the type.
+/// keys must be exact strs or ints, hashable literals (None, floats, tuples of literals) or
+/// identity keys (`is_identity_key`: classes, functions); each value is wrapped from
+/// `source[key]`; guards on the key list (equal keys of the same types, in order) and the
+/// length. The caller guards the type.
 ///
 /// With `register`, the tracker is recorded as the one of `d` (`OutputGraph::dicts_by_ptr`)
 /// before the values are wrapped, so a dict that contains itself reaches its own tracker.
 pub fn wrap_dict_storage(py: Python<'_>, og: &mut OutputGraph, d: &Bound<'_, PyDict>, source: &Arc<Source>, register: bool) -> VResult<Rc<RefCell<DictState>>> {
-    let plain_key = |k: &Bound<'_, PyAny>| k.is_exact_instance_of::<PyString>() || k.is_exact_instance_of::<pyo3::types::PyInt>();
     let keys_list = pyo3::types::PyDictMethods::keys(d);
-    if !keys_list.iter().all(|k| plain_key(&k)) {
-        crate::unsupported!("dict at {source} has keys other than strs and ints");
+    if !keys_list.iter().all(|k| is_source_key(py, &k)) {
+        crate::unsupported!("dict at {source} has keys other than strs, ints, hashable literals, classes and functions");
     }
     og.add_guard(Some(source.clone()), GuardKind::DictKeys(keys_list.clone().into_any().unbind()));
     let state = Rc::new(RefCell::new(DictState { items: vec![], source: Some(source.clone()), version: 0 }));
@@ -77,9 +117,15 @@ pub fn wrap_dict_storage(py: Python<'_>, og: &mut OutputGraph, d: &Bound<'_, PyD
     }
     let mut items = Vec::new();
     for k in keys_list.iter() {
-        let item_key = match k.extract::<String>() {
-            Ok(key) => ItemKey::Str(key),
-            Err(_) => ItemKey::Int(k.extract::<i64>().map_err(|_| crate::symbolic::Unsupported::new("dict key is an int too large for a source"))?),
+        let item_key = if k.is_exact_instance_of::<PyString>() {
+            ItemKey::Str(k.extract::<String>()?)
+        } else if k.is_exact_instance_of::<pyo3::types::PyInt>() {
+            match k.extract::<i64>() {
+                Ok(i) => ItemKey::Int(i),
+                Err(_) => ItemKey::Object(crate::source::KeyObject::new(&k)),
+            }
+        } else {
+            ItemKey::Object(crate::source::KeyObject::new(&k))
         };
         let v = pyo3::types::PyDictMethods::get_item(d, &k)?.expect("key present");
         items.push((k.unbind(), wrap(py, og, &v, source.item(item_key))?));
@@ -378,9 +424,8 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         }
     }
     if let Ok(d) = value.cast::<PyDict>() {
-        // Keys that are exact strs or ints: each value is reached as `d[key]`.
-        let plain_key = |k: &Bound<'_, PyAny>| k.is_exact_instance_of::<PyString>() || k.is_exact_instance_of::<pyo3::types::PyInt>();
-        if d.get_type().is(py.get_type::<PyDict>()) && d.keys().iter().all(|k| plain_key(&k)) {
+        // Keys `is_source_key` accepts: each value is reached as `d[key]`.
+        if d.get_type().is(py.get_type::<PyDict>()) && d.keys().iter().all(|k| is_source_key(py, &k)) {
             og.add_guard(Some(source.clone()), GuardKind::TypeMatch(d.get_type().into_any().unbind()));
             let state = wrap_dict_storage(py, og, d, &source, true)?;
             return Ok(VT::Dict(state));

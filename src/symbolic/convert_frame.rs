@@ -649,7 +649,7 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
     for d in se.dicts.iter().rev() {
         let d = d.borrow();
         let Some(target) = d.source.clone() else { continue };
-        let items = d.items.iter().map(|(k, v)| Ok((k.clone_ref(py), rebuild_of(py, og, v, outputs)?))).collect::<VResult<_>>()?;
+        let items = d.items.iter().map(|(k, v)| Ok((refuse_fake_id(py, og, k).map(|_| k.clone_ref(py))?, rebuild_of(py, og, v, outputs)?))).collect::<VResult<_>>()?;
         out.push(SideEffect::DictContents { target, items: Rebuild::Dict(items) });
     }
     for l in se.lists.iter().rev() {
@@ -1086,6 +1086,26 @@ fn cell_fills(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) -> VResul
 
 /// How to rebuild the returned tracker; tensors computed by the graph become graph outputs. An
 /// object reached more than once is built once (Note [shared rebuilds]).
+/// Refuses a `FakeId` (or a tuple or frozenset holding one) that would outlive the graph as
+/// a constant or a dict key: its value is unknown (Note [ids of traced objects] in
+/// `output_graph.rs`).
+fn refuse_fake_id(py: Python<'_>, og: &OutputGraph, v: &Py<PyAny>) -> VResult<()> {
+    if og.fake_ids.is_empty() {
+        return Ok(());
+    }
+    fn holds(v: &Bound<'_, PyAny>) -> bool {
+        match type_name(v).as_str() {
+            "FakeId" => v.get_type().module().map(|m| m.to_string() == "dynamo._polyfills").unwrap_or(false),
+            "tuple" | "frozenset" => v.try_iter().map(|it| it.flatten().any(|i| holds(&i))).unwrap_or(false),
+            _ => false,
+        }
+    }
+    if holds(v.bind(py)) {
+        unsupported!("the id() of an object built in the trace outlives the graph");
+    }
+    Ok(())
+}
+
 fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) -> VResult<Rebuild> {
     let Some(key) = shared_key(vt) else { return rebuild_fresh(py, og, vt, outputs) };
     if let VT::Cell(rc) = vt {
@@ -1150,7 +1170,7 @@ fn cyclic_parts(py: Python<'_>, vt: &VT) -> VResult<Option<(Rebuild, FillFn)>> {
             let items: Vec<(Py<PyAny>, VT)> = d.borrow().items.iter().map(|(k, v)| (k.clone_ref(py), v.clone())).collect();
             let update = py.get_type::<PyDict>().getattr("update")?.unbind();
             let fill: FillFn = Box::new(move |py, og, outputs, id| {
-                let items = items.iter().map(|(k, v)| Ok((k.clone_ref(py), rebuild_of(py, og, v, outputs)?))).collect::<VResult<_>>()?;
+                let items = items.iter().map(|(k, v)| Ok((refuse_fake_id(py, og, k).map(|_| k.clone_ref(py))?, rebuild_of(py, og, v, outputs)?))).collect::<VResult<_>>()?;
                 Ok(Rebuild::Call { func: update, args: vec![Rebuild::SharedRef(id), Rebuild::Dict(items)] })
             });
             Some((Rebuild::Dict(vec![]), fill))
@@ -1277,7 +1297,10 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
             let args: Vec<Rebuild> = e.getattr("args")?.cast_into::<PyTuple>().map_err(|e| Unsupported::new(e.to_string()))?.iter().map(|a| Rebuild::Const(a.unbind())).collect();
             Rebuild::Call { func: e.get_type().into_any().unbind(), args }
         }
-        VT::Constant(c) => og.lazy_rebuild(py, vt).unwrap_or_else(|| Rebuild::Const(c.clone_ref(py))),
+        VT::Constant(c) => {
+            refuse_fake_id(py, og, c)?;
+            og.lazy_rebuild(py, vt).unwrap_or_else(|| Rebuild::Const(c.clone_ref(py)))
+        }
         VT::Tuple(items) => Rebuild::Tuple(items.iter().map(&mut rec).collect::<VResult<_>>()?),
         VT::NamedTuple { cls, items } => {
             let items = Rebuild::Tuple(items.iter().map(&mut rec).collect::<VResult<_>>()?);
@@ -1307,7 +1330,7 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
             let d = d.borrow();
             match &d.source {
                 Some(s) => Rebuild::Source(s.clone()),
-                None => Rebuild::Dict(d.items.iter().map(|(k, v)| Ok((k.clone_ref(py), rec(v)?))).collect::<VResult<_>>()?),
+                None => Rebuild::Dict(d.items.iter().map(|(k, v)| Ok((refuse_fake_id(py, og, k).map(|_| k.clone_ref(py))?, rec(v)?))).collect::<VResult<_>>()?),
             }
         }
         VT::Module { source: Some(s), .. } | VT::Function { source: Some(s), .. } | VT::PyModule { source: Some(s), .. } => Rebuild::Source(s.clone()),

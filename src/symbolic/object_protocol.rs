@@ -72,10 +72,16 @@ impl<'a> InstructionTranslator<'a> {
                 // read through its source and guarded (torch's own classes are trusted).
                 let module = c.bind(py).getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
                 let trusted = module == "torch" || module.starts_with("torch.") || module == "builtins";
-                match self.og.class_sources.get(&(c.as_ptr() as usize)).cloned() {
-                    Some(src) if !trusted => wrap(py, self.og, &v, src.attr(name)),
-                    _ => self.wrap_unguarded(py, &v),
+                let wrapped = match self.og.class_sources.get(&(c.as_ptr() as usize)).cloned() {
+                    Some(src) if !trusted => wrap(py, self.og, &v, src.attr(name))?,
+                    _ => self.wrap_unguarded(py, &v)?,
+                };
+                // `cls.__new__` inherited from `object` (guarded so above): the builtin, which
+                // `call_builtin` models for trackable classes (`copyreg.__newobj__`).
+                if name == "__new__" && v.is(py.get_type::<PyAny>().getattr("__new__")?) {
+                    return Ok(VT::Builtin(Rc::new(v.unbind())));
                 }
+                Ok(wrapped)
             }
             VT::List(_) | VT::Dict(_) | VT::Set(_) => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
             // `torch.Size.numel` of a symbolic size: the product of its items, a graph value.
@@ -311,6 +317,70 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     /// `a is b`.
+    /// `id(v)` (Note [ids of traced objects] in `output_graph.rs`): the real id of an object
+    /// reached through a source, pinned by ID_MATCH; a `FakeId` for an object the trace built or
+    /// tracks by contents (a list, dict, user object, constant). Tensors are left to Python.
+    pub(crate) fn builtin_id(&mut self, py: Python<'_>, v: &VT) -> VResult<VT> {
+        self.pin_identity(v);
+        let real = |o: &Py<PyAny>| VT::constant((o.as_ptr() as usize).into_pyobject(py).expect("int").into_any().unbind());
+        let key: usize = match v {
+            VT::Opaque { obj, source } => {
+                self.og.add_guard(Some(source.clone()), GuardKind::IdMatch(obj.clone_ref(py)));
+                return Ok(real(obj));
+            }
+            VT::Module { obj, source: Some(source) } | VT::PyModule { obj, source: Some(source) } | VT::Function { obj, source: Some(source) } => {
+                self.og.add_guard(Some(source.clone()), GuardKind::IdMatch(obj.clone_ref(py)));
+                return Ok(real(obj));
+            }
+            // Classes from the frame are identity-guarded where they are read; builtins and
+            // torch's own callables are the same objects in every run.
+            VT::Class(o) | VT::Builtin(o) | VT::TorchFunction(o) => return Ok(real(o)),
+            VT::Constant(c) => c.as_ptr() as usize,
+            VT::UserObject(o) => Rc::as_ptr(o) as *const () as usize,
+            VT::List(l) => Rc::as_ptr(l) as *const () as usize,
+            VT::Dict(d) => Rc::as_ptr(d) as *const () as usize,
+            VT::Set(s) => Rc::as_ptr(s) as *const () as usize,
+            VT::Tuple(t) => Rc::as_ptr(t) as *const () as usize,
+            VT::Iterator(i) => Rc::as_ptr(i) as *const () as usize,
+            VT::NestedFunction(f) => Rc::as_ptr(f) as *const () as usize,
+            VT::Partial(p) => Rc::as_ptr(p) as *const () as usize,
+            other => graph_break!(UnsupportedBuiltin, "id() of {}", other.describe(py)),
+        };
+        let f = self.og.fake_id(py, key, v)?;
+        Ok(VT::constant(f))
+    }
+
+    /// The Python stand-in (`dynamo._polyfills`) for C method `ca` found on the class of `vt`
+    /// (an object from the frame or built in it), bound to `vt`: `object.__reduce_ex__` of an
+    /// instance of a class written in Python (its `copy`/`pickle` reduction, traced step by
+    /// step). `None` when `ca` has no stand-in or the class has a C base other than `object`.
+    pub(crate) fn polyfill_method(&mut self, py: Python<'_>, vt: &VT, ty: &Bound<'_, pyo3::types::PyType>, ca: &Bound<'_, PyAny>) -> VResult<Option<VT>> {
+        let object_type = py.get_type::<PyAny>();
+        let name = if ca.is(object_type.getattr("__reduce_ex__")?) { "object_reduce_ex" } else { return Ok(None) };
+        const HEAPTYPE: u64 = 1 << 9;
+        for base in ty.getattr("__mro__")?.try_iter()? {
+            let base = base?;
+            if base.is(&object_type) {
+                continue;
+            }
+            let flags: u64 = base.getattr("__flags__")?.extract()?;
+            if flags & HEAPTYPE == 0 {
+                return Ok(None);
+            }
+        }
+        if ty.getattr("__itemsize__")?.extract::<usize>()? != 0 || ty.getattr("__dictoffset__")?.extract::<isize>()? == 0 {
+            return Ok(None);
+        }
+        // Slot names are fixed when the class is made (`copyreg._slotnames` caches them on it,
+        // as the first real reduction would).
+        if py.import("copyreg")?.getattr("_slotnames")?.call1((ty,))?.len()? != 0 {
+            return Ok(None);
+        }
+        let f = py.import("dynamo._polyfills")?.getattr(name)?;
+        let func = wrap(py, self.og, &f, std::sync::Arc::new(crate::source::Source::Module { name: "dynamo._polyfills".into() }).attr(name))?;
+        Ok(Some(VT::Method { func: Box::new(func), self_: Box::new(vt.clone()) }))
+    }
+
     /// Pins a closure guarded by its code (Note [closure guards]) to its identity: called
     /// before anything depends on which function object it is.
     pub(crate) fn pin_identity(&mut self, v: &VT) {
@@ -342,6 +412,10 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Dict(d), _) | (_, VT::Dict(d)) if d.borrow().source.is_none() => false,
             (VT::NestedFunction(x), VT::NestedFunction(y)) => Rc::ptr_eq(x, y),
             (VT::NestedFunction(_), _) | (_, VT::NestedFunction(_)) => false,
+            (VT::Tuple(x), VT::Tuple(y)) if Rc::ptr_eq(x, y) => true,
+            // Tuples whose items are not all the same objects are different objects (a tuple
+            // tracker is one tuple object; only its identity with an equal one is unknown).
+            (VT::Tuple(x), VT::Tuple(y)) if x.len() != y.len() || x.iter().zip(y.iter()).any(|(p, q)| !matches!(p, VT::Constant(_)) && matches!(self.is_same(py, p, q), Ok(false))) => false,
             _ => match (real_object(a), real_object(b)) {
                 (Some(x), Some(y)) => x.as_ptr() == y.as_ptr(),
                 _ => unsupported!("identity comparison of {} and {}", a.describe(py), b.describe(py)),
@@ -385,7 +459,7 @@ impl<'a> InstructionTranslator<'a> {
         if let (Some(c), Some(i)) = (container.as_constant(py), item.as_constant(py)) {
             return Ok(c.contains(i)?);
         }
-        match (container, item.as_constant(py)) {
+        match (container, item.as_key(py)) {
             (VT::Dict(d) | VT::DictView { dict: d, view: DictView::Keys }, Some(k)) => {
                 for (key, _) in &d.borrow().items {
                     if key.bind(py).eq(&k)? {
@@ -704,7 +778,7 @@ impl<'a> InstructionTranslator<'a> {
                 unsupported!("sequence index of type {}", type_name(&i))
             }
             VT::Dict(d) => {
-                let k = idx.as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+                let k = idx.as_key(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
                 for (key, v) in &d.borrow().items {
                     if key.bind(py).eq(&k)? {
                         return Ok(v.clone());
@@ -777,7 +851,7 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(())
             }
             VT::Dict(d) => {
-                let k = idx.as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+                let k = idx.as_key(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
                 dict_set(py, &mut d.borrow_mut(), k.unbind(), v)?;
                 if d.borrow().source.is_some() {
                     self.og.side_effects.mutate_dict(d);
@@ -810,7 +884,17 @@ impl<'a> InstructionTranslator<'a> {
     /// `type(v)` when tracing knows it without running anything.
     pub(crate) fn type_of(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<Py<PyAny>>> {
         Ok(match v {
-            VT::Opaque { obj, .. } | VT::Module { obj, .. } => Some(obj.bind(py).get_type().into_any().unbind()),
+            VT::Opaque { obj, source } => {
+                // The class of an object from the frame is TYPE_MATCH-guarded there: reached
+                // again as `object.__getattribute__(o, '__class__')` (its attributes are read
+                // and guarded through it, and its instances made in the trace are tracked).
+                let ty = obj.bind(py).get_type();
+                self.og.class_sources.entry(ty.as_ptr() as usize).or_insert_with(|| source.generic_attr("__class__"));
+                Some(ty.into_any().unbind())
+            }
+            VT::Module { obj, .. } => Some(obj.bind(py).get_type().into_any().unbind()),
+            // A class's metaclass (classes from the frame are identity-guarded).
+            VT::Class(c) => Some(c.bind(py).get_type().into_any().unbind()),
             VT::NamedTuple { cls, .. } => Some(cls.clone_ref(py)),
             VT::Tuple(_) => Some(py.get_type::<PyTuple>().into_any().unbind()),
             VT::List(_) => Some(py.get_type::<PyList>().into_any().unbind()),
@@ -1059,7 +1143,7 @@ impl<'a> InstructionTranslator<'a> {
                     return Ok(VT::none(py));
                 }
                 let o = o.clone();
-                self.user_object_getattr(py, inner, &o, &name)
+                self.user_object_generic_getattr(py, inner, &o, &name)
             }
             VT::GenericAttr { obj: inner, set } => {
                 let VT::Opaque { obj: o, source } = inner.as_ref() else {

@@ -161,7 +161,27 @@ pub struct OutputGraph {
     /// Ints and strs the frame received that the trace has not used yet, and strings formatted
     /// from them, by the address of their `VT::Constant` (Note [lazy constants]).
     pub lazy_constants: HashMap<usize, LazyConstant>,
+    /// `id()` of objects that have no address while tracing, by the address of their tracker's
+    /// state (Note [ids of traced objects]): the `dynamo._polyfills.FakeId` standing for the id,
+    /// and the tracker (kept alive so that its address is not reused in this trace).
+    pub fake_ids: HashMap<usize, (Py<PyAny>, crate::symbolic::variables::VariableTracker)>,
 }
+
+// Note [ids of traced objects]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// `id(o)` is used by library code as an identity key: `copy.deepcopy`'s memo (`memo[id(x)]`,
+// `_keep_alive`'s `memo[id(memo)]`), caches keyed by object. For an object that exists outside
+// the frame and is reached through a source (a config, a module, a function), the trace uses
+// its real id, pinned by an ID_MATCH guard on that source, as torch does. An object the trace
+// built (a list, a dict, a user object) has no address until it is rebuilt, and a constant has
+// no source that would pin its identity: its id is a `FakeId`, one per tracker (the same
+// tracker always gives the same one), hashed and compared by identity, so it works as a dict key
+// and in `==`/`is` exactly as distinct ids do. Its value is unknown: formatting, arithmetic or
+// ordering it raises in the trace (a graph break: the instruction runs in Python with the real
+// id), and a FakeId that would outlive the graph (returned, stored outside the frame, live at a
+// break) is refused when the result is rebuilt (`convert_frame::rebuild_of`). Two constants
+// that are one object while tracing (an interned string read twice) are assumed to be one
+// object at run time: only identity-keyed lookups of immutable values see the difference.
 
 // Note [lazy constants]
 // ~~~~~~~~~~~~~~~~~~~~~
@@ -277,7 +297,20 @@ impl OutputGraph {
             sym_nodes: Default::default(),
             int_inputs: HashMap::new(),
             lazy_constants: HashMap::new(),
+            fake_ids: HashMap::new(),
         })
+    }
+
+    /// The `FakeId` for `id()` of the object tracked at address `key` (Note [ids of traced
+    /// objects]); `keep` is its tracker, held so the address stays this object's.
+    pub fn fake_id(&mut self, py: Python<'_>, key: usize, keep: &crate::symbolic::variables::VariableTracker) -> PyResult<Py<PyAny>> {
+        if let Some((f, _)) = self.fake_ids.get(&key) {
+            return Ok(f.clone_ref(py));
+        }
+        let n = self.fake_ids.len();
+        let f = py.import("dynamo._polyfills")?.getattr("FakeId")?.call1((n,))?.unbind();
+        self.fake_ids.insert(key, (f.clone_ref(py), keep.clone()));
+        Ok(f)
     }
 
     /// The dimensions of input `value` (at `source`, of `sizes`) to make symbolic: marked by

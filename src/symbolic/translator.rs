@@ -469,6 +469,11 @@ impl<'a> InstructionTranslator<'a> {
                 let v = self.pop()?;
                 self.store_attr(py, &obj, &name, v)?;
             }
+            op::DELETE_ATTR => {
+                let obj = self.pop()?;
+                let name = self.code.names[arg as usize].clone();
+                self.delete_attr(py, &obj, &name)?;
+            }
             op::STORE_GLOBAL => {
                 let v = self.pop()?;
                 let name = self.code.names[arg as usize].clone();
@@ -814,7 +819,7 @@ impl<'a> InstructionTranslator<'a> {
                 let items = self.popn(2 * arg as usize)?;
                 let mut d = Vec::new();
                 for kv in items.chunks(2) {
-                    let k = kv[0].as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+                    let k = kv[0].as_key(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
                     d.push((k.unbind(), kv[1].clone()));
                 }
                 self.stack.push(new_dict(d));
@@ -832,7 +837,7 @@ impl<'a> InstructionTranslator<'a> {
             op::MAP_ADD => {
                 let v = self.pop()?;
                 let k = self.pop()?;
-                let k = k.as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+                let k = k.as_key(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
                 let idx = self.stack.len() - arg as usize;
                 match &self.stack[idx] {
                     VT::Dict(d) if d.borrow().source.is_none() => dict_set(py, &mut d.borrow_mut(), k.unbind(), v)?,
@@ -1118,6 +1123,53 @@ impl<'a> InstructionTranslator<'a> {
             (Some(s), true) => s.item(ItemKey::Str(name.to_string())),
         };
         wrap(py, self.og, &value, source)
+    }
+
+    /// `del obj.name`: on a user object built in the frame, its class's Python `__delattr__`
+    /// is inlined, or the attribute leaves the tracker; deletions on objects from outside the
+    /// frame are graph breaks (not replayed).
+    pub(crate) fn delete_attr(&mut self, py: Python<'_>, obj: &VT, name: &str) -> VResult<()> {
+        match obj {
+            VT::UserObject(o) => {
+                let o = o.clone();
+                self.user_object_delattr(py, obj, &o, name, false)
+            }
+            _ => graph_break!(SideEffect, "attribute deletion {}.{name}", obj.describe(py)),
+        }
+    }
+
+    /// `del o.name` on a new user object (Objects/object.c, `_PyObject_GenericSetAttrWithDict`
+    /// with no value): the class's Python `__delattr__` inlined unless `generic`; a data
+    /// descriptor on the class (a property's deleter) is not modelled; otherwise the instance
+    /// attribute is removed, and a missing one raises AttributeError.
+    pub(crate) fn user_object_delattr(&mut self, py: Python<'_>, vt: &VT, o: &Rc<crate::symbolic::variables::user_defined::UserObject>, name: &str, generic: bool) -> VResult<()> {
+        let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+        if !generic {
+            let (k, delattr) = static_type_lookup(&ty, "__delattr__")?.expect("object defines __delattr__");
+            if !delattr.is(py.get_type::<PyAny>().getattr("__delattr__")?) {
+                if type_name(&delattr) != "function" {
+                    graph_break!(SideEffect, "attribute deletion {}.{name} (a {} __delattr__)", vt.describe(py), type_name(&delattr));
+                }
+                let func = wrap(py, self.og, &delattr, o.class_attr_source(k, "__delattr__"))?;
+                let key = VT::constant(PyString::new(py, name).into_any().unbind());
+                self.call(py, &func, vec![vt.clone(), key], vec![])?;
+                return Ok(());
+            }
+        }
+        if let Some((_, ca)) = static_type_lookup(&ty, name)? {
+            if crate::symbolic::variables::user_defined::is_data_descriptor(&ca)? {
+                graph_break!(SideEffect, "attribute deletion {}.{name} (a {} on its class)", vt.describe(py), type_name(&ca));
+            }
+        }
+        for base in ty.getattr("__mro__")?.try_iter()? {
+            if self.og.side_effects.attr(&base?.unbind(), name).is_some() {
+                graph_break!(SideEffect, "attribute deletion {}.{name} after a write to its class", vt.describe(py));
+            }
+        }
+        if !o.remove(py, name) {
+            return Err(Unsupported::raise("AttributeError", format!("'{}' object has no attribute '{name}'", crate::symbolic::variables::qualname(o.cls.bind(py)))));
+        }
+        Ok(())
     }
 
     /// `IMPORT_NAME`: traced only when the module is already in `sys.modules` (then `import`

@@ -74,6 +74,37 @@ impl<'a> InstructionTranslator<'a> {
                 return Ok(const_bool(py, c));
             }
         }
+        if b.is(py.get_type::<PyAny>().getattr("__new__")?) && args.len() == 1 && kwargs.is_empty() {
+            // `object.__new__(cls)` (what `copyreg.__newobj__` runs for `copy` and `pickle`): a
+            // new object of a trackable class with no attributes and no `__init__` run
+            // (Objects/typeobject.c, `object_new`). A dict subclass needs `dict.__new__`
+            // (TypeError), left to Python.
+            if let VT::Class(c) = &args[0] {
+                if self.is_trackable_class(py, c.bind(py))? && !crate::symbolic::variables::user_defined::has_dict_base(py, c.bind(py))? {
+                    let cls_source = self.og.class_sources.get(&(c.as_ptr() as usize)).cloned().expect("trackable classes have a source");
+                    return Ok(VT::UserObject(Rc::new(crate::symbolic::variables::user_defined::UserObject::new(c.clone_ref(py), cls_source, false))));
+                }
+            }
+        }
+        if is("delattr") && args.len() == 2 && kwargs.is_empty() {
+            // `delattr(o, name)` is `del o.name` (Python/bltinmodule.c, `builtin_delattr` calls
+            // `PyObject_SetAttr(o, name, NULL)`, as DELETE_ATTR does).
+            let name: String = match args[1].as_constant(py).and_then(|n| n.extract::<String>().ok()) {
+                Some(n) => n,
+                None => graph_break!(UnsupportedBuiltin, "delattr with a non-constant or non-string name"),
+            };
+            self.delete_attr(py, &args[0], &name)?;
+            return Ok(VT::none(py));
+        }
+        if b.is(py.get_type::<PyAny>().getattr("__delattr__")?) && args.len() == 2 && kwargs.is_empty() {
+            // `object.__delattr__(o, name)` (reached through `super()` in a class's own
+            // `__delattr__`): the generic deletion, past the class's override.
+            if let (VT::UserObject(o), Some(name)) = (&args[0], args[1].as_constant(py).and_then(|n| n.extract::<String>().ok())) {
+                let o = o.clone();
+                self.user_object_delattr(py, &args[0], &o, &name, true)?;
+                return Ok(VT::none(py));
+            }
+        }
         if is("setattr") && args.len() == 3 && kwargs.is_empty() {
             // `setattr(o, name, v)` is `o.name = v` (Python/bltinmodule.c, `builtin_setattr`
             // calls `PyObject_SetAttr`, the slot STORE_ATTR uses too).
@@ -130,6 +161,35 @@ impl<'a> InstructionTranslator<'a> {
                     VT::constant(n.into_pyobject(py)?.into_any().unbind())
                 }
             });
+        }
+        if is("issubclass") && args.len() == 2 && kwargs.is_empty() {
+            // Two classes (or a class and a tuple of classes) whose metaclasses keep `type`'s
+            // `__subclasscheck__`: the answer is the MRO's (Objects/abstract.c,
+            // `PyObject_IsSubclass`), fixed for classes that are identity-guarded where they
+            // come from. Other metaclasses (ABCMeta consults its registry) are left to Python.
+            let class_of = |v: &VT| -> Option<Bound<'_, PyAny>> {
+                match v {
+                    VT::Class(c) | VT::Builtin(c) if c.bind(py).is_instance_of::<pyo3::types::PyType>() => Some(c.bind(py).clone()),
+                    _ => None,
+                }
+            };
+            let plain = |c: &Bound<'_, PyAny>| -> bool {
+                let type_type = py.get_type::<pyo3::types::PyType>();
+                c.get_type().getattr("__subclasscheck__").map(|s| s.is(type_type.getattr("__subclasscheck__").expect("type has it"))).unwrap_or(false)
+            };
+            let targets: Option<Vec<Bound<'_, PyAny>>> = match &args[1] {
+                VT::Tuple(items) => items.iter().map(|i| class_of(i)).collect(),
+                other => class_of(other).map(|c| vec![c]),
+            };
+            if let (Some(derived), Some(targets)) = (class_of(&args[0]), targets) {
+                if targets.iter().all(|t| plain(t)) {
+                    let mut r = false;
+                    for t in &targets {
+                        r = r || derived.cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.is_subclass(t)?;
+                    }
+                    return Ok(const_bool(py, r));
+                }
+            }
         }
         if is("isinstance") {
             let cls = match &args[1] {
@@ -217,6 +277,8 @@ impl<'a> InstructionTranslator<'a> {
                 VT::Opaque { .. } | VT::Module { .. } => Some(self.attr_absent(py, &args[0], &name)?),
                 // A new object: its instance attributes are all in the tracker; the class is
                 // asked (and guarded through its source).
+                // (A class with its own `__getattribute__` answers through it, below.)
+                VT::UserObject(o) if type_name(&o.cls.bind(py).getattr("__getattribute__")?) == "function" => None,
                 VT::UserObject(o) => {
                     if o.get(py, &name).is_some() {
                         Some(false)
@@ -344,6 +406,19 @@ impl<'a> InstructionTranslator<'a> {
                     (None, None) => graph_break!(UnsupportedCall, "next() of an exhausted iterator (StopIteration)"),
                 };
             }
+        }
+        if is("id") && args.len() == 1 && kwargs.is_empty() {
+            return self.builtin_id(py, &args[0]);
+        }
+        if is("vars") && args.len() == 1 && kwargs.is_empty() && matches!(args[0], VT::UserObject(_) | VT::Opaque { .. }) {
+            // `vars(o)` is `o.__dict__` (Python/bltinmodule.c, `builtin_vars_impl`: an
+            // attribute lookup; TypeError when there is none, left to Python).
+            return match self.getattr(py, &args[0], "__dict__") {
+                Ok(d @ VT::Dict(_)) => Ok(d),
+                Ok(other) => graph_break!(UnsupportedBuiltin, "vars() of {} gives {}", args[0].describe(py), other.describe(py)),
+                Err(e) if e.is_raised("AttributeError") => graph_break!(UnsupportedBuiltin, "vars() of {} (TypeError)", args[0].describe(py)),
+                Err(e) => Err(e),
+            };
         }
         if is("print") || is("input") || is("open") || is("exec") || is("eval") || is("setattr") || is("delattr") || is("globals") || is("locals") || is("vars") || is("id") || is("super") {
             graph_break!(UnsupportedBuiltin, "call to builtin {}", crate::symbolic::variables::qualname(b));

@@ -464,6 +464,13 @@ impl<'a> InstructionTranslator<'a> {
                 let mut out = Vec::new();
                 for item in c.bind(py).try_iter()? {
                     let item = item?;
+                    if item.is_instance_of::<pyo3::types::PyType>() && (c.bind(py).is_instance_of::<pyo3::types::PyTuple>() || is_literal(py, c.bind(py))) {
+                        // The classes of a type expression or of a tuple read from one
+                        // (`get_args(int | None)`): fixed objects, pinned by the guard on the
+                        // expression (compared by value, its classes by identity).
+                        out.push(VT::Class(Rc::new(item.unbind())));
+                        continue;
+                    }
                     if !is_literal(py, &item) {
                         unsupported!("iterating a constant yields a non-literal");
                     }

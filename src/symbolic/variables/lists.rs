@@ -276,7 +276,7 @@ impl<'a> InstructionTranslator<'a> {
                     new_items.push((PyString::new(py, &k).into_any().unbind(), v));
                 }
                 let key = match name {
-                    "pop" | "setdefault" => Some(args.first().and_then(|a| a.as_constant(py)).ok_or_else(|| Unsupported::new("dict key is not a constant"))?),
+                    "pop" | "setdefault" => Some(args.first().and_then(|a| a.as_key(py)).ok_or_else(|| Unsupported::new("dict key is not a constant"))?),
                     _ => None,
                 };
                 let result = {
@@ -324,7 +324,7 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(result)
             }
             (VT::Dict(d), "get") => {
-                let k = args[0].as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+                let k = args[0].as_key(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
                 for (key, v) in &d.borrow().items {
                     if key.bind(py).eq(&k)? {
                         return Ok(v.clone());

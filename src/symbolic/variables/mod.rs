@@ -163,6 +163,20 @@ impl VariableTracker {
         }
     }
 
+    /// The Python object this tracker stands for as a dict key or in an identity test: a
+    /// constant's value, or a class or builtin (hashed and compared by identity,
+    /// `builder::is_identity_key`; classes and builtins are identity-guarded where they come
+    /// from). `None` for everything else (mutable or untracked values).
+    pub fn as_key<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        match self {
+            VT::Class(c) | VT::Builtin(c) => {
+                let b = c.bind(py);
+                crate::symbolic::builder::is_identity_key(py, b).then(|| b.clone())
+            }
+            _ => self.as_constant(py),
+        }
+    }
+
     pub fn is_null(&self) -> bool {
         matches!(self, VT::Null)
     }

@@ -83,6 +83,21 @@ impl UserObject {
         }
     }
 
+    /// Removes the instance attribute `name` (`del o.name` through `object.__delattr__`);
+    /// false when the instance has none (CPython then raises AttributeError). A deletion bumps
+    /// the dict's version, as it invalidates iterators over a real `__dict__`.
+    pub fn remove(&self, py: Python<'_>, name: &str) -> bool {
+        let mut attrs = self.attrs.borrow_mut();
+        match attrs.items.iter().position(|(k, _)| k.bind(py).eq(name).unwrap_or(false)) {
+            Some(i) => {
+                attrs.items.remove(i);
+                attrs.version += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The source of the class attribute `name` found at `cls.__mro__[k]`:
     /// `cls.__mro__[k].__dict__[name]` (read without running descriptors).
     pub fn class_attr_source(&self, k: usize, name: &str) -> Arc<Source> {
@@ -161,8 +176,9 @@ pub fn has_dict_base(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> {
 /// `plain_metaclass`) and, for an ABC, no abstract method left; every class of the MRO but
 /// `object` a Python class (heap type) with an instance `__dict__` and at most empty `__slots__`
 /// (the `collections.abc` mixins declare `()`), or one of the builtin bases `dict` and
-/// `collections.OrderedDict` (Note [dict subclass objects]); the base's `__new__` and
-/// `__getattribute__` (`object`'s, or `dict`'s for a dict subclass, both generic); no
+/// `collections.OrderedDict` (Note [dict subclass objects]); the base's `__new__`; the base's
+/// `__getattribute__` (`object`'s, or `dict`'s for a dict subclass, both generic) or a Python
+/// function (inlined on reads); no
 /// `__getattr__`, `__del__` or (for a dict subclass) `__missing__`; and `__init__` either the
 /// base's or a Python function. (A Python `__setattr__`, as a frozen dataclass has, is inlined
 /// on writes.)
@@ -206,7 +222,11 @@ pub fn is_plain_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> 
     let dict_sub = has_dict_base(py, cls)?;
     // `dict` has its own slot wrappers for `__new__` and (the generic) `__getattribute__`.
     let base = if dict_sub { py.get_type::<PyDict>().into_any() } else { object.clone().into_any() };
-    if !ty.getattr("__new__")?.is(base.getattr("__new__")?) || !ty.getattr("__getattribute__")?.is(base.getattr("__getattribute__")?) {
+    // A Python `__getattribute__` (transformers' `PreTrainedConfig` alias map) is inlined on
+    // reads, its `super().__getattribute__` reaching the generic lookup.
+    let getattribute = ty.getattr("__getattribute__")?;
+    let python_getattribute = crate::symbolic::variables::type_name(&getattribute) == "function";
+    if !ty.getattr("__new__")?.is(base.getattr("__new__")?) || !(getattribute.is(base.getattr("__getattribute__")?) || python_getattribute) {
         return Ok(false);
     }
     if ty.hasattr("__getattr__")? || ty.hasattr("__del__")? || (dict_sub && ty.hasattr("__missing__")?) {
@@ -397,6 +417,9 @@ impl<'a> InstructionTranslator<'a> {
             // `d.get(k)` on a dict subclass that does not override `get`: dict's method on the
             // instance's storage (see `dict_storage_method`).
             "method_descriptor" if matches!(vt, VT::Opaque { .. }) => {
+                if let Some(m) = self.polyfill_method(py, vt, ty, ca)? {
+                    return Ok(m);
+                }
                 let VT::Opaque { obj, .. } = vt else { unreachable!() };
                 let o = obj.bind(py).clone();
                 match self.dict_storage_method(py, &o, source, ca, name)? {
@@ -460,6 +483,10 @@ impl<'a> InstructionTranslator<'a> {
                     if ca.is(object_type.getattr(slot)?) {
                         return Ok(VT::GenericAttr { obj: Box::new(inner.clone()), set });
                     }
+                }
+                if ca.is(object_type.getattr("__delattr__")?) {
+                    // `super().__delattr__(name)`: the generic deletion (`call_builtin`).
+                    return Ok(VT::Method { func: Box::new(VT::Builtin(Rc::new(ca.unbind()))), self_: Box::new(inner.clone()) });
                 }
                 let builtin_init = ca.is(object_type.getattr("__init__")?)
                     || (name == "__init__" && uo.storage.is_some() && ca.getattr("__objclass__").map(|c| crate::symbolic::variables::user_defined::dict_base_type(py, &c).unwrap_or(false)).unwrap_or(false));
@@ -630,8 +657,26 @@ impl<'a> InstructionTranslator<'a> {
         Ok(Some(VT::Method { func: Box::new(func), self_: Box::new(obj.clone()) }))
     }
 
-    /// `o.name` on a new user object (see the module docs for the lookup order).
+    /// `o.name` on a new user object: the class's Python `__getattribute__` inlined when it
+    /// has one (`slot_tp_getattr_hook`, Objects/typeobject.c; `is_plain_class` refuses a
+    /// `__getattr__` beside it), else the generic lookup.
     pub(crate) fn user_object_getattr(&mut self, py: Python<'_>, vt: &VT, o: &Rc<crate::symbolic::variables::user_defined::UserObject>, name: &str) -> VResult<VT> {
+        if name != "__class__" {
+            let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+            if let Some((k, ga)) = static_type_lookup(&ty, "__getattribute__")? {
+                if type_name(&ga) == "function" {
+                    let func = wrap(py, self.og, &ga, o.class_attr_source(k, "__getattribute__"))?;
+                    let key = VT::constant(PyString::new(py, name).into_any().unbind());
+                    return self.call(py, &func, vec![vt.clone(), key], vec![]);
+                }
+            }
+        }
+        self.user_object_generic_getattr(py, vt, o, name)
+    }
+
+    /// `object.__getattribute__(o, name)` on a new user object (the lookup order is in the
+    /// module docs).
+    pub(crate) fn user_object_generic_getattr(&mut self, py: Python<'_>, vt: &VT, o: &Rc<crate::symbolic::variables::user_defined::UserObject>, name: &str) -> VResult<VT> {
         if name == "__class__" {
             return Ok(VT::Class(Rc::new(o.cls.clone_ref(py))));
         }
@@ -686,6 +731,7 @@ impl<'a> InstructionTranslator<'a> {
             "wrapper_descriptor" if ca.is(object_type.getattr("__setattr__")?) || ca.is(object_type.getattr("__getattribute__")?) => {
                 Ok(VT::GenericAttr { obj: Box::new(vt.clone()), set: name == "__setattr__" })
             }
+            "method_descriptor" if self.polyfill_method(py, vt, &ty, &ca)?.is_some() => Ok(self.polyfill_method(py, vt, &ty, &ca)?.expect("checked")),
             // `o.keys` on a dict subclass that does not override it: dict's method on the
             // storage (Note [dict subclass objects]).
             "method_descriptor" | "wrapper_descriptor" if o.storage_method(py, &ca, name)?.is_some() => {

@@ -1,0 +1,105 @@
+"""Python equivalents of C functions, for the tracer to inline in their place.
+
+When traced code calls one of the C functions in `POLYFILLS` on a value the tracer models (an
+object built in the frame, or one reached from it), the tracer calls the Python function here
+instead, so the work is traced step by step rather than run on a real object (which may not
+exist yet). Each function must behave exactly as its C original (same result, same exceptions)
+on every input it is used for; the C source it follows is named in its docstring.
+"""
+
+import copyreg
+
+
+def object_reduce_ex(obj, protocol):
+    """`object.__reduce_ex__(obj, protocol)` (Objects/typeobject.c, `object___reduce_ex___impl`):
+    a class's own `__reduce__` wins; protocols 0 and 1 use `copyreg._reduce_ex`; from protocol
+    2 on, `reduce_newobj`: the arguments for `cls.__new__` (from `__getnewargs_ex__` or
+    `__getnewargs__`), `copyreg.__newobj__` (or `__newobj_ex__` when there are keyword
+    arguments), the state (`__getstate__`, by default the instance dict, None when it is
+    empty, paired with the slot values when the class has slots) and item iterators for list
+    and dict subclasses.
+
+    Returns the 5-tuple `(callable, args, state, listitems, dictitems)` that `copy` and
+    `pickle` consume. The tracer only uses it for classes written in Python whose instances
+    have no variable-size part (`__itemsize__ == 0`). The C code also looks `__reduce__` and
+    `__getstate__` up on the instance before deciding from the class; that lookup's result is
+    only used when the class overrides them, so it is made only then here (a class's own
+    `__getattribute__` sees one lookup fewer).
+    """
+    cls = type(obj)
+    if cls.__reduce__ is not object.__reduce__:
+        return obj.__reduce__()
+    if protocol < 2:
+        return copyreg._reduce_ex(obj, protocol)
+    kwargs = None
+    if hasattr(cls, "__getnewargs_ex__"):
+        args, kwargs = obj.__getnewargs_ex__()
+        if not isinstance(args, tuple) or not isinstance(kwargs, dict):
+            raise TypeError("__getnewargs_ex__ should return a tuple of a tuple and a dict")
+    elif hasattr(cls, "__getnewargs__"):
+        args = obj.__getnewargs__()
+        if not isinstance(args, tuple):
+            raise TypeError("__getnewargs__ should return a tuple")
+    else:
+        args = None
+    if kwargs:
+        callable_, newargs = copyreg.__newobj_ex__, (cls, args, kwargs)
+    else:
+        callable_, newargs = copyreg.__newobj__, (cls,) + (args or ())
+    state = _getstate(obj, cls)
+    listitems = iter(obj) if isinstance(obj, list) else None
+    dictitems = iter(obj.items()) if isinstance(obj, dict) else None
+    return (callable_, newargs, state, listitems, dictitems)
+
+
+def _getstate(obj, cls):
+    """`object.__getstate__` (Objects/typeobject.c, `object_getstate`): an overriding
+    `__getstate__` is called; the default is the instance dict itself (None when it is empty).
+    The tracer only uses it for classes written in Python (no C base other than `object`)
+    without slot names (`copyreg._slotnames(cls)` empty), whose instances have a `__dict__`;
+    with slots the C code pairs the dict with their values."""
+    if cls.__getstate__ is not object.__getstate__:
+        return obj.__getstate__()
+    d = object.__getattribute__(obj, "__dict__")
+    return d if d else None
+
+
+class FakeId:
+    """What `id(obj)` gives while tracing when `obj` has no address yet (an object built by
+    the trace) or no source to pin it by (Note [ids of traced objects] in
+    src/symbolic/output_graph.rs): a key equal only to itself. Its value is unknown, so every
+    use that would read it (formatting, arithmetic, ordering, `int()`) raises TypeError, which
+    the tracer turns into a graph break; the compiler refuses one that outlives the graph."""
+
+    __slots__ = ("_n",)
+
+    def __init__(self, n):
+        self._n = n
+
+    def __hash__(self):
+        return hash(("dynamo.FakeId", self._n))
+
+    def __eq__(self, other):
+        return self is other
+
+    def __ne__(self, other):
+        return self is not other
+
+    def _unknown(self, *args, **kwargs):
+        raise TypeError("the id() of an object built while tracing has no value yet")
+
+    __repr__ = __str__ = __format__ = __index__ = __int__ = __float__ = __bool__ = _unknown
+    __lt__ = __le__ = __gt__ = __ge__ = _unknown
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __mod__ = __rmod__ = _unknown
+    __floordiv__ = __rfloordiv__ = __truediv__ = __rtruediv__ = __and__ = __rand__ = _unknown
+    __or__ = __ror__ = __xor__ = __rxor__ = __lshift__ = __rshift__ = __neg__ = __abs__ = _unknown
+    __reduce__ = __reduce_ex__ = __copy__ = __deepcopy__ = _unknown
+
+
+def is_fake_id(v):
+    """Whether `v` is a FakeId or a tuple / frozenset holding one."""
+    if type(v) is FakeId:
+        return True
+    if type(v) in (tuple, frozenset):
+        return any(is_fake_id(i) for i in v)
+    return False
