@@ -58,6 +58,28 @@ def _unsupported_call(x):
     return x + 1
 
 
+def _takes_one(a):
+    return a
+
+
+def _argument_mismatch(x):
+    y = x + 1
+    _takes_one(1, 2)
+    return y
+
+
+def _unsupported_operation(x, d):
+    y = x + 1
+    r = reversed(d)
+    return y, r
+
+
+def _untraced_tensor_attribute(x):
+    y = x + 1
+    g = x.grad
+    return y, g
+
+
 def _fake_tensor_error(x, y):
     return x + y
 
@@ -76,6 +98,8 @@ CASES = [
     ("GB0005 side_effect", "attribute write _Loud object.w (custom __setattr__ or a descriptor)", _side_effect, lambda: (torch.ones(2), _Loud()), "o.w ="),
     ("GB0006 untraced_value", "attribute 'v' of _Dyn object (a cached_property on its class)", _untraced_value, lambda: (torch.ones(2), _Dyn()), "o.v"),
     ("GB0007 unsupported_call", "call to torch.random.manual_seed is not traced", _unsupported_call, lambda: (torch.ones(2),), "manual_seed"),
+    ("GB0016 unsupported_operation", "reversed() of a dict or dict view", _unsupported_operation, lambda: (torch.ones(2), {"a": 1}), "reversed(d)"),
+    ("GB0021 untraced_tensor_attribute", "Tensor.grad is not traced", _untraced_tensor_attribute, lambda: (torch.ones(2),), "x.grad"),
 ]
 
 
@@ -95,6 +119,14 @@ def test_fake_tensor_error_runs_eagerly_and_raises_the_users_error():
         opt(torch.ones(3), torch.ones(4))
     reasons = _C.break_reasons()
     assert reasons and "[GB0008 fake_tensor_error]" in reasons[0], reasons
+
+
+def test_argument_mismatch_raises_eagers_type_error():
+    opt = dynamo.optimize("eager")(_argument_mismatch)
+    with pytest.raises(TypeError, match="takes 1 positional argument but 2 were given"):
+        opt(torch.ones(2))
+    reasons = _C.break_reasons()
+    assert any("[GB0018 argument_mismatch] _takes_one() takes 1 positional arguments but more were given" in r for r in reasons), reasons
 
 
 def test_nopython_raises_at_first_break():

@@ -237,6 +237,11 @@ pub fn is_inplace_op(name: &str, is_method: bool) -> bool {
         Some((m, l)) if !is_method => (m, l),
         _ => ("", name),
     };
+    // `operator.and_`, `or_`, `not_`, `is_` are out-of-place: the underscore only avoids a
+    // keyword.
+    if (module == "_operator" || module == "operator") && matches!(last, "and_" | "or_" | "not_" | "is_") {
+        return false;
+    }
     if last.ends_with('_') && !last.ends_with("__") {
         return true;
     }
@@ -309,5 +314,23 @@ impl fmt::Display for Graph {
         }
         let outs: Vec<String> = self.outputs.iter().map(|a| a.to_string()).collect();
         writeln!(f, "return ({})", outs.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_inplace_op;
+
+    #[test]
+    fn inplace_ops_by_name() {
+        assert!(is_inplace_op("add_", true));
+        assert!(is_inplace_op("torch.relu_", false));
+        assert!(is_inplace_op("_operator.iand", false));
+        assert!(is_inplace_op("__iadd__", true));
+        assert!(!is_inplace_op("__add__", true));
+        // operator's keyword-avoiding names are out of place.
+        for f in ["_operator.and_", "_operator.or_", "_operator.not_", "_operator.is_"] {
+            assert!(!is_inplace_op(f, false), "{f}");
+        }
     }
 }

@@ -12,7 +12,7 @@ use crate::source::{ItemKey, Source};
 use crate::symbolic::output_graph::OutputGraph;
 use crate::symbolic::variables::{type_name, DictState, ListState, VT};
 use crate::symbolic::VResult;
-use crate::unsupported;
+use crate::{graph_break, unsupported};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use std::cell::RefCell;
@@ -170,7 +170,7 @@ pub fn wrap(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, sour
             return wrap_inner(py, og, value, source);
         }
         if og.wrapping.contains(&key) || og.wrapping.len() >= 32 {
-            unsupported!("container at {source} refers to itself or nests too deeply");
+            graph_break!(UnrollLimit, "container at {source} refers to itself or nests too deeply");
         }
         og.wrapping.push(key);
         let r = wrap_inner(py, og, value, source);

@@ -17,7 +17,7 @@ use crate::symbolic::output_graph::OutputGraph;
 use crate::symbolic::translator::{GlobalsInfo, InstructionTranslator};
 use crate::symbolic::variables::{type_name, IterKind, IteratorState, VT};
 use crate::symbolic::{Unsupported, VResult};
-use crate::unsupported;
+use crate::{graph_break, unsupported};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use std::cell::RefCell;
@@ -481,7 +481,7 @@ fn convert_break(
     let inst = ci.insts[state.ip].clone();
     let (n_operands, n_pushed) = break_operands(&inst).expect("checked by can_break");
     if state.stack.len() < n_operands {
-        unsupported!("graph break with a short stack");
+        graph_break!(UnresumableBreak, "graph break with a short stack");
     }
     // How many times each container built in the frame is reached from what outlives the graph.
     let reach = check_no_shared_containers(py, &state, ci, &og)?;
@@ -553,7 +553,7 @@ fn convert_break(
         // Note [protected breaks]: the handler needs the stack below its depth as real values.
         let depth = exn.depth as usize;
         if depth > preserved.len() || preserved[..depth].iter().any(|p| p.is_none()) {
-            unsupported!("graph break inside a try/with block opened in the middle of a call");
+            graph_break!(UnresumableBreak, "graph break inside a try/with block opened in the middle of a call");
         }
     }
     let operands = state.stack[split..].iter().map(|v| slot(v, &mut outputs)).collect::<VResult<Vec<_>>>()?;
@@ -562,7 +562,7 @@ fn convert_break(
     // Note [loop bodies as functions] (pycodegen::loop_body): the loop runs in a driver.
     let loop_driver = if inst.opcode == crate::bytecode::opcode::op::FOR_ITER && kind != crate::symbolic::graph_break::GraphBreakKind::RaisesException {
         let (oci, head) = crate::pycodegen::resume::original_target(py, ci, state.ip).unwrap_or_else(|| (ci.clone(), state.ip));
-        let Some(shape) = crate::pycodegen::loop_body::loop_shape(&oci, head) else { unsupported!("for loop whose body cannot become a function") };
+        let Some(shape) = crate::pycodegen::loop_body::loop_shape(&oci, head) else { graph_break!(UnresumableBreak, "for loop whose body cannot become a function") };
         let n_pass = oci.varnames.len() as u32;
         let bound: Vec<u32> = (0..n_pass).filter(|v| !unbound.contains(v)).collect();
         let layout: Vec<crate::pycodegen::resume::StackSlot> = preserved
@@ -576,7 +576,7 @@ fn convert_break(
         let globals = frame.globals.clone().into_any().unbind();
         match crate::pycodegen::loop_body::make_driver(py, &oci, shape, &bound, &layout, &globals).map_err(ConvertError::Internal)? {
             Some(d) => Some((d, n_pass)),
-            None => unsupported!("for loop whose body cannot become a function"),
+            None => graph_break!(UnresumableBreak, "for loop whose body cannot become a function"),
         }
     } else {
         None
@@ -630,7 +630,7 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
         });
     }
     for (target, cell) in se.cells.iter().rev() {
-        let Some(v) = cell.borrow().clone() else { unsupported!("a cell emptied while tracing") };
+        let Some(v) = cell.borrow().clone() else { graph_break!(UnreconstructableValue, "a cell emptied while tracing") };
         let value = rebuild_of(py, og, &v, outputs)?;
         out.push(match target {
             crate::symbolic::side_effects::CellTarget::FrameFree(slot) | crate::symbolic::side_effects::CellTarget::FrameCell(slot) => SideEffect::SetDeref { slot: *slot, value },
@@ -839,7 +839,7 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
         visit(py, v, &mut seen);
     }
     if seen.iter().any(|(&p, &n)| n > 1 && p & SOURCED_LIST_TAG != 0) {
-        unsupported!("a list the frame received, reached twice through its iterators");
+        graph_break!(UnreconstructableValue, "a list the frame received, reached twice through its iterators");
     }
     Ok(seen)
 }
@@ -976,7 +976,7 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
                 Some(s) => {
                     if it.pos > l.borrow().entry_len {
                         // `iter_at` steps the old contents: the position must exist there.
-                        unsupported!("an iterator over a list from the frame past its length at entry");
+                        graph_break!(UnreconstructableValue, "an iterator over a list from the frame past its length at entry");
                     }
                     Rebuild::ListIter { list: s, pos: it.pos }
                 }
@@ -993,7 +993,7 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
             };
             if changed {
                 // `reversed_at` sets the position against the old contents.
-                unsupported!("a reversed iterator over a list from the frame past its length at entry");
+                graph_break!(UnreconstructableValue, "a reversed iterator over a list from the frame past its length at entry");
             }
             let l = rebuild_of(py, og, &VT::List(list.clone()), outputs)?;
             call("reversed_at", vec![l, int(*index)?])?
@@ -1004,7 +1004,7 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
                 return call("dict_iter_changed_size", vec![Rebuild::Const(pyo3::types::PyString::new(py, view.method()).into_any().unbind())]);
             }
             if d.version != *version || (d.source.is_some() && d.version != 0) {
-                unsupported!("an iterator over a dict whose keys the trace changed");
+                graph_break!(UnreconstructableValue, "an iterator over a dict whose keys the trace changed");
             }
             drop(d);
             let dict_rb = rebuild_of(py, og, &VT::Dict(dict.clone()), outputs)?;
@@ -1023,7 +1023,7 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
             Rebuild::Call { func: f.unbind(), args }
         }
         // A real generator cannot be made suspended in the middle of its body.
-        IterKind::Generator(_) => unsupported!("a generator that outlives the graph (returned, or live across a graph break)"),
+        IterKind::Generator(_) => graph_break!(UnreconstructableValue, "a generator that outlives the graph (returned, or live across a graph break)"),
         // Lazy iterators are made again over their rebuilt inner iterators, in the state that
         // yields what is left: `map(func, *inners)`, `filter(func, inner)`, `chain(active,
         // *pending)` (chain takes `iter()` of the pending iterables as late as the original),
@@ -1063,7 +1063,7 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
             Rebuild::Call { func: py.import("itertools")?.getattr("islice")?.unbind(), args }
         }
         IterKind::Accumulate { .. } | IterKind::ZipLongest { .. } => {
-            unsupported!("an accumulate or zip_longest iterator that outlives the graph (returned, or live across a graph break)")
+            graph_break!(UnreconstructableValue, "an accumulate or zip_longest iterator that outlives the graph (returned, or live across a graph break)")
         }
     })
 }
@@ -1128,7 +1128,7 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
     match outputs.shared.get(&key).copied() {
         None => rebuild_fresh(py, og, vt, outputs),
         Some(SharedRebuild::Done(id)) => Ok(Rebuild::SharedRef(id)),
-        Some(SharedRebuild::Building) => unsupported!("{} that contains itself outlives the graph", vt.describe(py)),
+        Some(SharedRebuild::Building) => graph_break!(UnreconstructableValue, "{} that contains itself outlives the graph", vt.describe(py)),
         Some(SharedRebuild::Pending) => {
             if let Some((shell, fill)) = cyclic_parts(py, vt)? {
                 // Made empty and kept before its contents are built: an inner reach of itself
@@ -1224,13 +1224,13 @@ fn user_object_contents(py: Python<'_>, og: &OutputGraph, o: &Rc<crate::symbolic
 fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) -> VResult<Rebuild> {
     if let VT::NestedFunction(nf) = vt {
         if !nf.kwdefaults.is_empty() {
-            unsupported!("returning a function with keyword-only defaults");
+            graph_break!(UnreconstructableValue, "returning a function with keyword-only defaults");
         }
         // In emission order: the defaults, then the closure.
         let defaults = nf.defaults.iter().map(|d| rebuild_of(py, og, d, outputs)).collect::<VResult<_>>()?;
         let mut closure = Vec::new();
         for c in &nf.closure {
-            let VT::Cell(rc) = c else { unsupported!("closure of a returned function is not a cell") };
+            let VT::Cell(rc) = c else { graph_break!(UnreconstructableValue, "closure of a returned function is not a cell") };
             match outputs.cells.get(&(Rc::as_ptr(rc) as *const () as usize)) {
                 Some(&slot) => {
                     if !outputs.referenced_cells.iter().any(|(s, _)| *s == slot) {
@@ -1254,7 +1254,7 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
             return Ok(Rebuild::Source(s.clone()));
         }
         if og.cells_by_ptr.values().any(|c| Rc::ptr_eq(c, rc)) {
-            unsupported!("returned function closes over a cell of a function from outside the frame");
+            graph_break!(UnreconstructableValue, "returned function closes over a cell of a function from outside the frame");
         }
         let cell_type = py.import("types")?.getattr("CellType")?.unbind();
         let content = rc.borrow().clone();
@@ -1292,7 +1292,7 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
                 && e.getattr("__cause__").map(|v| v.is_none()).unwrap_or(false)
                 && e.getattr("__context__").map(|v| v.is_none()).unwrap_or(false);
             if !exact_builtin || !no_state {
-                unsupported!("an exception object made in the trace ({}) outlives the graph", type_name(e));
+                graph_break!(UnreconstructableValue, "an exception object made in the trace ({}) outlives the graph", type_name(e));
             }
             let args: Vec<Rebuild> = e.getattr("args")?.cast_into::<PyTuple>().map_err(|e| Unsupported::new(e.to_string()))?.iter().map(|a| Rebuild::Const(a.unbind())).collect();
             Rebuild::Call { func: e.get_type().into_any().unbind(), args }
@@ -1339,7 +1339,7 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         // A torch module made in the trace: made again from its arguments (visited once).
         VT::Module { obj, source: None } => match og.derived_modules.get(&(obj.as_ptr() as usize)).and_then(|d| d.remake.as_ref()) {
             Some(remake) => Rebuild::Call { func: remake.clone_ref(py), args: vec![] },
-            None => unsupported!("a module made in the trace ({}) outlives the graph", type_name(obj.bind(py))),
+            None => graph_break!(UnreconstructableValue, "a module made in the trace ({}) outlives the graph", type_name(obj.bind(py))),
         },
         VT::Opaque { source, .. } => Rebuild::Source(source.clone()),
         // A function reached without a source was wrapped unguarded because it is stable (an
@@ -1348,7 +1348,7 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         // a test harness replaced it with a function of its own).
         VT::Function { obj, source: None } => Rebuild::Const(obj.clone_ref(py)),
         VT::Set(set) if !set.borrow().bind(py).try_iter()?.all(|m| m.map(|m| crate::symbolic::builder::is_literal(py, &m)).unwrap_or(false)) => {
-            unsupported!("a set of modules or functions that outlives the graph")
+            graph_break!(UnreconstructableValue, "a set of modules or functions that outlives the graph")
         }
         VT::Set(set) => Rebuild::SetOf(pyo3::types::PyFrozenSet::new(py, set.borrow().bind(py).try_iter()?.collect::<PyResult<Vec<_>>>()?)?.into_any().unbind()),
         VT::TorchFunction(o) | VT::Builtin(o) | VT::Class(o) => Rebuild::Const(o.clone_ref(py)),
@@ -1373,7 +1373,7 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
                 for (k, v) in crate::symbolic::variables::functions::keyword_items(py, &p.keywords)? {
                     match v.as_constant(py) {
                         Some(c) => kw.set_item(k, c)?,
-                        None => unsupported!("a functools.partial with a non-literal keyword '{k}' that outlives the graph"),
+                        None => graph_break!(UnreconstructableValue, "a functools.partial with a non-literal keyword '{k}' that outlives the graph"),
                     }
                 }
                 let maker = if kw.is_empty() { partial.clone() } else { partial.call((partial.clone(),), Some(&kw))? };
@@ -1398,13 +1398,13 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
             // A torch function (a method of `torch.optim.Optimizer`, ...) bound to an object:
             // the same binding (`opt.zero_grad` on the stack at a break before its call).
             VT::TorchFunction(obj) if type_name(obj.bind(py)) == "function" => Rebuild::BoundMethod { func: obj.clone_ref(py), self_: Box::new(rec(self_)?) },
-            _ => unsupported!("rebuilding a bound method of {}", func.describe(py)),
+            _ => graph_break!(UnreconstructableValue, "rebuilding a bound method of {}", func.describe(py)),
         },
         // The `__exit__` of a grad-mode `with` block, on the stack across a break inside it.
         VT::GradModeExit { restore } => {
             let exit = Py::new(py, crate::py::GradModeRestore { restore: *restore }).map_err(|e| Unsupported::new(e.to_string()))?;
             Rebuild::Const(exit.into_any())
         }
-        other => unsupported!("returning {} from a compiled frame", other.describe(py)),
+        other => graph_break!(UnreconstructableValue, "returning {} from a compiled frame", other.describe(py)),
     })
 }

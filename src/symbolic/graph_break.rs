@@ -56,7 +56,7 @@ kinds! {
         "A tensor's data converted to a Python value (`.item()`, `.tolist()`, `.numpy()`, `bool(t)`).",
         "Keep values as tensors while computing; convert once at the end.";
     UnsupportedOpcode = "GB0004", "unsupported_opcode",
-        "A bytecode instruction the tracer has no handler for (with blocks, try/except, match, ...).",
+        "A bytecode instruction the tracer has no handler for (with blocks, try/except, ...).",
         "Nothing to do; the frame or its rest runs as ordinary Python.";
     SideEffect = "GB0005", "side_effect",
         "A write outside the frame that cannot be replayed after the graph: an attribute write on an object with a custom __setattr__ or a descriptor, a write to a parameter, buffer or submodule, a write to a closure cell no source reaches (a closure of a torch function). (Plain attribute writes, list and dict mutation, global writes and nonlocal writes are recorded and replayed without a break.)",
@@ -73,6 +73,45 @@ kinds! {
     RaisesException = "GB0009", "raises_exception",
         "The traced code raises a Python exception at this instruction (a dict that changed size while a loop walked it, an attribute lookup that fails, ...). An AttributeError that `getattr(obj, name, default)` or `hasattr` catches is answered inside the trace; otherwise the instruction runs as ordinary Python, so the exception, its handler and its traceback are eager's.",
         "Nothing to do unless it is on a hot path: this is what eager Python does.";
+    UnrollLimit = "GB0010", "unroll_limit",
+        "Tracing would pass one of its size limits: inlined calls nested deeper than the inlining limit, a loop or generator unrolled past its item limit, an instruction budget spent, a sequence repetition or `itertools.product` too large, a container that refers to itself.",
+        "Usually a long Python loop over data: make the loop shorter, move it out of the compiled region, or express it as tensor operations.";
+    MissingSource = "GB0011", "missing_source",
+        "The trace reached an object by a path it cannot repeat in guards and in the rebuilt code (an attribute of a module, a function from other globals, a closure, a tensor constant with no source): it cannot check the object is still the same on the next call.",
+        "Pass the object into the compiled function as an argument, or make it a module attribute or a global.";
+    SuperCall = "GB0012", "super_call",
+        "A form of `super()` the tracer does not model: with unusual arguments, without a `__class__` cell, over an object outside the class's MRO, or naming an attribute that is not a plain method or data.",
+        "Call the base class method explicitly (`Base.method(self, ...)`) or accept the break.";
+    NnModule = "GB0013", "nn_module",
+        "A `torch.nn.Module` the tracer does not inline: one with hooks it cannot run, an overridden `__call__`, an instance-level or non-Python `forward`, a container iterated or sliced in a way that does not give its registered children.",
+        "Register hooks before compiling or remove them, keep `forward` a method of the class, iterate `ModuleList`/`Sequential`/`ModuleDict`/`ParameterList` directly.";
+    UnreconstructableValue = "GB0014", "unreconstructable_value",
+        "A value made in the trace must live after the graph (returned, stored, or live across a break), but the rebuilt code cannot make it again: a generator or iterator in the middle of its walk, an exception object, a module built in the frame, a function closing over cells from outside the frame.",
+        "Return plain tensors and containers; finish iterators and generators inside the compiled region.";
+    TensorSubclass = "GB0015", "tensor_subclass",
+        "A tensor of a `torch.Tensor` subclass (its own `__torch_function__` or `__torch_dispatch__`) or with a non-strided layout (sparse, nested) reached the graph: the frame runs as ordinary Python, so the subclass sees every call it would see eagerly.",
+        "Compile the code that runs on plain tensors (unwrap the subclass before calling it), or accept eager execution for this frame.";
+    UnsupportedOperation = "GB0016", "unsupported_operation",
+        "An operation (subscript, item assignment or `del`, `in`, comparison, operator, `isinstance`, attribute, method, iteration) on a kind of value the tracer has no rule for, or with operands it cannot decide at trace time.",
+        "The operation runs as ordinary Python; if it sits on a hot path, report the kind of value it was applied to.";
+    UnsupportedOpResult = "GB0017", "unsupported_op_result",
+        "A torch function took or gave a value the graph cannot carry: an argument of an unmodelled kind, a result that is not a tensor, a number or a container of those, a symbolic value of an unexpected type.",
+        "Keep graph inputs and outputs to tensors, numbers and lists/tuples/dicts of them.";
+    ArgumentMismatch = "GB0018", "argument_mismatch",
+        "A call whose arguments do not fit the callee's signature (too many or missing positional arguments, unknown or repeated keywords): eager raises `TypeError` there, so the call runs as ordinary Python to raise it.",
+        "Fix the call; this is the error eager Python reports.";
+    UnresumableBreak = "GB0019", "unresumable_break",
+        "A graph break at a point the resume machinery cannot continue from (a stack it cannot rebuild, a `try`/`with` block opened inside an inlined call, a generator's body, a `for` loop whose body cannot become a function): the frame runs as ordinary Python.",
+        "Move the construct that breaks out of the `try`/`with` block or the generator, or into a function of its own.";
+    UntrackedType = "GB0020", "untracked_type",
+        "A value of a Python type the tracer has no tracker for (a C extension object, an iterator or descriptor of a builtin type that is not modelled).",
+        "Pass tensors, numbers, strings and plain containers into compiled code; the use of the value runs as ordinary Python.";
+    UntracedTensorAttribute = "GB0021", "untraced_tensor_attribute",
+        "A tensor attribute that is autograd or storage state rather than static metadata (`.grad`, `.data`, `._base`, `.grad_fn`, `._version`) was read.",
+        "Read it outside the compiled region, or pass what you need as an argument.";
+    PythonError = "GB0022", "python_error",
+        "Running a Python operation at trace time (folding an operation on constants, asking a fake tensor or a real object) raised an error the tracer did not expect; the code runs as ordinary Python, so eager's own error, if any, is what the user sees.",
+        "If eager runs without an error here, this is a tracer bug: report it with the message.";
 }
 
 impl fmt::Display for GraphBreakKind {

@@ -80,7 +80,7 @@ impl From<std::convert::Infallible> for Unsupported {
 
 impl From<pyo3::PyErr> for Unsupported {
     fn from(e: pyo3::PyErr) -> Self {
-        pyo3::Python::attach(|py| Unsupported::new(format!("python error during tracing: {}", e.value(py).repr().map(|r| r.to_string()).unwrap_or_default())))
+        pyo3::Python::attach(|py| Unsupported::of(GraphBreakKind::PythonError, format!("python error during tracing: {}", e.value(py).repr().map(|r| r.to_string()).unwrap_or_default())))
     }
 }
 

@@ -29,7 +29,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Module { obj: m, source } => self.module_getattr(py, m.bind(py), source.clone(), name),
             VT::Tensor(t) => {
                 if TENSOR_ATTR_DENYLIST.contains(&name) {
-                    unsupported!("Tensor.{name} is not traced");
+                    graph_break!(UntracedTensorAttribute, "Tensor.{name} is not traced");
                 }
                 let fake = t.fake.bind(py);
                 let v = fake.getattr(name)?;
@@ -59,7 +59,7 @@ impl<'a> InstructionTranslator<'a> {
                 let trusted = m.bind(py).getattr("__name__").ok().and_then(|n| n.extract::<String>().ok()).map(|n| n == "torch" || n.starts_with("torch.") || n == "math" || n == "operator").unwrap_or(false);
                 let src = if trusted { None } else { source.as_ref().map(|s| s.attr(name)) };
                 if src.is_none() && !trusted {
-                    unsupported!("attribute of a module without a source");
+                    graph_break!(MissingSource, "attribute of a module without a source");
                 }
                 self.wrap_from(py, &v, src)
             }
@@ -96,7 +96,12 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::NamedTuple { cls, items } => match crate::symbolic::variables::named_tuple_field(cls.bind(py), name)? {
                 Some(i) if i < items.len() => Ok(items[i].clone()),
-                _ => unsupported!("attribute '{name}' of {}", obj.describe(py)),
+                _ if crate::symbolic::variables::lists::namedtuple_method(py, cls.bind(py), name)? => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
+                // The field names (`_fields`, `__match_args__`): a tuple of strings on the class.
+                _ if matches!(name, "_fields" | "__match_args__") && crate::symbolic::variables::namedtuple_constructor(py, cls.bind(py))?.is_some() => {
+                    Ok(VT::constant(cls.bind(py).getattr(name)?.unbind()))
+                }
+                _ => graph_break!(UnsupportedOperation, "attribute '{name}' of {}", obj.describe(py)),
             },
             // Immutable facts of a function whose identity is guarded (its code object included:
             // `__code__` can be reassigned, but then the ID_MATCH'd function was too).
@@ -125,7 +130,7 @@ impl<'a> InstructionTranslator<'a> {
                 "keywords" => Ok(p.keywords.clone()),
                 _ => graph_break!(UntracedValue, "attribute '{name}' of {}", obj.describe(py)),
             },
-            other => unsupported!("attribute '{name}' of {}", other.describe(py)),
+            other => graph_break!(UnsupportedOperation, "attribute '{name}' of {}", other.describe(py)),
         }
     }
 
@@ -237,7 +242,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             return match o.storage_slot(py, "__delitem__")? {
                 Some(storage) => self.delitem(py, &storage, idx),
-                None => unsupported!("del on {}", obj.describe(py)),
+                None => graph_break!(UnsupportedOperation, "del on {}", obj.describe(py)),
             };
         }
         let k = idx.as_constant(py).ok_or_else(|| Unsupported::new("del with a non-constant index"))?;
@@ -270,7 +275,7 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 Ok(())
             }
-            _ => unsupported!("del on {}", obj.describe(py)),
+            _ => graph_break!(UnsupportedOperation, "del on {}", obj.describe(py)),
         }
     }
 
@@ -418,7 +423,7 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Tuple(x), VT::Tuple(y)) if x.len() != y.len() || x.iter().zip(y.iter()).any(|(p, q)| !matches!(p, VT::Constant(_)) && matches!(self.is_same(py, p, q), Ok(false))) => false,
             _ => match (real_object(a), real_object(b)) {
                 (Some(x), Some(y)) => x.as_ptr() == y.as_ptr(),
-                _ => unsupported!("identity comparison of {} and {}", a.describe(py), b.describe(py)),
+                _ => graph_break!(UnsupportedOperation, "identity comparison of {} and {}", a.describe(py), b.describe(py)),
             },
         })
     }
@@ -473,7 +478,7 @@ impl<'a> InstructionTranslator<'a> {
                     match v.as_constant(py) {
                         Some(c) if c.eq(&k)? => return Ok(true),
                         Some(_) => {}
-                        None => unsupported!("`in` over non-constant items"),
+                        None => graph_break!(UnsupportedOperation, "`in` over non-constant items"),
                     }
                 }
                 Ok(false)
@@ -510,7 +515,7 @@ impl<'a> InstructionTranslator<'a> {
                 let t = self.truth(py, &r)?;
                 Ok(t)
             }
-            _ => unsupported!("`in` on {}", container.describe(py)),
+            _ => graph_break!(UnsupportedOperation, "`in` on {}", container.describe(py)),
         }
     }
 
@@ -526,7 +531,7 @@ impl<'a> InstructionTranslator<'a> {
         if args.iter().any(|a| matches!(a, VT::Tensor(_))) {
             return self.og.call(py, Some(&f), None, &args, &[]);
         }
-        unsupported!("operator.{name} on {}", args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
+        graph_break!(UnsupportedOperation, "operator.{name} on {}", args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
     }
 
     pub(crate) fn binary(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
@@ -606,7 +611,7 @@ impl<'a> InstructionTranslator<'a> {
                 let n = repeat_count(py, count).unwrap_or(0).max(0) as usize;
                 let items = self.unpack(py, seq)?;
                 if items.len().saturating_mul(n) > 1 << 20 {
-                    unsupported!("sequence repetition to more than 2**20 items");
+                    graph_break!(UnrollLimit, "sequence repetition to more than 2**20 items");
                 }
                 let repeated: Vec<VT> = (0..n).flat_map(|_| items.iter().cloned()).collect();
                 match seq {
@@ -646,7 +651,7 @@ impl<'a> InstructionTranslator<'a> {
                 let eq = self.equal(py, &a, &b)?;
                 Ok(const_bool(py, eq == (name == "eq")))
             }
-            _ => unsupported!("comparison {name} of {} and {}", a.describe(py), b.describe(py)),
+            _ => graph_break!(UnsupportedOperation, "comparison {name} of {} and {}", a.describe(py), b.describe(py)),
         }
     }
 
@@ -743,7 +748,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::Constant(c) => match idx.as_constant(py) {
                 Some(i) => Ok(VT::constant(c.bind(py).get_item(i)?.unbind())),
-                None => unsupported!("constant indexed by {}", idx.describe(py)),
+                None => graph_break!(UnsupportedOperation, "constant indexed by {}", idx.describe(py)),
             },
             VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) => {
                 let items = self.unpack(py, obj)?;
@@ -775,7 +780,7 @@ impl<'a> InstructionTranslator<'a> {
                     }
                     return if matches!(obj, VT::List(_)) { Ok(new_list(out)) } else { make_tuple(py, out) };
                 }
-                unsupported!("sequence index of type {}", type_name(&i))
+                graph_break!(UnsupportedOperation, "sequence index of type {}", type_name(&i))
             }
             VT::Dict(d) => {
                 let k = idx.as_key(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
@@ -795,6 +800,23 @@ impl<'a> InstructionTranslator<'a> {
                 if type_name(&i) == "slice" {
                     return self.module_slice(py, m, source, &i);
                 }
+                // `ParameterList[i]` / `ParameterDict[k]`: `getattr(self, name)` of the entry's
+                // name (`str(i)` after normalizing a negative index, or the key itself).
+                let nn = py.import("torch.nn")?;
+                let getitem = m.get_type().getattr("__getitem__")?;
+                let entry = if getitem.is(&nn.getattr("ParameterList")?.getattr("__getitem__")?) && i.is_instance_of::<pyo3::types::PyInt>() {
+                    let n = m.len()? as i64;
+                    let k: i64 = i.extract()?;
+                    let k = if k < 0 { k + n } else { k };
+                    (0..n).contains(&k).then(|| k.to_string())
+                } else if getitem.is(&nn.getattr("ParameterDict")?.getattr("__getitem__")?) {
+                    i.extract::<String>().ok().filter(|k| m.getattr("_keys").and_then(|ks| ks.contains(k)).unwrap_or(false))
+                } else {
+                    None
+                };
+                if let Some(name) = entry {
+                    return self.module_getattr(py, m, source.clone(), &name);
+                }
                 let child = m.get_item(&i)?;
                 let keys: Vec<String> = m.getattr("_modules")?.call_method0("keys")?.try_iter()?.map(|k| k?.extract::<String>()).collect::<PyResult<_>>()?;
                 for k in keys {
@@ -802,17 +824,17 @@ impl<'a> InstructionTranslator<'a> {
                     if c.is(&child) {
                         return match self.module_child_source(py, m, source, &k) {
                             Some(s) => wrap(py, self.og, &child, s),
-                            None => unsupported!("module item without a source"),
+                            None => graph_break!(MissingSource, "module item without a source"),
                         };
                     }
                 }
-                unsupported!("indexing {} does not give one of its submodules", type_name(m))
+                graph_break!(NnModule, "indexing {} does not give one of its submodules", type_name(m))
             }
             VT::UserObject(o) => match self.python_dunder(py, obj, "__getitem__")? {
                 Some(m) => self.call(py, &m, vec![idx.clone()], vec![]),
                 None => match o.storage_slot(py, "__getitem__")? {
                     Some(storage) => self.getitem(py, &storage, idx),
-                    None => unsupported!("indexing {}", obj.describe(py)),
+                    None => graph_break!(UnsupportedOperation, "indexing {}", obj.describe(py)),
                 },
             },
             VT::Opaque { obj: o, source } => {
@@ -824,7 +846,7 @@ impl<'a> InstructionTranslator<'a> {
                 let func = wrap(py, self.og, &f, class_attr_source(source, k, "__getitem__"))?;
                 self.call(py, &func, vec![obj.clone(), idx.clone()], vec![])
             }
-            _ => unsupported!("indexing {}", obj.describe(py)),
+            _ => graph_break!(UnsupportedOperation, "indexing {}", obj.describe(py)),
         }
     }
 
@@ -864,10 +886,10 @@ impl<'a> InstructionTranslator<'a> {
                 Some(m) => self.call(py, &m, vec![idx, v], vec![]).map(|_| ()),
                 None => match o.storage_slot(py, "__setitem__")? {
                     Some(storage) => self.setitem(py, &storage, idx, v),
-                    None => unsupported!("item assignment on {}", obj.describe(py)),
+                    None => graph_break!(UnsupportedOperation, "item assignment on {}", obj.describe(py)),
                 },
             },
-            _ => unsupported!("item assignment on {}", obj.describe(py)),
+            _ => graph_break!(UnsupportedOperation, "item assignment on {}", obj.describe(py)),
         }
     }
 
@@ -962,7 +984,7 @@ impl<'a> InstructionTranslator<'a> {
                         all.extend(args);
                         return self.inline_call(py, &f, all, kwargs);
                     }
-                    unsupported!("module {} overrides __call__", type_name(m));
+                    graph_break!(NnModule, "module {} overrides __call__", type_name(m));
                 }
                 self.call_module(py, func, args, kwargs)
             }
@@ -1030,7 +1052,7 @@ impl<'a> InstructionTranslator<'a> {
                 // missing ones from `_field_defaults`.
                 let (fields, defaults) = crate::symbolic::variables::namedtuple_constructor(py, c.bind(py))?.expect("checked");
                 if args.len() > fields.len() {
-                    unsupported!("{}() takes {} arguments but {} were given (TypeError)", func.describe(py), fields.len(), args.len());
+                    graph_break!(ArgumentMismatch, "{}() takes {} arguments but {} were given (TypeError)", func.describe(py), fields.len(), args.len());
                 }
                 let mut slots: Vec<Option<VT>> = vec![None; fields.len()];
                 for (i, a) in args.into_iter().enumerate() {
@@ -1039,7 +1061,7 @@ impl<'a> InstructionTranslator<'a> {
                 for (k, v) in kwargs {
                     match fields.iter().position(|f| *f == k) {
                         Some(i) if slots[i].is_none() => slots[i] = Some(v),
-                        _ => unsupported!("{}() got an unexpected or repeated argument '{k}' (TypeError)", func.describe(py)),
+                        _ => graph_break!(ArgumentMismatch, "{}() got an unexpected or repeated argument '{k}' (TypeError)", func.describe(py)),
                     }
                 }
                 let mut items = Vec::with_capacity(fields.len());
@@ -1049,7 +1071,7 @@ impl<'a> InstructionTranslator<'a> {
                         None => match defaults.get_item(name)? {
                             Some(d) if is_literal(py, &d) => VT::constant(d.unbind()),
                             Some(_) => unsupported!("namedtuple default of field '{name}' is not a literal"),
-                            None => unsupported!("{}() missing argument '{name}' (TypeError)", func.describe(py)),
+                            None => graph_break!(ArgumentMismatch, "{}() missing argument '{name}' (TypeError)", func.describe(py)),
                         },
                     });
                 }
@@ -1077,11 +1099,11 @@ impl<'a> InstructionTranslator<'a> {
                     Some(vals) => {
                         let r = c.bind(py).call(PyTuple::new(py, vals)?, Some(&kw))?;
                         if !is_literal(py, &r) {
-                            unsupported!("constant method returned a non-literal");
+                            graph_break!(UnsupportedOperation, "constant method returned a non-literal");
                         }
                         Ok(VT::constant(r.unbind()))
                     }
-                    None => unsupported!("method of a constant called with non-constant arguments"),
+                    None => graph_break!(UnsupportedOperation, "method of a constant called with non-constant arguments"),
                 }
             }
             VT::ContainerMethod { container, name } => self.call_container_method(py, container, name, args, kwargs),
@@ -1100,7 +1122,7 @@ impl<'a> InstructionTranslator<'a> {
                 self.call(py, &func, all, kw)
             }
             VT::LoggerMethod { logger, name } => {
-                let VT::Opaque { source, .. } = logger.as_ref() else { unsupported!("{} on a logger without a source", func.describe(py)) };
+                let VT::Opaque { source, .. } = logger.as_ref() else { graph_break!(MissingSource, "{} on a logger without a source", func.describe(py)) };
                 let consts = args.iter().map(|a| a.as_constant(py).filter(|_| matches!(a, VT::Constant(_)))).collect::<Option<Vec<_>>>();
                 let kw = kwargs.iter().map(|(k, a)| a.as_constant(py).filter(|_| matches!(a, VT::Constant(_))).map(|c| (k.clone(), c))).collect::<Option<Vec<_>>>();
                 let (Some(consts), Some(kw)) = (consts, kw) else {
@@ -1132,11 +1154,11 @@ impl<'a> InstructionTranslator<'a> {
                 let VT::UserObject(o) = inner.as_ref() else { unreachable!() };
                 let name: String = match args.first().and_then(|a| a.as_constant(py)) {
                     Some(n) => n.extract()?,
-                    None => unsupported!("{} with a non-constant name", func.describe(py)),
+                    None => graph_break!(UnsupportedOperation, "{} with a non-constant name", func.describe(py)),
                 };
                 if *set {
                     if args.len() != 2 {
-                        unsupported!("object.__setattr__ with {} arguments", args.len());
+                        graph_break!(ArgumentMismatch, "object.__setattr__ with {} arguments", args.len());
                     }
                     let o = o.clone();
                     self.user_object_setattr(py, inner, &o, &name, args[1].clone(), true)?;
@@ -1147,11 +1169,11 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::GenericAttr { obj: inner, set } => {
                 let VT::Opaque { obj: o, source } = inner.as_ref() else {
-                    unsupported!("{} on {}", func.describe(py), inner.describe(py));
+                    graph_break!(UnsupportedOperation, "{} on {}", func.describe(py), inner.describe(py));
                 };
                 let name: String = match args.first().and_then(|a| a.as_constant(py)) {
                     Some(n) => n.extract()?,
-                    None => unsupported!("{} with a non-constant name", func.describe(py)),
+                    None => graph_break!(UnsupportedOperation, "{} with a non-constant name", func.describe(py)),
                 };
                 let o = o.bind(py).clone();
                 if *set {
@@ -1171,7 +1193,7 @@ impl<'a> InstructionTranslator<'a> {
                 self.generic_getattr(py, inner, &o, source, &name)
             }
             other @ VT::Opaque { .. } => graph_break!(UntracedValue, "call to {}", other.describe(py)),
-            other => unsupported!("call to {}", other.describe(py)),
+            other => graph_break!(UnsupportedOperation, "call to {}", other.describe(py)),
         }
     }
 }
@@ -1193,3 +1215,113 @@ pub(crate) const COMPILING_QUERIES: [&str; 5] = [
     "torch._dynamo.external_utils.is_compiling",
     "torch._utils.is_compiling",
 ];
+
+impl<'a> InstructionTranslator<'a> {
+    // ----- pattern matching (`match` statements) -----
+    /// The type a `match` statement tests (`Py_TYPE(subject)`), when the tracker knows it.
+    fn match_subject_type<'py>(&mut self, py: Python<'py>, v: &VT) -> VResult<Bound<'py, pyo3::types::PyType>> {
+        let ty = match v {
+            VT::Constant(c) => Some(c.bind(py).get_type().into_any().unbind()),
+            // A symbolic number is an int, a float or a bool for good (guarded as such).
+            VT::SymNum(s) => {
+                let b = py.import("builtins")?;
+                let t = match type_name(s.fake.bind(py)).as_str() {
+                    "SymFloat" => "float",
+                    "SymBool" => "bool",
+                    _ => "int",
+                };
+                Some(b.getattr(t)?.unbind())
+            }
+            VT::Set(_) => Some(py.get_type::<pyo3::types::PySet>().into_any().unbind()),
+            _ => self.type_of(py, v)?,
+        };
+        match ty {
+            Some(t) => Ok(t.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone()),
+            None => graph_break!(UnsupportedOperation, "match on {} (its type is not known to the trace)", v.describe(py)),
+        }
+    }
+
+    /// MATCH_MAPPING / MATCH_SEQUENCE (Python/ceval.c): whether the subject's type has the
+    /// `Py_TPFLAGS_MAPPING` (bit 6) or `Py_TPFLAGS_SEQUENCE` (bit 5) flag.
+    pub(crate) fn match_type_flag(&mut self, py: Python<'_>, v: &VT, mapping: bool) -> VResult<bool> {
+        let ty = self.match_subject_type(py, v)?;
+        let flags: u64 = ty.getattr("__flags__")?.extract()?;
+        Ok(flags & (1 << if mapping { 6 } else { 5 }) != 0)
+    }
+
+    /// MATCH_KEYS (Python/ceval.c, `match_keys`): the values of `keys` in a mapping subject, or
+    /// None when one is missing. CPython looks each key up with the subject's `get`; for a dict
+    /// tracker that is `dict.get`, so membership then item.
+    pub(crate) fn match_keys(&mut self, py: Python<'_>, subject: &VT, keys: &VT) -> VResult<VT> {
+        let VT::Dict(_) = subject else {
+            graph_break!(UnsupportedOperation, "mapping pattern on {}", subject.describe(py));
+        };
+        let keys = self.unpack(py, keys)?;
+        let mut seen: Vec<Bound<'_, PyAny>> = Vec::new();
+        let mut values = Vec::with_capacity(keys.len());
+        for k in keys {
+            let Some(c) = k.as_constant(py) else {
+                graph_break!(UnsupportedOperation, "mapping pattern key {}", k.describe(py));
+            };
+            for s in &seen {
+                if s.eq(&c)? {
+                    graph_break!(RaisesException, "mapping pattern checks duplicate key ({}) (ValueError)", c.repr()?);
+                }
+            }
+            seen.push(c);
+            if !self.contains(py, subject, &k)? {
+                return Ok(VT::none(py));
+            }
+            values.push(self.getitem(py, subject, &k)?);
+        }
+        make_tuple(py, values)
+    }
+
+    /// MATCH_CLASS (Python/ceval.c, `match_class`): when `subject` is an instance of `cls`, the
+    /// tuple of its attributes for `count` positional sub-patterns (named by
+    /// `cls.__match_args__`, or the subject itself for the builtin types flagged
+    /// `Py_TPFLAGS_MATCH_SELF`) and for the keyword sub-patterns `names`; None when it is not
+    /// an instance or an attribute is missing (an AttributeError).
+    pub(crate) fn match_class(&mut self, py: Python<'_>, subject: &VT, cls: &VT, names: &VT, count: usize) -> VResult<VT> {
+        let VT::Class(c) = cls else {
+            graph_break!(UnsupportedOperation, "class pattern with {}", cls.describe(py));
+        };
+        let isinstance = self.og.handles.builtins.bind(py).getattr("isinstance")?;
+        let is = self.call_builtin(py, &isinstance, vec![subject.clone(), cls.clone()], vec![])?;
+        if !self.truth(py, &is)? {
+            return Ok(VT::none(py));
+        }
+        let c = c.bind(py).clone();
+        let mut attr_names: Vec<String> = Vec::new();
+        let mut items = Vec::new();
+        if count > 0 {
+            let flags: u64 = c.getattr("__flags__")?.extract()?;
+            let match_self = flags & (1 << 22) != 0;
+            match c.getattr("__match_args__") {
+                Ok(args) => {
+                    let Ok(args) = args.extract::<Vec<String>>() else {
+                        graph_break!(ArgumentMismatch, "{}.__match_args__ is not a tuple of strings (TypeError)", crate::symbolic::variables::qualname(&c));
+                    };
+                    if count > args.len() {
+                        graph_break!(ArgumentMismatch, "{}() accepts {} positional sub-patterns ({count} given) (TypeError)", crate::symbolic::variables::qualname(&c), args.len());
+                    }
+                    attr_names.extend(args.into_iter().take(count));
+                }
+                Err(_) if match_self && count == 1 => items.push(subject.clone()),
+                Err(_) => graph_break!(ArgumentMismatch, "{}() accepts {} positional sub-pattern{} ({count} given) (TypeError)", crate::symbolic::variables::qualname(&c), usize::from(match_self), if match_self { "" } else { "s" }),
+            }
+        }
+        attr_names.extend(self.unpack(py, names)?.iter().map(|n| n.as_constant(py).and_then(|s| s.extract::<String>().ok()).unwrap_or_default()));
+        for (i, name) in attr_names.iter().enumerate() {
+            if attr_names[..i].contains(name) {
+                graph_break!(ArgumentMismatch, "{}() got multiple sub-patterns for attribute '{name}' (TypeError)", crate::symbolic::variables::qualname(&c));
+            }
+            match self.getattr(py, subject, name) {
+                Ok(v) => items.push(v),
+                Err(e) if e.is_raised("AttributeError") => return Ok(VT::none(py)),
+                Err(e) => return Err(e),
+            }
+        }
+        make_tuple(py, items)
+    }
+}

@@ -30,7 +30,7 @@ use crate::guards::{Guard, GuardKind};
 use crate::source::Source;
 use crate::symbolic::variables::{qualname, type_name, TensorVariable, VT};
 use crate::symbolic::{Unsupported, VResult};
-use crate::unsupported;
+use crate::graph_break;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use std::collections::HashMap;
@@ -613,10 +613,10 @@ impl OutputGraph {
         }
         let ty = value.get_type();
         if !(ty.is(self.handles.tensor_type.bind(py)) || ty.is(self.handles.parameter_type.bind(py))) {
-            unsupported!("tensor subclass {} is not supported", ty.name().map(|n| n.to_string()).unwrap_or_default());
+            graph_break!(TensorSubclass, "tensor subclass {} is not supported", ty.name().map(|n| n.to_string()).unwrap_or_default());
         }
         if value.getattr("layout")?.to_string() != "torch.strided" {
-            unsupported!("non-strided tensor input {source}");
+            graph_break!(TensorSubclass, "non-strided tensor input {source}");
         }
         let sizes: Vec<i64> = value.call_method0("size")?.extract()?;
         let strides: Vec<i64> = value.call_method0("stride")?.extract()?;
@@ -675,7 +675,7 @@ impl OutputGraph {
                 let b = c.bind(py).clone();
                 (Arg::Const(self.intern(b.clone().unbind()), qualname(&b)), b)
             }
-            other => unsupported!("cannot pass {} to a graph op", other.describe(py)),
+            other => graph_break!(UnsupportedOpResult, "cannot pass {} to a graph op", other.describe(py)),
         })
     }
 
@@ -836,20 +836,20 @@ impl OutputGraph {
                 } else if !self.contains_tensor(py, &item) {
                     items.push(VT::constant(item.unbind()));
                 } else {
-                    unsupported!("nested tensor containers in op results");
+                    graph_break!(UnsupportedOpResult, "nested tensor containers in op results");
                 }
             }
             // `torch.return_types.*` (max(dim), sort, topk, ...) keep their type.
             let ty = result.get_type();
             if !ty.is(py.get_type::<PyTuple>()) {
                 if !crate::symbolic::variables::is_named_tuple_class(py, ty.as_any())? {
-                    unsupported!("op result of type {}", qualname(ty.as_any()));
+                    graph_break!(UnsupportedOpResult, "op result of type {}", qualname(ty.as_any()));
                 }
                 return Ok(VT::NamedTuple { cls: Rc::new(ty.into_any().unbind()), items: Rc::new(items) });
             }
             return Ok(VT::Tuple(Rc::new(items)));
         }
-        unsupported!("op result of type {} holds tensors", crate::symbolic::variables::type_name(&result))
+        graph_break!(UnsupportedOpResult, "op result of type {} holds tensors", crate::symbolic::variables::type_name(&result))
     }
 
     /// The tracker of a non-tensor result holding symbolic numbers (`x.size()`, `x.size(0)`,
@@ -877,7 +877,7 @@ impl OutputGraph {
             return Ok(VT::SymNum(Rc::new(crate::symbolic::variables::SymNodeVariable { node, fake: result.clone().unbind(), source: None })));
         }
         let Ok(t) = result.cast::<PyTuple>() else {
-            unsupported!("symbolic result of type {}", type_name(result));
+            graph_break!(UnsupportedOpResult, "symbolic result of type {}", type_name(result));
         };
         let name = self.fresh_name(base);
         let node = self.graph.add(name, op, args, kwargs, None);
@@ -889,7 +889,7 @@ impl OutputGraph {
                 continue;
             }
             if !crate::symbolic::variables::is_sym(&item) {
-                unsupported!("symbolic result holding {}", type_name(&item));
+                graph_break!(UnsupportedOpResult, "symbolic result holding {}", type_name(&item));
             }
             let getitem = self.handles.getitem.clone_ref(py);
             let target = self.intern(getitem);
@@ -907,7 +907,7 @@ impl OutputGraph {
         if ty.is(self.handles.size_type.bind(py)) {
             return Ok(VT::NamedTuple { cls: Rc::new(ty.into_any().unbind()), items: Rc::new(items) });
         }
-        unsupported!("symbolic result of type {}", qualname(ty.as_any()))
+        graph_break!(UnsupportedOpResult, "symbolic result of type {}", qualname(ty.as_any()))
     }
 
     /// Drops the symbolic-number nodes nothing uses (Note [symbolic sizes]); call once the

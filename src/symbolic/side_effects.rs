@@ -80,6 +80,9 @@ pub struct SideEffects {
     pub cells: Vec<(CellTarget, Rc<RefCell<Option<VT>>>)>,
     /// Logging calls, in call order.
     pub logger_calls: Vec<LoggerCall>,
+    /// How many writes were recorded, repeated writes to the same place included: a trace step
+    /// that leaves it (and `logger_calls`) unchanged wrote nothing outside the trace.
+    pub writes: u64,
 }
 
 impl SideEffects {
@@ -92,6 +95,7 @@ impl SideEffects {
     /// Records `obj.name = value` (a later write to the same attribute replaces the value).
     pub fn store_attr(&mut self, py: Python<'_>, obj: &Py<PyAny>, source: Arc<Source>, name: &str, value: VT) {
         let ptr = obj.as_ptr() as usize;
+        self.writes += 1;
         match self.attrs.iter_mut().find(|w| w.ptr == ptr && w.name == name) {
             Some(w) => w.value = value,
             None => self.attrs.push(AttrWrite { ptr, obj: obj.clone_ref(py), source, name: name.to_string(), value, generic: false }),
@@ -113,6 +117,7 @@ impl SideEffects {
 
     /// Records a global write.
     pub fn store_global(&mut self, dict: usize, dict_source: Option<Arc<Source>>, name: &str, value: VT) {
+        self.writes += 1;
         match self.globals.iter_mut().find(|w| w.dict == dict && w.name == name) {
             Some(w) => w.value = value,
             None => self.globals.push(GlobalWrite { dict, dict_source, name: name.to_string(), value }),
@@ -121,6 +126,7 @@ impl SideEffects {
 
     /// Records a write to an outliving cell (its tracker will hold the value).
     pub fn store_cell(&mut self, target: CellTarget, cell: &Rc<RefCell<Option<VT>>>) {
+        self.writes += 1;
         if !self.cells.iter().any(|(_, c)| Rc::ptr_eq(c, cell)) {
             self.cells.push((target, cell.clone()));
         }
@@ -128,6 +134,7 @@ impl SideEffects {
 
     /// Marks a list from the frame as mutated (its tracker's items are the new contents).
     pub fn mutate_list(&mut self, l: &Rc<RefCell<ListState>>) {
+        self.writes += 1;
         if !self.lists.iter().any(|x| Rc::ptr_eq(x, l)) {
             self.lists.push(l.clone());
         }
@@ -135,6 +142,7 @@ impl SideEffects {
 
     /// Marks a dict from the frame as mutated.
     pub fn mutate_dict(&mut self, d: &Rc<RefCell<DictState>>) {
+        self.writes += 1;
         if !self.dicts.iter().any(|x| Rc::ptr_eq(x, d)) {
             self.dicts.push(d.clone());
         }

@@ -172,7 +172,7 @@ impl<'a> InstructionTranslator<'a> {
         loop {
             budget -= 1;
             if budget == 0 {
-                unsupported!("instruction budget exhausted in {}", self.code.name);
+                graph_break!(UnrollLimit, "instruction budget exhausted in {}", self.code.name);
             }
             let ip = self.ip;
             if ip >= self.code.insts.len() {
@@ -350,7 +350,7 @@ impl<'a> InstructionTranslator<'a> {
                 let slice = py.import("builtins")?.getattr("slice")?.call1(PyTuple::new(py, c)?)?;
                 Ok(VT::constant(slice.unbind()))
             }
-            None => unsupported!("slice with non-constant bounds"),
+            None => graph_break!(UnsupportedOperation, "slice with non-constant bounds"),
         }
     }
 
@@ -694,6 +694,33 @@ impl<'a> InstructionTranslator<'a> {
                     _ => "invert",
                 };
                 let r = self.operator(py, name, vec![v])?;
+                self.stack.push(r);
+            }
+            op::GET_LEN => {
+                let v = self.stack.last().cloned().ok_or_else(|| Unsupported::new("GET_LEN on an empty stack"))?;
+                let len = self.og.handles.builtins.bind(py).getattr("len")?;
+                let n = self.call_builtin(py, &len, vec![v], vec![])?;
+                self.stack.push(n);
+            }
+            op::MATCH_MAPPING | op::MATCH_SEQUENCE => {
+                let v = self.stack.last().cloned().ok_or_else(|| Unsupported::new("MATCH_MAPPING on an empty stack"))?;
+                let r = self.match_type_flag(py, &v, opcode == op::MATCH_MAPPING)?;
+                self.stack.push(const_bool(py, r));
+            }
+            op::MATCH_KEYS => {
+                let n = self.stack.len();
+                if n < 2 {
+                    unsupported!("MATCH_KEYS on a short stack");
+                }
+                let (subject, keys) = (self.stack[n - 2].clone(), self.stack[n - 1].clone());
+                let r = self.match_keys(py, &subject, &keys)?;
+                self.stack.push(r);
+            }
+            op::MATCH_CLASS => {
+                let names = self.pop()?;
+                let cls = self.pop()?;
+                let subject = self.pop()?;
+                let r = self.match_class(py, &subject, &cls, &names, arg as usize)?;
                 self.stack.push(r);
             }
             op::UNARY_NOT => {
@@ -1073,10 +1100,10 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(VT::constant(v.clone().unbind()));
         }
         if v.is_instance(self.og.handles.module_type.bind(py))? {
-            unsupported!("module {} reached without a source", type_name(v));
+            graph_break!(MissingSource, "module {} reached without a source", type_name(v));
         }
         if self.og.is_tensor(py, v) {
-            unsupported!("tensor constant reached without a source");
+            graph_break!(MissingSource, "tensor constant reached without a source");
         }
         let tn = type_name(v);
         Ok(match tn.as_str() {
@@ -1089,7 +1116,7 @@ impl<'a> InstructionTranslator<'a> {
             // Modules, subclasses included (`torch.backends`' GenericModule).
             _ if v.is_instance_of::<pyo3::types::PyModule>() => VT::PyModule { obj: Rc::new(v.clone().unbind()), source: None },
             _ if v.is_instance_of::<pyo3::types::PyType>() => VT::Class(Rc::new(v.clone().unbind())),
-            _ => unsupported!("cannot trace a value of type {tn}"),
+            _ => graph_break!(UntrackedType, "cannot trace a value of type {tn}"),
         })
     }
 

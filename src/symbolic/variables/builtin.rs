@@ -58,6 +58,13 @@ impl<'a> InstructionTranslator<'a> {
                 return Ok(r);
             }
         }
+        if type_name(b) == "_lru_cache_wrapper" {
+            return self.call_lru_cached(py, b, args, kwargs);
+        }
+        let functools = py.import("functools")?;
+        if b.is(&functools.getattr("reduce")?) && kwargs.is_empty() && (2..=3).contains(&args.len()) {
+            return self.functools_reduce(py, &args[0], &args[1], args.get(2).cloned());
+        }
         let args = args.into_iter().map(specialize).collect::<VResult<Vec<_>>>()?;
         let kwargs = kwargs.into_iter().map(|(k, v)| Ok((k, specialize(v)?))).collect::<VResult<Vec<_>>>()?;
         let builtins = self.og.handles.builtins.bind(py).clone();
@@ -198,11 +205,11 @@ impl<'a> InstructionTranslator<'a> {
                 VT::Tuple(items) => {
                     let cs: VResult<Vec<_>> = items.iter().map(|i| match i {
                         VT::Class(c) => Ok(c.bind(py).clone()),
-                        _ => unsupported!("isinstance with a non-class"),
+                        _ => graph_break!(UnsupportedOperation, "isinstance with a non-class"),
                     }).collect();
                     PyTuple::new(py, cs?)?.into_any()
                 }
-                _ => unsupported!("isinstance with {}", args[1].describe(py)),
+                _ => graph_break!(UnsupportedOperation, "isinstance with {}", args[1].describe(py)),
             };
             let r = match &args[0] {
                 VT::Tensor(t) => {
@@ -239,7 +246,7 @@ impl<'a> InstructionTranslator<'a> {
                     let method_type = py.import("types")?.getattr("MethodType")?;
                     method_type.cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.is_subclass(&cls)?
                 }
-                other => unsupported!("isinstance of {}", other.describe(py)),
+                other => graph_break!(UnsupportedOperation, "isinstance of {}", other.describe(py)),
             };
             return Ok(const_bool(py, r));
         }
@@ -345,7 +352,7 @@ impl<'a> InstructionTranslator<'a> {
                 return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(items)))));
             }
             if matches!(&args[0], VT::Dict(_) | VT::DictView { .. }) {
-                unsupported!("reversed() of a dict or dict view");
+                graph_break!(UnsupportedOperation, "reversed() of a dict or dict view");
             }
         }
         if is("bool") && args.len() == 1 && kwargs.is_empty() && matches!(args[0], VT::UserObject(_) | VT::List(_) | VT::Dict(_) | VT::DictView { .. } | VT::Tuple(_) | VT::NamedTuple { .. }) {
@@ -382,12 +389,7 @@ impl<'a> InstructionTranslator<'a> {
             return if is("list") { Ok(new_list(items)) } else { make_tuple(py, items) };
         }
         if (is("min") || is("max")) && args.len() >= 1 && !all_const {
-            let items = if args.len() == 1 { self.iter_items(py, &args[0])? } else { args.clone() };
-            if items.iter().all(|i| matches!(i, VT::Constant(_))) {
-                let vals: Vec<_> = items.iter().map(|a| a.as_constant(py).unwrap()).collect();
-                return Ok(VT::constant(b.call1((PyTuple::new(py, vals)?,))?.unbind()));
-            }
-            unsupported!("min/max over tensors");
+            return self.min_max(py, is("max"), &args, &kwargs);
         }
         if is("abs") && matches!(args.first(), Some(VT::Tensor(_))) {
             return self.operator(py, "abs", args);
@@ -456,12 +458,21 @@ impl<'a> InstructionTranslator<'a> {
                         return Ok(new_list(l.iter().map(|i| VT::constant(i.unbind())).collect()));
                     }
                 }
-                if type_name(&r) == "list_reverseiterator" || type_name(&r) == "reversed" {
+                if matches!(type_name(&r).as_str(), "list_reverseiterator" | "reversed" | "range_iterator" | "longrange_iterator") {
+                    // `reversed()` of a literal sequence or a range: its items, taken now (the
+                    // sequence is immutable or a fresh copy).
+                    let n: usize = py.import("operator")?.call_method1("length_hint", (&r,))?.extract()?;
+                    if n > 100_000 {
+                        graph_break!(UnrollLimit, "reversed() of {n} items is too long to unroll");
+                    }
                     let items: Vec<VT> = r.try_iter()?.map(|i| Ok(VT::constant(i?.unbind()))).collect::<VResult<_>>()?;
                     return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(items)))));
                 }
                 return self.wrap_unguarded(py, &r);
             }
+        }
+        if is("sorted") && args.len() == 1 && kwargs.iter().all(|(k, _)| k == "key" || k == "reverse") {
+            return self.sorted(py, &args[0], &kwargs);
         }
         if (is("any") || is("all")) && args.len() == 1 && kwargs.is_empty() {
             // Stops at the first deciding item, as CPython's does (a generator is not run further).
@@ -544,4 +555,104 @@ impl<'a> InstructionTranslator<'a> {
         };
         self.call(py, &method, rest, kwargs.to_vec()).map(Some)
     }
+
+    /// `functools.reduce(function, iterable[, initial])` (Modules/_functoolsmodule.c,
+    /// `functools_reduce`): `iter(iterable)`, then `acc = function(acc, item)` for each item,
+    /// starting from `initial` or else the first item; each call is traced.
+    pub(crate) fn functools_reduce(&mut self, py: Python<'_>, func: &VT, iterable: &VT, initial: Option<VT>) -> VResult<VT> {
+        let it = self.make_iter(py, iterable)?;
+        let mut acc = initial;
+        while let Some(item) = self.step_iter(py, &it)? {
+            acc = Some(match acc {
+                None => item,
+                Some(a) => self.call(py, func, vec![a, item], vec![])?,
+            });
+        }
+        match acc {
+            Some(a) => Ok(a),
+            None => graph_break!(ArgumentMismatch, "reduce() of empty iterable with no initial value (TypeError)"),
+        }
+    }
+
+    /// `min(...)` / `max(...)` with `key=` and `default=` (Python/bltinmodule.c, `min_max`): over
+    /// the one iterable argument or the positional arguments, an item whose key compares less
+    /// (`min`) or greater (`max`) than the best key so far replaces the best, so ties keep the
+    /// first. Comparisons are traced (`<` / `>`, then truth): tensor keys make a comparison a
+    /// data-dependent branch, a graph break.
+    pub(crate) fn min_max(&mut self, py: Python<'_>, max: bool, args: &[VT], kwargs: &[(String, VT)]) -> VResult<VT> {
+        let fname = if max { "max" } else { "min" };
+        let mut key = None;
+        let mut default = None;
+        for (k, v) in kwargs {
+            match k.as_str() {
+                "key" if !v.as_constant(py).is_some_and(|c| c.is_none()) => key = Some(v.clone()),
+                "key" => {}
+                "default" if args.len() == 1 => default = Some(v.clone()),
+                _ => graph_break!(ArgumentMismatch, "{fname}() got an unexpected keyword argument '{k}' (TypeError)"),
+            }
+        }
+        let items = if args.len() == 1 { self.iter_items(py, &args[0])? } else { args.to_vec() };
+        let mut best: Option<(VT, VT)> = None;
+        for item in items {
+            let k = match &key {
+                Some(f) => self.call(py, f, vec![item.clone()], vec![])?,
+                None => item.clone(),
+            };
+            best = Some(match best {
+                None => (item, k),
+                Some((bi, bk)) => {
+                    let c = self.compare(py, if max { "gt" } else { "lt" }, k.clone(), bk.clone())?;
+                    if self.truth(py, &c)? {
+                        (item, k)
+                    } else {
+                        (bi, bk)
+                    }
+                }
+            });
+        }
+        match (best, default) {
+            (Some((item, _)), _) => Ok(item),
+            (None, Some(d)) => Ok(d),
+            (None, None) => graph_break!(RaisesException, "{fname}() iterable argument is empty (ValueError)"),
+        }
+    }
+
+    /// `sorted(iterable, key=..., reverse=...)` (Objects/listobject.c, `list_sort_impl`): the
+    /// keys are computed once per item, in order, by traced calls. They must be constants: the
+    /// order is then the one CPython's stable sort gives, which depends only on the keys
+    /// (`sorted(range(n), key=keys.__getitem__, reverse=reverse)`). A key that is a tensor or a
+    /// symbolic number is a graph break.
+    pub(crate) fn sorted(&mut self, py: Python<'_>, iterable: &VT, kwargs: &[(String, VT)]) -> VResult<VT> {
+        let items = self.iter_items(py, iterable)?;
+        let key = kwargs.iter().find(|(k, _)| k == "key").map(|(_, v)| v.clone()).filter(|v| !v.as_constant(py).is_some_and(|c| c.is_none()));
+        let reverse = match kwargs.iter().find(|(k, _)| k == "reverse") {
+            Some((_, v)) => match v.as_constant(py) {
+                Some(c) => c,
+                None => graph_break!(UnsupportedOperation, "sorted() with a non-constant reverse"),
+            },
+            None => pyo3::types::PyBool::new(py, false).to_owned().into_any(),
+        };
+        let mut keys = Vec::with_capacity(items.len());
+        for item in &items {
+            let k = match &key {
+                Some(f) => self.call(py, f, vec![item.clone()], vec![])?,
+                None => item.clone(),
+            };
+            match self.literal_value(py, &k) {
+                Some(v) => keys.push(v),
+                None => graph_break!(UnsupportedOperation, "sorted() by a key that is not a constant ({})", k.describe(py)),
+            }
+        }
+        let keys = PyList::new(py, keys)?;
+        let kw = PyDict::new(py);
+        kw.set_item("key", keys.getattr("__getitem__")?)?;
+        kw.set_item("reverse", reverse)?;
+        let order = py.import("builtins")?.getattr("sorted")?.call((pyo3::types::PyRange::new(py, 0, items.len() as isize)?,), Some(&kw))?;
+        let mut out = Vec::with_capacity(items.len());
+        for i in order.try_iter()? {
+            out.push(items[i?.extract::<usize>()?].clone());
+        }
+        Ok(new_list(out))
+    }
 }
+

@@ -3,7 +3,7 @@
 use crate::source::Source;
 use crate::symbolic::variables::{VariableTracker, VT};
 use crate::symbolic::{Unsupported, VResult};
-use crate::unsupported;
+use crate::graph_break;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::cell::RefCell;
@@ -76,11 +76,11 @@ impl<'a> InstructionTranslator<'a> {
         for pair in self.iter_items(py, v)? {
             let kv = self.unpack(py, &pair)?;
             if kv.len() != 2 {
-                unsupported!("dict() from an item of length {}", kv.len());
+                graph_break!(UnsupportedOperation, "dict() from an item of length {}", kv.len());
             }
             let k = kv[0].as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
             if k.hash().is_err() {
-                unsupported!("unhashable dict key");
+                graph_break!(UnsupportedOperation, "unhashable dict key");
             }
             out.push((k.unbind(), kv[1].clone()));
         }
@@ -111,11 +111,11 @@ impl<'a> InstructionTranslator<'a> {
             let obj = match item {
                 VT::Module { obj, .. } | VT::Class(obj) | VT::Builtin(obj) | VT::TorchFunction(obj) => obj.bind(py).clone(),
                 VT::Function { obj, source: Some(_) } => obj.bind(py).clone(),
-                other => unsupported!("set member {} is not a literal or an identity-guarded object", other.describe(py)),
+                other => graph_break!(UnsupportedOperation, "set member {} is not a literal or an identity-guarded object", other.describe(py)),
             };
             let ty = obj.get_type();
             if !(ty.getattr("__hash__")?.is(object_type.getattr("__hash__")?) && ty.getattr("__eq__")?.is(object_type.getattr("__eq__")?)) {
-                unsupported!("set member {} hashes or compares with its own methods", item.describe(py));
+                graph_break!(UnsupportedOperation, "set member {} hashes or compares with its own methods", item.describe(py));
             }
             self.og.set_members.insert(obj.as_ptr() as usize, item.clone());
             out.push(obj);
@@ -139,7 +139,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             // `f(**o)` for a dict subclass object merges it as `dict(o)` does.
             VT::UserObject(o) if o.storage.is_some() => self.mapping_items(py, v)?.into_iter().map(|(k, v)| Ok((k.bind(py).extract::<String>()?, v))).collect(),
-            _ => unsupported!("** of {}", v.describe(py)),
+            _ => graph_break!(UnsupportedOperation, "** of {}", v.describe(py)),
         }
     }
 }

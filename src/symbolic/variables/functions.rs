@@ -18,7 +18,7 @@ use crate::symbolic::builder::is_literal;
 use crate::symbolic::code_info::{code_info, flags, CodeInfo};
 use crate::symbolic::output_graph::OutputGraph;
 use crate::symbolic::side_effects::CellTarget;
-use crate::symbolic::variables::{VariableTracker, VT};
+use crate::symbolic::variables::{type_name, VariableTracker, VT};
 use crate::symbolic::{Unsupported, VResult};
 use crate::{graph_break, unsupported};
 use pyo3::prelude::*;
@@ -98,6 +98,34 @@ pub fn keyword_items(py: Python<'_>, keywords: &VT) -> VResult<Vec<(String, VT)>
 }
 
 impl<'a> InstructionTranslator<'a> {
+    /// A call of a `functools.lru_cache` / `functools.cache` wrapper (Note [lru_cache'd calls]).
+    pub(crate) fn call_lru_cached(&mut self, py: Python<'_>, wrapper: &Bound<'_, PyAny>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        // Note [lru_cache'd calls]: eager calls the wrapped function on a cache miss only and
+        // returns the cached object on a hit. Tracing through `__wrapped__` on every call is
+        // exact when nothing can tell the two apart: every argument is a constant, the call
+        // adds no graph node and records no write outside the trace (a hit would skip them),
+        // and its result is a constant (a hit returns the same object; an immutable literal
+        // cannot be told from an equal one). Anything else is a graph break, so the wrapper
+        // runs in Python with its cache. What stays different is the cache's own state: the
+        // entry is not added and `cache_info()` counts no call for the traced ones (torch's
+        // tracing ignores the cache the same way).
+        let name = crate::symbolic::variables::qualname(wrapper);
+        let literal_args = args.iter().chain(kwargs.iter().map(|(_, v)| v)).all(|a| matches!(a, VT::Constant(_)));
+        let wrapped = wrapper.getattr("__wrapped__").ok().filter(|f| type_name(f) == "function");
+        let Some(wrapped) = wrapped.filter(|_| literal_args) else {
+            graph_break!(UnsupportedCall, "call of the lru_cache'd function {name} with arguments that are not all constants (the cache would hold them)");
+        };
+        let nodes = self.og.graph.nodes.len();
+        let writes = (self.og.side_effects.writes, self.og.side_effects.logger_calls.len());
+        let func = VT::Function { obj: Rc::new(wrapped.unbind()), source: None };
+        let r = self.call(py, &func, args, kwargs)?;
+        let pure = self.og.graph.nodes.len() == nodes && (self.og.side_effects.writes, self.og.side_effects.logger_calls.len()) == writes;
+        if !pure || !matches!(r, VT::Constant(_)) || !is_literal(py, r.as_constant(py).as_ref().expect("a constant")) {
+            graph_break!(UnsupportedCall, "call of the lru_cache'd function {name}: it computes on tensors, writes outside the trace or gives a value that is not a constant, which its cache would make observable");
+        }
+        Ok(r)
+    }
+
     /// `inspect.signature(f)` of a function or bound method whose function object the trace
     /// pins (an ID or code guard): computed now, on the real function, as a constant. A
     /// `Signature` is immutable (`replace` makes a new one), so a constant is exact; what it
@@ -172,7 +200,7 @@ impl<'a> InstructionTranslator<'a> {
     /// with the same output graph.
     pub(crate) fn inline_call(&mut self, py: Python<'_>, func: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
         if self.depth >= MAX_INLINE_DEPTH {
-            unsupported!("inlining depth limit reached");
+            graph_break!(UnrollLimit, "inlining depth limit reached");
         }
         let (code_obj, globals, defaults, kwdefaults, closure, external, fn_source) = match func {
             VT::Function { obj, source } => {
@@ -215,7 +243,7 @@ impl<'a> InstructionTranslator<'a> {
                         let cell_src = source.as_ref().map(|s| s.attr("__closure__").item(ItemKey::Int(i as i64)));
                         let src = cell_src.as_ref().map(|c| c.attr("cell_contents"));
                         if src.is_none() && !trusted {
-                            unsupported!("closure of a function without a source");
+                            graph_break!(MissingSource, "closure of a function without a source");
                         }
                         let v = self.wrap_from(py, &contents, if trusted { None } else { src })?;
                         let rc = Rc::new(RefCell::new(Some(v)));
@@ -230,7 +258,7 @@ impl<'a> InstructionTranslator<'a> {
                 let gsource = if same_globals || trusted { None } else {
                     match source {
                         Some(s) => Some(s.attr("__globals__")),
-                        None => unsupported!("function {} from other globals without a source", crate::symbolic::variables::qualname(f)),
+                        None => graph_break!(MissingSource, "function {} from other globals without a source", crate::symbolic::variables::qualname(f)),
                     }
                 };
                 let g = if same_globals && !trusted {
@@ -287,7 +315,7 @@ impl<'a> InstructionTranslator<'a> {
                 while let Some(v) = resume_generator(py, self.og, self.depth + 1, &mut frame)? {
                     items.push(v);
                     if items.len() > 100_000 {
-                        unsupported!("generator too long to unroll");
+                        graph_break!(UnrollLimit, "generator too long to unroll");
                     }
                 }
                 let mut state = IteratorState::over(items);
@@ -320,19 +348,19 @@ pub(crate) fn bind_args(py: Python<'_>, ci: &CodeInfo, args: Vec<VT>, kwargs: Ve
         }
     }
     if !extra.is_empty() && !has_varargs {
-        unsupported!("{}() takes {nargs} positional arguments but more were given", ci.name);
+        graph_break!(ArgumentMismatch, "{}() takes {nargs} positional arguments but more were given", ci.name);
     }
     let mut extra_kw = Vec::new();
     for (k, v) in kwargs {
         match ci.varnames[..nargs + ci.kwonlyargcount].iter().position(|n| *n == k) {
             Some(i) => {
                 if locals[i].is_some() {
-                    unsupported!("{}() got multiple values for argument '{k}'", ci.name);
+                    graph_break!(ArgumentMismatch, "{}() got multiple values for argument '{k}'", ci.name);
                 }
                 locals[i] = Some(v);
             }
             None if has_varkw => extra_kw.push((PyString::new(py, &k).into_any().unbind(), v)),
-            None => unsupported!("{}() got an unexpected keyword argument '{k}'", ci.name),
+            None => graph_break!(ArgumentMismatch, "{}() got an unexpected keyword argument '{k}'", ci.name),
         }
     }
     let first_default = nargs.saturating_sub(defaults.len());
@@ -341,7 +369,7 @@ pub(crate) fn bind_args(py: Python<'_>, ci: &CodeInfo, args: Vec<VT>, kwargs: Ve
             if i >= first_default {
                 locals[i] = Some(defaults[i - first_default].clone());
             } else {
-                unsupported!("{}() missing required argument '{}'", ci.name, ci.varnames[i]);
+                graph_break!(ArgumentMismatch, "{}() missing required argument '{}'", ci.name, ci.varnames[i]);
             }
         }
     }
@@ -349,7 +377,7 @@ pub(crate) fn bind_args(py: Python<'_>, ci: &CodeInfo, args: Vec<VT>, kwargs: Ve
         if locals[i].is_none() {
             match kwdefaults.iter().find(|(k, _)| *k == ci.varnames[i]) {
                 Some((_, v)) => locals[i] = Some(v.clone()),
-                None => unsupported!("{}() missing keyword-only argument '{}'", ci.name, ci.varnames[i]),
+                None => graph_break!(ArgumentMismatch, "{}() missing keyword-only argument '{}'", ci.name, ci.varnames[i]),
             }
         }
     }

@@ -378,7 +378,7 @@ impl<'a> InstructionTranslator<'a> {
         while let Some(v) = self.step_iter(py, it)? {
             out.push(v);
             if out.len() > 100_000 {
-                unsupported!("iteration too long to unroll");
+                graph_break!(UnrollLimit, "iteration too long to unroll");
             }
         }
         Ok(out)
@@ -452,10 +452,10 @@ impl<'a> InstructionTranslator<'a> {
                     out.push(match self.og.set_members.get(&(m.as_ptr() as usize)) {
                         // Its order follows the members' hashes, for a tensor its address: the
                         // fake's is not the real tensor's.
-                        Some(VT::Tensor(_)) => unsupported!("iterating a set that holds tensors (its order follows their addresses)"),
+                        Some(VT::Tensor(_)) => graph_break!(UnsupportedOperation, "iterating a set that holds tensors (its order follows their addresses)"),
                         Some(vt) if !is_literal(py, &m) => vt.clone(),
                         _ if is_literal(py, &m) => VT::constant(m.unbind()),
-                        _ => unsupported!("set member of type {} without a tracker", type_name(&m)),
+                        _ => graph_break!(UnsupportedOperation, "set member of type {} without a tracker", type_name(&m)),
                     });
                 }
                 out
@@ -472,11 +472,11 @@ impl<'a> InstructionTranslator<'a> {
                         continue;
                     }
                     if !is_literal(py, &item) {
-                        unsupported!("iterating a constant yields a non-literal");
+                        graph_break!(UnsupportedOperation, "iterating a constant yields a non-literal");
                     }
                     out.push(VT::constant(item.unbind()));
                     if out.len() > 100_000 {
-                        unsupported!("iteration too long to unroll");
+                        graph_break!(UnrollLimit, "iteration too long to unroll");
                     }
                 }
                 out
@@ -501,8 +501,19 @@ impl<'a> InstructionTranslator<'a> {
                 if is_dict {
                     return Ok(keys.iter().map(|k| VT::constant(PyString::new(py, k).into_any().unbind())).collect());
                 }
+                if cls.getattr("__iter__")?.is(&nn.getattr("ParameterList")?.getattr("__iter__")?) {
+                    // `ParameterList.__iter__`: `self[i]` for `i` in `range(len(self))`, where
+                    // `__getitem__` is `getattr(self, str(i))`.
+                    let n = m.len()?;
+                    return (0..n).map(|i| self.module_getattr(py, m, source.clone(), &i.to_string())).collect();
+                }
+                if cls.getattr("__iter__")?.is(&nn.getattr("ParameterDict")?.getattr("__iter__")?) {
+                    // `ParameterDict.__iter__`: `iter(self._keys)`, its keys in insertion order.
+                    let keys = m.getattr("_keys")?;
+                    return keys.try_iter()?.map(|k| Ok(VT::constant(k?.unbind()))).collect();
+                }
                 if !is_seq {
-                    unsupported!("iterating module {}", type_name(m));
+                    graph_break!(NnModule, "iterating module {}", type_name(m));
                 }
                 let mut out = Vec::new();
                 for k in keys {
@@ -512,7 +523,7 @@ impl<'a> InstructionTranslator<'a> {
                     }
                     match self.module_child_source(py, m, source, &k) {
                         Some(s) => out.push(wrap(py, self.og, &c, s)?),
-                        None => unsupported!("module iteration without a source"),
+                        None => graph_break!(MissingSource, "module iteration without a source"),
                     }
                 }
                 out
@@ -527,7 +538,7 @@ impl<'a> InstructionTranslator<'a> {
                 out
             }
             VT::Opaque { .. } => graph_break!(UntracedValue, "iterating {} (its __iter__ runs in Python)", v.describe(py)),
-            _ => unsupported!("iterating {}", v.describe(py)),
+            _ => graph_break!(UnsupportedOperation, "iterating {}", v.describe(py)),
         })
     }
 
@@ -593,10 +604,46 @@ impl<'a> InstructionTranslator<'a> {
                     p
                 })).collect();
                 if out.len() > 100_000 {
-                    unsupported!("product() too long to unroll");
+                    graph_break!(UnrollLimit, "product() too long to unroll");
                 }
             }
             IterKind::Items(out.into_iter().map(|t| crate::symbolic::variables::tuple_of(py, t)).collect())
+        } else if let Some(name) = ["combinations", "permutations", "combinations_with_replacement"].into_iter().find(|n| is(&itertools, n)) {
+            // Like `product`, these read their iterable whole at construction
+            // (Modules/itertoolsmodule.c, `combinations_new` and siblings) and then only index
+            // that pool: the same tuples of indices over `range(len(pool))`, mapped to items.
+            let r = match (args.get(1).cloned().or_else(|| kw("r")), kwargs.iter().all(|(k, _)| k == "r"), args.len()) {
+                (_, false, _) | (_, _, 0) | (_, _, 3..) => return Ok(None),
+                (Some(r), _, _) => match r.as_constant(py) {
+                    Some(c) if c.is_none() && name == "permutations" => None,
+                    Some(c) => Some(c.extract::<i64>().map_err(|_| Unsupported::new(format!("{name}() r is not an int")))?),
+                    None => graph_break!(UnsupportedCall, "{name}() with a non-constant r"),
+                },
+                (None, _, _) if name == "permutations" => None,
+                (None, _, _) => graph_break!(ArgumentMismatch, "{name}() missing required argument 'r' (TypeError)"),
+            };
+            if r.is_some_and(|r| r < 0) {
+                graph_break!(ArgumentMismatch, "{name}(): r must be non-negative (ValueError)");
+            }
+            let pool = self.iter_items(py, &args[0])?;
+            let n = pool.len() as u64;
+            let k = r.map(|r| r as u64).unwrap_or(n);
+            let math = py.import("math")?;
+            let count: u64 = match name {
+                "combinations" => math.call_method1("comb", (n, k))?.extract()?,
+                "permutations" => math.call_method1("perm", (n, k))?.extract()?,
+                _ => if n == 0 && k > 0 { 0 } else { math.call_method1("comb", ((n + k).saturating_sub(1), k))?.extract()? },
+            };
+            if count > 100_000 {
+                graph_break!(UnrollLimit, "{name}() of {count} tuples is too long to unroll");
+            }
+            let indices = itertools.getattr(name)?.call1((pyo3::types::PyRange::new(py, 0, n as isize)?, k))?;
+            let mut out = Vec::new();
+            for t in indices.try_iter()? {
+                let t: Vec<usize> = t?.extract()?;
+                out.push(crate::symbolic::variables::tuple_of(py, t.into_iter().map(|i| pool[i].clone()).collect()));
+            }
+            IterKind::Items(out)
         } else {
             return Ok(None);
         };
@@ -608,7 +655,7 @@ impl<'a> InstructionTranslator<'a> {
 /// keeping its state in `f` for the next step.
 pub(crate) fn resume_generator(py: Python<'_>, og: &mut OutputGraph, depth: usize, f: &mut GeneratorFrame) -> VResult<Option<VT>> {
     if depth > MAX_INLINE_DEPTH {
-        unsupported!("generator nesting too deep");
+        graph_break!(UnrollLimit, "generator nesting too deep");
     }
     let mut child = InstructionTranslator::new(f.code.clone(), f.g.clone(), std::mem::take(&mut f.locals), std::mem::take(&mut f.closure), og, depth);
     child.generator = true;
@@ -634,6 +681,6 @@ pub(crate) fn resume_generator(py: Python<'_>, og: &mut OutputGraph, depth: usiz
             f.returned = Some(v);
             Ok(None)
         }
-        Outcome::Break(_) => unsupported!("graph break inside a generator"),
+        Outcome::Break(_) => graph_break!(UnresumableBreak, "graph break inside a generator"),
     }
 }

@@ -82,6 +82,23 @@ pub fn namedtuple_constructor<'py>(py: Python<'py>, cls: &Bound<'py, PyAny>) -> 
     Ok(Some((fields, defaults)))
 }
 
+/// Whether `cls.name` is the `_replace`, `_asdict` or `_make` that `collections.namedtuple`
+/// generated for a namedtuple class (`namedtuple_constructor`), not one a subclass overrides:
+/// its code object is the one every generated class shares.
+pub fn namedtuple_method(py: Python<'_>, cls: &Bound<'_, PyAny>, name: &str) -> PyResult<bool> {
+    if !matches!(name, "_replace" | "_asdict" | "_make") || namedtuple_constructor(py, cls)?.is_none() {
+        return Ok(false);
+    }
+    fn code_of<'py>(c: &Bound<'py, PyAny>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        let f = c.getattr(name)?;
+        // `_make` is a classmethod: bound to the class here.
+        let f = if f.hasattr("__func__")? { f.getattr("__func__")? } else { f };
+        f.getattr("__code__")
+    }
+    let reference = py.import("collections")?.getattr("namedtuple")?.call1(("_Reference", "a"))?;
+    Ok(code_of(cls, name)?.is(&code_of(&reference, name)?))
+}
+
 /// Which item of a `NamedTuple` of class `cls` the attribute `name` reads, if it is a field
 /// (a namedtuple's `_tuplegetter`, a structseq's member).
 pub fn named_tuple_field(cls: &Bound<'_, PyAny>, name: &str) -> PyResult<Option<usize>> {
@@ -126,12 +143,47 @@ impl<'a> InstructionTranslator<'a> {
         })
     }
 
+    /// The methods `collections.namedtuple` generates (Lib/collections/__init__.py):
+    /// `_replace(**kwds)` (the fields in order, each from `kwds` when named there; a name that is
+    /// not a field raises ValueError), `_asdict()` (a dict of fields to items) and
+    /// `_make(iterable)` (a new instance of the same class; a wrong count raises TypeError).
+    fn namedtuple_method_call(&mut self, py: Python<'_>, cls: &Rc<Py<PyAny>>, items: &Rc<Vec<VT>>, name: &str, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        let fields: Vec<String> = cls.bind(py).getattr("_fields")?.extract()?;
+        match (name, args.len()) {
+            ("_replace", 0) => {
+                let mut out = items.as_ref().clone();
+                for (k, v) in &kwargs {
+                    match fields.iter().position(|f| f == k) {
+                        Some(i) if i < out.len() => out[i] = v.clone(),
+                        _ => graph_break!(ArgumentMismatch, "_replace() got unexpected field names (ValueError)"),
+                    }
+                }
+                Ok(VT::NamedTuple { cls: cls.clone(), items: Rc::new(out) })
+            }
+            ("_asdict", 0) if kwargs.is_empty() => {
+                let pairs = fields.iter().zip(items.iter()).map(|(f, v)| (PyString::new(py, f).into_any().unbind(), v.clone())).collect();
+                Ok(crate::symbolic::variables::dicts::new_dict(pairs))
+            }
+            ("_make", 1) if kwargs.is_empty() => {
+                let made = self.iter_items(py, &args[0])?;
+                if made.len() != fields.len() {
+                    graph_break!(ArgumentMismatch, "_make() expected {} arguments, got {} (TypeError)", fields.len(), made.len());
+                }
+                Ok(VT::NamedTuple { cls: cls.clone(), items: Rc::new(made) })
+            }
+            _ => graph_break!(ArgumentMismatch, "{}.{name}() with {} positional arguments (TypeError)", crate::symbolic::variables::qualname(cls.bind(py)), args.len()),
+        }
+    }
+
     pub(crate) fn call_container_method(&mut self, py: Python<'_>, container: &VT, name: &str, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        if let (VT::NamedTuple { cls, items }, "_replace" | "_asdict" | "_make") = (container, name) {
+            return self.namedtuple_method_call(py, cls, items, name, args, kwargs);
+        }
         if let (VT::NamedTuple { items, .. }, "numel") = (container, name) {
             // `torch.Size.numel()` (torch/csrc/Size.cpp: the product of the sizes, 1 when empty)
             // over symbolic sizes: `mul` nodes, so the count stays symbolic.
             if !args.is_empty() || !kwargs.is_empty() {
-                unsupported!("torch.Size.numel() takes no arguments");
+                graph_break!(ArgumentMismatch, "torch.Size.numel() takes no arguments");
             }
             let Some(first) = items.first() else {
                 return Ok(VT::constant(1i64.into_pyobject(py)?.into_any().unbind()));
@@ -185,8 +237,21 @@ impl<'a> InstructionTranslator<'a> {
                 _ => graph_break!(UnsupportedCall, "{}.{name}() is not modelled", container.describe(py)),
             }
         }
+        if let (VT::List(l), "sort") = (container, name) {
+            // `list.sort(key=..., reverse=...)`: the order `sorted` gives, written in place.
+            if !args.is_empty() || kwargs.iter().any(|(k, _)| k != "key" && k != "reverse") {
+                graph_break!(ArgumentMismatch, "list.sort() takes only the keyword arguments key and reverse (TypeError)");
+            }
+            let VT::List(ordered) = self.sorted(py, container, &kwargs)? else { unreachable!("sorted gives a list") };
+            if l.borrow().source.is_some() {
+                self.og.side_effects.mutate_list(l);
+            }
+            let items = ordered.borrow().items.clone();
+            l.borrow_mut().items = items;
+            return Ok(VT::none(py));
+        }
         if !kwargs.is_empty() && !matches!((container, name), (VT::Dict(_), "update")) {
-            unsupported!("{}.{name}() with keyword arguments", container.describe(py));
+            graph_break!(UnsupportedOperation, "{}.{name}() with keyword arguments", container.describe(py));
         }
         match (container, name) {
             (VT::List(l), "append" | "extend" | "insert" | "pop" | "clear" | "reverse") => {
@@ -230,7 +295,7 @@ impl<'a> InstructionTranslator<'a> {
                 let x = args[0].as_constant(py);
                 match (consts, x) {
                     (Some(c), Some(x)) => Ok(VT::constant(PyList::new(py, c)?.call_method1(name, (x,))?.unbind())),
-                    _ => unsupported!("list.{name} over non-constant items"),
+                    _ => graph_break!(UnsupportedOperation, "list.{name} over non-constant items"),
                 }
             }
             (VT::Set(set), "add" | "discard" | "remove" | "update" | "clear") => {
@@ -269,7 +334,7 @@ impl<'a> InstructionTranslator<'a> {
                 let mut new_items: Vec<(Py<PyAny>, VT)> = match (name, args.first()) {
                     ("update", Some(other)) if args.len() == 1 => self.mapping_items(py, other)?,
                     ("update", None) => vec![],
-                    ("update", _) => unsupported!("dict.update() with {} arguments", args.len()),
+                    ("update", _) => graph_break!(ArgumentMismatch, "dict.update() with {} arguments", args.len()),
                     _ => vec![],
                 };
                 for (k, v) in kwargs {
@@ -332,7 +397,7 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 Ok(args.get(1).cloned().unwrap_or_else(|| VT::none(py)))
             }
-            _ => unsupported!("{}.{name}()", container.describe(py)),
+            _ => graph_break!(UnsupportedOperation, "{}.{name}()", container.describe(py)),
         }
     }
 }

@@ -5,7 +5,7 @@ use crate::source::Source;
 use crate::symbolic::builder::wrap;
 use crate::symbolic::variables::{type_name, VT};
 use crate::symbolic::VResult;
-use crate::{graph_break, unsupported};
+use crate::graph_break;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use std::rc::Rc;
@@ -73,7 +73,7 @@ impl<'a> InstructionTranslator<'a> {
             f.map(|f| m.get_type().getattr("__getitem__").map(|g| g.is(&f)).unwrap_or(false)).unwrap_or(false)
         });
         if !own {
-            unsupported!("slicing {}", type_name(m));
+            graph_break!(UnsupportedOperation, "slicing {}", type_name(m));
         }
         let sub = m.get_item(idx)?;
         let parent = m.getattr("_modules")?;
@@ -82,10 +82,10 @@ impl<'a> InstructionTranslator<'a> {
         for item in sub.getattr("_modules")?.call_method0("items")?.try_iter()? {
             let (k, c): (String, Bound<'_, PyAny>) = item?.extract()?;
             let Some(pk) = parent_keys.iter().find(|pk| parent.get_item(pk.as_str()).map(|p| p.is(&c)).unwrap_or(false)) else {
-                unsupported!("a slice of {} holds a module that is not its child", type_name(m));
+                graph_break!(NnModule, "a slice of {} holds a module that is not its child", type_name(m));
             };
             let Some(src) = self.module_child_source(py, m, source, pk) else {
-                unsupported!("slicing a module without a source");
+                graph_break!(MissingSource, "slicing a module without a source");
             };
             children.push((k, src));
         }
@@ -133,10 +133,10 @@ impl<'a> InstructionTranslator<'a> {
                         (Some(s), _) => wrap(py, self.og, &v, s),
                         (None, "_modules") => match self.module_child_source(py, m, &source, name) {
                             Some(s) => wrap(py, self.og, &v, s),
-                            None => unsupported!("module attribute without a source"),
+                            None => graph_break!(MissingSource, "module attribute without a source"),
                         },
                         (None, _) if self.og.derived_modules.contains_key(&(m.as_ptr() as usize)) => self.wrap_unguarded(py, &v),
-                        (None, _) => unsupported!("module attribute without a source"),
+                        (None, _) => graph_break!(MissingSource, "module attribute without a source"),
                     };
                 }
             }
@@ -188,20 +188,20 @@ impl<'a> InstructionTranslator<'a> {
             Some(s) => wrap(py, self.og, &v, s),
             // A module made in the trace: nothing else holds it, its attributes are as made.
             None if self.og.derived_modules.contains_key(&(m.as_ptr() as usize)) => self.wrap_unguarded(py, &v),
-            None => unsupported!("module attribute without a source"),
+            None => graph_break!(MissingSource, "module attribute without a source"),
         }
     }
 
     /// Runs module `func` (a `VT::Module`) as `nn.Module.__call__` does: its `forward`, after
     /// checking that no hooks are registered (guarded) and `forward` is the class's.
     pub(crate) fn call_module(&mut self, py: Python<'_>, func: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
-        let VT::Module { obj, source } = func else { unsupported!("call_module of {}", func.describe(py)) };
+        let VT::Module { obj, source } = func else { graph_break!(NnModule, "call_module of {}", func.describe(py)) };
         let m = obj.bind(py);
         let cls = m.get_type();
         for hooks in ["_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"] {
             if let Ok(h) = m.getattr(hooks) {
                 if h.len().unwrap_or(0) > 0 {
-                    unsupported!("module {} has {hooks}", type_name(m));
+                    graph_break!(NnModule, "module {} has {hooks}", type_name(m));
                 }
             }
         }
@@ -209,7 +209,7 @@ impl<'a> InstructionTranslator<'a> {
         for hooks in ["_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks"] {
             if let Ok(h) = gh.getattr(hooks) {
                 if h.len().unwrap_or(0) > 0 {
-                    unsupported!("global module {hooks} are registered");
+                    graph_break!(NnModule, "global module {hooks} are registered");
                 }
             }
         }
@@ -222,11 +222,11 @@ impl<'a> InstructionTranslator<'a> {
             self.og.add_guard(Some(s.clone()), crate::guards::GuardKind::NoInstanceAttr("forward".into()));
         }
         if m.getattr("__dict__")?.contains("forward")? {
-            unsupported!("module {} has an instance-level forward", type_name(m));
+            graph_break!(NnModule, "module {} has an instance-level forward", type_name(m));
         }
         let fwd = cls.getattr("forward")?;
         if type_name(&fwd) != "function" {
-            unsupported!("module {} forward is not a Python function", type_name(m));
+            graph_break!(NnModule, "module {} forward is not a Python function", type_name(m));
         }
         let f = VT::Function { obj: Rc::new(fwd.unbind()), source: source.as_ref().map(|s| s.attr("forward").attr("__func__")) };
         let mut all = vec![func.clone()];

@@ -85,6 +85,30 @@ impl<'a> InstructionTranslator<'a> {
             let f = self.og.handles.operator.bind(py).getattr(base)?;
             return self.og.call(py, Some(&f), None, &args, &[]);
         }
+        // Bitwise operators on ints stay symbolic too (`SymInt` has `<<`, `>>`, `&`, `|`, `^`):
+        // a shift only by a constant count that is not negative (a negative one raises
+        // ValueError, which the specialized path leaves to the operator), and `~n` as `-n - 1`
+        // (Objects/longobject.c, `long_invert`), since `SymInt` has no `__invert__`.
+        let integral = args.iter().all(|a| match a {
+            VT::SymNum(s) => type_name(s.fake.bind(py)) == "SymInt",
+            VT::Constant(c) => c.bind(py).is_instance_of::<pyo3::types::PyInt>(),
+            _ => false,
+        });
+        let shift_ok = match (base, args.get(1)) {
+            ("lshift" | "rshift", Some(VT::Constant(c))) => c.bind(py).extract::<i64>().map(|k| k >= 0).unwrap_or(false),
+            ("lshift" | "rshift", _) => false,
+            _ => true,
+        };
+        if integral && shift_ok && matches!(base, "lshift" | "rshift" | "and_" | "or_" | "xor") {
+            let f = self.og.handles.operator.bind(py).getattr(base)?;
+            return self.og.call(py, Some(&f), None, &args, &[]);
+        }
+        if integral && base == "invert" && args.len() == 1 {
+            let operator = self.og.handles.operator.bind(py).clone();
+            let neg = self.og.call(py, Some(&operator.getattr("neg")?), None, &args, &[])?;
+            let one = VT::constant(1i64.into_pyobject(py)?.into_any().unbind());
+            return self.og.call(py, Some(&operator.getattr("sub")?), None, &[neg, one], &[]);
+        }
         if numeric && comparison {
             let f = self.og.handles.operator.bind(py).getattr(base)?;
             let mut vals = Vec::with_capacity(args.len());

@@ -31,7 +31,7 @@ use crate::source::{ItemKey, Source};
 use crate::symbolic::builder::wrap;
 use crate::symbolic::variables::{type_name, VT};
 use crate::symbolic::{Unsupported, VResult};
-use crate::{graph_break, unsupported};
+use crate::graph_break;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 use std::cell::RefCell;
@@ -469,7 +469,7 @@ impl<'a> InstructionTranslator<'a> {
             let ty = uo.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
             let mro = ty.getattr("__mro__")?.cast_into::<PyTuple>().map_err(|e| Unsupported::new(e.to_string()))?;
             let Some(start) = mro.iter().position(|c| c.is(cls)) else {
-                unsupported!("super(): {} is not in the MRO of {}", crate::symbolic::variables::qualname(cls), inner.describe(py));
+                graph_break!(SuperCall, "super(): {} is not in the MRO of {}", crate::symbolic::variables::qualname(cls), inner.describe(py));
             };
             let object_type = py.get_type::<PyAny>();
             for k in start + 1..mro.len() {
@@ -507,20 +507,20 @@ impl<'a> InstructionTranslator<'a> {
                     }
                     "staticmethod" => wrap(py, self.og, &ca.getattr("__func__")?, src.attr("__func__")),
                     "classmethod" => Ok(VT::Method { func: Box::new(wrap(py, self.og, &ca.getattr("__func__")?, src.attr("__func__"))?), self_: Box::new(VT::Class(Rc::new(uo.cls.clone_ref(py)))) }),
-                    other => unsupported!("super().{name} is a {other}"),
+                    other => graph_break!(SuperCall, "super().{name} is a {other}"),
                 };
             }
-            unsupported!("super().{name} not found")
+            graph_break!(SuperCall, "super().{name} not found")
         }
         let (o, source) = match inner {
             VT::Opaque { obj, source } => (obj.bind(py).clone(), source.clone()),
             VT::Module { obj, source: Some(source) } => (obj.bind(py).clone(), source.clone()),
-            other => unsupported!("super() over {}", other.describe(py)),
+            other => graph_break!(SuperCall, "super() over {}", other.describe(py)),
         };
         let ty = o.get_type();
         let mro = ty.getattr("__mro__")?.cast_into::<PyTuple>().map_err(|e| Unsupported::new(e.to_string()))?;
         let Some(start) = mro.iter().position(|c| c.is(cls)) else {
-            unsupported!("super(): {} is not in the MRO of {}", crate::symbolic::variables::qualname(cls), type_name(&o));
+            graph_break!(SuperCall, "super(): {} is not in the MRO of {}", crate::symbolic::variables::qualname(cls), type_name(&o));
         };
         let object_type = py.get_type::<pyo3::types::PyAny>();
         for k in start + 1..mro.len() {
@@ -546,9 +546,9 @@ impl<'a> InstructionTranslator<'a> {
             if let Some(m) = self.dict_storage_method(py, &o, &source, &ca, name)? {
                 return Ok(m);
             }
-            unsupported!("super().{name} is a {}", type_name(&ca));
+            graph_break!(SuperCall, "super().{name} is a {}", type_name(&ca));
         }
-        unsupported!("super().{name} not found")
+        graph_break!(SuperCall, "super().{name} not found")
     }
 
     /// `super()` (zero arguments: the `__class__` cell and the first argument, as
@@ -561,16 +561,16 @@ impl<'a> InstructionTranslator<'a> {
         let (cls, obj) = match args.len() {
             0 => {
                 let Some(slot) = self.code.localsplus.iter().position(|n| n == "__class__") else {
-                    unsupported!("super() without a __class__ cell");
+                    graph_break!(SuperCall, "super() without a __class__ cell");
                 };
                 (unwrap_cell(self.locals[slot].clone()), unwrap_cell(self.locals.first().cloned().flatten()))
             }
             2 => (Some(args[0].clone()), Some(args[1].clone())),
-            n => unsupported!("super() with {n} arguments"),
+            n => graph_break!(SuperCall, "super() with {n} arguments"),
         };
         match (cls, obj) {
             (Some(VT::Class(c)), Some(obj)) => Ok(VT::Super { cls: c, obj: Box::new(obj) }),
-            _ => unsupported!("super() arguments are not a class and an object"),
+            _ => graph_break!(SuperCall, "super() arguments are not a class and an object"),
         }
     }
 
@@ -614,6 +614,28 @@ impl<'a> InstructionTranslator<'a> {
         // `dict.__init__` / `OrderedDict.__init__` without arguments leave the storage empty;
         // with arguments they insert (OrderedDict's through the subclass's `__setitem__`).
         if init.is(py.get_type::<PyAny>().getattr("__init__")?) || type_name(&init) != "function" {
+            if dict_base && args.len() <= 1 {
+                // `dict.__init__(o, other, **kw)` merges into the storage without calling the
+                // subclass back (Objects/dictobject.c, `dict_update_common`);
+                // `OrderedDict.__init__` stores each item through `o[k] = v`
+                // (Objects/odictobject.c, `mutablemapping_update`), a subclass's
+                // `__setitem__` included. Items of `other` first, then the keywords.
+                let pairs = match args.first() {
+                    Some(a) => self.mapping_items(py, a)?,
+                    None => vec![],
+                };
+                let kw = kwargs.into_iter().map(|(k, v)| (PyString::new(py, &k).into_any().unbind(), v));
+                let via_setitem = !init.is(py.get_type::<PyDict>().getattr("__init__")?);
+                for (k, v) in pairs.into_iter().chain(kw) {
+                    if via_setitem {
+                        self.setitem(py, &vt, VT::constant(k), v)?;
+                    } else {
+                        let storage = obj.storage.as_ref().expect("an object of a dict subclass has a storage");
+                        dict_set(py, &mut storage.borrow_mut(), k, v)?;
+                    }
+                }
+                return Ok(vt);
+            }
             if !args.is_empty() || !kwargs.is_empty() {
                 let why = if dict_base { "arguments for the dict base's __init__" } else { "takes no arguments (TypeError)" };
                 graph_break!(UnsupportedCall, "{}(): {why}", crate::symbolic::variables::qualname(cls.bind(py)));
