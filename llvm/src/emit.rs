@@ -124,29 +124,62 @@ fn close_loop_with_hints<'ctx>(
 pub const COLUMN_BLOCK: i64 = 256;
 
 /// The outer dim to run innermost when the kernel is a column reduction (see Note [column
-/// reductions]): one reduction loop, no store inside it, and every load that moves with the
-/// reduction is strided along the innermost reduction dim and unit-stride (or broadcast) along
-/// the last outer dim of size > 1, with at least one unit-stride load.
+/// reductions]): one reduction loop, and every load that moves with the reduction is either
+/// unit-stride along the last outer dim of size > 1 and strided along the innermost reduction
+/// dim, or broadcast along that outer dim; at least one load is unit-stride. Stores inside the reduction loop (pointwise
+/// work over the reduced space fused into the kernel: a layer norm's input gradient beside its
+/// weight gradient's column sum) must be unit-stride along that dim and strided along the
+/// innermost reduction dim, as the loads.
 fn column_dim(kernel: &Kernel, inner: &[bool], n_loops: usize, store_loop: &[Option<usize>]) -> Option<usize> {
-    if n_loops != 1 || store_loop.iter().any(|s| s.is_some()) || kernel.reduction_ranges.is_empty() {
+    if n_loops != 1 || kernel.reduction_ranges.is_empty() {
         return None;
     }
     let n_outer = kernel.ranges.len();
     let j = (0..n_outer).rev().find(|&d| kernel.ranges[d] > 1)?;
     let last_red = kernel.n_index_dims() - 1;
+    for (st, l) in kernel.stores.iter().zip(store_loop) {
+        if l.is_some() && (st.index.strides[j] != 1 || st.index.strides[last_red].abs() == 1) {
+            return None;
+        }
+    }
     let mut unit = false;
     for (i, ex) in kernel.exprs.iter().enumerate() {
         if let Expr::Load { index, .. } = ex {
             if !inner[i] {
                 continue;
             }
-            if index.strides[last_red].abs() == 1 || !matches!(index.strides[j], 0 | 1) {
+            // A load broadcast across the points (one value per reduction step: a row's mean
+            // in a layer norm's backward) may be contiguous along the reduction.
+            if (index.strides[j] == 1 && index.strides[last_red].abs() == 1) || !matches!(index.strides[j], 0 | 1) {
                 return None;
             }
             unit |= index.strides[j] == 1;
         }
     }
     unit.then_some(j)
+}
+
+/// Marks `root` and every expression it (transitively) reads in `needed`.
+fn mark_operands(kernel: &Kernel, root: usize, needed: &mut [bool]) {
+    needed[root] = true;
+    for k in (0..=root).rev() {
+        if !needed[k] {
+            continue;
+        }
+        match &kernel.exprs[k] {
+            Expr::Unary(_, a) | Expr::Cast(_, a) | Expr::Reduce(_, a) => needed[a.0 as usize] = true,
+            Expr::Binary(_, a, c) | Expr::Compare(_, a, c) => {
+                needed[a.0 as usize] = true;
+                needed[c.0 as usize] = true;
+            }
+            Expr::Select(c, a, d) => {
+                needed[c.0 as usize] = true;
+                needed[a.0 as usize] = true;
+                needed[d.0 as usize] = true;
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Per expression: whether it is (transitively) an operand of a `Reduce`.
@@ -686,7 +719,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             n_loops = n_loops.max(l + 1);
         }
         if let Some(j) = column_dim(kernel, &inner, n_loops, &store_loop) {
-            return self.emit_column_reduction(b, f, kernel, ptrs, start, end, j, &inner);
+            return self.emit_column_reduction(b, f, kernel, ptrs, start, end, j, &inner, &store_loop);
         }
         // Accumulator slots, in the entry block.
         let mut acc: Vec<Option<PointerValue<'ctx>>> = vec![None; n];
@@ -1041,6 +1074,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         end: IntValue<'ctx>,
         j: usize,
         inner: &[bool],
+        store_loop: &[Option<usize>],
     ) -> Result<(), CodegenError> {
         let ctx = self.ctx;
         let i64t = ctx.i64_type();
@@ -1133,7 +1167,12 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         let ml = open_loop(ctx, b, f, jb, jend, 1, "j")?;
         let ivs = ivs_at(ml.iv, &rivs);
         let mut vals: Vec<Option<BasicValueEnum<'ctx>>> = vec![None; n];
-        let feeds = feeds_reduce(kernel);
+        // What the accumulators and the stores inside the reduction loop read.
+        let mut feeds = feeds_reduce(kernel);
+        let inner_stores: Vec<usize> = (0..kernel.stores.len()).filter(|&si| store_loop[si].is_some()).collect();
+        for &si in &inner_stores {
+            mark_operands(kernel, kernel.stores[si].value.0 as usize, &mut feeds);
+        }
         for (i, ex) in kernel.exprs.iter().enumerate() {
             if matches!(ex, Expr::Reduce(..)) || !feeds[i] {
                 continue;
@@ -1152,6 +1191,11 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                 crate::kernel::ReduceOp::Min => self.call_intrinsic2(b, "llvm.minimum", cur, x)?,
             };
             e(b.build_store(p, next))?;
+        }
+        for &si in &inner_stores {
+            let st = &kernel.stores[si];
+            let value = vals[st.value.0 as usize].ok_or_else(|| bad("stored value not emitted"))?;
+            self.emit_store(b, kernel, ptrs, &ivs, st, value)?;
         }
         close_loop(ctx, b, &ml)?;
         for l in red_loops.iter().rev() {
@@ -1190,7 +1234,10 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             let snapshot = &vals;
             vals[i] = Some(self.emit_expr(b, kernel, ptrs, &ivs, ex, &|id| snapshot[id.0 as usize].expect("operand emitted"))?);
         }
-        for st in &kernel.stores {
+        for (si, st) in kernel.stores.iter().enumerate() {
+            if store_loop[si].is_some() {
+                continue;
+            }
             let value = vals[st.value.0 as usize].ok_or_else(|| bad("stored value not emitted"))?;
             self.emit_store(b, kernel, ptrs, &ivs, st, value)?;
         }

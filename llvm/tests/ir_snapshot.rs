@@ -44,3 +44,26 @@ fn softmax_reduction_ir() {
         insta::assert_snapshot!("softmax_llvm_ir_unoptimized", ir);
     });
 }
+
+#[test]
+fn column_sum_with_inner_store_ir() {
+    // sum[j] = sum_i x[i, j] over a row-major 4x8 x, and y[i, j] = x[i, j] * 2 stored inside the
+    // reduction loop: the column schedule (Note [column reductions]), points innermost.
+    use dynamo_llvm::ReduceOp;
+    let mut b = KernelBuilder::new_reduction("snapshot_colsum", vec![8], vec![4]);
+    let x = b.input("x", DType::F32);
+    let sum = b.output("sum", DType::F32);
+    let y = b.output("y", DType::F32);
+    let lx = b.load(x, Index { offset: 0, strides: vec![1, 8] });
+    let s = b.reduce(ReduceOp::Sum, lx);
+    b.store(sum, Index { offset: 0, strides: vec![1, 0] }, s);
+    let two = b.const_f32(2.0);
+    let d = b.binary(BinaryOp::Mul, lx, two);
+    b.store(y, Index { offset: 0, strides: vec![1, 8] }, d);
+    let kernel = b.finish().unwrap();
+    let ir = emit_ir(&[kernel.clone()]).unwrap();
+    insta::assert_snapshot!("colsum_kernel_ir", kernel.to_string());
+    insta::with_settings!({filters => vec![(r"0x[0-9a-f]+", "[addr]")]}, {
+        insta::assert_snapshot!("colsum_llvm_ir_unoptimized", ir);
+    });
+}

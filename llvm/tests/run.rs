@@ -227,6 +227,50 @@ fn multi_dim_sum_reduction() {
     assert!(out.iter().all(|v| *v == f32::NEG_INFINITY));
 }
 
+/// A column sum over dim 0 of a row-major [n, c] matrix with pointwise work over the same
+/// [n, c] space stored inside the reduction loop (a layer norm's weight gradient beside its
+/// input gradient): sum[j] = sum_i x[i, j] * r[i], y[i, j] = x[i, j] * r[i] + 1. Runs the column
+/// schedule (Note [column reductions] in emit.rs); c spans two column blocks, and the long case
+/// takes the blocked two-level sum.
+#[test]
+fn column_sum_with_inner_store() {
+    use dynamo_llvm::ReduceOp;
+    for (n, c) in [(70i64, 300i64), (5000, 3)] {
+        let mut b = KernelBuilder::new_reduction(format!("{}colsum", dynamo_llvm::unique_kernel_prefix()), vec![c], vec![n]);
+        let x_arg = b.input("x", DType::F32);
+        let r_arg = b.input("r", DType::F32);
+        let sum_arg = b.output("sum", DType::F32);
+        let y_arg = b.output("y", DType::F32);
+        let x = b.load(x_arg, idx(0, &[1, c]));
+        let r = b.load(r_arg, idx(0, &[0, 1]));
+        let xr = b.binary(BinaryOp::Mul, x, r);
+        let s = b.reduce(ReduceOp::Sum, xr);
+        b.store(sum_arg, idx(0, &[1, 0]), s);
+        let one = b.const_f32(1.0);
+        let y = b.binary(BinaryOp::Add, xr, one);
+        b.store(y_arg, idx(0, &[1, c]), y);
+        let jm = JitModule::compile(&[b.finish().unwrap()]).unwrap();
+        let xs: Vec<f32> = (0..n * c).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013).collect();
+        let rs: Vec<f32> = (0..n).map(|i| ((i * 13 % 17) as f32 - 8.0) * 0.1).collect();
+        let mut sum = vec![0f32; c as usize];
+        let mut ys = vec![0f32; (n * c) as usize];
+        let ptrs = [xs.as_ptr() as *mut u8, rs.as_ptr() as *mut u8, sum.as_mut_ptr() as *mut u8, ys.as_mut_ptr() as *mut u8];
+        unsafe { jm.run(0, &ptrs) };
+        for j in 0..c as usize {
+            let terms: Vec<f64> = (0..n as usize).map(|i| (xs[i * c as usize + j] * rs[i]) as f64).collect();
+            let want: f64 = terms.iter().sum();
+            let scale: f64 = terms.iter().map(|t| t.abs()).sum();
+            assert!((sum[j] as f64 - want).abs() <= 1e-4 * scale + 1e-6, "n {n} c {c} column {j}: want {want}, got {}", sum[j]);
+        }
+        for i in 0..n as usize {
+            for j in 0..c as usize {
+                let k = i * c as usize + j;
+                assert_eq!(ys[k], xs[k] * rs[i] + 1.0, "n {n} c {c} at ({i}, {j})");
+            }
+        }
+    }
+}
+
 /// bfloat16 and float16 buffers: loads widen to f32, the math runs in f32, stores round to
 /// nearest even (the reference rounds the same way through the bit patterns).
 #[test]

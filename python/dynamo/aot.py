@@ -389,22 +389,18 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward):
         _C.aot_count_backward()
         return state["bw"]
 
-    fw_call = _C.AotForward(fw, n_out, list(plan.writeback_inputs), nondiff)
     gm = getattr(eager_forward, "__self__", None)
     rerun = isinstance(gm, torch.fx.GraphModule) and _reruns_exactly(gm, plan)
     n_extra = len(extra)
-
-    def forward_keeping_inputs(ctx, *args):
-        # Kept for a backward under create_graph=True (Note [double backward]).
-        ctx.dynamo_inputs = args
-        ctx.dynamo_versions = _versions(args)
-        return fw_call(ctx, *args)
+    # With ``rerun``, the forward keeps its inputs and their versions on ctx (``dynamo_inputs``,
+    # ``dynamo_versions``) for a backward under create_graph=True (Note [double backward]).
+    fw_call = _C.AotForward(fw, n_out, list(plan.writeback_inputs), nondiff, rerun)
 
     class CompiledFunction(torch.autograd.Function):
         # For debugging: the AotPlan (joint graph text, fx graphs) and the compiled forward.
         aot_plan = plan
         compiled_forward = fw
-        forward = staticmethod(forward_keeping_inputs) if rerun else fw_call
+        forward = fw_call
 
         @staticmethod
         def backward(ctx, *grads):

@@ -31,19 +31,34 @@ pub struct AotForward {
     writebacks: Vec<(usize, usize)>,
     /// Outputs that receive no tangent.
     nondiff: Vec<usize>,
+    /// Keep the inputs and their `_version`s on `ctx` (`dynamo_inputs`, `dynamo_versions`) for
+    /// a backward under `create_graph=True` (Note [double backward] in `aot.py`).
+    keep_inputs: bool,
     tensor_type: Py<PyType>,
 }
 
 #[pymethods]
 impl AotForward {
     #[new]
-    fn new(py: Python<'_>, fw: Py<PyAny>, n_out: usize, writeback_inputs: Vec<usize>, nondiff: Vec<usize>) -> PyResult<Self> {
+    #[pyo3(signature = (fw, n_out, writeback_inputs, nondiff, keep_inputs=false))]
+    fn new(py: Python<'_>, fw: Py<PyAny>, n_out: usize, writeback_inputs: Vec<usize>, nondiff: Vec<usize>, keep_inputs: bool) -> PyResult<Self> {
         let tensor_type = py.import("torch")?.getattr("Tensor")?.cast_into::<PyType>()?.unbind();
-        Ok(AotForward { fw, n_out, writebacks: writeback_inputs.into_iter().enumerate().collect(), nondiff, tensor_type })
+        Ok(AotForward { fw, n_out, writebacks: writeback_inputs.into_iter().enumerate().collect(), nondiff, keep_inputs, tensor_type })
     }
 
     #[pyo3(signature = (ctx, *args))]
     fn __call__<'py>(&self, py: Python<'py>, ctx: &Bound<'py, PyAny>, args: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+        if self.keep_inputs {
+            // Before the call: the versions the inputs had when the forward read them. (A
+            // Python `forward` doing this cost about 1.5 µs a call: its frame, a generator.)
+            let tensor = self.tensor_type.bind(py);
+            let mut versions = Vec::with_capacity(args.len());
+            for v in args.iter() {
+                versions.push(if v.is_instance(tensor)? { v.getattr(intern!(py, "_version"))? } else { py.None().into_bound(py) });
+            }
+            ctx.setattr(intern!(py, "dynamo_inputs"), args)?;
+            ctx.setattr(intern!(py, "dynamo_versions"), PyTuple::new(py, versions)?)?;
+        }
         let outs = self.fw.bind(py).call1(args)?;
         let outs = outs.cast_into::<PyTuple>()?;
         for &(k, pos) in &self.writebacks {

@@ -32,7 +32,8 @@ pub struct CodegenResult {
     pub kernels: Vec<KernelPlan>,
 }
 
-fn llvm_dtype(d: DType) -> llvm::DType {
+/// The kernel IR element type that stores `d`.
+pub(crate) fn kernel_dtype(d: DType) -> llvm::DType {
     match d {
         DType::Bool => llvm::DType::Bool,
         DType::BF16 => llvm::DType::BF16,
@@ -125,7 +126,7 @@ impl OpsHandler for KernelOps<'_> {
                 let arg = match self.input_args.get(&buf) {
                     Some(a) => *a,
                     None => {
-                        let a = self.kb.input(buf.to_string(), llvm_dtype(layout.dtype));
+                        let a = self.kb.input(buf.to_string(), kernel_dtype(layout.dtype));
                         self.input_args.insert(buf, a);
                         self.args.push((buf, false));
                         a
@@ -144,7 +145,7 @@ impl OpsHandler for KernelOps<'_> {
     }
 
     fn constant(&mut self, value: f64, dtype: DType) -> OpsValue {
-        ev(self.kb.const_of(llvm_dtype(dtype.compute()), value))
+        ev(self.kb.const_of(kernel_dtype(dtype.compute()), value))
     }
 
     fn unary(&mut self, op: UnaryOp, a: OpsValue) -> OpsValue {
@@ -214,7 +215,7 @@ impl OpsHandler for KernelOps<'_> {
     fn to_dtype(&mut self, a: OpsValue, dtype: DType) -> OpsValue {
         // Half-precision values live in float32 registers, rounded to the half type's precision
         // wherever torch would hold them in that type.
-        let v = self.kb.cast(llvm_dtype(dtype.compute()), ex(a));
+        let v = self.kb.cast(kernel_dtype(dtype.compute()), ex(a));
         ev(match dtype {
             DType::BF16 => self.kb.unary(llvm::UnaryOp::RoundBF16, v),
             DType::F16 => self.kb.unary(llvm::UnaryOp::RoundF16, v),
@@ -314,7 +315,7 @@ fn build_group(
             continue;
         }
         let v = h.to_dtype(v, dtype);
-        let out = h.kb.output(m.to_string(), llvm_dtype(dtype));
+        let out = h.kb.output(m.to_string(), kernel_dtype(dtype));
         h.args.push((*m, true));
         h.kb.store(out, llvm::Index { offset: 0, strides: store_strides }, ex(v));
     }

@@ -543,7 +543,14 @@ fn inductor_compile(
             free_after[*si].push(slot);
         }
     }
+    // Note [scratch arena]: kernel outputs only kernels read live in a per-graph arena.
+    let scratch = if gpu.is_none() { plan_scratch_slots(&ir, &mut steps, &keep, &last_use) } else { None };
+    if let Some(sc) = &scratch {
+        let slots: Vec<String> = sc.offsets.iter().enumerate().filter(|(_, o)| o.is_some()).map(|(i, _)| format!("buf{i}")).collect();
+        let _ = writeln!(plan, "scratch arena {} bytes: {}", sc.bytes, slots.join(", "));
+    }
     let runtime = Runtime {
+        scratch,
         free_after,
         grad_free,
         inputs_guarded,
@@ -561,6 +568,58 @@ fn inductor_compile(
         step_times: StepTimes::enabled().then(|| StepTimes::new(step_labels)),
     };
     Ok(CompiledGraph { forward, runtime: Some(runtime), kernel_names: kernel_order, llvm_ir, plan, kernel_ir, ir_pre_fusion })
+}
+
+/// The arena layout for the kernel outputs that only kernels read (Note [scratch arena] in
+/// wrapper.rs), with their tensor allocations removed from `steps`; None when there are none or
+/// the arena would exceed `SCRATCH_MAX_BYTES`. `keep`: slots the output or a write-back reads;
+/// `last_use`: per slot, the last step reading it.
+fn plan_scratch_slots(ir: &GraphIr, steps: &mut [RtStep], keep: &[bool], last_use: &[Option<usize>]) -> Option<wrapper::Scratch> {
+    let n = ir.buffers.len();
+    let mut read_by_fallback = vec![false; n];
+    for step in steps.iter() {
+        if let RtStep::Fallback { args, kwargs, .. } = step {
+            let mut mark = |s: usize| read_by_fallback[s] = true;
+            args.iter().for_each(|a| a.for_each_slot(&mut mark));
+            kwargs.iter().for_each(|(_, a)| a.for_each_slot(&mut mark));
+        }
+    }
+    let mut slots = Vec::new();
+    let mut spans = Vec::new();
+    for (si, step) in steps.iter().enumerate() {
+        let RtStep::Kernel { allocs, .. } = step else { continue };
+        for a in allocs {
+            if keep[a.slot] || read_by_fallback[a.slot] {
+                continue;
+            }
+            let Some(l) = ir.buffers[a.slot].layout.as_ref() else { continue };
+            if l.sizes.iter().any(|&d| d == 0) || l.strides.iter().any(|&st| st < 0) {
+                continue;
+            }
+            let extent: i64 = 1 + l.sizes.iter().zip(&l.strides).map(|(&d, &st)| (d - 1) * st).sum::<i64>();
+            let bytes = extent as usize * codegen::kernel_dtype(l.dtype).size_bytes();
+            slots.push(a.slot);
+            spans.push((si, last_use[a.slot].unwrap_or(si).max(si), bytes));
+        }
+    }
+    if slots.is_empty() {
+        return None;
+    }
+    let (offsets, bytes) = wrapper::plan_scratch(&spans);
+    if bytes > wrapper::SCRATCH_MAX_BYTES {
+        tracing::debug!(target: "inductor::schedule", "no scratch arena: {bytes} bytes of kernel-only intermediates");
+        return None;
+    }
+    let mut by_slot = vec![None; n];
+    for (&slot, &off) in slots.iter().zip(&offsets) {
+        by_slot[slot] = Some(off);
+    }
+    for step in steps.iter_mut() {
+        if let RtStep::Kernel { allocs, .. } = step {
+            allocs.retain(|a| by_slot[a.slot].is_none());
+        }
+    }
+    Some(wrapper::Scratch::new(by_slot, bytes))
 }
 
 /// Registers the inductor entry points on `dynamo._C`.
