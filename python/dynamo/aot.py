@@ -104,6 +104,20 @@ def _grad_switches(gm):
 # runs under it).
 
 
+_AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps")
+
+
+def _autocast_active():
+    """True when autocast is enabled for any device type (Note [autocast])."""
+    for device in _AUTOCAST_DEVICES:
+        try:
+            if torch.is_autocast_enabled(device):
+                return True
+        except (RuntimeError, ValueError):  # a device type this build does not know
+            continue
+    return False
+
+
 def aot_compile(gm, example_inputs, backend, guarded=True):
     """Compiles ``gm`` with ``backend`` (``"aot_eager"`` or ``"inductor"``). When grad mode is on
     (on entry or in a region the graph switches it on, Note [grad-mode regions]) and an input (or
@@ -121,6 +135,13 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
     if _shapes.is_symbolic_graph(gm):
         # Symbolic sizes: one static compilation per input shape (dynamo._shapes).
         return _shapes.SpecializedGraph(gm, lambda g, args: aot_compile(g, args, backend, guarded))
+    if _autocast_active():
+        # Note [autocast]: autocast casts inside each op at run time; the graph does not show
+        # those casts, so neither the joint graph's derivative rules nor inductor's kernels
+        # would follow them (the backward mixed float32 and bfloat16). Until the casts are made
+        # explicit in the graph, it runs through torch, whose autograd records them.
+        _C.aot_count_eager("autocast is active: its casts are not explicit in the graph")
+        return gm.forward
     fw_compiler, bw_compiler, inference_compiler = _compilers(backend, guarded)
     params = [p for p in gm.parameters()] + [b for b in gm.buffers()]
     switches = _grad_switches(gm)
