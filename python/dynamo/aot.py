@@ -80,26 +80,50 @@ def _compilers(backend, guarded):
     return forward, backward, forward
 
 
-def _grad_mode_after(gm):
-    """The grad mode ``gm`` leaves: the constant argument of its last
-    ``torch._C._set_grad_enabled`` node (a ``with torch.no_grad():`` block cut by a graph break),
-    else the current mode. Dynamo calls the backend with grad mode as the graph leaves it; a
-    ``SpecializedGraph`` compiles on its first call, with the mode the graph is entered with,
-    and must decide the same way: a graph that switches grad off for the rest of the frame runs
-    as an inference graph (an autograd.Function would restore grad mode after its forward, and
-    the in-place update of a leaf that follows would fail)."""
-    mode = torch.is_grad_enabled()
-    for node in gm.graph.nodes:
-        if node.op == "call_function" and node.target is torch._C._set_grad_enabled and len(node.args) == 1 and isinstance(node.args[0], bool):
-            mode = node.args[0]
-    return mode
+def _grad_switches(gm):
+    """The constant arguments of ``gm``'s ``torch._C._set_grad_enabled`` nodes, in graph order
+    (a ``torch.no_grad()``/``enable_grad()`` block inside the graph, or one cut by a graph
+    break)."""
+    return [
+        node.args[0]
+        for node in gm.graph.nodes
+        if node.op == "call_function" and node.target is torch._C._set_grad_enabled and len(node.args) == 1 and isinstance(node.args[0], bool)
+    ]
+
+
+# Note [grad-mode regions]: a graph is compiled with grad mode as it is entered (dynamo calls the
+# backend so, Note [backend grad mode] in convert_frame.rs; a ``SpecializedGraph`` or a segment
+# compiles on its first call), and its ``_set_grad_enabled`` nodes switch the mode from there. The
+# fake tensors of the trace recorded which values require grad in each region. The graph needs
+# the autograd path when grad mode is on anywhere in it (on entry, or switched on) and an input
+# requires grad. Two things then differ from a graph without switches: ``Function.apply``
+# records the outputs only when grad mode is on when it is called, so a graph entered under
+# ``no_grad`` that switches grad on is applied with grad on; and ``apply`` restores the mode its
+# forward switched, so the mode the graph leaves (the last switch) is set after the call, as the
+# graph's own nodes would (the resume function after a break inside an ``enable_grad()`` block
+# runs under it).
+
+
+_AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps")
+
+
+def _autocast_active():
+    """True when autocast is enabled for any device type (Note [autocast])."""
+    for device in _AUTOCAST_DEVICES:
+        try:
+            if torch.is_autocast_enabled(device):
+                return True
+        except (RuntimeError, ValueError):  # a device type this build does not know
+            continue
+    return False
 
 
 def aot_compile(gm, example_inputs, backend, guarded=True):
     """Compiles ``gm`` with ``backend`` (``"aot_eager"`` or ``"inductor"``). When grad mode is on
-    and an input (or parameter) requires grad, returns a callable ``(*inputs) -> tuple`` whose
-    outputs carry a ``grad_fn`` backed by the compiled backward graph; otherwise the backend's
-    inference compilation of ``gm``.
+    (on entry or in a region the graph switches it on, Note [grad-mode regions]) and an input (or
+    parameter) requires grad, returns a callable ``(*inputs) -> tuple`` whose outputs carry a
+    ``grad_fn`` backed by the compiled backward graph; otherwise the backend's inference
+    compilation of ``gm``.
 
     Ops without a derivative rule split the graph (Note [segments]); a graph that cannot be
     differentiated at all (an output aliasing an input, a mutated input that requires grad) runs
@@ -111,9 +135,18 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
     if _shapes.is_symbolic_graph(gm):
         # Symbolic sizes: one static compilation per input shape (dynamo._shapes).
         return _shapes.SpecializedGraph(gm, lambda g, args: aot_compile(g, args, backend, guarded))
+    if _autocast_active():
+        # Note [autocast]: autocast casts inside each op at run time; the graph does not show
+        # those casts, so neither the joint graph's derivative rules nor inductor's kernels
+        # would follow them (the backward mixed float32 and bfloat16). Until the casts are made
+        # explicit in the graph, it runs through torch, whose autograd records them.
+        _C.aot_count_eager("autocast is active: its casts are not explicit in the graph")
+        return gm.forward
     fw_compiler, bw_compiler, inference_compiler = _compilers(backend, guarded)
     params = [p for p in gm.parameters()] + [b for b in gm.buffers()]
-    needs_grad = _grad_mode_after(gm) and any(
+    switches = _grad_switches(gm)
+    entry_grad = torch.is_grad_enabled()
+    needs_grad = (entry_grad or True in switches) and any(
         isinstance(t, torch.Tensor) and t.requires_grad for t in list(example_inputs) + params
     )
     if not needs_grad:
@@ -138,7 +171,26 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
         fw_compiler = _compilers(backend, False)[0]
     with torch.no_grad():
         fw = fw_compiler(plan.fw, fw_inputs)
-    return _make_runtime(plan, fw, bw_compiler, extra, gm.forward)
+    runtime = _make_runtime(plan, fw, bw_compiler, extra, gm.forward, entry_grad if switches else None)
+    return _with_grad_regions(runtime, entry_grad, switches[-1]) if switches else runtime
+
+
+def _with_grad_regions(runtime, entry_grad, exit_grad):
+    """``runtime`` called with grad mode on, then left with ``exit_grad`` set, the mode the graph
+    leaves (Note [grad-mode regions]); an exception puts back ``entry_grad``."""
+    set_grad = torch._C._set_grad_enabled
+
+    def call(*args):
+        set_grad(True)
+        try:
+            out = runtime(*args)
+        except BaseException:
+            set_grad(entry_grad)
+            raise
+        set_grad(exit_grad)
+        return out
+
+    return call
 
 
 # Note [flash attention]: on CPU, eager's ``scaled_dot_product_attention`` runs torch's fused
@@ -370,13 +422,16 @@ def _rerun_backward(ctx, grads, eager_forward, n_extra, tangent_outputs, input_r
     return tuple(res)
 
 
-def _make_runtime(plan, fw, bw_compiler, extra, eager_forward):
+def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None):
     """The callable a captured graph runs: a ``torch.autograd.Function`` whose ``forward`` is
     ``_C.AotForward`` (runs ``fw``, writes mutated inputs back, saves what the backward reads)
     and whose ``backward`` compiles ``plan.bw`` on first use, called through ``_C.AotRuntime``
     (``apply(*args, *extra)``, or ``eager_forward`` inside a non-reentrant checkpoint, Note
     [checkpoint]). The per-call parts are Rust (src/autograd/runtime.rs): each Python frame
-    there cost a few hundred ns of per-call overhead."""
+    there cost a few hundred ns of per-call overhead. ``entry_grad``, for a graph that switches
+    grad mode (Note [grad-mode regions]): the mode the graph is entered with, which
+    ``eager_forward`` runs under when the graph is run through torch (a checkpoint, a double
+    backward) so that its first region records what eager would."""
     n_out = plan.n_outputs
     tangent_outputs = list(plan.tangent_outputs)
     nondiff = [k for k in range(n_out) if k not in set(tangent_outputs)]
@@ -391,6 +446,12 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward):
 
     gm = getattr(eager_forward, "__self__", None)
     rerun = isinstance(gm, torch.fx.GraphModule) and _reruns_exactly(gm, plan)
+    if entry_grad is not None:
+        graph_forward = eager_forward
+
+        def eager_forward(*args):
+            torch._C._set_grad_enabled(entry_grad)
+            return graph_forward(*args)
     n_extra = len(extra)
     # With ``rerun``, the forward keeps its inputs and their versions on ctx (``dynamo_inputs``,
     # ``dynamo_versions``) for a backward under create_graph=True (Note [double backward]).

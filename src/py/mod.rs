@@ -42,6 +42,8 @@ pub fn force_compile(code: &Bound<'_, PyAny>) {
 /// exception is never swallowed.
 #[pyclass(module = "dynamo._C", frozen)]
 pub struct GradModeRestore {
+    /// The grad mode the call switches to.
+    #[pyo3(get)]
     pub restore: bool,
 }
 

@@ -248,6 +248,14 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         og.add_guard(Some(source.clone()), GuardKind::IdMatch(value.clone().unbind()));
         return Ok(VT::Module { obj: Rc::new(value.clone().unbind()), source: Some(source) });
     }
+    if let Ok(exit) = value.cast::<crate::py::GradModeRestore>() {
+        // The `__exit__` of a grad-mode block cut by a break, passed to the resume function:
+        // calling it switches grad mode back (a `_set_grad_enabled` node), as it does for real.
+        let restore = exit.get().restore;
+        og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
+        og.add_guard(Some(source.attr("restore")), GuardKind::IdMatch(pyo3::types::PyBool::new(py, restore).to_owned().into_any().unbind()));
+        return Ok(VT::GradModeExit { restore });
+    }
     let tn = type_name(value);
     let id_guard = |og: &mut OutputGraph| og.add_guard(Some(source.clone()), GuardKind::IdMatch(value.clone().unbind()));
     match tn.as_str() {

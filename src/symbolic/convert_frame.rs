@@ -271,7 +271,7 @@ fn finish_return(
     effects.extend(own_cell_stores(py, &og, ci, &mut outputs)?);
     effects.extend(cell_fills(py, &og, &mut outputs)?);
     let n_shared = outputs.n_shared;
-    let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend)?;
+    let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend, grad_at_entry)?;
     let inputs: Vec<Arc<Source>> = og.inputs.iter().map(|(s, _)| s.clone()).collect();
     let rerun = rerun_on_failure(&og, grad_at_entry);
     let code = compiled_frame_code(py, ci, compiled, &inputs, &result, &effects, rerun, n_shared).map_err(ConvertError::Internal)?;
@@ -392,8 +392,13 @@ impl Outputs {
 }
 
 /// Hands the graph (with `outputs`) to the backend unless it has no ops.
+///
+/// Note [backend grad mode]: the backend is called with grad mode as the graph is entered
+/// (`grad_at_entry`, the frame's mode on entry, which the guards fix), as torch's dynamo
+/// restores its global state before compiling: the graph's `_set_grad_enabled` nodes switch it
+/// from there. Tracing left the real mode as the graph leaves it; that mode is put back after.
 #[allow(clippy::type_complexity)]
-fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend: &Bound<'_, PyAny>) -> Result<(Option<Py<PyAny>>, Option<Py<PyAny>>, String, usize), ConvertError> {
+fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend: &Bound<'_, PyAny>, grad_at_entry: bool) -> Result<(Option<Py<PyAny>>, Option<Py<PyAny>>, String, usize), ConvertError> {
     og.graph.outputs = outputs.args;
     let only_sym = og.graph.nodes.iter().all(|n| matches!(n.op, crate::graph::Op::Placeholder { .. }) || og.sym_nodes.contains(&n.id));
     og.remove_unused_sym_nodes();
@@ -410,7 +415,13 @@ fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend
     }
     let gm = og.to_fx(py).map_err(ConvertError::Internal)?;
     let example_inputs = PyList::new(py, og.inputs.iter().map(|(_, v)| v.bind(py))).map_err(ConvertError::Internal)?;
-    let compiled = backend.call1((&gm, example_inputs)).map_err(ConvertError::Backend)?;
+    let torch = py.import("torch").map_err(ConvertError::Internal)?;
+    let grad_after: bool = torch.call_method0("is_grad_enabled").and_then(|g| g.extract()).map_err(ConvertError::Internal)?;
+    let set_grad = |g: bool| torch.getattr("_C").and_then(|c| c.call_method1("_set_grad_enabled", (g,))).map(|_| ());
+    set_grad(grad_at_entry).map_err(ConvertError::Internal)?;
+    let compiled = backend.call1((&gm, example_inputs));
+    set_grad(grad_after).map_err(ConvertError::Internal)?;
+    let compiled = compiled.map_err(ConvertError::Backend)?;
     if !compiled.is_callable() {
         return Err(ConvertError::Backend(pyo3::exceptions::PyTypeError::new_err(format!(
             "backend returned {}, expected a callable",
@@ -585,7 +596,7 @@ fn convert_break(
     effects.extend(own_cell_stores(py, &og, ci, &mut outputs)?);
     effects.extend(cell_fills(py, &og, &mut outputs)?);
     let n_shared = outputs.n_shared;
-    let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend)?;
+    let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend, grad_at_entry)?;
     let inputs: Vec<Arc<Source>> = og.inputs.iter().map(|(s, _)| s.clone()).collect();
     let plan = BreakPlan {
         loop_driver,

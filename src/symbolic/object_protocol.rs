@@ -51,6 +51,17 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(VT::constant(v.unbind()))
             }
             VT::Constant(c) => {
+                // Note [raised exception state]: an exception the trace raised and handled has,
+                // in eager, a traceback and the implicit `__context__` of the exception being
+                // handled where it was raised (which may be the caller's); the trace gives it
+                // neither. Reading them breaks the graph: the exception then outlives it, and
+                // the frame breaks where it was raised instead (`rebuild_of`), so Python raises
+                // and chains it for real.
+                if matches!(name, "__traceback__" | "__context__" | "__cause__" | "__suppress_context__")
+                    && self.og.raised_exceptions.iter().any(|r| r.is(c))
+                {
+                    graph_break!(UntracedValue, "{name} of an exception the trace raised");
+                }
                 let v = c.bind(py).getattr(name)?;
                 Ok(VT::constant(v.unbind()))
             }
