@@ -159,6 +159,24 @@ fn column_dim(kernel: &Kernel, inner: &[bool], n_loops: usize, store_loop: &[Opt
     unit.then_some(j)
 }
 
+/// Marks the expressions `ex` reads directly (its operands) in `needed`; loads and constants
+/// read none.
+fn mark_direct_operands(ex: &Expr, needed: &mut [bool]) {
+    match ex {
+        Expr::Unary(_, a) | Expr::Cast(_, a) | Expr::Reduce(_, a) => needed[a.0 as usize] = true,
+        Expr::Binary(_, a, c) | Expr::Compare(_, a, c) => {
+            needed[a.0 as usize] = true;
+            needed[c.0 as usize] = true;
+        }
+        Expr::Select(c, a, d) => {
+            needed[c.0 as usize] = true;
+            needed[a.0 as usize] = true;
+            needed[d.0 as usize] = true;
+        }
+        _ => {}
+    }
+}
+
 /// Marks `root` and every expression it (transitively) reads in `needed`.
 fn mark_operands(kernel: &Kernel, root: usize, needed: &mut [bool]) {
     needed[root] = true;
@@ -166,19 +184,7 @@ fn mark_operands(kernel: &Kernel, root: usize, needed: &mut [bool]) {
         if !needed[k] {
             continue;
         }
-        match &kernel.exprs[k] {
-            Expr::Unary(_, a) | Expr::Cast(_, a) | Expr::Reduce(_, a) => needed[a.0 as usize] = true,
-            Expr::Binary(_, a, c) | Expr::Compare(_, a, c) => {
-                needed[a.0 as usize] = true;
-                needed[c.0 as usize] = true;
-            }
-            Expr::Select(c, a, d) => {
-                needed[c.0 as usize] = true;
-                needed[a.0 as usize] = true;
-                needed[d.0 as usize] = true;
-            }
-            _ => {}
-        }
+        mark_direct_operands(&kernel.exprs[k], needed);
     }
 }
 
@@ -190,19 +196,7 @@ fn feeds_reduce(kernel: &Kernel) -> Vec<bool> {
         if !used {
             continue;
         }
-        match ex {
-            Expr::Unary(_, a) | Expr::Cast(_, a) | Expr::Reduce(_, a) => needed[a.0 as usize] = true,
-            Expr::Binary(_, a, c) | Expr::Compare(_, a, c) => {
-                needed[a.0 as usize] = true;
-                needed[c.0 as usize] = true;
-            }
-            Expr::Select(c, a, d) => {
-                needed[c.0 as usize] = true;
-                needed[a.0 as usize] = true;
-                needed[d.0 as usize] = true;
-            }
-            _ => {}
-        }
+        mark_direct_operands(ex, &mut needed);
     }
     needed
 }
