@@ -40,13 +40,14 @@ pub fn is_literal(py: Python<'_>, v: &Bound<'_, PyAny>) -> bool {
 }
 
 /// Whether `v` is a type expression (`int | None`, `list[int]`, `typing.Optional[int]`,
-/// `typing.Literal["a"]`, the special forms `typing.Union` / `typing.Literal`): immutable
+/// `typing.Literal["a"]`, the special forms `typing.Union` / `typing.Literal`, whose class is
+/// `_LiteralSpecialForm` up to 3.12 and `_TypedCacheSpecialForm` on 3.13): immutable
 /// objects compared by their contents, read by huggingface_hub's strict dataclass validators
 /// through `typing.get_origin` / `get_args`.
 fn is_type_expression(v: &Bound<'_, PyAny>, module: &str, tn: &str) -> bool {
     let alias = match module {
         "types" => matches!(tn, "UnionType" | "GenericAlias"),
-        "typing" => matches!(tn, "_GenericAlias" | "_UnionGenericAlias" | "_LiteralGenericAlias" | "_SpecialGenericAlias" | "_CallableGenericAlias" | "_CallableType" | "_TupleType" | "_AnnotatedAlias" | "_SpecialForm" | "_LiteralSpecialForm"),
+        "typing" => matches!(tn, "_GenericAlias" | "_UnionGenericAlias" | "_LiteralGenericAlias" | "_SpecialGenericAlias" | "_CallableGenericAlias" | "_CallableType" | "_TupleType" | "_AnnotatedAlias" | "_SpecialForm" | "_LiteralSpecialForm" | "_TypedCacheSpecialForm"),
         _ => false,
     };
     // Exactly those classes (a subclass could add state), and hashable (a `Literal` of a list
