@@ -893,20 +893,13 @@ def timm_model(name):
     return timm.create_model("convnext_atto", pretrained=False)
 
 
-# (graphs, breaks) of torch._dynamo.explain for the same calls (torch 2.15, measured by
-# benchmarks/bench_breaks.py (c) for inference): ours may not be higher.
-TIMM_TORCH_COUNTS = {"vit": (1, 0), "convnext": (1, 0)}
-
-
-@pytest.mark.parametrize("name", sorted(TIMM_TORCH_COUNTS))
-def test_timm_inference_capture(name):
-    model = timm_model(name).eval()
-    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(0))
+def check_image_inference(model, x, graphs, breaks):
+    """An image model in eval mode under no_grad: `explain` within torch's (graphs, breaks),
+    `optimize("inductor")` equal to eager, and no compile on the second call."""
     with torch.no_grad():
         ref = model(x)
         dynamo.reset()
         ex = dynamo.explain(model)(x)
-        graphs, breaks = TIMM_TORCH_COUNTS[name]
         assert ex.graph_count <= graphs and ex.graph_break_count <= breaks, (ex.graph_count, ex.graph_break_count, ex.break_reasons)
         dynamo.reset()
         opt = dynamo.optimize("inductor")(model)
@@ -914,6 +907,17 @@ def test_timm_inference_capture(name):
         compiles = dynamo.counters()["compiles"]
         torch.testing.assert_close(opt(x), ref, rtol=1e-4, atol=1e-5)
         assert dynamo.counters()["compiles"] == compiles
+
+
+# (graphs, breaks) of torch._dynamo.explain for the same calls (torch 2.15, measured by
+# benchmarks/bench_breaks.py (c) for inference): ours may not be higher.
+TIMM_TORCH_COUNTS = {"vit": (1, 0), "convnext": (1, 0)}
+
+
+@pytest.mark.parametrize("name", sorted(TIMM_TORCH_COUNTS))
+def test_timm_inference_capture(name):
+    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(0))
+    check_image_inference(timm_model(name).eval(), x, *TIMM_TORCH_COUNTS[name])
 
 
 @pytest.mark.parametrize("name", sorted(TIMM_TORCH_COUNTS))
@@ -1095,18 +1099,7 @@ def test_torchvision_inference_and_training_step(name):
     batch-norm buffers equal eager's; the second step compiles nothing."""
     x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(0))
     graphs, breaks = TORCHVISION_TORCH_COUNTS[name]
-    model = torchvision_model(name).eval()
-    with torch.no_grad():
-        ref = model(x)
-        dynamo.reset()
-        ex = dynamo.explain(model)(x)
-        assert ex.graph_count <= graphs and ex.graph_break_count <= breaks, ex.break_reasons
-        dynamo.reset()
-        opt = dynamo.optimize("inductor")(model)
-        torch.testing.assert_close(opt(x), ref, rtol=1e-4, atol=1e-5)
-        compiles = dynamo.counters()["compiles"]
-        torch.testing.assert_close(opt(x), ref, rtol=1e-4, atol=1e-5)
-        assert dynamo.counters()["compiles"] == compiles
+    check_image_inference(torchvision_model(name).eval(), x, graphs, breaks)
 
     dynamo.reset()
     ex = dynamo.explain(image_loss)(torchvision_model(name).train(), x)
