@@ -506,3 +506,97 @@ def test_bitwise_operators_on_tensors_are_out_of_place(backend):
     x = torch.tensor([True]).expand(3)
     check(fn, x, torch.tensor([True, False, True]), graphs=1, breaks=0, backend=backend)
     no_fallback()
+
+
+# ----- lazy itertools and reversed dicts ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lazy_itertools_consumed_in_frame(backend):
+    """starmap, takewhile, dropwhile, filterfalse, pairwise, compress, count, cycle and repeat
+    step lazily in the trace (their functions called traced), as their C `tp_iternext` does:
+    one graph, no break."""
+    import itertools
+
+    def fn(x, xs):
+        a = list(itertools.starmap(lambda p, q: p * q, zip(xs, [x, 2, 3])))
+        b = list(itertools.takewhile(lambda v: v < 3, [1, 2, 3, 1]))
+        c = list(itertools.dropwhile(lambda v: v < 3, [1, 2, 3, 1]))
+        d = list(itertools.filterfalse(lambda v: v % 2, range(7)))
+        e = list(itertools.filterfalse(None, [0, 1, "", "a"]))
+        f = list(itertools.pairwise(xs))
+        g = list(itertools.compress(xs, [1, 0, 1]))
+        h = list(itertools.islice(itertools.count(2, 3), 4)) + list(zip(itertools.count(), "abc"))
+        i = list(itertools.islice(itertools.count(0.5, 0.25), 3))
+        j = list(itertools.islice(itertools.cycle(xs), 7)) + list(itertools.cycle([]))
+        k = list(itertools.repeat(x, 2)) + list(itertools.repeat(1, times=-1)) + list(zip(itertools.repeat(x), range(2)))
+        total = sum(itertools.starmap(operator.mul, [(x, 2), (x, 3)]))
+        return a, b, c, d, e, f, g, h, i, j, k, total
+
+    xs = [torch.ones(2), torch.full((2,), 2.0), torch.full((2,), 3.0)]
+    check(fn, torch.ones(2), xs, graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lazy_itertools_interleave_with_mutation(backend):
+    """A takewhile over a list the loop body appends to sees it grow (it pulls from the live
+    list iterator); a cycle saves what its first pass took."""
+    import itertools
+
+    def fn(x, xs):
+        seen = []
+        for t in itertools.takewhile(lambda t: len(seen) < 5, xs):
+            seen.append(t + 1)
+            xs.append(t * 2)
+        cyc = itertools.cycle(xs[:2])
+        firsts = [next(cyc) for _ in range(5)]
+        return x + 1, seen, firsts
+
+    check(fn, torch.ones(2), [torch.ones(2)], graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lazy_itertools_escaping_break_cleanly(backend):
+    """One that outlives the graph (returned partially consumed) is a clean GB0014 break: the
+    frame's rest runs eagerly, and the caller gets eager's iterator."""
+    import itertools
+
+    def fn(x):
+        it = itertools.count(5)
+        next(it)
+        return x + 1, it
+
+    eager = fn(torch.ones(2))
+    dynamo.reset()
+    compiled = dynamo.optimize(backend)(fn)(torch.ones(2))
+    assert type(compiled[1]) is type(eager[1])
+    assert next(compiled[1]) == next(eager[1]) == 6
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reversed_dict_and_views(backend):
+    """`reversed(d)`, `reversed(d.keys()/values()/items())` walk the live dict from its last
+    item; a size change while walking raises eager's RuntimeError."""
+
+    def fn(x, d):
+        d["c"] = x * 3
+        out = list(reversed(d)), list(reversed(d.keys())), list(reversed(d.values())), list(reversed(d.items()))
+        total = x
+        for k in reversed(d):
+            total = total + d[k]
+        return out, total
+
+    def grows(x, d):
+        try:
+            for k in reversed(d):
+                d[k + "!"] = x
+        except RuntimeError as e:
+            return x + 1, str(e)
+        return x, None
+
+    check(fn, torch.ones(2), {"a": torch.ones(2), "b": torch.full((2,), 2.0)}, graphs=1, breaks=0, backend=backend)
+    no_fallback()
+    dynamo.reset()
+    check(grows, torch.ones(2), {"a": 1}, graphs=0, backend=backend)  # raised in a try: the frame runs eagerly

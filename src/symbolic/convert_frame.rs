@@ -790,7 +790,9 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     }
                     IterKind::Islice { inner, .. } => visit(py, &VT::Iterator(inner.clone()), seen),
                     // Not rebuilt (`rebuild_iter` refuses them).
-                    IterKind::Accumulate { .. } | IterKind::ZipLongest { .. } => {}
+                    IterKind::Accumulate { .. } | IterKind::ZipLongest { .. } | IterKind::Starmap { .. } | IterKind::TakeWhile { .. }
+                    | IterKind::DropWhile { .. } | IterKind::FilterFalse { .. } | IterKind::Pairwise { .. } | IterKind::Count { .. }
+                    | IterKind::Cycle { .. } | IterKind::Repeat { .. } | IterKind::Compress { .. } | IterKind::DictReversed { .. } => {}
                 }
             }
             VT::ContainerMethod { container, .. } => visit(py, container, seen),
@@ -1073,10 +1075,34 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
             let args = vec![rebuild_of(py, og, &VT::Iterator(inner.clone()), outputs)?, int(start)?, stop, int(*step as i64)?];
             Rebuild::Call { func: py.import("itertools")?.getattr("islice")?.unbind(), args }
         }
-        IterKind::Accumulate { .. } | IterKind::ZipLongest { .. } => {
-            graph_break!(UnreconstructableValue, "an accumulate or zip_longest iterator that outlives the graph (returned, or live across a graph break)")
+        // The itertools iterators below keep state CPython gives no constructor for (a cycle's
+        // saved items, a takewhile that stopped, a count's next value as a traced number): one
+        // that must outlive the graph is a clean break.
+        IterKind::Accumulate { .. } | IterKind::ZipLongest { .. } | IterKind::Starmap { .. } | IterKind::TakeWhile { .. }
+        | IterKind::DropWhile { .. } | IterKind::FilterFalse { .. } | IterKind::Pairwise { .. } | IterKind::Count { .. }
+        | IterKind::Cycle { .. } | IterKind::Repeat { .. } | IterKind::Compress { .. } | IterKind::DictReversed { .. } => {
+            graph_break!(UnreconstructableValue, "an itertools iterator ({}) that outlives the graph (returned, or live across a graph break)", iter_kind_name(&it.kind))
         }
     })
+}
+
+/// The itertools name of a lazy iterator kind that is not rebuilt, for break messages.
+fn iter_kind_name(kind: &IterKind) -> &'static str {
+    match kind {
+        IterKind::Accumulate { .. } => "accumulate",
+        IterKind::ZipLongest { .. } => "zip_longest",
+        IterKind::Starmap { .. } => "starmap",
+        IterKind::TakeWhile { .. } => "takewhile",
+        IterKind::DropWhile { .. } => "dropwhile",
+        IterKind::FilterFalse { .. } => "filterfalse",
+        IterKind::Pairwise { .. } => "pairwise",
+        IterKind::Count { .. } => "count",
+        IterKind::Cycle { .. } => "cycle",
+        IterKind::Repeat { .. } => "repeat",
+        IterKind::Compress { .. } => "compress",
+        IterKind::DictReversed { .. } => "reversed dict",
+        _ => "iterator",
+    }
 }
 
 /// The contents of the cells made anew (`Outputs::cells_to_fill`), stored once everything

@@ -351,6 +351,21 @@ impl<'a> InstructionTranslator<'a> {
                 items.reverse();
                 return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(items)))));
             }
+            // `dict.__reversed__` and the views' `__reversed__` (Objects/dictobject.c,
+            // `dict___reversed___impl`): a live reverse iterator from the last item.
+            let rev = match &args[0] {
+                VT::Dict(d) => Some((d.clone(), crate::symbolic::variables::DictView::Keys)),
+                VT::DictView { dict, view } => Some((dict.clone(), *view)),
+                _ => None,
+            };
+            if let Some((dict, view)) = rev {
+                let (used, version) = {
+                    let d = dict.borrow();
+                    (d.items.len(), d.version)
+                };
+                let kind = IterKind::DictReversed { dict, view, used, version, index: used as i64 - 1 };
+                return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(kind)))));
+            }
             if matches!(&args[0], VT::Dict(_) | VT::DictView { .. }) {
                 graph_break!(UnsupportedOperation, "reversed() of a dict or dict view");
             }

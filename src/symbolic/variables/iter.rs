@@ -32,6 +32,10 @@ pub enum IterKind {
     /// dict's size when the iterator was made and `version` its structure then; a different size
     /// at a step raises `RuntimeError: dictionary changed size during iteration`.
     Dict { dict: Rc<RefCell<DictState>>, view: DictView, used: usize, version: u64 },
+    /// A reversed dict iterator (`reversed(d)`, `reversed(d.items())`; Objects/dictobject.c,
+    /// `dictreviter_iternext`): item `index` counting down, with the same size check as
+    /// `Dict`.
+    DictReversed { dict: Rc<RefCell<DictState>>, view: DictView, used: usize, version: u64, index: i64 },
     /// `enumerate(inner, start)` (Objects/enumobject.c): `count` is the next index.
     Enumerate { inner: Rc<RefCell<IteratorState>>, count: i64 },
     /// `zip(*inners)` (Python/bltinmodule.c, `zip_next`): steps each inner in order and stops at
@@ -59,6 +63,34 @@ pub enum IterKind {
     /// `itertools.zip_longest(*inners, fillvalue=fill)` (`zip_longest_next`): an exhausted inner
     /// gives `fill` until every inner is exhausted (`None` marks an exhausted one).
     ZipLongest { inners: Vec<Option<Rc<RefCell<IteratorState>>>>, fill: VariableTracker },
+    /// `itertools.starmap(func, inner)` (`starmap_next`): `func(*item)` for each item of
+    /// `inner` (the item unpacked as CPython's `PySequence_Tuple` would).
+    Starmap { func: VariableTracker, inner: Rc<RefCell<IteratorState>> },
+    /// `itertools.takewhile(func, inner)` (`takewhile_next`): items while `func(item)` is true;
+    /// the first false one is consumed and ends it for good (`stop`).
+    TakeWhile { func: VariableTracker, inner: Rc<RefCell<IteratorState>>, stop: bool },
+    /// `itertools.dropwhile(func, inner)` (`dropwhile_next`): skips items while `func(item)`
+    /// is true, then gives every item unchecked (`dropping` false).
+    DropWhile { func: VariableTracker, inner: Rc<RefCell<IteratorState>>, dropping: bool },
+    /// `itertools.filterfalse(func, inner)` (`filterfalse_next`): items whose `func(item)`
+    /// (the item itself for `None`) is false.
+    FilterFalse { func: Option<VariableTracker>, inner: Rc<RefCell<IteratorState>> },
+    /// `itertools.pairwise(inner)` (`pairwise_next`): `(old, new)` for overlapping pairs;
+    /// `old` is the item taken last.
+    Pairwise { inner: Rc<RefCell<IteratorState>>, old: Option<VariableTracker> },
+    /// `itertools.count(start, step)` (`count_next`): `start`, `start + step`, ... without
+    /// end; `next` is the value to give next.
+    Count { next: VariableTracker, step: VariableTracker },
+    /// `itertools.cycle(inner)` (`cycle_next`): the items of `inner`, saved as they are taken
+    /// on the first pass, then the saved items over and over (`inner` None after the first
+    /// pass; `index` the next saved item). Empty when `inner` gave nothing.
+    Cycle { inner: Option<Rc<RefCell<IteratorState>>>, saved: Vec<VariableTracker>, index: usize },
+    /// `itertools.repeat(item, times)` (`repeat_next`): `item`, `remaining` more times
+    /// (without end for `None`).
+    Repeat { item: VariableTracker, remaining: Option<usize> },
+    /// `itertools.compress(data, selectors)` (`compress_next`): items of `data` whose paired
+    /// selector is true, stopping when either runs out.
+    Compress { data: Rc<RefCell<IteratorState>>, selectors: Rc<RefCell<IteratorState>> },
 }
 
 /// What a lazy iterator asks of the translator while it steps (calls run traced).
@@ -73,6 +105,8 @@ pub enum IterRequest<'a> {
     MakeIter(&'a VariableTracker),
     /// `a + b`.
     Add(VariableTracker, VariableTracker),
+    /// `tuple(v)` (an iterable unpacked), answered as a `Tuple` tracker of its items.
+    Items(VariableTracker),
 }
 
 /// The suspended frame of a generator being traced (`IterKind::Generator`).
@@ -173,6 +207,27 @@ impl IteratorState {
                         DictView::Values => v.clone(),
                         DictView::Items => tuple_of(py, vec![VariableTracker::constant(k.clone_ref(py)), v.clone()]),
                     }),
+                }
+            }
+            IterKind::DictReversed { dict, view, used, version, index } => {
+                let d = dict.borrow();
+                if *used == usize::MAX || d.items.len() != *used {
+                    *used = usize::MAX;
+                    return Err(IterError::Raise("dictionary changed size during iteration"));
+                }
+                if d.version != *version {
+                    return Err(unsupported_step("a dict whose keys changed (same size) while iterated in reverse"));
+                }
+                if *index < 0 {
+                    None
+                } else {
+                    let (k, v) = &d.items[*index as usize];
+                    *index -= 1;
+                    Some(match view {
+                        DictView::Keys => VariableTracker::constant(k.clone_ref(py)),
+                        DictView::Values => v.clone(),
+                        DictView::Items => tuple_of(py, vec![VariableTracker::constant(k.clone_ref(py)), v.clone()]),
+                    })
                 }
             }
             IterKind::Enumerate { inner, count } => {
@@ -331,6 +386,119 @@ impl IteratorState {
                 }
                 (!stop).then(|| tuple_of(py, out))
             }
+            IterKind::Starmap { func, inner } => match borrow_iter(inner)?.next_item(py, resume)? {
+                None => None,
+                Some(v) => {
+                    let args = match resume(IterRequest::Items(v))? {
+                        Some(VariableTracker::Tuple(items)) => items.as_ref().clone(),
+                        _ => return Err(unsupported_step("starmap() over an item that is not iterable")),
+                    };
+                    let func = func.clone();
+                    resume(IterRequest::Call(&func, args))?
+                }
+            },
+            IterKind::TakeWhile { func, inner, stop } => {
+                if *stop {
+                    None
+                } else {
+                    match borrow_iter(inner)?.next_item(py, resume)? {
+                        None => None,
+                        Some(v) => {
+                            let func = func.clone();
+                            let verdict = resume(IterRequest::Call(&func, vec![v.clone()]))?.ok_or_else(|| unsupported_step("takewhile predicate gave no value"))?;
+                            if truthy(py, resume(IterRequest::Truth(&verdict))?) {
+                                Some(v)
+                            } else {
+                                *stop = true;
+                                None
+                            }
+                        }
+                    }
+                }
+            }
+            IterKind::DropWhile { func, inner, dropping } => loop {
+                let Some(v) = borrow_iter(inner)?.next_item(py, resume)? else { break None };
+                if !*dropping {
+                    break Some(v);
+                }
+                let func = func.clone();
+                let verdict = resume(IterRequest::Call(&func, vec![v.clone()]))?.ok_or_else(|| unsupported_step("dropwhile predicate gave no value"))?;
+                if !truthy(py, resume(IterRequest::Truth(&verdict))?) {
+                    *dropping = false;
+                    break Some(v);
+                }
+            },
+            IterKind::FilterFalse { func, inner } => loop {
+                let Some(v) = borrow_iter(inner)?.next_item(py, resume)? else { break None };
+                let verdict = match func {
+                    Some(f) => {
+                        let f = f.clone();
+                        resume(IterRequest::Call(&f, vec![v.clone()]))?.ok_or_else(|| unsupported_step("filterfalse predicate gave no value"))?
+                    }
+                    None => v.clone(),
+                };
+                if !truthy(py, resume(IterRequest::Truth(&verdict))?) {
+                    break Some(v);
+                }
+            },
+            IterKind::Pairwise { inner, old } => {
+                let first = match old.take() {
+                    Some(o) => Some(o),
+                    None => borrow_iter(inner)?.next_item(py, resume)?,
+                };
+                match first {
+                    None => None,
+                    Some(a) => match borrow_iter(inner)?.next_item(py, resume)? {
+                        None => None,
+                        Some(b) => {
+                            *old = Some(b.clone());
+                            Some(tuple_of(py, vec![a, b]))
+                        }
+                    },
+                }
+            }
+            IterKind::Count { next, step } => {
+                let v = next.clone();
+                *next = resume(IterRequest::Add(v.clone(), step.clone()))?.ok_or_else(|| unsupported_step("count() step gave no value"))?;
+                Some(v)
+            }
+            IterKind::Cycle { inner, saved, index } => {
+                let taken = match inner {
+                    Some(it) => borrow_iter(it)?.next_item(py, resume)?,
+                    None => None,
+                };
+                match taken {
+                    Some(v) => {
+                        saved.push(v.clone());
+                        Some(v)
+                    }
+                    None => {
+                        *inner = None;
+                        if saved.is_empty() {
+                            None
+                        } else {
+                            let v = saved[*index % saved.len()].clone();
+                            *index = (*index + 1) % saved.len();
+                            Some(v)
+                        }
+                    }
+                }
+            }
+            IterKind::Repeat { item, remaining } => match remaining {
+                None => Some(item.clone()),
+                Some(0) => None,
+                Some(n) => {
+                    *n -= 1;
+                    Some(item.clone())
+                }
+            },
+            IterKind::Compress { data, selectors } => loop {
+                let Some(v) = borrow_iter(data)?.next_item(py, resume)? else { break None };
+                let Some(s) = borrow_iter(selectors)?.next_item(py, resume)? else { break None };
+                if truthy(py, resume(IterRequest::Truth(&s))?) {
+                    break Some(v);
+                }
+            },
         };
         match &item {
             Some(_) => self.pos += 1,
@@ -338,6 +506,16 @@ impl IteratorState {
         }
         Ok(item)
     }
+}
+
+/// An iterator step that depends on something not modelled.
+fn unsupported_step(what: &str) -> IterError {
+    IterError::Unsupported(crate::symbolic::Unsupported::new(what))
+}
+
+/// Whether a `Truth` answer (a constant bool tracker) is true.
+fn truthy(py: Python<'_>, t: Option<VariableTracker>) -> bool {
+    t.and_then(|t| t.as_constant(py)).map(|t| t.is_truthy().unwrap_or(false)).unwrap_or(false)
 }
 
 /// A mutable borrow of an iterator's state, refused when it is already borrowed (an iterator
@@ -358,6 +536,7 @@ impl<'a> InstructionTranslator<'a> {
                 IterRequest::Truth(v) => self.truth(py, v).map(|t| Some(const_bool(py, t))),
                 IterRequest::MakeIter(v) => self.make_iter(py, v).map(|i| Some(VT::Iterator(i))),
                 IterRequest::Add(a, b) => self.binary(py, "add", a, b).map(Some),
+                IterRequest::Items(v) => self.iter_items(py, &v).map(|items| Some(VT::Tuple(Rc::new(items)))),
             };
             r.map_err(IterError::Unsupported)
         };
@@ -585,6 +764,53 @@ impl<'a> InstructionTranslator<'a> {
         } else if is(&itertools, "zip_longest") && kwargs.iter().all(|(k, _)| k == "fillvalue") {
             let inners = args.iter().map(|a| self.make_iter(py, a).map(Some)).collect::<VResult<Vec<_>>>()?;
             IterKind::ZipLongest { inners, fill: kw("fillvalue").unwrap_or_else(|| VT::none(py)) }
+        } else if is(&itertools, "starmap") && args.len() == 2 && kwargs.is_empty() {
+            IterKind::Starmap { func: args[0].clone(), inner: self.make_iter(py, &args[1])? }
+        } else if is(&itertools, "takewhile") && args.len() == 2 && kwargs.is_empty() {
+            IterKind::TakeWhile { func: args[0].clone(), inner: self.make_iter(py, &args[1])?, stop: false }
+        } else if is(&itertools, "dropwhile") && args.len() == 2 && kwargs.is_empty() {
+            IterKind::DropWhile { func: args[0].clone(), inner: self.make_iter(py, &args[1])?, dropping: true }
+        } else if is(&itertools, "filterfalse") && args.len() == 2 && kwargs.is_empty() {
+            let inner = self.make_iter(py, &args[1])?;
+            IterKind::FilterFalse { func: none_or(Some(args[0].clone())), inner }
+        } else if is(&itertools, "pairwise") && args.len() == 1 && kwargs.is_empty() {
+            IterKind::Pairwise { inner: self.make_iter(py, &args[0])?, old: None }
+        } else if is(&itertools, "compress") && args.len() == 2 && kwargs.is_empty() {
+            IterKind::Compress { data: self.make_iter(py, &args[0])?, selectors: self.make_iter(py, &args[1])? }
+        } else if is(&itertools, "cycle") && args.len() == 1 && kwargs.is_empty() {
+            IterKind::Cycle { inner: Some(self.make_iter(py, &args[0])?), saved: Vec::new(), index: 0 }
+        } else if is(&itertools, "count") && args.len() + kwargs.len() <= 2 && kwargs.iter().all(|(k, _)| k == "start" || k == "step") {
+            // `count_new` accepts numbers only (TypeError otherwise): modelled for constant
+            // ints and floats; anything else is left to the real call.
+            let start = args.first().cloned().or_else(|| kw("start"));
+            let step = args.get(1).cloned().or_else(|| kw("step"));
+            if (args.len() >= 1 && kw("start").is_some()) || (args.len() == 2 && kw("step").is_some()) {
+                return Ok(None);
+            }
+            let number = |v: &Option<VT>| match v {
+                None => true,
+                Some(v) => v.as_constant(py).map(|c| c.is_instance_of::<pyo3::types::PyInt>() || c.is_instance_of::<pyo3::types::PyFloat>()).unwrap_or(false),
+            };
+            if !number(&start) || !number(&step) {
+                return Ok(None);
+            }
+            let zero = VT::constant(0i64.into_pyobject(py)?.into_any().unbind());
+            let one = VT::constant(1i64.into_pyobject(py)?.into_any().unbind());
+            IterKind::Count { next: start.unwrap_or(zero), step: step.unwrap_or(one) }
+        } else if is(&itertools, "repeat") && (1..=2).contains(&(args.len() + kwargs.len())) && kwargs.iter().all(|(k, _)| k == "object" || k == "times") {
+            let Some(item) = args.first().cloned().or_else(|| kw("object")) else { return Ok(None) };
+            if args.len() == 2 && kw("times").is_some() || !args.is_empty() && kw("object").is_some() {
+                return Ok(None);
+            }
+            // `repeat_new`: a negative count repeats zero times.
+            let remaining = match args.get(1).cloned().or_else(|| kw("times")) {
+                None => None,
+                Some(t) => match t.as_constant(py).filter(|c| c.is_instance_of::<pyo3::types::PyInt>()).and_then(|c| c.extract::<i64>().ok()) {
+                    Some(n) => Some(n.max(0) as usize),
+                    None => return Ok(None),
+                },
+            };
+            IterKind::Repeat { item, remaining }
         } else if is(&itertools, "product") && kwargs.iter().all(|(k, _)| k == "repeat") {
             let repeat: usize = match kw("repeat").and_then(|r| r.as_constant(py)) {
                 Some(r) => r.extract::<i64>().ok().filter(|r| *r >= 0).map(|r| r as usize).ok_or_else(|| Unsupported::new("product() repeat"))?,
