@@ -600,3 +600,141 @@ def test_reversed_dict_and_views(backend):
     no_fallback()
     dynamo.reset()
     check(grows, torch.ones(2), {"a": 1}, graphs=0, backend=backend)  # raised in a try: the frame runs eagerly
+
+
+# ----- OrderedDict methods, operator getters, constant string methods --------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ordered_dict_methods_in_frame(backend):
+    """move_to_end (both ends), popitem (both ends), setdefault, pop, update, copy, clear and
+    reversed() of an OrderedDict built in the frame are traced: the order eager gives, the
+    type OrderedDict, one graph."""
+
+    def fn(x):
+        d = collections.OrderedDict(a=1, b=x, c=3)
+        d.move_to_end("a")
+        d.move_to_end("c", last=False)
+        first = d.popitem(last=False)
+        d["q"] = x * 2
+        last = d.popitem()
+        d.setdefault("z", 5)
+        d.setdefault("b", 7)
+        e = d.copy()
+        d.update({"n": 1}, m=2)
+        popped = d.pop("n"), d.pop("missing", None)
+        rev = list(reversed(d))
+        f = collections.OrderedDict(k=1)
+        f.clear()
+        return d, e, f, first, last, popped, rev, x + d["b"]
+
+    check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ordered_dict_method_errors_as_eager(backend):
+    """A missing key for move_to_end and popitem of an empty one raise eager's KeyError."""
+
+    def fn(x):
+        d = collections.OrderedDict(a=1)
+        out = []
+        try:
+            d.move_to_end("zz")
+        except KeyError as e:
+            out.append(repr(e))
+        d.popitem()
+        try:
+            d.popitem()
+        except KeyError as e:
+            out.append(repr(e))
+        return x + 1, out
+
+    check(fn, torch.ones(2), graphs=0, backend=backend)
+
+
+W_GETTER = operator.itemgetter("w")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_operator_getters_and_functions(backend):
+    """itemgetter / attrgetter / methodcaller, built in the frame or passed in, are called as
+    their Python equivalents (traced); operator.* functions on tensors and constants."""
+
+    def fn(x, ps):
+        g = W_GETTER
+        a = operator.itemgetter(1, 0)([x, x + 1])
+        b = operator.itemgetter(slice(1, None))(ps)
+        c = operator.attrgetter("shape", "dtype")(x)
+        d = operator.methodcaller("sum", 0)(x)
+        e = operator.methodcaller("sum", dim=0, keepdim=True)(x)
+        f = sorted(ps, key=operator.itemgetter(1))
+        h = g({"w": x * 3})
+        i = operator.add(x, 1), operator.getitem([1, 2], 1), operator.neg(x), operator.mul(2, 3), operator.truediv(x, 2)
+        return a, b, c, d, e, f, h, i
+
+    check(fn, torch.ones(2, 3), [(1, 3), (2, 1), (3, 2)], graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_constant_string_methods_fold(backend):
+    """Methods of constant strings run for real at trace time (their receiver and arguments
+    are constants): a list result is a new list; join of a list of constants folds too."""
+
+    def fn(x, sep):
+        s = "a,b, c "
+        parts = s.split(",")
+        parts.append("d")
+        return (
+            x + len(parts),
+            parts,
+            s.rsplit(",", 1),
+            sep.join(["a", "b"]),
+            "-".join(parts),
+            s.strip().replace("a", "z"),
+            s.startswith("a"),
+            "{}:{:.2f}".format(1, 2.5),
+            "%d-%s" % (3, "q"),
+            f"{3.14159:.3f}|{5:>4}|{sep!r}",
+            "x y".splitlines(),
+        )
+
+    check(fn, torch.ones(2), "+", graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reversed_dict_iterator_escaping(backend):
+    """An unstepped reverse iterator over a dict built in the frame is returned as eager's
+    `dict_reversekeyiterator` (rebuilt as `reversed()` of the rebuilt dict); one over an
+    OrderedDict, or a passed-in dict, is a clean break (the caller still gets eager's type)."""
+
+    def built(x):
+        d = {"a": x, "b": 2}
+        return x + 1, reversed(d), reversed(d.items())
+
+    def ordered(x):
+        d = collections.OrderedDict(a=1, b=2)
+        return x + 1, reversed(d)
+
+    def passed(x, d):
+        return x + 1, reversed(d)
+
+    for fn, args in ((built, (torch.ones(2),)), (ordered, (torch.ones(2),)), (passed, (torch.ones(2), {"a": 1}))):
+        eager = fn(*args)
+        dynamo.reset()
+        compiled = dynamo.optimize(backend)(fn)(*args)
+        for e, c in zip(eager[1:], compiled[1:]):
+            assert type(e) is type(c)
+            assert same_items(list(e), list(c))
+    dynamo.reset()
+    dynamo.optimize(backend)(built)(torch.ones(2))
+    assert dynamo.counters()["graph_breaks"] == 0
+
+
+def same_items(a, b):
+    return len(a) == len(b) and all(
+        (torch.equal(x, y) if isinstance(x, torch.Tensor) else same_items(x, y) if isinstance(x, tuple) else x == y)
+        for x, y in zip(a, b)
+    )

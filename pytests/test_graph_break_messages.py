@@ -70,7 +70,7 @@ def _argument_mismatch(x):
 
 def _unsupported_operation(x, d):
     y = x + 1
-    r = reversed(d)
+    r = {1: 2}.__class__ is d.__class__
     return y, r
 
 
@@ -98,7 +98,7 @@ CASES = [
     ("GB0005 side_effect", "attribute write _Loud object.w (custom __setattr__ or a descriptor)", _side_effect, lambda: (torch.ones(2), _Loud()), "o.w ="),
     ("GB0006 untraced_value", "attribute 'v' of _Dyn object (a cached_property on its class)", _untraced_value, lambda: (torch.ones(2), _Dyn()), "o.v"),
     ("GB0007 unsupported_call", "call to torch.random.manual_seed is not traced", _unsupported_call, lambda: (torch.ones(2),), "manual_seed"),
-    ("GB0016 unsupported_operation", "reversed() of a dict or dict view", _unsupported_operation, lambda: (torch.ones(2), {"a": 1}), "reversed(d)"),
+    ("GB0016 unsupported_operation", "identity comparison of container method __class__ and container method __class__", _unsupported_operation, lambda: (torch.ones(2), {"a": 1}), "d.__class__"),
     ("GB0021 untraced_tensor_attribute", "Tensor.grad is not traced", _untraced_tensor_attribute, lambda: (torch.ones(2),), "x.grad"),
 ]
 

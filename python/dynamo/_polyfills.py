@@ -103,3 +103,131 @@ def is_fake_id(v):
     if type(v) in (tuple, frozenset):
         return any(is_fake_id(i) for i in v)
     return False
+
+
+# ----- collections.OrderedDict methods ---------------------------------------------------------
+#
+# For an OrderedDict built in the traced frame (exactly `collections.OrderedDict`, no subclass),
+# the tracer keeps the order of its items as the order of its dict storage, so the C methods of
+# Objects/odictobject.c are written here over `dict`'s own methods (which act on that storage
+# alone). A missing key or an empty dict raises as the C code does; the tracer then runs the
+# call as ordinary Python, which raises eager's exception.
+
+
+def odict_move_to_end(od, key, last=True):
+    """`OrderedDict.move_to_end(key, last=True)` (`OrderedDict_move_to_end_impl`): the item
+    moves to the end (`last`) or to the front; KeyError when `key` is missing."""
+    if not dict.__contains__(od, key):
+        raise KeyError(key)
+    value = dict.pop(od, key)
+    if last:
+        dict.__setitem__(od, key, value)
+        return None
+    rest = list(dict.items(od))
+    dict.clear(od)
+    dict.__setitem__(od, key, value)
+    for k, v in rest:
+        dict.__setitem__(od, k, v)
+    return None
+
+
+def odict_popitem(od, last=True):
+    """`OrderedDict.popitem(last=True)` (`OrderedDict_popitem_impl`): removes and returns the
+    last (`last`) or first `(key, value)` pair; KeyError('dictionary is empty') when empty."""
+    if not dict.__len__(od):
+        raise KeyError("dictionary is empty")
+    key = next(reversed(dict.keys(od))) if last else next(iter(dict.keys(od)))
+    return (key, dict.pop(od, key))
+
+
+def odict_copy(od):
+    """`OrderedDict.copy()` (`odict_copy`): a new OrderedDict of the same items in order."""
+    import collections
+
+    return collections.OrderedDict(list(dict.items(od)))
+
+
+def odict_setdefault(od, key, default=None):
+    """`OrderedDict.setdefault(key, default=None)`: the value under `key`, inserting `default`
+    at the end when missing (the same as `dict.setdefault` on the storage)."""
+    return dict.setdefault(od, key, default)
+
+
+def odict_pop(od, *args):
+    """`OrderedDict.pop(key[, default])`: the same as `dict.pop` on the storage (KeyError when
+    missing without a default)."""
+    return dict.pop(od, *args)
+
+
+def odict_update(od, *args, **kwargs):
+    """`OrderedDict.update` (`MutableMapping.update`): a mapping (anything with `keys()`) is
+    read key by key, otherwise pairs, then the keywords; new keys go to the end in that order,
+    as `dict.update` inserts them."""
+    dict.update(od, *args, **kwargs)
+    return None
+
+
+def odict_clear(od):
+    """`OrderedDict.clear()`: removes every item."""
+    dict.clear(od)
+    return None
+
+
+ODICT_METHODS = {
+    "move_to_end": odict_move_to_end,
+    "popitem": odict_popitem,
+    "copy": odict_copy,
+    "setdefault": odict_setdefault,
+    "pop": odict_pop,
+    "update": odict_update,
+    "clear": odict_clear,
+}
+
+
+# ----- operator.itemgetter / attrgetter / methodcaller -----------------------------------------
+#
+# Calling one of these C objects on a traced value is the traced call below, with the getter's
+# arguments (what its `__reduce__` gives) passed as constants (Modules/_operator.c,
+# `itemgetter_call_impl`, `attrgetter_call_impl`, `methodcaller_vectorcall`).
+
+
+def itemgetter_call(items, obj):
+    """`itemgetter(*items)(obj)`: `obj[item]` for one item, a tuple of them for several."""
+    if len(items) == 1:
+        return obj[items[0]]
+    return tuple([obj[i] for i in items])
+
+
+def _dotted_getattr(obj, name):
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def attrgetter_call(names, obj):
+    """`attrgetter(*names)(obj)`: the attribute (dotted names walk attribute by attribute) for
+    one name, a tuple of them for several."""
+    if len(names) == 1:
+        return _dotted_getattr(obj, names[0])
+    return tuple([_dotted_getattr(obj, n) for n in names])
+
+
+def methodcaller_call(name, args, kwarg_pairs, obj):
+    """`methodcaller(name, *args, **kwargs)(obj)`: `getattr(obj, name)(*args, **kwargs)`; the
+    keywords come as `(key, value)` pairs."""
+    return getattr(obj, name)(*args, **dict(kwarg_pairs))
+
+
+def operator_getter_parts(g):
+    """`(kind, args, kwarg_pairs)` of an `operator` getter `g` from its `__reduce__`: the
+    arguments it was made with (a methodcaller with keywords reduces to a `functools.partial`
+    of the class holding them)."""
+    import functools
+
+    f, args = g.__reduce__()[:2]
+    kw = ()
+    if isinstance(f, functools.partial):
+        args = f.args + tuple(args)
+        kw = tuple(f.keywords.items())
+        f = f.func
+    return f.__name__, tuple(args), kw

@@ -34,9 +34,20 @@ pub fn is_literal(py: Python<'_>, v: &Bound<'_, PyAny>) -> bool {
     if tn == "frozenset" {
         return v.try_iter().map(|it| it.flatten().all(|i| is_literal(py, &i))).unwrap_or(false);
     }
+    if module == "operator" && matches!(tn.as_str(), "itemgetter" | "attrgetter" | "methodcaller") {
+        return operator_getter_parts(py, v).map(|(_, args, kw)| is_literal(py, &args) && is_literal(py, &kw)).unwrap_or(false);
+    }
     matches!(tn.as_str(), "ellipsis" | "complex" | "bytes" | "slice" | "NotImplementedType")
         || (module == "torch" && matches!(tn.as_str(), "dtype" | "device" | "Size" | "layout" | "memory_format" | "finfo" | "iinfo"))
         || is_type_expression(v, &module, &tn)
+}
+
+/// `(kind, args, kwarg_pairs)` of an `operator.itemgetter` / `attrgetter` / `methodcaller`
+/// (`dynamo._polyfills.operator_getter_parts`): immutable once made, so one whose arguments
+/// are literals is a literal itself, and calling it is traced as its Python equivalent.
+pub fn operator_getter_parts<'py>(py: Python<'py>, v: &Bound<'py, PyAny>) -> PyResult<(String, Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    let parts = py.import("dynamo._polyfills")?.getattr("operator_getter_parts")?.call1((v,))?;
+    Ok((parts.get_item(0)?.extract()?, parts.get_item(1)?, parts.get_item(2)?))
 }
 
 /// Whether `v` is a type expression (`int | None`, `list[int]`, `typing.Optional[int]`,

@@ -792,7 +792,8 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     // Not rebuilt (`rebuild_iter` refuses them).
                     IterKind::Accumulate { .. } | IterKind::ZipLongest { .. } | IterKind::Starmap { .. } | IterKind::TakeWhile { .. }
                     | IterKind::DropWhile { .. } | IterKind::FilterFalse { .. } | IterKind::Pairwise { .. } | IterKind::Count { .. }
-                    | IterKind::Cycle { .. } | IterKind::Repeat { .. } | IterKind::Compress { .. } | IterKind::DictReversed { .. } => {}
+                    | IterKind::Cycle { .. } | IterKind::Repeat { .. } | IterKind::Compress { .. } => {}
+                    IterKind::DictReversed { dict, .. } => visit(py, &VT::Dict(dict.clone()), seen),
                 }
             }
             VT::ContainerMethod { container, .. } => visit(py, container, seen),
@@ -1075,13 +1076,25 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
             let args = vec![rebuild_of(py, og, &VT::Iterator(inner.clone()), outputs)?, int(start)?, stop, int(*step as i64)?];
             Rebuild::Call { func: py.import("itertools")?.getattr("islice")?.unbind(), args }
         }
+        // A reverse iterator over a dict built in the frame that has not been stepped and whose
+        // dict kept its keys: `reversed()` of the rebuilt dict or view.
+        IterKind::DictReversed { dict, view, used, version, index, ordered: false } if dict.borrow().source.is_none() && *index == *used as i64 - 1 && {
+            let d = dict.borrow();
+            d.items.len() == *used && d.version == *version
+        } => {
+            let target = match view {
+                crate::symbolic::variables::DictView::Keys => VT::Dict(dict.clone()),
+                v => VT::DictView { dict: dict.clone(), view: *v },
+            };
+            Rebuild::Call { func: py.import("builtins")?.getattr("reversed")?.unbind(), args: vec![rebuild_of(py, og, &target, outputs)?] }
+        }
         // The itertools iterators below keep state CPython gives no constructor for (a cycle's
         // saved items, a takewhile that stopped, a count's next value as a traced number): one
         // that must outlive the graph is a clean break.
         IterKind::Accumulate { .. } | IterKind::ZipLongest { .. } | IterKind::Starmap { .. } | IterKind::TakeWhile { .. }
         | IterKind::DropWhile { .. } | IterKind::FilterFalse { .. } | IterKind::Pairwise { .. } | IterKind::Count { .. }
         | IterKind::Cycle { .. } | IterKind::Repeat { .. } | IterKind::Compress { .. } | IterKind::DictReversed { .. } => {
-            graph_break!(UnreconstructableValue, "an itertools iterator ({}) that outlives the graph (returned, or live across a graph break)", iter_kind_name(&it.kind))
+            graph_break!(UnreconstructableValue, "a lazy iterator ({}) that outlives the graph (returned, or live across a graph break)", iter_kind_name(&it.kind))
         }
     })
 }

@@ -1100,8 +1100,37 @@ impl<'a> InstructionTranslator<'a> {
                 let b = b.bind(py).clone();
                 self.call_builtin(py, &b, args, kwargs)
             }
+            // `operator.itemgetter(...)(obj)` and its siblings: their Python equivalents, traced
+            // (`dynamo._polyfills.itemgetter_call` and siblings).
+            VT::Constant(c) if args.len() == 1 && kwargs.is_empty() && c.bind(py).get_type().module().map(|m| m.to_string() == "operator").unwrap_or(false)
+                && matches!(type_name(c.bind(py)).as_str(), "itemgetter" | "attrgetter" | "methodcaller") => {
+                let (kind, gargs, kw) = crate::symbolic::builder::operator_getter_parts(py, c.bind(py))?;
+                let fname = format!("{kind}_call");
+                let f = py.import("dynamo._polyfills")?.getattr(fname.as_str())?;
+                let func = wrap(py, self.og, &f, std::sync::Arc::new(crate::source::Source::Module { name: "dynamo._polyfills".into() }).attr(&fname))?;
+                let obj = args.into_iter().next().expect("one argument");
+                let call_args = if kind == "methodcaller" {
+                    let t = gargs.cast::<PyTuple>().map_err(PyErr::from)?;
+                    let name = t.get_item(0)?;
+                    let rest = t.get_slice(1, t.len());
+                    vec![VT::constant(name.unbind()), VT::constant(rest.into_any().unbind()), VT::constant(kw.unbind()), obj]
+                } else {
+                    vec![VT::constant(gargs.unbind()), obj]
+                };
+                self.call(py, &func, call_args, vec![])
+            }
             VT::Constant(c) if c.bind(py).is_callable() => {
-                let vals: Option<Vec<_>> = args.iter().map(|a| a.as_constant(py)).collect();
+                // A method of a constant string (`",".join(parts)`, `"{}".format(...)`): a list
+                // argument of constants is passed as a fresh copy, which these methods only
+                // read (none keeps or mutates its arguments).
+                let str_method = c.bind(py).getattr("__self__").map(|o| o.is_instance_of::<PyString>() || o.is_instance_of::<pyo3::types::PyBytes>()).unwrap_or(false);
+                let vals: Option<Vec<_>> = args.iter().map(|a| match a {
+                    VT::List(l) if str_method => {
+                        let items = l.borrow().items.iter().map(|i| i.as_constant(py)).collect::<Option<Vec<_>>>()?;
+                        pyo3::types::PyList::new(py, items).ok().map(|l| l.into_any())
+                    }
+                    _ => a.as_constant(py),
+                }).collect();
                 let kw = PyDict::new(py);
                 for (k, v) in &kwargs {
                     kw.set_item(k, v.as_constant(py).ok_or_else(|| Unsupported::new("non-constant keyword"))?)?;
@@ -1109,6 +1138,14 @@ impl<'a> InstructionTranslator<'a> {
                 match vals {
                     Some(vals) => {
                         let r = c.bind(py).call(PyTuple::new(py, vals)?, Some(&kw))?;
+                        // `str.split` and friends give a new list of strings: a list built in
+                        // the frame.
+                        if str_method && r.is_exact_instance_of::<pyo3::types::PyList>() {
+                            let items: Vec<Bound<'_, PyAny>> = r.try_iter()?.collect::<PyResult<_>>()?;
+                            if items.iter().all(|i| is_literal(py, i)) {
+                                return Ok(crate::symbolic::variables::lists::new_list(items.into_iter().map(|i| VT::constant(i.unbind())).collect()));
+                            }
+                        }
                         if !is_literal(py, &r) {
                             graph_break!(UnsupportedOperation, "constant method returned a non-literal");
                         }

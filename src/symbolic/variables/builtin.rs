@@ -354,20 +354,19 @@ impl<'a> InstructionTranslator<'a> {
             // `dict.__reversed__` and the views' `__reversed__` (Objects/dictobject.c,
             // `dict___reversed___impl`): a live reverse iterator from the last item.
             let rev = match &args[0] {
-                VT::Dict(d) => Some((d.clone(), crate::symbolic::variables::DictView::Keys)),
-                VT::DictView { dict, view } => Some((dict.clone(), *view)),
+                VT::Dict(d) => Some((d.clone(), crate::symbolic::variables::DictView::Keys, false)),
+                // `OrderedDict.__reversed__` of one built in the frame: its order is its storage's.
+                VT::UserObject(o) if o.is_exact_ordered_dict(py)? => o.storage.clone().map(|d| (d, crate::symbolic::variables::DictView::Keys, true)),
+                VT::DictView { dict, view } => Some((dict.clone(), *view, false)),
                 _ => None,
             };
-            if let Some((dict, view)) = rev {
+            if let Some((dict, view, ordered)) = rev {
                 let (used, version) = {
                     let d = dict.borrow();
                     (d.items.len(), d.version)
                 };
-                let kind = IterKind::DictReversed { dict, view, used, version, index: used as i64 - 1 };
+                let kind = IterKind::DictReversed { dict, view, used, version, index: used as i64 - 1, ordered };
                 return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(kind)))));
-            }
-            if matches!(&args[0], VT::Dict(_) | VT::DictView { .. }) {
-                graph_break!(UnsupportedOperation, "reversed() of a dict or dict view");
             }
         }
         if is("bool") && args.len() == 1 && kwargs.is_empty() && matches!(args[0], VT::UserObject(_) | VT::List(_) | VT::Dict(_) | VT::DictView { .. } | VT::Tuple(_) | VT::NamedTuple { .. }) {

@@ -34,8 +34,9 @@ pub enum IterKind {
     Dict { dict: Rc<RefCell<DictState>>, view: DictView, used: usize, version: u64 },
     /// A reversed dict iterator (`reversed(d)`, `reversed(d.items())`; Objects/dictobject.c,
     /// `dictreviter_iternext`): item `index` counting down, with the same size check as
-    /// `Dict`.
-    DictReversed { dict: Rc<RefCell<DictState>>, view: DictView, used: usize, version: u64, index: i64 },
+    /// `Dict`. `ordered`: over the storage of an `OrderedDict` (its `odict_iterator`, which is
+    /// not rebuilt).
+    DictReversed { dict: Rc<RefCell<DictState>>, view: DictView, used: usize, version: u64, index: i64, ordered: bool },
     /// `enumerate(inner, start)` (Objects/enumobject.c): `count` is the next index.
     Enumerate { inner: Rc<RefCell<IteratorState>>, count: i64 },
     /// `zip(*inners)` (Python/bltinmodule.c, `zip_next`): steps each inner in order and stops at
@@ -209,7 +210,7 @@ impl IteratorState {
                     }),
                 }
             }
-            IterKind::DictReversed { dict, view, used, version, index } => {
+            IterKind::DictReversed { dict, view, used, version, index, .. } => {
                 let d = dict.borrow();
                 if *used == usize::MAX || d.items.len() != *used {
                     *used = usize::MAX;

@@ -58,6 +58,10 @@ pub struct UserObject {
 /// `dict_subscript` calls a subclass's `__missing__`, which `is_plain_class` refuses.
 pub const STORAGE_METHODS: [&str; 10] = ["__getitem__", "__setitem__", "__delitem__", "__contains__", "__len__", "__iter__", "get", "keys", "values", "items"];
 
+/// The methods of `dict` itself (not `OrderedDict`'s) that also act on the storage alone:
+/// `dict.pop(o, k)` and friends never call back into the subclass (Objects/dictobject.c).
+pub const DICT_STORAGE_METHODS: [&str; 5] = ["pop", "popitem", "clear", "setdefault", "update"];
+
 impl UserObject {
     /// A new object of `cls` with no attributes (and an empty dict storage when `dict_base`).
     pub fn new(cls: Py<PyAny>, cls_source: Arc<Source>, dict_base: bool) -> Self {
@@ -109,11 +113,23 @@ impl UserObject {
     /// `STORAGE_METHODS`: calling it on the object is calling it on the storage.
     pub fn storage_method(&self, py: Python<'_>, method: &Bound<'_, PyAny>, name: &str) -> PyResult<Option<VT>> {
         let Some(storage) = &self.storage else { return Ok(None) };
-        if !STORAGE_METHODS.contains(&name) || !matches!(crate::symbolic::variables::type_name(method).as_str(), "method_descriptor" | "wrapper_descriptor") {
+        if !matches!(crate::symbolic::variables::type_name(method).as_str(), "method_descriptor" | "wrapper_descriptor") {
             return Ok(None);
         }
         let Ok(owner) = method.getattr("__objclass__") else { return Ok(None) };
+        if DICT_STORAGE_METHODS.contains(&name) && owner.is(py.get_type::<PyDict>()) {
+            return Ok(Some(VT::Dict(storage.clone())));
+        }
+        if !STORAGE_METHODS.contains(&name) {
+            return Ok(None);
+        }
         Ok(dict_base_type(py, &owner)?.then(|| VT::Dict(storage.clone())))
+    }
+
+    /// Whether this is an instance of exactly `collections.OrderedDict` (not a subclass), whose
+    /// item order is its storage's order (`dynamo._polyfills.ODICT_METHODS`).
+    pub fn is_exact_ordered_dict(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.storage.is_some() && self.cls.bind(py).is(py.import("collections")?.getattr("OrderedDict")?))
     }
 
     /// The storage when the class's own slot `name` (what the syntax reaches: `len(o)`,
@@ -754,6 +770,14 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(VT::GenericAttr { obj: Box::new(vt.clone()), set: name == "__setattr__" })
             }
             "method_descriptor" if self.polyfill_method(py, vt, &ty, &ca)?.is_some() => Ok(self.polyfill_method(py, vt, &ty, &ca)?.expect("checked")),
+            // `od.move_to_end(k)` and the other methods of an OrderedDict built in the frame:
+            // their Python versions over the storage, traced.
+            "method_descriptor" if o.is_exact_ordered_dict(py)? && py.import("dynamo._polyfills")?.getattr("ODICT_METHODS")?.contains(name)? => {
+                let f = py.import("dynamo._polyfills")?.getattr("ODICT_METHODS")?.get_item(name)?;
+                let fname: String = f.getattr("__name__")?.extract()?;
+                let func = wrap(py, self.og, &f, Arc::new(Source::Module { name: "dynamo._polyfills".into() }).attr(&fname))?;
+                Ok(VT::Method { func: Box::new(func), self_: Box::new(vt.clone()) })
+            }
             // `o.keys` on a dict subclass that does not override it: dict's method on the
             // storage (Note [dict subclass objects]).
             "method_descriptor" | "wrapper_descriptor" if o.storage_method(py, &ca, name)?.is_some() => {
