@@ -738,3 +738,75 @@ def same_items(a, b):
         (torch.equal(x, y) if isinstance(x, torch.Tensor) else same_items(x, y) if isinstance(x, tuple) else x == y)
         for x, y in zip(a, b)
     )
+
+
+# ----- collections.Counter and operators of user objects ---------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_counter_in_frame(backend):
+    """Counter(iterable), update, most_common (with and without n), a missing key giving 0
+    (`__missing__` inlined), arithmetic and `+=`: type Counter, eager's values and order."""
+
+    def fn(x, words):
+        c = collections.Counter(words)
+        c.update("aab")
+        c.update({"z": 2})
+        top, top2 = c.most_common(), c.most_common(2)
+        d = collections.Counter(a=1, q=4)
+        s, m, o, a = c + d, c - d, c | d, c & d
+        d += collections.Counter("q")
+        return x * c["a"] + c["zz"], c, top, top2, s, m, o, a, d, c.total()
+
+    check(fn, torch.ones(2), "abracadabra", graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_user_object_binary_operators(backend):
+    """`a op b` on objects built in the frame: `__iop__`, `__op__`, `__rop__` in CPython's
+    order, NotImplemented passing to the other side; an unsupported pair raises eager's
+    TypeError."""
+
+    class V:
+        def __init__(self, t):
+            self.t = t
+
+        def __add__(self, other):
+            if isinstance(other, V):
+                return V(self.t + other.t)
+            return NotImplemented
+
+        def __radd__(self, other):
+            return V(self.t + other)
+
+        def __mul__(self, k):
+            return V(self.t * k)
+
+    class W(V):
+        def __iadd__(self, other):
+            self.t = self.t - other.t
+            return self
+
+    def fn(x):
+        a, b = V(x), V(x * 2)
+        c = a + b
+        d = 3 + a
+        e = a * 2
+        w = W(x)
+        w += b
+        f = a
+        f += b
+        return c.t, d.t, e.t, w.t, type(w).__name__, f.t, f is a
+
+    def raises(x):
+        try:
+            r = V(x) - V(x)
+        except TypeError as e:
+            r = str(e)
+        return x + 1, r
+
+    check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
+    no_fallback()
+    dynamo.reset()
+    check(raises, torch.ones(2), graphs=0, backend=backend)

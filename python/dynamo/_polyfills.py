@@ -231,3 +231,35 @@ def operator_getter_parts(g):
         kw = tuple(f.keywords.items())
         f = f.func
     return f.__name__, tuple(args), kw
+
+
+def count_elements(mapping, iterable):
+    """`collections._count_elements(mapping, iterable)` (Modules/_collectionsmodule.c,
+    `_collections__count_elements_impl`): `mapping[elem] = mapping.get(elem, 0) + 1` for each
+    element, through the mapping's own `get` and `__setitem__`."""
+    mapping_get = mapping.get
+    for elem in iterable:
+        mapping[elem] = mapping_get(elem, 0) + 1
+
+
+def heapq_nlargest(n, iterable, key=None):
+    """`heapq.nlargest(n, iterable, key=None)`: documented as equal to
+    `sorted(iterable, key=key, reverse=True)[:n]` (ties keep their order, as `max` and the
+    heap with its order counter do); the heap functions it uses are C code."""
+    if n <= 0:
+        return []
+    return sorted(iterable, key=key, reverse=True)[:n]
+
+
+def heapq_nsmallest(n, iterable, key=None):
+    """`heapq.nsmallest(n, iterable, key=None)`: documented as equal to
+    `sorted(iterable, key=key)[:n]`."""
+    if n <= 0:
+        return []
+    return sorted(iterable, key=key)[:n]
+
+
+PYTHON_FUNCTION_POLYFILLS = {
+    ("heapq", "nlargest"): heapq_nlargest,
+    ("heapq", "nsmallest"): heapq_nsmallest,
+}

@@ -641,8 +641,66 @@ impl<'a> InstructionTranslator<'a> {
             // `n + t` (Objects/abstract.c, `binary_iop1`). Recorded as the out-of-place operator:
             // fx prints `operator.iadd(0, t)` as `0 += t`, which is not Python.
             (VT::Constant(_), VT::Tensor(_), _) if name.starts_with('i') => self.operator(py, out_of_place(name), vec![a, b]),
+            (VT::UserObject(_), VT::UserObject(_) | VT::Constant(_), _) | (VT::Constant(_), VT::UserObject(_), _) => self.user_binary(py, name, a, b),
             _ => self.operator(py, name, vec![a, b]),
         }
+    }
+
+    /// `a op b` (and `a op= b`) where an operand is a user object built in the frame
+    /// (Objects/abstract.c, `binary_op1` / `binary_iop1`): the left operand's Python
+    /// `__iop__` for an in-place operator, then its `__op__`, then the right operand's
+    /// `__rop__`, each skipped when it is missing and passed over when it returns
+    /// `NotImplemented`. A right operand whose class is a proper subclass of the left's (its
+    /// reflected method goes first in CPython) and operands whose methods are C code are not
+    /// modelled; neither side handling it is eager's TypeError, left to the real operation.
+    fn user_binary(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
+        let base = out_of_place(name).trim_end_matches('_');
+        let cls = |v: &VT| match v {
+            VT::UserObject(o) => Some(o.cls.clone_ref(py)),
+            _ => None,
+        };
+        if let (Some(ca), Some(cb)) = (cls(&a), cls(&b)) {
+            let (ca, cb) = (ca.bind(py).cast::<pyo3::types::PyType>().map_err(PyErr::from)?.clone(), cb.bind(py).cast::<pyo3::types::PyType>().map_err(PyErr::from)?.clone());
+            if !ca.is(&cb) && cb.is_subclass(&ca)? {
+                graph_break!(UnsupportedOperation, "operator {name} with a right operand of a subclass of the left's class");
+            }
+        }
+        let not_implemented = |v: &VT| v.as_constant(py).map(|c| c.is(py.NotImplemented())).unwrap_or(false);
+        let mut tries: Vec<(VT, String, VT)> = Vec::new();
+        if name != out_of_place(name) {
+            tries.push((a.clone(), format!("__i{base}__"), b.clone()));
+        }
+        tries.push((a.clone(), format!("__{base}__"), b.clone()));
+        let same_class = matches!((cls(&a), cls(&b)), (Some(x), Some(y)) if x.is(&y));
+        if !same_class {
+            tries.push((b.clone(), format!("__r{base}__"), a.clone()));
+        }
+        for (recv, dunder, other) in tries {
+            if !matches!(recv, VT::UserObject(_)) {
+                // A constant's own slot (`int.__add__(counter)`) gives NotImplemented for an
+                // object of a Python class; anything else is not modelled.
+                if matches!(recv, VT::Constant(_)) && matches!(other, VT::UserObject(_)) {
+                    let t = recv.as_constant(py).expect("a constant").get_type();
+                    if [py.get_type::<pyo3::types::PyInt>(), py.get_type::<pyo3::types::PyFloat>(), py.get_type::<PyString>(), py.get_type::<pyo3::types::PyBool>()].iter().any(|k| t.is(k)) || recv.as_constant(py).is_some_and(|c| c.is_none()) {
+                        continue;
+                    }
+                }
+                graph_break!(UnsupportedOperation, "operator {name} on {} and {}", a.describe(py), b.describe(py));
+            }
+            let Some(m) = self.python_dunder(py, &recv, &dunder)? else {
+                if let VT::UserObject(o) = &recv {
+                    if o.cls.bind(py).hasattr(dunder.as_str())? {
+                        graph_break!(UnsupportedOperation, "operator {name}: {dunder} of {} is not Python code", recv.describe(py));
+                    }
+                }
+                continue;
+            };
+            let r = self.call(py, &m, vec![other], vec![])?;
+            if !not_implemented(&r) {
+                return Ok(r);
+            }
+        }
+        graph_break!(UnsupportedOperation, "operator {name} on {} and {} (TypeError)", a.describe(py), b.describe(py))
     }
 
     pub(crate) fn compare(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
@@ -843,6 +901,17 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::UserObject(o) => match self.python_dunder(py, obj, "__getitem__")? {
                 Some(m) => self.call(py, &m, vec![idx.clone()], vec![]),
+                None if o.storage.is_some() && dict_subscript_with_missing(py, o)? => {
+                    // `dict_subscript` (Objects/dictobject.c) of a dict subclass: the stored
+                    // value, else `type(o).__missing__(o, key)` (`collections.Counter` gives 0).
+                    let storage = VT::Dict(o.storage.clone().expect("checked"));
+                    if self.contains(py, &storage, idx)? {
+                        self.getitem(py, &storage, idx)
+                    } else {
+                        let m = self.python_dunder(py, obj, "__missing__")?.ok_or_else(|| Unsupported::new("__missing__ is not Python code"))?;
+                        self.call(py, &m, vec![idx.clone()], vec![])
+                    }
+                }
                 None => match o.storage_slot(py, "__getitem__")? {
                     Some(storage) => self.getitem(py, &storage, idx),
                     None => graph_break!(UnsupportedOperation, "indexing {}", obj.describe(py)),
@@ -974,6 +1043,13 @@ impl<'a> InstructionTranslator<'a> {
                 let mut args = args;
                 let m = args.remove(0);
                 self.call_module(py, &m, args, kwargs)
+            }
+            // `heapq.nlargest` / `nsmallest` drive C heap functions: their documented `sorted`
+            // equivalents (`dynamo._polyfills.PYTHON_FUNCTION_POLYFILLS`), traced.
+            VT::Function { obj, .. } if python_function_polyfill(py, obj.bind(py))?.is_some() => {
+                let (name, f) = python_function_polyfill(py, obj.bind(py))?.expect("checked");
+                let func = wrap(py, self.og, &f, std::sync::Arc::new(crate::source::Source::Module { name: "dynamo._polyfills".into() }).attr(&name))?;
+                self.call(py, &func, args, kwargs)
             }
             VT::Function { .. } | VT::NestedFunction(_) => self.inline_call(py, func, args, kwargs),
             VT::Method { func, self_ } => {
@@ -1244,6 +1320,32 @@ impl<'a> InstructionTranslator<'a> {
             other => graph_break!(UnsupportedOperation, "call to {}", other.describe(py)),
         }
     }
+}
+
+/// The `dynamo._polyfills` stand-in for Python function `f` (its name there and the function).
+fn python_function_polyfill<'py>(py: Python<'py>, f: &Bound<'py, PyAny>) -> PyResult<Option<(String, Bound<'py, PyAny>)>> {
+    let module = f.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+    if module != "heapq" {
+        return Ok(None);
+    }
+    let name: String = f.getattr("__name__")?.extract()?;
+    let table = py.import("dynamo._polyfills")?.getattr("PYTHON_FUNCTION_POLYFILLS")?;
+    let Ok(p) = table.get_item((module.as_str(), name.as_str())) else { return Ok(None) };
+    // Only the real function (a user's function named alike is its own code).
+    if !py.import("heapq")?.getattr(name.as_str()).map(|real| real.is(f)).unwrap_or(false) {
+        return Ok(None);
+    }
+    let pname: String = p.getattr("__name__")?.extract()?;
+    Ok(Some((pname, p)))
+}
+
+/// Whether subscripting `o` (a dict subclass object) is `dict.__getitem__` of a class with a
+/// Python `__missing__`.
+fn dict_subscript_with_missing(py: Python<'_>, o: &crate::symbolic::variables::user_defined::UserObject) -> PyResult<bool> {
+    let ty = o.cls.bind(py).cast::<pyo3::types::PyType>()?.clone();
+    let getitem = crate::symbolic::variables::user_defined::static_type_lookup(&ty, "__getitem__")?;
+    let missing = crate::symbolic::variables::user_defined::static_type_lookup(&ty, "__missing__")?;
+    Ok(getitem.is_some_and(|(_, g)| g.is(py.get_type::<PyDict>().getattr("__getitem__").expect("dict.__getitem__"))) && missing.is_some_and(|(_, m)| type_name(&m) == "function"))
 }
 
 /// The `operator` function of the out-of-place form of an in-place operator (`iand` -> `and_`);

@@ -335,6 +335,13 @@ impl<'a> InstructionTranslator<'a> {
             let inners = args.iter().map(|a| self.make_iter(py, a)).collect::<VResult<Vec<_>>>()?;
             return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Zip(inners))))));
         }
+        // `collections._count_elements(mapping, iterable)` (Modules/_collectionsmodule.c), what
+        // `Counter.update` calls: its Python version, traced.
+        if kwargs.is_empty() && args.len() == 2 && py.import("collections")?.getattr("_count_elements").map(|f| f.is(b)).unwrap_or(false) {
+            let f = py.import("dynamo._polyfills")?.getattr("count_elements")?;
+            let func = crate::symbolic::builder::wrap(py, self.og, &f, std::sync::Arc::new(crate::source::Source::Module { name: "dynamo._polyfills".into() }).attr("count_elements"))?;
+            return self.call(py, &func, args, vec![]);
+        }
         if let Some(it) = self.lazy_iterator(py, b, &args, &kwargs)? {
             return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(it)))));
         }

@@ -55,7 +55,8 @@ pub struct UserObject {
 /// The methods of `dict` and `collections.OrderedDict` that act on an instance's storage alone
 /// (no call back into the subclass: `OrderedDict.update`/`setdefault`/`pop` go through the
 /// subclass's `__getitem__`/`__setitem__`, `copy` calls the class, so they are not here).
-/// `dict_subscript` calls a subclass's `__missing__`, which `is_plain_class` refuses.
+/// `dict_subscript` calls a subclass's `__missing__`: its `__getitem__` is not mapped to the
+/// storage for such a class (`InstructionTranslator::getitem` inlines `__missing__`).
 pub const STORAGE_METHODS: [&str; 10] = ["__getitem__", "__setitem__", "__delitem__", "__contains__", "__len__", "__iter__", "get", "keys", "values", "items"];
 
 /// The methods of `dict` itself (not `OrderedDict`'s) that also act on the storage alone:
@@ -117,6 +118,11 @@ impl UserObject {
             return Ok(None);
         }
         let Ok(owner) = method.getattr("__objclass__") else { return Ok(None) };
+        // `dict.__getitem__` of a class with `__missing__` calls it for a missing key
+        // (`dict_subscript`): not the storage's subscript alone.
+        if name == "__getitem__" && self.cls.bind(py).hasattr("__missing__")? {
+            return Ok(None);
+        }
         if DICT_STORAGE_METHODS.contains(&name) && owner.is(py.get_type::<PyDict>()) {
             return Ok(Some(VT::Dict(storage.clone())));
         }
@@ -245,7 +251,13 @@ pub fn is_plain_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> 
     if !ty.getattr("__new__")?.is(base.getattr("__new__")?) || !(getattribute.is(base.getattr("__getattribute__")?) || python_getattribute) {
         return Ok(false);
     }
-    if ty.hasattr("__getattr__")? || ty.hasattr("__del__")? || (dict_sub && ty.hasattr("__missing__")?) {
+    // A dict subclass's `__missing__` (`collections.Counter`'s) is inlined when it is Python
+    // code (`dict_subscript` calls it for a missing key; `InstructionTranslator::getitem`).
+    let missing_ok = !dict_sub || match ty.getattr("__missing__") {
+        Ok(m) => crate::symbolic::variables::type_name(&m) == "function",
+        Err(_) => true,
+    };
+    if ty.hasattr("__getattr__")? || ty.hasattr("__del__")? || !missing_ok {
         return Ok(false);
     }
     let init = ty.getattr("__init__")?;
