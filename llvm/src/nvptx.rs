@@ -14,6 +14,8 @@
 //!   inside the loop of their value's phase; the others once per row, by thread 0. A single
 //!   contiguous reduction dim of a multiple of 4 elements is read 4 elements a thread with
 //!   128-bit loads (and a scalar twin `<name>_s` for unaligned pointers, as for pointwise).
+//!   Reductions over leading dims (sums over the rows of [rows, features]) get blocks of
+//!   adjacent output points instead (Note [column reductions]).
 //!
 //! Math: `exp`, `log`, `tanh`, `erf`, `log1p`, `expm1` are expanded inline (range reduction and
 //! polynomials; no libdevice), accurate to a few float32 ulps (`erf`: 1.5e-7 absolute, the
@@ -334,8 +336,8 @@ pub const COLUMN_BLOCKS: i64 = 128;
 pub const COLUMN_UNROLL: i64 = 4;
 
 /// The schedule of Note [column reductions] for `k` (legalized), or `None` when the kernel is
-/// pointwise, stores along the reduction, or has more loads unit-stride along the reduction
-/// than along the output's innermost dim (those keep one block per output point).
+/// pointwise or has at least as many accesses unit-stride along the reduction as along the
+/// output's innermost dim (those keep one block per output point).
 /// `DYNAMO_NVPTX_COLUMNS=0` turns the schedule off (for measurements).
 pub fn column_plan(k: &Kernel) -> Option<ColumnPlan> {
     let n_outer = k.ranges.len();
@@ -343,23 +345,24 @@ pub fn column_plan(k: &Kernel) -> Option<ColumnPlan> {
         return None;
     }
     let moves = |idx: &Index| idx.strides[n_outer..].iter().any(|s| *s != 0);
-    if k.stores.iter().any(|s| moves(&s.index)) {
-        return None;
-    }
     let last_red = k.n_index_dims() - 1;
     let (mut along_cols, mut along_rows) = (0, 0);
-    for ex in &k.exprs {
-        if let Expr::Load { index, .. } = ex {
-            // Loads fixed along the reduction are read once per output point; loads fixed along
-            // the outputs (LayerNorm's per-row mean) are small and shared by every column.
-            if !moves(index) || index.strides[..n_outer].iter().all(|s| *s == 0) {
-                continue;
-            }
-            if index.strides[n_outer - 1] == 1 && k.ranges[n_outer - 1] > 1 {
-                along_cols += 1;
-            } else if index.strides[last_red] == 1 {
-                along_rows += 1;
-            }
+    // Loads and stores at every point of the reduction (a pointwise member of the kernel, like
+    // the gradient sum that LayerNorm's backward kernel also writes).
+    let loads = k.exprs.iter().filter_map(|ex| match ex {
+        Expr::Load { index, .. } => Some(index),
+        _ => None,
+    });
+    for index in loads.chain(k.stores.iter().map(|s| &s.index)) {
+        // Accesses fixed along the reduction happen once per output point; loads fixed along
+        // the outputs (LayerNorm's per-row mean) are small and shared by every column.
+        if !moves(index) || index.strides[..n_outer].iter().all(|s| *s == 0) {
+            continue;
+        }
+        if index.strides[n_outer - 1] == 1 && k.ranges[n_outer - 1] > 1 {
+            along_cols += 1;
+        } else if index.strides[last_red] == 1 {
+            along_rows += 1;
         }
     }
     if along_cols == 0 || along_rows >= along_cols {
@@ -367,8 +370,9 @@ pub fn column_plan(k: &Kernel) -> Option<ColumnPlan> {
     }
     let outputs = k.numel();
     let r_total: i64 = k.reduction_ranges.iter().product();
-    let cols = [32i64, 16, 8].into_iter().find(|c| (outputs + c - 1) / c >= COLUMN_BLOCKS).unwrap_or(8);
-    let groups = next_pow2((r_total + 7) / 8).clamp(32 / cols, 1024 / cols);
+    let (min_cols, max_block, _) = column_tuning();
+    let cols = [32i64, 16, 8, 4, 2, 1].into_iter().filter(|c| *c >= min_cols).find(|c| (outputs + c - 1) / c >= COLUMN_BLOCKS).unwrap_or(min_cols);
+    let groups = next_pow2((r_total + 7) / 8).clamp((32 / cols).max(1), max_block / cols);
     Some(ColumnPlan { cols: cols as u32, groups: groups as u32 })
 }
 
@@ -376,6 +380,18 @@ pub fn column_plan(k: &Kernel) -> Option<ColumnPlan> {
 /// and one per column for the totals (Note [column reductions]).
 fn column_smem(block: u32, cols: u32) -> u32 {
     ((block / 32) * cols + cols).max(1)
+}
+
+/// The narrowest block (in columns), the most threads a block, and the rows unrolled of Note
+/// [column reductions]: 8, 1024 and [`COLUMN_UNROLL`], or `DYNAMO_NVPTX_COLUMN_TUNE=cols,block,unroll`
+/// (powers of two; for measurements).
+fn column_tuning() -> (i64, i64, i64) {
+    let parsed = std::env::var("DYNAMO_NVPTX_COLUMN_TUNE").ok().and_then(|v| {
+        let xs: Vec<i64> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+        let ok = xs.len() == 3 && xs[0] >= 1 && xs[0] <= 32 && xs[1] >= 32 && xs[1] <= 1024 && xs[2] >= 1 && xs[2] <= 16;
+        (ok && xs.iter().all(|x| x.count_ones() == 1)).then(|| (xs[0], xs[1], xs[2]))
+    });
+    parsed.unwrap_or((8, 1024, COLUMN_UNROLL))
 }
 
 /// How a kernel is launched when emitted with `vec` points per thread (its grid and block).
@@ -1317,7 +1333,9 @@ impl<'ctx> Gen<'ctx, '_> {
         row_phi.add_incoming(&[(&ctaid, entry)]);
         let block_row = row_phi.as_basic_value().into_int_value();
         // The output point this thread computes; a column past the end (the last group of a
-        // width not a multiple of `cols`) computes the last one again and stores nothing.
+        // width not a multiple of `cols`) computes the last one again: it skips the stores of
+        // the reductions' values, and its stores along the reduction write the same values as
+        // the thread of the last column (same loads, same operations), to the same places.
         let (row, in_range) = match col_plan {
             Some(p) => {
                 let o = e(self.b.build_int_nuw_add(e(self.b.build_int_nuw_mul(block_row, i64t.const_int(p.cols as u64, false), ""))?, col, ""))?;
@@ -1370,7 +1388,7 @@ impl<'ctx> Gen<'ctx, '_> {
             Some(p) => p.groups as i64,
             None => block as i64 * vec as i64,
         };
-        let unroll = if col_plan.is_some() { COLUMN_UNROLL } else { 1 };
+        let unroll = if col_plan.is_some() { column_tuning().2 } else { 1 };
         let persistent = (r_total > 0 && r_total % sweep == 0 && r_total / sweep <= MAX_PERSISTENT_SWEEPS).then_some(r_total / sweep);
         let mut kept: Vec<(Vec<(usize, IntValue)>, Vec<HashMap<usize, BasicValueEnum>>, HashMap<usize, BasicValueEnum>)> = Vec::new();
         // The thread's first reduction index.
@@ -1405,8 +1423,8 @@ impl<'ctx> Gen<'ctx, '_> {
                 accs
             } else {
                 let identities: Vec<FloatValue> = reds.iter().map(|(_, op, _)| self.f32c(op.identity() as f64)).collect();
-                let (r_start, accs_start) = if unroll > 1 && lanes == 1 && stores.is_empty() && r_total >= sweep * unroll {
-                    self.unrolled_loop(k, f, p, UnrolledLoop { r0, sweep, unroll, r_total, outer_dims: &outer_dims }, &inner, &row_vals, &ptrs, &reds, identities)?
+                let (r_start, accs_start) = if unroll > 1 && lanes == 1 && r_total >= sweep * unroll {
+                    self.unrolled_loop(k, f, p, UnrolledLoop { r0, sweep, unroll, r_total, outer_dims: &outer_dims }, &inner, &row_vals, &ptrs, &reds, identities, &stores)?
                 } else {
                     (r0, identities)
                 };
@@ -1496,8 +1514,8 @@ impl<'ctx> Gen<'ctx, '_> {
 
     /// The unrolled part of reduction loop `p` (Note [column reductions]): while all of
     /// `r, r + sweep, ..., r + (unroll - 1) * sweep` are below `r_total`, folds them into the
-    /// accumulators (every inner load of the `unroll` iterations emitted first, so that they are
-    /// in flight together). Returns the first index left and the accumulators, for the loop
+    /// accumulators and runs `stores` (every inner load of the `unroll` iterations emitted
+    /// first, so that they are in flight together). Returns the first index left and the accumulators, for the loop
     /// that finishes the rest one sweep at a time.
     #[allow(clippy::too_many_arguments)]
     fn unrolled_loop(
@@ -1511,6 +1529,7 @@ impl<'ctx> Gen<'ctx, '_> {
         ptrs: &[PointerValue<'ctx>],
         reds: &[(usize, ReduceOp, ExprId)],
         accs: Vec<FloatValue<'ctx>>,
+        stores: &[&crate::kernel::Store],
     ) -> Result<(IntValue<'ctx>, Vec<FloatValue<'ctx>>), CodegenError> {
         let i64t = self.ctx.i64_type();
         let f32t = self.ctx.f32_type();
@@ -1553,7 +1572,7 @@ impl<'ctx> Gen<'ctx, '_> {
         let mut cur: Vec<FloatValue> = acc_phis.iter().map(|ph| ph.as_basic_value().into_float_value()).collect();
         for (dims, it_vals, vloads) in iters.iter_mut() {
             let cx = Ctx { inner, row_vals, ptrs, dims, lanes: 1 };
-            cur = self.iteration(k, &cx, it_vals, vloads, reds, cur, &[])?;
+            cur = self.iteration(k, &cx, it_vals, vloads, reds, cur, stores)?;
         }
         let body_end = self.b.get_insert_block().expect("block");
         let r_next = e(self.b.build_int_nuw_add(r, i64t.const_int((lp.unroll * lp.sweep) as u64, false), ""))?;
@@ -1851,7 +1870,9 @@ mod tests {
     #[test]
     fn layer_norm_weight_gradient_is_a_column_reduction() {
         // sum over rows of dy * (x - mean[row]) * rstd[row], with the bias gradient beside it
-        // (two reductions of one loop), over a width that is no multiple of the block's columns.
+        // (two reductions of one loop) and a pointwise member stored at every point (the
+        // gradient sum `dy + x` of the plan GPT-2's backward has), over a width that is no
+        // multiple of the block's columns.
         let (rows, cols) = (300, 100);
         let mut b = KernelBuilder::new_reduction("ln_wgrad", vec![cols], vec![rows]);
         let dy = b.input("dy", DType::F32);
@@ -1860,6 +1881,7 @@ mod tests {
         let rstd = b.input("rstd", DType::F32);
         let dw = b.output("dw", DType::F32);
         let db = b.output("db", DType::F32);
+        let acc = b.output("acc", DType::F32);
         let ldy = b.load(dy, Index { offset: 0, strides: vec![1, cols] });
         let lx = b.load(x, Index { offset: 0, strides: vec![1, cols] });
         let lm = b.load(mean, Index { offset: 0, strides: vec![0, 1] });
@@ -1871,11 +1893,15 @@ mod tests {
         let sb = b.reduce(ReduceOp::Sum, ldy);
         b.store(dw, Index { offset: 0, strides: vec![1, 0] }, sw);
         b.store(db, Index { offset: 0, strides: vec![1, 0] }, sb);
+        let sum = b.binary(BinaryOp::Add, ldy, lx);
+        b.store(acc, Index { offset: 0, strides: vec![1, cols] }, sum);
         let k = b.finish().unwrap();
         assert_eq!(column_plan(&legalize(&k)), Some(ColumnPlan { cols: 8, groups: 64 }));
         let m = compile_ptx(&[k], "sm_90").unwrap();
         assert_eq!(m.kernels[0].launch, Launch { entry: "ln_wgrad".into(), grid: 13, block: 512 });
         assert!(m.ptx.contains(".maxntid 512"), "{}", m.ptx);
+        // 4 unrolled rows and the tail: each stores the member.
+        assert_eq!(m.ptx.matches("st.global.f32").count(), 5 + 2, "{}", m.ptx);
     }
 
     #[test]
