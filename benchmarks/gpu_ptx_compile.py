@@ -54,11 +54,19 @@ def nvjitlink_cubin(lib, ptx, opts):
     h = ctypes.c_void_p()
     arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
     t0 = time.perf_counter()
-    assert lib.nvJitLinkCreate(ctypes.byref(h), len(opts), arr) == 0
-    assert lib.nvJitLinkAddData(h, 1, ctypes.c_char_p(ptx), ctypes.c_size_t(len(ptx)), b"m") == 0  # 1: NVJITLINK_INPUT_PTX
-    r = lib.nvJitLinkComplete(h)
+    r = lib.nvJitLinkCreate(ctypes.byref(h), ctypes.c_uint32(len(opts)), arr)
     if r != 0:
-        raise RuntimeError(f"nvJitLinkComplete failed: {r}")
+        raise RuntimeError(f"nvJitLinkCreate failed: {r}")
+    # NVJITLINK_INPUT_PTX = 2; the size excludes the terminating NUL.
+    r = lib.nvJitLinkAddData(h, 2, ctypes.c_char_p(ptx), ctypes.c_size_t(len(ptx) - 1), b"m")
+    if r == 0:
+        r = lib.nvJitLinkComplete(h)
+    if r != 0:
+        n = ctypes.c_size_t()
+        lib.nvJitLinkGetErrorLogSize(h, ctypes.byref(n))
+        log = ctypes.create_string_buffer(n.value + 1)
+        lib.nvJitLinkGetErrorLog(h, log)
+        raise RuntimeError(f"nvJitLink failed: {r} {log.value.decode(errors='replace')}")
     n = ctypes.c_size_t()
     lib.nvJitLinkGetLinkedCubinSize(h, ctypes.byref(n))
     buf = ctypes.create_string_buffer(n.value)
