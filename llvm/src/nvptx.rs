@@ -321,8 +321,9 @@ fn next_pow2(x: i64) -> i64 {
 /// by warp shuffles across lanes of the same column and one shared-memory exchange between
 /// warps ([`Gen::column_reduce`]); every thread then holds its column's value (several phases
 /// work as for rows). `cols` is the widest of 32, 16, 8 that still gives [`COLUMN_BLOCKS`]
-/// blocks, and `groups` about one row group per 8 rows, at most 1024 threads a block (declared
-/// to ptxas with `.maxntid`, so that it keeps the registers such a block can have).
+/// blocks, and `groups` about one row group per 8 rows, at most 1024 threads a block (512 when
+/// more than two tensors are read or written at every point; the block size is declared to
+/// ptxas with `.maxntid`, so that it keeps the registers such a block can have).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ColumnPlan {
     pub cols: u32,
@@ -370,7 +371,15 @@ pub fn column_plan(k: &Kernel) -> Option<ColumnPlan> {
     }
     let outputs = k.numel();
     let r_total: i64 = k.reduction_ranges.iter().product();
-    let (min_cols, max_block, _) = column_tuning();
+    let (min_cols, mut max_block, _) = column_tuning();
+    // Measured on the H200 (gpt2_train's column kernels): a kernel that reads several tensors
+    // at every point (LayerNorm's backward, its gradient sum stored beside) ran 42 us with 1024
+    // threads a block (64 registers a thread at most) and 25 us with 512; the plain bias
+    // gradient sums ran faster with 1024 (11 against 14 us).
+    let wide = along_cols + along_rows > 2 || k.stores.iter().any(|s| moves(&s.index));
+    if wide && std::env::var("DYNAMO_NVPTX_COLUMN_TUNE").is_err() {
+        max_block = max_block.min(512);
+    }
     let cols = [32i64, 16, 8, 4, 2, 1].into_iter().filter(|c| *c >= min_cols).find(|c| (outputs + c - 1) / c >= COLUMN_BLOCKS).unwrap_or(min_cols);
     let groups = next_pow2((r_total + 7) / 8).clamp((32 / cols).max(1), max_block / cols);
     Some(ColumnPlan { cols: cols as u32, groups: groups as u32 })
