@@ -14,6 +14,8 @@
 //!   inside the loop of their value's phase; the others once per row, by thread 0. A single
 //!   contiguous reduction dim of a multiple of 4 elements is read 4 elements a thread with
 //!   128-bit loads (and a scalar twin `<name>_s` for unaligned pointers, as for pointwise).
+//!   Reductions over leading dims (sums over the rows of [rows, features]) get blocks of
+//!   adjacent output points instead (Note [column reductions]).
 //!
 //! Math: `exp`, `log`, `tanh`, `erf`, `log1p`, `expm1` are expanded inline (range reduction and
 //! polynomials; no libdevice), accurate to a few float32 ulps (`erf`: 1.5e-7 absolute, the
@@ -306,8 +308,107 @@ fn next_pow2(x: i64) -> i64 {
     p
 }
 
+/// Note [column reductions]: a reduction whose loads are unit-stride along the output's
+/// innermost dim rather than along the reduction (the weight and bias gradients of LayerNorm
+/// and of linear layers: sums over the rows of a [rows, features] tensor) gets a different
+/// schedule than one block per output point, whose threads would each read with the row stride
+/// (a 32-byte sector per 4-byte element). Here a block owns `cols` consecutive output points
+/// ("columns"), thread `t` the column `t % cols`, and the block's `groups = block / cols` row
+/// groups split the reduction: group `g` folds reduction indices g, g + groups, ..., unrolled
+/// [`COLUMN_UNROLL`] times so that each thread has several loads in flight. A warp then reads
+/// `32 / cols` rows of `cols` consecutive elements each: whole sectors, and with 8 columns of
+/// float32 the same sectors a coalesced warp would read. The groups' partial values are combined
+/// by warp shuffles across lanes of the same column and one shared-memory exchange between
+/// warps ([`Gen::column_reduce`]); every thread then holds its column's value (several phases
+/// work as for rows). `cols` is the widest of 32, 16, 8 that still gives [`COLUMN_BLOCKS`]
+/// blocks, and `groups` about one row group per 8 rows, at most 1024 threads a block (512 when
+/// more than two tensors are read or written at every point; the block size is declared to
+/// ptxas with `.maxntid`, so that it keeps the registers such a block can have).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ColumnPlan {
+    pub cols: u32,
+    pub groups: u32,
+}
+
+/// Blocks a column reduction wants at least (about one per SM of an H100/H200), Note [column
+/// reductions].
+pub const COLUMN_BLOCKS: i64 = 128;
+/// Rows a thread of a column reduction folds per loop iteration (Note [column reductions]).
+pub const COLUMN_UNROLL: i64 = 4;
+
+/// The schedule of Note [column reductions] for `k` (legalized), or `None` when the kernel is
+/// pointwise or has at least as many accesses unit-stride along the reduction as along the
+/// output's innermost dim (those keep one block per output point).
+/// `DYNAMO_NVPTX_COLUMNS=0` turns the schedule off (for measurements).
+pub fn column_plan(k: &Kernel) -> Option<ColumnPlan> {
+    let n_outer = k.ranges.len();
+    if n_outer == 0 || k.reduction_ranges.is_empty() || std::env::var("DYNAMO_NVPTX_COLUMNS").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    let moves = |idx: &Index| idx.strides[n_outer..].iter().any(|s| *s != 0);
+    let last_red = k.n_index_dims() - 1;
+    let (mut along_cols, mut along_rows) = (0, 0);
+    // Loads and stores at every point of the reduction (a pointwise member of the kernel, like
+    // the gradient sum that LayerNorm's backward kernel also writes).
+    let loads = k.exprs.iter().filter_map(|ex| match ex {
+        Expr::Load { index, .. } => Some(index),
+        _ => None,
+    });
+    for index in loads.chain(k.stores.iter().map(|s| &s.index)) {
+        // Accesses fixed along the reduction happen once per output point; loads fixed along
+        // the outputs (LayerNorm's per-row mean) are small and shared by every column.
+        if !moves(index) || index.strides[..n_outer].iter().all(|s| *s == 0) {
+            continue;
+        }
+        if index.strides[n_outer - 1] == 1 && k.ranges[n_outer - 1] > 1 {
+            along_cols += 1;
+        } else if index.strides[last_red] == 1 {
+            along_rows += 1;
+        }
+    }
+    if along_cols == 0 || along_rows >= along_cols {
+        return None;
+    }
+    let outputs = k.numel();
+    let r_total: i64 = k.reduction_ranges.iter().product();
+    let (min_cols, mut max_block, _) = column_tuning();
+    // Measured on the H200 (gpt2_train's column kernels): a kernel that reads several tensors
+    // at every point (LayerNorm's backward, its gradient sum stored beside) ran 42 us with 1024
+    // threads a block (64 registers a thread at most) and 25 us with 512; the plain bias
+    // gradient sums ran faster with 1024 (11 against 14 us).
+    let wide = along_cols + along_rows > 2 || k.stores.iter().any(|s| moves(&s.index));
+    if wide && std::env::var("DYNAMO_NVPTX_COLUMN_TUNE").is_err() {
+        max_block = max_block.min(512);
+    }
+    let cols = [32i64, 16, 8, 4, 2, 1].into_iter().filter(|c| *c >= min_cols).find(|c| (outputs + c - 1) / c >= COLUMN_BLOCKS).unwrap_or(min_cols);
+    let groups = next_pow2((r_total + 7) / 8).clamp((32 / cols).max(1), max_block / cols);
+    Some(ColumnPlan { cols: cols as u32, groups: groups as u32 })
+}
+
+/// Floats of shared memory a column reduction of `block` threads uses: one per warp and column,
+/// and one per column for the totals (Note [column reductions]).
+fn column_smem(block: u32, cols: u32) -> u32 {
+    ((block / 32) * cols + cols).max(1)
+}
+
+/// The narrowest block (in columns), the most threads a block, and the rows unrolled of Note
+/// [column reductions]: 8, 1024 and [`COLUMN_UNROLL`], or `DYNAMO_NVPTX_COLUMN_TUNE=cols,block,unroll`
+/// (powers of two; for measurements).
+fn column_tuning() -> (i64, i64, i64) {
+    let parsed = std::env::var("DYNAMO_NVPTX_COLUMN_TUNE").ok().and_then(|v| {
+        let xs: Vec<i64> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+        let ok = xs.len() == 3 && xs[0] >= 1 && xs[0] <= 32 && xs[1] >= 32 && xs[1] <= 1024 && xs[2] >= 1 && xs[2] <= 16;
+        (ok && xs.iter().all(|x| x.count_ones() == 1)).then(|| (xs[0], xs[1], xs[2]))
+    });
+    parsed.unwrap_or((8, 1024, COLUMN_UNROLL))
+}
+
 /// How a kernel is launched when emitted with `vec` points per thread (its grid and block).
 fn launch_of(k: &Kernel, name: &str, vec: u32) -> Launch {
+    if let Some(p) = column_plan(k) {
+        let blocks = (k.numel() + p.cols as i64 - 1) / p.cols as i64;
+        return Launch { entry: name.to_string(), grid: blocks.clamp(1, MAX_GRID) as u32, block: p.cols * p.groups };
+    }
     if k.reduction_ranges.is_empty() {
         let work = k.numel() / vec as i64;
         Launch {
@@ -331,7 +432,8 @@ struct Gen<'ctx, 'm> {
     ctx: &'ctx Context,
     module: &'m Module<'ctx>,
     b: Builder<'ctx>,
-    annotations: Vec<FunctionValue<'ctx>>,
+    /// Every entry, with the block size it is declared for (`.maxntid`), if any.
+    annotations: Vec<(FunctionValue<'ctx>, Option<u32>)>,
     twins: Twins,
 }
 
@@ -841,13 +943,19 @@ impl<'ctx> Gen<'ctx, '_> {
             }
             f.get_nth_param(i as u32).expect("param").set_name(&a.name);
         }
-        self.annotations.push(f);
+        self.annotations.push((f, None));
         f
     }
 
     fn kernel(&mut self, k: &Kernel) -> Result<PtxKernel, CodegenError> {
         let pointwise = k.reduction_ranges.is_empty();
-        let vec = if pointwise { pointwise_vec(k) } else { reduction_vec(k) };
+        let vec = if pointwise {
+            pointwise_vec(k)
+        } else if column_plan(k).is_some() {
+            1
+        } else {
+            reduction_vec(k)
+        };
         let twin_name = format!("{}_s", k.name);
         let emit = |g: &mut Self, name: &str, vec: u32| if pointwise { g.pointwise(k, name, vec) } else { g.reduction(k, name, vec) };
         match self.twins {
@@ -980,9 +1088,10 @@ impl<'ctx> Gen<'ctx, '_> {
         Ok(launch)
     }
 
-    /// The shared-memory scratch of one kernel: 33 floats (one per warp, one for the result).
-    fn smem(&self, name: &str) -> PointerValue<'ctx> {
-        let arr = self.ctx.f32_type().array_type(33);
+    /// The shared-memory scratch of one kernel: `n` floats (row reductions: 33, one per warp and
+    /// one for the result; column reductions: one per warp and column).
+    fn smem(&self, name: &str, n: u32) -> PointerValue<'ctx> {
+        let arr = self.ctx.f32_type().array_type(n);
         let g = self.module.add_global(arr, Some(AddressSpace::from(3u16)), &format!("{name}_smem"));
         g.set_linkage(Linkage::Internal);
         g.set_initializer(&arr.get_undef());
@@ -1062,10 +1171,107 @@ impl<'ctx> Gen<'ctx, '_> {
         Ok(total)
     }
 
-    /// A reduction kernel: one block per output point; see the module docs.
+    /// Combines `v` over the row groups of a column reduction (Note [column reductions]): thread
+    /// `t` holds column `t % cols`. Warp shuffles combine lanes `cols` apart; each warp's first
+    /// `cols` lanes write their column's partial to `smem[warp * cols + c]`; the first warp folds
+    /// the slots (each lane a share of them, then shuffles again), so that its lanes hold their
+    /// column's total, the first `cols` of them the ones that store it. With `broadcast` (a later
+    /// loop reads the value) the totals go through `smem[n_slots + c]` to every thread; without,
+    /// only the first warp's value is right.
+    #[allow(clippy::too_many_arguments)]
+    fn column_reduce(&self, op: ReduceOp, v: FloatValue<'ctx>, smem: PointerValue<'ctx>, block: u32, cols: u32, lane: IntValue<'ctx>, warp: IntValue<'ctx>, col: IntValue<'ctx>, broadcast: bool) -> Result<FloatValue<'ctx>, CodegenError> {
+        let i32t = self.ctx.i32_type();
+        let i64t = self.ctx.i64_type();
+        let f32t = self.ctx.f32_type();
+        let shuffles = |mut v: FloatValue<'ctx>| -> Result<FloatValue<'ctx>, CodegenError> {
+            let mut off = 16u64;
+            while off >= cols as u64 {
+                let o = self
+                    .call(
+                        "llvm.nvvm.shfl.sync.bfly.f32",
+                        f32t.into(),
+                        &[i32t.const_int(0xffff_ffff, false).into(), v.into(), i32t.const_int(off, false).into(), i32t.const_int(0x1f, false).into()],
+                    )?
+                    .into_float_value();
+                v = self.combine(op, v, o)?;
+                off /= 2;
+            }
+            Ok(v)
+        };
+        let v = shuffles(v)?;
+        let n_warps = (block / 32) as u64;
+        if n_warps <= 1 {
+            return Ok(v);
+        }
+        let f = self.b.get_insert_block().and_then(|bb| bb.get_parent()).ok_or_else(|| bad("no function"))?;
+        let n_slots = n_warps * cols as u64;
+        let arr = f32t.array_type(column_smem(block, cols));
+        let slot = |i: IntValue<'ctx>| -> Result<PointerValue<'ctx>, CodegenError> {
+            // SAFETY (of the IR): indices stay below n_slots + cols, the array's length.
+            unsafe { e(self.b.build_in_bounds_gep(arr, smem, &[i64t.const_zero(), i], "")) }
+        };
+        let lead = e(self.b.build_int_compare(IntPredicate::ULT, lane, i64t.const_int(cols as u64, false), ""))?;
+        let st_bb = self.ctx.append_basic_block(f, "col_partial");
+        let st_done = self.ctx.append_basic_block(f, "col_partial_done");
+        e(self.b.build_conditional_branch(lead, st_bb, st_done))?;
+        self.b.position_at_end(st_bb);
+        let mine = e(self.b.build_int_nuw_add(e(self.b.build_int_nuw_mul(warp, i64t.const_int(cols as u64, false), ""))?, col, ""))?;
+        e(self.b.build_store(slot(mine)?, v))?;
+        e(self.b.build_unconditional_branch(st_done))?;
+        self.b.position_at_end(st_done);
+        self.call_void("llvm.nvvm.barrier0", &[])?;
+        // The first warp: lane l folds slots l, l + 32, ... (all of column l % cols).
+        let pre = self.b.get_insert_block().expect("block");
+        let w0 = self.ctx.append_basic_block(f, "col_first_warp");
+        let w0_done = self.ctx.append_basic_block(f, "col_first_warp_done");
+        let is_w0 = e(self.b.build_int_compare(IntPredicate::EQ, warp, i64t.const_zero(), ""))?;
+        e(self.b.build_conditional_branch(is_w0, w0, w0_done))?;
+        self.b.position_at_end(w0);
+        let mut x: Option<FloatValue> = None;
+        for j in 0..n_slots.div_ceil(32) {
+            let i = e(self.b.build_int_nuw_add(lane, i64t.const_int(32 * j, false), ""))?;
+            let y = if 32 * (j + 1) <= n_slots {
+                e(self.b.build_load(f32t, slot(i)?, ""))?.into_float_value()
+            } else {
+                let ok = e(self.b.build_int_compare(IntPredicate::ULT, i, i64t.const_int(n_slots, false), ""))?;
+                let safe = e(self.b.build_select(ok, i, i64t.const_zero(), ""))?.into_int_value();
+                let y = e(self.b.build_load(f32t, slot(safe)?, ""))?.into_float_value();
+                self.select_f(ok, y, self.f32c(op.identity() as f64))?
+            };
+            x = Some(match x {
+                Some(a) => self.combine(op, a, y)?,
+                None => y,
+            });
+        }
+        let x = shuffles(x.ok_or_else(|| bad("a column reduction without slots"))?)?;
+        if broadcast {
+            let tb = self.ctx.append_basic_block(f, "col_total");
+            let tb_done = self.ctx.append_basic_block(f, "col_total_done");
+            e(self.b.build_conditional_branch(lead, tb, tb_done))?;
+            self.b.position_at_end(tb);
+            let at = e(self.b.build_int_nuw_add(col, i64t.const_int(n_slots, false), ""))?;
+            e(self.b.build_store(slot(at)?, x))?;
+            e(self.b.build_unconditional_branch(tb_done))?;
+            self.b.position_at_end(tb_done);
+        }
+        let w0_end = self.b.get_insert_block().expect("block");
+        e(self.b.build_unconditional_branch(w0_done))?;
+        self.b.position_at_end(w0_done);
+        let total = e(self.b.build_phi(f32t, "col_total"))?;
+        total.add_incoming(&[(&x, w0_end), (&self.f32c(op.identity() as f64), pre)]);
+        // The first warp has read every slot before anyone writes the next reduction's.
+        self.call_void("llvm.nvvm.barrier0", &[])?;
+        if broadcast {
+            let at = e(self.b.build_int_nuw_add(col, i64t.const_int(n_slots, false), ""))?;
+            return Ok(e(self.b.build_load(f32t, slot(at)?, ""))?.into_float_value());
+        }
+        Ok(total.as_basic_value().into_float_value())
+    }
+
+    /// A reduction kernel: one block per output point, or per group of output points (Note
+    /// [column reductions]); see the module docs.
     fn reduction(&mut self, k: &Kernel, name: &str, vec: u32) -> Result<Launch, CodegenError> {
         let f = self.new_entry(k, name);
-        let smem = self.smem(name);
         let lanes = vec as usize;
         let i64t = self.ctx.i64_type();
         let f32t = self.ctx.f32_type();
@@ -1074,6 +1280,18 @@ impl<'ctx> Gen<'ctx, '_> {
         let r_total: i64 = k.reduction_ranges.iter().product();
         let launch = launch_of(k, name, vec);
         let block = launch.block;
+        // Note [column reductions]: with a plan, "row" below is the thread's output point, the
+        // block loops over groups of `cols` of them, and the reduction is split over row groups.
+        let col_plan = column_plan(k);
+        let smem = match col_plan {
+            Some(p) => {
+                if let Some(last) = self.annotations.last_mut() {
+                    last.1 = Some(block);
+                }
+                self.smem(name, column_smem(block, p.cols))
+            }
+            None => self.smem(name, 33),
+        };
         let inner = k.inner_exprs();
         let phase = k.phases();
         // Loops: loop p accumulates the reductions whose operand has phase p and runs the stores
@@ -1103,13 +1321,39 @@ impl<'ctx> Gen<'ctx, '_> {
         let nctaid = self.sreg("nctaid.x")?;
         let lane = e(self.b.build_and(tid, i64t.const_int(31, false), "lane"))?;
         let warp = e(self.b.build_right_shift(tid, i64t.const_int(5, false), false, "warp"))?;
-        let rows_v = i64t.const_int(rows as u64, false);
+        // Column plans: the thread's column in its block's group and its row group.
+        let (col, group) = match col_plan {
+            Some(p) => (
+                e(self.b.build_and(tid, i64t.const_int(p.cols as u64 - 1, false), "col"))?,
+                e(self.b.build_right_shift(tid, i64t.const_int(p.cols.trailing_zeros() as u64, false), false, "group"))?,
+            ),
+            None => (i64t.const_zero(), tid),
+        };
+        // Iterations of the block loop: rows, or groups of columns.
+        let block_iters = match col_plan {
+            Some(p) => (rows + p.cols as i64 - 1) / p.cols as i64,
+            None => rows,
+        };
+        let rows_v = i64t.const_int(block_iters as u64, false);
         let c = e(self.b.build_int_compare(IntPredicate::ULT, ctaid, rows_v, ""))?;
         e(self.b.build_conditional_branch(c, row_bb, exit))?;
         self.b.position_at_end(row_bb);
         let row_phi = e(self.b.build_phi(i64t, "row"))?;
         row_phi.add_incoming(&[(&ctaid, entry)]);
-        let row = row_phi.as_basic_value().into_int_value();
+        let block_row = row_phi.as_basic_value().into_int_value();
+        // The output point this thread computes; a column past the end (the last group of a
+        // width not a multiple of `cols`) computes the last one again: it skips the stores of
+        // the reductions' values, and its stores along the reduction write the same values as
+        // the thread of the last column (same loads, same operations), to the same places.
+        let (row, in_range) = match col_plan {
+            Some(p) => {
+                let o = e(self.b.build_int_nuw_add(e(self.b.build_int_nuw_mul(block_row, i64t.const_int(p.cols as u64, false), ""))?, col, ""))?;
+                let ok = e(self.b.build_int_compare(IntPredicate::ULT, o, i64t.const_int(rows as u64, false), ""))?;
+                let o = e(self.b.build_select(ok, o, i64t.const_int(rows.max(1) as u64 - 1, false), ""))?.into_int_value();
+                (o, Some(ok))
+            }
+            None => (block_row, None),
+        };
         let outer_idx = self.unflatten(row, &k.ranges)?;
         let outer_dims: Vec<(usize, IntValue)> = outer_idx.iter().copied().enumerate().collect();
 
@@ -1149,11 +1393,16 @@ impl<'ctx> Gen<'ctx, '_> {
         // loops are unrolled and every inner value (loads first) is kept in registers from one
         // phase to the next: softmax and layer_norm read their row from memory once instead of
         // once per phase, and each thread has all its loads of a phase in flight at once.
-        let sweep = block as i64 * vec as i64;
+        let sweep = match col_plan {
+            Some(p) => p.groups as i64,
+            None => block as i64 * vec as i64,
+        };
+        let unroll = if col_plan.is_some() { column_tuning().2 } else { 1 };
         let persistent = (r_total > 0 && r_total % sweep == 0 && r_total / sweep <= MAX_PERSISTENT_SWEEPS).then_some(r_total / sweep);
         let mut kept: Vec<(Vec<(usize, IntValue)>, Vec<HashMap<usize, BasicValueEnum>>, HashMap<usize, BasicValueEnum>)> = Vec::new();
+        // The thread's first reduction index.
+        let r0 = e(self.b.build_int_nuw_mul(group, i64t.const_int(vec as u64, false), "r0"))?;
         if let Some(sweeps) = persistent {
-            let r0 = e(self.b.build_int_nuw_mul(tid, i64t.const_int(vec as u64, false), ""))?;
             for it in 0..sweeps {
                 let r = e(self.b.build_int_nuw_add(r0, i64t.const_int((it * sweep) as u64, false), ""))?;
                 let ridx = self.unflatten(r, &k.reduction_ranges)?;
@@ -1182,20 +1431,25 @@ impl<'ctx> Gen<'ctx, '_> {
                 }
                 accs
             } else {
+                let identities: Vec<FloatValue> = reds.iter().map(|(_, op, _)| self.f32c(op.identity() as f64)).collect();
+                let (r_start, accs_start) = if unroll > 1 && lanes == 1 && r_total >= sweep * unroll {
+                    self.unrolled_loop(k, f, p, UnrolledLoop { r0, sweep, unroll, r_total, outer_dims: &outer_dims }, &inner, &row_vals, &ptrs, &reds, identities, &stores)?
+                } else {
+                    (r0, identities)
+                };
                 let pre = self.b.get_insert_block().expect("block");
                 let body = self.ctx.append_basic_block(f, &format!("loop{p}"));
                 let done = self.ctx.append_basic_block(f, &format!("loop{p}_done"));
-                let r0 = e(self.b.build_int_nuw_mul(tid, i64t.const_int(vec as u64, false), ""))?;
-                let any = e(self.b.build_int_compare(IntPredicate::ULT, r0, i64t.const_int(r_total as u64, false), ""))?;
+                let any = e(self.b.build_int_compare(IntPredicate::ULT, r_start, i64t.const_int(r_total as u64, false), ""))?;
                 e(self.b.build_conditional_branch(any, body, done))?;
                 self.b.position_at_end(body);
                 let r_phi = e(self.b.build_phi(i64t, "r"))?;
-                r_phi.add_incoming(&[(&r0, pre)]);
+                r_phi.add_incoming(&[(&r_start, pre)]);
                 let r = r_phi.as_basic_value().into_int_value();
                 let mut acc_phis = Vec::new();
-                for (_, op, _) in &reds {
+                for a in &accs_start {
                     let ph = e(self.b.build_phi(f32t, "acc"))?;
-                    ph.add_incoming(&[(&self.f32c(op.identity() as f64), pre)]);
+                    ph.add_incoming(&[(a, pre)]);
                     acc_phis.push(ph);
                 }
                 let ridx = self.unflatten(r, &k.reduction_ranges)?;
@@ -1217,15 +1471,18 @@ impl<'ctx> Gen<'ctx, '_> {
                 self.b.position_at_end(done);
                 // Every phi first (they must head the block), then the block-wide combines.
                 let mut outs = Vec::new();
-                for ((_, op, _), nv) in reds.iter().zip(&new_accs) {
+                for (a, nv) in accs_start.iter().zip(&new_accs) {
                     let out = e(self.b.build_phi(f32t, "acc_out"))?;
-                    out.add_incoming(&[(&self.f32c(op.identity() as f64), pre), (nv, body_end)]);
+                    out.add_incoming(&[(a, pre), (nv, body_end)]);
                     outs.push(out.as_basic_value().into_float_value());
                 }
                 outs
             };
             for ((i, op, _), acc) in reds.iter().zip(accs) {
-                let total = self.block_reduce(f, *op, acc, smem, block, lane, warp)?;
+                let total = match col_plan {
+                    Some(cp) => self.column_reduce(*op, acc, smem, block, cp.cols, lane, warp, col, p + 1 < n_loops)?,
+                    None => self.block_reduce(f, *op, acc, smem, block, lane, warp)?,
+                };
                 reduce_vals.insert(*i, total);
             }
             compute_row(self, p + 1, &mut row_vals, &reduce_vals)?;
@@ -1236,7 +1493,11 @@ impl<'ctx> Gen<'ctx, '_> {
             compute_row(self, usize::MAX, &mut row_vals, &reduce_vals)?;
             let st_bb = self.ctx.append_basic_block(f, "row_store");
             let st_done = self.ctx.append_basic_block(f, "row_store_done");
-            let t0 = e(self.b.build_int_compare(IntPredicate::EQ, tid, i64t.const_zero(), ""))?;
+            // Thread 0 of the row, or of each column (the first row group, columns in range).
+            let mut t0 = e(self.b.build_int_compare(IntPredicate::EQ, group, i64t.const_zero(), ""))?;
+            if let Some(ok) = in_range {
+                t0 = e(self.b.build_and(t0, ok, ""))?;
+            }
             e(self.b.build_conditional_branch(t0, st_bb, st_done))?;
             self.b.position_at_end(st_bb);
             for s in outer_stores {
@@ -1251,13 +1512,95 @@ impl<'ctx> Gen<'ctx, '_> {
             self.b.position_at_end(st_done);
         }
         let cur = self.b.get_insert_block().expect("block");
-        let next = e(self.b.build_int_nuw_add(row, nctaid, ""))?;
+        let next = e(self.b.build_int_nuw_add(block_row, nctaid, ""))?;
         row_phi.add_incoming(&[(&next, cur)]);
         let more = e(self.b.build_int_compare(IntPredicate::ULT, next, rows_v, ""))?;
         e(self.b.build_conditional_branch(more, row_bb, exit))?;
         self.b.position_at_end(exit);
         e(self.b.build_return(None))?;
         Ok(launch)
+    }
+
+    /// The unrolled part of reduction loop `p` (Note [column reductions]): while all of
+    /// `r, r + sweep, ..., r + (unroll - 1) * sweep` are below `r_total`, folds them into the
+    /// accumulators and runs `stores` (every inner load of the `unroll` iterations emitted
+    /// first, so that they are in flight together). Returns the first index left and the accumulators, for the loop
+    /// that finishes the rest one sweep at a time.
+    #[allow(clippy::too_many_arguments)]
+    fn unrolled_loop(
+        &self,
+        k: &Kernel,
+        f: FunctionValue<'ctx>,
+        p: usize,
+        lp: UnrolledLoop<'_, 'ctx>,
+        inner: &[bool],
+        row_vals: &HashMap<usize, BasicValueEnum<'ctx>>,
+        ptrs: &[PointerValue<'ctx>],
+        reds: &[(usize, ReduceOp, ExprId)],
+        accs: Vec<FloatValue<'ctx>>,
+        stores: &[&crate::kernel::Store],
+    ) -> Result<(IntValue<'ctx>, Vec<FloatValue<'ctx>>), CodegenError> {
+        let i64t = self.ctx.i64_type();
+        let f32t = self.ctx.f32_type();
+        let n_outer = k.ranges.len();
+        let pre = self.b.get_insert_block().expect("block");
+        let body = self.ctx.append_basic_block(f, &format!("loop{p}_unrolled"));
+        let done = self.ctx.append_basic_block(f, &format!("loop{p}_unrolled_done"));
+        // r + (unroll - 1) * sweep < r_total  <=>  r < lim
+        let lim = i64t.const_int((lp.r_total - (lp.unroll - 1) * lp.sweep) as u64, false);
+        let any = e(self.b.build_int_compare(IntPredicate::ULT, lp.r0, lim, ""))?;
+        e(self.b.build_conditional_branch(any, body, done))?;
+        self.b.position_at_end(body);
+        let r_phi = e(self.b.build_phi(i64t, "r"))?;
+        r_phi.add_incoming(&[(&lp.r0, pre)]);
+        let r = r_phi.as_basic_value().into_int_value();
+        let mut acc_phis = Vec::new();
+        for a in &accs {
+            let ph = e(self.b.build_phi(f32t, "acc"))?;
+            ph.add_incoming(&[(a, pre)]);
+            acc_phis.push(ph);
+        }
+        let mut iters = Vec::new();
+        for u in 0..lp.unroll {
+            let ru = e(self.b.build_int_nuw_add(r, i64t.const_int((u * lp.sweep) as u64, false), ""))?;
+            let ridx = self.unflatten(ru, &k.reduction_ranges)?;
+            let mut dims = lp.outer_dims.to_vec();
+            dims.extend(ridx.iter().enumerate().map(|(j, v)| (n_outer + j, *v)));
+            let mut it_vals: Vec<HashMap<usize, BasicValueEnum>> = vec![HashMap::new(); 1];
+            let mut vloads: HashMap<usize, BasicValueEnum> = HashMap::new();
+            {
+                let cx = Ctx { inner, row_vals, ptrs, dims: &dims, lanes: 1 };
+                for (i, ex) in k.exprs.iter().enumerate() {
+                    if inner[i] && matches!(ex, Expr::Load { .. }) {
+                        eval(self, k, i, &cx, 0, &mut it_vals[0], &mut vloads)?;
+                    }
+                }
+            }
+            iters.push((dims, it_vals, vloads));
+        }
+        let mut cur: Vec<FloatValue> = acc_phis.iter().map(|ph| ph.as_basic_value().into_float_value()).collect();
+        for (dims, it_vals, vloads) in iters.iter_mut() {
+            let cx = Ctx { inner, row_vals, ptrs, dims, lanes: 1 };
+            cur = self.iteration(k, &cx, it_vals, vloads, reds, cur, stores)?;
+        }
+        let body_end = self.b.get_insert_block().expect("block");
+        let r_next = e(self.b.build_int_nuw_add(r, i64t.const_int((lp.unroll * lp.sweep) as u64, false), ""))?;
+        r_phi.add_incoming(&[(&r_next, body_end)]);
+        for (ph, nv) in acc_phis.iter().zip(&cur) {
+            ph.add_incoming(&[(nv, body_end)]);
+        }
+        let more = e(self.b.build_int_compare(IntPredicate::ULT, r_next, lim, ""))?;
+        e(self.b.build_conditional_branch(more, body, done))?;
+        self.b.position_at_end(done);
+        let r_out = e(self.b.build_phi(i64t, "r_left"))?;
+        r_out.add_incoming(&[(&lp.r0, pre), (&r_next, body_end)]);
+        let mut outs = Vec::new();
+        for (a, nv) in accs.iter().zip(&cur) {
+            let out = e(self.b.build_phi(f32t, "acc_unrolled"))?;
+            out.add_incoming(&[(a, pre), (nv, body_end)]);
+            outs.push(out.as_basic_value().into_float_value());
+        }
+        Ok((r_out.as_basic_value().into_int_value(), outs))
     }
 
     /// One iteration of a reduction loop (one sweep of the block over `lanes` consecutive
@@ -1309,15 +1652,34 @@ impl<'ctx> Gen<'ctx, '_> {
     /// Writes `!nvvm.annotations`: every entry is a kernel.
     fn finish(&mut self) {
         let i32t = self.ctx.i32_type();
-        for f in &self.annotations {
+        for (f, max_threads) in &self.annotations {
             let md = self.ctx.metadata_node(&[
                 f.as_global_value().as_pointer_value().into(),
                 self.ctx.metadata_string("kernel").into(),
                 i32t.const_int(1, false).into(),
             ]);
             let _ = self.module.add_global_metadata("nvvm.annotations", &md);
+            if let Some(n) = max_threads {
+                let md = self.ctx.metadata_node(&[
+                    f.as_global_value().as_pointer_value().into(),
+                    self.ctx.metadata_string("maxntidx").into(),
+                    i32t.const_int(*n as u64, false).into(),
+                ]);
+                let _ = self.module.add_global_metadata("nvvm.annotations", &md);
+            }
         }
     }
+}
+
+/// The shape of [`Gen::unrolled_loop`]: the thread's first reduction index, the step between
+/// its indices, how many a loop iteration folds, the reduction's size, and the output point's
+/// loop variables.
+struct UnrolledLoop<'a, 'ctx> {
+    r0: IntValue<'ctx>,
+    sweep: i64,
+    unroll: i64,
+    r_total: i64,
+    outer_dims: &'a [(usize, IntValue<'ctx>)],
 }
 
 /// What [`eval`] reads: which expressions vary along the reduction, the row's values, the
@@ -1483,6 +1845,72 @@ mod tests {
         assert_eq!(k.launch, Launch { entry: "rowsum".into(), grid: 16, block: 256 });
         assert_eq!(k.unaligned, Some(Launch { entry: "rowsum_s".into(), grid: 16, block: 1024 }));
         assert!(m.ptx.contains("ld.global.nc.v4.f32"), "{}", m.ptx);
+    }
+
+    fn column_sum(rows: i64, cols: i64) -> Kernel {
+        let mut b = KernelBuilder::new_reduction("colsum", vec![cols], vec![rows]);
+        let x = b.input("x", DType::F32);
+        let o = b.output("out", DType::F32);
+        let lx = b.load(x, Index { offset: 0, strides: vec![1, cols] });
+        let s = b.reduce(ReduceOp::Sum, lx);
+        b.store(o, Index { offset: 0, strides: vec![1, 0] }, s);
+        b.finish().unwrap()
+    }
+
+    #[test]
+    fn column_sums_split_rows_over_groups() {
+        // Note [column reductions]: the bias gradient of a linear layer, summed over the 2048
+        // rows of [2048, 768]: 8 columns a block (96 blocks), 128 row groups, 4 rows unrolled.
+        let k = column_sum(2048, 768);
+        assert_eq!(column_plan(&legalize(&k)), Some(ColumnPlan { cols: 8, groups: 128 }));
+        let m = compile_ptx(&[k], "sm_90").unwrap();
+        assert_eq!(m.kernels[0].launch, Launch { entry: "colsum".into(), grid: 96, block: 1024 });
+        assert_eq!(m.kernels[0].unaligned, None);
+        assert!(m.ptx.contains(".maxntid 1024"), "{}", m.ptx);
+        assert!(m.ptx.contains("shfl.sync.bfly.b32"), "{}", m.ptx);
+        assert_eq!(m.ptx.matches("ld.global.nc.f32").count(), 5, "4 unrolled + the tail\n{}", m.ptx);
+        insta::assert_snapshot!("nvptx_column_sum", m.ptx);
+        // Wide outputs get wider blocks; row sums keep one block per row.
+        assert_eq!(column_plan(&legalize(&column_sum(2048, 3072))), Some(ColumnPlan { cols: 16, groups: 64 }));
+        assert_eq!(column_plan(&legalize(&column_sum(16, 8192))), Some(ColumnPlan { cols: 32, groups: 2 }));
+        assert_eq!(column_plan(&legalize(&softmax())), None);
+    }
+
+    #[test]
+    fn layer_norm_weight_gradient_is_a_column_reduction() {
+        // sum over rows of dy * (x - mean[row]) * rstd[row], with the bias gradient beside it
+        // (two reductions of one loop) and a pointwise member stored at every point (the
+        // gradient sum `dy + x` of the plan GPT-2's backward has), over a width that is no
+        // multiple of the block's columns.
+        let (rows, cols) = (300, 100);
+        let mut b = KernelBuilder::new_reduction("ln_wgrad", vec![cols], vec![rows]);
+        let dy = b.input("dy", DType::F32);
+        let x = b.input("x", DType::F32);
+        let mean = b.input("mean", DType::F32);
+        let rstd = b.input("rstd", DType::F32);
+        let dw = b.output("dw", DType::F32);
+        let db = b.output("db", DType::F32);
+        let acc = b.output("acc", DType::F32);
+        let ldy = b.load(dy, Index { offset: 0, strides: vec![1, cols] });
+        let lx = b.load(x, Index { offset: 0, strides: vec![1, cols] });
+        let lm = b.load(mean, Index { offset: 0, strides: vec![0, 1] });
+        let lr = b.load(rstd, Index { offset: 0, strides: vec![0, 1] });
+        let c = b.binary(BinaryOp::Sub, lx, lm);
+        let xh = b.binary(BinaryOp::Mul, c, lr);
+        let p = b.binary(BinaryOp::Mul, ldy, xh);
+        let sw = b.reduce(ReduceOp::Sum, p);
+        let sb = b.reduce(ReduceOp::Sum, ldy);
+        b.store(dw, Index { offset: 0, strides: vec![1, 0] }, sw);
+        b.store(db, Index { offset: 0, strides: vec![1, 0] }, sb);
+        let sum = b.binary(BinaryOp::Add, ldy, lx);
+        b.store(acc, Index { offset: 0, strides: vec![1, cols] }, sum);
+        let k = b.finish().unwrap();
+        assert_eq!(column_plan(&legalize(&k)), Some(ColumnPlan { cols: 8, groups: 64 }));
+        let m = compile_ptx(&[k], "sm_90").unwrap();
+        assert_eq!(m.kernels[0].launch, Launch { entry: "ln_wgrad".into(), grid: 13, block: 512 });
+        assert!(m.ptx.contains(".maxntid 512"), "{}", m.ptx);
+        // 4 unrolled rows and the tail: each stores the member.
+        assert_eq!(m.ptx.matches("st.global.f32").count(), 5 + 2, "{}", m.ptx);
     }
 
     #[test]

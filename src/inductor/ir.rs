@@ -338,6 +338,9 @@ pub struct Pointwise {
     pub inner_fn: InnerFn,
     /// Estimated scalar ops per point when every unrealized producer is inlined.
     pub n_ops: usize,
+    /// Estimated tensors read per point when every unrealized producer is inlined (Note
+    /// [reused chains] in `lowering.rs`).
+    pub n_reads: usize,
     /// Whether the value is materialized into a tensor (graph output, fallback input, or large).
     pub realized: bool,
 }

@@ -22,6 +22,18 @@ use super::ir::{
 /// Above this many inlined scalar ops a pointwise producer is realized instead of inlined.
 pub const MAX_INLINE_OPS: usize = 256;
 
+/// Note [reused chains]: an unrealized pointwise buffer is recomputed by every reader it is
+/// inlined into, with every tensor it reads through its own inlined producers. A residual
+/// stream (`h = h + attn(ln(h))`, `h = h + mlp(ln(h))` per transformer layer) is such a chain:
+/// each `h` has two readers (the next LayerNorm, the next residual add), so unrealized, the
+/// LayerNorm of layer L read every earlier layer's output again (2L + 2 tensors; measured on the
+/// H200: GPT-2's LayerNorm kernels took 41 us at the first layer up to 86 us at the last, for a
+/// [4096, 768] input). As Inductor does (its `realize_reads_threshold`), a buffer with two or more
+/// readers that reads more than this many tensors is realized when a pointwise reader is
+/// lowered; its readers then read it once, and its own kernel (often the LayerNorm's, as a
+/// store of a member) writes it. On the GPU target only: the CPU path keeps its kernels.
+pub const MAX_REUSED_READS: usize = 3;
+
 /// Why a node was not lowered (it then runs as a fallback).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum LoweringError {
@@ -464,7 +476,7 @@ fn make_pointwise(
     } else {
         inner_fn
     };
-    Ok(Pointwise { ranges: sizes, dtype: result, inner_fn, n_ops, realized: false })
+    Ok(Pointwise { ranges: sizes, dtype: result, inner_fn, n_ops, n_reads: 1, realized: false })
 }
 
 /// `v` clamped to the scalar bound `bound` (whose value is `value`) from below (`lower`) or above,
@@ -506,7 +518,7 @@ fn operands(args: &[&FxArg], ir: &GraphIr) -> Result<Vec<Operand>, LoweringError
     Ok(operands)
 }
 
-fn lower_pointwise(node: &FxNode, ir: &mut GraphIr) -> Result<Pointwise, LoweringError> {
+fn lower_pointwise(g: &FxGraph, node: &FxNode, ir: &mut GraphIr) -> Result<Pointwise, LoweringError> {
     let (rule, args) = decode(node)?;
     let meta = node.meta.as_ref().ok_or_else(|| LoweringError::Unsupported("no static tensor meta".into()))?;
     if !meta.layout.cpu {
@@ -518,22 +530,35 @@ fn lower_pointwise(node: &FxNode, ir: &mut GraphIr) -> Result<Pointwise, Lowerin
     {
         return Err(LoweringError::Unsupported("bitwise op on non-bool operands".into()));
     }
-    // Realize producers that grew too large to inline; count ops for the rest.
+    // Realize producers that grew too large to inline, or that several readers would recompute
+    // from many tensors (Note [reused chains]); count ops and reads for the rest.
+    let gpu = super::cuda::target() != super::cuda::Target::Cpu;
     let mut n_ops = 1;
+    let mut n_reads = 0;
     for o in &operands {
         if let Operand::Tensor { buf, .. } = o {
+            let readers = g.nodes.get(ir.buffers[buf.0 as usize].node).map_or(0, |n| n.users.len());
             if let BufferKind::Pointwise(pw) = &mut ir.buffers[buf.0 as usize].kind {
                 if !pw.realized && pw.n_ops > MAX_INLINE_OPS {
                     pw.realized = true;
                     tracing::debug!(target: "inductor::lowering", "realize {buf}: {} inlined ops", pw.n_ops);
                 }
+                if gpu && !pw.realized && readers >= 2 && pw.n_reads > MAX_REUSED_READS {
+                    pw.realized = true;
+                    tracing::debug!(target: "inductor::lowering", "realize {buf}: {readers} readers, {} tensors read", pw.n_reads);
+                }
                 if !pw.realized {
                     n_ops += pw.n_ops;
+                    n_reads += pw.n_reads;
+                    continue;
                 }
             }
+            n_reads += 1;
         }
     }
-    make_pointwise(rule, operands, &meta.layout, n_ops)
+    let mut pw = make_pointwise(rule, operands, &meta.layout, n_ops)?;
+    pw.n_reads = n_reads;
+    Ok(pw)
 }
 
 /// One-line description of a node for logs and plans: `call_function sin` etc.
@@ -626,7 +651,7 @@ impl Lowerer<'_> {
         f: impl Fn(&mut dyn OpsHandler, &[Affine]) -> OpsValue + 'static,
     ) -> TensorRef {
         let n_ops = 8;
-        let pw = Pointwise { ranges: sizes.to_vec(), dtype, inner_fn: Rc::new(f), n_ops, realized: false };
+        let pw = Pointwise { ranges: sizes.to_vec(), dtype, inner_fn: Rc::new(f), n_ops, n_reads: 1, realized: false };
         self.push(BufferKind::Pointwise(pw), sizes, dtype)
     }
 
@@ -671,7 +696,7 @@ fn lower_call(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     if let Some(decomp) = node.canonical.and_then(super::decompositions::lookup) {
         return decomp(lw);
     }
-    let pw = lower_pointwise(node, lw.ir)?;
+    let pw = lower_pointwise(lw.g, node, lw.ir)?;
     let dtype = pw.dtype;
     let sizes = pw.ranges.clone();
     Ok(lw.push(BufferKind::Pointwise(pw), &sizes, dtype))

@@ -1,0 +1,76 @@
+"""Where the GPU time of a bench_gpu.py workload goes, per kernel, for torch.compile and dynamo.
+
+For each workload named in --only and each engine of --engines, compiles the workload (warm:
+caches on), runs --warmup calls, then records --iters calls under torch.profiler (CUDA
+activities) and prints the kernels by their total GPU time per call (top --top), with the
+call count and mean microseconds of each, and the GPU time per call summed over all kernels.
+Comparing the two engines' lists shows which of dynamo's kernels (or which of torch's ops
+around them) make the difference. Needs a CUDA device; run from the repository root.
+
+Usage: python benchmarks/gpu_profile.py [--only gpt2,gpt2_train] [--engines torch.compile,dynamo]
+                                        [--iters 3] [--warmup 3] [--top 25]
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", default="gpt2")
+    ap.add_argument("--engines", default="torch.compile,dynamo")
+    ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--top", type=int, default=25)
+    args = ap.parse_args()
+    # bench_gpu parses the command line when imported: give it its own (warm caches).
+    argv, sys.argv = sys.argv, [sys.argv[0], "--warm-caches"]
+    import bench_gpu
+    sys.argv = argv
+    import torch
+    if not torch.cuda.is_available():
+        print("gpu_profile: no CUDA device; nothing to measure", file=sys.stderr)
+        return 0
+    bench_gpu.ARGS = argparse.Namespace(iters=args.iters, warmup=args.warmup)
+    from torch.profiler import ProfilerActivity, profile
+    dev = torch.device("cuda", 0)
+    for name in args.only.split(","):
+        fn, inputs, _, training = bench_gpu.make(name, dev)
+        for engine in args.engines.split(","):
+            if training:
+                model = bench_gpu.copy.deepcopy(fn)
+                call = bench_gpu.train_step(model, bench_gpu.engine_fn(engine, model))
+                grad = torch.enable_grad()
+            else:
+                call = bench_gpu.engine_fn(engine, fn)
+                grad = torch.no_grad()
+            with grad:
+                for _ in range(args.warmup):
+                    call(*inputs)
+                torch.cuda.synchronize()
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    for _ in range(args.iters):
+                        call(*inputs)
+                    torch.cuda.synchronize()
+            rows = []
+            for ev in prof.key_averages():
+                t = getattr(ev, "device_time_total", None)
+                if t is None:
+                    t = ev.cuda_time_total
+                if t > 0 and ev.count > 0 and ev.device_type == torch.autograd.DeviceType.CUDA:
+                    rows.append((t / args.iters, ev.count / args.iters, t / ev.count, ev.key))
+            rows.sort(reverse=True)
+            total = sum(r[0] for r in rows)
+            print(f"\n## {name} / {engine}: {total / 1e3:.3f} ms of GPU kernels per call, {len(rows)} distinct kernels")
+            print("| us per call | calls per call | us each | kernel |")
+            print("| --- | --- | --- | --- |")
+            for us, n, each, key in rows[: args.top]:
+                print(f"| {us:.1f} | {n:g} | {each:.1f} | {key[:110]} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
