@@ -178,3 +178,37 @@ def test_training_batch_norm_keeps_the_traced_layout():
     assert "channels_last" not in compiled.plan
     torch.testing.assert_close(compiled(*args), f(*eager_args), atol=0, rtol=0)
     torch.testing.assert_close(args[2], eager_args[2], atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("weights_cl", [(True,), (True, False), (False, True)])
+def test_channels_last_weight_keeps_eagers_channels_last_output(weights_cl, grad):
+    """Note [eager conv layouts]: a channels-last weight makes eager's CPU convolution return
+    channels-last even for an NCHW input, though torch's meta function answers contiguous. The
+    compiled outputs keep eager's strides (a user's `out.view(-1)` raises as eagerly), whichever
+    convolution has the channels-last weight."""
+    torch.manual_seed(0)
+    convs = [nn.Conv2d(3, 3, 3, padding=1) for _ in weights_cl]
+    for conv, cl in zip(convs, weights_cl):
+        if cl:
+            conv.to(memory_format=torch.channels_last)
+
+    def f(x):
+        y = x
+        for conv in convs:
+            y = conv(y).relu() + 1
+        return y, y * 2
+
+    x = randn(1, 3, 5, 5)
+    dynamo.reset()
+    C.inductor_reset_counters()
+    with torch.set_grad_enabled(grad):
+        want = f(x)
+        want_grads = torch.autograd.grad(sum(w.sum() for w in want), convs[0].weight) if grad else ()
+        got = dynamo.optimize("inductor")(f)(x)
+        got_grads = torch.autograd.grad(sum(g.sum() for g in got), convs[0].weight) if grad else ()
+    for g, w in zip(got + got_grads, want + want_grads):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
+        assert g.stride() == w.stride(), (g.stride(), w.stride())
+    c = C.inductor_counters()
+    assert c["kernels_compiled"] >= 1 and c["guard_failures"] == 0 and c["eager_graphs"] == 0, c

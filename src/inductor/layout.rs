@@ -17,11 +17,12 @@
 //!    layout by running its op on `meta` tensors of the new layouts, so pointwise results follow
 //!    their operands' order as TensorIterator does, and every fallback's checked metadata is what
 //!    torch will produce at run time;
-//! 3. gives back each graph output whose layout changed its original (contiguous) layout with a
+//! 3. gives back each graph output whose layout changed its eager layout (contiguous, or
+//!    channels-last where eager's convolution returns that: Note [eager conv layouts]) with a
 //!    `contiguous()` node, so callers see eager's strides.
 //!
-//! Any failure (an op that does not run on meta tensors, an output whose original layout was not
-//! contiguous, a call_module) leaves the graph as it was: the pass is an optimization only.
+//! Any failure (an op that does not run on meta tensors, an output whose eager layout is neither
+//! contiguous nor channels-last, a call_module) leaves the graph as it was: the pass is an optimization only.
 //! `DYNAMO_LAYOUT_OPT=0` turns it off.
 
 use std::collections::HashMap;
@@ -97,13 +98,40 @@ pub fn optimize(py: Python<'_>, g: &mut FxGraph) -> Result<usize, String> {
         // weight gradient at batch 2). Training-mode graphs keep the traced layout.
         return Err(format!("{} normalizes with batch statistics", n.name));
     }
-    let new = rewrite(py, g).map_err(|e| e.to_string())?;
+    // Note [eager conv layouts]: the traced graph's metas come from torch's meta functions,
+    // which answer contiguous for a convolution whose weight (not input) is channels-last, while
+    // eager's CPU kernel returns channels-last there (Note [conv output layout]). Outputs must
+    // keep eager's strides, so first give the traced graph the layouts eager produces (no
+    // conversion, only that correction and what follows from it downstream), then convert.
+    let eager = if g.nodes.iter().any(|n| conv_meta_differs_from_eager(g, n)) {
+        Some(rewrite(py, g, false).map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
+    let new = rewrite(py, eager.as_ref().unwrap_or(g), true).map_err(|e| e.to_string())?;
     *g = new;
     Ok(n_convs)
 }
 
-/// Builds the rewritten graph; an `Err` leaves the caller's graph untouched.
-fn rewrite(py: Python<'_>, g: &FxGraph) -> PyResult<FxGraph> {
+/// True when an operand of `n` (a CPU convolution of [`conv_operands`]) suggests channels-last
+/// (ATen's `suggest_memory_format`: channels-last strides that are not also contiguous).
+fn suggests_channels_last(m: Option<&TensorMeta>) -> bool {
+    m.is_some_and(|mm| is_channels_last(&mm.layout) && mm.layout.strides != Layout::contiguous_strides(&mm.layout.sizes))
+}
+
+/// True when convolution `n`'s traced meta is contiguous but eager's CPU kernel returns
+/// channels-last (an operand suggests channels-last: Note [conv output layout]).
+fn conv_meta_differs_from_eager(g: &FxGraph, n: &FxNode) -> bool {
+    let Some((x, w)) = conv_operands(g, n) else { return false };
+    let out_cl = n.meta.as_ref().is_some_and(|m| m.layout.sizes.len() == 4 && is_channels_last(&m.layout));
+    !out_cl && (suggests_channels_last(g.nodes[x].meta.as_ref()) || suggests_channels_last(g.nodes[w].meta.as_ref()))
+}
+
+/// Builds the rewritten graph; an `Err` leaves the caller's graph untouched. With `convert`
+/// false nothing is converted: only convolutions whose traced meta differs from eager's
+/// ([`conv_meta_differs_from_eager`]) and the nodes downstream of them get eager's layouts, and
+/// outputs are left as they come (Note [eager conv layouts]).
+fn rewrite(py: Python<'_>, g: &FxGraph, convert_inputs: bool) -> PyResult<FxGraph> {
     let torch = py.import(intern!(py, "torch"))?;
     let mut side_table: Vec<Py<PyAny>> = g.side_table.iter().map(|o| o.clone_ref(py)).collect();
     let channels_last = side_table.len();
@@ -153,7 +181,7 @@ fn rewrite(py: Python<'_>, g: &FxGraph) -> PyResult<FxGraph> {
         let mut node = n.clone();
         node.args = n.args.iter().map(|a| map_arg(a, &remap)).collect();
         node.kwargs = n.kwargs.iter().map(|(k, a)| (k.clone(), map_arg(a, &remap))).collect();
-        if let Some((x, _w)) = conv_operands(g, n) {
+        if let (true, Some((x, _w))) = (convert_inputs, conv_operands(g, n)) {
             // Only the input is converted: a channels-last input alone makes oneDNN run (and
             // return) channels-last (Note [conv output layout]), and it reorders the weight into
             // its own blocked format on every call whatever the weight's order, so a
@@ -188,15 +216,20 @@ fn rewrite(py: Python<'_>, g: &FxGraph) -> PyResult<FxGraph> {
                         Some(o) if o.layout.strides == Layout::contiguous_strides(&o.layout.sizes) => {
                             Ok(convert(nodes, changed, i, None))
                         }
-                        _ => Err(err(format!("output {} had a non-contiguous layout", nodes[i].name))),
+                        Some(o) if o.layout.sizes.len() == 4 && is_channels_last(&o.layout) => {
+                            Ok(convert(nodes, changed, i, Some(channels_last)))
+                        }
+                        _ => Err(err(format!("output {} had a layout other than contiguous or channels-last", nodes[i].name))),
                     }
                 })
             };
-            let mut args = Vec::with_capacity(node.args.len());
-            for a in &node.args {
-                args.push(fix(a, &mut nodes, &mut changed)?);
+            if convert_inputs {
+                let mut args = Vec::with_capacity(node.args.len());
+                for a in &node.args {
+                    args.push(fix(a, &mut nodes, &mut changed)?);
+                }
+                node.args = args;
             }
-            node.args = args;
             output = nodes.len();
             remap.push(nodes.len());
             nodes.push(node);
@@ -204,7 +237,7 @@ fn rewrite(py: Python<'_>, g: &FxGraph) -> PyResult<FxGraph> {
             continue;
         }
         // Recompute the metadata of a call whose tensor arguments changed layout.
-        let mut needs = false;
+        let mut needs = !convert_inputs && conv_meta_differs_from_eager(g, n);
         for a in node.args.iter().chain(node.kwargs.iter().map(|(_, a)| a)) {
             a.for_each_node(&mut |j| needs |= changed[j]);
         }
@@ -221,11 +254,7 @@ fn rewrite(py: Python<'_>, g: &FxGraph) -> PyResult<FxGraph> {
                 // or weight is channels-last by `suggest_memory_format` (ATen:
                 // `mkldnn_conv_use_channels_last`). Ambiguous layouts (size-1 H and W) are
                 // contiguous there; the run-time check ignores size-1 dims anyway.
-                let suggests_cl = |i: usize| {
-                    nodes[i].meta.as_ref().is_some_and(|mm| {
-                        is_channels_last(&mm.layout) && mm.layout.strides != Layout::contiguous_strides(&mm.layout.sizes)
-                    })
-                };
+                let suggests_cl = |i: usize| suggests_channels_last(nodes[i].meta.as_ref());
                 let operand = |k: usize| match node.args.get(k) {
                     Some(FxArg::Node(i)) => suggests_cl(*i),
                     _ => false,
