@@ -554,6 +554,10 @@ impl OutputGraph {
         let sources_of_dicts: Vec<Arc<Source>> = self.dicts_by_ptr.values().map(|(s, _)| s.clone()).collect();
         let mutated_dicts: Vec<Arc<Source>> = se.dicts.iter().filter_map(|d| d.borrow().source.clone()).collect();
         pairwise(&mutated_dicts, &sources_of_dicts);
+        // Two outside iterators stepped as two trackers must stay two objects.
+        let sources_of_iters: Vec<Arc<Source>> = se.external_iters.iter().map(|e| e.source.clone()).collect();
+        let stepped_iters: Vec<Arc<Source>> = se.external_iters.iter().filter(|e| e.steps() > 0).map(|e| e.source.clone()).collect();
+        pairwise(&stepped_iters, &sources_of_iters);
         for w in &se.attrs {
             if let Some((_, ty)) = self.opaque_by_ptr.get(&w.ptr) {
                 let same_type: Vec<Arc<Source>> = self.opaque_by_ptr.values().filter(|(_, t)| t == ty).map(|(s, _)| s.clone()).collect();
