@@ -74,6 +74,18 @@ def test_storage_offset_of_a_view_computed_in_the_graph_guards_the_input():
     assert [cf(v)[1] for v in (base[:6], base[6:])] == [f(base[:6])[1], f(base[6:])[1]] == [1, 7]
 
 
+def test_is_set_to_runs_eagerly():
+    def f(a, b):
+        return a + 1 if a.is_set_to(b) else a - 1
+
+    cf = dynamo.optimize("eager")(f)
+    base = torch.zeros(4)
+    a, b = base[:2], base[:2]  # two tensor objects over the same storage, offset, sizes, strides
+    assert torch.equal(cf(a, b), f(a, b)) and f(a, b)[0].item() == 1.0
+    c, d = torch.zeros(2), torch.zeros(2)
+    assert torch.equal(cf(c, d), f(c, d)) and f(c, d)[0].item() == -1.0
+
+
 def test_same_answer_hits_the_cache():
     def f(x):
         return x * 2 if x.is_leaf else x * 3
