@@ -107,4 +107,6 @@ def test_optimized_module_hooks_still_run():
         opt(x)
     finally:
         glob.remove()
-    assert "OptimizedModule" in seen and "Linear" in seen
+    # Once, for the original module, as `lin(x)` runs it eagerly (torch.compile's wrapper also
+    # runs it for itself; breaker finding 03b counts that as a wrong result).
+    assert seen == [torch.Size([2, 4]), "Linear"]

@@ -127,15 +127,6 @@ def _optimize_ctx(backend, nopython):
     return optimize(backend, nopython=nopython)
 
 
-# nn.Module's global hook registries (dicts mutated in place by register_module_*_hook).
-_GLOBAL_MODULE_HOOKS = (
-    torch.nn.modules.module._global_forward_hooks,
-    torch.nn.modules.module._global_forward_pre_hooks,
-    torch.nn.modules.module._global_backward_hooks,
-    torch.nn.modules.module._global_backward_pre_hooks,
-)
-
-
 class OptimizedModule(torch.nn.Module):
     """Wraps an ``nn.Module`` so that calls run with the hook on (``optimize(b)(module)``), as
     ``torch.compile(module)`` does: the original is the submodule ``_orig_mod`` (so
@@ -171,9 +162,11 @@ class OptimizedModule(torch.nn.Module):
 
     def __call__(self, *args, **kwargs):
         # nn.Module.__call__ (_wrapped_call_impl -> _call_impl) calls ``forward`` directly when
-        # no hook is registered on the wrapper or globally, no compiled call is set and torch
-        # is not tracing (and ``forward`` is not overridden on the instance); the same test
-        # here saves those two Python frames and ``forward``'s on every call.
+        # no hook is registered on the wrapper, no compiled call is set and torch is not tracing
+        # (and ``forward`` is not overridden on the instance); the same test here saves those
+        # two Python frames and ``forward``'s on every call. Global module hooks are left to the
+        # original module's own call: eager runs them once per module call, and the wrapper is
+        # not a module of the user's (running them for it too would apply them twice).
         d = self.__dict__
         if (
             d.get("_compiled_call_impl") is not None
@@ -182,10 +175,6 @@ class OptimizedModule(torch.nn.Module):
             or d["_forward_pre_hooks"]
             or d["_backward_hooks"]
             or d["_backward_pre_hooks"]
-            or _GLOBAL_MODULE_HOOKS[0]
-            or _GLOBAL_MODULE_HOOKS[1]
-            or _GLOBAL_MODULE_HOOKS[2]
-            or _GLOBAL_MODULE_HOOKS[3]
             or torch._C._is_tracing()
         ):
             return super().__call__(*args, **kwargs)

@@ -61,6 +61,14 @@ pub enum GuardKind {
     GradMode(bool),
     /// `torch.get_default_dtype() is dtype` (global state; no source).
     DefaultDtype(Py<PyAny>),
+    /// `v.name` (`v.name()` with `call`) equals `expected` (`is None` for None; otherwise the
+    /// same type and `==`): a tensor query the trace folded to a constant that TENSOR_MATCH does
+    /// not pin (`x.storage_offset()`, `x.is_leaf`, `x.is_conj()`, ...; Note [tensor queries]).
+    TensorQuery { name: Py<PyString>, call: bool, expected: Py<PyAny> },
+    /// `func() == expected` (the same type, `==`): a torch function reading mutable global state
+    /// (`torch.is_autocast_enabled()`, `torch.get_num_threads()`, ...) that the trace folded to a
+    /// constant (torch's GLOBAL_STATE guard; Note [global state queries]). No source.
+    GlobalQuery { func: Py<PyAny>, args: Py<PyTuple>, expected: Py<PyAny> },
     /// Relations between the sizes of inputs with dynamic dimensions (no source of its own: it
     /// reads the sizes at `ShapeGuard::sources`).
     ShapeRelations(shapes::ShapeGuard),
@@ -118,6 +126,8 @@ impl GuardKind {
             GuardKind::TensorMatch(_) => "TENSOR_MATCH",
             GuardKind::GradMode(_) => "GRAD_MODE",
             GuardKind::DefaultDtype(_) => "DEFAULT_DTYPE",
+            GuardKind::TensorQuery { .. } => "TENSOR_QUERY",
+            GuardKind::GlobalQuery { .. } => "GLOBAL_STATE",
             GuardKind::ShapeRelations(_) => "SHAPE_RELATIONS",
         }
     }
@@ -155,12 +165,36 @@ impl fmt::Display for Guard {
             GuardKind::ShapeRelations(sg) => write!(f, "{sg}"),
             GuardKind::GradMode(g) => write!(f, "GRAD_MODE: torch.is_grad_enabled() == {}", if *g { "True" } else { "False" }),
             GuardKind::DefaultDtype(d) => write!(f, "DEFAULT_DTYPE: torch.get_default_dtype() is {}", repr(py, d)),
+            GuardKind::TensorQuery { name, call, expected } => write!(f, "TENSOR_QUERY: {src}.{name}{} == {}", if *call { "()" } else { "" }, repr(py, expected)),
+            GuardKind::GlobalQuery { func, args, expected } => write!(f, "GLOBAL_STATE: {}{} == {}", qualified_name(py, func), args_repr(py, args), repr(py, expected)),
         })
     }
 }
 
 fn repr(py: Python<'_>, o: &Py<PyAny>) -> String {
     o.bind(py).repr().map(|r| r.to_string()).unwrap_or_else(|_| "<?>".into())
+}
+
+/// `module.name` of a function (for guard text).
+fn qualified_name(py: Python<'_>, f: &Py<PyAny>) -> String {
+    let f = f.bind(py);
+    let get = |a: &str| f.getattr(a).ok().and_then(|v| v.extract::<String>().ok()).unwrap_or_default();
+    format!("{}.{}", get("__module__"), get("__qualname__"))
+}
+
+/// `(a, b)` of an argument tuple (for guard text).
+fn args_repr(py: Python<'_>, args: &Py<PyTuple>) -> String {
+    let items: Vec<String> = args.bind(py).iter().map(|a| a.repr().map(|r| r.to_string()).unwrap_or_default()).collect();
+    format!("({})", items.join(", "))
+}
+
+/// Whether `now` is the folded answer `expected`: `is None` for None, else the same type and
+/// `==` (an error counts as different).
+fn same_answer(now: &Bound<'_, PyAny>, expected: &Bound<'_, PyAny>) -> bool {
+    if expected.is_none() {
+        return now.is_none();
+    }
+    now.get_type().is(expected.get_type()) && now.eq(expected).unwrap_or(false)
 }
 
 fn short_repr(py: Python<'_>, o: &Py<PyAny>) -> String {
@@ -520,6 +554,19 @@ impl GuardManager {
                 let now = self.hot.get_default_dtype.bind(py).call0();
                 if now.map(|n| n.as_ptr() != d.as_ptr()).unwrap_or(true) {
                     return fail(&|| "default dtype changed".to_string());
+                }
+            }
+            GuardKind::TensorQuery { name, call, expected } => {
+                let v = v.unwrap();
+                let now = v.getattr(name.bind(py)).and_then(|a| if *call { a.call0() } else { Ok(a) });
+                if !now.as_ref().is_ok_and(|n| same_answer(n, expected.bind(py))) {
+                    return fail(&|| format!("{}.{name}{} changed, expected {}", src(g), if *call { "()" } else { "" }, repr(py, expected)));
+                }
+            }
+            GuardKind::GlobalQuery { func, args, expected } => {
+                let now = func.bind(py).call1(args.bind(py));
+                if !now.as_ref().is_ok_and(|n| same_answer(n, expected.bind(py))) {
+                    return fail(&|| format!("{}() changed, expected {}", qualified_name(py, func), repr(py, expected)));
                 }
             }
             // Checked by `check` itself (it needs several sources).

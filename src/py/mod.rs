@@ -180,6 +180,24 @@ pub fn dict_iter_changed_size<'py>(py: Python<'py>, view: &str) -> PyResult<Boun
     Ok(it)
 }
 
+/// Steps iterator `it` `steps` times, stopping early when it is exhausted: how transformed
+/// code replays the steps a trace took on an iterator from outside the frame (Note [iterators
+/// from outside the frame] in `symbolic::side_effects`). Raises what a step raises, but
+/// `StopIteration`.
+#[pyfunction]
+pub fn advance_iter(it: &Bound<'_, PyAny>, steps: usize) -> PyResult<()> {
+    let it = it.cast::<pyo3::types::PyIterator>()?;
+    for _ in 0..steps {
+        match it.clone().next() {
+            Some(r) => {
+                r?;
+            }
+            None => break,
+        }
+    }
+    Ok(())
+}
+
 /// `iter(seq)` advanced by `pos` items: how transformed code hands a `for` loop over a list to
 /// its resume function.
 #[pyfunction]
@@ -366,6 +384,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(skip_code, m)?)?;
     m.add_function(wrap_pyfunction!(force_compile, m)?)?;
     m.add_function(wrap_pyfunction!(iter_at, m)?)?;
+    m.add_function(wrap_pyfunction!(advance_iter, m)?)?;
     m.add_function(wrap_pyfunction!(new_object, m)?)?;
     m.add_function(wrap_pyfunction!(fill_object, m)?)?;
     m.add_function(wrap_pyfunction!(reversed_at, m)?)?;

@@ -92,6 +92,9 @@ pub enum SideEffect {
     DictContents { target: Arc<Source>, items: Rebuild },
     /// `method(*args, **kwargs)` with constant arguments (a logging call), after the writes.
     CallMethod { method: Arc<Source>, args: Py<PyAny>, kwargs: Option<Py<PyAny>> },
+    /// `dynamo._C.advance_iter(target, steps)`: the steps the trace took on an iterator from
+    /// outside the frame, after the writes, before the calls.
+    AdvanceIter { target: Arc<Source>, steps: usize },
 }
 
 /// Builds instruction lists against a code object's names and constants.
@@ -493,7 +496,7 @@ impl PyCodegen {
                     self.rebuild(py, items, d + 3);
                     d += 4;
                 }
-                SideEffect::CallMethod { .. } => {}
+                SideEffect::CallMethod { .. } | SideEffect::AdvanceIter { .. } => {}
             }
         }
         for e in effects.iter().rev() {
@@ -525,7 +528,18 @@ impl PyCodegen {
                     self.emit(op::CALL, 3);
                     self.emit(op::POP_TOP, 0);
                 }
-                SideEffect::CallMethod { .. } => {}
+                SideEffect::CallMethod { .. } | SideEffect::AdvanceIter { .. } => {}
+            }
+        }
+        for e in effects {
+            if let SideEffect::AdvanceIter { target, steps } = e {
+                let advance = py.import("dynamo._C").and_then(|m| m.getattr("advance_iter")).expect("dynamo._C.advance_iter");
+                self.load_callable(advance.unbind());
+                self.load_source(py, target);
+                self.load_const((*steps as i64).into_pyobject(py).unwrap().into_any().unbind());
+                self.emit(op::PRECALL, 2);
+                self.emit(op::CALL, 2);
+                self.emit(op::POP_TOP, 0);
             }
         }
         // Calls last, in call order, once every write is in place.

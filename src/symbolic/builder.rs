@@ -326,6 +326,29 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         }
         _ => {}
     }
+    let is_seq_iter = matches!(tn.as_str(), "tuple_iterator" | "list_iterator" | "range_iterator" | "dict_keyiterator" | "dict_valueiterator" | "dict_itemiterator");
+    if is_seq_iter {
+        // Note [iterators from outside the frame] (side_effects): one tracker per iterator.
+        if let Some((first, state)) = og.side_effects.external_iter(value.as_ptr() as usize) {
+            if first != source {
+                og.add_guard(Some(source), GuardKind::AliasOf(first));
+            }
+            return Ok(VT::Iterator(state));
+        }
+    }
+    // Records a wrapped outside iterator, so that its steps are replayed after the graph.
+    let external = |og: &mut OutputGraph, source: &Arc<Source>, it: crate::symbolic::variables::IteratorState| -> VT {
+        let start = it.pos;
+        let state = Rc::new(RefCell::new(it));
+        og.side_effects.external_iters.push(crate::symbolic::side_effects::ExternalIter {
+            ptr: value.as_ptr() as usize,
+            obj: value.clone().unbind(),
+            source: source.clone(),
+            state: state.clone(),
+            start,
+        });
+        VT::Iterator(state)
+    };
     if tn == "list_iterator" {
         // An iterator over a list the frame also received (a loop continued in a resume
         // function): it reads that list live, as CPython's does.
@@ -336,10 +359,10 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         }
         if let Some((seq_source, list)) = og.lists_by_ptr.get(&(seq.as_ptr() as usize)).cloned() {
             if pos != usize::MAX {
-                og.add_guard(Some(source), GuardKind::IteratorOver { seq: seq_source, pos });
+                og.add_guard(Some(source.clone()), GuardKind::IteratorOver { seq: seq_source, pos });
                 let mut it = crate::symbolic::variables::IteratorState::over_list(list);
                 it.pos = pos;
-                return Ok(VT::Iterator(Rc::new(RefCell::new(it))));
+                return Ok(external(og, &source, it));
             }
         }
     }
@@ -371,10 +394,10 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
                 }
                 if same {
                     og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
-                    og.add_guard(Some(source), GuardKind::DictIterOver { dict: dict_source, remaining });
+                    og.add_guard(Some(source.clone()), GuardKind::DictIterOver { dict: dict_source, remaining });
                     let mut it = crate::symbolic::variables::IteratorState::over_dict(tracker, view);
                     it.pos = pos;
-                    return Ok(VT::Iterator(Rc::new(RefCell::new(it))));
+                    return Ok(external(og, &source, it));
                 }
             }
         }
@@ -384,9 +407,9 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         if !rest.iter().all(|i| is_literal(py, &i)) || rest.len() > 10_000 {
             unsupported!("iterator over non-literal items ({source})");
         }
-        og.add_guard(Some(source), GuardKind::IteratorMatch(value.get_type().into_any().unbind(), rest.clone().into_any().unbind()));
+        og.add_guard(Some(source.clone()), GuardKind::IteratorMatch(value.get_type().into_any().unbind(), rest.clone().into_any().unbind()));
         let items = rest.iter().map(|i| VT::constant(i.unbind())).collect();
-        return Ok(VT::Iterator(Rc::new(RefCell::new(crate::symbolic::variables::IteratorState::over(items)))));
+        return Ok(external(og, &source, crate::symbolic::variables::IteratorState::over(items)));
     }
     if value.is_instance_of::<pyo3::types::PyType>() {
         id_guard(og);

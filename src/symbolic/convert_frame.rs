@@ -539,6 +539,9 @@ fn convert_break(
         .iter()
         .map(|v| match v {
             // A loop iterator reached only from its loop (a shared one is passed as itself).
+            // An iterator from outside the frame is handed over as itself (Note [iterators from
+            // outside the frame]): the resume function's steps advance the caller's.
+            VT::Iterator(it) if og.side_effects.external_iter_source(it).is_some() => slot(v, &mut outputs),
             VT::Iterator(it) if reach.get(&(Rc::as_ptr(it) as *const () as usize)).is_none_or(|&n| n <= 1) => match fixed_remaining(py, it, &reach)? {
                 Some(items) => Ok(Some(Rebuild::Iterator(items.iter().map(|i| rebuild_of(py, &og, i, &mut outputs)).collect::<VResult<_>>()?))),
                 None => slot(v, &mut outputs),
@@ -668,6 +671,14 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
         let Some(target) = l.source.clone() else { continue };
         let items = l.items.iter().map(|v| rebuild_of(py, og, v, outputs)).collect::<VResult<_>>()?;
         out.push(SideEffect::ListContents { target, items: Rebuild::List(items) });
+    }
+    // Note [iterators from outside the frame] (side_effects): after the contents of the
+    // containers they may walk are in place.
+    for e in &se.external_iters {
+        let steps = e.steps();
+        if steps > 0 {
+            out.push(SideEffect::AdvanceIter { target: e.source.clone(), steps });
+        }
     }
     for c in &se.logger_calls {
         out.push(SideEffect::CallMethod {
@@ -973,6 +984,11 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
     // the old contents, and for a dict only when the trace changed no keys of it (the replay
     // then only assigns values). A dict iterator whose dict changed size is rebuilt as one that
     // raises `RuntimeError` at its next step, as CPython's does.
+    if let Some(source) = og.side_effects.external_iter_source(it) {
+        // The caller's iterator itself, advanced by the replay (Note [iterators from outside
+        // the frame]).
+        return Ok(Rebuild::Source(source));
+    }
     let it = it.borrow();
     let call = |name: &str, args: Vec<Rebuild>| -> VResult<Rebuild> {
         let f = py.import("dynamo._C")?.getattr(name)?;

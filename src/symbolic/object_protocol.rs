@@ -33,6 +33,11 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 let fake = t.fake.bind(py);
                 let v = fake.getattr(name)?;
+                if !v.is_callable() {
+                    if let Some(answer) = self.tensor_query(py, t, name, false)? {
+                        return Ok(answer);
+                    }
+                }
                 if self.og.is_tensor(py, &v) {
                     let getattr = self.og.handles.getattr.clone_ref(py);
                     return self.og.call(py, Some(getattr.bind(py)), None, &[obj.clone(), VT::constant(PyString::new(py, name).into_any().unbind())], &[]);
@@ -1129,6 +1134,11 @@ impl<'a> InstructionTranslator<'a> {
             VT::TensorMethod { tensor, name } => {
                 if TENSOR_METHOD_DENYLIST.contains(&name.as_str()) {
                     graph_break!(DataDependentValue, "Tensor.{name}() is not traced");
+                }
+                if args.is_empty() && kwargs.is_empty() {
+                    if let Some(answer) = self.tensor_query(py, tensor, name, true)? {
+                        return Ok(answer);
+                    }
                 }
                 let mut all = vec![VT::Tensor(tensor.clone())];
                 all.extend(args);

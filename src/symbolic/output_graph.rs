@@ -554,6 +554,10 @@ impl OutputGraph {
         let sources_of_dicts: Vec<Arc<Source>> = self.dicts_by_ptr.values().map(|(s, _)| s.clone()).collect();
         let mutated_dicts: Vec<Arc<Source>> = se.dicts.iter().filter_map(|d| d.borrow().source.clone()).collect();
         pairwise(&mutated_dicts, &sources_of_dicts);
+        // Two outside iterators stepped as two trackers must stay two objects.
+        let sources_of_iters: Vec<Arc<Source>> = se.external_iters.iter().map(|e| e.source.clone()).collect();
+        let stepped_iters: Vec<Arc<Source>> = se.external_iters.iter().filter(|e| e.steps() > 0).map(|e| e.source.clone()).collect();
+        pairwise(&stepped_iters, &sources_of_iters);
         for w in &se.attrs {
             if let Some((_, ty)) = self.opaque_by_ptr.get(&w.ptr) {
                 let same_type: Vec<Arc<Source>> = self.opaque_by_ptr.values().filter(|(_, t)| t == ty).map(|(s, _)| s.clone()).collect();
@@ -572,6 +576,8 @@ impl OutputGraph {
             GuardKind::AliasOf(o) | GuardKind::NotAliasOf(o) => o.to_string(),
             // One guard per attribute name: these kinds are about a name, not the value.
             GuardKind::NoInstanceAttr(n) | GuardKind::NoAttr(n) => n.clone(),
+            GuardKind::TensorQuery { name, .. } => name.to_string(),
+            GuardKind::GlobalQuery { func, args, .. } => Python::attach(|py| format!("{}{}", func.as_ptr() as usize, args.bind(py).repr().map(|r| r.to_string()).unwrap_or_default())),
             _ => String::new(),
         };
         // Keyed on the source itself (slot indices included), not its printed name.
@@ -777,7 +783,19 @@ impl OutputGraph {
         };
         let symbolic = self.shape_env.is_some() && contains_sym(&result);
         if !self.contains_tensor(py, &result) && !mutates && !symbolic {
-            // Static metadata (x.dim(), x.size(), x.is_contiguous()) or a pure function of constants.
+            // Static metadata (x.dim(), x.size(), x.is_contiguous()) or a pure function of
+            // constants; a query of global state is guarded on its answer.
+            if let Some(t) = target {
+                if fakes.iter().all(|f| !self.is_tensor(py, f)) && is_global_state_query(t) {
+                    if !(result.is_none() || crate::symbolic::builder::is_literal(py, &result) || result.get_type().is(self.handles.torch.bind(py).getattr("dtype")?)) {
+                        crate::graph_break!(UntracedValue, "{}() gives a {} (only literal answers of global state queries are guarded)", qualname(t), crate::symbolic::variables::type_name(&result));
+                    }
+                    if !fake_kwargs.is_empty() {
+                        crate::graph_break!(UntracedValue, "{}() with keyword arguments reads global state", qualname(t));
+                    }
+                    self.add_guard(None, GuardKind::GlobalQuery { func: t.clone().unbind(), args: fake_args.clone().unbind(), expected: result.clone().unbind() });
+                }
+            }
             return Ok(VT::constant(result.unbind()));
         }
         let (op, base) = match (target, method) {
@@ -1055,6 +1073,27 @@ fn contains_sym(v: &Bound<'_, PyAny>) -> bool {
         return ["start", "stop", "step"].iter().any(|a| s.getattr(*a).map(|b| contains_sym(&b)).unwrap_or(false));
     }
     false
+}
+
+/// Note [global state queries]: a torch function whose name asks for global state
+/// (`get_*`, `is_*`, `are_*`, `_get_*`, `_is_*`: `torch.is_autocast_enabled`,
+/// `torch._C._get_deterministic_algorithms`, `torch.get_num_threads`,
+/// `torch.get_float32_matmul_precision`, `torch.is_anomaly_enabled`, ...; a Python one such as
+/// `torch.are_deterministic_algorithms_enabled` is called whole, as torch functions are), called
+/// on constants only, is folded into its answer and guarded on it (GLOBAL_STATE, torch's global-state guard),
+/// so the guard costs only in frames that ask. A pure function of its constant arguments passes
+/// the guard every time. Grad mode is modelled by the trace itself (the
+/// trace switches the real mode, `set_grad_enabled` in variables/ctx_manager.rs) and guarded at
+/// frame entry, so its query is left out.
+fn is_global_state_query(t: &Bound<'_, PyAny>) -> bool {
+    if !matches!(crate::symbolic::variables::type_name(t).as_str(), "builtin_function_or_method" | "function") {
+        return false;
+    }
+    let Ok(name) = t.getattr("__name__").and_then(|n| n.extract::<String>()) else { return false };
+    let module = t.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+    let torch_owned = module.is_empty() || module == "torch" || module.starts_with("torch.");
+    let asks = ["get_", "is_", "are_", "_get_", "_is_", "_are_"].iter().any(|p| name.starts_with(p));
+    torch_owned && asks && !matches!(name.as_str(), "is_grad_enabled" | "_is_grad_enabled" | "get_default_dtype")
 }
 
 /// The example values of a (fake) tensor's sizes and strides, without guarding on symbolic

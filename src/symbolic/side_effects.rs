@@ -6,7 +6,10 @@
 //! - attribute writes on user objects and modules reached from the frame (`obj.name = v`),
 //! - global writes (`STORE_GLOBAL`, or into another module's globals through an inlined call),
 //! - mutations of lists and dicts reached from the frame (append, extend, setitem, pop, ...),
-//!   kept as the tracker's new contents.
+//!   kept as the tracker's new contents,
+//! - steps of iterators reached from the frame (`next(it)` on an argument, an attribute or a
+//!   global): the caller's iterator is advanced by as many steps after the graph (Note
+//!   [iterators from outside the frame]).
 //!
 //! The transformed code replays them after the graph ran, before the frame returns or before the
 //! instruction a graph break runs in Python (which may observe them). All values and targets are
@@ -14,7 +17,7 @@
 //! one reads (Note [side effect replay] in `pycodegen`).
 
 use crate::source::Source;
-use crate::symbolic::variables::{DictState, ListState, VT};
+use crate::symbolic::variables::{DictState, IteratorState, ListState, VT};
 use pyo3::prelude::*;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -67,6 +70,37 @@ pub enum CellTarget {
     Unknown,
 }
 
+/// A list, tuple, range or dict iterator that exists outside the frame (reached through
+/// `source`), stepped by the trace through `state`.
+///
+/// Note [iterators from outside the frame]: stepping an iterator is a mutation of it. The trace
+/// steps its own tracker (the items it walks are pinned by the iterator's guards), and the
+/// transformed code steps the real iterator as many times after the graph
+/// (`dynamo._C.advance_iter`), once more when the trace found it exhausted (CPython's list and
+/// tuple iterators then drop their sequence). A graph break hands the real iterator itself to
+/// the resume function (it is reloaded from `source`, never rebuilt as a copy), so the steps the
+/// rest of the frame takes advance the caller's iterator too. One tracker per iterator object:
+/// a second path to the same iterator is guarded as an alias of the first, and two iterators the
+/// trace stepped as different objects are guarded to stay different.
+pub struct ExternalIter {
+    /// Address of the iterator (kept alive by `obj`).
+    pub ptr: usize,
+    pub obj: Py<PyAny>,
+    pub source: Arc<Source>,
+    pub state: Rc<RefCell<IteratorState>>,
+    /// `state.pos` when it was wrapped.
+    pub start: usize,
+}
+
+impl ExternalIter {
+    /// Steps to replay on the real iterator: those the trace took, one more when the trace saw
+    /// it exhausted.
+    pub fn steps(&self) -> usize {
+        let st = self.state.borrow();
+        st.pos.saturating_sub(self.start) + usize::from(st.exhausted)
+    }
+}
+
 /// Everything a frame's trace changed outside itself, in first-change order per kind.
 #[derive(Default)]
 pub struct SideEffects {
@@ -80,6 +114,8 @@ pub struct SideEffects {
     pub cells: Vec<(CellTarget, Rc<RefCell<Option<VT>>>)>,
     /// Logging calls, in call order.
     pub logger_calls: Vec<LoggerCall>,
+    /// Iterators from outside the frame, in wrap order (stepped or not).
+    pub external_iters: Vec<ExternalIter>,
     /// How many writes were recorded, repeated writes to the same place included: a trace step
     /// that leaves it (and `logger_calls`) unchanged wrote nothing outside the trace.
     pub writes: u64,
@@ -149,11 +185,28 @@ impl SideEffects {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.attrs.is_empty() && self.globals.is_empty() && self.lists.is_empty() && self.dicts.is_empty() && self.cells.is_empty() && self.logger_calls.is_empty()
+        self.attrs.is_empty() && self.globals.is_empty() && self.lists.is_empty() && self.dicts.is_empty() && self.cells.is_empty() && self.logger_calls.is_empty() && self.iter_steps() == 0
+    }
+
+    /// The tracker of the outside iterator at address `ptr`, with the source it was first
+    /// reached through.
+    pub fn external_iter(&self, ptr: usize) -> Option<(Arc<Source>, Rc<RefCell<IteratorState>>)> {
+        self.external_iters.iter().find(|e| e.ptr == ptr).map(|e| (e.source.clone(), e.state.clone()))
+    }
+
+    /// The source of `state` when it is the tracker of an iterator from outside the frame.
+    pub fn external_iter_source(&self, state: &Rc<RefCell<IteratorState>>) -> Option<Arc<Source>> {
+        self.external_iters.iter().find(|e| Rc::ptr_eq(&e.state, state)).map(|e| e.source.clone())
+    }
+
+    /// Steps taken so far on iterators from outside the frame (a trace step that leaves it
+    /// unchanged stepped none).
+    pub fn iter_steps(&self) -> usize {
+        self.external_iters.iter().map(|e| e.steps()).sum()
     }
 
     /// Number of pending effects (for logs and `explain`).
     pub fn len(&self) -> usize {
-        self.attrs.len() + self.globals.len() + self.lists.len() + self.dicts.len() + self.cells.len() + self.logger_calls.len()
+        self.attrs.len() + self.globals.len() + self.lists.len() + self.dicts.len() + self.cells.len() + self.logger_calls.len() + self.external_iters.iter().filter(|e| e.steps() > 0).count()
     }
 }

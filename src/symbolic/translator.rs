@@ -48,9 +48,11 @@ pub(crate) const BINARY_OPS: [&str; 26] = [
 pub(crate) const COMPARE_OPS: [&str; 6] = ["lt", "le", "eq", "ne", "gt", "ge"];
 
 /// Tensor methods that leave the graph (data-dependent or side-effecting): never traced.
-pub(crate) const TENSOR_METHOD_DENYLIST: [&str; 14] = [
+pub(crate) const TENSOR_METHOD_DENYLIST: [&str; 15] = [
     "item", "tolist", "numpy", "data_ptr", "backward", "register_hook", "retain_grad", "storage",
     "untyped_storage", "__bool__", "__index__", "__int__", "__float__", "cpu_",
+    // Compares the real storages of two tensors (fakes never share one with an input).
+    "is_set_to",
 ];
 
 /// Methods of `logging.Logger` whose calls are replayed after the graph (Note [logger calls]):

@@ -116,10 +116,10 @@ impl<'a> InstructionTranslator<'a> {
             graph_break!(UnsupportedCall, "call of the lru_cache'd function {name} with arguments that are not all constants (the cache would hold them)");
         };
         let nodes = self.og.graph.nodes.len();
-        let writes = (self.og.side_effects.writes, self.og.side_effects.logger_calls.len());
+        let writes = (self.og.side_effects.writes, self.og.side_effects.logger_calls.len(), self.og.side_effects.iter_steps());
         let func = VT::Function { obj: Rc::new(wrapped.unbind()), source: None };
         let r = self.call(py, &func, args, kwargs)?;
-        let pure = self.og.graph.nodes.len() == nodes && (self.og.side_effects.writes, self.og.side_effects.logger_calls.len()) == writes;
+        let pure = self.og.graph.nodes.len() == nodes && (self.og.side_effects.writes, self.og.side_effects.logger_calls.len(), self.og.side_effects.iter_steps()) == writes;
         if !pure || !matches!(r, VT::Constant(_)) || !is_literal(py, r.as_constant(py).as_ref().expect("a constant")) {
             graph_break!(UnsupportedCall, "call of the lru_cache'd function {name}: it computes on tensors, writes outside the trace or gives a value that is not a constant, which its cache would make observable");
         }

@@ -206,7 +206,7 @@ impl<'a> InstructionTranslator<'a> {
             }
         }
         let gh = py.import("torch.nn.modules.module")?;
-        for hooks in ["_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks"] {
+        for hooks in ["_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks", "_global_backward_pre_hooks"] {
             if let Ok(h) = gh.getattr(hooks) {
                 if h.len().unwrap_or(0) > 0 {
                     graph_break!(NnModule, "global module {hooks} are registered");
@@ -214,7 +214,11 @@ impl<'a> InstructionTranslator<'a> {
             }
         }
         // Hooks and an instance-level `forward` change what calling the module does:
-        // guard that they stay absent.
+        // guard that they stay absent (global hooks registered after compiling too).
+        let global_hooks = Arc::new(crate::source::Source::Module { name: "torch.nn.modules.module".into() });
+        for hooks in ["_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks", "_global_backward_pre_hooks"] {
+            self.og.add_guard(Some(global_hooks.attr(hooks)), crate::guards::GuardKind::LenMatch(0));
+        }
         if let Some(s) = source {
             for hooks in ["_forward_hooks", "_forward_pre_hooks"] {
                 self.og.add_guard(Some(s.attr(hooks)), crate::guards::GuardKind::LenMatch(0));
@@ -228,7 +232,14 @@ impl<'a> InstructionTranslator<'a> {
         if type_name(&fwd) != "function" {
             graph_break!(NnModule, "module {} forward is not a Python function", type_name(m));
         }
-        let f = VT::Function { obj: Rc::new(fwd.unbind()), source: source.as_ref().map(|s| s.attr("forward").attr("__func__")) };
+        // Guarded by identity through its source: a `forward` patched on
+        // the class after compiling (`mock.patch.object(Attention, "forward", ...)`) then
+        // recompiles instead of running the old one.
+        let fwd_source = source.as_ref().map(|s| s.attr("forward").attr("__func__"));
+        if let Some(fs) = &fwd_source {
+            self.og.add_guard(Some(fs.clone()), crate::guards::GuardKind::IdMatch(fwd.clone().unbind()));
+        }
+        let f = VT::Function { obj: Rc::new(fwd.unbind()), source: fwd_source };
         let mut all = vec![func.clone()];
         all.extend(args);
         self.inline_call(py, &f, all, kwargs)

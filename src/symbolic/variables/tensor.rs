@@ -288,3 +288,68 @@ pub fn make_size(py: Python<'_>, size_type: &Bound<'_, PyAny>, items: Vec<VT>) -
 pub(crate) fn is_symbolic_size(py: Python<'_>, og: &OutputGraph, v: &VT) -> bool {
     matches!(v, VT::NamedTuple { cls, .. } if cls.bind(py).is(og.handles.size_type.bind(py)))
 }
+
+// Note [tensor queries]
+// A tensor attribute or method whose answer is not a tensor is folded into a constant while
+// tracing. TENSOR_MATCH pins the type, dtype, device index, requires_grad, sizes and strides, so
+// answers computed from those (`dim()`, `numel()`, `is_contiguous()`, `is_floating_point()`,
+// `element_size()`) need nothing more. The queries in `TENSOR_QUERIES` read something else: the
+// autograd state (`is_leaf`, `retains_grad`, the hook tables), the storage (`storage_offset()`,
+// `is_shared()`, `is_pinned()`), the view/conj/neg bits, inference mode. For a graph input the
+// answer is read from the real tensor (its fake has none of this: a fake is a fresh leaf over a
+// fresh storage) and guarded with TENSOR_QUERY on the input's source, so the guard costs only in
+// frames that ask. A tensor computed in the graph gets the fake's answer, which follows from the
+// graph and the inputs' answers; for the storage queries those depend on the inputs' storages
+// (a view of an input starts where the input starts), so the same query is guarded on every
+// tensor input then. An answer that is not a literal (a hook table holding hooks) is a graph
+// break. torch guards the conj/neg bits through TENSOR_MATCH's dispatch keys and treats the rest
+// as graph breaks or symbolic values; one guard per asked query is the same contract.
+
+/// Tensor queries TENSOR_MATCH does not pin (Note [tensor queries]).
+pub(crate) const TENSOR_QUERIES: [&str; 15] = [
+    "storage_offset", "is_leaf", "_is_view", "is_conj", "is_neg", "is_shared", "retains_grad", "_backward_hooks",
+    "_post_accumulate_grad_hooks", "is_inference", "is_pinned", "output_nr", "_is_zerotensor", "names", "has_names",
+];
+
+/// The queries whose answer for a tensor computed in the graph follows its inputs' storages.
+const STORAGE_QUERIES: [&str; 7] = ["storage_offset", "is_conj", "is_neg", "is_shared", "is_pinned", "is_inference", "_is_zerotensor"];
+
+impl<'a> InstructionTranslator<'a> {
+    /// `t.name` (`t.name()` with `call`) for a query of `TENSOR_QUERIES` (Note [tensor
+    /// queries]): the real input's answer, guarded, for a graph input; `None` (answer from the
+    /// fake) for a tensor computed in the graph, after guarding the query on every tensor input
+    /// when it is a storage query. `None` for any other name.
+    pub(crate) fn tensor_query(&mut self, py: Python<'_>, t: &Rc<TensorVariable>, name: &str, call: bool) -> VResult<Option<VT>> {
+        if !TENSOR_QUERIES.contains(&name) {
+            return Ok(None);
+        }
+        let guarded = |og: &mut OutputGraph, source: &Arc<Source>, real: &Bound<'_, PyAny>| -> VResult<Py<PyAny>> {
+            let a = real.getattr(name)?;
+            let v = if call { a.call0()? } else { a };
+            if !(v.is_none() || crate::symbolic::builder::is_literal(py, &v)) {
+                crate::graph_break!(UntracedTensorAttribute, "Tensor.{name} of {source} is a {} (only literal answers are guarded)", type_name(&v));
+            }
+            og.add_guard(
+                Some(source.clone()),
+                crate::guards::GuardKind::TensorQuery { name: pyo3::types::PyString::intern(py, name).unbind(), call, expected: v.clone().unbind() },
+            );
+            Ok(v.unbind())
+        };
+        if let Some(source) = &t.source {
+            let real = self.og.inputs.iter().find(|(s, _)| s == source).map(|(_, r)| r.clone_ref(py));
+            if let Some(real) = real {
+                let v = guarded(&mut self.og, source, real.bind(py))?;
+                return Ok(Some(VT::constant(v)));
+            }
+        }
+        if STORAGE_QUERIES.contains(&name) {
+            let inputs: Vec<(Arc<Source>, Py<PyAny>)> = self.og.inputs.iter().map(|(s, r)| (s.clone(), r.clone_ref(py))).collect();
+            for (s, r) in inputs {
+                if self.og.is_tensor(py, r.bind(py)) {
+                    guarded(&mut self.og, &s, r.bind(py))?;
+                }
+            }
+        }
+        Ok(None)
+    }
+}
