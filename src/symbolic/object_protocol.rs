@@ -412,10 +412,55 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
+    /// `a is b` (IS_OP, and `==` of objects that keep `object.__eq__`). The answer must hold on
+    /// every later call the graph serves (Note [identity guards]): an outside object compared
+    /// by its real identity is pinned by ID_MATCH on its source, and two distinct tensor inputs
+    /// are guarded to stay distinct (NO_ALIAS), so `mode is Mode.EVAL` or `query is key`
+    /// decided false at trace time recompiles when it becomes true.
     pub(crate) fn is_same(&mut self, py: Python<'_>, a: &VT, b: &VT) -> VResult<bool> {
         self.pin_identity(a);
         self.pin_identity(b);
+        let same = self.is_same_unguarded(py, a, b)?;
+        for (v, other) in [(a, b), (b, a)] {
+            if let VT::Opaque { obj, source } = v {
+                // Against a constant of another type (`o is None`) TYPE_MATCH already decides.
+                let decided_by_type = matches!(other, VT::Constant(c) if !c.bind(py).get_type().is(obj.bind(py).get_type()));
+                if !decided_by_type {
+                    self.og.add_guard(Some(source.clone()), GuardKind::IdMatch(obj.clone_ref(py)));
+                }
+            }
+        }
+        if !same {
+            // Inputs the builder gave separate trackers (tensors, lists, dicts from the frame).
+            let input_source = |v: &VT| match v {
+                VT::Tensor(t) => t.source.clone(),
+                VT::List(l) => l.borrow().source.clone(),
+                VT::Dict(d) => d.borrow().source.clone(),
+                _ => None,
+            };
+            if let (Some(sx), Some(sy)) = (input_source(a), input_source(b)) {
+                if std::mem::discriminant(a) == std::mem::discriminant(b) {
+                    self.og.add_guard(Some(sx), GuardKind::NotAliasOf(sy));
+                }
+            }
+        }
+        Ok(same)
+    }
+
+    // Note [identity guards]
+    // ~~~~~~~~~~~~~~~~~~~~~~
+    // An identity test decided at trace time is baked into the graph like any other branch, so
+    // its answer needs a guard. Objects the trace models by value (constants, trackers it built)
+    // are what they are; an object reached from the frame that the trace does not model (an enum
+    // member, a user object held by a module, a sentinel) is compared by its real identity,
+    // which only an ID_MATCH on its source keeps true for later calls (one compile per member,
+    // as torch's ID_MATCH on the compared object gives). Two tensor inputs are distinct graph
+    // inputs unless the builder saw one object twice (then a DUPLICATE_INPUT guard exists); a
+    // false `q is k` adds the NO_ALIAS guard that keeps them distinct (lists and dicts of the
+    // frame alike).
+    fn is_same_unguarded(&mut self, py: Python<'_>, a: &VT, b: &VT) -> VResult<bool> {
         Ok(match (a, b) {
+            (VT::Opaque { obj, .. }, VT::Constant(c)) | (VT::Constant(c), VT::Opaque { obj, .. }) => obj.bind(py).is(c.bind(py)),
             (VT::Constant(x), VT::Constant(y)) => x.bind(py).is(y.bind(py)),
             (VT::Tensor(x), VT::Tensor(y)) => x.node == y.node,
             (VT::Module { obj: x, .. }, VT::Module { obj: y, .. }) => x.bind(py).is(y.bind(py)),
