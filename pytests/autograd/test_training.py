@@ -509,7 +509,9 @@ def test_tuple_valued_op_without_rule(backend):
         torch.testing.assert_close(w.grad, ref_w.grad)
 
 
-def test_output_aliasing_an_input_runs_eagerly():
+def test_output_aliasing_an_input_is_made_again_outside_the_graph():
+    # Note [view outputs] in python/dynamo/aot.py: the view of `w` is not an output of the
+    # compiled graph; it is made from `w` after the call, so it is eager's view.
     w = torch.randn(5, requires_grad=True)
 
     def fn(w):
@@ -521,9 +523,9 @@ def test_output_aliasing_an_input_runs_eagerly():
     (a.sum() + s).backward()
     (a_ref.sum() + s_ref).backward()
     torch.testing.assert_close(w.grad, ref_w.grad)
-    assert a._base is w
+    assert a._base is w and a.grad_fn.name() == "ViewBackward0"
     c = dynamo.counters()
-    assert c["aot_eager_graphs"] == 1 and c["aot_graphs"] == 0, c
+    assert c["aot_eager_graphs"] == 0 and c["aot_graphs"] == 1, c
 
 
 def test_grad_free_graphs_unchanged():

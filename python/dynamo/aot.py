@@ -158,6 +158,12 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
         # require grad: the autograd.Function would not see them.
         _C.aot_count_eager("an input is a structure holding tensors that require grad")
         return gm.forward
+    if not switches:
+        views = _view_outputs(gm)
+        if views is not None:
+            # Note [view outputs]: the graph without its view outputs, which are made again
+            # from their bases around the compiled callable.
+            return views.wrap(_no_outputs if views.empty else aot_compile(views.gm, example_inputs, backend, guarded))
     plan = _C.aot_joint(_flash_attention_graph(gm), example_inputs, partitioner=config.aot_partitioner)
     if isinstance(plan, str):
         segmented = _split_around_gaps(gm, example_inputs, backend)
@@ -173,6 +179,169 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
         fw = fw_compiler(plan.fw, fw_inputs)
     runtime = _make_runtime(plan, fw, bw_compiler, extra, gm.forward, entry_grad if switches else None)
     return _with_grad_regions(runtime, entry_grad, switches[-1]) if switches else runtime
+
+
+# Note [view outputs]: a graph output that is a view (expand, view, reshape, slicing,
+# transpose, t, unsqueeze, diagonal, as_strided, ...) of an intermediate or of an input cannot
+# leave through the graph's ``torch.autograd.Function`` as eager's does: autograd forbids
+# in-place writes to a view made inside a custom Function ("...is a view and is being modified
+# inplace. This view was created inside a custom Function..."), where eager allows them or
+# raises its own error (an expanded view: "more than one element of the written-to tensor
+# refers to a single memory location"), and an output aliasing an input would lose its
+# ``_base``. So, decided once at compile time, the graph is rewritten to return each such
+# view's base instead (an intermediate becomes an extra output; an input is not returned at
+# all), and after the call the view ops between base and output are run again on the real
+# base, with autograd recording them as in eager: the output is an ordinary view (its
+# ``_base``, ``grad_fn`` name, in-place rules and gradients are eager's). A view step is a node
+# whose traced value is a view of (or the very tensor of) its first argument's storage and
+# whose other arguments are constants; in-place ops are never steps. Graphs without view
+# outputs are compiled as before and pay nothing per call. (PyTorch's AOTAutograd does the
+# same in its runtime wrappers, regenerating the view by replay or ``as_strided``.)
+
+_IDENTITY_STEPS = frozenset(
+    ("contiguous", "to", "float", "double", "half", "bfloat16", "type", "type_as", "view_as", "reshape_as", "expand_as")
+)
+
+
+def _target_name(node):
+    return node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+
+
+def _view_step(node):
+    """Whether ``node`` only makes a view of (or returns) its first argument, so that it can be
+    run again outside the graph on the real tensor (Note [view outputs])."""
+    if node.op not in ("call_method", "call_function") or not node.args or not isinstance(node.args[0], torch.fx.Node):
+        return False
+    name = _target_name(node)
+    if not name or (name.endswith("_") and not name.endswith("__")) or name.startswith("__i"):
+        return False  # in-place methods (``add_``, ``transpose_``, ``__iadd__``) write
+    if node.op == "call_function" and getattr(node.target, "__module__", None) in ("_operator", "operator") and name.startswith("i"):
+        return False  # ``operator.iadd`` and its kind
+    rest = list(node.args[1:]) + list(node.kwargs.values())
+    has_node = []
+    torch.fx.node.map_arg(rest, has_node.append)
+    if has_node:
+        return False
+    value, source = _example(node), _example(node.args[0])
+    if not isinstance(value, torch.Tensor) or not isinstance(source, torch.Tensor):
+        return False
+    if value is source:
+        return name in _IDENTITY_STEPS
+    root = source._base if source._base is not None else source
+    return value._base is root
+
+
+class _ViewOutputs:
+    """A graph rewritten to return the bases of its view outputs (Note [view outputs]), and how
+    to make those views again after the compiled graph ran."""
+
+    def __init__(self, gm, specs, steps, empty):
+        self.gm = gm
+        # Nothing left to run: every output is a view of an input (``return x.t()``).
+        self.empty = empty
+        # Per original output: ("out", index into the rewritten graph's outputs) |
+        # ("input", placeholder index) | ("attr", the attribute's value), and the view steps
+        # from that base to the output, outermost last, as (node name, kind, target, args, kwargs).
+        self.specs = specs
+        self.steps = steps
+
+    def wrap(self, compiled):
+        specs, steps = self.specs, self.steps
+
+        def call(*args):
+            res = compiled(*args)
+            memo = {}
+            out = []
+            for (kind, where), chain in zip(specs, steps):
+                value = res[where] if kind == "out" else args[where] if kind == "input" else where
+                for name, op, target, rest, kwargs in chain:
+                    if name in memo:
+                        value = memo[name]
+                        continue
+                    value = getattr(value, target)(*rest, **kwargs) if op == "call_method" else target(value, *rest, **kwargs)
+                    memo[name] = value
+                out.append(value)
+            return tuple(out)
+
+        call.compiled = compiled
+        return call
+
+
+def _view_outputs(gm):
+    """``_ViewOutputs`` for ``gm`` when one of its outputs is a view step chain (Note [view
+    outputs]) over a base that is an input, a get_attr value or an intermediate that is not
+    itself a view; None otherwise (the common case: nothing changes)."""
+    out_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    outputs = out_node.args[0]
+    if not isinstance(outputs, (tuple, list)):
+        return None
+    chains = []
+    for o in outputs:
+        chain = []
+        node = o
+        while isinstance(node, torch.fx.Node) and _view_step(node):
+            chain.append(node)
+            node = node.args[0]
+        base = _example(node) if isinstance(node, torch.fx.Node) else None
+        if not chain or not isinstance(base, torch.Tensor):
+            chains.append(None)
+        elif node.op in ("placeholder", "get_attr") or base._base is None:
+            chains.append((node, chain[::-1]))
+        else:
+            chains.append(None)  # a view of a view that is not a step (``split``'s pieces)
+    if all(c is None for c in chains):
+        return None
+    graph = torch.fx.Graph()
+    env = {}
+    graph.graph_copy(gm.graph, env)
+    placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    kept = [env[o] if isinstance(o, torch.fx.Node) else o for o, c in zip(outputs, chains) if c is None]
+    specs, steps = [], []
+    kept_index = {}
+    j = 0
+    for o, c in zip(outputs, chains):
+        if c is None:
+            specs.append(("out", j))
+            steps.append(())
+            if isinstance(o, torch.fx.Node):
+                kept_index.setdefault(o.name, j)
+            j += 1
+    new_outputs = list(kept)
+    for k, (o, c) in enumerate(zip(outputs, chains)):
+        if c is None:
+            continue
+        base, chain = c
+        if base.op == "placeholder":
+            spec = ("input", placeholders.index(base.name))
+        elif base.op == "get_attr":
+            spec = ("attr", _fetch_attr(gm, base.target))
+        else:
+            if base.name not in kept_index:
+                kept_index[base.name] = len(new_outputs)
+                new_outputs.append(env[base])
+            spec = ("out", kept_index[base.name])
+        specs.insert(k, spec)
+        steps.insert(k, tuple((n.name, n.op, n.target, tuple(n.args[1:]), dict(n.kwargs)) for n in chain))
+    graph.output(tuple(new_outputs))
+    # The steps' nodes are dead now unless something else reads them; they only make views,
+    # so they can go (a general dead-code pass could drop in-place ops fx thinks pure).
+    step_names = {n.name for c in chains if c is not None for n in c[1]}
+    for node in reversed(list(graph.nodes)):
+        if node.name in step_names and not node.users:
+            graph.erase_node(node)
+    empty = not new_outputs and all(n.op in ("placeholder", "output") for n in graph.nodes)
+    return _ViewOutputs(torch.fx.GraphModule(gm, graph), specs, steps, empty)
+
+
+def _no_outputs(*_args):
+    return ()
+
+
+def _fetch_attr(gm, target):
+    value = gm
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
 
 
 def _with_grad_regions(runtime, entry_grad, exit_grad):

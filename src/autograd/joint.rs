@@ -346,8 +346,10 @@ fn build(py: Python<'_>, g: FxGraph, mut gaps: Option<&mut Vec<(String, String)>
         Some(other) => vec![other.clone()],
         None => Vec::new(),
     };
-    // Outputs that alias an input would need their views regenerated outside the
-    // autograd.Function (AOTAutograd's output-alias handling); not done yet.
+    // Outputs that alias an input through view ops python/dynamo/aot.py can run again are
+    // no longer outputs here (Note [view outputs]); what is left (a view step with a tensor
+    // argument, `detach`, a copying `reshape` this conservative walk cannot tell apart) runs
+    // through torch's autograd.
     for o in &outputs {
         if let FxArg::Node(mut j) = o {
             loop {

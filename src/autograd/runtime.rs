@@ -107,7 +107,10 @@ impl AotForward {
 }
 
 /// The forward's outputs, with each one that is a view of an intermediate no other output shares
-/// storage with replaced by a copy (`clone`, which keeps the strides of a dense tensor). A view
+/// storage with replaced by a copy. Most view outputs never get here: the graph returns their
+/// base and the view is made again after the call (Note [view outputs] in `aot.py`); this
+/// covers the rest (`split`'s pieces, views a compiled graph makes where eager's value is not
+/// one) (`clone`, which keeps the strides of a dense tensor). A view
 /// returned from a custom `torch.autograd.Function` cannot be written in place by the caller
 /// (autograd raises "Output 0 of CompiledFunction is a view and is being modified inplace"),
 /// where eager's view of an intermediate can; no one else can see the difference, since the

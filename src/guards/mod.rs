@@ -584,7 +584,12 @@ impl GuardManager {
         if dtype.as_ptr() != spec.dtype.as_ptr() {
             return Err(explain.then(|| format!("tensor {} dtype mismatch. expected {}, actual {}", name(), repr(py, &spec.dtype), dtype)));
         }
-        let device: i64 = v.call_method0(self.hot.get_device.bind(py)).and_then(|d| d.extract()).map_err(|_| None)?;
+        let device_obj = v.call_method0(self.hot.get_device.bind(py)).map_err(|_| None)?;
+        // CPython keeps one object per small int (-5..=256, so every CPU's -1 and the first GPUs'
+        // indices): the same object means the same device, without `extract`, which for -1
+        // must also fetch and clear a possible Python error (a PyErr take per CPU tensor per call).
+        let same = spec.device.into_pyobject(py).is_ok_and(|e| e.as_ptr() == device_obj.as_ptr());
+        let device: i64 = if same { spec.device } else { device_obj.extract().map_err(|_| None)? };
         if device != spec.device {
             return Err(explain.then(|| format!("tensor {} device mismatch. expected {}, actual {}", name(), spec.device, device)));
         }
