@@ -123,3 +123,111 @@ def test_parameters_update_under_no_grad_with_float_step(backend):
         assert torch.allclose(out, oute)
         for p, pe in zip(m.parameters(), me.parameters()):
             assert torch.allclose(p, pe) and torch.allclose(p.grad, pe.grad) and p.is_leaf
+
+
+# Note [float inputs]: Python float arithmetic on a float argument is IEEE double arithmetic,
+# evaluated in order; sympy's algebra (re-association, exact constants) must never decide a
+# value or a branch.
+
+def cancel(x, f):
+    return x * ((f + 1e-17) - f)
+
+
+def absorbed(x, f):
+    return x * 2 if f + 1e-17 == f else x * 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [cancel, absorbed])
+def test_float_argument_arithmetic_is_not_reassociated(backend, fn):
+    # (0.5 + 1e-17) rounds to 0.5 in IEEE double: the difference is 0.0 and the sum equals f.
+    dynamo.reset()
+    x = torch.ones(2)
+    assert torch.equal(dynamo.optimize(backend)(fn)(x, 0.5), fn(x, 0.5))
+
+
+def _float_ops(x, f):
+    # Each line's value differs between exact (re-associated) and IEEE double arithmetic for
+    # some argument below.
+    a = (f + 1e16) - 1e16
+    b = (f * 3.0) / 3.0 - f
+    c = (f + 0.1) + 0.2 - (f + (0.1 + 0.2))
+    d = f // 0.1
+    e = f % 0.1
+    g = f ** 2 - f * f
+    h = abs(-f) - f
+    i = max(f, f + 1e-17) - f
+    j = min(f, f - 1e-17) - f
+    return x * a, x * b, x * c, x * d, x * e, x * g, x * h, x * i, x * j
+
+
+def _float_reads(x, f):
+    # Reads of float-derived values: comparisons, round/int/math functions.
+    k = (f + 1e-17) - f
+    return (x + 1, k == 0.0, (f * 3.0) / 3.0 == f, f + 0.1 + 0.2 == f + 0.3, int(f * 10), round(f * 10),
+            math.floor(f * 10), math.ceil(f * 10), round(f, 1))
+
+
+FLOAT_VALUES = [0.5, 0.7, 1.1, 2.675, 1e-17, 3.0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float_argument_ops_match_python(backend):
+    dynamo.reset()
+    check(_float_ops, [(torch.ones(1), v) for v in FLOAT_VALUES], backend)
+    # Arithmetic only: one graph serves every finite value.
+    assert dynamo.counters()["recompiles"] == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float_argument_reads_match_python(backend):
+    dynamo.reset()
+    # Each read specializes the float (a recompile per value, as torch): one value per reset
+    # keeps under the cache size limit.
+    for v in FLOAT_VALUES:
+        dynamo.reset()
+        check(_float_reads, [(torch.ones(1), v)], backend)
+    for v in FLOAT_VALUES + SPECIAL:
+        dynamo.reset()
+        check(_float_compares, [(torch.ones(1), v)], backend)
+
+
+def _float_compares(x, f):
+    return x + 1, (f + 1e-17) - f == 0.0, f * 0.0 == 0.0, f - f == 0.0, f + 1e16 - 1e16 < f
+
+
+def test_branch_on_float_argument_specializes():
+    # A branch on a float-derived value compiles with the float as a constant (as torch does):
+    # no symbolic float in the graph, and a new value recompiles.
+    dynamo.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(example_inputs)
+        return gm.forward
+
+    opt = dynamo.optimize(backend)(absorbed)
+    x = torch.ones(2)
+    assert torch.equal(opt(x, 0.5), absorbed(x, 0.5))
+    assert graphs[-1] == [x] or all(isinstance(a, torch.Tensor) for a in graphs[-1])
+    assert torch.equal(opt(x, 1e-17), absorbed(x, 1e-17))
+    assert len(graphs) == 2
+
+
+def test_float_argument_arithmetic_writes_nothing_to_stderr():
+    import subprocess
+    import sys
+
+    child = (
+        "import torch, dynamo\n"
+        "for b in ['eager', 'aot_eager', 'inductor']:\n"
+        "    dynamo.reset()\n"
+        "    g = dynamo.optimize(b)(lambda x, f: (x * 1, divmod(f, 0.5)))\n"
+        "    for v in (1.0, 1.5, 2.5):\n"
+        "        g(torch.ones(1), v)\n"
+        "    dynamo.reset()\n"
+        "    dynamo.optimize(b)(lambda x, f: (x * 1, 1.0 + f == 1.0))(torch.ones(1), 1e-17)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stderr.strip() == ""

@@ -145,3 +145,18 @@ def test_dynamo_counters_fixture_counts_only_its_test(pytester):
     )
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     r.assert_outcomes(passed=2)
+
+
+def test_failing_test_log_holds_no_structured_trace_records(pytester):
+    # torch's structured-trace logger ("torch.__trace") logged empty DEBUG records while dynamo
+    # traced; pytest attaches its capture handler to it, so they filled "Captured log call".
+    pytester.makepyfile(test_noise='''
+import torch
+def test_fails():
+    w = torch.ones(2)
+    losses = [(w * i).sum().item() for i in range(3)]
+    assert losses == [0.0, 2.0, 5.0]
+''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dynamo=inductor")
+    result.assert_outcomes(failed=1)
+    assert "torch.__trace" not in result.stdout.str()

@@ -21,6 +21,21 @@ from .backends import list_backends, lookup_backend, register_backend
 from .eval_frame import OptimizedModule, disable, mark_dynamic, mark_static, optimize, reset, run
 from .utils import counters, explain
 
+
+def _quiet_structured_trace() -> None:
+    # torch's structured-trace logger ("torch.__trace", always at DEBUG) exists for TORCH_TRACE
+    # files; the ShapeEnv logs to it while we trace, and pytest attaches its capture handlers to
+    # it (it does not propagate), so a failing test's "Captured log" filled with empty DEBUG
+    # records. Without TORCH_TRACE nothing reads it: switch it off.
+    import logging
+    import os
+
+    if not os.environ.get("TORCH_TRACE"):
+        logging.getLogger("torch.__trace").disabled = True
+
+
+_quiet_structured_trace()
+
 __all__ = [
     "OptimizedModule",
     "config",

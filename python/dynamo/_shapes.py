@@ -83,10 +83,56 @@ def symbolic_float(shape_env, value: float, k: int):
     return shape_env.create_symfloatnode(sym, hint=value, source=source)
 
 
-def sym_constant(s):
+def float_derived(s) -> bool:
+    """Whether the symbolic number ``s`` was computed from a float input (Note [float inputs]):
+    its expression holds a float symbol, or an operand of the operation that made it did."""
+    node = s.node
+    if getattr(node, "_dynamo_float", False):
+        return True
+    expr = node.expr
+    return any(not sym.is_integer for sym in getattr(expr, "free_symbols", ()))
+
+
+def note_value_use(s):
+    """Records that the trace reads the value of ``s`` (a branch, a comparison, ``int(s)``);
+    returns its value when ``s`` is computed from a float input, else ``None`` (the caller
+    asks the ``ShapeEnv``, which guards; a float input itself is read exactly there). For a float-derived value the ``ShapeEnv``'s answer cannot be
+    trusted (sympy re-associates float arithmetic: ``(f + 1e-17) - f`` is ``1e-17`` there,
+    ``0.0`` in Python), so the frame is marked to be compiled again with its floats
+    specialized (``export_guards`` refuses it), as torch specializes a float that a guard
+    reads; meanwhile the value is the node's hint, which torch computes operation by operation
+    on Python numbers, and the ``ShapeEnv`` is not consulted (it would log failures)."""
+    node = getattr(s, "node", None)
+    env = getattr(node, "shape_env", None)
+    if env is None or not float_derived(s):
+        return None
+    if getattr(node.expr, "is_Symbol", False) and not getattr(node, "_dynamo_float", False):
+        # The float input itself, not computed: a relation between it and a number
+        # (``lr > 0.3``) is exact, and guarded as such (evaluated in f64 in Rust).
+        return None
+    env._dynamo_float_read = True
+    hint = node.hint
+    if hint is None:
+        return None
+    if isinstance(s, torch.SymBool):
+        return bool(hint)
+    if isinstance(s, torch.SymFloat):
+        return float(hint)
+    return int(hint)
+
+
+def sym_constant(s, operands=()):
     """The Python number a ``SymInt``/``SymFloat``/``SymBool`` is known to equal (its
     expression after the ``ShapeEnv``'s replacements is a number), else ``None``. Never adds a
-    guard."""
+    guard. A value computed from a float input (``operands``: the example values of the
+    operation's operands) is never folded, and is marked as float-derived (Note [float
+    inputs]): sympy's algebra on it is not Python's IEEE double arithmetic."""
+    if isinstance(s, (torch.SymInt, torch.SymFloat, torch.SymBool)) and (
+        float_derived(s)
+        or any(isinstance(o, (torch.SymInt, torch.SymFloat, torch.SymBool)) and float_derived(o) for o in operands)
+    ):
+        s.node._dynamo_float = True
+        return None
     node = s.node
     expr = node.expr
     env = getattr(node, "shape_env", None)
@@ -216,6 +262,8 @@ def export_guards(shape_env):
     """
     import sympy
 
+    if getattr(shape_env, "_dynamo_float_read", False):
+        raise UnsupportedShapeGuard("the trace read the value of a float input")
     sym_index = {}
     bindings = []
     relations = []

@@ -409,6 +409,13 @@ fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend
         // recompiles it saves. Trace again with static values.
         return Err(ConvertError::Unsupported(Unsupported::new(format!("{SHAPE_GUARD_UNSUPPORTED}: the graph holds symbolic number arithmetic only"))));
     }
+    if let Some(env) = &og.shape_env {
+        // A read of a float input's value makes the conversion start again with its floats as
+        // constants (Note [float inputs] in `output_graph.rs`): do not compile this graph first.
+        if env.bind(py).getattr("_dynamo_float_read").map(|v| v.is_truthy().unwrap_or(false)).unwrap_or(false) {
+            return Err(ConvertError::Unsupported(Unsupported::new(format!("{SHAPE_GUARD_UNSUPPORTED}: the trace read the value of a float input"))));
+        }
+    }
     let graph_text = og.graph.to_string();
     if n_ops == 0 {
         return Ok((None, None, graph_text, 0));

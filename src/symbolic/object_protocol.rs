@@ -299,7 +299,12 @@ impl<'a> InstructionTranslator<'a> {
         Ok(match v {
             VT::Constant(c) => c.bind(py).is_truthy()?,
             // `bool(sym)`: decided on the example value, guarded in the ShapeEnv.
-            VT::SymNum(s) => s.fake.bind(py).is_truthy()?,
+            VT::SymNum(s) => {
+                match crate::symbolic::variables::tensor::note_value_use(s.fake.bind(py))? {
+                    Some(v) => v.is_truthy()?,
+                    None => s.fake.bind(py).is_truthy()?,
+                }
+            }
             VT::Tensor(_) => graph_break!(DataDependentBranch, "branch on the value of a tensor"),
             VT::Tuple(items) | VT::NamedTuple { items, .. } => !items.is_empty(),
             VT::List(l) => !l.borrow().items.is_empty(),

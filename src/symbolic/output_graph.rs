@@ -24,6 +24,18 @@
 //! checked as "contiguous" by `TENSOR_MATCH`); 0 and 1 stay static, as in torch. A float
 //! input that is not finite or is -0.0 stays a constant (sympy's symbols are finite reals and
 //! cannot tell -0.0 from 0.0), and `SHAPE_RELATIONS` fails for those values of a float symbol.
+//!
+//! Note [float inputs]: a float argument is a symbolic graph input (torch's `specialize_float =
+//! False`), but the `ShapeEnv`'s sympy algebra is not Python's IEEE double arithmetic: it
+//! re-associates (`(f + 1e-17) - f` is the number `1e-17` there, `0.0` in Python) and decides
+//! comparisons on the simplified expression. So arithmetic on a float-derived value stays a
+//! graph node (one `operator.*` call per Python operation, computed in order on Python floats
+//! when the graph runs) and is never folded into a constant, even when sympy finds it one
+//! (`_shapes.sym_constant` marks such values float-derived); and any read of a float-derived
+//! value's value (a comparison, a branch, `int()`, `round()`) marks the `ShapeEnv`
+//! (`_shapes.note_value_use`), whose guard export then refuses it: the frame is converted again
+//! with its floats as constants (CONSTANT_MATCH guards, Python's own arithmetic), as torch
+//! specializes a float that a guard reads.
 
 use crate::graph::{Arg, Graph, NodeId, Op, PyRef, TensorMeta};
 use crate::guards::{Guard, GuardKind};
@@ -875,11 +887,23 @@ impl OutputGraph {
     /// tuple or `torch.Size`; numbers known to be constant stay constants.
     fn sym_result(&mut self, py: Python<'_>, op: Op, base: &str, args: Vec<Arg>, kwargs: Vec<(String, Arg)>, result: &Bound<'_, PyAny>) -> VResult<VT> {
         let shapes = py.import("dynamo._shapes")?;
+        // The operands' example values: a result computed from a float input is never folded
+        // (Note [float inputs]).
+        fn collect(a: &Arg, fakes: &HashMap<NodeId, Py<PyAny>>, py: Python<'_>, out: &mut Vec<Py<PyAny>>) {
+            match a {
+                Arg::Node(n) => out.extend(fakes.get(n).map(|f| f.clone_ref(py))),
+                Arg::Tuple(items) | Arg::List(items) => items.iter().for_each(|i| collect(i, fakes, py, out)),
+                Arg::Const(..) => {}
+            }
+        }
+        let mut operand_fakes = Vec::new();
+        args.iter().chain(kwargs.iter().map(|(_, a)| a)).for_each(|a| collect(a, &self.fakes, py, &mut operand_fakes));
+        let operands = PyTuple::new(py, operand_fakes)?;
         let constant = |v: &Bound<'_, PyAny>| -> PyResult<Option<Py<PyAny>>> {
             if !crate::symbolic::variables::is_sym(v) {
                 return Ok(Some(v.clone().unbind()));
             }
-            let c = shapes.call_method1("sym_constant", (v,))?;
+            let c = shapes.call_method1("sym_constant", (v, &operands))?;
             Ok((!c.is_none()).then(|| c.unbind()))
         };
         // A slice with symbolic bounds (`x[:n]`): a graph value, indexing tensors only.

@@ -35,10 +35,25 @@ pub struct SymNodeVariable {
     pub source: Option<Arc<Source>>,
 }
 
+/// Records that the trace reads the value of the symbolic number `sym` (Note [float inputs] in
+/// `output_graph.rs`: a value computed from a float input makes the frame compile again with its
+/// floats specialized).
+/// Returns the value (the node's hint, computed in Python's arithmetic) for such a value, which
+/// the caller then uses instead of asking the `ShapeEnv`; `None` otherwise.
+pub fn note_value_use<'py>(sym: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let v = sym.py().import("dynamo._shapes")?.call_method1("note_value_use", (sym,))?;
+    Ok((!v.is_none()).then_some(v))
+}
+
 /// The plain Python value of a `torch.SymInt` / `SymFloat` / `SymBool` (its `__int__`,
 /// `__float__` or `__bool__`, which guard on the value through the `ShapeEnv`).
 pub fn specialize_sym<'py>(sym: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let py = sym.py();
+    if is_sym(sym) {
+        if let Some(v) = note_value_use(sym)? {
+            return Ok(v);
+        }
+    }
     if let Ok(s) = sym.cast::<pyo3::types::PySlice>() {
         // A slice with symbolic bounds: each bound specialized.
         let bound = |name: &str| -> PyResult<Bound<'py, PyAny>> {
@@ -114,12 +129,19 @@ impl<'a> InstructionTranslator<'a> {
             let mut vals = Vec::with_capacity(args.len());
             for a in &args {
                 vals.push(match a {
-                    VT::SymNum(s) => s.fake.bind(py).clone(),
+                    // sympy would decide a comparison of float-derived values on its
+                    // re-associated algebra (Note [float inputs]): their values are compared.
+                    VT::SymNum(s) => match note_value_use(s.fake.bind(py))? {
+                        Some(v) => v,
+                        None => s.fake.bind(py).clone(),
+                    },
                     other => other.as_constant(py).expect("numeric operand"),
                 });
             }
             let r = f.call1(PyTuple::new(py, vals)?)?;
-            let r = if crate::symbolic::variables::is_sym(&r) { crate::symbolic::variables::specialize_sym(&r)? } else { r };
+            // A relation left symbolic holds float inputs themselves and numbers only, which the
+            // ShapeEnv decides and guards exactly (`lr > 0.3`): its `bool()` is the decision.
+            let r = if crate::symbolic::variables::is_sym(&r) { pyo3::types::PyBool::new(py, r.is_truthy()?).to_owned().into_any() } else { r };
             return Ok(VT::constant(r.unbind()));
         }
         let specialized = args.into_iter().map(|a| match &a {
