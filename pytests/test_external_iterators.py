@@ -162,3 +162,26 @@ def test_one_iterator_through_two_paths_is_one_tracker():
     a, b = iter([1, 2]), iter([3, 4])
     assert cf(torch.zeros(1), a, b).item() == 13
     assert rest(a) == [2] and rest(b) == [4]
+
+
+@pytest.mark.parametrize("view", ["items", "keys", "values"])
+def test_dict_walk_finished_before_the_dict_shrinks(view):
+    """A walk over a dict that continues in a resume function (the loop body breaks on a tensor
+    value) and ends before the frame pops a key: the replayed steps run before the replayed
+    pop, as in eager, instead of raising 'dictionary changed size during iteration' (fuzzer
+    seed 97002)."""
+
+    def f(x, d):
+        for item in getattr(d, view)():
+            x = x + 1
+            if x.sum() > 0:  # data-dependent: the loop continues in a resume function
+                x = x * 2
+        d.pop("b")
+        return x
+
+    for backend in ["eager", "inductor"]:
+        dynamo.reset()
+        d_e, d_c = {"a": 1, "b": 2, "c": 3}, {"a": 1, "b": 2, "c": 3}
+        want = f(torch.ones(2), d_e)
+        got = dynamo.optimize(backend)(f)(torch.ones(2), d_c)
+        assert torch.equal(got, want) and d_c == d_e

@@ -93,8 +93,10 @@ pub enum SideEffect {
     /// `method(*args, **kwargs)` with constant arguments (a logging call), after the writes.
     CallMethod { method: Arc<Source>, args: Py<PyAny>, kwargs: Option<Py<PyAny>> },
     /// `dynamo._C.advance_iter(target, steps)`: the steps the trace took on an iterator from
-    /// outside the frame, after the writes, before the calls.
-    AdvanceIter { target: Arc<Source>, steps: usize },
+    /// outside the frame, after the writes (a list iterator reads the list's new items), before
+    /// the calls; `before_writes`: before every write instead (a dict iterator, which checks
+    /// its dict's size at each step).
+    AdvanceIter { target: Arc<Source>, steps: usize, before_writes: bool },
 }
 
 /// Builds instruction lists against a code object's names and constants.
@@ -451,6 +453,11 @@ impl PyCodegen {
     /// write order (`plan_side_effects`), so new attributes and globals are inserted in the
     /// order the frame wrote them. The graph's result tuple sits `depth` slots below the top.
     pub fn emit_side_effects(&mut self, py: Python<'_>, effects: &[SideEffect], depth: u32) {
+        for e in effects {
+            if let SideEffect::AdvanceIter { target, steps, before_writes: true } = e {
+                self.advance_iter(py, target, *steps);
+            }
+        }
         let mut d = depth;
         for e in effects {
             match e {
@@ -532,14 +539,8 @@ impl PyCodegen {
             }
         }
         for e in effects {
-            if let SideEffect::AdvanceIter { target, steps } = e {
-                let advance = py.import("dynamo._C").and_then(|m| m.getattr("advance_iter")).expect("dynamo._C.advance_iter");
-                self.load_callable(advance.unbind());
-                self.load_source(py, target);
-                self.load_const((*steps as i64).into_pyobject(py).unwrap().into_any().unbind());
-                self.emit(op::PRECALL, 2);
-                self.emit(op::CALL, 2);
-                self.emit(op::POP_TOP, 0);
+            if let SideEffect::AdvanceIter { target, steps, before_writes: false } = e {
+                self.advance_iter(py, target, *steps);
             }
         }
         // Calls last, in call order, once every write is in place.
@@ -561,6 +562,17 @@ impl PyCodegen {
                 self.emit(op::POP_TOP, 0);
             }
         }
+    }
+
+    /// `dynamo._C.advance_iter(<target>, steps)`, its result dropped (stack depth unchanged).
+    fn advance_iter(&mut self, py: Python<'_>, target: &Arc<Source>, steps: usize) {
+        let advance = py.import("dynamo._C").and_then(|m| m.getattr("advance_iter")).expect("dynamo._C.advance_iter");
+        self.load_callable(advance.unbind());
+        self.load_source(py, target);
+        self.load_const((steps as i64).into_pyobject(py).unwrap().into_any().unbind());
+        self.emit(op::PRECALL, 2);
+        self.emit(op::CALL, 2);
+        self.emit(op::POP_TOP, 0);
     }
 
     /// Pushes the rebuilt value; the graph's result tuple sits `depth` slots below the top.

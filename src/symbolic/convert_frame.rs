@@ -667,6 +667,14 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
             SideEffect::SetAttr { target: w.source.clone(), name: w.name.clone(), value }
         });
     }
+    // A dict iterator is advanced before any write is replayed (`before_writes`): CPython checks
+    // the dict's size at every step, and the steps the trace took happened before any size
+    // change the trace allowed (one during the walk raised in the trace), so stepping it after
+    // a replayed `d.pop(...)` would raise where eager did not. List iterators are advanced after
+    // the writes, since they read the list's items live.
+    let is_dict_iter = |e: &crate::symbolic::side_effects::ExternalIter| {
+        matches!(type_name(e.obj.bind(py)).as_str(), "dict_keyiterator" | "dict_valueiterator" | "dict_itemiterator")
+    };
     for d in se.dicts.iter().rev() {
         let d = d.borrow();
         let Some(target) = d.source.clone() else { continue };
@@ -684,7 +692,7 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
     for e in &se.external_iters {
         let steps = e.steps();
         if steps > 0 {
-            out.push(SideEffect::AdvanceIter { target: e.source.clone(), steps });
+            out.push(SideEffect::AdvanceIter { target: e.source.clone(), steps, before_writes: is_dict_iter(e) });
         }
     }
     for c in &se.logger_calls {
