@@ -661,11 +661,15 @@ pub fn dict_iter_state<'py>(it: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAn
 
 /// The items a tuple, list or range iterator has left, as a tuple, without consuming it
 /// (`it.__reduce__()` is `(iter, (seq,), pos)` for these types; an exhausted one reduces to
-/// `(iter, ((),))`).
+/// `(iter, ((),))`; from CPython 3.12 a range iterator reduces to `(iter, (range,), None)`, the
+/// range starting at its next item: Objects/rangeobject.c, `rangeiter_reduce`).
 pub fn iterator_remaining<'py>(it: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
     let red = it.call_method0("__reduce__")?;
     let seq = red.get_item(1)?.get_item(0)?;
-    let pos: usize = if red.len()? > 2 { red.get_item(2)?.extract()? } else { 0 };
+    let pos: usize = match (red.len()? > 2).then(|| red.get_item(2)).transpose()? {
+        Some(p) if !p.is_none() => p.extract()?,
+        _ => 0,
+    };
     let seq = PyTuple::new(it.py(), seq.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
     seq.get_slice(pos.min(seq.len()), seq.len()).cast_into::<PyTuple>().map_err(|e| e.into())
 }
