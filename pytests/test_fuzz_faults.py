@@ -657,3 +657,40 @@ def test_recursive_functions_that_escape_reach_themselves(backend):
         else:
             even, odd = funcs
             assert _closures_of(even) == [odd] and _closures_of(odd) == [even]
+
+
+class _Holder:
+    pass
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize("product", [
+    lambda a, b: a @ b,
+    lambda a, b: torch.matmul(a, b),
+    lambda a, b: torch.mm(a, b),
+    lambda a, b: a.mm(b),
+    lambda a, b: torch.nn.functional.linear(a, b),
+    lambda a, b: torch.bmm(a[None], b[None]),
+])
+def test_matrix_product_of_two_dtypes_raises_after_eagers_effects(backend, product):
+    """Fuzzer seeds 98045/99038: a float @ int64 product passes on fake tensors (their meta
+    functions promote) but raises in eager. The graph raised at run time after the trace had
+    placed the frame's writes after it, so `lst.append` and `obj.z = ...` were lost. Now the
+    product is a graph break: the writes before it happen, then it raises eager's error."""
+
+    def f(x, lst, obj):
+        x.add_(1)
+        lst.append(len(lst))
+        obj.z = 1
+        return product(x, torch.where(x > 0, 1, 0))
+
+    def run(fn):
+        x, lst, obj = torch.ones(3, 3), [0], _Holder()
+        with pytest.raises(RuntimeError) as info:
+            fn(x, lst, obj)
+        return str(info.value).splitlines()[0], x, lst, vars(obj)
+
+    want = run(f)
+    dynamo.reset()
+    got = run(dynamo.optimize(backend)(f))
+    assert got[0] == want[0] and torch.equal(got[1], want[1]) and got[2:] == want[2:]

@@ -774,6 +774,24 @@ impl OutputGraph {
                 }
             }
         }
+        // Matrix products of two different dtypes raise in eager PyTorch ("expected m1 and m2 to
+        // have the same dtype", "expected scalar type ...") but not on fake tensors, whose meta
+        // functions only promote: the graph would raise at run time, after the trace had
+        // decided the side effects around it. Break, so the product runs for real.
+        let product = match (target, method) {
+            (_, Some(m)) => MATRIX_PRODUCTS.contains(&m),
+            (Some(t), None) => MATRIX_PRODUCTS.contains(&qualname_full(t).as_str()),
+            _ => false,
+        };
+        if product && fakes.len() >= 2 && self.is_tensor(py, &fakes[0]) && self.is_tensor(py, &fakes[1]) {
+            let (a, b) = (fakes[0].getattr(pyo3::intern!(py, "dtype"))?, fakes[1].getattr(pyo3::intern!(py, "dtype"))?);
+            if !a.eq(&b)? {
+                let what = method.map(|m| format!("Tensor.{m}")).unwrap_or_else(|| qualname(target.unwrap()));
+                return Err(Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::FakeTensorError, format!(
+                    "{what} of {a} and {b} tensors (eager raises RuntimeError; fake tensors do not)"
+                )));
+            }
+        }
         let result = self.with_fake(py, || match (target, method) {
             (Some(t), _) => t.call(fake_args.clone(), Some(&fake_kwargs)),
             (None, Some(m)) => {
@@ -1051,6 +1069,14 @@ impl OutputGraph {
 }
 
 /// `module.qualname` of a callable, for node names and dumps.
+/// Matrix products whose operands must share a dtype in eager PyTorch (ATen's `mm`/`bmm`/`mv`/
+/// `dot` checks; `linear` goes through `addmm`), as methods and as `qualname_full` names.
+const MATRIX_PRODUCTS: &[&str] = &[
+    "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "mv", "dot",
+    "torch.matmul", "torch.mm", "torch.bmm", "torch.mv", "torch.dot", "_operator.matmul", "operator.matmul",
+    "torch._C._nn.linear", "torch.nn.functional.linear",
+];
+
 pub fn qualname_full(t: &Bound<'_, PyAny>) -> String {
     let module = t.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
     let q = if type_name(t) == "builtin_function_or_method" {
