@@ -74,6 +74,10 @@ pub enum Source {
     GetItem { base: Arc<Source>, key: ItemKey },
     /// The sequence a list or tuple iterator walks: `base.__reduce__()[1][0]`.
     IterSeq { base: Arc<Source> },
+    /// The item `index` places ahead in the tuple, list or range iterator `base`, read without
+    /// consuming it (`dynamo._polyfills.iter_peek(base, index)`; Note [items of iterators from
+    /// outside the frame] in `builder.rs`).
+    IterItem { base: Arc<Source>, index: usize },
     /// An imported module: `sys.modules[name]` (a function's `import` statement).
     Module { name: String },
     /// `object.__getattribute__(base, attr)`: the generic attribute lookup, bypassing a class's
@@ -101,7 +105,7 @@ impl Source {
     /// The innermost base of the chain (a local, closure cell or global).
     pub fn root(&self) -> &Source {
         match self {
-            Source::Attr { base, .. } | Source::GetItem { base, .. } | Source::IterSeq { base } | Source::GenericAttr { base, .. } => base.root(),
+            Source::Attr { base, .. } | Source::GetItem { base, .. } | Source::IterSeq { base } | Source::IterItem { base, .. } | Source::GenericAttr { base, .. } => base.root(),
             other => other,
         }
     }
@@ -131,6 +135,7 @@ impl fmt::Display for Source {
             Source::GetItem { base, key: ItemKey::Str(s) } => write!(f, "{base}['{s}']"),
             Source::GetItem { base, key: ItemKey::Object(k) } => write!(f, "{base}[{}]", k.repr),
             Source::IterSeq { base } => write!(f, "{base}.__reduce__()[1][0]"),
+            Source::IterItem { base, index } => write!(f, "iter_peek({base}, {index})"),
             Source::Module { name } => write!(f, "sys.modules['{name}']"),
             Source::GenericAttr { base, attr } => write!(f, "object.__getattribute__({base}, '{attr}')"),
         }

@@ -263,3 +263,14 @@ PYTHON_FUNCTION_POLYFILLS = {
     ("heapq", "nlargest"): heapq_nlargest,
     ("heapq", "nsmallest"): heapq_nsmallest,
 }
+
+
+def iter_peek(it, k):
+    """The item `k` places ahead in the tuple, list or range iterator `it`, without consuming
+    it: what a guard and a resume function read for `Source::IterItem`. `it.__reduce__()` is
+    `(iter, (seq,), pos)`, with `pos` None from CPython 3.12 for a range iterator, whose range
+    then starts at its next item (Objects/rangeobject.c, `rangeiter_reduce`). Raises IndexError
+    when fewer than `k + 1` items are left."""
+    red = it.__reduce__()
+    pos = red[2] if len(red) > 2 and red[2] is not None else 0
+    return red[1][0][pos + k]

@@ -44,6 +44,10 @@ pub enum GuardKind {
     /// `v is not <value at the other source>`: two objects that were distinct when compiled,
     /// one of which the frame mutates (the trace kept one tracker each).
     NotAliasOf(Arc<Source>),
+    /// `type(v) is T` and `v` has `n` items left (`exact`) or at least `n`, by its
+    /// `__length_hint__`, exact for tuple, list and range iterators: the items the trace took
+    /// from an iterator passed in (Note [items of iterators from outside the frame]).
+    IteratorLen { ty: Py<PyAny>, n: usize, exact: bool },
     /// `v` is a list iterator over the object at `seq`, `pos` items in
     /// (`v.__reduce__() == (iter, (seq,), pos)`).
     IteratorOver { seq: Arc<Source>, pos: usize },
@@ -72,6 +76,114 @@ pub enum GuardKind {
     /// Relations between the sizes of inputs with dynamic dimensions (no source of its own: it
     /// reads the sizes at `ShapeGuard::sources`).
     ShapeRelations(shapes::ShapeGuard),
+    /// The names the trace read from a torch module's dict or a torch class without a guard each
+    /// still hold the objects it saw (Note [attribute version guards]). No source.
+    AttrVersion(VersionGuard),
+}
+
+/// Note [attribute version guards]: the trace reads torch's own modules and classes without a
+/// guard per attribute (`F.gelu`, `torch.relu`, `x.relu`, the globals of an inlined torch
+/// function): guarding each would cost a lookup per name per call. A user can still replace
+/// one after compiling (`F.gelu = my_gelu`, `torch.Tensor.relu = ...`), and the cached graph
+/// would keep running the old op. So each dict (a module's `__dict__`, an inlined function's
+/// globals) or class the trace read from gets one guard listing the names it read and the
+/// objects they held (absent: `None`), and a version tag CPython changes on every write:
+/// - a dict's `ma_version_tag` (Include/cpython/dictobject.h; deprecated in 3.12 but kept and
+///   bumped on every insert, delete and clear through 3.13: Objects/dictobject.c,
+///   `_PyDict_NotifyEvent`);
+/// - a class's `tp_version_tag`, which `type_setattro` resets to 0 through `PyType_Modified` on
+///   a write to the class or any base (Objects/typeobject.c), and `_PyType_Lookup` assigns anew.
+/// The check compares the tag with the one last seen: equal (and not 0) passes at the cost of
+/// one load. Otherwise each name is looked up again (`PyDict_GetItem`, `_PyType_Lookup`, which
+/// reads the class's MRO without binding descriptors) and compared by identity; if all hold,
+/// the new tag is remembered, so a write to an unrelated name costs one slow check, not a
+/// recompile. Classes without a mutable dict (`Py_TPFLAGS_IMMUTABLETYPE`) get no guard.
+#[derive(Debug)]
+pub struct VersionGuard {
+    /// The dict or class (kept alive, so its address cannot be reused).
+    pub holder: Py<PyAny>,
+    /// `holder` is a class (looked up along its MRO), else a dict.
+    pub is_type: bool,
+    /// Each name read and the object it held (`None`: absent).
+    pub names: Vec<(Py<PyString>, Option<Py<PyAny>>)>,
+    /// The tag last seen with every name unchanged (0: none yet).
+    pub tag: std::sync::atomic::AtomicU64,
+}
+
+unsafe extern "C" {
+    /// Objects/typeobject.c: the attribute `name` found along `type`'s MRO, unbound (borrowed;
+    /// NULL without an error when absent). Assigns the class a version tag when it has none.
+    fn _PyType_Lookup(t: *mut ffi::PyTypeObject, name: *mut ffi::PyObject) -> *mut ffi::PyObject;
+}
+
+impl VersionGuard {
+    /// A guard over `holder` (a dict, or a class) with no names yet.
+    pub fn new(holder: Py<PyAny>, is_type: bool) -> Self {
+        let tag = std::sync::atomic::AtomicU64::new(unsafe { Self::tag_of(holder.as_ptr(), is_type) });
+        VersionGuard { holder, is_type, names: Vec::new(), tag }
+    }
+
+    /// The object `name` holds now (borrowed; null when absent).
+    unsafe fn lookup(&self, name: *mut ffi::PyObject) -> *mut ffi::PyObject {
+        if self.is_type {
+            _PyType_Lookup(self.holder.as_ptr() as *mut ffi::PyTypeObject, name)
+        } else {
+            let p = ffi::PyDict_GetItemWithError(self.holder.as_ptr(), name);
+            if p.is_null() {
+                ffi::PyErr_Clear();
+            }
+            p
+        }
+    }
+
+    unsafe fn tag_of(p: *mut ffi::PyObject, is_type: bool) -> u64 {
+        if is_type {
+            (*(p as *mut ffi::PyTypeObject)).tp_version_tag as u64
+        } else {
+            #[allow(deprecated)]
+            (*(p as *mut ffi::PyDictObject)).ma_version_tag
+        }
+    }
+
+    /// Records that the trace read `name` (once per name) and what it held.
+    pub fn read(&mut self, py: Python<'_>, name: &str) {
+        if self.names.iter().any(|(n, _)| n.bind(py).to_str().is_ok_and(|s| s == name)) {
+            return;
+        }
+        let n = PyString::intern(py, name);
+        let now = unsafe { Bound::from_borrowed_ptr_or_opt(py, self.lookup(n.as_ptr())) }.map(|v| v.unbind());
+        self.names.push((n.unbind(), now));
+    }
+
+    /// Whether every name still holds its object (see the Note): one load when nothing was
+    /// written since the last check. Returns the first name that changed.
+    pub fn check(&self) -> Result<(), &Py<PyString>> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let seen = self.tag.load(Relaxed);
+        if seen != 0 && unsafe { Self::tag_of(self.holder.as_ptr(), self.is_type) } == seen {
+            return Ok(());
+        }
+        for (name, old) in &self.names {
+            let now = unsafe { self.lookup(name.as_ptr()) };
+            if now != old.as_ref().map(|o| o.as_ptr()).unwrap_or(std::ptr::null_mut()) {
+                return Err(name);
+            }
+        }
+        self.tag.store(unsafe { Self::tag_of(self.holder.as_ptr(), self.is_type) }, Relaxed);
+        Ok(())
+    }
+
+    /// `module.__dict__` / `Class` for guard text.
+    fn describe(&self, py: Python<'_>) -> String {
+        let h = self.holder.bind(py);
+        if self.is_type {
+            return qualified_name(py, &self.holder);
+        }
+        match h.get_item("__name__").ok().and_then(|n| n.extract::<String>().ok()) {
+            Some(n) => format!("{n}.__dict__"),
+            None => "a dict".into(),
+        }
+    }
 }
 
 /// The tensor properties a `TENSOR_MATCH` pins.
@@ -116,6 +228,7 @@ impl GuardKind {
             GuardKind::ConstantMatch(_) => "CONSTANT_MATCH",
             GuardKind::LenMatch(_) => "LENGTH_CHECK",
             GuardKind::IteratorMatch(..) => "ITERATOR_MATCH",
+            GuardKind::IteratorLen { .. } => "ITERATOR_LEN",
             GuardKind::AliasOf(_) => "DUPLICATE_INPUT",
             GuardKind::NotAliasOf(_) => "NO_ALIAS",
             GuardKind::IteratorOver { .. } => "ITERATOR_OVER",
@@ -129,6 +242,7 @@ impl GuardKind {
             GuardKind::TensorQuery { .. } => "TENSOR_QUERY",
             GuardKind::GlobalQuery { .. } => "GLOBAL_STATE",
             GuardKind::ShapeRelations(_) => "SHAPE_RELATIONS",
+            GuardKind::AttrVersion(_) => "ATTR_VERSION",
         }
     }
 }
@@ -149,6 +263,7 @@ impl fmt::Display for Guard {
             GuardKind::NoInstanceAttr(n) => write!(f, "NO_INSTANCE_ATTR: '{n}' not in {src}.__dict__"),
             GuardKind::NoAttr(n) => write!(f, "NO_ATTR: not hasattr({src}, '{n}')"),
             GuardKind::IteratorMatch(_, items) => write!(f, "ITERATOR_MATCH: remaining items of {src} == {}", repr(py, items)),
+            GuardKind::IteratorLen { ty, n, exact } => write!(f, "ITERATOR_LEN: {src} is a {} with {}{n} items left", ty.bind(py).getattr("__name__").map(|n| n.to_string()).unwrap_or_default(), if *exact { "" } else { ">= " }),
             GuardKind::TensorMatch(t) if !t.dynamic_dims.is_empty() => {
                 let sizes = t.sizes.iter().enumerate().map(|(d, s)| if t.dynamic_dims.contains(&d) { "None".to_string() } else { s.to_string() }).collect::<Vec<_>>().join(", ");
                 write!(f, "TENSOR_MATCH: {src} dtype={} device={} requires_grad={} size=[{sizes}] stride=contiguous", repr(py, &t.dtype), t.device, t.requires_grad)
@@ -163,6 +278,10 @@ impl fmt::Display for Guard {
                 t.strides
             ),
             GuardKind::ShapeRelations(sg) => write!(f, "{sg}"),
+            GuardKind::AttrVersion(vg) => {
+                let names: Vec<String> = vg.names.iter().map(|(n, _)| n.to_string()).collect();
+                write!(f, "ATTR_VERSION: {} unchanged in {}", vg.describe(py), names.join(", "))
+            }
             GuardKind::GradMode(g) => write!(f, "GRAD_MODE: torch.is_grad_enabled() == {}", if *g { "True" } else { "False" }),
             GuardKind::DefaultDtype(d) => write!(f, "DEFAULT_DTYPE: torch.get_default_dtype() is {}", repr(py, d)),
             GuardKind::TensorQuery { name, call, expected } => write!(f, "TENSOR_QUERY: {src}.{name}{} == {}", if *call { "()" } else { "" }, repr(py, expected)),
@@ -218,6 +337,8 @@ enum Step {
     /// frame hook again from inside a guard check; other bases take the attribute path.
     FuncField(usize, FuncField, Py<PyString>),
     IterSeq(usize),
+    /// `Source::IterItem`: item `k` of what the iterator has left, not consumed.
+    IterItem(usize, usize),
     /// A module from `sys.modules`, resolved when the guards were built (absent: `None`).
     Module(Option<Py<PyAny>>),
 }
@@ -468,6 +589,10 @@ impl GuardManager {
                 let b = values[*base].as_ref()?;
                 iterator_state(b).ok().map(|(seq, _)| seq)
             }
+            Step::IterItem(base, k) => {
+                let b = values[*base].as_ref()?;
+                iterator_remaining(b).ok().and_then(|r| r.get_item(*k).ok())
+            }
             Step::Module(m) => m.as_ref().map(|m| m.bind(py).clone()),
         }
     }
@@ -544,6 +669,13 @@ impl GuardManager {
                     return fail(&|| format!("{} has other remaining items", src(g)));
                 }
             }
+            GuardKind::IteratorLen { ty, n, exact } => {
+                let v = v.unwrap();
+                let left = if v.get_type().as_ptr() == ty.as_ptr() { v.call_method0("__length_hint__").and_then(|l| l.extract::<usize>()).ok() } else { None };
+                if !left.is_some_and(|l| if *exact { l == *n } else { l >= *n }) {
+                    return fail(&|| format!("{} has {} items left", src(g), left.map(|l| l.to_string()).unwrap_or_else(|| "other".into())));
+                }
+            }
             GuardKind::GradMode(flag) => {
                 let now = self.hot.is_grad_enabled.bind(py).call0().and_then(|r| r.is_truthy()).unwrap_or(!flag);
                 if now != *flag {
@@ -567,6 +699,11 @@ impl GuardManager {
                 let now = func.bind(py).call1(args.bind(py));
                 if !now.as_ref().is_ok_and(|n| same_answer(n, expected.bind(py))) {
                     return fail(&|| format!("{}() changed, expected {}", qualified_name(py, func), repr(py, expected)));
+                }
+            }
+            GuardKind::AttrVersion(vg) => {
+                if let Err(name) = vg.check() {
+                    return fail(&|| format!("{}.{name} was replaced", vg.describe(py)));
                 }
             }
             // Checked by `check` itself (it needs several sources).
@@ -730,6 +867,10 @@ fn plan(py: Python<'_>, s: &Arc<Source>, steps: &mut Vec<Step>, memo: &mut HashM
         Source::IterSeq { base } => {
             let b = plan(py, base, steps, memo);
             Step::IterSeq(b)
+        }
+        Source::IterItem { base, index } => {
+            let b = plan(py, base, steps, memo);
+            Step::IterItem(b, *index)
         }
         Source::GenericAttr { base, attr } => {
             let b = plan(py, base, steps, memo);

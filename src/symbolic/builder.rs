@@ -346,6 +346,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
             source: source.clone(),
             state: state.clone(),
             start,
+            literal_items: false,
         });
         VT::Iterator(state)
     };
@@ -403,13 +404,24 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         }
     }
     if matches!(tn.as_str(), "tuple_iterator" | "list_iterator" | "range_iterator") {
+        // Note [items of iterators from outside the frame]: a loop over a range or tuple whose
+        // body breaks the graph continues in a resume function that receives the iterator, one
+        // item further at each iteration. Its items are lazy constants (Note [lazy constants]),
+        // each read through `Source::IterItem` and guarded only when the trace uses its value;
+        // the iterator itself is guarded by its type and by how many items the trace took from
+        // it (`ITERATOR_LEN`, added in `OutputGraph::add_iterator_guards`). A loop variable that
+        // is only passed along then costs no recompile per iteration.
         let rest = crate::guards::iterator_remaining(value)?;
         if !rest.iter().all(|i| is_literal(py, &i)) || rest.len() > 10_000 {
             unsupported!("iterator over non-literal items ({source})");
         }
-        og.add_guard(Some(source.clone()), GuardKind::IteratorMatch(value.get_type().into_any().unbind(), rest.clone().into_any().unbind()));
-        let items = rest.iter().map(|i| VT::constant(i.unbind())).collect();
-        return Ok(external(og, &source, crate::symbolic::variables::IteratorState::over(items)));
+        og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
+        let items = rest.iter().enumerate().map(|(k, i)| og.lazy_argument(&i, Arc::new(Source::IterItem { base: source.clone(), index: k }))).collect();
+        let v = external(og, &source, crate::symbolic::variables::IteratorState::over(items));
+        if let Some(e) = og.side_effects.external_iters.last_mut() {
+            e.literal_items = true;
+        }
+        return Ok(v);
     }
     if value.is_instance_of::<pyo3::types::PyType>() {
         id_guard(og);

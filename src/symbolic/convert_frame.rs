@@ -276,6 +276,8 @@ fn finish_return(
     let rerun = rerun_on_failure(&og, grad_at_entry);
     let code = compiled_frame_code(py, ci, compiled, &inputs, &result, &effects, rerun, n_shared).map_err(ConvertError::Internal)?;
     og.add_alias_guards();
+    og.add_version_guards();
+    og.add_iterator_guards();
     if let Some(g) = og.shape_guard(py)? {
         og.guards.push(g);
     }
@@ -550,6 +552,14 @@ fn convert_break(
             // outside the frame]): the resume function's steps advance the caller's.
             VT::Iterator(it) if og.side_effects.external_iter_source(it).is_some() => slot(v, &mut outputs),
             VT::Iterator(it) if reach.get(&(Rc::as_ptr(it) as *const () as usize)).is_none_or(|&n| n <= 1) => match fixed_remaining(py, it, &reach)? {
+                // Literals only (a range, a tuple of numbers): the resume function receives a
+                // tuple iterator, so one resume function serves every iteration (Note [items of
+                // iterators from outside the frame] in `builder.rs`); a tuple would be guarded
+                // by its length and items, which change at each iteration.
+                Some(items) if items.iter().all(|i| matches!(i, VT::Constant(c) if crate::symbolic::builder::is_literal(py, c.bind(py)))) => {
+                    let iter = py.import("builtins")?.getattr("iter")?.unbind();
+                    Ok(Some(Rebuild::Call { func: iter, args: vec![Rebuild::Tuple(items.iter().map(|i| rebuild_of(py, &og, i, &mut outputs)).collect::<VResult<_>>()?)] }))
+                }
                 Some(items) => Ok(Some(Rebuild::Iterator(items.iter().map(|i| rebuild_of(py, &og, i, &mut outputs)).collect::<VResult<_>>()?))),
                 None => slot(v, &mut outputs),
             },
@@ -628,6 +638,8 @@ fn convert_break(
     };
     let code = break_code(py, ci, plan).map_err(ConvertError::Internal)?;
     og.add_alias_guards();
+    og.add_version_guards();
+    og.add_iterator_guards();
     if let Some(g) = og.shape_guard(py)? {
         og.guards.push(g);
     }

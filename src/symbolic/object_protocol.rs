@@ -32,6 +32,18 @@ impl<'a> InstructionTranslator<'a> {
                     graph_break!(UntracedTensorAttribute, "Tensor.{name} is not traced");
                 }
                 let fake = t.fake.bind(py);
+                // The method or attribute comes from `torch.Tensor` (or a base), which a user may
+                // patch (Note [attribute version guards]).
+                let tensor_type = self.og.handles.tensor_type.clone_ref(py);
+                self.og.read_unguarded_attr(py, tensor_type.bind(py), name);
+                // A Python function put on the class by the user (`Tensor.relu = my_relu`): its
+                // code is inlined with the tensor as `self`, as eager calls it.
+                if let Ok(f) = tensor_type.bind(py).getattr(name) {
+                    let module = f.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+                    if type_name(&f) == "function" && module != "torch" && !module.starts_with("torch.") {
+                        return Ok(VT::Method { func: Box::new(VT::Function { obj: Rc::new(f.unbind()), source: None }), self_: Box::new(obj.clone()) });
+                    }
+                }
                 let v = fake.getattr(name)?;
                 if !v.is_callable() {
                     if let Some(answer) = self.tensor_query(py, t, name, false)? {
@@ -77,6 +89,11 @@ impl<'a> InstructionTranslator<'a> {
                 if src.is_none() && !trusted {
                     graph_break!(MissingSource, "attribute of a module without a source");
                 }
+                if trusted {
+                    if let Ok(m) = m.bind(py).cast::<pyo3::types::PyModule>() {
+                        self.og.read_unguarded_attr(py, m.dict().as_any(), name);
+                    }
+                }
                 self.wrap_from(py, &v, src)
             }
             VT::Class(c) => {
@@ -90,7 +107,10 @@ impl<'a> InstructionTranslator<'a> {
                 let trusted = module == "torch" || module.starts_with("torch.") || module == "builtins";
                 let wrapped = match self.og.class_sources.get(&(c.as_ptr() as usize)).cloned() {
                     Some(src) if !trusted => wrap(py, self.og, &v, src.attr(name))?,
-                    _ => self.wrap_unguarded(py, &v)?,
+                    _ => {
+                        self.og.read_unguarded_attr(py, c.bind(py), name);
+                        self.wrap_unguarded(py, &v)?
+                    }
                 };
                 // `cls.__new__` inherited from `object` (guarded so above): the builtin, which
                 // `call_builtin` models for trackable classes (`copyreg.__newobj__`).

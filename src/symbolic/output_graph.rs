@@ -109,6 +109,9 @@ pub struct OutputGraph {
     /// Guards collected while wrapping values, deduplicated by their text.
     pub guards: Vec<Guard>,
     guard_keys: std::collections::HashSet<String>,
+    /// Torch module dicts and classes the trace read attributes from without a guard each, by
+    /// address (Note [attribute version guards]); they become guards in `add_version_guards`.
+    attr_versions: Vec<(usize, crate::guards::VersionGuard)>,
     pub fake_mode: Py<PyAny>,
     pub handles: Handles,
     /// Lists wrapped from the frame, by object address: an iterator over one of them (a `for`
@@ -284,6 +287,7 @@ impl OutputGraph {
             input_by_ptr: HashMap::new(),
             guards: Vec::new(),
             guard_keys: Default::default(),
+            attr_versions: Vec::new(),
             fake_mode,
             handles: Handles::new(py)?,
             fakes: HashMap::new(),
@@ -578,6 +582,61 @@ impl OutputGraph {
         }
         for (m, o) in guards {
             self.add_guard(Some(m), GuardKind::NotAliasOf(o));
+        }
+    }
+
+    /// Records that the trace read `name` from `holder` without a guard of its own: a torch
+    /// module's dict or an inlined torch function's globals (a dict), or a torch class (Note
+    /// [attribute version guards]). Classes whose dict cannot change are skipped.
+    pub fn read_unguarded_attr(&mut self, py: Python<'_>, holder: &Bound<'_, PyAny>, name: &str) {
+        let is_type = match holder.cast::<pyo3::types::PyType>() {
+            Ok(t) => {
+                // SAFETY: `t` is a live type object.
+                let flags = unsafe { pyo3::ffi::PyType_GetFlags(t.as_ptr() as *mut pyo3::ffi::PyTypeObject) };
+                if flags & pyo3::ffi::Py_TPFLAGS_IMMUTABLETYPE != 0 {
+                    return;
+                }
+                true
+            }
+            Err(_) if holder.is_instance_of::<pyo3::types::PyDict>() => false,
+            Err(_) => return,
+        };
+        let key = holder.as_ptr() as usize;
+        let i = match self.attr_versions.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                self.attr_versions.push((key, crate::guards::VersionGuard::new(holder.clone().unbind(), is_type)));
+                self.attr_versions.len() - 1
+            }
+        };
+        self.attr_versions[i].1.read(py, name);
+    }
+
+    /// The `ITERATOR_LEN` guard of each literal iterator passed in (Note [items of iterators
+    /// from outside the frame] in `builder.rs`): the trace took `k` items from it, and saw it
+    /// end right after them when it did.
+    pub fn add_iterator_guards(&mut self) {
+        let guards: Vec<(Arc<Source>, Py<PyAny>, usize, bool)> = self
+            .side_effects
+            .external_iters
+            .iter()
+            .filter(|e| e.literal_items)
+            .map(|e| {
+                let st = e.state.borrow();
+                (e.source.clone(), Python::attach(|py| e.obj.bind(py).get_type().into_any().unbind()), st.pos.saturating_sub(e.start), st.exhausted)
+            })
+            .collect();
+        for (source, ty, n, exact) in guards {
+            if n > 0 || exact {
+                self.add_guard(Some(source), GuardKind::IteratorLen { ty, n, exact });
+            }
+        }
+    }
+
+    /// Turns the reads `read_unguarded_attr` recorded into ATTR_VERSION guards.
+    pub fn add_version_guards(&mut self) {
+        for (_, vg) in std::mem::take(&mut self.attr_versions) {
+            self.guards.push(Guard { source: None, kind: GuardKind::AttrVersion(vg) });
         }
     }
 

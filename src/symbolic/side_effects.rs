@@ -90,6 +90,10 @@ pub struct ExternalIter {
     pub state: Rc<RefCell<IteratorState>>,
     /// `state.pos` when it was wrapped.
     pub start: usize,
+    /// A tuple, list or range iterator of literals whose items are lazy constants: guarded by
+    /// `ITERATOR_LEN` once the trace is done (Note [items of iterators from outside the
+    /// frame]).
+    pub literal_items: bool,
 }
 
 impl ExternalIter {

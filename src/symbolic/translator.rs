@@ -1145,6 +1145,9 @@ impl<'a> InstructionTranslator<'a> {
             },
         };
         if g.trusted {
+            // A torch module's global (Note [attribute version guards]); one found in builtins
+            // is recorded absent from the globals.
+            self.og.read_unguarded_attr(py, globals.as_any(), name);
             return self.wrap_unguarded(py, &value);
         }
         let source = match (&g.source, in_globals) {
