@@ -12,8 +12,10 @@ import gc
 import importlib
 import inspect
 import os
+import re
 import sys
 import sysconfig
+import warnings
 
 import torch
 
@@ -120,6 +122,52 @@ class _Context:
 
         _fn._dynamo_orig_callable = fn  # type: ignore[attr-defined]
         return _fn
+
+
+class _RecordWarnings:
+    """Records every warning issued inside it (a torch call traced on fake tensors; Note
+    [warnings of traced calls] in src/symbolic/output_graph.rs) instead of showing it. Unlike
+    ``catch_warnings(record=True)`` it does not mark the filters changed (which would make every
+    ``__warningregistry__`` forget what it has shown, so "default" warnings elsewhere would
+    show again after each compile); the "always" action leaves the registries alone."""
+
+    def __enter__(self):
+        self.log = []
+        self._saved = (warnings.filters, warnings.showwarning, warnings._showwarnmsg_impl)
+        warnings.filters = [("always", None, Warning, None, 0)]
+        warnings.showwarning = warnings._showwarning_orig
+        warnings._showwarnmsg_impl = self.log.append
+        return self.log
+
+    def __exit__(self, *exc):
+        warnings.filters, warnings.showwarning, warnings._showwarnmsg_impl = self._saved
+        return False
+
+
+def _issue_warnings_at(compiled, records):
+    """Wraps a compiled graph whose torch calls warned while traced on fake tensors (Note
+    [warnings of traced calls] in src/symbolic/output_graph.rs). Each call runs the graph with
+    those warnings ignored (the backend's code may issue them again, from its own lines), then
+    issues each at the user's line, as eager issues it per call: through the user's filters
+    and their module's ``__warningregistry__``, so "default" and "once" act as they do
+    eagerly. The ignore entries are put in front of ``warnings.filters`` for the call without
+    ``catch_warnings``, which would mark the filters changed and make every registry forget
+    what it has shown. ``records``: (message, category, filename, lineno, module globals)."""
+    ignore = [("ignore", re.compile(re.escape(str(m))), c, None, 0) for m, c, _, _, _ in records]
+
+    def run(*args):
+        saved = warnings.filters
+        warnings.filters = ignore + saved
+        try:
+            out = compiled(*args)
+        finally:
+            warnings.filters = saved
+        for message, category, filename, lineno, g in records:
+            registry = g.setdefault("__warningregistry__", {})
+            warnings.warn_explicit(message, category, filename, lineno, module=g.get("__name__"), registry=registry, module_globals=g)
+        return out
+
+    return run
 
 
 def _optimize_ctx(backend, nopython):

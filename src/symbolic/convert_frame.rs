@@ -439,6 +439,17 @@ fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend
     }
     // Our own kernels and a GraphModule's forward run no user Python; anything else a backend
     // returns is called with the frame hook off so it is never traced itself.
+    // Note [warnings of traced calls] (output_graph.rs): the graph issues the warnings its
+    // calls gave while traced, at the user's lines.
+    let compiled = if og.trace_warnings.is_empty() {
+        compiled
+    } else {
+        let records = PyList::empty(py);
+        for (m, c, f, l, g) in &og.trace_warnings {
+            records.append((m.bind(py), c.bind(py), f.as_str(), *l, g.bind(py))).map_err(ConvertError::Internal)?;
+        }
+        py.import("dynamo.eval_frame").and_then(|m| m.call_method1("_issue_warnings_at", (compiled, records))).map_err(ConvertError::Internal)?
+    };
     let is_gm_forward = compiled.getattr("__self__").map(|s| s.is(&gm)).unwrap_or(false);
     let is_ours = crate::symbolic::variables::type_name(&compiled) == "CompiledGraph";
     let compiled = if is_gm_forward || is_ours {

@@ -147,6 +147,12 @@ pub struct OutputGraph {
     pub raise_points: Vec<(usize, usize)>,
     /// The `(ip, visit)` of the converted frame's instruction being traced.
     pub top_ip: (usize, usize),
+    /// The user code instruction being traced, innermost (not torch's own code): where a
+    /// warning a torch call issues is reported (Note [warnings of traced calls]).
+    pub user_loc: Option<(Arc<crate::symbolic::code_info::CodeInfo>, usize, Py<PyAny>)>,
+    /// Warnings the torch calls issued while traced on fake tensors: (message, category,
+    /// filename, line, the user module's globals). The graph issues them at each call instead.
+    pub trace_warnings: Vec<(Py<PyAny>, Py<PyAny>, String, u32, Py<PyAny>)>,
     /// Containers being wrapped (addresses), innermost last: `builder::wrap` refuses cycles.
     pub wrapping: Vec<usize>,
     /// Closures guarded by their code rather than their identity (Note [closure guards] in
@@ -303,6 +309,8 @@ impl OutputGraph {
             raised_exceptions: Vec::new(),
             raise_points: Vec::new(),
             top_ip: (0, 0),
+            user_loc: None,
+            trace_warnings: Vec::new(),
             class_sources: HashMap::new(),
             derived_modules: HashMap::new(),
             name_counts: HashMap::new(),
@@ -851,6 +859,14 @@ impl OutputGraph {
                 )));
             }
         }
+        // Note [warnings of traced calls]: a torch call that warns (softmax without `dim`,
+        // `torch.tensor(tensor)`) warns here on fake tensors, from dynamo's own frames, and may
+        // warn again when the graph runs, from the backend's code. Eager warns once per call at
+        // the user's line. So the warnings are caught here and kept with the user's location;
+        // the graph then runs with the same warnings caught and issues these at that location
+        // (`dynamo.eval_frame._issue_warnings_at`), through the user's filters and registry.
+        let catcher = py.import("dynamo.eval_frame")?.getattr("_RecordWarnings")?.call0()?;
+        let caught = catcher.call_method0("__enter__")?;
         let result = self.with_fake(py, || match (target, method) {
             (Some(t), _) => t.call(fake_args.clone(), Some(&fake_kwargs)),
             (None, Some(m)) => {
@@ -860,6 +876,16 @@ impl OutputGraph {
             }
             _ => unreachable!(),
         });
+        catcher.call_method1("__exit__", (py.None(), py.None(), py.None()))?;
+        if caught.len()? > 0 {
+            if let Some((code, ip, globals)) = &self.user_loc {
+                let line = code.insts[*ip].positions.line.or_else(|| code.insts[..*ip].iter().rev().find_map(|i| i.positions.line)).unwrap_or(code.firstlineno);
+                for w in caught.try_iter()? {
+                    let w = w?;
+                    self.trace_warnings.push((w.getattr("message")?.unbind(), w.getattr("category")?.unbind(), code.filename.clone(), line, globals.clone_ref(py)));
+                }
+            }
+        }
         let result = match result {
             Ok(r) => r,
             Err(e) => {

@@ -196,6 +196,9 @@ impl<'a> InstructionTranslator<'a> {
             if self.depth == 0 {
                 self.og.top_ip = (ip, visit);
             }
+            if !self.g.trusted {
+                self.og.user_loc = Some((self.code.clone(), ip, self.g.globals.clone_ref(py).into_any()));
+            }
             self.ip += 1;
             let flow = match self.step(py, ip) {
                 Err(e) if e.raised.is_some() && self.code.insts[ip].exn.is_some() => match self.unwind_to_handler(py, ip, &e) {
