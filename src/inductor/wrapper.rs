@@ -265,6 +265,10 @@ pub enum RtStep {
     Kernel { kernel: usize, args: Vec<usize>, allocs: Vec<Alloc>, big: bool },
     /// Call into torch and put the result into `slot`; `check` validates it when kernels read it.
     Fallback { slot: usize, call: FallbackCall, args: Vec<ArgT>, kwargs: Vec<(Py<PyString>, ArgT)>, check: Option<TensorCheck> },
+    /// A view made without torch's view machinery (Note [alias views] in alias.rs):
+    /// `reinterpret(env[src], sizes, strides, 0)` into `slot`, or `env[src]` itself when
+    /// `layout` is None.
+    Alias { slot: usize, src: usize, layout: Option<(Py<PyTuple>, Py<PyTuple>)>, reinterpret: Py<PyAny> },
 }
 
 /// A compiled plan: inputs to check, steps, the output template.
@@ -450,6 +454,17 @@ impl Runtime {
                         }
                     }
                     env[*slot] = Some(res.unbind());
+                    if let (Some(t), Some(start)) = (timer, t0) {
+                        t.record(si, start);
+                    }
+                }
+                RtStep::Alias { slot, src, layout, reinterpret } => {
+                    let base = env[*src].as_ref().ok_or_else(|| PyRuntimeError::new_err(format!("inductor: buf{src} read before it was computed")))?;
+                    let v = match layout {
+                        None => base.clone_ref(py),
+                        Some((sizes, strides)) => reinterpret.bind(py).call1((base.bind(py), sizes.bind(py), strides.bind(py), 0))?.unbind(),
+                    };
+                    env[*slot] = Some(v);
                     if let (Some(t), Some(start)) = (timer, t0) {
                         t.record(si, start);
                     }
