@@ -587,6 +587,8 @@ fn inductor_compile(
         tensor_type: torch.getattr("Tensor")?.unbind(),
         writebacks,
         step_times: StepTimes::enabled().then(|| StepTimes::new(step_labels)),
+        fast_inputs: std::sync::OnceLock::new(),
+        tensor_guards: py.import("torch._C._dynamo.guards").and_then(|m| m.getattr("TensorGuards")).ok().map(|t| t.unbind()),
     };
     Ok(CompiledGraph { forward, runtime: Some(runtime), kernel_names: kernel_order, llvm_ir, plan, kernel_ir, ir_pre_fusion })
 }
