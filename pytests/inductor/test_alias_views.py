@@ -22,6 +22,9 @@ def test_views_around_mm_are_aliases():
     assert compiled.plan.count("alias buf") == 3, compiled.plan
     for _ in range(3):
         torch.testing.assert_close(compiled(g, x), weight_grad(g, x), rtol=0, atol=0)
+    # Inputs at a storage offset (slices of a larger tensor): the alias keeps the base's offset.
+    gs, xs = torch.randn(60)[12:].reshape(2, 3, 8), torch.randn(30)[6:].reshape(2, 3, 4)
+    torch.testing.assert_close(compiled(gs, xs), weight_grad(gs, xs), rtol=0, atol=0)
     # Another layout of x fails the input check and runs through torch.
     xt = torch.randn(4, 3, 2).permute(2, 1, 0)
     torch.testing.assert_close(compiled(g, xt), weight_grad(g, xt), rtol=0, atol=0)
