@@ -189,6 +189,12 @@ impl<'py> Builder<'py> {
                 dims.push((lead + k) as i64);
             }
         }
+        if dims.len() == lead && lead > 0 {
+            // Only the leading (broadcast) dims: summed away without keepdim, so the result
+            // has `to`'s sizes and needs no reshape (a bias gradient: one kernel, not a kernel
+            // and a view fallback).
+            return self.sum_dims(g, &dims, false);
+        }
         let s = if dims.is_empty() { g } else { self.sum_dims(g, &dims, true)? };
         Ok(if lead > 0 || to.len() != from.len() { self.reshape(s, to) } else { s })
     }

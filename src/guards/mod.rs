@@ -384,6 +384,11 @@ pub struct GuardManager {
     step_sources: Vec<Option<Source>>,
     pub guards: Vec<Guard>,
     hot: Hot,
+    /// Note [fast tensor guards]: per guard, for a static TENSOR_MATCH, torch's C++
+    /// `TensorGuards(...).check` made from the first value that passed the guard (None inside:
+    /// torch has none, or making it failed).
+    fast: Vec<std::sync::OnceLock<Option<Py<PyAny>>>>,
+    tensor_guards: Option<Py<PyAny>>,
 }
 
 /// A guard that did not hold: its text and why.
@@ -437,7 +442,9 @@ impl GuardManager {
         for (s, i) in memo {
             step_sources[i] = Some(s);
         }
-        Ok(GuardManager { steps, guard_slots, other_slots, shape_slots, step_sources, guards, hot })
+        let fast = guards.iter().map(|_| std::sync::OnceLock::new()).collect();
+        let tensor_guards = py.import("torch._C._dynamo.guards").and_then(|m| m.getattr("TensorGuards")).ok().map(|t| t.unbind());
+        Ok(GuardManager { steps, guard_slots, other_slots, shape_slots, step_sources, guards, hot, fast, tensor_guards })
     }
 
     /// The text of a failure to read step `i`'s source: the source's name and the exception the
@@ -475,7 +482,7 @@ impl GuardManager {
                 }
             }
         }
-        for (((g, &slot), &other), shape_slots) in self.guards.iter().zip(&self.guard_slots).zip(&self.other_slots).zip(&self.shape_slots) {
+        for (gi, (((g, &slot), &other), shape_slots)) in self.guards.iter().zip(&self.guard_slots).zip(&self.other_slots).zip(&self.shape_slots).enumerate() {
             if let GuardKind::ShapeRelations(sg) = &g.kind {
                 let mut vals: smallvec::SmallVec<[i64; 8]> = smallvec::SmallVec::new();
                 let mut fvals: smallvec::SmallVec<[f64; 8]> = smallvec::SmallVec::new();
@@ -519,11 +526,53 @@ impl GuardManager {
                 }
                 continue;
             }
+            let fast_tensor = match (&g.kind, value) {
+                (GuardKind::TensorMatch(spec), Some(v)) if spec.dynamic_dims.is_empty() => Some(v),
+                _ => None,
+            };
+            if let Some(v) = fast_tensor {
+                if let Some(Some(check)) = self.fast[gi].get() {
+                    if check.bind(py).call1((v,)).is_ok_and(|r| r.as_ptr() == unsafe { ffi::Py_True() }) {
+                        continue;
+                    }
+                }
+            }
             if let Err(reason) = self.check_one(py, g, value, explain) {
                 return Err(explain.then(|| GuardFailure { guard: g.to_string(), reason: reason.unwrap_or_default() }));
             }
+            if let Some(v) = fast_tensor {
+                if self.fast[gi].get().is_none() {
+                    let _ = self.fast[gi].set(self.make_fast_tensor_check(py, v));
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Note [fast tensor guards]: a static TENSOR_MATCH reads six attributes through Python
+    /// (type, dtype, `get_device()`, requires_grad, `size()`, `stride()`: ~0.4 µs a tensor, so
+    /// ~17 µs a call for tiny BERT's 43 tensors). torch's `TensorGuards` checks the same things
+    /// (and the dispatch keys) in C++ from one call. It is made from `v`, a value that just
+    /// passed the slow check, with every size and stride static, so whenever it passes, the slow
+    /// check would have too; when it fails, the slow check decides (and explains). None when torch
+    /// has no `TensorGuards` or making one failed.
+    fn make_fast_tensor_check(&self, py: Python<'_>, v: &Bound<'_, PyAny>) -> Option<Py<PyAny>> {
+        let tg = self.tensor_guards.as_ref()?.bind(py);
+        let made = (|| -> PyResult<Py<PyAny>> {
+            let sizes = v.call_method0(self.hot.size.bind(py))?;
+            let strides = v.call_method0(self.hot.stride.bind(py))?;
+            let kw = pyo3::types::PyDict::new(py);
+            kw.set_item("dynamic_dims_sizes", pyo3::types::PyList::new(py, [pyo3::types::PyList::new(py, sizes.try_iter()?.collect::<PyResult<Vec<_>>>()?)?])?)?;
+            kw.set_item("dynamic_dims_strides", pyo3::types::PyList::new(py, [pyo3::types::PyList::new(py, strides.try_iter()?.collect::<PyResult<Vec<_>>>()?)?])?)?;
+            let guards = tg.call((v,), Some(&kw))?;
+            let check = guards.getattr("check")?;
+            // It must accept the value it was made from.
+            if check.call1((v,))?.as_ptr() != unsafe { ffi::Py_True() } {
+                return Err(pyo3::exceptions::PyRuntimeError::new_err("TensorGuards rejects its own example"));
+            }
+            Ok(check.unbind())
+        })();
+        made.ok()
     }
 
     unsafe fn fetch<'py>(

@@ -8,6 +8,7 @@
 //! torch (a FallbackKernel per node, or `gm.forward` for the whole graph), with the reason logged
 //! and written into `CompiledGraph.plan`.
 
+pub mod alias;
 pub mod codegen;
 pub mod constant_folding;
 pub mod cuda;
@@ -530,6 +531,10 @@ fn inductor_compile(
         let mut mark = |s: usize| last_use[s] = Some(si);
         match step {
             RtStep::Kernel { args, .. } => args.iter().for_each(|&s| mark(s)),
+            RtStep::Alias { slot, src, .. } => {
+                mark(*slot);
+                mark(*src);
+            }
             RtStep::Fallback { slot, args, kwargs, .. } => {
                 mark(*slot);
                 args.iter().for_each(|a| a.for_each_slot(&mut mark));
@@ -549,6 +554,22 @@ fn inductor_compile(
         let slots: Vec<String> = sc.offsets.iter().enumerate().filter(|(_, o)| o.is_some()).map(|(i, _)| format!("buf{i}")).collect();
         let _ = writeln!(plan, "scratch arena {} bytes: {}", sc.bytes, slots.join(", "));
     }
+    // Note [alias views]: after the arena is planned (an alias's base is a tensor, not arena
+    // bytes, because the fallback read it when the arena was planned).
+    let exact_inputs: Vec<usize> = inputs
+        .iter()
+        .filter(|(_, _, c)| c.is_some())
+        .map(|(_, s, _)| *s)
+        .chain(constants.iter().filter(|(s, _, c)| c.is_some() || ir.buffers[*s].layout.is_some()).map(|(s, _, _)| *s))
+        .collect();
+    if gpu.is_none() && alias::enabled() {
+        for (slot, src) in alias::alias_views(py, &g, &ir, &mut steps, &keep, &exact_inputs)? {
+            if let Some(label) = step_labels.get_mut(steps.iter().position(|s| matches!(s, RtStep::Alias { slot: a, .. } if *a == slot)).unwrap_or(usize::MAX)) {
+                *label = format!("alias {label}");
+            }
+            let _ = writeln!(plan, "alias buf{slot} = reinterpret(buf{src})");
+        }
+    }
     let runtime = Runtime {
         scratch,
         free_after,
@@ -566,6 +587,8 @@ fn inductor_compile(
         tensor_type: torch.getattr("Tensor")?.unbind(),
         writebacks,
         step_times: StepTimes::enabled().then(|| StepTimes::new(step_labels)),
+        fast_inputs: std::sync::OnceLock::new(),
+        tensor_guards: py.import("torch._C._dynamo.guards").and_then(|m| m.getattr("TensorGuards")).ok().map(|t| t.unbind()),
     };
     Ok(CompiledGraph { forward, runtime: Some(runtime), kernel_names: kernel_order, llvm_ir, plan, kernel_ir, ir_pre_fusion })
 }
