@@ -28,6 +28,9 @@ impl<'a> InstructionTranslator<'a> {
         match obj {
             VT::Module { obj: m, source } => self.module_getattr(py, m.bind(py), source.clone(), name),
             VT::Tensor(t) => {
+                if let Some(v) = self.torch_function_getattr(py, obj, t, name)? {
+                    return Ok(v);
+                }
                 if TENSOR_ATTR_DENYLIST.contains(&name) {
                     graph_break!(UntracedTensorAttribute, "Tensor.{name} is not traced");
                 }
@@ -122,6 +125,9 @@ impl<'a> InstructionTranslator<'a> {
             // Immutable facts of a function whose identity is guarded (its code object included:
             // `__code__` can be reassigned, but then the ID_MATCH'd function was too).
             VT::Function { obj: f, .. } if matches!(name, "__name__" | "__qualname__" | "__module__" | "__code__" | "__doc__") => Ok(VT::constant(f.bind(py).getattr(name)?.unbind())),
+            // The names of a torch or builtin callable (a `func` that `__torch_function__`
+            // receives): immutable.
+            VT::TorchFunction(f) | VT::Builtin(f) if matches!(name, "__name__" | "__qualname__" | "__module__" | "__doc__") => Ok(VT::constant(f.bind(py).getattr(name)?.unbind())),
             // A function's class is `types.FunctionType` for good (`__class__` assignment is
             // refused for it: Objects/typeobject.c, `object_set_class`).
             VT::Function { obj: f, .. } if name == "__class__" => Ok(VT::Class(Rc::new(f.bind(py).get_type().into_any().unbind()))),
@@ -197,6 +203,11 @@ impl<'a> InstructionTranslator<'a> {
     /// whose class stores attributes plainly (no custom `__setattr__`, no data descriptor);
     /// anything else is a graph break.
     pub(crate) fn store_attr(&mut self, py: Python<'_>, obj: &VT, name: &str, v: VT) -> VResult<()> {
+        if let VT::Tensor(t) = obj {
+            if self.torch_function_store_attr(py, t, name, v.clone())? {
+                return Ok(());
+            }
+        }
         match obj {
             VT::UserObject(o) => {
                 let o = o.clone();
@@ -234,11 +245,15 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(())
             }
             VT::Class(c) => {
-                // `C.name = v` on a plain class (metaclass `type`) reached from the frame.
+                // `C.name = v` on a plain class (metaclass `type`, or one that keeps
+                // `type.__setattr__`, as tensor subclasses' `_TensorMeta`) reached from the frame.
                 let cls = c.bind(py);
                 let src = self.og.class_sources.get(&(c.as_ptr() as usize)).cloned();
+                let type_type = py.get_type::<pyo3::types::PyType>();
+                let plain_meta = cls.get_type().is(&type_type)
+                    || (cls.get_type().is_subclass(&type_type)? && cls.get_type().getattr("__setattr__")?.is(type_type.getattr("__setattr__")?) && cls.cast::<pyo3::types::PyType>().map(|t| t.is_subclass(self.og.handles.tensor_type.bind(py)).unwrap_or(false)).unwrap_or(false));
                 match src {
-                    Some(src) if cls.get_type().is(py.get_type::<pyo3::types::PyType>()) => {
+                    Some(src) if plain_meta => {
                         self.og.side_effects.store_attr(py, c, src, name, v);
                         Ok(())
                     }
@@ -589,6 +604,9 @@ impl<'a> InstructionTranslator<'a> {
         if args.iter().any(|a| matches!(a, VT::SymNum(_))) && !args.iter().any(|a| matches!(a, VT::Tensor(_))) {
             return self.sym_operator(py, name, args);
         }
+        if let Some(r) = self.torch_function_operator(py, name, &args)? {
+            return Ok(r);
+        }
         let f = self.og.handles.operator.bind(py).getattr(name)?;
         if args.iter().all(|a| matches!(a, VT::Constant(_))) {
             let vals: Vec<_> = args.iter().map(|a| a.as_constant(py).unwrap()).collect();
@@ -867,6 +885,9 @@ impl<'a> InstructionTranslator<'a> {
     pub(crate) fn getitem(&mut self, py: Python<'_>, obj: &VT, idx: &VT) -> VResult<VT> {
         match obj {
             VT::Tensor(_) => {
+                if let Some(r) = self.torch_function_operator(py, "getitem", &[obj.clone(), idx.clone()])? {
+                    return Ok(r);
+                }
                 let f = self.og.handles.getitem.clone_ref(py);
                 self.og.call(py, Some(f.bind(py)), None, &[obj.clone(), idx.clone()], &[])
             }
@@ -988,6 +1009,9 @@ impl<'a> InstructionTranslator<'a> {
     pub(crate) fn setitem(&mut self, py: Python<'_>, obj: &VT, idx: VT, v: VT) -> VResult<()> {
         match obj {
             VT::Tensor(_) => {
+                if self.torch_function_operator(py, "setitem", &[obj.clone(), idx.clone(), v.clone()])?.is_some() {
+                    return Ok(());
+                }
                 let f = self.og.handles.operator.bind(py).getattr("setitem")?;
                 self.og.call(py, Some(&f), None, &[obj.clone(), idx, v], &[])?;
                 Ok(())
@@ -1061,6 +1085,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::UserObject(o) => Some(o.cls.clone_ref(py)),
             // A graph input keeps its exact Python type (TENSOR_MATCH pins it: Parameter, a
             // subclass...); a tensor computed by the graph is a plain torch.Tensor.
+            VT::Tensor(t) if self.torch_function_type_of(py, t).is_some() => self.torch_function_type_of(py, t),
             VT::Tensor(t) => match &t.source {
                 Some(src) => match self.og.inputs.iter().find(|(s, _)| s == src) {
                     Some((_, real)) => Some(real.bind(py).get_type().into_any().unbind()),
@@ -1074,6 +1099,9 @@ impl<'a> InstructionTranslator<'a> {
 
     /// Calls `func(*args, **kwargs)` symbolically.
     pub fn call(&mut self, py: Python<'_>, func: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        if let Some(r) = self.torch_function_call(py, func, &args, &kwargs)? {
+            return Ok(r);
+        }
         if let VT::Function { obj, .. } = func {
             if let Some(sig) = self.inspect_signature(py, obj.bind(py), &args, &kwargs)? {
                 return Ok(sig);
