@@ -335,3 +335,58 @@ def test_torch_dispatch_subclass_is_a_clean_break():
     torch.testing.assert_close(got.b, want.b)
     assert dynamo.counters()["graphs"] == 0
     assert any("[GB0015 tensor_subclass]" in r and "__torch_dispatch__" in r for r in dynamo._C.break_reasons()), dynamo._C.break_reasons()
+
+
+def _kwargs_and_defaults(x):
+    # C functions pass kwargs=None without keywords; Python-level Tensor methods (`split`,
+    # `__len__`) pass their own defaults as keywords.
+    return torch.add(x, 1, alpha=2), torch.stack([x, x]), x.sum(dim=0, keepdim=True), x.split(2), len(x)
+
+
+def _in_place(x):
+    y = x.clone()
+    y.add_(1)
+    y += 2
+    return y, x.max(0)
+
+
+def _disabled_in_the_frame(x):
+    with torch._C.DisableTorchFunctionSubclass():
+        y = x * 2
+    return y, type(y), x + 1
+
+
+def _returned_twice(x):
+    y = x.clone()
+    return y, y
+
+
+def _shapes(x):
+    return x.view(-1, 2).t() @ x.view(-1, 2), x.size(0), x.shape[0] * 2, x.dim()
+
+
+@pytest.mark.parametrize("fn", [_kwargs_and_defaults, _in_place, _disabled_in_the_frame, _returned_twice, _shapes])
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_what_torch_function_receives(fn, backend):
+    got = check(fn, torch.arange(4.0).as_subclass(Logged), backend=backend)
+    if fn is _returned_twice:
+        assert got[0] is got[1]
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_subclass_tensors_live_across_a_graph_break(backend):
+    def fn(x):
+        a = x * 2
+        print("break")
+        return a + 1, type(a)
+
+    x = torch.arange(4.0).as_subclass(Logged)
+    dynamo.reset()
+    LOG.clear()
+    want = fn(x)
+    want_log = list(LOG)
+    LOG.clear()
+    got = dynamo.optimize(backend)(fn)(x)
+    _same(got, want)
+    assert LOG == want_log
+    assert not any("GB0015" in r for r in dynamo._C.break_reasons())

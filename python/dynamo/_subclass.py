@@ -9,7 +9,7 @@ sees plain tensors. A subclass input is handed to the compiled graph as a plain 
 
 import torch
 
-__all__ = ["plain", "rewrap", "PlainInputs", "dispatch_probe"]
+__all__ = ["plain", "rewrap", "PlainInputs", "new_probe", "run_probe"]
 
 _Disable = torch._C.DisableTorchFunctionSubclass
 _Tensor = torch.Tensor
@@ -75,44 +75,26 @@ class _Probe(_Tensor):
         raise _Seen(func, args, kwargs)
 
 
-def dispatch_probe(name, pattern):
-    """What eager passes to ``__torch_function__`` for ``operator.<name>(*operands)``.
+def new_probe():
+    """A fresh probe tensor (no elements) for ``run_probe``."""
+    with _Disable():
+        return _Tensor.as_subclass(torch.empty(0), _Probe)
 
-    ``pattern``: one item per operand, ``None`` for a tensor, ``(value,)`` for a constant.
-    Returns ``(func, order)``: ``func`` is the object handed to ``__torch_function__`` and
-    ``order`` its positional arguments, each the index of a tensor operand or
-    ``("const", value)``; ``None`` if the operator does not reach ``__torch_function__`` with
-    positional arguments only.
+
+def run_probe(fn, args, kwargs):
+    """``(func, args, kwargs)`` that ``fn(*args, **kwargs)`` hands to ``__torch_function__``.
+
+    ``args`` hold probe tensors (``new_probe``) where the traced call had tensors; ``None`` when
+    the call raises before, or finishes without, reaching ``__torch_function__``.
     """
-    import operator
-
-    probes = []
-    operands = []
-    for item in pattern:
-        if item is None:
-            with _Disable():
-                p = _Tensor.as_subclass(torch.empty(0), _Probe)
-            probes.append(p)
-            operands.append(p)
-        else:
-            operands.append(item[0])
     try:
-        getattr(operator, name)(*operands)
+        # No `**{}`: a C function would receive an empty dict where eager passes none.
+        if kwargs:
+            fn(*args, **kwargs)
+        else:
+            fn(*args)
     except _Seen as seen:
-        func, args, kwargs = seen.args
+        return seen.args
     except Exception:
         return None
-    else:
-        return None
-    if kwargs:
-        return None
-    order = []
-    for a in args:
-        k = next((i for i, o in enumerate(operands) if o is a and pattern[i] is None), None)
-        if k is not None:
-            order.append(k)
-        elif isinstance(a, _Tensor):
-            return None
-        else:
-            order.append(("const", a))
-    return func, tuple(order)
+    return None

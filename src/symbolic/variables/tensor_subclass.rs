@@ -12,8 +12,8 @@
 //! break). A Python `__torch_function__` is inlined like any method: what it logs, counts or
 //! changes is traced. `func` is the very object eager passes (`torch.add`, `Tensor.add` for
 //! `x.add(..)` and `x + ..`, `Tensor.__rsub__` for `1 - x`, a getset's `__get__` for `x.shape`),
-//! found for operators by running the operator once on probe tensors whose own
-//! `__torch_function__` records it (`dynamo._subclass.dispatch_probe`).
+//! found by running the real callable once on probe tensors whose own
+//! `__torch_function__` records what it receives (`dynamo._subclass.run_probe`).
 //!
 //! `Tensor.__torch_function__` (reached by `super().__torch_function__(...)` or inherited) is
 //! modelled here: with subclass dispatch off it runs `func(*args, **kwargs)` (the op goes into
@@ -200,19 +200,19 @@ impl<'a> InstructionTranslator<'a> {
     /// Calls `func(*args, **kwargs)` (func: the object eager passes to `__torch_function__`) for
     /// the overloaded `types`: each type's `__torch_function__` in turn until one does not return
     /// `NotImplemented` (torch/csrc/utils/python_arg_parser.cpp, `handle_torch_function_no_python_arg_parser`).
-    fn tf_dispatch(&mut self, py: Python<'_>, func: &Bound<'_, PyAny>, types: &[Py<PyAny>], args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+    fn tf_dispatch(&mut self, py: Python<'_>, func: &Bound<'_, PyAny>, types: &[Py<PyAny>], args: Vec<VT>, kwargs: Option<Vec<(String, VT)>>) -> VResult<VT> {
         let func_vt = VT::TorchFunction(Rc::new(func.clone().unbind()));
         let types_vt = VT::Tuple(Rc::new(types.iter().map(|t| VT::Class(Rc::new(t.clone_ref(py)))).collect()));
         let args_vt = VT::Tuple(Rc::new(args));
-        // Eager passes `None` when the call had no keyword arguments.
-        let kwargs_vt = if kwargs.is_empty() {
-            VT::none(py)
-        } else {
+        // A C function passes `None` when the call had no keyword arguments.
+        let kwargs_vt = if let Some(kwargs) = kwargs {
             let mut items = Vec::with_capacity(kwargs.len());
             for (k, v) in kwargs {
                 items.push((pyo3::types::PyString::new(py, &k).into_any().unbind(), v));
             }
             crate::symbolic::variables::dicts::new_dict(items)
+        } else {
+            VT::none(py)
         };
         let default = default_tf_func(py)?;
         let not_implemented = py.NotImplemented();
@@ -376,6 +376,16 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 return Ok(None);
             }
+            // `len(x)` / `abs(x)` of a subclass tensor: eager's `Tensor.__len__` / `__abs__`
+            // dispatch.
+            VT::Builtin(b) if args.len() == 1 && kwargs.is_empty() => {
+                let b = b.bind(py).clone();
+                let builtins = py.import("builtins")?;
+                if b.is(&builtins.getattr("len")?) || b.is(&builtins.getattr("abs")?) {
+                    return self.dispatch_call(py, &b, args, kwargs);
+                }
+                return Ok(None);
+            }
             VT::Class(c) => {
                 let c = c.bind(py);
                 let tc = py.import("torch")?.getattr("_C")?;
@@ -398,11 +408,7 @@ impl<'a> InstructionTranslator<'a> {
                 // Not dispatched to `__torch_function__` (a plain C method in eager).
                 return self.as_subclass(py, tensor, &all[1..], kwargs).map(Some);
             }
-            let types = self.overloaded_types(py, &all, kwargs)?;
-            if !types.is_empty() {
-                return self.tf_dispatch(py, &pyfunc, &types, all, kwargs.to_vec()).map(Some);
-            }
-            return Ok(None);
+            return self.dispatch_call(py, &pyfunc, &all, kwargs);
         }
         let f = match func {
             VT::TorchFunction(f) | VT::Function { obj: f, .. } => f.bind(py).clone(),
@@ -446,9 +452,8 @@ impl<'a> InstructionTranslator<'a> {
                 return self.as_subclass(py, t, &args[1..], kwargs).map(Some);
             }
         }
-        let types = self.overloaded_types(py, args, kwargs)?;
-        if !types.is_empty() {
-            return self.tf_dispatch(py, &f, &types, args.to_vec(), kwargs.to_vec()).map(Some);
+        if let Some(r) = self.dispatch_call(py, &f, args, kwargs)? {
+            return Ok(Some(r));
         }
         // With no dispatch to do, a `func` that is not an ordinary torch function (a method,
         // slot or property of `torch.Tensor`, as `__torch_function__` receives it) runs as the
@@ -463,6 +468,10 @@ impl<'a> InstructionTranslator<'a> {
         }
         match (name.as_str(), args) {
             ("__getitem__", [obj, idx]) => return self.getitem(py, obj, idx).map(Some),
+            ("__len__", [_]) => {
+                let len = VT::Builtin(Rc::new(py.import("builtins")?.getattr("len")?.unbind()));
+                return self.with_tf_disabled(|me| me.call(py, &len, args.to_vec(), vec![])).map(Some);
+            }
             ("__setitem__", [obj, idx, v]) => return self.setitem(py, obj, idx.clone(), v.clone()).map(|_| Some(VT::none(py))),
             _ => {}
         }
@@ -515,41 +524,79 @@ impl<'a> InstructionTranslator<'a> {
         Ok(VT::Tensor(alias))
     }
 
-    /// Hook at the start of `operator`: `operator.<name>(*args)` with an overloaded tensor
-    /// among `args`, dispatched with the `func` and argument order eager's `Tensor` slot or
-    /// Python operator passes (found by `dynamo._subclass.dispatch_probe`).
+    /// Hook at the start of `operator` (and of `[]`, `[]=`): `operator.<name>(*args)` with an
+    /// overloaded tensor among `args`, dispatched with the `func` and arguments eager's
+    /// `Tensor` slot or Python operator passes.
     pub(crate) fn torch_function_operator(&mut self, py: Python<'_>, name: &str, args: &[VT]) -> VResult<Option<VT>> {
-        let types = self.overloaded_types(py, args, &[])?;
+        let op = self.og.handles.operator.bind(py).getattr(name)?;
+        self.dispatch_call(py, &op, args, &[])
+    }
+
+    /// `callable(*args, **kwargs)` where an overloaded tensor takes part: what eager hands to
+    /// `__torch_function__` (`func`, `args`, `kwargs`: a Python-level `Tensor` method passes
+    /// its own defaults as keywords, a C function `None`) is read off a run of the real callable
+    /// on probe tensors (`dynamo._subclass.run_probe`); then `tf_dispatch`. `None` when no
+    /// overloaded tensor takes part.
+    fn dispatch_call(&mut self, py: Python<'_>, callable: &Bound<'_, PyAny>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        let types = self.overloaded_types(py, args, kwargs)?;
         if types.is_empty() {
             return Ok(None);
         }
-        // Tensors become probes (by position), other operands must be constants.
-        let mut pattern = Vec::with_capacity(args.len());
+        let helpers = py.import("dynamo._subclass")?;
+        let mut probes: Vec<(Py<PyAny>, VT)> = Vec::new();
+        let mut built = Vec::with_capacity(args.len());
+        let mut probe_ok = true;
         for a in args {
-            match a {
-                VT::Tensor(_) => pattern.push(py.None()),
-                other => match other.as_constant(py) {
-                    Some(c) => pattern.push(PyTuple::new(py, [c])?.into_any().unbind()),
-                    None => graph_break!(TensorSubclass, "operator.{name} on a subclass tensor and {}", other.describe(py)),
-                },
+            match to_probe(py, &helpers, a, &mut probes, 0)? {
+                Some(v) => built.push(v),
+                None => {
+                    probe_ok = false;
+                    break;
+                }
             }
         }
-        let probe = py.import("dynamo._subclass")?.call_method1("dispatch_probe", (name, PyTuple::new(py, pattern)?))?;
-        if probe.is_none() {
-            graph_break!(TensorSubclass, "operator.{name} on a subclass tensor does not reach __torch_function__");
-        }
-        // (func, positions): func's arguments as positions into `args`, or ("const", value).
-        let (func, order): (Bound<'_, PyAny>, Bound<'_, PyTuple>) = probe.extract()?;
-        let mut call_args = Vec::with_capacity(order.len());
-        for item in order.iter() {
-            if let Ok(i) = item.extract::<usize>() {
-                call_args.push(args[i].clone());
-            } else {
-                call_args.push(VT::constant(item.get_item(1)?.unbind()));
+        let kw = pyo3::types::PyDict::new(py);
+        if probe_ok {
+            for (k, v) in kwargs {
+                match to_probe(py, &helpers, v, &mut probes, 0)? {
+                    Some(p) => kw.set_item(k, p)?,
+                    None => {
+                        probe_ok = false;
+                        break;
+                    }
+                }
             }
         }
-        let types = self.overloaded_types(py, &call_args, &[])?;
-        self.tf_dispatch(py, &func, &types, call_args, vec![]).map(Some)
+        if !probe_ok {
+            // Arguments a probe cannot stand for (a symbolic size, a dict): a C function hands
+            // its arguments over as they are.
+            if matches!(type_name(callable).as_str(), "builtin_function_or_method" | "method_descriptor" | "wrapper_descriptor") {
+                let kwargs = if kwargs.is_empty() { None } else { Some(kwargs.to_vec()) };
+                return self.tf_dispatch(py, callable, &types, args.to_vec(), kwargs).map(Some);
+            }
+            graph_break!(TensorSubclass, "{} on a subclass tensor with arguments the tracer cannot probe", qualname(callable));
+        }
+        let seen = helpers.call_method1("run_probe", (callable, PyTuple::new(py, built)?, kw))?;
+        if seen.is_none() {
+            graph_break!(TensorSubclass, "{} on a subclass tensor does not reach __torch_function__", qualname(callable));
+        }
+        let (func, pargs, pkwargs): (Bound<'_, PyAny>, Bound<'_, PyAny>, Bound<'_, PyAny>) = seen.extract()?;
+        let mut call_args = Vec::new();
+        for a in pargs.try_iter()? {
+            call_args.push(from_probe(py, &a?, &probes)?);
+        }
+        let call_kwargs = if pkwargs.is_none() {
+            None
+        } else {
+            let d = pkwargs.cast::<pyo3::types::PyDict>().map_err(PyErr::from)?;
+            let mut out = Vec::with_capacity(d.len());
+            for (k, v) in d.iter() {
+                out.push((k.extract::<String>()?, from_probe(py, &v, &probes)?));
+            }
+            Some(out)
+        };
+        let types = self.overloaded_types(py, &call_args, call_kwargs.as_deref().unwrap_or(&[]))?;
+        self.tf_dispatch(py, &func, &types, call_args, call_kwargs).map(Some)
     }
 
     /// Hook at the start of `getattr` on a tensor of a subclass: the class's own attributes
@@ -614,7 +661,7 @@ impl<'a> InstructionTranslator<'a> {
             "getset_descriptor" => {
                 let func = descr.getattr("__get__")?;
                 let types = self.overloaded_types(py, std::slice::from_ref(obj), &[])?;
-                self.tf_dispatch(py, &func, &types, vec![obj.clone()], vec![]).map(Some)
+                self.tf_dispatch(py, &func, &types, vec![obj.clone()], None).map(Some)
             }
             "property" => graph_break!(TensorSubclass, "Python property Tensor.{name} of a subclass tensor"),
             _ => Ok(None),
@@ -699,4 +746,58 @@ pub fn rebuild_class<'py>(py: Python<'py>, og: &crate::symbolic::output_graph::O
 /// `Unsupported` for an input tensor of a class the trace does not model.
 pub fn unsupported_input(reason: String) -> Unsupported {
     Unsupported::of(GraphBreakKind::TensorSubclass, reason)
+}
+
+/// The probe standing for `v` in a run of the real callable (`dispatch_call`): a fresh probe
+/// tensor per tensor (recorded in `probes` with its tracker), lists and tuples of probes, the
+/// value of a constant or of a class or torch callable; `None` for anything else.
+fn to_probe<'py>(py: Python<'py>, helpers: &Bound<'py, PyAny>, v: &VT, probes: &mut Vec<(Py<PyAny>, VT)>, depth: usize) -> VResult<Option<Bound<'py, PyAny>>> {
+    Ok(match v {
+        VT::Tensor(_) => {
+            let p = helpers.call_method0("new_probe")?;
+            probes.push((p.clone().unbind(), v.clone()));
+            Some(p)
+        }
+        VT::Constant(c) => Some(c.bind(py).clone()),
+        VT::Class(c) | VT::TorchFunction(c) | VT::Builtin(c) => Some(c.bind(py).clone()),
+        VT::Tuple(_) | VT::List(_) if depth < 2 => {
+            let items: Vec<VT> = match v {
+                VT::Tuple(items) => items.to_vec(),
+                VT::List(l) => l.borrow().items.clone(),
+                _ => unreachable!(),
+            };
+            let mut out = Vec::with_capacity(items.len());
+            for i in &items {
+                match to_probe(py, helpers, i, probes, depth + 1)? {
+                    Some(p) => out.push(p),
+                    None => return Ok(None),
+                }
+            }
+            let obj = if matches!(v, VT::List(_)) { pyo3::types::PyList::new(py, out)?.into_any() } else { PyTuple::new(py, out)?.into_any() };
+            probes.push((obj.clone().unbind(), v.clone()));
+            Some(obj)
+        }
+        _ => None,
+    })
+}
+
+/// The tracker of what a probe run handed to `__torch_function__`: the original tracker of a
+/// probe or of a list or tuple built for the run, a tuple of such, or a constant.
+fn from_probe(py: Python<'_>, obj: &Bound<'_, PyAny>, probes: &[(Py<PyAny>, VT)]) -> VResult<VT> {
+    if let Some((_, v)) = probes.iter().find(|(p, _)| p.bind(py).is(obj)) {
+        return Ok(v.clone());
+    }
+    if let Ok(t) = obj.cast::<PyTuple>() {
+        if t.get_type().is(py.get_type::<PyTuple>()) {
+            let items = t.iter().map(|i| from_probe(py, &i, probes)).collect::<VResult<Vec<_>>>()?;
+            return Ok(VT::Tuple(Rc::new(items)));
+        }
+    }
+    if crate::symbolic::builder::is_literal(py, obj) || obj.is_instance_of::<PyType>() {
+        return Ok(VT::constant(obj.clone().unbind()));
+    }
+    if matches!(type_name(obj).as_str(), "dtype" | "device" | "layout" | "memory_format" | "Size") {
+        return Ok(VT::constant(obj.clone().unbind()));
+    }
+    graph_break!(TensorSubclass, "__torch_function__ would receive a {} the tracer did not pass", type_name(obj))
 }
