@@ -133,6 +133,9 @@ impl<'a> InstructionTranslator<'a> {
             VT::Function { obj: f, .. } if name == "__class__" => Ok(VT::Class(Rc::new(f.bind(py).get_type().into_any().unbind()))),
             VT::Opaque { obj: o, source } => {
                 let o = o.bind(py).clone();
+                if let Some(v) = self.traced_descriptor_get(py, obj, &o.get_type(), source, name)? {
+                    return Ok(v);
+                }
                 self.user_getattr(py, obj, &o, source, name)
             }
             VT::Super { cls, obj: inner } => {
@@ -141,6 +144,10 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::UserObject(o) => {
                 let o = o.clone();
+                let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(PyErr::from)?.clone();
+                if let Some(v) = self.traced_descriptor_get(py, obj, &ty, &o.cls_source, name)? {
+                    return Ok(v);
+                }
                 self.user_object_getattr(py, obj, &o, name)
             }
             // A bound method's two halves (Objects/classobject.c, `method_memberlist`).
@@ -211,11 +218,18 @@ impl<'a> InstructionTranslator<'a> {
         match obj {
             VT::UserObject(o) => {
                 let o = o.clone();
+                let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(PyErr::from)?.clone();
+                if self.traced_setattr(py, obj, &ty, &o.cls_source, name, v.clone())? {
+                    return Ok(());
+                }
                 self.user_object_setattr(py, obj, &o, name, v, false)
             }
             VT::Opaque { obj: o, source } => {
                 let o = o.bind(py);
                 let ty = o.get_type();
+                if self.traced_setattr(py, obj, &ty, source, name, v.clone())? {
+                    return Ok(());
+                }
                 let object_type = py.get_type::<pyo3::types::PyAny>();
                 let plain = ty.getattr("__setattr__")?.is(object_type.getattr("__setattr__")?) && crate::guards::generic_getattr(&o, "__dict__").is_some();
                 let descriptor = match static_type_lookup(&ty, name)? {

@@ -12,6 +12,7 @@
 pub mod builtin;
 pub mod constant;
 pub mod ctx_manager;
+pub mod descriptors;
 pub mod dicts;
 pub mod functions;
 pub mod iter;
