@@ -198,6 +198,9 @@ pub struct TensorSpec {
     pub strides: Vec<i64>,
     /// Dimensions whose size is symbolic: not compared; the tensor must then be contiguous.
     pub dynamic_dims: Vec<usize>,
+    /// `ty` is a subclass with `__torch_function__` on: the metadata is read through a plain
+    /// alias (`dynamo._subclass.plain`), so the check runs no user code.
+    pub read_plain: bool,
 }
 
 /// The strides of a contiguous (row-major) tensor of `sizes` (size-0/1 dims count as 1,
@@ -766,6 +769,15 @@ impl GuardManager {
         if v.get_type().as_ptr() != spec.ty.as_ptr() {
             return Err(explain.then(|| format!("tensor {} type mismatch", name())));
         }
+        // A tensor subclass with a `__torch_function__` would see these reads: ask a plain alias
+        // (Note [tensor subclasses] in `src/symbolic/variables/tensor_subclass.rs`).
+        let plain;
+        let v = if !spec.read_plain {
+            v
+        } else {
+            plain = py.import("dynamo._subclass").and_then(|m| m.call_method1("plain", (v,))).map_err(|_| None)?;
+            &plain
+        };
         let dtype = v.getattr(self.hot.dtype.bind(py)).map_err(|_| None)?;
         if dtype.as_ptr() != spec.dtype.as_ptr() {
             return Err(explain.then(|| format!("tensor {} dtype mismatch. expected {}, actual {}", name(), repr(py, &spec.dtype), dtype)));

@@ -423,7 +423,15 @@ fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend
         return Ok((None, None, graph_text, 0));
     }
     let gm = og.to_fx(py).map_err(ConvertError::Internal)?;
-    let example_inputs = PyList::new(py, og.inputs.iter().map(|(_, v)| v.bind(py))).map_err(ConvertError::Internal)?;
+    // Note [tensor subclasses]: the backend sees subclass inputs as plain tensors, and so does
+    // the compiled graph at run time (`PlainInputs` below).
+    let subclass_inputs: Vec<usize> = og.inputs.iter().enumerate().filter(|(_, (_, v))| og.is_tensor(py, v.bind(py)) && !v.bind(py).get_type().is(og.handles.tensor_type.bind(py)) && !v.bind(py).get_type().is(og.handles.parameter_type.bind(py))).map(|(i, _)| i).collect();
+    let helpers = py.import("dynamo._subclass").map_err(ConvertError::Internal)?;
+    let example_inputs = PyList::empty(py);
+    for (i, (_, v)) in og.inputs.iter().enumerate() {
+        let v = if subclass_inputs.contains(&i) { helpers.call_method1("plain", (v.bind(py),)).map_err(ConvertError::Internal)? } else { v.bind(py).clone() };
+        example_inputs.append(v).map_err(ConvertError::Internal)?;
+    }
     let torch = py.import("torch").map_err(ConvertError::Internal)?;
     let grad_after: bool = torch.call_method0("is_grad_enabled").and_then(|g| g.extract()).map_err(ConvertError::Internal)?;
     let set_grad = |g: bool| torch.getattr("_C").and_then(|c| c.call_method1("_set_grad_enabled", (g,))).map(|_| ());
@@ -456,6 +464,11 @@ fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend
         compiled
     } else {
         Bound::new(py, crate::eval_frame::hook::RunWithoutHook::new(compiled.unbind())).map_err(ConvertError::Internal)?.into_any()
+    };
+    let compiled = if subclass_inputs.is_empty() {
+        compiled
+    } else {
+        helpers.getattr("PlainInputs").and_then(|c| c.call1((compiled, PyTuple::new(py, &subclass_inputs)?))).map_err(ConvertError::Internal)?
     };
     Ok((Some(compiled.unbind()), Some(gm.unbind()), graph_text, n_ops))
 }
@@ -1374,7 +1387,27 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
             let is_placeholder = matches!(og.graph.node(t.node).op, crate::graph::Op::Placeholder { .. });
             match (&t.source, is_placeholder) {
                 (Some(s), true) => Rebuild::Source(s.clone()),
-                _ => Rebuild::GraphOutput(outputs.output_of(t.node)),
+                _ => {
+                    let out = Rebuild::GraphOutput(outputs.output_of(t.node));
+                    // Note [tensor subclasses]: made an instance of its class again, with the
+                    // attributes the trace set on it.
+                    match crate::symbolic::variables::tensor_subclass::rebuild_class(py, og, t.node) {
+                        Some(cls) => {
+                            let rewrap = py.import("dynamo._subclass")?.getattr("rewrap")?.unbind();
+                            let mut attrs = Vec::new();
+                            for (k, v) in og.tensor_attrs.get(&t.node).map(|a| a.as_slice()).unwrap_or(&[]) {
+                                let key = pyo3::types::PyString::new(py, k).into_any().unbind();
+                                let r = rebuild_of(py, og, v, outputs)?;
+                                match attrs.iter_mut().find(|(k2, _): &&mut (Py<PyAny>, Rebuild)| k2.bind(py).eq(key.bind(py)).unwrap_or(false)) {
+                                    Some(slot) => slot.1 = r,
+                                    None => attrs.push((key, r)),
+                                }
+                            }
+                            Rebuild::Call { func: rewrap, args: vec![out, Rebuild::Const(cls.unbind()), Rebuild::Dict(attrs)] }
+                        }
+                        None => out,
+                    }
+                }
             }
         }
         // A symbolic number input is read back from where it came from.

@@ -28,6 +28,9 @@ impl<'a> InstructionTranslator<'a> {
         match obj {
             VT::Module { obj: m, source } => self.module_getattr(py, m.bind(py), source.clone(), name),
             VT::Tensor(t) => {
+                if let Some(v) = self.torch_function_getattr(py, obj, t, name)? {
+                    return Ok(v);
+                }
                 if TENSOR_ATTR_DENYLIST.contains(&name) {
                     graph_break!(UntracedTensorAttribute, "Tensor.{name} is not traced");
                 }
@@ -142,11 +145,17 @@ impl<'a> InstructionTranslator<'a> {
             // Immutable facts of a function whose identity is guarded (its code object included:
             // `__code__` can be reassigned, but then the ID_MATCH'd function was too).
             VT::Function { obj: f, .. } if matches!(name, "__name__" | "__qualname__" | "__module__" | "__code__" | "__doc__") => Ok(VT::constant(f.bind(py).getattr(name)?.unbind())),
+            // The names of a torch or builtin callable (a `func` that `__torch_function__`
+            // receives): immutable.
+            VT::TorchFunction(f) | VT::Builtin(f) if matches!(name, "__name__" | "__qualname__" | "__module__" | "__doc__") => Ok(VT::constant(f.bind(py).getattr(name)?.unbind())),
             // A function's class is `types.FunctionType` for good (`__class__` assignment is
             // refused for it: Objects/typeobject.c, `object_set_class`).
             VT::Function { obj: f, .. } if name == "__class__" => Ok(VT::Class(Rc::new(f.bind(py).get_type().into_any().unbind()))),
             VT::Opaque { obj: o, source } => {
                 let o = o.bind(py).clone();
+                if let Some(v) = self.traced_descriptor_get(py, obj, &o.get_type(), source, name)? {
+                    return Ok(v);
+                }
                 self.user_getattr(py, obj, &o, source, name)
             }
             VT::Super { cls, obj: inner } => {
@@ -155,6 +164,10 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::UserObject(o) => {
                 let o = o.clone();
+                let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(PyErr::from)?.clone();
+                if let Some(v) = self.traced_descriptor_get(py, obj, &ty, &o.cls_source, name)? {
+                    return Ok(v);
+                }
                 self.user_object_getattr(py, obj, &o, name)
             }
             // A bound method's two halves (Objects/classobject.c, `method_memberlist`).
@@ -217,14 +230,26 @@ impl<'a> InstructionTranslator<'a> {
     /// whose class stores attributes plainly (no custom `__setattr__`, no data descriptor);
     /// anything else is a graph break.
     pub(crate) fn store_attr(&mut self, py: Python<'_>, obj: &VT, name: &str, v: VT) -> VResult<()> {
+        if let VT::Tensor(t) = obj {
+            if self.torch_function_store_attr(py, t, name, v.clone())? {
+                return Ok(());
+            }
+        }
         match obj {
             VT::UserObject(o) => {
                 let o = o.clone();
+                let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(PyErr::from)?.clone();
+                if self.traced_setattr(py, obj, &ty, &o.cls_source, name, v.clone())? {
+                    return Ok(());
+                }
                 self.user_object_setattr(py, obj, &o, name, v, false)
             }
             VT::Opaque { obj: o, source } => {
                 let o = o.bind(py);
                 let ty = o.get_type();
+                if self.traced_setattr(py, obj, &ty, source, name, v.clone())? {
+                    return Ok(());
+                }
                 let object_type = py.get_type::<pyo3::types::PyAny>();
                 let plain = ty.getattr("__setattr__")?.is(object_type.getattr("__setattr__")?) && crate::guards::generic_getattr(&o, "__dict__").is_some();
                 let descriptor = match static_type_lookup(&ty, name)? {
@@ -254,11 +279,15 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(())
             }
             VT::Class(c) => {
-                // `C.name = v` on a plain class (metaclass `type`) reached from the frame.
+                // `C.name = v` on a plain class (metaclass `type`, or one that keeps
+                // `type.__setattr__`, as tensor subclasses' `_TensorMeta`) reached from the frame.
                 let cls = c.bind(py);
                 let src = self.og.class_sources.get(&(c.as_ptr() as usize)).cloned();
+                let type_type = py.get_type::<pyo3::types::PyType>();
+                let plain_meta = cls.get_type().is(&type_type)
+                    || (cls.get_type().is_subclass(&type_type)? && cls.get_type().getattr("__setattr__")?.is(type_type.getattr("__setattr__")?) && cls.cast::<pyo3::types::PyType>().map(|t| t.is_subclass(self.og.handles.tensor_type.bind(py)).unwrap_or(false)).unwrap_or(false));
                 match src {
-                    Some(src) if cls.get_type().is(py.get_type::<pyo3::types::PyType>()) => {
+                    Some(src) if plain_meta => {
                         self.og.side_effects.store_attr(py, c, src, name, v);
                         Ok(())
                     }
@@ -609,6 +638,9 @@ impl<'a> InstructionTranslator<'a> {
         if args.iter().any(|a| matches!(a, VT::SymNum(_))) && !args.iter().any(|a| matches!(a, VT::Tensor(_))) {
             return self.sym_operator(py, name, args);
         }
+        if let Some(r) = self.torch_function_operator(py, name, &args)? {
+            return Ok(r);
+        }
         let f = self.og.handles.operator.bind(py).getattr(name)?;
         if args.iter().all(|a| matches!(a, VT::Constant(_))) {
             let vals: Vec<_> = args.iter().map(|a| a.as_constant(py).unwrap()).collect();
@@ -887,6 +919,9 @@ impl<'a> InstructionTranslator<'a> {
     pub(crate) fn getitem(&mut self, py: Python<'_>, obj: &VT, idx: &VT) -> VResult<VT> {
         match obj {
             VT::Tensor(_) => {
+                if let Some(r) = self.torch_function_operator(py, "getitem", &[obj.clone(), idx.clone()])? {
+                    return Ok(r);
+                }
                 let f = self.og.handles.getitem.clone_ref(py);
                 self.og.call(py, Some(f.bind(py)), None, &[obj.clone(), idx.clone()], &[])
             }
@@ -1008,6 +1043,9 @@ impl<'a> InstructionTranslator<'a> {
     pub(crate) fn setitem(&mut self, py: Python<'_>, obj: &VT, idx: VT, v: VT) -> VResult<()> {
         match obj {
             VT::Tensor(_) => {
+                if self.torch_function_operator(py, "setitem", &[obj.clone(), idx.clone(), v.clone()])?.is_some() {
+                    return Ok(());
+                }
                 let f = self.og.handles.operator.bind(py).getattr("setitem")?;
                 self.og.call(py, Some(&f), None, &[obj.clone(), idx, v], &[])?;
                 Ok(())
@@ -1081,6 +1119,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::UserObject(o) => Some(o.cls.clone_ref(py)),
             // A graph input keeps its exact Python type (TENSOR_MATCH pins it: Parameter, a
             // subclass...); a tensor computed by the graph is a plain torch.Tensor.
+            VT::Tensor(t) if self.torch_function_type_of(py, t).is_some() => self.torch_function_type_of(py, t),
             VT::Tensor(t) => match &t.source {
                 Some(src) => match self.og.inputs.iter().find(|(s, _)| s == src) {
                     Some((_, real)) => Some(real.bind(py).get_type().into_any().unbind()),
@@ -1094,6 +1133,9 @@ impl<'a> InstructionTranslator<'a> {
 
     /// Calls `func(*args, **kwargs)` symbolically.
     pub fn call(&mut self, py: Python<'_>, func: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        if let Some(r) = self.torch_function_call(py, func, &args, &kwargs)? {
+            return Ok(r);
+        }
         if let VT::Function { obj, .. } = func {
             if let Some(sig) = self.inspect_signature(py, obj.bind(py), &args, &kwargs)? {
                 return Ok(sig);

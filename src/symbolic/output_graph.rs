@@ -186,6 +186,14 @@ pub struct OutputGraph {
     /// state (Note [ids of traced objects]): the `dynamo._polyfills.FakeId` standing for the id,
     /// and the tracker (kept alive so that its address is not reused in this trace).
     pub fake_ids: HashMap<usize, (Py<PyAny>, crate::symbolic::variables::VariableTracker)>,
+    /// Tensor nodes that are instances of a `torch.Tensor` subclass, with the class (Note
+    /// [tensor subclasses] in `variables/tensor_subclass.rs`).
+    pub tensor_subclasses: HashMap<NodeId, Py<PyAny>>,
+    /// Python attributes the trace set on subclass tensors it made, in write order.
+    pub tensor_attrs: HashMap<NodeId, Vec<(String, crate::symbolic::variables::VariableTracker)>>,
+    /// Depth of `DisableTorchFunctionSubclass` regions (explicit ones and the op that
+    /// `Tensor.__torch_function__` runs): while nonzero, subclass tensors dispatch nothing.
+    pub torch_function_disabled: usize,
 }
 
 // Note [ids of traced objects]
@@ -322,6 +330,9 @@ impl OutputGraph {
             int_inputs: HashMap::new(),
             lazy_constants: HashMap::new(),
             fake_ids: HashMap::new(),
+            tensor_subclasses: HashMap::new(),
+            tensor_attrs: HashMap::new(),
+            torch_function_disabled: 0,
         })
     }
 
@@ -697,9 +708,15 @@ impl OutputGraph {
             return Ok(t);
         }
         let ty = value.get_type();
-        if !(ty.is(self.handles.tensor_type.bind(py)) || ty.is(self.handles.parameter_type.bind(py))) {
-            graph_break!(TensorSubclass, "tensor subclass {} is not supported", ty.name().map(|n| n.to_string()).unwrap_or_default());
-        }
+        let subclass = match crate::symbolic::variables::tensor_subclass::input_subclass(py, &ty)? {
+            Ok(s) => s,
+            Err(why) => return Err(crate::symbolic::variables::tensor_subclass::unsupported_input(why)),
+        };
+        // Metadata is read through a plain alias: the subclass's `__torch_function__` sees none
+        // of the tracer's reads (Note [tensor subclasses]).
+        let real = value.clone();
+        let plain_alias = if subclass { Some(py.import("dynamo._subclass")?.call_method1("plain", (value,))?) } else { None };
+        let value = plain_alias.as_ref().unwrap_or(&real);
         if value.getattr("layout")?.to_string() != "torch.strided" {
             graph_break!(TensorSubclass, "non-strided tensor input {source}");
         }
@@ -725,13 +742,19 @@ impl OutputGraph {
             sizes,
             strides,
             dynamic_dims,
+            read_plain: subclass,
         };
         self.add_guard(Some(source.clone()), GuardKind::TensorMatch(spec));
         let meta = tensor_meta(&fake)?;
         let name = self.fresh_name(&placeholder_name(&source));
         let node = self.graph.add(name, Op::Placeholder { source: source.to_string() }, vec![], vec![], Some(meta));
         self.fakes.insert(node, fake.clone().unbind());
-        self.inputs.push((source.clone(), value.clone().unbind()));
+        self.inputs.push((source.clone(), real.clone().unbind()));
+        if subclass {
+            self.tensor_subclasses.insert(node, ty.clone().into_any().unbind());
+            // Its class's functions (`__torch_function__`, methods) are read through the input.
+            self.class_sources.entry(ty.as_ptr() as usize).or_insert_with(|| source.generic_attr("__class__"));
+        }
         let tv = Rc::new(TensorVariable { node, fake: fake.unbind(), source: Some(source) });
         self.input_by_ptr.insert(key, tv.clone());
         Ok(tv)
@@ -1065,6 +1088,8 @@ impl OutputGraph {
         let map = self.graph.remove_unused(|n| sym_nodes.contains(&n.id));
         let fakes = std::mem::take(&mut self.fakes);
         self.fakes = fakes.into_iter().filter_map(|(k, v)| map[k.0 as usize].map(|n| (n, v))).collect();
+        let subclasses = std::mem::take(&mut self.tensor_subclasses);
+        self.tensor_subclasses = subclasses.into_iter().filter_map(|(k, v)| map[k.0 as usize].map(|n| (n, v))).collect();
     }
 
     /// Records `target(*args)` for its effect on global state (its result is not a tensor),

@@ -618,6 +618,11 @@ impl<'a> InstructionTranslator<'a> {
                         self.stack.push(VT::GradModeExit { restore });
                         self.stack.push(VT::none(py));
                     }
+                    VT::TorchFunctionCtx { entered: false } => {
+                        self.og.torch_function_disabled += 1;
+                        self.stack.push(VT::TorchFunctionCtx { entered: true });
+                        self.stack.push(VT::none(py));
+                    }
                     VT::Opaque { obj, source } => {
                         // A user context manager: `__enter__`/`__exit__` are looked up on the
                         // type (special method lookup, Python/ceval.c BEFORE_WITH) and inlined.

@@ -212,6 +212,10 @@ impl<'a> InstructionTranslator<'a> {
                 _ => graph_break!(UnsupportedOperation, "isinstance with {}", args[1].describe(py)),
             };
             let r = match &args[0] {
+                VT::Tensor(t) if self.torch_function_type_of(py, t).is_some() => {
+                    let c = self.torch_function_type_of(py, t).expect("checked");
+                    c.bind(py).cast::<pyo3::types::PyType>().map_err(PyErr::from)?.is_subclass(&cls)?
+                }
                 VT::Tensor(t) => {
                     // A graph input answers as the real object it stands for: its type is pinned
                     // by TENSOR_MATCH (an `nn.Parameter`, a subclass), and `Parameter`'s metaclass

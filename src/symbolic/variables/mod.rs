@@ -12,12 +12,14 @@
 pub mod builtin;
 pub mod constant;
 pub mod ctx_manager;
+pub mod descriptors;
 pub mod dicts;
 pub mod functions;
 pub mod iter;
 pub mod lists;
 pub mod nn_module;
 pub mod tensor;
+pub mod tensor_subclass;
 pub mod user_defined;
 
 use crate::source::Source;
@@ -91,6 +93,9 @@ pub enum VariableTracker {
     GradModeCtx { enabled: bool, set_on_create: bool, prev: bool },
     /// The `__exit__` of a grad-mode context pushed by BEFORE_WITH: restores `restore`.
     GradModeExit { restore: bool },
+    /// `torch._C.DisableTorchFunctionSubclass()` (or `DisableTorchFunction()`), and once
+    /// entered its `__exit__` (Note [tensor subclasses] in `tensor_subclass.rs`).
+    TorchFunctionCtx { entered: bool },
     /// A local that is a cell (MAKE_CELL / COPY_FREE_VARS): the tracker it currently holds.
     Cell(Rc<RefCell<Option<VariableTracker>>>),
     /// `super(cls, obj)`: attribute lookups walk `type(obj).__mro__` after `cls`
@@ -141,6 +146,7 @@ impl VariableTracker {
             VT::Iterator(_) => "iterator".into(),
             VT::GradModeCtx { enabled, .. } => format!("grad mode context ({enabled})"),
             VT::GradModeExit { .. } => "grad mode context exit".into(),
+            VT::TorchFunctionCtx { entered } => (if *entered { "DisableTorchFunctionSubclass exit" } else { "DisableTorchFunctionSubclass" }).into(),
             VT::Set(_) => "set".into(),
             VT::Partial(p) => format!("functools.partial of {}", p.func.describe(py)),
             VT::UserObject(o) => format!("{} object built in the frame", qualname(o.cls.bind(py))),

@@ -358,6 +358,11 @@ impl<'a> InstructionTranslator<'a> {
             Ok(v.unbind())
         };
         if let Some(source) = &t.source {
+            if self.og.tensor_subclasses.contains_key(&t.node) {
+                // The guard would ask the subclass object itself, running its
+                // `__torch_function__` on every check (Note [tensor subclasses]).
+                crate::graph_break!(TensorSubclass, "Tensor.{name} of a subclass tensor input");
+            }
             let real = self.og.inputs.iter().find(|(s, _)| s == source).map(|(_, r)| r.clone_ref(py));
             if let Some(real) = real {
                 let v = guarded(&mut self.og, source, real.bind(py))?;
@@ -368,6 +373,10 @@ impl<'a> InstructionTranslator<'a> {
             let inputs: Vec<(Arc<Source>, Py<PyAny>)> = self.og.inputs.iter().map(|(s, r)| (s.clone(), r.clone_ref(py))).collect();
             for (s, r) in inputs {
                 if self.og.is_tensor(py, r.bind(py)) {
+                    let ty = r.bind(py).get_type();
+                    if !ty.is(self.og.handles.tensor_type.bind(py)) && !ty.is(self.og.handles.parameter_type.bind(py)) {
+                        crate::graph_break!(TensorSubclass, "Tensor.{name} guarded on a subclass tensor input");
+                    }
                     guarded(&mut self.og, &s, r.bind(py))?;
                 }
             }

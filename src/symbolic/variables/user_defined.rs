@@ -491,6 +491,11 @@ impl<'a> InstructionTranslator<'a> {
     /// `super(cls, obj).name`: the first class after `cls` in `type(obj).__mro__` that defines
     /// `name` (Objects/typeobject.c, `super_getattro`).
     pub(crate) fn super_getattr(&mut self, py: Python<'_>, cls: &Bound<'_, PyAny>, inner: &VT, name: &str) -> VResult<VT> {
+        if let VT::Class(klass) = inner {
+            if let Some(v) = self.tensor_class_super_getattr(py, cls, klass.bind(py), name)? {
+                return Ok(v);
+            }
+        }
         if let VT::UserObject(uo) = inner {
             // The same walk over the new object's class; its attributes are sourced through
             // the class (`cls.__mro__[k].__dict__[name]`).
