@@ -101,3 +101,69 @@ def explain(fn):
         return out
 
     return inner
+
+
+_FAKE_MODE = []
+# (fn, device, argument layouts) -> the output layouts call_on_device found for them.
+_LAYOUTS: dict = {}
+
+
+def _fake_mode():
+    """One ``FakeTensorMode`` for ``call_on_device`` (its dispatch cache then serves the same op
+    on the same sizes again: GPT-2's twelve attention calls)."""
+    if not _FAKE_MODE:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        _FAKE_MODE.append(FakeTensorMode())
+    return _FAKE_MODE[0]
+
+
+def call_on_device(fn, args, kwargs, device):
+    """``fn(*args, **kwargs)`` for meta-tensor arguments standing for tensors on ``device`` (a
+    CUDA ``torch.device``): runs ``fn`` on fake tensors of that device and returns meta tensors
+    of the sizes, strides and dtypes its results would have there (tuples and lists kept).
+    Used by inductor's meta propagation for ops whose output layout depends on the device
+    (attention, convolution: Note [meta propagation on the GPU] in src/inductor/fx_import.rs).
+    """
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.utils import _pytree as pytree
+
+    mode = _fake_mode()
+
+    def to_fake(x):
+        if isinstance(x, torch.Tensor) and x.device.type == "meta":
+            return FakeTensor(mode, x, device)
+        return x
+
+    def describe(x):
+        if isinstance(x, torch.Tensor):
+            return ("tensor", tuple(x.shape), x.stride(), x.dtype, x.device.type)
+        return x
+
+    try:
+        key = (fn, device, pytree.tree_map(describe, (tuple(args), dict(kwargs))))
+        key = (key[0], key[1], tuple(pytree.tree_leaves(key[2])), str(pytree.tree_structure(key[2])))
+        hash(key)
+    except TypeError:
+        key = None
+    layouts = _LAYOUTS.get(key) if key is not None else None
+    if layouts is None:
+        fargs, fkwargs = pytree.tree_map(to_fake, (tuple(args), dict(kwargs)))
+        with mode:
+            out = fn(*fargs, **fkwargs)
+
+        def layout(x):
+            if isinstance(x, torch.Tensor):
+                return ("tensor", tuple(x.shape), x.stride(), x.dtype)
+            return x
+
+        layouts = pytree.tree_map(layout, out)
+        if key is not None:
+            _LAYOUTS[key] = layouts
+
+    def to_meta(x):
+        if isinstance(x, tuple) and len(x) == 4 and x[0] == "tensor":
+            return torch.empty_strided(x[1], x[2], dtype=x[3], device="meta")
+        return x
+
+    return pytree.tree_map(to_meta, layouts, is_leaf=lambda x: isinstance(x, tuple) and len(x) == 4 and x[0] == "tensor")

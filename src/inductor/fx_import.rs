@@ -647,36 +647,64 @@ impl<'py> Importer<'py> {
     }
 }
 
-/// Replaces fx nodes inside `a` (tuples, lists, dicts) by their values in `env`.
+/// Replaces fx nodes inside `a` (tuples, lists, dicts) by their values in `env`, and, when
+/// `meta` is given (`torch.device("meta")`), devices of the compile target by it (Note [meta
+/// propagation on the GPU]).
 fn substitute<'py>(
     py: Python<'py>,
     a: &Bound<'py, PyAny>,
     env: &std::collections::HashMap<usize, Bound<'py, PyAny>>,
+    meta: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     if let Some(v) = env.get(&(a.as_ptr() as usize)) {
         return Ok(v.clone());
     }
-    if a.is_exact_instance_of::<PyTuple>() {
-        let items: Vec<_> = a.try_iter()?.map(|x| substitute(py, &x?, env)).collect::<PyResult<_>>()?;
-        return Ok(PyTuple::new(py, items)?.into_any());
-    }
-    if a.is_exact_instance_of::<PyList>() {
-        let items: Vec<_> = a.try_iter()?.map(|x| substitute(py, &x?, env)).collect::<PyResult<_>>()?;
-        return Ok(PyList::new(py, items)?.into_any());
+    // FX keeps list arguments as `immutable_list` (a list subclass): subclasses are walked too.
+    // A container whose items are all unchanged is passed as it is (a `torch.Size` stays one);
+    // otherwise it becomes a plain tuple or list of the substituted items.
+    let tuple = a.is_instance_of::<PyTuple>();
+    if tuple || a.is_instance_of::<PyList>() {
+        let old: Vec<Bound<'py, PyAny>> = a.try_iter()?.collect::<PyResult<_>>()?;
+        let items: Vec<_> = old.iter().map(|x| substitute(py, x, env, meta)).collect::<PyResult<_>>()?;
+        if old.iter().zip(&items).all(|(o, n)| o.is(n)) {
+            return Ok(a.clone());
+        }
+        return Ok(if tuple { PyTuple::new(py, items)?.into_any() } else { PyList::new(py, items)?.into_any() });
     }
     if let Ok(d) = a.cast::<PyDict>() {
         let out = PyDict::new(py);
         for (k, v) in d.iter() {
-            out.set_item(k, substitute(py, &v, env)?)?;
+            out.set_item(k, substitute(py, &v, env, meta)?)?;
         }
         return Ok(out.into_any());
+    }
+    if let Some(meta) = meta {
+        if a.is_instance(&meta.get_type())? && super::cuda::on_target(py, a)? {
+            return Ok(meta.clone());
+        }
     }
     Ok(a.clone())
 }
 
-/// Runs the graph on `meta` tensors standing for the (CPU) example inputs, giving every node a
-/// value whose sizes/strides/dtype are what eager CPU would produce. Much cheaper than
-/// FakeTensorProp (no FakeTensorMode); any failure makes the caller use FakeTensorProp.
+/// Call targets (substrings of their qualified names) whose output layout depends on the device
+/// (Note [meta propagation on the GPU]).
+const DEVICE_LAYOUT_OPS: &[&str] = &["conv", "scaled_dot_product", "_attention"];
+
+/// Runs the graph on `meta` tensors standing for the example inputs, giving every node a value
+/// whose sizes/strides/dtype are what eager would produce. Much cheaper than FakeTensorProp (no
+/// FakeTensorMode); any failure makes the caller use FakeTensorProp.
+///
+/// Note [meta propagation on the GPU]: inputs on a CUDA compile target are stood for by meta
+/// tensors too, and `torch.device` arguments naming the target (CPU or GPU) become `meta` (so
+/// `x.to(device)` and factories with `device=` stay on meta). What eager would put elsewhere (a factory without
+/// a device makes a CPU tensor) keeps its real device, so its meta says "not on the target".
+/// Ops whose output layout on CUDA differs from their meta kernel's ([`DEVICE_LAYOUT_OPS`]:
+/// attention returns its output in the layout of the kernel torch picks, convolutions follow
+/// cuDNN's choice of memory format) run on fake tensors of the target device instead
+/// (`dynamo.utils.call_on_device`); a meta output layout that is not eager's would make the
+/// graph's plan disagree with what the fallback returns at run time. AOTAutograd's forward and
+/// backward graphs (src/autograd) carry no meta, and FakeTensorProp cost GPT-2's training step
+/// about a second of its compile (its 1600-node backward graph: 0.84 s of import).
 fn meta_propagate<'py>(
     py: Python<'py>,
     gm: &Bound<'py, PyAny>,
@@ -686,6 +714,8 @@ fn meta_propagate<'py>(
     let torch = py.import(intern!(py, "torch"))?;
     let tensor_type = torch.getattr(intern!(py, "Tensor"))?;
     let empty_strided = torch.getattr(intern!(py, "empty_strided"))?;
+    let gpu = matches!(super::cuda::target(), super::cuda::Target::Cuda(_));
+    let meta_device = Some(torch.getattr(intern!(py, "device"))?.call1(("meta",))?);
     let mut env: std::collections::HashMap<usize, Bound<'py, PyAny>> = std::collections::HashMap::new();
     let mut out = Vec::with_capacity(nodes.len());
     let mut position = 0;
@@ -699,9 +729,10 @@ fn meta_propagate<'py>(
                     .ok_or_else(|| pyo3::exceptions::PyValueError::new_err("missing example input"))?;
                 position += 1;
                 if ex.is_instance(&tensor_type)? {
-                    let device: String = ex.getattr(intern!(py, "device"))?.getattr(intern!(py, "type"))?.extract()?;
-                    if device != "cpu" {
-                        return Err(pyo3::exceptions::PyValueError::new_err("non-cpu input"));
+                    let device = ex.getattr(intern!(py, "device"))?;
+                    let device_type: String = device.getattr(intern!(py, "type"))?.extract()?;
+                    if device_type != "cpu" && !(gpu && super::cuda::on_target(py, &device)?) {
+                        return Err(pyo3::exceptions::PyValueError::new_err("input on another device"));
                     }
                     let kw = PyDict::new(py);
                     kw.set_item("dtype", ex.getattr(intern!(py, "dtype"))?)?;
@@ -714,20 +745,35 @@ fn meta_propagate<'py>(
                 }
             }
             "call_function" | "call_method" => {
-                let args = substitute(py, &n.getattr(intern!(py, "args"))?, &env)?;
+                let on_device = gpu && {
+                    let name = if op == "call_function" { qualified_name(py, &target) } else { target.to_string() };
+                    DEVICE_LAYOUT_OPS.iter().any(|w| name.contains(w))
+                };
+                if on_device && op != "call_function" {
+                    return Err(pyo3::exceptions::PyValueError::new_err("a method whose layout depends on the device"));
+                }
+                let args = substitute(py, &n.getattr(intern!(py, "args"))?, &env, meta_device.as_ref())?;
                 let args = args.cast_into::<PyTuple>().map_err(PyErr::from)?;
-                let kwargs = substitute(py, &n.getattr(intern!(py, "kwargs"))?, &env)?;
+                let kwargs = substitute(py, &n.getattr(intern!(py, "kwargs"))?, &env, meta_device.as_ref())?;
                 let kwargs = kwargs.cast_into::<PyDict>().map_err(PyErr::from)?;
-                if op == "call_function" {
-                    target.call(args, Some(&kwargs))?
+                let called = if on_device {
+                    let super::cuda::Target::Cuda(idx) = super::cuda::target() else { unreachable!() };
+                    let device = torch.getattr(intern!(py, "device"))?.call1(("cuda", idx))?;
+                    py.import(intern!(py, "dynamo.utils"))?.getattr(intern!(py, "call_on_device"))?.call1((&target, args, kwargs, device))
+                } else if op == "call_function" {
+                    target.call(args, Some(&kwargs))
                 } else {
                     let name: String = target.extract()?;
                     let (this, rest) = match args.len() {
                         0 => return Err(pyo3::exceptions::PyValueError::new_err("method call without self")),
                         _ => (args.get_item(0)?, args.get_slice(1, args.len())),
                     };
-                    this.getattr(name.as_str())?.call(rest, Some(&kwargs))?
-                }
+                    this.getattr(name.as_str()).and_then(|m| m.call(rest, Some(&kwargs)))
+                };
+                called.map_err(|e| {
+                    let name = n.getattr(intern!(py, "name")).map(|s| s.to_string()).unwrap_or_default();
+                    pyo3::exceptions::PyValueError::new_err(format!("node {name}: {e}"))
+                })?
             }
             "output" => py.None().into_bound(py),
             _ => return Err(pyo3::exceptions::PyValueError::new_err(format!("{op} needs real values"))),
@@ -964,7 +1010,12 @@ fn fill_missing_meta(
     if inferred_all {
         return Ok(());
     }
-    let propagated = keeping_global_state(py, || meta_propagate(py, gm, nodes, examples))?;
+    // `DYNAMO_META_PROPAGATION=0` goes straight to FakeTensorProp (for comparisons).
+    let propagated = if std::env::var_os("DYNAMO_META_PROPAGATION").is_some_and(|v| v == "0") {
+        Err(pyo3::exceptions::PyValueError::new_err("meta propagation switched off"))
+    } else {
+        keeping_global_state(py, || meta_propagate(py, gm, nodes, examples))?
+    };
     match propagated {
         Ok(values) => {
             for &i in missing {
