@@ -151,3 +151,22 @@ def test_a_graph_that_writes_inputs_and_does_not_fail_is_unchanged(backend):
     assert_same_state(comp_args, eager_args)
     c = dynamo.counters()
     assert c["graphs"] == 1 and c["graph_breaks"] == 0 and c["graph_failures"] == 0
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_caught_error_in_a_segment_run_by_torch_prints_nothing(backend, capfd):
+    """An op the backend leaves to torch (batch norm in training) runs in an fx GraphModule
+    segment; its error, caught by the user, must not print fx's "Call using an FX-traced Module"
+    traceback (eager prints nothing)."""
+    bn = torch.nn.BatchNorm1d(3)
+
+    def f(x, idx):
+        return bn(x)[idx]
+
+    g = dynamo.optimize(backend)(f)
+    x = torch.arange(6.0).view(2, 3)
+    g(x, torch.tensor([0, 1]))
+    capfd.readouterr()
+    with pytest.raises(IndexError):
+        g(x, torch.tensor([0, 5]))
+    assert capfd.readouterr().err == ""

@@ -1058,3 +1058,34 @@ def test_lazy_iterators_live_across_a_graph_break(kind):
         return out, x + len(out), lst
 
     check(f, X, [1, 2, 3], graphs=1)
+
+
+def _fork_rng(x):
+    with torch.random.fork_rng():
+        return x + torch.rand(2)
+
+
+def _param_cached(x):
+    with torch.nn.utils.parametrize.cached():
+        return x + 1
+
+
+def _no_saved_hooks(x):
+    with torch.autograd.graph.disable_saved_tensors_hooks("no hooks here"):
+        return x * 2
+
+
+@pytest.mark.parametrize("fn", [_fork_rng, _param_cached, _no_saved_hooks])
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_torch_contextmanager_functions_make_a_fresh_manager_per_call(fn, backend):
+    """torch's `@contextlib.contextmanager` functions make a new single-use
+    `_GeneratorContextManager` on every call: the compiled code must not keep the one made at
+    trace time (the second call raised AttributeError from contextlib's `__enter__`)."""
+    dynamo.reset()
+    g = dynamo.optimize(backend)(fn)
+    for _ in range(3):
+        torch.manual_seed(0)
+        want = fn(torch.ones(2))
+        torch.manual_seed(0)
+        got = g(torch.ones(2))
+        assert torch.equal(got, want)

@@ -127,3 +127,40 @@ def test_global_state_query_is_guarded(name):
     assert torch.equal(cf(x), fn(x))
     c = dynamo.counters()
     assert c["graphs"] == 2 and c["recompiles"] == 1 and c["graph_breaks"] == 0
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_inference_mode_is_guarded_apart_from_no_grad(backend):
+    """A graph compiled under no_grad (where `enable_grad()` records) must not be reused under
+    inference_mode (where nothing records)."""
+    lin = torch.nn.Linear(4, 4)
+
+    def f(x):
+        with torch.enable_grad():
+            return lin(x)
+
+    dynamo.reset()
+    g = dynamo.optimize(backend)(f)
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        assert g(x).requires_grad
+    with torch.inference_mode():
+        want = f(x)
+        got = g(x)
+    assert (got.requires_grad, got.grad_fn is None) == (want.requires_grad, want.grad_fn is None)
+    assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_default_device_is_guarded_when_the_frame_makes_tensors(backend):
+    def f():
+        t = torch.ones(2) * 3
+        return t, t.device.type, t.is_meta
+
+    dynamo.reset()
+    g = dynamo.optimize(backend)(f)
+    assert g()[1:] == ("cpu", False)
+    with torch.device("meta"):
+        t, kind, meta = g()
+    assert (t.device.type, kind, meta) == ("meta", "meta", True)
+    assert g()[1:] == ("cpu", False)

@@ -507,7 +507,18 @@ def _split_around_gaps(gm, example_inputs, backend):
         index = int(name.rsplit("_", 1)[-1])
         if index not in gap_segments:
             setattr(split, name, _LazySegment(sub, backend))
+        else:
+            _quiet_errors(sub)
     return split.forward
+
+
+def _quiet_errors(gm):
+    """Makes calls of the fx GraphModule ``gm`` plain ``nn.Module`` calls. torch.fx's call
+    wrapper prints "Call using an FX-traced Module ..." and a traceback to stderr for every
+    exception raised in generated code, even one the user catches; eager prints nothing, so the
+    segment's errors propagate silently (breaker2 finding 08). ``gm``'s class is its own
+    (GraphModule makes one per instance), so only this module changes."""
+    type(gm).__call__ = torch.nn.Module.__call__
 
 
 _DOUBLE_BACKWARD = (

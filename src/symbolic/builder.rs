@@ -71,7 +71,7 @@ pub fn is_torch_callable(f: &Bound<'_, PyAny>) -> bool {
     let module = f.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
     let tn = type_name(f);
     if tn == "function" {
-        return (module == "torch" || module.starts_with("torch.")) && !module.starts_with("torch.nn.modules") && !module.starts_with("torch._dynamo") && closure_is_stateless(f);
+        return (module == "torch" || module.starts_with("torch.")) && !module.starts_with("torch.nn.modules") && !module.starts_with("torch._dynamo") && closure_is_stateless(f) && !is_contextmanager_factory(f);
     }
     if tn == "builtin_function_or_method" {
         if module == "torch" || module.starts_with("torch.") {
@@ -83,6 +83,21 @@ pub fn is_torch_callable(f: &Bound<'_, PyAny>) -> bool {
         }
     }
     false
+}
+
+/// Is `f` a function made by `@contextlib.contextmanager` (contextlib's `helper` wrapping a
+/// generator function)? Each call makes a new `_GeneratorContextManager`, which can be entered
+/// only once, so the call is not a torch op whose result may be kept as a constant: it is
+/// inlined as Python like a user's `@contextmanager` (`torch.random.fork_rng`,
+/// `torch.nn.utils.parametrize.cached`, `torch.backends.cudnn.flags`).
+fn is_contextmanager_factory(f: &Bound<'_, PyAny>) -> bool {
+    if f.getattr("__wrapped__").is_err() {
+        return false;
+    }
+    let Ok(code) = f.getattr("__code__") else { return false };
+    let name = code.getattr("co_name").ok().and_then(|n| n.extract::<String>().ok()).unwrap_or_default();
+    let file = code.getattr("co_filename").ok().and_then(|n| n.extract::<String>().ok()).unwrap_or_default();
+    name == "helper" && std::path::Path::new(&file).file_name().is_some_and(|b| b == "contextlib.py")
 }
 
 /// Is `k` a dict key whose equality and hash are its identity: a class whose metaclass keeps

@@ -93,6 +93,12 @@ fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: O
     let grad: bool = frame_grad_mode(py, frame)?;
     torch.getattr("_C").and_then(|c| c.call_method1("_set_grad_enabled", (grad,))).map_err(ConvertError::Internal)?;
     og.add_guard(None, GuardKind::GradMode(grad));
+    // Inference mode is not grad mode: under it autograd records nothing even inside
+    // `enable_grad()`, so a graph traced outside it must not be reused inside it.
+    let inference = torch.getattr("is_inference_mode_enabled").map_err(ConvertError::Internal)?;
+    let inference_now = inference.call0().map_err(ConvertError::Internal)?;
+    let no_args = pyo3::types::PyTuple::empty(py);
+    og.add_guard(None, GuardKind::GlobalQuery { func: inference.unbind(), args: no_args.unbind(), expected: inference_now.unbind() });
     let dd = torch.call_method0("get_default_dtype").map_err(ConvertError::Internal)?;
     og.add_guard(None, GuardKind::DefaultDtype(dd.unbind()));
 

@@ -165,6 +165,9 @@ pub struct OutputGraph {
     name_counts: HashMap<String, usize>,
     /// Dynamic-shape policy of this conversion (Note [symbolic sizes]).
     pub dynamic: DynamicPolicy,
+    /// Whether the default device guard (`torch.get_default_device()`) is installed: once a
+    /// tensor factory is traced.
+    pub default_device_guarded: bool,
     /// The fake mode's `ShapeEnv`, once an input has a dynamic dimension.
     pub shape_env: Option<Py<PyAny>>,
     /// Sources of the inputs with dynamic dimensions, in the order their fakes were made (the
@@ -323,6 +326,7 @@ impl OutputGraph {
             derived_modules: HashMap::new(),
             name_counts: HashMap::new(),
             dynamic: DynamicPolicy::default(),
+            default_device_guarded: false,
             shape_env: None,
             dynamic_inputs: Vec::new(),
             dim_state: HashMap::new(),
@@ -935,6 +939,15 @@ impl OutputGraph {
                 }
             }
             return Ok(VT::constant(result.unbind()));
+        }
+        // A torch function called without tensor arguments that makes tensors (a factory:
+        // `torch.ones(2)`, `torch.arange(n)`) puts them on the default device
+        // (`torch.set_default_device`, `with torch.device(...)`): the graph is guarded on it.
+        if target.is_some() && !self.default_device_guarded && fakes.iter().all(|f| !self.is_tensor(py, f)) {
+            let get = self.handles.torch.bind(py).getattr("get_default_device")?;
+            let now = get.call0()?;
+            self.default_device_guarded = true;
+            self.add_guard(None, GuardKind::GlobalQuery { func: get.unbind(), args: PyTuple::empty(py).unbind(), expected: now.unbind() });
         }
         let (op, base) = match (target, method) {
             (Some(t), _) => {
