@@ -545,7 +545,8 @@ impl GuardManager {
             }
             if let Some(v) = fast_tensor {
                 if self.fast[gi].get().is_none() {
-                    let _ = self.fast[gi].set(self.make_fast_tensor_check(py, v));
+                    let read_plain = matches!(&g.kind, GuardKind::TensorMatch(spec) if spec.read_plain);
+                    let _ = self.fast[gi].set(self.make_fast_tensor_check(py, v, read_plain));
                 }
             }
         }
@@ -558,12 +559,15 @@ impl GuardManager {
     /// (and the dispatch keys) in C++ from one call. It is made from `v`, a value that just
     /// passed the slow check, with every size and stride static, so whenever it passes, the slow
     /// check would have too; when it fails, the slow check decides (and explains). None when torch
-    /// has no `TensorGuards` or making one failed.
-    fn make_fast_tensor_check(&self, py: Python<'_>, v: &Bound<'_, PyAny>) -> Option<Py<PyAny>> {
+    /// has no `TensorGuards` or making one failed. With `read_plain` (a subclass with a
+    /// `__torch_function__`) the example's sizes and strides are read through a plain alias, so
+    /// the subclass sees no call it would not see in eager; `TensorGuards` itself reads in C++.
+    fn make_fast_tensor_check(&self, py: Python<'_>, v: &Bound<'_, PyAny>, read_plain: bool) -> Option<Py<PyAny>> {
         let tg = self.tensor_guards.as_ref()?.bind(py);
         let made = (|| -> PyResult<Py<PyAny>> {
-            let sizes = v.call_method0(self.hot.size.bind(py))?;
-            let strides = v.call_method0(self.hot.stride.bind(py))?;
+            let plain = if read_plain { py.import("dynamo._subclass")?.call_method1("plain", (v,))? } else { v.clone() };
+            let sizes = plain.call_method0(self.hot.size.bind(py))?;
+            let strides = plain.call_method0(self.hot.stride.bind(py))?;
             let kw = pyo3::types::PyDict::new(py);
             kw.set_item("dynamic_dims_sizes", pyo3::types::PyList::new(py, [pyo3::types::PyList::new(py, sizes.try_iter()?.collect::<PyResult<Vec<_>>>()?)?])?)?;
             kw.set_item("dynamic_dims_strides", pyo3::types::PyList::new(py, [pyo3::types::PyList::new(py, strides.try_iter()?.collect::<PyResult<Vec<_>>>()?)?])?)?;
