@@ -84,6 +84,14 @@ def _fake_tensor_error(x, y):
     return x + y
 
 
+def _data_dependent_output_shape(x):
+    return x[x > 0] * 2
+
+
+def _data_dependent_equal(x):
+    return torch.equal(x, x + 1)
+
+
 def _line_of(fn, text):
     import inspect
 
@@ -100,6 +108,10 @@ CASES = [
     ("GB0007 unsupported_call", "call to torch.random.manual_seed is not traced", _unsupported_call, lambda: (torch.ones(2),), "manual_seed"),
     ("GB0016 unsupported_operation", "identity comparison of container method __class__ and container method __class__", _unsupported_operation, lambda: (torch.ones(2), {"a": 1}), "d.__class__"),
     ("GB0021 untraced_tensor_attribute", "Tensor.grad is not traced", _untraced_tensor_attribute, lambda: (torch.ones(2),), "x.grad"),
+    ("GB0023 data_dependent_output_shape", "getitem gives a tensor whose shape depends on the input's data (aten.nonzero.default)",
+     _data_dependent_output_shape, lambda: (torch.tensor([1.0, -1.0]),), "x[x > 0]"),
+    ("GB0003 data_dependent_value", "_VariableFunctionsClass.equal gives a Python value computed from the input's data (aten.equal.default)",
+     _data_dependent_equal, lambda: (torch.ones(2),), "torch.equal"),
 ]
 
 
@@ -146,3 +158,30 @@ def test_docs_list_every_kind():
     text = (pathlib.Path(__file__).parents[1] / "docs" / "graph_breaks.md").read_text()
     for code in re.findall(r"GB\d{4}", " ".join(c[0] for c in CASES)):
         assert code in text
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: torch.nonzero(x),
+        lambda x: torch.unique(x),
+        lambda x: torch.masked_select(x, x > 0),
+        lambda x: torch.repeat_interleave(x, (x > 0).long()),
+        lambda x: torch.where(x > 0),
+    ],
+    ids=["nonzero", "unique", "masked_select", "repeat_interleave", "where1"],
+)
+def test_data_dependent_output_shape_is_its_own_kind(fn):
+    """Issue #7 finding 06: ops whose output shape comes from the data are not reported as
+    GB0008 (which says the call would fail for real); results stay eager's."""
+    x = torch.tensor([1.0, -1.0, 2.0])
+    dynamo.reset()
+    out = dynamo.explain(fn)(x)
+    assert out.break_reasons and all("GB0008" not in r for r in out.break_reasons), out.break_reasons
+    assert "[GB0023 data_dependent_output_shape]" in out.break_reasons[0]
+    dynamo.reset()
+    got, want = dynamo.optimize("inductor")(fn)(x), fn(x)
+    if isinstance(want, tuple):
+        assert all(torch.equal(a, b) for a, b in zip(got, want))
+    else:
+        assert torch.equal(got, want)

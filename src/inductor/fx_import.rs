@@ -948,7 +948,114 @@ pub fn import_graph(
     if !missing.is_empty() {
         fill_missing_meta(py, gm, &nodes, &examples, &mut out_nodes, &missing)?;
     }
+    probe_eager_checks(py, gm, &nodes, &examples, &out_nodes)?;
     Ok(FxGraph { nodes: out_nodes, side_table: imp.side_table, output, writebacks: Vec::new() })
+}
+
+/// Note [eager's dtype checks]: torch's CPU kernels check what meta tensors and fake tensors
+/// do not: an in-place op's result type must cast to the written tensor's dtype
+/// (`int64.mul_(1.5)`, `float.add_(1j)`: torch.can_cast), a float `alpha` is refused on integral
+/// tensors, and `-` refuses a bool operand (`True - x`, `b - 2`, `x.sub_(b)`). Our lowering
+/// functionalizes `x.op_(y)` into `op(x, y)` plus a write back and infers the result dtype by
+/// promotion, so those errors would be lost (the caller's tensor silently written). Every
+/// in-place and pointwise node therefore runs once, at import, on real tensors of ones (no
+/// integer division by zero) of its
+/// arguments' dtypes and devices with every size clipped to at most 1 (so a probe costs a few
+/// microseconds whatever the inputs' sizes); if torch refuses it, the whole graph runs through
+/// `gm.forward`, where the user sees eager's own exception. A node whose arguments' values are
+/// unknown is not probed.
+fn probe_eager_checks(
+    py: Python<'_>,
+    gm: &Bound<'_, PyAny>,
+    nodes: &[Bound<'_, PyAny>],
+    examples: &[Bound<'_, PyAny>],
+    out_nodes: &[FxNode],
+) -> Result<(), ImportError> {
+    let wanted = |i: usize| {
+        out_nodes[i].inplace || out_nodes[i].canonical.is_some_and(super::lowering::is_pointwise_op)
+    };
+    if !(0..out_nodes.len()).any(wanted) {
+        return Ok(());
+    }
+    let torch = py.import(intern!(py, "torch"))?;
+    let tensor_type = torch.getattr(intern!(py, "Tensor"))?;
+    let ones = torch.getattr(intern!(py, "ones"))?;
+    // A tensor of `v`'s dtype and device whose sizes are clipped to 1 (0 stays 0; a symbolic
+    // size counts as 1).
+    let tiny = |v: &Bound<'_, PyAny>| -> PyResult<Option<Bound<'_, PyAny>>> {
+        if !v.is_instance(&tensor_type)? {
+            return Ok(None);
+        }
+        let mut sizes = Vec::new();
+        for s in v.getattr(intern!(py, "shape"))?.try_iter()? {
+            sizes.push(s?.extract::<i64>().map(|s| s.min(1)).unwrap_or(1));
+        }
+        let kw = PyDict::new(py);
+        kw.set_item("dtype", v.getattr(intern!(py, "dtype"))?)?;
+        kw.set_item("device", v.getattr(intern!(py, "device"))?)?;
+        Ok(Some(ones.call((PyTuple::new(py, sizes)?,), Some(&kw))?))
+    };
+    let mut env: std::collections::HashMap<usize, Bound<'_, PyAny>> = std::collections::HashMap::new();
+    let mut position = 0usize;
+    let result = keeping_global_state(py, || -> Result<(), ImportError> {
+        for (i, n) in nodes.iter().enumerate() {
+            let op: String = n.getattr(intern!(py, "op"))?.extract()?;
+            let target = n.getattr(intern!(py, "target"))?;
+            let known: Option<Bound<'_, PyAny>> = match op.as_str() {
+                "placeholder" => {
+                    position += 1;
+                    examples.get(position - 1).cloned()
+                }
+                "get_attr" => Some(get_attr_path(gm, &target.extract::<String>()?)?),
+                _ => {
+                    let meta = n.getattr(intern!(py, "meta"))?;
+                    let meta = meta.cast::<PyDict>().map_err(PyErr::from)?;
+                    match meta.get_item(intern!(py, "example_value"))? {
+                        Some(v) => Some(v),
+                        None => meta.get_item(intern!(py, "val"))?,
+                    }
+                }
+            };
+            let known = match known {
+                Some(v) if v.is_instance(&tensor_type)? => tiny(&v)?,
+                Some(v) if v.is_none() || v.is_instance_of::<pyo3::types::PyInt>() || v.is_instance_of::<pyo3::types::PyFloat>() || v.is_instance_of::<pyo3::types::PyBool>() => Some(v),
+                _ => None,
+            };
+            if let Some(v) = known {
+                env.insert(n.as_ptr() as usize, v);
+            }
+            if !matches!(op.as_str(), "call_function" | "call_method") || !wanted(i) {
+                continue;
+            }
+            let mut all_known = true;
+            for a in n.getattr(intern!(py, "all_input_nodes"))?.try_iter()? {
+                all_known &= env.contains_key(&(a?.as_ptr() as usize));
+            }
+            if !all_known {
+                continue;
+            }
+            let args = substitute(py, &n.getattr(intern!(py, "args"))?, &env)?;
+            let args = args.cast_into::<PyTuple>().map_err(PyErr::from)?;
+            let kwargs = substitute(py, &n.getattr(intern!(py, "kwargs"))?, &env)?;
+            let kwargs = kwargs.cast_into::<PyDict>().map_err(PyErr::from)?;
+            let called = if op == "call_function" {
+                target.call(args, Some(&kwargs))
+            } else if args.is_empty() {
+                continue;
+            } else {
+                let name: String = target.extract()?;
+                args.get_item(0)?
+                    .getattr(name.as_str())
+                    .and_then(|m| m.call(args.get_slice(1, args.len()), Some(&kwargs)))
+            };
+            if let Err(e) = called {
+                let name: String = n.getattr(intern!(py, "name"))?.extract()?;
+                return Err(ImportError::Unsupported(format!("node {name} is refused by torch: {e}")));
+            }
+        }
+        Ok(())
+    })?;
+    result
 }
 
 /// Note [propagation leaves no trace]: running the graph on meta (or fake) tensors calls the

@@ -557,6 +557,32 @@ pub struct CompiledGraph {
     pub ir_pre_fusion: String,
 }
 
+/// Note [forward-AD duals]: a dual tensor (`torch.autograd.forward_ad.make_dual`) carries its
+/// tangent beside its primal; torch's ops propagate it, our kernels read the primal only, so a
+/// compiled call would return outputs without tangents (a silently lost derivative). While a
+/// forward-AD level is active (`forward_ad._current_level >= 0`, set by `dual_level()`) and
+/// an input has a tangent at that level, the call runs `gm.forward`, whose torch ops carry the
+/// tangents (it runs no kernel: `kernel_calls` does not move). The check is made per call, not at compile
+/// time: the frame's guards do not see tangents, so the same compiled graph serves calls with
+/// and without duals, and calls without a dual level (the common case) pay one module
+/// attribute read.
+fn has_dual_input(py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+    static FORWARD_AD: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+    let fwad = FORWARD_AD.get_or_try_init(py, || py.import("torch.autograd.forward_ad").map(|m| m.into_any().unbind()))?.bind(py);
+    let level: i64 = fwad.getattr(intern!(py, "_current_level"))?.extract().unwrap_or(-1);
+    if level < 0 {
+        return Ok(false);
+    }
+    let unpack = fwad.getattr(intern!(py, "unpack_dual"))?;
+    let tensor_type = py.import(intern!(py, "torch"))?.getattr(intern!(py, "Tensor"))?;
+    for a in args.iter() {
+        if a.is_instance(&tensor_type)? && !unpack.call1((&a,))?.getattr(intern!(py, "tangent"))?.is_none() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 #[pymethods]
 impl CompiledGraph {
     #[pyo3(signature = (*args, **kwargs))]
@@ -568,6 +594,10 @@ impl CompiledGraph {
     ) -> PyResult<Bound<'py, PyAny>> {
         if kwargs.is_some_and(|k| !k.is_empty()) {
             return self.forward.bind(py).call(args, kwargs);
+        }
+        if self.runtime.is_some() && has_dual_input(py, args)? {
+            tracing::info!(target: "inductor::fallback", "an input is a forward-AD dual tensor; running gm.forward");
+            return self.forward.bind(py).call1(args);
         }
         if let Some(rt) = &self.runtime {
             match rt.run(py, args) {

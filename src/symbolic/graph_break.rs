@@ -112,6 +112,9 @@ kinds! {
     PythonError = "GB0022", "python_error",
         "Running a Python operation at trace time (folding an operation on constants, asking a fake tensor or a real object) raised an error the tracer did not expect; the code runs as ordinary Python, so eager's own error, if any, is what the user sees.",
         "If eager runs without an error here, this is a tracer bug: report it with the message.";
+    DataDependentOutputShape = "GB0023", "data_dependent_output_shape",
+        "An op whose output's shape depends on the tensor's values (`x[mask]` with a bool mask, `nonzero`, `unique`, `masked_select`, `repeat_interleave` with a tensor of repeats, one-argument `torch.where`): the trace knows shapes, not values, so the op runs as ordinary Python and the graph is split around it. Nothing is wrong with the call.",
+        "Keep a fixed shape where you can: `torch.where(mask, x, 0)` or `x * mask` instead of `x[mask]`, sums over a mask instead of selecting; otherwise accept the break.";
 }
 
 impl fmt::Display for GraphBreakKind {

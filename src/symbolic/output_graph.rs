@@ -917,6 +917,16 @@ impl OutputGraph {
             Ok(r) => r,
             Err(e) => {
                 let what = method.map(|m| format!("Tensor.{m}")).unwrap_or_else(|| qualname(target.unwrap()));
+                if let Some(kind) = data_dependent_kind(py, &e) {
+                    // Nothing is wrong with the call: fake tensors carry no data, and this op's
+                    // output (its shape, or a Python value) is computed from the data.
+                    let op = e.value(py).getattr(pyo3::intern!(py, "func")).and_then(|f| f.str()).map(|s| s.to_string()).unwrap_or_default();
+                    let detail = match kind {
+                        crate::symbolic::graph_break::GraphBreakKind::DataDependentOutputShape => "gives a tensor whose shape depends on the input's data",
+                        _ => "gives a Python value computed from the input's data",
+                    };
+                    return Err(Unsupported::of(kind, format!("{what} {detail} ({op})")));
+                }
                 return Err(Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::FakeTensorError, format!(
                     "{what} failed on fake tensors: {}",
                     e.value(py).repr().map(|r| r.to_string()).unwrap_or_default()
@@ -1319,4 +1329,23 @@ fn partly_overlaps(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<bool>
         (Some((a0, a1)), Some((b0, b1))) => a0 <= b1 && b0 <= a1,
         _ => false,
     })
+}
+
+/// The graph-break kind of a fake-tensor error that only says the op needs real data: a
+/// `DynamicOutputShapeException` (`x[mask]`, `nonzero`, `unique`, `masked_select`,
+/// `repeat_interleave` with tensor repeats, one-argument `where`: the output's shape is
+/// computed from the values) gives `DataDependentOutputShape`; a `DataDependentOutputException`
+/// (`torch.equal`: a Python value computed from the values) gives `DataDependentValue`. Other
+/// errors (`None`) are `FakeTensorError`.
+fn data_dependent_kind(py: Python<'_>, e: &PyErr) -> Option<crate::symbolic::graph_break::GraphBreakKind> {
+    use crate::symbolic::graph_break::GraphBreakKind;
+    let m = py.import("torch._subclasses.fake_tensor").ok()?;
+    let is = |name: &str| m.getattr(name).ok().and_then(|t| t.cast_into::<pyo3::types::PyType>().ok()).is_some_and(|t| e.is_instance(py, &t));
+    if is("DynamicOutputShapeException") {
+        Some(GraphBreakKind::DataDependentOutputShape)
+    } else if is("DataDependentOutputException") {
+        Some(GraphBreakKind::DataDependentValue)
+    } else {
+        None
+    }
 }
