@@ -43,9 +43,12 @@ macro_rules! kinds {
 }
 
 kinds! {
+    // `Other` is left for internal "cannot happen" paths only: a stack underflow, a CPython
+    // object of an unexpected type (`co_code` not bytes, `__mro__` not a tuple), an oparg
+    // outside CPython's table, and the `unsupported!` macro's sites not yet given a kind.
     Other = "GB0000", "other",
-        "A construct the tracer does not model yet.",
-        "The code around it runs as ordinary Python; nothing to do unless it is on a hot path.";
+        "A construct the tracer does not model yet, or an internal inconsistency (a stack underflow, a CPython object of an unexpected type) that valid bytecode should not reach.",
+        "The code around it runs as ordinary Python; if the reason names an internal inconsistency, report it with the message.";
     UnsupportedBuiltin = "GB0001", "unsupported_builtin",
         "A call to a Python builtin with effects outside the graph (print, open, input, id, ...).",
         "Move the call out of the compiled region, or accept the break: the graph is split around it.";
@@ -112,6 +115,9 @@ kinds! {
     PythonError = "GB0022", "python_error",
         "Running a Python operation at trace time (folding an operation on constants, asking a fake tensor or a real object) raised an error the tracer did not expect; the code runs as ordinary Python, so eager's own error, if any, is what the user sees.",
         "If eager runs without an error here, this is a tracer bug: report it with the message.";
+    DynamicShapeGuard = "GB0023", "dynamic_shape_guard",
+        "Traced with dynamic shapes, the graph needs a guard on symbolic sizes or numbers that the guard builder does not model (a graph of symbolic number arithmetic only, the value of a float input was read): the frame is traced again with static shapes.",
+        "Nothing to do; pass `dynamic=False` to skip the dynamic attempt for this function.";
 }
 
 impl fmt::Display for GraphBreakKind {
