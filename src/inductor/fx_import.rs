@@ -1034,9 +1034,9 @@ fn probe_eager_checks(
             if !all_known {
                 continue;
             }
-            let args = substitute(py, &n.getattr(intern!(py, "args"))?, &env)?;
+            let args = substitute(py, &n.getattr(intern!(py, "args"))?, &env, None)?;
             let args = args.cast_into::<PyTuple>().map_err(PyErr::from)?;
-            let kwargs = substitute(py, &n.getattr(intern!(py, "kwargs"))?, &env)?;
+            let kwargs = substitute(py, &n.getattr(intern!(py, "kwargs"))?, &env, None)?;
             let kwargs = kwargs.cast_into::<PyDict>().map_err(PyErr::from)?;
             let called = if op == "call_function" {
                 target.call(args, Some(&kwargs))

@@ -115,7 +115,7 @@ fn decode_code(code: &Bound<'_, PyAny>) -> VResult<CodeInfo> {
         firstlineno,
         version: PyVersion::CURRENT,
     };
-    let insts = bytecode::decode(&bytes).map_err(|e| Unsupported::new(format!("cannot decode bytecode: {e}")))?;
+    let insts = bytecode::decode(&bytes).map_err(|e| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOpcode, format!("cannot decode bytecode: {e}")))?;
     let varnames = strings(code.getattr("co_varnames")?)?;
     let cellvars = strings(code.getattr("co_cellvars")?)?;
     let freevars = strings(code.getattr("co_freevars")?)?;

@@ -415,13 +415,13 @@ fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend
     if og.shape_env.is_some() && n_ops > 0 && only_sym {
         // Only arithmetic on symbolic numbers: a graph for that would cost more than the
         // recompiles it saves. Trace again with static values.
-        return Err(ConvertError::Unsupported(Unsupported::new(format!("{SHAPE_GUARD_UNSUPPORTED}: the graph holds symbolic number arithmetic only"))));
+        return Err(ConvertError::Unsupported(Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::DynamicShapeGuard, format!("{SHAPE_GUARD_UNSUPPORTED}: the graph holds symbolic number arithmetic only"))));
     }
     if let Some(env) = &og.shape_env {
         // A read of a float input's value makes the conversion start again with its floats as
         // constants (Note [float inputs] in `output_graph.rs`): do not compile this graph first.
         if env.bind(py).getattr("_dynamo_float_read").map(|v| v.is_truthy().unwrap_or(false)).unwrap_or(false) {
-            return Err(ConvertError::Unsupported(Unsupported::new(format!("{SHAPE_GUARD_UNSUPPORTED}: the trace read the value of a float input"))));
+            return Err(ConvertError::Unsupported(Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::DynamicShapeGuard, format!("{SHAPE_GUARD_UNSUPPORTED}: the trace read the value of a float input"))));
         }
     }
     let graph_text = og.graph.to_string();
@@ -1427,7 +1427,7 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
             if let Some(k) = og.raised_exceptions.iter().position(|r| r.is(c)) {
                 // Eager's carries a traceback: break where it was raised instead, so Python
                 // raises and handles it for real (`convert_inner`).
-                return Err(Unsupported { break_at: og.raise_points.get(k).copied(), ..Unsupported::new("an exception the trace raised and handled outlives the graph") });
+                return Err(Unsupported { break_at: og.raise_points.get(k).copied(), ..Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnreconstructableValue, "an exception the trace raised and handled outlives the graph") });
             }
             let e = c.bind(py);
             let exact_builtin = e.get_type().getattr("__module__").map(|m| m.to_string() == "builtins").unwrap_or(false);

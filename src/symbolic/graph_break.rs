@@ -43,9 +43,12 @@ macro_rules! kinds {
 }
 
 kinds! {
+    // `Other` is left for internal "cannot happen" paths only: a stack underflow, a CPython
+    // object of an unexpected type (`co_code` not bytes, `__mro__` not a tuple), an oparg
+    // outside CPython's table, and the `unsupported!` macro's sites not yet given a kind.
     Other = "GB0000", "other",
-        "A construct the tracer does not model yet.",
-        "The code around it runs as ordinary Python; nothing to do unless it is on a hot path.";
+        "A construct the tracer does not model yet, or an internal inconsistency (a stack underflow, a CPython object of an unexpected type) that valid bytecode should not reach.",
+        "The code around it runs as ordinary Python; if the reason names an internal inconsistency, report it with the message.";
     UnsupportedBuiltin = "GB0001", "unsupported_builtin",
         "A call to a Python builtin with effects outside the graph (print, open, input, id, ...).",
         "Move the call out of the compiled region, or accept the break: the graph is split around it.";
@@ -115,6 +118,9 @@ kinds! {
     DataDependentOutputShape = "GB0023", "data_dependent_output_shape",
         "An op whose output's shape depends on the tensor's values (`x[mask]` with a bool mask, `nonzero`, `unique`, `masked_select`, `repeat_interleave` with a tensor of repeats, one-argument `torch.where`): the trace knows shapes, not values, so the op runs as ordinary Python and the graph is split around it. Nothing is wrong with the call.",
         "Keep a fixed shape where you can: `torch.where(mask, x, 0)` or `x * mask` instead of `x[mask]`, sums over a mask instead of selecting; otherwise accept the break.";
+    DynamicShapeGuard = "GB0024", "dynamic_shape_guard",
+        "Traced with dynamic shapes, the graph needs a guard on symbolic sizes or numbers that the guard builder does not model (a graph of symbolic number arithmetic only, the value of a float input was read): the frame is traced again with static shapes.",
+        "Nothing to do; pass `dynamic=False` to skip the dynamic attempt for this function.";
 }
 
 impl fmt::Display for GraphBreakKind {

@@ -129,7 +129,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             // Other methods of a symbolic `torch.Size` (`count`, `index`) see its values.
             VT::NamedTuple { items, .. } if is_symbolic_size(py, self.og, obj) => {
-                let vals = items.iter().map(|i| i.as_constant(py).ok_or_else(|| Unsupported::new("torch.Size item without a value"))).collect::<VResult<Vec<_>>>()?;
+                let vals = items.iter().map(|i| i.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "torch.Size item without a value"))).collect::<VResult<Vec<_>>>()?;
                 let size = self.og.handles.size_type.bind(py).call1((PyTuple::new(py, vals)?,))?;
                 Ok(VT::constant(size.getattr(name)?.unbind()))
             }
@@ -310,10 +310,10 @@ impl<'a> InstructionTranslator<'a> {
                 None => graph_break!(UnsupportedOperation, "del on {}", obj.describe(py)),
             };
         }
-        let k = idx.as_constant(py).ok_or_else(|| Unsupported::new("del with a non-constant index"))?;
+        let k = idx.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "del with a non-constant index"))?;
         match obj {
             VT::List(l) => {
-                let k: i64 = k.extract().map_err(|_| Unsupported::new("del of a list slice"))?;
+                let k: i64 = k.extract().map_err(|_| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "del of a list slice"))?;
                 let mut st = l.borrow_mut();
                 let n = st.items.len() as i64;
                 let k = if k < 0 { k + n } else { k };
@@ -931,7 +931,7 @@ impl<'a> InstructionTranslator<'a> {
             },
             VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) => {
                 let items = self.unpack(py, obj)?;
-                let i = idx.as_constant(py).ok_or_else(|| Unsupported::new("sequence index is not a constant"))?;
+                let i = idx.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "sequence index is not a constant"))?;
                 if let Ok(k) = i.extract::<i64>() {
                     let n = items.len() as i64;
                     let k2 = if k < 0 { k + n } else { k };
@@ -962,7 +962,7 @@ impl<'a> InstructionTranslator<'a> {
                 graph_break!(UnsupportedOperation, "sequence index of type {}", type_name(&i))
             }
             VT::Dict(d) => {
-                let k = idx.as_key(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+                let k = idx.as_key(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
                 for (key, v) in &d.borrow().items {
                     if key.bind(py).eq(&k)? {
                         return Ok(v.clone());
@@ -974,7 +974,7 @@ impl<'a> InstructionTranslator<'a> {
                 Err(Unsupported::raise_value("KeyError", exc, k.repr().map(|r| r.to_string()).unwrap_or_default()))
             }
             VT::Module { obj: m, source } => {
-                let i = idx.as_constant(py).ok_or_else(|| Unsupported::new("module index is not a constant"))?;
+                let i = idx.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "module index is not a constant"))?;
                 let m = m.bind(py);
                 if type_name(&i) == "slice" {
                     return self.module_slice(py, m, source, &i);
@@ -1018,7 +1018,7 @@ impl<'a> InstructionTranslator<'a> {
                     if self.contains(py, &storage, idx)? {
                         self.getitem(py, &storage, idx)
                     } else {
-                        let m = self.python_dunder(py, obj, "__missing__")?.ok_or_else(|| Unsupported::new("__missing__ is not Python code"))?;
+                        let m = self.python_dunder(py, obj, "__missing__")?.ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "__missing__ is not Python code"))?;
                         self.call(py, &m, vec![idx.clone()], vec![])
                     }
                 }
@@ -1051,7 +1051,7 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(())
             }
             VT::List(lst) => {
-                let k: i64 = idx.as_constant(py).ok_or_else(|| Unsupported::new("list index"))?.extract()?;
+                let k: i64 = idx.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "list index"))?.extract()?;
                 let mut l = lst.borrow_mut();
                 let n = l.items.len() as i64;
                 let k = if k < 0 { k + n } else { k };
@@ -1066,7 +1066,7 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(())
             }
             VT::Dict(d) => {
-                let k = idx.as_key(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+                let k = idx.as_key(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
                 dict_set(py, &mut d.borrow_mut(), k.unbind(), v)?;
                 if d.borrow().source.is_some() {
                     self.og.side_effects.mutate_dict(d);
@@ -1331,7 +1331,7 @@ impl<'a> InstructionTranslator<'a> {
                 }).collect();
                 let kw = PyDict::new(py);
                 for (k, v) in &kwargs {
-                    kw.set_item(k, v.as_constant(py).ok_or_else(|| Unsupported::new("non-constant keyword"))?)?;
+                    kw.set_item(k, v.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "non-constant keyword"))?)?;
                 }
                 match vals {
                     Some(vals) => {

@@ -422,7 +422,7 @@ impl<'a> InstructionTranslator<'a> {
                 }
             }
             op::LOAD_CLOSURE => {
-                let v = self.locals[arg as usize].clone().ok_or_else(|| Unsupported::new("empty closure slot"))?;
+                let v = self.locals[arg as usize].clone().ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::RaisesException, "empty closure slot"))?;
                 self.stack.push(v);
             }
             op::LOAD_DEREF => {
@@ -552,7 +552,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::CONVERT_VALUE => {
                 let v = self.pop()?;
-                let c = v.as_constant(py).ok_or_else(|| Unsupported::new(format!("f-string of {}", v.describe(py))))?;
+                let c = v.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
                 let c = match arg {
                     1 => c.str()?.into_any(),
                     2 => c.repr()?.into_any(),
@@ -678,7 +678,7 @@ impl<'a> InstructionTranslator<'a> {
                     Some(other) => graph_break!(UntracedValue, "yield from over {} (not an iterator the trace models)", other.describe(py)),
                     None => unsupported!("SEND on an empty stack"),
                 };
-                let was_exhausted = borrow_iter(&receiver).map_err(|_| Unsupported::new("yield from over a running iterator"))?.exhausted;
+                let was_exhausted = borrow_iter(&receiver).map_err(|_| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::RaisesException, "yield from over a running iterator"))?.exhausted;
                 match self.step_iter(py, &receiver)? {
                     Some(item) => self.stack.push(item),
                     None => {
@@ -856,7 +856,7 @@ impl<'a> InstructionTranslator<'a> {
                 let items = self.popn(2 * arg as usize)?;
                 let mut d = Vec::new();
                 for kv in items.chunks(2) {
-                    let k = kv[0].as_key(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+                    let k = kv[0].as_key(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
                     d.push((k.unbind(), kv[1].clone()));
                 }
                 self.stack.push(new_dict(d));
@@ -874,7 +874,7 @@ impl<'a> InstructionTranslator<'a> {
             op::MAP_ADD => {
                 let v = self.pop()?;
                 let k = self.pop()?;
-                let k = k.as_key(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+                let k = k.as_key(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
                 let idx = self.stack.len() - arg as usize;
                 match &self.stack[idx] {
                     VT::Dict(d) if d.borrow().source.is_none() => dict_set(py, &mut d.borrow_mut(), k.unbind(), v)?,
@@ -918,7 +918,7 @@ impl<'a> InstructionTranslator<'a> {
                         self.og.realize(s);
                     }
                 }
-                let c = v.as_constant(py).ok_or_else(|| Unsupported::new(format!("f-string of {}", v.describe(py))))?;
+                let c = v.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
                 let builtins = py.import("builtins")?;
                 let conv = match arg & 0x03 {
                     1 => Some(builtins.getattr("str")?),
@@ -931,7 +931,7 @@ impl<'a> InstructionTranslator<'a> {
                     None => c,
                 };
                 let spec_value = match &spec {
-                    Some(s) => s.as_constant(py).ok_or_else(|| Unsupported::new("format spec"))?,
+                    Some(s) => s.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "format spec"))?,
                     None => PyString::new(py, "").into_any(),
                 };
                 let format = builtins.getattr("format")?;
@@ -965,7 +965,7 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 let mut s = String::new();
                 for i in &items {
-                    let c = i.as_constant(py).ok_or_else(|| Unsupported::new("BUILD_STRING of non-constant"))?;
+                    let c = i.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "BUILD_STRING of non-constant"))?;
                     s.push_str(&c.extract::<String>()?);
                 }
                 let value = PyString::new(py, &s).into_any().unbind();
@@ -1261,7 +1261,7 @@ impl<'a> InstructionTranslator<'a> {
             _ => None,
         };
         let Some(f) = real else {
-            return Unsupported::new(format!("keyword argument '{key}' given twice to a call of a traced value"));
+            return Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::ArgumentMismatch, format!("keyword argument '{key}' given twice to a call of a traced value"));
         };
         let name = match f.getattr("__qualname__").and_then(|q| q.extract::<String>()) {
             Ok(q) => match f.getattr("__module__").and_then(|m| m.extract::<String>()) {

@@ -49,7 +49,7 @@ impl<'a> InstructionTranslator<'a> {
         // value: specialized, with a guard in the ShapeEnv (Note [symbolic sizes]).
         let specialize = |v: VT| -> VResult<VT> {
             match &v {
-                VT::SymNum(_) => Ok(VT::constant(v.as_constant(py).ok_or_else(|| Unsupported::new("symbolic number without a value"))?.unbind())),
+                VT::SymNum(_) => Ok(VT::constant(v.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::DataDependentValue, "symbolic number without a value"))?.unbind())),
                 _ => Ok(v),
             }
         };
@@ -255,7 +255,7 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(const_bool(py, r));
         }
         if is("getattr") || is("hasattr") {
-            let name: String = args[1].as_constant(py).ok_or_else(|| Unsupported::new("getattr with a non-constant name"))?.extract()?;
+            let name: String = args[1].as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "getattr with a non-constant name"))?.extract()?;
             // Only objects whose attributes cannot change under us (constants, classes, Python
             // modules, static tensor metadata) may answer "missing"; for anything else a lookup
             // we cannot trace is unsupported, never "absent".
@@ -328,10 +328,10 @@ impl<'a> InstructionTranslator<'a> {
         // as CPython steps them (a loop body that mutates the list being walked sees it).
         if is("enumerate") && args.len() <= 2 && kwargs.iter().all(|(k, _)| k == "start") && !args.is_empty() {
             let start = match args.get(1).or(kwargs.first().map(|(_, v)| v)) {
-                Some(s) => s.as_constant(py).ok_or_else(|| Unsupported::new("enumerate start is not a constant"))?,
+                Some(s) => s.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "enumerate start is not a constant"))?,
                 None => 0i64.into_pyobject(py)?.into_any(),
             };
-            let count: i64 = start.extract().map_err(|_| Unsupported::new("enumerate start is not a small int"))?;
+            let count: i64 = start.extract().map_err(|_| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "enumerate start is not a small int"))?;
             let inner = self.make_iter(py, &args[0])?;
             return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Enumerate { inner, count })))));
         }

@@ -60,7 +60,7 @@ impl<'a> InstructionTranslator<'a> {
                 let keys = self.call(py, &keys, vec![], vec![])?;
                 let mut out = Vec::new();
                 for k in self.iter_items(py, &keys)? {
-                    let key = k.as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?.unbind();
+                    let key = k.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?.unbind();
                     let val = self.getitem(py, v, &k)?;
                     out.push((key, val));
                 }
@@ -78,7 +78,7 @@ impl<'a> InstructionTranslator<'a> {
             if kv.len() != 2 {
                 graph_break!(UnsupportedOperation, "dict() from an item of length {}", kv.len());
             }
-            let k = kv[0].as_constant(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+            let k = kv[0].as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
             if k.hash().is_err() {
                 graph_break!(UnsupportedOperation, "unhashable dict key");
             }

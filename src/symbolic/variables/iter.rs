@@ -199,7 +199,7 @@ impl IteratorState {
                     return Err(IterError::Raise("dictionary changed size during iteration"));
                 }
                 if d.version != *version {
-                    return Err(IterError::Unsupported(crate::symbolic::Unsupported::new("a dict whose keys changed (same size) while iterated")));
+                    return Err(IterError::Unsupported(crate::symbolic::Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::RaisesException, "a dict whose keys changed (same size) while iterated")));
                 }
                 match d.items.get(self.pos) {
                     None => None,
@@ -259,7 +259,7 @@ impl IteratorState {
             }
             IterKind::Generator(frame) => {
                 let Some(mut f) = frame.take() else {
-                    return Err(IterError::Unsupported(crate::symbolic::Unsupported::new("a generator stepped while it runs (ValueError: generator already executing)")));
+                    return Err(IterError::Unsupported(crate::symbolic::Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::RaisesException, "a generator stepped while it runs (ValueError: generator already executing)")));
                 };
                 let r = resume(IterRequest::Resume(&mut f));
                 if f.returned.is_some() {
@@ -311,7 +311,7 @@ impl IteratorState {
                 let Some(next) = pending.pop_front() else { break None };
                 match resume(IterRequest::MakeIter(&next))? {
                     Some(VariableTracker::Iterator(it)) => *active = Some(it),
-                    _ => return Err(IterError::Unsupported(crate::symbolic::Unsupported::new("chain() over a value without an iterator"))),
+                    _ => return Err(IterError::Unsupported(crate::symbolic::Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "chain() over a value without an iterator"))),
                 }
             },
             IterKind::Islice { inner, next, stop, step, count } => {
@@ -511,7 +511,7 @@ impl IteratorState {
 
 /// An iterator step that depends on something not modelled.
 fn unsupported_step(what: &str) -> IterError {
-    IterError::Unsupported(crate::symbolic::Unsupported::new(what))
+    IterError::Unsupported(crate::symbolic::Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, what))
 }
 
 /// Whether a `Truth` answer (a constant bool tracker) is true.
@@ -522,7 +522,7 @@ fn truthy(py: Python<'_>, t: Option<VariableTracker>) -> bool {
 /// A mutable borrow of an iterator's state, refused when it is already borrowed (an iterator
 /// stepped from inside its own step: a generator that iterates itself).
 pub fn borrow_iter(it: &Rc<RefCell<IteratorState>>) -> Result<std::cell::RefMut<'_, IteratorState>, IterError> {
-    it.try_borrow_mut().map_err(|_| IterError::Unsupported(crate::symbolic::Unsupported::new("an iterator stepped from inside its own step (ValueError: generator already executing)")))
+    it.try_borrow_mut().map_err(|_| IterError::Unsupported(crate::symbolic::Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::RaisesException, "an iterator stepped from inside its own step (ValueError: generator already executing)")))
 }
 
 impl<'a> InstructionTranslator<'a> {
@@ -814,7 +814,7 @@ impl<'a> InstructionTranslator<'a> {
             IterKind::Repeat { item, remaining }
         } else if is(&itertools, "product") && kwargs.iter().all(|(k, _)| k == "repeat") {
             let repeat: usize = match kw("repeat").and_then(|r| r.as_constant(py)) {
-                Some(r) => r.extract::<i64>().ok().filter(|r| *r >= 0).map(|r| r as usize).ok_or_else(|| Unsupported::new("product() repeat"))?,
+                Some(r) => r.extract::<i64>().ok().filter(|r| *r >= 0).map(|r| r as usize).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedCall, "product() repeat"))?,
                 None if kwargs.is_empty() => 1,
                 None => unsupported!("product() with a non-constant repeat"),
             };
@@ -843,7 +843,7 @@ impl<'a> InstructionTranslator<'a> {
                 (_, false, _) | (_, _, 0) | (_, _, 3..) => return Ok(None),
                 (Some(r), _, _) => match r.as_constant(py) {
                     Some(c) if c.is_none() && name == "permutations" => None,
-                    Some(c) => Some(c.extract::<i64>().map_err(|_| Unsupported::new(format!("{name}() r is not an int")))?),
+                    Some(c) => Some(c.extract::<i64>().map_err(|_| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedCall, format!("{name}() r is not an int")))?),
                     None => graph_break!(UnsupportedCall, "{name}() with a non-constant r"),
                 },
                 (None, _, _) if name == "permutations" => None,

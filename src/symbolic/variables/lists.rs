@@ -269,14 +269,14 @@ impl<'a> InstructionTranslator<'a> {
                     "clear" => l.items.clear(),
                     "reverse" => l.items.reverse(),
                     "insert" => {
-                        let k: i64 = args[0].as_constant(py).ok_or_else(|| Unsupported::new("insert index"))?.extract()?;
+                        let k: i64 = args[0].as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "insert index"))?.extract()?;
                         let n = l.items.len() as i64;
                         let k = if k < 0 { (k + n).max(0) } else { k.min(n) };
                         l.items.insert(k as usize, args[1].clone());
                     }
                     _ => {
                         let k: i64 = match args.first() {
-                            Some(a) => a.as_constant(py).ok_or_else(|| Unsupported::new("pop index"))?.extract()?,
+                            Some(a) => a.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "pop index"))?.extract()?,
                             None => -1,
                         };
                         let n = l.items.len() as i64;
@@ -341,7 +341,7 @@ impl<'a> InstructionTranslator<'a> {
                     new_items.push((PyString::new(py, &k).into_any().unbind(), v));
                 }
                 let key = match name {
-                    "pop" | "setdefault" => Some(args.first().and_then(|a| a.as_key(py)).ok_or_else(|| Unsupported::new("dict key is not a constant"))?),
+                    "pop" | "setdefault" => Some(args.first().and_then(|a| a.as_key(py)).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?),
                     _ => None,
                 };
                 let result = {
@@ -389,7 +389,7 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(result)
             }
             (VT::Dict(d), "get") => {
-                let k = args[0].as_key(py).ok_or_else(|| Unsupported::new("dict key is not a constant"))?;
+                let k = args[0].as_key(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
                 for (key, v) in &d.borrow().items {
                     if key.bind(py).eq(&k)? {
                         return Ok(v.clone());

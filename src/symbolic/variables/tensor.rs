@@ -145,7 +145,7 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(VT::constant(r.unbind()));
         }
         let specialized = args.into_iter().map(|a| match &a {
-            VT::SymNum(_) => a.as_constant(py).map(|c| VT::constant(c.unbind())).ok_or_else(|| Unsupported::new("symbolic number without a value")),
+            VT::SymNum(_) => a.as_constant(py).map(|c| VT::constant(c.unbind())).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::DataDependentValue, "symbolic number without a value")),
             _ => Ok(a),
         }).collect::<VResult<Vec<_>>>()?;
         self.operator(py, name, specialized)
