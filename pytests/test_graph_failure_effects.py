@@ -170,3 +170,89 @@ def test_a_caught_error_in_a_segment_run_by_torch_prints_nothing(backend, capfd)
     with pytest.raises(IndexError):
         g(x, torch.tensor([0, 5]))
     assert capfd.readouterr().err == ""
+
+
+# --- state that a graph changes without an in-place op on its first argument -------------------
+# (breaker2 findings 04 and 07: the rerun after a failure drew random numbers twice and applied
+# batch norm's running-statistics update twice.)
+
+
+def _rng_outcome(f, make_args, backend=None):
+    """(exception, the next numbers the global generator gives) after a failing call of `f`."""
+    torch.manual_seed(0)
+    (exc, _args) = outcome(f, make_args, backend)
+    return exc, torch.rand(3).tolist()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda x: torch.rand(3) + x,
+        lambda x: torch.randn_like(x) * x,
+        lambda x: F.dropout(x, 0.5, training=True),
+        lambda x: torch.bernoulli(torch.full_like(x, 0.5)) + x,
+        lambda x: x.clone().uniform_() + x,
+    ],
+    ids=["rand", "randn_like", "dropout", "bernoulli", "uniform_"],
+)
+def test_a_rerun_draws_the_random_numbers_eager_draws(backend, draw):
+    def f(x, idx):
+        noise = draw(x)
+        return noise + x[idx]
+
+    make = lambda: (torch.ones(3), torch.tensor([0, 9]))  # noqa: E731
+    want = _rng_outcome(f, make)
+    dynamo.reset()
+    got = _rng_outcome(f, make, backend)
+    assert want[0][0] is IndexError
+    assert got == want
+    assert dynamo.counters()["graph_failures"] == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("norm", ["batch_norm", "instance_norm", "functional_batch_norm"])
+def test_a_rerun_updates_running_statistics_once(backend, norm):
+    torch.manual_seed(0)
+    if norm == "batch_norm":
+        mod = torch.nn.BatchNorm1d(3)
+        apply = mod
+    elif norm == "instance_norm":
+        mod = torch.nn.InstanceNorm1d(3, track_running_stats=True)
+        apply = mod
+    else:
+        mod = torch.nn.BatchNorm1d(3)  # its buffers, passed to F.batch_norm by the frame
+
+        def apply(x):
+            return F.batch_norm(x, mod.running_mean, mod.running_var, training=True, momentum=0.3)
+
+    def f(x, idx):
+        return apply(x)[idx]
+
+    def run(fn):
+        mod.reset_running_stats()
+        x = torch.arange(12.0).view(2, 3, 2) if norm == "instance_norm" else torch.arange(6.0).view(2, 3)
+        fn(x, torch.tensor([0, 1]))  # compiles and succeeds
+        try:
+            fn(x * 3 + 1, torch.tensor([0, 5]))
+            exc = None
+        except IndexError as e:
+            exc = str(e)
+        return exc, mod.running_mean.tolist(), mod.running_var.tolist(), int(mod.num_batches_tracked)
+
+    want = run(f)
+    dynamo.reset()
+    got = run(dynamo.optimize(backend)(f))
+    assert want[0] is not None and got == want
+    c = dynamo.counters()
+    assert c["graph_failures"] == 1 and c["graphs"] >= 1, dict(c)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_out_and_foreach_writes_are_put_back_before_the_rerun(backend):
+    def f(a, b, c, lst, idx):
+        torch.add(a, b, out=c)  # writes c, not a
+        torch._foreach_add_(lst, 1.0)  # writes every tensor of the list
+        return c[idx]
+
+    check(f, lambda: (torch.ones(2), torch.ones(2), torch.zeros(2), [torch.zeros(2), torch.ones(2)], torch.tensor([4])), backend)

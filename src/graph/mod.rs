@@ -141,10 +141,10 @@ impl Graph {
         self.nodes.iter().filter(|n| matches!(n.op, Op::Placeholder { .. }))
     }
 
-    /// Whether running the graph can change one of its inputs: an in-place op (a `foo_` method
-    /// or function, `inplace=True`, `out=`, `operator.setitem`) whose first argument is an input
-    /// or a view of one (through view-like ops, which share storage per PyTorch's view
-    /// semantics). A graph that cannot is safe to run again from its inputs.
+    /// Whether running the graph can change one of its inputs: a node that writes an argument
+    /// (`Node::written_args`) which is an input or a view of one (through view-like ops, which
+    /// share storage per PyTorch's view semantics). A graph that cannot is safe to run again from
+    /// its inputs.
     pub fn mutates_inputs(&self) -> bool {
         !self.mutated_inputs().is_empty()
     }
@@ -166,27 +166,38 @@ impl Graph {
                 Op::CallFunction { name, .. } => name.rsplit('.').next().unwrap_or(name).to_string(),
                 Op::CallMethod { method } => method.clone(),
             };
-            let first_input = match n.args.first() {
-                Some(Arg::Node(a)) => input_of[a.0 as usize],
-                _ => None,
-            };
-            let full_name = match &n.op {
-                Op::CallFunction { name, .. } => name.as_str(),
-                _ => op_name.as_str(),
-            };
-            let inplace = is_inplace_op(full_name, matches!(n.op, Op::CallMethod { .. }))
-                || n.kwargs.iter().any(|(k, v)| k == "out" || (k == "inplace" && matches!(v, Arg::Const(_, r) if r == "True")));
-            if let (true, Some(i)) = (inplace, first_input) {
-                if !mutated.contains(&i) {
-                    mutated.push(i);
+            let mut written = Vec::new();
+            n.written_args(&mut written);
+            for w in written {
+                if let Some(i) = input_of[w.0 as usize] {
+                    if !mutated.contains(&i) {
+                        mutated.push(i);
+                    }
                 }
             }
-            if first_input.is_some() && VIEW_OPS.contains(&op_name.as_str()) {
-                input_of[n.id.0 as usize] = first_input;
+            if let Some(Arg::Node(a)) = n.args.first() {
+                if input_of[a.0 as usize].is_some() && VIEW_OPS.contains(&op_name.as_str()) {
+                    input_of[n.id.0 as usize] = input_of[a.0 as usize];
+                }
             }
         }
         mutated.sort_unstable();
         mutated
+    }
+
+    /// Whether the graph draws from a random number generator (`torch.rand*`, dropout,
+    /// `bernoulli`, `multinomial`, `normal`, the in-place samplers `uniform_`/`normal_`/...,
+    /// `rrelu`): a rerun after a failure must start from the generator's state at the call.
+    pub fn uses_rng(&self) -> bool {
+        self.nodes.iter().any(|n| {
+            let name = match &n.op {
+                Op::Placeholder { .. } => return false,
+                Op::CallFunction { name, .. } => name.rsplit('.').next().unwrap_or(name),
+                Op::CallMethod { method } => method.as_str(),
+            };
+            let name = name.trim_end_matches('_');
+            RANDOM_OPS.contains(&name) || name.starts_with("rand") || name.ends_with("dropout") || name.starts_with("dropout")
+        })
     }
 
     /// Whether an op of the graph may raise depending on the values in its tensors (not their
@@ -210,6 +221,65 @@ impl Graph {
         })
     }
 }
+
+impl Node {
+    /// Pushes the nodes this call writes into, per the op's semantics: the first argument of an
+    /// in-place op (`is_inplace_op`, `inplace=True`; every tensor of a list for `_foreach_*_`),
+    /// the `out=` tensors, and the running statistics that `batch_norm` / `instance_norm` update
+    /// in training (`F.batch_norm(input, running_mean, running_var, weight, bias, training, ...)`,
+    /// `torch.batch_norm(input, weight, bias, running_mean, running_var, training, ...)`, and the
+    /// same layouts for `instance_norm` with `use_input_stats`). A flag that is not a constant
+    /// counts as set.
+    pub fn written_args(&self, out: &mut Vec<NodeId>) {
+        fn nodes_of(a: &Arg, out: &mut Vec<NodeId>) {
+            match a {
+                Arg::Node(n) => out.push(*n),
+                Arg::Tuple(items) | Arg::List(items) => items.iter().for_each(|i| nodes_of(i, out)),
+                Arg::Const(..) => {}
+            }
+        }
+        let (full_name, is_method) = match &self.op {
+            Op::Placeholder { .. } => return,
+            Op::CallFunction { name, .. } => (name.as_str(), false),
+            Op::CallMethod { method } => (method.as_str(), true),
+        };
+        let kwarg = |k: &str| self.kwargs.iter().find(|(n, _)| n == k).map(|(_, v)| v);
+        let inplace_kw = matches!(kwarg("inplace"), Some(Arg::Const(_, r)) if r == "True") || matches!(kwarg("inplace"), Some(Arg::Node(_)));
+        if is_inplace_op(full_name, is_method) || inplace_kw {
+            if let Some(a) = self.args.first() {
+                nodes_of(a, out);
+            }
+        }
+        if let Some(o) = kwarg("out") {
+            nodes_of(o, out);
+        }
+        let last = full_name.rsplit('.').next().unwrap_or(full_name);
+        if !is_method && matches!(last, "batch_norm" | "instance_norm") {
+            let functional = full_name.contains("functional");
+            let (mean, var, flag) = if functional { (1, 2, 5) } else { (3, 4, 5) };
+            let flag_name = if last == "batch_norm" { "training" } else { "use_input_stats" };
+            let set = match self.args.get(flag).or_else(|| kwarg(flag_name)) {
+                Some(Arg::Const(_, r)) => r == "True",
+                Some(_) => true,
+                // F.batch_norm trains only when asked; F.instance_norm uses input stats by default.
+                None => last == "instance_norm",
+            };
+            if set {
+                let names = ["running_mean", "running_var"];
+                for (pos, name) in [mean, var].into_iter().zip(names) {
+                    if let Some(a) = self.args.get(pos).or_else(|| kwarg(name)) {
+                        nodes_of(a, out);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Random ops (by last name component, without a trailing `_`) besides `rand*` and `*dropout*`:
+/// see `Graph::uses_rng`.
+const RANDOM_OPS: [&str; 12] =
+    ["bernoulli", "multinomial", "normal", "poisson", "uniform", "exponential", "geometric", "log_normal", "cauchy", "random", "rrelu", "binomial"];
 
 /// Ops (by last name component, without `__` or a trailing `_`) that may raise on tensor values:
 /// see `Graph::may_raise_on_values`.

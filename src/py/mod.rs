@@ -104,9 +104,20 @@ pub fn graph_failed(py: Python<'_>, exc: Bound<'_, PyAny>, grad_enabled: bool, s
         let was = torch_c.call_method0("is_grad_enabled")?;
         torch_c.call_method1("_set_grad_enabled", (false,))?;
         let restored = (|| -> PyResult<()> {
+            let torch = py.import("torch")?;
             for pair in snap.try_iter()? {
                 let pair = pair?;
-                pair.get_item(0)?.call_method1("copy_", (pair.get_item(1)?,))?;
+                let target = pair.get_item(0)?;
+                if target.is_none() {
+                    // A generator's state from `snapshot_inputs_and_rng`: ("cpu" | "cuda", state).
+                    let (kind, state): (String, Bound<'_, PyAny>) = pair.get_item(1)?.extract()?;
+                    match kind.as_str() {
+                        "cpu" => torch.call_method1("set_rng_state", (state,))?,
+                        _ => torch.getattr("cuda")?.call_method1("set_rng_state_all", (state,))?,
+                    };
+                    continue;
+                }
+                target.call_method1("copy_", (pair.get_item(1)?,))?;
             }
             Ok(())
         })();
@@ -131,6 +142,23 @@ pub fn snapshot_inputs<'py>(py: Python<'py>, inputs: &Bound<'py, PyTuple>) -> Py
             let copy = t.call_method0("detach")?.call_method0("clone")?;
             out.append((t, copy))?;
         }
+    }
+    Ok(out)
+}
+
+/// `snapshot_inputs(*inputs)` plus the states of the random number generators, as
+/// `(None, ("cpu", torch.get_rng_state()))` and, once CUDA is initialized,
+/// `(None, ("cuda", torch.cuda.get_rng_state_all()))`: kept for a graph that draws random numbers
+/// and may raise on values, so that the rerun after a failure draws what eager draws (Note
+/// [graph failure reruns the frame]).
+#[pyfunction(signature = (*inputs))]
+pub fn snapshot_inputs_and_rng<'py>(py: Python<'py>, inputs: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyList>> {
+    let out = snapshot_inputs(py, inputs)?;
+    let torch = py.import("torch")?;
+    out.append((py.None(), ("cpu", torch.call_method0("get_rng_state")?)))?;
+    let cuda = torch.getattr("cuda")?;
+    if cuda.call_method0("is_initialized")?.is_truthy()? {
+        out.append((py.None(), ("cuda", cuda.call_method0("get_rng_state_all")?)))?;
     }
     Ok(out)
 }
@@ -393,6 +421,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(graph_failed, m)?)?;
     m.add_function(wrap_pyfunction!(drop_traceback_head, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot_inputs, m)?)?;
+    m.add_function(wrap_pyfunction!(snapshot_inputs_and_rng, m)?)?;
     m.add_class::<GradModeRestore>()?;
     m.add_function(wrap_pyfunction!(reset, m)?)?;
     m.add_function(wrap_pyfunction!(get_counters, m)?)?;

@@ -67,6 +67,15 @@ pub struct Rerun {
     /// Positions (in the graph's inputs) of the inputs the graph may write: copied before the
     /// call and put back before the rerun.
     pub snapshot: Vec<usize>,
+    /// Whether the random number generators' states are kept too and put back before the rerun.
+    pub rng: bool,
+}
+
+impl Rerun {
+    /// Whether anything is copied before the call (then kept on the stack for the handler).
+    pub fn keeps_state(&self) -> bool {
+        !self.snapshot.is_empty() || self.rng
+    }
 }
 
 /// A write outside the frame, replayed after the graph (see `symbolic::side_effects`).
@@ -317,12 +326,18 @@ impl PyCodegen {
     /// Emits the call of the compiled graph (`compiled_fn(*inputs)`, or `None` without one),
     /// leaving its result on the stack, and returns the range of emitted instructions for
     /// `protect_graph_call`. With a non-empty `snapshot` (positions in `inputs`), copies of those
-    /// inputs are taken first (`_C.snapshot_inputs`) and kept on the stack below the call for
-    /// the failure handler; the normal path drops them.
-    pub fn emit_graph_call(&mut self, py: Python<'_>, compiled_fn: Option<Py<PyAny>>, inputs: &[Arc<Source>], snapshot: &[usize]) -> std::ops::Range<usize> {
-        let snapshot = if compiled_fn.is_some() { snapshot } else { &[] };
-        if !snapshot.is_empty() {
-            let f = py.import("dynamo._C").and_then(|m| m.getattr("snapshot_inputs")).expect("dynamo._C.snapshot_inputs");
+    /// inputs are taken first (`_C.snapshot_inputs`; `_C.snapshot_inputs_and_rng` with `rng`, which
+    /// keeps the generators' states too) and kept on the stack below the call for the failure
+    /// handler; the normal path drops them.
+    pub fn emit_graph_call(&mut self, py: Python<'_>, compiled_fn: Option<Py<PyAny>>, inputs: &[Arc<Source>], rerun: Option<&Rerun>) -> std::ops::Range<usize> {
+        let keep = compiled_fn.is_some() && rerun.is_some_and(Rerun::keeps_state);
+        let snapshot = match rerun {
+            Some(r) if keep => &r.snapshot[..],
+            _ => &[],
+        };
+        if keep {
+            let name = if rerun.is_some_and(|r| r.rng) { "snapshot_inputs_and_rng" } else { "snapshot_inputs" };
+            let f = py.import("dynamo._C").and_then(|m| m.getattr(name)).expect("dynamo._C.snapshot_inputs");
             self.load_callable(f.unbind());
             for &k in snapshot {
                 self.load_source(py, &inputs[k]);
@@ -343,7 +358,7 @@ impl PyCodegen {
             None => self.load_const(py.None()),
         }
         let call = start..self.insts.len();
-        if !snapshot.is_empty() {
+        if keep {
             self.emit(op::SWAP, 2);
             self.emit(op::POP_TOP, 0);
         }
@@ -360,13 +375,16 @@ impl PyCodegen {
     /// the frame's first effect: a graph that may write its inputs (`Graph::mutated_inputs`)
     /// and may raise on values (`Graph::may_raise_on_values`) runs after `_C.snapshot_inputs`
     /// copied the inputs it writes, and `_C.graph_failed` puts those copies back before the
-    /// rerun (a graph that writes inputs but cannot raise on values is not protected). It also
+    /// rerun (a graph that writes inputs but cannot raise on values is not protected); one that
+    /// also draws random numbers (`Graph::uses_rng`) keeps the generators' states as well
+    /// (`_C.snapshot_inputs_and_rng`), so the rerun draws what eager draws. The written inputs
+    /// include the running statistics of a training `batch_norm` (`Node::written_args`). It also
     /// restores the grad mode of frame entry (the graph may have switched it), logs, and
     /// re-raises what is not an `Exception` (KeyboardInterrupt, SystemExit). Appended at the
     /// end: call after the last instruction that may fall through.
     pub fn protect_graph_call(&mut self, py: Python<'_>, ci: &CodeInfo, call: std::ops::Range<usize>, rerun: &Rerun) -> PyResult<()> {
         let handler = InstId(self.insts.len() as u32);
-        let depth = u32::from(!rerun.snapshot.is_empty());
+        let depth = u32::from(rerun.keeps_state());
         for i in call {
             self.insts[i].exn = Some(crate::bytecode::ExnTarget { handler, depth, lasti: false });
         }
@@ -725,8 +743,7 @@ pub fn compiled_frame_code(
         cg.insts.push(i);
     }
     let has_graph = compiled_fn.is_some();
-    let snapshot = rerun_on_failure.as_ref().map_or(&[][..], |r| &r.snapshot[..]);
-    let call = cg.emit_graph_call(py, compiled_fn, inputs, snapshot);
+    let call = cg.emit_graph_call(py, compiled_fn, inputs, rerun_on_failure.as_ref());
     // The result is rebuilt before the side effects replay (among them the contents of the cells
     // that escaping functions close over): it reads sources as they were.
     cg.rebuild(py, result, 0);

@@ -323,8 +323,7 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
         cg.insts.push(i);
     }
     let has_graph = plan.compiled_fn.is_some();
-    let snapshot = plan.rerun_on_failure.as_ref().map_or(&[][..], |r| &r.snapshot[..]);
-    let call = cg.emit_graph_call(py, plan.compiled_fn.as_ref().map(|f| f.clone_ref(py)), plan.inputs, snapshot);
+    let call = cg.emit_graph_call(py, plan.compiled_fn.as_ref().map(|f| f.clone_ref(py)), plan.inputs, plan.rerun_on_failure.as_ref());
     cg.emit(op::STORE_FAST, tmp);
 
     // One tuple of every live value, built before anything is stored.

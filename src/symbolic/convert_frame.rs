@@ -294,12 +294,15 @@ fn finish_return(
 /// Whether and how the transformed code reruns the frame when its graph raises (Note [graph
 /// failure reruns the frame]): always when the graph writes none of its inputs; when it does,
 /// only if an op may raise on tensor values, with copies of the written inputs to put back.
+/// A graph that draws random numbers and may raise on values also keeps the generators' states,
+/// so the rerun draws what eager draws.
 fn rerun_on_failure(og: &OutputGraph, grad_enabled: bool) -> Option<crate::pycodegen::Rerun> {
     let mutated = og.graph.mutated_inputs();
-    if !mutated.is_empty() && !og.graph.may_raise_on_values() {
+    let may_raise = og.graph.may_raise_on_values();
+    if !mutated.is_empty() && !may_raise {
         return None;
     }
-    Some(crate::pycodegen::Rerun { grad_enabled, snapshot: mutated })
+    Some(crate::pycodegen::Rerun { grad_enabled, snapshot: mutated, rng: may_raise && og.graph.uses_rng() })
 }
 
 /// Records the frame's cells (its own cell variables and its free variables, as their trackers
