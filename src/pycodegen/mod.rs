@@ -97,6 +97,9 @@ pub enum SideEffect {
     SetItem { target: Arc<Source>, key: Py<PyAny>, value: Rebuild },
     /// `target[:] = items`: a list's new contents.
     ListContents { target: Arc<Source>, items: Rebuild },
+    /// `list.extend(target, items)`: what the trace appended to a list it only appends to
+    /// (Note [append-only lists] in `symbolic::variables::lists`).
+    ListExtend { target: Arc<Source>, items: Rebuild },
     /// `target.clear(); target.update(items)`: a dict's new contents, in order.
     DictContents { target: Arc<Source>, items: Rebuild },
     /// `method(*args, **kwargs)` with constant arguments (a logging call), after the writes.
@@ -529,6 +532,13 @@ impl PyCodegen {
                     self.rebuild(py, items, d + 3);
                     d += 4;
                 }
+                SideEffect::ListExtend { target, items } => {
+                    let extend = py.get_type::<pyo3::types::PyList>().getattr("extend").expect("list.extend");
+                    self.load_callable(extend.unbind());
+                    self.load_source(py, target);
+                    self.rebuild(py, items, d + 3);
+                    d += 4;
+                }
                 SideEffect::CallMethod { .. } | SideEffect::AdvanceIter { .. } => {}
             }
         }
@@ -551,7 +561,7 @@ impl PyCodegen {
                     self.emit(op::STORE_DEREF, slot);
                 }
                 SideEffect::SetItem { .. } | SideEffect::ListContents { .. } => self.emit(op::STORE_SUBSCR, 0),
-                SideEffect::DictContents { .. } => {
+                SideEffect::DictContents { .. } | SideEffect::ListExtend { .. } => {
                     self.emit(op::PRECALL, 2);
                     self.emit(op::CALL, 2);
                     self.emit(op::POP_TOP, 0);

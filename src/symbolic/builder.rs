@@ -462,6 +462,9 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
     if let Some((first, state)) = og.lists_by_ptr.get(&(value.as_ptr() as usize)).cloned() {
         // One tracker per list object, so that a mutation through one path is seen through the
         // other; the guard keeps the two paths one object.
+        if first != source && state.borrow().append_only {
+            graph_break!(UntracedValue, "a list the frame only appends to, reached again as {source}");
+        }
         if first != source {
             og.add_guard(Some(source), GuardKind::AliasOf(first));
         }
@@ -476,10 +479,16 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
     if let Ok(l) = value.cast::<PyList>() {
         if l.get_type().is(py.get_type::<PyList>()) {
             og.add_guard(Some(source.clone()), GuardKind::TypeMatch(l.get_type().into_any().unbind()));
+            if matches!(&*source, Source::Local { idx, .. } if og.append_only_slots.contains(idx)) {
+                // Note [append-only lists]: neither its length nor its items are read.
+                let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: true }));
+                og.lists_by_ptr.insert(value.as_ptr() as usize, (source.clone(), state.clone()));
+                return Ok(VT::List(state));
+            }
             og.add_guard(Some(source.clone()), GuardKind::LenMatch(l.len()));
             // Registered before its items are wrapped: an item that is the list itself is this
             // tracker.
-            let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()) }));
+            let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: false }));
             og.lists_by_ptr.insert(value.as_ptr() as usize, (source.clone(), state.clone()));
             let items = l
                 .iter()

@@ -81,6 +81,58 @@ impl CodeInfo {
     pub fn first_free_slot(&self) -> usize {
         self.localsplus.len() - self.n_freevars
     }
+
+    /// The argument slots that the code only appends to (Note [append-only lists]): every
+    /// reachable instruction naming the slot is a `LOAD_FAST` directly followed by
+    /// `LOAD_METHOD append` (3.12's `LOAD_ATTR` with the method bit reads as `LOAD_METHOD`
+    /// here), or one that only hands the value back unread: a straight run of `LOAD_FAST` /
+    /// `LOAD_CONST` / `BUILD_TUPLE` up to `RETURN_VALUE` (a loop body function's exit stub,
+    /// `return outs`). Such a slot is never stored, deleted, made a cell or read any other way,
+    /// so the code cannot observe the value's length or items. Empty when the code's stack
+    /// depths cannot be computed.
+    pub fn append_only_slots(&self) -> Vec<u32> {
+        use bytecode::opcode::op;
+        let Ok(depths) = bytecode::analysis::stack_depths(&self.insts) else { return Vec::new() };
+        let n_args = self.n_arg_slots() as u32;
+        let returned_unread = |from: usize| {
+            for inst in &self.insts[from..] {
+                match inst.opcode {
+                    op::LOAD_FAST | op::LOAD_CONST | op::BUILD_TUPLE => continue,
+                    op::RETURN_VALUE => return true,
+                    _ => return false,
+                }
+            }
+            false
+        };
+        let mut ok = vec![true; n_args as usize];
+        let mut used = vec![false; n_args as usize];
+        for (i, inst) in self.insts.iter().enumerate() {
+            let names_slot = matches!(
+                inst.opcode,
+                op::LOAD_FAST
+                    | op::LOAD_FAST_CHECK
+                    | op::LOAD_FAST_AND_CLEAR
+                    | op::STORE_FAST
+                    | op::DELETE_FAST
+                    | op::LOAD_CLOSURE
+                    | op::LOAD_DEREF
+                    | op::STORE_DEREF
+                    | op::DELETE_DEREF
+                    | op::MAKE_CELL
+                    | op::LOAD_CLASSDEREF
+                    | op::LOAD_FROM_DICT_OR_DEREF
+            );
+            if !names_slot || inst.arg >= n_args || depths.get(i).is_none_or(|d| d.is_none()) {
+                continue;
+            }
+            let slot = inst.arg as usize;
+            let next = self.insts.get(i + 1);
+            let appends = next.is_some_and(|n| n.opcode == op::LOAD_METHOD && self.names.get(n.arg as usize).is_some_and(|m| m == "append"));
+            ok[slot] &= inst.opcode == op::LOAD_FAST && (appends || returned_unread(i + 1));
+            used[slot] = true;
+        }
+        (0..n_args).filter(|&s| ok[s as usize] && used[s as usize]).collect()
+    }
 }
 
 fn cache() -> &'static Mutex<HashMap<usize, Arc<CodeInfo>>> {

@@ -89,6 +89,7 @@ fn frame_grad_mode(_py: Python<'_>, frame: &FrameInput<'_>) -> Result<bool, Conv
 fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: Option<(usize, usize)>) -> Result<(OutputGraph, Outcome, Vec<Option<VT>>), ConvertError> {
     let mut og = OutputGraph::new(py).map_err(ConvertError::Internal)?;
     og.dynamic = frame.dynamic.clone();
+    og.append_only_slots = ci.append_only_slots();
     let torch = py.import("torch").map_err(ConvertError::Internal)?;
     let grad: bool = frame_grad_mode(py, frame)?;
     torch.getattr("_C").and_then(|c| c.call_method1("_set_grad_enabled", (grad,))).map_err(ConvertError::Internal)?;
@@ -730,7 +731,11 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
         let l = l.borrow();
         let Some(target) = l.source.clone() else { continue };
         let items = l.items.iter().map(|v| rebuild_of(py, og, v, outputs)).collect::<VResult<_>>()?;
-        out.push(SideEffect::ListContents { target, items: Rebuild::List(items) });
+        out.push(if l.append_only {
+            SideEffect::ListExtend { target, items: Rebuild::List(items) }
+        } else {
+            SideEffect::ListContents { target, items: Rebuild::List(items) }
+        });
     }
     // Note [iterators from outside the frame] (side_effects): after the contents of the
     // containers they may walk are in place.

@@ -116,6 +116,9 @@ pub struct OutputGraph {
     pub handles: Handles,
     /// Lists wrapped from the frame, by object address: an iterator over one of them (a `for`
     /// loop continued in a resume function) links to the same tracker.
+    /// Argument slots of the traced frame that it only appends to
+    /// (`CodeInfo::append_only_slots`, Note [append-only lists]).
+    pub append_only_slots: Vec<u32>,
     pub lists_by_ptr: HashMap<usize, (Arc<Source>, Rc<std::cell::RefCell<crate::symbolic::variables::ListState>>)>,
     /// Dicts wrapped from the frame, by object address (one tracker per dict object).
     pub dicts_by_ptr: HashMap<usize, (Arc<Source>, Rc<std::cell::RefCell<crate::symbolic::variables::DictState>>)>,
@@ -308,6 +311,7 @@ impl OutputGraph {
             fake_mode,
             handles: Handles::new(py)?,
             fakes: HashMap::new(),
+            append_only_slots: Vec::new(),
             lists_by_ptr: HashMap::new(),
             dicts_by_ptr: HashMap::new(),
             side_effects: Default::default(),

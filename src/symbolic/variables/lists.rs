@@ -15,6 +15,18 @@ use crate::symbolic::translator::InstructionTranslator;
 use crate::symbolic::variables::constant::const_bool;
 use crate::symbolic::variables::dicts::{dict_set, DictView};
 
+// Note [append-only lists]: an evaluation loop collects per-batch results in a list it only
+// appends to (`outs.append(model(x))`, `losses.append(loss.item())`). When the loop runs over a
+// DataLoader, its body is a function of its own that receives the list, and wrapping the list
+// the usual way (a LENGTH_CHECK guard and every item wrapped, a TENSOR_MATCH per tensor) makes
+// every batch fail the guard of the previous one: one recompile per batch until
+// `cache_size_limit`. A list that reaches the frame as an argument which the code names only
+// as `LOAD_FAST x; LOAD_METHOD append` (`CodeInfo::append_only_slots`) cannot have its length
+// or items observed by the frame, so it is wrapped without reading them: the tracker holds what
+// the trace appended, and the replay after the graph is `list.extend(target, appended)`. The
+// TYPE_MATCH guard stays (`append` must be `list.append`). Reached again through another source,
+// it is a graph break (the other path could read the items the tracker does not hold).
+
 /// A mutable list created or read during tracing.
 pub struct ListState {
     pub items: Vec<VariableTracker>,
@@ -22,6 +34,10 @@ pub struct ListState {
     pub source: Option<Arc<Source>>,
     /// Its length when the frame started (for a list from the frame).
     pub entry_len: usize,
+    /// Note [append-only lists]: a list from the frame that the frame only appends to. Its
+    /// items at entry are not read (no length guard, nothing wrapped): `items` holds only what
+    /// the trace appended, and the replay is `list.extend(target, items)`.
+    pub append_only: bool,
 }
 
 /// Whether `cls` is a tuple subclass with named fields whose instances behave exactly as tuples
@@ -411,7 +427,7 @@ pub fn make_tuple(py: Python<'_>, items: Vec<VT>) -> VResult<VT> {
 }
 
 pub fn new_list(items: Vec<VT>) -> VT {
-    VT::List(Rc::new(RefCell::new(ListState { entry_len: items.len(), items, source: None })))
+    VT::List(Rc::new(RefCell::new(ListState { entry_len: items.len(), items, source: None, append_only: false })))
 }
 
 pub(crate) fn is_seq(v: &VT) -> bool {

@@ -1,0 +1,111 @@
+"""Lists a frame only appends to (Note [append-only lists] in src/symbolic/variables/lists.rs):
+wrapped without a length guard or item guards, so an evaluation loop that collects one result
+per batch compiles its body once, not once per batch (breaker2 finding 09). The contents, order
+and identity of the list are eager's; a frame that reads the list still guards on it."""
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+import dynamo
+
+BACKENDS = ["eager", "aot_eager", "inductor"]
+DATA = TensorDataset(torch.arange(40.0).view(20, 2), torch.arange(20))
+LIN = torch.nn.Linear(2, 1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_evaluation_loop_compiles_its_body_once(backend):
+    def evaluate(dl):
+        outs = []
+        for x, y in dl:
+            outs.append(LIN(x).sum() * y.sum())
+        return torch.stack(outs)
+
+    dynamo.reset()
+    got = dynamo.optimize(backend)(evaluate)(DataLoader(DATA, batch_size=2))
+    want = evaluate(DataLoader(DATA, batch_size=2))
+    torch.testing.assert_close(got, want)
+    c = dynamo.counters()
+    assert c["recompiles"] <= 1 and c["cache_limit_hits"] == 0, dict(c)
+    # Nine of ten batches ran compiled code: the cache was hit.
+    assert c["cache_hits"] >= 9, dict(c)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_loop_appending_python_floats_compiles_its_body_once(backend):
+    def evaluate(dl):
+        losses = []
+        for x, y in dl:
+            losses.append(LIN(x).sum().item())
+        return losses
+
+    dynamo.reset()
+    got = dynamo.optimize(backend)(evaluate)(DataLoader(DATA, batch_size=2))
+    want = evaluate(DataLoader(DATA, batch_size=2))
+    assert type(got) is list and got == pytest.approx(want)
+    c = dynamo.counters()
+    assert c["recompiles"] <= 2 and c["cache_limit_hits"] == 0, dict(c)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_list_argument_only_appended_to_is_not_guarded_on_its_length(backend):
+    def f(acc, x):
+        acc.append(x * 2)
+        acc.append(x.sum())
+        return acc
+
+    opt = dynamo.optimize(backend)(f)
+    dynamo.reset()
+    for n in range(5):
+        start = [torch.tensor(float(i)) for i in range(n)] + ["other"]
+        mine, theirs = list(start), list(start)
+        x = torch.arange(3.0) + n
+        out = opt(mine, x)
+        f(theirs, x)
+        assert out is mine and len(mine) == len(theirs) == n + 3
+        assert mine[: n + 1] == start  # the items it had are untouched, in place
+        for a, b in zip(mine[n + 1:], theirs[n + 1:]):
+            torch.testing.assert_close(a, b)
+    c = dynamo.counters()
+    assert c["graphs"] == 1 and c["recompiles"] == 0, dict(c)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_list_the_frame_reads_is_still_guarded(backend):
+    def f(acc, x):
+        acc.append(x)
+        return x * len(acc)
+
+    opt = dynamo.optimize(backend)(f)
+    dynamo.reset()
+    for n in range(3):
+        mine, theirs = [0] * n, [0] * n
+        torch.testing.assert_close(opt(mine, torch.ones(2)), f(theirs, torch.ones(2)))
+        assert len(mine) == len(theirs)
+    assert dynamo.counters()["recompiles"] == 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("order", ["appended_first", "read_first"])
+def test_an_append_only_list_that_is_also_another_argument(backend, order):
+    if order == "appended_first":
+
+        def f(a, b, x):
+            a.append(x + 1)
+            return b[-1] * 2, len(b)
+
+    else:
+
+        def f(a, b, x):
+            n = len(b)
+            a.append(x + 1)
+            return b[-1] * 2, n
+
+    dynamo.reset()
+    mine, theirs = [torch.zeros(2)], [torch.zeros(2)]
+    got = dynamo.optimize(backend)(f)(mine, mine, torch.ones(2))
+    want = f(theirs, theirs, torch.ones(2))
+    torch.testing.assert_close(got, want)
+    assert len(mine) == len(theirs) == 2
+    torch.testing.assert_close(mine, theirs)
