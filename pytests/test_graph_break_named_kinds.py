@@ -65,6 +65,33 @@ def _setdefault_tensor_key(x):
     return x + 1, len(d)
 
 
+def _unbound_local(x):
+    if x.shape[0] > 5:
+        y = 1
+    return x + y  # noqa: F821 - UnboundLocalError, as in eager
+
+
+def _unpack_too_many(x):
+    a, b = [x, x, x]
+    return a + b
+
+
+def _undefined_name(x):
+    return x + not_defined_anywhere  # noqa: F821
+
+
+def _list_pop_out_of_range(x):
+    items = [1]
+    items.pop(5)
+    return x
+
+
+def _dict_pop_missing_key(x):
+    d = {"a": 1}
+    d.pop("b")
+    return x
+
+
 CASES = [
     (_fstring_of_tensor, "GB0016 unsupported_operation", "f-string of tensor"),
     (_enumerate_tensor_start, "GB0016 unsupported_operation", "enumerate start is not a constant"),
@@ -76,6 +103,12 @@ CASES = [
     (_combinations_float_r, "GB0007 unsupported_call", "combinations() r is not an int"),
     (_dict_tensor_key, "GB0016 unsupported_operation", "dict key is not a constant"),
     (_setdefault_tensor_key, "GB0016 unsupported_operation", "dict key is not a constant"),
+    # User errors the trace itself meets: the rest of the frame runs as Python and raises them.
+    (_unbound_local, "GB0009 raises_exception", "local 'y' referenced before assignment"),
+    (_unpack_too_many, "GB0009 raises_exception", "UNPACK_SEQUENCE of 3 items into 2"),
+    (_undefined_name, "GB0009 raises_exception", "name 'not_defined_anywhere' is not defined"),
+    (_list_pop_out_of_range, "GB0009 raises_exception", "pop index out of range"),
+    (_dict_pop_missing_key, "GB0009 raises_exception", "dict.pop() of a missing key (KeyError)"),
 ]
 
 

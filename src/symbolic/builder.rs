@@ -12,7 +12,7 @@ use crate::source::{ItemKey, Source};
 use crate::symbolic::output_graph::OutputGraph;
 use crate::symbolic::variables::{type_name, DictState, ListState, VT};
 use crate::symbolic::VResult;
-use crate::{graph_break, unsupported};
+use crate::graph_break;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use std::cell::RefCell;
@@ -135,7 +135,7 @@ pub fn is_source_key(py: Python<'_>, k: &Bound<'_, PyAny>) -> bool {
 pub fn wrap_dict_storage(py: Python<'_>, og: &mut OutputGraph, d: &Bound<'_, PyDict>, source: &Arc<Source>, register: bool) -> VResult<Rc<RefCell<DictState>>> {
     let keys_list = pyo3::types::PyDictMethods::keys(d);
     if !keys_list.iter().all(|k| is_source_key(py, &k)) {
-        crate::unsupported!("dict at {source} has keys other than strs, ints, hashable literals, classes and functions");
+        crate::graph_break!(UntracedValue, "dict at {source} has keys other than strs, ints, hashable literals, classes and functions");
     }
     og.add_guard(Some(source.clone()), GuardKind::DictKeys(keys_list.clone().into_any().unbind()));
     let state = Rc::new(RefCell::new(DictState { items: vec![], source: Some(source.clone()), version: 0 }));
@@ -428,7 +428,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         // is only passed along then costs no recompile per iteration.
         let rest = crate::guards::iterator_remaining(value)?;
         if !rest.iter().all(|i| is_literal(py, &i)) || rest.len() > 10_000 {
-            unsupported!("iterator over non-literal items ({source})");
+            graph_break!(UntracedValue, "iterator over non-literal items ({source})");
         }
         og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
         let items = rest.iter().enumerate().map(|(k, i)| og.lazy_argument(&i, Arc::new(Source::IterItem { base: source.clone(), index: k }))).collect();

@@ -17,7 +17,7 @@ use crate::symbolic::output_graph::OutputGraph;
 use crate::symbolic::translator::{GlobalsInfo, InstructionTranslator};
 use crate::symbolic::variables::{type_name, IterKind, IteratorState, VT};
 use crate::symbolic::{Unsupported, VResult};
-use crate::{graph_break, unsupported};
+use crate::graph_break;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use std::cell::RefCell;
@@ -110,9 +110,9 @@ fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: O
     let entry_cells = ci.cells_on_entry();
     for &i in &entry_cells {
         let i = i as usize;
-        let Some(cell) = frame.args.get(i) else { unsupported!("cell '{}' is not an argument slot", ci.localsplus[i]) };
+        let Some(cell) = frame.args.get(i) else { graph_break!(InternalInconsistency, "cell '{}' is not an argument slot", ci.localsplus[i]) };
         if type_name(cell) != "cell" {
-            unsupported!("slot of cell '{}' holds {}", ci.localsplus[i], type_name(cell));
+            graph_break!(InternalInconsistency, "slot of cell '{}' holds {}", ci.localsplus[i], type_name(cell));
         }
         let slot = Arc::new(Source::Local { name: ci.localsplus[i].clone(), idx: i as u32 });
         let contents = match cell.getattr("cell_contents") {
@@ -137,7 +137,7 @@ fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: O
         for (j, cell) in cells.iter().enumerate() {
             let contents = match cell.getattr("cell_contents") {
                 Ok(c) => c,
-                Err(_) => unsupported!("free variable '{}' is empty", ci.localsplus[base + j]),
+                Err(_) => graph_break!(RaisesException, "free variable '{}' is empty", ci.localsplus[base + j]),
             };
             let source = Arc::new(Source::Closure { name: ci.localsplus[base + j].clone(), idx: j as u32, slot: (base + j) as u32 });
             let v = wrap(py, &mut og, &contents, source)?;
@@ -702,7 +702,7 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
         out.push(match target {
             crate::symbolic::side_effects::CellTarget::FrameFree(slot) | crate::symbolic::side_effects::CellTarget::FrameCell(slot) => SideEffect::SetDeref { slot: *slot, value },
             crate::symbolic::side_effects::CellTarget::Object(src) => SideEffect::SetAttr { target: src.clone(), name: "cell_contents".into(), value },
-            crate::symbolic::side_effects::CellTarget::Unknown => unsupported!("write to an unreachable closure cell"),
+            crate::symbolic::side_effects::CellTarget::Unknown => graph_break!(SideEffect, "write to an unreachable closure cell"),
         });
     }
     for w in se.attrs.iter().rev() {
@@ -1232,7 +1232,7 @@ fn refuse_fake_id(py: Python<'_>, og: &OutputGraph, v: &Py<PyAny>) -> VResult<()
         }
     }
     if holds(v.bind(py)) {
-        unsupported!("the id() of an object built in the trace outlives the graph");
+        graph_break!(UnreconstructableValue, "the id() of an object built in the trace outlives the graph");
     }
     Ok(())
 }

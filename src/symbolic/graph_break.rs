@@ -47,8 +47,8 @@ kinds! {
     // object of an unexpected type (`co_code` not bytes, `__mro__` not a tuple), an oparg
     // outside CPython's table, and the `unsupported!` macro's sites not yet given a kind.
     Other = "GB0000", "other",
-        "A construct the tracer does not model yet, or an internal inconsistency (a stack underflow, a CPython object of an unexpected type) that valid bytecode should not reach.",
-        "The code around it runs as ordinary Python; if the reason names an internal inconsistency, report it with the message.";
+        "A construct the tracer does not model yet and that no named kind describes.",
+        "The code around it runs as ordinary Python; report the message so that the reason gets a kind of its own.";
     UnsupportedBuiltin = "GB0001", "unsupported_builtin",
         "A call to a Python builtin with effects outside the graph (print, open, input, id, ...).",
         "Move the call out of the compiled region, or accept the break: the graph is split around it.";
@@ -121,6 +121,9 @@ kinds! {
     DynamicShapeGuard = "GB0024", "dynamic_shape_guard",
         "Traced with dynamic shapes, the graph needs a guard on symbolic sizes or numbers that the guard builder does not model (a graph of symbolic number arithmetic only, the value of a float input was read): the frame is traced again with static shapes.",
         "Nothing to do; pass `dynamic=False` to skip the dynamic attempt for this function.";
+    InternalInconsistency = "GB0025", "internal_inconsistency",
+        "The tracer met a state that valid bytecode should not produce (a stack underflow, a cell slot without a cell, a CPython object of an unexpected type, a code object that falls off its end): a fault of the tracer, not of the code.",
+        "The code around it runs as ordinary Python, so results stay right; report the message.";
 }
 
 impl fmt::Display for GraphBreakKind {

@@ -41,8 +41,11 @@ pub struct Unsupported {
 }
 
 impl Unsupported {
+    /// An internal inconsistency (`GB0025 internal_inconsistency`): a state valid bytecode does
+    /// not produce (a stack underflow, a CPython object of an unexpected type). Reasons the
+    /// traced code can reach take a named kind through `Unsupported::of` / `graph_break!`.
     pub fn new(reason: impl Into<String>) -> Self {
-        Unsupported { kind: GraphBreakKind::Other, reason: reason.into(), break_at: None, raised: None, exc_value: None }
+        Unsupported { kind: GraphBreakKind::InternalInconsistency, reason: reason.into(), break_at: None, raised: None, exc_value: None }
     }
 
     pub fn of(kind: GraphBreakKind, reason: impl Into<String>) -> Self {
@@ -93,8 +96,4 @@ macro_rules! graph_break {
     ($kind:ident, $($arg:tt)*) => { return Err($crate::symbolic::Unsupported::of($crate::symbolic::graph_break::GraphBreakKind::$kind, format!($($arg)*)).into()) };
 }
 
-/// `Err(Unsupported)` (kind `Other`) with a formatted reason.
-#[macro_export]
-macro_rules! unsupported {
-    ($($arg:tt)*) => { return Err($crate::symbolic::Unsupported::new(format!($($arg)*)).into()) };
-}
+

@@ -7,7 +7,7 @@ use crate::guards::GuardKind;
 use crate::symbolic::builder::{is_literal, wrap};
 use crate::symbolic::variables::{type_name, VT};
 use crate::symbolic::{Unsupported, VResult};
-use crate::{graph_break, unsupported};
+use crate::graph_break;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use std::cell::RefCell;
@@ -318,7 +318,7 @@ impl<'a> InstructionTranslator<'a> {
                 let n = st.items.len() as i64;
                 let k = if k < 0 { k + n } else { k };
                 if k < 0 || k >= n {
-                    unsupported!("list assignment index out of range (IndexError)");
+                    graph_break!(RaisesException, "list assignment index out of range (IndexError)");
                 }
                 st.items.remove(k as usize);
                 if st.source.is_some() {
@@ -330,7 +330,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Dict(d) => {
                 let mut st = d.borrow_mut();
                 let Some(pos) = st.items.iter().position(|(kk, _)| kk.bind(py).eq(&k).unwrap_or(false)) else {
-                    unsupported!("del of a missing dict key (KeyError)");
+                    graph_break!(RaisesException, "del of a missing dict key (KeyError)");
                 };
                 st.items.remove(pos);
                 st.version += 1;
@@ -358,7 +358,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Tuple(items) | VT::NamedTuple { items, .. } => !items.is_empty(),
             VT::List(l) => !l.borrow().items.is_empty(),
             VT::Dict(d) | VT::DictView { dict: d, .. } => !d.borrow().items.is_empty(),
-            VT::Null => unsupported!("truth of NULL"),
+            VT::Null => graph_break!(InternalInconsistency, "truth of NULL"),
             VT::Module { obj, .. } => {
                 if obj.bind(py).hasattr("__len__")? {
                     obj.bind(py).len()? > 0
@@ -1056,7 +1056,7 @@ impl<'a> InstructionTranslator<'a> {
                 let n = l.items.len() as i64;
                 let k = if k < 0 { k + n } else { k };
                 if k < 0 || k >= n {
-                    unsupported!("list assignment index out of range");
+                    graph_break!(RaisesException, "list assignment index out of range");
                 }
                 l.items[k as usize] = v;
                 if l.source.is_some() {
@@ -1229,7 +1229,7 @@ impl<'a> InstructionTranslator<'a> {
                     graph_break!(UnsupportedCall, "call to {name} is not traced");
                 }
                 if type_name(&f) == "type" {
-                    unsupported!("constructing {name}");
+                    graph_break!(UnsupportedCall, "constructing {name}");
                 }
                 // An optimizer's or LR scheduler's method (`opt.zero_grad()`, `opt.step()`,
                 // `sched.step()`) is Python code over the optimizer object's state, not a
@@ -1279,7 +1279,7 @@ impl<'a> InstructionTranslator<'a> {
                         Some(v) => v,
                         None => match defaults.get_item(name)? {
                             Some(d) if is_literal(py, &d) => VT::constant(d.unbind()),
-                            Some(_) => unsupported!("namedtuple default of field '{name}' is not a literal"),
+                            Some(_) => graph_break!(UnsupportedCall, "namedtuple default of field '{name}' is not a literal"),
                             None => graph_break!(ArgumentMismatch, "{}() missing argument '{name}' (TypeError)", func.describe(py)),
                         },
                     });

@@ -561,7 +561,7 @@ impl OutputGraph {
         let exported = match shapes.call_method1("export_guards", (env.bind(py),)) {
             Ok(e) => e,
             Err(e) => {
-                return Err(Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::Other, format!(
+                return Err(Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::DynamicShapeGuard, format!(
                     "symbolic shape guard not modelled: {}",
                     e.value(py).str().map(|r| r.to_string()).unwrap_or_default()
                 )))

@@ -21,7 +21,7 @@ use crate::symbolic::output_graph::{LazyRecipe, OutputGraph};
 use crate::symbolic::side_effects::CellTarget;
 use crate::symbolic::variables::{type_name, VT};
 use crate::symbolic::{Unsupported, VResult};
-use crate::{graph_break, unsupported};
+use crate::graph_break;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 use std::cell::RefCell;
@@ -161,7 +161,7 @@ impl<'a> InstructionTranslator<'a> {
         match self.run_until(py, None)? {
             Outcome::Return(v) => Ok(v),
             Outcome::Break(_) => unreachable!("no break requested"),
-            Outcome::Yield(_) => unsupported!("yield outside a generator"),
+            Outcome::Yield(_) => graph_break!(InternalInconsistency, "yield outside a generator"),
         }
     }
 
@@ -178,7 +178,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             let ip = self.ip;
             if ip >= self.code.insts.len() {
-                unsupported!("fell off the end of {}", self.code.name);
+                graph_break!(InternalInconsistency, "fell off the end of {}", self.code.name);
             }
             let visit = {
                 let v = visits.entry(ip).or_insert(0);
@@ -336,7 +336,7 @@ impl<'a> InstructionTranslator<'a> {
 
     pub(crate) fn popn_unused(&mut self, n: usize) -> VResult<Vec<VT>> {
         if self.stack.len() < n {
-            unsupported!("stack underflow");
+            graph_break!(InternalInconsistency, "stack underflow");
         }
         Ok(self.stack.split_off(self.stack.len() - n))
     }
@@ -394,7 +394,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::LOAD_FAST | op::LOAD_FAST_CHECK => match &self.locals[arg as usize] {
                 Some(v) => self.stack.push(v.clone()),
-                None => unsupported!("local '{}' referenced before assignment", self.code.localsplus[arg as usize]),
+                None => graph_break!(RaisesException, "local '{}' referenced before assignment", self.code.localsplus[arg as usize]),
             },
             // 3.12 inlined comprehensions (PEP 709) save the outer binding of the loop variable
             // (NULL when unbound) and restore it with STORE_FAST afterwards.
@@ -415,7 +415,7 @@ impl<'a> InstructionTranslator<'a> {
                 let n = arg as usize;
                 let base = self.code.localsplus.len() - n;
                 if self.closure.len() != n {
-                    unsupported!("closure has {} cells, code expects {n}", self.closure.len());
+                    graph_break!(InternalInconsistency, "closure has {} cells, code expects {n}", self.closure.len());
                 }
                 for i in 0..n {
                     self.locals[base + i] = Some(self.closure[i].clone());
@@ -428,11 +428,11 @@ impl<'a> InstructionTranslator<'a> {
             op::LOAD_DEREF => {
                 let v = match &self.locals[arg as usize] {
                     Some(VT::Cell(c)) => c.borrow().clone(),
-                    _ => unsupported!("LOAD_DEREF of a slot that is not a cell"),
+                    _ => graph_break!(InternalInconsistency, "LOAD_DEREF of a slot that is not a cell"),
                 };
                 match v {
                     Some(v) => self.stack.push(v),
-                    None => unsupported!("free variable '{}' referenced before assignment", self.code.localsplus[arg as usize]),
+                    None => graph_break!(RaisesException, "free variable '{}' referenced before assignment", self.code.localsplus[arg as usize]),
                 }
             }
             op::STORE_DEREF => {
@@ -448,7 +448,7 @@ impl<'a> InstructionTranslator<'a> {
                         }
                         *c.borrow_mut() = Some(v);
                     }
-                    _ => unsupported!("STORE_DEREF of a slot that is not a cell"),
+                    _ => graph_break!(InternalInconsistency, "STORE_DEREF of a slot that is not a cell"),
                 }
             }
             op::LOAD_GLOBAL => {
@@ -484,7 +484,7 @@ impl<'a> InstructionTranslator<'a> {
                 let name = self.code.names[arg as usize].clone();
                 let g = self.g.clone();
                 if g.trusted {
-                    unsupported!("write to global '{name}' of a torch module");
+                    graph_break!(SideEffect, "write to global '{name}' of a torch module");
                 }
                 self.og.side_effects.store_global(g.globals.as_ptr() as usize, g.source.clone(), &name, v);
             }
@@ -557,7 +557,7 @@ impl<'a> InstructionTranslator<'a> {
                     1 => c.str()?.into_any(),
                     2 => c.repr()?.into_any(),
                     3 => py.import("builtins")?.getattr("ascii")?.call1((c,))?,
-                    _ => unsupported!("CONVERT_VALUE {arg}"),
+                    _ => graph_break!(UnsupportedOpcode, "CONVERT_VALUE {arg}"),
                 };
                 self.stack.push(VT::constant(c.unbind()));
             }
@@ -586,7 +586,7 @@ impl<'a> InstructionTranslator<'a> {
                 };
                 let code_obj = match code.as_constant(py) {
                     Some(c) => c,
-                    None => unsupported!("MAKE_FUNCTION without a constant code object"),
+                    None => graph_break!(InternalInconsistency, "MAKE_FUNCTION without a constant code object"),
                 };
                 let qualname: String = code_obj.getattr("co_qualname")?.extract()?;
                 self.stack.push(VT::NestedFunction(Rc::new(NestedFunction {
@@ -676,7 +676,7 @@ impl<'a> InstructionTranslator<'a> {
                 let receiver = match self.stack.last() {
                     Some(VT::Iterator(it)) => it.clone(),
                     Some(other) => graph_break!(UntracedValue, "yield from over {} (not an iterator the trace models)", other.describe(py)),
-                    None => unsupported!("SEND on an empty stack"),
+                    None => graph_break!(InternalInconsistency, "SEND on an empty stack"),
                 };
                 let was_exhausted = borrow_iter(&receiver).map_err(|_| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::RaisesException, "yield from over a running iterator"))?.exhausted;
                 match self.step_iter(py, &receiver)? {
@@ -720,7 +720,7 @@ impl<'a> InstructionTranslator<'a> {
             op::MATCH_KEYS => {
                 let n = self.stack.len();
                 if n < 2 {
-                    unsupported!("MATCH_KEYS on a short stack");
+                    graph_break!(InternalInconsistency, "MATCH_KEYS on a short stack");
                 }
                 let (subject, keys) = (self.stack[n - 2].clone(), self.stack[n - 1].clone());
                 let r = self.match_keys(py, &subject, &keys)?;
@@ -823,7 +823,7 @@ impl<'a> InstructionTranslator<'a> {
                             set.bind(py).call_method1("add", (c,))?;
                         }
                     }
-                    _ => unsupported!("SET_UPDATE of a non-set"),
+                    _ => graph_break!(InternalInconsistency, "SET_UPDATE of a non-set"),
                 }
             }
             op::BUILD_LIST => {
@@ -835,7 +835,7 @@ impl<'a> InstructionTranslator<'a> {
                 let idx = self.stack.len() - arg as usize;
                 match &self.stack[idx] {
                     VT::List(l) if l.borrow().source.is_none() => l.borrow_mut().items.push(v),
-                    _ => unsupported!("LIST_APPEND to a list this frame did not build"),
+                    _ => graph_break!(UnsupportedOperation, "LIST_APPEND to a list this frame did not build"),
                 }
             }
             op::LIST_EXTEND => {
@@ -844,7 +844,7 @@ impl<'a> InstructionTranslator<'a> {
                 let idx = self.stack.len() - arg as usize;
                 match &self.stack[idx] {
                     VT::List(l) if l.borrow().source.is_none() => l.borrow_mut().items.extend(items),
-                    _ => unsupported!("LIST_EXTEND to a list this frame did not build"),
+                    _ => graph_break!(UnsupportedOperation, "LIST_EXTEND to a list this frame did not build"),
                 }
             }
             op::LIST_TO_TUPLE => {
@@ -878,16 +878,16 @@ impl<'a> InstructionTranslator<'a> {
                 let idx = self.stack.len() - arg as usize;
                 match &self.stack[idx] {
                     VT::Dict(d) if d.borrow().source.is_none() => dict_set(py, &mut d.borrow_mut(), k.unbind(), v)?,
-                    _ => unsupported!("MAP_ADD to a dict this frame did not build"),
+                    _ => graph_break!(UnsupportedOperation, "MAP_ADD to a dict this frame did not build"),
                 }
             }
             op::DICT_UPDATE | op::DICT_MERGE => {
                 let v = self.pop()?;
                 let items = self.dict_items(py, &v)?;
                 let idx = self.stack.len() - arg as usize;
-                let VT::Dict(d) = &self.stack[idx] else { unsupported!("DICT_UPDATE to a dict this frame did not build") };
+                let VT::Dict(d) = &self.stack[idx] else { graph_break!(UnsupportedOperation, "DICT_UPDATE to a dict this frame did not build") };
                 if d.borrow().source.is_some() {
-                    unsupported!("DICT_UPDATE to a dict this frame did not build");
+                    graph_break!(UnsupportedOperation, "DICT_UPDATE to a dict this frame did not build");
                 }
                 let d = d.clone();
                 for (k, v) in items {
@@ -984,7 +984,7 @@ impl<'a> InstructionTranslator<'a> {
                 let v = self.pop()?;
                 let items = self.unpack(py, &v)?;
                 if items.len() != arg as usize {
-                    unsupported!("UNPACK_SEQUENCE of {} items into {arg}", items.len());
+                    graph_break!(RaisesException, "UNPACK_SEQUENCE of {} items into {arg}", items.len());
                 }
                 self.stack.extend(items.into_iter().rev());
             }
@@ -994,7 +994,7 @@ impl<'a> InstructionTranslator<'a> {
                 let before = (arg & 0xff) as usize;
                 let after = (arg >> 8) as usize;
                 if items.len() < before + after {
-                    unsupported!("UNPACK_EX: not enough values");
+                    graph_break!(RaisesException, "UNPACK_EX: not enough values");
                 }
                 let mid = new_list(items[before..items.len() - after].to_vec());
                 let mut out: Vec<VT> = items[..before].to_vec();
@@ -1014,7 +1014,7 @@ impl<'a> InstructionTranslator<'a> {
                     // `__next__`; the loop runs in Python and what it calls is compiled frame
                     // by frame.
                     Some(other) => graph_break!(UntracedValue, "for loop over {} (its __next__ runs in Python)", other.describe(py)),
-                    None => unsupported!("FOR_ITER on an empty stack"),
+                    None => graph_break!(InternalInconsistency, "FOR_ITER on an empty stack"),
                 };
                 match next {
                     Some(v) => self.stack.push(v),
@@ -1071,9 +1071,9 @@ impl<'a> InstructionTranslator<'a> {
                     }).collect::<Option<Vec<_>>>().and_then(|cs| PyTuple::new(py, cs).ok().map(|t| t.into_any())),
                     _ => None,
                 }) else {
-                    unsupported!("except clause over {}", want.describe(py));
+                    graph_break!(UnsupportedOperation, "except clause over {}", want.describe(py));
                 };
-                let Some(cls) = cls else { unsupported!("except clause over {}", want.describe(py)) };
+                let Some(cls) = cls else { graph_break!(UnsupportedOperation, "except clause over {}", want.describe(py)) };
                 self.stack.push(const_bool(py, e.is_instance(&cls)?));
             }
             op::POP_EXCEPT => {
@@ -1149,7 +1149,7 @@ impl<'a> InstructionTranslator<'a> {
             Some(v) => (v, true),
             None => match g.builtins.bind(py).get_item(name)? {
                 Some(v) => (v, false),
-                None => unsupported!("name '{name}' is not defined"),
+                None => graph_break!(RaisesException, "name '{name}' is not defined"),
             },
         };
         if g.trusted {
@@ -1227,13 +1227,13 @@ impl<'a> InstructionTranslator<'a> {
                 Some(p) if !p.is_none() => p,
                 _ => match globals.get_item("__name__")? {
                     Some(n) => n,
-                    None => unsupported!("relative import without __package__"),
+                    None => graph_break!(UnsupportedOperation, "relative import without __package__"),
                 },
             };
             let rel = format!("{}{}", ".".repeat(level as usize), name);
             match py.import("importlib.util")?.call_method1("resolve_name", (rel, package)) {
                 Ok(r) => r.extract()?,
-                Err(_) => unsupported!("relative import of {name} does not resolve"),
+                Err(_) => graph_break!(RaisesException, "relative import of {name} does not resolve"),
             }
         };
         let want_top = fromlist.is_none() || !fromlist.is_truthy()?;

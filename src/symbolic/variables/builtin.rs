@@ -6,7 +6,7 @@ use crate::guards::GuardKind;
 use crate::symbolic::builder::is_literal;
 use crate::symbolic::variables::{type_name, VT};
 use crate::symbolic::{Unsupported, VResult};
-use crate::{graph_break, unsupported};
+use crate::graph_break;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use std::cell::RefCell;
@@ -306,7 +306,7 @@ impl<'a> InstructionTranslator<'a> {
                 return match (is("hasattr"), args.get(2)) {
                     (true, _) => Ok(const_bool(py, false)),
                     (false, Some(default)) => Ok(default.clone()),
-                    (false, None) => unsupported!("getattr of a missing attribute '{name}'"),
+                    (false, None) => graph_break!(RaisesException, "getattr of a missing attribute '{name}'"),
                 };
             }
             // CPython's `builtin_getattr` / `builtin_hasattr`: an AttributeError from the

@@ -20,7 +20,7 @@ use crate::symbolic::output_graph::OutputGraph;
 use crate::symbolic::side_effects::CellTarget;
 use crate::symbolic::variables::{type_name, VariableTracker, VT};
 use crate::symbolic::{Unsupported, VResult};
-use crate::{graph_break, unsupported};
+use crate::graph_break;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 use std::cell::RefCell;
@@ -76,11 +76,11 @@ pub fn wrap_partial(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAn
     let args = match crate::symbolic::builder::wrap(py, og, &value.getattr("args")?, source.attr("args"))? {
         VT::Tuple(items) => items.as_ref().clone(),
         VT::Constant(c) => c.bind(py).try_iter()?.map(|i| Ok(VT::constant(i?.unbind()))).collect::<VResult<Vec<_>>>()?,
-        other => unsupported!("partial args wrapped as {}", other.describe(py)),
+        other => graph_break!(UntracedValue, "partial args wrapped as {}", other.describe(py)),
     };
     let keywords = crate::symbolic::builder::wrap(py, og, &value.getattr("keywords")?, source.attr("keywords"))?;
     if !matches!(keywords, VT::Dict(_)) {
-        unsupported!("partial keywords with keys that are not strings");
+        graph_break!(UntracedValue, "partial keywords with keys that are not strings");
     }
     Ok(VT::Partial(Rc::new(PartialFunction { func, args, keywords, obj: Some(value.clone().unbind()), source: Some(source) })))
 }
@@ -93,7 +93,7 @@ pub fn keyword_items(py: Python<'_>, keywords: &VT) -> VResult<Vec<(String, VT)>
             let d = c.bind(py).cast::<PyDict>().map_err(|e| crate::symbolic::Unsupported::new(e.to_string()))?.clone();
             d.iter().map(|(k, v)| Ok((k.extract::<String>()?, VT::constant(v.unbind())))).collect()
         }
-        other => unsupported!("partial keywords are {}", other.describe(py)),
+        other => graph_break!(UntracedValue, "partial keywords are {}", other.describe(py)),
     }
 }
 
@@ -238,7 +238,7 @@ impl<'a> InstructionTranslator<'a> {
                         }
                         let contents = match cell.getattr("cell_contents") {
                             Ok(c) => c,
-                            Err(_) => unsupported!("empty closure cell"),
+                            Err(_) => graph_break!(RaisesException, "empty closure cell"),
                         };
                         let cell_src = source.as_ref().map(|s| s.attr("__closure__").item(ItemKey::Int(i as i64)));
                         let src = cell_src.as_ref().map(|c| c.attr("cell_contents"));
@@ -276,7 +276,7 @@ impl<'a> InstructionTranslator<'a> {
         };
         let ci = code_info(code_obj.bind(py))?;
         if ci.flags & (flags::CO_COROUTINE | flags::CO_ASYNC_GENERATOR | flags::CO_ITERABLE_COROUTINE) != 0 {
-            unsupported!("inlining coroutine {}", ci.name);
+            graph_break!(UnsupportedCall, "inlining coroutine {}", ci.name);
         }
         let is_generator = ci.flags & flags::CO_GENERATOR != 0;
         let locals = bind_args(py, &ci, args, kwargs, &defaults, &kwdefaults)?;

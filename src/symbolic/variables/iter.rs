@@ -7,7 +7,7 @@ use crate::symbolic::code_info::flags;
 use crate::symbolic::output_graph::OutputGraph;
 use crate::symbolic::variables::{type_name, VariableTracker, VT};
 use crate::symbolic::{Unsupported, VResult};
-use crate::{graph_break, unsupported};
+use crate::graph_break;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use std::cell::RefCell;
@@ -590,7 +590,7 @@ impl<'a> InstructionTranslator<'a> {
         }
         match self.call(py, &m, vec![], vec![])? {
             VT::Iterator(it) => Ok(Some(it)),
-            other => unsupported!("__iter__ of {} gave {}", v.describe(py), other.describe(py)),
+            other => graph_break!(UnsupportedOperation, "__iter__ of {} gave {}", v.describe(py), other.describe(py)),
         }
     }
 
@@ -816,7 +816,7 @@ impl<'a> InstructionTranslator<'a> {
             let repeat: usize = match kw("repeat").and_then(|r| r.as_constant(py)) {
                 Some(r) => r.extract::<i64>().ok().filter(|r| *r >= 0).map(|r| r as usize).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedCall, "product() repeat"))?,
                 None if kwargs.is_empty() => 1,
-                None => unsupported!("product() with a non-constant repeat"),
+                None => graph_break!(UnsupportedOperation, "product() with a non-constant repeat"),
             };
             let mut pools = Vec::new();
             for a in args {

@@ -5,7 +5,7 @@
 use crate::source::Source;
 use crate::symbolic::variables::{type_name, VariableTracker, VT};
 use crate::symbolic::{Unsupported, VResult};
-use crate::{graph_break, unsupported};
+use crate::graph_break;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use std::cell::RefCell;
@@ -298,7 +298,7 @@ impl<'a> InstructionTranslator<'a> {
                         let n = l.items.len() as i64;
                         let k = if k < 0 { k + n } else { k };
                         if k < 0 || k >= n {
-                            unsupported!("pop index out of range");
+                            graph_break!(RaisesException, "pop index out of range");
                         }
                         return Ok(l.items.remove(k as usize));
                     }
@@ -386,7 +386,7 @@ impl<'a> InstructionTranslator<'a> {
                                 st.items.remove(i).1
                             }
                             (None, Some(default)) => default.clone(),
-                            (None, None) => unsupported!("dict.pop() of a missing key (KeyError)"),
+                            (None, None) => graph_break!(RaisesException, "dict.pop() of a missing key (KeyError)"),
                         },
                         _ => match pos {
                             Some(i) => st.items[i].1.clone(),
