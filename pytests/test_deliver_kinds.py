@@ -243,6 +243,42 @@ def test_lru_cached_helpers_whose_cache_is_observable_break():
     assert outs == refs == [[1, 1], [1, 1, 2]]
 
 
+@functools.lru_cache(maxsize=2)
+def _cached_small(n):
+    return n * 3
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_outer(n):
+    return _cached_small(n) + 1  # a cached helper calling another
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lru_cached_calls_keep_the_caches_state(backend):
+    """A traced call of a cached helper calls its wrapper again after the graph, so the cache's
+    entries, LRU order and cache_info() counts are eager's on every run (breaker3 finding 01).
+    A helper called by another cached helper is called only when the outer one misses."""
+
+    def fn(x, n):
+        return x * _cached_small(n) + _cached_outer(n)
+
+    def run(f):
+        _cached_small.cache_clear()
+        _cached_outer.cache_clear()
+        outs = [f(torch.ones(1), n) for n in [0, 1, 0, 0, 1, 2, 0]]
+        return outs, tuple(_cached_small.cache_info()), tuple(_cached_outer.cache_info())
+
+    want = run(fn)
+    dynamo.reset()
+    # Static: each n is its own graph (a symbolic n would not be a constant argument).
+    got = run(dynamo.optimize(backend, dynamic=False)(fn))
+    assert got[1:] == want[1:]
+    for a, b in zip(got[0], want[0]):
+        assert torch.equal(a, b)
+    c = dynamo.counters()
+    assert c["graph_breaks"] == 0 and c["graphs"] == 3, dict(c)
+
+
 # ----- return types and containers ----------------------------------------------------------------
 
 

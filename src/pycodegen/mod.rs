@@ -78,6 +78,23 @@ impl Rerun {
     }
 }
 
+/// The callable of a replayed call (`SideEffect::CallMethod`).
+pub enum Callee {
+    /// Fetched through its source when the call runs (`logger.info`).
+    Source(Arc<Source>),
+    /// This object, held as a constant of the code.
+    Object(Py<PyAny>),
+}
+
+impl Callee {
+    pub fn clone_ref(&self, py: Python<'_>) -> Callee {
+        match self {
+            Callee::Source(s) => Callee::Source(s.clone()),
+            Callee::Object(o) => Callee::Object(o.clone_ref(py)),
+        }
+    }
+}
+
 /// A write outside the frame, replayed after the graph (see `symbolic::side_effects`).
 pub enum SideEffect {
     /// `target.name = value`.
@@ -102,8 +119,9 @@ pub enum SideEffect {
     ListExtend { target: Arc<Source>, items: Rebuild },
     /// `target.clear(); target.update(items)`: a dict's new contents, in order.
     DictContents { target: Arc<Source>, items: Rebuild },
-    /// `method(*args, **kwargs)` with constant arguments (a logging call), after the writes.
-    CallMethod { method: Arc<Source>, args: Py<PyAny>, kwargs: Option<Py<PyAny>> },
+    /// `method(*args, **kwargs)` with constant arguments (a logging call, an `lru_cache`
+    /// wrapper's call), after the writes, its result dropped.
+    CallMethod { method: Callee, args: Py<PyAny>, kwargs: Option<Py<PyAny>> },
     /// `dynamo._C.advance_iter(target, steps)`: the steps the trace took on an iterator from
     /// outside the frame, after the writes (a list iterator reads the list's new items), before
     /// the calls; `before_writes`: before every write instead (a dict iterator, which checks
@@ -583,12 +601,16 @@ impl PyCodegen {
         for e in effects {
             if let SideEffect::CallMethod { method, args, kwargs } = e {
                 // The callable and its NULL, in the version's order (load_callable).
-                if PyVersion::CURRENT.null_after_callable() {
-                    self.load_source(py, method);
+                let null_after = PyVersion::CURRENT.null_after_callable();
+                if !null_after {
                     self.emit(op::PUSH_NULL, 0);
-                } else {
+                }
+                match method {
+                    Callee::Source(s) => self.load_source(py, s),
+                    Callee::Object(o) => self.load_const(o.clone_ref(py)),
+                }
+                if null_after {
                     self.emit(op::PUSH_NULL, 0);
-                    self.load_source(py, method);
                 }
                 self.load_const(args.clone_ref(py));
                 if let Some(k) = kwargs {

@@ -747,7 +747,7 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
     }
     for c in &se.logger_calls {
         out.push(SideEffect::CallMethod {
-            method: c.logger.attr(&c.name),
+            method: c.callee.clone_ref(py),
             args: c.args.clone_ref(py),
             kwargs: c.kwargs.as_ref().map(|k| k.clone_ref(py)),
         });

@@ -1384,8 +1384,7 @@ impl<'a> InstructionTranslator<'a> {
                     Some(d.into_any().unbind())
                 };
                 self.og.side_effects.logger_calls.push(crate::symbolic::side_effects::LoggerCall {
-                    logger: source.clone(),
-                    name: name.clone(),
+                    callee: crate::pycodegen::Callee::Source(source.attr(name)),
                     args: PyTuple::new(py, consts)?.into_any().unbind(),
                     kwargs,
                 });

@@ -39,11 +39,12 @@ pub struct AttrWrite {
 /// A pending global write: `name` in the globals dict at address `dict`, which is the frame's
 /// own (`dict_source` `None`, replayed with `STORE_GLOBAL`) or another module's, reached through
 /// `dict_source`.
-/// A call of a logging method with constant arguments, replayed after the graph:
-/// `logger.name(*args, **kwargs)` (Note [logger calls] in `symbolic::translator`).
+/// A call with constant arguments, replayed after the graph, in call order: `callee(*args,
+/// **kwargs)`, its result dropped. A logging method (`logger.name(...)`, Note [logger calls] in
+/// `symbolic::translator`) or an `lru_cache` wrapper whose call was traced through `__wrapped__`
+/// (Note [lru_cache'd calls] in `symbolic::variables::functions`).
 pub struct LoggerCall {
-    pub logger: Arc<Source>,
-    pub name: String,
+    pub callee: crate::pycodegen::Callee,
     pub args: Py<PyAny>,
     pub kwargs: Option<Py<PyAny>>,
 }

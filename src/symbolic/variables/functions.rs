@@ -106,9 +106,12 @@ impl<'a> InstructionTranslator<'a> {
         // adds no graph node and records no write outside the trace (a hit would skip them),
         // and its result is a constant (a hit returns the same object; an immutable literal
         // cannot be told from an equal one). Anything else is a graph break, so the wrapper
-        // runs in Python with its cache. What stays different is the cache's own state: the
-        // entry is not added and `cache_info()` counts no call for the traced ones (torch's
-        // tracing ignores the cache the same way).
+        // runs in Python with its cache. The cache's own state (its entries, LRU order and
+        // `cache_info()` counts) is eager's too: the wrapper itself is called again after the
+        // graph with the same constant arguments (a replayed call, its result dropped), so each
+        // run hits or misses where eager would. (torch's tracing ignores the cache instead.) Left
+        // different: a body whose value changed while an older one stays cached (it reads a
+        // global that was rebound) folds the new value, where eager returns the cached one.
         let name = crate::symbolic::variables::qualname(wrapper);
         let literal_args = args.iter().chain(kwargs.iter().map(|(_, v)| v)).all(|a| matches!(a, VT::Constant(_)));
         let wrapped = wrapper.getattr("__wrapped__").ok().filter(|f| type_name(f) == "function");
@@ -116,13 +119,38 @@ impl<'a> InstructionTranslator<'a> {
             graph_break!(UnsupportedCall, "call of the lru_cache'd function {name} with arguments that are not all constants (the cache would hold them)");
         };
         let nodes = self.og.graph.nodes.len();
-        let writes = (self.og.side_effects.writes, self.og.side_effects.logger_calls.len(), self.og.side_effects.iter_steps());
+        let calls_before = self.og.side_effects.logger_calls.len();
+        let writes = (self.og.side_effects.writes, self.og.side_effects.iter_steps());
         let func = VT::Function { obj: Rc::new(wrapped.unbind()), source: None };
+        let (args_for_replay, kwargs_for_replay) = (args.clone(), kwargs.clone());
         let r = self.call(py, &func, args, kwargs)?;
-        let pure = self.og.graph.nodes.len() == nodes && (self.og.side_effects.writes, self.og.side_effects.logger_calls.len(), self.og.side_effects.iter_steps()) == writes;
+        // Calls of other cached functions inside the body are not replayed on their own: the
+        // replayed outer call makes them, on a miss only, as eager does. Any other replayed call
+        // (a logging call) makes the body impure.
+        let inner_calls_cached = self.og.side_effects.logger_calls[calls_before..].iter().all(|c| matches!(c.callee, crate::pycodegen::Callee::Object(_)));
+        if inner_calls_cached {
+            self.og.side_effects.logger_calls.truncate(calls_before);
+        }
+        let pure = inner_calls_cached && self.og.graph.nodes.len() == nodes && (self.og.side_effects.writes, self.og.side_effects.iter_steps()) == writes;
         if !pure || !matches!(r, VT::Constant(_)) || !is_literal(py, r.as_constant(py).as_ref().expect("a constant")) {
             graph_break!(UnsupportedCall, "call of the lru_cache'd function {name}: it computes on tensors, writes outside the trace or gives a value that is not a constant, which its cache would make observable");
         }
+        let consts = |vs: Vec<&VT>| vs.into_iter().map(|v| v.as_constant(py).expect("a constant")).collect::<Vec<_>>();
+        let call_args = pyo3::types::PyTuple::new(py, consts(args_for_replay.iter().collect()))?.into_any().unbind();
+        let call_kwargs = if kwargs_for_replay.is_empty() {
+            None
+        } else {
+            let d = pyo3::types::PyDict::new(py);
+            for (k, v) in &kwargs_for_replay {
+                d.set_item(k, v.as_constant(py).expect("a constant"))?;
+            }
+            Some(d.into_any().unbind())
+        };
+        self.og.side_effects.logger_calls.push(crate::symbolic::side_effects::LoggerCall {
+            callee: crate::pycodegen::Callee::Object(wrapper.clone().unbind()),
+            args: call_args,
+            kwargs: call_kwargs,
+        });
         Ok(r)
     }
 
