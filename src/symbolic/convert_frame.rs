@@ -247,6 +247,32 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
     }
 }
 
+/// Note [dropped generators]: CPython closes a generator when its last reference goes (the
+/// frame that made it returns, a `for` loop over it breaks, `next(gen())` drops it): `close()`
+/// throws `GeneratorExit` in at the suspended `yield`, so its `finally` blocks and `with` exits
+/// run then. A generator the trace made and left suspended inside such a block is dropped by
+/// the frame (one that outlives it cannot be rebuilt: GB0014), but the trace has no point at
+/// which to run that code, so the graph would lose its effects: such a frame is not compiled
+/// (GB0014, the frame or the code up to the break runs as ordinary Python). A generator suspended
+/// outside any handler closes without running code (3.12's implicit handler, which only turns a
+/// leaking `StopIteration` into `RuntimeError`, does not count).
+fn check_dropped_generators(og: &OutputGraph) -> VResult<()> {
+    use crate::bytecode::opcode::op;
+    for g in &og.generators {
+        let g = g.borrow();
+        let crate::symbolic::variables::IterKind::Generator(Some(frame)) = &g.kind else { continue };
+        if g.exhausted || frame.returned.is_some() || frame.ip == 0 {
+            continue;
+        }
+        let Some(exn) = frame.code.insts.get(frame.ip - 1).and_then(|i| i.exn) else { continue };
+        let implicit = frame.code.insts.get(exn.handler.index()).is_some_and(|h| h.opcode == op::CALL_INTRINSIC_1 && h.arg == 3);
+        if !implicit {
+            graph_break!(UnreconstructableValue, "generator {} left suspended inside a try/with block: closing it runs code the graph cannot place", frame.code.name);
+        }
+    }
+    Ok(())
+}
+
 /// The code of a frame traced to its end (`Outcome::Return`): one graph, the returned value
 /// rebuilt from its outputs, the side effects replayed.
 #[allow(clippy::too_many_arguments)]
@@ -263,6 +289,7 @@ fn finish_return(
         Outcome::Return(v) => v,
         Outcome::Break(_) | Outcome::Yield(_) => unreachable!("no break requested, not a generator"),
     };
+    check_dropped_generators(&og)?;
     let mut og = og;
     let mut outputs = Outputs::default();
     map_frame_cells(&final_locals, &mut outputs);
@@ -532,6 +559,7 @@ fn convert_break(
     backend: &Bound<'_, PyAny>,
     grad_at_entry: bool,
 ) -> Result<Converted, ConvertError> {
+    check_dropped_generators(&og)?;
     let inst = ci.insts[state.ip].clone();
     let (n_operands, n_pushed) = break_operands(&inst).expect("checked by can_break");
     if state.stack.len() < n_operands {

@@ -119,6 +119,9 @@ pub struct OutputGraph {
     /// Argument slots of the traced frame that it only appends to
     /// (`CodeInfo::append_only_slots`, Note [append-only lists]).
     pub append_only_slots: Vec<u32>,
+    /// Every generator made by calling a generator function in the trace (a frame of its own,
+    /// stepped lazily), for `check_dropped_generators`.
+    pub generators: Vec<Rc<std::cell::RefCell<crate::symbolic::variables::IteratorState>>>,
     pub lists_by_ptr: HashMap<usize, (Arc<Source>, Rc<std::cell::RefCell<crate::symbolic::variables::ListState>>)>,
     /// Dicts wrapped from the frame, by object address (one tracker per dict object).
     pub dicts_by_ptr: HashMap<usize, (Arc<Source>, Rc<std::cell::RefCell<crate::symbolic::variables::DictState>>)>,
@@ -312,6 +315,7 @@ impl OutputGraph {
             handles: Handles::new(py)?,
             fakes: HashMap::new(),
             append_only_slots: Vec::new(),
+            generators: Vec::new(),
             lists_by_ptr: HashMap::new(),
             dicts_by_ptr: HashMap::new(),
             side_effects: Default::default(),

@@ -351,7 +351,9 @@ impl<'a> InstructionTranslator<'a> {
                 state.returned = frame.returned.take();
                 return Ok(VT::Iterator(Rc::new(RefCell::new(state))));
             }
-            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Generator(Some(Box::new(frame))))))));
+            let state = Rc::new(RefCell::new(IteratorState::of(IterKind::Generator(Some(Box::new(frame))))));
+            self.og.generators.push(state.clone());
+            return Ok(VT::Iterator(state));
         }
         let mut child = InstructionTranslator::new(ci, globals, locals, closure, self.og, self.depth + 1);
         child.external_cells.extend(external_cells);
