@@ -256,3 +256,45 @@ def test_out_and_foreach_writes_are_put_back_before_the_rerun(backend):
         return c[idx]
 
     check(f, lambda: (torch.ones(2), torch.ones(2), torch.zeros(2), [torch.zeros(2), torch.ones(2)], torch.tensor([4])), backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda x, y: x.t_(),
+        lambda x, y: x.transpose_(0, 1),
+        lambda x, y: x.unsqueeze_(0),
+        lambda x, y: x.squeeze_(),
+        lambda x, y: x.as_strided_((3,), (2,)),
+        lambda x, y: x.set_(y),
+        lambda x, y: x.resize_(6),
+    ],
+    ids=["t_", "transpose_", "unsqueeze_", "squeeze_", "as_strided_", "set_", "resize_"],
+)
+def test_a_rerun_starts_from_the_inputs_layout(backend, change):
+    """In-place ops that change an input's shape, strides or storage are put back too before the
+    rerun (breaker3 finding 03): the user sees eager's IndexError and eager's final layout."""
+
+    def f(x, y, j):
+        change(x, y)
+        return x.flatten()[j] * 2
+
+    def make():
+        return torch.arange(6.0).view(2, 3), torch.arange(4.0), 50
+
+    def run(fn):
+        x, y, j = make()
+        try:
+            fn(x, y, 1)  # compiles, succeeds
+            x, y, _ = make()
+            fn(x, y, j)
+            exc = None
+        except IndexError as e:
+            exc = str(e)
+        return exc, tuple(x.shape), x.stride(), x.tolist()
+
+    want = run(f)
+    dynamo.reset()
+    got = run(dynamo.optimize(backend)(f))
+    assert want[0] is not None and got == want

@@ -117,22 +117,39 @@ pub fn graph_failed(py: Python<'_>, exc: Bound<'_, PyAny>, grad_enabled: bool, s
                     };
                     continue;
                 }
+                // An in-place op may have changed the tensor's layout or storage (`t_`,
+                // `unsqueeze_`, `as_strided_`, `set_`): put those back first, then the values.
+                let (storage, offset, size, stride) = pair.get_item(2)?.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>, Bound<'_, PyAny>, Bound<'_, PyAny>)>()?;
+                let now_storage = target.call_method0("untyped_storage")?;
+                let same_layout = now_storage.call_method0("data_ptr")?.eq(storage.call_method0("data_ptr")?)?
+                    && target.call_method0("storage_offset")?.eq(&offset)?
+                    && target.call_method0("size")?.eq(&size)?
+                    && target.call_method0("stride")?.eq(&stride)?;
+                if !same_layout {
+                    target.call_method1("set_", (storage, offset, size, stride))?;
+                }
                 target.call_method1("copy_", (pair.get_item(1)?,))?;
             }
             Ok(())
         })();
         torch_c.call_method1("_set_grad_enabled", (was,))?;
-        restored?;
+        if restored.is_err() {
+            // Without the inputs of the call the rerun would not be eager's: the graph's own
+            // error, which is eager's, goes to the user instead.
+            tracing::info!(target: "dynamo::graph_breaks", "graph raised {}; its inputs could not be put back, so the frame is not rerun", exc.repr().map(|r| r.to_string()).unwrap_or_default());
+            return Err(PyErr::from_value(exc));
+        }
     }
     crate::counters::bump(&crate::counters::c::graph_failures);
     tracing::info!(target: "dynamo::graph_breaks", "graph raised {}: rerunning the frame as ordinary Python", exc.repr().map(|r| r.to_string()).unwrap_or_default());
     Ok(())
 }
 
-/// `[(t, copy of t), ...]` for the tensors `inputs`: what transformed code keeps of the inputs
-/// its graph may write, so that `graph_failed` can put them back (Note [graph failure reruns
-/// the frame]). The copies are detached (`t.detach().clone()`), with the same strides where
-/// the tensor is dense (`clone` preserves them). A non-tensor input is kept as itself.
+/// `[(t, copy of t, (storage, storage_offset, size, stride)), ...]` for the tensors `inputs`:
+/// what transformed code keeps of the inputs its graph may write, so that `graph_failed` can put
+/// them back, layout and values (Note [graph failure reruns the frame]). The copies are detached
+/// (`t.detach().clone()`), with the same strides where the tensor is dense (`clone` preserves
+/// them); `storage` is `t.untyped_storage()`. Inputs that are not tensors are skipped.
 #[pyfunction(signature = (*inputs))]
 pub fn snapshot_inputs<'py>(py: Python<'py>, inputs: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyList>> {
     let tensor = py.import("torch")?.getattr("Tensor")?;
@@ -140,7 +157,8 @@ pub fn snapshot_inputs<'py>(py: Python<'py>, inputs: &Bound<'py, PyTuple>) -> Py
     for t in inputs.iter() {
         if t.is_instance(&tensor)? {
             let copy = t.call_method0("detach")?.call_method0("clone")?;
-            out.append((t, copy))?;
+            let layout = (t.call_method0("untyped_storage")?, t.call_method0("storage_offset")?, t.call_method0("size")?, t.call_method0("stride")?);
+            out.append((t, copy, layout))?;
         }
     }
     Ok(out)
