@@ -427,14 +427,22 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
             if ws.len() != 2 {
                 return Err(no_rule(b, i, "weight rank"));
             }
+            // Batch dims flattened into one: `g2` (a view when the gradient is contiguous) is
+            // what both mm's read; torch.matmul would fold the same way per call.
+            let g2 = if out_sizes.len() == 2 { g } else { b.reshape(g, &[-1, ws[0]]) };
             if let Some(j) = x {
                 if b.requires_grad[j] {
-                    let gx = b.matmul(gn.clone(), node(wj))?;
+                    let gx2 = b.call("torch.mm", vec![node(g2), node(wj)], vec![])?;
+                    let gx = if out_sizes.len() == 2 {
+                        gx2
+                    } else {
+                        let xs = b.sizes(j)?;
+                        b.reshape(gx2, &xs)
+                    };
                     give!(j, gx);
                 }
             }
             if b.requires_grad[wj] {
-                let g2 = b.reshape(g, &[-1, ws[0]]);
                 let x2 = b.method("reshape", vec![xa.clone(), ints(&[-1, ws[1]])], vec![]);
                 let g2t = b.method("t", vec![node(g2)], vec![]);
                 let gw = b.call("torch.mm", vec![node(g2t), node(x2)], vec![])?;
