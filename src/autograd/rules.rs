@@ -427,14 +427,22 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
             if ws.len() != 2 {
                 return Err(no_rule(b, i, "weight rank"));
             }
+            // Batch dims flattened into one: `g2` (a view when the gradient is contiguous) is
+            // what both mm's read; torch.matmul would fold the same way per call.
+            let g2 = if out_sizes.len() == 2 { g } else { b.reshape(g, &[-1, ws[0]]) };
             if let Some(j) = x {
                 if b.requires_grad[j] {
-                    let gx = b.matmul(gn.clone(), node(wj))?;
+                    let gx2 = b.call("torch.mm", vec![node(g2), node(wj)], vec![])?;
+                    let gx = if out_sizes.len() == 2 {
+                        gx2
+                    } else {
+                        let xs = b.sizes(j)?;
+                        b.reshape(gx2, &xs)
+                    };
                     give!(j, gx);
                 }
             }
             if b.requires_grad[wj] {
-                let g2 = b.reshape(g, &[-1, ws[0]]);
                 let x2 = b.method("reshape", vec![xa.clone(), ints(&[-1, ws[1]])], vec![]);
                 let g2t = b.method("t", vec![node(g2)], vec![]);
                 let gw = b.call("torch.mm", vec![node(g2t), node(x2)], vec![])?;
@@ -1079,8 +1087,9 @@ fn convolution(b: &mut Builder<'_>, i: usize, g: usize, spatial: usize) -> Resul
 }
 
 /// cross_entropy (= nll_loss(log_softmax(x, 1))) and nll_loss with class-index targets
-/// (derivatives.yaml: `nll_loss_backward`, `_log_softmax_backward_data`); the total weight
-/// (number of non-ignored targets) comes from `nll_loss_forward`, recomputed here.
+/// (derivatives.yaml: `nll_loss_backward`, `_log_softmax_backward_data`), written as pointwise
+/// ops and reductions (Note [nll_loss gradient]); the total weight of "mean" is the number of
+/// targets other than `ignore_index`.
 fn nll_family(b: &mut Builder<'_>, i: usize, g: usize, with_log_softmax: bool) -> Result<Out, JointError> {
     let n = b.g.nodes[i].clone();
     let Some(FxArg::Node(x)) = n.args.first() else { return Err(no_rule(b, i, "input")) };
@@ -1118,24 +1127,49 @@ fn nll_family(b: &mut Builder<'_>, i: usize, g: usize, with_log_softmax: bool) -
         }
     }
     let class_dim = if xs.len() == 2 { 1 } else { 0 };
-    let logp = if with_log_softmax {
-        b.call("torch.log_softmax", vec![node(x), FxArg::Int(class_dim)], vec![])?
+    let classes = xs[class_dim as usize];
+    // Note [nll_loss gradient]: nll_loss's gradient is written as pointwise ops and one
+    // reduction that the inductor fuses (ATen's `nll_loss_backward` would be a fallback, plus
+    // `nll_loss_forward` run again for the total weight). With `w[i]` the gradient reaching
+    // row i (`grad / total_weight` for "mean", `grad` for "sum", `grad[i]` for "none"; 0 for
+    // rows whose target is `ignore_index`) and `onehot[i, j] = (j == target[i])`:
+    //   nll_loss: d/dx[i, j] = -w[i] * onehot[i, j]
+    // computed as ATen does (`-(grad / total_weight)`), so its bits are eager's. For
+    // cross_entropy the log_softmax gradient stays ATen's `_log_softmax_backward_data` (float32
+    // and the half types): written as pointwise ops it rounds differently from eager (another
+    // exp, FMA contraction), and AdamW's first step `m / (sqrt(v) + eps)` turns such last-bit
+    // differences of near-zero gradients into differences of up to 2 lr in the parameters
+    // (pytests/autograd/test_training.py's AdamW test on resnet18 and GPT-2 fails with it).
+    // The class iota is `new_ones(C).cumsum(0) - 1` of the target, which constant folding
+    // turns into a constant of the target's device.
+    let valid = b.call("torch.ne", vec![node(t), FxArg::Int(ignore)], vec![])?;
+    let per_row = if reduction == 1 {
+        // Counted in the gradient's dtype, as ATen's total weight (a float sum is a kernel
+        // reduction; the 1 is a 0-d constant after folding).
+        let one = b.method("new_ones", vec![node(g), ints(&[])], vec![]);
+        let counted = b.call("torch.where", vec![node(valid), node(one), FxArg::Float(0.0)], vec![])?;
+        let total = b.call("torch.sum", vec![node(counted)], vec![])?;
+        b.div(node(g), node(total))?
     } else {
-        x
+        g
     };
-    let fw = b.call(
-        "torch.ops.aten.nll_loss_forward.default",
-        vec![node(logp), node(t), FxArg::None, FxArg::Int(reduction), FxArg::Int(ignore)],
-        vec![],
-    )?;
-    let total_weight = b.getitem(fw, 1)?;
-    let gl = b.call(
-        "torch.ops.aten.nll_loss_backward.default",
-        vec![node(g), node(logp), node(t), FxArg::None, FxArg::Int(reduction), FxArg::Int(ignore), node(total_weight)],
-        vec![],
-    )?;
-    let dtype = b.g.nodes[x].meta.as_ref().map(|m| m.layout.dtype);
-    let gx = if with_log_softmax { softmax_backward(b, gl, logp, class_dim, true, dtype)? } else { gl };
+    // `-w`, with ignored rows +0.0 as ATen's zero-filled gradient.
+    let neg_row = b.neg(node(per_row))?;
+    let nw = b.call("torch.where", vec![node(valid), node(neg_row), FxArg::Float(0.0)], vec![])?;
+    let nw = b.method("unsqueeze", vec![node(nw), FxArg::Int(-1)], vec![]);
+    let ones = b.method("new_ones", vec![node(t), ints(&[classes])], vec![]);
+    let iota1 = b.method("cumsum", vec![node(ones), FxArg::Int(0)], vec![]);
+    let iota = b.sub(node(iota1), FxArg::Int(1))?;
+    let tcol = b.method("unsqueeze", vec![node(t), FxArg::Int(-1)], vec![]);
+    let onehot = b.call("torch.eq", vec![node(iota), node(tcol)], vec![])?;
+    let gl = b.call("torch.where", vec![node(onehot), node(nw), FxArg::Float(0.0)], vec![])?;
+    let gx = if with_log_softmax {
+        let logp = b.call("torch.log_softmax", vec![node(x), FxArg::Int(class_dim)], vec![])?;
+        let dtype = b.g.nodes[x].meta.as_ref().map(|m| m.layout.dtype);
+        softmax_backward(b, gl, logp, class_dim, true, dtype)?
+    } else {
+        gl
+    };
     let _ = FxOp::Output;
     Ok(vec![(x, Grad::Tensor(gx))])
 }

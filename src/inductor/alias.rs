@@ -10,7 +10,8 @@
 //! when:
 //! - its base's layout at run time is known exactly: a graph input or constant (checked against
 //!   compile-time metadata, or guarded by dynamo), a kernel output (we allocate it), a checked
-//!   fallback output, or another alias;
+//!   fallback output, the output of a matrix product whose compile-time layout is contiguous
+//!   (`CONTIGUOUS_RESULT_TARGETS`: ATen always allocates it row-major), or another alias;
 //! - the op is a pure view whose result layout follows from the base's (`t`, `transpose`,
 //!   `permute`, `expand`, `squeeze`/`unsqueeze`, and `view`/`reshape`/`flatten` of a contiguous
 //!   base; `contiguous` of a contiguous base is the base itself), and that layout equals the
@@ -44,6 +45,11 @@ const FRESH_RESULT_TARGETS: &[&str] = &[
     "torch._ops.aten.nll_loss_backward.default",
     "torch._ops.aten._log_softmax_backward_data.default",
 ];
+
+/// Fallback targets whose result is always a new contiguous tensor (ATen allocates the matrix
+/// product's result `[m, n]` row-major, and linear's batch dims are a view of it): their
+/// output's layout is known exactly when the compile-time layout is contiguous, with no check.
+const CONTIGUOUS_RESULT_TARGETS: &[&str] = &["torch.mm", "torch._ops.aten.mm.default", "torch._C._nn.linear"];
 
 fn is_contiguous(l: &Layout) -> bool {
     let want = Layout::contiguous_strides(&l.sizes);
@@ -170,7 +176,10 @@ pub fn alias_views(
             match step {
                 RtStep::Kernel { args, .. } => args.iter().for_each(|&s| exact[s] = true),
                 RtStep::Fallback { slot, args, check, .. } => {
-                    if check.is_some() {
+                    let node = ir.buffers[*slot].node;
+                    let contiguous_result = CONTIGUOUS_RESULT_TARGETS.contains(&g.nodes[node].target_name.as_str())
+                        && ir.buffers[*slot].layout.as_ref().is_some_and(is_contiguous);
+                    if check.is_some() || contiguous_result {
                         exact[*slot] = true;
                     }
                     if keep[*slot] || banned[*slot] {
@@ -182,7 +191,6 @@ pub fn alias_views(
                     if !exact[src] || base.dtype != out.dtype || base.cpu != out.cpu {
                         continue;
                     }
-                    let node = ir.buffers[*slot].node;
                     if !matches!(g.nodes[node].op, FxOp::CallMethod { .. } | FxOp::CallFunction { .. }) {
                         continue;
                     }
