@@ -38,6 +38,32 @@ pyo3::create_exception!(
 thread_local! {
     /// Owned reference to this thread's callback (null when off).
     static CALLBACK: Cell<*mut pyffi::PyObject> = const { Cell::new(std::ptr::null_mut()) };
+    /// The C stack address at this thread's first hooked frame (Note [deep recursion]).
+    static STACK_TOP: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Note [deep recursion]: with a PEP 523 hook installed, CPython evaluates every Python call
+/// through the hook, a C call per Python frame (without one, 3.11+ runs Python-to-Python calls
+/// inside one C frame). A program that raises the recursion limit and recurses thousands of
+/// frames deep (a tree walker) then overflows the C stack, where eager Python returns. Past
+/// `DEEP_STACK_BYTES` of C stack below the first hooked frame, a frame runs with the hook taken
+/// off the interpreter, so the calls under it are plain Python calls again, run eagerly (what
+/// they would do anyway, uncompiled); the hook is put back when that frame returns. Other
+/// threads run uncompiled meanwhile, which changes no result.
+const DEEP_STACK_BYTES: usize = 3 << 20;
+
+/// Whether this thread's C stack is `DEEP_STACK_BYTES` below its first hooked frame.
+fn stack_is_deep() -> bool {
+    let marker = 0u8;
+    let here = std::ptr::addr_of!(marker) as usize;
+    STACK_TOP.with(|t| {
+        let top = t.get();
+        if top == 0 || here > top {
+            t.set(here);
+            return false;
+        }
+        top - here > DEEP_STACK_BYTES
+    })
 }
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
@@ -202,6 +228,14 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
     let cb = CALLBACK.with(|c| c.get());
     if cb.is_null() || throwflag != 0 || !ffi::can_take_over(tstate, frame) {
         return default_eval(tstate, frame, throwflag);
+    }
+    if stack_is_deep() {
+        // Note [deep recursion].
+        let interp = pyffi::PyInterpreterState_Get();
+        ffi::_PyInterpreterState_SetEvalFrameFunc(interp, ffi::_PyEval_EvalFrameDefault);
+        let result = default_eval(tstate, frame, throwflag);
+        ffi::_PyInterpreterState_SetEvalFrameFunc(interp, eval_frame);
+        return result;
     }
     match eval_frame_inner(frame, cb) {
         Outcome::Default => default_eval(tstate, frame, throwflag),
