@@ -126,6 +126,20 @@ impl Bits {
     }
 }
 
+/// Most ops one kernel's body may hold, counting each member's inlined chain
+/// (`Pointwise::n_ops`; a reduction counts 8). A member's value is computed by recursing through
+/// the members it reads (`codegen::KernelOps::load`), so a kernel fusing a chain of thousands of
+/// ops (`for _ in range(10000): x = x + 1`, each 256-op piece realized) would recurse that deep
+/// and overflow the stack; past this bound the chain is split into several kernels.
+pub const MAX_KERNEL_OPS: usize = 2048;
+
+fn kernel_ops(ir: &GraphIr, b: BufferId) -> usize {
+    match &ir.buffer(b).kind {
+        BufferKind::Pointwise(pw) => pw.n_ops,
+        _ => 8,
+    }
+}
+
 /// Fuses and orders; see the module invariants.
 ///
 /// Note [scheduler cost]: GPT-2's backward graph has about 3000 buffers and 1000 groups and
@@ -288,6 +302,13 @@ pub fn schedule(g: &FxGraph, ir: &GraphIr) -> Schedule {
             };
             if !fits {
                 let msg = format!("cannot fuse {id} with {first}: ranges {my_ranges:?} differ from {:?}", grp.ranges);
+                tracing::debug!(target: "inductor::fusion", "{msg}");
+                why_no_fuse.push(msg);
+                continue;
+            }
+            let grp_ops: usize = grp.members.iter().map(|m| kernel_ops(ir, *m)).sum();
+            if grp_ops + kernel_ops(ir, id) > MAX_KERNEL_OPS {
+                let msg = format!("cannot fuse {id} with {first}: the kernel would hold more than {MAX_KERNEL_OPS} ops");
                 tracing::debug!(target: "inductor::fusion", "{msg}");
                 why_no_fuse.push(msg);
                 continue;
