@@ -204,6 +204,10 @@ fn classify(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<ExtraState> {
         || co_flags & flags::CO_OPTIMIZED == 0
         || generated_by_library(code, &filename)
         || name.starts_with("__compiled_fn")
+        // A mode's or subclass's handler, entered by torch's dispatch with the arguments of one
+        // call (Note [user modes]); inside a traced frame the handler is inlined instead.
+        || name == "__torch_function__"
+        || name == "__torch_dispatch__"
         || (!is_forced && skipped_file(&filename));
     let _ = py;
     Ok(ExtraState { status: if skip { FrameStatus::Skip } else { FrameStatus::Compile }, n_arg_slots, entries: vec![], warned_limit: false, n_graphless: 0, n_with_ops: 0, dim_state: None })
@@ -246,6 +250,38 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
     }
 }
 
+/// Note [user modes]: a `TorchFunctionMode` or `TorchDispatchMode` the user made active (an
+/// op logger, `FlopCounterMode`) sees every torch call made while it is on. Compiled code makes
+/// other calls than eager (tracing's fake-tensor runs, guard reads, fused kernels the mode never
+/// sees), so while such a mode is on, frames run as ordinary Python and the mode sees exactly
+/// eager's calls. torch's own `DeviceContext` (`torch.set_default_device`, `with
+/// torch.device(...)`) is not such a mode: it only fills in the device of factory calls, which
+/// the trace models.
+fn user_mode_active(py: Python<'_>) -> bool {
+    static FNS: pyo3::sync::PyOnceLock<Option<(Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>)>> = pyo3::sync::PyOnceLock::new();
+    let Some((tf_on, tf_stack, dispatch_len, device_ctx)) = FNS
+        .get_or_init(py, || {
+            let c = py.import("torch._C").ok()?;
+            let stack = py.import("torch.overrides").ok()?.getattr("_get_current_function_mode_stack").ok()?;
+            let device_ctx = py.import("torch.utils._device").ok()?.getattr("DeviceContext").ok()?;
+            Some((c.getattr("_is_torch_function_mode_enabled").ok()?.unbind(), stack.unbind(), c.getattr("_len_torch_dispatch_stack").ok()?.unbind(), device_ctx.unbind()))
+        })
+        .as_ref()
+    else {
+        return false;
+    };
+    if dispatch_len.bind(py).call0().and_then(|n| n.extract::<usize>()).is_ok_and(|n| n > 0) {
+        return true;
+    }
+    if !tf_on.bind(py).call0().is_ok_and(|b| b.is_truthy().unwrap_or(false)) {
+        return false;
+    }
+    match tf_stack.bind(py).call0().and_then(|s| s.try_iter().map(|it| it.flatten().collect::<Vec<_>>())) {
+        Ok(modes) => modes.iter().any(|m| !m.is_instance(device_ctx.bind(py)).unwrap_or(false)),
+        Err(_) => true,
+    }
+}
+
 unsafe fn eval_frame_inner(frame: *mut InterpreterFrame, cb: *mut pyffi::PyObject) -> Outcome {
     let code = ffi::code(frame);
     let mut st = get_extra(code);
@@ -266,6 +302,12 @@ unsafe fn eval_frame_inner(frame: *mut InterpreterFrame, cb: *mut pyffi::PyObjec
         if st.is_null() || (*st).status == FrameStatus::Skip {
             return Outcome::Default;
         }
+    }
+    if user_mode_active(py) {
+        // Note [user modes] (checked once the frame is known to be one we compile: the check
+        // itself runs torch's Python, whose frames are skipped).
+        pyffi::PyErr_Clear();
+        return Outcome::Default;
     }
     bump(&c::frames_seen);
     let state = &mut *st;
