@@ -858,9 +858,12 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                         }
                         visit(py, &VT::Iterator(inner.clone()), seen);
                     }
-                    IterKind::Chain { pending, active } => {
+                    IterKind::Chain { pending, active, outer } => {
                         if let Some(a) = active {
                             visit(py, &VT::Iterator(a.clone()), seen);
+                        }
+                        if let Some(o) = outer {
+                            visit(py, &VT::Iterator(o.clone()), seen);
                         }
                         pending.iter().for_each(|p| visit(py, p, seen));
                     }
@@ -1138,13 +1141,18 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
             };
             Rebuild::Call { func: py.import("builtins")?.getattr("filter")?.unbind(), args: vec![f, rebuild_of(py, og, &VT::Iterator(inner.clone()), outputs)?] }
         }
-        IterKind::Chain { pending, active } => {
+        IterKind::Chain { pending, active, outer } => {
             let mut args = Vec::new();
             if let Some(a) = active {
                 args.push(rebuild_of(py, og, &VT::Iterator(a.clone()), outputs)?);
             }
             for p in pending {
                 args.push(rebuild_of(py, og, p, outputs)?);
+            }
+            if let Some(o) = outer {
+                // The iterables still to come, taken lazily as the original takes them.
+                let from_iterable = py.import("itertools")?.getattr("chain")?.getattr("from_iterable")?;
+                args.push(Rebuild::Call { func: from_iterable.unbind(), args: vec![rebuild_of(py, og, &VT::Iterator(o.clone()), outputs)?] });
             }
             Rebuild::Call { func: py.import("itertools")?.getattr("chain")?.unbind(), args }
         }

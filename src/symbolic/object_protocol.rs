@@ -104,6 +104,12 @@ impl<'a> InstructionTranslator<'a> {
                     return Ok(v);
                 }
                 let v = c.bind(py).getattr(name)?;
+                // `itertools.chain.from_iterable`: a classmethod of a C type, bound anew at each
+                // lookup (no identity to guard); the class's identity fixes it, and the call is
+                // modelled (`lazy_iterator`).
+                if name == "from_iterable" && c.bind(py).is(py.import("itertools")?.getattr("chain")?) {
+                    return Ok(VT::Builtin(Rc::new(v.unbind())));
+                }
                 // A user class reached from the frame: its attributes can change, so they are
                 // read through its source and guarded (torch's own classes are trusted).
                 let module = c.bind(py).getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
@@ -679,6 +685,22 @@ impl<'a> InstructionTranslator<'a> {
                 return Ok(VT::Set(Rc::new(RefCell::new(r.unbind()))));
             }
         }
+        if let (VT::Dict(d), "or_") = (&a, base) {
+            // `dict | other` (Objects/dictobject.c, `dict_or`): a copy updated with `other` when
+            // `other` is a dict (not a subclass, whose `__ror__` would run first); `d |= other`
+            // (`dict_ior`) updates in place from any mapping or iterable of pairs, as `update`.
+            let other_is_dict = matches!(&b, VT::Dict(_)) || b.as_constant(py).map(|c| c.get_type().is(py.get_type::<pyo3::types::PyDict>())).unwrap_or(false);
+            if name.starts_with('i') {
+                self.call_container_method(py, &a, "update", vec![b], vec![])?;
+                return Ok(a.clone());
+            }
+            if other_is_dict {
+                let items: Vec<(Py<PyAny>, VT)> = d.borrow().items.iter().map(|(k, v)| (k.clone_ref(py), v.clone())).collect();
+                let out = crate::symbolic::variables::dicts::new_dict(items);
+                self.call_container_method(py, &out, "update", vec![b], vec![])?;
+                return Ok(out);
+            }
+        }
         if let (VT::Set(x), VT::Set(y)) = (&a, &b) {
             if matches!(base, "and_" | "or_" | "sub" | "xor") {
                 if name.starts_with('i') {
@@ -819,7 +841,8 @@ impl<'a> InstructionTranslator<'a> {
                 // `!=` is `not ==` only while the class keeps `object.__ne__`.
                 for v in [&a, &b] {
                     if let VT::UserObject(o) = v {
-                        if name == "ne" && !o.cls.bind(py).getattr("__ne__")?.is(py.get_type::<PyAny>().getattr("__ne__")?) {
+                        // An exact OrderedDict's `__ne__` is `odict_richcompare`'s negated `==`.
+                        if name == "ne" && !o.cls.bind(py).getattr("__ne__")?.is(py.get_type::<PyAny>().getattr("__ne__")?) && !o.is_exact_ordered_dict(py)? {
                             graph_break!(UntracedValue, "!= of {} (its class defines __ne__)", v.describe(py));
                         }
                     }

@@ -54,7 +54,9 @@ pub enum IterKind {
     Filter { func: Option<VariableTracker>, inner: Rc<RefCell<IteratorState>> },
     /// `itertools.chain(*iterables)` (Modules/itertoolsmodule.c, `chain_next`): `iter()` of
     /// each iterable is taken only when the previous one is exhausted.
-    Chain { pending: std::collections::VecDeque<VariableTracker>, active: Option<Rc<RefCell<IteratorState>>> },
+    /// `itertools.chain.from_iterable(outer)` (`chain_new_from_iterable`) is a chain whose next
+    /// iterable is taken from `outer` (lazily, one per exhausted iterable) once `pending` is empty.
+    Chain { pending: std::collections::VecDeque<VariableTracker>, active: Option<Rc<RefCell<IteratorState>>>, outer: Option<Rc<RefCell<IteratorState>>> },
     /// `itertools.islice(inner, start, stop, step)` (`islice_next`): `count` items taken from
     /// `inner` so far, `next` the index of the next item to yield.
     Islice { inner: Rc<RefCell<IteratorState>>, next: usize, stop: Option<usize>, step: usize, count: usize },
@@ -301,14 +303,27 @@ impl IteratorState {
                     break Some(v);
                 }
             },
-            IterKind::Chain { pending, active } => loop {
+            IterKind::Chain { pending, active, outer } => loop {
                 if let Some(it) = active.clone() {
                     if let Some(v) = borrow_iter(&it)?.next_item(py, resume)? {
                         break Some(v);
                     }
                     *active = None;
                 }
-                let Some(next) = pending.pop_front() else { break None };
+                let next = match pending.pop_front() {
+                    Some(n) => n,
+                    None => match outer.clone() {
+                        Some(o) => match borrow_iter(&o)?.next_item(py, resume)? {
+                            Some(n) => n,
+                            None => {
+                                // `chain_next` drops its source once it is exhausted.
+                                *outer = None;
+                                break None;
+                            }
+                        },
+                        None => break None,
+                    },
+                };
                 match resume(IterRequest::MakeIter(&next))? {
                     Some(VariableTracker::Iterator(it)) => *active = Some(it),
                     _ => return Err(IterError::Unsupported(crate::symbolic::Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "chain() over a value without an iterator"))),
@@ -740,7 +755,11 @@ impl<'a> InstructionTranslator<'a> {
             let inner = self.make_iter(py, &args[1])?;
             IterKind::Filter { func: none_or(Some(args[0].clone())), inner }
         } else if is(&itertools, "chain") && kwargs.is_empty() {
-            IterKind::Chain { pending: args.iter().cloned().collect(), active: None }
+            IterKind::Chain { pending: args.iter().cloned().collect(), active: None, outer: None }
+        } else if args.len() == 1 && kwargs.is_empty() && b.getattr("__name__").map(|n| n.to_string() == "from_iterable").unwrap_or(false)
+            && b.getattr("__self__").map(|s| s.is(&itertools.getattr("chain").unwrap())).unwrap_or(false) {
+            // `chain.from_iterable(outer)`: `iter(outer)` now, its items one at a time.
+            IterKind::Chain { pending: Default::default(), active: None, outer: Some(self.make_iter(py, &args[0])?) }
         } else if is(&itertools, "islice") && (2..=4).contains(&args.len()) && kwargs.is_empty() {
             let ints = args[1..].iter().map(|a| match a.as_constant(py) {
                 Some(c) if c.is_none() => Ok(None),

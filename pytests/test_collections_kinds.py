@@ -1,0 +1,153 @@
+"""`collections` kinds and the itertools left to model (issue 7): each program runs eagerly and
+compiled on fresh copies of its inputs, compared exactly (`test_python_kinds.check`: values,
+types at every level, mutated arguments, printed text, exceptions), with a graph count and a
+break count that show the code was captured.
+
+Kinds: `itertools.chain.from_iterable` (and `Counter.elements`, which is built on it), every
+lazy itertools iterator with tensor items, `dict | dict` and `d |= other`, `OrderedDict`
+equality (ordered against another OrderedDict, unordered against a dict), `move_to_end`,
+`popitem(last=False)`, and `Counter` arithmetic."""
+
+import collections
+import itertools
+
+import pytest
+import torch
+
+import dynamo
+from test_python_kinds import check
+
+X = torch.arange(4.0)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_chain_from_iterable_is_lazy_and_captured(backend):
+    def f(x):
+        rows = [[x, x + 1], [], [x * 2]]
+        flat = list(itertools.chain.from_iterable(rows))
+        # The outer iterable is read one item per exhausted inner one: a list the loop grows.
+        grown = [[x]]
+        seen = []
+        for v in itertools.chain.from_iterable(grown):
+            seen.append(v * 3)
+            if len(grown) < 3:
+                grown.append([v + 1])
+        gen = itertools.chain.from_iterable((t, t - 1) for t in (x, x + 5))
+        first = next(gen)
+        return flat, seen, first, list(gen), len(grown)
+
+    check(f, X, graphs=1, breaks=0, backend=backend)
+
+
+def test_chain_from_iterable_returned_keeps_its_type_and_position():
+    def f(x):
+        it = itertools.chain.from_iterable([[x, x + 1], [x + 2]])
+        head = next(it)
+        return head, it
+
+    eager_head, eager_it = f(X)
+    dynamo.reset()
+    head, it = dynamo.optimize("eager")(f)(X)
+    assert type(it) is type(eager_it) is itertools.chain
+    assert torch.equal(head, eager_head)
+    rest, eager_rest = list(it), list(eager_it)
+    assert len(rest) == len(eager_rest) == 2 and all(torch.equal(a, b) for a, b in zip(rest, eager_rest))
+    assert dynamo.counters()["graphs"] == 1 and dynamo.counters()["graph_breaks"] == 0
+
+
+LAZY = {
+    "chain_from_iterable": lambda x: list(itertools.chain.from_iterable([[x, x + 1], [x * 2]])),
+    "pairwise": lambda x: [a + b for a, b in itertools.pairwise([x, x + 1, x + 2])],
+    "starmap": lambda x: list(itertools.starmap(torch.add, [(x, 1), (x, 2)])),
+    "compress": lambda x: list(itertools.compress([x, x + 1, x + 2], [1, 0, 1])),
+    "takewhile": lambda x: list(itertools.takewhile(lambda v: v < 3, [1, 2, 3, 1])) + [x + 1],
+    "dropwhile": lambda x: [x * v for v in itertools.dropwhile(lambda v: v < 3, [1, 2, 3, 1])],
+    "repeat": lambda x: list(itertools.repeat(x + 1, 3)),
+    "cycle_zip": lambda x: list(zip(range(5), itertools.cycle([x, x + 1]))),
+    "cycle_islice": lambda x: [x * v for v in itertools.islice(itertools.cycle([1, 2]), 5)],
+    "count_zip": lambda x: list(zip(itertools.count(2, 3), [x, x * 2])),
+    "count_float": lambda x: [x * c for c, _ in zip(itertools.count(0.5), range(3))],
+    "filterfalse": lambda x: [x + v for v in itertools.filterfalse(lambda v: v % 2, range(6))],
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAZY))
+def test_lazy_itertools_are_captured(name):
+    op = LAZY[name]
+
+    def f(x):
+        return op(x * 1)
+
+    check(f, X, graphs=1, breaks=0)
+
+
+def test_counter_elements_and_arithmetic():
+    def f(x):
+        a = collections.Counter("abca")
+        b = collections.Counter(a=1, d=2)
+        c = a + b
+        d = a - b
+        a.update("zz")
+        return c, d, a, a.most_common(2), sorted(a.elements()), list(c.elements()), x + len(c)
+
+    check(f, X, graphs=1, breaks=0)
+
+
+def test_dict_or_and_ior():
+    def f(x, d):
+        a = {"a": x, "b": 1}
+        b = {"b": x * 2, "c": 3}
+        c = a | b
+        a |= {"z": 3}
+        a |= [("y", x - 1)]
+        d |= {"new": x + 1}
+        e = d | {}
+        return c, a, e, c is a, list(c), x + 1
+
+    check(f, X, {"k": 1}, graphs=1, breaks=0)
+
+
+def test_dict_or_with_a_non_mapping_raises_as_eager():
+    def f(x):
+        a = {"a": x}
+        try:
+            a | [("b", 1)]
+        except TypeError as e:
+            return str(e), x + 1
+        return None
+
+    # `dict | list` is a TypeError in eager; the trace leaves it to Python (a break).
+    check(f, X, graphs=0)
+
+
+def test_ordered_dict_equality_move_to_end_popitem():
+    def f(x):
+        od = collections.OrderedDict
+        a = od(a=1, b=2, c=x)
+        b = od(b=2, a=1)
+        plain = {"b": 2, "a": 1}
+        a.move_to_end("a")
+        first = a.popitem(last=False)
+        last = a.popitem()
+        a["c"] = 9
+        return (
+            first, last, a, b,
+            a == b, b == a, a != b, a == plain, plain == a,
+            od(a=1, b=2) == od(a=1, b=2), od(a=1, b=2) == od(b=2, a=1), od(a=1) == od(a=2),
+            b == {"a": 1, "b": 2}, {"a": 1} == b, a == {"x": 1},
+            x + 1,
+        )
+
+    check(f, X, graphs=1, breaks=0)
+
+
+def test_ordered_dict_popitem_of_empty_raises_as_eager():
+    def f(x):
+        a = collections.OrderedDict()
+        try:
+            a.popitem(last=False)
+        except KeyError as e:
+            return repr(e), x + 1
+        return None
+
+    check(f, X, graphs=1)
