@@ -151,3 +151,68 @@ def test_ordered_dict_popitem_of_empty_raises_as_eager():
         return None
 
     check(f, X, graphs=1)
+
+
+# ----- next(it) over an iterator from outside the frame -----------------------------------------
+
+
+@pytest.mark.parametrize("make", [list, tuple])
+def test_next_of_a_batch_iterator_compiles_once(make):
+    """`step(batches)` with `next(batches)` inside the compiled function: only the item taken is
+    read and guarded (`IterKind::Peek`), so the position does not specialize the code; the
+    caller's iterator advances exactly as in eager, and the last call raises StopIteration."""
+
+    def step(it, w):
+        x = next(it)
+        return x * w + 1
+
+    data = [torch.randn(3) for _ in range(6)]
+    w = torch.randn(3)
+    expect = [d * w + 1 for d in data]
+    dynamo.reset()
+    compiled = dynamo.optimize("eager")(step)
+    batches = iter(make(data))
+    got = [compiled(batches, w) for _ in range(6)]
+    assert all(torch.equal(a, b) for a, b in zip(got, expect))
+    c = dynamo.counters()
+    assert c["graphs"] == 1 and c["compiles"] == 1 and c["graph_breaks"] == 0, c
+    # Exhausted: the StopIteration is eager's (the trace leaves the raising step to Python).
+    with pytest.raises(StopIteration):
+        compiled(batches, w)
+
+
+def test_batch_iterator_items_are_guarded():
+    """A later item of another dtype or shape recompiles instead of reusing the graph."""
+
+    def step(it):
+        return next(it) * 2
+
+    data = [torch.ones(2), torch.ones(2), torch.ones(3), torch.ones(2, dtype=torch.int64)]
+    dynamo.reset()
+    compiled = dynamo.optimize("eager")(step)
+    it = iter(data)
+    got = [compiled(it) for _ in range(4)]
+    assert all(torch.equal(g, d * 2) and g.dtype == d.dtype for g, d in zip(got, data))
+
+
+def test_batch_iterator_list_reached_twice_matches_eager():
+    """The list behind the iterator also reached as an argument: read live (no `Peek`)."""
+
+    def step(it, lst):
+        x = next(it)
+        lst.append(x + 1)
+        return next(it) + x
+
+    def run(f):
+        data = [torch.ones(2), torch.ones(2) * 2]
+        it = iter(data)
+        r = f(it, data)
+        return r, len(data), next(it, None)
+
+    eager = run(step)
+    dynamo.reset()
+    compiled = run(dynamo.optimize("eager")(step))
+    assert torch.equal(eager[0], compiled[0]) and eager[1] == compiled[1]
+    assert (eager[2] is None) == (compiled[2] is None)
+    if eager[2] is not None:
+        assert torch.equal(eager[2], compiled[2])

@@ -370,10 +370,28 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         // function): it reads that list live, as CPython's does.
         let (seq, pos) = crate::guards::iterator_state(value)?;
         if pos != usize::MAX && !og.lists_by_ptr.contains_key(&(seq.as_ptr() as usize)) && seq.is_instance_of::<PyList>() {
-            // The list is not otherwise reachable: wrap it through the iterator itself.
-            wrap(py, og, &seq, Arc::new(Source::IterSeq { base: source.clone() }))?;
-        }
-        if let Some((seq_source, list)) = og.lists_by_ptr.get(&(seq.as_ptr() as usize)).cloned() {
+            // Note [items of iterators from outside the frame]: the list is not otherwise
+            // reachable, so only the items the trace takes are read (a `Peek` iterator, or
+            // lazy constants below). Registered as a list whose items the frame does not read:
+            // reaching it again through another path is a graph break (that path could mutate
+            // or read it behind the iterator's back).
+            let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(Arc::new(Source::IterSeq { base: source.clone() })), append_only: true }));
+            og.lists_by_ptr.insert(seq.as_ptr() as usize, (Arc::new(Source::IterSeq { base: source.clone() }), state));
+            let rest = crate::guards::iterator_remaining(value)?;
+            if !rest.iter().all(|i| is_literal(py, &i)) && rest.len() <= 10_000 {
+                og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
+                let items = rest.iter().map(|i| i.unbind()).collect();
+                let v = external(og, &source, crate::symbolic::variables::IteratorState::of(crate::symbolic::variables::IterKind::Peek { items, base: source.clone() }));
+                if let Some(e) = og.side_effects.external_iters.last_mut() {
+                    e.literal_items = true;
+                }
+                return Ok(v);
+            }
+        } else if let Some((seq_source, list)) = og.lists_by_ptr.get(&(seq.as_ptr() as usize)).cloned() {
+            if list.borrow().append_only {
+                // Its tracker holds only what the trace appended, not the items the iterator walks.
+                graph_break!(UntracedValue, "an iterator over a list whose items the frame does not read ({source})");
+            }
             if pos != usize::MAX {
                 og.add_guard(Some(source.clone()), GuardKind::IteratorOver { seq: seq_source, pos });
                 let mut it = crate::symbolic::variables::IteratorState::over_list(list);
@@ -427,6 +445,16 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         // it (`ITERATOR_LEN`, added in `OutputGraph::add_iterator_guards`). A loop variable that
         // is only passed along then costs no recompile per iteration.
         let rest = crate::guards::iterator_remaining(value)?;
+        if tn == "tuple_iterator" && !rest.iter().all(|i| is_literal(py, &i)) && rest.len() <= 10_000 {
+            // A tuple cannot change: its items are read only as the trace takes them (`Peek`).
+            og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
+            let items = rest.iter().map(|i| i.unbind()).collect();
+            let v = external(og, &source, crate::symbolic::variables::IteratorState::of(crate::symbolic::variables::IterKind::Peek { items, base: source.clone() }));
+            if let Some(e) = og.side_effects.external_iters.last_mut() {
+                e.literal_items = true;
+            }
+            return Ok(v);
+        }
         if !rest.iter().all(|i| is_literal(py, &i)) || rest.len() > 10_000 {
             graph_break!(UntracedValue, "iterator over non-literal items ({source})");
         }

@@ -872,6 +872,8 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     IterKind::Accumulate { .. } | IterKind::ZipLongest { .. } | IterKind::Starmap { .. } | IterKind::TakeWhile { .. }
                     | IterKind::DropWhile { .. } | IterKind::FilterFalse { .. } | IterKind::Pairwise { .. } | IterKind::Count { .. }
                     | IterKind::Cycle { .. } | IterKind::Repeat { .. } | IterKind::Compress { .. } => {}
+                    // Only ever an iterator from outside the frame (reloaded from its source).
+                    IterKind::Peek { .. } => {}
                     IterKind::DictReversed { dict, .. } => visit(py, &VT::Dict(dict.clone()), seen),
                 }
             }
@@ -1182,7 +1184,7 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
         // that must outlive the graph is a clean break.
         IterKind::Accumulate { .. } | IterKind::ZipLongest { .. } | IterKind::Starmap { .. } | IterKind::TakeWhile { .. }
         | IterKind::DropWhile { .. } | IterKind::FilterFalse { .. } | IterKind::Pairwise { .. } | IterKind::Count { .. }
-        | IterKind::Cycle { .. } | IterKind::Repeat { .. } | IterKind::Compress { .. } | IterKind::DictReversed { .. } => {
+        | IterKind::Cycle { .. } | IterKind::Repeat { .. } | IterKind::Compress { .. } | IterKind::DictReversed { .. } | IterKind::Peek { .. } => {
             graph_break!(UnreconstructableValue, "a lazy iterator ({}) that outlives the graph (returned, or live across a graph break)", iter_kind_name(&it.kind))
         }
     })
@@ -1202,6 +1204,7 @@ fn iter_kind_name(kind: &IterKind) -> &'static str {
         IterKind::Cycle { .. } => "cycle",
         IterKind::Repeat { .. } => "repeat",
         IterKind::Compress { .. } => "compress",
+        IterKind::Peek { .. } => "iterator from outside the frame",
         IterKind::DictReversed { .. } => "reversed dict",
         _ => "iterator",
     }

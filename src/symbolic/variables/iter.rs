@@ -91,6 +91,12 @@ pub enum IterKind {
     /// `itertools.repeat(item, times)` (`repeat_next`): `item`, `remaining` more times
     /// (without end for `None`).
     Repeat { item: VariableTracker, remaining: Option<usize> },
+    /// A tuple or list iterator passed into the frame whose items are not literals (Note [items
+    /// of iterators from outside the frame] in `builder.rs`): `items` are what it had left when
+    /// the frame started, and item `pos` is wrapped only when a step takes it, read through
+    /// `Source::IterItem { base, index: pos }` (`IterRequest::WrapItem`), so a call that takes
+    /// one tensor from it guards and lifts that one tensor, not the position or the rest.
+    Peek { items: Vec<Py<PyAny>>, base: Arc<crate::source::Source> },
     /// `itertools.compress(data, selectors)` (`compress_next`): items of `data` whose paired
     /// selector is true, stopping when either runs out.
     Compress { data: Rc<RefCell<IteratorState>>, selectors: Rc<RefCell<IteratorState>> },
@@ -110,6 +116,8 @@ pub enum IterRequest<'a> {
     Add(VariableTracker, VariableTracker),
     /// `tuple(v)` (an iterable unpacked), answered as a `Tuple` tracker of its items.
     Items(VariableTracker),
+    /// The tracker of `value`, read through `source` (wrapped and guarded as an argument).
+    WrapItem(Py<PyAny>, Arc<crate::source::Source>),
 }
 
 /// The suspended frame of a generator being traced (`IterKind::Generator`).
@@ -181,6 +189,13 @@ impl IteratorState {
         }
         let item = match &mut self.kind {
             IterKind::Items(items) => items.get(self.pos).cloned(),
+            IterKind::Peek { items, base } => match items.get(self.pos) {
+                Some(v) => {
+                    let source = Arc::new(crate::source::Source::IterItem { base: base.clone(), index: self.pos });
+                    resume(IterRequest::WrapItem(v.clone_ref(py), source))?
+                }
+                None => None,
+            },
             IterKind::List(l) => l.borrow().items.get(self.pos).cloned(),
             IterKind::ListReversed { list, index } => {
                 let l = list.borrow();
@@ -553,6 +568,7 @@ impl<'a> InstructionTranslator<'a> {
                 IterRequest::MakeIter(v) => self.make_iter(py, v).map(|i| Some(VT::Iterator(i))),
                 IterRequest::Add(a, b) => self.binary(py, "add", a, b).map(Some),
                 IterRequest::Items(v) => self.iter_items(py, &v).map(|items| Some(VT::Tuple(Rc::new(items)))),
+                IterRequest::WrapItem(v, source) => wrap(py, self.og, v.bind(py), source).map(Some),
             };
             r.map_err(IterError::Unsupported)
         };
