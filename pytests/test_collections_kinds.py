@@ -216,3 +216,129 @@ def test_batch_iterator_list_reached_twice_matches_eager():
     assert (eager[2] is None) == (compiled[2] is None)
     if eager[2] is not None:
         assert torch.equal(eager[2], compiled[2])
+
+
+# ----- collections.deque (Note [deques] in src/symbolic/variables/deque.rs) ---------------------
+
+deque = collections.deque
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_deque_built_in_the_frame(backend):
+    def f(x):
+        d = deque([x, x + 1], maxlen=3)
+        d.append(x * 2)
+        d.appendleft(x * 3)  # drops the rightmost (maxlen 3)
+        a = d.pop()
+        b = d.popleft()
+        d.extend([x, x - 1])  # drops from the left
+        d.extendleft([x + 5, x + 6])  # reversed, drops from the right
+        d.rotate(1)
+        d.rotate(-2)
+        d[1] = d[1] * 10
+        first, last = d[0], d[-1]
+        total = sum(v.sum() for v in d)
+        return d, a, b, len(d), first, last, d.maxlen, total, bool(d), isinstance(d, deque)
+
+    check(f, X, graphs=1, breaks=0, backend=backend)
+
+
+def test_deque_methods_and_protocol():
+    def f(x):
+        d = deque()
+        e = deque(range(5), 2)
+        u = deque("abc", maxlen=None)
+        d.append(1)
+        d.append(2)
+        d.insert(1, 7)
+        d.remove(1)
+        d.reverse()
+        c = d.copy()
+        c.append(9)
+        z = deque(maxlen=0)
+        z.append(x)
+        g = deque([3, 1, 3])
+        out = (
+            2 in d, 5 in d, list(d), [i * x for i in d], d.count(2), g.index(3), g.index(3, 1), g.count(3),
+            d == deque([2, 7]), d == [2, 7], d != c, e, e.maxlen, u, z, len(z), type(d) is deque,
+        )
+        d.clear()
+        return out, d, c, not d, x + 1
+
+    check(f, X, graphs=1, breaks=0)
+
+
+def test_deque_passed_in_is_mutated_as_a_side_effect():
+    def f(d, x):
+        d.append(x)
+        y = d.popleft() * 2
+        d.appendleft(y)
+        d[-1] = d[-1] + 1
+        return x + len(d), d.maxlen
+
+    check(f, deque([X, X * 2], maxlen=3), X, graphs=1, breaks=0)
+    check(f, deque([1.0, 2.0]), X, graphs=1, breaks=0)
+
+
+def test_deque_passed_in_guards_its_length_and_maxlen():
+    def f(d, x):
+        d.append(x)
+        return x * len(d)
+
+    dynamo.reset()
+    g = dynamo.optimize("eager")(f)
+    for d in (deque([1], maxlen=2), deque([1], maxlen=2), deque([1, 2], maxlen=2), deque([1], maxlen=5), deque([1])):
+        e = deque(d, maxlen=d.maxlen)
+        assert torch.equal(g(d, X), f(e, X)) and list(d)[:-1] == list(e)[:-1] and len(d) == len(e) and d.maxlen == e.maxlen
+
+
+def test_deque_errors_match_eager():
+    def pop_empty(x):
+        d = deque()
+        try:
+            d.pop()
+        except IndexError as e:
+            return str(e), x + 1
+
+    def index_out_of_range(x):
+        d = deque([x])
+        try:
+            return d[3]
+        except IndexError as e:
+            return str(e), x + 1
+
+    def mutated_while_iterated(x):
+        d = deque([1, 2, 3])
+        out = []
+        try:
+            for v in d:
+                out.append(v)
+                d.append(v)
+        except RuntimeError as e:
+            return str(e), out, x + 1
+
+    def slice_index(x):
+        d = deque([x])
+        try:
+            return d[0:1]
+        except TypeError as e:
+            return str(e), x + 1
+
+    for f in (pop_empty, index_out_of_range, mutated_while_iterated, slice_index):
+        check(f, X, graphs=0)
+
+
+def test_deque_returned_and_shared_keeps_identity():
+    def f(x):
+        d = deque([x + 1], maxlen=4)
+        it = iter(d)
+        next(it)
+        return d, [d, d], d.maxlen
+
+    def g(x):
+        d, pair, m = f(x)
+        return pair[0] is d and pair[1] is d, type(d), d.maxlen, m
+
+    check(f, X, graphs=1, breaks=0)
+    ret = check(g, X, graphs=1, breaks=0)
+    assert ret[1][0] == (bool, True)

@@ -129,6 +129,7 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(wrapped)
             }
             VT::List(_) | VT::Dict(_) | VT::Set(_) => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
+            VT::Deque(_) => self.deque_attr(py, obj, name),
             // `torch.Size.numel` of a symbolic size: the product of its items, a graph value.
             VT::NamedTuple { .. } if name == "numel" && is_symbolic_size(py, self.og, obj) => {
                 Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() })
@@ -316,6 +317,9 @@ impl<'a> InstructionTranslator<'a> {
                 None => graph_break!(UnsupportedOperation, "del on {}", obj.describe(py)),
             };
         }
+        if let VT::Deque(l) = obj {
+            return self.deque_setitem(py, l, &idx, None);
+        }
         let k = idx.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "del with a non-constant index"))?;
         match obj {
             VT::List(l) => {
@@ -362,7 +366,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::Tensor(_) => graph_break!(DataDependentBranch, "branch on the value of a tensor"),
             VT::Tuple(items) | VT::NamedTuple { items, .. } => !items.is_empty(),
-            VT::List(l) => !l.borrow().items.is_empty(),
+            VT::List(l) | VT::Deque(l) => !l.borrow().items.is_empty(),
             VT::Dict(d) | VT::DictView { dict: d, .. } => !d.borrow().items.is_empty(),
             VT::Null => graph_break!(InternalInconsistency, "truth of NULL"),
             VT::Module { obj, .. } => {
@@ -418,7 +422,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Class(o) | VT::Builtin(o) | VT::TorchFunction(o) => return Ok(real(o)),
             VT::Constant(c) => c.as_ptr() as usize,
             VT::UserObject(o) => Rc::as_ptr(o) as *const () as usize,
-            VT::List(l) => Rc::as_ptr(l) as *const () as usize,
+            VT::List(l) | VT::Deque(l) => Rc::as_ptr(l) as *const () as usize,
             VT::Dict(d) => Rc::as_ptr(d) as *const () as usize,
             VT::Set(s) => Rc::as_ptr(s) as *const () as usize,
             VT::Tuple(t) => Rc::as_ptr(t) as *const () as usize,
@@ -494,7 +498,7 @@ impl<'a> InstructionTranslator<'a> {
             // Inputs the builder gave separate trackers (tensors, lists, dicts from the frame).
             let input_source = |v: &VT| match v {
                 VT::Tensor(t) => t.source.clone(),
-                VT::List(l) => l.borrow().source.clone(),
+                VT::List(l) | VT::Deque(l) => l.borrow().source.clone(),
                 VT::Dict(d) => d.borrow().source.clone(),
                 _ => None,
             };
@@ -527,14 +531,14 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Class(x), VT::Class(y)) | (VT::TorchFunction(x), VT::TorchFunction(y)) | (VT::Builtin(x), VT::Builtin(y)) => x.bind(py).is(y.bind(py)),
             (VT::Constant(c), _) | (_, VT::Constant(c)) if c.bind(py).is_none() => false,
             (VT::Constant(_), _) | (_, VT::Constant(_)) => false,
-            (VT::List(x), VT::List(y)) => Rc::ptr_eq(x, y),
+            (VT::List(x), VT::List(y)) | (VT::Deque(x), VT::Deque(y)) => Rc::ptr_eq(x, y),
             (VT::Dict(x), VT::Dict(y)) => Rc::ptr_eq(x, y),
             (VT::Partial(x), VT::Partial(y)) => Rc::ptr_eq(x, y) || matches!((&x.obj, &y.obj), (Some(p), Some(q)) if p.is(q)),
             (VT::Partial(_), _) | (_, VT::Partial(_)) => false,
             (VT::UserObject(x), VT::UserObject(y)) => Rc::ptr_eq(x, y),
             // A new object is none of the objects that existed before it.
             (VT::UserObject(_), _) | (_, VT::UserObject(_)) => false,
-            (VT::List(l), _) | (_, VT::List(l)) if l.borrow().source.is_none() => false,
+            (VT::List(l) | VT::Deque(l), _) | (_, VT::List(l) | VT::Deque(l)) if l.borrow().source.is_none() => false,
             (VT::Dict(d), _) | (_, VT::Dict(d)) if d.borrow().source.is_none() => false,
             (VT::NestedFunction(x), VT::NestedFunction(y)) => Rc::ptr_eq(x, y),
             (VT::NestedFunction(_), _) | (_, VT::NestedFunction(_)) => false,
@@ -594,7 +598,7 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 Ok(false)
             }
-            (VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::DictView { .. }, Some(k)) => {
+            (VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Deque(_) | VT::DictView { .. }, Some(k)) => {
                 for v in self.iter_items(py, container)? {
                     match v.as_constant(py) {
                         Some(c) if c.eq(&k)? => return Ok(true),
@@ -860,6 +864,9 @@ impl<'a> InstructionTranslator<'a> {
     /// (Objects/dictobject.c, `dict_equal`); other objects by identity only when their type keeps
     /// `object.__eq__`. Anything else (a tensor item, a user `__eq__`) is not decided here.
     pub(crate) fn equal(&mut self, py: Python<'_>, a: &VT, b: &VT) -> VResult<bool> {
+        if matches!(a, VT::Deque(_)) || matches!(b, VT::Deque(_)) {
+            return self.deque_eq(py, a, b);
+        }
         match (a, b) {
             (VT::Tensor(x), VT::Tensor(y)) if x.node == y.node => return Ok(true),
             (VT::Tensor(_), _) | (_, VT::Tensor(_)) => graph_break!(DataDependentBranch, "truth of a tensor comparison inside a container comparison"),
@@ -952,6 +959,10 @@ impl<'a> InstructionTranslator<'a> {
                 Some(i) => Ok(VT::constant(c.bind(py).get_item(i)?.unbind())),
                 None => graph_break!(UnsupportedOperation, "constant indexed by {}", idx.describe(py)),
             },
+            VT::Deque(l) => {
+                let k = self.deque_index(py, l, idx)?;
+                Ok(l.borrow().items[k].clone())
+            }
             VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) => {
                 let items = self.unpack(py, obj)?;
                 let i = idx.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "sequence index is not a constant"))?;
@@ -1073,6 +1084,7 @@ impl<'a> InstructionTranslator<'a> {
                 self.og.call(py, Some(&f), None, &[obj.clone(), idx, v], &[])?;
                 Ok(())
             }
+            VT::Deque(l) => self.deque_setitem(py, l, &idx, Some(v)),
             VT::List(lst) => {
                 let k: i64 = idx.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "list index"))?.extract()?;
                 let mut l = lst.borrow_mut();
@@ -1113,7 +1125,7 @@ impl<'a> InstructionTranslator<'a> {
     pub fn unpack(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<VT>> {
         Ok(match v {
             VT::Tuple(items) | VT::NamedTuple { items, .. } => items.as_ref().clone(),
-            VT::List(l) => l.borrow().items.clone(),
+            VT::List(l) | VT::Deque(l) => l.borrow().items.clone(),
             VT::Iterator(it) => self.drain_iter(py, it)?,
             _ => self.iter_items(py, v)?,
         })
@@ -1136,6 +1148,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::NamedTuple { cls, .. } => Some(cls.clone_ref(py)),
             VT::Tuple(_) => Some(py.get_type::<PyTuple>().into_any().unbind()),
             VT::List(_) => Some(py.get_type::<PyList>().into_any().unbind()),
+            VT::Deque(_) => Some(py.import("collections")?.getattr("deque")?.unbind()),
             VT::Dict(_) => Some(py.get_type::<PyDict>().into_any().unbind()),
             VT::DictView { view, .. } => Some(PyDict::new(py).call_method0(view.method())?.get_type().into_any().unbind()),
             VT::Partial(_) => Some(crate::symbolic::variables::functions::partial_type(py)?.unbind()),
@@ -1309,6 +1322,7 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 Ok(VT::NamedTuple { cls: c.clone(), items: Rc::new(items) })
             }
+            VT::Class(c) if c.bind(py).is(py.import("collections")?.getattr("deque")?) => self.construct_deque(py, args, kwargs),
             VT::Class(c) if self.is_trackable_class(py, c.bind(py))? => {
                 let c = c.clone();
                 self.construct_user_object(py, &c, args, kwargs)

@@ -25,6 +25,10 @@ pub enum IterKind {
     Items(Vec<VariableTracker>),
     /// `listiterator` (Objects/listobject.c, `listiter_next`): item `pos` of the live list.
     List(Rc<RefCell<ListState>>),
+    /// `_deque_iterator` (Modules/_collectionsmodule.c, `dequeiter_next`): item `pos` of the
+    /// live deque while its `state` is still `state`; otherwise `RuntimeError: deque mutated
+    /// during iteration` (Note [deques]).
+    Deque { list: Rc<RefCell<ListState>>, state: u64 },
     /// `list_reverseiterator` (`listreviter_next`): item `index` while `0 <= index < len`,
     /// counting down; exhausted for good otherwise.
     ListReversed { list: Rc<RefCell<ListState>>, index: i64 },
@@ -197,6 +201,13 @@ impl IteratorState {
                 None => None,
             },
             IterKind::List(l) => l.borrow().items.get(self.pos).cloned(),
+            IterKind::Deque { list, state } => {
+                let l = list.borrow();
+                if l.deque.map(|d| d.state) != Some(*state) {
+                    return Err(IterError::Unsupported(crate::symbolic::Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::RaisesException, "RuntimeError: deque mutated during iteration")));
+                }
+                l.items.get(self.pos).cloned()
+            }
             IterKind::ListReversed { list, index } => {
                 let l = list.borrow();
                 if *index >= 0 && (*index as usize) < l.items.len() {
@@ -638,6 +649,10 @@ impl<'a> InstructionTranslator<'a> {
         let state = match v {
             VT::Iterator(it) => return Ok(it.clone()),
             VT::List(l) => IteratorState::over_list(l.clone()),
+            VT::Deque(l) => {
+                let state = l.borrow().deque.map(|d| d.state).unwrap_or(0);
+                IteratorState::of(IterKind::Deque { list: l.clone(), state })
+            }
             VT::Dict(d) => IteratorState::over_dict(d.clone(), DictView::Keys),
             VT::DictView { dict, view } => IteratorState::over_dict(dict.clone(), *view),
             other => IteratorState::over(self.iter_items(py, other)?),
@@ -692,7 +707,7 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 out
             }
-            VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Iterator(_) => self.unpack(py, v)?,
+            VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Deque(_) | VT::Iterator(_) => self.unpack(py, v)?,
             VT::Dict(_) | VT::DictView { .. } => {
                 let it = self.make_iter(py, v)?;
                 self.drain_iter(py, &it)?

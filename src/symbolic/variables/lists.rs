@@ -38,6 +38,8 @@ pub struct ListState {
     /// items at entry are not read (no length guard, nothing wrapped): `items` holds only what
     /// the trace appended, and the replay is `list.extend(target, items)`.
     pub append_only: bool,
+    /// Set for a `collections.deque` (`VT::Deque`): its `maxlen` and mutation state.
+    pub deque: Option<crate::symbolic::variables::deque::DequeInfo>,
 }
 
 /// Whether `cls` is a tuple subclass with named fields whose instances behave exactly as tuples
@@ -192,6 +194,9 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     pub(crate) fn call_container_method(&mut self, py: Python<'_>, container: &VT, name: &str, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        if let VT::Deque(l) = container {
+            return self.call_deque_method(py, l, name, args, kwargs);
+        }
         if let (VT::NamedTuple { cls, items }, "_replace" | "_asdict" | "_make") = (container, name) {
             return self.namedtuple_method_call(py, cls, items, name, args, kwargs);
         }
@@ -427,7 +432,7 @@ pub fn make_tuple(py: Python<'_>, items: Vec<VT>) -> VResult<VT> {
 }
 
 pub fn new_list(items: Vec<VT>) -> VT {
-    VT::List(Rc::new(RefCell::new(ListState { entry_len: items.len(), items, source: None, append_only: false })))
+    VT::List(Rc::new(RefCell::new(ListState { entry_len: items.len(), items, source: None, append_only: false, deque: None })))
 }
 
 pub(crate) fn is_seq(v: &VT) -> bool {

@@ -169,7 +169,7 @@ impl UserObject {
 /// state; tensors by graph node; modules and constants by identity).
 pub fn same_object(py: Python<'_>, a: &VT, b: &VT) -> bool {
     match (a, b) {
-        (VT::List(x), VT::List(y)) => Rc::ptr_eq(x, y),
+        (VT::List(x), VT::List(y)) | (VT::Deque(x), VT::Deque(y)) => Rc::ptr_eq(x, y),
         (VT::Dict(x), VT::Dict(y)) => Rc::ptr_eq(x, y),
         (VT::Set(x), VT::Set(y)) => Rc::ptr_eq(x, y),
         (VT::Iterator(x), VT::Iterator(y)) => Rc::ptr_eq(x, y),
