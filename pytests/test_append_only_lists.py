@@ -109,3 +109,29 @@ def test_an_append_only_list_that_is_also_another_argument(backend, order):
     torch.testing.assert_close(got, want)
     assert len(mine) == len(theirs) == 2
     torch.testing.assert_close(mine, theirs)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_iterator_over_an_append_only_list_sees_its_items_and_appends(backend):
+    # The list is wrapped first as append-only; the iterator reaches it again and reads it
+    # live, as CPython's list iterator does (it yields what was appended before it got there).
+    def f(acc, it, x):
+        acc.append(x * 2)
+        return list(it)
+
+    def make():
+        acc = [torch.zeros(2), torch.ones(2)]
+        it = iter(acc)
+        next(it)
+        return acc, it
+
+    dynamo.reset()
+    acc_e, it_e = make()
+    want = f(acc_e, it_e, torch.ones(2))
+    acc_c, it_c = make()
+    got = dynamo.optimize(backend)(f)(acc_c, it_c, torch.ones(2))
+    assert len(got) == len(want) == 2
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(acc_c, acc_e)
+    assert list(it_c) == list(it_e) == []
+    assert dynamo.counters()["graph_breaks"] == 0

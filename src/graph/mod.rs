@@ -389,7 +389,57 @@ impl fmt::Display for Graph {
 
 #[cfg(test)]
 mod tests {
-    use super::is_inplace_op;
+    use super::{is_inplace_op, Arg, Graph, NodeId, Op, PyRef};
+
+    fn call(g: &mut Graph, name: &str, args: Vec<Arg>, kwargs: Vec<(&str, Arg)>) -> NodeId {
+        let kwargs = kwargs.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        g.add(name.rsplit('.').next().unwrap().to_string(), Op::CallFunction { target: PyRef(0), name: name.into() }, args, kwargs, None)
+    }
+
+    fn input(g: &mut Graph, name: &str) -> NodeId {
+        g.add(name.into(), Op::Placeholder { source: format!("L['{name}']") }, vec![], vec![], None)
+    }
+
+    fn flag(v: bool) -> Arg {
+        Arg::Const(PyRef(1), if v { "True" } else { "False" }.into())
+    }
+
+    #[test]
+    fn written_inputs_follow_each_ops_semantics() {
+        let mut g = Graph::default();
+        let x = input(&mut g, "x");
+        let mean = input(&mut g, "mean");
+        let var = input(&mut g, "var");
+        let out = input(&mut g, "out");
+        let a = input(&mut g, "a");
+        let b = input(&mut g, "b");
+        // F.batch_norm(x, mean, var, training=False) reads its statistics; training=True writes them.
+        call(&mut g, "torch.nn.functional.batch_norm", vec![Arg::Node(x), Arg::Node(mean), Arg::Node(var)], vec![("training", flag(false))]);
+        assert_eq!(g.mutated_inputs(), Vec::<usize>::new());
+        call(&mut g, "torch.nn.functional.batch_norm", vec![Arg::Node(x), Arg::Node(mean), Arg::Node(var)], vec![("training", flag(true))]);
+        assert_eq!(g.mutated_inputs(), vec![1, 2]);
+        // `out=` writes the out tensor, not the first argument.
+        call(&mut g, "torch.add", vec![Arg::Node(x), Arg::Node(x)], vec![("out", Arg::Node(out))]);
+        assert_eq!(g.mutated_inputs(), vec![1, 2, 3]);
+        // An in-place foreach op writes every tensor of its list.
+        call(&mut g, "torch._foreach_add_", vec![Arg::List(vec![Arg::Node(a), Arg::Node(b)]), Arg::Const(PyRef(2), "1.0".into())], vec![]);
+        assert_eq!(g.mutated_inputs(), vec![1, 2, 3, 4, 5]);
+        assert!(!g.uses_rng());
+    }
+
+    #[test]
+    fn random_ops_are_found_by_name() {
+        for name in ["torch.rand", "torch.randn_like", "torch.nn.functional.dropout", "torch.bernoulli", "torch.Tensor.uniform_", "torch.multinomial"] {
+            let mut g = Graph::default();
+            let x = input(&mut g, "x");
+            call(&mut g, name, vec![Arg::Node(x)], vec![]);
+            assert!(g.uses_rng(), "{name}");
+        }
+        let mut g = Graph::default();
+        let x = input(&mut g, "x");
+        call(&mut g, "torch.nn.functional.normalize", vec![Arg::Node(x)], vec![]);
+        assert!(!g.uses_rng());
+    }
 
     #[test]
     fn inplace_ops_by_name() {

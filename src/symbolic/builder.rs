@@ -19,6 +19,30 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
+/// Note [append-only lists]: a list first wrapped as one the frame only appends to, reached
+/// again another way (another argument that is the same list, an iterator over it), may now
+/// have its items read: wrap them as a plain list from the frame would be (LENGTH_CHECK, each
+/// item through `[i]`), in the same tracker, ahead of what the trace appended so far. `value` is
+/// the list itself (the trace has not changed it: writes are replayed after the graph).
+fn realize_append_only(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, state: &Rc<RefCell<ListState>>) -> VResult<()> {
+    let source = {
+        let mut st = state.borrow_mut();
+        if !st.append_only {
+            return Ok(());
+        }
+        st.append_only = false;
+        st.source.clone().expect("an append-only list comes from the frame")
+    };
+    let l = value.cast::<PyList>().map_err(|e| crate::symbolic::Unsupported::new(e.to_string()))?;
+    og.add_guard(Some(source.clone()), GuardKind::LenMatch(l.len()));
+    let entry = l.iter().enumerate().map(|(i, item)| wrap(py, og, &item, source.item(ItemKey::Int(i as i64)))).collect::<VResult<Vec<_>>>()?;
+    let mut st = state.borrow_mut();
+    st.entry_len = entry.len();
+    let appended = std::mem::replace(&mut st.items, entry);
+    st.items.extend(appended);
+    Ok(())
+}
+
 /// Is `v` an immutable literal we treat as a constant (None, bool, int, float, complex, str,
 /// bytes, Ellipsis, slice of literals, torch.dtype/device/Size/layout/memory_format, or a tuple
 /// of literals)?
@@ -396,10 +420,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
                 return Ok(v);
             }
         } else if let Some((seq_source, list)) = og.lists_by_ptr.get(&(seq.as_ptr() as usize)).cloned() {
-            if list.borrow().append_only {
-                // Its tracker holds only what the trace appended, not the items the iterator walks.
-                graph_break!(UntracedValue, "an iterator over a list whose items the frame does not read ({source})");
-            }
+            realize_append_only(py, og, &seq, &list)?;
             if pos != usize::MAX {
                 og.add_guard(Some(source.clone()), GuardKind::IteratorOver { seq: seq_source, pos });
                 let mut it = crate::symbolic::variables::IteratorState::over_list(list);
@@ -503,9 +524,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
     if let Some((first, state)) = og.lists_by_ptr.get(&(value.as_ptr() as usize)).cloned() {
         // One tracker per list object, so that a mutation through one path is seen through the
         // other; the guard keeps the two paths one object.
-        if first != source && state.borrow().append_only {
-            graph_break!(UntracedValue, "a list the frame only appends to, reached again as {source}");
-        }
+        realize_append_only(py, og, value, &state)?;
         if first != source {
             og.add_guard(Some(source), GuardKind::AliasOf(first));
         }

@@ -24,8 +24,10 @@ use crate::symbolic::variables::dicts::{dict_set, DictView};
 // as `LOAD_FAST x; LOAD_METHOD append` (`CodeInfo::append_only_slots`) cannot have its length
 // or items observed by the frame, so it is wrapped without reading them: the tracker holds what
 // the trace appended, and the replay after the graph is `list.extend(target, appended)`. The
-// TYPE_MATCH guard stays (`append` must be `list.append`). Reached again through another source,
-// it is a graph break (the other path could read the items the tracker does not hold).
+// TYPE_MATCH guard stays (`append` must be `list.append`). Reached again another way (a second
+// argument that is the same list, an iterator over it), the other path may read its items: the
+// tracker is then filled as a plain list from the frame would be (`builder::realize_append_only`:
+// LENGTH_CHECK, the entry items ahead of the appended ones) and replayed as `target[:] = items`.
 
 /// A mutable list created or read during tracing.
 pub struct ListState {
