@@ -342,3 +342,62 @@ def test_deque_returned_and_shared_keeps_identity():
     check(f, X, graphs=1, breaks=0)
     ret = check(g, X, graphs=1, breaks=0)
     assert ret[1][0] == (bool, True)
+
+
+# ----- itertools.groupby and itertools.tee ------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_groupby_runs_and_stale_groups(backend):
+    def f(x):
+        runs = [(k, list(g)) for k, g in itertools.groupby([1, 1, 2, 3, 3, 1])]
+        keyed = [(k, [v * x for v in g]) for k, g in itertools.groupby(range(7), key=lambda v: v // 3)]
+        # A group left behind when the groupby moves on is exhausted (`_grouper_next`).
+        gb = itertools.groupby("aabbc")
+        k1, g1 = next(gb)
+        k2, g2 = next(gb)
+        stale = list(g1)
+        half = next(g2)
+        rest = [(k, list(g)) for k, g in gb]
+        empty = list(itertools.groupby([]))
+        return runs, keyed, k1, k2, stale, half, list(g2), rest, empty, x + 1
+
+    check(f, X, graphs=1, breaks=0, backend=backend)
+
+
+def test_groupby_of_tensors_by_a_traced_key():
+    def f(x):
+        items = [x, x + 1, x * 0, x - 5]
+        return [(k, torch.stack(list(g)).sum(0)) for k, g in itertools.groupby(items, key=lambda t: t.shape[0] > 2)]
+
+    check(f, X, graphs=1, breaks=0)
+
+
+def test_tee_shares_what_was_taken():
+    def f(x):
+        a, b = itertools.tee([x, x + 1, x + 2])
+        first = next(a)
+        both = list(zip(a, b))
+        c, d, e = itertools.tee(iter([1, 2, 3]), 3)
+        next(c)
+        f1, f2 = itertools.tee(c)  # a tee of a tee: `c` itself and a copy at its position
+        gen = (v * 2 for v in [x, x])
+        g1, g2 = itertools.tee(gen)
+        n1 = next(f1)
+        rest_of_c = list(c)  # `f1` is `c`: what `f1` took is gone from `c`
+        return first, both, list(d), list(e), n1, rest_of_c, list(f2), list(f1), list(g2), list(g1), itertools.tee([1], 0), x + 1
+
+    check(f, X, graphs=1, breaks=0)
+
+
+def test_deque_special_methods_by_name():
+    def f(x):
+        d = deque([x, x + 1], maxlen=3)
+        d.__iadd__([x * 2, x * 3])
+        d.__setitem__(0, x - 1)
+        n = d.__len__()
+        first = d.__getitem__(0)
+        d.__delitem__(1)
+        return d, n, first, deque([1, 2]).__contains__(2), list(d.__iter__())
+
+    check(f, X, graphs=1, breaks=0)

@@ -889,7 +889,8 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     // Not rebuilt (`rebuild_iter` refuses them).
                     IterKind::Accumulate { .. } | IterKind::ZipLongest { .. } | IterKind::Starmap { .. } | IterKind::TakeWhile { .. }
                     | IterKind::DropWhile { .. } | IterKind::FilterFalse { .. } | IterKind::Pairwise { .. } | IterKind::Count { .. }
-                    | IterKind::Cycle { .. } | IterKind::Repeat { .. } | IterKind::Compress { .. } => {}
+                    | IterKind::Cycle { .. } | IterKind::Repeat { .. } | IterKind::Compress { .. }
+                    | IterKind::GroupBy(_) | IterKind::Grouper { .. } | IterKind::Tee { .. } => {}
                     // Only ever an iterator from outside the frame (reloaded from its source).
                     IterKind::Peek { .. } => {}
                     IterKind::DictReversed { dict, .. } => visit(py, &VT::Dict(dict.clone()), seen),
@@ -1215,7 +1216,8 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
         // that must outlive the graph is a clean break.
         IterKind::Accumulate { .. } | IterKind::ZipLongest { .. } | IterKind::Starmap { .. } | IterKind::TakeWhile { .. }
         | IterKind::DropWhile { .. } | IterKind::FilterFalse { .. } | IterKind::Pairwise { .. } | IterKind::Count { .. }
-        | IterKind::Cycle { .. } | IterKind::Repeat { .. } | IterKind::Compress { .. } | IterKind::DictReversed { .. } | IterKind::Peek { .. } => {
+        | IterKind::Cycle { .. } | IterKind::Repeat { .. } | IterKind::Compress { .. } | IterKind::DictReversed { .. } | IterKind::Peek { .. }
+        | IterKind::GroupBy(_) | IterKind::Grouper { .. } | IterKind::Tee { .. } => {
             graph_break!(UnreconstructableValue, "a lazy iterator ({}) that outlives the graph (returned, or live across a graph break)", iter_kind_name(&it.kind))
         }
     })
@@ -1235,6 +1237,9 @@ fn iter_kind_name(kind: &IterKind) -> &'static str {
         IterKind::Cycle { .. } => "cycle",
         IterKind::Repeat { .. } => "repeat",
         IterKind::Compress { .. } => "compress",
+        IterKind::GroupBy(_) => "groupby",
+        IterKind::Grouper { .. } => "groupby group",
+        IterKind::Tee { .. } => "tee",
         IterKind::Peek { .. } => "iterator from outside the frame",
         IterKind::DictReversed { .. } => "reversed dict",
         _ => "iterator",

@@ -351,6 +351,9 @@ impl<'a> InstructionTranslator<'a> {
             let func = crate::symbolic::builder::wrap(py, self.og, &f, std::sync::Arc::new(crate::source::Source::Module { name: "dynamo._polyfills".into() }).attr("count_elements"))?;
             return self.call(py, &func, args, vec![]);
         }
+        if let Some(t) = self.itertools_tee(py, b, &args, &kwargs)? {
+            return Ok(t);
+        }
         if let Some(it) = self.lazy_iterator(py, b, &args, &kwargs)? {
             return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(it)))));
         }

@@ -123,7 +123,9 @@ impl<'a> InstructionTranslator<'a> {
                 None => VT::none(py),
             });
         }
-        if DEQUE_METHODS.contains(&name) {
+        // The special methods behind the syntax, called by name (`d.__len__()`), take the
+        // syntax's path (`call_container_method`).
+        if DEQUE_METHODS.contains(&name) || matches!(name, "__len__" | "__iter__" | "__contains__" | "__getitem__" | "__setitem__" | "__delitem__" | "__iadd__") {
             return Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() });
         }
         graph_break!(UnsupportedOperation, "attribute {name} of a deque")

@@ -101,9 +101,55 @@ pub enum IterKind {
     /// `Source::IterItem { base, index: pos }` (`IterRequest::WrapItem`), so a call that takes
     /// one tensor from it guards and lifts that one tensor, not the position or the rest.
     Peek { items: Vec<Py<PyAny>>, base: Arc<crate::source::Source> },
+    /// `itertools.groupby(inner, key)` (`groupby_next`): `(key, grouper)` for each run of items
+    /// with equal keys; the state is shared with the groupers it made.
+    GroupBy(Rc<RefCell<GroupByState>>),
+    /// A `_grouper` of a groupby (`_grouper_next`): items while the groupby's current grouper is
+    /// this one (`id`) and the current key equals `tgtkey`.
+    Grouper { state: Rc<RefCell<GroupByState>>, id: u64, tgtkey: VariableTracker },
+    /// One of the iterators `itertools.tee` made (`tee_next`): item `index` of the items taken
+    /// so far from the shared inner iterator, taking the next one when it is the furthest ahead.
+    Tee { shared: Rc<RefCell<TeeShared>>, index: usize },
     /// `itertools.compress(data, selectors)` (`compress_next`): items of `data` whose paired
     /// selector is true, stopping when either runs out.
     Compress { data: Rc<RefCell<IteratorState>>, selectors: Rc<RefCell<IteratorState>> },
+}
+
+/// The state a groupby shares with its groupers (Modules/itertoolsmodule.c, `groupbyobject`).
+pub struct GroupByState {
+    pub inner: Rc<RefCell<IteratorState>>,
+    pub key: Option<VariableTracker>,
+    pub tgtkey: Option<VariableTracker>,
+    pub currkey: Option<VariableTracker>,
+    pub currvalue: Option<VariableTracker>,
+    /// The id of the grouper made last (0: none is current).
+    pub currgrouper: u64,
+    pub next_id: u64,
+}
+
+/// The items `itertools.tee`'s iterators share (`teedataobject`).
+pub struct TeeShared {
+    pub inner: Rc<RefCell<IteratorState>>,
+    pub buffer: Vec<VariableTracker>,
+    pub exhausted: bool,
+}
+
+/// `groupby_step`: the next item of the inner iterator and its key into `currvalue` and
+/// `currkey`; false when the inner iterator is exhausted.
+fn groupby_step(py: Python<'_>, st: &mut GroupByState, resume: &mut ResumeGenerator<'_>) -> Result<bool, IterError> {
+    let Some(v) = borrow_iter(&st.inner)?.next_item(py, resume)? else { return Ok(false) };
+    let k = match &st.key {
+        Some(f) => resume(IterRequest::Call(f, vec![v.clone()]))?.ok_or_else(|| unsupported_step("groupby key gave no value"))?,
+        None => v.clone(),
+    };
+    st.currvalue = Some(v);
+    st.currkey = Some(k);
+    Ok(true)
+}
+
+/// `PyObject_RichCompareBool(a, b, Py_EQ)` through the translator.
+fn rich_eq(py: Python<'_>, a: &VariableTracker, b: &VariableTracker, resume: &mut ResumeGenerator<'_>) -> Result<bool, IterError> {
+    Ok(truthy(py, resume(IterRequest::Eq(a.clone(), b.clone()))?))
 }
 
 /// What a lazy iterator asks of the translator while it steps (calls run traced).
@@ -118,6 +164,8 @@ pub enum IterRequest<'a> {
     MakeIter(&'a VariableTracker),
     /// `a + b`.
     Add(VariableTracker, VariableTracker),
+    /// `a == b` as `PyObject_RichCompareBool` (identity first), answered as a constant bool.
+    Eq(VariableTracker, VariableTracker),
     /// `tuple(v)` (an iterable unpacked), answered as a `Tuple` tracker of its items.
     Items(VariableTracker),
     /// The tracker of `value`, read through `source` (wrapped and guarded as an argument).
@@ -534,6 +582,79 @@ impl IteratorState {
                     Some(item.clone())
                 }
             },
+            IterKind::GroupBy(state) => {
+                let state = state.clone();
+                let mut st = state.try_borrow_mut().map_err(|_| unsupported_step("a groupby stepped from inside its own step"))?;
+                st.currgrouper = 0;
+                let found = loop {
+                    match (&st.currkey, &st.tgtkey) {
+                        (None, _) => {}
+                        (Some(_), None) => break true,
+                        (Some(c), Some(t)) => {
+                            let (c, t) = (c.clone(), t.clone());
+                            if !rich_eq(py, &t, &c, resume)? {
+                                break true;
+                            }
+                        }
+                    }
+                    if !groupby_step(py, &mut st, resume)? {
+                        break false;
+                    }
+                };
+                if found {
+                    let key = st.currkey.clone().expect("a current key");
+                    st.tgtkey = Some(key.clone());
+                    st.next_id += 1;
+                    let id = st.next_id;
+                    st.currgrouper = id;
+                    drop(st);
+                    let grouper = VariableTracker::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Grouper { state: state.clone(), id, tgtkey: key.clone() }))));
+                    Some(VariableTracker::Tuple(Rc::new(vec![key, grouper])))
+                } else {
+                    None
+                }
+            }
+            IterKind::Grouper { state, id, tgtkey } => {
+                let state = state.clone();
+                let mut st = state.try_borrow_mut().map_err(|_| unsupported_step("a grouper stepped from inside its groupby's step"))?;
+                if st.currgrouper != *id {
+                    None
+                } else if st.currvalue.is_none() && !groupby_step(py, &mut st, resume)? {
+                    None
+                } else {
+                    let c = st.currkey.clone().expect("a current key");
+                    if rich_eq(py, tgtkey, &c, resume)? {
+                        st.currvalue.take()
+                    } else {
+                        None
+                    }
+                }
+            }
+            IterKind::Tee { shared, index } => {
+                let shared = shared.clone();
+                let mut sh = shared.try_borrow_mut().map_err(|_| unsupported_step("a tee stepped from inside its own step"))?;
+                if *index < sh.buffer.len() {
+                    let v = sh.buffer[*index].clone();
+                    *index += 1;
+                    Some(v)
+                } else if sh.exhausted {
+                    None
+                } else {
+                    let inner = sh.inner.clone();
+                    let taken = borrow_iter(&inner)?.next_item(py, resume)?;
+                    match taken {
+                        Some(v) => {
+                            sh.buffer.push(v.clone());
+                            *index += 1;
+                            Some(v)
+                        }
+                        None => {
+                            sh.exhausted = true;
+                            None
+                        }
+                    }
+                }
+            }
             IterKind::Compress { data, selectors } => loop {
                 let Some(v) = borrow_iter(data)?.next_item(py, resume)? else { break None };
                 let Some(s) = borrow_iter(selectors)?.next_item(py, resume)? else { break None };
@@ -578,6 +699,7 @@ impl<'a> InstructionTranslator<'a> {
                 IterRequest::Truth(v) => self.truth(py, v).map(|t| Some(const_bool(py, t))),
                 IterRequest::MakeIter(v) => self.make_iter(py, v).map(|i| Some(VT::Iterator(i))),
                 IterRequest::Add(a, b) => self.binary(py, "add", a, b).map(Some),
+                IterRequest::Eq(a, b) => (|| -> VResult<bool> { Ok(self.is_same(py, &a, &b)? || self.equal(py, &a, &b)?) })().map(|t| Some(const_bool(py, t))),
                 IterRequest::Items(v) => self.iter_items(py, &v).map(|items| Some(VT::Tuple(Rc::new(items)))),
                 IterRequest::WrapItem(v, source) => wrap(py, self.og, v.bind(py), source).map(Some),
             };
@@ -773,6 +895,42 @@ impl<'a> InstructionTranslator<'a> {
     /// traced, as CPython's `tp_iternext` does. `itertools.product` reads its arguments whole
     /// at construction (Modules/itertoolsmodule.c, `product_new`), so it is a fixed sequence.
     /// `None`: `b` is none of these, or is called with arguments not modelled.
+    /// `itertools.tee(iterable, n=2)` (`itertools_tee_impl`): `n` iterators over the items of
+    /// `iter(iterable)`, sharing what was taken (`TeeShared`); an iterable that is itself a
+    /// tee iterator is the first of them and the others are its copies (`__copy__`). `None`:
+    /// `b` is not `tee`, or `n` is not a constant non-negative int.
+    pub(crate) fn itertools_tee(&mut self, py: Python<'_>, b: &Bound<'_, PyAny>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        if !py.import("itertools")?.getattr("tee")?.is(b) || !kwargs.is_empty() || !(1..=2).contains(&args.len()) {
+            return Ok(None);
+        }
+        let n = match args.get(1) {
+            None => 2,
+            Some(v) => match v.as_constant(py).filter(|c| c.is_instance_of::<pyo3::types::PyInt>()).and_then(|c| c.extract::<i64>().ok()) {
+                Some(n) if n >= 0 => n as usize,
+                _ => return Ok(None),
+            },
+        };
+        let it = self.make_iter(py, &args[0])?;
+        let copyable = match &it.borrow().kind {
+            IterKind::Tee { shared, index } => Some((shared.clone(), *index)),
+            _ => None,
+        };
+        let mut out = Vec::with_capacity(n);
+        let (shared, index) = match copyable {
+            Some((shared, index)) => {
+                if n > 0 {
+                    out.push(VT::Iterator(it.clone()));
+                }
+                (shared, index)
+            }
+            None => (Rc::new(RefCell::new(TeeShared { inner: it, buffer: Vec::new(), exhausted: false })), 0),
+        };
+        while out.len() < n {
+            out.push(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Tee { shared: shared.clone(), index })))));
+        }
+        Ok(Some(VT::Tuple(Rc::new(out))))
+    }
+
     pub(crate) fn lazy_iterator(&mut self, py: Python<'_>, b: &Bound<'_, PyAny>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<IterKind>> {
         let builtins = self.og.handles.builtins.bind(py).clone();
         let itertools = py.import("itertools")?;
@@ -826,6 +984,14 @@ impl<'a> InstructionTranslator<'a> {
             IterKind::FilterFalse { func: none_or(Some(args[0].clone())), inner }
         } else if is(&itertools, "pairwise") && args.len() == 1 && kwargs.is_empty() {
             IterKind::Pairwise { inner: self.make_iter(py, &args[0])?, old: None }
+        } else if is(&itertools, "groupby") && (1..=2).contains(&(args.len() + kwargs.len())) && kwargs.iter().all(|(k, _)| k == "iterable" || k == "key") {
+            let Some(iterable) = args.first().cloned().or_else(|| kw("iterable")) else { return Ok(None) };
+            if (!args.is_empty() && kw("iterable").is_some()) || (args.len() == 2 && kw("key").is_some()) {
+                return Ok(None);
+            }
+            let key = none_or(args.get(1).cloned().or_else(|| kw("key")));
+            let inner = self.make_iter(py, &iterable)?;
+            IterKind::GroupBy(Rc::new(RefCell::new(GroupByState { inner, key, tgtkey: None, currkey: None, currvalue: None, currgrouper: 0, next_id: 0 })))
         } else if is(&itertools, "compress") && args.len() == 2 && kwargs.is_empty() {
             IterKind::Compress { data: self.make_iter(py, &args[0])?, selectors: self.make_iter(py, &args[1])? }
         } else if is(&itertools, "cycle") && args.len() == 1 && kwargs.is_empty() {

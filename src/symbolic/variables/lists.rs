@@ -196,7 +196,7 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     pub(crate) fn call_container_method(&mut self, py: Python<'_>, container: &VT, name: &str, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
-        if let VT::Deque(l) = container {
+        if let (VT::Deque(l), false) = (container, name.starts_with("__")) {
             return self.call_deque_method(py, l, name, args, kwargs);
         }
         if let (VT::NamedTuple { cls, items }, "_replace" | "_asdict" | "_make") = (container, name) {
@@ -230,7 +230,13 @@ impl<'a> InstructionTranslator<'a> {
                     self.delitem(py, container, args[0].clone())?;
                     return Ok(VT::none(py));
                 }
-                (VT::List(_) | VT::Dict(_), "__getitem__", 1) => return self.getitem(py, container, &args[0]),
+                (VT::List(_) | VT::Dict(_) | VT::Deque(_), "__getitem__", 1) => return self.getitem(py, container, &args[0]),
+                // `deque.__iadd__` (`deque_inplace_concat`) extends in place and returns the deque.
+                (VT::Deque(_), "__iadd__", 1) => {
+                    let VT::Deque(l) = container else { unreachable!() };
+                    self.call_deque_method(py, l, "extend", args, vec![])?;
+                    return Ok(container.clone());
+                }
                 (_, "__contains__", 1) => {
                     let found = self.contains(py, container, &args[0])?;
                     return Ok(const_bool(py, found));
