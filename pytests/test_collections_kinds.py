@@ -401,3 +401,29 @@ def test_deque_special_methods_by_name():
         return d, n, first, deque([1, 2]).__contains__(2), list(d.__iter__())
 
     check(f, X, graphs=1, breaks=0)
+
+
+@pytest.mark.parametrize("make", [list, tuple])
+def test_batch_iterator_items_returned_and_across_a_break(make):
+    """Items taken from an iterator passed in and returned as they are, or live across a graph
+    break, are the items eager takes (read before the iterator is advanced after the graph)."""
+
+    def f(it):
+        a = next(it)
+        return a, next(it)
+
+    def g(it, x):
+        a = next(it)
+        print("break")
+        return a + x, next(it)
+
+    data = [torch.ones(1) * i for i in range(6)]
+    for fn, args in ((f, ()), (g, (torch.zeros(1),))):
+        eager_it, comp_it = iter(make(data)), iter(make(data))
+        dynamo.reset()
+        compiled = dynamo.optimize("eager")(fn)
+        for _ in range(2):
+            e, c = fn(eager_it, *args), compiled(comp_it, *args)
+            assert all(torch.equal(p, q) for p, q in zip(e, c))
+        assert torch.equal(next(eager_it), next(comp_it))
+        assert dynamo.counters()["graphs"] >= 1
