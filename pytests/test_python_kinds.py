@@ -25,6 +25,8 @@ def canon(v):
         return ("tensor", v.dtype, tuple(v.shape), v.requires_grad, v.detach().clone())
     if isinstance(v, (tuple, list)):
         return (type(v), [canon(i) for i in v])
+    if isinstance(v, collections.deque):
+        return (type(v), v.maxlen, [canon(i) for i in v])
     if isinstance(v, dict):
         return (type(v), [(k, canon(i)) for k, i in v.items()])
     if isinstance(v, (type({}.keys()), type({}.values()), type({}.items()))):

@@ -274,3 +274,10 @@ def iter_peek(it, k):
     red = it.__reduce__()
     pos = red[2] if len(red) > 2 and red[2] is not None else 0
     return red[1][0][pos + k]
+
+
+def deque_replace(d, items):
+    """The replay of a traced mutation of a deque from outside the frame (Note [deques] in
+    src/symbolic/variables/deque.rs): its contents become `items` (already cut to its maxlen)."""
+    d.clear()
+    d.extend(items)

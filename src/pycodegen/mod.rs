@@ -117,6 +117,8 @@ pub enum SideEffect {
     /// `list.extend(target, items)`: what the trace appended to a list it only appends to
     /// (Note [append-only lists] in `symbolic::variables::lists`).
     ListExtend { target: Arc<Source>, items: Rebuild },
+    /// `dynamo._polyfills.deque_replace(target, items)`: a deque's new contents (Note [deques]).
+    DequeContents { target: Arc<Source>, items: Rebuild },
     /// `target.clear(); target.update(items)`: a dict's new contents, in order.
     DictContents { target: Arc<Source>, items: Rebuild },
     /// `method(*args, **kwargs)` with constant arguments (a logging call, an `lru_cache`
@@ -550,6 +552,13 @@ impl PyCodegen {
                     self.rebuild(py, items, d + 3);
                     d += 4;
                 }
+                SideEffect::DequeContents { target, items } => {
+                    let replace = py.import("dynamo._polyfills").and_then(|m| m.getattr("deque_replace")).expect("dynamo._polyfills.deque_replace");
+                    self.load_callable(replace.unbind());
+                    self.load_source(py, target);
+                    self.rebuild(py, items, d + 3);
+                    d += 4;
+                }
                 SideEffect::ListExtend { target, items } => {
                     let extend = py.get_type::<pyo3::types::PyList>().getattr("extend").expect("list.extend");
                     self.load_callable(extend.unbind());
@@ -579,7 +588,7 @@ impl PyCodegen {
                     self.emit(op::STORE_DEREF, slot);
                 }
                 SideEffect::SetItem { .. } | SideEffect::ListContents { .. } => self.emit(op::STORE_SUBSCR, 0),
-                SideEffect::DictContents { .. } | SideEffect::ListExtend { .. } => {
+                SideEffect::DictContents { .. } | SideEffect::ListExtend { .. } | SideEffect::DequeContents { .. } => {
                     self.emit(op::PRECALL, 2);
                     self.emit(op::CALL, 2);
                     self.emit(op::POP_TOP, 0);

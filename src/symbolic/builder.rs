@@ -393,11 +393,33 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         // An iterator over a list the frame also received (a loop continued in a resume
         // function): it reads that list live, as CPython's does.
         let (seq, pos) = crate::guards::iterator_state(value)?;
-        if pos != usize::MAX && !og.lists_by_ptr.contains_key(&(seq.as_ptr() as usize)) && seq.is_instance_of::<PyList>() {
-            // The list is not otherwise reachable: wrap it through the iterator itself.
+        let seq_ptr = seq.as_ptr() as usize;
+        if pos != usize::MAX && !og.lists_by_ptr.contains_key(&seq_ptr) && og.frame_arg_ptrs.contains(&seq_ptr) && seq.is_instance_of::<PyList>() {
+            // The list is also an argument of the frame (a loop continued in a resume function
+            // receives both): wrapped through the iterator now, live, and aliased there.
             wrap(py, og, &seq, Arc::new(Source::IterSeq { base: source.clone() }))?;
         }
-        if let Some((seq_source, list)) = og.lists_by_ptr.get(&(seq.as_ptr() as usize)).cloned() {
+        if pos != usize::MAX && !og.lists_by_ptr.contains_key(&seq_ptr) && seq.is_instance_of::<PyList>() {
+            // Note [items of iterators from outside the frame]: the list is not otherwise
+            // reachable (not an argument, not reached yet), so only the items the trace takes
+            // are read (a `Peek` iterator, or lazy constants below). Registered as a list whose
+            // items the frame does not read: reaching it again through another path is a graph
+            // break (that path could mutate or read it behind the iterator's back).
+            if og.peeked_lists.contains_key(&seq_ptr) {
+                graph_break!(UntracedValue, "a second iterator over a list read through an iterator passed in ({source})");
+            }
+            og.peeked_lists.insert(seq_ptr, source.clone());
+            let rest = crate::guards::iterator_remaining(value)?;
+            if !rest.iter().all(|i| is_literal(py, &i)) && rest.len() <= 10_000 {
+                og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
+                let items = rest.iter().map(|i| i.unbind()).collect();
+                let v = external(og, &source, crate::symbolic::variables::IteratorState::of(crate::symbolic::variables::IterKind::Peek { items, base: source.clone() }));
+                if let Some(e) = og.side_effects.external_iters.last_mut() {
+                    e.literal_items = true;
+                }
+                return Ok(v);
+            }
+        } else if let Some((seq_source, list)) = og.lists_by_ptr.get(&(seq.as_ptr() as usize)).cloned() {
             realize_append_only(py, og, &seq, &list)?;
             if pos != usize::MAX {
                 og.add_guard(Some(source.clone()), GuardKind::IteratorOver { seq: seq_source, pos });
@@ -452,6 +474,16 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         // it (`ITERATOR_LEN`, added in `OutputGraph::add_iterator_guards`). A loop variable that
         // is only passed along then costs no recompile per iteration.
         let rest = crate::guards::iterator_remaining(value)?;
+        if tn == "tuple_iterator" && !rest.iter().all(|i| is_literal(py, &i)) && rest.len() <= 10_000 {
+            // A tuple cannot change: its items are read only as the trace takes them (`Peek`).
+            og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
+            let items = rest.iter().map(|i| i.unbind()).collect();
+            let v = external(og, &source, crate::symbolic::variables::IteratorState::of(crate::symbolic::variables::IterKind::Peek { items, base: source.clone() }));
+            if let Some(e) = og.side_effects.external_iters.last_mut() {
+                e.literal_items = true;
+            }
+            return Ok(v);
+        }
         if !rest.iter().all(|i| is_literal(py, &i)) || rest.len() > 10_000 {
             graph_break!(UntracedValue, "iterator over non-literal items ({source})");
         }
@@ -484,12 +516,20 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
             return Ok(VT::Tuple(Rc::new(items)));
         }
     }
+    if let Some(first) = og.peeked_lists.get(&(value.as_ptr() as usize)) {
+        // Note [items of iterators from outside the frame]: its iterator reads it behind any
+        // tracker this path would make.
+        graph_break!(UntracedValue, "a list read through the iterator {first} passed in, reached again as {source}");
+    }
     if let Some((first, state)) = og.lists_by_ptr.get(&(value.as_ptr() as usize)).cloned() {
         // One tracker per list object, so that a mutation through one path is seen through the
         // other; the guard keeps the two paths one object.
         realize_append_only(py, og, value, &state)?;
         if first != source {
             og.add_guard(Some(source), GuardKind::AliasOf(first));
+        }
+        if state.borrow().deque.is_some() {
+            return Ok(VT::Deque(state));
         }
         return Ok(VT::List(state));
     }
@@ -504,14 +544,14 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
             og.add_guard(Some(source.clone()), GuardKind::TypeMatch(l.get_type().into_any().unbind()));
             if matches!(&*source, Source::Local { idx, .. } if og.append_only_slots.contains(idx)) {
                 // Note [append-only lists]: neither its length nor its items are read.
-                let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: true }));
+                let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: true, deque: None }));
                 og.lists_by_ptr.insert(value.as_ptr() as usize, (source.clone(), state.clone()));
                 return Ok(VT::List(state));
             }
             og.add_guard(Some(source.clone()), GuardKind::LenMatch(l.len()));
             // Registered before its items are wrapped: an item that is the list itself is this
             // tracker.
-            let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: false }));
+            let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: false, deque: None }));
             og.lists_by_ptr.insert(value.as_ptr() as usize, (source.clone(), state.clone()));
             let items = l
                 .iter()
@@ -524,6 +564,27 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
             drop(st);
             return Ok(VT::List(state));
         }
+    }
+    if value.get_type().is(py.import("collections")?.getattr("deque")?) {
+        // Note [deques]: item by item, as a list, with its maxlen guarded too.
+        og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
+        let n = value.len()?;
+        og.add_guard(Some(source.clone()), GuardKind::LenMatch(n));
+        let maxlen = value.getattr("maxlen")?;
+        og.add_guard(Some(source.attr("maxlen")), GuardKind::ConstantMatch(maxlen.clone().unbind()));
+        let info = crate::symbolic::variables::deque::DequeInfo { maxlen: maxlen.extract::<Option<usize>>()?, state: 0 };
+        let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: false, deque: Some(info) }));
+        og.lists_by_ptr.insert(value.as_ptr() as usize, (source.clone(), state.clone()));
+        let items = value
+            .try_iter()?
+            .enumerate()
+            .map(|(i, item)| wrap(py, og, &item?, source.item(ItemKey::Int(i as i64))))
+            .collect::<VResult<Vec<_>>>()?;
+        let mut st = state.borrow_mut();
+        st.entry_len = items.len();
+        st.items = items;
+        drop(st);
+        return Ok(VT::Deque(state));
     }
     if let Ok(d) = value.cast::<PyDict>() {
         // Keys `is_source_key` accepts: each value is reached as `d[key]`.

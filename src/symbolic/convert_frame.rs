@@ -90,6 +90,7 @@ fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: O
     let mut og = OutputGraph::new(py).map_err(ConvertError::Internal)?;
     og.dynamic = frame.dynamic.clone();
     og.append_only_slots = ci.append_only_slots();
+    og.frame_arg_ptrs = frame.args.iter().map(|a| a.as_ptr() as usize).collect();
     let torch = py.import("torch").map_err(ConvertError::Internal)?;
     let grad: bool = frame_grad_mode(py, frame)?;
     torch.getattr("_C").and_then(|c| c.call_method1("_set_grad_enabled", (grad,))).map_err(ConvertError::Internal)?;
@@ -759,7 +760,9 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
         let l = l.borrow();
         let Some(target) = l.source.clone() else { continue };
         let items = l.items.iter().map(|v| rebuild_of(py, og, v, outputs)).collect::<VResult<_>>()?;
-        out.push(if l.append_only {
+        out.push(if l.deque.is_some() {
+            SideEffect::DequeContents { target, items: Rebuild::List(items) }
+        } else if l.append_only {
             SideEffect::ListExtend { target, items: Rebuild::List(items) }
         } else {
             SideEffect::ListContents { target, items: Rebuild::List(items) }
@@ -836,6 +839,14 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     visit(py, i, seen);
                 }
             }
+            VT::Deque(l) if l.borrow().source.is_none() => {
+                if !first_reach(seen, Rc::as_ptr(l) as *const () as usize) {
+                    return;
+                }
+                for i in &l.borrow().items {
+                    visit(py, i, seen);
+                }
+            }
             VT::Set(set) => {
                 *seen.entry(Rc::as_ptr(set) as *const () as usize).or_insert(0) += 1;
             }
@@ -873,6 +884,13 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                         }
                     }
                     IterKind::Dict { dict, .. } => visit(py, &VT::Dict(dict.clone()), seen),
+                    IterKind::Deque { list, .. } => {
+                        if list.borrow().source.is_none() {
+                            visit(py, &VT::Deque(list.clone()), seen);
+                        } else {
+                            *seen.entry(Rc::as_ptr(list) as *const () as usize | SOURCED_LIST_TAG).or_insert(0) += 1;
+                        }
+                    }
                     IterKind::Enumerate { inner, .. } => visit(py, &VT::Iterator(inner.clone()), seen),
                     IterKind::Zip(inners) => inners.iter().for_each(|i| visit(py, &VT::Iterator(i.clone()), seen)),
                     IterKind::Generator(_) => {}
@@ -886,9 +904,12 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                         }
                         visit(py, &VT::Iterator(inner.clone()), seen);
                     }
-                    IterKind::Chain { pending, active } => {
+                    IterKind::Chain { pending, active, outer } => {
                         if let Some(a) = active {
                             visit(py, &VT::Iterator(a.clone()), seen);
+                        }
+                        if let Some(o) = outer {
+                            visit(py, &VT::Iterator(o.clone()), seen);
                         }
                         pending.iter().for_each(|p| visit(py, p, seen));
                     }
@@ -896,7 +917,10 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     // Not rebuilt (`rebuild_iter` refuses them).
                     IterKind::Accumulate { .. } | IterKind::ZipLongest { .. } | IterKind::Starmap { .. } | IterKind::TakeWhile { .. }
                     | IterKind::DropWhile { .. } | IterKind::FilterFalse { .. } | IterKind::Pairwise { .. } | IterKind::Count { .. }
-                    | IterKind::Cycle { .. } | IterKind::Repeat { .. } | IterKind::Compress { .. } => {}
+                    | IterKind::Cycle { .. } | IterKind::Repeat { .. } | IterKind::Compress { .. }
+                    | IterKind::GroupBy(_) | IterKind::Grouper { .. } | IterKind::Tee { .. } => {}
+                    // Only ever an iterator from outside the frame (reloaded from its source).
+                    IterKind::Peek { .. } => {}
                     IterKind::DictReversed { dict, .. } => visit(py, &VT::Dict(dict.clone()), seen),
                 }
             }
@@ -982,7 +1006,7 @@ fn shared_key(vt: &VT) -> Option<usize> {
         // Exception objects are made anew per run (`rebuild_fresh`).
         VT::Constant(c) if is_exception(c) => c.as_ptr() as usize,
         VT::Tuple(items) | VT::NamedTuple { items, .. } if !items.is_empty() => Rc::as_ptr(items) as *const () as usize,
-        VT::List(l) if l.borrow().source.is_none() => Rc::as_ptr(l) as *const () as usize,
+        VT::List(l) | VT::Deque(l) if l.borrow().source.is_none() => Rc::as_ptr(l) as *const () as usize,
         VT::Dict(d) if d.borrow().source.is_none() => Rc::as_ptr(d) as *const () as usize,
         VT::Set(set) => Rc::as_ptr(set) as *const () as usize,
         VT::Iterator(it) => Rc::as_ptr(it) as *const () as usize,
@@ -1109,6 +1133,19 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
                 }
             }
         }
+        // A deque iterator whose deque kept its state: `iter_at` over the rebuilt deque; one
+        // over a deque from the frame, or whose next step raises, is not rebuilt.
+        IterKind::Deque { list, state } => {
+            let (sourced, same) = {
+                let l = list.borrow();
+                (l.source.is_some(), l.deque.map(|d| d.state) == Some(*state))
+            };
+            if sourced || !same {
+                graph_break!(UnreconstructableValue, "an iterator over a deque from the frame or one mutated since it was made");
+            }
+            let d = rebuild_of(py, og, &VT::Deque(list.clone()), outputs)?;
+            call("iter_at", vec![d, int(it.pos as i64)?])?
+        }
         IterKind::ListReversed { list, index } => {
             let changed = {
                 let l = list.borrow();
@@ -1166,13 +1203,18 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
             };
             Rebuild::Call { func: py.import("builtins")?.getattr("filter")?.unbind(), args: vec![f, rebuild_of(py, og, &VT::Iterator(inner.clone()), outputs)?] }
         }
-        IterKind::Chain { pending, active } => {
+        IterKind::Chain { pending, active, outer } => {
             let mut args = Vec::new();
             if let Some(a) = active {
                 args.push(rebuild_of(py, og, &VT::Iterator(a.clone()), outputs)?);
             }
             for p in pending {
                 args.push(rebuild_of(py, og, p, outputs)?);
+            }
+            if let Some(o) = outer {
+                // The iterables still to come, taken lazily as the original takes them.
+                let from_iterable = py.import("itertools")?.getattr("chain")?.getattr("from_iterable")?;
+                args.push(Rebuild::Call { func: from_iterable.unbind(), args: vec![rebuild_of(py, og, &VT::Iterator(o.clone()), outputs)?] });
             }
             Rebuild::Call { func: py.import("itertools")?.getattr("chain")?.unbind(), args }
         }
@@ -1202,7 +1244,8 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
         // that must outlive the graph is a clean break.
         IterKind::Accumulate { .. } | IterKind::ZipLongest { .. } | IterKind::Starmap { .. } | IterKind::TakeWhile { .. }
         | IterKind::DropWhile { .. } | IterKind::FilterFalse { .. } | IterKind::Pairwise { .. } | IterKind::Count { .. }
-        | IterKind::Cycle { .. } | IterKind::Repeat { .. } | IterKind::Compress { .. } | IterKind::DictReversed { .. } => {
+        | IterKind::Cycle { .. } | IterKind::Repeat { .. } | IterKind::Compress { .. } | IterKind::DictReversed { .. } | IterKind::Peek { .. }
+        | IterKind::GroupBy(_) | IterKind::Grouper { .. } | IterKind::Tee { .. } => {
             graph_break!(UnreconstructableValue, "a lazy iterator ({}) that outlives the graph (returned, or live across a graph break)", iter_kind_name(&it.kind))
         }
     })
@@ -1222,6 +1265,10 @@ fn iter_kind_name(kind: &IterKind) -> &'static str {
         IterKind::Cycle { .. } => "cycle",
         IterKind::Repeat { .. } => "repeat",
         IterKind::Compress { .. } => "compress",
+        IterKind::GroupBy(_) => "groupby",
+        IterKind::Grouper { .. } => "groupby group",
+        IterKind::Tee { .. } => "tee",
+        IterKind::Peek { .. } => "iterator from outside the frame",
         IterKind::DictReversed { .. } => "reversed dict",
         _ => "iterator",
     }
@@ -1503,6 +1550,21 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
             match &l.source {
                 Some(s) => Rebuild::Source(s.clone()),
                 None => Rebuild::List(l.items.iter().map(&mut rec).collect::<VResult<_>>()?),
+            }
+        }
+        // Note [deques]: `deque(items, maxlen)`.
+        VT::Deque(l) => {
+            let l = l.borrow();
+            match &l.source {
+                Some(s) => Rebuild::Source(s.clone()),
+                None => {
+                    let items = Rebuild::List(l.items.iter().map(&mut rec).collect::<VResult<_>>()?);
+                    let maxlen = match l.deque.and_then(|d| d.maxlen) {
+                        Some(m) => Rebuild::Const((m as i64).into_pyobject(py)?.into_any().unbind()),
+                        None => Rebuild::Const(py.None()),
+                    };
+                    Rebuild::Call { func: py.import("collections")?.getattr("deque")?.unbind(), args: vec![items, maxlen] }
+                }
             }
         }
         VT::Dict(d) => {

@@ -104,6 +104,12 @@ impl<'a> InstructionTranslator<'a> {
                     return Ok(v);
                 }
                 let v = c.bind(py).getattr(name)?;
+                // `itertools.chain.from_iterable`: a classmethod of a C type, bound anew at each
+                // lookup (no identity to guard); the class's identity fixes it, and the call is
+                // modelled (`lazy_iterator`).
+                if name == "from_iterable" && c.bind(py).is(py.import("itertools")?.getattr("chain")?) {
+                    return Ok(VT::Builtin(Rc::new(v.unbind())));
+                }
                 // A user class reached from the frame: its attributes can change, so they are
                 // read through its source and guarded (torch's own classes are trusted).
                 let module = c.bind(py).getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
@@ -123,6 +129,7 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(wrapped)
             }
             VT::List(_) | VT::Dict(_) | VT::Set(_) => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
+            VT::Deque(_) => self.deque_attr(py, obj, name),
             // `torch.Size.numel` of a symbolic size: the product of its items, a graph value.
             VT::NamedTuple { .. } if name == "numel" && is_symbolic_size(py, self.og, obj) => {
                 Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() })
@@ -310,6 +317,9 @@ impl<'a> InstructionTranslator<'a> {
                 None => graph_break!(UnsupportedOperation, "del on {}", obj.describe(py)),
             };
         }
+        if let VT::Deque(l) = obj {
+            return self.deque_setitem(py, l, &idx, None);
+        }
         let k = idx.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "del with a non-constant index"))?;
         match obj {
             VT::List(l) => {
@@ -356,7 +366,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::Tensor(_) => graph_break!(DataDependentBranch, "branch on the value of a tensor"),
             VT::Tuple(items) | VT::NamedTuple { items, .. } => !items.is_empty(),
-            VT::List(l) => !l.borrow().items.is_empty(),
+            VT::List(l) | VT::Deque(l) => !l.borrow().items.is_empty(),
             VT::Dict(d) | VT::DictView { dict: d, .. } => !d.borrow().items.is_empty(),
             VT::Null => graph_break!(InternalInconsistency, "truth of NULL"),
             VT::Module { obj, .. } => {
@@ -412,7 +422,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Class(o) | VT::Builtin(o) | VT::TorchFunction(o) => return Ok(real(o)),
             VT::Constant(c) => c.as_ptr() as usize,
             VT::UserObject(o) => Rc::as_ptr(o) as *const () as usize,
-            VT::List(l) => Rc::as_ptr(l) as *const () as usize,
+            VT::List(l) | VT::Deque(l) => Rc::as_ptr(l) as *const () as usize,
             VT::Dict(d) => Rc::as_ptr(d) as *const () as usize,
             VT::Set(s) => Rc::as_ptr(s) as *const () as usize,
             VT::Tuple(t) => Rc::as_ptr(t) as *const () as usize,
@@ -488,7 +498,7 @@ impl<'a> InstructionTranslator<'a> {
             // Inputs the builder gave separate trackers (tensors, lists, dicts from the frame).
             let input_source = |v: &VT| match v {
                 VT::Tensor(t) => t.source.clone(),
-                VT::List(l) => l.borrow().source.clone(),
+                VT::List(l) | VT::Deque(l) => l.borrow().source.clone(),
                 VT::Dict(d) => d.borrow().source.clone(),
                 _ => None,
             };
@@ -521,14 +531,14 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Class(x), VT::Class(y)) | (VT::TorchFunction(x), VT::TorchFunction(y)) | (VT::Builtin(x), VT::Builtin(y)) => x.bind(py).is(y.bind(py)),
             (VT::Constant(c), _) | (_, VT::Constant(c)) if c.bind(py).is_none() => false,
             (VT::Constant(_), _) | (_, VT::Constant(_)) => false,
-            (VT::List(x), VT::List(y)) => Rc::ptr_eq(x, y),
+            (VT::List(x), VT::List(y)) | (VT::Deque(x), VT::Deque(y)) => Rc::ptr_eq(x, y),
             (VT::Dict(x), VT::Dict(y)) => Rc::ptr_eq(x, y),
             (VT::Partial(x), VT::Partial(y)) => Rc::ptr_eq(x, y) || matches!((&x.obj, &y.obj), (Some(p), Some(q)) if p.is(q)),
             (VT::Partial(_), _) | (_, VT::Partial(_)) => false,
             (VT::UserObject(x), VT::UserObject(y)) => Rc::ptr_eq(x, y),
             // A new object is none of the objects that existed before it.
             (VT::UserObject(_), _) | (_, VT::UserObject(_)) => false,
-            (VT::List(l), _) | (_, VT::List(l)) if l.borrow().source.is_none() => false,
+            (VT::List(l) | VT::Deque(l), _) | (_, VT::List(l) | VT::Deque(l)) if l.borrow().source.is_none() => false,
             (VT::Dict(d), _) | (_, VT::Dict(d)) if d.borrow().source.is_none() => false,
             (VT::NestedFunction(x), VT::NestedFunction(y)) => Rc::ptr_eq(x, y),
             (VT::NestedFunction(_), _) | (_, VT::NestedFunction(_)) => false,
@@ -588,7 +598,7 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 Ok(false)
             }
-            (VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::DictView { .. }, Some(k)) => {
+            (VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Deque(_) | VT::DictView { .. }, Some(k)) => {
                 for v in self.iter_items(py, container)? {
                     match v.as_constant(py) {
                         Some(c) if c.eq(&k)? => return Ok(true),
@@ -677,6 +687,22 @@ impl<'a> InstructionTranslator<'a> {
                     return Ok(VT::constant(r.unbind()));
                 }
                 return Ok(VT::Set(Rc::new(RefCell::new(r.unbind()))));
+            }
+        }
+        if let (VT::Dict(d), "or_") = (&a, base) {
+            // `dict | other` (Objects/dictobject.c, `dict_or`): a copy updated with `other` when
+            // `other` is a dict (not a subclass, whose `__ror__` would run first); `d |= other`
+            // (`dict_ior`) updates in place from any mapping or iterable of pairs, as `update`.
+            let other_is_dict = matches!(&b, VT::Dict(_)) || b.as_constant(py).map(|c| c.get_type().is(py.get_type::<pyo3::types::PyDict>())).unwrap_or(false);
+            if name.starts_with('i') {
+                self.call_container_method(py, &a, "update", vec![b], vec![])?;
+                return Ok(a.clone());
+            }
+            if other_is_dict {
+                let items: Vec<(Py<PyAny>, VT)> = d.borrow().items.iter().map(|(k, v)| (k.clone_ref(py), v.clone())).collect();
+                let out = crate::symbolic::variables::dicts::new_dict(items);
+                self.call_container_method(py, &out, "update", vec![b], vec![])?;
+                return Ok(out);
             }
         }
         if let (VT::Set(x), VT::Set(y)) = (&a, &b) {
@@ -819,7 +845,8 @@ impl<'a> InstructionTranslator<'a> {
                 // `!=` is `not ==` only while the class keeps `object.__ne__`.
                 for v in [&a, &b] {
                     if let VT::UserObject(o) = v {
-                        if name == "ne" && !o.cls.bind(py).getattr("__ne__")?.is(py.get_type::<PyAny>().getattr("__ne__")?) {
+                        // An exact OrderedDict's `__ne__` is `odict_richcompare`'s negated `==`.
+                        if name == "ne" && !o.cls.bind(py).getattr("__ne__")?.is(py.get_type::<PyAny>().getattr("__ne__")?) && !o.is_exact_ordered_dict(py)? {
                             graph_break!(UntracedValue, "!= of {} (its class defines __ne__)", v.describe(py));
                         }
                     }
@@ -837,6 +864,9 @@ impl<'a> InstructionTranslator<'a> {
     /// (Objects/dictobject.c, `dict_equal`); other objects by identity only when their type keeps
     /// `object.__eq__`. Anything else (a tensor item, a user `__eq__`) is not decided here.
     pub(crate) fn equal(&mut self, py: Python<'_>, a: &VT, b: &VT) -> VResult<bool> {
+        if matches!(a, VT::Deque(_)) || matches!(b, VT::Deque(_)) {
+            return self.deque_eq(py, a, b);
+        }
         match (a, b) {
             (VT::Tensor(x), VT::Tensor(y)) if x.node == y.node => return Ok(true),
             (VT::Tensor(_), _) | (_, VT::Tensor(_)) => graph_break!(DataDependentBranch, "truth of a tensor comparison inside a container comparison"),
@@ -929,6 +959,10 @@ impl<'a> InstructionTranslator<'a> {
                 Some(i) => Ok(VT::constant(c.bind(py).get_item(i)?.unbind())),
                 None => graph_break!(UnsupportedOperation, "constant indexed by {}", idx.describe(py)),
             },
+            VT::Deque(l) => {
+                let k = self.deque_index(py, l, idx)?;
+                Ok(l.borrow().items[k].clone())
+            }
             VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) => {
                 let items = self.unpack(py, obj)?;
                 let i = idx.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "sequence index is not a constant"))?;
@@ -1050,6 +1084,7 @@ impl<'a> InstructionTranslator<'a> {
                 self.og.call(py, Some(&f), None, &[obj.clone(), idx, v], &[])?;
                 Ok(())
             }
+            VT::Deque(l) => self.deque_setitem(py, l, &idx, Some(v)),
             VT::List(lst) => {
                 let k: i64 = idx.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "list index"))?.extract()?;
                 let mut l = lst.borrow_mut();
@@ -1090,7 +1125,7 @@ impl<'a> InstructionTranslator<'a> {
     pub fn unpack(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<VT>> {
         Ok(match v {
             VT::Tuple(items) | VT::NamedTuple { items, .. } => items.as_ref().clone(),
-            VT::List(l) => l.borrow().items.clone(),
+            VT::List(l) | VT::Deque(l) => l.borrow().items.clone(),
             VT::Iterator(it) => self.drain_iter(py, it)?,
             _ => self.iter_items(py, v)?,
         })
@@ -1113,6 +1148,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::NamedTuple { cls, .. } => Some(cls.clone_ref(py)),
             VT::Tuple(_) => Some(py.get_type::<PyTuple>().into_any().unbind()),
             VT::List(_) => Some(py.get_type::<PyList>().into_any().unbind()),
+            VT::Deque(_) => Some(py.import("collections")?.getattr("deque")?.unbind()),
             VT::Dict(_) => Some(py.get_type::<PyDict>().into_any().unbind()),
             VT::DictView { view, .. } => Some(PyDict::new(py).call_method0(view.method())?.get_type().into_any().unbind()),
             VT::Partial(_) => Some(crate::symbolic::variables::functions::partial_type(py)?.unbind()),
@@ -1286,6 +1322,7 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 Ok(VT::NamedTuple { cls: c.clone(), items: Rc::new(items) })
             }
+            VT::Class(c) if c.bind(py).is(py.import("collections")?.getattr("deque")?) => self.construct_deque(py, args, kwargs),
             VT::Class(c) if self.is_trackable_class(py, c.bind(py))? => {
                 let c = c.clone();
                 self.construct_user_object(py, &c, args, kwargs)

@@ -122,6 +122,13 @@ pub struct OutputGraph {
     /// Every generator made by calling a generator function in the trace (a frame of its own,
     /// stepped lazily), for `check_dropped_generators`.
     pub generators: Vec<Rc<std::cell::RefCell<crate::symbolic::variables::IteratorState>>>,
+    /// Addresses of the frame's argument values: a list among them is not read through an
+    /// iterator over it alone (Note [items of iterators from outside the frame]).
+    pub frame_arg_ptrs: std::collections::HashSet<usize>,
+    /// Lists read only through a `Peek` iterator passed in (Note [items of iterators from
+    /// outside the frame]), by address, with the iterator's source: reached another way, a
+    /// graph break.
+    pub peeked_lists: HashMap<usize, Arc<Source>>,
     pub lists_by_ptr: HashMap<usize, (Arc<Source>, Rc<std::cell::RefCell<crate::symbolic::variables::ListState>>)>,
     /// Dicts wrapped from the frame, by object address (one tracker per dict object).
     pub dicts_by_ptr: HashMap<usize, (Arc<Source>, Rc<std::cell::RefCell<crate::symbolic::variables::DictState>>)>,
@@ -316,6 +323,8 @@ impl OutputGraph {
             fakes: HashMap::new(),
             append_only_slots: Vec::new(),
             generators: Vec::new(),
+            frame_arg_ptrs: Default::default(),
+            peeked_lists: HashMap::new(),
             lists_by_ptr: HashMap::new(),
             dicts_by_ptr: HashMap::new(),
             side_effects: Default::default(),

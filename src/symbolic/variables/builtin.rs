@@ -154,6 +154,7 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 VT::Constant(c) => VT::constant(c.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
                 VT::Dict(d) | VT::DictView { dict: d, .. } => VT::constant(d.borrow().items.len().into_pyobject(py)?.into_any().unbind()),
+                VT::Deque(l) => VT::constant(l.borrow().items.len().into_pyobject(py)?.into_any().unbind()),
                 VT::Set(set) => VT::constant(set.borrow().bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
                 VT::Opaque { obj, source } if obj.bind(py).is_instance_of::<pyo3::types::PyDict>() && obj.bind(py).get_type().getattr("__len__")?.is(py.get_type::<pyo3::types::PyDict>().getattr("__len__")?) => {
                     // A dict of a type kept as an opaque object (a module's `_forward_hooks`
@@ -242,6 +243,10 @@ impl<'a> InstructionTranslator<'a> {
                     ty.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.is_subclass(&cls)?
                 }
                 VT::List(_) => cls.is(py.get_type::<PyList>()) || py.get_type::<PyList>().is_subclass(&cls).unwrap_or(false),
+                VT::Deque(_) => {
+                    let dq = py.import("collections")?.getattr("deque")?;
+                    dq.cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.is_subclass(&cls)?
+                }
                 VT::Dict(_) => cls.is(py.get_type::<PyDict>()) || py.get_type::<PyDict>().is_subclass(&cls).unwrap_or(false),
                 VT::Function { obj, .. } | VT::TorchFunction(obj) | VT::Builtin(obj) | VT::Class(obj) => obj.bind(py).is_instance(&cls)?,
                 // A bound method (of a module, a user object...) is a `types.MethodType`
@@ -346,6 +351,9 @@ impl<'a> InstructionTranslator<'a> {
             let func = crate::symbolic::builder::wrap(py, self.og, &f, std::sync::Arc::new(crate::source::Source::Module { name: "dynamo._polyfills".into() }).attr("count_elements"))?;
             return self.call(py, &func, args, vec![]);
         }
+        if let Some(t) = self.itertools_tee(py, b, &args, &kwargs)? {
+            return Ok(t);
+        }
         if let Some(it) = self.lazy_iterator(py, b, &args, &kwargs)? {
             return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(it)))));
         }
@@ -380,7 +388,7 @@ impl<'a> InstructionTranslator<'a> {
                 return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(kind)))));
             }
         }
-        if is("bool") && args.len() == 1 && kwargs.is_empty() && matches!(args[0], VT::UserObject(_) | VT::List(_) | VT::Dict(_) | VT::DictView { .. } | VT::Tuple(_) | VT::NamedTuple { .. }) {
+        if is("bool") && args.len() == 1 && kwargs.is_empty() && matches!(args[0], VT::UserObject(_) | VT::List(_) | VT::Deque(_) | VT::Dict(_) | VT::DictView { .. } | VT::Tuple(_) | VT::NamedTuple { .. }) {
             // `bool(v)` is the truth test of `if v:` (`PyObject_IsTrue`).
             let t = self.truth(py, &args[0])?;
             return Ok(const_bool(py, t));
@@ -564,6 +572,7 @@ impl<'a> InstructionTranslator<'a> {
         }
         let matches = match recv {
             VT::List(_) => exact(&py.get_type::<PyList>()),
+            VT::Deque(_) => owner.is(&py.import("collections")?.getattr("deque")?) && crate::symbolic::variables::deque::DEQUE_METHODS.contains(&name.as_str()),
             VT::Dict(_) => exact(&py.get_type::<PyDict>()),
             VT::Set(_) => exact(&py.get_type::<pyo3::types::PySet>()),
             VT::Tensor(_) => owner.cast::<pyo3::types::PyType>().map(|o| self.og.handles.tensor_type.bind(py).cast::<pyo3::types::PyType>().map(|t| t.is_subclass(o).unwrap_or(false)).unwrap_or(false)).unwrap_or(false),
@@ -574,7 +583,7 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(None);
         }
         let method = match recv {
-            VT::List(_) | VT::Dict(_) | VT::Set(_) => VT::ContainerMethod { container: Box::new(recv.clone()), name },
+            VT::List(_) | VT::Dict(_) | VT::Set(_) | VT::Deque(_) => VT::ContainerMethod { container: Box::new(recv.clone()), name },
             VT::Tensor(t) => VT::TensorMethod { tensor: t.clone(), name },
             _ => VT::GenericAttr { obj: Box::new(recv.clone()), set: name == "__setattr__" },
         };

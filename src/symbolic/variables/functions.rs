@@ -214,7 +214,7 @@ impl<'a> InstructionTranslator<'a> {
         Ok(Some(match v {
             VT::Function { .. } | VT::NestedFunction(_) | VT::Method { .. } | VT::TorchFunction(_) | VT::TensorMethod { .. } | VT::Builtin(_) | VT::Class(_)
             | VT::ContainerMethod { .. } | VT::Partial(_) | VT::GenericAttr { .. } | VT::GradModeExit { .. } | VT::LoggerMethod { .. } => true,
-            VT::Tensor(_) | VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Dict(_) | VT::DictView { .. } | VT::Set(_) | VT::Iterator(_) | VT::PyModule { .. } | VT::Cell(_)
+            VT::Tensor(_) | VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Deque(_) | VT::Dict(_) | VT::DictView { .. } | VT::Set(_) | VT::Iterator(_) | VT::PyModule { .. } | VT::Cell(_)
             | VT::GradModeCtx { .. } => false,
             VT::Constant(c) => c.bind(py).is_callable(),
             // The type's `__call__` decides; the class is guarded by TYPE_MATCH or ID_MATCH.

@@ -25,6 +25,10 @@ pub enum IterKind {
     Items(Vec<VariableTracker>),
     /// `listiterator` (Objects/listobject.c, `listiter_next`): item `pos` of the live list.
     List(Rc<RefCell<ListState>>),
+    /// `_deque_iterator` (Modules/_collectionsmodule.c, `dequeiter_next`): item `pos` of the
+    /// live deque while its `state` is still `state`; otherwise `RuntimeError: deque mutated
+    /// during iteration` (Note [deques]).
+    Deque { list: Rc<RefCell<ListState>>, state: u64 },
     /// `list_reverseiterator` (`listreviter_next`): item `index` while `0 <= index < len`,
     /// counting down; exhausted for good otherwise.
     ListReversed { list: Rc<RefCell<ListState>>, index: i64 },
@@ -54,7 +58,9 @@ pub enum IterKind {
     Filter { func: Option<VariableTracker>, inner: Rc<RefCell<IteratorState>> },
     /// `itertools.chain(*iterables)` (Modules/itertoolsmodule.c, `chain_next`): `iter()` of
     /// each iterable is taken only when the previous one is exhausted.
-    Chain { pending: std::collections::VecDeque<VariableTracker>, active: Option<Rc<RefCell<IteratorState>>> },
+    /// `itertools.chain.from_iterable(outer)` (`chain_new_from_iterable`) is a chain whose next
+    /// iterable is taken from `outer` (lazily, one per exhausted iterable) once `pending` is empty.
+    Chain { pending: std::collections::VecDeque<VariableTracker>, active: Option<Rc<RefCell<IteratorState>>>, outer: Option<Rc<RefCell<IteratorState>>> },
     /// `itertools.islice(inner, start, stop, step)` (`islice_next`): `count` items taken from
     /// `inner` so far, `next` the index of the next item to yield.
     Islice { inner: Rc<RefCell<IteratorState>>, next: usize, stop: Option<usize>, step: usize, count: usize },
@@ -89,9 +95,61 @@ pub enum IterKind {
     /// `itertools.repeat(item, times)` (`repeat_next`): `item`, `remaining` more times
     /// (without end for `None`).
     Repeat { item: VariableTracker, remaining: Option<usize> },
+    /// A tuple or list iterator passed into the frame whose items are not literals (Note [items
+    /// of iterators from outside the frame] in `builder.rs`): `items` are what it had left when
+    /// the frame started, and item `pos` is wrapped only when a step takes it, read through
+    /// `Source::IterItem { base, index: pos }` (`IterRequest::WrapItem`), so a call that takes
+    /// one tensor from it guards and lifts that one tensor, not the position or the rest.
+    Peek { items: Vec<Py<PyAny>>, base: Arc<crate::source::Source> },
+    /// `itertools.groupby(inner, key)` (`groupby_next`): `(key, grouper)` for each run of items
+    /// with equal keys; the state is shared with the groupers it made.
+    GroupBy(Rc<RefCell<GroupByState>>),
+    /// A `_grouper` of a groupby (`_grouper_next`): items while the groupby's current grouper is
+    /// this one (`id`) and the current key equals `tgtkey`.
+    Grouper { state: Rc<RefCell<GroupByState>>, id: u64, tgtkey: VariableTracker },
+    /// One of the iterators `itertools.tee` made (`tee_next`): item `index` of the items taken
+    /// so far from the shared inner iterator, taking the next one when it is the furthest ahead.
+    Tee { shared: Rc<RefCell<TeeShared>>, index: usize },
     /// `itertools.compress(data, selectors)` (`compress_next`): items of `data` whose paired
     /// selector is true, stopping when either runs out.
     Compress { data: Rc<RefCell<IteratorState>>, selectors: Rc<RefCell<IteratorState>> },
+}
+
+/// The state a groupby shares with its groupers (Modules/itertoolsmodule.c, `groupbyobject`).
+pub struct GroupByState {
+    pub inner: Rc<RefCell<IteratorState>>,
+    pub key: Option<VariableTracker>,
+    pub tgtkey: Option<VariableTracker>,
+    pub currkey: Option<VariableTracker>,
+    pub currvalue: Option<VariableTracker>,
+    /// The id of the grouper made last (0: none is current).
+    pub currgrouper: u64,
+    pub next_id: u64,
+}
+
+/// The items `itertools.tee`'s iterators share (`teedataobject`).
+pub struct TeeShared {
+    pub inner: Rc<RefCell<IteratorState>>,
+    pub buffer: Vec<VariableTracker>,
+    pub exhausted: bool,
+}
+
+/// `groupby_step`: the next item of the inner iterator and its key into `currvalue` and
+/// `currkey`; false when the inner iterator is exhausted.
+fn groupby_step(py: Python<'_>, st: &mut GroupByState, resume: &mut ResumeGenerator<'_>) -> Result<bool, IterError> {
+    let Some(v) = borrow_iter(&st.inner)?.next_item(py, resume)? else { return Ok(false) };
+    let k = match &st.key {
+        Some(f) => resume(IterRequest::Call(f, vec![v.clone()]))?.ok_or_else(|| unsupported_step("groupby key gave no value"))?,
+        None => v.clone(),
+    };
+    st.currvalue = Some(v);
+    st.currkey = Some(k);
+    Ok(true)
+}
+
+/// `PyObject_RichCompareBool(a, b, Py_EQ)` through the translator.
+fn rich_eq(py: Python<'_>, a: &VariableTracker, b: &VariableTracker, resume: &mut ResumeGenerator<'_>) -> Result<bool, IterError> {
+    Ok(truthy(py, resume(IterRequest::Eq(a.clone(), b.clone()))?))
 }
 
 /// What a lazy iterator asks of the translator while it steps (calls run traced).
@@ -106,8 +164,12 @@ pub enum IterRequest<'a> {
     MakeIter(&'a VariableTracker),
     /// `a + b`.
     Add(VariableTracker, VariableTracker),
+    /// `a == b` as `PyObject_RichCompareBool` (identity first), answered as a constant bool.
+    Eq(VariableTracker, VariableTracker),
     /// `tuple(v)` (an iterable unpacked), answered as a `Tuple` tracker of its items.
     Items(VariableTracker),
+    /// The tracker of `value`, read through `source` (wrapped and guarded as an argument).
+    WrapItem(Py<PyAny>, Arc<crate::source::Source>),
 }
 
 /// The suspended frame of a generator being traced (`IterKind::Generator`).
@@ -179,7 +241,21 @@ impl IteratorState {
         }
         let item = match &mut self.kind {
             IterKind::Items(items) => items.get(self.pos).cloned(),
+            IterKind::Peek { items, base } => match items.get(self.pos) {
+                Some(v) => {
+                    let source = Arc::new(crate::source::Source::IterItem { base: base.clone(), index: self.pos });
+                    resume(IterRequest::WrapItem(v.clone_ref(py), source))?
+                }
+                None => None,
+            },
             IterKind::List(l) => l.borrow().items.get(self.pos).cloned(),
+            IterKind::Deque { list, state } => {
+                let l = list.borrow();
+                if l.deque.map(|d| d.state) != Some(*state) {
+                    return Err(IterError::Unsupported(crate::symbolic::Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::RaisesException, "RuntimeError: deque mutated during iteration")));
+                }
+                l.items.get(self.pos).cloned()
+            }
             IterKind::ListReversed { list, index } => {
                 let l = list.borrow();
                 if *index >= 0 && (*index as usize) < l.items.len() {
@@ -301,14 +377,27 @@ impl IteratorState {
                     break Some(v);
                 }
             },
-            IterKind::Chain { pending, active } => loop {
+            IterKind::Chain { pending, active, outer } => loop {
                 if let Some(it) = active.clone() {
                     if let Some(v) = borrow_iter(&it)?.next_item(py, resume)? {
                         break Some(v);
                     }
                     *active = None;
                 }
-                let Some(next) = pending.pop_front() else { break None };
+                let next = match pending.pop_front() {
+                    Some(n) => n,
+                    None => match outer.clone() {
+                        Some(o) => match borrow_iter(&o)?.next_item(py, resume)? {
+                            Some(n) => n,
+                            None => {
+                                // `chain_next` drops its source once it is exhausted.
+                                *outer = None;
+                                break None;
+                            }
+                        },
+                        None => break None,
+                    },
+                };
                 match resume(IterRequest::MakeIter(&next))? {
                     Some(VariableTracker::Iterator(it)) => *active = Some(it),
                     _ => return Err(IterError::Unsupported(crate::symbolic::Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "chain() over a value without an iterator"))),
@@ -493,6 +582,79 @@ impl IteratorState {
                     Some(item.clone())
                 }
             },
+            IterKind::GroupBy(state) => {
+                let state = state.clone();
+                let mut st = state.try_borrow_mut().map_err(|_| unsupported_step("a groupby stepped from inside its own step"))?;
+                st.currgrouper = 0;
+                let found = loop {
+                    match (&st.currkey, &st.tgtkey) {
+                        (None, _) => {}
+                        (Some(_), None) => break true,
+                        (Some(c), Some(t)) => {
+                            let (c, t) = (c.clone(), t.clone());
+                            if !rich_eq(py, &t, &c, resume)? {
+                                break true;
+                            }
+                        }
+                    }
+                    if !groupby_step(py, &mut st, resume)? {
+                        break false;
+                    }
+                };
+                if found {
+                    let key = st.currkey.clone().expect("a current key");
+                    st.tgtkey = Some(key.clone());
+                    st.next_id += 1;
+                    let id = st.next_id;
+                    st.currgrouper = id;
+                    drop(st);
+                    let grouper = VariableTracker::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Grouper { state: state.clone(), id, tgtkey: key.clone() }))));
+                    Some(VariableTracker::Tuple(Rc::new(vec![key, grouper])))
+                } else {
+                    None
+                }
+            }
+            IterKind::Grouper { state, id, tgtkey } => {
+                let state = state.clone();
+                let mut st = state.try_borrow_mut().map_err(|_| unsupported_step("a grouper stepped from inside its groupby's step"))?;
+                if st.currgrouper != *id {
+                    None
+                } else if st.currvalue.is_none() && !groupby_step(py, &mut st, resume)? {
+                    None
+                } else {
+                    let c = st.currkey.clone().expect("a current key");
+                    if rich_eq(py, tgtkey, &c, resume)? {
+                        st.currvalue.take()
+                    } else {
+                        None
+                    }
+                }
+            }
+            IterKind::Tee { shared, index } => {
+                let shared = shared.clone();
+                let mut sh = shared.try_borrow_mut().map_err(|_| unsupported_step("a tee stepped from inside its own step"))?;
+                if *index < sh.buffer.len() {
+                    let v = sh.buffer[*index].clone();
+                    *index += 1;
+                    Some(v)
+                } else if sh.exhausted {
+                    None
+                } else {
+                    let inner = sh.inner.clone();
+                    let taken = borrow_iter(&inner)?.next_item(py, resume)?;
+                    match taken {
+                        Some(v) => {
+                            sh.buffer.push(v.clone());
+                            *index += 1;
+                            Some(v)
+                        }
+                        None => {
+                            sh.exhausted = true;
+                            None
+                        }
+                    }
+                }
+            }
             IterKind::Compress { data, selectors } => loop {
                 let Some(v) = borrow_iter(data)?.next_item(py, resume)? else { break None };
                 let Some(s) = borrow_iter(selectors)?.next_item(py, resume)? else { break None };
@@ -537,7 +699,9 @@ impl<'a> InstructionTranslator<'a> {
                 IterRequest::Truth(v) => self.truth(py, v).map(|t| Some(const_bool(py, t))),
                 IterRequest::MakeIter(v) => self.make_iter(py, v).map(|i| Some(VT::Iterator(i))),
                 IterRequest::Add(a, b) => self.binary(py, "add", a, b).map(Some),
+                IterRequest::Eq(a, b) => (|| -> VResult<bool> { Ok(self.is_same(py, &a, &b)? || self.equal(py, &a, &b)?) })().map(|t| Some(const_bool(py, t))),
                 IterRequest::Items(v) => self.iter_items(py, &v).map(|items| Some(VT::Tuple(Rc::new(items)))),
+                IterRequest::WrapItem(v, source) => wrap(py, self.og, v.bind(py), source).map(Some),
             };
             r.map_err(IterError::Unsupported)
         };
@@ -607,6 +771,10 @@ impl<'a> InstructionTranslator<'a> {
         let state = match v {
             VT::Iterator(it) => return Ok(it.clone()),
             VT::List(l) => IteratorState::over_list(l.clone()),
+            VT::Deque(l) => {
+                let state = l.borrow().deque.map(|d| d.state).unwrap_or(0);
+                IteratorState::of(IterKind::Deque { list: l.clone(), state })
+            }
             VT::Dict(d) => IteratorState::over_dict(d.clone(), DictView::Keys),
             VT::DictView { dict, view } => IteratorState::over_dict(dict.clone(), *view),
             other => IteratorState::over(self.iter_items(py, other)?),
@@ -661,7 +829,7 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 out
             }
-            VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Iterator(_) => self.unpack(py, v)?,
+            VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Deque(_) | VT::Iterator(_) => self.unpack(py, v)?,
             VT::Dict(_) | VT::DictView { .. } => {
                 let it = self.make_iter(py, v)?;
                 self.drain_iter(py, &it)?
@@ -727,6 +895,42 @@ impl<'a> InstructionTranslator<'a> {
     /// traced, as CPython's `tp_iternext` does. `itertools.product` reads its arguments whole
     /// at construction (Modules/itertoolsmodule.c, `product_new`), so it is a fixed sequence.
     /// `None`: `b` is none of these, or is called with arguments not modelled.
+    /// `itertools.tee(iterable, n=2)` (`itertools_tee_impl`): `n` iterators over the items of
+    /// `iter(iterable)`, sharing what was taken (`TeeShared`); an iterable that is itself a
+    /// tee iterator is the first of them and the others are its copies (`__copy__`). `None`:
+    /// `b` is not `tee`, or `n` is not a constant non-negative int.
+    pub(crate) fn itertools_tee(&mut self, py: Python<'_>, b: &Bound<'_, PyAny>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        if !py.import("itertools")?.getattr("tee")?.is(b) || !kwargs.is_empty() || !(1..=2).contains(&args.len()) {
+            return Ok(None);
+        }
+        let n = match args.get(1) {
+            None => 2,
+            Some(v) => match v.as_constant(py).filter(|c| c.is_instance_of::<pyo3::types::PyInt>()).and_then(|c| c.extract::<i64>().ok()) {
+                Some(n) if n >= 0 => n as usize,
+                _ => return Ok(None),
+            },
+        };
+        let it = self.make_iter(py, &args[0])?;
+        let copyable = match &it.borrow().kind {
+            IterKind::Tee { shared, index } => Some((shared.clone(), *index)),
+            _ => None,
+        };
+        let mut out = Vec::with_capacity(n);
+        let (shared, index) = match copyable {
+            Some((shared, index)) => {
+                if n > 0 {
+                    out.push(VT::Iterator(it.clone()));
+                }
+                (shared, index)
+            }
+            None => (Rc::new(RefCell::new(TeeShared { inner: it, buffer: Vec::new(), exhausted: false })), 0),
+        };
+        while out.len() < n {
+            out.push(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Tee { shared: shared.clone(), index })))));
+        }
+        Ok(Some(VT::Tuple(Rc::new(out))))
+    }
+
     pub(crate) fn lazy_iterator(&mut self, py: Python<'_>, b: &Bound<'_, PyAny>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<IterKind>> {
         let builtins = self.og.handles.builtins.bind(py).clone();
         let itertools = py.import("itertools")?;
@@ -740,7 +944,11 @@ impl<'a> InstructionTranslator<'a> {
             let inner = self.make_iter(py, &args[1])?;
             IterKind::Filter { func: none_or(Some(args[0].clone())), inner }
         } else if is(&itertools, "chain") && kwargs.is_empty() {
-            IterKind::Chain { pending: args.iter().cloned().collect(), active: None }
+            IterKind::Chain { pending: args.iter().cloned().collect(), active: None, outer: None }
+        } else if args.len() == 1 && kwargs.is_empty() && b.getattr("__name__").map(|n| n.to_string() == "from_iterable").unwrap_or(false)
+            && b.getattr("__self__").map(|s| s.is(&itertools.getattr("chain").unwrap())).unwrap_or(false) {
+            // `chain.from_iterable(outer)`: `iter(outer)` now, its items one at a time.
+            IterKind::Chain { pending: Default::default(), active: None, outer: Some(self.make_iter(py, &args[0])?) }
         } else if is(&itertools, "islice") && (2..=4).contains(&args.len()) && kwargs.is_empty() {
             let ints = args[1..].iter().map(|a| match a.as_constant(py) {
                 Some(c) if c.is_none() => Ok(None),
@@ -776,6 +984,14 @@ impl<'a> InstructionTranslator<'a> {
             IterKind::FilterFalse { func: none_or(Some(args[0].clone())), inner }
         } else if is(&itertools, "pairwise") && args.len() == 1 && kwargs.is_empty() {
             IterKind::Pairwise { inner: self.make_iter(py, &args[0])?, old: None }
+        } else if is(&itertools, "groupby") && (1..=2).contains(&(args.len() + kwargs.len())) && kwargs.iter().all(|(k, _)| k == "iterable" || k == "key") {
+            let Some(iterable) = args.first().cloned().or_else(|| kw("iterable")) else { return Ok(None) };
+            if (!args.is_empty() && kw("iterable").is_some()) || (args.len() == 2 && kw("key").is_some()) {
+                return Ok(None);
+            }
+            let key = none_or(args.get(1).cloned().or_else(|| kw("key")));
+            let inner = self.make_iter(py, &iterable)?;
+            IterKind::GroupBy(Rc::new(RefCell::new(GroupByState { inner, key, tgtkey: None, currkey: None, currvalue: None, currgrouper: 0, next_id: 0 })))
         } else if is(&itertools, "compress") && args.len() == 2 && kwargs.is_empty() {
             IterKind::Compress { data: self.make_iter(py, &args[0])?, selectors: self.make_iter(py, &args[1])? }
         } else if is(&itertools, "cycle") && args.len() == 1 && kwargs.is_empty() {

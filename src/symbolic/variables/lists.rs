@@ -40,6 +40,8 @@ pub struct ListState {
     /// items at entry are not read (no length guard, nothing wrapped): `items` holds only what
     /// the trace appended, and the replay is `list.extend(target, items)`.
     pub append_only: bool,
+    /// Set for a `collections.deque` (`VT::Deque`): its `maxlen` and mutation state.
+    pub deque: Option<crate::symbolic::variables::deque::DequeInfo>,
 }
 
 /// Whether `cls` is a tuple subclass with named fields whose instances behave exactly as tuples
@@ -194,6 +196,9 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     pub(crate) fn call_container_method(&mut self, py: Python<'_>, container: &VT, name: &str, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        if let (VT::Deque(l), false) = (container, name.starts_with("__")) {
+            return self.call_deque_method(py, l, name, args, kwargs);
+        }
         if let (VT::NamedTuple { cls, items }, "_replace" | "_asdict" | "_make") = (container, name) {
             return self.namedtuple_method_call(py, cls, items, name, args, kwargs);
         }
@@ -225,7 +230,13 @@ impl<'a> InstructionTranslator<'a> {
                     self.delitem(py, container, args[0].clone())?;
                     return Ok(VT::none(py));
                 }
-                (VT::List(_) | VT::Dict(_), "__getitem__", 1) => return self.getitem(py, container, &args[0]),
+                (VT::List(_) | VT::Dict(_) | VT::Deque(_), "__getitem__", 1) => return self.getitem(py, container, &args[0]),
+                // `deque.__iadd__` (`deque_inplace_concat`) extends in place and returns the deque.
+                (VT::Deque(_), "__iadd__", 1) => {
+                    let VT::Deque(l) = container else { unreachable!() };
+                    self.call_deque_method(py, l, "extend", args, vec![])?;
+                    return Ok(container.clone());
+                }
                 (_, "__contains__", 1) => {
                     let found = self.contains(py, container, &args[0])?;
                     return Ok(const_bool(py, found));
@@ -429,7 +440,7 @@ pub fn make_tuple(py: Python<'_>, items: Vec<VT>) -> VResult<VT> {
 }
 
 pub fn new_list(items: Vec<VT>) -> VT {
-    VT::List(Rc::new(RefCell::new(ListState { entry_len: items.len(), items, source: None, append_only: false })))
+    VT::List(Rc::new(RefCell::new(ListState { entry_len: items.len(), items, source: None, append_only: false, deque: None })))
 }
 
 pub(crate) fn is_seq(v: &VT) -> bool {

@@ -12,6 +12,7 @@
 pub mod builtin;
 pub mod constant;
 pub mod ctx_manager;
+pub mod deque;
 pub mod descriptors;
 pub mod dicts;
 pub mod functions;
@@ -51,6 +52,9 @@ pub enum VariableTracker {
     /// behaves as a tuple and comes back out of the graph as `cls`.
     NamedTuple { cls: Rc<Py<PyAny>>, items: Rc<Vec<VariableTracker>> },
     List(Rc<RefCell<ListState>>),
+    /// A `collections.deque` (Note [deques] in `variables/deque.rs`): a list state whose
+    /// `deque` holds its `maxlen`.
+    Deque(Rc<RefCell<ListState>>),
     Dict(Rc<RefCell<DictState>>),
     /// `d.keys()`, `d.values()` or `d.items()`: a live view of a dict tracker.
     DictView { dict: Rc<RefCell<DictState>>, view: DictView },
@@ -132,6 +136,7 @@ impl VariableTracker {
             VT::NamedTuple { cls, .. } => qualname(cls.bind(py)),
             VT::DictView { view, .. } => format!("dict_{}", view.method()),
             VT::List(_) => "list".into(),
+            VT::Deque(_) => "deque".into(),
             VT::Dict(_) => "dict".into(),
             VT::Module { obj, .. } => format!("module {}", type_name(obj.bind(py))),
             VT::Function { obj, .. } => format!("function {}", qualname(obj.bind(py))),

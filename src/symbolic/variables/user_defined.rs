@@ -169,7 +169,7 @@ impl UserObject {
 /// state; tensors by graph node; modules and constants by identity).
 pub fn same_object(py: Python<'_>, a: &VT, b: &VT) -> bool {
     match (a, b) {
-        (VT::List(x), VT::List(y)) => Rc::ptr_eq(x, y),
+        (VT::List(x), VT::List(y)) | (VT::Deque(x), VT::Deque(y)) => Rc::ptr_eq(x, y),
         (VT::Dict(x), VT::Dict(y)) => Rc::ptr_eq(x, y),
         (VT::Set(x), VT::Set(y)) => Rc::ptr_eq(x, y),
         (VT::Iterator(x), VT::Iterator(y)) => Rc::ptr_eq(x, y),
@@ -836,6 +836,9 @@ impl<'a> InstructionTranslator<'a> {
     /// operand's type is a proper subclass overriding it, a Python `__eq__` inlined,
     /// `NotImplemented` passing to the other side, identity when neither decides.
     pub(crate) fn user_object_eq(&mut self, py: Python<'_>, a: &VT, b: &VT) -> VResult<bool> {
+        if let Some(r) = self.ordered_dict_eq(py, a, b)? {
+            return Ok(r);
+        }
         let object_eq = py.get_type::<PyAny>().getattr("__eq__")?;
         let eq_of = |this: &mut Self, v: &VT| -> VResult<Option<(Bound<'_, PyAny>, Bound<'_, PyAny>)>> {
             let Some(ty) = this.type_of(py, v)? else { return Ok(None) };
@@ -882,6 +885,56 @@ impl<'a> InstructionTranslator<'a> {
             return self.truth(py, &r);
         }
         self.is_same(py, a, b)
+    }
+}
+
+impl<'a> InstructionTranslator<'a> {
+    /// `==` with an `OrderedDict` built in the frame on one side (Objects/odictobject.c,
+    /// `odict_richcompare`): against another `OrderedDict` the dicts must be equal and their keys
+    /// in the same order; against a plain dict it is dict equality, order ignored (the reflected
+    /// call lands in the same function, so both operand orders agree). `None` when neither side
+    /// is an exact `OrderedDict` or the other side is a kind not modelled here.
+    fn ordered_dict_eq(&mut self, py: Python<'_>, a: &VT, b: &VT) -> VResult<Option<bool>> {
+        let od_storage = |v: &VT| -> PyResult<Option<Rc<RefCell<DictState>>>> {
+            Ok(match v {
+                VT::UserObject(o) if o.is_exact_ordered_dict(py)? => o.storage.clone(),
+                _ => None,
+            })
+        };
+        let (sa, sb) = (od_storage(a)?, od_storage(b)?);
+        let plain = |v: &VT| -> Option<VT> {
+            match v {
+                VT::Dict(_) => Some(v.clone()),
+                VT::Constant(c) if c.bind(py).get_type().is(py.get_type::<pyo3::types::PyDict>()) => Some(v.clone()),
+                _ => None,
+            }
+        };
+        let (x, y, ordered) = match (&sa, &sb) {
+            (Some(x), Some(y)) => (VT::Dict(x.clone()), VT::Dict(y.clone()), true),
+            (Some(x), None) => match plain(b) {
+                Some(y) => (VT::Dict(x.clone()), y, false),
+                None => return Ok(None),
+            },
+            (None, Some(y)) => match plain(a) {
+                Some(x) => (x, VT::Dict(y.clone()), false),
+                None => return Ok(None),
+            },
+            (None, None) => return Ok(None),
+        };
+        if !self.equal(py, &x, &y)? {
+            return Ok(Some(false));
+        }
+        if ordered {
+            let (VT::Dict(x), VT::Dict(y)) = (&x, &y) else { unreachable!("both storages") };
+            let kx: Vec<Py<PyAny>> = x.borrow().items.iter().map(|(k, _)| k.clone_ref(py)).collect();
+            let ky: Vec<Py<PyAny>> = y.borrow().items.iter().map(|(k, _)| k.clone_ref(py)).collect();
+            for (p, q) in kx.iter().zip(ky.iter()) {
+                if !p.bind(py).eq(q.bind(py))? {
+                    return Ok(Some(false));
+                }
+            }
+        }
+        Ok(Some(true))
     }
 }
 
