@@ -90,3 +90,26 @@ def test_a_generator_dropped_outside_any_block_is_traced(backend):
     torch.testing.assert_close(got, fn(torch.ones(2)))
     c = dynamo.counters()
     assert c["graphs"] == 1 and c["eager_fallbacks"] == 0 and c["graph_breaks"] == 0, dict(c)
+
+
+def gen_except(x):
+    i = 0
+    try:
+        while True:
+            yield x + i
+            i += 1
+    except IndexError:  # does not match the GeneratorExit close() throws in
+        return
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_generator_dropped_inside_an_except_clause_is_traced(backend):
+    # The shape of `Sequence.__iter__` in `_collections_abc`: closing it runs no code.
+    def fn(x):
+        return next(gen_except(x)) * 2, [v for v, _ in zip(gen_except(x), range(3))]
+
+    dynamo.reset()
+    got = dynamo.optimize(backend)(fn)(torch.ones(2))
+    torch.testing.assert_close(got, fn(torch.ones(2)))
+    c = dynamo.counters()
+    assert c["graphs"] == 1 and c["eager_fallbacks"] == 0 and c["graph_breaks"] == 0, dict(c)

@@ -256,7 +256,8 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
 /// which to run that code, so the graph would lose its effects: such a frame is not compiled
 /// (GB0014, the frame or the code up to the break runs as ordinary Python). A generator suspended
 /// outside any handler closes without running code (3.12's implicit handler, which only turns a
-/// leaking `StopIteration` into `RuntimeError`, does not count).
+/// leaking `StopIteration` into `RuntimeError`, does not count), and so does one inside
+/// `try: ... except IndexError:` (`Sequence.__iter__`): the clause does not match GeneratorExit.
 fn check_dropped_generators(og: &OutputGraph) -> VResult<()> {
     use crate::bytecode::opcode::op;
     for g in &og.generators {
@@ -266,9 +267,36 @@ fn check_dropped_generators(og: &OutputGraph) -> VResult<()> {
             continue;
         }
         let Some(exn) = frame.code.insts.get(frame.ip - 1).and_then(|i| i.exn) else { continue };
-        let implicit = frame.code.insts.get(exn.handler.index()).is_some_and(|h| h.opcode == op::CALL_INTRINSIC_1 && h.arg == 3);
-        if !implicit {
-            graph_break!(UnreconstructableValue, "generator {} left suspended inside a try/with block: closing it runs code the graph cannot place", frame.code.name);
+        let insts = &frame.code.insts;
+        let h = exn.handler.index();
+        let implicit = insts.get(h).is_some_and(|h| h.opcode == op::CALL_INTRINSIC_1 && h.arg == 3);
+        // `except X:` / `except (X, Y):` (`PUSH_EXC_INFO`, loads of the classes, `CHECK_EXC_MATCH`)
+        // only tests the type of the GeneratorExit that close() throws in, and passes it on
+        // unless a class is BaseException or GeneratorExit itself. (A finally or with around
+        // that try is not looked for.)
+        let except_clause = insts.get(h).is_some_and(|i| i.opcode == op::PUSH_EXC_INFO) && {
+            let mut k = h + 1;
+            let mut catches_exit = false;
+            while let Some(i) = insts.get(k) {
+                let name = match i.opcode {
+                    op::LOAD_GLOBAL => frame.code.names.get((i.arg >> 1) as usize),
+                    op::LOAD_NAME | op::LOAD_ATTR => frame.code.names.get(i.arg as usize),
+                    op::BUILD_TUPLE | op::LOAD_FAST | op::LOAD_DEREF => None,
+                    _ => break,
+                };
+                catches_exit |= name.is_some_and(|n| n == "BaseException" || n == "GeneratorExit");
+                k += 1;
+            }
+            k > h + 1 && insts.get(k).is_some_and(|i| i.opcode == op::CHECK_EXC_MATCH) && !catches_exit
+        };
+        if !implicit && !except_clause {
+            graph_break!(
+                UnreconstructableValue,
+                "generator {} ({}:{}) left suspended inside a try/with block: closing it runs code the graph cannot place",
+                frame.code.name,
+                frame.code.filename,
+                frame.code.insts[frame.ip - 1].positions.line.unwrap_or(frame.code.firstlineno)
+            );
         }
     }
     Ok(())
