@@ -40,12 +40,21 @@ thread_local! {
     static CALLBACK: Cell<*mut pyffi::PyObject> = const { Cell::new(std::ptr::null_mut()) };
     /// The C stack address at this thread's first hooked frame (Note [deep recursion]).
     static STACK_TOP: Cell<usize> = const { Cell::new(0) };
+    /// How many frames this thread is evaluating through the hook, nested (Note [deep recursion]).
+    static HOOK_DEPTH: Cell<u32> = const { Cell::new(0) };
 }
+
+/// Most frames evaluated through the hook inside one another before the hook is taken off for
+/// the frames under them (Note [deep recursion]). CPython 3.12 counts each such C-level call
+/// against its fixed C recursion limit, and raised `RecursionError` near 750 nested Python
+/// calls where eager, whose Python-to-Python calls stay in one C frame, goes on.
+const DEEP_FRAMES: u32 = 200;
 
 /// Note [deep recursion]: with a PEP 523 hook installed, CPython evaluates every Python call
 /// through the hook, a C call per Python frame (without one, 3.11+ runs Python-to-Python calls
 /// inside one C frame). A program that raises the recursion limit and recurses thousands of
-/// frames deep (a tree walker) then overflows the C stack, where eager Python returns. Past
+/// frames deep (a tree walker) then overflows the C stack (3.11) or meets 3.12's C recursion
+/// limit, where eager Python returns. Past `DEEP_FRAMES` nested hooked frames or
 /// `DEEP_STACK_BYTES` of C stack below the first hooked frame, a frame runs with the hook taken
 /// off the interpreter, so the calls under it are plain Python calls again, run eagerly (what
 /// they would do anyway, uncompiled); the hook is put back when that frame returns. Other
@@ -229,25 +238,34 @@ enum Outcome {
 /// converted replacement ran, or an error is raised) is finished as the running CPython
 /// requires (`ffi::finish_taken_over`: nothing on 3.11, clear and pop on 3.12).
 unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut InterpreterFrame, throwflag: c_int) -> *mut pyffi::PyObject {
-    let cb = CALLBACK.with(|c| c.get());
-    if cb.is_null() || throwflag != 0 || !ffi::can_take_over(tstate, frame) {
-        return default_eval(tstate, frame, throwflag);
-    }
-    if stack_is_deep() {
+    let depth = HOOK_DEPTH.with(|d| {
+        let v = d.get();
+        d.set(v + 1);
+        v
+    });
+    let result = if depth >= DEEP_FRAMES || stack_is_deep() {
         // Note [deep recursion].
         let interp = pyffi::PyInterpreterState_Get();
         ffi::_PyInterpreterState_SetEvalFrameFunc(interp, ffi::_PyEval_EvalFrameDefault);
         let result = default_eval(tstate, frame, throwflag);
         ffi::_PyInterpreterState_SetEvalFrameFunc(interp, eval_frame);
-        return result;
-    }
-    match eval_frame_inner(frame, cb) {
-        Outcome::Default => default_eval(tstate, frame, throwflag),
-        Outcome::Done(result) => {
-            ffi::finish_taken_over(tstate, frame);
-            result
+        result
+    } else {
+        let cb = CALLBACK.with(|c| c.get());
+        if cb.is_null() || throwflag != 0 || !ffi::can_take_over(tstate, frame) {
+            default_eval(tstate, frame, throwflag)
+        } else {
+            match eval_frame_inner(frame, cb) {
+                Outcome::Default => default_eval(tstate, frame, throwflag),
+                Outcome::Done(result) => {
+                    ffi::finish_taken_over(tstate, frame);
+                    result
+                }
+            }
         }
-    }
+    };
+    HOOK_DEPTH.with(|d| d.set(depth));
+    result
 }
 
 /// Note [user modes]: a `TorchFunctionMode` or `TorchDispatchMode` the user made active (an

@@ -389,6 +389,16 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         });
         VT::Iterator(state)
     };
+    // An iterator whose items are read only as the trace takes them (`IterKind::Peek`):
+    // guarded by its type, its items kept as lazy constants.
+    let peek = |og: &mut OutputGraph, items: Vec<Py<PyAny>>| -> VT {
+        og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
+        let v = external(og, &source, crate::symbolic::variables::IteratorState::of(crate::symbolic::variables::IterKind::Peek { items, base: source.clone() }));
+        if let Some(e) = og.side_effects.external_iters.last_mut() {
+            e.literal_items = true;
+        }
+        v
+    };
     if tn == "list_iterator" {
         // An iterator over a list the frame also received (a loop continued in a resume
         // function): it reads that list live, as CPython's does.
@@ -411,13 +421,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
             og.peeked_lists.insert(seq_ptr, source.clone());
             let rest = crate::guards::iterator_remaining(value)?;
             if !rest.iter().all(|i| is_literal(py, &i)) && rest.len() <= 10_000 {
-                og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
-                let items = rest.iter().map(|i| i.unbind()).collect();
-                let v = external(og, &source, crate::symbolic::variables::IteratorState::of(crate::symbolic::variables::IterKind::Peek { items, base: source.clone() }));
-                if let Some(e) = og.side_effects.external_iters.last_mut() {
-                    e.literal_items = true;
-                }
-                return Ok(v);
+                return Ok(peek(og, rest.iter().map(|i| i.unbind()).collect()));
             }
         } else if let Some((seq_source, list)) = og.lists_by_ptr.get(&(seq.as_ptr() as usize)).cloned() {
             realize_append_only(py, og, &seq, &list)?;
@@ -476,13 +480,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         let rest = crate::guards::iterator_remaining(value)?;
         if tn == "tuple_iterator" && !rest.iter().all(|i| is_literal(py, &i)) && rest.len() <= 10_000 {
             // A tuple cannot change: its items are read only as the trace takes them (`Peek`).
-            og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
-            let items = rest.iter().map(|i| i.unbind()).collect();
-            let v = external(og, &source, crate::symbolic::variables::IteratorState::of(crate::symbolic::variables::IterKind::Peek { items, base: source.clone() }));
-            if let Some(e) = og.side_effects.external_iters.last_mut() {
-                e.literal_items = true;
-            }
-            return Ok(v);
+            return Ok(peek(og, rest.iter().map(|i| i.unbind()).collect()));
         }
         if !rest.iter().all(|i| is_literal(py, &i)) || rest.len() > 10_000 {
             graph_break!(UntracedValue, "iterator over non-literal items ({source})");
