@@ -47,6 +47,9 @@ impl<'a> InstructionTranslator<'a> {
                         return Ok(VT::Method { func: Box::new(VT::Function { obj: Rc::new(f.unbind()), source: None }), self_: Box::new(obj.clone()) });
                     }
                 }
+                if let Some(v) = self.tensor_instance_attr(py, t, name)? {
+                    return Ok(v);
+                }
                 let v = fake.getattr(name)?;
                 if !v.is_callable() {
                     if let Some(answer) = self.tensor_query(py, t, name, false)? {

@@ -274,6 +274,25 @@ impl<'a> InstructionTranslator<'a> {
                 VT::Tensor(t) => {
                     if t.fake.bind(py).get_type().hasattr(name.as_str())? {
                         Some(false)
+                    } else if let (None, Some(cls)) = (&t.source, self.tensor_subclass_of(py, t)) {
+                        // A tensor of a `__torch_function__` subclass that the graph made (Note
+                        // [tensor subclasses]): the attributes the trace set on it are present
+                        // and it has no others, so a name its class lacks is missing (guarded
+                        // on the class); a class attribute, or a class with a `__getattr__` of
+                        // its own, is asked through `getattr` below.
+                        if self.og.tensor_attrs.get(&t.node).is_some_and(|a| a.iter().any(|(k, _)| k == &name)) {
+                            Some(false)
+                        } else if cls.hasattr(name.as_str())? || cls.hasattr("__getattr__")? {
+                            None
+                        } else {
+                            match self.og.class_sources.get(&(cls.as_ptr() as usize)).cloned() {
+                                Some(src) => {
+                                    self.og.add_guard(Some(src), GuardKind::NoAttr(name.clone()));
+                                    Some(true)
+                                }
+                                None => None,
+                            }
+                        }
                     } else {
                         match &t.source {
                             None => Some(true),

@@ -384,3 +384,56 @@ impl<'a> InstructionTranslator<'a> {
         Ok(None)
     }
 }
+
+// Note [tensor instance attributes]
+// While tracing, a tensor is a fake tensor, whose class (`FakeTensor`) and instance dict hold the
+// fake mode's own state (`fake_mode`, `constant`, memo tables, `from_tensor`). None of that is
+// the user's tensor: an attribute that `torch.Tensor` does not define is an instance attribute,
+// looked up as CPython does on the object eager sees. A graph input's is read from the real
+// input's `__dict__` through its source (guarded as any attribute value is; NO_ATTR when it is
+// absent); a tensor the graph made has none (writes to it are breaks), so the lookup raises
+// eager's AttributeError, which `getattr(t, name, default)`, `hasattr` and `except
+// AttributeError` handle inside the trace. The instance dict itself (`t.__dict__`, `vars(t)`) and
+// `__weakref__` are not modelled.
+
+impl<'a> InstructionTranslator<'a> {
+    /// `t.name` for a plain tensor `t` when `torch.Tensor` does not define `name` (Note [tensor
+    /// instance attributes]): the real input's instance attribute, or the AttributeError eager
+    /// raises. `None` when the class defines `name` (the ordinary lookup follows).
+    ///
+    /// Errors: a graph break for `__dict__`/`__weakref__`, for a subclass with its own
+    /// `__getattr__`, and for an input whose real object is not at hand.
+    pub(crate) fn tensor_instance_attr(&mut self, py: Python<'_>, t: &Rc<TensorVariable>, name: &str) -> VResult<Option<VT>> {
+        if name == "__dict__" || name == "__weakref__" {
+            crate::graph_break!(UntracedTensorAttribute, "Tensor.{name} is not traced");
+        }
+        let tensor_type = self.og.handles.tensor_type.clone_ref(py);
+        if tensor_type.bind(py).hasattr(name)? {
+            return Ok(None);
+        }
+        if let Some(cls) = self.tensor_subclass_of(py, t) {
+            if cls.hasattr("__getattr__")? {
+                crate::graph_break!(TensorSubclass, "Tensor.{name} of a subclass with its own __getattr__");
+            }
+        }
+        let Some(source) = t.source.clone() else {
+            return Err(Unsupported::raise("AttributeError", format!("'Tensor' object has no attribute '{name}'")));
+        };
+        let Some(real) = self.og.inputs.iter().find(|(s, _)| *s == source).map(|(_, r)| r.clone_ref(py)) else {
+            crate::graph_break!(UntracedTensorAttribute, "Tensor.{name} of {source}, whose object is not at hand");
+        };
+        let real = real.bind(py);
+        if real.get_type().hasattr(name)? {
+            // Defined by the input's class (a Parameter subclass): the ordinary lookup.
+            return Ok(None);
+        }
+        let d = py.import("builtins")?.getattr("object")?.call_method1("__getattribute__", (real, "__dict__"))?;
+        match d.get_item(name) {
+            Ok(v) => crate::symbolic::builder::wrap(py, self.og, &v, source.attr(name)).map(Some),
+            Err(_) => {
+                self.og.add_guard(Some(source.clone()), crate::guards::GuardKind::NoAttr(name.to_string()));
+                Err(Unsupported::raise("AttributeError", format!("'{}' object has no attribute '{name}'", type_name(real))))
+            }
+        }
+    }
+}

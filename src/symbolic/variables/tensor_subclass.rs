@@ -653,6 +653,9 @@ impl<'a> InstructionTranslator<'a> {
         let descr = match torch.getattr("_C")?.getattr("TensorBase")?.getattr("__dict__")?.get_item(name) {
             Ok(d) => d,
             Err(_) => match tensor.getattr("__dict__")?.get_item(name) {
+                // `torch.Tensor`'s own getsets (`__dict__`, `__weakref__`) are CPython's, which
+                // never dispatch; the instance dict of a subclass tensor is not modelled.
+                Ok(d) if type_name(&d) == "getset_descriptor" => graph_break!(TensorSubclass, "Tensor.{name} of a subclass tensor"),
                 Ok(d) => d,
                 Err(_) => return Ok(None),
             },
