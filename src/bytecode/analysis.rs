@@ -309,8 +309,8 @@ pub fn disassemble_with(
 
 /// Fast locals that may be read before being written again, at the entry of each instruction
 /// (backward liveness over the control-flow graph, exception handlers included as successors of
-/// the instructions they cover). `LOAD_FAST i` reads slot `i`; `STORE_FAST i` / `DELETE_FAST i`
-/// write it. Slots `>= n_locals` (cells, free variables) are not tracked. Graph breaks use this to
+/// the instructions they cover). `LOAD_FAST i` and `DELETE_FAST i` read slot `i`; `STORE_FAST i`
+/// writes it. Slots `>= n_locals` (cells, free variables) are not tracked. Graph breaks use this to
 /// pass only live locals to resume functions.
 pub fn live_locals(insts: &[Instruction], n_locals: usize) -> Vec<Vec<bool>> {
     let n = insts.len();
@@ -339,7 +339,10 @@ pub fn live_locals(insts: &[Instruction], n_locals: usize) -> Vec<Vec<bool>> {
             let inst = &insts[i];
             let slot = inst.arg as usize;
             match inst.opcode {
-                op::STORE_FAST | op::DELETE_FAST if slot < n_locals => set[slot] = false,
+                op::STORE_FAST if slot < n_locals => set[slot] = false,
+                // `del x` reads the slot: it raises UnboundLocalError when `x` is unbound, and the
+                // object lives until then (Note [resume call lifetimes] in src/eval_frame/hook.rs).
+                op::DELETE_FAST if slot < n_locals => set[slot] = true,
                 opc if opcode::is_load_fast(opc) && slot < n_locals => set[slot] = true,
                 _ => {}
             }
@@ -364,6 +367,23 @@ pub fn live_locals(insts: &[Instruction], n_locals: usize) -> Vec<Vec<bool>> {
 mod liveness_tests {
     use super::*;
     use crate::bytecode::instruction::ExnTarget;
+
+    #[test]
+    fn del_reads_its_local() {
+        // x = 1; print(); del x   (slot 0: x): `del x` raises when `x` is unbound, so `x` is
+        // live up to it.
+        let insts = vec![
+            Instruction::new(op::LOAD_CONST, 0),
+            Instruction::new(op::STORE_FAST, 0),
+            Instruction::new(op::NOP, 0),
+            Instruction::new(op::DELETE_FAST, 0),
+            Instruction::new(op::LOAD_CONST, 0),
+            Instruction::new(op::RETURN_VALUE, 0),
+        ];
+        let live = live_locals(&insts, 1);
+        assert_eq!(live[2], vec![true]);
+        assert_eq!(live[4], vec![false]);
+    }
 
     #[test]
     fn dead_after_last_read() {

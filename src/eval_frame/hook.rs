@@ -42,6 +42,100 @@ thread_local! {
     static STACK_TOP: Cell<usize> = const { Cell::new(0) };
     /// How many frames this thread is evaluating through the hook, nested (Note [deep recursion]).
     static HOOK_DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// The argument tuple of the resume call in flight on this thread, owned by `call_resume`
+    /// (Note [resume call lifetimes]); null otherwise.
+    static RESUME_ARGS: Cell<*mut pyffi::PyObject> = const { Cell::new(std::ptr::null_mut()) };
+    /// A frame the hook answers for and how many argument slots it passed to the transformed
+    /// code in flight (`run_entry`, Note [resume call lifetimes]); null otherwise.
+    static TAKEN_OVER: Cell<(*mut InterpreterFrame, usize)> = const { Cell::new((std::ptr::null_mut(), 0)) };
+}
+
+/// Note [resume call lifetimes]: in eager, the code after a graph break runs in the one frame
+/// that holds its locals, so `del x`, or a rebinding of `x`, frees the object then (a weak
+/// reference to it dies, a `WeakKeyDictionary` entry goes, a `__del__` runs, its tensor's
+/// memory returns to the allocator). Here that code runs in a resume function called by the
+/// transformed frame, and a caller keeps its own references to a call's arguments until the
+/// call returns (`_PyEval_Vector` increfs them into the new frame). So the transformed frame
+/// clears its locals and temporaries before the call and hands the arguments over in a list;
+/// `call_resume` turns the list into a tuple of its own and empties the list, and when the hook
+/// is entered for the resume function's frame, which then holds references of its own, the
+/// tuple's items are replaced with `None` (`release_resume_args`). The same holds for every frame
+/// the hook answers for (the user's function called with a temporary, `f(P())`, and each resume
+/// function): `run_entry` calls the transformed code with the frame's argument slots, and once
+/// that code's frame holds them the slots of the frame taken over, which never runs, are
+/// emptied (`release_taken_over`). The transformed code's frame is left with the only references,
+/// as the original frame had. (torch's Dynamo calls resume
+/// functions with the values on the caller's stack: they live until the rest of the function
+/// returns.)
+///
+/// What travels (`convert_frame::convert_break`): live locals, and dead ones that hold a user
+/// object (they die at a later rebinding, `del` or return, as in eager; dead tensors do not
+/// travel, as in torch's Dynamo). A local the trace deleted or rebound lets go of its old value
+/// before the breaking instruction runs; a dead argument the trace left alone stays in the
+/// transformed frame until it returns. Inside one trace a `del` cannot run finalizers, so `del`
+/// of a user object, and rebinding a local that holds an object whose class defines `__del__`,
+/// are graph breaks at that instruction (`__del__` and weak-reference callbacks then run where
+/// eager runs them). Left as torch's Dynamo has it: rebinding a local that holds a user object
+/// without `__del__` inside a trace frees it at the next break or the return (a weak reference
+/// to it dies late), and objects built by the trace that never leave it are never built, so
+/// their `__del__` never runs.
+///
+/// `_C.call_resume(f, args)`: calls `f(*args)` (`args` a list, emptied first) as above.
+///
+/// Errors: whatever `f` raises.
+#[pyfunction]
+pub fn call_resume(py: Python<'_>, f: &Bound<'_, PyAny>, args: &Bound<'_, pyo3::types::PyList>) -> PyResult<Py<PyAny>> {
+    let tuple = args.to_tuple();
+    args.call_method0("clear")?;
+    let previous = RESUME_ARGS.with(|p| p.replace(tuple.as_ptr()));
+    // SAFETY: `f` and `tuple` are live objects; the GIL is held.
+    let result = unsafe { pyffi::PyObject_Call(f.as_ptr(), tuple.as_ptr(), std::ptr::null_mut()) };
+    RESUME_ARGS.with(|p| p.set(previous));
+    drop(tuple);
+    // SAFETY: a new reference, or NULL with an exception set.
+    unsafe { Bound::from_owned_ptr_or_err(py, result) }.map(Bound::unbind)
+}
+
+/// Empties the first `n` slots of `taken_over`, a frame the hook answers for, when `frame`, the
+/// transformed code's frame `run_entry` made for it, holds the same objects in its first `n`
+/// slots (Note [resume call lifetimes]). `taken_over` never runs; CPython clears it later and
+/// skips empty slots.
+///
+/// # Safety
+/// Both are live frames of this thread; the GIL is held.
+unsafe fn release_taken_over(frame: *mut InterpreterFrame, taken_over: *mut InterpreterFrame, n: usize) {
+    for i in 0..n {
+        if ffi::local(frame, i) != ffi::local(taken_over, i) {
+            return;
+        }
+    }
+    for i in 0..n {
+        let slot = (*taken_over).localsplus.as_mut_ptr().add(i);
+        let old = *slot;
+        *slot = std::ptr::null_mut();
+        pyffi::Py_XDECREF(old);
+    }
+}
+
+/// Replaces the items of `args`, `call_resume`'s tuple, with `None` when `frame` is the frame
+/// made for that call: its first argument slots hold exactly the tuple's items (Note [resume
+/// call lifetimes]). The frame holds references of its own, so nothing is freed here.
+///
+/// # Safety
+/// `frame` is the frame the hook was entered for and `args` a live tuple; the GIL is held.
+unsafe fn release_resume_args(frame: *mut InterpreterFrame, args: *mut pyffi::PyObject) {
+    let n = pyffi::PyTuple_GET_SIZE(args);
+    for i in 0..n {
+        if ffi::local(frame, i as usize) != pyffi::PyTuple_GET_ITEM(args, i) {
+            return;
+        }
+    }
+    for i in 0..n {
+        let old = pyffi::PyTuple_GET_ITEM(args, i);
+        pyffi::Py_INCREF(pyffi::Py_None());
+        pyffi::PyTuple_SET_ITEM(args, i, pyffi::Py_None());
+        pyffi::Py_DECREF(old);
+    }
 }
 
 /// Most frames evaluated through the hook inside one another before the hook is taken off for
@@ -238,6 +332,14 @@ enum Outcome {
 /// converted replacement ran, or an error is raised) is finished as the running CPython
 /// requires (`ffi::finish_taken_over`: nothing on 3.11, clear and pop on 3.12).
 unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut InterpreterFrame, throwflag: c_int) -> *mut pyffi::PyObject {
+    let resume_args = RESUME_ARGS.with(|p| p.replace(std::ptr::null_mut()));
+    if !resume_args.is_null() {
+        release_resume_args(frame, resume_args);
+    }
+    let (taken_over, n_args) = TAKEN_OVER.with(|p| p.replace((std::ptr::null_mut(), 0)));
+    if !taken_over.is_null() {
+        release_taken_over(frame, taken_over, n_args);
+    }
     let depth = HOOK_DEPTH.with(|d| {
         let v = d.get();
         d.set(v + 1);
@@ -597,7 +699,11 @@ unsafe fn run_entry(py: Python<'_>, entry: &mut CacheEntry, frame: *mut Interpre
             }
         }
     };
-    pyffi::PyObject_Vectorcall(func.as_ptr(), ffi::locals_ptr(frame), n_args, std::ptr::null_mut())
+    // Note [resume call lifetimes]: the transformed code's frame takes over the references.
+    let previous = TAKEN_OVER.with(|p| p.replace((frame, n_args)));
+    let result = pyffi::PyObject_Vectorcall(func.as_ptr(), ffi::locals_ptr(frame), n_args, std::ptr::null_mut());
+    TAKEN_OVER.with(|p| p.set(previous));
+    result
 }
 
 /// The recompile limit state of a code object, for tests: (n entries, status is skip).

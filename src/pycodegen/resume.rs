@@ -55,6 +55,10 @@ pub struct BreakPlan<'a> {
     pub locals: Vec<(u32, Rebuild)>,
     /// Locals unbound at the break (deleted again in the resume function).
     pub unbound: Vec<u32>,
+    /// Locals bound at the break that the resume function does not receive (never touched
+    /// again): the transformed frame keeps its slot until it returns (Note [resume call
+    /// lifetimes] in src/eval_frame/hook.rs).
+    pub kept: Vec<u32>,
     /// The stack below the instruction's operands (`None`: a NULL).
     pub preserved: Vec<Option<Rebuild>>,
     /// The instruction's operands (`None`: a NULL).
@@ -121,6 +125,11 @@ pub fn break_operands(inst: &Instruction) -> Option<(usize, usize)> {
         op::MATCH_CLASS => (3, 1),
         // `raise` / `raise exc` / `raise exc from cause`: no successor (`successors`).
         op::RAISE_VARARGS => (a, 0),
+        // `del x` of a user object, or of an unbound `x` (Note [resume call lifetimes] in
+        // src/eval_frame/hook.rs): the value is put in its slot, and the instruction deletes it.
+        op::DELETE_FAST => (0, 0),
+        // Rebinding a local that holds an object with `__del__`: runs as it is.
+        op::STORE_FAST => (1, 0),
         _ => return None,
     })
 }
@@ -373,6 +382,17 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
         item(&mut cg, j as u32);
         cg.emit(op::STORE_FAST, *slot);
     }
+    // Note [resume call lifetimes]: a local the trace deleted or left unbound lets go of what
+    // its slot still holds (an argument, a value stored before an earlier break) before the
+    // instruction runs, as eager's `del` did before it; every value was read above.
+    for &slot in &plan.unbound {
+        let stored = plan.locals.iter().any(|(s, _)| *s == slot);
+        if !stored && !plan.kept.contains(&slot) && (slot as usize) < ci.varnames.len() && !ci.cell_slots.contains(&slot) {
+            cg.load_const(py.None());
+            cg.emit(op::STORE_FAST, slot);
+            cg.emit(op::DELETE_FAST, slot);
+        }
+    }
     // Note [protected breaks]: inside a try or with block, the breaking instruction must run
     // under the block's exception handler. Then the whole stack is rebuilt for real, the
     // instruction carries its exception-table entry pointing into a copy of the original code
@@ -425,6 +445,7 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
     let mut inst = plan.inst.clone();
     inst.exn = None;
     inst.offset = None;
+
     if is_deref(inst.opcode) && inst.arg >= nv {
         inst.arg += cg.deref_shift;
     }
@@ -500,7 +521,7 @@ enum Callee {
 }
 
 /// `return resume(*(locals + preserved + results + cells))` with the results' tuple on top of
-/// the stack; `cells` names the resume code's cell variables that are not arguments of the
+/// the stack, through `_C.call_resume` for a resume function (Note [resume call lifetimes]); `cells` names the resume code's cell variables that are not arguments of the
 /// original (Note [cells across a graph break]). Returns the index of the call of a resume
 /// function (not of a loop driver), for `PyCodegen::drop_own_traceback_entry`.
 #[allow(clippy::too_many_arguments)]
@@ -550,12 +571,12 @@ fn emit_resume_call(
         cg.emit(op::BUILD_TUPLE, cells.len() as u32);
         cg.emit(op::BINARY_OP, 0);
     }
-    // [args] -> [NULL, args]; the function is loaded on top and moved into place below.
-    cg.emit(op::PUSH_NULL, 0);
-    cg.emit(op::SWAP, 2);
     let code = match callee {
         Callee::Code(code) => code,
         Callee::Object(obj) => {
+            // [args] -> [NULL, args]; the callable is loaded on top and moved into place below.
+            cg.emit(op::PUSH_NULL, 0);
+            cg.emit(op::SWAP, 2);
             cg.load_const(obj);
             if PyVersion::CURRENT.null_after_callable() {
                 cg.emit(op::SWAP, 3);
@@ -566,6 +587,34 @@ fn emit_resume_call(
             return Ok(None);
         }
     };
+    // Note [resume call lifetimes]: the arguments go to `_C.call_resume` in a list, and this
+    // frame lets go of the locals it passes and of its temporaries before the call, so the
+    // resume function holds the only references its caller had (what `del` or a rebinding there
+    // frees is freed). Locals it does not pass (never touched again) stay here until the frame
+    // returns, as in eager.
+    // [args] -> [list]
+    cg.emit(op::BUILD_LIST, 0);
+    cg.emit(op::SWAP, 2);
+    cg.emit(op::LIST_EXTEND, 1);
+    for slot in 0..tmp + 1 + plan.n_shared {
+        let kept = slot < n_pass && plan.kept.contains(&slot);
+        if !kept && (slot >= ci.varnames.len() as u32 || !ci.cell_slots.contains(&slot)) {
+            cg.load_const(py.None());
+            cg.emit(op::STORE_FAST, slot);
+        }
+    }
+    let call_resume = py.import("dynamo._C")?.getattr("call_resume")?.unbind();
+    cg.emit(op::PUSH_NULL, 0);
+    if PyVersion::CURRENT.null_after_callable() {
+        // [list, NULL, call_resume] -> [call_resume, NULL, list] (3.13 order).
+        cg.load_const(call_resume);
+        cg.emit(op::SWAP, 3);
+    } else {
+        // [list, NULL] -> [NULL, list, call_resume] -> [NULL, call_resume, list].
+        cg.emit(op::SWAP, 2);
+        cg.load_const(call_resume);
+        cg.emit(op::SWAP, 2);
+    }
     if ci.n_freevars > 0 {
         let first_free = ci.first_free_slot() as u32;
         for j in 0..ci.n_freevars as u32 {
@@ -579,15 +628,10 @@ fn emit_resume_call(
         let func = py.import("types")?.getattr("FunctionType")?.call1((code.bind(py), plan.globals.bind(py)))?;
         cg.load_const(func.unbind());
     }
-    if PyVersion::CURRENT.null_after_callable() {
-        // [NULL, args, f] -> [f, NULL, args] (3.13 order).
-        cg.emit(op::SWAP, 3);
-        cg.emit(op::SWAP, 2);
-    } else {
-        // [NULL, args, f] -> [NULL, f, args].
-        cg.emit(op::SWAP, 2);
-    }
-    cg.emit(op::CALL_FUNCTION_EX, 0);
+    // [.., list, f] -> [.., f, list]: `call_resume(f, list)`.
+    cg.emit(op::SWAP, 2);
+    cg.emit(op::PRECALL, 2);
+    cg.emit(op::CALL, 2);
     let call = cg.insts.len() - 1;
     cg.emit(op::RETURN_VALUE, 0);
     Ok(Some(call))

@@ -613,13 +613,72 @@ fn convert_break(
             outputs.referenced_cells.push((i as u32, rc.clone()));
         }
     }
+    // Note [resume call lifetimes] (src/eval_frame/hook.rs): a dead local holding a user object
+    // travels too, so that the object dies where eager frees it (a rebinding or `del` after the
+    // break, else the return), not at the break; one that cannot be rebuilt is left behind.
+    // Dead tensors and other values do not (as in torch's Dynamo: a dead tensor would have to
+    // become a graph output). A dead argument the trace left as it came (`kept`) stays in the
+    // transformed frame's slot until it returns; other dead slots are emptied before the
+    // breaking instruction runs.
+    let own_input = |i: usize, v: &VT| -> bool {
+        let src = match v {
+            VT::Opaque { source, .. } => Some(source),
+            VT::Tensor(t) => t.source.as_ref(),
+            VT::Module { source, .. } | VT::Function { source, .. } | VT::PyModule { source, .. } => source.as_ref(),
+            _ => None,
+        };
+        src.is_some_and(|s| matches!(&**s, Source::Local { idx, .. } if *idx as usize == i))
+    };
+    let mut lifetime_only = Vec::new();
+    let mut kept = Vec::new();
+    // A break at `del x` (a user object, or `x` unbound): `x` is unbound from here on.
+    // A break at the rebinding of such a local: its old value goes into the slot (when it can be
+    // rebuilt) for the instruction to replace, and the resume function gets the new one.
+    let deleted = (inst.opcode == crate::bytecode::opcode::op::DELETE_FAST).then_some(inst.arg as usize);
+    let stored = (inst.opcode == crate::bytecode::opcode::op::STORE_FAST).then_some(inst.arg as usize);
     for i in 0..ci.varnames.len() {
         let live = continuations.iter().any(|&t| ci.live.get(t).is_some_and(|l| l[i]));
+        if deleted == Some(i) {
+            // Bound: rebuilt into its slot for the instruction to delete; unbound: the slot is
+            // emptied and the instruction raises UnboundLocalError, as in eager. The resume
+            // function gets it unbound either way.
+            if let Some(v) = &state.locals[i] {
+                locals.push((i as u32, rebuild_of(py, &og, v, &mut outputs)?));
+            }
+            unbound.push(i as u32);
+            continue;
+        }
+        if stored == Some(i) {
+            if let Some(old @ (VT::Opaque { .. } | VT::UserObject(_))) = &state.locals[i] {
+                if let Ok(r) = rebuild_of(py, &og, old, &mut outputs) {
+                    locals.push((i as u32, r));
+                }
+            }
+            continue;
+        }
         match &state.locals[i] {
             // An argument that is a cell: passed as its cell.
             Some(VT::Cell(_)) => {}
             Some(v) if live => locals.push((i as u32, rebuild_of(py, &og, v, &mut outputs)?)),
-            _ => unbound.push(i as u32),
+            Some(v @ (VT::Opaque { .. } | VT::UserObject(_))) => lifetime_only.push((i as u32, v)),
+            Some(v) => {
+                unbound.push(i as u32);
+                if own_input(i, v) {
+                    kept.push(i as u32);
+                }
+            }
+            None => unbound.push(i as u32),
+        }
+    }
+    for (i, v) in lifetime_only {
+        match rebuild_of(py, &og, v, &mut outputs) {
+            Ok(r) => locals.push((i, r)),
+            Err(_) => {
+                unbound.push(i);
+                if own_input(i as usize, v) {
+                    kept.push(i);
+                }
+            }
         }
     }
     let split = state.stack.len() - n_operands;
@@ -718,6 +777,7 @@ fn convert_break(
         inputs: &inputs,
         locals,
         unbound,
+        kept,
         preserved,
         operands,
         inst,
@@ -821,7 +881,11 @@ fn check_no_shared_containers(py: Python<'_>, state: &BreakState, ci: &CodeInfo,
     let targets = live_points(inst, state.ip);
     // Cells (arguments among them) are always live: functions made in the frame may read them.
     let live_locals = state.locals.iter().enumerate().filter(|(i, v)| {
-        *i >= ci.varnames.len() || matches!(v, Some(VT::Cell(_))) || targets.iter().any(|&t| ci.live.get(t).is_some_and(|l| l[*i]))
+        *i >= ci.varnames.len()
+            || matches!(v, Some(VT::Cell(_)))
+            // Dead user objects travel too (Note [resume call lifetimes]): one rebuild each.
+            || matches!(v, Some(VT::Opaque { .. } | VT::UserObject(_)))
+            || targets.iter().any(|&t| ci.live.get(t).is_some_and(|l| l[*i]))
     });
     let roots: Vec<VT> = state.stack.iter().chain(live_locals.filter_map(|(_, v)| v.as_ref())).cloned().collect();
     check_rebuilt_once(py, roots.iter().chain(effect_values(og).iter()))

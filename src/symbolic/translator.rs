@@ -403,10 +403,23 @@ impl<'a> InstructionTranslator<'a> {
                 self.stack.push(v);
             }
             op::STORE_FAST => {
+                // Note [resume call lifetimes] (src/eval_frame/hook.rs): rebinding a local that
+                // holds an object with a `__del__` may run it here, before what follows.
+                if self.locals[arg as usize].as_ref().is_some_and(|old| has_finalizer(py, old)) {
+                    graph_break!(UnsupportedOperation, "rebinding a local that holds an object with __del__");
+                }
                 let v = self.pop_unused()?;
                 self.locals[arg as usize] = if matches!(v, VT::Null) { None } else { Some(v) };
             }
-            op::DELETE_FAST => self.locals[arg as usize] = None,
+            op::DELETE_FAST => match &self.locals[arg as usize] {
+                None => graph_break!(RaisesException, "local '{}' deleted before assignment", self.code.localsplus[arg as usize]),
+                // Note [resume call lifetimes] (src/eval_frame/hook.rs): `del` of a user object
+                // may free it there, running its `__del__` and weak-reference callbacks (a
+                // `WeakKeyDictionary` entry goes) before the next line reads what they changed;
+                // the trace cannot run that, so the `del` runs as ordinary Python.
+                Some(VT::Opaque { .. } | VT::UserObject(_)) => graph_break!(UnsupportedOperation, "del of a user object (its finalizers may run)"),
+                Some(_) => self.locals[arg as usize] = None,
+            },
             op::MAKE_CELL => {
                 let old = self.locals[arg as usize].take();
                 self.locals[arg as usize] = Some(VT::Cell(Rc::new(RefCell::new(old))));
@@ -1326,3 +1339,14 @@ impl<'a> InstructionTranslator<'a> {
 /// Builtin exceptions the trace raises as values (`raise`, failed lookups) and lets `try` /
 /// `except` clauses of inlined frames handle.
 pub(crate) const TRACED_EXCEPTIONS: [&str; 10] = ["AttributeError", "IndexError", "KeyError", "LookupError", "ValueError", "TypeError", "RuntimeError", "NotImplementedError", "ZeroDivisionError", "AssertionError"];
+
+/// Whether `v` is a user object whose class defines `__del__` (CPython runs it when the last
+/// reference goes: Objects/typeobject.c, `slot_tp_finalize`).
+fn has_finalizer(py: Python<'_>, v: &VT) -> bool {
+    let cls = match v {
+        VT::Opaque { obj, .. } => obj.bind(py).get_type().into_any(),
+        VT::UserObject(o) => o.cls.bind(py).clone(),
+        _ => return false,
+    };
+    cls.hasattr("__del__").unwrap_or(false)
+}
