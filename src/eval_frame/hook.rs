@@ -44,10 +44,11 @@ thread_local! {
     static HOOK_DEPTH: Cell<u32> = const { Cell::new(0) };
     /// The argument tuple of the resume call in flight on this thread, owned by `call_resume`
     /// (Note [resume call lifetimes]); null otherwise.
-    static RESUME_ARGS: Cell<*mut pyffi::PyObject> = const { Cell::new(std::ptr::null_mut()) };
-    /// A frame the hook answers for and how many argument slots it passed to the transformed
-    /// code in flight (`run_entry`, Note [resume call lifetimes]); null otherwise.
-    static TAKEN_OVER: Cell<(*mut InterpreterFrame, usize)> = const { Cell::new((std::ptr::null_mut(), 0)) };
+    /// With the code object of the function called, so that only its frame is matched.
+    static RESUME_ARGS: Cell<(*mut pyffi::PyObject, *mut pyffi::PyObject)> = const { Cell::new((std::ptr::null_mut(), std::ptr::null_mut())) };
+    /// A frame the hook answers for, how many argument slots it passed to the transformed code
+    /// in flight, and that code object (`run_entry`, Note [resume call lifetimes]); null otherwise.
+    static TAKEN_OVER: Cell<(*mut InterpreterFrame, usize, *mut pyffi::PyObject)> = const { Cell::new((std::ptr::null_mut(), 0, std::ptr::null_mut())) };
 }
 
 /// Note [resume call lifetimes]: in eager, the code after a graph break runs in the one frame
@@ -87,7 +88,9 @@ thread_local! {
 pub fn call_resume(py: Python<'_>, f: &Bound<'_, PyAny>, args: &Bound<'_, pyo3::types::PyList>) -> PyResult<Py<PyAny>> {
     let tuple = args.to_tuple();
     args.call_method0("clear")?;
-    let previous = RESUME_ARGS.with(|p| p.replace(tuple.as_ptr()));
+    // SAFETY: the GIL is held; NULL (not a Python function) matches no frame.
+    let code = unsafe { if pyffi::PyFunction_Check(f.as_ptr()) != 0 { pyffi::PyFunction_GetCode(f.as_ptr()) } else { std::ptr::null_mut() } };
+    let previous = RESUME_ARGS.with(|p| p.replace((tuple.as_ptr(), code)));
     // SAFETY: `f` and `tuple` are live objects; the GIL is held.
     let result = unsafe { pyffi::PyObject_Call(f.as_ptr(), tuple.as_ptr(), std::ptr::null_mut()) };
     RESUME_ARGS.with(|p| p.set(previous));
@@ -96,14 +99,17 @@ pub fn call_resume(py: Python<'_>, f: &Bound<'_, PyAny>, args: &Bound<'_, pyo3::
     unsafe { Bound::from_owned_ptr_or_err(py, result) }.map(Bound::unbind)
 }
 
-/// Empties the first `n` slots of `taken_over`, a frame the hook answers for, when `frame`, the
-/// transformed code's frame `run_entry` made for it, holds the same objects in its first `n`
-/// slots (Note [resume call lifetimes]). `taken_over` never runs; CPython clears it later and
+/// Empties the first `n` slots of `taken_over`, a frame the hook answers for, when `frame` is the
+/// transformed code's frame `run_entry` made for it (its code is `code`) and holds the same
+/// objects in its first `n` slots (Note [resume call lifetimes]). `taken_over` never runs; CPython clears it later and
 /// skips empty slots.
 ///
 /// # Safety
 /// Both are live frames of this thread; the GIL is held.
-unsafe fn release_taken_over(frame: *mut InterpreterFrame, taken_over: *mut InterpreterFrame, n: usize) {
+unsafe fn release_taken_over(frame: *mut InterpreterFrame, taken_over: *mut InterpreterFrame, n: usize, code: *mut pyffi::PyObject) {
+    if ffi::code(frame) != code {
+        return;
+    }
     for i in 0..n {
         if ffi::local(frame, i) != ffi::local(taken_over, i) {
             return;
@@ -118,12 +124,15 @@ unsafe fn release_taken_over(frame: *mut InterpreterFrame, taken_over: *mut Inte
 }
 
 /// Replaces the items of `args`, `call_resume`'s tuple, with `None` when `frame` is the frame
-/// made for that call: its first argument slots hold exactly the tuple's items (Note [resume
-/// call lifetimes]). The frame holds references of its own, so nothing is freed here.
+/// made for that call: its code is `code` and its first argument slots hold exactly the tuple's
+/// items (Note [resume call lifetimes]). The frame holds references of its own, so nothing is freed here.
 ///
 /// # Safety
 /// `frame` is the frame the hook was entered for and `args` a live tuple; the GIL is held.
-unsafe fn release_resume_args(frame: *mut InterpreterFrame, args: *mut pyffi::PyObject) {
+unsafe fn release_resume_args(frame: *mut InterpreterFrame, args: *mut pyffi::PyObject, code: *mut pyffi::PyObject) {
+    if code.is_null() || ffi::code(frame) != code {
+        return;
+    }
     let n = pyffi::PyTuple_GET_SIZE(args);
     for i in 0..n {
         if ffi::local(frame, i as usize) != pyffi::PyTuple_GET_ITEM(args, i) {
@@ -332,13 +341,13 @@ enum Outcome {
 /// converted replacement ran, or an error is raised) is finished as the running CPython
 /// requires (`ffi::finish_taken_over`: nothing on 3.11, clear and pop on 3.12).
 unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut InterpreterFrame, throwflag: c_int) -> *mut pyffi::PyObject {
-    let resume_args = RESUME_ARGS.with(|p| p.replace(std::ptr::null_mut()));
+    let (resume_args, resume_code) = RESUME_ARGS.with(|p| p.replace((std::ptr::null_mut(), std::ptr::null_mut())));
     if !resume_args.is_null() {
-        release_resume_args(frame, resume_args);
+        release_resume_args(frame, resume_args, resume_code);
     }
-    let (taken_over, n_args) = TAKEN_OVER.with(|p| p.replace((std::ptr::null_mut(), 0)));
+    let (taken_over, n_args, code) = TAKEN_OVER.with(|p| p.replace((std::ptr::null_mut(), 0, std::ptr::null_mut())));
     if !taken_over.is_null() {
-        release_taken_over(frame, taken_over, n_args);
+        release_taken_over(frame, taken_over, n_args, code);
     }
     let depth = HOOK_DEPTH.with(|d| {
         let v = d.get();
@@ -700,7 +709,7 @@ unsafe fn run_entry(py: Python<'_>, entry: &mut CacheEntry, frame: *mut Interpre
         }
     };
     // Note [resume call lifetimes]: the transformed code's frame takes over the references.
-    let previous = TAKEN_OVER.with(|p| p.replace((frame, n_args)));
+    let previous = TAKEN_OVER.with(|p| p.replace((frame, n_args, pyffi::PyFunction_GetCode(func.as_ptr()))));
     let result = pyffi::PyObject_Vectorcall(func.as_ptr(), ffi::locals_ptr(frame), n_args, std::ptr::null_mut());
     TAKEN_OVER.with(|p| p.set(previous));
     result
