@@ -7,8 +7,15 @@ call count and mean microseconds of each, and the GPU time per call summed over 
 Comparing the two engines' lists shows which of dynamo's kernels (or which of torch's ops
 around them) make the difference. Needs a CUDA device; run from the repository root.
 
+With --host, also per engine (before the profiled calls, --iters calls each): the host time of
+one call started on an idle GPU (perf_counter around the call, no synchronization: the CPU
+cost of tracing guards, launching kernels and calling torch's ops), the wall time of one
+synchronized call, and the host functions taking the most time over those calls (cProfile,
+top --top by own time). A host time near the wall time means the call is bound by the CPU
+launching work, not by the GPU kernels. Medians, milliseconds.
+
 Usage: python benchmarks/gpu_profile.py [--only gpt2,gpt2_train] [--engines torch.compile,dynamo]
-                                        [--iters 3] [--warmup 3] [--top 25]
+                                        [--iters 3] [--warmup 3] [--top 25] [--host]
 """
 
 import argparse
@@ -18,6 +25,37 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
+def host_times(name, engine, call, inputs, iters, top):
+    """Prints the median host and wall milliseconds of one call (see the module docs) over
+    `iters` calls, then cProfile's `top` functions by own time over `iters` more calls."""
+    import cProfile
+    import pstats
+    import statistics
+    import time
+
+    import torch
+    host, wall = [], []
+    for _ in range(iters):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        call(*inputs)
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        host.append((t1 - t0) * 1e3)
+        wall.append((t2 - t0) * 1e3)
+    print(f"\n## {name} / {engine}: host {statistics.median(host):.3f} ms per call, "
+          f"wall {statistics.median(wall):.3f} ms (synchronized), medians of {iters}")
+    pr = cProfile.Profile()
+    for _ in range(iters):
+        torch.cuda.synchronize()
+        pr.enable()
+        call(*inputs)
+        pr.disable()
+    torch.cuda.synchronize()
+    pstats.Stats(pr).sort_stats("tottime").print_stats(top)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", default="gpt2")
@@ -25,6 +63,7 @@ def main():
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--host", action="store_true", help="also time the host side of a call")
     args = ap.parse_args()
     # bench_gpu parses the command line when imported: give it its own (warm caches).
     argv, sys.argv = sys.argv, [sys.argv[0], "--warm-caches"]
@@ -51,6 +90,8 @@ def main():
                 for _ in range(args.warmup):
                     call(*inputs)
                 torch.cuda.synchronize()
+                if args.host:
+                    host_times(name, engine, call, inputs, args.iters, args.top)
                 with profile(activities=[ProfilerActivity.CUDA]) as prof:
                     for _ in range(args.iters):
                         call(*inputs)

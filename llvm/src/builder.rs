@@ -80,6 +80,21 @@ impl KernelBuilder {
         self.intern(Expr::Load { arg, index })
     }
 
+    /// Bool `0 <= index < size` over the loop variables (Note [masked loads] in kernel.rs).
+    pub fn in_range(&mut self, index: Index, size: i64) -> ExprId {
+        self.intern(Expr::InRange { index, size })
+    }
+
+    /// Element `index` of `arg` where `mask` holds, zero elsewhere (nothing read there).
+    pub fn masked_load(&mut self, arg: u32, index: Index, mask: ExprId) -> ExprId {
+        self.intern(Expr::MaskedLoad { arg, index, mask })
+    }
+
+    /// Trip counts of the loops built so far (ranges, then reduction ranges).
+    pub fn all_ranges(&self) -> Vec<i64> {
+        self.kernel.ranges.iter().chain(&self.kernel.reduction_ranges).copied().collect()
+    }
+
     pub fn const_f32(&mut self, value: f32) -> ExprId {
         self.intern(Expr::ConstF32(value.to_bits()))
     }

@@ -131,7 +131,7 @@ pub const COLUMN_BLOCK: i64 = 256;
 /// weight gradient's column sum) must be unit-stride along that dim and strided along the
 /// innermost reduction dim, as the loads.
 fn column_dim(kernel: &Kernel, inner: &[bool], n_loops: usize, store_loop: &[Option<usize>]) -> Option<usize> {
-    if n_loops != 1 || kernel.reduction_ranges.is_empty() {
+    if n_loops != 1 || kernel.reduction_ranges.is_empty() || kernel.has_masks() {
         return None;
     }
     let n_outer = kernel.ranges.len();
@@ -163,7 +163,9 @@ fn column_dim(kernel: &Kernel, inner: &[bool], n_loops: usize, store_loop: &[Opt
 /// read none.
 fn mark_direct_operands(ex: &Expr, needed: &mut [bool]) {
     match ex {
-        Expr::Unary(_, a) | Expr::Cast(_, a) | Expr::Reduce(_, a) => needed[a.0 as usize] = true,
+        Expr::Unary(_, a) | Expr::Cast(_, a) | Expr::Reduce(_, a) | Expr::MaskedLoad { mask: a, .. } => {
+            needed[a.0 as usize] = true
+        }
         Expr::Binary(_, a, c) | Expr::Compare(_, a, c) => {
             needed[a.0 as usize] = true;
             needed[c.0 as usize] = true;
@@ -1460,6 +1462,35 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                     .into(),
                 }
             }
+            Expr::InRange { index, size } => {
+                // One unsigned compare: a negative coordinate is a huge unsigned one.
+                let c = linear(b, index)?;
+                e(b.build_int_compare(IntPredicate::ULT, c, i64t.const_int(*size as u64, false), ""))?.into()
+            }
+            Expr::MaskedLoad { arg, index, mask } => {
+                // Note [masked loads]: element 0 is read where the mask is off (its address is
+                // valid whenever the kernel runs: the window has a position inside the tensor),
+                // and the value selected away, so the loop stays branch-free (vectorizable).
+                let dt = kernel.args[*arg as usize].dtype;
+                let m = iv(mask);
+                let off = e(b.build_select(m, linear(b, index)?, i64t.const_zero(), ""))?.into_int_value();
+                let ptr = unsafe { e(b.build_in_bounds_gep(elem_type(dt), ptrs[*arg as usize], &[off], ""))? };
+                let raw = e(b.build_load(elem_type(dt), ptr, ""))?;
+                if let Some(inst) = inkwell::values::BasicValue::as_instruction_value(&raw) {
+                    let _ = inst.set_alignment(dt.size_bytes() as u32);
+                }
+                let v: BasicValueEnum<'ctx> = match dt {
+                    DType::F32 | DType::F64 | DType::I64 | DType::I32 => raw,
+                    DType::BF16 | DType::F16 => e(b.build_float_ext(raw.into_float_value(), f32t, ""))?.into(),
+                    DType::Bool => e(b.build_int_compare(IntPredicate::NE, raw.into_int_value(), ctx.i8_type().const_zero(), ""))?.into(),
+                };
+                let zero: BasicValueEnum<'ctx> = match v {
+                    BasicValueEnum::FloatValue(f) => f.get_type().const_zero().into(),
+                    BasicValueEnum::IntValue(i) => i.get_type().const_zero().into(),
+                    other => return Err(bad(format!("masked load of {other:?}"))),
+                };
+                e(b.build_select(m, v, zero, ""))?
+            }
             Expr::ConstF32(bits) => f32t.const_float(f32::from_bits(*bits) as f64).into(),
             Expr::ConstF64(bits) => ctx.f64_type().const_float(f64::from_bits(*bits)).into(),
             Expr::ConstInt(dt, v) => elem_llvm_type(ctx, *dt).into_int_type().const_int(*v as u64, true).into(),
@@ -1652,7 +1683,7 @@ fn contiguous_in_reduction(kernel: &Kernel, v: crate::kernel::ExprId) -> bool {
             Expr::Unary(_, a) | Expr::Cast(_, a) => stack.push(a.0 as usize),
             Expr::Binary(_, a, c) | Expr::Compare(_, a, c) => stack.extend([a.0 as usize, c.0 as usize]),
             Expr::Select(c, a, d) => stack.extend([c.0 as usize, a.0 as usize, d.0 as usize]),
-            Expr::Reduce(..) => return false,
+            Expr::Reduce(..) | Expr::MaskedLoad { .. } | Expr::InRange { .. } => return false,
             _ => {}
         }
     }

@@ -208,6 +208,15 @@ pub enum Expr {
     Cast(DType, ExprId),
     /// F32 reduction of the operand over the kernel's reduction loop (see the module docs).
     Reduce(ReduceOp, ExprId),
+    /// Bool: `0 <= index < size`, with `index` the affine function of the loop variables (its
+    /// `offset + sum(strides[d] * i_d)`; a coordinate, not an address). Window reductions
+    /// (max_pool2d's padding) use it for the positions of a window that fall outside the input.
+    InRange { index: Index, size: i64 },
+    /// Element `index` of input `arg` where the Bool `mask` holds; elsewhere nothing is read
+    /// and the value is zero of the element's value type (the address may be out of bounds
+    /// there). Note [masked loads]: a kernel reading a window around each point reads its
+    /// producers through these wherever the window may leave the tensor.
+    MaskedLoad { arg: u32, index: Index, mask: ExprId },
 }
 
 /// Write `value` to element `index` of output argument `arg`.
@@ -256,6 +265,25 @@ impl Kernel {
         self.ranges.len() + self.reduction_ranges.len()
     }
 
+    /// Every affine index the kernel's expressions hold (loads, masked loads, range checks), in
+    /// expression order; passes that permute, drop or merge loop dims apply the same change to
+    /// these and to the stores' indices.
+    pub fn expr_indices_mut(&mut self) -> Vec<&mut Index> {
+        let mut out = Vec::new();
+        for e in self.exprs.iter_mut() {
+            match e {
+                Expr::Load { index, .. } | Expr::MaskedLoad { index, .. } | Expr::InRange { index, .. } => out.push(index),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// True when some expression is an `InRange` or a `MaskedLoad` (Note [masked loads]).
+    pub fn has_masks(&self) -> bool {
+        self.exprs.iter().any(|e| matches!(e, Expr::InRange { .. } | Expr::MaskedLoad { .. }))
+    }
+
     /// Per expression: whether its value varies along the reduction loop (it reads a load that
     /// moves with a reduction variable, other than through a `Reduce`).
     pub fn inner_exprs(&self) -> Vec<bool> {
@@ -263,7 +291,10 @@ impl Kernel {
         let mut inner = vec![false; self.exprs.len()];
         for (i, e) in self.exprs.iter().enumerate() {
             inner[i] = match e {
-                Expr::Load { index, .. } => index.strides[n_outer..].iter().any(|s| *s != 0),
+                Expr::Load { index, .. } | Expr::InRange { index, .. } => index.strides[n_outer..].iter().any(|s| *s != 0),
+                Expr::MaskedLoad { index, mask, .. } => {
+                    index.strides[n_outer..].iter().any(|s| *s != 0) || inner[mask.0 as usize]
+                }
                 Expr::ConstF32(_) | Expr::ConstF64(_) | Expr::ConstInt(..) | Expr::ConstBool(_) | Expr::Reduce(..) => false,
                 Expr::Unary(_, a) | Expr::Cast(_, a) => inner[a.0 as usize],
                 Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => inner[a.0 as usize] || inner[b.0 as usize],
@@ -280,8 +311,8 @@ impl Kernel {
         for (i, e) in self.exprs.iter().enumerate() {
             let p = |id: &ExprId| phase[id.0 as usize];
             phase[i] = match e {
-                Expr::Load { .. } | Expr::ConstF32(_) | Expr::ConstF64(_) | Expr::ConstInt(..) | Expr::ConstBool(_) => 0,
-                Expr::Unary(_, a) | Expr::Cast(_, a) => p(a),
+                Expr::Load { .. } | Expr::InRange { .. } | Expr::ConstF32(_) | Expr::ConstF64(_) | Expr::ConstInt(..) | Expr::ConstBool(_) => 0,
+                Expr::Unary(_, a) | Expr::Cast(_, a) | Expr::MaskedLoad { mask: a, .. } => p(a),
                 Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => p(a).max(p(b)),
                 Expr::Select(c, a, b) => p(c).max(p(a)).max(p(b)),
                 Expr::Reduce(_, a) => p(a) + 1,
@@ -293,7 +324,8 @@ impl Kernel {
     /// Result dtype of expression `id` (assumes `verify` passed for earlier ids).
     pub fn dtype_of(&self, id: ExprId) -> DType {
         match &self.exprs[id.0 as usize] {
-            Expr::Load { arg, .. } => self.args[*arg as usize].dtype.value_type(),
+            Expr::Load { arg, .. } | Expr::MaskedLoad { arg, .. } => self.args[*arg as usize].dtype.value_type(),
+            Expr::InRange { .. } => DType::Bool,
             Expr::ConstF32(_) => DType::F32,
             Expr::ConstF64(_) => DType::F64,
             Expr::ConstInt(dt, _) => *dt,
@@ -340,6 +372,21 @@ impl Kernel {
                     }
                     true
                 }
+                Expr::MaskedLoad { arg, index, mask } => {
+                    check_index(&format!("masked load %{i}"), index, &mut errors);
+                    match self.args.get(*arg as usize) {
+                        None => errors.push(format!("{}: load %{i} of missing arg {arg}", self.name)),
+                        Some(a) if a.is_output => {
+                            errors.push(format!("{}: load %{i} reads output arg {}", self.name, a.name))
+                        }
+                        _ => {}
+                    }
+                    earlier(mask)
+                }
+                Expr::InRange { index, .. } => {
+                    check_index(&format!("in_range %{i}"), index, &mut errors);
+                    true
+                }
                 Expr::ConstF32(_) | Expr::ConstF64(_) | Expr::ConstBool(_) => true,
                 Expr::ConstInt(dt, v) => {
                     if !dt.is_int() || (*dt == DType::I32 && i32::try_from(*v).is_err()) {
@@ -370,6 +417,7 @@ impl Kernel {
                 }
             };
             match expr {
+                Expr::MaskedLoad { mask, .. } => want(mask, DType::Bool, &mut errors),
                 Expr::Unary(UnaryOp::Not, a) => want(a, DType::Bool, &mut errors),
                 Expr::Unary(UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu, a) => takes(a, &numeric, "numeric", &mut errors),
                 Expr::Unary(
@@ -485,6 +533,10 @@ impl fmt::Display for Kernel {
                 Expr::Select(c, a, b) => format!("select({c}, {a}, {b})"),
                 Expr::Cast(to, a) => format!("cast<{to:?}>({a})"),
                 Expr::Reduce(op, a) => format!("reduce_{}({a})", format!("{op:?}").to_lowercase()),
+                Expr::InRange { index, size } => format!("in_range({index}, {size})"),
+                Expr::MaskedLoad { arg, index, mask } => {
+                    format!("masked_load {}{} if {mask}", self.args[*arg as usize].name, index)
+                }
             };
             writeln!(f, "  %{i} = {text}")?;
         }

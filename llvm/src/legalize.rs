@@ -93,6 +93,8 @@ fn rewrite(b: &mut KernelBuilder, expr: &Expr) -> ExprId {
             b.binary(BinaryOp::Div, one, sq)
         }
         Expr::Load { arg, ref index } => b.load(arg, index.clone()),
+        Expr::InRange { ref index, size } => b.in_range(index.clone(), size),
+        Expr::MaskedLoad { arg, ref index, mask } => b.masked_load(arg, index.clone(), mask),
         Expr::ConstF32(bits) => b.const_f32(f32::from_bits(bits)),
         Expr::ConstF64(bits) => b.const_f64(f64::from_bits(bits)),
         Expr::ConstInt(dt, v) => b.const_int(dt, v),
@@ -116,6 +118,7 @@ fn remap(expr: &Expr, map: &[ExprId]) -> Expr {
         Expr::Select(c, a, b) => Expr::Select(m(c), m(a), m(b)),
         Expr::Cast(to, a) => Expr::Cast(to, m(a)),
         Expr::Reduce(op, a) => Expr::Reduce(op, m(a)),
+        Expr::MaskedLoad { arg, index, mask } => Expr::MaskedLoad { arg, index, mask: m(mask) },
         other => other,
     }
 }
@@ -129,10 +132,12 @@ pub fn simplify_loops(kernel: &Kernel) -> Kernel {
         return k;
     }
     let n_stores = k.stores.len();
-    let mut indices: Vec<&mut Index> = Vec::new();
+    // Window kernels (Note [masked loads]) are not tiled: the tile staging reads plain loads.
+    let masked = k.has_masks();
     let mut ranges = k.ranges.clone();
+    let mut indices: Vec<&mut Index> = Vec::new();
     for e in k.exprs.iter_mut() {
-        if let Expr::Load { index, .. } = e {
+        if let Expr::Load { index, .. } | Expr::MaskedLoad { index, .. } | Expr::InRange { index, .. } = e {
             indices.push(index);
         }
     }
@@ -178,7 +183,7 @@ pub fn simplify_loops(kernel: &Kernel) -> Kernel {
     // 4. Tiling: when some load is unit-stride along a dim `a` other than the innermost `b` and
     //    strided along `b` (a transpose), move `a` next to `b` and block both.
     let n = ranges.len();
-    if n >= 2 {
+    if n >= 2 && !masked {
         let b = n - 1;
         let transposed_dim = indices.iter().find_map(|idx| {
             if idx.strides[b] == 0 || idx.strides[b] == 1 {

@@ -266,10 +266,8 @@ pub fn memory_order(k: &Kernel) -> Kernel {
     let permute = |index: &Index| Index { offset: index.offset, strides: perm.iter().map(|&d| index.strides[d]).collect() };
     let mut out = k.clone();
     out.ranges = perm.iter().map(|&d| k.ranges[d]).collect();
-    for ex in out.exprs.iter_mut() {
-        if let Expr::Load { index, .. } = ex {
-            *index = permute(index);
-        }
+    for index in out.expr_indices_mut() {
+        *index = permute(index);
     }
     for st in out.stores.iter_mut() {
         st.index = permute(&st.index);
@@ -342,7 +340,7 @@ pub const COLUMN_UNROLL: i64 = 4;
 /// `DYNAMO_NVPTX_COLUMNS=0` turns the schedule off (for measurements).
 pub fn column_plan(k: &Kernel) -> Option<ColumnPlan> {
     let n_outer = k.ranges.len();
-    if n_outer == 0 || k.reduction_ranges.is_empty() || std::env::var("DYNAMO_NVPTX_COLUMNS").is_ok_and(|v| v == "0") {
+    if n_outer == 0 || k.reduction_ranges.is_empty() || k.has_masks() || std::env::var("DYNAMO_NVPTX_COLUMNS").is_ok_and(|v| v == "0") {
         return None;
     }
     let moves = |idx: &Index| idx.strides[n_outer..].iter().any(|s| *s != 0);
@@ -455,8 +453,12 @@ fn pointwise_vec(k: &Kernel) -> u32 {
             _ => false,
         }
     };
+    // Note [masked loads]: a range check must be the same for the lanes of a vector (constant
+    // along the innermost loop: max_pool2d over channels-last activations), so one mask
+    // guards each vector load.
     let loads_ok = k.exprs.iter().all(|ex| match ex {
-        Expr::Load { arg, index } => ok(*arg, index, false),
+        Expr::Load { arg, index } | Expr::MaskedLoad { arg, index, .. } => ok(*arg, index, false),
+        Expr::InRange { index, .. } => index.strides[n - 1] == 0,
         _ => true,
     });
     if loads_ok && k.stores.iter().all(|s| ok(s.arg, &s.index, true)) {
@@ -471,7 +473,7 @@ fn pointwise_vec(k: &Kernel) -> u32 {
 /// offsets and outer strides keeping 4-element groups 16-byte aligned; else 1.
 fn reduction_vec(k: &Kernel) -> u32 {
     let n_outer = k.ranges.len();
-    if k.reduction_ranges.len() != 1 || k.reduction_ranges[0] % 4 != 0 {
+    if k.has_masks() || k.reduction_ranges.len() != 1 || k.reduction_ranges[0] % 4 != 0 {
         return 1;
     }
     let ok = |arg: u32, index: &Index| -> bool {
@@ -895,7 +897,9 @@ impl<'ctx> Gen<'ctx, '_> {
                 let to_ty = value_type(ctx, to);
                 crate::emit::build_cast(b, from, to, to_ty, get(*a))?
             }
-            Expr::Load { .. } | Expr::Reduce(..) => return Err(bad("loads and reductions are emitted by the kernel loop")),
+            Expr::Load { .. } | Expr::MaskedLoad { .. } | Expr::InRange { .. } | Expr::Reduce(..) => {
+                return Err(bad("loads, range checks and reductions are emitted by the kernel loop"))
+            }
         })
     }
 
@@ -936,6 +940,46 @@ impl<'ctx> Gen<'ctx, '_> {
             acc = e(self.b.build_int_nsw_add(acc, term, ""))?;
         }
         Ok(acc)
+    }
+
+    /// `0 <= index < size` at the loop position `idx` (one unsigned compare).
+    fn in_range(&self, index: &Index, size: i64, idx: &[(usize, IntValue<'ctx>)]) -> Result<IntValue<'ctx>, CodegenError> {
+        let c = self.linear(index, idx, true)?;
+        e(self.b.build_int_compare(IntPredicate::ULT, c, self.ctx.i64_type().const_int(size as u64, false), ""))
+    }
+
+    /// Note [masked loads]: `lanes` elements of `arg` at `index` (a vector load when `lanes` is
+    /// 4, whose lanes share `mask`) where `mask` holds; element 0 (the vector at 0) is read where
+    /// it does not and the values selected to zero, so no branch splits the threads.
+    #[allow(clippy::too_many_arguments)]
+    fn masked_load(&self, dt: DType, base: PointerValue<'ctx>, index: &Index, idx: &[(usize, IntValue<'ctx>)], mask: IntValue<'ctx>, lanes: usize) -> Result<Vec<BasicValueEnum<'ctx>>, CodegenError> {
+        let i64t = self.ctx.i64_type();
+        let off = self.linear(index, idx, true)?;
+        let off = e(self.b.build_select(mask, off, i64t.const_zero(), ""))?.into_int_value();
+        let ptr = self.gep(dt, base, off)?;
+        let raws: Vec<BasicValueEnum> = if lanes > 1 {
+            let vt = storage_type(self.ctx, dt).vec_type_of(lanes as u32)?;
+            let raw = e(self.b.build_load(vt, ptr, ""))?;
+            raw.as_instruction_value().expect("load").set_alignment(16).map_err(|m| bad(m.to_string()))?;
+            (0..lanes)
+                .map(|l| e(self.b.build_extract_element(raw.into_vector_value(), i64t.const_int(l as u64, false), "")))
+                .collect::<Result<_, _>>()?
+        } else {
+            let raw = e(self.b.build_load(storage_type(self.ctx, dt), ptr, ""))?;
+            raw.as_instruction_value().expect("load").set_alignment(dt.size_bytes() as u32).map_err(|m| bad(m.to_string()))?;
+            vec![raw]
+        };
+        let mut out = Vec::with_capacity(lanes);
+        for raw in raws {
+            let v = self.from_storage(dt, raw)?;
+            let zero: BasicValueEnum = match v {
+                BasicValueEnum::FloatValue(f) => f.get_type().const_zero().into(),
+                BasicValueEnum::IntValue(i) => i.get_type().const_zero().into(),
+                other => return Err(bad(format!("masked load of {other:?}"))),
+            };
+            out.push(e(self.b.build_select(mask, v, zero, ""))?);
+        }
+        Ok(out)
     }
 
     /// Splits the linear index `flat` over `ranges` (row-major) into one index per dim.
@@ -1061,6 +1105,24 @@ impl<'ctx> Gen<'ctx, '_> {
         let lanes = vec as usize;
         let mut vals: Vec<Vec<BasicValueEnum>> = vec![Vec::with_capacity(k.exprs.len()); lanes];
         for ex in &k.exprs {
+            if let Expr::InRange { index, size } = ex {
+                // Constant along the innermost loop when vectorized (`pointwise_vec`).
+                let c = self.in_range(index, *size, &dims)?;
+                for lv in vals.iter_mut() {
+                    lv.push(c.into());
+                }
+                continue;
+            }
+            if let Expr::MaskedLoad { arg, index, mask } = ex {
+                let dt = k.args[*arg as usize].dtype;
+                let m = vals[0][mask.0 as usize].into_int_value();
+                let vector = lanes > 1 && n_dims > 0 && index.strides[n_dims - 1] == 1;
+                let got = self.masked_load(dt, ptrs[*arg as usize], index, &dims, m, if vector { lanes } else { 1 })?;
+                for (lane, lv) in vals.iter_mut().enumerate() {
+                    lv.push(got[if vector { lane } else { 0 }]);
+                }
+                continue;
+            }
             if let Expr::Load { arg, index } = ex {
                 let dt = k.args[*arg as usize].dtype;
                 let off = self.linear(index, &dims, true)?;
@@ -1403,6 +1465,12 @@ impl<'ctx> Gen<'ctx, '_> {
                         let ptr = g.gep(dt, ptrs[*arg as usize], off)?;
                         let raw = e(g.b.build_load(storage_type(g.ctx, dt), ptr, ""))?;
                         g.from_storage(dt, raw)?
+                    }
+                    Expr::InRange { index, size } => g.in_range(index, *size, &outer_dims)?.into(),
+                    Expr::MaskedLoad { arg, index, mask } => {
+                        let dt = k.args[*arg as usize].dtype;
+                        let m = row_vals[&(mask.0 as usize)].into_int_value();
+                        g.masked_load(dt, ptrs[*arg as usize], index, &outer_dims, m, 1)?[0]
                     }
                     other => {
                         let rv = &*row_vals;
@@ -1760,6 +1828,13 @@ fn eval<'ctx>(
                 let raw = e(g.b.build_load(storage_type(g.ctx, dt), ptr, ""))?;
                 g.from_storage(dt, raw)?
             }
+        }
+        Expr::InRange { index, size } => g.in_range(index, *size, dims)?.into(),
+        Expr::MaskedLoad { arg, index, mask } => {
+            // Masked reductions run one lane a thread (`reduction_vec`).
+            let m = eval(g, k, mask.0 as usize, c, lane, it_vals, vloads)?.into_int_value();
+            let dt = k.args[*arg as usize].dtype;
+            g.masked_load(dt, ptrs[*arg as usize], index, dims, m, 1)?[0]
         }
         other => {
             let mut ops: Vec<usize> = Vec::new();

@@ -313,3 +313,52 @@ fn half_precision_storage_rounds_to_nearest_even() {
     unsafe { jm.run(0, &[src.as_ptr() as *mut u8, out.as_mut_ptr() as *mut u8]) };
     assert_eq!(out, vec![0x3c00, 0xc100, 0x7bff, 0x3555]);
 }
+
+/// Note [masked loads]: a 1-d max-pool (window 3, stride 2, padding 1) over each row of a 3x11
+/// input: the window positions past either edge read through `masked_load` under `in_range`
+/// and count as -inf. The input is negative (a masked-off position read as 0 would win) except
+/// element 0, which is large (the address read where the mask is off must not leak in), and
+/// holds a NaN (the fold keeps it).
+#[test]
+fn masked_window_max() {
+    let (rows, len, out_len) = (3i64, 11i64, 6i64);
+    let mut x: Vec<f32> = (0..rows * len).map(|i| -1.0 - ((i * 37) % 17) as f32).collect();
+    x[0] = 1000.0;
+    x[(len + 4) as usize] = f32::NAN;
+    let mut b = KernelBuilder::new(format!("{}pool", dynamo_llvm::unique_kernel_prefix()), vec![rows, out_len]);
+    let xa = b.input("x", DType::F32);
+    let oa = b.output("out", DType::F32);
+    let neg_inf = b.const_f32(f32::NEG_INFINITY);
+    let mut acc = neg_inf;
+    for k in 0..3 {
+        let m = b.in_range(idx(k - 1, &[0, 2]), len);
+        let v = b.masked_load(xa, idx(k - 1, &[len, 2]), m);
+        let v = b.select(m, v, neg_inf);
+        let gt = b.compare(CmpOp::Gt, v, acc);
+        let nan = b.compare(CmpOp::Ne, v, v);
+        let take = b.binary(BinaryOp::Or, gt, nan);
+        acc = b.select(take, v, acc);
+    }
+    b.store(oa, idx(0, &[out_len, 1]), acc);
+    let kernel = b.finish().unwrap();
+    assert!(kernel.to_string().contains("masked_load"), "{kernel}");
+    let jm = JitModule::compile(&[kernel]).unwrap();
+    let mut out = vec![0f32; (rows * out_len) as usize];
+    unsafe { jm.run(0, &[x.as_ptr() as *mut u8, out.as_mut_ptr() as *mut u8]) };
+    for r in 0..rows {
+        for o in 0..out_len {
+            let mut want = f32::NEG_INFINITY;
+            for k in 0..3 {
+                let p = o * 2 - 1 + k;
+                if (0..len).contains(&p) {
+                    let v = x[(r * len + p) as usize];
+                    if v > want || v.is_nan() {
+                        want = v;
+                    }
+                }
+            }
+            let got = out[(r * out_len + o) as usize];
+            assert!(got == want || (got.is_nan() && want.is_nan()), "row {r} out {o}: want {want}, got {got}");
+        }
+    }
+}

@@ -424,3 +424,44 @@ def test_int_and_double_values():
     check(lambda i: (i * 3 - 7).abs() + 1, i)
     d = randn(1000, seed=28).double()
     check(lambda d: (d * 2 + 1).sqrt().abs(), d.abs())
+
+
+POOL_ARGS = [
+    dict(kernel_size=3, stride=2, padding=1),
+    dict(kernel_size=2),
+    dict(kernel_size=(3, 2), stride=(2, 1), padding=(1, 0), dilation=(2, 1)),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+    dict(kernel_size=2, stride=3, ceil_mode=True),
+]
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("kw", POOL_ARGS)
+def test_max_pool2d_window_kernel(kw, channels_last):
+    """decompositions.rs's Note [window reductions] on the GPU: padded windows read through
+    masked loads (kernel.rs, Note [masked loads]); NaN and -inf as ATen's kernel."""
+    x = randn(2, 8, 13, 11, seed=40)
+    x[0, 0, 0, 0] = float("nan")
+    x[1, 3, 5, 5] = float("nan")
+    x[0, 1, :3, :3] = float("-inf")
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    compiled = check(lambda x: F.max_pool2d(x * 2, **kw), x, atol=0, rtol=0)
+    assert "fallback" not in compiled.plan or "max_pool2d" not in compiled.plan.split("fallback", 1)[1], compiled.plan
+    assert compiled(x).stride() == F.max_pool2d(x * 2, **kw).stride()
+
+
+def test_batch_norm_relu_max_pool_is_one_vectorized_kernel():
+    """resnet's stem: batch norm + ReLU computed at each window position of the pool, one
+    kernel; channels-last, so each thread reads 4 channels with 128-bit loads."""
+    x = randn(4, 64, 28, 28, seed=41).contiguous(memory_format=torch.channels_last)
+    mean, var = randn(64, seed=42), randn(64, seed=43).abs() + 0.5
+    w, b = randn(64, seed=44), randn(64, seed=45)
+
+    def f(x, mean, var, w, b):
+        y = torch.relu(F.batch_norm(x, mean, var, w, b, False, 0.1, 1e-5))
+        return F.max_pool2d(y, 3, 2, 1)
+
+    compiled = check(f, x, mean, var, w, b, atol=1e-5, rtol=1e-5)
+    assert C.inductor_counters()["kernels_compiled"] == 1, compiled.plan
+    assert "ld.global.nc.v4.f32" in compiled.llvm_ir

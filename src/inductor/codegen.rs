@@ -52,7 +52,10 @@ struct KernelOps<'a> {
     kb: llvm::KernelBuilder,
     input_args: HashMap<BufferId, u32>,
     args: Vec<(BufferId, bool)>,
-    memo: HashMap<(BufferId, Vec<Affine>), OpsValue>,
+    /// Values by buffer, index and the mask active when they were read (Note [masked loads]).
+    memo: HashMap<(BufferId, Vec<Affine>, Option<OpsValue>), OpsValue>,
+    /// The mask of [`OpsHandler::set_mask`]: loads that may leave their buffer read through it.
+    mask: Option<OpsValue>,
     op_names: BTreeSet<&'static str>,
     error: Option<String>,
     /// For a reduction group: input dim -> kernel loop variable (outer dims keep their number;
@@ -68,8 +71,16 @@ fn ex(v: OpsValue) -> llvm::ExprId {
 }
 
 impl OpsHandler for KernelOps<'_> {
+    fn in_range(&mut self, index: &Affine, size: i64) -> OpsValue {
+        ev(self.kb.in_range(llvm::Index { offset: index.offset, strides: index.coeffs.clone() }, size))
+    }
+
+    fn set_mask(&mut self, mask: Option<OpsValue>) -> Option<OpsValue> {
+        std::mem::replace(&mut self.mask, mask)
+    }
+
     fn load(&mut self, buf: BufferId, index: &[Affine]) -> OpsValue {
-        let key = (buf, index.to_vec());
+        let key = (buf, index.to_vec(), self.mask);
         if let Some(v) = self.memo.get(&key) {
             return *v;
         }
@@ -137,7 +148,24 @@ impl OpsHandler for KernelOps<'_> {
                 for (d, a) in index.iter().enumerate() {
                     flat = a.scaled_add(layout.strides[d], &flat);
                 }
-                ev(self.kb.load(arg, llvm::Index { offset: flat.offset, strides: flat.coeffs }))
+                let flat = llvm::Index { offset: flat.offset, strides: flat.coeffs };
+                // Note [masked loads]: under a mask, a load whose index may leave the buffer
+                // (a window position past the edge) reads through the mask; loads that stay
+                // inside (a batch norm's per-channel factors) are plain and shared.
+                let ranges = self.kb.all_ranges();
+                let may_leave = index.iter().zip(&layout.sizes).any(|(a, &size)| {
+                    let (mut lo, mut hi) = (a.offset, a.offset);
+                    for (c, r) in a.coeffs.iter().zip(&ranges) {
+                        let end = c * (r - 1).max(0);
+                        lo += end.min(0);
+                        hi += end.max(0);
+                    }
+                    lo < 0 || hi >= size
+                });
+                match self.mask {
+                    Some(m) if may_leave => ev(self.kb.masked_load(arg, flat, ex(m))),
+                    _ => ev(self.kb.load(arg, flat)),
+                }
             }
         };
         self.memo.insert(key, v);
@@ -262,6 +290,7 @@ fn build_group(
         input_args: HashMap::new(),
         args: Vec::new(),
         memo: HashMap::new(),
+        mask: None,
         op_names: BTreeSet::new(),
         error: None,
         space_vars: space_vars.clone(),

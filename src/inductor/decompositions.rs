@@ -14,7 +14,7 @@
 //! no copy is made.
 
 use super::fx_import::{FxArg, FxNode, FxOp};
-use super::ir::{Affine, BinaryOp, DType, OpsHandler, OpsValue, Reduction, ReductionType, UnaryOp};
+use super::ir::{Affine, BinaryOp, CmpOp, DType, OpsHandler, OpsValue, Reduction, ReductionType, UnaryOp};
 use super::lowering::{load_broadcast, LoweringError, Lowerer, TensorRef};
 
 type Decomposition = fn(&mut Lowerer<'_>) -> Result<TensorRef, LoweringError>;
@@ -34,6 +34,7 @@ pub fn lookup(canonical: &str) -> Option<Decomposition> {
         "std" => std,
         "rms_norm" => rms_norm,
         "adaptive_avg_pool2d" => adaptive_avg_pool2d,
+        "max_pool2d" => max_pool2d,
         "hardswish" => hardswish,
         "hardsigmoid" => hardsigmoid,
         "hardtanh" => hardtanh,
@@ -80,6 +81,7 @@ pub fn returns_fresh(canonical: &str) -> bool {
             | "std"
             | "rms_norm"
             | "adaptive_avg_pool2d"
+            | "max_pool2d"
             | "hardswish"
             | "hardsigmoid"
             | "hardtanh"
@@ -437,6 +439,127 @@ fn adaptive_avg_pool2d(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError>
     let n = x.sizes[nd - 2] * x.sizes[nd - 1];
     let r = reduce(lw, &x, vec![nd - 2, nd - 1], true, ReductionType::Sum, DType::F32);
     Ok(divide_by_count(lw, &r, n, x.dtype))
+}
+
+/// Two ints of a pooling argument: an int (both dims), a one- or two-int tuple/list, or
+/// `default` for None or an empty list (max_pool2d's stride).
+fn int_pair(a: Option<&FxArg>, default: Option<[i64; 2]>) -> Result<[i64; 2], LoweringError> {
+    match a {
+        None | Some(FxArg::None) => default.ok_or_else(|| LoweringError::Unsupported("missing window size".into())),
+        Some(FxArg::Int(v)) => Ok([*v, *v]),
+        Some(FxArg::Tuple(items)) | Some(FxArg::List(items)) => match items.as_slice() {
+            [] => default.ok_or_else(|| LoweringError::Unsupported("empty window size".into())),
+            [v] => Ok([int(v)?, int(v)?]),
+            [a, b] => Ok([int(a)?, int(b)?]),
+            _ => unsupported("window argument of more than 2 ints"),
+        },
+        Some(other) => unsupported(format!("window argument {other:?}")),
+    }
+}
+
+/// Note [window reductions]: `F.max_pool2d` / `torch.max_pool2d` without indices, over the last
+/// two dims of a 3-d or 4-d floating tensor, as a pointwise op over the output whose body folds
+/// the kernel_size[0] x kernel_size[1] window positions (unrolled): position (kh, kw) of output
+/// (oh, ow) reads input (oh * stride - padding + kh * dilation, ...). Positions that may fall
+/// outside the input (padding, ceil_mode's last window) are read under a range check (Note
+/// [masked loads] in llvm/src/kernel.rs) and count as -inf. The fold is ATen's: start at -inf,
+/// take a value when it is greater than the current one or NaN, so a NaN in the window gives
+/// NaN and equal values (-0.0 and 0.0) keep the first in window order. Fused like any
+/// pointwise op: a batch norm + ReLU before it is computed at each window position instead of
+/// being written and read back. The indices (`return_indices=True`, and training graphs'
+/// `max_pool2d_with_indices`) stay torch's.
+fn max_pool2d(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let a = bind(lw.fx_node(), &["input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"])?;
+    if boolean(a[6], false)? {
+        return unsupported("max_pool2d with indices");
+    }
+    let x = float_input(lw, a[0])?;
+    let nd = x.sizes.len();
+    if nd != 3 && nd != 4 {
+        return unsupported("max_pool2d of other than 3 or 4 dims");
+    }
+    let k = int_pair(a[1], None)?;
+    let s = int_pair(a[2], Some(k))?;
+    let p = int_pair(a[3], Some([0, 0]))?;
+    let d = int_pair(a[4], Some([1, 1]))?;
+    let ceil = boolean(a[5], false)?;
+    let mut out = x.sizes.clone();
+    for i in 0..2 {
+        // torch raises for these (eager's error is the one users see).
+        if k[i] <= 0 || s[i] <= 0 || d[i] <= 0 || p[i] < 0 || p[i] > k[i] / 2 {
+            return unsupported("max_pool2d window arguments torch refuses");
+        }
+        let size = x.sizes[nd - 2 + i];
+        let span = size + 2 * p[i] - d[i] * (k[i] - 1) - 1;
+        if span < 0 {
+            return unsupported("max_pool2d window larger than the input");
+        }
+        // ATen's pooling_output_shape.
+        let mut o = if ceil { (span + s[i] - 1) / s[i] + 1 } else { span / s[i] + 1 };
+        if ceil && (o - 1) * s[i] >= size + p[i] {
+            o -= 1;
+        }
+        out[nd - 2 + i] = o;
+    }
+    if meta_sizes(lw)? != out {
+        return unsupported("max_pool2d output size differs from torch's");
+    }
+    let (h_in, w_in) = (x.sizes[nd - 2], x.sizes[nd - 1]);
+    let (oh_n, ow_n) = (out[nd - 2], out[nd - 1]);
+    let dtype = x.dtype;
+    Ok(lw.pointwise(&out, dtype, move |h, idx| {
+        let n_vars = idx.first().map(|a| a.coeffs.len()).unwrap_or(0);
+        // Coordinate `o * stride + offset` of one window dim, and whether it can leave the input.
+        let coord = |o: &Affine, stride: i64, offset: i64, o_n: i64, size: i64| -> (Affine, bool) {
+            let c = o.scaled_add(stride, &Affine::constant(offset, n_vars));
+            let leaves = offset < 0 || (o_n - 1) * stride + offset >= size;
+            (c, leaves)
+        };
+        let neg_inf = h.constant(f64::NEG_INFINITY, DType::F32);
+        let mut acc = neg_inf;
+        for kh in 0..k[0] {
+            let (hc, h_leaves) = coord(&idx[nd - 2], s[0], kh * d[0] - p[0], oh_n, h_in);
+            for kw in 0..k[1] {
+                let (wc, w_leaves) = coord(&idx[nd - 1], s[1], kw * d[1] - p[1], ow_n, w_in);
+                let mut mask: Option<OpsValue> = None;
+                for (leaves, c, size) in [(h_leaves, &hc, h_in), (w_leaves, &wc, w_in)] {
+                    if leaves {
+                        let r = h.in_range(c, size);
+                        mask = Some(match mask {
+                            Some(m) => h.binary(BinaryOp::LogicalAnd, m, r),
+                            None => r,
+                        });
+                    }
+                }
+                let mut at: Vec<Affine> = idx[..nd - 2].to_vec();
+                at.push(hc.clone());
+                at.push(wc);
+                let v = match mask {
+                    Some(m) => {
+                        let outer = h.set_mask(None);
+                        let m_all = match outer {
+                            Some(o) => h.binary(BinaryOp::LogicalAnd, o, m),
+                            None => m,
+                        };
+                        h.set_mask(Some(m_all));
+                        let v = h.load(x.buf, &at);
+                        let v = h.to_dtype(v, DType::F32);
+                        h.set_mask(outer);
+                        h.where_(m, v, neg_inf)
+                    }
+                    None => {
+                        let v = h.load(x.buf, &at);
+                        h.to_dtype(v, DType::F32)
+                    }
+                };
+                let gt = h.compare(CmpOp::Gt, v, acc);
+                let nan = h.compare(CmpOp::Ne, v, v);
+                let take = h.binary(BinaryOp::LogicalOr, gt, nan);
+                acc = h.where_(take, v, acc);
+            }
+        }
+        acc
+    }))
 }
 
 /// softmax(x, dim) = exp(x - amax(x)) * (1 / sum(exp(x - amax(x))))   (torch's max-shifted

@@ -214,6 +214,8 @@ const FUNCTION_TARGETS: &[(&str, &str, &str)] = &[
     ("torch", "std", "std"),
     ("torch.nn.functional", "rms_norm", "rms_norm"),
     ("torch.nn.functional", "adaptive_avg_pool2d", "adaptive_avg_pool2d"),
+    ("torch.nn.functional", "max_pool2d", "max_pool2d"),
+    ("torch", "max_pool2d", "max_pool2d"),
     ("torch.nn.functional", "hardswish", "hardswish"),
     ("torch.nn.functional", "hardsigmoid", "hardsigmoid"),
     ("torch.nn.functional", "hardtanh", "hardtanh"),

@@ -325,6 +325,21 @@ pub trait OpsHandler {
     fn where_(&mut self, cond: OpsValue, a: OpsValue, b: OpsValue) -> OpsValue;
     /// Converts to `dtype` (bool -> 0.0/1.0, float -> `x != 0`); identity if already `dtype`.
     fn to_dtype(&mut self, a: OpsValue, dtype: DType) -> OpsValue;
+    /// Bool `0 <= index < size` for a coordinate `index` (affine in the loop variables): whether
+    /// a window position lies inside its tensor (Note [masked loads] in llvm/src/kernel.rs).
+    /// Handlers that only collect reads answer true.
+    fn in_range(&mut self, index: &Affine, size: i64) -> OpsValue {
+        let _ = (index, size);
+        self.constant(1.0, DType::Bool)
+    }
+    /// Sets the Bool mask under which the following loads happen (`None`: none) and returns the
+    /// previous one. Loads whose index may leave their buffer read nothing where the mask is
+    /// false (their value there is meaningless, and the caller selects it away); the others
+    /// ignore it. Handlers that only collect reads ignore masks.
+    fn set_mask(&mut self, mask: Option<OpsValue>) -> Option<OpsValue> {
+        let _ = mask;
+        None
+    }
 }
 
 /// Body of a Pointwise: given the handler and one index per output dimension, the value there.
