@@ -149,3 +149,85 @@ def test_is_none_on_objects_does_not_pin_them():
     for _ in range(3):
         assert torch.equal(cf(torch.ones(2), Layer()), torch.full((2,), 2.0))
     assert cnt.frame_count == 1
+
+
+# ----- identity guards do not keep the user's objects alive ------------------------------------
+# An ID_MATCH guard holds its object through a weak reference where the object takes one
+# (GuardKind::IdMatchWeak in src/guards/mod.rs): the cache entry does not keep a module, an
+# instance or a function alive after the user let go of it, and a dead object fails the guard.
+
+
+class Tracked:
+    deleted = []
+
+    def __init__(self, k):
+        self.k = k
+
+    def __del__(self):
+        Tracked.deleted.append(self.k)
+
+
+def test_identity_guarded_object_dies_when_released():
+    import gc
+    import weakref
+
+    def f(x, obj):
+        return x + (1 if obj is PINNED[0] else 2)
+
+    dynamo.reset()
+    compiled = dynamo.optimize(CompileCounter())(f)
+    gc.disable()
+    try:
+        PINNED[:] = [Tracked(1)]
+        w = weakref.ref(PINNED[0])
+        assert torch.equal(compiled(torch.zeros(2), PINNED[0]), torch.ones(2))
+        assert "ID_MATCH" in "\n".join(dynamo._C.cached_guards(f.__code__))
+        PINNED.clear()
+        assert w() is None  # freed by reference counts alone, as eagerly
+        assert Tracked.deleted == [1]
+        PINNED[:] = [Tracked(2)]
+        # A new object (perhaps at the old address) is not the dead one: the guard fails.
+        assert torch.equal(compiled(torch.zeros(2), PINNED[0]), torch.ones(2))
+        assert torch.equal(compiled(torch.zeros(2), Tracked(3)), torch.full((2,), 2.0))
+    finally:
+        PINNED.clear()
+        gc.enable()
+
+
+PINNED = []
+
+
+def test_del_in_a_compiled_destructor_does_not_resurrect():
+    # `__del__` itself is a frame the hook compiles; `id(self)` there is pinned by ID_MATCH.
+    import gc
+
+    log = []
+
+    class P:
+        def __del__(self):
+            log.append(id(self) > 0)
+
+    def fn(x):
+        p = P()
+        return x - 1
+
+    dynamo.reset()
+    compiled = dynamo.optimize("eager")(fn)
+    compiled(torch.ones(2))
+    gc.collect()
+    assert log == [True]
+    assert not [o for o in gc.get_objects() if type(o) is P]
+
+
+def test_compiled_module_is_freed_after_del():
+    import gc
+    import weakref
+
+    dynamo.reset()
+    m = nn.Linear(4, 4)
+    f = dynamo.optimize("inductor")(m)
+    f(torch.randn(2, 4))
+    w = weakref.ref(m)
+    del m, f
+    gc.collect()
+    assert w() is None

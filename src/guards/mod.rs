@@ -27,8 +27,14 @@ use std::sync::Arc;
 pub enum GuardKind {
     /// `type(v) is T`.
     TypeMatch(Py<PyAny>),
-    /// `v is obj` (the object is kept alive, so its address cannot be reused).
+    /// `v is obj`, for an object that takes no weak reference (`None`, a bool, a dict): it is
+    /// kept alive, so its address cannot be reused. Made by [`GuardKind::id_match`].
     IdMatch(Py<PyAny>),
+    /// `v is ref()`: the object of an identity guard held through a weak reference, so that a
+    /// cache entry does not keep the user's object (a module, an instance, a function) alive
+    /// after the user let go of it (torch's Dynamo keeps `id()` only). Once the object is gone
+    /// the guard fails: nothing else can be `is` a dead object. Made by [`GuardKind::id_match`].
+    IdMatchWeak(Py<pyo3::types::PyWeakrefReference>),
     /// `type(v) is type(c) and v == c`.
     ConstantMatch(Py<PyAny>),
     /// `len(v) == n` for a tuple or list (after a `TypeMatch`).
@@ -223,11 +229,20 @@ pub struct Guard {
 }
 
 impl GuardKind {
+    /// `v is obj`: [`GuardKind::IdMatchWeak`] when `obj` takes a weak reference, else
+    /// [`GuardKind::IdMatch`].
+    pub fn id_match(obj: Py<PyAny>) -> GuardKind {
+        Python::attach(|py| match pyo3::types::PyWeakrefReference::new(obj.bind(py)) {
+            Ok(r) => GuardKind::IdMatchWeak(r.unbind()),
+            Err(_) => GuardKind::IdMatch(obj),
+        })
+    }
+
     /// The torch spelling of the kind, used in dumps and recompile reasons.
     pub fn name(&self) -> &'static str {
         match self {
             GuardKind::TypeMatch(_) => "TYPE_MATCH",
-            GuardKind::IdMatch(_) => "ID_MATCH",
+            GuardKind::IdMatch(_) | GuardKind::IdMatchWeak(_) => "ID_MATCH",
             GuardKind::ConstantMatch(_) => "CONSTANT_MATCH",
             GuardKind::LenMatch(_) => "LENGTH_CHECK",
             GuardKind::IteratorMatch(..) => "ITERATOR_MATCH",
@@ -256,6 +271,10 @@ impl fmt::Display for Guard {
         Python::attach(|py| match &self.kind {
             GuardKind::TypeMatch(t) => write!(f, "TYPE_MATCH: {src} is {}", repr(py, t)),
             GuardKind::IdMatch(o) => write!(f, "ID_MATCH: {src} is <{}>", short_repr(py, o)),
+            GuardKind::IdMatchWeak(r) => match pyo3::types::PyWeakrefMethods::upgrade(r.bind(py)) {
+                Some(o) => write!(f, "ID_MATCH: {src} is <{}>", short_repr(py, &o.unbind())),
+                None => write!(f, "ID_MATCH: {src} is <dead object>"),
+            },
             GuardKind::ConstantMatch(c) => write!(f, "CONSTANT_MATCH: {src} == {}", repr(py, c)),
             GuardKind::LenMatch(n) => write!(f, "LENGTH_CHECK: len({src}) == {n}"),
             GuardKind::AliasOf(other) => write!(f, "DUPLICATE_INPUT: {src} is {other}"),
@@ -664,6 +683,15 @@ impl GuardManager {
             }
             GuardKind::IdMatch(o) => {
                 if v.unwrap().as_ptr() != o.as_ptr() {
+                    return fail(&|| format!("{} is a different object", src(g)));
+                }
+            }
+            GuardKind::IdMatchWeak(r) => {
+                // SAFETY: `r` is a live weak reference; `wr_object` is its referent, or `None`
+                // once that died (Include/cpython/weakrefobject.h, `PyWeakref_GET_OBJECT` of
+                // 3.11/3.12), read without a new reference: only the address is compared.
+                let referent = unsafe { (*(r.as_ptr() as *mut pyo3::ffi::PyWeakReference)).wr_object };
+                if referent == unsafe { pyo3::ffi::Py_None() } || referent != v.unwrap().as_ptr() {
                     return fail(&|| format!("{} is a different object", src(g)));
                 }
             }

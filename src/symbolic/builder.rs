@@ -288,7 +288,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
     }
     if is_literal(py, value) {
         let kind = if value.is_none() || value.is_instance_of::<PyBool>() {
-            GuardKind::IdMatch(value.clone().unbind())
+            GuardKind::id_match(value.clone().unbind())
         } else {
             GuardKind::ConstantMatch(value.clone().unbind())
         };
@@ -296,7 +296,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         return Ok(VT::constant(value.clone().unbind()));
     }
     if value.get_type().is_subclass(og.handles.module_type.bind(py))? {
-        og.add_guard(Some(source.clone()), GuardKind::IdMatch(value.clone().unbind()));
+        og.add_guard(Some(source.clone()), GuardKind::id_match(value.clone().unbind()));
         return Ok(VT::Module { obj: Rc::new(value.clone().unbind()), source: Some(source) });
     }
     if let Ok(exit) = value.cast::<crate::py::GradModeRestore>() {
@@ -304,11 +304,11 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         // calling it switches grad mode back (a `_set_grad_enabled` node), as it does for real.
         let restore = exit.get().restore;
         og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
-        og.add_guard(Some(source.attr("restore")), GuardKind::IdMatch(pyo3::types::PyBool::new(py, restore).to_owned().into_any().unbind()));
+        og.add_guard(Some(source.attr("restore")), GuardKind::id_match(pyo3::types::PyBool::new(py, restore).to_owned().into_any().unbind()));
         return Ok(VT::GradModeExit { restore });
     }
     let tn = type_name(value);
-    let id_guard = |og: &mut OutputGraph| og.add_guard(Some(source.clone()), GuardKind::IdMatch(value.clone().unbind()));
+    let id_guard = |og: &mut OutputGraph| og.add_guard(Some(source.clone()), GuardKind::id_match(value.clone().unbind()));
     match tn.as_str() {
         "function" => {
             if is_torch_callable(value) {
@@ -325,8 +325,8 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
             let is_method_func = matches!(source.as_ref(), Source::Attr { attr, .. } if attr == "__func__");
             if !value.getattr("__closure__")?.is_none() && !is_method_func {
                 og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
-                og.add_guard(Some(source.attr("__code__")), GuardKind::IdMatch(value.getattr("__code__")?.unbind()));
-                og.add_guard(Some(source.attr("__globals__")), GuardKind::IdMatch(value.getattr("__globals__")?.unbind()));
+                og.add_guard(Some(source.attr("__code__")), GuardKind::id_match(value.getattr("__code__")?.unbind()));
+                og.add_guard(Some(source.attr("__globals__")), GuardKind::id_match(value.getattr("__globals__")?.unbind()));
                 og.unpinned_functions.insert(value.as_ptr() as usize);
             } else {
                 id_guard(og);

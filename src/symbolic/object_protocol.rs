@@ -413,11 +413,11 @@ impl<'a> InstructionTranslator<'a> {
         let real = |o: &Py<PyAny>| VT::constant((o.as_ptr() as usize).into_pyobject(py).expect("int").into_any().unbind());
         let key: usize = match v {
             VT::Opaque { obj, source } => {
-                self.og.add_guard(Some(source.clone()), GuardKind::IdMatch(obj.clone_ref(py)));
+                self.og.add_guard(Some(source.clone()), GuardKind::id_match(obj.clone_ref(py)));
                 return Ok(real(obj));
             }
             VT::Module { obj, source: Some(source) } | VT::PyModule { obj, source: Some(source) } | VT::Function { obj, source: Some(source) } => {
-                self.og.add_guard(Some(source.clone()), GuardKind::IdMatch(obj.clone_ref(py)));
+                self.og.add_guard(Some(source.clone()), GuardKind::id_match(obj.clone_ref(py)));
                 return Ok(real(obj));
             }
             // Classes from the frame are identity-guarded where they are read; builtins and
@@ -474,7 +474,7 @@ impl<'a> InstructionTranslator<'a> {
     pub(crate) fn pin_identity(&mut self, v: &VT) {
         if let VT::Function { obj, source: Some(s) } = v {
             if self.og.unpinned_functions.remove(&(obj.as_ptr() as usize)) {
-                Python::attach(|py| self.og.add_guard(Some(s.clone()), GuardKind::IdMatch(obj.clone_ref(py))));
+                Python::attach(|py| self.og.add_guard(Some(s.clone()), GuardKind::id_match(obj.clone_ref(py))));
             }
         }
     }
@@ -493,7 +493,7 @@ impl<'a> InstructionTranslator<'a> {
                 // Against a constant of another type (`o is None`) TYPE_MATCH already decides.
                 let decided_by_type = matches!(other, VT::Constant(c) if !c.bind(py).get_type().is(obj.bind(py).get_type()));
                 if !decided_by_type {
-                    self.og.add_guard(Some(source.clone()), GuardKind::IdMatch(obj.clone_ref(py)));
+                    self.og.add_guard(Some(source.clone()), GuardKind::id_match(obj.clone_ref(py)));
                 }
             }
         }

@@ -237,7 +237,7 @@ impl<'a> InstructionTranslator<'a> {
         // recompiles instead of running the old one.
         let fwd_source = source.as_ref().map(|s| s.attr("forward").attr("__func__"));
         if let Some(fs) = &fwd_source {
-            self.og.add_guard(Some(fs.clone()), crate::guards::GuardKind::IdMatch(fwd.clone().unbind()));
+            self.og.add_guard(Some(fs.clone()), crate::guards::GuardKind::id_match(fwd.clone().unbind()));
         }
         let f = VT::Function { obj: Rc::new(fwd.unbind()), source: fwd_source };
         let mut all = vec![func.clone()];
