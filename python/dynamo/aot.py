@@ -75,7 +75,9 @@ def _compilers(backend, guarded):
         return _C.inductor_compile(g, inputs, inputs_guarded=guarded)
 
     def backward(g, inputs):
-        return _C.inductor_compile(g, inputs)
+        # Its sums come from derivative rules, which eager does not compute in ATen's sum order
+        # either: vectorized (Note [backward sum order] in src/inductor/decompositions.rs).
+        return _C.inductor_compile(g, inputs, aten_sum_order=False)
 
     return forward, backward, forward
 

@@ -19,6 +19,38 @@ use super::lowering::{load_broadcast, LoweringError, Lowerer, TensorRef};
 
 type Decomposition = fn(&mut Lowerer<'_>) -> Result<TensorRef, LoweringError>;
 
+// Note [backward sum order]: a `sum`/`mean` node is lowered as an `OrderedSum` (ATen's order of
+// partial sums, Note [ATen sum order] in llvm/src/emit.rs) so that `.item()` of a user's sum
+// prints as in eager. Rows of up to 64 elements get that order from scalar code (a stack slot
+// per partial sum), 4-8x slower than the vectorized sum: tiny BERT's backward spent ~100 µs a
+// step in such rows (layer-norm and softmax gradients over hidden size 64). The sums of a
+// backward graph come from derivative rules (`sum_to`, the layer-norm and softmax gradients, the
+// forward's statistics recomputed), which eager computes in its own fused kernels (layer-norm
+// and softmax backward, column sums), not in ATen's sum order, so ordering them buys no
+// agreement with eager. `inductor_compile(..., aten_sum_order=False)` (what the AOTAutograd
+// backward compiler passes) lowers them as plain vectorized sums.
+thread_local! {
+    static ATEN_SUM_ORDER: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// While alive, `sum`/`mean` nodes lowered on this thread are `OrderedSum`s only when `on`
+/// (Note [backward sum order]); the previous setting comes back on drop.
+pub struct SumOrderGuard(bool);
+
+impl SumOrderGuard {
+    /// Sets whether this thread's lowerings sum in ATen's order; returns the guard that restores
+    /// the previous setting.
+    pub fn set(on: bool) -> SumOrderGuard {
+        SumOrderGuard(ATEN_SUM_ORDER.with(|c| c.replace(on)))
+    }
+}
+
+impl Drop for SumOrderGuard {
+    fn drop(&mut self) {
+        ATEN_SUM_ORDER.with(|c| c.set(self.0));
+    }
+}
+
 /// The decomposition table: canonical op name -> rule.
 pub fn lookup(canonical: &str) -> Option<Decomposition> {
     Some(match canonical {
@@ -308,8 +340,9 @@ fn reduction_op(lw: &mut Lowerer<'_>, op: ReductionType, mean: bool) -> Result<T
         return unsupported("reduction of a 0-d tensor");
     }
     let n: i64 = dims.iter().map(|&d| x.sizes[d]).product();
-    // torch.sum/mean themselves: summed in ATen's order where kernels can (Note [ATen sum order]).
-    let op = if op == ReductionType::Sum { ReductionType::OrderedSum } else { op };
+    // torch.sum/mean themselves: summed in ATen's order where kernels can (Note [ATen sum order]),
+    // except in backward graphs (Note [backward sum order]).
+    let op = if op == ReductionType::Sum && ATEN_SUM_ORDER.with(|c| c.get()) { ReductionType::OrderedSum } else { op };
     Ok(if mean {
         let r = reduce(lw, &x, dims, keepdim, op, DType::F32);
         divide_by_count(lw, &r, n, x.dtype)

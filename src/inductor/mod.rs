@@ -279,13 +279,16 @@ fn aten_order_sum(xs: &[f32], w: usize) -> f32 {
 }
 
 /// The `"inductor"` backend: compiles `gm` for inputs like `example_inputs`.
+/// `aten_sum_order=False` lowers `sum`/`mean` nodes as plain vectorized sums (backward graphs,
+/// Note [backward sum order] in decompositions.rs).
 #[pyfunction]
-#[pyo3(signature = (gm, example_inputs, *, inputs_guarded = false))]
+#[pyo3(signature = (gm, example_inputs, *, inputs_guarded = false, aten_sum_order = true))]
 fn inductor_compile(
     py: Python<'_>,
     gm: &Bound<'_, PyAny>,
     example_inputs: &Bound<'_, PyAny>,
     inputs_guarded: bool,
+    aten_sum_order: bool,
 ) -> PyResult<CompiledGraph> {
     counters::GRAPHS_COMPILED.fetch_add(1, Ordering::Relaxed);
     match_aten_vector_width(py);
@@ -294,6 +297,7 @@ fn inductor_compile(
     // Note [compile target] (cuda.rs): kernels are generated for the device of the inputs.
     let target = cuda::target_of(py, example_inputs)?;
     let _target_guard = cuda::TargetGuard::set(target);
+    let _sum_order_guard = decompositions::SumOrderGuard::set(aten_sum_order);
     let mut g = match fx_import::import_graph(py, gm, example_inputs) {
         Ok(g) => g,
         Err(e) => return Ok(eager(forward, &e.to_string())),
