@@ -45,6 +45,21 @@ impl<'a> InstructionTranslator<'a> {
 
     /// Python builtins (and builtin types used as functions) with tracker arguments.
     pub(crate) fn call_builtin(&mut self, py: Python<'_>, b: &Bound<'_, PyAny>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        // Note [call arity] (variables/arity.rs): a call the real builtin refuses raises there.
+        if let Ok(name) = b.getattr("__name__").and_then(|n| n.extract::<String>()) {
+            if self.og.handles.builtins.bind(py).getattr(name.as_str()).is_ok_and(|f| f.is(b)) {
+                let keywords: Vec<&str> = kwargs.iter().map(|(k, _)| k.as_str()).collect();
+                if let Err(why) = super::arity::check_builtin(&name, args.len(), &keywords) {
+                    graph_break!(ArgumentMismatch, "{why}");
+                }
+                // `sum(xs, start)` refuses a str, bytes or bytearray start (bltinmodule.c,
+                // `builtin_sum_impl`).
+                let start = args.get(1).or_else(|| kwargs.iter().find(|(k, _)| k == "start").map(|(_, v)| v));
+                if name == "sum" && start.and_then(|s| s.as_constant(py)).is_some_and(|c| c.is_instance_of::<pyo3::types::PyString>() || c.is_instance_of::<pyo3::types::PyBytes>() || c.is_instance_of::<pyo3::types::PyByteArray>()) {
+                    graph_break!(ArgumentMismatch, "sum() with a string start");
+                }
+            }
+        }
         // A builtin given a symbolic size (`max(3, x.shape[0])`, `int(n)`, `range(t)`) sees its
         // value: specialized, with a guard in the ShapeEnv (Note [symbolic sizes]).
         let specialize = |v: VT| -> VResult<VT> {
@@ -202,7 +217,11 @@ impl<'a> InstructionTranslator<'a> {
         if is("isinstance") {
             let cls = match &args[1] {
                 VT::Class(c) => c.bind(py).clone(),
-                VT::Constant(c) => c.bind(py).clone(),
+                // A class (its type defines `__instancecheck__`: `type`, typing's aliases), a
+                // union (`int | None`, taken as its tuple) or a tuple; anything else raises
+                // TypeError in `PyObject_IsInstance` (Objects/abstract.c): left to Python.
+                VT::Constant(c) if c.bind(py).is_instance_of::<PyTuple>() || type_name(c.bind(py)) == "UnionType" || defines_instancecheck(&c.bind(py).get_type()) => c.bind(py).clone(),
+                VT::Constant(_) => graph_break!(ArgumentMismatch, "isinstance() with a second argument that is not a class"),
                 VT::Tuple(items) => {
                     let cs: VResult<Vec<_>> = items.iter().map(|i| match i {
                         VT::Class(c) => Ok(c.bind(py).clone()),
@@ -709,3 +728,10 @@ impl<'a> InstructionTranslator<'a> {
     }
 }
 
+/// Whether a class of `ty`'s MRO defines `__instancecheck__`: the special-method lookup
+/// `PyObject_IsInstance` does on the type of its second argument (Objects/abstract.c,
+/// `_PyObject_LookupSpecial`), which does not see the metaclass (`int` has none; `type`,
+/// `types.UnionType` and typing's aliases do).
+fn defines_instancecheck(ty: &Bound<'_, pyo3::types::PyType>) -> bool {
+    ty.mro().iter().any(|base| base.getattr("__dict__").and_then(|d| d.contains("__instancecheck__")).unwrap_or(false))
+}

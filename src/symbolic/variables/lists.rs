@@ -196,6 +196,20 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     pub(crate) fn call_container_method(&mut self, py: Python<'_>, container: &VT, name: &str, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        // Note [call arity] (variables/arity.rs): a call the real method refuses raises there.
+        let kind = match container {
+            VT::List(_) => Some(super::arity::Container::List),
+            VT::Tuple(_) | VT::NamedTuple { .. } => Some(super::arity::Container::Tuple),
+            VT::Dict(_) => Some(super::arity::Container::Dict),
+            VT::Set(_) => Some(super::arity::Container::Set),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            let keywords: Vec<&str> = kwargs.iter().map(|(k, _)| k.as_str()).collect();
+            if let Err(why) = super::arity::check_method(kind, name, args.len(), &keywords) {
+                graph_break!(ArgumentMismatch, "{why}");
+            }
+        }
         if let (VT::Deque(l), false) = (container, name.starts_with("__")) {
             return self.call_deque_method(py, l, name, args, kwargs);
         }
@@ -321,9 +335,10 @@ impl<'a> InstructionTranslator<'a> {
             (VT::List(l), "index" | "count") => {
                 let items = l.borrow().items.clone();
                 let consts: Option<Vec<_>> = items.iter().map(|i| i.as_constant(py)).collect();
-                let x = args[0].as_constant(py);
+                // `index(x, start, stop)`: every argument, as the real method takes them.
+                let x: Option<Vec<_>> = args.iter().map(|a| a.as_constant(py)).collect();
                 match (consts, x) {
-                    (Some(c), Some(x)) => Ok(VT::constant(PyList::new(py, c)?.call_method1(name, (x,))?.unbind())),
+                    (Some(c), Some(x)) => Ok(VT::constant(PyList::new(py, c)?.call_method1(name, PyTuple::new(py, x)?)?.unbind())),
                     _ => graph_break!(UnsupportedOperation, "list.{name} over non-constant items"),
                 }
             }

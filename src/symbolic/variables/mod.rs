@@ -9,6 +9,7 @@
 //! methods for that family live in one file per family (the layout of torch/_dynamo/variables/),
 //! re-exported here so that `variables::ListState` and the like keep one path.
 
+pub mod arity;
 pub mod builtin;
 pub mod constant;
 pub mod ctx_manager;
