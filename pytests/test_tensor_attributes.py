@@ -185,3 +185,28 @@ def test_attribute_of_a_module_parameter_is_captured(backend):
     check(fn, lambda i: (torch.ones(2) * i,), backend, graphs=1)
     m.bias.tag = "b"
     check(fn, lambda i: (torch.ones(2) * i,), backend, graphs=1)
+
+
+# ----- values computed from fake tensors ----------------------------------------------------------
+# Note [values computed from fake tensors] (src/symbolic/output_graph.rs): a call given a tensor
+# that answers with something else than a tensor or static metadata runs as ordinary Python
+# (breaker5 findings 11 and 19: the fake's repr, id and iterator reached the user).
+
+
+def _dunders_and_formatting(x):
+    y = x + 1
+    return (
+        y.__repr__(), y.__str__(), y.__format__(""), "y is %s" % y, "%r" % y,
+        type(y.__iter__().__next__()).__name__, y.__hash__() == id(y),
+        y.__reduce_ex__(2)[0].__name__, object.__repr__(y)[:20], repr(y.__getstate__()),
+        y.dim(), y.size(), y.stride(), y.dtype, y.type(), y.is_contiguous(), y.numel(),
+    )
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_values_computed_from_tensors_are_eagers(backend):
+    want = _dunders_and_formatting(torch.ones(2))
+    dynamo.reset()
+    got = dynamo.optimize(backend)(_dunders_and_formatting)(torch.ones(2))
+    assert repr(got) == repr(want)
+    assert "FakeTensor" not in repr(got)

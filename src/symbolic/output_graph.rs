@@ -44,7 +44,7 @@ use crate::symbolic::variables::{qualname, type_name, TensorVariable, VT};
 use crate::symbolic::{Unsupported, VResult};
 use crate::graph_break;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -951,6 +951,20 @@ impl OutputGraph {
             }
         };
         let symbolic = self.shape_env.is_some() && contains_sym(&result);
+        // Note [values computed from fake tensors]: a call given a fake tensor that answers with
+        // something else than a tensor answers from the fake: right for static metadata (sizes,
+        // strides, dtype, device, flags), wrong for anything that reads the values or the object
+        // (`'%s' % y` and `y.__repr__()` give 'FakeTensor(...)', an iterator hands fakes out,
+        // `__reduce_ex__` names FakeTensor's rebuild). Only metadata-typed answers are kept;
+        // the others run as ordinary Python.
+        // Ints that read the object or its values are not metadata either (`y.__hash__()` is
+        // the fake's id).
+        let reads_object = matches!(method, Some("__hash__" | "data_ptr" | "__int__" | "__index__" | "__float__" | "__bool__" | "__complex__" | "item" | "tolist"))
+            || target.is_some_and(|t| matches!(qualname(t).as_str(), "hash" | "id"));
+        if !self.contains_tensor(py, &result) && !symbolic && fakes.iter().any(|f| self.is_tensor(py, f)) && (reads_object || !is_metadata_value(py, &result, method)) {
+            let what = method.map(|m| format!("Tensor.{m}")).unwrap_or_else(|| qualname(target.unwrap()));
+            crate::graph_break!(UntracedValue, "{what} gives a {} computed from a tensor", crate::symbolic::variables::type_name(&result));
+        }
         if !self.contains_tensor(py, &result) && !mutates && !symbolic {
             // Static metadata (x.dim(), x.size(), x.is_contiguous()) or a pure function of
             // constants; a query of global state is guarded on its answer.
@@ -1365,4 +1379,24 @@ fn data_dependent_kind(py: Python<'_>, e: &PyErr) -> Option<crate::symbolic::gra
     } else {
         None
     }
+}
+
+/// Whether `v`, the answer of a call given a fake tensor, is static metadata that the fake
+/// answers as the real tensor would (Note [values computed from fake tensors]): `None`, a bool,
+/// int or float, a `torch.Size`, dtype, device, layout or memory format, tuples and lists of
+/// those, and the string `Tensor.type()` gives (the type's name, e.g. 'torch.FloatTensor').
+fn is_metadata_value(py: Python<'_>, v: &Bound<'_, PyAny>, method: Option<&str>) -> bool {
+    if v.is_none() || v.is_instance_of::<pyo3::types::PyBool>() || v.is_instance_of::<pyo3::types::PyInt>() || v.is_instance_of::<pyo3::types::PyFloat>() {
+        return true;
+    }
+    if v.is_instance_of::<PyString>() {
+        return method == Some("type");
+    }
+    if let Ok(t) = v.cast::<PyTuple>() {
+        return t.iter().all(|i| is_metadata_value(py, &i, None));
+    }
+    if let Ok(l) = v.cast::<pyo3::types::PyList>() {
+        return l.iter().all(|i| is_metadata_value(py, &i, None));
+    }
+    matches!(crate::symbolic::variables::type_name(v).as_str(), "dtype" | "device" | "layout" | "memory_format" | "Size" | "finfo" | "iinfo")
 }

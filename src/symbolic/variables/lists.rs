@@ -432,6 +432,25 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 Ok(result)
             }
+            // `dict.popitem()`: the last item, removed (Objects/dictobject.c, `dict_popitem_impl`;
+            // LIFO since 3.7). Modelled rather than a break: a `Counter` built in the frame
+            // reaches it through its storage, which a break would rebuild as a separate plain
+            // dict (breaker5 23: the item stayed in the Counter).
+            (VT::Dict(d), "popitem") if args.is_empty() => {
+                let item = {
+                    let mut st = d.borrow_mut();
+                    let item = st.items.pop();
+                    if item.is_some() {
+                        st.version += 1;
+                    }
+                    item
+                };
+                let Some((k, v)) = item else { graph_break!(RaisesException, "popitem() of an empty dict (KeyError)") };
+                if d.borrow().source.is_some() {
+                    self.og.side_effects.mutate_dict(d);
+                }
+                Ok(VT::Tuple(Rc::new(vec![VT::constant(k), v])))
+            }
             (VT::Dict(d), "get") => {
                 let k = args[0].as_key(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
                 for (key, v) in &d.borrow().items {
