@@ -610,3 +610,24 @@ def test_set_of_str_returned_iterates_in_eager_order():
     dynamo.reset()
     assert listed(dynamo.optimize("eager")(g)) == e
     assert dynamo.counters()["graphs"] == 1 and dynamo.counters()["graph_breaks"] == 0
+
+
+def test_exhausted_and_lazy_iterators_keep_their_type():
+    def f(x):
+        its = (itertools.chain([1], [2]), itertools.islice([1, 2], 1), map(abs, [1]), filter(None, [1]))
+        return x + 1, [type(v).__name__ for v in its]
+
+    check(f, X, graphs=1, breaks=0)
+
+    def exhausted(x):
+        it = iter("ab")
+        list(it)
+        return x + 1, it
+
+    def listed(fn):
+        y, it = fn(X)
+        return type(it).__name__, list(it)
+
+    e = listed(exhausted)
+    dynamo.reset()
+    assert listed(dynamo.optimize("eager")(exhausted)) == e == ("str_ascii_iterator", [])

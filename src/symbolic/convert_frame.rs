@@ -1205,7 +1205,9 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
         Ok(Rebuild::Call { func: f.unbind(), args })
     };
     let int = |i: i64| -> VResult<Rebuild> { Ok(Rebuild::Const(i.into_pyobject(py)?.into_any().unbind())) };
-    if it.exhausted {
+    // An exhausted iterator of another type than `tuple_iterator` keeps its type (Note
+    // [iterator types]): rebuilt below.
+    if it.exhausted && it.py_type.is_none() && !matches!(it.kind, IterKind::Set { .. } | IterKind::Dict { ordered: true, .. }) {
         return Ok(Rebuild::Iterator(vec![]));
     }
     Ok(match &it.kind {

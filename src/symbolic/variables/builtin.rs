@@ -375,9 +375,9 @@ impl<'a> InstructionTranslator<'a> {
         }
         if let Some(it) = self.lazy_iterator(py, b, &args, &kwargs)? {
             let mut st = IteratorState::of(it);
-            if matches!(st.kind, IterKind::Items(_)) {
+            if b.is_instance_of::<pyo3::types::PyType>() {
                 // Note [iterator types]: `itertools.product` and the others read whole at
-                // construction keep their own type (`b` is the class called).
+                // construction (`Items`) keep their own type: `b` is the class called.
                 st.py_type = Some(b.clone().unbind());
             }
             return Ok(VT::Iterator(Rc::new(RefCell::new(st))));
