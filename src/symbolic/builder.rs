@@ -462,7 +462,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
                 if same {
                     og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
                     og.add_guard(Some(source.clone()), GuardKind::DictIterOver { dict: dict_source, remaining });
-                    let mut it = crate::symbolic::variables::IteratorState::over_dict(tracker, view);
+                    let mut it = crate::symbolic::variables::IteratorState::over_dict(tracker, view, false);
                     it.pos = pos;
                     return Ok(external(og, &source, it));
                 }

@@ -976,6 +976,7 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                         }
                     }
                     IterKind::Dict { dict, .. } => visit(py, &VT::Dict(dict.clone()), seen),
+                    IterKind::Set { set, .. } => visit(py, &VT::Set(set.clone()), seen),
                     IterKind::Deque { list, .. } => {
                         if list.borrow().source.is_none() {
                             visit(py, &VT::Deque(list.clone()), seen);
@@ -1145,7 +1146,7 @@ fn fixed_remaining(py: Python<'_>, it: &Rc<RefCell<IteratorState>>, reach: &Hash
         // ...)`, a dead local): no code can change it any more.
         IterKind::List(l) if l.borrow().source.is_none() && reach.get(&(Rc::as_ptr(l) as *const () as usize)) == Some(&1) => Some(l.borrow().items.iter().skip(it.pos).cloned().collect()),
         // The same for a dict built in the frame, when its next step would not raise.
-        IterKind::Dict { dict, view, used, version } if dict.borrow().source.is_none() && reach.get(&(Rc::as_ptr(dict) as *const () as usize)) == Some(&1) => {
+        IterKind::Dict { dict, view, used, version, ordered: false } if dict.borrow().source.is_none() && reach.get(&(Rc::as_ptr(dict) as *const () as usize)) == Some(&1) => {
             let d = dict.borrow();
             if d.items.len() != *used || d.version != *version {
                 return Ok(None);
@@ -1204,11 +1205,21 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
         Ok(Rebuild::Call { func: f.unbind(), args })
     };
     let int = |i: i64| -> VResult<Rebuild> { Ok(Rebuild::Const(i.into_pyobject(py)?.into_any().unbind())) };
-    if it.exhausted {
+    // An exhausted iterator of another type than `tuple_iterator` keeps its type (Note
+    // [iterator types]): rebuilt below.
+    if it.exhausted && it.py_type.is_none() && !matches!(it.kind, IterKind::Set { .. } | IterKind::Dict { ordered: true, .. }) {
         return Ok(Rebuild::Iterator(vec![]));
     }
     Ok(match &it.kind {
+        // Note [iterator types]: an iterator of another type than `tuple_iterator` is rebuilt
+        // by iterating again the constant it came from, or not at all.
+        IterKind::Items(_) if it.py_type.is_some() => match &it.reiterate {
+            Some(c) => call("iter_at", vec![Rebuild::Const(c.clone_ref(py)), int(it.pos as i64)?])?,
+            None => graph_break!(UnreconstructableValue, "a {} iterator made in the frame outlives the graph", crate::symbolic::variables::qualname(it.py_type.as_ref().expect("checked").bind(py))),
+        },
         IterKind::Items(items) => Rebuild::Iterator(items.iter().skip(it.pos).map(|v| rebuild_of(py, og, v, outputs)).collect::<VResult<_>>()?),
+        IterKind::Set { .. } => graph_break!(UnreconstructableValue, "a set iterator made in the frame outlives the graph"),
+        IterKind::Dict { ordered: true, .. } => graph_break!(UnreconstructableValue, "an OrderedDict iterator made in the frame outlives the graph"),
         IterKind::List(l) => {
             let source = l.borrow().source.clone();
             match source {
@@ -1250,7 +1261,7 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
             let l = rebuild_of(py, og, &VT::List(list.clone()), outputs)?;
             call("reversed_at", vec![l, int(*index)?])?
         }
-        IterKind::Dict { dict, view, used, version } => {
+        IterKind::Dict { dict, view, used, version, ordered: false } => {
             let d = dict.borrow();
             if d.items.len() != *used {
                 return call("dict_iter_changed_size", vec![Rebuild::Const(pyo3::types::PyString::new(py, view.method()).into_any().unbind())]);
@@ -1327,7 +1338,7 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
         } => {
             let target = match view {
                 crate::symbolic::variables::DictView::Keys => VT::Dict(dict.clone()),
-                v => VT::DictView { dict: dict.clone(), view: *v },
+                v => VT::DictView { dict: dict.clone(), view: *v, ordered: false },
             };
             Rebuild::Call { func: py.import("builtins")?.getattr("reversed")?.unbind(), args: vec![rebuild_of(py, og, &target, outputs)?] }
         }
@@ -1632,7 +1643,10 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
                 Rebuild::Call { func: tuple_new.unbind(), args: vec![Rebuild::Const(cls.clone().unbind()), items] }
             }
         }
-        VT::DictView { dict, view } => {
+        // Note [iterator types]: a view of an OrderedDict is rebuilt from its storage only as a
+        // plain dict's view: not at all.
+        VT::DictView { ordered: true, .. } => graph_break!(UnreconstructableValue, "a view of an OrderedDict built in the frame outlives the graph"),
+        VT::DictView { dict, view, ordered: false } => {
             let d = rec(&VT::Dict(dict.clone()))?;
             let method = py.get_type::<PyDict>().getattr(view.method())?;
             Rebuild::Call { func: method.unbind(), args: vec![d] }
@@ -1683,7 +1697,35 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         VT::Set(set) if !set.borrow().bind(py).try_iter()?.all(|m| m.map(|m| crate::symbolic::builder::is_literal(py, &m)).unwrap_or(false)) => {
             graph_break!(UnreconstructableValue, "a set of modules or functions that outlives the graph")
         }
-        VT::Set(set) => Rebuild::SetOf(pyo3::types::PyFrozenSet::new(py, set.borrow().bind(py).try_iter()?.collect::<PyResult<Vec<_>>>()?)?.into_any().unbind()),
+        VT::Set(set) => {
+            // Note [set order]: the transformed code runs `set(c)` for a constant `c`: a tuple
+            // of the members in the traced set's order (added one by one, the table growing as
+            // a set built by `add` grows) or `frozenset(s)` (merged, the table sized at once).
+            // The first whose result iterates as the traced set does, with a table of the same
+            // size, is taken; a set neither reproduces is a break.
+            let s = set.borrow();
+            let s = s.bind(py);
+            fn order<'py>(o: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+                o.try_iter()?.collect()
+            }
+            let sizeof = py.import("sys")?.getattr("getsizeof")?;
+            let want = order(s)?;
+            let by_add = PyTuple::new(py, &want)?.into_any();
+            let merged = py.get_type::<pyo3::types::PyFrozenSet>().call1((s,))?;
+            let mut chosen = None;
+            for c in [by_add, merged] {
+                let again = py.get_type::<pyo3::types::PySet>().call1((&c,))?;
+                let got = order(&again)?;
+                if got.len() == want.len() && got.iter().zip(want.iter()).all(|(a, b)| a.is(b)) && sizeof.call1((s,))?.eq(sizeof.call1((&again,))?)? {
+                    chosen = Some(c);
+                    break;
+                }
+            }
+            match chosen {
+                Some(c) => Rebuild::SetOf(c.unbind()),
+                None => graph_break!(UnreconstructableValue, "a set whose table a rebuild would not reproduce (its iteration order) outlives the graph"),
+            }
+        }
         VT::TorchFunction(o) | VT::Builtin(o) | VT::Class(o) => Rebuild::Const(o.clone_ref(py)),
         VT::PyModule { obj, .. } => Rebuild::Const(obj.clone_ref(py)),
 

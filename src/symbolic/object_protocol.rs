@@ -593,7 +593,7 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(c.contains(i)?);
         }
         match (container, item.as_key(py)) {
-            (VT::Dict(d) | VT::DictView { dict: d, view: DictView::Keys }, Some(k)) => {
+            (VT::Dict(d) | VT::DictView { dict: d, view: DictView::Keys, .. }, Some(k)) => {
                 for (key, _) in &d.borrow().items {
                     if key.bind(py).eq(&k)? {
                         return Ok(true);
@@ -1134,6 +1134,41 @@ impl<'a> InstructionTranslator<'a> {
         })
     }
 
+    /// Note [iterator types]: the Python type of an iterator tracker, when it is known: its
+    /// `py_type` (`iter()` of a constant, `itertools.product` and the others read whole), else
+    /// the type of the CPython iterator its kind models; `None` for an `Items` iterator without
+    /// one (a tuple's or a generator's yields). An iterator whose exact type the rebuild cannot
+    /// give back (`set_iterator`, `odict_iterator`, `itertools.product`) is not rebuilt.
+    fn iterator_type(&mut self, py: Python<'_>, it: &Rc<RefCell<crate::symbolic::variables::IteratorState>>) -> VResult<Option<Py<PyAny>>> {
+        use crate::symbolic::variables::{DictView, IterKind};
+        let st = it.borrow();
+        if let Some(t) = &st.py_type {
+            return Ok(Some(t.clone_ref(py)));
+        }
+        let of = |o: Bound<'_, PyAny>| -> VResult<Option<Py<PyAny>>> { Ok(Some(o.try_iter()?.get_type().into_any().unbind())) };
+        let b = py.import("builtins")?;
+        match &st.kind {
+            IterKind::List(_) => of(PyList::empty(py).into_any()),
+            IterKind::Set { .. } => of(pyo3::types::PySet::empty(py)?.into_any()),
+            IterKind::Deque { .. } => of(py.import("collections")?.getattr("deque")?.call0()?),
+            IterKind::ListReversed { .. } => Ok(Some(b.getattr("reversed")?.call1((PyList::empty(py),))?.get_type().into_any().unbind())),
+            IterKind::Dict { view, ordered, .. } | IterKind::DictReversed { view, ordered, .. } => {
+                let d = if *ordered { py.import("collections")?.getattr("OrderedDict")?.call0()? } else { PyDict::new(py).into_any() };
+                let v = d.call_method0(view.method())?;
+                if matches!(st.kind, IterKind::DictReversed { .. }) {
+                    let target = if *view == DictView::Keys { d } else { v };
+                    return Ok(Some(b.getattr("reversed")?.call1((target,))?.get_type().into_any().unbind()));
+                }
+                of(v)
+            }
+            IterKind::Enumerate { .. } => Ok(Some(b.getattr("enumerate")?.unbind())),
+            IterKind::Zip(_) => Ok(Some(b.getattr("zip")?.unbind())),
+            IterKind::Map { .. } => Ok(Some(b.getattr("map")?.unbind())),
+            IterKind::Filter { .. } => Ok(Some(b.getattr("filter")?.unbind())),
+            _ => Ok(None),
+        }
+    }
+
     /// `type(v)` when tracing knows it without running anything.
     pub(crate) fn type_of(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<Py<PyAny>>> {
         Ok(match v {
@@ -1153,7 +1188,10 @@ impl<'a> InstructionTranslator<'a> {
             VT::List(_) => Some(py.get_type::<PyList>().into_any().unbind()),
             VT::Deque(_) => Some(py.import("collections")?.getattr("deque")?.unbind()),
             VT::Dict(_) => Some(py.get_type::<PyDict>().into_any().unbind()),
-            VT::DictView { view, .. } => Some(PyDict::new(py).call_method0(view.method())?.get_type().into_any().unbind()),
+            VT::DictView { view, ordered: false, .. } => Some(PyDict::new(py).call_method0(view.method())?.get_type().into_any().unbind()),
+            VT::DictView { view, ordered: true, .. } => Some(py.import("collections")?.getattr("OrderedDict")?.call0()?.call_method0(view.method())?.get_type().into_any().unbind()),
+            VT::Iterator(it) => self.iterator_type(py, it)?,
+            VT::Set(_) => Some(py.get_type::<pyo3::types::PySet>().into_any().unbind()),
             VT::Partial(_) => Some(crate::symbolic::variables::functions::partial_type(py)?.unbind()),
             VT::UserObject(o) => Some(o.cls.clone_ref(py)),
             // A graph input keeps its exact Python type (TENSOR_MATCH pins it: Parameter, a

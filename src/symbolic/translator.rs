@@ -825,9 +825,15 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::SET_UPDATE | op::SET_ADD => {
                 let v = self.pop()?;
-                let items = if opcode == op::SET_ADD { vec![v] } else { self.iter_items(py, &v)? };
+                let items = if opcode == op::SET_ADD { vec![v.clone()] } else { vec![] };
                 let idx = self.stack.len() - arg as usize;
                 match &self.stack[idx] {
+                    VT::Set(set) if opcode == op::SET_UPDATE => {
+                        // `_PySet_Update` is `set.update` (a frozenset constant of a literal
+                        // merged as `set_merge` does, Note [set order]).
+                        let set = set.clone();
+                        self.set_method(py, &set, "update", &[v])?;
+                    }
                     VT::Set(set) => {
                         let set = set.clone();
                         let consts = self.set_members_of(py, &items)?;

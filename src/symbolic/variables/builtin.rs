@@ -399,7 +399,13 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(t);
         }
         if let Some(it) = self.lazy_iterator(py, b, &args, &kwargs)? {
-            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(it)))));
+            let mut st = IteratorState::of(it);
+            if b.is_instance_of::<pyo3::types::PyType>() {
+                // Note [iterator types]: `itertools.product` and the others read whole at
+                // construction (`Items`) keep their own type: `b` is the class called.
+                st.py_type = Some(b.clone().unbind());
+            }
+            return Ok(VT::Iterator(Rc::new(RefCell::new(st))));
         }
         if is("iter") && args.len() == 1 {
             return Ok(VT::Iterator(self.make_iter(py, &args[0])?));
@@ -420,7 +426,7 @@ impl<'a> InstructionTranslator<'a> {
                 VT::Dict(d) => Some((d.clone(), crate::symbolic::variables::DictView::Keys, false)),
                 // `OrderedDict.__reversed__` of one built in the frame: its order is its storage's.
                 VT::UserObject(o) if o.is_exact_ordered_dict(py)? => o.storage.clone().map(|d| (d, crate::symbolic::variables::DictView::Keys, true)),
-                VT::DictView { dict, view } => Some((dict.clone(), *view, false)),
+                VT::DictView { dict, view, ordered } => Some((dict.clone(), *view, *ordered)),
                 _ => None,
             };
             if let Some((dict, view, ordered)) = rev {
@@ -452,11 +458,12 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(new_dict(items));
         }
         if is("set") && args.len() <= 1 && kwargs.is_empty() {
-            let items = match args.first() {
-                Some(a) => self.iter_items(py, a)?,
-                None => vec![],
-            };
-            return self.new_set(py, &items);
+            // `set_init` is `set_update_internal` of the argument (Note [set order]).
+            let s = self.new_set(py, &[])?;
+            if let (Some(a), VT::Set(set)) = (args.first(), &s) {
+                self.set_method(py, set, "update", std::slice::from_ref(a))?;
+            }
+            return Ok(s);
         }
         if is("list") || is("tuple") {
             let items = match args.first() {

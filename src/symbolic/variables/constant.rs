@@ -18,7 +18,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Tuple(items) => PyTuple::new(py, constants_of(py, items)?).ok().map(|t| t.into_any()),
             VT::List(l) => PyList::new(py, constants_of(py, &l.borrow().items)?).ok().map(|l| l.into_any()),
             VT::Set(set) => set.borrow().bind(py).call_method0("copy").ok().filter(|c| c.try_iter().map(|it| it.flatten().all(|m| is_literal(py, &m))).unwrap_or(false)),
-            VT::DictView { dict, view } => {
+            VT::DictView { dict, view, .. } => {
                 // A view of a fresh dict with the same keys (and values, when they matter).
                 let real = PyDict::new(py);
                 for (k, v) in &dict.borrow().items {

@@ -1,7 +1,7 @@
 //! Dicts, dict views and sets (torch's `ConstDictVariable`, `DictView`, `SetVariable`).
 
 use crate::source::Source;
-use crate::symbolic::variables::{VariableTracker, VT};
+use crate::symbolic::variables::{type_name, VariableTracker, VT};
 use crate::symbolic::{Unsupported, VResult};
 use crate::graph_break;
 use pyo3::prelude::*;
@@ -30,6 +30,23 @@ impl DictView {
         }
     }
 }
+
+/// Note [set order]: a set built in the trace is a private real `set` whose members are
+/// literals (or stand-ins for identity-hashed objects, `set_members_of`), and every operation
+/// on it is the real C operation CPython runs for the same code: `BUILD_SET` adds one by one,
+/// `SET_UPDATE`, `set(x)` and `s.update(x)` are `set.update` of the real argument (a
+/// frozenset constant or another set is merged slot by slot, `set_merge`, not added in its
+/// iteration order), the other methods run on the real set (`set_method`), its iterator is a
+/// real `set_iterator` (`IterKind::Set`). So its table, and with it the iteration order of
+/// str members (whose hashes are randomized per process), is eager's. A set that outlives the
+/// graph is rebuilt as `set(c)` of a constant tuple of its members in order or of
+/// `frozenset(s)`, whichever is checked at compile time to iterate in the same order with a
+/// table of the same size (same process, same hashes); one neither reproduces is a graph
+/// break (`rebuild_of` in `convert_frame.rs`). Same order and size is not a proof of the same
+/// slots: a set whose members collided may still place a later insertion differently.
+///
+/// The methods of `set` run on the real set by `set_method`.
+pub const SET_REAL_METHODS: [&str; 13] = ["update", "copy", "pop", "difference_update", "intersection_update", "symmetric_difference_update", "union", "intersection", "difference", "symmetric_difference", "issubset", "issuperset", "isdisjoint"];
 
 /// A dict with constant keys (insertion ordered).
 pub struct DictState {
@@ -128,6 +145,53 @@ impl<'a> InstructionTranslator<'a> {
         let consts = self.set_members_of(py, items)?;
         let set = pyo3::types::PySet::new(py, consts)?;
         Ok(VT::Set(Rc::new(RefCell::new(set.into_any().unbind()))))
+    }
+
+    /// The real object CPython's set methods would see for argument `arg` (Note [set order]):
+    /// a traced set's real set, a constant itself, a dict tracker as a real dict of its keys
+    /// (`set_update_internal` and the others take a dict's own path), anything else as a real
+    /// list of its members in iteration order (what those methods do with an iterable).
+    fn real_set_arg<'py>(&mut self, py: Python<'py>, arg: &VT) -> VResult<Bound<'py, PyAny>> {
+        Ok(match arg {
+            VT::Set(s) => s.borrow().bind(py).clone(),
+            VT::Constant(c) => {
+                let items = self.iter_items(py, arg)?;
+                self.set_members_of(py, &items)?;
+                c.bind(py).clone()
+            }
+            VT::Dict(d) => {
+                let keys: Vec<VT> = d.borrow().items.iter().map(|(k, _)| VT::constant(k.clone_ref(py))).collect();
+                let real = PyDict::new(py);
+                for k in self.set_members_of(py, &keys)? {
+                    real.set_item(k, py.None())?;
+                }
+                real.into_any()
+            }
+            other => {
+                let items = self.iter_items(py, other)?;
+                pyo3::types::PyList::new(py, self.set_members_of(py, &items)?)?.into_any()
+            }
+        })
+    }
+
+    /// `s.name(*args)` for a set built in the trace, run by the real method on its real set
+    /// (Note [set order]): new sets are new trackers, frozensets, bools and None constants,
+    /// `pop()`'s member its tracker. An exception of the real method (`KeyError` of `pop()`
+    /// on an empty set) is left to Python.
+    pub(crate) fn set_method(&mut self, py: Python<'_>, set: &Rc<RefCell<Py<PyAny>>>, name: &str, args: &[VT]) -> VResult<VT> {
+        let real_args = args.iter().map(|a| self.real_set_arg(py, a)).collect::<VResult<Vec<_>>>()?;
+        let real = set.borrow().clone_ref(py);
+        let r = match real.bind(py).call_method1(name, pyo3::types::PyTuple::new(py, real_args)?) {
+            Ok(r) => r,
+            Err(e) => graph_break!(RaisesException, "set.{name}() raises {}", e),
+        };
+        if name == "pop" {
+            return self.set_member(py, r);
+        }
+        Ok(match type_name(&r).as_str() {
+            "set" => VT::Set(Rc::new(RefCell::new(r.unbind()))),
+            _ => VT::constant(r.unbind()),
+        })
     }
 
     pub(crate) fn dict_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<(String, VT)>> {

@@ -217,9 +217,12 @@ impl<'a> InstructionTranslator<'a> {
             VT::Tensor(_) | VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Deque(_) | VT::Dict(_) | VT::DictView { .. } | VT::Set(_) | VT::Iterator(_) | VT::PyModule { .. } | VT::Cell(_)
             | VT::GradModeCtx { .. } => false,
             VT::Constant(c) => c.bind(py).is_callable(),
-            // The type's `__call__` decides; the class is guarded by TYPE_MATCH or ID_MATCH.
-            VT::Module { obj, .. } | VT::Opaque { obj, .. } => obj.bind(py).get_type().hasattr("__call__")?,
-            VT::UserObject(o) => o.cls.bind(py).hasattr("__call__")?,
+            // `PyCallable_Check` reads the type's `tp_call` slot, which a `__call__` in the
+            // class dict of some class of the type's MRO fills: a lookup through the type
+            // (`hasattr(cls, "__call__")`) would also find the metaclass's `type.__call__` and
+            // answer True for every object. The class is guarded by TYPE_MATCH or ID_MATCH.
+            VT::Module { obj, .. } | VT::Opaque { obj, .. } => obj.bind(py).is_callable(),
+            VT::UserObject(o) => crate::symbolic::variables::user_defined::static_type_lookup(o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?, "__call__")?.is_some(),
             _ => return Ok(None),
         }))
     }

@@ -34,8 +34,16 @@ pub enum IterKind {
     ListReversed { list: Rc<RefCell<ListState>>, index: i64 },
     /// A dict iterator (Objects/dictobject.c, `dictiter_iternextkey` and friends): `used` is the
     /// dict's size when the iterator was made and `version` its structure then; a different size
-    /// at a step raises `RuntimeError: dictionary changed size during iteration`.
-    Dict { dict: Rc<RefCell<DictState>>, view: DictView, used: usize, version: u64 },
+    /// at a step raises `RuntimeError: dictionary changed size during iteration`. `ordered`:
+    /// over the storage of an `OrderedDict` (its `odict_iterator`, Objects/odictobject.c,
+    /// `odictiter_nextkey`: any change of its keys, even of the same size, raises
+    /// `RuntimeError: OrderedDict mutated during iteration` and ends it; not rebuilt).
+    Dict { dict: Rc<RefCell<DictState>>, view: DictView, used: usize, version: u64, ordered: bool },
+    /// `set_iterator` (Objects/setobject.c, `setiter_iternext`) over a set built in the trace:
+    /// `iter` is a real iterator over the tracker's private real set, stepped at each step, so
+    /// the order, the items seen after a change and `RuntimeError: Set changed size during
+    /// iteration` are CPython's own (Note [iterator types]).
+    Set { set: Rc<RefCell<Py<PyAny>>>, iter: Py<PyAny> },
     /// A reversed dict iterator (`reversed(d)`, `reversed(d.items())`; Objects/dictobject.c,
     /// `dictreviter_iternext`): item `index` counting down, with the same size check as
     /// `Dict`. `ordered`: over the storage of an `OrderedDict` (its `odict_iterator`, which is
@@ -170,6 +178,8 @@ pub enum IterRequest<'a> {
     Items(VariableTracker),
     /// The tracker of `value`, read through `source` (wrapped and guarded as an argument).
     WrapItem(Py<PyAny>, Arc<crate::source::Source>),
+    /// The tracker of a member of a traced set's real set (`set_member`).
+    SetMember(Py<PyAny>),
 }
 
 /// The suspended frame of a generator being traced (`IterKind::Generator`).
@@ -197,6 +207,17 @@ pub enum IterError {
 /// Answers an `IterRequest` (`Resume`: `Ok(None)` when the generator returned).
 pub type ResumeGenerator<'r> = dyn FnMut(IterRequest<'_>) -> Result<Option<VariableTracker>, IterError> + 'r;
 
+/// Note [iterator types]: an iterator tracker answers `type(it)` with the type of the CPython
+/// iterator it stands for (`InstructionTranslator::iterator_type`): its kind says it for the
+/// live kinds (`list_iterator`, `set_iterator`, `dict_keyiterator`, `odict_iterator` for an
+/// `OrderedDict`'s storage, ...); an `Items` iterator carries it in `py_type` when it is not a
+/// `tuple_iterator` (`iter()` of a str, frozenset or range constant; `itertools.product`,
+/// `permutations`, `combinations`, which read their input whole). The views of an
+/// `OrderedDict` are `odict_keys`/`odict_values`/`odict_items` (`VT::DictView::ordered`). An
+/// iterator or view that outlives the graph is rebuilt as its own type or not at all (a graph
+/// break): a constant's iterator as `iter_at(constant, pos)`; set, OrderedDict and itertools
+/// iterators and OrderedDict views not.
+///
 /// An iterator being stepped during tracing.
 pub struct IteratorState {
     pub kind: IterKind,
@@ -208,6 +229,14 @@ pub struct IteratorState {
     /// A generator's return value (`StopIteration.value`), kept once the step that exhausted it
     /// ran: what `yield from` over it evaluates to. `None` stands for Python's None.
     pub returned: Option<VariableTracker>,
+    /// The iterator's Python type when its kind does not say it (`Items` stands for a
+    /// `tuple_iterator` unless this says otherwise: a `str_ascii_iterator`, an
+    /// `itertools.product`, ...): what `type(it)` answers in the trace (Note [iterator types]).
+    pub py_type: Option<Py<PyAny>>,
+    /// A constant whose `iter()` this iterator is (a str, a frozenset, a range, a tuple): an
+    /// `Items` iterator with a `py_type` is rebuilt as `iter_at(constant, pos)`; without one
+    /// it is not rebuilt (its type would change).
+    pub reiterate: Option<Py<PyAny>>,
 }
 
 impl IteratorState {
@@ -217,7 +246,7 @@ impl IteratorState {
     }
 
     pub fn of(kind: IterKind) -> Self {
-        IteratorState { kind, pos: 0, exhausted: false, returned: None }
+        IteratorState { kind, pos: 0, exhausted: false, returned: None, py_type: None, reiterate: None }
     }
 
     /// A live iterator over a list tracker.
@@ -226,12 +255,12 @@ impl IteratorState {
     }
 
     /// A live iterator over a dict tracker's keys, values or items.
-    pub fn over_dict(dict: Rc<RefCell<DictState>>, view: DictView) -> Self {
+    pub fn over_dict(dict: Rc<RefCell<DictState>>, view: DictView, ordered: bool) -> Self {
         let (used, version) = {
             let d = dict.borrow();
             (d.items.len(), d.version)
         };
-        IteratorState::of(IterKind::Dict { dict, view, used, version })
+        IteratorState::of(IterKind::Dict { dict, view, used, version, ordered })
     }
 
     /// The next item, advancing the position (`Ok(None)` when exhausted).
@@ -267,7 +296,37 @@ impl IteratorState {
                     None
                 }
             }
-            IterKind::Dict { dict, view, used, version } => {
+            IterKind::Set { iter, .. } => {
+                match iter.bind(py).call_method0("__next__") {
+                    Ok(m) => Some(resume(IterRequest::SetMember(m.unbind()))?.expect("a set member's tracker")),
+                    Err(e) if e.is_instance_of::<pyo3::exceptions::PyStopIteration>(py) => None,
+                    // `setiter_iternext` makes this sticky itself (`si_used = -1`).
+                    Err(e) if e.is_instance_of::<pyo3::exceptions::PyRuntimeError>(py) && e.value(py).str().map(|m| m.to_string()).unwrap_or_default() == "Set changed size during iteration" => {
+                        return Err(IterError::Raise("Set changed size during iteration"));
+                    }
+                    Err(e) => return Err(unsupported_step(&format!("a set iterator's step raised {e}"))),
+                }
+            }
+            IterKind::Dict { dict, view, used, version, ordered: true } => {
+                let d = dict.borrow();
+                if *used == usize::MAX {
+                    // `odictiter_nextkey` cleared `di_current` at the failed step: exhausted.
+                    None
+                } else if d.version != *version || d.items.len() != *used {
+                    *used = usize::MAX;
+                    return Err(IterError::Raise("OrderedDict mutated during iteration"));
+                } else {
+                    match d.items.get(self.pos) {
+                        None => None,
+                        Some((k, v)) => Some(match view {
+                            DictView::Keys => VariableTracker::constant(k.clone_ref(py)),
+                            DictView::Values => v.clone(),
+                            DictView::Items => tuple_of(py, vec![VariableTracker::constant(k.clone_ref(py)), v.clone()]),
+                        }),
+                    }
+                }
+            }
+            IterKind::Dict { dict, view, used, version, ordered: false } => {
                 let d = dict.borrow();
                 if d.items.len() != *used {
                     // CPython makes this sticky (`di_used = -1`): every later step raises too.
@@ -702,6 +761,7 @@ impl<'a> InstructionTranslator<'a> {
                 IterRequest::Eq(a, b) => (|| -> VResult<bool> { Ok(self.is_same(py, &a, &b)? || self.equal(py, &a, &b)?) })().map(|t| Some(const_bool(py, t))),
                 IterRequest::Items(v) => self.iter_items(py, &v).map(|items| Some(VT::Tuple(Rc::new(items)))),
                 IterRequest::WrapItem(v, source) => wrap(py, self.og, v.bind(py), source).map(Some),
+                IterRequest::SetMember(m) => self.set_member(py, m.bind(py).clone()).map(Some),
             };
             r.map_err(IterError::Unsupported)
         };
@@ -758,13 +818,33 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
+    /// The tracker of member `m` of a traced set's real set: a literal, or the tracker it
+    /// stands for (`OutputGraph::set_members`).
+    pub(crate) fn set_member(&mut self, py: Python<'_>, m: Bound<'_, PyAny>) -> VResult<VT> {
+        Ok(match self.og.set_members.get(&(m.as_ptr() as usize)) {
+            // Its order follows the members' hashes, for a tensor its address: the fake's is
+            // not the real tensor's.
+            Some(VT::Tensor(_)) => graph_break!(UnsupportedOperation, "iterating a set that holds tensors (its order follows their addresses)"),
+            Some(vt) if !is_literal(py, &m) => vt.clone(),
+            _ if is_literal(py, &m) => VT::constant(m.unbind()),
+            _ => graph_break!(UnsupportedOperation, "set member of type {} without a tracker", type_name(&m)),
+        })
+    }
+
     pub(crate) fn make_iter(&mut self, py: Python<'_>, v: &VT) -> VResult<Rc<RefCell<IteratorState>>> {
         if let Some(it) = self.python_iter(py, v)? {
             return Ok(it);
         }
         if let VT::UserObject(o) = v {
-            // `dict.__iter__` / `OrderedDict.__iter__` of a dict subclass: its storage's keys.
+            // `dict.__iter__` / `OrderedDict.__iter__` of a dict subclass: its storage's keys
+            // (an `odict_iterator` for OrderedDict's).
             if let Some(storage) = o.storage_slot(py, "__iter__")? {
+                if let VT::Dict(d) = &storage {
+                    let odict_iter = py.import("collections")?.getattr("OrderedDict")?.getattr("__iter__")?;
+                    if o.cls.bind(py).getattr("__iter__")?.is(&odict_iter) {
+                        return Ok(Rc::new(RefCell::new(IteratorState::over_dict(d.clone(), DictView::Keys, true))));
+                    }
+                }
                 return self.make_iter(py, &storage);
             }
         }
@@ -775,8 +855,20 @@ impl<'a> InstructionTranslator<'a> {
                 let state = l.borrow().deque.map(|d| d.state).unwrap_or(0);
                 IteratorState::of(IterKind::Deque { list: l.clone(), state })
             }
-            VT::Dict(d) => IteratorState::over_dict(d.clone(), DictView::Keys),
-            VT::DictView { dict, view } => IteratorState::over_dict(dict.clone(), *view),
+            VT::Dict(d) => IteratorState::over_dict(d.clone(), DictView::Keys, false),
+            VT::DictView { dict, view, ordered } => IteratorState::over_dict(dict.clone(), *view, *ordered),
+            VT::Set(s) => {
+                let iter = s.borrow().bind(py).try_iter()?.into_any().unbind();
+                IteratorState::of(IterKind::Set { set: s.clone(), iter })
+            }
+            VT::Constant(c) => {
+                // Note [iterator types]: `iter()` of a constant is the constant's own iterator
+                // type (`str_ascii_iterator`, `set_iterator` of a frozenset, `range_iterator`).
+                let mut st = IteratorState::over(self.iter_items(py, v)?);
+                st.py_type = Some(c.bind(py).try_iter()?.get_type().into_any().unbind());
+                st.reiterate = Some(c.clone_ref(py));
+                st
+            }
             other => IteratorState::over(self.iter_items(py, other)?),
         };
         Ok(Rc::new(RefCell::new(state)))
@@ -796,15 +888,7 @@ impl<'a> InstructionTranslator<'a> {
                 let set = set.borrow();
                 let mut out = Vec::new();
                 for m in set.bind(py).try_iter()? {
-                    let m = m?;
-                    out.push(match self.og.set_members.get(&(m.as_ptr() as usize)) {
-                        // Its order follows the members' hashes, for a tensor its address: the
-                        // fake's is not the real tensor's.
-                        Some(VT::Tensor(_)) => graph_break!(UnsupportedOperation, "iterating a set that holds tensors (its order follows their addresses)"),
-                        Some(vt) if !is_literal(py, &m) => vt.clone(),
-                        _ if is_literal(py, &m) => VT::constant(m.unbind()),
-                        _ => graph_break!(UnsupportedOperation, "set member of type {} without a tracker", type_name(&m)),
-                    });
+                    out.push(self.set_member(py, m?)?);
                 }
                 out
             }

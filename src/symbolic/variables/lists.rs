@@ -342,9 +342,8 @@ impl<'a> InstructionTranslator<'a> {
                     _ => graph_break!(UnsupportedOperation, "list.{name} over non-constant items"),
                 }
             }
-            (VT::Set(set), "add" | "discard" | "remove" | "update" | "clear") => {
+            (VT::Set(set), "add" | "discard" | "remove" | "clear") => {
                 let items = match name {
-                    "update" => args.iter().map(|a| self.iter_items(py, a)).collect::<VResult<Vec<_>>>()?.concat(),
                     "clear" => vec![],
                     _ => args.clone(),
                 };
@@ -352,11 +351,6 @@ impl<'a> InstructionTranslator<'a> {
                 let set = set.borrow();
                 let set = set.bind(py);
                 match name {
-                    "update" => {
-                        for c in consts {
-                            set.call_method1("add", (c,))?;
-                        }
-                    }
                     "clear" => {
                         set.call_method0("clear")?;
                     }
@@ -366,13 +360,16 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 Ok(VT::none(py))
             }
-            (VT::Dict(d), "items" | "keys" | "values") if args.is_empty() => {
-                let view = match name {
+            (VT::Set(set), _) if crate::symbolic::variables::dicts::SET_REAL_METHODS.contains(&name) && kwargs.is_empty() => self.set_method(py, set, name, &args),
+            // `odict_keys` and friends: OrderedDict's own views of its storage
+            // (`UserObject` attribute lookup names them so).
+            (VT::Dict(d), "items" | "keys" | "values" | "odict_items" | "odict_keys" | "odict_values") if args.is_empty() => {
+                let view = match name.trim_start_matches("odict_") {
                     "items" => DictView::Items,
                     "keys" => DictView::Keys,
                     _ => DictView::Values,
                 };
-                Ok(VT::DictView { dict: d.clone(), view })
+                Ok(VT::DictView { dict: d.clone(), view, ordered: name.starts_with("odict_") })
             }
             (VT::Dict(d), "update" | "pop" | "setdefault" | "clear") => {
                 let mut new_items: Vec<(Py<PyAny>, VT)> = match (name, args.first()) {

@@ -57,8 +57,10 @@ pub enum VariableTracker {
     /// `deque` holds its `maxlen`.
     Deque(Rc<RefCell<ListState>>),
     Dict(Rc<RefCell<DictState>>),
-    /// `d.keys()`, `d.values()` or `d.items()`: a live view of a dict tracker.
-    DictView { dict: Rc<RefCell<DictState>>, view: DictView },
+    /// `d.keys()`, `d.values()` or `d.items()`: a live view of a dict tracker. `ordered`: a
+    /// view of an `OrderedDict`'s storage (`odict_keys` and siblings, whose iterators are
+    /// `odict_iterator`s; not rebuilt).
+    DictView { dict: Rc<RefCell<DictState>>, view: DictView, ordered: bool },
     /// An `nn.Module` instance reached from the frame (identity-guarded).
     Module { obj: Rc<Py<PyAny>>, source: Option<Arc<Source>> },
     /// A user Python function: calls are inlined.

@@ -799,6 +799,10 @@ impl<'a> InstructionTranslator<'a> {
             // storage (Note [dict subclass objects]).
             "method_descriptor" | "wrapper_descriptor" if o.storage_method(py, &ca, name)?.is_some() => {
                 let storage = o.storage_method(py, &ca, name)?.expect("checked");
+                if matches!(name, "keys" | "values" | "items") && ca.getattr("__objclass__")?.is(py.import("collections")?.getattr("OrderedDict")?) {
+                    // Note [iterator types]: `OrderedDict.keys` makes an `odict_keys`.
+                    return Ok(VT::ContainerMethod { container: Box::new(storage), name: format!("odict_{name}") });
+                }
                 Ok(VT::ContainerMethod { container: Box::new(storage), name: name.to_string() })
             }
             _ if ca.get_type().hasattr("__get__")? && !ca.is_instance_of::<pyo3::types::PyType>() => {
