@@ -173,3 +173,69 @@ def test_time_guards_runs_the_cache_entry_check():
         dynamo._C.time_guards(fn.__code__, [HasAttr(), x], fn.__closure__, fn.__globals__, builtins.__dict__, 10)
     with pytest.raises(ValueError, match="no cache entry"):
         dynamo._C.time_guards(sum_cfg.__code__, [x], None, sum_cfg.__globals__, builtins.__dict__, 10)
+
+
+# Chains through closure cells, bound methods, dict values and default tuples (most of a
+# transformers model's guard sources) still see each link change.
+
+def test_closure_cell_rebound_recompiles():
+    dynamo.reset()
+    scale = 2
+
+    def helper(x):
+        return x * scale
+
+    def f(x):
+        return helper(x) + 1
+
+    fast = dynamo.optimize("eager")(f)
+    x = torch.ones(2)
+    assert torch.equal(fast(x), f(x))
+    assert any("cell_contents" in g for g in guards_of(f))
+    scale = 5  # noqa: F841 - read through helper's closure cell
+    assert torch.equal(fast(x), f(x)) and torch.equal(f(x), x * 5 + 1)
+    assert recompiles() == 1
+
+
+def test_dict_value_and_default_tuple_item_changes_recompile():
+    global CFG
+    fast, x = compiled_sum_cfg()
+    CFG["b"] = 7
+    assert torch.equal(fast(x), sum_cfg(x)) and recompiles() == 1
+
+    dynamo.reset()
+
+    def g(x, k=3, m=4):
+        return x * k + m
+
+    def f(x):
+        return g(x)
+
+    fast = dynamo.optimize("eager")(f)
+    assert torch.equal(fast(x), f(x))
+    g.__defaults__ = (3, 9)
+    assert torch.equal(fast(x), f(x)) and torch.equal(f(x), x * 3 + 9)
+    assert recompiles() == 1
+
+
+def test_bound_method_function_replaced_on_the_instance_recompiles():
+    dynamo.reset()
+
+    class A:
+        def get(self):
+            return 2
+
+    a = A()
+    bound = a.get
+
+    def f(x):
+        return x * bound()
+
+    fast = dynamo.optimize("eager")(f)
+    x = torch.ones(2)
+    assert torch.equal(fast(x), x * 2)
+    bound = A().get  # another bound method of the same function: no recompile needed
+    A.get = lambda self: 3
+    bound = a.get  # a bound method of another function
+    assert torch.equal(fast(x), f(x)) and torch.equal(f(x), x * 3)
+    assert recompiles() >= 1
