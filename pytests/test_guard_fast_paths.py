@@ -239,3 +239,48 @@ def test_bound_method_function_replaced_on_the_instance_recompiles():
     bound = a.get  # a bound method of another function
     assert torch.equal(fast(x), f(x)) and torch.equal(f(x), x * 3)
     assert recompiles() >= 1
+
+
+# Note [default device fast path]: the default-device guard answers "cpu" without calling
+# torch.get_default_device() only when no mode and no global device context is set.
+
+def factory(x):
+    return x + 1, torch.zeros(2)
+
+
+def compiled_factory():
+    dynamo.reset()
+    fast = dynamo.optimize("eager")(factory)
+    x = torch.ones(2)
+    out = fast(x)
+    assert out[1].device.type == "cpu"
+    assert "GLOBAL_STATE: torch.get_default_device() == device(type='cpu')" in guards_of(factory)
+    assert fast(x)[1].device.type == "cpu" and recompiles() == 0
+    return fast, x
+
+
+def test_default_device_context_manager_recompiles():
+    fast, x = compiled_factory()
+    with torch.device("meta"):
+        out = fast(x)
+    assert out[1].device.type == "meta" and recompiles() == 1
+    assert fast(x)[1].device.type == "cpu"
+
+
+def test_set_default_device_recompiles():
+    fast, x = compiled_factory()
+    torch.set_default_device("meta")
+    try:
+        out = fast(x)
+    finally:
+        torch.set_default_device(None)
+    assert out[1].device.type == "meta" and recompiles() == 1
+    assert fast(x)[1].device.type == "cpu"
+
+
+def test_default_device_cpu_under_a_context_still_hits():
+    fast, x = compiled_factory()
+    # A DeviceContext for cpu: the fast path steps aside, the call answers cpu, the entry holds.
+    with torch.device("cpu"):
+        assert fast(x)[1].device.type == "cpu"
+    assert recompiles() == 0
