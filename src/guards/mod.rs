@@ -365,6 +365,24 @@ enum Step {
     Module(Option<Py<PyAny>>),
 }
 
+impl Step {
+    /// The step's variant, for timing reports.
+    fn kind(&self) -> &'static str {
+        match self {
+            Step::Local(_) => "LOCAL",
+            Step::Closure(_) => "CLOSURE",
+            Step::Global(_) => "GLOBAL",
+            Step::Attr(..) => "ATTR",
+            Step::GenericAttr(..) => "GENERIC_ATTR",
+            Step::Item(..) => "ITEM",
+            Step::FuncField(..) => "FUNC_FIELD",
+            Step::IterSeq(_) => "ITER_SEQ",
+            Step::IterItem(..) => "ITER_ITEM",
+            Step::Module(_) => "MODULE",
+        }
+    }
+}
+
 /// A field of a function object read without an attribute lookup (`Step::FuncField`).
 #[derive(Debug, Clone, Copy)]
 enum FuncField {
@@ -388,8 +406,43 @@ struct Hot {
     stride: Py<PyString>,
     dtype: Py<PyString>,
     requires_grad: Py<PyString>,
+    /// `__dict__`, for NO_INSTANCE_ATTR.
+    dict: Py<PyString>,
+    /// Note [default device fast path]: `torch.get_default_device`, `torch.__dict__`,
+    /// `torch._C._len_torch_function_stack` and the interned names read.
+    get_default_device: Py<PyAny>,
+    torch_dict: Py<PyAny>,
+    len_function_stack: Py<PyAny>,
+    global_device_context: Py<PyString>,
+    device_context: Py<PyString>,
     is_grad_enabled: Py<PyAny>,
     get_default_dtype: Py<PyAny>,
+}
+
+impl Hot {
+    /// Note [default device fast path]: `torch.get_default_device()` (torch/__init__.py) is
+    /// Python that filters the torch-function mode stack for a `DeviceContext`, then reads the
+    /// thread-local `_GLOBAL_DEVICE_CONTEXT.device_context`, and returns `torch.device("cpu")`
+    /// when it finds neither: ~3.6 µs a check for a frame that makes a tensor with a factory
+    /// (tiny GPT-2's). Both of its sources are read here the way it reads them (the stack's
+    /// length through `torch._C._len_torch_function_stack()`, the context through
+    /// `torch.__dict__["_GLOBAL_DEVICE_CONTEXT"]`, which `global` reads): an empty stack and no
+    /// context prove the answer is `device("cpu")`. True only then; otherwise (a mode on the
+    /// stack, any context set, an error) the guard calls the function as before.
+    fn default_device_is_cpu(&self, py: Python<'_>) -> bool {
+        let stack_empty = self.len_function_stack.bind(py).call0().is_ok_and(|n| n.extract::<usize>().is_ok_and(|n| n == 0));
+        if !stack_empty {
+            return false;
+        }
+        let Ok(Some(ctx)) = self.torch_dict.bind(py).get_item(self.global_device_context.bind(py)).map(Some).or_else(|_| Ok::<_, PyErr>(None)) else {
+            return false;
+        };
+        match ctx.getattr_opt(self.device_context.bind(py)) {
+            Ok(None) => true,
+            Ok(Some(c)) => c.is_none(),
+            Err(_) => false,
+        }
+    }
 }
 
 /// A set of guards plus the plan that fetches their sources.
@@ -411,6 +464,11 @@ pub struct GuardManager {
     /// torch has none, or making it failed).
     fast: Vec<std::sync::OnceLock<Option<Py<PyAny>>>>,
     tensor_guards: Option<Py<PyAny>>,
+    /// Per guard: the interned attribute name of a NO_INSTANCE_ATTR / NO_ATTR guard, else None.
+    names: Vec<Option<Py<PyString>>>,
+    /// Per guard: a GLOBAL_STATE `torch.get_default_device() == device('cpu')` (Note [default
+    /// device fast path]).
+    cpu_default_device: Vec<bool>,
 }
 
 /// A guard that did not hold: its text and why.
@@ -457,6 +515,12 @@ impl GuardManager {
             stride: PyString::intern(py, "stride").unbind(),
             dtype: PyString::intern(py, "dtype").unbind(),
             requires_grad: PyString::intern(py, "requires_grad").unbind(),
+            dict: PyString::intern(py, "__dict__").unbind(),
+            get_default_device: torch.getattr("get_default_device")?.unbind(),
+            torch_dict: torch.getattr("__dict__")?.unbind(),
+            len_function_stack: torch.getattr("_C")?.getattr("_len_torch_function_stack")?.unbind(),
+            global_device_context: PyString::intern(py, "_GLOBAL_DEVICE_CONTEXT").unbind(),
+            device_context: PyString::intern(py, "device_context").unbind(),
             is_grad_enabled: torch.getattr("is_grad_enabled")?.unbind(),
             get_default_dtype: torch.getattr("get_default_dtype")?.unbind(),
         };
@@ -466,7 +530,24 @@ impl GuardManager {
         }
         let fast = guards.iter().map(|_| std::sync::OnceLock::new()).collect();
         let tensor_guards = py.import("torch._C._dynamo.guards").and_then(|m| m.getattr("TensorGuards")).ok().map(|t| t.unbind());
-        Ok(GuardManager { steps, guard_slots, other_slots, shape_slots, step_sources, guards, hot, fast, tensor_guards })
+        let names = guards
+            .iter()
+            .map(|g| match &g.kind {
+                GuardKind::NoInstanceAttr(n) | GuardKind::NoAttr(n) => Some(PyString::intern(py, n).unbind()),
+                _ => None,
+            })
+            .collect();
+        let cpu = torch.getattr("device")?.call1(("cpu",))?;
+        let cpu_default_device = guards
+            .iter()
+            .map(|g| match &g.kind {
+                GuardKind::GlobalQuery { func, args, expected } => {
+                    func.is(&hot.get_default_device) && args.bind(py).is_empty() && same_answer(&cpu, expected.bind(py))
+                }
+                _ => false,
+            })
+            .collect();
+        Ok(GuardManager { steps, guard_slots, other_slots, shape_slots, step_sources, guards, hot, fast, tensor_guards, names, cpu_default_device })
     }
 
     /// The text of a failure to read step `i`'s source: the source's name and the exception the
@@ -486,10 +567,65 @@ impl GuardManager {
     /// Checks every guard against the frame; `Ok(())` when all hold, else the first failure.
     /// With `explain == false` the failure text is not built (the cache-hit path).
     pub fn check(&self, py: Python<'_>, frame: &FrameRefs, explain: bool) -> Result<(), Option<GuardFailure>> {
+        self.check_impl::<false>(py, frame, explain, &mut [])
+    }
+
+    /// Note [guard check timing]: `dynamo._C.time_guards` (src/py/mod.rs) runs the check of a
+    /// code object's most recent cache entry against values a test supplies for the frame's
+    /// argument slots, closure and globals, so its cost is read with a timer rather than from
+    /// perf sample ratios. The whole-check figure runs the same code as the cache-hit path
+    /// (`check_impl::<false>`); the per-step and per-guard figures come from a second pass
+    /// that reads the clock between pieces (`Instant::now`, ~20-30 ns a read, charged to the
+    /// piece before it), so they add up to more than the whole: use them to rank, not to sum.
+    ///
+    /// Test-only (Note [guard check timing]): runs `n` checks of `frame` and returns the mean
+    /// time of one whole check (ns), then, from `n` further checks timed piece by piece, the
+    /// mean ns of each step of the access plan (its source's text) and of each guard (its
+    /// text), in plan/guard order. Errors with the failure's text when the check fails.
+    pub fn time_checks(&self, py: Python<'_>, frame: &FrameRefs, n: usize) -> Result<(f64, Vec<(String, f64)>, Vec<(String, f64)>), String> {
+        if let Err(f) = self.check(py, frame, true) {
+            return Err(f.map(|f| f.to_string()).unwrap_or_default());
+        }
+        let t0 = std::time::Instant::now();
+        for _ in 0..n {
+            let _ = std::hint::black_box(self.check(py, frame, false));
+        }
+        let whole = t0.elapsed().as_nanos() as f64 / n.max(1) as f64;
+        let mut times = vec![0u64; self.steps.len() + self.guards.len()];
+        for _ in 0..n {
+            let _ = self.check_impl::<true>(py, frame, false, &mut times);
+        }
+        let per = |t: u64| t as f64 / n.max(1) as f64;
+        let steps = (0..self.steps.len())
+            .map(|i| {
+                let name = self.step_sources[i].as_ref().map(|s| s.to_string()).unwrap_or_default();
+                (format!("{} {name}", self.steps[i].kind()), per(times[i]))
+            })
+            .collect();
+        let guards = self.guards.iter().enumerate().map(|(gi, g)| (g.to_string(), per(times[self.steps.len() + gi]))).collect();
+        Ok((whole, steps, guards))
+    }
+
+    /// [`GuardManager::check`]; with `TIMED`, adds the ns each step takes to `times[step]` and
+    /// each guard to `times[steps + guard]` (Note [guard check timing]).
+    fn check_impl<const TIMED: bool>(&self, py: Python<'_>, frame: &FrameRefs, explain: bool, times: &mut [u64]) -> Result<(), Option<GuardFailure>> {
         let mut values: smallvec::SmallVec<[Option<Bound<'_, PyAny>>; 16]> = smallvec::SmallVec::new();
         values.resize(self.steps.len(), None);
+        let mut clock = if TIMED { Some(std::time::Instant::now()) } else { None };
+        // Adds the time since the last lap to `times[slot]`.
+        let mut lap = |times: &mut [u64], slot: usize| {
+            if let Some(c) = clock.as_mut() {
+                let now = std::time::Instant::now();
+                times[slot] += (now - *c).as_nanos() as u64;
+                *c = now;
+            }
+        };
+        let nsteps = self.steps.len();
         for (i, step) in self.steps.iter().enumerate() {
             let v = unsafe { self.fetch(py, step, frame, &values) };
+            if TIMED {
+                lap(times, i);
+            }
             match v {
                 Some(v) => values[i] = Some(v),
                 None => {
@@ -505,6 +641,9 @@ impl GuardManager {
             }
         }
         for (gi, (((g, &slot), &other), shape_slots)) in self.guards.iter().zip(&self.guard_slots).zip(&self.other_slots).zip(&self.shape_slots).enumerate() {
+            if TIMED && gi > 0 {
+                lap(times, nsteps + gi - 1);
+            }
             if let GuardKind::ShapeRelations(sg) = &g.kind {
                 let mut vals: smallvec::SmallVec<[i64; 8]> = smallvec::SmallVec::new();
                 let mut fvals: smallvec::SmallVec<[f64; 8]> = smallvec::SmallVec::new();
@@ -559,7 +698,7 @@ impl GuardManager {
                     }
                 }
             }
-            if let Err(reason) = self.check_one(py, g, value, explain) {
+            if let Err(reason) = self.check_one(py, gi, g, value, explain) {
                 return Err(explain.then(|| GuardFailure { guard: g.to_string(), reason: reason.unwrap_or_default() }));
             }
             if let Some(v) = fast_tensor {
@@ -568,6 +707,9 @@ impl GuardManager {
                     let _ = self.fast[gi].set(self.make_fast_tensor_check(py, v, read_plain));
                 }
             }
+        }
+        if TIMED && !self.guards.is_empty() {
+            lap(times, nsteps + self.guards.len() - 1);
         }
         Ok(())
     }
@@ -672,7 +814,29 @@ impl GuardManager {
         }
     }
 
-    fn check_one(&self, py: Python<'_>, g: &Guard, v: Option<&Bound<'_, PyAny>>, explain: bool) -> Result<(), Option<String>> {
+    /// `name in v.__dict__` for a NO_INSTANCE_ATTR guard (guard `gi`): `__dict__` read through
+    /// `object.__getattribute__` (no user `__getattribute__` runs); no `__dict__` reads as
+    /// absent, an error from `in` as present. With the names interned once per manager
+    /// (`names`, `Hot::dict`), an exact dict costs one lookup of a cached hash.
+    fn has_instance_attr(&self, py: Python<'_>, gi: usize, v: &Bound<'_, PyAny>, name: &str) -> bool {
+        let n = self.names[gi].as_ref().map(|n| n.bind(py).clone()).unwrap_or_else(|| PyString::new(py, name));
+        // SAFETY: live pointers; the result is a new reference or NULL.
+        let d = unsafe { Bound::from_owned_ptr_or_opt(py, ffi::PyObject_GenericGetAttr(v.as_ptr(), self.hot.dict.as_ptr())) };
+        let Some(d) = d else {
+            let _ = PyErr::take(py);
+            return false;
+        };
+        if unsafe { ffi::PyDict_CheckExact(d.as_ptr()) } != 0 {
+            let r = unsafe { ffi::PyDict_Contains(d.as_ptr(), n.as_ptr()) };
+            if r < 0 {
+                let _ = PyErr::take(py);
+            }
+            return r != 0;
+        }
+        d.contains(&n).unwrap_or(true)
+    }
+
+    fn check_one(&self, py: Python<'_>, gi: usize, g: &Guard, v: Option<&Bound<'_, PyAny>>, explain: bool) -> Result<(), Option<String>> {
         let fail = |msg: &dyn Fn() -> String| Err(explain.then(msg));
         match &g.kind {
             GuardKind::TypeMatch(t) => {
@@ -719,6 +883,10 @@ impl GuardManager {
             GuardKind::AliasOf(_) | GuardKind::NotAliasOf(_) | GuardKind::IteratorOver { .. } | GuardKind::DictIterOver { .. } => {}
             GuardKind::DictKeys(keys) => {
                 let v = v.unwrap();
+                // Note [fast dict keys check].
+                if same_key_objects(v, keys.bind(py)) {
+                    return Ok(());
+                }
                 // Equal keys of the same types (`1`, `1.0` and `True` are equal keys of
                 // different objects).
                 let same = v
@@ -735,13 +903,17 @@ impl GuardManager {
             }
             GuardKind::NoInstanceAttr(name) => {
                 let v = v.unwrap();
-                let shadowed = generic_getattr(v, "__dict__").map(|d| d.contains(name.as_str()).unwrap_or(true)).unwrap_or(false);
+                let shadowed = self.has_instance_attr(py, gi, v, name);
                 if shadowed {
                     return fail(&|| format!("{}.{name} is set on the instance", src(g)));
                 }
             }
             GuardKind::NoAttr(name) => {
-                if v.unwrap().hasattr(name.as_str()).unwrap_or(true) {
+                let v = v.unwrap();
+                let n = self.names[gi].as_ref().map(|n| n.bind(py).clone()).unwrap_or_else(|| PyString::new(py, name));
+                // SAFETY: both pointers are live; the GIL is held.
+                let has = unsafe { crate::py::getattr::module_hasattr(py, v.as_ptr(), n.as_ptr()) };
+                if has.unwrap_or_else(|| v.hasattr(&n).unwrap_or(true)) {
                     return fail(&|| format!("{} now has attribute {name}", src(g)));
                 }
             }
@@ -780,6 +952,10 @@ impl GuardManager {
                 }
             }
             GuardKind::GlobalQuery { func, args, expected } => {
+                // Note [default device fast path].
+                if self.cpu_default_device[gi] && self.hot.default_device_is_cpu(py) {
+                    return Ok(());
+                }
                 let now = func.bind(py).call1(args.bind(py));
                 if !now.as_ref().is_ok_and(|n| same_answer(n, expected.bind(py))) {
                     return fail(&|| format!("{}() changed, expected {}", qualified_name(py, func), repr(py, expected)));
@@ -919,6 +1095,35 @@ pub fn generic_getattr<'py>(v: &Bound<'py, PyAny>, name: &str) -> Option<Bound<'
         let _ = PyErr::take(py);
     }
     r
+}
+
+/// Note [fast dict keys check]: DICT_KEYS compares `list(v.keys())` with the recorded keys by
+/// `==` and by type, which builds a list and calls `keys()` (~0.7 µs for a config's 30 keys).
+/// The recorded list holds the dict's own key objects, and a dict that was not rebuilt still
+/// holds them: for an exact dict (whose `keys()` no subclass overrides) with as many entries,
+/// walking it with `PyDict_Next` and finding the same object at each position proves the slow
+/// check passes (`list.__eq__` takes identical items as equal, CPython's `list_richcompare`,
+/// and an object has its own type). Anything else (another object, a subclass) takes the slow
+/// check, which decides.
+fn same_key_objects(v: &Bound<'_, PyAny>, keys: &Bound<'_, PyAny>) -> bool {
+    let Ok(keys) = keys.cast::<pyo3::types::PyList>() else { return false };
+    // SAFETY: `v` is an exact dict walked without running Python code (no key comparison).
+    unsafe {
+        if ffi::PyDict_CheckExact(v.as_ptr()) == 0 || ffi::PyDict_Size(v.as_ptr()) != keys.len() as ffi::Py_ssize_t {
+            return false;
+        }
+        let mut pos: ffi::Py_ssize_t = 0;
+        let mut k: *mut ffi::PyObject = std::ptr::null_mut();
+        let mut val: *mut ffi::PyObject = std::ptr::null_mut();
+        let mut i = 0usize;
+        while ffi::PyDict_Next(v.as_ptr(), &mut pos, &mut k, &mut val) != 0 {
+            if i >= keys.len() || ffi::PyList_GET_ITEM(keys.as_ptr(), i as ffi::Py_ssize_t) != k {
+                return false;
+            }
+            i += 1;
+        }
+        i == keys.len()
+    }
 }
 
 /// Compares a tuple of Python ints with `expected`; returns a description of the first difference.

@@ -50,72 +50,107 @@ fn module_attrs(py: Python<'_>) -> Option<&ModuleAttrs> {
 
 /// `getattr(obj, name)` (new reference, or NULL with an exception set), with the fast path for
 /// `nn.Module` instances: when `type(obj)` keeps `object.__getattribute__` and
-/// `nn.Module.__getattr__`, has no class attribute `name`, and `name` is not in the instance
-/// `__dict__`, the generic lookup must fail and `nn.Module.__getattr__` runs; it returns the
-/// first of `_parameters[name]`, `_buffers[name]`, `_modules[name]` (torch/nn/modules/module.py),
-/// which is what this returns without running it. Anything else takes `PyObject_GetAttr`.
+/// `nn.Module.__getattr__` and has no class attribute `name`, the generic lookup returns the
+/// instance `__dict__` entry when there is one; otherwise it fails and `nn.Module.__getattr__`
+/// runs, which returns the first of `_parameters[name]`, `_buffers[name]`, `_modules[name]`
+/// (torch/nn/modules/module.py). This returns the same without running either. Anything else
+/// takes `PyObject_GetAttr`.
 ///
 /// # Safety
 /// `obj` and `name` are valid object pointers (`name` a str) and the GIL is held.
 pub unsafe fn getattr(py: Python<'_>, obj: *mut ffi::PyObject, name: *mut ffi::PyObject) -> *mut ffi::PyObject {
-    if let Some(v) = module_attr(py, obj, name) {
-        return v;
+    match module_attr(py, obj, name) {
+        Lookup::Found(v) => v,
+        Lookup::Absent | Lookup::Unknown => ffi::PyObject_GetAttr(obj, name),
     }
-    ffi::PyObject_GetAttr(obj, name)
 }
 
-/// The fast path of [`getattr`]: a new reference, or None when the slow path must decide.
-unsafe fn module_attr(py: Python<'_>, obj: *mut ffi::PyObject, name: *mut ffi::PyObject) -> Option<*mut ffi::PyObject> {
-    if ffi::PyUnicode_CheckExact(name) == 0 {
-        return None;
+/// Whether `hasattr(obj, name)` is provably false for an `nn.Module` instance without running
+/// `nn.Module.__getattr__` (which builds and raises an `AttributeError`, ~3 µs): Some(false)
+/// when the fast path of [`getattr`] finds the name nowhere, Some(true) when it finds it, None
+/// when `hasattr` itself must decide (not a module as [`getattr`] describes, a class attribute).
+///
+/// # Safety
+/// `obj` and `name` are valid object pointers (`name` a str) and the GIL is held.
+pub unsafe fn module_hasattr(py: Python<'_>, obj: *mut ffi::PyObject, name: *mut ffi::PyObject) -> Option<bool> {
+    match module_attr(py, obj, name) {
+        Lookup::Found(v) => {
+            ffi::Py_DECREF(v);
+            Some(true)
+        }
+        Lookup::Absent => Some(false),
+        Lookup::Unknown => None,
     }
-    let attrs = module_attrs(py)?;
+}
+
+/// What the fast path of [`getattr`] found.
+enum Lookup {
+    /// The attribute (a new reference).
+    Found(*mut ffi::PyObject),
+    /// The slow path would raise `AttributeError` from `nn.Module.__getattr__`.
+    Absent,
+    /// The slow path must decide.
+    Unknown,
+}
+
+/// The fast path of [`getattr`].
+unsafe fn module_attr(py: Python<'_>, obj: *mut ffi::PyObject, name: *mut ffi::PyObject) -> Lookup {
+    if ffi::PyUnicode_CheckExact(name) == 0 {
+        return Lookup::Unknown;
+    }
+    let Some(attrs) = module_attrs(py) else { return Lookup::Unknown };
     let tp = ffi::Py_TYPE(obj);
     if type_lookup(tp, attrs.getattr_name.as_ptr()) != attrs.module_getattr.as_ptr()
         || type_lookup(tp, attrs.getattribute_name.as_ptr()) != attrs.object_getattribute.as_ptr()
         || !type_lookup(tp, name).is_null()
     {
-        return None;
+        return Lookup::Unknown;
     }
     let dict = ffi::PyObject_GenericGetDict(obj, std::ptr::null_mut::<c_void>());
     if dict.is_null() {
         ffi::PyErr_Clear();
-        return None;
+        return Lookup::Unknown;
     }
     let dict = Bound::from_owned_ptr(py, dict);
     if ffi::PyDict_CheckExact(dict.as_ptr()) == 0 {
-        return None;
+        return Lookup::Unknown;
     }
-    // In the instance dict: the generic lookup finds it (the slow path is as fast).
-    if !ffi::PyDict_GetItemWithError(dict.as_ptr(), name).is_null() || !ffi::PyErr_Occurred().is_null() {
+    // In the instance dict: with no class attribute of that name (checked above), the generic
+    // lookup returns the entry (`_PyObject_GenericGetAttrWithDict`: no descriptor to prefer).
+    let own = ffi::PyDict_GetItemWithError(dict.as_ptr(), name);
+    if !own.is_null() {
+        ffi::Py_INCREF(own);
+        return Lookup::Found(own);
+    }
+    if !ffi::PyErr_Occurred().is_null() {
         ffi::PyErr_Clear();
-        return None;
+        return Lookup::Unknown;
     }
     for key in &attrs.dicts {
         let d = ffi::PyDict_GetItemWithError(dict.as_ptr(), key.as_ptr());
         if d.is_null() {
             if !ffi::PyErr_Occurred().is_null() {
                 ffi::PyErr_Clear();
-                return None;
+                return Lookup::Unknown;
             }
             continue;
         }
         // `name in d` and `d[name]` on an exact dict (a subclass may override either).
         if ffi::PyDict_CheckExact(d) == 0 {
-            return None;
+            return Lookup::Unknown;
         }
         let v = ffi::PyDict_GetItemWithError(d, name);
         if !v.is_null() {
             ffi::Py_INCREF(v);
-            return Some(v);
+            return Lookup::Found(v);
         }
         if !ffi::PyErr_Occurred().is_null() {
             ffi::PyErr_Clear();
-            return None;
+            return Lookup::Unknown;
         }
     }
-    // Not found: the slow path raises the AttributeError.
-    None
+    // Not found anywhere: `nn.Module.__getattr__` raises `AttributeError`.
+    Lookup::Absent
 }
 
 /// `getattr(obj, name)` for transformed code (the read of a `Source::Attr`): the same result

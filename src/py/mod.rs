@@ -371,6 +371,48 @@ pub fn cached_guards(code: &Bound<'_, PyAny>) -> Vec<String> {
     map_entries(code, |e| e.guards.dump())
 }
 
+/// Test-only timing of a guard check (Note [guard check timing] in src/guards/mod.rs): runs the
+/// check of `code`'s most recent cache entry `n` times against a frame whose first argument
+/// slots hold `locals` (in `co_varnames` order; the other slots empty), with `closure` (a tuple
+/// of cells or None), `globals` and `builtins` (dicts). Returns (mean ns of one check,
+/// [(step kind and source, mean ns)], [(guard text, mean ns)]). Raises `ValueError` when `code`
+/// has no cache entry or the check fails (the failure's text), `TypeError` for a non-dict
+/// `globals`/`builtins`.
+#[pyfunction]
+#[pyo3(signature = (code, locals, closure, globals, builtins, n=1000))]
+pub fn time_guards(
+    py: Python<'_>,
+    code: &Bound<'_, PyAny>,
+    locals: Vec<Bound<'_, PyAny>>,
+    closure: Option<Bound<'_, PyTuple>>,
+    globals: &Bound<'_, PyDict>,
+    builtins: &Bound<'_, PyDict>,
+    n: usize,
+) -> PyResult<(f64, Vec<(String, f64)>, Vec<(String, f64)>)> {
+    let nslots: usize = code.getattr("co_nlocals")?.extract::<usize>()? + code.getattr("co_cellvars")?.len()? + code.getattr("co_freevars")?.len()?;
+    if locals.len() > nslots {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!("{} locals for {nslots} slots", locals.len())));
+    }
+    let mut slots: Vec<*mut pyo3::ffi::PyObject> = vec![std::ptr::null_mut(); nslots.max(1)];
+    for (s, v) in slots.iter_mut().zip(&locals) {
+        *s = v.as_ptr();
+    }
+    let refs = crate::guards::FrameRefs {
+        locals: slots.as_ptr() as *const *mut pyo3::ffi::PyObject,
+        closure: closure.as_ref().map(|c| c.as_ptr()).unwrap_or(std::ptr::null_mut()),
+        globals: globals.as_ptr(),
+        builtins: builtins.as_ptr(),
+    };
+    unsafe {
+        let st = cache::get_extra(code.as_ptr());
+        let st = st.as_ref();
+        let Some(e) = st.and_then(|st| st.entries.first()) else {
+            return Err(pyo3::exceptions::PyValueError::new_err("no cache entry for this code object"));
+        };
+        e.guards.time_checks(py, &refs, n).map_err(pyo3::exceptions::PyValueError::new_err)
+    }
+}
+
 /// Transformed code objects of the cache entries of a code object, most recent first.
 #[pyfunction]
 pub fn cached_code(py: Python<'_>, code: &Bound<'_, PyAny>) -> Vec<Py<PyAny>> {
@@ -450,6 +492,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cached_graphs, m)?)?;
     m.add_function(wrap_pyfunction!(cached_guards, m)?)?;
     m.add_function(wrap_pyfunction!(cached_code, m)?)?;
+    m.add_function(wrap_pyfunction!(time_guards, m)?)?;
     m.add_function(wrap_pyfunction!(cache_size_limit, m)?)?;
     m.add_function(wrap_pyfunction!(suppress_errors, m)?)?;
     Ok(())
