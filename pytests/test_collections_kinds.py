@@ -631,3 +631,41 @@ def test_exhausted_and_lazy_iterators_keep_their_type():
     e = listed(exhausted)
     dynamo.reset()
     assert listed(dynamo.optimize("eager")(exhausted)) == e == ("str_ascii_iterator", [])
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_counter_popitem_removes_the_item(backend):
+    # breaker5 23: the pair came back but stayed in the Counter built in the frame.
+    import collections
+
+    def f(x):
+        c = collections.Counter(a=2, b=1, z=1)
+        r = c.popitem()
+        d = {"k": 1, "j": 2}
+        r2 = d.popitem()
+        return x + 1, r, dict(c), r2, d
+
+    want = f(torch.ones(1))
+    dynamo.reset()
+    got = dynamo.optimize(backend)(f)(torch.ones(1))
+    assert got[1:] == want[1:]
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_hasattr_and_getattr_on_containers_built_in_the_frame(backend):
+    # breaker5 28: hasattr answered True and getattr's default was not given.
+    def f(x):
+        l, d, s, t = [1], {1: 2}, {1}, (1,)
+        r = [hasattr(o, "zzz") for o in (l, d, s, t)] + [hasattr(l, "append"), hasattr(d, "keys"), hasattr(s, "add")]
+        try:
+            r.append(getattr(l, "zzz", "default"))
+            r.append(getattr(d, "zzz", "default"))
+        except AttributeError as e:
+            r.append("AttributeError: " + str(e))
+        return x + 1, r
+
+    want = f(torch.ones(1))
+    dynamo.reset()
+    got = dynamo.optimize(backend)(f)(torch.ones(1))
+    assert got[1] == want[1] == [False, False, False, False, True, True, True, "default", "default"]
+    assert dynamo.counters()["graph_breaks"] == 0

@@ -331,7 +331,8 @@ impl<'a> InstructionTranslator<'a> {
                 VT::Opaque { .. } | VT::Module { .. } => Some(self.attr_absent(py, &args[0], &name)?),
                 // A list, tuple, dict, set or deque tracker: no instance attributes, so its type
                 // decides (breaker5 28: `hasattr([1], 'zzz')` answered True).
-                VT::List(_) | VT::Tuple(_) | VT::Dict(_) | VT::Set(_) | VT::Deque(_) => match self.type_of(py, &args[0])? {
+                VT::Set(set) => Some(!set.borrow().bind(py).get_type().hasattr(name.as_str())?),
+                VT::List(_) | VT::Tuple(_) | VT::Dict(_) | VT::Deque(_) => match self.type_of(py, &args[0])? {
                     Some(ty) => Some(!ty.bind(py).hasattr(name.as_str())?),
                     None => None,
                 },
