@@ -55,16 +55,7 @@ def setup(name):
             f(x)
         fn = compiled_frame(type(model).forward)
         return fn, frame_args(fn, (model, x), {})
-    import transformers
-    if name == "gpt2":
-        cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=128, n_positions=64,
-                                      attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
-        model = transformers.GPT2LMHeadModel(cfg).train()
-    else:
-        cfg = transformers.BertConfig(num_hidden_layers=2, num_attention_heads=2, hidden_size=64,
-                                      intermediate_size=128, vocab_size=128, max_position_embeddings=64,
-                                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-        model = transformers.BertForMaskedLM(cfg).train()
+    model = _common.tiny_lm(name)
     ids = torch.randint(0, 128, (4, 32))
     f = _common.wrap("dynamo", model)
     for _ in range(2):

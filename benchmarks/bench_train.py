@@ -61,16 +61,7 @@ def make_model(name):
         import torchvision
         model = torchvision.models.resnet18(num_classes=10).train()
         return model, (torch.randn(4, 3, 64, 64), torch.randint(0, 10, (4,))), lambda m, x, y: F.cross_entropy(m(x), y)
-    import transformers
-    if name == "gpt2":
-        cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=128, n_positions=64,
-                                      attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
-        model = transformers.GPT2LMHeadModel(cfg).train()
-    else:
-        cfg = transformers.BertConfig(num_hidden_layers=2, num_attention_heads=2, hidden_size=64,
-                                      intermediate_size=128, vocab_size=128, max_position_embeddings=64,
-                                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-        model = transformers.BertForMaskedLM(cfg).train()
+    model = _common.tiny_lm(name)
     ids = torch.randint(0, 128, (4, 32))
     return model, (ids,), lambda m, ids: m(input_ids=ids, labels=ids).loss
 

@@ -318,11 +318,7 @@ impl IteratorState {
                 } else {
                     match d.items.get(self.pos) {
                         None => None,
-                        Some((k, v)) => Some(match view {
-                            DictView::Keys => VariableTracker::constant(k.clone_ref(py)),
-                            DictView::Values => v.clone(),
-                            DictView::Items => tuple_of(py, vec![VariableTracker::constant(k.clone_ref(py)), v.clone()]),
-                        }),
+                        Some((k, v)) => Some(view_item(py, *view, k, v)),
                     }
                 }
             }
@@ -338,11 +334,7 @@ impl IteratorState {
                 }
                 match d.items.get(self.pos) {
                     None => None,
-                    Some((k, v)) => Some(match view {
-                        DictView::Keys => VariableTracker::constant(k.clone_ref(py)),
-                        DictView::Values => v.clone(),
-                        DictView::Items => tuple_of(py, vec![VariableTracker::constant(k.clone_ref(py)), v.clone()]),
-                    }),
+                    Some((k, v)) => Some(view_item(py, *view, k, v)),
                 }
             }
             IterKind::DictReversed { dict, view, used, version, index, .. } => {
@@ -359,11 +351,7 @@ impl IteratorState {
                 } else {
                     let (k, v) = &d.items[*index as usize];
                     *index -= 1;
-                    Some(match view {
-                        DictView::Keys => VariableTracker::constant(k.clone_ref(py)),
-                        DictView::Values => v.clone(),
-                        DictView::Items => tuple_of(py, vec![VariableTracker::constant(k.clone_ref(py)), v.clone()]),
-                    })
+                    Some(view_item(py, *view, k, v))
                 }
             }
             IterKind::Enumerate { inner, count } => {
@@ -1209,5 +1197,15 @@ pub(crate) fn resume_generator(py: Python<'_>, og: &mut OutputGraph, depth: usiz
             Ok(None)
         }
         Outcome::Break(_) => graph_break!(UnresumableBreak, "graph break inside a generator"),
+    }
+}
+
+/// What a dict iterator over `view` yields for the item `(k, v)`: the key, the value or the
+/// `(key, value)` pair (Objects/dictobject.c, `dictiter_iternext{key,value,item}`).
+fn view_item(py: Python<'_>, view: DictView, k: &Py<PyAny>, v: &VariableTracker) -> VariableTracker {
+    match view {
+        DictView::Keys => VariableTracker::constant(k.clone_ref(py)),
+        DictView::Values => v.clone(),
+        DictView::Items => tuple_of(py, vec![VariableTracker::constant(k.clone_ref(py)), v.clone()]),
     }
 }
