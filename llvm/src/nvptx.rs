@@ -18,7 +18,8 @@
 //!   adjacent output points instead (Note [column reductions]).
 //!
 //! Math: `exp`, `log`, `tanh`, `erf`, `log1p`, `expm1` are expanded inline (range reduction and
-//! polynomials; no libdevice), accurate to a few float32 ulps (`erf`: 1.5e-7 absolute, the
+//! polynomials; no libdevice; `tanh`'s exponential is the hardware's `ex2.approx`:
+//! Note [fast tanh]), accurate to a few float32 ulps (`erf`: 1.5e-7 absolute, the
 //! Abramowitz-Stegun 7.1.26 bound, away from 0); `sqrt` and division are IEEE-rounded (`sqrt.rn`,
 //! `div.rn`; the expansions' own quotients: Note [inner divisions]). `sin` and `cos` reduce their argument exactly (Note [trig reduction]); a general `pow` and
 //! float64 `sin`/`cos` are refused ([`unsupported`]), so callers fall back.
