@@ -89,6 +89,30 @@ def test_math_over_wide_ranges():
     check(lambda s: torch.log1p(s) + torch.expm1(s), s, rtol=2e-6, atol=1e-6)
 
 
+def test_tanh_within_four_ulps():
+    """Note [fast tanh] (nvptx.rs): tanh through `ex2.approx` stays within 4 float32 ulps of
+    float64's tanh, on both sides of the branch point at |x| = 0.6 and out to saturation; its
+    special values are eager's."""
+    x = torch.cat([torch.linspace(-12, 12, 1_000_003, device=DEV), torch.linspace(0.55, 0.65, 100_001, device=DEV),
+                   torch.linspace(-0.65, -0.55, 100_001, device=DEV), torch.logspace(-40, 0, 10_001, device=DEV)])
+    compiled = check(lambda x: torch.tanh(x), x)
+    got = compiled(x)
+    ref = torch.tanh(x.double())
+    ulp = torch.abs(ref.float()).nextafter(torch.tensor(float("inf"), device=DEV)) - torch.abs(ref.float())
+    err = ((got.double() - ref).abs() / ulp.double()).max().item()
+    assert err <= 4.0, err
+    special = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 20.0, -20.0], device=DEV)
+    out = check(lambda x: torch.tanh(x), special, atol=0, rtol=0)(special)
+    assert torch.equal(torch.signbit(out[:2]), torch.tensor([False, True], device=DEV))
+
+
+def test_gpt2_gelu_matches_eager():
+    """GPT-2's `gelu_new` as transformers writes it (pow 3.0, tanh), the kernel Note [fast tanh]
+    is about, on a [64, 3072] slice of its input."""
+    x = randn(64, 3072, seed=47) * 4
+    check(lambda x: 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * torch.pow(x, 3.0)))), x, atol=2e-6)
+
+
 def test_special_values():
     x = torch.tensor([0.0, -0.0, 1.0, -1.0, float("inf"), float("-inf"), float("nan"), 1e-40, -1e-40, 88.0, -88.0] * 4, device=DEV)
     check(lambda x: torch.exp(x), x)
