@@ -4,6 +4,7 @@ Runs, in one process, on CPU in float32, under torch.no_grad() with every module
   pointwise    `(torch.sin(x) * 2 + torch.cos(y)).relu() * 0.5 + x`, 4096x4096
   softmax      `torch.softmax(x, dim=-1)`, 4096x4096
   layer_norm   `F.layer_norm(x, (1024,), weight, bias)`, 8192x1024
+  var          `x.var(-1)`, 8192x1024 (Note [variance without overflow]; not in the default run)
   mlp          Linear(512, 2048) -> GELU -> Linear(2048, 512), batch 256
   encoder      nn.TransformerEncoderLayer(d_model=256, nhead=4, batch_first=True), input (8, 128, 256)
   resnet18     torchvision resnet18(weights=None), input (2, 3, 224, 224)
@@ -58,6 +59,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common wh
 import _common  # noqa: E402  (imports no torch, so --cold-inductor-cache still takes effect)
 
 WORKLOADS = ("pointwise", "softmax", "layer_norm", "mlp", "encoder", "resnet18", "mobilenet", "gpt2", "bert")
+EXTRA_WORKLOADS = ("var",)  # run only when named in --only
 
 
 def parse_args():
@@ -76,9 +78,9 @@ def parse_args():
     p.add_argument("--plot", metavar="FILE",
                    help=f"write the bar plot to FILE (default with --write: {PLOT_NAME} next to that file)")
     args = p.parse_args()
-    unknown = [w for w in args.only.split(",") if w and w not in WORKLOADS]
+    unknown = [w for w in args.only.split(",") if w and w not in WORKLOADS + EXTRA_WORKLOADS]
     if unknown:
-        p.error(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}")
+        p.error(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(WORKLOADS + EXTRA_WORKLOADS)}")
     if args.steady_iters is None:
         args.steady_iters = 3 if args.quick else 15
     if args.warmup is None:
@@ -158,6 +160,10 @@ def layer_norm(x, weight, bias):
     return F.layer_norm(x, (1024,), weight, bias)
 
 
+def variance(x):
+    return x.var(-1)
+
+
 def warm_fn(x):
     return x * 2 + 1
 
@@ -215,6 +221,7 @@ SPECS = {
     "softmax": ("`torch.softmax(x, -1)`, 4096x4096", lambda: (softmax, (randn(4096, 4096),), {}), True),
     "layer_norm": ("`F.layer_norm` with weight and bias over the last dim, 8192x1024",
                    lambda: (layer_norm, (randn(8192, 1024), randn(1024, seed=1), randn(1024, seed=2)), {}), True),
+    "var": ("`x.var(-1)`, 8192x1024", lambda: (variance, (randn(8192, 1024),), {}), True),
     "mlp": ("Linear(512, 2048) -> GELU -> Linear(2048, 512), batch 256", make_mlp, False),
     "encoder": ("`nn.TransformerEncoderLayer(256, nhead=4, batch_first=True)`, (8, 128, 256)", make_encoder, False),
     "resnet18": ("torchvision resnet18, (2, 3, 224, 224)", functools.partial(make_vision, "resnet18"), False),

@@ -82,3 +82,49 @@ def test_accepted_calls_stay_in_the_graph(backend):
     assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
     c = dynamo.counters()
     assert c["graphs"] == 1 and c["graph_breaks"] == 0, c
+
+
+# Note [methods of builtin types at a break] (translator.rs) and the OrderedDict polyfills
+# (breaker5 finding 27): the message names the function eager's call names.
+METHOD_MESSAGES = [
+    '"abca".count(key=len)', "collections.OrderedDict(a=1).clear(1)", 'collections.OrderedDict(a=1).update("a")',
+    "collections.OrderedDict(a=1).update([(1, 2, 3)])", "collections.OrderedDict(a=1).update([1])",
+    "collections.OrderedDict(a=1).update({}, {})", "collections.OrderedDict(a=1).pop()", "{1, 2}.union(key=len)",
+    "{1: 2}.values(1)", "[1].append()", "(1, 2).count()", "collections.deque([1]).append()",
+    "collections.defaultdict(int).values(1)",
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("call", METHOD_MESSAGES)
+def test_method_errors_name_eagers_function(call, backend):
+    import collections
+
+    f = eval(f"lambda x: (x + 1, {call})", {"collections": collections})
+    want = _outcome(f, torch.ones(1))
+    dynamo.reset()
+    got = _outcome(dynamo.optimize(backend)(f), torch.ones(1))
+    assert want[0] in ("TypeError", "ValueError")
+    assert got == want
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ordered_dict_update_stays_in_the_graph(backend):
+    import collections
+
+    def f(x):
+        od = collections.OrderedDict(a=1)
+        od.update([("b", 2), ["c", 3]], d=4)
+        od.update({"a": 5, "e": 6})
+        try:
+            od.update([("f", 7), "g"])
+        except ValueError as e:
+            r = str(e)
+        return x + 1, list(od.items()), r
+
+    want = f(torch.ones(1))
+    dynamo.reset()
+    got = dynamo.optimize(backend)(f)(torch.ones(1))
+    assert got[1:] == want[1:]
+    c = dynamo.counters()
+    assert c["graphs"] == 1 and c["graph_breaks"] == 0, c

@@ -711,3 +711,50 @@ def test_symbolic_int_saved_for_backward(backend):
         f(q, n).backward()
         torch.testing.assert_close(p.grad, q.grad)
     assert dynamo.counters()["compiles"] == 2
+
+
+# ----- type-only uses of a symbolic size (Note [type-only uses of symbolic numbers]) ----------
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_isinstance_of_a_growing_cache_length_compiles_twice(backend):
+    # transformers' causal-mask code (masking_utils._preprocess_mask_arguments) on a KV cache:
+    # `isinstance(q_offset, torch.Tensor)` of the cache length specialized it, so generate()
+    # recompiled at every decoded token.
+    def f(x, cache):
+        n = cache.shape[-2]
+        off = n.to(x.device) if isinstance(n, torch.Tensor) else n
+        return x + off
+
+    opt = dynamo.optimize(backend)(f)
+    for k in range(3, 11):
+        x, cache = torch.randn(4), torch.randn(2, k, 8)
+        torch.testing.assert_close(opt(x, cache), f(x, cache))
+    assert dynamo.counters()["compiles"] == 2
+
+
+# Uses of a size `n` (and a float `f`) that depend on its type only: they answer as eager, and
+# `n` stays symbolic, so growing sizes compile twice (static, then symbolic).
+TYPE_ONLY = {
+    "isinstance": lambda x, n, f: (x * n, isinstance(n, int), isinstance(n, (torch.Tensor, float)), isinstance(f, float)),
+    "type": lambda x, n, f: (x * n, type(n) is int, type(n) == float, type(n), type(f)),
+    "callable_hasattr": lambda x, n, f: (x * n, callable(n), hasattr(n, "item"), hasattr(n, "bit_length")),
+    "getattr_missing": lambda x, n, f: (x * n, getattr(n, "device", None), getattr(f, "dtype", 3), getattr(n, "shape", "no")),
+    "eq_none_str": lambda x, n, f: (x * n, n == None, n != None, n == "auto", None == n, f == None),  # noqa: E711
+    "in_none_str": lambda x, n, f: (x * n, n in (None, "auto"), n not in [None]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TYPE_ONLY))
+def test_type_only_uses_of_a_size_keep_it_symbolic(case):
+    fn = TYPE_ONLY[case]
+
+    def g(x, cache, f):
+        return fn(x, cache.shape[-2], f)
+
+    opt = dynamo.optimize("eager")(g)
+    for k in range(3, 9):
+        x, cache = torch.randn(4), torch.randn(2, k, 8)
+        ref, got = g(x, cache, 1.5), opt(x, cache, 1.5)
+        assert _same(ref, got), (k, ref, got)
+    assert dynamo.counters()["compiles"] == 2

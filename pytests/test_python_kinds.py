@@ -27,6 +27,11 @@ def canon(v):
         return (type(v), [canon(i) for i in v])
     if isinstance(v, collections.deque):
         return (type(v), v.maxlen, [canon(i) for i in v])
+    if isinstance(v, collections.defaultdict):
+        # The factory too: a function made by the program by its code (each run makes its own).
+        factory = v.default_factory
+        factory = getattr(factory, "__code__", factory)
+        return (type(v), factory, [(k, canon(i)) for k, i in v.items()])
     if isinstance(v, dict):
         return (type(v), [(k, canon(i)) for k, i in v.items()])
     if isinstance(v, (type({}.keys()), type({}.values()), type({}.items()))):

@@ -1123,3 +1123,29 @@ def test_torchvision_inference_and_training_step(name):
         for a, b in zip(ref_m.buffers(), m.buffers()):
             torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
     assert dynamo.counters()["compiles"] == compiles
+
+
+# ----- generate() of a tiny GPT-2 with a compiled forward -----------------------------------
+
+@pytest.mark.parametrize("new_tokens", [8, 16])
+def test_gpt2_generate_compiled_forward_settles_like_torch_compile(new_tokens):
+    """`model.forward` compiled, transformers' `generate()` with its growing `DynamicCache`:
+    3 compiles whatever the number of tokens (prefill; the first decode step, where the query
+    length is 1; the second, where the cache length becomes symbolic), as under torch.compile.
+    The cache length used to be specialized by `isinstance(q_offset, torch.Tensor)` in the
+    causal-mask code (Note [type-only uses of symbolic numbers]): one compile per token."""
+    import copy
+    T = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = T.GPT2Config(vocab_size=64, n_positions=64, n_embd=32, n_layer=2, n_head=2,
+                       bos_token_id=0, eos_token_id=1, pad_token_id=1)
+    model = T.GPT2LMHeadModel(cfg).eval()
+    ids = torch.randint(2, 64, (2, 5))
+    mask = torch.ones_like(ids)
+    want = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens, do_sample=False)
+    dynamo.reset()
+    m = copy.copy(model)
+    m.forward = dynamo.optimize("eager")(model.forward)
+    got = m.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens, do_sample=False)
+    assert torch.equal(got, want)
+    assert dynamo.counters()["compiles"] == 3

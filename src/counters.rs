@@ -36,6 +36,7 @@ counters! {
     aot_eager_graphs: "graphs with inputs requiring grad that AOTAutograd left to torch's autograd (reason on aot::partition)",
     aot_graph_splits: "segment boundaries AOTAutograd put around ops without a derivative rule (each op runs through torch's autograd; logged on aot::partition)",
     aot_backward_graphs: "backward graphs compiled by a backend (on their first backward call)",
+    aot_kernelless_graphs: "differentiated graphs whose inductor-compiled forward has no kernel of ours, run through torch's autograd instead (Note [forward without kernels] in aot.py)",
     compile_errors: "conversions that failed inside the compiler (a bug: bytecode emission, an fx graph that is not valid Python, a panic); the frame ran eagerly",
 }
 

@@ -18,10 +18,11 @@
 //!   adjacent output points instead (Note [column reductions]).
 //!
 //! Math: `exp`, `log`, `tanh`, `erf`, `log1p`, `expm1` are expanded inline (range reduction and
-//! polynomials; no libdevice; `tanh`'s exponential is the hardware's `ex2.approx`:
-//! Note [fast tanh]), accurate to a few float32 ulps (`erf`: 1.5e-7 absolute, the
-//! Abramowitz-Stegun 7.1.26 bound, away from 0); `sqrt` and division are IEEE-rounded (`sqrt.rn`,
-//! `div.rn`; the expansions' own quotients: Note [inner divisions]). `sin` and `cos` reduce their argument exactly (Note [trig reduction]); a general `pow` and
+//! polynomials; no libdevice; the exponentials are the hardware's `ex2.approx` on a reduced
+//! argument: Note [fast exp], Note [fast tanh]), accurate to a few float32 ulps (`erf`: 1.5e-7
+//! absolute, the Abramowitz-Stegun 7.1.26 bound, away from 0); `sqrt` and division are
+//! IEEE-rounded (`sqrt.rn`, `div.rn`; the expansions' own quotients: Note [inner divisions]),
+//! reciprocals and `rsqrt` within an ulp (Note [fast reciprocals]). `sin` and `cos` reduce their argument exactly (Note [trig reduction]); a general `pow` and
 //! float64 `sin`/`cos` are refused ([`unsupported`]), so callers fall back.
 //!
 //! Note [lazy twins]: with the default options ([`Twins::Lazy`]) a module holds the vectorized
@@ -574,7 +575,8 @@ impl<'ctx> Gen<'ctx, '_> {
     /// (`fma`), within about half an ulp of the rounded quotient. A `div.rn.f32` makes ptxas add
     /// a slow path for subnormal and huge operands to every division site, and the driver's
     /// JIT spent about 2 ms on each (the pointwise chain's 4 vectorized `tanh`s: 22 ms to JIT,
-    /// 14.5 ms with `div.full.f32`, H200). Divisions the graph asks for stay `div.rn`. Float64
+    /// 14.5 ms with `div.full.f32`, H200). Divisions the graph asks for stay `div.rn`, but for
+    /// divisions of 1 (Note [fast reciprocals]). Float64
     /// divides as it always did.
     fn div_inner(&self, n: FloatValue<'ctx>, d: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
         let f32t = self.ctx.f32_type();
@@ -601,32 +603,76 @@ impl<'ctx> Gen<'ctx, '_> {
         Ok(acc)
     }
 
-    /// `exp(x)`: x = n*ln2 + r (Cody-Waite, |r| <= ln2/2), exp(r) by its Taylor polynomial to
-    /// degree 7 (error under 6e-8 relative), times 2^n built from exponent bits in two halves
-    /// (so results down to the smallest subnormal are right); -inf gives 0, +inf and overflow
-    /// give inf, NaN stays NaN.
+    /// `exp(x)` for float32 `x`: x = n*ln2 + r (Cody-Waite) with n = rint(x log2(e)) clamped to
+    /// [-126, 127], exp(r) as the hardware's `ex2.approx.f32` of r*log2(e), times 2^n built from
+    /// exponent bits; within about 2.5 float32 ulps where the result is normal (Note [fast exp]).
+    /// -inf gives 0, +inf and overflow give inf, NaN stays NaN.
+    ///
+    /// Note [fast exp]: the cold first call of a one-kernel graph is mostly the driver's PTX
+    /// compiler (cuda.rs, Note [nvJitLink]), whose time grows with the instructions it is given.
+    /// softmax over 8192-wide rows runs 16 exponentials a thread, and each was a degree-7
+    /// polynomial plus clamps, `rint`, 2^n in two halves and four selects (about 28
+    /// instructions). As CUDA's `expf` (which eager calls; 2 ulps), the reduced argument now goes
+    /// to `ex2.approx.f32` (MUFU, about 2 ulps; |r log2(e)| <= 1/2 for normal results, so the
+    /// rounding of that product adds at most ln2/2 of an ulp), and nothing needs a select:
+    /// x log2(e) is clamped with `max`/`min` (NaN becomes -126) so that 2^n is a normal float
+    /// made of bits, and r keeps the rest of x. Results outside the normal range come from r:
+    /// below 2^-126, ex2 of r log2(e) in (-24, 0) scaled by 2^-126 rounds once into a
+    /// subnormal (the product's rounding error, under 2^-20 relative, is below a subnormal's
+    /// precision); above 2^127 the product overflows to inf; |x| huge or infinite makes ex2
+    /// give inf or 0; a NaN x makes r NaN. 13 instructions.
     fn exp(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
         let i32t = self.ctx.i32_type();
+        let f32t = self.ctx.f32_type();
+        if x.get_type() != f32t {
+            return Err(bad("exp: float32 only on NVPTX"));
+        }
         let t = self.fmul(x, self.f32c(std::f64::consts::LOG2_E))?;
-        let t = self.select_f(self.fcmp(FloatPredicate::UNO, t, t)?, self.f32c(0.0), t)?;
-        let t = self.select_f(self.fcmp(FloatPredicate::OGT, t, self.f32c(200.0))?, self.f32c(200.0), t)?;
-        let t = self.select_f(self.fcmp(FloatPredicate::OLT, t, self.f32c(-200.0))?, self.f32c(-200.0), t)?;
+        let t = self.fintr("llvm.maxnum", &[t, self.f32c(-126.0)])?;
+        let t = self.fintr("llvm.minnum", &[t, self.f32c(127.0)])?;
         let n = self.fintr("llvm.rint", &[t])?;
         let r = self.fma(n, self.f32c(-0.693_145_751_953_125), x)?;
         let r = self.fma(n, self.f32c(-1.428_606_765_330_187e-6), r)?;
-        let p = self.poly(r, &[1.0, 1.0, 0.5, 1.0 / 6.0, 1.0 / 24.0, 1.0 / 120.0, 1.0 / 720.0, 1.0 / 5040.0])?;
+        let rt = self.fmul(r, self.f32c(std::f64::consts::LOG2_E))?;
+        let p = self.call("llvm.nvvm.ex2.approx.f", f32t.into(), &[rt.into()])?.into_float_value();
         let ni = e(self.b.build_float_to_signed_int(n, i32t, ""))?;
-        let n1 = e(self.b.build_right_shift(ni, i32t.const_int(1, false), true, ""))?;
-        let n2 = e(self.b.build_int_sub(ni, n1, ""))?;
-        let pow2 = |k: IntValue<'ctx>| -> Result<FloatValue<'ctx>, CodegenError> {
-            let biased = e(self.b.build_int_add(k, i32t.const_int(127, false), ""))?;
-            let bits = e(self.b.build_left_shift(biased, i32t.const_int(23, false), ""))?;
-            Ok(e(self.b.build_bit_cast(bits, self.ctx.f32_type(), ""))?.into_float_value())
-        };
-        let res = self.fmul(self.fmul(p, pow2(n1)?)?, pow2(n2)?)?;
-        let res = self.select_f(self.fcmp(FloatPredicate::OLT, x, self.f32c(-104.0))?, self.f32c(0.0), res)?;
-        let res = self.select_f(self.fcmp(FloatPredicate::OGT, x, self.f32c(89.0))?, self.f32c(f64::INFINITY), res)?;
-        self.select_f(self.fcmp(FloatPredicate::UNO, x, x)?, x, res)
+        let biased = e(self.b.build_int_add(ni, i32t.const_int(127, false), ""))?;
+        let bits = e(self.b.build_left_shift(biased, i32t.const_int(23, false), ""))?;
+        let pow2 = e(self.b.build_bit_cast(bits, f32t, ""))?.into_float_value();
+        self.fmul(p, pow2)
+    }
+
+    /// Note [fast reciprocals]: `1 / d` and `1 / sqrt(x)` for float32, the reciprocal and
+    /// rsqrt ops (legalize.rs writes both as a division of 1). `div.rn`, `rcp.rn` and `sqrt.rn`
+    /// make ptxas add a slow path (subnormal and huge operands) at every site, and the driver's
+    /// JIT spent about 10 ms on layer_norm's `sqrt.rn` + `rcp.rn` (its rsqrt; 45 -> 35 ms for the
+    /// whole kernel with `rsqrt.approx.f32`, H200). Here the hardware's approximation (`rcp` /
+    /// `rsqrt.approx.f32`, 1 and 2 ulps, subnormals included) is refined by one Newton step on
+    /// the exact residual (`fma`): y + y e with e = 1 - d y, or y + (y/2) e with
+    /// e = 1 - (x y) y, within about half an ulp of the rounded result (eager's rsqrt is
+    /// CUDA's `rsqrtf`, 2 ulps). The step is NaN exactly where the approximation is already
+    /// exact (d or x zero or infinite: y is inf or 0; or NaN), which a select keeps. A `1 / x`
+    /// written in the graph is a division of 1 too and takes the same path (float32 only);
+    /// other divisions stay `div.rn`.
+    fn rcp(&self, d: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
+        let f32t = self.ctx.f32_type();
+        // LLVM has no intrinsic for the non-ftz `rcp.approx.f32` (subnormals kept), hence the asm.
+        let fty = f32t.fn_type(&[f32t.into()], false);
+        let asm = self.ctx.create_inline_asm(fty, "rcp.approx.f32 $0, $1;".into(), "=f,f".into(), false, false, None, false);
+        let y = e(self.b.build_indirect_call(fty, asm, &[d.into()], ""))?.try_as_basic_value().basic().ok_or_else(|| bad("rcp asm"))?.into_float_value();
+        let r = self.fma(e(self.b.build_float_neg(d, ""))?, y, self.f32c(1.0))?;
+        let z = self.fma(y, r, y)?;
+        self.select_f(self.fcmp(FloatPredicate::UNO, z, z)?, y, z)
+    }
+
+    /// `1 / sqrt(x)` for float32 (Note [fast reciprocals]).
+    fn rsqrt(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
+        let f32t = self.ctx.f32_type();
+        let y = self.call("llvm.nvvm.rsqrt.approx.f", f32t.into(), &[x.into()])?.into_float_value();
+        let xy = self.fmul(x, y)?;
+        let r = self.fma(e(self.b.build_float_neg(xy, ""))?, y, self.f32c(1.0))?;
+        let z = self.fma(self.fmul(y, self.f32c(0.5))?, r, y)?;
+        self.select_f(self.fcmp(FloatPredicate::UNO, z, z)?, y, z)
     }
 
     /// `log(x)`: x = m * 2^k with m in [sqrt(1/2), sqrt(2)), log(m) = 2 atanh(s), s = (m-1)/(m+1),
@@ -669,7 +715,7 @@ impl<'ctx> Gen<'ctx, '_> {
     ///
     /// Note [fast tanh]: GPT-2's GELU (`0.5 x (1 + tanh(...))`, [4096, 3072]) took 37 us against
     /// Triton's 23 us (H200): the kernel was bound by instructions, not memory, because `tanh`
-    /// used the general [`Gen::exp`] (clamps, `rint`, a degree-7 polynomial, 2^n in two halves
+    /// used the general [`Gen::exp`] of the time (clamps, `rint`, a degree-7 polynomial, 2^n in two halves
     /// for subnormal results, four selects) on an argument that is never negative and is clamped
     /// here anyway. The exponential is now the hardware's `ex2.approx.f32` (MUFU; 2 ulps on its
     /// own, the argument's rounding adds ln2/2 of an ulp of 2|x| log2(e)), as CUDA's libdevice
@@ -902,6 +948,13 @@ impl<'ctx> Gen<'ctx, '_> {
                 BinaryOp::Add => e(b.build_float_add(fv(x), fv(y), ""))?.into(),
                 BinaryOp::Sub => e(b.build_float_sub(fv(x), fv(y), ""))?.into(),
                 BinaryOp::Mul => e(b.build_float_mul(fv(x), fv(y), ""))?.into(),
+                // Note [fast reciprocals]: 1 / sqrt(a) and 1 / d (the legalized rsqrt and reciprocal).
+                BinaryOp::Div if is_f32(x) && matches!(k.exprs[x.0 as usize], Expr::ConstF32(bits) if f32::from_bits(bits) == 1.0) => {
+                    match k.exprs[y.0 as usize] {
+                        Expr::Unary(UnaryOp::Sqrt, a) => self.rsqrt(fv(&a))?.into(),
+                        _ => self.rcp(fv(y))?.into(),
+                    }
+                }
                 BinaryOp::Div => e(b.build_float_div(fv(x), fv(y), ""))?.into(),
                 BinaryOp::And => e(b.build_and(iv(x), iv(y), ""))?.into(),
                 BinaryOp::Or => e(b.build_or(iv(x), iv(y), ""))?.into(),
@@ -1212,6 +1265,11 @@ impl<'ctx> Gen<'ctx, '_> {
     fn combine(&self, op: ReduceOp, a: FloatValue<'ctx>, b: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
         match op {
             ReduceOp::Sum | ReduceOp::OrderedSum => self.fadd(a, b),
+            // Note [NaN-propagating max]: one `max.NaN.f32` (sm_80+) instead of two compares,
+            // an or and a select; the same values, except that +0 wins over -0 (here either one
+            // could come out, by the order of the combines).
+            ReduceOp::Max if a.get_type() == self.ctx.f32_type() => self.fintr("llvm.maximum", &[a, b]),
+            ReduceOp::Min if a.get_type() == self.ctx.f32_type() => self.fintr("llvm.minimum", &[a, b]),
             ReduceOp::Max | ReduceOp::Min => {
                 // NaN-propagating: keep `a` when it wins or is NaN, else `b` (NaN if `b` is).
                 let p = if op == ReduceOp::Max { FloatPredicate::OGT } else { FloatPredicate::OLT };
@@ -2036,10 +2094,9 @@ mod tests {
         assert_eq!(m.ptx.matches("st.global.f32").count(), 5 + 2, "{}", m.ptx);
     }
 
-    #[test]
-    fn short_rows_are_read_once() {
-        // Note [persistent rows]: softmax over 8192-wide rows is 4 sweeps of 512 threads x 4
-        // lanes; x is loaded once per sweep (4 vector loads), not once per phase (12).
+    /// Softmax over 64 rows of 8192 float32 (`exp(x - max) / sum`); with `by_reciprocal` the
+    /// division is written as a multiplication by the reciprocal of the sum, as legalize does.
+    fn softmax_rows_8192(by_reciprocal: bool) -> Kernel {
         let mut b = KernelBuilder::new_reduction("softmax", vec![64], vec![8192]);
         let x = b.input("x", DType::F32);
         let o = b.output("out", DType::F32);
@@ -2048,9 +2105,21 @@ mod tests {
         let d = b.binary(BinaryOp::Sub, lx, m);
         let ex = b.unary(UnaryOp::Exp, d);
         let s = b.reduce(ReduceOp::Sum, ex);
-        let q = b.binary(BinaryOp::Div, ex, s);
+        let q = if by_reciprocal {
+            let inv = b.unary(UnaryOp::Reciprocal, s);
+            b.binary(BinaryOp::Mul, ex, inv)
+        } else {
+            b.binary(BinaryOp::Div, ex, s)
+        };
         b.store(o, Index { offset: 0, strides: vec![8192, 1] }, q);
-        let m = compile_ptx(&[b.finish().unwrap()], "sm_90").unwrap();
+        b.finish().unwrap()
+    }
+
+    #[test]
+    fn short_rows_are_read_once() {
+        // Note [persistent rows]: softmax over 8192-wide rows is 4 sweeps of 512 threads x 4
+        // lanes; x is loaded once per sweep (4 vector loads), not once per phase (12).
+        let m = compile_ptx(&[softmax_rows_8192(false)], "sm_90").unwrap();
         assert_eq!(m.kernels[0].launch.block, 512);
         let aligned = m.ptx.split(".entry softmax_s").next().unwrap();
         assert_eq!(aligned.matches("ld.global.nc.v4.f32").count(), 4, "{aligned}");
@@ -2129,6 +2198,55 @@ mod tests {
         assert_eq!(body.matches("ex2.approx.f32").count(), 4, "{}", m.ptx);
         assert!(!body.contains("cvt.rni"), "{}", m.ptx);
         assert!(insts < 190, "{insts} instructions\n{}", m.ptx);
+    }
+
+    /// Instructions of entry `name`'s body in `ptx` (lines ending in `;`, `.reg` lines aside),
+    /// and the body.
+    fn entry_body<'a>(ptx: &'a str, name: &str) -> (usize, &'a str) {
+        let body = ptx.split(&format!(".visible .entry {name}(")).nth(1).unwrap();
+        let body = body.split(".visible .entry").next().unwrap();
+        (body.lines().filter(|l| l.trim_end().ends_with(';') && !l.trim_start().starts_with(".reg")).count(), body)
+    }
+
+    #[test]
+    fn softmax_is_small_for_the_driver() {
+        // Note [fast exp], Note [fast reciprocals], Note [NaN-propagating max]: 8192-wide
+        // softmax rows (16 points a thread): one ex2.approx per exponential and no selects in
+        // it, one max.NaN per max combine, the reciprocal without rcp.rn's slow path; the
+        // driver's JIT time follows the instruction count (828 lines of PTX before).
+        let m = compile_ptx(&[softmax_rows_8192(true)], "sm_90").unwrap();
+        let (insts, body) = entry_body(&m.ptx, "softmax");
+        if std::env::var_os("DYNAMO_PRINT_PTX").is_some() {
+            eprintln!("{}\n{insts} instructions", m.ptx);
+        }
+        assert_eq!(body.matches("ex2.approx.f32").count(), 16, "{body}");
+        assert!(body.matches("max.NaN.f32").count() >= 16, "{body}");
+        assert!(body.matches("setp.nan").count() <= 1 && !body.contains("rcp.rn") && !body.contains("div.rn"), "{body}");
+        assert!(insts < 480, "{insts} instructions\n{body}");
+    }
+
+    #[test]
+    fn rsqrt_and_reciprocal_skip_the_slow_paths() {
+        // Note [fast reciprocals]: rsqrt and reciprocal (a division of 1 after legalize) are the
+        // hardware approximations and a Newton step; other divisions stay div.rn.
+        let mut b = KernelBuilder::new("recips", vec![1 << 16]);
+        let x = b.input("x", DType::F32);
+        let y = b.input("y", DType::F32);
+        let o = b.output("o", DType::F32);
+        let lx = b.load(x, Index { offset: 0, strides: vec![1] });
+        let ly = b.load(y, Index { offset: 0, strides: vec![1] });
+        let r = b.unary(UnaryOp::Rsqrt, lx);
+        let i = b.unary(UnaryOp::Reciprocal, ly);
+        let q = b.binary(BinaryOp::Div, lx, ly);
+        let s = b.binary(BinaryOp::Add, r, i);
+        let s = b.binary(BinaryOp::Add, s, q);
+        b.store(o, Index { offset: 0, strides: vec![1] }, s);
+        let m = compile_ptx(&[b.finish().unwrap()], "sm_90").unwrap();
+        let (_, body) = entry_body(&m.ptx, "recips");
+        assert_eq!(body.matches("rsqrt.approx.f32").count(), 4, "{body}");
+        assert_eq!(body.matches("rcp.approx.f32").count(), 4, "{body}");
+        assert!(!body.contains("sqrt.rn") && !body.contains("rcp.rn"), "{body}");
+        assert_eq!(body.matches("div.rn.f32").count(), 4, "{body}");
     }
 
     #[test]

@@ -185,3 +185,52 @@ def test_only_view_of_an_input_returned(backend):
     assert t._base is x and row._base is x and t.grad_fn.name() == "TBackward0"
     (t.sum() + row.sum()).backward()
     torch.testing.assert_close(x.grad, torch.ones(2, 3) + torch.tensor([[1.0], [0.0]]))
+
+
+# Note [view outputs], grad-mode switches (fuzz 108007:388): a view made under no_grad of a
+# tensor that requires grad is made again in no_grad, so it carries eager's creation meta.
+def _no_grad_view_written_after_break(x, p):
+    t1 = p * 1
+    with torch.no_grad():
+        t1 = t1.contiguous().view(2, 8).view(4, 4)
+    t1[:, 1] += 1
+    return t1, x
+
+
+def _no_grad_and_grad_views(x, p):
+    t = p * 2
+    with torch.no_grad():
+        a = t.view(16)
+        b = t.t()
+    c = t.view(2, 8)
+    return a, b, c, x + 1
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_no_grad_view_keeps_eagers_creation_meta(backend):
+    def outcome(fn):
+        try:
+            fn(torch.ones(4, 4), torch.randn(4, 4, requires_grad=True))
+            return "returned"
+        except RuntimeError as e:
+            return str(e)
+
+    want = outcome(_no_grad_view_written_after_break)
+    assert "created in no_grad mode" in want
+    dynamo.reset()
+    assert outcome(dynamo.optimize(backend)(_no_grad_view_written_after_break)) == want
+
+    p = torch.randn(4, 4, requires_grad=True)
+    want = _no_grad_and_grad_views(torch.ones(2), p)
+    dynamo.reset()
+    got = dynamo.optimize(backend)(_no_grad_and_grad_views)(torch.ones(2), p)
+    assert dynamo.counters()["graphs"] == 1
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)
+        assert (g.requires_grad, g._base is not None, type(g.grad_fn).__name__) == (w.requires_grad, w._base is not None, type(w.grad_fn).__name__)
+        if w._base is not None:
+            assert torch._C._autograd._get_creation_meta(g) == torch._C._autograd._get_creation_meta(w)
+    got[2].sum().backward()
+    gp, p.grad = p.grad.clone(), None
+    want[2].sum().backward()
+    assert torch.equal(gp, p.grad)

@@ -106,6 +106,42 @@ def test_tanh_within_four_ulps():
     assert torch.equal(torch.signbit(out[:2]), torch.tensor([False, True], device=DEV))
 
 
+def ulps(got, ref):
+    """Largest error of float32 `got` against float64 `ref`, in float32 ulps of `ref`."""
+    r = ref.float().abs()
+    ulp = (r.nextafter(torch.tensor(float("inf"), device=DEV)) - r).double()
+    return ((got.double() - ref).abs() / ulp).max().item()
+
+
+def test_exp_within_three_ulps():
+    """Note [fast exp] (nvptx.rs): exp through `ex2.approx` on the reduced argument stays within
+    3 float32 ulps of float64's exp over the range whose results are normal floats, and gives
+    eager's special values (0 below -104, inf above 89, NaN, the subnormal range within atol)."""
+    x = torch.cat([torch.linspace(-87, 88, 2_000_003, device=DEV), torch.linspace(-1, 1, 100_001, device=DEV)])
+    compiled = check(lambda x: torch.exp(x), x, rtol=8e-7, atol=0)
+    assert ulps(compiled(x), torch.exp(x.double())) <= 3.0
+    special = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 88.7, 89.0, 200.0, 1e30,
+                            -103.0, -104.0, -110.0, -200.0, -1e30, 1e-40, -1e-40], device=DEV)
+    check(lambda x: torch.exp(x), special, rtol=8e-7, atol=1e-44)
+
+
+def test_rsqrt_and_reciprocal_within_one_ulp():
+    """Note [fast reciprocals] (nvptx.rs): rsqrt and reciprocal from the hardware's
+    approximations and a Newton step, within 1 float32 ulp of float64's over the whole float
+    range (subnormals included), with eager's special values; layer_norm's rsqrt among them."""
+    x = torch.cat([torch.logspace(-44, 38, 1_000_003, device=DEV), torch.linspace(0.5, 4, 100_001, device=DEV)])
+    compiled = check(lambda x: torch.rsqrt(x), x, rtol=4e-7, atol=0)
+    assert ulps(compiled(x), torch.rsqrt(x.double())) <= 1.0
+    y = torch.cat([x, -x])
+    compiled = check(lambda y: torch.reciprocal(y), y, rtol=2.5e-7, atol=1e-44)
+    normal = (y.abs() < 8e37) & (y.abs() > 3e-39)  # subnormal or overflowing results: atol above
+    assert ulps(compiled(y)[normal], 1 / y[normal].double()) <= 1.0
+    special = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), -1.0, 1e-40, 3e38, -3e38, 1e-45], device=DEV)
+    check(lambda x: torch.rsqrt(x), special, rtol=4e-7, atol=0)
+    check(lambda x: torch.reciprocal(x), special, rtol=2.5e-7, atol=1e-44)
+    check(lambda x: torch.sigmoid(x) + 1 / x, special * 3)
+
+
 def test_gpt2_gelu_matches_eager():
     """GPT-2's `gelu_new` as transformers writes it (pow 3.0, tanh), the kernel Note [fast tanh]
     is about, on a [64, 3072] slice of its input."""
@@ -489,3 +525,27 @@ def test_batch_norm_relu_max_pool_is_one_vectorized_kernel():
     compiled = check(f, x, mean, var, w, b, atol=1e-5, rtol=1e-5)
     assert C.inductor_counters()["kernels_compiled"] == 1, compiled.plan
     assert "ld.global.nc.v4.f32" in compiled.llvm_ir
+
+
+def test_compile_launches_nothing_and_keeps_eager_checks():
+    """Note [probes on the CPU] (fx_import.rs): compiling a pointwise graph for CUDA inputs
+    allocates no CUDA memory (its eager-check probes run on CPU tensors), and what eager refuses
+    on CUDA tensors is still refused, with eager's error and the caller's tensor not written."""
+    x, y = randn(64, 64, seed=60), randn(64, 64, seed=61)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_stats().get("allocation.all.allocated", 0)
+    compiled = compile_fn(lambda x, y: (torch.tanh(x) * 2 + y).relu() * 0.5 + x, (x, y))
+    assert torch.cuda.memory_stats().get("allocation.all.allocated", 0) == before
+    assert not compiled.is_eager, compiled.plan
+    torch.testing.assert_close(compiled(x, y), (torch.tanh(x) * 2 + y).relu() * 0.5 + x)
+    for fn, make, msg in [
+        (lambda x: x.mul_(1.5), lambda: torch.arange(1, 4, device=DEV), "result type Float can't be cast"),
+        (lambda x: x.add_(x, alpha=0.5), lambda: torch.arange(1, 4, device=DEV), "alpha must not be a floating"),
+        (lambda b: 2 - b, lambda: torch.tensor([True, False], device=DEV), "with a bool tensor"),
+    ]:
+        dynamo.reset()
+        t = make()
+        saved = t.clone()
+        with pytest.raises((RuntimeError, NotImplementedError), match=msg):
+            dynamo.optimize("inductor")(fn)(t)
+        assert torch.equal(t, saved)

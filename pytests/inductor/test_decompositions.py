@@ -161,6 +161,43 @@ def test_variance(fn, shape):
         check(fn, x, max_kernels=1)
 
 
+# Note [variance without overflow] (breaker5 finding 16): ATen accumulates var/std in double,
+# so values whose squares overflow (or underflow) float32 still give eager's finite std.
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x.std(),
+        lambda x: x.var(),
+        lambda x: x.std(-1),
+        lambda x: x.var(0, keepdim=True),
+        lambda x: torch.std(x, correction=0),
+        lambda x: torch.var(x, -1, unbiased=False) + 1,
+    ],
+)
+@pytest.mark.parametrize("scale", [1e20, 1e-25, 1e36, 1.0])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_variance_without_overflow(fn, scale, dtype):
+    x = (randn(3, 8) * scale).to(dtype)
+    if dtype == torch.float16 and scale != 1.0:
+        x = randn(3, 8).to(dtype) * 300  # float16's range: squares of 300 overflow it
+    want = fn(x)
+    C.inductor_reset_counters()
+    compiled = C.inductor_compile(torch.fx.symbolic_trace(fn), [x])
+    got = compiled(x)
+    assert not compiled.is_eager and C.inductor_counters()["fallback_nodes"] == 0, compiled.plan
+    assert got.dtype == want.dtype
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(got.float(), want.float(), rtol=tol, atol=0, equal_nan=True)
+
+
+def test_full_float32_variance_overflows_as_eager():
+    # A full reduction of float32 takes ATen's std_var_all_cpu, whose float32 mean overflows.
+    x = torch.tensor([[3e38, 3e38, 2e38], [3e38, 3e38, 2e38]])
+    for fn in (lambda x: x.std(), lambda x: x.std(1), lambda x: x.var(1)):
+        compiled = C.inductor_compile(torch.fx.symbolic_trace(fn), [x])
+        torch.testing.assert_close(compiled(x), fn(x), equal_nan=True)
+
+
 @pytest.mark.parametrize("shape", [(6, 33), (2, 3, 16), (4, 1)])
 def test_rms_norm(shape):
     n = shape[-1]

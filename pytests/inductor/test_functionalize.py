@@ -237,3 +237,53 @@ def test_a_failing_step_leaves_eagers_state_and_error():
     assert torch.equal(x, torch.full((4,), 2.0))
     ok = torch.tensor([1])
     assert torch.equal(compiled(x, ok), g(torch.full((4,), 2.0), ok))
+
+
+# Note [version counter of written-back inputs] (breaker5 finding 17): every in-place op on an
+# input bumps its `_version` once, as eager does, though the graph writes it back with one copy.
+def _bumps_input_three_times(x, y):
+    x.add_(1)
+    x.mul_(2)
+    y.sub_(1)
+    x.clamp_(min=0)
+    return x + y
+
+
+def _reads_version_in_frame(x):
+    x.add_(1)
+    x.mul_(2)
+    return x._version
+
+
+@pytest.mark.parametrize("backend", ["inductor", "eager"])
+def test_inplace_ops_bump_version_as_eager(backend):
+    ex, ey = torch.ones(4), torch.ones(4)
+    want = _bumps_input_three_times(ex, ey)
+    dynamo.reset()
+    cx, cy = torch.ones(4), torch.ones(4)
+    got = dynamo.optimize(backend)(_bumps_input_three_times)(cx, cy)
+    assert torch.equal(got, want) and torch.equal(cx, ex) and torch.equal(cy, ey)
+    assert (cx._version, cy._version) == (ex._version, ey._version) == (3, 1)
+    assert dynamo.counters()["graphs"] == 1
+
+    x = torch.ones(2)
+    want = (_reads_version_in_frame(x), x._version)
+    dynamo.reset()
+    x = torch.ones(2)
+    got = (dynamo.optimize(backend)(_reads_version_in_frame)(x), x._version)
+    assert got == want == (2, 2)
+
+
+def test_buffer_updates_bump_version_as_eager():
+    def make():
+        torch.manual_seed(0)
+        return nn.BatchNorm1d(3).train()
+
+    x = randn(4, 3)
+    m = make()
+    m(x)
+    want = [b._version for b in m.buffers()]
+    dynamo.reset()
+    m = make()
+    dynamo.optimize("inductor")(m)(x)
+    assert [b._version for b in m.buffers()] == want

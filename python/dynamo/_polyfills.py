@@ -159,11 +159,45 @@ def odict_pop(od, *args):
     return dict.pop(od, *args)
 
 
+_NO_ITEM = object()
+
+
+def _odict_add_pairs(od, pairs):
+    """`mutablemapping_add_pairs` (Objects/odictobject.c): each pair is iterated for exactly two
+    items, with odict's own errors (not `dict.update`'s "dictionary update sequence element
+    #0 has length 1; 2 is required")."""
+    for pair in pairs:
+        it = iter(pair)
+        key = next(it, _NO_ITEM)
+        if key is _NO_ITEM:
+            raise ValueError("need more than 0 values to unpack")
+        value = next(it, _NO_ITEM)
+        if value is _NO_ITEM:
+            raise ValueError("need more than 1 value to unpack")
+        if next(it, _NO_ITEM) is not _NO_ITEM:
+            raise ValueError("too many values to unpack (expected 2)")
+        dict.__setitem__(od, key, value)
+
+
 def odict_update(od, *args, **kwargs):
-    """`OrderedDict.update` (`MutableMapping.update`): a mapping (anything with `keys()`) is
-    read key by key, otherwise pairs, then the keywords; new keys go to the end in that order,
-    as `dict.update` inserts them."""
-    dict.update(od, *args, **kwargs)
+    """`OrderedDict.update` (`mutablemapping_update` in Objects/odictobject.c): an exact dict's
+    items, else a mapping (anything with `keys()`) read key by key, else `items()` pairs, else
+    pairs, then the keywords; new keys go to the end in that order (the storage's order)."""
+    if len(args) > 1:
+        raise TypeError(f"update() takes at most 1 positional argument ({len(args)} given)")
+    if args:
+        arg = args[0]
+        if type(arg) is dict:
+            _odict_add_pairs(od, arg.items())
+        elif hasattr(arg, "keys"):
+            for key in arg.keys():
+                dict.__setitem__(od, key, arg[key])
+        elif hasattr(arg, "items"):
+            _odict_add_pairs(od, arg.items())
+        else:
+            _odict_add_pairs(od, arg)
+    if kwargs:
+        _odict_add_pairs(od, kwargs.items())
     return None
 
 
@@ -181,6 +215,38 @@ ODICT_METHODS = {
     "pop": odict_pop,
     "update": odict_update,
     "clear": odict_clear,
+}
+
+
+# ----- collections.defaultdict methods -------------------------------------------------------
+#
+# A defaultdict built in the traced frame keeps its factory as `default_factory` and its items in
+# a dict storage (Note [defaultdict objects] in src/symbolic/variables/user_defined.rs); its C
+# methods (Modules/_collectionsmodule.c) are written here and traced.
+
+
+def defaultdict_missing(dd, key):
+    """`defaultdict.__missing__(key)` (`defdict_missing`): KeyError(key) when `default_factory`
+    is None, else `dd[key] = default_factory()` (through the type's `__setitem__`, as
+    `PyObject_SetItem` goes) and that value."""
+    factory = dd.default_factory
+    if factory is None:
+        raise KeyError(key)
+    value = factory()
+    dd[key] = value
+    return value
+
+
+def defaultdict_copy(dd):
+    """`defaultdict.copy()` and `__copy__` (`defdict_copy`): `type(dd)(dd.default_factory, dd)`,
+    so a subclass's own constructor runs."""
+    return type(dd)(dd.default_factory, dd)
+
+
+DEFAULTDICT_METHODS = {
+    "__missing__": defaultdict_missing,
+    "copy": defaultdict_copy,
+    "__copy__": defaultdict_copy,
 }
 
 

@@ -9,6 +9,10 @@
   joint graph; cheap pointwise ops and views are recomputed in the backward, matmul, conv,
   reduction and random-op outputs never are (src/autograd/partition.rs, Note [min-cut]).
   ``"save_all"``: save every intermediate the backward reads (for comparison).
+- ``aot_eager_without_kernels`` (bool, default True): a differentiated graph whose forward
+  inductor compiles to no kernel of ours (only ATen fallbacks, e.g. one ``nn.Linear``) runs
+  through torch's autograd instead of an ``autograd.Function`` (aot.py, Note [forward without
+  kernels]); False keeps the compiled forward and backward graphs.
 - ``automatic_dynamic_shapes`` (bool, default True): a tensor dimension whose size changed
   between two compiles of a frame becomes symbolic on the recompile, so one graph serves every
   size (torch's automatic dynamic shapes; see ``dynamo.mark_dynamic`` and
@@ -33,6 +37,7 @@ _SETTINGS = (
     "cache_size_limit",
     "suppress_errors",
     "aot_partitioner",
+    "aot_eager_without_kernels",
     "automatic_dynamic_shapes",
     "assume_static_by_default",
     "automatic_dynamic_whole_tensor",
@@ -97,5 +102,6 @@ class _Config(_types.ModuleType):
 
 
 aot_partitioner = "min_cut"
+aot_eager_without_kernels = True
 
 _sys.modules[__name__].__class__ = _Config

@@ -183,6 +183,15 @@ fn aot_count_split(op: &str) {
     tracing::info!(target: "aot::partition", "graph split around {op}: no derivative rule; it runs through torch's autograd");
 }
 
+/// Records that a differentiated graph runs through `gm.forward` under torch's autograd because
+/// its compiled forward has no kernel of ours (Note [forward without kernels] in `aot.py`):
+/// logged on `aot::partition` and counted in `aot_kernelless_graphs`.
+#[pyfunction]
+fn aot_count_kernelless(ops: &str) {
+    bump(&c::aot_kernelless_graphs);
+    tracing::info!(target: "aot::partition", "forward graph compiles to no kernel (only {ops}): runs through torch's autograd");
+}
+
 /// Counts one backward graph compiled by a backend (called by the runtime on first backward).
 #[pyfunction]
 fn aot_count_backward() {
@@ -196,6 +205,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(aot_rule_gaps, m)?)?;
     m.add_function(wrap_pyfunction!(aot_count_split, m)?)?;
     m.add_function(wrap_pyfunction!(aot_count_eager, m)?)?;
+    m.add_function(wrap_pyfunction!(aot_count_kernelless, m)?)?;
     m.add_class::<AotPlan>()?;
     runtime::register(m)?;
     Ok(())

@@ -231,6 +231,26 @@ impl FlowNetwork {
 // to the sink (the least recomputation): the sink side is what reaches the sink in the residual
 // network.
 
+// Note [save bases, not views]: a view has the bytes of its base, so "save the view" and "save
+// its base, recompute the view" cost the same, and the cut closest to the sink saved the view
+// (tiny BERT: each attention layer's q, k, v `view` + `transpose` were forward graph outputs).
+// A view as a forward output stays a torch view call (Note [alias views] in
+// src/inductor/alias.rs keeps outputs as torch's views: ~1.5 µs each), while a view recomputed
+// in the backward from a saved base, and one that then only feeds fresh-result ops in the
+// forward, can be aliased (~0.2 µs). So each view's capacity carries a tie-breaker: bytes x
+// TIE_SCALE, plus 1 for a view (`VIEW_OPS` but `contiguous`, which copies a non-contiguous
+// input). Among cuts of equal bytes, the one that saves fewer views wins; bytes still decide
+// otherwise, as long as a cut's extra views number fewer than TIE_SCALE x its byte saving
+// (byte costs differ by whole elements, so 64 or more views for 4 bytes). The scale is small so
+// that a saved value of unknown size (UNKNOWN_COST x 16 = 2^44) leaves room for 2^18 of them
+// in a flow below INF.
+const TIE_SCALE: u64 = 16;
+
+/// True for a pure view node (`VIEW_OPS` but `contiguous`): see Note [save bases, not views].
+fn is_view(j: &JointGraph, v: usize) -> bool {
+    j.g.nodes[v].canonical.is_some_and(|c| c != "contiguous" && VIEW_OPS.contains(&c))
+}
+
 /// Saved and recomputed forward values under the minimum cut for the backward `reads` (forward
 /// values read by needed backward nodes).
 fn min_cut(j: &JointGraph, reads: &BTreeSet<usize>) -> (BTreeSet<usize>, BTreeSet<usize>) {
@@ -240,7 +260,7 @@ fn min_cut(j: &JointGraph, reads: &BTreeSet<usize>) -> (BTreeSet<usize>, BTreeSe
     let mut net = FlowNetwork::new(2 * n + 2);
     let value = |v: usize| is_input(j, v) || matches!(j.g.nodes[v].op, FxOp::CallFunction { .. } | FxOp::CallMethod { .. } | FxOp::CallModule { .. });
     for v in (0..n).filter(|&v| value(v)) {
-        let cost = if is_input(j, v) { 0 } else { save_cost(j, v) };
+        let cost = if is_input(j, v) { 0 } else { save_cost(j, v) * TIE_SCALE + u64::from(is_view(j, v)) };
         net.add_edge(vin(v), vout(v), cost);
         if is_input(j, v) || !recomputable(j, v) {
             net.add_edge(source, vin(v), INF);

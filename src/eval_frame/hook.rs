@@ -76,10 +76,14 @@ thread_local! {
 /// transformed frame until it returns. Inside one trace a `del` cannot run finalizers, so `del`
 /// of a user object, and rebinding a local that holds an object whose class defines `__del__`,
 /// are graph breaks at that instruction (`__del__` and weak-reference callbacks then run where
-/// eager runs them). Left as torch's Dynamo has it: rebinding a local that holds a user object
-/// without `__del__` inside a trace frees it at the next break or the return (a weak reference
-/// to it dies late), and objects built by the trace that never leave it are never built, so
-/// their `__del__` never runs.
+/// eager runs them); so are the other instructions that may free such an object, or one that
+/// weak references point to (Note [observable frees] in src/symbolic/translator.rs). Left as
+/// torch's Dynamo has it: rebinding a local that holds a user object without `__del__` or weak
+/// references inside a trace frees it at the next break or the return, and objects built by
+/// the trace that never leave it are never built. A call that the transformed code makes as
+/// the breaking instruction still holds its arguments on the caller's stack until it returns
+/// (CPython evaluates every call through the hook then, `_PyEval_Vector`): a helper that
+/// rebinds the argument it got as the only reference (`helper(x, P())`) frees it at its return.
 ///
 /// `_C.call_resume(f, args)`: calls `f(*args)` (`args` a list, emptied first) as above.
 ///
@@ -413,11 +417,23 @@ fn user_mode_active(py: Python<'_>) -> bool {
 
 unsafe fn eval_frame_inner(frame: *mut InterpreterFrame, cb: *mut pyffi::PyObject) -> Outcome {
     let code = ffi::code(frame);
-    let mut st = get_extra(code);
-    if !st.is_null() && (*st).status == FrameStatus::Skip {
-        return Outcome::Default;
+    if let Some(st) = get_extra(code).as_ref() {
+        if st.status == FrameStatus::Skip {
+            return Outcome::Default;
+        }
     }
-    let py = Python::assume_attached();
+    // Note [references dropped in the hook]: PyO3 defers the decref of a `Py` dropped while the
+    // thread is not attached in its own count (which `Python::assume_attached` does not raise)
+    // to the next time some thread attaches: an object the conversion held (a value read while
+    // tracing, a graph input) then outlived its last reference in the frame, and its `__del__`
+    // ran at an unrelated later call (`dynamo.optimize`'s `set_eval_frame` on exit). Attached
+    // for real, every reference the hook drops goes at once, as eager frees it.
+    Python::attach(|py| eval_frame_attached(py, frame, cb))
+}
+
+unsafe fn eval_frame_attached(py: Python<'_>, frame: *mut InterpreterFrame, cb: *mut pyffi::PyObject) -> Outcome {
+    let code = ffi::code(frame);
+    let mut st = get_extra(code);
     if st.is_null() {
         let code_b = Bound::from_borrowed_ptr(py, code);
         match classify(py, &code_b) {

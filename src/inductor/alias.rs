@@ -251,6 +251,67 @@ pub fn alias_views(
     Ok(done)
 }
 
+/// Note [identity dropout]: `F.dropout(x, p=0.0, training=True)` and `F.dropout(x, p,
+/// training=False)` return `x` itself, the same object (ATen's `_dropout_impl` returns its input
+/// when `p == 0 || !train`, and the CPU path never takes the fused kernel for `p == 0`;
+/// `F.dropout(x, 0.0, True) is x` holds). The lowering makes such a dropout a view when kernels
+/// read it, but one read by the graph's output (a value saved for the backward: transformers'
+/// attention and hidden dropouts at probability 0) stayed a call of `F.dropout`, ~7-10 µs of
+/// Python argument handling. It becomes an [`RtStep::Alias`] without a layout, i.e. the input
+/// object itself: what the call returned, at no cost, whatever its users (output or not).
+/// Only a call with constant `p` / `training` and `inplace` absent or false is rewritten, and
+/// one whose result is checked at run time (kernels read it) only when its input is a kernel
+/// output of the same layout.
+pub fn identity_dropouts(py: Python<'_>, g: &FxGraph, ir: &GraphIr, steps: &mut [RtStep]) -> PyResult<Vec<(usize, usize)>> {
+    let mut done = Vec::new();
+    let mut reinterpret = None;
+    for step in steps.iter_mut() {
+        let RtStep::Fallback { slot, args, kwargs, check, .. } = step else { continue };
+        let node = &g.nodes[ir.buffers[*slot].node];
+        if node.target_name != "torch.nn.functional.dropout" || !matches!(node.op, FxOp::CallFunction { .. }) {
+            continue;
+        }
+        let Ok(a) = super::decompositions::bind(node, &["input", "p", "training", "inplace"]) else { continue };
+        let p = match a[1] {
+            None => Some(0.5),
+            Some(FxArg::Float(v)) => Some(*v),
+            Some(FxArg::Int(v)) => Some(*v as f64),
+            _ => None,
+        };
+        let training = match a[2] {
+            None => Some(true),
+            Some(FxArg::Bool(b)) => Some(*b),
+            _ => None,
+        };
+        let inplace = match a[3] {
+            None => Some(false),
+            Some(FxArg::Bool(b)) => Some(*b),
+            _ => None,
+        };
+        let (Some(p), Some(training), Some(false)) = (p, training, inplace) else { continue };
+        if training && p != 0.0 {
+            continue;
+        }
+        // The runtime's input template must be the graph value itself (a plain slot), and no
+        // keyword the binding did not see.
+        let (Some(ArgTSlot(Some(src))), true) = (args.first().map(ArgTSlot::of), kwargs.len() == node.kwargs.len()) else { continue };
+        // A checked result (kernels read it) keeps its call unless the input is a kernel output
+        // (we allocate it, at its compile-time layout) with the layout the check expects: the
+        // check validates the layout the kernels were compiled for.
+        let kernel_output = matches!(ir.buffers[src].kind, BufferKind::Pointwise(_) | BufferKind::Reduction(_));
+        if check.is_some() && !(kernel_output && ir.buffers[src].layout.is_some() && ir.buffers[src].layout == ir.buffers[*slot].layout) {
+            continue;
+        }
+        if reinterpret.is_none() {
+            reinterpret = Some(py.import("torch._C._dynamo.guards")?.getattr("_reinterpret_tensor")?.unbind());
+        }
+        let slot = *slot;
+        *step = RtStep::Alias { slot, src, layout: None, reinterpret: reinterpret.as_ref().map(|r| r.clone_ref(py)).expect("set above") };
+        done.push((slot, src));
+    }
+    Ok(done)
+}
+
 /// The slot of a template argument that is a plain slot.
 struct ArgTSlot(Option<usize>);
 

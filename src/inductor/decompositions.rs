@@ -369,6 +369,24 @@ fn amin(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
 
 /// var/std(x, dim, *, correction=1 | unbiased=True, keepdim=False): the sum of squared
 /// deviations from the mean (two passes), divided by `n - correction`; std takes its square root.
+///
+/// Note [variance without overflow]: ATen's CPU var/std accumulate in double for every floating
+/// dtype (`std_var_kernel_impl` in aten/src/ATen/native/cpu/ReduceOpsKernel.cpp runs
+/// `WelfordOps<scalar_t, double, ...>`; the full reduction `std_var_all_cpu` in ReduceOps.cpp
+/// sums in double too) and round once at the end. So a float32 tensor whose variance exceeds
+/// float32's range but whose std does not (values near 1e20) has a finite std in eager, and one
+/// of tiny values (1e-25) a nonzero std, where squares summed in float32 overflow to inf or
+/// underflow to 0. Our kernels reduce in float32, so the lowering scales instead, as LAPACK's
+/// `nrm2` does: the first pass (one fused loop) also takes `a = max|x|` and the sum of
+/// `x * 2^-64` (exact); the mean is `sum / n`, or where that sum overflowed, the scaled sum's
+/// mean times `2^64` (not for a full reduction of a float32/float64 tensor: eager's
+/// `std_var_all_cpu` takes its mean as `self.mean()`, in that dtype, which overflows there). The deviations are divided by `s = a` when `a` is so large that `n`
+/// squares of `2a` could overflow, or so small (below 1e-10) that squares could underflow, and
+/// by `s = 1` otherwise (every result then bitwise as before); `ss = sum(((x - m) / s)^2)`,
+/// `var = ss / (n - correction) * s * s`, `std = sqrt(ss / (n - correction)) * s`. Results
+/// agree with eager's to float32 rounding, and are inf only where eager's (rounded) are.
+/// (layer_norm's statistics stay unscaled: ATen's `RowwiseMoments` accumulates in
+/// `opmath_type<float>`, float, so eager overflows there as well.)
 fn variance(lw: &mut Lowerer<'_>, sqrt: bool) -> Result<TensorRef, LoweringError> {
     let node = lw.fx_node();
     // torch.var(input, dim=None, *, correction=1, keepdim=False); the old `unbiased` spelling too.
@@ -396,19 +414,95 @@ fn variance(lw: &mut Lowerer<'_>, sqrt: bool) -> Result<TensorRef, LoweringError
     };
     let keepdim = boolean(a[3], false)?;
     let n: i64 = dims.iter().map(|&d| x.sizes[d]).product();
-    let (_, ss) = mean_and_squared_deviations(lw, &x, dims, keepdim);
+    let f32_ = DType::F32;
+    let reduce_with = |lw: &mut Lowerer<'_>, op: ReductionType, keep: bool, body: fn(&mut dyn OpsHandler, OpsValue) -> OpsValue| {
+        let xc = x.clone();
+        lw.reduction(f32_, Reduction {
+            input_sizes: x.sizes.clone(),
+            reduced: dims.clone(),
+            keepdim: keep,
+            op,
+            inner_fn: std::rc::Rc::new(move |h: &mut dyn OpsHandler, idx: &[Affine]| {
+                let v = h.load(xc.buf, idx);
+                body(h, v)
+            }),
+        })
+    };
+    let sum = reduce_with(lw, ReductionType::Sum, true, |_, v| v);
+    // A full reduction of a float32/float64 tensor takes eager's `std_var_all_cpu`, whose mean
+    // is `self.mean()` in the tensor's dtype: that one overflows in eager too.
+    let full_float = dims.len() == x.sizes.len() && matches!(x.dtype, DType::F32 | DType::F64);
+    let sum_scaled = (!full_float).then(|| {
+        reduce_with(lw, ReductionType::Sum, true, |h, v| {
+            let c = h.constant(2f64.powi(-64), DType::F32);
+            h.binary(BinaryOp::Mul, v, c)
+        })
+    });
+    // The scale has the result's sizes (kept dims or not), so the last kernel reads it at its
+    // own index; the deviations read it with the reduced dims dropped or at 0.
+    let amax = reduce_with(lw, ReductionType::Max, keepdim, |h, v| h.unary(UnaryOp::Abs, v));
+    let (hi, lo) = ((f32::MAX as f64 / (4.0 * n.max(1) as f64)).sqrt(), 1e-10);
+    let (sc, ssc_, ac) = (sum.clone(), sum_scaled.clone(), amax.clone());
+    // The mean, and the scale `s` of the deviations (one value per reduced row, keepdim).
+    let mean = lw.pointwise(&sum.sizes.clone(), f32_, move |h, idx| {
+        let s = h.load(sc.buf, idx);
+        let nn = h.constant(n as f64, DType::F32);
+        let plain = h.binary(BinaryOp::Div, s, nn);
+        let Some(ssc_) = &ssc_ else { return plain };
+        let ss = h.load(ssc_.buf, idx);
+        let q = h.binary(BinaryOp::Div, ss, nn);
+        let up = h.constant(2f64.powi(64), DType::F32);
+        let scaled = h.binary(BinaryOp::Mul, q, up);
+        let abs = h.unary(UnaryOp::Abs, s);
+        let inf = h.constant(f64::INFINITY, DType::F32);
+        let finite = h.compare(CmpOp::Lt, abs, inf);
+        h.where_(finite, plain, scaled)
+    });
+    let scale = lw.pointwise(&amax.sizes.clone(), f32_, move |h, idx| {
+        let a = h.load(ac.buf, idx);
+        let hi_c = h.constant(hi, DType::F32);
+        let lo_c = h.constant(lo, DType::F32);
+        let zero = h.constant(0.0, DType::F32);
+        let big = h.compare(CmpOp::Gt, a, hi_c);
+        let small = h.compare(CmpOp::Lt, a, lo_c);
+        let nonzero = h.compare(CmpOp::Gt, a, zero);
+        let tiny = h.binary(BinaryOp::LogicalAnd, small, nonzero);
+        let scaled = h.binary(BinaryOp::LogicalOr, big, tiny);
+        let one = h.constant(1.0, DType::F32);
+        h.where_(scaled, a, one)
+    });
+    let (xc, mc, sc, rdims) = (x.clone(), mean, scale.clone(), dims.clone());
+    let dev2 = lw.pointwise(&x.sizes, f32_, move |h, idx| {
+        let v = load_broadcast(h, &xc, idx);
+        let m = load_broadcast(h, &mc, idx);
+        let n_vars = idx.first().map_or(0, |a| a.coeffs.len());
+        let sidx: Vec<Affine> = idx
+            .iter()
+            .enumerate()
+            .filter(|(d, _)| keepdim || !rdims.contains(d))
+            .map(|(d, a)| if rdims.contains(&d) { Affine::constant(0, n_vars) } else { a.clone() })
+            .collect();
+        let s = h.load(sc.buf, &sidx);
+        let d = h.binary(BinaryOp::Sub, v, m);
+        let d = h.binary(BinaryOp::Div, d, s);
+        h.binary(BinaryOp::Mul, d, d)
+    });
+    let ss = reduce(lw, &dev2, dims.clone(), keepdim, ReductionType::Sum, f32_);
     let out_dtype = x.dtype;
     // n - correction <= 0 gives inf/nan, as torch does (0/0 for n == correction... x/0 above).
     let denom = n as f64 - correction;
-    let ssc = ss.clone();
+    let (ssc, sc) = (ss.clone(), scale);
     Ok(lw.pointwise(&ss.sizes.clone(), out_dtype, move |h, idx| {
         let v = h.load(ssc.buf, idx);
+        let s = h.load(sc.buf, idx);
         let d = h.constant(denom.max(0.0), DType::F32);
         let q = h.binary(BinaryOp::Div, v, d);
         if sqrt {
-            h.unary(UnaryOp::Sqrt, q)
+            let r = h.unary(UnaryOp::Sqrt, q);
+            h.binary(BinaryOp::Mul, r, s)
         } else {
-            q
+            let r = h.binary(BinaryOp::Mul, q, s);
+            h.binary(BinaryOp::Mul, r, s)
         }
     }))
 }

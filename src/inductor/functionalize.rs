@@ -28,11 +28,19 @@
 use super::fx_import::{FxArg, FxGraph, FxOp};
 
 /// `dst.copy_(src)` after the graph: graph input or constant node `dst` receives the final value
-/// computed by node `src`.
+/// computed by node `src`, written by `bumps` in-place ops in the graph.
+///
+/// Note [version counter of written-back inputs]: eager bumps a tensor's `_version` once per
+/// in-place op on it (`torch/csrc/autograd/VariableTypeManual.cpp`, `increment_version`), so
+/// `x.add_(1); x.mul_(2)` leaves it 2 higher; the one `copy_` of the writeback bumps it once.
+/// After the copy the runtime adds the other `bumps - 1` with
+/// `torch._C._autograd._unsafe_set_version_counter`, as AOTAutograd's epilogue does for the
+/// mutations it replays, so `x._version` (read in the frame or after it) is eager's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Writeback {
     pub dst: usize,
     pub src: usize,
+    pub bumps: usize,
 }
 
 /// Call targets (qualified names as the importer prints them) that always return a new tensor,
@@ -256,11 +264,17 @@ pub fn functionalize(g: &mut FxGraph) -> Result<Vec<Writeback>, String> {
             latest[c] = Some(i);
         }
     }
+    let mut bumps = vec![0usize; n];
+    for i in 0..n {
+        if g.nodes[i].inplace {
+            bumps[find(&mut parent, i)] += 1;
+        }
+    }
     let mut writebacks = Vec::new();
     for c in 0..n {
         if let (Some(root), Some(last)) = (root_of_class[c], latest[c]) {
             if matches!(g.nodes[root].op, FxOp::Placeholder { .. } | FxOp::GetAttr { .. }) {
-                writebacks.push(Writeback { dst: root, src: last });
+                writebacks.push(Writeback { dst: root, src: last, bumps: bumps[c] });
             }
         }
     }

@@ -276,7 +276,7 @@ fn rewrite(py: Python<'_>, g: &FxGraph, convert_inputs: bool) -> PyResult<FxGrap
     let writebacks = g
         .writebacks
         .iter()
-        .map(|w| super::functionalize::Writeback { dst: remap[w.dst], src: remap[w.src] })
+        .map(|w| super::functionalize::Writeback { dst: remap[w.dst], src: remap[w.src], bumps: w.bumps })
         .collect();
     set_users(&mut nodes);
     Ok(FxGraph { nodes, side_table, output, writebacks })

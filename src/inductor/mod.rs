@@ -504,10 +504,10 @@ fn inductor_compile(
         None => ArgT::Const(py.None()),
     };
     let slot = |node: usize| ir.node_buffer[node].map(|b| b.0 as usize);
-    let writebacks: Vec<(usize, usize)> = g
+    let writebacks: Vec<(usize, usize, usize)> = g
         .writebacks
         .iter()
-        .map(|wb| slot(wb.dst).zip(slot(wb.src)).ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("writeback without buffer")))
+        .map(|wb| slot(wb.dst).zip(slot(wb.src)).map(|(d, s)| (d, s, wb.bumps)).ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("writeback without buffer")))
         .collect::<PyResult<_>>()?;
     let mut plan = render_plan(&g, &ir, &sched, &kernel_order);
     for wb in &g.writebacks {
@@ -526,7 +526,7 @@ fn inductor_compile(
     // caches: resnet18 ran 25% slower than eager on the same kernels).
     let mut keep = vec![false; ir.buffers.len()];
     output.for_each_slot(&mut |s| keep[s] = true);
-    for (dst, src) in &writebacks {
+    for (dst, src, _) in &writebacks {
         keep[*dst] = true;
         keep[*src] = true;
     }
@@ -572,6 +572,13 @@ fn inductor_compile(
                 *label = format!("alias {label}");
             }
             let _ = writeln!(plan, "alias buf{slot} = reinterpret(buf{src})");
+        }
+        // Note [identity dropout] in alias.rs.
+        for (slot, src) in alias::identity_dropouts(py, &g, &ir, &mut steps)? {
+            if let Some(label) = step_labels.get_mut(steps.iter().position(|s| matches!(s, RtStep::Alias { slot: a, .. } if *a == slot)).unwrap_or(usize::MAX)) {
+                *label = format!("alias {label}");
+            }
+            let _ = writeln!(plan, "alias buf{slot} = buf{src} (dropout returns its input)");
         }
     }
     let runtime = Runtime {

@@ -295,9 +295,10 @@ pub struct Runtime {
     pub cuda: Option<super::cuda::CudaRuntime>,
     pub empty_strided: Py<PyAny>,
     pub tensor_type: Py<PyAny>,
-    /// (input slot, value slot): after the steps, `env[dst].copy_(env[src])` (mutated inputs,
-    /// see `functionalize`).
-    pub writebacks: Vec<(usize, usize)>,
+    /// (input slot, value slot, in-place ops): after the steps, `env[dst].copy_(env[src])`
+    /// (mutated inputs, see `functionalize`), then its version counter moved on by the in-place
+    /// ops after the first (Note [version counter of written-back inputs]).
+    pub writebacks: Vec<(usize, usize, usize)>,
     /// Per-step timing (`DYNAMO_INDUCTOR_STEP_TIMES=1` at compile time; None otherwise): see
     /// [`StepTimes`].
     pub step_times: Option<StepTimes>,
@@ -489,11 +490,17 @@ impl Runtime {
         if timer.is_some() {
             t0 = Some(std::time::Instant::now());
         }
-        for (dst, src) in &self.writebacks {
+        for (dst, src, bumps) in &self.writebacks {
             let (Some(d), Some(v)) = (&env[*dst], &env[*src]) else {
                 return Err(PyRuntimeError::new_err("inductor: writeback of a value that was not computed"));
             };
-            d.bind(py).call_method1(intern!(py, "copy_"), (v.bind(py),))?;
+            let d = d.bind(py);
+            d.call_method1(intern!(py, "copy_"), (v.bind(py),))?;
+            if *bumps > 1 {
+                let version: usize = d.getattr(intern!(py, "_version"))?.extract()?;
+                let set = py.import(intern!(py, "torch"))?.getattr(intern!(py, "_C"))?.getattr(intern!(py, "_autograd"))?.getattr(intern!(py, "_unsafe_set_version_counter"))?;
+                set.call1(((d,), (version + bumps - 1,)))?;
+            }
         }
         let out = self.output.build(py, &env)?;
         if let (Some(t), Some(start)) = (timer, t0) {
@@ -539,7 +546,7 @@ impl Runtime {
         let mutated = self
             .writebacks
             .iter()
-            .filter_map(|(dst, _)| self.inputs.iter().find(|(_, slot, _)| slot == dst).map(|(pos, _, _)| *pos));
+            .filter_map(|(dst, _, _)| self.inputs.iter().find(|(_, slot, _)| slot == dst).map(|(pos, _, _)| *pos));
         super::functionalize::mutated_input_shares_storage(py, &inputs, mutated, self.tensor_type.bind(py))
     }
 }

@@ -354,8 +354,10 @@ fn body_code(py: Python<'_>, ci: &CodeInfo, shape: LoopShape, passed: &[u32]) ->
             push(&mut insts, op::DELETE_FAST, v, pos);
         }
     }
+    // Note [hidden stack slots] (resume.rs): each slot is emptied once on the stack.
     for j in 0..k {
         push(&mut insts, op::LOAD_FAST, nv + j, pos);
+        push(&mut insts, op::DELETE_FAST, nv + j, pos);
     }
     let prefix = insts.len() as u32 + 1;
     insts.push(Instruction::jump(op::JUMP_FORWARD, InstId(shape.head as u32 + 1 + prefix)).with_positions(pos));

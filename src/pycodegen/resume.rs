@@ -234,6 +234,16 @@ pub fn original_target(py: Python<'_>, ci: &CodeInfo, target: usize) -> Option<(
 /// positional parameters. With `null_on_top` its prefix pushes a NULL after the results: a
 /// method load that broke ran as a plain attribute load, and 3.13 lays a method call out as
 /// `[bound method, NULL, args...]` (3.11 and 3.12 put that NULL below, in `layout`). Cached.
+/// Note [hidden stack slots]: the resume function receives the stack below the breaking
+/// instruction (and its results) as parameters named `__stackN`, and its prefix pushes them
+/// back. Each is deleted as soon as it is on the stack (LOAD_FAST then DELETE_FAST): a
+/// parameter slot would otherwise hold a second reference until the function returns, so a
+/// value the user's code discards (`P()` as a statement, `lst.pop()`) would not be freed there
+/// (Note [resume call lifetimes]), and `locals()` / `vars()` / `sys._getframe().f_locals` would
+/// list the internal names (an unbound slot is left out: Objects/frameobject.c,
+/// `_PyFrame_FastToLocalsWithError`). The transformed code's own temporaries (`__graph_out`,
+/// `__sharedN`) are emptied the same way before the breaking instruction runs (`break_code`).
+/// The translator unbinds such a slot at DELETE_FAST without a break.
 pub fn resume_code(py: Python<'_>, ci: &CodeInfo, target: usize, layout: &[StackSlot], n_results: usize, null_on_top: bool, unbound: &[u32]) -> PyResult<Py<PyAny>> {
     let key: ResumeKey = (ci.code.as_ptr() as usize, target, layout.to_vec(), n_results, null_on_top, unbound.to_vec());
     if let Some(c) = resume_cache().lock().get(&key) {
@@ -257,6 +267,8 @@ pub fn resume_code(py: Python<'_>, ci: &CodeInfo, target: usize, layout: &[Stack
             StackSlot::Null => push(op::PUSH_NULL, 0),
             StackSlot::Value | StackSlot::Iter => {
                 push(op::LOAD_FAST, nv + j);
+                // Note [hidden stack slots].
+                push(op::DELETE_FAST, nv + j);
                 if slot == StackSlot::Iter {
                     push(op::GET_ITER, 0);
                 }
@@ -266,6 +278,7 @@ pub fn resume_code(py: Python<'_>, ci: &CodeInfo, target: usize, layout: &[Stack
     }
     for _ in 0..n_results {
         push(op::LOAD_FAST, nv + j);
+        push(op::DELETE_FAST, nv + j);
         j += 1;
     }
     if null_on_top {
@@ -449,6 +462,19 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
     if is_deref(inst.opcode) && inst.arg >= nv {
         inst.arg += cg.deref_shift;
     }
+    // Note [resume call lifetimes]: while the instruction runs (a call runs user code: a
+    // helper that rebinds its argument, a `__del__`), this frame holds only what eager's frame
+    // holds: the temporaries of the rebuilds are emptied and `tmp` keeps just the stack below
+    // the operands, which the resume call takes.
+    for s in 0..plan.n_shared {
+        cg.load_const(py.None());
+        cg.emit(op::STORE_FAST, cg.shared_base + s);
+    }
+    cg.emit(op::LOAD_FAST, tmp);
+    cg.load_const(py.import("builtins")?.getattr("slice")?.call1((preserved_start, preserved_end))?.unbind());
+    cg.emit(op::BINARY_SUBSCR, 0);
+    cg.emit(op::STORE_FAST, tmp);
+    let (preserved_start, preserved_end) = (0, preserved_end - preserved_start);
     let jump_at = cg.insts.len();
     cg.insts.push(inst);
     let mut over_copy = None;
@@ -497,7 +523,20 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
             cg.emit(op::SWAP, 2);
             cg.emit(op::POP_TOP, 0);
         }
+        // Note [the line of a frame waiting on its resume call]: while the resume function runs,
+        // this frame sits at the resume call, and its `f_lineno` is what a frame object taken
+        // before the break (`fr = sys._getframe()`) reports. Eager's frame would be running the
+        // continuation, so the call carries the line of the first statement after the breaking
+        // one (its first instruction on another line): right for a read on that statement,
+        // stale for later ones (the resume function is a frame of its own; torch's Dynamo has
+        // the same limit). Tracebacks are unaffected (`drop_own_traceback_entry`).
+        let saved_pos = cg.pos;
+        let next_line = ci.insts[target..].iter().map(|i| i.positions).find(|p| p.line.is_some() && p.line != plan.inst.positions.line);
+        if let Some(p) = next_line {
+            cg.pos = Positions::line(p.line.expect("checked"));
+        }
         resume_calls.extend(emit_resume_call(py, &mut cg, ci, &plan, Callee::Code(code), n_pass, &cells, tmp, preserved_start, preserved_end)?);
+        cg.pos = saved_pos;
     }
     cg.drop_own_traceback_entry(py, &resume_calls)?;
     if let (true, Some(rerun)) = (has_graph, &plan.rerun_on_failure) {

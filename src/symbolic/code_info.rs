@@ -40,6 +40,9 @@ pub struct CodeInfo {
     /// keeps its argument slot).
     pub cell_slots: Vec<u32>,
     pub argcount: usize,
+    /// `co_posonlyargcount`: the first this many of the `argcount` positional parameters
+    /// cannot be passed by keyword.
+    pub posonlyargcount: usize,
     pub kwonlyargcount: usize,
     pub flags: u32,
     pub name: String,
@@ -205,6 +208,7 @@ fn decode_code(code: &Bound<'_, PyAny>) -> VResult<CodeInfo> {
         n_cellvars: cellvars.len(),
         cell_slots,
         argcount: code.getattr("co_argcount")?.extract()?,
+        posonlyargcount: code.getattr("co_posonlyargcount")?.extract()?,
         kwonlyargcount: code.getattr("co_kwonlyargcount")?.extract()?,
         flags: code.getattr("co_flags")?.extract()?,
         name: code.getattr("co_name")?.extract()?,

@@ -661,6 +661,12 @@ fn convert_break(
             Some(VT::Cell(_)) => {}
             Some(v) if live => locals.push((i as u32, rebuild_of(py, &og, v, &mut outputs)?)),
             Some(v @ (VT::Opaque { .. } | VT::UserObject(_))) => lifetime_only.push((i as u32, v)),
+            // Note [observable frees] (translator.rs): a dead container holding such an object
+            // travels too; at a break for an object's lifetime (a weak reference made, a free
+            // that may be observed) so does every dead tensor, which eager keeps until the
+            // return (a weak reference to it stays alive).
+            Some(v) if crate::symbolic::translator::lifetime_observable(py, v) => lifetime_only.push((i as u32, v)),
+            Some(v @ VT::Tensor(_)) if kind == crate::symbolic::graph_break::GraphBreakKind::ObjectLifetime => lifetime_only.push((i as u32, v)),
             Some(v) => {
                 unbound.push(i as u32);
                 if own_input(i, v) {
@@ -885,6 +891,8 @@ fn check_no_shared_containers(py: Python<'_>, state: &BreakState, ci: &CodeInfo,
             || matches!(v, Some(VT::Cell(_)))
             // Dead user objects travel too (Note [resume call lifetimes]): one rebuild each.
             || matches!(v, Some(VT::Opaque { .. } | VT::UserObject(_)))
+            // So do dead containers holding such objects (Note [observable frees]).
+            || v.as_ref().is_some_and(|v| crate::symbolic::translator::lifetime_observable(py, v))
             || targets.iter().any(|&t| ci.live.get(t).is_some_and(|l| l[*i]))
     });
     let roots: Vec<VT> = state.stack.iter().chain(live_locals.filter_map(|(_, v)| v.as_ref())).cloned().collect();
@@ -1064,6 +1072,12 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                 visit(py, &p.func, seen);
                 p.args.iter().for_each(|a| visit(py, a, seen));
                 visit(py, &p.keywords, seen);
+            }
+            // A bound method of an object made in the frame (`o.m` on the stack while `o` is a
+            // local): one object, so one rebuild (breaker5 34: `WeakMethod(o.m)` saw a copy).
+            VT::Method { func, self_ } => {
+                visit(py, func, seen);
+                visit(py, self_, seen);
             }
             _ => {}
         }
@@ -1534,6 +1548,12 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
     if let VT::NestedFunction(nf) = vt {
         if !nf.kwdefaults.is_empty() {
             graph_break!(UnreconstructableValue, "returning a function with keyword-only defaults");
+        }
+        // The transformed code's MAKE_FUNCTION takes the frame's globals; a function made by an
+        // inlined call into another module must keep that module's (Note [globals of functions
+        // made in the trace]).
+        if nf.g.source.is_some() || nf.g.trusted {
+            graph_break!(UnreconstructableValue, "returning a function made by code of another module ({})", nf.qualname);
         }
         // In emission order: the defaults, then the closure.
         let defaults = nf.defaults.iter().map(|d| rebuild_of(py, og, d, outputs)).collect::<VResult<_>>()?;

@@ -124,6 +124,9 @@ kinds! {
     InternalInconsistency = "GB0025", "internal_inconsistency",
         "The tracer met a state that valid bytecode should not produce (a stack underflow, a cell slot without a cell, a CPython object of an unexpected type, a code object that falls off its end): a fault of the tracer, not of the code.",
         "The code around it runs as ordinary Python, so results stay right; report the message.";
+    ObjectLifetime = "GB0026", "object_lifetime",
+        "An instruction that makes a weak reference (`weakref.ref`, `WeakMethod`, a weak container's entry) or that may free an object whose free is observable (its class defines `__del__`, or weak references point to it): rebinding or deleting a local, discarding a value, overwriting an attribute, global or item, emptying a container. Python runs it, so finalizers and weak-reference callbacks run where eager runs them, and every local keeps its object until eager would free it (Note [observable frees]).",
+        "Nothing to do for correctness. To keep one graph, avoid `__del__` and weak references in the compiled function, or drop such objects outside it.";
 }
 
 impl fmt::Display for GraphBreakKind {

@@ -89,8 +89,48 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(VT::constant(v.unbind()))
             }
             VT::PyModule { obj: m, source } => {
-                let v = m.bind(py).getattr(name)?;
                 let trusted = m.bind(py).getattr("__name__").ok().and_then(|n| n.extract::<String>().ok()).map(|n| n == "torch" || n.starts_with("torch.") || n == "math" || n == "operator").unwrap_or(false);
+                // Note [user code at class lookups] (variables/descriptors.rs): a data descriptor
+                // of a module subclass (`torch.backends.cudnn.deterministic`, a `ContextProp`)
+                // wins over the module's dict and is read at each call: read here and guarded on
+                // its value (torch's), or left to Python (anyone else's). A name the module
+                // lacks is answered by a PEP 562 `__getattr__` (or a subclass's), user code that
+                // eager runs at each call: left to Python too.
+                let ty = m.bind(py).get_type();
+                let plain_module = ty.is(py.get_type::<pyo3::types::PyModule>());
+                let type_attr = if plain_module { None } else { static_type_lookup(&ty, name)? };
+                if let Some((k, a)) = &type_attr {
+                    if is_data_descriptor(a)? && !matches!(type_name(a).as_str(), "getset_descriptor" | "member_descriptor") {
+                        let Some(msrc) = source.clone() else {
+                            graph_break!(MissingSource, "property '{name}' of a module without a source");
+                        };
+                        // A user's property: its getter inlined, so its side effects replay.
+                        if type_name(a) == "property" && crate::symbolic::variables::descriptors::is_user_code(&a.getattr("fget")?) {
+                            let f = wrap(py, self.og, &a.getattr("fget")?, class_attr_source(&msrc, *k, name).attr("fget"))?;
+                            return self.call(py, &f, vec![obj.clone()], vec![]);
+                        }
+                        if !trusted {
+                            graph_break!(UntracedValue, "data descriptor '{name}' of a module subclass");
+                        }
+                        let src = msrc.attr(name);
+                        let v = m.bind(py).getattr(name)?;
+                        return wrap(py, self.og, &v, src);
+                    }
+                }
+                let in_dict = m.bind(py).getattr("__dict__")?.contains(name)?;
+                if !in_dict && type_attr.is_none() && !trusted {
+                    let module_hook = m.bind(py).getattr("__dict__")?.contains("__getattr__")?;
+                    let class_hook = !plain_module && static_type_lookup(&ty, "__getattr__")?.is_some_and(|(_, g)| type_name(&g) == "function");
+                    if module_hook || class_hook {
+                        graph_break!(UntracedValue, "module attribute '{name}' answered by the module's __getattr__");
+                    }
+                }
+                let v = m.bind(py).getattr(name)?;
+                if trusted && v.is_instance_of::<pyo3::types::PyModule>() {
+                    // A submodule of a trusted module: unguarded, but with its source, so that
+                    // its properties above can be guarded.
+                    return Ok(VT::PyModule { obj: Rc::new(v.unbind()), source: source.as_ref().map(|s| s.attr(name)) });
+                }
                 let src = if trusted { None } else { source.as_ref().map(|s| s.attr(name)) };
                 if src.is_none() && !trusted {
                     graph_break!(MissingSource, "attribute of a module without a source");
@@ -105,6 +145,13 @@ impl<'a> InstructionTranslator<'a> {
             VT::Class(c) => {
                 if let Some(v) = self.og.side_effects.attr(c, name) {
                     return Ok(v);
+                }
+                // Note [user code at class lookups] (variables/descriptors.rs).
+                if let Ok(ty) = c.bind(py).cast::<pyo3::types::PyType>() {
+                    let src = self.og.class_sources.get(&(c.as_ptr() as usize)).cloned();
+                    if let Some(v) = self.class_getattr_user_code(py, obj, &ty.clone(), src, name)? {
+                        return Ok(v);
+                    }
                 }
                 let v = c.bind(py).getattr(name)?;
                 // `itertools.chain.from_iterable`: a classmethod of a C type, bound anew at each
@@ -289,6 +336,15 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(())
             }
             VT::Class(c) => {
+                // Note [special attributes of classes]: `C.__bases__ = ...` changes the MRO
+                // that attribute lookup and `super()` walk, `C.__class__ = ...` the metaclass,
+                // `C.__add__ = ...` a slot that operators reach through the type (`type_setattro`
+                // updates `tp_*` slots), not through the attribute the trace records. The trace
+                // reads all of these from the real class, so such a write is a graph break: it
+                // runs as ordinary Python and the code after it is traced against the new class.
+                if name.starts_with("__") && name.ends_with("__") {
+                    graph_break!(SideEffect, "write of the special attribute {}.{name} (it changes how the class resolves attributes or operators)", obj.describe(py));
+                }
                 // `C.name = v` on a plain class (metaclass `type`, or one that keeps
                 // `type.__setattr__`, as tensor subclasses' `_TensorMeta`) reached from the frame.
                 let cls = c.bind(py);
@@ -529,6 +585,22 @@ impl<'a> InstructionTranslator<'a> {
         Ok(match (a, b) {
             (VT::Opaque { obj, .. }, VT::Constant(c)) | (VT::Constant(c), VT::Opaque { obj, .. }) => obj.bind(py).is(c.bind(py)),
             (VT::Constant(x), VT::Constant(y)) => x.bind(py).is(y.bind(py)),
+            // Note [identity of symbolic numbers]: a size is a fresh Python int each time torch
+            // hands it out (`PyLong_FromLongLong`), except the small ints -5..=256, which are
+            // CPython's cached singletons (Objects/longobject.c, `get_small_int`): `n is 3` is
+            // `n == 3` (a guard on the relation, as `==` gives), `n is 1000` is False. A symbolic
+            // bool (`(n == 3) is True`) is one of the two bool singletons. A float is never a
+            // cached object.
+            (VT::SymNum(sym), VT::Constant(c)) | (VT::Constant(c), VT::SymNum(sym)) => {
+                let cb = c.bind(py);
+                let small_int = cb.is_exact_instance_of::<pyo3::types::PyInt>() && cb.extract::<i64>().is_ok_and(|v| (-5..=256).contains(&v));
+                let is_bool = cb.is_exact_instance_of::<pyo3::types::PyBool>();
+                match type_name(sym.fake.bind(py)).as_str() {
+                    "SymInt" if small_int => self.equal(py, a, b)?,
+                    "SymBool" if is_bool => self.equal(py, a, b)?,
+                    _ => false,
+                }
+            }
             (VT::Tensor(x), VT::Tensor(y)) => x.node == y.node,
             (VT::Module { obj: x, .. }, VT::Module { obj: y, .. }) => x.bind(py).is(y.bind(py)),
             (VT::Class(x), VT::Class(y)) | (VT::TorchFunction(x), VT::TorchFunction(y)) | (VT::Builtin(x), VT::Builtin(y)) => x.bind(py).is(y.bind(py)),
@@ -578,6 +650,9 @@ impl<'a> InstructionTranslator<'a> {
             let int_like = |v: &VT| {
                 sym_int(v)
                     || matches!(v, VT::Constant(c) if c.bind(py).is_instance_of::<pyo3::types::PyInt>() && !c.bind(py).is_instance_of::<pyo3::types::PyBool>())
+                    // `n in (None, "auto")`: never equal, whatever `n` is (Note [type-only uses
+                    // of symbolic numbers] in variables/tensor.rs).
+                    || matches!(v, VT::Constant(c) if c.bind(py).is_none() || c.bind(py).is_instance_of::<pyo3::types::PyString>() || c.bind(py).is_instance_of::<pyo3::types::PyBytes>())
             };
             if items.iter().all(int_like) {
                 for v in items {
@@ -848,8 +923,11 @@ impl<'a> InstructionTranslator<'a> {
                 // `!=` is `not ==` only while the class keeps `object.__ne__`.
                 for v in [&a, &b] {
                     if let VT::UserObject(o) = v {
-                        // An exact OrderedDict's `__ne__` is `odict_richcompare`'s negated `==`.
-                        if name == "ne" && !o.cls.bind(py).getattr("__ne__")?.is(py.get_type::<PyAny>().getattr("__ne__")?) && !o.is_exact_ordered_dict(py)? {
+                        // An exact OrderedDict's `__ne__` is `odict_richcompare`'s negated `==`;
+                        // so is `dict.__ne__` of a dict subclass keeping dict's `__eq__`.
+                        let ne = o.cls.bind(py).getattr("__ne__")?;
+                        let dict_ne = o.storage.is_some() && ne.is(py.get_type::<PyDict>().getattr("__ne__")?) && o.cls.bind(py).getattr("__eq__")?.is(py.get_type::<PyDict>().getattr("__eq__")?);
+                        if name == "ne" && !ne.is(py.get_type::<PyAny>().getattr("__ne__")?) && !o.is_exact_ordered_dict(py)? && !dict_ne {
                             graph_break!(UntracedValue, "!= of {} (its class defines __ne__)", v.describe(py));
                         }
                     }
@@ -1055,7 +1133,11 @@ impl<'a> InstructionTranslator<'a> {
                     if self.contains(py, &storage, idx)? {
                         self.getitem(py, &storage, idx)
                     } else {
-                        let m = self.python_dunder(py, obj, "__missing__")?.ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "__missing__ is not Python code"))?;
+                        let m = match self.python_dunder(py, obj, "__missing__")? {
+                            Some(m) => m,
+                            // `defaultdict.__missing__` (Note [defaultdict objects]).
+                            None => self.user_object_getattr(py, obj, o, "__missing__")?,
+                        };
                         self.call(py, &m, vec![idx.clone()], vec![])
                     }
                 }
@@ -1120,6 +1202,9 @@ impl<'a> InstructionTranslator<'a> {
                     None => graph_break!(UnsupportedOperation, "item assignment on {}", obj.describe(py)),
                 },
             },
+            VT::Opaque { obj: o, .. } if crate::symbolic::translator::makes_weak_reference(py, o.bind(py).get_type().as_any()) => {
+                graph_break!(ObjectLifetime, "item assignment on {} (a weak reference: Note [observable frees])", obj.describe(py))
+            }
             _ => graph_break!(UnsupportedOperation, "item assignment on {}", obj.describe(py)),
         }
     }
@@ -1539,12 +1624,13 @@ fn python_function_polyfill<'py>(py: Python<'py>, f: &Bound<'py, PyAny>) -> PyRe
 }
 
 /// Whether subscripting `o` (a dict subclass object) is `dict.__getitem__` of a class with a
-/// Python `__missing__`.
+/// Python `__missing__` or defaultdict's (Note [defaultdict objects]).
 fn dict_subscript_with_missing(py: Python<'_>, o: &crate::symbolic::variables::user_defined::UserObject) -> PyResult<bool> {
     let ty = o.cls.bind(py).cast::<pyo3::types::PyType>()?.clone();
     let getitem = crate::symbolic::variables::user_defined::static_type_lookup(&ty, "__getitem__")?;
     let missing = crate::symbolic::variables::user_defined::static_type_lookup(&ty, "__missing__")?;
-    Ok(getitem.is_some_and(|(_, g)| g.is(py.get_type::<PyDict>().getattr("__getitem__").expect("dict.__getitem__"))) && missing.is_some_and(|(_, m)| type_name(&m) == "function"))
+    let defaultdict_missing = py.import("collections")?.getattr("defaultdict")?.getattr("__missing__")?;
+    Ok(getitem.is_some_and(|(_, g)| g.is(py.get_type::<PyDict>().getattr("__getitem__").expect("dict.__getitem__"))) && missing.is_some_and(|(_, m)| type_name(&m) == "function" || m.is(&defaultdict_missing)))
 }
 
 /// The `operator` function of the out-of-place form of an in-place operator (`iand` -> `and_`);

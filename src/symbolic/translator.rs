@@ -186,9 +186,11 @@ impl<'a> InstructionTranslator<'a> {
                 *v
             };
             if break_at == Some((ip, visit)) {
+                let mut stack = self.stack.clone();
+                self.unbind_builtin_methods(py, &mut stack);
                 return Ok(Outcome::Break(BreakState {
                     ip,
-                    stack: self.stack.clone(),
+                    stack,
                     locals: self.locals.clone(),
                     kw_names: self.kw_names.as_ref().map(|k| k.clone_ref(py)),
                 }));
@@ -370,6 +372,10 @@ impl<'a> InstructionTranslator<'a> {
         match opcode {
             op::NOP | op::RESUME | op::PRECALL | op::EXTENDED_ARG => {}
             op::POP_TOP => {
+                // Note [observable frees]: `P()` or `lst.pop()` as a statement frees the value.
+                if self.stack.last().is_some_and(|v| lifetime_observable(py, v)) {
+                    graph_break!(ObjectLifetime, "discarding a value whose free is observable (Note [observable frees])");
+                }
                 self.pop_unused()?;
             }
             op::PUSH_NULL => self.stack.push(VT::Null),
@@ -405,11 +411,16 @@ impl<'a> InstructionTranslator<'a> {
             op::STORE_FAST => {
                 // Note [resume call lifetimes] (src/eval_frame/hook.rs): rebinding a local that
                 // holds an object with a `__del__` may run it here, before what follows.
-                if self.locals[arg as usize].as_ref().is_some_and(|old| has_finalizer(py, old)) {
-                    graph_break!(UnsupportedOperation, "rebinding a local that holds an object with __del__");
+                if self.locals[arg as usize].as_ref().is_some_and(|old| self.local_free_observable(py, old, arg as usize)) {
+                    graph_break!(ObjectLifetime, "rebinding a local that holds an object whose free is observable (Note [observable frees])");
                 }
                 let v = self.pop_unused()?;
                 self.locals[arg as usize] = if matches!(v, VT::Null) { None } else { Some(v) };
+            }
+            // Note [hidden stack slots] (pycodegen/resume.rs): a resume function's prefix
+            // empties its `__stackN` parameters once their values are on the stack.
+            op::DELETE_FAST if self.code.localsplus[arg as usize].starts_with("__stack") && self.locals[arg as usize].is_some() => {
+                self.locals[arg as usize] = None;
             }
             op::DELETE_FAST => match &self.locals[arg as usize] {
                 None => graph_break!(RaisesException, "local '{}' deleted before assignment", self.code.localsplus[arg as usize]),
@@ -417,7 +428,8 @@ impl<'a> InstructionTranslator<'a> {
                 // may free it there, running its `__del__` and weak-reference callbacks (a
                 // `WeakKeyDictionary` entry goes) before the next line reads what they changed;
                 // the trace cannot run that, so the `del` runs as ordinary Python.
-                Some(VT::Opaque { .. } | VT::UserObject(_)) => graph_break!(UnsupportedOperation, "del of a user object (its finalizers may run)"),
+                Some(VT::Opaque { .. } | VT::UserObject(_)) => graph_break!(ObjectLifetime, "del of a user object (its finalizers may run)"),
+                Some(v) if self.local_free_observable(py, v, arg as usize) => graph_break!(ObjectLifetime, "del of a container whose free is observable (Note [observable frees])"),
                 Some(_) => self.locals[arg as usize] = None,
             },
             op::MAKE_CELL => {
@@ -449,6 +461,13 @@ impl<'a> InstructionTranslator<'a> {
                 }
             }
             op::STORE_DEREF => {
+                // Note [observable frees]: a cell's old contents may go with the write (a local
+                // that a closure captures, `nonlocal p; p = None`).
+                if let Some(VT::Cell(c)) = &self.locals[arg as usize] {
+                    if c.borrow().as_ref().is_some_and(|old| lifetime_observable(py, old)) {
+                        graph_break!(ObjectLifetime, "rebinding a cell that holds an object whose free is observable (Note [observable frees])");
+                    }
+                }
                 let v = self.pop()?;
                 match &self.locals[arg as usize] {
                     Some(VT::Cell(c)) => {
@@ -482,8 +501,14 @@ impl<'a> InstructionTranslator<'a> {
                 self.push_callable(v, true);
             }
             op::STORE_ATTR => {
-                let obj = self.pop()?;
                 let name = self.code.names[arg as usize].clone();
+                // Note [observable frees]: the attribute's old value may go with the write.
+                if let Some(obj) = self.stack.last() {
+                    if self.old_attr_observable(py, obj, &name) {
+                        graph_break!(ObjectLifetime, "overwriting attribute '{name}' that holds an object whose free is observable (Note [observable frees])");
+                    }
+                }
+                let obj = self.pop()?;
                 let v = self.pop()?;
                 self.store_attr(py, &obj, &name, v)?;
             }
@@ -498,6 +523,17 @@ impl<'a> InstructionTranslator<'a> {
                 let g = self.g.clone();
                 if g.trusted {
                     graph_break!(SideEffect, "write to global '{name}' of a torch module");
+                }
+                // Note [observable frees]: the old value may go with the write.
+                let old = match self.og.side_effects.global(g.globals.as_ptr() as usize, &name) {
+                    Some(v) => lifetime_observable(py, &v),
+                    None => g.globals.bind(py).get_item(&name).ok().flatten().is_some_and(|o| {
+                        let cls_del = o.get_type().hasattr("__del__").unwrap_or(false);
+                        cls_del || has_user_weakrefs(py, &o)
+                    }),
+                };
+                if old {
+                    graph_break!(ObjectLifetime, "overwriting global '{name}' that holds an object whose free is observable (Note [observable frees])");
                 }
                 self.og.side_effects.store_global(g.globals.as_ptr() as usize, g.source.clone(), &name, v);
             }
@@ -521,6 +557,10 @@ impl<'a> InstructionTranslator<'a> {
                 self.stack.push(v);
             }
             op::DELETE_SUBSCR => {
+                // Note [observable frees]: the item may go with it.
+                if self.stack.len() >= 2 && self.old_item_observable(py, &self.stack[self.stack.len() - 2], &self.stack[self.stack.len() - 1]) {
+                    graph_break!(ObjectLifetime, "deleting an item whose free is observable (Note [observable frees])");
+                }
                 let idx = self.pop()?;
                 let obj = self.pop()?;
                 self.delitem(py, &obj, idx)?;
@@ -604,7 +644,7 @@ impl<'a> InstructionTranslator<'a> {
                 let qualname: String = code_obj.getattr("co_qualname")?.extract()?;
                 self.stack.push(VT::NestedFunction(Rc::new(NestedFunction {
                     code: code_obj.unbind(),
-                    globals: self.g.globals.clone_ref(py).into_any(),
+                    g: self.g.clone(),
                     defaults,
                     kwdefaults,
                     closure,
@@ -809,6 +849,10 @@ impl<'a> InstructionTranslator<'a> {
                 self.push_callable(v, arg & 1 == 1);
             }
             op::STORE_SUBSCR => {
+                // Note [observable frees]: the old item may go with the write.
+                if self.stack.len() >= 2 && self.old_item_observable(py, &self.stack[self.stack.len() - 2], &self.stack[self.stack.len() - 1]) {
+                    graph_break!(ObjectLifetime, "overwriting an item whose free is observable (Note [observable frees])");
+                }
                 let idx = self.pop()?;
                 let obj = self.pop()?;
                 let v = self.pop()?;
@@ -1296,6 +1340,70 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
+    /// Note [methods of builtin types at a break]: for `d.values(1)` CPython's LOAD_METHOD
+    /// pushes the method descriptor found on the type and `d` (`_PyObject_GetMethod`), and CALL
+    /// calls the descriptor with `d` first; the trace holds one tracker for the bound method.
+    /// Rebuilt as a bound method for the resumed code, a call that fails would raise the bound
+    /// method's error, which names another function (`defaultdict.values()` for eager's
+    /// `dict.values()`, `count()` for `str.count()`: Objects/descrobject.c and methodobject.c
+    /// format them differently). So at a break, a `[NULL, bound method]` pair whose method is a
+    /// method descriptor of a builtin type goes back onto the stack as `[descriptor, self]`,
+    /// exactly what LOAD_METHOD left there.
+    fn unbind_builtin_methods(&mut self, py: Python<'_>, stack: &mut [VT]) {
+        let after = crate::bytecode::PyVersion::CURRENT.null_after_callable();
+        for i in 0..stack.len().saturating_sub(1) {
+            let (null_i, m_i) = if after { (i + 1, i) } else { (i, i + 1) };
+            if !matches!(stack[null_i], VT::Null) {
+                continue;
+            }
+            let mut polyfill = false;
+            let (receiver, ty, name) = match &stack[m_i] {
+                // A list or dict from the frame stays behind its bound method: handed to the
+                // resume function itself, it would be guarded by its length (an append-only
+                // list, Note [append-only lists], would recompile at every append). Their
+                // bound methods' errors are eager's for the exact types.
+                VT::ContainerMethod { container, .. } if matches!(&**container, VT::List(l) | VT::Deque(l) if l.borrow().source.is_some()) || matches!(&**container, VT::Dict(d) if d.borrow().source.is_some()) => continue,
+                VT::ContainerMethod { container, name } => match self.type_of(py, container) {
+                    Ok(Some(ty)) => ((**container).clone(), ty, name.clone()),
+                    _ => continue,
+                },
+                // An OrderedDict method traced as its `dynamo._polyfills` version: the C method
+                // it stands in for (the polyfill itself must not run outside the trace).
+                VT::Method { func, self_ } => {
+                    let Some(f) = crate::symbolic::variables::user_defined::real_object(func) else { continue };
+                    let f = f.bind(py);
+                    let Ok(table) = py.import("dynamo._polyfills").and_then(|m| m.getattr("ODICT_METHODS")) else { continue };
+                    let Ok(table) = table.cast_into::<PyDict>() else { continue };
+                    let Some(name) = table.iter().find(|(_, v)| v.is(f)).and_then(|(k, _)| k.extract::<String>().ok()) else { continue };
+                    let Ok(Some(ty)) = self.type_of(py, self_) else { continue };
+                    polyfill = true;
+                    ((**self_).clone(), ty, name)
+                }
+                VT::Constant(c) if type_name(c.bind(py)) == "builtin_function_or_method" => {
+                    let b = c.bind(py);
+                    let (Ok(this), Ok(name)) = (b.getattr("__self__"), b.getattr("__name__").and_then(|n| n.extract::<String>())) else { continue };
+                    if this.is_instance_of::<pyo3::types::PyModule>() || !crate::symbolic::builder::is_literal(py, &this) {
+                        continue;
+                    }
+                    (VT::constant(this.clone().unbind()), this.get_type().into_any().unbind(), name)
+                }
+                _ => continue,
+            };
+            let ty = ty.bind(py);
+            // Instances with a `__dict__` could shadow the method: left as they are.
+            if !polyfill && ty.getattr("__dictoffset__").and_then(|d| d.extract::<isize>()).map_or(true, |d| d != 0) {
+                continue;
+            }
+            let Ok(descr) = ty.getattr(name.as_str()) else { continue };
+            if type_name(&descr) != "method_descriptor" {
+                continue;
+            }
+            let lo = null_i.min(m_i);
+            stack[lo] = VT::Builtin(Rc::new(descr.unbind()));
+            stack[lo + 1] = receiver;
+        }
+    }
+
     /// Pushes a callable loaded for a call, with the NULL marker when `with_null` (LOAD_GLOBAL's
     /// NULL bit, LOAD_METHOD of a plain attribute, LOAD_SUPER_ATTR's method bit) on the side
     /// this CPython puts it ([`PyVersion::null_after_callable`](crate::bytecode::PyVersion::null_after_callable)).
@@ -1340,19 +1448,144 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     // ----- calls ------------------------------------------------------------------------
+
+    /// `lifetime_observable` for the value of local `slot` that a rebinding or `del` lets go of
+    /// (Note [observable frees]): an object from outside the frame read through an attribute,
+    /// an item or a global, or through another local that still holds it (`cfg = self`), is
+    /// still held there, so dropping this local frees nothing.
+    fn local_free_observable(&self, py: Python<'_>, v: &VT, slot: usize) -> bool {
+        if let VT::Opaque { obj, source } = v {
+            let held_elsewhere = match &**source {
+                Source::Local { idx, .. } => {
+                    let i = *idx as usize;
+                    i != slot && self.locals.get(i).and_then(|l| l.as_ref()).is_some_and(|l| matches!(l, VT::Opaque { obj: o, .. } if o.bind(py).is(obj.bind(py))))
+                }
+                _ => true,
+            };
+            if held_elsewhere {
+                return false;
+            }
+        }
+        lifetime_observable(py, v)
+    }
+
+    /// Whether `obj.name` now holds an object whose free is observable (Note [observable
+    /// frees]): a pending write of the trace, an instance attribute of an object the trace made,
+    /// or the instance `__dict__` entry of an object from outside.
+    fn old_attr_observable(&self, py: Python<'_>, obj: &VT, name: &str) -> bool {
+        match obj {
+            VT::UserObject(o) => o.attrs.borrow().items.iter().any(|(k, v)| k.bind(py).eq(name).unwrap_or(false) && lifetime_observable(py, v)),
+            VT::Opaque { obj: o, source } => match self.og.side_effects.attr(o, name) {
+                Some(v) => lifetime_observable(py, &v),
+                None => o
+                    .bind(py)
+                    .getattr("__dict__")
+                    .ok()
+                    .and_then(|d| d.cast_into::<PyDict>().ok())
+                    .and_then(|d| d.get_item(name).ok().flatten())
+                    .is_some_and(|v| lifetime_observable(py, &VT::Opaque { obj: Rc::new(v.unbind()), source: source.clone() })),
+            },
+            _ => false,
+        }
+    }
+
+    /// Whether `obj[idx]` of a list or dict the trace tracks holds an object whose free is
+    /// observable (Note [observable frees]); false when the index is not a constant.
+    fn old_item_observable(&self, py: Python<'_>, obj: &VT, idx: &VT) -> bool {
+        match obj {
+            VT::List(l) => {
+                let Some(k) = idx.as_constant(py).and_then(|k| k.extract::<i64>().ok()) else {
+                    // A slice or a computed index: any item may go.
+                    return lifetime_observable(py, obj);
+                };
+                let st = l.borrow();
+                let n = st.items.len() as i64;
+                let k = if k < 0 { k + n } else { k };
+                (0..n).contains(&k) && lifetime_observable(py, &st.items[k as usize])
+            }
+            VT::Dict(d) => match idx.as_key(py) {
+                Some(k) => d.borrow().items.iter().any(|(key, v)| key.bind(py).eq(&k).unwrap_or(false) && lifetime_observable(py, v)),
+                None => lifetime_observable(py, obj),
+            },
+            _ => false,
+        }
+    }
 }
 
 /// Builtin exceptions the trace raises as values (`raise`, failed lookups) and lets `try` /
 /// `except` clauses of inlined frames handle.
 pub(crate) const TRACED_EXCEPTIONS: [&str; 10] = ["AttributeError", "IndexError", "KeyError", "LookupError", "ValueError", "TypeError", "RuntimeError", "NotImplementedError", "ZeroDivisionError", "AssertionError"];
 
-/// Whether `v` is a user object whose class defines `__del__` (CPython runs it when the last
-/// reference goes: Objects/typeobject.c, `slot_tp_finalize`).
-fn has_finalizer(py: Python<'_>, v: &VT) -> bool {
+/// Whether freeing `v` is observable (Note [observable frees]): a user object whose class
+/// defines `__del__` (CPython runs it when the last reference goes: Objects/typeobject.c,
+/// `slot_tp_finalize`), an object from outside the frame that weak references point to (their
+/// callbacks run, a `WeakKeyDictionary` / `WeakValueDictionary` entry goes), or a list, tuple or
+/// dict the trace tracks that holds one (up to a few levels deep).
+pub(crate) fn lifetime_observable(py: Python<'_>, v: &VT) -> bool {
+    observable_at(py, v, 0)
+}
+
+/// Whether calling `f` makes a weak reference to an argument (Note [observable frees]): a
+/// `weakref.ref` type or subclass (`KeyedRef`, `WeakMethod`), `weakref.proxy`,
+/// `weakref.finalize`, or a weak container's class.
+pub(crate) fn makes_weak_reference(py: Python<'_>, f: &Bound<'_, PyAny>) -> bool {
+    let Ok(weakref) = py.import("weakref") else { return false };
+    let named = |n: &str| weakref.getattr(n).is_ok_and(|c| c.is(f));
+    if ["proxy", "finalize", "WeakKeyDictionary", "WeakValueDictionary", "WeakSet"].iter().any(|n| named(n)) {
+        return true;
+    }
+    match (f.cast::<pyo3::types::PyType>(), weakref.getattr("ref")) {
+        (Ok(t), Ok(r)) => t.is_subclass(&r).unwrap_or(false),
+        _ => false,
+    }
+}
+
+/// Whether `o` has a weak reference other than torch's `WeakIdRef`s (Note [torch's own weak
+/// references]); `weakref.getweakrefs` (Modules/_weakref.c) is empty for a type without weak
+/// reference support.
+fn has_user_weakrefs(py: Python<'_>, o: &Bound<'_, PyAny>) -> bool {
+    let Ok(refs) = py.import("weakref").and_then(|w| w.getattr("getweakrefs")).and_then(|f| f.call1((o,))) else { return false };
+    let id_ref = py.import("torch.utils.weak").and_then(|m| m.getattr("WeakIdRef")).ok();
+    refs.try_iter().map(|it| it.flatten().any(|r| !id_ref.as_ref().is_some_and(|t| r.get_type().is(t)))).unwrap_or(false)
+}
+
+// Note [torch's own weak references]: converting a tensor to a fake tensor (every graph input,
+// every call) memoizes it in torch's MetaConverter/FakeTensorConverter under a
+// `torch.utils.weak.WeakIdRef`, whose callback only drops the memo entry. Counted as an
+// observer, it made the KV-cache update `self.keys = torch.cat([self.keys, k], -2)` of
+// transformers' `DynamicLayer` a graph break (Note [observable frees]) in every decoding step.
+// Those references are not observable by user code, so they are not counted; a user's own
+// `WeakIdKeyDictionary` on a tensor is the (rare) case this misses.
+fn observable_at(py: Python<'_>, v: &VT, depth: u32) -> bool {
+    if depth > 3 {
+        return false;
+    }
     let cls = match v {
-        VT::Opaque { obj, .. } => obj.bind(py).get_type().into_any(),
+        VT::Opaque { obj, .. } => {
+            if has_user_weakrefs(py, obj.bind(py)) {
+                return true;
+            }
+            obj.bind(py).get_type().into_any()
+        }
         VT::UserObject(o) => o.cls.bind(py).clone(),
+        VT::List(l) => return l.borrow().items.iter().any(|i| observable_at(py, i, depth + 1)),
+        VT::Tuple(items) => return items.iter().any(|i| observable_at(py, i, depth + 1)),
+        VT::Dict(d) => return d.borrow().items.iter().any(|(_, i)| observable_at(py, i, depth + 1)),
         _ => return false,
     };
     cls.hasattr("__del__").unwrap_or(false)
 }
+
+// Note [observable frees]: Note [resume call lifetimes] (src/eval_frame/hook.rs) makes objects
+// die where eager frees them across a break; inside one trace nothing is freed until the graph
+// has run and its side effects replayed, so an instruction that drops what may be the last
+// reference to an object whose free is observable (`lifetime_observable`) is a graph break at
+// that instruction, and Python runs it: rebinding or deleting a local (STORE_FAST,
+// DELETE_FAST), discarding an expression's value (POP_TOP: `P()`, `lst.pop()`), overwriting an
+// attribute, a global or an item (STORE_ATTR, STORE_GLOBAL, STORE_SUBSCR), deleting an item
+// (DELETE_SUBSCR), emptying a container (`clear`, `remove`). A break costs a graph; only
+// frames that handle such objects pay it. Weak references are never made inside a trace (the
+// call breaks), so an object made by the trace is observable only through its `__del__`; after
+// such a break the objects come back from outside, with their weak references counted.
+// torch's Dynamo frees all of these late (at the end of the frame, or when the rest of the
+// function returns).

@@ -16,6 +16,7 @@ use crate::symbolic::variables::constant::{constants_of, const_bool};
 use crate::symbolic::variables::lists::{make_tuple, new_list};
 use crate::symbolic::variables::dicts::{new_dict, dict_set, DictState};
 use crate::symbolic::variables::iter::{IterKind, IteratorState};
+use crate::symbolic::variables::user_defined::static_type_lookup;
 
 impl<'a> InstructionTranslator<'a> {
     /// A torch query about the runtime environment (`torch.cuda.is_available()`,
@@ -79,6 +80,35 @@ impl<'a> InstructionTranslator<'a> {
         let functools = py.import("functools")?;
         if b.is(&functools.getattr("reduce")?) && kwargs.is_empty() && (2..=3).contains(&args.len()) {
             return self.functools_reduce(py, &args[0], &args[1], args.get(2).cloned());
+        }
+        // `isinstance(n, cls)`, `type(n)`, `callable(n)`, `hasattr(n, name)` read only the type
+        // of a symbolic number: asked of a plain number of that type, never specializing it
+        // (Note [type-only uses of symbolic numbers] in tensor.rs).
+        let type_only = {
+            let builtins = self.og.handles.builtins.bind(py);
+            let is = |name: &str| builtins.getattr(name).map(|f| f.is(b)).unwrap_or(false);
+            kwargs.is_empty() && match args.len() {
+                1 => is("type") || is("callable"),
+                2 => is("isinstance") || is("hasattr"),
+                _ => false,
+            }
+        };
+        let mut args = args;
+        // `getattr(n, name, default)` with a name that numbers of `n`'s type lack (ints and
+        // floats have no instance attributes): the default, `n` left symbolic.
+        if kwargs.is_empty() && args.len() == 3 && builtins_is(py, &self.og.handles.builtins, b, "getattr") {
+            if let (VT::SymNum(s), Some(name)) = (&args[0], args[1].as_constant(py).and_then(|n| n.extract::<String>().ok())) {
+                let stand_in = crate::symbolic::variables::tensor::type_stand_in(s.fake.bind(py))?;
+                if !stand_in.hasattr(name.as_str())? {
+                    return Ok(args[2].clone());
+                }
+            }
+        }
+        if type_only {
+            if let VT::SymNum(s) = &args[0] {
+                let stand_in = crate::symbolic::variables::tensor::type_stand_in(s.fake.bind(py))?;
+                args[0] = VT::constant(stand_in.unbind());
+            }
         }
         let args = args.into_iter().map(specialize).collect::<VResult<Vec<_>>>()?;
         let kwargs = kwargs.into_iter().map(|(k, v)| Ok((k, specialize(v)?))).collect::<VResult<Vec<_>>>()?;
@@ -186,6 +216,21 @@ impl<'a> InstructionTranslator<'a> {
             });
         }
         if is("issubclass") && args.len() == 2 && kwargs.is_empty() {
+            // Note [user code at class lookups] (descriptors.rs): a metaclass `__subclasscheck__`
+            // in Python runs at each call in eager: inlined (Objects/abstract.c,
+            // `PyObject_IsSubclass`, calls it for any class whose type is not exactly `type`).
+            if let VT::Class(c) = &args[1] {
+                if let Ok(ct) = c.bind(py).cast::<pyo3::types::PyType>() {
+                    if let Some((_, hook)) = static_type_lookup(&ct.get_type(), "__subclasscheck__")? {
+                        if crate::symbolic::variables::descriptors::is_user_code(&hook) {
+                            let func = VT::Function { obj: Rc::new(hook.unbind()), source: None };
+                            let r = self.call(py, &func, vec![args[1].clone(), args[0].clone()], vec![])?;
+                            let b = self.truth(py, &r)?;
+                            return Ok(const_bool(py, b));
+                        }
+                    }
+                }
+            }
             // Two classes (or a class and a tuple of classes) whose metaclasses keep `type`'s
             // `__subclasscheck__`: the answer is the MRO's (Objects/abstract.c,
             // `PyObject_IsSubclass`), fixed for classes that are identity-guarded where they
@@ -231,6 +276,34 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 _ => graph_break!(UnsupportedOperation, "isinstance with {}", args[1].describe(py)),
             };
+            // Note [user code at class lookups] (descriptors.rs): a metaclass
+            // `__instancecheck__` in Python runs at each call in eager: inlined, after the
+            // exact-type answer CPython gives first (Objects/abstract.c, `PyObject_IsInstance`).
+            if let (VT::Class(_), Ok(ct)) = (&args[1], cls.cast::<pyo3::types::PyType>()) {
+                if let Some((_, hook)) = static_type_lookup(&ct.get_type(), "__instancecheck__")? {
+                    if crate::symbolic::variables::descriptors::is_user_code(&hook) {
+                        if self.type_of(py, &args[0])?.is_some_and(|t| t.bind(py).is(ct)) {
+                            return Ok(const_bool(py, true));
+                        }
+                        let func = VT::Function { obj: Rc::new(hook.unbind()), source: None };
+                        let r = self.call(py, &func, vec![args[1].clone(), args[0].clone()], vec![])?;
+                        let b = self.truth(py, &r)?;
+                        return Ok(const_bool(py, b));
+                    }
+                }
+            }
+            // An object whose class defines `__class__` (a property) answers through it when
+            // its type is not a subclass: user code, left to Python.
+            if let Some(o) = crate::symbolic::variables::user_defined::real_object(&args[0]) {
+                if matches!(&args[0], VT::Opaque { .. }) && class_overrides_class(&o.bind(py).get_type())? {
+                    graph_break!(UntracedValue, "isinstance of an object whose class defines __class__");
+                }
+            }
+            if let VT::UserObject(u) = &args[0] {
+                if class_overrides_class(u.cls.bind(py).cast::<pyo3::types::PyType>().map_err(PyErr::from)?)? {
+                    graph_break!(UntracedValue, "isinstance of an object whose class defines __class__");
+                }
+            }
             let r = match &args[0] {
                 VT::Tensor(t) if self.torch_function_type_of(py, t).is_some() => {
                     let c = self.torch_function_type_of(py, t).expect("checked");
@@ -507,6 +580,31 @@ impl<'a> InstructionTranslator<'a> {
                 Err(e) => Err(e),
             };
         }
+        // Note [locals() in a trace]: `locals()` (and `vars()`) in a function is a snapshot of
+        // its bound locals, cells and free variables by name (Objects/frameobject.c,
+        // `_PyFrame_FastToLocalsWithError`): a new dict of the values the trace holds. Every
+        // local of a frame that names `locals` stays live (code_info), so after a break the
+        // resume function's snapshot is eager's; its internal `__stackN` slots are not listed
+        // (Note [hidden stack slots] in pycodegen/resume.rs).
+        if (is("locals") || is("vars")) && args.is_empty() && kwargs.is_empty() {
+            let mut items = Vec::new();
+            for (i, name) in self.code.localsplus.iter().enumerate() {
+                if name.starts_with("__stack") {
+                    continue;
+                }
+                let v = match &self.locals[i] {
+                    Some(VT::Cell(c)) => c.borrow().clone(),
+                    Some(VT::Null) | None => None,
+                    Some(v) => Some(v.clone()),
+                };
+                if let Some(v) = v {
+                    if !items.iter().any(|(k, _): &(Py<PyAny>, VT)| k.bind(py).eq(name.as_str()).unwrap_or(false)) {
+                        items.push((PyString::new(py, name).into_any().unbind(), v));
+                    }
+                }
+            }
+            return Ok(new_dict(items));
+        }
         if is("print") || is("input") || is("open") || is("exec") || is("eval") || is("setattr") || is("delattr") || is("globals") || is("locals") || is("vars") || is("id") || is("super") {
             graph_break!(UnsupportedBuiltin, "call to builtin {}", crate::symbolic::variables::qualname(b));
         }
@@ -585,6 +683,9 @@ impl<'a> InstructionTranslator<'a> {
         if module == "_operator" && args.iter().any(|a| matches!(a, VT::Tensor(_))) {
             return self.og.call(py, Some(b), None, &args, &kwargs);
         }
+        if crate::symbolic::translator::makes_weak_reference(py, b) {
+            graph_break!(ObjectLifetime, "call to {} with {} (a weak reference: Note [observable frees])", crate::symbolic::variables::qualname(b), args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
+        }
         graph_break!(UnsupportedCall, "call to {} with {}", crate::symbolic::variables::qualname(b), args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
     }
 
@@ -602,6 +703,19 @@ impl<'a> InstructionTranslator<'a> {
         let rest = args[1..].to_vec();
         let exact = |t: &Bound<'_, pyo3::types::PyType>| owner.is(t);
         let recv = &args[0];
+        if let VT::UserObject(o) = recv {
+            // `defaultdict.__copy__(d)` (as `copy.copy` calls it) and its other C methods with
+            // a Python version: bound to `d` and traced (Note [defaultdict objects]).
+            if name != "__init__" && crate::symbolic::variables::user_defined::is_defaultdict_own(py, b, &name)? && crate::symbolic::variables::user_defined::is_defaultdict_class(py, o.cls.bind(py))? {
+                let method = self.user_object_generic_getattr(py, recv, o, &name)?;
+                return self.call(py, &method, rest, kwargs.to_vec()).map(Some);
+            }
+        }
+        if name == "__init__" && matches!(recv, VT::UserObject(o) if o.storage.is_some()) && crate::symbolic::variables::user_defined::is_defaultdict_own(py, b, "__init__")? {
+            // `super().__init__(list)` in a defaultdict subclass (Note [defaultdict objects]).
+            self.defaultdict_init(py, recv, rest, kwargs.to_vec())?;
+            return Ok(Some(VT::none(py)));
+        }
         if name == "__init__" && args.len() == 1 && kwargs.is_empty() {
             // `object.__init__(o)`, or `dict.__init__(o)` with no mapping to insert: no effect.
             let no_op = match recv {
@@ -677,9 +791,12 @@ impl<'a> InstructionTranslator<'a> {
                 _ => graph_break!(ArgumentMismatch, "{fname}() got an unexpected keyword argument '{k}' (TypeError)"),
             }
         }
-        let items = if args.len() == 1 { self.iter_items(py, &args[0])? } else { args.to_vec() };
+        // Over one iterable, the items are taken one at a time from its live iterator
+        // (`PyIter_Next` in `min_max`): a key function that appends to the list being scanned
+        // makes the scan see the new items, and one that grows a dict raises eager's error.
+        let it = if args.len() == 1 { self.make_iter(py, &args[0])? } else { Rc::new(RefCell::new(IteratorState::over(args.to_vec()))) };
         let mut best: Option<(VT, VT)> = None;
-        for item in items {
+        while let Some(item) = self.step_iter(py, &it)? {
             let k = match &key {
                 Some(f) => self.call(py, f, vec![item.clone()], vec![])?,
                 None => item.clone(),
@@ -742,10 +859,29 @@ impl<'a> InstructionTranslator<'a> {
     }
 }
 
+/// Whether a class of `ty`'s MRO other than `object` defines `__class__` (a property that
+/// `isinstance` reads: Objects/abstract.c, `object_isinstance`).
+fn class_overrides_class(ty: &Bound<'_, pyo3::types::PyType>) -> PyResult<bool> {
+    for base in ty.mro().iter() {
+        if base.is(ty.py().get_type::<PyAny>()) {
+            continue;
+        }
+        if base.getattr("__dict__")?.contains("__class__")? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// Whether a class of `ty`'s MRO defines `__instancecheck__`: the special-method lookup
 /// `PyObject_IsInstance` does on the type of its second argument (Objects/abstract.c,
 /// `_PyObject_LookupSpecial`), which does not see the metaclass (`int` has none; `type`,
 /// `types.UnionType` and typing's aliases do).
 fn defines_instancecheck(ty: &Bound<'_, pyo3::types::PyType>) -> bool {
     ty.mro().iter().any(|base| base.getattr("__dict__").and_then(|d| d.contains("__instancecheck__")).unwrap_or(false))
+}
+
+/// Whether `b` is the builtin function `name` (`builtins.<name>`).
+fn builtins_is(py: Python<'_>, builtins: &Py<PyAny>, b: &Bound<'_, PyAny>, name: &str) -> bool {
+    builtins.bind(py).getattr(name).map(|f| f.is(b)).unwrap_or(false)
 }

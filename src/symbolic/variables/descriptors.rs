@@ -10,6 +10,19 @@
 //! `__get__` are `type(d).__get__(d, o, type(o))`, inlined. Every function is read through the
 //! class's source and guarded there, so redefining it recompiles. A property without a setter,
 //! C descriptors (slots, `__slots__` members) and modules keep their break.
+//!
+//! Note [user code at class lookups]: reading an attribute through a class (`A.d`) or a module
+//! can run user code too, and eager runs it at every call: a descriptor's `__get__(None, A)`, a
+//! metaclass `property` or data descriptor, a metaclass `__getattr__`, a module's PEP 562
+//! `__getattr__`, a module subclass's property (`torch.backends.cudnn.deterministic`, a
+//! `ContextProp`). Running it once at trace time and baking the answer in loses its side effects
+//! and its later answers. So the Python ones are inlined (`class_getattr_user_code`: read through
+//! the class's `__mro__[k].__dict__`, which runs no descriptor, and guarded there), the
+//! `__getattr__` hooks are graph breaks (the attribute then is read by Python at each call), and
+//! torch's module properties are read and guarded on their value (`module_attr_source`), as
+//! `torch.backends.cuda.matmul.allow_tf32` already was. `isinstance` / `issubclass` with a
+//! metaclass `__instancecheck__` / `__subclasscheck__` in Python inline the hook, and an object
+//! whose class defines `__class__` (a property) breaks (`builtin.rs`).
 
 use crate::source::Source;
 use crate::symbolic::builder::wrap;
@@ -99,5 +112,83 @@ impl<'a> InstructionTranslator<'a> {
             _ => wrap(py, self.og, ty.as_any(), source.generic_attr("__class__"))?,
         };
         self.call(py, &f, vec![descr, obj.clone(), owner], vec![]).map(Some)
+    }
+}
+
+/// Whether `f`, a function found on a descriptor's or metaclass's type, is user code: a Python
+/// function outside the modules whose descriptors are pure lookups (torch's own, `enum`'s member
+/// properties, `abc`, `typing`, `functools.cached_property` read through the class).
+pub(crate) fn is_user_code(f: &Bound<'_, PyAny>) -> bool {
+    if type_name(f) != "function" {
+        return false;
+    }
+    let module = f.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+    !(module == "torch" || module.starts_with("torch.") || matches!(module.as_str(), "enum" | "abc" | "_py_abc" | "typing" | "functools" | "types" | "dataclasses"))
+}
+
+impl<'a> InstructionTranslator<'a> {
+    /// `cls.name` where the lookup runs user code (Note [user code at class lookups]): a data
+    /// descriptor of the metaclass (a metaclass `property`: `fget(cls)`; else
+    /// `type(d).__get__(d, cls, type(cls))`), or a descriptor found on the class whose type's
+    /// `__get__` is a Python function (`type(d).__get__(d, None, cls)`), inlined so that its side
+    /// effects replay and its answer is traced, not baked in. A name found nowhere on a class
+    /// whose metaclass has a Python `__getattr__` is a graph break (eager calls it each time).
+    /// `None`: the lookup runs no user code (the caller reads it). `source`: the class's source.
+    ///
+    /// Errors: a graph break when the class has no source (nothing to guard the functions on).
+    pub(crate) fn class_getattr_user_code(&mut self, py: Python<'_>, cls_vt: &VT, cls: &Bound<'_, PyType>, source: Option<Arc<Source>>, name: &str) -> VResult<Option<VT>> {
+        let meta = cls.get_type();
+        let type_type = py.get_type::<PyType>();
+        if let Some((k, ma)) = static_type_lookup(&meta, name)? {
+            if !meta.is(&type_type) && is_data_descriptor(&ma)? {
+                let (f, args) = if type_name(&ma) == "property" {
+                    (ma.getattr("fget")?, vec![cls_vt.clone()])
+                } else {
+                    match static_type_lookup(&ma.get_type(), "__get__")? {
+                        Some((_, g)) => (g, vec![VT::constant(ma.clone().unbind()), cls_vt.clone(), VT::Class(std::rc::Rc::new(meta.clone().into_any().unbind()))]),
+                        None => return Ok(None),
+                    }
+                };
+                if !is_user_code(&f) {
+                    return Ok(None);
+                }
+                let Some(src) = source else { crate::graph_break!(MissingSource, "metaclass descriptor '{name}' of a class without a source") };
+                let descr_src = class_attr_source(&src, k, name);
+                let args = if type_name(&ma) == "property" { args } else {
+                    let mut a = args;
+                    a[0] = wrap(py, self.og, &ma, descr_src.clone())?;
+                    a
+                };
+                let fsrc = if type_name(&ma) == "property" { descr_src.attr("fget") } else { descr_src.generic_attr("__class__").attr("__get__") };
+                let func = wrap(py, self.og, &f, fsrc)?;
+                return self.call(py, &func, args, vec![]).map(Some);
+            }
+        }
+        let mro = cls.getattr("__mro__")?;
+        for (k, base) in mro.try_iter()?.enumerate() {
+            let d = base?.getattr("__dict__")?;
+            if !d.contains(name)? {
+                continue;
+            }
+            let ca = d.get_item(name)?;
+            let Some((_, get_fn)) = static_type_lookup(&ca.get_type(), "__get__")? else { return Ok(None) };
+            if !is_user_code(&get_fn) {
+                return Ok(None);
+            }
+            let Some(src) = source else { crate::graph_break!(MissingSource, "descriptor '{name}' of a class without a source") };
+            let descr_src = src.attr("__mro__").item(crate::source::ItemKey::Int(k as i64)).attr("__dict__").item(crate::source::ItemKey::Str(name.to_string()));
+            let descr = wrap(py, self.og, &ca, descr_src.clone())?;
+            let func = wrap(py, self.og, &get_fn, descr_src.generic_attr("__class__").attr("__get__"))?;
+            let none = VT::constant(py.None());
+            return self.call(py, &func, vec![descr, none, cls_vt.clone()], vec![]).map(Some);
+        }
+        if static_type_lookup(&meta, name)?.is_none() {
+            if let Some((_, g)) = static_type_lookup(&meta, "__getattr__")? {
+                if is_user_code(&g) {
+                    crate::graph_break!(UntracedValue, "class attribute '{name}' answered by the metaclass's __getattr__");
+                }
+            }
+        }
+        Ok(None)
     }
 }

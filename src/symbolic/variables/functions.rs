@@ -36,7 +36,9 @@ use crate::symbolic::variables::iter::{resume_generator, IterKind, GeneratorFram
 /// A function defined while tracing (MAKE_FUNCTION): code, globals, defaults, closure cells.
 pub struct NestedFunction {
     pub code: Py<PyAny>,
-    pub globals: Py<PyAny>,
+    /// The globals of the code that made it (its `__globals__`, with their source and trust):
+    /// a call reads these, whoever calls it (Note [globals of functions made in the trace]).
+    pub g: Rc<crate::symbolic::translator::GlobalsInfo>,
     pub defaults: Vec<VariableTracker>,
     pub kwdefaults: Vec<(String, VariableTracker)>,
     pub closure: Vec<VariableTracker>,
@@ -300,7 +302,11 @@ impl<'a> InstructionTranslator<'a> {
                 (code.unbind(), g, defaults, kwdefaults, closure, true, source.clone())
             }
             VT::NestedFunction(nf) => {
-                let g = self.g.clone();
+                // Note [globals of functions made in the trace]: a function's globals are those
+                // of the frame that ran its MAKE_FUNCTION (`func_globals`, Objects/funcobject.c),
+                // not the caller's: a lambda made in the frame and called by an inlined helper
+                // of another module reads the frame's module.
+                let g = nf.g.clone();
                 (nf.code.clone_ref(py), g, nf.defaults.clone(), nf.kwdefaults.clone(), nf.closure.clone(), false, None)
             }
             _ => unreachable!(),
@@ -365,11 +371,18 @@ impl<'a> InstructionTranslator<'a> {
     }
 }
 
-/// Binds call arguments to a code object's parameter slots (CPython's `_PyEval_MakeFrameVector`
-/// order: positional, keyword-only, `*args`, `**kwargs`).
+/// Binds call arguments to a code object's parameter slots (CPython's `initialize_locals` in
+/// Python/ceval.c: positional, keyword-only, `*args`, `**kwargs`). A positional-only parameter
+/// is never bound by keyword: with `**kwargs` the keyword goes there, else the call fails. A call
+/// that does not bind raises CPython's own `TypeError` in the trace (Note [argument binding
+/// errors] in python/dynamo/_binding.py), so a `try` around it takes its handler.
 pub(crate) fn bind_args(py: Python<'_>, ci: &CodeInfo, args: Vec<VT>, kwargs: Vec<(String, VT)>, defaults: &[VT], kwdefaults: &[(String, VT)]) -> VResult<Vec<Option<VT>>> {
+    let n_args = args.len();
+    let kwnames: Vec<String> = kwargs.iter().map(|(k, _)| k.clone()).collect();
+    let fail = || binding_error(py, ci, n_args, &kwnames, defaults.len(), kwdefaults);
     let mut locals: Vec<Option<VT>> = vec![None; ci.localsplus.len()];
     let nargs = ci.argcount;
+    let posonly = ci.posonlyargcount.min(nargs);
     let has_varargs = ci.flags & flags::CO_VARARGS != 0;
     let has_varkw = ci.flags & flags::CO_VARKEYWORDS != 0;
     let mut extra = Vec::new();
@@ -380,21 +393,21 @@ pub(crate) fn bind_args(py: Python<'_>, ci: &CodeInfo, args: Vec<VT>, kwargs: Ve
             extra.push(a);
         }
     }
-    if !extra.is_empty() && !has_varargs {
-        graph_break!(ArgumentMismatch, "{}() takes {nargs} positional arguments but more were given", ci.name);
-    }
     let mut extra_kw = Vec::new();
     for (k, v) in kwargs {
-        match ci.varnames[..nargs + ci.kwonlyargcount].iter().position(|n| *n == k) {
+        match ci.varnames[posonly..nargs + ci.kwonlyargcount].iter().position(|n| *n == k) {
             Some(i) => {
-                if locals[i].is_some() {
-                    graph_break!(ArgumentMismatch, "{}() got multiple values for argument '{k}'", ci.name);
+                if locals[posonly + i].is_some() {
+                    return Err(fail());
                 }
-                locals[i] = Some(v);
+                locals[posonly + i] = Some(v);
             }
             None if has_varkw => extra_kw.push((PyString::new(py, &k).into_any().unbind(), v)),
-            None => graph_break!(ArgumentMismatch, "{}() got an unexpected keyword argument '{k}'", ci.name),
+            None => return Err(fail()),
         }
+    }
+    if !extra.is_empty() && !has_varargs {
+        return Err(fail());
     }
     let first_default = nargs.saturating_sub(defaults.len());
     for i in 0..nargs {
@@ -402,7 +415,7 @@ pub(crate) fn bind_args(py: Python<'_>, ci: &CodeInfo, args: Vec<VT>, kwargs: Ve
             if i >= first_default {
                 locals[i] = Some(defaults[i - first_default].clone());
             } else {
-                graph_break!(ArgumentMismatch, "{}() missing required argument '{}'", ci.name, ci.varnames[i]);
+                return Err(fail());
             }
         }
     }
@@ -410,7 +423,7 @@ pub(crate) fn bind_args(py: Python<'_>, ci: &CodeInfo, args: Vec<VT>, kwargs: Ve
         if locals[i].is_none() {
             match kwdefaults.iter().find(|(k, _)| *k == ci.varnames[i]) {
                 Some((_, v)) => locals[i] = Some(v.clone()),
-                None => graph_break!(ArgumentMismatch, "{}() missing keyword-only argument '{}'", ci.name, ci.varnames[i]),
+                None => return Err(fail()),
             }
         }
     }
@@ -423,4 +436,29 @@ pub(crate) fn bind_args(py: Python<'_>, ci: &CodeInfo, args: Vec<VT>, kwargs: Ve
         locals[slot] = Some(new_dict(extra_kw));
     }
     Ok(locals)
+}
+
+/// The error of a call of `ci` with `n_args` positional arguments and keywords `kwnames` that
+/// does not bind: CPython's own `TypeError`, raised in the trace (`dynamo._binding`). Should the
+/// stub bind after all, the call is a graph break and runs as ordinary Python.
+///
+/// A `dynamo._polyfills` function stands in for a C function whose own error differs (eager's
+/// `OrderedDict.clear(1)` says "OrderedDict.clear() takes no arguments (1 given)"): a call of one
+/// that does not bind is a graph break, so the C function runs and raises eager's error.
+fn binding_error(py: Python<'_>, ci: &CodeInfo, n_args: usize, kwnames: &[String], n_defaults: usize, kwdefaults: &[(String, VT)]) -> Unsupported {
+    let polyfill = std::path::Path::new(&ci.filename).file_name().is_some_and(|f| f == "_polyfills.py");
+    if polyfill {
+        return Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::ArgumentMismatch, format!("{}() called with arguments that do not bind (it stands in for a C function)", ci.name));
+    }
+    let kwdefault_names: Vec<&str> = kwdefaults.iter().map(|(k, _)| k.as_str()).collect();
+    let exc = py
+        .import("dynamo._binding")
+        .and_then(|m| m.getattr("binding_error")?.call1((ci.code.bind(py), n_args, kwnames.to_vec(), n_defaults, kwdefault_names)));
+    match exc {
+        Ok(e) if !e.is_none() => {
+            let msg = e.str().map(|s| s.to_string()).unwrap_or_default();
+            Unsupported::raise_value("TypeError", e.unbind(), msg)
+        }
+        _ => Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::ArgumentMismatch, format!("{}() called with arguments that do not bind", ci.name)),
+    }
 }

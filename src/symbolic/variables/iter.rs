@@ -736,8 +736,9 @@ pub fn borrow_iter(it: &Rc<RefCell<IteratorState>>) -> Result<std::cell::RefMut<
 
 impl<'a> InstructionTranslator<'a> {
     /// One step of an iterator (FOR_ITER, `next()`): `None` when exhausted. A step that raises
-    /// in CPython (a dict that changed size) is a graph break, so the instruction runs for real
-    /// and raises there (the iterator is rebuilt in the state that raises, see `rebuild_of`).
+    /// in CPython (a dict that changed size) raises eager's `RuntimeError` in the trace; one
+    /// that leaves the frame is a graph break, so the instruction runs for real and raises
+    /// there (the iterator is rebuilt in the state that raises, see `rebuild_of`).
     pub fn step_iter(&mut self, py: Python<'_>, it: &Rc<RefCell<IteratorState>>) -> VResult<Option<VT>> {
         let mut resume = |req: IterRequest<'_>| -> Result<Option<VT>, IterError> {
             let r = match req {
@@ -759,7 +760,12 @@ impl<'a> InstructionTranslator<'a> {
         };
         match r {
             Ok(v) => Ok(v),
-            Err(IterError::Raise(msg)) => graph_break!(RaisesException, "RuntimeError: {msg}"),
+            Err(IterError::Raise(msg)) => {
+                // Raised in the trace, so a `try` around the loop or the call that stepped it
+                // (`max(d, key=...)`) takes its handler; uncaught, it is a break as before.
+                let exc = py.get_type::<pyo3::exceptions::PyRuntimeError>().call1((msg,))?;
+                Err(crate::symbolic::Unsupported::raise_value("RuntimeError", exc.unbind(), msg))
+            }
             Err(IterError::Unsupported(u)) => Err(u),
         }
     }

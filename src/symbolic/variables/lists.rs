@@ -210,6 +210,16 @@ impl<'a> InstructionTranslator<'a> {
                 graph_break!(ArgumentMismatch, "{why}");
             }
         }
+        // Note [observable frees] (translator.rs): emptying a container may free its items.
+        if matches!(name, "clear" | "remove") && matches!(container, VT::List(_) | VT::Dict(_) | VT::Deque(_)) {
+            let observable = match container {
+                VT::Deque(l) => l.borrow().items.iter().any(|i| crate::symbolic::translator::lifetime_observable(py, i)),
+                _ => crate::symbolic::translator::lifetime_observable(py, container),
+            };
+            if observable {
+                graph_break!(ObjectLifetime, "{}.{name}() may free an object whose free is observable (Note [observable frees])", container.describe(py));
+            }
+        }
         if let (VT::Deque(l), false) = (container, name.starts_with("__")) {
             return self.call_deque_method(py, l, name, args, kwargs);
         }
@@ -285,12 +295,34 @@ impl<'a> InstructionTranslator<'a> {
             if !args.is_empty() || kwargs.iter().any(|(k, _)| k != "key" && k != "reverse") {
                 graph_break!(ArgumentMismatch, "list.sort() takes only the keyword arguments key and reverse (TypeError)");
             }
-            let VT::List(ordered) = self.sorted(py, container, &kwargs)? else { unreachable!("sorted gives a list") };
+            // Note [list modified during sort]: `list_sort_impl` (Objects/listobject.c) takes
+            // the items out and leaves the list empty (`ob_item = NULL`, `allocated = -1`)
+            // while the keys are computed and compared, so a key function sees `[]`. Afterwards
+            // the sorted items go back, whatever the key calls wrote is dropped, and if the list
+            // was resized meanwhile (`allocated != -1 || ob_item != NULL`) it raises
+            // `ValueError('list modified during sort')`, the list sorted all the same. A key
+            // call that raises leaves the items in their old order. Here the items are moved
+            // out into a `Vec` of capacity 0: any write that grew the list since (an append,
+            // even one popped again) leaves capacity behind, as CPython's allocation does.
             if l.borrow().source.is_some() {
                 self.og.side_effects.mutate_list(l);
             }
+            let saved = std::mem::take(&mut l.borrow_mut().items);
+            let sorted = self.sorted(py, &new_list(saved.clone()), &kwargs);
+            let modified = l.borrow().items.capacity() != 0;
+            let VT::List(ordered) = (match sorted {
+                Ok(v) => v,
+                Err(e) => {
+                    l.borrow_mut().items = saved;
+                    return Err(e);
+                }
+            }) else { unreachable!("sorted gives a list") };
             let items = ordered.borrow().items.clone();
             l.borrow_mut().items = items;
+            if modified {
+                let exc = py.get_type::<pyo3::exceptions::PyValueError>().call1(("list modified during sort",))?;
+                return Err(Unsupported::raise_value("ValueError", exc.unbind(), "list modified during sort").into());
+            }
             return Ok(VT::none(py));
         }
         if !kwargs.is_empty() && !matches!((container, name), (VT::Dict(_), "update")) {

@@ -192,39 +192,181 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
-    /// Runs module `func` (a `VT::Module`) as `nn.Module.__call__` does: its `forward`, after
-    /// checking that no hooks are registered (guarded) and `forward` is the class's.
+    /// Runs module `func` (a `VT::Module`) as `nn.Module.__call__` does (`Module._call_impl`,
+    /// torch/nn/modules/module.py): the global and per-module forward-pre hooks, `forward`
+    /// (the class's; guarded), then the global and per-module forward hooks, as Note [module
+    /// hooks] says. Backward hooks (`register_full_backward_hook`, `register_backward_hook`,
+    /// global or per module) are a graph break (GB0013) naming them.
     pub(crate) fn call_module(&mut self, py: Python<'_>, func: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
         let VT::Module { obj, source } = func else { graph_break!(NnModule, "call_module of {}", func.describe(py)) };
         let m = obj.bind(py);
-        let cls = m.get_type();
-        for hooks in ["_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"] {
+        for hooks in ["_backward_hooks", "_backward_pre_hooks"] {
             if let Ok(h) = m.getattr(hooks) {
                 if h.len().unwrap_or(0) > 0 {
-                    graph_break!(NnModule, "module {} has {hooks}", type_name(m));
+                    graph_break!(NnModule, "module {} has {hooks} (backward hooks are not traced)", type_name(m));
                 }
             }
         }
         let gh = py.import("torch.nn.modules.module")?;
-        for hooks in ["_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks", "_global_backward_pre_hooks"] {
+        for hooks in ["_global_backward_hooks", "_global_backward_pre_hooks"] {
             if let Ok(h) = gh.getattr(hooks) {
                 if h.len().unwrap_or(0) > 0 {
-                    graph_break!(NnModule, "global module {hooks} are registered");
+                    graph_break!(NnModule, "global module {hooks} are registered (backward hooks are not traced)");
                 }
             }
         }
-        // Hooks and an instance-level `forward` change what calling the module does:
-        // guard that they stay absent (global hooks registered after compiling too).
         let global_hooks = Arc::new(crate::source::Source::Module { name: "torch.nn.modules.module".into() });
-        for hooks in ["_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks", "_global_backward_pre_hooks"] {
+        let pre = self.module_hooks(py, &gh, &global_hooks, "_global_forward_pre_hooks", m, source, "_forward_pre_hooks")?;
+        let post = self.module_hooks(py, &gh, &global_hooks, "_global_forward_hooks", m, source, "_forward_hooks")?;
+        // Hooks and an instance-level `forward` change what calling the module does: guard
+        // that the backward hooks stay absent (global ones registered after compiling too).
+        for hooks in ["_global_backward_hooks", "_global_backward_pre_hooks"] {
             self.og.add_guard(Some(global_hooks.attr(hooks)), crate::guards::GuardKind::LenMatch(0));
         }
         if let Some(s) = source {
-            for hooks in ["_forward_hooks", "_forward_pre_hooks"] {
-                self.og.add_guard(Some(s.attr(hooks)), crate::guards::GuardKind::LenMatch(0));
+            for hooks in ["_backward_hooks", "_backward_pre_hooks"] {
+                if m.getattr(hooks).is_ok() {
+                    self.og.add_guard(Some(s.attr(hooks)), crate::guards::GuardKind::LenMatch(0));
+                }
             }
             self.og.add_guard(Some(s.clone()), crate::guards::GuardKind::NoInstanceAttr("forward".into()));
         }
+        if pre.is_empty() && post.is_empty() {
+            return self.call_module_forward(py, func, args, kwargs);
+        }
+        // Note [module hooks]
+        // ~~~~~~~~~~~~~~~~~~~~
+        // A module with forward or forward-pre hooks is traced as `_call_impl` runs it, not
+        // broken on (a break there broke every enclosing frame too, so a resnet with one
+        // hooked conv compiled per block and hit the cache size limit). Step by step: each
+        // pre-hook `hook(m, args)` (or `hook(m, args, kwargs)` when registered with_kwargs)
+        // in global-then-module registration order, a non-None result replacing `args` (a
+        // non-tuple wrapped in one) or `(args, kwargs)`; then `forward`; then each forward
+        // hook `hook(m, args[, kwargs], result)`, a non-None result replacing `result`. The
+        // hooks are inlined like any call, so a closure appending to a list is a side effect
+        // replayed after the graph, in order. `args` is the one tuple every hook sees and
+        // `kwargs` the one dict (a with_kwargs hook may change it in place before `forward`
+        // reads it). Guards (`module_hooks`): the key lists of the four dicts and each hook's
+        // identity. `always_call` hooks are not run specially: torch's `_call_impl` skips
+        // that path when compiling too, and a compiled graph that raises reruns its frame as
+        // ordinary Python, where `_call_impl` runs them.
+        let mut args_vt = VT::Tuple(Rc::new(args));
+        let mut kwargs_vt = crate::symbolic::variables::dicts::new_dict(kwargs.into_iter().map(|(k, v)| (pyo3::types::PyString::new(py, &k).into_any().unbind(), v)).collect());
+        for (hook, with_kwargs) in pre {
+            if with_kwargs {
+                let r = self.call(py, &hook, vec![func.clone(), args_vt.clone(), kwargs_vt.clone()], vec![])?;
+                if r.as_constant(py).map(|c| c.is_none()).unwrap_or(false) {
+                    continue;
+                }
+                let pair = match &r {
+                    VT::Tuple(items) if items.len() == 2 => items.clone(),
+                    _ => graph_break!(NnModule, "forward pre-hook with kwargs of {} returned {}, not None or (args, kwargs)", type_name(m), r.describe(py)),
+                };
+                args_vt = self.hook_args(py, &pair[0])?;
+                kwargs_vt = pair[1].clone();
+            } else {
+                let r = self.call(py, &hook, vec![func.clone(), args_vt.clone()], vec![])?;
+                if r.as_constant(py).map(|c| c.is_none()).unwrap_or(false) {
+                    continue;
+                }
+                args_vt = match &r {
+                    VT::Tuple(_) | VT::NamedTuple { .. } => r.clone(),
+                    VT::Constant(c) if c.bind(py).is_instance_of::<PyTuple>() => r.clone(),
+                    _ => VT::Tuple(Rc::new(vec![r.clone()])),
+                };
+            }
+        }
+        let call_args = self.unpack(py, &args_vt)?;
+        let call_kwargs = self.dict_items(py, &kwargs_vt)?;
+        let mut result = self.call_module_forward(py, func, call_args, call_kwargs)?;
+        for (hook, with_kwargs) in post {
+            let mut hook_args = vec![func.clone(), args_vt.clone()];
+            if with_kwargs {
+                hook_args.push(kwargs_vt.clone());
+            }
+            hook_args.push(result.clone());
+            let r = self.call(py, &hook, hook_args, vec![])?;
+            if !r.as_constant(py).map(|c| c.is_none()).unwrap_or(false) {
+                result = r;
+            }
+        }
+        Ok(result)
+    }
+
+    /// The `args` a with-kwargs forward pre-hook's `(args, kwargs)` gives: kept as the hook
+    /// returned it when it is a tuple (`*args` unpacks it later), else the tuple of its items.
+    fn hook_args(&mut self, py: Python<'_>, v: &VT) -> VResult<VT> {
+        match v {
+            VT::Tuple(_) | VT::NamedTuple { .. } => Ok(v.clone()),
+            _ => Ok(VT::Tuple(Rc::new(self.unpack(py, v)?))),
+        }
+    }
+
+    /// The hooks `_call_impl` runs for one kind (`local` = `"_forward_pre_hooks"` or
+    /// `"_forward_hooks"`): the global dict's then the module's, in registration order, each
+    /// as (hook, with_kwargs). Guards the key lists of both dicts (DICT_KEYS, or LENGTH_CHECK 0
+    /// when empty) so that registering or removing a hook (`RemovableHandle.remove()`)
+    /// recompiles, and each hook by its source `dict[hook_id]` (wrapping a function guards its
+    /// identity). Hook ids come from one process-wide counter and are never reused, so the
+    /// `*_with_kwargs` membership of an id cannot change while the id is in the guarded keys.
+    /// A module without a source (made in the frame) that has hooks is a graph break.
+    #[allow(clippy::too_many_arguments)]
+    fn module_hooks(&mut self, py: Python<'_>, gh: &Bound<'_, PyModule>, global_src: &Arc<Source>, global: &str, m: &Bound<'_, PyAny>, source: &Option<Arc<Source>>, local: &str) -> VResult<Vec<(VT, bool)>> {
+        // Global pre-hooks have no with_kwargs form; `_call_impl` asks only the module's dict.
+        let global_kw = if local == "_forward_hooks" { Some("_global_forward_hooks_with_kwargs") } else { None };
+        let local_kw = if local == "_forward_hooks" { "_forward_hooks_with_kwargs" } else { "_forward_pre_hooks_with_kwargs" };
+        let mut out = Vec::new();
+        let gdict = gh.getattr(global)?;
+        let gsrc = global_src.attr(global);
+        self.guard_hook_keys(py, &gdict, &gsrc)?;
+        let m_kw = m.getattr(local_kw).ok();
+        let g_kw = global_kw.and_then(|n| gh.getattr(n).ok());
+        let is_kw = |hid: &Bound<'_, PyAny>| -> bool {
+            m_kw.as_ref().map(|d| d.contains(hid).unwrap_or(false)).unwrap_or(false)
+                || g_kw.as_ref().map(|d| d.contains(hid).unwrap_or(false)).unwrap_or(false)
+        };
+        // Each hook of dict `d` (at `src`), in order, sourced as `src[hook_id]`.
+        let push_hooks = |this: &mut Self, d: &Bound<'_, PyAny>, src: &Arc<Source>, out: &mut Vec<(VT, bool)>| -> VResult<()> {
+            for item in d.call_method0("items")?.try_iter()? {
+                let (hid, hook): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item?.extract()?;
+                let key = hid.extract::<i64>().map(crate::source::ItemKey::Int).unwrap_or_else(|_| crate::source::ItemKey::Object(crate::source::KeyObject::new(&hid)));
+                let h = wrap(py, this.og, &hook, src.item(key))?;
+                out.push((h, is_kw(&hid)));
+            }
+            Ok(())
+        };
+        push_hooks(self, &gdict, &gsrc, &mut out)?;
+        let Ok(ldict) = m.getattr(local) else { return Ok(out) };
+        match source {
+            Some(s) => {
+                let lsrc = s.attr(local);
+                self.guard_hook_keys(py, &ldict, &lsrc)?;
+                push_hooks(self, &ldict, &lsrc, &mut out)?;
+            }
+            None if ldict.len().unwrap_or(0) > 0 => graph_break!(NnModule, "module {} made in the frame has {local}", type_name(m)),
+            None => {}
+        }
+        Ok(out)
+    }
+
+    /// Guards the keys of hook dict `d` at `src`: LENGTH_CHECK 0 when it is empty (the common
+    /// case, cheaper), else DICT_KEYS with its ids in order.
+    fn guard_hook_keys(&mut self, py: Python<'_>, d: &Bound<'_, PyAny>, src: &Arc<Source>) -> VResult<()> {
+        if d.len()? == 0 {
+            self.og.add_guard(Some(src.clone()), crate::guards::GuardKind::LenMatch(0));
+        } else {
+            let keys = PyList::new(py, d.call_method0("keys")?.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
+            self.og.add_guard(Some(src.clone()), crate::guards::GuardKind::DictKeys(keys.into_any().unbind()));
+        }
+        Ok(())
+    }
+
+    /// `forward(*args, **kwargs)` of module `func`, inlined: the class's `forward` (an
+    /// instance-level `forward` or a non-function one is a graph break), guarded by identity.
+    fn call_module_forward(&mut self, py: Python<'_>, func: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        let VT::Module { obj, source } = func else { graph_break!(NnModule, "call_module of {}", func.describe(py)) };
+        let m = obj.bind(py);
+        let cls = m.get_type();
         if m.getattr("__dict__")?.contains("forward")? {
             graph_break!(NnModule, "module {} has an instance-level forward", type_name(m));
         }

@@ -72,6 +72,29 @@ pub fn specialize_sym<'py>(sym: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny
     builtins.getattr(conv)?.call1((sym,))
 }
 
+/// A plain Python number of the same type as the value the symbolic number `sym` stands for in
+/// eager (`0` for a `SymInt`, `0.0` for a `SymFloat`, `False` for a `SymBool`), for questions
+/// whose answer depends on the type alone (Note [type-only uses of symbolic numbers]).
+pub fn type_stand_in<'py>(sym: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = sym.py();
+    Ok(match type_name(sym).as_str() {
+        "SymFloat" => pyo3::types::PyFloat::new(py, 0.0).into_any(),
+        "SymBool" => pyo3::types::PyBool::new(py, false).to_owned().into_any(),
+        _ => 0i64.into_pyobject(py)?.into_any(),
+    })
+}
+
+// Note [type-only uses of symbolic numbers]: some uses of a number read its type, never its
+// value: `isinstance(n, torch.Tensor)`, `type(n)`, `callable(n)`, `hasattr(n, "item")`,
+// `getattr(n, "device", None)` of a name numbers lack, and
+// `n == None` / `n != "mean"` (int's and float's `__eq__` return NotImplemented for a None or
+// a str, so Python falls back to identity: False / True whatever the value). Specializing a
+// symbolic size there (`int(n)`, a guard `n == 6`) made every new size recompile: transformers'
+// causal-mask code runs `q_offset.to(device) if isinstance(q_offset, torch.Tensor) else
+// q_offset` on the KV-cache length, so `generate()` recompiled at every decoded token. These
+// uses are answered on a plain number of the same type (`type_stand_in`), which gives the same
+// result as the eager value, and the number stays symbolic.
+
 /// Whether `v` is a `torch.SymInt`, `SymFloat` or `SymBool`.
 pub fn is_sym(v: &Bound<'_, PyAny>) -> bool {
     let ty = v.get_type();
@@ -143,6 +166,23 @@ impl<'a> InstructionTranslator<'a> {
             // ShapeEnv decides and guards exactly (`lr > 0.3`): its `bool()` is the decision.
             let r = if crate::symbolic::variables::is_sym(&r) { pyo3::types::PyBool::new(py, r.is_truthy()?).to_owned().into_any() } else { r };
             return Ok(VT::constant(r.unbind()));
+        }
+        // `n == None`, `n != "mean"`: decided by the types alone (Note [type-only uses of
+        // symbolic numbers]).
+        let non_numeric_other = |a: &VT| match a {
+            VT::Constant(c) => {
+                let c = c.bind(py);
+                c.is_none() || c.is_instance_of::<pyo3::types::PyString>() || c.is_instance_of::<pyo3::types::PyBytes>()
+            }
+            _ => false,
+        };
+        if matches!(base, "eq" | "ne") && args.len() == 2 && args.iter().any(|a| matches!(a, VT::SymNum(_))) && args.iter().all(|a| matches!(a, VT::SymNum(_)) || non_numeric_other(a)) {
+            let f = self.og.handles.operator.bind(py).getattr(base)?;
+            let vals = args.iter().map(|a| match a {
+                VT::SymNum(s) => type_stand_in(s.fake.bind(py)),
+                other => Ok(other.as_constant(py).expect("a constant operand")),
+            }).collect::<PyResult<Vec<_>>>()?;
+            return Ok(VT::constant(f.call1(PyTuple::new(py, vals)?)?.unbind()));
         }
         let specialized = args.into_iter().map(|a| match &a {
             VT::SymNum(_) => a.as_constant(py).map(|c| VT::constant(c.unbind())).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::DataDependentValue, "symbolic number without a value")),

@@ -183,11 +183,37 @@ pub fn same_object(py: Python<'_>, a: &VT, b: &VT) -> bool {
     }
 }
 
-/// Whether `t` is `dict` or `collections.OrderedDict` (the builtin bases a tracked object may
-/// have).
+/// Whether `t` is `dict`, `collections.OrderedDict` or `collections.defaultdict` (the builtin
+/// bases a tracked object may have; Note [defaultdict objects]).
 pub fn dict_base_type(py: Python<'_>, t: &Bound<'_, PyAny>) -> PyResult<bool> {
-    Ok(t.is(py.get_type::<PyDict>()) || t.is(py.import("collections")?.getattr("OrderedDict")?))
+    let collections = py.import("collections")?;
+    Ok(t.is(py.get_type::<PyDict>()) || t.is(collections.getattr("OrderedDict")?) || t.is(collections.getattr("defaultdict")?))
 }
+
+/// Whether `cls` is `collections.defaultdict` or a subclass of it.
+pub fn is_defaultdict_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let dd = py.import("collections")?.getattr("defaultdict")?;
+    Ok(cls.cast::<PyType>().map(|t| t.is_subclass(&dd).unwrap_or(false)).unwrap_or(false))
+}
+
+/// Whether class attribute `ca` is one of `collections.defaultdict`'s own members: its
+/// `default_factory` slot (a `member_descriptor`) or one of its C methods (`name` on the class
+/// `defaultdict` itself, not overridden).
+pub fn is_defaultdict_own(py: Python<'_>, ca: &Bound<'_, PyAny>, name: &str) -> PyResult<bool> {
+    let dd = py.import("collections")?.getattr("defaultdict")?;
+    Ok(dd.getattr("__dict__")?.get_item(name).map(|own| own.is(ca)).unwrap_or(false))
+}
+
+// Note [defaultdict objects]: `collections.defaultdict` (Modules/_collectionsmodule.c) is a C
+// subclass of `dict` with one slot, `default_factory`, and a `__missing__` that `dict_subscript`
+// calls for a missing key. One built in the frame is a `UserObject` with a dict storage like any
+// dict subclass (Note [dict subclass objects]); its factory is kept as the attribute
+// `default_factory` (rebuilt through `object.__setattr__`, which sets the slot). What the C type
+// defines is modelled after its C code: `defaultdict(factory, *args, **kwargs)` (`defdict_init`:
+// the first positional argument is the factory, callable or None, else TypeError; the rest go
+// to `dict.__init__`; a `default_factory=` keyword is an item), `__missing__` (`defdict_missing`)
+// and `copy`/`__copy__` (`defdict_copy`) are the `dynamo._polyfills` versions, traced. The
+// instance dict of a Python subclass does not hold the factory, so its `__dict__` is a break.
 
 /// Whether instances of `cls` have a dict storage (`cls` subclasses `dict`).
 pub fn has_dict_base(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -215,7 +241,8 @@ pub fn is_plain_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> 
         return Ok(false);
     }
     let dictoffset: isize = ty.getattr("__dictoffset__")?.extract()?;
-    if dictoffset == 0 {
+    let defaultdict = py.import("collections")?.getattr("defaultdict")?;
+    if dictoffset == 0 && !ty.is(&defaultdict) {
         return Ok(false);
     }
     const HEAPTYPE: u64 = 1 << 9;
@@ -248,13 +275,15 @@ pub fn is_plain_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> 
     // reads, its `super().__getattribute__` reaching the generic lookup.
     let getattribute = ty.getattr("__getattribute__")?;
     let python_getattribute = crate::symbolic::variables::type_name(&getattribute) == "function";
-    if !ty.getattr("__new__")?.is(base.getattr("__new__")?) || !(getattribute.is(base.getattr("__getattribute__")?) || python_getattribute) {
+    // `defaultdict` sets its own `tp_getattro`, the generic one (a slot wrapper of its own).
+    let generic_getattribute = getattribute.is(base.getattr("__getattribute__")?) || getattribute.is(defaultdict.getattr("__getattribute__")?);
+    if !ty.getattr("__new__")?.is(base.getattr("__new__")?) || !(generic_getattribute || python_getattribute) {
         return Ok(false);
     }
     // A dict subclass's `__missing__` (`collections.Counter`'s) is inlined when it is Python
     // code (`dict_subscript` calls it for a missing key; `InstructionTranslator::getitem`).
     let missing_ok = !dict_sub || match ty.getattr("__missing__") {
-        Ok(m) => crate::symbolic::variables::type_name(&m) == "function",
+        Ok(m) => crate::symbolic::variables::type_name(&m) == "function" || m.is(defaultdict.getattr("__missing__")?),
         Err(_) => true,
     };
     if ty.hasattr("__getattr__")? || ty.hasattr("__del__")? || !missing_ok {
@@ -644,6 +673,10 @@ impl<'a> InstructionTranslator<'a> {
         let vt = VT::UserObject(obj.clone());
         let ty = cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
         let (k, init) = static_type_lookup(&ty, "__init__")?.expect("object defines __init__");
+        if crate::symbolic::variables::user_defined::is_defaultdict_own(py, &init, "__init__")? {
+            self.defaultdict_init(py, &vt, args, kwargs)?;
+            return Ok(vt);
+        }
         // `dict.__init__` / `OrderedDict.__init__` without arguments leave the storage empty;
         // with arguments they insert (OrderedDict's through the subclass's `__setitem__`).
         if init.is(py.get_type::<PyAny>().getattr("__init__")?) || type_name(&init) != "function" {
@@ -683,6 +716,44 @@ impl<'a> InstructionTranslator<'a> {
             graph_break!(UnsupportedCall, "__init__ of {} returned {} (TypeError)", crate::symbolic::variables::qualname(cls.bind(py)), r.describe(py));
         }
         Ok(vt)
+    }
+
+    /// `defaultdict.__init__(o, *args, **kwargs)` on a new object `vt` of a defaultdict class
+    /// (`defdict_init`, Modules/_collectionsmodule.c; Note [defaultdict objects]): the first
+    /// positional argument, if any, becomes `default_factory` (TypeError "first argument must
+    /// be callable or None" otherwise; None without one), and the rest are `dict.__init__`'s
+    /// (at most one mapping or iterable of pairs, then the keywords, merged into the storage
+    /// without calling the class back). Errors: the TypeErrors above, raised in the trace; a
+    /// graph break when callability or the pairs cannot be decided while tracing.
+    pub(crate) fn defaultdict_init(&mut self, py: Python<'_>, vt: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<()> {
+        let VT::UserObject(obj) = vt else { graph_break!(UnsupportedCall, "defaultdict.__init__ of {}", vt.describe(py)) };
+        let mut args = args.into_iter();
+        let factory = match args.next() {
+            Some(f) => {
+                let none = f.as_constant(py).map(|c| c.is_none()).unwrap_or(false);
+                match (none, self.is_callable(py, &f)?) {
+                    (true, _) | (false, Some(true)) => f,
+                    (false, Some(false)) => return Err(Unsupported::raise("TypeError", "first argument must be callable or None".to_string())),
+                    (false, None) => graph_break!(UnsupportedCall, "defaultdict(): whether {} is callable", f.describe(py)),
+                }
+            }
+            None => VT::none(py),
+        };
+        obj.set(py, "default_factory", factory);
+        let rest: Vec<VT> = args.collect();
+        if rest.len() > 1 {
+            return Err(Unsupported::raise("TypeError", format!("dict expected at most 1 argument, got {}", rest.len())));
+        }
+        let pairs = match rest.first() {
+            Some(a) => self.mapping_items(py, a)?,
+            None => vec![],
+        };
+        let storage = obj.storage.as_ref().expect("an object of a dict subclass has a storage").clone();
+        let kw = kwargs.into_iter().map(|(k, v)| (PyString::new(py, &k).into_any().unbind(), v));
+        for (k, v) in pairs.into_iter().chain(kw) {
+            dict_set(py, &mut storage.borrow_mut(), k, v)?;
+        }
+        Ok(())
     }
 
     /// The special method `name` of a user object (new in the frame, or reached through a
@@ -743,6 +814,13 @@ impl<'a> InstructionTranslator<'a> {
         }
         let class_attr = static_type_lookup(&ty, name)?;
         if let Some((k, ca)) = &class_attr {
+            if name == "default_factory" && crate::symbolic::variables::user_defined::is_defaultdict_own(py, ca, name)? {
+                // The slot (Note [defaultdict objects]): set by `defaultdict_init`.
+                return Ok(o.get(py, name).unwrap_or_else(|| VT::none(py)));
+            }
+            if name == "__dict__" && o.get(py, "default_factory").is_some() && crate::symbolic::variables::user_defined::is_defaultdict_class(py, o.cls.bind(py))? {
+                graph_break!(UntracedValue, "__dict__ of {} (its factory is kept beside the attributes: Note [defaultdict objects])", vt.describe(py));
+            }
             if name == "__dict__" && type_name(ca) == "getset_descriptor" {
                 // The instance dict's own getter (`subtype_dict`, or OrderedDict's): the tracker
                 // that holds the attributes, so writes through it are attribute writes.
@@ -787,13 +865,15 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(VT::GenericAttr { obj: Box::new(vt.clone()), set: name == "__setattr__" })
             }
             "method_descriptor" if self.polyfill_method(py, vt, &ty, &ca)?.is_some() => Ok(self.polyfill_method(py, vt, &ty, &ca)?.expect("checked")),
+            // `dd.copy()` / `dd.__missing__(k)` of a defaultdict built in the frame: the
+            // Python versions of its C methods (Note [defaultdict objects]).
+            "method_descriptor" if crate::symbolic::variables::user_defined::is_defaultdict_own(py, &ca, name)? && py.import("dynamo._polyfills")?.getattr("DEFAULTDICT_METHODS")?.contains(name)? => {
+                self.polyfill_table_method(py, vt, "DEFAULTDICT_METHODS", name)
+            }
             // `od.move_to_end(k)` and the other methods of an OrderedDict built in the frame:
             // their Python versions over the storage, traced.
             "method_descriptor" if o.is_exact_ordered_dict(py)? && py.import("dynamo._polyfills")?.getattr("ODICT_METHODS")?.contains(name)? => {
-                let f = py.import("dynamo._polyfills")?.getattr("ODICT_METHODS")?.get_item(name)?;
-                let fname: String = f.getattr("__name__")?.extract()?;
-                let func = wrap(py, self.og, &f, Arc::new(Source::Module { name: "dynamo._polyfills".into() }).attr(&fname))?;
-                Ok(VT::Method { func: Box::new(func), self_: Box::new(vt.clone()) })
+                self.polyfill_table_method(py, vt, "ODICT_METHODS", name)
             }
             // `o.keys` on a dict subclass that does not override it: dict's method on the
             // storage (Note [dict subclass objects]).
@@ -812,12 +892,27 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
+    /// `table[name]` of `dynamo._polyfills` (`ODICT_METHODS`, `DEFAULTDICT_METHODS`: Python
+    /// versions of a builtin type's C methods) bound to `vt`, sourced as the module's function.
+    /// Errors: KeyError when `name` is not in the table (callers check first).
+    fn polyfill_table_method(&mut self, py: Python<'_>, vt: &VT, table: &str, name: &str) -> VResult<VT> {
+        let f = py.import("dynamo._polyfills")?.getattr(table)?.get_item(name)?;
+        let fname: String = f.getattr("__name__")?.extract()?;
+        let func = wrap(py, self.og, &f, Arc::new(Source::Module { name: "dynamo._polyfills".into() }).attr(&fname))?;
+        Ok(VT::Method { func: Box::new(func), self_: Box::new(vt.clone()) })
+    }
+
     /// `o.name = v` on a new user object: the class's Python `__setattr__` is inlined (a frozen
     /// dataclass's raises, which is left to Python); a data descriptor on the class is not
     /// modelled; otherwise the attribute lands in the tracker. `generic`: `object.__setattr__`.
     pub(crate) fn user_object_setattr(&mut self, py: Python<'_>, vt: &VT, o: &Rc<crate::symbolic::variables::user_defined::UserObject>, name: &str, v: VT, generic: bool) -> VResult<()> {
         let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
         if let Some((_, ca)) = static_type_lookup(&ty, name)? {
+            if name == "default_factory" && generic_or_object_setattr(py, &ty)? && crate::symbolic::variables::user_defined::is_defaultdict_own(py, &ca, name)? {
+                // The slot takes any value (`member_set`, T_OBJECT; Note [defaultdict objects]).
+                o.set(py, name, v);
+                return Ok(());
+            }
             if is_data_descriptor(&ca)? {
                 graph_break!(SideEffect, "attribute write {}.{name} (a {} on its class)", vt.describe(py), type_name(&ca));
             }
@@ -896,16 +991,23 @@ impl<'a> InstructionTranslator<'a> {
     /// `==` with an `OrderedDict` built in the frame on one side (Objects/odictobject.c,
     /// `odict_richcompare`): against another `OrderedDict` the dicts must be equal and their keys
     /// in the same order; against a plain dict it is dict equality, order ignored (the reflected
-    /// call lands in the same function, so both operand orders agree). `None` when neither side
-    /// is an exact `OrderedDict` or the other side is a kind not modelled here.
+    /// call lands in the same function, so both operand orders agree). A dict subclass object
+    /// that keeps `dict.__eq__` (a defaultdict) compares its storage as a dict, order ignored.
+    /// `None` when neither side is such an object or the other side is a kind not modelled here.
     fn ordered_dict_eq(&mut self, py: Python<'_>, a: &VT, b: &VT) -> VResult<Option<bool>> {
-        let od_storage = |v: &VT| -> PyResult<Option<Rc<RefCell<DictState>>>> {
+        // An exact OrderedDict (`odict_richcompare`), or a dict subclass object that keeps
+        // `dict.__eq__` (a defaultdict: `dict_richcompare` on the storage, order ignored).
+        let dict_eq = py.get_type::<pyo3::types::PyDict>().getattr("__eq__")?;
+        let od_storage = |v: &VT| -> PyResult<Option<(Rc<RefCell<DictState>>, bool)>> {
             Ok(match v {
-                VT::UserObject(o) if o.is_exact_ordered_dict(py)? => o.storage.clone(),
+                VT::UserObject(o) if o.is_exact_ordered_dict(py)? => o.storage.clone().map(|s| (s, true)),
+                VT::UserObject(o) if o.storage.is_some() && o.cls.bind(py).getattr("__eq__")?.is(&dict_eq) => o.storage.clone().map(|s| (s, false)),
                 _ => None,
             })
         };
         let (sa, sb) = (od_storage(a)?, od_storage(b)?);
+        let both_ordered = matches!((&sa, &sb), (Some((_, true)), Some((_, true))));
+        let (sa, sb) = (sa.map(|(s, _)| s), sb.map(|(s, _)| s));
         let plain = |v: &VT| -> Option<VT> {
             match v {
                 VT::Dict(_) => Some(v.clone()),
@@ -914,7 +1016,7 @@ impl<'a> InstructionTranslator<'a> {
             }
         };
         let (x, y, ordered) = match (&sa, &sb) {
-            (Some(x), Some(y)) => (VT::Dict(x.clone()), VT::Dict(y.clone()), true),
+            (Some(x), Some(y)) => (VT::Dict(x.clone()), VT::Dict(y.clone()), both_ordered),
             (Some(x), None) => match plain(b) {
                 Some(y) => (VT::Dict(x.clone()), y, false),
                 None => return Ok(None),
@@ -965,8 +1067,13 @@ pub(crate) fn has_generic_getattribute(py: Python<'_>, ty: &Bound<'_, pyo3::type
         && getattribute
             .getattr("__objclass__")
             .and_then(|c| c.getattr("__name__"))
-            .map(|n| ["dict", "list", "tuple", "set", "OrderedDict"].contains(&n.to_string().as_str()))
+            .map(|n| ["dict", "list", "tuple", "set", "OrderedDict", "defaultdict"].contains(&n.to_string().as_str()))
             .unwrap_or(false))
+}
+
+/// Whether `ty.__setattr__` is `object`'s (no Python `__setattr__` to run first).
+fn generic_or_object_setattr(py: Python<'_>, ty: &Bound<'_, pyo3::types::PyType>) -> PyResult<bool> {
+    Ok(ty.getattr("__setattr__")?.is(py.get_type::<PyAny>().getattr("__setattr__")?))
 }
 
 /// Where class attribute `name` of the object at `source` lives when `type(obj).__mro__[k]`
