@@ -135,3 +135,102 @@ def test_an_iterator_over_an_append_only_list_sees_its_items_and_appends(backend
     torch.testing.assert_close(acc_c, acc_e)
     assert list(it_c) == list(it_e) == []
     assert dynamo.counters()["graph_breaks"] == 0
+
+
+ACTS = []
+
+
+def _collect(module, args, out):
+    ACTS.append(out.detach())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_hook_appending_to_a_global_list_compiles_once(backend):
+    # A forward hook collecting activations in a module-level list: the hook names the list
+    # only through `ACTS.append`, so its length is not guarded and each call reuses the graph.
+    m = torch.nn.Linear(3, 3)
+    handle = m.register_forward_hook(_collect)
+    try:
+        opt = dynamo.optimize(backend)(lambda x: m(x).relu())
+        dynamo.reset()
+        ACTS.clear()
+        xs = [torch.randn(2, 3) for _ in range(12)]
+        got = [opt(x) for x in xs]
+        got_acts = list(ACTS)
+        ACTS.clear()
+        want = [m(x).relu() for x in xs]
+        assert len(got_acts) == len(ACTS) == 12
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(got_acts, ACTS)
+        c = dynamo.counters()
+        assert c["graphs"] == 1 and c["recompiles"] == 0 and c["graph_breaks"] == 0, dict(c)
+    finally:
+        handle.remove()
+        ACTS.clear()
+
+
+LOG = []
+
+
+def _log_then_read(x):
+    LOG.append(x.sum())
+    return len(LOG)
+
+
+def _log_only(x):
+    LOG.append(x * 2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("order", ["appended_first", "read_first"])
+def test_a_global_list_read_by_another_function_is_still_guarded(backend, order):
+    # One helper only appends, the other reads the length: the read wraps the list's items
+    # (a length guard), after or before the append-only site, and sees every append.
+    if order == "appended_first":
+
+        def f(x):
+            _log_only(x)
+            return x * _log_then_read(x)
+
+    else:
+
+        def f(x):
+            n = _log_then_read(x)
+            _log_only(x)
+            return x * n
+
+    opt = dynamo.optimize(backend)(f)
+    dynamo.reset()
+    LOG.clear()
+    got = [opt(torch.ones(2)) for _ in range(3)]
+    got_log = list(LOG)
+    LOG.clear()
+    want = [f(torch.ones(2)) for _ in range(3)]
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got_log, LOG)
+    LOG.clear()
+    assert dynamo.counters()["recompiles"] == 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_rebound_global_list_gets_the_appends(backend):
+    # The replay appends to whatever list the global names when the graph runs.
+    global LOG
+
+    def f(x):
+        LOG.append(x + 1)
+        return x * 2
+
+    opt = dynamo.optimize(backend)(f)
+    dynamo.reset()
+    old = LOG
+    try:
+        opt(torch.ones(2))
+        LOG = []
+        opt(torch.zeros(2))
+        assert len(old) == 1 and len(LOG) == 1
+        torch.testing.assert_close(LOG[0], torch.ones(2))
+        assert dynamo.counters()["recompiles"] == 0
+    finally:
+        LOG = old
+        LOG.clear()

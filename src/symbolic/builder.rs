@@ -19,6 +19,21 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
+/// Note [append-only lists]: `value`, an exact `list` reached through `source` by code that only
+/// appends to it (an argument slot in `CodeInfo::append_only_slots`, a global name in
+/// `CodeInfo::append_only_globals`), wrapped without reading its length or items: a TYPE_MATCH
+/// guard only. The list's tracker when one exists is returned as it is (an append-only site
+/// does not read what another path wrapped).
+pub(crate) fn wrap_append_only_list(og: &mut OutputGraph, value: &Bound<'_, PyAny>, source: Arc<Source>) -> VT {
+    if let Some((_, state)) = og.lists_by_ptr.get(&(value.as_ptr() as usize)) {
+        return VT::List(state.clone());
+    }
+    og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
+    let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: true, deque: None }));
+    og.lists_by_ptr.insert(value.as_ptr() as usize, (source, state.clone()));
+    VT::List(state)
+}
+
 /// Note [append-only lists]: a list first wrapped as one the frame only appends to, reached
 /// again another way (another argument that is the same list, an iterator over it), may now
 /// have its items read: wrap them as a plain list from the frame would be (LENGTH_CHECK, each
@@ -539,13 +554,10 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
     }
     if let Ok(l) = value.cast::<PyList>() {
         if l.get_type().is(py.get_type::<PyList>()) {
-            og.add_guard(Some(source.clone()), GuardKind::TypeMatch(l.get_type().into_any().unbind()));
             if matches!(&*source, Source::Local { idx, .. } if og.append_only_slots.contains(idx)) {
-                // Note [append-only lists]: neither its length nor its items are read.
-                let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: true, deque: None }));
-                og.lists_by_ptr.insert(value.as_ptr() as usize, (source.clone(), state.clone()));
-                return Ok(VT::List(state));
+                return Ok(wrap_append_only_list(og, value, source));
             }
+            og.add_guard(Some(source.clone()), GuardKind::TypeMatch(l.get_type().into_any().unbind()));
             og.add_guard(Some(source.clone()), GuardKind::LenMatch(l.len()));
             // Registered before its items are wrapped: an item that is the list itself is this
             // tracker.

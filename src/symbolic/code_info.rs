@@ -50,6 +50,8 @@ pub struct CodeInfo {
     pub firstlineno: u32,
     /// Live varnames at each instruction's entry (`bytecode::live_locals`).
     pub live: Vec<Vec<bool>>,
+    /// `append_only_globals`, computed on first use.
+    append_only_globals: OnceLock<Vec<String>>,
 }
 
 impl CodeInfo {
@@ -138,6 +140,43 @@ impl CodeInfo {
     }
 }
 
+impl CodeInfo {
+    /// The global names that the code only appends to (Note [append-only lists]): every
+    /// reachable instruction naming the global is a `LOAD_GLOBAL` without the NULL bit directly
+    /// followed by `LOAD_METHOD append`, and the code has no `STORE_GLOBAL`/`DELETE_GLOBAL` of it
+    /// (`LOAD_GLOBAL`'s argument is `namei << 1 | push_null`, Python/bytecodes.c). A hook or
+    /// helper that collects results in a module-level list (`acts.append(o)`) cannot observe
+    /// the list's length or items through such a name.
+    pub fn append_only_globals(&self) -> &[String] {
+        self.append_only_globals.get_or_init(|| self.find_append_only_globals())
+    }
+
+    fn find_append_only_globals(&self) -> Vec<String> {
+        use bytecode::opcode::op;
+        let Ok(depths) = bytecode::analysis::stack_depths(&self.insts) else { return Vec::new() };
+        let mut verdict: HashMap<u32, bool> = HashMap::new();
+        for (i, inst) in self.insts.iter().enumerate() {
+            if depths.get(i).is_none_or(|d| d.is_none()) {
+                continue;
+            }
+            let (namei, ok) = match inst.opcode {
+                op::LOAD_GLOBAL => {
+                    let next = self.insts.get(i + 1);
+                    let appends = inst.arg & 1 == 0
+                        && next.is_some_and(|n| n.opcode == op::LOAD_METHOD && self.names.get(n.arg as usize).is_some_and(|m| m == "append"));
+                    (inst.arg >> 1, appends)
+                }
+                op::STORE_GLOBAL | op::DELETE_GLOBAL => (inst.arg, false),
+                _ => continue,
+            };
+            *verdict.entry(namei).or_insert(true) &= ok;
+        }
+        let mut names: Vec<String> = verdict.into_iter().filter(|&(_, ok)| ok).filter_map(|(n, _)| self.names.get(n as usize).cloned()).collect();
+        names.sort();
+        names
+    }
+}
+
 fn cache() -> &'static Mutex<HashMap<usize, Arc<CodeInfo>>> {
     static CACHE: OnceLock<Mutex<HashMap<usize, Arc<CodeInfo>>>> = OnceLock::new();
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
@@ -197,6 +236,7 @@ fn decode_code(code: &Bound<'_, PyAny>) -> VResult<CodeInfo> {
         }
     }
     Ok(CodeInfo {
+        append_only_globals: OnceLock::new(),
         live,
         code: code.clone().unbind(),
         insts,

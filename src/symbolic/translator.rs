@@ -23,7 +23,7 @@ use crate::symbolic::variables::{type_name, VT};
 use crate::symbolic::{Unsupported, VResult};
 use crate::graph_break;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -1225,6 +1225,10 @@ impl<'a> InstructionTranslator<'a> {
             (None, _) | (_, false) => Arc::new(Source::Global { name: name.to_string() }),
             (Some(s), true) => s.item(ItemKey::Str(name.to_string())),
         };
+        if in_globals && value.get_type().is(py.get_type::<PyList>()) && self.code.append_only_globals().iter().any(|n| n == name) {
+            // Note [append-only lists]: a hook collecting outputs in a module-level list.
+            return Ok(crate::symbolic::builder::wrap_append_only_list(self.og, &value, source));
+        }
         wrap(py, self.og, &value, source)
     }
 

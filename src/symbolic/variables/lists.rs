@@ -28,6 +28,10 @@ use crate::symbolic::variables::dicts::{dict_set, DictView};
 // argument that is the same list, an iterator over it), the other path may read its items: the
 // tracker is then filled as a plain list from the frame would be (`builder::realize_append_only`:
 // LENGTH_CHECK, the entry items ahead of the appended ones) and replayed as `target[:] = items`.
+// A module-level list that a function (typically a forward hook: `acts.append(out)`) names only
+// as `LOAD_GLOBAL acts; LOAD_METHOD append`, and never stores or deletes
+// (`CodeInfo::append_only_globals`), is wrapped the same way at that `LOAD_GLOBAL`; without it
+// every call grew the list past the length guard of the previous one and recompiled.
 
 /// A mutable list created or read during tracing.
 pub struct ListState {
