@@ -84,6 +84,9 @@ pub enum Source {
     /// own `__getattribute__` (which reloading through it would run, possibly recursing into
     /// the very frame being compiled).
     GenericAttr { base: Arc<Source>, attr: String },
+    /// `base()`, where `base` is exactly a `weakref.ref`: its referent, or None once it is dead
+    /// (Note [calling a weak reference] in src/symbolic/object_protocol.rs).
+    WeakRefCall { base: Arc<Source> },
 }
 
 impl Source {
@@ -105,7 +108,7 @@ impl Source {
     /// The innermost base of the chain (a local, closure cell or global).
     pub fn root(&self) -> &Source {
         match self {
-            Source::Attr { base, .. } | Source::GetItem { base, .. } | Source::IterSeq { base } | Source::IterItem { base, .. } | Source::GenericAttr { base, .. } => base.root(),
+            Source::Attr { base, .. } | Source::GetItem { base, .. } | Source::IterSeq { base } | Source::IterItem { base, .. } | Source::GenericAttr { base, .. } | Source::WeakRefCall { base } => base.root(),
             other => other,
         }
     }
@@ -138,6 +141,7 @@ impl fmt::Display for Source {
             Source::IterItem { base, index } => write!(f, "iter_peek({base}, {index})"),
             Source::Module { name } => write!(f, "sys.modules['{name}']"),
             Source::GenericAttr { base, attr } => write!(f, "object.__getattribute__({base}, '{attr}')"),
+            Source::WeakRefCall { base } => write!(f, "{base}()"),
         }
     }
 }

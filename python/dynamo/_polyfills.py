@@ -347,3 +347,10 @@ def deque_replace(d, items):
     src/symbolic/variables/deque.rs): its contents become `items` (already cut to its maxlen)."""
     d.clear()
     d.extend(items)
+
+
+def zip_strict(*iterables):
+    """`zip(*iterables, strict=True)`: how a strict zip iterator that outlives a graph is made
+    again after it (its inner iterators are rebuilt first; `zip`'s keyword cannot be passed
+    through the positional rebuild call)."""
+    return zip(*iterables, strict=True)

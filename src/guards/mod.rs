@@ -363,6 +363,8 @@ enum Step {
     IterItem(usize, usize),
     /// A module from `sys.modules`, resolved when the guards were built (absent: `None`).
     Module(Option<Py<PyAny>>),
+    /// `Source::WeakRefCall`: the referent of an exact `weakref.ref` (None once dead).
+    WeakRefCall(usize),
 }
 
 impl Step {
@@ -378,6 +380,7 @@ impl Step {
             Step::FuncField(..) => "FUNC_FIELD",
             Step::IterSeq(_) => "ITER_SEQ",
             Step::IterItem(..) => "ITER_ITEM",
+            Step::WeakRefCall(_) => "WEAKREF_CALL",
             Step::Module(_) => "MODULE",
         }
     }
@@ -811,6 +814,15 @@ impl GuardManager {
                 iterator_remaining(b).ok().and_then(|r| r.get_item(*k).ok())
             }
             Step::Module(m) => m.as_ref().map(|m| m.bind(py).clone()),
+            Step::WeakRefCall(base) => {
+                // Only an exact weakref.ref is called (no Python `__call__` runs in a guard);
+                // anything else reads as missing, which fails the guard.
+                let b = values[*base].as_ref()?;
+                if !crate::symbolic::object_protocol::is_exact_weakref(b) {
+                    return None;
+                }
+                b.call0().ok()
+            }
         }
     }
 
@@ -1169,6 +1181,10 @@ fn plan(py: Python<'_>, s: &Arc<Source>, steps: &mut Vec<Step>, memo: &mut HashM
         Source::IterItem { base, index } => {
             let b = plan(py, base, steps, memo);
             Step::IterItem(b, *index)
+        }
+        Source::WeakRefCall { base } => {
+            let b = plan(py, base, steps, memo);
+            Step::WeakRefCall(b)
         }
         Source::GenericAttr { base, attr } => {
             let b = plan(py, base, steps, memo);

@@ -266,6 +266,15 @@ impl PyCodegen {
                 self.emit(op::PRECALL, 2);
                 self.emit(op::CALL, 2);
             }
+            Source::WeakRefCall { base } => {
+                // `operator.call(base)` (3.11+): `base()` with the callable-then-NULL order
+                // of this version handled by `load_callable`.
+                let call = py.import("operator").and_then(|m| m.getattr("call")).expect("operator.call");
+                self.load_callable(call.unbind());
+                self.load_source(py, base);
+                self.emit(op::PRECALL, 1);
+                self.emit(op::CALL, 1);
+            }
             Source::Module { name } => {
                 // Imported while tracing, so present; reloading it is what `import` would do.
                 let m = crate::source::imported_module(py, name).unwrap_or_else(|| py.None());

@@ -993,7 +993,7 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                         }
                     }
                     IterKind::Enumerate { inner, .. } => visit(py, &VT::Iterator(inner.clone()), seen),
-                    IterKind::Zip(inners) => inners.iter().for_each(|i| visit(py, &VT::Iterator(i.clone()), seen)),
+                    IterKind::Zip(inners, _) => inners.iter().for_each(|i| visit(py, &VT::Iterator(i.clone()), seen)),
                     IterKind::Generator(_) => {}
                     IterKind::Map { func, inners } => {
                         visit(py, func, seen);
@@ -1183,7 +1183,7 @@ fn fixed_remaining(py: Python<'_>, it: &Rc<RefCell<IteratorState>>, reach: &Hash
             }
             None => None,
         },
-        IterKind::Zip(inners) => {
+        IterKind::Zip(inners, strict) => {
             let mut lists = Vec::with_capacity(inners.len());
             for i in inners {
                 match fixed_remaining(py, i, reach)? {
@@ -1192,6 +1192,10 @@ fn fixed_remaining(py: Python<'_>, it: &Rc<RefCell<IteratorState>>, reach: &Hash
                 }
             }
             let n = lists.iter().map(|l| l.len()).min().unwrap_or(0);
+            if *strict && lists.iter().any(|l| l.len() != n) {
+                // Its last step raises ValueError: the rebuilt iterator must raise it too.
+                return Ok(None);
+            }
             Some((0..n).map(|k| crate::symbolic::variables::tuple_of(py, lists.iter().map(|l| l[k].clone()).collect())).collect())
         }
         _ => None,
@@ -1294,9 +1298,9 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
             let f = py.import("builtins")?.getattr("enumerate")?;
             Rebuild::Call { func: f.unbind(), args: vec![inner, int(*count)?] }
         }
-        IterKind::Zip(inners) => {
+        IterKind::Zip(inners, strict) => {
             let args = inners.iter().map(|i| rebuild_of(py, og, &VT::Iterator(i.clone()), outputs)).collect::<VResult<Vec<_>>>()?;
-            let f = py.import("builtins")?.getattr("zip")?;
+            let f = if *strict { py.import("dynamo._polyfills")?.getattr("zip_strict")? } else { py.import("builtins")?.getattr("zip")? };
             Rebuild::Call { func: f.unbind(), args }
         }
         // A real generator cannot be made suspended in the middle of its body.

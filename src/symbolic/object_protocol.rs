@@ -1247,7 +1247,7 @@ impl<'a> InstructionTranslator<'a> {
                 of(v)
             }
             IterKind::Enumerate { .. } => Ok(Some(b.getattr("enumerate")?.unbind())),
-            IterKind::Zip(_) => Ok(Some(b.getattr("zip")?.unbind())),
+            IterKind::Zip(..) => Ok(Some(b.getattr("zip")?.unbind())),
             IterKind::Map { .. } => Ok(Some(b.getattr("map")?.unbind())),
             IterKind::Filter { .. } => Ok(Some(b.getattr("filter")?.unbind())),
             _ => Ok(None),
@@ -1600,6 +1600,17 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 self.generic_getattr(py, inner, &o, source, &name)
             }
+            VT::Opaque { obj, source } if args.is_empty() && kwargs.is_empty() && is_exact_weakref(obj.bind(py)) => {
+                // Note [calling a weak reference]: `ref()` (Objects/weakrefobject.c,
+                // `weakref_vectorcall`) returns the referent, or None once it is dead; it runs
+                // no Python code. The referent is wrapped through `Source::WeakRefCall`, so the
+                // guards call the reference again and check what it gives (the same tensor, or
+                // None), as torch's `WeakRefCallSource` does; nn.RNN calls its weight refs at
+                // every forward (`_weights_have_changed`).
+                let referent = obj.bind(py).call0()?;
+                let src = std::sync::Arc::new(crate::source::Source::WeakRefCall { base: source.clone() });
+                crate::symbolic::builder::wrap(py, self.og, &referent, src)
+            }
             other @ VT::Opaque { .. } => graph_break!(UntracedValue, "call to {}", other.describe(py)),
             other => graph_break!(UnsupportedOperation, "call to {}", other.describe(py)),
         }
@@ -1759,4 +1770,11 @@ impl<'a> InstructionTranslator<'a> {
         }
         make_tuple(py, items)
     }
+}
+
+/// Whether `o` is exactly a `weakref.ref` (`PyWeakref_CheckRefExact`, Include/cpython/weakrefobject.h):
+/// a subclass may define its own `__call__`.
+pub(crate) fn is_exact_weakref(o: &Bound<'_, PyAny>) -> bool {
+    // SAFETY: a live object pointer; the check only reads its type.
+    unsafe { pyo3::ffi::PyWeakref_CheckRefExact(o.as_ptr()) != 0 }
 }

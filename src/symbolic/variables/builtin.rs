@@ -458,9 +458,14 @@ impl<'a> InstructionTranslator<'a> {
             let inner = self.make_iter(py, &args[0])?;
             return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Enumerate { inner, count })))));
         }
-        if is("zip") && kwargs.is_empty() {
+        if is("zip") && kwargs.iter().all(|(k, _)| k == "strict") {
+            // `strict` is read as `PyObject_IsTrue` (Python/bltinmodule.c, `zip_new`).
+            let strict = match kwargs.first() {
+                Some((_, v)) => self.truth(py, v)?,
+                None => false,
+            };
             let inners = args.iter().map(|a| self.make_iter(py, a)).collect::<VResult<Vec<_>>>()?;
-            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Zip(inners))))));
+            return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(IterKind::Zip(inners, strict))))));
         }
         // `collections._count_elements(mapping, iterable)` (Modules/_collectionsmodule.c), what
         // `Counter.update` calls: its Python version, traced.

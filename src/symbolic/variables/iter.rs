@@ -51,9 +51,11 @@ pub enum IterKind {
     DictReversed { dict: Rc<RefCell<DictState>>, view: DictView, used: usize, version: u64, index: i64, ordered: bool },
     /// `enumerate(inner, start)` (Objects/enumobject.c): `count` is the next index.
     Enumerate { inner: Rc<RefCell<IteratorState>>, count: i64 },
-    /// `zip(*inners)` (Python/bltinmodule.c, `zip_next`): steps each inner in order and stops at
-    /// the first exhausted one (items already taken from the earlier ones are dropped).
-    Zip(Vec<Rc<RefCell<IteratorState>>>),
+    /// `zip(*inners, strict=...)` (Python/bltinmodule.c, `zip_next`): steps each inner in order
+    /// and stops at the first exhausted one (items already taken from the earlier ones are
+    /// dropped). With `strict`, an inner exhausted after the first raises `ValueError`, and when
+    /// the first is exhausted each later one is stepped once more and must be exhausted too.
+    Zip(Vec<Rc<RefCell<IteratorState>>>, bool),
     /// A generator made in the trace: its frame runs up to the next `yield` at each step, so
     /// its body interleaves with the loop that consumes it as in CPython. `None` while a step
     /// runs it (a generator that steps itself is "already executing").
@@ -202,6 +204,18 @@ pub enum IterError {
     Raise(&'static str),
     /// The step depends on something not modelled.
     Unsupported(crate::symbolic::Unsupported),
+}
+
+/// The `ValueError` of `zip(..., strict=True)` when argument `i` (0-based, `i >= 1`) is
+/// `shorter`/`longer` than the ones before it; CPython's text (`zip_next`): "zip() argument 2
+/// is shorter than argument 1", "zip() argument 3 is longer than arguments 1-2".
+fn zip_length_error(py: Python<'_>, i: usize, what: &str) -> IterError {
+    let plural = if i == 1 { " " } else { "s 1-" };
+    let msg = format!("zip() argument {} is {what} than argument{plural}{i}", i + 1);
+    match py.get_type::<pyo3::exceptions::PyValueError>().call1((msg.as_str(),)) {
+        Ok(exc) => IterError::Unsupported(crate::symbolic::Unsupported::raise_value("ValueError", exc.unbind(), msg)),
+        Err(e) => IterError::Unsupported(crate::symbolic::Unsupported::new(e.to_string())),
+    }
 }
 
 /// Answers an `IterRequest` (`Resume`: `Ok(None)` when the generator returned).
@@ -365,20 +379,32 @@ impl IteratorState {
                     None => None,
                 }
             }
-            IterKind::Zip(inners) => {
+            IterKind::Zip(inners, strict) => {
                 let mut out = Vec::with_capacity(inners.len());
-                let mut done = inners.is_empty();
-                for it in inners.iter() {
+                let mut exhausted = inners.is_empty().then_some(0);
+                for (i, it) in inners.iter().enumerate() {
                     let next = borrow_iter(it)?.next_item(py, resume)?;
                     match next {
                         Some(v) => out.push(v),
                         None => {
-                            done = true;
+                            exhausted = Some(i);
                             break;
                         }
                     }
                 }
-                (!done).then(|| tuple_of(py, out))
+                match exhausted {
+                    None => Some(tuple_of(py, out)),
+                    Some(i) if *strict && i > 0 => return Err(zip_length_error(py, i, "shorter")),
+                    Some(0) if *strict => {
+                        for (i, it) in inners.iter().enumerate().skip(1) {
+                            if borrow_iter(it)?.next_item(py, resume)?.is_some() {
+                                return Err(zip_length_error(py, i, "longer"));
+                            }
+                        }
+                        None
+                    }
+                    Some(_) => None,
+                }
             }
             IterKind::Generator(frame) => {
                 let Some(mut f) = frame.take() else {
