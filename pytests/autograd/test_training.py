@@ -702,7 +702,11 @@ def test_adamw_steps_match_eager(name, backend):
     elif name == "resnet18":
         torchvision = pytest.importorskip("torchvision")
         model = torchvision.models.resnet18(num_classes=10).train()
-        loss_fn, inputs = loss_mlp, (torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,)))
+        # 4 x 64 x 64: layer4's batch norms see 4 x 2 x 2 values per channel. With 2 x 32 x 32
+        # they see two, whose normalized values are +-1 whatever the input: the gradients of
+        # the convolutions before them are then pure rounding noise, which AdamW scales to
+        # +-lr per element, and eager and compiled runs part after one step.
+        loss_fn, inputs = loss_mlp, (torch.randn(4, 3, 64, 64), torch.randint(0, 10, (4,)))
     else:
         model = _tiny_lm(name)
         inputs = (torch.randint(0, 128, (2, 16)),)
@@ -728,10 +732,23 @@ def test_adamw_steps_match_eager(name, backend):
                 assert_grad_close(p.grad, q.grad, f"step {step}: {pname}")
         for (bname, b), (_, c) in zip(model.named_buffers(), ref.named_buffers()):
             torch.testing.assert_close(b, c, **TOL, msg=lambda m: f"step {step}: buffer {bname}: {m}")
+        # Where eager's gradient is below 1e-6 of its tensor's largest, AdamW's first steps are
+        # m / (sqrt(v) + eps) ~ g / (|g| + 1e-8): a difference within the gradient tolerance
+        # there moves the parameter by up to 2 lr a step. Those elements get that bound.
+        noisy = {pname: q.grad.abs() < 1e-6 * q.grad.abs().max() for pname, q in ref.named_parameters() if q.grad is not None}
         opt_ref.step()
         opt.step()
         for (pname, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
-            torch.testing.assert_close(p, q, rtol=0, atol=1e-4, msg=lambda m: f"step {step}: {pname}: {m}")
+            bound = torch.full_like(q, 1e-4)
+            if pname in noisy:
+                bound[noisy[pname]] = 2e-3 * (step + 1) + 1e-4
+            excess = ((p - q).abs() - bound).max().item()
+            assert excess <= 0, f"step {step}: {pname}: parameters differ by {excess} beyond the bound"
+        # The next step's gradients are compared at eager's parameters: what the bound above
+        # lets differ would otherwise feed every later gradient.
+        with torch.no_grad():
+            for p, q in zip(model.parameters(), ref.parameters()):
+                p.copy_(q)
     c = dynamo.counters()
     assert c["aot_graphs"] >= 1 and c["aot_eager_graphs"] == 0 and c["aot_backward_graphs"] >= 1, c
 

@@ -116,6 +116,7 @@ impl<'py> Builder<'py> {
             meta: None,
             users: Vec::new(),
             inplace: false,
+            recompute: false,
         });
         self.requires_grad.push(false);
         idx

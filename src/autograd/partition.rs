@@ -78,6 +78,10 @@ pub fn recomputable(j: &JointGraph, i: usize) -> bool {
     if RANDOM_MARKERS.iter().any(|m| target.contains(m)) {
         return false;
     }
+    if n.recompute {
+        // Note [activation checkpointing]: any deterministic op of a checkpointed region.
+        return true;
+    }
     match n.canonical {
         Some(c) if crate::inductor::lowering::is_pointwise_op(c) => true,
         // A view of a tensor (not `getitem` of a tuple: the tuple itself cannot be saved).
@@ -246,6 +250,17 @@ impl FlowNetwork {
 // in a flow below INF.
 const TIE_SCALE: u64 = 16;
 
+// Note [activation checkpointing]: `torch.utils.checkpoint.checkpoint(fn, *args,
+// use_reentrant=False)` is traced by inlining `fn` (src/symbolic/object_protocol.rs,
+// `activation_checkpoint`); the nodes it makes carry fx `meta["recompute"]` (`FxNode::recompute`,
+// torch.compile's tag for the same regions). Eager's non-reentrant checkpoint saves only the
+// region's inputs and runs the region again during the backward; here that is a partitioning
+// choice: under the min-cut policy a tagged node is recomputable whatever its op (matmuls
+// included; random ops still never are: a second draw would differ) and its saving capacity is
+// infinite, so the cut goes through the region's inputs and everything the backward reads from
+// inside the region is recomputed in the backward graph. Values and gradients are those of
+// eager either way; only memory changes. "save_all" ignores the tags (the comparison policy).
+
 /// True for a pure view node (`VIEW_OPS` but `contiguous`): see Note [save bases, not views].
 fn is_view(j: &JointGraph, v: usize) -> bool {
     j.g.nodes[v].canonical.is_some_and(|c| c != "contiguous" && VIEW_OPS.contains(&c))
@@ -260,7 +275,15 @@ fn min_cut(j: &JointGraph, reads: &BTreeSet<usize>) -> (BTreeSet<usize>, BTreeSe
     let mut net = FlowNetwork::new(2 * n + 2);
     let value = |v: usize| is_input(j, v) || matches!(j.g.nodes[v].op, FxOp::CallFunction { .. } | FxOp::CallMethod { .. } | FxOp::CallModule { .. });
     for v in (0..n).filter(|&v| value(v)) {
-        let cost = if is_input(j, v) { 0 } else { save_cost(j, v) * TIE_SCALE + u64::from(is_view(j, v)) };
+        let cost = if is_input(j, v) {
+            0
+        } else if j.g.nodes[v].recompute && recomputable(j, v) {
+            // Note [activation checkpointing]: never saved; the cut passes through the region's
+            // inputs (or through its random ops, which cannot be recomputed).
+            INF
+        } else {
+            save_cost(j, v) * TIE_SCALE + u64::from(is_view(j, v))
+        };
         net.add_edge(vin(v), vout(v), cost);
         if is_input(j, v) || !recomputable(j, v) {
             net.add_edge(source, vin(v), INF);
@@ -357,6 +380,7 @@ mod tests {
             meta: meta(100, DType::F32),
             users: Vec::new(),
             inplace: false,
+            recompute: false,
         }
     }
 
@@ -482,6 +506,27 @@ mod tests {
         assert_eq!(p.saved, vec![2, 4]);
         assert!(p.recomputed.is_empty());
         assert!(!recomputable(&j, 2));
+    }
+
+    #[test]
+    fn a_checkpointed_region_is_recomputed_from_its_inputs() {
+        // Note [activation checkpointing]: with every node of the GELU MLP's region (mm .. y)
+        // tagged, the backward recomputes mm too (a matmul, never recomputed untagged), and the
+        // forward saves only the region's input x and w; save-all ignores the tags.
+        let mut j = gelu_mlp();
+        for i in 2..=6 {
+            j.g.nodes[i].recompute = true;
+        }
+        let p = partition(&j, Policy::MinCut);
+        assert_eq!(p.saved, vec![0, 1]);
+        assert_eq!(p.recomputed, vec![2, 3, 4, 5, 6]);
+        assert_eq!(saved_bytes(&j, &p), 0);
+        assert_eq!(partition(&j, Policy::SaveAll).saved, vec![1, 2, 3, 4, 5, 6]);
+        // A random op inside the region is saved, and what it feeds is recomputed from it.
+        j.g.nodes[4].target_name = "dropout".into();
+        let p = partition(&j, Policy::MinCut);
+        assert_eq!(p.saved, vec![0, 1, 4]);
+        assert_eq!(p.recomputed, vec![2, 3, 5, 6]);
     }
 
     #[test]

@@ -60,6 +60,10 @@ pub struct Node {
     pub args: Vec<Arg>,
     pub kwargs: Vec<(String, Arg)>,
     pub meta: Option<TensorMeta>,
+    /// Made inside an activation-checkpointed region (`torch.utils.checkpoint.checkpoint`):
+    /// exported as fx `meta["recompute"]`, so the partitioner recomputes the value in the
+    /// backward instead of saving it (Note [activation checkpointing] in src/autograd/partition.rs).
+    pub recompute: bool,
 }
 
 /// A captured graph: nodes in execution order and the list of output values.
@@ -67,13 +71,17 @@ pub struct Node {
 pub struct Graph {
     pub nodes: Vec<Node>,
     pub outputs: Vec<Arg>,
+    /// Depth of the activation-checkpointed regions being traced: nodes added while it is
+    /// non-zero are marked `recompute`.
+    pub checkpoint_depth: u32,
 }
 
 impl Graph {
     /// Appends a node and returns its id.
     pub fn add(&mut self, name: String, op: Op, args: Vec<Arg>, kwargs: Vec<(String, Arg)>, meta: Option<TensorMeta>) -> NodeId {
         let id = NodeId(self.nodes.len() as u32);
-        self.nodes.push(Node { id, name, op, args, kwargs, meta });
+        let recompute = self.checkpoint_depth > 0 && !matches!(op, Op::Placeholder { .. });
+        self.nodes.push(Node { id, name, op, args, kwargs, meta, recompute });
         id
     }
 

@@ -88,6 +88,9 @@ pub struct FxNode {
     /// The node was an in-place op on its first argument and now holds its functional form
     /// (see [`super::functionalize`]); its value is the new value of that argument.
     pub inplace: bool,
+    /// fx `meta["recompute"]` was set: the node comes from an activation-checkpointed region
+    /// (Note [activation checkpointing] in src/autograd/partition.rs).
+    pub recompute: bool,
 }
 
 /// Recomputes every node's `users` from the arguments of the nodes after it.
@@ -845,6 +848,11 @@ pub fn import_graph(
             }
         };
         let has_meta = meta_value(py, n)?.is_some();
+        let recompute = match n.getattr(intern!(py, "meta"))?.cast::<PyDict>().map_err(PyErr::from)?.get_item(intern!(py, "recompute"))? {
+            // torch's own tag is a `CheckpointPolicy` (MUST_/PREFER_RECOMPUTE, MUST_/PREFER_SAVE).
+            Some(v) => v.is_truthy()? && !v.str()?.to_string().contains("SAVE"),
+            None => false,
+        };
         let op: String = n.getattr(intern!(py, "op"))?.extract()?;
         let name: String = n.getattr(intern!(py, "name"))?.extract()?;
         let target = n.getattr(intern!(py, "target"))?;
@@ -936,7 +944,7 @@ pub fn import_graph(
             "call_function" => qualified_name(py, &target),
             _ => target.str().map(|s| s.to_string()).unwrap_or_default(),
         };
-        out_nodes.push(FxNode { name, op: fx_op, canonical, target_name, args, kwargs, meta, users: Vec::new(), inplace });
+        out_nodes.push(FxNode { name, op: fx_op, canonical, target_name, args, kwargs, meta, users: Vec::new(), inplace, recompute });
     }
     if n_placeholders != examples.len() {
         return Err(ImportError::Unsupported(format!(

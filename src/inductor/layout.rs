@@ -172,6 +172,7 @@ fn rewrite(py: Python<'_>, g: &FxGraph, convert_inputs: bool) -> PyResult<FxGrap
             meta: Some(meta),
             users: Vec::new(),
             inplace: false,
+            recompute: false,
         });
         changed.push(true);
         nodes.len() - 1

@@ -695,6 +695,7 @@ mod tests {
             meta: sizes.and_then(meta),
             users: Vec::new(),
             inplace: false,
+            recompute: false,
         }
     }
 

@@ -1384,6 +1384,9 @@ impl<'a> InstructionTranslator<'a> {
                 if let Some(v) = self.environment_query(py, &f, &name, &args, &kwargs)? {
                     return Ok(v);
                 }
+                if name == "torch.utils.checkpoint.checkpoint" {
+                    return self.activation_checkpoint(py, args, kwargs);
+                }
                 if ["seed", "set_", "manual_seed", "_set", "use_deterministic", "compile", "_dynamo", "autograd.grad", "backward", "no_grad", "enable_grad"]
                     .iter()
                     .any(|d| name.contains(d))
@@ -1412,6 +1415,22 @@ impl<'a> InstructionTranslator<'a> {
                 if args.is_empty() && kwargs.is_empty() {
                     if let Some(answer) = self.tensor_query(py, tensor, name, true)? {
                         return Ok(answer);
+                    }
+                }
+                if name == "requires_grad_" && args.len() + kwargs.len() <= 1 && kwargs.iter().all(|(k, _)| k == "requires_grad") {
+                    // `t.requires_grad_(True)` on a tensor that already requires grad changes
+                    // nothing and returns `t` (torch/csrc/autograd/python_variable_methods.cpp,
+                    // `THPVariable_requires_grad_`); a hook that makes every embedding output
+                    // require grad (transformers' `enable_input_require_grads`) stays in the
+                    // graph. Any other use is an op on autograd state, left to the graph.
+                    let flag = args.first().or(kwargs.first().map(|(_, v)| v)).map(|v| v.as_constant(py));
+                    let on = match flag {
+                        None => true,
+                        Some(Some(c)) => c.is_truthy()?,
+                        Some(None) => false,
+                    };
+                    if on && tensor.fake.bind(py).getattr("requires_grad")?.is_truthy()? {
+                        return Ok(VT::Tensor(tensor.clone()));
                     }
                 }
                 let mut all = vec![VT::Tensor(tensor.clone())];
@@ -1769,6 +1788,61 @@ impl<'a> InstructionTranslator<'a> {
             }
         }
         make_tuple(py, items)
+    }
+}
+
+impl InstructionTranslator<'_> {
+    /// `torch.utils.checkpoint.checkpoint(function, *args, use_reentrant=False, **kwargs)`
+    /// (Note [activation checkpointing] in src/autograd/partition.rs): `function(*args,
+    /// **kwargs)` is inlined, and every graph node it makes is marked `recompute`. The
+    /// non-reentrant checkpoint only changes what autograd keeps (its saved tensors are dropped
+    /// and recomputed under the same RNG state), never a value, so the inlined call gives
+    /// eager's values and gradients; the partitioner then recomputes the region in the backward
+    /// graph. Graph breaks (run by torch, as eager): `use_reentrant` not passed as False (the
+    /// reentrant `CheckpointFunction`, whose outputs require grad only through its tensor
+    /// arguments; and the default's warning), a `context_fn` other than `noop_context_fn`,
+    /// `debug=True`, and the decorator form (`function=None`).
+    pub(crate) fn activation_checkpoint(&mut self, py: Python<'_>, mut args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        const OPTIONS: &[&str] = &["use_reentrant", "preserve_rng_state", "context_fn", "determinism_check", "debug", "early_stop", "respect_saved_tensors_hooks"];
+        let mut fn_kwargs = Vec::new();
+        let mut reentrant = None;
+        for (k, v) in kwargs {
+            if !OPTIONS.contains(&k.as_str()) {
+                fn_kwargs.push((k, v));
+                continue;
+            }
+            let value = v.as_constant(py);
+            match k.as_str() {
+                "use_reentrant" => reentrant = value.map(|c| c.is_truthy()).transpose()?,
+                "debug" => {
+                    if !matches!(value.map(|c| c.is_truthy()), Some(Ok(false))) {
+                        graph_break!(UnsupportedCall, "torch.utils.checkpoint.checkpoint with debug=True runs eagerly");
+                    }
+                }
+                "context_fn" => {
+                    let noop = py.import("torch.utils.checkpoint")?.getattr("noop_context_fn")?;
+                    let is_noop = match &v {
+                        VT::TorchFunction(f) | VT::Function { obj: f, .. } => f.bind(py).is(&noop),
+                        _ => false,
+                    };
+                    if !is_noop {
+                        graph_break!(UnsupportedCall, "torch.utils.checkpoint.checkpoint with a context_fn runs eagerly");
+                    }
+                }
+                _ => {}
+            }
+        }
+        if reentrant != Some(false) {
+            graph_break!(UnsupportedCall, "torch.utils.checkpoint.checkpoint without use_reentrant=False runs eagerly (the reentrant CheckpointFunction)");
+        }
+        if args.is_empty() || args[0].as_constant(py).is_some_and(|c| c.is_none()) {
+            graph_break!(UnsupportedCall, "torch.utils.checkpoint.checkpoint used as a decorator runs eagerly");
+        }
+        let function = args.remove(0);
+        self.og.graph.checkpoint_depth += 1;
+        let r = self.call(py, &function, args, fn_kwargs);
+        self.og.graph.checkpoint_depth -= 1;
+        r
     }
 }
 

@@ -1201,6 +1201,9 @@ impl OutputGraph {
             if let Some(f) = self.fakes.get(&n.id) {
                 node.getattr("meta")?.set_item("example_value", f.bind(py))?;
             }
+            if n.recompute {
+                node.getattr("meta")?.set_item("recompute", true)?;
+            }
             fx_nodes.push(node);
         }
         let outs = self.args_to_py(py, &self.graph.outputs, &fx_nodes)?;
