@@ -329,6 +329,20 @@ impl<'a> InstructionTranslator<'a> {
                     Some((_, ca)) => is_data_descriptor(&ca)?,
                     None => false,
                 };
+                let is_buffer = m.getattr("__dict__").and_then(|d| d.get_item("_buffers")).and_then(|t| t.contains(name)).unwrap_or(false);
+                if ty.getattr("__setattr__")?.is(&module_setattr) && is_buffer && !descriptor {
+                    if let VT::Tensor(t) = &v {
+                        // `self._u = F.normalize(..., out=self._u)` (spectral_norm's power
+                        // iteration): a buffer set to the tensor it already holds. nn.Module's
+                        // __setattr__ stores the same object in `_buffers` again: no change; the
+                        // in-place write itself is in the graph.
+                        if let VT::Tensor(cur) = self.module_getattr(py, m, Some(source.clone()), name)? {
+                            if cur.fake.bind(py).is(t.fake.bind(py)) {
+                                return Ok(());
+                            }
+                        }
+                    }
+                }
                 if !ty.getattr("__setattr__")?.is(&module_setattr) || registered || descriptor || matches!(v, VT::Tensor(_) | VT::Module { .. }) {
                     graph_break!(SideEffect, "attribute write {}.{name} (a parameter, buffer, submodule or tensor)", obj.describe(py));
                 }
@@ -1303,6 +1317,9 @@ impl<'a> InstructionTranslator<'a> {
                 return Ok(sig);
             }
         }
+        if let Some(r) = self.grad_mode_decorated_call(py, func, &args, &kwargs)? {
+            return r;
+        }
         if let VT::Class(c) = func {
             // A builtin exception class called with constant arguments: the exception object
             // itself (it has no effects), so `raise KeyError(k)` can be raised in the trace.
@@ -1843,6 +1860,73 @@ impl InstructionTranslator<'_> {
         let r = self.call(py, &function, args, fn_kwargs);
         self.og.graph.checkpoint_depth -= 1;
         r
+    }
+}
+
+impl InstructionTranslator<'_> {
+    /// A function decorated with `@torch.no_grad()` / `@torch.enable_grad()` /
+    /// `@torch.set_grad_enabled(flag)` (torch/utils/_contextlib.py, `context_decorator`: the
+    /// decorator returns `decorate_context`, a torch-defined closure over `ctx_factory`, the
+    /// grad-mode object's bound `clone`, and `func`, running `with ctx_factory(): return
+    /// func(*args, **kwargs)`). Traced as that body: grad mode set, `func` (reached as
+    /// `__wrapped__`, which `functools.wraps` sets) called, grad mode restored. `None` when
+    /// `func` is not such a function; other context decorators (inference_mode, user ones)
+    /// are left to the callers (a graph break).
+    pub(crate) fn grad_mode_decorated_call(&mut self, py: Python<'_>, func: &VT, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VResult<VT>>> {
+        let (f, source) = match func {
+            VT::TorchFunction(f) => (f.bind(py).clone(), None),
+            VT::Function { obj, source } => (obj.bind(py).clone(), source.clone()),
+            _ => return Ok(None),
+        };
+        let Ok(code) = f.getattr("__code__") else { return Ok(None) };
+        // Its code is renamed after the context (`_set_stack_frame_name`: co_name "no_grad"),
+        // so it is known by its file and free variables; a generator (`_wrap_generator`, where
+        // the mode holds while the generator runs) is not this.
+        let filename: String = code.getattr("co_filename").and_then(|n| n.extract()).unwrap_or_default();
+        let freevars: Vec<String> = code.getattr("co_freevars")?.extract()?;
+        let flags: u32 = code.getattr("co_flags")?.extract()?;
+        const CO_GENERATOR_LIKE: u32 = 0x20 | 0x100 | 0x200; // CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR
+        if !filename.replace('\\', "/").ends_with("torch/utils/_contextlib.py") || freevars != ["ctx_factory", "func"] || flags & CO_GENERATOR_LIKE != 0 {
+            return Ok(None);
+        }
+        let closure = f.getattr("__closure__")?;
+        let cell = |name: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
+            match freevars.iter().position(|v| v == name) {
+                Some(i) => Ok(Some(closure.get_item(i)?.getattr("cell_contents")?)),
+                None => Ok(None),
+            }
+        };
+        let (Some(factory), Some(inner)) = (cell("ctx_factory")?, cell("func")?) else { return Ok(None) };
+        let Ok(ctx) = factory.getattr("__self__") else { return Ok(None) };
+        let grad_mode = py.import("torch.autograd.grad_mode")?;
+        let ty = ctx.get_type();
+        let enabled = if ty.is(grad_mode.getattr("no_grad")?) {
+            false
+        } else if ty.is(grad_mode.getattr("enable_grad")?) {
+            true
+        } else if ty.is(grad_mode.getattr("set_grad_enabled")?) {
+            ctx.getattr("mode")?.is_truthy()?
+        } else {
+            return Ok(None);
+        };
+        if factory.getattr("__func__").is_err() || !factory.getattr("__func__")?.is(ty.getattr("clone")?) {
+            return Ok(None);
+        }
+        let inner_vt = match &source {
+            Some(s) => wrap(py, self.og, &inner, s.attr("__wrapped__"))?,
+            None => self.wrap_unguarded(py, &inner)?,
+        };
+        // A decorated function defined in torch (`_SpectralNorm._power_method`) is Python code
+        // over its arguments, not a tensor op: inlined.
+        let inner_vt = match inner_vt {
+            VT::TorchFunction(f) if type_name(f.bind(py)) == "function" => VT::Function { obj: f, source: source.map(|s| s.attr("__wrapped__")) },
+            other => other,
+        };
+        let prev = self.grad_enabled(py)?;
+        self.set_grad_enabled(py, enabled)?;
+        let r = self.call(py, &inner_vt, args.to_vec(), kwargs.to_vec());
+        self.set_grad_enabled(py, prev)?;
+        Ok(Some(r))
     }
 }
 

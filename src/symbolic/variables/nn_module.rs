@@ -175,7 +175,17 @@ impl<'a> InstructionTranslator<'a> {
                     // that a getter from another module's globals (transformers'
                     // `PreTrainedModel.loss_function`) reads them through `fget.__globals__`.
                     let func = match (&source, static_type_lookup(&cls, name)?) {
-                        (Some(s), Some((k, raw))) if raw.is(&class_attr) && type_name(&fget) == "function" => wrap(py, self.og, &fget, class_attr_source(s, k, name).attr("fget"))?,
+                        (Some(s), Some((k, raw))) if raw.is(&class_attr) && type_name(&fget) == "function" => {
+                            let fget_src = class_attr_source(s, k, name).attr("fget");
+                            match wrap(py, self.og, &fget, fget_src.clone())? {
+                                // A getter defined in torch (the property that
+                                // `torch.nn.utils.parametrize` puts on a parametrized module's
+                                // class, `get_parametrized`) is Python code over the module, not a
+                                // tensor op: inlined, never a graph node taking the module.
+                                VT::TorchFunction(f) => VT::Function { obj: f, source: Some(fget_src) },
+                                other => other,
+                            }
+                        }
                         _ => VT::Function { obj: Rc::new(fget.unbind()), source: None },
                     };
                     let self_vt = VT::Module { obj: Rc::new(m.clone().unbind()), source };
