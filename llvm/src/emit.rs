@@ -356,6 +356,25 @@ pub(crate) fn build_compare<'ctx>(b: &Builder<'ctx>, op: CmpOp, int: bool, x: Ba
     Ok(e(b.build_float_compare(pred, x.into_float_value(), y.into_float_value(), ""))?.into())
 }
 
+/// `x` (f32) rounded to bfloat16 with integer operations, returned as a `bfloat` value: round to
+/// nearest even (c10/util/BFloat16.h, `round_to_nearest_even`), any NaN to 0xFFFF as ATen's
+/// vectorized conversion gives it (aten/src/ATen/cpu/vec/vec256/vec256_bfloat16.h,
+/// `cvtfp32_bf16`: what eager's bfloat16 kernels store). LLVM's
+/// `fptrunc float to bfloat` is one instruction only with AVX512-BF16; elsewhere it becomes a call
+/// to `__truncsfbf2`, which the JIT cannot resolve (libgcc_s exports the half-precision helpers,
+/// not the bfloat16 ones), and the kernel failed to link on such CPUs (an AMD EPYC).
+pub(crate) fn trunc_to_bf16<'ctx>(ctx: &'ctx Context, b: &Builder<'ctx>, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
+    let i32t = ctx.i32_type();
+    let bits = e(b.build_bit_cast(x, i32t, ""))?.into_int_value();
+    let lsb = e(b.build_and(e(b.build_right_shift(bits, i32t.const_int(16, false), false, ""))?, i32t.const_int(1, false), ""))?;
+    let bias = e(b.build_int_add(lsb, i32t.const_int(0x7FFF, false), ""))?;
+    let rounded = e(b.build_right_shift(e(b.build_int_add(bits, bias, ""))?, i32t.const_int(16, false), false, ""))?;
+    let r16 = e(b.build_int_truncate(rounded, ctx.i16_type(), ""))?;
+    let is_nan = e(b.build_float_compare(FloatPredicate::UNO, x, x, ""))?;
+    let r16 = e(b.build_select(is_nan, ctx.i16_type().const_int(0xFFFF, false), r16, ""))?;
+    Ok(e(b.build_bit_cast(r16, ctx.bf16_type(), ""))?.into_float_value())
+}
+
 /// zero (C's conversion, which torch uses). Shared by the CPU and the NVPTX code generators.
 pub(crate) fn build_cast<'ctx>(b: &Builder<'ctx>, from: DType, to: DType, to_ty: BasicTypeEnum<'ctx>, v: BasicValueEnum<'ctx>) -> Result<BasicValueEnum<'ctx>, CodegenError> {
     if from == to {
@@ -1318,7 +1337,8 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         let value: BasicValueEnum<'ctx> = match dt {
             DType::F32 | DType::F64 | DType::I64 | DType::I32 => value,
             // fptrunc rounds to nearest even, as torch's float -> bfloat16/half conversions do.
-            DType::BF16 | DType::F16 => e(b.build_float_trunc(value.into_float_value(), ty.into_float_type(), ""))?.into(),
+            DType::BF16 => trunc_to_bf16(ctx, b, value.into_float_value())?.into(),
+            DType::F16 => e(b.build_float_trunc(value.into_float_value(), ty.into_float_type(), ""))?.into(),
             DType::Bool => e(b.build_int_z_extend(value.into_int_value(), ctx.i8_type(), ""))?.into(),
         };
         let ptr = unsafe { e(b.build_in_bounds_gep(ty, ptrs[st.arg as usize], &[off], ""))? };
@@ -1521,8 +1541,11 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                 UnaryOp::Expm1 => self.call_math(b, "expm1f", &[fv(a)])?.into(),
                 UnaryOp::Not => e(b.build_xor(iv(a), boolt.const_int(1, false), ""))?.into(),
                 UnaryOp::RoundBF16 | UnaryOp::RoundF16 => {
-                    let half = if *op == UnaryOp::RoundBF16 { ctx.bf16_type() } else { ctx.f16_type() };
-                    let t = e(b.build_float_trunc(fv(a), half, ""))?;
+                    let t = if *op == UnaryOp::RoundBF16 {
+                        trunc_to_bf16(ctx, b, fv(a))?
+                    } else {
+                        e(b.build_float_trunc(fv(a), ctx.f16_type(), ""))?
+                    };
                     e(b.build_float_ext(t, f32t, ""))?.into()
                 }
                 UnaryOp::Relu | UnaryOp::Sigmoid | UnaryOp::Reciprocal | UnaryOp::Rsqrt => {
