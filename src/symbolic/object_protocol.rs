@@ -80,7 +80,9 @@ impl<'a> InstructionTranslator<'a> {
                 // neither. Reading them breaks the graph: the exception then outlives it, and
                 // the frame breaks where it was raised instead (`rebuild_of`), so Python raises
                 // and chains it for real.
+                let explicit = matches!(name, "__cause__" | "__suppress_context__") && self.og.caused_exceptions.iter().any(|r| r.is(c));
                 if matches!(name, "__traceback__" | "__context__" | "__cause__" | "__suppress_context__")
+                    && !explicit
                     && self.og.raised_exceptions.iter().any(|r| r.is(c))
                 {
                     graph_break!(UntracedValue, "{name} of an exception the trace raised");

@@ -154,6 +154,9 @@ pub struct OutputGraph {
     /// Exception objects the trace raised and handed to an `except` clause (kept alive): one
     /// that outlives the graph is refused (eager's carries a traceback).
     pub raised_exceptions: Vec<Py<PyAny>>,
+    /// Exceptions the trace raised with `raise exc from cause`: their `__cause__` and
+    /// `__suppress_context__` are the ones eager gives (set by the raise itself).
+    pub caused_exceptions: Vec<Py<PyAny>>,
     /// For each of `raised_exceptions`, the `(ip, visit)` of the converted frame's instruction
     /// running when it was raised (the raise itself, or the call that raised it in an inlined
     /// function): where to break instead when the exception outlives the graph.
@@ -335,6 +338,7 @@ impl OutputGraph {
             cells_by_ptr: HashMap::new(),
             cell_sources: HashMap::new(),
             raised_exceptions: Vec::new(),
+            caused_exceptions: Vec::new(),
             raise_points: Vec::new(),
             top_ip: (0, 0),
             user_loc: None,

@@ -1158,6 +1158,34 @@ impl<'a> InstructionTranslator<'a> {
                 };
                 return Err(self.raise_value(py, &exc));
             }
+            op::RAISE_VARARGS if arg == 2 => {
+                // `raise exc from cause` (Python/ceval.c, `do_raise`): a class is called with
+                // no arguments; the cause (None, an exception, or an exception class, called)
+                // becomes `__cause__`, and `__suppress_context__` is set. `os.environ[key]`
+                // raises `KeyError(key) from None` for a missing variable, which
+                // `os.environ.get` catches.
+                let cause = self.pop()?;
+                let exc = self.pop()?;
+                let exc = match &exc {
+                    VT::Class(_) => self.call(py, &exc, vec![], vec![])?,
+                    _ => exc,
+                };
+                let cause = match &cause {
+                    VT::Class(_) => self.call(py, &cause, vec![], vec![])?,
+                    _ => cause,
+                };
+                let (Some(e), Some(c)) = (exc.as_constant(py), cause.as_constant(py)) else {
+                    graph_break!(RaisesException, "raise {} from {}", exc.describe(py), cause.describe(py));
+                };
+                let base_exc = py.get_type::<pyo3::exceptions::PyBaseException>();
+                if !e.is_instance(&base_exc)? || !(c.is_none() || c.is_instance(&base_exc)?) {
+                    graph_break!(RaisesException, "raise {} from {}", exc.describe(py), cause.describe(py));
+                }
+                e.setattr("__cause__", &c)?;
+                e.setattr("__suppress_context__", true)?;
+                self.og.caused_exceptions.push(e.clone().unbind());
+                return Err(self.raise_value(py, &exc));
+            }
             _ => graph_break!(UnsupportedOpcode, "opcode {} is not supported", crate::bytecode::opcode::name(opcode)),
         }
         Ok(Flow::Continue)
