@@ -673,3 +673,27 @@ def test_hasattr_and_getattr_on_containers_built_in_the_frame(backend):
     got = dynamo.optimize(backend)(f)(torch.ones(1))
     assert got[1] == want[1] == [False, False, False, False, True, True, True, "default", "default"]
     assert dynamo.counters()["graph_breaks"] == 0
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_list_copy_is_a_new_list_of_the_same_items(backend):
+    # list.copy() (list_copy_impl): a new list, the same item objects; writes to the copy do
+    # not reach the original (torchvision's Swin copies its shift sizes in every block).
+    shifts = [3, 3]
+
+    def f(x, shifts):
+        s = shifts.copy()
+        if x.shape[0] >= 2:
+            s[0] = 0
+        s.append(x)
+        return x * s[1], s, s is shifts, s[2] is x
+
+    dynamo.reset()
+    x = torch.ones(2, 2)
+    got = dynamo.optimize(backend)(f)(x, shifts)
+    want = f(x, [3, 3])
+    torch.testing.assert_close(got[0], want[0])
+    assert type(got[1]) is list and got[1][:2] == want[1][:2] == [0, 3]
+    assert got[2:] == want[2:] == (False, True)
+    assert shifts == [3, 3]
+    assert dynamo.counters()["graph_breaks"] == 0

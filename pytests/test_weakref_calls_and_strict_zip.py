@@ -100,12 +100,12 @@ def test_calling_a_weak_reference_is_traced_and_guarded(backend):
 
     opt = dynamo.optimize(backend)(f)
     dynamo.reset()
-    w = torch.full((2,), 3.0)
+    w = torch.nn.Parameter(torch.full((2,), 3.0))
     r = weakref.ref(w)
     torch.testing.assert_close(opt(torch.ones(2), r), f(torch.ones(2), r))
     assert dynamo.counters()["graph_breaks"] == 0
     # Another referent of the same shape: the guard reads it through the call, no recompile.
-    w2 = torch.full((2,), 5.0)
+    w2 = torch.nn.Parameter(torch.full((2,), 5.0))
     r2 = weakref.ref(w2)
     torch.testing.assert_close(opt(torch.ones(2), r2), torch.full((2,), 5.0))
     assert dynamo.counters()["recompiles"] == 0
@@ -114,6 +114,21 @@ def test_calling_a_weak_reference_is_traced_and_guarded(backend):
     torch.testing.assert_close(opt(torch.ones(2), r2), torch.zeros(2))
     assert dynamo.counters()["recompiles"] == 1
     assert dynamo.counters()["graph_breaks"] == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_weak_reference_to_a_plain_tensor_runs_in_python(backend):
+    # A plain tensor's life may depend on the frame (a local the code deletes): the call is a
+    # graph break, so Python answers it when eager would (test_resume_lifetimes covers frees).
+    def f(x, ref):
+        t = ref()
+        return x * (0 if t is None else t)
+
+    w = torch.full((2,), 3.0)
+    r = weakref.ref(w)
+    dynamo.reset()
+    torch.testing.assert_close(dynamo.optimize(backend)(f)(torch.ones(2), r), w)
+    assert dynamo.counters()["graph_breaks"] == 1
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -128,7 +143,7 @@ def test_a_weak_reference_subclass_is_not_called_in_the_trace(backend):
     def f(x, ref):
         return x * ref()
 
-    w = torch.full((2,), 2.0)
+    w = torch.nn.Parameter(torch.full((2,), 2.0))
     r = Ref(w)
     dynamo.reset()
     torch.testing.assert_close(dynamo.optimize(backend)(f)(torch.ones(2), r), w)

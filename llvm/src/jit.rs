@@ -239,9 +239,41 @@ fn jit() -> Result<&'static Mutex<Lljit>, CodegenError> {
         ))
         .map_err(|e| e.to_string())?;
         LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(j), gen);
+        define_runtime_helpers(j).map_err(|e| e.to_string())?;
         Ok(Mutex::new(Lljit(j)))
     });
     res.as_ref().map_err(|e| CodegenError::Jit(e.clone()))
+}
+
+/// `__truncsfbf2` (float -> bfloat16), the compiler-runtime helper LLVM calls for an `fptrunc` to
+/// bfloat on CPUs without AVX512-BF16 when its own passes make one (instcombine narrowing a
+/// comparison of two extended bfloat16 values, for instance; the emitter itself rounds with
+/// integer operations, `emit::trunc_to_bf16`). libgcc_s does not export it, so without this
+/// definition such a kernel failed to link. Same rounding as the emitter: nearest even, NaN to
+/// 0xFFFF. The x86-64 ABI passes the float in XMM0 and returns the bfloat16 in the low 16 bits
+/// of XMM0, which an `f32` return whose bits hold it matches.
+extern "C" fn trunc_sf_bf2(x: f32) -> f32 {
+    let bits = x.to_bits();
+    let b16 = if x.is_nan() { 0xFFFF } else { (bits.wrapping_add(0x7FFF + ((bits >> 16) & 1))) >> 16 };
+    f32::from_bits(b16)
+}
+
+/// Defines the runtime helpers of [`trunc_sf_bf2`] in the JIT's main dylib as absolute symbols.
+unsafe fn define_runtime_helpers(j: LLVMOrcLLJITRef) -> Result<(), CodegenError> {
+    if !cfg!(target_arch = "x86_64") {
+        return Ok(());
+    }
+    let name = CString::new("__truncsfbf2").expect("no NUL");
+    let flags = LLVMJITSymbolFlags {
+        GenericFlags: (LLVMJITSymbolGenericFlags::LLVMJITSymbolGenericFlagsExported as u8) | (LLVMJITSymbolGenericFlags::LLVMJITSymbolGenericFlagsCallable as u8),
+        TargetFlags: 0,
+    };
+    let mut pairs = [LLVMOrcCSymbolMapPair {
+        Name: LLVMOrcLLJITMangleAndIntern(j, name.as_ptr()),
+        Sym: LLVMJITEvaluatedSymbol { Address: trunc_sf_bf2 as *const () as usize as u64, Flags: flags },
+    }];
+    let mu = LLVMOrcAbsoluteSymbols(pairs.as_mut_ptr(), pairs.len());
+    take_error(LLVMOrcJITDylibDefine(LLVMOrcLLJITGetMainJITDylib(j), mu))
 }
 
 /// Returns a fresh prefix (`k<n>_`) for kernel names, unique in this process.

@@ -1645,7 +1645,18 @@ impl<'a> InstructionTranslator<'a> {
                 // guards call the reference again and check what it gives (the same tensor, or
                 // None), as torch's `WeakRefCallSource` does; nn.RNN calls its weight refs at
                 // every forward (`_weights_have_changed`).
+                // Only a referent whose life does not depend on this frame is read here: a
+                // parameter or a module (held by their modules), or a reference already dead. A
+                // tensor the frame made or holds may die at a `del` or rebinding that the trace
+                // only models (Note [observable frees]): such a call runs in Python.
                 let referent = obj.bind(py).call0()?;
+                let torch_nn = py.import("torch.nn")?;
+                let owned = referent.is_none()
+                    || referent.is_instance(&torch_nn.getattr("Parameter")?)?
+                    || referent.is_instance(&torch_nn.getattr("Module")?)?;
+                if !owned {
+                    graph_break!(ObjectLifetime, "call to a weak reference to a {} (its referent's life may depend on this frame)", type_name(&referent));
+                }
                 let src = std::sync::Arc::new(crate::source::Source::WeakRefCall { base: source.clone() });
                 crate::symbolic::builder::wrap(py, self.og, &referent, src)
             }

@@ -24,6 +24,17 @@ impl<'a> InstructionTranslator<'a> {
     /// constant arguments: run for real and folded when it returns a literal. A query that
     /// raises is a graph break, so the user sees the error from their own line.
     pub(crate) fn environment_query(&mut self, py: Python<'_>, f: &Bound<'_, PyAny>, name: &str, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        if name == "torch.utils._python_dispatch._get_current_dispatch_mode_stack" && args.is_empty() && kwargs.is_empty() {
+            // The user's dispatch modes (nn.MultiheadAttention's fast-path check reads them
+            // through `_is_make_fx_tracing`): with none, a fresh empty list as the query makes,
+            // guarded empty; any mode is left to Python.
+            let now = f.call0()?;
+            if now.cast::<PyList>().is_ok_and(|l| l.is_empty()) && now.get_type().is(py.get_type::<PyList>()) {
+                self.og.add_guard(None, crate::guards::GuardKind::GlobalQuery { func: f.clone().unbind(), args: PyTuple::empty(py).unbind(), expected: now.unbind() });
+                return Ok(Some(crate::symbolic::variables::lists::new_list(vec![])));
+            }
+            return Ok(None);
+        }
         let module_ok = ["torch.cuda.", "torch.backends.", "torch.xpu.", "torch.mps.", "torch.distributed.", "torch.jit.", "torch.version."].iter().any(|m| name.starts_with(m));
         let last = name.rsplit('.').next().unwrap_or("");
         if !module_ok || !(last.starts_with("is_") || last.starts_with("get_") || last.starts_with("has_") || last == "device_count") {

@@ -469,6 +469,13 @@ impl<'a> InstructionTranslator<'a> {
             // LIFO since 3.7). Modelled rather than a break: a `Counter` built in the frame
             // reaches it through its storage, which a break would rebuild as a separate plain
             // dict (breaker5 23: the item stayed in the Counter).
+            // `list.copy()` (Objects/listobject.c, `list_copy_impl`: `list[:]`): a new list of
+            // the same items (torchvision's Swin copies its shift sizes in every block).
+            (VT::List(l), "copy") if args.is_empty() && l.borrow().deque.is_none() => {
+                debug_assert!(!l.borrow().append_only, "an append-only list is only appended to");
+                let items = l.borrow().items.clone();
+                Ok(new_list(items))
+            }
             (VT::Dict(d), "popitem") if args.is_empty() => {
                 let item = {
                     let mut st = d.borrow_mut();
