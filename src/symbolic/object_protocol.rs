@@ -324,14 +324,13 @@ impl<'a> InstructionTranslator<'a> {
                 let m = o.bind(py);
                 let ty = m.get_type();
                 let module_setattr = self.og.handles.module_type.bind(py).getattr("__setattr__")?;
-                let registered = ["_parameters", "_buffers", "_modules"].iter().any(|t| {
-                    m.getattr("__dict__").and_then(|d| d.get_item(t)).and_then(|t| t.contains(name)).unwrap_or(true)
-                });
+                let in_table = |t: &str| m.getattr("__dict__").and_then(|d| d.get_item(t)).and_then(|t| t.contains(name));
+                let registered = ["_parameters", "_buffers", "_modules"].iter().any(|t| in_table(t).unwrap_or(true));
                 let descriptor = match static_type_lookup(&ty, name)? {
                     Some((_, ca)) => is_data_descriptor(&ca)?,
                     None => false,
                 };
-                let is_buffer = m.getattr("__dict__").and_then(|d| d.get_item("_buffers")).and_then(|t| t.contains(name)).unwrap_or(false);
+                let is_buffer = in_table("_buffers").unwrap_or(false);
                 if ty.getattr("__setattr__")?.is(&module_setattr) && is_buffer && !descriptor {
                     if let VT::Tensor(t) = &v {
                         // `self._u = F.normalize(..., out=self._u)` (spectral_norm's power
@@ -1650,10 +1649,9 @@ impl<'a> InstructionTranslator<'a> {
                 // tensor the frame made or holds may die at a `del` or rebinding that the trace
                 // only models (Note [observable frees]): such a call runs in Python.
                 let referent = obj.bind(py).call0()?;
-                let torch_nn = py.import("torch.nn")?;
                 let owned = referent.is_none()
-                    || referent.is_instance(&torch_nn.getattr("Parameter")?)?
-                    || referent.is_instance(&torch_nn.getattr("Module")?)?;
+                    || referent.is_instance(&py.import("torch.nn")?.getattr("Parameter")?)?
+                    || referent.is_instance(self.og.handles.module_type.bind(py))?;
                 if !owned {
                     graph_break!(ObjectLifetime, "call to a weak reference to a {} (its referent's life may depend on this frame)", type_name(&referent));
                 }
@@ -1895,11 +1893,15 @@ impl InstructionTranslator<'_> {
         // Its code is renamed after the context (`_set_stack_frame_name`: co_name "no_grad"),
         // so it is known by its file and free variables; a generator (`_wrap_generator`, where
         // the mode holds while the generator runs) is not this.
+        // The file is checked first: this runs for every call the trace makes.
         let filename: String = code.getattr("co_filename").and_then(|n| n.extract()).unwrap_or_default();
+        if !filename.replace('\\', "/").ends_with("torch/utils/_contextlib.py") {
+            return Ok(None);
+        }
         let freevars: Vec<String> = code.getattr("co_freevars")?.extract()?;
         let flags: u32 = code.getattr("co_flags")?.extract()?;
         const CO_GENERATOR_LIKE: u32 = 0x20 | 0x100 | 0x200; // CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR
-        if !filename.replace('\\', "/").ends_with("torch/utils/_contextlib.py") || freevars != ["ctx_factory", "func"] || flags & CO_GENERATOR_LIKE != 0 {
+        if freevars != ["ctx_factory", "func"] || flags & CO_GENERATOR_LIKE != 0 {
             return Ok(None);
         }
         let closure = f.getattr("__closure__")?;
@@ -1911,18 +1913,14 @@ impl InstructionTranslator<'_> {
         };
         let (Some(factory), Some(inner)) = (cell("ctx_factory")?, cell("func")?) else { return Ok(None) };
         let Ok(ctx) = factory.getattr("__self__") else { return Ok(None) };
-        let grad_mode = py.import("torch.autograd.grad_mode")?;
         let ty = ctx.get_type();
-        let enabled = if ty.is(grad_mode.getattr("no_grad")?) {
-            false
-        } else if ty.is(grad_mode.getattr("enable_grad")?) {
-            true
-        } else if ty.is(grad_mode.getattr("set_grad_enabled")?) {
-            ctx.getattr("mode")?.is_truthy()?
-        } else {
-            return Ok(None);
+        let enabled = match self.grad_mode_class(py, ty.as_any())? {
+            Some("no_grad") => false,
+            Some("enable_grad") => true,
+            Some(_) => ctx.getattr("mode")?.is_truthy()?,
+            None => return Ok(None),
         };
-        if factory.getattr("__func__").is_err() || !factory.getattr("__func__")?.is(ty.getattr("clone")?) {
+        if !factory.getattr("__func__").is_ok_and(|m| ty.getattr("clone").is_ok_and(|c| m.is(&c))) {
             return Ok(None);
         }
         let inner_vt = match &source {
