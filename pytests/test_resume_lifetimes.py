@@ -484,3 +484,30 @@ def test_attribute_tensor_overwritten_each_call_is_no_break(backend):
         torch.testing.assert_close(got.keys, ref.keys)
     c = dynamo.counters()
     assert c["graph_breaks"] == 0 and c["compiles"] == 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_finalizer_of_a_tensor_runs_at_del_after_a_break(backend):
+    # breaker7 R1: the tensor comes into the resume function with a finalizer on it; the `del`
+    # was traced, so the finalizer ran after the list write that follows it.
+    def fn(x):
+        t = x + 1
+        weakref.finalize(t, LOG.append, "fin")
+        del t
+        LOG.append("after del")
+        return (x * 2,)
+
+    want = check(fn, backend)
+    assert all(r[1] == ["fin", "after del"] for r in want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_weak_key_dictionary_entry_of_a_tensor_goes_at_rebinding_after_a_break(backend):
+    def fn(x):
+        t = x * 3
+        CACHE[t] = 1
+        t = None
+        return (x - 1, len(CACHE), t)
+
+    want = check(fn, backend)
+    assert all(r[0][1] == 0 for r in want)

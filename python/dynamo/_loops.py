@@ -7,6 +7,8 @@ and the exit resume functions are made at compile time for every state (set of b
 varnames) the loop can reach; each is a code object the frame hook compiles like any other.
 """
 
+from . import _C
+
 _END = object()
 
 
@@ -40,18 +42,25 @@ class LoopDriver:
         values = list(args[:n])
         preserved = args[n:n + self.n_preserved]
         it = args[n + self.n_preserved]
+        del args
         state = self.start
         bodies, fill = self.bodies, self.fill
         while True:
             item = next(it, _END)
             if item is _END:
-                bound = tuple(v for v in state if v in self.exit_live)
-                return self._leave(self.exhausted, bound, values, preserved)
+                target, bound = self.exhausted, tuple(v for v in state if v in self.exit_live)
+                break
             fn, passed = bodies[state]
             call = [None] * n
             for v in passed:
                 call[v] = values[v]
-            r = fn(*call, *fill, item)
+            call.extend(fill)
+            call.append(item)
+            # The body holds the only references to what it receives, and its frame links to
+            # the loop's caller (Notes [resume call lifetimes], [resume frames link to the
+            # caller] in src/eval_frame/hook.rs).
+            values = item = None
+            r = _C.call_resume(fn, call)
             kind = r[0]
             if kind == 0:
                 state = r[1]
@@ -62,13 +71,16 @@ class LoopDriver:
                 values = [None] * n
                 for v, x in zip(r[2], r[3]):
                     values[v] = x
-                return self._leave(r[1], r[2], values, preserved)
+                target, bound = r[1], r[2]
+                break
             else:
                 return r[1]
-
-    def _leave(self, target, bound, values, preserved):
+            r = None
+        # The resume function that continues after the loop, called the same way.
         fn = self.exits[(target, bound)]
-        call = [None] * self.n_vars
+        call = [None] * n
         for v in bound:
             call[v] = values[v]
-        return fn(*call, *preserved)
+        call.extend(preserved)
+        values = r = preserved = None
+        return _C.call_resume(fn, call)

@@ -354,3 +354,59 @@ def zip_strict(*iterables):
     again after it (its inner iterators are rebuilt first; `zip`'s keyword cannot be passed
     through the positional rebuild call)."""
     return zip(*iterables, strict=True)
+
+
+def logger_call_at(method, site, args, kwargs):
+    """Replays ``method(*args, **kwargs)``, a standard method of a ``logging.Logger`` called in a
+    compiled frame, so that its record names ``site`` = ``(pathname, lineno, funcName)`` as its
+    caller: the traced call's own frame, which may be a function inlined into the graph
+    (Note [logger calls] in src/symbolic/variables/user_defined.rs). ``Logger._log`` asks
+    ``self.findCaller`` for it (CPython's Lib/logging/__init__.py); an instance attribute shadows
+    that method for the one call, so the level check, ``makeRecord`` and the handlers run as in
+    eager. Another thread logging through the same logger during the call would see the site too.
+    """
+    logger = method.__self__
+    pathname, lineno, func = site
+
+    def find_caller(stack_info=False, stacklevel=1):
+        return pathname, lineno, func, None
+
+    logger.findCaller = find_caller
+    try:
+        method(*args, **(kwargs or {}))
+    finally:
+        del logger.findCaller
+
+
+def _library_code(obj):
+    """Whether ``obj``'s class is the standard library's logging or pytest's (test-runner) code."""
+    module = type(obj).__module__ or ""
+    return module == "logging" or module.startswith(("logging.", "_pytest."))
+
+
+def logger_sees_only_records(logger):
+    """Whether a record that ``logger`` handles reaches only handlers, formatters and filters of
+    the standard library's logging package or of pytest (along the ``propagate`` chain, or
+    ``logging.lastResort`` when none): code that reads the record and nothing of the program's
+    state. A logging call of such a logger may be replayed after writes that follow it in the
+    frame (Note [logger calls] in src/symbolic/variables/user_defined.rs); with any other (a
+    user's handler may read what those writes change), it may not."""
+    import logging
+
+    seen = []
+    node = logger
+    while node is not None:
+        if not all(type(f) is logging.Filter for f in node.filters):
+            return False
+        seen.extend(node.handlers)
+        if not node.propagate:
+            break
+        node = node.parent
+    if not seen and logging.lastResort is not None:
+        seen.append(logging.lastResort)
+    for h in seen:
+        if not _library_code(h) or (h.formatter is not None and not _library_code(h.formatter)):
+            return False
+        if not all(type(f) is logging.Filter for f in h.filters):
+            return False
+    return True

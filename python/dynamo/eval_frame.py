@@ -12,7 +12,6 @@ import gc
 import importlib
 import inspect
 import os
-import re
 import sys
 import sysconfig
 import warnings
@@ -28,8 +27,10 @@ _EXTRA_SKIPS: list[str] = []
 # Third-party packages whose frames are never compiled, as torch's skip rules list libraries that
 # hold no model code. filelock installs a `sys.addaudithook` hook: it runs inside any audited
 # operation (reading `f.__code__`, imports, ...) of the frames being compiled, and compiling it
-# only costs conversions (its string arguments change at every event).
-_THIRD_PARTY_SKIPS = ("filelock",)
+# only costs conversions (its string arguments change at every event). The test runner's own code
+# (pytest's log-capture handler, which a library's log record reaches when it propagates to the
+# root logger, as transformers' does when CI=true) holds no model code either.
+_THIRD_PARTY_SKIPS = ("filelock", "_pytest", "pytest", "pluggy")
 
 
 def _package_folders(names) -> list[str]:
@@ -112,13 +113,13 @@ class _Context:
             raise TypeError("optimize() cannot wrap a class")
         callback = self.callback
 
+        call_with_hook = _C.call_with_hook
+
         @functools.wraps(fn)
         def _fn(*args, **kwargs):
-            prev = _C.set_eval_frame(callback)
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                _C.set_eval_frame(prev)
+            # Sets the hook for the call and takes this frame out of the frame chain meanwhile
+            # (Note [resume frames link to the caller] in src/eval_frame/hook.rs).
+            return call_with_hook(callback, fn, args, kwargs)
 
         _fn._dynamo_orig_callable = fn  # type: ignore[attr-defined]
         return _fn
@@ -147,27 +148,44 @@ class _RecordWarnings:
 def _issue_warnings_at(compiled, records):
     """Wraps a compiled graph whose torch calls warned while traced on fake tensors (Note
     [warnings of traced calls] in src/symbolic/output_graph.rs). Each call runs the graph with
-    those warnings ignored (the backend's code may issue them again, from its own lines), then
-    issues each at the user's line, as eager issues it per call: through the user's filters
-    and their module's ``__warningregistry__``, so "default" and "once" act as they do
-    eagerly. The ignore entries are put in front of ``warnings.filters`` for the call without
-    ``catch_warnings``, which would mark the filters changed and make every registry forget
-    what it has shown. ``records``: (message, category, filename, lineno, module globals)."""
-    ignore = [("ignore", re.compile(re.escape(str(m))), c, None, 0) for m, c, _, _, _ in records]
+    every warning recorded instead of shown (the backend's code issues them from its own lines),
+    then issues them at the user's lines, as eager issues them per call: through the user's
+    filters and their module's ``__warningregistry__``, so "default" and "once" act as they do
+    eagerly. The warnings the graph issued are paired in order with the traced ones of the same
+    category and take their lines: the text is the real kernel's (a fake tensor's path may word
+    the same warning differently, e.g. an ``out=`` resize). A traced warning the graph did not
+    issue (a kernel of ours that does not warn) is issued with its traced text; one the graph
+    issued beyond those is issued where it was raised. ``records``: (message, category,
+    filename, lineno, module globals)."""
 
     def run(*args):
-        saved = warnings.filters
-        warnings.filters = ignore + saved
+        recorder = _RecordWarnings()
+        raised = recorder.__enter__()
+        finished = False
         try:
             out = compiled(*args)
+            finished = True
         finally:
-            warnings.filters = saved
-        for message, category, filename, lineno, g in records:
-            registry = g.setdefault("__warningregistry__", {})
-            warnings.warn_explicit(message, category, filename, lineno, module=g.get("__name__"), registry=registry, module_globals=g)
+            recorder.__exit__(None, None, None)
+            # A graph that raised issues only what it issued before (eager stops there too).
+            _issue_recorded(records if finished else records[: len(raised)], raised)
         return out
 
     return run
+
+
+def _issue_recorded(records, raised):
+    """``_issue_warnings_at``'s pairing: issues ``records`` at their lines with the text of the
+    ``raised`` warning of the same category at the same position, then the rest of ``raised``."""
+    k = 0
+    for message, category, filename, lineno, g in records:
+        if k < len(raised) and raised[k].category is category:
+            message = raised[k].message
+            k += 1
+        registry = g.setdefault("__warningregistry__", {})
+        warnings.warn_explicit(message, category, filename, lineno, module=g.get("__name__"), registry=registry, module_globals=g)
+    for w in raised[k:]:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
 def _optimize_ctx(backend, nopython):

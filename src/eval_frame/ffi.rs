@@ -13,6 +13,8 @@
 //!   that on its way out, so a hook that does not call it must clear and pop the frame itself.
 //! * `get_extra`, `set_extra`, `request_extra_index`: per-code-object slots (renamed
 //!   `PyUnstable_Code_*Extra` in 3.12).
+//! * `current_frame_slot(tstate)`: where the thread keeps its innermost running frame
+//!   (`call_resume` links a resume function's frame past the frame calling it).
 //!
 //! Layouts come from each version's `Include/internal/pycore_frame.h` and
 //! `Include/cpython/pystate.h`; the offsets asserted below were measured with `offsetof` against
@@ -187,6 +189,30 @@ mod version {
     /// The GIL must be held.
     pub unsafe fn request_extra_index(free: Option<unsafe extern "C" fn(*mut std::ffi::c_void)>) -> ffi::Py_ssize_t {
         _PyEval_RequestCodeExtraIndex(free)
+    }
+
+    /// Offsets in 3.11 `PyThreadState` of `interp` and `cframe`, and in `_PyCFrame` of
+    /// `current_frame` (Include/cpython/pystate.h).
+    const TSTATE_INTERP: usize = 16;
+    const TSTATE_CFRAME: usize = 56;
+    const CFRAME_CURRENT_FRAME: usize = 8;
+
+    /// Where the thread keeps its innermost running frame (`tstate->cframe->current_frame`),
+    /// whose `previous` chain is the Python stack (`sys._getframe`, `f_back`); null when the
+    /// `PyThreadState` does not look as expected (`interp` elsewhere, no `cframe`).
+    ///
+    /// # Safety
+    /// `tstate` is this thread's state; the GIL is held.
+    pub unsafe fn current_frame_slot(tstate: *mut ffi::PyThreadState) -> *mut *mut InterpreterFrame {
+        let base = tstate as *mut u8;
+        if *(base.add(TSTATE_INTERP) as *mut *mut ffi::PyInterpreterState) != ffi::PyInterpreterState_Get() {
+            return std::ptr::null_mut();
+        }
+        let cframe = *(base.add(TSTATE_CFRAME) as *mut *mut u8);
+        if cframe.is_null() {
+            return std::ptr::null_mut();
+        }
+        cframe.add(CFRAME_CURRENT_FRAME) as *mut *mut InterpreterFrame
     }
 }
 
@@ -367,5 +393,30 @@ mod version {
     /// The GIL must be held.
     pub unsafe fn request_extra_index(free: Option<unsafe extern "C" fn(*mut std::ffi::c_void)>) -> ffi::Py_ssize_t {
         PyUnstable_Eval_RequestCodeExtraIndex(free)
+    }
+
+    /// Where the thread keeps its innermost running frame, whose `previous` chain is the Python
+    /// stack (`sys._getframe`, `f_back`): 3.12 `tstate->cframe->current_frame` (`cframe` at 56,
+    /// `current_frame` its first field), 3.13 `tstate->current_frame` (at 72; Include/cpython/
+    /// pystate.h). Null when the `PyThreadState` does not look as expected.
+    ///
+    /// # Safety
+    /// `tstate` is this thread's state; the GIL is held.
+    pub unsafe fn current_frame_slot(tstate: *mut ffi::PyThreadState) -> *mut *mut InterpreterFrame {
+        if *field::<*mut ffi::PyInterpreterState>(tstate, TSTATE_INTERP) != ffi::PyInterpreterState_Get() {
+            return std::ptr::null_mut();
+        }
+        #[cfg(Py_3_13)]
+        {
+            field::<*mut InterpreterFrame>(tstate, 72)
+        }
+        #[cfg(not(Py_3_13))]
+        {
+            let cframe = *field::<*mut *mut InterpreterFrame>(tstate, 56);
+            if cframe.is_null() {
+                return std::ptr::null_mut();
+            }
+            cframe
+        }
     }
 }

@@ -95,12 +95,77 @@ pub fn call_resume(py: Python<'_>, f: &Bound<'_, PyAny>, args: &Bound<'_, pyo3::
     // SAFETY: the GIL is held; NULL (not a Python function) matches no frame.
     let code = unsafe { if pyffi::PyFunction_Check(f.as_ptr()) != 0 { pyffi::PyFunction_GetCode(f.as_ptr()) } else { std::ptr::null_mut() } };
     let previous = RESUME_ARGS.with(|p| p.replace((tuple.as_ptr(), code)));
+    // SAFETY: the GIL is held; `slot` is this thread's current-frame field (or null).
+    let (slot, me) = unsafe { unlink_calling_frame(py) };
     // SAFETY: `f` and `tuple` are live objects; the GIL is held.
     let result = unsafe { pyffi::PyObject_Call(f.as_ptr(), tuple.as_ptr(), std::ptr::null_mut()) };
+    if !slot.is_null() {
+        // SAFETY: as above; the resume frame has returned and unlinked itself.
+        unsafe { *slot = me };
+    }
     RESUME_ARGS.with(|p| p.set(previous));
     drop(tuple);
     // SAFETY: a new reference, or NULL with an exception set.
     unsafe { Bound::from_owned_ptr_or_err(py, result) }.map(Bound::unbind)
+}
+
+/// `_C.call_with_hook(callback, f, args, kwargs)`: calls `f(*args, **kwargs)` with this
+/// thread's hook callback set to `callback` (None: off), restoring the previous one after: the
+/// body of the wrapper `optimize(backend)(fn)` returns. The wrapper's own frame is out of the
+/// frame chain meanwhile, so `f`'s frame links to the wrapper's caller, as when the user calls
+/// `fn` (Note [resume frames link to the caller]): `warnings.warn(..., stacklevel=2)` in `fn`
+/// names the caller's line.
+///
+/// Errors: whatever `f` raises.
+#[pyfunction]
+#[pyo3(signature = (callback, f, args, kwargs=None))]
+pub fn call_with_hook(py: Python<'_>, callback: &Bound<'_, PyAny>, f: &Bound<'_, PyAny>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
+    crate::logging::init();
+    let previous = set_eval_frame(py, callback);
+    // SAFETY: the GIL is held; `slot` is this thread's current-frame field (or null).
+    let (slot, me) = unsafe { unlink_calling_frame(py) };
+    let kwargs = kwargs.map_or(std::ptr::null_mut(), |k| k.as_ptr());
+    // SAFETY: `f`, `args` and `kwargs` (or NULL) are live objects; the GIL is held.
+    let result = unsafe { pyffi::PyObject_Call(f.as_ptr(), args.as_ptr(), kwargs) };
+    if !slot.is_null() {
+        // SAFETY: as above; `f`'s frame has returned.
+        unsafe { *slot = me };
+    }
+    let _ = set_eval_frame(py, previous.bind(py));
+    // SAFETY: a new reference, or NULL with an exception set.
+    unsafe { Bound::from_owned_ptr_or_err(py, result) }.map(Bound::unbind)
+}
+
+/// Note [resume frames link to the caller]: eager runs the code after a graph break in the
+/// user's frame, whose caller is the frame that called the function. Here it runs in a resume
+/// function that the transformed frame calls, one Python frame more: `sys._getframe(1)`,
+/// `f_back`, `inspect.stack()`, `warnings.warn(..., stacklevel=2)` and a logging call's
+/// `stacklevel` would name the transformed frame (the function itself) where eager names its
+/// caller. So `call_resume` takes the transformed frame out of the thread's frame chain while
+/// the resume function runs: it sets the thread's current frame to the transformed frame's
+/// `previous`, so the resume frame links to the caller (CPython's eval loop links a new frame
+/// to the current one on entry and sets the current one back to that link on exit), and puts
+/// the transformed frame back when the call returns. The transformed frame is suspended in the
+/// call meanwhile; nothing reads it. An exception from the resume function still passes
+/// through it on the way out, once it is current again (its traceback entry is dropped:
+/// `PyCodegen::drop_own_traceback_entry`).
+///
+/// Returns the slot and the frame to put back, or a null slot when the thread state does not
+/// look as expected (then nothing changed).
+///
+/// # Safety
+/// The GIL is held; called from `call_resume`, a C function the transformed frame calls.
+unsafe fn unlink_calling_frame(_py: Python<'_>) -> (*mut *mut InterpreterFrame, *mut InterpreterFrame) {
+    let slot = ffi::current_frame_slot(pyffi::PyThreadState_Get());
+    if slot.is_null() {
+        return (std::ptr::null_mut(), std::ptr::null_mut());
+    }
+    let me = *slot;
+    if me.is_null() || (*me).previous.is_null() || pyffi::PyCode_Check(ffi::code(me)) == 0 {
+        return (std::ptr::null_mut(), std::ptr::null_mut());
+    }
+    *slot = (*me).previous;
+    (slot, me)
 }
 
 /// Empties the first `n` slots of `taken_over`, a frame the hook answers for, when `frame` is the

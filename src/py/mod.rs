@@ -481,6 +481,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(graph_failed, m)?)?;
     m.add_function(wrap_pyfunction!(drop_traceback_head, m)?)?;
     m.add_function(wrap_pyfunction!(crate::eval_frame::hook::call_resume, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::eval_frame::hook::call_with_hook, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot_inputs, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot_inputs_and_rng, m)?)?;
     m.add_class::<GradModeRestore>()?;

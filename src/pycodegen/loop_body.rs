@@ -432,7 +432,9 @@ fn body_code(py: Python<'_>, ci: &CodeInfo, shape: LoopShape, passed: &[u32]) ->
     kwargs.set_item("co_posonlyargcount", 0)?;
     kwargs.set_item("co_kwonlyargcount", 0)?;
     kwargs.set_item("co_flags", ci.flags & !(flags::CO_VARARGS | flags::CO_VARKEYWORDS))?;
-    kwargs.set_item("co_name", &name)?;
+    // As a resume function's (Note [resume frames in tracebacks] in resume.rs): the frame's
+    // name is the original's, as tracebacks, `inspect.stack()` and logging records show it.
+    kwargs.set_item("co_name", &ci.name)?;
     kwargs.set_item("co_qualname", &name)?;
     let code = ci.code.bind(py).call_method("replace", (), Some(&kwargs))?.unbind();
     body_cache().lock().insert(key, (ci.code.clone_ref(py), code.clone_ref(py), described.clone()));

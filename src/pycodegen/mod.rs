@@ -84,6 +84,10 @@ pub enum Callee {
     Source(Arc<Source>),
     /// This object, held as a constant of the code.
     Object(Py<PyAny>),
+    /// A `logging.Logger` method fetched through its source, called by
+    /// `_polyfills.logger_call_at` so that its record names `site` (a constant
+    /// `(pathname, lineno, funcName)`) as its caller (Note [logger calls]).
+    AtSite { method: Arc<Source>, site: Py<PyAny> },
 }
 
 impl Callee {
@@ -91,6 +95,7 @@ impl Callee {
         match self {
             Callee::Source(s) => Callee::Source(s.clone()),
             Callee::Object(o) => Callee::Object(o.clone_ref(py)),
+            Callee::AtSite { method, site } => Callee::AtSite { method: method.clone(), site: site.clone_ref(py) },
         }
     }
 }
@@ -617,6 +622,22 @@ impl PyCodegen {
         }
         // Calls last, in call order, once every write is in place.
         for e in effects {
+            if let SideEffect::CallMethod { method: Callee::AtSite { method, site }, args, kwargs } = e {
+                // `_polyfills.logger_call_at(<method>, site, args, kwargs)`.
+                let call_at = py.import("dynamo._polyfills").and_then(|m| m.getattr("logger_call_at")).expect("dynamo._polyfills.logger_call_at");
+                self.load_callable(call_at.unbind());
+                self.load_source(py, method);
+                self.load_const(site.clone_ref(py));
+                self.load_const(args.clone_ref(py));
+                match kwargs {
+                    Some(k) => self.load_const(k.clone_ref(py)),
+                    None => self.load_const(py.None()),
+                }
+                self.emit(op::PRECALL, 4);
+                self.emit(op::CALL, 4);
+                self.emit(op::POP_TOP, 0);
+                continue;
+            }
             if let SideEffect::CallMethod { method, args, kwargs } = e {
                 // The callable and its NULL, in the version's order (load_callable).
                 let null_after = PyVersion::CURRENT.null_after_callable();
@@ -626,6 +647,7 @@ impl PyCodegen {
                 match method {
                     Callee::Source(s) => self.load_source(py, s),
                     Callee::Object(o) => self.load_const(o.clone_ref(py)),
+                    Callee::AtSite { .. } => unreachable!("called through logger_call_at above"),
                 }
                 if null_after {
                     self.emit(op::PUSH_NULL, 0);

@@ -560,7 +560,7 @@ enum Callee {
 }
 
 /// `return resume(*(locals + preserved + results + cells))` with the results' tuple on top of
-/// the stack, through `_C.call_resume` for a resume function (Note [resume call lifetimes]); `cells` names the resume code's cell variables that are not arguments of the
+/// the stack, through `_C.call_resume` (Note [resume call lifetimes]); `cells` names the resume code's cell variables that are not arguments of the
 /// original (Note [cells across a graph break]). Returns the index of the call of a resume
 /// function (not of a loop driver), for `PyCodegen::drop_own_traceback_entry`.
 #[allow(clippy::too_many_arguments)]
@@ -610,22 +610,6 @@ fn emit_resume_call(
         cg.emit(op::BUILD_TUPLE, cells.len() as u32);
         cg.emit(op::BINARY_OP, 0);
     }
-    let code = match callee {
-        Callee::Code(code) => code,
-        Callee::Object(obj) => {
-            // [args] -> [NULL, args]; the callable is loaded on top and moved into place below.
-            cg.emit(op::PUSH_NULL, 0);
-            cg.emit(op::SWAP, 2);
-            cg.load_const(obj);
-            if PyVersion::CURRENT.null_after_callable() {
-                cg.emit(op::SWAP, 3);
-            }
-            cg.emit(op::SWAP, 2);
-            cg.emit(op::CALL_FUNCTION_EX, 0);
-            cg.emit(op::RETURN_VALUE, 0);
-            return Ok(None);
-        }
-    };
     // Note [resume call lifetimes]: the arguments go to `_C.call_resume` in a list, and this
     // frame lets go of the locals it passes and of its temporaries before the call, so the
     // resume function holds the only references its caller had (what `del` or a rebinding there
@@ -654,18 +638,26 @@ fn emit_resume_call(
         cg.load_const(call_resume);
         cg.emit(op::SWAP, 2);
     }
-    if ci.n_freevars > 0 {
-        let first_free = ci.first_free_slot() as u32;
-        for j in 0..ci.n_freevars as u32 {
-            let slot = cg.deref_slot(first_free + j);
-            cg.emit(op::LOAD_CLOSURE, slot);
+    // A loop driver goes through `call_resume` too, so that its frame, and the body functions
+    // it calls the same way, link to this frame's caller (Note [resume frames link to the
+    // caller] in src/eval_frame/hook.rs).
+    let is_driver = matches!(callee, Callee::Object(_));
+    match callee {
+        Callee::Object(driver) => cg.load_const(driver),
+        Callee::Code(code) if ci.n_freevars > 0 => {
+            let first_free = ci.first_free_slot() as u32;
+            for j in 0..ci.n_freevars as u32 {
+                let slot = cg.deref_slot(first_free + j);
+                cg.emit(op::LOAD_CLOSURE, slot);
+            }
+            cg.emit(op::BUILD_TUPLE, ci.n_freevars as u32);
+            cg.load_const(code);
+            cg.emit(op::MAKE_FUNCTION, 0x08);
         }
-        cg.emit(op::BUILD_TUPLE, ci.n_freevars as u32);
-        cg.load_const(code);
-        cg.emit(op::MAKE_FUNCTION, 0x08);
-    } else {
-        let func = py.import("types")?.getattr("FunctionType")?.call1((code.bind(py), plan.globals.bind(py)))?;
-        cg.load_const(func.unbind());
+        Callee::Code(code) => {
+            let func = py.import("types")?.getattr("FunctionType")?.call1((code.bind(py), plan.globals.bind(py)))?;
+            cg.load_const(func.unbind());
+        }
     }
     // [.., list, f] -> [.., f, list]: `call_resume(f, list)`.
     cg.emit(op::SWAP, 2);
@@ -673,5 +665,5 @@ fn emit_resume_call(
     cg.emit(op::CALL, 2);
     let call = cg.insts.len() - 1;
     cg.emit(op::RETURN_VALUE, 0);
-    Ok(Some(call))
+    Ok((!is_driver).then_some(call))
 }

@@ -63,6 +63,13 @@ impl CodeInfo {
             + usize::from(self.flags & flags::CO_VARKEYWORDS != 0)
     }
 
+    /// The line a frame paused at instruction `ip` reports as `f_lineno` (CPython's
+    /// `PyCode_Addr2Line` over the line table); an instruction without a line of its own takes the
+    /// nearest line before it, else the code's first line.
+    pub fn line_of(&self, ip: usize) -> u32 {
+        self.insts[ip].positions.line.or_else(|| self.insts[..ip].iter().rev().find_map(|i| i.positions.line)).unwrap_or(self.firstlineno)
+    }
+
     /// Index of the first instruction after the prologue (MAKE_CELL / COPY_FREE_VARS / RESUME).
     pub fn body_start(&self) -> usize {
         self.insts.iter().position(|i| i.opcode == bytecode::opcode::op::RESUME).map(|i| i + 1).unwrap_or(0)

@@ -870,6 +870,17 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
             out.push(SideEffect::AdvanceIter { target: e.source.clone(), steps, before_writes: is_dict_iter(e) });
         }
     }
+    // Note [logger calls]: a logging call replays after every write of the trace; one followed
+    // by writes would show them to a user's handler, which eager runs before them. The frame
+    // breaks at the first such call instead (Note [breaking where a failure points]); the calls
+    // before it have no writes after them up to there. The standard library's and pytest's
+    // handlers read only the record (`reorderable`); an lru_cache'd call replays a pure body.
+    if let Some(c) = se.logger_calls.iter().find(|c| !c.reorderable && c.writes_before < se.writes) {
+        return Err(Unsupported {
+            break_at: Some(c.at),
+            ..Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::SideEffect, "a logging call followed by writes its handlers could see")
+        });
+    }
     for c in &se.logger_calls {
         out.push(SideEffect::CallMethod {
             method: c.callee.clone_ref(py),

@@ -1583,10 +1583,27 @@ impl<'a> InstructionTranslator<'a> {
                     }
                     Some(d.into_any().unbind())
                 };
+                let method = source.attr(name);
+                let callee = if crate::symbolic::translator::STDLIB_LOGGER_METHODS.contains(&name.as_str()) {
+                    let kw_dict = kwargs.as_ref().map(|k| k.bind(py).cast::<PyDict>().cloned().map_err(PyErr::from)).transpose()?;
+                    let site = self.logging_call_site(py, kw_dict.as_ref(), &func.describe(py))?;
+                    crate::pycodegen::Callee::AtSite { method, site }
+                } else {
+                    // transformers' additions call `self.warning` themselves: replayed as they
+                    // are, their own frame is the record's caller, as in eager.
+                    crate::pycodegen::Callee::Source(method)
+                };
+                let reorderable = match logger.as_ref() {
+                    VT::Opaque { obj, .. } => py.import("dynamo._polyfills")?.call_method1("logger_sees_only_records", (obj.bind(py),))?.is_truthy()?,
+                    _ => false,
+                };
                 self.og.side_effects.logger_calls.push(crate::symbolic::side_effects::LoggerCall {
-                    callee: crate::pycodegen::Callee::Source(source.attr(name)),
+                    callee,
                     args: PyTuple::new(py, consts)?.into_any().unbind(),
                     kwargs,
+                    writes_before: self.og.side_effects.writes,
+                    at: self.og.top_ip,
+                    reorderable,
                 });
                 Ok(VT::none(py))
             }

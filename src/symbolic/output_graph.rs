@@ -125,6 +125,11 @@ pub struct OutputGraph {
     /// Addresses of the frame's argument values: a list among them is not read through an
     /// iterator over it alone (Note [items of iterators from outside the frame]).
     pub frame_arg_ptrs: std::collections::HashSet<usize>,
+    /// The call sites of the functions being inlined, outermost first: the caller's code and the
+    /// index of its call instruction, or None for a generator's step (whose caller, CPython's
+    /// `f_back`, the trace does not follow). What a logging call's record names as its caller
+    /// at a `stacklevel` above 1 (Note [logger calls]).
+    pub inline_sites: Vec<Option<(Arc<crate::symbolic::code_info::CodeInfo>, usize)>>,
     /// Lists read only through a `Peek` iterator passed in (Note [items of iterators from
     /// outside the frame]), by address, with the iterator's source: reached another way, a
     /// graph break.
@@ -327,6 +332,7 @@ impl OutputGraph {
             append_only_slots: Vec::new(),
             generators: Vec::new(),
             frame_arg_ptrs: Default::default(),
+            inline_sites: Vec::new(),
             peeked_lists: HashMap::new(),
             lists_by_ptr: HashMap::new(),
             dicts_by_ptr: HashMap::new(),
@@ -780,7 +786,8 @@ impl OutputGraph {
             // Its class's functions (`__torch_function__`, methods) are read through the input.
             self.class_sources.entry(ty.as_ptr() as usize).or_insert_with(|| source.generic_attr("__class__"));
         }
-        let tv = Rc::new(TensorVariable { node, fake: fake.unbind(), source: Some(source) });
+        let weakly_referenced = crate::symbolic::translator::has_user_weakrefs(py, &real);
+        let tv = Rc::new(TensorVariable { node, fake: fake.unbind(), source: Some(source), weakly_referenced });
         self.input_by_ptr.insert(key, tv.clone());
         Ok(tv)
     }
@@ -927,7 +934,7 @@ impl OutputGraph {
         catcher.call_method1("__exit__", (py.None(), py.None(), py.None()))?;
         if caught.len()? > 0 {
             if let Some((code, ip, globals)) = &self.user_loc {
-                let line = code.insts[*ip].positions.line.or_else(|| code.insts[..*ip].iter().rev().find_map(|i| i.positions.line)).unwrap_or(code.firstlineno);
+                let line = code.line_of(*ip);
                 for w in caught.try_iter()? {
                     let w = w?;
                     self.trace_warnings.push((w.getattr("message")?.unbind(), w.getattr("category")?.unbind(), code.filename.clone(), line, globals.clone_ref(py)));
@@ -1025,7 +1032,7 @@ impl OutputGraph {
                     return Ok(VT::Tensor(w.clone()));
                 }
             }
-            return Ok(VT::Tensor(Rc::new(TensorVariable { node, fake: result.unbind(), source: None })));
+            return Ok(VT::Tensor(Rc::new(TensorVariable { node, fake: result.unbind(), source: None, weakly_referenced: false })));
         }
         if let Ok(t) = result.cast::<PyTuple>() {
             let node = self.graph.add(name, op, arg_list, kw_args, None);
@@ -1046,7 +1053,7 @@ impl OutputGraph {
                         Some(meta),
                     );
                     self.fakes.insert(n, item.clone().unbind());
-                    items.push(VT::Tensor(Rc::new(TensorVariable { node: n, fake: item.unbind(), source: None })));
+                    items.push(VT::Tensor(Rc::new(TensorVariable { node: n, fake: item.unbind(), source: None, weakly_referenced: false })));
                 } else if !self.contains_tensor(py, &item) {
                     items.push(VT::constant(item.unbind()));
                 } else {

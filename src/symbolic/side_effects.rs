@@ -47,6 +47,14 @@ pub struct LoggerCall {
     pub callee: crate::pycodegen::Callee,
     pub args: Py<PyAny>,
     pub kwargs: Option<Py<PyAny>>,
+    /// `SideEffects::writes` when the call was traced: a logging call followed by writes is not
+    /// replayed (its handlers would see them; Note [logger calls]).
+    pub writes_before: u64,
+    /// `OutputGraph::top_ip` when the call was traced: where the frame breaks instead.
+    pub at: (usize, usize),
+    /// The call may be replayed after later writes: its records reach only the standard
+    /// library's or pytest's handlers, which read nothing else (`_polyfills.logger_sees_only_records`).
+    pub reorderable: bool,
 }
 
 pub struct GlobalWrite {

@@ -58,7 +58,13 @@ pub(crate) const TENSOR_METHOD_DENYLIST: [&str; 15] = [
 /// Methods of `logging.Logger` whose calls are replayed after the graph (Note [logger calls]):
 /// the standard levels and transformers' additions (`warning_once`, `info_once`,
 /// `warning_advice`, set on `logging.Logger` by `transformers.utils.logging`).
-pub(crate) const LOGGER_METHODS: [&str; 10] = ["debug", "info", "warning", "warn", "error", "critical", "log", "warning_once", "info_once", "warning_advice"];
+/// `Logger.warn` is not among them: the `DeprecationWarning` it issues names its caller's line,
+/// which a replayed call does not have.
+pub(crate) const LOGGER_METHODS: [&str; 9] = ["debug", "info", "warning", "error", "critical", "log", "warning_once", "info_once", "warning_advice"];
+
+/// The methods of `LOGGER_METHODS` that `logging.Logger` defines itself: their records name the
+/// frame that called them (`Logger.findCaller`), which the replay supplies (Note [logger calls]).
+pub(crate) const STDLIB_LOGGER_METHODS: [&str; 6] = ["debug", "info", "warning", "error", "critical", "log"];
 
 /// Where global names of the code being interpreted are looked up, and how they are sourced.
 pub struct GlobalsInfo {
@@ -312,6 +318,43 @@ impl<'a> InstructionTranslator<'a> {
             .or_else(|| self.code.insts[..ip].iter().rev().find_map(|i| i.positions.line))
             .unwrap_or(self.code.firstlineno);
         Unsupported { reason: format!("{} (at {}:{} in {})", e.reason, self.code.filename, line, self.code.name), ..e }
+    }
+
+    /// Where the record of a logging call made at the current instruction says it was made:
+    /// `(pathname, lineno, funcName)` of the frame `Logger.findCaller` picks for the call's
+    /// `stacklevel` (1: this frame; 2: the frame that called it, one of `og.inline_sites`), as
+    /// CPython's Lib/logging/__init__.py does. A graph break where the replay cannot say it the
+    /// same way (Note [logger calls]): `exc_info`/`stack_info` (read from the frame's exception
+    /// state and stack), a `stacklevel` that is not a constant int >= 1, or one that reaches a
+    /// generator's caller or past the converted frame.
+    pub(crate) fn logging_call_site(&self, py: Python<'_>, kwargs: Option<&Bound<'_, PyDict>>, what: &str) -> VResult<Py<PyAny>> {
+        let mut stacklevel = 1i64;
+        if let Some(kw) = kwargs {
+            for (k, v) in kw.iter() {
+                match k.extract::<String>()?.as_str() {
+                    "exc_info" | "stack_info" if v.is_truthy()? => {
+                        graph_break!(UnsupportedCall, "{what} with {k}= (the record reads the frame's exception or stack)")
+                    }
+                    "stacklevel" => match v.extract::<i64>() {
+                        Ok(n) if n >= 1 && !v.is_instance_of::<pyo3::types::PyBool>() => stacklevel = n,
+                        _ => graph_break!(UnsupportedCall, "{what} with stacklevel={}", v.repr()?),
+                    },
+                    _ => {}
+                }
+            }
+        }
+        let mut frame = Some((self.code.clone(), self.ip));
+        let mut sites = self.og.inline_sites.iter().rev();
+        for _ in 1..stacklevel {
+            frame = match sites.next() {
+                Some(site) => site.clone(),
+                None => graph_break!(UnsupportedCall, "{what} with stacklevel={stacklevel}, past the compiled frame"),
+            };
+        }
+        let Some((code, ip)) = frame else {
+            graph_break!(UnsupportedCall, "{what} with stacklevel={stacklevel}, at a generator's caller");
+        };
+        Ok((code.filename.clone(), code.line_of(ip), code.name.clone()).into_pyobject(py)?.into_any().unbind())
     }
 
     /// Pops a value the instruction uses: a lazy constant gets its guards (Note [lazy
@@ -1498,6 +1541,13 @@ impl<'a> InstructionTranslator<'a> {
                 return false;
             }
         }
+        if let VT::Tensor(t) = v {
+            // As for an object: one reached through anything but a local (a parameter, a
+            // module's attribute) is held there; another local holding it keeps it alive.
+            let from_local = matches!(t.source.as_deref(), Some(Source::Local { .. }));
+            let held_elsewhere = self.locals.iter().enumerate().any(|(i, l)| i != slot && matches!(l, Some(VT::Tensor(o)) if o.node == t.node));
+            return t.weakly_referenced && from_local && !held_elsewhere;
+        }
         lifetime_observable(py, v)
     }
 
@@ -1575,7 +1625,7 @@ pub(crate) fn makes_weak_reference(py: Python<'_>, f: &Bound<'_, PyAny>) -> bool
 /// Whether `o` has a weak reference other than torch's `WeakIdRef`s (Note [torch's own weak
 /// references]); `weakref.getweakrefs` (Modules/_weakref.c) is empty for a type without weak
 /// reference support.
-fn has_user_weakrefs(py: Python<'_>, o: &Bound<'_, PyAny>) -> bool {
+pub(crate) fn has_user_weakrefs(py: Python<'_>, o: &Bound<'_, PyAny>) -> bool {
     let Ok(refs) = py.import("weakref").and_then(|w| w.getattr("getweakrefs")).and_then(|f| f.call1((o,))) else { return false };
     let id_ref = py.import("torch.utils.weak").and_then(|m| m.getattr("WeakIdRef")).ok();
     refs.try_iter().map(|it| it.flatten().any(|r| !id_ref.as_ref().is_some_and(|t| r.get_type().is(t)))).unwrap_or(false)
@@ -1600,6 +1650,7 @@ fn observable_at(py: Python<'_>, v: &VT, depth: u32) -> bool {
             obj.bind(py).get_type().into_any()
         }
         VT::UserObject(o) => o.cls.bind(py).clone(),
+        VT::Tensor(t) => return t.weakly_referenced,
         VT::List(l) => return l.borrow().items.iter().any(|i| observable_at(py, i, depth + 1)),
         VT::Tuple(items) => return items.iter().any(|i| observable_at(py, i, depth + 1)),
         VT::Dict(d) => return d.borrow().items.iter().any(|(_, i)| observable_at(py, i, depth + 1)),

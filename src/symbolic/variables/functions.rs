@@ -152,6 +152,9 @@ impl<'a> InstructionTranslator<'a> {
             callee: crate::pycodegen::Callee::Object(wrapper.clone().unbind()),
             args: call_args,
             kwargs: call_kwargs,
+            writes_before: self.og.side_effects.writes,
+            at: self.og.top_ip,
+            reorderable: true,
         });
         Ok(r)
     }
@@ -364,10 +367,13 @@ impl<'a> InstructionTranslator<'a> {
             self.og.generators.push(state.clone());
             return Ok(VT::Iterator(state));
         }
+        self.og.inline_sites.push(Some((self.code.clone(), self.ip)));
         let mut child = InstructionTranslator::new(ci, globals, locals, closure, self.og, self.depth + 1);
         child.external_cells.extend(external_cells);
         child.external_cells.extend(self.external_cells.iter().map(|(k, v)| (*k, v.clone())));
-        child.run(py)
+        let r = child.run(py);
+        self.og.inline_sites.pop();
+        r
     }
 }
 

@@ -1204,6 +1204,7 @@ pub(crate) fn resume_generator(py: Python<'_>, og: &mut OutputGraph, depth: usiz
     if depth > MAX_INLINE_DEPTH {
         graph_break!(UnrollLimit, "generator nesting too deep");
     }
+    og.inline_sites.push(None);
     let mut child = InstructionTranslator::new(f.code.clone(), f.g.clone(), std::mem::take(&mut f.locals), std::mem::take(&mut f.closure), og, depth);
     child.generator = true;
     child.external_cells = std::mem::take(&mut f.external_cells);
@@ -1214,6 +1215,7 @@ pub(crate) fn resume_generator(py: Python<'_>, og: &mut OutputGraph, depth: usiz
         child.stack.push(VT::none(py));
     }
     let outcome = child.run_until(py, None);
+    child.og.inline_sites.pop();
     f.locals = std::mem::take(&mut child.locals);
     f.closure = std::mem::take(&mut child.closure);
     f.external_cells = std::mem::take(&mut child.external_cells);

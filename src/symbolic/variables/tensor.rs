@@ -20,6 +20,10 @@ pub struct TensorVariable {
     pub node: NodeId,
     pub fake: Py<PyAny>,
     pub source: Option<Arc<Source>>,
+    /// An input that a user's weak reference points to (a `weakref.finalize`, a callback, a
+    /// `WeakKeyDictionary` key): dropping the frame's last reference to it is observable (Note
+    /// [observable frees] in `translator.rs`). Always false for tensors the graph computes.
+    pub weakly_referenced: bool,
 }
 
 /// A Python number computed from symbolic sizes (Note [symbolic sizes] in `output_graph.rs`):

@@ -362,8 +362,11 @@ impl<'a> InstructionTranslator<'a> {
         // Note [logger calls]: a logging method of a `logging.Logger` (transformers'
         // `logger.warning_once` in `PreTrainedModel.loss_function` among them) is not traced:
         // its call is replayed after the graph, so the log comes out as in eager and the graph
-        // does not break. The lookup happens again at replay (guarded: the logger's type).
-        if LOGGER_METHODS.contains(&name) && matches!(vt, VT::Opaque { .. }) && obj.is_instance(&py.import("logging")?.getattr("Logger")?)? {
+        // does not break. The lookup happens again at replay (guarded: the logger's type). The
+        // record a standard method makes names the frame that called it (`findCaller`): the
+        // replay tells it the traced call's site (`logging_call_site`), so a subclass that
+        // overrides the method or `findCaller` is not replayed.
+        if LOGGER_METHODS.contains(&name) && matches!(vt, VT::Opaque { .. }) && obj.is_instance(&py.import("logging")?.getattr("Logger")?)? && logger_method_is_standard(py, obj, name)? {
             self.og.add_guard(Some(source.clone()), GuardKind::TypeMatch(obj.get_type().into_any().unbind()));
             return Ok(VT::LoggerMethod { logger: Box::new(vt.clone()), name: name.to_string() });
         }
@@ -1107,4 +1110,21 @@ pub(crate) fn is_method_qualname(f: &Bound<'_, PyAny>) -> bool {
         .ok()
         .and_then(|q| q.extract::<String>().ok())
         .is_some_and(|q| q.contains('.') && !q.contains("<locals>"))
+}
+
+/// Whether `obj.name` (a method of `LOGGER_METHODS`) and `obj.findCaller` are what
+/// `logging.Logger` defines, when `name` is one of its own standard methods (Note [logger calls]).
+fn logger_method_is_standard(py: Python<'_>, obj: &Bound<'_, PyAny>, name: &str) -> PyResult<bool> {
+    if !crate::symbolic::translator::STDLIB_LOGGER_METHODS.contains(&name) {
+        return Ok(true);
+    }
+    let base = py.import("logging")?.getattr("Logger")?;
+    let ty = obj.get_type();
+    for attr in [name, "findCaller"] {
+        if !ty.getattr(attr)?.is(&base.getattr(attr)?) {
+            return Ok(false);
+        }
+    }
+    // An instance attribute would shadow either.
+    Ok(obj.getattr("__dict__").and_then(|d| Ok(!d.contains(name)? && !d.contains("findCaller")?)).unwrap_or(true))
 }
