@@ -190,3 +190,113 @@ def test_comprehension_over_an_untraceable_iterator():
         return [b * x for (b,) in L], {b.shape[0] for (b,) in L}, {i: b for i, (b,) in enumerate(L)}
 
     check(f, loader(), torch.ones(2), graphs=0)
+
+
+# ----- dead locals live until rebound or returned (Note [dead locals across loop iterations]) ---
+
+EVENTS = []
+
+
+class Noisy:
+    def __init__(self, i):
+        self.i = i
+
+    def __del__(self):
+        EVENTS.append(("del", self.i))
+
+
+class Steps:
+    """An iterator the trace cannot step (its `__next__` is a user class's)."""
+
+    def __init__(self, n):
+        self.n, self.i = n, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.i >= self.n:
+            raise StopIteration
+        self.i += 1
+        return self.i
+
+
+def rebinds_in_the_body(x):
+    for v in Steps(3):
+        o = Noisy(v)  # the previous one is freed here; the last one at the return
+        x = x + v
+        EVENTS.append(("step", v))
+    EVENTS.append("after the loop")
+    return x
+
+
+def bound_before_the_loop(x):
+    o = Noisy(0)
+    for v in Steps(2):
+        x = x * 2
+        o = Noisy(v)
+        EVENTS.append(("step", v))
+    return x
+
+
+def leaves_by_break(x):
+    for v in Steps(5):
+        o = Noisy(v)
+        x = x - v
+        if v == 2:
+            break
+    EVENTS.append("after the break")
+    return x
+
+
+def tensors_only(x):
+    for v in Steps(3):
+        out = x * v  # dead at the head: dropped after each body, compiled once
+        loss = out.sum()
+        x = x + loss
+    return x
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+@pytest.mark.parametrize("fn", [rebinds_in_the_body, bound_before_the_loop, leaves_by_break])
+def test_dead_locals_of_a_loop_body_are_freed_where_eager_frees_them(fn, backend):
+    # breaker7 R2 / breaker6 06c: a dead local was dropped at the end of each body function.
+    import gc
+
+    def run(f):
+        EVENTS.clear()
+        gc.disable()
+        try:
+            out = f(torch.ones(2))
+        finally:
+            gc.enable()
+        return out, list(EVENTS)
+
+    want = run(fn)
+    dynamo.reset()
+    opt = dynamo.optimize(backend)(fn)
+    for _ in range(2):
+        got = run(opt)
+        assert torch.equal(got[0], want[0]) and got[1] == want[1]
+    assert dynamo.counters()["graphs"] >= 1
+
+
+def no_dead_locals(x):
+    for v in Steps(3):
+        x = x + (x * v).sum()
+    return x
+
+
+def test_dead_tensors_of_a_loop_body_do_not_make_a_second_body():
+    def compiles(fn):
+        dynamo.reset()
+        opt = dynamo.optimize("eager")(fn)
+        torch.testing.assert_close(opt(torch.ones(2)), fn(torch.ones(2)))
+        n = dynamo.counters()["compiles"]
+        opt(torch.ones(2))
+        assert dynamo.counters()["compiles"] == n
+        return n
+
+    # `out` and `loss` are dropped after each body, as before: no body variant carrying them is
+    # compiled (the loop compiles as many frames as one without them).
+    assert compiles(tensors_only) == compiles(no_dead_locals)

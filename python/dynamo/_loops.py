@@ -7,28 +7,66 @@ and the exit resume functions are made at compile time for every state (set of b
 varnames) the loop can reach; each is a code object the frame hook compiles like any other.
 """
 
+import weakref
+
 from . import _C
 
 _END = object()
 
 
+def _free_observable(value, depth=0):
+    """Whether freeing ``value`` can be seen by the program (Note [dead locals across loop
+    iterations] in src/pycodegen/loop_body.rs): its class defines ``__del__``, a weak reference
+    other than torch's own ``WeakIdRef`` (fake-tensor memos) points to it, or a list, tuple or
+    dict holds such a value (two levels deep)."""
+    cls = type(value)
+    if hasattr(cls, "__del__"):
+        return True
+    try:
+        refs = weakref.getweakrefs(value)
+    except TypeError:
+        refs = ()
+    if refs:
+        from torch.utils.weak import WeakIdRef
+
+        if any(type(r) is not WeakIdRef for r in refs):
+            return True
+    if depth < 2:
+        if cls is list or cls is tuple:
+            return any(_free_observable(v, depth + 1) for v in value)
+        if cls is dict:
+            return any(_free_observable(v, depth + 1) for v in value.values())
+    return False
+
+
+def _fill(values, names, items):
+    """``values[v] = item`` for each varname index ``v`` of ``names`` and item of ``items``."""
+    for v, item in zip(names, items):
+        values[v] = item
+
+
 class LoopDriver:
     """Steps `iterator` as `FOR_ITER` would and calls the loop body function per item.
 
-    `bodies` maps the varnames bound at the loop head (a tuple of indices) to (body function,
-    the varnames it receives); a body function returns `(0, bound, values)` at the back edge,
-    `(1, target, bound, values)` when it leaves the loop for instruction `target` of the
-    original code, `(2, value)` for `return value`. `exits` maps (target, bound) to the resume
-    function that continues there; `exhausted` is the loop's exit and `exit_live` the varnames
-    live there. Exceptions raised by the iterator or the body propagate as in the loop.
+    `bodies` maps (the varnames bound at the loop head, the dead varnames carried in) to (body
+    function, the varnames it receives); a body function returns `(0, bound, values, dead,
+    dead_values)` at the back edge, `(1, target, bound, values, dead, dead_values)` when it
+    leaves the loop for instruction `target` of the original code, `(2, value)` for `return
+    value`. `exits` maps (target, bound) to the resume function that continues there;
+    `exhausted` is the loop's exit and `exit_live` the varnames live there. `start_dead`: the
+    varnames bound at the break but dead at the head. The dead varnames whose free is
+    observable are carried into the next call (Note [dead locals across loop iterations] in
+    src/pycodegen/loop_body.rs). Exceptions raised by the iterator or the body propagate as in
+    the loop.
     """
 
-    __slots__ = ("n_vars", "n_preserved", "start", "bodies", "exits", "exhausted", "exit_live", "fill")
+    __slots__ = ("n_vars", "n_preserved", "start", "start_dead", "bodies", "exits", "exhausted", "exit_live", "fill")
 
-    def __init__(self, n_vars, n_preserved, start, bodies, exits, exhausted, exit_live):
+    def __init__(self, n_vars, n_preserved, start, start_dead, bodies, exits, exhausted, exit_live):
         self.n_vars = n_vars
         self.n_preserved = n_preserved
         self.start = start
+        self.start_dead = start_dead
         self.bodies = bodies
         self.exits = exits
         self.exhausted = exhausted
@@ -37,20 +75,32 @@ class LoopDriver:
         # it, and those run here.
         self.fill = (None,) * (n_preserved + 1)
 
-    def __call__(self, *args):
+    def _carry(self, values, dead, key):
+        """The dead varnames to carry: all of `dead` when freeing one of their values is
+        observable and `key(dead)` has a body or exit, else none."""
+        if dead and any(_free_observable(values[v]) for v in dead) and key(dead) is not None:
+            return dead
+        return ()
+
+    def __call__(self, args):
+        # `args` is the transformed frame's list (varnames, the stack below the iterator, the
+        # iterator); emptied here, so that only this frame holds the values.
         n = self.n_vars
-        values = list(args[:n])
-        preserved = args[n:n + self.n_preserved]
+        values = args[:n]
+        preserved = tuple(args[n:n + self.n_preserved])
         it = args[n + self.n_preserved]
+        args.clear()
         del args
         state = self.start
         bodies, fill = self.bodies, self.fill
+        carry = self._carry(values, self.start_dead, lambda d: bodies.get((state, d)))
         while True:
             item = next(it, _END)
             if item is _END:
-                target, bound = self.exhausted, tuple(v for v in state if v in self.exit_live)
+                target = self.exhausted
+                bound = tuple(sorted({v for v in state if v in self.exit_live} | set(carry)))
                 break
-            fn, passed = bodies[state]
+            fn, passed = bodies[(state, carry)]
             call = [None] * n
             for v in passed:
                 call[v] = values[v]
@@ -62,25 +112,29 @@ class LoopDriver:
             values = item = None
             r = _C.call_resume(fn, call)
             kind = r[0]
-            if kind == 0:
-                state = r[1]
-                values = [None] * n
-                for v, x in zip(state, r[2]):
-                    values[v] = x
-            elif kind == 1:
-                values = [None] * n
-                for v, x in zip(r[2], r[3]):
-                    values[v] = x
-                target, bound = r[1], r[2]
-                break
-            else:
+            if kind == 2:
                 return r[1]
+            values = [None] * n
+            if kind == 0:
+                _, state, live_values, dead, dead_values = r
+            else:
+                _, target, state, live_values, dead, dead_values = r
             r = None
+            # (In a helper: a loop variable here would keep the last value alive.)
+            _fill(values, state, live_values)
+            _fill(values, dead, dead_values)
+            live_values = dead_values = None
+            if kind == 0:
+                carry = self._carry(values, dead, lambda d: bodies.get((state, d)))
+            else:
+                carry = self._carry(values, dead, lambda d: self.exits.get((target, tuple(sorted(set(state) | set(d))))))
+                bound = tuple(sorted(set(state) | set(carry)))
+                break
         # The resume function that continues after the loop, called the same way.
         fn = self.exits[(target, bound)]
         call = [None] * n
         for v in bound:
             call[v] = values[v]
         call.extend(preserved)
-        values = r = preserved = None
+        values = preserved = None
         return _C.call_resume(fn, call)

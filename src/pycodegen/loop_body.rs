@@ -13,13 +13,17 @@
 //! and the item, and jumps to the first instruction of the body; every way out of the body is
 //! redirected to a stub that returns to the driver:
 //!
-//! - a jump back to the loop head (the back edge, `continue`): `(0, bound, values)`;
-//! - a jump out of the loop (`break`, after popping the iterator): `(1, target, bound, values)`,
-//!   and the driver continues in the resume function of the original code at `target`;
+//! - a jump back to the loop head (the back edge, `continue`): `(0, bound, values, dead,
+//!   dead_values)`;
+//! - a jump out of the loop (`break`, after popping the iterator): `(1, target, bound, values,
+//!   dead, dead_values)`, and the driver continues in the resume function of the original code
+//!   at `target`;
 //! - `return v`: `(2, v)`.
 //!
 //! `bound` is the tuple of the varnames the stub passes on (bound on every path to it and live
-//! after it: a definite-assignment analysis over the body), `values` their values. When the
+//! after it: a definite-assignment analysis over the body), `values` their values; `dead` the
+//! varnames bound on every path to it but dead after it (Note [dead locals across loop
+//! iterations]). When the
 //! iterator is exhausted the driver continues in the resume function at the loop exit. So the
 //! body's tensor code (forward and loss of a training step) is traced once as the body
 //! function's frame and every later iteration hits its cache, whatever the trip count.
@@ -31,6 +35,21 @@
 //! cell or free variables, a local that is bound on some paths to an exit only (its passing
 //! would need a check at run time), and loops whose entry states do not settle within
 //! `MAX_STATES` body functions.
+
+// Note [dead locals across loop iterations]: in eager a local keeps its value until it is
+// rebound, deleted or the frame returns, even when nothing reads it again: `o = Obj(v)` in a
+// loop body frees the previous iteration's object when the next iteration rebinds `o`, and the
+// last one when the function returns. A body function that received only the live varnames
+// dropped `o` at the end of each iteration, so a `__del__` or a weak-reference callback ran
+// before the code that follows in eager (breaker6 06c, breaker7 R2). Passing every bound
+// varname would make the first iteration (where `o` is unbound) and the later ones different
+// states, each a body function compiled on its own (a training loop's `loss` and `out`). So
+// each exit also returns the dead varnames bound on every path to it, and the driver carries
+// them into the next body (or the exit's resume function) only when freeing one is observable
+// (`dynamo._loops._free_observable`: a class with `__del__`, a weak reference other than
+// torch's own): a variant of the body that receives them, planned beside each state while the
+// budget lasts. Otherwise they are dropped when the body returns, as before, which nothing can
+// tell apart from eager. The varnames bound at the break and dead at the head start the same way.
 
 use crate::bytecode::analysis::{stack_depths, stack_effect};
 use crate::bytecode::opcode::{self, op};
@@ -46,13 +65,16 @@ use std::sync::OnceLock;
 /// Most distinct entry states (sets of bound locals) one loop may need body functions for.
 const MAX_STATES: usize = 8;
 
-/// Where control leaves the body of a loop.
+/// Where control leaves the body of a loop. Each jump names the varnames it passes on (live
+/// there and bound on every path) and those it may carry (bound on every path, dead there:
+/// Note [dead locals across loop iterations]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Exit {
-    /// Back to the loop head, passing on these varnames.
-    Continue(Vec<u32>),
-    /// Out of the loop to `target` (an instruction of the original code), passing these.
-    Leave(usize, Vec<u32>),
+    /// Back to the loop head, passing on these varnames, and carrying those.
+    Continue(Vec<u32>, Vec<u32>),
+    /// Out of the loop to `target` (an instruction of the original code), passing these and
+    /// carrying those.
+    Leave(usize, Vec<u32>, Vec<u32>),
     /// `RETURN_VALUE`.
     Return,
     /// 3.12's `RETURN_CONST` of this `co_consts` index.
@@ -221,9 +243,9 @@ fn exits_of(ci: &CodeInfo, shape: LoopShape, entry: &[bool]) -> Vec<(usize, Exit
                 _ => {
                     let t = ins.target.expect("exit by a jump").index();
                     if t == shape.head {
-                        Exit::Continue(vec![])
+                        Exit::Continue(vec![], vec![])
                     } else {
-                        Exit::Leave(t, vec![])
+                        Exit::Leave(t, vec![], vec![])
                     }
                 }
             };
@@ -236,8 +258,11 @@ fn exits_of(ci: &CodeInfo, shape: LoopShape, entry: &[bool]) -> Vec<(usize, Exit
 
 /// One body function: the entry state it was built for and its code.
 pub struct Body {
-    /// Varnames bound at the loop head (the driver's key).
+    /// Varnames bound at the loop head (the driver's key, with `carried`).
     pub head_bound: Vec<u32>,
+    /// Varnames dead at the head that the body receives anyway (Note [dead locals across loop
+    /// iterations]); empty for the body every state has.
+    pub carried: Vec<u32>,
     /// Varnames the body function receives (the others arrive unbound).
     pub passed: Vec<u32>,
     pub code: Py<PyAny>,
@@ -248,7 +273,7 @@ pub struct Body {
 pub struct LoopPlan {
     pub bodies: Vec<Body>,
     /// (target in the original code, varnames bound at the head or at the exit): the driver
-    /// continues at `target` with the varnames live there.
+    /// continues at `target` with the varnames live there, and those carried.
     pub exits: Vec<(usize, Vec<u32>)>,
 }
 
@@ -268,36 +293,72 @@ static BODY_COUNT: AtomicUsize = AtomicUsize::new(0);
 /// `Ok(None)` when a body cannot be built (see the Note's refusals).
 pub fn plan_loop(py: Python<'_>, ci: &CodeInfo, shape: LoopShape, bound: &[u32]) -> PyResult<Option<LoopPlan>> {
     let live_at = |t: usize, set: &[u32]| -> Vec<u32> { set.iter().copied().filter(|&v| ci.live.get(t).is_some_and(|l| l[v as usize])).collect() };
+    let union = |a: &[u32], b: &[u32]| -> Vec<u32> {
+        let mut u: Vec<u32> = a.iter().chain(b).copied().collect();
+        u.sort_unstable();
+        u.dedup();
+        u
+    };
     let head_live = live_at(shape.head, bound);
-    let mut todo = vec![head_live];
+    let start_dead: Vec<u32> = bound.iter().copied().filter(|v| !head_live.contains(v)).collect();
+    // States without carried varnames first (every loop needs them), then the carrying variants
+    // while the budget lasts (without one, the driver drops what it would carry).
+    let mut todo: Vec<(Vec<u32>, Vec<u32>)> = vec![(head_live.clone(), vec![])];
+    let mut variants: Vec<(Vec<u32>, Vec<u32>)> = vec![];
+    if !start_dead.is_empty() {
+        variants.push((head_live, start_dead));
+    }
     let mut bodies: Vec<Body> = Vec::new();
     let mut exits: Vec<(usize, Vec<u32>)> = Vec::new();
-    while let Some(state) = todo.pop() {
-        if bodies.iter().any(|b| b.head_bound == state) {
+    let add_exit = |exits: &mut Vec<(usize, Vec<u32>)>, e: (usize, Vec<u32>)| {
+        if !exits.contains(&e) {
+            exits.push(e);
+        }
+    };
+    loop {
+        let (state, carried, variant) = match todo.pop() {
+            Some((s, c)) => (s, c, false),
+            None => match variants.pop() {
+                Some((s, c)) => (s, c, true),
+                None => break,
+            },
+        };
+        if bodies.iter().any(|b| b.head_bound == state && b.carried == carried) {
             continue;
         }
-        if bodies.len() >= MAX_STATES {
+        if variant && bodies.len() >= 2 * MAX_STATES {
+            continue;
+        }
+        if !variant && bodies.iter().filter(|b| b.carried.is_empty()).count() >= MAX_STATES {
             return Ok(None);
         }
+        let passed = union(&live_at(shape.head + 1, &state), &carried);
+        let Some((code, outs)) = body_code(py, ci, shape, &passed)? else {
+            if variant {
+                continue;
+            }
+            return Ok(None);
+        };
         // Exhausted with this state: the exit resume function.
-        let exhausted = (shape.end, live_at(shape.end, &state));
-        if !exits.contains(&exhausted) {
-            exits.push(exhausted);
-        }
-        let passed = live_at(shape.head + 1, &state);
-        let Some((code, outs)) = body_code(py, ci, shape, &passed)? else { return Ok(None) };
+        add_exit(&mut exits, (shape.end, union(&live_at(shape.end, &state), &carried)));
         for e in outs {
             match e {
-                Exit::Continue(b) => todo.push(b),
-                Exit::Leave(t, b) => {
-                    if !exits.contains(&(t, b.clone())) {
-                        exits.push((t, b));
+                Exit::Continue(b, d) => {
+                    if !d.is_empty() {
+                        variants.push((b.clone(), d));
                     }
+                    todo.push((b, vec![]));
+                }
+                Exit::Leave(t, b, d) => {
+                    if !d.is_empty() {
+                        add_exit(&mut exits, (t, union(&b, &d)));
+                    }
+                    add_exit(&mut exits, (t, b));
                 }
                 Exit::Return | Exit::ReturnConst(_) => {}
             }
         }
-        bodies.push(Body { head_bound: state, passed, code });
+        bodies.push(Body { head_bound: state, carried, passed, code });
     }
     Ok(Some(LoopPlan { bodies, exits }))
 }
@@ -317,26 +378,26 @@ fn body_code(py: Python<'_>, ci: &CodeInfo, shape: LoopShape, passed: &[u32]) ->
     // The exits, with the varnames each passes on.
     let mut exits = Vec::new();
     for (i, exit, must, may) in exits_of(ci, shape, &entry) {
-        let pass_on = |t: usize| -> Option<Vec<u32>> {
+        let pass_on = |t: usize| -> Option<(Vec<u32>, Vec<u32>)> {
             let live = ci.live.get(t)?;
-            let mut out = Vec::new();
+            let (mut out, mut dead) = (Vec::new(), Vec::new());
             for v in 0..nv as usize {
                 if live[v] && must[v] != may[v] {
                     return None;
                 }
-                if live[v] && must[v] {
-                    out.push(v as u32);
+                if must[v] {
+                    if live[v] { &mut out } else { &mut dead }.push(v as u32);
                 }
             }
-            Some(out)
+            Some((out, dead))
         };
         let exit = match exit {
-            Exit::Continue(_) => match pass_on(shape.head) {
-                Some(b) => Exit::Continue(b),
+            Exit::Continue(..) => match pass_on(shape.head) {
+                Some((b, d)) => Exit::Continue(b, d),
                 None => return Ok(None),
             },
-            Exit::Leave(t, _) => match pass_on(t) {
-                Some(b) => Exit::Leave(t, b),
+            Exit::Leave(t, ..) => match pass_on(t) {
+                Some((b, d)) => Exit::Leave(t, b, d),
                 None => return Ok(None),
             },
             other => other,
@@ -388,27 +449,29 @@ fn body_code(py: Python<'_>, ci: &CodeInfo, shape: LoopShape, passed: &[u32]) ->
                 push(&mut insts, op::BUILD_TUPLE, 2, epos);
                 push(&mut insts, op::RETURN_VALUE, 0, epos);
             }
-            Exit::Continue(b) | Exit::Leave(_, b) => {
+            Exit::Continue(b, d) | Exit::Leave(_, b, d) => {
                 insts[at].target = Some(stub);
-                let (kind, drop) = if matches!(exit, Exit::Continue(_)) { (0, shape.depth) } else { (1, shape.depth - 1) };
+                let (kind, drop) = if matches!(exit, Exit::Continue(..)) { (0, shape.depth) } else { (1, shape.depth - 1) };
                 for _ in 0..drop {
                     push(&mut insts, op::POP_TOP, 0, epos);
                 }
                 let c = add_const(&mut new_consts, int(kind));
                 push(&mut insts, op::LOAD_CONST, c, epos);
                 let mut n = 1;
-                if let Exit::Leave(t, _) = exit {
+                if let Exit::Leave(t, ..) = exit {
                     let c = add_const(&mut new_consts, int(t as i64));
                     push(&mut insts, op::LOAD_CONST, c, epos);
                     n += 1;
                 }
-                let c = add_const(&mut new_consts, tuple_of(b)?);
-                push(&mut insts, op::LOAD_CONST, c, epos);
-                for &v in b {
-                    push(&mut insts, op::LOAD_FAST, v, epos);
+                for names in [b, d] {
+                    let c = add_const(&mut new_consts, tuple_of(names)?);
+                    push(&mut insts, op::LOAD_CONST, c, epos);
+                    for &v in names {
+                        push(&mut insts, op::LOAD_FAST, v, epos);
+                    }
+                    push(&mut insts, op::BUILD_TUPLE, names.len() as u32, epos);
                 }
-                push(&mut insts, op::BUILD_TUPLE, b.len() as u32, epos);
-                push(&mut insts, op::BUILD_TUPLE, n + 2, epos);
+                push(&mut insts, op::BUILD_TUPLE, n + 4, epos);
                 push(&mut insts, op::RETURN_VALUE, 0, epos);
             }
         }
@@ -456,7 +519,7 @@ pub fn make_driver(py: Python<'_>, ci: &CodeInfo, shape: LoopShape, bound: &[u32
     let bodies = PyDict::new(py);
     for b in &plan.bodies {
         let f = function.call1((b.code.bind(py), globals.bind(py)))?;
-        bodies.set_item(tuple_of(&b.head_bound)?, (f, tuple_of(&b.passed)?))?;
+        bodies.set_item((tuple_of(&b.head_bound)?, tuple_of(&b.carried)?), (f, tuple_of(&b.passed)?))?;
     }
     let exits = PyDict::new(py);
     for (t, b) in &plan.exits {
@@ -466,10 +529,12 @@ pub fn make_driver(py: Python<'_>, ci: &CodeInfo, shape: LoopShape, bound: &[u32
     }
     let live = |t: usize| -> Vec<u32> { (0..nv).filter(|&v| ci.live.get(t).is_some_and(|l| l[v as usize])).collect() };
     let start: Vec<u32> = bound.iter().copied().filter(|v| live(shape.head).contains(v)).collect();
+    let start_dead: Vec<u32> = bound.iter().copied().filter(|v| !start.contains(v)).collect();
     let driver = py.import("dynamo._loops")?.getattr("LoopDriver")?.call1((
         nv,
         layout.len(),
         tuple_of(&start)?,
+        tuple_of(&start_dead)?,
         bodies,
         exits,
         shape.end as i64,

@@ -619,6 +619,12 @@ fn emit_resume_call(
     cg.emit(op::BUILD_LIST, 0);
     cg.emit(op::SWAP, 2);
     cg.emit(op::LIST_EXTEND, 1);
+    let is_driver = matches!(callee, Callee::Object(_));
+    if is_driver {
+        // The driver gets the list itself and empties it once it holds the values (so neither
+        // `call_resume` nor its own arguments keep them alive).
+        cg.emit(op::BUILD_LIST, 1);
+    }
     for slot in 0..tmp + 1 + plan.n_shared {
         let kept = slot < n_pass && plan.kept.contains(&slot);
         if !kept && (slot >= ci.varnames.len() as u32 || !ci.cell_slots.contains(&slot)) {
@@ -641,7 +647,6 @@ fn emit_resume_call(
     // A loop driver goes through `call_resume` too, so that its frame, and the body functions
     // it calls the same way, link to this frame's caller (Note [resume frames link to the
     // caller] in src/eval_frame/hook.rs).
-    let is_driver = matches!(callee, Callee::Object(_));
     match callee {
         Callee::Object(driver) => cg.load_const(driver),
         Callee::Code(code) if ci.n_freevars > 0 => {
