@@ -14,6 +14,8 @@ import torch
 
 import dynamo
 
+from test_loop_bodies import Steps  # an iterator the trace cannot step: its loop runs in the driver
+
 BACKENDS = ["eager", "inductor"]
 
 
@@ -22,22 +24,6 @@ def caller(fn, x):
 
 
 CALLER_LINE = caller.__code__.co_firstlineno + 1
-
-
-class Steps:
-    """An iterator the trace cannot step: its loop runs in the loop driver."""
-
-    def __init__(self, n):
-        self.n, self.i = n, 0
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if self.i >= self.n:
-            raise StopIteration
-        self.i += 1
-        return self.i
 
 
 def where(frame):
