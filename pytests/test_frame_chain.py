@@ -172,3 +172,26 @@ def test_an_exception_after_a_break_has_eagers_traceback_frames():
     got = frames(dynamo.optimize("eager")(fails))
     # The optimize wrapper is one frame more (`_fn`), as with torch.compile.
     assert got[:2] == want[:2] and got[-1] == want[-1] == "fails"
+
+
+def test_the_frame_chain_a_resume_function_sees_is_well_formed(tmp_path):
+    # 3.13 crashed (and faulthandler printed `File ???`): linking the resume frame to the
+    # transformed frame's `previous` put two shim entry frames in a row, which CPython never
+    # has. faulthandler walks the raw chain and names every frame.
+    import faulthandler
+
+    out = tmp_path / "stack.txt"
+
+    def fn(x):
+        y = x + 1
+        print("", end="")
+        with open(out, "w") as fh:
+            faulthandler.dump_traceback(fh, all_threads=False)
+        return y
+
+    dynamo.reset()
+    caller(dynamo.optimize("eager")(fn), torch.ones(2))
+    text = out.read_text()
+    assert "???" not in text, text
+    assert '"fn"' not in text and " in fn" in text and " in caller" in text, text
+    assert dynamo.counters()["graph_breaks"] >= 1

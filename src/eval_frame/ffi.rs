@@ -214,6 +214,14 @@ mod version {
         }
         cframe.add(CFRAME_CURRENT_FRAME) as *mut *mut InterpreterFrame
     }
+
+    /// The frame `frame` links to (3.11 has no shim frames between Python frames).
+    ///
+    /// # Safety
+    /// `frame` is a live frame of this thread.
+    pub unsafe fn caller_frame(frame: *mut InterpreterFrame) -> *mut InterpreterFrame {
+        (*frame).previous
+    }
 }
 
 #[cfg(Py_3_12)]
@@ -418,5 +426,23 @@ mod version {
             }
             cframe
         }
+    }
+
+    /// `FRAME_OWNED_BY_CSTACK` (Include/internal/pycore_frame.h): the shim frame each C-level
+    /// entry into the eval loop pushes (`entry_frame` in `_PyEval_EvalFrameDefault`).
+    const FRAME_OWNED_BY_CSTACK: std::os::raw::c_char = 3;
+
+    /// The first frame before `frame` that is not a shim: CPython never has two shims in a
+    /// row (faulthandler and the eval loop's exit assume it), so a frame linked past `frame`
+    /// must link to a real one.
+    ///
+    /// # Safety
+    /// `frame` is a live frame of this thread.
+    pub unsafe fn caller_frame(frame: *mut InterpreterFrame) -> *mut InterpreterFrame {
+        let mut prev = (*frame).previous;
+        while !prev.is_null() && (*prev).owner == FRAME_OWNED_BY_CSTACK {
+            prev = (*prev).previous;
+        }
+        prev
     }
 }

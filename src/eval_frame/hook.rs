@@ -142,8 +142,9 @@ pub fn call_with_hook(py: Python<'_>, callback: &Bound<'_, PyAny>, f: &Bound<'_,
 /// `f_back`, `inspect.stack()`, `warnings.warn(..., stacklevel=2)` and a logging call's
 /// `stacklevel` would name the transformed frame (the function itself) where eager names its
 /// caller. So `call_resume` takes the transformed frame out of the thread's frame chain while
-/// the resume function runs: it sets the thread's current frame to the transformed frame's
-/// `previous`, so the resume frame links to the caller (CPython's eval loop links a new frame
+/// the resume function runs: it sets the thread's current frame to the frame before the
+/// transformed one (past 3.12's shim entry frame: `ffi::caller_frame`, since CPython never has
+/// two shims in a row and 3.13 crashed with them), so the resume frame links to the caller (CPython's eval loop links a new frame
 /// to the current one on entry and sets the current one back to that link on exit), and puts
 /// the transformed frame back when the call returns. The transformed frame is suspended in the
 /// call meanwhile; nothing reads it. An exception from the resume function still passes
@@ -161,10 +162,14 @@ unsafe fn unlink_calling_frame(_py: Python<'_>) -> (*mut *mut InterpreterFrame, 
         return (std::ptr::null_mut(), std::ptr::null_mut());
     }
     let me = *slot;
-    if me.is_null() || (*me).previous.is_null() || pyffi::PyCode_Check(ffi::code(me)) == 0 {
+    if me.is_null() || pyffi::PyCode_Check(ffi::code(me)) == 0 {
         return (std::ptr::null_mut(), std::ptr::null_mut());
     }
-    *slot = (*me).previous;
+    let caller = ffi::caller_frame(me);
+    if caller.is_null() {
+        return (std::ptr::null_mut(), std::ptr::null_mut());
+    }
+    *slot = caller;
     (slot, me)
 }
 
