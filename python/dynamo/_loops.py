@@ -9,6 +9,8 @@ varnames) the loop can reach; each is a code object the frame hook compiles like
 
 import weakref
 
+from torch.utils.weak import WeakIdRef
+
 from . import _C
 
 _END = object()
@@ -26,11 +28,8 @@ def _free_observable(value, depth=0):
         refs = weakref.getweakrefs(value)
     except TypeError:
         refs = ()
-    if refs:
-        from torch.utils.weak import WeakIdRef
-
-        if any(type(r) is not WeakIdRef for r in refs):
-            return True
+    if any(type(r) is not WeakIdRef for r in refs):
+        return True
     if depth < 2:
         if cls is list or cls is tuple:
             return any(_free_observable(v, depth + 1) for v in value)
@@ -75,10 +74,12 @@ class LoopDriver:
         # it, and those run here.
         self.fill = (None,) * (n_preserved + 1)
 
-    def _carry(self, values, dead, key):
-        """The dead varnames to carry: all of `dead` when freeing one of their values is
-        observable and `key(dead)` has a body or exit, else none."""
-        if dead and any(_free_observable(values[v]) for v in dead) and key(dead) is not None:
+    @staticmethod
+    def _carry(values, dead, table, key):
+        """The dead varnames to carry: all of `dead` when `table` has a body or exit for `key`
+        (planned while the budget lasted) and freeing one of their values is observable, else
+        none."""
+        if dead and key in table and any(_free_observable(values[v]) for v in dead):
             return dead
         return ()
 
@@ -93,7 +94,7 @@ class LoopDriver:
         del args
         state = self.start
         bodies, fill = self.bodies, self.fill
-        carry = self._carry(values, self.start_dead, lambda d: bodies.get((state, d)))
+        carry = self._carry(values, self.start_dead, bodies, (state, self.start_dead))
         while True:
             item = next(it, _END)
             if item is _END:
@@ -125,10 +126,10 @@ class LoopDriver:
             _fill(values, dead, dead_values)
             live_values = dead_values = None
             if kind == 0:
-                carry = self._carry(values, dead, lambda d: bodies.get((state, d)))
+                carry = self._carry(values, dead, bodies, (state, dead))
             else:
-                carry = self._carry(values, dead, lambda d: self.exits.get((target, tuple(sorted(set(state) | set(d))))))
-                bound = tuple(sorted(set(state) | set(carry)))
+                carry = self._carry(values, dead, self.exits, (target, tuple(sorted({*state, *dead}))))
+                bound = tuple(sorted({*state, *carry}))
                 break
         # The resume function that continues after the loop, called the same way.
         fn = self.exits[(target, bound)]

@@ -95,14 +95,11 @@ pub fn call_resume(py: Python<'_>, f: &Bound<'_, PyAny>, args: &Bound<'_, pyo3::
     // SAFETY: the GIL is held; NULL (not a Python function) matches no frame.
     let code = unsafe { if pyffi::PyFunction_Check(f.as_ptr()) != 0 { pyffi::PyFunction_GetCode(f.as_ptr()) } else { std::ptr::null_mut() } };
     let previous = RESUME_ARGS.with(|p| p.replace((tuple.as_ptr(), code)));
-    // SAFETY: the GIL is held; `slot` is this thread's current-frame field (or null).
-    let (slot, me) = unsafe { unlink_calling_frame(py) };
+    // SAFETY: the GIL is held; called from the transformed frame.
+    let unlinked = unsafe { UnlinkedCaller::new(py) };
     // SAFETY: `f` and `tuple` are live objects; the GIL is held.
     let result = unsafe { pyffi::PyObject_Call(f.as_ptr(), tuple.as_ptr(), std::ptr::null_mut()) };
-    if !slot.is_null() {
-        // SAFETY: as above; the resume frame has returned and unlinked itself.
-        unsafe { *slot = me };
-    }
+    drop(unlinked);
     RESUME_ARGS.with(|p| p.set(previous));
     drop(tuple);
     // SAFETY: a new reference, or NULL with an exception set.
@@ -122,15 +119,12 @@ pub fn call_resume(py: Python<'_>, f: &Bound<'_, PyAny>, args: &Bound<'_, pyo3::
 pub fn call_with_hook(py: Python<'_>, callback: &Bound<'_, PyAny>, f: &Bound<'_, PyAny>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
     crate::logging::init();
     let previous = set_eval_frame(py, callback);
-    // SAFETY: the GIL is held; `slot` is this thread's current-frame field (or null).
-    let (slot, me) = unsafe { unlink_calling_frame(py) };
+    // SAFETY: the GIL is held; called from the wrapper's frame.
+    let unlinked = unsafe { UnlinkedCaller::new(py) };
     let kwargs = kwargs.map_or(std::ptr::null_mut(), |k| k.as_ptr());
     // SAFETY: `f`, `args` and `kwargs` (or NULL) are live objects; the GIL is held.
     let result = unsafe { pyffi::PyObject_Call(f.as_ptr(), args.as_ptr(), kwargs) };
-    if !slot.is_null() {
-        // SAFETY: as above; `f`'s frame has returned.
-        unsafe { *slot = me };
-    }
+    drop(unlinked);
     let _ = set_eval_frame(py, previous.bind(py));
     // SAFETY: a new reference, or NULL with an exception set.
     unsafe { Bound::from_owned_ptr_or_err(py, result) }.map(Bound::unbind)
@@ -143,34 +137,55 @@ pub fn call_with_hook(py: Python<'_>, callback: &Bound<'_, PyAny>, f: &Bound<'_,
 /// `stacklevel` would name the transformed frame (the function itself) where eager names its
 /// caller. So `call_resume` takes the transformed frame out of the thread's frame chain while
 /// the resume function runs: it sets the thread's current frame to the frame before the
-/// transformed one (past 3.12's shim entry frame: `ffi::caller_frame`, since CPython never has
-/// two shims in a row and 3.13 crashed with them), so the resume frame links to the caller (CPython's eval loop links a new frame
-/// to the current one on entry and sets the current one back to that link on exit), and puts
-/// the transformed frame back when the call returns. The transformed frame is suspended in the
-/// call meanwhile; nothing reads it. An exception from the resume function still passes
-/// through it on the way out, once it is current again (its traceback entry is dropped:
+/// transformed one, so the resume frame links to the caller (CPython's eval loop links a new
+/// frame to the current one on entry and sets the current one back to that link on exit), and
+/// puts the transformed frame back when the call returns. "Before" skips 3.12/3.13's shim entry
+/// frame (`ffi::caller_frame`): CPython never has two shims in a row, and 3.13 crashed when the
+/// resume frame's own shim followed it. The transformed frame is suspended in the call
+/// meanwhile; nothing reads it. An exception from the resume function still passes through it
+/// on the way out, once it is current again (its traceback entry is dropped:
 /// `PyCodegen::drop_own_traceback_entry`).
-///
-/// Returns the slot and the frame to put back, or a null slot when the thread state does not
-/// look as expected (then nothing changed).
-///
-/// # Safety
-/// The GIL is held; called from `call_resume`, a C function the transformed frame calls.
-unsafe fn unlink_calling_frame(_py: Python<'_>) -> (*mut *mut InterpreterFrame, *mut InterpreterFrame) {
-    let slot = ffi::current_frame_slot(pyffi::PyThreadState_Get());
-    if slot.is_null() {
-        return (std::ptr::null_mut(), std::ptr::null_mut());
+struct UnlinkedCaller {
+    /// This thread's current-frame field, or null when nothing was changed.
+    slot: *mut *mut InterpreterFrame,
+    /// The frame to put back.
+    me: *mut InterpreterFrame,
+}
+
+impl UnlinkedCaller {
+    /// Takes the current frame out of the chain (nothing, when the thread state does not look
+    /// as expected); dropping the guard puts it back.
+    ///
+    /// # Safety
+    /// The GIL is held; called from a C function the current frame calls, and dropped once that
+    /// call has returned, before control goes back to the frame.
+    unsafe fn new(_py: Python<'_>) -> Self {
+        let none = UnlinkedCaller { slot: std::ptr::null_mut(), me: std::ptr::null_mut() };
+        let slot = ffi::current_frame_slot(pyffi::PyThreadState_Get());
+        if slot.is_null() {
+            return none;
+        }
+        let me = *slot;
+        if me.is_null() || pyffi::PyCode_Check(ffi::code(me)) == 0 {
+            return none;
+        }
+        let caller = ffi::caller_frame(me);
+        if caller.is_null() {
+            return none;
+        }
+        *slot = caller;
+        UnlinkedCaller { slot, me }
     }
-    let me = *slot;
-    if me.is_null() || pyffi::PyCode_Check(ffi::code(me)) == 0 {
-        return (std::ptr::null_mut(), std::ptr::null_mut());
+}
+
+impl Drop for UnlinkedCaller {
+    fn drop(&mut self) {
+        if !self.slot.is_null() {
+            // SAFETY: `new`'s contract: the call made meanwhile has returned (its frames have
+            // set the current frame back to `caller`), the GIL is held.
+            unsafe { *self.slot = self.me };
+        }
     }
-    let caller = ffi::caller_frame(me);
-    if caller.is_null() {
-        return (std::ptr::null_mut(), std::ptr::null_mut());
-    }
-    *slot = caller;
-    (slot, me)
 }
 
 /// Empties the first `n` slots of `taken_over`, a frame the hook answers for, when `frame` is the
