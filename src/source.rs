@@ -87,6 +87,11 @@ pub enum Source {
     /// `base()`, where `base` is exactly a `weakref.ref`: its referent, or None once it is dead
     /// (Note [calling a weak reference] in src/symbolic/object_protocol.rs).
     WeakRefCall { base: Arc<Source> },
+    /// `dict.__getitem__(base, key)`: an item of the dict storage of a `dict` or `OrderedDict`
+    /// subclass instance, read past the class's own `__getitem__` (transformers' `ModelOutput`
+    /// builds a dict of its items on each `o[k]`; a guard or an input load must run no user
+    /// code). Note [dict subclass storage] in src/symbolic/variables/user_defined.rs.
+    DictItem { base: Arc<Source>, key: ItemKey },
 }
 
 impl Source {
@@ -105,10 +110,15 @@ impl Source {
         Arc::new(Source::GetItem { base: self.clone(), key })
     }
 
+    /// `dict.__getitem__(self, key)` as a new source (Source::DictItem).
+    pub fn dict_item(self: &Arc<Self>, key: ItemKey) -> Arc<Source> {
+        Arc::new(Source::DictItem { base: self.clone(), key })
+    }
+
     /// The innermost base of the chain (a local, closure cell or global).
     pub fn root(&self) -> &Source {
         match self {
-            Source::Attr { base, .. } | Source::GetItem { base, .. } | Source::IterSeq { base } | Source::IterItem { base, .. } | Source::GenericAttr { base, .. } | Source::WeakRefCall { base } => base.root(),
+            Source::Attr { base, .. } | Source::GetItem { base, .. } | Source::IterSeq { base } | Source::IterItem { base, .. } | Source::GenericAttr { base, .. } | Source::WeakRefCall { base } | Source::DictItem { base, .. } => base.root(),
             other => other,
         }
     }
@@ -142,6 +152,9 @@ impl fmt::Display for Source {
             Source::Module { name } => write!(f, "sys.modules['{name}']"),
             Source::GenericAttr { base, attr } => write!(f, "object.__getattribute__({base}, '{attr}')"),
             Source::WeakRefCall { base } => write!(f, "{base}()"),
+            Source::DictItem { base, key: ItemKey::Int(i) } => write!(f, "dict.__getitem__({base}, {i})"),
+            Source::DictItem { base, key: ItemKey::Str(s) } => write!(f, "dict.__getitem__({base}, '{s}')"),
+            Source::DictItem { base, key: ItemKey::Object(k) } => write!(f, "dict.__getitem__({base}, {})", k.repr),
         }
     }
 }

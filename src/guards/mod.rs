@@ -365,6 +365,10 @@ enum Step {
     Module(Option<Py<PyAny>>),
     /// `Source::WeakRefCall`: the referent of an exact `weakref.ref` (None once dead).
     WeakRefCall(usize),
+    /// `Source::DictItem`: `PyDict_GetItemWithError` on a dict instance (subclasses included), so
+    /// no `__getitem__` or `__missing__` of a subclass runs; a missing key or a non-dict base
+    /// reads as missing.
+    DictItem(usize, Py<PyAny>),
 }
 
 impl Step {
@@ -381,6 +385,7 @@ impl Step {
             Step::IterSeq(_) => "ITER_SEQ",
             Step::IterItem(..) => "ITER_ITEM",
             Step::WeakRefCall(_) => "WEAKREF_CALL",
+            Step::DictItem(..) => "DICT_ITEM",
             Step::Module(_) => "MODULE",
         }
     }
@@ -805,6 +810,18 @@ impl GuardManager {
                 let b = values[*base].as_ref()?;
                 Bound::from_owned_ptr_or_opt(py, ffi::PyObject_GetItem(b.as_ptr(), key.as_ptr()))
             }
+            Step::DictItem(base, key) => {
+                let b = values[*base].as_ref()?;
+                if ffi::PyDict_Check(b.as_ptr()) == 0 {
+                    return None;
+                }
+                // Borrowed (or NULL, with an error set when the key's hash or comparison raised).
+                let p = ffi::PyDict_GetItemWithError(b.as_ptr(), key.as_ptr());
+                if p.is_null() {
+                    ffi::PyErr_Clear();
+                }
+                Bound::from_borrowed_ptr_or_opt(py, p)
+            }
             Step::IterSeq(base) => {
                 let b = values[*base].as_ref()?;
                 iterator_state(b).ok().map(|(seq, _)| seq)
@@ -900,9 +917,13 @@ impl GuardManager {
                     return Ok(());
                 }
                 // Equal keys of the same types (`1`, `1.0` and `True` are equal keys of
-                // different objects).
-                let same = v
-                    .call_method0("keys")
+                // different objects). A dict subclass's keys are its storage's, read through the
+                // base class's C method (Note [dict subclass storage]).
+                let keys_of = match v.cast::<pyo3::types::PyDict>() {
+                    Ok(d) if !d.is_exact_instance_of::<pyo3::types::PyDict>() => crate::symbolic::builder::storage_keys(py, d).map(|l| l.into_any()),
+                    _ => v.call_method0("keys"),
+                };
+                let same = keys_of
                     .and_then(|k| pyo3::types::PyList::new(py, k.try_iter()?.collect::<PyResult<Vec<_>>>()?))
                     .map(|l| {
                         l.eq(keys.bind(py)).unwrap_or(false)
@@ -1190,14 +1211,18 @@ fn plan(py: Python<'_>, s: &Arc<Source>, steps: &mut Vec<Step>, memo: &mut HashM
             let b = plan(py, base, steps, memo);
             Step::GenericAttr(b, PyString::intern(py, attr).unbind())
         }
-        Source::GetItem { base, key } => {
+        Source::GetItem { base, key } | Source::DictItem { base, key } => {
             let b = plan(py, base, steps, memo);
             let k = match key {
                 ItemKey::Int(i) => i.into_pyobject(py).unwrap().into_any().unbind(),
                 ItemKey::Str(s) => PyString::new(py, s).into_any().unbind(),
                 ItemKey::Object(k) => k.obj.clone_ref(py),
             };
-            Step::Item(b, k)
+            if matches!(s.as_ref(), Source::DictItem { .. }) {
+                Step::DictItem(b, k)
+            } else {
+                Step::Item(b, k)
+            }
         }
     };
     steps.push(step);

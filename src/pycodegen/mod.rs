@@ -320,6 +320,20 @@ impl PyCodegen {
                     self.emit(op::BINARY_SUBSCR, 0);
                 }
             }
+            Source::DictItem { base, key } => {
+                // `dict.__getitem__(base, key)`: the storage's item, no subclass code.
+                let getitem = py.get_type::<pyo3::types::PyDict>().getattr("__getitem__").expect("dict.__getitem__");
+                self.load_callable(getitem.unbind());
+                self.load_source(py, base);
+                let k = match key {
+                    ItemKey::Int(i) => i.into_pyobject(py).unwrap().into_any().unbind(),
+                    ItemKey::Str(s) => pyo3::types::PyString::new(py, s).into_any().unbind(),
+                    ItemKey::Object(k) => k.obj.clone_ref(py),
+                };
+                self.load_const(k);
+                self.emit(op::PRECALL, 2);
+                self.emit(op::CALL, 2);
+            }
             Source::GetItem { base, key } => {
                 self.load_source(py, base);
                 let k = match key {

@@ -162,17 +162,20 @@ pub fn is_source_key(py: Python<'_>, k: &Bound<'_, PyAny>) -> bool {
     k.is_exact_instance_of::<PyString>() || k.is_exact_instance_of::<PyInt>() || (is_literal(py, k) && k.hash().is_ok()) || is_identity_key(py, k)
 }
 
-/// The items of dict `d` (an exact dict, or a dict subclass whose `keys`, `__len__` and
-/// `__getitem__` are dict's own, so that the guards below read its storage) as a dict tracker:
-/// keys must be exact strs or ints, hashable literals (None, floats, tuples of literals) or
-/// identity keys (`is_identity_key`: classes, functions); each value is wrapped from
-/// `source[key]`; guards on the key list (equal keys of the same types, in order) and the
-/// length. The caller guards the type.
+/// The items of dict `d` (an exact dict, or the dict storage of a `dict` / `OrderedDict`
+/// subclass instance: Note [dict subclass storage]) as a dict tracker: keys must be exact strs
+/// or ints, hashable literals (None, floats, tuples of literals) or identity keys
+/// (`is_identity_key`: classes, functions); each value is wrapped from `source[key]` (from
+/// `dict.__getitem__(source, key)` for a subclass, past its own `__getitem__`); guards on the
+/// key list (equal keys of the same types, in order: the storage's, or the linked list's of an
+/// `OrderedDict`, read through the base class's C `keys`) and, for an exact dict, the length.
+/// The caller guards the type.
 ///
 /// With `register`, the tracker is recorded as the one of `d` (`OutputGraph::dicts_by_ptr`)
 /// before the values are wrapped, so a dict that contains itself reaches its own tracker.
 pub fn wrap_dict_storage(py: Python<'_>, og: &mut OutputGraph, d: &Bound<'_, PyDict>, source: &Arc<Source>, register: bool) -> VResult<Rc<RefCell<DictState>>> {
-    let keys_list = pyo3::types::PyDictMethods::keys(d);
+    let exact = d.get_type().is(py.get_type::<PyDict>());
+    let keys_list = if exact { pyo3::types::PyDictMethods::keys(d) } else { storage_keys(py, d)? };
     if !keys_list.iter().all(|k| is_source_key(py, &k)) {
         crate::graph_break!(UntracedValue, "dict at {source} has keys other than strs, ints, hashable literals, classes and functions");
     }
@@ -194,11 +197,25 @@ pub fn wrap_dict_storage(py: Python<'_>, og: &mut OutputGraph, d: &Bound<'_, PyD
             ItemKey::Object(crate::source::KeyObject::new(&k))
         };
         let v = pyo3::types::PyDictMethods::get_item(d, &k)?.expect("key present");
-        items.push((k.unbind(), wrap(py, og, &v, source.item(item_key))?));
+        let item_source = if exact { source.item(item_key) } else { source.dict_item(item_key) };
+        items.push((k.unbind(), wrap(py, og, &v, item_source)?));
     }
-    og.add_guard(Some(source.clone()), GuardKind::LenMatch(items.len()));
+    if exact {
+        // (DICT_KEYS of a subclass pins the length too; `len()` could run its own `__len__`.)
+        og.add_guard(Some(source.clone()), GuardKind::LenMatch(items.len()));
+    }
     state.borrow_mut().items = items;
     Ok(state)
+}
+
+/// The keys of the storage of `d` (a dict subclass instance) in iteration order, read through
+/// the base class's C method (`OrderedDict.keys` for an OrderedDict, whose order is its linked
+/// list's, else `dict.keys`), so no method the subclass overrides runs.
+pub fn storage_keys<'py>(py: Python<'py>, d: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyList>> {
+    let od = py.import("collections")?.getattr("OrderedDict")?;
+    let base = if d.is_instance(&od)? { od } else { py.get_type::<PyDict>().into_any() };
+    let keys = base.getattr("keys")?.call1((d,))?;
+    PyList::new(py, keys.try_iter()?.collect::<PyResult<Vec<_>>>()?)
 }
 
 /// Whether a function's closure cells hold only code-like values (literals, functions, classes,

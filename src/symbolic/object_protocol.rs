@@ -725,6 +725,14 @@ impl<'a> InstructionTranslator<'a> {
                 // `__contains__` looked up on the type and inlined when it is Python code
                 // (collections.abc.Mapping's, a user container's); its result must be constant.
                 let ty = obj.bind(py).get_type();
+                if let Some((_, f)) = static_type_lookup(&ty, "__contains__")?.filter(|(_, f)| type_name(f) != "function") {
+                    // dict's own on a dict subclass instance: its storage (Note [dict subclass
+                    // storage]).
+                    let inst = obj.bind(py).clone();
+                    if let Some(VT::ContainerMethod { container: storage, .. }) = self.dict_storage_method(py, &inst, source, &f, "__contains__")? {
+                        return self.contains(py, &storage, item);
+                    }
+                }
                 let Some((k, f)) = static_type_lookup(&ty, "__contains__")?.filter(|(_, f)| type_name(f) == "function") else {
                     graph_break!(UntracedValue, "`in` on {}", container.describe(py));
                 };
@@ -1164,6 +1172,22 @@ impl<'a> InstructionTranslator<'a> {
             VT::Opaque { obj: o, source } => {
                 // `__getitem__` looked up on the type and inlined when it is Python code.
                 let ty = o.bind(py).get_type();
+                if let Some((_, f)) = static_type_lookup(&ty, "__getitem__")?.filter(|(_, f)| type_name(f) != "function") {
+                    // dict's `dict_subscript` on a dict subclass instance: its storage's item
+                    // (Note [dict subclass storage]), else the class's Python `__missing__`.
+                    let inst = o.bind(py).clone();
+                    if let Some(storage) = self.dict_storage_method(py, &inst, source, &f, "__contains__")? {
+                        let VT::ContainerMethod { container: storage, .. } = storage else { unreachable!("a storage method") };
+                        let missing = static_type_lookup(&ty, "__missing__")?;
+                        if missing.is_none() || self.contains(py, &storage, idx)? {
+                            return self.getitem(py, &storage, idx);
+                        }
+                        if let Some((k, m)) = missing.filter(|(_, m)| type_name(m) == "function") {
+                            let func = wrap(py, self.og, &m, class_attr_source(source, k, "__missing__"))?;
+                            return self.call(py, &func, vec![obj.clone(), idx.clone()], vec![]);
+                        }
+                    }
+                }
                 let Some((k, f)) = static_type_lookup(&ty, "__getitem__")?.filter(|(_, f)| type_name(f) == "function") else {
                     graph_break!(UntracedValue, "indexing {}", obj.describe(py));
                 };

@@ -752,6 +752,16 @@ impl<'a> InstructionTranslator<'a> {
                 }
             }
         }
+        if let VT::Opaque { obj, source } = recv {
+            // `dict.__getitem__(o, k)` / `OrderedDict.keys(o)` on a dict subclass instance from
+            // outside the frame: a read of its storage (Note [dict subclass storage]).
+            let o = obj.bind(py).clone();
+            if o.is_instance(&owner)? {
+                if let Some(method) = self.dict_storage_method(py, &o, source, b, &name)? {
+                    return self.call(py, &method, rest, kwargs.to_vec()).map(Some);
+                }
+            }
+        }
         let matches = match recv {
             VT::List(_) => exact(&py.get_type::<PyList>()),
             VT::Deque(_) => owner.is(&py.import("collections")?.getattr("deque")?) && crate::symbolic::variables::deque::DEQUE_METHODS.contains(&name.as_str()),

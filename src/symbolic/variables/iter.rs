@@ -855,6 +855,11 @@ impl<'a> InstructionTranslator<'a> {
         if let Some(it) = self.python_iter(py, v)? {
             return Ok(it);
         }
+        if let Some((d, ordered)) = self.opaque_dict_iter_storage(py, v)? {
+            // `iter(o)` of a dict subclass instance from outside the frame whose `__iter__` is
+            // dict's or OrderedDict's: its storage's keys (Note [dict subclass storage]).
+            return Ok(Rc::new(RefCell::new(IteratorState::over_dict(d, DictView::Keys, ordered))));
+        }
         if let VT::UserObject(o) = v {
             // `dict.__iter__` / `OrderedDict.__iter__` of a dict subclass: its storage's keys
             // (an `odict_iterator` for OrderedDict's).
@@ -896,6 +901,10 @@ impl<'a> InstructionTranslator<'a> {
 
     pub(crate) fn iter_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<VT>> {
         if let Some(it) = self.python_iter(py, v)? {
+            return self.drain_iter(py, &it);
+        }
+        if self.opaque_dict_iter_storage(py, v)?.is_some() {
+            let it = self.make_iter(py, v)?;
             return self.drain_iter(py, &it);
         }
         if let VT::UserObject(o) = v {

@@ -496,28 +496,53 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
-    /// A read-only method of `dict` (`ca`, found on the MRO of a dict subclass instance `o`
-    /// reached through `source`: `super().get(k)` in a subclass that overrides `get`) bound to
-    /// the instance's dict storage, as torch's `UserDefinedDictVariable` reads its `_dict_vt`.
-    /// The storage is wrapped item by item with guards that read it through the subclass, so
-    /// its `keys`, `__len__` and `__getitem__` must be dict's own. Writing methods are not
-    /// offered (they would have to replay past the subclass's own `__setitem__`): `None`.
+    /// Note [dict subclass storage]: a read-only C method of `dict` or `collections.OrderedDict`
+    /// (`ca`, found on the MRO of an instance `o` from outside the frame, reached through
+    /// `source`: `o.items()` of a transformers `ModelOutput`, `od.keys()` of a state dict,
+    /// `super().get(k)` in a subclass that overrides `get`) bound to the instance's dict
+    /// storage, as torch's `UserDefinedDictVariable` reads its `_dict_vt`. The storage is wrapped
+    /// item by item (`wrap_dict_storage`) with guards and input loads that read the storage
+    /// itself: its keys through the base class's C `keys` (an OrderedDict's in its linked
+    /// list's order), its values through `dict.__getitem__` (`Source::DictItem`), so no method
+    /// the subclass overrides runs in a guard. `OrderedDict.keys/values/items` give the
+    /// `odict_*` view types (Note [iterator types]). Writing methods are not offered (they would
+    /// have to replay past the subclass's own `__setitem__`), nor `copy` (`OrderedDict.copy`
+    /// calls the class), nor `__getitem__` of a class with `__missing__`: `None`.
     pub(crate) fn dict_storage_method(&mut self, py: Python<'_>, o: &Bound<'_, PyAny>, source: &Arc<Source>, ca: &Bound<'_, PyAny>, name: &str) -> VResult<Option<VT>> {
         const READS: [&str; 8] = ["get", "__getitem__", "__contains__", "keys", "values", "items", "__len__", "copy"];
         let dict_type = py.get_type::<PyDict>();
-        if !READS.contains(&name) || !ca.getattr("__objclass__").map(|c| c.is(&dict_type)).unwrap_or(false) {
+        let odict_type = py.import("collections")?.getattr("OrderedDict")?;
+        let Ok(owner) = ca.getattr("__objclass__") else { return Ok(None) };
+        let from_odict = owner.is(&odict_type);
+        if !READS.contains(&name) || !(owner.is(&dict_type) || from_odict) {
             return Ok(None);
         }
         let Ok(d) = o.cast::<PyDict>() else { return Ok(None) };
-        let ty = o.get_type();
-        for slot in ["keys", "__len__", "__getitem__"] {
-            let own = static_type_lookup(&ty, slot)?.map(|(_, f)| f.is(dict_type.getattr(slot).expect("dict slot"))).unwrap_or(false);
-            if !own {
-                return Ok(None);
-            }
+        let exact = d.get_type().is(&dict_type);
+        if !exact && (name == "copy" || (name == "__getitem__" && o.get_type().hasattr("__missing__")?)) {
+            return Ok(None);
         }
         let state = crate::symbolic::builder::wrap_dict_storage(py, self.og, d, source, false)?;
-        Ok(Some(VT::ContainerMethod { container: Box::new(VT::Dict(state)), name: name.to_string() }))
+        let name = if from_odict && matches!(name, "keys" | "values" | "items") { format!("odict_{name}") } else { name.to_string() };
+        Ok(Some(VT::ContainerMethod { container: Box::new(VT::Dict(state)), name }))
+    }
+
+    /// For `iter(o)` of a dict or OrderedDict subclass instance `o` from outside the frame
+    /// (`VT::Opaque`) whose class's `__iter__` is dict's or OrderedDict's C method: its storage
+    /// (Note [dict subclass storage]) and whether the iterator walks an OrderedDict's linked
+    /// list (an `odict_iterator`). `None` for anything else.
+    pub(crate) fn opaque_dict_iter_storage(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<(Rc<RefCell<DictState>>, bool)>> {
+        let VT::Opaque { obj, source } = v else { return Ok(None) };
+        let o = obj.bind(py).clone();
+        let Ok(d) = o.cast::<PyDict>() else { return Ok(None) };
+        let iter = o.get_type().getattr("__iter__")?;
+        let odict = py.import("collections")?.getattr("OrderedDict")?;
+        let ordered = iter.is(odict.getattr("__iter__")?);
+        if !ordered && !iter.is(py.get_type::<PyDict>().getattr("__iter__")?) {
+            return Ok(None);
+        }
+        let state = crate::symbolic::builder::wrap_dict_storage(py, self.og, d, source, false)?;
+        Ok(Some((state, ordered)))
     }
 
     /// `super(cls, obj).name`: the first class after `cls` in `type(obj).__mro__` that defines
