@@ -19,6 +19,18 @@ pub enum ItemKey {
     Object(KeyObject),
 }
 
+impl ItemKey {
+    /// The key as a Python object (an int, a str, or the kept key object).
+    pub fn to_object(&self, py: pyo3::Python<'_>) -> pyo3::Py<pyo3::PyAny> {
+        use pyo3::IntoPyObject;
+        match self {
+            ItemKey::Int(i) => i.into_pyobject(py).expect("int").into_any().unbind(),
+            ItemKey::Str(s) => pyo3::types::PyString::new(py, s).into_any().unbind(),
+            ItemKey::Object(k) => k.obj.clone_ref(py),
+        }
+    }
+}
+
 /// A dict key object held by a source. Two `KeyObject`s are the same key when they are the
 /// same object (the source stays a value type; equal-valued distinct objects only make two
 /// sources that load the same item).

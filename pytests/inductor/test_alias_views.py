@@ -82,3 +82,24 @@ def test_inplace_write_to_a_parameter_before_backward_raises_as_eager(backend):
         except RuntimeError as e:
             errors.append("modified by an inplace operation" in str(e))
     assert errors[0] == errors[1], errors
+
+
+def sliced_lookups(ids, table, w):
+    # transformers' `position_ids[:, :n]` feeding an embedding, and basic indexing feeding a
+    # product: aliases at the skipped elements' offset.
+    pos = ids[:, 1:5]
+    rows = w[1:, ::2][..., None, 1]
+    return torch.nn.functional.embedding(pos, table), torch.mm(w[2, None, :], rows), torch.mm(w[:3, -2:].t(), w[1:4])
+
+
+def test_basic_indexing_views_are_aliases():
+    ids, table, w = torch.arange(12).reshape(2, 6) % 5, torch.randn(5, 3), torch.randn(5, 4)
+    compiled = C.inductor_compile(torch.fx.symbolic_trace(sliced_lookups), [ids, table, w])
+    assert compiled.plan.count("alias buf") >= 5, compiled.plan
+    for _ in range(2):
+        for a, b in zip(compiled(ids, table, w), sliced_lookups(ids, table, w)):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+    # Inputs at a storage offset: the alias adds the slice's offset to the base's.
+    ids2, w2 = (torch.arange(40)[4:16] % 5).reshape(2, 6), torch.randn(30)[10:].reshape(5, 4)
+    for a, b in zip(compiled(ids2, table, w2), sliced_lookups(ids2, table, w2)):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)

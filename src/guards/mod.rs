@@ -8,7 +8,7 @@
 
 pub mod shapes;
 
-use crate::source::{ItemKey, Source};
+use crate::source::Source;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
@@ -1213,11 +1213,7 @@ fn plan(py: Python<'_>, s: &Arc<Source>, steps: &mut Vec<Step>, memo: &mut HashM
         }
         Source::GetItem { base, key } | Source::DictItem { base, key } => {
             let b = plan(py, base, steps, memo);
-            let k = match key {
-                ItemKey::Int(i) => i.into_pyobject(py).unwrap().into_any().unbind(),
-                ItemKey::Str(s) => PyString::new(py, s).into_any().unbind(),
-                ItemKey::Object(k) => k.obj.clone_ref(py),
-            };
+            let k = key.to_object(py);
             if matches!(s.as_ref(), Source::DictItem { .. }) {
                 Step::DictItem(b, k)
             } else {

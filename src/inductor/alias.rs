@@ -14,9 +14,11 @@
 //!   (`CONTIGUOUS_RESULT_TARGETS`: ATen always allocates it row-major), or another alias;
 //! - the op is a pure view whose result layout follows from the base's (`t`, `transpose`,
 //!   `permute`, `expand`, `squeeze`/`unsqueeze`, and `view`/`reshape`/`flatten` of a contiguous
-//!   base; `contiguous` of a contiguous base is the base itself), and that layout equals the
-//!   buffer's compile-time layout (which kernels reading it were compiled for) in every
-//!   dimension of size other than 1; the storage offset is the base's;
+//!   base; `contiguous` of a contiguous base is the base itself; basic indexing `x[a:b, i,
+//!   None, ...]` with constant bounds, whose storage offset moves by the skipped elements), and
+//!   that layout equals the buffer's compile-time layout (which kernels reading it were
+//!   compiled for) in every dimension of size other than 1; the storage offset is the base's
+//!   plus what a slice or an index skips;
 //! - it is not a graph output or write-back (those keep torch's view: `_base`, the shared
 //!   version counter that autograd's saved-tensor checks read), and every user is a kernel,
 //!   another alias, or a fallback from [`FRESH_RESULT_TARGETS`], whose result never aliases its
@@ -44,6 +46,8 @@ const FRESH_RESULT_TARGETS: &[&str] = &[
     "torch._ops.aten.nll_loss_forward.default",
     "torch._ops.aten.nll_loss_backward.default",
     "torch._ops.aten._log_softmax_backward_data.default",
+    "torch.nn.functional.embedding",
+    "torch.gather",
 ];
 
 /// Fallback targets whose result is always a new contiguous tensor (ATen allocates the matrix
@@ -76,8 +80,70 @@ fn wrap(d: i64, rank: usize) -> Option<usize> {
 }
 
 /// What an aliased view is: `None` inside means the base itself (contiguous of contiguous);
-/// otherwise (sizes, strides) of the reinterpreted tensor.
-type ViewLayout = Option<(Vec<i64>, Vec<i64>)>;
+/// otherwise (sizes, strides, storage offset increment) of the reinterpreted tensor.
+type ViewLayout = Option<(Vec<i64>, Vec<i64>, i64)>;
+
+/// Sizes, strides and storage offset increment of basic indexing `base[index]` (a slice, an
+/// int, None or `...`, or a tuple of those; Python's slice rules clamp the bounds, torch allows
+/// only positive steps); `None` for anything else (tensor indices, an int out of range: torch
+/// then raises as it would).
+fn basic_index_layout(index: &FxArg, sizes: &[i64], strides: &[i64]) -> Option<(Vec<i64>, Vec<i64>, i64)> {
+    let items: Vec<&FxArg> = match index {
+        FxArg::Tuple(items) => items.iter().collect(),
+        other => vec![other],
+    };
+    let rank = sizes.len();
+    let consuming = items.iter().filter(|a| matches!(a, FxArg::Slice { .. } | FxArg::Int(_))).count();
+    if consuming > rank || items.iter().filter(|a| matches!(a, FxArg::Ellipsis)).count() > 1 {
+        return None;
+    }
+    let (mut out_s, mut out_t, mut offset, mut d) = (Vec::new(), Vec::new(), 0i64, 0usize);
+    for a in items {
+        match a {
+            FxArg::Ellipsis => {
+                for _ in 0..rank - consuming {
+                    out_s.push(sizes[d]);
+                    out_t.push(strides[d]);
+                    d += 1;
+                }
+            }
+            FxArg::None => {
+                out_s.push(1);
+                out_t.push(1);
+            }
+            FxArg::Int(i) => {
+                let n = sizes[d];
+                let i = if *i < 0 { i + n } else { *i };
+                if !(0..n).contains(&i) {
+                    return None;
+                }
+                offset += i * strides[d];
+                d += 1;
+            }
+            FxArg::Slice { start, stop, step, .. } => {
+                let n = sizes[d];
+                let step = step.unwrap_or(1);
+                if step <= 0 {
+                    return None;
+                }
+                let clamp = |v: i64| if v < 0 { (v + n).max(0) } else { v.min(n) };
+                let lo = start.map_or(0, clamp);
+                let hi = stop.map_or(n, clamp);
+                let len = if hi > lo { (hi - lo + step - 1) / step } else { 0 };
+                out_s.push(len);
+                out_t.push(strides[d] * step);
+                if len > 0 {
+                    offset += lo * strides[d];
+                }
+                d += 1;
+            }
+            _ => return None,
+        }
+    }
+    out_s.extend_from_slice(&sizes[d..]);
+    out_t.extend_from_slice(&strides[d..]);
+    Some((out_s, out_t, offset))
+}
 
 /// The layout torch gives `node` (a view op of `base`), when it follows from `base` alone.
 fn view_layout(g: &FxGraph, node: usize, base: &Layout, out: &Layout) -> Option<ViewLayout> {
@@ -87,6 +153,13 @@ fn view_layout(g: &FxGraph, node: usize, base: &Layout, out: &Layout) -> Option<
     }
     let rank = base.sizes.len();
     let (bs, bt) = (&base.sizes, &base.strides);
+    if n.canonical? == "getitem" {
+        // Only of a tensor (a tuple-valued node, attention's outputs, has no tensor meta).
+        let FxArg::Node(b) = n.args.first()? else { return None };
+        g.nodes[*b].meta.as_ref()?;
+        let (sizes, strides, offset) = basic_index_layout(n.args.get(1)?, bs, bt)?;
+        return same_layout(out, &sizes, &strides).then_some(Some((sizes, strides, offset)));
+    }
     let (sizes, strides) = match n.canonical? {
         "contiguous" if n.args.len() == 1 && is_contiguous(base) => return Some(None),
         "view" | "reshape" | "flatten" if is_contiguous(base) && base.numel() == out.numel() => {
@@ -144,7 +217,7 @@ fn view_layout(g: &FxGraph, node: usize, base: &Layout, out: &Layout) -> Option<
         }
         _ => return None,
     };
-    same_layout(out, &sizes, &strides).then_some(Some((sizes, strides)))
+    same_layout(out, &sizes, &strides).then_some(Some((sizes, strides, 0)))
 }
 
 /// False when `DYNAMO_INDUCTOR_ALIAS_VIEWS=0` at compile time (every view stays a torch call;
@@ -243,7 +316,7 @@ pub fn alias_views(
         let Some((src, v)) = candidate[slot].take() else { continue };
         let layout = match v {
             None => None,
-            Some((sizes, strides)) => Some((PyTuple::new(py, &sizes)?.unbind(), PyTuple::new(py, &strides)?.unbind())),
+            Some((sizes, strides, offset)) => Some((PyTuple::new(py, &sizes)?.unbind(), PyTuple::new(py, &strides)?.unbind(), offset)),
         };
         *step = RtStep::Alias { slot, src, layout, reinterpret: reinterpret.clone().unbind() };
         done.push((slot, src));

@@ -434,6 +434,15 @@ fn inductor_compile(
     }
     let mut steps = Vec::new();
     let mut kernel_order = Vec::new();
+    // Note [fast allocation]: kernel outputs of a CPU graph are allocated through
+    // `torch._C._dynamo.guards._empty_strided_cpu(sizes, strides, dtype)`, the C++ entry
+    // torch.compile's generated wrappers call: no Python argument parsing or dispatcher, 0.36 µs
+    // against torch.empty_strided's 0.80 µs a call (tiny BERT's training step allocates ~50
+    // such outputs). Absent in this torch: torch.empty_strided with keyword arguments.
+    let fast_alloc = match target {
+        cuda::Target::Cpu => py.import("torch._C._dynamo.guards").and_then(|m| m.getattr("_empty_strided_cpu")).ok().map(|f| f.unbind()),
+        cuda::Target::Cuda(_) => None,
+    };
     let cpu_device = match target {
         cuda::Target::Cpu => torch.getattr("device")?.call1(("cpu",))?,
         cuda::Target::Cuda(i) => torch.getattr("device")?.call1(("cuda", i))?,
@@ -450,7 +459,8 @@ fn inductor_compile(
                     }
                     let l = ir.buffer(*buf).layout.as_ref().expect("kernel output without layout");
                     let kw = PyDict::new(py);
-                    kw.set_item("dtype", dtype_obj(l.dtype)?)?;
+                    let dtype = dtype_obj(l.dtype)?;
+                    kw.set_item("dtype", dtype.bind(py))?;
                     // A torch.device object: a "cpu" string would be parsed on every call.
                     kw.set_item("device", &cpu_device)?;
                     allocs.push(Alloc {
@@ -458,6 +468,7 @@ fn inductor_compile(
                         sizes: PyTuple::new(py, &l.sizes)?.unbind(),
                         strides: PyTuple::new(py, &l.strides)?.unbind(),
                         kwargs: kw.unbind(),
+                        dtype,
                     });
                 }
                 let grp = &sched.groups[*gi];
@@ -594,7 +605,11 @@ fn inductor_compile(
         output,
         codegen: cg,
         cuda: gpu.map(|(_, rt, _)| rt),
-        empty_strided: torch.getattr("empty_strided")?.unbind(),
+        empty_strided: match &fast_alloc {
+            Some(f) => f.clone_ref(py),
+            None => torch.getattr("empty_strided")?.unbind(),
+        },
+        fast_alloc: fast_alloc.is_some(),
         tensor_type: torch.getattr("Tensor")?.unbind(),
         writebacks,
         step_times: StepTimes::enabled().then(|| StepTimes::new(step_labels)),

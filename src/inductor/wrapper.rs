@@ -5,8 +5,9 @@
 //! - A call first checks every tensor input against compile-time metadata (sizes, strides, dtype,
 //!   device, requires_grad); on any mismatch the whole graph runs through `gm.forward`.
 //! - Fallback outputs that kernels read are checked the same way before the kernel runs.
-//! - Kernel outputs are allocated with `torch.empty_strided` at the layout chosen by lowering and
-//!   are written completely by their kernel before anything reads them.
+//! - Kernel outputs are allocated (`_empty_strided_cpu` on CPU, Note [fast allocation] in
+//!   `inductor/mod.rs`; `torch.empty_strided` on CUDA) at the layout chosen by lowering and are
+//!   written completely by their kernel before anything reads them.
 //! - Nothing on the call path imports modules or looks up module attributes: callables, dtype
 //!   objects, size/stride tuples and kwargs dicts are cached at compile time.
 
@@ -133,12 +134,14 @@ pub enum FallbackCall {
 }
 
 /// How to allocate one kernel output: `torch.empty_strided(sizes, strides, **kwargs)` into `slot`
-/// (kwargs: dtype and a cached `torch.device("cpu")`).
+/// (kwargs: dtype and a cached `torch.device`), or `_empty_strided_cpu(sizes, strides, dtype)`
+/// (Note [fast allocation] in `inductor/mod.rs`).
 pub struct Alloc {
     pub slot: usize,
     pub sizes: Py<PyTuple>,
     pub strides: Py<PyTuple>,
     pub kwargs: Py<PyDict>,
+    pub dtype: Py<PyAny>,
 }
 
 /// Note [scratch arena]: a kernel output that only kernels read (not a fallback, not the
@@ -268,7 +271,7 @@ pub enum RtStep {
     /// A view made without torch's view machinery (Note [alias views] in alias.rs):
     /// `reinterpret(env[src], sizes, strides, 0)` into `slot`, or `env[src]` itself when
     /// `layout` is None.
-    Alias { slot: usize, src: usize, layout: Option<(Py<PyTuple>, Py<PyTuple>)>, reinterpret: Py<PyAny> },
+    Alias { slot: usize, src: usize, layout: Option<(Py<PyTuple>, Py<PyTuple>, i64)>, reinterpret: Py<PyAny> },
 }
 
 /// A compiled plan: inputs to check, steps, the output template.
@@ -294,6 +297,8 @@ pub struct Runtime {
     /// Set when the kernels run on a CUDA device (`cuda.rs`); `codegen` is then `None`.
     pub cuda: Option<super::cuda::CudaRuntime>,
     pub empty_strided: Py<PyAny>,
+    /// `empty_strided` is `_empty_strided_cpu`, called with positional (sizes, strides, dtype).
+    pub fast_alloc: bool,
     pub tensor_type: Py<PyAny>,
     /// (input slot, value slot, in-place ops): after the steps, `env[dst].copy_(env[src])`
     /// (mutated inputs, see `functionalize`), then its version counter moved on by the in-place
@@ -404,10 +409,11 @@ impl Runtime {
             match step {
                 RtStep::Kernel { kernel, args, allocs, big } => {
                     for a in allocs {
-                        let t = self
-                            .empty_strided
-                            .bind(py)
-                            .call((a.sizes.bind(py), a.strides.bind(py)), Some(a.kwargs.bind(py)))?;
+                        let t = if self.fast_alloc {
+                            self.empty_strided.bind(py).call1((a.sizes.bind(py), a.strides.bind(py), a.dtype.bind(py)))?
+                        } else {
+                            self.empty_strided.bind(py).call((a.sizes.bind(py), a.strides.bind(py)), Some(a.kwargs.bind(py)))?
+                        };
                         env[a.slot] = Some(t.unbind());
                     }
                     let mut ptrs: Vec<usize> = Vec::with_capacity(args.len());
@@ -475,7 +481,7 @@ impl Runtime {
                     let base = env[*src].as_ref().ok_or_else(|| PyRuntimeError::new_err(format!("inductor: buf{src} read before it was computed")))?;
                     let v = match layout {
                         None => base.clone_ref(py),
-                        Some((sizes, strides)) => reinterpret.bind(py).call1((base.bind(py), sizes.bind(py), strides.bind(py), 0))?.unbind(),
+                        Some((sizes, strides, offset)) => reinterpret.bind(py).call1((base.bind(py), sizes.bind(py), strides.bind(py), *offset))?.unbind(),
                     };
                     env[*slot] = Some(v);
                     if let (Some(t), Some(start)) = (timer, t0) {

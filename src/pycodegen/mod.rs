@@ -8,7 +8,7 @@
 
 use crate::bytecode::opcode::op;
 use crate::bytecode::{assemble, InstId, Instruction, Positions, PyVersion};
-use crate::source::{ItemKey, Source};
+use crate::source::Source;
 use crate::symbolic::code_info::{flags, CodeInfo};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
@@ -325,23 +325,13 @@ impl PyCodegen {
                 let getitem = py.get_type::<pyo3::types::PyDict>().getattr("__getitem__").expect("dict.__getitem__");
                 self.load_callable(getitem.unbind());
                 self.load_source(py, base);
-                let k = match key {
-                    ItemKey::Int(i) => i.into_pyobject(py).unwrap().into_any().unbind(),
-                    ItemKey::Str(s) => pyo3::types::PyString::new(py, s).into_any().unbind(),
-                    ItemKey::Object(k) => k.obj.clone_ref(py),
-                };
-                self.load_const(k);
+                self.load_const(key.to_object(py));
                 self.emit(op::PRECALL, 2);
                 self.emit(op::CALL, 2);
             }
             Source::GetItem { base, key } => {
                 self.load_source(py, base);
-                let k = match key {
-                    ItemKey::Int(i) => i.into_pyobject(py).unwrap().into_any().unbind(),
-                    ItemKey::Str(s) => pyo3::types::PyString::new(py, s).into_any().unbind(),
-                    ItemKey::Object(k) => k.obj.clone_ref(py),
-                };
-                self.load_const(k);
+                self.load_const(key.to_object(py));
                 self.emit(op::BINARY_SUBSCR, 0);
             }
         }
