@@ -41,7 +41,7 @@ environment shows warm figures for both).
 Prints a markdown table (and writes it to --out if given).
 
 Usage: python benchmarks/bench_gpu.py [--iters 50] [--warmup 5] [--only softmax,...]
-                                      [--out FILE] [--warm-caches]
+                                      [--out FILE] [--warm-caches] [--dynamo-first]
 """
 
 import argparse
@@ -63,6 +63,9 @@ def parse_args():
     ap.add_argument("--only", default=",".join(WORKLOADS))
     ap.add_argument("--out", default=None)
     ap.add_argument("--warm-caches", action="store_true", help="leave the compilers' caches on")
+    ap.add_argument("--dynamo-first", action="store_true",
+                    help="compile each workload with dynamo before torch.compile (default: after), to see "
+                         "whether one compiler's leftovers (worker processes, caches) slow the other's compile")
     return ap.parse_args()
 
 
@@ -279,7 +282,7 @@ def main():
     for name in ARGS.only.split(","):
         fn, inputs, nbytes, training = make(name, dev)
         res = {}
-        for engine in ("eager", "torch.compile", "dynamo"):
+        for engine in ("eager", "dynamo", "torch.compile") if ARGS.dynamo_first else ("eager", "torch.compile", "dynamo"):
             try:
                 res[engine] = run_engine(engine, fn, inputs, training, C)
             except Exception as exc:  # one engine failing must not hide the others
