@@ -298,7 +298,10 @@ pub fn schedule(g: &FxGraph, ir: &GraphIr) -> Schedule {
                 // A pointwise epilogue over the reduction's whole input space, or over its
                 // output (computed once per point after the loops: `sum / n` for a mean).
                 (Some(space), None) => member_index(space, &my_ranges).is_some(),
-                (None, Some(_)) => false,
+                // Note [stored prologues]: a reduction joins a pointwise group over its whole
+                // input space; the group's buffers are stored from inside the reduction's first
+                // loop (their phase) and inlined where the reduction reads them.
+                (None, Some(mine)) => grp.ranges == mine.input_sizes && stored_prologues(),
             };
             if !fits {
                 let msg = format!("cannot fuse {id} with {first}: ranges {my_ranges:?} differ from {:?}", grp.ranges);
@@ -315,7 +318,7 @@ pub fn schedule(g: &FxGraph, ir: &GraphIr) -> Schedule {
             }
             let mut members = grp.members.clone();
             members.push(id);
-            let checked = legal(&members, &group_of, &groups).and_then(|()| match &grp.reduction {
+            let checked = legal(&members, &group_of, &groups).and_then(|()| match grp.reduction.as_ref().or(my_space.as_ref()) {
                 Some(space) => reduction_reads_ok(ir, &members, space),
                 None => Ok(()),
             });
@@ -334,6 +337,11 @@ pub fn schedule(g: &FxGraph, ir: &GraphIr) -> Schedule {
         let gi = match placed {
             Some(gi) => {
                 groups[gi].members.push(id);
+                if groups[gi].reduction.is_none() && my_space.is_some() {
+                    // Note [stored prologues]: the group is now the reduction's kernel.
+                    groups[gi].reduction = my_space.clone();
+                    groups[gi].ranges = my_ranges.clone();
+                }
                 tracing::debug!(target: "inductor::fusion", "fuse {id} into {}", groups[gi].members[0]);
                 gi
             }
@@ -583,6 +591,18 @@ pub fn drop_unit_vars(index: &[Affine], var_ranges: &[i64]) -> Vec<Affine> {
             a
         })
         .collect()
+}
+
+/// Note [stored prologues]: in a training graph the residual sum before a layer norm (and
+/// other values a reduction reads that must also be kept: outputs saved for the backward) was
+/// its own pointwise kernel, writing a buffer the norm's kernel then read back; torch.compile
+/// makes them one kernel (`cpp_fused_add_native_layer_norm`). A reduction may now join a
+/// pointwise group whose ranges are its whole input space: the group becomes the reduction's
+/// kernel, the pointwise buffers are stored from inside its first loop (the emitter stores a
+/// value in the loop of its phase, `Kernel::phases`) and inlined where the reduction reads them.
+/// `DYNAMO_INDUCTOR_STORED_PROLOGUES=0` at compile time turns it off (for measurements).
+fn stored_prologues() -> bool {
+    std::env::var("DYNAMO_INDUCTOR_STORED_PROLOGUES").map_or(true, |v| v != "0")
 }
 
 /// In a reduction group, members may read member reductions only at their own point (the value
