@@ -63,6 +63,25 @@ impl Unsupported {
         Unsupported { exc_value: Some(std::sync::Arc::new(value)), ..Unsupported::raise(exc, reason) }
     }
 
+    /// The traced code raises CPython's AttributeError for a missing attribute `name` of the
+    /// real object `obj`: its `name` and `obj` set as `PyObject_GenericGetAttr` sets them
+    /// (Objects/object.c, `set_attribute_error_context`), so a handler in the trace reads
+    /// eager's `e.name` and `e.obj`.
+    pub fn attribute_error(obj: &pyo3::Bound<'_, pyo3::PyAny>, name: &str, msg: String) -> Self {
+        use pyo3::types::{PyAnyMethods, PyDictMethods};
+        let py = obj.py();
+        let made = (|| -> pyo3::PyResult<pyo3::Py<pyo3::PyAny>> {
+            let kw = pyo3::types::PyDict::new(py);
+            kw.set_item("name", name)?;
+            kw.set_item("obj", obj)?;
+            Ok(py.get_type::<pyo3::exceptions::PyAttributeError>().call((msg.as_str(),), Some(&kw))?.unbind())
+        })();
+        match made {
+            Ok(e) => Unsupported::raise_value("AttributeError", e, msg),
+            Err(_) => Unsupported::raise("AttributeError", msg),
+        }
+    }
+
     /// Whether this is the builtin exception `exc` raised by the traced code.
     pub fn is_raised(&self, exc: &str) -> bool {
         self.raised == Some(exc)

@@ -442,7 +442,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Tuple(items) | VT::NamedTuple { items, .. } => !items.is_empty(),
             VT::List(l) | VT::Deque(l) => !l.borrow().items.is_empty(),
             VT::Dict(d) | VT::DictView { dict: d, .. } => !d.borrow().items.is_empty(),
-            VT::Null => graph_break!(InternalInconsistency, "truth of NULL"),
+            VT::Null | VT::MethodNull => graph_break!(InternalInconsistency, "truth of NULL"),
             VT::Module { obj, .. } => {
                 if obj.bind(py).hasattr("__len__")? {
                     obj.bind(py).len()? > 0
@@ -725,17 +725,19 @@ impl<'a> InstructionTranslator<'a> {
                 // `__contains__` looked up on the type and inlined when it is Python code
                 // (collections.abc.Mapping's, a user container's); its result must be constant.
                 let ty = obj.bind(py).get_type();
-                if let Some((_, f)) = static_type_lookup(&ty, "__contains__")?.filter(|(_, f)| type_name(f) != "function") {
+                if let Some((k, f)) = static_type_lookup(&ty, "__contains__")?.filter(|(_, f)| type_name(f) != "function") {
                     // dict's own on a dict subclass instance: its storage (Note [dict subclass
                     // storage]).
                     let inst = obj.bind(py).clone();
                     if let Some(VT::ContainerMethod { container: storage, .. }) = self.dict_storage_method(py, &inst, source, &f, "__contains__")? {
+                        self.guard_mro_prefix(source, k, "__contains__");
                         return self.contains(py, &storage, item);
                     }
                 }
                 let Some((k, f)) = static_type_lookup(&ty, "__contains__")?.filter(|(_, f)| type_name(f) == "function") else {
                     graph_break!(UntracedValue, "`in` on {}", container.describe(py));
                 };
+                self.guard_mro_prefix(source, k, "__contains__");
                 let func = wrap(py, self.og, &f, class_attr_source(source, k, "__contains__"))?;
                 let r = self.call(py, &func, vec![container.clone(), item.clone()], vec![])?;
                 let t = self.truth(py, &r)?;
@@ -1172,12 +1174,13 @@ impl<'a> InstructionTranslator<'a> {
             VT::Opaque { obj: o, source } => {
                 // `__getitem__` looked up on the type and inlined when it is Python code.
                 let ty = o.bind(py).get_type();
-                if let Some((_, f)) = static_type_lookup(&ty, "__getitem__")?.filter(|(_, f)| type_name(f) != "function") {
+                if let Some((gk, f)) = static_type_lookup(&ty, "__getitem__")?.filter(|(_, f)| type_name(f) != "function") {
                     // dict's `dict_subscript` on a dict subclass instance: its storage's item
                     // (Note [dict subclass storage]), else the class's Python `__missing__`.
                     let inst = o.bind(py).clone();
                     if let Some(storage) = self.dict_storage_method(py, &inst, source, &f, "__contains__")? {
                         let VT::ContainerMethod { container: storage, .. } = storage else { unreachable!("a storage method") };
+                        self.guard_mro_prefix(source, gk, "__getitem__");
                         let missing = static_type_lookup(&ty, "__missing__")?;
                         if missing.is_none() || self.contains(py, &storage, idx)? {
                             return self.getitem(py, &storage, idx);
@@ -1191,6 +1194,7 @@ impl<'a> InstructionTranslator<'a> {
                 let Some((k, f)) = static_type_lookup(&ty, "__getitem__")?.filter(|(_, f)| type_name(f) == "function") else {
                     graph_break!(UntracedValue, "indexing {}", obj.describe(py));
                 };
+                self.guard_mro_prefix(source, k, "__getitem__");
                 let func = wrap(py, self.og, &f, class_attr_source(source, k, "__getitem__"))?;
                 self.call(py, &func, vec![obj.clone(), idx.clone()], vec![])
             }

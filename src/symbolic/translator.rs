@@ -542,6 +542,10 @@ impl<'a> InstructionTranslator<'a> {
                 let name = self.code.names[arg as usize].clone();
                 let v = self.getattr(py, &obj, &name)?;
                 self.push_callable(v, true);
+                // Note [methods of builtin types at a break]: this NULL's pair goes to CALL.
+                let after = crate::bytecode::PyVersion::CURRENT.null_after_callable();
+                let at = if after { self.stack.len() - 1 } else { self.stack.len() - 2 };
+                self.stack[at] = VT::MethodNull;
             }
             op::STORE_ATTR => {
                 let name = self.code.names[arg as usize].clone();
@@ -1423,12 +1427,14 @@ impl<'a> InstructionTranslator<'a> {
     /// `dict.values()`, `count()` for `str.count()`: Objects/descrobject.c and methodobject.c
     /// format them differently). So at a break, a `[NULL, bound method]` pair whose method is a
     /// method descriptor of a builtin type goes back onto the stack as `[descriptor, self]`,
-    /// exactly what LOAD_METHOD left there.
+    /// exactly what LOAD_METHOD left there. Only a pair LOAD_METHOD made (`VT::MethodNull`):
+    /// a PUSH_NULL or LOAD_GLOBAL pair may be CALL_FUNCTION_EX's (`fmt.format(**kw)`), which
+    /// calls the slot above the NULL alone and needs the NULL itself.
     fn unbind_builtin_methods(&mut self, py: Python<'_>, stack: &mut [VT]) {
         let after = crate::bytecode::PyVersion::CURRENT.null_after_callable();
         for i in 0..stack.len().saturating_sub(1) {
             let (null_i, m_i) = if after { (i + 1, i) } else { (i, i + 1) };
-            if !matches!(stack[null_i], VT::Null) {
+            if !matches!(stack[null_i], VT::MethodNull) {
                 continue;
             }
             let mut polyfill = false;

@@ -610,7 +610,7 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 let v = match &self.locals[i] {
                     Some(VT::Cell(c)) => c.borrow().clone(),
-                    Some(VT::Null) | None => None,
+                    Some(VT::Null | VT::MethodNull) | None => None,
                     Some(v) => Some(v.clone()),
                 };
                 if let Some(v) = v {

@@ -245,6 +245,12 @@ impl<'a> InstructionTranslator<'a> {
                 let globals = f.getattr("__globals__")?.cast_into::<PyDict>().map_err(|e| Unsupported::new(e.to_string()))?;
                 let module = f.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
                 let trusted = module.starts_with("torch.") || module == "torch";
+                // What is inlined is the function's code: a later `f.__code__ = ...` must miss the
+                // cache, as torch's guards on an inlined function's code do (a closure's code is
+                // guarded when it is wrapped, Note [closure guards]).
+                if let (Some(src), false, true) = (source, trusted, f.getattr("__closure__")?.is_none()) {
+                    self.og.add_guard(Some(src.attr("__code__")), crate::guards::GuardKind::id_match(code.clone().unbind()));
+                }
                 let defaults = match f.getattr("__defaults__")? {
                     d if d.is_none() => vec![],
                     d => {

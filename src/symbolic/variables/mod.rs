@@ -41,6 +41,10 @@ pub use self::functions::{NestedFunction};
 pub enum VariableTracker {
     /// CPython's NULL stack marker (PUSH_NULL, LOAD_GLOBAL with the push-null bit).
     Null,
+    /// The NULL that LOAD_METHOD (3.12/3.13: LOAD_ATTR with the method bit) pushes with a
+    /// method: its pair is always consumed by CALL, never by CALL_FUNCTION_EX, which needs a
+    /// real NULL below one callable (Note [methods of builtin types at a break]).
+    MethodNull,
     /// An immutable Python value (None, bool, int, float, str, tuple of such, dtype, device,
     /// torch.Size, slice, ...). Operations on constants are folded by running them.
     Constant(Rc<Py<PyAny>>),
@@ -131,7 +135,7 @@ impl VariableTracker {
     /// A short description for error messages and logs.
     pub fn describe(&self, py: Python<'_>) -> String {
         match self {
-            VT::Null => "NULL".into(),
+            VT::Null | VT::MethodNull => "NULL".into(),
             VT::Constant(c) => format!("constant {}", c.bind(py).repr().map(|r| r.to_string()).unwrap_or_default()),
             VT::Tensor(t) => format!("tensor {}", t.node),
             VT::SymNum(s) => format!("symbolic number {} = {}", s.node, s.fake.bind(py).str().map(|r| r.to_string()).unwrap_or_default()),
@@ -192,7 +196,7 @@ impl VariableTracker {
     }
 
     pub fn is_null(&self) -> bool {
-        matches!(self, VT::Null)
+        matches!(self, VT::Null | VT::MethodNull)
     }
 }
 

@@ -388,6 +388,9 @@ impl<'a> InstructionTranslator<'a> {
             return wrap(py, self.og, &d, src);
         }
         let tracked = self.tracked_instance_dict(obj);
+        if let Some((k, _)) = &class_attr {
+            self.guard_mro_prefix(source, *k, name);
+        }
         if let Some((k, ca)) = &class_attr {
             if is_data_descriptor(ca)? {
                 if type_name(ca) == "property" {
@@ -406,7 +409,7 @@ impl<'a> InstructionTranslator<'a> {
                         Ok(v) => wrap(py, self.og, &v, src),
                         Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) && has_generic_getattribute(py, &ty)? => {
                             self.og.add_guard(Some(source.clone()), GuardKind::NoAttr(name.to_string()));
-                            Err(Unsupported::raise("AttributeError", format!("'{}' object has no attribute '{name}'", type_name(obj))))
+                            Err(Unsupported::attribute_error(obj, name, format!("'{}' object has no attribute '{name}'", type_name(obj))))
                         }
                         Err(e) => Err(e.into()),
                     };
@@ -440,11 +443,23 @@ impl<'a> InstructionTranslator<'a> {
             if tracked.is_none() {
                 self.og.add_guard(Some(source.clone()), GuardKind::NoInstanceAttr(name.to_string()));
             }
-            return Err(Unsupported::raise("AttributeError", format!("'{}' object has no attribute '{name}'", type_name(obj))));
+            return Err(Unsupported::attribute_error(obj, name, format!("'{}' object has no attribute '{name}'", type_name(obj))));
         };
         // The instance may gain an attribute of that name later: guard that it has none.
         self.og.add_guard(Some(source.clone()), GuardKind::NoInstanceAttr(name.to_string()));
         self.bind_class_attr(py, vt, &ty, source, k, &ca, name)
+    }
+
+    /// Note [shadowed class attributes]: a class attribute found at `type(obj).__mro__[k]` is
+    /// guarded there (`class_attr_source`), which a class earlier in the MRO defining the same
+    /// name later would not fail: `Sub.k = 50` after a compile that read `Base.k` through an
+    /// instance, or a method added to a dict subclass that dict's C method used to answer.
+    /// Each class before it is guarded not to hold the name in its `__dict__`.
+    pub(crate) fn guard_mro_prefix(&mut self, source: &Arc<Source>, k: usize, name: &str) {
+        for j in 0..k {
+            let cls = source.generic_attr("__class__").attr("__mro__").item(ItemKey::Int(j as i64));
+            self.og.add_guard(Some(cls), GuardKind::NoInstanceAttr(name.to_string()));
+        }
     }
 
     /// The dict tracker of `obj.__dict__`, if this trace read the instance dict (attribute reads
@@ -535,12 +550,13 @@ impl<'a> InstructionTranslator<'a> {
         let VT::Opaque { obj, source } = v else { return Ok(None) };
         let o = obj.bind(py).clone();
         let Ok(d) = o.cast::<PyDict>() else { return Ok(None) };
-        let iter = o.get_type().getattr("__iter__")?;
+        let Some((k, iter)) = static_type_lookup(&o.get_type(), "__iter__")? else { return Ok(None) };
         let odict = py.import("collections")?.getattr("OrderedDict")?;
         let ordered = iter.is(odict.getattr("__iter__")?);
         if !ordered && !iter.is(py.get_type::<PyDict>().getattr("__iter__")?) {
             return Ok(None);
         }
+        self.guard_mro_prefix(source, k, "__iter__");
         let state = crate::symbolic::builder::wrap_dict_storage(py, self.og, d, source, false)?;
         Ok(Some((state, ordered)))
     }
