@@ -1674,8 +1674,12 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
 }
 
 /// True when every load feeding `v` walks the reduction space in row-major order with unit
-/// element stride (or not at all): the summed values are one contiguous row, which ATen's inner
-/// sum paths see after TensorIterator coalesces the reduced dims.
+/// element stride, or not at all, or only along some reduced dims with the row-major stride
+/// there (a broadcast operand: `x - x.mean(0)` summed over both dims reads the mean at
+/// `[0, i1]`), and at least one load walks it all: the summed values are one contiguous row,
+/// which ATen's inner sum paths see after TensorIterator coalesces the reduced dims (eager
+/// materializes such an expression at its full operands' row-major layout; broadcast operands
+/// do not decide the layout).
 fn contiguous_in_reduction(kernel: &Kernel, v: crate::kernel::ExprId) -> bool {
     let n_outer = kernel.ranges.len();
     let mut want = vec![0i64; kernel.reduction_ranges.len()];
@@ -1686,6 +1690,7 @@ fn contiguous_in_reduction(kernel: &Kernel, v: crate::kernel::ExprId) -> bool {
     }
     let mut stack = vec![v.0 as usize];
     let mut seen = vec![false; kernel.exprs.len()];
+    let (mut full, mut moving) = (false, false);
     while let Some(i) = stack.pop() {
         if std::mem::replace(&mut seen[i], true) {
             continue;
@@ -1699,9 +1704,12 @@ fn contiguous_in_reduction(kernel: &Kernel, v: crate::kernel::ExprId) -> bool {
                     .zip(&want)
                     .zip(&kernel.reduction_ranges)
                     .all(|((s, w), r)| s == w || *r == 1);
-                if !(red.iter().all(|s| *s == 0) || row_major) {
+                let broadcast = red.iter().zip(&want).zip(&kernel.reduction_ranges).all(|((s, w), r)| *s == 0 || s == w || *r == 1);
+                if !broadcast {
                     return false;
                 }
+                full |= row_major;
+                moving |= red.iter().any(|s| *s != 0);
             }
             Expr::Unary(_, a) | Expr::Cast(_, a) => stack.push(a.0 as usize),
             Expr::Binary(_, a, c) | Expr::Compare(_, a, c) => stack.extend([a.0 as usize, c.0 as usize]),
@@ -1710,7 +1718,7 @@ fn contiguous_in_reduction(kernel: &Kernel, v: crate::kernel::ExprId) -> bool {
             _ => {}
         }
     }
-    true
+    full || !moving
 }
 
 /// The partial sum (index into the 4 W + 1 slots) that reduction position `pos` of a row of `n`
