@@ -1140,9 +1140,16 @@ pub fn generic_getattr<'py>(v: &Bound<'py, PyAny>, name: &str) -> Option<Bound<'
 /// check, which decides.
 fn same_key_objects(v: &Bound<'_, PyAny>, keys: &Bound<'_, PyAny>) -> bool {
     let Ok(keys) = keys.cast::<pyo3::types::PyList>() else { return false };
-    // SAFETY: `v` is an exact dict walked without running Python code (no key comparison).
+    // A dict subclass's storage walks in its keys' order too, but for an OrderedDict, whose
+    // order is its linked list's (Note [dict subclass storage]).
+    let walkable = |p: *mut ffi::PyObject| unsafe {
+        ffi::PyDict_CheckExact(p) != 0
+            || (ffi::PyDict_Check(p) != 0 && crate::symbolic::builder::ordered_dict_type(v.py()).is_none_or(|od| ffi::PyObject_TypeCheck(p, od.as_ptr().cast()) == 0))
+    };
+    // SAFETY: `v` is a dict whose storage order is its iteration order, walked without running
+    // Python code (no key comparison).
     unsafe {
-        if ffi::PyDict_CheckExact(v.as_ptr()) == 0 || ffi::PyDict_Size(v.as_ptr()) != keys.len() as ffi::Py_ssize_t {
+        if !walkable(v.as_ptr()) || ffi::PyDict_Size(v.as_ptr()) != keys.len() as ffi::Py_ssize_t {
             return false;
         }
         let mut pos: ffi::Py_ssize_t = 0;

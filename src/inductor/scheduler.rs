@@ -270,6 +270,7 @@ pub fn schedule(g: &FxGraph, ir: &GraphIr) -> Schedule {
     // Per buffer, the groups whose reach holds it (each group once, in creation order).
     let mut reached_by: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut why_no_fuse = Vec::new();
+    let stored_prologues = stored_prologues();
     for b in 0..n {
         let id = BufferId(b as u32);
         // What this buffer needs of a group: its own space (pointwise ranges, or a reduction's).
@@ -301,7 +302,7 @@ pub fn schedule(g: &FxGraph, ir: &GraphIr) -> Schedule {
                 // Note [stored prologues]: a reduction joins a pointwise group over its whole
                 // input space; the group's buffers are stored from inside the reduction's first
                 // loop (their phase) and inlined where the reduction reads them.
-                (None, Some(mine)) => grp.ranges == mine.input_sizes && stored_prologues(),
+                (None, Some(mine)) => stored_prologues && grp.ranges == mine.input_sizes,
             };
             if !fits {
                 let msg = format!("cannot fuse {id} with {first}: ranges {my_ranges:?} differ from {:?}", grp.ranges);

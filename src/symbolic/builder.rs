@@ -212,10 +212,19 @@ pub fn wrap_dict_storage(py: Python<'_>, og: &mut OutputGraph, d: &Bound<'_, PyD
 /// the base class's C method (`OrderedDict.keys` for an OrderedDict, whose order is its linked
 /// list's, else `dict.keys`), so no method the subclass overrides runs.
 pub fn storage_keys<'py>(py: Python<'py>, d: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyList>> {
-    let od = py.import("collections")?.getattr("OrderedDict")?;
-    let base = if d.is_instance(&od)? { od } else { py.get_type::<PyDict>().into_any() };
+    let base = match ordered_dict_type(py) {
+        Some(od) if d.is_instance(od.bind(py))? => od.bind(py).clone(),
+        _ => py.get_type::<PyDict>().into_any(),
+    };
     let keys = base.getattr("keys")?.call1((d,))?;
     PyList::new(py, keys.try_iter()?.collect::<PyResult<Vec<_>>>()?)
+}
+
+/// `collections.OrderedDict`, looked up once (guards ask for it on every check of a dict
+/// subclass's keys); `None` if it cannot be imported.
+pub fn ordered_dict_type(py: Python<'_>) -> Option<&'static Py<PyAny>> {
+    static OD: std::sync::OnceLock<Option<Py<PyAny>>> = std::sync::OnceLock::new();
+    OD.get_or_init(|| py.import("collections").and_then(|m| m.getattr("OrderedDict")).ok().map(|t| t.unbind())).as_ref()
 }
 
 /// Whether a function's closure cells hold only code-like values (literals, functions, classes,

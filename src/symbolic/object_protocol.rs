@@ -725,16 +725,14 @@ impl<'a> InstructionTranslator<'a> {
                 // `__contains__` looked up on the type and inlined when it is Python code
                 // (collections.abc.Mapping's, a user container's); its result must be constant.
                 let ty = obj.bind(py).get_type();
-                if let Some((k, f)) = static_type_lookup(&ty, "__contains__")?.filter(|(_, f)| type_name(f) != "function") {
-                    // dict's own on a dict subclass instance: its storage (Note [dict subclass
-                    // storage]).
-                    let inst = obj.bind(py).clone();
-                    if let Some(VT::ContainerMethod { container: storage, .. }) = self.dict_storage_method(py, &inst, source, &f, "__contains__")? {
-                        self.guard_mro_prefix(source, k, "__contains__");
-                        return self.contains(py, &storage, item);
+                let found = static_type_lookup(&ty, "__contains__")?;
+                if let Some((k, f)) = found.as_ref().filter(|(_, f)| type_name(f) != "function") {
+                    // dict's own on a dict subclass instance: its storage.
+                    if let Some(storage) = self.slot_storage(py, obj.bind(py), source, *k, f, "__contains__")? {
+                        return self.contains(py, &VT::Dict(storage), item);
                     }
                 }
-                let Some((k, f)) = static_type_lookup(&ty, "__contains__")?.filter(|(_, f)| type_name(f) == "function") else {
+                let Some((k, f)) = found.filter(|(_, f)| type_name(f) == "function") else {
                     graph_break!(UntracedValue, "`in` on {}", container.describe(py));
                 };
                 self.guard_mro_prefix(source, k, "__contains__");
@@ -1174,13 +1172,12 @@ impl<'a> InstructionTranslator<'a> {
             VT::Opaque { obj: o, source } => {
                 // `__getitem__` looked up on the type and inlined when it is Python code.
                 let ty = o.bind(py).get_type();
-                if let Some((gk, f)) = static_type_lookup(&ty, "__getitem__")?.filter(|(_, f)| type_name(f) != "function") {
-                    // dict's `dict_subscript` on a dict subclass instance: its storage's item
-                    // (Note [dict subclass storage]), else the class's Python `__missing__`.
-                    let inst = o.bind(py).clone();
-                    if let Some(storage) = self.dict_storage_method(py, &inst, source, &f, "__contains__")? {
-                        let VT::ContainerMethod { container: storage, .. } = storage else { unreachable!("a storage method") };
-                        self.guard_mro_prefix(source, gk, "__getitem__");
+                let found = static_type_lookup(&ty, "__getitem__")?;
+                if let Some((gk, f)) = found.as_ref().filter(|(_, f)| type_name(f) != "function") {
+                    // dict's `dict_subscript` on a dict subclass instance: its storage's item,
+                    // else the class's Python `__missing__`.
+                    if let Some(storage) = self.slot_storage(py, o.bind(py), source, *gk, f, "__getitem__")? {
+                        let storage = VT::Dict(storage);
                         let missing = static_type_lookup(&ty, "__missing__")?;
                         if missing.is_none() || self.contains(py, &storage, idx)? {
                             return self.getitem(py, &storage, idx);
@@ -1191,7 +1188,7 @@ impl<'a> InstructionTranslator<'a> {
                         }
                     }
                 }
-                let Some((k, f)) = static_type_lookup(&ty, "__getitem__")?.filter(|(_, f)| type_name(f) == "function") else {
+                let Some((k, f)) = found.filter(|(_, f)| type_name(f) == "function") else {
                     graph_break!(UntracedValue, "indexing {}", obj.describe(py));
                 };
                 self.guard_mro_prefix(source, k, "__getitem__");

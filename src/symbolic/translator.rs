@@ -541,11 +541,8 @@ impl<'a> InstructionTranslator<'a> {
                 let obj = self.pop()?;
                 let name = self.code.names[arg as usize].clone();
                 let v = self.getattr(py, &obj, &name)?;
-                self.push_callable(v, true);
                 // Note [methods of builtin types at a break]: this NULL's pair goes to CALL.
-                let after = crate::bytecode::PyVersion::CURRENT.null_after_callable();
-                let at = if after { self.stack.len() - 1 } else { self.stack.len() - 2 };
-                self.stack[at] = VT::MethodNull;
+                self.push_with_marker(v, Some(VT::MethodNull));
             }
             op::STORE_ATTR => {
                 let name = self.code.names[arg as usize].clone();
@@ -1489,13 +1486,22 @@ impl<'a> InstructionTranslator<'a> {
     /// NULL bit, LOAD_METHOD of a plain attribute, LOAD_SUPER_ATTR's method bit) on the side
     /// this CPython puts it ([`PyVersion::null_after_callable`](crate::bytecode::PyVersion::null_after_callable)).
     pub(crate) fn push_callable(&mut self, v: VT, with_null: bool) {
+        self.push_with_marker(v, with_null.then_some(VT::Null));
+    }
+
+    /// [`Self::push_callable`] with the given NULL marker (`VT::Null` or `VT::MethodNull`).
+    fn push_with_marker(&mut self, v: VT, null: Option<VT>) {
         let after = crate::bytecode::PyVersion::CURRENT.null_after_callable();
-        if with_null && !after {
-            self.stack.push(VT::Null);
-        }
-        self.stack.push(v);
-        if with_null && after {
-            self.stack.push(VT::Null);
+        match null {
+            Some(n) if after => {
+                self.stack.push(v);
+                self.stack.push(n);
+            }
+            Some(n) => {
+                self.stack.push(n);
+                self.stack.push(v);
+            }
+            None => self.stack.push(v),
         }
     }
 

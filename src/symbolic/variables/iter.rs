@@ -903,8 +903,8 @@ impl<'a> InstructionTranslator<'a> {
         if let Some(it) = self.python_iter(py, v)? {
             return self.drain_iter(py, &it);
         }
-        if self.opaque_dict_iter_storage(py, v)?.is_some() {
-            let it = self.make_iter(py, v)?;
+        if let Some((d, ordered)) = self.opaque_dict_iter_storage(py, v)? {
+            let it = Rc::new(RefCell::new(IteratorState::over_dict(d, DictView::Keys, ordered)));
             return self.drain_iter(py, &it);
         }
         if let VT::UserObject(o) = v {

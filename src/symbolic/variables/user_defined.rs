@@ -542,6 +542,21 @@ impl<'a> InstructionTranslator<'a> {
         Ok(Some(VT::ContainerMethod { container: Box::new(VT::Dict(state)), name }))
     }
 
+    /// The dict storage of `o` (an instance of a dict or OrderedDict subclass from outside the
+    /// frame, reached through `source`) when `slot`, the type's `name` found at
+    /// `type(o).__mro__[k]`, is dict's or OrderedDict's C method: what the syntax (`k in o`,
+    /// `o[k]`, `iter(o)`) does is then a read of the storage (Note [dict subclass storage]).
+    /// Guards the classes before `k` (Note [shadowed class attributes]).
+    pub(crate) fn slot_storage(&mut self, py: Python<'_>, o: &Bound<'_, PyAny>, source: &Arc<Source>, k: usize, slot: &Bound<'_, PyAny>, name: &str) -> VResult<Option<Rc<RefCell<DictState>>>> {
+        let Ok(d) = o.cast::<PyDict>() else { return Ok(None) };
+        let Ok(owner) = slot.getattr("__objclass__") else { return Ok(None) };
+        if !owner.is(py.get_type::<PyDict>()) && !owner.is(py.import("collections")?.getattr("OrderedDict")?) {
+            return Ok(None);
+        }
+        self.guard_mro_prefix(source, k, name);
+        Ok(Some(crate::symbolic::builder::wrap_dict_storage(py, self.og, d, source, false)?))
+    }
+
     /// For `iter(o)` of a dict or OrderedDict subclass instance `o` from outside the frame
     /// (`VT::Opaque`) whose class's `__iter__` is dict's or OrderedDict's C method: its storage
     /// (Note [dict subclass storage]) and whether the iterator walks an OrderedDict's linked
@@ -549,16 +564,9 @@ impl<'a> InstructionTranslator<'a> {
     pub(crate) fn opaque_dict_iter_storage(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<(Rc<RefCell<DictState>>, bool)>> {
         let VT::Opaque { obj, source } = v else { return Ok(None) };
         let o = obj.bind(py).clone();
-        let Ok(d) = o.cast::<PyDict>() else { return Ok(None) };
         let Some((k, iter)) = static_type_lookup(&o.get_type(), "__iter__")? else { return Ok(None) };
-        let odict = py.import("collections")?.getattr("OrderedDict")?;
-        let ordered = iter.is(odict.getattr("__iter__")?);
-        if !ordered && !iter.is(py.get_type::<PyDict>().getattr("__iter__")?) {
-            return Ok(None);
-        }
-        self.guard_mro_prefix(source, k, "__iter__");
-        let state = crate::symbolic::builder::wrap_dict_storage(py, self.og, d, source, false)?;
-        Ok(Some((state, ordered)))
+        let ordered = iter.is(py.import("collections")?.getattr("OrderedDict")?.getattr("__iter__")?);
+        Ok(self.slot_storage(py, &o, source, k, &iter, "__iter__")?.map(|state| (state, ordered)))
     }
 
     /// `super(cls, obj).name`: the first class after `cls` in `type(obj).__mro__` that defines
