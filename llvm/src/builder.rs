@@ -90,6 +90,12 @@ impl KernelBuilder {
         self.intern(Expr::MaskedLoad { arg, index, mask })
     }
 
+    /// Element `index + row * stride` of `arg`, `row` an integer value in `[0, size)` (row 0
+    /// when it is not; Note [indirect loads] in kernel.rs).
+    pub fn indirect_load(&mut self, arg: u32, index: Index, row: ExprId, stride: i64, size: i64) -> ExprId {
+        self.intern(Expr::IndirectLoad { arg, index, row, stride, size })
+    }
+
     /// Trip counts of the loops built so far (ranges, then reduction ranges).
     pub fn all_ranges(&self) -> Vec<i64> {
         self.kernel.ranges.iter().chain(&self.kernel.reduction_ranges).copied().collect()

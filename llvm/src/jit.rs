@@ -177,7 +177,10 @@ fn host() -> &'static Host {
                 }
             }
         }
-        Host { triple, target: TargetInfo { cpu, features, vector_isas, vector_symbols } }
+        let has = |f: &str| features.split(',').any(|x| x == f);
+        let wide_vectors = ["+avx512f", "+avx512bw", "+avx512dq", "+avx512vl"].iter().all(|f| has(f))
+            && std::env::var("DYNAMO_LLVM_VECTOR_BITS").map_or(true, |v| v != "256");
+        Host { triple, target: TargetInfo { cpu, features, vector_isas, vector_symbols, wide_vectors } }
     })
 }
 

@@ -217,6 +217,12 @@ pub enum Expr {
     /// there). Note [masked loads]: a kernel reading a window around each point reads its
     /// producers through these wherever the window may leave the tensor.
     MaskedLoad { arg: u32, index: Index, mask: ExprId },
+    /// Element `index + row * stride` of input `arg`, `row` an integer value (I64 or I32): a
+    /// gather along one dim of the argument (`F.embedding`'s rows, `torch.gather`'s index).
+    /// Note [indirect loads]: a `row` outside `[0, size)` reads row 0 instead, so no address
+    /// leaves the tensor whatever the data; the graph checks its indices separately and runs
+    /// eagerly (raising eager's IndexError) when one is out of range.
+    IndirectLoad { arg: u32, index: Index, row: ExprId, stride: i64, size: i64 },
 }
 
 /// Write `value` to element `index` of output argument `arg`.
@@ -272,16 +278,21 @@ impl Kernel {
         let mut out = Vec::new();
         for e in self.exprs.iter_mut() {
             match e {
-                Expr::Load { index, .. } | Expr::MaskedLoad { index, .. } | Expr::InRange { index, .. } => out.push(index),
+                Expr::Load { index, .. }
+                | Expr::MaskedLoad { index, .. }
+                | Expr::InRange { index, .. }
+                | Expr::IndirectLoad { index, .. } => out.push(index),
                 _ => {}
             }
         }
         out
     }
 
-    /// True when some expression is an `InRange` or a `MaskedLoad` (Note [masked loads]).
+    /// True when some expression is an `InRange`, a `MaskedLoad` (Note [masked loads]) or an
+    /// `IndirectLoad` (Note [indirect loads]): loads whose addresses are not one affine function
+    /// of the loop variables, which tiled and column kernels do not stage.
     pub fn has_masks(&self) -> bool {
-        self.exprs.iter().any(|e| matches!(e, Expr::InRange { .. } | Expr::MaskedLoad { .. }))
+        self.exprs.iter().any(|e| matches!(e, Expr::InRange { .. } | Expr::MaskedLoad { .. } | Expr::IndirectLoad { .. }))
     }
 
     /// Per expression: whether its value varies along the reduction loop (it reads a load that
@@ -292,8 +303,8 @@ impl Kernel {
         for (i, e) in self.exprs.iter().enumerate() {
             inner[i] = match e {
                 Expr::Load { index, .. } | Expr::InRange { index, .. } => index.strides[n_outer..].iter().any(|s| *s != 0),
-                Expr::MaskedLoad { index, mask, .. } => {
-                    index.strides[n_outer..].iter().any(|s| *s != 0) || inner[mask.0 as usize]
+                Expr::MaskedLoad { index, mask: a, .. } | Expr::IndirectLoad { index, row: a, .. } => {
+                    index.strides[n_outer..].iter().any(|s| *s != 0) || inner[a.0 as usize]
                 }
                 Expr::ConstF32(_) | Expr::ConstF64(_) | Expr::ConstInt(..) | Expr::ConstBool(_) | Expr::Reduce(..) => false,
                 Expr::Unary(_, a) | Expr::Cast(_, a) => inner[a.0 as usize],
@@ -312,7 +323,7 @@ impl Kernel {
             let p = |id: &ExprId| phase[id.0 as usize];
             phase[i] = match e {
                 Expr::Load { .. } | Expr::InRange { .. } | Expr::ConstF32(_) | Expr::ConstF64(_) | Expr::ConstInt(..) | Expr::ConstBool(_) => 0,
-                Expr::Unary(_, a) | Expr::Cast(_, a) | Expr::MaskedLoad { mask: a, .. } => p(a),
+                Expr::Unary(_, a) | Expr::Cast(_, a) | Expr::MaskedLoad { mask: a, .. } | Expr::IndirectLoad { row: a, .. } => p(a),
                 Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => p(a).max(p(b)),
                 Expr::Select(c, a, b) => p(c).max(p(a)).max(p(b)),
                 Expr::Reduce(_, a) => p(a) + 1,
@@ -324,7 +335,9 @@ impl Kernel {
     /// Result dtype of expression `id` (assumes `verify` passed for earlier ids).
     pub fn dtype_of(&self, id: ExprId) -> DType {
         match &self.exprs[id.0 as usize] {
-            Expr::Load { arg, .. } | Expr::MaskedLoad { arg, .. } => self.args[*arg as usize].dtype.value_type(),
+            Expr::Load { arg, .. } | Expr::MaskedLoad { arg, .. } | Expr::IndirectLoad { arg, .. } => {
+                self.args[*arg as usize].dtype.value_type()
+            }
             Expr::InRange { .. } => DType::Bool,
             Expr::ConstF32(_) => DType::F32,
             Expr::ConstF64(_) => DType::F64,
@@ -383,6 +396,20 @@ impl Kernel {
                     }
                     earlier(mask)
                 }
+                Expr::IndirectLoad { arg, index, row, stride, size } => {
+                    check_index(&format!("indirect load %{i}"), index, &mut errors);
+                    match self.args.get(*arg as usize) {
+                        None => errors.push(format!("{}: load %{i} of missing arg {arg}", self.name)),
+                        Some(a) if a.is_output => {
+                            errors.push(format!("{}: load %{i} reads output arg {}", self.name, a.name))
+                        }
+                        _ => {}
+                    }
+                    if *size < 1 || *stride < 0 {
+                        errors.push(format!("{}: indirect load %{i} over {size} rows of stride {stride}", self.name));
+                    }
+                    earlier(row)
+                }
                 Expr::InRange { index, .. } => {
                     check_index(&format!("in_range %{i}"), index, &mut errors);
                     true
@@ -418,6 +445,7 @@ impl Kernel {
             };
             match expr {
                 Expr::MaskedLoad { mask, .. } => want(mask, DType::Bool, &mut errors),
+                Expr::IndirectLoad { row, .. } => takes(row, &|d| d.is_int(), "integer", &mut errors),
                 Expr::Unary(UnaryOp::Not, a) => want(a, DType::Bool, &mut errors),
                 Expr::Unary(UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu, a) => takes(a, &numeric, "numeric", &mut errors),
                 Expr::Unary(
@@ -536,6 +564,9 @@ impl fmt::Display for Kernel {
                 Expr::InRange { index, size } => format!("in_range({index}, {size})"),
                 Expr::MaskedLoad { arg, index, mask } => {
                     format!("masked_load {}{} if {mask}", self.args[*arg as usize].name, index)
+                }
+                Expr::IndirectLoad { arg, index, row, stride, size } => {
+                    format!("indirect_load {}{} + {row}*{stride} rows {size}", self.args[*arg as usize].name, index)
                 }
             };
             writeln!(f, "  %{i} = {text}")?;

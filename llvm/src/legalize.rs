@@ -95,6 +95,7 @@ fn rewrite(b: &mut KernelBuilder, expr: &Expr) -> ExprId {
         Expr::Load { arg, ref index } => b.load(arg, index.clone()),
         Expr::InRange { ref index, size } => b.in_range(index.clone(), size),
         Expr::MaskedLoad { arg, ref index, mask } => b.masked_load(arg, index.clone(), mask),
+        Expr::IndirectLoad { arg, ref index, row, stride, size } => b.indirect_load(arg, index.clone(), row, stride, size),
         Expr::ConstF32(bits) => b.const_f32(f32::from_bits(bits)),
         Expr::ConstF64(bits) => b.const_f64(f64::from_bits(bits)),
         Expr::ConstInt(dt, v) => b.const_int(dt, v),
@@ -119,6 +120,7 @@ fn remap(expr: &Expr, map: &[ExprId]) -> Expr {
         Expr::Cast(to, a) => Expr::Cast(to, m(a)),
         Expr::Reduce(op, a) => Expr::Reduce(op, m(a)),
         Expr::MaskedLoad { arg, index, mask } => Expr::MaskedLoad { arg, index, mask: m(mask) },
+        Expr::IndirectLoad { arg, index, row, stride, size } => Expr::IndirectLoad { arg, index, row: m(row), stride, size },
         other => other,
     }
 }
@@ -137,7 +139,7 @@ pub fn simplify_loops(kernel: &Kernel) -> Kernel {
     let mut ranges = k.ranges.clone();
     let mut indices: Vec<&mut Index> = Vec::new();
     for e in k.exprs.iter_mut() {
-        if let Expr::Load { index, .. } | Expr::MaskedLoad { index, .. } | Expr::InRange { index, .. } = e {
+        if let Expr::Load { index, .. } | Expr::MaskedLoad { index, .. } | Expr::InRange { index, .. } | Expr::IndirectLoad { index, .. } = e {
             indices.push(index);
         }
     }

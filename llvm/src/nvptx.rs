@@ -976,6 +976,9 @@ impl<'ctx> Gen<'ctx, '_> {
             Expr::Load { .. } | Expr::MaskedLoad { .. } | Expr::InRange { .. } | Expr::Reduce(..) => {
                 return Err(bad("loads, range checks and reductions are emitted by the kernel loop"))
             }
+            // The GPU lowering does not make these yet (embedding and gather stay torch calls
+            // on CUDA tensors): Note [indirect loads] in kernel.rs.
+            Expr::IndirectLoad { .. } => return Err(bad("indirect loads have no NVPTX lowering")),
         })
     }
 

@@ -95,7 +95,10 @@ def sliced_lookups(ids, table, w):
 def test_basic_indexing_views_are_aliases():
     ids, table, w = torch.arange(12).reshape(2, 6) % 5, torch.randn(5, 3), torch.randn(5, 4)
     compiled = C.inductor_compile(torch.fx.symbolic_trace(sliced_lookups), [ids, table, w])
-    assert compiled.plan.count("alias buf") >= 5, compiled.plan
+    # The embedding reads its slice inside its kernel (Note [indirect loads]); the products'
+    # basic indexing stays aliases.
+    assert compiled.plan.count("alias buf") >= 4, compiled.plan
+    assert "indirect_load" in compiled.kernel_ir
     for _ in range(2):
         for a, b in zip(compiled(ids, table, w), sliced_lookups(ids, table, w)):
             torch.testing.assert_close(a, b, rtol=0, atol=0)

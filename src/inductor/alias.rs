@@ -48,12 +48,27 @@ const FRESH_RESULT_TARGETS: &[&str] = &[
     "torch._ops.aten._log_softmax_backward_data.default",
     "torch.nn.functional.embedding",
     "torch.gather",
+    "torch.cat",
+    "torch._ops.aten.cat.default",
+    "torch.nn.functional.pad",
+    "torch.nn.functional.cross_entropy",
+    "torch.nn.functional.layer_norm",
 ];
 
 /// Fallback targets whose result is always a new contiguous tensor (ATen allocates the matrix
-/// product's result `[m, n]` row-major, and linear's batch dims are a view of it): their
-/// output's layout is known exactly when the compile-time layout is contiguous, with no check.
-const CONTIGUOUS_RESULT_TARGETS: &[&str] = &["torch.mm", "torch._ops.aten.mm.default", "torch._C._nn.linear"];
+/// product's result `[m, n]` row-major, `addmm` and `bmm` likewise; `matmul` folds batch dims
+/// into an `mm` or runs `bmm` and views the result, and linear's batch dims are a view of it):
+/// their output's layout is known exactly when the compile-time layout is contiguous, with no
+/// check.
+const CONTIGUOUS_RESULT_TARGETS: &[&str] = &[
+    "torch.mm",
+    "torch._ops.aten.mm.default",
+    "torch._C._nn.linear",
+    "torch.addmm",
+    "torch.bmm",
+    "torch._ops.aten.bmm.default",
+    "torch.matmul",
+];
 
 fn is_contiguous(l: &Layout) -> bool {
     let want = Layout::contiguous_strides(&l.sizes);

@@ -172,6 +172,33 @@ impl OpsHandler for KernelOps<'_> {
         v
     }
 
+    fn load_indirect(&mut self, buf: BufferId, index: &[Affine], dim: usize, row: OpsValue) -> OpsValue {
+        let b = self.ir.buffer(buf);
+        let inlined = self.members.contains(&buf) || matches!(&b.kind, BufferKind::Pointwise(pw) if !pw.realized);
+        let (Some(layout), false) = (b.layout.as_ref(), inlined) else {
+            self.error = Some(format!("{buf} is read at data-dependent rows but is not in memory"));
+            return ev(self.kb.const_f32(0.0));
+        };
+        let arg = match self.input_args.get(&buf) {
+            Some(a) => *a,
+            None => {
+                let a = self.kb.input(buf.to_string(), kernel_dtype(layout.dtype));
+                self.input_args.insert(buf, a);
+                self.args.push((buf, false));
+                a
+            }
+        };
+        let n_vars = self.kb.n_dims();
+        let mut flat = Affine::constant(0, n_vars);
+        for (d, a) in index.iter().enumerate() {
+            if d != dim {
+                flat = a.scaled_add(layout.strides[d], &flat);
+            }
+        }
+        let flat = llvm::Index { offset: flat.offset, strides: flat.coeffs };
+        ev(self.kb.indirect_load(arg, flat, ex(row), layout.strides[dim], layout.sizes[dim]))
+    }
+
     fn constant(&mut self, value: f64, dtype: DType) -> OpsValue {
         ev(self.kb.const_of(kernel_dtype(dtype.compute()), value))
     }

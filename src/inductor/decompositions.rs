@@ -72,6 +72,9 @@ pub fn lookup(canonical: &str) -> Option<Decomposition> {
         "hardtanh" => hardtanh,
         "relu6" => relu6,
         "dropout" => dropout,
+        "embedding" => embedding,
+        "cross_entropy" => cross_entropy,
+        "pad" => pad,
         "flatten" => flatten,
         "view" | "reshape" => reshape,
         "transpose" => transpose,
@@ -102,6 +105,9 @@ pub fn returns_fresh(canonical: &str) -> bool {
     matches!(
         canonical,
         "batch_norm"
+            | "embedding"
+            | "cross_entropy"
+            | "pad"
             | "layer_norm"
             | "softmax"
             | "log_softmax"
@@ -1287,6 +1293,236 @@ fn contiguous(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
 }
 
 /// `x[i]`, `x[a:b:c]`, `x[None]`, `x[..., k]` and tuples of those (basic indexing: a view).
+/// F.embedding: `out[i..., d] = weight[input[i...], d]`, each element an indirect load of the
+/// weight's row (Note [indirect loads] in llvm/src/kernel.rs), so the lookups fuse with what
+/// reads them (BERT's three embeddings, their sum and the LayerNorm are one kernel). The weight
+/// must be in memory (a parameter, a constant or a fallback's result); `max_norm` (which
+/// renormalizes the weight in place) runs through torch; `padding_idx`, `scale_grad_by_freq`
+/// and `sparse` change only the backward. An index outside `[0, num_embeddings)` makes the
+/// graph run eagerly, where torch raises its IndexError (Note [index checks]). Not on the GPU
+/// target yet (nvptx.rs has no indirect loads).
+fn embedding(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let a = bind(lw.fx_node(), &["input", "weight", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq", "sparse"])?;
+    if super::cuda::target() != super::cuda::Target::Cpu {
+        return unsupported("embedding on the GPU target");
+    }
+    if !matches!(a[3], None | Some(FxArg::None)) {
+        return unsupported("embedding with max_norm (renormalizes the weight in place)");
+    }
+    let (Some(input), Some(weight)) = (a[0], a[1]) else { return unsupported("embedding arguments") };
+    let idx = lw.tensor_any_dtype(input)?;
+    let w = lw.tensor_any_dtype(weight)?;
+    if !idx.dtype.is_int() {
+        return unsupported("embedding indices that are not int64/int32");
+    }
+    if w.sizes.len() != 2 || w.dtype == DType::Bool {
+        return unsupported("embedding weight that is not a 2-D number tensor");
+    }
+    if !lw.in_memory(&w) {
+        return unsupported("embedding weight computed in the graph");
+    }
+    let (rows, dim) = (w.sizes[0], w.sizes[1]);
+    if rows < 1 || idx.sizes.is_empty() {
+        return unsupported("embedding of an empty weight or of a 0-d index");
+    }
+    if idx.sizes.iter().product::<i64>() > 0 {
+        lw.check_indices(&idx, rows, None);
+    }
+    let mut sizes = idx.sizes.clone();
+    sizes.push(dim);
+    let n = idx.sizes.len();
+    let (ic, wbuf) = (idx.clone(), w.buf);
+    Ok(lw.pointwise(&sizes, w.dtype, move |h, at| {
+        let row = load_broadcast(h, &ic, &at[..n]);
+        let n_vars = at[n].coeffs.len();
+        h.load_indirect(wbuf, &[Affine::constant(0, n_vars), at[n].clone()], 0, row)
+    }))
+}
+
+/// F.cross_entropy of logits `x` [N, C] with class-index targets `t` [N] (no weight, no label
+/// smoothing): `log_softmax` then `nll_loss`, with the target's log-probability read by an
+/// indirect load of the logits (Note [indirect loads]):
+/// `loss[i] = -(x[i, t[i]] - max_i - log(sum_j exp(x[i, j] - max_i)))`, 0 where `t[i]` is
+/// `ignore_index`; "mean" divides the sum by the number of rows not ignored (NaN when all are,
+/// as eager), "sum" sums, "none" returns the rows. The logits must be in memory (a linear's
+/// result); a target outside `[0, C)` other than `ignore_index` runs the graph eagerly, where
+/// torch raises (Note [index checks]).
+fn cross_entropy(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let a = bind(
+        lw.fx_node(),
+        &["input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing"],
+    )?;
+    if super::cuda::target() != super::cuda::Target::Cpu {
+        return unsupported("cross_entropy on the GPU target");
+    }
+    if [a[2], a[3], a[5]].iter().any(|v| !matches!(v, None | Some(FxArg::None))) {
+        return unsupported("cross_entropy with weight or legacy reduction arguments");
+    }
+    if number(a[7], 0.0)? != 0.0 {
+        return unsupported("cross_entropy with label smoothing");
+    }
+    let ignore = match a[4] {
+        None => -100,
+        Some(FxArg::Int(k)) => *k,
+        _ => return unsupported("ignore_index"),
+    };
+    let reduction = match a[6] {
+        None => "mean",
+        Some(FxArg::Str(r)) if matches!(r.as_str(), "mean" | "sum" | "none") => r.as_str(),
+        _ => return unsupported("reduction"),
+    };
+    let (Some(input), Some(target)) = (a[0], a[1]) else { return unsupported("cross_entropy arguments") };
+    let x = float_input(lw, Some(input))?;
+    let t = lw.tensor_any_dtype(target)?;
+    if x.sizes.len() != 2 || t.sizes.len() != 1 || t.sizes[0] != x.sizes[0] || !t.dtype.is_int() {
+        return unsupported("cross_entropy other than [N, C] logits with [N] class indices");
+    }
+    if !lw.in_memory(&x) {
+        return unsupported("cross_entropy of logits computed in the graph");
+    }
+    let (n, classes) = (x.sizes[0], x.sizes[1]);
+    if n == 0 || classes == 0 {
+        return unsupported("cross_entropy of an empty batch");
+    }
+    let reduction = reduction.to_string();
+    lw.check_indices(&t, classes, Some(ignore));
+    let m = reduce(lw, &x, vec![1], true, ReductionType::Max, DType::F32);
+    let (xc, mc) = (x.clone(), m.clone());
+    let e = lw.pointwise(&x.sizes, DType::F32, move |h, idx| {
+        let v = load_broadcast(h, &xc, idx);
+        let mx = load_broadcast(h, &mc, idx);
+        let d = h.binary(BinaryOp::Sub, v, mx);
+        h.unary(UnaryOp::Exp, d)
+    });
+    let s = reduce(lw, &e, vec![1], true, ReductionType::Sum, DType::F32);
+    let (xb, tc, tdt) = (x.buf, t.clone(), t.dtype);
+    let loss = lw.pointwise(&[n], DType::F32, move |h, idx| {
+        let n_vars = idx[0].coeffs.len();
+        let row = [idx[0].clone(), Affine::constant(0, n_vars)];
+        let ti = load_broadcast(h, &tc, idx);
+        let picked = h.load_indirect(xb, &row, 1, ti);
+        let picked = h.to_dtype(picked, DType::F32);
+        let mx = h.load(m.buf, &row);
+        let total = h.load(s.buf, &row);
+        let l = h.unary(UnaryOp::Log, total);
+        let shifted = h.binary(BinaryOp::Sub, picked, mx);
+        let logp = h.binary(BinaryOp::Sub, shifted, l);
+        let neg = h.unary(UnaryOp::Neg, logp);
+        let ig = h.constant(ignore as f64, tdt);
+        let valid = h.compare(CmpOp::Ne, ti, ig);
+        let zero = h.constant(0.0, DType::F32);
+        h.where_(valid, neg, zero)
+    });
+    let out_dtype = x.dtype;
+    match reduction.as_str() {
+        "none" => {
+            let lc = loss.clone();
+            Ok(lw.pointwise(&[n], out_dtype, move |h, idx| {
+                let v = h.load(lc.buf, idx);
+                h.to_dtype(v, out_dtype)
+            }))
+        }
+        "sum" => {
+            let total = reduce(lw, &loss, vec![0], false, ReductionType::Sum, DType::F32);
+            Ok(lw.pointwise(&[], out_dtype, move |h, idx| {
+                let v = h.load(total.buf, idx);
+                h.to_dtype(v, out_dtype)
+            }))
+        }
+        _ => {
+            let total = reduce(lw, &loss, vec![0], false, ReductionType::Sum, DType::F32);
+            let tc2 = t.clone();
+            let counted = lw.pointwise(&[n], DType::F32, move |h, idx| {
+                let ti = load_broadcast(h, &tc2, idx);
+                let ig = h.constant(ignore as f64, tdt);
+                let valid = h.compare(CmpOp::Ne, ti, ig);
+                let one = h.constant(1.0, DType::F32);
+                let zero = h.constant(0.0, DType::F32);
+                h.where_(valid, one, zero)
+            });
+            let count = reduce(lw, &counted, vec![0], false, ReductionType::Sum, DType::F32);
+            Ok(lw.pointwise(&[], out_dtype, move |h, idx| {
+                let v = h.load(total.buf, idx);
+                let c = h.load(count.buf, idx);
+                let r = h.binary(BinaryOp::Div, v, c);
+                h.to_dtype(r, out_dtype)
+            }))
+        }
+    }
+}
+
+/// F.pad in "constant" mode (ATen `constant_pad_nd`): `pad` gives (before, after) counts for
+/// the last dims, last dim first; negative counts crop. Each output element is the input at
+/// its coordinate minus the leading pad where that lies inside the input (a masked load, Note
+/// [masked loads] in llvm/src/kernel.rs), else `value` (0 by default). Integer tensors take
+/// integral values only (torch would cast the fill); other modes run through torch.
+fn pad(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let a = bind(lw.fx_node(), &["input", "pad", "mode", "value"])?;
+    if super::cuda::target() != super::cuda::Target::Cpu {
+        return unsupported("pad on the GPU target (not measured there yet)");
+    }
+    if !matches!(a[2], None | Some(FxArg::None)) && !matches!(a[2], Some(FxArg::Str(m)) if m == "constant") {
+        return unsupported("pad mode other than constant");
+    }
+    let x = lw.tensor_any_dtype(a[0].ok_or_else(|| LoweringError::Unsupported("pad without input".into()))?)?;
+    let counts = match a[1] {
+        Some(FxArg::Tuple(items)) | Some(FxArg::List(items)) => items.iter().map(int).collect::<Result<Vec<i64>, _>>()?,
+        _ => return unsupported("pad counts that are not a list of ints"),
+    };
+    let nd = x.sizes.len();
+    if counts.len() % 2 != 0 || counts.len() / 2 > nd {
+        return unsupported("pad counts of odd length or longer than the input's dims");
+    }
+    let value = number(a[3], 0.0)?;
+    if x.dtype == DType::Bool || (x.dtype.is_int() && value.fract() != 0.0) {
+        return unsupported("pad value that torch would cast");
+    }
+    // (dim, leading count) per padded dim; output sizes.
+    let mut out = x.sizes.clone();
+    let mut lead = vec![0i64; nd];
+    for (k, pair) in counts.chunks(2).enumerate() {
+        let d = nd - 1 - k;
+        lead[d] = pair[0];
+        out[d] = x.sizes[d] + pair[0] + pair[1];
+        if out[d] < 0 {
+            return unsupported("pad that leaves a negative size");
+        }
+    }
+    let (sizes, dtype) = (x.sizes.clone(), x.dtype);
+    Ok(lw.pointwise(&out.clone(), dtype, move |h, idx| {
+        let n_vars = idx.first().map(|a| a.coeffs.len()).unwrap_or(0);
+        let mut mask: Option<OpsValue> = None;
+        let mut at = Vec::with_capacity(nd);
+        for d in 0..nd {
+            let c = idx[d].scaled_add(1, &Affine::constant(-lead[d], n_vars));
+            // The coordinate leaves the input only where this dim is padded.
+            if lead[d] > 0 || out[d] - lead[d] > sizes[d] {
+                let r = h.in_range(&c, sizes[d]);
+                mask = Some(match mask {
+                    Some(m) => h.binary(BinaryOp::LogicalAnd, m, r),
+                    None => r,
+                });
+            }
+            at.push(c);
+        }
+        let fill = h.constant(value, dtype);
+        match mask {
+            Some(m) => {
+                let outer = h.set_mask(None);
+                let m_all = match outer {
+                    Some(o) => h.binary(BinaryOp::LogicalAnd, o, m),
+                    None => m,
+                };
+                h.set_mask(Some(m_all));
+                let v = h.load(x.buf, &at);
+                h.set_mask(outer);
+                h.where_(m, v, fill)
+            }
+            None => h.load(x.buf, &at),
+        }
+    }))
+}
+
 fn getitem(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let node = lw.fx_node();
     let (Some(base), Some(index)) = (node.args.first(), node.args.get(1)) else { return unsupported("getitem arguments") };

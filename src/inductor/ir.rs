@@ -332,6 +332,11 @@ pub trait OpsHandler {
         let _ = (index, size);
         self.constant(1.0, DType::Bool)
     }
+    /// Element of `buf` at `index` with the entry of dim `dim` replaced by the integer value
+    /// `row` (a gather along `dim`: `F.embedding`'s rows). `buf` is a buffer in memory (an
+    /// input, a constant or a fallback's result), never inlined; a `row` outside the dim reads
+    /// row 0 (Note [indirect loads] in llvm/src/kernel.rs: the lowering checks the indices).
+    fn load_indirect(&mut self, buf: BufferId, index: &[Affine], dim: usize, row: OpsValue) -> OpsValue;
     /// Sets the Bool mask under which the following loads happen (`None`: none) and returns the
     /// previous one. Loads whose index may leave their buffer read nothing where the mask is
     /// false (their value there is meaningless, and the caller selects it away); the others
@@ -446,6 +451,10 @@ pub struct GraphIr {
     /// Buffers that must exist as tensors: graph outputs and fallback arguments. Other realized
     /// Pointwise buffers are stored only when a kernel outside their group loads them.
     pub must_store: std::collections::HashSet<BufferId>,
+    /// Note [index checks]: 0-d float32 reductions that are nonzero when some index read
+    /// through `OpsHandler::load_indirect` is out of range; the runtime reads them after the
+    /// kernels and, for a nonzero one, runs the graph eagerly so torch raises its own error.
+    pub index_checks: Vec<BufferId>,
 }
 
 impl GraphIr {
@@ -500,6 +509,9 @@ impl OpsHandler for ReadsHandler {
             self.reads.push(buf);
         }
         OpsValue(0)
+    }
+    fn load_indirect(&mut self, buf: BufferId, index: &[Affine], _dim: usize, _row: OpsValue) -> OpsValue {
+        self.load(buf, index)
     }
     fn constant(&mut self, _value: f64, _dtype: DType) -> OpsValue {
         OpsValue(0)
@@ -579,6 +591,11 @@ fn render_affine(a: &Affine) -> String {
 impl OpsHandler for PrintHandler {
     fn load(&mut self, buf: BufferId, index: &[Affine]) -> OpsValue {
         let idx: Vec<String> = index.iter().map(render_affine).collect();
+        self.push(format!("{buf}[{}]", idx.join(", ")))
+    }
+    fn load_indirect(&mut self, buf: BufferId, index: &[Affine], dim: usize, row: OpsValue) -> OpsValue {
+        let row = self.get(row).to_string();
+        let idx: Vec<String> = index.iter().enumerate().map(|(d, a)| if d == dim { row.clone() } else { render_affine(a) }).collect();
         self.push(format!("{buf}[{}]", idx.join(", ")))
     }
     fn constant(&mut self, value: f64, dtype: DType) -> OpsValue {

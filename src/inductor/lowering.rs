@@ -661,6 +661,50 @@ impl Lowerer<'_> {
         self.push(BufferKind::Reduction(r), &sizes, dtype)
     }
 
+    /// True when `t` is a tensor in memory at run time that kernels never compute: a graph
+    /// input, a constant or a fallback's result (what `OpsHandler::load_indirect` may read).
+    pub fn in_memory(&self, t: &TensorRef) -> bool {
+        matches!(
+            self.ir.buffer(t.buf).kind,
+            BufferKind::Input { .. } | BufferKind::Constant { .. } | BufferKind::Fallback(_)
+        ) && self.ir.buffer(t.buf).layout.is_some()
+    }
+
+    /// Registers Note [index checks] for integer `index` read as rows `[0, size)` (or equal to
+    /// `also`: nll_loss's `ignore_index`): a realized 0-d reduction, nonzero when some element
+    /// is out of range.
+    pub fn check_indices(&mut self, index: &TensorRef, size: i64, also: Option<i64>) {
+        let (ic, dt) = (index.clone(), index.dtype);
+        let bad = self.pointwise(&index.sizes, DType::F32, move |h, idx| {
+            let v = load_broadcast(h, &ic, idx);
+            let lo = h.constant(0.0, dt);
+            let hi = h.constant(size as f64, dt);
+            let ge = h.compare(CmpOp::Ge, v, lo);
+            let lt = h.compare(CmpOp::Lt, v, hi);
+            let mut ok = h.binary(BinaryOp::LogicalAnd, ge, lt);
+            if let Some(extra) = also {
+                let e = h.constant(extra as f64, dt);
+                let eq = h.compare(CmpOp::Eq, v, e);
+                ok = h.binary(BinaryOp::LogicalOr, ok, eq);
+            }
+            let zero = h.constant(0.0, DType::F32);
+            let one = h.constant(1.0, DType::F32);
+            h.where_(ok, zero, one)
+        });
+        let n = index.sizes.len();
+        let r = self.reduction(
+            DType::F32,
+            Reduction {
+                input_sizes: index.sizes.clone(),
+                reduced: (0..n).collect(),
+                keepdim: false,
+                op: super::ir::ReductionType::Max,
+                inner_fn: Rc::new(move |h: &mut dyn OpsHandler, idx: &[Affine]| h.load(bad.buf, idx)),
+            },
+        );
+        self.ir.index_checks.push(r.buf);
+    }
+
     /// Marks `t`'s buffer realized when it is a Pointwise (it will be computed into memory).
     pub fn realize(&mut self, t: &TensorRef) {
         if let BufferKind::Pointwise(pw) = &mut self.ir.buffers[t.buf.0 as usize].kind {
@@ -704,7 +748,7 @@ fn lower_call(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
 
 /// Lowers every node of `g`; also decides which Pointwise buffers are realized.
 pub fn lower(g: &FxGraph) -> GraphIr {
-    let mut ir = GraphIr { buffers: Vec::new(), node_buffer: vec![None; g.nodes.len()], must_store: HashSet::new() };
+    let mut ir = GraphIr { buffers: Vec::new(), node_buffer: vec![None; g.nodes.len()], must_store: HashSet::new(), index_checks: Vec::new() };
     let mut fallback_inputs: HashSet<BufferId> = HashSet::new();
     for (i, node) in g.nodes.iter().enumerate() {
         let layout = node.meta.as_ref().map(|m| m.layout.clone());
@@ -751,6 +795,7 @@ pub fn lower(g: &FxGraph) -> GraphIr {
                     }
                     Err(err) => {
                         ir.buffers.truncate(start);
+                        ir.index_checks.retain(|b| (b.0 as usize) < start);
                         tracing::debug!(target: "inductor::lowering", "fallback for {}: {err}", describe(node));
                         for a in node.args.iter().chain(node.kwargs.iter().map(|(_, a)| a)) {
                             a.for_each_node(&mut |j| {
@@ -768,6 +813,7 @@ pub fn lower(g: &FxGraph) -> GraphIr {
         ir.buffers.push(Buffer { id, name: node.name.clone(), node: i, layout, kind });
         ir.node_buffer[i] = Some(id);
     }
+    fallback_inputs.extend(ir.index_checks.iter().copied());
     for b in &fallback_inputs {
         if let BufferKind::Pointwise(pw) = &mut ir.buffers[b.0 as usize].kind {
             pw.realized = true;

@@ -537,6 +537,9 @@ fn inductor_compile(
     // caches: resnet18 ran 25% slower than eager on the same kernels).
     let mut keep = vec![false; ir.buffers.len()];
     output.for_each_slot(&mut |s| keep[s] = true);
+    // Note [index checks]: read after the steps, so kept to the end.
+    let index_checks: Vec<usize> = ir.index_checks.iter().map(|b| b.0 as usize).collect();
+    index_checks.iter().for_each(|&s| keep[s] = true);
     for (dst, src, _) in &writebacks {
         keep[*dst] = true;
         keep[*src] = true;
@@ -564,7 +567,7 @@ fn inductor_compile(
         }
     }
     // Note [scratch arena]: kernel outputs only kernels read live in a per-graph arena.
-    let scratch = if gpu.is_none() { plan_scratch_slots(&ir, &mut steps, &keep, &last_use) } else { None };
+    let scratch = if gpu.is_none() { plan_scratch_slots(&ir, &mut steps, &keep, &last_use, &index_checks) } else { None };
     if let Some(sc) = &scratch {
         let slots: Vec<String> = sc.offsets.iter().enumerate().filter(|(_, o)| o.is_some()).map(|(i, _)| format!("buf{i}")).collect();
         let _ = writeln!(plan, "scratch arena {} bytes: {}", sc.bytes, slots.join(", "));
@@ -612,6 +615,7 @@ fn inductor_compile(
         fast_alloc: fast_alloc.is_some(),
         tensor_type: torch.getattr("Tensor")?.unbind(),
         writebacks,
+        index_checks,
         step_times: StepTimes::enabled().then(|| StepTimes::new(step_labels)),
         fast_inputs: std::sync::OnceLock::new(),
         tensor_guards: py.import("torch._C._dynamo.guards").and_then(|m| m.getattr("TensorGuards")).ok().map(|t| t.unbind()),
@@ -623,7 +627,15 @@ fn inductor_compile(
 /// wrapper.rs), with their tensor allocations removed from `steps`; None when there are none or
 /// the arena would exceed `SCRATCH_MAX_BYTES`. `keep`: slots the output or a write-back reads;
 /// `last_use`: per slot, the last step reading it.
-fn plan_scratch_slots(ir: &GraphIr, steps: &mut [RtStep], keep: &[bool], last_use: &[Option<usize>]) -> Option<wrapper::Scratch> {
+/// `checks`: Note [index checks] slots, kept (not freed) but only read by the runtime after the
+/// steps: they live in the arena to the end of the call, where the runtime reads them directly.
+fn plan_scratch_slots(
+    ir: &GraphIr,
+    steps: &mut [RtStep],
+    keep: &[bool],
+    last_use: &[Option<usize>],
+    checks: &[usize],
+) -> Option<wrapper::Scratch> {
     let n = ir.buffers.len();
     let mut read_by_fallback = vec![false; n];
     for step in steps.iter() {
@@ -638,7 +650,8 @@ fn plan_scratch_slots(ir: &GraphIr, steps: &mut [RtStep], keep: &[bool], last_us
     for (si, step) in steps.iter().enumerate() {
         let RtStep::Kernel { allocs, .. } = step else { continue };
         for a in allocs {
-            if keep[a.slot] || read_by_fallback[a.slot] {
+            let check = checks.contains(&a.slot);
+            if (keep[a.slot] && !check) || read_by_fallback[a.slot] {
                 continue;
             }
             let Some(l) = ir.buffers[a.slot].layout.as_ref() else { continue };
@@ -648,7 +661,8 @@ fn plan_scratch_slots(ir: &GraphIr, steps: &mut [RtStep], keep: &[bool], last_us
             let extent: i64 = 1 + l.sizes.iter().zip(&l.strides).map(|(&d, &st)| (d - 1) * st).sum::<i64>();
             let bytes = extent as usize * codegen::kernel_dtype(l.dtype).size_bytes();
             slots.push(a.slot);
-            spans.push((si, last_use[a.slot].unwrap_or(si).max(si), bytes));
+            let end = if check { steps.len() } else { last_use[a.slot].unwrap_or(si).max(si) };
+            spans.push((si, end, bytes));
         }
     }
     if slots.is_empty() {

@@ -542,6 +542,13 @@ impl OpsHandler for IndexedReads<'_> {
             }
         }
     }
+    fn load_indirect(&mut self, buf: BufferId, index: &[Affine], dim: usize, _row: OpsValue) -> OpsValue {
+        // Read from memory at a data-dependent row (never a group member): recorded at row 0.
+        let mut at = index.to_vec();
+        at[dim] = Affine::constant(0, at[dim].coeffs.len());
+        self.loads.push((buf, at));
+        OpsValue(0)
+    }
     fn constant(&mut self, _v: f64, _d: DType) -> OpsValue {
         OpsValue(0)
     }

@@ -304,6 +304,11 @@ pub struct Runtime {
     /// (mutated inputs, see `functionalize`), then its version counter moved on by the in-place
     /// ops after the first (Note [version counter of written-back inputs]).
     pub writebacks: Vec<(usize, usize, usize)>,
+    /// Note [index checks] (`GraphIr::index_checks`): slots of 0-d float32 tensors, nonzero when
+    /// an index the kernels read rows with was out of range. Read after the steps, before the
+    /// write-backs: a nonzero one fails the call, which then runs `gm.forward` (Note [errors
+    /// rerun eagerly]), so torch raises its own error from the same state.
+    pub index_checks: Vec<usize>,
     /// Per-step timing (`DYNAMO_INDUCTOR_STEP_TIMES=1` at compile time; None otherwise): see
     /// [`StepTimes`].
     pub step_times: Option<StepTimes>,
@@ -495,6 +500,20 @@ impl Runtime {
         }
         if timer.is_some() {
             t0 = Some(std::time::Instant::now());
+        }
+        for slot in &self.index_checks {
+            let bad: f64 = match scratch_offsets.get(*slot) {
+                // SAFETY: the lease keeps the arena alive, and the kernel that stored this 0-d
+                // float32 has run (every step has).
+                Some(Some(off)) => f64::from(unsafe { std::ptr::read((scratch_base + off) as *const f32) }),
+                _ => {
+                    let t = env[*slot].as_ref().ok_or_else(|| PyRuntimeError::new_err("inductor: index check not computed"))?;
+                    t.bind(py).call_method0(intern!(py, "item"))?.extract()?
+                }
+            };
+            if bad != 0.0 {
+                return Err(pyo3::exceptions::PyIndexError::new_err("inductor: an index read by a kernel is out of range"));
+            }
         }
         for (dst, src, bumps) in &self.writebacks {
             let (Some(d), Some(v)) = (&env[*dst], &env[*src]) else {
