@@ -1034,7 +1034,16 @@ fn view(
         if matches!(user.op, FxOp::Output) || !lowered_op {
             return unsupported(format!("view read by {} (torch makes it without a copy)", user.name));
         }
-        if user.canonical.is_some_and(is_view_op) {
+        // A `contiguous` that copies (its input's strides differ; Note [reshape copies] makes
+        // such nodes) ends the chain: its value is a new tensor.
+        let copies = user.canonical == Some("contiguous")
+            && match (user.args.first(), user.meta.as_ref()) {
+                (Some(FxArg::Node(x)), Some(m)) => g.nodes[*x].meta.as_ref().is_some_and(|xm| {
+                    xm.layout.sizes.iter().zip(xm.layout.strides.iter().zip(&m.layout.strides)).any(|(&n, (a, b))| n != 1 && a != b)
+                }),
+                _ => false,
+            };
+        if user.canonical.is_some_and(is_view_op) && !copies {
             stack.extend(user.users.iter().copied());
         }
     }

@@ -25,7 +25,7 @@
 //! contiguous nor channels-last, a call_module) leaves the graph as it was: the pass is an optimization only.
 //! `DYNAMO_LAYOUT_OPT=0` turns it off.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -372,5 +372,144 @@ mod tests {
         // [N, C, 1, 1]: both orders are the same memory; size-1 dims do not count.
         let p = Layout { sizes: vec![2, 8, 1, 1], strides: vec![8, 1, 1, 1], dtype: DType::F32, cpu: true };
         assert!(is_channels_last(&p));
+    }
+}
+
+/// ATen's `computeStride` (aten/src/ATen/TensorUtils.cpp): the strides of `new_sizes` as a view
+/// of a tensor of `sizes` and `strides`, or None when no view exists (`reshape` then copies).
+pub fn view_strides(sizes: &[i64], strides: &[i64], new_sizes: &[i64]) -> Option<Vec<i64>> {
+    if sizes.is_empty() {
+        return Some(vec![1; new_sizes.len()]);
+    }
+    if sizes.iter().product::<i64>() == 0 {
+        return Some(Layout::contiguous_strides(new_sizes));
+    }
+    let mut out = vec![0i64; new_sizes.len()];
+    let mut view_d = new_sizes.len() as i64 - 1;
+    let mut chunk_base_stride = *strides.last().expect("non-empty");
+    let (mut tensor_numel, mut view_numel) = (1i64, 1i64);
+    for tensor_d in (0..sizes.len()).rev() {
+        tensor_numel *= sizes[tensor_d];
+        if tensor_d == 0 || (sizes[tensor_d - 1] != 1 && strides[tensor_d - 1] != tensor_numel * chunk_base_stride) {
+            while view_d >= 0 && (view_numel < tensor_numel || new_sizes[view_d as usize] == 1) {
+                out[view_d as usize] = view_numel * chunk_base_stride;
+                view_numel *= new_sizes[view_d as usize];
+                view_d -= 1;
+            }
+            if view_numel != tensor_numel {
+                return None;
+            }
+            if tensor_d > 0 {
+                chunk_base_stride = strides[tensor_d - 1];
+                tensor_numel = 1;
+                view_numel = 1;
+            }
+        }
+    }
+    (view_d == -1).then_some(out)
+}
+
+/// Note [reshape copies]: `x.reshape(shape)` of a tensor whose strides admit no view of `shape`
+/// (the transposed gradients of attention's backward merged back to `[B, S, H * D]`) copies in
+/// torch: ~4 µs a call as a fallback, several per layer in a transformer's backward. Such a
+/// reshape becomes `x.contiguous().reshape(shape)`: the copy is a kernel (it fuses with what
+/// computes `x`), and the reshape of its contiguous result is a view the runtime makes as an
+/// alias (Note [alias views]). Only where no one can tell: the reshape's value is not a graph
+/// output (torch's copy has no `_base`, a view of the copy would) and torch's meta of it is
+/// contiguous, as the copy's view is. Returns how many reshapes were rewritten.
+pub fn explicit_reshape_copies(g: &mut FxGraph) -> usize {
+    let out_nodes: HashSet<usize> = {
+        let mut s = HashSet::new();
+        g.nodes[g.output].args.iter().for_each(|a| a.for_each_node(&mut |j| {
+            s.insert(j);
+        }));
+        g.writebacks.iter().for_each(|w| {
+            s.insert(w.src);
+        });
+        s
+    };
+    let copies: Vec<usize> = (0..g.nodes.len())
+        .filter(|&i| {
+            let n = &g.nodes[i];
+            let is_reshape = matches!(n.canonical, Some("reshape") | Some("flatten"))
+                && matches!(n.op, FxOp::CallMethod { .. } | FxOp::CallFunction { .. });
+            let (Some(FxArg::Node(x)), Some(m)) = (n.args.first(), n.meta.as_ref()) else { return false };
+            let Some(xm) = g.nodes[*x].meta.as_ref() else { return false };
+            is_reshape
+                && !out_nodes.contains(&i)
+                && !n.inplace
+                && m.layout.strides == Layout::contiguous_strides(&m.layout.sizes)
+                && xm.layout.sizes.iter().product::<i64>() > 0
+                && xm.layout.dtype == m.layout.dtype
+                && xm.layout.cpu
+                && view_strides(&xm.layout.sizes, &xm.layout.strides, &m.layout.sizes).is_none()
+        })
+        .collect();
+    if copies.is_empty() {
+        return 0;
+    }
+    let mut nodes: Vec<FxNode> = Vec::with_capacity(g.nodes.len() + copies.len());
+    let mut remap: Vec<usize> = Vec::with_capacity(g.nodes.len());
+    fn map_arg(a: &FxArg, remap: &[usize]) -> FxArg {
+        match a {
+            FxArg::Node(i) => FxArg::Node(remap[*i]),
+            FxArg::Tuple(items) => FxArg::Tuple(items.iter().map(|x| map_arg(x, remap)).collect()),
+            FxArg::List(items) => FxArg::List(items.iter().map(|x| map_arg(x, remap)).collect()),
+            other => other.clone(),
+        }
+    }
+    for (i, n) in g.nodes.iter().enumerate() {
+        let mut node = n.clone();
+        node.args = n.args.iter().map(|a| map_arg(a, &remap)).collect();
+        node.kwargs = n.kwargs.iter().map(|(k, a)| (k.clone(), map_arg(a, &remap))).collect();
+        if copies.contains(&i) {
+            let FxArg::Node(x) = node.args[0] else { unreachable!("checked above") };
+            let xm = nodes[x].meta.clone().expect("checked above");
+            nodes.push(FxNode {
+                name: format!("{}_copy", nodes[x].name),
+                op: FxOp::CallMethod { name: "contiguous".into() },
+                canonical: Some("contiguous"),
+                target_name: "contiguous".into(),
+                args: vec![FxArg::Node(x)],
+                kwargs: Vec::new(),
+                meta: Some(TensorMeta { layout: Layout { strides: Layout::contiguous_strides(&xm.layout.sizes), ..xm.layout }, ..xm }),
+                users: Vec::new(),
+                inplace: false,
+                recompute: n.recompute,
+            });
+            node.args[0] = FxArg::Node(nodes.len() - 1);
+        }
+        remap.push(nodes.len());
+        nodes.push(node);
+    }
+    g.output = remap[g.output];
+    for w in g.writebacks.iter_mut() {
+        w.dst = remap[w.dst];
+        w.src = remap[w.src];
+    }
+    set_users(&mut nodes);
+    g.nodes = nodes;
+    copies.len()
+}
+
+#[cfg(test)]
+mod reshape_tests {
+    use super::view_strides;
+
+    #[test]
+    fn view_strides_follow_atens_compute_stride() {
+        // Contiguous: any reshape is a view.
+        assert_eq!(view_strides(&[4, 32, 64], &[2048, 64, 1], &[128, 64]), Some(vec![64, 1]));
+        assert_eq!(view_strides(&[4, 32, 64], &[2048, 64, 1], &[4, 32, 2, 32]), Some(vec![2048, 64, 32, 1]));
+        // Attention's [B, H, S, D] transposed to [B, S, H, D], merged to [B, S, H * D]: a copy.
+        assert_eq!(view_strides(&[4, 32, 2, 32], &[2048, 32, 1024, 1], &[4, 32, 64]), None);
+        // Splitting a dim of a transposed tensor is still a view.
+        assert_eq!(view_strides(&[8, 6], &[1, 8], &[2, 4, 6]), Some(vec![4, 1, 8]));
+        // Merging the transposed dims is not.
+        assert_eq!(view_strides(&[8, 6], &[1, 8], &[48]), None);
+        // Size-1 dims come and go freely.
+        assert_eq!(view_strides(&[3, 1, 5], &[5, 99, 1], &[3, 5, 1]), Some(vec![5, 1, 1]));
+        // A broadcast (stride 0) dim merged with another: a copy.
+        assert_eq!(view_strides(&[4, 3], &[0, 1], &[12]), None);
     }
 }

@@ -339,6 +339,12 @@ fn inductor_compile(
         Ok(n) => tracing::debug!(target: "inductor::layout", "{n} convolutions run channels-last"),
         Err(e) => tracing::debug!(target: "inductor::layout", "layout left as traced: {e}"),
     }
+    if cuda::target() == cuda::Target::Cpu {
+        let n = layout::explicit_reshape_copies(&mut g);
+        if n > 0 {
+            tracing::debug!(target: "inductor::layout", "{n} copying reshapes made explicit (Note [reshape copies])");
+        }
+    }
     let folded = constant_folding::fold(py, &mut g);
     let t_layout = std::time::Instant::now();
     let ir = lowering::lower(&g);
