@@ -1481,47 +1481,32 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         };
         let fv = |id: &crate::kernel::ExprId| get(*id).into_float_value();
         let iv = |id: &crate::kernel::ExprId| get(*id).into_int_value();
-    let v: BasicValueEnum<'ctx> = match expr {
-            Expr::Load { arg, index } => {
-                let dt = kernel.args[*arg as usize].dtype;
-                let off = linear(b, index)?;
-                let ptr = unsafe { e(b.build_in_bounds_gep(elem_type(dt), ptrs[*arg as usize], &[off], ""))? };
-                let raw = e(b.build_load(elem_type(dt), ptr, ""))?;
-                if let Some(inst) = inkwell::values::BasicValue::as_instruction_value(&raw) {
-                    let _ = inst.set_alignment(dt.size_bytes() as u32);
-                }
-                match dt {
-                    DType::F32 | DType::F64 | DType::I64 | DType::I32 => raw,
-                    DType::BF16 | DType::F16 => e(b.build_float_ext(raw.into_float_value(), f32t, ""))?.into(),
-                    DType::Bool => e(b.build_int_compare(
-                        IntPredicate::NE,
-                        raw.into_int_value(),
-                        ctx.i8_type().const_zero(),
-                        "",
-                    ))?
-                    .into(),
-                }
+        // Element `off` of argument `arg`, loaded at its alignment and widened to its value type
+        // (half types to f32, bytes to i1).
+        let load_elem = |arg: u32, off: IntValue<'ctx>| -> Result<BasicValueEnum<'ctx>, CodegenError> {
+            let dt = kernel.args[arg as usize].dtype;
+            let ptr = unsafe { e(b.build_in_bounds_gep(elem_type(dt), ptrs[arg as usize], &[off], ""))? };
+            let raw = e(b.build_load(elem_type(dt), ptr, ""))?;
+            if let Some(inst) = inkwell::values::BasicValue::as_instruction_value(&raw) {
+                let _ = inst.set_alignment(dt.size_bytes() as u32);
             }
+            Ok(match dt {
+                DType::F32 | DType::F64 | DType::I64 | DType::I32 => raw,
+                DType::BF16 | DType::F16 => e(b.build_float_ext(raw.into_float_value(), f32t, ""))?.into(),
+                DType::Bool => e(b.build_int_compare(IntPredicate::NE, raw.into_int_value(), ctx.i8_type().const_zero(), ""))?.into(),
+            })
+        };
+    let v: BasicValueEnum<'ctx> = match expr {
+            Expr::Load { arg, index } => load_elem(*arg, linear(b, index)?)?,
             Expr::IndirectLoad { arg, index, row, stride, size } => {
                 // Note [indirect loads]: a row outside [0, size) reads row 0 (one unsigned
                 // compare and a select), so the address stays inside the tensor.
-                let dt = kernel.args[*arg as usize].dtype;
                 let r = iv(row);
                 let r = if r.get_type().get_bit_width() < 64 { e(b.build_int_s_extend(r, i64t, ""))? } else { r };
                 let ok = e(b.build_int_compare(IntPredicate::ULT, r, i64t.const_int(*size as u64, false), ""))?;
                 let r = e(b.build_select(ok, r, i64t.const_zero(), ""))?.into_int_value();
                 let term = e(b.build_int_nsw_mul(r, i64t.const_int(*stride as u64, true), ""))?;
-                let off = e(b.build_int_nsw_add(linear(b, index)?, term, ""))?;
-                let ptr = unsafe { e(b.build_in_bounds_gep(elem_type(dt), ptrs[*arg as usize], &[off], ""))? };
-                let raw = e(b.build_load(elem_type(dt), ptr, ""))?;
-                if let Some(inst) = inkwell::values::BasicValue::as_instruction_value(&raw) {
-                    let _ = inst.set_alignment(dt.size_bytes() as u32);
-                }
-                match dt {
-                    DType::F32 | DType::F64 | DType::I64 | DType::I32 => raw,
-                    DType::BF16 | DType::F16 => e(b.build_float_ext(raw.into_float_value(), f32t, ""))?.into(),
-                    DType::Bool => e(b.build_int_compare(IntPredicate::NE, raw.into_int_value(), ctx.i8_type().const_zero(), ""))?.into(),
-                }
+                load_elem(*arg, e(b.build_int_nsw_add(linear(b, index)?, term, ""))?)?
             }
             Expr::InRange { index, size } => {
                 // One unsigned compare: a negative coordinate is a huge unsigned one.
@@ -1532,19 +1517,9 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                 // Note [masked loads]: element 0 is read where the mask is off (its address is
                 // valid whenever the kernel runs: the window has a position inside the tensor),
                 // and the value selected away, so the loop stays branch-free (vectorizable).
-                let dt = kernel.args[*arg as usize].dtype;
                 let m = iv(mask);
                 let off = e(b.build_select(m, linear(b, index)?, i64t.const_zero(), ""))?.into_int_value();
-                let ptr = unsafe { e(b.build_in_bounds_gep(elem_type(dt), ptrs[*arg as usize], &[off], ""))? };
-                let raw = e(b.build_load(elem_type(dt), ptr, ""))?;
-                if let Some(inst) = inkwell::values::BasicValue::as_instruction_value(&raw) {
-                    let _ = inst.set_alignment(dt.size_bytes() as u32);
-                }
-                let v: BasicValueEnum<'ctx> = match dt {
-                    DType::F32 | DType::F64 | DType::I64 | DType::I32 => raw,
-                    DType::BF16 | DType::F16 => e(b.build_float_ext(raw.into_float_value(), f32t, ""))?.into(),
-                    DType::Bool => e(b.build_int_compare(IntPredicate::NE, raw.into_int_value(), ctx.i8_type().const_zero(), ""))?.into(),
-                };
+                let v = load_elem(*arg, off)?;
                 let zero: BasicValueEnum<'ctx> = match v {
                     BasicValueEnum::FloatValue(f) => f.get_type().const_zero().into(),
                     BasicValueEnum::IntValue(i) => i.get_type().const_zero().into(),

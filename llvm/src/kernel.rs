@@ -371,40 +371,28 @@ impl Kernel {
                 ));
             }
         };
+        // A load of expression `i` must read an existing input argument.
+        let check_input = |i: usize, arg: u32, errors: &mut Vec<String>| match self.args.get(arg as usize) {
+            None => errors.push(format!("{}: load %{i} of missing arg {arg}", self.name)),
+            Some(a) if a.is_output => errors.push(format!("{}: load %{i} reads output arg {}", self.name, a.name)),
+            _ => {}
+        };
         for (i, expr) in self.exprs.iter().enumerate() {
             let earlier = |id: &ExprId| (id.0 as usize) < i;
             let ok_refs = match expr {
                 Expr::Load { arg, index } => {
                     check_index(&format!("load %{i}"), index, &mut errors);
-                    match self.args.get(*arg as usize) {
-                        None => errors.push(format!("{}: load %{i} of missing arg {arg}", self.name)),
-                        Some(a) if a.is_output => {
-                            errors.push(format!("{}: load %{i} reads output arg {}", self.name, a.name))
-                        }
-                        _ => {}
-                    }
+                    check_input(i, *arg, &mut errors);
                     true
                 }
                 Expr::MaskedLoad { arg, index, mask } => {
                     check_index(&format!("masked load %{i}"), index, &mut errors);
-                    match self.args.get(*arg as usize) {
-                        None => errors.push(format!("{}: load %{i} of missing arg {arg}", self.name)),
-                        Some(a) if a.is_output => {
-                            errors.push(format!("{}: load %{i} reads output arg {}", self.name, a.name))
-                        }
-                        _ => {}
-                    }
+                    check_input(i, *arg, &mut errors);
                     earlier(mask)
                 }
                 Expr::IndirectLoad { arg, index, row, stride, size } => {
                     check_index(&format!("indirect load %{i}"), index, &mut errors);
-                    match self.args.get(*arg as usize) {
-                        None => errors.push(format!("{}: load %{i} of missing arg {arg}", self.name)),
-                        Some(a) if a.is_output => {
-                            errors.push(format!("{}: load %{i} reads output arg {}", self.name, a.name))
-                        }
-                        _ => {}
-                    }
+                    check_input(i, *arg, &mut errors);
                     if *size < 1 || *stride < 0 {
                         errors.push(format!("{}: indirect load %{i} over {size} rows of stride {stride}", self.name));
                     }

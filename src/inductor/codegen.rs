@@ -63,6 +63,19 @@ struct KernelOps<'a> {
     space_vars: Option<Vec<usize>>,
 }
 
+impl KernelOps<'_> {
+    /// The kernel argument reading buffer `buf` (of `dtype`) from memory, added on first use.
+    fn input_arg(&mut self, buf: BufferId, dtype: DType) -> u32 {
+        if let Some(a) = self.input_args.get(&buf) {
+            return *a;
+        }
+        let a = self.kb.input(buf.to_string(), kernel_dtype(dtype));
+        self.input_args.insert(buf, a);
+        self.args.push((buf, false));
+        a
+    }
+}
+
 fn ev(id: llvm::ExprId) -> OpsValue {
     OpsValue(id.0)
 }
@@ -134,15 +147,7 @@ impl OpsHandler for KernelOps<'_> {
                     self.error = Some(format!("{buf} has no layout"));
                     return ev(self.kb.const_f32(0.0));
                 };
-                let arg = match self.input_args.get(&buf) {
-                    Some(a) => *a,
-                    None => {
-                        let a = self.kb.input(buf.to_string(), kernel_dtype(layout.dtype));
-                        self.input_args.insert(buf, a);
-                        self.args.push((buf, false));
-                        a
-                    }
-                };
+                let arg = self.input_arg(buf, layout.dtype);
                 let n_vars = self.kb.n_dims();
                 let mut flat = Affine::constant(0, n_vars);
                 for (d, a) in index.iter().enumerate() {
@@ -179,15 +184,7 @@ impl OpsHandler for KernelOps<'_> {
             self.error = Some(format!("{buf} is read at data-dependent rows but is not in memory"));
             return ev(self.kb.const_f32(0.0));
         };
-        let arg = match self.input_args.get(&buf) {
-            Some(a) => *a,
-            None => {
-                let a = self.kb.input(buf.to_string(), kernel_dtype(layout.dtype));
-                self.input_args.insert(buf, a);
-                self.args.push((buf, false));
-                a
-            }
-        };
+        let arg = self.input_arg(buf, layout.dtype);
         let n_vars = self.kb.n_dims();
         let mut flat = Affine::constant(0, n_vars);
         for (d, a) in index.iter().enumerate() {

@@ -671,15 +671,8 @@ fn max_pool2d(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
                 at.push(wc);
                 let v = match mask {
                     Some(m) => {
-                        let outer = h.set_mask(None);
-                        let m_all = match outer {
-                            Some(o) => h.binary(BinaryOp::LogicalAnd, o, m),
-                            None => m,
-                        };
-                        h.set_mask(Some(m_all));
-                        let v = h.load(x.buf, &at);
+                        let v = load_masked(h, x.buf, &at, m);
                         let v = h.to_dtype(v, DType::F32);
-                        h.set_mask(outer);
                         h.where_(m, v, neg_inf)
                     }
                     None => {
@@ -734,11 +727,12 @@ fn softmax_like(lw: &mut Lowerer<'_>, log: bool) -> Result<TensorRef, LoweringEr
     }
 }
 
-/// The softmax (or log_softmax) of `x` along `dim`, as reductions and an epilogue of `x`'s dtype.
-fn softmax_core(lw: &mut Lowerer<'_>, x: &TensorRef, dim: usize, log: bool) -> TensorRef {
+/// The row statistics of a softmax of `x` along `dim` (kept dims, float32): the max `m` and
+/// `s = sum(exp(x - m))`. A row that is all -inf has max -inf; torch gives NaN there, and so
+/// does exp(-inf - -inf).
+fn softmax_stats(lw: &mut Lowerer<'_>, x: &TensorRef, dim: usize) -> (TensorRef, TensorRef) {
     let m = reduce(lw, x, vec![dim], true, ReductionType::Max, DType::F32);
     let (xc, mc) = (x.clone(), m.clone());
-    // A row that is all -inf has max -inf; torch gives NaN there, and so does exp(-inf - -inf).
     let e = lw.pointwise(&x.sizes, DType::F32, move |h, idx| {
         let v = load_broadcast(h, &xc, idx);
         let mx = load_broadcast(h, &mc, idx);
@@ -746,6 +740,12 @@ fn softmax_core(lw: &mut Lowerer<'_>, x: &TensorRef, dim: usize, log: bool) -> T
         h.unary(UnaryOp::Exp, d)
     });
     let s = reduce(lw, &e, vec![dim], true, ReductionType::Sum, DType::F32);
+    (m, s)
+}
+
+/// The softmax (or log_softmax) of `x` along `dim`, as reductions and an epilogue of `x`'s dtype.
+fn softmax_core(lw: &mut Lowerer<'_>, x: &TensorRef, dim: usize, log: bool) -> TensorRef {
+    let (m, s) = softmax_stats(lw, x, dim);
     let xc = x.clone();
     lw.pointwise(&x.sizes, x.dtype, move |h, idx| {
         let v = load_broadcast(h, &xc, idx);
@@ -1397,15 +1397,7 @@ fn cross_entropy(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     }
     let reduction = reduction.to_string();
     lw.check_indices(&t, classes, Some(ignore));
-    let m = reduce(lw, &x, vec![1], true, ReductionType::Max, DType::F32);
-    let (xc, mc) = (x.clone(), m.clone());
-    let e = lw.pointwise(&x.sizes, DType::F32, move |h, idx| {
-        let v = load_broadcast(h, &xc, idx);
-        let mx = load_broadcast(h, &mc, idx);
-        let d = h.binary(BinaryOp::Sub, v, mx);
-        h.unary(UnaryOp::Exp, d)
-    });
-    let s = reduce(lw, &e, vec![1], true, ReductionType::Sum, DType::F32);
+    let (m, s) = softmax_stats(lw, &x, 1);
     let (xb, tc, tdt) = (x.buf, t.clone(), t.dtype);
     let loss = lw.pointwise(&[n], DType::F32, move |h, idx| {
         let n_vars = idx[0].coeffs.len();
@@ -1460,6 +1452,20 @@ fn cross_entropy(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
             }))
         }
     }
+}
+
+/// `buf` at `at`, read only where `mask` (and the handler's current mask) holds: Note [masked
+/// loads] in llvm/src/kernel.rs. The value elsewhere is meaningless; callers select it away.
+fn load_masked(h: &mut dyn OpsHandler, buf: super::ir::BufferId, at: &[Affine], mask: OpsValue) -> OpsValue {
+    let outer = h.set_mask(None);
+    let all = match outer {
+        Some(o) => h.binary(BinaryOp::LogicalAnd, o, mask),
+        None => mask,
+    };
+    h.set_mask(Some(all));
+    let v = h.load(buf, at);
+    h.set_mask(outer);
+    v
 }
 
 /// torch.cat(tensors, dim): each output element is a load of the input whose segment of `dim`
@@ -1520,15 +1526,7 @@ fn cat(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
                 return h.load(t.buf, &at);
             }
             let inside = h.in_range(&at[dim], t.sizes[dim]);
-            let outer = h.set_mask(None);
-            let m = match outer {
-                Some(o) => h.binary(BinaryOp::LogicalAnd, o, inside),
-                None => inside,
-            };
-            h.set_mask(Some(m));
-            let v = h.load(t.buf, &at);
-            h.set_mask(outer);
-            v
+            load_masked(h, t.buf, &at, inside)
         };
         let single = parts.len() == 1;
         // From the last segment back: where(coordinate inside part k, part k, later parts).
@@ -1600,14 +1598,7 @@ fn pad(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
         let fill = h.constant(value, dtype);
         match mask {
             Some(m) => {
-                let outer = h.set_mask(None);
-                let m_all = match outer {
-                    Some(o) => h.binary(BinaryOp::LogicalAnd, o, m),
-                    None => m,
-                };
-                h.set_mask(Some(m_all));
-                let v = h.load(x.buf, &at);
-                h.set_mask(outer);
+                let v = load_masked(h, x.buf, &at, m);
                 h.where_(m, v, fill)
             }
             None => h.load(x.buf, &at),

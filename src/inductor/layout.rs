@@ -146,14 +146,6 @@ fn rewrite(py: Python<'_>, g: &FxGraph, convert_inputs: bool) -> PyResult<FxGrap
     let mut output = 0;
     let err = |m: String| pyo3::exceptions::PyValueError::new_err(m);
 
-    fn map_arg(a: &FxArg, remap: &[usize]) -> FxArg {
-        match a {
-            FxArg::Node(i) => FxArg::Node(remap[*i]),
-            FxArg::Tuple(items) => FxArg::Tuple(items.iter().map(|x| map_arg(x, remap)).collect()),
-            FxArg::List(items) => FxArg::List(items.iter().map(|x| map_arg(x, remap)).collect()),
-            other => other.clone(),
-        }
-    }
     let convert = |nodes: &mut Vec<FxNode>, changed: &mut Vec<bool>, src: usize, fmt: Option<usize>| -> usize {
         let m = nodes[src].meta.clone().expect("conv operand has meta");
         let strides = match fmt {
@@ -375,6 +367,16 @@ mod tests {
     }
 }
 
+/// `a` with every node index `i` replaced by `remap[i]` (a graph rebuilt with nodes inserted).
+fn map_arg(a: &FxArg, remap: &[usize]) -> FxArg {
+    match a {
+        FxArg::Node(i) => FxArg::Node(remap[*i]),
+        FxArg::Tuple(items) => FxArg::Tuple(items.iter().map(|x| map_arg(x, remap)).collect()),
+        FxArg::List(items) => FxArg::List(items.iter().map(|x| map_arg(x, remap)).collect()),
+        other => other.clone(),
+    }
+}
+
 /// ATen's `computeStride` (aten/src/ATen/TensorUtils.cpp): the strides of `new_sizes` as a view
 /// of a tensor of `sizes` and `strides`, or None when no view exists (`reshape` then copies).
 pub fn view_strides(sizes: &[i64], strides: &[i64], new_sizes: &[i64]) -> Option<Vec<i64>> {
@@ -450,14 +452,6 @@ pub fn explicit_reshape_copies(g: &mut FxGraph) -> usize {
     }
     let mut nodes: Vec<FxNode> = Vec::with_capacity(g.nodes.len() + copies.len());
     let mut remap: Vec<usize> = Vec::with_capacity(g.nodes.len());
-    fn map_arg(a: &FxArg, remap: &[usize]) -> FxArg {
-        match a {
-            FxArg::Node(i) => FxArg::Node(remap[*i]),
-            FxArg::Tuple(items) => FxArg::Tuple(items.iter().map(|x| map_arg(x, remap)).collect()),
-            FxArg::List(items) => FxArg::List(items.iter().map(|x| map_arg(x, remap)).collect()),
-            other => other.clone(),
-        }
-    }
     for (i, n) in g.nodes.iter().enumerate() {
         let mut node = n.clone();
         node.args = n.args.iter().map(|a| map_arg(a, &remap)).collect();
