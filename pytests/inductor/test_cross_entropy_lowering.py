@@ -98,3 +98,13 @@ def test_unsupported_arguments_run_through_torch():
     compiled = C.inductor_compile(torch.fx.symbolic_trace(label_smoothing), [x, w, t])
     assert any("cross_entropy" in line for line in compiled.plan.splitlines() if line.startswith("fallback"))
     torch.testing.assert_close(compiled(x, w, t), label_smoothing(x, w, t))
+
+
+def test_int32_targets_raise_eagers_error():
+    x, w = torch.randn(5, 8), torch.randn(8, 6)
+    t = torch.tensor([0, 1, 2, 3, 4], dtype=torch.int32)
+    with pytest.raises(RuntimeError) as eager:
+        head(x, w, t)
+    with pytest.raises(RuntimeError) as got:
+        dynamo.optimize("inductor")(head)(x, w, t)
+    assert str(got.value) == str(eager.value)

@@ -1385,8 +1385,10 @@ fn cross_entropy(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let (Some(input), Some(target)) = (a[0], a[1]) else { return unsupported("cross_entropy arguments") };
     let x = float_input(lw, Some(input))?;
     let t = lw.tensor_any_dtype(target)?;
-    if x.sizes.len() != 2 || t.sizes.len() != 1 || t.sizes[0] != x.sizes[0] || !t.dtype.is_int() {
-        return unsupported("cross_entropy other than [N, C] logits with [N] class indices");
+    // int64 targets only: nll_loss refuses others ("expected scalar type Long"), and the
+    // fallback raises that error as eager does.
+    if x.sizes.len() != 2 || t.sizes.len() != 1 || t.sizes[0] != x.sizes[0] || t.dtype != DType::I64 {
+        return unsupported("cross_entropy other than [N, C] logits with [N] int64 class indices");
     }
     if !lw.in_memory(&x) {
         return unsupported("cross_entropy of logits computed in the graph");
