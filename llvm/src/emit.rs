@@ -49,8 +49,10 @@ pub struct TargetInfo {
 // kind of loops: when the host has AVX-512 F/BW/DQ/VL, kernels prefer 512-bit vectors
 // (`prefer-vector-width`, with `min-legal-vector-width` so 512-bit vectors stay legal across
 // the libmvec calls' vector ABI). Over 32768 floats on a 2-core Xeon: `exp` 11.1 -> 8.0 us,
-// `tanh` 20.4 -> 9.5 us, `erf` 16.2 -> 15.4 us (docs/PERF.md). `DYNAMO_LLVM_VECTOR_BITS=256`
-// keeps LLVM's preference, for comparison. Tried and dropped: PyTorch's own Sleef variants,
+// `sigmoid` 10.9 -> 8.2 us, the pointwise benchmark 55 -> 41 ms (docs/PERF.md). `tanh` and `erf`
+// keep their AVX2 variants (`jit::AVX512_INEXACT`: the AVX-512 ones are less exact; their loops
+// vectorize at 8 lanes). `DYNAMO_LLVM_VECTOR_BITS=256` keeps LLVM's preference, for
+// comparison. Tried and dropped: PyTorch's own Sleef variants,
 // which `libtorch_cpu` exports under vector-ABI names (`_ZGVeN16v_Sleef_tanhf_u10`): over the
 // same floats `tanh` took 43 us and `exp` 8.0 (eager's contiguous `exp`/`tanh` are MKL's VML,
 // not Sleef, so they gave no bit-exactness either).
