@@ -18,6 +18,7 @@ The joint graph, the derivative rules and the partitioner live in Rust (``src/au
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 
 import torch
@@ -521,7 +522,22 @@ def _split_around_gaps(gm, example_inputs, backend):
         return None
     from torch.fx.passes.split_module import split_module
 
-    gap_names = {name for name, _ in gaps}
+    # Note [segment value names]: torch.fx's split_module names a segment's placeholders after
+    # the values it receives, and its namespace turns "sum_1", "sum_2" into "sum", "sum_1"; the
+    # segment's code then rebinds them in order (`sum_1 = sum; sum_2 = sum_1`), so two values
+    # whose names differ by a numeric suffix arrive as the same tensor (fuzzer seed 730019:
+    # `torch.maximum(a.sum(0), b.sum(0))` around the gap computed the max of `a` with itself).
+    # The split runs on a copy whose value names end in a letter, which the namespace keeps.
+    gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    gap_names = set()
+    gap_original = {name for name, _ in gaps}
+    for node in gm.graph.nodes:
+        if node.op not in ("placeholder", "output"):
+            was = node.name
+            node._rename(f"{was}_v")
+            if was in gap_original:
+                gap_names.add(node.name)
+    gm.recompile()
     segment = [0]
     assignment = {}
     for node in gm.graph.nodes:
