@@ -76,6 +76,18 @@ impl KernelOps<'_> {
     }
 }
 
+/// The element offset `sum(index[d] * strides[d])` over the kernel's `n_vars` loop variables,
+/// leaving out dim `skip` (an indirect load's data-dependent dim).
+fn flat_index(index: &[Affine], strides: &[i64], skip: Option<usize>, n_vars: usize) -> llvm::Index {
+    let mut flat = Affine::constant(0, n_vars);
+    for (d, a) in index.iter().enumerate() {
+        if Some(d) != skip {
+            flat = a.scaled_add(strides[d], &flat);
+        }
+    }
+    llvm::Index { offset: flat.offset, strides: flat.coeffs }
+}
+
 fn ev(id: llvm::ExprId) -> OpsValue {
     OpsValue(id.0)
 }
@@ -148,12 +160,7 @@ impl OpsHandler for KernelOps<'_> {
                     return ev(self.kb.const_f32(0.0));
                 };
                 let arg = self.input_arg(buf, layout.dtype);
-                let n_vars = self.kb.n_dims();
-                let mut flat = Affine::constant(0, n_vars);
-                for (d, a) in index.iter().enumerate() {
-                    flat = a.scaled_add(layout.strides[d], &flat);
-                }
-                let flat = llvm::Index { offset: flat.offset, strides: flat.coeffs };
+                let flat = flat_index(index, &layout.strides, None, self.kb.n_dims());
                 // Note [masked loads]: under a mask, a load whose index may leave the buffer
                 // (a window position past the edge) reads through the mask; loads that stay
                 // inside (a batch norm's per-channel factors) are plain and shared.
@@ -185,14 +192,7 @@ impl OpsHandler for KernelOps<'_> {
             return ev(self.kb.const_f32(0.0));
         };
         let arg = self.input_arg(buf, layout.dtype);
-        let n_vars = self.kb.n_dims();
-        let mut flat = Affine::constant(0, n_vars);
-        for (d, a) in index.iter().enumerate() {
-            if d != dim {
-                flat = a.scaled_add(layout.strides[d], &flat);
-            }
-        }
-        let flat = llvm::Index { offset: flat.offset, strides: flat.coeffs };
+        let flat = flat_index(index, &layout.strides, Some(dim), self.kb.n_dims());
         ev(self.kb.indirect_load(arg, flat, ex(row), layout.strides[dim], layout.sizes[dim]))
     }
 

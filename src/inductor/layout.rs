@@ -154,18 +154,8 @@ fn rewrite(py: Python<'_>, g: &FxGraph, convert_inputs: bool) -> PyResult<FxGrap
         };
         let meta = TensorMeta { layout: Layout { strides, ..m.layout.clone() }, requires_grad: m.requires_grad };
         let suffix = if fmt.is_some() { "channels_last" } else { "contiguous" };
-        nodes.push(FxNode {
-            name: format!("{}_{suffix}", nodes[src].name),
-            op: FxOp::CallMethod { name: "contiguous".into() },
-            canonical: Some("contiguous"),
-            target_name: "contiguous".into(),
-            args: vec![FxArg::Node(src)],
-            kwargs: fmt.map(|f| vec![("memory_format".to_string(), FxArg::Py(f))]).unwrap_or_default(),
-            meta: Some(meta),
-            users: Vec::new(),
-            inplace: false,
-            recompute: false,
-        });
+        let kwargs = fmt.map(|f| vec![("memory_format".to_string(), FxArg::Py(f))]).unwrap_or_default();
+        nodes.push(contiguous_node(format!("{}_{suffix}", nodes[src].name), src, kwargs, meta, false));
         changed.push(true);
         nodes.len() - 1
     };
@@ -367,6 +357,22 @@ mod tests {
     }
 }
 
+/// A `src.contiguous(**kwargs)` node whose value has `meta` (users filled in by `set_users`).
+fn contiguous_node(name: String, src: usize, kwargs: Vec<(String, FxArg)>, meta: TensorMeta, recompute: bool) -> FxNode {
+    FxNode {
+        name,
+        op: FxOp::CallMethod { name: "contiguous".into() },
+        canonical: Some("contiguous"),
+        target_name: "contiguous".into(),
+        args: vec![FxArg::Node(src)],
+        kwargs,
+        meta: Some(meta),
+        users: Vec::new(),
+        inplace: false,
+        recompute,
+    }
+}
+
 /// `a` with every node index `i` replaced by `remap[i]` (a graph rebuilt with nodes inserted).
 fn map_arg(a: &FxArg, remap: &[usize]) -> FxArg {
     match a {
@@ -430,7 +436,7 @@ pub fn explicit_reshape_copies(g: &mut FxGraph) -> usize {
         });
         s
     };
-    let copies: Vec<usize> = (0..g.nodes.len())
+    let copies: HashSet<usize> = (0..g.nodes.len())
         .filter(|&i| {
             let n = &g.nodes[i];
             let is_reshape = matches!(n.canonical, Some("reshape") | Some("flatten"))
@@ -459,18 +465,8 @@ pub fn explicit_reshape_copies(g: &mut FxGraph) -> usize {
         if copies.contains(&i) {
             let FxArg::Node(x) = node.args[0] else { unreachable!("checked above") };
             let xm = nodes[x].meta.clone().expect("checked above");
-            nodes.push(FxNode {
-                name: format!("{}_copy", nodes[x].name),
-                op: FxOp::CallMethod { name: "contiguous".into() },
-                canonical: Some("contiguous"),
-                target_name: "contiguous".into(),
-                args: vec![FxArg::Node(x)],
-                kwargs: Vec::new(),
-                meta: Some(TensorMeta { layout: Layout { strides: Layout::contiguous_strides(&xm.layout.sizes), ..xm.layout }, ..xm }),
-                users: Vec::new(),
-                inplace: false,
-                recompute: n.recompute,
-            });
+            let meta = TensorMeta { layout: Layout { strides: Layout::contiguous_strides(&xm.layout.sizes), ..xm.layout }, ..xm };
+            nodes.push(contiguous_node(format!("{}_copy", nodes[x].name), x, Vec::new(), meta, n.recompute));
             node.args[0] = FxArg::Node(nodes.len() - 1);
         }
         remap.push(nodes.len());
