@@ -199,6 +199,29 @@ def median_call_ns(fn, args, iters):
     return statistics.median(timed_call(fn, args)[1] for _ in range(iters))
 
 
+def warm_up_compilers(engines, fn, make_args):
+    """Pays each engine's one-time costs (imports, worker pools, JIT set-up) before anything is
+    timed: wraps `fn` for every engine of `engines` ("torch.compile", "dynamo") and calls it once
+    on `make_args()` (a tuple); when the result is a tensor that requires grad, its `.sum()` is
+    also backpropagated, so the training path (AOTAutograd, the backward compile) is warm too.
+
+    Returns {engine: "N ms" (the warm-up's wall time) or "error: ..."}; ends with reset_all().
+    """
+    notes = {}
+    for engine in engines:
+        try:
+            wrapped = wrap(engine, fn)
+            t0 = time.perf_counter_ns()
+            out = wrapped(*make_args())
+            if getattr(out, "requires_grad", False):
+                out.sum().backward()
+            notes[engine] = f"{(time.perf_counter_ns() - t0) / 1e6:.0f} ms"
+        except Exception as exc:  # noqa: BLE001 - reported in the header
+            notes[engine] = f"error: {error_text(exc)}"
+    reset_all()
+    return notes
+
+
 # ---- report -----------------------------------------------------------------------------------
 
 def cpu_model():

@@ -310,21 +310,6 @@ def max_abs_diff(out, ref):
     return (out - ref).abs().max().item()
 
 
-def warm_up_compilers():
-    """Pay both compilers' one-time costs (imports, JIT set-up) before anything is timed."""
-    x = torch.randn(16)
-    notes = {}
-    for engine in ("torch.compile", "dynamo"):
-        try:
-            fn = wrap(engine, warm_fn)
-            _, ns = timed_call(fn, (x,))
-            notes[engine] = f"{ns / 1e6:.0f} ms"
-        except Exception as exc:
-            notes[engine] = f"error: {error_text(exc)}"
-    reset_all()
-    return notes
-
-
 # ---- measurements: each returns {engine: dict | Exception} ------------------------------------
 
 def measure_micro():
@@ -899,7 +884,7 @@ def main():
     cache_note = _common.inductor_cache_note()
     wanted = set(ARGS.only.split(","))
     print("# warming up both compilers ...", file=sys.stderr, flush=True)
-    warm_notes = warm_up_compilers()
+    warm_notes = _common.warm_up_compilers(("torch.compile", "dynamo"), warm_fn, lambda: (torch.randn(16),))
     micro = None
     if "a" in wanted:
         print("# measuring (a) graph-break-heavy loop ...", file=sys.stderr, flush=True)

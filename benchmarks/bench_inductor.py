@@ -294,21 +294,6 @@ def delta(after, before, key):
 
 # ---- measurements -----------------------------------------------------------------------------
 
-def warm_up_compilers():
-    """Pay both compilers' one-time costs (imports, JIT set-up) before anything is timed."""
-    x = torch.randn(16)
-    notes = {}
-    for engine in COMPILERS:
-        try:
-            fn = wrap(engine, warm_fn)
-            _, ns = timed_call(fn, (x,))
-            notes[engine] = f"{ns / 1e6:.0f} ms"
-        except Exception as exc:
-            notes[engine] = f"error: {error_text(exc)}"
-    reset_all()
-    return notes
-
-
 def copy_bandwidth():
     """GB/s of cloning COPY_FLOATS float32 (bytes read + written / median time), and of copy_ into
     an existing tensor."""
@@ -749,7 +734,7 @@ def main():
     command = _common.command_line("bench_inductor.py")
     cache_note = _common.inductor_cache_note()
     print("# warming up both compilers ...", file=sys.stderr, flush=True)
-    warm_notes = warm_up_compilers()
+    warm_notes = _common.warm_up_compilers(COMPILERS, warm_fn, lambda: (torch.randn(16),))
     print("# measuring the copy bandwidth ...", file=sys.stderr, flush=True)
     bandwidth = copy_bandwidth()
     results = {}
