@@ -147,7 +147,7 @@ pub const COLUMN_BLOCK: i64 = 256;
 /// weight gradient's column sum) must be unit-stride along that dim and strided along the
 /// innermost reduction dim, as the loads.
 fn column_dim(kernel: &Kernel, inner: &[bool], n_loops: usize, store_loop: &[Option<usize>]) -> Option<usize> {
-    if n_loops != 1 || kernel.reduction_ranges.is_empty() || kernel.has_masks() {
+    if n_loops != 1 || kernel.reduction_ranges.is_empty() || kernel.has_masks() || has_f64_sums(kernel) {
         return None;
     }
     let n_outer = kernel.ranges.len();
@@ -173,6 +173,14 @@ fn column_dim(kernel: &Kernel, inner: &[bool], n_loops: usize, store_loop: &[Opt
         }
     }
     unit.then_some(j)
+}
+
+/// Whether some `Reduce` of `kernel` accumulates in float64 (Note [float64 sums] in kernel.rs):
+/// such kernels take the plain row loop of `emit_reduction_nest`.
+fn has_f64_sums(kernel: &Kernel) -> bool {
+    (0..kernel.exprs.len()).any(|i| {
+        matches!(kernel.exprs[i], Expr::Reduce(..)) && kernel.dtype_of(crate::kernel::ExprId(i as u32)) == DType::F64
+    })
 }
 
 /// Marks the expressions `ex` reads directly (its operands) in `needed`; loads and constants
@@ -775,9 +783,21 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         let count_slot = if pairwise { Some(e(b.build_alloca(i64t, "blocks"))?) } else { None };
         let levels_ty = f32t.array_type(PAIRWISE_LEVELS as u32);
         let mut nan_acc: Vec<Option<PointerValue<'ctx>>> = vec![None; n];
+        // The accumulator type of each reduction: f32, or f64 (Note [float64 sums] in kernel.rs),
+        // which takes neither ATen's slot order nor pairwise blocks.
+        let acc_ty: Vec<inkwell::types::FloatType<'ctx>> = (0..n)
+            .map(|i| match kernel.dtype_of(crate::kernel::ExprId(i as u32)) {
+                DType::F64 => ctx.f64_type(),
+                _ => f32t,
+            })
+            .collect();
         for (i, ex) in kernel.exprs.iter().enumerate() {
             if let Expr::Reduce(op, v) = ex {
-                acc[i] = Some(e(b.build_alloca(f32t, &format!("acc{i}")))?);
+                let wide = acc_ty[i] != f32t;
+                acc[i] = Some(e(b.build_alloca(acc_ty[i], &format!("acc{i}")))?);
+                if wide {
+                    continue;
+                }
                 if *op == ReduceOp::OrderedSum && aten_n.is_some() && !pairwise && contiguous_in_reduction(kernel, *v) {
                     // 4 W lanes and the tail (index 4 W).
                     let ty = f32t.array_type((4 * w + 1) as u32);
@@ -901,7 +921,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             emit_outer(self, &mut outer_vals, k)?;
             for &r in &reduces {
                 let Expr::Reduce(op, _) = kernel.exprs[r] else { unreachable!() };
-                e(b.build_store(acc[r].unwrap(), f32t.const_float(op.identity() as f64)))?;
+                e(b.build_store(acc[r].unwrap(), acc_ty[r].const_float(op.identity() as f64)))?;
                 if let Some(arr) = aten_slots[r] {
                     for q in 0..(4 * w + 1) as u64 {
                         let ptr = unsafe { e(b.build_in_bounds_gep(f32t, arr, &[i64t.const_int(q, false)], ""))? };
@@ -976,7 +996,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             for &r in &reduces {
                 let Expr::Reduce(op, v) = kernel.exprs[r] else { unreachable!() };
                 let slot = local[r].unwrap_or(acc[r].unwrap());
-                let cur = e(b.build_load(f32t, slot, ""))?.into_float_value();
+                let cur = e(b.build_load(acc_ty[r], slot, ""))?.into_float_value();
                 let x = vals[v.0 as usize].ok_or_else(|| bad("reduced value not emitted"))?.into_float_value();
                 if let (Some(arr), Some(rn)) = (aten_slots[r], aten_n) {
                     // Note [ATen sum order]: add x into the partial sum of this position.
@@ -1062,7 +1082,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                     }
                     _ => match (aten_slots[r], aten_n) {
                         (Some(arr), Some(rn)) => aten_combine(b, f32t, i64t, arr, rn, w)?.into(),
-                        _ => e(b.build_load(f32t, acc[r].unwrap(), ""))?,
+                        _ => e(b.build_load(acc_ty[r], acc[r].unwrap(), ""))?,
                     },
                 };
                 // Note [nan-propagating max]: the max/min above is a plain compare-and-select

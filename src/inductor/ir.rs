@@ -386,6 +386,13 @@ pub enum ReductionType {
     Min,
 }
 
+impl ReductionType {
+    /// True for both sums.
+    pub fn is_sum(self) -> bool {
+        matches!(self, ReductionType::Sum | ReductionType::OrderedSum)
+    }
+}
+
 /// A reduction of `inner_fn` over dims `reduced` of the space `input_sizes` (PyTorch:
 /// `ir.Reduction`). `inner_fn` receives one index per dim of `input_sizes`; the output has
 /// `input_sizes` with the reduced dims set to 1 (`keepdim`) or removed. Always realized: readers
