@@ -106,3 +106,21 @@ def test_basic_indexing_views_are_aliases():
     ids2, w2 = (torch.arange(40)[4:16] % 5).reshape(2, 6), torch.randn(30)[10:].reshape(5, 4)
     for a, b in zip(compiled(ids2, table, w2), sliced_lookups(ids2, table, w2)):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def attention_then_projection(q, k, v, w):
+    # Attention's outputs are a tuple: the views of its first item (heads merged back) feed mm.
+    out = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False)[0]
+    merged = out.transpose(1, 2).reshape(2, 5, 8)
+    return torch.mm(merged.reshape(-1, 8), w)
+
+
+def test_views_of_a_tuple_item_are_aliases():
+    # Note [checked tuple items]: the item's layout is checked when the call returns, which
+    # makes it an exact base for the transpose and both reshapes.
+    q, k, v = (torch.randn(2, 5, 2, 4).transpose(1, 2) for _ in range(3))
+    w = torch.randn(8, 3)
+    compiled = C.inductor_compile(torch.fx.symbolic_trace(attention_then_projection), [q, k, v, w])
+    assert compiled.plan.count("alias buf") == 3, compiled.plan
+    for _ in range(3):
+        torch.testing.assert_close(compiled(q, k, v, w), attention_then_projection(q, k, v, w), rtol=0, atol=0)

@@ -241,6 +241,26 @@ pub fn enabled() -> bool {
     std::env::var("DYNAMO_INDUCTOR_ALIAS_VIEWS").map_or(true, |v| v != "0")
 }
 
+/// Note [checked tuple items]: an item of a tuple-valued fallback (`getitem(sdpa_backward, 2)`:
+/// attention's gradients) has no layout the plan knows exactly, so the views torch takes of it
+/// (`transpose(1, 2)`, then a `reshape` merging the heads) stayed Python calls, ~2-7 µs each,
+/// six pairs per step in tiny BERT's backward. Such an item gets its result checked at run time
+/// (its compile-time layout, ~0.5 µs; a mismatch runs the graph through torch), which makes it
+/// an exact base for aliases. True for a `getitem` node of a node without tensor meta that some
+/// view op (one `view_layout` knows) reads.
+pub fn views_of_tuple_item(g: &FxGraph, ir: &GraphIr, node: usize) -> bool {
+    let n = &g.nodes[node];
+    let tuple_item = n.canonical == Some("getitem")
+        && matches!(n.args.first(), Some(FxArg::Node(src)) if g.nodes[*src].meta.is_none());
+    tuple_item
+        && ir.node_buffer[node].is_some()
+        && n.users.iter().any(|&u| {
+            let user = &g.nodes[u];
+            matches!(user.op, FxOp::CallMethod { .. } | FxOp::CallFunction { .. })
+                && matches!(user.canonical, Some("t" | "transpose" | "permute" | "view" | "reshape" | "flatten" | "expand" | "unsqueeze" | "squeeze"))
+        })
+}
+
 /// Rewrites eligible view fallbacks of `steps` into [`RtStep::Alias`] (Note [alias views]).
 /// `keep`: slots the output or a write-back reads; `exact_inputs`: input and constant slots
 /// whose layout is checked or guarded at run time. Returns the aliased slots with their bases.

@@ -506,7 +506,7 @@ fn inductor_compile(
                     .iter()
                     .map(|(k, a)| Ok((PyString::new(py, k).unbind(), arg_template(py, &g, &ir, a)?)))
                     .collect::<PyResult<_>>()?;
-                let check = match (&ir.buffer(*buf).layout, read_by_kernel(*buf)) {
+                let check = match (&ir.buffer(*buf).layout, read_by_kernel(*buf) || alias::views_of_tuple_item(&g, &ir, fb.node)) {
                     (Some(l), true) => Some(TensorCheck::new(py, l, dtype_obj(l.dtype)?)?),
                     _ => None,
                 };
