@@ -84,3 +84,13 @@ def test_degenerate_variance_warns_like_eager():
     with pytest.warns(UserWarning, match="degrees of freedom"):
         want = x.std(1, correction=3)
     assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got[~got.isnan()], want[~want.isnan()])
+
+
+def test_variance_of_an_empty_input_warns_like_eager():
+    # An empty input's reduction factor is 0/0: eager warns "degrees of freedom is <= 0"; the op
+    # runs through torch, which does.
+    run = compiled(lambda t: torch.var(t * 2, dim=-1) + 1)
+    x = torch.randn(2, 0, 3)
+    with pytest.warns(UserWarning, match="degrees of freedom"):
+        got = run(x)
+    assert got.shape == (2, 0)

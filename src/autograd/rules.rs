@@ -551,9 +551,11 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
             // embedding: weight: embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq).
             let w = arg(&n, 1, "weight").cloned().unwrap_or(FxArg::None);
             let FxArg::Node(wj) = w else { return Err(no_rule(b, i, "weight")) };
+            // F.embedding wraps a negative padding_idx (-1 is the last row); None is no padding,
+            // which embedding_dense_backward spells -1.
             let padding = match arg(&n, 2, "padding_idx") {
-                None | Some(FxArg::None) => -1,
-                Some(FxArg::Int(p)) => *p,
+                None | Some(FxArg::None) => None,
+                Some(FxArg::Int(p)) => Some(*p),
                 _ => return Err(no_rule(b, i, "padding_idx")),
             };
             if !matches!(arg(&n, 3, "max_norm"), None | Some(FxArg::None)) {
@@ -564,7 +566,11 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
                 return Err(no_rule(b, i, "sparse"));
             }
             let ws = b.sizes(wj)?;
-            let padding = if padding < 0 && padding != -1 { padding + ws[0] } else { padding };
+            let padding = match padding {
+                None => -1,
+                Some(p) if p < 0 => p + ws[0],
+                Some(p) => p,
+            };
             if b.requires_grad[wj] {
                 let gw = b.call(
                     "torch.ops.aten.embedding_dense_backward.default",

@@ -423,8 +423,9 @@ fn variance(lw: &mut Lowerer<'_>, sqrt: bool) -> Result<TensorRef, LoweringError
     };
     let keepdim = boolean(a[3], false)?;
     let n: i64 = dims.iter().map(|&d| x.sizes[d]).product();
-    if n as f64 - correction <= 0.0 {
-        // Eager warns "degrees of freedom is <= 0" (then gives inf/NaN): its kernel does both.
+    if n as f64 - correction <= 0.0 || x.sizes.contains(&0) {
+        // Eager warns "degrees of freedom is <= 0" (then gives inf/NaN; an empty input counts
+        // too, its reduction factor being 0/0): its kernel does both.
         return unsupported("degrees of freedom <= 0 (torch warns)");
     }
     if super::cuda::target() == super::cuda::Target::Cpu {
@@ -1639,6 +1640,10 @@ fn pad(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     if x.dtype == DType::Bool || (x.dtype.is_int() && value.fract() != 0.0) {
         return unsupported("pad value that torch would cast");
     }
+    if !x.dtype.holds_scalar(value) {
+        // torch raises "value cannot be converted to type ... without overflow".
+        return unsupported("pad value out of the tensor dtype's range");
+    }
     // (dim, leading count) per padded dim; output sizes.
     let mut out = x.sizes.clone();
     let mut lead = vec![0i64; nd];
@@ -1667,7 +1672,9 @@ fn pad(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
             }
             at.push(c);
         }
+        // The fill value in the tensor's dtype, as torch converts it (half types round).
         let fill = h.constant(value, dtype);
+        let fill = if matches!(dtype, DType::BF16 | DType::F16) { h.to_dtype(fill, dtype) } else { fill };
         match mask {
             Some(m) => {
                 let v = load_masked(h, x.buf, &at, m);

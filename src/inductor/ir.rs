@@ -86,6 +86,21 @@ impl DType {
         matches!(self, DType::F32 | DType::BF16 | DType::F16)
     }
 
+    /// Whether torch converts the Python number `v` to this dtype without an overflow error
+    /// (c10's `checked_convert`: a finite value beyond the dtype's range raises; inf and NaN
+    /// convert to floating dtypes). Integers: within the dtype's range.
+    pub fn holds_scalar(self, v: f64) -> bool {
+        let within = |max: f64| !v.is_finite() || v.abs() <= max;
+        match self {
+            DType::F16 => within(65504.0),
+            DType::BF16 => within(3.3895313892515355e38),
+            DType::F32 => within(f32::MAX as f64),
+            DType::I32 => v >= i32::MIN as f64 && v <= i32::MAX as f64,
+            DType::I64 => v >= -(2f64.powi(63)) && v < 2f64.powi(63),
+            _ => true,
+        }
+    }
+
     /// True for the integer dtypes (int64, int32).
     pub fn is_int(self) -> bool {
         matches!(self, DType::I64 | DType::I32)

@@ -63,6 +63,9 @@ enum Rule {
     Square,
     /// Reversed binary (`__rsub__(x, y)` is `y - x`).
     Reversed(BinaryOp),
+    /// `reciprocal(operand t) * the other operand`, in the tensor's dtype in between: Python's
+    /// `number / tensor` (Note [reciprocal division]).
+    RecipMul(usize),
     /// `x op (y * alpha)` (torch.add/sub with `alpha=`).
     Alpha(BinaryOp, f64),
     /// `x * sigmoid(x)` (F.silu).
@@ -380,8 +383,13 @@ fn make_pointwise(
                         .collect();
                     (h.load(*buf, &idx), *dtype)
                 }
-                // Scalars are made in the compute dtype directly (exact for integers).
-                Operand::Scalar { value, .. } => (h.constant(*value, want), want),
+                // Scalars are made in the compute dtype directly (exact for integers). Operands
+                // of a half type round them to it first (Note [half scalars]).
+                Operand::Scalar { value, .. } => {
+                    let c = h.constant(*value, want);
+                    let rounds = matches!(common, DType::BF16 | DType::F16) && want == DType::F32 && !keeps_scalar(rule, i);
+                    (if rounds { h.to_dtype(c, common) } else { c }, want)
+                }
             };
             vals.push(if have == want { v } else { h.to_dtype(v, want) });
         }
@@ -391,6 +399,11 @@ fn make_pointwise(
             Rule::Unary(op) => h.unary(op, vals[0]),
             Rule::Binary(op) => h.binary(op, vals[0], vals[1]),
             Rule::Reversed(op) => h.binary(op, vals[1], vals[0]),
+            Rule::RecipMul(t) => {
+                let r = h.unary(UnaryOp::Reciprocal, vals[t]);
+                let r = if matches!(result, DType::BF16 | DType::F16) { h.to_dtype(r, result) } else { r };
+                h.binary(BinaryOp::Mul, r, vals[1 - t])
+            }
             Rule::Compare(op) => h.compare(op, vals[0], vals[1]),
             Rule::Where => h.where_(vals[0], vals[1], vals[2]),
             Rule::Pos => vals[0],
@@ -479,6 +492,24 @@ fn make_pointwise(
     Ok(Pointwise { ranges: sizes, dtype: result, inner_fn, n_ops, n_reads: 1, realized: false })
 }
 
+/// Note [half scalars]: torch converts a Python number meeting tensors of a half type (float16,
+/// bfloat16) to that type before the op, so `x.half() - 65520.0` subtracts inf and
+/// `x.half() ** 1.0004` raises to the power 1; except where ATen's CPU kernel reads the
+/// original number in float32 (`iter.original_scalar_value<opmath_t>` in `mul_kernel` and the
+/// true-division kernel, for the number as the second operand): `x.half() * 1.0004` keeps
+/// 1.0004 (measured: 1000 * 1.0004 gives 1000.5 in float16, 1000 / 1.0004 gives 999.5, while
+/// 1 - 1.0004, 1.0004 - 1, 1.0004 / 1, 1 < 1.0004 and 1000 ** 1.0004 see 1.0). `i`: the
+/// operand's position in the fx call; a product keeps its number in either position (Python's
+/// `2.5 * x` is `x.__rmul__(2.5)`, the number second).
+fn keeps_scalar(rule: Rule, i: usize) -> bool {
+    match rule {
+        Rule::Binary(BinaryOp::Mul) | Rule::Reversed(BinaryOp::Mul) | Rule::RecipMul(_) => true,
+        Rule::Binary(BinaryOp::Div) => i == 1,
+        Rule::Reversed(BinaryOp::Div) => i == 0,
+        _ => false,
+    }
+}
+
 /// `v` clamped to the scalar bound `bound` (whose value is `value`) from below (`lower`) or above,
 /// as ATen's scalar-bound clamp does (Note [clamp signed zeros]): `bound` only when `v` is strictly
 /// beyond it, so equal values, -0.0 against 0.0 included, keep `v`'s bits; NaN `v` stays NaN; a
@@ -518,6 +549,21 @@ fn operands(args: &[&FxArg], ir: &GraphIr) -> Result<Vec<Operand>, LoweringError
     Ok(operands)
 }
 
+/// Note [reciprocal division]: Python's `number / tensor` is `Tensor.__rtruediv__`, which torch
+/// defines as `tensor.reciprocal() * number` (torch/_tensor.py): two roundings, the reciprocal's
+/// in the tensor's dtype, where one division rounds once (`3.7 / x` of float32 randn differed
+/// from eager in 26% of elements). Both spellings, `x.__rtruediv__(s)` and `operator.truediv(s,
+/// x)` (how a trace records `s / x`), take that form; `torch.div(s, x)` stays one division.
+fn reciprocal_form(node: &FxNode, rule: Rule, operands: &[Operand]) -> Rule {
+    let scalar = |i: usize| matches!(operands.get(i), Some(Operand::Scalar { .. }));
+    let tensor = |i: usize| matches!(operands.get(i), Some(Operand::Tensor { .. }));
+    match rule {
+        Rule::Reversed(BinaryOp::Div) if tensor(0) && scalar(1) => Rule::RecipMul(0),
+        Rule::Binary(BinaryOp::Div) if scalar(0) && tensor(1) && node.target_name.ends_with("operator.truediv") => Rule::RecipMul(1),
+        _ => rule,
+    }
+}
+
 fn lower_pointwise(g: &FxGraph, node: &FxNode, ir: &mut GraphIr) -> Result<Pointwise, LoweringError> {
     let (rule, args) = decode(node)?;
     let meta = node.meta.as_ref().ok_or_else(|| LoweringError::Unsupported("no static tensor meta".into()))?;
@@ -525,6 +571,7 @@ fn lower_pointwise(g: &FxGraph, node: &FxNode, ir: &mut GraphIr) -> Result<Point
         return Err(LoweringError::Unsupported("result is not on the cpu".into()));
     }
     let operands = operands(&args, ir)?;
+    let rule = reciprocal_form(node, rule, &operands);
     if bool_only(node)
         && operands.iter().any(|o| !matches!(o, Operand::Tensor { dtype: DType::Bool, .. } | Operand::Scalar { dtype: DType::Bool, .. }))
     {
