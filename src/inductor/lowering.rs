@@ -357,6 +357,9 @@ fn make_pointwise(
     }
     let ndim = sizes.len();
     let out_sizes = sizes.clone();
+    // Note [half scalars] describes ATen's CPU kernels; its CUDA kernels read a Python number
+    // in float32 (`opmath` scalars), so the GPU target keeps it unrounded.
+    let cpu = super::cuda::target() == super::cuda::Target::Cpu;
     let inner_fn: InnerFn = Rc::new(move |h: &mut dyn OpsHandler, index: &[Affine]| -> OpsValue {
         let mut vals: Vec<OpsValue> = Vec::with_capacity(operands.len());
         for (i, o) in operands.iter().enumerate() {
@@ -387,7 +390,7 @@ fn make_pointwise(
                 // of a half type round them to it first (Note [half scalars]).
                 Operand::Scalar { value, .. } => {
                     let c = h.constant(*value, want);
-                    let rounds = matches!(common, DType::BF16 | DType::F16) && want == DType::F32 && !keeps_scalar(rule, i);
+                    let rounds = cpu && matches!(common, DType::BF16 | DType::F16) && want == DType::F32 && !keeps_scalar(rule, i);
                     (if rounds { h.to_dtype(c, common) } else { c }, want)
                 }
             };
