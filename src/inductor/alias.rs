@@ -161,6 +161,10 @@ fn basic_index_layout(index: &FxArg, sizes: &[i64], strides: &[i64]) -> Option<(
 }
 
 /// The layout torch gives `node` (a view op of `base`), when it follows from `base` alone.
+/// The pure views `view_layout` computes from their base's layout (besides basic indexing and
+/// `contiguous`).
+const VIEW_OPS: &[&str] = &["t", "transpose", "permute", "view", "reshape", "flatten", "expand", "unsqueeze", "squeeze"];
+
 fn view_layout(g: &FxGraph, node: usize, base: &Layout, out: &Layout) -> Option<ViewLayout> {
     let n = &g.nodes[node];
     if !n.kwargs.is_empty() {
@@ -257,7 +261,7 @@ pub fn views_of_tuple_item(g: &FxGraph, ir: &GraphIr, node: usize) -> bool {
         && n.users.iter().any(|&u| {
             let user = &g.nodes[u];
             matches!(user.op, FxOp::CallMethod { .. } | FxOp::CallFunction { .. })
-                && matches!(user.canonical, Some("t" | "transpose" | "permute" | "view" | "reshape" | "flatten" | "expand" | "unsqueeze" | "squeeze"))
+                && user.canonical.is_some_and(|c| VIEW_OPS.contains(&c))
         })
 }
 

@@ -15,7 +15,7 @@
 
 use super::fx_import::{FxArg, FxNode, FxOp};
 use super::ir::{Affine, BinaryOp, CmpOp, DType, OpsHandler, OpsValue, Reduction, ReductionType, UnaryOp};
-use super::lowering::{load_broadcast, LoweringError, Lowerer, TensorRef};
+use super::lowering::{load_broadcast, round_to_half, LoweringError, Lowerer, TensorRef};
 
 type Decomposition = fn(&mut Lowerer<'_>) -> Result<TensorRef, LoweringError>;
 
@@ -1674,7 +1674,7 @@ fn pad(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
         }
         // The fill value in the tensor's dtype, as torch converts it (half types round).
         let fill = h.constant(value, dtype);
-        let fill = if matches!(dtype, DType::BF16 | DType::F16) { h.to_dtype(fill, dtype) } else { fill };
+        let fill = round_to_half(h, fill, dtype);
         match mask {
             Some(m) => {
                 let v = load_masked(h, x.buf, &at, m);

@@ -86,6 +86,11 @@ impl DType {
         matches!(self, DType::F32 | DType::BF16 | DType::F16)
     }
 
+    /// True for the half-precision storage types (bfloat16, float16), computed in float32.
+    pub fn is_half(self) -> bool {
+        matches!(self, DType::BF16 | DType::F16)
+    }
+
     /// Whether torch converts the Python number `v` to this dtype without an overflow error
     /// (c10's `checked_convert`: a finite value beyond the dtype's range raises; inf and NaN
     /// convert to floating dtypes). Integers: within the dtype's range.

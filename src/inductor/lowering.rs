@@ -390,8 +390,8 @@ fn make_pointwise(
                 // of a half type round them to it first (Note [half scalars]).
                 Operand::Scalar { value, .. } => {
                     let c = h.constant(*value, want);
-                    let rounds = cpu && matches!(common, DType::BF16 | DType::F16) && want == DType::F32 && !keeps_scalar(rule, i);
-                    (if rounds { h.to_dtype(c, common) } else { c }, want)
+                    let rounds = cpu && want == DType::F32 && !keeps_scalar(rule, i);
+                    (if rounds { round_to_half(h, c, common) } else { c }, want)
                 }
             };
             vals.push(if have == want { v } else { h.to_dtype(v, want) });
@@ -404,7 +404,7 @@ fn make_pointwise(
             Rule::Reversed(op) => h.binary(op, vals[1], vals[0]),
             Rule::RecipMul(t) => {
                 let r = h.unary(UnaryOp::Reciprocal, vals[t]);
-                let r = if matches!(result, DType::BF16 | DType::F16) { h.to_dtype(r, result) } else { r };
+                let r = round_to_half(h, r, result);
                 h.binary(BinaryOp::Mul, r, vals[1 - t])
             }
             Rule::Compare(op) => h.compare(op, vals[0], vals[1]),
@@ -493,6 +493,16 @@ fn make_pointwise(
         inner_fn
     };
     Ok(Pointwise { ranges: sizes, dtype: result, inner_fn, n_ops, n_reads: 1, realized: false })
+}
+
+/// `v` (a float32 value) rounded to `dtype`'s precision when `dtype` is a half type, as torch
+/// holds a value of that type; `v` itself otherwise.
+pub(crate) fn round_to_half(h: &mut dyn OpsHandler, v: OpsValue, dtype: DType) -> OpsValue {
+    if dtype.is_half() {
+        h.to_dtype(v, dtype)
+    } else {
+        v
+    }
 }
 
 /// Note [half scalars]: torch converts a Python number meeting tensors of a half type (float16,
