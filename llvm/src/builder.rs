@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use crate::kernel::{BinaryOp, CmpOp, DType, Expr, ExprId, Index, Kernel, KernelArg, ReduceOp, Store, UnaryOp};
+use crate::kernel::{BinaryOp, CmpOp, DType, Expr, ExprId, Index, Kernel, KernelArg, ReduceOp, ScatterRow, Store, UnaryOp};
 
 /// Incrementally builds a [`Kernel`] over a fixed iteration space.
 pub struct KernelBuilder {
@@ -154,7 +154,13 @@ impl KernelBuilder {
     }
 
     pub fn store(&mut self, arg: u32, index: Index, value: ExprId) {
-        self.kernel.stores.push(Store { arg, index, value });
+        self.kernel.stores.push(Store { arg, index, value, scatter: None });
+    }
+
+    /// `out[index + row * stride] += value` (Note [scatter stores]); `out` is zero-filled
+    /// (`numel` elements) first, and a row outside `[0, size)` adds nothing.
+    pub fn scatter_add(&mut self, arg: u32, index: Index, value: ExprId, row: ExprId, stride: i64, size: i64, numel: i64) {
+        self.kernel.stores.push(Store { arg, index, value, scatter: Some(ScatterRow { row, stride, size, numel }) });
     }
 
     /// True when `id` is the F32 constant `value` (bitwise).

@@ -573,6 +573,17 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         let end = body_fn.get_nth_param(n_args as u32 + 1).unwrap().into_int_value();
         let n_dims = kernel.ranges.len();
 
+        // Note [scatter stores]: their outputs start at zero (the kernel runs as one call).
+        let mut zeroed: Vec<u32> = Vec::new();
+        for st in &kernel.stores {
+            if let (Some(sc), false) = (&st.scatter, zeroed.contains(&st.arg)) {
+                zeroed.push(st.arg);
+                let dt = kernel.args[st.arg as usize].dtype;
+                let bytes = i64t.const_int((sc.numel * dt.size_bytes() as i64) as u64, false);
+                e(b.build_memset(ptrs[st.arg as usize], dt.size_bytes() as u32, ctx.i8_type().const_zero(), bytes))?;
+            }
+        }
+
         // Loop nest. Without tiling: one loop per dim, dim 0 over [start, end). With a tile T, the
         // two innermost dims (a, b) become a_blk, b_blk (step T), then a, b within the block
         // (bounded by min), so both operand orders reuse cache lines (transposes).
@@ -1043,7 +1054,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             for (si, st) in kernel.stores.iter().enumerate() {
                 if store_loop[si] == Some(k) {
                     let value = vals[st.value.0 as usize].ok_or_else(|| bad("stored value not emitted"))?;
-                    self.emit_store(b, kernel, ptrs, &ivs, st, value)?;
+                    self.emit_store(b, kernel, ptrs, &ivs, st, value, &|_| Err(bad("a scatter store in a reduction kernel")))?;
                 }
             }
             for (li, l) in red_loops.iter().enumerate().rev() {
@@ -1103,7 +1114,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         for (si, st) in kernel.stores.iter().enumerate() {
             if store_loop[si].is_none() {
                 let value = outer_vals[st.value.0 as usize].ok_or_else(|| bad("stored value not emitted"))?;
-                self.emit_store(b, kernel, ptrs, &padded, st, value)?;
+                self.emit_store(b, kernel, ptrs, &padded, st, value, &|_| Err(bad("a scatter store in a reduction kernel")))?;
             }
         }
         for l in loops.iter().rev() {
@@ -1252,7 +1263,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         for &si in &inner_stores {
             let st = &kernel.stores[si];
             let value = vals[st.value.0 as usize].ok_or_else(|| bad("stored value not emitted"))?;
-            self.emit_store(b, kernel, ptrs, &ivs, st, value)?;
+            self.emit_store(b, kernel, ptrs, &ivs, st, value, &|_| Err(bad("a scatter store in a reduction kernel")))?;
         }
         close_loop(ctx, b, &ml)?;
         for l in red_loops.iter().rev() {
@@ -1296,7 +1307,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                 continue;
             }
             let value = vals[st.value.0 as usize].ok_or_else(|| bad("stored value not emitted"))?;
-            self.emit_store(b, kernel, ptrs, &ivs, st, value)?;
+            self.emit_store(b, kernel, ptrs, &ivs, st, value, &|_| Err(bad("a scatter store in a reduction kernel")))?;
         }
         close_loop(ctx, b, &fl)?;
         close_loop(ctx, b, &blk)?;
@@ -1355,7 +1366,9 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         Ok(())
     }
 
-    /// Stores `value` (of the argument's dtype) at `st.index` evaluated at `ivs`.
+    /// Stores `value` (of the argument's dtype) at `st.index` evaluated at `ivs`; a scatter store
+    /// (Note [scatter stores] in kernel.rs) adds it at the row `vals_row` gives.
+    #[allow(clippy::too_many_arguments)]
     fn emit_store(
         &self,
         b: &Builder<'ctx>,
@@ -1364,6 +1377,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         ivs: &[IntValue<'ctx>],
         st: &crate::kernel::Store,
         value: BasicValueEnum<'ctx>,
+        vals_row: &dyn Fn(crate::kernel::ExprId) -> Result<BasicValueEnum<'ctx>, CodegenError>,
     ) -> Result<(), CodegenError> {
         let ctx = self.ctx;
         let i64t = ctx.i64_type();
@@ -1376,6 +1390,29 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             }
         }
         let ty = storage_type(ctx, dt);
+        let mut value = value;
+        if let Some(sc) = &st.scatter {
+            // Note [scatter stores]: `out[off + row * stride] += value`; a row outside
+            // [0, size) adds +0.0 to row 0 (one unsigned compare and two selects, no branch).
+            let r = vals_row(sc.row)?.into_int_value();
+            let r = if r.get_type().get_bit_width() < 64 { e(b.build_int_s_extend(r, i64t, ""))? } else { r };
+            let ok = e(b.build_int_compare(IntPredicate::ULT, r, i64t.const_int(sc.size as u64, false), ""))?;
+            let r = e(b.build_select(ok, r, i64t.const_zero(), ""))?.into_int_value();
+            let term = e(b.build_int_nsw_mul(r, i64t.const_int(sc.stride as u64, true), ""))?;
+            off = e(b.build_int_nsw_add(off, term, ""))?;
+            let v = value.into_float_value();
+            let v = e(b.build_select(ok, v, v.get_type().const_zero(), ""))?.into_float_value();
+            let ptr = unsafe { e(b.build_in_bounds_gep(ty, ptrs[st.arg as usize], &[off], ""))? };
+            let old = e(b.build_load(ty, ptr, ""))?;
+            if let Some(inst) = inkwell::values::BasicValue::as_instruction_value(&old) {
+                let _ = inst.set_alignment(dt.size_bytes() as u32);
+            }
+            let old = match dt {
+                DType::BF16 | DType::F16 => e(b.build_float_ext(old.into_float_value(), v.get_type(), ""))?,
+                _ => old.into_float_value(),
+            };
+            value = e(b.build_float_add(old, v, ""))?.into();
+        }
         let value: BasicValueEnum<'ctx> = match dt {
             DType::F32 | DType::F64 | DType::I64 | DType::I32 => value,
             // fptrunc rounds to nearest even, as torch's float -> bfloat16/half conversions do.
@@ -1468,7 +1505,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             vals.push(v);
         }
         for store in &kernel.stores {
-            self.emit_store(b, kernel, ptrs, ivs, store, vals[store.value.0 as usize])?;
+            self.emit_store(b, kernel, ptrs, ivs, store, vals[store.value.0 as usize], &|id| Ok(vals[id.0 as usize]))?;
         }
 
         Ok(())

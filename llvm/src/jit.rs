@@ -360,6 +360,8 @@ pub struct CompiledKernel {
     pub n_args: usize,
     /// Outer-loop chunks given to threads start at multiples of this.
     align: i64,
+    /// Runs as one call (Note [scatter stores] in kernel.rs).
+    serial: bool,
 }
 
 /// Timings of one compile, in milliseconds.
@@ -535,6 +537,7 @@ impl JitModule {
                 numel: k.numel(),
                 work: k.numel() * k.reduction_ranges.iter().product::<i64>(),
                 n_args: k.args.len(),
+                serial: k.has_scatter(),
                 align: match k.tile {
                     Some(t) if k.ranges.len() == 2 => crate::emit::TILE_BLOCK.max(t),
                     _ => 1,
@@ -569,6 +572,10 @@ impl JitModule {
             return;
         }
         let f = k.func;
+        if k.serial {
+            f(ptrs.as_ptr(), 0, k.outer);
+            return;
+        }
         let team = gomp();
         let n_threads = match team {
             Some(g) => unsafe { (g.max_threads)() }.max(1) as i64,

@@ -235,12 +235,39 @@ pub enum Expr {
     IndirectLoad { arg: u32, index: Index, row: ExprId, stride: i64, size: i64 },
 }
 
-/// Write `value` to element `index` of output argument `arg`.
+/// Write `value` to element `index` of output argument `arg`; with `scatter`, add it to the
+/// element at a data-dependent row instead (Note [scatter stores]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Store {
     pub arg: u32,
     pub index: Index,
     pub value: ExprId,
+    pub scatter: Option<ScatterRow>,
+}
+
+/// Note [scatter stores]: a store `out[index + row * stride] += value`, `row` an integer value
+/// (I64 or I32) computed in the kernel: the accumulation of a gradient into the rows an index
+/// tensor names (`embedding_dense_backward`: `grad_weight[indices[n], j] += grad[n, j]`).
+/// - The output argument is zero-filled (`numel` elements) before the loop nest, and every
+///   store to it is a scatter store.
+/// - A `row` outside `[0, size)` adds nothing (padding_idx rows are given row -1): the emitter
+///   adds `+0.0` to row 0 instead, which leaves every value bitwise unchanged (an accumulator
+///   that starts at `+0.0` never becomes `-0.0`: `x + y` is `-0.0` only when both are).
+/// - A kernel with scatter stores runs as one call over its whole outer range (never split
+///   across threads, `Kernel::has_scatter`), its loops in order, so each output element adds its
+///   values in iteration order: ATen's `embedding_dense_backward_cpu` adds the rows of each
+///   index in token order, and so gives the same bits.
+/// - Pointwise kernels only (no reduction loops); the NVPTX emitter refuses them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ScatterRow {
+    /// The integer row.
+    pub row: ExprId,
+    /// Elements between rows of the output.
+    pub stride: i64,
+    /// Rows of the output.
+    pub size: i64,
+    /// Elements of the output, zero-filled before the loops.
+    pub numel: i64,
 }
 
 /// A pointer argument of the kernel.
@@ -303,6 +330,12 @@ impl Kernel {
     /// of the loop variables, which tiled and column kernels do not stage.
     pub fn has_masks(&self) -> bool {
         self.exprs.iter().any(|e| matches!(e, Expr::InRange { .. } | Expr::MaskedLoad { .. } | Expr::IndirectLoad { .. }))
+    }
+
+    /// True when some store is a scatter store (Note [scatter stores]): the kernel then runs as
+    /// one call, never split across threads.
+    pub fn has_scatter(&self) -> bool {
+        self.stores.iter().any(|s| s.scatter.is_some())
     }
 
     /// Per expression: whether its value varies along the reduction loop (it reads a load that
@@ -490,6 +523,23 @@ impl Kernel {
             }
         }
         for store in &self.stores {
+            if let Some(sc) = &store.scatter {
+                if !self.reduction_ranges.is_empty() {
+                    errors.push(format!("{}: scatter store in a reduction kernel", self.name));
+                }
+                if sc.size < 1 || sc.stride < 0 || sc.numel < 1 {
+                    errors.push(format!("{}: scatter store over {} rows of stride {} ({} elements)", self.name, sc.size, sc.stride, sc.numel));
+                }
+                if (sc.row.0 as usize) >= self.exprs.len() || !self.dtype_of(sc.row).is_int() {
+                    errors.push(format!("{}: scatter store row {} is not an integer value", self.name, sc.row));
+                }
+                if (store.value.0 as usize) < self.exprs.len() && !self.dtype_of(store.value).is_float_value() {
+                    errors.push(format!("{}: scatter store of a non-float value {}", self.name, store.value));
+                }
+            }
+            if self.stores.iter().any(|o| o.arg == store.arg && o.scatter.is_some() != store.scatter.is_some()) {
+                errors.push(format!("{}: arg {} has both scatter and plain stores", self.name, store.arg));
+            }
             check_index("store", &store.index, &mut errors);
             match self.args.get(store.arg as usize) {
                 None => errors.push(format!("{}: store to missing arg {}", self.name, store.arg)),
@@ -572,7 +622,14 @@ impl fmt::Display for Kernel {
             writeln!(f, "  %{i} = {text}")?;
         }
         for s in &self.stores {
-            writeln!(f, "  store {}{} = {}", self.args[s.arg as usize].name, s.index, s.value)?;
+            match &s.scatter {
+                None => writeln!(f, "  store {}{} = {}", self.args[s.arg as usize].name, s.index, s.value)?,
+                Some(sc) => writeln!(
+                    f,
+                    "  scatter_add {}{} + {}*{} rows {} (zeroed {}) += {}",
+                    self.args[s.arg as usize].name, s.index, sc.row, sc.stride, sc.size, sc.numel, s.value
+                )?,
+            }
         }
         Ok(())
     }

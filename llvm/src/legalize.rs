@@ -136,6 +136,7 @@ pub fn simplify_loops(kernel: &Kernel) -> Kernel {
     let n_stores = k.stores.len();
     // Window kernels (Note [masked loads]) are not tiled: the tile staging reads plain loads.
     let masked = k.has_masks();
+    let scatter = k.has_scatter();
     let mut ranges = k.ranges.clone();
     let mut indices: Vec<&mut Index> = Vec::new();
     for e in k.exprs.iter_mut() {
@@ -152,8 +153,10 @@ pub fn simplify_loops(kernel: &Kernel) -> Kernel {
     for idx in indices.iter_mut() {
         idx.strides = keep.iter().map(|&d| idx.strides[d]).collect();
     }
-    // 2. Order loops by the first store's strides, largest outermost (stable).
-    if n_stores > 0 {
+    // 2. Order loops by the first store's strides, largest outermost (stable). A scatter store's
+    //    index leaves out its data-dependent row, so its loops keep the lowering's order (the
+    //    scattered dims outermost, Note [scatter stores]).
+    if n_stores > 0 && !scatter {
         let first_store = indices.len() - n_stores;
         let key: Vec<i64> = indices[first_store].strides.iter().map(|s| s.abs()).collect();
         let mut order: Vec<usize> = (0..ranges.len()).collect();
@@ -185,7 +188,7 @@ pub fn simplify_loops(kernel: &Kernel) -> Kernel {
     // 4. Tiling: when some load is unit-stride along a dim `a` other than the innermost `b` and
     //    strided along `b` (a transpose), move `a` next to `b` and block both.
     let n = ranges.len();
-    if n >= 2 && !masked {
+    if n >= 2 && !masked && !scatter {
         let b = n - 1;
         let transposed_dim = indices.iter().find_map(|idx| {
             if idx.strides[b] == 0 || idx.strides[b] == 1 {
@@ -230,7 +233,10 @@ pub fn legalize(kernel: &Kernel) -> Kernel {
         map.push(id);
     }
     for s in &kernel.stores {
-        b.store(s.arg, s.index.clone(), map[s.value.0 as usize]);
+        match s.scatter {
+            None => b.store(s.arg, s.index.clone(), map[s.value.0 as usize]),
+            Some(sc) => b.scatter_add(s.arg, s.index.clone(), map[s.value.0 as usize], map[sc.row.0 as usize], sc.stride, sc.size, sc.numel),
+        }
     }
     let mut out = b.into_kernel_unchecked();
     out.tile = kernel.tile;

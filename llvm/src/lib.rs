@@ -16,7 +16,7 @@ pub mod nvptx;
 
 pub use builder::KernelBuilder;
 pub use jit::{emit_ir, host_target_info, unique_kernel_prefix, CompileTimes, JitModule};
-pub use kernel::{BinaryOp, CmpOp, DType, Expr, ExprId, Index, Kernel, KernelArg, ReduceOp, Store, UnaryOp};
+pub use kernel::{BinaryOp, CmpOp, DType, Expr, ExprId, Index, Kernel, KernelArg, ReduceOp, ScatterRow, Store, UnaryOp};
 
 /// Errors of this crate's boundary.
 #[derive(Debug, thiserror::Error)]

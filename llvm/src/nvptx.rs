@@ -109,6 +109,10 @@ fn e<T>(r: Result<T, inkwell::builder::BuilderError>) -> Result<T, CodegenError>
 
 /// Why `kernel` cannot run on the GPU path (an op this emitter lacks), or `None`.
 pub fn unsupported(kernel: &Kernel) -> Option<String> {
+    if kernel.has_scatter() {
+        // Note [scatter stores] (kernel.rs): they would need atomics in an order-preserving form.
+        return Some("a scatter store has no NVPTX lowering yet".into());
+    }
     let k = legalize(kernel);
     for ex in &k.exprs {
         match ex {

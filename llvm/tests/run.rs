@@ -406,3 +406,49 @@ fn float64_sums() {
     b.store(out_arg, idx(0, &[1, 0]), m);
     assert!(b.finish().is_err(), "a float64 max must be refused");
 }
+
+/// Note [scatter stores] (kernel.rs): `out[idx[n], j] += g[n, j]` over a zero-filled output,
+/// big enough that a plain kernel would run split across threads. Each row adds its values in
+/// token order, so the result equals a sequential f32 reference bit for bit; rows never named
+/// stay 0, and a row outside [0, rows) (here -1 and `rows`) adds nothing. The output starts
+/// filled with garbage to show the kernel zeroes it.
+#[test]
+fn scatter_add_rows() {
+    let (tokens, dim, rows) = (3000i64, 40i64, 37i64);
+    let mut b = KernelBuilder::new(format!("{}scatter", dynamo_llvm::unique_kernel_prefix()), vec![tokens, dim]);
+    let g_arg = b.input("g", DType::F32);
+    let i_arg = b.input("idx", DType::I64);
+    let out_arg = b.output("out", DType::F32);
+    let v = b.load(g_arg, idx(0, &[dim, 1]));
+    let row = b.load(i_arg, idx(0, &[1, 0]));
+    b.scatter_add(out_arg, idx(0, &[0, 1]), v, row, dim, rows, rows * dim);
+    let kernel = b.finish().unwrap();
+    assert!(kernel.has_scatter() && kernel.to_string().contains("scatter_add"), "{kernel}");
+    let jm = JitModule::compile(&[kernel]).unwrap();
+    let g: Vec<f32> = (0..tokens * dim).map(|i| (((i * 2654435761) % 1000) as f32 - 500.0) * 1.37e-3).collect();
+    // Rows 0..rows-5 only (the last five stay 0), and some out of range.
+    let ix: Vec<i64> = (0..tokens).map(|n| if n % 97 == 5 { -1 } else if n % 89 == 3 { rows } else { (n * 7919) % (rows - 5) }).collect();
+    let mut out = vec![f32::NAN; (rows * dim) as usize];
+    unsafe { jm.run(0, &[g.as_ptr() as *mut u8, ix.as_ptr() as *mut u8, out.as_mut_ptr() as *mut u8]) };
+    let mut want = vec![0f32; (rows * dim) as usize];
+    for n in 0..tokens as usize {
+        let r = ix[n];
+        if (0..rows).contains(&r) {
+            for j in 0..dim as usize {
+                want[r as usize * dim as usize + j] += g[n * dim as usize + j];
+            }
+        }
+    }
+    for (k, (got, w)) in out.iter().zip(&want).enumerate() {
+        assert_eq!(got.to_bits(), w.to_bits(), "element {k}: want {w}, got {got}");
+    }
+    // A scatter store cannot share its output with plain stores.
+    let mut b = KernelBuilder::new("mixed", vec![4]);
+    let x = b.input("x", DType::F32);
+    let o = b.output("o", DType::F32);
+    let v = b.load(x, idx(0, &[1]));
+    let zero = b.const_int(DType::I64, 0);
+    b.scatter_add(o, idx(0, &[0]), v, zero, 1, 1, 1);
+    b.store(o, idx(0, &[1]), v);
+    assert!(b.finish().is_err());
+}

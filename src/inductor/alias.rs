@@ -331,7 +331,7 @@ pub fn alias_views(
                         BufferKind::Fallback(_) => {
                             candidate[b.0 as usize].is_some() || FRESH_RESULT_TARGETS.contains(&user.target_name.as_str())
                         }
-                        BufferKind::Pointwise(_) | BufferKind::Reduction(_) => true,
+                        BufferKind::Pointwise(_) | BufferKind::Reduction(_) | BufferKind::Scatter(_) => true,
                         _ => false,
                     },
                     // Inlined into a kernel (no buffer of its own).
@@ -410,7 +410,7 @@ pub fn identity_dropouts(py: Python<'_>, g: &FxGraph, ir: &GraphIr, steps: &mut 
         // A checked result (kernels read it) keeps its call unless the input is a kernel output
         // (we allocate it, at its compile-time layout) with the layout the check expects: the
         // check validates the layout the kernels were compiled for.
-        let kernel_output = matches!(ir.buffers[src].kind, BufferKind::Pointwise(_) | BufferKind::Reduction(_));
+        let kernel_output = matches!(ir.buffers[src].kind, BufferKind::Pointwise(_) | BufferKind::Reduction(_) | BufferKind::Scatter(_));
         if check.is_some() && !(kernel_output && ir.buffers[src].layout.is_some() && ir.buffers[src].layout == ir.buffers[*slot].layout) {
             continue;
         }

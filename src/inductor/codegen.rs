@@ -323,6 +323,30 @@ fn build_group(
         space_vars: space_vars.clone(),
     };
     let n_vars = h.kb.n_dims();
+    if let [m] = grp.members.as_slice() {
+        if let BufferKind::Scatter(sc) = &ir.buffer(*m).kind {
+            // Note [scatter stores]: `out[row, i<lead>...] += value` over the group's ranges.
+            let layout = ir.buffer(*m).layout.clone().ok_or_else(|| format!("{m} has no layout"))?;
+            let idx: Vec<Affine> = (0..n_vars).map(|d| Affine::var(d, n_vars)).collect();
+            let row = (sc.row_fn.clone())(&mut h, &idx);
+            let v = (sc.inner_fn.clone())(&mut h, &idx);
+            h.op_names.insert("scatter_add");
+            if let Some(err) = h.error {
+                return Err(err);
+            }
+            if stored.is_none() {
+                return Ok((llvm::KernelBuilder::new(name, vec![]).finish().map_err(|e| e.join("; "))?, h.args, h.op_names));
+            }
+            let v = h.to_dtype(v, layout.dtype.compute());
+            let out = h.kb.output(m.to_string(), kernel_dtype(layout.dtype));
+            h.args.push((*m, true));
+            let strides: Vec<i64> = (0..n_vars).map(|d| if d < sc.lead { 0 } else { layout.strides[1 + d - sc.lead] }).collect();
+            let numel: i64 = layout.sizes.iter().product();
+            h.kb.scatter_add(out, llvm::Index { offset: 0, strides }, ex(v), ex(row), layout.strides[0], sc.rows, numel);
+            let kernel = h.kb.finish().map_err(|errs| errs.join("; "))?;
+            return Ok((kernel, h.args, h.op_names));
+        }
+    }
     for m in &grp.members {
         let wanted = stored.is_none_or(|s| ir.must_store.contains(m) || s.contains(m));
         if !wanted {

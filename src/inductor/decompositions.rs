@@ -73,6 +73,8 @@ pub fn lookup(canonical: &str) -> Option<Decomposition> {
         "relu6" => relu6,
         "dropout" => dropout,
         "embedding" => embedding,
+        "embedding_dense_backward" => embedding_dense_backward,
+        "gather" => gather,
         "cross_entropy" => cross_entropy,
         "pad" => pad,
         "cat" => cat,
@@ -107,6 +109,8 @@ pub fn returns_fresh(canonical: &str) -> bool {
         canonical,
         "batch_norm"
             | "embedding"
+            | "embedding_dense_backward"
+            | "gather"
             | "cross_entropy"
             | "pad"
             | "cat"
@@ -1418,6 +1422,98 @@ fn embedding(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
         let row = load_broadcast(h, &ic, &at[..n]);
         let n_vars = at[n].coeffs.len();
         h.load_indirect(wbuf, &[Affine::constant(0, n_vars), at[n].clone()], 0, row)
+    }))
+}
+
+/// `aten.embedding_dense_backward(grad_output, indices, num_weights, padding_idx,
+/// scale_grad_by_freq)`: the weight gradient of F.embedding, `[num_weights, D]` with
+/// `gw[indices[n], :] += grad_output[n, :]` over the tokens `n` in order, skipping tokens whose
+/// index is `padding_idx` (derivatives.yaml: `embedding_backward`). A Scatter (Note [scatter
+/// stores] in llvm/src/kernel.rs), so the gradient's producer (BERT's layer-norm backward) is
+/// computed inside it: each row adds its tokens in order, as ATen's
+/// `embedding_dense_backward_cpu` does, which gives eager's bits. An index outside
+/// `[0, num_weights)` adds nothing there too (the forward has raised for it already).
+/// `scale_grad_by_freq` (divides by each index's count) runs through torch, as does an empty
+/// index tensor; CPU target only.
+fn embedding_dense_backward(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let a = bind(lw.fx_node(), &["grad_output", "indices", "num_weights", "padding_idx", "scale_grad_by_freq"])?;
+    if super::cuda::target() != super::cuda::Target::Cpu {
+        return unsupported("embedding_dense_backward on the GPU target");
+    }
+    if boolean(a[4], false)? {
+        return unsupported("embedding_dense_backward with scale_grad_by_freq");
+    }
+    let (Some(grad), Some(indices), Some(FxArg::Int(rows)), Some(FxArg::Int(padding))) = (a[0], a[1], a[2], a[3]) else {
+        return unsupported("embedding_dense_backward arguments");
+    };
+    let (rows, padding) = (*rows, *padding);
+    let g = lw.tensor_any_dtype(grad)?;
+    let idx = lw.tensor_any_dtype(indices)?;
+    if !(g.dtype.is_float() || g.dtype == DType::F64) {
+        return unsupported("embedding_dense_backward of a gradient that is not floating");
+    }
+    if !matches!(idx.dtype, DType::I64 | DType::I32) {
+        return unsupported("embedding_dense_backward indices that are not int64/int32");
+    }
+    let n = idx.sizes.len();
+    if rows < 1 || g.sizes.len() != n + 1 || g.sizes[..n] != idx.sizes[..] || idx.sizes.iter().product::<i64>() == 0 {
+        return unsupported("embedding_dense_backward of an empty or mismatched index");
+    }
+    let (ic, gc, dt) = (idx.clone(), g.clone(), idx.dtype);
+    Ok(lw.scatter(
+        g.dtype,
+        &g.sizes,
+        n,
+        rows,
+        move |h, at| {
+            let row = load_broadcast(h, &ic, &at[..n]);
+            // The padding row's tokens add nothing: their row becomes -1.
+            let pad = h.constant(padding as f64, dt);
+            let is_pad = h.compare(CmpOp::Eq, row, pad);
+            let none = h.constant(-1.0, dt);
+            h.where_(is_pad, none, row)
+        },
+        move |h, at| load_broadcast(h, &gc, at),
+    ))
+}
+
+/// `torch.gather(input, dim, index)`: `out[p] = input[p with dim replaced by index[p]]`, of
+/// index's sizes, each element an indirect load (Note [indirect loads]) of the input, which must
+/// be in memory or a view of a tensor in memory (BERT's `gather` of its expanded `token_type_ids`
+/// buffer, Note [views of memory] in lowering.rs). int64 or int32 indices; an index outside `[0, input.size(dim))` runs the graph eagerly, where torch raises (Note
+/// [index checks]). `sparse_grad` changes only the backward. CPU target only.
+fn gather(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let a = bind(lw.fx_node(), &["input", "dim", "index", "sparse_grad"])?;
+    if super::cuda::target() != super::cuda::Target::Cpu {
+        return unsupported("gather on the GPU target");
+    }
+    let (Some(input), Some(FxArg::Int(dim)), Some(index)) = (a[0], a[1], a[2]) else {
+        return unsupported("gather arguments");
+    };
+    let x = lw.tensor_any_dtype(input)?;
+    let idx = lw.tensor_any_dtype(index)?;
+    let nd = x.sizes.len();
+    if !matches!(idx.dtype, DType::I64 | DType::I32) || nd == 0 || idx.sizes.len() != nd {
+        return unsupported("gather other than an int64/int32 index with the input's number of dims");
+    }
+    let d = if *dim < 0 { *dim + nd as i64 } else { *dim };
+    if !(0..nd as i64).contains(&d) {
+        return unsupported("gather dim out of range");
+    }
+    let d = d as usize;
+    if (0..nd).any(|k| k != d && idx.sizes[k] > x.sizes[k]) || x.sizes[d] == 0 {
+        return unsupported("gather index larger than the input");
+    }
+    let Some(source) = lw.memory_view(&x, d) else {
+        return unsupported("gather of a tensor computed in the graph");
+    };
+    if idx.sizes.iter().product::<i64>() > 0 {
+        lw.check_indices(&idx, x.sizes[d], None);
+    }
+    let ic = idx.clone();
+    Ok(lw.pointwise(&idx.sizes, x.dtype, move |h, at| {
+        let row = load_broadcast(h, &ic, at);
+        source.load_indirect(h, at, row)
     }))
 }
 

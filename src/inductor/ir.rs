@@ -444,6 +444,26 @@ impl Reduction {
     }
 }
 
+/// `out[row(p), p[lead..]...] += value(p)` for every point `p` of `ranges`, into a zero-filled
+/// contiguous output of sizes `[rows] + ranges[lead..]` (PyTorch: `ir.Scatter` with
+/// `scatter_mode="atomic_add"` over a zeroed buffer; here `embedding_dense_backward`). Rows are
+/// added in iteration order; a row outside `[0, rows)` adds nothing (Note [scatter stores] in
+/// llvm/src/kernel.rs). Always realized, always its own kernel: its producers are inlined into
+/// it, its readers load it from memory.
+#[derive(Clone)]
+pub struct Scatter {
+    /// The iteration space: the scattered dims first, then the output's dims after its first.
+    pub ranges: Vec<i64>,
+    /// How many leading dims of `ranges` the row stands for.
+    pub lead: usize,
+    /// Size of the output's first dim.
+    pub rows: i64,
+    /// The (integer) row at a point.
+    pub row_fn: InnerFn,
+    /// The value added at a point.
+    pub inner_fn: InnerFn,
+}
+
 /// What produces a buffer.
 #[derive(Clone)]
 pub enum BufferKind {
@@ -453,6 +473,7 @@ pub enum BufferKind {
     Constant { node: usize },
     Pointwise(Pointwise),
     Reduction(Reduction),
+    Scatter(Scatter),
     Fallback(FallbackKernel),
 }
 
@@ -517,6 +538,12 @@ impl GraphIr {
                 let n = r.input_sizes.len();
                 let index: Vec<Affine> = (0..n).map(|d| Affine::var(d, n)).collect();
                 (r.inner_fn)(&mut h, &index);
+            }
+            BufferKind::Scatter(sc) => {
+                let n = sc.ranges.len();
+                let index: Vec<Affine> = (0..n).map(|d| Affine::var(d, n)).collect();
+                (sc.row_fn)(&mut h, &index);
+                (sc.inner_fn)(&mut h, &index);
             }
             _ => {}
         }
@@ -588,6 +615,18 @@ impl PrintHandler {
             other => format!("{other:?}").to_lowercase(),
         };
         format!("{op}[{}]({})", dims.join(", "), h.get(v))
+    }
+
+    /// Renders a scatter's body: `[row, i<lead>, ...] += value` over loop variables `i0, i1, ...`.
+    pub fn render_scatter(sc: &Scatter) -> String {
+        let mut h = PrintHandler::default();
+        let n = sc.ranges.len();
+        let index: Vec<Affine> = (0..n).map(|d| Affine::var(d, n)).collect();
+        let row = (sc.row_fn)(&mut h, &index);
+        let v = (sc.inner_fn)(&mut h, &index);
+        let mut at = vec![h.get(row).to_string()];
+        at.extend((sc.lead..n).map(|d| format!("i{d}")));
+        format!("scatter_add[{}] += {}", at.join(", "), h.get(v))
     }
 
     /// Renders `pw`'s body over named loop variables `i0, i1, ...`.

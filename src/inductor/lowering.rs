@@ -721,6 +721,46 @@ impl Lowerer<'_> {
         self.push(BufferKind::Reduction(r), &sizes, dtype)
     }
 
+    /// A Scatter (`ir::Scatter`: `out[row(p), p[lead..]] += value(p)` over a zeroed output of
+    /// sizes `[rows] + ranges[lead..]`), realized as its own kernel.
+    pub fn scatter(
+        &mut self,
+        dtype: DType,
+        ranges: &[i64],
+        lead: usize,
+        rows: i64,
+        row_fn: impl Fn(&mut dyn OpsHandler, &[Affine]) -> OpsValue + 'static,
+        value_fn: impl Fn(&mut dyn OpsHandler, &[Affine]) -> OpsValue + 'static,
+    ) -> TensorRef {
+        let mut sizes = vec![rows];
+        sizes.extend_from_slice(&ranges[lead..]);
+        let sc = super::ir::Scatter { ranges: ranges.to_vec(), lead, rows, row_fn: Rc::new(row_fn), inner_fn: Rc::new(value_fn) };
+        self.push(BufferKind::Scatter(sc), &sizes, dtype)
+    }
+
+    /// Note [views of memory]: `t` as an affine view of a tensor in memory (an input, a constant
+    /// or a fallback's result; see [`Lowerer::in_memory`]), when it is one: the tensor itself, or
+    /// an unrealized chain of view bodies (getitem, expand, transpose, ...: each exactly one
+    /// load at an affine index) over it. Gathering along `dim` needs that dim to be one dim of
+    /// the base, read at unit coefficient and offset 0, that no other base dim follows.
+    pub fn memory_view(&self, t: &TensorRef, dim: usize) -> Option<MemoryView> {
+        let n = t.sizes.len();
+        let at: Vec<Affine> = (0..n).map(|d| Affine::var(d, n)).collect();
+        let mut probe = ViewProbe { ir: self.ir, load: None, impure: false };
+        let v = probe.load(t.buf, &at);
+        let (base, map) = probe.load.filter(|_| !probe.impure && v == OpsValue(1))?;
+        let b = self.ir.buffer(base);
+        if !matches!(b.kind, BufferKind::Input { .. } | BufferKind::Constant { .. } | BufferKind::Fallback(_)) || b.layout.is_none() {
+            return None;
+        }
+        let unit = Affine::var(dim, n);
+        let base_dim = map.iter().position(|a| *a == unit)?;
+        if map.iter().enumerate().any(|(k, a)| k != base_dim && a.coeffs[dim] != 0) {
+            return None;
+        }
+        Some(MemoryView { base, map, base_dim })
+    }
+
     /// True when `t` is a tensor in memory at run time that kernels never compute: a graph
     /// input, a constant or a fallback's result (what `OpsHandler::load_indirect` may read).
     pub fn in_memory(&self, t: &TensorRef) -> bool {
@@ -770,6 +810,100 @@ impl Lowerer<'_> {
         if let BufferKind::Pointwise(pw) = &mut self.ir.buffers[t.buf.0 as usize].kind {
             pw.realized = true;
         }
+    }
+}
+
+/// A view of a tensor in memory, gathered along one dim (Note [views of memory]).
+#[derive(Clone, Debug)]
+pub struct MemoryView {
+    /// The tensor in memory.
+    pub base: BufferId,
+    /// For each dim of the base, its coordinate as an affine function of the view's.
+    pub map: Vec<Affine>,
+    /// The base dim the gathered view dim is.
+    pub base_dim: usize,
+}
+
+impl MemoryView {
+    /// The view's element at `at` (one affine entry per view dim, over the loop variables) with
+    /// the gathered dim's entry replaced by the integer value `row`.
+    pub fn load_indirect(&self, h: &mut dyn OpsHandler, at: &[Affine], row: OpsValue) -> OpsValue {
+        let n_vars = at.first().map_or(0, |a| a.coeffs.len());
+        let index: Vec<Affine> = self
+            .map
+            .iter()
+            .enumerate()
+            .map(|(k, m)| {
+                let mut out = Affine::constant(if k == self.base_dim { 0 } else { m.offset }, n_vars);
+                if k != self.base_dim {
+                    for (v, &c) in m.coeffs.iter().enumerate() {
+                        if c != 0 {
+                            out = at[v].scaled_add(c, &out);
+                        }
+                    }
+                }
+                out
+            })
+            .collect();
+        h.load_indirect(self.base, &index, self.base_dim, row)
+    }
+}
+
+/// Follows unrealized pointwise bodies down to their one load (Note [views of memory]); any
+/// other op, or a second load, makes the body impure.
+struct ViewProbe<'a> {
+    ir: &'a GraphIr,
+    load: Option<(BufferId, Vec<Affine>)>,
+    impure: bool,
+}
+
+impl OpsHandler for ViewProbe<'_> {
+    fn load(&mut self, buf: BufferId, index: &[Affine]) -> OpsValue {
+        if let BufferKind::Pointwise(pw) = &self.ir.buffer(buf).kind {
+            if !pw.realized {
+                let f = pw.inner_fn.clone();
+                return f(self, index);
+            }
+        }
+        self.impure |= self.load.is_some();
+        self.load = Some((buf, index.to_vec()));
+        OpsValue(1)
+    }
+    fn load_indirect(&mut self, _b: BufferId, _i: &[Affine], _d: usize, _r: OpsValue) -> OpsValue {
+        self.impure = true;
+        OpsValue(0)
+    }
+    fn constant(&mut self, _v: f64, _d: DType) -> OpsValue {
+        self.impure = true;
+        OpsValue(0)
+    }
+    fn unary(&mut self, _op: UnaryOp, _a: OpsValue) -> OpsValue {
+        self.impure = true;
+        OpsValue(0)
+    }
+    fn binary(&mut self, _op: BinaryOp, _a: OpsValue, _b: OpsValue) -> OpsValue {
+        self.impure = true;
+        OpsValue(0)
+    }
+    fn compare(&mut self, _op: CmpOp, _a: OpsValue, _b: OpsValue) -> OpsValue {
+        self.impure = true;
+        OpsValue(0)
+    }
+    fn where_(&mut self, _c: OpsValue, _a: OpsValue, _b: OpsValue) -> OpsValue {
+        self.impure = true;
+        OpsValue(0)
+    }
+    fn to_dtype(&mut self, a: OpsValue, _d: DType) -> OpsValue {
+        self.impure = true;
+        a
+    }
+    fn in_range(&mut self, _index: &Affine, _size: i64) -> OpsValue {
+        self.impure = true;
+        OpsValue(0)
+    }
+    fn set_mask(&mut self, _mask: Option<OpsValue>) -> Option<OpsValue> {
+        self.impure = true;
+        None
     }
 }
 

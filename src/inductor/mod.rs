@@ -153,6 +153,7 @@ fn render_ir(g: &FxGraph, ir: &GraphIr) -> String {
                 format!("pointwise{} {}", if pw.realized { " (realized)" } else { "" }, PrintHandler::render(pw))
             }
             BufferKind::Reduction(r) => format!("reduction {}", PrintHandler::render_reduction(r)),
+            BufferKind::Scatter(sc) => PrintHandler::render_scatter(sc),
             BufferKind::Fallback(fb) => format!("fallback {}: {}", lowering::describe(&g.nodes[fb.node]), fb.reason),
         };
         let _ = writeln!(s, "{} ({}){layout} = {body}", b.id, b.name);
@@ -177,6 +178,9 @@ fn render_plan(g: &FxGraph, ir: &GraphIr, sched: &Schedule, kernel_names: &[Stri
                     }
                     if let Some(r) = ir.reduction(*m) {
                         let _ = writeln!(s, "  {m} ({}) = {}", b.name, PrintHandler::render_reduction(r));
+                    }
+                    if let BufferKind::Scatter(sc) = &b.kind {
+                        let _ = writeln!(s, "  {m} ({}) = {}", b.name, PrintHandler::render_scatter(sc));
                     }
                 }
                 // Unrealized producers inlined into this group (the scheduler's reach, restricted).
@@ -494,6 +498,12 @@ fn inductor_compile(
                 let BufferKind::Fallback(fb) = &ir.buffer(*buf).kind else { unreachable!() };
                 let node = &g.nodes[fb.node];
                 let call = match &node.op {
+                    FxOp::CallFunction { target }
+                        if node.target_name == "_operator.getitem" && node.kwargs.is_empty() && matches!(node.args.as_slice(), [FxArg::Node(_), FxArg::Int(_)]) =>
+                    {
+                        let FxArg::Int(k) = node.args[1] else { unreachable!() };
+                        FallbackCall::TupleItem(k as isize, g.side_table[*target].clone_ref(py))
+                    }
                     FxOp::CallFunction { target } | FxOp::CallModule { target } => {
                         FallbackCall::Call(g.side_table[*target].clone_ref(py))
                     }

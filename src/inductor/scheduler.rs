@@ -57,7 +57,7 @@ pub fn direct_reads(g: &FxGraph, ir: &GraphIr) -> Vec<Vec<BufferId>> {
     ir.buffers
         .iter()
         .map(|b| match &b.kind {
-            BufferKind::Pointwise(_) | BufferKind::Reduction(_) => ir.body_reads(b.id),
+            BufferKind::Pointwise(_) | BufferKind::Reduction(_) | BufferKind::Scatter(_) => ir.body_reads(b.id),
             BufferKind::Fallback(fb) => {
                 let node = &g.nodes[fb.node];
                 let mut reads = Vec::new();
@@ -80,7 +80,7 @@ pub fn direct_reads(g: &FxGraph, ir: &GraphIr) -> Vec<Vec<BufferId>> {
 fn is_executed(ir: &GraphIr, b: BufferId) -> bool {
     match &ir.buffer(b).kind {
         BufferKind::Pointwise(pw) => pw.realized,
-        BufferKind::Fallback(_) | BufferKind::Reduction(_) => true,
+        BufferKind::Fallback(_) | BufferKind::Reduction(_) | BufferKind::Scatter(_) => true,
         _ => false,
     }
 }
@@ -283,6 +283,12 @@ pub fn schedule(g: &FxGraph, ir: &GraphIr) -> Schedule {
             BufferKind::Reduction(r) => {
                 (r.outer_ranges(), Some(ReductionSpace { input_sizes: r.input_sizes.clone(), reduced: r.reduced.clone() }))
             }
+            BufferKind::Scatter(sc) => {
+                // Its own kernel, which nothing joins (it is in no group's reach).
+                groups.push(KernelGroup { members: vec![id], ranges: sc.ranges.clone(), reduction: None, reach: HashSet::new() });
+                group_of[b] = Some(groups.len() - 1);
+                continue;
+            }
             _ => continue,
         };
         // The groups whose reach meets this buffer's, in group order.
@@ -368,7 +374,7 @@ pub fn schedule(g: &FxGraph, ir: &GraphIr) -> Schedule {
     let unit_of = |b: u32| -> Option<Unit> {
         match &ir.buffers[b as usize].kind {
             BufferKind::Pointwise(pw) if pw.realized => group_of[b as usize].map(Unit::Group),
-            BufferKind::Reduction(_) => group_of[b as usize].map(Unit::Group),
+            BufferKind::Reduction(_) | BufferKind::Scatter(_) => group_of[b as usize].map(Unit::Group),
             BufferKind::Fallback(_) => Some(Unit::Fallback(b)),
             _ => None,
         }
@@ -480,6 +486,7 @@ pub fn verify(g: &FxGraph, ir: &GraphIr, sched: &Schedule) -> Result<(), Vec<Str
                         (None, BufferKind::Pointwise(pw)) => pw.realized && pw.ranges == grp.ranges,
                         (Some(space), BufferKind::Pointwise(pw)) => pw.realized && member_index(space, &pw.ranges).is_some(),
                         (Some(space), BufferKind::Reduction(r)) => r.input_sizes == space.input_sizes && r.reduced == space.reduced,
+                        (None, BufferKind::Scatter(sc)) => sc.ranges == grp.ranges && grp.members.len() == 1,
                         _ => false,
                     };
                     if !ok {

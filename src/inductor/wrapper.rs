@@ -131,6 +131,11 @@ pub enum FallbackCall {
     Call(Py<PyAny>),
     /// `args[0].name(*args[1:], **kwargs)`.
     Method(Py<PyString>),
+    /// `operator.getitem(args[0], index)` with a constant int index (a tuple result's item:
+    /// `max`'s values, attention's outputs): taken straight from the tuple when `args[0]` is
+    /// one, otherwise called as `getitem` (the function kept here), so what is not a tuple
+    /// raises or indexes as it would eagerly.
+    TupleItem(isize, Py<PyAny>),
 }
 
 /// How to allocate one kernel output: `torch.empty_strided(sizes, strides, **kwargs)` into `slot`
@@ -452,6 +457,24 @@ impl Runtime {
                         t.record(si, start);
                     }
                 }
+                RtStep::Fallback { slot, call: FallbackCall::TupleItem(k, _), args, check, .. }
+                    if matches!(&args[0], ArgT::Slot(s) if env[*s].as_ref().is_some_and(|v| v.bind(py).is_exact_instance_of::<PyTuple>())) =>
+                {
+                    let ArgT::Slot(s) = &args[0] else { unreachable!() };
+                    let tuple = env[*s].as_ref().expect("checked above").bind(py).cast::<PyTuple>()?.clone();
+                    let n = tuple.len() as isize;
+                    let at = if *k < 0 { *k + n } else { *k };
+                    let res = if (0..n).contains(&at) { tuple.get_item(at as usize)? } else { tuple.as_any().get_item(*k)? };
+                    if let Some(check) = check {
+                        if !check.matches(py, &res, tensor_type, self.grad_free)? {
+                            return Ok(None);
+                        }
+                    }
+                    env[*slot] = Some(res.unbind());
+                    if let (Some(t), Some(start)) = (timer, t0) {
+                        t.record(si, start);
+                    }
+                }
                 RtStep::Fallback { slot, call, args, kwargs, check } => {
                     let built: Vec<Bound<'py, PyAny>> = args.iter().map(|a| a.build(py, &env)).collect::<PyResult<_>>()?;
                     let kw = if kwargs.is_empty() {
@@ -464,7 +487,7 @@ impl Runtime {
                         Some(d)
                     };
                     let res = match call {
-                        FallbackCall::Call(f) => f.bind(py).call(PyTuple::new(py, built)?, kw.as_ref())?,
+                        FallbackCall::Call(f) | FallbackCall::TupleItem(_, f) => f.bind(py).call(PyTuple::new(py, built)?, kw.as_ref())?,
                         FallbackCall::Method(name) => {
                             let (this, rest) = built
                                 .split_first()
