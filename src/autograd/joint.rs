@@ -51,6 +51,9 @@ pub struct JointGraph {
     pub input_grads: Vec<Option<usize>>,
     /// Whether each forward node requires grad.
     pub requires_grad: Vec<bool>,
+    /// Backward-region nodes that rules made as forward values (Note [forward-side statistics]
+    /// in partition.rs): they read only forward values and each other, and carry meta.
+    pub forward_side: Vec<usize>,
 }
 
 /// Emits backward nodes into the joint graph. Rules use it to call torch.
@@ -59,6 +62,8 @@ pub struct Builder<'py> {
     pub g: FxGraph,
     targets: HashMap<&'static str, usize>,
     pub requires_grad: Vec<bool>,
+    /// See [`JointGraph::forward_side`].
+    pub forward_side: Vec<usize>,
 }
 
 /// `FxArg::Node(i)`.
@@ -136,6 +141,24 @@ impl<'py> Builder<'py> {
     /// Appends `args[0].name(*args[1:], **kwargs)`.
     pub fn method(&mut self, name: &str, args: Vec<FxArg>, kwargs: Vec<(&str, FxArg)>) -> usize {
         self.push(FxOp::CallMethod { name: name.to_string() }, name, args, kwargs)
+    }
+
+    /// Appends `path(*args)`, a value of the forward (Note [forward-side statistics] in
+    /// partition.rs): every node `args` names is a forward value or another forward-side node,
+    /// `canonical` is the op's name in the lowering table (so the partitioner knows what it may
+    /// recompute) and `meta` its value's layout.
+    pub fn forward_call(
+        &mut self,
+        path: &'static str,
+        canonical: &'static str,
+        args: Vec<FxArg>,
+        meta: crate::inductor::fx_import::TensorMeta,
+    ) -> PyResult<usize> {
+        let i = self.call(path, args, vec![])?;
+        self.g.nodes[i].canonical = Some(canonical);
+        self.g.nodes[i].meta = Some(meta);
+        self.forward_side.push(i);
+        Ok(i)
     }
 
     /// `operator.getitem(x, i)` for multi-output aten ops.
@@ -388,7 +411,7 @@ fn build(py: Python<'_>, g: FxGraph, mut gaps: Option<&mut Vec<(String, String)>
             }
         }
     }
-    let mut b = Builder { py, g, targets: HashMap::new(), requires_grad };
+    let mut b = Builder { py, g, targets: HashMap::new(), requires_grad, forward_side: Vec::new() };
     // Tangent placeholders, one per differentiable output.
     let mut tangents = Vec::new();
     let mut grads: HashMap<usize, Grad> = HashMap::new();
@@ -448,9 +471,10 @@ fn build(py: Python<'_>, g: FxGraph, mut gaps: Option<&mut Vec<(String, String)>
         .collect();
     let input_requires_grad = inputs.iter().map(|&i| b.requires_grad[i]).collect();
     let requires_grad = b.requires_grad.clone();
+    let forward_side = b.forward_side.clone();
     let mut g = b.g;
     crate::inductor::fx_import::set_users(&mut g.nodes);
-    Ok(JointGraph { g, n_fwd, inputs, input_requires_grad, outputs, tangents, input_grads, requires_grad })
+    Ok(JointGraph { g, n_fwd, inputs, input_requires_grad, outputs, tangents, input_grads, requires_grad, forward_side })
 }
 
 /// Adds `gj` to the gradient of node `j` (`torch.add` when it already has one).

@@ -267,14 +267,20 @@ fn is_view(j: &JointGraph, v: usize) -> bool {
 }
 
 /// Saved and recomputed forward values under the minimum cut for the backward `reads` (forward
-/// values read by needed backward nodes).
-fn min_cut(j: &JointGraph, reads: &BTreeSet<usize>) -> (BTreeSet<usize>, BTreeSet<usize>) {
-    let n = j.n_fwd;
-    let (source, sink) = (2 * n, 2 * n + 1);
-    let (vin, vout) = (|v: usize| 2 * v, |v: usize| 2 * v + 1);
-    let mut net = FlowNetwork::new(2 * n + 2);
+/// values read by needed backward nodes); the forward values are the forward graph's and the
+/// `forward_side` nodes (Note [forward-side statistics]).
+fn min_cut(j: &JointGraph, reads: &BTreeSet<usize>, forward_side: &BTreeSet<usize>) -> (BTreeSet<usize>, BTreeSet<usize>) {
     let value = |v: usize| is_input(j, v) || matches!(j.g.nodes[v].op, FxOp::CallFunction { .. } | FxOp::CallMethod { .. } | FxOp::CallModule { .. });
-    for v in (0..n).filter(|&v| value(v)) {
+    let verts: Vec<usize> = (0..j.n_fwd).filter(|&v| value(v)).chain(forward_side.iter().copied()).collect();
+    let mut pos: Vec<Option<usize>> = vec![None; j.g.nodes.len()];
+    for (k, &v) in verts.iter().enumerate() {
+        pos[v] = Some(k);
+    }
+    let nv = verts.len();
+    let (source, sink) = (2 * nv, 2 * nv + 1);
+    let (vin, vout) = (|k: usize| 2 * k, |k: usize| 2 * k + 1);
+    let mut net = FlowNetwork::new(2 * nv + 2);
+    for (k, &v) in verts.iter().enumerate() {
         let cost = if is_input(j, v) {
             0
         } else if j.g.nodes[v].recompute && recomputable(j, v) {
@@ -284,23 +290,25 @@ fn min_cut(j: &JointGraph, reads: &BTreeSet<usize>) -> (BTreeSet<usize>, BTreeSe
         } else {
             save_cost(j, v) * TIE_SCALE + u64::from(is_view(j, v))
         };
-        net.add_edge(vin(v), vout(v), cost);
+        net.add_edge(vin(k), vout(k), cost);
         if is_input(j, v) || !recomputable(j, v) {
-            net.add_edge(source, vin(v), INF);
+            net.add_edge(source, vin(k), INF);
         }
         for u in node_args(j, v) {
-            if u < n && value(u) {
-                net.add_edge(vout(u), vin(v), INF);
+            if let Some(ku) = pos[u] {
+                net.add_edge(vout(ku), vin(k), INF);
             }
         }
     }
     for &r in reads {
-        net.add_edge(vout(r), sink, INF);
+        if let Some(k) = pos[r] {
+            net.add_edge(vout(k), sink, INF);
+        }
     }
     let flow = net.max_flow(source, sink);
     debug_assert!(flow < INF, "save-all is a finite cut");
     let sink_side = net.reaching(sink);
-    let cut = |v: usize| !sink_side[vin(v)] && sink_side[vout(v)];
+    let cut = |k: usize| !sink_side[vin(k)] && sink_side[vout(k)];
     // Walk back from the backward's reads: a cut value is saved, anything else recomputed.
     let (mut saved, mut recomputed) = (BTreeSet::new(), BTreeSet::new());
     let mut stack: Vec<usize> = reads.iter().copied().collect();
@@ -308,14 +316,47 @@ fn min_cut(j: &JointGraph, reads: &BTreeSet<usize>) -> (BTreeSet<usize>, BTreeSe
         if saved.contains(&v) || recomputed.contains(&v) {
             continue;
         }
-        if is_input(j, v) || cut(v) || !recomputable(j, v) {
+        let Some(k) = pos[v] else { continue };
+        if is_input(j, v) || cut(k) || !recomputable(j, v) {
             saved.insert(v);
         } else {
             recomputed.insert(v);
-            stack.extend(node_args(j, v).into_iter().filter(|&u| u < n));
+            stack.extend(node_args(j, v).into_iter().filter(|&u| pos[u].is_some()));
         }
     }
     (saved, recomputed)
+}
+
+// Note [forward-side statistics]: some derivative rules need statistics of forward values that
+// do not depend on the gradient: layer_norm's mean and rstd of its input. Computed in the
+// backward (where the rule is applied), they cost the backward's layer-norm kernels two more
+// passes over each row (tiny BERT: 3 reduction loops per row instead of 1). Torch's
+// AOTAutograd gets them from the forward (`native_layer_norm` returns them, and the backward's
+// `native_layer_norm_backward` reads them). Here a rule makes such values with
+// `Builder::forward_call`: nodes in the backward region of the joint graph that read only
+// forward values (and each other), with canonical names and meta. The partitioner treats them
+// as forward values: they are vertices of the min-cut network like any forward node
+// (reductions are not recomputable, so they run in the forward; the pointwise ones between
+// them may be recomputed in the backward, where the cut says), and the forward graph computes
+// the ones it needs after its own nodes. Their sums are `aten.sum.dim_IntList`/`aten.mean.dim`,
+// which the inductor lowers as plain vectorized sums (`sum_unordered`, `mean_unordered`), not
+// in ATen's order (Note [backward sum order] in src/inductor/decompositions.rs): in the forward
+// graph they join the layer norm's own kernel (the same reduction space), whose sums are the
+// same expressions (the kernel builder shares them), so they cost two stores per row. Tiny
+// BERT's backward: 33 kernels and 194 us a step before, 27 and 157 after.
+
+/// The forward-side nodes (Note [forward-side statistics]) a needed backward node reads, with
+/// their forward-side ancestors; any that reads another backward node is left in the backward.
+fn forward_side(j: &JointGraph, needed: &[bool]) -> BTreeSet<usize> {
+    let mut set: BTreeSet<usize> = BTreeSet::new();
+    let marked: BTreeSet<usize> = j.forward_side.iter().copied().collect();
+    for &i in &j.forward_side {
+        // In index order, so a node's forward-side arguments were decided before it.
+        if needed[i] && node_args(j, i).iter().all(|&u| u < j.n_fwd || (marked.contains(&u) && set.contains(&u))) {
+            set.insert(i);
+        }
+    }
+    set
 }
 
 /// Splits `j` under `policy`.
@@ -331,19 +372,21 @@ pub fn partition(j: &JointGraph, policy: Policy) -> Partition {
         needed[i] = true;
         stack.extend(node_args(j, i));
     }
+    let fside = forward_side(j, &needed);
     let bw: Vec<usize> = (first_bw..j.g.nodes.len())
-        .filter(|&i| needed[i] && !matches!(j.g.nodes[i].op, FxOp::Placeholder { .. }))
+        .filter(|&i| needed[i] && !fside.contains(&i) && !matches!(j.g.nodes[i].op, FxOp::Placeholder { .. }))
         .collect();
     let mut reads: BTreeSet<usize> = BTreeSet::new();
     for &i in &bw {
-        reads.extend(node_args(j, i).into_iter().filter(|&k| k < first_bw));
+        reads.extend(node_args(j, i).into_iter().filter(|&k| k < first_bw || fside.contains(&k)));
     }
     let (saved, recomputed) = match policy {
         Policy::SaveAll => (reads, BTreeSet::new()),
-        Policy::MinCut => min_cut(j, &reads),
+        Policy::MinCut => min_cut(j, &reads, &fside),
     };
     let fw_nodes: Vec<usize> = (0..first_bw)
         .filter(|&i| matches!(j.g.nodes[i].op, FxOp::CallFunction { .. } | FxOp::CallMethod { .. } | FxOp::CallModule { .. }))
+        .chain(fside.iter().copied())
         .collect();
     let mut bw_nodes: Vec<usize> = recomputed.iter().copied().collect();
     bw_nodes.extend(bw);
@@ -403,6 +446,7 @@ mod tests {
             outputs: vec![FxArg::Node(output)],
             tangents: vec![Some(n_fwd)],
             requires_grad: vec![true; n_nodes],
+            forward_side: Vec::new(),
         }
     }
 

@@ -12,8 +12,8 @@
 //! fails with [`JointError::NoRule`] (arguments outside the supported subset are never guessed).
 
 use super::joint::{arg, ints, node, op_key, Builder, Grad, JointError};
-use crate::inductor::fx_import::{FxArg, FxOp};
-use crate::inductor::ir::DType;
+use crate::inductor::fx_import::{FxArg, FxOp, TensorMeta};
+use crate::inductor::ir::{DType, Layout};
 
 type Out = Vec<(usize, Grad)>;
 
@@ -928,12 +928,24 @@ fn layer_norm(b: &mut Builder<'_>, i: usize, g: usize) -> Result<Out, JointError
     };
     let rank = xs.len();
     let dims: Vec<i64> = ((rank - k) as i64..rank as i64).collect();
-    let mean = b.call("torch.mean", vec![node(x), ints(&dims), FxArg::Bool(true)], vec![])?;
-    let xc = b.sub(node(x), node(mean))?;
-    let sq = b.mul(node(xc), node(xc))?;
-    let var = b.call("torch.mean", vec![node(sq), ints(&dims), FxArg::Bool(true)], vec![])?;
-    let ve = b.add(node(var), FxArg::Float(eps))?;
-    let rstd = b.call("torch.rsqrt", vec![node(ve)], vec![])?;
+    // The statistics are forward values (Note [forward-side statistics] in partition.rs): the
+    // forward's layer-norm kernel computes them too, and the backward reads them.
+    let layout = b.g.nodes[x].meta.as_ref().map(|m| m.layout.clone()).ok_or_else(|| no_rule(b, i, "input layout"))?;
+    let meta = |sizes: &[i64]| TensorMeta {
+        layout: Layout { sizes: sizes.to_vec(), strides: Layout::contiguous_strides(sizes), dtype: layout.dtype, cpu: layout.cpu },
+        requires_grad: false,
+    };
+    let stat_sizes: Vec<i64> = xs.iter().enumerate().map(|(d, &s)| if d >= rank - k { 1 } else { s }).collect();
+    let (full, stat) = (meta(&xs), meta(&stat_sizes));
+    let mean_of = |b: &mut Builder<'_>, v: usize| {
+        b.forward_call("torch.ops.aten.mean.dim", "mean_unordered", vec![node(v), ints(&dims), FxArg::Bool(true)], stat.clone())
+    };
+    let mean = mean_of(b, x)?;
+    let xc = b.forward_call("torch.sub", "sub", vec![node(x), node(mean)], full.clone())?;
+    let sq = b.forward_call("torch.mul", "mul", vec![node(xc), node(xc)], full.clone())?;
+    let var = mean_of(b, sq)?;
+    let ve = b.forward_call("torch.add", "add", vec![node(var), FxArg::Float(eps)], stat.clone())?;
+    let rstd = b.forward_call("torch.rsqrt", "rsqrt", vec![node(ve)], stat.clone())?;
     let xhat = b.mul(node(xc), node(rstd))?;
     let mut out = Vec::new();
     if b.requires_grad[x] {

@@ -58,8 +58,8 @@ pub fn lookup(canonical: &str) -> Option<Decomposition> {
         "layer_norm" => layer_norm,
         "softmax" => softmax,
         "log_softmax" => log_softmax,
-        "sum" => sum,
-        "mean" => mean,
+        "sum" | "sum_unordered" => sum,
+        "mean" | "mean_unordered" => mean,
         "amax" => amax,
         "amin" => amin,
         "var" => var,
@@ -119,6 +119,8 @@ pub fn returns_fresh(canonical: &str) -> bool {
             | "log_softmax"
             | "sum"
             | "mean"
+            | "sum_unordered"
+            | "mean_unordered"
             | "amax"
             | "amin"
             | "var"
@@ -339,7 +341,10 @@ fn divide_by_count(lw: &mut Lowerer<'_>, t: &TensorRef, n: i64, dtype: DType) ->
 
 fn reduction_op(lw: &mut Lowerer<'_>, op: ReductionType, mean: bool) -> Result<TensorRef, LoweringError> {
     let node = lw.fx_node();
-    let is_sum_like = matches!(node.canonical, Some("sum" | "mean"));
+    let is_sum_like = matches!(node.canonical, Some("sum" | "mean" | "sum_unordered" | "mean_unordered"));
+    // `aten.sum.dim_IntList`/`aten.mean.dim` made by derivative rules: plain vectorized sums
+    // (Note [forward-side statistics] in src/autograd/partition.rs).
+    let unordered = matches!(node.canonical, Some("sum_unordered" | "mean_unordered"));
     let params: &[&str] = if is_sum_like { &["input", "dim", "keepdim", "dtype"] } else { &["input", "dim", "keepdim"] };
     let a = bind(node, params)?;
     if is_sum_like && !matches!(a.get(3).copied().flatten(), None | Some(FxArg::None)) {
@@ -354,7 +359,7 @@ fn reduction_op(lw: &mut Lowerer<'_>, op: ReductionType, mean: bool) -> Result<T
     let n: i64 = dims.iter().map(|&d| x.sizes[d]).product();
     // torch.sum/mean themselves: summed in ATen's order where kernels can (Note [ATen sum order]),
     // except in backward graphs (Note [backward sum order]).
-    let op = if op == ReductionType::Sum && ATEN_SUM_ORDER.with(|c| c.get()) { ReductionType::OrderedSum } else { op };
+    let op = if op == ReductionType::Sum && !unordered && ATEN_SUM_ORDER.with(|c| c.get()) { ReductionType::OrderedSum } else { op };
     Ok(if mean {
         let r = reduce(lw, &x, dims, keepdim, op, DType::F32);
         divide_by_count(lw, &r, n, x.dtype)

@@ -207,6 +207,9 @@ const FUNCTION_TARGETS: &[(&str, &str, &str)] = &[
     ("torch.nn.functional", "layer_norm", "layer_norm"),
     ("torch.nn.functional", "embedding", "embedding"),
     ("torch.ops.aten.embedding_dense_backward", "default", "embedding_dense_backward"),
+    // Sums made by derivative rules (Note [forward-side statistics] in src/autograd/partition.rs).
+    ("torch.ops.aten.sum", "dim_IntList", "sum_unordered"),
+    ("torch.ops.aten.mean", "dim", "mean_unordered"),
     ("torch", "gather", "gather"),
     ("torch.Tensor", "gather", "gather"),
     ("torch.nn.functional", "cross_entropy", "cross_entropy"),
