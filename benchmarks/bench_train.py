@@ -3,7 +3,8 @@
 Measures, for an MLP, torchvision resnet18 (train mode, small batch) and tiny random-init GPT-2
 and BERT (transformers, LM losses, no dropout):
   (a) the training step (zero_grad, forward, loss, backward, SGD step; the model is compiled, the
-      optimizer step runs eagerly for every engine): median over --steady-iters steps, and the
+      optimizer step runs eagerly for every engine): median over --rounds x --steady-iters steps,
+      the engines taking turns each round (Note [interleaved steps]), and the
       compile time: what the first 3 steps took above 3 steady steps (a compiler may compile on a
       later step than the first), after both compilers' one-time start-up was paid;
   (b) the per-call overhead of a tiny graph whose parameter requires grad (`(x * w).sum()` on 16
@@ -14,7 +15,7 @@ and BERT (transformers, LM losses, no dropout):
       torch's CPU allocator during one forward + backward (torch.profiler's memory events).
 
 Usage: python benchmarks/bench_train.py [--write docs/PERF.md] [--only mlp,resnet18,gpt2,bert]
-       [--steady-iters N] [--calls N]
+       [--steady-iters N] [--rounds N] [--calls N]
 """
 
 import copy
@@ -33,7 +34,10 @@ EARLY_STEPS = 3  # steps timed one by one before the steady ones; their excess i
 
 def parse_args():
     p = _common.argument_parser(__doc__, NAME, calls=20000, repeats=3, steady_iters=20,
-                                steady_iters_help="training steps timed per engine (median reported)")
+                                steady_iters_help="training steps timed per engine in each round")
+    p.add_argument("--rounds", type=int, default=10,
+                   help="rounds of steady steps, the engines in turn (Note [interleaved steps]); the "
+                        "median is over all rounds")
     p.add_argument("--only", default="mlp,resnet18,gpt2,bert", help="models for (a) and (c)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (default 1: on a small machine shared with other processes, "
@@ -78,8 +82,15 @@ MODEL_TEXT = {
 
 
 def measure_training(name):
-    """{engine: {"first_ms", "step_ms", "loss0"} or Exception}."""
+    """{engine: {"first_ms", "compile_ms", "step_ms", "best_ms", "loss0"} or Exception}.
+
+    Note [interleaved steps]: each engine first compiles (its first EARLY_STEPS steps, timed
+    one by one); then the steady steps run in --rounds rounds, each engine --steady-iters steps
+    per round in turn, and the median is over all of an engine's steps. Timed one engine after
+    the other, a slow spell of this shared machine (other processes, frequency) fell on one
+    engine's steps only and moved the ratio by several percent from run to run."""
     res = {}
+    steppers = {}
     base, inputs, loss_fn = make_model(name)
     for engine in ENGINES:
         try:
@@ -87,7 +98,7 @@ def measure_training(name):
             compiled = _common.wrap(engine, model)
             opt = torch.optim.SGD(model.parameters(), lr=0.01)
 
-            def step():
+            def step(compiled=compiled, opt=opt):
                 opt.zero_grad()
                 loss = loss_fn(compiled, *inputs)
                 loss.backward()
@@ -101,25 +112,34 @@ def measure_training(name):
                 t0 = time.perf_counter()
                 step()
                 early.append(time.perf_counter() - t0)
-            times = []
-            for _ in range(ARGS.steady_iters):
-                t0 = time.perf_counter()
-                step()
-                times.append(time.perf_counter() - t0)
-            median = statistics.median(times)
-            # Note [delayed compiles]: torch.compile may run a step without compiling it (a graph
-            # break on transformers' `logger.warning_once` in GPT-2's loss made its first two
-            # steps run eagerly, and the compile came with the third), so the compile time is
-            # what the first EARLY_STEPS steps took above as many steady steps.
-            entry = {"first_ms": early[0] * 1e3, "compile_ms": (sum(early) - EARLY_STEPS * median) * 1e3,
-                     "step_ms": median * 1e3, "best_ms": min(times) * 1e3, "loss0": loss0}
+            res[engine] = {"early": early, "loss0": loss0, "times": []}
+            steppers[engine] = step
             if engine == "dynamo":
                 c = dynamo.counters()
-                entry["counters"] = {k: c.get(k, 0) for k in ("aot_graphs", "aot_backward_graphs", "aot_graph_splits",
-                                                               "aot_eager_graphs", "inductor_kernels_compiled")}
-            res[engine] = entry
+                res[engine]["counters"] = {k: c.get(k, 0) for k in ("aot_graphs", "aot_backward_graphs", "aot_graph_splits",
+                                                                     "aot_eager_graphs", "inductor_kernels_compiled")}
         except Exception as exc:  # noqa: BLE001 - reported in the table
             res[engine] = exc
+    for _ in range(ARGS.rounds):
+        for engine, step in list(steppers.items()):
+            try:
+                for _ in range(ARGS.steady_iters):
+                    t0 = time.perf_counter()
+                    step()
+                    res[engine]["times"].append(time.perf_counter() - t0)
+            except Exception as exc:  # noqa: BLE001 - reported in the table
+                res[engine] = exc
+                del steppers[engine]
+    for engine in steppers:
+        entry = res[engine]
+        times, early = entry.pop("times"), entry.pop("early")
+        median = statistics.median(times)
+        # Note [delayed compiles]: torch.compile may run a step without compiling it (a graph
+        # break on transformers' `logger.warning_once` in GPT-2's loss made its first two
+        # steps run eagerly, and the compile came with the third), so the compile time is
+        # what the first EARLY_STEPS steps took above as many steady steps.
+        entry.update({"first_ms": early[0] * 1e3, "compile_ms": (sum(early) - EARLY_STEPS * median) * 1e3,
+                      "step_ms": median * 1e3, "best_ms": min(times) * 1e3})
     return res
 
 
@@ -231,6 +251,9 @@ def render(command, cache_note, load0, train, overhead, memory, wall):
     lines += [f"- one-time start-up paid before timing (a trivial training compile): torch.compile {WARM_NOTES.get('torch.compile', '-')}, "
               f"dynamo {WARM_NOTES.get('dynamo', '-')}", ""]
     lines += ["### (a) training step (forward + backward + SGD step), median ms, and compile time", "",
+              f"Steps: the median of {ARGS.rounds} rounds x {ARGS.steady_iters} steps per engine, the engines taking turns "
+              "each round (so a slow spell of the machine falls on all three).",
+              "",
               f"Compile: the time of the first {EARLY_STEPS} steps minus {EARLY_STEPS} steady (median) steps, since a "
               "compiler may compile on a later step than the first (torch.compile's GPT-2 broke its graph on "
               "transformers' `logger.warning_once` in its first two steps when measured here); the first step's own time is shown too.", ""]
