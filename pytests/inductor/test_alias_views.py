@@ -124,3 +124,25 @@ def test_views_of_a_tuple_item_are_aliases():
     assert compiled.plan.count("alias buf") == 3, compiled.plan
     for _ in range(3):
         torch.testing.assert_close(compiled(q, k, v, w), attention_then_projection(q, k, v, w), rtol=0, atol=0)
+
+
+def test_kernel_output_allocated_as_its_only_view():
+    # Note [allocated as viewed]: the kernel's [4, 8, 16] result is only reshaped for the matrix
+    # product, so it is allocated as [32, 16] and the reshape passes it through.
+    def fn(x, w):
+        return torch.mm((x * 2).reshape(32, 16), w)
+
+    x, w = torch.randn(4, 8, 16), torch.randn(16, 5)
+    compiled = C.inductor_compile(torch.fx.symbolic_trace(fn), [x, w])
+    assert "allocated as its view" in compiled.plan, compiled.plan
+    assert torch.equal(compiled(x, w), fn(x, w))
+
+    # Read by a fallback besides its view: keeps its own layout (torch sees the tensor).
+    def both(x, w):
+        y = x * 2
+        return torch.mm(y.reshape(32, 16), w), torch.cumsum(y, 0)
+
+    compiled = C.inductor_compile(torch.fx.symbolic_trace(both), [x, w])
+    assert "allocated as its view" not in compiled.plan, compiled.plan
+    for got, want in zip(compiled(x, w), both(x, w)):
+        assert torch.equal(got, want)

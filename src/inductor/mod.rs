@@ -603,6 +603,10 @@ fn inductor_compile(
             }
             let _ = writeln!(plan, "alias buf{slot} = reinterpret(buf{src})");
         }
+        // Note [allocated as viewed] in alias.rs.
+        for (slot, src) in alias::allocate_as_viewed(py, &mut steps, &keep)? {
+            let _ = writeln!(plan, "buf{src} allocated as its view buf{slot}");
+        }
         // Note [identity dropout] in alias.rs.
         for (slot, src) in alias::identity_dropouts(py, &g, &ir, &mut steps)? {
             if let Some(label) = step_labels.get_mut(steps.iter().position(|s| matches!(s, RtStep::Alias { slot: a, .. } if *a == slot)).unwrap_or(usize::MAX)) {
