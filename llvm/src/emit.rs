@@ -1754,7 +1754,9 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
 /// `[0, i1]`), and at least one load walks it all: the summed values are one contiguous row,
 /// which ATen's inner sum paths see after TensorIterator coalesces the reduced dims (eager
 /// materializes such an expression at its full operands' row-major layout; broadcast operands
-/// do not decide the layout).
+/// do not decide the layout). Masked and gathered loads count as full rows: they stand for the
+/// fresh results of `pad` and `embedding`, which eager materializes row-major (fuzzer seed
+/// 800031: a `cat` summed with `.item()` printed other digits than eager's).
 fn contiguous_in_reduction(kernel: &Kernel, v: crate::kernel::ExprId) -> bool {
     let n_outer = kernel.ranges.len();
     let mut want = vec![0i64; kernel.reduction_ranges.len()];
@@ -1771,6 +1773,16 @@ fn contiguous_in_reduction(kernel: &Kernel, v: crate::kernel::ExprId) -> bool {
             continue;
         }
         match &kernel.exprs[i] {
+            // A masked or gathered load stands for the fresh result of `pad`, `embedding` or
+            // `gather`, which eager materializes row-major over the whole space: a full row,
+            // whatever the strides of the tensor read (its mask and row are coordinates and
+            // indices, not summed values). A range check reads no memory.
+            Expr::MaskedLoad { index, .. } | Expr::IndirectLoad { index, .. } => {
+                let moves = index.strides[n_outer..].iter().any(|s| *s != 0);
+                full |= moves;
+                moving |= moves;
+            }
+            Expr::InRange { .. } => {}
             Expr::Load { index, .. } => {
                 let red = &index.strides[n_outer..];
                 // Row-major unit strides; a size-1 reduction dim may have any stride.
@@ -1789,7 +1801,7 @@ fn contiguous_in_reduction(kernel: &Kernel, v: crate::kernel::ExprId) -> bool {
             Expr::Unary(_, a) | Expr::Cast(_, a) => stack.push(a.0 as usize),
             Expr::Binary(_, a, c) | Expr::Compare(_, a, c) => stack.extend([a.0 as usize, c.0 as usize]),
             Expr::Select(c, a, d) => stack.extend([c.0 as usize, a.0 as usize, d.0 as usize]),
-            Expr::Reduce(..) | Expr::MaskedLoad { .. } | Expr::InRange { .. } | Expr::IndirectLoad { .. } => return false,
+            Expr::Reduce(..) => return false,
             _ => {}
         }
     }
