@@ -125,6 +125,18 @@ impl TensorCheck {
     }
 }
 
+/// `FallbackCall::TupleItem`'s item taken straight from its tuple, when `args[0]` holds exactly a
+/// tuple; `None` otherwise (the step then calls `operator.getitem`, which raises or indexes as
+/// eagerly). An index out of range raises the tuple's own IndexError.
+fn tuple_item<'py>(py: Python<'py>, call: &FallbackCall, args: &[ArgT], env: &[Option<Py<PyAny>>]) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let (FallbackCall::TupleItem(k, _), Some(ArgT::Slot(s))) = (call, args.first()) else { return Ok(None) };
+    let Some(v) = env[*s].as_ref().map(|v| v.bind(py)) else { return Ok(None) };
+    let Ok(tuple) = v.cast_exact::<PyTuple>() else { return Ok(None) };
+    let n = tuple.len() as isize;
+    let at = if *k < 0 { *k + n } else { *k };
+    Ok(Some(if (0..n).contains(&at) { tuple.get_item(at as usize)? } else { tuple.as_any().get_item(*k)? }))
+}
+
 /// How a fallback node is called.
 pub enum FallbackCall {
     /// `callable(*args, **kwargs)` (call_function and call_module).
@@ -457,42 +469,29 @@ impl Runtime {
                         t.record(si, start);
                     }
                 }
-                RtStep::Fallback { slot, call: FallbackCall::TupleItem(k, _), args, check, .. }
-                    if matches!(&args[0], ArgT::Slot(s) if env[*s].as_ref().is_some_and(|v| v.bind(py).is_exact_instance_of::<PyTuple>())) =>
-                {
-                    let ArgT::Slot(s) = &args[0] else { unreachable!() };
-                    let tuple = env[*s].as_ref().expect("checked above").bind(py).cast::<PyTuple>()?.clone();
-                    let n = tuple.len() as isize;
-                    let at = if *k < 0 { *k + n } else { *k };
-                    let res = if (0..n).contains(&at) { tuple.get_item(at as usize)? } else { tuple.as_any().get_item(*k)? };
-                    if let Some(check) = check {
-                        if !check.matches(py, &res, tensor_type, self.grad_free)? {
-                            return Ok(None);
-                        }
-                    }
-                    env[*slot] = Some(res.unbind());
-                    if let (Some(t), Some(start)) = (timer, t0) {
-                        t.record(si, start);
-                    }
-                }
                 RtStep::Fallback { slot, call, args, kwargs, check } => {
-                    let built: Vec<Bound<'py, PyAny>> = args.iter().map(|a| a.build(py, &env)).collect::<PyResult<_>>()?;
-                    let kw = if kwargs.is_empty() {
-                        None
-                    } else {
-                        let d = PyDict::new(py);
-                        for (k, v) in kwargs {
-                            d.set_item(k.bind(py), v.build(py, &env)?)?;
-                        }
-                        Some(d)
-                    };
-                    let res = match call {
-                        FallbackCall::Call(f) | FallbackCall::TupleItem(_, f) => f.bind(py).call(PyTuple::new(py, built)?, kw.as_ref())?,
-                        FallbackCall::Method(name) => {
-                            let (this, rest) = built
-                                .split_first()
-                                .ok_or_else(|| PyRuntimeError::new_err("inductor: method call without self"))?;
-                            this.getattr(name.bind(py))?.call(PyTuple::new(py, rest)?, kw.as_ref())?
+                    let res = match tuple_item(py, call, args, &env)? {
+                        Some(item) => item,
+                        None => {
+                            let built: Vec<Bound<'py, PyAny>> = args.iter().map(|a| a.build(py, &env)).collect::<PyResult<_>>()?;
+                            let kw = if kwargs.is_empty() {
+                                None
+                            } else {
+                                let d = PyDict::new(py);
+                                for (k, v) in kwargs {
+                                    d.set_item(k.bind(py), v.build(py, &env)?)?;
+                                }
+                                Some(d)
+                            };
+                            match call {
+                                FallbackCall::Call(f) | FallbackCall::TupleItem(_, f) => f.bind(py).call(PyTuple::new(py, built)?, kw.as_ref())?,
+                                FallbackCall::Method(name) => {
+                                    let (this, rest) = built
+                                        .split_first()
+                                        .ok_or_else(|| PyRuntimeError::new_err("inductor: method call without self"))?;
+                                    this.getattr(name.bind(py))?.call(PyTuple::new(py, rest)?, kw.as_ref())?
+                                }
+                            }
                         }
                     };
                     if let Some(check) = check {
