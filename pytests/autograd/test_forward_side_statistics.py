@@ -102,3 +102,38 @@ def test_inductor_backward_makes_one_pass_for_the_statistics(monkeypatch):
     # norm's own (the kernel builder shares equal expressions), so they cost two stores a row.
     norm = [k for k in fw.kernel_ir.split("\n\n") if "reduce [16]" in k]
     assert len(norm) == 1 and norm[0].count("reduce_sum") == 2, fw.kernel_ir
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_cross_entropy_saves_its_row_statistics(backend):
+    # The row max and the sum of exp(x - max) of the logits are forward values: the backward
+    # graph computes log_softmax from them without reducing the logits again.
+    torch.manual_seed(3)
+    lin = nn.Linear(8, 12)
+    x, t = torch.randn(16, 8), torch.randint(0, 12, (16,))
+    t[3] = -100  # an ignored row
+
+    def fn(x, t):
+        return F.cross_entropy(lin(x), t)
+
+    graphs = []
+
+    def capture(gm, example_inputs):
+        graphs.append((gm, example_inputs))
+        return gm.forward
+
+    dynamo.reset()
+    dynamo.optimize(capture)(fn)(x, t)
+    (gm, example_inputs), = graphs
+    plan = C.aot_joint(gm, example_inputs, partitioner="min_cut")
+    assert len(_calls(plan.fw.graph, "amax")) == 1 and len(_calls(plan.fw.graph, "aten.sum.dim_IntList")) == 1, plan.fw.code
+    assert not _calls(plan.bw.graph, "log_softmax") and not _calls(plan.bw.graph, "amax"), plan.bw.code
+    grads = []
+    for compiled in (False, True):
+        lin.zero_grad()
+        dynamo.reset()
+        loss = (dynamo.optimize(backend)(fn) if compiled else fn)(x, t)
+        loss.backward()
+        grads.append([loss.detach(), lin.weight.grad.clone(), lin.bias.grad.clone()])
+    for got, want in zip(grads[1], grads[0]):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)

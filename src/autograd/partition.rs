@@ -332,7 +332,8 @@ fn min_cut(j: &JointGraph, reads: &BTreeSet<usize>, forward_side: &BTreeSet<usiz
 // backward (where the rule is applied), they cost the backward's layer-norm kernels two more
 // passes over each row (tiny BERT: 3 reduction loops per row instead of 1). Torch's
 // AOTAutograd gets them from the forward (`native_layer_norm` returns them, and the backward's
-// `native_layer_norm_backward` reads them). Here a rule makes such values with
+// `native_layer_norm_backward` reads them). Cross-entropy's log_softmax gradient likewise reads
+// the logits' row max and sum of exp(x - max), which the forward's loss kernel already sums. Here a rule makes such values with
 // `Builder::forward_call`: nodes in the backward region of the joint graph that read only
 // forward values (and each other), with canonical names and meta. The partitioner treats them
 // as forward values: they are vertices of the min-cut network like any forward node

@@ -1188,8 +1188,31 @@ fn nll_family(b: &mut Builder<'_>, i: usize, g: usize, with_log_softmax: bool) -
     let onehot = b.call("torch.eq", vec![node(iota), node(tcol)], vec![])?;
     let gl = b.call("torch.where", vec![node(onehot), node(nw), FxArg::Float(0.0)], vec![])?;
     let gx = if with_log_softmax {
-        let logp = b.call("torch.log_softmax", vec![node(x), FxArg::Int(class_dim)], vec![])?;
         let dtype = b.g.nodes[x].meta.as_ref().map(|m| m.layout.dtype);
+        let logp = match b.g.nodes[x].meta.as_ref().map(|m| m.layout.clone()) {
+            // Note [forward-side statistics] (partition.rs): the row max and the sum of
+            // exp(x - max) are forward values, the same sums the forward's cross-entropy kernel
+            // makes, so it stores them and the backward does not reduce the logits again;
+            // log_softmax = (x - max) - log(sum), in ATen's order of operations.
+            Some(layout) if matches!(dtype, Some(DType::F32 | DType::F64)) => {
+                let meta = |sizes: &[i64]| TensorMeta {
+                    layout: Layout { sizes: sizes.to_vec(), strides: Layout::contiguous_strides(sizes), dtype: layout.dtype, cpu: layout.cpu },
+                    requires_grad: false,
+                };
+                let mut stat_sizes = xs.clone();
+                stat_sizes[class_dim as usize] = 1;
+                let (full, stat) = (meta(&xs), meta(&stat_sizes));
+                let dims = ints(&[class_dim]);
+                let m = b.forward_call("torch.amax", "amax", vec![node(x), dims.clone(), FxArg::Bool(true)], stat.clone())?;
+                let xm = b.forward_call("torch.sub", "sub", vec![node(x), node(m)], full.clone())?;
+                let e = b.forward_call("torch.exp", "exp", vec![node(xm)], full)?;
+                let s = b.forward_call("torch.ops.aten.sum.dim_IntList", "sum_unordered", vec![node(e), dims, FxArg::Bool(true)], stat)?;
+                let shifted = b.sub(node(x), node(m))?;
+                let ls = b.call("torch.log", vec![node(s)], vec![])?;
+                b.sub(node(shifted), node(ls))?
+            }
+            _ => b.call("torch.log_softmax", vec![node(x), FxArg::Int(class_dim)], vec![])?,
+        };
         softmax_backward(b, gl, logp, class_dim, true, dtype)?
     } else {
         gl
