@@ -333,9 +333,10 @@ fn min_cut(j: &JointGraph, reads: &BTreeSet<usize>, forward_side: &BTreeSet<usiz
 // passes over each row (tiny BERT: 3 reduction loops per row instead of 1). Torch's
 // AOTAutograd gets them from the forward (`native_layer_norm` returns them, and the backward's
 // `native_layer_norm_backward` reads them). Cross-entropy's log_softmax gradient likewise reads
-// the logits' row max and sum of exp(x - max), which the forward's loss kernel already sums. Here a rule makes such values with
-// `Builder::forward_call`: nodes in the backward region of the joint graph that read only
-// forward values (and each other), with canonical names and meta. The partitioner treats them
+// the logits' row max and sum of exp(x - max), which the forward's loss kernel already sums.
+// Here a rule makes such values with `Builder::forward_call`: nodes in the backward region of
+// the joint graph that read only forward values (and each other), with canonical names and
+// meta. The partitioner treats them
 // as forward values: they are vertices of the min-cut network like any forward node
 // (reductions are not recomputable, so they run in the forward; the pointwise ones between
 // them may be recomputed in the backward, where the cut says), and the forward graph computes
@@ -350,10 +351,9 @@ fn min_cut(j: &JointGraph, reads: &BTreeSet<usize>, forward_side: &BTreeSet<usiz
 /// their forward-side ancestors; any that reads another backward node is left in the backward.
 fn forward_side(j: &JointGraph, needed: &[bool]) -> BTreeSet<usize> {
     let mut set: BTreeSet<usize> = BTreeSet::new();
-    let marked: BTreeSet<usize> = j.forward_side.iter().copied().collect();
     for &i in &j.forward_side {
         // In index order, so a node's forward-side arguments were decided before it.
-        if needed[i] && node_args(j, i).iter().all(|&u| u < j.n_fwd || (marked.contains(&u) && set.contains(&u))) {
+        if needed[i] && node_args(j, i).iter().all(|&u| u < j.n_fwd || set.contains(&u)) {
             set.insert(i);
         }
     }

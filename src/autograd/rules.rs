@@ -910,6 +910,16 @@ fn sdpa_flash_cpu(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, Join
 /// xhat = (x - mean) * rstd; gxhat = g * w;
 /// gx = rstd * (gxhat - mean(gxhat) - xhat * mean(gxhat * xhat)) over the normalized dims;
 /// gw = sum(g * xhat), gb = sum(g) over the leading dims.
+/// The meta of a fresh contiguous tensor of `sizes` with `like`'s dtype and device: what a
+/// forward-side statistic (Note [forward-side statistics] in partition.rs) computed from a
+/// tensor of layout `like` holds.
+fn contiguous_meta(like: &Layout, sizes: &[i64]) -> TensorMeta {
+    TensorMeta {
+        layout: Layout { sizes: sizes.to_vec(), strides: Layout::contiguous_strides(sizes), dtype: like.dtype, cpu: like.cpu },
+        requires_grad: false,
+    }
+}
+
 fn layer_norm(b: &mut Builder<'_>, i: usize, g: usize) -> Result<Out, JointError> {
     let n = b.g.nodes[i].clone();
     let Some(FxArg::Node(x)) = n.args.first() else { return Err(no_rule(b, i, "input")) };
@@ -931,12 +941,8 @@ fn layer_norm(b: &mut Builder<'_>, i: usize, g: usize) -> Result<Out, JointError
     // The statistics are forward values (Note [forward-side statistics] in partition.rs): the
     // forward's layer-norm kernel computes them too, and the backward reads them.
     let layout = b.g.nodes[x].meta.as_ref().map(|m| m.layout.clone()).ok_or_else(|| no_rule(b, i, "input layout"))?;
-    let meta = |sizes: &[i64]| TensorMeta {
-        layout: Layout { sizes: sizes.to_vec(), strides: Layout::contiguous_strides(sizes), dtype: layout.dtype, cpu: layout.cpu },
-        requires_grad: false,
-    };
     let stat_sizes: Vec<i64> = xs.iter().enumerate().map(|(d, &s)| if d >= rank - k { 1 } else { s }).collect();
-    let (full, stat) = (meta(&xs), meta(&stat_sizes));
+    let (full, stat) = (contiguous_meta(&layout, &xs), contiguous_meta(&layout, &stat_sizes));
     let mean_of = |b: &mut Builder<'_>, v: usize| {
         b.forward_call("torch.ops.aten.mean.dim", "mean_unordered", vec![node(v), ints(&dims), FxArg::Bool(true)], stat.clone())
     };
@@ -1195,13 +1201,9 @@ fn nll_family(b: &mut Builder<'_>, i: usize, g: usize, with_log_softmax: bool) -
             // makes, so it stores them and the backward does not reduce the logits again;
             // log_softmax = (x - max) - log(sum), in ATen's order of operations.
             Some(layout) if matches!(dtype, Some(DType::F32 | DType::F64)) => {
-                let meta = |sizes: &[i64]| TensorMeta {
-                    layout: Layout { sizes: sizes.to_vec(), strides: Layout::contiguous_strides(sizes), dtype: layout.dtype, cpu: layout.cpu },
-                    requires_grad: false,
-                };
                 let mut stat_sizes = xs.clone();
                 stat_sizes[class_dim as usize] = 1;
-                let (full, stat) = (meta(&xs), meta(&stat_sizes));
+                let (full, stat) = (contiguous_meta(&layout, &xs), contiguous_meta(&layout, &stat_sizes));
                 let dims = ints(&[class_dim]);
                 let m = b.forward_call("torch.amax", "amax", vec![node(x), dims.clone(), FxArg::Bool(true)], stat.clone())?;
                 let xm = b.forward_call("torch.sub", "sub", vec![node(x), node(m)], full.clone())?;

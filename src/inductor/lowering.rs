@@ -749,8 +749,7 @@ impl Lowerer<'_> {
         let mut probe = ViewProbe { ir: self.ir, load: None, impure: false };
         let v = probe.load(t.buf, &at);
         let (base, map) = probe.load.filter(|_| !probe.impure && v == OpsValue(1))?;
-        let b = self.ir.buffer(base);
-        if !matches!(b.kind, BufferKind::Input { .. } | BufferKind::Constant { .. } | BufferKind::Fallback(_)) || b.layout.is_none() {
+        if !self.buffer_in_memory(base) {
             return None;
         }
         let unit = Affine::var(dim, n);
@@ -764,10 +763,12 @@ impl Lowerer<'_> {
     /// True when `t` is a tensor in memory at run time that kernels never compute: a graph
     /// input, a constant or a fallback's result (what `OpsHandler::load_indirect` may read).
     pub fn in_memory(&self, t: &TensorRef) -> bool {
-        matches!(
-            self.ir.buffer(t.buf).kind,
-            BufferKind::Input { .. } | BufferKind::Constant { .. } | BufferKind::Fallback(_)
-        ) && self.ir.buffer(t.buf).layout.is_some()
+        self.buffer_in_memory(t.buf)
+    }
+
+    fn buffer_in_memory(&self, id: BufferId) -> bool {
+        let b = self.ir.buffer(id);
+        matches!(b.kind, BufferKind::Input { .. } | BufferKind::Constant { .. } | BufferKind::Fallback(_)) && b.layout.is_some()
     }
 
     /// Registers Note [index checks] for integer `index` read as rows `[0, size)` (or equal to
