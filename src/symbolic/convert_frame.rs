@@ -1242,6 +1242,12 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
     Ok(match &it.kind {
         // Note [iterator types]: an iterator of another type than `tuple_iterator` is rebuilt
         // by iterating again the constant it came from, or not at all.
+        // A `reversed` object over a tuple or str (Note [iterator types]): `reversed()` of the
+        // items it has yet to produce, in sequence order.
+        IterKind::Items(items) if it.reversed => {
+            let rest = items.iter().skip(it.pos).rev().map(|v| rebuild_of(py, og, v, outputs)).collect::<VResult<Vec<_>>>()?;
+            Rebuild::Call { func: py.import("builtins")?.getattr("reversed")?.unbind(), args: vec![Rebuild::Tuple(rest)] }
+        }
         IterKind::Items(_) if it.py_type.is_some() => match &it.reiterate {
             Some(c) => call("iter_at", vec![Rebuild::Const(c.clone_ref(py)), int(it.pos as i64)?])?,
             None => graph_break!(UnreconstructableValue, "a {} iterator made in the frame outlives the graph", crate::symbolic::variables::qualname(it.py_type.as_ref().expect("checked").bind(py))),

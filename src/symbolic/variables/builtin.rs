@@ -508,7 +508,7 @@ impl<'a> InstructionTranslator<'a> {
             if let VT::Tuple(items) | VT::NamedTuple { items, .. } = &args[0] {
                 let mut items = items.as_ref().clone();
                 items.reverse();
-                return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(items)))));
+                return Ok(VT::Iterator(Rc::new(RefCell::new(reversed_iterator(py, items)?))));
             }
             // `dict.__reversed__` and the views' `__reversed__` (Objects/dictobject.c,
             // `dict___reversed___impl`): a live reverse iterator from the last item.
@@ -648,7 +648,7 @@ impl<'a> InstructionTranslator<'a> {
                 for (k, v) in kvals {
                     kw.set_item(k, v)?;
                 }
-                let r = b.call(PyTuple::new(py, vals)?, Some(&kw))?;
+                let r = b.call(PyTuple::new(py, vals.iter())?, Some(&kw))?;
                 if is_literal(py, &r) {
                     return Ok(VT::constant(r.unbind()));
                 }
@@ -657,15 +657,31 @@ impl<'a> InstructionTranslator<'a> {
                         return Ok(new_list(l.iter().map(|i| VT::constant(i.unbind())).collect()));
                     }
                 }
-                if matches!(type_name(&r).as_str(), "list_reverseiterator" | "reversed" | "range_iterator" | "longrange_iterator") {
+                let kind = type_name(&r);
+                if matches!(kind.as_str(), "list_reverseiterator" | "reversed" | "range_iterator" | "longrange_iterator") {
                     // `reversed()` of a literal sequence or a range: its items, taken now (the
-                    // sequence is immutable or a fresh copy).
+                    // sequence is immutable or a fresh copy), in an iterator of the type
+                    // CPython's `reversed()` gives (Note [iterator types]).
                     let n: usize = py.import("operator")?.call_method1("length_hint", (&r,))?.extract()?;
                     if n > 100_000 {
                         graph_break!(UnrollLimit, "reversed() of {n} items is too long to unroll");
                     }
                     let items: Vec<VT> = r.try_iter()?.map(|i| Ok(VT::constant(i?.unbind()))).collect::<VResult<_>>()?;
-                    return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::over(items)))));
+                    let st = if kind == "reversed" {
+                        reversed_iterator(py, items)?
+                    } else {
+                        let mut st = IteratorState::over(items);
+                        st.py_type = Some(r.get_type().into_any().unbind());
+                        if kind != "list_reverseiterator" {
+                            // `reversed(range)` is `iter()` of the reversed range (Objects/rangeobject.c,
+                            // `range_reverse`): rebuilt as `iter_at(range[::-1], pos)`.
+                            let step_back = py.import("builtins")?.getattr("slice")?.call1((py.None(), py.None(), -1))?;
+                            let rev = vals[0].get_item(step_back)?;
+                            st.reiterate = Some(rev.unbind());
+                        }
+                        st
+                    };
+                    return Ok(VT::Iterator(Rc::new(RefCell::new(st))));
                 }
                 return self.wrap_unguarded(py, &r);
             }
@@ -910,4 +926,13 @@ fn defines_instancecheck(ty: &Bound<'_, pyo3::types::PyType>) -> bool {
 /// Whether `b` is the builtin function `name` (`builtins.<name>`).
 fn builtins_is(py: Python<'_>, builtins: &Py<PyAny>, b: &Bound<'_, PyAny>, name: &str) -> bool {
     builtins.bind(py).getattr(name).map(|f| f.is(b)).unwrap_or(false)
+}
+
+/// The iterator `reversed()` of a tuple or a str gives: a CPython `reversed` object over
+/// `items` (already in iteration order), Note [iterator types].
+fn reversed_iterator(py: Python<'_>, items: Vec<VT>) -> VResult<IteratorState> {
+    let mut st = IteratorState::over(items);
+    st.py_type = Some(py.import("builtins")?.getattr("reversed")?.unbind());
+    st.reversed = true;
+    Ok(st)
 }

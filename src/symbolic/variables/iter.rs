@@ -226,7 +226,8 @@ pub type ResumeGenerator<'r> = dyn FnMut(IterRequest<'_>) -> Result<Option<Varia
 /// live kinds (`list_iterator`, `set_iterator`, `dict_keyiterator`, `odict_iterator` for an
 /// `OrderedDict`'s storage, ...); an `Items` iterator carries it in `py_type` when it is not a
 /// `tuple_iterator` (`iter()` of a str, frozenset or range constant; `itertools.product`,
-/// `permutations`, `combinations`, which read their input whole). The views of an
+/// `permutations`, `combinations`, which read their input whole; `reversed()` of a tuple or a
+/// str, a `reversed` object; `reversed()` of a range, the reversed range's `range_iterator`). The views of an
 /// `OrderedDict` are `odict_keys`/`odict_values`/`odict_items` (`VT::DictView::ordered`). An
 /// iterator or view that outlives the graph is rebuilt as its own type or not at all (a graph
 /// break): a constant's iterator as `iter_at(constant, pos)`; set, OrderedDict and itertools
@@ -251,6 +252,11 @@ pub struct IteratorState {
     /// `Items` iterator with a `py_type` is rebuilt as `iter_at(constant, pos)`; without one
     /// it is not rebuilt (its type would change).
     pub reiterate: Option<Py<PyAny>>,
+    /// Set for `reversed()` of a tuple, a str or a tuple constant: the iterator is a CPython
+    /// `reversed` object (`type(it)` is `reversed`, not `tuple_iterator`), with its items in
+    /// iteration order. One that outlives the graph is rebuilt as `reversed(rest)`, `rest` the
+    /// items not yet produced put back in sequence order (Note [iterator types]).
+    pub reversed: bool,
 }
 
 impl IteratorState {
@@ -260,7 +266,7 @@ impl IteratorState {
     }
 
     pub fn of(kind: IterKind) -> Self {
-        IteratorState { kind, pos: 0, exhausted: false, returned: None, py_type: None, reiterate: None }
+        IteratorState { kind, pos: 0, exhausted: false, returned: None, py_type: None, reiterate: None, reversed: false }
     }
 
     /// A live iterator over a list tracker.
