@@ -396,7 +396,54 @@ def test_lazy_module_after_its_first_call():
     ref = m(x)  # materialises the parameters
     out = dynamo.optimize("eager")(m)(x)
     assert torch.equal(ref, out)
-    assert dynamo.counters()["graphs"] == 1
+    assert dynamo.counters()["graphs"] == 1, dynamo.counters()
+
+
+def test_lazy_module_compiled_before_its_first_call_recompiles_once_materialized():
+    # The first compiled call breaks at the uninitialized module (its parameters have no
+    # shape yet) and materializes it eagerly; the module then changes class (LazyLinear ->
+    # Linear), which fails the identity guard's type check (GuardKind::IdMatchWeak), so the
+    # next call recompiles the frame into a whole graph instead of breaking forever.
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.LazyLinear(4), torch.nn.ReLU(), torch.nn.LazyLinear(2))
+    ref_m = torch.nn.Sequential(torch.nn.LazyLinear(4), torch.nn.ReLU(), torch.nn.LazyLinear(2))
+    ref_m.load_state_dict(m.state_dict())
+    opt = dynamo.optimize("eager")(m)
+    for i in range(3):
+        x = torch.full((2, 3), float(i + 1))
+        torch.manual_seed(i)
+        ref = ref_m(x)
+        torch.manual_seed(i)
+        assert torch.equal(opt(x), ref)
+    assert type(m[0]) is torch.nn.Linear
+    # Once materialized, a call is one cache hit of the whole Sequential.forward graph: no
+    # break, and no inner module's frame is entered on its own.
+    before = dict(dynamo.counters())
+    assert torch.equal(opt(x), ref_m(x))
+    after = dynamo.counters()
+    assert after["frames_seen"] - before["frames_seen"] == 1, (before, after)
+    assert after["cache_hits"] - before["cache_hits"] == 1
+    assert after["graph_breaks"] == before["graph_breaks"] == 1
+
+
+def test_identity_guard_sees_a_class_change():
+    class Plain:
+        pass
+
+    class Doubled(Plain):
+        pass
+
+    o = Plain()
+
+    def f(x):
+        return x * 2 if isinstance(o, Doubled) else x + 1
+
+    opt = dynamo.optimize("eager")(f)
+    x = torch.ones(2)
+    assert torch.equal(opt(x), f(x))
+    o.__class__ = Doubled
+    assert torch.equal(opt(x), f(x)) and torch.equal(f(x), x * 2)
+    assert dynamo.counters()["recompiles"] == 1
 
 
 def test_load_state_dict_assign_after_a_compile_is_seen():

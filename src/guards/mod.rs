@@ -30,11 +30,15 @@ pub enum GuardKind {
     /// `v is obj`, for an object that takes no weak reference (`None`, a bool, a dict): it is
     /// kept alive, so its address cannot be reused. Made by [`GuardKind::id_match`].
     IdMatch(Py<PyAny>),
-    /// `v is ref()`: the object of an identity guard held through a weak reference, so that a
-    /// cache entry does not keep the user's object (a module, an instance, a function) alive
-    /// after the user let go of it (torch's Dynamo keeps `id()` only). Once the object is gone
-    /// the guard fails: nothing else can be `is` a dead object. Made by [`GuardKind::id_match`].
-    IdMatchWeak(Py<pyo3::types::PyWeakrefReference>),
+    /// `v is ref() and type(v) is ty()`: the object of an identity guard held through a weak
+    /// reference, so that a cache entry does not keep the user's object (a module, an instance,
+    /// a function) alive after the user let go of it (torch's Dynamo keeps `id()` only). Once
+    /// the object is gone the guard fails: nothing else can be `is` a dead object. The object's
+    /// type at compile time is checked too (held weakly as well): an instance of a heap type can
+    /// change class (`obj.__class__ = C`), and a lazy module does so once its first call has
+    /// materialized it (`LazyLinear` becomes `Linear`), which must recompile a frame whose trace
+    /// broke at the uninitialized module. Made by [`GuardKind::id_match`].
+    IdMatchWeak { obj: Py<pyo3::types::PyWeakrefReference>, ty: Py<pyo3::types::PyWeakrefReference> },
     /// `type(v) is type(c) and v == c`.
     ConstantMatch(Py<PyAny>),
     /// `len(v) == n` for a tuple or list (after a `TypeMatch`).
@@ -232,9 +236,12 @@ impl GuardKind {
     /// `v is obj`: [`GuardKind::IdMatchWeak`] when `obj` takes a weak reference, else
     /// [`GuardKind::IdMatch`].
     pub fn id_match(obj: Py<PyAny>) -> GuardKind {
-        Python::attach(|py| match pyo3::types::PyWeakrefReference::new(obj.bind(py)) {
-            Ok(r) => GuardKind::IdMatchWeak(r.unbind()),
-            Err(_) => GuardKind::IdMatch(obj),
+        Python::attach(|py| {
+            let o = obj.bind(py);
+            match (pyo3::types::PyWeakrefReference::new(o), pyo3::types::PyWeakrefReference::new(o.get_type().as_any())) {
+                (Ok(r), Ok(t)) => GuardKind::IdMatchWeak { obj: r.unbind(), ty: t.unbind() },
+                _ => GuardKind::IdMatch(obj),
+            }
         })
     }
 
@@ -242,7 +249,7 @@ impl GuardKind {
     pub fn name(&self) -> &'static str {
         match self {
             GuardKind::TypeMatch(_) => "TYPE_MATCH",
-            GuardKind::IdMatch(_) | GuardKind::IdMatchWeak(_) => "ID_MATCH",
+            GuardKind::IdMatch(_) | GuardKind::IdMatchWeak { .. } => "ID_MATCH",
             GuardKind::ConstantMatch(_) => "CONSTANT_MATCH",
             GuardKind::LenMatch(_) => "LENGTH_CHECK",
             GuardKind::IteratorMatch(..) => "ITERATOR_MATCH",
@@ -271,7 +278,7 @@ impl fmt::Display for Guard {
         Python::attach(|py| match &self.kind {
             GuardKind::TypeMatch(t) => write!(f, "TYPE_MATCH: {src} is {}", repr(py, t)),
             GuardKind::IdMatch(o) => write!(f, "ID_MATCH: {src} is <{}>", short_repr(py, o)),
-            GuardKind::IdMatchWeak(r) => match pyo3::types::PyWeakrefMethods::upgrade(r.bind(py)) {
+            GuardKind::IdMatchWeak { obj: r, .. } => match pyo3::types::PyWeakrefMethods::upgrade(r.bind(py)) {
                 Some(o) => write!(f, "ID_MATCH: {src} is <{}>", short_repr(py, &o.unbind())),
                 None => write!(f, "ID_MATCH: {src} is <dead object>"),
             },
@@ -879,13 +886,19 @@ impl GuardManager {
                     return fail(&|| format!("{} is a different object", src(g)));
                 }
             }
-            GuardKind::IdMatchWeak(r) => {
-                // SAFETY: `r` is a live weak reference; `wr_object` is its referent, or `None`
-                // once that died (Include/cpython/weakrefobject.h, `PyWeakref_GET_OBJECT` of
-                // 3.11/3.12), read without a new reference: only the address is compared.
-                let referent = unsafe { (*(r.as_ptr() as *mut pyo3::ffi::PyWeakReference)).wr_object };
-                if referent == unsafe { pyo3::ffi::Py_None() } || referent != v.unwrap().as_ptr() {
+            GuardKind::IdMatchWeak { obj, ty } => {
+                // SAFETY: `obj` and `ty` are live weak references; `wr_object` is the referent,
+                // or `None` once that died (Include/cpython/weakrefobject.h,
+                // `PyWeakref_GET_OBJECT` of 3.11/3.12), read without a new reference: only
+                // addresses are compared.
+                let referent = |r: &Py<pyo3::types::PyWeakrefReference>| unsafe { (*(r.as_ptr() as *mut pyo3::ffi::PyWeakReference)).wr_object };
+                let v = v.unwrap();
+                let o = referent(obj);
+                if o == unsafe { pyo3::ffi::Py_None() } || o != v.as_ptr() {
                     return fail(&|| format!("{} is a different object", src(g)));
+                }
+                if referent(ty) != v.get_type().as_ptr() as *mut pyo3::ffi::PyObject {
+                    return fail(&|| format!("{} changed class to {}", src(g), v.get_type().name().map(|n| n.to_string()).unwrap_or_default()));
                 }
             }
             GuardKind::ConstantMatch(c) => {
