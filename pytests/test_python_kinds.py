@@ -1096,3 +1096,23 @@ def test_torch_contextmanager_functions_make_a_fresh_manager_per_call(fn, backen
         torch.manual_seed(0)
         got = g(torch.ones(2))
         assert torch.equal(got, want)
+
+
+# ----- keyword arguments of builtins -----------------------------------------------------------
+
+KEYWORD_BUILTINS = {
+    # `start` by keyword was ignored when it was not a constant (the sum started at 0).
+    "sum_start_keyword": lambda x: sum([x, x * 2], start=torch.ones(4)),
+    "sum_start_keyword_generator": lambda x: sum((r for r in x), start=x[0] * 0 + 1),
+    "sum_start_positional": lambda x: sum([x, x], x),
+    "enumerate_keywords": lambda x: [i * r for i, r in enumerate(iterable=list(x), start=2)],
+    "pow_keywords": lambda x: (pow(base=x, exp=2), pow(2, exp=3) * x),
+    "max_key_default": lambda x: (x[max(range(4), key=lambda i: (i % 3, -i))], max([], default=x)),
+    "pow_tensor": lambda x: (pow(x, 2), pow(2, x), pow(x, x)),
+}
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+@pytest.mark.parametrize("name", sorted(KEYWORD_BUILTINS))
+def test_builtin_keyword_arguments(name, backend):
+    check(KEYWORD_BUILTINS[name], X, graphs=1, breaks=0, backend=backend)

@@ -50,6 +50,39 @@ fn builtin_spec(name: &str) -> Option<Spec> {
     })
 }
 
+/// The names of the builtin `name`'s parameters that may be passed by position or by keyword,
+/// in position order (the Argument Clinic signatures of Python/bltinmodule.c and
+/// Objects/*object.c): `pow(base, exp, mod=None)`, `round(number, ndigits=None)`,
+/// `enumerate(iterable, start=0)`, `str(object='', encoding=..., errors=...)`, and the
+/// keyword-or-positional tails of `sum(iterable, /, start=0)` and `int(x, /, base=10)`.
+/// Positional-only leading parameters are `""`.
+fn positional_keywords(name: &str) -> &'static [&'static str] {
+    match name {
+        "pow" => &["base", "exp", "mod"],
+        "round" => &["number", "ndigits"],
+        "enumerate" => &["iterable", "start"],
+        "str" => &["object", "encoding", "errors"],
+        "sum" => &["", "start"],
+        "int" => &["", "base"],
+        _ => &[],
+    }
+}
+
+/// Moves the keyword arguments of a builtin call that name its next positional parameters into
+/// `args`, in position order, as CPython's argument parsing binds them (`pow(base=x, exp=2)` is
+/// `pow(x, 2)`), so that the rest of the tracer sees one spelling. A keyword that names an
+/// already filled position, or one past a missing position, stays a keyword: CPython raises
+/// `TypeError` for the first and for the missing argument, and the arity check leaves both to
+/// the real call.
+pub fn bind_positional_keywords<V>(name: &str, args: &mut Vec<V>, kwargs: &mut Vec<(String, V)>) {
+    let names = positional_keywords(name);
+    while let Some(next) = names.get(args.len()).filter(|n| !n.is_empty()) {
+        let Some(i) = kwargs.iter().position(|(k, _)| k == next) else { break };
+        let (_, v) = kwargs.remove(i);
+        args.push(v);
+    }
+}
+
 /// Methods of `list` and `tuple` (Objects/listobject.c, tupleobject.c).
 fn list_spec(name: &str, tuple: bool) -> Option<Spec> {
     Some(match name {
@@ -141,6 +174,23 @@ mod tests {
         assert!(check_builtin("sum", 1, &["start"]).is_ok());
         assert!(check_builtin("sum", 1, &["key"]).is_err());
         assert!(check_builtin("print", 7, &["sep", "file"]).is_ok());
+    }
+
+    #[test]
+    fn keywords_bound_to_positions() {
+        let bind = |name: &str, args: &[i32], kwargs: &[(&str, i32)]| {
+            let mut a = args.to_vec();
+            let mut k: Vec<(String, i32)> = kwargs.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+            bind_positional_keywords(name, &mut a, &mut k);
+            (a, k.into_iter().map(|(n, _)| n).collect::<Vec<_>>())
+        };
+        assert_eq!(bind("pow", &[], &[("exp", 2), ("base", 1)]), (vec![1, 2], vec![]));
+        assert_eq!(bind("pow", &[1], &[("mod", 3)]), (vec![1], vec!["mod".to_string()]));
+        assert_eq!(bind("pow", &[1], &[("base", 3)]), (vec![1], vec!["base".to_string()]));
+        assert_eq!(bind("sum", &[], &[("start", 3)]), (vec![], vec!["start".to_string()]));
+        assert_eq!(bind("sum", &[7], &[("start", 3)]), (vec![7, 3], vec![]));
+        assert_eq!(bind("enumerate", &[], &[("start", 2), ("iterable", 1)]), (vec![1, 2], vec![]));
+        assert_eq!(bind("len", &[1], &[("obj", 2)]), (vec![1], vec!["obj".to_string()]));
     }
 
     #[test]

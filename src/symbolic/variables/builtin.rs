@@ -56,10 +56,11 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     /// Python builtins (and builtin types used as functions) with tracker arguments.
-    pub(crate) fn call_builtin(&mut self, py: Python<'_>, b: &Bound<'_, PyAny>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+    pub(crate) fn call_builtin(&mut self, py: Python<'_>, b: &Bound<'_, PyAny>, mut args: Vec<VT>, mut kwargs: Vec<(String, VT)>) -> VResult<VT> {
         // Note [call arity] (variables/arity.rs): a call the real builtin refuses raises there.
         if let Ok(name) = b.getattr("__name__").and_then(|n| n.extract::<String>()) {
             if self.og.handles.builtins.bind(py).getattr(name.as_str()).is_ok_and(|f| f.is(b)) {
+                super::arity::bind_positional_keywords(&name, &mut args, &mut kwargs);
                 let keywords: Vec<&str> = kwargs.iter().map(|(k, _)| k.as_str()).collect();
                 if let Err(why) = super::arity::check_builtin(&name, args.len(), &keywords) {
                     graph_break!(ArgumentMismatch, "{why}");
@@ -700,10 +701,17 @@ impl<'a> InstructionTranslator<'a> {
             }
             return Ok(const_bool(py, !want));
         }
+        if is("pow") && args.len() == 2 && kwargs.is_empty() {
+            // `pow(a, b)` is `a ** b` (bltinmodule.c, `builtin_pow_impl` calls
+            // `PyNumber_Power(a, b, None)`, the operator's own slot).
+            return self.binary(py, "pow", args[0].clone(), args[1].clone());
+        }
         if is("sum") || is("any") || is("all") {
             let items = self.iter_items(py, &args[0])?;
             if is("sum") {
-                let mut acc = args.get(1).cloned().unwrap_or_else(|| VT::constant(0i64.into_pyobject(py).unwrap().into_any().unbind()));
+                // `start` positional or by keyword (bltinmodule.c, `builtin_sum_impl`), 0 if absent.
+                let start = args.get(1).cloned().or_else(|| kwargs.iter().find(|(k, _)| k == "start").map(|(_, v)| v.clone()));
+                let mut acc = start.unwrap_or_else(|| VT::constant(0i64.into_pyobject(py).unwrap().into_any().unbind()));
                 for it in items {
                     acc = self.binary(py, "add", acc, it)?;
                 }
