@@ -1,6 +1,7 @@
 //! Python-facing functions of `dynamo._C` (the binding surface lives in `lib.rs`).
 
 pub mod getattr;
+pub mod input_plan;
 
 use crate::counters;
 use crate::eval_frame::{cache, hook};
@@ -466,6 +467,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Unsupported", m.py().get_type::<hook::Unsupported>())?;
     m.add_function(wrap_pyfunction!(set_eval_frame, m)?)?;
     m.add_function(wrap_pyfunction!(getattr::load_attr, m)?)?;
+    m.add_class::<input_plan::InputPlan>()?;
+    m.add_function(wrap_pyfunction!(input_plan::_input_plan_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(dynamic_shapes, m)?)?;
     m.add_function(wrap_pyfunction!(automatic_dynamic_whole_tensor, m)?)?;
     m.add_function(wrap_pyfunction!(set_skip_prefixes, m)?)?;

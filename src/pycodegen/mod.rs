@@ -17,6 +17,11 @@ use std::sync::Arc;
 pub mod loop_body;
 pub mod resume;
 
+/// The fewest attribute and item loads that a graph call's inputs must take for them to be
+/// read through an `InputPlan` (Note [input plans]): below it, the plan's call costs about what
+/// it saves.
+const MIN_PLAN_READS: usize = 8;
+
 /// How to rebuild one value of the frame's result.
 pub enum Rebuild {
     /// `result_of_graph[k]`.
@@ -337,6 +342,59 @@ impl PyCodegen {
         }
     }
 
+    /// Note [input plans] (src/py/input_plan.rs): pushes `inputs` in order through one call of
+    /// an `InputPlan` over their chains' roots and an `UNPACK_SEQUENCE`, when that replaces at
+    /// least [`MIN_PLAN_READS`] attribute and item loads; returns false (nothing emitted) when
+    /// it would not, or a plan cannot be made. `DYNAMO_INPUT_PLAN=0` turns plans off, for
+    /// comparison.
+    fn load_inputs_by_plan(&mut self, py: Python<'_>, inputs: &[Arc<Source>]) -> bool {
+        use crate::py::input_plan::{InputPlan, Link};
+        if std::env::var_os("DYNAMO_INPUT_PLAN").is_some_and(|v| v == "0") {
+            return false;
+        }
+        let mut roots: Vec<Arc<Source>> = Vec::new();
+        let mut chains = Vec::with_capacity(inputs.len());
+        let mut loads = 0usize;
+        for s in inputs {
+            let mut links = Vec::new();
+            let mut at = s.clone();
+            loop {
+                let (base, link) = match at.as_ref() {
+                    Source::Attr { base, attr } => (base.clone(), Link::Attr(attr.clone())),
+                    Source::GenericAttr { base, attr } => (base.clone(), Link::GenericAttr(attr.clone())),
+                    Source::GetItem { base, key } => (base.clone(), Link::Item(key.clone())),
+                    Source::DictItem { base, key } => (base.clone(), Link::DictItem(key.clone())),
+                    _ => break,
+                };
+                links.push(link);
+                at = base;
+            }
+            links.reverse();
+            loads += links.len();
+            let root = match roots.iter().position(|r| r == &at) {
+                Some(i) => i,
+                None => {
+                    roots.push(at);
+                    roots.len() - 1
+                }
+            };
+            chains.push((root, links));
+        }
+        if loads < MIN_PLAN_READS {
+            return false;
+        }
+        let Ok(plan) = InputPlan::build(py, roots.len(), chains) else { return false };
+        let Ok(plan) = Py::new(py, plan) else { return false };
+        self.load_callable(plan.into_any());
+        for r in &roots {
+            self.load_source(py, r);
+        }
+        self.emit(op::PRECALL, roots.len() as u32);
+        self.emit(op::CALL, roots.len() as u32);
+        self.emit(op::UNPACK_SEQUENCE, inputs.len() as u32);
+        true
+    }
+
     /// Pushes the constant callable `f` with the NULL marker a plain call needs, in the order
     /// this CPython's CALL reads them: `[NULL, f]` before 3.13, `[f, NULL]` from 3.13 on
     /// ([`PyVersion::null_after_callable`]). Two stack slots either way.
@@ -390,8 +448,10 @@ impl PyCodegen {
         match compiled_fn {
             Some(f) => {
                 self.load_callable(f);
-                for s in inputs {
-                    self.load_source(py, s);
+                if !self.load_inputs_by_plan(py, inputs) {
+                    for s in inputs {
+                        self.load_source(py, s);
+                    }
                 }
                 self.emit(op::PRECALL, inputs.len() as u32);
                 self.emit(op::CALL, inputs.len() as u32);
