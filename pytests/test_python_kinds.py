@@ -1116,3 +1116,20 @@ KEYWORD_BUILTINS = {
 @pytest.mark.parametrize("name", sorted(KEYWORD_BUILTINS))
 def test_builtin_keyword_arguments(name, backend):
     check(KEYWORD_BUILTINS[name], X, graphs=1, breaks=0, backend=backend)
+
+
+# ----- dict displays with equal keys ------------------------------------------------------------
+
+DICT_DISPLAYS = {
+    # An equal later key keeps the first key object and takes the later value (BUILD_MAP,
+    # BUILD_CONST_KEY_MAP); the display used to keep both pairs, and a lookup found the first.
+    "shape_then_tuple": lambda x: (x * {x.shape: 1, (4, 4): 2}[torch.Size([4, 4])], [type(k).__name__ for k in {x.shape: 1, (4, 4): 2}]),
+    "tuple_then_shape": lambda x: x * {(4, 4): 1, x.shape: 2}[(4, 4)],
+    "int_float_bool": lambda x: (x + len({1: 0, 1.0: 1, True: 2}), {1: "a", 1.0: "b", True: "c"}),
+    "computed_keys": lambda x: (lambda n: x * {n: 1, n * 1.0: 3}[n])(x.shape[0]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DICT_DISPLAYS))
+def test_dict_display_merges_equal_keys(name):
+    check(DICT_DISPLAYS[name], X, graphs=1, breaks=0)

@@ -959,24 +959,32 @@ impl<'a> InstructionTranslator<'a> {
                 let items = self.unpack(py, &v)?;
                 self.stack.push(make_tuple(py, items)?);
             }
+            // A dict display inserts its pairs in order, as `PyDict_SetItem` does
+            // (Python/ceval.c BUILD_MAP, `_PyDict_FromItems`): a key equal to an earlier one
+            // (`1` and `1.0`, `x.shape` and `(3,)`) keeps the earlier key object and takes
+            // the later value.
             op::BUILD_MAP => {
                 let items = self.popn(2 * arg as usize)?;
-                let mut d = Vec::new();
-                for kv in items.chunks(2) {
-                    let k = kv[0].as_key(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
-                    d.push((k.unbind(), kv[1].clone()));
+                let d = new_dict(Vec::new());
+                if let VT::Dict(st) = &d {
+                    for kv in items.chunks(2) {
+                        let k = kv[0].as_key(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
+                        dict_set(py, &mut st.borrow_mut(), k.unbind(), kv[1].clone())?;
+                    }
                 }
-                self.stack.push(new_dict(d));
+                self.stack.push(d);
             }
             op::BUILD_CONST_KEY_MAP => {
                 let keys = self.pop()?;
                 let vals = self.popn(arg as usize)?;
                 let keys = keys.as_constant(py).ok_or_else(|| Unsupported::new("BUILD_CONST_KEY_MAP keys"))?;
-                let mut d = Vec::new();
-                for (k, v) in keys.try_iter()?.zip(vals) {
-                    d.push((k?.unbind(), v));
+                let d = new_dict(Vec::new());
+                if let VT::Dict(st) = &d {
+                    for (k, v) in keys.try_iter()?.zip(vals) {
+                        dict_set(py, &mut st.borrow_mut(), k?.unbind(), v)?;
+                    }
                 }
-                self.stack.push(new_dict(d));
+                self.stack.push(d);
             }
             op::MAP_ADD => {
                 let v = self.pop()?;
