@@ -837,6 +837,15 @@ impl<'a> InstructionTranslator<'a> {
                 if l.borrow().source.is_some() {
                     self.og.side_effects.mutate_list(l);
                 }
+                // `list_inplace_concat` is `list_extend`: a lazy iterable is stepped, each item
+                // appended before the next is taken (Note [items taken one at a time]).
+                if let Some(it) = self.lazy_iter(py, &b)? {
+                    self.for_each_step(py, &it, |_, _, v| {
+                        l.borrow_mut().items.push(v);
+                        Ok(true)
+                    })?;
+                    return Ok(a.clone());
+                }
                 let extra = self.unpack(py, &b)?;
                 l.borrow_mut().items.extend(extra);
                 Ok(a.clone())
