@@ -122,3 +122,65 @@ def test_deque_extend_of_a_generator_over_itself_raises(backend):
         return x + 1, d
 
     check(fn, torch.ones(2), collections.deque([1, 2]), graphs=0, backend=backend)
+
+
+# ----- class attributes written in the frame, read through a subclass ---------------------------
+
+
+class _Base:
+    n = 0
+
+
+class _Sub(_Base):
+    pass
+
+
+@pytest.fixture
+def restore_classes():
+    yield
+    _Base.n = 0
+    for cls in (_Base, _Sub):
+        for name in ("m", "n"):
+            if name in cls.__dict__ and not (cls is _Base and name == "n"):
+                delattr(cls, name)
+
+
+def _run_twice(fn, *args, backend):
+    """`fn` eagerly, then compiled, on the class state each starts from; the answers."""
+    eager = fn(*args)
+    _Base.n = 0
+    for cls in (_Base, _Sub):
+        for name in ("m", "n"):
+            if name in cls.__dict__ and not (cls is _Base and name == "n"):
+                delattr(cls, name)
+    dynamo.reset()
+    compiled = dynamo.optimize(backend)(fn)(*args)
+    return eager, compiled
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_subclass_attribute_after_a_write_to_its_base(backend, restore_classes):
+    """`Base.n = 5; Sub.n` answers 5 (the first class of the MRO holding `n`), also through a
+    classmethod's `cls` (`cls.count += 1` on a subclass reads the base's new value)."""
+
+    def fn(x):
+        _Base.n = 5
+        a = _Sub.n
+        _Sub.n = a + 1
+        return x + a, _Sub.n, _Base.n, getattr(_Sub, "n")
+
+    eager, compiled = _run_twice(fn, torch.ones(2), backend=backend)
+    assert torch.equal(eager[0], compiled[0]) and eager[1:] == compiled[1:] == (6, 5, 6)
+    assert _Sub.__dict__["n"] == 6 and _Base.n == 5
+    assert dynamo.counters()["graphs"] >= 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hasattr_after_a_new_attribute_on_the_base_class(backend, restore_classes):
+    def fn(x, obj):
+        _Base.m = 3
+        return x + 1, hasattr(_Sub, "m"), hasattr(obj, "m"), hasattr(_Sub(), "m"), getattr(obj, "m", None), hasattr(_Base, "m")
+
+    eager, compiled = _run_twice(fn, torch.ones(2), _Sub(), backend=backend)
+    assert torch.equal(eager[0], compiled[0]) and eager[1:] == compiled[1:] == (True, True, True, 3, True)
+    assert dynamo.counters()["graphs"] >= 1

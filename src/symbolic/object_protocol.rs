@@ -148,6 +148,10 @@ impl<'a> InstructionTranslator<'a> {
                 if let Some(v) = self.og.side_effects.attr(c, name) {
                     return Ok(v);
                 }
+                // Note [class writes seen through the MRO].
+                if self.class_write_pending(py, c.bind(py), name)? {
+                    graph_break!(UntracedValue, "attribute '{name}' of {} after a write to its base class", obj.describe(py));
+                }
                 // Note [user code at class lookups] (variables/descriptors.rs).
                 if let Ok(ty) = c.bind(py).cast::<pyo3::types::PyType>() {
                     let src = self.og.class_sources.get(&(c.as_ptr() as usize)).cloned();
@@ -242,6 +246,28 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
+    /// Note [class writes seen through the MRO]: `type_getattro` and `PyObject_GenericGetAttr`
+    /// find a class attribute in the first class of the MRO whose `__dict__` holds it, so a
+    /// write this trace made to a base class (`Base.n = 5; Sub.n`, `Base.m = 1;
+    /// hasattr(Sub(), "m")`) is what a subclass and its instances answer unless a class before
+    /// it shadows the name. The real classes still hold the old state until the write is
+    /// replayed, so lookups that would ask them (`getattr` on a class, `hasattr` deciding
+    /// "absent") are a break instead, as reads of instance attributes already were
+    /// (`user_object_generic_getattr`): the read then happens after the write.
+    ///
+    /// Whether a class in the MRO of `cls` (itself included) has a pending write of `name`;
+    /// false for an object that is not a class.
+    pub(crate) fn class_write_pending(&self, py: Python<'_>, cls: &Bound<'_, PyAny>, name: &str) -> VResult<bool> {
+        let _ = py;
+        let Ok(ty) = cls.cast::<pyo3::types::PyType>() else { return Ok(false) };
+        for base in ty.getattr("__mro__")?.try_iter()? {
+            if self.og.side_effects.attr(&base?.unbind(), name).is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// Whether `obj.name` raises AttributeError, decided without running user code where the
     /// lookup is generic: no pending write, not in the instance dict (or a module's parameters,
     /// buffers and submodules), not on the class, no Python `__getattr__`. For a class with its
@@ -257,7 +283,7 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(false);
         }
         let ty = obj.get_type();
-        if static_type_lookup(&ty, name)?.is_some() {
+        if static_type_lookup(&ty, name)?.is_some() || self.class_write_pending(py, ty.as_any(), name)? {
             return Ok(false);
         }
         let is_module = matches!(v, VT::Module { .. });

@@ -368,6 +368,9 @@ impl<'a> InstructionTranslator<'a> {
             // modules, static tensor metadata) may answer "missing"; for anything else a lookup
             // we cannot trace is unsupported, never "absent".
             let known_missing = match &args[0] {
+                // A pending write to the class or a base (Note [class writes seen through the
+                // MRO]) is not in the real class yet: `getattr` below decides.
+                VT::Class(o) if self.class_write_pending(py, o.bind(py), &name)? => None,
                 VT::Constant(o) | VT::Class(o) => Some(!o.bind(py).hasattr(name.as_str())?),
                 VT::PyModule { obj, .. } => Some(!obj.bind(py).hasattr(name.as_str())?),
                 // A real tensor can carry instance attributes the fake one lacks: only a class
@@ -427,7 +430,7 @@ impl<'a> InstructionTranslator<'a> {
                 VT::UserObject(o) => {
                     if o.get(py, &name).is_some() {
                         Some(false)
-                    } else if o.cls.bind(py).hasattr(name.as_str())? {
+                    } else if o.cls.bind(py).hasattr(name.as_str())? || self.class_write_pending(py, o.cls.bind(py), &name)? {
                         None
                     } else {
                         self.og.add_guard(Some(o.cls_source.clone()), GuardKind::NoAttr(name.clone()));
