@@ -184,3 +184,32 @@ def test_hasattr_after_a_new_attribute_on_the_base_class(backend, restore_classe
     eager, compiled = _run_twice(fn, torch.ones(2), _Sub(), backend=backend)
     assert torch.equal(eager[0], compiled[0]) and eager[1:] == compiled[1:] == (True, True, True, 3, True)
     assert dynamo.counters()["graphs"] >= 1
+
+
+# ----- identity before equality (Note [identity before equality]) ---------------------------------
+
+_NAN = float("nan")
+_OTHER_NAN = float("nan")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_nan_key_finds_itself(backend):
+    """Dict lookups, `in`, `count` and container comparisons use `PyObject_RichCompareBool`,
+    which takes identical objects as equal: the same NaN object is one dict key, is `in` a list
+    holding it, and `[nan] == [nan]`; `nan == nan` itself stays False."""
+
+    def fn(x):
+        n = _OTHER_NAN
+        d = {}
+        d[_NAN] = 1
+        d[_NAN] = 2
+        e = {n: 1}
+        e[n] = 3
+        lst = [_NAN, 1]
+        return (x + 1, len(d), _NAN in d, d.get(_NAN), len(e), e[n], n in e, _NAN in lst, lst.count(_NAN),
+                [_NAN] == [_NAN], {_NAN: 1} == {_NAN: 1}, [n] == [n], _NAN == _NAN, n == n)
+
+    ret = check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
+    no_fallback()
+    assert ret[1][1:] == [(int, 1), (bool, True), (int, 2), (int, 1), (int, 3), (bool, True), (bool, True), (int, 1),
+                          (bool, True), (bool, True), (bool, True), (bool, False), (bool, False)]

@@ -439,7 +439,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::Dict(d) => {
                 let mut st = d.borrow_mut();
-                let Some(pos) = st.items.iter().position(|(kk, _)| kk.bind(py).eq(&k).unwrap_or(false)) else {
+                let Some(pos) = st.items.iter().position(|(kk, _)| crate::symbolic::variables::same_or_equal(kk.bind(py), &k).unwrap_or(false)) else {
                     graph_break!(RaisesException, "del of a missing dict key (KeyError)");
                 };
                 st.items.remove(pos);
@@ -711,7 +711,7 @@ impl<'a> InstructionTranslator<'a> {
         match (container, item.as_key(py)) {
             (VT::Dict(d) | VT::DictView { dict: d, view: DictView::Keys, .. }, Some(k)) => {
                 for (key, _) in &d.borrow().items {
-                    if key.bind(py).eq(&k)? {
+                    if crate::symbolic::variables::same_or_equal(key.bind(py), &k)? {
                         return Ok(true);
                     }
                 }
@@ -720,7 +720,7 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Deque(_) | VT::DictView { .. }, Some(k)) => {
                 for v in self.iter_items(py, container)? {
                     match v.as_constant(py) {
-                        Some(c) if c.eq(&k)? => return Ok(true),
+                        Some(c) if crate::symbolic::variables::same_or_equal(&c, &k)? => return Ok(true),
                         Some(_) => {}
                         None => graph_break!(UnsupportedOperation, "`in` over non-constant items"),
                     }
@@ -1009,7 +1009,8 @@ impl<'a> InstructionTranslator<'a> {
         match (a, b) {
             (VT::Tensor(x), VT::Tensor(y)) if x.node == y.node => return Ok(true),
             (VT::Tensor(_), _) | (_, VT::Tensor(_)) => graph_break!(DataDependentBranch, "truth of a tensor comparison inside a container comparison"),
-            (VT::Constant(x), VT::Constant(y)) => return Ok(x.bind(py).eq(y.bind(py))?),
+            // Note [identity before equality].
+            (VT::Constant(x), VT::Constant(y)) => return Ok(crate::symbolic::variables::same_or_equal(x.bind(py), y.bind(py))?),
             // A symbolic size against a number (`x.shape == (3, 3)` item by item): the
             // comparison's outcome is a guard on the relation, not on the size's value.
             (VT::SymNum(_), VT::SymNum(_) | VT::Constant(_)) | (VT::Constant(_), VT::SymNum(_)) => {
@@ -1045,7 +1046,7 @@ impl<'a> InstructionTranslator<'a> {
                 for (k, v) in &xs {
                     let mut found = None;
                     for (k2, v2) in &ys {
-                        if k.bind(py).eq(k2.bind(py))? {
+                        if crate::symbolic::variables::same_or_equal(k.bind(py), k2.bind(py))? {
                             found = Some(v2.clone());
                             break;
                         }
@@ -1137,7 +1138,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Dict(d) => {
                 let k = idx.as_key(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
                 for (key, v) in &d.borrow().items {
-                    if key.bind(py).eq(&k)? {
+                    if crate::symbolic::variables::same_or_equal(key.bind(py), &k)? {
                         return Ok(v.clone());
                     }
                 }

@@ -279,7 +279,7 @@ pub fn new_dict(items: Vec<(Py<PyAny>, VT)>) -> VT {
 
 pub(crate) fn dict_set(py: Python<'_>, d: &mut DictState, k: Py<PyAny>, v: VT) -> VResult<()> {
     for (key, val) in d.items.iter_mut() {
-        if key.bind(py).eq(k.bind(py))? {
+        if crate::symbolic::variables::same_or_equal(key.bind(py), k.bind(py))? {
             *val = v;
             return Ok(());
         }

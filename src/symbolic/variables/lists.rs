@@ -450,7 +450,7 @@ impl<'a> InstructionTranslator<'a> {
                 let result = {
                     let mut st = d.borrow_mut();
                     let pos = match &key {
-                        Some(k) => st.items.iter().position(|(kk, _)| kk.bind(py).eq(k).unwrap_or(false)),
+                        Some(k) => st.items.iter().position(|(kk, _)| crate::symbolic::variables::same_or_equal(kk.bind(py), k).unwrap_or(false)),
                         None => None,
                     };
                     match name {
@@ -520,7 +520,7 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Dict(d), "get") => {
                 let k = args[0].as_key(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
                 for (key, v) in &d.borrow().items {
-                    if key.bind(py).eq(&k)? {
+                    if crate::symbolic::variables::same_or_equal(key.bind(py), &k)? {
                         return Ok(v.clone());
                     }
                 }

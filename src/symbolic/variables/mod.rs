@@ -211,3 +211,16 @@ pub fn qualname(o: &Bound<'_, PyAny>) -> String {
         .and_then(|n| n.extract::<String>())
         .unwrap_or_else(|_| type_name(o))
 }
+
+/// Note [identity before equality]: `PyObject_RichCompareBool(a, b, Py_EQ)` (Objects/object.c)
+/// answers true for identical objects before asking `__eq__`, and that, not `a == b`, is what
+/// dict lookups (`d[k]`, `k in d`, `d[k] = v` finding the slot), `in` over sequences,
+/// `list.count`/`index`/`remove` and list, tuple and dict comparisons decide with. It differs from
+/// `==` only for objects unequal to themselves: a NaN key finds itself (`d[nan] = 1; d[nan] = 2`
+/// leaves one item, `nan in [nan]` and `[nan] == [nan]` are true). The operator `==` itself on two
+/// constants is folded by the real operation and keeps `nan == nan` false.
+///
+/// The identity-then-equality comparison of two constants (dict keys, items of trackers).
+pub fn same_or_equal(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(a.is(b) || a.eq(b)?)
+}
