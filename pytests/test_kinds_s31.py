@@ -9,6 +9,8 @@ decides, so a generator that reads the container, or an iterator read again afte
 what it sees in CPython."""
 
 import collections
+import dataclasses
+import functools
 
 import pytest
 import torch
@@ -213,3 +215,41 @@ def test_a_nan_key_finds_itself(backend):
     no_fallback()
     assert ret[1][1:] == [(int, 1), (bool, True), (int, 2), (int, 1), (int, 3), (bool, True), (bool, True), (int, 1),
                           (bool, True), (bool, True), (bool, True), (bool, False), (bool, False)]
+
+
+# ----- binding errors name the function's __qualname__ -------------------------------------------
+
+
+@dataclasses.dataclass
+class _Pair:
+    a: int
+    b: int = 2
+
+
+def _base(a, b, *, c):
+    return a + b + c
+
+
+@functools.wraps(_base)
+def _wrapper(a, b=1):
+    return a + b
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_binding_errors_name_the_functions_qualname(backend):
+    """CPython names a function that cannot bind its arguments by its `__qualname__`
+    (`func_qualname`), not its code's `co_qualname`: a dataclass `__init__` is `_Pair.__init__`,
+    not `__create_fn__.<locals>.__init__`; a `functools.wraps` wrapper takes the wrapped name."""
+
+    def fn(x):
+        out = []
+        for call in (lambda: _Pair(), lambda: _Pair(1, 2, 3), lambda: _Pair(1, z=3), lambda: _wrapper(x, 1, 2)):
+            try:
+                call()
+            except TypeError as e:
+                out.append(str(e))
+        return x + 1, out
+
+    ret = check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
+    no_fallback()
+    assert "_Pair.__init__() missing 1 required positional argument: 'a'" == ret[1][1][1][0][1]
