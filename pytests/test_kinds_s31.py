@@ -253,3 +253,55 @@ def test_binding_errors_name_the_functions_qualname(backend):
     ret = check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
     no_fallback()
     assert "_Pair.__init__() missing 1 required positional argument: 'a'" == ret[1][1][1][0][1]
+
+
+# ----- attribute errors: raised where eager raises them, with eager's type name ---------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_missing_attribute_of_a_list_or_dict_raises_inside_the_try(backend):
+    """`lst.zz` / `d.zz()` raise AttributeError at the lookup, inside the `try`; a bound-method
+    tracker made for the missing name used to fail only when rebuilt, outside the handler."""
+
+    def fn(x, lst, d):
+        out = []
+        for get in (lambda: lst.zz, lambda: d.zz(), lambda: [1].zz, lambda: {1}.zz):
+            try:
+                out.append(get())
+            except AttributeError as e:
+                out.append(str(e))
+        return x + 1, out
+
+    check(fn, torch.ones(2), [1], {"a": 1}, graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+class _Outer:
+    class Inner:
+        def __init__(self):
+            self.a = 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attribute_error_names_the_type_by_tp_name(backend):
+    """CPython's message prints the type's `tp_name`: a nested class's `__name__` (`'Inner'`,
+    not its qualname), a C type's dotted name (`'collections.OrderedDict'`)."""
+
+    def fn(x, inner, od, dd):
+        out = []
+        local = _Outer.Inner()
+        for get in (lambda: inner.zz, lambda: local.zz, lambda: od.zz, lambda: dd.zz, lambda: collections.OrderedDict().zz):
+            try:
+                out.append(get())
+            except AttributeError as e:
+                out.append(str(e))
+        try:
+            del local.zz
+        except AttributeError as e:
+            out.append(str(e))
+        return x + 1, out
+
+    ret = check(fn, torch.ones(2), _Outer.Inner(), collections.OrderedDict(a=1), collections.defaultdict(int), graphs=1, breaks=0, backend=backend)
+    no_fallback()
+    assert ret[1][1][1][0][1] == "'Inner' object has no attribute 'zz'"
+    assert ret[1][1][1][2][1] == "'collections.OrderedDict' object has no attribute 'zz'"

@@ -184,7 +184,20 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 Ok(wrapped)
             }
-            VT::List(_) | VT::Dict(_) | VT::Set(_) => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
+            VT::List(_) | VT::Dict(_) | VT::Set(_) => {
+                // A name the type lacks raises AttributeError here, where eager's LOAD_ATTR
+                // raises it (a `try` around it takes its handler): a bound method tracker for it
+                // would only fail when rebuilt or called, outside the handler.
+                let ty = match obj {
+                    VT::List(_) => py.get_type::<PyList>(),
+                    VT::Dict(_) => py.get_type::<PyDict>(),
+                    _ => py.get_type::<pyo3::types::PySet>(),
+                };
+                if !ty.hasattr(name)? {
+                    return Err(Unsupported::raise("AttributeError", crate::symbolic::variables::no_attribute_message(ty.as_any(), name)));
+                }
+                Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() })
+            }
             VT::Deque(_) => self.deque_attr(py, obj, name),
             // `torch.Size.numel` of a symbolic size: the product of its items, a graph value.
             VT::NamedTuple { .. } if name == "numel" && is_symbolic_size(py, self.og, obj) => {
