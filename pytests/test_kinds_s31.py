@@ -305,3 +305,29 @@ def test_attribute_error_names_the_type_by_tp_name(backend):
     no_fallback()
     assert ret[1][1][1][0][1] == "'Inner' object has no attribute 'zz'"
     assert ret[1][1][1][2][1] == "'collections.OrderedDict' object has no attribute 'zz'"
+
+
+# ----- constant guards compare types at every level (Note [exact constant guards]) --------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_constant_guards_tell_equal_values_of_other_types_apart(backend):
+    """`(1, 2) == (True, 2)` and `frozenset({1}) == frozenset({True})` hold, but their `repr` and
+    item types differ: the cache entry compiled for one must not answer for the other."""
+
+    def fn(x, t, fs, d):
+        return x * 2, repr(t), [type(v).__name__ for v in t], repr(fs), repr(list(d))
+
+    compiled = dynamo.optimize(backend)(fn)
+    calls = [
+        ((1, 2), frozenset({1}), {(1,): 0}),
+        ((True, 2), frozenset({True}), {(True,): 0}),
+        ((1.0, 2), frozenset({1.0}), {(1.0,): 0}),
+        (((0.0,),), frozenset({0.0}), {(0.0,): 0}),
+        (((-0.0,),), frozenset({-0.0}), {(-0.0,): 0}),
+    ]
+    for args in calls:
+        eager = fn(torch.ones(2), *args)
+        got = compiled(torch.ones(2), *args)
+        assert torch.equal(eager[0], got[0]) and eager[1:] == got[1:], (args, eager[1:], got[1:])
+    assert dynamo.counters()["graphs"] == len(calls)
