@@ -331,3 +331,35 @@ def test_constant_guards_tell_equal_values_of_other_types_apart(backend):
         got = compiled(torch.ones(2), *args)
         assert torch.equal(eager[0], got[0]) and eager[1:] == got[1:], (args, eager[1:], got[1:])
     assert dynamo.counters()["graphs"] == len(calls)
+
+
+# ----- module namespaces (Note [module namespaces are not dict trackers]) -------------------------
+
+_G = 0
+
+
+@pytest.fixture
+def restore_global():
+    global _G
+    _G = 0
+    yield
+    _G = 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_globals_dict_write_is_seen_by_the_global_read(backend, restore_global):
+    """`globals()["_G"] = 7; _G` answers 7: the globals dict handed on at the break is the
+    namespace LOAD_GLOBAL reads, not a dict tracker whose write the read would not see."""
+    global _G
+
+    def fn(x, g):
+        globals()["_G"] = 7
+        a = _G
+        g["_G"] = 11
+        return x + a, _G
+
+    eager = fn(torch.ones(2), globals())
+    _G = 0
+    compiled = dynamo.optimize(backend)(fn)(torch.ones(2), globals())
+    assert torch.equal(eager[0], compiled[0]) and eager[1] == compiled[1] == 11 and _G == 11
+    assert dynamo.counters()["graphs"] >= 1
