@@ -363,3 +363,30 @@ def test_globals_dict_write_is_seen_by_the_global_read(backend, restore_global):
     compiled = dynamo.optimize(backend)(fn)(torch.ones(2), globals())
     assert torch.equal(eager[0], compiled[0]) and eager[1] == compiled[1] == 11 and _G == 11
     assert dynamo.counters()["graphs"] >= 1
+
+
+def _scaled(a, *, k=1):
+    return a * k
+
+
+@pytest.fixture
+def restore_kwdefaults():
+    yield
+    _scaled.__kwdefaults__ = {"k": 1}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_call_binds_the_kwdefaults_the_trace_wrote(backend, restore_kwdefaults):
+    """`f.__kwdefaults__["k"] = 5; f(x)` binds k=5: the inlined call reads the dict's tracker,
+    whose write is still pending, not the real dict."""
+
+    def fn(x):
+        _scaled.__kwdefaults__["k"] = 5
+        return _scaled(x), _scaled(x, k=2)
+
+    eager = fn(torch.ones(2))
+    _scaled.__kwdefaults__ = {"k": 1}
+    compiled = dynamo.optimize(backend)(fn)(torch.ones(2))
+    assert all(torch.equal(a, b) for a, b in zip(eager, compiled))
+    assert _scaled.__kwdefaults__ == {"k": 5}
+    assert dynamo.counters()["graphs"] >= 1

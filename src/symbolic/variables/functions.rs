@@ -267,7 +267,16 @@ impl<'a> InstructionTranslator<'a> {
                     }
                 };
                 let mut kwdefaults = Vec::new();
-                if let Ok(kd) = f.getattr("__kwdefaults__")?.cast_into::<PyDict>() {
+                let kd = f.getattr("__kwdefaults__")?;
+                if let Some((_, tracked)) = self.og.dicts_by_ptr.get(&(kd.as_ptr() as usize)).cloned() {
+                    // The trace reached the real `__kwdefaults__` dict already (`f.__kwdefaults__
+                    // ["k"] = 5`): its tracker holds what the call binds, writes pending included;
+                    // the real dict would still answer the old defaults.
+                    for (k, v) in tracked.borrow().items.iter() {
+                        let key: String = k.bind(py).extract()?;
+                        kwdefaults.push((key, v.clone()));
+                    }
+                } else if let Ok(kd) = kd.cast_into::<PyDict>() {
                     for (k, v) in kd.iter() {
                         let key: String = k.extract()?;
                         let src = if trusted { None } else { source.as_ref().map(|s| s.attr("__kwdefaults__").item(ItemKey::Str(key.clone()))) };
