@@ -11,6 +11,7 @@ what it sees in CPython."""
 import collections
 import dataclasses
 import functools
+import sys
 
 import pytest
 import torch
@@ -389,4 +390,40 @@ def test_a_call_binds_the_kwdefaults_the_trace_wrote(backend, restore_kwdefaults
     compiled = dynamo.optimize(backend)(fn)(torch.ones(2))
     assert all(torch.equal(a, b) for a, b in zip(eager, compiled))
     assert _scaled.__kwdefaults__ == {"k": 5}
+    assert dynamo.counters()["graphs"] >= 1
+
+
+_MOD_G = 0
+
+
+def _set_mod_g(v):
+    global _MOD_G, _MOD_NEW
+    _MOD_G = v
+    _MOD_NEW = v
+
+
+@pytest.fixture
+def restore_module_globals():
+    yield
+    global _MOD_G
+    _MOD_G = 0
+    globals().pop("_MOD_NEW", None)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_module_attribute_after_a_global_write_of_its_function(backend, restore_module_globals):
+    """`mod.f()` writing a global of its module (STORE_GLOBAL, pending in the trace), then
+    `mod.name` / `hasattr(mod, name)`: the module's attributes are those globals."""
+    global _MOD_G
+    mod = sys.modules[__name__]
+
+    def fn(x):
+        _set_mod_g(7)
+        return x + mod._MOD_G, hasattr(mod, "_MOD_NEW"), getattr(mod, "_MOD_NEW", None)
+
+    eager = fn(torch.ones(2))
+    _MOD_G = 0
+    globals().pop("_MOD_NEW", None)
+    compiled = dynamo.optimize(backend)(fn)(torch.ones(2))
+    assert torch.equal(eager[0], compiled[0]) and eager[1:] == compiled[1:] == (True, 7)
     assert dynamo.counters()["graphs"] >= 1

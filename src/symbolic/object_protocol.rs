@@ -91,6 +91,14 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(VT::constant(v.unbind()))
             }
             VT::PyModule { obj: m, source } => {
+                // A module's attributes are its globals: a STORE_GLOBAL this trace made in an
+                // inlined function of that module (`mod.set_val(7); mod.val`) is what the
+                // attribute reads, not the real dict, which still holds the old value.
+                if let Ok(d) = m.bind(py).getattr("__dict__") {
+                    if let Some(v) = self.og.side_effects.global(d.as_ptr() as usize, name) {
+                        return Ok(v);
+                    }
+                }
                 let trusted = m.bind(py).getattr("__name__").ok().and_then(|n| n.extract::<String>().ok()).map(|n| n == "torch" || n.starts_with("torch.") || n == "math" || n == "operator").unwrap_or(false);
                 // Note [user code at class lookups] (variables/descriptors.rs): a data descriptor
                 // of a module subclass (`torch.backends.cudnn.deterministic`, a `ContextProp`)

@@ -372,6 +372,9 @@ impl<'a> InstructionTranslator<'a> {
                 // MRO]) is not in the real class yet: `getattr` below decides.
                 VT::Class(o) if self.class_write_pending(py, o.bind(py), &name)? => None,
                 VT::Constant(o) | VT::Class(o) => Some(!o.bind(py).hasattr(name.as_str())?),
+                // A global this trace wrote in the module (pending) is not in the real module
+                // yet: `getattr` below answers from the write.
+                VT::PyModule { obj, .. } if obj.bind(py).getattr("__dict__").ok().is_some_and(|d| self.og.side_effects.global(d.as_ptr() as usize, &name).is_some()) => None,
                 VT::PyModule { obj, .. } => Some(!obj.bind(py).hasattr(name.as_str())?),
                 // A real tensor can carry instance attributes the fake one lacks: only a class
                 // attribute is known present; anything else is not decided here.
