@@ -427,3 +427,28 @@ def test_module_attribute_after_a_global_write_of_its_function(backend, restore_
     compiled = dynamo.optimize(backend)(fn)(torch.ones(2))
     assert torch.equal(eager[0], compiled[0]) and eager[1:] == compiled[1:] == (True, 7)
     assert dynamo.counters()["graphs"] >= 1
+
+
+class _Counting(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def forward(self, x):
+        self.count += 1
+        self.twice = self.count * 2
+        return x * self.count, self.__dict__["count"], vars(self)["twice"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_module_dict_after_an_attribute_write(backend):
+    """`self.count += 1; self.__dict__["count"]` reads the new count: the dict tracker of the
+    instance dict would not see the pending attribute write (Note [a module's __dict__ and its
+    attributes])."""
+    eager_m, compiled_m = _Counting(), _Counting()
+    compiled = dynamo.optimize(backend)(compiled_m)
+    for _ in range(3):
+        e, c = eager_m(torch.ones(2)), compiled(torch.ones(2))
+        assert torch.equal(e[0], c[0]) and e[1:] == c[1:]
+    assert compiled_m.count == eager_m.count == 3
+    assert dynamo.counters()["graphs"] >= 1

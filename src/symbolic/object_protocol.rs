@@ -394,6 +394,11 @@ impl<'a> InstructionTranslator<'a> {
                 if !ty.getattr("__setattr__")?.is(&module_setattr) || registered || descriptor || matches!(v, VT::Tensor(_) | VT::Module { .. }) {
                     graph_break!(SideEffect, "attribute write {}.{name} (a parameter, buffer, submodule or tensor)", obj.describe(py));
                 }
+                // Note [a module's __dict__ and its attributes] (nn_module.rs): a tracker of the
+                // instance dict the trace read would not see this write.
+                if m.getattr("__dict__").is_ok_and(|d| self.og.dicts_by_ptr.contains_key(&(d.as_ptr() as usize))) {
+                    graph_break!(SideEffect, "attribute write {}.{name} after its __dict__ was read", obj.describe(py));
+                }
                 self.og.side_effects.store_attr(py, o, source.clone(), name, v);
                 Ok(())
             }
