@@ -452,3 +452,22 @@ def test_module_dict_after_an_attribute_write(backend):
         assert torch.equal(e[0], c[0]) and e[1:] == c[1:]
     assert compiled_m.count == eager_m.count == 3
     assert dynamo.counters()["graphs"] >= 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_handler_of_a_protected_break_reads_the_locals_before_it(backend):
+    """A break at the last instruction of a `try` body (`t[0] += 1` on a tuple raises) runs it
+    under the handler; the `except` clause's reads (`y`, `t`) must be in their slots, though
+    the instruction's successor outside the block does not read them (Note [protected
+    breaks]): they used to be left unbound (UnboundLocalError)."""
+
+    def fn(x):
+        y = x + 1
+        t = (x.clone(),)
+        try:
+            t[0] += 1
+        except TypeError as e:
+            return y, t[0], str(e)
+        return x
+
+    check(fn, torch.ones(2), graphs=1, breaks=1, backend=backend)
