@@ -41,16 +41,20 @@ def _signature_source(code: types.CodeType, n_defaults: int, kwdefaults) -> str:
     return ", ".join(parts)
 
 
-def binding_error(code: types.CodeType, n_args: int, kwnames, n_defaults: int, kwdefaults):
+def binding_error(code: types.CodeType, n_args: int, kwnames, n_defaults: int, kwdefaults, qualname=None):
     """The `TypeError` CPython raises when a function of code `code` (with `n_defaults`
     positional defaults and keyword-only defaults for the names in `kwdefaults`) is called with
     `n_args` positional arguments and the keywords `kwnames`; None when that call binds.
+
+    `qualname` is the function's `__qualname__`, which the message names (`func_qualname`);
+    it can differ from the code's `co_qualname` (a dataclass's generated `__init__` is
+    `C.__init__`, a `functools.wraps` wrapper takes the wrapped function's); None: the code's.
     """
     ns = {"_d": None}
     exec(f"def _stub({_signature_source(code, n_defaults, set(kwdefaults))}):\n    pass", ns)
     stub = ns["_stub"]
     stub.__name__ = code.co_name
-    stub.__qualname__ = code.co_qualname
+    stub.__qualname__ = code.co_qualname if qualname is None else qualname
     try:
         stub(*([None] * n_args), **{k: None for k in kwnames})
     except TypeError as e:

@@ -336,13 +336,56 @@ fn args_repr(py: Python<'_>, args: &Py<PyTuple>) -> String {
     format!("({})", items.join(", "))
 }
 
-/// Whether `now` is the folded answer `expected`: `is None` for None, else the same type and
-/// `==` (an error counts as different).
+/// Whether `now` is the folded answer `expected`: `is None` for None, else `same_constant`.
 fn same_answer(now: &Bound<'_, PyAny>, expected: &Bound<'_, PyAny>) -> bool {
     if expected.is_none() {
         return now.is_none();
     }
-    now.get_type().is(expected.get_type()) && now.eq(expected).unwrap_or(false)
+    same_constant(now, expected)
+}
+
+/// Note [exact constant guards]: a value the trace read as a constant (an argument, an item of
+/// a tuple, a dict's keys, the items an iterator has left) is reproduced only by a value of the
+/// same type at every level, not by any `==` one: `(1, 2) == (True, 2)`, `frozenset({1}) ==
+/// frozenset({True})` and `(0.0,) == (-0.0,)` hold, yet `repr`, `type()` and `1 / x` of their
+/// items differ. So containers compare item by item (a frozenset's members pair up), floats and
+/// complex numbers by their bits (a NaN matches itself, -0.0 is not 0.0), and only leaves of
+/// the same exact type compare with `==`. An error counts as different.
+///
+/// Whether `v` is interchangeable with the constant `c` (Note [exact constant guards]).
+pub(crate) fn same_constant(v: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>) -> bool {
+    use pyo3::types::{PyComplex, PyFloat, PyFrozenSet, PyList, PySlice};
+    if v.is(c) {
+        return true;
+    }
+    if v.get_type().as_ptr() != c.get_type().as_ptr() {
+        return false;
+    }
+    if let (Ok(a), Ok(b)) = (v.cast::<PyFloat>(), c.cast::<PyFloat>()) {
+        return a.value().to_bits() == b.value().to_bits();
+    }
+    if let (Ok(a), Ok(b)) = (v.cast::<PyComplex>(), c.cast::<PyComplex>()) {
+        return a.real().to_bits() == b.real().to_bits() && a.imag().to_bits() == b.imag().to_bits();
+    }
+    if let (Ok(a), Ok(b)) = (v.cast::<PyTuple>(), c.cast::<PyTuple>()) {
+        return a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| same_constant(&x, &y));
+    }
+    if let (Ok(a), Ok(b)) = (v.cast::<PyList>(), c.cast::<PyList>()) {
+        return a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| same_constant(&x, &y));
+    }
+    if let (Ok(a), Ok(b)) = (v.cast::<PyFrozenSet>(), c.cast::<PyFrozenSet>()) {
+        return a.len() == b.len() && a.iter().all(|x| b.iter().any(|y| same_constant(&x, &y)));
+    }
+    if let (Ok(a), Ok(b)) = (v.cast::<pyo3::types::PyDict>(), c.cast::<pyo3::types::PyDict>()) {
+        return a.len() == b.len() && a.iter().zip(b.iter()).all(|((ka, va), (kb, vb))| same_constant(&ka, &kb) && same_constant(&va, &vb));
+    }
+    if v.cast::<PySlice>().is_ok() {
+        return ["start", "stop", "step"].iter().all(|f| match (v.getattr(*f), c.getattr(*f)) {
+            (Ok(x), Ok(y)) => same_constant(&x, &y),
+            _ => false,
+        });
+    }
+    v.eq(c).unwrap_or(false)
 }
 
 fn short_repr(py: Python<'_>, o: &Py<PyAny>) -> String {
@@ -904,13 +947,9 @@ impl GuardManager {
             GuardKind::ConstantMatch(c) => {
                 let v = v.unwrap();
                 let c = c.bind(py);
-                // Floats compare by bits: -0.0 and 0.0 are equal but not interchangeable (1/x),
-                // and a NaN matches itself.
-                let same = v.get_type().as_ptr() == c.get_type().as_ptr()
-                    && match (v.cast::<pyo3::types::PyFloat>(), c.cast::<pyo3::types::PyFloat>()) {
-                        (Ok(a), Ok(b)) => a.value().to_bits() == b.value().to_bits(),
-                        _ => v.eq(c).unwrap_or(false),
-                    };
+                // Note [exact constant guards]: floats by bits (-0.0 and 0.0 are equal but not
+                // interchangeable, 1/x), a NaN matches itself, tuples item by item with types.
+                let same = same_constant(v, c);
                 if !same {
                     return fail(&|| format!("{} == {}, expected {}", src(g), v.repr().map(|r| r.to_string()).unwrap_or_default(), c.repr().map(|r| r.to_string()).unwrap_or_default()));
                 }
@@ -939,8 +978,9 @@ impl GuardManager {
                 let same = keys_of
                     .and_then(|k| pyo3::types::PyList::new(py, k.try_iter()?.collect::<PyResult<Vec<_>>>()?))
                     .map(|l| {
-                        l.eq(keys.bind(py)).unwrap_or(false)
-                            && l.iter().zip(keys.bind(py).try_iter().into_iter().flatten()).all(|(a, b)| b.map(|b| a.get_type().is(b.get_type())).unwrap_or(false))
+                        // Note [exact constant guards]: `(1,)` and `(True,)` are equal keys.
+                        l.len() == keys.bind(py).len().unwrap_or(usize::MAX)
+                            && l.iter().zip(keys.bind(py).try_iter().into_iter().flatten()).all(|(a, b)| b.map(|b| same_constant(&a, &b)).unwrap_or(false))
                     })
                     .unwrap_or(false);
                 if !same {
@@ -966,7 +1006,7 @@ impl GuardManager {
             GuardKind::IteratorMatch(ty, items) => {
                 let v = v.unwrap();
                 let same = v.get_type().as_ptr() == ty.as_ptr()
-                    && iterator_remaining(v).map(|r| r.eq(items.bind(py)).unwrap_or(false)).unwrap_or(false);
+                    && iterator_remaining(v).map(|r| same_constant(r.as_any(), items.bind(py))).unwrap_or(false);
                 if !same {
                     return fail(&|| format!("{} has other remaining items", src(g)));
                 }

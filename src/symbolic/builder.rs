@@ -158,6 +158,27 @@ pub fn is_identity_key(py: Python<'_>, k: &Bound<'_, PyAny>) -> bool {
 
 /// Whether a dict from the frame with key `k` can be wrapped item by item (`wrap_dict_storage`):
 /// an exact str or int, a hashable literal, or an identity key.
+/// Note [module namespaces are not dict trackers]: the globals of a module (`globals()` handed
+/// on at a break or as an argument, `mod.__dict__`, `vars(mod)`) are the dict that LOAD_GLOBAL,
+/// STORE_GLOBAL and module attribute reads and writes reach through their own sources. A dict
+/// tracker of it would hold writes (`globals()["G"] = 7`) that those reads do not see (`G`
+/// still answered 0), so such a dict stays an opaque object: item writes on it are a graph
+/// break and run for real.
+///
+/// Whether `d` is a module's namespace: it holds `__builtins__` (every module and frame globals
+/// that ran code), or it is the `__dict__` of the module in `sys.modules` it names.
+pub fn is_module_namespace(py: Python<'_>, d: &Bound<'_, PyDict>) -> bool {
+    if d.contains("__builtins__").unwrap_or(false) {
+        return true;
+    }
+    let Ok(Some(name)) = d.get_item("__name__") else { return false };
+    let module = py.import("sys").and_then(|sys| sys.getattr("modules")).and_then(|m| m.get_item(name));
+    match module.and_then(|m| m.getattr("__dict__")) {
+        Ok(md) => md.is(d),
+        Err(_) => false,
+    }
+}
+
 pub fn is_source_key(py: Python<'_>, k: &Bound<'_, PyAny>) -> bool {
     k.is_exact_instance_of::<PyString>() || k.is_exact_instance_of::<PyInt>() || (is_literal(py, k) && k.hash().is_ok()) || is_identity_key(py, k)
 }
@@ -623,8 +644,9 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         return Ok(VT::Deque(state));
     }
     if let Ok(d) = value.cast::<PyDict>() {
-        // Keys `is_source_key` accepts: each value is reached as `d[key]`.
-        if d.get_type().is(py.get_type::<PyDict>()) && d.keys().iter().all(|k| is_source_key(py, &k)) {
+        // Keys `is_source_key` accepts: each value is reached as `d[key]`. Not a module's
+        // namespace (Note [module namespaces are not dict trackers]).
+        if d.get_type().is(py.get_type::<PyDict>()) && !is_module_namespace(py, d) && d.keys().iter().all(|k| is_source_key(py, &k)) {
             og.add_guard(Some(source.clone()), GuardKind::TypeMatch(d.get_type().into_any().unbind()));
             let state = wrap_dict_storage(py, og, d, &source, true)?;
             return Ok(VT::Dict(state));

@@ -405,11 +405,19 @@ fn own_cell_stores(py: Python<'_>, og: &OutputGraph, ci: &CodeInfo, outputs: &mu
 /// The instructions whose live locals the code after a break at `ip` may read: its successors,
 /// or for a `raise` (none) the instruction itself, whose live set is its handler's (the liveness
 /// analysis counts exception handlers as successors), so a protected `raise` keeps what the
-/// `except` clause reads.
+/// `except` clause reads. A protected instruction that can raise keeps its handler's reads too
+/// (Note [protected breaks]): when it is the last of its `try` body (`t[0] = 5` before the
+/// `except`), its successor lies outside the block and does not count the handler, whose
+/// `return t` then read an unbound local; so the instruction itself is a live point as well.
 fn live_points(inst: &crate::bytecode::Instruction, ip: usize) -> Vec<usize> {
     match successors(inst, ip) {
         s if s.is_empty() => vec![ip],
-        s => s,
+        mut s => {
+            if inst.exn.is_some() && !s.contains(&ip) {
+                s.push(ip);
+            }
+            s
+        }
     }
 }
 

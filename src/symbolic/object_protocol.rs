@@ -91,6 +91,14 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(VT::constant(v.unbind()))
             }
             VT::PyModule { obj: m, source } => {
+                // A module's attributes are its globals: a STORE_GLOBAL this trace made in an
+                // inlined function of that module (`mod.set_val(7); mod.val`) is what the
+                // attribute reads, not the real dict, which still holds the old value.
+                if let Ok(d) = m.bind(py).getattr("__dict__") {
+                    if let Some(v) = self.og.side_effects.global(d.as_ptr() as usize, name) {
+                        return Ok(v);
+                    }
+                }
                 let trusted = m.bind(py).getattr("__name__").ok().and_then(|n| n.extract::<String>().ok()).map(|n| n == "torch" || n.starts_with("torch.") || n == "math" || n == "operator").unwrap_or(false);
                 // Note [user code at class lookups] (variables/descriptors.rs): a data descriptor
                 // of a module subclass (`torch.backends.cudnn.deterministic`, a `ContextProp`)
@@ -148,6 +156,10 @@ impl<'a> InstructionTranslator<'a> {
                 if let Some(v) = self.og.side_effects.attr(c, name) {
                     return Ok(v);
                 }
+                // Note [class writes seen through the MRO].
+                if self.class_write_pending(py, c.bind(py), name)? {
+                    graph_break!(UntracedValue, "attribute '{name}' of {} after a write to its base class", obj.describe(py));
+                }
                 // Note [user code at class lookups] (variables/descriptors.rs).
                 if let Ok(ty) = c.bind(py).cast::<pyo3::types::PyType>() {
                     let src = self.og.class_sources.get(&(c.as_ptr() as usize)).cloned();
@@ -180,7 +192,20 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 Ok(wrapped)
             }
-            VT::List(_) | VT::Dict(_) | VT::Set(_) => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
+            VT::List(_) | VT::Dict(_) | VT::Set(_) => {
+                // A name the type lacks raises AttributeError here, where eager's LOAD_ATTR
+                // raises it (a `try` around it takes its handler): a bound method tracker for it
+                // would only fail when rebuilt or called, outside the handler.
+                let ty = match obj {
+                    VT::List(_) => py.get_type::<PyList>(),
+                    VT::Dict(_) => py.get_type::<PyDict>(),
+                    _ => py.get_type::<pyo3::types::PySet>(),
+                };
+                if !ty.hasattr(name)? {
+                    return Err(Unsupported::raise("AttributeError", crate::symbolic::variables::no_attribute_message(ty.as_any(), name)));
+                }
+                Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() })
+            }
             VT::Deque(_) => self.deque_attr(py, obj, name),
             // `torch.Size.numel` of a symbolic size: the product of its items, a graph value.
             VT::NamedTuple { .. } if name == "numel" && is_symbolic_size(py, self.og, obj) => {
@@ -242,6 +267,28 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
+    /// Note [class writes seen through the MRO]: `type_getattro` and `PyObject_GenericGetAttr`
+    /// find a class attribute in the first class of the MRO whose `__dict__` holds it, so a
+    /// write this trace made to a base class (`Base.n = 5; Sub.n`, `Base.m = 1;
+    /// hasattr(Sub(), "m")`) is what a subclass and its instances answer unless a class before
+    /// it shadows the name. The real classes still hold the old state until the write is
+    /// replayed, so lookups that would ask them (`getattr` on a class, `hasattr` deciding
+    /// "absent") are a break instead, as reads of instance attributes already were
+    /// (`user_object_generic_getattr`): the read then happens after the write.
+    ///
+    /// Whether a class in the MRO of `cls` (itself included) has a pending write of `name`;
+    /// false for an object that is not a class.
+    pub(crate) fn class_write_pending(&self, py: Python<'_>, cls: &Bound<'_, PyAny>, name: &str) -> VResult<bool> {
+        let _ = py;
+        let Ok(ty) = cls.cast::<pyo3::types::PyType>() else { return Ok(false) };
+        for base in ty.getattr("__mro__")?.try_iter()? {
+            if self.og.side_effects.attr(&base?.unbind(), name).is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// Whether `obj.name` raises AttributeError, decided without running user code where the
     /// lookup is generic: no pending write, not in the instance dict (or a module's parameters,
     /// buffers and submodules), not on the class, no Python `__getattr__`. For a class with its
@@ -257,7 +304,7 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(false);
         }
         let ty = obj.get_type();
-        if static_type_lookup(&ty, name)?.is_some() {
+        if static_type_lookup(&ty, name)?.is_some() || self.class_write_pending(py, ty.as_any(), name)? {
             return Ok(false);
         }
         let is_module = matches!(v, VT::Module { .. });
@@ -347,6 +394,11 @@ impl<'a> InstructionTranslator<'a> {
                 if !ty.getattr("__setattr__")?.is(&module_setattr) || registered || descriptor || matches!(v, VT::Tensor(_) | VT::Module { .. }) {
                     graph_break!(SideEffect, "attribute write {}.{name} (a parameter, buffer, submodule or tensor)", obj.describe(py));
                 }
+                // Note [a module's __dict__ and its attributes] (nn_module.rs): a tracker of the
+                // instance dict the trace read would not see this write.
+                if m.getattr("__dict__").is_ok_and(|d| self.og.dicts_by_ptr.contains_key(&(d.as_ptr() as usize))) {
+                    graph_break!(SideEffect, "attribute write {}.{name} after its __dict__ was read", obj.describe(py));
+                }
                 self.og.side_effects.store_attr(py, o, source.clone(), name, v);
                 Ok(())
             }
@@ -413,7 +465,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::Dict(d) => {
                 let mut st = d.borrow_mut();
-                let Some(pos) = st.items.iter().position(|(kk, _)| kk.bind(py).eq(&k).unwrap_or(false)) else {
+                let Some(pos) = st.items.iter().position(|(kk, _)| crate::symbolic::variables::same_or_equal(kk.bind(py), &k).unwrap_or(false)) else {
                     graph_break!(RaisesException, "del of a missing dict key (KeyError)");
                 };
                 st.items.remove(pos);
@@ -685,7 +737,7 @@ impl<'a> InstructionTranslator<'a> {
         match (container, item.as_key(py)) {
             (VT::Dict(d) | VT::DictView { dict: d, view: DictView::Keys, .. }, Some(k)) => {
                 for (key, _) in &d.borrow().items {
-                    if key.bind(py).eq(&k)? {
+                    if crate::symbolic::variables::same_or_equal(key.bind(py), &k)? {
                         return Ok(true);
                     }
                 }
@@ -694,7 +746,7 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Deque(_) | VT::DictView { .. }, Some(k)) => {
                 for v in self.iter_items(py, container)? {
                     match v.as_constant(py) {
-                        Some(c) if c.eq(&k)? => return Ok(true),
+                        Some(c) if crate::symbolic::variables::same_or_equal(&c, &k)? => return Ok(true),
                         Some(_) => {}
                         None => graph_break!(UnsupportedOperation, "`in` over non-constant items"),
                     }
@@ -837,6 +889,15 @@ impl<'a> InstructionTranslator<'a> {
                 if l.borrow().source.is_some() {
                     self.og.side_effects.mutate_list(l);
                 }
+                // `list_inplace_concat` is `list_extend`: a lazy iterable is stepped, each item
+                // appended before the next is taken (Note [items taken one at a time]).
+                if let Some(it) = self.lazy_iter(py, &b)? {
+                    self.for_each_step(py, &it, |_, _, v| {
+                        l.borrow_mut().items.push(v);
+                        Ok(true)
+                    })?;
+                    return Ok(a.clone());
+                }
                 let extra = self.unpack(py, &b)?;
                 l.borrow_mut().items.extend(extra);
                 Ok(a.clone())
@@ -974,7 +1035,8 @@ impl<'a> InstructionTranslator<'a> {
         match (a, b) {
             (VT::Tensor(x), VT::Tensor(y)) if x.node == y.node => return Ok(true),
             (VT::Tensor(_), _) | (_, VT::Tensor(_)) => graph_break!(DataDependentBranch, "truth of a tensor comparison inside a container comparison"),
-            (VT::Constant(x), VT::Constant(y)) => return Ok(x.bind(py).eq(y.bind(py))?),
+            // Note [identity before equality].
+            (VT::Constant(x), VT::Constant(y)) => return Ok(crate::symbolic::variables::same_or_equal(x.bind(py), y.bind(py))?),
             // A symbolic size against a number (`x.shape == (3, 3)` item by item): the
             // comparison's outcome is a guard on the relation, not on the size's value.
             (VT::SymNum(_), VT::SymNum(_) | VT::Constant(_)) | (VT::Constant(_), VT::SymNum(_)) => {
@@ -1010,7 +1072,7 @@ impl<'a> InstructionTranslator<'a> {
                 for (k, v) in &xs {
                     let mut found = None;
                     for (k2, v2) in &ys {
-                        if k.bind(py).eq(k2.bind(py))? {
+                        if crate::symbolic::variables::same_or_equal(k.bind(py), k2.bind(py))? {
                             found = Some(v2.clone());
                             break;
                         }
@@ -1102,7 +1164,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Dict(d) => {
                 let k = idx.as_key(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
                 for (key, v) in &d.borrow().items {
-                    if key.bind(py).eq(&k)? {
+                    if crate::symbolic::variables::same_or_equal(key.bind(py), &k)? {
                         return Ok(v.clone());
                     }
                 }

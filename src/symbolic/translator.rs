@@ -1354,7 +1354,7 @@ impl<'a> InstructionTranslator<'a> {
             }
         }
         if !o.remove(py, name) {
-            return Err(Unsupported::raise("AttributeError", format!("'{}' object has no attribute '{name}'", crate::symbolic::variables::qualname(o.cls.bind(py)))));
+            return Err(Unsupported::raise("AttributeError", crate::symbolic::variables::no_attribute_message(o.cls.bind(py), name)));
         }
         Ok(())
     }

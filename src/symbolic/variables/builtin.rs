@@ -369,7 +369,13 @@ impl<'a> InstructionTranslator<'a> {
             // modules, static tensor metadata) may answer "missing"; for anything else a lookup
             // we cannot trace is unsupported, never "absent".
             let known_missing = match &args[0] {
+                // A pending write to the class or a base (Note [class writes seen through the
+                // MRO]) is not in the real class yet: `getattr` below decides.
+                VT::Class(o) if self.class_write_pending(py, o.bind(py), &name)? => None,
                 VT::Constant(o) | VT::Class(o) => Some(!o.bind(py).hasattr(name.as_str())?),
+                // A global this trace wrote in the module (pending) is not in the real module
+                // yet: `getattr` below answers from the write.
+                VT::PyModule { obj, .. } if obj.bind(py).getattr("__dict__").ok().is_some_and(|d| self.og.side_effects.global(d.as_ptr() as usize, &name).is_some()) => None,
                 VT::PyModule { obj, .. } => Some(!obj.bind(py).hasattr(name.as_str())?),
                 // A real tensor can carry instance attributes the fake one lacks: only a class
                 // attribute is known present; anything else is not decided here.
@@ -428,7 +434,7 @@ impl<'a> InstructionTranslator<'a> {
                 VT::UserObject(o) => {
                     if o.get(py, &name).is_some() {
                         Some(false)
-                    } else if o.cls.bind(py).hasattr(name.as_str())? {
+                    } else if o.cls.bind(py).hasattr(name.as_str())? || self.class_write_pending(py, o.cls.bind(py), &name)? {
                         None
                     } else {
                         self.og.add_guard(Some(o.cls_source.clone()), GuardKind::NoAttr(name.clone()));

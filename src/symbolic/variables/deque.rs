@@ -190,6 +190,28 @@ impl<'a> InstructionTranslator<'a> {
                 // `deque_extend` of the deque itself copies it first.
                 if matches!(&args[0], VT::Deque(o) if Rc::ptr_eq(o, l)) {
                     Some(l.borrow().items.clone())
+                } else if let Some(it) = self.lazy_iter(py, &args[0])? {
+                    // Note [items taken one at a time]: each item is appended (and `state`
+                    // moved) before the next is taken; with `maxlen == 0` the items are only
+                    // consumed (`consume_iterator`), the deque untouched.
+                    if l.borrow().source.is_some() {
+                        self.og.side_effects.mutate_list(l);
+                    }
+                    let left = name == "extendleft";
+                    self.for_each_step(py, &it, |_, _, v| {
+                        let mut st = l.borrow_mut();
+                        if st.deque.and_then(|d| d.maxlen) == Some(0) {
+                            return Ok(true);
+                        }
+                        if left {
+                            push_left(&mut st, vec![v]);
+                        } else {
+                            push_right(&mut st, vec![v]);
+                        }
+                        bump(&mut st);
+                        Ok(true)
+                    })?;
+                    return Ok(VT::none(py));
                 } else {
                     Some(self.iter_items(py, &args[0])?)
                 }

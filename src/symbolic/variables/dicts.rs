@@ -10,6 +10,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 use crate::symbolic::translator::InstructionTranslator;
+use crate::symbolic::variables::constant::const_bool;
 
 /// Which view of a dict: `d.keys()`, `d.values()` or `d.items()` (also what an iterator over
 /// the dict yields; iterating the dict itself walks its keys).
@@ -91,17 +92,23 @@ impl<'a> InstructionTranslator<'a> {
         }
         let mut out = Vec::new();
         for pair in self.iter_items(py, v)? {
-            let kv = self.unpack(py, &pair)?;
-            if kv.len() != 2 {
-                graph_break!(UnsupportedOperation, "dict() from an item of length {}", kv.len());
-            }
-            let k = kv[0].as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
-            if k.hash().is_err() {
-                graph_break!(UnsupportedOperation, "unhashable dict key");
-            }
-            out.push((k.unbind(), kv[1].clone()));
+            out.push(self.pair_item(py, &pair)?);
         }
         Ok(out)
+    }
+
+    /// One item of the iterable of pairs that `dict(pairs)` and `d.update(pairs)` take
+    /// (`PyDict_MergeFromSeq2`): a key and a value, the key a hashable constant.
+    pub(crate) fn pair_item(&mut self, py: Python<'_>, pair: &VT) -> VResult<(Py<PyAny>, VT)> {
+        let kv = self.unpack(py, pair)?;
+        if kv.len() != 2 {
+            graph_break!(UnsupportedOperation, "dict() from an item of length {}", kv.len());
+        }
+        let k = kv[0].as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
+        if k.hash().is_err() {
+            graph_break!(UnsupportedOperation, "unhashable dict key");
+        }
+        Ok((k.unbind(), kv[1].clone()))
     }
 
     /// The real objects a traced set holds for `items`: literals, and objects from the frame
@@ -179,6 +186,20 @@ impl<'a> InstructionTranslator<'a> {
     /// `pop()`'s member its tracker. An exception of the real method (`KeyError` of `pop()`
     /// on an empty set) is left to Python.
     pub(crate) fn set_method(&mut self, py: Python<'_>, set: &Rc<RefCell<Py<PyAny>>>, name: &str, args: &[VT]) -> VResult<VT> {
+        let steps_items = match name {
+            "update" | "difference_update" => true,
+            "isdisjoint" | "issuperset" => args.len() == 1,
+            _ => false,
+        };
+        if steps_items {
+            let mut iters = Vec::with_capacity(args.len());
+            for a in args {
+                iters.push(self.lazy_iter(py, a)?);
+            }
+            if iters.iter().any(Option::is_some) {
+                return self.set_method_stepped(py, set, name, args, iters);
+            }
+        }
         let real_args = args.iter().map(|a| self.real_set_arg(py, a)).collect::<VResult<Vec<_>>>()?;
         let real = set.borrow().clone_ref(py);
         let r = match real.bind(py).call_method1(name, pyo3::types::PyTuple::new(py, real_args)?) {
@@ -192,6 +213,50 @@ impl<'a> InstructionTranslator<'a> {
             "set" => VT::Set(Rc::new(RefCell::new(r.unbind()))),
             _ => VT::constant(r.unbind()),
         })
+    }
+
+    /// `s.update(*its)`, `s.difference_update(*its)`, `s.isdisjoint(it)`, `s.issuperset(it)`
+    /// where some iterable is lazy (Note [items taken one at a time]): the iterables in order,
+    /// a lazy one stepped with each member added (`set_update_internal`) or discarded
+    /// (`set_difference_update_internal`) before the next is taken, or tested
+    /// (`set_isdisjoint`, `set_issuperset`) until one decides the answer, the rest left in
+    /// the iterator; the others through the real method, as `set_method` runs them.
+    fn set_method_stepped(&mut self, py: Python<'_>, set: &Rc<RefCell<Py<PyAny>>>, name: &str, args: &[VT], iters: Vec<Option<Rc<RefCell<crate::symbolic::variables::IteratorState>>>>) -> VResult<VT> {
+        let real = set.borrow().clone_ref(py);
+        for (arg, it) in args.iter().zip(iters) {
+            let Some(it) = it else {
+                let real_arg = self.real_set_arg(py, arg)?;
+                let r = match real.bind(py).call_method1(name, (real_arg,)) {
+                    Ok(r) => r,
+                    Err(e) => graph_break!(RaisesException, "set.{name}() raises {}", e),
+                };
+                if matches!(name, "isdisjoint" | "issuperset") {
+                    return Ok(VT::constant(r.unbind()));
+                }
+                continue;
+            };
+            let mut answer = true;
+            self.for_each_step(py, &it, |tx, py, item| {
+                let member = tx.set_members_of(py, std::slice::from_ref(&item))?.remove(0);
+                let real = real.bind(py);
+                match name {
+                    "update" => {
+                        real.call_method1("add", (member,))?;
+                    }
+                    "difference_update" => {
+                        real.call_method1("discard", (member,))?;
+                    }
+                    "isdisjoint" if real.contains(&member)? => answer = false,
+                    "issuperset" if !real.contains(&member)? => answer = false,
+                    _ => {}
+                }
+                Ok(answer)
+            })?;
+            if matches!(name, "isdisjoint" | "issuperset") {
+                return Ok(const_bool(py, answer));
+            }
+        }
+        Ok(VT::none(py))
     }
 
     pub(crate) fn dict_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<(String, VT)>> {
@@ -214,7 +279,7 @@ pub fn new_dict(items: Vec<(Py<PyAny>, VT)>) -> VT {
 
 pub(crate) fn dict_set(py: Python<'_>, d: &mut DictState, k: Py<PyAny>, v: VT) -> VResult<()> {
     for (key, val) in d.items.iter_mut() {
-        if key.bind(py).eq(k.bind(py))? {
+        if crate::symbolic::variables::same_or_equal(key.bind(py), k.bind(py))? {
             *val = v;
             return Ok(());
         }

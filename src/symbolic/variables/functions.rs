@@ -238,10 +238,13 @@ impl<'a> InstructionTranslator<'a> {
         if self.depth >= MAX_INLINE_DEPTH {
             graph_break!(UnrollLimit, "inlining depth limit reached");
         }
-        let (code_obj, globals, defaults, kwdefaults, closure, external, fn_source) = match func {
+        let (code_obj, globals, defaults, kwdefaults, closure, external, fn_source, qualname) = match func {
             VT::Function { obj, source } => {
                 let f = obj.bind(py);
                 let code = f.getattr("__code__")?;
+                // The function's own `__qualname__` (dataclasses and `functools.wraps` set it
+                // apart from the code's) names it in binding errors.
+                let qualname = f.getattr("__qualname__").ok().and_then(|q| q.extract::<String>().ok());
                 let globals = f.getattr("__globals__")?.cast_into::<PyDict>().map_err(|e| Unsupported::new(e.to_string()))?;
                 let module = f.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
                 let trusted = module.starts_with("torch.") || module == "torch";
@@ -264,7 +267,16 @@ impl<'a> InstructionTranslator<'a> {
                     }
                 };
                 let mut kwdefaults = Vec::new();
-                if let Ok(kd) = f.getattr("__kwdefaults__")?.cast_into::<PyDict>() {
+                let kd = f.getattr("__kwdefaults__")?;
+                if let Some((_, tracked)) = self.og.dicts_by_ptr.get(&(kd.as_ptr() as usize)).cloned() {
+                    // The trace reached the real `__kwdefaults__` dict already (`f.__kwdefaults__
+                    // ["k"] = 5`): its tracker holds what the call binds, writes pending included;
+                    // the real dict would still answer the old defaults.
+                    for (k, v) in tracked.borrow().items.iter() {
+                        let key: String = k.bind(py).extract()?;
+                        kwdefaults.push((key, v.clone()));
+                    }
+                } else if let Ok(kd) = kd.cast_into::<PyDict>() {
                     for (k, v) in kd.iter() {
                         let key: String = k.extract()?;
                         let src = if trusted { None } else { source.as_ref().map(|s| s.attr("__kwdefaults__").item(ItemKey::Str(key.clone()))) };
@@ -308,7 +320,7 @@ impl<'a> InstructionTranslator<'a> {
                 } else {
                     Rc::new(GlobalsInfo { globals: globals.unbind(), builtins: self.g.builtins.clone_ref(py), source: gsource, trusted })
                 };
-                (code.unbind(), g, defaults, kwdefaults, closure, true, source.clone())
+                (code.unbind(), g, defaults, kwdefaults, closure, true, source.clone(), qualname)
             }
             VT::NestedFunction(nf) => {
                 // Note [globals of functions made in the trace]: a function's globals are those
@@ -316,7 +328,7 @@ impl<'a> InstructionTranslator<'a> {
                 // not the caller's: a lambda made in the frame and called by an inlined helper
                 // of another module reads the frame's module.
                 let g = nf.g.clone();
-                (nf.code.clone_ref(py), g, nf.defaults.clone(), nf.kwdefaults.clone(), nf.closure.clone(), false, None)
+                (nf.code.clone_ref(py), g, nf.defaults.clone(), nf.kwdefaults.clone(), nf.closure.clone(), false, None, Some(nf.qualname.clone()))
             }
             _ => unreachable!(),
         };
@@ -325,7 +337,7 @@ impl<'a> InstructionTranslator<'a> {
             graph_break!(UnsupportedCall, "inlining coroutine {}", ci.name);
         }
         let is_generator = ci.flags & flags::CO_GENERATOR != 0;
-        let locals = bind_args(py, &ci, args, kwargs, &defaults, &kwdefaults)?;
+        let locals = bind_args(py, &ci, qualname.as_deref(), args, kwargs, &defaults, &kwdefaults)?;
         // Closure cells of a function from outside the frame are reached as
         // `fn.__closure__[i]` (writes replay through `cell_contents`).
         let external_cells: Vec<(usize, CellTarget)> = if external {
@@ -387,11 +399,13 @@ impl<'a> InstructionTranslator<'a> {
 /// Python/ceval.c: positional, keyword-only, `*args`, `**kwargs`). A positional-only parameter
 /// is never bound by keyword: with `**kwargs` the keyword goes there, else the call fails. A call
 /// that does not bind raises CPython's own `TypeError` in the trace (Note [argument binding
-/// errors] in python/dynamo/_binding.py), so a `try` around it takes its handler.
-pub(crate) fn bind_args(py: Python<'_>, ci: &CodeInfo, args: Vec<VT>, kwargs: Vec<(String, VT)>, defaults: &[VT], kwdefaults: &[(String, VT)]) -> VResult<Vec<Option<VT>>> {
+/// errors] in python/dynamo/_binding.py), so a `try` around it takes its handler; the message
+/// names the function by `qualname`, its `__qualname__` (the code's when `None`), as
+/// `initialize_locals` names it by `func_qualname`.
+pub(crate) fn bind_args(py: Python<'_>, ci: &CodeInfo, qualname: Option<&str>, args: Vec<VT>, kwargs: Vec<(String, VT)>, defaults: &[VT], kwdefaults: &[(String, VT)]) -> VResult<Vec<Option<VT>>> {
     let n_args = args.len();
     let kwnames: Vec<String> = kwargs.iter().map(|(k, _)| k.clone()).collect();
-    let fail = || binding_error(py, ci, n_args, &kwnames, defaults.len(), kwdefaults);
+    let fail = || binding_error(py, ci, qualname, n_args, &kwnames, defaults.len(), kwdefaults);
     let mut locals: Vec<Option<VT>> = vec![None; ci.localsplus.len()];
     let nargs = ci.argcount;
     let posonly = ci.posonlyargcount.min(nargs);
@@ -457,7 +471,7 @@ pub(crate) fn bind_args(py: Python<'_>, ci: &CodeInfo, args: Vec<VT>, kwargs: Ve
 /// A `dynamo._polyfills` function stands in for a C function whose own error differs (eager's
 /// `OrderedDict.clear(1)` says "OrderedDict.clear() takes no arguments (1 given)"): a call of one
 /// that does not bind is a graph break, so the C function runs and raises eager's error.
-fn binding_error(py: Python<'_>, ci: &CodeInfo, n_args: usize, kwnames: &[String], n_defaults: usize, kwdefaults: &[(String, VT)]) -> Unsupported {
+fn binding_error(py: Python<'_>, ci: &CodeInfo, qualname: Option<&str>, n_args: usize, kwnames: &[String], n_defaults: usize, kwdefaults: &[(String, VT)]) -> Unsupported {
     let polyfill = std::path::Path::new(&ci.filename).file_name().is_some_and(|f| f == "_polyfills.py");
     if polyfill {
         return Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::ArgumentMismatch, format!("{}() called with arguments that do not bind (it stands in for a C function)", ci.name));
@@ -465,7 +479,7 @@ fn binding_error(py: Python<'_>, ci: &CodeInfo, n_args: usize, kwnames: &[String
     let kwdefault_names: Vec<&str> = kwdefaults.iter().map(|(k, _)| k.as_str()).collect();
     let exc = py
         .import("dynamo._binding")
-        .and_then(|m| m.getattr("binding_error")?.call1((ci.code.bind(py), n_args, kwnames.to_vec(), n_defaults, kwdefault_names)));
+        .and_then(|m| m.getattr("binding_error")?.call1((ci.code.bind(py), n_args, kwnames.to_vec(), n_defaults, kwdefault_names, qualname)));
     match exc {
         Ok(e) if !e.is_none() => {
             let msg = e.str().map(|s| s.to_string()).unwrap_or_default();

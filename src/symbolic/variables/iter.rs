@@ -814,6 +814,48 @@ impl<'a> InstructionTranslator<'a> {
         Ok(out)
     }
 
+    /// Note [items taken one at a time]: the C methods that write a container from an
+    /// iterable (`list_extend` and `list.__iadd__`, `deque_extend`/`deque_extendleft`,
+    /// `PyDict_MergeFromSeq2` behind `dict.update`, `set_update_internal` and
+    /// `set_difference_update_internal`) take the iterable's items one at a time with
+    /// `PyIter_Next` and write each before taking the next; `set.isdisjoint` and
+    /// `set.issuperset` (3.11's `set_issuperset`) stop at the first item that decides the
+    /// answer, leaving the rest in the iterator. A generator, `map` or other lazy iterator handed
+    /// to them runs between the writes: `l.extend(len(l) for _ in range(3))` sees the list grow,
+    /// `s.update(v for v in s)` raises `Set changed size during iteration`. Read whole first,
+    /// the items would all see the container as it was, and a short-circuiting method would
+    /// drain an iterator the frame reads again afterwards. So those methods step such an
+    /// argument with `for_each_step`, writing as they go; containers and constants, whose items
+    /// are fixed before any write (`list_extend` of a list or tuple reads it as a sequence, the
+    /// list itself included), are still read whole.
+    ///
+    /// The iterator that stepping `v` would run traced code for (an iterator tracker, or a
+    /// user object whose `__iter__` is a generator function); `None` for containers and
+    /// constants.
+    pub(crate) fn lazy_iter(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<Rc<RefCell<IteratorState>>>> {
+        if let VT::Iterator(it) = v {
+            return Ok(Some(it.clone()));
+        }
+        self.python_iter(py, v)
+    }
+
+    /// Steps `it`, handing each item to `each` before taking the next, until it is exhausted
+    /// or `each` answers false (Note [items taken one at a time]). Stops with the same
+    /// `UnrollLimit` break as `drain_iter` past 100 000 items.
+    pub(crate) fn for_each_step(&mut self, py: Python<'_>, it: &Rc<RefCell<IteratorState>>, mut each: impl FnMut(&mut Self, Python<'_>, VT) -> VResult<bool>) -> VResult<()> {
+        let mut n_items = 0usize;
+        while let Some(v) = self.step_iter(py, it)? {
+            if !each(self, py, v)? {
+                break;
+            }
+            n_items += 1;
+            if n_items > 100_000 {
+                graph_break!(UnrollLimit, "iteration too long to unroll");
+            }
+        }
+        Ok(())
+    }
+
     /// `iter(v)`: the iterator CPython's `tp_iter` of `v` makes. Lists and dicts (and their
     /// views) get live iterators; an iterator is its own iterator; other iterables are walked
     /// once, now, into a fixed sequence.

@@ -339,6 +339,15 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 let mut extend_items = None;
                 if name == "extend" {
+                    // Note [items taken one at a time]: a lazy iterable is stepped, each item
+                    // appended before the next is taken.
+                    if let Some(it) = self.lazy_iter(py, &args[0])? {
+                        self.for_each_step(py, &it, |_, _, v| {
+                            l.borrow_mut().items.push(v);
+                            Ok(true)
+                        })?;
+                        return Ok(VT::none(py));
+                    }
                     extend_items = Some(self.unpack(py, &args[0])?);
                 }
                 let mut l = l.borrow_mut();
@@ -408,6 +417,23 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(VT::DictView { dict: d.clone(), view, ordered: name.starts_with("odict_") })
             }
             (VT::Dict(d), "update" | "pop" | "setdefault" | "clear") => {
+                // Note [items taken one at a time]: `d.update(pairs)` with a lazy iterable of
+                // pairs (it has no `keys`, so `PyDict_MergeFromSeq2`) writes each pair before
+                // taking the next; the keywords follow (`dict_update_common`).
+                if let (true, [VT::Iterator(it)]) = (name == "update", args.as_slice()) {
+                    if d.borrow().source.is_some() {
+                        self.og.side_effects.mutate_dict(d);
+                    }
+                    self.for_each_step(py, it, |tx, py, pair| {
+                        let (k, v) = tx.pair_item(py, &pair)?;
+                        dict_set(py, &mut d.borrow_mut(), k, v)?;
+                        Ok(true)
+                    })?;
+                    for (k, v) in kwargs {
+                        dict_set(py, &mut d.borrow_mut(), PyString::new(py, &k).into_any().unbind(), v)?;
+                    }
+                    return Ok(VT::none(py));
+                }
                 let mut new_items: Vec<(Py<PyAny>, VT)> = match (name, args.first()) {
                     ("update", Some(other)) if args.len() == 1 => self.mapping_items(py, other)?,
                     ("update", None) => vec![],
@@ -424,7 +450,7 @@ impl<'a> InstructionTranslator<'a> {
                 let result = {
                     let mut st = d.borrow_mut();
                     let pos = match &key {
-                        Some(k) => st.items.iter().position(|(kk, _)| kk.bind(py).eq(k).unwrap_or(false)),
+                        Some(k) => st.items.iter().position(|(kk, _)| crate::symbolic::variables::same_or_equal(kk.bind(py), k).unwrap_or(false)),
                         None => None,
                     };
                     match name {
@@ -494,7 +520,7 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Dict(d), "get") => {
                 let k = args[0].as_key(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
                 for (key, v) in &d.borrow().items {
-                    if key.bind(py).eq(&k)? {
+                    if crate::symbolic::variables::same_or_equal(key.bind(py), &k)? {
                         return Ok(v.clone());
                     }
                 }

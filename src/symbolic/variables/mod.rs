@@ -211,3 +211,38 @@ pub fn qualname(o: &Bound<'_, PyAny>) -> String {
         .and_then(|n| n.extract::<String>())
         .unwrap_or_else(|_| type_name(o))
 }
+
+/// Note [identity before equality]: `PyObject_RichCompareBool(a, b, Py_EQ)` (Objects/object.c)
+/// answers true for identical objects before asking `__eq__`, and that, not `a == b`, is what
+/// dict lookups (`d[k]`, `k in d`, `d[k] = v` finding the slot), `in` over sequences,
+/// `list.count`/`index`/`remove` and list, tuple and dict comparisons decide with. It differs from
+/// `==` only for objects unequal to themselves: a NaN key finds itself (`d[nan] = 1; d[nan] = 2`
+/// leaves one item, `nan in [nan]` and `[nan] == [nan]` are true). The operator `==` itself on two
+/// constants is folded by the real operation and keeps `nan == nan` false.
+///
+/// The identity-then-equality comparison of two constants (dict keys, items of trackers).
+pub fn same_or_equal(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(a.is(b) || a.eq(b)?)
+}
+
+/// Note [type names in messages]: CPython's messages name a type by its C `tp_name`
+/// (`"'%.100s' object has no attribute '%U'"`, Objects/object.c): for a class statement that is
+/// its `__name__`, never its `__qualname__` (`'Inner'`, not `'Outer.Inner'`); for a C type it is
+/// the dotted name it was defined with (`'collections.OrderedDict'`, `'torch._C.Generator'`),
+/// where `__name__` drops the module.
+///
+/// The `tp_name` of type `ty` (for a non-type, `type_name` of it).
+pub fn tp_name(ty: &Bound<'_, PyAny>) -> String {
+    match ty.cast::<pyo3::types::PyType>() {
+        // SAFETY: `ty` is a live type object; `tp_name` is a NUL-terminated string it owns.
+        Ok(t) => unsafe { std::ffi::CStr::from_ptr((*t.as_type_ptr()).tp_name) }.to_string_lossy().into_owned(),
+        Err(_) => type_name(ty),
+    }
+}
+
+/// CPython's `AttributeError` message for a missing attribute `name` of an instance of `ty`
+/// (`PyObject_GenericGetAttr`, Note [type names in messages]).
+pub fn no_attribute_message(ty: &Bound<'_, PyAny>, name: &str) -> String {
+    let shown: String = tp_name(ty).chars().take(100).collect();
+    format!("'{shown}' object has no attribute '{name}'")
+}

@@ -126,6 +126,19 @@ impl<'a> InstructionTranslator<'a> {
         }
         let src = source.as_ref().map(|s| s.attr(name));
         let d = m.getattr("__dict__")?;
+        // Note [a module's __dict__ and its attributes]: attribute writes are pending attribute
+        // writes (`side_effects.attrs`), `m.__dict__` is a dict tracker of the real instance
+        // dict; neither sees the other's pending writes. Reading the dict after an attribute
+        // write, or an attribute after a write through the dict, is a break, so the read
+        // happens after the replay.
+        if name == "__dict__" && self.og.side_effects.attrs.iter().any(|w| w.ptr == m.as_ptr() as usize) {
+            graph_break!(UntracedValue, "__dict__ of a module after an attribute write");
+        }
+        if let Some((_, tracked)) = self.og.dicts_by_ptr.get(&(d.as_ptr() as usize)) {
+            if self.og.side_effects.dicts.iter().any(|w| Rc::ptr_eq(w, tracked)) {
+                graph_break!(UntracedValue, "attribute '{name}' of a module after a write through its __dict__");
+            }
+        }
         for table in ["_parameters", "_buffers", "_modules"] {
             if let Some(t) = d.get_item(table).ok() {
                 if let Ok(Some(v)) = t.cast::<PyDict>().map(|t| t.get_item(name)).unwrap_or(Ok(None)) {

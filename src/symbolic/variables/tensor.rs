@@ -476,7 +476,7 @@ impl<'a> InstructionTranslator<'a> {
             Ok(v) => crate::symbolic::builder::wrap(py, self.og, &v, source.attr(name)).map(Some),
             Err(_) => {
                 self.og.add_guard(Some(source.clone()), crate::guards::GuardKind::NoAttr(name.to_string()));
-                Err(Unsupported::attribute_error(real, name, format!("'{}' object has no attribute '{name}'", type_name(real))))
+                Err(Unsupported::attribute_error(real, name, crate::symbolic::variables::no_attribute_message(real.get_type().as_any(), name)))
             }
         }
     }

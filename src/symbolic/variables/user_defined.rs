@@ -409,7 +409,7 @@ impl<'a> InstructionTranslator<'a> {
                         Ok(v) => wrap(py, self.og, &v, src),
                         Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) && has_generic_getattribute(py, &ty)? => {
                             self.og.add_guard(Some(source.clone()), GuardKind::NoAttr(name.to_string()));
-                            Err(Unsupported::attribute_error(obj, name, format!("'{}' object has no attribute '{name}'", type_name(obj))))
+                            Err(Unsupported::attribute_error(obj, name, crate::symbolic::variables::no_attribute_message(obj.get_type().as_any(), name)))
                         }
                         Err(e) => Err(e.into()),
                     };
@@ -443,7 +443,7 @@ impl<'a> InstructionTranslator<'a> {
             if tracked.is_none() {
                 self.og.add_guard(Some(source.clone()), GuardKind::NoInstanceAttr(name.to_string()));
             }
-            return Err(Unsupported::attribute_error(obj, name, format!("'{}' object has no attribute '{name}'", type_name(obj))));
+            return Err(Unsupported::attribute_error(obj, name, crate::symbolic::variables::no_attribute_message(obj.get_type().as_any(), name)));
         };
         // The instance may gain an attribute of that name later: guard that it has none.
         self.og.add_guard(Some(source.clone()), GuardKind::NoInstanceAttr(name.to_string()));
@@ -899,7 +899,7 @@ impl<'a> InstructionTranslator<'a> {
             // Every instance attribute of a new object is in its tracker; the class is reached
             // through its source, guarded to keep lacking the name: the lookup raises.
             self.og.add_guard(Some(o.cls_source.clone()), GuardKind::NoAttr(name.to_string()));
-            return Err(Unsupported::raise("AttributeError", format!("'{}' object has no attribute '{name}'", crate::symbolic::variables::qualname(o.cls.bind(py)))));
+            return Err(Unsupported::raise("AttributeError", crate::symbolic::variables::no_attribute_message(o.cls.bind(py), name)));
         };
         let src = o.class_attr_source(k, name);
         let object_type = py.get_type::<PyAny>();
