@@ -17,14 +17,9 @@ import pytest
 import torch
 
 import dynamo
-from test_python_kinds import check
+from test_python_kinds import check, no_fallback
 
 BACKENDS = ["eager", "inductor"]
-
-
-def no_fallback():
-    c = dynamo.counters()
-    assert c["eager_fallbacks"] == 0, c
 
 
 # ----- containers written from a lazy iterable ---------------------------------------------------

@@ -78,6 +78,12 @@ def check(f, *args, graphs=1, breaks=None, backend="eager"):
     return eager[0]
 
 
+
+def no_fallback():
+    """Asserts that no frame ran eagerly as a whole (an `eager_fallbacks` count)."""
+    c = dynamo.counters()
+    assert c["eager_fallbacks"] == 0, c
+
 X = torch.arange(16.0).reshape(4, 4).flip(1) % 5
 
 
