@@ -391,6 +391,46 @@ fn generated_by_library(code: &Bound<'_, PyAny>, filename: &str) -> bool {
                 .is_ok_and(|n| n.starts_with("__create_fn__.<locals>.")))
 }
 
+/// Note [built-in module entry points]: torch's files are skipped as frame entry points, so in
+/// a `with dynamo.optimize(...)` block a model made only of torch's own modules
+/// (`nn.Sequential(nn.Linear(..), nn.ReLU(), ..)`) compiled nothing: the block's own frame was
+/// already running, and every frame its `model(x)` entered (`_wrapped_call_impl`, `_call_impl`,
+/// `Sequential.forward`, `Linear.forward`) is torch's. `optimize(model)` compiles such a
+/// `forward` by naming it (`force_compile`); in a block, the `forward` of a class of
+/// `torch.nn.modules` entered with the hook on is an entry point in the same way: its frame is
+/// compiled, and the submodules it calls are inlined into its graph. Classes elsewhere in torch
+/// (`torch.nn.parallel`, `torch.distributed`, torch.fx's generated modules) stay skipped.
+///
+/// Whether `frame`, whose code `code` is seen for the first time, is the `forward` of a class
+/// defined in `torch.nn.modules`, called on a module (its first argument).
+unsafe fn builtin_module_forward(py: Python<'_>, code: &Bound<'_, PyAny>, frame: *mut InterpreterFrame) -> bool {
+    let named_forward = code.getattr("co_name").and_then(|n| n.extract::<String>()).is_ok_and(|n| n == "forward");
+    let takes_self = code.getattr("co_argcount").and_then(|n| n.extract::<usize>()).is_ok_and(|n| n >= 1);
+    let in_skipped_file = code.getattr("co_filename").and_then(|f| f.extract::<String>()).is_ok_and(|f| skipped_file(&f));
+    if !(named_forward && takes_self && in_skipped_file) {
+        return false;
+    }
+    let this = ffi::local(frame, 0);
+    if this.is_null() {
+        return false;
+    }
+    let this = Bound::from_borrowed_ptr(py, this);
+    let Ok(module_type) = py.import("torch.nn").and_then(|m| m.getattr("Module")) else { return false };
+    if !this.is_instance(&module_type).unwrap_or(false) {
+        return false;
+    }
+    // The class whose `forward` this code is: the first in the MRO defining it.
+    let Ok(mro) = this.get_type().getattr("__mro__").and_then(|m| m.extract::<Vec<Bound<'_, PyAny>>>()) else { return false };
+    for cls in mro {
+        let Ok(Some(f)) = cls.getattr("__dict__").and_then(|d| d.get_item("forward").map(Some)).or_else(|_| Ok::<_, PyErr>(None)) else { continue };
+        if !f.getattr("__code__").is_ok_and(|c| c.is(code)) {
+            continue;
+        }
+        return cls.getattr("__module__").and_then(|m| m.extract::<String>()).is_ok_and(|m| m.starts_with("torch.nn.modules."));
+    }
+    false
+}
+
 /// Classifies a code object seen for the first time.
 fn classify(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<ExtraState> {
     let co_flags: u32 = code.getattr("co_flags")?.extract()?;
@@ -521,6 +561,9 @@ unsafe fn eval_frame_attached(py: Python<'_>, frame: *mut InterpreterFrame, cb: 
     let mut st = get_extra(code);
     if st.is_null() {
         let code_b = Bound::from_borrowed_ptr(py, code);
+        if builtin_module_forward(py, &code_b, frame) {
+            force_compile(&code_b);
+        }
         match classify(py, &code_b) {
             Ok(s) => st = set_extra(py, code, s),
             Err(e) => {
