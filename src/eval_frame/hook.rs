@@ -422,7 +422,7 @@ unsafe fn builtin_module_forward(py: Python<'_>, code: &Bound<'_, PyAny>, frame:
     // The class whose `forward` this code is: the first in the MRO defining it.
     let Ok(mro) = this.get_type().getattr("__mro__").and_then(|m| m.extract::<Vec<Bound<'_, PyAny>>>()) else { return false };
     for cls in mro {
-        let Ok(Some(f)) = cls.getattr("__dict__").and_then(|d| d.get_item("forward").map(Some)).or_else(|_| Ok::<_, PyErr>(None)) else { continue };
+        let Ok(f) = cls.getattr("__dict__").and_then(|d| d.get_item("forward")) else { continue };
         if !f.getattr("__code__").is_ok_and(|c| c.is(code)) {
             continue;
         }

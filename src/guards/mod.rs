@@ -367,11 +367,15 @@ pub(crate) fn same_constant(v: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>) -> bool 
     if let (Ok(a), Ok(b)) = (v.cast::<PyComplex>(), c.cast::<PyComplex>()) {
         return a.real().to_bits() == b.real().to_bits() && a.imag().to_bits() == b.imag().to_bits();
     }
+    // Item by item, in order (the lengths first).
+    fn all_same<'py>(a: impl ExactSizeIterator<Item = Bound<'py, PyAny>>, b: impl ExactSizeIterator<Item = Bound<'py, PyAny>>) -> bool {
+        a.len() == b.len() && a.zip(b).all(|(x, y)| same_constant(&x, &y))
+    }
     if let (Ok(a), Ok(b)) = (v.cast::<PyTuple>(), c.cast::<PyTuple>()) {
-        return a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| same_constant(&x, &y));
+        return all_same(a.iter(), b.iter());
     }
     if let (Ok(a), Ok(b)) = (v.cast::<PyList>(), c.cast::<PyList>()) {
-        return a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| same_constant(&x, &y));
+        return all_same(a.iter(), b.iter());
     }
     if let (Ok(a), Ok(b)) = (v.cast::<PyFrozenSet>(), c.cast::<PyFrozenSet>()) {
         return a.len() == b.len() && a.iter().all(|x| b.iter().any(|y| same_constant(&x, &y)));
@@ -940,7 +944,8 @@ impl GuardManager {
                 if o == unsafe { pyo3::ffi::Py_None() } || o != v.as_ptr() {
                     return fail(&|| format!("{} is a different object", src(g)));
                 }
-                if referent(ty) != v.get_type().as_ptr() as *mut pyo3::ffi::PyObject {
+                // SAFETY: `v` is a live object; its type is read without a new reference.
+                if referent(ty) != unsafe { pyo3::ffi::Py_TYPE(v.as_ptr()) } as *mut pyo3::ffi::PyObject {
                     return fail(&|| format!("{} changed class to {}", src(g), v.get_type().name().map(|n| n.to_string()).unwrap_or_default()));
                 }
             }

@@ -30,7 +30,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use crate::symbolic::variables::constant::const_bool;
 use crate::symbolic::variables::lists::{make_tuple, new_list};
-use crate::symbolic::variables::dicts::{new_dict, dict_set};
+use crate::symbolic::variables::dicts::{dict_from_pairs, dict_set};
 use crate::symbolic::variables::functions::NestedFunction;
 use crate::symbolic::variables::user_defined::{static_type_lookup, class_attr_source};
 use crate::symbolic::variables::iter::borrow_iter;
@@ -959,32 +959,22 @@ impl<'a> InstructionTranslator<'a> {
                 let items = self.unpack(py, &v)?;
                 self.stack.push(make_tuple(py, items)?);
             }
-            // A dict display inserts its pairs in order, as `PyDict_SetItem` does
-            // (Python/ceval.c BUILD_MAP, `_PyDict_FromItems`): a key equal to an earlier one
-            // (`1` and `1.0`, `x.shape` and `(3,)`) keeps the earlier key object and takes
-            // the later value.
+            // A dict display inserts its pairs in order (`dict_from_pairs`): equal keys merge.
             op::BUILD_MAP => {
                 let items = self.popn(2 * arg as usize)?;
-                let d = new_dict(Vec::new());
-                if let VT::Dict(st) = &d {
-                    for kv in items.chunks(2) {
-                        let k = kv[0].as_key(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
-                        dict_set(py, &mut st.borrow_mut(), k.unbind(), kv[1].clone())?;
-                    }
+                let mut pairs = Vec::with_capacity(items.len() / 2);
+                for kv in items.chunks(2) {
+                    let k = kv[0].as_key(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
+                    pairs.push((k.unbind(), kv[1].clone()));
                 }
-                self.stack.push(d);
+                self.stack.push(dict_from_pairs(py, pairs)?);
             }
             op::BUILD_CONST_KEY_MAP => {
                 let keys = self.pop()?;
                 let vals = self.popn(arg as usize)?;
                 let keys = keys.as_constant(py).ok_or_else(|| Unsupported::new("BUILD_CONST_KEY_MAP keys"))?;
-                let d = new_dict(Vec::new());
-                if let VT::Dict(st) = &d {
-                    for (k, v) in keys.try_iter()?.zip(vals) {
-                        dict_set(py, &mut st.borrow_mut(), k?.unbind(), v)?;
-                    }
-                }
-                self.stack.push(d);
+                let keys = keys.try_iter()?.map(|k| k.map(Bound::unbind)).collect::<PyResult<Vec<_>>>()?;
+                self.stack.push(dict_from_pairs(py, keys.into_iter().zip(vals))?);
             }
             op::MAP_ADD => {
                 let v = self.pop()?;

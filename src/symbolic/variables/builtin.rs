@@ -14,7 +14,7 @@ use std::rc::Rc;
 use crate::symbolic::translator::InstructionTranslator;
 use crate::symbolic::variables::constant::{constants_of, const_bool};
 use crate::symbolic::variables::lists::{make_tuple, new_list};
-use crate::symbolic::variables::dicts::{new_dict, dict_set, DictState};
+use crate::symbolic::variables::dicts::new_dict;
 use crate::symbolic::variables::iter::{IterKind, IteratorState};
 use crate::symbolic::variables::user_defined::static_type_lookup;
 
@@ -541,18 +541,12 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(const_bool(py, t));
         }
         if is("dict") && args.len() <= 1 {
-            let mut items: Vec<(Py<PyAny>, VT)> = Vec::new();
             let pairs = match args.first() {
                 Some(a) => self.mapping_items(py, a)?,
                 None => vec![],
             };
             let kw = kwargs.into_iter().map(|(k, v)| (PyString::new(py, &k).into_any().unbind(), v));
-            let mut st = DictState { items: Vec::new(), source: None, version: 0 };
-            for (k, v) in pairs.into_iter().chain(kw) {
-                dict_set(py, &mut st, k, v)?;
-            }
-            items.append(&mut st.items);
-            return Ok(new_dict(items));
+            return crate::symbolic::variables::dicts::dict_from_pairs(py, pairs.into_iter().chain(kw));
         }
         if is("set") && args.len() <= 1 && kwargs.is_empty() {
             // `set_init` is `set_update_internal` of the argument (Note [set order]).

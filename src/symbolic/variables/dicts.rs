@@ -277,6 +277,17 @@ pub fn new_dict(items: Vec<(Py<PyAny>, VT)>) -> VT {
     VT::Dict(Rc::new(RefCell::new(DictState { items, source: None, version: 0 })))
 }
 
+/// A new dict tracker holding `pairs` inserted in order, as `PyDict_SetItem` inserts them (a
+/// dict display, `_PyDict_FromItems`; `dict(mapping, **kw)`): a key equal to an earlier one
+/// (`1` and `1.0`, `x.shape` and `(3,)`) keeps the earlier key object and takes the later value.
+pub(crate) fn dict_from_pairs(py: Python<'_>, pairs: impl IntoIterator<Item = (Py<PyAny>, VT)>) -> VResult<VT> {
+    let mut st = DictState { items: Vec::new(), source: None, version: 0 };
+    for (k, v) in pairs {
+        dict_set(py, &mut st, k, v)?;
+    }
+    Ok(new_dict(st.items))
+}
+
 pub(crate) fn dict_set(py: Python<'_>, d: &mut DictState, k: Py<PyAny>, v: VT) -> VResult<()> {
     for (key, val) in d.items.iter_mut() {
         if crate::symbolic::variables::same_or_equal(key.bind(py), k.bind(py))? {
