@@ -10,11 +10,10 @@ import dynamo
 from dynamo import _C
 
 
-class _Loud:
-    """A `__slots__` member (a C descriptor): a write through it cannot be replayed after the
-    graph. (A Python `__setattr__`, property setter or `__set__` is traced: test_traced_setattr.py.)"""
-
-    __slots__ = ("w",)
+class _Loud(torch.nn.Module):
+    """A module: a tensor written to it (`nn.Module.__setattr__` may register it as a parameter
+    or buffer) is not replayed after the graph. (A Python `__setattr__`, property setter,
+    `__set__` or `__slots__` member is traced: test_traced_setattr.py, test_slotted_objects.py.)"""
 
 
 class _Dyn:
@@ -103,7 +102,7 @@ CASES = [
     ("GB0001 unsupported_builtin", "call to builtin print", _unsupported_builtin, lambda: (torch.ones(2),), "print("),
     ("GB0002 data_dependent_branch", "branch on the value of a tensor", _data_dependent_branch, lambda: (torch.ones(2),), "if x.sum()"),
     ("GB0003 data_dependent_value", "Tensor.item() is not traced", _data_dependent_value, lambda: (torch.ones(2),), ".item()"),
-    ("GB0005 side_effect", "attribute write _Loud object.w (custom __setattr__ or a descriptor)", _side_effect, lambda: (torch.ones(2), _Loud()), "o.w ="),
+    ("GB0005 side_effect", "attribute write module _Loud.w (a parameter, buffer, submodule or tensor)", _side_effect, lambda: (torch.ones(2), _Loud()), "o.w ="),
     ("GB0006 untraced_value", "attribute 'v' of _Dyn object (a cached_property on its class)", _untraced_value, lambda: (torch.ones(2), _Dyn()), "o.v"),
     ("GB0007 unsupported_call", "call to torch.random.manual_seed is not traced", _unsupported_call, lambda: (torch.ones(2),), "manual_seed"),
     ("GB0016 unsupported_operation", "identity comparison of container method __class__ and container method __class__", _unsupported_operation, lambda: (torch.ones(2), {"a": 1}), "d.__class__"),

@@ -38,6 +38,12 @@ def canon(v):
         return (type(v), [canon(i) for i in v])
     if isinstance(v, BaseException):
         return (type(v), str(v))
+    slots = [n for c in type(v).__mro__ for n in c.__dict__.get("__slots__", ()) if n not in ("__dict__", "__weakref__")]
+    if slots and not callable(v) and not isinstance(v, type) and type(v).__module__ != "builtins":
+        # A slotted object: its slots (an empty one as such), then its dict if it has one.
+        unset = ("<unset slot>",)
+        picture = [(n, canon(getattr(v, n)) if hasattr(v, n) else unset) for n in slots]
+        return (type(v), picture, canon(vars(v)) if hasattr(v, "__dict__") else None)
     if hasattr(v, "__dict__") and not callable(v) and not isinstance(v, type):
         return (type(v), [(k, canon(i)) for k, i in sorted(vars(v).items())])
     return (type(v), v)

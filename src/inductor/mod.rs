@@ -48,6 +48,9 @@ pub mod counters {
     pub static EAGER_GRAPHS: AtomicU64 = AtomicU64::new(0);
     /// Calls whose inputs differed from compile-time metadata (ran through `gm.forward`).
     pub static GUARD_FAILURES: AtomicU64 = AtomicU64::new(0);
+    /// Fallback results copied into the layout the plan expected (wrapper.rs's Note
+    /// [fallback layouts]).
+    pub static LAYOUT_FIXUPS: AtomicU64 = AtomicU64::new(0);
     /// Kernels of compiled graphs whose machine code was already loaded (llvm's Note [kernel
     /// cache]); they count in `kernels_compiled` too.
     pub static KERNEL_CACHE_HITS: AtomicU64 = AtomicU64::new(0);
@@ -63,7 +66,7 @@ pub mod counters {
     /// others went through the driver's PTX JIT.
     pub static GPU_CUBIN_MODULES: AtomicU64 = AtomicU64::new(0);
 
-    pub fn all() -> [(&'static str, &'static AtomicU64); 11] {
+    pub fn all() -> [(&'static str, &'static AtomicU64); 12] {
         [
             ("graphs_compiled", &GRAPHS_COMPILED),
             ("kernels_compiled", &KERNELS_COMPILED),
@@ -71,6 +74,7 @@ pub mod counters {
             ("fallback_nodes", &FALLBACK_NODES),
             ("eager_graphs", &EAGER_GRAPHS),
             ("guard_failures", &GUARD_FAILURES),
+            ("layout_fixups", &LAYOUT_FIXUPS),
             ("kernel_cache_hits", &KERNEL_CACHE_HITS),
             ("gpu_llvm_us", &GPU_LLVM_US),
             ("gpu_jit_us", &GPU_JIT_US),

@@ -81,6 +81,13 @@ impl TensorCheck {
         })
     }
 
+    /// True when `t` would pass [`TensorCheck::matches`] with other strides: a tensor of this
+    /// device, dtype and sizes (not requiring grad unless `grad_free`).
+    fn matches_but_strides(&self, py: Python<'_>, t: &Bound<'_, PyAny>, tensor_type: &Bound<'_, PyAny>, grad_free: bool) -> PyResult<bool> {
+        let any_strides = TensorCheck { sizes: self.sizes.clone_ref(py), strides: t.call_method0(intern!(py, "stride"))?.cast_into::<PyTuple>()?.unbind(), dtype: self.dtype.clone_ref(py), cuda: self.cuda };
+        any_strides.matches(py, t, tensor_type, grad_free)
+    }
+
     /// True when `t` is a CPU tensor not requiring grad (unless `grad_free`) with exactly this
     /// dtype and sizes, and these strides in every dimension of size other than 1.
     fn matches(&self, py: Python<'_>, t: &Bound<'_, PyAny>, tensor_type: &Bound<'_, PyAny>, grad_free: bool) -> PyResult<bool> {
@@ -494,9 +501,32 @@ impl Runtime {
                             }
                         }
                     };
+                    let mut res = res;
                     if let Some(check) = check {
                         if !check.matches(py, &res, tensor_type, self.grad_free)? {
-                            return Ok(None);
+                            // Note [fallback layouts]: torch's meta function promised other
+                            // strides than the real op returned (CPU batch norm of a transposed
+                            // input is contiguous, its meta keeps the input's strides). The step
+                            // has run, and may have had effects (a training batch norm's running
+                            // statistics, the random stream): running `gm.forward` now would
+                            // repeat them. The values are right, so they are copied into the
+                            // layout the later steps index with, and the plan goes on.
+                            if !check.matches_but_strides(py, &res, tensor_type, self.grad_free)? {
+                                return Ok(None);
+                            }
+                            counters::LAYOUT_FIXUPS.fetch_add(1, Ordering::Relaxed);
+                            tracing::debug!(target: "inductor::guards", "a fallback returned other strides than its meta; copied into the planned layout");
+                            let fixed = py.import(intern!(py, "torch"))?.getattr(intern!(py, "empty_strided"))?.call(
+                                (check.sizes.bind(py), check.strides.bind(py)),
+                                Some(&{
+                                    let kw = PyDict::new(py);
+                                    kw.set_item("dtype", res.getattr(intern!(py, "dtype"))?)?;
+                                    kw.set_item("device", res.getattr(intern!(py, "device"))?)?;
+                                    kw
+                                }),
+                            )?;
+                            fixed.call_method1(intern!(py, "copy_"), (&res,))?;
+                            res = fixed;
                         }
                     }
                     env[*slot] = Some(res.unbind());

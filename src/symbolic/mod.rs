@@ -64,16 +64,15 @@ impl Unsupported {
     }
 
     /// The traced code raises CPython's AttributeError for a missing attribute `name` of the
-    /// real object `obj`: its `name` and `obj` set as `PyObject_GenericGetAttr` sets them
-    /// (Objects/object.c, `set_attribute_error_context`), so a handler in the trace reads
-    /// eager's `e.name` and `e.obj`.
-    pub fn attribute_error(obj: &pyo3::Bound<'_, pyo3::PyAny>, name: &str, msg: String) -> Self {
+    /// object (real or of the trace), with its `name` set as `PyObject_GenericGetAttr` sets it
+    /// (Objects/object.c, `set_attribute_error_context`). Its `obj` stays None: the exception
+    /// object is made once, at trace time, while eager's names the object of each call, so a
+    /// handler that reads `e.obj` breaks the graph instead (`getattr` of a raised exception).
+    pub fn attribute_error(py: pyo3::Python<'_>, name: &str, msg: String) -> Self {
         use pyo3::types::{PyAnyMethods, PyDictMethods};
-        let py = obj.py();
         let made = (|| -> pyo3::PyResult<pyo3::Py<pyo3::PyAny>> {
             let kw = pyo3::types::PyDict::new(py);
             kw.set_item("name", name)?;
-            kw.set_item("obj", obj)?;
             Ok(py.get_type::<pyo3::exceptions::PyAttributeError>().call((msg.as_str(),), Some(&kw))?.unbind())
         })();
         match made {

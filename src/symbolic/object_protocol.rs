@@ -17,7 +17,7 @@ use crate::symbolic::variables::constant::{is_scalar_constant, const_bool};
 use crate::symbolic::variables::tensor::{TENSOR_ATTR_DENYLIST, make_size, is_symbolic_size};
 use crate::symbolic::variables::lists::{make_tuple, new_list, is_seq, repeat_count};
 use crate::symbolic::variables::dicts::{dict_set, DictView};
-use crate::symbolic::variables::user_defined::{static_type_lookup, has_generic_getattribute, class_attr_source, real_object, is_data_descriptor, is_method_qualname};
+use crate::symbolic::variables::user_defined::{static_type_lookup, has_generic_getattribute, class_attr_source, real_object, is_data_descriptor, is_own_slot, is_method_qualname};
 
 impl<'a> InstructionTranslator<'a> {
     pub(crate) fn getattr(&mut self, py: Python<'_>, obj: &VT, name: &str) -> VResult<VT> {
@@ -86,6 +86,19 @@ impl<'a> InstructionTranslator<'a> {
                     && self.og.raised_exceptions.iter().any(|r| r.is(c))
                 {
                     graph_break!(UntracedValue, "{name} of an exception the trace raised");
+                }
+                // `name` and `obj` of an AttributeError: `PyObject_GenericGetAttr` sets them to
+                // the name and the object whose lookup failed (Objects/object.c,
+                // `set_attribute_error_context`). The trace's exception is made once, when it is
+                // traced (`Unsupported::attribute_error` sets `name`), so it cannot hold each
+                // call's object: reading an unset one breaks, and Python raises and handles the
+                // error for real.
+                if matches!(name, "name" | "obj")
+                    && c.bind(py).is_instance_of::<pyo3::exceptions::PyAttributeError>()
+                    && self.og.raised_exceptions.iter().any(|r| r.is(c))
+                    && c.bind(py).getattr(name).is_ok_and(|v| v.is_none())
+                {
+                    graph_break!(UntracedValue, "{name} of an AttributeError the trace raised (made at trace time, without the object)");
                 }
                 let v = c.bind(py).getattr(name)?;
                 Ok(VT::constant(v.unbind()))
@@ -202,7 +215,7 @@ impl<'a> InstructionTranslator<'a> {
                     _ => py.get_type::<pyo3::types::PySet>(),
                 };
                 if !ty.hasattr(name)? {
-                    return Err(Unsupported::raise("AttributeError", crate::symbolic::variables::no_attribute_message(ty.as_any(), name)));
+                    return Err(Unsupported::attribute_error(py, name, crate::symbolic::variables::no_attribute_message(ty.as_any(), name)));
                 }
                 Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() })
             }
@@ -357,9 +370,20 @@ impl<'a> InstructionTranslator<'a> {
                     return Ok(());
                 }
                 let object_type = py.get_type::<pyo3::types::PyAny>();
-                let plain = ty.getattr("__setattr__")?.is(object_type.getattr("__setattr__")?) && crate::guards::generic_getattr(&o, "__dict__").is_some();
-                let descriptor = match static_type_lookup(&ty, name)? {
-                    Some((_, ca)) => is_data_descriptor(&ca)?,
+                let generic_setattr = ty.getattr("__setattr__")?.is(object_type.getattr("__setattr__")?);
+                let class_attr = static_type_lookup(&ty, name)?;
+                if generic_setattr && class_attr.as_ref().is_some_and(|(_, ca)| is_own_slot(o, ca)) {
+                    // Note [slot writes]: `obj.name = v` where `name` is one of the object's
+                    // `__slots__` (a `member_descriptor` of a class in its MRO:
+                    // Objects/descrobject.c, `member_set`) stores `v` in the slot whatever `v`
+                    // is. Recorded like a plain attribute write: later reads in the trace see
+                    // it (`user_getattr` asks the side effects first) and the replay after the
+                    // graph runs the same STORE_ATTR, which reaches the same descriptor.
+                    return self.record_attr_write(py, o, source, name, v, false);
+                }
+                let plain = generic_setattr && crate::guards::generic_getattr(&o, "__dict__").is_some();
+                let descriptor = match &class_attr {
+                    Some((_, ca)) => is_data_descriptor(ca)?,
                     None => false,
                 };
                 if !plain || descriptor {
@@ -1019,8 +1043,109 @@ impl<'a> InstructionTranslator<'a> {
                 let eq = self.equal(py, &a, &b)?;
                 Ok(const_bool(py, eq == (name == "eq")))
             }
+            _ if matches!(name, "lt" | "le" | "gt" | "ge") && [&a, &b].iter().any(|v| matches!(v, VT::UserObject(_) | VT::Opaque { .. })) => self.user_order(py, name, a, b),
+            _ if matches!(name, "lt" | "le" | "gt" | "ge") => match self.sequence_order(py, name, &a, &b)? {
+                Some(r) => Ok(r),
+                None => graph_break!(UnsupportedOperation, "comparison {name} of {} and {}", a.describe(py), b.describe(py)),
+            },
             _ => graph_break!(UnsupportedOperation, "comparison {name} of {} and {}", a.describe(py), b.describe(py)),
         }
+    }
+
+    /// `a < b` (`<=`, `>`, `>=`) of two lists or two tuples (namedtuples keeping tuple's
+    /// comparisons among them), lexicographic as `list_richcompare` / `tuplerichcompare`
+    /// (Objects/listobject.c, tupleobject.c): the first index where the items differ under
+    /// `PyObject_RichCompareBool(==)` (identity first) decides through the items' own `op`,
+    /// whose result is returned as it is (a tensor for tensor items); with no such index, the
+    /// lengths. `None` when the operands are not two sequences of one kind.
+    fn sequence_order(&mut self, py: Python<'_>, name: &str, a: &VT, b: &VT) -> VResult<Option<VT>> {
+        for v in [a, b] {
+            if let VT::NamedTuple { cls, .. } = v {
+                let tuple = py.get_type::<PyTuple>();
+                if !cls.bind(py).getattr(format!("__{name}__").as_str())?.is(tuple.getattr(format!("__{name}__").as_str())?) {
+                    return Ok(None);
+                }
+            }
+        }
+        let (Some((ka, xs)), Some((kb, ys))) = (self.sequence_items(py, a)?, self.sequence_items(py, b)?) else { return Ok(None) };
+        if ka != kb {
+            return Ok(None);
+        }
+        for (x, y) in xs.iter().zip(ys.iter()) {
+            if !self.equal(py, x, y)? {
+                return self.compare(py, name, x.clone(), y.clone()).map(Some);
+            }
+        }
+        let (n, m) = (xs.len(), ys.len());
+        let r = match name {
+            "lt" => n < m,
+            "le" => n <= m,
+            "gt" => n > m,
+            _ => n >= m,
+        };
+        Ok(Some(const_bool(py, r)))
+    }
+
+    /// `a < b` (`<=`, `>`, `>=`) where an operand is a user object (built in the frame or a
+    /// real one from it: a dataclass with `order=True`, a `functools.total_ordering` class), as `do_richcompare`
+    /// decides it (Objects/object.c): the right operand's reflected method first when its class
+    /// is a proper subclass of the left's, then the left's method, then the right's reflected one
+    /// (`<` and `>`, `<=` and `>=` reflect each other); a method returning `NotImplemented`, or
+    /// missing (`object`'s returns it), passes; when none decides, TypeError with CPython's
+    /// message. Python methods are inlined; a C method of the object's class (or an operand that
+    /// is neither a user object, a real object from the frame nor a number, string or None) is
+    /// not modelled.
+    fn user_order(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
+        let reflected = match name {
+            "lt" => "gt",
+            "gt" => "lt",
+            "le" => "ge",
+            _ => "le",
+        };
+        let mut type_of = |v: &VT| -> VResult<Option<Py<PyAny>>> {
+            match v {
+                VT::Constant(c) => Ok(Some(c.bind(py).get_type().into_any().unbind())),
+                _ => self.type_of(py, v),
+            }
+        };
+        let (ta, tb) = match (type_of(&a)?, type_of(&b)?) {
+            (Some(ta), Some(tb)) => (ta, tb),
+            _ => graph_break!(UnsupportedOperation, "comparison {name} of {} and {}", a.describe(py), b.describe(py)),
+        };
+        let (ta, tb) = (ta.bind(py).cast::<pyo3::types::PyType>().map_err(PyErr::from)?.clone(), tb.bind(py).cast::<pyo3::types::PyType>().map_err(PyErr::from)?.clone());
+        let mut tries = vec![(a.clone(), name, b.clone()), (b.clone(), reflected, a.clone())];
+        if !ta.is(&tb) && tb.is_subclass(&ta)? {
+            tries.swap(0, 1);
+        }
+        let object_type = py.get_type::<PyAny>();
+        for (recv, op, other) in tries {
+            let dunder = format!("__{op}__");
+            match &recv {
+                VT::UserObject(_) | VT::Opaque { .. } => {}
+                // The slots of these give NotImplemented for an object of a Python class.
+                VT::Constant(c) if c.bind(py).is_none() || [py.get_type::<pyo3::types::PyInt>(), py.get_type::<pyo3::types::PyFloat>(), py.get_type::<PyString>(), py.get_type::<pyo3::types::PyBool>()].iter().any(|k| c.bind(py).get_type().is(k)) => continue,
+                _ => graph_break!(UnsupportedOperation, "comparison {name} of {} and {}", a.describe(py), b.describe(py)),
+            }
+            let Some(m) = self.python_dunder(py, &recv, &dunder)? else {
+                let ty = self.type_of(py, &recv)?.expect("user objects have a type");
+                if !ty.bind(py).getattr(dunder.as_str())?.is(object_type.getattr(dunder.as_str())?) {
+                    graph_break!(UnsupportedOperation, "comparison {name}: {dunder} of {} is not Python code", recv.describe(py));
+                }
+                continue;
+            };
+            let r = self.call(py, &m, vec![other], vec![])?;
+            if !r.as_constant(py).is_some_and(|c| c.is(py.NotImplemented())) {
+                return Ok(r);
+            }
+        }
+        let symbol = match name {
+            "lt" => "<",
+            "gt" => ">",
+            "le" => "<=",
+            _ => ">=",
+        };
+        let tn = |t: &Bound<'_, pyo3::types::PyType>| t.name().map(|n| n.to_string()).unwrap_or_default();
+        Err(Unsupported::raise("TypeError", format!("'{symbol}' not supported between instances of '{}' and '{}'", tn(&ta), tn(&tb))))
     }
 
     /// `a == b` as `PyObject_RichCompareBool` decides it (Objects/object.c): identical objects

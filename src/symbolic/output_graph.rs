@@ -1239,11 +1239,34 @@ impl OutputGraph {
     fn arg_to_py<'py>(&self, py: Python<'py>, a: &Arg, nodes: &[Bound<'py, PyAny>]) -> PyResult<Bound<'py, PyAny>> {
         Ok(match a {
             Arg::Node(n) => nodes[n.0 as usize].clone(),
-            Arg::Const(r, _) => self.objects[r.0 as usize].bind(py).clone(),
+            Arg::Const(r, _) => python_type_as_dtype(py, self.objects[r.0 as usize].bind(py))?,
             Arg::Tuple(items) => self.args_to_py(py, items, nodes)?.into_any(),
             Arg::List(items) => PyList::new(py, self.args_to_py(py, items, nodes)?)?.into_any(),
         })
     }
+}
+
+/// Note [Python types as dtypes]: torch takes the Python types `int`, `float`, `bool` and
+/// `complex` wherever it takes a dtype (`x.to(int)`, `torch.zeros(2, dtype=float)`; the argument
+/// parser maps them to int64, float64, bool and complex128: torch/csrc/utils/python_arg_parser.cpp,
+/// `THPDtype`/`PyObject_IsType` of the builtin types), and no other argument of a torch function
+/// takes a type. fx prints a type argument as its repr (`<class 'int'>`), which is not Python: the
+/// graph module would not compile. The export writes the dtype they stand for instead; any other
+/// object is passed as it is.
+fn python_type_as_dtype<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let Ok(ty) = obj.cast::<pyo3::types::PyType>() else { return Ok(obj.clone()) };
+    let name = if ty.is(py.get_type::<pyo3::types::PyBool>()) {
+        "bool"
+    } else if ty.is(py.get_type::<pyo3::types::PyInt>()) {
+        "int64"
+    } else if ty.is(py.get_type::<pyo3::types::PyFloat>()) {
+        "float64"
+    } else if ty.is(py.get_type::<pyo3::types::PyComplex>()) {
+        "complex128"
+    } else {
+        return Ok(obj.clone());
+    };
+    py.import("torch")?.getattr(name)
 }
 
 /// `module.qualname` of a callable, for node names and dumps.

@@ -461,7 +461,7 @@ impl<'a> InstructionTranslator<'a> {
             }
         }
         let Some(source) = t.source.clone() else {
-            return Err(Unsupported::raise("AttributeError", format!("'Tensor' object has no attribute '{name}'")));
+            return Err(Unsupported::attribute_error(py, name, format!("'Tensor' object has no attribute '{name}'")));
         };
         let Some(real) = self.og.inputs.iter().find(|(s, _)| *s == source).map(|(_, r)| r.clone_ref(py)) else {
             crate::graph_break!(UntracedTensorAttribute, "Tensor.{name} of {source}, whose object is not at hand");
@@ -476,7 +476,7 @@ impl<'a> InstructionTranslator<'a> {
             Ok(v) => crate::symbolic::builder::wrap(py, self.og, &v, source.attr(name)).map(Some),
             Err(_) => {
                 self.og.add_guard(Some(source.clone()), crate::guards::GuardKind::NoAttr(name.to_string()));
-                Err(Unsupported::attribute_error(real, name, crate::symbolic::variables::no_attribute_message(real.get_type().as_any(), name)))
+                Err(Unsupported::attribute_error(py, name, crate::symbolic::variables::no_attribute_message(real.get_type().as_any(), name)))
             }
         }
     }

@@ -222,8 +222,8 @@ pub fn has_dict_base(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> {
 
 /// Whether instances of `cls` can be tracked as `UserObject`s: a plain metaclass (see
 /// `plain_metaclass`) and, for an ABC, no abstract method left; every class of the MRO but
-/// `object` a Python class (heap type) with an instance `__dict__` and at most empty `__slots__`
-/// (the `collections.abc` mixins declare `()`), or one of the builtin bases `dict` and
+/// `object` a Python class (heap type) with an instance `__dict__` or `__slots__` (Note [slotted
+/// objects]; a dict subclass at most empty ones, as the `collections.abc` mixins declare), or one of the builtin bases `dict` and
 /// `collections.OrderedDict` (Note [dict subclass objects]); the base's `__new__`; the base's
 /// `__getattribute__` (`object`'s, or `dict`'s for a dict subclass, both generic) or a Python
 /// function (inlined on reads); no
@@ -242,7 +242,13 @@ pub fn is_plain_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> 
     }
     let dictoffset: isize = ty.getattr("__dictoffset__")?.extract()?;
     let defaultdict = py.import("collections")?.getattr("defaultdict")?;
-    if dictoffset == 0 && !ty.is(&defaultdict) {
+    let dict_sub = has_dict_base(py, cls)?;
+    // Note [slotted objects]: a class whose instances keep their attributes in `__slots__`
+    // (no instance dict, or one beside the slots) is tracked too: its slots are attributes of
+    // the tracker like the dict's (`member_get`/`member_set` read and write the slot,
+    // Objects/descrobject.c), and the rebuild's `object.__setattr__` fills them. Not for dict
+    // subclasses, whose storage is modelled separately.
+    if dictoffset == 0 && !ty.is(&defaultdict) && (dict_sub || !has_slots(cls)?) {
         return Ok(false);
     }
     const HEAPTYPE: u64 = 1 << 9;
@@ -254,7 +260,9 @@ pub fn is_plain_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> 
         let flags: u64 = base.getattr("__flags__")?.extract()?;
         let d = base.getattr("__dict__")?;
         let slots_ok = match d.get_item("__slots__") {
-            Ok(slots) => slots.len().map(|n| n == 0).unwrap_or(false) && !slots.is_instance_of::<pyo3::types::PyString>(),
+            Ok(slots) if dict_sub => slots.len().map(|n| n == 0).unwrap_or(false) && !slots.is_instance_of::<pyo3::types::PyString>(),
+            // Strings or an iterable of strings (`type_new` checks the names).
+            Ok(_) => true,
             Err(_) => true,
         };
         if flags & HEAPTYPE == 0 || !plain_metaclass(py, &base.get_type())? || !slots_ok {
@@ -268,7 +276,6 @@ pub fn is_plain_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> 
             return Ok(false);
         }
     }
-    let dict_sub = has_dict_base(py, cls)?;
     // `dict` has its own slot wrappers for `__new__` and (the generic) `__getattribute__`.
     let base = if dict_sub { py.get_type::<PyDict>().into_any() } else { object.clone().into_any() };
     // A Python `__getattribute__` (transformers' `PreTrainedConfig` alias map) is inlined on
@@ -392,6 +399,11 @@ impl<'a> InstructionTranslator<'a> {
             self.guard_mro_prefix(source, *k, name);
         }
         if let Some((k, ca)) = &class_attr {
+            if name == "__class__" && ca.is(py.get_type::<PyAny>().getattr("__dict__")?.get_item("__class__")?) {
+                // `object.__class__`'s getter: the type, TYPE_MATCH-guarded (`type_of`).
+                let ty = self.type_of(py, vt)?.expect("a real object has a type");
+                return Ok(VT::Class(std::rc::Rc::new(ty)));
+            }
             if is_data_descriptor(ca)? {
                 if type_name(ca) == "property" {
                     let fget = ca.getattr("fget")?;
@@ -409,7 +421,7 @@ impl<'a> InstructionTranslator<'a> {
                         Ok(v) => wrap(py, self.og, &v, src),
                         Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) && has_generic_getattribute(py, &ty)? => {
                             self.og.add_guard(Some(source.clone()), GuardKind::NoAttr(name.to_string()));
-                            Err(Unsupported::attribute_error(obj, name, crate::symbolic::variables::no_attribute_message(obj.get_type().as_any(), name)))
+                            Err(Unsupported::attribute_error(py, name, crate::symbolic::variables::no_attribute_message(obj.get_type().as_any(), name)))
                         }
                         Err(e) => Err(e.into()),
                     };
@@ -443,7 +455,7 @@ impl<'a> InstructionTranslator<'a> {
             if tracked.is_none() {
                 self.og.add_guard(Some(source.clone()), GuardKind::NoInstanceAttr(name.to_string()));
             }
-            return Err(Unsupported::attribute_error(obj, name, crate::symbolic::variables::no_attribute_message(obj.get_type().as_any(), name)));
+            return Err(Unsupported::attribute_error(py, name, crate::symbolic::variables::no_attribute_message(obj.get_type().as_any(), name)));
         };
         // The instance may gain an attribute of that name later: guard that it has none.
         self.og.add_guard(Some(source.clone()), GuardKind::NoInstanceAttr(name.to_string()));
@@ -873,10 +885,22 @@ impl<'a> InstructionTranslator<'a> {
             if name == "__dict__" && o.get(py, "default_factory").is_some() && crate::symbolic::variables::user_defined::is_defaultdict_class(py, o.cls.bind(py))? {
                 graph_break!(UntracedValue, "__dict__ of {} (its factory is kept beside the attributes: Note [defaultdict objects])", vt.describe(py));
             }
+            if name == "__dict__" && type_name(ca) == "getset_descriptor" && has_slots(o.cls.bind(py))? {
+                // Note [slotted objects]: the tracker holds the slots beside the dict's items.
+                graph_break!(UntracedValue, "__dict__ of {} (an object with __slots__ and a __dict__)", vt.describe(py));
+            }
             if name == "__dict__" && type_name(ca) == "getset_descriptor" {
                 // The instance dict's own getter (`subtype_dict`, or OrderedDict's): the tracker
                 // that holds the attributes, so writes through it are attribute writes.
                 return Ok(VT::Dict(o.attrs.clone()));
+            }
+            if is_class_slot(o.cls.bind(py), ca) {
+                // Note [slotted objects]: the slot's value is the tracker's attribute; an empty
+                // slot raises as `member_get` does (the class is guarded, so its slots are fixed).
+                return match o.get(py, name) {
+                    Some(v) => Ok(v),
+                    None => Err(Unsupported::attribute_error(py, name, crate::symbolic::variables::no_attribute_message(o.cls.bind(py), name))),
+                };
             }
             if is_data_descriptor(ca)? {
                 if type_name(ca) == "property" {
@@ -899,7 +923,7 @@ impl<'a> InstructionTranslator<'a> {
             // Every instance attribute of a new object is in its tracker; the class is reached
             // through its source, guarded to keep lacking the name: the lookup raises.
             self.og.add_guard(Some(o.cls_source.clone()), GuardKind::NoAttr(name.to_string()));
-            return Err(Unsupported::raise("AttributeError", crate::symbolic::variables::no_attribute_message(o.cls.bind(py), name)));
+            return Err(Unsupported::attribute_error(py, name, crate::symbolic::variables::no_attribute_message(o.cls.bind(py), name)));
         };
         let src = o.class_attr_source(k, name);
         let object_type = py.get_type::<PyAny>();
@@ -965,9 +989,21 @@ impl<'a> InstructionTranslator<'a> {
                 o.set(py, name, v);
                 return Ok(());
             }
-            if is_data_descriptor(&ca)? {
+            let slot = is_class_slot(o.cls.bind(py), &ca);
+            if slot && (generic || generic_or_object_setattr(py, &ty)?) {
+                // Note [slotted objects]: `member_set` stores any value.
+                o.set(py, name, v);
+                return Ok(());
+            }
+            // A slot behind a Python `__setattr__` is reached through it, below.
+            if !slot && is_data_descriptor(&ca)? {
                 graph_break!(SideEffect, "attribute write {}.{name} (a {} on its class)", vt.describe(py), type_name(&ca));
             }
+        }
+        if (generic || generic_or_object_setattr(py, &ty)?) && ty.getattr("__dictoffset__")?.extract::<isize>()? == 0 && !has_dict_base(py, ty.as_any())? && o.storage.is_none() {
+            // No instance dict and no slot of that name: `PyObject_GenericSetAttr` raises
+            // AttributeError (whose message differs between CPython versions): Python raises it.
+            graph_break!(SideEffect, "attribute write {}.{name}: not a slot of an object without __dict__ (AttributeError)", vt.describe(py));
         }
         if !generic {
             let (k, setattr) = static_type_lookup(&ty, "__setattr__")?.expect("object defines __setattr__");
@@ -1147,6 +1183,33 @@ pub(crate) fn real_object(v: &VT) -> Option<&Py<PyAny>> {
 
 /// Whether `attr` is a data descriptor (its type defines `__set__` or `__delete__`), which takes
 /// precedence over the instance dict (Descriptor HowTo Guide, Python docs).
+/// Whether class attribute `attr` is a `__slots__` entry of `obj`: a `member_descriptor`
+/// (Objects/descrobject.c, `PyMemberDescr_Type`) whose `__objclass__` `obj` is an instance of,
+/// so that `member_set` accepts `obj` (a descriptor copied onto another class raises TypeError
+/// there instead).
+/// Whether a class of `cls`'s MRO declares non-empty `__slots__` (Note [slotted objects]).
+pub(crate) fn has_slots(cls: &Bound<'_, PyAny>) -> PyResult<bool> {
+    for base in cls.getattr("__mro__")?.try_iter()? {
+        if let Ok(slots) = base?.getattr("__dict__")?.get_item("__slots__") {
+            if slots.is_instance_of::<pyo3::types::PyString>() || slots.len().is_ok_and(|n| n > 0) {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// Whether class attribute `attr` is a `__slots__` entry of instances of `cls` (a
+/// `member_descriptor` of a class in `cls`'s MRO; [`is_own_slot`] for an object).
+pub(crate) fn is_class_slot(cls: &Bound<'_, PyAny>, attr: &Bound<'_, PyAny>) -> bool {
+    type_name(attr) == "member_descriptor"
+        && attr.getattr("__objclass__").is_ok_and(|c| cls.cast::<PyType>().is_ok_and(|t| t.is_subclass(&c).unwrap_or(false)))
+}
+
+pub(crate) fn is_own_slot(obj: &Bound<'_, PyAny>, attr: &Bound<'_, PyAny>) -> bool {
+    type_name(attr) == "member_descriptor" && attr.getattr("__objclass__").is_ok_and(|c| obj.is_instance(&c).unwrap_or(false))
+}
+
 pub(crate) fn is_data_descriptor(attr: &Bound<'_, PyAny>) -> PyResult<bool> {
     let t = attr.get_type();
     Ok(t.hasattr("__set__")? || t.hasattr("__delete__")?)

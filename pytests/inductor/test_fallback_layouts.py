@@ -1,0 +1,61 @@
+"""A fallback whose real result has other strides than torch's meta function promised
+(wrapper.rs's Note [fallback layouts]): the plan copies the values into the layout it planned
+and goes on, instead of running the whole graph again through `gm.forward`, which repeated the
+step's effects: a training batch norm updated its running statistics twice a call."""
+
+import torch
+import torch.nn as nn
+
+import dynamo
+from dynamo import _C as C
+
+
+def run_bn(compiled, make_input, make_model):
+    torch.manual_seed(0)
+    model = make_model()
+    f = dynamo.optimize("inductor")(model) if compiled else model
+    outs = [f(make_input()) for _ in range(3)]
+    stats = {k: v.clone() for k, v in model.state_dict().items() if "running" in k or "num_batches" in k}
+    return outs, stats
+
+
+def assert_same(eager, compiled):
+    for a, b in zip(eager[0], compiled[0]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert eager[1].keys() == compiled[1].keys()
+    for k in eager[1]:
+        torch.testing.assert_close(eager[1][k], compiled[1][k], rtol=1e-6, atol=1e-7, msg=k)
+
+
+class TransposedBn1d(nn.Module):
+    """BatchNorm1d over the channels of a (batch, length, channels) sequence, then ReLU."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(3)
+
+    def forward(self, x):
+        return torch.relu(self.bn(x.transpose(1, 2)))
+
+
+def test_training_batch_norm_of_a_transposed_input_updates_running_stats_once():
+    make_input = lambda: torch.randn(2, 4, 3)
+    eager = run_bn(False, make_input, TransposedBn1d)
+    dynamo.reset()
+    before = C.inductor_counters()
+    compiled = run_bn(True, make_input, TransposedBn1d)
+    assert_same(eager, compiled)
+    after = C.inductor_counters()
+    assert after["kernel_calls"] > before["kernel_calls"]
+    assert after["layout_fixups"] > before["layout_fixups"]
+
+
+def test_channels_last_conv_bn_relu_in_training_updates_running_stats_once():
+    def make_model():
+        return nn.Sequential(nn.Conv2d(2, 2, 1), nn.BatchNorm2d(2), nn.ReLU())
+
+    make_input = lambda: torch.randn(2, 2, 3, 3).to(memory_format=torch.channels_last)
+    eager = run_bn(False, make_input, make_model)
+    dynamo.reset()
+    compiled = run_bn(True, make_input, make_model)
+    assert_same(eager, compiled)
