@@ -224,3 +224,22 @@ def test_a_logging_call_followed_by_writes_replays_when_only_library_handlers_se
     assert torch.equal(want[0], got[0]) and want[1:] == got[1:]
     c = dynamo.counters()
     assert c["graphs"] == 1 and c["graph_breaks"] == 0, c
+
+
+def builds_a_warning_lstm(x):
+    lstm = torch.nn.LSTM(2, 2, dropout=0.2)  # one layer: torch warns that dropout is unused
+    return lstm(x)[0].sum() * 0 + x.sum()
+
+
+@pytest.mark.parametrize("action", ["always", "default"])
+def test_a_module_built_in_the_frame_warns_once_per_construction(action):
+    """The tracer builds a torch module to see whether it has parameters; its constructor's
+    warnings are held back, so Python's construction after the break warns once, as eagerly
+    (it warned twice)."""
+    x = torch.ones(3, 1, 2)
+    torch.manual_seed(0)
+    eager = recorded(builds_a_warning_lstm, x, 2, action)
+    dynamo.reset()
+    torch.manual_seed(0)
+    compiled = recorded(dynamo.optimize("eager")(builds_a_warning_lstm), x, 2, action)
+    assert compiled[1] == eager[1] and len(eager[1]) >= 1

@@ -44,13 +44,28 @@ impl<'a> InstructionTranslator<'a> {
         let fork_kw = PyDict::new(py);
         fork_kw.set_item("devices", PyList::empty(py))?;
         let ctx = fork.call((), Some(&fork_kw))?;
+        // The constructor's warnings (`nn.LSTM(dropout=0.2)` with one layer) are held back: a
+        // module with parameters is built again by Python after the break, which warns as
+        // eager does; one kept in the trace warns when the graph runs (Note [warnings of
+        // traced calls]). Before, the warning came twice.
+        let catcher = py.import("dynamo.eval_frame")?.getattr("_RecordWarnings")?.call0()?;
+        let caught = catcher.call_method0("__enter__")?;
         ctx.call_method0("__enter__")?;
         let made = cls.call(&vals, Some(&kw));
         ctx.call_method1("__exit__", (py.None(), py.None(), py.None()))?;
+        catcher.call_method1("__exit__", (py.None(), py.None(), py.None()))?;
         let m = made?;
         let empty = |what: &str| -> PyResult<bool> { Ok(m.call_method0(what)?.try_iter()?.next().is_none()) };
         if !(empty("parameters")? && empty("buffers")? && empty("children")?) {
             graph_break!(UnsupportedCall, "constructing {qual}, which has parameters, buffers or submodules");
+        }
+        if let Some((code, ip, globals)) = &self.og.user_loc {
+            let line = code.line_of(*ip);
+            let (file, globals) = (code.filename.clone(), globals.clone_ref(py));
+            for w in caught.try_iter()? {
+                let w = w?;
+                self.og.trace_warnings.push((w.getattr("message")?.unbind(), w.getattr("category")?.unbind(), file.clone(), line, globals.clone_ref(py)));
+            }
         }
         let partial = crate::symbolic::variables::functions::partial_type(py)?;
         let mut all = vec![cls.clone()];
