@@ -758,3 +758,30 @@ def test_type_only_uses_of_a_size_keep_it_symbolic(case):
         ref, got = g(x, cache, 1.5), opt(x, cache, 1.5)
         assert _same(ref, got), (k, ref, got)
     assert dynamo.counters()["compiles"] == 2
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_rotary_slices_of_a_symbolic_size_with_grad(backend):
+    """`x[..., : x.shape[-1] // 2]` under dynamic shapes makes a `slice` node; when AOTAutograd
+    split the graph around an op without a rule, torch.fx's split_module could not read that
+    value's symbols and the graph was thrown away (every Llama/Mistral/Qwen rotary embedding:
+    graph_failures, recompiles up to the cache limit)."""
+
+    def rotate_half(x):
+        return torch.cat((-x[..., x.shape[-1] // 2 :], x[..., : x.shape[-1] // 2]), dim=-1)
+
+    def f(q, cos, sin):
+        return q * cos + rotate_half(q) * sin
+
+    compiled = dynamo.optimize(backend, dynamic=True)(f)
+    for n in (5, 7):
+        q = torch.randn(2, 4, n, 8, requires_grad=True)
+        cos, sin = torch.randn(2, 1, n, 8), torch.randn(2, 1, n, 8)
+        want = f(q, cos, sin)
+        (gq_want,) = torch.autograd.grad(want.sum(), q)
+        got = compiled(q, cos, sin)
+        (gq_got,) = torch.autograd.grad(got.sum(), q)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(gq_got, gq_want)
+    c = dynamo.counters()
+    assert c["graphs"] == 1 and c["graph_failures"] == 0 and c["recompiles"] == 0, c

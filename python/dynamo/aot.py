@@ -537,6 +537,13 @@ def _split_around_gaps(gm, example_inputs, backend):
             node._rename(f"{was}_v")
             if was in gap_original:
                 gap_names.add(node.name)
+    for node in gm.graph.nodes:
+        # torch.fx's split_module reads the free symbols of every value that crosses segments
+        # from its example value, and refuses a Python slice (`x[..., : x.shape[-1] // 2]` under
+        # dynamic shapes makes a `slice` node, as every rotary embedding does): a tuple of its
+        # bounds carries the same symbols.
+        if "example_value" in node.meta:
+            node.meta["example_value"] = _slices_as_tuples(node.meta["example_value"])
     gm.recompile()
     segment = [0]
     assignment = {}
@@ -560,6 +567,16 @@ def _split_around_gaps(gm, example_inputs, backend):
         else:
             _quiet_errors(sub)
     return split.forward
+
+
+def _slices_as_tuples(v):
+    """``v`` with every ``slice`` (also inside tuples and lists) replaced by the tuple
+    ``(start, stop, step)``, for torch.fx's free-symbol walk."""
+    if isinstance(v, slice):
+        return (v.start, v.stop, v.step)
+    if type(v) in (tuple, list):
+        return type(v)(_slices_as_tuples(i) for i in v)
+    return v
 
 
 def _quiet_errors(gm):
