@@ -42,3 +42,32 @@ def test_dir_after_a_break(backend):
         return y, dir()
 
     check(fn, torch.ones(2), graphs=1, backend=backend)
+
+
+# ----- grad_fn names of compiled outputs ------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_printed_output_of_a_compiled_model_names_eagers_grad_fn(backend):
+    """`print(model(x))` shows `grad_fn=<ReluBackward0>` as in eager, not the compiled
+    Function's `CompiledFunctionBackward` (Note [grad_fn names] in python/dynamo/aot.py)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2), torch.nn.ReLU())
+
+    def fn(x):
+        out = model(x)
+        text = repr(out)
+        return out, text, type(out.grad_fn).__name__
+
+    def loss_fn(x):
+        loss = torch.nn.functional.mse_loss(model(x), torch.ones(1, 2))
+        print(loss)
+        return loss
+
+    check(fn, torch.randn(1, 3), graphs=1, backend=backend)
+    check(loss_fn, torch.randn(1, 3), graphs=1, backend=backend)
+    dynamo.reset()
+    compiled = dynamo.optimize(backend)(model)
+    x = torch.randn(2, 3)
+    assert repr(compiled(x)) == repr(model(x))
+    assert compiled(x).grad_fn.name() == model(x).grad_fn.name() == "ReluBackward0"

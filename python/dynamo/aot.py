@@ -54,6 +54,34 @@ def sdpa_backward(grad, q, k, v, attn_mask, is_causal, scale):
     return (gs @ k) * scale, (gs.transpose(-2, -1) @ q) * scale, gv
 
 
+def _eager_grad_fn_name(gm):
+    """The type name of the ``grad_fn`` that eager gives every output of ``gm`` that has one,
+    or None when they have several (Note [grad_fn names])."""
+    out = next((n for n in gm.graph.nodes if n.op == "output"), None)
+    if out is None:
+        return None
+    names = set()
+    results = out.args[0]
+    for a in results if isinstance(results, (tuple, list)) else [results]:
+        v = a.meta.get("example_value") if isinstance(a, torch.fx.Node) else None
+        fn = getattr(v, "grad_fn", None) if isinstance(v, torch.Tensor) else None
+        if fn is not None:
+            names.add(type(fn).__name__)
+    return names.pop() if len(names) == 1 else None
+
+
+# Note [grad_fn names]: the outputs of a compiled differentiable graph share one autograd node,
+# an instance of the ``CompiledFunction``'s backward class, so ``print(model(x))`` showed
+# ``grad_fn=<CompiledFunctionBackward>`` where eager shows ``grad_fn=<ReluBackward0>``
+# (torch/_tensor_str.py prints ``type(t.grad_fn).__name__``; ``grad_fn.name()`` gives the same).
+# When every output that has a ``grad_fn`` in eager has one of the same type (a model's output,
+# a loss), the node's class takes that name, read off the fake example values of the graph's
+# outputs, which were made by the same ops under autograd. Outputs with differing names keep
+# the compiled node's name: one node cannot carry several, and an identity node per output would
+# cost a Function call each. Only the name: the node's ``next_functions`` are the compiled
+# graph's inputs, not eager's chain of nodes.
+
+
 def _holds_grad_tensor(value):
     """True for a tuple/list/dict (nested) holding a tensor that requires grad."""
     if isinstance(value, (tuple, list)):
@@ -184,7 +212,7 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
         # Note [forward without kernels].
         _C.aot_count_kernelless(", ".join(sorted({_target_name(n) for n in gm.graph.nodes if n.op == "call_function"})))
         return gm.forward
-    runtime = _make_runtime(plan, fw, bw_compiler, extra, gm.forward, entry_grad if switches else None)
+    runtime = _make_runtime(plan, fw, bw_compiler, extra, gm.forward, entry_grad if switches else None, _eager_grad_fn_name(gm))
     return _with_grad_regions(runtime, entry_grad, switches[-1]) if switches else runtime
 
 
@@ -652,7 +680,7 @@ def _rerun_backward(ctx, grads, eager_forward, n_extra, tangent_outputs, input_r
     return tuple(res)
 
 
-def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None):
+def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None, grad_fn_name=None):
     """The callable a captured graph runs: a ``torch.autograd.Function`` whose ``forward`` is
     ``_C.AotForward`` (runs ``fw``, writes mutated inputs back, saves what the backward reads)
     and whose ``backward`` compiles ``plan.bw`` on first use, called through ``_C.AotRuntime``
@@ -713,4 +741,7 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None):
                 res = _refuse_double_backward(res)
             return res
 
+    if grad_fn_name is not None:
+        # Note [grad_fn names].
+        CompiledFunction._backward_cls.__name__ = CompiledFunction._backward_cls.__qualname__ = grad_fn_name
     return _C.AotRuntime(CompiledFunction, tuple(extra), eager_forward, list(plan.writeback_inputs))
