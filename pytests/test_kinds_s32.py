@@ -71,3 +71,35 @@ def test_printed_output_of_a_compiled_model_names_eagers_grad_fn(backend):
     x = torch.randn(2, 3)
     assert repr(compiled(x)) == repr(model(x))
     assert compiled(x).grad_fn.name() == model(x).grad_fn.name() == "ReluBackward0"
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_outputs_with_different_grad_fns_keep_their_names_and_gradients(backend):
+    """A graph whose outputs eager names differently (the logits and the loss, at the break of
+    `print`): each keeps eager's name, and gradients through both are eager's (Note [grad_fn
+    names] in python/dynamo/aot.py)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+
+    def step(x, y):
+        out = model(x)
+        loss = torch.nn.functional.cross_entropy(out, y)
+        print(loss)
+        print(out)
+        return out, loss, [type(t.grad_fn).__name__ for t in (out, loss)]
+
+    x, y = torch.randn(2, 4), torch.tensor([0, 2])
+    want = step(x, y)
+    check(step, x, y, graphs=1, backend=backend)
+    dynamo.reset()
+    got = dynamo.optimize(backend)(step)(x, y)
+    assert got[2] == want[2] == ["AddmmBackward0", "NllLossBackward0"]
+    for w, g in zip(want[:2], got[:2]):
+        torch.testing.assert_close(g, w)
+    grads = []
+    for out, loss in (want[:2], got[:2]):
+        model.zero_grad()
+        (out.sum() * 0.5 + loss).backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    for w, g in zip(*grads):
+        torch.testing.assert_close(g, w)

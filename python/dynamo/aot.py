@@ -54,32 +54,80 @@ def sdpa_backward(grad, q, k, v, attn_mask, is_causal, scale):
     return (gs @ k) * scale, (gs.transpose(-2, -1) @ q) * scale, gv
 
 
-def _eager_grad_fn_name(gm):
-    """The type name of the ``grad_fn`` that eager gives every output of ``gm`` that has one,
-    or None when they have several (Note [grad_fn names])."""
+def _eager_grad_fn_names(gm):
+    """Per output of ``gm``: the type name of the ``grad_fn`` eager gives it, or None (no
+    ``grad_fn``, or not a tensor). Read off the fake example values, which were made by the same
+    ops under autograd (Note [grad_fn names])."""
     out = next((n for n in gm.graph.nodes if n.op == "output"), None)
     if out is None:
-        return None
-    names = set()
+        return []
     results = out.args[0]
+    names = []
     for a in results if isinstance(results, (tuple, list)) else [results]:
         v = a.meta.get("example_value") if isinstance(a, torch.fx.Node) else None
         fn = getattr(v, "grad_fn", None) if isinstance(v, torch.Tensor) else None
-        if fn is not None:
-            names.add(type(fn).__name__)
-    return names.pop() if len(names) == 1 else None
+        names.append(type(fn).__name__ if fn is not None else None)
+    return names
+
+
+def _main_grad_fn_name(names):
+    """The name the compiled Function's node takes: the most common of ``names``, the first of
+    equally common ones; None when no output has a ``grad_fn`` (Note [grad_fn names])."""
+    present = [n for n in names if n is not None]
+    if not present:
+        return None
+    return max(present, key=lambda n: (present.count(n), -present.index(n)))
+
+
+def _named_grad_fns(runtime, names, main):
+    """``runtime`` whose outputs eager names other than ``main`` (the name of the compiled
+    Function's node) go through an identity Function named for each (Note [grad_fn names])."""
+    others = [(i, n) for i, n in enumerate(names) if n is not None and n != main]
+    if not others:
+        return runtime
+    idents = {n: _identity_function(n) for _, n in others}
+    plan = [(i, idents[n].apply) for i, n in others]
+    tensor = torch.Tensor
+
+    def call(*args):
+        outs = runtime(*args)
+        outs = list(outs)
+        for i, apply in plan:
+            o = outs[i]
+            if isinstance(o, tensor) and o.grad_fn is not None:
+                outs[i] = apply(o)
+        return tuple(outs)
+
+    return call
+
+
+def _identity_function(name):
+    """A ``torch.autograd.Function`` passing its tensor through (a new tensor object over the
+    same storage, not a view), whose node's type is named ``name``."""
+
+    class Identity(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.detach()
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad
+
+    Identity._backward_cls.__name__ = Identity._backward_cls.__qualname__ = name
+    return Identity
 
 
 # Note [grad_fn names]: the outputs of a compiled differentiable graph share one autograd node,
 # an instance of the ``CompiledFunction``'s backward class, so ``print(model(x))`` showed
 # ``grad_fn=<CompiledFunctionBackward>`` where eager shows ``grad_fn=<ReluBackward0>``
 # (torch/_tensor_str.py prints ``type(t.grad_fn).__name__``; ``grad_fn.name()`` gives the same).
-# When every output that has a ``grad_fn`` in eager has one of the same type (a model's output,
-# a loss), the node's class takes that name, read off the fake example values of the graph's
-# outputs, which were made by the same ops under autograd. Outputs with differing names keep
-# the compiled node's name: one node cannot carry several, and an identity node per output would
-# cost a Function call each. Only the name: the node's ``next_functions`` are the compiled
-# graph's inputs, not eager's chain of nodes.
+# Each output's eager name is read off the fake example value of the graph's output, made by the
+# same ops under autograd. The node's class takes the most common name; an output eager names
+# otherwise (a loss next to the logits it came from) passes through an identity Function whose
+# node is named for it, one ``Function.apply`` (a few µs) per such output and call, paid only by
+# graphs whose outputs have several names. Only the names are eager's: the nodes'
+# ``next_functions`` are the compiled graph's inputs, not eager's chain of nodes.
 
 
 def _holds_grad_tensor(value):
@@ -212,7 +260,11 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
         # Note [forward without kernels].
         _C.aot_count_kernelless(", ".join(sorted({_target_name(n) for n in gm.graph.nodes if n.op == "call_function"})))
         return gm.forward
-    runtime = _make_runtime(plan, fw, bw_compiler, extra, gm.forward, entry_grad if switches else None, _eager_grad_fn_name(gm))
+    # Note [grad_fn names].
+    names = _eager_grad_fn_names(gm)
+    main = _main_grad_fn_name(names)
+    runtime = _make_runtime(plan, fw, bw_compiler, extra, gm.forward, entry_grad if switches else None, main)
+    runtime = _named_grad_fns(runtime, names, main)
     return _with_grad_regions(runtime, entry_grad, switches[-1]) if switches else runtime
 
 
