@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import re
 
 import torch
 
@@ -68,6 +69,89 @@ def _eager_grad_fn_names(gm):
         fn = getattr(v, "grad_fn", None) if isinstance(v, torch.Tensor) else None
         names.append(type(fn).__name__ if fn is not None else None)
     return names
+
+
+def _saved_result_outputs(gm):
+    """``{output index k: (eager's name for k's node in its error message, outputs whose backward
+    runs that node)}`` for each output of ``gm`` that eager's autograd saves for its backward
+    (its node has ``_saved_result``: relu, exp, tanh, sigmoid, softmax, sqrt, ...). Read off the
+    fake example values, whose autograd graph is eager's: an output runs k's node when k's node
+    is reachable from its own (Note [saved results])."""
+    out = next((n for n in gm.graph.nodes if n.op == "output"), None)
+    if out is None:
+        return {}
+    results = out.args[0]
+    values = []
+    for a in results if isinstance(results, (tuple, list)) else [results]:
+        v = a.meta.get("example_value") if isinstance(a, torch.fx.Node) else None
+        values.append(v if isinstance(v, torch.Tensor) else None)
+    nodes = [getattr(v, "grad_fn", None) for v in values]
+    saved = {k: fn for k, fn in enumerate(nodes) if fn is not None and hasattr(type(fn), "_saved_result")}
+    if not saved:
+        return {}
+    reachable = []
+    for fn in nodes:
+        seen = set()
+        stack = [fn] if fn is not None else []
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.extend(n for n, _ in node.next_functions if n is not None)
+        reachable.append(seen)
+    # The saving node's name in the message: the op's name (`ReluBackward0` -> `Relu`).
+    return {
+        k: (re.sub(r"Backward\d*$", "", type(fn).__name__), [j for j, seen in enumerate(reachable) if id(fn) in seen])
+        for k, fn in saved.items()
+    }
+
+
+def _output_meta(gm):
+    """``(shape, dtype, device)`` of each tensor output of ``gm`` (its fake example value), None
+    for the others."""
+    out = next((n for n in gm.graph.nodes if n.op == "output"), None)
+    results = out.args[0] if out is not None else ()
+    meta = []
+    for a in results if isinstance(results, (tuple, list)) else [results]:
+        v = a.meta.get("example_value") if isinstance(a, torch.fx.Node) else None
+        meta.append((tuple(v.shape), v.dtype, v.device) if isinstance(v, torch.Tensor) else None)
+    return meta
+
+
+def _modified_saved_result(value, name, saved_version):
+    """The RuntimeError eager's autograd raises when a saved result was written in place before
+    the backward that reads it (torch/csrc/autograd/saved_variable.cpp, ``unpack``), its hint
+    taken from torch itself so that it follows the anomaly mode and torch's wording."""
+    with torch.enable_grad():
+        probe = torch.zeros(1, requires_grad=True).exp()
+        probe.add_(1)
+    try:
+        with torch.enable_grad():
+            probe.backward()
+        hint = ""
+    except RuntimeError as e:
+        hint = str(e).split(" instead.", 1)[-1]
+    sizes = "[" + ", ".join(str(d) for d in value.shape) + "]"
+    return RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an inplace operation: "
+        f"[{value.type()} {sizes}], which is output 0 of {name}, is at version {value._version}; "
+        f"expected version {saved_version} instead.{hint}"
+    )
+
+
+# Note [saved results]: eager's backward node of relu, exp, tanh, sigmoid, softmax, sqrt, ...
+# saves the op's own result, so writing that result in place before the backward reaches the
+# node raises "one of the variables needed for gradient computation has been modified by an
+# inplace operation". The compiled backward saves what the partitioner chose (often the input,
+# or a mask), so the same program ran on and returned gradients where eager raises. For each
+# graph output that eager saves this way, the Function's forward keeps a detached alias (same
+# storage and version counter, no grad_fn, so no reference cycle; eager keeps the result alive
+# until its backward too) and its version; the backward raises eager's error when a gradient
+# reaches that output and the version moved. Whether one reaches it is what decides in eager (a
+# backward through another output does not run the saving node), so these Functions turn off
+# grad materialization: an output no gradient reaches gets None, and the backward makes its
+# zeros from the output's metadata.
 
 
 def _main_grad_fn_name(names):
@@ -263,7 +347,9 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
     # Note [grad_fn names].
     names = _eager_grad_fn_names(gm)
     main = _main_grad_fn_name(names)
-    runtime = _make_runtime(plan, fw, bw_compiler, extra, gm.forward, entry_grad if switches else None, main)
+    runtime = _make_runtime(
+        plan, fw, bw_compiler, extra, gm.forward, entry_grad if switches else None, main, _saved_result_outputs(gm), _output_meta(gm)
+    )
     runtime = _named_grad_fns(runtime, names, main)
     return _with_grad_regions(runtime, entry_grad, switches[-1]) if switches else runtime
 
@@ -732,7 +818,7 @@ def _rerun_backward(ctx, grads, eager_forward, n_extra, tangent_outputs, input_r
     return tuple(res)
 
 
-def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None, grad_fn_name=None):
+def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None, grad_fn_name=None, saved_results=None, output_meta=None):
     """The callable a captured graph runs: a ``torch.autograd.Function`` whose ``forward`` is
     ``_C.AotForward`` (runs ``fw``, writes mutated inputs back, saves what the backward reads)
     and whose ``backward`` compiles ``plan.bw`` on first use, called through ``_C.AotRuntime``
@@ -766,6 +852,30 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None, 
     # With ``rerun``, the forward keeps its inputs and their versions on ctx (``dynamo_inputs``,
     # ``dynamo_versions``) for a backward under create_graph=True (Note [double backward]).
     fw_call = _C.AotForward(fw, n_out, list(plan.writeback_inputs), nondiff, rerun)
+    # Note [saved results]: only outputs with a tangent can be reached by a gradient.
+    checked = [(k,) + saved_results[k] for k in tangent_outputs if saved_results and k in saved_results]
+    if checked:
+        compiled_forward_call = fw_call
+        zeros_meta = {k: output_meta[k] for k in tangent_outputs}
+
+        def fw_call(ctx, *args):
+            result = compiled_forward_call(ctx, *args)
+            ctx.set_materialize_grads(False)
+            ctx.dynamo_saved_results = [(name, reaching, result[k].detach(), result[k]._version) for k, name, reaching in checked]
+            return result
+
+        def check_grads(ctx, grads):
+            for name, reaching, value, version in ctx.dynamo_saved_results:
+                if value._version != version and any(grads[j] is not None for j in reaching):
+                    raise _modified_saved_result(value, name, version)
+            grads = list(grads)
+            for k, (shape, dtype, device) in zeros_meta.items():
+                if grads[k] is None:
+                    grads[k] = torch.zeros(shape, dtype=dtype, device=device)
+            return grads
+
+    else:
+        check_grads = None
 
     class CompiledFunction(torch.autograd.Function):
         # For debugging: the AotPlan (joint graph text, fx graphs) and the compiled forward.
@@ -775,6 +885,8 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None, 
 
         @staticmethod
         def backward(ctx, *grads):
+            if check_grads is not None:
+                grads = check_grads(ctx, grads)
             if torch.is_grad_enabled() and rerun and _versions(ctx.dynamo_inputs) == ctx.dynamo_versions:
                 return _rerun_backward(ctx, grads, eager_forward, n_extra, tangent_outputs, input_requires_grad)
             saved = ctx.saved_tensors
