@@ -148,3 +148,26 @@ def test_writing_a_result_eager_saves_raises_at_backward(backend, name, fn, writ
     else:
         torch.testing.assert_close(got[1], want[1])
     assert dynamo.counters()["graphs"] == 1
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize(
+    "name,fn,write",
+    [
+        ("saved_by_a_later_mul", lambda x: ((y := x.sin()), y * x), lambda o: o[0].add_(1)),
+        ("saved_as_other", lambda x: ((y := x * 2), x * y), lambda o: o[0].mul_(3)),
+        ("chunk_saved_by_mul", lambda x: ((c := x.chunk(2, 1))[1] * 1, c[1] * 1 * x), lambda o: o[0].add_(1)),
+        ("written_but_not_saved", lambda x: ((y := x * 2), y + 1), lambda o: o[0].add_(1)),
+    ],
+)
+def test_writing_an_output_a_later_op_saved_raises_at_backward(backend, name, fn, write):
+    """The output is saved as the input of a later op (`y * x` saves `y`): eager names it by the
+    node it has after the write ("which is output 0 of Add")."""
+    want = _modify_then_backward(fn, write, [0, 1])
+    dynamo.reset()
+    got = _modify_then_backward(dynamo.optimize(backend)(fn), write, [0, 1])
+    assert got[0] == want[0]
+    if want[0] == "raised":
+        assert got[1] == want[1]
+    else:
+        torch.testing.assert_close(got[1], want[1])

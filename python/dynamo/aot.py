@@ -21,6 +21,7 @@ import contextlib
 import copy
 import math
 import re
+import weakref
 
 import torch
 
@@ -71,12 +72,14 @@ def _eager_grad_fn_names(gm):
     return names
 
 
-def _saved_result_outputs(gm):
-    """``{output index k: (eager's name for k's node in its error message, outputs whose backward
-    runs that node)}`` for each output of ``gm`` that eager's autograd saves for its backward
-    (its node has ``_saved_result``: relu, exp, tanh, sigmoid, softmax, sqrt, ...). Read off the
-    fake example values, whose autograd graph is eager's: an output runs k's node when k's node
-    is reachable from its own (Note [saved results])."""
+def _saved_outputs(gm):
+    """``{output index k: (name, by_result, by_input, output_nr)}`` for each output of ``gm`` that eager's
+    autograd saves for a backward (Note [saved results]): ``name`` is k's node in eager's error
+    message and ``output_nr`` its index among that node's outputs, ``by_result`` the outputs whose backward runs k's own node when that node saves its
+    result (relu, exp, tanh, sigmoid, softmax, sqrt, ...), ``by_input`` those whose backward runs
+    a node of a later op of the graph that saved k as its input (``x * y`` saves ``y``). Read off
+    the fake example values, whose autograd graph is eager's: an output's backward runs a node
+    when that node is reachable from its own."""
     out = next((n for n in gm.graph.nodes if n.op == "output"), None)
     if out is None:
         return {}
@@ -86,10 +89,12 @@ def _saved_result_outputs(gm):
         v = a.meta.get("example_value") if isinstance(a, torch.fx.Node) else None
         values.append(v if isinstance(v, torch.Tensor) else None)
     nodes = [getattr(v, "grad_fn", None) for v in values]
-    saved = {k: fn for k, fn in enumerate(nodes) if fn is not None and hasattr(type(fn), "_saved_result")}
-    if not saved:
+    if not any(n is not None for n in nodes):
         return {}
+    output_of = {id(v): k for k, v in enumerate(values) if v is not None and v.grad_fn is not None}
     reachable = []
+    savers = {}  # output index -> ids of the nodes that saved it as an input
+    every = {}
     for fn in nodes:
         seen = set()
         stack = [fn] if fn is not None else []
@@ -98,13 +103,51 @@ def _saved_result_outputs(gm):
             if id(node) in seen:
                 continue
             seen.add(id(node))
+            every[id(node)] = node
             stack.extend(n for n, _ in node.next_functions if n is not None)
         reachable.append(seen)
-    # The saving node's name in the message: the op's name (`ReluBackward0` -> `Relu`).
-    return {
-        k: (re.sub(r"Backward\d*$", "", type(fn).__name__), [j for j, seen in enumerate(reachable) if id(fn) in seen])
-        for k, fn in saved.items()
-    }
+    for node_id, node in every.items():
+        for saved in _saved_inputs(node):
+            k = output_of.get(id(saved))
+            if k is not None:
+                savers.setdefault(k, set()).add(node_id)
+    found = {}
+    for k, fn in enumerate(nodes):
+        own = fn is not None and hasattr(type(fn), "_saved_result")
+        by_input = [j for j, seen in enumerate(reachable) if savers.get(k, set()) & seen]
+        if own or by_input:
+            by_result = [j for j, seen in enumerate(reachable) if id(fn) in seen] if own else []
+            # The node's name in the message: the op's name (`ReluBackward0` -> `Relu`).
+            found[k] = (_message_name(fn), by_result, by_input, values[k].output_nr)
+    return found
+
+
+def _message_name(node):
+    """How autograd's error messages name ``node``: ``ReluBackward0`` -> ``Relu``."""
+    return re.sub(r"Backward\d*$", "", type(node).__name__)
+
+
+_SAVED_ATTRS = {}
+
+
+def _saved_inputs(node):
+    """The tensors ``node`` saved that are not its own result (``_saved_self``, ``_saved_other``,
+    lists of them), as the tensor objects given to it: a saved input unpacks to the very tensor."""
+    attrs = _SAVED_ATTRS.get(type(node))
+    if attrs is None:
+        attrs = _SAVED_ATTRS[type(node)] = [
+            a for a in dir(type(node)) if a.startswith("_saved_") and not a.endswith("_raw") and not a.startswith("_saved_result")
+        ]
+    found = []
+    for a in attrs:
+        try:
+            v = getattr(node, a)
+        except Exception:  # a saved value that cannot be read back (released, or not a tensor)
+            continue
+        for t in v if isinstance(v, (tuple, list)) else (v,):
+            if isinstance(t, torch.Tensor):
+                found.append(t)
+    return found
 
 
 def _output_meta(gm):
@@ -119,10 +162,11 @@ def _output_meta(gm):
     return meta
 
 
-def _modified_saved_result(value, name, saved_version):
-    """The RuntimeError eager's autograd raises when a saved result was written in place before
-    the backward that reads it (torch/csrc/autograd/saved_variable.cpp, ``unpack``), its hint
-    taken from torch itself so that it follows the anomaly mode and torch's wording."""
+def _modified_saved_output(value, which, saved_version):
+    """The RuntimeError eager's autograd raises when a saved tensor was written in place before
+    the backward that reads it (torch/csrc/autograd/saved_variable.cpp, ``unpack``): ``which``
+    is its ", which is output N of Node," part. The hint is taken from torch itself, so that it
+    follows the anomaly mode and torch's wording."""
     with torch.enable_grad():
         probe = torch.zeros(1, requires_grad=True).exp()
         probe.add_(1)
@@ -135,23 +179,25 @@ def _modified_saved_result(value, name, saved_version):
     sizes = "[" + ", ".join(str(d) for d in value.shape) + "]"
     return RuntimeError(
         "one of the variables needed for gradient computation has been modified by an inplace operation: "
-        f"[{value.type()} {sizes}], which is output 0 of {name}, is at version {value._version}; "
-        f"expected version {saved_version} instead.{hint}"
+        f"[{value.type()} {sizes}]{which} is at version {value._version}; expected version {saved_version} instead.{hint}"
     )
 
 
-# Note [saved results]: eager's backward node of relu, exp, tanh, sigmoid, softmax, sqrt, ...
-# saves the op's own result, so writing that result in place before the backward reaches the
-# node raises "one of the variables needed for gradient computation has been modified by an
-# inplace operation". The compiled backward saves what the partitioner chose (often the input,
-# or a mask), so the same program ran on and returned gradients where eager raises. For each
-# graph output that eager saves this way, the Function's forward keeps a detached alias (same
-# storage and version counter, no grad_fn, so no reference cycle; eager keeps the result alive
-# until its backward too) and its version; the backward raises eager's error when a gradient
-# reaches that output and the version moved. Whether one reaches it is what decides in eager (a
-# backward through another output does not run the saving node), so these Functions turn off
-# grad materialization: an output no gradient reaches gets None, and the backward makes its
-# zeros from the output's metadata.
+# Note [saved results]: eager's autograd saves tensors for its backward and checks, when the
+# backward reads one, that nothing wrote it in place since ("one of the variables needed for
+# gradient computation has been modified by an inplace operation"). A graph output can be such a
+# tensor in two ways: its own node saves it (relu, exp, tanh, sigmoid, softmax, sqrt, ... save
+# their result), or a later op of the graph saved it as an input (``y * x`` saves ``y``). The
+# compiled backward saves what the partitioner chose (often the input, or a mask), so a program
+# that wrote such an output and then ran the backward got gradients where eager raises. For each
+# such output, the Function's forward keeps a detached alias (same storage and version counter,
+# no grad_fn, so no reference cycle; eager keeps the tensor alive until its backward too), its
+# version, and a weak reference to the output the user holds; the backward raises eager's error,
+# worded as eager words it, when the version moved and a gradient reaches an output from which
+# eager's backward runs the saving node (reachability in the fake tensors' autograd graph, which
+# is eager's). Reaching is what decides in eager (a backward through another output does not
+# run the saving node), so these Functions turn off grad materialization: an output no gradient
+# reaches gets None, and the backward makes its zeros from the output's metadata.
 
 
 def _main_grad_fn_name(names):
@@ -348,7 +394,7 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
     names = _eager_grad_fn_names(gm)
     main = _main_grad_fn_name(names)
     runtime = _make_runtime(
-        plan, fw, bw_compiler, extra, gm.forward, entry_grad if switches else None, main, _saved_result_outputs(gm), _output_meta(gm)
+        plan, fw, bw_compiler, extra, gm.forward, entry_grad if switches else None, main, _saved_outputs(gm), _output_meta(gm)
     )
     runtime = _named_grad_fns(runtime, names, main)
     return _with_grad_regions(runtime, entry_grad, switches[-1]) if switches else runtime
@@ -861,13 +907,26 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None, 
         def fw_call(ctx, *args):
             result = compiled_forward_call(ctx, *args)
             ctx.set_materialize_grads(False)
-            ctx.dynamo_saved_results = [(name, reaching, result[k].detach(), result[k]._version) for k, name, reaching in checked]
+            ctx.dynamo_saved_results = [
+                (name, by_result, by_input, result[k].detach(), result[k]._version, output_nr, weakref.ref(result[k]))
+                for k, name, by_result, by_input, output_nr in checked
+            ]
             return result
 
         def check_grads(ctx, grads):
-            for name, reaching, value, version in ctx.dynamo_saved_results:
-                if value._version != version and any(grads[j] is not None for j in reaching):
-                    raise _modified_saved_result(value, name, version)
+            for name, by_result, by_input, value, version, output_nr, user in ctx.dynamo_saved_results:
+                if value._version == version:
+                    continue
+                # A later op's node runs before the node that made the tensor, and names the
+                # tensor by the node it has now (the in-place op's); the making node names it
+                # as its own output.
+                if any(grads[j] is not None for j in by_input):
+                    t = user()
+                    fn = t.grad_fn if t is not None else None
+                    which = f", which is output {output_nr} of {_message_name(fn)}," if fn is not None else ""
+                    raise _modified_saved_output(value, which, version)
+                if any(grads[j] is not None for j in by_result):
+                    raise _modified_saved_output(value, f", which is output 0 of {name},", version)
             grads = list(grads)
             for k, (shape, dtype, device) in zeros_meta.items():
                 if grads[k] is None:
