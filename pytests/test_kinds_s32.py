@@ -171,3 +171,33 @@ def test_writing_an_output_a_later_op_saved_raises_at_backward(backend, name, fn
         assert got[1] == want[1]
     else:
         torch.testing.assert_close(got[1], want[1])
+
+
+# ----- the frame's namespace at a break -------------------------------------------------------
+
+
+def _callers_names():
+    import sys
+
+    return sorted(sys._getframe(1).f_locals)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_code_run_at_a_break_sees_only_the_users_names(backend):
+    """`eval` with the frame's namespace, or a helper reading its caller's `f_locals`, runs at a
+    break in the transformed frame: its temporary `__graph_out` is unbound there, not bound
+    (Note [temporaries unbound at the break] in src/pycodegen/resume.rs)."""
+
+    def with_eval(x):
+        y = x + 1
+        z = 3
+        names = eval("sorted(locals())")
+        return y * z, names
+
+    def with_helper(x):
+        y = x * 2
+        names = _callers_names()
+        return y + 1, names
+
+    check(with_eval, torch.ones(2), graphs=1, backend=backend)
+    check(with_helper, torch.ones(2), graphs=1, backend=backend)
