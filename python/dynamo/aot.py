@@ -20,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import re
+import weakref
 
 import torch
 
@@ -52,6 +54,210 @@ def sdpa_backward(grad, q, k, v, attn_mask, is_causal, scale):
     gp = grad @ v.transpose(-2, -1)
     gs = p * (gp - (gp * p).sum(-1, keepdim=True))
     return (gs @ k) * scale, (gs.transpose(-2, -1) @ q) * scale, gv
+
+
+def _eager_grad_fn_names(gm):
+    """Per output of ``gm``: the type name of the ``grad_fn`` eager gives it, or None (no
+    ``grad_fn``, or not a tensor). Read off the fake example values, which were made by the same
+    ops under autograd (Note [grad_fn names])."""
+    out = next((n for n in gm.graph.nodes if n.op == "output"), None)
+    if out is None:
+        return []
+    results = out.args[0]
+    names = []
+    for a in results if isinstance(results, (tuple, list)) else [results]:
+        v = a.meta.get("example_value") if isinstance(a, torch.fx.Node) else None
+        fn = getattr(v, "grad_fn", None) if isinstance(v, torch.Tensor) else None
+        names.append(type(fn).__name__ if fn is not None else None)
+    return names
+
+
+def _saved_outputs(gm):
+    """``{output index k: (name, by_result, by_input, output_nr)}`` for each output of ``gm`` that eager's
+    autograd saves for a backward (Note [saved results]): ``name`` is k's node in eager's error
+    message and ``output_nr`` its index among that node's outputs, ``by_result`` the outputs whose backward runs k's own node when that node saves its
+    result (relu, exp, tanh, sigmoid, softmax, sqrt, ...), ``by_input`` those whose backward runs
+    a node of a later op of the graph that saved k as its input (``x * y`` saves ``y``). Read off
+    the fake example values, whose autograd graph is eager's: an output's backward runs a node
+    when that node is reachable from its own."""
+    out = next((n for n in gm.graph.nodes if n.op == "output"), None)
+    if out is None:
+        return {}
+    results = out.args[0]
+    values = []
+    for a in results if isinstance(results, (tuple, list)) else [results]:
+        v = a.meta.get("example_value") if isinstance(a, torch.fx.Node) else None
+        values.append(v if isinstance(v, torch.Tensor) else None)
+    nodes = [getattr(v, "grad_fn", None) for v in values]
+    if not any(n is not None for n in nodes):
+        return {}
+    output_of = {id(v): k for k, v in enumerate(values) if v is not None and v.grad_fn is not None}
+    reachable = []
+    savers = {}  # output index -> ids of the nodes that saved it as an input
+    every = {}
+    for fn in nodes:
+        seen = set()
+        stack = [fn] if fn is not None else []
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            every[id(node)] = node
+            stack.extend(n for n, _ in node.next_functions if n is not None)
+        reachable.append(seen)
+    for node_id, node in every.items():
+        for saved in _saved_inputs(node):
+            k = output_of.get(id(saved))
+            if k is not None:
+                savers.setdefault(k, set()).add(node_id)
+    found = {}
+    for k, fn in enumerate(nodes):
+        own = fn is not None and hasattr(type(fn), "_saved_result")
+        by_input = [j for j, seen in enumerate(reachable) if savers.get(k, set()) & seen]
+        if own or by_input:
+            by_result = [j for j, seen in enumerate(reachable) if id(fn) in seen] if own else []
+            # The node's name in the message: the op's name (`ReluBackward0` -> `Relu`).
+            found[k] = (_message_name(fn), by_result, by_input, values[k].output_nr)
+    return found
+
+
+def _message_name(node):
+    """How autograd's error messages name ``node``: ``ReluBackward0`` -> ``Relu``."""
+    return re.sub(r"Backward\d*$", "", type(node).__name__)
+
+
+_SAVED_ATTRS = {}
+
+
+def _saved_inputs(node):
+    """The tensors ``node`` saved that are not its own result (``_saved_self``, ``_saved_other``,
+    lists of them), as the tensor objects given to it: a saved input unpacks to the very tensor."""
+    attrs = _SAVED_ATTRS.get(type(node))
+    if attrs is None:
+        attrs = _SAVED_ATTRS[type(node)] = [
+            a for a in dir(type(node)) if a.startswith("_saved_") and not a.endswith("_raw") and not a.startswith("_saved_result")
+        ]
+    found = []
+    for a in attrs:
+        try:
+            v = getattr(node, a)
+        except Exception:  # a saved value that cannot be read back (released, or not a tensor)
+            continue
+        for t in v if isinstance(v, (tuple, list)) else (v,):
+            if isinstance(t, torch.Tensor):
+                found.append(t)
+    return found
+
+
+def _output_meta(gm):
+    """``(shape, dtype, device)`` of each tensor output of ``gm`` (its fake example value), None
+    for the others."""
+    out = next((n for n in gm.graph.nodes if n.op == "output"), None)
+    results = out.args[0] if out is not None else ()
+    meta = []
+    for a in results if isinstance(results, (tuple, list)) else [results]:
+        v = a.meta.get("example_value") if isinstance(a, torch.fx.Node) else None
+        meta.append((tuple(v.shape), v.dtype, v.device) if isinstance(v, torch.Tensor) else None)
+    return meta
+
+
+def _modified_saved_output(value, which, saved_version):
+    """The RuntimeError eager's autograd raises when a saved tensor was written in place before
+    the backward that reads it (torch/csrc/autograd/saved_variable.cpp, ``unpack``): ``which``
+    is its ", which is output N of Node," part. The hint is taken from torch itself, so that it
+    follows the anomaly mode and torch's wording."""
+    with torch.enable_grad():
+        probe = torch.zeros(1, requires_grad=True).exp()
+        probe.add_(1)
+    try:
+        with torch.enable_grad():
+            probe.backward()
+        hint = ""
+    except RuntimeError as e:
+        hint = str(e).split(" instead.", 1)[-1]
+    sizes = "[" + ", ".join(str(d) for d in value.shape) + "]"
+    return RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an inplace operation: "
+        f"[{value.type()} {sizes}]{which} is at version {value._version}; expected version {saved_version} instead.{hint}"
+    )
+
+
+# Note [saved results]: eager's autograd saves tensors for its backward and checks, when the
+# backward reads one, that nothing wrote it in place since ("one of the variables needed for
+# gradient computation has been modified by an inplace operation"). A graph output can be such a
+# tensor in two ways: its own node saves it (relu, exp, tanh, sigmoid, softmax, sqrt, ... save
+# their result), or a later op of the graph saved it as an input (``y * x`` saves ``y``). The
+# compiled backward saves what the partitioner chose (often the input, or a mask), so a program
+# that wrote such an output and then ran the backward got gradients where eager raises. For each
+# such output, the Function's forward keeps a detached alias (same storage and version counter,
+# no grad_fn, so no reference cycle; eager keeps the tensor alive until its backward too), its
+# version, and a weak reference to the output the user holds; the backward raises eager's error,
+# worded as eager words it, when the version moved and a gradient reaches an output from which
+# eager's backward runs the saving node (reachability in the fake tensors' autograd graph, which
+# is eager's). Reaching is what decides in eager (a backward through another output does not
+# run the saving node), so these Functions turn off grad materialization: an output no gradient
+# reaches gets None, and the backward makes its zeros from the output's metadata.
+
+
+def _main_grad_fn_name(names):
+    """The name the compiled Function's node takes: the most common of ``names``, the first of
+    equally common ones; None when no output has a ``grad_fn`` (Note [grad_fn names])."""
+    present = [n for n in names if n is not None]
+    if not present:
+        return None
+    return max(present, key=lambda n: (present.count(n), -present.index(n)))
+
+
+def _named_grad_fns(runtime, names, main):
+    """``runtime`` whose outputs eager names other than ``main`` (the name of the compiled
+    Function's node) go through an identity Function named for each (Note [grad_fn names])."""
+    others = [(i, n) for i, n in enumerate(names) if n is not None and n != main]
+    if not others:
+        return runtime
+    idents = {n: _identity_function(n) for _, n in others}
+    plan = [(i, idents[n].apply) for i, n in others]
+    tensor = torch.Tensor
+
+    def call(*args):
+        outs = runtime(*args)
+        outs = list(outs)
+        for i, apply in plan:
+            o = outs[i]
+            if isinstance(o, tensor) and o.grad_fn is not None:
+                outs[i] = apply(o)
+        return tuple(outs)
+
+    return call
+
+
+def _identity_function(name):
+    """A ``torch.autograd.Function`` passing its tensor through (a new tensor object over the
+    same storage, not a view), whose node's type is named ``name``."""
+
+    class Identity(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.detach()
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad
+
+    Identity._backward_cls.__name__ = Identity._backward_cls.__qualname__ = name
+    return Identity
+
+
+# Note [grad_fn names]: the outputs of a compiled differentiable graph share one autograd node,
+# an instance of the ``CompiledFunction``'s backward class, so ``print(model(x))`` showed
+# ``grad_fn=<CompiledFunctionBackward>`` where eager shows ``grad_fn=<ReluBackward0>``
+# (torch/_tensor_str.py prints ``type(t.grad_fn).__name__``; ``grad_fn.name()`` gives the same).
+# Each output's eager name is read off the fake example value of the graph's output, made by the
+# same ops under autograd. The node's class takes the most common name; an output eager names
+# otherwise (a loss next to the logits it came from) passes through an identity Function whose
+# node is named for it, one ``Function.apply`` (a few µs) per such output and call, paid only by
+# graphs whose outputs have several names. Only the names are eager's: the nodes'
+# ``next_functions`` are the compiled graph's inputs, not eager's chain of nodes.
 
 
 def _holds_grad_tensor(value):
@@ -184,7 +390,13 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
         # Note [forward without kernels].
         _C.aot_count_kernelless(", ".join(sorted({_target_name(n) for n in gm.graph.nodes if n.op == "call_function"})))
         return gm.forward
-    runtime = _make_runtime(plan, fw, bw_compiler, extra, gm.forward, entry_grad if switches else None)
+    # Note [grad_fn names].
+    names = _eager_grad_fn_names(gm)
+    main = _main_grad_fn_name(names)
+    runtime = _make_runtime(
+        plan, fw, bw_compiler, extra, gm.forward, entry_grad if switches else None, main, _saved_outputs(gm), _output_meta(gm)
+    )
+    runtime = _named_grad_fns(runtime, names, main)
     return _with_grad_regions(runtime, entry_grad, switches[-1]) if switches else runtime
 
 
@@ -669,7 +881,7 @@ def _rerun_backward(ctx, grads, eager_forward, n_extra, tangent_outputs, input_r
     return tuple(res)
 
 
-def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None):
+def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None, grad_fn_name=None, saved_results=None, output_meta=None):
     """The callable a captured graph runs: a ``torch.autograd.Function`` whose ``forward`` is
     ``_C.AotForward`` (runs ``fw``, writes mutated inputs back, saves what the backward reads)
     and whose ``backward`` compiles ``plan.bw`` on first use, called through ``_C.AotRuntime``
@@ -703,6 +915,43 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None):
     # With ``rerun``, the forward keeps its inputs and their versions on ctx (``dynamo_inputs``,
     # ``dynamo_versions``) for a backward under create_graph=True (Note [double backward]).
     fw_call = _C.AotForward(fw, n_out, list(plan.writeback_inputs), nondiff, rerun)
+    # Note [saved results]: only outputs with a tangent can be reached by a gradient.
+    checked = [(k,) + saved_results[k] for k in tangent_outputs if saved_results and k in saved_results]
+    if checked:
+        compiled_forward_call = fw_call
+        zeros_meta = {k: output_meta[k] for k in tangent_outputs}
+
+        def fw_call(ctx, *args):
+            result = compiled_forward_call(ctx, *args)
+            ctx.set_materialize_grads(False)
+            ctx.dynamo_saved_results = [
+                (name, by_result, by_input, result[k].detach(), result[k]._version, output_nr, weakref.ref(result[k]))
+                for k, name, by_result, by_input, output_nr in checked
+            ]
+            return result
+
+        def check_grads(ctx, grads):
+            for name, by_result, by_input, value, version, output_nr, user in ctx.dynamo_saved_results:
+                if value._version == version:
+                    continue
+                # A later op's node runs before the node that made the tensor, and names the
+                # tensor by the node it has now (the in-place op's); the making node names it
+                # as its own output.
+                if any(grads[j] is not None for j in by_input):
+                    t = user()
+                    fn = t.grad_fn if t is not None else None
+                    which = f", which is output {output_nr} of {_message_name(fn)}," if fn is not None else ""
+                    raise _modified_saved_output(value, which, version)
+                if any(grads[j] is not None for j in by_result):
+                    raise _modified_saved_output(value, f", which is output 0 of {name},", version)
+            grads = list(grads)
+            for k, (shape, dtype, device) in zeros_meta.items():
+                if grads[k] is None:
+                    grads[k] = torch.zeros(shape, dtype=dtype, device=device)
+            return grads
+
+    else:
+        check_grads = None
 
     class CompiledFunction(torch.autograd.Function):
         # For debugging: the AotPlan (joint graph text, fx graphs) and the compiled forward.
@@ -712,6 +961,8 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None):
 
         @staticmethod
         def backward(ctx, *grads):
+            if check_grads is not None:
+                grads = check_grads(ctx, grads)
             if torch.is_grad_enabled() and rerun and _versions(ctx.dynamo_inputs) == ctx.dynamo_versions:
                 return _rerun_backward(ctx, grads, eager_forward, n_extra, tangent_outputs, input_requires_grad)
             saved = ctx.saved_tensors
@@ -730,4 +981,7 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None):
                 res = _refuse_double_backward(res)
             return res
 
+    if grad_fn_name is not None:
+        # Note [grad_fn names].
+        CompiledFunction._backward_cls.__name__ = CompiledFunction._backward_cls.__qualname__ = grad_fn_name
     return _C.AotRuntime(CompiledFunction, tuple(extra), eager_forward, list(plan.writeback_inputs))

@@ -466,14 +466,27 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
     // helper that rebinds its argument, a `__del__`), this frame holds only what eager's frame
     // holds: the temporaries of the rebuilds are emptied and `tmp` keeps just the stack below
     // the operands, which the resume call takes.
+    // Note [temporaries unbound at the break]: code the instruction runs may read this frame's
+    // locals (`eval`/`exec` with the frame's namespace, `sys._getframe(1).f_locals` in a
+    // helper): the temporaries are unbound rather than set to None, so that only the user's
+    // names are there (an unbound slot is left out: Objects/frameobject.c,
+    // `_PyFrame_FastToLocalsWithError`). `tmp` stays bound only while it holds stack values
+    // below the operands; the resume call then takes none from it (`emit_resume_call`).
     for s in 0..plan.n_shared {
         cg.load_const(py.None());
         cg.emit(op::STORE_FAST, cg.shared_base + s);
+        cg.emit(op::DELETE_FAST, cg.shared_base + s);
     }
-    cg.emit(op::LOAD_FAST, tmp);
-    cg.load_const(py.import("builtins")?.getattr("slice")?.call1((preserved_start, preserved_end))?.unbind());
-    cg.emit(op::BINARY_SUBSCR, 0);
-    cg.emit(op::STORE_FAST, tmp);
+    if preserved_end == preserved_start {
+        cg.load_const(py.None());
+        cg.emit(op::STORE_FAST, tmp);
+        cg.emit(op::DELETE_FAST, tmp);
+    } else {
+        cg.emit(op::LOAD_FAST, tmp);
+        cg.load_const(py.import("builtins")?.getattr("slice")?.call1((preserved_start, preserved_end))?.unbind());
+        cg.emit(op::BINARY_SUBSCR, 0);
+        cg.emit(op::STORE_FAST, tmp);
+    }
     let (preserved_start, preserved_end) = (0, preserved_end - preserved_start);
     let jump_at = cg.insts.len();
     cg.insts.push(inst);
@@ -576,13 +589,17 @@ fn emit_resume_call(
     preserved_start: u32,
     preserved_end: u32,
 ) -> PyResult<Option<usize>> {
-    // The instruction's results are on the stack as one tuple.
-    cg.emit(op::LOAD_FAST, tmp);
-    let slice = py.import("builtins")?.getattr("slice")?.call1((preserved_start, preserved_end))?;
-    cg.load_const(slice.unbind());
-    cg.emit(op::BINARY_SUBSCR, 0);
-    cg.emit(op::SWAP, 2);
-    cg.emit(op::BINARY_OP, 0);
+    // The instruction's results are on the stack as one tuple; the stack values below the
+    // operands, if any, are in `tmp` (unbound when there are none: Note [temporaries unbound at
+    // the break]).
+    if preserved_end > preserved_start {
+        cg.emit(op::LOAD_FAST, tmp);
+        let slice = py.import("builtins")?.getattr("slice")?.call1((preserved_start, preserved_end))?;
+        cg.load_const(slice.unbind());
+        cg.emit(op::BINARY_SUBSCR, 0);
+        cg.emit(op::SWAP, 2);
+        cg.emit(op::BINARY_OP, 0);
+    }
     // The first `n_pass` varnames (all of them, or the original code's when `code` is a
     // resume function of the original: see `original_target`). An argument that is a cell
     // (in a resume function, every cell) is passed as the cell.

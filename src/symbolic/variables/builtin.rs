@@ -603,7 +603,11 @@ impl<'a> InstructionTranslator<'a> {
         // local of a frame that names `locals` stays live (code_info), so after a break the
         // resume function's snapshot is eager's; its internal `__stackN` slots are not listed
         // (Note [hidden stack slots] in pycodegen/resume.rs).
-        if (is("locals") || is("vars")) && args.is_empty() && kwargs.is_empty() {
+        // `dir()` without arguments is the sorted names of that same snapshot
+        // (Objects/object.c, `_dir_locals`: `PyEval_GetLocals()`'s keys, sorted). Run at a
+        // break it would list the transformed code's own temporaries (`__graph_out`).
+        let dir_of_locals = is("dir") && args.is_empty() && kwargs.is_empty();
+        if (is("locals") || is("vars") || dir_of_locals) && args.is_empty() && kwargs.is_empty() {
             let mut items = Vec::new();
             for (i, name) in self.code.localsplus.iter().enumerate() {
                 if name.starts_with("__stack") {
@@ -619,6 +623,11 @@ impl<'a> InstructionTranslator<'a> {
                         items.push((PyString::new(py, name).into_any().unbind(), v));
                     }
                 }
+            }
+            if dir_of_locals {
+                let mut names: Vec<String> = items.iter().map(|(k, _)| k.bind(py).extract::<String>()).collect::<PyResult<_>>()?;
+                names.sort();
+                return Ok(new_list(names.into_iter().map(|n| VT::constant(PyString::new(py, &n).into_any().unbind())).collect()));
             }
             return Ok(new_dict(items));
         }
