@@ -62,7 +62,7 @@ kinds! {
         "A bytecode instruction the tracer has no handler for (with blocks, try/except, ...).",
         "Nothing to do; the frame or its rest runs as ordinary Python.";
     SideEffect = "GB0005", "side_effect",
-        "A write outside the frame that cannot be replayed after the graph: an attribute write on an object with a custom __setattr__ or a descriptor, a write to a parameter, buffer or submodule, a write to a closure cell no source reaches (a closure of a torch function), a logging call followed by writes that its handlers would see. (Plain attribute writes, list and dict mutation, global writes and nonlocal writes are recorded and replayed without a break.)",
+        "A write outside the frame that cannot be replayed after the graph: an attribute write through a C __setattr__ or a C descriptor other than a __slots__ member, an attribute an object without __dict__ does not have, a write to a parameter, buffer or submodule, a write to a closure cell no source reaches (a closure of a torch function), a logging call followed by writes that its handlers would see. (Plain and __slots__ attribute writes, list and dict mutation, global writes and nonlocal writes are recorded and replayed without a break; a Python __setattr__ is traced.)",
         "The write runs as ordinary Python at this point, in program order; return new values instead of mutating to keep one graph.";
     UntracedValue = "GB0006", "untraced_value",
         "Use of an object the tracer does not model (a generator, a C object, a user object with a custom __getattribute__ or __getattr__, a descriptor other than property): reading such attributes, calling it, or iterating it.",
