@@ -785,3 +785,26 @@ def test_rotary_slices_of_a_symbolic_size_with_grad(backend):
         torch.testing.assert_close(gq_got, gq_want)
     c = dynamo.counters()
     assert c["graphs"] == 1 and c["graph_failures"] == 0 and c["recompiles"] == 0, c
+
+
+def test_dynamic_true_keeps_parameters_buffers_and_module_ints_static():
+    """Note [dynamic=True and object state]: as torch, `dynamic=True` makes the tensors passed
+    in symbolic but keeps parameters, buffers and ints read from modules static (until they
+    change); symbolic kernel sizes and paddings made a conv stack's sizes grow layer by layer
+    and torch's ShapeEnv slow with them (resnet18's first call took 111 s)."""
+    layers = []
+    for _ in range(3):
+        layers += [torch.nn.Conv2d(4, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers).eval()
+    counter = CompileCounter()
+    compiled = dynamo.optimize(counter, dynamic=True)(model)
+    for hw in (8, 11):
+        x = torch.randn(2, 4, hw, hw)
+        torch.testing.assert_close(compiled(x), model(x))
+    assert counter.frame_count == 1
+    (gm,) = counter.graphs
+    shapes = {n.name: n.meta["example_value"].shape for n in gm.graph.nodes if isinstance(n.meta.get("example_value"), torch.Tensor)}
+    weights = [s for name, s in shapes.items() if name.endswith("_weight") and len(s) == 4]
+    assert weights and all(all(isinstance(d, int) for d in s) for s in weights), weights
+    out = shapes[max(n for n in shapes if n.startswith("relu"))]
+    assert [str(d) for d in out[2:]] == [str(d) for d in shapes[next(n for n in shapes if n.startswith("l_"))][2:]], shapes

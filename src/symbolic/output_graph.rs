@@ -302,11 +302,27 @@ pub struct LazyConstant {
 /// the dimension is already dynamic). Kept in the code's `ExtraState` between compiles.
 pub type DimState = HashMap<String, Vec<Option<i64>>>;
 
+/// Whether tensor `value` at `source` is state of an object rather than data passed in: a
+/// parameter, or a tensor read as an attribute (a module's buffer, an object's tensor). With
+/// `dynamic=True` such tensors keep static sizes until they change (torch's
+/// `force_parameter_static_shapes` and `force_nn_module_property_static_shapes`; Note
+/// [dynamic=True and object state]).
+fn is_object_state(value: &Bound<'_, PyAny>, source: &Source) -> bool {
+    let parameter = value.py().import("torch.nn").and_then(|nn| nn.getattr("Parameter")).is_ok_and(|p| value.is_instance(&p).unwrap_or(false));
+    let attribute = match source {
+        Source::Attr { .. } | Source::GenericAttr { .. } => true,
+        Source::GetItem { base, .. } => matches!(base.as_ref(), Source::Attr { attr, .. } | Source::GenericAttr { attr, .. } if attr == "_parameters" || attr == "_buffers"),
+        _ => false,
+    };
+    parameter || attribute
+}
+
 /// How a conversion decides which input dimensions are dynamic (Note [symbolic sizes]).
 #[derive(Clone, Debug, Default)]
 pub struct DynamicPolicy {
     /// `optimize(dynamic=...)`: `Some(false)` never, `Some(true)` every dimension of every
-    /// tensor input, `None` automatic (a dimension that changed since an earlier compile).
+    /// tensor passed in (object state, [`is_object_state`], only once it changed), `None`
+    /// automatic (a dimension that changed since an earlier compile).
     pub mode: Option<bool>,
     /// What earlier compiles of this frame saw, if any.
     pub previous: Option<DimState>,
@@ -387,7 +403,7 @@ impl OutputGraph {
             return Ok(vec![]);
         }
         let mut dims: Vec<usize> = Vec::new();
-        if self.dynamic.mode == Some(true) {
+        if self.dynamic.mode == Some(true) && !is_object_state(value, source) {
             dims.extend(0..sizes.len());
         }
         if let Ok(marked) = value.getattr("_dynamo_dynamic_indices") {
@@ -482,10 +498,16 @@ impl OutputGraph {
         // non-finite floats: sympy's symbols are finite reals (`s0 == oo` and `s0 != s0` fold to
         // False) and no expression tells -0.0 from 0.0 (`str`, `math.copysign`).
         let faithful = !is_float || crate::guards::shapes::is_faithful_float(f64::from_bits(v as u64));
+        // Note [dynamic=True and object state]: with `dynamic=True` a number read from an
+        // object (a module's `padding`, `eps`, `num_heads`) stays a constant until it changes,
+        // as torch keeps ints of nn.Modules specialized (`allow_unspec_int_on_nn_module`);
+        // symbolic ones made every layer's sizes a longer expression (a conv stack's output
+        // size summed every kernel size and padding), and torch's ShapeEnv slowed with their
+        // length: resnet18's first call took 111 s.
         let dynamic = faithful
             && match self.dynamic.mode {
                 Some(false) => false,
-                Some(true) => true,
+                Some(true) => frame_argument || changed == Some(true),
                 None => changed.unwrap_or(is_float && frame_argument),
             };
         if !dynamic {
