@@ -246,3 +246,17 @@ pub fn no_attribute_message(ty: &Bound<'_, PyAny>, name: &str) -> String {
     let shown: String = tp_name(ty).chars().take(100).collect();
     format!("'{shown}' object has no attribute '{name}'")
 }
+
+/// The AttributeError message of an empty `__slots__` member of an instance of `ty`
+/// (Python/structmember.c, `PyMember_GetOne`): the type's `tp_name` up to CPython 3.12; from
+/// 3.13 its fully qualified name (`%T`: `module.qualname`, without `builtins` or `__main__`).
+pub fn empty_slot_message(ty: &Bound<'_, PyAny>, name: &str) -> String {
+    let py = ty.py();
+    if py.version_info() < (3, 13) {
+        return no_attribute_message(ty, name);
+    }
+    let text = |a: &str| ty.getattr(a).ok().and_then(|v| v.extract::<String>().ok()).unwrap_or_default();
+    let (module, qualname) = (text("__module__"), text("__qualname__"));
+    let shown = if module.is_empty() || module == "builtins" || module == "__main__" { qualname } else { format!("{module}.{qualname}") };
+    format!("'{shown}' object has no attribute '{name}'")
+}

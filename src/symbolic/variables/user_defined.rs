@@ -421,7 +421,8 @@ impl<'a> InstructionTranslator<'a> {
                         Ok(v) => wrap(py, self.og, &v, src),
                         Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) && has_generic_getattribute(py, &ty)? => {
                             self.og.add_guard(Some(source.clone()), GuardKind::NoAttr(name.to_string()));
-                            Err(Unsupported::attribute_error(py, name, crate::symbolic::variables::no_attribute_message(obj.get_type().as_any(), name)))
+                            let msg = e.value(py).str().map(|m| m.to_string()).unwrap_or_else(|_| crate::symbolic::variables::empty_slot_message(obj.get_type().as_any(), name));
+                            Err(Unsupported::attribute_error(py, name, msg))
                         }
                         Err(e) => Err(e.into()),
                     };
@@ -899,7 +900,7 @@ impl<'a> InstructionTranslator<'a> {
                 // slot raises as `member_get` does (the class is guarded, so its slots are fixed).
                 return match o.get(py, name) {
                     Some(v) => Ok(v),
-                    None => Err(Unsupported::attribute_error(py, name, crate::symbolic::variables::no_attribute_message(o.cls.bind(py), name))),
+                    None => Err(Unsupported::attribute_error(py, name, crate::symbolic::variables::empty_slot_message(o.cls.bind(py), name))),
                 };
             }
             if is_data_descriptor(ca)? {
