@@ -129,3 +129,25 @@ def test_gradcheck(backend, name, fn, make, monkeypatch):
         expected = fn(*inputs)
     got = compiled(*inputs)
     torch.testing.assert_close(got, expected, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_sdpa_gradient_of_a_fully_masked_query_row(backend):
+    """A query row whose every key is masked out: PyTorch returns zeros there and finite
+    gradients; the rule's recomputed softmax was 0/0 and gave nan gradients to q, k and v."""
+    torch.manual_seed(0)
+    q, k, v = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)
+    mask = torch.tensor([[True] * 5, [False] * 5, [True, False, True, False, False]])
+
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask) * 2
+
+    grads = []
+    for fn in (f, dynamo.optimize(backend)(f)):
+        dynamo.reset()
+        ins = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = fn(*ins)
+        out.square().sum().backward()
+        grads.append((out.detach(), *[t.grad for t in ins]))
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b)

@@ -41,7 +41,8 @@ def sdpa_backward(grad, q, k, v, attn_mask, is_causal, scale):
     """Gradients (q, k, v) of ``F.scaled_dot_product_attention`` without dropout, by the math
     attention's formulas on a recomputed probability matrix ``p`` (rule ``sdpa`` in
     src/autograd/rules.rs): gv = p^T g, gs = p * (g v^T - rowsum(p * g v^T)), gq = gs k * scale,
-    gk = gs^T q * scale. A bool mask keeps the True entries; a float mask is added."""
+    gk = gs^T q * scale. A bool mask keeps the True entries; a float mask is added; a row with
+    every key masked out has p = 0 (no gradient), as PyTorch's kernels give."""
     scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
     s = (q @ k.transpose(-2, -1)) * scale
     if is_causal:
@@ -50,6 +51,9 @@ def sdpa_backward(grad, q, k, v, attn_mask, is_causal, scale):
     if attn_mask is not None:
         s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else s + attn_mask
     p = torch.softmax(s, -1)
+    # A query row whose every key is masked out: PyTorch's attention returns zeros there and
+    # passes no gradient through it (its softmax would be 0/0 = nan).
+    p = p.masked_fill(torch.isneginf(s).all(-1, keepdim=True), 0.0)
     gv = p.transpose(-2, -1) @ grad
     gp = grad @ v.transpose(-2, -1)
     gs = p * (gp - (gp * p).sum(-1, keepdim=True))
