@@ -55,3 +55,30 @@ def test_bf16_autocast_training_step_of_an_mlp(backend):
     for pe, pc in zip(model_e.parameters(), model_c.parameters()):
         assert pc.grad.dtype == pe.grad.dtype == torch.float32
         torch.testing.assert_close(pc.grad, pe.grad, atol=1e-2, rtol=1.6e-2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ambient_autocast_mixed_dtype_matmuls_stay_in_one_graph(backend):
+    """Under autocast, eager casts a matmul's operands, so a bf16 activation times an fp32
+    weight does not raise: the trace's mixed-dtype check (which breaks where eager raises) is
+    off there. Before, the second Linear of every model under autocast broke the graph. A call
+    outside autocast afterwards recompiles and computes in float32."""
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 4))
+
+    @torch.autocast("cpu", dtype=torch.bfloat16)
+    def decorated(x):
+        return mlp(x) @ x.t()
+
+    x = torch.randn(3, 4, requires_grad=True)
+    compiled_mlp, compiled_decorated = dynamo.optimize(backend)(mlp), dynamo.optimize(backend)(decorated)
+    for ambient in (True, False):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=ambient):
+            pairs = [(mlp(x), compiled_mlp(x)), (decorated(x), compiled_decorated(x))]
+        for want, got in pairs:
+            assert got.dtype == want.dtype
+            torch.testing.assert_close(got, want)
+            (gw,) = torch.autograd.grad(want.float().sum(), x)
+            (gg,) = torch.autograd.grad(got.float().sum(), x)
+            torch.testing.assert_close(gg, gw)
+    assert dynamo.counters()["graph_breaks"] == 0

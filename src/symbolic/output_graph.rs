@@ -929,7 +929,11 @@ impl OutputGraph {
         };
         if product && fakes.len() >= 2 && self.is_tensor(py, &fakes[0]) && self.is_tensor(py, &fakes[1]) {
             let (a, b) = (fakes[0].getattr(pyo3::intern!(py, "dtype"))?, fakes[1].getattr(pyo3::intern!(py, "dtype"))?);
-            if !a.eq(&b)? {
+            // Under autocast for the operands' device, eager casts both operands first (the
+            // fake call below runs under the same autocast state), so mixed dtypes do not raise.
+            let device_type = fakes[0].getattr(pyo3::intern!(py, "device"))?.getattr(pyo3::intern!(py, "type"))?;
+            let autocast = self.handles.torch.bind(py).call_method1("is_autocast_enabled", (device_type,))?.is_truthy()?;
+            if !autocast && !a.eq(&b)? {
                 let what = method.map(|m| format!("Tensor.{m}")).unwrap_or_else(|| qualname(target.unwrap()));
                 return Err(Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::FakeTensorError, format!(
                     "{what} of {a} and {b} tensors (eager raises RuntimeError; fake tensors do not)"
