@@ -72,3 +72,26 @@ def test_no_compile_outside_the_block():
     m = make_model()
     m(torch.randn(2, 6))
     assert dynamo.counters()["frames_seen"] == 0
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_conv_transpose_modules_are_captured(backend):
+    """ConvTranspose*d.forward reads `collections.abc` through torch's `_ntuple` closure, a
+    module reached without a source: that read broke every ConvTranspose module (GB0011), so a
+    generator or decoder split at each one. Standard-library modules of fixed definitions are
+    now read there without guards."""
+    torch.manual_seed(0)
+    gen = torch.nn.Sequential(
+        torch.nn.ConvTranspose2d(8, 4, 4, stride=2, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+        torch.nn.ConvTranspose2d(4, 2, 3, stride=2, output_padding=1), torch.nn.Tanh(),
+    )
+    seq = torch.nn.ConvTranspose1d(3, 2, 3, stride=2)
+    x, s = torch.randn(2, 8, 4, 4), torch.randn(2, 3, 7)
+    dynamo.reset()
+    got = dynamo.optimize(backend)(gen)(x), dynamo.optimize(backend)(seq)(s)
+    c = dynamo.counters()
+    torch.manual_seed(0)
+    want = gen(x), seq(s)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    assert c["graphs"] == 2 and c["graph_breaks"] == 0, c

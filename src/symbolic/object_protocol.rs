@@ -19,6 +19,10 @@ use crate::symbolic::variables::lists::{make_tuple, new_list, is_seq, repeat_cou
 use crate::symbolic::variables::dicts::{dict_set, DictView};
 use crate::symbolic::variables::user_defined::{static_type_lookup, has_generic_getattribute, class_attr_source, real_object, is_data_descriptor, is_own_slot, is_method_qualname};
 
+/// Standard-library modules whose attributes are definitions no program rebinds: read unguarded
+/// when the trace reached them without a source.
+const FIXED_STDLIB_MODULES: &[&str] = &["collections", "collections.abc", "itertools", "functools", "numbers", "typing", "abc", "types"];
+
 impl<'a> InstructionTranslator<'a> {
     pub(crate) fn getattr(&mut self, py: Python<'_>, obj: &VT, name: &str) -> VResult<VT> {
         // Any attribute but the (guarded) code object can differ between closures of one code.
@@ -112,7 +116,17 @@ impl<'a> InstructionTranslator<'a> {
                         return Ok(v);
                     }
                 }
-                let trusted = m.bind(py).getattr("__name__").ok().and_then(|n| n.extract::<String>().ok()).map(|n| n == "torch" || n.starts_with("torch.") || n == "math" || n == "operator").unwrap_or(false);
+                // torch's modules (and `math`, `operator`) are read without guards. So is a
+                // standard-library module of fixed definitions reached without a source (torch's
+                // `_ntuple` closure reads `collections.abc` through its own globals, for every
+                // ConvTranspose); with a source it is read through it, which keeps its classes
+                // trackable (`collections.OrderedDict()`).
+                let module_name = m.bind(py).getattr("__name__").ok().and_then(|n| n.extract::<String>().ok()).unwrap_or_default();
+                let trusted = module_name == "torch"
+                    || module_name.starts_with("torch.")
+                    || module_name == "math"
+                    || module_name == "operator"
+                    || (source.is_none() && FIXED_STDLIB_MODULES.contains(&module_name.as_str()));
                 // Note [user code at class lookups] (variables/descriptors.rs): a data descriptor
                 // of a module subclass (`torch.backends.cudnn.deterministic`, a `ContextProp`)
                 // wins over the module's dict and is read at each call: read here and guarded on
