@@ -59,3 +59,24 @@ def test_channels_last_conv_bn_relu_in_training_updates_running_stats_once():
     dynamo.reset()
     compiled = run_bn(True, make_input, make_model)
     assert_same(eager, compiled)
+
+
+def test_training_conv_bn_relu_on_a_channels_last_input_keeps_eager_strides():
+    """A contiguous conv weight on a channels-last input gives a channels-last result in eager
+    (its meta says contiguous): a graph with a training batch norm skipped the layout pass and
+    with it Note [eager conv layouts]'s correction, so the output came back contiguous."""
+    torch.manual_seed(0)
+    conv, bn = nn.Conv2d(3, 4, 3, bias=False), nn.BatchNorm2d(4)
+
+    def f(x):
+        return torch.relu(bn(conv(x)))
+
+    x = torch.randn(2, 3, 6, 6).to(memory_format=torch.channels_last)
+    want = f(x)
+    stats = bn.running_mean.clone()
+    bn.running_mean.copy_(torch.zeros(4)), bn.running_var.copy_(torch.ones(4)), bn.num_batches_tracked.zero_()
+    dynamo.reset()
+    got = dynamo.optimize("inductor")(f)(x)
+    assert got.stride() == want.stride()
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(bn.running_mean, stats)
