@@ -118,16 +118,10 @@ def test_decompositions_on_zero_size_tensors(op):
     [
         "contiguous",
         "channels_last",
-        pytest.param(
-            "transposed",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="known gap: torch's batch_norm meta (and fake) function keeps a transposed "
-                "input's order, its CPU kernel returns contiguous; the graph's metadata (and so "
-                "the result's strides, not its values) follow the meta function, as in "
-                "torch.compile",
-            ),
-        ),
+        # torch's batch_norm meta function keeps a transposed input's order where its CPU
+        # kernel returns contiguous: the layout pass gives the graph eager's strides
+        # (layout.rs, eager_batch_norm_strides).
+        "transposed",
         "strided",
     ],
 )

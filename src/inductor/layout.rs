@@ -81,6 +81,9 @@ pub fn optimize(py: Python<'_>, g: &mut FxGraph) -> Result<usize, String> {
     }
     let n_convs = g.nodes.iter().filter(|n| conv_operands(g, n).is_some()).count();
     if n_convs == 0 {
+        if g.nodes.iter().any(|n| bn_meta_differs_from_eager(g, n)) {
+            *g = rewrite(py, g, false).map_err(|e| e.to_string())?;
+        }
         return Ok(0);
     }
     if n_convs == 1 && super::cuda::target() != super::cuda::Target::Cpu {
@@ -96,7 +99,7 @@ pub fn optimize(py: Python<'_>, g: &mut FxGraph) -> Result<usize, String> {
     // eager's CPU kernel returns channels-last there (Note [conv output layout]). Outputs must
     // keep eager's strides, so first give the traced graph the layouts eager produces (no
     // conversion, only that correction and what follows from it downstream), then convert.
-    let eager = if g.nodes.iter().any(|n| conv_meta_differs_from_eager(g, n)) {
+    let eager = if g.nodes.iter().any(|n| conv_meta_differs_from_eager(g, n) || bn_meta_differs_from_eager(g, n)) {
         Some(rewrite(py, g, false).map_err(|e| e.to_string())?)
     } else {
         None
@@ -130,6 +133,40 @@ fn conv_meta_differs_from_eager(g: &FxGraph, n: &FxNode) -> bool {
     let Some((x, w)) = conv_operands(g, n) else { return false };
     let out_cl = n.meta.as_ref().is_some_and(|m| m.layout.sizes.len() == 4 && is_channels_last(&m.layout));
     !out_cl && (suggests_channels_last(g.nodes[x].meta.as_ref()) || suggests_channels_last(g.nodes[w].meta.as_ref()))
+}
+
+/// The strides eager's CPU batch norm gives its result for an input of layout `x`
+/// (aten/src/ATen/native/Normalization.cpp: `empty_like(input, input.suggest_memory_format())`):
+/// channels-last for a channels-last 4-d input, else contiguous, whatever the input's strides.
+/// torch's meta function keeps the input's strides instead (a transposed input's).
+fn eager_batch_norm_strides(x: &Layout) -> Vec<i64> {
+    if x.sizes.len() == 4 && is_channels_last(x) && x.strides != Layout::contiguous_strides(&x.sizes) {
+        channels_last_strides(&x.sizes)
+    } else {
+        Layout::contiguous_strides(&x.sizes)
+    }
+}
+
+/// The input node of `n` when it is a CPU batch norm (`F.batch_norm`, `torch.batch_norm`) of an
+/// input of 2 to 4 dims.
+fn batch_norm_input(g: &FxGraph, n: &FxNode) -> Option<usize> {
+    if !matches!(n.op, FxOp::CallFunction { .. }) || !matches!(n.target_name.as_str(), "torch.nn.functional.batch_norm" | "torch.batch_norm") {
+        return None;
+    }
+    let Some(FxArg::Node(x)) = n.args.first() else { return None };
+    let ok = g.nodes[*x].meta.as_ref().is_some_and(|m| (2..=4).contains(&m.layout.sizes.len()) && m.layout.cpu);
+    ok.then_some(*x)
+}
+
+/// True when batch norm `n`'s traced meta has other strides than eager's CPU kernel gives
+/// ([`eager_batch_norm_strides`]; size-1 dims ignored): its result then fails the plan's layout
+/// check at run time (wrapper.rs's Note [fallback layouts]) and the graph's later values take
+/// the meta's strides where eager's are contiguous.
+fn bn_meta_differs_from_eager(g: &FxGraph, n: &FxNode) -> bool {
+    let Some(x) = batch_norm_input(g, n) else { return false };
+    let (Some(xm), Some(m)) = (g.nodes[x].meta.as_ref(), n.meta.as_ref()) else { return false };
+    let want = eager_batch_norm_strides(&xm.layout);
+    m.layout.sizes.iter().zip(m.layout.strides.iter().zip(&want)).any(|(&size, (a, b))| size != 1 && a != b)
 }
 
 /// Builds the rewritten graph; an `Err` leaves the caller's graph untouched. With `convert`
@@ -225,7 +262,7 @@ fn rewrite(py: Python<'_>, g: &FxGraph, convert_inputs: bool) -> PyResult<FxGrap
             continue;
         }
         // Recompute the metadata of a call whose tensor arguments changed layout.
-        let mut needs = !convert_inputs && conv_meta_differs_from_eager(g, n);
+        let mut needs = !convert_inputs && (conv_meta_differs_from_eager(g, n) || bn_meta_differs_from_eager(g, n));
         for a in node.args.iter().chain(node.kwargs.iter().map(|(_, a)| a)) {
             a.for_each_node(&mut |j| needs |= changed[j]);
         }
@@ -249,6 +286,15 @@ fn rewrite(py: Python<'_>, g: &FxGraph, convert_inputs: bool) -> PyResult<FxGrap
                 };
                 if m.layout.sizes.len() == 4 && (operand(0) || operand(1)) {
                     m.layout.strides = channels_last_strides(&m.layout.sizes);
+                    values.insert(nodes.len(), meta_tensor(py, &m.layout)?);
+                }
+            }
+            if let (Some(m), Some(x)) = (meta.as_mut(), batch_norm_input(g, n)) {
+                // Eager's layout of a CPU batch norm's result, not the meta's.
+                let xl = &nodes[remap[x]].meta.as_ref().expect("batch norm input has meta").layout;
+                let want = eager_batch_norm_strides(xl);
+                if m.layout.strides != want {
+                    m.layout.strides = want;
                     values.insert(nodes.len(), meta_tensor(py, &m.layout)?);
                 }
             }
