@@ -64,16 +64,22 @@ def _eager_grad_fn_names(gm):
     """Per output of ``gm``: the type name of the ``grad_fn`` eager gives it, or None (no
     ``grad_fn``, or not a tensor). Read off the fake example values, which were made by the same
     ops under autograd (Note [grad_fn names])."""
-    out = next((n for n in gm.graph.nodes if n.op == "output"), None)
-    if out is None:
-        return []
-    results = out.args[0]
     names = []
-    for a in results if isinstance(results, (tuple, list)) else [results]:
-        v = a.meta.get("example_value") if isinstance(a, torch.fx.Node) else None
-        fn = getattr(v, "grad_fn", None) if isinstance(v, torch.Tensor) else None
+    for v in _output_example_values(gm):
+        fn = v.grad_fn if v is not None else None
         names.append(type(fn).__name__ if fn is not None else None)
     return names
+
+
+def _output_example_values(gm):
+    """Per output of ``gm``: its fake example value when it is a tensor, else None."""
+    out = next((n for n in gm.graph.nodes if n.op == "output"), None)
+    results = out.args[0] if out is not None else ()
+    values = []
+    for a in results if isinstance(results, (tuple, list)) else [results]:
+        v = a.meta.get("example_value") if isinstance(a, torch.fx.Node) else None
+        values.append(v if isinstance(v, torch.Tensor) else None)
+    return values
 
 
 def _saved_outputs(gm):
@@ -84,14 +90,7 @@ def _saved_outputs(gm):
     a node of a later op of the graph that saved k as its input (``x * y`` saves ``y``). Read off
     the fake example values, whose autograd graph is eager's: an output's backward runs a node
     when that node is reachable from its own."""
-    out = next((n for n in gm.graph.nodes if n.op == "output"), None)
-    if out is None:
-        return {}
-    results = out.args[0]
-    values = []
-    for a in results if isinstance(results, (tuple, list)) else [results]:
-        v = a.meta.get("example_value") if isinstance(a, torch.fx.Node) else None
-        values.append(v if isinstance(v, torch.Tensor) else None)
+    values = _output_example_values(gm)
     nodes = [getattr(v, "grad_fn", None) for v in values]
     if not any(n is not None for n in nodes):
         return {}
@@ -157,13 +156,7 @@ def _saved_inputs(node):
 def _output_meta(gm):
     """``(shape, dtype, device)`` of each tensor output of ``gm`` (its fake example value), None
     for the others."""
-    out = next((n for n in gm.graph.nodes if n.op == "output"), None)
-    results = out.args[0] if out is not None else ()
-    meta = []
-    for a in results if isinstance(results, (tuple, list)) else [results]:
-        v = a.meta.get("example_value") if isinstance(a, torch.fx.Node) else None
-        meta.append((tuple(v.shape), v.dtype, v.device) if isinstance(v, torch.Tensor) else None)
-    return meta
+    return [(tuple(v.shape), v.dtype, v.device) if v is not None else None for v in _output_example_values(gm)]
 
 
 def _modified_saved_output(value, which, saved_version):

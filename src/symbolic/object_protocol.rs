@@ -17,11 +17,20 @@ use crate::symbolic::variables::constant::{is_scalar_constant, const_bool};
 use crate::symbolic::variables::tensor::{TENSOR_ATTR_DENYLIST, make_size, is_symbolic_size};
 use crate::symbolic::variables::lists::{make_tuple, new_list, is_seq, repeat_count};
 use crate::symbolic::variables::dicts::{dict_set, DictView};
-use crate::symbolic::variables::user_defined::{static_type_lookup, has_generic_getattribute, class_attr_source, real_object, is_data_descriptor, is_own_slot, is_method_qualname};
+use crate::symbolic::variables::user_defined::{static_type_lookup, has_generic_getattribute, class_attr_source, real_object, is_data_descriptor, is_class_slot, is_method_qualname};
 
 /// Standard-library modules whose attributes are definitions no program rebinds: read unguarded
 /// when the trace reached them without a source.
 const FIXED_STDLIB_MODULES: &[&str] = &["collections", "collections.abc", "itertools", "functools", "numbers", "typing", "abc", "types"];
+
+/// Whether `c` is None or exactly an int, float, str or bool: constants whose operator and
+/// comparison slots answer `NotImplemented` for an object of a Python class, so that the other
+/// operand's method decides (`user_binary`, `user_order`).
+fn defers_to_python_classes(c: &Bound<'_, PyAny>) -> bool {
+    let py = c.py();
+    let t = c.get_type();
+    c.is_none() || [py.get_type::<pyo3::types::PyInt>(), py.get_type::<pyo3::types::PyFloat>(), py.get_type::<PyString>(), py.get_type::<pyo3::types::PyBool>()].iter().any(|k| t.is(k))
+}
 
 impl<'a> InstructionTranslator<'a> {
     pub(crate) fn getattr(&mut self, py: Python<'_>, obj: &VT, name: &str) -> VResult<VT> {
@@ -386,7 +395,7 @@ impl<'a> InstructionTranslator<'a> {
                 let object_type = py.get_type::<pyo3::types::PyAny>();
                 let generic_setattr = ty.getattr("__setattr__")?.is(object_type.getattr("__setattr__")?);
                 let class_attr = static_type_lookup(&ty, name)?;
-                if generic_setattr && class_attr.as_ref().is_some_and(|(_, ca)| is_own_slot(o, ca)) {
+                if generic_setattr && class_attr.as_ref().is_some_and(|(_, ca)| is_class_slot(ty.as_any(), ca)) {
                     // Note [slot writes]: `obj.name = v` where `name` is one of the object's
                     // `__slots__` (a `member_descriptor` of a class in its MRO:
                     // Objects/descrobject.c, `member_set`) stores `v` in the slot whatever `v`
@@ -1013,8 +1022,7 @@ impl<'a> InstructionTranslator<'a> {
                 // A constant's own slot (`int.__add__(counter)`) gives NotImplemented for an
                 // object of a Python class; anything else is not modelled.
                 if matches!(recv, VT::Constant(_)) && matches!(other, VT::UserObject(_)) {
-                    let t = recv.as_constant(py).expect("a constant").get_type();
-                    if [py.get_type::<pyo3::types::PyInt>(), py.get_type::<pyo3::types::PyFloat>(), py.get_type::<PyString>(), py.get_type::<pyo3::types::PyBool>()].iter().any(|k| t.is(k)) || recv.as_constant(py).is_some_and(|c| c.is_none()) {
+                    if defers_to_python_classes(&recv.as_constant(py).expect("a constant")) {
                         continue;
                     }
                 }
@@ -1137,7 +1145,7 @@ impl<'a> InstructionTranslator<'a> {
             match &recv {
                 VT::UserObject(_) | VT::Opaque { .. } => {}
                 // The slots of these give NotImplemented for an object of a Python class.
-                VT::Constant(c) if c.bind(py).is_none() || [py.get_type::<pyo3::types::PyInt>(), py.get_type::<pyo3::types::PyFloat>(), py.get_type::<PyString>(), py.get_type::<pyo3::types::PyBool>()].iter().any(|k| c.bind(py).get_type().is(k)) => continue,
+                VT::Constant(c) if defers_to_python_classes(c.bind(py)) => continue,
                 _ => graph_break!(UnsupportedOperation, "comparison {name} of {} and {}", a.describe(py), b.describe(py)),
             }
             let Some(m) = self.python_dunder(py, &recv, &dunder)? else {

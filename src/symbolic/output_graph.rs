@@ -307,8 +307,8 @@ pub type DimState = HashMap<String, Vec<Option<i64>>>;
 /// `dynamic=True` such tensors keep static sizes until they change (torch's
 /// `force_parameter_static_shapes` and `force_nn_module_property_static_shapes`; Note
 /// [dynamic=True and object state]).
-fn is_object_state(value: &Bound<'_, PyAny>, source: &Source) -> bool {
-    let parameter = value.py().import("torch.nn").and_then(|nn| nn.getattr("Parameter")).is_ok_and(|p| value.is_instance(&p).unwrap_or(false));
+fn is_object_state(value: &Bound<'_, PyAny>, source: &Source, parameter_type: &Bound<'_, PyAny>) -> bool {
+    let parameter = value.is_instance(parameter_type).unwrap_or(false);
     let attribute = match source {
         Source::Attr { .. } | Source::GenericAttr { .. } => true,
         Source::GetItem { base, .. } => matches!(base.as_ref(), Source::Attr { attr, .. } | Source::GenericAttr { attr, .. } if attr == "_parameters" || attr == "_buffers"),
@@ -403,7 +403,7 @@ impl OutputGraph {
             return Ok(vec![]);
         }
         let mut dims: Vec<usize> = Vec::new();
-        if self.dynamic.mode == Some(true) && !is_object_state(value, source) {
+        if self.dynamic.mode == Some(true) && !is_object_state(value, source, self.handles.parameter_type.bind(value.py())) {
             dims.extend(0..sizes.len());
         }
         if let Ok(marked) = value.getattr("_dynamo_dynamic_indices") {
@@ -958,15 +958,7 @@ impl OutputGraph {
             _ => unreachable!(),
         });
         catcher.call_method1("__exit__", (py.None(), py.None(), py.None()))?;
-        if caught.len()? > 0 {
-            if let Some((code, ip, globals)) = &self.user_loc {
-                let line = code.line_of(*ip);
-                for w in caught.try_iter()? {
-                    let w = w?;
-                    self.trace_warnings.push((w.getattr("message")?.unbind(), w.getattr("category")?.unbind(), code.filename.clone(), line, globals.clone_ref(py)));
-                }
-            }
-        }
+        self.keep_trace_warnings(py, &caught)?;
         let result = match result {
             Ok(r) => r,
             Err(e) => {
@@ -1211,6 +1203,20 @@ impl OutputGraph {
             return l.iter().any(|i| self.contains_tensor(py, &i));
         }
         false
+    }
+
+    /// Keeps the warnings `caught` (a `_RecordWarnings` list) that a call made while tracing, to
+    /// be issued at the user's current line when the graph runs (Note [warnings of traced
+    /// calls]).
+    pub fn keep_trace_warnings(&mut self, py: Python<'_>, caught: &Bound<'_, PyAny>) -> PyResult<()> {
+        if let Some((code, ip, globals)) = &self.user_loc {
+            let line = code.line_of(*ip);
+            for w in caught.try_iter()? {
+                let w = w?;
+                self.trace_warnings.push((w.getattr("message")?.unbind(), w.getattr("category")?.unbind(), code.filename.clone(), line, globals.clone_ref(py)));
+            }
+        }
+        Ok(())
     }
 
     /// Exports the graph as a `torch.fx.GraphModule` whose nodes carry `meta["example_value"]`.

@@ -606,7 +606,7 @@ impl<'a> InstructionTranslator<'a> {
         // `dir()` without arguments is the sorted names of that same snapshot
         // (Objects/object.c, `_dir_locals`: `PyEval_GetLocals()`'s keys, sorted). Run at a
         // break it would list the transformed code's own temporaries (`__graph_out`).
-        let dir_of_locals = is("dir") && args.is_empty() && kwargs.is_empty();
+        let dir_of_locals = is("dir");
         if (is("locals") || is("vars") || dir_of_locals) && args.is_empty() && kwargs.is_empty() {
             let mut items = Vec::new();
             for (i, name) in self.code.localsplus.iter().enumerate() {

@@ -59,14 +59,7 @@ impl<'a> InstructionTranslator<'a> {
         if !(empty("parameters")? && empty("buffers")? && empty("children")?) {
             graph_break!(UnsupportedCall, "constructing {qual}, which has parameters, buffers or submodules");
         }
-        if let Some((code, ip, globals)) = &self.og.user_loc {
-            let line = code.line_of(*ip);
-            let (file, globals) = (code.filename.clone(), globals.clone_ref(py));
-            for w in caught.try_iter()? {
-                let w = w?;
-                self.og.trace_warnings.push((w.getattr("message")?.unbind(), w.getattr("category")?.unbind(), file.clone(), line, globals.clone_ref(py)));
-            }
-        }
+        self.og.keep_trace_warnings(py, &caught)?;
         let partial = crate::symbolic::variables::functions::partial_type(py)?;
         let mut all = vec![cls.clone()];
         all.extend(vals.iter());

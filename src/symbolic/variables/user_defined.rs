@@ -1184,10 +1184,6 @@ pub(crate) fn real_object(v: &VT) -> Option<&Py<PyAny>> {
 
 /// Whether `attr` is a data descriptor (its type defines `__set__` or `__delete__`), which takes
 /// precedence over the instance dict (Descriptor HowTo Guide, Python docs).
-/// Whether class attribute `attr` is a `__slots__` entry of `obj`: a `member_descriptor`
-/// (Objects/descrobject.c, `PyMemberDescr_Type`) whose `__objclass__` `obj` is an instance of,
-/// so that `member_set` accepts `obj` (a descriptor copied onto another class raises TypeError
-/// there instead).
 /// Whether a class of `cls`'s MRO declares non-empty `__slots__` (Note [slotted objects]).
 pub(crate) fn has_slots(cls: &Bound<'_, PyAny>) -> PyResult<bool> {
     for base in cls.getattr("__mro__")?.try_iter()? {
@@ -1200,15 +1196,13 @@ pub(crate) fn has_slots(cls: &Bound<'_, PyAny>) -> PyResult<bool> {
     Ok(false)
 }
 
-/// Whether class attribute `attr` is a `__slots__` entry of instances of `cls` (a
-/// `member_descriptor` of a class in `cls`'s MRO; [`is_own_slot`] for an object).
+/// Whether class attribute `attr` is a `__slots__` entry of instances of `cls`: a
+/// `member_descriptor` (Objects/descrobject.c, `PyMemberDescr_Type`) whose `__objclass__` is
+/// `cls` or a base of it, so that `member_get`/`member_set` accept them (a descriptor copied onto
+/// another class raises TypeError there instead).
 pub(crate) fn is_class_slot(cls: &Bound<'_, PyAny>, attr: &Bound<'_, PyAny>) -> bool {
     type_name(attr) == "member_descriptor"
         && attr.getattr("__objclass__").is_ok_and(|c| cls.cast::<PyType>().is_ok_and(|t| t.is_subclass(&c).unwrap_or(false)))
-}
-
-pub(crate) fn is_own_slot(obj: &Bound<'_, PyAny>, attr: &Bound<'_, PyAny>) -> bool {
-    type_name(attr) == "member_descriptor" && attr.getattr("__objclass__").is_ok_and(|c| obj.is_instance(&c).unwrap_or(false))
 }
 
 pub(crate) fn is_data_descriptor(attr: &Bound<'_, PyAny>) -> PyResult<bool> {
