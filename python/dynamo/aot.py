@@ -325,6 +325,13 @@ def _autocast_active():
     return False
 
 
+def _switches_autocast(gm):
+    """Whether ``gm`` enters or leaves an autocast block (Note [autocast blocks] in ``_amp.py``)."""
+    from . import _amp
+
+    return any(n.op == "call_function" and n.target in (_amp.enter_autocast, _amp.exit_autocast) for n in gm.graph.nodes)
+
+
 def aot_compile(gm, example_inputs, backend, guarded=True):
     """Compiles ``gm`` with ``backend`` (``"aot_eager"`` or ``"inductor"``). When grad mode is on
     (on entry or in a region the graph switches it on, Note [grad-mode regions]) and an input (or
@@ -342,11 +349,12 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
     if _shapes.is_symbolic_graph(gm):
         # Symbolic sizes: one static compilation per input shape (dynamo._shapes).
         return _shapes.SpecializedGraph(gm, lambda g, args: aot_compile(g, args, backend, guarded))
-    if _autocast_active():
+    if _autocast_active() or _switches_autocast(gm):
         # Note [autocast]: autocast casts inside each op at run time; the graph does not show
         # those casts, so neither the joint graph's derivative rules nor inductor's kernels
         # would follow them (the backward mixed float32 and bfloat16). Until the casts are made
-        # explicit in the graph, it runs through torch, whose autograd records them.
+        # explicit in the graph, it runs through torch, whose autograd records them: under an
+        # ambient autocast, and when the graph holds an autocast block of its own.
         _C.aot_count_eager("autocast is active: its casts are not explicit in the graph")
         return gm.forward
     fw_compiler, bw_compiler, inference_compiler = _compilers(backend, guarded)

@@ -110,9 +110,11 @@ pub fn graph_failed(py: Python<'_>, exc: Bound<'_, PyAny>, grad_enabled: bool, s
                 let pair = pair?;
                 let target = pair.get_item(0)?;
                 if target.is_none() {
-                    // A generator's state from `snapshot_inputs_and_rng`: ("cpu" | "cuda", state).
+                    // A generator's state from `snapshot_inputs_and_rng`: ("cpu" | "cuda", state),
+                    // or the autocast state from `snapshot_inputs_and_autocast`.
                     let (kind, state): (String, Bound<'_, PyAny>) = pair.get_item(1)?.extract()?;
                     match kind.as_str() {
+                        "autocast" => py.import("dynamo._amp")?.call_method1("restore", (state,))?,
                         "cpu" => torch.call_method1("set_rng_state", (state,))?,
                         _ => torch.getattr("cuda")?.call_method1("set_rng_state_all", (state,))?,
                     };
@@ -179,6 +181,18 @@ pub fn snapshot_inputs_and_rng<'py>(py: Python<'py>, inputs: &Bound<'py, PyTuple
     if cuda.call_method0("is_initialized")?.is_truthy()? {
         out.append((py.None(), ("cuda", cuda.call_method0("get_rng_state_all")?)))?;
     }
+    Ok(out)
+}
+
+/// `snapshot_inputs(*inputs)` (with the generators' states too when `rng`, as
+/// `snapshot_inputs_and_rng`) plus the thread's autocast state, as
+/// `(None, ("autocast", dynamo._amp.snapshot()))`: kept for a graph that enters or leaves an
+/// autocast block, so that the rerun after a failure starts from the state of frame entry
+/// (Note [autocast blocks] in `python/dynamo/_amp.py`).
+#[pyfunction(signature = (rng, *inputs))]
+pub fn snapshot_inputs_and_autocast<'py>(py: Python<'py>, rng: bool, inputs: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyList>> {
+    let out = if rng { snapshot_inputs_and_rng(py, inputs)? } else { snapshot_inputs(py, inputs)? };
+    out.append((py.None(), ("autocast", py.import("dynamo._amp")?.call_method0("snapshot")?)))?;
     Ok(out)
 }
 
@@ -487,6 +501,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(crate::eval_frame::hook::call_with_hook, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot_inputs, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot_inputs_and_rng, m)?)?;
+    m.add_function(wrap_pyfunction!(snapshot_inputs_and_autocast, m)?)?;
     m.add_class::<GradModeRestore>()?;
     m.add_function(wrap_pyfunction!(reset, m)?)?;
     m.add_function(wrap_pyfunction!(get_counters, m)?)?;

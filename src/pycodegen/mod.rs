@@ -74,12 +74,14 @@ pub struct Rerun {
     pub snapshot: Vec<usize>,
     /// Whether the random number generators' states are kept too and put back before the rerun.
     pub rng: bool,
+    /// Whether the autocast state is kept too (the graph enters or leaves an autocast block).
+    pub autocast: bool,
 }
 
 impl Rerun {
     /// Whether anything is copied before the call (then kept on the stack for the handler).
     pub fn keeps_state(&self) -> bool {
-        !self.snapshot.is_empty() || self.rng
+        !self.snapshot.is_empty() || self.rng || self.autocast
     }
 }
 
@@ -435,14 +437,20 @@ impl PyCodegen {
             _ => &[],
         };
         if keep {
-            let name = if rerun.is_some_and(|r| r.rng) { "snapshot_inputs_and_rng" } else { "snapshot_inputs" };
+            let rng = rerun.is_some_and(|r| r.rng);
+            let autocast = rerun.is_some_and(|r| r.autocast);
+            let name = if autocast { "snapshot_inputs_and_autocast" } else if rng { "snapshot_inputs_and_rng" } else { "snapshot_inputs" };
             let f = py.import("dynamo._C").and_then(|m| m.getattr(name)).expect("dynamo._C.snapshot_inputs");
             self.load_callable(f.unbind());
+            if autocast {
+                self.load_const(pyo3::types::PyBool::new(py, rng).to_owned().into_any().unbind());
+            }
             for &k in snapshot {
                 self.load_source(py, &inputs[k]);
             }
-            self.emit(op::PRECALL, snapshot.len() as u32);
-            self.emit(op::CALL, snapshot.len() as u32);
+            let n = snapshot.len() as u32 + u32::from(autocast);
+            self.emit(op::PRECALL, n);
+            self.emit(op::CALL, n);
         }
         let start = self.insts.len();
         match compiled_fn {

@@ -34,6 +34,17 @@ pub(crate) fn wrap_append_only_list(og: &mut OutputGraph, value: &Bound<'_, PyAn
     VT::List(state)
 }
 
+/// Whether `source` names a slot of the converted frame that its code only appends to
+/// (`CodeInfo::append_only_slots`): an argument, a free variable, or the contents of a cell a
+/// resume function receives.
+fn append_only_source(og: &OutputGraph, source: &Source) -> bool {
+    match source {
+        Source::Local { idx, .. } | Source::Closure { slot: idx, .. } => og.append_only_slots.contains(idx),
+        Source::Attr { base, attr } if attr == "cell_contents" => matches!(base.as_ref(), Source::Local { idx, .. } if og.append_only_slots.contains(idx)),
+        _ => false,
+    }
+}
+
 /// Note [append-only lists]: a list first wrapped as one the frame only appends to, reached
 /// again another way (another argument that is the same list, an iterator over it), may now
 /// have its items read: wrap them as a plain list from the frame would be (LENGTH_CHECK, each
@@ -361,6 +372,20 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         og.add_guard(Some(source.clone()), GuardKind::id_match(value.clone().unbind()));
         return Ok(VT::Module { obj: Rc::new(value.clone().unbind()), source: Some(source) });
     }
+    if let Some(v) = wrap_autocast_exit(py, og, value, &source)? {
+        return Ok(v);
+    }
+    if crate::symbolic::variables::ctx_manager::is_torch_autocast_class(py, value.get_type().as_any())? {
+        // An autocast object from outside the frame (`with self.amp:`, the instance a
+        // `@torch.autocast(...)` decorator closes over): the object, and the fields its
+        // `__enter__` reads, guarded.
+        og.add_guard(Some(source.clone()), GuardKind::id_match(value.clone().unbind()));
+        for field in ["device", "_enabled", "_cache_enabled"] {
+            og.add_guard(Some(source.attr(field)), GuardKind::ConstantMatch(value.getattr(field)?.unbind()));
+        }
+        og.add_guard(Some(source.attr("fast_dtype")), GuardKind::id_match(value.getattr("fast_dtype")?.unbind()));
+        return Ok(VT::AutocastCtx(Rc::new(crate::symbolic::variables::ctx_manager::AutocastMode::of(value)?)));
+    }
     if let Ok(exit) = value.cast::<crate::py::GradModeRestore>() {
         // The `__exit__` of a grad-mode block cut by a break, passed to the resume function:
         // calling it switches grad mode back (a `_set_grad_enabled` node), as it does for real.
@@ -601,7 +626,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
     }
     if let Ok(l) = value.cast::<PyList>() {
         if l.get_type().is(py.get_type::<PyList>()) {
-            if matches!(&*source, Source::Local { idx, .. } if og.append_only_slots.contains(idx)) {
+            if append_only_source(og, &source) {
                 return Ok(wrap_append_only_list(og, value, source));
             }
             og.add_guard(Some(source.clone()), GuardKind::TypeMatch(l.get_type().into_any().unbind()));
@@ -666,4 +691,35 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
     }
     og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
     Ok(VT::Opaque { obj: Rc::new(value.clone().unbind()), source })
+}
+
+/// The `__exit__` of an autocast block cut by a break (`dynamo._amp.AutocastExit`), passed to
+/// the resume function: calling it leaves the block (an `exit_autocast` node), as it does for
+/// real. Guarded on its type and on each saved field.
+fn wrap_autocast_exit(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, source: &Arc<Source>) -> VResult<Option<VT>> {
+    if type_name(value) != "AutocastExit" {
+        return Ok(None);
+    }
+    let cls = py.import("dynamo._amp")?.getattr("AutocastExit")?;
+    if !value.get_type().is(&cls) {
+        return Ok(None);
+    }
+    og.add_guard(Some(source.clone()), GuardKind::TypeMatch(cls.unbind()));
+    let active = value.getattr("active")?;
+    og.add_guard(Some(source.attr("active")), GuardKind::ConstantMatch(active.clone().unbind()));
+    let device = value.getattr("device_type")?;
+    let enabled = value.getattr("prev_enabled")?;
+    let dtype = value.getattr("prev_dtype")?;
+    let cache = value.getattr("prev_cache_enabled")?;
+    og.add_guard(Some(source.attr("device_type")), GuardKind::ConstantMatch(device.clone().unbind()));
+    og.add_guard(Some(source.attr("prev_enabled")), GuardKind::ConstantMatch(enabled.clone().unbind()));
+    og.add_guard(Some(source.attr("prev_dtype")), GuardKind::id_match(dtype.clone().unbind()));
+    og.add_guard(Some(source.attr("prev_cache_enabled")), GuardKind::ConstantMatch(cache.clone().unbind()));
+    Ok(Some(VT::AutocastExit(std::rc::Rc::new(crate::symbolic::variables::ctx_manager::AutocastRestore {
+        active: active.is_truthy()?,
+        device: device.extract()?,
+        enabled: enabled.is_truthy()?,
+        dtype: dtype.unbind(),
+        cache: cache.is_truthy()?,
+    }))))
 }

@@ -94,6 +94,7 @@ fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: O
     let torch = py.import("torch").map_err(ConvertError::Internal)?;
     let grad: bool = frame_grad_mode(py, frame)?;
     torch.getattr("_C").and_then(|c| c.call_method1("_set_grad_enabled", (grad,))).map_err(ConvertError::Internal)?;
+    crate::symbolic::variables::ctx_manager::restore_autocast_after_trace(py);
     og.add_guard(None, GuardKind::GradMode(grad));
     // Inference mode is not grad mode: under it autograd records nothing even inside
     // `enable_grad()`, so a graph traced outside it must not be reused inside it.
@@ -190,6 +191,8 @@ pub fn convert(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyAny
     let torch_c = py.import("torch").and_then(|t| t.getattr("_C")).ok();
     let grad_before = py.import("torch").and_then(|t| t.call_method0("is_grad_enabled")).ok();
     let grad_at_entry = grad_before.as_ref().and_then(|g| g.extract::<bool>().ok()).unwrap_or(true);
+    // Tracing an autocast block switches the real autocast state too (Note [autocast blocks]).
+    let outer_autocast = crate::symbolic::variables::ctx_manager::begin_autocast_watch();
     let mut result = convert_inner(py, frame, backend, grad_at_entry);
     if let Err(ConvertError::Unsupported(u)) = &result {
         if u.reason.starts_with(SHAPE_GUARD_UNSUPPORTED) && frame.dynamic.mode != Some(false) {
@@ -205,6 +208,7 @@ pub fn convert(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyAny
     if let (Some(c), Some(g)) = (&torch_c, &grad_before) {
         let _ = c.call_method1("_set_grad_enabled", (g,));
     }
+    crate::symbolic::variables::ctx_manager::end_autocast_watch(py, outer_autocast);
     if let (Some(l), Some(was)) = (&logger, was_disabled) {
         let _ = l.setattr("disabled", was);
     }
@@ -352,14 +356,16 @@ fn finish_return(
 /// failure reruns the frame]): always when the graph writes none of its inputs; when it does,
 /// only if an op may raise on tensor values, with copies of the written inputs to put back.
 /// A graph that draws random numbers and may raise on values also keeps the generators' states,
-/// so the rerun draws what eager draws.
+/// so the rerun draws what eager draws. A graph that enters or leaves an autocast block keeps
+/// the autocast state, so the rerun starts from the state of frame entry.
 fn rerun_on_failure(og: &OutputGraph, grad_enabled: bool) -> Option<crate::pycodegen::Rerun> {
     let mutated = og.graph.mutated_inputs();
     let may_raise = og.graph.may_raise_on_values();
     if !mutated.is_empty() && !may_raise {
         return None;
     }
-    Some(crate::pycodegen::Rerun { grad_enabled, snapshot: mutated, rng: may_raise && og.graph.uses_rng() })
+    let autocast = og.autocast.recorded;
+    Some(crate::pycodegen::Rerun { grad_enabled, snapshot: mutated, rng: may_raise && og.graph.uses_rng(), autocast })
 }
 
 /// Records the frame's cells (its own cell variables and its free variables, as their trackers
@@ -510,7 +516,7 @@ fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend
     let grad_after: bool = torch.call_method0("is_grad_enabled").and_then(|g| g.extract()).map_err(ConvertError::Internal)?;
     let set_grad = |g: bool| torch.getattr("_C").and_then(|c| c.call_method1("_set_grad_enabled", (g,))).map(|_| ());
     set_grad(grad_at_entry).map_err(ConvertError::Internal)?;
-    let compiled = backend.call1((&gm, example_inputs));
+    let compiled = crate::symbolic::variables::ctx_manager::with_entry_autocast(py, || backend.call1((&gm, example_inputs))).map_err(ConvertError::Internal)?;
     set_grad(grad_after).map_err(ConvertError::Internal)?;
     let compiled = compiled.map_err(ConvertError::Backend)?;
     if !compiled.is_callable() {
@@ -1824,6 +1830,14 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
             VT::TorchFunction(obj) if type_name(obj.bind(py)) == "function" => Rebuild::BoundMethod { func: obj.clone_ref(py), self_: Box::new(rec(self_)?) },
             _ => graph_break!(UnreconstructableValue, "rebuilding a bound method of {}", func.describe(py)),
         },
+        // The `__exit__` of an autocast block cut by a break (Note [autocast blocks]).
+        VT::AutocastExit(r) => {
+            let exit = py.import("dynamo._amp").and_then(|m| m.getattr("AutocastExit")?.call1((r.active, r.device.as_str(), r.enabled, r.dtype.clone_ref(py), r.cache))).map_err(|e| Unsupported::new(e.to_string()))?;
+            Rebuild::Const(exit.unbind())
+        }
+        // The autocast object itself (`with torch.autocast(...) as ac`): the one made while
+        // tracing, entered or not (its own `__enter__` is never called: the trace entered it).
+        VT::AutocastCtx(m) => Rebuild::Const(m.obj.clone_ref(py)),
         // The `__exit__` of a grad-mode `with` block, on the stack across a break inside it.
         VT::GradModeExit { restore } => {
             let exit = Py::new(py, crate::py::GradModeRestore { restore: *restore }).map_err(|e| Unsupported::new(e.to_string()))?;

@@ -40,6 +40,9 @@ impl<'a> InstructionTranslator<'a> {
         }
         match obj {
             VT::Module { obj: m, source } => self.module_getattr(py, m.bind(py), source.clone(), name),
+            // The settled fields of an autocast object made in the trace (constants: its
+            // constructor set them from constant arguments).
+            VT::AutocastCtx(m) if matches!(name, "device" | "fast_dtype" | "_enabled" | "_cache_enabled") => Ok(VT::constant(m.obj.bind(py).getattr(name)?.unbind())),
             VT::Tensor(t) => {
                 if let Some(v) = self.torch_function_getattr(py, obj, t, name)? {
                     return Ok(v);
@@ -1528,6 +1531,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Set(_) => Some(py.get_type::<pyo3::types::PySet>().into_any().unbind()),
             VT::Partial(_) => Some(crate::symbolic::variables::functions::partial_type(py)?.unbind()),
             VT::UserObject(o) => Some(o.cls.clone_ref(py)),
+            VT::AutocastCtx(m) => Some(m.obj.bind(py).get_type().into_any().unbind()),
             // A graph input keeps its exact Python type (TENSOR_MATCH pins it: Parameter, a
             // subclass...); a tensor computed by the graph is a plain torch.Tensor.
             VT::Tensor(t) if self.torch_function_type_of(py, t).is_some() => self.torch_function_type_of(py, t),
@@ -1605,6 +1609,10 @@ impl<'a> InstructionTranslator<'a> {
                     graph_break!(NnModule, "module {} overrides __call__", type_name(m));
                 }
                 self.call_module(py, func, args, kwargs)
+            }
+            VT::Class(c) if self.is_autocast_class(py, c.bind(py))? => {
+                let c = c.bind(py).clone();
+                self.construct_autocast(py, &c, &args, &kwargs)
             }
             VT::Class(c) if self.grad_mode_class(py, c.bind(py))?.is_some() => {
                 let kind = self.grad_mode_class(py, c.bind(py))?.unwrap();
@@ -1840,6 +1848,10 @@ impl<'a> InstructionTranslator<'a> {
                     reorderable,
                 });
                 Ok(VT::none(py))
+            }
+            VT::AutocastExit(r) => {
+                let r = r.clone();
+                self.exit_autocast(py, &r)
             }
             VT::GradModeExit { restore } => {
                 let restore = *restore;

@@ -218,6 +218,9 @@ pub struct OutputGraph {
     /// Depth of `DisableTorchFunctionSubclass` regions (explicit ones and the op that
     /// `Tensor.__torch_function__` runs): while nonzero, subclass tensors dispatch nothing.
     pub torch_function_disabled: usize,
+    /// What the trace guarded and recorded of autocast blocks (Note [autocast blocks] in
+    /// `python/dynamo/_amp.py`).
+    pub autocast: crate::symbolic::variables::ctx_manager::AutocastTrace,
 }
 
 // Note [ids of traced objects]
@@ -380,6 +383,7 @@ impl OutputGraph {
             tensor_subclasses: HashMap::new(),
             tensor_attrs: HashMap::new(),
             torch_function_disabled: 0,
+            autocast: Default::default(),
         })
     }
 

@@ -715,6 +715,12 @@ impl<'a> InstructionTranslator<'a> {
                         self.stack.push(VT::GradModeExit { restore });
                         self.stack.push(VT::none(py));
                     }
+                    VT::AutocastCtx(m) => {
+                        let restore = self.enter_autocast(py, &m)?;
+                        self.stack.push(VT::AutocastExit(std::rc::Rc::new(restore)));
+                        // `autocast.__enter__` returns the object itself.
+                        self.stack.push(VT::AutocastCtx(m));
+                    }
                     VT::TorchFunctionCtx { entered: false } => {
                         self.og.torch_function_disabled += 1;
                         self.stack.push(VT::TorchFunctionCtx { entered: true });

@@ -104,6 +104,12 @@ pub enum VariableTracker {
     GradModeCtx { enabled: bool, set_on_create: bool, prev: bool },
     /// The `__exit__` of a grad-mode context pushed by BEFORE_WITH: restores `restore`.
     GradModeExit { restore: bool },
+    /// `torch.autocast(...)` (or a subclass: `torch.cpu.amp.autocast`) built in the frame, and
+    /// the value a `with ... as` block over it binds (Note [autocast blocks]).
+    AutocastCtx(Rc<crate::symbolic::variables::ctx_manager::AutocastMode>),
+    /// The `__exit__` of an autocast block pushed by BEFORE_WITH: leaves the block, putting back
+    /// the state from before it.
+    AutocastExit(Rc<crate::symbolic::variables::ctx_manager::AutocastRestore>),
     /// `torch._C.DisableTorchFunctionSubclass()` (or `DisableTorchFunction()`), and once
     /// entered its `__exit__` (Note [tensor subclasses] in `tensor_subclass.rs`).
     TorchFunctionCtx { entered: bool },
@@ -158,6 +164,8 @@ impl VariableTracker {
             VT::Iterator(_) => "iterator".into(),
             VT::GradModeCtx { enabled, .. } => format!("grad mode context ({enabled})"),
             VT::GradModeExit { .. } => "grad mode context exit".into(),
+            VT::AutocastCtx(m) => format!("autocast context ({:?})", m.device),
+            VT::AutocastExit(r) => format!("autocast context exit ({:?})", r.device),
             VT::TorchFunctionCtx { entered } => (if *entered { "DisableTorchFunctionSubclass exit" } else { "DisableTorchFunctionSubclass" }).into(),
             VT::Set(_) => "set".into(),
             VT::Partial(p) => format!("functools.partial of {}", p.func.describe(py)),
