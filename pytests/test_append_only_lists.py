@@ -234,3 +234,34 @@ def test_a_rebound_global_list_gets_the_appends(backend):
     finally:
         LOG = old
         LOG.clear()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_closure_list_appended_before_a_break_compiles_once(backend):
+    """A free variable the frame only appends to (`LOAD_DEREF; LOAD_METHOD append`) is not
+    length-guarded, in the frame or in its resume function (which receives the cell but never
+    reads it): before, every call recompiled both until the cache limit."""
+
+    def make():
+        losses = []
+
+        def step(x):
+            loss = LIN(x).sum()
+            losses.append(loss.detach())
+            print("step")  # a graph break after the append
+            return loss * 2
+
+        return step, losses
+
+    eager_step, eager_losses = make()
+    step, losses = make()
+    compiled = dynamo.optimize(backend)(step)
+    dynamo.reset()
+    xs = [torch.randn(2, 2) for _ in range(5)]
+    for x in xs:
+        torch.testing.assert_close(compiled(x), eager_step(x))
+    assert len(losses) == len(eager_losses) == 5
+    for a, b in zip(losses, eager_losses):
+        torch.testing.assert_close(a, b)
+    c = dynamo.counters()
+    assert c["recompiles"] == 0 and c["graph_breaks"] >= 1, dict(c)

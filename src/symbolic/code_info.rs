@@ -94,18 +94,23 @@ impl CodeInfo {
         self.localsplus.len() - self.n_freevars
     }
 
-    /// The argument slots that the code only appends to (Note [append-only lists]): every
-    /// reachable instruction naming the slot is a `LOAD_FAST` directly followed by
-    /// `LOAD_METHOD append` (3.12's `LOAD_ATTR` with the method bit reads as `LOAD_METHOD`
-    /// here), or one that only hands the value back unread: a straight run of `LOAD_FAST` /
-    /// `LOAD_CONST` / `BUILD_TUPLE` up to `RETURN_VALUE` (a loop body function's exit stub,
-    /// `return outs`). Such a slot is never stored, deleted, made a cell or read any other way,
-    /// so the code cannot observe the value's length or items. Empty when the code's stack
-    /// depths cannot be computed.
+    /// The argument and free-variable slots that the code only appends to (Note [append-only
+    /// lists]): every reachable instruction naming the slot is a `LOAD_FAST` (of an argument) or
+    /// a `LOAD_DEREF` (of a free variable, or of a cell a resume function receives as an
+    /// argument) directly followed by `LOAD_METHOD append` (3.12's `LOAD_ATTR` with the method
+    /// bit reads as `LOAD_METHOD` here), or a `LOAD_FAST` that only hands the value back unread:
+    /// a straight run of `LOAD_FAST` / `LOAD_CONST` / `BUILD_TUPLE` up to `RETURN_VALUE` (a loop
+    /// body function's exit stub, `return outs`). Such a slot is never stored, deleted, made a
+    /// cell, passed to a closure or read any other way, so the code cannot observe the value's
+    /// length or items; neither can it when no reachable instruction names the slot. Empty
+    /// when the code's stack depths cannot be computed.
     pub fn append_only_slots(&self) -> Vec<u32> {
         use bytecode::opcode::op;
         let Ok(depths) = bytecode::analysis::stack_depths(&self.insts) else { return Vec::new() };
         let n_args = self.n_arg_slots() as u32;
+        let first_free = self.first_free_slot() as u32;
+        let n_slots = self.localsplus.len() as u32;
+        let considered = |slot: u32| slot < n_args || (slot >= first_free && slot < n_slots);
         let returned_unread = |from: usize| {
             for inst in &self.insts[from..] {
                 match inst.opcode {
@@ -116,8 +121,7 @@ impl CodeInfo {
             }
             false
         };
-        let mut ok = vec![true; n_args as usize];
-        let mut used = vec![false; n_args as usize];
+        let mut ok = vec![true; n_slots as usize];
         for (i, inst) in self.insts.iter().enumerate() {
             let names_slot = matches!(
                 inst.opcode,
@@ -134,16 +138,21 @@ impl CodeInfo {
                     | op::LOAD_CLASSDEREF
                     | op::LOAD_FROM_DICT_OR_DEREF
             );
-            if !names_slot || inst.arg >= n_args || depths.get(i).is_none_or(|d| d.is_none()) {
+            if !names_slot || !considered(inst.arg) || depths.get(i).is_none_or(|d| d.is_none()) {
                 continue;
             }
             let slot = inst.arg as usize;
             let next = self.insts.get(i + 1);
             let appends = next.is_some_and(|n| n.opcode == op::LOAD_METHOD && self.names.get(n.arg as usize).is_some_and(|m| m == "append"));
-            ok[slot] &= inst.opcode == op::LOAD_FAST && (appends || returned_unread(i + 1));
-            used[slot] = true;
+            ok[slot] &= match inst.opcode {
+                op::LOAD_FAST => appends || returned_unread(i + 1),
+                op::LOAD_DEREF => appends,
+                _ => false,
+            };
         }
-        (0..n_args).filter(|&s| ok[s as usize] && used[s as usize]).collect()
+        // A slot no reachable instruction names (a resume function's copy of the original code
+        // skips the part that appends) is not read either.
+        (0..n_slots).filter(|&s| considered(s) && ok[s as usize]).collect()
     }
 }
 
