@@ -410,3 +410,19 @@ def logger_sees_only_records(logger):
         if not all(type(f) is logging.Filter for f in h.filters):
             return False
     return True
+
+
+class SortKey:
+    """Stands for key ``i`` of a sort that the tracer has CPython's own ``list.sort`` run
+    (Note [traced sorts] in ``variables/builtin.rs``): ``a < b`` is answered by ``lt(a.i, b.i)``,
+    which compares the two traced keys in the trace. The sort thus makes exactly the
+    comparisons, in exactly the order, that eager's makes on the real keys."""
+
+    __slots__ = ("i", "lt")
+
+    def __init__(self, i, lt):
+        self.i = i
+        self.lt = lt
+
+    def __lt__(self, other):
+        return self.lt(self.i, other.i)

@@ -498,8 +498,23 @@ impl<'a> InstructionTranslator<'a> {
         }
         let k = idx.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "del with a non-constant index"))?;
         match obj {
+            VT::List(l) if k.is_instance_of::<pyo3::types::PySlice>() => {
+                // `del l[a:b:c]` (Objects/listobject.c, `list_ass_subscript` with no value): the
+                // items of `range(*slice.indices(len(l)))` go; a step of 1 by `list_ass_slice`,
+                // any other by moving the kept items down. The same items either way.
+                let n = l.borrow().items.len();
+                let gone: std::collections::HashSet<usize> = py.import("builtins")?.getattr("range")?.call1(k.call_method1("indices", (n,))?.extract::<(isize, isize, isize)>()?)?.try_iter()?.map(|i| i.and_then(|i| i.extract::<usize>())).collect::<PyResult<_>>()?;
+                if !gone.is_empty() {
+                    let mut i = 0;
+                    l.borrow_mut().items.retain(|_| { i += 1; !gone.contains(&(i - 1)) });
+                    if l.borrow().source.is_some() {
+                        self.og.side_effects.mutate_list(l);
+                    }
+                }
+                Ok(())
+            }
             VT::List(l) => {
-                let k: i64 = k.extract().map_err(|_| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "del of a list slice"))?;
+                let k: i64 = k.extract().map_err(|_| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("del of a list item at {}", type_name(&k))))?;
                 let mut st = l.borrow_mut();
                 let n = st.items.len() as i64;
                 let k = if k < 0 { k + n } else { k };

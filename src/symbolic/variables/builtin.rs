@@ -879,13 +879,33 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
-    /// `sorted(iterable, key=..., reverse=...)` (Objects/listobject.c, `list_sort_impl`): the
-    /// keys are computed once per item, in order, by traced calls. They must be constants: the
-    /// order is then the one CPython's stable sort gives, which depends only on the keys
-    /// (`sorted(range(n), key=keys.__getitem__, reverse=reverse)`). A key that is a tensor or a
-    /// symbolic number is a graph break.
+    /// `sorted(iterable, key=..., reverse=...)` (Objects/listobject.c, `list_sort_impl`): a new
+    /// list of the items in the order `sorted_items` gives. A comparison that raises raises
+    /// here (the partly sorted items are dropped, as eager drops its new list).
     pub(crate) fn sorted(&mut self, py: Python<'_>, iterable: &VT, kwargs: &[(String, VT)]) -> VResult<VT> {
         let items = self.iter_items(py, iterable)?;
+        let (out, failed) = self.sorted_items(py, items, kwargs)?;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(new_list(out)),
+        }
+    }
+
+    /// The items of a sort with `key=` and `reverse=` (`list_sort_impl`), and the error of a
+    /// comparison that raised, if one did: then the items are in the partly sorted order the
+    /// sort left them in, which `list.sort` keeps. The keys are computed first, once per item,
+    /// in order, by traced calls (a key call that raises is the `Err`, the items untouched).
+    ///
+    /// Note [traced sorts]: constant keys are sorted by CPython itself, as
+    /// `sorted(range(n), key=keys.__getitem__, reverse=reverse)`: the order of a stable sort
+    /// depends only on the keys. Other keys (objects with a Python `__lt__`, tuples holding
+    /// them) are compared in the trace: CPython's `list.sort` runs over `SortKey` stand-ins
+    /// (`dynamo._polyfills`) whose `<` calls back here and compares the two traced keys as
+    /// `do_richcompare` would (a user's `__lt__` inlined, reflected methods, eager's
+    /// TypeError), so the comparisons made, their order, and the permutation left by one that
+    /// raises are those of the CPython running the trace. A comparison whose answer depends on
+    /// tensor values is a graph break.
+    pub(crate) fn sorted_items(&mut self, py: Python<'_>, items: Vec<VT>, kwargs: &[(String, VT)]) -> VResult<(Vec<VT>, Option<Unsupported>)> {
         let key = kwargs.iter().find(|(k, _)| k == "key").map(|(_, v)| v.clone()).filter(|v| !v.as_constant(py).is_some_and(|c| c.is_none()));
         let reverse = match kwargs.iter().find(|(k, _)| k == "reverse") {
             Some((_, v)) => match v.as_constant(py) {
@@ -896,25 +916,64 @@ impl<'a> InstructionTranslator<'a> {
         };
         let mut keys = Vec::with_capacity(items.len());
         for item in &items {
-            let k = match &key {
+            keys.push(match &key {
                 Some(f) => self.call(py, f, vec![item.clone()], vec![])?,
                 None => item.clone(),
-            };
-            match self.literal_value(py, &k) {
-                Some(v) => keys.push(v),
-                None => graph_break!(UnsupportedOperation, "sorted() by a key that is not a constant ({})", k.describe(py)),
-            }
+            });
         }
-        let keys = PyList::new(py, keys)?;
+        let literal: Option<Vec<_>> = keys.iter().map(|k| self.literal_value(py, k)).collect();
         let kw = PyDict::new(py);
-        kw.set_item("key", keys.getattr("__getitem__")?)?;
         kw.set_item("reverse", reverse)?;
-        let order = py.import("builtins")?.getattr("sorted")?.call((pyo3::types::PyRange::new(py, 0, items.len() as isize)?,), Some(&kw))?;
-        let mut out = Vec::with_capacity(items.len());
-        for i in order.try_iter()? {
-            out.push(items[i?.extract::<usize>()?].clone());
+        let order: Vec<usize> = if let Some(literal) = literal {
+            let keys = PyList::new(py, literal)?;
+            kw.set_item("key", keys.getattr("__getitem__")?)?;
+            let order = py.import("builtins")?.getattr("sorted")?.call((pyo3::types::PyRange::new(py, 0, items.len() as isize)?,), Some(&kw))?;
+            order.try_iter()?.map(|i| i.and_then(|i| i.extract::<usize>())).collect::<PyResult<_>>()?
+        } else {
+            let (order, failed) = self.traced_sort_order(py, keys, &kw)?;
+            let out = order.iter().map(|&i| items[i].clone()).collect();
+            return Ok((out, failed));
+        };
+        Ok((order.into_iter().map(|i| items[i].clone()).collect(), None))
+    }
+
+    /// The permutation CPython's `list.sort(**kw)` makes of `keys`, each `<` compared in the
+    /// trace (Note [traced sorts]), and the error of the comparison that stopped it, if any.
+    fn traced_sort_order(&mut self, py: Python<'_>, keys: Vec<VT>, kw: &Bound<'_, PyDict>) -> VResult<(Vec<usize>, Option<Unsupported>)> {
+        // The callback reaches this translator and the keys through their addresses: it is
+        // only called from inside `list.sort` below, while `self` is not otherwise used, and
+        // dropped with the stand-ins before this returns.
+        struct Addrs {
+            tx: usize,
+            keys: usize,
+            failed: usize,
         }
-        Ok(new_list(out))
+        unsafe impl Send for Addrs {}
+        let mut failed: Option<Unsupported> = None;
+        let addrs = Addrs { tx: self as *mut Self as *mut () as usize, keys: &keys as *const Vec<VT> as usize, failed: &mut failed as *mut Option<Unsupported> as usize };
+        let lt = pyo3::types::PyCFunction::new_closure(py, None, None, move |args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>| -> PyResult<bool> {
+            let py = args.py();
+            let (i, j): (usize, usize) = args.extract()?;
+            // SAFETY: see above; the pointers are live for the whole `list.sort` call.
+            let tx = unsafe { &mut *(addrs.tx as *mut InstructionTranslator<'static>) };
+            let keys = unsafe { &*(addrs.keys as *const Vec<VT>) };
+            let answer = tx.compare(py, "lt", keys[i].clone(), keys[j].clone()).and_then(|c| tx.truth(py, &c));
+            answer.map_err(|e| {
+                unsafe { *(addrs.failed as *mut Option<Unsupported>) = Some(e) };
+                pyo3::exceptions::PyRuntimeError::new_err("a traced comparison stopped the sort")
+            })
+        })?;
+        let stand_in = py.import("dynamo._polyfills")?.getattr("SortKey")?;
+        let stand_ins = PyList::new(py, (0..keys.len()).map(|i| stand_in.call1((i, &lt))).collect::<PyResult<Vec<_>>>()?)?;
+        let result = stand_ins.call_method("sort", (), Some(kw));
+        let order = stand_ins.iter().map(|s| s.getattr("i")?.extract::<usize>()).collect::<PyResult<Vec<_>>>()?;
+        drop(stand_ins);
+        drop(lt);
+        match (result, failed) {
+            (Ok(_), _) => Ok((order, None)),
+            (Err(_), Some(e)) => Ok((order, Some(e))),
+            (Err(e), None) => Err(e.into()),
+        }
     }
 }
 

@@ -305,24 +305,28 @@ impl<'a> InstructionTranslator<'a> {
             // the sorted items go back, whatever the key calls wrote is dropped, and if the list
             // was resized meanwhile (`allocated != -1 || ob_item != NULL`) it raises
             // `ValueError('list modified during sort')`, the list sorted all the same. A key
-            // call that raises leaves the items in their old order. Here the items are moved
+            // call that raises leaves the items in their old order; a comparison that raises
+            // leaves them as the sort had permuted them (Note [traced sorts]). Here the items are moved
             // out into a `Vec` of capacity 0: any write that grew the list since (an append,
             // even one popped again) leaves capacity behind, as CPython's allocation does.
             if l.borrow().source.is_some() {
                 self.og.side_effects.mutate_list(l);
             }
             let saved = std::mem::take(&mut l.borrow_mut().items);
-            let sorted = self.sorted(py, &new_list(saved.clone()), &kwargs);
+            let sorted = self.sorted_items(py, saved.clone(), &kwargs);
             let modified = l.borrow().items.capacity() != 0;
-            let VT::List(ordered) = (match sorted {
+            let (items, failed) = match sorted {
                 Ok(v) => v,
                 Err(e) => {
                     l.borrow_mut().items = saved;
                     return Err(e);
                 }
-            }) else { unreachable!("sorted gives a list") };
-            let items = ordered.borrow().items.clone();
+            };
+            // A comparison that raised leaves the items as the sort had permuted them.
             l.borrow_mut().items = items;
+            if let Some(e) = failed {
+                return Err(e);
+            }
             if modified {
                 let exc = py.get_type::<pyo3::exceptions::PyValueError>().call1(("list modified during sort",))?;
                 return Err(Unsupported::raise_value("ValueError", exc.unbind(), "list modified during sort").into());
