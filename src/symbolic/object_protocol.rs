@@ -1547,6 +1547,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Partial(_) => Some(crate::symbolic::variables::functions::partial_type(py)?.unbind()),
             VT::UserObject(o) => Some(o.cls.clone_ref(py)),
             VT::AutocastCtx(m) => Some(m.obj.bind(py).get_type().into_any().unbind()),
+            VT::GeneratorCtx(_) => Some(py.import("contextlib")?.getattr("_GeneratorContextManager")?.unbind()),
             // A graph input keeps its exact Python type (TENSOR_MATCH pins it: Parameter, a
             // subclass...); a tensor computed by the graph is a plain torch.Tensor.
             VT::Tensor(t) if self.torch_function_type_of(py, t).is_some() => self.torch_function_type_of(py, t),
@@ -1600,6 +1601,10 @@ impl<'a> InstructionTranslator<'a> {
                 let (name, f) = python_function_polyfill(py, obj.bind(py))?.expect("checked");
                 let func = wrap(py, self.og, &f, std::sync::Arc::new(crate::source::Source::Module { name: "dynamo._polyfills".into() }).attr(&name))?;
                 self.call(py, &func, args, kwargs)
+            }
+            VT::Function { obj, source } if crate::symbolic::variables::ctx_manager::is_contextmanager_helper(py, obj.bind(py))? => {
+                let helper = obj.bind(py).clone();
+                self.make_generator_ctx(py, &helper, source.clone(), args, kwargs)
             }
             VT::Function { .. } | VT::NestedFunction(_) => self.inline_call(py, func, args, kwargs),
             VT::Method { func, self_ } => {
@@ -1867,6 +1872,10 @@ impl<'a> InstructionTranslator<'a> {
             VT::AutocastExit(r) => {
                 let r = r.clone();
                 self.exit_autocast(py, &r)
+            }
+            VT::GeneratorCtxExit(gen) => {
+                let gen = gen.clone();
+                self.exit_generator_ctx(py, &gen, &args)
             }
             VT::GradModeExit { restore } => {
                 let restore = *restore;

@@ -221,6 +221,10 @@ pub struct OutputGraph {
     /// What the trace guarded and recorded of autocast blocks (Note [autocast blocks] in
     /// `python/dynamo/_amp.py`).
     pub autocast: crate::symbolic::variables::ctx_manager::AutocastTrace,
+    /// Set for the next inlined call of a generator function: its generator stays lazy even
+    /// for torch's own code (a `@contextmanager` body runs in steps, Note [generator context
+    /// managers]).
+    pub lazy_generator_call: bool,
 }
 
 // Note [ids of traced objects]
@@ -384,6 +388,7 @@ impl OutputGraph {
             tensor_attrs: HashMap::new(),
             torch_function_disabled: 0,
             autocast: Default::default(),
+            lazy_generator_call: false,
         })
     }
 

@@ -715,6 +715,11 @@ impl<'a> InstructionTranslator<'a> {
                         self.stack.push(VT::GradModeExit { restore });
                         self.stack.push(VT::none(py));
                     }
+                    VT::GeneratorCtx(ctx) => {
+                        let (exit, entered) = self.enter_generator_ctx(py, &ctx)?;
+                        self.stack.push(exit);
+                        self.stack.push(entered);
+                    }
                     VT::AutocastCtx(m) => {
                         let restore = self.enter_autocast(py, &m)?;
                         self.stack.push(VT::AutocastExit(std::rc::Rc::new(restore)));
@@ -742,6 +747,16 @@ impl<'a> InstructionTranslator<'a> {
                         }
                         let enter = methods.pop().expect("__enter__");
                         let exit = methods.pop().expect("__exit__");
+                        let entered = self.call(py, &enter, vec![], vec![])?;
+                        self.stack.push(exit);
+                        self.stack.push(entered);
+                    }
+                    VT::UserObject(_) => {
+                        // A context manager built in the frame (a user class, `nullcontext`,
+                        // `suppress`): its class's `__enter__`/`__exit__`, inlined.
+                        let (Some(enter), Some(exit)) = (self.python_dunder(py, &ctx, "__enter__")?, self.python_dunder(py, &ctx, "__exit__")?) else {
+                            graph_break!(UnsupportedOpcode, "with block over {} (no Python __enter__ and __exit__)", ctx.describe(py));
+                        };
                         let entered = self.call(py, &enter, vec![], vec![])?;
                         self.stack.push(exit);
                         self.stack.push(entered);

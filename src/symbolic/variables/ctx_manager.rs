@@ -1,6 +1,6 @@
 //! Context managers (torch's `ctx_manager.py`): grad mode (`torch.no_grad`,
 //! `enable_grad`, `set_grad_enabled`) and autocast blocks (`torch.autocast`), as the trace
-//! switches them.
+//! switches them; `@contextlib.contextmanager` managers, whose generator the trace steps.
 
 use crate::symbolic::VResult;
 use pyo3::prelude::*;
@@ -267,4 +267,76 @@ pub(crate) fn with_entry_autocast<T>(py: Python<'_>, f: impl FnOnce() -> T) -> P
     let out = f();
     amp.call_method1("restore", (after,))?;
     Ok(out)
+}
+
+/// A `@contextlib.contextmanager` manager made in the frame (Note [generator context managers]).
+pub struct GeneratorCtx {
+    /// The generator `func(*args, **kwds)` made (a lazy `IterKind::Generator`).
+    pub gen: std::rc::Rc<std::cell::RefCell<crate::symbolic::variables::IteratorState>>,
+    /// Set by its `__enter__`: a second one raises in eager (`del self.args` fails).
+    pub entered: bool,
+}
+
+/// Whether `f` is the `helper` that `contextlib.contextmanager(func)` returns (its code is that
+/// of every such helper; `func` is its only free variable).
+pub(crate) fn is_contextmanager_helper(py: Python<'_>, f: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let Ok(code) = f.getattr("__code__") else { return Ok(false) };
+    let contextlib = py.import("contextlib")?;
+    let helper_code = contextlib.getattr("contextmanager")?.call1((contextlib.getattr("nullcontext")?,))?.getattr("__code__")?;
+    Ok(code.is(&helper_code))
+}
+
+impl<'a> InstructionTranslator<'a> {
+    /// Note [generator context managers]: calling a `@contextmanager` function makes a
+    /// `_GeneratorContextManager` over `func(*args, **kwds)` (Lib/contextlib.py). The trace
+    /// keeps the generator itself, lazy (a generator frame stepped by the trace, torch's own
+    /// included): `__enter__` is one step of it, whose yielded value the block binds (none:
+    /// eager's `RuntimeError("generator didn't yield")`); a normal exit is one more step,
+    /// which must end the generator (another yield: `RuntimeError("generator didn't stop")`),
+    /// so the code after `yield` (its `finally` blocks too) runs where eager runs it. An
+    /// exception thrown into the generator (the block raised) is not modelled: a break. A
+    /// half-run generator cannot be rebuilt, so a break inside the block moves before it.
+    pub(crate) fn make_generator_ctx(&mut self, py: Python<'_>, helper: &Bound<'_, PyAny>, source: Option<std::sync::Arc<crate::source::Source>>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        let func = helper.getattr("__closure__")?.get_item(0)?.getattr("cell_contents")?;
+        let func_source = source.map(|s| s.attr("__closure__").item(crate::source::ItemKey::Int(0)).attr("cell_contents"));
+        let func_vt = self.wrap_from(py, &func, func_source)?;
+        if !matches!(func_vt, VT::Function { .. }) {
+            crate::graph_break!(UnsupportedCall, "contextmanager over {}", func_vt.describe(py));
+        }
+        self.og.lazy_generator_call = true;
+        let made = self.call(py, &func_vt, args, kwargs);
+        self.og.lazy_generator_call = false;
+        match made? {
+            VT::Iterator(gen) if matches!(gen.borrow().kind, crate::symbolic::variables::IterKind::Generator(_)) => {
+                Ok(VT::GeneratorCtx(std::rc::Rc::new(std::cell::RefCell::new(GeneratorCtx { gen, entered: false }))))
+            }
+            other => crate::graph_break!(UnsupportedCall, "contextmanager whose function gave {}", other.describe(py)),
+        }
+    }
+
+    /// BEFORE_WITH over a generator context manager: the first step of its generator.
+    pub(crate) fn enter_generator_ctx(&mut self, py: Python<'_>, ctx: &std::rc::Rc<std::cell::RefCell<GeneratorCtx>>) -> VResult<(VT, VT)> {
+        if ctx.borrow().entered {
+            crate::graph_break!(RaisesException, "a generator context manager entered twice (AttributeError)");
+        }
+        ctx.borrow_mut().entered = true;
+        let gen = ctx.borrow().gen.clone();
+        match self.step_iter(py, &gen)? {
+            Some(v) => Ok((VT::GeneratorCtxExit(gen), v)),
+            None => crate::graph_break!(RaisesException, "generator didn't yield (RuntimeError)"),
+        }
+    }
+
+    /// `__exit__(None, None, None)` of a generator context manager's block: the generator's
+    /// last step. Returns False (nothing to swallow).
+    pub(crate) fn exit_generator_ctx(&mut self, py: Python<'_>, gen: &std::rc::Rc<std::cell::RefCell<crate::symbolic::variables::IteratorState>>, args: &[VT]) -> VResult<VT> {
+        let normal = args.len() == 3 && args.iter().all(|a| a.as_constant(py).is_some_and(|c| c.is_none()));
+        if !normal {
+            crate::graph_break!(UnsupportedCall, "an exception thrown into a generator context manager");
+        }
+        match self.step_iter(py, gen)? {
+            Some(_) => crate::graph_break!(RaisesException, "generator didn't stop (RuntimeError)"),
+            None => Ok(const_bool(py, false)),
+        }
+    }
 }

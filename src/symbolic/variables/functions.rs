@@ -219,7 +219,7 @@ impl<'a> InstructionTranslator<'a> {
         Ok(Some(match v {
             VT::Function { .. } | VT::NestedFunction(_) | VT::Method { .. } | VT::TorchFunction(_) | VT::TensorMethod { .. } | VT::Builtin(_) | VT::Class(_)
             | VT::ContainerMethod { .. } | VT::Partial(_) | VT::GenericAttr { .. } | VT::GradModeExit { .. } | VT::LoggerMethod { .. }
-            | VT::AutocastCtx(_) | VT::AutocastExit(_) => true,
+            | VT::AutocastCtx(_) | VT::AutocastExit(_) | VT::GeneratorCtx(_) | VT::GeneratorCtxExit(_) => true,
             VT::Tensor(_) | VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Deque(_) | VT::Dict(_) | VT::DictView { .. } | VT::Set(_) | VT::Iterator(_) | VT::PyModule { .. } | VT::Cell(_)
             | VT::GradModeCtx { .. } => false,
             VT::Constant(c) => c.bind(py).is_callable(),
@@ -338,6 +338,7 @@ impl<'a> InstructionTranslator<'a> {
             graph_break!(UnsupportedCall, "inlining coroutine {}", ci.name);
         }
         let is_generator = ci.flags & flags::CO_GENERATOR != 0;
+        let lazy_generator = std::mem::take(&mut self.og.lazy_generator_call);
         let locals = bind_args(py, &ci, qualname.as_deref(), args, kwargs, &defaults, &kwdefaults)?;
         // Closure cells of a function from outside the frame are reached as
         // `fn.__closure__[i]` (writes replay through `cell_contents`).
@@ -364,7 +365,7 @@ impl<'a> InstructionTranslator<'a> {
             // suspended at RETURN_GENERATOR).
             let mut cells: HashMap<usize, CellTarget> = external_cells.into_iter().collect();
             cells.extend(self.external_cells.iter().map(|(k, v)| (*k, v.clone())));
-            let trusted = globals.trusted;
+            let trusted = globals.trusted && !lazy_generator;
             let mut frame = GeneratorFrame { code: ci, g: globals, stack: Vec::new(), locals, closure, external_cells: cells, ip: 0, returned: None };
             if trusted {
                 // torch's own generators (nn.Module.parameters, named_children, ...) only walk

@@ -110,6 +110,11 @@ pub enum VariableTracker {
     /// The `__exit__` of an autocast block pushed by BEFORE_WITH: leaves the block, putting back
     /// the state from before it.
     AutocastExit(Rc<crate::symbolic::variables::ctx_manager::AutocastRestore>),
+    /// A `@contextlib.contextmanager` manager made in the frame: its generator, and whether it
+    /// was entered (Note [generator context managers]).
+    GeneratorCtx(Rc<RefCell<crate::symbolic::variables::ctx_manager::GeneratorCtx>>),
+    /// The `__exit__` of a generator context manager's block: steps its generator to its end.
+    GeneratorCtxExit(Rc<RefCell<crate::symbolic::variables::IteratorState>>),
     /// `torch._C.DisableTorchFunctionSubclass()` (or `DisableTorchFunction()`), and once
     /// entered its `__exit__` (Note [tensor subclasses] in `tensor_subclass.rs`).
     TorchFunctionCtx { entered: bool },
@@ -164,6 +169,8 @@ impl VariableTracker {
             VT::Iterator(_) => "iterator".into(),
             VT::GradModeCtx { enabled, .. } => format!("grad mode context ({enabled})"),
             VT::GradModeExit { .. } => "grad mode context exit".into(),
+            VT::GeneratorCtx(_) => "generator context manager".into(),
+            VT::GeneratorCtxExit(_) => "generator context manager exit".into(),
             VT::AutocastCtx(m) => format!("autocast context ({:?})", m.device),
             VT::AutocastExit(r) => format!("autocast context exit ({:?})", r.device),
             VT::TorchFunctionCtx { entered } => (if *entered { "DisableTorchFunctionSubclass exit" } else { "DisableTorchFunctionSubclass" }).into(),

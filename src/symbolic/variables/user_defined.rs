@@ -268,12 +268,16 @@ pub fn is_plain_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> 
         if flags & HEAPTYPE == 0 || !plain_metaclass(py, &base.get_type())? || !slots_ok {
             return Ok(false);
         }
-        // contextlib's managers drive a generator whose end `__exit__` detects by catching
-        // StopIteration, which the trace does not model; a tracked one holding a half-run
-        // generator could not be rebuilt at a break. Left as real objects.
+        // contextlib's generator-driven managers (`@contextmanager`) are their own trackers
+        // (Note [generator context managers] in `ctx_manager.rs`); its exit stacks run
+        // callbacks and its redirections swap process state. Only its plain managers (and
+        // their abstract bases) are tracked objects.
         let module = base.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
         if module == "contextlib" {
-            return Ok(false);
+            let name = base.getattr("__name__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+            if !["nullcontext", "suppress", "closing", "AbstractContextManager", "AbstractAsyncContextManager"].contains(&name.as_str()) {
+                return Ok(false);
+            }
         }
     }
     // `dict` has its own slot wrappers for `__new__` and (the generic) `__getattribute__`.
