@@ -117,3 +117,31 @@ def manager_that_does_not_stop(x):
 
 def test_a_generator_that_does_not_stop_raises_eagers_error():
     assert check(manager_that_does_not_stop, X, graphs=0) == (str, "generator didn't stop")
+
+
+def break_inside_the_block(x, log):
+    y = x + 1
+    with scaled(log, 1.0) as s:
+        y = y * s
+        print("inside")  # a graph break: the block runs as ordinary Python
+        y = y + 1
+    return y * 2
+
+
+def manager_made_before_a_break(x, log):
+    cm = scaled(log, 2.0)
+    y = x + 1
+    print("between")
+    with cm as s:
+        y = y * s
+    return y
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [break_inside_the_block, manager_made_before_a_break], ids=lambda f: f.__name__)
+def test_a_break_moves_before_the_manager(fn, backend):
+    """A half-run generator cannot be rebuilt: the break goes where the manager was made
+    (the code before it is still a graph), not to the whole frame."""
+    check(fn, X, [], backend=backend)
+    c = dynamo.counters()
+    assert c["eager_fallbacks"] == 0 and c["graphs"] >= 1, c

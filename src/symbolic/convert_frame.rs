@@ -264,8 +264,8 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
 /// `try: ... except IndexError:` (`Sequence.__iter__`): the clause does not match GeneratorExit.
 fn check_dropped_generators(og: &OutputGraph) -> VResult<()> {
     use crate::bytecode::opcode::op;
-    for g in &og.generators {
-        let g = g.borrow();
+    for g_rc in &og.generators {
+        let g = g_rc.borrow();
         let crate::symbolic::variables::IterKind::Generator(Some(frame)) = &g.kind else { continue };
         if g.exhausted || frame.returned.is_some() || frame.ip == 0 {
             continue;
@@ -294,6 +294,13 @@ fn check_dropped_generators(og: &OutputGraph) -> VResult<()> {
             k > h + 1 && insts.get(k).is_some_and(|i| i.opcode == op::CHECK_EXC_MATCH) && !catches_exit
         };
         if !implicit && !except_clause {
+            if let Some(&at) = og.generator_ctx_made_at.get(&(Rc::as_ptr(g_rc) as usize)) {
+                // A `@contextmanager` block cut by the break: break where its manager was made.
+                return Err(Unsupported {
+                    break_at: Some(at),
+                    ..Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnreconstructableValue, "a @contextmanager block cut by a graph break")
+                });
+            }
             graph_break!(
                 UnreconstructableValue,
                 "generator {} ({}:{}) left suspended inside a try/with block: closing it runs code the graph cannot place",
@@ -1830,6 +1837,15 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
             VT::TorchFunction(obj) if type_name(obj.bind(py)) == "function" => Rebuild::BoundMethod { func: obj.clone_ref(py), self_: Box::new(rec(self_)?) },
             _ => graph_break!(UnreconstructableValue, "rebuilding a bound method of {}", func.describe(py)),
         },
+        // A `@contextmanager` manager or its block's exit: its half-run generator cannot be
+        // rebuilt, so the break goes where the manager was made (Note [generator context
+        // managers]).
+        VT::GeneratorCtx(ctx) | VT::GeneratorCtxExit(ctx) => {
+            return Err(Unsupported {
+                break_at: Some(ctx.borrow().made_at),
+                ..Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnreconstructableValue, "a @contextmanager manager live across a graph break")
+            });
+        }
         // The `__exit__` of an autocast block cut by a break (Note [autocast blocks]).
         VT::AutocastExit(r) => {
             let exit = py.import("dynamo._amp").and_then(|m| m.getattr("AutocastExit")?.call1((r.active, r.device.as_str(), r.enabled, r.dtype.clone_ref(py), r.cache))).map_err(|e| Unsupported::new(e.to_string()))?;

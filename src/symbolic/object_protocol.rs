@@ -1873,9 +1873,9 @@ impl<'a> InstructionTranslator<'a> {
                 let r = r.clone();
                 self.exit_autocast(py, &r)
             }
-            VT::GeneratorCtxExit(gen) => {
-                let gen = gen.clone();
-                self.exit_generator_ctx(py, &gen, &args)
+            VT::GeneratorCtxExit(ctx) => {
+                let ctx = ctx.clone();
+                self.exit_generator_ctx(py, &ctx, &args)
             }
             VT::GradModeExit { restore } => {
                 let restore = *restore;

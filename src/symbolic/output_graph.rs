@@ -225,6 +225,9 @@ pub struct OutputGraph {
     /// for torch's own code (a `@contextmanager` body runs in steps, Note [generator context
     /// managers]).
     pub lazy_generator_call: bool,
+    /// The generators of `@contextmanager` managers (by `IteratorState` address), with the
+    /// instruction that made each manager (Note [generator context managers]).
+    pub generator_ctx_made_at: HashMap<usize, (usize, usize)>,
 }
 
 // Note [ids of traced objects]
@@ -389,6 +392,7 @@ impl OutputGraph {
             torch_function_disabled: 0,
             autocast: Default::default(),
             lazy_generator_call: false,
+            generator_ctx_made_at: HashMap::new(),
         })
     }
 

@@ -275,6 +275,10 @@ pub struct GeneratorCtx {
     pub gen: std::rc::Rc<std::cell::RefCell<crate::symbolic::variables::IteratorState>>,
     /// Set by its `__enter__`: a second one raises in eager (`del self.args` fails).
     pub entered: bool,
+    /// The instruction of the converted frame that made it (`OutputGraph::top_ip`): where a
+    /// break goes when it would have to outlive the graph (a half-run generator cannot be
+    /// rebuilt), so the whole `with` block runs as ordinary Python.
+    pub made_at: (usize, usize),
 }
 
 /// Whether `f` is the `helper` that `contextlib.contextmanager(func)` returns (its code is that
@@ -308,7 +312,9 @@ impl<'a> InstructionTranslator<'a> {
         self.og.lazy_generator_call = false;
         match made? {
             VT::Iterator(gen) if matches!(gen.borrow().kind, crate::symbolic::variables::IterKind::Generator(_)) => {
-                Ok(VT::GeneratorCtx(std::rc::Rc::new(std::cell::RefCell::new(GeneratorCtx { gen, entered: false }))))
+                let made_at = self.og.top_ip;
+                self.og.generator_ctx_made_at.insert(std::rc::Rc::as_ptr(&gen) as usize, made_at);
+                Ok(VT::GeneratorCtx(std::rc::Rc::new(std::cell::RefCell::new(GeneratorCtx { gen, entered: false, made_at }))))
             }
             other => crate::graph_break!(UnsupportedCall, "contextmanager whose function gave {}", other.describe(py)),
         }
@@ -322,19 +328,20 @@ impl<'a> InstructionTranslator<'a> {
         ctx.borrow_mut().entered = true;
         let gen = ctx.borrow().gen.clone();
         match self.step_iter(py, &gen)? {
-            Some(v) => Ok((VT::GeneratorCtxExit(gen), v)),
+            Some(v) => Ok((VT::GeneratorCtxExit(ctx.clone()), v)),
             None => crate::graph_break!(RaisesException, "generator didn't yield (RuntimeError)"),
         }
     }
 
     /// `__exit__(None, None, None)` of a generator context manager's block: the generator's
     /// last step. Returns False (nothing to swallow).
-    pub(crate) fn exit_generator_ctx(&mut self, py: Python<'_>, gen: &std::rc::Rc<std::cell::RefCell<crate::symbolic::variables::IteratorState>>, args: &[VT]) -> VResult<VT> {
+    pub(crate) fn exit_generator_ctx(&mut self, py: Python<'_>, ctx: &std::rc::Rc<std::cell::RefCell<GeneratorCtx>>, args: &[VT]) -> VResult<VT> {
+        let gen = ctx.borrow().gen.clone();
         let normal = args.len() == 3 && args.iter().all(|a| a.as_constant(py).is_some_and(|c| c.is_none()));
         if !normal {
             crate::graph_break!(UnsupportedCall, "an exception thrown into a generator context manager");
         }
-        match self.step_iter(py, gen)? {
+        match self.step_iter(py, &gen)? {
             Some(_) => crate::graph_break!(RaisesException, "generator didn't stop (RuntimeError)"),
             None => Ok(const_bool(py, false)),
         }

@@ -114,7 +114,7 @@ pub enum VariableTracker {
     /// was entered (Note [generator context managers]).
     GeneratorCtx(Rc<RefCell<crate::symbolic::variables::ctx_manager::GeneratorCtx>>),
     /// The `__exit__` of a generator context manager's block: steps its generator to its end.
-    GeneratorCtxExit(Rc<RefCell<crate::symbolic::variables::IteratorState>>),
+    GeneratorCtxExit(Rc<RefCell<crate::symbolic::variables::ctx_manager::GeneratorCtx>>),
     /// `torch._C.DisableTorchFunctionSubclass()` (or `DisableTorchFunction()`), and once
     /// entered its `__exit__` (Note [tensor subclasses] in `tensor_subclass.rs`).
     TorchFunctionCtx { entered: bool },
