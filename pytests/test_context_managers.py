@@ -145,3 +145,44 @@ def test_a_break_moves_before_the_manager(fn, backend):
     check(fn, X, [], backend=backend)
     c = dynamo.counters()
     assert c["eager_fallbacks"] == 0 and c["graphs"] >= 1, c
+
+
+XG = torch.arange(3.0, requires_grad=True)
+
+
+def no_grad_made_before_a_break(x):
+    ctx = torch.no_grad()
+    print("break")
+    with ctx:
+        y = x * 2
+    return y, y.requires_grad
+
+
+def set_grad_enabled_made_before_a_break(x):
+    ctx = torch.set_grad_enabled(False)  # switches now, as eager does
+    y = x * 2
+    print("break")
+    with ctx:
+        z = x * 3
+    return y.requires_grad, z.requires_grad, torch.is_grad_enabled()
+
+
+def autocast_made_before_a_break(x):
+    ctx = torch.autocast("cpu", dtype=torch.bfloat16)
+    print("break")
+    with ctx:
+        y = x @ x
+    return y, y.dtype
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("fn", [no_grad_made_before_a_break, set_grad_enabled_made_before_a_break, autocast_made_before_a_break], ids=lambda f: f.__name__)
+def test_a_manager_made_before_a_break_and_entered_after(fn, backend):
+    """Issue 7, item 6: the resume function receives the manager (grad-mode ones are made
+    again by the same call, `set_grad_enabled` with the mode it found) and traces its block."""
+    try:
+        check(fn, XG, backend=backend)
+    finally:
+        torch.set_grad_enabled(True)
+    c = dynamo.counters()
+    assert c["eager_fallbacks"] == 0 and c["graph_breaks"] == 1, c

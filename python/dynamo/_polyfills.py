@@ -426,3 +426,15 @@ class SortKey:
 
     def __lt__(self, other):
         return self.lt(self.i, other.i)
+
+
+def grad_mode_setter(mode, prev):
+    """A ``torch.set_grad_enabled(mode)`` object as one made when grad mode was ``prev`` (its
+    ``__init__`` already switched to ``mode``; its ``__exit__`` goes back to ``prev``), without
+    switching anything now: how a resume function receives one a graph made."""
+    import torch
+
+    obj = object.__new__(torch.set_grad_enabled)
+    obj.prev = prev
+    obj.mode = mode
+    return obj

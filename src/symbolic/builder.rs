@@ -372,6 +372,9 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         og.add_guard(Some(source.clone()), GuardKind::id_match(value.clone().unbind()));
         return Ok(VT::Module { obj: Rc::new(value.clone().unbind()), source: Some(source) });
     }
+    if let Some(v) = wrap_grad_mode_ctx(py, og, value, &source)? {
+        return Ok(v);
+    }
     if let Some(v) = wrap_autocast_exit(py, og, value, &source)? {
         return Ok(v);
     }
@@ -722,4 +725,28 @@ fn wrap_autocast_exit(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, Py
         dtype: dtype.unbind(),
         cache: cache.is_truthy()?,
     }))))
+}
+
+/// A grad-mode context object from outside the frame (one a resume function receives, made
+/// before the break): `torch.no_grad()` / `torch.enable_grad()` by type (their `__enter__`
+/// switches to a fixed mode), `torch.set_grad_enabled(mode)` by type and its `mode` and `prev`
+/// (its `__enter__` switches to `mode`, its `__exit__` back to `prev`).
+fn wrap_grad_mode_ctx(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, source: &Arc<Source>) -> VResult<Option<VT>> {
+    let torch = og.handles.torch.bind(py).clone();
+    let ty = value.get_type();
+    let grad_now: bool = torch.call_method0("is_grad_enabled")?.extract()?;
+    for (name, enabled) in [("no_grad", false), ("enable_grad", true)] {
+        if ty.is(&torch.getattr(name)?) {
+            og.add_guard(Some(source.clone()), GuardKind::TypeMatch(ty.into_any().unbind()));
+            return Ok(Some(VT::GradModeCtx { enabled, set_on_create: false, prev: grad_now }));
+        }
+    }
+    if ty.is(&torch.getattr("set_grad_enabled")?) {
+        let (Ok(mode), Ok(prev)) = (value.getattr("mode").and_then(|m| m.extract::<bool>()), value.getattr("prev").and_then(|m| m.extract::<bool>())) else { return Ok(None) };
+        og.add_guard(Some(source.clone()), GuardKind::TypeMatch(ty.into_any().unbind()));
+        og.add_guard(Some(source.attr("mode")), GuardKind::id_match(PyBool::new(py, mode).to_owned().into_any().unbind()));
+        og.add_guard(Some(source.attr("prev")), GuardKind::id_match(PyBool::new(py, prev).to_owned().into_any().unbind()));
+        return Ok(Some(VT::GradModeCtx { enabled: mode, set_on_create: true, prev }));
+    }
+    Ok(None)
 }

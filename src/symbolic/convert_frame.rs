@@ -19,7 +19,7 @@ use crate::symbolic::variables::{type_name, IterKind, IteratorState, VT};
 use crate::symbolic::{Unsupported, VResult};
 use crate::graph_break;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyList, PyTuple};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -1854,6 +1854,20 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         // The autocast object itself (`with torch.autocast(...) as ac`): the one made while
         // tracing, entered or not (its own `__enter__` is never called: the trace entered it).
         VT::AutocastCtx(m) => Rebuild::Const(m.obj.clone_ref(py)),
+        // A grad-mode context made in the frame and not entered yet (`ctx = torch.no_grad()`
+        // before a break): made again by the same call after the graph, which has already
+        // switched the mode a `set_grad_enabled(mode)` switches when made; that one is rebuilt
+        // with the mode it found (`prev`) for its `__exit__`.
+        VT::GradModeCtx { enabled, set_on_create, prev } => {
+            let torch = py.import("torch")?;
+            if *set_on_create {
+                let f = py.import("dynamo._polyfills")?.getattr("grad_mode_setter")?;
+                Rebuild::Call { func: f.unbind(), args: vec![Rebuild::Const(PyBool::new(py, *enabled).to_owned().into_any().unbind()), Rebuild::Const(PyBool::new(py, *prev).to_owned().into_any().unbind())] }
+            } else {
+                let cls = torch.getattr(if *enabled { "enable_grad" } else { "no_grad" })?;
+                Rebuild::Call { func: cls.unbind(), args: vec![] }
+            }
+        }
         // The `__exit__` of a grad-mode `with` block, on the stack across a break inside it.
         VT::GradModeExit { restore } => {
             let exit = Py::new(py, crate::py::GradModeRestore { restore: *restore }).map_err(|e| Unsupported::new(e.to_string()))?;

@@ -709,7 +709,9 @@ impl<'a> InstructionTranslator<'a> {
                 match ctx {
                     VT::GradModeCtx { enabled, set_on_create, prev } => {
                         let restore = if set_on_create { prev } else { self.grad_enabled(py)? };
-                        if !set_on_create {
+                        // `set_grad_enabled.__enter__` switches to its mode again (the one
+                        // made in the frame already did, so that records nothing).
+                        if !set_on_create || self.grad_enabled(py)? != enabled {
                             self.set_grad_enabled(py, enabled)?;
                         }
                         self.stack.push(VT::GradModeExit { restore });
