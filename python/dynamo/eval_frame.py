@@ -339,6 +339,7 @@ def _import_compiler_dependencies() -> None:
         torch.empty(1)
     # What symbolic sizes use (dynamo._shapes): imported here for the same reason.
     importlib.import_module("torch._dynamo.source")
+    _mark_torch_disable()
     importlib.import_module("torch.fx.experimental.symbolic_shapes")
     # Note [full collection after the imports]: those imports leave ~300k new objects in the
     # young generations, so the first compile would trigger CPython's first full (generation 2)
@@ -347,6 +348,23 @@ def _import_compiler_dependencies() -> None:
     # anyway, resets the long-lived count (Modules/gcmodule.c: a full collection runs only once
     # the objects pending since the last one exceed a quarter of the long-lived ones).
     gc.collect()
+
+
+# Code objects ``disable`` marked: marked again after ``reset``, which forgets every code
+# object's classification.
+_SKIPPED_CODES: list = []
+
+
+def _skip_code(code) -> None:
+    _SKIPPED_CODES.append(code)
+    _C.skip_code(code)
+
+
+def _mark_torch_disable() -> None:
+    """Note [torch's disable] (src/eval_frame/hook.rs): the wrapper torch.compiler.disable makes
+    runs with our hook off, as torch's hook is off in it. (Marked again after ``reset``, which
+    forgets every code object's classification.)"""
+    _C.skip_code_recursive(torch._dynamo.disable(lambda: None).__code__)
 
 
 def run(fn=None):
@@ -372,9 +390,16 @@ def disable(fn=None, recursive: bool = True, *, reason: str | None = None, wrapp
                 raise TypeError(f"disable() expects a callable, got {type(f).__name__}")
             f = getattr(f, "_dynamo_orig_callable", f)
             target = f.forward if isinstance(f, torch.nn.Module) else f
-            code = getattr(getattr(target, "__func__", target), "__code__", None)
+            func = getattr(target, "__func__", target)
+            code = getattr(func, "__code__", None)
             if code is not None:
-                _C.skip_code(code)
+                _skip_code(code)
+                # torch's mark of a disabled function: a trace that reaches a call of it breaks
+                # there, so its own frame runs eagerly (the functions it calls are compiled).
+                try:
+                    func._torchdynamo_disable = True
+                except AttributeError:
+                    pass
             return f
 
         return mark if fn is None else mark(fn)
@@ -403,7 +428,7 @@ class _DisableContext(_Context):
             return fn
         code = getattr(fn, "__code__", None)
         if code is not None:
-            _C.skip_code(code)
+            _skip_code(code)
 
         def _fn(*args, **kwargs):
             prev = _C.set_eval_frame(None)
@@ -423,6 +448,10 @@ class _DisableContext(_Context):
 def reset() -> None:
     """Forgets every compiled frame and zeroes the counters (``torch._dynamo.reset()``)."""
     _C.reset()
+    if _IMPORTED:
+        _mark_torch_disable()
+    for code in _SKIPPED_CODES:
+        _C.skip_code(code)
     from . import _shapes
 
     _shapes.stats["specializations"] = 0

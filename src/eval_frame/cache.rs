@@ -17,6 +17,9 @@ pub enum FrameStatus {
     /// Run the original code, never try to compile (library code, generators, failed frames,
     /// transformed code, `disable`d functions).
     Skip,
+    /// Run the original code with the hook off until it returns: nothing it calls is compiled
+    /// either (torch's `torch.compiler.disable` wrapper, Note [torch's disable]).
+    SkipRecursive,
     /// Look up the cache and compile on a miss.
     Compile,
 }

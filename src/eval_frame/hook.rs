@@ -351,6 +351,23 @@ impl RunWithoutHook {
     }
 }
 
+/// Note [torch's disable]: `torch.compiler.disable` (`torch._dynamo.disable`) wraps a function in
+/// torch's `DisableContext._fn`, which turns torch's own frame hook off around the call. Ours
+/// is another hook, so the wrapper's code (one code object for every such wrapper) is marked
+/// here to run with our hook off until it returns: the function and everything it calls run
+/// as ordinary Python, as under torch.compile (`is_compiling()` is False inside), and a trace
+/// that meets such a call breaks there.
+pub fn mark_skip_recursive(py: Python<'_>, code: &Bound<'_, PyAny>) {
+    unsafe {
+        let st = get_extra(code.as_ptr());
+        if st.is_null() {
+            set_extra(py, code.as_ptr(), ExtraState { status: FrameStatus::SkipRecursive, n_arg_slots: 0, entries: vec![], warned_limit: false, n_graphless: 0, n_with_ops: 0, dim_state: None });
+        } else {
+            (*st).status = FrameStatus::SkipRecursive;
+        }
+    }
+}
+
 /// Marks `code` so that its frames always run eagerly (`dynamo.disable`, transformed code).
 pub fn mark_skip(py: Python<'_>, code: &Bound<'_, PyAny>) {
     unsafe {
@@ -462,6 +479,8 @@ unsafe fn default_eval(tstate: *mut pyffi::PyThreadState, frame: *mut Interprete
 enum Outcome {
     /// Evaluate the frame normally (`_PyEval_EvalFrameDefault`).
     Default,
+    /// Evaluate the frame normally with the hook off until it returns (Note [torch's disable]).
+    Unhooked,
     /// The hook answered for the frame: its result, or NULL with an exception set.
     Done(*mut pyffi::PyObject),
 }
@@ -497,6 +516,12 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
         } else {
             match eval_frame_inner(frame, cb) {
                 Outcome::Default => default_eval(tstate, frame, throwflag),
+                Outcome::Unhooked => {
+                    let saved = CALLBACK.with(|c| c.replace(std::ptr::null_mut()));
+                    let result = default_eval(tstate, frame, throwflag);
+                    CALLBACK.with(|c| c.set(saved));
+                    result
+                }
                 Outcome::Done(result) => {
                     ffi::finish_taken_over(tstate, frame);
                     result
@@ -543,8 +568,10 @@ fn user_mode_active(py: Python<'_>) -> bool {
 unsafe fn eval_frame_inner(frame: *mut InterpreterFrame, cb: *mut pyffi::PyObject) -> Outcome {
     let code = ffi::code(frame);
     if let Some(st) = get_extra(code).as_ref() {
-        if st.status == FrameStatus::Skip {
-            return Outcome::Default;
+        match st.status {
+            FrameStatus::Skip => return Outcome::Default,
+            FrameStatus::SkipRecursive => return Outcome::Unhooked,
+            FrameStatus::Compile => {}
         }
     }
     // Note [references dropped in the hook]: PyO3 defers the decref of a `Py` dropped while the

@@ -30,6 +30,13 @@ pub fn skip_code(py: Python<'_>, code: &Bound<'_, PyAny>) {
     hook::mark_skip(py, code);
 }
 
+/// Marks a code object so its frames run with the hook off until they return (Note [torch's
+/// disable]).
+#[pyfunction]
+pub fn skip_code_recursive(py: Python<'_>, code: &Bound<'_, PyAny>) {
+    hook::mark_skip_recursive(py, code);
+}
+
 /// Compiles frames of `code` even when its file is skipped (torch's own module forwards).
 #[pyfunction]
 pub fn force_compile(code: &Bound<'_, PyAny>) {
@@ -500,6 +507,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(crate::eval_frame::hook::call_resume, m)?)?;
     m.add_function(wrap_pyfunction!(crate::eval_frame::hook::call_with_hook, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot_inputs, m)?)?;
+    m.add_function(wrap_pyfunction!(skip_code_recursive, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot_inputs_and_rng, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot_inputs_and_autocast, m)?)?;
     m.add_class::<GradModeRestore>()?;

@@ -1602,6 +1602,12 @@ impl<'a> InstructionTranslator<'a> {
                 let func = wrap(py, self.og, &f, std::sync::Arc::new(crate::source::Source::Module { name: "dynamo._polyfills".into() }).attr(&name))?;
                 self.call(py, &func, args, kwargs)
             }
+            // Note [torch's disable] (eval_frame/hook.rs): a `torch.compiler.disable`d function
+            // runs as ordinary Python, everything it calls included.
+            // So does one `disable(fn, recursive=False)` marked, the calls it makes compiled.
+            VT::Function { obj, .. } if obj.bind(py).getattr("_torchdynamo_disable").is_ok_and(|d| d.is_truthy().unwrap_or(false)) => {
+                graph_break!(UnsupportedCall, "call to {}, which torch.compiler.disable runs eagerly", crate::symbolic::variables::qualname(obj.bind(py)))
+            }
             VT::Function { obj, source } if crate::symbolic::variables::ctx_manager::is_contextmanager_helper(py, obj.bind(py))? => {
                 let helper = obj.bind(py).clone();
                 self.make_generator_ctx(py, &helper, source.clone(), args, kwargs)
