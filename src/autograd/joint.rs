@@ -430,12 +430,23 @@ fn build(py: Python<'_>, g: FxGraph, mut gaps: Option<&mut Vec<(String, String)>
             _ => tangents.push(None),
         }
     }
+    let untracked_writes = untracked_inplace_writes(&b.g, &b.requires_grad);
     for i in (0..n_fwd).rev() {
         let Some(grad) = grads.remove(&i) else { continue };
         let n = &b.g.nodes[i];
         if matches!(n.op, FxOp::Placeholder { .. } | FxOp::GetAttr { .. }) {
             grads.insert(i, grad);
             continue;
+        }
+        if untracked_writes[i] {
+            // Note [in-place writes under no_grad]: the written tensor keeps its history.
+            if let (Some(FxArg::Node(base)), Grad::Tensor(_)) = (n.args.first(), &grad) {
+                let base = *base;
+                if b.requires_grad[base] {
+                    accumulate(&mut b, &mut grads, base, grad)?;
+                }
+                continue;
+            }
         }
         let stand_in = match &grad {
             Grad::Tensor(t) => *t,
@@ -475,6 +486,30 @@ fn build(py: Python<'_>, g: FxGraph, mut gaps: Option<&mut Vec<(String, String)>
     let mut g = b.g;
     crate::inductor::fx_import::set_users(&mut g.nodes);
     Ok(JointGraph { g, n_fwd, inputs, input_requires_grad, outputs, tangents, input_grads, requires_grad, forward_side })
+}
+
+/// Note [in-place writes under no_grad]: an in-place op run while grad mode is off on a tensor
+/// that requires grad (`with torch.no_grad(): y.mul_(3)`, a value fix-up that must not touch the
+/// gradient) changes the tensor's values, not its autograd history: eager's backward passes
+/// the gradient of the written tensor straight to its history (its `grad_fn` stays what it
+/// was). The functionalized node (`mul(y, 3)`, `inplace`) is the tensor's new value and
+/// requires grad (its fake says so), so its gradient goes unchanged to the value it
+/// overwrote, its first argument, and nothing to its other arguments. Grad mode is followed
+/// through the graph's `_set_grad_enabled` nodes (on at entry: the joint graph is built only
+/// when some region differentiates).
+fn untracked_inplace_writes(g: &FxGraph, requires_grad: &[bool]) -> Vec<bool> {
+    let mut grad_on = true;
+    let mut out = vec![false; g.nodes.len()];
+    for (i, n) in g.nodes.iter().enumerate() {
+        if n.target_name.ends_with("_set_grad_enabled") {
+            if let Some(FxArg::Bool(flag)) = n.args.first() {
+                grad_on = *flag;
+            }
+            continue;
+        }
+        out[i] = n.inplace && !grad_on && requires_grad.get(i).copied().unwrap_or(false);
+    }
+    out
 }
 
 /// Adds `gj` to the gradient of node `j` (`torch.add` when it already has one).
