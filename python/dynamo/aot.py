@@ -917,9 +917,25 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None, 
             torch._C._set_grad_enabled(entry_grad)
             return graph_forward(*args)
     n_extra = len(extra)
+    # Note [gradients of unused outputs]: autograd calls the backward once any output got a
+    # gradient, and by default fills the others with zeros. An input whose gradient is computed
+    # only from outputs that got none must get None, as eager gives a parameter the loss never
+    # reached (an optimizer steps a zero gradient but skips a None one: AdamW's weight decay
+    # moved such a parameter). That happens even with one output: the engine runs the node of a
+    # graph whose output fed only a later graph's ``detach``, with no gradient. So the missing
+    # gradients stay None (``keep_none_grads``), are filled with zeros for the backward graph
+    # here, and an input whose tangents all were missing gets None.
+    deps = list(plan.input_tangent_deps)
+    partial = [(i, [tangent_outputs[t] for t in d]) for i, (need, d) in enumerate(zip(input_requires_grad, deps)) if need and d]
+    if partial and (
+        output_meta is None
+        or any(k >= len(output_meta) or output_meta[k] is None or not all(isinstance(d, int) for d in output_meta[k][0]) for k in tangent_outputs)
+    ):
+        partial = []
+    unused_meta = {k: output_meta[k] for k in tangent_outputs} if partial else {}
     # With ``rerun``, the forward keeps its inputs and their versions on ctx (``dynamo_inputs``,
     # ``dynamo_versions``) for a backward under create_graph=True (Note [double backward]).
-    fw_call = _C.AotForward(fw, n_out, list(plan.writeback_inputs), nondiff, rerun)
+    fw_call = _C.AotForward(fw, n_out, list(plan.writeback_inputs), nondiff, rerun, bool(partial))
     # Note [saved results]: only outputs with a tangent can be reached by a gradient.
     checked = [(k,) + saved_results[k] for k in tangent_outputs if saved_results and k in saved_results]
     if checked:
@@ -966,6 +982,14 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None, 
 
         @staticmethod
         def backward(ctx, *grads):
+            missing = None
+            if partial:
+                missing = {k for k in tangent_outputs if grads[k] is None}
+                if missing:
+                    grads = list(grads)
+                    for k in missing:
+                        shape, dtype, device = unused_meta[k]
+                        grads[k] = torch.zeros(shape, dtype=dtype, device=device)
             if check_grads is not None:
                 grads = check_grads(ctx, grads)
             if torch.is_grad_enabled() and rerun and _versions(ctx.dynamo_inputs) == ctx.dynamo_versions:
@@ -982,6 +1006,12 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None, 
                 bw_args = list(saved) + tangents
                 bw = state["bw"] or compile_backward(bw_args)
                 res = tuple(r if need else None for r, need in zip(bw(*bw_args), input_requires_grad))
+            if missing:
+                res = list(res)
+                for i, ks in partial:
+                    if all(k in missing for k in ks):
+                        res[i] = None
+                res = tuple(res)
             if torch.is_grad_enabled():
                 res = _refuse_double_backward(res)
             return res

@@ -66,6 +66,39 @@ pub struct AotPlan {
     /// The joint graph, rendered.
     #[pyo3(get)]
     pub joint: String,
+    /// Per input: the tangents (positions in `tangent_outputs`) its gradient is computed from.
+    /// An input none of whose tangents arrives gets no gradient, as in eager (Note [gradients
+    /// of unused outputs] in `aot.py`).
+    #[pyo3(get)]
+    pub input_tangent_deps: Vec<Vec<usize>>,
+}
+
+/// For each input gradient of `j`, the tangents (by position among the tangent placeholders)
+/// among its ancestors in the joint graph.
+fn input_tangent_deps(j: &joint::JointGraph) -> Vec<Vec<usize>> {
+    let tangent_pos: std::collections::HashMap<usize, usize> = j.tangents.iter().flatten().enumerate().map(|(t, &node)| (node, t)).collect();
+    j.input_grads
+        .iter()
+        .map(|g| {
+            let Some(g) = *g else { return Vec::new() };
+            let mut seen = std::collections::HashSet::new();
+            let mut stack = vec![g];
+            let mut deps = std::collections::BTreeSet::new();
+            while let Some(n) = stack.pop() {
+                if !seen.insert(n) {
+                    continue;
+                }
+                if let Some(&t) = tangent_pos.get(&n) {
+                    deps.insert(t);
+                }
+                let node = &j.g.nodes[n];
+                for a in node.args.iter().chain(node.kwargs.iter().map(|(_, a)| a)) {
+                    a.for_each_node(&mut |k| stack.push(k));
+                }
+            }
+            deps.into_iter().collect()
+        })
+        .collect()
 }
 
 /// Builds the joint graph of `gm` and partitions it; returns the reason instead when the graph
@@ -119,6 +152,7 @@ fn build(py: Python<'_>, gm: &Bound<'_, PyAny>, example_inputs: &Bound<'_, PyAny
         input_requires_grad: j.input_requires_grad.clone(),
         extra_inputs: PyList::new(py, extra).map_err(py_err)?.unbind(),
         joint: joint_text,
+        input_tangent_deps: input_tangent_deps(&j),
     })
 }
 

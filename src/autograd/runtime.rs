@@ -34,16 +34,19 @@ pub struct AotForward {
     /// Keep the inputs and their `_version`s on `ctx` (`dynamo_inputs`, `dynamo_versions`) for
     /// a backward under `create_graph=True` (Note [double backward] in `aot.py`).
     keep_inputs: bool,
+    /// Leave the gradients of outputs backward did not reach as None (`ctx.materialize_grads =
+    /// False`, Note [gradients of unused outputs] in `aot.py`).
+    keep_none_grads: bool,
     tensor_type: Py<PyType>,
 }
 
 #[pymethods]
 impl AotForward {
     #[new]
-    #[pyo3(signature = (fw, n_out, writeback_inputs, nondiff, keep_inputs=false))]
-    fn new(py: Python<'_>, fw: Py<PyAny>, n_out: usize, writeback_inputs: Vec<usize>, nondiff: Vec<usize>, keep_inputs: bool) -> PyResult<Self> {
+    #[pyo3(signature = (fw, n_out, writeback_inputs, nondiff, keep_inputs=false, keep_none_grads=false))]
+    fn new(py: Python<'_>, fw: Py<PyAny>, n_out: usize, writeback_inputs: Vec<usize>, nondiff: Vec<usize>, keep_inputs: bool, keep_none_grads: bool) -> PyResult<Self> {
         let tensor_type = py.import("torch")?.getattr("Tensor")?.cast_into::<PyType>()?.unbind();
-        Ok(AotForward { fw, n_out, writebacks: writeback_inputs.into_iter().enumerate().collect(), nondiff, keep_inputs, tensor_type })
+        Ok(AotForward { fw, n_out, writebacks: writeback_inputs.into_iter().enumerate().collect(), nondiff, keep_inputs, keep_none_grads, tensor_type })
     }
 
     #[pyo3(signature = (ctx, *args))]
@@ -58,6 +61,10 @@ impl AotForward {
             }
             ctx.setattr(intern!(py, "dynamo_inputs"), args)?;
             ctx.setattr(intern!(py, "dynamo_versions"), PyTuple::new(py, versions)?)?;
+        }
+        if self.keep_none_grads {
+            // What `ctx.set_materialize_grads(False)` sets (torch/autograd/function.py).
+            ctx.setattr(intern!(py, "materialize_grads"), false)?;
         }
         let outs = self.fw.bind(py).call1(args)?;
         let outs = outs.cast_into::<PyTuple>()?;
