@@ -67,3 +67,4 @@ def test_one_head_trained(backend):
     a, b = dynamo.optimize(backend)(two_heads)(x, w1, w2)
     (a.sum() + b.sum()).backward()
     assert w1.grad is not None and w2.grad is not None
+

@@ -213,9 +213,10 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
             b.neg(node(t))
         })?,
         "neg" => unary(b, &mut out, &|b| b.neg(gn.clone()))?,
-        // abs: grad * self.sgn().
+        // abs: grad * self.sgn() (`sign` for a real tensor; `z / |z|` for a complex one, where
+        // `sign` raises).
         "abs" => unary(b, &mut out, &|b| {
-            let s = b.call("torch.sign", vec![xa.clone()], vec![])?;
+            let s = b.call("torch.sgn", vec![xa.clone()], vec![])?;
             b.mul(gn.clone(), node(s))
         })?,
         "pos" | "contiguous" => unary(b, &mut out, &|_| Ok(g))?,
