@@ -68,14 +68,29 @@ impl AotForward {
         }
         let outs = self.fw.bind(py).call1(args)?;
         let outs = outs.cast_into::<PyTuple>()?;
+        let first_saved = self.n_out + self.writebacks.len();
+        let mut saved = outs.get_slice(first_saved, outs.len());
+        if !self.writebacks.is_empty() {
+            // Note [saved inputs the forward writes]: an input the backward reads (saved, or
+            // the source of a recomputed value) and the forward writes back is saved as it was
+            // read: a copy taken before the write. Saving the input itself handed the backward
+            // the written values (wrong gradients), or raised eager's "modified by an inplace
+            // operation" error where eager's ops saved nothing.
+            let written: Vec<Bound<'py, PyAny>> = self.writebacks.iter().map(|&(_, pos)| args.get_item(pos)).collect::<PyResult<_>>()?;
+            if saved.iter().any(|v| written.iter().any(|w| w.is(&v))) {
+                let copies: Vec<Bound<'py, PyAny>> = saved
+                    .iter()
+                    .map(|v| if written.iter().any(|w| w.is(&v)) { v.call_method0(intern!(py, "detach"))?.call_method0(intern!(py, "clone")) } else { Ok(v) })
+                    .collect::<PyResult<_>>()?;
+                saved = PyTuple::new(py, copies)?;
+            }
+        }
         for &(k, pos) in &self.writebacks {
             args.get_item(pos)?.call_method1(intern!(py, "copy_"), (outs.get_item(self.n_out + k)?,))?;
         }
         // `ctx.save_for_backward(*saved)` and `ctx.mark_non_differentiable(*marks)` only store
         // their arguments in these attributes (torch/autograd/function.py, FunctionCtx); the
         // C++ `Function.apply` reads them after `forward` returns.
-        let first_saved = self.n_out + self.writebacks.len();
-        let saved = outs.get_slice(first_saved, outs.len());
         let tensor = self.tensor_type.bind(py);
         if saved.iter().all(|v| v.is_instance(tensor).unwrap_or(false) || v.is_none()) {
             ctx.setattr(intern!(py, "to_save"), saved)?;
