@@ -243,6 +243,10 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() })
             }
             VT::Deque(_) => self.deque_attr(py, obj, name),
+            // Note [dict view set operations]: `dictviews_isdisjoint`.
+            VT::DictView { view: DictView::Keys | DictView::Items, .. } if name == "isdisjoint" => {
+                Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() })
+            }
             // `torch.Size.numel` of a symbolic size: the product of its items, a graph value.
             VT::NamedTuple { .. } if name == "numel" && is_symbolic_size(py, self.og, obj) => {
                 Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() })
@@ -722,6 +726,9 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Constant(_), _) | (_, VT::Constant(_)) => false,
             (VT::List(x), VT::List(y)) | (VT::Deque(x), VT::Deque(y)) => Rc::ptr_eq(x, y),
             (VT::Dict(x), VT::Dict(y)) => Rc::ptr_eq(x, y),
+            // Two sets of the trace are one object when they hold the same real set (`s |= t`
+            // keeps `s`'s).
+            (VT::Set(x), VT::Set(y)) => x.borrow().bind(py).is(y.borrow().bind(py)),
             (VT::Partial(x), VT::Partial(y)) => Rc::ptr_eq(x, y) || matches!((&x.obj, &y.obj), (Some(p), Some(q)) if p.is(q)),
             (VT::Partial(_), _) | (_, VT::Partial(_)) => false,
             (VT::UserObject(x), VT::UserObject(y)) => Rc::ptr_eq(x, y),
@@ -864,6 +871,12 @@ impl<'a> InstructionTranslator<'a> {
 
     pub(crate) fn binary(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
         let base = out_of_place(name);
+        if matches!(base, "and_" | "or_" | "sub" | "xor") {
+            // Note [dict view set operations].
+            if let Some(r) = self.dict_view_operator(py, name, &a, &b)? {
+                return Ok(r);
+            }
+        }
         // A set of this trace against another one or a constant frozenset: run on the real
         // sets (copies of constants); `frozenset op set` is a frozenset, `set op frozenset` a set
         // (Objects/setobject.c makes the result of the left operand's type).
@@ -1045,6 +1058,10 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     pub(crate) fn compare(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
+        // Note [dict view set operations]: `dictview_richcompare`.
+        if let Some(r) = self.dict_view_operator(py, name, &a, &b)? {
+            return Ok(r);
+        }
         match (&a, &b) {
             (VT::Tensor(_), _) | (_, VT::Tensor(_)) => self.operator(py, name, vec![a, b]),
             (VT::Constant(_), VT::Constant(_)) => self.operator(py, name, vec![a, b]),
@@ -1178,6 +1195,10 @@ impl<'a> InstructionTranslator<'a> {
     pub(crate) fn equal(&mut self, py: Python<'_>, a: &VT, b: &VT) -> VResult<bool> {
         if matches!(a, VT::Deque(_)) || matches!(b, VT::Deque(_)) {
             return self.deque_eq(py, a, b);
+        }
+        // Note [dict view set operations]: `dictview_richcompare`.
+        if let Some(r) = self.dict_view_operator(py, "eq", a, b)? {
+            return self.truth(py, &r);
         }
         match (a, b) {
             (VT::Tensor(x), VT::Tensor(y)) if x.node == y.node => return Ok(true),

@@ -224,6 +224,16 @@ impl<'a> InstructionTranslator<'a> {
                 graph_break!(ObjectLifetime, "{}.{name}() may free an object whose free is observable (Note [observable frees])", container.describe(py));
             }
         }
+        if let (VT::DictView { .. }, "isdisjoint") = (container, name) {
+            // Note [dict view set operations]: the real `dictviews_isdisjoint`.
+            if args.len() != 1 || !kwargs.is_empty() {
+                graph_break!(ArgumentMismatch, "isdisjoint() takes exactly one argument ({} given)", args.len() + kwargs.len());
+            }
+            let (Some(view), Some(other)) = (self.view_operand(py, container)?, self.view_operand(py, &args[0])?) else {
+                graph_break!(UnsupportedOperation, "isdisjoint of {} with {}", container.describe(py), args[0].describe(py));
+            };
+            return Ok(VT::constant(view.call_method1("isdisjoint", (other,))?.unbind()));
+        }
         if let (VT::Deque(l), false) = (container, name.starts_with("__")) {
             return self.call_deque_method(py, l, name, args, kwargs);
         }
