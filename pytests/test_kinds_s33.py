@@ -57,3 +57,113 @@ def test_dict_view_operations_of_a_dict_passed_in(backend):
 
     check(fn, torch.ones(2), {"a": 1, "b": 2, "c": 3}, graphs=1, breaks=0, backend=backend)
     no_fallback()
+
+
+# ----- number and truth protocols of user objects ---------------------------------------------
+
+
+class Vec:
+    def __init__(self, a):
+        self.a = a
+
+    def __neg__(self):
+        return Vec(-self.a)
+
+    def __pos__(self):
+        return Vec(self.a + 100)
+
+    def __invert__(self):
+        return Vec(~self.a)
+
+    def __abs__(self):
+        return Vec(abs(self.a))
+
+
+class NoUnary:
+    pass
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unary_operators_of_user_objects(backend):
+    """`-o`, `+o`, `~o`, `abs(o)` call the class's `__neg__`, `__pos__`, `__invert__`,
+    `__abs__` (`slot_nb_negative` and siblings), inlined; a class without one is eager's
+    TypeError, raised in the trace. Each was a graph break (`Counter`'s `+c`/`-c` too)."""
+    import collections
+
+    def fn(x, v):
+        w = Vec(3)
+        try:
+            -NoUnary()
+        except TypeError as e:
+            neg_error = str(e)
+        try:
+            abs(NoUnary())
+        except TypeError as e:
+            abs_error = str(e)
+        c = collections.Counter(a=2, b=-1)
+        return (-Vec(x)).a, (+w).a, (~w).a, abs(Vec(-2)).a, (-v).a * x, neg_error, abs_error, +c, -c
+
+    check(fn, torch.ones(2), Vec(-3), graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+class Box:
+    def __init__(self, items):
+        self.items = items
+
+    def __len__(self):
+        return len(self.items)
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+
+class Flagged:
+    def __init__(self, on):
+        self.on = on
+
+    def __bool__(self):
+        return self.on
+
+
+class BadBool:
+    def __bool__(self):
+        return 1
+
+
+class NegativeLen:
+    def __len__(self):
+        return -1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_truth_and_iteration_of_user_containers(backend):
+    """`if o:` calls a Python `__bool__`, else `__len__` (`slot_nb_bool`, `slot_sq_length`), and
+    `for t in o` a plain `__iter__` (`return iter(self.items)`), inlined for objects built in
+    the frame and passed in alike; eager's TypeError / ValueError for a bad result. Each was a
+    graph break."""
+
+    def fn(x, box):
+        made = Box([x, x + 1])
+        out = x * 0
+        if made and Flagged(True) and not Flagged(False) and not Box([]):
+            for t in made:
+                out = out + t
+        try:
+            bool(BadBool())
+        except TypeError as e:
+            bool_error = str(e)
+        try:
+            if NegativeLen():
+                pass
+        except ValueError as e:
+            len_error = str(e)
+        it = iter(made)
+        made.items.append(x * 5)  # the iterator reads the list live
+        return out, [t * 2 for t in it], sum(box) * x, bool(box), len(box), bool_error, len_error
+
+    check(fn, torch.ones(2), Box([1, 2, 3]), graphs=1, breaks=0, backend=backend)
+    no_fallback()

@@ -561,6 +561,9 @@ impl<'a> InstructionTranslator<'a> {
                         return Ok(!d.borrow().items.is_empty());
                     }
                 }
+                if let Some(t) = self.python_truth(py, v)? {
+                    return Ok(t);
+                }
                 if ty.hasattr("__bool__")? || ty.hasattr("__len__")? {
                     graph_break!(UntracedValue, "truth value of {} (it defines __bool__ or __len__)", v.describe(py));
                 }
@@ -568,6 +571,9 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::Opaque { obj, .. } => {
                 // `bool(obj)` runs the class's __bool__ or __len__ (Objects/typeobject.c slots).
+                if let Some(t) = self.python_truth(py, v)? {
+                    return Ok(t);
+                }
                 let ty = obj.bind(py).get_type();
                 if ty.hasattr("__bool__")? || ty.hasattr("__len__")? {
                     graph_break!(UntracedValue, "truth value of {} (it defines __bool__ or __len__)", v.describe(py));
@@ -576,6 +582,55 @@ impl<'a> InstructionTranslator<'a> {
             }
             _ => true,
         })
+    }
+
+    /// The truth of a user object whose class defines `__bool__` or `__len__` as Python code
+    /// (`PyObject_IsTrue`, Objects/object.c): `slot_nb_bool` calls `__bool__`, whose result
+    /// must be a bool (else eager's `TypeError`, raised in the trace); without it, `__len__`
+    /// through `slot_sq_length`, true when the length is above 0 (a negative one is eager's
+    /// `ValueError`). `None` when neither is a Python function (a class keeping `object`'s
+    /// truth, or a C slot: the caller decides). A symbolic result is decided on its example
+    /// value, guarded as any branch on a size.
+    fn python_truth(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<bool>> {
+        let ty = match v {
+            VT::UserObject(o) => o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(PyErr::from)?.clone(),
+            VT::Opaque { obj, .. } => obj.bind(py).get_type(),
+            _ => return Ok(None),
+        };
+        let python = |name: &str| -> PyResult<bool> { Ok(static_type_lookup(&ty, name)?.is_some_and(|(_, f)| type_name(&f) == "function")) };
+        let raise = |exc: &'static str, msg: String| -> VResult<Option<bool>> {
+            let cls = py.import("builtins")?.getattr(exc)?;
+            Err(Unsupported::raise_value(exc, cls.call1((msg.as_str(),))?.unbind(), msg))
+        };
+        if python("__bool__")? {
+            let m = self.python_dunder(py, v, "__bool__")?.expect("a Python __bool__");
+            let r = self.call(py, &m, vec![], vec![])?;
+            return match &r {
+                VT::Constant(c) if c.bind(py).is_instance_of::<pyo3::types::PyBool>() => Ok(Some(c.bind(py).is_truthy()?)),
+                VT::SymNum(s) if type_name(s.fake.bind(py)) == "SymBool" => self.truth(py, &r).map(Some),
+                VT::Constant(c) => raise("TypeError", format!("__bool__ should return bool, returned {}", crate::symbolic::variables::tp_name(c.bind(py).get_type().as_any()))),
+                other => graph_break!(UntracedValue, "__bool__ of {} returned {}", v.describe(py), other.describe(py)),
+            };
+        }
+        if static_type_lookup(&ty, "__bool__")?.is_none() && python("__len__")? {
+            let m = self.python_dunder(py, v, "__len__")?.expect("a Python __len__");
+            let r = self.call(py, &m, vec![], vec![])?;
+            return match &r {
+                VT::Constant(c) if c.bind(py).is_instance_of::<pyo3::types::PyInt>() => {
+                    if c.bind(py).lt(0)? {
+                        return raise("ValueError", "__len__() should return >= 0".into());
+                    }
+                    Ok(Some(c.bind(py).is_truthy()?))
+                }
+                VT::SymNum(s) if type_name(s.fake.bind(py)) == "SymInt" => {
+                    let zero = VT::constant(0i64.into_pyobject(py)?.into_any().unbind());
+                    let positive = self.operator(py, "gt", vec![r.clone(), zero])?;
+                    self.truth(py, &positive).map(Some)
+                }
+                other => graph_break!(UntracedValue, "__len__ of {} returned {}", v.describe(py), other.describe(py)),
+            };
+        }
+        Ok(None)
     }
 
     /// `a is b`.
@@ -852,6 +907,11 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     pub(crate) fn operator(&mut self, py: Python<'_>, name: &str, args: Vec<VT>) -> VResult<VT> {
+        if let [v @ (VT::UserObject(_) | VT::Opaque { .. })] = args.as_slice() {
+            if matches!(name, "neg" | "pos" | "invert" | "abs") {
+                return self.user_unary(py, name, v);
+            }
+        }
         if args.iter().any(|a| matches!(a, VT::SymNum(_))) && !args.iter().any(|a| matches!(a, VT::Tensor(_))) {
             return self.sym_operator(py, name, args);
         }
@@ -999,6 +1059,37 @@ impl<'a> InstructionTranslator<'a> {
             (VT::UserObject(_), VT::UserObject(_) | VT::Constant(_), _) | (VT::Constant(_), VT::UserObject(_), _) => self.user_binary(py, name, a, b),
             _ => self.operator(py, name, vec![a, b]),
         }
+    }
+
+    /// `-o`, `+o`, `~o`, `abs(o)` of a user object (Objects/abstract.c, `PyNumber_Negative`,
+    /// `PyNumber_Positive`, `PyNumber_Invert`, `PyNumber_Absolute`): the class's slot, which for
+    /// a Python class is `slot_nb_negative` and its siblings calling `__neg__`, `__pos__`,
+    /// `__invert__`, `__abs__` looked up on the type (Objects/typeobject.c); that method is
+    /// inlined. A class without it has no slot: eager's `TypeError` ("bad operand type for
+    /// unary -: 'V'"), raised in the trace. A method that is not Python code (a C base's slot) is
+    /// not modelled.
+    fn user_unary(&mut self, py: Python<'_>, name: &str, v: &VT) -> VResult<VT> {
+        let dunder = format!("__{name}__");
+        if let Some(m) = self.python_dunder(py, v, &dunder)? {
+            return self.call(py, &m, vec![], vec![]);
+        }
+        let ty = match v {
+            VT::UserObject(o) => o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(PyErr::from)?.clone(),
+            VT::Opaque { obj, .. } => obj.bind(py).get_type(),
+            _ => graph_break!(InternalInconsistency, "unary {name} of {}", v.describe(py)),
+        };
+        if static_type_lookup(&ty, &dunder)?.is_some() {
+            graph_break!(UnsupportedOperation, "operator.{name} on {}: {dunder} is not Python code", v.describe(py));
+        }
+        let shown: String = crate::symbolic::variables::tp_name(ty.as_any()).chars().take(200).collect();
+        let msg = match name {
+            "neg" => format!("bad operand type for unary -: '{shown}'"),
+            "pos" => format!("bad operand type for unary +: '{shown}'"),
+            "invert" => format!("bad operand type for unary ~: '{shown}'"),
+            _ => format!("bad operand type for abs(): '{shown}'"),
+        };
+        let exc = py.get_type::<pyo3::exceptions::PyTypeError>().call1((msg.as_str(),))?;
+        Err(Unsupported::raise_value("TypeError", exc.unbind(), msg))
     }
 
     /// `a op b` (and `a op= b`) where an operand is a user object built in the frame

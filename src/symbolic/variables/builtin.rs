@@ -535,7 +535,7 @@ impl<'a> InstructionTranslator<'a> {
                 return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(kind)))));
             }
         }
-        if is("bool") && args.len() == 1 && kwargs.is_empty() && matches!(args[0], VT::UserObject(_) | VT::List(_) | VT::Deque(_) | VT::Dict(_) | VT::DictView { .. } | VT::Tuple(_) | VT::NamedTuple { .. }) {
+        if is("bool") && args.len() == 1 && kwargs.is_empty() && matches!(args[0], VT::UserObject(_) | VT::Opaque { .. } | VT::List(_) | VT::Deque(_) | VT::Dict(_) | VT::DictView { .. } | VT::Tuple(_) | VT::NamedTuple { .. }) {
             // `bool(v)` is the truth test of `if v:` (`PyObject_IsTrue`).
             let t = self.truth(py, &args[0])?;
             return Ok(const_bool(py, t));
@@ -566,7 +566,7 @@ impl<'a> InstructionTranslator<'a> {
         if (is("min") || is("max")) && args.len() >= 1 && !all_const {
             return self.min_max(py, is("max"), &args, &kwargs);
         }
-        if is("abs") && matches!(args.first(), Some(VT::Tensor(_))) {
+        if is("abs") && args.len() == 1 && matches!(args[0], VT::Tensor(_) | VT::UserObject(_) | VT::Opaque { .. }) {
             return self.operator(py, "abs", args);
         }
         if is("type") && args.len() == 1 {

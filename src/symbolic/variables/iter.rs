@@ -877,7 +877,16 @@ impl<'a> InstructionTranslator<'a> {
             },
             _ => false,
         };
-        if !is_generator {
+        // A plain `__iter__` (`return iter(self.items)`) is inlined too when the object's class
+        // is the user's: `PyObject_GetIter` calls it and takes the iterator it returns; one that
+        // returns anything else (a user iterator object, or a non-iterator, eager's TypeError)
+        // is left to Python. Torch's own classes (a `DataLoader`, whose loop has its driver:
+        // Note [loop bodies as functions]) keep their `__iter__` in Python.
+        let torch_class = match v {
+            VT::Opaque { obj, .. } => obj.bind(py).get_type().module().map(|m| m.to_string().starts_with("torch")).unwrap_or(true),
+            _ => false,
+        };
+        if !is_generator && torch_class {
             return Ok(None);
         }
         match self.call(py, &m, vec![], vec![])? {
