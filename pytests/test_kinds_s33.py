@@ -167,3 +167,59 @@ def test_truth_and_iteration_of_user_containers(backend):
 
     check(fn, torch.ones(2), Box([1, 2, 3]), graphs=1, breaks=0, backend=backend)
     no_fallback()
+
+
+# ----- errors of operations folded on constants ------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_errors_of_folded_operations_take_their_handler_in_the_trace(backend):
+    """An operation on constants runs for real at trace time; the builtin exception it raises is
+    eager's, so a `try` around it takes its `except` clause in the trace (Note [errors of folded
+    operations]) where each was a `python_error` graph break."""
+
+    def fn(x):
+        out = []
+        for a, b in [(1, 0), (1.0, 0), (7, 2)]:
+            try:
+                out.append(a // b)
+            except ZeroDivisionError as e:
+                out.append(str(e))
+        try:
+            out.append(int("abc"))
+        except ValueError as e:
+            out.append(str(e))
+        try:
+            "abc".index("z")
+        except ValueError as e:
+            out.append(repr(e))
+        s = {1, 2}
+        try:
+            s.remove(5)
+        except KeyError as e:
+            out.append(repr(e))
+        try:
+            (1, 2) < (1, "a")
+        except TypeError as e:
+            out.append(str(e))
+        try:
+            sorted([1, "a"])
+        except TypeError as e:
+            out.append(str(e))
+        try:
+            divmod(1, 0)
+        except ArithmeticError as e:
+            out.append((type(e).__name__, e.args))
+        return x + 1, out
+
+    check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_error_of_a_folded_operation_without_a_handler_raises_eagers_error(backend):
+    def fn(x):
+        y = x * 2
+        return y, 1 // 0
+
+    check(fn, torch.ones(2), graphs=1, breaks=1, backend=backend)

@@ -921,7 +921,9 @@ impl<'a> InstructionTranslator<'a> {
         let f = self.og.handles.operator.bind(py).getattr(name)?;
         if args.iter().all(|a| matches!(a, VT::Constant(_))) {
             let vals: Vec<_> = args.iter().map(|a| a.as_constant(py).unwrap()).collect();
-            return Ok(VT::constant(f.call1(PyTuple::new(py, vals)?)?.unbind()));
+            // Note [errors of folded operations].
+            let r = f.call1(PyTuple::new(py, vals)?).map_err(|e| Unsupported::folded(py, e))?;
+            return Ok(VT::constant(r.unbind()));
         }
         if args.iter().any(|a| matches!(a, VT::Tensor(_))) {
             return self.og.call(py, Some(&f), None, &args, &[]);
@@ -1881,7 +1883,8 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 match vals {
                     Some(vals) => {
-                        let r = c.bind(py).call(PyTuple::new(py, vals)?, Some(&kw))?;
+                        // Note [errors of folded operations].
+                        let r = c.bind(py).call(PyTuple::new(py, vals)?, Some(&kw)).map_err(|e| Unsupported::folded(py, e))?;
                         // `str.split` and friends give a new list of strings: a list built in
                         // the frame.
                         if str_method && r.is_exact_instance_of::<pyo3::types::PyList>() {

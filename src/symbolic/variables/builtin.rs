@@ -658,7 +658,8 @@ impl<'a> InstructionTranslator<'a> {
                 for (k, v) in kvals {
                     kw.set_item(k, v)?;
                 }
-                let r = b.call(PyTuple::new(py, vals.iter())?, Some(&kw))?;
+                // Note [errors of folded operations].
+                let r = b.call(PyTuple::new(py, vals.iter())?, Some(&kw)).map_err(|e| Unsupported::folded(py, e))?;
                 if is_literal(py, &r) {
                     return Ok(VT::constant(r.unbind()));
                 }

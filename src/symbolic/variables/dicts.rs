@@ -184,7 +184,7 @@ impl<'a> InstructionTranslator<'a> {
     /// `s.name(*args)` for a set built in the trace, run by the real method on its real set
     /// (Note [set order]): new sets are new trackers, frozensets, bools and None constants,
     /// `pop()`'s member its tracker. An exception of the real method (`KeyError` of `pop()`
-    /// on an empty set) is left to Python.
+    /// on an empty set) is raised in the trace (Note [errors of folded operations]).
     pub(crate) fn set_method(&mut self, py: Python<'_>, set: &Rc<RefCell<Py<PyAny>>>, name: &str, args: &[VT]) -> VResult<VT> {
         let steps_items = match name {
             "update" | "difference_update" => true,
@@ -202,10 +202,9 @@ impl<'a> InstructionTranslator<'a> {
         }
         let real_args = args.iter().map(|a| self.real_set_arg(py, a)).collect::<VResult<Vec<_>>>()?;
         let real = set.borrow().clone_ref(py);
-        let r = match real.bind(py).call_method1(name, pyo3::types::PyTuple::new(py, real_args)?) {
-            Ok(r) => r,
-            Err(e) => graph_break!(RaisesException, "set.{name}() raises {}", e),
-        };
+        // Note [errors of folded operations]: `KeyError` of `remove`/`pop`, a `TypeError` of an
+        // unhashable member.
+        let r = real.bind(py).call_method1(name, pyo3::types::PyTuple::new(py, real_args)?).map_err(|e| Unsupported::folded(py, e))?;
         if name == "pop" {
             return self.set_member(py, r);
         }

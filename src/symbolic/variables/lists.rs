@@ -410,7 +410,10 @@ impl<'a> InstructionTranslator<'a> {
                         set.call_method0("clear")?;
                     }
                     _ => {
-                        set.call_method1(name, (consts[0].clone(),))?;
+                        // Note [errors of folded operations]: `remove`'s KeyError names the
+                        // member, so only a literal one is eager's own (not a tensor's fake).
+                        let literal = crate::symbolic::builder::is_literal(py, &consts[0]);
+                        set.call_method1(name, (consts[0].clone(),)).map_err(|e| if literal { Unsupported::folded(py, e) } else { Unsupported::from(e) })?;
                     }
                 }
                 Ok(VT::none(py))
