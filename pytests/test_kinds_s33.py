@@ -3,6 +3,8 @@ program runs eagerly and compiled on copies of the same inputs and is compared e
 their types, mutated arguments, printed text, exceptions), with a graph count showing it was
 captured."""
 
+import enum
+
 import pytest
 import torch
 
@@ -223,3 +225,74 @@ def test_error_of_a_folded_operation_without_a_handler_raises_eagers_error(backe
         return y, 1 // 0
 
     check(fn, torch.ones(2), graphs=1, breaks=1, backend=backend)
+
+
+# ----- enum members -----------------------------------------------------------------------------
+
+
+class Color(enum.Enum):
+    RED = 1
+    GREEN = 2
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+class Act(torch.nn.Module):
+    def __init__(self, mode):
+        super().__init__()
+        self.scale = {Color.RED: 2.0, Color.GREEN: 3.0}
+        self.mode = mode
+
+    def forward(self, x):
+        return x * self.scale[self.mode]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_enum_members_as_keys_members_and_values(backend):
+    """Members of a plain enum class are identity-guarded and used by their real objects (Note
+    [enum members]): dict keys and set members, `str`/`repr`/`hash`/f-strings folded, the class
+    called with a value or indexed by name, iterated, `len` and `in`. Each was a graph break."""
+
+    def fn(x, c):
+        d = {Color.RED: x + 1, Color.GREEN: x - 1}
+        s = {Color.GREEN, c}
+        try:
+            Color(7)
+        except ValueError as e:
+            bad_value = str(e)
+        try:
+            Color["BLUE"]
+        except KeyError as e:
+            bad_name = repr(e)
+        return (
+            d[c], d, c in s, s, len(s),
+            Color(1), Color["GREEN"], [m for m in Color], len(Level), Color.RED in Color,
+            f"{c.name}:{Level.HIGH}", str(Level.LOW), repr(c), hash(c) == hash(Color.RED),
+            {Level.LOW: "a"}[1], bad_value, bad_name,
+        )
+
+    for member in (Color.RED, Color.GREEN):
+        check(fn, torch.ones(2), member, graphs=1, breaks=0, backend=backend)
+        no_fallback()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_module_dict_keyed_by_enum_members(backend):
+    """A module attribute dict keyed by members is wrapped item by item; the member it is indexed
+    by is guarded by identity, so another member recompiles."""
+    model = Act(Color.GREEN)
+
+    def fn(x):
+        return model(x)
+
+    dynamo.reset()
+    compiled = dynamo.optimize(backend)(fn)
+    x = torch.ones(2)
+    assert torch.equal(compiled(x), x * 3.0)
+    model.mode = Color.RED
+    assert torch.equal(compiled(x), x * 2.0)
+    c = dynamo.counters()
+    assert c["graphs"] == 2 and c["graph_breaks"] == 0, c

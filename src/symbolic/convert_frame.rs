@@ -1743,7 +1743,9 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         // the same object (e.g. `torch.testing.assert_close` on the stack at a graph break after
         // a test harness replaced it with a function of its own).
         VT::Function { obj, source: None } => Rebuild::Const(obj.clone_ref(py)),
-        VT::Set(set) if !set.borrow().bind(py).try_iter()?.all(|m| m.map(|m| crate::symbolic::builder::is_literal(py, &m)).unwrap_or(false)) => {
+        // Members are literals or enum members (fixed objects, identity-guarded where they were
+        // read: Note [enum members] in `builder.rs`), which the constant holds as they are.
+        VT::Set(set) if !set.borrow().bind(py).try_iter()?.all(|m| m.map(|m| crate::symbolic::builder::is_literal(py, &m) || crate::symbolic::builder::is_plain_enum_member(py, &m)).unwrap_or(false)) => {
             graph_break!(UnreconstructableValue, "a set of modules or functions that outlives the graph")
         }
         VT::Set(set) => {

@@ -902,6 +902,14 @@ impl<'a> InstructionTranslator<'a> {
                 let t = self.truth(py, &r)?;
                 Ok(t)
             }
+            // Note [enum members]: `EnumType.__contains__` of a member (or a literal: its
+            // answer, or eager's error) runs for real.
+            (VT::Class(c), _) if crate::symbolic::builder::is_plain_enum_class(py, c.bind(py)) => {
+                let Some(m) = item.as_enum_member(py).or_else(|| item.as_constant(py).filter(|v| is_literal(py, v))) else {
+                    graph_break!(UnsupportedOperation, "`in` on {} with {}", container.describe(py), item.describe(py));
+                };
+                Ok(c.bind(py).contains(m).map_err(|e| Unsupported::folded(py, e))?)
+            }
             _ => graph_break!(UnsupportedOperation, "`in` on {}", container.describe(py)),
         }
     }
@@ -1492,6 +1500,13 @@ impl<'a> InstructionTranslator<'a> {
                     None => graph_break!(UnsupportedOperation, "indexing {}", obj.describe(py)),
                 },
             },
+            // Note [enum members]: `Color["RED"]`, its member of that name; eager's KeyError for
+            // none.
+            VT::Class(c) if idx.as_constant(py).is_some_and(|k| k.is_instance_of::<PyString>()) && crate::symbolic::builder::is_plain_enum_class(py, c.bind(py)) => {
+                let cls = c.bind(py).clone();
+                let member = cls.get_item(idx.as_constant(py).expect("a str")).map_err(|e| Unsupported::folded(py, e))?;
+                self.enum_member(py, &cls, member)
+            }
             VT::Opaque { obj: o, source } => {
                 // `__getitem__` looked up on the type and inlined when it is Python code.
                 let ty = o.bind(py).get_type();

@@ -649,7 +649,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::CONVERT_VALUE => {
                 let v = self.pop()?;
-                let c = v.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
+                let c = v.as_constant(py).or_else(|| v.as_enum_member(py)).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
                 let c = match arg {
                     1 => c.str()?.into_any(),
                     2 => c.repr()?.into_any(),
@@ -1023,7 +1023,7 @@ impl<'a> InstructionTranslator<'a> {
                         self.og.realize(s);
                     }
                 }
-                let c = v.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
+                let c = v.as_constant(py).or_else(|| v.as_enum_member(py)).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
                 let builtins = py.import("builtins")?;
                 let conv = match arg & 0x03 {
                     1 => Some(builtins.getattr("str")?),

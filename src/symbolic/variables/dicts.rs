@@ -124,6 +124,12 @@ impl<'a> InstructionTranslator<'a> {
                 continue;
             }
             self.pin_identity(item);
+            if let Some(m) = item.as_enum_member(py) {
+                // Note [enum members]: its real object, hashed by the enum module's code.
+                self.og.set_members.insert(m.as_ptr() as usize, item.clone());
+                out.push(m);
+                continue;
+            }
             if let VT::Tensor(t) = item {
                 // A tensor hashes by identity (`Tensor.__hash__` is `id`), and each graph value
                 // has its own fake tensor: the fake stands for it in the set.

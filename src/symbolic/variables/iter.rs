@@ -1056,6 +1056,15 @@ impl<'a> InstructionTranslator<'a> {
                 out
             }
             VT::Opaque { .. } => graph_break!(UntracedValue, "iterating {} (its __iter__ runs in Python)", v.describe(py)),
+            // Note [enum members]: its canonical members in definition order.
+            VT::Class(c) if crate::symbolic::builder::is_plain_enum_class(py, c.bind(py)) => {
+                let cls = c.bind(py).clone();
+                let mut out = Vec::new();
+                for m in cls.try_iter()? {
+                    out.push(self.enum_member(py, &cls, m?)?);
+                }
+                out
+            }
             _ => graph_break!(UnsupportedOperation, "iterating {}", v.describe(py)),
         })
     }
