@@ -4,6 +4,7 @@ their types, mutated arguments, printed text, exceptions), with a graph count sh
 captured."""
 
 import enum
+import functools
 
 import pytest
 import torch
@@ -296,3 +297,53 @@ def test_module_dict_keyed_by_enum_members(backend):
     assert torch.equal(compiled(x), x * 2.0)
     c = dynamo.counters()
     assert c["graphs"] == 2 and c["graph_breaks"] == 0, c
+
+
+# ----- non-data descriptors ---------------------------------------------------------------------
+
+
+class Lazy:
+    def __init__(self, v):
+        self.v = v
+        self.calls = 0
+
+    @functools.cached_property
+    def doubled(self):
+        self.calls += 1
+        return self.v * 2
+
+
+class Tagged:
+    """A non-data descriptor whose Python `__get__` reads the instance."""
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return "on the class"
+        return obj.base + 1
+
+
+class HasTag:
+    tag = Tagged()
+
+    def __init__(self, base):
+        self.base = base
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cached_property_and_python_get_descriptors(backend):
+    """`functools.cached_property` computes once and stores the value in the instance's
+    `__dict__`; a non-data descriptor's Python `__get__` is inlined (Note [non-data
+    descriptors]). Both were graph breaks, for objects built in the frame and passed in."""
+
+    def fn(x, lazy):
+        made = Lazy(x)
+        first = made.doubled
+        again = made.doubled
+        return (
+            first + again, made.calls, "doubled" in made.__dict__, first is again,
+            lazy.doubled * x, lazy.doubled * x, lazy.calls,
+            HasTag(x).tag, HasTag.tag,
+        )
+
+    check(fn, torch.ones(2), Lazy(3), graphs=1, breaks=0, backend=backend)
+    no_fallback()
