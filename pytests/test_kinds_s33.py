@@ -347,3 +347,32 @@ def test_cached_property_and_python_get_descriptors(backend):
 
     check(fn, torch.ones(2), Lazy(3), graphs=1, breaks=0, backend=backend)
     no_fallback()
+
+
+# ----- calls of user objects ----------------------------------------------------------------------
+
+
+class Scaler:
+    def __init__(self, k):
+        self.k = k
+        self.calls = 0
+
+    def __call__(self, y, z=1):
+        self.calls += 1
+        return y * self.k + z
+
+    def __eq__(self, other):  # compared by state after the run (a callable is otherwise by identity)
+        return type(other) is Scaler and (other.k, other.calls) == (self.k, self.calls)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_calls_of_objects_with_a_python_call(backend):
+    """`o(...)` inlines the class's Python `__call__` (`slot_tp_call`), for an object built in the
+    frame (a graph break before) and one passed in, whose writes are replayed."""
+
+    def fn(x, passed):
+        made = Scaler(2)
+        return made(x), made.calls, passed(x, z=3), passed.calls
+
+    check(fn, torch.ones(2), Scaler(5), graphs=1, breaks=0, backend=backend)
+    no_fallback()

@@ -2039,7 +2039,23 @@ impl<'a> InstructionTranslator<'a> {
                 let src = std::sync::Arc::new(crate::source::Source::WeakRefCall { base: source.clone() });
                 crate::symbolic::builder::wrap(py, self.og, &referent, src)
             }
-            other @ VT::Opaque { .. } => graph_break!(UntracedValue, "call to {}", other.describe(py)),
+            // `o(...)` of a user object (Objects/typeobject.c, `slot_tp_call`): its class's
+            // Python `__call__`, inlined. Torch's own classes keep their calls in Python.
+            other @ (VT::UserObject(_) | VT::Opaque { .. }) => {
+                let torch_class = match other {
+                    VT::Opaque { obj, .. } => obj.bind(py).get_type().module().map(|m| m.to_string().starts_with("torch")).unwrap_or(true),
+                    _ => false,
+                };
+                if !torch_class {
+                    if let Some(m) = self.python_dunder(py, other, "__call__")? {
+                        return self.call(py, &m, args, kwargs);
+                    }
+                }
+                match other {
+                    VT::Opaque { .. } => graph_break!(UntracedValue, "call to {}", other.describe(py)),
+                    _ => graph_break!(UnsupportedOperation, "call to {}", other.describe(py)),
+                }
+            }
             other => graph_break!(UnsupportedOperation, "call to {}", other.describe(py)),
         }
     }
