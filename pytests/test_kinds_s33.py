@@ -3,6 +3,7 @@ program runs eagerly and compiled on copies of the same inputs and is compared e
 their types, mutated arguments, printed text, exceptions), with a graph count showing it was
 captured."""
 
+import collections
 import enum
 import functools
 
@@ -375,4 +376,36 @@ def test_calls_of_objects_with_a_python_call(backend):
         return made(x), made.calls, passed(x, z=3), passed.calls
 
     check(fn, torch.ones(2), Scaler(5), graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+# ----- methods and properties of namedtuple subclasses -----------------------------------------
+
+
+class Pair(collections.namedtuple("Pair", "a b")):
+    __slots__ = ()
+
+    @property
+    def total(self):
+        return self.a + self.b
+
+    def scaled(self, k):
+        return Pair(self.a * k, self.b)
+
+    @classmethod
+    def of(cls, v):
+        return cls(v, v)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_namedtuple_subclass_methods_and_properties(backend):
+    """A subclass of a namedtuple class without instance attributes is a namedtuple tracker; the
+    methods, properties and classmethods it defines are read from the class (through its source,
+    `source.__class__` for one passed in) and inlined. Each was a graph break."""
+
+    def fn(x, passed):
+        p = Pair(x, 1)
+        return p.total, p.scaled(2), p.scaled(3).total, Pair.of(x).total, passed.total * x, passed.scaled(4)
+
+    check(fn, torch.ones(2), Pair(torch.ones(2), 2), graphs=1, breaks=0, backend=backend)
     no_fallback()

@@ -620,6 +620,9 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
                 .map(|(i, item)| wrap(py, og, &item, source.item(ItemKey::Int(i as i64))))
                 .collect::<VResult<Vec<_>>>()?;
             if named {
+                // Its class (TYPE_MATCH-guarded just above) is reached as `source.__class__`,
+                // where the class's own methods and properties are read.
+                og.class_sources.entry(t.get_type().as_ptr() as usize).or_insert_with(|| source.generic_attr("__class__"));
                 return Ok(VT::NamedTuple { cls: Rc::new(t.get_type().into_any().unbind()), items: Rc::new(items) });
             }
             return Ok(VT::Tuple(Rc::new(items)));

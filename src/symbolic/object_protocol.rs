@@ -264,7 +264,10 @@ impl<'a> InstructionTranslator<'a> {
                 _ if matches!(name, "_fields" | "__match_args__") && crate::symbolic::variables::namedtuple_constructor(py, cls.bind(py))?.is_some() => {
                     Ok(VT::constant(cls.bind(py).getattr(name)?.unbind()))
                 }
-                _ => graph_break!(UnsupportedOperation, "attribute '{name}' of {}", obj.describe(py)),
+                _ => match self.namedtuple_class_attr(py, obj, cls.bind(py), name)? {
+                    Some(v) => Ok(v),
+                    None => graph_break!(UnsupportedOperation, "attribute '{name}' of {}", obj.describe(py)),
+                },
             },
             // Immutable facts of a function whose identity is guarded (its code object included:
             // `__code__` can be reassigned, but then the ID_MATCH'd function was too).
@@ -1069,6 +1072,32 @@ impl<'a> InstructionTranslator<'a> {
             (VT::UserObject(_), VT::UserObject(_) | VT::Constant(_), _) | (VT::Constant(_), VT::UserObject(_), _) => self.user_binary(py, name, a, b),
             _ => self.operator(py, name, vec![a, b]),
         }
+    }
+
+    /// `t.name` for a namedtuple whose class (a subclass of a `collections.namedtuple` class,
+    /// keeping `__slots__ = ()`: no instance attributes) defines `name` itself: a Python method
+    /// (bound to `t`), a `property` whose getter is Python (called with `t`), a classmethod or a
+    /// staticmethod, read through the class's source (`PyObject_GenericGetAttr` finds them on
+    /// the type; the instance has no dict). `None` when the name is none of those or the class
+    /// has no source.
+    fn namedtuple_class_attr(&mut self, py: Python<'_>, obj: &VT, cls: &Bound<'_, PyAny>, name: &str) -> VResult<Option<VT>> {
+        let Ok(ty) = cls.cast::<pyo3::types::PyType>() else { return Ok(None) };
+        let Some((k, ca)) = static_type_lookup(ty, name)? else { return Ok(None) };
+        let Some(cls_src) = self.og.class_sources.get(&(cls.as_ptr() as usize)).cloned() else { return Ok(None) };
+        let src = cls_src.attr("__mro__").item(crate::source::ItemKey::Int(k as i64)).attr("__dict__").item(crate::source::ItemKey::Str(name.to_string()));
+        Ok(match type_name(&ca).as_str() {
+            "function" => Some(VT::Method { func: Box::new(wrap(py, self.og, &ca, src)?), self_: Box::new(obj.clone()) }),
+            "property" if type_name(&ca.getattr("fget")?) == "function" => {
+                let fget = wrap(py, self.og, &ca.getattr("fget")?, src.attr("fget"))?;
+                Some(self.call(py, &fget, vec![obj.clone()], vec![])?)
+            }
+            "staticmethod" => Some(wrap(py, self.og, &ca.getattr("__func__")?, src.attr("__func__"))?),
+            "classmethod" => {
+                let func = wrap(py, self.og, &ca.getattr("__func__")?, src.attr("__func__"))?;
+                Some(VT::Method { func: Box::new(func), self_: Box::new(VT::Class(Rc::new(cls.clone().unbind()))) })
+            }
+            _ => None,
+        })
     }
 
     /// `-o`, `+o`, `~o`, `abs(o)` of a user object (Objects/abstract.c, `PyNumber_Negative`,
