@@ -409,3 +409,56 @@ def test_namedtuple_subclass_methods_and_properties(backend):
 
     check(fn, torch.ones(2), Pair(torch.ones(2), 2), graphs=1, breaks=0, backend=backend)
     no_fallback()
+
+
+# ----- text of user objects ---------------------------------------------------------------------
+
+
+class Shown:
+    def __init__(self, v):
+        self.v = v
+
+    def __repr__(self):
+        return f"Shown({self.v!r})"
+
+    def __str__(self):
+        return "shown " + str(self.v)
+
+    def __format__(self, spec):
+        return "fmt" + spec
+
+
+class ReprOnly:
+    def __repr__(self):
+        return "ReprOnly()"
+
+
+class BadStr:
+    def __str__(self):
+        return 5
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_repr_str_and_format_of_user_objects(backend):
+    """`repr`, `str`, `format` and f-strings of an object whose class defines `__repr__`,
+    `__str__` or `__format__` in Python inline them (Note [text of user objects]); `object`'s
+    `__str__` falls back to `__repr__` and `object.__format__` to `str` (eager's TypeError for a
+    spec); a non-str result is eager's TypeError. Each was a graph break."""
+
+    def fn(x, passed):
+        s, r = Shown(3), ReprOnly()
+        try:
+            str(BadStr())
+        except TypeError as e:
+            bad_str = str(e)
+        try:
+            f"{r:>5}"
+        except TypeError as e:
+            bad_spec = str(e)
+        return (
+            x + 1, repr(s), str(s), f"{s}", f"{s:>3}", format(s, "q"), f"{s!r}", f"{s!s:>12}|",
+            str(r), f"{r}", f"{r!r:^12}", format(r), repr(passed), f"{passed}", bad_str, bad_spec,
+        )
+
+    check(fn, torch.ones(2), Shown("in"), graphs=1, breaks=0, backend=backend)
+    no_fallback()

@@ -1100,6 +1100,70 @@ impl<'a> InstructionTranslator<'a> {
         })
     }
 
+    /// Note [text of user objects]: `repr(o)`, `str(o)` and `format(o, spec)` (an f-string's
+    /// `{o}`, `{o!r}`, `{o:spec}`) of a user object whose class defines the method as Python
+    /// code: `slot_tp_repr` / `slot_tp_str` call `__repr__` / `__str__` (Objects/typeobject.c),
+    /// and `PyObject_Format` calls `__format__` (Objects/abstract.c), each inlined; the result
+    /// must be a str, else eager's TypeError, raised in the trace. A class keeping `object`'s
+    /// `__str__` falls back to its `__repr__`, and `object.__format__` to `str(o)` for an empty
+    /// spec (eager's TypeError for another). `object.__repr__` itself (the address) is not
+    /// modelled: `None`, as for anything but a user object.
+    ///
+    /// `what`: `"repr"`, `"str"`, or `"format"` with the spec in `spec`.
+    pub(crate) fn user_text(&mut self, py: Python<'_>, v: &VT, what: &str, spec: Option<&VT>) -> VResult<Option<VT>> {
+        let ty = match v {
+            VT::UserObject(o) => o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(PyErr::from)?.clone(),
+            VT::Opaque { obj, .. } if !crate::symbolic::builder::is_plain_enum_member(py, obj.bind(py)) => obj.bind(py).get_type(),
+            _ => return Ok(None),
+        };
+        let object_type = py.get_type::<PyAny>();
+        let dunder = format!("__{what}__");
+        let Some((_, f)) = static_type_lookup(&ty, &dunder)? else { return Ok(None) };
+        let type_error = |msg: String| -> VResult<Option<VT>> {
+            let exc = py.get_type::<pyo3::exceptions::PyTypeError>().call1((msg.as_str(),))?;
+            Err(Unsupported::raise_value("TypeError", exc.unbind(), msg))
+        };
+        if f.is(object_type.getattr(dunder.as_str())?) {
+            return match what {
+                // `object_str`: `PyObject_Repr`.
+                "str" => self.user_text(py, v, "repr", None),
+                // `object___format___impl`: an empty spec formats `str(self)`.
+                "format" => {
+                    let spec_text = match spec {
+                        None => Some(String::new()),
+                        Some(s) => s.as_constant(py).and_then(|c| c.extract::<String>().ok()),
+                    };
+                    match spec_text.as_deref() {
+                        Some("") => self.user_text(py, v, "str", None),
+                        Some(_) => type_error(format!("unsupported format string passed to {}.__format__", crate::symbolic::variables::tp_name(ty.as_any()))),
+                        None => Ok(None),
+                    }
+                }
+                _ => Ok(None),
+            };
+        }
+        if type_name(&f) != "function" {
+            return Ok(None);
+        }
+        let Some(m) = self.python_dunder(py, v, &dunder)? else { return Ok(None) };
+        let args = match what {
+            "format" => vec![spec.cloned().unwrap_or_else(|| VT::constant(PyString::new(py, "").into_any().unbind()))],
+            _ => vec![],
+        };
+        let r = self.call(py, &m, args, vec![])?;
+        match r.as_constant(py) {
+            Some(c) if c.is_instance_of::<PyString>() => Ok(Some(r)),
+            Some(c) => {
+                let shown = crate::symbolic::variables::tp_name(c.get_type().as_any());
+                match what {
+                    "format" => type_error(format!("__format__ must return a str, not {shown}")),
+                    _ => type_error(format!("__{what}__ returned non-string (type {shown})")),
+                }
+            }
+            None => graph_break!(UntracedValue, "__{what}__ of {} returned {}", v.describe(py), r.describe(py)),
+        }
+    }
+
     /// `-o`, `+o`, `~o`, `abs(o)` of a user object (Objects/abstract.c, `PyNumber_Negative`,
     /// `PyNumber_Positive`, `PyNumber_Invert`, `PyNumber_Absolute`): the class's slot, which for
     /// a Python class is `slot_nb_negative` and its siblings calling `__neg__`, `__pos__`,

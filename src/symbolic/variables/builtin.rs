@@ -659,6 +659,17 @@ impl<'a> InstructionTranslator<'a> {
         if is("print") || is("input") || is("open") || is("exec") || is("eval") || is("setattr") || is("delattr") || is("globals") || is("locals") || is("vars") || is("id") || is("super") {
             graph_break!(UnsupportedBuiltin, "call to builtin {}", crate::symbolic::variables::qualname(b));
         }
+        // Note [text of user objects].
+        if (is("str") || is("repr")) && args.len() == 1 && kwargs.is_empty() {
+            if let Some(r) = self.user_text(py, &args[0], if is("str") { "str" } else { "repr" }, None)? {
+                return Ok(r);
+            }
+        }
+        if is("format") && (args.len() == 1 || args.len() == 2) && kwargs.is_empty() {
+            if let Some(r) = self.user_text(py, &args[0], "format", args.get(1))? {
+                return Ok(r);
+            }
+        }
         if (is("str") || is("repr")) && args.len() == 1 && kwargs.is_empty() {
             if let VT::Class(c) = &args[0] {
                 // `type.__repr__` (Objects/typeobject.c, `type_repr`): `<class 'module.qualname'>`
