@@ -462,3 +462,39 @@ def test_repr_str_and_format_of_user_objects(backend):
 
     check(fn, torch.ones(2), Shown("in"), graphs=1, breaks=0, backend=backend)
     no_fallback()
+
+
+# ----- generator send and close ---------------------------------------------------------------
+
+
+def _running_total():
+    total = 0
+    while True:
+        v = yield total
+        total = total + v
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_generator_send_and_close(backend):
+    """`gen.send(v)` resumes the traced generator with `v` as the value of its `yield`, and
+    `gen.close()` of one suspended outside any handler finishes it (Note [generator send and
+    close]); a non-None send to a just-started generator is eager's TypeError. Each made the
+    whole frame run eagerly (the generator was live at the break)."""
+
+    def fn(x):
+        g = _running_total()
+        try:
+            g.send(1)
+        except TypeError as e:
+            early = str(e)
+        next(g)
+        a = g.send(x)
+        b = g.send(x * 2)
+        g.close()
+        h = (x * i for i in range(3))
+        first = next(h)
+        h.close()
+        return a, b, next(g, "closed"), first, list(h), early
+
+    check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
+    no_fallback()

@@ -243,6 +243,10 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() })
             }
             VT::Deque(_) => self.deque_attr(py, obj, name),
+            // Note [generator send and close] (variables/iter.rs).
+            VT::Iterator(it) if matches!(name, "send" | "close") && matches!(it.borrow().kind, crate::symbolic::variables::IterKind::Generator(Some(_))) => {
+                Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() })
+            }
             // Note [dict view set operations]: `dictviews_isdisjoint`.
             VT::DictView { view: DictView::Keys | DictView::Items, .. } if name == "isdisjoint" => {
                 Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() })

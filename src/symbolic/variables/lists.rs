@@ -224,6 +224,12 @@ impl<'a> InstructionTranslator<'a> {
                 graph_break!(ObjectLifetime, "{}.{name}() may free an object whose free is observable (Note [observable frees])", container.describe(py));
             }
         }
+        if let (VT::Iterator(it), true) = (container, kwargs.is_empty()) {
+            // Note [generator send and close] (variables/iter.rs).
+            if let Some(r) = self.generator_method(py, it, name, &args)? {
+                return Ok(r);
+            }
+        }
         if let (VT::DictView { .. }, "isdisjoint") = (container, name) {
             // Note [dict view set operations]: the real `dictviews_isdisjoint`.
             if args.len() != 1 || !kwargs.is_empty() {
