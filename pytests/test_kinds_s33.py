@@ -498,3 +498,24 @@ def test_generator_send_and_close(backend):
 
     check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
     no_fallback()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_generator_sending_to_itself_is_eagers_error(backend):
+    """A generator body calling its own `send` raises eager's `ValueError: generator already
+    executing`; the trace leaves it to Python (it panicked on the borrowed generator state)."""
+
+    def fn(x):
+        def gen():
+            yield 1
+            yield g.send(2)
+
+        g = gen()
+        next(g)
+        try:
+            g.send(5)
+        except ValueError as e:
+            return str(e), x
+
+    check(fn, torch.ones(2), graphs=0, backend=backend)
+    assert dynamo.counters()["compile_errors"] == 0

@@ -784,7 +784,11 @@ impl<'a> InstructionTranslator<'a> {
     /// generator the trace runs.
     pub(crate) fn generator_method(&mut self, py: Python<'_>, it: &Rc<RefCell<IteratorState>>, name: &str, args: &[VT]) -> VResult<Option<VT>> {
         let (started, suspended_in_block, exhausted, locals_observable) = {
-            let st = it.borrow();
+            // A generator calling its own send/close from its body: eager's ValueError
+            // ("generator already executing"), left to Python.
+            let Ok(st) = it.try_borrow() else {
+                graph_break!(RaisesException, "{name}() of a generator that is running (ValueError: generator already executing)");
+            };
             let IterKind::Generator(Some(f)) = &st.kind else { return Ok(None) };
             let in_block = f.ip > 0 && crate::symbolic::convert_frame::closing_runs_code(f);
             let observable = f.locals.iter().flatten().any(|v| crate::symbolic::translator::lifetime_observable(py, v));
@@ -801,8 +805,9 @@ impl<'a> InstructionTranslator<'a> {
                     let exc = py.get_type::<pyo3::exceptions::PyTypeError>().call1((msg,))?;
                     return Err(crate::symbolic::Unsupported::raise_value("TypeError", exc.unbind(), msg));
                 }
-                if let IterKind::Generator(Some(f)) = &mut it.borrow_mut().kind {
-                    f.sent = Some(v.clone());
+                match &mut it.borrow_mut().kind {
+                    IterKind::Generator(Some(f)) => f.sent = Some(v.clone()),
+                    _ => return Ok(None),
                 }
                 match self.step_iter(py, it)? {
                     Some(item) => Ok(Some(item)),
@@ -1346,9 +1351,11 @@ pub(crate) fn resume_generator(py: Python<'_>, og: &mut OutputGraph, depth: usiz
     child.external_cells = std::mem::take(&mut f.external_cells);
     child.stack = std::mem::take(&mut f.stack);
     child.ip = f.ip;
+    // The value `next()` (None) or `send(v)` sends into the suspended YIELD_VALUE (a generator
+    // not started yet takes only None, which nothing receives).
+    let sent = f.sent.take();
     if f.ip > 0 {
-        // The value `next()` (None) or `send(v)` sends into the suspended YIELD_VALUE.
-        child.stack.push(f.sent.take().unwrap_or_else(|| VT::none(py)));
+        child.stack.push(sent.unwrap_or_else(|| VT::none(py)));
     }
     let outcome = child.run_until(py, None);
     child.og.inline_sites.pop();
