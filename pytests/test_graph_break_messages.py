@@ -1,6 +1,6 @@
 """Every GraphBreakKind has a minimal repro whose message is asserted (docs/graph_breaks.md)."""
 
-import functools
+import operator
 import re
 
 import pytest
@@ -17,11 +17,13 @@ class _Loud(torch.nn.Module):
 
 
 class _Dyn:
-    """An attribute behind a descriptor tracing does not model (cached_property)."""
+    """An attribute behind a descriptor tracing does not model (a property whose getter is C
+    code)."""
 
-    @functools.cached_property
-    def v(self):
-        return torch.ones(2)
+    def __init__(self):
+        self.w = torch.ones(2)
+
+    v = property(operator.attrgetter("w"))
 
 
 GLOBAL_LIST = []
@@ -103,7 +105,7 @@ CASES = [
     ("GB0002 data_dependent_branch", "branch on the value of a tensor", _data_dependent_branch, lambda: (torch.ones(2),), "if x.sum()"),
     ("GB0003 data_dependent_value", "Tensor.item() is not traced", _data_dependent_value, lambda: (torch.ones(2),), ".item()"),
     ("GB0005 side_effect", "attribute write module _Loud.w (a parameter, buffer, submodule or tensor)", _side_effect, lambda: (torch.ones(2), _Loud()), "o.w ="),
-    ("GB0006 untraced_value", "attribute 'v' of _Dyn object (a cached_property on its class)", _untraced_value, lambda: (torch.ones(2), _Dyn()), "o.v"),
+    ("GB0006 untraced_value", "attribute 'v' of _Dyn object (a property on its class)", _untraced_value, lambda: (torch.ones(2), _Dyn()), "o.v"),
     ("GB0007 unsupported_call", "call to torch.random.manual_seed is not traced", _unsupported_call, lambda: (torch.ones(2),), "manual_seed"),
     ("GB0016 unsupported_operation", "identity comparison of container method __class__ and container method __class__", _unsupported_operation, lambda: (torch.ones(2), {"a": 1}), "d.__class__"),
     ("GB0021 untraced_tensor_attribute", "Tensor.grad is not traced", _untraced_tensor_attribute, lambda: (torch.ones(2),), "x.grad"),

@@ -308,6 +308,29 @@ def count_elements(mapping, iterable):
         mapping[elem] = mapping_get(elem, 0) + 1
 
 
+def cached_property_get(prop, instance, owner=None):
+    """`functools.cached_property.__get__(prop, instance, owner)` (Lib/functools.py) without
+    the lock CPython 3.11 takes around the call (a trace is single-threaded): the value is
+    computed by `prop.func(instance)` once and stored in the instance's `__dict__` under the
+    attribute's name, which later reads find first. Traced in its place (Note [non-data
+    descriptors] in src/symbolic/variables/descriptors.rs)."""
+    if instance is None:
+        return prop
+    name = prop.attrname
+    if name is None:
+        raise TypeError("Cannot use cached_property instance without calling __set_name__ on it.")
+    try:
+        cache = instance.__dict__
+    except AttributeError:
+        msg = f"No '__dict__' attribute on {type(instance).__name__!r} instance to cache {name!r} property."
+        raise TypeError(msg) from None
+    if name in cache:
+        return cache[name]
+    val = prop.func(instance)
+    cache[name] = val
+    return val
+
+
 def heapq_nlargest(n, iterable, key=None):
     """`heapq.nlargest(n, iterable, key=None)`: documented as equal to
     `sorted(iterable, key=key, reverse=True)[:n]` (ties keep their order, as `max` and the

@@ -191,7 +191,56 @@ pub fn is_module_namespace(py: Python<'_>, d: &Bound<'_, PyDict>) -> bool {
 }
 
 pub fn is_source_key(py: Python<'_>, k: &Bound<'_, PyAny>) -> bool {
-    k.is_exact_instance_of::<PyString>() || k.is_exact_instance_of::<PyInt>() || (is_literal(py, k) && k.hash().is_ok()) || is_identity_key(py, k)
+    k.is_exact_instance_of::<PyString>() || k.is_exact_instance_of::<PyInt>() || (is_literal(py, k) && k.hash().is_ok()) || is_identity_key(py, k) || is_plain_enum_member(py, k)
+}
+
+/// Note [enum members]: a member of an `enum.Enum` class (`Color.RED`, an `IntEnum`'s,
+/// a `Flag`'s) is a fixed object: the class makes its members once, and the members'
+/// `__hash__`, `__eq__`, `__str__`, `__repr__` and `__format__` are the `enum` module's own or
+/// its mixed-in builtin type's (`int`, `str`), which read nothing but the member. Such a
+/// member from the frame is identity-guarded where it is wrapped (one compile per member, as
+/// torch's ID_MATCH on enum members gives) and is then used by its real object: a dict key
+/// (a dict of the frame keyed by members is wrapped item by item), a set member, and the
+/// argument of those methods, folded (`str(m)`, `f"{m}"`, `hash(m)`, `int(m)`). Calling
+/// the class with a value (`Color(2)`, whose `_missing_` is the `enum` module's) or indexing
+/// it by name (`Color["RED"]`) and iterating it give its canonical members, each read as an
+/// attribute of the class's source. A class that defines any of those methods itself keeps
+/// its members opaque (its own code runs in Python).
+///
+/// Whether `v` is a member of an enum class that keeps the `enum` module's (or a builtin
+/// mixin's) `__hash__`, `__eq__`, `__str__`, `__repr__` and `__format__`.
+pub fn is_plain_enum_member(py: Python<'_>, v: &Bound<'_, PyAny>) -> bool {
+    let ty = v.get_type();
+    is_plain_enum_class(py, ty.as_any()) && (|| -> PyResult<bool> { Ok(v.is(&ty.getattr(v.getattr("_name_")?.extract::<String>()?.as_str())?)) })().unwrap_or(false)
+}
+
+/// Whether `cls` is an enum class (its metaclass derives from `enum.EnumType`) whose members
+/// are plain (`is_plain_enum_member`), with the `enum` module's `_missing_` and its
+/// metaclass's `__call__`, `__getitem__` and `__iter__` (Note [enum members]).
+pub fn is_plain_enum_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> bool {
+    (|| -> PyResult<bool> {
+        let enum_mod = py.import("enum")?;
+        let enum_type = enum_mod.getattr("EnumMeta")?;
+        let Ok(cls_t) = cls.cast::<pyo3::types::PyType>() else { return Ok(false) };
+        let meta = cls_t.get_type();
+        if !meta.is_subclass(&enum_type)? {
+            return Ok(false);
+        }
+        for name in ["__call__", "__getitem__", "__iter__"] {
+            if !meta.getattr(name)?.is(&enum_type.getattr(name)?) {
+                return Ok(false);
+            }
+        }
+        for name in ["__hash__", "__eq__", "__str__", "__repr__", "__format__", "_missing_"] {
+            let f = cls_t.getattr(name)?;
+            let f = f.getattr("__func__").unwrap_or(f);
+            if type_name(&f) == "function" && f.getattr("__module__")?.extract::<String>()? != "enum" {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    })()
+    .unwrap_or(false)
 }
 
 /// The items of dict `d` (an exact dict, or the dict storage of a `dict` / `OrderedDict`
@@ -599,6 +648,9 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
                 .map(|(i, item)| wrap(py, og, &item, source.item(ItemKey::Int(i as i64))))
                 .collect::<VResult<Vec<_>>>()?;
             if named {
+                // Its class (TYPE_MATCH-guarded just above) is reached as `source.__class__`,
+                // where the class's own methods and properties are read.
+                og.class_sources.entry(t.get_type().as_ptr() as usize).or_insert_with(|| source.generic_attr("__class__"));
                 return Ok(VT::NamedTuple { cls: Rc::new(t.get_type().into_any().unbind()), items: Rc::new(items) });
             }
             return Ok(VT::Tuple(Rc::new(items)));
@@ -692,7 +744,12 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
     } else {
         og.opaque_by_ptr.insert(key, (source.clone(), value.get_type().as_ptr() as usize));
     }
-    og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
+    if is_plain_enum_member(py, value) {
+        // Note [enum members]: used by its real object, so pinned by identity.
+        og.add_guard(Some(source.clone()), GuardKind::id_match(value.clone().unbind()));
+    } else {
+        og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
+    }
     Ok(VT::Opaque { obj: Rc::new(value.clone().unbind()), source })
 }
 

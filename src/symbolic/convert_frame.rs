@@ -263,37 +263,13 @@ fn convert_inner(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyA
 /// leaking `StopIteration` into `RuntimeError`, does not count), and so does one inside
 /// `try: ... except IndexError:` (`Sequence.__iter__`): the clause does not match GeneratorExit.
 fn check_dropped_generators(og: &OutputGraph) -> VResult<()> {
-    use crate::bytecode::opcode::op;
     for g_rc in &og.generators {
         let g = g_rc.borrow();
         let crate::symbolic::variables::IterKind::Generator(Some(frame)) = &g.kind else { continue };
         if g.exhausted || frame.returned.is_some() || frame.ip == 0 {
             continue;
         }
-        let Some(exn) = frame.code.insts.get(frame.ip - 1).and_then(|i| i.exn) else { continue };
-        let insts = &frame.code.insts;
-        let h = exn.handler.index();
-        let implicit = insts.get(h).is_some_and(|h| h.opcode == op::CALL_INTRINSIC_1 && h.arg == 3);
-        // `except X:` / `except (X, Y):` (`PUSH_EXC_INFO`, loads of the classes, `CHECK_EXC_MATCH`)
-        // only tests the type of the GeneratorExit that close() throws in, and passes it on
-        // unless a class is BaseException or GeneratorExit itself. (A finally or with around
-        // that try is not looked for.)
-        let except_clause = insts.get(h).is_some_and(|i| i.opcode == op::PUSH_EXC_INFO) && {
-            let mut k = h + 1;
-            let mut catches_exit = false;
-            while let Some(i) = insts.get(k) {
-                let name = match i.opcode {
-                    op::LOAD_GLOBAL => frame.code.names.get((i.arg >> 1) as usize),
-                    op::LOAD_NAME | op::LOAD_ATTR => frame.code.names.get(i.arg as usize),
-                    op::BUILD_TUPLE | op::LOAD_FAST | op::LOAD_DEREF => None,
-                    _ => break,
-                };
-                catches_exit |= name.is_some_and(|n| n == "BaseException" || n == "GeneratorExit");
-                k += 1;
-            }
-            k > h + 1 && insts.get(k).is_some_and(|i| i.opcode == op::CHECK_EXC_MATCH) && !catches_exit
-        };
-        if !implicit && !except_clause {
+        if closing_runs_code(frame) {
             if let Some(&at) = og.generator_ctx_made_at.get(&(Rc::as_ptr(g_rc) as usize)) {
                 // A `@contextmanager` block cut by the break: break where its manager was made.
                 return Err(Unsupported {
@@ -311,6 +287,37 @@ fn check_dropped_generators(og: &OutputGraph) -> VResult<()> {
         }
     }
     Ok(())
+}
+
+/// Whether closing the generator suspended in `frame` (at the `yield` before `frame.ip`) runs
+/// code of its own (`check_dropped_generators`): it sits in a handler's range that is neither
+/// 3.12's implicit StopIteration handler nor `except` clauses that let GeneratorExit pass.
+pub(crate) fn closing_runs_code(frame: &crate::symbolic::variables::GeneratorFrame) -> bool {
+    use crate::bytecode::opcode::op;
+    let Some(exn) = frame.code.insts.get(frame.ip - 1).and_then(|i| i.exn) else { return false };
+    let insts = &frame.code.insts;
+    let h = exn.handler.index();
+    let implicit = insts.get(h).is_some_and(|h| h.opcode == op::CALL_INTRINSIC_1 && h.arg == 3);
+    // `except X:` / `except (X, Y):` (`PUSH_EXC_INFO`, loads of the classes, `CHECK_EXC_MATCH`)
+    // only tests the type of the GeneratorExit that close() throws in, and passes it on
+    // unless a class is BaseException or GeneratorExit itself. (A finally or with around
+    // that try is not looked for.)
+    let except_clause = insts.get(h).is_some_and(|i| i.opcode == op::PUSH_EXC_INFO) && {
+        let mut k = h + 1;
+        let mut catches_exit = false;
+        while let Some(i) = insts.get(k) {
+            let name = match i.opcode {
+                op::LOAD_GLOBAL => frame.code.names.get((i.arg >> 1) as usize),
+                op::LOAD_NAME | op::LOAD_ATTR => frame.code.names.get(i.arg as usize),
+                op::BUILD_TUPLE | op::LOAD_FAST | op::LOAD_DEREF => None,
+                _ => break,
+            };
+            catches_exit |= name.is_some_and(|n| n == "BaseException" || n == "GeneratorExit");
+            k += 1;
+        }
+        k > h + 1 && insts.get(k).is_some_and(|i| i.opcode == op::CHECK_EXC_MATCH) && !catches_exit
+    };
+    !implicit && !except_clause
 }
 
 /// The code of a frame traced to its end (`Outcome::Return`): one graph, the returned value
@@ -1756,7 +1763,9 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         // the same object (e.g. `torch.testing.assert_close` on the stack at a graph break after
         // a test harness replaced it with a function of its own).
         VT::Function { obj, source: None } => Rebuild::Const(obj.clone_ref(py)),
-        VT::Set(set) if !set.borrow().bind(py).try_iter()?.all(|m| m.map(|m| crate::symbolic::builder::is_literal(py, &m)).unwrap_or(false)) => {
+        // Members are literals or enum members (fixed objects, identity-guarded where they were
+        // read: Note [enum members] in `builder.rs`), which the constant holds as they are.
+        VT::Set(set) if !set.borrow().bind(py).try_iter()?.all(|m| m.map(|m| crate::symbolic::builder::is_literal(py, &m) || crate::symbolic::builder::is_plain_enum_member(py, &m)).unwrap_or(false)) => {
             graph_break!(UnreconstructableValue, "a set of modules or functions that outlives the graph")
         }
         VT::Set(set) => {

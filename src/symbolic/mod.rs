@@ -81,6 +81,31 @@ impl Unsupported {
         }
     }
 
+    /// Note [errors of folded operations]: an operation on constants is folded by running the
+    /// real operation on the same values eager gives it (an operator, a method of a constant, a
+    /// pure builtin, a method of a traced set's real set), so an exception it raises is the one
+    /// eager raises at that instruction (`1 // 0`, `int("abc")`, `"ab".index("z")`,
+    /// `s.remove(5)`, `(1, 2) < (1, "a")`). When it is an exact builtin exception the trace
+    /// models (`TRACED_EXCEPTIONS`), it is raised in the trace, so a `try` around the
+    /// instruction takes its handler there; anything else stays a `python_error` break and
+    /// the instruction raises for real. Only sites that run exactly eager's operation use
+    /// this: a Python error of the tracer's own modelling must never become a catchable one.
+    ///
+    /// The `Unsupported` for the error `e` of a folded operation.
+    pub fn folded(py: Python<'_>, e: PyErr) -> Self {
+        let ty = e.get_type(py);
+        let builtin = ty.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).is_some_and(|m| m == "builtins");
+        let name = ty.name().map(|n| n.to_string()).unwrap_or_default();
+        match crate::symbolic::translator::TRACED_EXCEPTIONS.iter().find(|n| **n == name) {
+            Some(n) if builtin => {
+                let value = e.value(py);
+                let msg = value.str().map(|s| s.to_string()).unwrap_or_default();
+                Unsupported::raise_value(n, value.clone().into_any().unbind(), msg)
+            }
+            _ => Unsupported::from(e),
+        }
+    }
+
     /// Whether this is the builtin exception `exc` raised by the traced code.
     pub fn is_raised(&self, exc: &str) -> bool {
         self.raised == Some(exc)

@@ -246,6 +246,15 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() })
             }
             VT::Deque(_) => self.deque_attr(py, obj, name),
+            // Note [generator send and close] (variables/iter.rs).
+            // (A generator running now is borrowed: its call breaks in `generator_method`.)
+            VT::Iterator(it) if matches!(name, "send" | "close") && it.try_borrow().map(|st| matches!(st.kind, crate::symbolic::variables::IterKind::Generator(Some(_)))).unwrap_or(true) => {
+                Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() })
+            }
+            // Note [dict view set operations]: `dictviews_isdisjoint`.
+            VT::DictView { view: DictView::Keys | DictView::Items, .. } if name == "isdisjoint" => {
+                Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() })
+            }
             // `torch.Size.numel` of a symbolic size: the product of its items, a graph value.
             VT::NamedTuple { .. } if name == "numel" && is_symbolic_size(py, self.og, obj) => {
                 Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() })
@@ -263,7 +272,10 @@ impl<'a> InstructionTranslator<'a> {
                 _ if matches!(name, "_fields" | "__match_args__") && crate::symbolic::variables::namedtuple_constructor(py, cls.bind(py))?.is_some() => {
                     Ok(VT::constant(cls.bind(py).getattr(name)?.unbind()))
                 }
-                _ => graph_break!(UnsupportedOperation, "attribute '{name}' of {}", obj.describe(py)),
+                _ => match self.namedtuple_class_attr(py, obj, cls.bind(py), name)? {
+                    Some(v) => Ok(v),
+                    None => graph_break!(UnsupportedOperation, "attribute '{name}' of {}", obj.describe(py)),
+                },
             },
             // Immutable facts of a function whose identity is guarded (its code object included:
             // `__code__` can be reassigned, but then the ID_MATCH'd function was too).
@@ -575,6 +587,9 @@ impl<'a> InstructionTranslator<'a> {
                         return Ok(!d.borrow().items.is_empty());
                     }
                 }
+                if let Some(t) = self.python_truth(py, v)? {
+                    return Ok(t);
+                }
                 if ty.hasattr("__bool__")? || ty.hasattr("__len__")? {
                     graph_break!(UntracedValue, "truth value of {} (it defines __bool__ or __len__)", v.describe(py));
                 }
@@ -582,6 +597,9 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::Opaque { obj, .. } => {
                 // `bool(obj)` runs the class's __bool__ or __len__ (Objects/typeobject.c slots).
+                if let Some(t) = self.python_truth(py, v)? {
+                    return Ok(t);
+                }
                 let ty = obj.bind(py).get_type();
                 if ty.hasattr("__bool__")? || ty.hasattr("__len__")? {
                     graph_break!(UntracedValue, "truth value of {} (it defines __bool__ or __len__)", v.describe(py));
@@ -590,6 +608,55 @@ impl<'a> InstructionTranslator<'a> {
             }
             _ => true,
         })
+    }
+
+    /// The truth of a user object whose class defines `__bool__` or `__len__` as Python code
+    /// (`PyObject_IsTrue`, Objects/object.c): `slot_nb_bool` calls `__bool__`, whose result
+    /// must be a bool (else eager's `TypeError`, raised in the trace); without it, `__len__`
+    /// through `slot_sq_length`, true when the length is above 0 (a negative one is eager's
+    /// `ValueError`). `None` when neither is a Python function (a class keeping `object`'s
+    /// truth, or a C slot: the caller decides). A symbolic result is decided on its example
+    /// value, guarded as any branch on a size.
+    fn python_truth(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<bool>> {
+        let ty = match v {
+            VT::UserObject(o) => o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(PyErr::from)?.clone(),
+            VT::Opaque { obj, .. } => obj.bind(py).get_type(),
+            _ => return Ok(None),
+        };
+        let python = |name: &str| -> PyResult<bool> { Ok(static_type_lookup(&ty, name)?.is_some_and(|(_, f)| type_name(&f) == "function")) };
+        let raise = |exc: &'static str, msg: String| -> VResult<Option<bool>> {
+            let cls = py.import("builtins")?.getattr(exc)?;
+            Err(Unsupported::raise_value(exc, cls.call1((msg.as_str(),))?.unbind(), msg))
+        };
+        if python("__bool__")? {
+            let m = self.python_dunder(py, v, "__bool__")?.expect("a Python __bool__");
+            let r = self.call(py, &m, vec![], vec![])?;
+            return match &r {
+                VT::Constant(c) if c.bind(py).is_instance_of::<pyo3::types::PyBool>() => Ok(Some(c.bind(py).is_truthy()?)),
+                VT::SymNum(s) if type_name(s.fake.bind(py)) == "SymBool" => self.truth(py, &r).map(Some),
+                VT::Constant(c) => raise("TypeError", format!("__bool__ should return bool, returned {}", crate::symbolic::variables::tp_name(c.bind(py).get_type().as_any()))),
+                other => graph_break!(UntracedValue, "__bool__ of {} returned {}", v.describe(py), other.describe(py)),
+            };
+        }
+        if static_type_lookup(&ty, "__bool__")?.is_none() && python("__len__")? {
+            let m = self.python_dunder(py, v, "__len__")?.expect("a Python __len__");
+            let r = self.call(py, &m, vec![], vec![])?;
+            return match &r {
+                VT::Constant(c) if c.bind(py).is_instance_of::<pyo3::types::PyInt>() => {
+                    if c.bind(py).lt(0)? {
+                        return raise("ValueError", "__len__() should return >= 0".into());
+                    }
+                    Ok(Some(c.bind(py).is_truthy()?))
+                }
+                VT::SymNum(s) if type_name(s.fake.bind(py)) == "SymInt" => {
+                    let zero = VT::constant(0i64.into_pyobject(py)?.into_any().unbind());
+                    let positive = self.operator(py, "gt", vec![r.clone(), zero])?;
+                    self.truth(py, &positive).map(Some)
+                }
+                other => graph_break!(UntracedValue, "__len__ of {} returned {}", v.describe(py), other.describe(py)),
+            };
+        }
+        Ok(None)
     }
 
     /// `a is b`.
@@ -740,6 +807,9 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Constant(_), _) | (_, VT::Constant(_)) => false,
             (VT::List(x), VT::List(y)) | (VT::Deque(x), VT::Deque(y)) => Rc::ptr_eq(x, y),
             (VT::Dict(x), VT::Dict(y)) => Rc::ptr_eq(x, y),
+            // Two sets of the trace are one object when they hold the same real set (`s |= t`
+            // keeps `s`'s).
+            (VT::Set(x), VT::Set(y)) => x.borrow().bind(py).is(y.borrow().bind(py)),
             (VT::Partial(x), VT::Partial(y)) => Rc::ptr_eq(x, y) || matches!((&x.obj, &y.obj), (Some(p), Some(q)) if p.is(q)),
             (VT::Partial(_), _) | (_, VT::Partial(_)) => false,
             (VT::UserObject(x), VT::UserObject(y)) => Rc::ptr_eq(x, y),
@@ -858,11 +928,24 @@ impl<'a> InstructionTranslator<'a> {
                 let t = self.truth(py, &r)?;
                 Ok(t)
             }
+            // Note [enum members]: `EnumType.__contains__` of a member (or a literal: its
+            // answer, or eager's error) runs for real.
+            (VT::Class(c), _) if crate::symbolic::builder::is_plain_enum_class(py, c.bind(py)) => {
+                let Some(m) = item.as_enum_member(py).or_else(|| item.as_constant(py).filter(|v| is_literal(py, v))) else {
+                    graph_break!(UnsupportedOperation, "`in` on {} with {}", container.describe(py), item.describe(py));
+                };
+                Ok(c.bind(py).contains(m).map_err(|e| Unsupported::folded(py, e))?)
+            }
             _ => graph_break!(UnsupportedOperation, "`in` on {}", container.describe(py)),
         }
     }
 
     pub(crate) fn operator(&mut self, py: Python<'_>, name: &str, args: Vec<VT>) -> VResult<VT> {
+        if let [v @ (VT::UserObject(_) | VT::Opaque { .. })] = args.as_slice() {
+            if matches!(name, "neg" | "pos" | "invert" | "abs") {
+                return self.user_unary(py, name, v);
+            }
+        }
         if args.iter().any(|a| matches!(a, VT::SymNum(_))) && !args.iter().any(|a| matches!(a, VT::Tensor(_))) {
             return self.sym_operator(py, name, args);
         }
@@ -872,7 +955,9 @@ impl<'a> InstructionTranslator<'a> {
         let f = self.og.handles.operator.bind(py).getattr(name)?;
         if args.iter().all(|a| matches!(a, VT::Constant(_))) {
             let vals: Vec<_> = args.iter().map(|a| a.as_constant(py).unwrap()).collect();
-            return Ok(VT::constant(f.call1(PyTuple::new(py, vals)?)?.unbind()));
+            // Note [errors of folded operations].
+            let r = f.call1(PyTuple::new(py, vals)?).map_err(|e| Unsupported::folded(py, e))?;
+            return Ok(VT::constant(r.unbind()));
         }
         if args.iter().any(|a| matches!(a, VT::Tensor(_))) {
             return self.og.call(py, Some(&f), None, &args, &[]);
@@ -882,6 +967,12 @@ impl<'a> InstructionTranslator<'a> {
 
     pub(crate) fn binary(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
         let base = out_of_place(name);
+        if matches!(base, "and_" | "or_" | "sub" | "xor") {
+            // Note [dict view set operations].
+            if let Some(r) = self.dict_view_operator(py, name, &a, &b)? {
+                return Ok(r);
+            }
+        }
         // A set of this trace against another one or a constant frozenset: run on the real
         // sets (copies of constants); `frozenset op set` is a frozenset, `set op frozenset` a set
         // (Objects/setobject.c makes the result of the left operand's type).
@@ -1006,6 +1097,127 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
+    /// `t.name` for a namedtuple whose class (a subclass of a `collections.namedtuple` class,
+    /// keeping `__slots__ = ()`: no instance attributes) defines `name` itself: a Python method
+    /// (bound to `t`), a `property` whose getter is Python (called with `t`), a classmethod or a
+    /// staticmethod, read through the class's source (`PyObject_GenericGetAttr` finds them on
+    /// the type; the instance has no dict). `None` when the name is none of those or the class
+    /// has no source.
+    fn namedtuple_class_attr(&mut self, py: Python<'_>, obj: &VT, cls: &Bound<'_, PyAny>, name: &str) -> VResult<Option<VT>> {
+        let Ok(ty) = cls.cast::<pyo3::types::PyType>() else { return Ok(None) };
+        let Some((k, ca)) = static_type_lookup(ty, name)? else { return Ok(None) };
+        let Some(cls_src) = self.og.class_sources.get(&(cls.as_ptr() as usize)).cloned() else { return Ok(None) };
+        let src = cls_src.attr("__mro__").item(crate::source::ItemKey::Int(k as i64)).attr("__dict__").item(crate::source::ItemKey::Str(name.to_string()));
+        Ok(match type_name(&ca).as_str() {
+            "function" => Some(VT::Method { func: Box::new(wrap(py, self.og, &ca, src)?), self_: Box::new(obj.clone()) }),
+            "property" if type_name(&ca.getattr("fget")?) == "function" => {
+                let fget = wrap(py, self.og, &ca.getattr("fget")?, src.attr("fget"))?;
+                Some(self.call(py, &fget, vec![obj.clone()], vec![])?)
+            }
+            "staticmethod" => Some(wrap(py, self.og, &ca.getattr("__func__")?, src.attr("__func__"))?),
+            "classmethod" => {
+                let func = wrap(py, self.og, &ca.getattr("__func__")?, src.attr("__func__"))?;
+                Some(VT::Method { func: Box::new(func), self_: Box::new(VT::Class(Rc::new(cls.clone().unbind()))) })
+            }
+            _ => None,
+        })
+    }
+
+    /// Note [text of user objects]: `repr(o)`, `str(o)` and `format(o, spec)` (an f-string's
+    /// `{o}`, `{o!r}`, `{o:spec}`) of a user object whose class defines the method as Python
+    /// code: `slot_tp_repr` / `slot_tp_str` call `__repr__` / `__str__` (Objects/typeobject.c),
+    /// and `PyObject_Format` calls `__format__` (Objects/abstract.c), each inlined; the result
+    /// must be a str, else eager's TypeError, raised in the trace. A class keeping `object`'s
+    /// `__str__` falls back to its `__repr__`, and `object.__format__` to `str(o)` for an empty
+    /// spec (eager's TypeError for another). `object.__repr__` itself (the address) is not
+    /// modelled: `None`, as for anything but a user object.
+    ///
+    /// `what`: `"repr"`, `"str"`, or `"format"` with the spec in `spec`.
+    pub(crate) fn user_text(&mut self, py: Python<'_>, v: &VT, what: &str, spec: Option<&VT>) -> VResult<Option<VT>> {
+        let ty = match v {
+            VT::UserObject(o) => o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(PyErr::from)?.clone(),
+            VT::Opaque { obj, .. } if !crate::symbolic::builder::is_plain_enum_member(py, obj.bind(py)) => obj.bind(py).get_type(),
+            _ => return Ok(None),
+        };
+        let object_type = py.get_type::<PyAny>();
+        let dunder = format!("__{what}__");
+        let Some((_, f)) = static_type_lookup(&ty, &dunder)? else { return Ok(None) };
+        let type_error = |msg: String| -> VResult<Option<VT>> {
+            let exc = py.get_type::<pyo3::exceptions::PyTypeError>().call1((msg.as_str(),))?;
+            Err(Unsupported::raise_value("TypeError", exc.unbind(), msg))
+        };
+        if f.is(object_type.getattr(dunder.as_str())?) {
+            return match what {
+                // `object_str`: `PyObject_Repr`.
+                "str" => self.user_text(py, v, "repr", None),
+                // `object___format___impl`: an empty spec formats `str(self)`.
+                "format" => {
+                    let spec_text = match spec {
+                        None => Some(String::new()),
+                        Some(s) => s.as_constant(py).and_then(|c| c.extract::<String>().ok()),
+                    };
+                    match spec_text.as_deref() {
+                        Some("") => self.user_text(py, v, "str", None),
+                        Some(_) => type_error(format!("unsupported format string passed to {}.__format__", crate::symbolic::variables::tp_name(ty.as_any()))),
+                        None => Ok(None),
+                    }
+                }
+                _ => Ok(None),
+            };
+        }
+        if type_name(&f) != "function" {
+            return Ok(None);
+        }
+        let Some(m) = self.python_dunder(py, v, &dunder)? else { return Ok(None) };
+        let args = match what {
+            "format" => vec![spec.cloned().unwrap_or_else(|| VT::constant(PyString::new(py, "").into_any().unbind()))],
+            _ => vec![],
+        };
+        let r = self.call(py, &m, args, vec![])?;
+        match r.as_constant(py) {
+            Some(c) if c.is_instance_of::<PyString>() => Ok(Some(r)),
+            Some(c) => {
+                let shown = crate::symbolic::variables::tp_name(c.get_type().as_any());
+                match what {
+                    "format" => type_error(format!("__format__ must return a str, not {shown}")),
+                    _ => type_error(format!("__{what}__ returned non-string (type {shown})")),
+                }
+            }
+            None => graph_break!(UntracedValue, "__{what}__ of {} returned {}", v.describe(py), r.describe(py)),
+        }
+    }
+
+    /// `-o`, `+o`, `~o`, `abs(o)` of a user object (Objects/abstract.c, `PyNumber_Negative`,
+    /// `PyNumber_Positive`, `PyNumber_Invert`, `PyNumber_Absolute`): the class's slot, which for
+    /// a Python class is `slot_nb_negative` and its siblings calling `__neg__`, `__pos__`,
+    /// `__invert__`, `__abs__` looked up on the type (Objects/typeobject.c); that method is
+    /// inlined. A class without it has no slot: eager's `TypeError` ("bad operand type for
+    /// unary -: 'V'"), raised in the trace. A method that is not Python code (a C base's slot) is
+    /// not modelled.
+    fn user_unary(&mut self, py: Python<'_>, name: &str, v: &VT) -> VResult<VT> {
+        let dunder = format!("__{name}__");
+        if let Some(m) = self.python_dunder(py, v, &dunder)? {
+            return self.call(py, &m, vec![], vec![]);
+        }
+        let ty = match v {
+            VT::UserObject(o) => o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(PyErr::from)?.clone(),
+            VT::Opaque { obj, .. } => obj.bind(py).get_type(),
+            _ => graph_break!(InternalInconsistency, "unary {name} of {}", v.describe(py)),
+        };
+        if static_type_lookup(&ty, &dunder)?.is_some() {
+            graph_break!(UnsupportedOperation, "operator.{name} on {}: {dunder} is not Python code", v.describe(py));
+        }
+        let shown: String = crate::symbolic::variables::tp_name(ty.as_any()).chars().take(200).collect();
+        let msg = match name {
+            "neg" => format!("bad operand type for unary -: '{shown}'"),
+            "pos" => format!("bad operand type for unary +: '{shown}'"),
+            "invert" => format!("bad operand type for unary ~: '{shown}'"),
+            _ => format!("bad operand type for abs(): '{shown}'"),
+        };
+        let exc = py.get_type::<pyo3::exceptions::PyTypeError>().call1((msg.as_str(),))?;
+        Err(Unsupported::raise_value("TypeError", exc.unbind(), msg))
+    }
+
     /// `a op b` (and `a op= b`) where an operand is a user object built in the frame
     /// (Objects/abstract.c, `binary_op1` / `binary_iop1`): the left operand's Python
     /// `__iop__` for an in-place operator, then its `__op__`, then the right operand's
@@ -1063,6 +1275,10 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     pub(crate) fn compare(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
+        // Note [dict view set operations]: `dictview_richcompare`.
+        if let Some(r) = self.dict_view_operator(py, name, &a, &b)? {
+            return Ok(r);
+        }
         match (&a, &b) {
             (VT::Tensor(_), _) | (_, VT::Tensor(_)) => self.operator(py, name, vec![a, b]),
             (VT::Constant(_), VT::Constant(_)) => self.operator(py, name, vec![a, b]),
@@ -1196,6 +1412,10 @@ impl<'a> InstructionTranslator<'a> {
     pub(crate) fn equal(&mut self, py: Python<'_>, a: &VT, b: &VT) -> VResult<bool> {
         if matches!(a, VT::Deque(_)) || matches!(b, VT::Deque(_)) {
             return self.deque_eq(py, a, b);
+        }
+        // Note [dict view set operations]: `dictview_richcompare`.
+        if let Some(r) = self.dict_view_operator(py, "eq", a, b)? {
+            return self.truth(py, &r);
         }
         match (a, b) {
             (VT::Tensor(x), VT::Tensor(y)) if x.node == y.node => return Ok(true),
@@ -1396,6 +1616,13 @@ impl<'a> InstructionTranslator<'a> {
                     None => graph_break!(UnsupportedOperation, "indexing {}", obj.describe(py)),
                 },
             },
+            // Note [enum members]: `Color["RED"]`, its member of that name; eager's KeyError for
+            // none.
+            VT::Class(c) if idx.as_constant(py).is_some_and(|k| k.is_instance_of::<PyString>()) && crate::symbolic::builder::is_plain_enum_class(py, c.bind(py)) => {
+                let cls = c.bind(py).clone();
+                let member = cls.get_item(idx.as_constant(py).expect("a str")).map_err(|e| Unsupported::folded(py, e))?;
+                self.enum_member(py, &cls, member)
+            }
             VT::Opaque { obj: o, source } => {
                 // `__getitem__` looked up on the type and inlined when it is Python code.
                 let ty = o.bind(py).get_type();
@@ -1803,7 +2030,8 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 match vals {
                     Some(vals) => {
-                        let r = c.bind(py).call(PyTuple::new(py, vals)?, Some(&kw))?;
+                        // Note [errors of folded operations].
+                        let r = c.bind(py).call(PyTuple::new(py, vals)?, Some(&kw)).map_err(|e| Unsupported::folded(py, e))?;
                         // `str.split` and friends give a new list of strings: a list built in
                         // the frame.
                         if str_method && r.is_exact_instance_of::<pyo3::types::PyList>() {
@@ -1951,7 +2179,23 @@ impl<'a> InstructionTranslator<'a> {
                 let src = std::sync::Arc::new(crate::source::Source::WeakRefCall { base: source.clone() });
                 crate::symbolic::builder::wrap(py, self.og, &referent, src)
             }
-            other @ VT::Opaque { .. } => graph_break!(UntracedValue, "call to {}", other.describe(py)),
+            // `o(...)` of a user object (Objects/typeobject.c, `slot_tp_call`): its class's
+            // Python `__call__`, inlined. Torch's own classes keep their calls in Python.
+            other @ (VT::UserObject(_) | VT::Opaque { .. }) => {
+                let torch_class = match other {
+                    VT::Opaque { obj, .. } => obj.bind(py).get_type().module().map(|m| m.to_string().starts_with("torch")).unwrap_or(true),
+                    _ => false,
+                };
+                if !torch_class {
+                    if let Some(m) = self.python_dunder(py, other, "__call__")? {
+                        return self.call(py, &m, args, kwargs);
+                    }
+                }
+                match other {
+                    VT::Opaque { .. } => graph_break!(UntracedValue, "call to {}", other.describe(py)),
+                    _ => graph_break!(UnsupportedOperation, "call to {}", other.describe(py)),
+                }
+            }
             other => graph_break!(UnsupportedOperation, "call to {}", other.describe(py)),
         }
     }

@@ -649,7 +649,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::CONVERT_VALUE => {
                 let v = self.pop()?;
-                let c = v.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
+                let c = v.as_constant(py).or_else(|| v.as_enum_member(py)).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
                 let c = match arg {
                     1 => c.str()?.into_any(),
                     2 => c.repr()?.into_any(),
@@ -1046,7 +1046,27 @@ impl<'a> InstructionTranslator<'a> {
                         self.og.realize(s);
                     }
                 }
-                let c = v.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
+                // Note [text of user objects]: `{o}` is `format(o, spec)`, `{o!s}` / `{o!r}` the
+                // str / repr then formatted.
+                let user_text = match arg & 0x03 {
+                    0 => self.user_text(py, &v, "format", spec.as_ref())?,
+                    1 => self.user_text(py, &v, "str", None)?,
+                    2 => self.user_text(py, &v, "repr", None)?,
+                    _ => None,
+                };
+                if let Some(text) = user_text {
+                    let out = match (arg & 0x03, &spec) {
+                        (0, _) | (_, None) => text,
+                        (_, Some(s)) => {
+                            let s = s.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "format spec"))?;
+                            let t = text.as_constant(py).expect("a str");
+                            VT::constant(py.import("builtins")?.getattr("format")?.call1((t, s))?.unbind())
+                        }
+                    };
+                    self.stack.push(out);
+                    return Ok(Flow::Continue);
+                }
+                let c = v.as_constant(py).or_else(|| v.as_enum_member(py)).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
                 let builtins = py.import("builtins")?;
                 let conv = match arg & 0x03 {
                     1 => Some(builtins.getattr("str")?),

@@ -55,6 +55,21 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
+    /// Canonical member `member` of the plain enum class `cls`, as the tracker of `cls.<name>`
+    /// read through the class's source, identity-guarded (Note [enum members] in
+    /// `builder.rs`). A pseudo-member (a `Flag`'s combination) or a class without a source is
+    /// not modelled.
+    pub(crate) fn enum_member(&mut self, py: Python<'_>, cls: &Bound<'_, PyAny>, member: Bound<'_, PyAny>) -> VResult<VT> {
+        if !member.get_type().is(cls) || !crate::symbolic::builder::is_plain_enum_member(py, &member) {
+            graph_break!(UnsupportedCall, "enum class {} gave {}, not one of its members", crate::symbolic::variables::qualname(cls), type_name(&member));
+        }
+        let Some(source) = self.og.class_sources.get(&(cls.as_ptr() as usize)).cloned() else {
+            graph_break!(MissingSource, "a member of enum class {} that has no source", crate::symbolic::variables::qualname(cls));
+        };
+        let name: String = member.getattr("_name_")?.extract()?;
+        crate::symbolic::builder::wrap(py, self.og, &member, source.attr(&name))
+    }
+
     /// Python builtins (and builtin types used as functions) with tracker arguments.
     pub(crate) fn call_builtin(&mut self, py: Python<'_>, b: &Bound<'_, PyAny>, mut args: Vec<VT>, mut kwargs: Vec<(String, VT)>) -> VResult<VT> {
         // Note [call arity] (variables/arity.rs): a call the real builtin refuses raises there.
@@ -71,6 +86,14 @@ impl<'a> InstructionTranslator<'a> {
                 if name == "sum" && start.and_then(|s| s.as_constant(py)).is_some_and(|c| c.is_instance_of::<pyo3::types::PyString>() || c.is_instance_of::<pyo3::types::PyBytes>() || c.is_instance_of::<pyo3::types::PyByteArray>()) {
                     graph_break!(ArgumentMismatch, "sum() with a string start");
                 }
+            }
+        }
+        // Note [enum members]: `Color(2)` (and `Color(Color.RED)`) is the class's canonical member
+        // of that value; eager's ValueError for none.
+        if args.len() == 1 && kwargs.is_empty() && crate::symbolic::builder::is_plain_enum_class(py, b) {
+            if let Some(v) = args[0].as_constant(py).filter(|c| is_literal(py, c)).or_else(|| args[0].as_enum_member(py)) {
+                let member = b.call1((v,)).map_err(|e| Unsupported::folded(py, e))?;
+                return self.enum_member(py, b, member);
             }
         }
         // A builtin given a symbolic size (`max(3, x.shape[0])`, `int(n)`, `range(t)`) sees its
@@ -212,6 +235,8 @@ impl<'a> InstructionTranslator<'a> {
                 VT::Constant(c) => VT::constant(c.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
                 VT::Dict(d) | VT::DictView { dict: d, .. } => VT::constant(d.borrow().items.len().into_pyobject(py)?.into_any().unbind()),
                 VT::Deque(l) => VT::constant(l.borrow().items.len().into_pyobject(py)?.into_any().unbind()),
+                // Note [enum members]: the number of canonical members, fixed with the class.
+                VT::Class(c) if crate::symbolic::builder::is_plain_enum_class(py, c.bind(py)) => VT::constant(c.bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
                 VT::Set(set) => VT::constant(set.borrow().bind(py).len()?.into_pyobject(py)?.into_any().unbind()),
                 VT::Opaque { obj, source } if obj.bind(py).is_instance_of::<pyo3::types::PyDict>() && obj.bind(py).get_type().getattr("__len__")?.is(py.get_type::<pyo3::types::PyDict>().getattr("__len__")?) => {
                     // A dict of a type kept as an opaque object (a module's `_forward_hooks`
@@ -535,7 +560,7 @@ impl<'a> InstructionTranslator<'a> {
                 return Ok(VT::Iterator(Rc::new(RefCell::new(IteratorState::of(kind)))));
             }
         }
-        if is("bool") && args.len() == 1 && kwargs.is_empty() && matches!(args[0], VT::UserObject(_) | VT::List(_) | VT::Deque(_) | VT::Dict(_) | VT::DictView { .. } | VT::Tuple(_) | VT::NamedTuple { .. }) {
+        if is("bool") && args.len() == 1 && kwargs.is_empty() && matches!(args[0], VT::UserObject(_) | VT::Opaque { .. } | VT::List(_) | VT::Deque(_) | VT::Dict(_) | VT::DictView { .. } | VT::Tuple(_) | VT::NamedTuple { .. }) {
             // `bool(v)` is the truth test of `if v:` (`PyObject_IsTrue`).
             let t = self.truth(py, &args[0])?;
             return Ok(const_bool(py, t));
@@ -566,7 +591,7 @@ impl<'a> InstructionTranslator<'a> {
         if (is("min") || is("max")) && args.len() >= 1 && !all_const {
             return self.min_max(py, is("max"), &args, &kwargs);
         }
-        if is("abs") && matches!(args.first(), Some(VT::Tensor(_))) {
+        if is("abs") && args.len() == 1 && matches!(args[0], VT::Tensor(_) | VT::UserObject(_) | VT::Opaque { .. }) {
             return self.operator(py, "abs", args);
         }
         if is("type") && args.len() == 1 {
@@ -634,6 +659,17 @@ impl<'a> InstructionTranslator<'a> {
         if is("print") || is("input") || is("open") || is("exec") || is("eval") || is("setattr") || is("delattr") || is("globals") || is("locals") || is("vars") || is("id") || is("super") {
             graph_break!(UnsupportedBuiltin, "call to builtin {}", crate::symbolic::variables::qualname(b));
         }
+        // Note [text of user objects].
+        if (is("str") || is("repr")) && args.len() == 1 && kwargs.is_empty() {
+            if let Some(r) = self.user_text(py, &args[0], if is("str") { "str" } else { "repr" }, None)? {
+                return Ok(r);
+            }
+        }
+        if is("format") && (args.len() == 1 || args.len() == 2) && kwargs.is_empty() {
+            if let Some(r) = self.user_text(py, &args[0], "format", args.get(1))? {
+                return Ok(r);
+            }
+        }
         if (is("str") || is("repr")) && args.len() == 1 && kwargs.is_empty() {
             if let VT::Class(c) = &args[0] {
                 // `type.__repr__` (Objects/typeobject.c, `type_repr`): `<class 'module.qualname'>`
@@ -647,7 +683,9 @@ impl<'a> InstructionTranslator<'a> {
         }
         // Pure builtins over literal values, including lists, tuples and sets of literals built
         // during tracing (each passed as a fresh copy, so the call cannot mutate our state).
-        let literal_args: Option<Vec<Bound<'_, PyAny>>> = args.iter().map(|a| self.literal_value(py, a)).collect();
+        // Note [enum members]: a plain member stands for itself (`str(m)`, `hash(m)`, `int(m)`).
+        let has_enum_arg = args.iter().any(|a| a.as_enum_member(py).is_some());
+        let literal_args: Option<Vec<Bound<'_, PyAny>>> = args.iter().map(|a| self.literal_value(py, a).or_else(|| a.as_enum_member(py))).collect();
         let literal_kwargs: Option<Vec<(String, Bound<'_, PyAny>)>> = kwargs.iter().map(|(k, v)| self.literal_value(py, v).map(|v| (k.clone(), v))).collect();
         if let (Some(vals), Some(kvals)) = (literal_args, literal_kwargs) {
             let pure = ["abs", "min", "max", "round", "int", "float", "bool", "str", "tuple", "frozenset", "sum", "any", "all", "divmod", "pow", "sorted", "reversed", "repr", "hash", "type", "slice", "chr", "ord", "format", "len"];
@@ -658,9 +696,13 @@ impl<'a> InstructionTranslator<'a> {
                 for (k, v) in kvals {
                     kw.set_item(k, v)?;
                 }
-                let r = b.call(PyTuple::new(py, vals.iter())?, Some(&kw))?;
+                // Note [errors of folded operations].
+                let r = b.call(PyTuple::new(py, vals.iter())?, Some(&kw)).map_err(|e| Unsupported::folded(py, e))?;
                 if is_literal(py, &r) {
                     return Ok(VT::constant(r.unbind()));
+                }
+                if has_enum_arg {
+                    graph_break!(UnsupportedCall, "call to {} with an enum member gave a {}", crate::symbolic::variables::qualname(b), type_name(&r));
                 }
                 if let Ok(l) = r.cast::<PyList>() {
                     if l.iter().all(|i| is_literal(py, &i)) {

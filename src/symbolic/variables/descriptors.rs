@@ -115,6 +115,38 @@ impl<'a> InstructionTranslator<'a> {
     }
 }
 
+impl<'a> InstructionTranslator<'a> {
+    /// Note [non-data descriptors]: `obj.name` where the instance has no such attribute and the
+    /// class's attribute is a non-data descriptor (a type with `__get__` but neither `__set__`
+    /// nor `__delete__`) calls `type(d).__get__(d, obj, type(obj))` (Objects/object.c,
+    /// `_PyObject_GenericGetAttrWithDict`). A Python `__get__` is inlined, so its effects and
+    /// answer are traced; `functools.cached_property`'s runs as
+    /// `dynamo._polyfills.cached_property_get` (its code without the 3.11 lock), so the first
+    /// read computes and stores the value in the instance's `__dict__` (an attribute write of
+    /// the trace) and later reads find it there. `None`: the descriptor's `__get__` is C code
+    /// (the caller decides).
+    ///
+    /// `ca`: the descriptor, found on the class at `ca_src`; `owner`: the tracker of
+    /// `type(obj)`.
+    pub(crate) fn nondata_descriptor_get(&mut self, py: Python<'_>, obj: &VT, ca: &Bound<'_, PyAny>, ca_src: Arc<Source>, owner: VT) -> VResult<Option<VT>> {
+        let dty = ca.get_type();
+        if dty.is(py.import("functools")?.getattr("cached_property")?) {
+            let name = "cached_property_get";
+            let f = py.import("dynamo._polyfills")?.getattr(name)?;
+            let func = wrap(py, self.og, &f, Arc::new(Source::Module { name: "dynamo._polyfills".into() }).attr(name))?;
+            let descr = wrap(py, self.og, ca, ca_src)?;
+            return self.call(py, &func, vec![descr, obj.clone(), owner], vec![]).map(Some);
+        }
+        let Some((k, get_fn)) = static_type_lookup(&dty, "__get__")? else { return Ok(None) };
+        if type_name(&get_fn) != "function" {
+            return Ok(None);
+        }
+        let descr = wrap(py, self.og, ca, ca_src.clone())?;
+        let f = wrap(py, self.og, &get_fn, class_attr_source(&ca_src, k, "__get__"))?;
+        self.call(py, &f, vec![descr, obj.clone(), owner], vec![]).map(Some)
+    }
+}
+
 /// Whether `f`, a function found on a descriptor's or metaclass's type, is user code: a Python
 /// function outside the modules whose descriptors are pure lookups (torch's own, `enum`'s member
 /// properties, `abc`, `typing`, `functools.cached_property` read through the class).

@@ -124,6 +124,12 @@ impl<'a> InstructionTranslator<'a> {
                 continue;
             }
             self.pin_identity(item);
+            if let Some(m) = item.as_enum_member(py) {
+                // Note [enum members]: its real object, hashed by the enum module's code.
+                self.og.set_members.insert(m.as_ptr() as usize, item.clone());
+                out.push(m);
+                continue;
+            }
             if let VT::Tensor(t) = item {
                 // A tensor hashes by identity (`Tensor.__hash__` is `id`), and each graph value
                 // has its own fake tensor: the fake stands for it in the set.
@@ -184,7 +190,7 @@ impl<'a> InstructionTranslator<'a> {
     /// `s.name(*args)` for a set built in the trace, run by the real method on its real set
     /// (Note [set order]): new sets are new trackers, frozensets, bools and None constants,
     /// `pop()`'s member its tracker. An exception of the real method (`KeyError` of `pop()`
-    /// on an empty set) is left to Python.
+    /// on an empty set) is raised in the trace (Note [errors of folded operations]).
     pub(crate) fn set_method(&mut self, py: Python<'_>, set: &Rc<RefCell<Py<PyAny>>>, name: &str, args: &[VT]) -> VResult<VT> {
         let steps_items = match name {
             "update" | "difference_update" => true,
@@ -202,10 +208,9 @@ impl<'a> InstructionTranslator<'a> {
         }
         let real_args = args.iter().map(|a| self.real_set_arg(py, a)).collect::<VResult<Vec<_>>>()?;
         let real = set.borrow().clone_ref(py);
-        let r = match real.bind(py).call_method1(name, pyo3::types::PyTuple::new(py, real_args)?) {
-            Ok(r) => r,
-            Err(e) => graph_break!(RaisesException, "set.{name}() raises {}", e),
-        };
+        // Note [errors of folded operations]: `KeyError` of `remove`/`pop`, a `TypeError` of an
+        // unhashable member.
+        let r = real.bind(py).call_method1(name, pyo3::types::PyTuple::new(py, real_args)?).map_err(|e| Unsupported::folded(py, e))?;
         if name == "pop" {
             return self.set_member(py, r);
         }
@@ -257,6 +262,99 @@ impl<'a> InstructionTranslator<'a> {
             }
         }
         Ok(VT::none(py))
+    }
+
+    /// Note [dict view set operations]: `d.keys()` and `d.items()` are set-like: `&`, `|`, `-`,
+    /// `^` (Objects/dictobject.c, `_PyDictView_Intersect`, `dictviews_or`, `dictviews_sub`,
+    /// `dictviews_xor`), the comparisons (`dictview_richcompare`) and `isdisjoint`
+    /// (`dictviews_isdisjoint`) build a new `set` or a bool from the view's iteration order and
+    /// from membership tests on its dict, with the view on either side. They run as the real C
+    /// code on real stand-ins: a view of a dict tracker whose keys (and, for `items()`, values)
+    /// are literals is made real as the same view of a new dict holding the same keys in the
+    /// same order (its values None for a keys view, which never reads them); the other operand
+    /// as the real object those functions would see (`view_operand`). The result is a new set
+    /// tracker (Note [set order]): its table and iteration order are eager's. `dict_values` has
+    /// no set operations and compares by identity: it is never made real.
+    ///
+    /// The real stand-in of `v` for a dict view operation, or `None` when `v` is not one this
+    /// models: a keys or items view as above, a traced set's own real set, a constant, a dict
+    /// tracker as a dict of its literal keys (these operations read only a dict operand's
+    /// keys), a list or tuple of literals. Lazy iterables are not made real (the C code would
+    /// consume them while the trace's copy could not interleave with their producers).
+    pub(crate) fn view_operand<'py>(&mut self, py: Python<'py>, v: &VT) -> VResult<Option<Bound<'py, PyAny>>> {
+        use crate::symbolic::builder::is_literal;
+        let literal_keys = |d: &DictState, with_values: bool| -> VResult<Option<Bound<'py, PyDict>>> {
+            let real = PyDict::new(py);
+            for (k, val) in &d.items {
+                if !is_literal(py, k.bind(py)) {
+                    return Ok(None);
+                }
+                let val = match (with_values, val) {
+                    (false, _) => py.None().into_bound(py),
+                    (true, VT::Constant(c)) if is_literal(py, c.bind(py)) => c.bind(py).clone(),
+                    (true, _) => return Ok(None),
+                };
+                real.set_item(k.bind(py), val)?;
+            }
+            Ok(Some(real))
+        };
+        Ok(match v {
+            VT::DictView { dict, view: view @ (DictView::Keys | DictView::Items), .. } => {
+                match literal_keys(&dict.borrow(), *view == DictView::Items)? {
+                    Some(real) => Some(real.call_method0(view.method())?),
+                    None => None,
+                }
+            }
+            VT::Set(s) => Some(s.borrow().bind(py).clone()),
+            VT::Constant(c) => Some(c.bind(py).clone()),
+            VT::Dict(d) => literal_keys(&d.borrow(), false)?.map(|d| d.into_any()),
+            VT::List(l) => {
+                let items: Option<Vec<_>> = l.borrow().items.iter().map(|i| match i {
+                    VT::Constant(c) if is_literal(py, c.bind(py)) => Some(c.bind(py).clone()),
+                    _ => None,
+                }).collect();
+                match items {
+                    Some(items) => Some(pyo3::types::PyList::new(py, items)?.into_any()),
+                    None => None,
+                }
+            }
+            VT::Tuple(items) => {
+                let items: Option<Vec<_>> = items.iter().map(|i| match i {
+                    VT::Constant(c) if is_literal(py, c.bind(py)) => Some(c.bind(py).clone()),
+                    _ => None,
+                }).collect();
+                match items {
+                    Some(items) => Some(pyo3::types::PyTuple::new(py, items)?.into_any()),
+                    None => None,
+                }
+            }
+            _ => None,
+        })
+    }
+
+    /// `a op b` (`operator.<name>`: `and_`, `or_`, `sub`, `xor`, their in-place forms, or a
+    /// comparison) where an operand is a keys or items view (Note [dict view set operations]):
+    /// the real operation on the real stand-ins. `None` when an operand is not made real (the
+    /// caller goes on as before). A new set is a new set tracker; an operand's own real set
+    /// (a set's in-place operator) is that operand; a bool, its constant.
+    pub(crate) fn dict_view_operator(&mut self, py: Python<'_>, name: &str, a: &VT, b: &VT) -> VResult<Option<VT>> {
+        let is_view = |v: &VT| matches!(v, VT::DictView { view: DictView::Keys | DictView::Items, .. });
+        if !(is_view(a) || is_view(b)) {
+            return Ok(None);
+        }
+        let (Some(ra), Some(rb)) = (self.view_operand(py, a)?, self.view_operand(py, b)?) else { return Ok(None) };
+        let f = self.og.handles.operator.bind(py).getattr(name)?;
+        let r = f.call1((&ra, &rb))?;
+        if let VT::Set(s) = a {
+            if r.is(s.borrow().bind(py)) {
+                return Ok(Some(a.clone()));
+            }
+        }
+        Ok(Some(match type_name(&r).as_str() {
+            "set" => VT::Set(Rc::new(RefCell::new(r.unbind()))),
+            "bool" => VT::constant(r.unbind()),
+            other => graph_break!(UnsupportedOperation, "dict view operation {name} gave a {other}"),
+        }))
     }
 
     pub(crate) fn dict_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<(String, VT)>> {

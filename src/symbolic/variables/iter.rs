@@ -196,6 +196,9 @@ pub struct GeneratorFrame {
     pub ip: usize,
     /// What the frame returned (`StopIteration.value`), once it has.
     pub returned: Option<VariableTracker>,
+    /// The value `gen.send(v)` hands to the suspended `yield` at the next resume (None for
+    /// `next()`).
+    pub sent: Option<VariableTracker>,
 }
 
 /// Why an iterator step cannot give an item.
@@ -767,6 +770,69 @@ pub fn borrow_iter(it: &Rc<RefCell<IteratorState>>) -> Result<std::cell::RefMut<
 }
 
 impl<'a> InstructionTranslator<'a> {
+    /// Note [generator send and close]: `gen.send(v)` of a generator the trace runs resumes its
+    /// frame with `v` as the value of the suspended `yield` (Objects/genobject.c, `gen_send_ex`)
+    /// and gives the next yielded value; a just-started generator takes only None (eager's
+    /// TypeError otherwise, raised in the trace). `gen.close()` of one not started, finished,
+    /// or suspended where closing runs no code of its own (`closing_runs_code`) finishes it
+    /// (`gen_close`: the GeneratorExit thrown in at the `yield` leaves the frame at once), unless freeing its locals is
+    /// observable (Note [observable frees]); one suspended inside such a block would run
+    /// handlers the trace does not place, and a `send` that finishes the generator
+    /// (`StopIteration`), are left to Python.
+    ///
+    /// `gen.send(v)` / `gen.close()` for the generator iterator `it`; `None` when `it` is not a
+    /// generator the trace runs.
+    pub(crate) fn generator_method(&mut self, py: Python<'_>, it: &Rc<RefCell<IteratorState>>, name: &str, args: &[VT]) -> VResult<Option<VT>> {
+        let (started, suspended_in_block, exhausted, locals_observable) = {
+            // A generator calling its own send/close from its body: eager's ValueError
+            // ("generator already executing"), left to Python.
+            let Ok(st) = it.try_borrow() else {
+                graph_break!(RaisesException, "{name}() of a generator that is running (ValueError: generator already executing)");
+            };
+            let IterKind::Generator(Some(f)) = &st.kind else { return Ok(None) };
+            let in_block = f.ip > 0 && crate::symbolic::convert_frame::closing_runs_code(f);
+            let observable = f.locals.iter().flatten().any(|v| crate::symbolic::translator::lifetime_observable(py, v));
+            (f.ip > 0, in_block, st.exhausted, observable)
+        };
+        match (name, args) {
+            ("send", [v]) => {
+                if exhausted {
+                    graph_break!(RaisesException, "send() to a finished generator (StopIteration)");
+                }
+                let is_none = v.as_constant(py).is_some_and(|c| c.is_none());
+                if !started && !is_none {
+                    let msg = "can't send non-None value to a just-started generator";
+                    let exc = py.get_type::<pyo3::exceptions::PyTypeError>().call1((msg,))?;
+                    return Err(crate::symbolic::Unsupported::raise_value("TypeError", exc.unbind(), msg));
+                }
+                match &mut it.borrow_mut().kind {
+                    IterKind::Generator(Some(f)) => f.sent = Some(v.clone()),
+                    _ => return Ok(None),
+                }
+                match self.step_iter(py, it)? {
+                    Some(item) => Ok(Some(item)),
+                    None => graph_break!(RaisesException, "send() finished the generator (StopIteration)"),
+                }
+            }
+            ("close", []) => {
+                if started && !exhausted && suspended_in_block {
+                    graph_break!(UnsupportedOperation, "close() of a generator suspended inside a try/with block");
+                }
+                if started && !exhausted && locals_observable {
+                    graph_break!(ObjectLifetime, "close() of a generator whose locals' free is observable (Note [observable frees])");
+                }
+                let mut st = it.borrow_mut();
+                st.exhausted = true;
+                if let IterKind::Generator(Some(f)) = &mut st.kind {
+                    f.locals.iter_mut().for_each(|l| *l = None);
+                    f.stack.clear();
+                }
+                Ok(Some(VT::none(py)))
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// One step of an iterator (FOR_ITER, `next()`): `None` when exhausted. A step that raises
     /// in CPython (a dict that changed size) raises eager's `RuntimeError` in the trace; one
     /// that leaves the frame is a graph break, so the instruction runs for real and raises
@@ -877,7 +943,16 @@ impl<'a> InstructionTranslator<'a> {
             },
             _ => false,
         };
-        if !is_generator {
+        // A plain `__iter__` (`return iter(self.items)`) is inlined too when the object's class
+        // is the user's: `PyObject_GetIter` calls it and takes the iterator it returns; one that
+        // returns anything else (a user iterator object, or a non-iterator, eager's TypeError)
+        // is left to Python. Torch's own classes (a `DataLoader`, whose loop has its driver:
+        // Note [loop bodies as functions]) keep their `__iter__` in Python.
+        let torch_class = match v {
+            VT::Opaque { obj, .. } => obj.bind(py).get_type().module().map(|m| m.to_string().starts_with("torch")).unwrap_or(true),
+            _ => false,
+        };
+        if !is_generator && torch_class {
             return Ok(None);
         }
         match self.call(py, &m, vec![], vec![])? {
@@ -1047,6 +1122,15 @@ impl<'a> InstructionTranslator<'a> {
                 out
             }
             VT::Opaque { .. } => graph_break!(UntracedValue, "iterating {} (its __iter__ runs in Python)", v.describe(py)),
+            // Note [enum members]: its canonical members in definition order.
+            VT::Class(c) if crate::symbolic::builder::is_plain_enum_class(py, c.bind(py)) => {
+                let cls = c.bind(py).clone();
+                let mut out = Vec::new();
+                for m in cls.try_iter()? {
+                    out.push(self.enum_member(py, &cls, m?)?);
+                }
+                out
+            }
             _ => graph_break!(UnsupportedOperation, "iterating {}", v.describe(py)),
         })
     }
@@ -1267,9 +1351,11 @@ pub(crate) fn resume_generator(py: Python<'_>, og: &mut OutputGraph, depth: usiz
     child.external_cells = std::mem::take(&mut f.external_cells);
     child.stack = std::mem::take(&mut f.stack);
     child.ip = f.ip;
+    // The value `next()` (None) or `send(v)` sends into the suspended YIELD_VALUE (a generator
+    // not started yet takes only None, which nothing receives).
+    let sent = f.sent.take();
     if f.ip > 0 {
-        // The value `next()` sends into the suspended YIELD_VALUE.
-        child.stack.push(VT::none(py));
+        child.stack.push(sent.unwrap_or_else(|| VT::none(py)));
     }
     let outcome = child.run_until(py, None);
     child.og.inline_sites.pop();

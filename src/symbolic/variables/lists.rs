@@ -224,6 +224,22 @@ impl<'a> InstructionTranslator<'a> {
                 graph_break!(ObjectLifetime, "{}.{name}() may free an object whose free is observable (Note [observable frees])", container.describe(py));
             }
         }
+        if let (VT::Iterator(it), true) = (container, kwargs.is_empty()) {
+            // Note [generator send and close] (variables/iter.rs).
+            if let Some(r) = self.generator_method(py, it, name, &args)? {
+                return Ok(r);
+            }
+        }
+        if let (VT::DictView { .. }, "isdisjoint") = (container, name) {
+            // Note [dict view set operations]: the real `dictviews_isdisjoint`.
+            if args.len() != 1 || !kwargs.is_empty() {
+                graph_break!(ArgumentMismatch, "isdisjoint() takes exactly one argument ({} given)", args.len() + kwargs.len());
+            }
+            let (Some(view), Some(other)) = (self.view_operand(py, container)?, self.view_operand(py, &args[0])?) else {
+                graph_break!(UnsupportedOperation, "isdisjoint of {} with {}", container.describe(py), args[0].describe(py));
+            };
+            return Ok(VT::constant(view.call_method1("isdisjoint", (other,))?.unbind()));
+        }
         if let (VT::Deque(l), false) = (container, name.starts_with("__")) {
             return self.call_deque_method(py, l, name, args, kwargs);
         }
@@ -404,7 +420,10 @@ impl<'a> InstructionTranslator<'a> {
                         set.call_method0("clear")?;
                     }
                     _ => {
-                        set.call_method1(name, (consts[0].clone(),))?;
+                        // Note [errors of folded operations]: `remove`'s KeyError names the
+                        // member, so only a literal one is eager's own (not a tensor's fake).
+                        let literal = crate::symbolic::builder::is_literal(py, &consts[0]);
+                        set.call_method1(name, (consts[0].clone(),)).map_err(|e| if literal { Unsupported::folded(py, e) } else { Unsupported::from(e) })?;
                     }
                 }
                 Ok(VT::none(py))

@@ -206,7 +206,16 @@ impl VariableTracker {
                 let b = c.bind(py);
                 crate::symbolic::builder::is_identity_key(py, b).then(|| b.clone())
             }
-            _ => self.as_constant(py),
+            _ => self.as_constant(py).or_else(|| self.as_enum_member(py)),
+        }
+    }
+
+    /// The real member of an enum class this tracker stands for, identity-guarded where it was
+    /// wrapped (Note [enum members] in `builder.rs`); `None` for anything else.
+    pub fn as_enum_member<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        match self {
+            VT::Opaque { obj, .. } if crate::symbolic::builder::is_plain_enum_member(py, obj.bind(py)) => Some(obj.bind(py).clone()),
+            _ => None,
         }
     }
 

@@ -519,10 +519,15 @@ impl<'a> InstructionTranslator<'a> {
                     None => graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(ca)),
                 }
             }
-            // Other descriptors (C methods, cached_property, partialmethod...) bind in ways not
+            // Other descriptors: a Python `__get__` (and `functools.cached_property`'s) is traced
+            // (Note [non-data descriptors]); C ones (C methods, partialmethod...) bind in ways not
             // modelled: the read runs in Python.
             _ if ca.get_type().hasattr("__get__")? && !ca.is_instance_of::<pyo3::types::PyType>() => {
-                graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(ca))
+                let owner = wrap(py, self.og, ty.as_any(), source.generic_attr("__class__"))?;
+                match self.nondata_descriptor_get(py, vt, ca, ca_src.clone(), owner)? {
+                    Some(v) => Ok(v),
+                    None => graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(ca)),
+                }
             }
             _ => wrap(py, self.og, ca, ca_src),
         }
@@ -966,8 +971,13 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 Ok(VT::ContainerMethod { container: Box::new(storage), name: name.to_string() })
             }
+            // Note [non-data descriptors].
             _ if ca.get_type().hasattr("__get__")? && !ca.is_instance_of::<pyo3::types::PyType>() => {
-                graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(&ca))
+                let owner = VT::Class(Rc::new(o.cls.clone_ref(py)));
+                match self.nondata_descriptor_get(py, vt, &ca, src.clone(), owner)? {
+                    Some(v) => Ok(v),
+                    None => graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(&ca)),
+                }
             }
             _ => wrap(py, self.og, &ca, src),
         }
