@@ -188,3 +188,34 @@ def test_optimizer_methods_break_with_their_reason():
     assert "Optimizer.zero_grad runs eagerly" in reasons, reasons
     assert "SGD.step runs eagerly" in reasons, reasons
     assert "cannot pass" not in reasons, reasons
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_clip_grad_norm_of_the_parameters_generator(backend):
+    """`clip_grad_norm_(model.parameters(), c)` (Note [parameter iterables]): the generator is
+    taken to its end and passed as the list torch makes of it; one graph, eager's norm and
+    clipped gradients, and the generator is exhausted afterwards as in eager."""
+
+    def make():
+        torch.manual_seed(0)
+        m = torch.nn.Linear(3, 3)
+        m(torch.randn(2, 3)).sum().mul(10).backward()
+        return m
+
+    def clip(m, x):
+        params = m.parameters()
+        norm = torch.nn.utils.clip_grad_norm_(params, 1.0)
+        torch.nn.utils.clip_grad_value_(m.parameters(), 0.05)
+        return norm * x, list(params)
+
+    eager_m, m = make(), make()
+    x = torch.ones(2)
+    want = clip(eager_m, x)
+    dynamo.reset()
+    got = dynamo.optimize(backend)(clip)(m, x)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1] == want[1] == []
+    for p, q in zip(m.parameters(), eager_m.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
+    c = dynamo.counters()
+    assert c["graph_breaks"] == 0, c

@@ -982,16 +982,16 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None, 
 
         @staticmethod
         def backward(ctx, *grads):
-            missing = None
-            if partial:
-                missing = {k for k in tangent_outputs if grads[k] is None}
-                if missing:
-                    grads = list(grads)
-                    for k in missing:
+            missing = {k for k in tangent_outputs if grads[k] is None} if partial else None
+            if check_grads is not None:
+                # On the gradients as they arrived: a missing one reaches no saved result.
+                grads = check_grads(ctx, grads)
+            if missing:
+                grads = list(grads)
+                for k in missing:
+                    if grads[k] is None:
                         shape, dtype, device = unused_meta[k]
                         grads[k] = torch.zeros(shape, dtype=dtype, device=device)
-            if check_grads is not None:
-                grads = check_grads(ctx, grads)
             if torch.is_grad_enabled() and rerun and _versions(ctx.dynamo_inputs) == ctx.dynamo_versions:
                 return _rerun_backward(ctx, grads, eager_forward, n_extra, tangent_outputs, input_requires_grad)
             saved = ctx.saved_tensors

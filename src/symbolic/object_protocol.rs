@@ -32,6 +32,10 @@ fn defers_to_python_classes(c: &Bound<'_, PyAny>) -> bool {
     c.is_none() || [py.get_type::<pyo3::types::PyInt>(), py.get_type::<pyo3::types::PyFloat>(), py.get_type::<PyString>(), py.get_type::<pyo3::types::PyBool>()].iter().any(|k| t.is(k))
 }
 
+/// torch.nn.utils functions whose first argument is an iterable of tensors they turn into a
+/// list first (Note [parameter iterables]).
+const PARAMETER_ITERABLE_FNS: [&str; 5] = [".clip_grad_norm_", ".clip_grad_value_", ".clip_grads_with_norm_", ".get_total_norm", ".parameters_to_vector"];
+
 impl<'a> InstructionTranslator<'a> {
     pub(crate) fn getattr(&mut self, py: Python<'_>, obj: &VT, name: &str) -> VResult<VT> {
         // Any attribute but the (guarded) code object can differ between closures of one code.
@@ -1899,6 +1903,21 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 if name == "torch.utils.checkpoint.checkpoint" {
                     return self.activation_checkpoint(py, args, kwargs);
+                }
+                let mut args = args;
+                if PARAMETER_ITERABLE_FNS.iter().any(|f| name.ends_with(f)) {
+                    // Note [parameter iterables]: torch.nn.utils' gradient clipping and
+                    // flattening take "an iterable of Tensors or a single Tensor" and start with
+                    // `list(parameters)`: a lazy `model.parameters()` is taken to its end here
+                    // (it is exhausted after the call, as in eager) and passed as that list.
+                    if let Some(VT::Iterator(it)) = args.first() {
+                        let it = it.clone();
+                        let mut items = Vec::new();
+                        while let Some(v) = self.step_iter(py, &it)? {
+                            items.push(v);
+                        }
+                        args[0] = crate::symbolic::variables::lists::new_list(items);
+                    }
                 }
                 if ["seed", "set_", "manual_seed", "_set", "use_deterministic", "compile", "_dynamo", "autograd.grad", "backward", "no_grad", "enable_grad"]
                     .iter()
