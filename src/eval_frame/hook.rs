@@ -358,26 +358,24 @@ impl RunWithoutHook {
 /// as ordinary Python, as under torch.compile (`is_compiling()` is False inside), and a trace
 /// that meets such a call breaks there.
 pub fn mark_skip_recursive(py: Python<'_>, code: &Bound<'_, PyAny>) {
+    mark_status(py, code, FrameStatus::SkipRecursive);
+}
+
+/// Sets the status of `code`, classifying it first if the hook has not seen it.
+fn mark_status(py: Python<'_>, code: &Bound<'_, PyAny>, status: FrameStatus) {
     unsafe {
         let st = get_extra(code.as_ptr());
         if st.is_null() {
-            set_extra(py, code.as_ptr(), ExtraState { status: FrameStatus::SkipRecursive, n_arg_slots: 0, entries: vec![], warned_limit: false, n_graphless: 0, n_with_ops: 0, dim_state: None });
+            set_extra(py, code.as_ptr(), ExtraState { status, n_arg_slots: 0, entries: vec![], warned_limit: false, n_graphless: 0, n_with_ops: 0, dim_state: None });
         } else {
-            (*st).status = FrameStatus::SkipRecursive;
+            (*st).status = status;
         }
     }
 }
 
 /// Marks `code` so that its frames always run eagerly (`dynamo.disable`, transformed code).
 pub fn mark_skip(py: Python<'_>, code: &Bound<'_, PyAny>) {
-    unsafe {
-        let st = get_extra(code.as_ptr());
-        if st.is_null() {
-            set_extra(py, code.as_ptr(), ExtraState { status: FrameStatus::Skip, n_arg_slots: 0, entries: vec![], warned_limit: false, n_graphless: 0, n_with_ops: 0, dim_state: None });
-        } else {
-            (*st).status = FrameStatus::Skip;
-        }
-    }
+    mark_status(py, code, FrameStatus::Skip);
 }
 
 /// Note [code without a file]: code compiled from a string (`python -c`, `exec`, `eval`,

@@ -308,26 +308,14 @@ impl<'a> InstructionTranslator<'a> {
             VT::Set(s) => Some(s.borrow().bind(py).clone()),
             VT::Constant(c) => Some(c.bind(py).clone()),
             VT::Dict(d) => literal_keys(&d.borrow(), false)?.map(|d| d.into_any()),
-            VT::List(l) => {
-                let items: Option<Vec<_>> = l.borrow().items.iter().map(|i| match i {
-                    VT::Constant(c) if is_literal(py, c.bind(py)) => Some(c.bind(py).clone()),
-                    _ => None,
-                }).collect();
-                match items {
-                    Some(items) => Some(pyo3::types::PyList::new(py, items)?.into_any()),
-                    None => None,
-                }
-            }
-            VT::Tuple(items) => {
-                let items: Option<Vec<_>> = items.iter().map(|i| match i {
-                    VT::Constant(c) if is_literal(py, c.bind(py)) => Some(c.bind(py).clone()),
-                    _ => None,
-                }).collect();
-                match items {
-                    Some(items) => Some(pyo3::types::PyTuple::new(py, items)?.into_any()),
-                    None => None,
-                }
-            }
+            VT::List(l) => match literal_items(py, &l.borrow().items) {
+                Some(items) => Some(pyo3::types::PyList::new(py, items)?.into_any()),
+                None => None,
+            },
+            VT::Tuple(items) => match literal_items(py, items) {
+                Some(items) => Some(pyo3::types::PyTuple::new(py, items)?.into_any()),
+                None => None,
+            },
             _ => None,
         })
     }
@@ -396,4 +384,15 @@ pub(crate) fn dict_set(py: Python<'_>, d: &mut DictState, k: Py<PyAny>, v: VT) -
     d.items.push((k, v));
     d.version += 1;
     Ok(())
+}
+
+/// The values of `items` when every one is a literal constant.
+fn literal_items<'py>(py: Python<'py>, items: &[VT]) -> Option<Vec<Bound<'py, PyAny>>> {
+    items
+        .iter()
+        .map(|i| match i {
+            VT::Constant(c) if crate::symbolic::builder::is_literal(py, c.bind(py)) => Some(c.bind(py).clone()),
+            _ => None,
+        })
+        .collect()
 }
