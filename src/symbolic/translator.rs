@@ -649,6 +649,16 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::CONVERT_VALUE => {
                 let v = self.pop()?;
+                // 3.13's `{o!s}` / `{o!r}` of a user object (Note [text of user objects]).
+                let user_text = match arg {
+                    1 => self.user_text(py, &v, "str", None)?,
+                    2 => self.user_text(py, &v, "repr", None)?,
+                    _ => None,
+                };
+                if let Some(text) = user_text {
+                    self.stack.push(text);
+                    return Ok(Flow::Continue);
+                }
                 let c = v.as_constant(py).or_else(|| v.as_enum_member(py)).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
                 let c = match arg {
                     1 => c.str()?.into_any(),
