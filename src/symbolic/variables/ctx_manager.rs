@@ -83,10 +83,11 @@ pub struct AutocastTrace {
 /// and `__exit__` do what `torch.autocast`'s do (a user's subclass may do more: it is inlined
 /// as any context manager).
 pub(crate) fn is_torch_autocast_class(py: Python<'_>, c: &Bound<'_, PyAny>) -> PyResult<bool> {
+    static AUTOCAST: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
     let Ok(t) = c.cast::<pyo3::types::PyType>() else { return Ok(false) };
-    let base = py.import("torch.amp.autocast_mode")?.getattr("autocast")?;
+    let base = AUTOCAST.get_or_try_init(py, || -> PyResult<Py<PyAny>> { Ok(py.import("torch.amp.autocast_mode")?.getattr("autocast")?.unbind()) })?.bind(py);
     let module = c.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
-    Ok(t.is_subclass(&base)? && (module == "torch" || module.starts_with("torch.")))
+    Ok(t.is_subclass(base)? && (module == "torch" || module.starts_with("torch.")))
 }
 
 impl AutocastMode {
@@ -284,10 +285,12 @@ pub struct GeneratorCtx {
 /// Whether `f` is the `helper` that `contextlib.contextmanager(func)` returns (its code is that
 /// of every such helper; `func` is its only free variable).
 pub(crate) fn is_contextmanager_helper(py: Python<'_>, f: &Bound<'_, PyAny>) -> PyResult<bool> {
-    let Ok(code) = f.getattr("__code__") else { return Ok(false) };
-    let contextlib = py.import("contextlib")?;
-    let helper_code = contextlib.getattr("contextmanager")?.call1((contextlib.getattr("nullcontext")?,))?.getattr("__code__")?;
-    Ok(code.is(&helper_code))
+    static HELPER_CODE: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+    let helper_code = HELPER_CODE.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+        let contextlib = py.import("contextlib")?;
+        Ok(contextlib.getattr("contextmanager")?.call1((contextlib.getattr("nullcontext")?,))?.getattr("__code__")?.unbind())
+    })?;
+    Ok(f.getattr("__code__").is_ok_and(|code| code.is(helper_code.bind(py))))
 }
 
 impl<'a> InstructionTranslator<'a> {
