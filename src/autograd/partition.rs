@@ -223,7 +223,8 @@ impl FlowNetwork {
 // Note [min-cut]: the choice of saved values as a minimum s-t cut (the idea of PyTorch's
 // rematerializing partitioner). Each forward value v (inputs and call nodes) is an edge
 // v_in -> v_out whose capacity is the cost of saving v: its bytes, or 0 for a graph input
-// (parameters and the caller's inputs are alive anyway). A use of u by a forward node v is an
+// the backward reads (parameters and the caller's inputs are alive anyway; one it does not read
+// is never saved, Note [inputs eager does not save]). A use of u by a forward node v is an
 // edge u_out -> v_in, and a forward value a backward node reads an edge v_out -> sink, both of
 // infinite capacity; so are source -> v_in for inputs and for values that must be computed in
 // the forward ([`recomputable`] is false: matmul, conv, reductions, random and in-place ops).
@@ -234,6 +235,21 @@ impl FlowNetwork {
 // the minimum never costs more bytes than save-all. Among minimum cuts we take the one closest
 // to the sink (the least recomputation): the sink side is what reaches the sink in the residual
 // network.
+
+// Note [inputs eager does not save]: an input the backward's derivative rules read is one eager
+// saves too (the rules read what derivatives.yaml's formulas read), and it is alive anyway, so
+// saving it costs nothing. An input no rule reads is one eager never saves: saving it only to
+// recompute something from it in the backward would change what the user may do between the
+// forward and `backward()`. PPO-style observation normalization, `loss = net((obs - mean) /
+// std); mean.add_(delta); loss.backward()`, works in eager (`sub` and `div` by a constant save
+// nothing of `mean`), but with `mean` saved and `obs - mean` recomputed, autograd's version
+// check raised "one of the variables needed for gradient computation has been modified by an
+// inplace operation" (and without the check the gradient would have used the new mean). So such
+// an input's saving capacity is infinite: the cut never goes through it, and what the backward
+// needs of values computed from it is saved as computed, as eager saves it. The inputs of a
+// checkpointed region are the exception: eager's checkpoint saves them to run the region again.
+// (Activation memory can grow where a pointwise value computed only from inputs was recomputed
+// before; it is what eager keeps.)
 
 // Note [save bases, not views]: a view has the bytes of its base, so "save the view" and "save
 // its base, recompute the view" cost the same, and the cut closest to the sink saved the view
@@ -276,13 +292,18 @@ fn min_cut(j: &JointGraph, reads: &BTreeSet<usize>, forward_side: &BTreeSet<usiz
     for (k, &v) in verts.iter().enumerate() {
         pos[v] = Some(k);
     }
+    // Inputs of checkpointed regions: eager's checkpoint saves them (Note [activation
+    // checkpointing]).
+    let checkpointed_users: BTreeSet<usize> =
+        (0..j.n_fwd).filter(|&v| j.g.nodes[v].recompute).flat_map(|v| node_args(j, v)).filter(|&u| is_input(j, u)).collect();
     let nv = verts.len();
     let (source, sink) = (2 * nv, 2 * nv + 1);
     let (vin, vout) = (|k: usize| 2 * k, |k: usize| 2 * k + 1);
     let mut net = FlowNetwork::new(2 * nv + 2);
     for (k, &v) in verts.iter().enumerate() {
         let cost = if is_input(j, v) {
-            0
+            // Note [inputs eager does not save].
+            if reads.contains(&v) || checkpointed_users.contains(&v) { 0 } else { INF }
         } else if j.g.nodes[v].recompute && recomputable(j, v) {
             // Note [activation checkpointing]: never saved; the cut passes through the region's
             // inputs (or through its random ops, which cannot be recomputed).
@@ -551,6 +572,27 @@ mod tests {
         assert_eq!(p.saved, vec![2, 4]);
         assert!(p.recomputed.is_empty());
         assert!(!recomputable(&j, 2));
+    }
+
+    #[test]
+    fn an_input_no_rule_reads_is_never_saved() {
+        // Note [inputs eager does not save]: x, mean, w -> d = x - mean -> y = d * w; the
+        // backward reads d and w. Recomputing d from x and mean would save nothing of size,
+        // but eager never saves x or mean, so d itself is saved.
+        let nodes = vec![
+            n("w", FxOp::Placeholder { position: 0 }, None, vec![]),
+            n("x", FxOp::Placeholder { position: 1 }, None, vec![]),
+            n("mean", FxOp::Placeholder { position: 2 }, None, vec![]),
+            n("d", call(), Some("sub"), vec![1, 2]),
+            n("y", call(), Some("mul"), vec![3, 0]),
+            n("output", FxOp::Output, None, vec![4]),
+            n("tangent", FxOp::Placeholder { position: usize::MAX }, None, vec![]),
+            n("gw", call(), Some("mul"), vec![6, 3]),
+        ];
+        let j = joint(nodes, 6, 4);
+        let p = partition(&j, Policy::MinCut);
+        assert_eq!(p.saved, vec![3]);
+        assert!(p.recomputed.is_empty());
     }
 
     #[test]
