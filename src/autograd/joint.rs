@@ -343,6 +343,14 @@ fn build(py: Python<'_>, g: FxGraph, mut gaps: Option<&mut Vec<(String, String)>
             _ => false,
         };
     }
+    // Note [complex gradients]: the derivative rules are written for real tensors. For complex
+    // ones eager's formulas conjugate (`mul`: grad * other.conj()) and take the real part of a
+    // gradient flowing into a real input (`handle_r_to_c`); the rules do neither, so a complex
+    // value that requires grad (the only kind of `DType::Other` that can: the other dtypes
+    // kernels do not model are integers and float8) sends the graph through torch's autograd.
+    if let Some(i) = (0..n_fwd).find(|&i| requires_grad[i] && g.nodes[i].meta.as_ref().is_some_and(|m| m.layout.dtype == crate::inductor::ir::DType::Other)) {
+        return Err(JointError::Unsupported(format!("{} is complex and requires grad (Note [complex gradients])", g.nodes[i].name)));
+    }
     let mut inputs: Vec<usize> = Vec::new();
     let mut placeholders: Vec<(usize, usize)> = g
         .nodes
