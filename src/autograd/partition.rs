@@ -238,7 +238,8 @@ impl FlowNetwork {
 
 // Note [inputs eager does not save]: an input the backward's derivative rules read is one eager
 // saves too (the rules read what derivatives.yaml's formulas read), and it is alive anyway, so
-// saving it costs nothing. An input no rule reads is one eager never saves: saving it only to
+// saving it costs nothing; so is one whose view a rule reads (`mm(x, w.t())` saves the view,
+// which shares `w`'s version counter). An input no rule reads is one eager never saves: saving it only to
 // recompute something from it in the backward would change what the user may do between the
 // forward and `backward()`. PPO-style observation normalization, `loss = net((obs - mean) /
 // std); mean.add_(delta); loss.backward()`, works in eager (`sub` and `div` by a constant save
@@ -292,6 +293,21 @@ fn min_cut(j: &JointGraph, reads: &BTreeSet<usize>, forward_side: &BTreeSet<usiz
     for (k, &v) in verts.iter().enumerate() {
         pos[v] = Some(k);
     }
+    // Inputs the backward reads, directly or through views (`mm(x, w.t())` saves `w.t()`, which
+    // shares `w`'s version counter: eager's "saved" is `w`).
+    let mut read_inputs = BTreeSet::new();
+    for &r in reads {
+        let mut v = r;
+        while !is_input(j, v) && is_view(j, v) {
+            match j.g.nodes[v].args.first() {
+                Some(FxArg::Node(u)) => v = *u,
+                _ => break,
+            }
+        }
+        if is_input(j, v) {
+            read_inputs.insert(v);
+        }
+    }
     // Inputs of checkpointed regions: eager's checkpoint saves them (Note [activation
     // checkpointing]).
     let checkpointed_users: BTreeSet<usize> =
@@ -303,7 +319,7 @@ fn min_cut(j: &JointGraph, reads: &BTreeSet<usize>, forward_side: &BTreeSet<usiz
     for (k, &v) in verts.iter().enumerate() {
         let cost = if is_input(j, v) {
             // Note [inputs eager does not save].
-            if reads.contains(&v) || checkpointed_users.contains(&v) { 0 } else { INF }
+            if read_inputs.contains(&v) || checkpointed_users.contains(&v) { 0 } else { INF }
         } else if j.g.nodes[v].recompute && recomputable(j, v) {
             // Note [activation checkpointing]: never saved; the cut passes through the region's
             // inputs (or through its random ops, which cannot be recomputed).
