@@ -98,6 +98,14 @@ const FRESH_FUNCTIONS: &[&str] = &[
     "torch.ones_like",
     "torch.full_like",
     "torch.empty_like",
+    "torch.rand_like",
+    "torch.randn_like",
+    "torch.randint_like",
+    "torch.randint",
+    "torch.empty_strided",
+    "torch.tensor",
+    "dynamo._functional.method_on_copy",
+    "dynamo._functional.setitem_on_copy",
     "torch.nn.functional.hardswish",
     "torch.nn.functional.hardsigmoid",
     "torch._C._nn.hardswish",
@@ -110,7 +118,11 @@ const FRESH_FUNCTIONS: &[&str] = &[
 ];
 
 /// Method names that always return a new tensor (besides the lowering table's pointwise ops).
-const FRESH_METHODS: &[&str] = &["clone", "sum", "mean", "amax", "amin", "softmax", "log_softmax", "matmul", "__matmul__"];
+const FRESH_METHODS: &[&str] = &[
+    "clone", "sum", "mean", "amax", "amin", "softmax", "log_softmax", "matmul", "__matmul__",
+    // Factories on a tensor: only its dtype and device are read.
+    "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "new_empty_strided",
+];
 
 /// True when node `i`'s value is never one of its arguments or a view of one.
 pub fn returns_fresh(g: &FxGraph, i: usize) -> bool {

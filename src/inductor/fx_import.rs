@@ -444,9 +444,38 @@ enum FunctionalForm<'py> {
     Same,
     /// The functional target replacing it (a method name as a `str`, or a callable).
     Target(Bound<'py, PyAny>),
-    /// It mutates, and we know no functional form (`setitem`, `copy_`, `out=` ...).
+    /// The in-place op runs on a copy of its first argument (Note [in-place ops on a copy]): the
+    /// node becomes a call of `dynamo._functional.<helper>`, with the method's name inserted as
+    /// its second argument when `method` is set.
+    OnCopy { helper: &'static str, method: Option<String> },
+    /// It mutates, and we know no functional form (`out=`, `resize_` ...).
     Unknown(String),
 }
+
+/// In-place methods that change a tensor's values but never its shape, dtype or strides, and
+/// whose functional form is the method run on a copy (Note [in-place ops on a copy]). Methods
+/// that change a view (`transpose_`, `squeeze_`, `as_strided_`), storage (`resize_`, `set_`) or
+/// autograd state (`requires_grad_`, `detach_`) are not here.
+const ON_COPY_METHODS: &[&str] = &[
+    "copy_", "fill_", "zero_", "normal_", "uniform_", "bernoulli_", "exponential_", "random_", "geometric_",
+    "cauchy_", "log_normal_", "index_add_", "index_copy_", "index_fill_", "index_put_", "masked_fill_",
+    "masked_scatter_", "scatter_", "scatter_add_", "scatter_reduce_", "put_", "fill_diagonal_", "tril_",
+    "triu_", "renorm_", "addmm_", "addmv_", "addr_", "baddbmm_", "addbmm_", "cumsum_", "cumprod_", "lerp_",
+    "addcmul_", "addcdiv_", "clamp_min_", "clamp_max_", "nan_to_num_",
+];
+
+// Note [in-place ops on a copy]: an in-place op whose out-of-place form the lowering does not
+// know (`new_empty(...).bernoulli_(p)` in timm's DropPath, `shifted[..., 1:] = ids[..., :-1]`
+// in T5's and BART's `_shift_right`, `index_add_`, `fill_`) made the importer refuse the whole
+// graph, so a training step ran through torch with no kernel. Such a node now becomes
+// `dynamo._functional.method_on_copy(x, "bernoulli_", p)` or `setitem_on_copy(x, index, v)`:
+// torch's own in-place op on a clone of `x`, whose result is the new version of `x` for the
+// functionalization pass (src/inductor/functionalize.rs keeps refusing graphs where a view or
+// a second name could see the write). Eager's kernel, checks and random draws are kept, so the
+// node is not probed (Note [eager's dtype checks]); it runs as a torch fallback node, and in a
+// training graph it has no derivative rule (the joint graph splits around it when it needs a
+// gradient). Its meta is that of `x` (a `setitem` node records None), requiring grad when the
+// written value does.
 
 /// Positional index of the `inplace` flag of `torch.nn.functional` activations.
 const INPLACE_POSITION: &[(&str, usize)] = &[
@@ -516,8 +545,12 @@ fn functional_form<'py>(
     if !looks_mutating(py, op, target)? {
         return Ok(FunctionalForm::NotInPlace);
     }
+    let on_copy_target = matches!(args.first(), Some(FxArg::Node(_)));
     if op == "call_method" {
         let name: String = target.extract()?;
+        if name == "__setitem__" && on_copy_target {
+            return Ok(FunctionalForm::OnCopy { helper: "setitem_on_copy", method: None });
+        }
         let base = match name.as_str() {
             "__iadd__" => "add",
             "__isub__" => "sub",
@@ -529,10 +562,16 @@ fn functional_form<'py>(
         // Only value-changing ops: `transpose_`/`squeeze_` change a tensor's view, not its values.
         return Ok(match canonical_method(base) {
             Some(c) if super::lowering::is_pointwise_op(c) => FunctionalForm::Target(pyo3::types::PyString::new(py, base).into_any()),
+            _ if on_copy_target && ON_COPY_METHODS.contains(&name.as_str()) => {
+                FunctionalForm::OnCopy { helper: "method_on_copy", method: Some(name) }
+            }
             _ => FunctionalForm::Unknown(name),
         });
     }
     let qualified = qualified_name(py, target);
+    if qualified == "_operator.setitem" && on_copy_target && args.len() == 3 {
+        return Ok(FunctionalForm::OnCopy { helper: "setitem_on_copy", method: None });
+    }
     if let Some(name) = qualified.strip_prefix("_operator.") {
         if let Some((_, twin)) = INPLACE_OPERATORS.iter().find(|(i, _)| *i == name) {
             // Only a tensor is mutated in place; `n += 1` on a Python number rebinds.
@@ -866,7 +905,7 @@ pub fn import_graph(
             Some(v) => v.is_truthy()? && !v.str()?.to_string().contains("SAVE"),
             None => false,
         };
-        let op: String = n.getattr(intern!(py, "op"))?.extract()?;
+        let mut op: String = n.getattr(intern!(py, "op"))?.extract()?;
         let name: String = n.getattr(intern!(py, "name"))?.extract()?;
         let target = n.getattr(intern!(py, "target"))?;
         let args: Vec<FxArg> = n
@@ -883,6 +922,7 @@ pub fn import_graph(
         let mut args = args;
         let mut target = target;
         let mut inplace = false;
+        let mut on_copy = false;
         if matches!(op.as_str(), "call_function" | "call_method") {
             match functional_form(py, &op, &target, &mut args, &mut kwargs)? {
                 FunctionalForm::NotInPlace => {}
@@ -890,6 +930,16 @@ pub fn import_graph(
                 FunctionalForm::Target(t) => {
                     target = t;
                     inplace = true;
+                }
+                FunctionalForm::OnCopy { helper, method } => {
+                    // Note [in-place ops on a copy].
+                    target = py.import(intern!(py, "dynamo._functional"))?.getattr(helper)?;
+                    if let Some(m) = method {
+                        args.insert(1, FxArg::Str(m));
+                    }
+                    op = "call_function".into();
+                    inplace = true;
+                    on_copy = true;
                 }
                 FunctionalForm::Unknown(what) => {
                     return Err(ImportError::Unsupported(format!("node {name} mutates its inputs ({what})")));
@@ -949,6 +999,19 @@ pub fn import_graph(
             }
             other => return Err(ImportError::Unsupported(format!("fx op {other}"))),
         };
+        // Note [in-place ops on a copy]: the written tensor's meta (a `setitem` node has None).
+        let meta = match (meta, on_copy, args.first()) {
+            (None, true, Some(FxArg::Node(x))) => out_nodes[*x].meta.clone().map(|mut m| {
+                let mut value_requires_grad = false;
+                if let Some(v) = args.get(2) {
+                    v.for_each_node(&mut |k| value_requires_grad |= out_nodes[k].meta.as_ref().is_some_and(|m| m.requires_grad));
+                }
+                m.requires_grad |= value_requires_grad;
+                m
+            }),
+            (meta, ..) => meta,
+        };
+        let has_meta = has_meta || meta.is_some();
         if !has_meta && matches!(op.as_str(), "call_function" | "call_method" | "call_module") && !is_container(py, n)? {
             missing.push(node_idx);
         }
@@ -1004,8 +1067,10 @@ fn probe_eager_checks(
     examples: &[Bound<'_, PyAny>],
     out_nodes: &[FxNode],
 ) -> Result<(), ImportError> {
+    // Note [in-place ops on a copy]: those run torch's own op, checks included.
     let wanted = |i: usize| {
-        out_nodes[i].inplace || out_nodes[i].canonical.is_some_and(super::lowering::is_pointwise_op)
+        (out_nodes[i].inplace && !out_nodes[i].target_name.starts_with("dynamo._functional."))
+            || out_nodes[i].canonical.is_some_and(super::lowering::is_pointwise_op)
     };
     if !(0..out_nodes.len()).any(wanted) {
         return Ok(());
