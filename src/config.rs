@@ -4,6 +4,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Compiled versions kept per code object before the frame runs eagerly (torch's default: 8).
 pub static CACHE_SIZE_LIMIT: AtomicUsize = AtomicUsize::new(8);
+/// Compiled versions kept per code object whatever objects they were compiled for (torch's
+/// `accumulated_cache_size_limit`, default 256; Note [recompile limit per object] in
+/// src/eval_frame/hook.rs).
+pub static ACCUMULATED_CACHE_SIZE_LIMIT: AtomicUsize = AtomicUsize::new(256);
 /// When true, a compiler or backend failure runs the frame eagerly with a logged error; when
 /// false the error reaches the user.
 pub static SUPPRESS_ERRORS: AtomicBool = AtomicBool::new(true);
@@ -31,6 +35,10 @@ pub fn dynamic_shapes() -> u8 {
 
 pub fn cache_size_limit() -> usize {
     CACHE_SIZE_LIMIT.load(Ordering::Relaxed)
+}
+
+pub fn accumulated_cache_size_limit() -> usize {
+    ACCUMULATED_CACHE_SIZE_LIMIT.load(Ordering::Relaxed)
 }
 
 pub fn suppress_errors() -> bool {

@@ -1,7 +1,10 @@
 """``dynamo.config``: runtime settings (read and written like torch._dynamo.config).
 
-- ``cache_size_limit`` (int, default 8): compiled versions kept per code object; past it the
-  frame runs eagerly and one warning names the failing guard.
+- ``cache_size_limit`` (int, default 8): compiled versions kept per code object for the same
+  identity-guarded arguments (a module's ``self``: each instance has its own 8, as torch counts);
+  past it the call runs eagerly and one warning names the failing guard.
+- ``accumulated_cache_size_limit`` (int, default 256): compiled versions kept per code object in
+  all; past it the code runs eagerly from then on.
 - ``suppress_errors`` (bool, default True): a compiler or backend failure runs the frame eagerly
   with the error logged (``DYNAMO_LOGS=graph_breaks``); False lets the error reach the caller.
 - ``aot_partitioner`` (str, default ``"min_cut"``): how AOTAutograd's partitioner chooses the
@@ -35,6 +38,7 @@ from . import _C
 
 _SETTINGS = (
     "cache_size_limit",
+    "accumulated_cache_size_limit",
     "suppress_errors",
     "aot_partitioner",
     "aot_eager_without_kernels",
@@ -65,6 +69,16 @@ class _Config(_types.ModuleType):
         if not isinstance(value, int) or value < 0:
             raise ValueError(f"cache_size_limit must be a non-negative int, got {value!r}")
         _C.cache_size_limit(value)
+
+    @property
+    def accumulated_cache_size_limit(self) -> int:
+        return _C.accumulated_cache_size_limit()
+
+    @accumulated_cache_size_limit.setter
+    def accumulated_cache_size_limit(self, value: int) -> None:
+        if not isinstance(value, int) or value < 0:
+            raise ValueError(f"accumulated_cache_size_limit must be a non-negative int, got {value!r}")
+        _C.accumulated_cache_size_limit(value)
 
     @property
     def suppress_errors(self) -> bool:

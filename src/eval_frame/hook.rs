@@ -635,6 +635,36 @@ unsafe fn eval_frame_attached(py: Python<'_>, frame: *mut InterpreterFrame, cb: 
         return Outcome::Default;
     }
     let same_backend: Vec<usize> = (0..state.entries.len()).filter(|&i| state.entries[i].backend == cb as usize).collect();
+    // Note [recompile limit per object]: as torch's cache_size.py counts, the limit applies to
+    // the entries compiled for the objects this frame has in its identity-guarded locals. A
+    // method whose frame breaks (or that runs as its own frame) is compiled once per instance
+    // of its module, `ID_MATCH` on `L['self']`: a 12-layer model reached the limit of 8 at the
+    // ninth layer and ran its last four layers eagerly (and every module frame of the same
+    // code after them). Past the limit for these objects this call runs eagerly, and the
+    // entries of other objects stay in use; past `accumulated_cache_size_limit` entries in all
+    // the code runs eagerly from then on.
+    // Without identity-guarded arguments the limit is the code's, as before: it runs eagerly
+    // from then on (no guard checks on later calls).
+    let mut object_specific = false;
+    let same_objects = same_backend
+        .iter()
+        .filter(|&&i| {
+            let ids = state.entries[i].guards.id_matched_locals(py);
+            object_specific |= !ids.is_empty();
+            ids.iter().all(|&(idx, ptr)| {
+                // Only arguments are guarded at frame entry; another slot counts as the same.
+                (idx as usize) >= state.n_arg_slots || ptr == Some(ffi::local(frame, idx as usize) as usize)
+            })
+        })
+        .count();
+    let over_total = same_backend.len() >= crate::config::accumulated_cache_size_limit();
+    let limited = over_total || same_objects >= crate::config::cache_size_limit();
+    if limited && state.warned_limit {
+        if over_total || !object_specific {
+            state.status = FrameStatus::Skip;
+        }
+        return Outcome::Default;
+    }
     let failures: Vec<String> = same_backend
         .iter()
         .filter_map(|&i| state.entries[i].guards.check(py, &refs, true).err().flatten())
@@ -645,7 +675,7 @@ unsafe fn eval_frame_attached(py: Python<'_>, frame: *mut InterpreterFrame, cb: 
     let qual = code_b.getattr("co_qualname").map(|q| q.to_string()).unwrap_or_default();
     let filename = code_b.getattr("co_filename").map(|q| q.to_string()).unwrap_or_default();
     let lineno = code_b.getattr("co_firstlineno").map(|q| q.to_string()).unwrap_or_default();
-    if same_backend.len() >= crate::config::cache_size_limit() {
+    if limited {
         if !state.warned_limit {
             state.warned_limit = true;
             bump(&c::cache_limit_hits);
@@ -668,7 +698,9 @@ unsafe fn eval_frame_attached(py: Python<'_>, frame: *mut InterpreterFrame, cb: 
                 }
             }
         }
-        state.status = FrameStatus::Skip;
+        if over_total || !object_specific {
+            state.status = FrameStatus::Skip;
+        }
         return Outcome::Default;
     }
 

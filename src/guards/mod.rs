@@ -547,6 +547,26 @@ impl fmt::Display for GuardFailure {
 }
 
 impl GuardManager {
+    /// The frame locals this entry identity-guards (`ID_MATCH` on `L['self']` and other
+    /// arguments): (`localsplus` index, address of the object; None when its weak reference
+    /// died, which no live object matches). Note [recompile limit per object] in
+    /// src/eval_frame/hook.rs.
+    pub fn id_matched_locals(&self, py: Python<'_>) -> Vec<(u32, Option<usize>)> {
+        let mut out = Vec::new();
+        for g in &self.guards {
+            let Some(Source::Local { idx, .. }) = g.source.as_deref() else { continue };
+            match &g.kind {
+                GuardKind::IdMatch(o) => out.push((*idx, Some(o.as_ptr() as usize))),
+                GuardKind::IdMatchWeak { obj, .. } => {
+                    let live = pyo3::types::PyWeakrefMethods::upgrade(obj.bind(py));
+                    out.push((*idx, live.map(|o| o.as_ptr() as usize)));
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
     /// Builds the access plan for `guards`.
     pub fn new(py: Python<'_>, guards: Vec<Guard>) -> PyResult<Self> {
         let mut steps = Vec::new();

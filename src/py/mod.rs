@@ -451,6 +451,16 @@ pub fn cache_size_limit(value: Option<usize>) -> usize {
     crate::config::cache_size_limit()
 }
 
+/// Reads or sets `config.accumulated_cache_size_limit`.
+#[pyfunction]
+#[pyo3(signature = (value=None))]
+pub fn accumulated_cache_size_limit(value: Option<usize>) -> usize {
+    if let Some(v) = value {
+        crate::config::ACCUMULATED_CACHE_SIZE_LIMIT.store(v, Ordering::Relaxed);
+    }
+    crate::config::accumulated_cache_size_limit()
+}
+
 /// Reads or sets `config.suppress_errors`.
 #[pyfunction]
 #[pyo3(signature = (value=None))]
@@ -521,6 +531,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cached_code, m)?)?;
     m.add_function(wrap_pyfunction!(time_guards, m)?)?;
     m.add_function(wrap_pyfunction!(cache_size_limit, m)?)?;
+    m.add_function(wrap_pyfunction!(accumulated_cache_size_limit, m)?)?;
     m.add_function(wrap_pyfunction!(suppress_errors, m)?)?;
     Ok(())
 }
