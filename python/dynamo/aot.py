@@ -197,6 +197,32 @@ def _modified_saved_output(value, which, saved_version):
 # reaches gets None, and the backward makes its zeros from the output's metadata.
 
 
+def _unchecked_saved_results(ctx, ids):
+    """Moves the saved tensors that are outputs eager saves too (``ids``: their ``id``s) out of
+    ``ctx.to_save`` into ``ctx.dynamo_saved_values`` (by position, as detached aliases), so that
+    torch's own check at ``ctx.saved_tensors`` does not raise for them: the Note [saved results]
+    check raises eager's error exactly when a gradient reaches eager's saving node. With the
+    native check, writing ``relu(x)`` (an output) and then differentiating another output made
+    the backward raise where eager runs (Note [inputs eager does not save] in
+    src/autograd/partition.rs saves such outputs instead of recomputing them from ``x``)."""
+    to_save = ctx.to_save
+    if not any(t is not None and id(t) in ids for t in to_save):
+        return
+    full = list(to_save)
+    for i, v in getattr(ctx, "dynamo_saved_values", None) or ():
+        full.insert(i, v)
+    keep, side = [], []
+    for i, v in enumerate(full):
+        if isinstance(v, torch.Tensor) and id(v) in ids:
+            side.append((i, v.detach()))
+        elif v is not None and not isinstance(v, torch.Tensor):
+            side.append((i, v))
+        else:
+            keep.append(v)
+    ctx.to_save = tuple(keep)
+    ctx.dynamo_saved_values = side
+
+
 def _main_grad_fn_name(names):
     """The name the compiled Function's node takes: the most common of ``names``, the first of
     equally common ones; None when no output has a ``grad_fn`` (Note [grad_fn names])."""
@@ -945,6 +971,7 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None, 
         def fw_call(ctx, *args):
             result = compiled_forward_call(ctx, *args)
             ctx.set_materialize_grads(False)
+            _unchecked_saved_results(ctx, {id(result[k]) for k, *_ in checked})
             ctx.dynamo_saved_results = [
                 (name, by_result, by_input, result[k].detach(), result[k]._version, output_nr, weakref.ref(result[k]))
                 for k, name, by_result, by_input, output_nr in checked
