@@ -30,3 +30,15 @@ def setitem_on_copy(self: torch.Tensor, index, value) -> torch.Tensor:
     out = self.clone()
     out[index] = value
     return out
+
+
+def dropout_noise(x: torch.Tensor, p: float) -> torch.Tensor:
+    """The scaled keep-mask that training-mode ``F.dropout(x, p)`` multiplies ``x`` by (Note
+    [dropout as a product] in src/inductor/fx_import.rs), drawn as eager draws it: on CPU
+    ``empty_like(x).bernoulli_(1 - p).div_(1 - p)`` (ATen's ``_dropout_impl``), on CUDA the mask
+    of ``torch.native_dropout`` (the fused kernel eager uses there) times ``1 / (1 - p)``. Same
+    shape, dtype and strides as ``x``; ``0 < p < 1``."""
+    if x.is_cuda:
+        _, mask = torch.native_dropout(x, p, True)
+        return mask.to(x.dtype) * (1.0 / (1.0 - p))
+    return torch.empty_like(x).bernoulli_(1 - p).div_(1 - p)

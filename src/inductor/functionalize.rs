@@ -106,6 +106,7 @@ const FRESH_FUNCTIONS: &[&str] = &[
     "torch.tensor",
     "dynamo._functional.method_on_copy",
     "dynamo._functional.setitem_on_copy",
+    "dynamo._functional.dropout_noise",
     "torch.nn.functional.hardswish",
     "torch.nn.functional.hardsigmoid",
     "torch._C._nn.hardswish",

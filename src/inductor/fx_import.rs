@@ -1035,7 +1035,113 @@ pub fn import_graph(
         fill_missing_meta(py, gm, &nodes, &examples, &mut out_nodes, &missing)?;
     }
     probe_eager_checks(py, gm, &nodes, &examples, &out_nodes)?;
-    Ok(FxGraph { nodes: out_nodes, side_table: imp.side_table, output, writebacks: Vec::new() })
+    let mut g = FxGraph { nodes: out_nodes, side_table: imp.side_table, output, writebacks: Vec::new() };
+    dropout_as_product(py, &mut g)?;
+    Ok(g)
+}
+
+/// Note [dropout as a product]: training-mode dropout had neither a lowering nor a derivative
+/// rule, so every transformer block of a training step split its joint graph around each
+/// dropout (the op ran through torch's autograd between two compiled segments). `F.dropout(x,
+/// p, training=True)` with a literal `0 < p < 1` on a float tensor is now two nodes: `noise =
+/// dynamo._functional.dropout_noise(x, p)`, a torch call drawing the scaled keep-mask as eager
+/// draws it (so the random stream and the values are eager's), and `x * noise`, a pointwise op
+/// that fuses into its neighbours and differentiates as a product (the backward reads the saved
+/// noise, as eager's `MulBackward0` does). `inplace=True` keeps its functionalized meaning: the
+/// product is the new value of `x`. `training=False`, `p` of 0 or 1 and anything else are left
+/// as they were.
+fn dropout_as_product(py: Python<'_>, g: &mut FxGraph) -> PyResult<()> {
+    // On CUDA eager's fused kernel scales in float32 before rounding; a half-precision noise
+    // tensor would round the scale first, so those stay as they were there.
+    let float = |m: &Option<TensorMeta>| {
+        m.as_ref().is_some_and(|m| match m.layout.dtype {
+            DType::F32 | DType::F64 => true,
+            DType::BF16 | DType::F16 => m.layout.cpu,
+            _ => false,
+        })
+    };
+    let candidate = |g: &FxGraph, i: usize| -> Option<(usize, f64)> {
+        let n = &g.nodes[i];
+        if n.canonical != Some("dropout") || !matches!(n.op, FxOp::CallFunction { .. }) || n.target_name != "torch.nn.functional.dropout" {
+            return None;
+        }
+        let a = super::decompositions::bind(n, &["input", "p", "training", "inplace"]).ok()?;
+        let p = match a[1] {
+            None => 0.5,
+            Some(FxArg::Float(p)) => *p,
+            Some(_) => return None,
+        };
+        let training = match a[2] {
+            None | Some(FxArg::Bool(true)) => true,
+            _ => false,
+        };
+        let not_inplace = matches!(a[3], None | Some(FxArg::Bool(false)));
+        match a[0] {
+            Some(FxArg::Node(x)) if training && not_inplace && p > 0.0 && p < 1.0 && float(&g.nodes[*x].meta) && float(&n.meta) => Some((*x, p)),
+            _ => None,
+        }
+    };
+    let plan: Vec<Option<(usize, f64)>> = (0..g.nodes.len()).map(|i| candidate(g, i)).collect();
+    if plan.iter().all(Option::is_none) {
+        return Ok(());
+    }
+    let noise_fn = py.import(intern!(py, "dynamo._functional"))?.getattr(intern!(py, "dropout_noise"))?;
+    let mul_fn = py.import(intern!(py, "torch"))?.getattr(intern!(py, "mul"))?;
+    g.side_table.push(noise_fn.unbind());
+    let noise_target = g.side_table.len() - 1;
+    g.side_table.push(mul_fn.unbind());
+    let mul_target = g.side_table.len() - 1;
+    let old = std::mem::take(&mut g.nodes);
+    let mut new_index = vec![0usize; old.len()];
+    let mut nodes: Vec<FxNode> = Vec::with_capacity(old.len() + 2 * plan.iter().flatten().count());
+    for (i, mut n) in old.into_iter().enumerate() {
+        n.args.iter_mut().for_each(|a| remap_nodes(a, &new_index));
+        n.kwargs.iter_mut().for_each(|(_, a)| remap_nodes(a, &new_index));
+        match plan[i] {
+            Some((x, p)) => {
+                let x = new_index[x];
+                let mut noise_meta = nodes[x].meta.clone();
+                if let Some(m) = noise_meta.as_mut() {
+                    m.requires_grad = false;
+                }
+                nodes.push(FxNode {
+                    name: format!("{}_noise", n.name),
+                    op: FxOp::CallFunction { target: noise_target },
+                    canonical: None,
+                    target_name: "dynamo._functional.dropout_noise".into(),
+                    args: vec![FxArg::Node(x), FxArg::Float(p)],
+                    kwargs: Vec::new(),
+                    meta: noise_meta,
+                    users: Vec::new(),
+                    inplace: false,
+                    recompute: n.recompute,
+                });
+                let noise = nodes.len() - 1;
+                nodes.push(FxNode {
+                    op: FxOp::CallFunction { target: mul_target },
+                    canonical: Some("mul"),
+                    target_name: "torch.mul".into(),
+                    args: vec![FxArg::Node(x), FxArg::Node(noise)],
+                    kwargs: Vec::new(),
+                    ..n
+                });
+            }
+            None => nodes.push(n),
+        }
+        new_index[i] = nodes.len() - 1;
+    }
+    g.output = new_index[g.output];
+    g.nodes = nodes;
+    set_users(&mut g.nodes);
+    Ok(())
+}
+
+fn remap_nodes(a: &mut FxArg, new_index: &[usize]) {
+    match a {
+        FxArg::Node(j) => *j = new_index[*j],
+        FxArg::Tuple(items) | FxArg::List(items) => items.iter_mut().for_each(|x| remap_nodes(x, new_index)),
+        _ => {}
+    }
 }
 
 /// Note [eager's dtype checks]: torch's CPU kernels check what meta tensors and fake tensors
