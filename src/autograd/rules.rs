@@ -414,6 +414,245 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
             let dtype = b.g.nodes[i].meta.as_ref().map(|m| m.layout.dtype);
             unary(b, &mut out, &|b| softmax_backward(b, g, i, d, key == "log_softmax", dtype))?
         }
+        // round, sign, trunc, floor, ceil: piecewise constant, so a zero gradient
+        // (derivatives.yaml: zeros_like(grad)).
+        "step" | "floor" | "ceil" => unary(b, &mut out, &|b| b.call("torch.zeros_like", vec![gn.clone()], vec![]))?,
+        // `x.T` reverses the dims, `x.mT` swaps the last two: the gradient goes back the same way.
+        "T" => unary(b, &mut out, &|b| b.call("builtins.getattr", vec![gn.clone(), FxArg::Str("T".into())], vec![]))?,
+        "mT" => unary(b, &mut out, &|b| Ok(b.mt(gn.clone())))?,
+        // where(condition, self, other): self: where(condition, grad, 0), other: where(condition,
+        // 0, grad), each summed to its operand's sizes.
+        "where" => {
+            let cond = arg(&n, 0, "condition").cloned().ok_or_else(|| no_rule(b, i, "condition"))?;
+            for (pos, name, taken) in [(1usize, "input", true), (2usize, "other", false)] {
+                if let Some(FxArg::Node(j)) = arg(&n, pos, name).cloned() {
+                    if !b.requires_grad[j] {
+                        continue;
+                    }
+                    let (t, f) = if taken { (gn.clone(), FxArg::Float(0.0)) } else { (FxArg::Float(0.0), gn.clone()) };
+                    let gj = b.call("torch.where", vec![cond.clone(), t, f], vec![])?;
+                    let to = b.sizes(j)?;
+                    let gj = b.sum_to(gj, &out_sizes, &to)?;
+                    give!(j, gj);
+                }
+            }
+        }
+        // masked_fill(self, mask, value): self: grad.masked_fill(mask, 0).
+        "masked_fill" => {
+            if b.wants(arg(&n, 2, "value").unwrap_or(&FxArg::None)) {
+                return Err(no_rule(b, i, "a fill value that requires grad"));
+            }
+            let mask = arg(&n, 1, "mask").cloned().ok_or_else(|| no_rule(b, i, "mask"))?;
+            unary(b, &mut out, &|b| b.call("torch.where", vec![mask.clone(), FxArg::Float(0.0), gn.clone()], vec![]))?
+        }
+        // clamp(self, min, max): clamp_backward = where(self >= min & self <= max, grad, 0);
+        // hardtanh_backward zeroes the bounds too (self <= min_val or self >= max_val).
+        "clamp" | "clamp_min" | "clamp_max" | "hardtanh" => {
+            let bound = |pos: usize, name: &str| -> Result<Option<f64>, JointError> {
+                match arg(&n, pos, name) {
+                    None | Some(FxArg::None) => Ok(None),
+                    a => num(a).map(Some).ok_or_else(|| no_rule(b, i, "tensor bounds")),
+                }
+            };
+            let (lo, hi, strict) = match key {
+                "clamp" => (bound(1, "min")?, bound(2, "max")?, false),
+                "clamp_min" => (bound(1, "min")?, None, false),
+                "clamp_max" => (None, bound(1, "max")?, false),
+                _ => (Some(bound(1, "min_val")?.unwrap_or(-1.0)), Some(bound(2, "max_val")?.unwrap_or(1.0)), true),
+            };
+            unary(b, &mut out, &|b| {
+                let mut keep: Option<usize> = None;
+                for (v, op) in [(lo, if strict { "torch.gt" } else { "torch.ge" }), (hi, if strict { "torch.lt" } else { "torch.le" })] {
+                    if let Some(v) = v {
+                        let c = b.call(op, vec![xa.clone(), FxArg::Float(v)], vec![])?;
+                        keep = Some(match keep {
+                            None => c,
+                            Some(k) => b.call("torch.logical_and", vec![node(k), node(c)], vec![])?,
+                        });
+                    }
+                }
+                match keep {
+                    Some(k) => b.call("torch.where", vec![node(k), gn.clone(), FxArg::Float(0.0)], vec![]),
+                    None => Ok(g),
+                }
+            })?
+        }
+        // erf: 2 / sqrt(pi) * exp(-self^2) * grad.
+        "erf" => unary(b, &mut out, &|b| {
+            let sq = b.mul(xa.clone(), xa.clone())?;
+            let negsq = b.neg(node(sq))?;
+            let e = b.call("torch.exp", vec![node(negsq)], vec![])?;
+            let t = b.mul(node(e), FxArg::Float(2.0 / std::f64::consts::PI.sqrt()))?;
+            b.mul(node(t), gn.clone())
+        })?,
+        // minimum/maximum(self, other): where(self == other, grad / 2, grad), zeroed where the
+        // other operand won (derivatives.yaml), each summed to its operand's sizes.
+        "minimum" | "maximum" => {
+            let other = arg(&n, 1, "other").cloned().ok_or_else(|| no_rule(b, i, "other"))?;
+            if !matches!(other, FxArg::Node(_)) {
+                return Err(no_rule(b, i, "scalar other"));
+            }
+            let (lose_self, lose_other) = if key == "minimum" { ("torch.gt", "torch.lt") } else { ("torch.lt", "torch.gt") };
+            let mut shared: Option<usize> = None;
+            for (operand, lose) in [(xa.clone(), lose_self), (other.clone(), lose_other)] {
+                let FxArg::Node(j) = operand else { continue };
+                if !b.requires_grad[j] {
+                    continue;
+                }
+                let half = match shared {
+                    Some(h) => h,
+                    None => {
+                        let eq = b.call("torch.eq", vec![xa.clone(), other.clone()], vec![])?;
+                        let h = b.div(gn.clone(), FxArg::Float(2.0))?;
+                        let h = b.call("torch.where", vec![node(eq), node(h), gn.clone()], vec![])?;
+                        shared = Some(h);
+                        h
+                    }
+                };
+                let lost = b.call(lose, vec![xa.clone(), other.clone()], vec![])?;
+                let gj = b.call("torch.where", vec![node(lost), FxArg::Float(0.0), node(half)], vec![])?;
+                let to = b.sizes(j)?;
+                let gj = b.sum_to(gj, &out_sizes, &to)?;
+                give!(j, gj);
+            }
+        }
+        // stack(tensors, dim): tensor k: grad.select(dim, k).
+        "stack" => {
+            let Some(FxArg::List(items) | FxArg::Tuple(items)) = arg(&n, 0, "tensors").cloned() else {
+                return Err(no_rule(b, i, "tensors"));
+            };
+            let rank = out_sizes.len() as i64;
+            let dim = match arg(&n, 1, "dim") {
+                None => 0,
+                Some(FxArg::Int(d)) => if *d < 0 { d + rank } else { *d },
+                _ => return Err(no_rule(b, i, "dim")),
+            };
+            for (k, t) in items.iter().enumerate() {
+                if let FxArg::Node(j) = t {
+                    if b.requires_grad[*j] {
+                        let gj = b.call("torch.select", vec![gn.clone(), FxArg::Int(dim), FxArg::Int(k as i64)], vec![])?;
+                        give!(*j, gj);
+                    }
+                }
+            }
+        }
+        // index_select(self, dim, index): zeros(self).index_add(dim, index, grad);
+        // gather(self, dim, index): zeros(self).scatter_add(dim, index, grad).
+        "index_select" | "gather" => {
+            let dim = arg(&n, 1, "dim").cloned().ok_or_else(|| no_rule(b, i, "dim"))?;
+            let index = arg(&n, 2, "index").cloned().ok_or_else(|| no_rule(b, i, "index"))?;
+            if !matches!(dim, FxArg::Int(_)) || (key == "gather" && bool_arg(arg(&n, 3, "sparse_grad"), false) != Some(false)) {
+                return Err(no_rule(b, i, "arguments"));
+            }
+            let xs = x_sizes.clone().ok_or_else(|| no_rule(b, i, "input shape"))?;
+            let add = if key == "gather" { "torch.scatter_add" } else { "torch.index_add" };
+            unary(b, &mut out, &|b| {
+                let z = b.method("new_zeros", vec![gn.clone(), ints(&xs)], vec![]);
+                b.call(add, vec![node(z), dim.clone(), index.clone(), gn.clone()], vec![])
+            })?
+        }
+        // cumsum(self, dim): grad.flip(dim).cumsum(dim).flip(dim) (cumsum_backward).
+        "cumsum" => {
+            if arg(&n, 2, "dtype").is_some_and(|a| !matches!(a, FxArg::None)) {
+                return Err(no_rule(b, i, "dtype"));
+            }
+            let dim = match arg(&n, 1, "dim") {
+                Some(FxArg::Int(d)) => *d,
+                _ => return Err(no_rule(b, i, "dim")),
+            };
+            unary(b, &mut out, &|b| {
+                let f = b.call("torch.flip", vec![gn.clone(), ints(&[dim])], vec![])?;
+                let c = b.call("torch.cumsum", vec![node(f), FxArg::Int(dim)], vec![])?;
+                b.call("torch.flip", vec![node(c), ints(&[dim])], vec![])
+            })?
+        }
+        // flip(self, dims): grad.flip(dims); roll(self, shifts, dims): grad.roll(-shifts, dims);
+        // tril/triu(self, diagonal): grad.tril/triu(diagonal).
+        "flip" => {
+            let dims: Vec<i64> = match (n.args.get(1), n.kwargs.iter().find(|(k, _)| k == "dims").map(|(_, v)| v)) {
+                (Some(FxArg::List(v) | FxArg::Tuple(v)), _) | (None, Some(FxArg::List(v) | FxArg::Tuple(v))) => {
+                    v.iter().map(|a| if let FxArg::Int(d) = a { Some(*d) } else { None }).collect::<Option<_>>().ok_or_else(|| no_rule(b, i, "dims"))?
+                }
+                (Some(FxArg::Int(_)), _) => n.args[1..].iter().map(|a| if let FxArg::Int(d) = a { Some(*d) } else { None }).collect::<Option<_>>().ok_or_else(|| no_rule(b, i, "dims"))?,
+                _ => return Err(no_rule(b, i, "dims")),
+            };
+            unary(b, &mut out, &|b| b.call("torch.flip", vec![gn.clone(), ints(&dims)], vec![]))?
+        }
+        "roll" => {
+            let list = |a: Option<&FxArg>| -> Option<Vec<i64>> {
+                match a {
+                    Some(FxArg::Int(d)) => Some(vec![*d]),
+                    Some(FxArg::List(v) | FxArg::Tuple(v)) => v.iter().map(|a| if let FxArg::Int(d) = a { Some(*d) } else { None }).collect(),
+                    _ => None,
+                }
+            };
+            let shifts = list(arg(&n, 1, "shifts")).ok_or_else(|| no_rule(b, i, "shifts"))?;
+            let dims = list(arg(&n, 2, "dims")).ok_or_else(|| no_rule(b, i, "dims"))?;
+            let back: Vec<i64> = shifts.iter().map(|s| -s).collect();
+            unary(b, &mut out, &|b| b.call("torch.roll", vec![gn.clone(), ints(&back), ints(&dims)], vec![]))?
+        }
+        "tril" | "triu" => {
+            let diagonal = match arg(&n, 1, "diagonal") {
+                None => 0,
+                Some(FxArg::Int(d)) => *d,
+                _ => return Err(no_rule(b, i, "diagonal")),
+            };
+            let f = if key == "tril" { "torch.tril" } else { "torch.triu" };
+            unary(b, &mut out, &|b| b.call(f, vec![gn.clone(), FxArg::Int(diagonal)], vec![]))?
+        }
+        // amax/amin(self, dim, keepdim): the gradient split evenly among the elements equal to
+        // the result (scale_grad_by_count(restore_reduced_dims(grad), result == self, dim)).
+        "amax" | "amin" => {
+            let xs = x_sizes.clone().ok_or_else(|| no_rule(b, i, "input shape"))?;
+            let dims = reduce_dims(arg(&n, 1, "dim"), xs.len()).ok_or_else(|| no_rule(b, i, "dim"))?;
+            let keepdim = bool_arg(arg(&n, 2, "keepdim"), false).ok_or_else(|| no_rule(b, i, "keepdim"))?;
+            unary(b, &mut out, &|b| {
+                let ge = expand_back(b, g, &xs, &dims, keepdim);
+                let re = expand_back(b, i, &xs, &dims, keepdim);
+                let mask = b.call("torch.eq", vec![node(re), xa.clone()], vec![])?;
+                let count = b.sum_dims(mask, &dims, true)?;
+                let t = b.div(node(ge), node(count))?;
+                b.mul(node(t), node(mask))
+            })?
+        }
+        // logsumexp(self, dim, keepdim): grad * exp(self - result), both restored to self's dims.
+        "logsumexp" => {
+            let xs = x_sizes.clone().ok_or_else(|| no_rule(b, i, "input shape"))?;
+            let dims = reduce_dims(arg(&n, 1, "dim"), xs.len()).ok_or_else(|| no_rule(b, i, "dim"))?;
+            let keepdim = bool_arg(arg(&n, 2, "keepdim"), false).ok_or_else(|| no_rule(b, i, "keepdim"))?;
+            unary(b, &mut out, &|b| {
+                let ge = expand_back(b, g, &xs, &dims, keepdim);
+                let re = expand_back(b, i, &xs, &dims, keepdim);
+                let d = b.sub(xa.clone(), node(re))?;
+                let e = b.call("torch.exp", vec![node(d)], vec![])?;
+                b.mul(node(ge), node(e))
+            })?
+        }
+        // pad(input, pad, mode="constant"): the gradient is the unpadded window of grad.
+        "pad" => {
+            if !matches!(arg(&n, 2, "mode"), None | Some(FxArg::Str(_))) || matches!(arg(&n, 2, "mode"), Some(FxArg::Str(m)) if m != "constant") {
+                return Err(no_rule(b, i, "mode"));
+            }
+            let pads = match arg(&n, 1, "pad") {
+                Some(FxArg::List(v) | FxArg::Tuple(v)) => v.iter().map(|a| if let FxArg::Int(d) = a { Some(*d) } else { None }).collect::<Option<Vec<i64>>>(),
+                _ => None,
+            }
+            .ok_or_else(|| no_rule(b, i, "pad"))?;
+            let xs = x_sizes.clone().ok_or_else(|| no_rule(b, i, "input shape"))?;
+            if pads.len() % 2 != 0 || pads.len() / 2 > xs.len() || pads.iter().any(|&p| p < 0) {
+                return Err(no_rule(b, i, "negative or odd padding"));
+            }
+            unary(b, &mut out, &|b| {
+                let mut t = g;
+                for k in 0..pads.len() / 2 {
+                    let d = xs.len() - 1 - k;
+                    if pads[2 * k] != 0 || pads[2 * k + 1] != 0 {
+                        t = b.call("torch.narrow", vec![node(t), FxArg::Int(d as i64), FxArg::Int(pads[2 * k]), FxArg::Int(xs[d])], vec![])?;
+                    }
+                }
+                Ok(t)
+            })?
+        }
         "layer_norm" => return layer_norm(b, i, g),
         "batch_norm" => return batch_norm(b, i, g),
         "adaptive_avg_pool2d" => unary(b, &mut out, &|b| {
