@@ -76,8 +76,17 @@ def _output_example_values(gm):
     out = next((n for n in gm.graph.nodes if n.op == "output"), None)
     results = out.args[0] if out is not None else ()
     values = []
+    segment = getattr(gm, "dynamo_segment", False)
     for a in results if isinstance(results, (tuple, list)) else [results]:
         v = a.meta.get("example_value") if isinstance(a, torch.fx.Node) else None
+        if segment and isinstance(v, torch.Tensor) and v._version != 0:
+            # Note [stale segment outputs]: a segment's example values are the whole graph's
+            # fake tensors, and one that a later segment writes in place has that write's
+            # autograd history (`y += pool; y.relu_()` gave `y`, an output of the first
+            # segment, ReluBackward0), so its saved-result checks and grad_fn name were made
+            # up: the backward raised eager's "modified by an inplace operation" where eager
+            # runs (timm's ResNet-D blocks). Such an output is left unchecked and unnamed.
+            v = None
         values.append(v if isinstance(v, torch.Tensor) else None)
     return values
 
@@ -746,6 +755,7 @@ class _LazySegment(torch.nn.Module):
         if self.single:
             out.args = ((out.args[0],),)
             gm.recompile()
+        gm.dynamo_segment = True  # Note [stale segment outputs]
         self.gm = gm
         self.backend = backend
         self.compiled = None

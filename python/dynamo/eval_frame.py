@@ -284,6 +284,32 @@ class OptimizedModule(torch.nn.Module):
         own = self._orig_mod.__dir__()
         return own + [a for a in super().__dir__() if a not in own]
 
+    # Special methods are looked up on the type, past __getattr__: the container protocol of
+    # the original (``len(seq)``, ``seq[0]``, ``for m in seq``, ``m in seq``) is forwarded, and
+    # a module without it keeps object's behaviour (``TypeError``; truth True).
+    def _orig_special(self, name, missing):
+        method = getattr(type(self._orig_mod), name, None)
+        if method is None:
+            raise TypeError(missing.format(type(self._orig_mod).__name__))
+        return method.__get__(self._orig_mod)
+
+    def __len__(self):
+        return self._orig_special("__len__", "object of type '{}' has no len()")()
+
+    def __getitem__(self, index):
+        return self._orig_special("__getitem__", "'{}' object is not subscriptable")(index)
+
+    def __iter__(self):
+        return self._orig_special("__iter__", "'{}' object is not iterable")()
+
+    def __contains__(self, item):
+        if getattr(type(self._orig_mod), "__contains__", None) is None:
+            return any(m is item or m == item for m in self)
+        return self._orig_special("__contains__", "")(item)
+
+    def __bool__(self):
+        return bool(self._orig_mod)
+
 
 def optimize(backend="inductor", *, nopython: bool = False, dynamic=None):
     """Returns a context manager / decorator that compiles frames with ``backend``.

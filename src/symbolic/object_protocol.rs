@@ -610,7 +610,34 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 true
             }
-            _ => true,
+            // Note [truth of every kind]: each kind answers as `PyObject_IsTrue` does for its
+            // type; there is no default. A default of true made an empty set built in the
+            // frame true in `if s:` (found by a user: `if set(kwargs) - allowed:` raised).
+            VT::Set(s) => s.borrow().bind(py).is_truthy()?,
+            // A class's truth is its metaclass's (`EnumType.__len__`/`__bool__`).
+            VT::Class(c) | VT::Builtin(c) => c.bind(py).is_truthy()?,
+            // Functions, methods, modules, iterators, context managers and `super` objects have
+            // neither `__bool__` nor `__len__`: true.
+            VT::Function { .. }
+            | VT::NestedFunction { .. }
+            | VT::Method { .. }
+            | VT::TorchFunction { .. }
+            | VT::TensorMethod { .. }
+            | VT::PyModule { .. }
+            | VT::ContainerMethod { .. }
+            | VT::Iterator(_)
+            | VT::Partial(_)
+            | VT::GradModeCtx { .. }
+            | VT::GradModeExit { .. }
+            | VT::AutocastCtx { .. }
+            | VT::AutocastExit { .. }
+            | VT::GeneratorCtx { .. }
+            | VT::GeneratorCtxExit { .. }
+            | VT::TorchFunctionCtx { .. }
+            | VT::Super { .. }
+            | VT::GenericAttr { .. }
+            | VT::LoggerMethod { .. } => true,
+            VT::Cell(_) => graph_break!(InternalInconsistency, "truth of a cell"),
         })
     }
 
