@@ -535,7 +535,7 @@ impl<'a> InstructionTranslator<'a> {
                 let n = st.items.len() as i64;
                 let k = if k < 0 { k + n } else { k };
                 if k < 0 || k >= n {
-                    graph_break!(RaisesException, "list assignment index out of range (IndexError)");
+                    return Err(Unsupported::raise_new(py, "IndexError", PyString::new(py, "list assignment index out of range").as_any()));
                 }
                 st.items.remove(k as usize);
                 if st.source.is_some() {
@@ -547,7 +547,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Dict(d) => {
                 let mut st = d.borrow_mut();
                 let Some(pos) = st.items.iter().position(|(kk, _)| crate::symbolic::variables::same_or_equal(kk.bind(py), &k).unwrap_or(false)) else {
-                    graph_break!(RaisesException, "del of a missing dict key (KeyError)");
+                    return Err(Unsupported::raise_new(py, "KeyError", &k));
                 };
                 st.items.remove(pos);
                 st.version += 1;
@@ -1668,13 +1668,17 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(())
             }
             VT::Deque(l) => self.deque_setitem(py, l, &idx, Some(v)),
+            VT::List(lst) if idx.as_constant(py).is_some_and(|k| k.is_instance_of::<pyo3::types::PySlice>()) => {
+                let k = idx.as_constant(py).expect("checked above");
+                self.list_assign_slice(py, lst, &k, &v)
+            }
             VT::List(lst) => {
                 let k: i64 = idx.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "list index"))?.extract()?;
                 let mut l = lst.borrow_mut();
                 let n = l.items.len() as i64;
                 let k = if k < 0 { k + n } else { k };
                 if k < 0 || k >= n {
-                    graph_break!(RaisesException, "list assignment index out of range");
+                    return Err(Unsupported::raise_new(py, "IndexError", PyString::new(py, "list assignment index out of range").as_any()));
                 }
                 l.items[k as usize] = v;
                 if l.source.is_some() {
@@ -1705,6 +1709,43 @@ impl<'a> InstructionTranslator<'a> {
             }
             _ => graph_break!(UnsupportedOperation, "item assignment on {}", obj.describe(py)),
         }
+    }
+
+    /// Note [list slice assignment]: `l[a:b:c] = v` on a list tracker, as
+    /// `list_ass_subscript` (Objects/listobject.c) does it. The slice is resolved against the
+    /// length (`PySlice_Unpack` + `PySlice_AdjustIndices`, the real `slice.indices`); `v` is
+    /// taken whole first (`PySequence_Fast`, so `l[:] = l` and an iterator over `l` see the old
+    /// items). A step of 1 goes to `list_ass_slice`: the items in `[start, max(start, stop))`
+    /// are replaced by any number of new ones. Any other step is an extended slice: `v` must
+    /// have exactly as many items as the slice selects, else eager's ValueError is raised in
+    /// the trace (the list unchanged), and the selected positions get `v`'s items in order.
+    /// A value that is not iterable stays a break (`unpack` refuses it).
+    pub(crate) fn list_assign_slice(&mut self, py: Python<'_>, lst: &Rc<RefCell<crate::symbolic::variables::ListState>>, k: &Bound<'_, PyAny>, v: &VT) -> VResult<()> {
+        let new_items = self.unpack(py, v)?;
+        let n = lst.borrow().items.len();
+        let (start, stop, step) = k.call_method1("indices", (n,)).map_err(|e| Unsupported::folded(py, e))?.extract::<(isize, isize, isize)>()?;
+        if step == 1 {
+            let stop = stop.max(start) as usize;
+            lst.borrow_mut().items.splice(start as usize..stop, new_items);
+        } else {
+            let positions: Vec<usize> = py.import("builtins")?.getattr("range")?.call1((start, stop, step))?.try_iter()?.map(|i| i.and_then(|i| i.extract::<usize>())).collect::<PyResult<_>>()?;
+            if positions.len() != new_items.len() {
+                let msg = format!("attempt to assign sequence of size {} to extended slice of size {}", new_items.len(), positions.len());
+                let exc = py.get_type::<pyo3::exceptions::PyValueError>().call1((msg.as_str(),))?;
+                return Err(Unsupported::raise_value("ValueError", exc.unbind(), msg).into());
+            }
+            if positions.is_empty() {
+                return Ok(());
+            }
+            let mut st = lst.borrow_mut();
+            for (p, item) in positions.into_iter().zip(new_items) {
+                st.items[p] = item;
+            }
+        }
+        if lst.borrow().source.is_some() {
+            self.og.side_effects.mutate_list(lst);
+        }
+        Ok(())
     }
 
     /// The items of a sequence-like tracker.

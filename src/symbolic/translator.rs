@@ -909,6 +909,10 @@ impl<'a> InstructionTranslator<'a> {
                 self.stack.push(r);
             }
             op::STORE_SLICE => {
+                // Note [observable frees]: the old items may go with the write.
+                if self.stack.len() >= 3 && matches!(&self.stack[self.stack.len() - 3], VT::List(_)) && lifetime_observable(py, &self.stack[self.stack.len() - 3]) {
+                    graph_break!(ObjectLifetime, "overwriting items whose free is observable (Note [observable frees])");
+                }
                 let bounds = self.popn(2)?;
                 let obj = self.pop()?;
                 let v = self.pop()?;

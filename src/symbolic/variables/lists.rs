@@ -389,13 +389,37 @@ impl<'a> InstructionTranslator<'a> {
                         };
                         let n = l.items.len() as i64;
                         let k = if k < 0 { k + n } else { k };
+                        // `list_pop_impl`'s IndexErrors, raised in the trace.
+                        if n == 0 {
+                            return Err(Unsupported::raise_new(py, "IndexError", PyString::new(py, "pop from empty list").as_any()));
+                        }
                         if k < 0 || k >= n {
-                            graph_break!(RaisesException, "pop index out of range");
+                            return Err(Unsupported::raise_new(py, "IndexError", PyString::new(py, "pop index out of range").as_any()));
                         }
                         return Ok(l.items.remove(k as usize));
                     }
                 }
                 Ok(VT::none(py))
+            }
+            // `list.remove(x)` (Objects/listobject.c, `list_remove`): the first item that is
+            // `x` or equals it (`PyObject_RichCompareBool`: Note [identity before equality]) goes;
+            // none is eager's ValueError, raised in the trace. Observable frees were refused
+            // above.
+            (VT::List(l), "remove") => {
+                let items = l.borrow().items.clone();
+                for (i, item) in items.iter().enumerate() {
+                    if self.is_same(py, item, &args[0])? || self.equal(py, item, &args[0])? {
+                        if l.borrow().items.len() != items.len() {
+                            graph_break!(UnsupportedOperation, "list.remove() whose comparisons resized the list");
+                        }
+                        if l.borrow().source.is_some() {
+                            self.og.side_effects.mutate_list(l);
+                        }
+                        l.borrow_mut().items.remove(i);
+                        return Ok(VT::none(py));
+                    }
+                }
+                Err(Unsupported::raise_new(py, "ValueError", PyString::new(py, "list.remove(x): x not in list").as_any()))
             }
             (VT::List(l), "index" | "count") => {
                 let items = l.borrow().items.clone();
@@ -403,7 +427,8 @@ impl<'a> InstructionTranslator<'a> {
                 // `index(x, start, stop)`: every argument, as the real method takes them.
                 let x: Option<Vec<_>> = args.iter().map(|a| a.as_constant(py)).collect();
                 match (consts, x) {
-                    (Some(c), Some(x)) => Ok(VT::constant(PyList::new(py, c)?.call_method1(name, PyTuple::new(py, x)?)?.unbind())),
+                    // Note [errors of folded operations]: `index`'s ValueError is eager's.
+                    (Some(c), Some(x)) => Ok(VT::constant(PyList::new(py, c)?.call_method1(name, PyTuple::new(py, x)?).map_err(|e| Unsupported::folded(py, e))?.unbind())),
                     _ => graph_break!(UnsupportedOperation, "list.{name} over non-constant items"),
                 }
             }
@@ -496,7 +521,8 @@ impl<'a> InstructionTranslator<'a> {
                                 st.items.remove(i).1
                             }
                             (None, Some(default)) => default.clone(),
-                            (None, None) => graph_break!(RaisesException, "dict.pop() of a missing key (KeyError)"),
+                            // `_PyDict_Pop_KnownHash`: `KeyError(key)`, raised in the trace.
+                            (None, None) => return Err(Unsupported::raise_new(py, "KeyError", key.as_ref().expect("pop key"))),
                         },
                         _ => match pos {
                             Some(i) => st.items[i].1.clone(),
@@ -534,7 +560,9 @@ impl<'a> InstructionTranslator<'a> {
                     }
                     item
                 };
-                let Some((k, v)) = item else { graph_break!(RaisesException, "popitem() of an empty dict (KeyError)") };
+                let Some((k, v)) = item else {
+                    return Err(Unsupported::raise_new(py, "KeyError", PyString::new(py, "popitem(): dictionary is empty").as_any()));
+                };
                 if d.borrow().source.is_some() {
                     self.og.side_effects.mutate_dict(d);
                 }

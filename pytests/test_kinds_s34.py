@@ -1,0 +1,107 @@
+"""Python kinds the trace left to graph breaks or modelled almost right, round s34: each program
+runs eagerly and compiled on copies of the same inputs and is compared exactly (values and their
+types, mutated arguments, printed text, exceptions), with a graph count showing it was captured."""
+
+import pytest
+import torch
+
+from test_python_kinds import check, no_fallback
+
+BACKENDS = ["eager", "inductor"]
+
+
+# ----- list slice assignment and container errors ---------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_list_slice_assignment(backend):
+    """`l[a:b] = v` and `l[a:b:c] = v` on a list (Note [list slice assignment]): a plain slice
+    replaces any number of items, an extended one exactly as many as it selects, else eager's
+    ValueError raised in the trace. Each was a python_error break."""
+
+    def fn(x, given):
+        a = [1, 2, 3, 4, 5]
+        a[::2] = [10, 30, 50]
+        b = [1, 2, 3, 4]
+        try:
+            b[::2] = [1]
+        except ValueError as e:
+            err = str(e)
+        c = [1, 2, 3]
+        c[1:2] = (7, 8, 9)
+        c[5:1] = [0]  # an empty slice at 5 (clamped to the end): an insert
+        d = [1, 2, 3, 4]
+        d[::-2] = "xy"
+        d[:] = d + [x]
+        given[1::2] = [given[0]] * len(given[1::2])
+        e = [1, 2, 3]
+        e[10:20:3] = []
+        return x + 1, a, err, b, c, d, e
+
+    check(fn, torch.ones(2), [1, 2, 3, 4, 5], graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_container_errors_raised_in_the_trace(backend):
+    """The errors of list and dict methods are eager's, raised in the trace so the `except`
+    clause runs there: list.remove (modelled now, a break before), list.index, list.pop,
+    item assignment and `del` out of range, dict.pop of a missing key, popitem of an empty dict.
+    Each was a graph break."""
+
+    def fn(x):
+        out = []
+        l = [3, 1, 4, 1, 5]
+        l.remove(1)
+        out.append(list(l))
+        for op in range(7):
+            try:
+                if op == 0:
+                    l.remove(42)
+                elif op == 1:
+                    l.index(42)
+                elif op == 2:
+                    [].pop()
+                elif op == 3:
+                    l.pop(10)
+                elif op == 4:
+                    l[10] = 1
+                elif op == 5:
+                    del l[-10]
+                else:
+                    {}.popitem()
+            except (ValueError, IndexError, KeyError) as e:
+                out.append((type(e).__name__, str(e)))
+        d = {"a": 1, 2: "b"}
+        try:
+            d.pop("zz")
+        except KeyError as e:
+            out.append(repr(e))
+        try:
+            del d[(1, 2)]
+        except KeyError as e:
+            out.append(e.args)
+        return x + 1, out, l, d
+
+    check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+def test_list_remove_of_a_list_passed_in_and_objects():
+    class Eq:
+        def __init__(self, v):
+            self.v = v
+
+        def __eq__(self, other):
+            return isinstance(other, Eq) and other.v == self.v
+
+    def fn(x, l):
+        a = Eq(1)
+        objs = [Eq(0), a, Eq(1)]
+        objs.remove(Eq(1))  # equal to `a` by its __eq__
+        l.remove(2)
+        return x * len(objs), objs[0].v, objs[1] is a, l
+
+    check(fn, torch.ones(2), [1, 2, 3, 2], graphs=1, breaks=0)
+    no_fallback()
+
