@@ -105,3 +105,95 @@ def test_list_remove_of_a_list_passed_in_and_objects():
     check(fn, torch.ones(2), [1, 2, 3, 2], graphs=1, breaks=0)
     no_fallback()
 
+
+# ----- with blocks whose body raises ----------------------------------------------------------
+
+
+class Quiet:
+    """A manager that records what its `__exit__` saw and suppresses KeyErrors."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("enter")
+        return self
+
+    def __exit__(self, ty, value, tb):
+        self.log.append((ty.__name__ if ty else None, str(value) if value else None))
+        return ty is not None and issubclass(ty, KeyError)
+
+
+class ReadsTraceback:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, ty, value, tb):
+        return tb is not None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_with_blocks_whose_body_raises(backend):
+    """An exception raised in the trace inside a `with` block calls the manager's `__exit__`
+    (WITH_EXCEPT_START, Note [with blocks that raise]) in the trace: `contextlib.suppress` and a
+    user manager returning true swallow it, `nullcontext` and a false result let it on to an
+    enclosing `except`, and grad mode is restored on the way out. Each was a graph break
+    (unsupported opcode WITH_EXCEPT_START)."""
+    import contextlib
+
+    def fn(x):
+        log = []
+        with contextlib.suppress(KeyError, IndexError):
+            [].pop()
+            log.append("not reached")
+        with contextlib.suppress(ValueError):
+            x = x + 1
+        with Quiet(log) as q:
+            {}["k"]
+        q.log.append("after")
+        try:
+            with Quiet(log):
+                int("z")
+        except ValueError as e:
+            log.append(str(e))
+        try:
+            with contextlib.nullcontext(5) as five:
+                log.append(five)
+                (1, 2).index(3)
+        except ValueError as e:
+            log.append(str(e))
+        try:
+            with torch.no_grad():
+                y = x * 2
+                {}[0]
+        except KeyError as e:
+            log.append((repr(e), torch.is_grad_enabled()))
+        return x, y, log, torch.is_grad_enabled()
+
+    check(fn, torch.ones(2, requires_grad=True), graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+def test_with_block_exit_that_reads_the_traceback_breaks():
+    """The trace has no traceback to hand an `__exit__` that reads it: a break, whose
+    instruction runs for real (Note [handlers in the converted frame])."""
+
+    def fn(x):
+        y = x + 1
+        with ReadsTraceback():
+            {}["a"]
+        return y
+
+    check(fn, torch.ones(2), graphs=1, breaks=1)
+
+
+def test_with_block_exception_unhandled_leaves_the_frame():
+    import contextlib
+
+    def fn(x):
+        y = x + 1
+        with contextlib.suppress(KeyError):
+            int("z")
+        return y
+
+    check(fn, torch.ones(2), graphs=1, breaks=1)

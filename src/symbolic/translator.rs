@@ -1222,6 +1222,34 @@ impl<'a> InstructionTranslator<'a> {
                 self.stack.push(VT::none(py));
                 self.stack.push(exc);
             }
+            // Note [with blocks that raise]: an exception the trace raised inside a `with` block
+            // reaches the block's handler (PUSH_EXC_INFO; WITH_EXCEPT_START), which calls the
+            // manager's `__exit__` (4th on the stack) with the exception's type, value and
+            // traceback and pushes what it returns; a true result suppresses the exception
+            // (POP_JUMP_IF_TRUE over the RERAISE). The trace has no traceback object for an
+            // exception it raised, so it passes None, and only to an `__exit__` that cannot see
+            // the difference: torch's grad-mode, autocast and DisableTorchFunctionSubclass exits
+            // (which only restore their state), and a Python `__exit__` whose code never reads
+            // the parameter the traceback lands in (`contextlib.suppress`, `nullcontext`, most
+            // user managers). A @contextmanager generator's exit (the exception is thrown into
+            // the generator) and any other `__exit__` stay a break, which moves back to the
+            // instruction that raised (Note [handlers in the converted frame]).
+            op::WITH_EXCEPT_START => {
+                let n = self.stack.len();
+                if n < 4 {
+                    graph_break!(InternalInconsistency, "WITH_EXCEPT_START on a short stack");
+                }
+                let (exit, exc) = (self.stack[n - 4].clone(), self.stack[n - 1].clone());
+                let Some(value) = exc.as_constant(py) else {
+                    graph_break!(UnsupportedOperation, "with block exit of {}", exc.describe(py));
+                };
+                if !self.exit_ignores_traceback(py, &exit)? {
+                    graph_break!(UnsupportedCall, "{} of a with block that raised (it may read the traceback)", exit.describe(py));
+                }
+                let ty = self.wrap_unguarded(py, value.get_type().as_any())?;
+                let r = self.call(py, &exit, vec![ty, exc, VT::none(py)], vec![])?;
+                self.stack.push(r);
+            }
             op::CHECK_EXC_MATCH => {
                 let want = self.pop()?;
                 let exc = self.stack.last().cloned().ok_or_else(|| Unsupported::new("stack underflow"))?;
@@ -1659,6 +1687,65 @@ impl<'a> InstructionTranslator<'a> {
             _ => false,
         }
     }
+}
+
+impl<'a> InstructionTranslator<'a> {
+    /// Whether `exit`, the `__exit__` of a with block, gives the same result whether it is
+    /// handed the exception's traceback or None (Note [with blocks that raise]).
+    fn exit_ignores_traceback(&self, py: Python<'_>, exit: &VT) -> VResult<bool> {
+        let code = match exit {
+            VT::GradModeExit { .. } | VT::AutocastExit(_) | VT::TorchFunctionCtx { entered: true } => return Ok(true),
+            VT::Method { func, .. } => match func.as_ref() {
+                VT::Function { obj, .. } => obj.bind(py).getattr("__code__")?,
+                VT::NestedFunction(f) => f.code.bind(py).clone(),
+                _ => return Ok(false),
+            },
+            _ => return Ok(false),
+        };
+        Ok(!reads_argument(py, &code, 3)?)
+    }
+}
+
+/// Whether the code object `code` can read the argument a call with positional arguments
+/// reaching index `pos` puts there: the parameter at `pos`, or the `*args` tuple when there are
+/// fewer positional parameters. Any reference to that local counts (loads, stores, deletes, a
+/// cell), and so does a call that can read the frame's locals (`locals`, `vars`, `sys`).
+fn reads_argument(py: Python<'_>, code: &Bound<'_, PyAny>, pos: usize) -> PyResult<bool> {
+    let argcount: usize = code.getattr("co_argcount")?.extract()?;
+    let kwonly: usize = code.getattr("co_kwonlyargcount")?.extract()?;
+    let flags: u32 = code.getattr("co_flags")?.extract()?;
+    let varnames: Vec<String> = code.getattr("co_varnames")?.extract()?;
+    const CO_VARARGS: u32 = 0x04;
+    let name = if pos < argcount {
+        varnames[pos].clone()
+    } else if flags & CO_VARARGS != 0 {
+        varnames[argcount + kwonly].clone()
+    } else {
+        // The call raises eager's TypeError (too many arguments) before the body runs.
+        return Ok(false);
+    };
+    let cellvars: Vec<String> = code.getattr("co_cellvars")?.extract()?;
+    let names: Vec<String> = code.getattr("co_names")?.extract()?;
+    if cellvars.contains(&name) || names.iter().any(|n| matches!(n.as_str(), "locals" | "vars" | "sys" | "_getframe" | "exc_info" | "exception")) {
+        return Ok(true);
+    }
+    for ins in py.import("dis")?.call_method1("get_instructions", (code,))?.try_iter()? {
+        let ins = ins?;
+        let opname: String = ins.getattr("opname")?.extract()?;
+        if !opname.contains("FAST") {
+            continue;
+        }
+        let argval = ins.getattr("argval")?;
+        let hit = match argval.extract::<String>() {
+            Ok(n) => n == name,
+            // 3.13's LOAD_FAST_LOAD_FAST and siblings name two locals.
+            Err(_) => argval.extract::<Vec<String>>().map(|ns| ns.contains(&name)).unwrap_or(true),
+        };
+        if hit {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Builtin exceptions the trace raises as values (`raise`, failed lookups) and lets `try` /
