@@ -2,8 +2,12 @@
 runs eagerly and compiled on copies of the same inputs and is compared exactly (values and their
 types, mutated arguments, printed text, exceptions), with a graph count showing it was captured."""
 
+import enum
+
 import pytest
 import torch
+
+import dynamo
 
 from test_python_kinds import check, no_fallback
 
@@ -197,3 +201,60 @@ def test_with_block_exception_unhandled_leaves_the_frame():
         return y
 
     check(fn, torch.ones(2), graphs=1, breaks=1)
+
+
+# ----- enum.Flag combinations ---------------------------------------------------------------
+
+
+class Perm(enum.Flag):
+    R = enum.auto()
+    W = enum.auto()
+    X = enum.auto()
+
+
+class Mode(enum.IntFlag):
+    READ = 4
+    WRITE = 2
+    EXEC = 1
+
+
+class Shade(enum.Enum):
+    DARK = 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_flag_combinations(backend):
+    """`|`, `&`, `^`, `~` of `Flag` / `IntFlag` members run the enum module's own methods on the
+    real members (Note [enum operators]); a combination is the pseudo-member the class keeps
+    under its value (Note [flag pseudo-members]), used by its real object: `in`, truth, `.value`,
+    `.name`, `repr`, dict keys. Plain Enum members refuse `|` with eager's TypeError. Each
+    operator was a graph break."""
+
+    def fn(x, p):
+        rw = Perm.R | Perm.W
+        none = Perm.R & Perm.X
+        table = {rw: 1, Perm.X: 2}
+        try:
+            Shade.DARK | Shade.DARK
+        except TypeError as e:
+            err = str(e)
+        return (
+            x * rw.value,
+            rw, Perm.R in rw, Perm.X in rw, p in rw, bool(none), rw is (Perm.W | Perm.R),
+            ~Perm.R, rw ^ p, table[Perm.W | Perm.R], table.get(p | Perm.X),
+            (Mode.READ | Mode.WRITE) & 2, int(Mode.READ | Mode.EXEC), Mode.READ | 8,
+            repr(rw), str(~Perm.X), rw.name, err,
+        )
+
+    for p in (Perm.R, Perm.X):
+        check(fn, torch.ones(2), p, graphs=1, breaks=0, backend=backend)
+        no_fallback()
+
+
+def test_flag_member_passed_in_combined():
+    def fn(x, p):
+        return x + 1, p | Perm.X, (p | Perm.X).value
+
+    check(fn, torch.ones(2), Perm.R | Perm.W, graphs=1, breaks=0)
+    check(fn, torch.ones(2), Perm.W, graphs=1, breaks=0)
+    no_fallback()

@@ -945,6 +945,9 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     pub(crate) fn operator(&mut self, py: Python<'_>, name: &str, args: Vec<VT>) -> VResult<VT> {
+        if let Some(r) = self.enum_operator(py, name, &args)? {
+            return Ok(r);
+        }
         if let [v @ (VT::UserObject(_) | VT::Opaque { .. })] = args.as_slice() {
             if matches!(name, "neg" | "pos" | "invert" | "abs") {
                 return self.user_unary(py, name, v);
@@ -1746,6 +1749,48 @@ impl<'a> InstructionTranslator<'a> {
             self.og.side_effects.mutate_list(lst);
         }
         Ok(())
+    }
+
+    /// Note [enum operators]: an operator over plain enum members (Note [enum members]) and
+    /// literals, where each member's class takes the operator's special methods from the `enum`
+    /// module (`Flag.__or__`, `__and__`, `__xor__`, `__invert__`) or a builtin mixin (`IntEnum`'s
+    /// int arithmetic), reads nothing but its operands: it is folded by running it on the real
+    /// objects. A member it gives (a `Flag` combination: Note [flag pseudo-members]) is used by
+    /// its real object, read through its class's source; a literal is a constant; eager's
+    /// error (`Color.RED | 1`'s TypeError) is raised in the trace. A class defining one of
+    /// those methods itself keeps the operator to its own code.
+    ///
+    /// `operator.<name>(*args)` folded, or `None` when it is not such an operation.
+    fn enum_operator(&mut self, py: Python<'_>, name: &str, args: &[VT]) -> VResult<Option<VT>> {
+        const OPERATORS: [&str; 20] = ["or_", "and_", "xor", "invert", "neg", "pos", "abs", "add", "sub", "mul", "floordiv", "truediv", "mod", "pow", "lshift", "rshift", "lt", "le", "gt", "ge"];
+        if !OPERATORS.contains(&name) || !args.iter().any(|a| a.as_enum_member(py).is_some()) {
+            return Ok(None);
+        }
+        let Some(vals) = args.iter().map(|a| a.as_enum_member(py).or_else(|| a.as_constant(py).filter(|c| is_literal(py, c)))).collect::<Option<Vec<_>>>() else {
+            return Ok(None);
+        };
+        let base = name.trim_end_matches('_');
+        let dunders = [format!("__{base}__"), format!("__r{base}__")];
+        for v in &vals {
+            if crate::symbolic::builder::is_plain_enum_member(py, v) {
+                for d in &dunders {
+                    let Ok(f) = v.get_type().getattr(d.as_str()) else { continue };
+                    if type_name(&f) == "function" && f.getattr("__module__")?.extract::<String>()? != "enum" {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        let f = self.og.handles.operator.bind(py).getattr(name)?;
+        let r = f.call1(PyTuple::new(py, vals)?).map_err(|e| Unsupported::folded(py, e))?;
+        if crate::symbolic::builder::is_plain_enum_member(py, &r) {
+            let cls = r.get_type();
+            return self.enum_member(py, cls.as_any(), r).map(Some);
+        }
+        if is_literal(py, &r) {
+            return Ok(Some(VT::constant(r.unbind())));
+        }
+        graph_break!(UnsupportedOperation, "operator.{name} on enum members gave {}", type_name(&r))
     }
 
     /// The items of a sequence-like tracker.

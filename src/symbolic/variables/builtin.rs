@@ -57,8 +57,8 @@ impl<'a> InstructionTranslator<'a> {
 
     /// Canonical member `member` of the plain enum class `cls`, as the tracker of `cls.<name>`
     /// read through the class's source, identity-guarded (Note [enum members] in
-    /// `builder.rs`). A pseudo-member (a `Flag`'s combination) or a class without a source is
-    /// not modelled.
+    /// `builder.rs`), or a `Flag`'s pseudo-member as `cls._value2member_map_[value]` (Note
+    /// [flag pseudo-members]). A class without a source is not modelled.
     pub(crate) fn enum_member(&mut self, py: Python<'_>, cls: &Bound<'_, PyAny>, member: Bound<'_, PyAny>) -> VResult<VT> {
         if !member.get_type().is(cls) || !crate::symbolic::builder::is_plain_enum_member(py, &member) {
             graph_break!(UnsupportedCall, "enum class {} gave {}, not one of its members", crate::symbolic::variables::qualname(cls), type_name(&member));
@@ -66,8 +66,18 @@ impl<'a> InstructionTranslator<'a> {
         let Some(source) = self.og.class_sources.get(&(cls.as_ptr() as usize)).cloned() else {
             graph_break!(MissingSource, "a member of enum class {} that has no source", crate::symbolic::variables::qualname(cls));
         };
-        let name: String = member.getattr("_name_")?.extract()?;
-        crate::symbolic::builder::wrap(py, self.og, &member, source.attr(&name))
+        // A canonical member is a class attribute; a Flag's pseudo-member (Note [flag
+        // pseudo-members]) is found by its value.
+        let name: Option<String> = member.getattr("_name_")?.extract().ok();
+        let canonical = match &name {
+            Some(n) => cls.getattr(n.as_str()).is_ok_and(|m| m.is(&member)),
+            None => false,
+        };
+        let member_source = match name {
+            Some(n) if canonical => source.attr(&n),
+            _ => source.attr("_value2member_map_").item(crate::source::ItemKey::Int(member.getattr("_value_")?.extract()?)),
+        };
+        crate::symbolic::builder::wrap(py, self.og, &member, member_source)
     }
 
     /// Python builtins (and builtin types used as functions) with tracker arguments.
