@@ -258,3 +258,73 @@ def test_flag_member_passed_in_combined():
     check(fn, torch.ones(2), Perm.R | Perm.W, graphs=1, breaks=0)
     check(fn, torch.ones(2), Perm.W, graphs=1, breaks=0)
     no_fallback()
+
+
+# ----- object() sentinels ----------------------------------------------------------------------
+
+_MISSING = object()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_object_sentinels(backend):
+    """`object()` made in the frame is a tracked object without attributes (Note [object
+    sentinels]): compared by identity, a `dict.get` / `getattr` default, its type `object`. It
+    was a graph break; a module-level sentinel was already identity-guarded."""
+
+    def fn(x, d, v=_MISSING):
+        missing = object()
+        other = object()
+        got = d.get("k", missing)
+        out = x * 2 if got is missing else x + got
+        return (
+            out, got is missing, missing is other, missing == missing, missing != other,
+            type(missing) is object, isinstance(missing, object), v is _MISSING,
+            getattr(d, "nope", missing) is missing, [missing, 1].index(1),
+        )
+
+    check(fn, torch.ones(2), {"j": 1}, graphs=1, breaks=0, backend=backend)
+    check(fn, torch.ones(2), {"k": 3}, graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+def test_object_sentinel_that_outlives_the_graph_is_a_fresh_object():
+    def fn(x, keep):
+        s = object()
+        keep.append(s)
+        return x + 1, s is keep[0]
+
+    keep = []
+    dynamo.reset()
+    f = dynamo.optimize("eager")(fn)
+    f(torch.ones(2), keep)
+    f(torch.ones(2), keep)
+    assert len(keep) == 2 and keep[0] is not keep[1] and type(keep[0]) is object
+    assert dynamo.counters()["graphs"] >= 1
+    no_fallback()
+
+
+def test_attribute_write_to_an_object_sentinel_is_eagers_error():
+    def fn(x):
+        s = object()
+        y = x + 1
+        s.attr = 1
+        return y
+
+    check(fn, torch.ones(2), graphs=1, breaks=1)
+
+
+def test_list_index_and_count_over_objects():
+    """`list.index` / `list.count` over items that are not constants compare by identity,
+    then equality (a break before)."""
+
+    def fn(x, items):
+        s = object()
+        local = [1.5, s, 3, s]
+        try:
+            local.index(7)
+        except ValueError as e:
+            err = str(e)
+        return x + 1, local.index(s), local.index(3, 1, 3), local.count(s), items.index(Perm.W), items.count(Perm.R), err
+
+    check(fn, torch.ones(2), [Perm.R, Perm.W, Perm.R], graphs=1, breaks=0)
+    no_fallback()

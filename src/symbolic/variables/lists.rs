@@ -429,7 +429,7 @@ impl<'a> InstructionTranslator<'a> {
                 match (consts, x) {
                     // Note [errors of folded operations]: `index`'s ValueError is eager's.
                     (Some(c), Some(x)) => Ok(VT::constant(PyList::new(py, c)?.call_method1(name, PyTuple::new(py, x)?).map_err(|e| Unsupported::folded(py, e))?.unbind())),
-                    _ => graph_break!(UnsupportedOperation, "list.{name} over non-constant items"),
+                    _ => self.list_index_or_count(py, l, name, &args),
                 }
             }
             (VT::Set(set), "add" | "discard" | "remove" | "clear") => {
@@ -578,6 +578,50 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(args.get(1).cloned().unwrap_or_else(|| VT::none(py)))
             }
             _ => graph_break!(UnsupportedOperation, "{}.{name}()", container.describe(py)),
+        }
+    }
+}
+
+impl<'a> InstructionTranslator<'a> {
+    /// `list.index(x[, start[, stop]])` / `list.count(x)` over items that are not all constants
+    /// (Objects/listobject.c, `list_index_impl`, `list_count`): each item in range is compared
+    /// with `x` by identity, then equality (Note [identity before equality]), in order. A
+    /// missing `x` is eager's ValueError when its text is known (a constant `x`: the message
+    /// the real method gives), a break otherwise; comparisons that resize the list are a break.
+    fn list_index_or_count(&mut self, py: Python<'_>, l: &Rc<RefCell<ListState>>, name: &str, args: &[VT]) -> VResult<VT> {
+        let items = l.borrow().items.clone();
+        let n = items.len() as i64;
+        let bound = |i: usize, default: i64| -> VResult<i64> {
+            let Some(a) = args.get(i) else { return Ok(default) };
+            let Some(v) = a.as_constant(py).and_then(|c| c.extract::<i64>().ok()) else {
+                graph_break!(UnsupportedOperation, "list.{name} with a bound that is not an int constant");
+            };
+            Ok(if v < 0 { (v + n).max(0) } else { v.min(n) })
+        };
+        let (start, stop) = (bound(1, 0)?, bound(2, n)?);
+        let mut count = 0i64;
+        for i in start..stop.max(start) {
+            let item = &items[i as usize];
+            let hit = self.is_same(py, item, &args[0])? || self.equal(py, item, &args[0])?;
+            if l.borrow().items.len() != items.len() {
+                graph_break!(UnsupportedOperation, "list.{name}() whose comparisons resized the list");
+            }
+            if hit {
+                if name == "index" {
+                    return Ok(VT::constant(i.into_pyobject(py)?.into_any().unbind()));
+                }
+                count += 1;
+            }
+        }
+        if name == "count" {
+            return Ok(VT::constant(count.into_pyobject(py)?.into_any().unbind()));
+        }
+        match args[0].as_constant(py) {
+            Some(c) => match PyList::empty(py).call_method1("index", (c,)) {
+                Err(e) => Err(Unsupported::folded(py, e)),
+                Ok(_) => graph_break!(InternalInconsistency, "index() of an empty list found an item"),
+            },
+            None => graph_break!(RaisesException, "list.index() of {}: not in list (ValueError)", args[0].describe(py)),
         }
     }
 }

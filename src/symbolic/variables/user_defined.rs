@@ -233,8 +233,16 @@ pub fn has_dict_base(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> {
 pub fn is_plain_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> {
     let Ok(ty) = cls.cast::<PyType>() else { return Ok(false) };
     let object = py.get_type::<PyAny>();
-    if !plain_metaclass(py, &ty.get_type())? || ty.is(&object) {
+    if !plain_metaclass(py, &ty.get_type())? {
         return Ok(false);
+    }
+    // Note [object sentinels]: `object()` itself (`missing = object()`, then `v is missing`) is
+    // an object with no instance dict and no slots: a tracker with no attributes, compared by
+    // identity, whose attribute writes are refused as for any object without `__dict__`
+    // (`user_object_setattr`) and which is rebuilt, if it outlives the graph, by
+    // `object.__new__(object)`, a fresh object as eager's call makes.
+    if ty.is(&object) {
+        return Ok(true);
     }
     // An ABC with an abstract method left cannot be instantiated (`object.__new__` raises).
     if ty.get_type().is_subclass(&py.import("abc")?.getattr("ABCMeta")?)? && ty.getattr("__abstractmethods__")?.len()? != 0 {
