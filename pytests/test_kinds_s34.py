@@ -328,3 +328,56 @@ def test_list_index_and_count_over_objects():
 
     check(fn, torch.ones(2), [Perm.R, Perm.W, Perm.R], graphs=1, breaks=0)
     no_fallback()
+
+
+# ----- class namespaces (mappingproxy) --------------------------------------------------------
+
+
+class Base:
+    kind = "base"
+
+    def forward(self, x):
+        return x + 1
+
+
+class Child(Base):
+    scale = 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_class_dict_lookups(backend):
+    """`cls.__dict__` is a mappingproxy: `.get`, `in` and `[]` with a string key read the class's
+    own namespace (Note [class dict proxies]), guarded on the key's presence; a missing key is
+    eager's KeyError. Each was a graph break."""
+
+    def fn(x, o):
+        d = type(o).__dict__
+        try:
+            Base.__dict__["scale"]
+        except KeyError as e:
+            err = repr(e)
+        return (
+            x * d.get("scale", 1), d.get("kind"), "forward" in d, "scale" in Base.__dict__,
+            Base.__dict__["kind"], Base.__dict__.get("forward") is Base.forward, err,
+        )
+
+    check(fn, torch.ones(2), Child(), graphs=1, breaks=0, backend=backend)
+    check(fn, torch.ones(2), Base(), graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+def test_class_dict_lookup_guard_sees_a_new_class_attribute():
+    class C:
+        pass
+
+    def fn(x, o):
+        return x + (1 if "flag" in type(o).__dict__ else 2)
+
+    dynamo.reset()
+    f = dynamo.optimize("eager")(fn)
+    o = C()
+    assert torch.equal(f(torch.ones(2), o), torch.full((2,), 3.0))
+    C.flag = True
+    assert torch.equal(f(torch.ones(2), o), torch.full((2,), 2.0))
+    del C.flag
+    assert torch.equal(f(torch.ones(2), o), torch.full((2,), 3.0))

@@ -912,6 +912,10 @@ impl<'a> InstructionTranslator<'a> {
                     None => graph_break!(UntracedValue, "`in` on {}", container.describe(py)),
                 }
             }
+            (VT::Opaque { obj, source }, _) if crate::symbolic::variables::user_defined::is_mappingproxy(py, obj.bind(py)) => {
+                let (obj, source) = (obj.clone(), source.clone());
+                Ok(self.mappingproxy_lookup(py, obj.bind(py), &source, item)?.is_some())
+            }
             (VT::Opaque { obj, source }, _) => {
                 // `__contains__` looked up on the type and inlined when it is Python code
                 // (collections.abc.Mapping's, a user container's); its result must be constant.
@@ -1505,6 +1509,12 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     pub(crate) fn getitem(&mut self, py: Python<'_>, obj: &VT, idx: &VT) -> VResult<VT> {
+        if let VT::Opaque { obj: o, .. } = obj {
+            if crate::symbolic::variables::user_defined::is_mappingproxy(py, o.bind(py)) {
+                // Note [class dict proxies].
+                return self.call_container_method(py, obj, "__getitem__", vec![idx.clone()], vec![]);
+            }
+        }
         match obj {
             VT::Tensor(_) => {
                 if let Some(r) = self.torch_function_operator(py, "getitem", &[obj.clone(), idx.clone()])? {

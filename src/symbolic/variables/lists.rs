@@ -240,6 +240,22 @@ impl<'a> InstructionTranslator<'a> {
             };
             return Ok(VT::constant(view.call_method1("isdisjoint", (other,))?.unbind()));
         }
+        // Note [class dict proxies] (user_defined.rs).
+        if let (VT::Opaque { obj, source }, true) = (container, kwargs.is_empty()) {
+            if crate::symbolic::variables::user_defined::is_mappingproxy(py, obj.bind(py)) {
+                let (obj, source) = (obj.clone(), source.clone());
+                let found = match (name, args.as_slice()) {
+                    ("get", [k] | [k, _]) | ("__getitem__" | "__contains__", [k]) => self.mappingproxy_lookup(py, obj.bind(py), &source, k)?,
+                    _ => graph_break!(ArgumentMismatch, "mappingproxy.{name}() with {} arguments", args.len()),
+                };
+                return match (name, found) {
+                    ("__contains__", f) => Ok(const_bool(py, f.is_some())),
+                    (_, Some(v)) => Ok(v),
+                    ("get", None) => Ok(args.get(1).cloned().unwrap_or_else(|| VT::none(py))),
+                    (_, None) => Err(Unsupported::raise_new(py, "KeyError", args[0].as_constant(py).expect("a str key").as_any())),
+                };
+            }
+        }
         if let (VT::Deque(l), false) = (container, name.starts_with("__")) {
             return self.call_deque_method(py, l, name, args, kwargs);
         }
