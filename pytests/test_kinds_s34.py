@@ -381,3 +381,29 @@ def test_class_dict_lookup_guard_sees_a_new_class_attribute():
     assert torch.equal(f(torch.ones(2), o), torch.full((2,), 2.0))
     del C.flag
     assert torch.equal(f(torch.ones(2), o), torch.full((2,), 3.0))
+
+
+# ----- complex numbers and bytes ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_complex_and_bytes_constructors(backend):
+    """`complex(...)`, `bytes(...)`, `bin`/`oct`/`hex`/`ascii` of literals are folded like the
+    other pure builtins (they were graph breaks); their values' arithmetic and methods were
+    already constants."""
+
+    def fn(x):
+        c = complex(1, 2)
+        d = complex("3+4j")
+        b = bytes([104, 105])
+        try:
+            complex("nope")
+        except ValueError as e:
+            err = str(e)
+        return (
+            x * abs(d), c * d, (c + d).real, d.imag, c.conjugate(), -c, c / d, c == d,
+            b, b.upper(), b.decode(), b[1], b[0:1], bytes(3), bytes("é", "utf-8"), bin(5), oct(8), hex(255), ascii("é"), err,
+        )
+
+    check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
+    no_fallback()
