@@ -407,3 +407,26 @@ def test_complex_and_bytes_constructors(backend):
 
     check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
     no_fallback()
+
+
+# ----- string formatting over containers -----------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_string_methods_over_lazy_iterables_and_dicts(backend):
+    """`sep.join(map(str, xs))` / `sep.join(generator)` take the iterable to its end first (as
+    the method's `PySequence_Fast` does), and `"%(a)s" % d`, `"%s" % [..]`, `s.format_map(d)`
+    read fresh copies of literal containers, as do other literals' methods
+    (`frozenset.union([..])`). Each was a graph break."""
+
+    def fn(x):
+        xs = [1, 2, 3]
+        d = {"a": 1, "b": "two"}
+        return (
+            x + 1, "x".join(map(str, xs)), ",".join(str(v * 2) for v in xs), "-".join(reversed(["a", "b"])),
+            "%(a)s/%(b)s" % d, "%s" % [1, 2], "{a}+{b}".format_map(d), "ab".translate({97: "z"}),
+            frozenset({1, 2}).union([3], (4,)), frozenset([1]).issubset([1, 2]), (1, 2).count(2),
+        )
+
+    check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
+    no_fallback()

@@ -964,6 +964,17 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(r);
         }
         let f = self.og.handles.operator.bind(py).getattr(name)?;
+        // `"%(a)s" % {"a": 1}`, `"%s-%s" % [...]`: printf-style formatting of a literal string
+        // reads a fresh copy of a container of literals (Objects/unicodeobject.c,
+        // `PyUnicode_Format`, which only reads its argument).
+        if let [VT::Constant(s), other @ (VT::Dict(_) | VT::List(_))] = args.as_slice() {
+            if name == "mod" && (s.bind(py).is_instance_of::<PyString>() || s.bind(py).is_instance_of::<pyo3::types::PyBytes>()) {
+                if let Some(v) = self.literal_value_or_dict(py, other) {
+                    let r = f.call1((s.bind(py), v)).map_err(|e| Unsupported::folded(py, e))?;
+                    return Ok(VT::constant(r.unbind()));
+                }
+            }
+        }
         if args.iter().all(|a| matches!(a, VT::Constant(_))) {
             let vals: Vec<_> = args.iter().map(|a| a.as_constant(py).unwrap()).collect();
             // Note [errors of folded operations].
@@ -2132,11 +2143,28 @@ impl<'a> InstructionTranslator<'a> {
                 // argument of constants is passed as a fresh copy, which these methods only
                 // read (none keeps or mutates its arguments).
                 let str_method = c.bind(py).getattr("__self__").map(|o| o.is_instance_of::<PyString>() || o.is_instance_of::<pyo3::types::PyBytes>()).unwrap_or(false);
+                // A lazy iterable (`",".join(map(str, xs))`, a generator) is taken to its end
+                // first, as the method's `PySequence_Fast` does before reading any item; a dict
+                // of literals (`"{a}".format_map(d)`, `s.translate(table)`) is a fresh copy.
+                let mut args = args;
+                if str_method {
+                    for a in args.iter_mut() {
+                        if let Some(it) = self.lazy_iter(py, a)? {
+                            let items = self.drain_iter(py, &it)?;
+                            *a = crate::symbolic::variables::lists::new_list(items);
+                        }
+                    }
+                }
+                // A method of any other literal (`frozenset({1}).union([3])`, `(1, 2).index(x)`)
+                // only reads its arguments too: containers of literals pass as fresh copies.
+                let literal_receiver = str_method || c.bind(py).getattr("__self__").is_ok_and(|o| !o.is_instance_of::<pyo3::types::PyModule>() && is_literal(py, &o));
                 let vals: Option<Vec<_>> = args.iter().map(|a| match a {
                     VT::List(l) if str_method => {
                         let items = l.borrow().items.iter().map(|i| i.as_constant(py)).collect::<Option<Vec<_>>>()?;
                         pyo3::types::PyList::new(py, items).ok().map(|l| l.into_any())
                     }
+                    VT::Dict(_) if str_method => self.literal_value_or_dict(py, a),
+                    VT::List(_) | VT::Tuple(_) | VT::Set(_) if literal_receiver => self.literal_value(py, a),
                     _ => a.as_constant(py),
                 }).collect();
                 let kw = PyDict::new(py);
