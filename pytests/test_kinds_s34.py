@@ -430,3 +430,25 @@ def test_string_methods_over_lazy_iterables_and_dicts(backend):
 
     check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
     no_fallback()
+
+
+# ----- class statements, generator throw, @contextmanager blocks that raise -------------------
+
+
+def test_class_statement_in_the_frame_is_a_graph_break():
+    """A `class` statement runs in Python at a graph break (Note [class statements]); the code
+    around it stays in graphs. Before, the whole frame ran eagerly (unsupported opcode)."""
+
+    def fn(x):
+        y = x * 2
+
+        class Local:
+            k = 3
+
+            def f(self, v):
+                return v * self.k
+
+        return Local().f(y) + 1, Local.__name__, Local.k
+
+    check(fn, torch.ones(2), graphs=1, breaks=1)
+    no_fallback()

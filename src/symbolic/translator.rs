@@ -441,6 +441,16 @@ impl<'a> InstructionTranslator<'a> {
                 let v = self.wrap_unguarded(py, &cls)?;
                 self.stack.push(v);
             }
+            // Note [class statements]: a `class` statement in the frame is LOAD_BUILD_CLASS, the
+            // body's MAKE_FUNCTION and a call of `builtins.__build_class__`. That call is not
+            // traced (it runs the body against a fresh namespace and makes a new class object on
+            // every execution), so it is a graph break at the call, where the body function is
+            // rebuilt and Python makes the class; the code before and after stays in graphs.
+            // Before, the opcode itself was unsupported and the whole frame ran eagerly.
+            op::LOAD_BUILD_CLASS => {
+                let build = py.import("builtins")?.getattr("__build_class__")?;
+                self.stack.push(VT::Builtin(Rc::new(build.unbind())));
+            }
             op::LOAD_FAST | op::LOAD_FAST_CHECK => match &self.locals[arg as usize] {
                 Some(v) => self.stack.push(v.clone()),
                 None => graph_break!(RaisesException, "local '{}' referenced before assignment", self.code.localsplus[arg as usize]),
