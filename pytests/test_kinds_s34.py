@@ -452,3 +452,78 @@ def test_class_statement_in_the_frame_is_a_graph_break():
 
     check(fn, torch.ones(2), graphs=1, breaks=1)
     no_fallback()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_generator_throw(backend):
+    """`gen.throw(e)` raises `e` at the suspended `yield` inside the generator's own `try`, in the
+    trace, and gives the next yielded value (Note [generator throw]); throwing into a finished
+    generator raises `e` back. The generator was live across a break, so the frame ran eagerly."""
+
+    def fn(x):
+        log = []
+
+        def g():
+            for i in range(3):
+                try:
+                    yield i
+                except ValueError as e:
+                    log.append(str(e))
+                    yield -1
+
+        it = g()
+        a = next(it)
+        b = it.throw(ValueError("bad"))
+        c = next(it)
+        d = it.throw(ValueError)
+        rest = list(it)
+        try:
+            it.throw(KeyError("k"))
+        except KeyError as e:
+            log.append(repr(e))
+        return x + a + b + c + d, rest, log
+
+    check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_contextmanager_block_that_raises(backend):
+    """An exception in the block of a @contextmanager manager is thrown into its generator
+    (Note [generator context managers that raise]): caught there, it is suppressed; let through
+    a `finally`, the cleanup runs in the trace and the exception reaches the enclosing
+    `except`. Each was a graph break."""
+    import contextlib
+
+    log = []
+
+    @contextlib.contextmanager
+    def swallow():
+        try:
+            yield "s"
+        except KeyError as e:
+            log.append(("swallowed", repr(e)))
+
+    @contextlib.contextmanager
+    def cleanup(tag):
+        log.append(("open", tag))
+        try:
+            yield tag
+        finally:
+            log.append(("close", tag))
+
+    def fn(x):
+        del log[:]
+        with swallow() as s:
+            y = x + 1
+            {}[s]
+        try:
+            with cleanup("a"):
+                y = y * 2
+                [].pop()
+        except IndexError as e:
+            log.append(str(e))
+        return y, list(log)
+
+    check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
+    no_fallback()

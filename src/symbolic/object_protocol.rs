@@ -252,7 +252,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Deque(_) => self.deque_attr(py, obj, name),
             // Note [generator send and close] (variables/iter.rs).
             // (A generator running now is borrowed: its call breaks in `generator_method`.)
-            VT::Iterator(it) if matches!(name, "send" | "close") && it.try_borrow().map(|st| matches!(st.kind, crate::symbolic::variables::IterKind::Generator(Some(_)))).unwrap_or(true) => {
+            VT::Iterator(it) if matches!(name, "send" | "close" | "throw") && it.try_borrow().map(|st| matches!(st.kind, crate::symbolic::variables::IterKind::Generator(Some(_)))).unwrap_or(true) => {
                 Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() })
             }
             // Note [dict view set operations]: `dictviews_isdisjoint`.

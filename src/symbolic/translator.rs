@@ -790,6 +790,17 @@ impl<'a> InstructionTranslator<'a> {
             // protocol pushes the sent value (None) after RETURN_GENERATOR and, when the frame
             // is resumed, after each YIELD_VALUE (`resume_generator`).
             op::RETURN_GENERATOR if self.generator => self.stack.push(VT::none(py)),
+            // 3.12+: the handler around a generator's body (INTRINSIC_STOPITERATION_ERROR, then
+            // RERAISE) passes any exception but StopIteration on unchanged (Note [generator
+            // throw]); a StopIteration becoming RuntimeError is left to Python.
+            op::CALL_INTRINSIC_1 if self.generator && arg == 3 => {
+                let v = self.pop()?;
+                let stop = v.as_constant(py).is_some_and(|c| c.is_instance_of::<pyo3::exceptions::PyStopIteration>());
+                if stop || v.as_constant(py).is_none() {
+                    graph_break!(RaisesException, "generator raised StopIteration (RuntimeError)");
+                }
+                self.stack.push(v);
+            }
             op::YIELD_VALUE if self.generator => {
                 let v = self.pop()?;
                 return Ok(Flow::Yield(v));
@@ -1704,7 +1715,9 @@ impl<'a> InstructionTranslator<'a> {
     /// handed the exception's traceback or None (Note [with blocks that raise]).
     fn exit_ignores_traceback(&self, py: Python<'_>, exit: &VT) -> VResult<bool> {
         let code = match exit {
-            VT::GradModeExit { .. } | VT::AutocastExit(_) | VT::TorchFunctionCtx { entered: true } => return Ok(true),
+            // A generator manager's exit throws the value in; the traceback it then sets on
+            // an exception let through is never read in the trace.
+            VT::GradModeExit { .. } | VT::AutocastExit(_) | VT::TorchFunctionCtx { entered: true } | VT::GeneratorCtxExit(_) => return Ok(true),
             VT::Method { func, .. } => match func.as_ref() {
                 VT::Function { obj, .. } => obj.bind(py).getattr("__code__")?,
                 VT::NestedFunction(f) => f.code.bind(py).clone(),
