@@ -527,3 +527,60 @@ def test_contextmanager_block_that_raises(backend):
 
     check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
     no_fallback()
+
+
+def test_generator_throw_into_a_yield_from_reaches_the_inner_generator():
+    """A generator suspended in `yield from` hands a throw to the generator it delegates to
+    (`_PyGen_yf`): not modelled, so a break, never the outer generator's handler."""
+
+    def fn(x):
+        log = []
+
+        def inner():
+            try:
+                yield 1
+            except ValueError:
+                log.append("inner")
+                yield 2
+
+        def outer():
+            try:
+                yield from inner()
+            except ValueError:
+                log.append("outer")
+                yield 3
+
+        it = outer()
+        a = next(it)
+        b = it.throw(ValueError("v"))
+        rest = list(it)
+        return x + a + b, log, rest
+
+    check(fn, torch.ones(2), graphs=0)
+
+
+def test_closing_a_generator_in_a_yield_from_closes_the_inner_one():
+    """close() (and dropping) of a generator suspended in `yield from` closes the generator it
+    delegates to first, whose `finally` runs: left to Python, never skipped."""
+
+    def fn(x):
+        log = []
+
+        def inner():
+            try:
+                yield 1
+            finally:
+                log.append("inner closed")
+
+        def outer():
+            yield from inner()
+
+        it = outer()
+        a = next(it)
+        it.close()
+        dropped = outer()
+        next(dropped)
+        del dropped
+        return x + a, log
+
+    check(fn, torch.ones(2), graphs=0)

@@ -204,6 +204,14 @@ pub struct GeneratorFrame {
     pub thrown: Option<Py<PyAny>>,
 }
 
+/// Whether the generator suspended in `f` (started) is delegating to another iterator, in a
+/// `yield from` or `await`: the RESUME after its yield has an oparg of 2 or more (CPython's
+/// `_PyGen_yf`, which `throw` and `close` consult first). Anything unexpected counts as
+/// delegating.
+pub fn delegating(f: &GeneratorFrame) -> bool {
+    f.code.insts.get(f.ip).is_none_or(|r| r.opcode != crate::bytecode::opcode::op::RESUME || (r.arg & 3) >= 2)
+}
+
 /// What a generator did with an exception thrown into it (`throw_into_generator`).
 pub enum Thrown {
     /// It caught the exception and yielded this value.
@@ -1427,14 +1435,16 @@ pub(crate) fn resume_generator(py: Python<'_>, og: &mut OutputGraph, depth: usiz
     if let Some(exc) = &thrown {
         // Note [generator throw]: the exception is raised at the suspended YIELD_VALUE, whose
         // handler must be one of the generator's own `try`/`with` blocks.
-        let at = f.ip.checked_sub(1).filter(|&i| child.code.insts[i].opcode == crate::bytecode::opcode::op::YIELD_VALUE);
+        // A generator suspended in a `yield from` hands the throw to the iterator it delegates
+        // to, which is not modelled.
+        let at = f.ip.checked_sub(1).filter(|&i| child.code.insts[i].opcode == crate::bytecode::opcode::op::YIELD_VALUE && !delegating(f));
         let Some(at) = at.filter(|&i| child.code.insts[i].exn.is_some()) else {
             child.og.inline_sites.pop();
             f.locals = std::mem::take(&mut child.locals);
             f.closure = std::mem::take(&mut child.closure);
             f.external_cells = std::mem::take(&mut child.external_cells);
             f.stack = std::mem::take(&mut child.stack);
-            graph_break!(UnsupportedOperation, "throw() into a generator suspended outside a try/with block");
+            graph_break!(UnsupportedOperation, "throw() into a generator suspended outside a try/with block or in a yield from");
         };
         let value = exc.bind(py);
         let name = crate::symbolic::translator::TRACED_EXCEPTIONS.iter().find(|n| value.get_type().name().is_ok_and(|t| t.to_string() == **n)).copied().unwrap_or("Exception");
