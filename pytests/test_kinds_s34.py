@@ -584,3 +584,31 @@ def test_closing_a_generator_in_a_yield_from_closes_the_inner_one():
         return x + a, log
 
     check(fn, torch.ones(2), graphs=0)
+
+
+# ----- names of functions made in the frame, enum equality -----------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_names_of_functions_made_in_the_frame(backend):
+    """`__name__`, `__qualname__`, `__doc__`, `__module__`, `__defaults__`, `__code__` of a function
+    made in the frame (Note [names of functions made in the frame]); each was a graph break."""
+
+    def fn(x):
+        def helper(v, scale=2, *, shift=0):
+            "Doubles."
+            return v * scale + shift
+
+        def bare(v):
+            return v
+
+        k = 3
+        lam = lambda v: v + k  # noqa: E731
+        return (
+            helper(x), helper.__name__, helper.__qualname__, helper.__doc__, helper.__module__,
+            helper.__defaults__, bare.__defaults__, bare.__doc__, lam.__name__, lam.__doc__,
+            lam.__code__.co_argcount, lam(x),
+        )
+
+    check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
+    no_fallback()

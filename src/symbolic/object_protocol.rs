@@ -287,6 +287,34 @@ impl<'a> InstructionTranslator<'a> {
             // The names of a torch or builtin callable (a `func` that `__torch_function__`
             // receives): immutable.
             VT::TorchFunction(f) | VT::Builtin(f) if matches!(name, "__name__" | "__qualname__" | "__module__" | "__doc__") => Ok(VT::constant(f.bind(py).getattr(name)?.unbind())),
+            // Note [names of functions made in the frame]: a function made by MAKE_FUNCTION in
+            // the trace has no attribute writes (they are graph breaks), so its names are what
+            // its code and globals give: `__name__` (`co_name`), `__qualname__`, `__code__`,
+            // `__defaults__` (the tuple of its default trackers, or None), and `__doc__` /
+            // `__module__` read off a probe function made from the same code and globals
+            // (`PyFunction_New` takes the docstring from the first constant and the module from
+            // `globals['__name__']`, as each CPython version decides).
+            VT::NestedFunction(f) if matches!(name, "__name__" | "__qualname__" | "__module__" | "__code__" | "__doc__" | "__defaults__") => {
+                let code = f.code.bind(py);
+                match name {
+                    "__qualname__" => Ok(VT::constant(PyString::new(py, &f.qualname).into_any().unbind())),
+                    "__name__" => Ok(VT::constant(code.getattr("co_name")?.unbind())),
+                    "__code__" => Ok(VT::constant(code.clone().unbind())),
+                    "__defaults__" if f.defaults.is_empty() => Ok(VT::none(py)),
+                    "__defaults__" => make_tuple(py, f.defaults.clone()),
+                    _ => {
+                        let types = py.import("types")?;
+                        let cells = (0..code.getattr("co_freevars")?.len()?).map(|_| types.getattr("CellType")?.call0()).collect::<PyResult<Vec<_>>>()?;
+                        let closure = if cells.is_empty() { py.None().into_bound(py) } else { PyTuple::new(py, cells)?.into_any() };
+                        let probe = types.getattr("FunctionType")?.call1((code, f.g.globals.bind(py), py.None(), py.None(), closure))?;
+                        let v = probe.getattr(name)?;
+                        if !is_literal(py, &v) {
+                            graph_break!(UnsupportedOperation, "attribute '{name}' of {} is a {}", obj.describe(py), type_name(&v));
+                        }
+                        Ok(VT::constant(v.unbind()))
+                    }
+                }
+            }
             // A function's class is `types.FunctionType` for good (`__class__` assignment is
             // refused for it: Objects/typeobject.c, `object_set_class`).
             VT::Function { obj: f, .. } if name == "__class__" => Ok(VT::Class(Rc::new(f.bind(py).get_type().into_any().unbind()))),
