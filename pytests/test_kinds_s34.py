@@ -612,3 +612,28 @@ def test_names_of_functions_made_in_the_frame(backend):
 
     check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
     no_fallback()
+
+
+class Act(enum.Enum):
+    RELU = "relu"
+    GELU = "gelu"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_enum_member_equality_with_values(backend):
+    """`member == literal` folds the enum module's (or mixin's) `__eq__` on the real values: a
+    plain Enum member is never equal to its value, a str/int mixin member is. Was a graph break."""
+
+    class Color(str, enum.Enum):
+        RED = "red"
+
+    def fn(x, a):
+        return x + 1, a == "relu", a != "gelu", Act.GELU == "gelu", Color.RED == "red", Level.HIGH == 2, a == Act.RELU
+
+    check(fn, torch.ones(2), Act.RELU, graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2

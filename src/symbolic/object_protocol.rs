@@ -1528,6 +1528,15 @@ impl<'a> InstructionTranslator<'a> {
                 // Neither side's __eq__ knows the other: identity, and they are distinct.
                 Ok(false)
             }
+            // Note [enum members]: a plain member's `__eq__` is the enum module's or its builtin
+            // mixin's, which read nothing but the two values: folded (`Act.RELU == "relu"`).
+            _ if a.as_enum_member(py).is_some() || b.as_enum_member(py).is_some() => {
+                let value = |v: &VT| v.as_enum_member(py).or_else(|| v.as_constant(py).filter(|c| is_literal(py, c)));
+                match (value(a), value(b)) {
+                    (Some(x), Some(y)) => Ok(x.is(&y) || x.eq(&y).map_err(|e| Unsupported::folded(py, e))?),
+                    _ => graph_break!(UntracedValue, "== of {} and {}", a.describe(py), b.describe(py)),
+                }
+            }
             _ => {
                 let default_eq = |v: &VT| -> PyResult<bool> {
                     let obj_eq = py.get_type::<pyo3::types::PyAny>().getattr("__eq__")?;
