@@ -637,3 +637,25 @@ def test_enum_member_equality_with_values(backend):
 class Level(enum.IntEnum):
     LOW = 1
     HIGH = 2
+
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_methods_of_literal_types_through_the_type(backend):
+    """`int.from_bytes`, `float.fromhex`, `bytes.fromhex`, `int.__add__`, `str.join` called
+    through the type with literal arguments fold like the pure builtins; each was a graph
+    break (call to int.from_bytes)."""
+
+    def fn(x):
+        try:
+            float.fromhex("zz")
+        except ValueError as e:
+            err = str(e)
+        return (
+            x + int.from_bytes(b"\\x01\\x00", "little"), float.fromhex("0x1p-1"), int.__add__(1, 2),
+            str.join(",", ["a", "b"]), float.is_integer(2.0), bytes.fromhex("ff00"),
+            str.upper("a"), err,
+        )
+
+    check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
+    no_fallback()

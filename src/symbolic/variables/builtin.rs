@@ -700,7 +700,7 @@ impl<'a> InstructionTranslator<'a> {
         if let (Some(vals), Some(kvals)) = (literal_args, literal_kwargs) {
             let pure = ["abs", "min", "max", "round", "int", "float", "complex", "bool", "str", "bytes", "tuple", "frozenset", "sum", "any", "all", "divmod", "pow", "sorted", "reversed", "repr", "ascii", "bin", "oct", "hex", "hash", "type", "slice", "chr", "ord", "format", "len"];
             let module = b.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
-            let is_pure = pure.iter().any(|n| is(n)) || module == "math" || module == "_operator" || module == "operator" || (module == "torch" && type_name(b) == "type");
+            let is_pure = pure.iter().any(|n| is(n)) || module == "math" || module == "_operator" || module == "operator" || (module == "torch" && type_name(b) == "type") || is_literal_type_method(py, b);
             if is_pure {
                 let kw = PyDict::new(py);
                 for (k, v) in kvals {
@@ -1063,4 +1063,16 @@ fn reversed_iterator(py: Python<'_>, items: Vec<VT>) -> VResult<IteratorState> {
     st.py_type = Some(py.import("builtins")?.getattr("reversed")?.unbind());
     st.reversed = true;
     Ok(st)
+}
+
+/// Whether `b` is a method of one of the immutable literal types, reached through the type:
+/// a class method (`int.from_bytes`, `float.fromhex`, `str.maketrans`: `__self__` is the type)
+/// or an unbound method or slot (`int.__add__`, `str.join`, `float.is_integer`:
+/// `__objclass__`). On literal arguments these read nothing else and make new literals, so they
+/// fold like the pure builtins (Note [errors of folded operations] for what they raise).
+fn is_literal_type_method(py: Python<'_>, b: &Bound<'_, PyAny>) -> bool {
+    let owner = b.getattr("__self__").ok().filter(|o| o.is_instance_of::<pyo3::types::PyType>()).or_else(|| b.getattr("__objclass__").ok());
+    let Some(owner) = owner else { return false };
+    let builtins = py.import("builtins").ok();
+    ["int", "float", "complex", "str", "bytes", "bool", "tuple", "frozenset"].iter().any(|n| builtins.as_ref().and_then(|m| m.getattr(*n).ok()).is_some_and(|t| t.is(&owner)))
 }
