@@ -659,3 +659,33 @@ def test_methods_of_literal_types_through_the_type(backend):
 
     check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
     no_fallback()
+
+
+def test_class_dict_lookup_after_a_class_write_in_the_trace():
+    """A class attribute the trace wrote is pending until the graph has run: a lookup of that
+    name in the class's `__dict__` is left to Python (it read the old namespace: None, False)."""
+
+    def make():
+        class C:
+            pass
+
+        return C
+
+    for variant in range(3):
+        C = make()
+
+        def fn(x, c):
+            if variant == 0:
+                C.flag = 1
+                d = C.__dict__
+            elif variant == 1:
+                C.flag = 1
+                d = type(c).__dict__
+            else:
+                d = type(c).__dict__
+                C.flag = 1
+            return x + 1, d.get("flag"), "flag" in d
+
+        dynamo.reset()
+        out = dynamo.optimize("eager")(fn)(torch.ones(2), C())
+        assert out[1:] == (1, True), (variant, out)

@@ -351,7 +351,8 @@ impl<'a> InstructionTranslator<'a> {
     /// query of the same proxy (a live view of that class's dict, the class itself fixed by the
     /// guards on its source), and a value found is wrapped from `cls.__dict__[k]` with the
     /// guards its kind takes. A missing key is eager's KeyError for `d[k]`. Other uses of the
-    /// proxy (iteration, `keys()`, `len`) stay breaks.
+    /// proxy (iteration, `keys()`, `len`) stay breaks, and so does a lookup of a name the trace
+    /// wrote on a class (pending until the graph has run, so not in the real namespace yet).
     ///
     /// The lookup of key `key` in the proxy `obj` reached through `source`: `Some(value)` when
     /// present; `None` when absent.
@@ -360,6 +361,11 @@ impl<'a> InstructionTranslator<'a> {
             graph_break!(UnsupportedOperation, "lookup of {} in a class's __dict__", key.describe(py));
         };
         let name: String = k.extract()?;
+        // The real namespace does not hold this trace's pending class writes yet: a lookup of a
+        // name some class was given in the trace is left to Python.
+        if self.og.side_effects.attrs.iter().any(|w| w.name == name && w.obj.bind(py).is_instance_of::<PyType>()) {
+            graph_break!(UntracedValue, "lookup of '{name}' in a class's __dict__ after a write of that class attribute");
+        }
         let found = obj.contains(&k)?;
         let contains = py.import("operator")?.getattr("contains")?;
         let args = pyo3::types::PyTuple::new(py, [obj.clone(), k.clone()])?;
