@@ -689,3 +689,18 @@ def test_class_dict_lookup_after_a_class_write_in_the_trace():
         dynamo.reset()
         out = dynamo.optimize("eager")(fn)(torch.ones(2), C())
         assert out[1:] == (1, True), (variant, out)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_typing_constructs_subscripted_by_classes(backend):
+    """`typing.Optional[int]`, `Dict[str, torch.Tensor]`, `Union[int, None]` made in the frame are
+    type expressions, constants; subscripting by a class was a graph break."""
+    import typing
+
+    def fn(x, v):
+        opt = typing.Optional[int]
+        table = typing.Dict[str, torch.Tensor]
+        return x + 1, opt, table, typing.Union[int, None] == opt, isinstance(v, typing.get_args(opt)), typing.get_origin(table)
+
+    check(fn, torch.ones(2), 3, graphs=1, breaks=0, backend=backend)
+    no_fallback()

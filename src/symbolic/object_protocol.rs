@@ -1571,7 +1571,7 @@ impl<'a> InstructionTranslator<'a> {
                 let f = self.og.handles.getitem.clone_ref(py);
                 self.og.call(py, Some(f.bind(py)), None, &[obj.clone(), idx.clone()], &[])
             }
-            VT::Constant(c) => match idx.as_constant(py) {
+            VT::Constant(c) => match idx.as_constant(py).or_else(|| typing_argument(py, c.bind(py), idx)) {
                 Some(i) => Ok(VT::constant(c.bind(py).get_item(i)?.unbind())),
                 None => graph_break!(UnsupportedOperation, "constant indexed by {}", idx.describe(py)),
             },
@@ -2663,4 +2663,23 @@ impl InstructionTranslator<'_> {
 pub(crate) fn is_exact_weakref(o: &Bound<'_, PyAny>) -> bool {
     // SAFETY: a live object pointer; the check only reads its type.
     unsafe { pyo3::ffi::PyWeakref_CheckRefExact(o.as_ptr()) != 0 }
+}
+
+/// The argument of a subscripted `typing` construct (`Optional[int]`, `Dict[str, Tensor]`,
+/// `Union[A, B]`) held as a constant: classes, and tuples of classes and constants, as their
+/// real objects; the result is a type expression, itself a constant (`is_literal`). `None` for
+/// anything else, or when `c` is not one of `typing`'s or `types`' objects.
+fn typing_argument<'py>(py: Python<'py>, c: &Bound<'py, PyAny>, idx: &VT) -> Option<Bound<'py, PyAny>> {
+    let module = c.get_type().module().map(|m| m.to_string()).unwrap_or_default();
+    if module != "typing" && module != "types" {
+        return None;
+    }
+    fn arg<'py>(py: Python<'py>, v: &VT) -> Option<Bound<'py, PyAny>> {
+        match v {
+            VT::Class(k) => Some(k.bind(py).clone()),
+            VT::Tuple(items) => PyTuple::new(py, items.iter().map(|i| arg(py, i)).collect::<Option<Vec<_>>>()?).ok().map(|t| t.into_any()),
+            _ => v.as_constant(py),
+        }
+    }
+    arg(py, idx)
 }
