@@ -107,8 +107,8 @@ CASES = [
     (_unbound_local, "GB0009 raises_exception", "local 'y' referenced before assignment"),
     (_unpack_too_many, "GB0009 raises_exception", "UNPACK_SEQUENCE of 3 items into 2"),
     (_undefined_name, "GB0009 raises_exception", "name 'not_defined_anywhere' is not defined"),
-    (_list_pop_out_of_range, "GB0009 raises_exception", "pop index out of range"),
-    (_dict_pop_missing_key, "GB0009 raises_exception", "dict.pop() of a missing key (KeyError)"),
+    (_list_pop_out_of_range, "GB0009 raises_exception", "IndexError: pop index out of range"),
+    (_dict_pop_missing_key, "GB0009 raises_exception", "KeyError: 'b'"),
 ]
 
 

@@ -208,10 +208,31 @@ pub fn is_source_key(py: Python<'_>, k: &Bound<'_, PyAny>) -> bool {
 /// its members opaque (its own code runs in Python).
 ///
 /// Whether `v` is a member of an enum class that keeps the `enum` module's (or a builtin
-/// mixin's) `__hash__`, `__eq__`, `__str__`, `__repr__` and `__format__`.
+/// mixin's) `__hash__`, `__eq__`, `__str__`, `__repr__` and `__format__`: a canonical member,
+/// or a `Flag`'s pseudo-member (Note [flag pseudo-members]).
 pub fn is_plain_enum_member(py: Python<'_>, v: &Bound<'_, PyAny>) -> bool {
     let ty = v.get_type();
-    is_plain_enum_class(py, ty.as_any()) && (|| -> PyResult<bool> { Ok(v.is(&ty.getattr(v.getattr("_name_")?.extract::<String>()?.as_str())?)) })().unwrap_or(false)
+    is_plain_enum_class(py, ty.as_any())
+        && ((|| -> PyResult<bool> { Ok(v.is(&ty.getattr(v.getattr("_name_")?.extract::<String>()?.as_str())?)) })().unwrap_or(false) || is_flag_pseudo_member(v))
+}
+
+/// Note [flag pseudo-members]: combining members of a `Flag` (`F.A | F.B`, `~F.A`, `F.A & F.C`,
+/// `F(3)`) gives a pseudo-member, made once by `Flag._missing_` and kept in the class's
+/// `_value2member_map_` under its value (3.11 to 3.13 alike), so later combinations to that value
+/// give the same object. Such a member is as fixed as a canonical one and is used the same way
+/// (Note [enum members]), read as `cls._value2member_map_[value]` through the class's source.
+///
+/// Whether `v` is the object its class's `_value2member_map_` holds under `v`'s int value.
+pub fn is_flag_pseudo_member(v: &Bound<'_, PyAny>) -> bool {
+    (|| -> PyResult<bool> {
+        let value = v.getattr("_value_")?;
+        if !value.is_exact_instance_of::<PyInt>() {
+            return Ok(false);
+        }
+        let map = v.get_type().getattr("_value2member_map_")?;
+        Ok(map.cast::<PyDict>().ok().and_then(|m| m.get_item(&value).ok().flatten()).is_some_and(|m| m.is(v)))
+    })()
+    .unwrap_or(false)
 }
 
 /// Whether `cls` is an enum class (its metaclass derives from `enum.EnumType`) whose members

@@ -294,6 +294,11 @@ fn check_dropped_generators(og: &OutputGraph) -> VResult<()> {
 /// 3.12's implicit StopIteration handler nor `except` clauses that let GeneratorExit pass.
 pub(crate) fn closing_runs_code(frame: &crate::symbolic::variables::GeneratorFrame) -> bool {
     use crate::bytecode::opcode::op;
+    // Suspended in a `yield from` (Note [generator throw]), closing closes the iterator it
+    // delegates to first (`gen_close`), which may run code of its own.
+    if frame.ip > 0 && crate::symbolic::variables::iter::delegating(frame) {
+        return true;
+    }
     let Some(exn) = frame.code.insts.get(frame.ip - 1).and_then(|i| i.exn) else { return false };
     let insts = &frame.code.insts;
     let h = exn.handler.index();

@@ -58,6 +58,20 @@ impl Unsupported {
         Unsupported { kind: GraphBreakKind::RaisesException, reason: format!("{exc}: {}", reason.into()), break_at: None, raised: Some(exc), exc_value: None }
     }
 
+    /// The traced code raises a new instance of the builtin exception class named `exc` (one
+    /// of `TRACED_EXCEPTIONS`) made from the one argument `arg`, as the C code eager runs makes
+    /// it (`KeyError(key)` for a missing key, `IndexError("pop from empty list")`).
+    pub fn raise_new(py: Python<'_>, exc: &'static str, arg: &Bound<'_, PyAny>) -> Self {
+        let made = py.import("builtins").and_then(|b| b.getattr(exc)).and_then(|c| c.call1((arg,)));
+        match made {
+            Ok(value) => {
+                let msg = value.str().map(|s| s.to_string()).unwrap_or_default();
+                Unsupported::raise_value(exc, value.unbind(), msg)
+            }
+            Err(e) => Unsupported::from(e),
+        }
+    }
+
     /// The traced code raises `value`, an instance of the builtin exception class named `exc`.
     pub fn raise_value(exc: &'static str, value: Py<PyAny>, reason: impl Into<String>) -> Self {
         Unsupported { exc_value: Some(std::sync::Arc::new(value)), ..Unsupported::raise(exc, reason) }

@@ -252,7 +252,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Deque(_) => self.deque_attr(py, obj, name),
             // Note [generator send and close] (variables/iter.rs).
             // (A generator running now is borrowed: its call breaks in `generator_method`.)
-            VT::Iterator(it) if matches!(name, "send" | "close") && it.try_borrow().map(|st| matches!(st.kind, crate::symbolic::variables::IterKind::Generator(Some(_)))).unwrap_or(true) => {
+            VT::Iterator(it) if matches!(name, "send" | "close" | "throw") && it.try_borrow().map(|st| matches!(st.kind, crate::symbolic::variables::IterKind::Generator(Some(_)))).unwrap_or(true) => {
                 Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() })
             }
             // Note [dict view set operations]: `dictviews_isdisjoint`.
@@ -287,6 +287,34 @@ impl<'a> InstructionTranslator<'a> {
             // The names of a torch or builtin callable (a `func` that `__torch_function__`
             // receives): immutable.
             VT::TorchFunction(f) | VT::Builtin(f) if matches!(name, "__name__" | "__qualname__" | "__module__" | "__doc__") => Ok(VT::constant(f.bind(py).getattr(name)?.unbind())),
+            // Note [names of functions made in the frame]: a function made by MAKE_FUNCTION in
+            // the trace has no attribute writes (they are graph breaks), so its names are what
+            // its code and globals give: `__name__` (`co_name`), `__qualname__`, `__code__`,
+            // `__defaults__` (the tuple of its default trackers, or None), and `__doc__` /
+            // `__module__` read off a probe function made from the same code and globals
+            // (`PyFunction_New` takes the docstring from the first constant and the module from
+            // `globals['__name__']`, as each CPython version decides).
+            VT::NestedFunction(f) if matches!(name, "__name__" | "__qualname__" | "__module__" | "__code__" | "__doc__" | "__defaults__") => {
+                let code = f.code.bind(py);
+                match name {
+                    "__qualname__" => Ok(VT::constant(PyString::new(py, &f.qualname).into_any().unbind())),
+                    "__name__" => Ok(VT::constant(code.getattr("co_name")?.unbind())),
+                    "__code__" => Ok(VT::constant(code.clone().unbind())),
+                    "__defaults__" if f.defaults.is_empty() => Ok(VT::none(py)),
+                    "__defaults__" => make_tuple(py, f.defaults.clone()),
+                    _ => {
+                        let types = py.import("types")?;
+                        let cells = (0..code.getattr("co_freevars")?.len()?).map(|_| types.getattr("CellType")?.call0()).collect::<PyResult<Vec<_>>>()?;
+                        let closure = if cells.is_empty() { py.None().into_bound(py) } else { PyTuple::new(py, cells)?.into_any() };
+                        let probe = types.getattr("FunctionType")?.call1((code, f.g.globals.bind(py), py.None(), py.None(), closure))?;
+                        let v = probe.getattr(name)?;
+                        if !is_literal(py, &v) {
+                            graph_break!(UnsupportedOperation, "attribute '{name}' of {} is a {}", obj.describe(py), type_name(&v));
+                        }
+                        Ok(VT::constant(v.unbind()))
+                    }
+                }
+            }
             // A function's class is `types.FunctionType` for good (`__class__` assignment is
             // refused for it: Objects/typeobject.c, `object_set_class`).
             VT::Function { obj: f, .. } if name == "__class__" => Ok(VT::Class(Rc::new(f.bind(py).get_type().into_any().unbind()))),
@@ -535,7 +563,7 @@ impl<'a> InstructionTranslator<'a> {
                 let n = st.items.len() as i64;
                 let k = if k < 0 { k + n } else { k };
                 if k < 0 || k >= n {
-                    graph_break!(RaisesException, "list assignment index out of range (IndexError)");
+                    return Err(Unsupported::raise_new(py, "IndexError", PyString::new(py, "list assignment index out of range").as_any()));
                 }
                 st.items.remove(k as usize);
                 if st.source.is_some() {
@@ -547,7 +575,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Dict(d) => {
                 let mut st = d.borrow_mut();
                 let Some(pos) = st.items.iter().position(|(kk, _)| crate::symbolic::variables::same_or_equal(kk.bind(py), &k).unwrap_or(false)) else {
-                    graph_break!(RaisesException, "del of a missing dict key (KeyError)");
+                    return Err(Unsupported::raise_new(py, "KeyError", &k));
                 };
                 st.items.remove(pos);
                 st.version += 1;
@@ -939,6 +967,10 @@ impl<'a> InstructionTranslator<'a> {
                     None => graph_break!(UntracedValue, "`in` on {}", container.describe(py)),
                 }
             }
+            (VT::Opaque { obj, source }, _) if crate::symbolic::variables::user_defined::is_mappingproxy(py, obj.bind(py)) => {
+                let (obj, source) = (obj.clone(), source.clone());
+                Ok(self.mappingproxy_lookup(py, obj.bind(py), &source, item)?.is_some())
+            }
             (VT::Opaque { obj, source }, _) => {
                 // `__contains__` looked up on the type and inlined when it is Python code
                 // (collections.abc.Mapping's, a user container's); its result must be constant.
@@ -972,6 +1004,9 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     pub(crate) fn operator(&mut self, py: Python<'_>, name: &str, args: Vec<VT>) -> VResult<VT> {
+        if let Some(r) = self.enum_operator(py, name, &args)? {
+            return Ok(r);
+        }
         if let [v @ (VT::UserObject(_) | VT::Opaque { .. })] = args.as_slice() {
             if matches!(name, "neg" | "pos" | "invert" | "abs") {
                 return self.user_unary(py, name, v);
@@ -984,6 +1019,17 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(r);
         }
         let f = self.og.handles.operator.bind(py).getattr(name)?;
+        // `"%(a)s" % {"a": 1}`, `"%s-%s" % [...]`: printf-style formatting of a literal string
+        // reads a fresh copy of a container of literals (Objects/unicodeobject.c,
+        // `PyUnicode_Format`, which only reads its argument).
+        if let [VT::Constant(s), other @ (VT::Dict(_) | VT::List(_))] = args.as_slice() {
+            if name == "mod" && (s.bind(py).is_instance_of::<PyString>() || s.bind(py).is_instance_of::<pyo3::types::PyBytes>()) {
+                if let Some(v) = self.literal_value_or_dict(py, other) {
+                    let r = f.call1((s.bind(py), v)).map_err(|e| Unsupported::folded(py, e))?;
+                    return Ok(VT::constant(r.unbind()));
+                }
+            }
+        }
         if args.iter().all(|a| matches!(a, VT::Constant(_))) {
             let vals: Vec<_> = args.iter().map(|a| a.as_constant(py).unwrap()).collect();
             // Note [errors of folded operations].
@@ -1509,6 +1555,15 @@ impl<'a> InstructionTranslator<'a> {
                 // Neither side's __eq__ knows the other: identity, and they are distinct.
                 Ok(false)
             }
+            // Note [enum members]: a plain member's `__eq__` is the enum module's or its builtin
+            // mixin's, which read nothing but the two values: folded (`Act.RELU == "relu"`).
+            _ if a.as_enum_member(py).is_some() || b.as_enum_member(py).is_some() => {
+                let value = |v: &VT| v.as_enum_member(py).or_else(|| v.as_constant(py).filter(|c| is_literal(py, c)));
+                match (value(a), value(b)) {
+                    (Some(x), Some(y)) => Ok(x.is(&y) || x.eq(&y).map_err(|e| Unsupported::folded(py, e))?),
+                    _ => graph_break!(UntracedValue, "== of {} and {}", a.describe(py), b.describe(py)),
+                }
+            }
             _ => {
                 let default_eq = |v: &VT| -> PyResult<bool> {
                     let obj_eq = py.get_type::<pyo3::types::PyAny>().getattr("__eq__")?;
@@ -1529,6 +1584,12 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     pub(crate) fn getitem(&mut self, py: Python<'_>, obj: &VT, idx: &VT) -> VResult<VT> {
+        if let VT::Opaque { obj: o, .. } = obj {
+            if crate::symbolic::variables::user_defined::is_mappingproxy(py, o.bind(py)) {
+                // Note [class dict proxies].
+                return self.call_container_method(py, obj, "__getitem__", vec![idx.clone()], vec![]);
+            }
+        }
         match obj {
             VT::Tensor(_) => {
                 if let Some(r) = self.torch_function_operator(py, "getitem", &[obj.clone(), idx.clone()])? {
@@ -1537,7 +1598,7 @@ impl<'a> InstructionTranslator<'a> {
                 let f = self.og.handles.getitem.clone_ref(py);
                 self.og.call(py, Some(f.bind(py)), None, &[obj.clone(), idx.clone()], &[])
             }
-            VT::Constant(c) => match idx.as_constant(py) {
+            VT::Constant(c) => match idx.as_constant(py).or_else(|| typing_argument(py, c.bind(py), idx)) {
                 Some(i) => Ok(VT::constant(c.bind(py).get_item(i)?.unbind())),
                 None => graph_break!(UnsupportedOperation, "constant indexed by {}", idx.describe(py)),
             },
@@ -1695,13 +1756,17 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(())
             }
             VT::Deque(l) => self.deque_setitem(py, l, &idx, Some(v)),
+            VT::List(lst) if idx.as_constant(py).is_some_and(|k| k.is_instance_of::<pyo3::types::PySlice>()) => {
+                let k = idx.as_constant(py).expect("checked above");
+                self.list_assign_slice(py, lst, &k, &v)
+            }
             VT::List(lst) => {
                 let k: i64 = idx.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "list index"))?.extract()?;
                 let mut l = lst.borrow_mut();
                 let n = l.items.len() as i64;
                 let k = if k < 0 { k + n } else { k };
                 if k < 0 || k >= n {
-                    graph_break!(RaisesException, "list assignment index out of range");
+                    return Err(Unsupported::raise_new(py, "IndexError", PyString::new(py, "list assignment index out of range").as_any()));
                 }
                 l.items[k as usize] = v;
                 if l.source.is_some() {
@@ -1732,6 +1797,85 @@ impl<'a> InstructionTranslator<'a> {
             }
             _ => graph_break!(UnsupportedOperation, "item assignment on {}", obj.describe(py)),
         }
+    }
+
+    /// Note [list slice assignment]: `l[a:b:c] = v` on a list tracker, as
+    /// `list_ass_subscript` (Objects/listobject.c) does it. The slice is resolved against the
+    /// length (`PySlice_Unpack` + `PySlice_AdjustIndices`, the real `slice.indices`); `v` is
+    /// taken whole first (`PySequence_Fast`, so `l[:] = l` and an iterator over `l` see the old
+    /// items). A step of 1 goes to `list_ass_slice`: the items in `[start, max(start, stop))`
+    /// are replaced by any number of new ones. Any other step is an extended slice: `v` must
+    /// have exactly as many items as the slice selects, else eager's ValueError is raised in
+    /// the trace (the list unchanged), and the selected positions get `v`'s items in order.
+    /// A value that is not iterable stays a break (`unpack` refuses it).
+    pub(crate) fn list_assign_slice(&mut self, py: Python<'_>, lst: &Rc<RefCell<crate::symbolic::variables::ListState>>, k: &Bound<'_, PyAny>, v: &VT) -> VResult<()> {
+        let new_items = self.unpack(py, v)?;
+        let n = lst.borrow().items.len();
+        let (start, stop, step) = k.call_method1("indices", (n,)).map_err(|e| Unsupported::folded(py, e))?.extract::<(isize, isize, isize)>()?;
+        if step == 1 {
+            let stop = stop.max(start) as usize;
+            lst.borrow_mut().items.splice(start as usize..stop, new_items);
+        } else {
+            let positions: Vec<usize> = py.import("builtins")?.getattr("range")?.call1((start, stop, step))?.try_iter()?.map(|i| i.and_then(|i| i.extract::<usize>())).collect::<PyResult<_>>()?;
+            if positions.len() != new_items.len() {
+                let msg = format!("attempt to assign sequence of size {} to extended slice of size {}", new_items.len(), positions.len());
+                let exc = py.get_type::<pyo3::exceptions::PyValueError>().call1((msg.as_str(),))?;
+                return Err(Unsupported::raise_value("ValueError", exc.unbind(), msg).into());
+            }
+            if positions.is_empty() {
+                return Ok(());
+            }
+            let mut st = lst.borrow_mut();
+            for (p, item) in positions.into_iter().zip(new_items) {
+                st.items[p] = item;
+            }
+        }
+        if lst.borrow().source.is_some() {
+            self.og.side_effects.mutate_list(lst);
+        }
+        Ok(())
+    }
+
+    /// Note [enum operators]: an operator over plain enum members (Note [enum members]) and
+    /// literals, where each member's class takes the operator's special methods from the `enum`
+    /// module (`Flag.__or__`, `__and__`, `__xor__`, `__invert__`) or a builtin mixin (`IntEnum`'s
+    /// int arithmetic), reads nothing but its operands: it is folded by running it on the real
+    /// objects. A member it gives (a `Flag` combination: Note [flag pseudo-members]) is used by
+    /// its real object, read through its class's source; a literal is a constant; eager's
+    /// error (`Color.RED | 1`'s TypeError) is raised in the trace. A class defining one of
+    /// those methods itself keeps the operator to its own code.
+    ///
+    /// `operator.<name>(*args)` folded, or `None` when it is not such an operation.
+    fn enum_operator(&mut self, py: Python<'_>, name: &str, args: &[VT]) -> VResult<Option<VT>> {
+        const OPERATORS: [&str; 20] = ["or_", "and_", "xor", "invert", "neg", "pos", "abs", "add", "sub", "mul", "floordiv", "truediv", "mod", "pow", "lshift", "rshift", "lt", "le", "gt", "ge"];
+        if !OPERATORS.contains(&name) || !args.iter().any(|a| a.as_enum_member(py).is_some()) {
+            return Ok(None);
+        }
+        let Some(vals) = args.iter().map(|a| a.as_enum_member(py).or_else(|| a.as_constant(py).filter(|c| is_literal(py, c)))).collect::<Option<Vec<_>>>() else {
+            return Ok(None);
+        };
+        let base = name.trim_end_matches('_');
+        let dunders = [format!("__{base}__"), format!("__r{base}__")];
+        for v in &vals {
+            if crate::symbolic::builder::is_plain_enum_member(py, v) {
+                for d in &dunders {
+                    let Ok(f) = v.get_type().getattr(d.as_str()) else { continue };
+                    if type_name(&f) == "function" && f.getattr("__module__")?.extract::<String>()? != "enum" {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        let f = self.og.handles.operator.bind(py).getattr(name)?;
+        let r = f.call1(PyTuple::new(py, vals)?).map_err(|e| Unsupported::folded(py, e))?;
+        if crate::symbolic::builder::is_plain_enum_member(py, &r) {
+            let cls = r.get_type();
+            return self.enum_member(py, cls.as_any(), r).map(Some);
+        }
+        if is_literal(py, &r) {
+            return Ok(Some(VT::constant(r.unbind())));
+        }
+        graph_break!(UnsupportedOperation, "operator.{name} on enum members gave {}", type_name(&r))
     }
 
     /// The items of a sequence-like tracker.
@@ -2063,11 +2207,28 @@ impl<'a> InstructionTranslator<'a> {
                 // argument of constants is passed as a fresh copy, which these methods only
                 // read (none keeps or mutates its arguments).
                 let str_method = c.bind(py).getattr("__self__").map(|o| o.is_instance_of::<PyString>() || o.is_instance_of::<pyo3::types::PyBytes>()).unwrap_or(false);
+                // A lazy iterable (`",".join(map(str, xs))`, a generator) is taken to its end
+                // first, as the method's `PySequence_Fast` does before reading any item; a dict
+                // of literals (`"{a}".format_map(d)`, `s.translate(table)`) is a fresh copy.
+                let mut args = args;
+                if str_method {
+                    for a in args.iter_mut() {
+                        if let Some(it) = self.lazy_iter(py, a)? {
+                            let items = self.drain_iter(py, &it)?;
+                            *a = crate::symbolic::variables::lists::new_list(items);
+                        }
+                    }
+                }
+                // A method of any other literal (`frozenset({1}).union([3])`, `(1, 2).index(x)`)
+                // only reads its arguments too: containers of literals pass as fresh copies.
+                let literal_receiver = str_method || c.bind(py).getattr("__self__").is_ok_and(|o| !o.is_instance_of::<pyo3::types::PyModule>() && is_literal(py, &o));
                 let vals: Option<Vec<_>> = args.iter().map(|a| match a {
                     VT::List(l) if str_method => {
                         let items = l.borrow().items.iter().map(|i| i.as_constant(py)).collect::<Option<Vec<_>>>()?;
                         pyo3::types::PyList::new(py, items).ok().map(|l| l.into_any())
                     }
+                    VT::Dict(_) if str_method => self.literal_value_or_dict(py, a),
+                    VT::List(_) | VT::Tuple(_) | VT::Set(_) if literal_receiver => self.literal_value(py, a),
                     _ => a.as_constant(py),
                 }).collect();
                 let kw = PyDict::new(py);
@@ -2529,4 +2690,23 @@ impl InstructionTranslator<'_> {
 pub(crate) fn is_exact_weakref(o: &Bound<'_, PyAny>) -> bool {
     // SAFETY: a live object pointer; the check only reads its type.
     unsafe { pyo3::ffi::PyWeakref_CheckRefExact(o.as_ptr()) != 0 }
+}
+
+/// The argument of a subscripted `typing` construct (`Optional[int]`, `Dict[str, Tensor]`,
+/// `Union[A, B]`) held as a constant: classes, and tuples of classes and constants, as their
+/// real objects; the result is a type expression, itself a constant (`is_literal`). `None` for
+/// anything else, or when `c` is not one of `typing`'s or `types`' objects.
+fn typing_argument<'py>(py: Python<'py>, c: &Bound<'py, PyAny>, idx: &VT) -> Option<Bound<'py, PyAny>> {
+    let module = c.get_type().module().map(|m| m.to_string()).unwrap_or_default();
+    if module != "typing" && module != "types" {
+        return None;
+    }
+    fn arg<'py>(py: Python<'py>, v: &VT) -> Option<Bound<'py, PyAny>> {
+        match v {
+            VT::Class(k) => Some(k.bind(py).clone()),
+            VT::Tuple(items) => PyTuple::new(py, items.iter().map(|i| arg(py, i)).collect::<Option<Vec<_>>>()?).ok().map(|t| t.into_any()),
+            _ => v.as_constant(py),
+        }
+    }
+    arg(py, idx)
 }

@@ -441,6 +441,16 @@ impl<'a> InstructionTranslator<'a> {
                 let v = self.wrap_unguarded(py, &cls)?;
                 self.stack.push(v);
             }
+            // Note [class statements]: a `class` statement in the frame is LOAD_BUILD_CLASS, the
+            // body's MAKE_FUNCTION and a call of `builtins.__build_class__`. That call is not
+            // traced (it runs the body against a fresh namespace and makes a new class object on
+            // every execution), so it is a graph break at the call, where the body function is
+            // rebuilt and Python makes the class; the code before and after stays in graphs.
+            // Before, the opcode itself was unsupported and the whole frame ran eagerly.
+            op::LOAD_BUILD_CLASS => {
+                let build = py.import("builtins")?.getattr("__build_class__")?;
+                self.stack.push(VT::Builtin(Rc::new(build.unbind())));
+            }
             op::LOAD_FAST | op::LOAD_FAST_CHECK => match &self.locals[arg as usize] {
                 Some(v) => self.stack.push(v.clone()),
                 None => graph_break!(RaisesException, "local '{}' referenced before assignment", self.code.localsplus[arg as usize]),
@@ -780,6 +790,17 @@ impl<'a> InstructionTranslator<'a> {
             // protocol pushes the sent value (None) after RETURN_GENERATOR and, when the frame
             // is resumed, after each YIELD_VALUE (`resume_generator`).
             op::RETURN_GENERATOR if self.generator => self.stack.push(VT::none(py)),
+            // 3.12+: the handler around a generator's body (INTRINSIC_STOPITERATION_ERROR, then
+            // RERAISE) passes any exception but StopIteration on unchanged (Note [generator
+            // throw]); a StopIteration becoming RuntimeError is left to Python.
+            op::CALL_INTRINSIC_1 if self.generator && arg == 3 => {
+                let v = self.pop()?;
+                let stop = v.as_constant(py).is_some_and(|c| c.is_instance_of::<pyo3::exceptions::PyStopIteration>());
+                if stop || v.as_constant(py).is_none() {
+                    graph_break!(RaisesException, "generator raised StopIteration (RuntimeError)");
+                }
+                self.stack.push(v);
+            }
             op::YIELD_VALUE if self.generator => {
                 let v = self.pop()?;
                 return Ok(Flow::Yield(v));
@@ -909,6 +930,10 @@ impl<'a> InstructionTranslator<'a> {
                 self.stack.push(r);
             }
             op::STORE_SLICE => {
+                // Note [observable frees]: the old items may go with the write.
+                if self.stack.len() >= 3 && matches!(&self.stack[self.stack.len() - 3], VT::List(_)) && lifetime_observable(py, &self.stack[self.stack.len() - 3]) {
+                    graph_break!(ObjectLifetime, "overwriting items whose free is observable (Note [observable frees])");
+                }
                 let bounds = self.popn(2)?;
                 let obj = self.pop()?;
                 let v = self.pop()?;
@@ -1217,6 +1242,34 @@ impl<'a> InstructionTranslator<'a> {
                 // handler of the trace): restored by POP_EXCEPT, not otherwise read here.
                 self.stack.push(VT::none(py));
                 self.stack.push(exc);
+            }
+            // Note [with blocks that raise]: an exception the trace raised inside a `with` block
+            // reaches the block's handler (PUSH_EXC_INFO; WITH_EXCEPT_START), which calls the
+            // manager's `__exit__` (4th on the stack) with the exception's type, value and
+            // traceback and pushes what it returns; a true result suppresses the exception
+            // (POP_JUMP_IF_TRUE over the RERAISE). The trace has no traceback object for an
+            // exception it raised, so it passes None, and only to an `__exit__` that cannot see
+            // the difference: torch's grad-mode, autocast and DisableTorchFunctionSubclass exits
+            // (which only restore their state), and a Python `__exit__` whose code never reads
+            // the parameter the traceback lands in (`contextlib.suppress`, `nullcontext`, most
+            // user managers). A @contextmanager generator's exit (the exception is thrown into
+            // the generator) and any other `__exit__` stay a break, which moves back to the
+            // instruction that raised (Note [handlers in the converted frame]).
+            op::WITH_EXCEPT_START => {
+                let n = self.stack.len();
+                if n < 4 {
+                    graph_break!(InternalInconsistency, "WITH_EXCEPT_START on a short stack");
+                }
+                let (exit, exc) = (self.stack[n - 4].clone(), self.stack[n - 1].clone());
+                let Some(value) = exc.as_constant(py) else {
+                    graph_break!(UnsupportedOperation, "with block exit of {}", exc.describe(py));
+                };
+                if !self.exit_ignores_traceback(py, &exit)? {
+                    graph_break!(UnsupportedCall, "{} of a with block that raised (it may read the traceback)", exit.describe(py));
+                }
+                let ty = self.wrap_unguarded(py, value.get_type().as_any())?;
+                let r = self.call(py, &exit, vec![ty, exc, VT::none(py)], vec![])?;
+                self.stack.push(r);
             }
             op::CHECK_EXC_MATCH => {
                 let want = self.pop()?;
@@ -1655,6 +1708,67 @@ impl<'a> InstructionTranslator<'a> {
             _ => false,
         }
     }
+}
+
+impl<'a> InstructionTranslator<'a> {
+    /// Whether `exit`, the `__exit__` of a with block, gives the same result whether it is
+    /// handed the exception's traceback or None (Note [with blocks that raise]).
+    fn exit_ignores_traceback(&self, py: Python<'_>, exit: &VT) -> VResult<bool> {
+        let code = match exit {
+            // A generator manager's exit throws the value in; the traceback it then sets on
+            // an exception let through is never read in the trace.
+            VT::GradModeExit { .. } | VT::AutocastExit(_) | VT::TorchFunctionCtx { entered: true } | VT::GeneratorCtxExit(_) => return Ok(true),
+            VT::Method { func, .. } => match func.as_ref() {
+                VT::Function { obj, .. } => obj.bind(py).getattr("__code__")?,
+                VT::NestedFunction(f) => f.code.bind(py).clone(),
+                _ => return Ok(false),
+            },
+            _ => return Ok(false),
+        };
+        Ok(!reads_argument(py, &code, 3)?)
+    }
+}
+
+/// Whether the code object `code` can read the argument a call with positional arguments
+/// reaching index `pos` puts there: the parameter at `pos`, or the `*args` tuple when there are
+/// fewer positional parameters. Any reference to that local counts (loads, stores, deletes, a
+/// cell), and so does a call that can read the frame's locals (`locals`, `vars`, `sys`).
+fn reads_argument(py: Python<'_>, code: &Bound<'_, PyAny>, pos: usize) -> PyResult<bool> {
+    let argcount: usize = code.getattr("co_argcount")?.extract()?;
+    let kwonly: usize = code.getattr("co_kwonlyargcount")?.extract()?;
+    let flags: u32 = code.getattr("co_flags")?.extract()?;
+    let varnames: Vec<String> = code.getattr("co_varnames")?.extract()?;
+    const CO_VARARGS: u32 = 0x04;
+    let name = if pos < argcount {
+        varnames[pos].clone()
+    } else if flags & CO_VARARGS != 0 {
+        varnames[argcount + kwonly].clone()
+    } else {
+        // The call raises eager's TypeError (too many arguments) before the body runs.
+        return Ok(false);
+    };
+    let cellvars: Vec<String> = code.getattr("co_cellvars")?.extract()?;
+    let names: Vec<String> = code.getattr("co_names")?.extract()?;
+    if cellvars.contains(&name) || names.iter().any(|n| matches!(n.as_str(), "locals" | "vars" | "sys" | "_getframe" | "exc_info" | "exception")) {
+        return Ok(true);
+    }
+    for ins in py.import("dis")?.call_method1("get_instructions", (code,))?.try_iter()? {
+        let ins = ins?;
+        let opname: String = ins.getattr("opname")?.extract()?;
+        if !opname.contains("FAST") {
+            continue;
+        }
+        let argval = ins.getattr("argval")?;
+        let hit = match argval.extract::<String>() {
+            Ok(n) => n == name,
+            // 3.13's LOAD_FAST_LOAD_FAST and siblings name two locals.
+            Err(_) => argval.extract::<Vec<String>>().map(|ns| ns.contains(&name)).unwrap_or(true),
+        };
+        if hit {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Builtin exceptions the trace raises as values (`raise`, failed lookups) and lets `try` /

@@ -57,8 +57,8 @@ impl<'a> InstructionTranslator<'a> {
 
     /// Canonical member `member` of the plain enum class `cls`, as the tracker of `cls.<name>`
     /// read through the class's source, identity-guarded (Note [enum members] in
-    /// `builder.rs`). A pseudo-member (a `Flag`'s combination) or a class without a source is
-    /// not modelled.
+    /// `builder.rs`), or a `Flag`'s pseudo-member as `cls._value2member_map_[value]` (Note
+    /// [flag pseudo-members]). A class without a source is not modelled.
     pub(crate) fn enum_member(&mut self, py: Python<'_>, cls: &Bound<'_, PyAny>, member: Bound<'_, PyAny>) -> VResult<VT> {
         if !member.get_type().is(cls) || !crate::symbolic::builder::is_plain_enum_member(py, &member) {
             graph_break!(UnsupportedCall, "enum class {} gave {}, not one of its members", crate::symbolic::variables::qualname(cls), type_name(&member));
@@ -66,8 +66,18 @@ impl<'a> InstructionTranslator<'a> {
         let Some(source) = self.og.class_sources.get(&(cls.as_ptr() as usize)).cloned() else {
             graph_break!(MissingSource, "a member of enum class {} that has no source", crate::symbolic::variables::qualname(cls));
         };
-        let name: String = member.getattr("_name_")?.extract()?;
-        crate::symbolic::builder::wrap(py, self.og, &member, source.attr(&name))
+        // A canonical member is a class attribute; a Flag's pseudo-member (Note [flag
+        // pseudo-members]) is found by its value.
+        let name: Option<String> = member.getattr("_name_")?.extract().ok();
+        let canonical = match &name {
+            Some(n) => cls.getattr(n.as_str()).is_ok_and(|m| m.is(&member)),
+            None => false,
+        };
+        let member_source = match name {
+            Some(n) if canonical => source.attr(&n),
+            _ => source.attr("_value2member_map_").item(crate::source::ItemKey::Int(member.getattr("_value_")?.extract()?)),
+        };
+        crate::symbolic::builder::wrap(py, self.og, &member, member_source)
     }
 
     /// Python builtins (and builtin types used as functions) with tracker arguments.
@@ -688,9 +698,9 @@ impl<'a> InstructionTranslator<'a> {
         let literal_args: Option<Vec<Bound<'_, PyAny>>> = args.iter().map(|a| self.literal_value(py, a).or_else(|| a.as_enum_member(py))).collect();
         let literal_kwargs: Option<Vec<(String, Bound<'_, PyAny>)>> = kwargs.iter().map(|(k, v)| self.literal_value(py, v).map(|v| (k.clone(), v))).collect();
         if let (Some(vals), Some(kvals)) = (literal_args, literal_kwargs) {
-            let pure = ["abs", "min", "max", "round", "int", "float", "bool", "str", "tuple", "frozenset", "sum", "any", "all", "divmod", "pow", "sorted", "reversed", "repr", "hash", "type", "slice", "chr", "ord", "format", "len"];
+            let pure = ["abs", "min", "max", "round", "int", "float", "complex", "bool", "str", "bytes", "tuple", "frozenset", "sum", "any", "all", "divmod", "pow", "sorted", "reversed", "repr", "ascii", "bin", "oct", "hex", "hash", "type", "slice", "chr", "ord", "format", "len"];
             let module = b.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
-            let is_pure = pure.iter().any(|n| is(n)) || module == "math" || module == "_operator" || module == "operator" || (module == "torch" && type_name(b) == "type");
+            let is_pure = pure.iter().any(|n| is(n)) || module == "math" || module == "_operator" || module == "operator" || (module == "torch" && type_name(b) == "type") || is_literal_type_method(py, b);
             if is_pure {
                 let kw = PyDict::new(py);
                 for (k, v) in kvals {
@@ -1053,4 +1063,16 @@ fn reversed_iterator(py: Python<'_>, items: Vec<VT>) -> VResult<IteratorState> {
     st.py_type = Some(py.import("builtins")?.getattr("reversed")?.unbind());
     st.reversed = true;
     Ok(st)
+}
+
+/// Whether `b` is a method of one of the immutable literal types, reached through the type:
+/// a class method (`int.from_bytes`, `float.fromhex`, `str.maketrans`: `__self__` is the type)
+/// or an unbound method or slot (`int.__add__`, `str.join`, `float.is_integer`:
+/// `__objclass__`). On literal arguments these read nothing else and make new literals, so they
+/// fold like the pure builtins (Note [errors of folded operations] for what they raise).
+fn is_literal_type_method(py: Python<'_>, b: &Bound<'_, PyAny>) -> bool {
+    let owner = b.getattr("__self__").ok().filter(|o| o.is_instance_of::<pyo3::types::PyType>()).or_else(|| b.getattr("__objclass__").ok());
+    let Some(owner) = owner else { return false };
+    let builtins = py.import("builtins").ok();
+    ["int", "float", "complex", "str", "bytes", "bool", "tuple", "frozenset"].iter().any(|n| builtins.as_ref().and_then(|m| m.getattr(*n).ok()).is_some_and(|t| t.is(&owner)))
 }

@@ -10,6 +10,21 @@ use crate::symbolic::translator::InstructionTranslator;
 use crate::symbolic::variables::dicts::DictView;
 
 impl<'a> InstructionTranslator<'a> {
+    /// `literal_value`, and for a dict tracker of literal values a fresh dict of the same keys
+    /// and values, in order: for calls that only read a dict (`str.format_map`, `"%(a)s" % d`).
+    pub(crate) fn literal_value_or_dict<'py>(&self, py: Python<'py>, v: &VT) -> Option<Bound<'py, PyAny>> {
+        match v {
+            VT::Dict(d) => {
+                let real = PyDict::new(py);
+                for (k, v) in &d.borrow().items {
+                    real.set_item(k.bind(py), self.literal_value_or_dict(py, v)?).ok()?;
+                }
+                Some(real.into_any())
+            }
+            _ => self.literal_value(py, v),
+        }
+    }
+
     /// A fresh Python value equal to `v` when `v` is a literal or a container of literals built
     /// during tracing.
     pub(crate) fn literal_value<'py>(&self, py: Python<'py>, v: &VT) -> Option<Bound<'py, PyAny>> {

@@ -342,7 +342,20 @@ impl<'a> InstructionTranslator<'a> {
         let gen = ctx.borrow().gen.clone();
         let normal = args.len() == 3 && args.iter().all(|a| a.as_constant(py).is_some_and(|c| c.is_none()));
         if !normal {
-            crate::graph_break!(UnsupportedCall, "an exception thrown into a generator context manager");
+            // Note [generator context managers that raise]: contextlib's `__exit__` with an
+            // exception throws it into the generator at its `yield` (Note [generator throw]):
+            // caught and finished, the exception is suppressed (`exc is not value`: True);
+            // the same exception let through (a `finally` around the yield) is not (False);
+            // a generator that yields again is eager's RuntimeError, left to Python.
+            let value = args.get(1).and_then(|v| v.as_constant(py)).filter(|v| v.is_instance_of::<pyo3::exceptions::PyBaseException>());
+            let Some(value) = value else {
+                crate::graph_break!(UnsupportedCall, "an exception thrown into a generator context manager");
+            };
+            return match self.throw_into_generator(py, &gen, &value)? {
+                crate::symbolic::variables::iter::Thrown::Finished => Ok(const_bool(py, true)),
+                crate::symbolic::variables::iter::Thrown::Propagated => Ok(const_bool(py, false)),
+                crate::symbolic::variables::iter::Thrown::Yielded(_) => crate::graph_break!(RaisesException, "generator didn't stop after throw() (RuntimeError)"),
+            };
         }
         match self.step_iter(py, &gen)? {
             Some(_) => crate::graph_break!(RaisesException, "generator didn't stop (RuntimeError)"),

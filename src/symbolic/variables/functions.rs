@@ -366,7 +366,7 @@ impl<'a> InstructionTranslator<'a> {
             let mut cells: HashMap<usize, CellTarget> = external_cells.into_iter().collect();
             cells.extend(self.external_cells.iter().map(|(k, v)| (*k, v.clone())));
             let trusted = globals.trusted && !lazy_generator;
-            let mut frame = GeneratorFrame { code: ci, g: globals, stack: Vec::new(), locals, closure, external_cells: cells, ip: 0, returned: None, sent: None };
+            let mut frame = GeneratorFrame { code: ci, g: globals, stack: Vec::new(), locals, closure, external_cells: cells, ip: 0, returned: None, sent: None, thrown: None };
             if trusted {
                 // torch's own generators (nn.Module.parameters, named_children, ...) only walk
                 // the module tree: they run to the end here, so a loop over them is a fixed

@@ -199,6 +199,27 @@ pub struct GeneratorFrame {
     /// The value `gen.send(v)` hands to the suspended `yield` at the next resume (None for
     /// `next()`).
     pub sent: Option<VariableTracker>,
+    /// The exception `gen.throw(e)` raises at the suspended `yield` at the next resume (Note
+    /// [generator throw]): a builtin exception object.
+    pub thrown: Option<Py<PyAny>>,
+}
+
+/// Whether the generator suspended in `f` (started) is delegating to another iterator, in a
+/// `yield from` or `await`: the RESUME after its yield has an oparg of 2 or more (CPython's
+/// `_PyGen_yf`, which `throw` and `close` consult first). Anything unexpected counts as
+/// delegating.
+pub fn delegating(f: &GeneratorFrame) -> bool {
+    f.code.insts.get(f.ip).is_none_or(|r| r.opcode != crate::bytecode::opcode::op::RESUME || (r.arg & 3) >= 2)
+}
+
+/// What a generator did with an exception thrown into it (`throw_into_generator`).
+pub enum Thrown {
+    /// It caught the exception and yielded this value.
+    Yielded(VariableTracker),
+    /// It caught the exception and returned (eager's `StopIteration` from `throw`).
+    Finished,
+    /// The same exception left the generator, which is finished.
+    Propagated,
 }
 
 /// Why an iterator step cannot give an item.
@@ -814,6 +835,36 @@ impl<'a> InstructionTranslator<'a> {
                     None => graph_break!(RaisesException, "send() finished the generator (StopIteration)"),
                 }
             }
+            // Note [generator throw]: `gen.throw(e)` (Objects/genobject.c, `_gen_throw`) raises
+            // `e` at the suspended `yield`. A generator finished already re-raises it at once;
+            // one suspended inside its own `try`/`with` block runs the handler in the trace and
+            // `throw` gives the next yielded value. The exception caught by the generator and
+            // finishing it (StopIteration), the exception leaving it, or a generator not
+            // started or suspended outside any block, are left to Python. Only exceptions the
+            // trace raises as values (`TRACED_EXCEPTIONS`), as an instance or a class.
+            ("throw", [e]) => {
+                let e = match e {
+                    VT::Class(_) => self.call(py, e, vec![], vec![])?,
+                    _ => e.clone(),
+                };
+                let Some(value) = e.as_constant(py).filter(|v| v.is_instance_of::<pyo3::exceptions::PyBaseException>()) else {
+                    graph_break!(UnsupportedCall, "throw() of {}", e.describe(py));
+                };
+                if exhausted {
+                    return Err(self.raise_value(py, &e));
+                }
+                if !started {
+                    graph_break!(UnsupportedCall, "throw() into a generator not started yet");
+                }
+                if !matches!(self.raise_value(py, &e).raised, Some(_)) {
+                    graph_break!(UnsupportedCall, "throw() of {}", e.describe(py));
+                }
+                match self.throw_into_generator(py, it, &value)? {
+                    Thrown::Yielded(item) => Ok(Some(item)),
+                    Thrown::Finished => graph_break!(RaisesException, "throw() finished the generator (StopIteration)"),
+                    Thrown::Propagated => graph_break!(RaisesException, "throw() of an exception the generator let through"),
+                }
+            }
             ("close", []) => {
                 if started && !exhausted && suspended_in_block {
                     graph_break!(UnsupportedOperation, "close() of a generator suspended inside a try/with block");
@@ -830,6 +881,32 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(Some(VT::none(py)))
             }
             _ => Ok(None),
+        }
+    }
+
+    /// Resumes the generator `it` (started, not finished) with `value` raised at its suspended
+    /// `yield` (Note [generator throw]): what the generator did with it. An exception leaving
+    /// the generator counts as `Propagated` only when it is `value` itself, raised again by the
+    /// generator's own handlers (a `finally`, a `with` exit that does not suppress it); the
+    /// generator is then finished.
+    pub(crate) fn throw_into_generator(&mut self, py: Python<'_>, it: &Rc<RefCell<IteratorState>>, value: &Bound<'_, PyAny>) -> VResult<Thrown> {
+        match &mut it.borrow_mut().kind {
+            IterKind::Generator(Some(f)) => f.thrown = Some(value.clone().unbind()),
+            _ => graph_break!(InternalInconsistency, "throw() into an iterator that is not a generator frame"),
+        }
+        match self.step_iter(py, it) {
+            Ok(Some(item)) => Ok(Thrown::Yielded(item)),
+            Ok(None) => Ok(Thrown::Finished),
+            Err(e) if e.kind == crate::symbolic::graph_break::GraphBreakKind::RaisesException && e.exc_value.as_ref().is_some_and(|v| v.bind(py).is(value)) => {
+                let mut st = it.borrow_mut();
+                st.exhausted = true;
+                if let IterKind::Generator(Some(f)) = &mut st.kind {
+                    f.locals.iter_mut().for_each(|l| *l = None);
+                    f.stack.clear();
+                }
+                Ok(Thrown::Propagated)
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -1354,7 +1431,26 @@ pub(crate) fn resume_generator(py: Python<'_>, og: &mut OutputGraph, depth: usiz
     // The value `next()` (None) or `send(v)` sends into the suspended YIELD_VALUE (a generator
     // not started yet takes only None, which nothing receives).
     let sent = f.sent.take();
-    if f.ip > 0 {
+    let thrown = f.thrown.take();
+    if let Some(exc) = &thrown {
+        // Note [generator throw]: the exception is raised at the suspended YIELD_VALUE, whose
+        // handler must be one of the generator's own `try`/`with` blocks.
+        // A generator suspended in a `yield from` hands the throw to the iterator it delegates
+        // to, which is not modelled.
+        let at = f.ip.checked_sub(1).filter(|&i| child.code.insts[i].opcode == crate::bytecode::opcode::op::YIELD_VALUE && !delegating(f));
+        let Some(at) = at.filter(|&i| child.code.insts[i].exn.is_some()) else {
+            child.og.inline_sites.pop();
+            f.locals = std::mem::take(&mut child.locals);
+            f.closure = std::mem::take(&mut child.closure);
+            f.external_cells = std::mem::take(&mut child.external_cells);
+            f.stack = std::mem::take(&mut child.stack);
+            graph_break!(UnsupportedOperation, "throw() into a generator suspended outside a try/with block or in a yield from");
+        };
+        let value = exc.bind(py);
+        let name = crate::symbolic::translator::TRACED_EXCEPTIONS.iter().find(|n| value.get_type().name().is_ok_and(|t| t.to_string() == **n)).copied().unwrap_or("Exception");
+        let raised = crate::symbolic::Unsupported::raise_value(name, exc.clone_ref(py), value.str().map(|s| s.to_string()).unwrap_or_default());
+        child.unwind_to_handler(py, at, &raised)?;
+    } else if f.ip > 0 {
         child.stack.push(sent.unwrap_or_else(|| VT::none(py)));
     }
     let outcome = child.run_until(py, None);

@@ -240,6 +240,22 @@ impl<'a> InstructionTranslator<'a> {
             };
             return Ok(VT::constant(view.call_method1("isdisjoint", (other,))?.unbind()));
         }
+        // Note [class dict proxies] (user_defined.rs).
+        if let (VT::Opaque { obj, source }, true) = (container, kwargs.is_empty()) {
+            if crate::symbolic::variables::user_defined::is_mappingproxy(py, obj.bind(py)) {
+                let (obj, source) = (obj.clone(), source.clone());
+                let found = match (name, args.as_slice()) {
+                    ("get", [k] | [k, _]) | ("__getitem__" | "__contains__", [k]) => self.mappingproxy_lookup(py, obj.bind(py), &source, k)?,
+                    _ => graph_break!(ArgumentMismatch, "mappingproxy.{name}() with {} arguments", args.len()),
+                };
+                return match (name, found) {
+                    ("__contains__", f) => Ok(const_bool(py, f.is_some())),
+                    (_, Some(v)) => Ok(v),
+                    ("get", None) => Ok(args.get(1).cloned().unwrap_or_else(|| VT::none(py))),
+                    (_, None) => Err(Unsupported::raise_new(py, "KeyError", args[0].as_constant(py).expect("a str key").as_any())),
+                };
+            }
+        }
         if let (VT::Deque(l), false) = (container, name.starts_with("__")) {
             return self.call_deque_method(py, l, name, args, kwargs);
         }
@@ -389,13 +405,37 @@ impl<'a> InstructionTranslator<'a> {
                         };
                         let n = l.items.len() as i64;
                         let k = if k < 0 { k + n } else { k };
+                        // `list_pop_impl`'s IndexErrors, raised in the trace.
+                        if n == 0 {
+                            return Err(Unsupported::raise_new(py, "IndexError", PyString::new(py, "pop from empty list").as_any()));
+                        }
                         if k < 0 || k >= n {
-                            graph_break!(RaisesException, "pop index out of range");
+                            return Err(Unsupported::raise_new(py, "IndexError", PyString::new(py, "pop index out of range").as_any()));
                         }
                         return Ok(l.items.remove(k as usize));
                     }
                 }
                 Ok(VT::none(py))
+            }
+            // `list.remove(x)` (Objects/listobject.c, `list_remove`): the first item that is
+            // `x` or equals it (`PyObject_RichCompareBool`: Note [identity before equality]) goes;
+            // none is eager's ValueError, raised in the trace. Observable frees were refused
+            // above.
+            (VT::List(l), "remove") => {
+                let items = l.borrow().items.clone();
+                for (i, item) in items.iter().enumerate() {
+                    if self.is_same(py, item, &args[0])? || self.equal(py, item, &args[0])? {
+                        if l.borrow().items.len() != items.len() {
+                            graph_break!(UnsupportedOperation, "list.remove() whose comparisons resized the list");
+                        }
+                        if l.borrow().source.is_some() {
+                            self.og.side_effects.mutate_list(l);
+                        }
+                        l.borrow_mut().items.remove(i);
+                        return Ok(VT::none(py));
+                    }
+                }
+                Err(Unsupported::raise_new(py, "ValueError", PyString::new(py, "list.remove(x): x not in list").as_any()))
             }
             (VT::List(l), "index" | "count") => {
                 let items = l.borrow().items.clone();
@@ -403,8 +443,9 @@ impl<'a> InstructionTranslator<'a> {
                 // `index(x, start, stop)`: every argument, as the real method takes them.
                 let x: Option<Vec<_>> = args.iter().map(|a| a.as_constant(py)).collect();
                 match (consts, x) {
-                    (Some(c), Some(x)) => Ok(VT::constant(PyList::new(py, c)?.call_method1(name, PyTuple::new(py, x)?)?.unbind())),
-                    _ => graph_break!(UnsupportedOperation, "list.{name} over non-constant items"),
+                    // Note [errors of folded operations]: `index`'s ValueError is eager's.
+                    (Some(c), Some(x)) => Ok(VT::constant(PyList::new(py, c)?.call_method1(name, PyTuple::new(py, x)?).map_err(|e| Unsupported::folded(py, e))?.unbind())),
+                    _ => self.list_index_or_count(py, l, name, &args),
                 }
             }
             (VT::Set(set), "add" | "discard" | "remove" | "clear") => {
@@ -496,7 +537,8 @@ impl<'a> InstructionTranslator<'a> {
                                 st.items.remove(i).1
                             }
                             (None, Some(default)) => default.clone(),
-                            (None, None) => graph_break!(RaisesException, "dict.pop() of a missing key (KeyError)"),
+                            // `_PyDict_Pop_KnownHash`: `KeyError(key)`, raised in the trace.
+                            (None, None) => return Err(Unsupported::raise_new(py, "KeyError", key.as_ref().expect("pop key"))),
                         },
                         _ => match pos {
                             Some(i) => st.items[i].1.clone(),
@@ -534,7 +576,9 @@ impl<'a> InstructionTranslator<'a> {
                     }
                     item
                 };
-                let Some((k, v)) = item else { graph_break!(RaisesException, "popitem() of an empty dict (KeyError)") };
+                let Some((k, v)) = item else {
+                    return Err(Unsupported::raise_new(py, "KeyError", PyString::new(py, "popitem(): dictionary is empty").as_any()));
+                };
                 if d.borrow().source.is_some() {
                     self.og.side_effects.mutate_dict(d);
                 }
@@ -550,6 +594,50 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(args.get(1).cloned().unwrap_or_else(|| VT::none(py)))
             }
             _ => graph_break!(UnsupportedOperation, "{}.{name}()", container.describe(py)),
+        }
+    }
+}
+
+impl<'a> InstructionTranslator<'a> {
+    /// `list.index(x[, start[, stop]])` / `list.count(x)` over items that are not all constants
+    /// (Objects/listobject.c, `list_index_impl`, `list_count`): each item in range is compared
+    /// with `x` by identity, then equality (Note [identity before equality]), in order. A
+    /// missing `x` is eager's ValueError when its text is known (a constant `x`: the message
+    /// the real method gives), a break otherwise; comparisons that resize the list are a break.
+    fn list_index_or_count(&mut self, py: Python<'_>, l: &Rc<RefCell<ListState>>, name: &str, args: &[VT]) -> VResult<VT> {
+        let items = l.borrow().items.clone();
+        let n = items.len() as i64;
+        let bound = |i: usize, default: i64| -> VResult<i64> {
+            let Some(a) = args.get(i) else { return Ok(default) };
+            let Some(v) = a.as_constant(py).and_then(|c| c.extract::<i64>().ok()) else {
+                graph_break!(UnsupportedOperation, "list.{name} with a bound that is not an int constant");
+            };
+            Ok(if v < 0 { (v + n).max(0) } else { v.min(n) })
+        };
+        let (start, stop) = (bound(1, 0)?, bound(2, n)?);
+        let mut count = 0i64;
+        for i in start..stop.max(start) {
+            let item = &items[i as usize];
+            let hit = self.is_same(py, item, &args[0])? || self.equal(py, item, &args[0])?;
+            if l.borrow().items.len() != items.len() {
+                graph_break!(UnsupportedOperation, "list.{name}() whose comparisons resized the list");
+            }
+            if hit {
+                if name == "index" {
+                    return Ok(VT::constant(i.into_pyobject(py)?.into_any().unbind()));
+                }
+                count += 1;
+            }
+        }
+        if name == "count" {
+            return Ok(VT::constant(count.into_pyobject(py)?.into_any().unbind()));
+        }
+        match args[0].as_constant(py) {
+            Some(c) => match PyList::empty(py).call_method1("index", (c,)) {
+                Err(e) => Err(Unsupported::folded(py, e)),
+                Ok(_) => graph_break!(InternalInconsistency, "index() of an empty list found an item"),
+            },
+            None => graph_break!(RaisesException, "list.index() of {}: not in list (ValueError)", args[0].describe(py)),
         }
     }
 }

@@ -233,8 +233,16 @@ pub fn has_dict_base(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> {
 pub fn is_plain_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> {
     let Ok(ty) = cls.cast::<PyType>() else { return Ok(false) };
     let object = py.get_type::<PyAny>();
-    if !plain_metaclass(py, &ty.get_type())? || ty.is(&object) {
+    if !plain_metaclass(py, &ty.get_type())? {
         return Ok(false);
+    }
+    // Note [object sentinels]: `object()` itself (`missing = object()`, then `v is missing`) is
+    // an object with no instance dict and no slots: a tracker with no attributes, compared by
+    // identity, whose attribute writes are refused as for any object without `__dict__`
+    // (`user_object_setattr`) and which is rebuilt, if it outlives the graph, by
+    // `object.__new__(object)`, a fresh object as eager's call makes.
+    if ty.is(&object) {
+        return Ok(true);
     }
     // An ABC with an abstract method left cannot be instantiated (`object.__new__` raises).
     if ty.get_type().is_subclass(&py.import("abc")?.getattr("ABCMeta")?)? && ty.getattr("__abstractmethods__")?.len()? != 0 {
@@ -330,7 +338,45 @@ pub fn plain_metaclass(py: Python<'_>, meta: &Bound<'_, PyType>) -> PyResult<boo
     Ok(!meta.hasattr("__getattr__")?)
 }
 
+/// Whether `obj` is a `types.MappingProxyType` (what `cls.__dict__` gives).
+pub(crate) fn is_mappingproxy(py: Python<'_>, obj: &Bound<'_, PyAny>) -> bool {
+    py.import("types").and_then(|t| t.getattr("MappingProxyType")).is_ok_and(|t| obj.get_type().is(&t))
+}
+
 impl<'a> InstructionTranslator<'a> {
+    /// Note [class dict proxies]: `cls.__dict__` (a `type(o).__dict__` too) is a read-only
+    /// `mappingproxy` over the class's own namespace, wrapped with its source
+    /// (`cls.__dict__`). Looking a string key up in it (`d.get(k, default)`, `k in d`, `d[k]`)
+    /// reads the real namespace at trace time: the answer to "is `k` there" is guarded as a
+    /// query of the same proxy (a live view of that class's dict, the class itself fixed by the
+    /// guards on its source), and a value found is wrapped from `cls.__dict__[k]` with the
+    /// guards its kind takes. A missing key is eager's KeyError for `d[k]`. Other uses of the
+    /// proxy (iteration, `keys()`, `len`) stay breaks, and so does a lookup of a name the trace
+    /// wrote on a class (pending until the graph has run, so not in the real namespace yet).
+    ///
+    /// The lookup of key `key` in the proxy `obj` reached through `source`: `Some(value)` when
+    /// present; `None` when absent.
+    pub(crate) fn mappingproxy_lookup(&mut self, py: Python<'_>, obj: &Bound<'_, PyAny>, source: &Arc<Source>, key: &VT) -> VResult<Option<VT>> {
+        let Some(k) = key.as_constant(py).filter(|k| k.is_exact_instance_of::<PyString>()) else {
+            graph_break!(UnsupportedOperation, "lookup of {} in a class's __dict__", key.describe(py));
+        };
+        let name: String = k.extract()?;
+        // The real namespace does not hold this trace's pending class writes yet: a lookup of a
+        // name some class was given in the trace is left to Python.
+        if self.og.side_effects.attrs.iter().any(|w| w.name == name && w.obj.bind(py).is_instance_of::<PyType>()) {
+            graph_break!(UntracedValue, "lookup of '{name}' in a class's __dict__ after a write of that class attribute");
+        }
+        let found = obj.contains(&k)?;
+        let contains = py.import("operator")?.getattr("contains")?;
+        let args = pyo3::types::PyTuple::new(py, [obj.clone(), k.clone()])?;
+        self.og.add_guard(None, GuardKind::GlobalQuery { func: contains.unbind(), args: args.unbind(), expected: pyo3::types::PyBool::new(py, found).to_owned().into_any().unbind() });
+        if !found {
+            return Ok(None);
+        }
+        let value = obj.get_item(&k)?;
+        Ok(Some(wrap(py, self.og, &value, source.item(ItemKey::Str(name)))?))
+    }
+
     /// `obj.name` on a user object reached through `source`: a pending write of this trace, else
     /// the class's own `__getattribute__` when it is a Python function (inlined, e.g.
     /// transformers' `PretrainedConfig` alias map), else `generic_getattr`.
@@ -339,6 +385,10 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(v);
         }
         let ty = obj.get_type();
+        // Note [class dict proxies]: `cls.__dict__.get`, read as a method of the proxy.
+        if is_mappingproxy(py, obj) && matches!(name, "get" | "__contains__" | "__getitem__") {
+            return Ok(VT::ContainerMethod { container: Box::new(vt.clone()), name: name.to_string() });
+        }
         if !has_generic_getattribute(py, &ty)? {
             if let Some(v) = self.call_attr_hook(py, vt, &ty, source, "__getattribute__", name)? {
                 return Ok(v);
