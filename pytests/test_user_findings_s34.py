@@ -86,3 +86,32 @@ def test_compiled_module_forwards_the_container_protocol():
         len(lin)
     with pytest.raises(TypeError, match="'Linear' object is not iterable"):
         iter(lin)
+
+
+BETAS = torch.linspace(1e-4, 0.02, 20)
+ALPHAS = 1 - BETAS
+ABAR = torch.cumprod(ALPHAS, 0)
+
+
+def ddpm_step(x, i):
+    return (x - BETAS[i] / (1 - ABAR[i]).sqrt() * x) / ALPHAS[i].sqrt()
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_tensor_indexed_by_a_changing_int_compiles_twice(backend):
+    """Note [symbolic int index]: `betas[i]` specialized the symbolic `i`, so a 20-step sampling
+    loop compiled 8 times and then ran eagerly; it is `select(0, i)` with a range guard."""
+    dynamo.reset()
+    step = dynamo.optimize(backend)(ddpm_step)
+    x = y = torch.ones(3)
+    for i in reversed(range(20)):
+        x, y = step(x, i), ddpm_step(y, i)
+        torch.testing.assert_close(x, y)
+    c = dynamo.counters()
+    assert (c["compiles"], c["cache_limit_hits"]) == (2, 0), c
+    torch.testing.assert_close(step(x, -3), ddpm_step(x, -3))
+    with pytest.raises(IndexError) as want:
+        ddpm_step(x, 25)
+    with pytest.raises(IndexError) as got:
+        step(x, 25)
+    assert str(got.value) == str(want.value)

@@ -1595,6 +1595,19 @@ impl<'a> InstructionTranslator<'a> {
                 if let Some(r) = self.torch_function_operator(py, "getitem", &[obj.clone(), idx.clone()])? {
                     return Ok(r);
                 }
+                // Note [symbolic int index]: `t[i]` with a symbolic int `i` (a Python int argument
+                // that automatic dynamic made symbolic: `betas[i]` in a diffusion sampling loop)
+                // is `t.select(0, i)`, as torch's indexing applies it (`applySelect`); the fake
+                // tensor's `__getitem__` took `i.__index__()`, which specialized `i`, so every
+                // step compiled again until the cache limit. `select` checks the bounds as a
+                // range guard. A 0-dim `t` keeps getitem (eager's IndexError).
+                if let (VT::Tensor(t), VT::SymNum(s)) = (obj, idx) {
+                    if type_name(s.fake.bind(py)) == "SymInt" && t.fake.bind(py).call_method0("dim")?.extract::<i64>()? >= 1 {
+                        let select = py.import("torch")?.getattr("select")?;
+                        let zero = VT::constant(0i64.into_pyobject(py)?.into_any().unbind());
+                        return self.og.call(py, Some(&select), None, &[obj.clone(), zero, idx.clone()], &[]);
+                    }
+                }
                 let f = self.og.handles.getitem.clone_ref(py);
                 self.og.call(py, Some(f.bind(py)), None, &[obj.clone(), idx.clone()], &[])
             }
