@@ -115,3 +115,60 @@ def test_tensor_indexed_by_a_changing_int_compiles_twice(backend):
     with pytest.raises(IndexError) as got:
         step(x, 25)
     assert str(got.value) == str(want.value)
+
+
+class CachedAttention(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.k_cache = None
+        self.v_cache = None
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, -1)
+        if self.k_cache is not None:
+            k = torch.cat([self.k_cache, k], 1)
+            v = torch.cat([self.v_cache, v], 1)
+        self.k_cache, self.v_cache = k, v
+        seen = self.k_cache.shape[1]  # read back after the write
+        return F.scaled_dot_product_attention(q, self.k_cache, v) * seen, k
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_tensor_written_to_a_module_attribute_in_forward(backend):
+    """Note [tensor attributes written in forward]: a hand-written KV cache broke the graph at
+    each attribute write; the writes are replayed after the graph and read back in it."""
+
+    def run(compile_):
+        torch.manual_seed(0)
+        attn = CachedAttention(8).eval()
+        f = dynamo.optimize(backend)(attn) if compile_ else attn
+        outs = []
+        with torch.no_grad():
+            for t in range(4):
+                out, k = f(torch.randn(1, 3 if t == 0 else 1, 8))
+                assert k is attn.k_cache
+                outs.append(out)
+        return torch.cat(outs, 1), attn.k_cache, attn.v_cache
+
+    want = run(False)
+    dynamo.reset()
+    got = run(True)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+    c = dynamo.counters()
+    assert c["graph_breaks"] == 0 and c["graphs"] == c["compiles"], c
+
+
+def test_writing_a_parameter_from_outside_still_registers_it():
+    class Holder(torch.nn.Module):
+        def forward(self, x, p):
+            self.w = p  # nn.Module.__setattr__ registers a Parameter
+            return x * self.w
+
+    p = torch.nn.Parameter(torch.ones(2))
+    m = Holder()
+    dynamo.reset()
+    out = dynamo.optimize("eager")(m)(torch.ones(2), p)
+    assert torch.equal(out, torch.ones(2))
+    assert m._parameters["w"] is p

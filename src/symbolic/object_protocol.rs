@@ -485,7 +485,14 @@ impl<'a> InstructionTranslator<'a> {
                         }
                     }
                 }
-                if !ty.getattr("__setattr__")?.is(&module_setattr) || registered || descriptor || matches!(v, VT::Tensor(_) | VT::Module { .. }) {
+                // Note [tensor attributes written in forward]: a tensor the graph computed, stored
+                // in a plain attribute (`self.k_cache = torch.cat([self.k_cache, k], 1)`), is what
+                // nn.Module.__setattr__ stores with object.__setattr__ (it is no Parameter, and the
+                // name is no parameter, buffer or submodule): replayed after the graph like any
+                // other attribute write. A tensor from outside the frame may be a Parameter, which
+                // __setattr__ would register: still a break.
+                let computed_tensor = matches!(&v, VT::Tensor(t) if t.source.is_none());
+                if !ty.getattr("__setattr__")?.is(&module_setattr) || registered || descriptor || (matches!(v, VT::Tensor(_)) && !computed_tensor) || matches!(v, VT::Module { .. }) {
                     graph_break!(SideEffect, "attribute write {}.{name} (a parameter, buffer, submodule or tensor)", obj.describe(py));
                 }
                 // Note [a module's __dict__ and its attributes] (nn_module.rs): a tracker of the
