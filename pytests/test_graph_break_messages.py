@@ -11,8 +11,9 @@ from dynamo import _C
 
 
 class _Loud(torch.nn.Module):
-    """A module: a tensor written to it (`nn.Module.__setattr__` may register it as a parameter
-    or buffer) is not replayed after the graph. (A Python `__setattr__`, property setter,
+    """A module: a tensor from outside the frame written to it (`nn.Module.__setattr__` may
+    register it as a parameter or buffer) is not replayed after the graph (one the graph computed
+    is: Note [tensor attributes written in forward]). (A Python `__setattr__`, property setter,
     `__set__` or `__slots__` member is traced: test_traced_setattr.py, test_slotted_objects.py.)"""
 
 
@@ -46,8 +47,8 @@ def _data_dependent_value(x):
 
 
 def _side_effect(x, o):
-    o.w = x + 1
-    return x
+    o.w = x  # a tensor from outside the frame: it may be a Parameter, which __setattr__ registers
+    return x + 1
 
 
 def _untraced_value(x, o):
