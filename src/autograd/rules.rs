@@ -601,31 +601,24 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
             unary(b, &mut out, &|b| b.call(f, vec![gn.clone(), FxArg::Int(diagonal)], vec![]))?
         }
         // amax/amin(self, dim, keepdim): the gradient split evenly among the elements equal to
-        // the result (scale_grad_by_count(restore_reduced_dims(grad), result == self, dim)).
-        "amax" | "amin" => {
+        // the result (scale_grad_by_count(restore_reduced_dims(grad), result == self, dim));
+        // logsumexp(self, dim, keepdim): grad * exp(self - result). Both restore the reduced dims.
+        "amax" | "amin" | "logsumexp" => {
             let xs = x_sizes.clone().ok_or_else(|| no_rule(b, i, "input shape"))?;
             let dims = reduce_dims(arg(&n, 1, "dim"), xs.len()).ok_or_else(|| no_rule(b, i, "dim"))?;
             let keepdim = bool_arg(arg(&n, 2, "keepdim"), false).ok_or_else(|| no_rule(b, i, "keepdim"))?;
             unary(b, &mut out, &|b| {
                 let ge = expand_back(b, g, &xs, &dims, keepdim);
                 let re = expand_back(b, i, &xs, &dims, keepdim);
+                if key == "logsumexp" {
+                    let d = b.sub(xa.clone(), node(re))?;
+                    let e = b.call("torch.exp", vec![node(d)], vec![])?;
+                    return b.mul(node(ge), node(e));
+                }
                 let mask = b.call("torch.eq", vec![node(re), xa.clone()], vec![])?;
                 let count = b.sum_dims(mask, &dims, true)?;
                 let t = b.div(node(ge), node(count))?;
                 b.mul(node(t), node(mask))
-            })?
-        }
-        // logsumexp(self, dim, keepdim): grad * exp(self - result), both restored to self's dims.
-        "logsumexp" => {
-            let xs = x_sizes.clone().ok_or_else(|| no_rule(b, i, "input shape"))?;
-            let dims = reduce_dims(arg(&n, 1, "dim"), xs.len()).ok_or_else(|| no_rule(b, i, "dim"))?;
-            let keepdim = bool_arg(arg(&n, 2, "keepdim"), false).ok_or_else(|| no_rule(b, i, "keepdim"))?;
-            unary(b, &mut out, &|b| {
-                let ge = expand_back(b, g, &xs, &dims, keepdim);
-                let re = expand_back(b, i, &xs, &dims, keepdim);
-                let d = b.sub(xa.clone(), node(re))?;
-                let e = b.call("torch.exp", vec![node(d)], vec![])?;
-                b.mul(node(ge), node(e))
             })?
         }
         // pad(input, pad, mode="constant"): the gradient is the unpadded window of grad.
