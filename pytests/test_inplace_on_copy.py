@@ -179,3 +179,32 @@ def test_a_view_taken_before_the_write_sees_it(backend):
     got = dynamo.optimize(backend)(view_then_fill)(x)
     for g, w in zip(got, want):
         assert torch.equal(g, w)
+
+
+P = torch.ones(3, requires_grad=True)
+
+
+def add_grad_then_setitem(x):
+    x.add_(P * 2)
+    x[2] = -1
+    return x * 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_setitem_after_a_write_that_requires_grad(backend):
+    """The setitem node's meta is the written tensor as it is then: `x.add_(p)` had made `x`
+    require grad, and the copy's meta read the input's (fuzzer seed 980002: `x.requires_grad`
+    stayed False)."""
+
+    def run(fn):
+        x = torch.zeros(3)
+        out = fn(x)
+        return out, x
+
+    want = run(add_grad_then_setitem)
+    dynamo.reset()
+    got = run(dynamo.optimize(backend)(add_grad_then_setitem))
+    for g, w in zip(got, want):
+        assert torch.equal(g.detach(), w.detach())
+        assert g.requires_grad == w.requires_grad
+    assert type(got[1].grad_fn).__name__ == type(want[1].grad_fn).__name__

@@ -1001,7 +1001,16 @@ pub fn import_graph(
         };
         // Note [in-place ops on a copy]: the written tensor's meta (a `setitem` node has None).
         let meta = match (meta, on_copy, args.first()) {
-            (None, true, Some(FxArg::Node(x))) => out_nodes[*x].meta.clone().map(|mut m| {
+            // The written tensor as it is now: the last in-place node on it, whose meta has what
+            // earlier writes gave it (`x.add_(p)` with `p` requiring grad makes `x` require grad).
+            (None, true, Some(FxArg::Node(x))) => out_nodes
+                .iter()
+                .rev()
+                .find(|k| k.inplace && matches!(k.args.first(), Some(FxArg::Node(r)) if r == x))
+                .unwrap_or(&out_nodes[*x])
+                .meta
+                .clone()
+                .map(|mut m| {
                 let mut value_requires_grad = false;
                 if let Some(v) = args.get(2) {
                     v.for_each_node(&mut |k| value_requires_grad |= out_nodes[k].meta.as_ref().is_some_and(|m| m.requires_grad));
