@@ -356,17 +356,18 @@ def emit_section(section, name, path):
         print(f"# wrote the {name} section of {path}", file=sys.stderr)
 
 
-def tiny_lm(name):
-    """A tiny transformers language model in train mode with dropout off: "gpt2" is a
-    GPT2LMHeadModel (2 layers, 2 heads, width 64, vocabulary 128), anything else a
-    BertForMaskedLM of the same size (intermediate 128). Inputs: ids in [0, 128), up to 64 long."""
+def tiny_lm(name, dropout=0.0):
+    """A tiny transformers language model in train mode, every dropout probability `dropout`
+    (0: off; transformers' default is 0.1): "gpt2" is a GPT2LMHeadModel (2 layers, 2 heads,
+    width 64, vocabulary 128), anything else a BertForMaskedLM of the same size (intermediate
+    128). Inputs: ids in [0, 128), up to 64 long."""
     import transformers
 
     if name == "gpt2":
         cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=128, n_positions=64,
-                                      attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
+                                      attn_pdrop=dropout, resid_pdrop=dropout, embd_pdrop=dropout)
         return transformers.GPT2LMHeadModel(cfg).train()
     cfg = transformers.BertConfig(num_hidden_layers=2, num_attention_heads=2, hidden_size=64,
                                   intermediate_size=128, vocab_size=128, max_position_embeddings=64,
-                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+                                  hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     return transformers.BertForMaskedLM(cfg).train()

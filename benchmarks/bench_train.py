@@ -1,7 +1,7 @@
 """Training steps under eager, torch.compile and dynamo (AOTAutograd + inductor), in one run.
 
 Measures, for an MLP, torchvision resnet18 (train mode, small batch) and tiny random-init GPT-2
-and BERT (transformers, LM losses, no dropout):
+and BERT (transformers, LM losses, no dropout; `gpt2_dropout`/`bert_dropout` with dropout 0.1):
   (a) the training step (zero_grad, forward, loss, backward, SGD step; the model is compiled, the
       optimizer step runs eagerly for every engine): median over --rounds x --steady-iters steps,
       the engines taking turns each round (Note [interleaved steps]), and the
@@ -14,7 +14,7 @@ and BERT (transformers, LM losses, no dropout):
       tensors saved for backward in one forward (a `saved_tensors_hooks` count) and the peak of
       torch's CPU allocator during one forward + backward (torch.profiler's memory events).
 
-Usage: python benchmarks/bench_train.py [--write docs/PERF.md] [--only mlp,resnet18,gpt2,bert]
+Usage: python benchmarks/bench_train.py [--write docs/PERF.md] [--only mlp,resnet18,gpt2,bert,gpt2_dropout,bert_dropout]
        [--steady-iters N] [--rounds N] [--calls N]
 """
 
@@ -68,7 +68,8 @@ def make_model(name):
         import torchvision
         model = torchvision.models.resnet18(num_classes=10).train()
         return model, (torch.randn(4, 3, 64, 64), torch.randint(0, 10, (4,))), lambda m, x, y: F.cross_entropy(m(x), y)
-    model = _common.tiny_lm(name)
+    # "gpt2_dropout" / "bert_dropout": transformers' default dropout (0.1) everywhere.
+    model = _common.tiny_lm(name.removesuffix("_dropout"), 0.1 if name.endswith("_dropout") else 0.0)
     ids = torch.randint(0, 128, (4, 32))
     return model, (ids,), lambda m, ids: m(input_ids=ids, labels=ids).loss
 
@@ -78,6 +79,8 @@ MODEL_TEXT = {
     "resnet18": "torchvision resnet18 (train mode), batch 4x3x64x64, cross_entropy",
     "gpt2": "GPT2LMHeadModel n_layer=2 n_head=2 n_embd=64 vocab 128, ids 4x32",
     "bert": "BertForMaskedLM 2 layers, 2 heads, hidden 64, vocab 128, ids 4x32",
+    "gpt2_dropout": "the GPT-2 above with transformers' default dropout 0.1",
+    "bert_dropout": "the BERT above with transformers' default dropout 0.1",
 }
 
 
