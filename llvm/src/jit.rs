@@ -134,6 +134,10 @@ extern "C" fn team_body(data: *mut libc::c_void) {
 /// at either width (Note [512-bit vectors] in emit.rs).
 const AVX512_INEXACT: &[&str] = &["tanhf", "erff"];
 
+/// The float32 functions computed in double by default (Note [float math in double]);
+/// `DYNAMO_LLVM_MATH_IN_DOUBLE` (comma-separated float64 names, empty for none) overrides it.
+const MATH_IN_DOUBLE: &[&str] = &["log", "log1p", "expm1", "sin", "cos"];
+
 /// libm functions `emit` calls, with their vector-ABI parameter codes.
 const MATH_FUNCTIONS: &[(&str, &str)] =
     &[
@@ -146,6 +150,14 @@ const MATH_FUNCTIONS: &[(&str, &str)] =
         ("log1pf", "v"),
         ("expm1f", "v"),
         ("powf", "vv"),
+        ("exp", "v"),
+        ("log", "v"),
+        ("log1p", "v"),
+        ("expm1", "v"),
+        ("sin", "v"),
+        ("cos", "v"),
+        ("tanh", "v"),
+        ("erf", "v"),
     ];
 
 /// Host facts, computed once.
@@ -182,6 +194,7 @@ fn host() -> &'static Host {
                 if isa == 'e' && AVX512_INEXACT.contains(name) {
                     continue;
                 }
+                let lanes = if crate::emit::F64_MATH.contains(name) { lanes / 2 } else { lanes };
                 let sym = format!("_ZGV{isa}N{lanes}{params}_{name}");
                 let c = CString::new(sym.clone()).unwrap();
                 if !unsafe { inkwell::llvm_sys::support::LLVMSearchForAddressOfSymbol(c.as_ptr()) }.is_null() {
@@ -192,7 +205,11 @@ fn host() -> &'static Host {
         let has = |f: &str| features.split(',').any(|x| x == f);
         let wide_vectors = ["+avx512f", "+avx512bw", "+avx512dq", "+avx512vl"].iter().all(|f| has(f))
             && std::env::var("DYNAMO_LLVM_VECTOR_BITS").map_or(true, |v| v != "256");
-        Host { triple, target: TargetInfo { cpu, features, vector_isas, vector_symbols, wide_vectors } }
+        let math_in_double = match std::env::var("DYNAMO_LLVM_MATH_IN_DOUBLE") {
+            Ok(v) => v.split(',').filter(|n| crate::emit::F64_MATH.contains(n)).map(str::to_string).collect(),
+            Err(_) => MATH_IN_DOUBLE.iter().map(|n| n.to_string()).collect(),
+        };
+        Host { triple, target: TargetInfo { cpu, features, vector_isas, vector_symbols, wide_vectors, math_in_double } }
     })
 }
 
