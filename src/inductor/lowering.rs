@@ -416,9 +416,14 @@ fn make_pointwise(
                 let scaled = h.binary(BinaryOp::Mul, vals[1], a);
                 h.binary(op, vals[0], scaled)
             }
+            // silu(x) = x / (1 + exp(-x)), torch's CPU formula (one rounding fewer than
+            // x * sigmoid(x), which differed from eager in 23% of elements against 4%).
             Rule::Silu => {
-                let s = h.unary(UnaryOp::Sigmoid, vals[0]);
-                h.binary(BinaryOp::Mul, vals[0], s)
+                let one = h.constant(1.0, DType::F32);
+                let neg = h.unary(UnaryOp::Neg, vals[0]);
+                let e = h.unary(UnaryOp::Exp, neg);
+                let den = h.binary(BinaryOp::Add, one, e);
+                h.binary(BinaryOp::Div, vals[0], den)
             }
             // gelu(x) = x * 0.5 * (1 + erf(x / sqrt(2)))   (torch's CPU formula)
             Rule::Gelu(false) => {
