@@ -7,9 +7,15 @@ the others (``bernoulli_``, ``uniform_``, ``fill_``, ``index_add_``, ``scatter_`
 torch's own kernel, argument checks and random number draws, on a copy of ``x``, and the copy is
 the new value of ``x`` for later readers (src/inductor/functionalize.rs renames them). Eager's
 values are kept exactly; the cost is one copy of ``x``. The graph node's meta is ``x``'s.
+
+Also here: ``dropout_noise`` (Note [dropout as a product]) and ``vjp_call``, the backward of an
+op without a derivative rule of ours (Note [torch's derivative for rule-less ops]).
 """
 
 from __future__ import annotations
+
+import functools
+import importlib
 
 import torch
 
@@ -42,3 +48,62 @@ def dropout_noise(x: torch.Tensor, p: float) -> torch.Tensor:
         _, mask = torch.native_dropout(x, p, True)
         return mask.to(x.dtype) * (1.0 / (1.0 - p))
     return torch.empty_like(x).bernoulli_(1 - p).div_(1 - p)
+
+
+
+def vjp_call(fn, method, args, kw_names, kw_values, slots, kw_slots, grads, n_wanted):
+    """Gradients of one forward op that has no derivative rule of ours, by torch's own autograd
+    (Note [torch's derivative for rule-less ops] in src/autograd/rules.rs).
+
+    The op is ``fn(*args, **kwargs)`` (``fn`` a dotted path such as
+    ``"torch.nn.functional.softplus"``: the longest importable module prefix, then attributes), or ``args[0].<method>(*args[1:], **kwargs)`` when
+    ``method`` is a ``str``; ``kwargs`` is ``dict(zip(kw_names, kw_values))``. ``slots`` and
+    ``kw_slots`` mirror ``args`` and ``kw_values`` (lists and tuples item by item): an int ``k``
+    marks a tensor to differentiate as the ``k``-th of ``n_wanted`` (one tensor may appear in
+    several places), ``None`` anything else. ``grads`` is the gradient of the op's value (a
+    tensor), or a tuple with one gradient or ``None`` per item of a tuple value (``max(dim)``,
+    ``topk``, ``unbind``). The op runs again with detached copies of the marked tensors under
+    ``torch.enable_grad()`` and ``torch.autograd.grad`` is applied: the result is a tuple of
+    ``n_wanted`` gradients, each of its tensor's shape and dtype (zeros where the value does
+    not depend on it). Raises what the op or its backward raises in eager.
+    """
+    leaves = [None] * n_wanted
+
+    def swap(a, slot):
+        if isinstance(slot, int) and not isinstance(slot, bool):
+            if leaves[slot] is None:
+                leaves[slot] = a.detach().requires_grad_(True)
+            return leaves[slot]
+        if isinstance(slot, (list, tuple)):
+            return type(a)([swap(x, s) for x, s in zip(a, slot)])
+        return a
+
+    a = swap(tuple(args), tuple(slots))
+    kwargs = {k: swap(v, s) for k, v, s in zip(kw_names, kw_values, kw_slots)}
+    op = getattr(type(a[0]), method) if isinstance(method, str) else _resolve(fn)
+    with torch.enable_grad():
+        out = op(*a, **kwargs)
+    outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    gs = tuple(grads) if isinstance(grads, (tuple, list)) else (grads,)
+    pairs = [(o, g) for o, g in zip(outs, gs)
+             if g is not None and isinstance(o, torch.Tensor) and o.requires_grad]
+    if not pairs:
+        return tuple(torch.zeros_like(t) for t in leaves)
+    got = torch.autograd.grad([o for o, _ in pairs], leaves, [g for _, g in pairs], allow_unused=True)
+    return tuple(torch.zeros_like(t) if r is None else r for t, r in zip(leaves, got))
+
+
+@functools.lru_cache(maxsize=None)
+def _resolve(path: str):
+    """The object a dotted path names: the longest importable module prefix, then attributes
+    (``torch._C._nn.gelu``). Raises ``ImportError``/``AttributeError`` when nothing matches."""
+    parts = path.split(".")
+    for k in range(len(parts) - 1, 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:k]))
+        except ImportError:
+            continue
+        for p in parts[k:]:
+            obj = getattr(obj, p)
+        return obj
+    raise ImportError(f"cannot resolve {path}")

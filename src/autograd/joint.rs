@@ -79,7 +79,7 @@ pub fn ints(v: &[i64]) -> FxArg {
 /// Resolves a dotted path (`torch.ops.aten.convolution_backward.default`,
 /// `dynamo.aot.getitem_backward`) to a Python object: the longest importable module prefix,
 /// then attributes.
-fn resolve<'py>(py: Python<'py>, path: &str) -> PyResult<Bound<'py, PyAny>> {
+pub fn resolve<'py>(py: Python<'py>, path: &str) -> PyResult<Bound<'py, PyAny>> {
     let parts: Vec<&str> = path.split('.').collect();
     let mut last_err = None;
     for k in (1..parts.len()).rev() {
@@ -485,7 +485,12 @@ fn build(py: Python<'_>, g: FxGraph, mut gaps: Option<&mut Vec<(String, String)>
             Grad::Tensor(t) => *t,
             Grad::Tuple(v) => v.iter().flatten().copied().next().unwrap_or(i),
         };
-        let contributions = match (super::rules::apply(&mut b, i, grad), gaps.as_deref_mut()) {
+        let applied = match super::rules::apply(&mut b, i, grad.clone()) {
+            // Note [torch's derivative for rule-less ops] in rules.rs.
+            Err(JointError::NoRule(_)) => super::rules::torch_vjp(&mut b, i, grad),
+            other => other,
+        };
+        let contributions = match (applied, gaps.as_deref_mut()) {
             (Ok(c), _) => c,
             (Err(JointError::NoRule(reason)), Some(gaps)) => {
                 gaps.push((b.g.nodes[i].name.clone(), reason));

@@ -1455,3 +1455,174 @@ fn nll_family(b: &mut Builder<'_>, i: usize, g: usize, with_log_softmax: bool) -
     let _ = FxOp::Output;
     Ok(vec![(x, Grad::Tensor(gx))])
 }
+
+// Note [torch's derivative for rule-less ops]: a forward op on a differentiable path that has
+// no rule here (softplus, var, norm, select, topk, avg_pool2d, group_norm, interpolate, a loss,
+// `autograd.Function.apply`, ... : 80 of 90 ops of a sweep) used to split the training graph:
+// the op ran through torch's autograd between two compiled segments, each a separate
+// `autograd.Function` with its own saved tensors, and nothing fused across the cut. Instead its
+// backward becomes one call of `dynamo._functional.vjp_call`, which runs the op again on
+// detached copies of its differentiable arguments under `enable_grad` and returns
+// `torch.autograd.grad` of it: torch's own derivative formula (derivatives.yaml, or the
+// Function's `backward`), so the values are eager's. The op's arguments are saved for the
+// backward, as eager saves them for most ops; the cost is the op computed twice and one
+// Python-level autograd call per backward. Not for ops whose second run would differ from the
+// first: in-place methods (functionalization has already turned the ones it can into copies),
+// ops that draw random numbers (dropout variants, `rrelu`, `bernoulli`, `multinomial`, `rand*`,
+// `normal`, `gumbel_softmax`: their noise would be drawn again) or take a `generator`, or
+// whose second run would write state again ([`writes_state`]); nor for a differentiable
+// argument that is a structure (a split's tuple): those keep the split.
+const RANDOM_OPS: &[&str] = &[
+    "rrelu", "bernoulli", "multinomial", "normal", "poisson", "gumbel_softmax", "uniform", "exponential", "geometric",
+    "cauchy", "log_normal",
+];
+
+/// Whether the op named by the dotted path `target` draws random numbers (Note [torch's
+/// derivative for rule-less ops]): its last component, without a trailing `_`, is a dropout, a
+/// `rand*` or one of [`RANDOM_OPS`] (`normalize` is not `normal`).
+fn draws_random(target: &str) -> bool {
+    let last = target.rsplit('.').next().unwrap_or(target).trim_end_matches('_').to_ascii_lowercase();
+    last.contains("dropout") || last.starts_with("rand") || RANDOM_OPS.contains(&last.as_str())
+}
+
+/// Whether running node `n` again could draw other random numbers or write state a second time
+/// (Note [torch's derivative for rule-less ops]): attention and recurrent ops (their dropout),
+/// batch norm (running statistics), instance norm given running statistics, embedding with
+/// `max_norm` (renormalizes the weight in place).
+fn writes_state(n: &crate::inductor::fx_import::FxNode) -> bool {
+    let last = n.target_name.rsplit('.').next().unwrap_or("").to_ascii_lowercase();
+    let given = |pos: usize, name: &str| arg(n, pos, name).is_some_and(|a| !matches!(a, FxArg::None));
+    ["attention", "lstm", "gru", "rnn", "batch_norm"].iter().any(|k| last.contains(k))
+        || (last.contains("instance_norm") && given(1, "running_mean"))
+        || (last.contains("embedding") && given(3, "max_norm"))
+}
+
+/// Whether node `i` is a view op (by name) whose value leaves the graph, itself or through
+/// further view steps: such an output must be eager's view (its `_base`, its in-place errors), so
+/// the op keeps its own segment, where torch makes the view.
+fn view_of_output(b: &Builder<'_>, i: usize) -> bool {
+    const VIEW_OPS: &[&str] = &[
+        "expand_as", "view_as", "reshape_as", "narrow", "select", "movedim", "moveaxis", "diagonal", "unfold", "as_strided",
+        "unflatten", "swapaxes", "swapdims", "unbind", "split_with_sizes", "view", "reshape", "flatten", "transpose", "t",
+        "permute", "unsqueeze", "squeeze", "expand", "getitem", "T", "mT", "H", "mH", "real", "imag", "detach",
+    ];
+    let name = |j: usize| {
+        let n = &b.g.nodes[j];
+        let key = op_key(n).unwrap_or_else(|| n.target_name.rsplit('.').next().unwrap_or(""));
+        // Indexing with a tensor (advanced indexing) copies.
+        let mut tensor_index = false;
+        if key == "getitem" {
+            n.args.iter().skip(1).for_each(|a| a.for_each_node(&mut |_| tensor_index = true));
+        }
+        if tensor_index { String::new() } else { key.to_string() }
+    };
+    if !VIEW_OPS.contains(&name(i).as_str()) {
+        return false;
+    }
+    let outputs: Vec<FxArg> = match b.g.nodes[b.g.output].args.first() {
+        Some(FxArg::Tuple(items)) | Some(FxArg::List(items)) => items.clone(),
+        Some(other) => vec![other.clone()],
+        None => Vec::new(),
+    };
+    outputs.iter().any(|o| {
+        let FxArg::Node(mut j) = o else { return false };
+        loop {
+            if j == i {
+                return true;
+            }
+            match b.g.nodes[j].args.first() {
+                Some(FxArg::Node(k)) if VIEW_OPS.contains(&name(j).as_str()) => j = *k,
+                _ => return false,
+            }
+        }
+    })
+}
+
+/// The backward of rule-less node `i` through torch's autograd (Note [torch's derivative for
+/// rule-less ops]): one `dynamo._functional.vjp_call` node and a `getitem` per differentiable
+/// argument. Fails with [`JointError::NoRule`] for the ops the Note excludes.
+pub fn torch_vjp(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointError> {
+    let n = b.g.nodes[i].clone();
+    let (fn_arg, method) = match &n.op {
+        // By dotted path (a function object in the arguments would not print as Python): only
+        // when the path names the very object the node calls.
+        FxOp::CallFunction { target } => {
+            let same = super::joint::resolve(b.py, &n.target_name).is_ok_and(|o| o.as_ptr() == b.g.side_table[*target].bind(b.py).as_ptr());
+            if !same {
+                return Err(no_rule(b, i, "its function has no importable path"));
+            }
+            (FxArg::Str(n.target_name.clone()), FxArg::None)
+        }
+        FxOp::CallMethod { name } if !name.ends_with('_') || name.starts_with("__") => (FxArg::None, FxArg::Str(name.clone())),
+        _ => return Err(no_rule(b, i, "")),
+    };
+    let on_copy_method = match (n.target_name.ends_with("method_on_copy"), n.args.get(1)) {
+        (true, Some(FxArg::Str(m))) => m.as_str(),
+        _ => "",
+    };
+    if n.inplace
+        || draws_random(&n.target_name)
+        || draws_random(on_copy_method)
+        || n.kwargs.iter().any(|(k, _)| k == "generator")
+        || writes_state(&n)
+    {
+        return Err(no_rule(b, i, "its second run would differ"));
+    }
+    if view_of_output(b, i) {
+        return Err(no_rule(b, i, "a view op whose value is returned"));
+    }
+    // Slot k for each distinct differentiable tensor argument, in order of first appearance.
+    let mut wanted: Vec<usize> = Vec::new();
+    fn slots_of(a: &FxArg, b: &Builder<'_>, wanted: &mut Vec<usize>, structured: &mut bool) -> FxArg {
+        match a {
+            FxArg::Node(j) if b.requires_grad[*j] => {
+                if b.g.nodes[*j].meta.is_none() {
+                    *structured = true;
+                    return FxArg::None;
+                }
+                let k = wanted.iter().position(|w| w == j).unwrap_or_else(|| {
+                    wanted.push(*j);
+                    wanted.len() - 1
+                });
+                FxArg::Int(k as i64)
+            }
+            FxArg::Tuple(items) => FxArg::Tuple(items.iter().map(|x| slots_of(x, b, wanted, structured)).collect()),
+            FxArg::List(items) => FxArg::List(items.iter().map(|x| slots_of(x, b, wanted, structured)).collect()),
+            _ => FxArg::None,
+        }
+    }
+    let mut structured = false;
+    let slots: Vec<FxArg> = n.args.iter().map(|a| slots_of(a, b, &mut wanted, &mut structured)).collect();
+    let kw_slots: Vec<FxArg> = n.kwargs.iter().map(|(_, a)| slots_of(a, b, &mut wanted, &mut structured)).collect();
+    if structured {
+        return Err(no_rule(b, i, "a differentiable argument is a structure"));
+    }
+    if wanted.is_empty() {
+        return Ok(Vec::new());
+    }
+    let grads = match grad {
+        Grad::Tensor(g) => node(g),
+        Grad::Tuple(v) => FxArg::Tuple(v.into_iter().map(|o| o.map(node).unwrap_or(FxArg::None)).collect()),
+    };
+    let call = b.call(
+        "dynamo._functional.vjp_call",
+        vec![
+            fn_arg,
+            method,
+            FxArg::Tuple(n.args.clone()),
+            FxArg::Tuple(n.kwargs.iter().map(|(k, _)| FxArg::Str(k.clone())).collect()),
+            FxArg::Tuple(n.kwargs.iter().map(|(_, v)| v.clone()).collect()),
+            FxArg::Tuple(slots),
+            FxArg::Tuple(kw_slots),
+            grads,
+            FxArg::Int(wanted.len() as i64),
+        ],
+        vec![],
+    )?;
+    let mut out: Out = Vec::new();
+    for (k, j) in wanted.into_iter().enumerate() {
+        let gk = b.getitem(call, k as i64)?;
+        out.push((j, Grad::Tensor(gk)));
+    }
+    Ok(out)
+}
