@@ -119,16 +119,13 @@ def test_op_error_is_eagers():
     assert str(compiled.value) == str(eager.value)
 
 
-@pytest.mark.parametrize("case", ["sdpa_dropout", "rrelu", "bernoulli_on_copy"])
+@pytest.mark.parametrize("case", ["rrelu", "bernoulli_on_copy"])
 def test_ops_a_second_run_would_change_keep_the_split(case):
     # Their backward cannot run them again (other random numbers), so they still run through
     # torch's autograd between compiled segments, and the gradients are eager's.
     def f(x, w):
         h = x * w
-        if case == "sdpa_dropout":
-            q = h.reshape(1, 2, 2, 6)
-            h = F.scaled_dot_product_attention(q, q, q, dropout_p=0.5).reshape(4, 6)
-        elif case == "rrelu":
+        if case == "rrelu":
             h = F.rrelu(h, training=True)
         else:
             h = h * torch.ones_like(h).bernoulli_(0.5).mul(h)
@@ -149,3 +146,44 @@ def test_ops_a_second_run_would_change_keep_the_split(case):
         torch.testing.assert_close(g, e)
     c = dynamo.counters()
     assert c["aot_eager_graphs"] == 0 and (c["aot_graph_splits"] >= 1 or case == "bernoulli_on_copy"), c
+
+
+ATTENTION = {
+    "plain": dict(),
+    "causal": dict(is_causal=True),
+    "bool_mask_scale": dict(attn_mask=torch.rand(6, 6, generator=torch.Generator().manual_seed(5)) > 0.3, scale=0.3),
+    "float_mask": dict(attn_mask=torch.randn(6, 6, generator=torch.Generator().manual_seed(6))),
+    "gqa": dict(enable_gqa=True),
+}
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("case", sorted(ATTENTION))
+def test_attention_dropout_keeps_one_graph(backend, case):
+    # Note [attention dropout as a product] (src/inductor/fx_import.rs): transformers' training
+    # attention, F.scaled_dot_product_attention with dropout_p, no longer splits the graph; its
+    # dropout draws are eager's (same values, same generator state after).
+    kw = ATTENTION[case]
+
+    def f(x, w):
+        h = (x * w).reshape(2, 2, 6, 3).tanh()
+        k = h[:, :1] if case == "gqa" else h
+        return (F.scaled_dot_product_attention(h, k, k * 2, dropout_p=0.3, **kw).sin() * 3).sum()
+
+    def run(fn):
+        torch.manual_seed(0)
+        x = torch.randn(4, 18, requires_grad=True)
+        w = torch.randn(4, 18, requires_grad=True)
+        torch.manual_seed(11)
+        loss = fn(x, w)
+        loss.backward()
+        return loss.detach(), x.grad, w.grad, torch.rand(3)
+
+    want = run(f)
+    dynamo.reset()
+    got = run(dynamo.optimize(backend)(f))
+    assert torch.equal(got[3], want[3])
+    for g, e in zip(got, want):
+        torch.testing.assert_close(g, e)
+    c = dynamo.counters()
+    assert (c["aot_graphs"], c["aot_graph_splits"], c["aot_eager_graphs"]) == (1, 0, 0), c

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import math
 
 import torch
 
@@ -107,3 +108,44 @@ def _resolve(path: str):
             obj = getattr(obj, p)
         return obj
     raise ImportError(f"cannot resolve {path}")
+
+
+def sdpa_dropout_noise(query: torch.Tensor, key: torch.Tensor, p: float) -> torch.Tensor:
+    """The scaled keep-mask CPU ``F.scaled_dot_product_attention(..., dropout_p=p)`` multiplies
+    its attention weights by (Note [attention dropout as a product] in
+    src/inductor/fx_import.rs), drawn as eager draws it: ATen's math path calls
+    ``at::dropout(attn, p, true)``, which is ``empty_like(attn).bernoulli_(1 - p).div_(1 - p)``.
+    Shape ``(*query.shape[:-1], key.shape[-2])``, ``query``'s dtype and device; ``0 < p < 1``."""
+    shape = (*query.shape[:-1], key.shape[-2])
+    noise = torch.empty(shape, dtype=query.dtype, device=query.device)
+    return noise.bernoulli_(1 - p).div_(1 - p)
+
+
+def sdpa_math(query, key, value, attn_mask, noise, is_causal: bool, scale, enable_gqa: bool):
+    """``F.scaled_dot_product_attention`` with its dropout given as ``noise`` (from
+    ``sdpa_dropout_noise``), computed as ATen's math path on the CPU computes it
+    (``_scaled_dot_product_attention_math``): query and the transposed key each scaled by the
+    square root of ``scale`` (default ``1 / sqrt(E)``), a boolean or causal mask as ``-inf``
+    added, ``_safe_softmax`` over the last dim (all-masked rows give 0, not NaN), the weights
+    times ``noise``, then ``@ value``. Shapes: query ``(..., L, E)``, key ``(..., S, E)``, value
+    ``(..., S, Ev)``, result ``(..., L, Ev)``; with ``enable_gqa`` key and value heads repeat to
+    query's. Deterministic given ``noise``, so its backward may run it again."""
+    L, S = query.size(-2), key.size(-2)
+    factor = (1.0 / math.sqrt(query.size(-1)) if scale is None else scale)
+    sqrt_factor = math.sqrt(abs(factor))
+    if enable_gqa and key.dim() >= 3 and query.size(-3) != key.size(-3):
+        rep = query.size(-3) // key.size(-3)
+        key = key.repeat_interleave(rep, -3)
+        value = value.repeat_interleave(rep, -3)
+    q = query * (sqrt_factor if factor >= 0 else -sqrt_factor)
+    attn = torch.matmul(q, key.transpose(-2, -1) * sqrt_factor)
+    if is_causal:
+        keep = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+        attn = attn.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            attn = attn.masked_fill(~attn_mask, float("-inf"))
+        else:
+            attn = attn + attn_mask
+    attn = torch._safe_softmax(attn, -1) if hasattr(torch, "_safe_softmax") else torch.softmax(attn, -1)
+    return torch.matmul(attn * noise, value)

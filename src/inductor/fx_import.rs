@@ -1046,7 +1046,117 @@ pub fn import_graph(
     probe_eager_checks(py, gm, &nodes, &examples, &out_nodes)?;
     let mut g = FxGraph { nodes: out_nodes, side_table: imp.side_table, output, writebacks: Vec::new() };
     dropout_as_product(py, &mut g)?;
+    attention_dropout_as_product(py, &mut g)?;
     Ok(g)
+}
+
+/// Note [attention dropout as a product]: `F.scaled_dot_product_attention(q, k, v, mask,
+/// dropout_p=p)` with `0 < p < 1` on CPU tensors (transformers passes the attention dropout
+/// this way in training) has no derivative rule and cannot run twice (its dropout draws), so it
+/// split every attention block's training graph. Eager computes it by ATen's math path there:
+/// the weights `softmax(q k^T * scale + mask)` times `at::dropout`'s noise, `@ v`. It becomes two
+/// nodes: `noise = dynamo._functional.sdpa_dropout_noise(q, k, p)`, drawn as `at::dropout` draws
+/// (the random stream and the values stay eager's, bit for bit), and
+/// `dynamo._functional.sdpa_math(q, k, v, mask, noise, is_causal, scale, enable_gqa)`, the math
+/// path with that noise: deterministic, so its backward is torch's derivative run again on the
+/// same noise (Note [torch's derivative for rule-less ops] in src/autograd/rules.rs). On CUDA
+/// eager's fused kernels draw differently; those nodes stay as they were.
+fn attention_dropout_as_product(py: Python<'_>, g: &mut FxGraph) -> PyResult<()> {
+    let candidate = |g: &FxGraph, i: usize| -> Option<Vec<FxArg>> {
+        let n = &g.nodes[i];
+        let sdpa = matches!(
+            n.target_name.as_str(),
+            "torch._C._nn.scaled_dot_product_attention" | "torch.nn.functional.scaled_dot_product_attention"
+        );
+        if !sdpa || !matches!(n.op, FxOp::CallFunction { .. }) || n.meta.is_none() {
+            return None;
+        }
+        let a = super::decompositions::bind(n, &["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]).ok()?;
+        let Some(FxArg::Float(p)) = a[4] else { return None };
+        let flag = |x: Option<&FxArg>| match x {
+            None => Some(false),
+            Some(FxArg::Bool(v)) => Some(*v),
+            _ => None,
+        };
+        let (causal, gqa) = (flag(a[5])?, flag(a[7])?);
+        let scale = match a[6] {
+            None | Some(FxArg::None) => FxArg::None,
+            Some(FxArg::Float(v)) => FxArg::Float(*v),
+            _ => return None,
+        };
+        let mask = match a[3] {
+            None | Some(FxArg::None) => FxArg::None,
+            Some(FxArg::Node(m)) => FxArg::Node(*m),
+            _ => return None,
+        };
+        let cpu_float = |x: Option<&FxArg>| match x {
+            Some(FxArg::Node(j)) => g.nodes[*j].meta.as_ref().is_some_and(|m| m.layout.cpu && matches!(m.layout.dtype, DType::F32 | DType::F64)),
+            _ => false,
+        };
+        if !(*p > 0.0 && *p < 1.0) || !(cpu_float(a[0]) && cpu_float(a[1]) && cpu_float(a[2])) {
+            return None;
+        }
+        Some(vec![a[0]?.clone(), a[1]?.clone(), a[2]?.clone(), mask, FxArg::Float(*p), FxArg::Bool(causal), scale, FxArg::Bool(gqa)])
+    };
+    let plan: Vec<Option<Vec<FxArg>>> = (0..g.nodes.len()).map(|i| candidate(g, i)).collect();
+    if plan.iter().all(Option::is_none) {
+        return Ok(());
+    }
+    let helpers = py.import(intern!(py, "dynamo._functional"))?;
+    g.side_table.push(helpers.getattr(intern!(py, "sdpa_dropout_noise"))?.unbind());
+    let noise_target = g.side_table.len() - 1;
+    g.side_table.push(helpers.getattr(intern!(py, "sdpa_math"))?.unbind());
+    let math_target = g.side_table.len() - 1;
+    let old = std::mem::take(&mut g.nodes);
+    let mut new_index = vec![0usize; old.len()];
+    let mut nodes: Vec<FxNode> = Vec::with_capacity(old.len() + plan.iter().flatten().count());
+    for (i, mut n) in old.into_iter().enumerate() {
+        n.args.iter_mut().for_each(|a| remap_nodes(a, &new_index));
+        n.kwargs.iter_mut().for_each(|(_, a)| remap_nodes(a, &new_index));
+        match &plan[i] {
+            Some(args) => {
+                let mut args = args.clone();
+                args.iter_mut().for_each(|a| remap_nodes(a, &new_index));
+                let (FxArg::Node(q), FxArg::Node(k)) = (&args[0], &args[1]) else { unreachable!("candidate binds nodes") };
+                let (qm, km) = (nodes[*q].meta.clone(), nodes[*k].meta.clone());
+                let noise_meta = qm.zip(km).map(|(qm, km)| {
+                    let mut sizes = qm.layout.sizes.clone();
+                    let s = km.layout.sizes[km.layout.sizes.len() - 2];
+                    *sizes.last_mut().expect("query has dims") = s;
+                    let strides = Layout::contiguous_strides(&sizes);
+                    TensorMeta { layout: Layout { sizes, strides, dtype: qm.layout.dtype, cpu: true }, requires_grad: false }
+                });
+                nodes.push(FxNode {
+                    name: format!("{}_noise", n.name),
+                    op: FxOp::CallFunction { target: noise_target },
+                    canonical: None,
+                    target_name: "dynamo._functional.sdpa_dropout_noise".into(),
+                    args: vec![args[0].clone(), args[1].clone(), args[4].clone()],
+                    kwargs: Vec::new(),
+                    meta: noise_meta,
+                    users: Vec::new(),
+                    inplace: false,
+                    recompute: n.recompute,
+                });
+                let noise = nodes.len() - 1;
+                args[4] = FxArg::Node(noise);
+                nodes.push(FxNode {
+                    op: FxOp::CallFunction { target: math_target },
+                    canonical: None,
+                    target_name: "dynamo._functional.sdpa_math".into(),
+                    args,
+                    kwargs: Vec::new(),
+                    ..n
+                });
+            }
+            None => nodes.push(n),
+        }
+        new_index[i] = nodes.len() - 1;
+    }
+    g.output = new_index[g.output];
+    g.nodes = nodes;
+    set_users(&mut g.nodes);
+    Ok(())
 }
 
 /// Note [dropout as a product]: training-mode dropout had neither a lowering nor a derivative
