@@ -976,11 +976,16 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None, 
     checked = [(k,) + saved_results[k] for k in tangent_outputs if saved_results and k in saved_results]
     if checked:
         compiled_forward_call = fw_call
-        zeros_meta = {k: output_meta[k] for k in tangent_outputs}
+        zeros_meta = {k: output_meta[k] if output_meta else None for k in tangent_outputs}
+        # Outputs without example meta (Note [stale segment outputs]) take their zeros' shape
+        # from the forward's own result.
+        unknown_meta = [k for k, m in zeros_meta.items() if m is None]
 
         def fw_call(ctx, *args):
             result = compiled_forward_call(ctx, *args)
             ctx.set_materialize_grads(False)
+            if unknown_meta:
+                ctx.dynamo_zeros_meta = {k: (result[k].shape, result[k].dtype, result[k].device) for k in unknown_meta}
             _unchecked_saved_results(ctx, {id(result[k]) for k, *_ in checked})
             ctx.dynamo_saved_results = [
                 (name, by_result, by_input, result[k].detach(), result[k]._version, output_nr, weakref.ref(result[k]))
@@ -1003,8 +1008,9 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None, 
                 if any(grads[j] is not None for j in by_result):
                     raise _modified_saved_output(value, f", which is output 0 of {name},", version)
             grads = list(grads)
-            for k, (shape, dtype, device) in zeros_meta.items():
+            for k, meta in zeros_meta.items():
                 if grads[k] is None:
+                    shape, dtype, device = meta if meta is not None else ctx.dynamo_zeros_meta[k]
                     grads[k] = torch.zeros(shape, dtype=dtype, device=device)
             return grads
 

@@ -1,0 +1,30 @@
+"""Smallest failing inputs of what a new user's real programs found at stop 35 (each fixed
+kind with its test; the reproducers were torchvision MobileNetV3 and FPN training steps)."""
+
+import torch
+import torch.nn.functional as F
+
+import dynamo
+
+
+def test_split_graph_with_inplace_activation_on_a_norm_output_backpropagates():
+    # A graph split around an op that keeps its own segment (rrelu draws random slopes) where
+    # a later segment writes a layer_norm output in place: the saved-result check filled a
+    # missing gradient from example meta that such an output does not have (Note [stale segment
+    # outputs]) and raised TypeError in backward.
+    def f(x):
+        a = F.rrelu(x, training=True) * x
+        z = F.layer_norm(a, (4,)).relu_()
+        return (z * F.rrelu(z.sum() * 0.01, training=True) + a).sum()
+
+    x = (torch.rand(2, 4, generator=torch.Generator().manual_seed(0)) * 0.1).requires_grad_()
+    torch.manual_seed(0)
+    f(x).backward()
+    want = x.grad.clone()
+    for backend in ("aot_eager", "inductor"):
+        x.grad = None
+        dynamo.reset()
+        torch.manual_seed(0)
+        dynamo.optimize(backend)(f)(x).backward()
+        torch.testing.assert_close(x.grad, want)
+        assert dynamo.counters()["aot_graph_splits"] >= 1
