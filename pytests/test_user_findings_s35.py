@@ -28,3 +28,34 @@ def test_split_graph_with_inplace_activation_on_a_norm_output_backpropagates():
         dynamo.optimize(backend)(f)(x).backward()
         torch.testing.assert_close(x.grad, want)
         assert dynamo.counters()["aot_graph_splits"] >= 1
+
+
+THREADED_FIRST_CALLS = r"""
+import concurrent.futures as cf, torch, torch.nn as nn, dynamo
+torch.manual_seed(0)
+m = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4)).eval()
+fm = dynamo.optimize("inductor")(m)
+
+def work(i):
+    with torch.no_grad():
+        for t in (3, 5, 7, 9):
+            x = torch.randn(t, 16)
+            assert torch.allclose(fm(x), m(x), atol=1e-5)
+    return True
+
+with cf.ThreadPoolExecutor(4) as ex:
+    assert all(ex.map(work, range(8)))
+print("done")
+"""
+
+
+def test_first_calls_from_several_threads_do_not_deadlock():
+    # Note [once-only inits that call Python] (src/inductor/mod.rs): a std Once around a probe
+    # that runs torch deadlocked threads compiling at the same time (11 of 12 runs hung). A fresh
+    # process, so the once-only init has not run yet.
+    import subprocess
+    import sys
+
+    for _ in range(3):
+        r = subprocess.run([sys.executable, "-c", THREADED_FIRST_CALLS], capture_output=True, text=True, timeout=240)
+        assert r.returncode == 0 and r.stdout.strip() == "done", r.stderr[-2000:]

@@ -235,9 +235,14 @@ fn inlined_into(ir: &GraphIr, members: &[ir::BufferId]) -> std::collections::Has
 /// llvm/src/emit.rs), once per process. It is measured, not read from the CPU capability (on an
 /// AVX-512 host torch 2.x still sums with 8 lanes): `torch.sum` of 40 fixed values is compared
 /// with that order for 8 and 16 lanes; when neither matches, the order is not reproduced (0).
+///
+/// Note [once-only inits that call Python]: the probe runs torch, which releases the GIL, so a
+/// `std::sync::Once` here deadlocked threads compiling concurrently (one waiting in `call_once`
+/// holding the GIL, the initializing one waiting for the GIL: found calling a compiled module
+/// from a thread pool). `PyOnceLock` detaches from the interpreter while it waits.
 fn match_aten_vector_width(py: Python<'_>) {
-    static DONE: std::sync::Once = std::sync::Once::new();
-    DONE.call_once(|| {
+    static DONE: pyo3::sync::PyOnceLock<()> = pyo3::sync::PyOnceLock::new();
+    DONE.get_or_init(py, || {
         let probe = || -> PyResult<i64> {
             let xs: Vec<f32> = (0..40).map(|i| ((i * 7919 % 97) as f32 - 48.0) * 0.173_f32 + 1.0 / (i as f32 + 3.0)).collect();
             let torch = py.import("torch")?;

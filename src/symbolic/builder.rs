@@ -323,10 +323,11 @@ pub fn storage_keys<'py>(py: Python<'py>, d: &Bound<'py, PyDict>) -> PyResult<Bo
 }
 
 /// `collections.OrderedDict`, looked up once (guards ask for it on every check of a dict
-/// subclass's keys); `None` if it cannot be imported.
+/// subclass's keys); `None` if it cannot be imported. A `PyOnceLock`: the import may let
+/// another thread run (Note [once-only inits that call Python] in src/inductor/mod.rs).
 pub fn ordered_dict_type(py: Python<'_>) -> Option<&'static Py<PyAny>> {
-    static OD: std::sync::OnceLock<Option<Py<PyAny>>> = std::sync::OnceLock::new();
-    OD.get_or_init(|| py.import("collections").and_then(|m| m.getattr("OrderedDict")).ok().map(|t| t.unbind())).as_ref()
+    static OD: pyo3::sync::PyOnceLock<Option<Py<PyAny>>> = pyo3::sync::PyOnceLock::new();
+    OD.get_or_init(py, || py.import("collections").and_then(|m| m.getattr("OrderedDict")).ok().map(|t| t.unbind())).as_ref()
 }
 
 /// Whether a function's closure cells hold only code-like values (literals, functions, classes,
