@@ -1365,6 +1365,10 @@ impl<'a> InstructionTranslator<'a> {
             // Modules, subclasses included (`torch.backends`' GenericModule).
             _ if v.is_instance_of::<pyo3::types::PyModule>() => VT::PyModule { obj: Rc::new(v.clone().unbind()), source: None },
             _ if v.is_instance_of::<pyo3::types::PyType>() => VT::Class(Rc::new(v.clone().unbind())),
+            _ if crate::symbolic::builder::is_plain_enum_member(py, v) => match enum_member_source(py, v)? {
+                Some(source) => VT::Opaque { obj: Rc::new(v.clone().unbind()), source },
+                None => graph_break!(UntrackedType, "cannot trace a value of type {tn} (an enum member whose class is not reachable by name)"),
+            },
             _ => graph_break!(UntrackedType, "cannot trace a value of type {tn}"),
         })
     }
@@ -1849,3 +1853,31 @@ fn observable_at(py: Python<'_>, v: &VT, depth: u32) -> bool {
 // such a break the objects come back from outside, with their weak references counted.
 // torch's Dynamo frees all of these late (at the end of the frame, or when the rest of the
 // function returns).
+
+/// Note [enum members of trusted modules]
+/// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+/// A member of a plain enum class that the trace reaches without a guard (a global of a torch
+/// module read unguarded, `_OrthMaps.matrix_exp` in `torch.nn.utils.parametrizations`) is used
+/// by its real object like any other enum member (Note [enum members] in `builder.rs`). An
+/// `Opaque` needs a source for the rebuilt code, so it is given the member's name path:
+/// `sys.modules[cls.__module__].<cls.__qualname__>.<name>`, checked now to give the same object
+/// (a class made in a function, `<locals>` in its qualname, has no such path: `None`). No guard
+/// is added: the holder is trusted, as the unguarded read that reached it.
+fn enum_member_source(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Option<Arc<Source>>> {
+    let cls = v.get_type();
+    let module: String = cls.getattr("__module__")?.extract()?;
+    let qualname: String = cls.getattr("__qualname__")?.extract()?;
+    let name: String = v.getattr("_name_")?.extract()?;
+    if qualname.contains('<') {
+        return Ok(None);
+    }
+    let Some(m) = py.import("sys")?.getattr("modules")?.get_item(&module).ok() else { return Ok(None) };
+    let mut source = Arc::new(Source::Module { name: module });
+    let mut obj = m;
+    for part in qualname.split('.').chain(std::iter::once(name.as_str())) {
+        let Ok(next) = obj.getattr(part) else { return Ok(None) };
+        obj = next;
+        source = source.attr(part);
+    }
+    Ok(obj.is(v).then_some(source))
+}
