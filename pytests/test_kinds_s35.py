@@ -29,3 +29,198 @@ def test_torch_enum_member_read_unguarded(backend):
 
     check(fn, torch.randn(2, 4), graphs=1, breaks=0, backend=backend)
     no_fallback()
+
+
+# ----- with blocks over threading locks --------------------------------------------------------
+
+import threading
+
+LOCK = threading.Lock()
+RLOCK = threading.RLock()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lock_blocks_are_replayed(backend):
+    """`with LOCK:` over a module-level Lock or RLock (transformers' hook installation lock):
+    acquire and release are replayed after the graph (Note [lock blocks]), `__enter__` answers
+    True, writes in the block land, and the locks are free afterwards. Each was GB0004 (C
+    `__exit__`)."""
+    state = {"n": 0}
+
+    def fn(x):
+        with LOCK as got:
+            state["n"] += 1
+            y = x + 1
+        with RLOCK:
+            with RLOCK:
+                y = y * 2
+        return y, got
+
+    check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
+    assert not LOCK.locked()
+    assert RLOCK.acquire(blocking=False)
+    RLOCK.release()
+    no_fallback()
+
+
+def test_lock_block_exception_and_break_inside():
+    """An exception leaving a lock block releases the lock (eager's `__exit__` returns None,
+    so the exception goes on), and a break inside the block runs with the lock held: the
+    replayed `acquire()` comes before the breaking instruction and the resume function leaves
+    through the real `__exit__`."""
+
+    def raises(x):
+        try:
+            with LOCK:
+                x = x + 1
+                raise ValueError("inside")
+        except ValueError as e:
+            return x, str(e), LOCK.locked()
+
+    check(raises, torch.ones(2), graphs=1)
+    assert not LOCK.locked()
+
+    def breaks(x):
+        with LOCK:
+            y = x + 1
+            held = LOCK.locked()  # a C method: a break, run with the lock held
+            y = y * 2
+        return y, held, LOCK.locked()
+
+    check(breaks, torch.ones(2), graphs=2)
+    assert not LOCK.locked()
+
+
+# ----- forward hooks registered in the frame --------------------------------------------------
+
+
+class TwoLayers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = torch.nn.Linear(4, 4)
+        self.b = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.b(self.a(x).relu())
+
+
+def hook_counts(m):
+    return [(len(c._forward_hooks), len(c._forward_pre_hooks)) for c in (m, m.a, m.b)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hook_registered_and_removed_in_the_frame(backend):
+    """`register_forward_hook` inside the compiled region (transformers' output capturing):
+    the hook runs on the module calls traced after it and the registration and `remove()` are
+    replayed after the graph (Note [hooks registered in the trace]). It broke three times
+    (GB0007 RemovableHandle, GB0017)."""
+    m = TwoLayers()
+
+    def fn(x):
+        captured = []
+        h = m.a.register_forward_hook(lambda mod, i, o: captured.append(o * 2))
+        p = m.b.register_forward_pre_hook(lambda mod, args: (args[0] + 1,))
+        y = m(x)
+        h.remove()
+        p.remove()
+        z = m(x)  # no hooks any more
+        return y, z, captured
+
+    check(fn, torch.randn(2, 4), graphs=1, breaks=0, backend=backend)
+    assert hook_counts(m) == [(0, 0)] * 3
+    no_fallback()
+
+
+def test_hooks_kept_after_the_frame_and_their_order():
+    """A hook left registered is there after the frame (the next call compiles again and finds
+    it as a real hook); `prepend=True` and `with_kwargs=True` order and call it as `_call_impl`
+    does; a handle used as a `with` block removes its hook at the end of the block."""
+
+    def run(compiled):
+        m = TwoLayers()
+        log = []
+
+        def fn(x):
+            m.a.register_forward_hook(lambda mod, i, o: log.append("post1"))
+            m.a.register_forward_hook(lambda mod, i, o: log.append("post0"), prepend=True)
+            m.a.register_forward_pre_hook(lambda mod, a, k: log.append("pre_kw"), with_kwargs=True)
+            with m.b.register_forward_hook(lambda mod, i, o: o + 100):
+                y = m(x)
+            return y + m(x)
+
+        f = dynamo.optimize("eager")(fn) if compiled else fn
+        dynamo.reset()
+        x = torch.randn(2, 4)
+        out = [f(x), f(x)]
+        counts = hook_counts(m)
+        return out, list(log), counts, dynamo.counters()["graph_breaks"]
+
+    eager_out, eager_log, eager_counts, _ = run(False)
+    out, log, counts, breaks = run(True)
+    assert all(torch.equal(a, b) for a, b in zip(eager_out, out))
+    assert log == eager_log and counts == eager_counts == [(0, 0), (4, 2), (0, 0)]
+    assert breaks == 0
+
+
+def _make_hook_factory():
+    # A factory in other globals (as transformers' `install_output_capuring_hook`): the hook it
+    # makes closes over the factory's cells and reads the factory module's globals.
+    ns = {"SCALE": 3}
+    exec(
+        "def install(module, store):\n"
+        "    def hook(mod, args, out):\n"
+        "        store.append(out * SCALE)\n"
+        "    module.register_forward_hook(hook)\n",
+        ns,
+    )
+    return ns["install"]
+
+
+INSTALL = _make_hook_factory()
+
+
+def test_hook_made_by_another_module_outlives_the_frame():
+    """The hook function is made by an inlined call into other globals and outlives the
+    graph in the module's hook dict: it is made again by `types.FunctionType` over those
+    globals (Note [globals of functions made in the trace]); it was GB0014 before."""
+
+    def run(compiled):
+        m = TwoLayers()
+        store = []
+
+        def fn(x):
+            INSTALL(m.a, store)
+            return m(x)
+
+        f = dynamo.optimize("eager")(fn) if compiled else fn
+        dynamo.reset()
+        x = torch.randn(2, 4)
+        y = f(x)
+        m(x)  # the hook left registered runs eagerly too
+        hook = next(iter(m.a._forward_hooks.values()))
+        return y, store, hook.__qualname__, hook.__globals__["SCALE"], dynamo.counters()["graph_breaks"]
+
+    e = run(False)
+    c = run(True)
+    assert torch.equal(e[0], c[0]) and len(e[1]) == len(c[1]) == 2
+    assert all(torch.equal(a, b) for a, b in zip(e[1], c[1]))
+    assert e[2:4] == c[2:4] == ("install.<locals>.hook", 3)
+    assert c[4] == 0
+
+
+def test_hook_handle_outliving_the_graph_is_a_break():
+    """A handle returned from the frame is not rebuilt (the replay makes the only real one):
+    the frame runs it as ordinary Python, with eager's result."""
+    m = TwoLayers()
+
+    def fn(x):
+        h = m.a.register_forward_hook(lambda mod, i, o: o * 0)
+        return m(x), h
+
+    x = torch.randn(2, 4)
+    dynamo.reset()
+    y, h = dynamo.optimize("eager")(fn)(x)
+    assert type(h).__name__ == "RemovableHandle" and hook_counts(m)[1] == (1, 0)
+    h.remove()
+    assert torch.equal(y, fn(x)[0])

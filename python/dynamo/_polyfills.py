@@ -461,3 +461,14 @@ def grad_mode_setter(mode, prev):
     obj.prev = prev
     obj.mode = mode
     return obj
+
+
+def replay_hook(module, method, hook, kwargs, removed):
+    """The replay of `module.<method>(hook, **kwargs)` (`register_forward_hook` or
+    `register_forward_pre_hook`) that a trace made, followed by `handle.remove()` when the
+    trace removed it too (Note [hooks registered in the trace] in
+    `src/symbolic/variables/hooks.rs`). Returns the handle."""
+    handle = getattr(module, method)(hook, **kwargs)
+    if removed:
+        handle.remove()
+    return handle

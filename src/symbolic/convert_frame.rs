@@ -845,6 +845,18 @@ fn convert_break(
 fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) -> VResult<Vec<SideEffect>> {
     let se = &og.side_effects;
     let mut out = Vec::with_capacity(se.len());
+    // Note [hooks registered in the trace]: planned (and replayed) first.
+    for h in &se.hooks {
+        let h = h.borrow();
+        let kwargs = pyo3::types::PyDict::new(py);
+        kwargs.set_item("prepend", h.prepend)?;
+        kwargs.set_item("with_kwargs", h.with_kwargs)?;
+        if !h.pre {
+            kwargs.set_item("always_call", h.always_call)?;
+        }
+        let hook = rebuild_of(py, og, &h.hook, outputs)?;
+        out.push(SideEffect::ReplayHook { module: h.module_source.clone(), method: h.method().to_string(), hook, kwargs: kwargs.into_any().unbind(), removed: h.removed });
+    }
     for w in se.globals.iter().rev() {
         let value = rebuild_of(py, og, &w.value, outputs)?;
         out.push(match &w.dict_source {
@@ -946,7 +958,8 @@ fn check_no_shared_containers(py: Python<'_>, state: &BreakState, ci: &CodeInfo,
 /// The values side effects will store (they are rebuilt like live values).
 fn effect_values(og: &OutputGraph) -> Vec<VT> {
     let se = &og.side_effects;
-    let mut v: Vec<VT> = se.attrs.iter().map(|w| w.value.clone()).collect();
+    let mut v: Vec<VT> = se.hooks.iter().map(|h| h.borrow().hook.clone()).collect();
+    v.extend(se.attrs.iter().map(|w| w.value.clone()));
     v.extend(se.globals.iter().map(|w| w.value.clone()));
     for l in &se.lists {
         v.extend(l.borrow().items.iter().cloned());
@@ -1605,12 +1618,14 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         }
         // The transformed code's MAKE_FUNCTION takes the frame's globals; a function made by an
         // inlined call into another module must keep that module's (Note [globals of functions
-        // made in the trace]).
-        if nf.g.source.is_some() || nf.g.trusted {
+        // made in the trace]): it is made by `types.FunctionType(code, globals, ...)` over that
+        // module's globals, reached through the source the trace read them by. A torch
+        // module's (trusted, read without a source) stays a break.
+        if nf.g.trusted {
             graph_break!(UnreconstructableValue, "returning a function made by code of another module ({})", nf.qualname);
         }
         // In emission order: the defaults, then the closure.
-        let defaults = nf.defaults.iter().map(|d| rebuild_of(py, og, d, outputs)).collect::<VResult<_>>()?;
+        let defaults = nf.defaults.iter().map(|d| rebuild_of(py, og, d, outputs)).collect::<VResult<Vec<_>>>()?;
         let mut closure = Vec::new();
         for c in &nf.closure {
             let VT::Cell(rc) = c else { graph_break!(UnreconstructableValue, "closure of a returned function is not a cell") };
@@ -1624,6 +1639,14 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
                 // A cell an inlined call made (a closure factory called in the frame).
                 None => closure.push(rebuild_of(py, og, c, outputs)?),
             }
+        }
+        if let Some(globals) = &nf.g.source {
+            let function_type = py.import("types")?.getattr("FunctionType")?.unbind();
+            let name = nf.code.bind(py).getattr("co_name")?.unbind();
+            let none = || Rebuild::Const(py.None());
+            let defaults = if defaults.is_empty() { none() } else { Rebuild::Tuple(defaults) };
+            let closure = if closure.is_empty() { none() } else { Rebuild::Tuple(closure) };
+            return Ok(Rebuild::Call { func: function_type, args: vec![Rebuild::Const(nf.code.clone_ref(py)), Rebuild::Source(globals.clone()), Rebuild::Const(name), defaults, closure] });
         }
         return Ok(Rebuild::MakeFunction { code: nf.code.clone_ref(py), defaults, closure });
     }
@@ -1757,6 +1780,8 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         VT::Module { source: Some(s), .. } | VT::Function { source: Some(s), .. } | VT::PyModule { source: Some(s), .. } => Rebuild::Source(s.clone()),
         // Note [logger calls]: the bound method, looked up again.
         VT::LoggerMethod { logger, name } => Rebuild::Attr(Box::new(rec(logger)?), name.clone()),
+        // Note [lock blocks]: the real lock's `__exit__`, the lock acquired by the replay.
+        VT::LockExit { lock } => Rebuild::Attr(Box::new(rec(lock)?), "__exit__".into()),
         // A torch module made in the trace: made again from its arguments (visited once).
         VT::Module { obj, source: None } => match og.derived_modules.get(&(obj.as_ptr() as usize)).and_then(|d| d.remake.as_ref()) {
             Some(remake) => Rebuild::Call { func: remake.clone_ref(py), args: vec![] },

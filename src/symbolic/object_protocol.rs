@@ -44,6 +44,8 @@ impl<'a> InstructionTranslator<'a> {
         }
         match obj {
             VT::Module { obj: m, source } => self.module_getattr(py, m.bind(py), source.clone(), name),
+            VT::HookHandle(_) if matches!(name, "remove" | "__exit__") => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
+            VT::HookHandle(_) => graph_break!(UnsupportedOperation, "attribute '{name}' of a RemovableHandle made in the frame"),
             // The settled fields of an autocast object made in the trace (constants: its
             // constructor set them from constant arguments).
             VT::AutocastCtx(m) if matches!(name, "device" | "fast_dtype" | "_enabled" | "_cache_enabled") => Ok(VT::constant(m.obj.bind(py).getattr(name)?.unbind())),
@@ -671,7 +673,9 @@ impl<'a> InstructionTranslator<'a> {
             | VT::TorchFunctionCtx { .. }
             | VT::Super { .. }
             | VT::GenericAttr { .. }
-            | VT::LoggerMethod { .. } => true,
+            | VT::LoggerMethod { .. }
+            | VT::LockExit { .. }
+            | VT::HookHandle(_) => true,
             VT::Cell(_) => graph_break!(InternalInconsistency, "truth of a cell"),
         })
     }
@@ -2342,6 +2346,10 @@ impl<'a> InstructionTranslator<'a> {
                 let restore = *restore;
                 self.set_grad_enabled(py, restore)?;
                 Ok(VT::none(py))
+            }
+            VT::LockExit { lock } => {
+                let lock = lock.as_ref().clone();
+                self.exit_lock(py, &lock, args.len(), !kwargs.is_empty())
             }
             VT::GenericAttr { obj: inner, set } if matches!(inner.as_ref(), VT::UserObject(_)) => {
                 let VT::UserObject(o) = inner.as_ref() else { unreachable!() };

@@ -753,6 +753,16 @@ impl<'a> InstructionTranslator<'a> {
                         self.stack.push(VT::TorchFunctionCtx { entered: true });
                         self.stack.push(VT::none(py));
                     }
+                    VT::Opaque { obj, source } if crate::symbolic::variables::hooks::is_lock(py, obj.bind(py)) => {
+                        let entered = self.enter_lock(py, &VT::Opaque { obj: obj.clone(), source: source.clone() })?;
+                        self.stack.push(VT::LockExit { lock: Box::new(VT::Opaque { obj, source }) });
+                        self.stack.push(entered);
+                    }
+                    VT::HookHandle(h) => {
+                        // `RemovableHandle.__enter__` returns the handle; `__exit__` removes it.
+                        self.stack.push(VT::ContainerMethod { container: Box::new(VT::HookHandle(h.clone())), name: "__exit__".into() });
+                        self.stack.push(VT::HookHandle(h));
+                    }
                     VT::Opaque { obj, source } => {
                         // A user context manager: `__enter__`/`__exit__` are looked up on the
                         // type (special method lookup, Python/ceval.c BEFORE_WITH) and inlined.
@@ -1721,7 +1731,7 @@ impl<'a> InstructionTranslator<'a> {
         let code = match exit {
             // A generator manager's exit throws the value in; the traceback it then sets on
             // an exception let through is never read in the trace.
-            VT::GradModeExit { .. } | VT::AutocastExit(_) | VT::TorchFunctionCtx { entered: true } | VT::GeneratorCtxExit(_) => return Ok(true),
+            VT::GradModeExit { .. } | VT::AutocastExit(_) | VT::TorchFunctionCtx { entered: true } | VT::GeneratorCtxExit(_) | VT::LockExit { .. } => return Ok(true),
             VT::Method { func, .. } => match func.as_ref() {
                 VT::Function { obj, .. } => obj.bind(py).getattr("__code__")?,
                 VT::NestedFunction(f) => f.code.bind(py).clone(),

@@ -200,6 +200,15 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     pub(crate) fn call_container_method(&mut self, py: Python<'_>, container: &VT, name: &str, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        // Note [hooks registered in the trace] (variables/hooks.rs).
+        match container {
+            VT::Module { .. } => return self.register_module_hook(py, container, name, args, kwargs),
+            VT::HookHandle(h) => {
+                let h = h.clone();
+                return self.hook_handle_method(py, &h, name, &args, &kwargs);
+            }
+            _ => {}
+        }
         // Note [call arity] (variables/arity.rs): a call the real method refuses raises there.
         let kind = match container {
             VT::List(_) => Some(super::arity::Container::List),

@@ -132,6 +132,13 @@ impl<'a> InstructionTranslator<'a> {
         if let Some(v) = self.og.side_effects.attr(&m.clone().unbind(), name) {
             return Ok(v);
         }
+        // Note [hooks registered in the trace] (variables/hooks.rs).
+        if source.is_some() && self.is_modelled_hook_method(py, m, name)? {
+            return Ok(VT::ContainerMethod { container: Box::new(VT::Module { obj: Rc::new(m.clone().unbind()), source }), name: name.to_string() });
+        }
+        if crate::symbolic::variables::hooks::HOOK_DICTS.contains(&name) && self.has_pending_hooks(m.as_ptr() as usize) {
+            graph_break!(UntracedValue, "{name} of a module with a hook registered in the frame");
+        }
         let src = source.as_ref().map(|s| s.attr(name));
         let d = m.getattr("__dict__")?;
         // Note [a module's __dict__ and its attributes]: attribute writes are pending attribute
@@ -372,7 +379,19 @@ impl<'a> InstructionTranslator<'a> {
             Some(s) => {
                 let lsrc = s.attr(local);
                 self.guard_hook_keys(py, &ldict, &lsrc)?;
-                push_hooks(self, &ldict, &lsrc, &mut out)?;
+                // Note [hooks registered in the trace]: pending ones around the real ones, a
+                // `prepend` one before everything registered earlier.
+                let pending = self.pending_module_hooks(m.as_ptr() as usize, local == "_forward_pre_hooks");
+                let mut own = Vec::new();
+                push_hooks(self, &ldict, &lsrc, &mut own)?;
+                for (hook, with_kwargs, prepend) in pending {
+                    if prepend {
+                        own.insert(0, (hook, with_kwargs));
+                    } else {
+                        own.push((hook, with_kwargs));
+                    }
+                }
+                out.extend(own);
             }
             None if ldict.len().unwrap_or(0) > 0 => graph_break!(NnModule, "module {} made in the frame has {local}", type_name(m)),
             None => {}
