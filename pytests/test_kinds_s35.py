@@ -224,3 +224,91 @@ def test_hook_handle_outliving_the_graph_is_a_break():
     assert type(h).__name__ == "RemovableHandle" and hook_counts(m)[1] == (1, 0)
     h.remove()
     assert torch.equal(y, fn(x)[0])
+
+
+# ----- modules built in forward ----------------------------------------------------------------
+
+BUILT = []
+
+
+class Act(torch.nn.Module):
+    def __init__(self, scale=1.0, python_gelu=False):
+        super().__init__()
+        self.scale = scale
+        self.fn = self._slow if python_gelu else torch.nn.functional.gelu
+
+    def _slow(self, x):
+        return x.relu() * 0.5
+
+    def forward(self, x):
+        return self.fn(x) * self.scale
+
+
+class CountingAct(Act):
+    def __init__(self):
+        super().__init__(2.0)
+        BUILT.append(self.scale)  # a write outside the object
+
+
+class Pooler(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.dense = torch.nn.Linear(8, 8)
+
+    def forward(self, h):
+        act = Act()  # built on every call, as transformers' ContextPooler does
+        slow = Act(0.5, python_gelu=True)
+        return act(self.dense(h[:, 0])) + slow(h[:, 1]), act.training, slow.scale
+
+
+def test_module_built_in_forward():
+    """A user module constructed inside forward (Note [modules built in the frame]): the object
+    is private to the trace, `nn.Module.__init__` and attribute writes in `__init__` act on it
+    for real, and calling it inlines its forward. It was GB0007 + GB0016 in `__init__`, then a
+    recompile per call on the dead object's ID_MATCH."""
+    m = Pooler()
+    x = torch.randn(2, 3, 8)
+    check(m, x, graphs=1, breaks=0)
+    for backend in BACKENDS:
+        dynamo.reset()
+        f = dynamo.optimize(backend)(m)
+        for _ in range(3):
+            y = f(x)
+        assert dynamo.counters()["recompiles"] == 0 and dynamo.counters()["graph_breaks"] == 0
+        torch.testing.assert_close(y[0], m(x)[0])  # gelu's kernel: float rounding only
+    no_fallback()
+
+
+def test_module_built_in_forward_outliving_the_graph():
+    """A module built in forward and returned is made again by `cls(*args, **kwargs)` when its
+    arguments are literals and `__init__` wrote nothing outside it (that call's `__init__`
+    frame is compiled on its own, as any frame the transformed code calls); one whose `__init__` wrote
+    a global list is not rebuilt (the frame runs its construction in Python), so the write
+    happens once, as in eager."""
+
+    def fn(x):
+        act = Act(3.0)
+        return act(x), act
+
+    dynamo.reset()
+    y, act = dynamo.optimize("eager")(fn)(torch.ones(2))
+    assert type(act) is Act and act.scale == 3.0 and act.fn is torch.nn.functional.gelu and act.training
+    assert torch.equal(y, fn(torch.ones(2))[0])
+
+    def counting(x):
+        c = CountingAct()
+        return c(x), c.scale
+
+    BUILT.clear()
+    check(counting, torch.ones(2), graphs=1, breaks=0)
+    assert BUILT == [2.0, 2.0]  # once eagerly, once compiled
+
+    def escaping(x):
+        c = CountingAct()
+        return c(x), c
+
+    BUILT.clear()
+    dynamo.reset()
+    y, c = dynamo.optimize("eager")(escaping)(torch.ones(2))
+    assert type(c) is CountingAct and BUILT == [2.0]

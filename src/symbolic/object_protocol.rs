@@ -463,6 +463,10 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 self.record_attr_write(py, o, source, name, v, false)
             }
+            VT::Module { obj: o, source: None } if self.og.modules_in_init.contains(&(o.as_ptr() as usize)) => {
+                let o = o.clone();
+                self.module_init_setattr(py, &o, name, &v)
+            }
             VT::Module { obj: o, source: Some(source) } => {
                 let m = o.bind(py);
                 let ty = m.get_type();
@@ -2202,6 +2206,10 @@ impl<'a> InstructionTranslator<'a> {
             VT::Class(c) if self.is_torch_nn_class(py, c.bind(py))? => {
                 let c = c.bind(py).clone();
                 self.construct_module(py, &c, &args, &kwargs)
+            }
+            VT::Class(c) if self.is_user_module_class(py, c.bind(py))? => {
+                let c = c.bind(py).clone();
+                self.construct_user_module(py, &c, args, kwargs)
             }
             VT::Builtin(b) | VT::Class(b) => {
                 let b = b.bind(py).clone();

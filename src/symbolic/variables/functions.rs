@@ -239,6 +239,9 @@ impl<'a> InstructionTranslator<'a> {
         if self.depth >= MAX_INLINE_DEPTH {
             graph_break!(UnrollLimit, "inlining depth limit reached");
         }
+        if let Some(r) = self.module_base_init(py, func, &args, &kwargs)? {
+            return Ok(r);
+        }
         let (code_obj, globals, defaults, kwdefaults, closure, external, fn_source, qualname) = match func {
             VT::Function { obj, source } => {
                 let f = obj.bind(py);
