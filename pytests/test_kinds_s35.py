@@ -312,3 +312,49 @@ def test_module_built_in_forward_outliving_the_graph():
     dynamo.reset()
     y, c = dynamo.optimize("eager")(escaping)(torch.ones(2))
     assert type(c) is CountingAct and BUILT == [2.0]
+
+
+# ----- round() of symbolic floats --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_round_of_a_float_argument_is_a_node(backend):
+    """`round(v, n)` and `round(v)` of a float argument (or of a value computed from it) are
+    `builtins.round` nodes run on the Python float (Note [rounding symbolic floats]): one
+    compile for every value, results of eager's types. Each value compiled again before (a
+    CONSTANT_MATCH on the float), until the cache limit."""
+
+    def fn(x, v):
+        return x * round(v, 3), round(v), round(v * 3, 1), round(-v, 2) + 1.0
+
+    dynamo.reset()
+    f = dynamo.optimize(backend)(fn)
+    for i in range(10):
+        v = 0.1 * i + 0.05
+        got, want = f(torch.ones(3), v), fn(torch.ones(3), v)
+        assert torch.equal(got[0], want[0])
+        assert got[1:] == want[1:] and [type(a) for a in got[1:]] == [type(a) for a in want[1:]]
+    c = dynamo.counters()
+    assert c["compiles"] == 1 and c["graph_breaks"] == 0, c
+
+
+def test_round_of_an_item_after_a_break():
+    """A logging callback's `round(loss.item(), 5)`: the float reaches the resume function on
+    its stack. That graph holds number arithmetic only (GB0024: static shapes), so after two
+    conversions without a graph the resume function runs eagerly; compiles stop there instead
+    of running to the cache limit."""
+    seen = []
+
+    def step(x):
+        loss = (x * x).sum()
+        seen.append(round(loss.item(), 5))
+        return loss * 2
+
+    dynamo.reset()
+    f = dynamo.optimize("eager")(step)
+    for i in range(12):
+        x = torch.full((3,), 0.1 * i + 0.3)
+        assert torch.equal(f(x), step(x))
+    assert seen[0::2] == seen[1::2]
+    c = dynamo.counters()
+    assert c["compiles"] <= 4 and c["cache_limit_hits"] == 0, c
