@@ -358,3 +358,36 @@ def test_round_of_an_item_after_a_break():
     assert seen[0::2] == seen[1::2]
     c = dynamo.counters()
     assert c["compiles"] <= 4 and c["cache_limit_hits"] == 0, c
+
+
+# ----- type(self).__dict__ of a module ---------------------------------------------------------
+
+
+class WithClassDict(torch.nn.Module):
+    SCALE = 3
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.l = torch.nn.Linear(2, 2)
+
+    def forward(self, x):
+        d = type(self).__dict__
+        return self.l(x) * d["SCALE"], "forward" in d, d.get("missing", 7), "l" in d
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_class_dict_of_a_module(backend):
+    """`type(self).__dict__` in a module's forward reads the class namespace through the
+    module's source (Note [class dict proxies]); it was GB0020 untracked_type (mappingproxy,
+    reached without a source). A class attribute set after compiling is seen."""
+    m = WithClassDict()
+    x = torch.randn(2, 2)
+    check(lambda x: m(x), x, graphs=1, breaks=0, backend=backend)
+    f = dynamo.optimize(backend)(m)
+    WithClassDict.SCALE = 4
+    try:
+        assert torch.equal(f(x)[0], m(x)[0])
+    finally:
+        WithClassDict.SCALE = 3
+    no_fallback()

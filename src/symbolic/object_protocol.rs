@@ -1962,7 +1962,15 @@ impl<'a> InstructionTranslator<'a> {
                 self.og.class_sources.entry(ty.as_ptr() as usize).or_insert_with(|| source.generic_attr("__class__"));
                 Some(ty.into_any().unbind())
             }
-            VT::Module { obj, .. } => Some(obj.bind(py).get_type().into_any().unbind()),
+            VT::Module { obj, source } => {
+                // As for an object from the frame: the class is reached again through the
+                // module (`type(self).__dict__`, Note [class dict proxies]).
+                let ty = obj.bind(py).get_type();
+                if let Some(source) = source {
+                    self.og.class_sources.entry(ty.as_ptr() as usize).or_insert_with(|| source.generic_attr("__class__"));
+                }
+                Some(ty.into_any().unbind())
+            }
             // A class's metaclass (classes from the frame are identity-guarded).
             VT::Class(c) => Some(c.bind(py).get_type().into_any().unbind()),
             VT::NamedTuple { cls, .. } => Some(cls.clone_ref(py)),
