@@ -391,3 +391,57 @@ def test_class_dict_of_a_module(backend):
     finally:
         WithClassDict.SCALE = 3
     no_fallback()
+
+
+# ----- attributes of functions made in the frame -----------------------------------------------
+
+import functools
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_functools_wraps_on_an_inner_function(backend):
+    """`functools.wraps(f)(inner)` inside the frame: `update_wrapper` writes the names, the
+    `__dict__` and `__wrapped__` of a function the trace made (Note [attributes of functions
+    made in the frame]). It was GB0005 (attribute write of a function)."""
+
+    def fn(x):
+        def deco(f):
+            @functools.wraps(f)
+            def inner(*a):
+                return f(*a) + 1
+
+            return inner
+
+        @deco
+        def h(t):
+            """Doubles."""
+            return t * 2
+
+        h.marker = "m"
+        return h(x), h.__name__, h.__qualname__, h.__doc__, h.__wrapped__.__name__, h.__dict__["marker"], h.__annotations__
+
+    check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+def test_wrapped_function_outliving_the_graph():
+    """A function with attributes written in the trace that outlives the graph is made again
+    and given them back; `__wrapped__` is the one rebuilt function returned beside it."""
+
+    def fn(x):
+        def f(t):
+            return t - 1
+
+        @functools.wraps(f)
+        def g(t):
+            return f(t) * 3
+
+        g.tag = 5
+        return x + 1, g, f
+
+    dynamo.reset()
+    y, g, f = dynamo.optimize("eager")(fn)(torch.ones(2))
+    assert dynamo.counters()["graph_breaks"] == 0
+    assert g.__name__ == "f" and g.__qualname__ == "test_wrapped_function_outliving_the_graph.<locals>.fn.<locals>.f"
+    assert g.__wrapped__ is f and g.tag == 5 and g.__dict__ == {"__wrapped__": f, "tag": 5}
+    assert torch.equal(g(torch.ones(2)), torch.zeros(2))

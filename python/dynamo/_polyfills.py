@@ -472,3 +472,16 @@ def replay_hook(module, method, hook, kwargs, removed):
     if removed:
         handle.remove()
     return handle
+
+
+def function_with_attrs(func, attrs):
+    """`func` (a function the transformed code just made again) with the attributes the trace
+    wrote on it (Note [attributes of functions made in the frame] in
+    `src/symbolic/variables/functions.rs`): named slots set, `__dict__` updated, in write
+    order."""
+    for name, value in attrs.items():
+        if name == "__dict__":
+            func.__dict__.update(value)
+        else:
+            setattr(func, name, value)
+    return func

@@ -1112,6 +1112,7 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                 }
                 nf.defaults.iter().for_each(|d| visit(py, d, seen));
                 nf.closure.iter().for_each(|c| visit(py, c, seen));
+                nf.attrs.borrow().iter().for_each(|(_, v)| visit(py, v, seen));
             }
             // A cell (a function's closure, or a frame slot): its contents once.
             VT::Cell(c) => {
@@ -1640,15 +1641,25 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
                 None => closure.push(rebuild_of(py, og, c, outputs)?),
             }
         }
+        // Note [attributes of functions made in the frame]: set again after it is made (planned
+        // after the defaults and the closure, as the call emits them).
+        let attrs = nf.attrs.borrow().iter().map(|(k, v)| Ok((pyo3::types::PyString::new(py, k).into_any().unbind(), rebuild_of(py, og, v, outputs)?))).collect::<VResult<Vec<_>>>()?;
+        let with_attrs = |made: Rebuild| -> VResult<Rebuild> {
+            if attrs.is_empty() {
+                return Ok(made);
+            }
+            let f = py.import("dynamo._polyfills")?.getattr("function_with_attrs")?.unbind();
+            Ok(Rebuild::Call { func: f, args: vec![made, Rebuild::Dict(attrs)] })
+        };
         if let Some(globals) = &nf.g.source {
             let function_type = py.import("types")?.getattr("FunctionType")?.unbind();
             let name = nf.code.bind(py).getattr("co_name")?.unbind();
             let none = || Rebuild::Const(py.None());
             let defaults = if defaults.is_empty() { none() } else { Rebuild::Tuple(defaults) };
             let closure = if closure.is_empty() { none() } else { Rebuild::Tuple(closure) };
-            return Ok(Rebuild::Call { func: function_type, args: vec![Rebuild::Const(nf.code.clone_ref(py)), Rebuild::Source(globals.clone()), Rebuild::Const(name), defaults, closure] });
+            return with_attrs(Rebuild::Call { func: function_type, args: vec![Rebuild::Const(nf.code.clone_ref(py)), Rebuild::Source(globals.clone()), Rebuild::Const(name), defaults, closure] });
         }
-        return Ok(Rebuild::MakeFunction { code: nf.code.clone_ref(py), defaults, closure });
+        return with_attrs(Rebuild::MakeFunction { code: nf.code.clone_ref(py), defaults, closure });
     }
     if let VT::Cell(rc) = vt {
         // Note [cells of inlined calls]: a cell made by MAKE_CELL in an inlined frame exists

@@ -296,6 +296,20 @@ impl<'a> InstructionTranslator<'a> {
             // `__module__` read off a probe function made from the same code and globals
             // (`PyFunction_New` takes the docstring from the first constant and the module from
             // `globals['__name__']`, as each CPython version decides).
+            // Note [attributes of functions made in the frame] (functions.rs).
+            VT::NestedFunction(f) if f.attr(name).is_some() => Ok(f.attr(name).expect("checked")),
+            VT::NestedFunction(f) if name == "__dict__" => Ok(f.dict()),
+            VT::NestedFunction(f) if name == "__annotations__" && !f.annotated => {
+                let d = crate::symbolic::variables::dicts::new_dict(vec![]);
+                f.set_attr("__annotations__", d.clone());
+                Ok(d)
+            }
+            VT::NestedFunction(_) if name == "__type_params__" => Ok(VT::Tuple(Rc::new(vec![]))),
+            VT::NestedFunction(f) if f.attr("__dict__").is_some_and(|d| matches!(&d, VT::Dict(st) if st.borrow().items.iter().any(|(k, _)| k.bind(py).eq(name).unwrap_or(false)))) => {
+                let Some(VT::Dict(st)) = f.attr("__dict__") else { unreachable!() };
+                let v = st.borrow().items.iter().find(|(k, _)| k.bind(py).eq(name).unwrap_or(false)).map(|(_, v)| v.clone()).expect("checked");
+                Ok(v)
+            }
             VT::NestedFunction(f) if matches!(name, "__name__" | "__qualname__" | "__module__" | "__code__" | "__doc__" | "__defaults__") => {
                 let code = f.code.bind(py);
                 match name {
@@ -462,6 +476,24 @@ impl<'a> InstructionTranslator<'a> {
                     graph_break!(SideEffect, "attribute write {}.{name} (custom __setattr__ or a descriptor)", obj.describe(py));
                 }
                 self.record_attr_write(py, o, source, name, v, false)
+            }
+            VT::NestedFunction(f) => {
+                // Note [attributes of functions made in the frame] (functions.rs).
+                match name {
+                    "__name__" | "__qualname__" if !matches!(&v, VT::Constant(c) if c.bind(py).is_exact_instance_of::<PyString>()) => {
+                        graph_break!(SideEffect, "{name} of a function set to {} (TypeError)", v.describe(py));
+                    }
+                    "__name__" | "__qualname__" | "__module__" | "__doc__" => f.set_attr(name, v),
+                    "__annotations__" if matches!(v, VT::Dict(_)) => f.set_attr(name, v),
+                    "__annotations__" | "__code__" | "__defaults__" | "__kwdefaults__" | "__dict__" | "__closure__" | "__globals__" | "__class__" | "__type_params__" => {
+                        graph_break!(SideEffect, "attribute write {}.{name}", obj.describe(py));
+                    }
+                    _ => {
+                        let VT::Dict(st) = f.dict() else { unreachable!("a dict tracker") };
+                        crate::symbolic::variables::dicts::dict_set(py, &mut st.borrow_mut(), PyString::new(py, name).into_any().unbind(), v)?;
+                    }
+                }
+                Ok(())
             }
             VT::Module { obj: o, source: None } if self.og.modules_in_init.contains(&(o.as_ptr() as usize)) => {
                 let o = o.clone();

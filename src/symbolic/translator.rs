@@ -686,7 +686,8 @@ impl<'a> InstructionTranslator<'a> {
                 } else {
                     vec![]
                 };
-                if arg & 0x04 != 0 {
+                let annotated = arg & 0x04 != 0;
+                if annotated {
                     self.pop()?;
                 }
                 let kwdefaults = if arg & 0x02 != 0 {
@@ -713,6 +714,8 @@ impl<'a> InstructionTranslator<'a> {
                     kwdefaults,
                     closure,
                     qualname,
+                    annotated,
+                    attrs: RefCell::new(Vec::new()),
                 })));
             }
             op::RETURN_VALUE => {

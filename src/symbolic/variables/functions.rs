@@ -43,6 +43,50 @@ pub struct NestedFunction {
     pub kwdefaults: Vec<(String, VariableTracker)>,
     pub closure: Vec<VariableTracker>,
     pub qualname: String,
+    /// MAKE_FUNCTION was given annotations (not kept: reading `__annotations__` breaks).
+    pub annotated: bool,
+    /// Attributes written in the trace (Note [attributes of functions made in the frame]):
+    /// `__name__`, `__qualname__`, `__module__`, `__doc__`, `__annotations__`, and `__dict__`
+    /// (a dict tracker holding every other name, `__wrapped__` among them).
+    pub attrs: RefCell<Vec<(String, VariableTracker)>>,
+}
+
+// Note [attributes of functions made in the frame]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A function made by MAKE_FUNCTION in the trace is private to it, so writing its attributes is
+// no side effect: `functools.wraps(f)(inner)` (`update_wrapper`, traced) sets `__module__`,
+// `__name__`, `__qualname__`, `__doc__`, `__annotations__` and updates `__dict__`, then sets
+// `__wrapped__`. The writes live in `NestedFunction::attrs` as CPython keeps them
+// (Objects/funcobject.c): the named slots by name (`__name__`/`__qualname__` only to a str,
+// else eager's TypeError is left to Python), any other name in the function's `__dict__`, a
+// dict tracker made on first use (as `__annotations__` is, empty, for a function made
+// without annotations). Reads see them first. A rebuilt function gets them back through
+// `dynamo._polyfills.function_with_attrs` after MAKE_FUNCTION. Writes of `__code__`,
+// `__defaults__`, `__kwdefaults__` or `__dict__` itself stay breaks.
+impl NestedFunction {
+    /// The attribute `name` the trace wrote, if any.
+    pub fn attr(&self, name: &str) -> Option<VariableTracker> {
+        self.attrs.borrow().iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    }
+
+    /// Sets the attribute `name` (a named slot or `__dict__`).
+    pub fn set_attr(&self, name: &str, v: VariableTracker) {
+        let mut attrs = self.attrs.borrow_mut();
+        match attrs.iter_mut().find(|(k, _)| k == name) {
+            Some(slot) => slot.1 = v,
+            None => attrs.push((name.to_string(), v)),
+        }
+    }
+
+    /// The function's `__dict__` tracker, made empty on first use.
+    pub fn dict(&self) -> VariableTracker {
+        if let Some(d) = self.attr("__dict__") {
+            return d;
+        }
+        let d = crate::symbolic::variables::dicts::new_dict(vec![]);
+        self.set_attr("__dict__", d.clone());
+        d
+    }
 }
 
 /// The tracked state of one `functools.partial`.
