@@ -445,3 +445,56 @@ def test_wrapped_function_outliving_the_graph():
     assert g.__name__ == "f" and g.__qualname__ == "test_wrapped_function_outliving_the_graph.<locals>.fn.<locals>.f"
     assert g.__wrapped__ is f and g.tag == 5 and g.__dict__ == {"__wrapped__": f, "tag": 5}
     assert torch.equal(g(torch.ones(2)), torch.zeros(2))
+
+
+# ----- globals() ---------------------------------------------------------------------------------
+
+COUNT = 0
+REGISTRY = {"double": lambda t: t * 2}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_globals_reads_and_writes(backend):
+    """`globals()[name]`, `.get(name)` and `globals()[name] = v` read and write the frame's
+    global names as LOAD_GLOBAL/STORE_GLOBAL do (Note [globals() in a trace]); a write is seen
+    by a later `COUNT` read and by `globals()` reads. It was GB0001 (builtin globals)."""
+
+    def fn(x):
+        g = globals()
+        before = g["COUNT"]
+        g["COUNT"] = 7
+        f = globals().get("REGISTRY")["double"]
+        return f(x) + COUNT, before, globals()["COUNT"], g.get("COUNT", 0)
+
+    global COUNT
+    COUNT = 0
+    want = fn(torch.ones(2))
+    COUNT = 0
+    dynamo.reset()
+    got = dynamo.optimize(backend)(fn)(torch.ones(2))
+    assert torch.equal(got[0], want[0]) and got[1:] == want[1:] == (0, 7, 7) and COUNT == 7
+    COUNT = 0
+    c = dynamo.counters()
+    assert c["graphs"] == 1 and c["graph_breaks"] == 0, c
+    no_fallback()
+
+
+def test_globals_missing_name_and_escape():
+    """A missing name raises eager's KeyError (a break, run by Python), `.get` of a missing
+    name gives the default (a break: no guard keeps a name absent), and `globals()` returned
+    from the frame is the module's namespace."""
+
+    def missing(x):
+        try:
+            return globals()["NOT_THERE"]
+        except KeyError as e:
+            return x + 1, repr(e), globals().get("NOT_THERE", 5)
+
+    check(missing, torch.ones(2), graphs=0)
+
+    def escape(x):
+        return x + 1, globals()
+
+    dynamo.reset()
+    y, g = dynamo.optimize("eager")(escape)(torch.ones(2))
+    assert g is globals() and dynamo.counters()["graph_breaks"] == 0

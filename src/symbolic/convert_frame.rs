@@ -1791,6 +1791,12 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         VT::Module { source: Some(s), .. } | VT::Function { source: Some(s), .. } | VT::PyModule { source: Some(s), .. } => Rebuild::Source(s.clone()),
         // Note [logger calls]: the bound method, looked up again.
         VT::LoggerMethod { logger, name } => Rebuild::Attr(Box::new(rec(logger)?), name.clone()),
+        // Note [globals() in a trace].
+        VT::Globals(g) => match (&g.source, g.trusted) {
+            (Some(s), false) => Rebuild::Source(s.clone()),
+            (None, false) => Rebuild::Call { func: py.import("builtins")?.getattr("globals")?.unbind(), args: vec![] },
+            _ => graph_break!(UnreconstructableValue, "globals() of a torch module outlives the graph"),
+        },
         // Note [lock blocks]: the real lock's `__exit__`, the lock acquired by the replay.
         VT::LockExit { lock } => Rebuild::Attr(Box::new(rec(lock)?), "__exit__".into()),
         // A torch module made in the trace: made again from its arguments (visited once).

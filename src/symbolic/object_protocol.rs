@@ -44,6 +44,8 @@ impl<'a> InstructionTranslator<'a> {
         }
         match obj {
             VT::Module { obj: m, source } => self.module_getattr(py, m.bind(py), source.clone(), name),
+            VT::Globals(_) if matches!(name, "get" | "__getitem__" | "__setitem__") => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
+            VT::Globals(_) => graph_break!(UnsupportedOperation, "attribute '{name}' of globals()"),
             VT::HookHandle(_) if matches!(name, "remove" | "__exit__") => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
             VT::HookHandle(_) => graph_break!(UnsupportedOperation, "attribute '{name}' of a RemovableHandle made in the frame"),
             // The settled fields of an autocast object made in the trace (constants: its
@@ -712,6 +714,8 @@ impl<'a> InstructionTranslator<'a> {
             | VT::LoggerMethod { .. }
             | VT::LockExit { .. }
             | VT::HookHandle(_) => true,
+            // A module namespace always holds `__name__` (and `__builtins__` once code ran).
+            VT::Globals(_) => true,
             VT::Cell(_) => graph_break!(InternalInconsistency, "truth of a cell"),
         })
     }
@@ -1631,6 +1635,10 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     pub(crate) fn getitem(&mut self, py: Python<'_>, obj: &VT, idx: &VT) -> VResult<VT> {
+        if let VT::Globals(g) = obj {
+            let g = g.clone();
+            return self.globals_item(py, &g, idx, None);
+        }
         if let VT::Opaque { obj: o, .. } = obj {
             if crate::symbolic::variables::user_defined::is_mappingproxy(py, o.bind(py)) {
                 // Note [class dict proxies].
@@ -1806,6 +1814,14 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     pub(crate) fn setitem(&mut self, py: Python<'_>, obj: &VT, idx: VT, v: VT) -> VResult<()> {
+        if let VT::Globals(g) = obj {
+            let g = g.clone();
+            let Some(name) = idx.as_constant(py).filter(|c| matches!(idx, VT::Constant(_)) && c.is_exact_instance_of::<PyString>()) else {
+                graph_break!(UnsupportedOperation, "globals()[{}] = ...", idx.describe(py));
+            };
+            let name: String = name.extract()?;
+            return self.store_global_in(py, &g, &name, v);
+        }
         match obj {
             VT::Tensor(_) => {
                 if self.torch_function_operator(py, "setitem", &[obj.clone(), idx.clone(), v.clone()])?.is_some() {

@@ -575,21 +575,7 @@ impl<'a> InstructionTranslator<'a> {
                 let v = self.pop()?;
                 let name = self.code.names[arg as usize].clone();
                 let g = self.g.clone();
-                if g.trusted {
-                    graph_break!(SideEffect, "write to global '{name}' of a torch module");
-                }
-                // Note [observable frees]: the old value may go with the write.
-                let old = match self.og.side_effects.global(g.globals.as_ptr() as usize, &name) {
-                    Some(v) => lifetime_observable(py, &v),
-                    None => g.globals.bind(py).get_item(&name).ok().flatten().is_some_and(|o| {
-                        let cls_del = o.get_type().hasattr("__del__").unwrap_or(false);
-                        cls_del || has_user_weakrefs(py, &o)
-                    }),
-                };
-                if old {
-                    graph_break!(ObjectLifetime, "overwriting global '{name}' that holds an object whose free is observable (Note [observable frees])");
-                }
-                self.og.side_effects.store_global(g.globals.as_ptr() as usize, g.source.clone(), &name, v);
+                self.store_global_in(py, &g, &name, v)?;
             }
             op::IMPORT_NAME => {
                 let fromlist = self.pop()?;
@@ -1393,6 +1379,27 @@ impl<'a> InstructionTranslator<'a> {
             Some(s) => wrap(py, self.og, v, s),
             None => self.wrap_unguarded(py, v),
         }
+    }
+
+    /// `name = v` in the namespace `g` (STORE_GLOBAL, or `globals()[name] = v`): recorded and
+    /// replayed after the graph; later reads in the trace see it.
+    pub(crate) fn store_global_in(&mut self, py: Python<'_>, g: &Rc<GlobalsInfo>, name: &str, v: VT) -> VResult<()> {
+        if g.trusted {
+            graph_break!(SideEffect, "write to global '{name}' of a torch module");
+        }
+        // Note [observable frees]: the old value may go with the write.
+        let old = match self.og.side_effects.global(g.globals.as_ptr() as usize, &name) {
+            Some(v) => lifetime_observable(py, &v),
+            None => g.globals.bind(py).get_item(&name).ok().flatten().is_some_and(|o| {
+                let cls_del = o.get_type().hasattr("__del__").unwrap_or(false);
+                cls_del || has_user_weakrefs(py, &o)
+            }),
+        };
+        if old {
+            graph_break!(ObjectLifetime, "overwriting global '{name}' that holds an object whose free is observable (Note [observable frees])");
+        }
+        self.og.side_effects.store_global(g.globals.as_ptr() as usize, g.source.clone(), &name, v);
+        Ok(())
     }
 
     pub(crate) fn load_global(&mut self, py: Python<'_>, name: &str) -> VResult<VT> {

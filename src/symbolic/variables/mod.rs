@@ -139,6 +139,9 @@ pub enum VariableTracker {
     /// reached through a source: the registration, replayed after the graph, and whether the
     /// trace removed it (Note [hooks registered in the trace] in `variables/hooks.rs`).
     HookHandle(Rc<RefCell<hooks::HookRegistration>>),
+    /// `globals()` of the code being interpreted: its namespace, read and written as its
+    /// global names are (Note [globals() in a trace] in `variables/builtin.rs`).
+    Globals(Rc<crate::symbolic::translator::GlobalsInfo>),
 }
 
 pub type VT = VariableTracker;
@@ -193,6 +196,7 @@ impl VariableTracker {
             VT::LoggerMethod { name, .. } => format!("Logger.{name}"),
             VT::LockExit { lock } => format!("{}.__exit__", lock.describe(py)),
             VT::HookHandle(_) => "RemovableHandle of a hook registered in the frame".into(),
+            VT::Globals(_) => "globals()".into(),
         }
     }
 
