@@ -498,3 +498,55 @@ def test_globals_missing_name_and_escape():
     dynamo.reset()
     y, g = dynamo.optimize("eager")(escape)(torch.ones(2))
     assert g is globals() and dynamo.counters()["graph_breaks"] == 0
+
+
+# ----- dataclass repr ----------------------------------------------------------------------------
+
+import dataclasses
+import reprlib
+
+
+@dataclasses.dataclass
+class Point:
+    a: int
+    b: float = 1.5
+    tag: str = "p"
+
+
+class Box:
+    def __init__(self, v):
+        self.v = v
+
+    @reprlib.recursive_repr()
+    def __repr__(self):
+        return f"Box({self.v!r})"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dataclass_repr_in_the_frame(backend):
+    """`repr()` / f-strings of a dataclass (and of a `reprlib.recursive_repr` method) built in
+    the frame: the recursion-guard wrapper is answered by its user function while its set is
+    empty (Note [recursive repr wrappers]). It was GB0007 on `_thread.get_ident`. An f-string
+    of a list or tuple of literals built in the frame folds (it was GB0016)."""
+
+    def fn(x):
+        p = Point(1)
+        q = Point(2, 2.5, "q")
+        b = Box([1, 2])
+        items = [1, "a", (2.5, None)]
+        return x + p.a, repr(p), f"{q}", str(b), repr(Box(p)), f"{items} {tuple(items)!r}"
+
+    check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+def test_recursive_repr_of_an_object_reaching_itself():
+    """An object whose repr reaches itself: eager answers '...' for the inner reach; the trace
+    recurses until its inlining limit and leaves the repr to Python, which agrees."""
+
+    def fn(x):
+        b = Box(None)
+        b.v = [b]
+        return x + 1, repr(b)
+
+    check(fn, torch.ones(2), graphs=1)

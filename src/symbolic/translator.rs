@@ -655,7 +655,7 @@ impl<'a> InstructionTranslator<'a> {
                     self.stack.push(text);
                     return Ok(Flow::Continue);
                 }
-                let c = v.as_constant(py).or_else(|| v.as_enum_member(py)).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
+                let c = v.as_constant(py).or_else(|| v.as_enum_member(py)).or_else(|| self.literal_sequence(py, &v)).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
                 let c = match arg {
                     1 => c.str()?.into_any(),
                     2 => c.repr()?.into_any(),
@@ -1100,7 +1100,7 @@ impl<'a> InstructionTranslator<'a> {
                     self.stack.push(out);
                     return Ok(Flow::Continue);
                 }
-                let c = v.as_constant(py).or_else(|| v.as_enum_member(py)).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
+                let c = v.as_constant(py).or_else(|| v.as_enum_member(py)).or_else(|| self.literal_sequence(py, &v)).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
                 let builtins = py.import("builtins")?;
                 let conv = match arg & 0x03 {
                     1 => Some(builtins.getattr("str")?),
@@ -1900,4 +1900,18 @@ fn enum_member_source(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Option<A
         source = source.attr(part);
     }
     Ok(obj.is(v).then_some(source))
+}
+
+impl<'a> InstructionTranslator<'a> {
+    /// A list or tuple built in the trace whose items are all literals, as a real object: its
+    /// `str`/`repr`/`format` is the C one of its type over literals, folded exactly
+    /// (`f"{[1, 2]}"`, a dataclass repr of a list field).
+    fn literal_sequence<'py>(&self, py: Python<'py>, v: &VT) -> Option<Bound<'py, PyAny>> {
+        if !matches!(v, VT::List(_) | VT::Tuple(_)) {
+            return None;
+        }
+        let real = self.literal_value(py, v)?;
+        let items_literal = real.try_iter().ok()?.all(|i| i.is_ok_and(|i| is_literal(py, &i)));
+        items_literal.then_some(real)
+    }
 }

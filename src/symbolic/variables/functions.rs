@@ -286,6 +286,9 @@ impl<'a> InstructionTranslator<'a> {
         if let Some(r) = self.module_base_init(py, func, &args, &kwargs)? {
             return Ok(r);
         }
+        if let Some(r) = self.recursive_repr_call(py, func, &args, &kwargs)? {
+            return Ok(r);
+        }
         let (code_obj, globals, defaults, kwdefaults, closure, external, fn_source, qualname) = match func {
             VT::Function { obj, source } => {
                 let f = obj.bind(py);
@@ -535,5 +538,54 @@ fn binding_error(py: Python<'_>, ci: &CodeInfo, qualname: Option<&str>, n_args: 
             Unsupported::raise_value("TypeError", e.unbind(), msg)
         }
         _ => Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::ArgumentMismatch, format!("{}() called with arguments that do not bind", ci.name)),
+    }
+}
+
+// Note [recursive repr wrappers]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A dataclass's `__repr__` (and any `reprlib.recursive_repr` function) is a wrapper that keys
+// the object by `(id(self), _thread.get_ident())` in a set closed over, `repr_running`, answers
+// `'...'` when the key is there (a repr reaching its own object) and else adds it, calls the
+// user's function and discards it. Traced as written it breaks on `get_ident()` (and writes a
+// set from outside). When the set is empty (guarded: LENGTH_CHECK 0 through the wrapper's
+// closure), no repr is running on any thread, so the wrapper's answer is the user function's:
+// that is inlined instead; the set is left as the wrapper leaves it, empty. An object that
+// reaches itself then recurses in the trace until the inlining limit (a break), where Python
+// answers `'...'`.
+impl<'a> InstructionTranslator<'a> {
+    pub(crate) fn recursive_repr_call(&mut self, py: Python<'_>, func: &VT, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        let VT::Function { obj, source: Some(src) } = func else { return Ok(None) };
+        if args.len() != 1 || !kwargs.is_empty() {
+            return Ok(None);
+        }
+        let f = obj.bind(py);
+        let Ok(code) = f.getattr("__code__") else { return Ok(None) };
+        // Cheap test first: every inlined one-argument call passes here.
+        if !code.getattr("co_name")?.eq("wrapper")? || !code.getattr("co_freevars")?.contains("repr_running")? {
+            return Ok(None);
+        }
+        let identity = py.eval(c"lambda self: None", None, None)?;
+        let mut known = Vec::new();
+        if let Ok(dc) = py.import("dataclasses")?.getattr("_recursive_repr") {
+            known.push(dc.call1((&identity,))?.getattr("__code__")?);
+        }
+        known.push(py.import("reprlib")?.getattr("recursive_repr")?.call0()?.call1((&identity,))?.getattr("__code__")?);
+        if !known.iter().any(|k| k.is(&code)) {
+            return Ok(None);
+        }
+        let freevars: Vec<String> = code.getattr("co_freevars")?.extract()?;
+        let (Some(running), Some(user)) = (freevars.iter().position(|n| n == "repr_running"), freevars.iter().position(|n| n == "user_function")) else {
+            return Ok(None);
+        };
+        let closure = f.getattr("__closure__")?;
+        let cell = |i: usize| -> PyResult<Bound<'_, PyAny>> { closure.get_item(i)?.getattr("cell_contents") };
+        let cell_source = |i: usize| src.attr("__closure__").item(ItemKey::Int(i as i64)).attr("cell_contents");
+        let set = cell(running)?;
+        if !set.is_exact_instance_of::<pyo3::types::PySet>() || set.len()? != 0 {
+            return Ok(None);
+        }
+        self.og.add_guard(Some(cell_source(running)), GuardKind::LenMatch(0));
+        let user_fn = crate::symbolic::builder::wrap(py, self.og, &cell(user)?, cell_source(user))?;
+        self.call(py, &user_fn, args.to_vec(), vec![]).map(Some)
     }
 }
