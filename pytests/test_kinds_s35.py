@@ -550,3 +550,41 @@ def test_recursive_repr_of_an_object_reaching_itself():
         return x + 1, repr(b)
 
     check(fn, torch.ones(2), graphs=1)
+
+
+# ----- namedtuple classes made in the frame ------------------------------------------------------
+
+import collections
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_namedtuple_class_made_in_the_frame(backend):
+    """`collections.namedtuple(...)` inside the frame makes its class at trace time (Note
+    [namedtuple classes made in the frame]): fields, `_replace`, `_asdict`, defaults and the
+    class's `__module__` are eager's. It was GB0007 (`sys.intern` inside namedtuple)."""
+
+    def fn(x):
+        T = collections.namedtuple("T", "a b c", defaults=[3])
+        t = T(x, 2)
+        u = t._replace(b=5)
+        return t.a * t.b + u.b * u.c, T.__name__, T.__module__, T._fields, u._asdict()["c"], len(u)
+
+    check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+def test_namedtuple_instance_made_in_the_frame_outliving_the_graph():
+    """An instance (or the class) returned is not rebuilt from the trace-time class: eager
+    makes a new class per call, and so does the compiled frame (the break moves back to the
+    `namedtuple` call, which runs in Python)."""
+
+    def fn(x):
+        T = collections.namedtuple("T", ["a", "b"])
+        return T(x + 1, 2)
+
+    dynamo.reset()
+    f = dynamo.optimize("eager")(fn)
+    r1, r2 = f(torch.ones(2)), f(torch.ones(2))
+    e1, e2 = fn(torch.ones(2)), fn(torch.ones(2))
+    assert type(r1) is not type(r2) and type(e1) is not type(e2)
+    assert repr(r1) == repr(e1) and type(r1).__module__ == type(e1).__module__ == __name__

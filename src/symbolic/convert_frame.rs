@@ -1739,6 +1739,14 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
             og.lazy_rebuild(py, vt).unwrap_or_else(|| Rebuild::Const(c.clone_ref(py)))
         }
         VT::Tuple(items) => Rebuild::Tuple(items.iter().map(&mut rec).collect::<VResult<_>>()?),
+        // Note [namedtuple classes made in the frame] (variables/functions.rs).
+        VT::NamedTuple { cls, .. } | VT::Class(cls) if og.frame_classes.contains_key(&(cls.as_ptr() as usize)) => {
+            let at = og.frame_classes[&(cls.as_ptr() as usize)].1;
+            return Err(Unsupported {
+                break_at: Some(at),
+                ..Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnreconstructableValue, format!("a namedtuple class made in the frame ({}), or an instance of it, outlives the graph", crate::symbolic::variables::qualname(cls.bind(py))))
+            });
+        }
         VT::NamedTuple { cls, items } => {
             let items = Rebuild::Tuple(items.iter().map(&mut rec).collect::<VResult<_>>()?);
             let cls = cls.bind(py);

@@ -289,6 +289,9 @@ impl<'a> InstructionTranslator<'a> {
         if let Some(r) = self.recursive_repr_call(py, func, &args, &kwargs)? {
             return Ok(r);
         }
+        if let Some(r) = self.namedtuple_call(py, func, &args, &kwargs)? {
+            return Ok(r);
+        }
         let (code_obj, globals, defaults, kwdefaults, closure, external, fn_source, qualname) = match func {
             VT::Function { obj, source } => {
                 let f = obj.bind(py);
@@ -587,5 +590,42 @@ impl<'a> InstructionTranslator<'a> {
         self.og.add_guard(Some(cell_source(running)), GuardKind::LenMatch(0));
         let user_fn = crate::symbolic::builder::wrap(py, self.og, &cell(user)?, cell_source(user))?;
         self.call(py, &user_fn, args.to_vec(), vec![]).map(Some)
+    }
+}
+
+// Note [namedtuple classes made in the frame]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// `collections.namedtuple(name, fields, ...)` called in the trace with literal arguments makes
+// its class for real at trace time (it runs no user code; `module`, which it would read off its
+// caller's frame, is given explicitly: the `__name__` of the code calling it). The class is
+// then used like any namedtuple class: instances are `VT::NamedTuple`s, fields and methods
+// traced. Eager makes a new class on every call, so the class and its instances never outlive
+// the graph (`OutputGraph::frame_classes`): the trace-time class would otherwise be the same
+// object on every call. A rebuild of one moves the break back to the `namedtuple` call (Note
+// [breaking where a failure points] in `convert_frame.rs`), which then runs in Python.
+impl<'a> InstructionTranslator<'a> {
+    pub(crate) fn namedtuple_call(&mut self, py: Python<'_>, func: &VT, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        let VT::Function { obj, .. } = func else { return Ok(None) };
+        let namedtuple = py.import("collections")?.getattr("namedtuple")?;
+        if !obj.bind(py).is(&namedtuple) {
+            return Ok(None);
+        }
+        let Some(vals) = args.iter().map(|a| self.literal_value(py, a)).collect::<Option<Vec<_>>>() else {
+            graph_break!(UnsupportedCall, "collections.namedtuple with non-literal arguments");
+        };
+        let kw = PyDict::new(py);
+        for (k, v) in kwargs {
+            match self.literal_value(py, v) {
+                Some(v) => kw.set_item(k, v)?,
+                None => graph_break!(UnsupportedCall, "collections.namedtuple with a non-literal '{k}'"),
+            }
+        }
+        if !kw.contains("module")? {
+            let module = self.g.globals.bind(py).get_item("__name__")?.map(|m| m.unbind()).unwrap_or_else(|| PyString::new(py, "__main__").into_any().unbind());
+            kw.set_item("module", module)?;
+        }
+        let cls = namedtuple.call(PyTuple::new(py, vals)?, Some(&kw)).map_err(|e| Unsupported::folded(py, e))?;
+        self.og.frame_classes.insert(cls.as_ptr() as usize, (cls.clone().unbind(), self.og.top_ip));
+        Ok(Some(VT::Class(Rc::new(cls.unbind()))))
     }
 }
