@@ -1874,15 +1874,16 @@ fn observable_at(py: Python<'_>, v: &VT, depth: u32) -> bool {
 // torch's Dynamo frees all of these late (at the end of the frame, or when the rest of the
 // function returns).
 
-/// Note [enum members of trusted modules]
-/// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-/// A member of a plain enum class that the trace reaches without a guard (a global of a torch
-/// module read unguarded, `_OrthMaps.matrix_exp` in `torch.nn.utils.parametrizations`) is used
-/// by its real object like any other enum member (Note [enum members] in `builder.rs`). An
-/// `Opaque` needs a source for the rebuilt code, so it is given the member's name path:
-/// `sys.modules[cls.__module__].<cls.__qualname__>.<name>`, checked now to give the same object
-/// (a class made in a function, `<locals>` in its qualname, has no such path: `None`). No guard
-/// is added: the holder is trusted, as the unguarded read that reached it.
+// Note [enum members of trusted modules]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A member of a plain enum class that the trace reaches without a guard (a global of a torch
+// module read unguarded, `_OrthMaps.matrix_exp` in `torch.nn.utils.parametrizations`) is used
+// by its real object like any other enum member (Note [enum members] in `builder.rs`). An
+// `Opaque` needs a source for the rebuilt code, so it is given the member's name path:
+// `sys.modules[cls.__module__].<cls.__qualname__>.<name>`, checked now to give the same object
+// (a class made in a function, `<locals>` in its qualname, has no such path: `None`). No guard
+// is added: the holder is trusted, as the unguarded read that reached it.
+/// The source of an enum member by its name path (Note [enum members of trusted modules]).
 fn enum_member_source(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Option<Arc<Source>>> {
     let cls = v.get_type();
     let module: String = cls.getattr("__module__")?.extract()?;
