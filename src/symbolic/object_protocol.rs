@@ -487,6 +487,8 @@ impl<'a> InstructionTranslator<'a> {
                     }
                     "__name__" | "__qualname__" | "__module__" | "__doc__" => f.set_attr(name, v),
                     "__annotations__" if matches!(v, VT::Dict(_)) => f.set_attr(name, v),
+                    // 3.12+: `update_wrapper` copies it too; a tuple only (else TypeError).
+                    "__type_params__" if matches!(&v, VT::Tuple(_)) || v.as_constant(py).is_some_and(|c| matches!(v, VT::Constant(_)) && c.is_exact_instance_of::<PyTuple>()) => f.set_attr(name, v),
                     "__annotations__" | "__code__" | "__defaults__" | "__kwdefaults__" | "__dict__" | "__closure__" | "__globals__" | "__class__" | "__type_params__" => {
                         graph_break!(SideEffect, "attribute write {}.{name}", obj.describe(py));
                     }
