@@ -461,3 +461,27 @@ def grad_mode_setter(mode, prev):
     obj.prev = prev
     obj.mode = mode
     return obj
+
+
+def replay_hook(module, method, hook, kwargs, removed):
+    """The replay of `module.<method>(hook, **kwargs)` (`register_forward_hook` or
+    `register_forward_pre_hook`) that a trace made, followed by `handle.remove()` when the
+    trace removed it too (Note [hooks registered in the trace] in
+    `src/symbolic/variables/hooks.rs`). Returns the handle."""
+    handle = getattr(module, method)(hook, **kwargs)
+    if removed:
+        handle.remove()
+    return handle
+
+
+def function_with_attrs(func, attrs):
+    """`func` (a function the transformed code just made again) with the attributes the trace
+    wrote on it (Note [attributes of functions made in the frame] in
+    `src/symbolic/variables/functions.rs`): named slots set, `__dict__` updated, in write
+    order."""
+    for name, value in attrs.items():
+        if name == "__dict__":
+            func.__dict__.update(value)
+        else:
+            setattr(func, name, value)
+    return func

@@ -141,6 +141,10 @@ pub enum SideEffect {
     /// the calls; `before_writes`: before every write instead (a dict iterator, which checks
     /// its dict's size at each step).
     AdvanceIter { target: Arc<Source>, steps: usize, before_writes: bool },
+    /// `dynamo._polyfills.replay_hook(module, method, hook, kwargs, removed)`: a forward hook
+    /// the trace registered (Note [hooks registered in the trace] in
+    /// `symbolic::variables::hooks`), first of all effects, in registration order.
+    ReplayHook { module: Arc<Source>, method: String, hook: Rebuild, kwargs: Py<PyAny>, removed: bool },
 }
 
 /// Builds instruction lists against a code object's names and constants.
@@ -588,6 +592,22 @@ impl PyCodegen {
     /// write order (`plan_side_effects`), so new attributes and globals are inserted in the
     /// order the frame wrote them. The graph's result tuple sits `depth` slots below the top.
     pub fn emit_side_effects(&mut self, py: Python<'_>, effects: &[SideEffect], depth: u32) {
+        // Hooks first: their values were planned first (shared rebuilds are made at their
+        // first reach), and registering one is seen by nothing the other effects run.
+        for e in effects {
+            if let SideEffect::ReplayHook { module, method, hook, kwargs, removed } = e {
+                let replay = py.import("dynamo._polyfills").and_then(|m| m.getattr("replay_hook")).expect("dynamo._polyfills.replay_hook");
+                self.load_callable(replay.unbind());
+                self.load_source(py, module);
+                self.load_const(pyo3::types::PyString::new(py, method).into_any().unbind());
+                self.rebuild(py, hook, depth + 4);
+                self.load_const(kwargs.clone_ref(py));
+                self.load_const(pyo3::types::PyBool::new(py, *removed).to_owned().into_any().unbind());
+                self.emit(op::PRECALL, 5);
+                self.emit(op::CALL, 5);
+                self.emit(op::POP_TOP, 0);
+            }
+        }
         for e in effects {
             if let SideEffect::AdvanceIter { target, steps, before_writes: true } = e {
                 self.advance_iter(py, target, *steps);
@@ -652,7 +672,7 @@ impl PyCodegen {
                     self.rebuild(py, items, d + 3);
                     d += 4;
                 }
-                SideEffect::CallMethod { .. } | SideEffect::AdvanceIter { .. } => {}
+                SideEffect::CallMethod { .. } | SideEffect::AdvanceIter { .. } | SideEffect::ReplayHook { .. } => {}
             }
         }
         for e in effects.iter().rev() {
@@ -684,7 +704,7 @@ impl PyCodegen {
                     self.emit(op::CALL, 3);
                     self.emit(op::POP_TOP, 0);
                 }
-                SideEffect::CallMethod { .. } | SideEffect::AdvanceIter { .. } => {}
+                SideEffect::CallMethod { .. } | SideEffect::AdvanceIter { .. } | SideEffect::ReplayHook { .. } => {}
             }
         }
         for e in effects {

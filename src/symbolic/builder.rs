@@ -494,6 +494,18 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
             }
             return Ok(VT::Function { obj: Rc::new(value.clone().unbind()), source: Some(source) });
         }
+        // Note [lock blocks] (variables/hooks.rs): the `__exit__` of a lock block a resume
+        // function received on its stack, called when the block ends.
+        "builtin_function_or_method"
+            if value.getattr("__name__").is_ok_and(|n| n.extract::<String>().is_ok_and(|n| n == "__exit__"))
+                && value.getattr("__self__").is_ok_and(|s| crate::symbolic::variables::hooks::is_lock(py, &s)) =>
+        {
+            let lock = value.getattr("__self__")?;
+            og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
+            og.add_guard(Some(source.attr("__name__")), GuardKind::ConstantMatch(value.getattr("__name__")?.unbind()));
+            og.add_guard(Some(source.attr("__self__")), GuardKind::TypeMatch(lock.get_type().into_any().unbind()));
+            return Ok(VT::LockExit { lock: Box::new(VT::Opaque { obj: Rc::new(lock.unbind()), source: source.attr("__self__") }) });
+        }
         "builtin_function_or_method" if value.getattr("__self__").map(|s| !s.is_none() && type_name(&s) != "module").unwrap_or(false) && !is_torch_callable(value) => {
             // A C method bound to some object (`lst.append`): only its type is known.
             og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));

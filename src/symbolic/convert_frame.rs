@@ -845,6 +845,18 @@ fn convert_break(
 fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) -> VResult<Vec<SideEffect>> {
     let se = &og.side_effects;
     let mut out = Vec::with_capacity(se.len());
+    // Note [hooks registered in the trace]: planned (and replayed) first.
+    for h in &se.hooks {
+        let h = h.borrow();
+        let kwargs = pyo3::types::PyDict::new(py);
+        kwargs.set_item("prepend", h.prepend)?;
+        kwargs.set_item("with_kwargs", h.with_kwargs)?;
+        if !h.pre {
+            kwargs.set_item("always_call", h.always_call)?;
+        }
+        let hook = rebuild_of(py, og, &h.hook, outputs)?;
+        out.push(SideEffect::ReplayHook { module: h.module_source.clone(), method: h.method().to_string(), hook, kwargs: kwargs.into_any().unbind(), removed: h.removed });
+    }
     for w in se.globals.iter().rev() {
         let value = rebuild_of(py, og, &w.value, outputs)?;
         out.push(match &w.dict_source {
@@ -946,7 +958,8 @@ fn check_no_shared_containers(py: Python<'_>, state: &BreakState, ci: &CodeInfo,
 /// The values side effects will store (they are rebuilt like live values).
 fn effect_values(og: &OutputGraph) -> Vec<VT> {
     let se = &og.side_effects;
-    let mut v: Vec<VT> = se.attrs.iter().map(|w| w.value.clone()).collect();
+    let mut v: Vec<VT> = se.hooks.iter().map(|h| h.borrow().hook.clone()).collect();
+    v.extend(se.attrs.iter().map(|w| w.value.clone()));
     v.extend(se.globals.iter().map(|w| w.value.clone()));
     for l in &se.lists {
         v.extend(l.borrow().items.iter().cloned());
@@ -1099,6 +1112,7 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                 }
                 nf.defaults.iter().for_each(|d| visit(py, d, seen));
                 nf.closure.iter().for_each(|c| visit(py, c, seen));
+                nf.attrs.borrow().iter().for_each(|(_, v)| visit(py, v, seen));
             }
             // A cell (a function's closure, or a frame slot): its contents once.
             VT::Cell(c) => {
@@ -1605,12 +1619,14 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         }
         // The transformed code's MAKE_FUNCTION takes the frame's globals; a function made by an
         // inlined call into another module must keep that module's (Note [globals of functions
-        // made in the trace]).
-        if nf.g.source.is_some() || nf.g.trusted {
+        // made in the trace]): it is made by `types.FunctionType(code, globals, ...)` over that
+        // module's globals, reached through the source the trace read them by. A torch
+        // module's (trusted, read without a source) stays a break.
+        if nf.g.trusted {
             graph_break!(UnreconstructableValue, "returning a function made by code of another module ({})", nf.qualname);
         }
         // In emission order: the defaults, then the closure.
-        let defaults = nf.defaults.iter().map(|d| rebuild_of(py, og, d, outputs)).collect::<VResult<_>>()?;
+        let defaults = nf.defaults.iter().map(|d| rebuild_of(py, og, d, outputs)).collect::<VResult<Vec<_>>>()?;
         let mut closure = Vec::new();
         for c in &nf.closure {
             let VT::Cell(rc) = c else { graph_break!(UnreconstructableValue, "closure of a returned function is not a cell") };
@@ -1625,7 +1641,25 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
                 None => closure.push(rebuild_of(py, og, c, outputs)?),
             }
         }
-        return Ok(Rebuild::MakeFunction { code: nf.code.clone_ref(py), defaults, closure });
+        // Note [attributes of functions made in the frame]: set again after it is made (planned
+        // after the defaults and the closure, as the call emits them).
+        let attrs = nf.attrs.borrow().iter().map(|(k, v)| Ok((pyo3::types::PyString::new(py, k).into_any().unbind(), rebuild_of(py, og, v, outputs)?))).collect::<VResult<Vec<_>>>()?;
+        let with_attrs = |made: Rebuild| -> VResult<Rebuild> {
+            if attrs.is_empty() {
+                return Ok(made);
+            }
+            let f = py.import("dynamo._polyfills")?.getattr("function_with_attrs")?.unbind();
+            Ok(Rebuild::Call { func: f, args: vec![made, Rebuild::Dict(attrs)] })
+        };
+        if let Some(globals) = &nf.g.source {
+            let function_type = py.import("types")?.getattr("FunctionType")?.unbind();
+            let name = nf.code.bind(py).getattr("co_name")?.unbind();
+            let none = || Rebuild::Const(py.None());
+            let defaults = if defaults.is_empty() { none() } else { Rebuild::Tuple(defaults) };
+            let closure = if closure.is_empty() { none() } else { Rebuild::Tuple(closure) };
+            return with_attrs(Rebuild::Call { func: function_type, args: vec![Rebuild::Const(nf.code.clone_ref(py)), Rebuild::Source(globals.clone()), Rebuild::Const(name), defaults, closure] });
+        }
+        return with_attrs(Rebuild::MakeFunction { code: nf.code.clone_ref(py), defaults, closure });
     }
     if let VT::Cell(rc) = vt {
         // Note [cells of inlined calls]: a cell made by MAKE_CELL in an inlined frame exists
@@ -1705,6 +1739,14 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
             og.lazy_rebuild(py, vt).unwrap_or_else(|| Rebuild::Const(c.clone_ref(py)))
         }
         VT::Tuple(items) => Rebuild::Tuple(items.iter().map(&mut rec).collect::<VResult<_>>()?),
+        // Note [namedtuple classes made in the frame] (variables/functions.rs).
+        VT::NamedTuple { cls, .. } | VT::Class(cls) if og.frame_classes.contains_key(&(cls.as_ptr() as usize)) => {
+            let at = og.frame_classes[&(cls.as_ptr() as usize)].1;
+            return Err(Unsupported {
+                break_at: Some(at),
+                ..Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnreconstructableValue, format!("a namedtuple class made in the frame ({}), or an instance of it, outlives the graph", crate::symbolic::variables::qualname(cls.bind(py))))
+            });
+        }
         VT::NamedTuple { cls, items } => {
             let items = Rebuild::Tuple(items.iter().map(&mut rec).collect::<VResult<_>>()?);
             let cls = cls.bind(py);
@@ -1757,6 +1799,14 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         VT::Module { source: Some(s), .. } | VT::Function { source: Some(s), .. } | VT::PyModule { source: Some(s), .. } => Rebuild::Source(s.clone()),
         // Note [logger calls]: the bound method, looked up again.
         VT::LoggerMethod { logger, name } => Rebuild::Attr(Box::new(rec(logger)?), name.clone()),
+        // Note [globals() in a trace].
+        VT::Globals(g) => match (&g.source, g.trusted) {
+            (Some(s), false) => Rebuild::Source(s.clone()),
+            (None, false) => Rebuild::Call { func: py.import("builtins")?.getattr("globals")?.unbind(), args: vec![] },
+            _ => graph_break!(UnreconstructableValue, "globals() of a torch module outlives the graph"),
+        },
+        // Note [lock blocks]: the real lock's `__exit__`, the lock acquired by the replay.
+        VT::LockExit { lock } => Rebuild::Attr(Box::new(rec(lock)?), "__exit__".into()),
         // A torch module made in the trace: made again from its arguments (visited once).
         VT::Module { obj, source: None } => match og.derived_modules.get(&(obj.as_ptr() as usize)).and_then(|d| d.remake.as_ref()) {
             Some(remake) => Rebuild::Call { func: remake.clone_ref(py), args: vec![] },

@@ -44,6 +44,10 @@ impl<'a> InstructionTranslator<'a> {
         }
         match obj {
             VT::Module { obj: m, source } => self.module_getattr(py, m.bind(py), source.clone(), name),
+            VT::Globals(_) if matches!(name, "get" | "__getitem__" | "__setitem__") => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
+            VT::Globals(_) => graph_break!(UnsupportedOperation, "attribute '{name}' of globals()"),
+            VT::HookHandle(_) if matches!(name, "remove" | "__exit__") => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
+            VT::HookHandle(_) => graph_break!(UnsupportedOperation, "attribute '{name}' of a RemovableHandle made in the frame"),
             // The settled fields of an autocast object made in the trace (constants: its
             // constructor set them from constant arguments).
             VT::AutocastCtx(m) if matches!(name, "device" | "fast_dtype" | "_enabled" | "_cache_enabled") => Ok(VT::constant(m.obj.bind(py).getattr(name)?.unbind())),
@@ -294,6 +298,20 @@ impl<'a> InstructionTranslator<'a> {
             // `__module__` read off a probe function made from the same code and globals
             // (`PyFunction_New` takes the docstring from the first constant and the module from
             // `globals['__name__']`, as each CPython version decides).
+            // Note [attributes of functions made in the frame] (functions.rs).
+            VT::NestedFunction(f) if f.attr(name).is_some() => Ok(f.attr(name).expect("checked")),
+            VT::NestedFunction(f) if name == "__dict__" => Ok(f.dict()),
+            VT::NestedFunction(f) if name == "__annotations__" && !f.annotated => {
+                let d = crate::symbolic::variables::dicts::new_dict(vec![]);
+                f.set_attr("__annotations__", d.clone());
+                Ok(d)
+            }
+            VT::NestedFunction(_) if name == "__type_params__" => Ok(VT::Tuple(Rc::new(vec![]))),
+            VT::NestedFunction(f) if f.attr("__dict__").is_some_and(|d| matches!(&d, VT::Dict(st) if st.borrow().items.iter().any(|(k, _)| k.bind(py).eq(name).unwrap_or(false)))) => {
+                let Some(VT::Dict(st)) = f.attr("__dict__") else { unreachable!() };
+                let v = st.borrow().items.iter().find(|(k, _)| k.bind(py).eq(name).unwrap_or(false)).map(|(_, v)| v.clone()).expect("checked");
+                Ok(v)
+            }
             VT::NestedFunction(f) if matches!(name, "__name__" | "__qualname__" | "__module__" | "__code__" | "__doc__" | "__defaults__") => {
                 let code = f.code.bind(py);
                 match name {
@@ -460,6 +478,30 @@ impl<'a> InstructionTranslator<'a> {
                     graph_break!(SideEffect, "attribute write {}.{name} (custom __setattr__ or a descriptor)", obj.describe(py));
                 }
                 self.record_attr_write(py, o, source, name, v, false)
+            }
+            VT::NestedFunction(f) => {
+                // Note [attributes of functions made in the frame] (functions.rs).
+                match name {
+                    "__name__" | "__qualname__" if !matches!(&v, VT::Constant(c) if c.bind(py).is_exact_instance_of::<PyString>()) => {
+                        graph_break!(SideEffect, "{name} of a function set to {} (TypeError)", v.describe(py));
+                    }
+                    "__name__" | "__qualname__" | "__module__" | "__doc__" => f.set_attr(name, v),
+                    "__annotations__" if matches!(v, VT::Dict(_)) => f.set_attr(name, v),
+                    // 3.12+: `update_wrapper` copies it too; a tuple only (else TypeError).
+                    "__type_params__" if matches!(&v, VT::Tuple(_)) || v.as_constant(py).is_some_and(|c| matches!(v, VT::Constant(_)) && c.is_exact_instance_of::<PyTuple>()) => f.set_attr(name, v),
+                    "__annotations__" | "__code__" | "__defaults__" | "__kwdefaults__" | "__dict__" | "__closure__" | "__globals__" | "__class__" | "__type_params__" => {
+                        graph_break!(SideEffect, "attribute write {}.{name}", obj.describe(py));
+                    }
+                    _ => {
+                        let VT::Dict(st) = f.dict() else { unreachable!("a dict tracker") };
+                        crate::symbolic::variables::dicts::dict_set(py, &mut st.borrow_mut(), PyString::new(py, name).into_any().unbind(), v)?;
+                    }
+                }
+                Ok(())
+            }
+            VT::Module { obj: o, source: None } if self.og.modules_in_init.contains(&(o.as_ptr() as usize)) => {
+                let o = o.clone();
+                self.module_init_setattr(py, &o, name, &v)
             }
             VT::Module { obj: o, source: Some(source) } => {
                 let m = o.bind(py);
@@ -671,7 +713,11 @@ impl<'a> InstructionTranslator<'a> {
             | VT::TorchFunctionCtx { .. }
             | VT::Super { .. }
             | VT::GenericAttr { .. }
-            | VT::LoggerMethod { .. } => true,
+            | VT::LoggerMethod { .. }
+            | VT::LockExit { .. }
+            | VT::HookHandle(_) => true,
+            // A module namespace always holds `__name__` (and `__builtins__` once code ran).
+            VT::Globals(_) => true,
             VT::Cell(_) => graph_break!(InternalInconsistency, "truth of a cell"),
         })
     }
@@ -1591,6 +1637,10 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     pub(crate) fn getitem(&mut self, py: Python<'_>, obj: &VT, idx: &VT) -> VResult<VT> {
+        if let VT::Globals(g) = obj {
+            let g = g.clone();
+            return self.globals_item(py, &g, idx, None);
+        }
         if let VT::Opaque { obj: o, .. } = obj {
             if crate::symbolic::variables::user_defined::is_mappingproxy(py, o.bind(py)) {
                 // Note [class dict proxies].
@@ -1766,6 +1816,14 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     pub(crate) fn setitem(&mut self, py: Python<'_>, obj: &VT, idx: VT, v: VT) -> VResult<()> {
+        if let VT::Globals(g) = obj {
+            let g = g.clone();
+            let Some(name) = idx.as_constant(py).filter(|c| matches!(idx, VT::Constant(_)) && c.is_exact_instance_of::<PyString>()) else {
+                graph_break!(UnsupportedOperation, "globals()[{}] = ...", idx.describe(py));
+            };
+            let name: String = name.extract()?;
+            return self.store_global_in(py, &g, &name, v);
+        }
         match obj {
             VT::Tensor(_) => {
                 if self.torch_function_operator(py, "setitem", &[obj.clone(), idx.clone(), v.clone()])?.is_some() {
@@ -1954,7 +2012,15 @@ impl<'a> InstructionTranslator<'a> {
                 self.og.class_sources.entry(ty.as_ptr() as usize).or_insert_with(|| source.generic_attr("__class__"));
                 Some(ty.into_any().unbind())
             }
-            VT::Module { obj, .. } => Some(obj.bind(py).get_type().into_any().unbind()),
+            VT::Module { obj, source } => {
+                // As for an object from the frame: the class is reached again through the
+                // module (`type(self).__dict__`, Note [class dict proxies]).
+                let ty = obj.bind(py).get_type();
+                if let Some(source) = source {
+                    self.og.class_sources.entry(ty.as_ptr() as usize).or_insert_with(|| source.generic_attr("__class__"));
+                }
+                Some(ty.into_any().unbind())
+            }
             // A class's metaclass (classes from the frame are identity-guarded).
             VT::Class(c) => Some(c.bind(py).get_type().into_any().unbind()),
             VT::NamedTuple { cls, .. } => Some(cls.clone_ref(py)),
@@ -2199,6 +2265,10 @@ impl<'a> InstructionTranslator<'a> {
                 let c = c.bind(py).clone();
                 self.construct_module(py, &c, &args, &kwargs)
             }
+            VT::Class(c) if self.is_user_module_class(py, c.bind(py))? => {
+                let c = c.bind(py).clone();
+                self.construct_user_module(py, &c, args, kwargs)
+            }
             VT::Builtin(b) | VT::Class(b) => {
                 let b = b.bind(py).clone();
                 self.call_builtin(py, &b, args, kwargs)
@@ -2342,6 +2412,10 @@ impl<'a> InstructionTranslator<'a> {
                 let restore = *restore;
                 self.set_grad_enabled(py, restore)?;
                 Ok(VT::none(py))
+            }
+            VT::LockExit { lock } => {
+                let lock = lock.as_ref().clone();
+                self.exit_lock(py, &lock, args.len(), !kwargs.is_empty())
             }
             VT::GenericAttr { obj: inner, set } if matches!(inner.as_ref(), VT::UserObject(_)) => {
                 let VT::UserObject(o) = inner.as_ref() else { unreachable!() };

@@ -148,6 +148,13 @@ pub struct OutputGraph {
     /// Modules made during tracing (a `ModuleList` slice, a parameterless `torch.nn` module such
     /// as `CrossEntropyLoss()`), by address; they have no source.
     pub derived_modules: HashMap<usize, DerivedModule>,
+    /// User modules whose `__init__` the trace is running (Note [modules built in the frame]
+    /// in `variables/nn_module.rs`), by address: writes to them happen for real.
+    pub modules_in_init: std::collections::HashSet<usize>,
+    /// Classes `collections.namedtuple(...)` made at trace time (kept alive), by address: a
+    /// new class on every eager call, so neither they nor their instances outlive the graph
+    /// (Note [namedtuple classes made in the frame] in `variables/functions.rs`).
+    pub frame_classes: HashMap<usize, (Py<PyAny>, (usize, usize))>,
     /// Cell trackers by the address of the real cell object: every closure that shares a cell
     /// shares its tracker, so a `nonlocal` write is seen by the other functions.
     pub cells_by_ptr: HashMap<usize, Rc<std::cell::RefCell<Option<crate::symbolic::variables::VariableTracker>>>>,
@@ -377,6 +384,8 @@ impl OutputGraph {
             trace_warnings: Vec::new(),
             class_sources: HashMap::new(),
             derived_modules: HashMap::new(),
+            modules_in_init: std::collections::HashSet::new(),
+            frame_classes: HashMap::new(),
             name_counts: HashMap::new(),
             dynamic: DynamicPolicy::default(),
             default_device_guarded: false,

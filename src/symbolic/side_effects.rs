@@ -129,6 +129,9 @@ pub struct SideEffects {
     pub logger_calls: Vec<LoggerCall>,
     /// Iterators from outside the frame, in wrap order (stepped or not).
     pub external_iters: Vec<ExternalIter>,
+    /// Forward hooks registered in the trace, in registration order (Note [hooks registered in
+    /// the trace] in `variables/hooks.rs`).
+    pub hooks: Vec<Rc<RefCell<crate::symbolic::variables::hooks::HookRegistration>>>,
     /// How many writes were recorded, repeated writes to the same place included: a trace step
     /// that leaves it (and `logger_calls`) unchanged wrote nothing outside the trace.
     pub writes: u64,
@@ -198,7 +201,7 @@ impl SideEffects {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.attrs.is_empty() && self.globals.is_empty() && self.lists.is_empty() && self.dicts.is_empty() && self.cells.is_empty() && self.logger_calls.is_empty() && self.iter_steps() == 0
+        self.attrs.is_empty() && self.globals.is_empty() && self.lists.is_empty() && self.dicts.is_empty() && self.cells.is_empty() && self.logger_calls.is_empty() && self.hooks.is_empty() && self.iter_steps() == 0
     }
 
     /// The tracker of the outside iterator at address `ptr`, with the source it was first
@@ -220,6 +223,6 @@ impl SideEffects {
 
     /// Number of pending effects (for logs and `explain`).
     pub fn len(&self) -> usize {
-        self.attrs.len() + self.globals.len() + self.lists.len() + self.dicts.len() + self.cells.len() + self.logger_calls.len() + self.external_iters.iter().filter(|e| e.steps() > 0).count()
+        self.attrs.len() + self.globals.len() + self.lists.len() + self.dicts.len() + self.cells.len() + self.logger_calls.len() + self.hooks.len() + self.external_iters.iter().filter(|e| e.steps() > 0).count()
     }
 }

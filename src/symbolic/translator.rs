@@ -575,21 +575,7 @@ impl<'a> InstructionTranslator<'a> {
                 let v = self.pop()?;
                 let name = self.code.names[arg as usize].clone();
                 let g = self.g.clone();
-                if g.trusted {
-                    graph_break!(SideEffect, "write to global '{name}' of a torch module");
-                }
-                // Note [observable frees]: the old value may go with the write.
-                let old = match self.og.side_effects.global(g.globals.as_ptr() as usize, &name) {
-                    Some(v) => lifetime_observable(py, &v),
-                    None => g.globals.bind(py).get_item(&name).ok().flatten().is_some_and(|o| {
-                        let cls_del = o.get_type().hasattr("__del__").unwrap_or(false);
-                        cls_del || has_user_weakrefs(py, &o)
-                    }),
-                };
-                if old {
-                    graph_break!(ObjectLifetime, "overwriting global '{name}' that holds an object whose free is observable (Note [observable frees])");
-                }
-                self.og.side_effects.store_global(g.globals.as_ptr() as usize, g.source.clone(), &name, v);
+                self.store_global_in(py, &g, &name, v)?;
             }
             op::IMPORT_NAME => {
                 let fromlist = self.pop()?;
@@ -669,7 +655,7 @@ impl<'a> InstructionTranslator<'a> {
                     self.stack.push(text);
                     return Ok(Flow::Continue);
                 }
-                let c = v.as_constant(py).or_else(|| v.as_enum_member(py)).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
+                let c = v.as_constant(py).or_else(|| v.as_enum_member(py)).or_else(|| self.literal_sequence(py, &v)).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
                 let c = match arg {
                     1 => c.str()?.into_any(),
                     2 => c.repr()?.into_any(),
@@ -686,7 +672,8 @@ impl<'a> InstructionTranslator<'a> {
                 } else {
                     vec![]
                 };
-                if arg & 0x04 != 0 {
+                let annotated = arg & 0x04 != 0;
+                if annotated {
                     self.pop()?;
                 }
                 let kwdefaults = if arg & 0x02 != 0 {
@@ -713,6 +700,8 @@ impl<'a> InstructionTranslator<'a> {
                     kwdefaults,
                     closure,
                     qualname,
+                    annotated,
+                    attrs: RefCell::new(Vec::new()),
                 })));
             }
             op::RETURN_VALUE => {
@@ -752,6 +741,16 @@ impl<'a> InstructionTranslator<'a> {
                         self.og.torch_function_disabled += 1;
                         self.stack.push(VT::TorchFunctionCtx { entered: true });
                         self.stack.push(VT::none(py));
+                    }
+                    VT::Opaque { obj, source } if crate::symbolic::variables::hooks::is_lock(py, obj.bind(py)) => {
+                        let entered = self.enter_lock(py, &VT::Opaque { obj: obj.clone(), source: source.clone() })?;
+                        self.stack.push(VT::LockExit { lock: Box::new(VT::Opaque { obj, source }) });
+                        self.stack.push(entered);
+                    }
+                    VT::HookHandle(h) => {
+                        // `RemovableHandle.__enter__` returns the handle; `__exit__` removes it.
+                        self.stack.push(VT::ContainerMethod { container: Box::new(VT::HookHandle(h.clone())), name: "__exit__".into() });
+                        self.stack.push(VT::HookHandle(h));
                     }
                     VT::Opaque { obj, source } => {
                         // A user context manager: `__enter__`/`__exit__` are looked up on the
@@ -1101,7 +1100,7 @@ impl<'a> InstructionTranslator<'a> {
                     self.stack.push(out);
                     return Ok(Flow::Continue);
                 }
-                let c = v.as_constant(py).or_else(|| v.as_enum_member(py)).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
+                let c = v.as_constant(py).or_else(|| v.as_enum_member(py)).or_else(|| self.literal_sequence(py, &v)).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
                 let builtins = py.import("builtins")?;
                 let conv = match arg & 0x03 {
                     1 => Some(builtins.getattr("str")?),
@@ -1365,6 +1364,10 @@ impl<'a> InstructionTranslator<'a> {
             // Modules, subclasses included (`torch.backends`' GenericModule).
             _ if v.is_instance_of::<pyo3::types::PyModule>() => VT::PyModule { obj: Rc::new(v.clone().unbind()), source: None },
             _ if v.is_instance_of::<pyo3::types::PyType>() => VT::Class(Rc::new(v.clone().unbind())),
+            _ if crate::symbolic::builder::is_plain_enum_member(py, v) => match enum_member_source(py, v)? {
+                Some(source) => VT::Opaque { obj: Rc::new(v.clone().unbind()), source },
+                None => graph_break!(UntrackedType, "cannot trace a value of type {tn} (an enum member whose class is not reachable by name)"),
+            },
             _ => graph_break!(UntrackedType, "cannot trace a value of type {tn}"),
         })
     }
@@ -1376,6 +1379,27 @@ impl<'a> InstructionTranslator<'a> {
             Some(s) => wrap(py, self.og, v, s),
             None => self.wrap_unguarded(py, v),
         }
+    }
+
+    /// `name = v` in the namespace `g` (STORE_GLOBAL, or `globals()[name] = v`): recorded and
+    /// replayed after the graph; later reads in the trace see it.
+    pub(crate) fn store_global_in(&mut self, py: Python<'_>, g: &Rc<GlobalsInfo>, name: &str, v: VT) -> VResult<()> {
+        if g.trusted {
+            graph_break!(SideEffect, "write to global '{name}' of a torch module");
+        }
+        // Note [observable frees]: the old value may go with the write.
+        let old = match self.og.side_effects.global(g.globals.as_ptr() as usize, &name) {
+            Some(v) => lifetime_observable(py, &v),
+            None => g.globals.bind(py).get_item(&name).ok().flatten().is_some_and(|o| {
+                let cls_del = o.get_type().hasattr("__del__").unwrap_or(false);
+                cls_del || has_user_weakrefs(py, &o)
+            }),
+        };
+        if old {
+            graph_break!(ObjectLifetime, "overwriting global '{name}' that holds an object whose free is observable (Note [observable frees])");
+        }
+        self.og.side_effects.store_global(g.globals.as_ptr() as usize, g.source.clone(), &name, v);
+        Ok(())
     }
 
     pub(crate) fn load_global(&mut self, py: Python<'_>, name: &str) -> VResult<VT> {
@@ -1717,7 +1741,7 @@ impl<'a> InstructionTranslator<'a> {
         let code = match exit {
             // A generator manager's exit throws the value in; the traceback it then sets on
             // an exception let through is never read in the trace.
-            VT::GradModeExit { .. } | VT::AutocastExit(_) | VT::TorchFunctionCtx { entered: true } | VT::GeneratorCtxExit(_) => return Ok(true),
+            VT::GradModeExit { .. } | VT::AutocastExit(_) | VT::TorchFunctionCtx { entered: true } | VT::GeneratorCtxExit(_) | VT::LockExit { .. } => return Ok(true),
             VT::Method { func, .. } => match func.as_ref() {
                 VT::Function { obj, .. } => obj.bind(py).getattr("__code__")?,
                 VT::NestedFunction(f) => f.code.bind(py).clone(),
@@ -1849,3 +1873,46 @@ fn observable_at(py: Python<'_>, v: &VT, depth: u32) -> bool {
 // such a break the objects come back from outside, with their weak references counted.
 // torch's Dynamo frees all of these late (at the end of the frame, or when the rest of the
 // function returns).
+
+// Note [enum members of trusted modules]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A member of a plain enum class that the trace reaches without a guard (a global of a torch
+// module read unguarded, `_OrthMaps.matrix_exp` in `torch.nn.utils.parametrizations`) is used
+// by its real object like any other enum member (Note [enum members] in `builder.rs`). An
+// `Opaque` needs a source for the rebuilt code, so it is given the member's name path:
+// `sys.modules[cls.__module__].<cls.__qualname__>.<name>`, checked now to give the same object
+// (a class made in a function, `<locals>` in its qualname, has no such path: `None`). No guard
+// is added: the holder is trusted, as the unguarded read that reached it.
+/// The source of an enum member by its name path (Note [enum members of trusted modules]).
+fn enum_member_source(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Option<Arc<Source>>> {
+    let cls = v.get_type();
+    let module: String = cls.getattr("__module__")?.extract()?;
+    let qualname: String = cls.getattr("__qualname__")?.extract()?;
+    let name: String = v.getattr("_name_")?.extract()?;
+    if qualname.contains('<') {
+        return Ok(None);
+    }
+    let Some(m) = py.import("sys")?.getattr("modules")?.get_item(&module).ok() else { return Ok(None) };
+    let mut source = Arc::new(Source::Module { name: module });
+    let mut obj = m;
+    for part in qualname.split('.').chain(std::iter::once(name.as_str())) {
+        let Ok(next) = obj.getattr(part) else { return Ok(None) };
+        obj = next;
+        source = source.attr(part);
+    }
+    Ok(obj.is(v).then_some(source))
+}
+
+impl<'a> InstructionTranslator<'a> {
+    /// A list or tuple built in the trace whose items are all literals, as a real object: its
+    /// `str`/`repr`/`format` is the C one of its type over literals, folded exactly
+    /// (`f"{[1, 2]}"`, a dataclass repr of a list field).
+    fn literal_sequence<'py>(&self, py: Python<'py>, v: &VT) -> Option<Bound<'py, PyAny>> {
+        if !matches!(v, VT::List(_) | VT::Tuple(_)) {
+            return None;
+        }
+        let real = self.literal_value(py, v)?;
+        let items_literal = real.try_iter().ok()?.all(|i| i.is_ok_and(|i| is_literal(py, &i)));
+        items_literal.then_some(real)
+    }
+}

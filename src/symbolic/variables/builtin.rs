@@ -666,6 +666,19 @@ impl<'a> InstructionTranslator<'a> {
             }
             return Ok(new_dict(items));
         }
+        // Note [globals() in a trace]: `globals()` is the namespace of the code being
+        // interpreted (the frame's, or an inlined function's own module's). It is no dict
+        // tracker (Note [module namespaces are not dict trackers] in `builder.rs`) but a view
+        // of the global names: `g[name]` and `g.get(name[, default])` read as LOAD_GLOBAL does
+        // (a pending write first, then the dict through the name's source, without the builtins
+        // fallback), `g[name] = v` is STORE_GLOBAL's recorded write. A missing name (eager's
+        // KeyError, or the default, which would need a guard that the name stays absent), any
+        // other method and iteration are breaks. Rebuilt as `globals()` of the transformed code
+        // (the frame's globals) or through the source an inlined function's globals came by;
+        // torch's own namespaces stay breaks.
+        if is("globals") && args.is_empty() && kwargs.is_empty() && !self.g.trusted {
+            return Ok(VT::Globals(self.g.clone()));
+        }
         if is("print") || is("input") || is("open") || is("exec") || is("eval") || is("setattr") || is("delattr") || is("globals") || is("locals") || is("vars") || is("id") || is("super") {
             graph_break!(UnsupportedBuiltin, "call to builtin {}", crate::symbolic::variables::qualname(b));
         }
@@ -1075,4 +1088,32 @@ fn is_literal_type_method(py: Python<'_>, b: &Bound<'_, PyAny>) -> bool {
     let Some(owner) = owner else { return false };
     let builtins = py.import("builtins").ok();
     ["int", "float", "complex", "str", "bytes", "bool", "tuple", "frozenset"].iter().any(|n| builtins.as_ref().and_then(|m| m.getattr(*n).ok()).is_some_and(|t| t.is(&owner)))
+}
+
+impl<'a> InstructionTranslator<'a> {
+    /// `g[name]` / `g.get(name, default)` of `globals()` (Note [globals() in a trace]).
+    pub(crate) fn globals_item(&mut self, py: Python<'_>, g: &Rc<crate::symbolic::translator::GlobalsInfo>, idx: &VT, default: Option<VT>) -> VResult<VT> {
+        let Some(name) = idx.as_constant(py).filter(|c| matches!(idx, VT::Constant(_)) && c.is_exact_instance_of::<PyString>()) else {
+            graph_break!(UnsupportedOperation, "globals()[{}]", idx.describe(py));
+        };
+        let name: String = name.extract()?;
+        if let Some(v) = self.og.side_effects.global(g.globals.as_ptr() as usize, &name) {
+            return Ok(v);
+        }
+        let Some(value) = g.globals.bind(py).get_item(&name)? else {
+            match default {
+                Some(_) => graph_break!(UnsupportedOperation, "globals().get('{name}') of a missing name"),
+                None => graph_break!(RaisesException, "globals()['{name}'] of a missing name (KeyError)"),
+            }
+        };
+        if g.trusted {
+            self.og.read_unguarded_attr(py, g.globals.bind(py).as_any(), &name);
+            return self.wrap_unguarded(py, &value);
+        }
+        let source = match &g.source {
+            None => std::sync::Arc::new(crate::source::Source::Global { name: name.clone() }),
+            Some(s) => s.item(crate::source::ItemKey::Str(name.clone())),
+        };
+        crate::symbolic::builder::wrap(py, self.og, &value, source)
+    }
 }

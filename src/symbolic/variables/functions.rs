@@ -43,6 +43,50 @@ pub struct NestedFunction {
     pub kwdefaults: Vec<(String, VariableTracker)>,
     pub closure: Vec<VariableTracker>,
     pub qualname: String,
+    /// MAKE_FUNCTION was given annotations (not kept: reading `__annotations__` breaks).
+    pub annotated: bool,
+    /// Attributes written in the trace (Note [attributes of functions made in the frame]):
+    /// `__name__`, `__qualname__`, `__module__`, `__doc__`, `__annotations__`, and `__dict__`
+    /// (a dict tracker holding every other name, `__wrapped__` among them).
+    pub attrs: RefCell<Vec<(String, VariableTracker)>>,
+}
+
+// Note [attributes of functions made in the frame]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A function made by MAKE_FUNCTION in the trace is private to it, so writing its attributes is
+// no side effect: `functools.wraps(f)(inner)` (`update_wrapper`, traced) sets `__module__`,
+// `__name__`, `__qualname__`, `__doc__`, `__annotations__` and updates `__dict__`, then sets
+// `__wrapped__`. The writes live in `NestedFunction::attrs` as CPython keeps them
+// (Objects/funcobject.c): the named slots by name (`__name__`/`__qualname__` only to a str,
+// else eager's TypeError is left to Python), any other name in the function's `__dict__`, a
+// dict tracker made on first use (as `__annotations__` is, empty, for a function made
+// without annotations). Reads see them first. A rebuilt function gets them back through
+// `dynamo._polyfills.function_with_attrs` after MAKE_FUNCTION. Writes of `__code__`,
+// `__defaults__`, `__kwdefaults__` or `__dict__` itself stay breaks.
+impl NestedFunction {
+    /// The attribute `name` the trace wrote, if any.
+    pub fn attr(&self, name: &str) -> Option<VariableTracker> {
+        self.attrs.borrow().iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    }
+
+    /// Sets the attribute `name` (a named slot or `__dict__`).
+    pub fn set_attr(&self, name: &str, v: VariableTracker) {
+        let mut attrs = self.attrs.borrow_mut();
+        match attrs.iter_mut().find(|(k, _)| k == name) {
+            Some(slot) => slot.1 = v,
+            None => attrs.push((name.to_string(), v)),
+        }
+    }
+
+    /// The function's `__dict__` tracker, made empty on first use.
+    pub fn dict(&self) -> VariableTracker {
+        if let Some(d) = self.attr("__dict__") {
+            return d;
+        }
+        let d = crate::symbolic::variables::dicts::new_dict(vec![]);
+        self.set_attr("__dict__", d.clone());
+        d
+    }
 }
 
 /// The tracked state of one `functools.partial`.
@@ -218,7 +262,7 @@ impl<'a> InstructionTranslator<'a> {
     pub(crate) fn is_callable(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<bool>> {
         Ok(Some(match v {
             VT::Function { .. } | VT::NestedFunction(_) | VT::Method { .. } | VT::TorchFunction(_) | VT::TensorMethod { .. } | VT::Builtin(_) | VT::Class(_)
-            | VT::ContainerMethod { .. } | VT::Partial(_) | VT::GenericAttr { .. } | VT::GradModeExit { .. } | VT::LoggerMethod { .. }
+            | VT::ContainerMethod { .. } | VT::Partial(_) | VT::GenericAttr { .. } | VT::GradModeExit { .. } | VT::LoggerMethod { .. } | VT::LockExit { .. }
             | VT::AutocastCtx(_) | VT::AutocastExit(_) | VT::GeneratorCtx(_) | VT::GeneratorCtxExit(_) => true,
             VT::Tensor(_) | VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Deque(_) | VT::Dict(_) | VT::DictView { .. } | VT::Set(_) | VT::Iterator(_) | VT::PyModule { .. } | VT::Cell(_)
             | VT::GradModeCtx { .. } => false,
@@ -238,6 +282,15 @@ impl<'a> InstructionTranslator<'a> {
     pub(crate) fn inline_call(&mut self, py: Python<'_>, func: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
         if self.depth >= MAX_INLINE_DEPTH {
             graph_break!(UnrollLimit, "inlining depth limit reached");
+        }
+        if let Some(r) = self.module_base_init(py, func, &args, &kwargs)? {
+            return Ok(r);
+        }
+        if let Some(r) = self.recursive_repr_call(py, func, &args, &kwargs)? {
+            return Ok(r);
+        }
+        if let Some(r) = self.namedtuple_call(py, func, &args, &kwargs)? {
+            return Ok(r);
         }
         let (code_obj, globals, defaults, kwdefaults, closure, external, fn_source, qualname) = match func {
             VT::Function { obj, source } => {
@@ -488,5 +541,91 @@ fn binding_error(py: Python<'_>, ci: &CodeInfo, qualname: Option<&str>, n_args: 
             Unsupported::raise_value("TypeError", e.unbind(), msg)
         }
         _ => Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::ArgumentMismatch, format!("{}() called with arguments that do not bind", ci.name)),
+    }
+}
+
+// Note [recursive repr wrappers]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A dataclass's `__repr__` (and any `reprlib.recursive_repr` function) is a wrapper that keys
+// the object by `(id(self), _thread.get_ident())` in a set closed over, `repr_running`, answers
+// `'...'` when the key is there (a repr reaching its own object) and else adds it, calls the
+// user's function and discards it. Traced as written it breaks on `get_ident()` (and writes a
+// set from outside). When the set is empty (guarded: LENGTH_CHECK 0 through the wrapper's
+// closure), no repr is running on any thread, so the wrapper's answer is the user function's:
+// that is inlined instead; the set is left as the wrapper leaves it, empty. An object that
+// reaches itself then recurses in the trace until the inlining limit (a break), where Python
+// answers `'...'`.
+impl<'a> InstructionTranslator<'a> {
+    pub(crate) fn recursive_repr_call(&mut self, py: Python<'_>, func: &VT, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        let VT::Function { obj, source: Some(src) } = func else { return Ok(None) };
+        if args.len() != 1 || !kwargs.is_empty() {
+            return Ok(None);
+        }
+        let f = obj.bind(py);
+        let Ok(code) = f.getattr("__code__") else { return Ok(None) };
+        // Cheap test first: every inlined one-argument call passes here.
+        if !code.getattr("co_name")?.eq("wrapper")? || !code.getattr("co_freevars")?.contains("repr_running")? {
+            return Ok(None);
+        }
+        let identity = py.eval(c"lambda self: None", None, None)?;
+        let mut known = Vec::new();
+        if let Ok(dc) = py.import("dataclasses")?.getattr("_recursive_repr") {
+            known.push(dc.call1((&identity,))?.getattr("__code__")?);
+        }
+        known.push(py.import("reprlib")?.getattr("recursive_repr")?.call0()?.call1((&identity,))?.getattr("__code__")?);
+        if !known.iter().any(|k| k.is(&code)) {
+            return Ok(None);
+        }
+        let freevars: Vec<String> = code.getattr("co_freevars")?.extract()?;
+        let (Some(running), Some(user)) = (freevars.iter().position(|n| n == "repr_running"), freevars.iter().position(|n| n == "user_function")) else {
+            return Ok(None);
+        };
+        let closure = f.getattr("__closure__")?;
+        let cell = |i: usize| -> PyResult<Bound<'_, PyAny>> { closure.get_item(i)?.getattr("cell_contents") };
+        let cell_source = |i: usize| src.attr("__closure__").item(ItemKey::Int(i as i64)).attr("cell_contents");
+        let set = cell(running)?;
+        if !set.is_exact_instance_of::<pyo3::types::PySet>() || set.len()? != 0 {
+            return Ok(None);
+        }
+        self.og.add_guard(Some(cell_source(running)), GuardKind::LenMatch(0));
+        let user_fn = crate::symbolic::builder::wrap(py, self.og, &cell(user)?, cell_source(user))?;
+        self.call(py, &user_fn, args.to_vec(), vec![]).map(Some)
+    }
+}
+
+// Note [namedtuple classes made in the frame]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// `collections.namedtuple(name, fields, ...)` called in the trace with literal arguments makes
+// its class for real at trace time (it runs no user code; `module`, which it would read off its
+// caller's frame, is given explicitly: the `__name__` of the code calling it). The class is
+// then used like any namedtuple class: instances are `VT::NamedTuple`s, fields and methods
+// traced. Eager makes a new class on every call, so the class and its instances never outlive
+// the graph (`OutputGraph::frame_classes`): the trace-time class would otherwise be the same
+// object on every call. A rebuild of one moves the break back to the `namedtuple` call (Note
+// [breaking where a failure points] in `convert_frame.rs`), which then runs in Python.
+impl<'a> InstructionTranslator<'a> {
+    pub(crate) fn namedtuple_call(&mut self, py: Python<'_>, func: &VT, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        let VT::Function { obj, .. } = func else { return Ok(None) };
+        let namedtuple = py.import("collections")?.getattr("namedtuple")?;
+        if !obj.bind(py).is(&namedtuple) {
+            return Ok(None);
+        }
+        let Some(vals) = args.iter().map(|a| self.literal_value(py, a)).collect::<Option<Vec<_>>>() else {
+            graph_break!(UnsupportedCall, "collections.namedtuple with non-literal arguments");
+        };
+        let kw = PyDict::new(py);
+        for (k, v) in kwargs {
+            match self.literal_value(py, v) {
+                Some(v) => kw.set_item(k, v)?,
+                None => graph_break!(UnsupportedCall, "collections.namedtuple with a non-literal '{k}'"),
+            }
+        }
+        if !kw.contains("module")? {
+            let module = self.g.globals.bind(py).get_item("__name__")?.map(|m| m.unbind()).unwrap_or_else(|| PyString::new(py, "__main__").into_any().unbind());
+            kw.set_item("module", module)?;
+        }
+        let cls = namedtuple.call(PyTuple::new(py, vals)?, Some(&kw)).map_err(|e| Unsupported::folded(py, e))?;
+        self.og.frame_classes.insert(cls.as_ptr() as usize, (cls.clone().unbind(), self.og.top_ip));
+        Ok(Some(VT::Class(Rc::new(cls.unbind()))))
     }
 }

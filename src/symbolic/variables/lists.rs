@@ -200,6 +200,27 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     pub(crate) fn call_container_method(&mut self, py: Python<'_>, container: &VT, name: &str, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        // Note [hooks registered in the trace] (variables/hooks.rs).
+        match container {
+            VT::Module { .. } => return self.register_module_hook(py, container, name, args, kwargs),
+            VT::HookHandle(h) => {
+                let h = h.clone();
+                return self.hook_handle_method(py, &h, name, &args, &kwargs);
+            }
+            VT::Globals(g) => {
+                let g = g.clone();
+                return match (name, args.len(), kwargs.is_empty()) {
+                    ("__getitem__", 1, true) => self.globals_item(py, &g, &args[0], None),
+                    ("get", 1 | 2, true) => self.globals_item(py, &g, &args[0], Some(args.get(1).cloned().unwrap_or_else(|| VT::none(py)))),
+                    ("__setitem__", 2, true) => {
+                        self.setitem(py, container, args[0].clone(), args[1].clone())?;
+                        Ok(VT::none(py))
+                    }
+                    _ => graph_break!(UnsupportedOperation, "globals().{name} with {} arguments", args.len()),
+                };
+            }
+            _ => {}
+        }
         // Note [call arity] (variables/arity.rs): a call the real method refuses raises there.
         let kind = match container {
             VT::List(_) => Some(super::arity::Container::List),

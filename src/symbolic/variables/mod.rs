@@ -17,6 +17,7 @@ pub mod deque;
 pub mod descriptors;
 pub mod dicts;
 pub mod functions;
+pub mod hooks;
 pub mod iter;
 pub mod lists;
 pub mod nn_module;
@@ -130,6 +131,17 @@ pub enum VariableTracker {
     /// reached through a source: calling it with constant arguments is replayed after the
     /// graph (`SideEffects::logger_calls`) instead of run while tracing.
     LoggerMethod { logger: Box<VariableTracker>, name: String },
+    /// The `__exit__` of a `with` block over a `threading.Lock`/`RLock` reached through a
+    /// source (the `Opaque` lock): calling it records the `release()` replayed after the graph
+    /// (Note [lock blocks] in `variables/hooks.rs`).
+    LockExit { lock: Box<VariableTracker> },
+    /// The `RemovableHandle` of a forward (pre-)hook registered in the trace on a module
+    /// reached through a source: the registration, replayed after the graph, and whether the
+    /// trace removed it (Note [hooks registered in the trace] in `variables/hooks.rs`).
+    HookHandle(Rc<RefCell<hooks::HookRegistration>>),
+    /// `globals()` of the code being interpreted: its namespace, read and written as its
+    /// global names are (Note [globals() in a trace] in `variables/builtin.rs`).
+    Globals(Rc<crate::symbolic::translator::GlobalsInfo>),
 }
 
 pub type VT = VariableTracker;
@@ -182,6 +194,9 @@ impl VariableTracker {
             VT::Super { cls, .. } => format!("super({})", qualname(cls.bind(py))),
             VT::GenericAttr { set, .. } => (if *set { "object.__setattr__" } else { "object.__getattribute__" }).into(),
             VT::LoggerMethod { name, .. } => format!("Logger.{name}"),
+            VT::LockExit { lock } => format!("{}.__exit__", lock.describe(py)),
+            VT::HookHandle(_) => "RemovableHandle of a hook registered in the frame".into(),
+            VT::Globals(_) => "globals()".into(),
         }
     }
 

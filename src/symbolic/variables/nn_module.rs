@@ -132,6 +132,13 @@ impl<'a> InstructionTranslator<'a> {
         if let Some(v) = self.og.side_effects.attr(&m.clone().unbind(), name) {
             return Ok(v);
         }
+        // Note [hooks registered in the trace] (variables/hooks.rs).
+        if source.is_some() && self.is_modelled_hook_method(py, m, name)? {
+            return Ok(VT::ContainerMethod { container: Box::new(VT::Module { obj: Rc::new(m.clone().unbind()), source }), name: name.to_string() });
+        }
+        if crate::symbolic::variables::hooks::HOOK_DICTS.contains(&name) && self.has_pending_hooks(m.as_ptr() as usize) {
+            graph_break!(UntracedValue, "{name} of a module with a hook registered in the frame");
+        }
         let src = source.as_ref().map(|s| s.attr(name));
         let d = m.getattr("__dict__")?;
         // Note [a module's __dict__ and its attributes]: attribute writes are pending attribute
@@ -217,6 +224,20 @@ impl<'a> InstructionTranslator<'a> {
         let v = m.getattr(name)?;
         match src {
             Some(s) => wrap(py, self.og, &v, s),
+            // A method of the module bound to it in `__init__` (`self.act = self._gelu_python`,
+            // Note [modules built in the frame]): the class's function with the module as self.
+            None if self.og.derived_modules.contains_key(&(m.as_ptr() as usize))
+                && type_name(&v) == "method"
+                && v.getattr("__self__").is_ok_and(|s| s.is(m)) =>
+            {
+                let f = v.getattr("__func__")?;
+                let fname: String = f.getattr("__name__")?.extract()?;
+                let func = match self.class_attr_path(py, &cls, &fname)? {
+                    Some(s) if static_type_lookup(&cls, &fname)?.is_some_and(|(_, g)| g.is(&f)) => wrap(py, self.og, &f, s)?,
+                    _ => VT::Function { obj: Rc::new(f.unbind()), source: None },
+                };
+                Ok(VT::Method { func: Box::new(func), self_: Box::new(VT::Module { obj: Rc::new(m.clone().unbind()), source: None }) })
+            }
             // A module made in the trace: nothing else holds it, its attributes are as made.
             None if self.og.derived_modules.contains_key(&(m.as_ptr() as usize)) => self.wrap_unguarded(py, &v),
             None => graph_break!(MissingSource, "module attribute without a source"),
@@ -372,7 +393,19 @@ impl<'a> InstructionTranslator<'a> {
             Some(s) => {
                 let lsrc = s.attr(local);
                 self.guard_hook_keys(py, &ldict, &lsrc)?;
-                push_hooks(self, &ldict, &lsrc, &mut out)?;
+                // Note [hooks registered in the trace]: pending ones around the real ones, a
+                // `prepend` one before everything registered earlier.
+                let pending = self.pending_module_hooks(m.as_ptr() as usize, local == "_forward_pre_hooks");
+                let mut own = Vec::new();
+                push_hooks(self, &ldict, &lsrc, &mut own)?;
+                for (hook, with_kwargs, prepend) in pending {
+                    if prepend {
+                        own.insert(0, (hook, with_kwargs));
+                    } else {
+                        own.push((hook, with_kwargs));
+                    }
+                }
+                out.extend(own);
             }
             None if ldict.len().unwrap_or(0) > 0 => graph_break!(NnModule, "module {} made in the frame has {local}", type_name(m)),
             None => {}
@@ -408,7 +441,11 @@ impl<'a> InstructionTranslator<'a> {
         // Guarded by identity through its source: a `forward` patched on
         // the class after compiling (`mock.patch.object(Attention, "forward", ...)`) then
         // recompiles instead of running the old one.
-        let fwd_source = source.as_ref().map(|s| s.attr("forward").attr("__func__"));
+        let fwd_source = match source {
+            Some(s) => Some(s.attr("forward").attr("__func__")),
+            // A module built in the frame: through its class (Note [modules built in the frame]).
+            None => self.class_attr_path(py, &cls, "forward")?,
+        };
         if let Some(fs) = &fwd_source {
             self.og.add_guard(Some(fs.clone()), crate::guards::GuardKind::id_match(fwd.clone().unbind()));
         }
@@ -417,4 +454,186 @@ impl<'a> InstructionTranslator<'a> {
         all.extend(args);
         self.inline_call(py, &f, all, kwargs)
     }
+}
+
+// Note [modules built in the frame]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// `Act()` for a user subclass of `nn.Module` inside `forward` (transformers' `ACT2FN[name]`
+// makes a new `GELUActivation()` on every call): the object is made for real by
+// `object.__new__(cls)` (nothing of the user's runs: the class has no `__new__` of its own and
+// its metaclass is `type`) and is private to the trace, a derived module without a source. Its
+// `__init__` is inlined like any call, so whatever it does outside the object (a global
+// counter, a print) is recorded or breaks as anywhere else. On the object itself:
+// `nn.Module.__init__` runs for real with its literal arguments (`module_base_init`), and an
+// attribute write while `__init__` runs goes through the real `nn.Module.__setattr__` with the
+// real value (`module_init_setattr`): a literal, a function, a class, a torch function or
+// another module (one from outside the frame then becomes a child read through its source).
+// A tensor, or any value the trace built, is a break (a parameter or buffer made in `forward`
+// is not modelled). After `__init__`, the module is read and called like a module built by
+// `construct_module`: its attributes as made, no guards. If it outlives the graph it is made
+// again by `cls(*args, **kwargs)`, only when its arguments are literals and its `__init__`
+// wrote nothing outside the object (else GB0014): the call then does what the traced one did.
+// Writes to it after `__init__` are breaks, as for any module without a source.
+
+impl<'a> InstructionTranslator<'a> {
+    /// Whether calling class `c` builds a user `nn.Module` the trace can build itself (Note
+    /// [modules built in the frame]): a subclass of `nn.Module` outside torch, with metaclass
+    /// `type`, `object.__new__` and a Python `__init__`.
+    pub(crate) fn is_user_module_class(&mut self, py: Python<'_>, c: &Bound<'_, PyAny>) -> VResult<bool> {
+        let Ok(t) = c.cast::<pyo3::types::PyType>() else { return Ok(false) };
+        if !t.is_subclass(self.og.handles.module_type.bind(py))? || !t.get_type().is(py.get_type::<pyo3::types::PyType>()) {
+            return Ok(false);
+        }
+        let module = c.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+        if module == "torch" || module.starts_with("torch.") {
+            return Ok(false);
+        }
+        let object_type = py.get_type::<pyo3::types::PyAny>();
+        if !t.getattr("__new__")?.is(object_type.getattr("__new__")?) {
+            return Ok(false);
+        }
+        Ok(static_type_lookup(t, "__init__")?.is_some_and(|(_, f)| type_name(&f) == "function"))
+    }
+
+    /// The source of `ty.__mro__[k].__dict__[name]`, the class attribute `name` of class `ty`
+    /// (found at `k`): through the class's own source when the trace reached it by one, else
+    /// through its name (`sys.modules[ty.__module__].<qualname>`, checked to give `ty`). A
+    /// function read through it is guarded by identity as any other.
+    pub(crate) fn class_attr_path(&mut self, py: Python<'_>, ty: &Bound<'_, pyo3::types::PyType>, name: &str) -> VResult<Option<Arc<Source>>> {
+        let Some((k, _)) = static_type_lookup(ty, name)? else { return Ok(None) };
+        let cls_source = match self.og.class_sources.get(&(ty.as_ptr() as usize)).cloned() {
+            Some(s) => s,
+            None => {
+                let module: String = ty.getattr("__module__")?.extract()?;
+                let qualname: String = ty.getattr("__qualname__")?.extract()?;
+                if qualname.contains('<') {
+                    return Ok(None);
+                }
+                let Ok(mut obj) = py.import("sys")?.getattr("modules")?.get_item(&module) else { return Ok(None) };
+                let mut s = Arc::new(Source::Module { name: module });
+                for part in qualname.split('.') {
+                    let Ok(next) = obj.getattr(part) else { return Ok(None) };
+                    obj = next;
+                    s = s.attr(part);
+                }
+                if !obj.is(ty) {
+                    return Ok(None);
+                }
+                s
+            }
+        };
+        Ok(Some(cls_source.attr("__mro__").item(crate::source::ItemKey::Int(k as i64)).attr("__dict__").item(crate::source::ItemKey::Str(name.to_string()))))
+    }
+
+    /// `cls(*args, **kwargs)` for a user module class (Note [modules built in the frame]).
+    pub(crate) fn construct_user_module(&mut self, py: Python<'_>, cls: &Bound<'_, PyAny>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        let ty = cls.cast::<pyo3::types::PyType>().map_err(PyErr::from)?.clone();
+        let (k, init) = static_type_lookup(&ty, "__init__")?.expect("checked by is_user_module_class");
+        let _ = k;
+        let init_vt = match self.class_attr_path(py, &ty, "__init__")? {
+            Some(s) => wrap(py, self.og, &init, s)?,
+            None => VT::Function { obj: Rc::new(init.unbind()), source: None },
+        };
+        // The arguments a remake would pass, when all are literals.
+        let literal_args = args.iter().map(|a| self.literal_value(py, a)).collect::<Option<Vec<_>>>();
+        let literal_kwargs = kwargs.iter().map(|(k, a)| self.literal_value(py, a).map(|v| (k.clone(), v))).collect::<Option<Vec<_>>>();
+        let obj = py.get_type::<pyo3::types::PyAny>().call_method1("__new__", (cls,))?;
+        let ptr = obj.as_ptr() as usize;
+        self.og.derived_modules.insert(ptr, crate::symbolic::output_graph::DerivedModule { obj: obj.clone().unbind(), children: vec![], remake: None });
+        let vt = VT::Module { obj: Rc::new(obj.unbind()), source: None };
+        let writes_before = self.og.side_effects.writes;
+        let calls_before = self.og.side_effects.logger_calls.len();
+        self.og.modules_in_init.insert(ptr);
+        let mut all = vec![vt.clone()];
+        all.extend(args);
+        let r = self.call(py, &init_vt, all, kwargs);
+        self.og.modules_in_init.remove(&ptr);
+        let r = r?;
+        if !r.as_constant(py).is_some_and(|c| c.is_none()) {
+            graph_break!(RaisesException, "__init__() of {} returned {} (TypeError: __init__() should return None)", type_name(cls), r.describe(py));
+        }
+        let pure = self.og.side_effects.writes == writes_before && self.og.side_effects.logger_calls.len() == calls_before;
+        if let (true, Some(vals), Some(kw)) = (pure, literal_args, literal_kwargs) {
+            let d = PyDict::new(py);
+            for (k, v) in kw {
+                d.set_item(k, v)?;
+            }
+            let mut all = vec![cls.clone()];
+            all.extend(vals);
+            let remake = crate::symbolic::variables::functions::partial_type(py)?.call(PyTuple::new(py, all)?, Some(&d))?;
+            if let Some(dm) = self.og.derived_modules.get_mut(&ptr) {
+                dm.remake = Some(remake.unbind());
+            }
+        }
+        Ok(vt)
+    }
+
+    /// `nn.Module.__init__(self, *args, **kwargs)` on a module whose `__init__` the trace runs
+    /// (`super().__init__()`): run for real on the private object with its literal arguments.
+    /// `None` for any other call.
+    pub(crate) fn module_base_init(&mut self, py: Python<'_>, func: &VT, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        let VT::Function { obj: f, .. } = func else { return Ok(None) };
+        let Some(VT::Module { obj: m, source: None }) = args.first() else { return Ok(None) };
+        if !self.og.modules_in_init.contains(&(m.as_ptr() as usize)) {
+            return Ok(None);
+        }
+        let base_init = self.og.handles.module_type.bind(py).getattr("__dict__")?.get_item("__init__")?;
+        if !f.bind(py).is(&base_init) {
+            return Ok(None);
+        }
+        let Some(vals) = args[1..].iter().map(|a| self.literal_value(py, a)).collect::<Option<Vec<_>>>() else {
+            graph_break!(UnsupportedCall, "nn.Module.__init__ with non-literal arguments");
+        };
+        let kw = PyDict::new(py);
+        for (k, v) in kwargs {
+            match self.literal_value(py, v) {
+                Some(v) => kw.set_item(k, v)?,
+                None => graph_break!(UnsupportedCall, "nn.Module.__init__ with a non-literal argument '{k}'"),
+            }
+        }
+        let mut all = vec![m.bind(py).clone()];
+        all.extend(vals);
+        base_init.call(PyTuple::new(py, all)?, Some(&kw))?;
+        Ok(Some(VT::none(py)))
+    }
+
+    /// `m.name = v` while `m`'s `__init__` runs in the trace (Note [modules built in the
+    /// frame]): the real write, through the class's `__setattr__` when it is `nn.Module`'s.
+    pub(crate) fn module_init_setattr(&mut self, py: Python<'_>, m: &Rc<Py<PyAny>>, name: &str, v: &VT) -> VResult<()> {
+        let m = m.bind(py);
+        let module_setattr = self.og.handles.module_type.bind(py).getattr("__setattr__")?;
+        if !m.get_type().getattr("__setattr__")?.is(&module_setattr) {
+            graph_break!(SideEffect, "attribute write {}.{name} in __init__ (a __setattr__ of its own)", type_name(m));
+        }
+        let real = match v {
+            VT::Constant(c) if is_literal_or_code(py, c.bind(py)) => c.bind(py).clone(),
+            VT::Function { obj, .. } | VT::TorchFunction(obj) | VT::Builtin(obj) | VT::Class(obj) => obj.bind(py).clone(),
+            VT::Module { obj, source } => {
+                let child = obj.bind(py).clone();
+                match source {
+                    Some(s) => {
+                        if let Some(dm) = self.og.derived_modules.get_mut(&(m.as_ptr() as usize)) {
+                            dm.children.push((name.to_string(), s.clone()));
+                        }
+                    }
+                    None if self.og.derived_modules.contains_key(&(child.as_ptr() as usize)) => {}
+                    None => graph_break!(MissingSource, "module without a source stored in a module built in the frame"),
+                }
+                child
+            }
+            VT::Method { func, self_ } if matches!(self_.as_ref(), VT::Module { obj, source: None } if obj.is(m)) => match func.as_ref() {
+                // `self.act = self._gelu_python`: a method bound to the module itself.
+                VT::Function { obj, .. } => py.import("types")?.getattr("MethodType")?.call1((obj.bind(py), m))?,
+                _ => graph_break!(SideEffect, "attribute write {}.{name} = {} in __init__", type_name(m), v.describe(py)),
+            },
+            _ => graph_break!(SideEffect, "attribute write {}.{name} = {} in __init__ (not a value made outside the trace)", type_name(m), v.describe(py)),
+        };
+        m.setattr(name, real)?;
+        Ok(())
+    }
+}
+
+/// A literal or a code object: values whose identity no trace depends on.
+fn is_literal_or_code(py: Python<'_>, v: &Bound<'_, PyAny>) -> bool {
+    crate::symbolic::builder::is_literal(py, v) || type_name(v) == "code"
 }

@@ -245,12 +245,24 @@ impl<'a> InstructionTranslator<'a> {
         }
         if one && (is("int") || is("round")) {
             // `int(n)` and `round(n)` of an int are `n`; of a float, `int` truncates toward zero
-            // (torch.sym_int), and `round` (banker's rounding) specializes.
+            // (torch.sym_int), and `round` is a node (Note [rounding symbolic floats]).
             return match kinds[0] {
                 Kind::Int => Ok(Some(args[0].clone())),
                 Kind::Float if is("int") => self.og.call(py, Some(&torch.getattr("sym_int")?), None, args, &[]).map(Some),
-                Kind::Float => Ok(None),
+                Kind::Float => self.og.call(py, Some(b), None, args, &[]).map(Some),
             };
+        }
+        // Note [rounding symbolic floats]
+        // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+        // `round(v)` and `round(v, n)` (n a constant int) of a symbolic float (a float input,
+        // or a value computed from one: `round(lr * 10, 3)`) are `builtins.round` nodes, run on
+        // the Python float when the graph runs (banker's rounding, CPython's correctly rounded
+        // decimal rounding), as arithmetic on such values is (Note [float inputs] in
+        // `output_graph.rs`). Folding them read the value, which specialized the frame on the
+        // float: one compile per value (a logging callback's `round(loss.item(), 5)` across a
+        // break). Only a later read of the rounded value (a branch on it) specializes.
+        if args.len() == 2 && is("round") && kinds == [Kind::Float, Kind::Int] && matches!(args[1], VT::Constant(_)) {
+            return self.og.call(py, Some(b), None, args, &[]).map(Some);
         }
         if one && is("float") {
             return match kinds[0] {

@@ -698,6 +698,41 @@ impl<'a> InstructionTranslator<'a> {
             }
             graph_break!(SuperCall, "super().{name} not found")
         }
+        if let VT::Module { obj, source: None } = inner {
+            // A module built in the frame (Note [modules built in the frame] in
+            // `nn_module.rs`): `super().__init__()` and other methods of its bases, found on
+            // the MRO after `cls`, sourced through its class when the class has a source.
+            let o = obj.bind(py).clone();
+            if !self.og.derived_modules.contains_key(&(o.as_ptr() as usize)) {
+                graph_break!(SuperCall, "super() over {}", inner.describe(py));
+            }
+            let ty = o.get_type();
+            let mro = ty.getattr("__mro__")?.cast_into::<PyTuple>().map_err(|e| Unsupported::new(e.to_string()))?;
+            let Some(start) = mro.iter().position(|c| c.is(cls)) else {
+                graph_break!(SuperCall, "super(): {} is not in the MRO of {}", crate::symbolic::variables::qualname(cls), type_name(&o));
+            };
+            for k in start + 1..mro.len() {
+                let d = mro.get_item(k)?.getattr("__dict__")?;
+                if !d.contains(name)? {
+                    continue;
+                }
+                let ca = d.get_item(name)?;
+                if type_name(&ca) != "function" {
+                    graph_break!(SuperCall, "super().{name} of a module built in the frame is a {}", type_name(&ca));
+                }
+                let base = mro.get_item(k)?.cast_into::<PyType>().map_err(|e| Unsupported::new(e.to_string()))?;
+                // torch's own (`nn.Module.__init__`) is inlined as trusted code, never wrapped
+                // as a torch function (a graph op).
+                let module = ca.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+                let trusted = module == "torch" || module.starts_with("torch.");
+                let func = match (trusted, self.class_attr_path(py, &base, name)?) {
+                    (false, Some(s)) => wrap(py, self.og, &ca, s)?,
+                    _ => VT::Function { obj: Rc::new(ca.unbind()), source: None },
+                };
+                return Ok(VT::Method { func: Box::new(func), self_: Box::new(inner.clone()) });
+            }
+            graph_break!(SuperCall, "super().{name} not found");
+        }
         let (o, source) = match inner {
             VT::Opaque { obj, source } => (obj.bind(py).clone(), source.clone()),
             VT::Module { obj, source: Some(source) } => (obj.bind(py).clone(), source.clone()),
