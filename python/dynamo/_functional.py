@@ -149,3 +149,43 @@ def sdpa_math(query, key, value, attn_mask, noise, is_causal: bool, scale, enabl
             attn = attn + attn_mask
     attn = torch._safe_softmax(attn, -1) if hasattr(torch, "_safe_softmax") else torch.softmax(attn, -1)
     return torch.matmul(attn * noise, value)
+
+
+def sdpa_math_backward(grad, query, key, value, attn_mask, noise, is_causal: bool, scale, enable_gqa: bool):
+    """Gradients ``(d query, d key, d value)`` of ``sdpa_math`` for the output gradient ``grad``
+    (Note [attention dropout as a product] in src/inductor/fx_import.rs), written out instead of
+    running ``sdpa_math`` again under autograd: with ``s`` the square root of the scale, the
+    weights ``A = _safe_softmax((q s)(k s)^T + mask)`` recomputed and ``P = A * noise``,
+    ``dv = P^T grad``, ``dA = (grad v^T) * noise``, ``dS = A * (dA - sum(dA * A, -1))`` (softmax's
+    backward; all-masked rows have ``A = 0`` and get 0), ``dq = (dS (k s)) s``, ``dk = (dS^T (q s)) s``
+    (the sign of a negative scale on ``dq``); with ``enable_gqa`` the repeated key/value heads
+    are summed back. Shapes and dtypes are those of the inputs. The mask gets no gradient (the
+    rule refuses a mask that requires grad)."""
+    L, S = query.size(-2), key.size(-2)
+    factor = (1.0 / math.sqrt(query.size(-1)) if scale is None else scale)
+    s = math.sqrt(abs(factor))
+    sq = s if factor >= 0 else -s
+    rep = 1
+    if enable_gqa and key.dim() >= 3 and query.size(-3) != key.size(-3):
+        rep = query.size(-3) // key.size(-3)
+        key = key.repeat_interleave(rep, -3)
+        value = value.repeat_interleave(rep, -3)
+    q = query * sq
+    ks = key * s
+    attn = torch.matmul(q, ks.transpose(-2, -1))
+    if is_causal:
+        keep = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+        attn = attn.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        attn = attn.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else attn + attn_mask
+    a = torch._safe_softmax(attn, -1) if hasattr(torch, "_safe_softmax") else torch.softmax(attn, -1)
+    dv = torch.matmul((a * noise).transpose(-2, -1), grad)
+    da = torch.matmul(grad, value.transpose(-2, -1)) * noise
+    ds = a * (da - (da * a).sum(-1, keepdim=True))
+    dq = torch.matmul(ds, ks) * sq
+    dk = torch.matmul(ds.transpose(-2, -1), q) * s
+    if rep > 1:
+        shape = (*dk.shape[:-3], dk.size(-3) // rep, rep, *dk.shape[-2:])
+        dk = dk.reshape(shape).sum(-3)
+        dv = dv.reshape(shape[:-1] + (dv.size(-1),)).sum(-3)
+    return dq, dk, dv

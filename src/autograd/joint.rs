@@ -279,6 +279,7 @@ pub fn op_key(n: &FxNode) -> Option<&'static str> {
             "torch.logsumexp" => "logsumexp",
             "torch.masked_fill" => "masked_fill",
             "torch.round" | "torch.sign" | "torch.trunc" => "step",
+            "dynamo._functional.sdpa_math" => "sdpa_math",
             // `x.T` / `x.mT` (attribute reads recorded as getattr calls).
             "builtins.getattr" => match n.args.get(1) {
                 Some(FxArg::Str(a)) if a == "T" => "T",

@@ -779,6 +779,25 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
             }
         }
         "sdpa" => return sdpa(b, i, g),
+        // Note [attention dropout as a product]: the attention math on given noise, its
+        // gradients written out by `dynamo._functional.sdpa_math_backward` (no rerun under
+        // autograd); a mask that requires grad is left to torch's derivative.
+        "sdpa_math" => {
+            if n.args.get(3).is_some_and(|m| b.wants(m)) || b.wants(&n.args.get(4).cloned().unwrap_or(FxArg::None)) {
+                return Err(no_rule(b, i, "mask or noise requires grad"));
+            }
+            let mut args = vec![gn.clone()];
+            args.extend(n.args.iter().cloned());
+            let call = b.call("dynamo._functional.sdpa_math_backward", args, vec![])?;
+            for pos in 0..3 {
+                if let Some(FxArg::Node(j)) = n.args.get(pos) {
+                    if b.requires_grad[*j] {
+                        let gj = b.getitem(call, pos as i64)?;
+                        give!(*j, gj);
+                    }
+                }
+            }
+        }
         "conv2d" | "conv1d" => return convolution(b, i, g, if key == "conv2d" { 2 } else { 1 }),
         "embedding" => {
             // embedding: weight: embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq).
