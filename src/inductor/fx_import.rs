@@ -1107,55 +1107,42 @@ fn attention_dropout_as_product(py: Python<'_>, g: &mut FxGraph) -> PyResult<()>
     let noise_target = g.side_table.len() - 1;
     g.side_table.push(helpers.getattr(intern!(py, "sdpa_math"))?.unbind());
     let math_target = g.side_table.len() - 1;
-    let old = std::mem::take(&mut g.nodes);
-    let mut new_index = vec![0usize; old.len()];
-    let mut nodes: Vec<FxNode> = Vec::with_capacity(old.len() + plan.iter().flatten().count());
-    for (i, mut n) in old.into_iter().enumerate() {
-        n.args.iter_mut().for_each(|a| remap_nodes(a, &new_index));
-        n.kwargs.iter_mut().for_each(|(_, a)| remap_nodes(a, &new_index));
-        match &plan[i] {
-            Some(args) => {
-                let mut args = args.clone();
-                args.iter_mut().for_each(|a| remap_nodes(a, &new_index));
-                let (FxArg::Node(q), FxArg::Node(k)) = (&args[0], &args[1]) else { unreachable!("candidate binds nodes") };
-                let (qm, km) = (nodes[*q].meta.clone(), nodes[*k].meta.clone());
-                let noise_meta = qm.zip(km).map(|(qm, km)| {
-                    let mut sizes = qm.layout.sizes.clone();
-                    let s = km.layout.sizes[km.layout.sizes.len() - 2];
-                    *sizes.last_mut().expect("query has dims") = s;
-                    let strides = Layout::contiguous_strides(&sizes);
-                    TensorMeta { layout: Layout { sizes, strides, dtype: qm.layout.dtype, cpu: true }, requires_grad: false }
-                });
-                nodes.push(FxNode {
-                    name: format!("{}_noise", n.name),
-                    op: FxOp::CallFunction { target: noise_target },
-                    canonical: None,
-                    target_name: "dynamo._functional.sdpa_dropout_noise".into(),
-                    args: vec![args[0].clone(), args[1].clone(), args[4].clone()],
-                    kwargs: Vec::new(),
-                    meta: noise_meta,
-                    users: Vec::new(),
-                    inplace: false,
-                    recompute: n.recompute,
-                });
-                let noise = nodes.len() - 1;
-                args[4] = FxArg::Node(noise);
-                nodes.push(FxNode {
-                    op: FxOp::CallFunction { target: math_target },
-                    canonical: None,
-                    target_name: "dynamo._functional.sdpa_math".into(),
-                    args,
-                    kwargs: Vec::new(),
-                    ..n
-                });
-            }
-            None => nodes.push(n),
-        }
-        new_index[i] = nodes.len() - 1;
-    }
-    g.output = new_index[g.output];
-    g.nodes = nodes;
-    set_users(&mut g.nodes);
+    let planned: Vec<bool> = plan.iter().map(Option::is_some).collect();
+    rebuild_nodes(g, &planned, |nodes, n, i, new_index| {
+        let Some(args) = &plan[i] else { return };
+        let mut args = args.clone();
+        args.iter_mut().for_each(|a| remap_nodes(a, new_index));
+        let (FxArg::Node(q), FxArg::Node(k)) = (&args[0], &args[1]) else { unreachable!("candidate binds nodes") };
+        let (qm, km) = (nodes[*q].meta.clone(), nodes[*k].meta.clone());
+        let noise_meta = qm.zip(km).map(|(qm, km)| {
+            let mut sizes = qm.layout.sizes.clone();
+            let s = km.layout.sizes[km.layout.sizes.len() - 2];
+            *sizes.last_mut().expect("query has dims") = s;
+            let strides = Layout::contiguous_strides(&sizes);
+            TensorMeta { layout: Layout { sizes, strides, dtype: qm.layout.dtype, cpu: true }, requires_grad: false }
+        });
+        nodes.push(FxNode {
+            name: format!("{}_noise", n.name),
+            op: FxOp::CallFunction { target: noise_target },
+            canonical: None,
+            target_name: "dynamo._functional.sdpa_dropout_noise".into(),
+            args: vec![args[0].clone(), args[1].clone(), args[4].clone()],
+            kwargs: Vec::new(),
+            meta: noise_meta,
+            users: Vec::new(),
+            inplace: false,
+            recompute: n.recompute,
+        });
+        args[4] = FxArg::Node(nodes.len() - 1);
+        nodes.push(FxNode {
+            op: FxOp::CallFunction { target: math_target },
+            canonical: None,
+            target_name: "dynamo._functional.sdpa_math".into(),
+            args,
+            kwargs: Vec::new(),
+            ..n
+        });
+    });
     Ok(())
 }
 
@@ -1210,49 +1197,60 @@ fn dropout_as_product(py: Python<'_>, g: &mut FxGraph) -> PyResult<()> {
     let noise_target = g.side_table.len() - 1;
     g.side_table.push(mul_fn.unbind());
     let mul_target = g.side_table.len() - 1;
+    let planned: Vec<bool> = plan.iter().map(Option::is_some).collect();
+    rebuild_nodes(g, &planned, |nodes, n, i, new_index| {
+        let Some((x, p)) = plan[i] else { return };
+        let x = new_index[x];
+        let mut noise_meta = nodes[x].meta.clone();
+        if let Some(m) = noise_meta.as_mut() {
+            m.requires_grad = false;
+        }
+        nodes.push(FxNode {
+            name: format!("{}_noise", n.name),
+            op: FxOp::CallFunction { target: noise_target },
+            canonical: None,
+            target_name: "dynamo._functional.dropout_noise".into(),
+            args: vec![FxArg::Node(x), FxArg::Float(p)],
+            kwargs: Vec::new(),
+            meta: noise_meta,
+            users: Vec::new(),
+            inplace: false,
+            recompute: n.recompute,
+        });
+        let noise = nodes.len() - 1;
+        nodes.push(FxNode {
+            op: FxOp::CallFunction { target: mul_target },
+            canonical: Some("mul"),
+            target_name: "torch.mul".into(),
+            args: vec![FxArg::Node(x), FxArg::Node(noise)],
+            kwargs: Vec::new(),
+            ..n
+        });
+    });
+    Ok(())
+}
+
+/// Rebuilds `g`'s nodes in order with their arguments renumbered: node `i` with `planned[i]` is
+/// replaced by what `expand(nodes, node, i, new_index)` pushes (its last push takes the node's
+/// place for later readers; `new_index` maps old node numbers to new ones so far), every other
+/// node is kept. Users are recomputed.
+fn rebuild_nodes(g: &mut FxGraph, planned: &[bool], mut expand: impl FnMut(&mut Vec<FxNode>, FxNode, usize, &[usize])) {
     let old = std::mem::take(&mut g.nodes);
     let mut new_index = vec![0usize; old.len()];
-    let mut nodes: Vec<FxNode> = Vec::with_capacity(old.len() + 2 * plan.iter().flatten().count());
+    let mut nodes: Vec<FxNode> = Vec::with_capacity(old.len() + 2 * planned.iter().filter(|p| **p).count());
     for (i, mut n) in old.into_iter().enumerate() {
         n.args.iter_mut().for_each(|a| remap_nodes(a, &new_index));
         n.kwargs.iter_mut().for_each(|(_, a)| remap_nodes(a, &new_index));
-        match plan[i] {
-            Some((x, p)) => {
-                let x = new_index[x];
-                let mut noise_meta = nodes[x].meta.clone();
-                if let Some(m) = noise_meta.as_mut() {
-                    m.requires_grad = false;
-                }
-                nodes.push(FxNode {
-                    name: format!("{}_noise", n.name),
-                    op: FxOp::CallFunction { target: noise_target },
-                    canonical: None,
-                    target_name: "dynamo._functional.dropout_noise".into(),
-                    args: vec![FxArg::Node(x), FxArg::Float(p)],
-                    kwargs: Vec::new(),
-                    meta: noise_meta,
-                    users: Vec::new(),
-                    inplace: false,
-                    recompute: n.recompute,
-                });
-                let noise = nodes.len() - 1;
-                nodes.push(FxNode {
-                    op: FxOp::CallFunction { target: mul_target },
-                    canonical: Some("mul"),
-                    target_name: "torch.mul".into(),
-                    args: vec![FxArg::Node(x), FxArg::Node(noise)],
-                    kwargs: Vec::new(),
-                    ..n
-                });
-            }
-            None => nodes.push(n),
+        if planned[i] {
+            expand(&mut nodes, n, i, &new_index);
+        } else {
+            nodes.push(n);
         }
         new_index[i] = nodes.len() - 1;
     }
     g.output = new_index[g.output];
     g.nodes = nodes;
     set_users(&mut g.nodes);
-    Ok(())
 }
 
 fn remap_nodes(a: &mut FxArg, new_index: &[usize]) {
