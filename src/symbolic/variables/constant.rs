@@ -25,6 +25,29 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
+    /// The real arguments of a call made at trace time that takes literals only
+    /// ([`Self::literal_value`]): the positional values and a dict of the keyword ones. A graph
+    /// break naming `what` (and the keyword) when one is not a literal.
+    pub(crate) fn literal_call_args<'py>(
+        &self,
+        py: Python<'py>,
+        args: &[VT],
+        kwargs: &[(String, VT)],
+        what: &str,
+    ) -> crate::symbolic::VResult<(Vec<Bound<'py, PyAny>>, Bound<'py, PyDict>)> {
+        let Some(vals) = args.iter().map(|a| self.literal_value(py, a)).collect::<Option<Vec<_>>>() else {
+            crate::graph_break!(UnsupportedCall, "{what} with non-literal arguments");
+        };
+        let kw = PyDict::new(py);
+        for (k, v) in kwargs {
+            match self.literal_value(py, v) {
+                Some(v) => kw.set_item(k, v)?,
+                None => crate::graph_break!(UnsupportedCall, "{what} with a non-literal argument '{k}'"),
+            }
+        }
+        Ok((vals, kw))
+    }
+
     /// A fresh Python value equal to `v` when `v` is a literal or a container of literals built
     /// during tracing.
     pub(crate) fn literal_value<'py>(&self, py: Python<'py>, v: &VT) -> Option<Bound<'py, PyAny>> {

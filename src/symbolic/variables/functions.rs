@@ -610,16 +610,7 @@ impl<'a> InstructionTranslator<'a> {
         if !obj.bind(py).is(&namedtuple) {
             return Ok(None);
         }
-        let Some(vals) = args.iter().map(|a| self.literal_value(py, a)).collect::<Option<Vec<_>>>() else {
-            graph_break!(UnsupportedCall, "collections.namedtuple with non-literal arguments");
-        };
-        let kw = PyDict::new(py);
-        for (k, v) in kwargs {
-            match self.literal_value(py, v) {
-                Some(v) => kw.set_item(k, v)?,
-                None => graph_break!(UnsupportedCall, "collections.namedtuple with a non-literal '{k}'"),
-            }
-        }
+        let (vals, kw) = self.literal_call_args(py, args, kwargs, "collections.namedtuple")?;
         if !kw.contains("module")? {
             let module = self.g.globals.bind(py).get_item("__name__")?.map(|m| m.unbind()).unwrap_or_else(|| PyString::new(py, "__main__").into_any().unbind());
             kw.set_item("module", module)?;

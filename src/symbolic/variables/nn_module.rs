@@ -29,16 +29,7 @@ impl<'a> InstructionTranslator<'a> {
     /// left to Python (a graph break), before any construction.
     pub(crate) fn construct_module(&mut self, py: Python<'_>, cls: &Bound<'_, PyAny>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<VT> {
         let qual = crate::symbolic::variables::qualname(cls);
-        let Some(vals) = args.iter().map(|a| self.literal_value(py, a)).collect::<Option<Vec<_>>>() else {
-            graph_break!(UnsupportedCall, "constructing {qual} with non-literal arguments");
-        };
-        let kw = PyDict::new(py);
-        for (k, v) in kwargs {
-            match self.literal_value(py, v) {
-                Some(v) => kw.set_item(k, v)?,
-                None => graph_break!(UnsupportedCall, "constructing {qual} with a non-literal argument '{k}'"),
-            }
-        }
+        let (vals, kw) = self.literal_call_args(py, args, kwargs, &format!("constructing {qual}"))?;
         let vals = PyTuple::new(py, vals)?;
         let fork = py.import("torch.random")?.getattr("fork_rng")?;
         let fork_kw = PyDict::new(py);
@@ -581,16 +572,7 @@ impl<'a> InstructionTranslator<'a> {
         if !f.bind(py).is(&base_init) {
             return Ok(None);
         }
-        let Some(vals) = args[1..].iter().map(|a| self.literal_value(py, a)).collect::<Option<Vec<_>>>() else {
-            graph_break!(UnsupportedCall, "nn.Module.__init__ with non-literal arguments");
-        };
-        let kw = PyDict::new(py);
-        for (k, v) in kwargs {
-            match self.literal_value(py, v) {
-                Some(v) => kw.set_item(k, v)?,
-                None => graph_break!(UnsupportedCall, "nn.Module.__init__ with a non-literal argument '{k}'"),
-            }
-        }
+        let (vals, kw) = self.literal_call_args(py, &args[1..], kwargs, "nn.Module.__init__")?;
         let mut all = vec![m.bind(py).clone()];
         all.extend(vals);
         base_init.call(PyTuple::new(py, all)?, Some(&kw))?;
