@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import operator
 import re
 import weakref
 
@@ -160,6 +161,69 @@ def _saved_inputs(node):
             if isinstance(t, torch.Tensor):
                 found.append(t)
     return found
+
+
+_INPLACE_OPERATORS = frozenset(
+    (operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+     operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor, operator.ilshift,
+     operator.irshift, operator.imatmul)
+)
+
+
+def _writes_in_place(node):
+    """True when fx ``node`` may write one of its tensor arguments in place: a ``x.op_()`` method,
+    a function named ``op_`` (``torch.relu_``), ``setitem`` or an augmented assignment, or a call
+    given ``inplace=True`` or ``out=``."""
+    if node.op == "call_method":
+        return node.target.endswith("_") and not node.target.startswith("__")
+    if node.op != "call_function":
+        return False
+    if node.target in _INPLACE_OPERATORS or node.kwargs.get("inplace") is True or "out" in node.kwargs:
+        return True
+    name = getattr(node.target, "__name__", "")
+    return name.endswith("_") and not name.startswith("__")
+
+
+def _stale_saved_tensor(gm):
+    """The name of an autograd node (``SigmoidBackward0``) of ``gm``'s trace that saved a tensor
+    which the graph later wrote in place, or None (Note [writes to saved tensors]). Only graphs
+    with an in-place op are walked."""
+    if not any(_writes_in_place(n) for n in gm.graph.nodes):
+        return None
+    stack = [v.grad_fn for v in _output_example_values(gm) if v is not None and v.grad_fn is not None]
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for a in dir(type(node)):
+            if not a.startswith("_saved_") or a.endswith("_raw"):
+                continue
+            try:
+                getattr(node, a)
+            except RuntimeError as e:
+                if "modified by an inplace operation" in str(e):
+                    return type(node).__name__
+            except Exception:  # a value released or not readable back: not our question
+                pass
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+    return None
+
+
+# Note [writes to saved tensors]: eager's autograd refuses a backward that reads a tensor written
+# in place after an op saved it (``z = x.sigmoid(); z.mul_(2)``: "one of the variables needed
+# for gradient computation has been modified by an inplace operation"). Inside a graph our
+# functionalized joint graph computes the derivative of the functional program instead, a
+# gradient where eager raises: a user's bug silently answered. Which tensors an op saves is
+# torch's knowledge (derivatives.yaml), so it is read off torch: the trace ran every op on fake
+# tensors under autograd, so the fake outputs' autograd graph is eager's, with eager's saved
+# tensors and version counters, and reading a saved tensor back raises that very error when it
+# was written since. Such a graph runs through ``gm.forward``: torch's autograd records it, and
+# the backward raises eager's error exactly when eager's does (only if a gradient reaches the
+# saving node). The walk costs nothing for graphs without in-place ops; torch.compile raises
+# the error at compile time instead (BackendCompilerFailed). Writes made after the graph are
+# Note [saved results]'s.
 
 
 def _output_meta(gm):
@@ -413,6 +477,11 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
         # Note [view outputs]: the graph without its view outputs, which are made again from
         # their bases around the compiled callable.
         return views.wrap(_no_outputs if views.empty else aot_compile(views.gm, example_inputs, backend, guarded))
+    stale = _stale_saved_tensor(gm)
+    if stale is not None:
+        # Note [writes to saved tensors].
+        _C.aot_count_eager(f"an in-place op writes a tensor that {stale} saved for backward")
+        return gm.forward
     plan = _C.aot_joint(_flash_attention_graph(gm), example_inputs, partitioner=config.aot_partitioner)
     if isinstance(plan, str):
         segmented = _split_around_gaps(gm, example_inputs, backend)

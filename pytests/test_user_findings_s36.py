@@ -1,0 +1,124 @@
+"""Smallest failing inputs of what new users' programs found (stop 36), each fixed kind with
+its test."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import dynamo
+
+
+def _backward(fn, x):
+    """("ok", x.grad) after ``fn(x)[0].backward()``, or ("error", type, first message line)."""
+    x.grad = None
+    try:
+        out = fn(x)
+        (out[0] if isinstance(out, tuple) else out).backward()
+        return ("ok", x.grad.clone())
+    except Exception as e:  # compared with eager's below
+        return ("error", type(e), str(e).splitlines()[0])
+
+
+def _sigmoid_mul_(x):
+    z = x.sigmoid()
+    z.mul_(2)  # sigmoid saved z for its backward
+    return z.sum()
+
+
+def _softmax_relu_(x):
+    return x.softmax(-1).relu_().sum()
+
+
+def _exp_iadd(x):
+    z = x.exp()
+    z += 1
+    return z.sum()
+
+
+def _tanh_setitem(x):
+    z = x.tanh()
+    z[0] = 0
+    return z.sum()
+
+
+def _mul_saves_input(x):
+    y = x * 3
+    z = y * y  # saves y as an input
+    y.add_(1)
+    return z.sum()
+
+
+def _torch_relu_(x):
+    z = torch.sqrt(x + 1)
+    torch.relu_(z)
+    return z.sum()
+
+
+def _functional_inplace(x):
+    z = x.exp()
+    F.relu(z, inplace=True)
+    return z.sum()
+
+
+WRITES_TO_SAVED = [_sigmoid_mul_, _softmax_relu_, _exp_iadd, _tanh_setitem, _mul_saves_input, _torch_relu_, _functional_inplace]
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("fn", WRITES_TO_SAVED, ids=lambda f: f.__name__)
+def test_inplace_write_to_a_tensor_eager_saved_raises_eagers_error(fn, backend):
+    # Note [writes to saved tensors]: the functionalized joint graph differentiated the
+    # functional program and returned a gradient where eager's backward raises.
+    x = torch.rand(3, 4, requires_grad=True)
+    want = _backward(fn, x)
+    assert want[0] == "error" and "modified by an inplace operation" in want[2]
+    dynamo.reset()
+    got = _backward(dynamo.optimize(backend)(fn), x)
+    assert got == want
+    assert dynamo.counters()["aot_eager_graphs"] == 1
+
+
+def _scale_then_add_(x):
+    y = x * 2  # a product by a number saves nothing of y
+    y.add_(1)
+    return y.sum()
+
+
+def _norm_then_relu_(x):
+    return (F.layer_norm(x, (4,)).relu_() * 2).sum()  # layer_norm saves its input, not its result
+
+
+def _write_a_product(x):
+    z = x.sigmoid()
+    w = z * 2
+    w.add_(1)
+    return (w + z).sum()
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("fn", [_scale_then_add_, _norm_then_relu_, _write_a_product], ids=lambda f: f.__name__)
+def test_inplace_write_eager_allows_stays_compiled(fn, backend):
+    x = torch.rand(3, 4, requires_grad=True)
+    want = _backward(fn, x)
+    assert want[0] == "ok"
+    dynamo.reset()
+    got = _backward(dynamo.optimize(backend)(fn), x)
+    assert got[0] == "ok"
+    torch.testing.assert_close(got[1], want[1])
+    c = dynamo.counters()
+    assert (c["aot_graphs"], c["aot_eager_graphs"]) == (1, 0)
+
+
+def test_write_to_saved_tensor_with_backward_through_another_output_runs():
+    # Eager raises only when a gradient reaches the saving node; a backward through another
+    # output runs, and so must ours.
+    def f(x):
+        z = x.exp()
+        z.add_(1)
+        return (x * 2).sum(), z
+
+    x = torch.rand(3, 4, requires_grad=True)
+    want = _backward(f, x)
+    dynamo.reset()
+    got = _backward(dynamo.optimize("inductor")(f), x)
+    assert want[0] == got[0] == "ok"
+    torch.testing.assert_close(got[1], want[1])
