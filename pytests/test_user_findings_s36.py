@@ -122,3 +122,56 @@ def test_write_to_saved_tensor_with_backward_through_another_output_runs():
     got = _backward(dynamo.optimize("inductor")(f), x)
     assert want[0] == got[0] == "ok"
     torch.testing.assert_close(got[1], want[1])
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_inference_tensor_input_raises_where_eager_does_and_keeps_state(backend):
+    # Note [inference tensor inputs]: the graph compiled for ordinary tensors ran its kernels
+    # (batch-norm statistics, dropout's draws) and only then raised "Inference tensors cannot be
+    # saved for backward"; the frame's earlier Python effect was lost.
+    log = []
+
+    def run(wrap):
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4), torch.nn.Dropout(0.5))
+
+        def f(x):
+            log.append("called")
+            return m(x)
+
+        fm = wrap(f)
+        fm(torch.randn(6, 4))
+        with torch.inference_mode():
+            xi = torch.randn(6, 4)
+        log.clear()
+        with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
+            fm(xi)
+        bn = m[1]
+        return list(log), bn.num_batches_tracked.item(), bn.running_mean.clone(), torch.rand(3)
+
+    want = run(lambda f: f)
+    dynamo.reset()
+    got = run(lambda f: dynamo.optimize(backend)(f))
+    assert got[:2] == want[:2] == (["called"], 1)
+    torch.testing.assert_close(got[2], want[2], rtol=0, atol=0)
+    torch.testing.assert_close(got[3], want[3], rtol=0, atol=0)
+
+
+def test_inference_tensor_inputs_compile_once_more_and_match():
+    def f(x, w):
+        return (x @ w).relu().sum(-1)
+
+    w = torch.randn(4, 3)
+    g = dynamo.optimize("inductor")(f)
+    x = torch.randn(5, 4)
+    with torch.inference_mode():
+        xi = torch.randn(5, 4)
+        want = f(xi, w)
+    dynamo.reset()
+    torch.testing.assert_close(g(x, w), f(x, w))
+    with torch.inference_mode():
+        got = g(xi, w)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(g(x, w), f(x, w))
+    c = dynamo.counters()
+    assert c["compiles"] == 2 and c["cache_hits"] >= 1

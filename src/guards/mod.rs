@@ -10,6 +10,7 @@ pub mod shapes;
 
 use crate::source::Source;
 use pyo3::ffi;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 use std::collections::HashMap;
@@ -204,6 +205,9 @@ pub struct TensorSpec {
     /// `tensor.get_device()`: -1 for CPU.
     pub device: i64,
     pub requires_grad: bool,
+    /// `tensor.is_inference()`: made under `torch.inference_mode` (Note [inference tensor
+    /// inputs]).
+    pub inference: bool,
     pub sizes: Vec<i64>,
     pub strides: Vec<i64>,
     /// Dimensions whose size is symbolic: not compared; the tensor must then be contiguous.
@@ -1113,6 +1117,17 @@ impl GuardManager {
         let rg = v.getattr(self.hot.requires_grad.bind(py)).map(|r| r.as_ptr() == unsafe { ffi::Py_True() }).map_err(|_| None)?;
         if rg != spec.requires_grad {
             return Err(explain.then(|| format!("tensor {} requires_grad mismatch. expected {}, actual {}", name(), spec.requires_grad, rg)));
+        }
+        // Note [inference tensor inputs]: a tensor made under `torch.inference_mode` cannot be
+        // saved for backward, so a graph compiled for ordinary tensors raises "Inference tensors
+        // cannot be saved for backward" only after its kernels ran (batch-norm statistics
+        // updated, dropout drawn, the frame's earlier Python effects not replayed), where eager
+        // raises at the op that saves it. Such an input is another compile: its trace raises at
+        // that op, which runs eagerly after a graph holding what came before. torch's
+        // `TensorGuards` (the fast check) already tell them apart by their dispatch keys.
+        let inference = v.call_method0(intern!(py, "is_inference")).map(|r| r.as_ptr() == unsafe { ffi::Py_True() }).map_err(|_| None)?;
+        if inference != spec.inference {
+            return Err(explain.then(|| format!("tensor {} is_inference mismatch. expected {}, actual {}", name(), spec.inference, inference)));
         }
         let sizes = v.call_method0(self.hot.size.bind(py)).map_err(|_| None)?;
         let strides = v.call_method0(self.hot.stride.bind(py)).map_err(|_| None)?;

@@ -814,6 +814,7 @@ impl OutputGraph {
             dtype: value.getattr("dtype")?.unbind(),
             device: value.call_method0("get_device")?.extract()?,
             requires_grad: value.getattr("requires_grad")?.extract()?,
+            inference: value.call_method0("is_inference")?.extract()?,
             sizes,
             strides,
             dynamic_dims,
