@@ -175,3 +175,23 @@ def test_inference_tensor_inputs_compile_once_more_and_match():
     torch.testing.assert_close(g(x, w), f(x, w))
     c = dynamo.counters()
     assert c["compiles"] == 2 and c["cache_hits"] >= 1
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_anomaly_mode_names_eagers_node(backend):
+    # Note [anomaly mode]: the compiled backward, one node named after the graph's last op,
+    # took the blame for sqrt's NaN ("Function 'SumBackward0' returned nan values").
+    def f(x):
+        return torch.where(x > 0, x.sqrt(), torch.zeros_like(x)).sum()
+
+    x = torch.tensor([-1.0, 4.0], requires_grad=True)
+    g = dynamo.optimize(backend)(f)
+    for fn in (f, g):
+        with torch.autograd.set_detect_anomaly(True), pytest.warns(UserWarning):
+            with pytest.raises(RuntimeError, match="Function 'SqrtBackward0' returned nan values in its 0th output"):
+                fn(x).backward()
+    # Off again: the compiled backward runs (sqrt's NaN is masked away by where's gradient).
+    x.grad = None
+    g(x).backward()
+    assert x.grad.tolist()[1] == 0.25
+    assert dynamo.counters()["aot_backward_graphs"] == 1

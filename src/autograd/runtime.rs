@@ -199,6 +199,8 @@ pub struct AotRuntime {
     extra: Py<PyTuple>,
     eager_forward: Py<PyAny>,
     top_hooks: Py<PyAny>,
+    /// `torch.is_anomaly_enabled` (Note [anomaly mode]).
+    anomaly_enabled: Py<PyAny>,
     /// The `torch.autograd.Function` subclass (for debugging: its `aot_plan`).
     #[pyo3(get)]
     function: Py<PyAny>,
@@ -218,12 +220,14 @@ impl AotRuntime {
     fn new(py: Python<'_>, function: Py<PyAny>, extra: Py<PyTuple>, eager_forward: Py<PyAny>, mutated_inputs: Vec<usize>) -> PyResult<Self> {
         let apply = function.bind(py).getattr("apply")?.unbind();
         let top_hooks = py.import("torch._C._autograd")?.getattr("_top_saved_tensors_default_hooks")?.unbind();
+        let anomaly_enabled = py.import("torch")?.getattr("is_anomaly_enabled")?.unbind();
         let tensor_type = py.import("torch")?.getattr("Tensor")?.cast_into::<PyType>()?.unbind();
         Ok(AotRuntime {
             apply,
             extra,
             eager_forward,
             top_hooks,
+            anomaly_enabled,
             function,
             logged_checkpoint: AtomicBool::new(false),
             mutated_inputs,
@@ -247,6 +251,15 @@ impl AotRuntime {
                 }
                 return self.eager_forward.bind(py).call1(args);
             }
+        }
+        // Note [anomaly mode]: under `torch.autograd.set_detect_anomaly(True)` eager's backward
+        // checks every node's gradients for NaN and names the node that made one
+        // (`SqrtBackward0`), with the traceback of the forward op that created it. The compiled
+        // backward is one node, which would take the blame under the graph's last op's name, so
+        // while anomaly detection is on the graph runs through torch's autograd, op by op, as
+        // the debugging tool expects.
+        if self.anomaly_enabled.bind(py).call0()?.is_truthy()? {
+            return self.eager_forward.bind(py).call1(args);
         }
         let extra = self.extra.bind(py);
         if self.mutated_input_aliases(py, args, extra)? {
