@@ -195,3 +195,60 @@ def test_anomaly_mode_names_eagers_node(backend):
     g(x).backward()
     assert x.grad.tolist()[1] == 0.25
     assert dynamo.counters()["aot_backward_graphs"] == 1
+
+
+LOG = []
+
+
+def _logged_block(x, lin):
+    LOG.append("fwd")
+    return lin(x).relu()
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_checkpointed_python_effects_happen_again_in_backward(backend):
+    # Note [checkpointed Python effects]: eager reruns the checkpointed function in backward;
+    # the backward graph's recomputation repeats only its tensor ops.
+    from torch.utils.checkpoint import checkpoint
+
+    lin = torch.nn.Linear(4, 4)
+    bn = torch.nn.BatchNorm1d(4)
+
+    def f(x):
+        y = checkpoint(_logged_block, x, lin, use_reentrant=False)
+        return checkpoint(bn, y, use_reentrant=False).sum()
+
+    x = torch.randn(3, 4, requires_grad=True)
+
+    def run(fn):
+        LOG.clear()
+        bn.reset_running_stats()
+        x.grad = None
+        fn(x).backward()
+        return list(LOG), bn.num_batches_tracked.item(), bn.running_mean.clone(), x.grad.clone()
+
+    want = run(f)
+    dynamo.reset()
+    got = run(dynamo.optimize(backend)(f))
+    assert want[:2] == got[:2] == (["fwd", "fwd"], 2)
+    torch.testing.assert_close(got[2], want[2])
+    torch.testing.assert_close(got[3], want[3])
+
+
+def test_checkpoint_without_effects_stays_one_graph():
+    from torch.utils.checkpoint import checkpoint
+
+    lin = torch.nn.Linear(4, 4)
+
+    def f(x):
+        return checkpoint(lambda t: lin(t).relu() * 2, x, use_reentrant=False).sum()
+
+    x = torch.randn(3, 4, requires_grad=True)
+    f(x).backward()
+    want = x.grad.clone()
+    x.grad = None
+    dynamo.reset()
+    dynamo.optimize("inductor")(f)(x).backward()
+    torch.testing.assert_close(x.grad, want)
+    c = dynamo.counters()
+    assert (c["graphs"], c["graph_breaks"], c["aot_graphs"]) == (1, 0, 1)

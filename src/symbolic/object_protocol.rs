@@ -2705,9 +2705,23 @@ impl InstructionTranslator<'_> {
             graph_break!(UnsupportedCall, "torch.utils.checkpoint.checkpoint used as a decorator runs eagerly");
         }
         let function = args.remove(0);
+        // Note [checkpointed Python effects]: eager's non-reentrant checkpoint runs the function
+        // again in the backward, Python and all: a log it appends to gets a second entry, a
+        // counter counts twice, a training batch norm updates its running statistics twice. The
+        // recomputation of the backward graph repeats only the tensor ops, so a region that
+        // writes anything outside the trace (objects, globals, logging, iterators, the graph's
+        // inputs) is a graph break: torch's checkpoint runs it, as in eager.
+        let effects = |t: &Self| (t.og.side_effects.writes, t.og.side_effects.iter_steps(), t.og.side_effects.logger_calls.len(), t.og.graph.mutated_inputs());
+        let before = effects(self);
         self.og.graph.checkpoint_depth += 1;
         let r = self.call(py, &function, args, fn_kwargs);
         self.og.graph.checkpoint_depth -= 1;
+        if r.is_ok() && effects(self) != before {
+            graph_break!(
+                UnsupportedCall,
+                "torch.utils.checkpoint.checkpoint of a function with effects outside the trace runs eagerly (eager runs it again in the backward)"
+            );
+        }
         r
     }
 }
