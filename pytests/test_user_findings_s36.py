@@ -252,3 +252,92 @@ def test_checkpoint_without_effects_stays_one_graph():
     torch.testing.assert_close(x.grad, want)
     c = dynamo.counters()
     assert (c["graphs"], c["graph_breaks"], c["aot_graphs"]) == (1, 0, 1)
+
+
+GEN_LOG = []
+
+
+def _gen_except_finally():
+    try:
+        yield 1
+        yield 2
+    except ValueError:
+        GEN_LOG.append("except")
+    finally:
+        GEN_LOG.append("finally")
+
+
+def _gen_two_clauses_second_catches_all():
+    try:
+        yield 1
+        yield 2
+    except ValueError:
+        GEN_LOG.append("value")
+    except BaseException:
+        GEN_LOG.append("base")
+        raise
+
+
+def _gen_nested_try_outer_finally():
+    try:
+        try:
+            yield 1
+            yield 2
+        except (KeyError, IndexError):
+            GEN_LOG.append("inner")
+    finally:
+        GEN_LOG.append("outer finally")
+
+
+def _gen_except_only():
+    try:
+        yield 1
+        yield 2
+    except ValueError:
+        GEN_LOG.append("except")
+
+
+GENERATORS = [_gen_except_finally, _gen_two_clauses_second_catches_all, _gen_nested_try_outer_finally, _gen_except_only]
+
+
+def _close_explicitly(gen, t):
+    g = gen()
+    a = next(g)
+    g.close()
+    GEN_LOG.append("after close")
+    return t + a
+
+
+def _close_by_any(gen, t):
+    found = any(v > 0 for v in gen())
+    GEN_LOG.append("after any")
+    return t + found
+
+
+def _close_by_rebinding(gen, t):
+    g = gen()
+    a = next(g)
+    g = None
+    GEN_LOG.append("after rebind")
+    return t + a
+
+
+@pytest.mark.parametrize("close", [_close_explicitly, _close_by_any, _close_by_rebinding], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("gen", GENERATORS, ids=lambda f: f.__name__)
+def test_closing_a_generator_runs_its_handlers_as_eager(gen, close):
+    # closing_runs_code looked at the first `except` clause only: a `finally` (or a later
+    # `except BaseException`, an outer try) behind a clause that lets GeneratorExit pass was
+    # never run when the trace closed the generator.
+    import functools
+
+    fn = functools.partial(close, gen)
+    GEN_LOG.clear()
+    want = (fn(torch.ones(2)), list(GEN_LOG))
+    dynamo.reset()
+    GEN_LOG.clear()
+    got = (dynamo.optimize("eager")(lambda t: fn(t))(torch.ones(2)), list(GEN_LOG))
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1] == want[1]
+    if gen is _gen_except_only:
+        c = dynamo.counters()
+        assert (c["graphs"], c["graph_breaks"]) == (1, 0)

@@ -293,22 +293,56 @@ fn check_dropped_generators(og: &OutputGraph) -> VResult<()> {
 /// code of its own (`check_dropped_generators`): it sits in a handler's range that is neither
 /// 3.12's implicit StopIteration handler nor `except` clauses that let GeneratorExit pass.
 pub(crate) fn closing_runs_code(frame: &crate::symbolic::variables::GeneratorFrame) -> bool {
-    use crate::bytecode::opcode::op;
     // Suspended in a `yield from` (Note [generator throw]), closing closes the iterator it
     // delegates to first (`gen_close`), which may run code of its own.
     if frame.ip > 0 && crate::symbolic::variables::iter::delegating(frame) {
         return true;
     }
     let Some(exn) = frame.code.insts.get(frame.ip - 1).and_then(|i| i.exn) else { return false };
+    handler_runs_code_on_exit(frame, exn.handler.index(), 0)
+}
+
+/// Whether the `GeneratorExit` that `close()` throws in runs code of the generator once it
+/// reaches the handler at instruction `h` (`closing_runs_code`). 3.12's implicit StopIteration
+/// handler runs none. `except X:` clauses (`PUSH_EXC_INFO`, loads of the classes,
+/// `CHECK_EXC_MATCH`, a jump to the next clause when it does not match) only test the type and
+/// pass GeneratorExit on unless a class is BaseException or GeneratorExit itself; after the last
+/// clause the exception is re-raised (`RERAISE`), through the clause's cleanup (`COPY 3;
+/// POP_EXCEPT; RERAISE 1`), to the handler around the whole `try` if there is one (a `finally`,
+/// a `with`, an outer `try`), which is walked the same way. Anything else (a `finally` or `with`
+/// handler, `except*`, a shape not recognized) counts as running code.
+fn handler_runs_code_on_exit(frame: &crate::symbolic::variables::GeneratorFrame, h: usize, depth: usize) -> bool {
+    use crate::bytecode::opcode::op;
     let insts = &frame.code.insts;
-    let h = exn.handler.index();
-    let implicit = insts.get(h).is_some_and(|h| h.opcode == op::CALL_INTRINSIC_1 && h.arg == 3);
-    // `except X:` / `except (X, Y):` (`PUSH_EXC_INFO`, loads of the classes, `CHECK_EXC_MATCH`)
-    // only tests the type of the GeneratorExit that close() throws in, and passes it on
-    // unless a class is BaseException or GeneratorExit itself. (A finally or with around
-    // that try is not looked for.)
-    let except_clause = insts.get(h).is_some_and(|i| i.opcode == op::PUSH_EXC_INFO) && {
-        let mut k = h + 1;
+    if depth > 16 {
+        return true;
+    }
+    if insts.get(h).is_some_and(|i| i.opcode == op::CALL_INTRINSIC_1 && i.arg == 3) {
+        return false;
+    }
+    if !insts.get(h).is_some_and(|i| i.opcode == op::PUSH_EXC_INFO) {
+        return true;
+    }
+    // Where the exception goes from instruction `at`: its handler, walked (skipping the
+    // clause's cleanup), or out of the generator (no handler: no code runs).
+    let propagate = |at: usize| -> bool {
+        let Some(e) = insts.get(at).and_then(|i| i.exn) else { return false };
+        let c = e.handler.index();
+        let cleanup = insts.get(c).is_some_and(|i| i.opcode == op::COPY && i.arg == 3)
+            && insts.get(c + 1).is_some_and(|i| i.opcode == op::POP_EXCEPT)
+            && insts.get(c + 2).is_some_and(|i| i.opcode == op::RERAISE);
+        if !cleanup {
+            return handler_runs_code_on_exit(frame, c, depth + 1);
+        }
+        match insts[c + 2].exn {
+            Some(outer) => handler_runs_code_on_exit(frame, outer.handler.index(), depth + 1),
+            None => false,
+        }
+    };
+    let mut k = h + 1;
+    loop {
+        // One clause: the loads of its classes, then CHECK_EXC_MATCH.
+        let first = k;
         let mut catches_exit = false;
         while let Some(i) = insts.get(k) {
             let name = match i.opcode {
@@ -320,9 +354,20 @@ pub(crate) fn closing_runs_code(frame: &crate::symbolic::variables::GeneratorFra
             catches_exit |= name.is_some_and(|n| n == "BaseException" || n == "GeneratorExit");
             k += 1;
         }
-        k > h + 1 && insts.get(k).is_some_and(|i| i.opcode == op::CHECK_EXC_MATCH) && !catches_exit
-    };
-    !implicit && !except_clause
+        if k == first || catches_exit || !insts.get(k).is_some_and(|i| i.opcode == op::CHECK_EXC_MATCH) {
+            return true;
+        }
+        let Some(jump) = insts.get(k + 1).filter(|i| matches!(i.opcode, op::POP_JUMP_FORWARD_IF_FALSE | op::POP_JUMP_BACKWARD_IF_FALSE)) else {
+            return true;
+        };
+        let Some(next) = jump.target.map(|t| t.index()) else { return true };
+        match insts.get(next).map(|i| i.opcode) {
+            Some(op::RERAISE) => return propagate(next),
+            // The next clause's test.
+            Some(op::LOAD_GLOBAL | op::LOAD_NAME | op::LOAD_FAST | op::LOAD_DEREF) => k = next,
+            _ => return true,
+        }
+    }
 }
 
 /// The code of a frame traced to its end (`Outcome::Return`): one graph, the returned value
