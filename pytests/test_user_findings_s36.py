@@ -341,3 +341,57 @@ def test_closing_a_generator_runs_its_handlers_as_eager(gen, close):
     if gen is _gen_except_only:
         c = dynamo.counters()
         assert (c["graphs"], c["graph_breaks"]) == (1, 0)
+
+
+def test_loop_variable_used_after_a_break_does_not_recompile_per_iteration():
+    # The resume function of a `for i in range(n)` loop whose body breaks the graph pinned the
+    # next `i` (CONSTANT_MATCH iter_peek(...) == i) once the body used it: one compile per
+    # iteration until the cache limit, then the rest of the loop ran eagerly. The next item is
+    # now an automatic-dynamic number.
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 1)
+    X, Y = torch.randn(20, 4, 8), torch.randn(20, 4, 1)
+
+    def evaluate(n):
+        total = 0.0
+        with torch.no_grad():
+            for i in range(n):
+                total += F.mse_loss(lin(X[i]), Y[i]).item() * (i + 1)
+        return total
+
+    want = evaluate(20)
+    for backend in ("eager", "inductor"):
+        dynamo.reset()
+        g = dynamo.optimize(backend)(evaluate)
+        assert g(20) == pytest.approx(want, rel=1e-6)
+        assert g(20) == pytest.approx(want, rel=1e-6)
+        c = dynamo.counters()
+        assert c["cache_limit_hits"] == 0
+        assert c["compiles"] <= 5, c
+
+
+def _two_items(x):
+    return (x * 2).sum().item(), (x > 0).float().mean().item()
+
+
+def test_floats_returned_in_a_tuple_across_a_break_become_inputs():
+    # A tuple of floats (two `.item()` results of an inlined helper that broke the graph) on the
+    # caller's resume stack was guarded as one constant: every new loss value recompiled.
+    def step(x):
+        y = (x * 3).sum()
+        a, b = _two_items(x)
+        return y * 2 + a - b
+
+    g = dynamo.optimize("eager")(step)
+    torch.manual_seed(0)
+    for _ in range(12):
+        x = torch.randn(4)
+        torch.testing.assert_close(g(x), step(x))
+    # Each float becomes an input once it changed; new values then compile nothing.
+    compiled = dynamo.counters()["compiles"]
+    for _ in range(12):
+        x = torch.randn(4)
+        torch.testing.assert_close(g(x), step(x))
+    c = dynamo.counters()
+    assert c["cache_limit_hits"] == 0
+    assert c["compiles"] == compiled, c

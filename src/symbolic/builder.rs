@@ -375,7 +375,8 @@ pub fn wrap(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, sour
     wrap_inner(py, og, value, source)
 }
 
-/// A `tuple` or `torch.Size` of ints (a shape passed as an argument) whose items changed since
+/// A `tuple` or `torch.Size` of ints (a shape passed as an argument; a plain tuple may also hold
+/// floats) whose items changed since
 /// an earlier compile of the frame: those items become symbolic inputs at `source[i]`, as
 /// torch.compile's automatic dynamic does for ints in tuples (Note [symbolic sizes]). The
 /// sequence keeps its type (`torch.Size` stays a `torch.Size`) and is guarded by type and
@@ -389,7 +390,11 @@ fn wrap_int_sequence(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyA
     }
     let t = value.cast::<PyTuple>().map_err(PyErr::from)?;
     let int_type = py.get_type::<pyo3::types::PyInt>();
-    if t.is_empty() || t.len() > 16 || !t.iter().all(|i| i.get_type().is(&int_type)) {
+    let float_type = py.get_type::<pyo3::types::PyFloat>();
+    // A plain tuple may hold floats too (`return loss.item(), acc.item()` from a function that
+    // broke the graph reaches its caller's resume function as such a tuple on the stack).
+    let number = |i: &Bound<'_, PyAny>| i.get_type().is(&int_type) || (!is_size && i.get_type().is(&float_type));
+    if t.is_empty() || t.len() > 16 || !t.iter().all(|i| number(&i)) {
         return Ok(None);
     }
     let mut items = Vec::with_capacity(t.len());
@@ -659,7 +664,18 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
             graph_break!(UntracedValue, "iterator over non-literal items ({source})");
         }
         og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
-        let items = rest.iter().enumerate().map(|(k, i)| og.lazy_argument(&i, Arc::new(Source::IterItem { base: source.clone(), index: k }))).collect();
+        // The next item, the one the resume function's FOR_ITER takes, is an automatic-dynamic
+        // number like an argument (`add_number_input`): a body that uses the loop variable
+        // (`X[i]`, `i * 2`) would otherwise pin its value, one compile per iteration until the
+        // cache limit. Its value is remembered at the first compile; from the second on, it is
+        // a symbolic input.
+        let mut items = Vec::with_capacity(rest.len());
+        for (k, i) in rest.iter().enumerate() {
+            let item_source = Arc::new(Source::IterItem { base: source.clone(), index: k });
+            let number = i.get_type().is(py.get_type::<pyo3::types::PyInt>()) || i.get_type().is(py.get_type::<pyo3::types::PyFloat>());
+            let dynamic = if k == 0 && number { og.add_number_input(py, &i, &item_source)? } else { None };
+            items.push(dynamic.unwrap_or_else(|| og.lazy_argument(&i, item_source)));
+        }
         let v = external(og, &source, crate::symbolic::variables::IteratorState::over(items));
         if let Some(e) = og.side_effects.external_iters.last_mut() {
             e.literal_items = true;
