@@ -395,3 +395,104 @@ def test_floats_returned_in_a_tuple_across_a_break_become_inputs():
     c = dynamo.counters()
     assert c["cache_limit_hits"] == 0
     assert c["compiles"] == compiled, c
+
+
+def _print_break():
+    print("", end="")  # a graph break
+
+
+torch.manual_seed(0)
+_LIN = torch.nn.Linear(4, 4)
+_DATA = [torch.rand(2, 4) for _ in range(4)]
+
+
+def _train_returning_loss():
+    for x in _DATA:
+        loss = _LIN(x).sum()
+        loss.backward()
+    return loss
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_training_loop_returning_its_loss_runs_every_batch(backend):
+    # Note [unused tensor inputs]: the previous iteration's `loss`, live at the loop's resume
+    # function, was an unused input of the AOT graph: its Function took an edge into the old
+    # autograd graph, and the second batch's backward raised "Trying to backward through the
+    # graph a second time" (pytorch/examples vae/main.py's train(), module-level model).
+    _LIN.zero_grad()
+    want = (_train_returning_loss().item(), _LIN.weight.grad.clone())
+    _LIN.zero_grad()
+    dynamo.reset()
+    got = dynamo.optimize(backend)(_train_returning_loss)()
+    assert got.item() == pytest.approx(want[0], rel=1e-6)
+    torch.testing.assert_close(_LIN.weight.grad, want[1])
+
+
+class _AddsL1(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g + 0.1 * x.sign()  # not zero for a zero incoming gradient
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_backward_after_a_break_does_not_reach_the_old_graph(backend):
+    calls = []
+
+    def f(w):
+        h = _AddsL1.apply(w).exp()
+        h.register_hook(lambda g: calls.append(g is None))
+        kept = h.sum()
+        _print_break()
+        (w * 3).sum().backward()  # h is not part of this graph: eager runs neither hook nor L1
+        return kept
+
+    def run(fn):
+        calls.clear()
+        w = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
+        kept = fn(w)
+        g1 = w.grad.clone()
+        kept.backward()  # the kept graph is still there, once
+        return g1, w.grad.clone(), list(calls)
+
+    want = run(f)
+    dynamo.reset()
+    got = run(dynamo.optimize(backend)(f))
+    torch.testing.assert_close(got[0], want[0])
+    torch.testing.assert_close(got[1], want[1])
+    assert got[2] == want[2] == [False]
+
+
+_LIN8 = torch.nn.Linear(8, 8)
+_DATA8 = [torch.randn(4, 8) for _ in range(6)]
+
+
+@pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad=True")
+def test_eval_loop_without_no_grad_does_not_chain_batches():
+    # Every iteration's compiled node took the previous loss as an input edge, so the returned
+    # loss kept every batch's autograd graph (and saved activations) alive.
+    def evaluate():
+        for x in _DATA8:
+            loss = _LIN8(x).tanh().pow(2).mean()
+            float(loss)  # a graph break, as logging is
+        return loss
+
+    def reachable(t):
+        seen, stack = set(), [t.grad_fn]
+        while stack:
+            n = stack.pop()
+            if n is None or n in seen:
+                continue
+            seen.add(n)
+            stack.extend(m for m, _ in n.next_functions)
+        return [type(n).__name__ for n in seen if type(n).__name__ != "AccumulateGrad"]
+
+    want = reachable(evaluate())
+    dynamo.reset()
+    got = reachable(dynamo.optimize("inductor")(evaluate)())
+    assert len(got) <= len(want)

@@ -89,15 +89,8 @@ impl Graph {
     /// in one reverse pass (users come after their inputs), and renumbers the rest. Returns the
     /// new id of each old node (`None`: removed).
     pub fn remove_unused(&mut self, pure: impl Fn(&Node) -> bool) -> Vec<Option<NodeId>> {
-        fn visit(a: &Arg, f: &mut impl FnMut(NodeId)) {
-            match a {
-                Arg::Node(n) => f(*n),
-                Arg::Tuple(xs) | Arg::List(xs) => xs.iter().for_each(|x| visit(x, f)),
-                Arg::Const(..) => {}
-            }
-        }
         let mut used = vec![false; self.nodes.len()];
-        self.outputs.iter().for_each(|a| visit(a, &mut |n| used[n.0 as usize] = true));
+        self.outputs.iter().for_each(|a| mark_used(a, &mut used));
         let mut keep = vec![true; self.nodes.len()];
         for i in (0..self.nodes.len()).rev() {
             let n = &self.nodes[i];
@@ -105,11 +98,28 @@ impl Graph {
                 keep[i] = false;
                 continue;
             }
-            n.args.iter().chain(n.kwargs.iter().map(|(_, a)| a)).for_each(|a| visit(a, &mut |m| used[m.0 as usize] = true));
+            n.args.iter().chain(n.kwargs.iter().map(|(_, a)| a)).for_each(|a| mark_used(a, &mut used));
         }
+        self.keep_nodes(&keep)
+    }
+
+    /// Removes the placeholders `drop` names (by id) when nothing uses them (no node, no
+    /// output), and renumbers the rest. Returns the new id of each old node (`None`: removed).
+    pub fn remove_unused_placeholders(&mut self, drop: impl Fn(&Node) -> bool) -> Vec<Option<NodeId>> {
+        let mut used = vec![false; self.nodes.len()];
+        for n in &self.nodes {
+            n.args.iter().chain(n.kwargs.iter().map(|(_, a)| a)).for_each(|a| mark_used(a, &mut used));
+        }
+        self.outputs.iter().for_each(|a| mark_used(a, &mut used));
+        let keep: Vec<bool> = self.nodes.iter().map(|n| used[n.id.0 as usize] || !matches!(n.op, Op::Placeholder { .. }) || !drop(n)).collect();
+        self.keep_nodes(&keep)
+    }
+
+    /// Keeps the nodes with `keep[id]` (none of the others may be used), renumbered.
+    fn keep_nodes(&mut self, keep: &[bool]) -> Vec<Option<NodeId>> {
         let mut map = Vec::with_capacity(self.nodes.len());
         let mut next = 0u32;
-        for &k in &keep {
+        for &k in keep {
             map.push(k.then(|| {
                 next += 1;
                 NodeId(next - 1)
@@ -123,7 +133,7 @@ impl Graph {
             }
         }
         let nodes = std::mem::take(&mut self.nodes);
-        for (mut n, k) in nodes.into_iter().zip(&keep) {
+        for (mut n, k) in nodes.into_iter().zip(keep) {
             if !k {
                 continue;
             }
@@ -308,6 +318,15 @@ const RAISES_ON_ZERO_DIVISOR: [&str; 8] = ["div", "divide", "floor_divide", "flo
 /// in-place dunder called as a method (`x.__iadd__(y)`, Python's data model "augmented
 /// arithmetic assignments"). `name` is a method name for a call_method node and the full
 /// `module.qualname` of the target for a call_function node.
+/// Marks every node `a` mentions in `used`.
+fn mark_used(a: &Arg, used: &mut [bool]) {
+    match a {
+        Arg::Node(n) => used[n.0 as usize] = true,
+        Arg::Tuple(xs) | Arg::List(xs) => xs.iter().for_each(|x| mark_used(x, used)),
+        Arg::Const(..) => {}
+    }
+}
+
 pub fn is_inplace_op(name: &str, is_method: bool) -> bool {
     const INPLACE_OPERATORS: [&str; 13] =
         ["iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "iand", "ior", "ixor", "ilshift", "irshift", "imatmul"];

@@ -549,6 +549,7 @@ fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend
     let only_sym = og.graph.nodes.iter().all(|n| matches!(n.op, crate::graph::Op::Placeholder { .. }) || og.sym_nodes.contains(&n.id));
     og.remove_unused_sym_nodes();
     keep_dead_grad_values(py, &mut og.graph);
+    og.remove_unused_tensor_inputs(py);
     let n_ops = og.graph.n_ops();
     if og.shape_env.is_some() && n_ops > 0 && only_sym {
         // Only arithmetic on symbolic numbers: a graph for that would cost more than the

@@ -1198,6 +1198,51 @@ impl OutputGraph {
         self.tensor_subclasses = subclasses.into_iter().filter_map(|(k, v)| map[k.0 as usize].map(|n| (n, v))).collect();
     }
 
+    /// Note [unused tensor inputs]: a tensor the frame holds when the trace starts (a resume
+    /// function's live local, the previous iteration's `loss`) is a placeholder from its first
+    /// read, also when the graph then never uses it. torch's dynamo drops such graph arguments
+    /// (`remove_unused_graphargs`), and so must we: an AOT graph's `autograd.Function` takes
+    /// every input that requires grad as an edge, so the next backward walked into the old
+    /// autograd graph behind it ("Trying to backward through the graph a second time" at the
+    /// second batch of a training loop that returns its loss; hooks called and custom backwards
+    /// run with zeros there; every iteration's graph kept alive). Static plain tensors only: a
+    /// tensor with symbolic sizes binds their symbols, and subclass inputs are positions the
+    /// compiled callable's wrapper knows. Their guards stay.
+    pub fn remove_unused_tensor_inputs(&mut self, py: Python<'_>) {
+        let mut droppable = std::collections::HashSet::new();
+        let mut position = 0;
+        for n in &self.graph.nodes {
+            if !matches!(n.op, Op::Placeholder { .. }) {
+                continue;
+            }
+            let plain_static = self.inputs.get(position).is_some_and(|(src, v)| {
+                let v = v.bind(py);
+                (v.get_type().is(self.handles.tensor_type.bind(py)) || v.get_type().is(self.handles.parameter_type.bind(py)))
+                    && !self.dynamic_inputs.iter().any(|d| Arc::ptr_eq(d, src))
+                    && self.dim_state.get(&src.to_string()).is_none_or(|dims| dims.iter().all(Option::is_some))
+            });
+            if plain_static && !self.tensor_subclasses.contains_key(&n.id) {
+                droppable.insert(n.id);
+            }
+            position += 1;
+        }
+        if droppable.is_empty() {
+            return;
+        }
+        let placeholders: Vec<NodeId> = self.graph.placeholders().map(|n| n.id).collect();
+        let map = self.graph.remove_unused_placeholders(|n| droppable.contains(&n.id));
+        if placeholders.iter().all(|p| map[p.0 as usize].is_some()) {
+            return;
+        }
+        let inputs = std::mem::take(&mut self.inputs);
+        self.inputs = inputs.into_iter().zip(&placeholders).filter(|(_, p)| map[p.0 as usize].is_some()).map(|(i, _)| i).collect();
+        let fakes = std::mem::take(&mut self.fakes);
+        self.fakes = fakes.into_iter().filter_map(|(k, v)| map[k.0 as usize].map(|n| (n, v))).collect();
+        let subclasses = std::mem::take(&mut self.tensor_subclasses);
+        self.tensor_subclasses = subclasses.into_iter().filter_map(|(k, v)| map[k.0 as usize].map(|n| (n, v))).collect();
+        self.input_by_ptr.retain(|_, tv| map[tv.node.0 as usize].is_some());
+    }
+
     /// Records `target(*args)` for its effect on global state (its result is not a tensor),
     /// e.g. `torch._C._set_grad_enabled(False)` so that the graph reproduces a grad-mode switch.
     pub fn record_effect(&mut self, py: Python<'_>, target: &Bound<'_, PyAny>, args: &[VT]) -> VResult<()> {
