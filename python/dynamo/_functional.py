@@ -189,3 +189,13 @@ def sdpa_math_backward(grad, query, key, value, attn_mask, noise, is_causal: boo
         dk = dk.reshape(shape).sum(-3)
         dv = dv.reshape(shape[:-1] + (dv.size(-1),)).sum(-3)
     return dq, dk, dv
+
+
+def clamp_passes_bounds() -> bool:
+    """Whether this torch's derivative of ``clamp`` with number bounds passes the gradient at an
+    input equal to a bound (``x.clamp(min=0)`` at ``x = 0``): torch up to 2.11 did, 2.15 gives
+    0 there (Note [clamp at its bounds] in src/autograd/rules.rs)."""
+    with torch.enable_grad():
+        x = torch.zeros(1, requires_grad=True)
+        (g,) = torch.autograd.grad(x.clamp(min=0.0).sum(), x)
+    return bool(g.item() != 0)

@@ -221,13 +221,20 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
         })?,
         "pos" | "contiguous" => unary(b, &mut out, &|_| Ok(g))?,
         // pow.Tensor_Scalar: self: grad * exponent * self.pow(exponent - 1).
+        // pow(self, exponent): exponent * self^(exponent - 1) * grad, and zeros for exponent 0
+        // (derivatives.yaml's pow_backward: `exponent == 0.0 ? zeros_like(self)`, where the
+        // formula gives 0 * inf = NaN at self == 0, and -0 elsewhere).
         "pow" => {
             let e = num(arg(&n, 1, "exponent")).ok_or_else(|| no_rule(b, i, "tensor exponent"))?;
+            if e == 0.0 {
+                unary(b, &mut out, &|b| b.call("torch.zeros_like", vec![xa.clone()], vec![]))?
+            } else {
             unary(b, &mut out, &|b| {
                 let p = b.call("torch.pow", vec![xa.clone(), FxArg::Float(e - 1.0)], vec![])?;
                 let t = b.mul(node(p), FxArg::Float(e))?;
                 b.mul(gn.clone(), node(t))
             })?
+            }
         }
         "square" => unary(b, &mut out, &|b| {
             let t = b.mul(xa.clone(), FxArg::Float(2.0))?;
@@ -445,8 +452,9 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
             let mask = arg(&n, 1, "mask").cloned().ok_or_else(|| no_rule(b, i, "mask"))?;
             unary(b, &mut out, &|b| b.call("torch.where", vec![mask.clone(), FxArg::Float(0.0), gn.clone()], vec![]))?
         }
-        // clamp(self, min, max): clamp_backward = where(self >= min & self <= max, grad, 0);
-        // hardtanh_backward zeroes the bounds too (self <= min_val or self >= max_val).
+        // clamp(self, min, max) with number bounds: where(self inside the bounds, grad, 0), the
+        // bounds themselves included or not as this torch's derivative does (Note [clamp at its
+        // bounds]); hardtanh_backward zeroes the bounds (self <= min_val or self >= max_val).
         "clamp" | "clamp_min" | "clamp_max" | "hardtanh" => {
             let bound = |pos: usize, name: &str| -> Result<Option<f64>, JointError> {
                 match arg(&n, pos, name) {
@@ -454,10 +462,11 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
                     a => num(a).map(Some).ok_or_else(|| no_rule(b, i, "tensor bounds")),
                 }
             };
+            let at_bound = clamp_passes_bounds(b.py);
             let (lo, hi, strict) = match key {
-                "clamp" => (bound(1, "min")?, bound(2, "max")?, false),
-                "clamp_min" => (bound(1, "min")?, None, false),
-                "clamp_max" => (None, bound(1, "max")?, false),
+                "clamp" => (bound(1, "min")?, bound(2, "max")?, !at_bound),
+                "clamp_min" => (bound(1, "min")?, None, !at_bound),
+                "clamp_max" => (None, bound(1, "max")?, !at_bound),
                 _ => (Some(bound(1, "min_val")?.unwrap_or(-1.0)), Some(bound(2, "max_val")?.unwrap_or(1.0)), true),
             };
             unary(b, &mut out, &|b| {
@@ -910,6 +919,19 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
 /// a float16/bfloat16 tensor (`dtype`, the forward input's) calls torch's kernel
 /// (`aten._log_softmax_backward_data`), which computes in float32 and rounds once, where these
 /// ops would round after each.
+/// Note [clamp at its bounds]: whether torch's derivative of `clamp` with number bounds passes
+/// the gradient at an input equal to a bound. It did (`self >= min & self <= max`) up to torch
+/// 2.11; torch 2.15 gives 0 there. Asked of torch once per process (`x.clamp(min=0)` at x = 0),
+/// so the joint graph's mask is the one this torch's eager backward uses.
+fn clamp_passes_bounds(py: pyo3::Python<'_>) -> bool {
+    static PASSES: pyo3::sync::PyOnceLock<bool> = pyo3::sync::PyOnceLock::new();
+    *PASSES.get_or_init(py, || {
+        use pyo3::prelude::*;
+        let probe = || -> PyResult<bool> { py.import("dynamo._functional")?.call_method0("clamp_passes_bounds")?.extract() };
+        probe().unwrap_or(true)
+    })
+}
+
 fn softmax_backward(b: &mut Builder<'_>, g: usize, y: usize, dim: i64, log: bool, dtype: Option<DType>) -> pyo3::PyResult<usize> {
     let torch_dtype = match dtype {
         Some(DType::F16) => Some("torch.float16"),
