@@ -531,3 +531,24 @@ def test_derivative_rules_at_bounds_and_zero_exponents_match_eager(name, backend
     else:
         assert torch.equal(x.grad, want), (x.grad, want)
     assert dynamo.counters()["aot_graph_splits"] == 0
+
+
+@torch.compile(backend="eager")
+def _torch_compiled_helper(x):
+    return x.sin() * 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_torch_compiled_function_called_in_a_region_is_traced_as_its_function(backend):
+    # Note [torch.compile inside a region]: torch's frame hook took over and failed on our
+    # transformed frames (InternalTorchDynamoError: unhashable type: 'slice').
+    def user(x):
+        return _torch_compiled_helper(x) + 1
+
+    x = torch.ones(3)
+    want = user(x)
+    dynamo.reset()
+    torch._dynamo.reset()
+    torch.testing.assert_close(dynamo.optimize(backend)(user)(x), want)
+    c = dynamo.counters()
+    assert (c["graphs"], c["graph_breaks"]) == (1, 0)

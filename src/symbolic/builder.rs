@@ -477,6 +477,23 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
     let id_guard = |og: &mut OutputGraph| og.add_guard(Some(source.clone()), GuardKind::id_match(value.clone().unbind()));
     match tn.as_str() {
         "function" => {
+            // Note [torch.compile inside a region]: a function torch.compile wrapped
+            // (`_TorchDynamoContext`'s `compile_wrapper`, holding `_torchdynamo_orig_callable`)
+            // is traced as the function it wraps, as torch.compile treats a nested one: called as
+            // it is, torch's frame hook would take over the frames our hook had transformed and
+            // fail on their code (InternalTorchDynamoError). `torch._dynamo.disable` wrappers
+            // (`_torchdynamo_disable`) keep their own handling.
+            if value.hasattr("_torchdynamo_orig_callable")?
+                && !value.hasattr("_torchdynamo_disable")?
+                && value
+                    .getattr("__code__")
+                    .and_then(|c| c.getattr("co_filename"))
+                    .is_ok_and(|f| f.extract::<String>().is_ok_and(|f| f.replace('\\', "/").ends_with("torch/_dynamo/eval_frame.py")))
+            {
+                id_guard(og);
+                let inner = value.getattr("_torchdynamo_orig_callable")?;
+                return wrap_inner(py, og, &inner, source.generic_attr("_torchdynamo_orig_callable"));
+            }
             if is_torch_callable(value) {
                 id_guard(og);
                 return Ok(VT::TorchFunction(Rc::new(value.clone().unbind())));
