@@ -559,7 +559,9 @@ fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend
     };
     let is_gm_forward = compiled.getattr("__self__").map(|s| s.is(&gm)).unwrap_or(false);
     let is_ours = crate::symbolic::variables::type_name(&compiled) == "CompiledGraph";
-    let compiled = if is_gm_forward || is_ours {
+    // A custom autograd.Function's apply (Note [custom autograd.Function]) runs the user's
+    // forward inside the graph: with the hook off, as in any other backend.
+    let compiled = if (is_gm_forward || is_ours) && !og.calls_user_python {
         compiled
     } else {
         Bound::new(py, crate::eval_frame::hook::RunWithoutHook::new(compiled.unbind())).map_err(ConvertError::Internal)?.into_any()

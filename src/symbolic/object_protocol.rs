@@ -2480,6 +2480,10 @@ impl<'a> InstructionTranslator<'a> {
                 let src = std::sync::Arc::new(crate::source::Source::WeakRefCall { base: source.clone() });
                 crate::symbolic::builder::wrap(py, self.og, &referent, src)
             }
+            VT::Opaque { obj, source } if crate::symbolic::variables::functions::autograd_function_of_apply(py, obj.bind(py))?.is_some() => {
+                let (apply, source) = (obj.bind(py).clone(), source.clone());
+                self.autograd_function_apply(py, &apply, &source, args, kwargs)
+            }
             // `o(...)` of a user object (Objects/typeobject.c, `slot_tp_call`): its class's
             // Python `__call__`, inlined. Torch's own classes keep their calls in Python.
             other @ (VT::UserObject(_) | VT::Opaque { .. }) => {
