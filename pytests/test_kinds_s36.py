@@ -324,3 +324,64 @@ def test_autograd_function_explain_counts():
     dynamo.reset()
     e = dynamo.explain(f)(torch.randn(4, 3, requires_grad=True), torch.randn(3, 5, requires_grad=True))
     assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+
+
+# ----- __class__ of every kind ------------------------------------------------------------------
+
+import collections
+import functools
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_class_attribute_of_every_kind(backend):
+    """`v.__class__` is `type(v)` for every kind the trace models (Note [__class__ of every
+    kind]): a tensor, a symbolic or constant number, tuples, lists, dicts, `torch.return_types`,
+    dict views, iterators, deques, sets and partials; `__name__`, `__qualname__`, `__module__`,
+    `isinstance` and `is type(v)` on it are eager's. `t.__class__.__name__` was GB0016 and
+    `.__class__` of a tuple or a return type GB0016."""
+
+    def f(x, n):
+        r = x.max(0)
+        d = {"a": 1}
+        vals = [x, x * 2, (x, x), [x], r, d, d.keys(), d.items(), iter([1, 2]), iter((1,)), collections.deque([1]), {1, 2}, functools.partial(max, 1), x.shape[0], n, 2.5]
+        out = []
+        for v in vals:
+            c = v.__class__
+            out.append((c, c.__name__, c.__qualname__, c.__module__, isinstance(v, c), c is type(v)))
+        return x.sin(), out, f"{x.__class__.__name__}:{r.__class__.__name__}:{(x, x).__class__.__name__}"
+
+    check(f, torch.ones(3), 2, graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+def test_class_attribute_of_a_dynamic_size():
+    """`n.__class__` of a symbolic size is `int` (the eager value's type) and keeps the size
+    symbolic: three lengths, two compiles."""
+
+    def f(x):
+        n = x.shape[0]
+        return x * 2, n.__class__, n.__class__.__name__
+
+    dynamo.reset()
+    cf = dynamo.optimize("eager")(f)
+    for k in (3, 4, 5):
+        x = torch.randn(k)
+        got, want = cf(x), f(x)
+        assert got[1:] == want[1:] and torch.equal(got[0], want[0])
+    assert dynamo.counters()["compiles"] == 2, dynamo.counters()
+
+
+class HasClassProperty:
+    @property
+    def __class__(self):
+        return int
+
+
+def test_class_attribute_overridden_by_a_property():
+    """A class that defines `__class__` itself answers through it, as eager does."""
+    obj = HasClassProperty()
+
+    def f(x):
+        return x + 1, obj.__class__, isinstance(obj, int)
+
+    check(f, torch.ones(2))
