@@ -385,3 +385,20 @@ def test_class_attribute_overridden_by_a_property():
         return x + 1, obj.__class__, isinstance(obj, int)
 
     check(f, torch.ones(2))
+
+
+def test_iterator_on_the_stack_at_a_break_keeps_its_type():
+    """An iterator on the stack at a break that is not a `for` loop's (an item of a list
+    display being built) is rebuilt as the iterator it is (`list_iterator`), not as the tuple
+    snapshot a loop iterator travels as (Note [loop iterators as snapshots]); it gave
+    `tuple_iterator`."""
+
+    def f(x):
+        vals = [iter([1, 2]), print("between"), reversed([3, 4])]
+        total = 0
+        for v in (5, 6):
+            total += v
+            print("in loop", total)
+        return x + total, [type(v) for v in vals], [list(v) for v in vals if v is not None]
+
+    check(f, torch.ones(2), graphs=1)
