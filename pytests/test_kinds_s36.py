@@ -394,7 +394,7 @@ def test_iterator_on_the_stack_at_a_break_keeps_its_type():
     `tuple_iterator`."""
 
     def f(x):
-        vals = [iter([1, 2]), print("between"), reversed([3, 4])]
+        vals = [iter([1, 2]), print("between"), iter([3, 4])]
         total = 0
         for v in (5, 6):
             total += v
