@@ -402,3 +402,48 @@ def test_iterator_on_the_stack_at_a_break_keeps_its_type():
         return x + total, [type(v) for v in vals], [list(v) for v in vals if v is not None]
 
     check(f, torch.ones(2), graphs=1)
+
+
+# ----- sizes kept symbolic under automatic dynamic shapes -------------------------------------
+
+
+def _compiles_over_lengths(f, make, lengths, backend="eager"):
+    dynamo.reset()
+    cf = dynamo.optimize(backend)(f)
+    for n in lengths:
+        args = make(n)
+        want, got = f(*args), cf(*args)
+        assert type(want) is type(got)
+        for w, g in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
+            if isinstance(w, torch.Tensor):
+                assert w.dtype == g.dtype and w.shape == g.shape and torch.equal(w, g), (n, w, g)
+            else:
+                assert type(w) is type(g) and w == g, (n, w, g)
+    return dynamo.counters()["compiles"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tensor_of_a_list_of_sizes_stays_symbolic(backend):
+    """`torch.tensor([T] * B)` (CTC input lengths) and `torch.tensor([T, 2.5 * T])` of a size
+    T: `torch.stack` of `torch.scalar_tensor`s with `torch.tensor`'s dtype, so T stays symbolic
+    (2 compiles for 6 lengths, as torch.compile; it was one per length). `[T] * B` with B a
+    dynamic size specializes B (the list's length is static)."""
+
+    def lengths(x):
+        B, T = x.shape[:2]
+        return x.sum() * 0 + torch.tensor([T] * B), torch.tensor((T, T * 2.5)), torch.tensor([1, T], dtype=torch.float64)
+
+    assert _compiles_over_lengths(lengths, lambda n: (torch.randn(2, n, 4),), [5, 6, 7, 9, 12, 3], backend) == 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_round_of_a_size_ratio_stays_symbolic(backend):
+    """`round(T / 3)` of a size: its guard (`RoundToInt`, halves to even) is modelled, so T
+    stays symbolic (3 compiles for 8 lengths, as torch.compile; it was one per length up to the
+    cache limit)."""
+
+    def third(x):
+        T = x.shape[1]
+        return x[:, : round(T / 3)] * 2, round(T / 2)
+
+    assert _compiles_over_lengths(third, lambda n: (torch.randn(2, n, 4),), [5, 6, 7, 9, 12, 13, 3, 17], backend) <= 3

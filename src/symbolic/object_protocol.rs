@@ -1204,10 +1204,12 @@ impl<'a> InstructionTranslator<'a> {
             // Sequence repetition (`[1] * (ndim - 1)`, `n * (x,)`): the same items `n` times, as
             // `list_repeat` / `tuplerepeat` (Objects/listobject.c, tupleobject.c) share them;
             // `n <= 0` gives an empty sequence. `l *= n` repeats the list in place.
-            (VT::List(_) | VT::Tuple(_), VT::Constant(_), "mul") | (VT::Constant(_), VT::List(_) | VT::Tuple(_), "mul")
-                if repeat_count(py, if matches!(a, VT::Constant(_)) { &a } else { &b }).is_some() =>
+            // A symbolic count (`[T] * B` with `B` a dynamic size) is specialized to its value:
+            // the sequence's length is static (as under torch.compile).
+            (VT::List(_) | VT::Tuple(_), VT::Constant(_) | VT::SymNum(_), "mul") | (VT::Constant(_) | VT::SymNum(_), VT::List(_) | VT::Tuple(_), "mul")
+                if repeat_count(py, if matches!(a, VT::Constant(_) | VT::SymNum(_)) { &a } else { &b }).is_some() =>
             {
-                let (seq, count) = if matches!(a, VT::Constant(_)) { (&b, &a) } else { (&a, &b) };
+                let (seq, count) = if matches!(a, VT::Constant(_) | VT::SymNum(_)) { (&b, &a) } else { (&a, &b) };
                 let n = repeat_count(py, count).unwrap_or(0).max(0) as usize;
                 let items = self.unpack(py, seq)?;
                 if items.len().saturating_mul(n) > 1 << 20 {
