@@ -447,3 +447,47 @@ def test_round_of_a_size_ratio_stays_symbolic(backend):
         return x[:, : round(T / 3)] * 2, round(T / 2)
 
     assert _compiles_over_lengths(third, lambda n: (torch.randn(2, n, 4),), [5, 6, 7, 9, 12, 13, 3, 17], backend) <= 3
+
+
+# ----- a logging call before a lock block ------------------------------------------------------
+
+import logging
+import threading
+
+S36_LOCK = threading.Lock()
+SEEN_BY_HANDLER = []
+
+
+class LockWatchingHandler(logging.Handler):
+    """A handler that records the message and whether `S36_LOCK` was held when it ran (not
+    compiled itself: the breaks counted are the frame's)."""
+
+    @dynamo.disable
+    def emit(self, record):
+        SEEN_BY_HANDLER.append((record.getMessage(), S36_LOCK.locked()))
+
+
+S36_LOG = logging.getLogger("dynamo.test_kinds_s36")
+S36_LOG.addHandler(LockWatchingHandler())
+S36_LOG.setLevel(logging.INFO)
+S36_LOG.propagate = False
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_logging_before_and_inside_a_lock_block(backend):
+    """A logging call with a user handler, then a `with lock:` block with another logging
+    call inside: the lock's replayed `acquire()`/`release()` are replayed in call order with
+    the logging calls (Note [lock blocks]), so the handler sees the lock free, then held, as in
+    eager. The acquire counted as a write and the first call broke the graph (GB0005)."""
+
+    def fn(x):
+        S36_LOG.info("before %d", 1)
+        with S36_LOCK:
+            y = x + 1
+            S36_LOG.info("inside %d", 2)
+        return y * 2
+
+    SEEN_BY_HANDLER.clear()
+    check(fn, torch.ones(2), graphs=1, breaks=0, backend=backend)
+    assert SEEN_BY_HANDLER == [("before 1", False), ("inside 2", True)] * 2, SEEN_BY_HANDLER
+    assert not S36_LOCK.locked()
