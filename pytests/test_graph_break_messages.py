@@ -72,7 +72,7 @@ def _argument_mismatch(x):
 
 def _unsupported_operation(x, d):
     y = x + 1
-    r = {1: 2}.__class__ is d.__class__
+    r = isinstance(x.add, int)
     return y, r
 
 
@@ -108,7 +108,7 @@ CASES = [
     ("GB0005 side_effect", "attribute write module _Loud.w (a parameter, buffer, submodule or tensor)", _side_effect, lambda: (torch.ones(2), _Loud()), "o.w ="),
     ("GB0006 untraced_value", "attribute 'v' of _Dyn object (a property on its class)", _untraced_value, lambda: (torch.ones(2), _Dyn()), "o.v"),
     ("GB0007 unsupported_call", "call to torch.random.manual_seed is not traced", _unsupported_call, lambda: (torch.ones(2),), "manual_seed"),
-    ("GB0016 unsupported_operation", "identity comparison of container method __class__ and container method __class__", _unsupported_operation, lambda: (torch.ones(2), {"a": 1}), "d.__class__"),
+    ("GB0016 unsupported_operation", "isinstance of Tensor.add", _unsupported_operation, lambda: (torch.ones(2), {"a": 1}), "isinstance(x.add, int)"),
     ("GB0021 untraced_tensor_attribute", "Tensor.grad is not traced", _untraced_tensor_attribute, lambda: (torch.ones(2),), "x.grad"),
     ("GB0023 data_dependent_output_shape", "getitem gives a tensor whose shape depends on the input's data (aten.nonzero.default)",
      _data_dependent_output_shape, lambda: (torch.tensor([1.0, -1.0]),), "x[x > 0]"),

@@ -199,3 +199,18 @@ def clamp_passes_bounds() -> bool:
         x = torch.zeros(1, requires_grad=True)
         (g,) = torch.autograd.grad(x.clamp(min=0.0).sum(), x)
     return bool(g.item() != 0)
+
+
+def autograd_function_apply(cls):
+    """The graph op for ``cls.apply`` of a user ``torch.autograd.Function`` (Note [custom
+    autograd.Function] in src/symbolic/variables/functions.rs): a plain function calling
+    ``cls.apply(*args)``, so torch.fx can name it (a bound C classmethod has no module). It
+    carries ``cls`` as ``dynamo_autograd_function``, which keeps the op out of the
+    rerun-in-backward path (its forward runs once, under torch's autograd)."""
+
+    def apply(*args):
+        return cls.apply(*args)
+
+    apply.__name__ = apply.__qualname__ = f"{cls.__name__}_apply"
+    apply.dynamo_autograd_function = cls
+    return apply

@@ -485,3 +485,60 @@ def function_with_attrs(func, attrs):
         else:
             setattr(func, name, value)
     return func
+
+
+class UnmodelledCtxAttribute(Exception):
+    """Raised by `AutogradFunctionCtx` for an attribute of the real `ctx` it does not model:
+    the tracer turns it into a graph break, so the `apply` runs in Python with the real `ctx`."""
+
+
+class AutogradFunctionCtx:
+    """The `ctx` a custom `torch.autograd.Function`'s `forward` (or `setup_context`) is traced
+    with while the tracer checks that the forward has no effect outside the graph (Note
+    [custom autograd.Function] in `src/symbolic/variables/functions.rs`). The trace of the
+    forward is only a check: the graph calls the Function's real `apply`, whose `forward` gets
+    torch's own `ctx`. So this class models what a forward may write and read on it:
+    `needs_input_grad` (eager's answer, one bool per argument: a tensor that requires grad),
+    `save_for_backward`, `save_for_forward`, `mark_non_differentiable`,
+    `set_materialize_grads`, attributes of the user's own; `mark_dirty` is recorded (the
+    tracer refuses it: an in-place write of an input). The other attributes of torch's `ctx`
+    (`saved_tensors`, `next_functions`, `metadata`, ...) raise `UnmodelledCtxAttribute`."""
+
+    def __init__(self, needs_input_grad):
+        self.needs_input_grad = needs_input_grad
+        self.materialize_grads = True
+        self.dynamo_marked_dirty = False
+
+    def save_for_backward(self, *tensors):
+        self.to_save = tensors
+
+    def save_for_forward(self, *tensors):
+        self.saved_for_forward = tensors
+
+    def mark_dirty(self, *args):
+        self.dynamo_marked_dirty = True
+        self.dirty_tensors = args
+
+    def mark_non_differentiable(self, *args):
+        self.non_differentiable = args
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = value
+
+
+def _unmodelled_ctx_attribute(name):
+    def get(self):
+        raise UnmodelledCtxAttribute(name)
+
+    return property(get)
+
+
+for _name in (
+    "saved_tensors", "saved_variables", "next_functions", "metadata", "requires_grad", "name",
+    "register_hook", "register_prehook", "apply", "apply_jvp", "mark_shared_storage",
+    "maybe_clear_saved_tensors", "set_output_grad_dtype", "output_grad_dtypes",
+    "_raw_saved_tensors", "_materialize_non_diff_grads", "_sequence_nr", "_input_metadata",
+    "_forward_cls", "_is_pure_view", "_get_user_fn", "input_grad_buffers",
+):
+    setattr(AutogradFunctionCtx, _name, _unmodelled_ctx_attribute(_name))
+del _name

@@ -226,8 +226,8 @@ def _convert(expr, sym_index):
         return ("truediv", *args)
     if isinstance(expr, F.FloatPow):
         return ("powf", *args)
-    if isinstance(expr, (F.FloorToInt, F.CeilToInt, F.TruncToInt)):
-        return ({F.FloorToInt: "floor", F.CeilToInt: "ceil", F.TruncToInt: "trunc"}[type(expr)], *args)
+    if isinstance(expr, (F.FloorToInt, F.CeilToInt, F.TruncToInt, F.RoundToInt)):
+        return ({F.FloorToInt: "floor", F.CeilToInt: "ceil", F.TruncToInt: "trunc", F.RoundToInt: "round"}[type(expr)], *args)
     if type(expr).__name__.startswith("OpaqueUnaryFn_"):
         fn = type(expr).__name__[len("OpaqueUnaryFn_"):]
         if fn in _UNARY_FLOAT_FNS:

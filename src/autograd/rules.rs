@@ -1521,7 +1521,7 @@ const RANDOM_OPS: &[&str] = &[
 /// Whether the op named by the dotted path `target` draws random numbers (Note [torch's
 /// derivative for rule-less ops]): its last component, without a trailing `_`, is a dropout, a
 /// `rand*` or one of [`RANDOM_OPS`] (`normalize` is not `normal`).
-fn draws_random(target: &str) -> bool {
+pub(crate) fn draws_random(target: &str) -> bool {
     let last = target.rsplit('.').next().unwrap_or(target).trim_end_matches('_').to_ascii_lowercase();
     last.contains("dropout") || last.starts_with("rand") || RANDOM_OPS.contains(&last.as_str())
 }
@@ -1588,6 +1588,12 @@ pub fn torch_vjp(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, Joint
         // By dotted path (a function object in the arguments would not print as Python): only
         // when the path names the very object the node calls.
         FxOp::CallFunction { target } => {
+            // A custom autograd.Function's apply keeps its own segment: a second run would run
+            // its Python forward twice (Note [custom autograd.Function] in
+            // src/symbolic/variables/functions.rs).
+            if pyo3::types::PyAnyMethods::hasattr(b.g.side_table[*target].bind(b.py), "dynamo_autograd_function").unwrap_or(false) {
+                return Err(no_rule(b, i, "a custom autograd.Function runs its forward once, through torch's autograd"));
+            }
             let same = super::joint::resolve(b.py, &n.target_name).is_ok_and(|o| o.as_ptr() == b.g.side_table[*target].bind(b.py).as_ptr());
             if !same {
                 return Err(no_rule(b, i, "its function has no importable path"));

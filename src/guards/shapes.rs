@@ -56,6 +56,9 @@ pub enum Rounding {
     Floor,
     Ceil,
     Trunc,
+    /// `round(x)` of a float: to the nearest int, halves to even (torch's `RoundToInt`,
+    /// Python's `float.__round__`).
+    HalfEven,
 }
 
 /// The float functions `SymExpr::Float1` applies (those of `math` that torch's symbolic floats
@@ -210,13 +213,14 @@ impl SymExpr {
             "le" => cmp(CmpOp::Le)?,
             "gt" => cmp(CmpOp::Gt)?,
             "ge" => cmp(CmpOp::Ge)?,
-            "abs" | "tofloat" | "floor" | "ceil" | "trunc" => {
+            "abs" | "tofloat" | "floor" | "ceil" | "trunc" | "round" => {
                 let x = Box::new(args()?.into_iter().next().ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("{op} without operand")))?);
                 match op.as_str() {
                     "abs" => SymExpr::Abs(x),
                     "tofloat" => SymExpr::ToFloat(x),
                     "floor" => SymExpr::ToInt(Rounding::Floor, x),
                     "ceil" => SymExpr::ToInt(Rounding::Ceil, x),
+                    "round" => SymExpr::ToInt(Rounding::HalfEven, x),
                     _ => SymExpr::ToInt(Rounding::Trunc, x),
                 }
             }
@@ -354,6 +358,7 @@ impl SymExpr {
                     Rounding::Floor => v.floor(),
                     Rounding::Ceil => v.ceil(),
                     Rounding::Trunc => v.trunc(),
+                    Rounding::HalfEven => v.round_ties_even(),
                 }
             }
             SymExpr::Float1(f, x) => f.apply(x.eval_f64(vals)?)?,
@@ -382,10 +387,11 @@ impl SymExpr {
             SymExpr::ToFloat(x) => format!("float({})", x.render(names)),
             SymExpr::TrueDiv(a, b) => format!("({} / {})", a.render(names), b.render(names)),
             SymExpr::PowF(a, b) => format!("({} ** {})", a.render(names), b.render(names)),
-            SymExpr::ToInt(r, x) => format!("math.{}({})", match r {
-                Rounding::Floor => "floor",
-                Rounding::Ceil => "ceil",
-                Rounding::Trunc => "trunc",
+            SymExpr::ToInt(r, x) => format!("{}({})", match r {
+                Rounding::Floor => "math.floor",
+                Rounding::Ceil => "math.ceil",
+                Rounding::Trunc => "math.trunc",
+                Rounding::HalfEven => "round",
             }, x.render(names)),
             SymExpr::Float1(f, x) => format!("math.{}({})", f.name(), x.render(names)),
         }
@@ -548,6 +554,14 @@ mod tests {
         assert!(g.check(&[10], &[10.0], true).is_ok());
         assert!(g.check(&[8], &[8.0], true).is_err()); // abs(8 - 7) = 1
         assert_eq!(g.check(&[12], &[12.0], true).unwrap_err().unwrap(), "shape guard math.floor((float(L['n']) / 3)) == 3 failed (L['n'] = 12)");
+        // round(n / 3) == 2 rounds halves to even, as Python's round(): n = 6 and 7 hold, n = 7.5
+        // cannot occur; round(4.5) == 4, round(5.5) == 6.
+        let round = |k: f64| SymExpr::ToInt(Rounding::HalfEven, b(SymExpr::Float(k))).eval_f64(&[]);
+        assert_eq!((round(4.5), round(5.5), round(-0.5), round(2.4)), (Some(4.0), Some(6.0), Some(-0.0), Some(2.0)));
+        let third = SymExpr::Cmp(CmpOp::Eq, b(SymExpr::ToInt(Rounding::HalfEven, b(SymExpr::TrueDiv(b(SymExpr::Sym(0)), b(SymExpr::Int(3)))))), b(SymExpr::Int(2)));
+        let g = ShapeGuard::new(vec![(Arc::new(Source::Local { name: "n".into(), idx: 0 }), None)], vec![third], vec![false]);
+        assert!(g.check(&[7], &[7.0], true).is_ok());
+        assert!(g.check(&[8], &[8.0], true).is_err()); // round(2.67) = 3
         // Outside a function's domain no relation holds (math.sqrt(-1) raises in eager).
         assert_eq!(FloatFn::Sqrt.apply(-1.0), None);
         assert_eq!(SymExpr::Abs(b(SymExpr::Int(i64::MIN))).eval(&[]), None);

@@ -605,7 +605,9 @@ fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend
     };
     let is_gm_forward = compiled.getattr("__self__").map(|s| s.is(&gm)).unwrap_or(false);
     let is_ours = crate::symbolic::variables::type_name(&compiled) == "CompiledGraph";
-    let compiled = if is_gm_forward || is_ours {
+    // A custom autograd.Function's apply (Note [custom autograd.Function]) runs the user's
+    // forward inside the graph: with the hook off, as in any other backend.
+    let compiled = if (is_gm_forward || is_ours) && !og.calls_user_python {
         compiled
     } else {
         Bound::new(py, crate::eval_frame::hook::RunWithoutHook::new(compiled.unbind())).map_err(ConvertError::Internal)?.into_any()
@@ -779,9 +781,16 @@ fn convert_break(
     // range, a tuple, a ModuleList's children, enumerate/zip of those), nothing can change what
     // it yields, so it travels as the tuple of its remaining items and the resume function loops
     // over that (its frame can be traced; a real enumerate or zip object could not).
+    // Only a slot a `FOR_ITER` around this instruction reads is a loop iterator: an iterator
+    // on the stack for another reason (an item of a list display being built, an argument of a
+    // call) is a value the code will see, and keeps its type (`list_iterator`).
+    let loop_slots = loop_iterator_slots(&ci.insts, state.ip);
     let mut preserved = state.stack[..split]
         .iter()
-        .map(|v| match v {
+        .enumerate()
+        .map(|(k, v)| (k, v))
+        .map(|(k, v)| match v {
+            VT::Iterator(_) if !loop_slots.contains(&k) => slot(v, &mut outputs),
             // A loop iterator reached only from its loop (a shared one is passed as itself).
             // An iterator from outside the frame is handed over as itself (Note [iterators from
             // outside the frame]): the resume function's steps advance the caller's.
@@ -1249,6 +1258,24 @@ fn mark_shared(outputs: &mut Outputs, reach: &HashMap<usize, usize>) {
             outputs.shared.insert(p, SharedRebuild::Pending);
         }
     }
+}
+
+/// The stack slots (from the bottom) that hold the iterator of a `for` loop enclosing
+/// instruction `ip`: the top slot at a `FOR_ITER` before `ip` whose exit jump lands after it
+/// (Note [loop iterators as snapshots]). Empty when the stack depths cannot be computed.
+fn loop_iterator_slots(insts: &[crate::bytecode::Instruction], ip: usize) -> std::collections::HashSet<usize> {
+    let mut slots = std::collections::HashSet::new();
+    let Ok(depths) = crate::bytecode::analysis::stack_depths(insts) else { return slots };
+    for (j, inst) in insts.iter().enumerate().take(ip) {
+        if inst.opcode != crate::bytecode::opcode::op::FOR_ITER {
+            continue;
+        }
+        let (Some(Some(d)), Some(t)) = (depths.get(j), inst.target) else { continue };
+        if t.index() > ip && *d >= 1 {
+            slots.insert(*d as usize - 1);
+        }
+    }
+    slots
 }
 
 /// The items an iterator has left when it walks fixed sequences only (nothing can change what it

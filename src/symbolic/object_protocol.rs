@@ -42,6 +42,11 @@ impl<'a> InstructionTranslator<'a> {
         if name != "__code__" {
             self.pin_identity(obj);
         }
+        if name == "__class__" {
+            if let Some(ty) = self.class_attribute(py, obj)? {
+                return Ok(VT::Class(Rc::new(ty)));
+            }
+        }
         match obj {
             VT::Module { obj: m, source } => self.module_getattr(py, m.bind(py), source.clone(), name),
             VT::Globals(_) if matches!(name, "get" | "__getitem__" | "__setitem__") => Ok(VT::ContainerMethod { container: Box::new(obj.clone()), name: name.to_string() }),
@@ -915,6 +920,9 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Tensor(x), VT::Tensor(y)) => x.node == y.node,
             (VT::Module { obj: x, .. }, VT::Module { obj: y, .. }) => x.bind(py).is(y.bind(py)),
             (VT::Class(x), VT::Class(y)) | (VT::TorchFunction(x), VT::TorchFunction(y)) | (VT::Builtin(x), VT::Builtin(y)) => x.bind(py).is(y.bind(py)),
+            // A class, builtin or torch function held as a constant (`(2).__class__`) and the
+            // same object held as its own kind (`type(2)`): one object.
+            (VT::Constant(c), VT::Class(o) | VT::Builtin(o) | VT::TorchFunction(o)) | (VT::Class(o) | VT::Builtin(o) | VT::TorchFunction(o), VT::Constant(c)) => c.bind(py).is(o.bind(py)),
             (VT::Constant(c), _) | (_, VT::Constant(c)) if c.bind(py).is_none() => false,
             (VT::Constant(_), _) | (_, VT::Constant(_)) => false,
             (VT::List(x), VT::List(y)) | (VT::Deque(x), VT::Deque(y)) => Rc::ptr_eq(x, y),
@@ -1196,10 +1204,12 @@ impl<'a> InstructionTranslator<'a> {
             // Sequence repetition (`[1] * (ndim - 1)`, `n * (x,)`): the same items `n` times, as
             // `list_repeat` / `tuplerepeat` (Objects/listobject.c, tupleobject.c) share them;
             // `n <= 0` gives an empty sequence. `l *= n` repeats the list in place.
-            (VT::List(_) | VT::Tuple(_), VT::Constant(_), "mul") | (VT::Constant(_), VT::List(_) | VT::Tuple(_), "mul")
-                if repeat_count(py, if matches!(a, VT::Constant(_)) { &a } else { &b }).is_some() =>
+            // A symbolic count (`[T] * B` with `B` a dynamic size) is specialized to its value:
+            // the sequence's length is static (as under torch.compile).
+            (VT::List(_) | VT::Tuple(_), VT::Constant(_) | VT::SymNum(_), "mul") | (VT::Constant(_) | VT::SymNum(_), VT::List(_) | VT::Tuple(_), "mul")
+                if repeat_count(py, if matches!(a, VT::Constant(_) | VT::SymNum(_)) { &a } else { &b }).is_some() =>
             {
-                let (seq, count) = if matches!(a, VT::Constant(_)) { (&b, &a) } else { (&a, &b) };
+                let (seq, count) = if matches!(a, VT::Constant(_) | VT::SymNum(_)) { (&b, &a) } else { (&a, &b) };
                 let n = repeat_count(py, count).unwrap_or(0).max(0) as usize;
                 let items = self.unpack(py, seq)?;
                 if items.len().saturating_mul(n) > 1 << 20 {
@@ -2001,6 +2011,37 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
+    /// Note [__class__ of every kind]: `o.__class__` is `object.__class__`'s getter, which
+    /// answers `type(o)` (Objects/typeobject.c, `object_get_class`), unless the class defines
+    /// `__class__` itself (a property, as `unittest.mock` does) or reads attributes through its
+    /// own `__getattribute__`. For the kinds the trace builds or models (tensors, symbolic
+    /// numbers, containers, named tuples and `torch.return_types`, dict views, iterators, sets,
+    /// partials) the answer is `type_of`'s, a class tracker, so `__name__`, `__qualname__`,
+    /// `__module__`, `isinstance` and identity tests on it are the class's. Objects from the
+    /// frame, modules, user objects and tensor subclasses with `__torch_function__` keep their
+    /// own paths (which look for an overriding `__class__`); constants already answer with
+    /// the real attribute.
+    ///
+    /// The class `obj.__class__` gives, when it is `type(obj)` by the rule above; `None` to
+    /// leave the lookup to the kind's own attribute path.
+    pub(crate) fn class_attribute(&mut self, py: Python<'_>, obj: &VT) -> VResult<Option<Py<PyAny>>> {
+        match obj {
+            VT::Opaque { .. } | VT::Module { .. } | VT::UserObject(_) | VT::Constant(_) | VT::Function { .. } | VT::Class(_) => return Ok(None),
+            VT::Tensor(t) if self.torch_function_type_of(py, t).is_some() => return Ok(None),
+            _ => {}
+        }
+        let Some(ty) = self.type_of(py, obj)? else { return Ok(None) };
+        let plain = match ty.bind(py).cast::<pyo3::types::PyType>() {
+            Ok(t) => {
+                // SAFETY: `t` is a live type object; `tp_getattro` is a field it owns.
+                let generic = unsafe { (*t.as_type_ptr()).tp_getattro }.map(|f| f as usize) == Some(pyo3::ffi::PyObject_GenericGetAttr as *const () as usize);
+                !crate::symbolic::variables::builtin::class_overrides_class(t)? && (generic || crate::symbolic::variables::user_defined::has_generic_getattribute(py, t)?)
+            }
+            Err(_) => false,
+        };
+        Ok(plain.then_some(ty))
+    }
+
     /// `type(v)` when tracing knows it without running anything.
     pub(crate) fn type_of(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<Py<PyAny>>> {
         Ok(match v {
@@ -2024,6 +2065,9 @@ impl<'a> InstructionTranslator<'a> {
             // A class's metaclass (classes from the frame are identity-guarded).
             VT::Class(c) => Some(c.bind(py).get_type().into_any().unbind()),
             VT::NamedTuple { cls, .. } => Some(cls.clone_ref(py)),
+            // `int`, `float` or `bool`: the type of the eager value (Note [type-only uses of
+            // symbolic numbers]).
+            VT::SymNum(s) => Some(crate::symbolic::variables::tensor::type_stand_in(s.fake.bind(py))?.get_type().into_any().unbind()),
             VT::Tuple(_) => Some(py.get_type::<PyTuple>().into_any().unbind()),
             VT::List(_) => Some(py.get_type::<PyList>().into_any().unbind()),
             VT::Deque(_) => Some(py.import("collections")?.getattr("deque")?.unbind()),
@@ -2479,6 +2523,10 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 let src = std::sync::Arc::new(crate::source::Source::WeakRefCall { base: source.clone() });
                 crate::symbolic::builder::wrap(py, self.og, &referent, src)
+            }
+            VT::Opaque { obj, source } if crate::symbolic::variables::functions::autograd_function_of_apply(py, obj.bind(py))?.is_some() => {
+                let (apply, source) = (obj.bind(py).clone(), source.clone());
+                self.autograd_function_apply(py, &apply, &source, args, kwargs)
             }
             // `o(...)` of a user object (Objects/typeobject.c, `slot_tp_call`): its class's
             // Python `__call__`, inlined. Torch's own classes keep their calls in Python.

@@ -204,6 +204,13 @@ pub struct OutputGraph {
     /// Nodes that compute symbolic numbers (sizes, arithmetic on them): pure, dropped from the
     /// graph when nothing uses them (a size read only to be specialized).
     pub sym_nodes: std::collections::HashSet<NodeId>,
+    /// Nodes of a trace made only to check code that the graph then calls as one op (the
+    /// forward of a custom `autograd.Function`, Note [custom autograd.Function]): dropped with
+    /// the unused symbolic-number nodes, since nothing uses them.
+    pub speculated_nodes: std::collections::HashSet<NodeId>,
+    /// The graph calls user Python (a custom `autograd.Function`'s `apply`): it runs with the
+    /// frame hook off, whatever the backend.
+    pub calls_user_python: bool,
     /// Python ints and floats that are symbolic graph inputs, by `"int <source>"` /
     /// `"float <source>"`.
     int_inputs: HashMap<String, Rc<crate::symbolic::variables::SymNodeVariable>>,
@@ -393,6 +400,8 @@ impl OutputGraph {
             dynamic_inputs: Vec::new(),
             dim_state: HashMap::new(),
             sym_nodes: Default::default(),
+            speculated_nodes: Default::default(),
+            calls_user_python: false,
             int_inputs: HashMap::new(),
             lazy_constants: HashMap::new(),
             fake_ids: HashMap::new(),
@@ -1184,18 +1193,22 @@ impl OutputGraph {
         graph_break!(UnsupportedOpResult, "symbolic result of type {}", qualname(ty.as_any()))
     }
 
-    /// Drops the symbolic-number nodes nothing uses (Note [symbolic sizes]); call once the
-    /// graph's outputs are set, before export.
+    /// Drops the symbolic-number nodes and the speculated nodes nothing uses (Note [symbolic
+    /// sizes], Note [custom autograd.Function]); call once the graph's outputs are set, before
+    /// export.
     pub fn remove_unused_sym_nodes(&mut self) {
-        if self.sym_nodes.is_empty() {
+        if self.sym_nodes.is_empty() && self.speculated_nodes.is_empty() {
             return;
         }
         let sym_nodes = std::mem::take(&mut self.sym_nodes);
-        let map = self.graph.remove_unused(|n| sym_nodes.contains(&n.id));
+        let speculated = std::mem::take(&mut self.speculated_nodes);
+        let map = self.graph.remove_unused(|n| sym_nodes.contains(&n.id) || speculated.contains(&n.id));
         let fakes = std::mem::take(&mut self.fakes);
         self.fakes = fakes.into_iter().filter_map(|(k, v)| map[k.0 as usize].map(|n| (n, v))).collect();
         let subclasses = std::mem::take(&mut self.tensor_subclasses);
         self.tensor_subclasses = subclasses.into_iter().filter_map(|(k, v)| map[k.0 as usize].map(|n| (n, v))).collect();
+        let attrs = std::mem::take(&mut self.tensor_attrs);
+        self.tensor_attrs = attrs.into_iter().filter_map(|(k, v)| map[k.0 as usize].map(|n| (n, v))).collect();
     }
 
     /// Note [unused tensor inputs]: a tensor the frame holds when the trace starts (a resume

@@ -394,7 +394,13 @@ impl<'a> InstructionTranslator<'a> {
                     let method_type = py.import("types")?.getattr("MethodType")?;
                     method_type.cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.is_subclass(&cls)?
                 }
-                other => graph_break!(UnsupportedOperation, "isinstance of {}", other.describe(py)),
+                // Any other kind whose type the trace knows (iterators, sets, ...): objects of
+                // CPython's own types, whose `__class__` is their type, so `isinstance` is
+                // `issubclass` of it (`__subclasscheck__` of an ABC included).
+                other => match self.type_of(py, other)? {
+                    Some(ty) => ty.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.is_subclass(&cls)?,
+                    None => graph_break!(UnsupportedOperation, "isinstance of {}", other.describe(py)),
+                },
             };
             return Ok(const_bool(py, r));
         }
@@ -1044,7 +1050,7 @@ impl<'a> InstructionTranslator<'a> {
 
 /// Whether a class of `ty`'s MRO other than `object` defines `__class__` (a property that
 /// `isinstance` reads: Objects/abstract.c, `object_isinstance`).
-fn class_overrides_class(ty: &Bound<'_, pyo3::types::PyType>) -> PyResult<bool> {
+pub(crate) fn class_overrides_class(ty: &Bound<'_, pyo3::types::PyType>) -> PyResult<bool> {
     for base in ty.mro().iter() {
         if base.is(ty.py().get_type::<PyAny>()) {
             continue;

@@ -620,3 +620,177 @@ impl<'a> InstructionTranslator<'a> {
         Ok(Some(VT::Class(Rc::new(cls.unbind()))))
     }
 }
+
+// Note [custom autograd.Function]: `Cls.apply(*args)` of a user subclass of
+// `torch.autograd.Function` is one graph op calling the real `Cls.apply`, so the user's
+// `forward` makes the value and the user's `backward` (through torch's autograd, with torch's
+// own `ctx`) the gradient, exactly as in eager: `needs_input_grad`, `saved_tensors`,
+// non-tensor `ctx` attributes, `mark_non_differentiable`, `set_materialize_grads`,
+// `once_differentiable`, non-tensor outputs and grad mode are all torch's. The op's shapes come
+// from running `apply` on fake tensors, and in a training graph it keeps a segment of its own
+// that runs through torch's autograd (`torch_vjp` in src/autograd/rules.rs refuses it: running
+// the forward a second time in the backward would run its Python twice).
+//
+// Running the forward (at trace time on fakes, at run time inside the graph) is exact only if
+// nothing outside the graph sees it run: so the forward (and `setup_context`) is first traced
+// as ordinary inlined code with a stand-in `ctx` (`dynamo._polyfills.AutogradFunctionCtx`),
+// as a check. It must record no write outside the trace (attribute, global, list or dict of
+// the frame, cell, logging call, iterator step, hook, tensor attribute), write no tensor in
+// place (`mark_dirty`, an in-place op, a batch norm's running statistics), and return a
+// tensor or a tuple of tensors and constants. Anything it cannot trace, and any exception it
+// raises in the trace, is a graph break at the `apply`, which then runs in Python (a reason
+// saying so is logged). The nodes of the check are dropped from the graph when the graph is
+// exported (`OutputGraph::speculated_nodes`); its guards stay (the forward read what they
+// guard). Arguments are tensors, constants, symbolic numbers and tuples of those: a mutable
+// argument could be changed by the check itself.
+
+/// The class of `obj` when `obj` is the `apply` of a subclass of `torch.autograd.Function`
+/// defined outside torch (`Cls.apply`, a C classmethod bound to `Cls`; Note [custom
+/// autograd.Function]); `None` for anything else.
+pub fn autograd_function_of_apply<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    if type_name(obj) != "builtin_function_or_method" {
+        return Ok(None);
+    }
+    let (Ok(cls), Ok(name)) = (obj.getattr("__self__"), obj.getattr("__name__")) else { return Ok(None) };
+    if name.extract::<String>().ok().as_deref() != Some("apply") || !cls.is_instance_of::<pyo3::types::PyType>() {
+        return Ok(None);
+    }
+    let function = py.import("torch.autograd")?.getattr("Function")?;
+    let cls_t = cls.cast::<pyo3::types::PyType>()?;
+    if cls.is(&function) || !cls_t.is_subclass(&function)? {
+        return Ok(None);
+    }
+    let module = cls.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+    if module == "torch" || module.starts_with("torch.") {
+        return Ok(None);
+    }
+    Ok(Some(cls))
+}
+
+impl<'a> InstructionTranslator<'a> {
+    /// `Cls.apply(*args, **kwargs)` of a user `torch.autograd.Function` (`apply` the real bound
+    /// method, reached through `source`): one graph op after a trace of the forward that checks
+    /// it has no effect outside the graph (Note [custom autograd.Function]).
+    pub(crate) fn autograd_function_apply(&mut self, py: Python<'_>, apply: &Bound<'_, PyAny>, source: &Arc<Source>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        let cls = apply.getattr("__self__")?;
+        let name = crate::symbolic::variables::qualname(&cls);
+        if !kwargs.is_empty() {
+            graph_break!(UnsupportedCall, "{name}.apply with keyword arguments runs in Python");
+        }
+        // The trace reads the class's forward: pin the class (the bound method is new on each
+        // lookup, its `__self__` is the class).
+        let cls_source = source.attr("__self__");
+        self.og.add_guard(Some(cls_source.clone()), GuardKind::id_match(cls.clone().unbind()));
+        let forward = cls.getattr("forward")?;
+        if type_name(&forward) != "function" {
+            graph_break!(UnsupportedCall, "{name}.apply: its forward is a {}, not a Python function", type_name(&forward));
+        }
+        let setup_context = cls.getattr("setup_context")?;
+        let separate_setup: bool = py.import("torch.autograd.function")?.getattr("_is_setup_context_defined")?.call1((&setup_context,))?.is_truthy()?;
+        fn plain(py: Python<'_>, v: &VT) -> bool {
+            match v {
+                VT::Tensor(_) | VT::SymNum(_) => true,
+                VT::Constant(c) => is_literal(py, c.bind(py)),
+                VT::Tuple(items) => items.iter().all(|i| plain(py, i)),
+                _ => false,
+            }
+        }
+        if let Some(a) = args.iter().find(|a| !plain(py, a)) {
+            graph_break!(UnsupportedCall, "{name}.apply with an argument that is a {} (only tensors, numbers, literals and tuples of them are traced)", a.describe(py));
+        }
+        // Eager's `ctx.needs_input_grad`: a tensor argument that requires grad, whatever the
+        // grad mode (torch/csrc/autograd/python_function.cpp, `unpack_input`).
+        let mut needs = Vec::with_capacity(args.len());
+        for a in &args {
+            needs.push(match a {
+                VT::Tensor(t) => t.fake.bind(py).getattr("requires_grad")?.is_truthy()?,
+                _ => false,
+            });
+        }
+        let needs = PyTuple::new(py, needs)?.into_any().unbind();
+        let og = &mut *self.og;
+        let marks = (og.graph.nodes.len(), og.side_effects.writes, og.side_effects.iter_steps(), og.side_effects.logger_calls.len(), og.side_effects.hooks.len(), og.tensor_attrs.len(), og.trace_warnings.len());
+        let checked = self.check_autograd_function_forward(py, &name, &forward, &setup_context, separate_setup, &cls_source, needs, &args);
+        let out = match checked {
+            Ok(out) => out,
+            Err(mut e) => {
+                // An exception in the check (possibly of the stand-in `ctx`) is not caught in
+                // the trace: the apply raises, or not, for real in Python.
+                e.raised = None;
+                e.exc_value = None;
+                e.reason = format!("{name}.apply runs in Python: its forward was not traced ({})", e.reason);
+                return Err(e);
+            }
+        };
+        let og = &mut *self.og;
+        let now = (og.graph.nodes.len(), og.side_effects.writes, og.side_effects.iter_steps(), og.side_effects.logger_calls.len(), og.side_effects.hooks.len(), og.tensor_attrs.len(), og.trace_warnings.len());
+        if (now.1, now.2, now.3, now.4, now.5) != (marks.1, marks.2, marks.3, marks.4, marks.5) {
+            graph_break!(SideEffect, "{name}.apply runs in Python: its forward writes outside the graph");
+        }
+        let mut speculated = Vec::new();
+        for n in &og.graph.nodes[marks.0..] {
+            let (written, what) = match &n.op {
+                crate::graph::Op::Placeholder { .. } => continue,
+                crate::graph::Op::CallMethod { method } => (crate::graph::is_inplace_op(method, true), method.as_str()),
+                crate::graph::Op::CallFunction { name, .. } => (crate::graph::is_inplace_op(name, false), name.as_str()),
+            };
+            let last = what.rsplit('.').next().unwrap_or(what);
+            if written || ["batch_norm", "instance_norm", "embedding", "setitem"].iter().any(|k| last.contains(k)) {
+                graph_break!(SideEffect, "{name}.apply runs in Python: its forward writes a tensor in place ({what})");
+            }
+            speculated.push(n.id);
+        }
+        og.trace_warnings.truncate(marks.6);
+        let shape_ok = match &out {
+            VT::Tensor(_) => true,
+            VT::Tuple(items) => items.iter().all(|i| matches!(i, VT::Tensor(_)) || matches!(i, VT::Constant(c) if is_literal(py, c.bind(py)))),
+            _ => false,
+        };
+        if !shape_ok {
+            graph_break!(UnsupportedOpResult, "{name}.apply runs in Python: its forward returns a {} (only a tensor or a tuple of tensors and literals is traced)", out.describe(py));
+        }
+        og.speculated_nodes.extend(speculated);
+        let target = py.import("dynamo._functional")?.getattr("autograd_function_apply")?.call1((&cls,))?;
+        og.calls_user_python = true;
+        let result = og.call(py, Some(&target), None, &args, &[])?;
+        let same_kind = match (&out, &result) {
+            (VT::Tensor(_), VT::Tensor(_)) => true,
+            (VT::Tuple(a), VT::Tuple(b)) => a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| matches!(x, VT::Tensor(_)) == matches!(y, VT::Tensor(_))),
+            _ => false,
+        };
+        if !same_kind {
+            graph_break!(UnsupportedOpResult, "{name}.apply gave {} where its traced forward gave {}", result.describe(py), out.describe(py));
+        }
+        Ok(result)
+    }
+
+    /// The trace of `forward` (and `setup_context` when the class defines one) with a stand-in
+    /// `ctx` whose `needs_input_grad` is `needs`: the forward's value, checked by the caller
+    /// (Note [custom autograd.Function]).
+    #[allow(clippy::too_many_arguments)]
+    fn check_autograd_function_forward(&mut self, py: Python<'_>, name: &str, forward: &Bound<'_, PyAny>, setup_context: &Bound<'_, PyAny>, separate_setup: bool, cls_source: &Arc<Source>, needs: Py<PyAny>, args: &[VT]) -> VResult<VT> {
+        let polyfills = Arc::new(Source::Module { name: "dynamo._polyfills".into() });
+        let ctx_cls = py.import("dynamo._polyfills")?.getattr("AutogradFunctionCtx")?;
+        let ctx_cls = crate::symbolic::builder::wrap(py, self.og, &ctx_cls, polyfills.attr("AutogradFunctionCtx"))?;
+        let ctx = self.call(py, &ctx_cls, vec![VT::constant(needs)], vec![])?;
+        let forward_vt = crate::symbolic::builder::wrap(py, self.og, forward, cls_source.attr("forward"))?;
+        let out = if separate_setup {
+            let out = self.call(py, &forward_vt, args.to_vec(), vec![])?;
+            let setup = crate::symbolic::builder::wrap(py, self.og, setup_context, cls_source.attr("setup_context"))?;
+            let r = self.call(py, &setup, vec![ctx.clone(), VT::Tuple(Rc::new(args.to_vec())), out.clone()], vec![])?;
+            if !r.as_constant(py).is_some_and(|c| c.is_none()) {
+                graph_break!(UnsupportedCall, "{name}.setup_context returned {}", r.describe(py));
+            }
+            out
+        } else {
+            let mut all = vec![ctx.clone()];
+            all.extend(args.iter().cloned());
+            self.call(py, &forward_vt, all, vec![])?
+        };
+        let VT::UserObject(o) = &ctx else { graph_break!(UnsupportedCall, "{name}: the stand-in ctx is a {}", ctx.describe(py)) };
+        if !o.get(py, "dynamo_marked_dirty").and_then(|v| v.as_constant(py)).is_some_and(|c| c.is(&pyo3::types::PyBool::new(py, false).to_owned().into_any())) {
+            graph_break!(SideEffect, "{name}.apply runs in Python: its forward calls ctx.mark_dirty (an in-place write of an input)");
+        }
+        Ok(out)
+    }
+}

@@ -98,7 +98,9 @@ impl<'a> InstructionTranslator<'a> {
 
     fn record_lock_call(&mut self, py: Python<'_>, lock: &VT, name: &str) -> VResult<()> {
         let VT::Opaque { source, .. } = lock else { graph_break!(UnsupportedOpcode, "with block over {}", lock.describe(py)) };
-        self.og.side_effects.writes += 1;
+        // Not counted in `SideEffects::writes`: the call is replayed in call order with the
+        // logging calls, so a handler of a logging call made before the block sees the lock as
+        // eager's handler does (free), and one made inside it sees it held.
         self.og.side_effects.logger_calls.push(LoggerCall {
             callee: crate::pycodegen::Callee::Source(source.attr(name)),
             args: PyTuple::empty(py).into_any().unbind(),

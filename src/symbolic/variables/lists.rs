@@ -680,10 +680,18 @@ pub(crate) fn is_seq(v: &VT) -> bool {
 }
 
 /// The count of a sequence repetition: an int constant (a bool counts as 0 or 1, as in
-/// CPython); `None` for anything else (a float raises TypeError there, left to the operator).
+/// CPython), or a symbolic int, specialized to its value (a guard on it); `None` for anything
+/// else (a float raises TypeError there, left to the operator).
 pub(crate) fn repeat_count(py: Python<'_>, v: &VT) -> Option<i64> {
-    let VT::Constant(c) = v else { return None };
-    let c = c.bind(py);
+    if let VT::SymNum(s) = v {
+        if type_name(s.fake.bind(py)) != "SymInt" {
+            return None;
+        }
+    }
+    let c = match v {
+        VT::Constant(_) | VT::SymNum(_) => v.as_constant(py)?,
+        _ => return None,
+    };
     if c.is_instance_of::<pyo3::types::PyInt>() {
         c.extract::<i64>().ok()
     } else {

@@ -328,6 +328,9 @@ impl<'a> InstructionTranslator<'a> {
         if !matches!(name, "torch.tensor" | "torch.as_tensor") || args.len() != 1 {
             return Ok(None);
         }
+        if let VT::List(_) | VT::Tuple(_) = &args[0] {
+            return self.sym_list_tensor(py, &args[0], kwargs);
+        }
         let VT::SymNum(s) = &args[0] else {
             return Ok(None);
         };
@@ -345,6 +348,52 @@ impl<'a> InstructionTranslator<'a> {
             kw.push(("dtype".to_string(), VT::constant(dtype.unbind())));
         }
         self.og.call(py, Some(&torch.getattr("scalar_tensor")?), None, args, &kw).map(Some)
+    }
+}
+
+impl InstructionTranslator<'_> {
+    /// `torch.tensor(items)` / `torch.as_tensor(items)` of a flat list or tuple of numbers, some
+    /// symbolic (`torch.tensor([T] * B)`, CTC's input lengths): `torch.stack` of one
+    /// `torch.scalar_tensor` per item, which keeps the sizes symbolic where `torch.tensor`
+    /// would read (and specialize) each value. The dtype is `torch.tensor`'s inference (int64
+    /// when every item is an int, the default dtype when one is a float) unless `dtype=` is
+    /// given; `device=` passes through. `None`: not this case (no symbolic item, bools,
+    /// nesting, an empty list, `requires_grad=`, which makes a leaf).
+    fn sym_list_tensor(&mut self, py: Python<'_>, items: &VT, kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        let items = match items {
+            VT::List(l) => l.borrow().items.clone(),
+            VT::Tuple(t) => t.as_ref().clone(),
+            _ => return Ok(None),
+        };
+        if items.is_empty() || !items.iter().any(|i| matches!(i, VT::SymNum(_))) || !kwargs.iter().all(|(k, _)| matches!(k.as_str(), "dtype" | "device")) {
+            return Ok(None);
+        }
+        let mut any_float = false;
+        for i in &items {
+            let kind = match i {
+                VT::SymNum(s) => type_name(s.fake.bind(py)),
+                VT::Constant(c) => type_name(c.bind(py)),
+                _ => return Ok(None),
+            };
+            match kind.as_str() {
+                "SymInt" | "int" => {}
+                "SymFloat" | "float" => any_float = true,
+                _ => return Ok(None),
+            }
+        }
+        let torch = self.og.handles.torch.bind(py).clone();
+        let mut kw = kwargs.to_vec();
+        if !kw.iter().any(|(k, _)| k == "dtype") {
+            let dtype = if any_float { torch.call_method0("get_default_dtype")? } else { torch.getattr("int64")? };
+            kw.push(("dtype".to_string(), VT::constant(dtype.unbind())));
+        }
+        let scalar_tensor = torch.getattr("scalar_tensor")?;
+        let mut scalars = Vec::with_capacity(items.len());
+        for i in &items {
+            scalars.push(self.og.call(py, Some(&scalar_tensor), None, std::slice::from_ref(i), &kw)?);
+        }
+        let stacked = crate::symbolic::variables::lists::new_list(scalars);
+        self.og.call(py, Some(&torch.getattr("stack")?), None, &[stacked], &[]).map(Some)
     }
 }
 
