@@ -143,16 +143,22 @@ def _message_name(node):
 _SAVED_ATTRS = {}
 
 
+def _saved_attrs(node_type):
+    """``(inputs, all)``: the names of the saved values an autograd node type exposes
+    (``_saved_self``, ``_saved_other``, ``_saved_result``, ...; not the ``_raw`` variants),
+    without and with its saved results. Cached per type."""
+    attrs = _SAVED_ATTRS.get(node_type)
+    if attrs is None:
+        every = [a for a in dir(node_type) if a.startswith("_saved_") and not a.endswith("_raw")]
+        attrs = _SAVED_ATTRS[node_type] = ([a for a in every if not a.startswith("_saved_result")], every)
+    return attrs
+
+
 def _saved_inputs(node):
     """The tensors ``node`` saved that are not its own result (``_saved_self``, ``_saved_other``,
     lists of them), as the tensor objects given to it: a saved input unpacks to the very tensor."""
-    attrs = _SAVED_ATTRS.get(type(node))
-    if attrs is None:
-        attrs = _SAVED_ATTRS[type(node)] = [
-            a for a in dir(type(node)) if a.startswith("_saved_") and not a.endswith("_raw") and not a.startswith("_saved_result")
-        ]
     found = []
-    for a in attrs:
+    for a in _saved_attrs(type(node))[0]:
         try:
             v = getattr(node, a)
         except Exception:  # a saved value that cannot be read back (released, or not a tensor)
@@ -197,9 +203,7 @@ def _stale_saved_tensor(gm):
         if id(node) in seen:
             continue
         seen.add(id(node))
-        for a in dir(type(node)):
-            if not a.startswith("_saved_") or a.endswith("_raw"):
-                continue
+        for a in _saved_attrs(type(node))[1]:
             try:
                 getattr(node, a)
             except RuntimeError as e:

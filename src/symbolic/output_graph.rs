@@ -1203,12 +1203,18 @@ impl OutputGraph {
         let sym_nodes = std::mem::take(&mut self.sym_nodes);
         let speculated = std::mem::take(&mut self.speculated_nodes);
         let map = self.graph.remove_unused(|n| sym_nodes.contains(&n.id) || speculated.contains(&n.id));
-        let fakes = std::mem::take(&mut self.fakes);
-        self.fakes = fakes.into_iter().filter_map(|(k, v)| map[k.0 as usize].map(|n| (n, v))).collect();
-        let subclasses = std::mem::take(&mut self.tensor_subclasses);
-        self.tensor_subclasses = subclasses.into_iter().filter_map(|(k, v)| map[k.0 as usize].map(|n| (n, v))).collect();
-        let attrs = std::mem::take(&mut self.tensor_attrs);
-        self.tensor_attrs = attrs.into_iter().filter_map(|(k, v)| map[k.0 as usize].map(|n| (n, v))).collect();
+        self.renumber_node_tables(&map);
+    }
+
+    /// After nodes were removed from the graph (`map`: each old node's new id, `None` when
+    /// removed), the tables keyed by node follow: fakes, tensor subclasses, tensor attributes.
+    fn renumber_node_tables(&mut self, map: &[Option<NodeId>]) {
+        fn renumber<V>(table: &mut HashMap<NodeId, V>, map: &[Option<NodeId>]) {
+            *table = std::mem::take(table).into_iter().filter_map(|(k, v)| map[k.0 as usize].map(|n| (n, v))).collect();
+        }
+        renumber(&mut self.fakes, map);
+        renumber(&mut self.tensor_subclasses, map);
+        renumber(&mut self.tensor_attrs, map);
     }
 
     /// Note [unused tensor inputs]: a tensor the frame holds when the trace starts (a resume
@@ -1249,10 +1255,7 @@ impl OutputGraph {
         }
         let inputs = std::mem::take(&mut self.inputs);
         self.inputs = inputs.into_iter().zip(&placeholders).filter(|(_, p)| map[p.0 as usize].is_some()).map(|(i, _)| i).collect();
-        let fakes = std::mem::take(&mut self.fakes);
-        self.fakes = fakes.into_iter().filter_map(|(k, v)| map[k.0 as usize].map(|n| (n, v))).collect();
-        let subclasses = std::mem::take(&mut self.tensor_subclasses);
-        self.tensor_subclasses = subclasses.into_iter().filter_map(|(k, v)| map[k.0 as usize].map(|n| (n, v))).collect();
+        self.renumber_node_tables(&map);
         self.input_by_ptr.retain(|_, tv| map[tv.node.0 as usize].is_some());
     }
 
