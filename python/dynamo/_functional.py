@@ -68,6 +68,28 @@ def vjp_call(fn, method, args, kw_names, kw_values, slots, kw_slots, grads, n_wa
     ``n_wanted`` gradients, each of its tensor's shape and dtype (zeros where the value does
     not depend on it). Raises what the op or its backward raises in eager.
     """
+    got = _vjp(fn, method, args, kw_names, kw_values, slots, kw_slots, grads, n_wanted)
+    return tuple(torch.zeros_like(t) if r is None else r for t, r in got)
+
+
+def vjp_undefined(fn, method, args, kw_names, kw_values, slots, kw_slots, grads, n_wanted):
+    """Which of ``vjp_call``'s ``n_wanted`` gradients torch's autograd leaves undefined (None)
+    for these arguments whatever their values: a tuple of bools, asked once at compile time on
+    meta tensors (``args`` as for ``vjp_call``; ``grads`` a bool, or a tuple of bools, saying
+which of the op's values get a gradient). Eager passes no gradient on
+    from such an edge (``linalg_vector_norm(x, ord=0)``'s derivative is undefined), so a leaf
+    reached only through it keeps ``.grad`` None, where a zero gradient would have an optimizer
+    step it (Note [undefined derivatives] in src/autograd/rules.rs). Raises what the op raises
+    on meta tensors; the caller then assumes every gradient is defined."""
+    got = _vjp(fn, method, args, kw_names, kw_values, slots, kw_slots, grads, n_wanted, ones=True)
+    return tuple(r is None for _, r in got)
+
+
+def _vjp(fn, method, args, kw_names, kw_values, slots, kw_slots, grads, n_wanted, ones=False):
+    """(leaf, gradient or None) for each of the ``n_wanted`` marked tensors of ``vjp_call``:
+    the op run again on detached copies under ``enable_grad`` and ``torch.autograd.grad`` with
+    ``allow_unused``. With ``ones``, ``grads`` says which values get a gradient (bools) and
+    each such gradient is ``ones_like`` its value."""
     leaves = [None] * n_wanted
 
     def swap(a, slot):
@@ -86,12 +108,14 @@ def vjp_call(fn, method, args, kw_names, kw_values, slots, kw_slots, grads, n_wa
         out = op(*a, **kwargs)
     outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
     gs = tuple(grads) if isinstance(grads, (tuple, list)) else (grads,)
+    if ones:
+        gs = tuple(torch.ones_like(o) if p and isinstance(o, torch.Tensor) else None for o, p in zip(outs, gs))
     pairs = [(o, g) for o, g in zip(outs, gs)
              if g is not None and isinstance(o, torch.Tensor) and o.requires_grad]
     if not pairs:
-        return tuple(torch.zeros_like(t) for t in leaves)
+        return [(t, None) for t in leaves]
     got = torch.autograd.grad([o for o, _ in pairs], leaves, [g for _, g in pairs], allow_unused=True)
-    return tuple(torch.zeros_like(t) if r is None else r for t, r in zip(leaves, got))
+    return list(zip(leaves, got))
 
 
 @functools.lru_cache(maxsize=None)

@@ -333,11 +333,15 @@ def _named_grad_fns(runtime, names, main):
 
 def _identity_function(name):
     """A ``torch.autograd.Function`` passing its tensor through (a new tensor object over the
-    same storage, not a view), whose node's type is named ``name``."""
+    same storage, not a view), whose node's type is named ``name``. A missing gradient passes
+    through as None (Note [gradients of unused outputs]): filling it with zeros gave a None
+    gradient of eager (a custom Function's backward returning None for the output's consumer)
+    as zeros to every input behind it."""
 
     class Identity(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x):
+            ctx.set_materialize_grads(False)
             return x.detach()
 
         @staticmethod

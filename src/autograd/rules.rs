@@ -1647,6 +1647,16 @@ pub fn torch_vjp(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, Joint
     if wanted.is_empty() {
         return Ok(Vec::new());
     }
+    let present = match &grad {
+        Grad::Tensor(_) => FxArg::Bool(true),
+        Grad::Tuple(v) => FxArg::Tuple(v.iter().map(|o| FxArg::Bool(o.is_some())).collect()),
+    };
+    let op_args = [fn_arg.clone(), method.clone(), FxArg::Tuple(n.args.clone()), FxArg::Tuple(n.kwargs.iter().map(|(k, _)| FxArg::Str(k.clone())).collect()),
+        FxArg::Tuple(n.kwargs.iter().map(|(_, v)| v.clone()).collect()), FxArg::Tuple(slots.clone()), FxArg::Tuple(kw_slots.clone())];
+    let undefined = undefined_derivatives(b, &op_args, &present, wanted.len());
+    if undefined.iter().all(|&u| u) {
+        return Ok(Vec::new());
+    }
     let grads = match grad {
         Grad::Tensor(g) => node(g),
         Grad::Tuple(v) => FxArg::Tuple(v.into_iter().map(|o| o.map(node).unwrap_or(FxArg::None)).collect()),
@@ -1668,8 +1678,102 @@ pub fn torch_vjp(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, Joint
     )?;
     let mut out: Out = Vec::new();
     for (k, j) in wanted.into_iter().enumerate() {
+        if undefined[k] {
+            continue;
+        }
         let gk = b.getitem(call, k as i64)?;
         out.push((j, Grad::Tensor(gk)));
     }
     Ok(out)
+}
+
+// Note [undefined derivatives]: torch's autograd leaves some derivatives undefined rather than
+// zero: `linalg_vector_norm(x, ord=0)` (piecewise constant) gives its input no gradient at all,
+// and the engine passes nothing on from such an edge. A leaf reached only through one keeps
+// `.grad` None in eager, and optimizers skip a None gradient where they step a zero one (AdamW's
+// weight decay, momentum). `vjp_call` fills a missing gradient with zeros (the backward graph's
+// values are tensors), so which of its gradients torch leaves undefined is asked at compile time
+// on meta tensors (`dynamo._functional.vjp_undefined`), and those edges give no gradient in the
+// joint graph: an input whose every edge is such gets None, as in eager. A probe that fails
+// (an op without a meta kernel, symbolic sizes) leaves every gradient defined, as before. A
+// custom `autograd.Function` returning None keeps its own segment (Note [custom
+// autograd.Function]), whose missing gradients stay None across segments (Note [gradients of
+// unused outputs] in python/dynamo/aot.py).
+
+/// For rule-less node arguments `op_args` (the first seven arguments of `vjp_call`: function,
+/// method, args, keyword names and values, slots, keyword slots) and `present` (which of the
+/// op's values get a gradient: a bool or a tuple of bools), which of the `n_wanted` gradients
+/// torch's autograd leaves undefined (Note [undefined derivatives]); all false when the probe
+/// cannot run.
+fn undefined_derivatives(b: &Builder<'_>, op_args: &[FxArg], present: &FxArg, n_wanted: usize) -> Vec<bool> {
+    use pyo3::prelude::*;
+    let py = b.py;
+    let probe = || -> PyResult<Vec<bool>> {
+        let values = std::collections::HashMap::new();
+        let conv = |a: &FxArg| crate::inductor::layout::arg_to_py(py, a, &b.g.nodes, &b.g.side_table, &values);
+        let mut call_args = op_args.iter().map(conv).collect::<PyResult<Vec<_>>>()?;
+        call_args.push(conv(present)?);
+        call_args.push(n_wanted.into_pyobject(py)?.into_any());
+        py.import("dynamo._functional")?.getattr("vjp_undefined")?.call1(pyo3::types::PyTuple::new(py, call_args)?)?.extract()
+    };
+    // Asked once per distinct op, constant arguments and tensor layouts in the process (about
+    // 2 ms a probe; a model repeats its layers).
+    static ASKED: std::sync::LazyLock<parking_lot::Mutex<std::collections::HashMap<String, Vec<bool>>>> = std::sync::LazyLock::new(Default::default);
+    let mut key: Result<String, ()> = Ok(String::new());
+    for a in op_args.iter().chain(std::iter::once(present)) {
+        probe_key(b, a, &mut key);
+        if let Ok(k) = &mut key {
+            k.push('|');
+        }
+    }
+    if let Some(v) = key.as_ref().ok().and_then(|k: &String| ASKED.lock().get(k).cloned()) {
+        return v;
+    }
+    let v = match probe() {
+        Ok(v) if v.len() == n_wanted => v,
+        _ => vec![false; n_wanted],
+    };
+    if let Ok(k) = key {
+        ASKED.lock().insert(k, v.clone());
+    }
+    v
+}
+
+/// Appends to `key` what the answer of [`undefined_derivatives`] depends on in `a`: constants
+/// as written, a node as its layout (sizes, strides, dtype, device), a Python object by its
+/// `repr`. `Err` (no caching) for a node without a static layout or a failing `repr`.
+fn probe_key(b: &Builder<'_>, a: &FxArg, key: &mut Result<String, ()>) {
+    use pyo3::prelude::*;
+    use std::fmt::Write;
+    let Ok(k) = key else { return };
+    match a {
+        FxArg::Node(j) => match &b.g.nodes[*j].meta {
+            Some(m) => {
+                let l = &m.layout;
+                let _ = write!(k, "T{:?}{:?}{:?}{}", l.sizes, l.strides, l.dtype, l.cpu);
+            }
+            None => *key = Err(()),
+        },
+        FxArg::Tuple(items) | FxArg::List(items) => {
+            k.push(if matches!(a, FxArg::Tuple(_)) { '(' } else { '[' });
+            for x in items {
+                probe_key(b, x, key);
+                if let Ok(k) = key {
+                    k.push(',');
+                }
+            }
+            if let Ok(k) = key {
+                k.push(')');
+            }
+        }
+        FxArg::Slice { py: i, .. } | FxArg::Dtype { py: i, .. } | FxArg::Py(i) => match b.g.side_table[*i].bind(b.py).repr() {
+            Ok(r) => {
+                let _ = write!(k, "P{}", r.to_string_lossy());
+            }
+            Err(_) => *key = Err(()),
+        },
+        other => {
+            let _ = write!(k, "{other:?}");
+        }
+    }
 }

@@ -348,7 +348,7 @@ fn run_on_meta<'py>(
 }
 
 /// An empty tensor on the `meta` device with `layout`'s sizes, strides and dtype.
-fn meta_tensor<'py>(py: Python<'py>, layout: &Layout) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn meta_tensor<'py>(py: Python<'py>, layout: &Layout) -> PyResult<Bound<'py, PyAny>> {
     let dtype = layout
         .dtype
         .torch_name()
@@ -360,7 +360,7 @@ fn meta_tensor<'py>(py: Python<'py>, layout: &Layout) -> PyResult<Bound<'py, PyA
     torch.getattr(intern!(py, "empty_strided"))?.call((layout.sizes.clone(), layout.strides.clone()), Some(&kw))
 }
 
-fn arg_to_py<'py>(
+pub(crate) fn arg_to_py<'py>(
     py: Python<'py>,
     a: &FxArg,
     nodes: &[FxNode],

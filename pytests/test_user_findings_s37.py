@@ -1,0 +1,105 @@
+"""Smallest failing inputs of what new users' programs found (stop 37), each fixed kind with
+its test."""
+
+import pytest
+import torch
+
+import dynamo
+
+
+BACKENDS = ["aot_eager", "inductor"]
+
+
+def _grads(fn, backend, *, weight_decay=None):
+    """(value, grads of x and y or None) after ``fn(x, y).backward()``, eagerly when
+    ``backend`` is None; with ``weight_decay`` also x and y after one AdamW step (a parameter
+    with a None gradient is not stepped, one with a zero gradient is decayed)."""
+    x = torch.tensor([0.0, 1.5, -2.0], requires_grad=True)
+    y = torch.tensor([1.0, 0.5, 3.0], requires_grad=True)
+    run = fn if backend is None else dynamo.optimize(backend)(fn)
+    out = run(x, y)
+    out.backward()
+    grads = (None if x.grad is None else x.grad.clone(), None if y.grad is None else y.grad.clone())
+    if weight_decay is not None:
+        torch.optim.AdamW([x, y], lr=0.1, weight_decay=weight_decay).step()
+        return out.detach(), grads, (x.detach().clone(), y.detach().clone())
+    return out.detach(), grads
+
+
+def _same(a, b):
+    if a is None or b is None:
+        return a is None and b is None
+    return torch.allclose(a, b, atol=1e-6)
+
+
+class _NoGradForB(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        return a * 2 + b
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2, None
+
+
+def _custom_function_none(x, y):
+    # y's only path is the Function's second input, whose gradient is None.
+    return _NoGradForB.apply(x.sin(), y * 3).sum() + x.sum()
+
+
+def _norm_ord0(x, y):
+    # linalg_vector_norm's derivative for ord=0 is undefined: x gets no gradient at all.
+    return torch.linalg.vector_norm(x.sin() * y, ord=0) + torch.nn.functional.softplus(y).sum()
+
+
+def _norm_ord0_and_more(x, y):
+    # x reaches the loss through the norm and through exp: only exp's gradient counts.
+    return torch.linalg.vector_norm(x * y, ord=0) + x.exp().sum() + x.norm(p=0)
+
+
+def _tensor_norm_p0(x, y):
+    return x.norm(p=0) * y.sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [_custom_function_none, _norm_ord0, _norm_ord0_and_more, _tensor_norm_p0])
+def test_undefined_gradient_stays_none(fn, backend):
+    """Eager leaves ``.grad`` None for a leaf whose every path has an undefined derivative
+    (Note [undefined derivatives] in src/autograd/rules.rs); we gave it zeros."""
+    dynamo.reset()
+    want = _grads(fn, None)
+    got = _grads(fn, backend)
+    assert torch.equal(want[0], got[0])
+    for w, g in zip(want[1], got[1]):
+        assert _same(w, g), (w, g)
+    assert dynamo.counters()["graphs"] >= 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_undefined_gradient_not_stepped_by_adamw(backend):
+    """AdamW decays a parameter with a zero gradient and skips one whose gradient is None."""
+    dynamo.reset()
+    want = _grads(_norm_ord0, None, weight_decay=0.5)
+    got = _grads(_norm_ord0, backend, weight_decay=0.5)
+    assert want[1][0] is None and got[1][0] is None
+    for w, g in zip(want[2], got[2]):
+        assert torch.equal(w, g)
+    assert dynamo.counters()["graphs"] == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_named_output_passes_missing_gradient(backend):
+    """An output eager names otherwise (Note [grad_fn names]) passes through an identity
+    Function; a None gradient from its consumer must reach the graph as None."""
+
+    def fn(x, y):
+        return x.sin(), y * 3
+
+    dynamo.reset()
+    x = torch.tensor([0.5, 1.0], requires_grad=True)
+    y = torch.tensor([2.0, 3.0], requires_grad=True)
+    s, t = dynamo.optimize(backend)(fn)(x, y)
+    assert type(s.grad_fn).__name__ == "SinBackward0" and type(t.grad_fn).__name__ == "MulBackward0"
+    _NoGradForB.apply(s, t).sum().backward()
+    assert y.grad is None
+    assert torch.allclose(x.grad, 2 * x.detach().cos())
