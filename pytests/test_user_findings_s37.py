@@ -103,3 +103,60 @@ def test_named_output_passes_missing_gradient(backend):
     _NoGradForB.apply(s, t).sum().backward()
     assert y.grad is None
     assert torch.allclose(x.grad, 2 * x.detach().cos())
+
+
+def _times_three_slice(x):
+    return x[..., :1] * 3  # a slice constant in the transformed code
+
+
+def test_torch_compile_around_optimized_function():
+    """torch.compile of a function calling a dynamo-optimized one (tester3 finding 08, the
+    reverse nesting): torch's trace inlines the wrapped function (``_torchdynamo_inline``), as
+    torch nests its own compiles; it raised InternalTorchDynamoError."""
+    torch._dynamo.reset()
+    dynamo.reset()
+    inner = dynamo.optimize("inductor")(_times_three_slice)
+
+    def outer(x):
+        return inner(x) + 1
+
+    x = torch.arange(4.0).reshape(2, 2)
+    assert torch.equal(torch.compile(outer, backend="eager")(x), _times_three_slice(x) + 1)
+
+
+def test_region_entered_under_torch_compile(capsys):
+    """A dynamo region entered while torch.compile's frame hook is live (after torch's trace
+    broke before the call; an optimized module torch does not inline) runs with our hook alone
+    (Note [torch's hook inside a region]); torch's hook is back after it, and ours keeps working
+    after torch.compile returns."""
+    torch._dynamo.reset()
+    dynamo.reset()
+
+    def body(x):
+        y = x[..., :1] * 5
+        print("inner break")
+        return y + x.sum()
+
+    inner = dynamo.optimize("eager")(body)
+    lin = torch.nn.Linear(2, 2)
+    mod = dynamo.optimize("inductor")(lin)
+
+    def outer(x):
+        y = x * 2
+        print("outer break")
+        return inner(y) + 1, mod(y).relu(), y.cos()
+
+    x = torch.arange(4.0).reshape(2, 2)
+    for _ in range(2):
+        got = torch.compile(outer, backend="eager")(x)
+        want = (body(x * 2) + 1, lin(x * 2).relu(), (x * 2).cos())
+        for g, w in zip(got, want):
+            assert torch.allclose(g, w)
+    assert dynamo.counters()["graphs"] >= 1  # the module's graph is ours
+    assert torch._C._dynamo.eval_frame.get_eval_frame_callback() is None
+    after = dynamo.optimize("eager")(lambda t: t - 1)
+    before = dynamo.counters()["graphs"]
+    assert torch.equal(after(x), x - 1)
+    assert dynamo.counters()["graphs"] == before + 1
+    out = capsys.readouterr().out
+    assert out.count("outer break") == 2 and out.count("inner break") >= 2

@@ -122,6 +122,9 @@ class _Context:
             return call_with_hook(callback, fn, args, kwargs)
 
         _fn._dynamo_orig_callable = fn  # type: ignore[attr-defined]
+        # A torch.compile trace reaching the wrapper inlines ``fn`` (Note [torch's hook inside
+        # a region] in src/eval_frame/hook.rs).
+        _fn._torchdynamo_inline = fn  # type: ignore[attr-defined]
         return _fn
 
 

@@ -42,6 +42,8 @@ extern "C" {
         throwflag: c_int,
     ) -> *mut ffi::PyObject;
     pub fn _PyInterpreterState_SetEvalFrameFunc(interp: *mut ffi::PyInterpreterState, f: EvalFrameFn);
+    /// The interpreter's current PEP 523 function (`Python/pystate.c`, 3.9+).
+    pub fn _PyInterpreterState_GetEvalFrameFunc(interp: *mut ffi::PyInterpreterState) -> EvalFrameFn;
     pub fn PyFunction_SetClosure(func: *mut ffi::PyObject, closure: *mut ffi::PyObject) -> c_int;
     /// Exported by libpython (`Objects/typeobject.c`, 3.11 and 3.12); skipped by pyo3-ffi as private.
     fn _PyType_Lookup(tp: *mut ffi::PyTypeObject, name: *mut ffi::PyObject) -> *mut ffi::PyObject;

@@ -312,6 +312,10 @@ fn skipped_file(filename: &str) -> bool {
 /// Sets this thread's callback and returns the previous one (`None` when off). Installs the
 /// hook on first use.
 pub fn set_eval_frame(py: Python<'_>, callback: &Bound<'_, PyAny>) -> Py<PyAny> {
+    let was_on = CALLBACK.with(|cb| !cb.get().is_null());
+    if !was_on && !callback.is_none() {
+        foreign_hook_switch(py, true);
+    }
     if !INSTALLED.swap(true, Ordering::SeqCst) {
         unsafe {
             let interp = pyffi::PyInterpreterState_Get();
@@ -320,10 +324,74 @@ pub fn set_eval_frame(py: Python<'_>, callback: &Bound<'_, PyAny>) -> Py<PyAny> 
     }
     let new = if callback.is_none() { std::ptr::null_mut() } else { callback.clone().into_ptr() };
     let old = CALLBACK.with(|cb| cb.replace(new));
+    if !old.is_null() && new.is_null() {
+        foreign_hook_switch(py, false);
+    }
     if old.is_null() {
         py.None()
     } else {
         unsafe { Bound::from_owned_ptr(py, old).unbind() }
+    }
+}
+
+// Note [torch's hook inside a region]: torch.compile installs its own PEP 523 function over
+// ours while its callback is set (torch/csrc/dynamo/eval_frame.c) and evaluates every frame
+// through it first. A dynamo region entered under torch.compile (a function wrapped by
+// `optimize` that a torch.compile'd function calls, after torch's trace broke at the wrapper)
+// then had both hooks on its frames: torch's Dynamo took over the frames our hook had
+// transformed and failed on their generated code (InternalTorchDynamoError "unhashable type:
+// 'slice'"). Inside a region only our hook runs: when this thread's callback goes from off to
+// on while another PEP 523 function is installed, torch's callback is switched off
+// (`torch._C._dynamo.eval_frame.set_eval_frame(None)`, which hands the interpreter back to
+// ours) and kept on a stack; when ours goes off again, torch's is set back. The switches nest
+// as our on/off transitions do (a `disable` inside a region gives torch its frames back for
+// that stretch). Without torch.compile running, the cost is one comparison per region entry.
+// The wrapper `optimize` returns also carries `_torchdynamo_inline`, so a torch.compile trace
+// that reaches it inlines the user's function instead of breaking (torch's nesting rule: the
+// outer compile takes the inner function's frames).
+
+thread_local! {
+    /// torch's callbacks switched off on region entries, innermost last; `None` where nothing
+    /// was switched off (Note [torch's hook inside a region]).
+    static SUSPENDED_FOREIGN: std::cell::RefCell<Vec<Option<Py<PyAny>>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `torch._C._dynamo.eval_frame.set_eval_frame`, when torch has it.
+fn torch_set_eval_frame(py: Python<'_>) -> Option<&Py<PyAny>> {
+    static F: pyo3::sync::PyOnceLock<Option<Py<PyAny>>> = pyo3::sync::PyOnceLock::new();
+    F.get_or_init(py, || {
+        py.import("torch")
+            .and_then(|t| t.getattr("_C")?.getattr("_dynamo")?.getattr("eval_frame")?.getattr("set_eval_frame"))
+            .ok()
+            .map(Bound::unbind)
+    })
+    .as_ref()
+}
+
+/// This thread's callback went on (`on`) or off: switches torch's frame hook off for the region
+/// or back on after it (Note [torch's hook inside a region]).
+fn foreign_hook_switch(py: Python<'_>, on: bool) {
+    if on {
+        // SAFETY: the GIL is held; reading the interpreter's eval-frame function.
+        let current = unsafe { ffi::_PyInterpreterState_GetEvalFrameFunc(pyffi::PyInterpreterState_Get()) } as usize;
+        let foreign = current != eval_frame as *const () as usize && current != ffi::_PyEval_EvalFrameDefault as *const () as usize;
+        let mut saved = None;
+        if foreign {
+            if let Some(set) = torch_set_eval_frame(py) {
+                match set.bind(py).call1((py.None(),)) {
+                    Ok(prev) if !prev.is_none() => saved = Some(prev.unbind()),
+                    Ok(_) => {}
+                    Err(e) => tracing::debug!("switching torch's frame hook off failed: {e}"),
+                }
+            }
+        }
+        SUSPENDED_FOREIGN.with(|s| s.borrow_mut().push(saved));
+    } else if let Some(Some(prev)) = SUSPENDED_FOREIGN.with(|s| s.borrow_mut().pop()) {
+        if let Some(set) = torch_set_eval_frame(py) {
+            if let Err(e) = set.bind(py).call1((prev,)) {
+                tracing::debug!("switching torch's frame hook back on failed: {e}");
+            }
+        }
     }
 }
 
