@@ -3,6 +3,7 @@ its test."""
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import dynamo
 
@@ -160,3 +161,126 @@ def test_region_entered_under_torch_compile(capsys):
     assert dynamo.counters()["graphs"] == before + 1
     out = capsys.readouterr().out
     assert out.count("outer break") == 2 and out.count("inner break") >= 2
+
+
+_LEGACY = [
+    ("ByteTensor", torch.uint8), ("CharTensor", torch.int8), ("ShortTensor", torch.int16),
+    ("IntTensor", torch.int32), ("LongTensor", torch.int64), ("HalfTensor", torch.float16),
+    ("BFloat16Tensor", torch.bfloat16), ("FloatTensor", torch.float32),
+    ("DoubleTensor", torch.float64), ("BoolTensor", torch.bool),
+]
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_isinstance_legacy_tensor_types_of_computed_tensors(backend):
+    """``isinstance(t, torch.ByteTensor)`` of a tensor the graph computed answers by its dtype
+    and device (tester4 finding 01: every computed tensor was a FloatTensor and never a
+    ByteTensor, so torchvision's ``to_tensor`` skipped its ``/ 255``)."""
+
+    def fn(x):
+        out = []
+        for _, dtype in _LEGACY:
+            t = (x * 2).to(dtype)
+            out.append(tuple(isinstance(t, getattr(torch, name)) for name, _ in _LEGACY))
+        t = x.long() * 2
+        out.append((isinstance(t, (torch.FloatTensor, torch.LongTensor)), isinstance(t, ((torch.ByteTensor,), torch.Tensor)),
+                    isinstance(t, torch.cuda.LongTensor), isinstance(t, torch.Tensor)))
+        return x + 1, out
+
+    dynamo.reset()
+    x = torch.ones(3)
+    assert dynamo.optimize(backend)(fn)(x)[1] == fn(x)[1]
+    assert dynamo.counters()["graphs"] == 1
+
+
+def _to_tensor_like(pic):
+    # torchvision.transforms.functional.to_tensor's branch
+    img = pic.permute(2, 0, 1).contiguous()
+    if isinstance(img, torch.ByteTensor):
+        return img.to(dtype=torch.get_default_dtype()).div(255)
+    return img
+
+
+def test_to_tensor_divides_bytes():
+    dynamo.reset()
+    pic = torch.arange(24, dtype=torch.uint8).reshape(2, 4, 3)
+    got = dynamo.optimize("inductor")(_to_tensor_like)(pic)
+    want = _to_tensor_like(pic)
+    assert got.dtype == want.dtype == torch.float32 and torch.equal(got, want)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_constants_fx_cannot_write(backend):
+    """A legacy tensor type as an argument (``labels.type(torch.LongTensor)``, tester4 finding
+    02) was written into the graph's code as ``<class 'torch.LongTensor'>``: a SyntaxError, so
+    the whole frame ran eagerly (Note [constants fx cannot write])."""
+    codes = []
+
+    def record(gm, example_inputs):
+        codes.append(gm.code)
+        return gm.forward
+
+    def fn(x):
+        a = x.type(torch.LongTensor) + 1
+        b = x.type(torch.DoubleTensor) * 2
+        return a * 2, b
+
+    x = torch.tensor([1.5, 2.7, 3.1])
+    want = fn(x)
+    for b in (record, backend):
+        dynamo.reset()
+        got = dynamo.optimize(b)(fn)(x)
+        assert dynamo.counters()["graphs"] == 1
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and torch.equal(g, w)
+    assert len(codes) == 1 and "_dynamo_const_" in codes[0]
+    compile(codes[0], "<graph>", "exec")
+
+
+def _conv_then_random(a, w):
+    y = F.conv2d(a, w)
+    z = F.conv2d(a, w).relu()
+    z.uniform_()
+    return (y * torch.rand_like(y), torch.bernoulli(y.sigmoid()), F.dropout(y, 0.3, True),
+            torch.randn_like(y).relu(), z + 1, torch.rand(3))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_random_draws_after_channels_last_conv(backend):
+    """A random op over a convolution's output drew in the channels-last order the layout pass
+    gave the output, not eager's (tester4 finding 03: dropout after a conv zeroed other
+    activations; Note [random draws in eager's order] in src/inductor/layout.rs)."""
+    torch.manual_seed(0)
+    w = torch.randn(4, 3, 3, 3) * 0.1
+    x = torch.rand(2, 3, 6, 6)
+    torch.manual_seed(3)
+    want = _conv_then_random(x, w)
+    dynamo.reset()
+    torch.manual_seed(3)
+    got = dynamo.optimize(backend)(_conv_then_random)(x, w)
+    assert dynamo.counters()["graphs"] == 1
+    for g, e in zip(got, want):
+        assert torch.equal(g, e) and g.stride() == e.stride()
+
+
+def test_dropout_after_conv_trains_as_eager():
+    """squeezenet's classifier (dropout, then a 1x1 convolution) in a training step: loss and
+    gradients equal eager's with the same seed."""
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    model = torchvision.models.squeezenet1_1(num_classes=10).train()
+    img = torch.rand(2, 3, 64, 64)
+
+    def step(m):
+        torch.manual_seed(3)
+        loss = m(img).logsumexp(-1).sum()
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters()]
+
+    want = step(model)
+    model.zero_grad()
+    dynamo.reset()
+    got = step(dynamo.optimize("inductor")(model))
+    assert torch.allclose(got[0], want[0], atol=1e-5)
+    for g, e in zip(got[1], want[1]):
+        assert torch.allclose(g, e, atol=1e-4, rtol=1e-4)

@@ -39,17 +39,20 @@ def setitem_on_copy(self: torch.Tensor, index, value) -> torch.Tensor:
     return out
 
 
-def dropout_noise(x: torch.Tensor, p: float) -> torch.Tensor:
+def dropout_noise(x: torch.Tensor, p: float, strides=None) -> torch.Tensor:
     """The scaled keep-mask that training-mode ``F.dropout(x, p)`` multiplies ``x`` by (Note
     [dropout as a product] in src/inductor/fx_import.rs), drawn as eager draws it: on CPU
     ``empty_like(x).bernoulli_(1 - p).div_(1 - p)`` (ATen's ``_dropout_impl``), on CUDA the mask
-    of ``torch.native_dropout`` (the fused kernel eager uses there) times ``1 / (1 - p)``. Same
-    shape, dtype and strides as ``x``; ``0 < p < 1``."""
+    of ``torch.native_dropout`` (the fused kernel eager uses there) times ``1 / (1 - p)``. Both
+    draw in memory order, so the mask is laid out with ``strides``, the strides eager's ``x``
+    has (the compiled graph may hold ``x`` channels-last where eager's is contiguous; None:
+    ``x``'s own). Same shape and dtype as ``x``; ``0 < p < 1``."""
+    if strides is not None and tuple(x.stride()) != tuple(strides):
+        x = torch.empty_strided(x.shape, strides, dtype=x.dtype, device=x.device).copy_(x)
     if x.is_cuda:
         _, mask = torch.native_dropout(x, p, True)
         return mask.to(x.dtype) * (1.0 / (1.0 - p))
     return torch.empty_like(x).bernoulli_(1 - p).div_(1 - p)
-
 
 
 def vjp_call(fn, method, args, kw_names, kw_values, slots, kw_slots, grads, n_wanted):

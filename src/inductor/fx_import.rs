@@ -624,6 +624,9 @@ struct Importer<'py> {
     slice_type: Bound<'py, PyAny>,
     names: Vec<Bound<'py, PyAny>>,
     side_table: Vec<Py<PyAny>>,
+    /// `get_attr` nodes of constants (Note [constants fx cannot write] in
+    /// src/autograd/export.rs): the node, and the constant its readers get.
+    constants: Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>,
 }
 
 impl<'py> Importer<'py> {
@@ -638,6 +641,9 @@ impl<'py> Importer<'py> {
 
     fn arg(&mut self, a: &Bound<'py, PyAny>) -> Result<FxArg, ImportError> {
         if a.is_instance(&self.fx_node_type)? {
+            if let Some(c) = self.constants.iter().find(|(n, _)| n.is(a)).map(|(_, c)| c.clone()) {
+                return self.arg(&c);
+            }
             return self
                 .node_index(a)
                 .map(FxArg::Node)
@@ -887,8 +893,11 @@ pub fn import_graph(
         slice_type: py.get_type::<pyo3::types::PySlice>().into_any(),
         names: Vec::new(),
         side_table: Vec::new(),
+        constants: Vec::new(),
     };
     let mut out_nodes: Vec<FxNode> = Vec::new();
+    let torch_tensor = py.import("torch")?.getattr("Tensor")?;
+    let nn_module = py.import("torch.nn")?.getattr("Module")?;
     let mut n_placeholders = 0usize;
     let mut output = None;
     let mut missing: Vec<usize> = Vec::new();
@@ -990,6 +999,12 @@ pub fn import_graph(
             "get_attr" => {
                 let path: String = target.extract()?;
                 let value = get_attr_path(gm, &path)?;
+                if !value.is_instance(&torch_tensor)? && !value.is_instance(&nn_module)? {
+                    // A constant torch.fx could not write as Python (Note [constants fx cannot
+                    // write] in src/autograd/export.rs): its readers take the value itself.
+                    // The node stays (node indices are the fx graph's), unread.
+                    imp.constants.push((n.clone(), value.clone()));
+                }
                 let meta = tensor_meta(py, &value)?;
                 (FxOp::GetAttr { value: imp.side(&value) }, None, meta)
             }
@@ -1150,8 +1165,9 @@ fn attention_dropout_as_product(py: Python<'_>, g: &mut FxGraph) -> PyResult<()>
 /// rule, so every transformer block of a training step split its joint graph around each
 /// dropout (the op ran through torch's autograd between two compiled segments). `F.dropout(x,
 /// p, training=True)` with a literal `0 < p < 1` on a float tensor is now two nodes: `noise =
-/// dynamo._functional.dropout_noise(x, p)`, a torch call drawing the scaled keep-mask as eager
-/// draws it (so the random stream and the values are eager's), and `x * noise`, a pointwise op
+/// dynamo._functional.dropout_noise(x, p, strides)`, a torch call drawing the scaled keep-mask as
+/// eager draws it, in the memory order of eager's `x` (so the random stream and the values are
+/// eager's), and `x * noise`, a pointwise op
 /// that fuses into its neighbours and differentiates as a product (the backward reads the saved
 /// noise, as eager's `MulBackward0` does). `inplace=True` keeps its functionalized meaning: the
 /// product is the new value of `x`. `training=False`, `p` of 0 or 1 and anything else are left
@@ -1210,7 +1226,17 @@ fn dropout_as_product(py: Python<'_>, g: &mut FxGraph) -> PyResult<()> {
             op: FxOp::CallFunction { target: noise_target },
             canonical: None,
             target_name: "dynamo._functional.dropout_noise".into(),
-            args: vec![FxArg::Node(x), FxArg::Float(p)],
+            // Eager's strides of `x` (its example value's): the mask is drawn in eager's memory
+            // order even where the compiled graph lays `x` out otherwise (a convolution's output
+            // kept channels-last).
+            args: vec![
+                FxArg::Node(x),
+                FxArg::Float(p),
+                match &nodes[x].meta {
+                    Some(m) => FxArg::Tuple(m.layout.strides.iter().map(|&s| FxArg::Int(s)).collect()),
+                    None => FxArg::None,
+                },
+            ],
             kwargs: Vec::new(),
             meta: noise_meta,
             users: Vec::new(),

@@ -218,36 +218,50 @@ fn rewrite(py: Python<'_>, g: &FxGraph, convert_inputs: bool) -> PyResult<FxGrap
                 node.args[0] = FxArg::Node(c);
             }
         }
-        if matches!(node.op, FxOp::Output) {
-            // Graph outputs keep the original graph's layouts (eager's strides).
-            let fix = |a: &FxArg, nodes: &mut Vec<FxNode>, changed: &mut Vec<bool>| -> PyResult<FxArg> {
-                fn walk(
-                    a: &FxArg,
-                    f: &mut dyn FnMut(usize) -> PyResult<usize>,
-                ) -> PyResult<FxArg> {
-                    Ok(match a {
-                        FxArg::Node(i) => FxArg::Node(f(*i)?),
-                        FxArg::Tuple(items) => FxArg::Tuple(items.iter().map(|x| walk(x, f)).collect::<PyResult<_>>()?),
-                        FxArg::List(items) => FxArg::List(items.iter().map(|x| walk(x, f)).collect::<PyResult<_>>()?),
-                        other => other.clone(),
-                    })
-                }
-                walk(a, &mut |i| {
-                    if !changed[i] {
-                        return Ok(i);
-                    }
-                    let orig = old_meta_of(g, &remap, i);
-                    match orig {
-                        Some(o) if o.layout.strides == Layout::contiguous_strides(&o.layout.sizes) => {
-                            Ok(convert(nodes, changed, i, None))
-                        }
-                        Some(o) if o.layout.sizes.len() == 4 && is_channels_last(&o.layout) => {
-                            Ok(convert(nodes, changed, i, Some(channels_last)))
-                        }
-                        _ => Err(err(format!("output {} had a layout other than contiguous or channels-last", nodes[i].name))),
-                    }
+        // Graph outputs, and the tensors a random op draws over, keep the original graph's
+        // layouts (eager's strides).
+        let fix = |a: &FxArg, nodes: &mut Vec<FxNode>, changed: &mut Vec<bool>| -> PyResult<FxArg> {
+            fn walk(
+                a: &FxArg,
+                f: &mut dyn FnMut(usize) -> PyResult<usize>,
+            ) -> PyResult<FxArg> {
+                Ok(match a {
+                    FxArg::Node(i) => FxArg::Node(f(*i)?),
+                    FxArg::Tuple(items) => FxArg::Tuple(items.iter().map(|x| walk(x, f)).collect::<PyResult<_>>()?),
+                    FxArg::List(items) => FxArg::List(items.iter().map(|x| walk(x, f)).collect::<PyResult<_>>()?),
+                    other => other.clone(),
                 })
-            };
+            }
+            walk(a, &mut |i| {
+                if !changed[i] {
+                    return Ok(i);
+                }
+                let orig = old_meta_of(g, &remap, i);
+                match orig {
+                    Some(o) if o.layout.strides == Layout::contiguous_strides(&o.layout.sizes) => {
+                        Ok(convert(nodes, changed, i, None))
+                    }
+                    Some(o) if o.layout.sizes.len() == 4 && is_channels_last(&o.layout) => {
+                        Ok(convert(nodes, changed, i, Some(channels_last)))
+                    }
+                    _ => Err(err(format!("{} (an output or a random op's operand) had a layout other than contiguous or channels-last", nodes[i].name))),
+                }
+            })
+        };
+        if convert_inputs && draws_random_node(n) {
+            // Note [random draws in eager's order]: a random op fills its result in memory
+            // order (`bernoulli_`, `rand_like`, dropout's mask), so over a value this pass
+            // made channels-last it would put eager's draws at other elements (dropout after a
+            // convolution zeroed other activations than eager's with the same seed). It reads
+            // the value in its eager layout.
+            node.args = node.args.iter().map(|a| fix(a, &mut nodes, &mut changed)).collect::<PyResult<_>>()?;
+            let mut kwargs = Vec::with_capacity(node.kwargs.len());
+            for (k, a) in &node.kwargs {
+                kwargs.push((k.clone(), fix(a, &mut nodes, &mut changed)?));
+            }
+            node.kwargs = kwargs;
+        }
+        if matches!(node.op, FxOp::Output) {
             if convert_inputs {
                 let mut args = Vec::with_capacity(node.args.len());
                 for a in &node.args {
@@ -314,6 +328,17 @@ fn rewrite(py: Python<'_>, g: &FxGraph, convert_inputs: bool) -> PyResult<FxGrap
         .collect();
     set_users(&mut nodes);
     Ok(FxGraph { nodes, side_table, output, writebacks })
+}
+
+/// Whether node `n` draws random numbers over a tensor's elements in memory order (Note [random
+/// draws in eager's order]): its function or method draws (`crate::autograd::rules::draws_random`:
+/// dropout variants, `rand*_like`, `bernoulli`, `normal`, ...), or it is an in-place random method
+/// run on a copy (`method_on_copy(x, "uniform_", ...)`, Note [in-place ops on a copy]).
+fn draws_random_node(n: &FxNode) -> bool {
+    use crate::autograd::rules::draws_random;
+    let on_copy = n.target_name.ends_with("method_on_copy") && matches!(n.args.get(1), Some(FxArg::Str(m)) if draws_random(m));
+    let method = matches!(&n.op, FxOp::CallMethod { name } if draws_random(name));
+    on_copy || method || (matches!(n.op, FxOp::CallFunction { .. }) && draws_random(&n.target_name))
 }
 
 /// The original graph's meta of the value new node `i` holds (None for inserted nodes).

@@ -1307,18 +1307,22 @@ impl OutputGraph {
     pub fn to_fx<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let fx = py.import("torch.fx")?;
         let g = fx.getattr("Graph")?.call0()?;
+        // Note [constants fx cannot write] (src/autograd/export.rs): a constant torch.fx would
+        // write as its repr is read from an attribute of the root instead.
+        let root = py.import("torch.nn")?.getattr("Module")?.call0()?;
+        let gr = (g.clone(), root.clone());
         let mut fx_nodes: Vec<Bound<'py, PyAny>> = Vec::with_capacity(self.graph.nodes.len());
         for n in &self.graph.nodes {
             let node = match &n.op {
                 Op::Placeholder { .. } => g.call_method1("placeholder", (&n.name,))?,
                 Op::CallFunction { target, .. } => {
-                    let args = self.args_to_py(py, &n.args, &fx_nodes)?;
-                    let kwargs = self.kwargs_to_py(py, &n.kwargs, &fx_nodes)?;
+                    let args = self.args_to_py(py, &n.args, &fx_nodes, &gr)?;
+                    let kwargs = self.kwargs_to_py(py, &n.kwargs, &fx_nodes, &gr)?;
                     g.call_method1("call_function", (self.objects[target.0 as usize].bind(py), args, kwargs))?
                 }
                 Op::CallMethod { method } => {
-                    let args = self.args_to_py(py, &n.args, &fx_nodes)?;
-                    let kwargs = self.kwargs_to_py(py, &n.kwargs, &fx_nodes)?;
+                    let args = self.args_to_py(py, &n.args, &fx_nodes, &gr)?;
+                    let kwargs = self.kwargs_to_py(py, &n.kwargs, &fx_nodes, &gr)?;
                     g.call_method1("call_method", (method, args, kwargs))?
                 }
             };
@@ -1333,31 +1337,31 @@ impl OutputGraph {
             }
             fx_nodes.push(node);
         }
-        let outs = self.args_to_py(py, &self.graph.outputs, &fx_nodes)?;
+        let outs = self.args_to_py(py, &self.graph.outputs, &fx_nodes, &gr)?;
         g.call_method1("output", (outs,))?;
-        let root = py.import("torch.nn")?.getattr("Module")?.call0()?;
         fx.getattr("GraphModule")?.call1((root, g))
     }
 
-    fn args_to_py<'py>(&self, py: Python<'py>, args: &[Arg], nodes: &[Bound<'py, PyAny>]) -> PyResult<Bound<'py, PyTuple>> {
-        let items: PyResult<Vec<_>> = args.iter().map(|a| self.arg_to_py(py, a, nodes)).collect();
+    /// `gr`: the fx graph being built and its root module (Note [constants fx cannot write]).
+    fn args_to_py<'py>(&self, py: Python<'py>, args: &[Arg], nodes: &[Bound<'py, PyAny>], gr: &(Bound<'py, PyAny>, Bound<'py, PyAny>)) -> PyResult<Bound<'py, PyTuple>> {
+        let items: PyResult<Vec<_>> = args.iter().map(|a| self.arg_to_py(py, a, nodes, gr)).collect();
         PyTuple::new(py, items?)
     }
 
-    fn kwargs_to_py<'py>(&self, py: Python<'py>, kwargs: &[(String, Arg)], nodes: &[Bound<'py, PyAny>]) -> PyResult<Bound<'py, PyDict>> {
+    fn kwargs_to_py<'py>(&self, py: Python<'py>, kwargs: &[(String, Arg)], nodes: &[Bound<'py, PyAny>], gr: &(Bound<'py, PyAny>, Bound<'py, PyAny>)) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         for (k, v) in kwargs {
-            d.set_item(k, self.arg_to_py(py, v, nodes)?)?;
+            d.set_item(k, self.arg_to_py(py, v, nodes, gr)?)?;
         }
         Ok(d)
     }
 
-    fn arg_to_py<'py>(&self, py: Python<'py>, a: &Arg, nodes: &[Bound<'py, PyAny>]) -> PyResult<Bound<'py, PyAny>> {
+    fn arg_to_py<'py>(&self, py: Python<'py>, a: &Arg, nodes: &[Bound<'py, PyAny>], gr: &(Bound<'py, PyAny>, Bound<'py, PyAny>)) -> PyResult<Bound<'py, PyAny>> {
         Ok(match a {
             Arg::Node(n) => nodes[n.0 as usize].clone(),
-            Arg::Const(r, _) => python_type_as_dtype(py, self.objects[r.0 as usize].bind(py))?,
-            Arg::Tuple(items) => self.args_to_py(py, items, nodes)?.into_any(),
-            Arg::List(items) => PyList::new(py, self.args_to_py(py, items, nodes)?)?.into_any(),
+            Arg::Const(r, _) => crate::autograd::export::fx_constant(&gr.0, &gr.1, python_type_as_dtype(py, self.objects[r.0 as usize].bind(py))?)?,
+            Arg::Tuple(items) => self.args_to_py(py, items, nodes, gr)?.into_any(),
+            Arg::List(items) => PyList::new(py, self.args_to_py(py, items, nodes, gr)?)?.into_any(),
         })
     }
 }

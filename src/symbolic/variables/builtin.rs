@@ -314,12 +314,17 @@ impl<'a> InstructionTranslator<'a> {
                 // TypeError in `PyObject_IsInstance` (Objects/abstract.c): left to Python.
                 VT::Constant(c) if c.bind(py).is_instance_of::<PyTuple>() || type_name(c.bind(py)) == "UnionType" || defines_instancecheck(&c.bind(py).get_type()) => c.bind(py).clone(),
                 VT::Constant(_) => graph_break!(ArgumentMismatch, "isinstance() with a second argument that is not a class"),
+                // A tuple of classes, nested tuples too (`PyObject_IsInstance` recurses into them).
                 VT::Tuple(items) => {
-                    let cs: VResult<Vec<_>> = items.iter().map(|i| match i {
-                        VT::Class(c) => Ok(c.bind(py).clone()),
-                        _ => graph_break!(UnsupportedOperation, "isinstance with a non-class"),
-                    }).collect();
-                    PyTuple::new(py, cs?)?.into_any()
+                    fn classes<'py>(py: Python<'py>, items: &[VT]) -> VResult<Bound<'py, PyAny>> {
+                        let cs: VResult<Vec<_>> = items.iter().map(|i| match i {
+                            VT::Class(c) => Ok(c.bind(py).clone()),
+                            VT::Tuple(inner) => classes(py, inner),
+                            _ => graph_break!(UnsupportedOperation, "isinstance with a non-class"),
+                        }).collect();
+                        Ok(PyTuple::new(py, cs?)?.into_any())
+                    }
+                    classes(py, items)?
                 }
                 _ => graph_break!(UnsupportedOperation, "isinstance with {}", args[1].describe(py)),
             };
@@ -366,11 +371,16 @@ impl<'a> InstructionTranslator<'a> {
                     match real {
                         Some(r) => r.is_instance(&cls)?,
                         None => {
+                            // The legacy tensor types (`torch.FloatTensor`, `torch.cuda.ByteTensor`:
+                            // instances of `torch.tensortype`) answer by the tensor's dtype and
+                            // device (torch/csrc/tensor/python_tensor.cpp, `Tensor_instancecheck`):
+                            // the fake tensor has both. Asking a fresh float32 CPU tensor made
+                            // every computed tensor a FloatTensor and never a ByteTensor, so
+                            // torchvision's `to_tensor` skipped its `/ 255`.
+                            let fake = t.fake.bind(py);
                             let tensor_type = self.og.handles.tensor_type.bind(py).clone();
-                            match tensor_type.call_method1("__new__", (&tensor_type,)) {
-                                Ok(s) => s.is_instance(&cls)?,
-                                Err(_) => t.fake.bind(py).is_instance(&cls)?,
-                            }
+                            let fresh = tensor_type.call_method1("__new__", (&tensor_type,)).ok();
+                            computed_tensor_isinstance(fake, fresh.as_ref(), &cls)?
                         }
                     }
                 }
@@ -1122,4 +1132,31 @@ impl<'a> InstructionTranslator<'a> {
         };
         crate::symbolic::builder::wrap(py, self.og, &value, source)
     }
+}
+
+/// Whether `cls` is one of torch's legacy tensor types (`torch.FloatTensor`,
+/// `torch.cuda.LongTensor`, `torch.sparse.FloatTensor`): its metaclass is `torch.tensortype`
+/// (torch/csrc/tensor/python_tensor.cpp).
+fn is_legacy_tensor_type(cls: &Bound<'_, PyAny>) -> bool {
+    let meta = cls.get_type();
+    meta.qualname().is_ok_and(|q| q == "tensortype")
+        && meta.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).as_deref() == Some("torch")
+}
+
+/// `isinstance` of a tensor the graph computed (`fake` its fake tensor, `fresh` a new plain
+/// `torch.Tensor`) against `cls`, a class or a (nested) tuple of classes: legacy tensor types
+/// by the fake's dtype and device, any other class as a plain tensor answers.
+fn computed_tensor_isinstance(fake: &Bound<'_, PyAny>, fresh: Option<&Bound<'_, PyAny>>, cls: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if let Ok(items) = cls.cast::<PyTuple>() {
+        for c in items.iter() {
+            if computed_tensor_isinstance(fake, fresh, &c)? {
+                return Ok(true);
+            }
+        }
+        return Ok(false);
+    }
+    if is_legacy_tensor_type(cls) {
+        return fake.is_instance(cls);
+    }
+    fresh.unwrap_or(fake).is_instance(cls)
 }
