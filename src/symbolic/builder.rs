@@ -465,6 +465,9 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         og.add_guard(Some(source.attr("fast_dtype")), GuardKind::id_match(value.getattr("fast_dtype")?.unbind()));
         return Ok(VT::AutocastCtx(Rc::new(crate::symbolic::variables::ctx_manager::AutocastMode::of(value)?)));
     }
+    if let Some(v) = wrap_inference_mode(py, og, value, &source)? {
+        return Ok(v);
+    }
     if let Ok(exit) = value.cast::<crate::py::GradModeRestore>() {
         // The `__exit__` of a grad-mode block cut by a break, passed to the resume function:
         // calling it switches grad mode back (a `_set_grad_enabled` node), as it does for real.
@@ -849,6 +852,29 @@ fn wrap_autocast_exit(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, Py
         dtype: dtype.unbind(),
         cache: cache.is_truthy()?,
     }))))
+}
+
+/// An inference-mode block's `__exit__` cut by a break (`dynamo._amp.InferenceModeExit`, which
+/// holds nothing: guarded on its type), or a `torch.inference_mode(mode)` object from outside
+/// the frame (guarded on its type and its `mode`, which its `__enter__` reads): Note
+/// [inference-mode blocks] in `python/dynamo/_amp.py`.
+fn wrap_inference_mode(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, source: &Arc<Source>) -> VResult<Option<VT>> {
+    let ty = value.get_type();
+    let tn = type_name(value);
+    if tn == "InferenceModeExit" && ty.is(&py.import("dynamo._amp")?.getattr("InferenceModeExit")?) {
+        og.add_guard(Some(source.clone()), GuardKind::TypeMatch(ty.into_any().unbind()));
+        return Ok(Some(VT::InferenceModeExit));
+    }
+    if tn == "inference_mode" && ty.is(&og.handles.torch.bind(py).getattr("inference_mode")?) {
+        let Ok(mode) = value.getattr("mode") else { return Ok(None) };
+        if !mode.is_instance_of::<PyBool>() {
+            return Ok(None);
+        }
+        og.add_guard(Some(source.clone()), GuardKind::TypeMatch(ty.into_any().unbind()));
+        og.add_guard(Some(source.attr("mode")), GuardKind::id_match(mode.clone().unbind()));
+        return Ok(Some(VT::InferenceModeCtx { mode: mode.is_truthy()? }));
+    }
+    Ok(None)
 }
 
 /// A grad-mode context object from outside the frame (one a resume function receives, made

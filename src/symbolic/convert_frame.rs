@@ -2005,6 +2005,18 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
                 Rebuild::Call { func: cls.unbind(), args: vec![] }
             }
         }
+        // An inference-mode context made in the frame and not entered yet: made again by the
+        // same call (its constructor switches nothing).
+        VT::InferenceModeCtx { mode } => {
+            let cls = py.import("torch")?.getattr("inference_mode")?;
+            Rebuild::Call { func: cls.unbind(), args: vec![Rebuild::Const(PyBool::new(py, *mode).to_owned().into_any().unbind())] }
+        }
+        // The `__exit__` of an inference-mode block cut by a break (Note [inference-mode
+        // blocks] in `python/dynamo/_amp.py`).
+        VT::InferenceModeExit => {
+            let exit = py.import("dynamo._amp").and_then(|m| m.getattr("InferenceModeExit")?.call0()).map_err(|e| Unsupported::new(e.to_string()))?;
+            Rebuild::Const(exit.unbind())
+        }
         // The `__exit__` of a grad-mode `with` block, on the stack across a break inside it.
         VT::GradModeExit { restore } => {
             let exit = Py::new(py, crate::py::GradModeRestore { restore: *restore }).map_err(|e| Unsupported::new(e.to_string()))?;

@@ -726,6 +726,12 @@ impl<'a> InstructionTranslator<'a> {
                         self.stack.push(VT::GradModeExit { restore });
                         self.stack.push(VT::none(py));
                     }
+                    VT::InferenceModeCtx { mode } => {
+                        // `inference_mode.__enter__` returns None.
+                        self.enter_inference_mode(py, mode)?;
+                        self.stack.push(VT::InferenceModeExit);
+                        self.stack.push(VT::none(py));
+                    }
                     VT::GeneratorCtx(ctx) => {
                         let (exit, entered) = self.enter_generator_ctx(py, &ctx)?;
                         self.stack.push(exit);
@@ -1741,7 +1747,7 @@ impl<'a> InstructionTranslator<'a> {
         let code = match exit {
             // A generator manager's exit throws the value in; the traceback it then sets on
             // an exception let through is never read in the trace.
-            VT::GradModeExit { .. } | VT::AutocastExit(_) | VT::TorchFunctionCtx { entered: true } | VT::GeneratorCtxExit(_) | VT::LockExit { .. } => return Ok(true),
+            VT::GradModeExit { .. } | VT::InferenceModeExit | VT::AutocastExit(_) | VT::TorchFunctionCtx { entered: true } | VT::GeneratorCtxExit(_) | VT::LockExit { .. } => return Ok(true),
             VT::Method { func, .. } => match func.as_ref() {
                 VT::Function { obj, .. } => obj.bind(py).getattr("__code__")?,
                 VT::NestedFunction(f) => f.code.bind(py).clone(),

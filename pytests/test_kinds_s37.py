@@ -1,0 +1,224 @@
+"""Python kinds the trace left to graph breaks, round s37: each program runs eagerly and
+compiled on copies of the same inputs and is compared exactly (values, Python types, mutated
+state, exceptions, and here `is_inference()` of tensors and the thread's grad and inference
+modes afterwards), with a graph and break count showing it was captured."""
+
+import pytest
+import torch
+
+import dynamo
+
+from test_python_kinds import check, no_fallback
+
+BACKENDS = ["eager", "inductor"]
+TRAIN_BACKENDS = ["eager", "aot_eager", "inductor"]
+
+
+def _picture(v):
+    """Values, Python types and, for tensors, dtype, shape, `requires_grad` and
+    `is_inference()`; exceptions by type and message."""
+    if isinstance(v, torch.Tensor):
+        return ("tensor", v.detach().clone(), v.dtype, tuple(v.shape), v.requires_grad, v.is_inference())
+    if isinstance(v, (tuple, list)):
+        return (type(v), [_picture(i) for i in v])
+    if isinstance(v, BaseException):
+        return (type(v), str(v))
+    return (type(v), v)
+
+
+def _same(a, b):
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def _modes():
+    return torch.is_grad_enabled(), torch.is_inference_mode_enabled()
+
+
+def _run(f, inputs, backward):
+    leaves = [t.detach().clone().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t for t in inputs]
+    try:
+        out = f(*leaves)
+        if backward:
+            flat = list(out) if isinstance(out, (tuple, list)) else [out]
+            loss = sum((o.sum() for o in flat if isinstance(o, torch.Tensor) and o.requires_grad), torch.zeros(()))
+            if loss.requires_grad:
+                loss.backward()
+    except Exception as e:  # compared like a value
+        out = e
+    grads = [t.grad if isinstance(t, torch.Tensor) else None for t in leaves]
+    return _picture(out), grads, _modes()
+
+
+def check_modes(f, *inputs, backend="eager", graphs=1, breaks=0, backward=False, calls=2):
+    """`f(*inputs)` eagerly and compiled (twice: the second call runs the cached code): equal
+    outputs, `is_inference()`, gradients, errors and thread modes after the call, and `graphs`
+    graphs with `breaks` breaks."""
+    want = _run(f, inputs, backward)
+    dynamo.reset()
+    g = dynamo.optimize(backend)(f)
+    for _ in range(calls):
+        got = _run(g, inputs, backward)
+        assert _same(want, got), f"\n eager    {want!r}\n compiled {got!r}"
+    c = dynamo.counters()
+    assert (c["graphs"], c["graph_breaks"]) == (graphs, breaks), c
+    assert c["recompiles"] == 0, c
+    no_fallback()
+    return want
+
+
+# ----- torch.inference_mode ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", TRAIN_BACKENDS)
+def test_inference_mode_block(backend):
+    def f(x):
+        y = x * 2
+        with torch.inference_mode():
+            z = y.detach() + 1
+            inside = (torch.is_inference_mode_enabled(), torch.is_grad_enabled(), z.is_inference(), z.requires_grad)
+        w = z * 3
+        return y, z, w, inside, w.is_inference(), torch.is_inference_mode_enabled(), torch.is_grad_enabled()
+
+    check_modes(f, torch.randn(3, requires_grad=True), backend=backend, backward=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inference_mode_false_and_nested(backend):
+    def f(x):
+        with torch.no_grad():
+            with torch.inference_mode(mode=False):
+                a = x * 2  # grad mode is on here: c10::InferenceMode(false) sets it
+                ga = torch.is_grad_enabled()
+        with torch.inference_mode():
+            b = x + 1
+            with torch.inference_mode(False):
+                c = b * 2
+                gc = (torch.is_grad_enabled(), torch.is_inference_mode_enabled())
+            d = c + 1
+        return a, ga, b, c, gc, d, a.requires_grad
+
+    check_modes(f, torch.randn(3, requires_grad=True), backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inference_mode_object_made_before_the_block(backend):
+    def f(x):
+        m = torch.inference_mode()
+        y = x + 1
+        with m:
+            z = y * 2
+        return z, z.is_inference(), type(m).__name__
+
+    check_modes(f, torch.randn(3), backend=backend)
+
+
+@torch.inference_mode()
+def _doubled(x):
+    return x * 2, torch.is_inference_mode_enabled()
+
+
+@torch.inference_mode
+def _tripled(x):
+    return x * 3
+
+
+@torch.inference_mode(False)
+def _plus_one(x):
+    return x + 1, torch.is_inference_mode_enabled()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inference_mode_decorator(backend):
+    def f(x):
+        a, on = _doubled(x)
+        b = _tripled(x)
+        c, off = _plus_one(x)
+        return a, on, b, c, off, a.is_inference(), b.is_inference(), c.is_inference()
+
+    check_modes(f, torch.randn(3), backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inference_mode_exception_restores_the_mode(backend):
+    def f(x):
+        try:
+            with torch.inference_mode():
+                y = x * 2
+                raise ValueError("inside")
+        except ValueError as e:
+            return y, str(e), torch.is_inference_mode_enabled(), torch.is_grad_enabled()
+
+    check_modes(f, torch.randn(3), backend=backend)
+
+
+def test_inference_mode_exception_leaves_the_frame():
+    def f(x):
+        with torch.inference_mode():
+            y = x * 2
+            raise KeyError(y.shape[0])
+
+    # The raise runs as Python (GB0009), inside the block the graph entered.
+    want = check_modes(f, torch.randn(3), graphs=1, breaks=1)
+    assert want[0][0] is KeyError
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inference_mode_break_inside_the_block(backend, capsys):
+    def f(x):
+        with torch.inference_mode():
+            y = x * 2
+            print("inside", torch.is_inference_mode_enabled())
+            z = y + 1
+        return y, z, z.is_inference(), torch.is_inference_mode_enabled()
+
+    check_modes(f, torch.randn(3), backend=backend, graphs=2, breaks=1)
+
+
+@pytest.mark.parametrize("backend", TRAIN_BACKENDS)
+def test_inference_tensor_saved_for_backward_raises(backend):
+    def f(x):
+        with torch.inference_mode():
+            w = torch.ones(3) * 2
+        return x * w
+
+    # The product fails on fake tensors with eager's error (GB0008): it runs as Python to raise it.
+    want = check_modes(f, torch.randn(3, requires_grad=True), backend=backend, graphs=1, breaks=1, backward=True)
+    assert want[0][0] is RuntimeError and "Inference tensors cannot be saved for backward" in want[0][1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inference_tensor_written_outside_the_block_raises(backend):
+    def f(x):
+        with torch.inference_mode():
+            w = x * 2
+        w.add_(1)
+        return w
+
+    want = check_modes(f, torch.randn(3), backend=backend, graphs=1, breaks=1)
+    assert want[0][0] is RuntimeError and "Inplace update to inference tensor outside InferenceMode" in want[0][1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inference_mode_graph_that_fails_reruns_from_the_entry_modes(backend):
+    def f(x, i):
+        with torch.inference_mode():
+            y = x * 2
+            z = y[i]  # out of range: the graph raises, the frame reruns as Python
+        return z
+
+    want = check_modes(f, torch.randn(3), torch.tensor([5]), backend=backend)
+    assert want[0][0] is IndexError and dynamo.counters()["graph_failures"] == 2
+
+
+def test_inference_mode_graph_under_an_outer_inference_mode():
+    def f(x):
+        with torch.inference_mode(False):
+            y = x * 2
+        return y, y.is_inference(), torch.is_inference_mode_enabled()
+
+    with torch.inference_mode():
+        check_modes(f, torch.randn(3))
