@@ -222,3 +222,84 @@ def test_inference_mode_graph_under_an_outer_inference_mode():
 
     with torch.inference_mode():
         check_modes(f, torch.randn(3))
+
+
+# ----- the frame's own namespace and frame object (CPython 3.11) --------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_locals_is_the_frames_one_dict(backend):
+    """On 3.11 `locals()` / `vars()` return the frame's one `f_locals` dict, updated by each call
+    (bound names written, unbound ones deleted, other keys kept) (Note [locals() in a trace])."""
+
+    def f(x):
+        a = 1
+        l = locals()
+        b = x * 2
+        l["extra"] = 5
+        l2 = locals()
+        del a
+        v = vars()
+        names = dir()
+        return sorted(l), l is l2, v is l, names, b, l["b"] is b
+
+    check(f, torch.ones(2), graphs=1, breaks=0, backend=backend)
+    no_fallback()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_exec_after_locals_runs_the_frame_eagerly(backend):
+    """`exec` at a break would write the transformed frame's dict, not the one `locals()`
+    returned: the frame runs eagerly (Note [breaks that would show the transformed frame])."""
+
+    def f(x):
+        a = 1
+        b = x * 2
+        l = locals()
+        v = vars()
+        exec("zz = 5")
+        return sorted(l), sorted(v), sorted(locals()), b
+
+    check(f, torch.ones(2), graphs=0, backend=backend)
+    assert dynamo.counters()["eager_fallbacks"] >= 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kept_frame_object_runs_the_frame_eagerly(backend):
+    import inspect
+    import sys
+
+    def f(x):
+        fr = inspect.currentframe()
+        first = fr.f_code.co_firstlineno
+        lineno_offset = fr.f_lineno - first
+        loc = sorted(dict(fr.f_locals).keys())
+        c = x + 1
+        return lineno_offset, loc, c
+
+    def g(x):
+        fr = sys._getframe()
+        y = x + 1
+        return fr.f_lineno - g.__code__.co_firstlineno, sorted(fr.f_locals), y
+
+    check(f, torch.ones(2), graphs=0, backend=backend)
+    check(g, torch.ones(2), graphs=0, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_frame_attributes_read_at_once(backend):
+    import sys
+
+    def f(x):
+        y = x + 1
+        line = sys._getframe().f_lineno - f.__code__.co_firstlineno
+        return y * 2, line
+
+    def g(x):
+        y = x + 1
+        same = sys._getframe().f_globals is globals()
+        return y * 2, same
+
+    check(f, torch.ones(2), graphs=0, backend=backend)
+    check(g, torch.ones(2), graphs=1, backend=backend)
+    no_fallback()

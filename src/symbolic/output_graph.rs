@@ -125,6 +125,9 @@ pub struct OutputGraph {
     /// Addresses of the frame's argument values: a list among them is not read through an
     /// iterator over it alone (Note [items of iterators from outside the frame]).
     pub frame_arg_ptrs: std::collections::HashSet<usize>,
+    /// Whether the converted frame (depth 0) called `locals()` / `vars()`: its dict is the
+    /// frame's own, so a break after it runs the frame eagerly (Note [locals() in a trace]).
+    pub frame_locals_taken: bool,
     /// The call sites of the functions being inlined, outermost first: the caller's code and the
     /// index of its call instruction, or None for a generator's step (whose caller, CPython's
     /// `f_back`, the trace does not follow). What a logging call's record names as its caller
@@ -372,6 +375,7 @@ impl OutputGraph {
             append_only_slots: Vec::new(),
             generators: Vec::new(),
             frame_arg_ptrs: Default::default(),
+            frame_locals_taken: false,
             inline_sites: Vec::new(),
             peeked_lists: HashMap::new(),
             lists_by_ptr: HashMap::new(),

@@ -101,6 +101,10 @@ pub struct InstructionTranslator<'a> {
     /// The line of the last instruction whose exception the trace took to a handler: the line
     /// a RERAISE (which has none of its own) reports, as CPython's traceback does.
     pub(crate) last_raise_line: Option<u32>,
+    /// The dict the frame's first `locals()` / `vars()` returned: on CPython 3.11 the frame's
+    /// one `f_locals` dict, which later calls update and return again (Note [locals() in a
+    /// trace]).
+    pub(crate) locals_dict: Option<VT>,
 }
 
 pub(crate) enum Flow {
@@ -143,6 +147,7 @@ impl<'a> InstructionTranslator<'a> {
             generator: false,
             handlers_entered: Vec::new(),
             last_raise_line: None,
+            locals_dict: None,
         }
     }
 
