@@ -524,6 +524,7 @@ fn can_break(ci: &CodeInfo, ip: usize, kind: crate::symbolic::graph_break::Graph
 ///   [resume frames link to the caller]): those stay a break.
 fn needs_the_real_frame(py: Python<'_>, ci: &CodeInfo, og: &OutputGraph, state: &BreakState) -> Option<String> {
     use crate::bytecode::opcode::op;
+    // `frame_locals_taken` is only set before 3.13 (PEP 667 made `locals()` a snapshot).
     if og.frame_locals_taken {
         return Some("a graph break after locals()/vars() in the frame: the dict is the frame's own f_locals, which the resume function's frame would not update".into());
     }
@@ -554,7 +555,8 @@ fn needs_the_real_frame(py: Python<'_>, ci: &CodeInfo, og: &OutputGraph, state: 
     for at in callees.into_iter().flatten() {
         let Some(obj) = object_of(&state.stack[at]) else { continue };
         let obj = obj.bind(py);
-        if (is(obj, "builtins", "exec") || is(obj, "builtins", "eval")) && argc - kw < 3 && kw == 0 && names_frame_dict {
+        let shared_dict = py.version_info() < (3, 13);
+        if shared_dict && (is(obj, "builtins", "exec") || is(obj, "builtins", "eval")) && argc - kw < 3 && kw == 0 && names_frame_dict {
             return Some("exec/eval with the frame's namespace in a frame that calls locals()/vars()/dir(): the names it binds stay in the frame's f_locals dict".into());
         }
         let own_frame = (is(obj, "inspect", "currentframe") && argc == 0)

@@ -647,7 +647,7 @@ impl<'a> InstructionTranslator<'a> {
         // `dir()` without arguments is the sorted names of that same snapshot
         // (Objects/object.c, `_dir_locals`: `PyEval_GetLocals()`'s keys, sorted). Run at a
         // break it would list the transformed code's own temporaries (`__graph_out`).
-        // On CPython 3.11 the snapshot is the frame's one `f_locals` dict (`PyEval_GetLocals`,
+        // On CPython 3.11 and 3.12 the snapshot is the frame's one `f_locals` dict (`PyEval_GetLocals`,
         // `PyFrame_FastToLocalsWithError`): every later `locals()` / `vars()` / `dir()` of the
         // frame writes the bound names into that same dict, deletes the unbound ones from it,
         // and returns it (`l is locals()`); names only `exec` put there stay. So the trace keeps
@@ -704,7 +704,8 @@ impl<'a> InstructionTranslator<'a> {
                 return Ok(d.clone());
             }
             let d = new_dict(items);
-            if !self.generator {
+            // PEP 667 (CPython 3.13): `locals()` in a function is a new snapshot per call.
+            if !self.generator && py.version_info() < (3, 13) {
                 // A generator's frame is traced a step at a time, each step by a translator of
                 // its own: its dict is a snapshot per call, as before.
                 self.locals_dict = Some(d.clone());
