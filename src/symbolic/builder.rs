@@ -121,7 +121,14 @@ pub fn is_torch_callable(f: &Bound<'_, PyAny>) -> bool {
     let module = f.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
     let tn = type_name(f);
     if tn == "function" {
-        return (module == "torch" || module.starts_with("torch.")) && !module.starts_with("torch.nn.modules") && !module.starts_with("torch._dynamo") && closure_is_stateless(f) && !is_contextmanager_factory(f);
+        // The methods and helpers of `torch.distributions` are Python over tensors, inlined
+        // (Note [torch.distributions as user objects] in `variables/user_defined.rs`).
+        return (module == "torch" || module.starts_with("torch."))
+            && !module.starts_with("torch.nn.modules")
+            && !module.starts_with("torch._dynamo")
+            && !module.starts_with("torch.distributions")
+            && closure_is_stateless(f)
+            && !is_contextmanager_factory(f);
     }
     if tn == "builtin_function_or_method" {
         if module == "torch" || module.starts_with("torch.") {

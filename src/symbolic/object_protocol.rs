@@ -193,7 +193,12 @@ impl<'a> InstructionTranslator<'a> {
                     // its properties above can be guarded.
                     return Ok(VT::PyModule { obj: Rc::new(v.unbind()), source: source.as_ref().map(|s| s.attr(name)) });
                 }
-                let src = if trusted { None } else { source.as_ref().map(|s| s.attr(name)) };
+                // A distribution class keeps its source: its instances are tracked objects,
+                // rebuilt through it (Note [torch.distributions as user objects]).
+                let distribution_class = trusted
+                    && v.is_instance_of::<pyo3::types::PyType>()
+                    && v.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).is_some_and(|m| m.starts_with("torch.distributions."));
+                let src = if trusted && !distribution_class { None } else { source.as_ref().map(|s| s.attr(name)) };
                 if src.is_none() && !trusted {
                     graph_break!(MissingSource, "attribute of a module without a source");
                 }

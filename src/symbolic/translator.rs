@@ -1375,6 +1375,12 @@ impl<'a> InstructionTranslator<'a> {
             // Modules, subclasses included (`torch.backends`' GenericModule).
             _ if v.is_instance_of::<pyo3::types::PyModule>() => VT::PyModule { obj: Rc::new(v.clone().unbind()), source: None },
             _ if v.is_instance_of::<pyo3::types::PyType>() => VT::Class(Rc::new(v.clone().unbind())),
+            // A tuple of classes (`torch.types._Number`, read by torch.distributions'
+            // `isinstance(loc, _Number)`): immutable, its items wrapped the same way.
+            "tuple" if v.cast::<PyTuple>().is_ok_and(|t| t.get_type().is(py.get_type::<PyTuple>()) && t.iter().all(|i| i.is_instance_of::<pyo3::types::PyType>())) => {
+                let items = v.try_iter()?.map(|i| self.wrap_unguarded(py, &i?)).collect::<VResult<Vec<_>>>()?;
+                VT::Tuple(Rc::new(items))
+            }
             _ if crate::symbolic::builder::is_plain_enum_member(py, v) => match enum_member_source(py, v)? {
                 Some(source) => VT::Opaque { obj: Rc::new(v.clone().unbind()), source },
                 None => graph_break!(UntrackedType, "cannot trace a value of type {tn} (an enum member whose class is not reachable by name)"),
