@@ -55,7 +55,7 @@ def _run(f, inputs, backward):
     return _picture(out), grads, _modes()
 
 
-def check_modes(f, *inputs, backend="eager", graphs=1, breaks=0, backward=False, calls=2):
+def check_modes(f, *inputs, backend="eager", graphs=1, breaks=0, backward=False, calls=2, runs_eagerly=False):
     """`f(*inputs)` eagerly and compiled (twice: the second call runs the cached code): equal
     outputs, `is_inference()`, gradients, errors and thread modes after the call, and `graphs`
     graphs with `breaks` breaks."""
@@ -68,7 +68,10 @@ def check_modes(f, *inputs, backend="eager", graphs=1, breaks=0, backward=False,
     c = dynamo.counters()
     assert (c["graphs"], c["graph_breaks"]) == (graphs, breaks), c
     assert c["recompiles"] == 0, c
-    no_fallback()
+    if runs_eagerly:
+        assert c["eager_fallbacks"] >= 1, c
+    else:
+        no_fallback()
     return want
 
 
@@ -401,3 +404,74 @@ def test_distribution_argument_validation_runs_as_eager(backend):
     check(good, LOC, SCALE, X, graphs=1, backend=backend)
     want = check(bad, LOC, SCALE, X, graphs=1, backend=backend)
     assert want[0] is ValueError
+
+
+# ----- kinds left as named breaks ---------------------------------------------------------------
+
+
+def _break_reasons(f, *args):
+    dynamo.reset()
+    return [str(r) for r in dynamo.explain(f)(*args).break_reasons]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_exit_stack_is_a_named_break_with_eagers_results(backend, capsys):
+    import contextlib
+
+    def f(x):
+        log = []
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(torch.no_grad())
+            stack.callback(log.append, "closed")
+            y = x * 2
+        try:
+            with contextlib.ExitStack() as stack:
+                stack.push(lambda *exc: True)  # suppresses the error
+                raise KeyError("k")
+        finally:
+            log.append("after")
+        return y, y.requires_grad, torch.is_grad_enabled(), list(log)
+
+    want = check(f, torch.ones(2, requires_grad=True), graphs=1, backend=backend)
+    assert want[1][3] == (list, [(str, "closed"), (str, "after")]), want
+    reasons = _break_reasons(f, torch.ones(2, requires_grad=True))
+    assert any("contextlib.ExitStack is not traced" in r for r in reasons), reasons
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bytearray_is_a_named_break_with_eagers_results(backend):
+    def f(x):
+        b = bytearray(b"abc")
+        b[0] = 100
+        b.append(101)
+        b.extend(b"xy")
+        del b[1]
+        return x + len(b), bytes(b), b[1], b, b.hex(), type(b).__name__
+
+    check(f, torch.ones(2), graphs=1, backend=backend)
+    reasons = _break_reasons(f, torch.ones(2))
+    assert any("bytearray is not modelled" in r for r in reasons), reasons
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mode_context_entered_by_hand(backend):
+    """`m.__enter__()` / `m.__exit__()` on a context made in the frame: at the break the local
+    and the bound method were rebuilt as two objects, and `__exit__` on the fresh one switched
+    grad mode off for good (eager: back on). The frame now runs eagerly."""
+
+    def f(x):
+        m = torch.no_grad()
+        m.__enter__()
+        y = x * 2
+        m.__exit__(None, None, None)
+        return y, torch.is_grad_enabled()
+
+    def g(x):
+        m = torch.inference_mode()
+        m.__enter__()
+        y = x * 2
+        m.__exit__(None, None, None)
+        return y, y.is_inference(), torch.is_inference_mode_enabled()
+
+    check_modes(f, torch.ones(2, requires_grad=True), backend=backend, graphs=0, breaks=0, runs_eagerly=True)
+    check_modes(g, torch.ones(2), backend=backend, graphs=0, breaks=0, runs_eagerly=True)

@@ -895,7 +895,7 @@ fn wrap_grad_mode_ctx(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, Py
     for (name, enabled) in [("no_grad", false), ("enable_grad", true)] {
         if ty.is(&torch.getattr(name)?) {
             og.add_guard(Some(source.clone()), GuardKind::TypeMatch(ty.into_any().unbind()));
-            return Ok(Some(VT::GradModeCtx { enabled, set_on_create: false, prev: grad_now }));
+            return Ok(Some(VT::GradModeCtx { enabled, set_on_create: false, prev: grad_now, source: Some(source.clone()) }));
         }
     }
     if ty.is(&torch.getattr("set_grad_enabled")?) {
@@ -903,7 +903,7 @@ fn wrap_grad_mode_ctx(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, Py
         og.add_guard(Some(source.clone()), GuardKind::TypeMatch(ty.into_any().unbind()));
         og.add_guard(Some(source.attr("mode")), GuardKind::id_match(PyBool::new(py, mode).to_owned().into_any().unbind()));
         og.add_guard(Some(source.attr("prev")), GuardKind::id_match(PyBool::new(py, prev).to_owned().into_any().unbind()));
-        return Ok(Some(VT::GradModeCtx { enabled: mode, set_on_create: true, prev }));
+        return Ok(Some(VT::GradModeCtx { enabled: mode, set_on_create: true, prev, source: Some(source.clone()) }));
     }
     Ok(None)
 }

@@ -521,12 +521,30 @@ fn can_break(ci: &CodeInfo, ip: usize, kind: crate::symbolic::graph_break::Graph
 ///   its `f_locals` and `f_lineno`, read later, would be the transformed frame's (its
 ///   temporaries, the line of the resume call; `f_code` is the transformed code), even read
 ///   at once. Only `f_back`, `f_globals` and `f_builtins` read at once are eager's (Note
-///   [resume frames link to the caller]): those stay a break.
+///   [resume frames link to the caller]): those stay a break;
+/// - a grad-mode or inference-mode context made in the frame reached twice (`m = no_grad()`,
+///   then `m.__enter__()` breaking): rebuilt, the two would be two objects.
 fn needs_the_real_frame(py: Python<'_>, ci: &CodeInfo, og: &OutputGraph, state: &BreakState) -> Option<String> {
     use crate::bytecode::opcode::op;
     // `frame_locals_taken` is only set before 3.13 (PEP 667 made `locals()` a snapshot).
     if og.frame_locals_taken {
         return Some("a graph break after locals()/vars() in the frame: the dict is the frame's own f_locals, which the resume function's frame would not update".into());
+    }
+    // A grad-mode or inference-mode context made in the frame is a value, not an object with
+    // an identity: reached twice (a local and the `m.__enter__` being called), each would be
+    // made again as an object of its own, and the `__exit__` called on one would restore the
+    // mode the other saved.
+    fn made_ctx(v: &VT) -> usize {
+        match v {
+            VT::GradModeCtx { source: None, .. } | VT::InferenceModeCtx { .. } => 1,
+            VT::Method { func, self_ } => made_ctx(func) + made_ctx(self_),
+            VT::Tuple(items) => items.iter().map(made_ctx).sum(),
+            _ => 0,
+        }
+    }
+    let n_ctx: usize = state.stack.iter().chain(state.locals.iter().flatten()).map(made_ctx).sum();
+    if n_ctx > 1 {
+        return Some("a grad-mode or inference-mode context made in the frame is reached twice at a break: made again, it would be two objects".into());
     }
     let inst = &ci.insts[state.ip];
     if inst.opcode != op::CALL {
@@ -2063,7 +2081,10 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         // before a break): made again by the same call after the graph, which has already
         // switched the mode a `set_grad_enabled(mode)` switches when made; that one is rebuilt
         // with the mode it found (`prev`) for its `__exit__`.
-        VT::GradModeCtx { enabled, set_on_create, prev } => {
+        // One from outside the frame is that object (it may have been entered: its `prev` is
+        // what its `__exit__` restores).
+        VT::GradModeCtx { source: Some(source), .. } => Rebuild::Source(source.clone()),
+        VT::GradModeCtx { enabled, set_on_create, prev, source: None } => {
             let torch = py.import("torch")?;
             if *set_on_create {
                 let f = py.import("dynamo._polyfills")?.getattr("grad_mode_setter")?;

@@ -68,7 +68,7 @@ kinds! {
         "Use of an object the tracer does not model (a generator, a C object, a user object with a custom __getattribute__ or __getattr__, a descriptor other than property): reading such attributes, calling it, or iterating it.",
         "Pass tensors and plain containers into compiled code; the object's use runs as ordinary Python.";
     UnsupportedCall = "GB0007", "unsupported_call",
-        "A call that is not traced: constructing a user class, a torch function with global effects (manual_seed, set_grad_enabled), a disabled function.",
+        "A call that is not traced: constructing a user class, a torch function with global effects (manual_seed, set_grad_enabled), a disabled function, a `contextlib.ExitStack` (its callbacks and exit chaining run as Python), a `bytearray` (a mutable byte buffer the trace does not model).",
         "The call runs as ordinary Python and tracing resumes after it.";
     FakeTensorError = "GB0008", "fake_tensor_error",
         "The operation failed while computing its output shape on fake tensors, usually because it would also fail for real (a shape mismatch).",

@@ -2201,15 +2201,15 @@ impl<'a> InstructionTranslator<'a> {
                 let kind = self.grad_mode_class(py, c.bind(py))?.unwrap();
                 let prev = self.grad_enabled(py)?;
                 match kind {
-                    "no_grad" => Ok(VT::GradModeCtx { enabled: false, set_on_create: false, prev }),
-                    "enable_grad" => Ok(VT::GradModeCtx { enabled: true, set_on_create: false, prev }),
+                    "no_grad" => Ok(VT::GradModeCtx { enabled: false, set_on_create: false, prev, source: None }),
+                    "enable_grad" => Ok(VT::GradModeCtx { enabled: true, set_on_create: false, prev, source: None }),
                     _ => {
                         let flag = match args.first().or(kwargs.first().map(|(_, v)| v)).and_then(|a| a.as_constant(py)) {
                             Some(f) => f.is_truthy()?,
                             None => graph_break!(UnsupportedCall, "set_grad_enabled with a non-constant flag"),
                         };
                         self.set_grad_enabled(py, flag)?;
-                        Ok(VT::GradModeCtx { enabled: flag, set_on_create: true, prev })
+                        Ok(VT::GradModeCtx { enabled: flag, set_on_create: true, prev, source: None })
                     }
                 }
             }

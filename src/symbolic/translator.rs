@@ -721,7 +721,7 @@ impl<'a> InstructionTranslator<'a> {
             op::BEFORE_WITH => {
                 let ctx = self.pop()?;
                 match ctx {
-                    VT::GradModeCtx { enabled, set_on_create, prev } => {
+                    VT::GradModeCtx { enabled, set_on_create, prev, .. } => {
                         let restore = if set_on_create { prev } else { self.grad_enabled(py)? };
                         // `set_grad_enabled.__enter__` switches to its mode again (the one
                         // made in the frame already did, so that records nothing).

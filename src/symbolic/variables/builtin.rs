@@ -849,7 +849,20 @@ impl<'a> InstructionTranslator<'a> {
         if crate::symbolic::translator::makes_weak_reference(py, b) {
             graph_break!(ObjectLifetime, "call to {} with {} (a weak reference: Note [observable frees])", crate::symbolic::variables::qualname(b), args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
         }
-        graph_break!(UnsupportedCall, "call to {} with {}", crate::symbolic::variables::qualname(b), args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
+        // Kinds left to Python on purpose, named so that the break says why: an exit stack
+        // runs arbitrary callbacks and exits in its own `__exit__` (Lib/contextlib.py: the
+        // exception chaining of `_fix_exception_context`, `sys.exc_info()`), and a bytearray is
+        // a mutable buffer the trace has no tracker for (its methods, slices and buffer
+        // protocol would each need one).
+        let qual = crate::symbolic::variables::qualname(b);
+        let is_contextlib = b.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).is_some_and(|m| m == "contextlib");
+        if is_contextlib && matches!(qual.as_str(), "ExitStack" | "AsyncExitStack") {
+            graph_break!(UnsupportedCall, "contextlib.{qual} is not traced: its callbacks and __exit__ chaining run as Python");
+        }
+        if b.is(py.get_type::<pyo3::types::PyByteArray>()) {
+            graph_break!(UnsupportedCall, "bytearray is not modelled (a mutable byte buffer): its construction and uses run as Python");
+        }
+        graph_break!(UnsupportedCall, "call to {} with {}", qual, args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
     }
 
     /// A method of a builtin type called through the type (`list.__setitem__(a, 0, v)`,

@@ -102,7 +102,9 @@ pub enum VariableTracker {
     /// `torch.no_grad()`, `torch.enable_grad()` or `torch.set_grad_enabled(flag)`: a grad-mode
     /// context manager. `set_on_create` is true for set_grad_enabled, which switches the mode
     /// when it is constructed (torch/autograd/grad_mode.py); `prev` is the mode before that.
-    GradModeCtx { enabled: bool, set_on_create: bool, prev: bool },
+    /// `source`: where a real object from outside the frame is reached (it may have been
+    /// entered already, holding the `prev` its `__exit__` restores: rebuilt as itself).
+    GradModeCtx { enabled: bool, set_on_create: bool, prev: bool, source: Option<std::sync::Arc<crate::source::Source>> },
     /// The `__exit__` of a grad-mode context pushed by BEFORE_WITH: restores `restore`.
     GradModeExit { restore: bool },
     /// `torch.inference_mode(mode)` (Note [inference-mode blocks] in `python/dynamo/_amp.py`).
