@@ -395,11 +395,12 @@ def test_distribution_argument_validation_runs_as_eager(backend):
     is reached, so a bad argument raises eager's ValueError."""
 
     def good(l, s, x):
-        d = D.Normal(l, s)
+        d = D.Normal(l, s, validate_args=True)
         return d.log_prob(x), d.entropy()
 
     def bad(l, s, x):
-        return D.Normal(l, -s).log_prob(x)
+        # Explicit: other tests may switch the process-wide default off.
+        return D.Normal(l, -s, validate_args=True).log_prob(x)
 
     check(good, LOC, SCALE, X, graphs=1, backend=backend)
     want = check(bad, LOC, SCALE, X, graphs=1, backend=backend)
