@@ -433,10 +433,12 @@ def _autocast_active():
 
 
 def _switches_autocast(gm):
-    """Whether ``gm`` enters or leaves an autocast block (Note [autocast blocks] in ``_amp.py``)."""
+    """Whether ``gm`` enters or leaves an autocast block or an inference-mode block (Notes
+    [autocast blocks] and [inference-mode blocks] in ``_amp.py``): either runs through torch."""
     from . import _amp
 
-    return any(n.op == "call_function" and n.target in (_amp.enter_autocast, _amp.exit_autocast) for n in gm.graph.nodes)
+    switches = (_amp.enter_autocast, _amp.exit_autocast, _amp.enter_inference_mode, _amp.exit_inference_mode)
+    return any(n.op == "call_function" and n.target in switches for n in gm.graph.nodes)
 
 
 def aot_compile(gm, example_inputs, backend, guarded=True):
@@ -462,7 +464,10 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
         # would follow them (the backward mixed float32 and bfloat16). Until the casts are made
         # explicit in the graph, it runs through torch, whose autograd records them: under an
         # ambient autocast, and when the graph holds an autocast block of its own.
-        _C.aot_count_eager("autocast is active: its casts are not explicit in the graph")
+        # An inference-mode block too: its tensors are inference tensors only when the ops run
+        # under the mode, and saving one for backward raises torch's error (Note
+        # [inference-mode blocks]).
+        _C.aot_count_eager("autocast or inference mode is switched: its effects are not explicit in the graph")
         return gm.forward
     fw_compiler, bw_compiler, inference_compiler = _compilers(backend, guarded)
     params = [p for p in gm.parameters()] + [b for b in gm.buffers()]

@@ -121,7 +121,14 @@ pub fn is_torch_callable(f: &Bound<'_, PyAny>) -> bool {
     let module = f.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
     let tn = type_name(f);
     if tn == "function" {
-        return (module == "torch" || module.starts_with("torch.")) && !module.starts_with("torch.nn.modules") && !module.starts_with("torch._dynamo") && closure_is_stateless(f) && !is_contextmanager_factory(f);
+        // The methods and helpers of `torch.distributions` are Python over tensors, inlined
+        // (Note [torch.distributions as user objects] in `variables/user_defined.rs`).
+        return (module == "torch" || module.starts_with("torch."))
+            && !module.starts_with("torch.nn.modules")
+            && !module.starts_with("torch._dynamo")
+            && !module.starts_with("torch.distributions")
+            && closure_is_stateless(f)
+            && !is_contextmanager_factory(f);
     }
     if tn == "builtin_function_or_method" {
         if module == "torch" || module.starts_with("torch.") {
@@ -464,6 +471,9 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         }
         og.add_guard(Some(source.attr("fast_dtype")), GuardKind::id_match(value.getattr("fast_dtype")?.unbind()));
         return Ok(VT::AutocastCtx(Rc::new(crate::symbolic::variables::ctx_manager::AutocastMode::of(value)?)));
+    }
+    if let Some(v) = wrap_inference_mode(py, og, value, &source)? {
+        return Ok(v);
     }
     if let Ok(exit) = value.cast::<crate::py::GradModeRestore>() {
         // The `__exit__` of a grad-mode block cut by a break, passed to the resume function:
@@ -851,6 +861,29 @@ fn wrap_autocast_exit(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, Py
     }))))
 }
 
+/// An inference-mode block's `__exit__` cut by a break (`dynamo._amp.InferenceModeExit`, which
+/// holds nothing: guarded on its type), or a `torch.inference_mode(mode)` object from outside
+/// the frame (guarded on its type and its `mode`, which its `__enter__` reads): Note
+/// [inference-mode blocks] in `python/dynamo/_amp.py`.
+fn wrap_inference_mode(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, source: &Arc<Source>) -> VResult<Option<VT>> {
+    let ty = value.get_type();
+    let tn = type_name(value);
+    if tn == "InferenceModeExit" && ty.is(&py.import("dynamo._amp")?.getattr("InferenceModeExit")?) {
+        og.add_guard(Some(source.clone()), GuardKind::TypeMatch(ty.into_any().unbind()));
+        return Ok(Some(VT::InferenceModeExit));
+    }
+    if tn == "inference_mode" && ty.is(&og.handles.torch.bind(py).getattr("inference_mode")?) {
+        let Ok(mode) = value.getattr("mode") else { return Ok(None) };
+        if !mode.is_instance_of::<PyBool>() {
+            return Ok(None);
+        }
+        og.add_guard(Some(source.clone()), GuardKind::TypeMatch(ty.into_any().unbind()));
+        og.add_guard(Some(source.attr("mode")), GuardKind::id_match(mode.clone().unbind()));
+        return Ok(Some(VT::InferenceModeCtx { mode: mode.is_truthy()? }));
+    }
+    Ok(None)
+}
+
 /// A grad-mode context object from outside the frame (one a resume function receives, made
 /// before the break): `torch.no_grad()` / `torch.enable_grad()` by type (their `__enter__`
 /// switches to a fixed mode), `torch.set_grad_enabled(mode)` by type and its `mode` and `prev`
@@ -862,7 +895,7 @@ fn wrap_grad_mode_ctx(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, Py
     for (name, enabled) in [("no_grad", false), ("enable_grad", true)] {
         if ty.is(&torch.getattr(name)?) {
             og.add_guard(Some(source.clone()), GuardKind::TypeMatch(ty.into_any().unbind()));
-            return Ok(Some(VT::GradModeCtx { enabled, set_on_create: false, prev: grad_now }));
+            return Ok(Some(VT::GradModeCtx { enabled, set_on_create: false, prev: grad_now, source: Some(source.clone()) }));
         }
     }
     if ty.is(&torch.getattr("set_grad_enabled")?) {
@@ -870,7 +903,7 @@ fn wrap_grad_mode_ctx(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, Py
         og.add_guard(Some(source.clone()), GuardKind::TypeMatch(ty.into_any().unbind()));
         og.add_guard(Some(source.attr("mode")), GuardKind::id_match(PyBool::new(py, mode).to_owned().into_any().unbind()));
         og.add_guard(Some(source.attr("prev")), GuardKind::id_match(PyBool::new(py, prev).to_owned().into_any().unbind()));
-        return Ok(Some(VT::GradModeCtx { enabled: mode, set_on_create: true, prev }));
+        return Ok(Some(VT::GradModeCtx { enabled: mode, set_on_create: true, prev, source: Some(source.clone()) }));
     }
     Ok(None)
 }

@@ -506,6 +506,89 @@ fn can_break(ci: &CodeInfo, ip: usize, kind: crate::symbolic::graph_break::Graph
     break_operands(inst).is_some()
 }
 
+/// Note [breaks that would show the transformed frame]: code run at a graph break runs in the
+/// transformed frame, and the code after it in the resume function's frame. Where the user's
+/// code holds on to its own frame's state, neither is the frame eager runs, so the whole frame
+/// runs eagerly instead (a GB0019 break, logged):
+/// - a `locals()` / `vars()` dict the trace returned, before the break: on CPython 3.11 it is
+///   the frame's one `f_locals` dict, which later `locals()` calls, `exec` / `eval` with the
+///   frame's namespace and `sys._getframe(1).f_locals` in a callee update (Note [locals() in a
+///   trace]); the resume function's frame would give a dict of its own;
+/// - `exec` / `eval` with the frame's namespace (no `locals` argument) in a frame that also
+///   calls `locals()`, `vars()` or `dir()`: a name `exec` binds stays in eager's `f_locals`
+///   dict and shows in those later calls;
+/// - the frame's own frame object kept (`fr = inspect.currentframe()`, `sys._getframe()`):
+///   its `f_locals` and `f_lineno`, read later, would be the transformed frame's (its
+///   temporaries, the line of the resume call; `f_code` is the transformed code), even read
+///   at once. Only `f_back`, `f_globals` and `f_builtins` read at once are eager's (Note
+///   [resume frames link to the caller]): those stay a break;
+/// - a grad-mode or inference-mode context made in the frame reached twice (`m = no_grad()`,
+///   then `m.__enter__()` breaking): rebuilt, the two would be two objects.
+fn needs_the_real_frame(py: Python<'_>, ci: &CodeInfo, og: &OutputGraph, state: &BreakState) -> Option<String> {
+    use crate::bytecode::opcode::op;
+    // `frame_locals_taken` is only set before 3.13 (PEP 667 made `locals()` a snapshot).
+    if og.frame_locals_taken {
+        return Some("a graph break after locals()/vars() in the frame: the dict is the frame's own f_locals, which the resume function's frame would not update".into());
+    }
+    // A grad-mode or inference-mode context made in the frame is a value, not an object with
+    // an identity: reached twice (a local and the `m.__enter__` being called), each would be
+    // made again as an object of its own, and the `__exit__` called on one would restore the
+    // mode the other saved.
+    fn made_ctx(v: &VT) -> usize {
+        match v {
+            VT::GradModeCtx { source: None, .. } | VT::InferenceModeCtx { .. } => 1,
+            VT::Method { func, self_ } => made_ctx(func) + made_ctx(self_),
+            VT::Tuple(items) => items.iter().map(made_ctx).sum(),
+            _ => 0,
+        }
+    }
+    let n_ctx: usize = state.stack.iter().chain(state.locals.iter().flatten()).map(made_ctx).sum();
+    if n_ctx > 1 {
+        return Some("a grad-mode or inference-mode context made in the frame is reached twice at a break: made again, it would be two objects".into());
+    }
+    let inst = &ci.insts[state.ip];
+    if inst.opcode != op::CALL {
+        return None;
+    }
+    let argc = inst.arg as usize;
+    let n = state.stack.len();
+    if n < argc + 1 {
+        return None;
+    }
+    let args = &state.stack[n - argc..];
+    let callees = [n.checked_sub(argc + 1), n.checked_sub(argc + 2)];
+    let object_of = |v: &VT| -> Option<Py<PyAny>> {
+        match v {
+            VT::Builtin(b) => Some(b.clone_ref(py)),
+            VT::Function { obj, .. } => Some(obj.clone_ref(py)),
+            VT::Constant(c) | VT::TorchFunction(c) => Some(c.clone_ref(py)),
+            _ => None,
+        }
+    };
+    let is = |o: &Bound<'_, PyAny>, module: &str, name: &str| py.import(module).and_then(|m| m.getattr(name)).is_ok_and(|f| f.is(o));
+    let names_frame_dict = ci.insts.iter().any(|i| {
+        matches!(i.opcode, op::LOAD_GLOBAL | op::LOAD_NAME) && ci.names.get((if i.opcode == op::LOAD_GLOBAL { i.arg >> 1 } else { i.arg }) as usize).is_some_and(|n| matches!(n.as_str(), "locals" | "vars" | "dir"))
+    });
+    let kw = state.kw_names.as_ref().map_or(0, |k| k.bind(py).len());
+    for at in callees.into_iter().flatten() {
+        let Some(obj) = object_of(&state.stack[at]) else { continue };
+        let obj = obj.bind(py);
+        let shared_dict = py.version_info() < (3, 13);
+        if shared_dict && (is(obj, "builtins", "exec") || is(obj, "builtins", "eval")) && argc - kw < 3 && kw == 0 && names_frame_dict {
+            return Some("exec/eval with the frame's namespace in a frame that calls locals()/vars()/dir(): the names it binds stay in the frame's f_locals dict".into());
+        }
+        let own_frame = (is(obj, "inspect", "currentframe") && argc == 0)
+            || (is(obj, "sys", "_getframe") && (argc == 0 || (argc == 1 && args[0].as_constant(py).is_some_and(|a| a.extract::<i64>().is_ok_and(|d| d == 0)))));
+        let read_at_once = ci.insts.get(state.ip + 1).is_some_and(|next| {
+            next.opcode == op::LOAD_ATTR && ci.names.get(next.arg as usize).is_some_and(|n| matches!(n.as_str(), "f_back" | "f_globals" | "f_builtins"))
+        });
+        if own_frame && !read_at_once {
+            return Some("the frame's own frame object is kept: its f_locals and f_lineno would be the transformed frame's".into());
+        }
+    }
+    None
+}
+
 /// Graph outputs collected while planning rebuilds (deduplicated by node).
 #[derive(Default)]
 struct Outputs {
@@ -670,6 +753,9 @@ fn convert_break(
     grad_at_entry: bool,
 ) -> Result<Converted, ConvertError> {
     check_dropped_generators(&og)?;
+    if let Some(why) = needs_the_real_frame(py, ci, &og, &state) {
+        graph_break!(UnresumableBreak, "{why}");
+    }
     let inst = ci.insts[state.ip].clone();
     let (n_operands, n_pushed) = break_operands(&inst).expect("checked by can_break");
     if state.stack.len() < n_operands {
@@ -1995,7 +2081,10 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         // before a break): made again by the same call after the graph, which has already
         // switched the mode a `set_grad_enabled(mode)` switches when made; that one is rebuilt
         // with the mode it found (`prev`) for its `__exit__`.
-        VT::GradModeCtx { enabled, set_on_create, prev } => {
+        // One from outside the frame is that object (it may have been entered: its `prev` is
+        // what its `__exit__` restores).
+        VT::GradModeCtx { source: Some(source), .. } => Rebuild::Source(source.clone()),
+        VT::GradModeCtx { enabled, set_on_create, prev, source: None } => {
             let torch = py.import("torch")?;
             if *set_on_create {
                 let f = py.import("dynamo._polyfills")?.getattr("grad_mode_setter")?;
@@ -2004,6 +2093,18 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
                 let cls = torch.getattr(if *enabled { "enable_grad" } else { "no_grad" })?;
                 Rebuild::Call { func: cls.unbind(), args: vec![] }
             }
+        }
+        // An inference-mode context made in the frame and not entered yet: made again by the
+        // same call (its constructor switches nothing).
+        VT::InferenceModeCtx { mode } => {
+            let cls = py.import("torch")?.getattr("inference_mode")?;
+            Rebuild::Call { func: cls.unbind(), args: vec![Rebuild::Const(PyBool::new(py, *mode).to_owned().into_any().unbind())] }
+        }
+        // The `__exit__` of an inference-mode block cut by a break (Note [inference-mode
+        // blocks] in `python/dynamo/_amp.py`).
+        VT::InferenceModeExit => {
+            let exit = py.import("dynamo._amp").and_then(|m| m.getattr("InferenceModeExit")?.call0()).map_err(|e| Unsupported::new(e.to_string()))?;
+            Rebuild::Const(exit.unbind())
         }
         // The `__exit__` of a grad-mode `with` block, on the stack across a break inside it.
         VT::GradModeExit { restore } => {

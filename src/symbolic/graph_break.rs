@@ -68,7 +68,7 @@ kinds! {
         "Use of an object the tracer does not model (a generator, a C object, a user object with a custom __getattribute__ or __getattr__, a descriptor other than property): reading such attributes, calling it, or iterating it.",
         "Pass tensors and plain containers into compiled code; the object's use runs as ordinary Python.";
     UnsupportedCall = "GB0007", "unsupported_call",
-        "A call that is not traced: constructing a user class, a torch function with global effects (manual_seed, set_grad_enabled), a disabled function.",
+        "A call that is not traced: constructing a user class, a torch function with global effects (manual_seed, set_grad_enabled), a disabled function, a `contextlib.ExitStack` (its callbacks and exit chaining run as Python), a `bytearray` (a mutable byte buffer the trace does not model).",
         "The call runs as ordinary Python and tracing resumes after it.";
     FakeTensorError = "GB0008", "fake_tensor_error",
         "The operation failed while computing its output shape on fake tensors, usually because it would also fail for real (a shape mismatch).",
@@ -104,8 +104,8 @@ kinds! {
         "A call whose arguments do not fit the callee's signature (too many or missing positional arguments, unknown or repeated keywords): eager raises `TypeError` there, so the call runs as ordinary Python to raise it.",
         "Fix the call; this is the error eager Python reports.";
     UnresumableBreak = "GB0019", "unresumable_break",
-        "A graph break at a point the resume machinery cannot continue from (a stack it cannot rebuild, a `try`/`with` block opened inside an inlined call, a generator's body, a `for` loop whose body cannot become a function): the frame runs as ordinary Python.",
-        "Move the construct that breaks out of the `try`/`with` block or the generator, or into a function of its own.";
+        "A graph break at a point the resume machinery cannot continue from (a stack it cannot rebuild, a `try`/`with` block opened inside an inlined call, a generator's body, a `for` loop whose body cannot become a function), or where the code after the break would see the transformed frame instead of its own (a break after `locals()`/`vars()`, whose dict is the frame's own `f_locals` on CPython 3.11; `exec`/`eval` with the frame's namespace in a frame that calls `locals()`; the frame's own frame object kept from `inspect.currentframe()`/`sys._getframe()`): the frame runs as ordinary Python.",
+        "Move the construct that breaks out of the `try`/`with` block or the generator, or into a function of its own; read what you need of `locals()` or of the frame object at once, or outside the compiled function.";
     UntrackedType = "GB0020", "untracked_type",
         "A value of a Python type the tracer has no tracker for (a C extension object, an iterator or descriptor of a builtin type that is not modelled).",
         "Pass tensors, numbers, strings and plain containers into compiled code; the use of the value runs as ordinary Python.";

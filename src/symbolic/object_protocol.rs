@@ -193,7 +193,12 @@ impl<'a> InstructionTranslator<'a> {
                     // its properties above can be guarded.
                     return Ok(VT::PyModule { obj: Rc::new(v.unbind()), source: source.as_ref().map(|s| s.attr(name)) });
                 }
-                let src = if trusted { None } else { source.as_ref().map(|s| s.attr(name)) };
+                // A distribution class keeps its source: its instances are tracked objects,
+                // rebuilt through it (Note [torch.distributions as user objects]).
+                let distribution_class = trusted
+                    && v.is_instance_of::<pyo3::types::PyType>()
+                    && v.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).is_some_and(|m| m.starts_with("torch.distributions."));
+                let src = if trusted && !distribution_class { None } else { source.as_ref().map(|s| s.attr(name)) };
                 if src.is_none() && !trusted {
                     graph_break!(MissingSource, "attribute of a module without a source");
                 }
@@ -711,6 +716,8 @@ impl<'a> InstructionTranslator<'a> {
             | VT::Partial(_)
             | VT::GradModeCtx { .. }
             | VT::GradModeExit { .. }
+            | VT::InferenceModeCtx { .. }
+            | VT::InferenceModeExit
             | VT::AutocastCtx { .. }
             | VT::AutocastExit { .. }
             | VT::GeneratorCtx { .. }
@@ -2080,6 +2087,11 @@ impl<'a> InstructionTranslator<'a> {
             VT::UserObject(o) => Some(o.cls.clone_ref(py)),
             VT::AutocastCtx(m) => Some(m.obj.bind(py).get_type().into_any().unbind()),
             VT::GeneratorCtx(_) => Some(py.import("contextlib")?.getattr("_GeneratorContextManager")?.unbind()),
+            VT::InferenceModeCtx { .. } => Some(self.og.handles.torch.bind(py).getattr("inference_mode")?.unbind()),
+            VT::GradModeCtx { enabled, set_on_create, .. } => {
+                let name = if *set_on_create { "set_grad_enabled" } else if *enabled { "enable_grad" } else { "no_grad" };
+                Some(self.og.handles.torch.bind(py).getattr(name)?.unbind())
+            }
             // A graph input keeps its exact Python type (TENSOR_MATCH pins it: Parameter, a
             // subclass...); a tensor computed by the graph is a plain torch.Tensor.
             VT::Tensor(t) if self.torch_function_type_of(py, t).is_some() => self.torch_function_type_of(py, t),
@@ -2172,19 +2184,32 @@ impl<'a> InstructionTranslator<'a> {
                 let c = c.bind(py).clone();
                 self.construct_autocast(py, &c, &args, &kwargs)
             }
+            VT::Class(c) if self.is_inference_mode_class(py, c.bind(py))? => {
+                // `inference_mode(mode=True)`; `__new__` with a function decorates it.
+                let mode = match (args.as_slice(), kwargs.as_slice()) {
+                    ([], []) => Some(pyo3::types::PyBool::new(py, true).to_owned().into_any()),
+                    ([m], []) => m.as_constant(py),
+                    ([], [(k, m)]) if k == "mode" => m.as_constant(py),
+                    _ => graph_break!(ArgumentMismatch, "inference_mode with {} arguments", args.len() + kwargs.len()),
+                };
+                match mode {
+                    Some(m) if m.is_instance_of::<pyo3::types::PyBool>() => Ok(VT::InferenceModeCtx { mode: m.is_truthy()? }),
+                    _ => graph_break!(UnsupportedCall, "inference_mode over a value that is not a bool constant (a decorated function)"),
+                }
+            }
             VT::Class(c) if self.grad_mode_class(py, c.bind(py))?.is_some() => {
                 let kind = self.grad_mode_class(py, c.bind(py))?.unwrap();
                 let prev = self.grad_enabled(py)?;
                 match kind {
-                    "no_grad" => Ok(VT::GradModeCtx { enabled: false, set_on_create: false, prev }),
-                    "enable_grad" => Ok(VT::GradModeCtx { enabled: true, set_on_create: false, prev }),
+                    "no_grad" => Ok(VT::GradModeCtx { enabled: false, set_on_create: false, prev, source: None }),
+                    "enable_grad" => Ok(VT::GradModeCtx { enabled: true, set_on_create: false, prev, source: None }),
                     _ => {
                         let flag = match args.first().or(kwargs.first().map(|(_, v)| v)).and_then(|a| a.as_constant(py)) {
                             Some(f) => f.is_truthy()?,
                             None => graph_break!(UnsupportedCall, "set_grad_enabled with a non-constant flag"),
                         };
                         self.set_grad_enabled(py, flag)?;
-                        Ok(VT::GradModeCtx { enabled: flag, set_on_create: true, prev })
+                        Ok(VT::GradModeCtx { enabled: flag, set_on_create: true, prev, source: None })
                     }
                 }
             }
@@ -2455,6 +2480,10 @@ impl<'a> InstructionTranslator<'a> {
             VT::GradModeExit { restore } => {
                 let restore = *restore;
                 self.set_grad_enabled(py, restore)?;
+                Ok(VT::none(py))
+            }
+            VT::InferenceModeExit => {
+                self.exit_inference_mode(py)?;
                 Ok(VT::none(py))
             }
             VT::LockExit { lock } => {
@@ -2776,13 +2805,13 @@ impl InstructionTranslator<'_> {
 
 impl InstructionTranslator<'_> {
     /// A function decorated with `@torch.no_grad()` / `@torch.enable_grad()` /
-    /// `@torch.set_grad_enabled(flag)` (torch/utils/_contextlib.py, `context_decorator`: the
+    /// `@torch.set_grad_enabled(flag)` / `@torch.inference_mode(mode)` (torch/utils/_contextlib.py, `context_decorator`: the
     /// decorator returns `decorate_context`, a torch-defined closure over `ctx_factory`, the
     /// grad-mode object's bound `clone`, and `func`, running `with ctx_factory(): return
     /// func(*args, **kwargs)`). Traced as that body: grad mode set, `func` (reached as
     /// `__wrapped__`, which `functools.wraps` sets) called, grad mode restored. `None` when
-    /// `func` is not such a function; other context decorators (inference_mode, user ones)
-    /// are left to the callers (a graph break).
+    /// `func` is not such a function; other context decorators (user ones) are left to the
+    /// callers (a graph break).
     pub(crate) fn grad_mode_decorated_call(&mut self, py: Python<'_>, func: &VT, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VResult<VT>>> {
         let (f, source) = match func {
             VT::TorchFunction(f) => (f.bind(py).clone(), None),
@@ -2814,10 +2843,20 @@ impl InstructionTranslator<'_> {
         let (Some(factory), Some(inner)) = (cell("ctx_factory")?, cell("func")?) else { return Ok(None) };
         let Ok(ctx) = factory.getattr("__self__") else { return Ok(None) };
         let ty = ctx.get_type();
+        // `@torch.inference_mode()` is the same closure over an `inference_mode` (Note
+        // [inference-mode blocks] in `python/dynamo/_amp.py`).
+        let inference = self.is_inference_mode_class(py, ty.as_any())?;
         let enabled = match self.grad_mode_class(py, ty.as_any())? {
             Some("no_grad") => false,
             Some("enable_grad") => true,
             Some(_) => ctx.getattr("mode")?.is_truthy()?,
+            None if inference => {
+                let mode = ctx.getattr("mode")?;
+                if !mode.is_instance_of::<pyo3::types::PyBool>() {
+                    return Ok(None);
+                }
+                mode.is_truthy()?
+            }
             None => return Ok(None),
         };
         if !factory.getattr("__func__").is_ok_and(|m| ty.getattr("clone").is_ok_and(|c| m.is(&c))) {
@@ -2833,6 +2872,12 @@ impl InstructionTranslator<'_> {
             VT::TorchFunction(f) if type_name(f.bind(py)) == "function" => VT::Function { obj: f, source: source.map(|s| s.attr("__wrapped__")) },
             other => other,
         };
+        if inference {
+            self.enter_inference_mode(py, enabled)?;
+            let r = self.call(py, &inner_vt, args.to_vec(), kwargs.to_vec());
+            self.exit_inference_mode(py)?;
+            return Ok(Some(r));
+        }
         let prev = self.grad_enabled(py)?;
         self.set_grad_enabled(py, enabled)?;
         let r = self.call(py, &inner_vt, args.to_vec(), kwargs.to_vec());

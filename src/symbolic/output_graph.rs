@@ -125,6 +125,9 @@ pub struct OutputGraph {
     /// Addresses of the frame's argument values: a list among them is not read through an
     /// iterator over it alone (Note [items of iterators from outside the frame]).
     pub frame_arg_ptrs: std::collections::HashSet<usize>,
+    /// Whether the converted frame (depth 0) called `locals()` / `vars()`: its dict is the
+    /// frame's own, so a break after it runs the frame eagerly (Note [locals() in a trace]).
+    pub frame_locals_taken: bool,
     /// The call sites of the functions being inlined, outermost first: the caller's code and the
     /// index of its call instruction, or None for a generator's step (whose caller, CPython's
     /// `f_back`, the trace does not follow). What a logging call's record names as its caller
@@ -372,6 +375,7 @@ impl OutputGraph {
             append_only_slots: Vec::new(),
             generators: Vec::new(),
             frame_arg_ptrs: Default::default(),
+            frame_locals_taken: false,
             inline_sites: Vec::new(),
             peeked_lists: HashMap::new(),
             lists_by_ptr: HashMap::new(),
@@ -1453,9 +1457,9 @@ fn contains_sym(v: &Bound<'_, PyAny>) -> bool {
 /// `torch.are_deterministic_algorithms_enabled` is called whole, as torch functions are), called
 /// on constants only, is folded into its answer and guarded on it (GLOBAL_STATE, torch's global-state guard),
 /// so the guard costs only in frames that ask. A pure function of its constant arguments passes
-/// the guard every time. Grad mode is modelled by the trace itself (the
-/// trace switches the real mode, `set_grad_enabled` in variables/ctx_manager.rs) and guarded at
-/// frame entry, so its query is left out.
+/// the guard every time. Grad mode and inference mode are modelled by the trace itself (the
+/// trace switches the real mode, `set_grad_enabled` and `enter_inference_mode` in
+/// variables/ctx_manager.rs) and guarded at frame entry, so their queries are left out.
 fn is_global_state_query(t: &Bound<'_, PyAny>) -> bool {
     if !matches!(crate::symbolic::variables::type_name(t).as_str(), "builtin_function_or_method" | "function") {
         return false;
@@ -1464,7 +1468,7 @@ fn is_global_state_query(t: &Bound<'_, PyAny>) -> bool {
     let module = t.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
     let torch_owned = module.is_empty() || module == "torch" || module.starts_with("torch.");
     let asks = ["get_", "is_", "are_", "_get_", "_is_", "_are_"].iter().any(|p| name.starts_with(p));
-    torch_owned && asks && !matches!(name.as_str(), "is_grad_enabled" | "_is_grad_enabled" | "get_default_dtype")
+    torch_owned && asks && !matches!(name.as_str(), "is_grad_enabled" | "_is_grad_enabled" | "is_inference_mode_enabled" | "_is_inference_mode_enabled" | "get_default_dtype")
 }
 
 /// The example values of a (fake) tensor's sizes and strides, without guarding on symbolic

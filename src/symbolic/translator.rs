@@ -101,6 +101,10 @@ pub struct InstructionTranslator<'a> {
     /// The line of the last instruction whose exception the trace took to a handler: the line
     /// a RERAISE (which has none of its own) reports, as CPython's traceback does.
     pub(crate) last_raise_line: Option<u32>,
+    /// The dict the frame's first `locals()` / `vars()` returned: on CPython 3.11 the frame's
+    /// one `f_locals` dict, which later calls update and return again (Note [locals() in a
+    /// trace]).
+    pub(crate) locals_dict: Option<VT>,
 }
 
 pub(crate) enum Flow {
@@ -143,6 +147,7 @@ impl<'a> InstructionTranslator<'a> {
             generator: false,
             handlers_entered: Vec::new(),
             last_raise_line: None,
+            locals_dict: None,
         }
     }
 
@@ -716,7 +721,7 @@ impl<'a> InstructionTranslator<'a> {
             op::BEFORE_WITH => {
                 let ctx = self.pop()?;
                 match ctx {
-                    VT::GradModeCtx { enabled, set_on_create, prev } => {
+                    VT::GradModeCtx { enabled, set_on_create, prev, .. } => {
                         let restore = if set_on_create { prev } else { self.grad_enabled(py)? };
                         // `set_grad_enabled.__enter__` switches to its mode again (the one
                         // made in the frame already did, so that records nothing).
@@ -724,6 +729,12 @@ impl<'a> InstructionTranslator<'a> {
                             self.set_grad_enabled(py, enabled)?;
                         }
                         self.stack.push(VT::GradModeExit { restore });
+                        self.stack.push(VT::none(py));
+                    }
+                    VT::InferenceModeCtx { mode } => {
+                        // `inference_mode.__enter__` returns None.
+                        self.enter_inference_mode(py, mode)?;
+                        self.stack.push(VT::InferenceModeExit);
                         self.stack.push(VT::none(py));
                     }
                     VT::GeneratorCtx(ctx) => {
@@ -1364,6 +1375,12 @@ impl<'a> InstructionTranslator<'a> {
             // Modules, subclasses included (`torch.backends`' GenericModule).
             _ if v.is_instance_of::<pyo3::types::PyModule>() => VT::PyModule { obj: Rc::new(v.clone().unbind()), source: None },
             _ if v.is_instance_of::<pyo3::types::PyType>() => VT::Class(Rc::new(v.clone().unbind())),
+            // A tuple of classes (`torch.types._Number`, read by torch.distributions'
+            // `isinstance(loc, _Number)`): immutable, its items wrapped the same way.
+            "tuple" if v.cast::<PyTuple>().is_ok_and(|t| t.get_type().is(py.get_type::<PyTuple>()) && t.iter().all(|i| i.is_instance_of::<pyo3::types::PyType>())) => {
+                let items = v.try_iter()?.map(|i| self.wrap_unguarded(py, &i?)).collect::<VResult<Vec<_>>>()?;
+                VT::Tuple(Rc::new(items))
+            }
             _ if crate::symbolic::builder::is_plain_enum_member(py, v) => match enum_member_source(py, v)? {
                 Some(source) => VT::Opaque { obj: Rc::new(v.clone().unbind()), source },
                 None => graph_break!(UntrackedType, "cannot trace a value of type {tn} (an enum member whose class is not reachable by name)"),
@@ -1741,7 +1758,7 @@ impl<'a> InstructionTranslator<'a> {
         let code = match exit {
             // A generator manager's exit throws the value in; the traceback it then sets on
             // an exception let through is never read in the trace.
-            VT::GradModeExit { .. } | VT::AutocastExit(_) | VT::TorchFunctionCtx { entered: true } | VT::GeneratorCtxExit(_) | VT::LockExit { .. } => return Ok(true),
+            VT::GradModeExit { .. } | VT::InferenceModeExit | VT::AutocastExit(_) | VT::TorchFunctionCtx { entered: true } | VT::GeneratorCtxExit(_) | VT::LockExit { .. } => return Ok(true),
             VT::Method { func, .. } => match func.as_ref() {
                 VT::Function { obj, .. } => obj.bind(py).getattr("__code__")?,
                 VT::NestedFunction(f) => f.code.bind(py).clone(),

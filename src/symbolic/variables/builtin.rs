@@ -657,6 +657,15 @@ impl<'a> InstructionTranslator<'a> {
         // `dir()` without arguments is the sorted names of that same snapshot
         // (Objects/object.c, `_dir_locals`: `PyEval_GetLocals()`'s keys, sorted). Run at a
         // break it would list the transformed code's own temporaries (`__graph_out`).
+        // On CPython 3.11 and 3.12 the snapshot is the frame's one `f_locals` dict (`PyEval_GetLocals`,
+        // `PyFrame_FastToLocalsWithError`): every later `locals()` / `vars()` / `dir()` of the
+        // frame writes the bound names into that same dict, deletes the unbound ones from it,
+        // and returns it (`l is locals()`); names only `exec` put there stay. So the trace keeps
+        // the first dict per frame and updates it in place. A graph break after it in the
+        // converted frame would leave the dict behind in the transformed frame while the
+        // resume function's frame has a dict of its own (and code run at the break, `exec`
+        // or a helper reading `sys._getframe(1).f_locals`, writes the transformed frame's):
+        // that frame runs eagerly instead (`convert_break`).
         let dir_of_locals = is("dir");
         if (is("locals") || is("vars") || dir_of_locals) && args.is_empty() && kwargs.is_empty() {
             let mut items = Vec::new();
@@ -675,12 +684,46 @@ impl<'a> InstructionTranslator<'a> {
                     }
                 }
             }
+            if let Some(VT::Dict(d)) = &self.locals_dict {
+                let mut st = d.borrow_mut();
+                for name in self.code.localsplus.iter() {
+                    if name.starts_with("__stack") {
+                        continue;
+                    }
+                    let bound = items.iter().find(|(k, _)| k.bind(py).eq(name.as_str()).unwrap_or(false)).map(|(_, v)| v.clone());
+                    match bound {
+                        Some(v) => crate::symbolic::variables::dicts::dict_set(py, &mut st, PyString::new(py, name).into_any().unbind(), v)?,
+                        None => {
+                            if let Some(at) = st.items.iter().position(|(k, _)| k.bind(py).eq(name.as_str()).unwrap_or(false)) {
+                                st.items.remove(at);
+                                st.version += 1;
+                            }
+                        }
+                    }
+                }
+            }
             if dir_of_locals {
-                let mut names: Vec<String> = items.iter().map(|(k, _)| k.bind(py).extract::<String>()).collect::<PyResult<_>>()?;
+                let mut names: Vec<String> = match &self.locals_dict {
+                    Some(VT::Dict(d)) => d.borrow().items.iter().map(|(k, _)| k.bind(py).extract::<String>()).collect::<PyResult<_>>()?,
+                    _ => items.iter().map(|(k, _)| k.bind(py).extract::<String>()).collect::<PyResult<_>>()?,
+                };
                 names.sort();
                 return Ok(new_list(names.into_iter().map(|n| VT::constant(PyString::new(py, &n).into_any().unbind())).collect()));
             }
-            return Ok(new_dict(items));
+            if let Some(d) = &self.locals_dict {
+                return Ok(d.clone());
+            }
+            let d = new_dict(items);
+            // PEP 667 (CPython 3.13): `locals()` in a function is a new snapshot per call.
+            if !self.generator && py.version_info() < (3, 13) {
+                // A generator's frame is traced a step at a time, each step by a translator of
+                // its own: its dict is a snapshot per call, as before.
+                self.locals_dict = Some(d.clone());
+                if self.depth == 0 {
+                    self.og.frame_locals_taken = true;
+                }
+            }
+            return Ok(d);
         }
         // Note [globals() in a trace]: `globals()` is the namespace of the code being
         // interpreted (the frame's, or an inlined function's own module's). It is no dict
@@ -816,7 +859,20 @@ impl<'a> InstructionTranslator<'a> {
         if crate::symbolic::translator::makes_weak_reference(py, b) {
             graph_break!(ObjectLifetime, "call to {} with {} (a weak reference: Note [observable frees])", crate::symbolic::variables::qualname(b), args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
         }
-        graph_break!(UnsupportedCall, "call to {} with {}", crate::symbolic::variables::qualname(b), args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
+        // Kinds left to Python on purpose, named so that the break says why: an exit stack
+        // runs arbitrary callbacks and exits in its own `__exit__` (Lib/contextlib.py: the
+        // exception chaining of `_fix_exception_context`, `sys.exc_info()`), and a bytearray is
+        // a mutable buffer the trace has no tracker for (its methods, slices and buffer
+        // protocol would each need one).
+        let qual = crate::symbolic::variables::qualname(b);
+        let is_contextlib = b.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).is_some_and(|m| m == "contextlib");
+        if is_contextlib && matches!(qual.as_str(), "ExitStack" | "AsyncExitStack") {
+            graph_break!(UnsupportedCall, "contextlib.{qual} is not traced: its callbacks and __exit__ chaining run as Python");
+        }
+        if b.is(py.get_type::<pyo3::types::PyByteArray>()) {
+            graph_break!(UnsupportedCall, "bytearray is not modelled (a mutable byte buffer): its construction and uses run as Python");
+        }
+        graph_break!(UnsupportedCall, "call to {} with {}", qual, args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
     }
 
     /// A method of a builtin type called through the type (`list.__setitem__(a, 0, v)`,

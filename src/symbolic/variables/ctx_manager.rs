@@ -1,6 +1,6 @@
 //! Context managers (torch's `ctx_manager.py`): grad mode (`torch.no_grad`,
-//! `enable_grad`, `set_grad_enabled`) and autocast blocks (`torch.autocast`), as the trace
-//! switches them; `@contextlib.contextmanager` managers, whose generator the trace steps.
+//! `enable_grad`, `set_grad_enabled`), inference-mode blocks (`torch.inference_mode`) and
+//! autocast blocks (`torch.autocast`), as the trace switches them; `@contextlib.contextmanager` managers, whose generator the trace steps.
 
 use crate::symbolic::VResult;
 use pyo3::prelude::*;
@@ -74,8 +74,9 @@ pub struct AutocastTrace {
     pub guarded_cache: bool,
     /// Whether "autocast is off for every device type at frame entry" is guarded.
     pub guarded_all_off: bool,
-    /// Whether the graph holds `enter_autocast`/`exit_autocast` nodes (a failed graph's rerun
-    /// then puts the autocast state back first).
+    /// Whether the graph holds `enter_autocast`/`exit_autocast` or
+    /// `enter_inference_mode`/`exit_inference_mode` nodes (a failed graph's rerun then puts the
+    /// autocast state and the inference-mode stack back first).
     pub recorded: bool,
 }
 
@@ -241,6 +242,32 @@ impl<'a> InstructionTranslator<'a> {
     /// Records a call of `dynamo._amp.<name>(*args)` in the graph and makes it for real, after
     /// keeping the state from before the trace's first switch (`restore_autocast_after_trace`).
     fn autocast_switch(&mut self, py: Python<'_>, name: &str, args: [Py<PyAny>; 4]) -> VResult<()> {
+        self.mode_switch(py, name, &args)
+    }
+
+    /// Whether `c` is `torch.inference_mode` (torch/autograd/grad_mode.py).
+    pub(crate) fn is_inference_mode_class(&self, py: Python<'_>, c: &Bound<'_, PyAny>) -> VResult<bool> {
+        Ok(self.og.handles.torch.bind(py).getattr("inference_mode")?.is(c))
+    }
+
+    /// BEFORE_WITH over `torch.inference_mode(mode)` (Note [inference-mode blocks] in
+    /// `python/dynamo/_amp.py`): records an `enter_inference_mode(mode)` node and enters the
+    /// mode for real, so that fake tensors made in the block are inference tensors and grad
+    /// mode reads as c10::InferenceMode sets it (off for `mode=True`, on for `mode=False`).
+    pub(crate) fn enter_inference_mode(&mut self, py: Python<'_>, mode: bool) -> VResult<()> {
+        self.mode_switch(py, "enter_inference_mode", &[pyo3::types::PyBool::new(py, mode).to_owned().into_any().unbind()])
+    }
+
+    /// The block's `__exit__`: records `exit_inference_mode()` and leaves the block for real
+    /// (the autograd state from before the block comes back, grad mode included).
+    pub(crate) fn exit_inference_mode(&mut self, py: Python<'_>) -> VResult<()> {
+        self.mode_switch(py, "exit_inference_mode", &[])
+    }
+
+    /// Records a call of `dynamo._amp.<name>(*args)`, a switch of thread-local modes, in the
+    /// graph and makes it for real, after keeping the state from before the trace's first switch
+    /// (`restore_autocast_after_trace` puts it back).
+    fn mode_switch(&mut self, py: Python<'_>, name: &str, args: &[Py<PyAny>]) -> VResult<()> {
         let amp = py.import("dynamo._amp")?;
         let started = AUTOCAST_AT_TRACE_START.with(|s| s.borrow().is_some());
         if !started {

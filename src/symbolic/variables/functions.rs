@@ -262,10 +262,10 @@ impl<'a> InstructionTranslator<'a> {
     pub(crate) fn is_callable(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<bool>> {
         Ok(Some(match v {
             VT::Function { .. } | VT::NestedFunction(_) | VT::Method { .. } | VT::TorchFunction(_) | VT::TensorMethod { .. } | VT::Builtin(_) | VT::Class(_)
-            | VT::ContainerMethod { .. } | VT::Partial(_) | VT::GenericAttr { .. } | VT::GradModeExit { .. } | VT::LoggerMethod { .. } | VT::LockExit { .. }
+            | VT::ContainerMethod { .. } | VT::Partial(_) | VT::GenericAttr { .. } | VT::GradModeExit { .. } | VT::LoggerMethod { .. } | VT::LockExit { .. } | VT::InferenceModeExit
             | VT::AutocastCtx(_) | VT::AutocastExit(_) | VT::GeneratorCtx(_) | VT::GeneratorCtxExit(_) => true,
             VT::Tensor(_) | VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Deque(_) | VT::Dict(_) | VT::DictView { .. } | VT::Set(_) | VT::Iterator(_) | VT::PyModule { .. } | VT::Cell(_)
-            | VT::GradModeCtx { .. } => false,
+            | VT::GradModeCtx { .. } | VT::InferenceModeCtx { .. } => false,
             VT::Constant(c) => c.bind(py).is_callable(),
             // `PyCallable_Check` reads the type's `tp_call` slot, which a `__call__` in the
             // class dict of some class of the type's MRO fills: a lookup through the type

@@ -102,9 +102,15 @@ pub enum VariableTracker {
     /// `torch.no_grad()`, `torch.enable_grad()` or `torch.set_grad_enabled(flag)`: a grad-mode
     /// context manager. `set_on_create` is true for set_grad_enabled, which switches the mode
     /// when it is constructed (torch/autograd/grad_mode.py); `prev` is the mode before that.
-    GradModeCtx { enabled: bool, set_on_create: bool, prev: bool },
+    /// `source`: where a real object from outside the frame is reached (it may have been
+    /// entered already, holding the `prev` its `__exit__` restores: rebuilt as itself).
+    GradModeCtx { enabled: bool, set_on_create: bool, prev: bool, source: Option<std::sync::Arc<crate::source::Source>> },
     /// The `__exit__` of a grad-mode context pushed by BEFORE_WITH: restores `restore`.
     GradModeExit { restore: bool },
+    /// `torch.inference_mode(mode)` (Note [inference-mode blocks] in `python/dynamo/_amp.py`).
+    InferenceModeCtx { mode: bool },
+    /// The `__exit__` of an inference-mode block pushed by BEFORE_WITH: leaves the block.
+    InferenceModeExit,
     /// `torch.autocast(...)` (or a subclass: `torch.cpu.amp.autocast`) built in the frame, and
     /// the value a `with ... as` block over it binds (Note [autocast blocks]).
     AutocastCtx(Rc<crate::symbolic::variables::ctx_manager::AutocastMode>),
@@ -181,6 +187,8 @@ impl VariableTracker {
             VT::Iterator(_) => "iterator".into(),
             VT::GradModeCtx { enabled, .. } => format!("grad mode context ({enabled})"),
             VT::GradModeExit { .. } => "grad mode context exit".into(),
+            VT::InferenceModeCtx { mode } => format!("inference mode context ({mode})"),
+            VT::InferenceModeExit => "inference mode context exit".into(),
             VT::GeneratorCtx(_) => "generator context manager".into(),
             VT::GeneratorCtxExit(_) => "generator context manager exit".into(),
             VT::AutocastCtx(m) => format!("autocast context ({:?})", m.device),

@@ -813,10 +813,16 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     /// Whether calling class `c` makes a tracked `UserObject`: a plain Python class
-    /// (`is_plain_class`) outside torch, reached through a source.
+    /// (`is_plain_class`) outside torch, reached through a source. Note [torch.distributions
+    /// as user objects]: the distributions of `torch.distributions` (`Normal`, `Categorical`,
+    /// `Bernoulli`, ...) are plain Python classes over tensors, whose methods are tensor math
+    /// (torch/distributions/*.py): they are tracked as a user's classes are, so a
+    /// `log_prob`/`entropy`/`rsample` is inlined into the graph. Argument validation
+    /// (`validate_args`, on by default under `__debug__`) branches on tensor values: that
+    /// check runs as Python where it is reached, as eager runs it.
     pub(crate) fn is_trackable_class(&mut self, py: Python<'_>, c: &Bound<'_, PyAny>) -> VResult<bool> {
         let module = c.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
-        if module == "torch" || module.starts_with("torch.") {
+        if (module == "torch" || module.starts_with("torch.")) && !module.starts_with("torch.distributions.") {
             return Ok(false);
         }
         Ok(self.og.class_sources.contains_key(&(c.as_ptr() as usize)) && crate::symbolic::variables::user_defined::is_plain_class(py, c)?)
