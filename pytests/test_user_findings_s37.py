@@ -284,3 +284,23 @@ def test_dropout_after_conv_trains_as_eager():
     assert torch.allclose(got[0], want[0], atol=1e-5)
     for g, e in zip(got[1], want[1]):
         assert torch.allclose(g, e, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.slow
+def test_generate_resume_functions_compile():
+    """HF ``generate`` under dynamo: converting the decode loop's resume function panicked in
+    ``remove_unused_tensor_inputs`` (an input's node number was stale after symbolic-number
+    nodes left the graph), so that frame ran eagerly (tester4 finding 04); the conftest fails a
+    test in which a frame failed inside the compiler."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.GPTNeoXConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                     vocab_size=100, max_position_embeddings=64, rotary_pct=0.5)
+    torch.manual_seed(0)
+    model = transformers.GPTNeoXForCausalLM(cfg).eval()
+    ids = torch.randint(3, 100, (2, 8), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        want = model.generate(ids, max_new_tokens=4, do_sample=False)
+        dynamo.reset()
+        got = dynamo.optimize("eager")(lambda x: model.generate(x, max_new_tokens=4, do_sample=False))(ids)
+    assert torch.equal(got, want)
+    assert dynamo.counters()["graphs"] >= 1

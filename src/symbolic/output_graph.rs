@@ -1260,7 +1260,10 @@ impl OutputGraph {
         let inputs = std::mem::take(&mut self.inputs);
         self.inputs = inputs.into_iter().zip(&placeholders).filter(|(_, p)| map[p.0 as usize].is_some()).map(|(i, _)| i).collect();
         self.renumber_node_tables(&map);
-        self.input_by_ptr.retain(|_, tv| map[tv.node.0 as usize].is_some());
+        // Node numbers in `input_by_ptr` may already be stale (`remove_unused_sym_nodes` ran
+        // before without renumbering it; nothing reads the table once the graph is final): an
+        // index past the graph's end panicked here (HF `generate`'s resume functions).
+        self.input_by_ptr.retain(|_, tv| map.get(tv.node.0 as usize).is_some_and(Option::is_some));
     }
 
     /// Records `target(*args)` for its effect on global state (its result is not a tensor),
