@@ -52,6 +52,17 @@ class GraphCodeCheck:
 GRAPH_CODE = GraphCodeCheck()
 
 
+def same_structure(a, b):
+    """Eager and compiled results equal: tensors by dtype, shape and values (``allclose``,
+    NaNs equal), tuples and lists item by item with the same type, anything else by type and
+    ``==``."""
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=True)
+    if isinstance(a, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(same_structure(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
 def pytest_configure(config):
     GRAPH_CODE.install()
     config.addinivalue_line("markers", "compile_errors_expected: the test provokes internal compiler failures on purpose")

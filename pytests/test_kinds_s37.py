@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import dynamo
+from conftest import same_structure as _same
 
 from test_python_kinds import check, no_fallback
 
@@ -28,12 +29,6 @@ def _picture(v):
     return (type(v), v)
 
 
-def _same(a, b):
-    if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=True)
-    if isinstance(a, (tuple, list)):
-        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return type(a) is type(b) and a == b
 
 
 def _modes():

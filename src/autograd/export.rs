@@ -103,7 +103,8 @@ fn to_py<'py>(py: Python<'py>, g: &FxGraph, env: &HashMap<usize, Bound<'py, PyAn
         FxArg::Tuple(items) => PyTuple::new(py, items.iter().map(|x| to_py(py, g, env, x, out)).collect::<PyResult<Vec<_>>>()?)?.into_any(),
         FxArg::List(items) => PyList::new(py, items.iter().map(|x| to_py(py, g, env, x, out)).collect::<PyResult<Vec<_>>>()?)?.into_any(),
         FxArg::Ellipsis => py.Ellipsis().into_bound(py),
-        FxArg::Slice { py: i, .. } | FxArg::Dtype { py: i, .. } | FxArg::Py(i) => fx_constant(&out.0, &out.1, g.side_table[*i].bind(py).clone())?,
+        FxArg::Slice { py: i, .. } | FxArg::Dtype { py: i, .. } => g.side_table[*i].bind(py).clone(),
+        FxArg::Py(i) => fx_constant(&out.0, &out.1, g.side_table[*i].bind(py).clone())?,
     })
 }
 
