@@ -39,7 +39,8 @@ def argument_parser(doc, name, calls, repeats, steady_iters, steady_iters_help):
     p = argparse.ArgumentParser(description=doc.splitlines()[0])
     p.add_argument("--write", metavar="FILE", help=f"replace the {name} section of FILE (e.g. docs/PERF.md)")
     p.add_argument("--cold-inductor-cache", action="store_true",
-                   help="set TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 so torch.compile compiles from scratch")
+                   help="set TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 so torch.compile compiles from scratch"
+                        " (dynamo's kernel disk cache honours it too)")
     if calls is not None:
         p.add_argument("--calls", type=int, default=calls, help="calls per repeat in (a)")
     if repeats is not None:
@@ -49,7 +50,9 @@ def argument_parser(doc, name, calls, repeats, steady_iters, steady_iters_help):
 
 
 def apply_cold_inductor_cache(args):
-    """Sets TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 when `args.cold_inductor_cache` is set.
+    """Sets TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 when `args.cold_inductor_cache` is set: torch.compile
+    and dynamo (whose kernel disk cache, llvm/src/jit.rs Note [kernel disk cache], reads the same
+    switch) both compile from scratch.
 
     Must run before torch is imported (torch._inductor.config reads it at import). Returns None.
     """
@@ -251,18 +254,28 @@ def git_describe():
 
 def inductor_cache_note():
     """A sentence on torch.compile's inductor caches: disabled, or enabled with the number of files
-    in the cache directory now (call it before measuring). Returns a str."""
+    in the cache directory now, and on dynamo's kernel disk cache likewise (call it before
+    measuring). Returns a str."""
     if os.environ.get("TORCHINDUCTOR_FORCE_DISABLE_CACHES") == "1":
-        return "disabled (TORCHINDUCTOR_FORCE_DISABLE_CACHES=1): torch.compile compiled from scratch"
+        return ("disabled (TORCHINDUCTOR_FORCE_DISABLE_CACHES=1): torch.compile compiled from scratch,"
+                " and so did dynamo (its kernel disk cache reads the same switch)")
+    def files(path):
+        return sum(len(f) for _, _, f in os.walk(path)) if path and os.path.isdir(path) else 0
+
     try:
         from torch._inductor.runtime.cache_dir_utils import cache_dir
-        path = cache_dir()
-        n = sum(len(files) for _, _, files in os.walk(path)) if os.path.isdir(path) else 0
-        return (f"enabled, {n} files in the cache dir before this run"
-                f" ({'likely warm if this benchmark ran before' if n else 'cold'});"
-                " `--cold-inductor-cache` disables it")
+        n = files(cache_dir())
+        note = (f"enabled, {n} files in the cache dir before this run"
+                f" ({'likely warm if this benchmark ran before' if n else 'cold'})")
     except Exception:
-        return "enabled (state unknown); `--cold-inductor-cache` disables it"
+        note = "enabled (state unknown)"
+    try:
+        import dynamo._C
+        path = dynamo._C.kernel_disk_cache_dir()
+        ours = f"dynamo's kernel disk cache {files(path)} entries" if path else "dynamo's kernel disk cache off"
+    except Exception:
+        ours = "dynamo's kernel disk cache: state unknown"
+    return f"{note}; {ours}; `--cold-inductor-cache` disables both"
 
 
 def load_average():

@@ -8,12 +8,24 @@ backward graphs, split segments) has its generated code compiled here too (`Grap
 a `SyntaxError` fails the test even where the failure was caught and the frame ran eagerly (a
 backend error under `config.suppress_errors`)."""
 
+import atexit
+import os
 import random
+import shutil
+import tempfile
 
 import pytest
 import torch
 
 import dynamo
+
+# The kernel disk cache (llvm/src/jit.rs, Note [kernel disk cache]) of a test session is its own,
+# read when the first kernel is built: the suite builds every kernel with LLVM at least once
+# instead of reading a user's cache, and kernels compiled again later in the session (after their
+# graph was dropped) are read back from it.
+if "DYNAMO_CACHE_DIR" not in os.environ:
+    os.environ["DYNAMO_CACHE_DIR"] = tempfile.mkdtemp(prefix="dynamo-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["DYNAMO_CACHE_DIR"], True)
 
 # A sample user suite, run by test_pytest_plugin.py through pytester with the plugin's options.
 collect_ignore = ["plugin_sample"]

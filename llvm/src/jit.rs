@@ -1,10 +1,12 @@
-//! `JitModule`: kernels -> one LLVM module -> O3 -> host object code -> loaded through ORC LLJIT.
+//! `JitModule`: kernels -> one LLVM module each -> O3 -> host object code (or the disk cache's
+//! copy, Note [kernel disk cache]) -> loaded through ORC LLJIT.
 //!
 //! Invariants:
 //! - One process-wide LLJIT (behind a mutex) links every module; the code of each LLVM module is
 //!   owned by a `ModuleCode` (its resource tracker), shared by every `JitModule` that runs one of
-//!   its kernels and freed with the last of them. Kernel symbol names must be unique among live
-//!   modules (`unique_kernel_prefix` helps).
+//!   its kernels and freed with the last of them. A module holds one kernel, linked under a
+//!   symbol derived from its cache key (`link_symbol`), so live modules never clash; the kernel's
+//!   own name (`unique_kernel_prefix` helps) is what dumps and profiles show.
 //! - Note [kernel cache]: a kernel equal to one already loaded (same loops, loads, ops, stores and
 //!   dtypes after legalization; names aside) is not compiled again: the repeated blocks of a
 //!   transformer, or a graph compiled again after a guard failure, reuse the machine code.
@@ -30,6 +32,7 @@ use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple};
 use inkwell::values::AnyValue;
 use inkwell::OptimizationLevel;
+use sha2::{Digest, Sha256};
 use rayon::prelude::*;
 
 use crate::emit::{Emitter, TargetInfo};
@@ -240,7 +243,9 @@ pub fn host_target_info() -> TargetInfo {
     host().target.clone()
 }
 
-struct Lljit(LLVMOrcLLJITRef);
+/// The process-wide LLJIT and the link symbols its main dylib defines now (Note [kernel disk
+/// cache]: a symbol whose module is being dropped stays defined until its tracker is removed).
+struct Lljit(LLVMOrcLLJITRef, std::collections::HashSet<String>);
 // SAFETY: LLJIT is internally synchronized; we additionally serialize all calls through a Mutex.
 unsafe impl Send for Lljit {}
 
@@ -272,7 +277,7 @@ fn jit() -> Result<&'static Mutex<Lljit>, CodegenError> {
         .map_err(|e| e.to_string())?;
         LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(j), gen);
         define_runtime_helpers(j).map_err(|e| e.to_string())?;
-        Ok(Mutex::new(Lljit(j)))
+        Ok(Mutex::new(Lljit(j, Default::default())))
     });
     res.as_ref().map_err(|e| CodegenError::Jit(e.clone()))
 }
@@ -320,6 +325,8 @@ type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64);
 /// the code.
 struct ModuleCode {
     tracker: LLVMOrcResourceTrackerRef,
+    /// The link symbol the module defines.
+    symbol: String,
 }
 
 // SAFETY: the tracker is only touched in `drop`, under the JIT mutex.
@@ -329,11 +336,12 @@ unsafe impl Sync for ModuleCode {}
 impl Drop for ModuleCode {
     fn drop(&mut self) {
         if let Ok(jit) = jit() {
-            let _guard = jit.lock().unwrap_or_else(|e| e.into_inner());
+            let mut guard = jit.lock().unwrap_or_else(|e| e.into_inner());
             unsafe {
                 let _ = take_error(LLVMOrcResourceTrackerRemove(self.tracker));
                 LLVMOrcReleaseResourceTracker(self.tracker);
             }
+            guard.1.remove(&self.symbol);
         }
     }
 }
@@ -381,13 +389,271 @@ pub struct CompiledKernel {
     serial: bool,
 }
 
-/// Timings of one compile, in milliseconds.
+/// Timings of one compile, in milliseconds: `emit_ms`, `opt_ms` and `codegen_ms` add up the
+/// kernels' own times (which overlap when they are built on several threads), `link_ms` is the
+/// wall time of loading them into the JIT, `wall_ms` that of the whole compile.
 #[derive(Clone, Debug, Default)]
 pub struct CompileTimes {
     pub emit_ms: f64,
     pub opt_ms: f64,
     pub codegen_ms: f64,
     pub link_ms: f64,
+    pub wall_ms: f64,
+}
+
+impl CompileTimes {
+    fn add(&mut self, o: &CompileTimes) {
+        self.emit_ms += o.emit_ms;
+        self.opt_ms += o.opt_ms;
+        self.codegen_ms += o.codegen_ms;
+    }
+}
+
+// Note [kernel disk cache]: every kernel is its own LLVM module, named by a link symbol derived
+// from its cache key (`link_symbol`: the same loops, loads, ops and stores give the same symbol,
+// in every process), so its object code does not depend on the graph it came from or on the
+// order of compiles. The object code of each module is kept on disk under a SHA-256 of
+// everything that decides it: the module's unoptimized IR (which the emitter, the host's vector
+// functions and ATen's vector width all show in), the host triple, CPU and features, the LLVM
+// version, the pass pipeline and `DYNAMO_LLVM_ARGS`. A later process that builds the same
+// module reads the object back instead of optimizing and compiling it: a training script run a
+// second time pays only for emitting and linking (torch.compile's FX graph and code caches do
+// the same for its Triton/C++ code). Two live modules never define one symbol: the in-memory
+// cache (Note [kernel cache]) holds every live kernel by its key, and a key has one symbol.
+// The directory is `$DYNAMO_CACHE_DIR`, else `$XDG_CACHE_HOME/dynamo`, else `~/.cache/dynamo`,
+// with a `kernels-v1` folder inside; `DYNAMO_DISK_CACHE=0` or torch's
+// `TORCHINDUCTOR_FORCE_DISABLE_CACHES=1` turns it off. A file is written under a temporary name
+// and renamed, so a reader sees a whole entry or none; an entry that does not parse is ignored
+// and rebuilt. Nothing is evicted (an entry is the size of its machine code, a few KiB).
+// Modules are built on up to `compile_threads()` threads (LLVM contexts are independent).
+
+/// The link symbol of a kernel with cache key `key` (Note [kernel disk cache]): `dk_` and 32 hex
+/// digits of the key's SHA-256.
+fn link_symbol(key: &str) -> String {
+    let d = Sha256::digest(key.as_bytes());
+    let mut s = String::with_capacity(35);
+    s.push_str("dk_");
+    for b in &d[..16] {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+/// Threads that build kernels: `DYNAMO_COMPILE_THREADS`, else the cores this process may use.
+fn compile_threads() -> usize {
+    static N: OnceLock<usize> = OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("DYNAMO_COMPILE_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .max(1)
+    })
+}
+
+/// The kernel disk cache's folder, or None when it is off (Note [kernel disk cache]).
+pub fn disk_cache_dir() -> Option<&'static std::path::Path> {
+    static DIR: OnceLock<Option<std::path::PathBuf>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let off = |var: &str, val: &str| std::env::var(var).is_ok_and(|v| v.trim() == val);
+        if off("DYNAMO_DISK_CACHE", "0") || off("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1") {
+            return None;
+        }
+        let nonempty = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty()).map(std::path::PathBuf::from);
+        let base = nonempty("DYNAMO_CACHE_DIR")
+            .or_else(|| nonempty("XDG_CACHE_HOME").map(|p| p.join("dynamo")))
+            .or_else(|| nonempty("HOME").map(|p| p.join(".cache").join("dynamo")))?;
+        let dir = base.join("kernels-v1");
+        std::fs::create_dir_all(&dir).ok()?;
+        Some(dir)
+    })
+    .as_deref()
+}
+
+/// Magic bytes that open a disk cache entry: then the optimized IR's length (u64, little
+/// endian), the IR, and the object code.
+const DISK_MAGIC: &[u8; 8] = b"DYNK\x001\x00\x00";
+
+/// The disk cache's key of a module: SHA-256, in hex, of its unoptimized IR and of everything
+/// else that decides its object code (Note [kernel disk cache]).
+fn disk_key(host: &Host, unoptimized_ir: &str) -> String {
+    let (mut major, mut minor, mut patch) = (0u32, 0u32, 0u32);
+    // SAFETY: writes three integers.
+    unsafe { inkwell::llvm_sys::core::LLVMGetVersion(&mut major, &mut minor, &mut patch) };
+    let mut h = Sha256::new();
+    for part in [
+        format!("llvm {major}.{minor}.{patch}"),
+        host.triple.clone(),
+        host.target.cpu.clone(),
+        host.target.features.clone(),
+        pipeline(),
+        std::env::var("DYNAMO_LLVM_ARGS").unwrap_or_default(),
+        format!("{:?}", OptimizationLevel::Aggressive),
+    ] {
+        h.update(part.as_bytes());
+        h.update([0u8]);
+    }
+    h.update(unoptimized_ir.as_bytes());
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Reads a disk cache entry: (optimized IR, object code).
+fn disk_read(dir: &std::path::Path, key: &str) -> Option<(String, Vec<u8>)> {
+    let bytes = std::fs::read(dir.join(format!("{key}.kobj"))).ok()?;
+    let rest = bytes.strip_prefix(DISK_MAGIC.as_slice())?;
+    let (len, rest) = rest.split_at_checked(8)?;
+    let len = usize::try_from(u64::from_le_bytes(len.try_into().ok()?)).ok()?;
+    let (ir, obj) = rest.split_at_checked(len)?;
+    if obj.is_empty() {
+        return None;
+    }
+    Some((String::from_utf8(ir.to_vec()).ok()?, obj.to_vec()))
+}
+
+/// Writes a disk cache entry under a temporary name, then renames it; failures only cost a
+/// later rebuild.
+fn disk_write(dir: &std::path::Path, key: &str, ir: &str, obj: &[u8]) {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let tmp = dir.join(format!("{key}.{}.{}.tmp", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
+    let mut bytes = Vec::with_capacity(16 + ir.len() + obj.len());
+    bytes.extend_from_slice(DISK_MAGIC);
+    bytes.extend_from_slice(&(ir.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(ir.as_bytes());
+    bytes.extend_from_slice(obj);
+    if std::fs::write(&tmp, &bytes).is_err() || std::fs::rename(&tmp, dir.join(format!("{key}.kobj"))).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+/// One kernel's module, built: its optimized IR (under its link symbol) and object code.
+struct Built {
+    ir: String,
+    obj: Vec<u8>,
+    from_disk: bool,
+    times: CompileTimes,
+}
+
+/// Builds one kernel (already named by its link symbol) as its own module, or reads it from the
+/// disk cache.
+fn build_one(host: &Host, kernel: &Kernel) -> Result<Built, CodegenError> {
+    let t0 = Instant::now();
+    let ctx = Context::create();
+    let module = ctx.create_module("dynamo_kernels");
+    let triple = TargetTriple::create(&host.triple);
+    let target = Target::from_triple(&triple).map_err(|e| CodegenError::Jit(e.to_string()))?;
+    let tm = target
+        .create_target_machine(&triple, &host.target.cpu, &host.target.features, OptimizationLevel::Aggressive, RelocMode::PIC, CodeModel::Small)
+        .ok_or_else(|| CodegenError::Jit("cannot create a target machine for the host".into()))?;
+    module.set_triple(&triple);
+    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    let mut em = Emitter::new(&ctx, &module, host.target.clone());
+    em.emit_kernel(kernel)?;
+    em.finish();
+    module.verify().map_err(|e| CodegenError::Verify(e.to_string()))?;
+    let dir = disk_cache_dir();
+    let key = dir.map(|_| disk_key(host, &module.print_to_string().to_string()));
+    let t1 = Instant::now();
+    let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
+    if let (Some(dir), Some(key)) = (dir, &key) {
+        if let Some((ir, obj)) = disk_read(dir, key) {
+            return Ok(Built { ir, obj, from_disk: true, times: CompileTimes { emit_ms: ms(t0, Instant::now()), ..Default::default() } });
+        }
+    }
+    module.run_passes(&pipeline(), &tm, PassBuilderOptions::create()).map_err(|e| CodegenError::Jit(e.to_string()))?;
+    let ir = module.get_function(&kernel.name).map(|f| f.print_to_string().to_string()).unwrap_or_default();
+    let t2 = Instant::now();
+    let obj = tm.write_to_memory_buffer(&module, FileType::Object).map_err(|e| CodegenError::Jit(e.to_string()))?;
+    let obj = obj.as_slice().to_vec();
+    let t3 = Instant::now();
+    if let (Some(dir), Some(key)) = (dir, &key) {
+        disk_write(dir, key, &ir, &obj);
+    }
+    Ok(Built { ir, obj, from_disk: false, times: CompileTimes { emit_ms: ms(t0, t1), opt_ms: ms(t1, t2), codegen_ms: ms(t2, t3), ..Default::default() } })
+}
+
+/// Builds every job's kernel ([`build_one`]) on up to [`compile_threads`] threads, results in
+/// job order; the first error wins.
+fn build_all(host: &Host, jobs: &[(Kernel, String)]) -> Result<Vec<Built>, CodegenError> {
+    let n_threads = compile_threads().min(jobs.len());
+    if n_threads <= 1 {
+        return jobs.iter().map(|(k, _)| build_one(host, k)).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut slots: Vec<Option<Result<Built, CodegenError>>> = (0..jobs.len()).map(|_| None).collect();
+    let done: Mutex<Vec<(usize, Result<Built, CodegenError>)>> = Mutex::new(Vec::with_capacity(jobs.len()));
+    std::thread::scope(|s| {
+        for _ in 0..n_threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= jobs.len() {
+                    break;
+                }
+                let r = build_one(host, &jobs[i].0);
+                done.lock().unwrap_or_else(|e| e.into_inner()).push((i, r));
+            });
+        }
+    });
+    for (i, r) in done.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        slots[i] = Some(r);
+    }
+    slots.into_iter().map(|r| r.unwrap_or_else(|| Err(CodegenError::Jit("a kernel build thread panicked".into())))).collect()
+}
+
+/// Loads a built kernel with cache key `key` and link symbol `symbol`, and enters it in the
+/// in-memory cache; or, where another thread loaded the same kernel meanwhile, takes that one.
+/// A symbol still defined by a module that is being dropped (its last user gone, its tracker not
+/// yet removed) is waited for, outside the lock, so the JIT never sees one symbol twice.
+fn link(jit: &Mutex<Lljit>, key: &str, symbol: &str, b: Built) -> Result<(KernelFn, String, Arc<ModuleCode>), CodegenError> {
+    loop {
+        let mut guard = jit.lock().unwrap_or_else(|e| e.into_inner());
+        // Lock order: the JIT, then the cache (ModuleCode::drop takes only the JIT's).
+        let mut cache = kernel_cache().lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((func, ir, code)) = cache.get(key).and_then(|e| e.code.upgrade().map(|c| (e.func, e.ir.clone(), c))) {
+            return Ok((func, ir, code));
+        }
+        if !guard.1.contains(symbol) {
+            // SAFETY: the JIT is locked and defines no `symbol` now.
+            let (func, code) = unsafe { load_object(guard.0, &b.obj, symbol) }?;
+            guard.1.insert(symbol.to_string());
+            cache.retain(|_, e| e.code.strong_count() > 0);
+            cache.insert(key.to_string(), CacheEntry { func, ir: b.ir.clone(), code: Arc::downgrade(&code) });
+            return Ok((func, b.ir, code));
+        }
+        drop(cache);
+        drop(guard);
+        std::thread::yield_now();
+    }
+}
+
+/// Adds object code that defines `symbol` to the JIT under a resource tracker of its own and
+/// returns the loaded function and its code.
+///
+/// # Safety
+/// `j` is the process-wide LLJIT, locked by the caller, whose main dylib does not define `symbol`.
+unsafe fn load_object(j: LLVMOrcLLJITRef, obj: &[u8], symbol: &str) -> Result<(KernelFn, Arc<ModuleCode>), CodegenError> {
+    let jd = LLVMOrcLLJITGetMainJITDylib(j);
+    let tracker = LLVMOrcJITDylibCreateResourceTracker(jd);
+    let name = CString::new("dynamo_kernels").expect("no NUL");
+    let buf = inkwell::llvm_sys::core::LLVMCreateMemoryBufferWithMemoryRangeCopy(obj.as_ptr() as *const c_char, obj.len(), name.as_ptr());
+    let release = |tracker| {
+        let _ = take_error(LLVMOrcResourceTrackerRemove(tracker));
+        LLVMOrcReleaseResourceTracker(tracker);
+    };
+    if let Err(e) = take_error(LLVMOrcLLJITAddObjectFileWithRT(j, tracker, buf)) {
+        release(tracker);
+        return Err(e);
+    }
+    let cname = CString::new(symbol).map_err(|e| CodegenError::Jit(e.to_string()))?;
+    let mut addr: LLVMOrcExecutorAddress = 0;
+    if let Err(e) = take_error(LLVMOrcLLJITLookup(j, &mut addr, cname.as_ptr())) {
+        release(tracker);
+        return Err(e);
+    }
+    if addr == 0 {
+        release(tracker);
+        return Err(CodegenError::Jit(format!("symbol {symbol} resolved to null")));
+    }
+    Ok((std::mem::transmute::<usize, KernelFn>(addr as usize), Arc::new(ModuleCode { tracker, symbol: symbol.to_string() })))
 }
 
 /// Builds IR for `kernels` (after legalization) in a fresh module; returns the module's text.
@@ -415,6 +681,8 @@ pub struct JitModule {
     pub times: CompileTimes,
     /// How many of `kernels` came from the cache (Note [kernel cache]).
     pub cache_hits: usize,
+    /// How many of the kernels built were read from the disk cache (Note [kernel disk cache]).
+    pub disk_hits: usize,
 }
 
 // SAFETY: the kernels are immutable machine code, kept loaded by `_code`.
@@ -423,15 +691,17 @@ unsafe impl Sync for JitModule {}
 
 impl JitModule {
     /// Legalizes `kernels`, takes the ones already loaded from the cache (Note [kernel cache]),
-    /// and emits, optimizes (`default<O3>`), compiles for the host and loads the others as one
-    /// module.
+    /// and builds the others, one LLVM module each, on up to [`compile_threads`] threads: emit,
+    /// optimize (`default<O3>`), compile for the host, or read the object code from the disk
+    /// cache (Note [kernel disk cache]); then loads them into the process-wide LLJIT.
     pub fn compile(kernels: &[Kernel]) -> Result<JitModule, CodegenError> {
         let host = host();
         let jit = jit()?;
         let t0 = Instant::now();
         let legal: Vec<Kernel> = kernels.iter().map(legalize).collect();
         let keys: Vec<String> = legal.iter().map(cache_key).collect();
-        // Per kernel: the loaded function, its IR and its code, from the cache or compiled below.
+        // Per kernel: the loaded function, its IR (under its link symbol) and its code, from the
+        // cache or built below.
         let mut found: Vec<Option<(KernelFn, String, Arc<ModuleCode>)>> = Vec::with_capacity(legal.len());
         {
             let cache = kernel_cache().lock().unwrap_or_else(|e| e.into_inner());
@@ -440,112 +710,54 @@ impl JitModule {
             }
         }
         let cache_hits = found.iter().filter(|f| f.is_some()).count();
-        // Kernels to compile: the first of each key that the cache lacks.
+        // Kernels to build: the first of each key that the cache lacks.
         let mut to_compile: Vec<usize> = Vec::new();
         for (i, key) in keys.iter().enumerate() {
             if found[i].is_none() && !to_compile.iter().any(|&j| keys[j] == *key) {
                 to_compile.push(i);
             }
         }
-        let (mut t1, mut t2, mut t3) = (t0, t0, t0);
+        let mut times = CompileTimes::default();
+        let mut disk_hits = 0;
         if !to_compile.is_empty() {
-            let ctx = Context::create();
-            let module = ctx.create_module("dynamo_kernels");
-            let triple = TargetTriple::create(&host.triple);
-            let target = Target::from_triple(&triple).map_err(|e| CodegenError::Jit(e.to_string()))?;
-            let tm = target
-                .create_target_machine(
-                    &triple,
-                    &host.target.cpu,
-                    &host.target.features,
-                    OptimizationLevel::Aggressive,
-                    RelocMode::PIC,
-                    CodeModel::Small,
-                )
-                .ok_or_else(|| CodegenError::Jit("cannot create a target machine for the host".into()))?;
-            module.set_triple(&triple);
-            module.set_data_layout(&tm.get_target_data().get_data_layout());
-            let mut em = Emitter::new(&ctx, &module, host.target.clone());
-            for &i in &to_compile {
-                em.emit_kernel(&legal[i])?;
-            }
-            em.finish();
-            module.verify().map_err(|e| CodegenError::Verify(e.to_string()))?;
-            t1 = Instant::now();
-            module
-                .run_passes(&pipeline(), &tm, PassBuilderOptions::create())
-                .map_err(|e| CodegenError::Jit(e.to_string()))?;
-            let irs: Vec<String> = to_compile
+            let jobs: Vec<(Kernel, String)> = to_compile
                 .iter()
-                .map(|&i| module.get_function(&legal[i].name).map(|f| f.print_to_string().to_string()).unwrap_or_default())
+                .map(|&i| {
+                    let symbol = link_symbol(&keys[i]);
+                    let mut k = legal[i].clone();
+                    k.name = symbol.clone();
+                    (k, symbol)
+                })
                 .collect();
-            t2 = Instant::now();
-            let obj = tm
-                .write_to_memory_buffer(&module, FileType::Object)
-                .map_err(|e| CodegenError::Jit(e.to_string()))?;
-            t3 = Instant::now();
-            let bytes = obj.as_slice();
-            let guard = jit.lock().unwrap_or_else(|e| e.into_inner());
-            let code;
-            let mut funcs = Vec::with_capacity(to_compile.len());
-            unsafe {
-                let j = guard.0;
-                let jd = LLVMOrcLLJITGetMainJITDylib(j);
-                let tracker = LLVMOrcJITDylibCreateResourceTracker(jd);
-                let name = CString::new("dynamo_kernels").unwrap();
-                let buf = inkwell::llvm_sys::core::LLVMCreateMemoryBufferWithMemoryRangeCopy(
-                    bytes.as_ptr() as *const c_char,
-                    bytes.len(),
-                    name.as_ptr(),
-                );
-                let release = |tracker| {
-                    let _ = take_error(LLVMOrcResourceTrackerRemove(tracker));
-                    LLVMOrcReleaseResourceTracker(tracker);
-                };
-                if let Err(e) = take_error(LLVMOrcLLJITAddObjectFileWithRT(j, tracker, buf)) {
-                    release(tracker);
-                    return Err(e);
-                }
-                for &i in &to_compile {
-                    let k = &legal[i];
-                    let cname = CString::new(k.name.clone()).map_err(|e| CodegenError::Jit(e.to_string()))?;
-                    let mut addr: LLVMOrcExecutorAddress = 0;
-                    if let Err(e) = take_error(LLVMOrcLLJITLookup(j, &mut addr, cname.as_ptr())) {
-                        release(tracker);
-                        return Err(e);
-                    }
-                    if addr == 0 {
-                        release(tracker);
-                        return Err(CodegenError::Jit(format!("symbol {} resolved to null", k.name)));
-                    }
-                    funcs.push(std::mem::transmute::<usize, KernelFn>(addr as usize));
-                }
-                code = Arc::new(ModuleCode { tracker });
+            let built = build_all(host, &jobs)?;
+            let t_link = Instant::now();
+            for ((&i, b), (_, symbol)) in to_compile.iter().zip(built).zip(&jobs) {
+                times.add(&b.times);
+                disk_hits += b.from_disk as usize;
+                found[i] = Some(link(jit, &keys[i], symbol, b)?);
             }
-            drop(guard);
-            let mut cache = kernel_cache().lock().unwrap_or_else(|e| e.into_inner());
-            cache.retain(|_, e| e.code.strong_count() > 0);
-            for ((&i, func), ir) in to_compile.iter().zip(funcs).zip(irs) {
-                cache.insert(keys[i].clone(), CacheEntry { func, ir: ir.clone(), code: Arc::downgrade(&code) });
-                found[i] = Some((func, ir, code.clone()));
-            }
-            // Later duplicates of a kernel compiled here.
+            // Later duplicates of a kernel built here.
+            let cache = kernel_cache().lock().unwrap_or_else(|e| e.into_inner());
             for i in 0..legal.len() {
                 if found[i].is_none() {
                     let e = &cache[&keys[i]];
-                    found[i] = Some((e.func, e.ir.clone(), code.clone()));
+                    let code = e.code.upgrade().expect("built above and held by `found`");
+                    found[i] = Some((e.func, e.ir.clone(), code));
                 }
             }
+            drop(cache);
+            times.link_ms = t_link.elapsed().as_secs_f64() * 1e3;
         }
         let mut compiled = Vec::with_capacity(legal.len());
         let mut code: Vec<Arc<ModuleCode>> = Vec::new();
         let mut llvm_ir = String::new();
-        for (k, f) in legal.iter().zip(found) {
+        for ((k, f), key) in legal.iter().zip(found).zip(&keys) {
             let (func, ir, c) = f.expect("every kernel was found or compiled");
             if !code.iter().any(|x| Arc::ptr_eq(x, &c)) {
                 code.push(c);
             }
-            llvm_ir.push_str(&ir);
+            // The dump shows the kernel's own name, not its link symbol.
+            llvm_ir.push_str(&ir.replace(&link_symbol(key), &k.name));
             llvm_ir.push('\n');
             compiled.push(CompiledKernel {
                 name: k.name.clone(),
@@ -561,20 +773,8 @@ impl JitModule {
                 },
             });
         }
-        let t4 = Instant::now();
-        let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
-        Ok(JitModule {
-            _code: code,
-            kernels: compiled,
-            llvm_ir,
-            cache_hits,
-            times: CompileTimes {
-                emit_ms: ms(t0, t1),
-                opt_ms: ms(t1, t2),
-                codegen_ms: ms(t2, t3),
-                link_ms: ms(t3, t4),
-            },
-        })
+        times.wall_ms = t0.elapsed().as_secs_f64() * 1e3;
+        Ok(JitModule { _code: code, kernels: compiled, llvm_ir, cache_hits, disk_hits, times })
     }
 
     /// Runs kernel `idx` over its whole iteration space.

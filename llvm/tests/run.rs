@@ -452,3 +452,33 @@ fn scatter_add_rows() {
     b.store(o, idx(0, &[1]), v);
     assert!(b.finish().is_err());
 }
+
+/// Note [kernel disk cache]: equal kernels get one link symbol. A stress test of threads that
+/// compile, run and drop the same kernel at once (one thread's module unloaded while another
+/// loads or runs the symbol): every compile succeeds and every run computes the right values.
+#[test]
+fn equal_kernels_compiled_and_dropped_on_many_threads() {
+    let build = |name: String| {
+        let mut b = KernelBuilder::new(name, vec![64]);
+        let x_arg = b.input("x", DType::F32);
+        let out_arg = b.output("out", DType::F32);
+        let x = b.load(x_arg, idx(0, &[1]));
+        let c = b.const_f32(3.0);
+        let y = b.binary(BinaryOp::Mul, x, c);
+        b.store(out_arg, idx(0, &[1]), y);
+        b.finish().unwrap()
+    };
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            s.spawn(move || {
+                let input: Vec<f32> = (0..64).map(|i| i as f32 + t as f32).collect();
+                for _ in 0..25 {
+                    let jm = JitModule::compile(&[build(format!("{}same", dynamo_llvm::unique_kernel_prefix()))]).unwrap();
+                    let mut out = vec![0f32; 64];
+                    unsafe { jm.run(0, &[input.as_ptr() as *mut u8, out.as_mut_ptr() as *mut u8]) };
+                    assert!(out.iter().zip(&input).all(|(o, x)| *o == x * 3.0));
+                }
+            });
+        }
+    });
+}

@@ -410,8 +410,16 @@ fn build_group(
 pub fn codegen(ir: &GraphIr, sched: &Schedule) -> Result<CodegenResult, String> {
     let (kernels, plans) = build_kernels(ir, sched)?;
     let jit = llvm::JitModule::compile(&kernels).map_err(|e| e.to_string())?;
-    tracing::debug!(target: "inductor::output_code", "compile times {:?}, {} of {} kernels from the cache", jit.times, jit.cache_hits, kernels.len());
+    tracing::debug!(
+        target: "inductor::output_code",
+        "compile times {:?}, {} of {} kernels from the cache, {} from the disk cache",
+        jit.times,
+        jit.cache_hits,
+        kernels.len(),
+        jit.disk_hits
+    );
     super::counters::KERNEL_CACHE_HITS.fetch_add(jit.cache_hits as u64, std::sync::atomic::Ordering::Relaxed);
+    super::counters::KERNEL_DISK_HITS.fetch_add(jit.disk_hits as u64, std::sync::atomic::Ordering::Relaxed);
     tracing::trace!(target: "llvm::ir", "{}", jit.llvm_ir);
     Ok(CodegenResult { jit, kernels: plans })
 }

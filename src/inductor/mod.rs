@@ -54,6 +54,9 @@ pub mod counters {
     /// Kernels of compiled graphs whose machine code was already loaded (llvm's Note [kernel
     /// cache]); they count in `kernels_compiled` too.
     pub static KERNEL_CACHE_HITS: AtomicU64 = AtomicU64::new(0);
+    /// Kernels whose object code was read from the disk cache instead of being optimized and
+    /// compiled (llvm's Note [kernel disk cache]); they count in `kernels_compiled` too.
+    pub static KERNEL_DISK_HITS: AtomicU64 = AtomicU64::new(0);
     /// Microseconds spent in LLVM making PTX (GPU path).
     pub static GPU_LLVM_US: AtomicU64 = AtomicU64::new(0);
     /// Microseconds spent turning PTX into loaded machine code (GPU path): the driver's JIT
@@ -66,7 +69,7 @@ pub mod counters {
     /// others went through the driver's PTX JIT.
     pub static GPU_CUBIN_MODULES: AtomicU64 = AtomicU64::new(0);
 
-    pub fn all() -> [(&'static str, &'static AtomicU64); 12] {
+    pub fn all() -> [(&'static str, &'static AtomicU64); 13] {
         [
             ("graphs_compiled", &GRAPHS_COMPILED),
             ("kernels_compiled", &KERNELS_COMPILED),
@@ -76,6 +79,7 @@ pub mod counters {
             ("guard_failures", &GUARD_FAILURES),
             ("layout_fixups", &LAYOUT_FIXUPS),
             ("kernel_cache_hits", &KERNEL_CACHE_HITS),
+            ("kernel_disk_cache_hits", &KERNEL_DISK_HITS),
             ("gpu_llvm_us", &GPU_LLVM_US),
             ("gpu_jit_us", &GPU_JIT_US),
             ("gpu_module_cache_hits", &GPU_MODULE_CACHE_HITS),
@@ -99,6 +103,14 @@ fn inductor_counters(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 #[pyfunction]
 fn inductor_thread_pool() -> &'static str {
     dynamo_llvm::jit::thread_pool_name()
+}
+
+/// The folder of the kernel disk cache (a `str` path), or None when it is off: see Note [kernel
+/// disk cache] in llvm/src/jit.rs for the environment variables that decide it (read once per
+/// process).
+#[pyfunction]
+fn kernel_disk_cache_dir() -> Option<String> {
+    dynamo_llvm::jit::disk_cache_dir().map(|p| p.to_string_lossy().into_owned())
 }
 
 /// Sets every counter to zero.
@@ -718,6 +730,7 @@ fn plan_scratch_slots(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(inductor_compile, m)?)?;
     m.add_function(wrap_pyfunction!(inductor_counters, m)?)?;
+    m.add_function(wrap_pyfunction!(kernel_disk_cache_dir, m)?)?;
     m.add_function(wrap_pyfunction!(inductor_thread_pool, m)?)?;
     m.add_function(wrap_pyfunction!(inductor_reset_counters, m)?)?;
     m.add_class::<CompiledGraph>()?;
