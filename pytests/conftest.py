@@ -39,7 +39,8 @@ def pytest_addoption(parser):
 class GraphCodeCheck:
     """Wraps `torch.fx.GraphModule.recompile` (which every GraphModule runs when it is made or its
     graph changes) to record each graph whose generated Python code does not compile: the code
-    and the error. `checked` counts the graphs seen."""
+    and the error; `_LazyGraphModule`'s too, which only marks the code due. `checked` counts the
+    graphs seen."""
 
     def __init__(self):
         self.failures = []
@@ -50,6 +51,9 @@ class GraphCodeCheck:
         orig = self._orig = torch.fx.GraphModule.recompile
         check = self
 
+        # Under dynamo.disable: a lazy graph module writes its code on its first call, which can
+        # come from inside a compiled frame, and these wrappers are not code under test.
+        @dynamo.disable
         def recompile(gm):
             check.checked += 1
             try:
@@ -59,6 +63,27 @@ class GraphCodeCheck:
                 raise
 
         torch.fx.GraphModule.recompile = recompile
+
+        # Note [lazy graph modules]: dynamo's graph modules write their code on first use, so
+        # their (classmethod) `recompile` only marks it due; the check writes and compiles it
+        # here.
+        try:
+            from torch.fx._lazy_graph_module import _LazyGraphModule
+        except ImportError:
+            return
+        mark_due = _LazyGraphModule.__dict__["recompile"].__func__
+
+        @dynamo.disable
+        def lazy_recompile(gm):
+            check.checked += 1
+            src = gm.graph.python_code("self").src
+            try:
+                compile(src, "<fx graph>", "exec")
+            except SyntaxError as e:
+                check.failures.append(f"{e}\n{src}")
+            return mark_due(type(gm))
+
+        _LazyGraphModule.recompile = lazy_recompile
 
 
 GRAPH_CODE = GraphCodeCheck()

@@ -437,8 +437,9 @@ def _static_graph(gm, args, runtime):
         new.meta["example_value"] = v
         env[node] = new
         values[node] = v
-    out = torch.fx.GraphModule(gm, graph)
-    return out
+    from .aot import graph_module
+
+    return graph_module(gm, graph)
 
 
 def _identity(t):

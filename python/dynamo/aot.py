@@ -29,6 +29,32 @@ import torch
 from . import _C
 
 
+try:
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+except ImportError:  # a torch without lazy graph modules
+    _GraphModuleClass = torch.fx.GraphModule
+else:
+
+    class _GraphModuleClass(_LazyGraphModule):
+        """torch.fx's lazy graph module whose first ``forward`` call writes the code and runs
+        the new ``forward`` directly. torch's own ``_lazy_forward`` calls the module
+        (``self(*args)``), which runs global module hooks for the graph module and adds frames
+        to a traceback: calling ``gm.forward`` of a plain GraphModule does neither."""
+
+        def _lazy_forward(self, *args, **kwargs):
+            self.real_recompile()
+            return self.forward(*args, **kwargs)
+
+        forward = _lazy_forward
+
+
+def graph_module(root, graph):
+    """``torch.fx.GraphModule(root, graph)`` whose Python code is written when first needed (a
+    call of its ``forward``, ``.code``, printing): torch.fx's ``_LazyGraphModule`` where torch has
+    it. Inductor reads the nodes only (Note [lazy graph modules] in src/autograd/export.rs)."""
+    return _GraphModuleClass(root, graph)
+
+
 def getitem_backward(grad, sizes, index):
     """Gradient of ``x[index]`` for basic indexing (ints, slices, None, ...): ``grad`` scattered
     into zeros of ``x``'s ``sizes`` (PyTorch's ``select_backward``/``slice_backward``). Called
@@ -699,7 +725,7 @@ def _view_outputs(gm, entry_grad=None):
         if node.name in step_names and not node.users:
             graph.erase_node(node)
     empty = not new_outputs and all(n.op in ("placeholder", "output") for n in graph.nodes)
-    return _ViewOutputs(torch.fx.GraphModule(gm, graph), specs, steps, empty)
+    return _ViewOutputs(graph_module(gm, graph), specs, steps, empty)
 
 
 def _no_outputs(*_args):
@@ -815,7 +841,7 @@ def _flash_attention_graph(gm):
         lse.meta = {"example_value": lse_value}
         node.replace_all_uses_with(result)
         graph.erase_node(node)
-    return torch.fx.GraphModule(gm, graph)
+    return graph_module(gm, graph)
 
 
 # Note [segments]: an op without a derivative rule does not send its whole graph to torch. The

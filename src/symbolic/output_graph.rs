@@ -1346,7 +1346,8 @@ impl OutputGraph {
         }
         let outs = self.args_to_py(py, &self.graph.outputs, &fx_nodes, &gr)?;
         g.call_method1("output", (outs,))?;
-        fx.getattr("GraphModule")?.call1((root, g))
+        // Note [lazy graph modules]: the code is written when the backend first needs it.
+        crate::autograd::export::graph_module_class(py)?.call1((root, g))
     }
 
     /// `gr`: the fx graph being built and its root module (Note [constants fx cannot write]).
