@@ -1319,6 +1319,9 @@ fn shared_key(vt: &VT) -> Option<usize> {
         VT::UserObject(o) => Rc::as_ptr(o) as *const () as usize,
         VT::NestedFunction(nf) => Rc::as_ptr(nf) as *const () as usize,
         VT::Cell(c) => Rc::as_ptr(c) as *const () as usize,
+        // A torch module made in the trace is constructed again once, however many live values
+        // reach it (a local and the bound method `d.eval` on the stack at a break).
+        VT::Module { obj, source: None } => obj.as_ptr() as usize,
         _ => return None,
     })
 }

@@ -1497,11 +1497,36 @@ pub fn tensor_meta(t: &Bound<'_, PyAny>) -> PyResult<TensorMeta> {
     })
 }
 
+/// Whether some permutation of `t`'s dims is contiguous (c10's `is_non_overlapping_and_dense`):
+/// the dims of size above 1, ordered by stride, have strides 1, size0, size0 * size1, ...
+fn non_overlapping_and_dense(t: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let (sizes, strides) = size_hints(t)?;
+    if sizes.iter().product::<i64>() < 2 {
+        return Ok(true);
+    }
+    let mut dims: Vec<(i64, i64)> = sizes.into_iter().zip(strides).filter(|&(size, _)| size != 1).collect();
+    dims.sort_by_key(|&(size, stride)| (stride, size));
+    let mut expected = 1;
+    for (size, stride) in dims {
+        if stride != expected {
+            return Ok(false);
+        }
+        expected *= size;
+    }
+    Ok(true)
+}
+
 /// True when tensors `a` and `b` share a storage, are not the same view of it, and their element
-/// ranges in it intersect (PyTorch's `MemOverlapStatus::Partial`, approximated by ranges).
+/// ranges in it intersect: PyTorch's `MemOverlapStatus::Partial` (aten/src/ATen/MemoryOverlap.cpp,
+/// `get_overlap_status`), which eager's copy and in-place ops raise on. As there, only tensors
+/// that are both non-overlapping and dense are compared at all: a strided view (`y[:, 0]` of a
+/// matrix, which `y[:, 0] += 3` writes back into `y`) is `TooHard`, and eager does not raise.
 fn partly_overlaps(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<bool> {
     let key = |t: &Bound<'_, PyAny>| -> PyResult<usize> { t.call_method0("untyped_storage")?.getattr("_cdata")?.extract() };
     if key(a)? != key(b)? {
+        return Ok(false);
+    }
+    if !non_overlapping_and_dense(a)? || !non_overlapping_and_dense(b)? {
         return Ok(false);
     }
     let layout = |t: &Bound<'_, PyAny>| -> PyResult<(i64, Vec<i64>, Vec<i64>)> {

@@ -1008,9 +1008,16 @@ impl<'a> InstructionTranslator<'a> {
             op::LIST_APPEND => {
                 let v = self.pop()?;
                 let idx = self.stack.len() - arg as usize;
+                // A list display cut by a graph break reaches the resume function half built, as
+                // an argument (a list with a source): its appends are recorded like `l.append`.
                 match &self.stack[idx] {
-                    VT::List(l) if l.borrow().source.is_none() => l.borrow_mut().items.push(v),
-                    _ => graph_break!(UnsupportedOperation, "LIST_APPEND to a list this frame did not build"),
+                    VT::List(l) => {
+                        if l.borrow().source.is_some() {
+                            self.og.side_effects.mutate_list(l);
+                        }
+                        l.borrow_mut().items.push(v)
+                    }
+                    _ => graph_break!(UnsupportedOperation, "LIST_APPEND to a value that is not a list"),
                 }
             }
             op::LIST_EXTEND => {
@@ -1018,8 +1025,13 @@ impl<'a> InstructionTranslator<'a> {
                 let items = self.unpack(py, &v)?;
                 let idx = self.stack.len() - arg as usize;
                 match &self.stack[idx] {
-                    VT::List(l) if l.borrow().source.is_none() => l.borrow_mut().items.extend(items),
-                    _ => graph_break!(UnsupportedOperation, "LIST_EXTEND to a list this frame did not build"),
+                    VT::List(l) => {
+                        if l.borrow().source.is_some() {
+                            self.og.side_effects.mutate_list(l);
+                        }
+                        l.borrow_mut().items.extend(items)
+                    }
+                    _ => graph_break!(UnsupportedOperation, "LIST_EXTEND to a value that is not a list"),
                 }
             }
             op::LIST_TO_TUPLE => {

@@ -147,6 +147,24 @@ impl<'a> InstructionTranslator<'a> {
         }
         for table in ["_parameters", "_buffers", "_modules"] {
             if let Some(t) = d.get_item(table).ok() {
+                // Note [module tables written in the trace]: `m.half()`/`m.to(...)` (`_apply`),
+                // `register_buffer` and `add_module` write `m._buffers[k]` etc. through a dict
+                // tracker of the real table, replayed after the graph; `m.k` read later in the
+                // trace answers from that tracker, not from the real table that still holds the
+                // old tensor (a float32 buffer after `.half()`).
+                if let Some((_, tracked)) = self.og.dicts_by_ptr.get(&(t.as_ptr() as usize)) {
+                    if self.og.side_effects.dicts.iter().any(|w| Rc::ptr_eq(w, tracked)) {
+                        let tracked = tracked.clone();
+                        let found = tracked.borrow().items.iter().find(|(k, _)| k.bind(py).extract::<&str>().is_ok_and(|k| k == name)).map(|(_, v)| v.clone());
+                        match found {
+                            Some(v) => return Ok(v),
+                            None if t.cast::<PyDict>().is_ok_and(|t| t.contains(name).unwrap_or(true)) => {
+                                graph_break!(UntracedValue, "attribute '{name}' of a module after it was removed from its {table} in the trace")
+                            }
+                            None => continue,
+                        }
+                    }
+                }
                 if let Ok(Some(v)) = t.cast::<PyDict>().map(|t| t.get_item(name)).unwrap_or(Ok(None)) {
                     return match (src, table) {
                         (Some(s), _) => wrap(py, self.og, &v, s),
