@@ -1,0 +1,156 @@
+"""Graph breaks HF transformers models hit that torch.compile does not, round s38: each program
+runs eagerly and compiled and is compared exactly, with graph, break and recompile counts."""
+
+import functools
+import sys
+import types
+
+import pytest
+import torch
+
+import dynamo
+
+
+def _module(name, source):
+    """A module `name` made from `source` and registered in `sys.modules`, so that its functions'
+    globals are that module's dict, as for any imported module."""
+    m = types.ModuleType(name)
+    exec(compile(source, f"<{name}>", "exec"), m.__dict__)
+    sys.modules[name] = m
+    return m
+
+
+@pytest.fixture
+def helper_module():
+    name = "_dynamo_s38_helpers"
+    m = _module(name, (
+        "import functools, importlib.util\n"
+        "MODE = 'double'\n"
+        "def _marked(fn):\n"
+        "    fn._dynamo_marked_constant = True\n"
+        "    return fn\n"
+        "@functools.lru_cache\n"
+        "def scale(k):\n"
+        "    return 2 * k if MODE == 'double' else 5 * k\n"
+        "@functools.lru_cache\n"
+        "@_marked\n"
+        "def has_package(name):\n"
+        "    return importlib.util.find_spec(name) is not None\n"
+        "@_marked\n"
+        "def version_ok(v):\n"
+        "    return importlib.util.find_spec('torch') is not None and v > 1\n"
+    ))
+    yield m
+    del sys.modules[name]
+
+
+def _counts():
+    c = dynamo.counters()
+    return c["graphs"], c["graph_breaks"], c["recompiles"]
+
+
+def test_lru_cached_function_of_another_module_reads_its_globals(helper_module):
+    # The `__wrapped__` of an lru_cache wrapper has no source of its own; its globals are its
+    # module's dict, reached as `sys.modules[name].__dict__` (Note [globals of functions without
+    # a source]). Before: GB0011 "function scale from other globals without a source".
+    def f(x):
+        return x * helper_module.scale(3)
+
+    x = torch.arange(4.0)
+    want = f(x)
+    dynamo.reset()
+    g = dynamo.optimize("eager")(f)
+    assert torch.equal(g(x), want)
+    assert torch.equal(g(x), want)
+    assert _counts() == (1, 0, 0)
+    # The global the body read is guarded: a new value after `cache_clear` recompiles, as eager
+    # then computes the new product.
+    helper_module.MODE = "five"
+    helper_module.scale.cache_clear()
+    assert torch.equal(g(x), f(x))
+    assert torch.equal(g(x), x * 15)
+    assert _counts() == (2, 0, 1)
+
+
+def test_lru_cached_function_keeps_its_cache_counts(helper_module):
+    def f(x):
+        return x + helper_module.scale(4)
+
+    x = torch.ones(2)
+    helper_module.scale.cache_clear()
+    f(x), f(x)
+    want = helper_module.scale.cache_info()
+    helper_module.scale.cache_clear()
+    dynamo.reset()
+    g = dynamo.optimize("eager")(f)
+    g(x), g(x)
+    assert helper_module.scale.cache_info() == want
+    assert _counts() == (1, 0, 0)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_function_marked_constant_runs_at_trace_time(helper_module, backend):
+    # `_dynamo_marked_constant` (torch._dynamo.assume_constant_result; transformers'
+    # `_make_compile_constant` on `is_torch_greater_or_equal`): the body, which walks importlib,
+    # is run once while tracing and its result kept (Note [functions marked constant]).
+    def f(x):
+        if helper_module.has_package("torch") and helper_module.version_ok(3):
+            x = x + 1
+        if helper_module.has_package("_surely_not_installed_pkg_s38"):
+            x = x * 100
+        return x * 2
+
+    x = torch.arange(3.0)
+    want = f(x)
+    dynamo.reset()
+    g = dynamo.optimize(backend)(f)
+    assert torch.equal(g(x), want)
+    assert torch.equal(g(x), want)
+    assert _counts() == (1, 0, 0)
+
+
+def test_function_marked_constant_with_tensor_argument_is_traced(helper_module):
+    # Only constant arguments make the call a constant; a tensor argument is traced as usual.
+    m = _module("_dynamo_s38_helpers2", (
+        "def _marked(fn):\n"
+        "    fn._dynamo_marked_constant = True\n"
+        "    return fn\n"
+        "@_marked\n"
+        "def double(x):\n"
+        "    return x * 2\n"
+    ))
+    try:
+        def f(x):
+            return m.double(x) + 1
+
+        x = torch.arange(3.0)
+        want = f(x)
+        dynamo.reset()
+        g = dynamo.optimize("eager")(f)
+        assert torch.equal(g(x), want)
+        assert torch.equal(g(x + 1), f(x + 1))
+        assert _counts() == (1, 0, 0)
+    finally:
+        del sys.modules["_dynamo_s38_helpers2"]
+
+
+def test_mamba_selective_scan_one_graph():
+    # transformers' `mamba_selective_scan` behind `use_kernel_func_from_hub_with_fallback` and
+    # the `kernels` package's `Func` module: its `is_torch_greater_or_equal("2.9.0")` is an
+    # lru_cache'd, constant-marked function of another module. Before: 5 breaks (GB0011 in
+    # every frame of the chain), 1 graph.
+    transformers = pytest.importorskip("transformers")
+    mm = pytest.importorskip("transformers.models.mamba.modeling_mamba")
+    transformers.logging.set_verbosity_error()
+
+    def f(hs, dt, A, B, C, D):
+        return mm.mamba_selective_scan(hs, dt, A, B, C, D)
+
+    g = torch.Generator().manual_seed(0)
+    args = (torch.randn(2, 8, 5, generator=g), torch.rand(2, 8, 5, generator=g), -torch.rand(8, 4, generator=g),
+            torch.randn(2, 4, 5, generator=g), torch.randn(2, 4, 5, generator=g), torch.randn(8, generator=g))
+    want = f(*args)
+    dynamo.reset()
+    c = dynamo.optimize("eager")(f)
+    assert torch.equal(c(*args), want)
+    assert _counts() == (1, 0, 0)
