@@ -154,3 +154,89 @@ def test_mamba_selective_scan_one_graph():
     c = dynamo.optimize("eager")(f)
     assert torch.equal(c(*args), want)
     assert _counts() == (1, 0, 0)
+
+
+def _check(f, *args, graphs, breaks, backend="eager"):
+    """`f(*args)` eagerly and compiled (twice): equal results, and the counts after the first
+    compiled call."""
+    want = f(*args)
+    dynamo.reset()
+    g = dynamo.optimize(backend)(f)
+    got = g(*args)
+    c = dynamo.counters()
+    assert (c["graphs"], c["graph_breaks"]) == (graphs, breaks), c
+    assert repr(got) == repr(want)
+    assert repr(g(*args)) == repr(want)
+
+
+def test_dict_copy_is_a_new_dict_of_the_same_objects():
+    # `model_kwargs.copy()` in transformers' `generate`. Before: GB0016 "dict.copy()".
+    def f(x, d):
+        c = d.copy()
+        c["y"] = x + 1
+        shared = c["l"] is d["l"]
+        c["l"].append(3)
+        return c, d, shared, type(c)
+
+    _check(f, torch.ones(2), {"a": 1, "l": [1]}, graphs=1, breaks=0)
+
+
+class _Out:
+    def __init__(self, t):
+        self.t = t
+
+
+class _Finalized:
+    log = []
+
+    def __del__(self):
+        _Finalized.log.append("freed")
+
+
+def test_del_of_object_from_outside_without_finalizers():
+    # `del outputs` in transformers' `_sample`, where `outputs` (a ModelOutput) came into the
+    # resume function from outside. Before: GB0026 "del of a user object".
+    def f(x, o):
+        y = o.t + x
+        del o
+        return y * 2
+
+    _check(f, torch.ones(2), _Out(torch.arange(2.0)), graphs=1, breaks=0)
+
+
+def test_del_of_object_made_in_the_trace_without_finalizers():
+    def f(x):
+        o = _Out(x + 1)
+        y = o.t * 2
+        del o
+        return y
+
+    _check(f, torch.ones(2), graphs=1, breaks=0)
+
+
+def test_del_of_object_holding_a_finalizer_still_breaks():
+    # Freeing `o` frees the `_Finalized` only it holds: its `__del__` runs at the `del`, so the
+    # `del` runs as Python (GB0026) and the log is read after it.
+    def f(x):
+        o = _Out(_Finalized())
+        del o
+        return x + len(_Finalized.log)
+
+    _Finalized.log.clear()
+    want = f(torch.ones(2))
+    _Finalized.log.clear()
+    dynamo.reset()
+    got = dynamo.optimize("eager")(f)(torch.ones(2))
+    assert torch.equal(got, want)
+    assert dynamo.counters()["graph_breaks"] >= 1
+
+    def g(x, o):
+        del o
+        return x + len(_Finalized.log)
+
+    _Finalized.log.clear()
+    want = g(torch.ones(2), _Out(_Finalized()))
+    _Finalized.log.clear()
+    dynamo.reset()
+    got = dynamo.optimize("eager")(g)(torch.ones(2), _Out(_Finalized()))
+    assert torch.equal(got, want)
