@@ -240,3 +240,67 @@ def test_del_of_object_holding_a_finalizer_still_breaks():
     dynamo.reset()
     got = dynamo.optimize("eager")(g)(torch.ones(2), _Out(_Finalized()))
     assert torch.equal(got, want)
+
+
+class _Procs(list):
+    """A list subclass with a `__call__` walking `self`, as transformers' `LogitsProcessorList`."""
+
+    def __call__(self, x):
+        for p in self:
+            x = p(x)
+        return x
+
+
+class _OwnIter(list):
+    def __iter__(self):
+        return reversed(list(list.__iter__(self)))
+
+
+def test_iterating_list_subclass_from_outside():
+    # Before: GB0006 "iterating _Procs object (its __iter__ runs in Python)" in each call.
+    procs = _Procs([torch.sin, lambda t: t * 2, torch.cos])
+
+    def f(x):
+        return procs(x) + sum(1 for _ in procs)
+
+    _check(f, torch.arange(3.0), graphs=1, breaks=0)
+    # A new item misses the length guard.
+    procs.append(torch.neg)
+    dynamo.reset()
+    x = torch.arange(3.0)
+    g = dynamo.optimize("eager")(f)
+    assert torch.equal(g(x), f(x))
+    procs.append(torch.exp)
+    assert torch.equal(g(x), f(x))
+
+
+def test_iterating_list_subclass_with_its_own_iter_keeps_it():
+    own = _OwnIter([1, 2, 3])
+
+    def f(x):
+        out = []
+        for i in own:
+            out.append(i)
+        return x + out[0], out
+
+    want = f(torch.ones(1))
+    dynamo.reset()
+    assert repr(dynamo.optimize("eager")(f)(torch.ones(1))) == repr(want)
+
+
+def test_list_subclass_grown_while_iterated():
+    # The loop body appends through a method the trace leaves to Python: the walk continues
+    # over the real object and sees the new item, as eager's list iterator does.
+    def f(x, procs):
+        n = 0
+        for p in procs:
+            x = p(x)
+            n += 1
+            if n == 1:
+                procs.append(torch.neg)
+        return x, n
+
+    want = f(torch.arange(3.0), _Procs([torch.sin, torch.cos]))
+    dynamo.reset()
+    got = dynamo.optimize("eager")(f)(torch.arange(3.0), _Procs([torch.sin, torch.cos]))
+    assert repr(got) == repr(want)
