@@ -304,3 +304,39 @@ def test_list_subclass_grown_while_iterated():
     dynamo.reset()
     got = dynamo.optimize("eager")(f)(torch.arange(3.0), _Procs([torch.sin, torch.cos]))
     assert repr(got) == repr(want)
+
+
+def _callee(a, b=2, *, c=3):
+    return a
+
+
+def test_signature_parameter_views_fold():
+    # transformers' generate: `"x" in set(inspect.signature(self.forward).parameters.keys())`.
+    # Before: GB0016 "constant method returned a non-literal", then GB0006 iterating odict_keys.
+    import inspect
+
+    def f(x):
+        params = inspect.signature(_callee).parameters
+        has_b = "b" in set(params.keys())
+        names = list(params.keys())
+        kinds = [p.kind.name for p in list(params.values())]
+        defaults = [p.default for p in list(params.values())]
+        return (x + 1 if has_b else x - 1), names, kinds, defaults, type(params.keys()).__name__, "zz" in params.keys()
+
+    _check(f, torch.ones(2), graphs=1, breaks=0)
+
+
+def test_mapping_proxy_of_a_class_is_not_folded():
+    # A class's `__dict__` proxy may change between calls: its views are not folded.
+    class K:
+        a = 1
+
+    def f(x):
+        return x + len(list(K.__dict__.keys())), "b" in K.__dict__.keys()
+
+    want = f(torch.ones(1))
+    dynamo.reset()
+    g = dynamo.optimize("eager")(f)
+    assert repr(g(torch.ones(1))) == repr(want)
+    K.b = 2
+    assert repr(g(torch.ones(1))) == repr(f(torch.ones(1)))

@@ -490,7 +490,10 @@ impl<'a> InstructionTranslator<'a> {
                 // of what it holds (`lifetime_observable`), the rule for rebinding its local.
                 // transformers' `_sample` does `del outputs` (a `ModelOutput` of tensors and the
                 // cache) in every decoding step.
-                Some(v @ (VT::Opaque { .. } | VT::UserObject(_))) if self.local_free_observable(py, v, arg as usize) => graph_break!(ObjectLifetime, "del of a user object (its finalizers may run)"),
+                Some(v @ VT::UserObject(_)) if self.local_free_observable(py, v, arg as usize) => graph_break!(ObjectLifetime, "del of a user object (its finalizers may run)"),
+                Some(v @ VT::Opaque { obj, .. }) if self.local_free_observable(py, v, arg as usize) || (self.opaque_held_only_here(py, v, arg as usize) && real_free_observable(py, obj.bind(py), 0, &mut 0)) => {
+                    graph_break!(ObjectLifetime, "del of a user object (its finalizers may run)")
+                }
                 Some(v) if self.local_free_observable(py, v, arg as usize) => graph_break!(ObjectLifetime, "del of a container whose free is observable (Note [observable frees])"),
                 Some(_) => self.locals[arg as usize] = None,
             },
@@ -1689,6 +1692,19 @@ impl<'a> InstructionTranslator<'a> {
     /// (Note [observable frees]): an object from outside the frame read through an attribute,
     /// an item or a global, or through another local that still holds it (`cfg = self`), is
     /// still held there, so dropping this local frees nothing.
+    /// Whether the object from outside in local `slot` may be held by this frame alone: it came
+    /// in as that very local and no other local holds it (`local_free_observable`'s test).
+    fn opaque_held_only_here(&self, py: Python<'_>, v: &VT, slot: usize) -> bool {
+        let VT::Opaque { obj, source } = v else { return false };
+        match &**source {
+            Source::Local { idx, .. } => {
+                let i = *idx as usize;
+                !(i != slot && self.locals.get(i).and_then(|l| l.as_ref()).is_some_and(|l| matches!(l, VT::Opaque { obj: o, .. } if o.bind(py).is(obj.bind(py)))))
+            }
+            _ => false,
+        }
+    }
+
     fn local_free_observable(&self, py: Python<'_>, v: &VT, slot: usize) -> bool {
         if let VT::Opaque { obj, source } = v {
             let held_elsewhere = match &**source {
@@ -1865,7 +1881,12 @@ fn observable_at(py: Python<'_>, v: &VT, depth: u32) -> bool {
         return false;
     }
     let cls = match v {
-        VT::Opaque { obj, .. } => return real_free_observable(py, obj.bind(py), depth, &mut 0),
+        VT::Opaque { obj, .. } => {
+            if has_user_weakrefs(py, obj.bind(py)) {
+                return true;
+            }
+            obj.bind(py).get_type().into_any()
+        }
         VT::UserObject(o) => {
             // An object made in the trace has no weak references (making one breaks); freeing
             // it frees what only it holds: its attributes and, for a dict subclass, its items.
@@ -1884,8 +1905,9 @@ fn observable_at(py: Python<'_>, v: &VT, depth: u32) -> bool {
     cls.hasattr("__del__").unwrap_or(false)
 }
 
-/// Whether freeing the real object `o` may be observed (Note [observable frees]): it has weak
-/// references or a class with `__del__`, or what it holds does (its instance `__dict__`, the
+/// Whether freeing the real object `o` may be observed (Note [observable frees]), for `del` of
+/// a local that alone may hold it: it has weak references or a class with `__del__`, or what it
+/// holds does (its instance `__dict__`, the
 /// items of a dict, list or tuple), down to the depth `observable_at` looks. `seen` counts the
 /// objects looked at; past a few hundred the answer is yes, as for anything not looked at.
 fn real_free_observable(py: Python<'_>, o: &Bound<'_, PyAny>, depth: u32, seen: &mut usize) -> bool {
