@@ -130,6 +130,15 @@ impl<'a> InstructionTranslator<'a> {
                     graph_break!(UntracedValue, "{name} of an AttributeError the trace raised (made at trace time, without the object)");
                 }
                 let v = c.bind(py).getattr(name)?;
+                // Note [signature parameters]: a Signature is immutable (its `_parameters`
+                // OrderedDict is private and never changed after `__init__`), and its
+                // `parameters` is a read-only proxy of that dict. transformers asks
+                // `"x" in set(inspect.signature(self.forward).parameters.keys())` throughout
+                // `generate`; the views of such a proxy are folded like the signature itself
+                // (a proxy of any other mapping, a class's `__dict__`, may change).
+                if name == "parameters" && v.get_type().is(py.import("types")?.getattr("MappingProxyType")?) && c.bind(py).is_instance(&py.import("inspect")?.getattr("Signature")?)? {
+                    self.og.frozen_mappings.push(v.clone().unbind());
+                }
                 Ok(VT::constant(v.unbind()))
             }
             VT::PyModule { obj: m, source } => {
@@ -2360,6 +2369,27 @@ impl<'a> InstructionTranslator<'a> {
                     vec![VT::constant(gargs.unbind()), obj]
                 };
                 self.call(py, &func, call_args, vec![])
+            }
+            VT::Constant(c) if args.is_empty() && kwargs.is_empty() && matches!(c.bind(py).getattr("__name__").ok().and_then(|n| n.extract::<String>().ok()).as_deref(), Some("keys" | "values"))
+                && c.bind(py).getattr("__self__").is_ok_and(|m| self.og.frozen_mappings.iter().any(|f| f.bind(py).is(&m))) => {
+                // Note [signature parameters]: a key or value view of a frozen mapping is a view of
+                // a new dict tracker holding its items, of the proxied mapping's own view type.
+                let proxy = c.bind(py).getattr("__self__")?;
+                let mut items = Vec::new();
+                for k in proxy.try_iter()? {
+                    let k = k?;
+                    if !is_literal(py, &k) {
+                        graph_break!(UnsupportedOperation, "constant method returned a non-literal");
+                    }
+                    let v = proxy.get_item(&k)?;
+                    items.push((k.unbind(), VT::constant(v.unbind())));
+                }
+                let name: String = c.bind(py).getattr("__name__")?.extract()?;
+                let ordered = type_name(&c.bind(py).call0()?).starts_with("odict_");
+                // (`items()` is left to the constant path: its pairs hold non-literals.)
+                let view = if name == "keys" { crate::symbolic::variables::dicts::DictView::Keys } else { crate::symbolic::variables::dicts::DictView::Values };
+                let VT::Dict(dict) = crate::symbolic::variables::dicts::new_dict(items) else { unreachable!("new_dict makes a dict") };
+                Ok(VT::DictView { dict, view, ordered })
             }
             VT::Constant(c) if c.bind(py).is_callable() => {
                 // A method of a constant string (`",".join(parts)`, `"{}".format(...)`): a list

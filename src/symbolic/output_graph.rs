@@ -169,6 +169,10 @@ pub struct OutputGraph {
     /// Exception objects the trace raised and handed to an `except` clause (kept alive): one
     /// that outlives the graph is refused (eager's carries a traceback).
     pub raised_exceptions: Vec<Py<PyAny>>,
+    /// The `parameters` mappings of `inspect.Signature` constants the trace read (kept alive):
+    /// read-only views of a mapping nothing changes, whose key, value and item views are
+    /// folded (Note [signature parameters]).
+    pub frozen_mappings: Vec<Py<PyAny>>,
     /// Exceptions the trace raised with `raise exc from cause`: their `__cause__` and
     /// `__suppress_context__` are the ones eager gives (set by the raise itself).
     pub caused_exceptions: Vec<Py<PyAny>>,
@@ -388,6 +392,7 @@ impl OutputGraph {
             cells_by_ptr: HashMap::new(),
             cell_sources: HashMap::new(),
             raised_exceptions: Vec::new(),
+            frozen_mappings: Vec::new(),
             caused_exceptions: Vec::new(),
             raise_points: Vec::new(),
             top_ip: (0, 0),

@@ -485,8 +485,15 @@ impl<'a> InstructionTranslator<'a> {
                 // Note [resume call lifetimes] (src/eval_frame/hook.rs): `del` of a user object
                 // may free it there, running its `__del__` and weak-reference callbacks (a
                 // `WeakKeyDictionary` entry goes) before the next line reads what they changed;
-                // the trace cannot run that, so the `del` runs as ordinary Python.
-                Some(VT::Opaque { .. } | VT::UserObject(_)) => graph_break!(ObjectLifetime, "del of a user object (its finalizers may run)"),
+                // the trace cannot run that, so the `del` runs as ordinary Python when the free
+                // may be observed: weak references to the object, a `__del__` of its class or
+                // of what it holds (`lifetime_observable`), the rule for rebinding its local.
+                // transformers' `_sample` does `del outputs` (a `ModelOutput` of tensors and the
+                // cache) in every decoding step.
+                Some(v @ VT::UserObject(_)) if self.local_free_observable(py, v, arg as usize) => graph_break!(ObjectLifetime, "del of a user object (its finalizers may run)"),
+                Some(v @ VT::Opaque { obj, .. }) if self.local_free_observable(py, v, arg as usize) || (self.opaque_held_only_here(py, v, arg as usize) && real_free_observable(py, obj.bind(py), 0, &mut 0)) => {
+                    graph_break!(ObjectLifetime, "del of a user object (its finalizers may run)")
+                }
                 Some(v) if self.local_free_observable(py, v, arg as usize) => graph_break!(ObjectLifetime, "del of a container whose free is observable (Note [observable frees])"),
                 Some(_) => self.locals[arg as usize] = None,
             },
@@ -1697,6 +1704,19 @@ impl<'a> InstructionTranslator<'a> {
     /// (Note [observable frees]): an object from outside the frame read through an attribute,
     /// an item or a global, or through another local that still holds it (`cfg = self`), is
     /// still held there, so dropping this local frees nothing.
+    /// Whether the object from outside in local `slot` may be held by this frame alone: it came
+    /// in as that very local and no other local holds it (`local_free_observable`'s test).
+    fn opaque_held_only_here(&self, py: Python<'_>, v: &VT, slot: usize) -> bool {
+        let VT::Opaque { obj, source } = v else { return false };
+        match &**source {
+            Source::Local { idx, .. } => {
+                let i = *idx as usize;
+                !(i != slot && self.locals.get(i).and_then(|l| l.as_ref()).is_some_and(|l| matches!(l, VT::Opaque { obj: o, .. } if o.bind(py).is(obj.bind(py)))))
+            }
+            _ => false,
+        }
+    }
+
     fn local_free_observable(&self, py: Python<'_>, v: &VT, slot: usize) -> bool {
         if let VT::Opaque { obj, source } = v {
             let held_elsewhere = match &**source {
@@ -1879,7 +1899,15 @@ fn observable_at(py: Python<'_>, v: &VT, depth: u32) -> bool {
             }
             obj.bind(py).get_type().into_any()
         }
-        VT::UserObject(o) => o.cls.bind(py).clone(),
+        VT::UserObject(o) => {
+            // An object made in the trace has no weak references (making one breaks); freeing
+            // it frees what only it holds: its attributes and, for a dict subclass, its items.
+            let held = |d: &Option<Rc<RefCell<crate::symbolic::variables::dicts::DictState>>>| d.as_ref().is_some_and(|d| d.borrow().items.iter().any(|(_, i)| observable_at(py, i, depth + 1)));
+            if held(&Some(o.attrs.clone())) || held(&o.storage) {
+                return true;
+            }
+            o.cls.bind(py).clone()
+        }
         VT::Tensor(t) => return t.weakly_referenced,
         VT::List(l) => return l.borrow().items.iter().any(|i| observable_at(py, i, depth + 1)),
         VT::Tuple(items) => return items.iter().any(|i| observable_at(py, i, depth + 1)),
@@ -1887,6 +1915,38 @@ fn observable_at(py: Python<'_>, v: &VT, depth: u32) -> bool {
         _ => return false,
     };
     cls.hasattr("__del__").unwrap_or(false)
+}
+
+/// Whether freeing the real object `o` may be observed (Note [observable frees]), for `del` of
+/// a local that alone may hold it: it has weak references or a class with `__del__`, or what it
+/// holds does (its instance `__dict__`, the
+/// items of a dict, list or tuple), down to the depth `observable_at` looks. `seen` counts the
+/// objects looked at; past a few hundred the answer is yes, as for anything not looked at.
+fn real_free_observable(py: Python<'_>, o: &Bound<'_, PyAny>, depth: u32, seen: &mut usize) -> bool {
+    *seen += 1;
+    if *seen > 256 {
+        return true;
+    }
+    if has_user_weakrefs(py, o) || o.get_type().hasattr("__del__").unwrap_or(false) {
+        return true;
+    }
+    if depth >= 3 || crate::symbolic::builder::is_literal(py, o) || o.is_instance_of::<pyo3::types::PyType>() || o.is_instance_of::<pyo3::types::PyModule>() {
+        return false;
+    }
+    // A tensor holds no Python objects whose free runs code (its `__dict__` aside, which
+    // user code rarely fills).
+    let mut held: Vec<Bound<'_, PyAny>> = Vec::new();
+    if let Ok(d) = o.getattr("__dict__").and_then(|d| d.cast_into::<PyDict>().map_err(PyErr::from)) {
+        held.extend(d.values().iter());
+    }
+    if let Ok(d) = o.cast::<PyDict>() {
+        held.extend(d.values().iter());
+    } else if let Ok(l) = o.cast::<pyo3::types::PyList>() {
+        held.extend(l.iter());
+    } else if let Ok(t) = o.cast::<PyTuple>() {
+        held.extend(t.iter());
+    }
+    held.iter().any(|h| real_free_observable(py, h, depth + 1, seen))
 }
 
 // Note [observable frees]: Note [resume call lifetimes] (src/eval_frame/hook.rs) makes objects

@@ -143,6 +143,27 @@ pub fn keyword_items(py: Python<'_>, keywords: &VT) -> VResult<Vec<(String, VT)>
     }
 }
 
+/// `sys.modules[name].__dict__` as the source of a function's globals, where `name` is the
+/// globals' own `__name__` and that module's dict is those globals (Note [globals of functions
+/// without a source]).
+fn module_globals_source(py: Python<'_>, globals: &Bound<'_, PyDict>) -> Option<Arc<Source>> {
+    // Note [globals of functions without a source]: a function the trace reaches by a path it
+    // cannot repeat (the `__wrapped__` of an lru_cache wrapper, a function kept in a container
+    // made in the trace) still reads its own module's globals, and each read needs a guard. A
+    // function's `__globals__` is read-only; for a function defined in a module it is the dict
+    // of the module its globals name in `__name__` (not `f.__module__`, which
+    // `functools.wraps` copies from the wrapped function). `Source::Module` resolves
+    // `sys.modules[name]` once, when guards are built, and keeps that module object, so
+    // `sys.modules[name].__dict__[k]` reads the same dict the function reads on every later
+    // call. torch's inliner reaches other modules' globals the same way (an import source of
+    // `f_globals["__name__"]`). Functions made by `exec` into a fresh dict fail the identity
+    // test and keep their break.
+    let name: String = globals.get_item("__name__").ok()??.extract().ok()?;
+    let m = crate::source::imported_module(py, &name)?;
+    let d = m.bind(py).getattr("__dict__").ok()?;
+    d.is(globals).then(|| Arc::new(Source::Module { name }).attr("__dict__"))
+}
+
 impl<'a> InstructionTranslator<'a> {
     /// A call of a `functools.lru_cache` / `functools.cache` wrapper (Note [lru_cache'd calls]).
     pub(crate) fn call_lru_cached(&mut self, py: Python<'_>, wrapper: &Bound<'_, PyAny>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
@@ -277,6 +298,35 @@ impl<'a> InstructionTranslator<'a> {
         }))
     }
 
+    /// A call of a function marked `_dynamo_marked_constant` (`torch._dynamo.assume_constant_result`,
+    /// transformers' `_make_compile_constant`) with constant arguments: run now, its literal
+    /// result a constant of the graph. `None`: not such a call, trace it as usual.
+    fn marked_constant_call(&mut self, py: Python<'_>, func: &VT, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        // Note [functions marked constant]: `assume_constant_result` is the caller's promise
+        // that the function's answer is fixed for the life of the process (an install probe, a
+        // version test). torch runs such a function at trace time and keeps its result as a
+        // constant without guarding what the body read (`invoke_and_store_as_constant`); tracing
+        // the body instead meets what the promise is there to hide (transformers'
+        // `is_torch_greater_or_equal` walks `importlib.util.find_spec` and `packaging`). Only
+        // constant arguments and literal results are taken; anything else, or an exception at
+        // trace time, is traced as an ordinary call so eager's behaviour is kept.
+        let VT::Function { obj, .. } = func else { return Ok(None) };
+        let f = obj.bind(py);
+        let marked = f.getattr("__dict__").ok().and_then(|d| d.get_item("_dynamo_marked_constant").ok()).is_some_and(|m| m.is_truthy().unwrap_or(false));
+        if !marked || !args.iter().chain(kwargs.iter().map(|(_, v)| v)).all(|a| matches!(a, VT::Constant(_))) {
+            return Ok(None);
+        }
+        let call_args = PyTuple::new(py, args.iter().map(|a| a.as_constant(py).expect("a constant")))?;
+        let call_kwargs = PyDict::new(py);
+        for (k, v) in kwargs {
+            call_kwargs.set_item(k, v.as_constant(py).expect("a constant"))?;
+        }
+        match f.call(call_args, Some(&call_kwargs)) {
+            Ok(r) if is_literal(py, &r) => Ok(Some(VT::constant(r.unbind()))),
+            _ => Ok(None),
+        }
+    }
+
     /// Inlines a user function: binds arguments to the callee's locals and interprets its code
     /// with the same output graph.
     pub(crate) fn inline_call(&mut self, py: Python<'_>, func: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
@@ -290,6 +340,9 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(r);
         }
         if let Some(r) = self.namedtuple_call(py, func, &args, &kwargs)? {
+            return Ok(r);
+        }
+        if let Some(r) = self.marked_constant_call(py, func, &args, &kwargs)? {
             return Ok(r);
         }
         let (code_obj, globals, defaults, kwdefaults, closure, external, fn_source, qualname) = match func {
@@ -364,9 +417,10 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 let same_globals = globals.is(self.g.globals.bind(py)) && self.g.source.is_none();
                 let gsource = if same_globals || trusted { None } else {
-                    match source {
-                        Some(s) => Some(s.attr("__globals__")),
-                        None => graph_break!(MissingSource, "function {} from other globals without a source", crate::symbolic::variables::qualname(f)),
+                    match (source, module_globals_source(py, &globals)) {
+                        (Some(s), _) => Some(s.attr("__globals__")),
+                        (None, Some(s)) => Some(s),
+                        (None, None) => graph_break!(MissingSource, "function {} from other globals without a source", crate::symbolic::variables::qualname(f)),
                     }
                 };
                 let g = if same_globals && !trusted {

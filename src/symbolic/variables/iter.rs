@@ -1055,6 +1055,11 @@ impl<'a> InstructionTranslator<'a> {
         if let Some(it) = self.python_iter(py, v)? {
             return Ok(it);
         }
+        if let Some(l) = self.opaque_list_storage(py, v)? {
+            // `iter(o)` of a list subclass instance from outside the frame (Note [list subclass
+            // iteration]).
+            return Ok(Rc::new(RefCell::new(IteratorState::over_list(l))));
+        }
         if let Some((d, ordered)) = self.opaque_dict_iter_storage(py, v)? {
             // `iter(o)` of a dict subclass instance from outside the frame whose `__iter__` is
             // dict's or OrderedDict's: its storage's keys (Note [dict subclass storage]).
@@ -1106,6 +1111,9 @@ impl<'a> InstructionTranslator<'a> {
         if let Some((d, ordered)) = self.opaque_dict_iter_storage(py, v)? {
             let it = Rc::new(RefCell::new(IteratorState::over_dict(d, DictView::Keys, ordered)));
             return self.drain_iter(py, &it);
+        }
+        if let Some(l) = self.opaque_list_storage(py, v)? {
+            return Ok(l.borrow().items.clone());
         }
         if let VT::UserObject(o) = v {
             if let Some(storage) = o.storage_slot(py, "__iter__")? {

@@ -588,6 +588,14 @@ impl<'a> InstructionTranslator<'a> {
                 let items = l.borrow().items.clone();
                 Ok(new_list(items))
             }
+            // `dict.copy()` (Objects/dictobject.c, `PyDict_Copy`): a new dict holding the same
+            // key and value objects in the same order (transformers' `generate` validates
+            // `model_kwargs.copy()`). A `VT::Dict` is an exact dict; the subclasses whose `copy`
+            // is their own (OrderedDict, defaultdict, Counter) are user objects with storage.
+            (VT::Dict(d), "copy") if args.is_empty() => {
+                let items = d.borrow().items.iter().map(|(k, v)| (k.clone_ref(py), v.clone())).collect();
+                Ok(crate::symbolic::variables::dicts::new_dict(items))
+            }
             (VT::Dict(d), "popitem") if args.is_empty() => {
                 let item = {
                     let mut st = d.borrow_mut();

@@ -641,6 +641,38 @@ impl<'a> InstructionTranslator<'a> {
         Ok(self.slot_storage(py, &o, source, k, &iter, "__iter__")?.map(|state| (state, ordered)))
     }
 
+    /// The items of a `list` subclass instance from outside the frame whose `__iter__`,
+    /// `__len__` and `__getitem__` are list's own, as a list tracker to iterate (Note [list
+    /// subclass iteration]); `None` for anything else.
+    pub(crate) fn opaque_list_storage(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<Rc<RefCell<crate::symbolic::variables::lists::ListState>>>> {
+        // Note [list subclass iteration]: transformers' `LogitsProcessorList` and
+        // `StoppingCriteriaList` subclass `list` for a `__call__` that walks `self`. Walking
+        // such an object is `list_iter` over its storage when the class keeps list's
+        // `__iter__`; its items are read as a plain list's are (a length guard, each item
+        // through `o[i]`, which is list's `__getitem__`), in a tracker that only the iterator
+        // holds: the object itself stays what it was (its type, its other methods), so
+        // nothing can write through the tracker.
+        let VT::Opaque { obj, source } = v else { return Ok(None) };
+        let o = obj.bind(py).clone();
+        if !o.is_instance_of::<pyo3::types::PyList>() || o.get_type().is(py.get_type::<pyo3::types::PyList>()) {
+            return Ok(None);
+        }
+        let ty = o.get_type();
+        let list_type = py.get_type::<pyo3::types::PyList>();
+        for slot in ["__iter__", "__len__", "__getitem__"] {
+            match static_type_lookup(&ty, slot)? {
+                Some((_, f)) if f.is(list_type.getattr(slot)?) => {}
+                _ => return Ok(None),
+            }
+        }
+        let l = o.cast::<pyo3::types::PyList>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+        self.og.add_guard(Some(source.clone()), GuardKind::TypeMatch(ty.clone().into_any().unbind()));
+        self.og.add_guard(Some(source.clone()), GuardKind::LenMatch(l.len()));
+        let items = l.iter().enumerate().map(|(i, item)| wrap(py, self.og, &item, source.item(crate::source::ItemKey::Int(i as i64)))).collect::<VResult<Vec<_>>>()?;
+        let n = items.len();
+        Ok(Some(Rc::new(RefCell::new(crate::symbolic::variables::lists::ListState { items, source: Some(source.clone()), entry_len: n, append_only: false, deque: None }))))
+    }
+
     /// `super(cls, obj).name`: the first class after `cls` in `type(obj).__mro__` that defines
     /// `name` (Objects/typeobject.c, `super_getattro`).
     pub(crate) fn super_getattr(&mut self, py: Python<'_>, cls: &Bound<'_, PyAny>, inner: &VT, name: &str) -> VResult<VT> {
