@@ -176,3 +176,32 @@ def test_break_inside_a_long_list_display_compiles_the_rest(backend):
     _compare(f, torch.randn(8), backend=backend, graphs=2)
     assert dynamo.counters()["graph_breaks"] == 1
     assert dynamo.counters()["eager_fallbacks"] == 0
+
+
+# ----- a class attribute of a module class written in the frame (tester 5 #06) ----------------
+
+
+class _Scaled(nn.Module):
+    factor = 3
+
+    def forward(self, z):
+        return z * self.factor
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_module_class_attribute_written_in_the_frame_is_read_back(backend):
+    m = _Scaled()
+
+    def f(x):
+        r1 = m(x)
+        _Scaled.factor = 10
+        r2 = m(x)
+        r3 = x * m.factor
+        _Scaled.factor = 3
+        return r1, r2, r3
+
+    try:
+        out = _compare(f, torch.ones(2), backend=backend)
+    finally:
+        _Scaled.factor = 3
+    assert out[1][0] == 10 and out[2][0] == 10

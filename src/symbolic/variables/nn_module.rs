@@ -123,6 +123,12 @@ impl<'a> InstructionTranslator<'a> {
         if let Some(v) = self.og.side_effects.attr(&m.clone().unbind(), name) {
             return Ok(v);
         }
+        // `M.factor = 10` recorded in the trace (replayed after the graph): the real class still
+        // holds the old value, so a read through an instance runs after the replay, as for user
+        // objects (`user_object_getattr`).
+        if self.class_write_pending(py, m.get_type().as_any(), name)? {
+            graph_break!(UntracedValue, "attribute '{name}' of module {} after a write to its class", type_name(m));
+        }
         // Note [hooks registered in the trace] (variables/hooks.rs).
         if source.is_some() && self.is_modelled_hook_method(py, m, name)? {
             return Ok(VT::ContainerMethod { container: Box::new(VT::Module { obj: Rc::new(m.clone().unbind()), source }), name: name.to_string() });
