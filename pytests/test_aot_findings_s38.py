@@ -1,0 +1,109 @@
+"""AOTAutograd findings of tester 5 (round s38), each compared with eager exactly: values,
+gradients, exception type and message, and graph/break counts."""
+
+import pytest
+import torch
+
+import dynamo
+
+TRAIN = ["aot_eager", "inductor"]
+
+
+def _outcome(thunk):
+    """``("ok", value)`` or ``("raise", type, message)`` of ``thunk()``."""
+    try:
+        return ("ok", thunk())
+    except Exception as e:  # compared like a value
+        return ("raise", type(e), str(e))
+
+
+def _same(a, b):
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+# --- finding 11: in-place changes of graph outputs/inputs that eager never saved ------------
+
+
+def _mutate_output_after_break(make):
+    def f(x):
+        v = x * 2
+        y = make(v)
+        print("graph break")
+        v.add_(1)  # legal in eager: no autograd node saved v
+        return y.sum()
+
+    return f
+
+
+def _train_11(f, backend):
+    x = torch.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -3.0]], requires_grad=True)
+    g = f if backend is None else dynamo.optimize(backend)(f)
+
+    def step():
+        g(x).backward()
+        return x.grad.clone()
+
+    return _outcome(step)
+
+
+@pytest.mark.parametrize("backend", TRAIN)
+@pytest.mark.parametrize(
+    "make",
+    [lambda v: v.clone(), lambda v: v[:, :2].clone(), lambda v: v.t().contiguous(), lambda v: v.expand(3, 2, 3).clone()],
+    ids=["clone", "slice_clone", "contiguous", "expand_clone"],
+)
+def test_inplace_on_unsaved_graph_output_then_backward(backend, make, capsys):
+    f = _mutate_output_after_break(make)
+    want = _train_11(f, None)
+    dynamo.reset()
+    got = _train_11(f, backend)
+    assert want[0] == "ok"
+    assert _same(got, want)
+    assert dynamo.counters()["graphs"] >= 1
+
+
+@pytest.mark.parametrize("backend", TRAIN)
+def test_inplace_on_unsaved_graph_input_then_backward(backend):
+    def loss_of(w):
+        return w.clone().sum()
+
+    def run(g):
+        w = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+
+        def step():
+            loss = g(w)
+            with torch.no_grad():
+                w.add_(1)
+            loss.backward()
+            return w.grad.clone(), w.detach().clone()
+
+        return _outcome(step)
+
+    want = run(loss_of)
+    dynamo.reset()
+    got = run(dynamo.optimize(backend)(loss_of))
+    assert want[0] == "ok" and _same(got, want)
+    assert dynamo.counters()["graphs"] == 1
+
+
+@pytest.mark.parametrize("backend", TRAIN)
+def test_inplace_on_saved_graph_output_still_raises(backend, capsys):
+    """Where eager did save the written tensor (``v * v`` saves ``v``), the backward raises
+    eager's error, as before."""
+
+    def f(x):
+        v = x * 2
+        y = v * v
+        print("graph break")
+        v.add_(1)
+        return y.sum()
+
+    want = _train_11(f, None)
+    dynamo.reset()
+    got = _train_11(f, backend)
+    assert want[0] == "raise"
+    assert got[:2] == want[:2]
