@@ -107,3 +107,69 @@ def test_inplace_on_saved_graph_output_still_raises(backend, capsys):
     got = _train_11(f, backend)
     assert want[0] == "raise"
     assert got[:2] == want[:2]
+
+
+# --- finding 01: saved-tensor hooks around compiled code ------------------------------------
+
+
+def _pack_toy(t):
+    return t * 0 + 100  # a value-changing pack hook (activation "compression")
+
+
+def _toy(x):
+    return (x.sin() * x).sum()
+
+
+def _with_hooks(f, log):
+    def pack(t):
+        log.append(tuple(t.shape))
+        return _pack_toy(t)
+
+    def run(x):
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            y = f(x)
+        y.backward()
+        return y.detach()
+
+    return run
+
+
+@pytest.mark.parametrize("backend", TRAIN)
+def test_saved_tensors_hooks_see_eager_saves(backend):
+    def run(f):
+        x = torch.tensor([0.1, 0.2, 0.3], requires_grad=True)
+        log = []
+        y = _with_hooks(f, log)(x)
+        return y, x.grad.clone(), log
+
+    want = run(_toy)
+    dynamo.reset()
+    got = run(dynamo.optimize(backend)(_toy))
+    assert _same(got, want)
+    assert dynamo.counters()["graphs"] == 1
+
+
+@pytest.mark.parametrize("backend", TRAIN)
+def test_saved_tensors_hooks_graph_not_reused_across_hook_state(backend):
+    """A graph compiled without hooks is not reused with hooks active, nor the other way round;
+    a value that the graph drops is packed as eager packs it."""
+
+    def f(x):
+        x.exp()  # dropped: eager still records (and packs) its saved result under hooks
+        return (x.sin() * x).sum()
+
+    def run(g, hooked):
+        x = torch.tensor([0.1, 0.2, 0.3], requires_grad=True)
+        log = []
+        if hooked:
+            y = _with_hooks(g, log)(x)
+        else:
+            y = g(x)
+            y.backward()
+        return y.detach(), x.grad.clone(), log
+
+    want = [run(f, h) for h in (False, True, False)]
+    dynamo.reset()
+    g = dynamo.optimize(backend)(f)
+    got = [run(g, h) for h in (False, True, False)]
+    assert _same(got, want)

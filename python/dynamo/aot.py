@@ -364,6 +364,15 @@ def _identity_function(name):
 # ``next_functions`` are the compiled graph's inputs, not eager's chain of nodes.
 
 
+def saved_tensors_hooks_active():
+    """Whether ``torch.autograd.graph.saved_tensors_hooks`` (or a checkpoint's) are active: a
+    global-state guard of graphs with values that require
+    grad (``keep_dead_grad_values`` in src/symbolic/convert_frame.rs), and the condition under
+    which ``_C.AotRuntime`` runs a graph through torch's autograd (Note [saved-tensor hooks at
+    run time] in src/autograd/runtime.rs)."""
+    return torch._C._autograd._top_saved_tensors_default_hooks(False) is not None
+
+
 def _holds_grad_tensor(value):
     """True for a tuple/list/dict (nested) holding a tensor that requires grad."""
     if isinstance(value, (tuple, list)):
