@@ -173,3 +173,61 @@ def test_saved_tensors_hooks_graph_not_reused_across_hook_state(backend):
     g = dynamo.optimize(backend)(f)
     got = [run(g, h) for h in (False, True, False)]
     assert _same(got, want)
+
+
+# --- finding 02: forward-mode AD through compiled graphs ------------------------------------
+
+import torch.autograd.forward_ad as fwAD  # noqa: E402
+
+
+def _dual_made_inside(x, t):
+    with fwAD.dual_level():
+        y = (fwAD.make_dual(x, t) * 2).sum()
+        return fwAD.unpack_dual(y).tangent
+
+
+def _lin():
+    torch.manual_seed(0)
+    return torch.nn.Linear(3, 3)
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+@pytest.mark.parametrize("backend", TRAIN)
+@pytest.mark.parametrize("kind", ["elementwise_sum", "linear"])
+def test_forward_ad_dual_made_in_frame_keeps_tangent(backend, kind):
+    lin = _lin()
+
+    def with_linear(x, t):
+        with fwAD.dual_level():
+            y = lin(fwAD.make_dual(x, t))
+            return fwAD.unpack_dual(y).tangent
+
+    f = _dual_made_inside if kind == "elementwise_sum" else with_linear
+    x, t = torch.randn(2, 3), torch.ones(2, 3)
+    want = f(x, t)
+    dynamo.reset()
+    got = dynamo.optimize(backend)(f)(x, t)
+    assert got is not None and torch.equal(got, want)
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+@pytest.mark.parametrize("backend", TRAIN)
+def test_forward_ad_dual_input_to_differentiable_graph(backend):
+    """A dual passed into a graph whose parameters require grad (the AOTAutograd Function)."""
+    lin = _lin()
+
+    def f(x):
+        return torch.tanh(lin(x)) * 3
+
+    def run(g):
+        with fwAD.dual_level():
+            p, t = fwAD.unpack_dual(g(fwAD.make_dual(torch.linspace(0, 1, 6).reshape(2, 3), torch.ones(2, 3))))
+            return p.detach(), t
+
+    want = run(f)
+    dynamo.reset()
+    g = dynamo.optimize(backend)(f)
+    plain = torch.randn(2, 3)
+    torch.testing.assert_close(g(plain), f(plain))  # compiled on plain tensors first
+    got = run(g)
+    assert got[1] is not None and _same(got, want)

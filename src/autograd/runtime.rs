@@ -211,6 +211,8 @@ pub struct AotRuntime {
     tensor_type: Py<PyType>,
     /// Whether the aliasing fallback was logged (once per compiled graph).
     logged_alias: AtomicBool,
+    /// Whether the forward-AD fallback was logged (once per compiled graph).
+    logged_dual: AtomicBool,
 }
 
 #[pymethods]
@@ -233,6 +235,7 @@ impl AotRuntime {
             mutated_inputs,
             tensor_type,
             logged_alias: AtomicBool::new(false),
+            logged_dual: AtomicBool::new(false),
         })
     }
 
@@ -264,6 +267,14 @@ impl AotRuntime {
                          (the hooks must see the tensors each op saves, not the compiled graph's residuals)"
                     );
                 }
+            }
+            return self.eager_forward.bind(py).call1(args);
+        }
+        // Note [forward-AD graphs] in aot.py: a dual input's tangent would not pass through the
+        // compiled Function (it has no `jvp`); torch's ops carry it.
+        if crate::inductor::wrapper::has_dual_input(py, args)? {
+            if !self.logged_dual.swap(true, Ordering::Relaxed) {
+                tracing::info!(target: "aot::partition", "graph runs through torch's autograd: an input is a forward-AD dual tensor");
             }
             return self.eager_forward.bind(py).call1(args);
         }
