@@ -231,3 +231,28 @@ def test_forward_ad_dual_input_to_differentiable_graph(backend):
     torch.testing.assert_close(g(plain), f(plain))  # compiled on plain tensors first
     got = run(g)
     assert got[1] is not None and _same(got, want)
+
+
+# --- finding 10: inductor dropout on an expanded tensor -------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("make", [lambda x: (x[:1] * 1).expand(4, 6), lambda x: (x * 1)[:, ::2]], ids=["expanded", "strided"])
+def test_dropout_on_non_dense_tensor_draws_eager_mask_and_stream(backend, make):
+    import torch.nn.functional as F
+
+    def f(x):
+        return F.dropout(make(x), 0.5)
+
+    x = torch.randn(4, 6)
+
+    def run(g):
+        torch.manual_seed(0)
+        out = g(x)
+        return out, torch.rand(3)
+
+    want = run(f)
+    dynamo.reset()
+    g = dynamo.optimize(backend)(f)
+    got = [run(g) for _ in range(2)]
+    assert _same(got[0], want) and _same(got[1], want)
