@@ -129,3 +129,35 @@ def fresh_dynamo_state(request):
         assert errors == 0, f"{errors} frame(s) failed inside the compiler and ran eagerly (see the dynamo warning)"
         bad, GRAPH_CODE.failures[:] = list(GRAPH_CODE.failures), []
         assert not bad, "fx graph code that is not valid Python:\n" + "\n".join(bad)
+
+
+def saved_tensors_of(outputs):
+    """The tensors autograd keeps for the backward of ``outputs`` (a tensor or a sequence),
+    read off their autograd graph without saved-tensor hooks (under hooks a compiled graph runs
+    through torch op by op, Note [saved-tensor hooks at run time] in src/autograd/runtime.rs):
+    an ``autograd.Function`` node's ``saved_tensors`` (and the compiled Function's saved
+    aliases, ``dynamo_saved_values``), torch's nodes' ``_saved_*`` tensors."""
+    from dynamo.aot import _saved_attrs
+
+    outs = [outputs] if isinstance(outputs, torch.Tensor) else list(outputs)
+    stack = [o.grad_fn for o in outs if isinstance(o, torch.Tensor) and o.grad_fn is not None]
+    seen, found = set(), []
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        values = []
+        if hasattr(node, "saved_tensors"):
+            values += list(node.saved_tensors)
+            values += [v for _, v in getattr(node, "dynamo_saved_values", None) or ()]
+        else:
+            for a in _saved_attrs(type(node))[1]:
+                try:
+                    v = getattr(node, a)
+                except Exception:
+                    continue
+                values += list(v) if isinstance(v, (tuple, list)) else [v]
+        found += [t for t in values if isinstance(t, torch.Tensor)]
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+    return found

@@ -29,17 +29,14 @@ def _run(blocks, x, ck, **ck_kwargs):
 
 
 def _saved_activation_bytes(fn, x, params):
-    """Bytes of the tensors autograd packs for the backward in one forward, parameters aside."""
+    """Bytes of the tensors autograd keeps for the backward of one forward, parameters aside
+    (read off the autograd graph: under saved-tensor hooks the graph would run through torch)."""
+    from conftest import saved_tensors_of
+
     ids = {id(p) for p in params}
-    packed = []
-
-    def pack(t):
-        if id(t) not in ids and not any(t.data_ptr() == p.data_ptr() for p in params):
-            packed.append(t.numel() * t.element_size())
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = fn(x)
+    out = fn(x)
+    packed = [t.numel() * t.element_size() for t in saved_tensors_of(out)
+              if id(t) not in ids and not any(t.data_ptr() == p.data_ptr() for p in params)]
     return out, sum(packed)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import importlib
 import math
+import re
 
 import torch
 
@@ -88,7 +89,57 @@ which of the op's values get a gradient). Eager passes no gradient on
     return tuple(r is None for _, r in got)
 
 
-def _vjp(fn, method, args, kw_names, kw_values, slots, kw_slots, grads, n_wanted, ones=False):
+def vjp_probe(fn, method, args, kw_names, kw_values, slots, kw_slots, grads, n_wanted):
+    """``vjp_undefined``'s tuple followed by one more bool: True when eager's autograd saves no
+    tensor for the op's backward (every node the op records is one of torch's generated
+    ``...Backward<N>`` nodes and none holds a saved tensor), so its gradients do not depend on
+    the values of its tensor arguments, only on their layouts (Note [value-free backward] in
+    src/autograd/rules.rs). Asked once at compile time on meta tensors; raises as
+    ``vjp_undefined`` does."""
+    saved = [False]
+
+    def inspect(out):
+        saved[0] = not _saves_no_tensor(out)
+
+    got = _vjp(fn, method, args, kw_names, kw_values, slots, kw_slots, grads, n_wanted, ones=True, on_out=inspect)
+    return tuple(r is None for _, r in got) + (not saved[0],)
+
+
+def _saves_no_tensor(outs):
+    """True when the autograd graph recorded for ``outs`` (down to its leaves) consists of
+    torch's generated nodes only (``CloneBackward0``), none of which saved a tensor."""
+    from .aot import _saved_attrs
+
+    stack = [o.grad_fn for o in outs if isinstance(o, torch.Tensor) and o.grad_fn is not None]
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if type(node).__name__ == "AccumulateGrad":
+            continue
+        if not re.search(r"Backward\d+$", type(node).__name__):
+            return False
+        for a in _saved_attrs(type(node))[1]:
+            try:
+                v = getattr(node, a)
+            except Exception:
+                return False
+            if isinstance(v, torch.Tensor) or (isinstance(v, (tuple, list)) and any(isinstance(t, torch.Tensor) for t in v)):
+                return False
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+    return True
+
+
+def stand_in(sizes, strides, dtype):
+    """A zero-filled CPU tensor of the given layout: what the backward of an op whose eager
+    backward reads no values of its arguments runs the op again on, in place of the forward's
+    tensor (Note [value-free backward] in src/autograd/rules.rs)."""
+    return torch.empty_strided(sizes, strides, dtype=getattr(torch, dtype)).zero_()
+
+
+def _vjp(fn, method, args, kw_names, kw_values, slots, kw_slots, grads, n_wanted, ones=False, on_out=None):
     """(leaf, gradient or None) for each of the ``n_wanted`` marked tensors of ``vjp_call``:
     the op run again on detached copies under ``enable_grad`` and ``torch.autograd.grad`` with
     ``allow_unused``. With ``ones``, ``grads`` says which values get a gradient (bools) and
@@ -110,6 +161,8 @@ def _vjp(fn, method, args, kw_names, kw_values, slots, kw_slots, grads, n_wanted
     with torch.enable_grad():
         out = op(*a, **kwargs)
     outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    if on_out is not None:
+        on_out(outs)
     gs = tuple(grads) if isinstance(grads, (tuple, list)) else (grads,)
     if ones:
         gs = tuple(torch.ones_like(o) if p and isinstance(o, torch.Tensor) else None for o, p in zip(outs, gs))

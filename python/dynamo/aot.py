@@ -390,6 +390,15 @@ def _identity_function(name):
 # ``next_functions`` are the compiled graph's inputs, not eager's chain of nodes.
 
 
+def saved_tensors_hooks_active():
+    """Whether ``torch.autograd.graph.saved_tensors_hooks`` (or a checkpoint's) are active: a
+    global-state guard of graphs with values that require
+    grad (``keep_dead_grad_values`` in src/symbolic/convert_frame.rs), and the condition under
+    which ``_C.AotRuntime`` runs a graph through torch's autograd (Note [saved-tensor hooks at
+    run time] in src/autograd/runtime.rs)."""
+    return torch._C._autograd._top_saved_tensors_default_hooks(False) is not None
+
+
 def _holds_grad_tensor(value):
     """True for a tuple/list/dict (nested) holding a tensor that requires grad."""
     if isinstance(value, (tuple, list)):
@@ -467,6 +476,30 @@ def _switches_autocast(gm):
     return any(n.op == "call_function" and n.target in switches for n in gm.graph.nodes)
 
 
+_FORWARD_AD_OPS = frozenset(("make_dual", "unpack_dual", "_make_dual", "_unpack_dual", "_fw_primal", "_has_same_storage_numel"))
+
+
+def _uses_forward_ad(gm):
+    """True when ``gm`` makes or reads forward-AD dual tensors (``fwAD.make_dual``,
+    ``fwAD.unpack_dual``, ``torch._make_dual``, ...; Note [forward-AD graphs])."""
+    for n in gm.graph.nodes:
+        if n.op in ("call_function", "call_method"):
+            name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "")
+            if name in _FORWARD_AD_OPS:
+                return True
+    return False
+
+
+# Note [forward-AD graphs]: a dual tensor carries its tangent beside its primal and torch's ops
+# propagate it; neither our kernels nor the compiled autograd.Function do (a Function without a
+# ``jvp`` drops it), so ``fwAD.unpack_dual(y).tangent`` of a compiled result was None. A graph
+# that makes or unpacks duals itself (``with fwAD.dual_level(): y = f(fwAD.make_dual(x, t))``
+# traced after the ``dual_level`` break) runs through ``gm.forward`` whatever its inputs; a graph
+# called with dual inputs does so per call (``has_dual_input`` in src/inductor/wrapper.rs for
+# inductor's inference graphs, Note [forward-AD duals]; ``_C.AotRuntime`` for differentiable
+# ones), since the guards do not see tangents.
+
+
 def aot_compile(gm, example_inputs, backend, guarded=True):
     """Compiles ``gm`` with ``backend`` (``"aot_eager"`` or ``"inductor"``). When grad mode is on
     (on entry or in a region the graph switches it on, Note [grad-mode regions]) and an input (or
@@ -484,6 +517,10 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
     if _shapes.is_symbolic_graph(gm):
         # Symbolic sizes: one static compilation per input shape (dynamo._shapes).
         return _shapes.SpecializedGraph(gm, lambda g, args: aot_compile(g, args, backend, guarded))
+    if _uses_forward_ad(gm):
+        # Note [forward-AD graphs].
+        _C.aot_count_eager("the graph makes or reads forward-AD dual tensors: their tangents are torch's")
+        return gm.forward
     if _autocast_active() or _switches_autocast(gm):
         # Note [autocast]: autocast casts inside each op at run time; the graph does not show
         # those casts, so neither the joint graph's derivative rules nor inductor's kernels

@@ -1653,9 +1653,19 @@ pub fn torch_vjp(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, Joint
     };
     let op_args = [fn_arg.clone(), method.clone(), FxArg::Tuple(n.args.clone()), FxArg::Tuple(n.kwargs.iter().map(|(k, _)| FxArg::Str(k.clone())).collect()),
         FxArg::Tuple(n.kwargs.iter().map(|(_, v)| v.clone()).collect()), FxArg::Tuple(slots.clone()), FxArg::Tuple(kw_slots.clone())];
-    let undefined = undefined_derivatives(b, &op_args, &present, wanted.len());
+    let (undefined, value_free) = undefined_derivatives(b, &op_args, &present, wanted.len());
     if undefined.iter().all(|&u| u) {
         return Ok(Vec::new());
+    }
+    // Note [value-free backward].
+    let mut op_call_args = n.args.clone();
+    let mut op_kw_values: Vec<FxArg> = n.kwargs.iter().map(|(_, v)| v.clone()).collect();
+    if value_free {
+        if let Some(map) = stand_ins(b, op_call_args.iter().chain(op_kw_values.iter()))? {
+            let swap = |a: &FxArg| swap_nodes(a, &map);
+            op_call_args = op_call_args.iter().map(swap).collect();
+            op_kw_values = op_kw_values.iter().map(swap).collect();
+        }
     }
     let grads = match grad {
         Grad::Tensor(g) => node(g),
@@ -1666,9 +1676,9 @@ pub fn torch_vjp(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, Joint
         vec![
             fn_arg,
             method,
-            FxArg::Tuple(n.args.clone()),
+            FxArg::Tuple(op_call_args),
             FxArg::Tuple(n.kwargs.iter().map(|(k, _)| FxArg::Str(k.clone())).collect()),
-            FxArg::Tuple(n.kwargs.iter().map(|(_, v)| v.clone()).collect()),
+            FxArg::Tuple(op_kw_values),
             FxArg::Tuple(slots),
             FxArg::Tuple(kw_slots),
             grads,
@@ -1685,6 +1695,60 @@ pub fn torch_vjp(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, Joint
         out.push((j, Grad::Tensor(gk)));
     }
     Ok(out)
+}
+
+// Note [value-free backward]: `vjp_call` runs the op again on its arguments, so the joint graph
+// made the backward read every tensor argument of the op, and the partitioner saved them: a
+// graph input or output among them was then checked by autograd's version counter at
+// `ctx.saved_tensors`, where eager saved nothing. `v = x * 2; y = v.clone()` compiled, then
+// `v.add_(1)` after a graph break and `y.sum().backward()` raised "one of the variables needed
+// for gradient computation has been modified by an inplace operation" (eager: fine; HF Longformer
+// could not train). Which tensors an op's backward reads is torch's knowledge, so the compile-time
+// probe on meta tensors (`dynamo._functional.vjp_probe`) also says whether eager's autograd
+// saves any tensor for the op (clone, contiguous, slicing, as_strided, expand, sum save none):
+// then its gradients depend only on the arguments' layouts, and the backward runs the op on
+// zero-filled stand-ins of the same sizes, strides and dtype (`dynamo._functional.stand_in`,
+// made in the backward from constants), so nothing of the forward is saved for it, as in eager.
+// Only for CPU tensors with a static layout; others keep the real arguments.
+
+/// For the tensor nodes `args` mention, a stand-in node each (`dynamo._functional.stand_in`,
+/// Note [value-free backward]) as `(forward node, stand-in node)` pairs; None when one of them
+/// has no static CPU layout with a named dtype.
+fn stand_ins<'a>(b: &mut Builder<'_>, args: impl Iterator<Item = &'a FxArg>) -> Result<Option<Vec<(usize, usize)>>, JointError> {
+    let mut nodes = Vec::new();
+    for a in args {
+        a.for_each_node(&mut |j| {
+            if !nodes.contains(&j) {
+                nodes.push(j)
+            }
+        });
+    }
+    let mut layouts = Vec::new();
+    for &j in &nodes {
+        let Some(m) = &b.g.nodes[j].meta else { return Ok(None) };
+        let l = &m.layout;
+        let Some(dtype) = l.dtype.torch_name() else { return Ok(None) };
+        if !l.cpu || l.sizes.len() != l.strides.len() {
+            return Ok(None);
+        }
+        layouts.push((j, l.sizes.clone(), l.strides.clone(), dtype));
+    }
+    let mut map = Vec::new();
+    for (j, sizes, strides, dtype) in layouts {
+        let s = b.call("dynamo._functional.stand_in", vec![ints(&sizes), ints(&strides), FxArg::Str(dtype.to_string())], vec![])?;
+        map.push((j, s));
+    }
+    Ok(Some(map))
+}
+
+/// `a` with each node of `map`'s first column replaced by its second.
+fn swap_nodes(a: &FxArg, map: &[(usize, usize)]) -> FxArg {
+    match a {
+        FxArg::Node(j) => FxArg::Node(map.iter().find(|(f, _)| f == j).map_or(*j, |(_, s)| *s)),
+        FxArg::Tuple(items) => FxArg::Tuple(items.iter().map(|x| swap_nodes(x, map)).collect()),
+        FxArg::List(items) => FxArg::List(items.iter().map(|x| swap_nodes(x, map)).collect()),
+        other => other.clone(),
+    }
 }
 
 // Note [undefined derivatives]: torch's autograd leaves some derivatives undefined rather than
@@ -1704,8 +1768,9 @@ pub fn torch_vjp(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, Joint
 /// method, args, keyword names and values, slots, keyword slots) and `present` (which of the
 /// op's values get a gradient: a bool or a tuple of bools), which of the `n_wanted` gradients
 /// torch's autograd leaves undefined (Note [undefined derivatives]); all false when the probe
-/// cannot run.
-fn undefined_derivatives(b: &Builder<'_>, op_args: &[FxArg], present: &FxArg, n_wanted: usize) -> Vec<bool> {
+/// cannot run. The second value: whether eager's autograd saves no tensor for the op (Note
+/// [value-free backward]); false when the probe cannot run.
+fn undefined_derivatives(b: &Builder<'_>, op_args: &[FxArg], present: &FxArg, n_wanted: usize) -> (Vec<bool>, bool) {
     use pyo3::prelude::*;
     let py = b.py;
     let probe = || -> PyResult<Vec<bool>> {
@@ -1714,7 +1779,7 @@ fn undefined_derivatives(b: &Builder<'_>, op_args: &[FxArg], present: &FxArg, n_
         let mut call_args = op_args.iter().map(conv).collect::<PyResult<Vec<_>>>()?;
         call_args.push(conv(present)?);
         call_args.push(n_wanted.into_pyobject(py)?.into_any());
-        py.import("dynamo._functional")?.getattr("vjp_undefined")?.call1(pyo3::types::PyTuple::new(py, call_args)?)?.extract()
+        py.import("dynamo._functional")?.getattr("vjp_probe")?.call1(pyo3::types::PyTuple::new(py, call_args)?)?.extract()
     };
     // Asked once per distinct op, constant arguments and tensor layouts in the process (about
     // 2 ms a probe; a model repeats its layers).
@@ -1726,17 +1791,21 @@ fn undefined_derivatives(b: &Builder<'_>, op_args: &[FxArg], present: &FxArg, n_
             k.push('|');
         }
     }
+    let split = |mut v: Vec<bool>| {
+        let free = v.pop().unwrap_or(false);
+        (v, free)
+    };
     if let Some(v) = key.as_ref().ok().and_then(|k: &String| ASKED.lock().get(k).cloned()) {
-        return v;
+        return split(v);
     }
     let v = match probe() {
-        Ok(v) if v.len() == n_wanted => v,
-        _ => vec![false; n_wanted],
+        Ok(v) if v.len() == n_wanted + 1 => v,
+        _ => vec![false; n_wanted + 1],
     };
     if let Ok(k) = key {
         ASKED.lock().insert(k, v.clone());
     }
-    v
+    split(v)
 }
 
 /// Appends to `key` what the answer of [`undefined_derivatives`] depends on in `a`: constants

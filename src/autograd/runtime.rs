@@ -190,9 +190,9 @@ fn clone_keeping_overlap<'py>(py: Python<'py>, t: &Bound<'py, PyAny>) -> PyResul
     compact.call_method1(intern!(py, "expand"), (PyTuple::new(py, &size)?,))
 }
 
-/// The callable a captured graph runs: `apply(*args, *extra)`, or `eager_forward(*args)` inside
-/// a non-reentrant `torch.utils.checkpoint` region (Note [checkpoint] in `aot.py`: its
-/// saved-tensors hooks are the innermost ones). `extra`: the graph's get_attr values.
+/// The callable a captured graph runs: `apply(*args, *extra)`, or `eager_forward(*args)` under
+/// saved-tensor hooks (Note [saved-tensor hooks at run time]; a non-reentrant
+/// `torch.utils.checkpoint` region's among them, Note [checkpoint] in `aot.py`). `extra`: the graph's get_attr values.
 #[pyclass(module = "dynamo._C", frozen)]
 pub struct AotRuntime {
     apply: Py<PyAny>,
@@ -204,13 +204,15 @@ pub struct AotRuntime {
     /// The `torch.autograd.Function` subclass (for debugging: its `aot_plan`).
     #[pyo3(get)]
     function: Py<PyAny>,
-    /// Whether the checkpoint fallback was logged (once per compiled graph).
+    /// Whether the saved-tensor hooks fallback was logged (once per compiled graph).
     logged_checkpoint: AtomicBool,
     /// Positions (among `args` then `extra`) of the inputs the forward writes back into.
     mutated_inputs: Vec<usize>,
     tensor_type: Py<PyType>,
     /// Whether the aliasing fallback was logged (once per compiled graph).
     logged_alias: AtomicBool,
+    /// Whether the forward-AD fallback was logged (once per compiled graph).
+    logged_dual: AtomicBool,
 }
 
 #[pymethods]
@@ -233,24 +235,48 @@ impl AotRuntime {
             mutated_inputs,
             tensor_type,
             logged_alias: AtomicBool::new(false),
+            logged_dual: AtomicBool::new(false),
         })
     }
 
     #[pyo3(signature = (*args))]
     fn __call__<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+        // Note [saved-tensor hooks at run time]: the compiled Function saves the partitioner's
+        // residuals, not what each op saves, so under `saved_tensors_hooks` (activation
+        // compression, offloading, a non-reentrant checkpoint's counting hooks) the pack hook
+        // saw another set of tensors, and value-changing hooks gave other gradients. The graph
+        // runs through torch's autograd instead, op by op, as eager does (torch.compile does not
+        // compile under such hooks either).
         let hooks = self.top_hooks.bind(py).call1((false,))?;
         if !hooks.is_none() {
-            let module = hooks.get_item(0)?.getattr(intern!(py, "__module__")).ok();
-            if module.is_some_and(|m| m.extract::<&str>().is_ok_and(|m| m == "torch.utils.checkpoint")) {
-                if !self.logged_checkpoint.swap(true, Ordering::Relaxed) {
+            if !self.logged_checkpoint.swap(true, Ordering::Relaxed) {
+                let checkpoint = hooks
+                    .get_item(0)
+                    .and_then(|h| h.getattr(intern!(py, "__module__")))
+                    .is_ok_and(|m| m.extract::<&str>().is_ok_and(|m| m == "torch.utils.checkpoint"));
+                if checkpoint {
                     tracing::info!(
                         target: "aot::partition",
                         "graph runs through torch's autograd inside a non-reentrant torch.utils.checkpoint region \
                          (its recomputation must save the tensors eager saves; checkpoint recomputes it eagerly)"
                     );
+                } else {
+                    tracing::info!(
+                        target: "aot::partition",
+                        "graph runs through torch's autograd under saved-tensor hooks \
+                         (the hooks must see the tensors each op saves, not the compiled graph's residuals)"
+                    );
                 }
-                return self.eager_forward.bind(py).call1(args);
             }
+            return self.eager_forward.bind(py).call1(args);
+        }
+        // Note [forward-AD graphs] in aot.py: a dual input's tangent would not pass through the
+        // compiled Function (it has no `jvp`); torch's ops carry it.
+        if crate::inductor::wrapper::has_dual_input(py, args)? {
+            if !self.logged_dual.swap(true, Ordering::Relaxed) {
+                tracing::info!(target: "aot::partition", "graph runs through torch's autograd: an input is a forward-AD dual tensor");
+            }
+            return self.eager_forward.bind(py).call1(args);
         }
         // Note [anomaly mode]: under `torch.autograd.set_detect_anomaly(True)` eager's backward
         // checks every node's gradients for NaN and names the node that made one

@@ -1220,6 +1220,15 @@ fn dropout_as_product(py: Python<'_>, g: &mut FxGraph) -> PyResult<()> {
         let mut noise_meta = nodes[x].meta.clone();
         if let Some(m) = noise_meta.as_mut() {
             m.requires_grad = false;
+            // Note [dropout noise layout]: the noise is `empty_like(x)`, which keeps `x`'s
+            // strides only when they are non-overlapping and dense; an expanded (stride-0) or
+            // sliced `x` gets a contiguous noise. Its meta said `x`'s strides, the runtime's
+            // layout check of the fallback's result failed, and the graph ran again through
+            // torch (Note [errors rerun eagerly]), drawing a second mask: another mask than
+            // eager's and a shifted random stream for everything after.
+            if !m.layout.is_non_overlapping_and_dense() {
+                m.layout.strides = crate::inductor::ir::Layout::contiguous_strides(&m.layout.sizes);
+            }
         }
         nodes.push(FxNode {
             name: format!("{}_noise", n.name),

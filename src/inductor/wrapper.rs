@@ -650,7 +650,7 @@ pub struct CompiledGraph {
 /// time: the frame's guards do not see tangents, so the same compiled graph serves calls with
 /// and without duals, and calls without a dual level (the common case) pay one module
 /// attribute read.
-fn has_dual_input(py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+pub(crate) fn has_dual_input(py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<bool> {
     static FORWARD_AD: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
     let fwad = FORWARD_AD.get_or_try_init(py, || py.import("torch.autograd.forward_ad").map(|m| m.into_any().unbind()))?.bind(py);
     let level: i64 = fwad.getattr(intern!(py, "_current_level"))?.extract().unwrap_or(-1);

@@ -631,7 +631,7 @@ fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend
     og.graph.outputs = outputs.args;
     let only_sym = og.graph.nodes.iter().all(|n| matches!(n.op, crate::graph::Op::Placeholder { .. }) || og.sym_nodes.contains(&n.id));
     og.remove_unused_sym_nodes();
-    keep_dead_grad_values(py, &mut og.graph);
+    keep_dead_grad_values(py, og);
     og.remove_unused_tensor_inputs(py);
     let n_ops = og.graph.n_ops();
     if og.shape_env.is_some() && n_ops > 0 && only_sym {
@@ -709,15 +709,22 @@ fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend
 /// backward. A graph computes only what its outputs need, so a dropped value that requires grad
 /// is made an extra output (discarded by the transformed code): the backend then builds its
 /// autograd graph, and the hooks see what that saves.
-fn keep_dead_grad_values(py: Python<'_>, graph: &mut crate::graph::Graph) {
-    let hooks_active = py
-        .import("torch")
-        .and_then(|t| t.getattr("_C")?.getattr("_autograd")?.call_method1("_top_saved_tensors_default_hooks", (false,)))
-        .map(|h| !h.is_none())
-        .unwrap_or(false);
+///
+/// A graph with values that require grad is therefore guarded on whether such hooks are active
+/// (`dynamo.aot.saved_tensors_hooks_active`): one traced without them lacks the dead values'
+/// autograd graphs, one traced with them computes values eager would drop.
+fn keep_dead_grad_values(py: Python<'_>, og: &mut OutputGraph) {
+    if !og.graph.nodes.iter().any(|n| n.meta.as_ref().is_some_and(|m| m.requires_grad)) {
+        return;
+    }
+    let Ok(query) = py.import("dynamo.aot").and_then(|m| m.getattr("saved_tensors_hooks_active")) else { return };
+    let Ok(active) = query.call0() else { return };
+    let hooks_active = active.is_truthy().unwrap_or(false);
+    og.add_guard(None, GuardKind::GlobalQuery { func: query.unbind(), args: pyo3::types::PyTuple::empty(py).unbind(), expected: active.unbind() });
     if !hooks_active {
         return;
     }
+    let graph = &mut og.graph;
     fn mark(a: &Arg, used: &mut [bool]) {
         match a {
             Arg::Node(n) => used[n.0 as usize] = true,
