@@ -700,6 +700,7 @@ impl JitModule {
         let t0 = Instant::now();
         let legal: Vec<Kernel> = kernels.iter().map(legalize).collect();
         let keys: Vec<String> = legal.iter().map(cache_key).collect();
+        let symbols: Vec<String> = keys.iter().map(|k| link_symbol(k)).collect();
         // Per kernel: the loaded function, its IR (under its link symbol) and its code, from the
         // cache or built below.
         let mut found: Vec<Option<(KernelFn, String, Arc<ModuleCode>)>> = Vec::with_capacity(legal.len());
@@ -723,10 +724,9 @@ impl JitModule {
             let jobs: Vec<(Kernel, String)> = to_compile
                 .iter()
                 .map(|&i| {
-                    let symbol = link_symbol(&keys[i]);
                     let mut k = legal[i].clone();
-                    k.name = symbol.clone();
-                    (k, symbol)
+                    k.name = symbols[i].clone();
+                    (k, symbols[i].clone())
                 })
                 .collect();
             let built = build_all(host, &jobs)?;
@@ -751,13 +751,13 @@ impl JitModule {
         let mut compiled = Vec::with_capacity(legal.len());
         let mut code: Vec<Arc<ModuleCode>> = Vec::new();
         let mut llvm_ir = String::new();
-        for ((k, f), key) in legal.iter().zip(found).zip(&keys) {
+        for ((k, f), symbol) in legal.iter().zip(found).zip(&symbols) {
             let (func, ir, c) = f.expect("every kernel was found or compiled");
             if !code.iter().any(|x| Arc::ptr_eq(x, &c)) {
                 code.push(c);
             }
             // The dump shows the kernel's own name, not its link symbol.
-            llvm_ir.push_str(&ir.replace(&link_symbol(key), &k.name));
+            llvm_ir.push_str(&ir.replace(symbol.as_str(), &k.name));
             llvm_ir.push('\n');
             compiled.push(CompiledKernel {
                 name: k.name.clone(),

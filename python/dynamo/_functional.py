@@ -108,15 +108,9 @@ def vjp_probe(fn, method, args, kw_names, kw_values, slots, kw_slots, grads, n_w
 def _saves_no_tensor(outs):
     """True when the autograd graph recorded for ``outs`` (down to its leaves) consists of
     torch's generated nodes only (``CloneBackward0``), none of which saved a tensor."""
-    from .aot import _saved_attrs
+    from .aot import _autograd_nodes, _saved_attrs
 
-    stack = [o.grad_fn for o in outs if isinstance(o, torch.Tensor) and o.grad_fn is not None]
-    seen = set()
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
+    for node in _autograd_nodes(o.grad_fn for o in outs if isinstance(o, torch.Tensor)):
         if type(node).__name__ == "AccumulateGrad":
             continue
         if not re.search(r"Backward\d+$", type(node).__name__):
@@ -128,7 +122,6 @@ def _saves_no_tensor(outs):
                 return False
             if isinstance(v, torch.Tensor) or (isinstance(v, (tuple, list)) and any(isinstance(t, torch.Tensor) for t in v)):
                 return False
-        stack.extend(n for n, _ in node.next_functions if n is not None)
     return True
 
 

@@ -216,19 +216,27 @@ def _writes_in_place(node):
     return name.endswith("_") and not name.startswith("__")
 
 
-def _stale_saved_tensor(gm):
-    """The name of an autograd node (``SigmoidBackward0``) of ``gm``'s trace that saved a tensor
-    which the graph later wrote in place, or None (Note [writes to saved tensors]). Only graphs
-    with an in-place op are walked."""
-    if not any(_writes_in_place(n) for n in gm.graph.nodes):
-        return None
-    stack = [v.grad_fn for v in _output_example_values(gm) if v is not None and v.grad_fn is not None]
+def _autograd_nodes(roots):
+    """Each autograd node reachable from the ``grad_fn`` nodes ``roots`` (None entries skipped),
+    once, depth first through ``next_functions``."""
+    stack = [r for r in roots if r is not None]
     seen = set()
     while stack:
         node = stack.pop()
         if id(node) in seen:
             continue
         seen.add(id(node))
+        yield node
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+
+
+def _stale_saved_tensor(gm):
+    """The name of an autograd node (``SigmoidBackward0``) of ``gm``'s trace that saved a tensor
+    which the graph later wrote in place, or None (Note [writes to saved tensors]). Only graphs
+    with an in-place op are walked."""
+    if not any(_writes_in_place(n) for n in gm.graph.nodes):
+        return None
+    for node in _autograd_nodes(v.grad_fn for v in _output_example_values(gm) if v is not None):
         for a in _saved_attrs(type(node))[1]:
             try:
                 getattr(node, a)
@@ -237,7 +245,6 @@ def _stale_saved_tensor(gm):
                     return type(node).__name__
             except Exception:  # a value released or not readable back: not our question
                 pass
-        stack.extend(n for n, _ in node.next_functions if n is not None)
     return None
 
 
