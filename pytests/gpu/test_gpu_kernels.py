@@ -549,3 +549,51 @@ def test_compile_launches_nothing_and_keeps_eager_checks():
         with pytest.raises((RuntimeError, NotImplementedError), match=msg):
             dynamo.optimize("inductor")(fn)(t)
         assert torch.equal(t, saved)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("layout,seq", [("heads_transposed", 32), ("contiguous", 40)])
+def test_cuda_attention_runs_torchs_efficient_backward(backend, layout, seq):
+    """CUDA ``scaled_dot_product_attention`` for which eager takes the memory-efficient kernel
+    (float32, no dropout; causal, or with a bool or float mask that needs no gradient) is
+    differentiated through torch's fused backward reading the saved output, logsumexp and RNG
+    state (Note [flash attention] in python/dynamo/aot.py), not by recomputing the attention with
+    matrix products; a mask becomes the bias eager makes of it (expanded, padded to a multiple of
+    16 columns for `seq` 40). The output and the gradients equal eager's."""
+    from dynamo import aot
+
+    def attend(x, wq, wk, wv, mask, causal):
+        b, l, _ = x.shape
+        if layout == "heads_transposed":  # transformers' shape: heads moved out of the sequence
+            q, k, v = ((x @ w).view(b, l, 4, 16).transpose(1, 2) for w in (wq, wk, wv))
+        else:
+            q, k, v = ((x @ w).view(b, 4, l, 16) for w in (wq, wk, wv))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+        return (out.transpose(1, 2).reshape(b, l, 64) * x).sum()
+
+    x = randn(2, seq, 64, seed=40).requires_grad_()
+    ws = [(randn(64, 64, seed=41 + j) / 8).requires_grad_() for j in range(3)]
+    float_mask = randn(2, 1, seq, seq, seed=44)
+    bool_mask = ((float_mask > 0) | torch.eye(seq, dtype=torch.bool, device=DEV)).expand(2, 4, seq, seq)
+    for m, causal in ((None, True), (None, False), (float_mask, False), (bool_mask, False)):
+        graphs = []
+
+        def capture(gm, example_inputs):
+            graphs.append((gm, example_inputs))
+            return gm.forward
+
+        f = lambda x, *ws: attend(x, *ws, m, causal)  # noqa: E731
+        dynamo.reset()
+        dynamo.optimize(capture)(f)(x, *ws)
+        (gm, example_inputs), = graphs
+        compiled = aot.aot_compile(gm, example_inputs, backend)
+        bw_code = compiled.function.aot_plan.bw.code
+        assert "_scaled_dot_product_efficient_attention_backward" in bw_code and "sdpa_backward" not in bw_code, bw_code
+        args = [x, *ws]
+        got = compiled(*example_inputs)[0]
+        grads = torch.autograd.grad(got, args)
+        ref = f(*args)
+        ref_grads = torch.autograd.grad(ref, args)
+        torch.testing.assert_close(got, ref, atol=1e-3, rtol=1e-4)
+        for g, r in zip(grads, ref_grads):
+            torch.testing.assert_close(g, r, atol=1e-4, rtol=1e-3)

@@ -183,6 +183,57 @@ def _resolve(path: str):
     raise ImportError(f"cannot resolve {path}")
 
 
+def sdpa_efficient_bias(attn_mask: torch.Tensor, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    """The additive bias eager's CUDA ``scaled_dot_product_attention`` hands the
+    memory-efficient kernel for ``attn_mask`` (aten/src/ATen/native/transformers/attention.cpp:
+    ``convert_boolean_attn_mask``, then ``preprocess_mask``): a bool mask becomes 0 where True and
+    ``-inf`` where False, in ``query``'s dtype; the mask is expanded to ``(B, H, L, S)`` (``B, H,
+    L`` from ``query``, ``S`` from ``key``); a last dim that is not a multiple of 16 is padded to
+    one and sliced back (``pad_bias``), so that rows start aligned; otherwise a bias whose first
+    three strides are not multiples of 16 is made contiguous. Used by the fused attention form
+    of Note [flash attention] in aot.py."""
+    bias = attn_mask
+    if bias.dtype == torch.bool:
+        bias = torch.zeros_like(attn_mask, dtype=query.dtype).masked_fill_(attn_mask.logical_not(), float("-inf"))
+    bias = bias.expand(query.shape[0], query.shape[1], query.shape[2], key.shape[2])
+    last = bias.shape[-1]
+    if last % 16:
+        return torch.nn.functional.pad(bias, (0, 16 - last % 16))[..., :last]
+    if bias.stride(0) % 16 or bias.stride(1) % 16 or bias.stride(2) % 16:
+        return bias.contiguous()
+    return bias
+
+
+def sdpa_efficient(query, key, value, attn_bias, is_causal: bool, scale):
+    """``(output, logsumexp)`` of torch's CUDA memory-efficient attention without dropout, the
+    kernel eager's ``scaled_dot_product_attention`` runs for these tensors (Note [flash
+    attention] in aot.py): ``aten._scaled_dot_product_efficient_attention`` with the logsumexp
+    computed. Its other results (the dropout RNG's seed and offset) are not returned: without
+    dropout they are empty CPU tensors the backward ignores, and a CPU tensor among a CUDA
+    graph's saved values would fail the compiled backward's device checks. Shapes: query
+    ``(B, H, L, E)``, key ``(B, H, S, E)``, value ``(B, H, S, Ev)``, ``attn_bias`` None or from
+    ``sdpa_efficient_bias``; output ``(B, H, L, Ev)``, logsumexp ``(B, H, L rounded up to 32)``
+    float32."""
+    out, lse, _, _ = torch.ops.aten._scaled_dot_product_efficient_attention.default(
+        query, key, value, attn_bias, True, 0.0, is_causal, scale=scale
+    )
+    return out, lse
+
+
+def sdpa_efficient_backward(grad, query, key, value, attn_bias, out, lse, is_causal: bool, scale, needs):
+    """Gradients ``(d query, d key, d value)`` of ``sdpa_efficient`` for the output gradient
+    ``grad``: torch's fused backward (derivatives.yaml:
+    ``_scaled_dot_product_efficient_attention_backward``) reading the saved ``out`` and ``lse``;
+    ``needs`` (three bools) says which of query, key, value need a gradient (None for the
+    others). The RNG seed and offset it takes are unused without dropout; empty CPU tensors
+    stand for them, as in eager."""
+    unused = torch.empty((), dtype=torch.long)
+    gq, gk, gv, _ = torch.ops.aten._scaled_dot_product_efficient_attention_backward.default(
+        grad, query, key, value, attn_bias, out, lse, unused, unused, 0.0, [*needs, False], is_causal, scale=scale
+    )
+    return gq, gk, gv
+
+
 def sdpa_dropout_noise(query: torch.Tensor, key: torch.Tensor, p: float) -> torch.Tensor:
     """The scaled keep-mask CPU ``F.scaled_dot_product_attention(..., dropout_p=p)`` multiplies
     its attention weights by (Note [attention dropout as a product] in

@@ -801,17 +801,28 @@ def _with_grad_regions(runtime, entry_grad, exit_grad):
     return call
 
 
-# Note [flash attention]: on CPU, eager's ``scaled_dot_product_attention`` runs torch's fused
-# flash kernel, whose backward needs the forward's logsumexp, which the public function does not
-# return. For the joint graph the call is rewritten into the aten overload that returns
-# ``(output, logsumexp)``, read through ``getitem``; the derivative rule (``sdpa_flash_cpu`` in
-# src/autograd/rules.rs) then calls the fused backward on the saved output and logsumexp instead
-# of recomputing the attention matrix (``sdpa_backward``, kept for the other cases: dropout,
-# grouped-query attention, bool masks, devices other than the CPU). Only calls for which eager
-# itself takes the flash kernel are rewritten: 4-d float32/float64 CPU tensors with equal batch,
-# head and head-dim sizes, unit stride in the last dim, no dropout and no mask or a float mask of
-# the query's dtype that needs no gradient. ``gm`` itself is left alone: its ``forward`` stays the
-# eager fallback.
+# Note [flash attention]: eager's ``scaled_dot_product_attention`` runs one of torch's fused
+# kernels, whose backward needs statistics of the forward (the logsumexp, and on the GPU the
+# dropout RNG's state) that the public function does not return. For the joint graph
+# the call is rewritten into the aten overload eager itself calls, which returns them, read
+# through ``getitem``; the derivative rule (``sdpa_fused`` in src/autograd/rules.rs) then calls
+# the fused backward on the saved output and logsumexp instead
+# of recomputing the attention matrix with matrix products (``sdpa_backward``, kept for every
+# other case: dropout, grouped-query attention, bool masks, other backends).
+# - CPU: ``aten._scaled_dot_product_flash_attention_for_cpu`` -> ``(output, logsumexp)``, for
+#   the calls for which eager takes that kernel: 4-d float32/float64 tensors with equal batch,
+#   head and head-dim sizes, unit stride in the last dim, no dropout and no mask or a float mask
+#   of the query's dtype that needs no gradient.
+# - CUDA: ``aten._scaled_dot_product_efficient_attention`` (through
+#   ``dynamo._functional.sdpa_efficient``, which returns ``(output, logsumexp)``; the RNG state
+#   it also returns is unused without dropout), when torch's own choice for the call
+#   (``torch._fused_sdp_choice``, asked of real tensors of the same layout) is the
+#   memory-efficient kernel, without dropout; a mask (bool, or float of the query's dtype, that
+#   needs no gradient) becomes the bias eager computes from it before that kernel
+#   (``dynamo._functional.sdpa_efficient_bias``).
+#   On GPT-2's training step on an H200 the recomputed backward (batched products and a
+#   softmax-backward kernel) took 2.1 ms more GPU time a step than eager's fused backward.
+# ``gm`` itself is left alone: its ``forward`` stays the eager fallback.
 
 _SDPA_TARGETS = (torch.nn.functional.scaled_dot_product_attention, torch._C._nn.scaled_dot_product_attention)
 _SDPA_PARAMS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
@@ -822,9 +833,33 @@ def _example(arg):
     return arg.meta.get("example_value", arg.meta.get("val")) if isinstance(arg, torch.fx.Node) else arg
 
 
+def _cuda_sdpa_is_efficient(q, k, v, mask, causal, scale):
+    """True when eager's CUDA ``scaled_dot_product_attention`` of tensors like ``q``, ``k``,
+    ``v`` (fake or real) takes the memory-efficient kernel (Note [flash attention]). torch's
+    choice (``torch._fused_sdp_choice``) reads sizes, strides, dtypes, ``requires_grad`` and the
+    device's capability; fake tensors answer "math" whatever they are, so it is asked of
+    uninitialized real tensors of the same layout (none over 64 Mi elements of storage)."""
+    try:
+        from torch.nn.attention import SDPBackend
+
+        def probe(t):
+            extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+            if extent > 1 << 26:
+                raise ValueError("too large to probe")
+            real = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device=t.device)
+            return real.requires_grad_(t.requires_grad)
+
+        m = None if mask is None else probe(mask)
+        choice = torch._fused_sdp_choice(probe(q), probe(k), probe(v), m, 0.0, causal, scale=scale)
+        return choice == SDPBackend.EFFICIENT_ATTENTION.value
+    except Exception:  # noqa: BLE001 - no choice known: the call keeps its generic rule
+        return False
+
+
 def _flash_call(node):
-    """``(q, k, v, mask, is_causal, scale)`` (nodes and constants) when the sdpa call ``node``
-    takes torch's CPU flash kernel (Note [flash attention]), else None."""
+    """``(device, q, k, v, mask, is_causal, scale)`` (nodes and constants; ``device`` "cpu" or
+    "cuda") when the sdpa call ``node`` takes torch's CPU flash kernel or its CUDA
+    memory-efficient kernel (Note [flash attention]), else None."""
     if node.op != "call_function" or node.target not in _SDPA_TARGETS or len(node.args) > len(_SDPA_PARAMS):
         return None
     params = dict(_SDPA_DEFAULTS)
@@ -839,7 +874,7 @@ def _flash_call(node):
     q, k, v = (_example(params[n]) for n in ("query", "key", "value"))
     if not all(isinstance(t, torch.Tensor) and isinstance(p, torch.fx.Node) for t, p in zip((q, k, v), (params["query"], params["key"], params["value"]))):
         return None
-    if q.dtype not in (torch.float32, torch.float64) or any(t.dtype != q.dtype or t.device.type != "cpu" or t.dim() != 4 for t in (q, k, v)):
+    if any(t.dtype != q.dtype or t.device != q.device or t.dim() != 4 for t in (q, k, v)):
         return None
     if any(not isinstance(s, int) for t in (q, k, v) for s in tuple(t.shape) + tuple(t.stride())):
         return None
@@ -848,42 +883,63 @@ def _flash_call(node):
     if any(t.stride(-1) != 1 for t in (q, k, v)) or 0 in q.shape or 0 in k.shape:
         return None
     mask = params["attn_mask"]
+    call = (q.device.type, params["query"], params["key"], params["value"], mask, params["is_causal"], params["scale"])
+    m = None
     if mask is not None:
         m = _example(mask)
-        if not isinstance(mask, torch.fx.Node) or not isinstance(m, torch.Tensor) or m.dtype != q.dtype or m.requires_grad:
+        if not isinstance(mask, torch.fx.Node) or not isinstance(m, torch.Tensor) or m.requires_grad or m.device != q.device:
             return None
-    return params["query"], params["key"], params["value"], mask, params["is_causal"], params["scale"]
+        if m.dtype != q.dtype and not (q.device.type == "cuda" and m.dtype == torch.bool):
+            return None
+    if q.device.type == "cuda":
+        if not any(t.requires_grad for t in (q, k, v)):
+            return None
+        return call if _cuda_sdpa_is_efficient(q, k, v, m, params["is_causal"], params["scale"]) else None
+    if q.device.type != "cpu" or q.dtype not in (torch.float32, torch.float64):
+        return None
+    return call
 
 
 def _flash_attention_graph(gm):
-    """``gm``, or a copy of it whose CPU ``scaled_dot_product_attention`` calls are rewritten
-    into ``aten._scaled_dot_product_flash_attention_for_cpu`` (Note [flash attention])."""
+    """``gm``, or a copy of it whose ``scaled_dot_product_attention`` calls are rewritten into
+    the fused aten overloads eager runs (Note [flash attention])."""
     if not any(_flash_call(n) for n in gm.graph.nodes):
         return gm
-    import operator
-
     graph = torch.fx.Graph()
     out = graph.graph_copy(gm.graph, {})
     graph.output(out)
-    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
     for node in list(graph.nodes):
         call = _flash_call(node)
         if call is None:
             continue
-        q, k, v, mask, causal, scale = call
+        device, q, k, v, mask, causal, scale = call
+        if device == "cpu":
+            op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+            args, kwargs = (q, k, v, 0.0, causal), {"attn_mask": mask, "scale": scale}
+        else:
+            from ._functional import sdpa_efficient, sdpa_efficient_bias
+
+            op = sdpa_efficient
+            bias = None
+            if mask is not None:
+                with graph.inserting_before(node):
+                    bias = graph.call_function(sdpa_efficient_bias, (mask, q, k))
+                bias.meta = {"example_value": sdpa_efficient_bias(_example(mask), _example(q), _example(k))}
+            args, kwargs = (q, k, v, bias, causal, scale), {}
         try:
             with torch.no_grad():
-                _, lse_value = flash(_example(q), _example(k), _example(v), 0.0, causal,
-                                     attn_mask=_example(mask), scale=scale)
+                values = op(*(_example(a) for a in args), **{n: _example(a) for n, a in kwargs.items()})
         except Exception:  # noqa: BLE001 - the call keeps its generic rule
+            if isinstance(args[3], torch.fx.Node):
+                graph.erase_node(args[3])
             continue
         with graph.inserting_before(node):
-            pair = graph.call_function(flash, (q, k, v, 0.0, causal), {"attn_mask": mask, "scale": scale})
-            result = graph.call_function(operator.getitem, (pair, 0))
-            lse = graph.call_function(operator.getitem, (pair, 1))
-        result.meta = dict(node.meta)
-        lse.meta = {"example_value": lse_value}
-        node.replace_all_uses_with(result)
+            fused = graph.call_function(op, args, kwargs)
+            items = [graph.call_function(operator.getitem, (fused, j)) for j in range(len(values))]
+        items[0].meta = dict(node.meta)
+        for item, value in zip(items[1:], values[1:]):
+            item.meta = {"example_value": value}
+        node.replace_all_uses_with(items[0])
         graph.erase_node(node)
     return graph_module(gm, graph)
 

@@ -266,6 +266,7 @@ pub fn op_key(n: &FxNode) -> Option<&'static str> {
             "torch.split" => "split",
             "torch._C._nn.scaled_dot_product_attention" | "torch.nn.functional.scaled_dot_product_attention" => "sdpa",
             "torch._ops.aten._scaled_dot_product_flash_attention_for_cpu.default" => "sdpa_flash_cpu",
+            "dynamo._functional.sdpa_efficient" => "sdpa_efficient",
             "torch.cat" | "torch.concat" | "torch.concatenate" => "cat",
             "torch.chunk" => "chunk",
             "torch._C._nn.gelu" | "torch.nn.functional.gelu" => "gelu",

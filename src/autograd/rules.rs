@@ -100,8 +100,8 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
     if key == "split" || key == "chunk" {
         return split(b, i, grad, key);
     }
-    if key == "sdpa_flash_cpu" {
-        return sdpa_flash_cpu(b, i, grad);
+    if key == "sdpa_flash_cpu" || key == "sdpa_efficient" {
+        return sdpa_fused(b, i, grad, key == "sdpa_efficient");
     }
     let Grad::Tensor(g) = grad else { return Err(no_rule(b, i, "tuple gradient")) };
     let out_sizes = b.sizes(i)?;
@@ -1125,12 +1125,20 @@ fn sdpa(b: &mut Builder<'_>, i: usize, g: usize) -> Result<Out, JointError> {
     Ok(out)
 }
 
-/// `aten._scaled_dot_product_flash_attention_for_cpu` (derivatives.yaml: its `_backward`
-/// overload, torch's fused kernel), reading the forward's output and logsumexp: the forward
-/// graph has `getitem(node, 0)` and `getitem(node, 1)` for them (python/dynamo/aot.py rewrites
-/// CPU `scaled_dot_product_attention` calls into this form, Note [flash attention]). The
-/// logsumexp's gradient is not supported (it is not differentiable in eager either).
-fn sdpa_flash_cpu(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointError> {
+/// The fused attention forms of Note [flash attention] (python/dynamo/aot.py), whose backward
+/// is torch's fused kernel reading statistics the forward returned (derivatives.yaml):
+/// - `aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, dropout_p, is_causal, *,
+///   attn_mask, scale) -> (output, logsumexp)`, backward
+///   `_scaled_dot_product_flash_attention_for_cpu_backward(grad, q, k, v, output, logsumexp,
+///   dropout_p, is_causal, *, attn_mask, scale)`;
+/// - `dynamo._functional.sdpa_efficient(q, k, v, attn_bias, is_causal, scale) -> (output,
+///   logsumexp)` (CUDA's memory-efficient kernel without dropout), backward
+///   `dynamo._functional.sdpa_efficient_backward(grad, q, k, v, attn_bias, output, logsumexp,
+///   is_causal, scale, needs)`, where `needs` says which of q, k, v need a gradient.
+/// The forward graph reads every statistic with `getitem(node, j)`. Only the output is
+/// differentiable (the statistics are not in eager either); dropout and masks that need a
+/// gradient have no rule here.
+fn sdpa_fused(b: &mut Builder<'_>, i: usize, grad: Grad, efficient: bool) -> Result<Out, JointError> {
     let n = b.g.nodes[i].clone();
     let Grad::Tuple(parts) = grad else { return Err(no_rule(b, i, "tensor gradient of a tuple")) };
     if parts.iter().skip(1).any(|p| p.is_some()) {
@@ -1144,15 +1152,21 @@ fn sdpa_flash_cpu(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, Join
     let (Some(q), Some(k), Some(v)) = (tensor(arg(&n, 0, "query")), tensor(arg(&n, 1, "key")), tensor(arg(&n, 2, "value"))) else {
         return Err(no_rule(b, i, "q, k, v"));
     };
-    if arg(&n, 3, "dropout_p").is_some_and(|a| num(Some(a)) != Some(0.0)) {
-        return Err(no_rule(b, i, "dropout"));
-    }
-    let causal = bool_arg(arg(&n, 4, "is_causal"), false).ok_or_else(|| no_rule(b, i, "is_causal"))?;
-    let mask = arg(&n, 5, "attn_mask").cloned().unwrap_or(FxArg::None);
+    // Positions of is_causal, the mask and the scale in the two signatures; the efficient form
+    // has no dropout argument.
+    let (p_causal, mask, p_scale) = if efficient {
+        (4, arg(&n, 3, "attn_bias").cloned().unwrap_or(FxArg::None), 5)
+    } else {
+        if arg(&n, 3, "dropout_p").is_some_and(|a| num(Some(a)) != Some(0.0)) {
+            return Err(no_rule(b, i, "dropout"));
+        }
+        (4, arg(&n, 5, "attn_mask").cloned().unwrap_or(FxArg::None), 6)
+    };
+    let causal = bool_arg(arg(&n, p_causal, "is_causal"), false).ok_or_else(|| no_rule(b, i, "is_causal"))?;
     if matches!(mask, FxArg::Node(j) if b.requires_grad[j]) || !matches!(mask, FxArg::Node(_) | FxArg::None) {
         return Err(no_rule(b, i, "attn_mask"));
     }
-    let scale = match arg(&n, 6, "scale") {
+    let scale = match arg(&n, p_scale, "scale") {
         None | Some(FxArg::None) => FxArg::None,
         a => FxArg::Float(num(a).ok_or_else(|| no_rule(b, i, "scale"))?),
     };
@@ -1165,11 +1179,17 @@ fn sdpa_flash_cpu(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, Join
     let (Some(out), Some(lse)) = (item(b, 0), item(b, 1)) else {
         return Err(no_rule(b, i, "output and logsumexp not read by getitem"));
     };
-    let res = b.call(
-        "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default",
-        vec![node(g), node(q), node(k), node(v), node(out), node(lse), FxArg::Float(0.0), FxArg::Bool(causal)],
-        vec![("attn_mask", mask), ("scale", scale)],
-    )?;
+    let res = if efficient {
+        let needs = FxArg::List([q, k, v].map(|j| FxArg::Bool(b.requires_grad[j])).to_vec());
+        let args = vec![node(g), node(q), node(k), node(v), mask, node(out), node(lse), FxArg::Bool(causal), scale, needs];
+        b.call("dynamo._functional.sdpa_efficient_backward", args, vec![])?
+    } else {
+        b.call(
+            "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default",
+            vec![node(g), node(q), node(k), node(v), node(out), node(lse), FxArg::Float(0.0), FxArg::Bool(causal)],
+            vec![("attn_mask", mask), ("scale", scale)],
+        )?
+    };
     let mut grads = Vec::new();
     for (pos, j) in [q, k, v].into_iter().enumerate() {
         if b.requires_grad[j] {

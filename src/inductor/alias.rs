@@ -42,6 +42,8 @@ const FRESH_RESULT_TARGETS: &[&str] = &[
     "torch._ops.aten.bmm.default",
     "torch._ops.aten._scaled_dot_product_flash_attention_for_cpu.default",
     "torch._ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default",
+    "dynamo._functional.sdpa_efficient",
+    "dynamo._functional.sdpa_efficient_backward",
     "torch._ops.aten.embedding_dense_backward.default",
     "torch._ops.aten.nll_loss_forward.default",
     "torch._ops.aten.nll_loss_backward.default",

@@ -394,12 +394,15 @@ impl Runtime {
         let tensor_type = self.tensor_type.bind(py);
         let mut env: Vec<Option<Py<PyAny>>> = (0..self.n_slots).map(|_| None).collect();
         if args.len() != self.inputs.len() {
+            tracing::debug!(target: "inductor::guards", "{} arguments for {} inputs", args.len(), self.inputs.len());
             return Ok(None);
         }
         if self.grad_free && self.is_grad_enabled.bind(py).call0()?.is_truthy()? {
+            tracing::debug!(target: "inductor::guards", "grad mode is on for a graph compiled without grad");
             return Ok(None);
         }
         if self.mutated_input_aliases(py, args)? {
+            tracing::debug!(target: "inductor::guards", "a mutated input aliases another input");
             return Ok(None);
         }
         let fast_ok = !self.inputs_guarded
@@ -408,6 +411,7 @@ impl Runtime {
             let v = args.get_item(*pos)?;
             if let (Some(check), false, false) = (check, self.inputs_guarded, fast_ok) {
                 if !check.matches(py, &v, tensor_type, self.grad_free)? {
+                    tracing::debug!(target: "inductor::guards", "input {pos} differs from compile time (sizes {}, strides {})", check.sizes.bind(py), check.strides.bind(py));
                     return Ok(None);
                 }
             }
@@ -419,6 +423,7 @@ impl Runtime {
         for (slot, value, check) in &self.constants {
             if let Some(check) = check {
                 if !check.matches(py, value.bind(py), tensor_type, self.grad_free)? {
+                    tracing::debug!(target: "inductor::guards", "a constant differs from compile time");
                     return Ok(None);
                 }
             }
@@ -512,6 +517,7 @@ impl Runtime {
                             // repeat them. The values are right, so they are copied into the
                             // layout the later steps index with, and the plan goes on.
                             if !check.matches_but_strides(py, &res, tensor_type, self.grad_free)? {
+                                tracing::debug!(target: "inductor::guards", "a fallback's result differs from its meta beyond strides (planned sizes {}, strides {})", check.sizes.bind(py), check.strides.bind(py));
                                 return Ok(None);
                             }
                             counters::LAYOUT_FIXUPS.fetch_add(1, Ordering::Relaxed);
