@@ -427,7 +427,7 @@ fn wrap_int_sequence(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyA
         let size_type = og.handles.size_type.clone_ref(py);
         return crate::symbolic::variables::tensor::make_size(py, size_type.bind(py), vts).map(Some);
     }
-    Ok(Some(VT::Tuple(Rc::new(vts))))
+    Ok(Some(VT::Tuple(og.sourced_tuple_items(vts, source))))
 }
 
 fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, source: Arc<Source>) -> VResult<VT> {
@@ -724,13 +724,14 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
                 .enumerate()
                 .map(|(i, item)| wrap(py, og, &item, source.item(ItemKey::Int(i as i64))))
                 .collect::<VResult<Vec<_>>>()?;
+            let items = og.sourced_tuple_items(items, &source);
             if named {
                 // Its class (TYPE_MATCH-guarded just above) is reached as `source.__class__`,
                 // where the class's own methods and properties are read.
                 og.class_sources.entry(t.get_type().as_ptr() as usize).or_insert_with(|| source.generic_attr("__class__"));
-                return Ok(VT::NamedTuple { cls: Rc::new(t.get_type().into_any().unbind()), items: Rc::new(items) });
+                return Ok(VT::NamedTuple { cls: Rc::new(t.get_type().into_any().unbind()), items });
             }
-            return Ok(VT::Tuple(Rc::new(items)));
+            return Ok(VT::Tuple(items));
         }
     }
     if let Some(first) = og.peeked_lists.get(&(value.as_ptr() as usize)) {

@@ -1907,6 +1907,8 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
             refuse_fake_id(py, og, c)?;
             og.lazy_rebuild(py, vt).unwrap_or_else(|| Rebuild::Const(c.clone_ref(py)))
         }
+        // Note [tuples from outside the frame]: that very tuple, reloaded.
+        VT::Tuple(items) | VT::NamedTuple { items, .. } if og.tuple_source(items).is_some() => Rebuild::Source(og.tuple_source(items).unwrap().clone()),
         VT::Tuple(items) => Rebuild::Tuple(items.iter().map(&mut rec).collect::<VResult<_>>()?),
         // Note [namedtuple classes made in the frame] (variables/functions.rs).
         VT::NamedTuple { cls, .. } | VT::Class(cls) if og.frame_classes.contains_key(&(cls.as_ptr() as usize)) => {

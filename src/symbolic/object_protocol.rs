@@ -1730,6 +1730,11 @@ impl<'a> InstructionTranslator<'a> {
                         let size_type = self.og.handles.size_type.clone_ref(py);
                         return make_size(py, size_type.bind(py), out);
                     }
+                    // Objects/tupleobject.c (`tuplesubscript`): a whole-tuple slice of an exact
+                    // tuple is the tuple itself.
+                    if matches!(obj, VT::Tuple(_)) && start == 0 && step == 1 && out.len() == items.len() {
+                        return Ok(obj.clone());
+                    }
                     return if matches!(obj, VT::List(_)) { Ok(new_list(out)) } else { make_tuple(py, out) };
                 }
                 graph_break!(UnsupportedOperation, "sequence index of type {}", type_name(&i))

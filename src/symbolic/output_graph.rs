@@ -148,6 +148,13 @@ pub struct OutputGraph {
     /// Sources of user classes wrapped from the frame, by address (their attributes are read
     /// and written through them).
     pub class_sources: HashMap<usize, Arc<Source>>,
+    /// Note [tuples from outside the frame]: the source of each `tuple` (or namedtuple /
+    /// structseq) wrapped from the frame's inputs, by the address of its items' `Rc` (held
+    /// here, so the address is not reused). Tuples are immutable and a tracker is never
+    /// changed in place, so a tracker holding these very items is that object: it leaves the
+    /// graph by reloading it from its source, keeping its identity (`f(t) is t`,
+    /// `lst.append(t); lst[-1] is t`, an `is DEFAULT` sentinel), not as a new tuple.
+    pub tuple_sources: HashMap<usize, (Arc<Source>, Rc<Vec<crate::symbolic::variables::VariableTracker>>)>,
     /// Modules made during tracing (a `ModuleList` slice, a parameterless `torch.nn` module such
     /// as `CrossEntropyLoss()`), by address; they have no source.
     pub derived_modules: HashMap<usize, DerivedModule>,
@@ -360,6 +367,20 @@ pub struct DynamicPolicy {
 }
 
 impl OutputGraph {
+    /// The items of a tuple wrapped from `source`, recorded as that tuple's (Note [tuples from
+    /// outside the frame]).
+    pub fn sourced_tuple_items(&mut self, items: Vec<VT>, source: &Arc<Source>) -> Rc<Vec<VT>> {
+        let items = Rc::new(items);
+        self.tuple_sources.insert(Rc::as_ptr(&items) as usize, (source.clone(), items.clone()));
+        items
+    }
+
+    /// The source of the tuple whose items are `items`, when it was wrapped from the frame's
+    /// inputs (Note [tuples from outside the frame]).
+    pub fn tuple_source(&self, items: &Rc<Vec<VT>>) -> Option<&Arc<Source>> {
+        self.tuple_sources.get(&(Rc::as_ptr(items) as usize)).filter(|(_, held)| Rc::ptr_eq(held, items)).map(|(s, _)| s)
+    }
+
     pub fn new(py: Python<'_>) -> PyResult<Self> {
         let fake_mod = py.import("torch._subclasses.fake_tensor")?;
         let kwargs = PyDict::new(py);
@@ -399,6 +420,7 @@ impl OutputGraph {
             user_loc: None,
             trace_warnings: Vec::new(),
             class_sources: HashMap::new(),
+            tuple_sources: HashMap::new(),
             derived_modules: HashMap::new(),
             modules_in_init: std::collections::HashSet::new(),
             frame_classes: HashMap::new(),

@@ -607,6 +607,12 @@ impl<'a> InstructionTranslator<'a> {
             }
             return Ok(s);
         }
+        if is("tuple") && kwargs.is_empty() {
+            // Objects/abstract.c (`PySequence_Tuple`): an exact tuple is returned as is.
+            if let [t @ VT::Tuple(_)] = args.as_slice() {
+                return Ok(t.clone());
+            }
+        }
         if is("list") || is("tuple") {
             let items = match args.first() {
                 Some(a) => self.iter_items(py, a)?,
