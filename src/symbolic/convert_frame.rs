@@ -1136,6 +1136,9 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
     }
     fn visit(py: Python<'_>, v: &VT, seen: &mut HashMap<usize, usize>) {
         match v {
+            // A list subclass object's storage stands for the object (Note [list subclass
+            // objects]).
+            VT::List(_) if storage_owner(v).is_some() => visit(py, &VT::UserObject(storage_owner(v).expect("checked")), seen),
             VT::List(l) if l.borrow().source.is_none() => {
                 if !first_reach(seen, Rc::as_ptr(l) as *const () as usize) {
                     return;
@@ -1181,7 +1184,10 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     // Counted even when the list came from the frame (then it is not rebuilt, but
                     // the iterator and the list stay one pair only through one path).
                     IterKind::List(l) | IterKind::ListReversed { list: l, .. } => {
-                        if l.borrow().source.is_none() {
+                        if let Some(owner) = l.borrow().owner.as_ref().and_then(|w| w.upgrade()) {
+                            // Over a list subclass object's storage: rebuilt over the object.
+                            visit(py, &VT::UserObject(owner), seen);
+                        } else if l.borrow().source.is_none() {
                             visit(py, &VT::List(l.clone()), seen);
                         } else {
                             // Not rebuilt; tagged so that a second reach is refused.
@@ -1230,7 +1236,10 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     IterKind::DictReversed { dict, .. } => visit(py, &VT::Dict(dict.clone()), seen),
                 }
             }
-            VT::ContainerMethod { container, .. } => visit(py, container, seen),
+            VT::ContainerMethod { container, .. } => match storage_owner(container) {
+                Some(owner) => visit(py, &VT::UserObject(owner), seen),
+                None => visit(py, container, seen),
+            },
             // A module made in the trace is rebuilt by constructing it again.
             VT::Module { obj, source: None } => {
                 first_reach(seen, obj.as_ptr() as usize);
@@ -1250,6 +1259,11 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                 }
                 if let Some(storage) = &o.storage {
                     visit(py, &VT::Dict(storage.clone()), seen);
+                }
+                // The list storage is rebuilt inside the object, never on its own (Note [list
+                // subclass objects]): its items are the object's reaches.
+                if let Some(list) = &o.list {
+                    list.borrow().items.iter().for_each(|i| visit(py, i, seen));
                 }
             }
             // A function made in the frame: each rebuild would be a new function object
@@ -1331,6 +1345,14 @@ fn shared_key(vt: &VT) -> Option<usize> {
         VT::Module { obj, source: None } => obj.as_ptr() as usize,
         _ => return None,
     })
+}
+
+/// The list subclass object whose list storage `vt` is (Note [list subclass objects]).
+fn storage_owner(vt: &VT) -> Option<Rc<crate::symbolic::variables::user_defined::UserObject>> {
+    match vt {
+        VT::List(l) => l.borrow().owner.as_ref().and_then(|w| w.upgrade()),
+        _ => None,
+    }
 }
 
 /// Whether a constant tracker's object is an exception instance (made anew by each run of the
@@ -1482,7 +1504,13 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
                     Rebuild::ListIter { list: s, pos: it.pos }
                 }
                 None => {
-                    let list = rebuild_of(py, og, &VT::List(l.clone()), outputs)?;
+                    // Over the storage of a list subclass object: `iter_at` over the object,
+                    // whose `__iter__` is list's (Note [list subclass objects]).
+                    let owner = l.borrow().owner.as_ref().and_then(|w| w.upgrade());
+                    let list = match owner {
+                        Some(o) => rebuild_of(py, og, &VT::UserObject(o), outputs)?,
+                        None => rebuild_of(py, og, &VT::List(l.clone()), outputs)?,
+                    };
                     call("iter_at", vec![list, int(it.pos as i64)?])?
                 }
             }
@@ -1667,6 +1695,18 @@ fn refuse_fake_id(py: Python<'_>, og: &OutputGraph, v: &Py<PyAny>) -> VResult<()
 }
 
 fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) -> VResult<Rebuild> {
+    if let VT::List(l) = vt {
+        // Note [list subclass objects]: a storage is rebuilt only inside its object. Reached on
+        // its own, it is the `self` of one of list's own methods (the `[descriptor, self]` that
+        // LOAD_METHOD left at a break, Note [methods of builtin types at a break]), which eager
+        // calls on the object: it is rebuilt as the object.
+        if l.borrow().owner.is_some() {
+            return match storage_owner(vt) {
+                Some(owner) => rebuild_of(py, og, &VT::UserObject(owner), outputs),
+                None => graph_break!(UnreconstructableValue, "the list storage of a list subclass object that is gone"),
+            };
+        }
+    }
     let Some(key) = shared_key(vt) else { return rebuild_fresh(py, og, vt, outputs) };
     if let VT::Cell(rc) = vt {
         // Note [cells of inlined calls]: a cell that exists only in the trace is made empty
@@ -1740,6 +1780,8 @@ fn cyclic_parts(py: Python<'_>, vt: &VT) -> VResult<Option<(Rebuild, FillFn)>> {
             let mut shell_args = vec![Rebuild::Const(o.cls.clone_ref(py)), Rebuild::Dict(vec![])];
             if o.storage.is_some() {
                 shell_args.push(Rebuild::Dict(vec![]));
+            } else if o.list.is_some() {
+                shell_args.push(Rebuild::List(vec![]));
             }
             let shell = Rebuild::Call { func: c.getattr("new_object")?.unbind(), args: shell_args };
             let fill_object = c.getattr("fill_object")?.unbind();
@@ -1776,6 +1818,10 @@ fn user_object_contents(py: Python<'_>, og: &OutputGraph, o: &Rc<crate::symbolic
     if let Some(storage) = &o.storage {
         rest.push(rebuild_of(py, og, &VT::Dict(storage.clone()), outputs)?);
         rest.push(Rebuild::Const(PyTuple::new(py, from_items)?.into_any().unbind()));
+    } else if let Some(list) = &o.list {
+        // Note [list subclass objects]: the items, put in by `list.extend` past the subclass.
+        let items = list.borrow().items.clone();
+        rest.push(Rebuild::List(items.iter().map(|v| rebuild_of(py, og, v, outputs)).collect::<VResult<_>>()?));
     }
     Ok((attrs, rest))
 }
@@ -2055,6 +2101,16 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
             }
         },
         VT::TensorMethod { tensor, name } => Rebuild::Attr(Box::new(rec(&VT::Tensor(tensor.clone()))?), name.clone()),
+        // A method of a list subclass object's storage (`ps.append` at a break before its
+        // call): list's own method bound to the object, `list.append.__get__(ps)` (Note [list
+        // subclass objects]).
+        VT::ContainerMethod { container, name } if storage_owner(container).is_some() => {
+            let owner = storage_owner(container).expect("checked");
+            let Ok(method) = py.get_type::<pyo3::types::PyList>().getattr(name.as_str()) else {
+                graph_break!(UnreconstructableValue, "method {name} of the list storage of a list subclass object");
+            };
+            Rebuild::Call { func: method.getattr("__get__")?.unbind(), args: vec![rec(&VT::UserObject(owner))?] }
+        }
         VT::ContainerMethod { container, name } => Rebuild::Attr(Box::new(rec(container)?), name.clone()),
         VT::Method { func, self_ } => match func.as_ref() {
             // `m.f.__func__` read off a bound method `m.f`: reload the bound method itself. (A

@@ -1906,6 +1906,9 @@ fn observable_at(py: Python<'_>, v: &VT, depth: u32) -> bool {
             if held(&Some(o.attrs.clone())) || held(&o.storage) {
                 return true;
             }
+            if o.list.as_ref().is_some_and(|l| l.borrow().items.iter().any(|i| observable_at(py, i, depth + 1))) {
+                return true;
+            }
             o.cls.bind(py).clone()
         }
         VT::Tensor(t) => return t.weakly_referenced,
