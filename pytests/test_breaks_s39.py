@@ -191,3 +191,78 @@ def test_classproperty_read_through_an_instance(cls):
         cls.scale = 3 if cls is Config else cls.__dict__.get("scale", 3)
         if cls is AliasedConfig and "scale" in cls.__dict__:
             del cls.scale
+
+
+# ----- hook handles live across a break (Note [hooks registered in the trace]) ------------------
+
+_SEEN = []
+
+
+def test_hook_handle_live_across_a_break_is_the_replayed_handle():
+    # Before: GB0014 "returning RemovableHandle of a hook registered in the frame" made the
+    # whole frame run eagerly; the replay that makes the real handle now runs before the live
+    # values are built.
+    m = torch.nn.Linear(3, 3)
+    seen = _SEEN
+    seen.clear()
+
+    def f(x):
+        h = m.register_forward_hook(lambda mod, i, o: _SEEN.append(o.shape))
+        y = m(x)
+        print("", end="")
+        h.remove()
+        return y + 1, m(x)
+
+    x = torch.randn(2, 3)
+    want = f(x)
+    n_eager = len(seen)
+    assert n_eager == 1 and not m._forward_hooks
+    got = _compiled(f)(x)
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    assert len(seen) == 2 * n_eager and not m._forward_hooks
+    g, b, _ = _counts()
+    assert g >= 1 and b >= 1 and dynamo.counters()["eager_fallbacks"] == 0
+
+
+def test_hook_handle_returned_is_the_real_one():
+    m = torch.nn.Linear(2, 2)
+
+    def f(x):
+        h = m.register_forward_pre_hook(lambda mod, args: (args[0] * 2,))
+        return m(x), h
+
+    x = torch.ones(1, 2)
+    y, h = f(x)
+    h.remove()
+    got, h2 = _compiled(f)(x)
+    assert torch.equal(got, y)
+    assert type(h2) is type(h) and len(m._forward_pre_hooks) == 1
+    h2.remove()
+    assert not m._forward_pre_hooks
+    assert _counts() == (1, 0, 0)
+
+
+# ----- a missing attribute of a module (Note [missing module attributes]) -----------------------
+
+
+def test_hasattr_of_a_missing_module_attribute_is_answered_in_the_trace():
+    # Before: GB0022 python_error "AttributeError: 'Linear' object has no attribute 'nope'"
+    # (register_buffer's `hasattr(self, name)` in a module's `__init__`).
+    m = torch.nn.Linear(2, 2)
+
+    def f(x):
+        a = 1 if hasattr(m, "nope") else 2
+        return m(x) * a + getattr(m, "also_missing", 3)
+
+    x = torch.ones(1, 2)
+    want = f(x)
+    g = _compiled(f)
+    assert torch.equal(g(x), want)
+    assert _counts() == (1, 0, 0)
+    # Guarded: once the attribute exists, the answer changes.
+    m.nope = 1
+    try:
+        assert torch.equal(g(x), f(x))
+        assert _counts()[2] == 1
+    finally:
+        del m.nope

@@ -396,8 +396,9 @@ fn finish_return(
     roots.extend(final_locals.iter().take(ci.first_free_slot()).flatten().filter(|v| matches!(v, VT::Cell(_))).cloned());
     let reach = check_rebuilt_once(py, roots.iter())?;
     mark_shared(&mut outputs, &reach);
+    let mut effects = plan_hook_replays(py, &og, &mut outputs)?;
     let result = rebuild_of(py, &og, &returned, &mut outputs)?;
-    let mut effects = plan_side_effects(py, &og, &mut outputs)?;
+    effects.extend(plan_side_effects(py, &og, &mut outputs)?);
     // Cells that functions made in the frame and escaping it close over get their contents.
     effects.extend(own_cell_stores(py, &og, ci, &mut outputs)?);
     effects.extend(cell_fills(py, &og, &mut outputs)?);
@@ -606,6 +607,8 @@ struct Outputs {
     /// Cells (`localsplus` slot, tracker) that rebuilt functions close over, not yet given
     /// their contents (`own_cell_stores`).
     referenced_cells: Vec<(u32, Rc<RefCell<Option<VT>>>)>,
+    /// Set once the hook replays are planned (`plan_hook_replays`).
+    hooks_planned: bool,
 }
 
 impl Outputs {
@@ -772,6 +775,7 @@ fn convert_break(
     let reach = check_no_shared_containers(py, &state, ci, &og)?;
     let mut outputs = Outputs::default();
     mark_shared(&mut outputs, &reach);
+    let hook_replays = plan_hook_replays(py, &og, &mut outputs)?;
     let mut locals = Vec::new();
     let mut unbound = Vec::new();
     // Only locals some continuation may still read travel to the resume function; dead ones
@@ -949,7 +953,8 @@ fn convert_break(
     } else {
         None
     };
-    let mut effects = plan_side_effects(py, &og, &mut outputs)?;
+    let mut effects = hook_replays;
+    effects.extend(plan_side_effects(py, &og, &mut outputs)?);
     effects.extend(own_cell_stores(py, &og, ci, &mut outputs)?);
     effects.extend(cell_fills(py, &og, &mut outputs)?);
     let n_shared = outputs.n_shared;
@@ -991,11 +996,24 @@ fn convert_break(
 /// planned, in emission order) in reverse: the stores then run container contents, attributes,
 /// cells, globals, each in first-write order (new attributes enter `__dict__` in eager's order).
 fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) -> VResult<Vec<SideEffect>> {
-    let se = &og.side_effects;
-    let mut out = Vec::with_capacity(se.len());
-    // Note [hooks registered in the trace]: planned (and replayed) first.
-    for h in &se.hooks {
-        let h = h.borrow();
+    let mut out = plan_hook_replays(py, og, outputs)?;
+    out.extend(plan_writes(py, og, outputs)?);
+    Ok(out)
+}
+
+/// Note [hooks registered in the trace] (`symbolic::variables::hooks`): the replays of the
+/// hooks the trace registered, planned before anything else of the transformed code (the values
+/// that outlive the graph included) because they run first, right after the graph: each real
+/// handle is kept in a shared temporary, which is what a `VT::HookHandle` that outlives the
+/// graph (returned, live at a break) is rebuilt as. Idempotent: the second call plans nothing.
+fn plan_hook_replays(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) -> VResult<Vec<SideEffect>> {
+    if outputs.hooks_planned {
+        return Ok(Vec::new());
+    }
+    outputs.hooks_planned = true;
+    let mut out = Vec::new();
+    for h_rc in &og.side_effects.hooks {
+        let h = h_rc.borrow();
         let kwargs = pyo3::types::PyDict::new(py);
         kwargs.set_item("prepend", h.prepend)?;
         kwargs.set_item("with_kwargs", h.with_kwargs)?;
@@ -1003,8 +1021,18 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
             kwargs.set_item("always_call", h.always_call)?;
         }
         let hook = rebuild_of(py, og, &h.hook, outputs)?;
-        out.push(SideEffect::ReplayHook { module: h.module_source.clone(), method: h.method().to_string(), hook, kwargs: kwargs.into_any().unbind(), removed: h.removed });
+        let handle_slot = outputs.n_shared;
+        outputs.n_shared += 1;
+        outputs.shared.insert(Rc::as_ptr(h_rc) as *const () as usize, SharedRebuild::Done(handle_slot));
+        out.push(SideEffect::ReplayHook { module: h.module_source.clone(), method: h.method().to_string(), hook, kwargs: kwargs.into_any().unbind(), removed: h.removed, handle_slot });
     }
+    Ok(out)
+}
+
+/// The writes of `plan_side_effects` (everything but the hook replays).
+fn plan_writes(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) -> VResult<Vec<SideEffect>> {
+    let se = &og.side_effects;
+    let mut out = Vec::with_capacity(se.len());
     for w in se.globals.iter().rev() {
         let value = rebuild_of(py, og, &w.value, outputs)?;
         out.push(match &w.dict_source {
@@ -1338,6 +1366,9 @@ fn shared_key(vt: &VT) -> Option<usize> {
         VT::Set(set) => Rc::as_ptr(set) as *const () as usize,
         VT::Iterator(it) => Rc::as_ptr(it) as *const () as usize,
         VT::UserObject(o) => Rc::as_ptr(o) as *const () as usize,
+        // The real handle of a hook registered in the trace, kept by its replay (Note [hooks
+        // registered in the trace]).
+        VT::HookHandle(h) => Rc::as_ptr(h) as *const () as usize,
         VT::NestedFunction(nf) => Rc::as_ptr(nf) as *const () as usize,
         VT::Cell(c) => Rc::as_ptr(c) as *const () as usize,
         // A torch module made in the trace is constructed again once, however many live values
