@@ -1,6 +1,7 @@
 """Graph breaks HF `generate()` hit that torch.compile does not, round s39: each program runs
 eagerly and compiled and is compared exactly, with graph, break and recompile counts."""
 
+import contextlib
 import copy
 
 import pytest
@@ -266,3 +267,70 @@ def test_hasattr_of_a_missing_module_attribute_is_answered_in_the_trace():
         assert _counts()[2] == 1
     finally:
         del m.nope
+
+
+# ----- @contextmanager blocks cut by a break (Note [generator context managers across a break]) -
+
+
+_LOG = []
+
+
+class _Decoder:
+    @contextlib.contextmanager
+    def mode(self, tag):
+        _LOG.append(("enter", tag))
+        try:
+            yield tag * 2
+        finally:
+            _LOG.append(("exit", tag))
+
+    def run(self, x):
+        y = x + 1
+        with self.mode(3) as t:
+            y = y * t
+            print("", end="")
+            y = y - 1
+        return y + 2
+
+
+def test_contextmanager_block_cut_by_a_break_enters_the_remade_manager():
+    # Before: the break went to the call that made the manager (GB0014), and the resume
+    # function then broke again at the traced `__enter__` of the real manager (GB0005
+    # `del self.args`). Now the code before the `with` is a graph and the one break is at the
+    # BEFORE_WITH, where a manager made again by the same call is entered by Python.
+    d = _Decoder()
+    x = torch.ones(2)
+    _LOG.clear()
+    want = d.run(x)
+    want_log = list(_LOG)
+    _LOG.clear()
+    got = _compiled(d.run)(x)
+    assert torch.equal(got, want) and _LOG == want_log == [("enter", 3), ("exit", 3)]
+    reasons = [str(r) for r in dynamo._C.break_reasons()]
+    assert not any("GB0005" in r or "__enter__" in r for r in reasons), reasons
+    assert _counts()[1] == 3
+
+
+def test_contextmanager_manager_reached_twice_is_made_once():
+    def f(x):
+        cm = _MODE(5)
+        alias = cm
+        with cm as t:
+            print("", end="")
+            y = x * t
+        return y, alias is cm
+
+    x = torch.ones(2)
+    _LOG.clear()
+    want = f(x)
+    want_log = list(_LOG)
+    _LOG.clear()
+    got = _compiled(f)(x)
+    assert torch.equal(got[0], want[0]) and got[1] is want[1] is True and _LOG == want_log
+
+
+@contextlib.contextmanager
+def _MODE(tag):
+    _LOG.append(("enter", tag))
+    yield tag
+    _LOG.append(("exit", tag))

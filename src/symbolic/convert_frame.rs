@@ -1264,6 +1264,16 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     IterKind::DictReversed { dict, .. } => visit(py, &VT::Dict(dict.clone()), seen),
                 }
             }
+            // Note [generator context managers across a break]: made again from its arguments.
+            VT::GeneratorCtx(ctx) => {
+                if !first_reach(seen, Rc::as_ptr(ctx) as *const () as usize) {
+                    return;
+                }
+                if let Some((_, args, kwargs)) = &ctx.borrow().remake {
+                    args.iter().for_each(|a| visit(py, a, seen));
+                    kwargs.iter().for_each(|(_, v)| visit(py, v, seen));
+                }
+            }
             VT::ContainerMethod { container, .. } => match storage_owner(container) {
                 Some(owner) => visit(py, &VT::UserObject(owner), seen),
                 None => visit(py, container, seen),
@@ -1369,6 +1379,9 @@ fn shared_key(vt: &VT) -> Option<usize> {
         // The real handle of a hook registered in the trace, kept by its replay (Note [hooks
         // registered in the trace]).
         VT::HookHandle(h) => Rc::as_ptr(h) as *const () as usize,
+        // A `@contextmanager` manager made again (Note [generator context managers across a
+        // break]): once, however many values reach it.
+        VT::GeneratorCtx(ctx) => Rc::as_ptr(ctx) as *const () as usize,
         VT::NestedFunction(nf) => Rc::as_ptr(nf) as *const () as usize,
         VT::Cell(c) => Rc::as_ptr(c) as *const () as usize,
         // A torch module made in the trace is constructed again once, however many live values
@@ -2160,9 +2173,18 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         // A `@contextmanager` manager or its block's exit: its half-run generator cannot be
         // rebuilt, so the break goes where the manager was made (Note [generator context
         // managers]).
+        // Not entered yet and made by a helper with a source: made again (Note [generator
+        // context managers across a break]).
+        VT::GeneratorCtx(ctx) if !ctx.borrow().entered && ctx.borrow().remake.is_some() => {
+            let (helper, args, kwargs) = ctx.borrow().remake.clone().expect("checked");
+            let remake = py.import("dynamo._polyfills")?.getattr("remake_generator_ctx")?.unbind();
+            let args = args.iter().map(&mut rec).collect::<VResult<Vec<_>>>()?;
+            let kwargs = kwargs.iter().map(|(k, v)| Ok((pyo3::types::PyString::new(py, k).into_any().unbind(), rec(v)?))).collect::<VResult<Vec<_>>>()?;
+            Rebuild::Call { func: remake, args: vec![Rebuild::Source(helper), Rebuild::Tuple(args), Rebuild::Dict(kwargs)] }
+        }
         VT::GeneratorCtx(ctx) | VT::GeneratorCtxExit(ctx) => {
             return Err(Unsupported {
-                break_at: Some(ctx.borrow().made_at),
+                break_at: Some(ctx.borrow().break_point()),
                 ..Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnreconstructableValue, "a @contextmanager manager live across a graph break")
             });
         }
