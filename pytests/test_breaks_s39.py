@@ -334,3 +334,40 @@ def _MODE(tag):
     _LOG.append(("enter", tag))
     yield tag
     _LOG.append(("exit", tag))
+
+
+# ----- C methods of builtin bases on objects from the frame (Note [C methods of objects from the
+# frame]) --------------------------------------------------------------------------------------
+
+
+class _Dict(dict):
+    pass
+
+
+class _Set(set):
+    pass
+
+
+def test_c_method_of_an_object_from_the_frame_breaks_once_at_its_call():
+    # `processors.append(p)` in a resume function that received the LogitsProcessorList: before,
+    # a break at the attribute (GB0006 "a method_descriptor on its class") and another at the
+    # call of the bound method in the next resume function; now one, at the call, which Python
+    # makes as eager does.
+    def f(x, ps, d, s):
+        ps.append(torch.sin)
+        y = x + 1
+        ps.extend([torch.cos])
+        d.setdefault("b", 5)
+        s.add(3)
+        return y * len(ps), d.get("a")
+
+    x = torch.ones(2)
+    a = (Processors(), _Dict(a=1), _Set())
+    want = f(x, *a)
+    b = (Processors(), _Dict(a=1), _Set())
+    got = _compiled(f)(x, *b)
+    assert torch.equal(got[0], want[0]) and got[1] == want[1]
+    assert list(b[0]) == list(a[0]) == [torch.sin, torch.cos] and dict(b[1]) == dict(a[1]) and set(b[2]) == set(a[2])
+    assert _counts()[1] == 4
+    reasons = [str(r) for r in dynamo._C.break_reasons()]
+    assert all("list.append" in r or "list.extend" in r or "dict.setdefault" in r or "set.add" in r for r in reasons), reasons

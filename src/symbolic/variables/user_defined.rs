@@ -254,6 +254,15 @@ pub fn is_defaultdict_own(py: Python<'_>, ca: &Bound<'_, PyAny>, name: &str) -> 
 // and `copy`/`__copy__` (`defdict_copy`) are the `dynamo._polyfills` versions, traced. The
 // instance dict of a Python subclass does not hold the factory, so its `__dict__` is a break.
 
+/// Whether `ca`, a `method_descriptor` found on the class of `o`, is a method of one of the
+/// builtin bases `list`, `dict`, `set` that `o` is an instance of (Note [C methods of objects
+/// from the frame]).
+fn builtin_base_method(py: Python<'_>, o: &Bound<'_, PyAny>, ca: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let Ok(owner) = ca.getattr("__objclass__") else { return Ok(false) };
+    let bases = [py.get_type::<pyo3::types::PyList>(), py.get_type::<PyDict>(), py.get_type::<pyo3::types::PySet>()];
+    Ok(bases.iter().any(|b| owner.is(b)) && o.is_instance(&owner)?)
+}
+
 /// Whether instances of `cls` have a list storage (`cls` subclasses `list`; Note [list subclass
 /// objects]).
 pub fn has_list_base(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -636,6 +645,16 @@ impl<'a> InstructionTranslator<'a> {
                 let o = obj.bind(py).clone();
                 match self.dict_storage_method(py, &o, source, ca, name)? {
                     Some(m) => Ok(m),
+                    // Note [C methods of objects from the frame]: `o.append` on an instance of a
+                    // list subclass from outside the frame (a `LogitsProcessorList` a resume
+                    // function received): the C method of a builtin base found on the class
+                    // (the instance dict was found not to shadow it, and is guarded so), bound
+                    // lazily. Its call is not traced (the storage of such an object is only
+                    // read), so the break comes at the CALL, where the pair goes back on the
+                    // stack as LOAD_METHOD's `[descriptor, self]` (Note [methods of builtin
+                    // types at a break]) and Python makes the very call eager makes: one break
+                    // per call instead of one at the lookup and another at the call.
+                    None if builtin_base_method(py, &o, ca)? => Ok(VT::Method { func: Box::new(VT::Builtin(Rc::new(ca.clone().unbind()))), self_: Box::new(vt.clone()) }),
                     None => graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(ca)),
                 }
             }
