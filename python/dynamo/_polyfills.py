@@ -474,6 +474,13 @@ def replay_hook(module, method, hook, kwargs, removed):
     return handle
 
 
+def remake_generator_ctx(helper, args, kwargs):
+    """A `@contextmanager` manager made again before it is entered: `helper(*args, **kwargs)`
+    (Note [generator context managers across a break] in
+    `src/symbolic/variables/ctx_manager.rs`). Making it runs none of the generator's code."""
+    return helper(*args, **kwargs)
+
+
 def function_with_attrs(func, attrs):
     """`func` (a function the transformed code just made again) with the attributes the trace
     wrote on it (Note [attributes of functions made in the frame] in

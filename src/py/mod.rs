@@ -286,15 +286,18 @@ pub fn iter_at<'py>(seq: &Bound<'py, PyAny>, pos: usize) -> PyResult<Bound<'py, 
 /// and `items` are inserted in order by the builtin base's own `__setitem__` (past the class's).
 /// Attributes named in `from_items` take the value of the item under the same key (one object
 /// reached through both stores, as `ModelOutput` keeps its fields); their entry in `attrs` only
-/// fixes the attribute order.
+/// fixes the attribute order. With `items` a list (a subclass of `list`: Note [list subclass
+/// objects] in `symbolic::variables::user_defined`), the object is made by `list.__new__(cls)`
+/// and the items put in by `list.extend` (past the class's methods).
 /// Errors: what `__new__` raises for a class that cannot be made this way (TypeError); KeyError
 /// for a name of `from_items` that is not in `items`.
 #[pyfunction]
 #[pyo3(signature = (cls, attrs, items=None, from_items=None))]
-pub fn new_object<'py>(cls: &Bound<'py, pyo3::types::PyType>, attrs: &Bound<'py, pyo3::types::PyDict>, items: Option<&Bound<'py, pyo3::types::PyDict>>, from_items: Option<&Bound<'py, PyTuple>>) -> PyResult<Bound<'py, PyAny>> {
+pub fn new_object<'py>(cls: &Bound<'py, pyo3::types::PyType>, attrs: &Bound<'py, pyo3::types::PyDict>, items: Option<&Bound<'py, PyAny>>, from_items: Option<&Bound<'py, PyTuple>>) -> PyResult<Bound<'py, PyAny>> {
     let py = cls.py();
     let obj = match items {
         None => py.get_type::<PyAny>().call_method1("__new__", (cls,))?,
+        Some(i) if i.is_instance_of::<pyo3::types::PyList>() => py.get_type::<pyo3::types::PyList>().call_method1("__new__", (cls,))?,
         Some(_) => py.get_type::<PyDict>().call_method1("__new__", (cls,))?,
     };
     fill_object(&obj, attrs, items, from_items)?;
@@ -308,8 +311,17 @@ pub fn new_object<'py>(cls: &Bound<'py, pyo3::types::PyType>, attrs: &Bound<'py,
 /// Errors: as `new_object`.
 #[pyfunction]
 #[pyo3(signature = (obj, attrs, items=None, from_items=None))]
-pub fn fill_object<'py>(obj: &Bound<'py, PyAny>, attrs: &Bound<'py, pyo3::types::PyDict>, items: Option<&Bound<'py, pyo3::types::PyDict>>, from_items: Option<&Bound<'py, PyTuple>>) -> PyResult<()> {
+pub fn fill_object<'py>(obj: &Bound<'py, PyAny>, attrs: &Bound<'py, pyo3::types::PyDict>, items: Option<&Bound<'py, PyAny>>, from_items: Option<&Bound<'py, PyTuple>>) -> PyResult<()> {
     let py = obj.py();
+    let (items, list_items) = match items {
+        Some(i) if i.is_instance_of::<pyo3::types::PyList>() => (None, Some(i)),
+        Some(i) => (Some(i.cast::<pyo3::types::PyDict>()?.clone()), None),
+        None => (None, None),
+    };
+    if let Some(list_items) = list_items {
+        py.get_type::<pyo3::types::PyList>().getattr("extend")?.call1((obj, list_items))?;
+    }
+    let items = items.as_ref();
     if let Some(items) = items {
         let ordered = py.import("collections")?.getattr("OrderedDict")?;
         let base = if obj.is_instance(&ordered)? { ordered } else { py.get_type::<PyDict>().into_any() };

@@ -143,8 +143,10 @@ pub enum SideEffect {
     AdvanceIter { target: Arc<Source>, steps: usize, before_writes: bool },
     /// `dynamo._polyfills.replay_hook(module, method, hook, kwargs, removed)`: a forward hook
     /// the trace registered (Note [hooks registered in the trace] in
-    /// `symbolic::variables::hooks`), first of all effects, in registration order.
-    ReplayHook { module: Arc<Source>, method: String, hook: Rebuild, kwargs: Py<PyAny>, removed: bool },
+    /// `symbolic::variables::hooks`), first of all effects, in registration order, right after
+    /// the graph (`emit_hook_replays`); the real handle it returns is kept in the shared
+    /// temporary `handle_slot`.
+    ReplayHook { module: Arc<Source>, method: String, hook: Rebuild, kwargs: Py<PyAny>, removed: bool, handle_slot: u32 },
 }
 
 /// Builds instruction lists against a code object's names and constants.
@@ -591,11 +593,16 @@ impl PyCodegen {
     /// replays as written). The stores thus run last effect first: `effects` comes in reverse
     /// write order (`plan_side_effects`), so new attributes and globals are inserted in the
     /// order the frame wrote them. The graph's result tuple sits `depth` slots below the top.
-    pub fn emit_side_effects(&mut self, py: Python<'_>, effects: &[SideEffect], depth: u32) {
-        // Hooks first: their values were planned first (shared rebuilds are made at their
-        // first reach), and registering one is seen by nothing the other effects run.
+    /// Emits the hook replays among `effects` (Note [hooks registered in the trace] in
+    /// `symbolic::variables::hooks`), each real handle stored in its shared temporary: right
+    /// after the graph call, before the values that outlive the graph are built (a handle among
+    /// them loads the temporary). Their values were planned first (shared rebuilds are made at
+    /// their first reach), and registering a hook is seen by nothing the other effects run.
+    /// `emit_side_effects` leaves them out. The graph's result tuple sits `depth` slots below
+    /// the top.
+    pub fn emit_hook_replays(&mut self, py: Python<'_>, effects: &[SideEffect], depth: u32) {
         for e in effects {
-            if let SideEffect::ReplayHook { module, method, hook, kwargs, removed } = e {
+            if let SideEffect::ReplayHook { module, method, hook, kwargs, removed, handle_slot } = e {
                 let replay = py.import("dynamo._polyfills").and_then(|m| m.getattr("replay_hook")).expect("dynamo._polyfills.replay_hook");
                 self.load_callable(replay.unbind());
                 self.load_source(py, module);
@@ -605,9 +612,12 @@ impl PyCodegen {
                 self.load_const(pyo3::types::PyBool::new(py, *removed).to_owned().into_any().unbind());
                 self.emit(op::PRECALL, 5);
                 self.emit(op::CALL, 5);
-                self.emit(op::POP_TOP, 0);
+                self.emit(op::STORE_FAST, self.shared_base + handle_slot);
             }
         }
+    }
+
+    pub fn emit_side_effects(&mut self, py: Python<'_>, effects: &[SideEffect], depth: u32) {
         for e in effects {
             if let SideEffect::AdvanceIter { target, steps, before_writes: true } = e {
                 self.advance_iter(py, target, *steps);
@@ -908,8 +918,10 @@ pub fn compiled_frame_code(
     }
     let has_graph = compiled_fn.is_some();
     let call = cg.emit_graph_call(py, compiled_fn, inputs, rerun_on_failure.as_ref());
-    // The result is rebuilt before the side effects replay (among them the contents of the cells
-    // that escaping functions close over): it reads sources as they were.
+    // The hooks are registered first; the result is rebuilt before the other side effects
+    // replay (among them the contents of the cells that escaping functions close over): it
+    // reads sources as they were.
+    cg.emit_hook_replays(py, effects, 0);
     cg.rebuild(py, result, 0);
     cg.emit_side_effects(py, effects, 1);
     cg.emit(op::SWAP, 2);

@@ -347,6 +347,9 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
     let has_graph = plan.compiled_fn.is_some();
     let call = cg.emit_graph_call(py, plan.compiled_fn.as_ref().map(|f| f.clone_ref(py)), plan.inputs, plan.rerun_on_failure.as_ref());
     cg.emit(op::STORE_FAST, tmp);
+    // Note [hooks registered in the trace]: the real handles exist before the live values
+    // (which may hold one) are built.
+    cg.emit_hook_replays(py, &plan.effects, 0);
 
     // One tuple of every live value, built before anything is stored.
     let mut n_all = 0u32;

@@ -29,7 +29,7 @@ pub(crate) fn wrap_append_only_list(og: &mut OutputGraph, value: &Bound<'_, PyAn
         return VT::List(state.clone());
     }
     og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
-    let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: true, deque: None }));
+    let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: true, deque: None, owner: None }));
     og.lists_by_ptr.insert(value.as_ptr() as usize, (source, state.clone()));
     VT::List(state)
 }
@@ -766,7 +766,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
             og.add_guard(Some(source.clone()), GuardKind::LenMatch(l.len()));
             // Registered before its items are wrapped: an item that is the list itself is this
             // tracker.
-            let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: false, deque: None }));
+            let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: false, deque: None, owner: None }));
             og.lists_by_ptr.insert(value.as_ptr() as usize, (source.clone(), state.clone()));
             let items = l
                 .iter()
@@ -788,7 +788,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         let maxlen = value.getattr("maxlen")?;
         og.add_guard(Some(source.attr("maxlen")), GuardKind::ConstantMatch(maxlen.clone().unbind()));
         let info = crate::symbolic::variables::deque::DequeInfo { maxlen: maxlen.extract::<Option<usize>>()?, state: 0 };
-        let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: false, deque: Some(info) }));
+        let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: false, deque: Some(info), owner: None }));
         og.lists_by_ptr.insert(value.as_ptr() as usize, (source.clone(), state.clone()));
         let items = value
             .try_iter()?

@@ -396,8 +396,9 @@ fn finish_return(
     roots.extend(final_locals.iter().take(ci.first_free_slot()).flatten().filter(|v| matches!(v, VT::Cell(_))).cloned());
     let reach = check_rebuilt_once(py, roots.iter())?;
     mark_shared(&mut outputs, &reach);
+    let mut effects = plan_hook_replays(py, &og, &mut outputs)?;
     let result = rebuild_of(py, &og, &returned, &mut outputs)?;
-    let mut effects = plan_side_effects(py, &og, &mut outputs)?;
+    effects.extend(plan_side_effects(py, &og, &mut outputs)?);
     // Cells that functions made in the frame and escaping it close over get their contents.
     effects.extend(own_cell_stores(py, &og, ci, &mut outputs)?);
     effects.extend(cell_fills(py, &og, &mut outputs)?);
@@ -606,6 +607,8 @@ struct Outputs {
     /// Cells (`localsplus` slot, tracker) that rebuilt functions close over, not yet given
     /// their contents (`own_cell_stores`).
     referenced_cells: Vec<(u32, Rc<RefCell<Option<VT>>>)>,
+    /// Set once the hook replays are planned (`plan_hook_replays`).
+    hooks_planned: bool,
 }
 
 impl Outputs {
@@ -772,6 +775,7 @@ fn convert_break(
     let reach = check_no_shared_containers(py, &state, ci, &og)?;
     let mut outputs = Outputs::default();
     mark_shared(&mut outputs, &reach);
+    let hook_replays = plan_hook_replays(py, &og, &mut outputs)?;
     let mut locals = Vec::new();
     let mut unbound = Vec::new();
     // Only locals some continuation may still read travel to the resume function; dead ones
@@ -949,7 +953,8 @@ fn convert_break(
     } else {
         None
     };
-    let mut effects = plan_side_effects(py, &og, &mut outputs)?;
+    let mut effects = hook_replays;
+    effects.extend(plan_side_effects(py, &og, &mut outputs)?);
     effects.extend(own_cell_stores(py, &og, ci, &mut outputs)?);
     effects.extend(cell_fills(py, &og, &mut outputs)?);
     let n_shared = outputs.n_shared;
@@ -991,11 +996,24 @@ fn convert_break(
 /// planned, in emission order) in reverse: the stores then run container contents, attributes,
 /// cells, globals, each in first-write order (new attributes enter `__dict__` in eager's order).
 fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) -> VResult<Vec<SideEffect>> {
-    let se = &og.side_effects;
-    let mut out = Vec::with_capacity(se.len());
-    // Note [hooks registered in the trace]: planned (and replayed) first.
-    for h in &se.hooks {
-        let h = h.borrow();
+    let mut out = plan_hook_replays(py, og, outputs)?;
+    out.extend(plan_writes(py, og, outputs)?);
+    Ok(out)
+}
+
+/// Note [hooks registered in the trace] (`symbolic::variables::hooks`): the replays of the
+/// hooks the trace registered, planned before anything else of the transformed code (the values
+/// that outlive the graph included) because they run first, right after the graph: each real
+/// handle is kept in a shared temporary, which is what a `VT::HookHandle` that outlives the
+/// graph (returned, live at a break) is rebuilt as. Idempotent: the second call plans nothing.
+fn plan_hook_replays(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) -> VResult<Vec<SideEffect>> {
+    if outputs.hooks_planned {
+        return Ok(Vec::new());
+    }
+    outputs.hooks_planned = true;
+    let mut out = Vec::new();
+    for h_rc in &og.side_effects.hooks {
+        let h = h_rc.borrow();
         let kwargs = pyo3::types::PyDict::new(py);
         kwargs.set_item("prepend", h.prepend)?;
         kwargs.set_item("with_kwargs", h.with_kwargs)?;
@@ -1003,8 +1021,18 @@ fn plan_side_effects(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) ->
             kwargs.set_item("always_call", h.always_call)?;
         }
         let hook = rebuild_of(py, og, &h.hook, outputs)?;
-        out.push(SideEffect::ReplayHook { module: h.module_source.clone(), method: h.method().to_string(), hook, kwargs: kwargs.into_any().unbind(), removed: h.removed });
+        let handle_slot = outputs.n_shared;
+        outputs.n_shared += 1;
+        outputs.shared.insert(Rc::as_ptr(h_rc) as *const () as usize, SharedRebuild::Done(handle_slot));
+        out.push(SideEffect::ReplayHook { module: h.module_source.clone(), method: h.method().to_string(), hook, kwargs: kwargs.into_any().unbind(), removed: h.removed, handle_slot });
     }
+    Ok(out)
+}
+
+/// The writes of `plan_side_effects` (everything but the hook replays).
+fn plan_writes(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) -> VResult<Vec<SideEffect>> {
+    let se = &og.side_effects;
+    let mut out = Vec::with_capacity(se.len());
     for w in se.globals.iter().rev() {
         let value = rebuild_of(py, og, &w.value, outputs)?;
         out.push(match &w.dict_source {
@@ -1136,6 +1164,9 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
     }
     fn visit(py: Python<'_>, v: &VT, seen: &mut HashMap<usize, usize>) {
         match v {
+            // A list subclass object's storage stands for the object (Note [list subclass
+            // objects]).
+            VT::List(_) if storage_owner(v).is_some() => visit(py, &VT::UserObject(storage_owner(v).expect("checked")), seen),
             VT::List(l) if l.borrow().source.is_none() => {
                 if !first_reach(seen, Rc::as_ptr(l) as *const () as usize) {
                     return;
@@ -1181,7 +1212,10 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     // Counted even when the list came from the frame (then it is not rebuilt, but
                     // the iterator and the list stay one pair only through one path).
                     IterKind::List(l) | IterKind::ListReversed { list: l, .. } => {
-                        if l.borrow().source.is_none() {
+                        if let Some(owner) = l.borrow().owner.as_ref().and_then(|w| w.upgrade()) {
+                            // Over a list subclass object's storage: rebuilt over the object.
+                            visit(py, &VT::UserObject(owner), seen);
+                        } else if l.borrow().source.is_none() {
                             visit(py, &VT::List(l.clone()), seen);
                         } else {
                             // Not rebuilt; tagged so that a second reach is refused.
@@ -1230,7 +1264,20 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     IterKind::DictReversed { dict, .. } => visit(py, &VT::Dict(dict.clone()), seen),
                 }
             }
-            VT::ContainerMethod { container, .. } => visit(py, container, seen),
+            // Note [generator context managers across a break]: made again from its arguments.
+            VT::GeneratorCtx(ctx) => {
+                if !first_reach(seen, Rc::as_ptr(ctx) as *const () as usize) {
+                    return;
+                }
+                if let Some((_, args, kwargs)) = &ctx.borrow().remake {
+                    args.iter().for_each(|a| visit(py, a, seen));
+                    kwargs.iter().for_each(|(_, v)| visit(py, v, seen));
+                }
+            }
+            VT::ContainerMethod { container, .. } => match storage_owner(container) {
+                Some(owner) => visit(py, &VT::UserObject(owner), seen),
+                None => visit(py, container, seen),
+            },
             // A module made in the trace is rebuilt by constructing it again.
             VT::Module { obj, source: None } => {
                 first_reach(seen, obj.as_ptr() as usize);
@@ -1250,6 +1297,11 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                 }
                 if let Some(storage) = &o.storage {
                     visit(py, &VT::Dict(storage.clone()), seen);
+                }
+                // The list storage is rebuilt inside the object, never on its own (Note [list
+                // subclass objects]): its items are the object's reaches.
+                if let Some(list) = &o.list {
+                    list.borrow().items.iter().for_each(|i| visit(py, i, seen));
                 }
             }
             // A function made in the frame: each rebuild would be a new function object
@@ -1324,6 +1376,12 @@ fn shared_key(vt: &VT) -> Option<usize> {
         VT::Set(set) => Rc::as_ptr(set) as *const () as usize,
         VT::Iterator(it) => Rc::as_ptr(it) as *const () as usize,
         VT::UserObject(o) => Rc::as_ptr(o) as *const () as usize,
+        // The real handle of a hook registered in the trace, kept by its replay (Note [hooks
+        // registered in the trace]).
+        VT::HookHandle(h) => Rc::as_ptr(h) as *const () as usize,
+        // A `@contextmanager` manager made again (Note [generator context managers across a
+        // break]): once, however many values reach it.
+        VT::GeneratorCtx(ctx) => Rc::as_ptr(ctx) as *const () as usize,
         VT::NestedFunction(nf) => Rc::as_ptr(nf) as *const () as usize,
         VT::Cell(c) => Rc::as_ptr(c) as *const () as usize,
         // A torch module made in the trace is constructed again once, however many live values
@@ -1331,6 +1389,14 @@ fn shared_key(vt: &VT) -> Option<usize> {
         VT::Module { obj, source: None } => obj.as_ptr() as usize,
         _ => return None,
     })
+}
+
+/// The list subclass object whose list storage `vt` is (Note [list subclass objects]).
+fn storage_owner(vt: &VT) -> Option<Rc<crate::symbolic::variables::user_defined::UserObject>> {
+    match vt {
+        VT::List(l) => l.borrow().owner.as_ref().and_then(|w| w.upgrade()),
+        _ => None,
+    }
 }
 
 /// Whether a constant tracker's object is an exception instance (made anew by each run of the
@@ -1482,7 +1548,13 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
                     Rebuild::ListIter { list: s, pos: it.pos }
                 }
                 None => {
-                    let list = rebuild_of(py, og, &VT::List(l.clone()), outputs)?;
+                    // Over the storage of a list subclass object: `iter_at` over the object,
+                    // whose `__iter__` is list's (Note [list subclass objects]).
+                    let owner = l.borrow().owner.as_ref().and_then(|w| w.upgrade());
+                    let list = match owner {
+                        Some(o) => rebuild_of(py, og, &VT::UserObject(o), outputs)?,
+                        None => rebuild_of(py, og, &VT::List(l.clone()), outputs)?,
+                    };
                     call("iter_at", vec![list, int(it.pos as i64)?])?
                 }
             }
@@ -1667,6 +1739,18 @@ fn refuse_fake_id(py: Python<'_>, og: &OutputGraph, v: &Py<PyAny>) -> VResult<()
 }
 
 fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) -> VResult<Rebuild> {
+    if let VT::List(l) = vt {
+        // Note [list subclass objects]: a storage is rebuilt only inside its object. Reached on
+        // its own, it is the `self` of one of list's own methods (the `[descriptor, self]` that
+        // LOAD_METHOD left at a break, Note [methods of builtin types at a break]), which eager
+        // calls on the object: it is rebuilt as the object.
+        if l.borrow().owner.is_some() {
+            return match storage_owner(vt) {
+                Some(owner) => rebuild_of(py, og, &VT::UserObject(owner), outputs),
+                None => graph_break!(UnreconstructableValue, "the list storage of a list subclass object that is gone"),
+            };
+        }
+    }
     let Some(key) = shared_key(vt) else { return rebuild_fresh(py, og, vt, outputs) };
     if let VT::Cell(rc) = vt {
         // Note [cells of inlined calls]: a cell that exists only in the trace is made empty
@@ -1740,6 +1824,8 @@ fn cyclic_parts(py: Python<'_>, vt: &VT) -> VResult<Option<(Rebuild, FillFn)>> {
             let mut shell_args = vec![Rebuild::Const(o.cls.clone_ref(py)), Rebuild::Dict(vec![])];
             if o.storage.is_some() {
                 shell_args.push(Rebuild::Dict(vec![]));
+            } else if o.list.is_some() {
+                shell_args.push(Rebuild::List(vec![]));
             }
             let shell = Rebuild::Call { func: c.getattr("new_object")?.unbind(), args: shell_args };
             let fill_object = c.getattr("fill_object")?.unbind();
@@ -1776,6 +1862,10 @@ fn user_object_contents(py: Python<'_>, og: &OutputGraph, o: &Rc<crate::symbolic
     if let Some(storage) = &o.storage {
         rest.push(rebuild_of(py, og, &VT::Dict(storage.clone()), outputs)?);
         rest.push(Rebuild::Const(PyTuple::new(py, from_items)?.into_any().unbind()));
+    } else if let Some(list) = &o.list {
+        // Note [list subclass objects]: the items, put in by `list.extend` past the subclass.
+        let items = list.borrow().items.clone();
+        rest.push(Rebuild::List(items.iter().map(|v| rebuild_of(py, og, v, outputs)).collect::<VResult<_>>()?));
     }
     Ok((attrs, rest))
 }
@@ -2057,6 +2147,16 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
             }
         },
         VT::TensorMethod { tensor, name } => Rebuild::Attr(Box::new(rec(&VT::Tensor(tensor.clone()))?), name.clone()),
+        // A method of a list subclass object's storage (`ps.append` at a break before its
+        // call): list's own method bound to the object, `list.append.__get__(ps)` (Note [list
+        // subclass objects]).
+        VT::ContainerMethod { container, name } if storage_owner(container).is_some() => {
+            let owner = storage_owner(container).expect("checked");
+            let Ok(method) = py.get_type::<pyo3::types::PyList>().getattr(name.as_str()) else {
+                graph_break!(UnreconstructableValue, "method {name} of the list storage of a list subclass object");
+            };
+            Rebuild::Call { func: method.getattr("__get__")?.unbind(), args: vec![rec(&VT::UserObject(owner))?] }
+        }
         VT::ContainerMethod { container, name } => Rebuild::Attr(Box::new(rec(container)?), name.clone()),
         VT::Method { func, self_ } => match func.as_ref() {
             // `m.f.__func__` read off a bound method `m.f`: reload the bound method itself. (A
@@ -2075,9 +2175,18 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         // A `@contextmanager` manager or its block's exit: its half-run generator cannot be
         // rebuilt, so the break goes where the manager was made (Note [generator context
         // managers]).
+        // Not entered yet and made by a helper with a source: made again (Note [generator
+        // context managers across a break]).
+        VT::GeneratorCtx(ctx) if !ctx.borrow().entered && ctx.borrow().remake.is_some() => {
+            let (helper, args, kwargs) = ctx.borrow().remake.clone().expect("checked");
+            let remake = py.import("dynamo._polyfills")?.getattr("remake_generator_ctx")?.unbind();
+            let args = args.iter().map(&mut rec).collect::<VResult<Vec<_>>>()?;
+            let kwargs = kwargs.iter().map(|(k, v)| Ok((pyo3::types::PyString::new(py, k).into_any().unbind(), rec(v)?))).collect::<VResult<Vec<_>>>()?;
+            Rebuild::Call { func: remake, args: vec![Rebuild::Source(helper), Rebuild::Tuple(args), Rebuild::Dict(kwargs)] }
+        }
         VT::GeneratorCtx(ctx) | VT::GeneratorCtxExit(ctx) => {
             return Err(Unsupported {
-                break_at: Some(ctx.borrow().made_at),
+                break_at: Some(ctx.borrow().break_point()),
                 ..Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnreconstructableValue, "a @contextmanager manager live across a graph break")
             });
         }

@@ -683,8 +683,11 @@ impl<'a> InstructionTranslator<'a> {
                 let ty = o.cls.bind(py);
                 if !ty.hasattr("__bool__")? {
                     // `dict.__len__` decides for a dict subclass (`nb_bool` is unset, `mp_length` is dict's).
-                    if let Some(VT::Dict(d)) = o.storage_slot(py, "__len__")? {
-                        return Ok(!d.borrow().items.is_empty());
+                    match o.storage_slot(py, "__len__")? {
+                        Some(VT::Dict(d)) => return Ok(!d.borrow().items.is_empty()),
+                        // `list.__len__` for a list subclass (Note [list subclass objects]).
+                        Some(VT::List(l)) => return Ok(!l.borrow().items.is_empty()),
+                        _ => {}
                     }
                 }
                 if let Some(t) = self.python_truth(py, v)? {

@@ -1598,6 +1598,17 @@ impl<'a> InstructionTranslator<'a> {
             if !matches!(stack[null_i], VT::MethodNull) {
                 continue;
             }
+            // Note [C methods of objects from the frame] (`user_defined.rs`): a builtin base's
+            // C method bound to an object from the frame, found on its class.
+            if let VT::Method { func, self_ } = &stack[m_i] {
+                if matches!(&**func, VT::Builtin(b) if type_name(b.bind(py)) == "method_descriptor") && matches!(&**self_, VT::Opaque { .. }) {
+                    let (descr, receiver) = ((**func).clone(), (**self_).clone());
+                    let lo = null_i.min(m_i);
+                    stack[lo] = descr;
+                    stack[lo + 1] = receiver;
+                    continue;
+                }
+            }
             let mut polyfill = false;
             let (receiver, ty, name) = match &stack[m_i] {
                 // A list or dict from the frame stays behind its bound method: handed to the
@@ -1904,6 +1915,9 @@ fn observable_at(py: Python<'_>, v: &VT, depth: u32) -> bool {
             // it frees what only it holds: its attributes and, for a dict subclass, its items.
             let held = |d: &Option<Rc<RefCell<crate::symbolic::variables::dicts::DictState>>>| d.as_ref().is_some_and(|d| d.borrow().items.iter().any(|(_, i)| observable_at(py, i, depth + 1)));
             if held(&Some(o.attrs.clone())) || held(&o.storage) {
+                return true;
+            }
+            if o.list.as_ref().is_some_and(|l| l.borrow().items.iter().any(|i| observable_at(py, i, depth + 1))) {
                 return true;
             }
             o.cls.bind(py).clone()

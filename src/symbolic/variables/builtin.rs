@@ -177,9 +177,20 @@ impl<'a> InstructionTranslator<'a> {
             // (Objects/typeobject.c, `object_new`). A dict subclass needs `dict.__new__`
             // (TypeError), left to Python.
             if let VT::Class(c) = &args[0] {
-                if self.is_trackable_class(py, c.bind(py))? && !crate::symbolic::variables::user_defined::has_dict_base(py, c.bind(py))? {
+                if self.is_trackable_class(py, c.bind(py))? && !crate::symbolic::variables::user_defined::has_dict_base(py, c.bind(py))? && !crate::symbolic::variables::user_defined::has_list_base(py, c.bind(py))? {
                     let cls_source = self.og.class_sources.get(&(c.as_ptr() as usize)).cloned().expect("trackable classes have a source");
                     return Ok(VT::UserObject(Rc::new(crate::symbolic::variables::user_defined::UserObject::new(c.clone_ref(py), cls_source, false))));
+                }
+            }
+        }
+        if b.is(py.get_type::<PyList>().getattr("__new__")?) && args.len() == 1 && kwargs.is_empty() {
+            // `list.__new__(cls)` (what `copyreg.__newobj__` runs to copy a list subclass
+            // instance): a new object of a trackable list subclass with an empty storage and no
+            // `__init__` run (Note [list subclass objects]).
+            if let VT::Class(c) = &args[0] {
+                if self.is_trackable_class(py, c.bind(py))? && crate::symbolic::variables::user_defined::has_list_base(py, c.bind(py))? {
+                    let cls_source = self.og.class_sources.get(&(c.as_ptr() as usize)).cloned().expect("trackable classes have a source");
+                    return Ok(VT::UserObject(crate::symbolic::variables::user_defined::UserObject::new_list(c.clone_ref(py), cls_source)));
                 }
             }
         }
@@ -906,6 +917,11 @@ impl<'a> InstructionTranslator<'a> {
         if name == "__init__" && matches!(recv, VT::UserObject(o) if o.storage.is_some()) && crate::symbolic::variables::user_defined::is_defaultdict_own(py, b, "__init__")? {
             // `super().__init__(list)` in a defaultdict subclass (Note [defaultdict objects]).
             self.defaultdict_init(py, recv, rest, kwargs.to_vec())?;
+            return Ok(Some(VT::none(py)));
+        }
+        if name == "__init__" && matches!(recv, VT::UserObject(o) if o.list.is_some()) && owner.is(py.get_type::<PyList>()) {
+            // `super().__init__(items)` in a list subclass (Note [list subclass objects]).
+            self.list_object_init(py, recv, rest, kwargs.to_vec())?;
             return Ok(Some(VT::none(py)));
         }
         if name == "__init__" && args.len() == 1 && kwargs.is_empty() {

@@ -307,6 +307,26 @@ pub struct GeneratorCtx {
     /// break goes when it would have to outlive the graph (a half-run generator cannot be
     /// rebuilt), so the whole `with` block runs as ordinary Python.
     pub made_at: (usize, usize),
+    /// The instruction of the converted frame that entered it (its BEFORE_WITH, or the call
+    /// that entered it inside), once entered.
+    pub entered_at: Option<(usize, usize)>,
+    /// How to make the manager again before it is entered: the `@contextmanager` helper's
+    /// source and the call's arguments (Note [generator context managers across a break]).
+    /// `None` for a helper without a source.
+    pub remake: Option<(std::sync::Arc<crate::source::Source>, Vec<VT>, Vec<(String, VT)>)>,
+}
+
+impl GeneratorCtx {
+    /// Where a graph break that this manager must outlive goes (Note [generator context
+    /// managers across a break]): the instruction that entered it when it can be made again
+    /// before that (the manager, not entered there yet, is rebuilt and entered by Python),
+    /// else the instruction that made it.
+    pub fn break_point(&self) -> (usize, usize) {
+        match (self.entered_at, &self.remake) {
+            (Some(at), Some(_)) => at,
+            _ => self.made_at,
+        }
+    }
 }
 
 /// Whether `f` is the `helper` that `contextlib.contextmanager(func)` returns (its code is that
@@ -330,13 +350,24 @@ impl<'a> InstructionTranslator<'a> {
     /// so the code after `yield` (its `finally` blocks too) runs where eager runs it. An
     /// exception thrown into the generator (the block raised) is not modelled: a break. A
     /// half-run generator cannot be rebuilt, so a break inside the block moves before it.
+    ///
+    /// Note [generator context managers across a break]: "before it" is the instruction that
+    /// entered the manager (its BEFORE_WITH) when the helper has a source: at that point the
+    /// manager is not entered yet, its generator not started, so it is rebuilt by calling the
+    /// helper again with the same arguments (`dynamo._polyfills.remake_generator_ctx`; making a
+    /// generator runs none of its code), and Python enters it, the resume function continuing
+    /// inside the block with the real manager's `__exit__`. Else it is the instruction that
+    /// made the manager, which then runs as ordinary Python with the whole block. The graph
+    /// keeps the code before the `with`, and the break is one, not one at the call that made the
+    /// manager and another at the traced `__enter__` of the real one (its `del self.args`).
     pub(crate) fn make_generator_ctx(&mut self, py: Python<'_>, helper: &Bound<'_, PyAny>, source: Option<std::sync::Arc<crate::source::Source>>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
         let func = helper.getattr("__closure__")?.get_item(0)?.getattr("cell_contents")?;
-        let func_source = source.map(|s| s.attr("__closure__").item(crate::source::ItemKey::Int(0)).attr("cell_contents"));
+        let func_source = source.as_ref().map(|s| s.attr("__closure__").item(crate::source::ItemKey::Int(0)).attr("cell_contents"));
         let func_vt = self.wrap_from(py, &func, func_source)?;
         if !matches!(func_vt, VT::Function { .. }) {
             crate::graph_break!(UnsupportedCall, "contextmanager over {}", func_vt.describe(py));
         }
+        let remake = source.map(|s| (s, args.clone(), kwargs.clone()));
         self.og.lazy_generator_call = true;
         let made = self.call(py, &func_vt, args, kwargs);
         self.og.lazy_generator_call = false;
@@ -344,7 +375,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Iterator(gen) if matches!(gen.borrow().kind, crate::symbolic::variables::IterKind::Generator(_)) => {
                 let made_at = self.og.top_ip;
                 self.og.generator_ctx_made_at.insert(std::rc::Rc::as_ptr(&gen) as usize, made_at);
-                Ok(VT::GeneratorCtx(std::rc::Rc::new(std::cell::RefCell::new(GeneratorCtx { gen, entered: false, made_at }))))
+                Ok(VT::GeneratorCtx(std::rc::Rc::new(std::cell::RefCell::new(GeneratorCtx { gen, entered: false, made_at, entered_at: None, remake }))))
             }
             other => crate::graph_break!(UnsupportedCall, "contextmanager whose function gave {}", other.describe(py)),
         }
@@ -356,7 +387,12 @@ impl<'a> InstructionTranslator<'a> {
             crate::graph_break!(RaisesException, "a generator context manager entered twice (AttributeError)");
         }
         ctx.borrow_mut().entered = true;
+        ctx.borrow_mut().entered_at = Some(self.og.top_ip);
         let gen = ctx.borrow().gen.clone();
+        // A break inside the block goes to this instruction when the manager can be made again
+        // (Note [generator context managers across a break]).
+        let point = ctx.borrow().break_point();
+        self.og.generator_ctx_made_at.insert(std::rc::Rc::as_ptr(&gen) as usize, point);
         match self.step_iter(py, &gen)? {
             Some(v) => Ok((VT::GeneratorCtxExit(ctx.clone()), v)),
             None => crate::graph_break!(RaisesException, "generator didn't yield (RuntimeError)"),

@@ -76,8 +76,10 @@ impl HookRegistration {
 // on the real hook dicts describe the state before the registration, so the next call, which
 // finds the hook installed, compiles again and traces it as a real hook. Reading the hook dicts
 // of a module with a pending registration is a break (the read would miss it). A handle that
-// outlives the graph (returned, stored, live at a break) is not rebuilt (GB0014): the replay
-// makes the only real handle, after the values the frame returns are built.
+// outlives the graph (returned, live at a break: `h = m.register_forward_hook(...)`, a break,
+// then `h.remove()`) is the real handle its replay made: the replays run right after the graph,
+// before the values that outlive it are built, each handle kept in a shared temporary that the
+// handle's rebuild loads (`plan_hook_replays` in `convert_frame.rs`, `emit_hook_replays`).
 
 impl<'a> InstructionTranslator<'a> {
     /// `lock.__enter__()` (Note [lock blocks]): records the replayed `acquire()`.

@@ -46,6 +46,10 @@ pub struct ListState {
     pub append_only: bool,
     /// Set for a `collections.deque` (`VT::Deque`): its `maxlen` and mutation state.
     pub deque: Option<crate::symbolic::variables::deque::DequeInfo>,
+    /// Set for the list storage of a `list` subclass object built in the frame (Note [list
+    /// subclass objects] in `user_defined.rs`): the object whose storage this is. The storage is
+    /// never rebuilt as a plain list; an iterator over it is rebuilt over the object.
+    pub owner: Option<std::rc::Weak<crate::symbolic::variables::user_defined::UserObject>>,
 }
 
 /// Whether `cls` is a tuple subclass with named fields whose instances behave exactly as tuples
@@ -680,7 +684,7 @@ pub fn make_tuple(py: Python<'_>, items: Vec<VT>) -> VResult<VT> {
 }
 
 pub fn new_list(items: Vec<VT>) -> VT {
-    VT::List(Rc::new(RefCell::new(ListState { entry_len: items.len(), items, source: None, append_only: false, deque: None })))
+    VT::List(Rc::new(RefCell::new(ListState { entry_len: items.len(), items, source: None, append_only: false, deque: None, owner: None })))
 }
 
 pub(crate) fn is_seq(v: &VT) -> bool {

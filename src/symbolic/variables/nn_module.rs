@@ -236,7 +236,23 @@ impl<'a> InstructionTranslator<'a> {
                 }
             }
         }
-        let v = m.getattr(name)?;
+        let v = match m.getattr(name) {
+            Ok(v) => v,
+            // Note [missing module attributes]: `nn.Module.__getattr__` raises AttributeError
+            // for a name found in none of `_parameters`, `_buffers`, `_modules` (register_buffer's
+            // `hasattr(self, name)` in a module's `__init__`). With the class's lookup torch's
+            // own, that is the trace's AttributeError, which `hasattr`/`getattr(m, n, d)` and
+            // `except AttributeError` catch as in eager; a module from the frame is guarded to
+            // still lack the name.
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) && module_lookup_is_torchs(py, &cls)? => {
+                if let Some(s) = &source {
+                    self.og.add_guard(Some(s.clone()), crate::guards::GuardKind::NoAttr(name.to_string()));
+                }
+                let msg = e.value(py).str().map(|m| m.to_string()).unwrap_or_default();
+                return Err(crate::symbolic::Unsupported::attribute_error(py, name, msg));
+            }
+            Err(e) => return Err(e.into()),
+        };
         match src {
             Some(s) => wrap(py, self.og, &v, s),
             // A method of the module bound to it in `__init__` (`self.act = self._gelu_python`,
@@ -469,6 +485,13 @@ impl<'a> InstructionTranslator<'a> {
         all.extend(args);
         self.inline_call(py, &f, all, kwargs)
     }
+}
+
+/// Whether attribute lookup on instances of module class `cls` is torch's own: `object`'s
+/// `__getattribute__` and `nn.Module.__getattr__` (Note [missing module attributes]).
+fn module_lookup_is_torchs(py: Python<'_>, cls: &Bound<'_, pyo3::types::PyType>) -> PyResult<bool> {
+    let module = py.import("torch.nn")?.getattr("Module")?;
+    Ok(cls.getattr("__getattribute__")?.is(py.get_type::<PyAny>().getattr("__getattribute__")?) && cls.getattr("__getattr__")?.is(module.getattr("__getattr__")?))
 }
 
 // Note [modules built in the frame]

@@ -25,6 +25,21 @@
 //! `iter(o)`), the operation acts on `storage` (`storage_method`). Only the methods whose
 //! `OrderedDict` version touches nothing but the storage are mapped: `OrderedDict.update` and
 //! `setdefault` call the subclass's `__setitem__` back and are left to Python (a graph break).
+//!
+//! Note [list subclass objects]: an instance of a subclass of `list` built in the frame
+//! (transformers' `LogitsProcessorList()` and `StoppingCriteriaList()` in `generate()`) is a
+//! `UserObject` whose `list` field is a list tracker holding the items that `list`'s C code
+//! reads, beside `attrs`. As for a dict subclass, the class's Python methods are inlined; where
+//! the class's attribute or slot is `list`'s own C method (`o.append(p)`, `len(o)`, `o[i]`,
+//! `iter(o)`, `x in o`, `list.append(o, p)`), the operation acts on the storage (`storage_method`,
+//! `LIST_STORAGE_METHODS`: list's C methods never call back into a subclass). Methods whose result
+//! is the object itself (`__iadd__`, `__imul__`) and the comparisons and operators are not mapped
+//! (left to Python). `list.__init__` (no keywords, at most one iterable) clears the storage and
+//! extends it, as `list___init___impl` does; `list.__new__(cls)` makes an empty one. The storage
+//! knows its object (`ListState::owner`): it is never rebuilt on its own; the object is rebuilt by
+//! `dynamo._C.new_object` from `list.__new__(cls)` and `list.extend`, past the subclass, and an
+//! iterator over the storage is rebuilt as an iterator over the object (whose `__iter__` is
+//! `list`'s, else the storage was not used).
 
 use crate::guards::GuardKind;
 use crate::source::{ItemKey, Source};
@@ -50,6 +65,9 @@ pub struct UserObject {
     /// For an instance of a `dict` / `OrderedDict` subclass: the dict storage (Note [dict
     /// subclass objects]); `None` for other classes.
     pub storage: Option<Rc<RefCell<DictState>>>,
+    /// For an instance of a `list` subclass: the list storage (Note [list subclass objects]);
+    /// `None` for other classes.
+    pub list: Option<Rc<RefCell<crate::symbolic::variables::lists::ListState>>>,
 }
 
 /// The methods of `dict` and `collections.OrderedDict` that act on an instance's storage alone
@@ -63,11 +81,27 @@ pub const STORAGE_METHODS: [&str; 10] = ["__getitem__", "__setitem__", "__delite
 /// `dict.pop(o, k)` and friends never call back into the subclass (Objects/dictobject.c).
 pub const DICT_STORAGE_METHODS: [&str; 5] = ["pop", "popitem", "clear", "setdefault", "update"];
 
+/// The methods of `list` that act on the storage of a list subclass instance alone (Note [list
+/// subclass objects]): list's C methods read and write `ob_item` without calling back into the
+/// subclass, and none of these returns the object itself (`__iadd__` does: not here). A slice
+/// read (`__getitem__`) and `copy` give a plain list, as for the storage.
+pub const LIST_STORAGE_METHODS: [&str; 17] = ["__getitem__", "__setitem__", "__delitem__", "__contains__", "__len__", "__iter__", "append", "extend", "insert", "pop", "remove", "index", "count", "clear", "reverse", "sort", "copy"];
+
 impl UserObject {
     /// A new object of `cls` with no attributes (and an empty dict storage when `dict_base`).
     pub fn new(cls: Py<PyAny>, cls_source: Arc<Source>, dict_base: bool) -> Self {
         let empty = || Rc::new(RefCell::new(DictState { items: Vec::new(), source: None, version: 0 }));
-        UserObject { cls, cls_source, attrs: empty(), storage: dict_base.then(empty) }
+        UserObject { cls, cls_source, attrs: empty(), storage: dict_base.then(empty), list: None }
+    }
+
+    /// A new object of `cls`, a `list` subclass, with no attributes and an empty list storage
+    /// that knows its object (Note [list subclass objects]).
+    pub fn new_list(cls: Py<PyAny>, cls_source: Arc<Source>) -> Rc<Self> {
+        let empty = Rc::new(RefCell::new(DictState { items: Vec::new(), source: None, version: 0 }));
+        Rc::new_cyclic(|me| {
+            let list = crate::symbolic::variables::lists::ListState { items: vec![], source: None, entry_len: 0, append_only: false, deque: None, owner: Some(me.clone()) };
+            UserObject { cls, cls_source, attrs: empty, storage: None, list: Some(Rc::new(RefCell::new(list))) }
+        })
     }
 
     /// The instance attribute `name`, if set.
@@ -113,11 +147,16 @@ impl UserObject {
     /// `super()`) is `dict`'s or `OrderedDict`'s own C method named `name` in
     /// `STORAGE_METHODS`: calling it on the object is calling it on the storage.
     pub fn storage_method(&self, py: Python<'_>, method: &Bound<'_, PyAny>, name: &str) -> PyResult<Option<VT>> {
-        let Some(storage) = &self.storage else { return Ok(None) };
         if !matches!(crate::symbolic::variables::type_name(method).as_str(), "method_descriptor" | "wrapper_descriptor") {
             return Ok(None);
         }
         let Ok(owner) = method.getattr("__objclass__") else { return Ok(None) };
+        if let Some(list) = &self.list {
+            // Note [list subclass objects].
+            let own = owner.is(py.get_type::<pyo3::types::PyList>()) && LIST_STORAGE_METHODS.contains(&name);
+            return Ok(own.then(|| VT::List(list.clone())));
+        }
+        let Some(storage) = &self.storage else { return Ok(None) };
         // `dict.__getitem__` of a class with `__missing__` calls it for a missing key
         // (`dict_subscript`): not the storage's subscript alone.
         if name == "__getitem__" && self.cls.bind(py).hasattr("__missing__")? {
@@ -141,7 +180,7 @@ impl UserObject {
     /// The storage when the class's own slot `name` (what the syntax reaches: `len(o)`,
     /// `o[k]`, `k in o`, `iter(o)`) is the builtin one rather than Python code.
     pub fn storage_slot(&self, py: Python<'_>, name: &str) -> PyResult<Option<VT>> {
-        if self.storage.is_none() {
+        if self.storage.is_none() && self.list.is_none() {
             return Ok(None);
         }
         let ty = self.cls.bind(py).cast::<PyType>()?.clone();
@@ -215,6 +254,21 @@ pub fn is_defaultdict_own(py: Python<'_>, ca: &Bound<'_, PyAny>, name: &str) -> 
 // and `copy`/`__copy__` (`defdict_copy`) are the `dynamo._polyfills` versions, traced. The
 // instance dict of a Python subclass does not hold the factory, so its `__dict__` is a break.
 
+/// Whether `ca`, a `method_descriptor` found on the class of `o`, is a method of one of the
+/// builtin bases `list`, `dict`, `set` that `o` is an instance of (Note [C methods of objects
+/// from the frame]).
+fn builtin_base_method(py: Python<'_>, o: &Bound<'_, PyAny>, ca: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let Ok(owner) = ca.getattr("__objclass__") else { return Ok(false) };
+    let bases = [py.get_type::<pyo3::types::PyList>(), py.get_type::<PyDict>(), py.get_type::<pyo3::types::PySet>()];
+    Ok(bases.iter().any(|b| owner.is(b)) && o.is_instance(&owner)?)
+}
+
+/// Whether instances of `cls` have a list storage (`cls` subclasses `list`; Note [list subclass
+/// objects]).
+pub fn has_list_base(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(cls.cast::<PyType>().map(|t| t.is_subclass(&py.get_type::<pyo3::types::PyList>()).unwrap_or(false)).unwrap_or(false))
+}
+
 /// Whether instances of `cls` have a dict storage (`cls` subclasses `dict`).
 pub fn has_dict_base(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> {
     Ok(cls.cast::<PyType>().map(|t| t.is_subclass(&py.get_type::<PyDict>()).unwrap_or(false)).unwrap_or(false))
@@ -224,7 +278,8 @@ pub fn has_dict_base(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> {
 /// `plain_metaclass`) and, for an ABC, no abstract method left; every class of the MRO but
 /// `object` a Python class (heap type) with an instance `__dict__` or `__slots__` (Note [slotted
 /// objects]; a dict subclass at most empty ones, as the `collections.abc` mixins declare), or one of the builtin bases `dict` and
-/// `collections.OrderedDict` (Note [dict subclass objects]); the base's `__new__`; the base's
+/// `collections.OrderedDict` (Note [dict subclass objects]) or `list` (Note [list subclass
+/// objects]); the base's `__new__`; the base's
 /// `__getattribute__` (`object`'s, or `dict`'s for a dict subclass, both generic) or a Python
 /// function (inlined on reads); no
 /// `__getattr__`, `__del__` or (for a dict subclass) `__missing__`; and `__init__` either the
@@ -251,24 +306,28 @@ pub fn is_plain_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> 
     let dictoffset: isize = ty.getattr("__dictoffset__")?.extract()?;
     let defaultdict = py.import("collections")?.getattr("defaultdict")?;
     let dict_sub = has_dict_base(py, cls)?;
+    // Note [list subclass objects]: `list` is a builtin base like `dict`, with its own `__new__`
+    // and generic `__getattribute__` slot wrappers.
+    let list_sub = has_list_base(py, cls)?;
+    let list_type = py.get_type::<pyo3::types::PyList>();
     // Note [slotted objects]: a class whose instances keep their attributes in `__slots__`
     // (no instance dict, or one beside the slots) is tracked too: its slots are attributes of
     // the tracker like the dict's (`member_get`/`member_set` read and write the slot,
     // Objects/descrobject.c), and the rebuild's `object.__setattr__` fills them. Not for dict
     // subclasses, whose storage is modelled separately.
-    if dictoffset == 0 && !ty.is(&defaultdict) && (dict_sub || !has_slots(cls)?) {
+    if dictoffset == 0 && !ty.is(&defaultdict) && (dict_sub || list_sub || !has_slots(cls)?) {
         return Ok(false);
     }
     const HEAPTYPE: u64 = 1 << 9;
     for base in ty.getattr("__mro__")?.try_iter()? {
         let base = base?;
-        if base.is(&object) || dict_base_type(py, &base)? {
+        if base.is(&object) || dict_base_type(py, &base)? || (list_sub && base.is(&list_type)) {
             continue;
         }
         let flags: u64 = base.getattr("__flags__")?.extract()?;
         let d = base.getattr("__dict__")?;
         let slots_ok = match d.get_item("__slots__") {
-            Ok(slots) if dict_sub => slots.len().map(|n| n == 0).unwrap_or(false) && !slots.is_instance_of::<pyo3::types::PyString>(),
+            Ok(slots) if dict_sub || list_sub => slots.len().map(|n| n == 0).unwrap_or(false) && !slots.is_instance_of::<pyo3::types::PyString>(),
             // Strings or an iterable of strings (`type_new` checks the names).
             Ok(_) => true,
             Err(_) => true,
@@ -289,7 +348,13 @@ pub fn is_plain_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> 
         }
     }
     // `dict` has its own slot wrappers for `__new__` and (the generic) `__getattribute__`.
-    let base = if dict_sub { py.get_type::<PyDict>().into_any() } else { object.clone().into_any() };
+    let base = if dict_sub {
+        py.get_type::<PyDict>().into_any()
+    } else if list_sub {
+        list_type.clone().into_any()
+    } else {
+        object.clone().into_any()
+    };
     // A Python `__getattribute__` (transformers' `PreTrainedConfig` alias map) is inlined on
     // reads, its `super().__getattribute__` reaching the generic lookup.
     let getattribute = ty.getattr("__getattribute__")?;
@@ -311,7 +376,9 @@ pub fn is_plain_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> 
     let init = ty.getattr("__init__")?;
     let setattr = ty.getattr("__setattr__")?;
     let is_function = |f: &Bound<'_, PyAny>| crate::symbolic::variables::type_name(f) == "function";
-    let builtin_init = init.is(object.getattr("__init__")?) || (dict_sub && init.getattr("__objclass__").map(|o| dict_base_type(py, &o).unwrap_or(false)).unwrap_or(false));
+    let builtin_init = init.is(object.getattr("__init__")?)
+        || (dict_sub && init.getattr("__objclass__").map(|o| dict_base_type(py, &o).unwrap_or(false)).unwrap_or(false))
+        || (list_sub && init.is(list_type.getattr("__init__")?));
     Ok((builtin_init || is_function(&init)) && (setattr.is(object.getattr("__setattr__")?) || is_function(&setattr)))
 }
 
@@ -466,6 +533,18 @@ impl<'a> InstructionTranslator<'a> {
                         return self.call(py, &func, vec![vt.clone()], vec![]);
                     }
                 }
+                // Note [data descriptors with a Python __get__]: a subclass of `property`
+                // overriding `__get__` (transformers' `classproperty`, whose `__get__` calls
+                // `self.fget(owner_cls)`) or any other data descriptor whose type's `__get__` is
+                // a Python function: `_PyObject_GenericGetAttrWithDict` calls
+                // `type(d).__get__(d, obj, type(obj))` before looking at the instance dict, so
+                // that call is inlined here, read through the class's source.
+                if type_name(ca) != "property" {
+                    let owner = wrap(py, self.og, ty.as_any(), source.generic_attr("__class__"))?;
+                    if let Some(v) = self.nondata_descriptor_get(py, vt, ca, class_attr_source(source, *k, name), owner)? {
+                        return Ok(v);
+                    }
+                }
                 if type_name(ca) == "member_descriptor" {
                     // A `__slots__` entry (Objects/descrobject.c, `member_get`): the value
                     // stored in the instance's slot, reached as `obj.name` (a dataclass
@@ -566,6 +645,16 @@ impl<'a> InstructionTranslator<'a> {
                 let o = obj.bind(py).clone();
                 match self.dict_storage_method(py, &o, source, ca, name)? {
                     Some(m) => Ok(m),
+                    // Note [C methods of objects from the frame]: `o.append` on an instance of a
+                    // list subclass from outside the frame (a `LogitsProcessorList` a resume
+                    // function received): the C method of a builtin base found on the class
+                    // (the instance dict was found not to shadow it, and is guarded so), bound
+                    // lazily. Its call is not traced (the storage of such an object is only
+                    // read), so the break comes at the CALL, where the pair goes back on the
+                    // stack as LOAD_METHOD's `[descriptor, self]` (Note [methods of builtin
+                    // types at a break]) and Python makes the very call eager makes: one break
+                    // per call instead of one at the lookup and another at the call.
+                    None if builtin_base_method(py, &o, ca)? => Ok(VT::Method { func: Box::new(VT::Builtin(Rc::new(ca.clone().unbind()))), self_: Box::new(vt.clone()) }),
                     None => graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(ca)),
                 }
             }
@@ -670,7 +759,7 @@ impl<'a> InstructionTranslator<'a> {
         self.og.add_guard(Some(source.clone()), GuardKind::LenMatch(l.len()));
         let items = l.iter().enumerate().map(|(i, item)| wrap(py, self.og, &item, source.item(crate::source::ItemKey::Int(i as i64)))).collect::<VResult<Vec<_>>>()?;
         let n = items.len();
-        Ok(Some(Rc::new(RefCell::new(crate::symbolic::variables::lists::ListState { items, source: Some(source.clone()), entry_len: n, append_only: false, deque: None }))))
+        Ok(Some(Rc::new(RefCell::new(crate::symbolic::variables::lists::ListState { items, source: Some(source.clone()), entry_len: n, append_only: false, deque: None, owner: None }))))
     }
 
     /// `super(cls, obj).name`: the first class after `cls` in `type(obj).__mro__` that defines
@@ -707,10 +796,12 @@ impl<'a> InstructionTranslator<'a> {
                     return Ok(VT::Method { func: Box::new(VT::Builtin(Rc::new(ca.unbind()))), self_: Box::new(inner.clone()) });
                 }
                 let builtin_init = ca.is(object_type.getattr("__init__")?)
-                    || (name == "__init__" && uo.storage.is_some() && ca.getattr("__objclass__").map(|c| crate::symbolic::variables::user_defined::dict_base_type(py, &c).unwrap_or(false)).unwrap_or(false));
+                    || (name == "__init__" && uo.storage.is_some() && ca.getattr("__objclass__").map(|c| crate::symbolic::variables::user_defined::dict_base_type(py, &c).unwrap_or(false)).unwrap_or(false))
+                    || (name == "__init__" && uo.list.is_some() && ca.is(py.get_type::<pyo3::types::PyList>().getattr("__init__")?));
                 if builtin_init {
                     // `super().__init__()` reaching `object.__init__` (or the dict base's, with
-                    // no arguments): nothing to do (`call_unbound_descriptor`).
+                    // no arguments): nothing to do; `list.__init__(items)` fills the list
+                    // storage (`call_unbound_descriptor`).
                     return Ok(VT::Method { func: Box::new(VT::Builtin(Rc::new(ca.unbind()))), self_: Box::new(inner.clone()) });
                 }
                 if let Some(storage) = uo.storage_method(py, &ca, name)? {
@@ -866,10 +957,18 @@ impl<'a> InstructionTranslator<'a> {
     pub(crate) fn construct_user_object(&mut self, py: Python<'_>, cls: &Rc<Py<PyAny>>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
         let cls_source = self.og.class_sources.get(&(cls.as_ptr() as usize)).cloned().expect("trackable classes have a source");
         let dict_base = crate::symbolic::variables::user_defined::has_dict_base(py, cls.bind(py))?;
-        let obj = Rc::new(crate::symbolic::variables::user_defined::UserObject::new(cls.clone_ref(py), cls_source, dict_base));
+        let obj = if crate::symbolic::variables::user_defined::has_list_base(py, cls.bind(py))? {
+            crate::symbolic::variables::user_defined::UserObject::new_list(cls.clone_ref(py), cls_source)
+        } else {
+            Rc::new(crate::symbolic::variables::user_defined::UserObject::new(cls.clone_ref(py), cls_source, dict_base))
+        };
         let vt = VT::UserObject(obj.clone());
         let ty = cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
         let (k, init) = static_type_lookup(&ty, "__init__")?.expect("object defines __init__");
+        if obj.list.is_some() && init.is(py.get_type::<pyo3::types::PyList>().getattr("__init__")?) {
+            self.list_object_init(py, &vt, args, kwargs)?;
+            return Ok(vt);
+        }
         if crate::symbolic::variables::user_defined::is_defaultdict_own(py, &init, "__init__")? {
             self.defaultdict_init(py, &vt, args, kwargs)?;
             return Ok(vt);
@@ -913,6 +1012,27 @@ impl<'a> InstructionTranslator<'a> {
             graph_break!(UnsupportedCall, "__init__ of {} returned {} (TypeError)", crate::symbolic::variables::qualname(cls.bind(py)), r.describe(py));
         }
         Ok(vt)
+    }
+
+    /// `list.__init__(o, *args, **kwargs)` on a new object `vt` of a list subclass (Note [list
+    /// subclass objects]; `list___init___impl`, Objects/listobject.c): the storage is cleared,
+    /// then extended with the items of the one optional iterable. Keywords or more than one
+    /// argument (eager's TypeError) are left to Python.
+    pub(crate) fn list_object_init(&mut self, py: Python<'_>, vt: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<()> {
+        let list = match vt {
+            VT::UserObject(o) => o.list.clone(),
+            _ => None,
+        };
+        let Some(list) = list else { graph_break!(UnsupportedCall, "list.__init__ of {}", vt.describe(py)) };
+        if !kwargs.is_empty() || args.len() > 1 {
+            graph_break!(UnsupportedCall, "list.__init__ with keywords or {} arguments (TypeError)", args.len());
+        }
+        list.borrow_mut().items.clear();
+        if let Some(iterable) = args.first() {
+            let items = self.iter_items(py, iterable)?;
+            list.borrow_mut().items.extend(items);
+        }
+        Ok(())
     }
 
     /// `defaultdict.__init__(o, *args, **kwargs)` on a new object `vt` of a defaultdict class
@@ -1041,6 +1161,12 @@ impl<'a> InstructionTranslator<'a> {
                     if type_name(&fget) == "function" {
                         let func = wrap(py, self.og, &fget, o.class_attr_source(*k, name).attr("fget"))?;
                         return self.call(py, &func, vec![vt.clone()], vec![]);
+                    }
+                } else {
+                    // Note [data descriptors with a Python __get__].
+                    let owner = VT::Class(Rc::new(o.cls.clone_ref(py)));
+                    if let Some(v) = self.nondata_descriptor_get(py, vt, ca, o.class_attr_source(*k, name), owner)? {
+                        return Ok(v);
                     }
                 }
                 graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(ca));
@@ -1283,7 +1409,9 @@ pub(crate) fn static_type_lookup<'py>(ty: &Bound<'py, pyo3::types::PyType>, name
 }
 
 /// Whether instances of `ty` look attributes up generically: `__getattribute__` is
-/// `object`'s, or a builtin base's slot wrapper that is generic too (dict, list, OrderedDict...).
+/// `object`'s, or a builtin base's slot wrapper that is generic too (dict, list, OrderedDict...;
+/// `property` sets `tp_getattro` to `PyObject_GenericGetAttr` itself, Objects/descrobject.c, so
+/// a Python subclass of it reads `self.fget` as any object does).
 pub(crate) fn has_generic_getattribute(py: Python<'_>, ty: &Bound<'_, pyo3::types::PyType>) -> PyResult<bool> {
     let getattribute = ty.getattr("__getattribute__")?;
     if getattribute.is(py.get_type::<pyo3::types::PyAny>().getattr("__getattribute__")?) {
@@ -1293,7 +1421,7 @@ pub(crate) fn has_generic_getattribute(py: Python<'_>, ty: &Bound<'_, pyo3::type
         && getattribute
             .getattr("__objclass__")
             .and_then(|c| c.getattr("__name__"))
-            .map(|n| ["dict", "list", "tuple", "set", "OrderedDict", "defaultdict"].contains(&n.to_string().as_str()))
+            .map(|n| ["dict", "list", "tuple", "set", "OrderedDict", "defaultdict", "property"].contains(&n.to_string().as_str()))
             .unwrap_or(false))
 }
 
