@@ -218,3 +218,43 @@ def test_t5_shaped_training_step_equals_eager():
     for (name, p), q in zip(model.named_parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)
     assert dynamo.counters()["inductor_kernels_compiled"] > 0
+
+
+class AttentionBlock(torch.nn.Module):
+    # torchvision's ViT encoder block: a pre-norm MultiheadAttention without dropout.
+    def __init__(self, dropout):
+        super().__init__()
+        self.ln = torch.nn.LayerNorm(16)
+        self.attn = torch.nn.MultiheadAttention(16, 2, dropout=dropout, batch_first=True)
+
+    def forward(self, x):
+        y = self.ln(x)
+        y, _ = self.attn(y, y, y, need_weights=False)
+        return (x + y).relu()
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.25])
+def test_attention_without_dropout_is_not_split(dropout):
+    # Note [attention without dropout] (src/autograd/rules.rs): with dropout_p 0 the attention op
+    # takes torch's derivative in the compiled graph; with dropout it keeps its own segment.
+    torch.manual_seed(0)
+    model = AttentionBlock(dropout).train()
+    ref = copy.deepcopy(model)
+    x = torch.randn(2, 5, 16)
+    dynamo.reset()
+    torch.manual_seed(1)
+    got = dynamo.optimize("inductor")(model)(x)
+    torch.manual_seed(1)
+    want = ref(x)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    got.square().mean().backward()
+    want.square().mean().backward()
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6, msg=name)
+    counters = dynamo.counters()
+    assert counters["aot_graphs"] == 1
+    if dropout == 0.0:
+        assert counters["aot_graph_splits"] == 0 and counters["aot_eager_graphs"] == 0, counters
+    else:
+        assert counters["aot_graph_splits"] == 1, counters
+    assert counters["inductor_kernels_compiled"] >= 2

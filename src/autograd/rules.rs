@@ -1583,7 +1583,20 @@ pub(crate) fn draws_random(target: &str) -> bool {
 fn writes_state(n: &crate::inductor::fx_import::FxNode) -> bool {
     let last = n.target_name.rsplit('.').next().unwrap_or("").to_ascii_lowercase();
     let given = |pos: usize, name: &str| arg(n, pos, name).is_some_and(|a| !matches!(a, FxArg::None));
-    ["attention", "lstm", "gru", "rnn", "batch_norm"].iter().any(|k| last.contains(k))
+    // Note [attention without dropout]: attention draws random numbers only for its dropout;
+    // with a literal `dropout_p` of 0 (torchvision's ViT, `nn.MultiheadAttention(dropout=0.0)`)
+    // a second run gives the same values, so it takes torch's derivative like any rule-less op
+    // instead of splitting the training graph around it.
+    if last.contains("attention") {
+        let position = if last.contains("multi_head") { 10 } else { 4 };
+        return match arg(n, position, "dropout_p") {
+            None if !last.contains("multi_head") => false,
+            Some(FxArg::Float(p)) => *p != 0.0,
+            Some(FxArg::Int(p)) => *p != 0,
+            _ => true,
+        };
+    }
+    ["lstm", "gru", "rnn", "batch_norm"].iter().any(|k| last.contains(k))
         || (last.contains("instance_norm") && given(1, "running_mean"))
         || (last.contains("embedding") && given(3, "max_norm"))
 }
