@@ -729,6 +729,30 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
                 give!(oj, go);
             }
         }
+        "mv" | "dot" | "vdot" => {
+            // derivatives.yaml, real dtypes (conj is the identity): mv: self: grad.ger(vec),
+            // vec: self.t().mv(grad); dot/vdot: self: grad * other, other: grad * self (spectral
+            // norm's sigma = vdot(u, mv(W, v))).
+            let other = arg(&n, 1, if key == "mv" { "vec" } else { "other" }).or_else(|| arg(&n, 1, "tensor")).cloned().unwrap_or(FxArg::None);
+            let (Some(j), FxArg::Node(oj)) = (x, other) else { return Err(no_rule(b, i, "operands")) };
+            let real = |k: usize| b.g.nodes[k].meta.as_ref().is_some_and(|m| m.layout.dtype.is_float());
+            if !real(j) || !real(oj) || !real(i) {
+                return Err(no_rule(b, i, "a complex or integer operand"));
+            }
+            if b.requires_grad[j] {
+                let gx = if key == "mv" { b.call("torch.outer", vec![gn.clone(), node(oj)], vec![])? } else { b.mul(gn.clone(), node(oj))? };
+                give!(j, gx);
+            }
+            if b.requires_grad[oj] {
+                let go = if key == "mv" {
+                    let xt = b.method("t", vec![node(j)], vec![]);
+                    b.call("torch.mv", vec![node(xt), gn.clone()], vec![])?
+                } else {
+                    b.mul(gn.clone(), node(j))?
+                };
+                give!(oj, go);
+            }
+        }
         "addmm" => {
             // addmm(bias, m1, m2) with beta = alpha = 1.
             if n.kwargs.iter().any(|(k, _)| k == "beta" || k == "alpha") {
