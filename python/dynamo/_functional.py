@@ -40,6 +40,16 @@ def setitem_on_copy(self: torch.Tensor, index, value) -> torch.Tensor:
     return out
 
 
+def out_on_copy(out: torch.Tensor, fn, /, *args, **kwargs) -> torch.Tensor:
+    """``fn(*args, **kwargs, out=c)`` on a clone ``c`` of ``out``, returned; ``out`` is not
+    written (Note [out= on a copy] in src/inductor/fx_import.rs). ``c`` has what torch's out=
+    overload gives it (a cast into ``out``'s dtype, a resize); raises what ``fn(..., out=out)``
+    raises."""
+    copy = out.clone()
+    fn(*args, **kwargs, out=copy)
+    return copy
+
+
 def dropout_noise(x: torch.Tensor, p: float, strides=None) -> torch.Tensor:
     """The scaled keep-mask that training-mode ``F.dropout(x, p)`` multiplies ``x`` by (Note
     [dropout as a product] in src/inductor/fx_import.rs), drawn as eager draws it: on CPU

@@ -219,7 +219,7 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
             let s = b.call("torch.sgn", vec![xa.clone()], vec![])?;
             b.mul(gn.clone(), node(s))
         })?,
-        "pos" | "contiguous" => unary(b, &mut out, &|_| Ok(g))?,
+        "pos" | "contiguous" | "clone" => unary(b, &mut out, &|_| Ok(g))?,
         // pow.Tensor_Scalar: self: grad * exponent * self.pow(exponent - 1).
         // pow(self, exponent): exponent * self^(exponent - 1) * grad, and zeros for exponent 0
         // (derivatives.yaml's pow_backward: `exponent == 0.0 ? zeros_like(self)`, where the
@@ -656,6 +656,7 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
             })?
         }
         "layer_norm" => return layer_norm(b, i, g),
+        "weight_norm" => return weight_norm(b, i, g),
         "batch_norm" => return batch_norm(b, i, g),
         "adaptive_avg_pool2d" => unary(b, &mut out, &|b| {
             b.call("torch.ops.aten._adaptive_avg_pool2d_backward.default", vec![gn.clone(), xa.clone()], vec![])
@@ -725,6 +726,30 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
                 let k = full.len();
                 full[k - 2] = os[os.len() - 2];
                 let go = b.sum_to(go, &full, &os)?;
+                give!(oj, go);
+            }
+        }
+        "mv" | "dot" | "vdot" => {
+            // derivatives.yaml, real dtypes (conj is the identity): mv: self: grad.ger(vec),
+            // vec: self.t().mv(grad); dot/vdot: self: grad * other, other: grad * self (spectral
+            // norm's sigma = vdot(u, mv(W, v))).
+            let other = arg(&n, 1, if key == "mv" { "vec" } else { "other" }).or_else(|| arg(&n, 1, "tensor")).cloned().unwrap_or(FxArg::None);
+            let (Some(j), FxArg::Node(oj)) = (x, other) else { return Err(no_rule(b, i, "operands")) };
+            let real = |k: usize| b.g.nodes[k].meta.as_ref().is_some_and(|m| m.layout.dtype.is_float());
+            if !real(j) || !real(oj) || !real(i) {
+                return Err(no_rule(b, i, "a complex or integer operand"));
+            }
+            if b.requires_grad[j] {
+                let gx = if key == "mv" { b.call("torch.outer", vec![gn.clone(), node(oj)], vec![])? } else { b.mul(gn.clone(), node(oj))? };
+                give!(j, gx);
+            }
+            if b.requires_grad[oj] {
+                let go = if key == "mv" {
+                    let xt = b.method("t", vec![node(j)], vec![]);
+                    b.call("torch.mv", vec![node(xt), gn.clone()], vec![])?
+                } else {
+                    b.mul(gn.clone(), node(j))?
+                };
                 give!(oj, go);
             }
         }
@@ -1214,6 +1239,55 @@ fn contiguous_meta(like: &Layout, sizes: &[i64]) -> TensorMeta {
     }
 }
 
+/// `torch._weight_norm(v, g, dim)`, `w = v * (g / n)` with `n` the 2-norm of `v` over every
+/// dim but `dim` (all dims for -1), kept as size 1. derivatives.yaml's
+/// `_weight_norm_interface_backward`, as ATen's CPU kernel computes it: with
+/// `s = sum(grad * v)` over the same dims, `grad_g = s / n` and
+/// `grad_v = (g / n) * (grad - v * (s / n^2))`. The norm is a forward value (Note
+/// [forward-side statistics] in partition.rs): the forward's weight-norm kernel computes it too.
+fn weight_norm(b: &mut Builder<'_>, i: usize, grad: usize) -> Result<Out, JointError> {
+    let n = b.g.nodes[i].clone();
+    let (Some(FxArg::Node(v)), Some(FxArg::Node(gj))) = (arg(&n, 0, "v"), arg(&n, 1, "g")) else {
+        return Err(no_rule(b, i, "v and g"));
+    };
+    let (v, gj) = (*v, *gj);
+    let vs = b.sizes(v)?;
+    let rank = vs.len() as i64;
+    let dims: Vec<i64> = match arg(&n, 2, "dim") {
+        None => (1..rank).collect(),
+        Some(FxArg::Int(-1)) => (0..rank).collect(),
+        Some(FxArg::Int(d)) if (-rank..rank).contains(d) => {
+            let keep = d.rem_euclid(rank);
+            (0..rank).filter(|&k| k != keep).collect()
+        }
+        _ => return Err(no_rule(b, i, "dim")),
+    };
+    let layout = b.g.nodes[v].meta.as_ref().map(|m| m.layout.clone()).ok_or_else(|| no_rule(b, i, "v layout"))?;
+    let stat_sizes: Vec<i64> = vs.iter().enumerate().map(|(d, &s)| if dims.contains(&(d as i64)) { 1 } else { s }).collect();
+    let (full, stat) = (contiguous_meta(&layout, &vs), contiguous_meta(&layout, &stat_sizes));
+    let sq = b.forward_call("torch.mul", "mul", vec![node(v), node(v)], full)?;
+    let ss = b.forward_call("torch.ops.aten.sum.dim_IntList", "sum_unordered", vec![node(sq), ints(&dims), FxArg::Bool(true)], stat.clone())?;
+    let norm = b.forward_call("torch.sqrt", "sqrt", vec![node(ss)], stat)?;
+    let p = b.mul(node(grad), node(v))?;
+    let s = b.sum_dims(p, &dims, true)?;
+    let mut out = Vec::new();
+    if b.requires_grad[v] {
+        let scale = b.div(node(gj), node(norm))?;
+        let t = b.div(node(s), node(ss))?;
+        let vt = b.mul(node(v), node(t))?;
+        let d = b.sub(node(grad), node(vt))?;
+        let gv = b.mul(node(scale), node(d))?;
+        out.push((v, Grad::Tensor(gv)));
+    }
+    if b.requires_grad[gj] {
+        let gg = b.div(node(s), node(norm))?;
+        let gs = b.sizes(gj)?;
+        let gg = b.sum_to(gg, &stat_sizes, &gs)?;
+        out.push((gj, Grad::Tensor(gg)));
+    }
+    Ok(out)
+}
+
 fn layer_norm(b: &mut Builder<'_>, i: usize, g: usize) -> Result<Out, JointError> {
     let n = b.g.nodes[i].clone();
     let Some(FxArg::Node(x)) = n.args.first() else { return Err(no_rule(b, i, "input")) };
@@ -1553,7 +1627,20 @@ pub(crate) fn draws_random(target: &str) -> bool {
 fn writes_state(n: &crate::inductor::fx_import::FxNode) -> bool {
     let last = n.target_name.rsplit('.').next().unwrap_or("").to_ascii_lowercase();
     let given = |pos: usize, name: &str| arg(n, pos, name).is_some_and(|a| !matches!(a, FxArg::None));
-    ["attention", "lstm", "gru", "rnn", "batch_norm"].iter().any(|k| last.contains(k))
+    // Note [attention without dropout]: attention draws random numbers only for its dropout;
+    // with a literal `dropout_p` of 0 (torchvision's ViT, `nn.MultiheadAttention(dropout=0.0)`)
+    // a second run gives the same values, so it takes torch's derivative like any rule-less op
+    // instead of splitting the training graph around it.
+    if last.contains("attention") {
+        let position = if last.contains("multi_head") { 10 } else { 4 };
+        return match arg(n, position, "dropout_p") {
+            None if !last.contains("multi_head") => false,
+            Some(FxArg::Float(p)) => *p != 0.0,
+            Some(FxArg::Int(p)) => *p != 0,
+            _ => true,
+        };
+    }
+    ["lstm", "gru", "rnn", "batch_norm"].iter().any(|k| last.contains(k))
         || (last.contains("instance_norm") && given(1, "running_mean"))
         || (last.contains("embedding") && given(3, "max_norm"))
 }

@@ -87,6 +87,8 @@ pub fn lookup(canonical: &str) -> Option<Decomposition> {
         "squeeze" => squeeze,
         "expand" => expand,
         "contiguous" => contiguous,
+        "clone" => clone,
+        "weight_norm" => weight_norm,
         "getitem" => getitem,
         "to" | "float" | "half" | "bfloat16" | "double" | "long" | "int" | "bool" => convert,
         _ => return None,
@@ -132,6 +134,8 @@ pub fn returns_fresh(canonical: &str) -> bool {
             | "hardsigmoid"
             | "hardtanh"
             | "relu6"
+            | "clone"
+            | "weight_norm"
     )
 }
 
@@ -1381,6 +1385,62 @@ fn contiguous(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     }
     let b = x.clone();
     Ok(lw.pointwise(&sizes, x.dtype, move |h, idx| h.load(b.buf, idx)))
+}
+
+/// `x.clone()` / `torch.clone(x)`, with any `memory_format`: a copy kernel into a new buffer
+/// laid out as torch's meta says (`preserve_format` keeps a dense input's strides,
+/// `contiguous_format` makes it contiguous), any modelled dtype. spectral_norm's
+/// parametrization clones its `u`/`v` buffers on every call; the copy fuses with its readers.
+fn clone(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let a = bind(lw.fx_node(), &["input", "memory_format"])?;
+    let x = lw.tensor_any_dtype(a[0].ok_or_else(|| LoweringError::Unsupported("missing input".into()))?)?;
+    let b = x.clone();
+    Ok(lw.pointwise(&x.sizes, x.dtype, move |h, idx| h.load(b.buf, idx)))
+}
+
+/// `torch._weight_norm(v, g, dim=0)` (what `nn.utils.parametrizations.weight_norm` calls):
+/// `v * (g / ||v||)`, the 2-norm over every dim but `dim` kept as size 1 (ATen's
+/// `norm_except_dim`; `dim == -1` is the norm of the whole tensor, not of the last dim), `g`
+/// broadcast against it. One reduction kernel whose epilogue writes the weight, in the order of
+/// ATen's CPU kernel (`weight_norm_first_dim_kernel`: `v * (g / norm)`, float32 sums).
+fn weight_norm(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let a = bind(lw.fx_node(), &["v", "g", "dim"])?;
+    let v = float_input(lw, a[0])?;
+    let g = float_input(lw, a[1])?;
+    let nd = v.sizes.len();
+    let dims: Vec<usize> = match a[2] {
+        None => (1..nd).collect(),
+        Some(FxArg::Int(-1)) => (0..nd).collect(),
+        Some(FxArg::Int(d)) => {
+            let keep = wrap_dim(*d, nd)?;
+            (0..nd).filter(|&k| k != keep).collect()
+        }
+        Some(other) => return unsupported(format!("dim {other:?}")),
+    };
+    // `g` holds one value per kept index (size 1 on the reduced dims), or fewer dims.
+    let g_ok = g.sizes.len() <= nd
+        && g.sizes.iter().enumerate().all(|(k, &s)| {
+            let d = nd - g.sizes.len() + k;
+            s == 1 || (s == v.sizes[d] && !dims.contains(&d))
+        });
+    if !g_ok || dims.is_empty() {
+        return unsupported(format!("g of sizes {:?} for v of sizes {:?}", g.sizes, v.sizes));
+    }
+    let vc = v.clone();
+    let sq = lw.pointwise(&v.sizes, DType::F32, move |h, idx| {
+        let x = h.load(vc.buf, idx);
+        h.binary(BinaryOp::Mul, x, x)
+    });
+    let ss = reduce(lw, &sq, dims, true, ReductionType::Sum, DType::F32);
+    let out_dtype = v.dtype;
+    Ok(lw.pointwise(&v.sizes.clone(), out_dtype, move |h, idx| {
+        let x = h.load(v.buf, idx);
+        let total = load_broadcast(h, &ss, idx);
+        let norm = h.unary(UnaryOp::Sqrt, total);
+        let gv = load_broadcast(h, &g, idx);
+        let scale = h.binary(BinaryOp::Div, gv, norm);
+        h.binary(BinaryOp::Mul, x, scale)
+    }))
 }
 
 /// `x[i]`, `x[a:b:c]`, `x[None]`, `x[..., k]` and tuples of those (basic indexing: a view).

@@ -60,6 +60,14 @@ const FRESH_FUNCTIONS: &[&str] = &[
     "torch.bmm",
     "torch.addmm",
     "torch.baddbmm",
+    // Matrix-vector and vector products (spectral_norm's power iteration).
+    "torch.mv",
+    "torch.addmv",
+    "torch.dot",
+    "torch.vdot",
+    "torch.inner",
+    "torch.outer",
+    "torch.nn.functional.normalize",
     "_operator.matmul",
     "torch.nn.functional.batch_norm",
     "torch.batch_norm",
@@ -106,6 +114,7 @@ const FRESH_FUNCTIONS: &[&str] = &[
     "torch.tensor",
     "dynamo._functional.method_on_copy",
     "dynamo._functional.setitem_on_copy",
+    "dynamo._functional.out_on_copy",
     "dynamo._functional.dropout_noise",
     "torch.nn.functional.hardswish",
     "torch.nn.functional.hardsigmoid",
@@ -120,7 +129,7 @@ const FRESH_FUNCTIONS: &[&str] = &[
 
 /// Method names that always return a new tensor (besides the lowering table's pointwise ops).
 const FRESH_METHODS: &[&str] = &[
-    "clone", "sum", "mean", "amax", "amin", "softmax", "log_softmax", "matmul", "__matmul__",
+    "clone", "sum", "mean", "amax", "amin", "softmax", "log_softmax", "matmul", "__matmul__", "mv", "dot", "vdot", "outer",
     // Factories on a tensor: only its dtype and device are read.
     "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "new_empty_strided",
 ];

@@ -243,6 +243,8 @@ const FUNCTION_TARGETS: &[(&str, &str, &str)] = &[
     ("torch", "unsqueeze", "unsqueeze"),
     ("torch", "squeeze", "squeeze"),
     ("torch", "t", "t"),
+    ("torch", "clone", "clone"),
+    ("torch", "_weight_norm", "weight_norm"),
     ("operator", "getitem", "getitem"),
     ("torch.Tensor", "add", "add"),
     ("torch.Tensor", "sub", "sub"),
@@ -334,6 +336,7 @@ const METHOD_TARGETS: &[(&str, &str)] = &[
     ("t", "t"),
     ("expand", "expand"),
     ("contiguous", "contiguous"),
+    ("clone", "clone"),
     ("gather", "gather"),
     ("__getitem__", "getitem"),
     ("to", "to"),
@@ -448,6 +451,9 @@ enum FunctionalForm<'py> {
     /// node becomes a call of `dynamo._functional.<helper>`, with the method's name inserted as
     /// its second argument when `method` is set.
     OnCopy { helper: &'static str, method: Option<String> },
+    /// A function called with `out=` a tensor node (Note [out= on a copy]): the node becomes
+    /// `dynamo._functional.out_on_copy(out, fn, *args, **kwargs)`, `out` its first argument.
+    OutOnCopy,
     /// It mutates, and we know no functional form (`out=`, `resize_` ...).
     Unknown(String),
 }
@@ -476,6 +482,15 @@ const ON_COPY_METHODS: &[&str] = &[
 // training graph it has no derivative rule (the joint graph splits around it when it needs a
 // gradient). Its meta is that of `x` (a `setitem` node records None), requiring grad when the
 // written value does.
+
+// Note [out= on a copy]: `f(*args, out=t)` writes `t` (spectral_norm's power iteration runs
+// `F.normalize(torch.mv(W, v), dim=0, out=u)` on its buffers under no_grad), and the importer
+// refused the whole graph, so a training step of a spectral-normed layer ran through torch with
+// no kernel. Such a node becomes `dynamo._functional.out_on_copy(t, f, *args, **kwargs)`:
+// `f(*args, **kwargs, out=c)` on a clone `c` of `t`, whose result is the new value of `t`, as
+// for the in-place methods of Note [in-place ops on a copy] (functionalization renames later
+// readers and writes a graph input back). torch's own out= overload runs, so its casts, resize
+// and checks are eager's. The node's meta is its example value, which is `t` itself.
 
 /// Positional index of the `inplace` flag of `torch.nn.functional` activations.
 const INPLACE_POSITION: &[(&str, usize)] = &[
@@ -508,7 +523,12 @@ fn functional_form<'py>(
     args: &mut [FxArg],
     kwargs: &mut [(String, FxArg)],
 ) -> PyResult<FunctionalForm<'py>> {
-    if kwargs.iter().any(|(k, _)| k == "out") {
+    if let Some((_, out)) = kwargs.iter().find(|(k, _)| k == "out") {
+        // Note [out= on a copy]: one tensor written; a tuple of them (`torch.max(x, 0, out=(a,
+        // b))`) or a method is refused.
+        if op == "call_function" && matches!(out, FxArg::Node(_)) {
+            return Ok(FunctionalForm::OutOnCopy);
+        }
         return Ok(FunctionalForm::Unknown("out=".into()));
     }
     // `inplace=True` flags (keyword or positional) of F.* activations: same function, flag off.
@@ -947,6 +967,16 @@ pub fn import_graph(
                         args.insert(1, FxArg::Str(m));
                     }
                     op = "call_function".into();
+                    inplace = true;
+                    on_copy = true;
+                }
+                FunctionalForm::OutOnCopy => {
+                    // Note [out= on a copy].
+                    let position = kwargs.iter().position(|(k, _)| k == "out").expect("OutOnCopy has an out= keyword");
+                    let (_, out) = kwargs.remove(position);
+                    args.insert(0, FxArg::Py(imp.side(&target)));
+                    args.insert(0, out);
+                    target = py.import(intern!(py, "dynamo._functional"))?.getattr(intern!(py, "out_on_copy"))?;
                     inplace = true;
                     on_copy = true;
                 }

@@ -334,7 +334,7 @@ fn rewrite(py: Python<'_>, g: &FxGraph, convert_inputs: bool) -> PyResult<FxGrap
 /// draws in eager's order]): its function or method draws (`crate::autograd::rules::draws_random`:
 /// dropout variants, `rand*_like`, `bernoulli`, `normal`, ...), or it is an in-place random method
 /// run on a copy (`method_on_copy(x, "uniform_", ...)`, Note [in-place ops on a copy]).
-fn draws_random_node(n: &FxNode) -> bool {
+pub(crate) fn draws_random_node(n: &FxNode) -> bool {
     use crate::autograd::rules::draws_random;
     let on_copy = n.target_name.ends_with("method_on_copy") && matches!(n.args.get(1), Some(FxArg::Str(m)) if draws_random(m));
     let method = matches!(&n.op, FxOp::CallMethod { name } if draws_random(name));

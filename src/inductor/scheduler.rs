@@ -155,7 +155,19 @@ fn kernel_ops(ir: &GraphIr, b: BufferId) -> usize {
 /// tests, 1703 of them, and the GPU tests: identical everywhere).
 pub fn schedule(g: &FxGraph, ir: &GraphIr) -> Schedule {
     let n = ir.buffers.len();
-    let reads = direct_reads(g, ir);
+    let mut reads = direct_reads(g, ir);
+    // Note [random fallbacks in graph order].
+    let mut previous_random: Option<BufferId> = None;
+    for (b, buf) in ir.buffers.iter().enumerate() {
+        if matches!(buf.kind, BufferKind::Fallback(_)) && super::layout::draws_random_node(&g.nodes[buf.node]) {
+            if let Some(p) = previous_random {
+                if !reads[b].contains(&p) {
+                    reads[b].push(p);
+                }
+            }
+            previous_random = Some(BufferId(b as u32));
+        }
+    }
     // Ancestors of every buffer (buffers read only earlier buffers).
     let mut anc: Vec<Bits> = Vec::with_capacity(n);
     for b in 0..n {
@@ -454,6 +466,20 @@ pub fn schedule(g: &FxGraph, ir: &GraphIr) -> Schedule {
     }
     Schedule { groups, steps, why_no_fuse }
 }
+
+// Note [random fallbacks in graph order]: the steps take the first ready unit in buffer order,
+// so a fallback whose inputs are ready early ran before earlier fallbacks that waited for a
+// kernel. For random draws that changed the values: in T5's training forward the decoder's
+// first dropout mask (whose input, the decoder embeddings, is ready at once) was drawn before
+// the encoder's, so every mask after it differed from eager's with the same seed (the survey's
+// `vs eager` failed on every gradient). Fallbacks that draw random numbers
+// (`layout::draws_random_node`: dropout masks, `rand*`, `bernoulli`, random methods run on a
+// copy) therefore depend on the previous such fallback of the graph, and the generator is
+// stepped in eager's order.
+// Other units still move freely. The edge is a read of the previous random fallback added to
+// the buffer's reads before anything else looks at them, so fusion sees it too: a group may not
+// hold both a buffer an earlier random fallback needs and one a later random fallback feeds (T5
+// fused such a pair, which left no order of steps that keeps eager's draws).
 
 /// Checks the IR and schedule invariants stated in `ir.rs` and this module; returns every
 /// violation found (not just the first). Run after scheduling in debug builds or with
