@@ -1116,7 +1116,7 @@ impl<'a> InstructionTranslator<'a> {
         if args.iter().any(|a| matches!(a, VT::Tensor(_))) {
             return self.og.call(py, Some(&f), None, &args, &[]);
         }
-        graph_break!(UnsupportedOperation, "operator.{name} on {}", args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
+        graph_break!(UnsupportedOperation, "operator.{name} on {}", crate::symbolic::variables::builtin::describe_arguments(py, &args, &[]))
     }
 
     pub(crate) fn binary(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
@@ -1776,7 +1776,10 @@ impl<'a> InstructionTranslator<'a> {
                     if c.is(&child) {
                         return match self.module_child_source(py, m, source, &k) {
                             Some(s) => wrap(py, self.og, &child, s),
-                            None => graph_break!(MissingSource, "module item without a source"),
+                            None => match self.derived_child(&child) {
+                                Some(v) => Ok(v),
+                                None => graph_break!(MissingSource, "module item without a source"),
+                            },
                         };
                     }
                 }
