@@ -987,7 +987,7 @@ impl OutputGraph {
         // the user's line. So the warnings are caught here and kept with the user's location;
         // the graph then runs with the same warnings caught and issues these at that location
         // (`dynamo.eval_frame._issue_warnings_at`), through the user's filters and registry.
-        let catcher = py.import("dynamo.eval_frame")?.getattr("_RecordWarnings")?.call0()?;
+        let catcher = py.import("dynamo.eval_frame")?.getattr("_RecordTraceWarnings")?.call0()?;
         let caught = catcher.call_method0("__enter__")?;
         let result = self.with_fake(py, || match (target, method) {
             (Some(t), _) => t.call(fake_args.clone(), Some(&fake_kwargs)),

@@ -42,7 +42,7 @@ impl<'a> InstructionTranslator<'a> {
         // module with parameters is built again by Python after the break, which warns as
         // eager does; one kept in the trace warns when the graph runs (Note [warnings of
         // traced calls]). Before, the warning came twice.
-        let catcher = py.import("dynamo.eval_frame")?.getattr("_RecordWarnings")?.call0()?;
+        let catcher = py.import("dynamo.eval_frame")?.getattr("_RecordTraceWarnings")?.call0()?;
         let caught = catcher.call_method0("__enter__")?;
         ctx.call_method0("__enter__")?;
         let made = cls.call(&vals, Some(&kw));
