@@ -3,6 +3,7 @@ its test."""
 
 import collections
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -134,3 +135,46 @@ def test_a_warn_once_warning_traced_on_fake_tensors_leaves_the_slot_to_eager():
     with torch.no_grad():
         assert torch.equal(dynamo.optimize("eager")(f)(x), f(x))
     assert torch.is_warn_always_enabled() is before
+
+
+# ----- re functions on literals fold -----------------------------------------------------------
+
+
+def _re_findall(x):
+    return x * len(re.findall(r"\d", "a1b22"))
+
+
+def _re_mixed(x):
+    parts = re.split(r"[,;]", "a,b;c")
+    parts.append("d")  # a list of its own, as eager's
+    n, k = re.subn(r"b+", "-", "abbcb")
+    return x + len(parts) + k, parts, n, re.escape("a.b"), re.findall(r"(\d)(\w)", "1a2b")
+
+
+@pytest.mark.parametrize("fn", [_re_findall, _re_mixed])
+def test_re_calls_on_literals_fold_into_one_graph(fn):
+    x = torch.randn(3)
+    assert _breaks(fn, x)[:2] == (1, 0)
+    dynamo.reset()
+    c = dynamo.optimize("inductor")(fn)
+    for _ in range(2):
+        got, want = c(x), fn(x)
+        if isinstance(want, tuple):
+            assert torch.equal(got[0], want[0]) and got[1:] == want[1:] and got[1] is not c(x)[1]
+        else:
+            assert torch.equal(got, want)
+
+
+def test_re_call_with_a_callable_repl_or_a_bad_pattern_is_as_eager():
+    def f(x):
+        return x + len(re.sub(r"\d", lambda m: m.group(0) * 2, "a1b2"))
+
+    def g(x):
+        return x + len(re.findall(r"(", "a"))
+
+    x = torch.ones(1)
+    dynamo.reset()
+    assert torch.equal(dynamo.optimize("eager")(f)(x), f(x))
+    dynamo.reset()
+    with pytest.raises(re.error):
+        dynamo.optimize("eager")(g)(x)

@@ -2118,6 +2118,44 @@ impl<'a> InstructionTranslator<'a> {
         })
     }
 
+    /// Note [folded re calls]: `re.findall(r"\d", "a1b22")`, `re.sub`, `re.subn`, `re.split`
+    /// and `re.escape` with literal str/int arguments are pure functions of them, whose result
+    /// is a new list of literals, a str, or a (str, int) tuple: they are run at trace time and
+    /// the result is a constant (a list: a new list built in the frame, so each call gets its
+    /// own). Traced as Python, they reach `re._compile`'s `_cache`, a dict keyed by
+    /// (type, pattern, flags) the trace does not guard, which was a break. The only state they
+    /// touch is that cache (eager fills it on the first call, the trace fills it once), which
+    /// nothing observes but `re.purge()` timing. A callable `repl`, a compiled pattern, a flag
+    /// that is not a plain int, or any other result runs as Python as before.
+    fn fold_re_call(&mut self, py: Python<'_>, func: &VT, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        let VT::Function { obj, .. } = func else { return Ok(None) };
+        let re = py.import("re")?;
+        let f = obj.bind(py);
+        if !["findall", "sub", "subn", "split", "escape"].iter().any(|n| re.getattr(*n).is_ok_and(|g| g.is(f))) {
+            return Ok(None);
+        }
+        let plain = |v: &VT| -> Option<Bound<'_, PyAny>> {
+            let c = v.as_constant(py)?;
+            (c.is_exact_instance_of::<pyo3::types::PyString>() || c.is_exact_instance_of::<pyo3::types::PyInt>()).then_some(c)
+        };
+        let Some(vals) = args.iter().map(plain).collect::<Option<Vec<_>>>() else { return Ok(None) };
+        let kw = PyDict::new(py);
+        for (k, v) in kwargs {
+            let Some(c) = plain(v) else { return Ok(None) };
+            kw.set_item(k, c)?;
+        }
+        // Note [errors of folded operations].
+        let r = f.call(PyTuple::new(py, vals)?, Some(&kw)).map_err(|e| Unsupported::folded(py, e))?;
+        if r.is_exact_instance_of::<pyo3::types::PyList>() {
+            let items: Vec<Bound<'_, PyAny>> = r.try_iter()?.collect::<PyResult<_>>()?;
+            if items.iter().all(|i| is_literal(py, i)) {
+                return Ok(Some(crate::symbolic::variables::lists::new_list(items.into_iter().map(|i| VT::constant(i.unbind())).collect())));
+            }
+            return Ok(None);
+        }
+        Ok(is_literal(py, &r).then(|| VT::constant(r.unbind())))
+    }
+
     /// Calls `func(*args, **kwargs)` symbolically.
     pub fn call(&mut self, py: Python<'_>, func: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
         if let Some(r) = self.torch_function_call(py, func, &args, &kwargs)? {
@@ -2130,6 +2168,9 @@ impl<'a> InstructionTranslator<'a> {
         }
         if let Some(r) = self.grad_mode_decorated_call(py, func, &args, &kwargs)? {
             return r;
+        }
+        if let Some(r) = self.fold_re_call(py, func, &args, &kwargs)? {
+            return Ok(r);
         }
         if let VT::Class(c) = func {
             // A builtin exception class called with constant arguments: the exception object
