@@ -3,6 +3,7 @@ its test."""
 
 import collections
 import os
+import random
 import re
 import subprocess
 import sys
@@ -178,3 +179,58 @@ def test_re_call_with_a_callable_repl_or_a_bad_pattern_is_as_eager():
     dynamo.reset()
     with pytest.raises(re.error):
         dynamo.optimize("eager")(g)(x)
+
+
+# ----- Python random seeded in the frame ---------------------------------------------------
+
+
+def _seed_random(x):
+    random.seed(0)
+    return x * random.random()
+
+
+def _seed_draws(x):
+    random.seed("abc")
+    a = random.randint(1, 6)
+    b = random.uniform(0.0, 2.0)
+    c = random.getrandbits(7) + random.randrange(10)
+    return x + a + b + c, a
+
+
+@pytest.mark.parametrize("fn", [_seed_random, _seed_draws])
+def test_random_seeded_in_the_frame_is_one_graph_and_leaves_eagers_state(fn):
+    x = torch.ones(3)
+    assert _breaks(fn, x)[:2] == (1, 0)
+    dynamo.reset()
+    c = dynamo.optimize("inductor")(fn)
+    for _ in range(2):
+        random.seed(123)
+        random.gauss(0, 1)  # a pending gauss_next: the seed in the frame must clear it
+        want = fn(x)
+        state = random.getstate()
+        random.seed(123)
+        random.gauss(0, 1)
+        got = c(x)
+        assert random.getstate() == state
+        assert repr(got) == repr(want)
+
+
+def test_random_draws_without_a_seed_in_the_frame_or_other_methods_after_it_are_breaks():
+    def unseeded(x):
+        return x * random.random()
+
+    def gauss_after_seed(x):
+        random.seed(1)
+        y = x + random.random()
+        return y * random.gauss(0, 1)
+
+    x = torch.ones(2)
+    for fn in (unseeded, gauss_after_seed):
+        assert _breaks(fn, x)[1] >= 1
+        dynamo.reset()
+        c = dynamo.optimize("eager")(fn)
+        random.seed(5)
+        want, state = fn(x), random.getstate()
+        random.seed(5)
+        got = c(x)
+        assert torch.equal(got, want) and random.getstate() == state

@@ -188,6 +188,10 @@ pub struct OutputGraph {
     /// Warnings the torch calls issued while traced on fake tensors: (message, category,
     /// filename, line, the user module's globals). The graph issues them at each call instead.
     pub trace_warnings: Vec<(Py<PyAny>, Py<PyAny>, String, u32, Py<PyAny>)>,
+    /// A private `random.Random` whose state is the one the frame has left Python's global
+    /// generator in, once the frame seeded it with a literal (Note [Python random seeded in the
+    /// frame] in `object_protocol.rs`); `None` before that.
+    pub py_random: Option<Py<PyAny>>,
     /// Containers being wrapped (addresses), innermost last: `builder::wrap` refuses cycles.
     pub wrapping: Vec<usize>,
     /// Closures guarded by their code rather than their identity (Note [closure guards] in
@@ -398,6 +402,7 @@ impl OutputGraph {
             top_ip: (0, 0),
             user_loc: None,
             trace_warnings: Vec::new(),
+            py_random: None,
             class_sources: HashMap::new(),
             derived_modules: HashMap::new(),
             modules_in_init: std::collections::HashSet::new(),
