@@ -148,6 +148,27 @@ class _RecordWarnings:
         return False
 
 
+class _RecordTraceWarnings(_RecordWarnings):
+    """``_RecordWarnings`` around a call made while tracing (a torch call on fake tensors, a
+    module or autocast constructed at trace time). Note [warn-once slots at trace time]: a
+    ``TORCH_WARN_ONCE`` warning (``torch.tensor([a, b])`` of tensors that require grad:
+    "Converting a tensor with requires_grad=True to a scalar ...") warns the first time its
+    C++ line runs in the process and marks a static flag; traced on fake tensors, that first
+    time was the trace, so eager code run later (the same call at a graph break, or the frame
+    itself after a failed trace) never warned. With ``torch.set_warn_always(True)`` the macro
+    warns without touching its flag (c10/util/Exception.h, ``TORCH_WARN_ONCE``), so the call
+    is recorded here and the process's once-slots stay as eager left them."""
+
+    def __enter__(self):
+        self._warn_always = torch.is_warn_always_enabled()
+        torch.set_warn_always(True)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        torch.set_warn_always(self._warn_always)
+        return super().__exit__(*exc)
+
+
 def _issue_warnings_at(compiled, records):
     """Wraps a compiled graph whose torch calls warned while traced on fake tensors (Note
     [warnings of traced calls] in src/symbolic/output_graph.rs). Each call runs the graph with

@@ -1119,7 +1119,7 @@ impl<'a> InstructionTranslator<'a> {
         if args.iter().any(|a| matches!(a, VT::Tensor(_))) {
             return self.og.call(py, Some(&f), None, &args, &[]);
         }
-        graph_break!(UnsupportedOperation, "operator.{name} on {}", args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
+        graph_break!(UnsupportedOperation, "operator.{name} on {}", crate::symbolic::variables::builtin::describe_arguments(py, &args, &[]))
     }
 
     pub(crate) fn binary(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
@@ -1784,7 +1784,10 @@ impl<'a> InstructionTranslator<'a> {
                     if c.is(&child) {
                         return match self.module_child_source(py, m, source, &k) {
                             Some(s) => wrap(py, self.og, &child, s),
-                            None => graph_break!(MissingSource, "module item without a source"),
+                            None => match self.derived_child(&child) {
+                                Some(v) => Ok(v),
+                                None => graph_break!(MissingSource, "module item without a source"),
+                            },
                         };
                     }
                 }
@@ -2123,6 +2126,123 @@ impl<'a> InstructionTranslator<'a> {
         })
     }
 
+    /// Note [Python random seeded in the frame]: `random.seed(0); x * random.random()`. What
+    /// Python's global generator (`random._inst`) gives after a seed with a literal depends on
+    /// that literal alone, so from `random.seed(c)` on the trace keeps a private
+    /// `random.Random` seeded the same way (`OutputGraph::py_random`) and runs the frame's
+    /// draws on it: `random()`, `getrandbits(k)`, `randint`, `randrange`, `uniform` with
+    /// literal arguments give constants, exactly eager's values. The real generator is set to
+    /// the private one's state after the graph: each seed or draw records a replayed
+    /// `random._inst.setstate(state)` (a `LoggerCall`; the last one wins), and counts as a write,
+    /// so a break or an lru_cache'd body around it replays or refuses as it would for any
+    /// write. Before a seed in the frame the generator's state is not known (a draw is a
+    /// break, as before); after one, any other method of the generator (`gauss`, `shuffle`,
+    /// `getstate`, ...) is a break, where the replayed state is already in place.
+    fn python_random_call(&mut self, py: Python<'_>, func: &VT, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        let random = py.import("random")?;
+        let inst = random.getattr("_inst")?;
+        let name: String = match func {
+            VT::Method { func: f, self_ } => match (crate::symbolic::variables::user_defined::real_object(f), crate::symbolic::variables::user_defined::real_object(self_)) {
+                (Some(f), Some(s)) if s.bind(py).is(&inst) => {
+                    let name: String = f.bind(py).getattr("__name__")?.extract()?;
+                    if !random.getattr("Random")?.getattr(name.as_str()).is_ok_and(|g| g.is(f.bind(py))) {
+                        return Ok(None);
+                    }
+                    name
+                }
+                _ => return Ok(None),
+            },
+            // `random.random` is a C method bound to the generator (an `Opaque` read through
+            // its source, or a `Builtin`).
+            VT::Builtin(b) | VT::Opaque { obj: b, .. } if type_name(b.bind(py)) == "builtin_function_or_method" && b.bind(py).getattr("__self__").is_ok_and(|s| s.is(&inst)) => b.bind(py).getattr("__name__")?.extract()?,
+            _ => return Ok(None),
+        };
+        let plain = |v: &VT| -> Option<Bound<'_, PyAny>> {
+            let c = v.as_constant(py)?;
+            (c.is_exact_instance_of::<pyo3::types::PyInt>() || c.is_exact_instance_of::<pyo3::types::PyFloat>() || c.is_exact_instance_of::<pyo3::types::PyString>()).then_some(c)
+        };
+        let vals = args.iter().map(plain).collect::<Option<Vec<_>>>();
+        let kw = PyDict::new(py);
+        let mut literal = vals.is_some();
+        for (k, v) in kwargs {
+            match plain(v) {
+                Some(c) => kw.set_item(k, c)?,
+                None => literal = false,
+            }
+        }
+        let private = match (&self.og.py_random, name.as_str()) {
+            (_, "seed") if literal && !args.is_empty() => {
+                let r = random.getattr("Random")?.call0()?;
+                r.call_method("seed", PyTuple::new(py, vals.as_ref().expect("literal"))?, Some(&kw)).map_err(|e| Unsupported::folded(py, e))?;
+                self.og.py_random = Some(r.clone().unbind());
+                self.record_python_random_state(py, &inst, &r)?;
+                return Ok(Some(VT::constant(py.None())));
+            }
+            (None, _) => return Ok(None),
+            (Some(p), _) => p.bind(py).clone(),
+        };
+        if !literal || !matches!(name.as_str(), "random" | "getrandbits" | "randint" | "randrange" | "uniform") {
+            graph_break!(UnsupportedCall, "random.{name} with these arguments after random.seed in the frame (Note [Python random seeded in the frame])");
+        }
+        let r = private.call_method(name.as_str(), PyTuple::new(py, vals.expect("literal"))?, Some(&kw)).map_err(|e| Unsupported::folded(py, e))?;
+        self.record_python_random_state(py, &inst, &private)?;
+        Ok(Some(VT::constant(r.unbind())))
+    }
+
+    /// Records the replayed `random._inst.setstate(private.getstate())` of Note [Python random
+    /// seeded in the frame].
+    fn record_python_random_state(&mut self, py: Python<'_>, inst: &Bound<'_, PyAny>, private: &Bound<'_, PyAny>) -> VResult<()> {
+        let state = private.call_method0("getstate")?;
+        self.og.side_effects.writes += 1;
+        self.og.side_effects.logger_calls.push(crate::symbolic::side_effects::LoggerCall {
+            callee: crate::pycodegen::Callee::Object(inst.getattr("setstate")?.unbind()),
+            args: PyTuple::new(py, [state])?.into_any().unbind(),
+            kwargs: None,
+            writes_before: self.og.side_effects.writes,
+            at: self.og.top_ip,
+            reorderable: true,
+        });
+        Ok(())
+    }
+
+    /// Note [folded re calls]: `re.findall(r"\d", "a1b22")`, `re.sub`, `re.subn`, `re.split`
+    /// and `re.escape` with literal str/int arguments are pure functions of them, whose result
+    /// is a new list of literals, a str, or a (str, int) tuple: they are run at trace time and
+    /// the result is a constant (a list: a new list built in the frame, so each call gets its
+    /// own). Traced as Python, they reach `re._compile`'s `_cache`, a dict keyed by
+    /// (type, pattern, flags) the trace does not guard, which was a break. The only state they
+    /// touch is that cache (eager fills it on the first call, the trace fills it once), which
+    /// nothing observes but `re.purge()` timing. A callable `repl`, a compiled pattern, a flag
+    /// that is not a plain int, or any other result runs as Python as before.
+    fn fold_re_call(&mut self, py: Python<'_>, func: &VT, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        let VT::Function { obj, .. } = func else { return Ok(None) };
+        let re = py.import("re")?;
+        let f = obj.bind(py);
+        if !["findall", "sub", "subn", "split", "escape"].iter().any(|n| re.getattr(*n).is_ok_and(|g| g.is(f))) {
+            return Ok(None);
+        }
+        let plain = |v: &VT| -> Option<Bound<'_, PyAny>> {
+            let c = v.as_constant(py)?;
+            (c.is_exact_instance_of::<pyo3::types::PyString>() || c.is_exact_instance_of::<pyo3::types::PyInt>()).then_some(c)
+        };
+        let Some(vals) = args.iter().map(plain).collect::<Option<Vec<_>>>() else { return Ok(None) };
+        let kw = PyDict::new(py);
+        for (k, v) in kwargs {
+            let Some(c) = plain(v) else { return Ok(None) };
+            kw.set_item(k, c)?;
+        }
+        // Note [errors of folded operations].
+        let r = f.call(PyTuple::new(py, vals)?, Some(&kw)).map_err(|e| Unsupported::folded(py, e))?;
+        if r.is_exact_instance_of::<pyo3::types::PyList>() {
+            let items: Vec<Bound<'_, PyAny>> = r.try_iter()?.collect::<PyResult<_>>()?;
+            if items.iter().all(|i| is_literal(py, i)) {
+                return Ok(Some(crate::symbolic::variables::lists::new_list(items.into_iter().map(|i| VT::constant(i.unbind())).collect())));
+            }
+            return Ok(None);
+        }
+        Ok(is_literal(py, &r).then(|| VT::constant(r.unbind())))
+    }
+
     /// Calls `func(*args, **kwargs)` symbolically.
     pub fn call(&mut self, py: Python<'_>, func: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
         if let Some(r) = self.torch_function_call(py, func, &args, &kwargs)? {
@@ -2135,6 +2255,12 @@ impl<'a> InstructionTranslator<'a> {
         }
         if let Some(r) = self.grad_mode_decorated_call(py, func, &args, &kwargs)? {
             return r;
+        }
+        if let Some(r) = self.fold_re_call(py, func, &args, &kwargs)? {
+            return Ok(r);
+        }
+        if let Some(r) = self.python_random_call(py, func, &args, &kwargs)? {
+            return Ok(r);
         }
         if let VT::Class(c) = func {
             // A builtin exception class called with constant arguments: the exception object

@@ -195,6 +195,10 @@ pub struct OutputGraph {
     /// Warnings the torch calls issued while traced on fake tensors: (message, category,
     /// filename, line, the user module's globals). The graph issues them at each call instead.
     pub trace_warnings: Vec<(Py<PyAny>, Py<PyAny>, String, u32, Py<PyAny>)>,
+    /// A private `random.Random` whose state is the one the frame has left Python's global
+    /// generator in, once the frame seeded it with a literal (Note [Python random seeded in the
+    /// frame] in `object_protocol.rs`); `None` before that.
+    pub py_random: Option<Py<PyAny>>,
     /// Containers being wrapped (addresses), innermost last: `builder::wrap` refuses cycles.
     pub wrapping: Vec<usize>,
     /// Closures guarded by their code rather than their identity (Note [closure guards] in
@@ -419,6 +423,7 @@ impl OutputGraph {
             top_ip: (0, 0),
             user_loc: None,
             trace_warnings: Vec::new(),
+            py_random: None,
             class_sources: HashMap::new(),
             tuple_sources: HashMap::new(),
             derived_modules: HashMap::new(),
@@ -1009,7 +1014,7 @@ impl OutputGraph {
         // the user's line. So the warnings are caught here and kept with the user's location;
         // the graph then runs with the same warnings caught and issues these at that location
         // (`dynamo.eval_frame._issue_warnings_at`), through the user's filters and registry.
-        let catcher = py.import("dynamo.eval_frame")?.getattr("_RecordWarnings")?.call0()?;
+        let catcher = py.import("dynamo.eval_frame")?.getattr("_RecordTraceWarnings")?.call0()?;
         let caught = catcher.call_method0("__enter__")?;
         let result = self.with_fake(py, || match (target, method) {
             (Some(t), _) => t.call(fake_args.clone(), Some(&fake_kwargs)),

@@ -1378,6 +1378,11 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(VT::constant(v.clone().unbind()));
         }
         if v.is_instance(self.og.handles.module_type.bind(py))? {
+            // A child of a container the trace built (Note [Sequential of modules made in the
+            // trace] in `variables/nn_module.rs`) is itself a module the trace built.
+            if self.og.derived_modules.contains_key(&(v.as_ptr() as usize)) {
+                return Ok(VT::Module { obj: Rc::new(v.clone().unbind()), source: None });
+            }
             graph_break!(MissingSource, "module {} reached without a source", type_name(v));
         }
         if self.og.is_tensor(py, v) {

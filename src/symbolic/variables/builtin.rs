@@ -874,7 +874,7 @@ impl<'a> InstructionTranslator<'a> {
             return self.og.call(py, Some(b), None, &args, &kwargs);
         }
         if crate::symbolic::translator::makes_weak_reference(py, b) {
-            graph_break!(ObjectLifetime, "call to {} with {} (a weak reference: Note [observable frees])", crate::symbolic::variables::qualname(b), args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
+            graph_break!(ObjectLifetime, "call to {} with {} (a weak reference: Note [observable frees])", crate::symbolic::variables::qualname(b), describe_arguments(py, &args, &kwargs))
         }
         // Kinds left to Python on purpose, named so that the break says why: an exit stack
         // runs arbitrary callbacks and exits in its own `__exit__` (Lib/contextlib.py: the
@@ -889,7 +889,7 @@ impl<'a> InstructionTranslator<'a> {
         if b.is(py.get_type::<pyo3::types::PyByteArray>()) {
             graph_break!(UnsupportedCall, "bytearray is not modelled (a mutable byte buffer): its construction and uses run as Python");
         }
-        graph_break!(UnsupportedCall, "call to {} with {}", qual, args.iter().map(|a| a.describe(py)).collect::<Vec<_>>().join(", "))
+        graph_break!(UnsupportedCall, "call to {} with {}", qual, describe_arguments(py, &args, &kwargs))
     }
 
     /// A method of a builtin type called through the type (`list.__setitem__(a, 0, v)`,
@@ -1237,4 +1237,15 @@ fn computed_tensor_isinstance(fake: &Bound<'_, PyAny>, fresh: Option<&Bound<'_, 
         return fake.is_instance(cls);
     }
     fresh.unwrap_or(fake).is_instance(cls)
+}
+
+/// The arguments of a call as a break reason names them: each positional one described, then
+/// `name=...` for each keyword; "no arguments" for none (never an empty text after "with").
+pub(crate) fn describe_arguments(py: Python<'_>, args: &[VT], kwargs: &[(String, VT)]) -> String {
+    let parts: Vec<String> = args.iter().map(|a| a.describe(py)).chain(kwargs.iter().map(|(k, v)| format!("{k}={}", v.describe(py)))).collect();
+    if parts.is_empty() {
+        "no arguments".to_string()
+    } else {
+        parts.join(", ")
+    }
 }

@@ -157,7 +157,7 @@ impl<'a> InstructionTranslator<'a> {
                 None => crate::graph_break!(UnsupportedCall, "constructing {qual} with a non-literal argument '{k}'"),
             }
         }
-        let catcher = py.import("dynamo.eval_frame")?.getattr("_RecordWarnings")?.call0()?;
+        let catcher = py.import("dynamo.eval_frame")?.getattr("_RecordTraceWarnings")?.call0()?;
         let caught = catcher.call_method0("__enter__")?;
         let made = cls.call(pyo3::types::PyTuple::new(py, vals)?, Some(&kw));
         catcher.call_method1("__exit__", (py.None(), py.None(), py.None()))?;

@@ -1192,7 +1192,10 @@ impl<'a> InstructionTranslator<'a> {
                     }
                     match self.module_child_source(py, m, source, &k) {
                         Some(s) => out.push(wrap(py, self.og, &c, s)?),
-                        None => graph_break!(MissingSource, "module iteration without a source"),
+                        None => match self.derived_child(&c) {
+                            Some(v) => out.push(v),
+                            None => graph_break!(MissingSource, "module iteration without a source"),
+                        },
                     }
                 }
                 out

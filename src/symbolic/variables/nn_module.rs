@@ -29,6 +29,9 @@ impl<'a> InstructionTranslator<'a> {
     /// left to Python (a graph break), before any construction.
     pub(crate) fn construct_module(&mut self, py: Python<'_>, cls: &Bound<'_, PyAny>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<VT> {
         let qual = crate::symbolic::variables::qualname(cls);
+        if let Some(seq) = self.construct_sequential_of_derived(py, cls, args, kwargs)? {
+            return Ok(seq);
+        }
         let (vals, kw) = self.literal_call_args(py, args, kwargs, &format!("constructing {qual}"))?;
         let vals = PyTuple::new(py, vals)?;
         let fork = py.import("torch.random")?.getattr("fork_rng")?;
@@ -39,7 +42,7 @@ impl<'a> InstructionTranslator<'a> {
         // module with parameters is built again by Python after the break, which warns as
         // eager does; one kept in the trace warns when the graph runs (Note [warnings of
         // traced calls]). Before, the warning came twice.
-        let catcher = py.import("dynamo.eval_frame")?.getattr("_RecordWarnings")?.call0()?;
+        let catcher = py.import("dynamo.eval_frame")?.getattr("_RecordTraceWarnings")?.call0()?;
         let caught = catcher.call_method0("__enter__")?;
         ctx.call_method0("__enter__")?;
         let made = cls.call(&vals, Some(&kw));
@@ -57,6 +60,32 @@ impl<'a> InstructionTranslator<'a> {
         let remake = partial.call(PyTuple::new(py, all)?, Some(&kw))?;
         self.og.derived_modules.insert(m.as_ptr() as usize, crate::symbolic::output_graph::DerivedModule { obj: m.clone().unbind(), children: vec![], remake: Some(remake.unbind()) });
         Ok(VT::Module { obj: Rc::new(m.unbind()), source: None })
+    }
+
+    /// Note [Sequential of modules made in the trace]: `nn.Sequential(nn.ReLU(), nn.Tanh())`
+    /// in the frame. Each argument is a parameterless module the trace built
+    /// (`construct_module`, a `DerivedModule` with a remake), so `Sequential`'s constructor,
+    /// which only registers its arguments as children under "0", "1", ... (no parameters, no
+    /// random draws), is run for real on them, and the container is one more derived module:
+    /// nothing outside the trace holds it, its children are read without guards. It has no
+    /// remake: one that outlives the graph is refused (`UnreconstructableValue`), since making
+    /// it again would make children other than those the frame may also hand out. `None`
+    /// when `cls` is not exactly `nn.Sequential` or an argument is anything else (then the
+    /// literal-argument path decides).
+    fn construct_sequential_of_derived(&mut self, py: Python<'_>, cls: &Bound<'_, PyAny>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
+        if !cls.is(py.import("torch.nn")?.getattr("Sequential")?) || !kwargs.is_empty() || args.is_empty() {
+            return Ok(None);
+        }
+        let mut children = Vec::with_capacity(args.len());
+        for a in args {
+            match a {
+                VT::Module { obj, source: None } if self.og.derived_modules.get(&(obj.as_ptr() as usize)).is_some_and(|d| d.remake.is_some()) => children.push(obj.bind(py).clone()),
+                _ => return Ok(None),
+            }
+        }
+        let m = cls.call1(PyTuple::new(py, children)?)?;
+        self.og.derived_modules.insert(m.as_ptr() as usize, crate::symbolic::output_graph::DerivedModule { obj: m.clone().unbind(), children: vec![], remake: None });
+        Ok(Some(VT::Module { obj: Rc::new(m.unbind()), source: None }))
     }
 
     /// `m[a:b]` on a `ModuleList` or `Sequential` (their own `__getitem__`): the container their
@@ -106,6 +135,13 @@ impl<'a> InstructionTranslator<'a> {
             self.og.add_guard(Some(s.attr("_modules")), crate::guards::GuardKind::DictKeys(keys.into_any().unbind()));
         }
         Ok(())
+    }
+
+    /// A child without a source of a container the trace built, when the child is itself a
+    /// module the trace built (Note [Sequential of modules made in the trace]): the module as
+    /// it is, unguarded. `None` for any other object.
+    pub(crate) fn derived_child(&self, child: &Bound<'_, PyAny>) -> Option<VT> {
+        self.og.derived_modules.contains_key(&(child.as_ptr() as usize)).then(|| VT::Module { obj: Rc::new(child.clone().unbind()), source: None })
     }
 
     /// The source of child `key` of module `m`: `source.key`, or for a container made during
@@ -176,6 +212,8 @@ impl<'a> InstructionTranslator<'a> {
                         (Some(s), _) => wrap(py, self.og, &v, s),
                         (None, "_modules") => match self.module_child_source(py, m, &source, name) {
                             Some(s) => wrap(py, self.og, &v, s),
+                            // Note [Sequential of modules made in the trace].
+                            None if self.derived_child(&v).is_some() => Ok(self.derived_child(&v).expect("checked")),
                             None => graph_break!(MissingSource, "module attribute without a source"),
                         },
                         (None, _) if self.og.derived_modules.contains_key(&(m.as_ptr() as usize)) => self.wrap_unguarded(py, &v),

@@ -943,7 +943,25 @@ impl<'a> InstructionTranslator<'a> {
     /// `log_prob`/`entropy`/`rsample` is inlined into the graph. Argument validation
     /// (`validate_args`, on by default under `__debug__`) branches on tensor values: that
     /// check runs as Python where it is reached, as eager runs it.
+    ///
+    /// Note [collections classes read without a source]: torch's own code reads
+    /// `OrderedDict`/`defaultdict` from its module globals unguarded (Note [attribute version
+    /// guards]), so the class has no source of its own (`nn.Module.state_dict` makes
+    /// `destination = OrderedDict()` and sets `destination._metadata`). Those two are the
+    /// standard library's classes, which the trace models exactly (Note [dict subclass
+    /// objects], Note [defaultdict objects]); their source is `sys.modules['collections']`'s
+    /// attribute, as a user's `collections.OrderedDict` would be.
     pub(crate) fn is_trackable_class(&mut self, py: Python<'_>, c: &Bound<'_, PyAny>) -> VResult<bool> {
+        let key = c.as_ptr() as usize;
+        if !self.og.class_sources.contains_key(&key) {
+            let collections = py.import("collections")?;
+            for name in ["OrderedDict", "defaultdict"] {
+                if c.is(collections.getattr(name)?) {
+                    let source = std::sync::Arc::new(crate::source::Source::Module { name: "collections".into() }).attr(name);
+                    self.og.class_sources.insert(key, source);
+                }
+            }
+        }
         let module = c.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
         if (module == "torch" || module.starts_with("torch.")) && !module.starts_with("torch.distributions.") {
             return Ok(false);
