@@ -231,6 +231,17 @@ fn float_input(lw: &Lowerer<'_>, a: Option<&FxArg>) -> Result<TensorRef, Lowerin
     Ok(t)
 }
 
+/// `sum(x * x)` over `dims`, kept as size-1 dims, in float32 (rms_norm's and weight_norm's sum
+/// of squares).
+fn sum_of_squares(lw: &mut Lowerer<'_>, x: &TensorRef, dims: Vec<usize>) -> TensorRef {
+    let xc = x.clone();
+    let sq = lw.pointwise(&x.sizes, DType::F32, move |h, idx| {
+        let v = h.load(xc.buf, idx);
+        h.binary(BinaryOp::Mul, v, v)
+    });
+    reduce(lw, &sq, dims, true, ReductionType::Sum, DType::F32)
+}
+
 /// `op` of `x` over `dims`, as a realized Reduction accumulated in float32; `dtype` is the
 /// buffer's dtype (float32 for intermediates, the input's dtype when the reduction is the op's
 /// result). Strided reductions are handled in codegen (Note [column reductions], llvm/emit.rs).
@@ -618,12 +629,7 @@ fn rms_norm(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let eps = number(a[3], f32::EPSILON as f64)?;
     let dims: Vec<usize> = (nd - shape.len()..nd).collect();
     let n: i64 = shape.iter().product();
-    let xc = x.clone();
-    let sq = lw.pointwise(&x.sizes, DType::F32, move |h, idx| {
-        let v = h.load(xc.buf, idx);
-        h.binary(BinaryOp::Mul, v, v)
-    });
-    let ss = reduce(lw, &sq, dims, true, ReductionType::Sum, DType::F32);
+    let ss = sum_of_squares(lw, &x, dims);
     let out_dtype = x.dtype;
     Ok(lw.pointwise(&x.sizes.clone(), out_dtype, move |h, idx| {
         let v = h.load(x.buf, idx);
@@ -1426,12 +1432,7 @@ fn weight_norm(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     if !g_ok || dims.is_empty() {
         return unsupported(format!("g of sizes {:?} for v of sizes {:?}", g.sizes, v.sizes));
     }
-    let vc = v.clone();
-    let sq = lw.pointwise(&v.sizes, DType::F32, move |h, idx| {
-        let x = h.load(vc.buf, idx);
-        h.binary(BinaryOp::Mul, x, x)
-    });
-    let ss = reduce(lw, &sq, dims, true, ReductionType::Sum, DType::F32);
+    let ss = sum_of_squares(lw, &v, dims);
     let out_dtype = v.dtype;
     Ok(lw.pointwise(&v.sizes.clone(), out_dtype, move |h, idx| {
         let x = h.load(v.buf, idx);
