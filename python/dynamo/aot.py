@@ -903,11 +903,12 @@ def _flash_call(node):
 def _flash_attention_graph(gm):
     """``gm``, or a copy of it whose ``scaled_dot_product_attention`` calls are rewritten into
     the fused aten overloads eager runs (Note [flash attention])."""
-    if not any(_flash_call(n) for n in gm.graph.nodes):
+    if not any(n.op == "call_function" and n.target in _SDPA_TARGETS for n in gm.graph.nodes):
         return gm
     graph = torch.fx.Graph()
     out = graph.graph_copy(gm.graph, {})
     graph.output(out)
+    changed = False
     for node in list(graph.nodes):
         call = _flash_call(node)
         if call is None:
@@ -941,7 +942,8 @@ def _flash_attention_graph(gm):
             item.meta = {"example_value": value}
         node.replace_all_uses_with(items[0])
         graph.erase_node(node)
-    return graph_module(gm, graph)
+        changed = True
+    return graph_module(gm, graph) if changed else gm
 
 
 # Note [segments]: an op without a derivative rule does not send its whole graph to torch. The
