@@ -7,10 +7,17 @@ Models: tiny transformers (GPT-2, BERT, T5, Llama, DistilBERT, RoBERTa; GPT-2 al
 nn.LSTM/GRU, and weight_norm / spectral_norm parametrized linears. One line per model and mode:
 `graphs`, `breaks`, `aot` (differentiated graphs), kernels compiled, and `ok` when the values
 equal eager's (rtol 1e-4). Usage: `python benchmarks/bench_capture_survey.py [--only NAME ...]`.
+
+`--time N` adds `eager / dynamo`: the steady step time of eager over dynamo's (higher is
+faster), each the minimum over N calls after two warm-up calls, eager and dynamo called
+alternately, timed as CPU time of this process (`time.process_time`) with torch on one thread
+(`--threads`), so that other jobs on a shared machine move the ratio less than wall time would.
+A training step is forward, loss and backward, gradients set to None before each.
 """
 
 import argparse
 import copy
+import time
 import warnings
 
 import torch
@@ -88,7 +95,7 @@ def _first(out):
     return out[0] if isinstance(out, tuple) else out
 
 
-def run(name, make, mode):
+def run(name, make, mode, timed=0):
     torch.manual_seed(0)
     model = make()
     if name == "gpt2-ckpt":
@@ -118,23 +125,54 @@ def run(name, make, mode):
     except Exception as e:  # noqa: BLE001 - reported, the survey goes on
         ok = f"{type(e).__name__}: {str(e)[:100]}"
     c = dynamo.counters()
-    return f"| {name} | {mode} | {c['graphs']} | {c['graph_breaks']} | {c['aot_graphs']} | {c['inductor_kernels_compiled']} | {ok} |"
+    line = f"| {name} | {mode} | {c['graphs']} | {c['graph_breaks']} | {c['aot_graphs']} | {c['inductor_kernels_compiled']} | {ok} |"
+    if timed and ok == "ok":
+        line += f" {_steady_ratio(model, dynamo.optimize('inductor')(model), ref, args, kwargs, mode, timed):.2f} |"
+    elif timed:
+        line += " |"
+    return line
+
+
+def _steady_ratio(model, compiled, ref, args, kwargs, mode, calls):
+    """Eager's steady step time over dynamo's (min CPU seconds of `calls` alternating calls)."""
+
+    def step(fn, m):
+        m.zero_grad(set_to_none=True)
+        with torch.set_grad_enabled(mode == "train"):
+            torch.manual_seed(1)
+            out = fn(*args, **kwargs)
+            if mode == "train":
+                _loss(out).backward()
+
+    best = {"eager": float("inf"), "dynamo": float("inf")}
+    for k in range(calls + 2):
+        for engine, fn, m in (("eager", ref, ref), ("dynamo", compiled, model)):
+            t = time.process_time()
+            step(fn, m)
+            if k >= 2:
+                best[engine] = min(best[engine], time.process_time() - t)
+    return best["eager"] / best["dynamo"]
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--time", type=int, default=0, metavar="N", help="also time N steady steps (eager / dynamo)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads while timing (default 1)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
+    if args.time:
+        torch.set_num_threads(args.threads)
     models = {**_hf(), **_vision(), **_other()}
     print(f"torch {torch.__version__}")
-    print("| model | mode | graphs | breaks | aot graphs | kernels | vs eager |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | --- |")
+    extra = (" eager / dynamo |", " ---: |") if args.time else ("", "")
+    print("| model | mode | graphs | breaks | aot graphs | kernels | vs eager |" + extra[0])
+    print("| --- | --- | ---: | ---: | ---: | ---: | --- |" + extra[1])
     for name, make in models.items():
         if args.only and name not in args.only:
             continue
         for mode in ("eval", "train"):
-            line = run(name, make, mode)
+            line = run(name, make, mode, args.time)
             if line:
                 print(line, flush=True)
 

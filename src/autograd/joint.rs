@@ -433,8 +433,8 @@ fn build(py: Python<'_>, g: FxGraph, mut gaps: Option<&mut Vec<(String, String)>
                 }
                 let viewish = matches!(
                     op_key(n).unwrap_or(n.target_name.as_str()),
-                    "view" | "reshape" | "flatten" | "transpose" | "t" | "permute" | "unsqueeze" | "squeeze" | "expand"
-                        | "contiguous" | "getitem" | "split" | "chunk" | "detach" | "to" | "float" | "pos"
+                    "view" | "reshape" | "flatten" | "unflatten" | "transpose" | "t" | "permute" | "unsqueeze" | "squeeze"
+                        | "expand" | "contiguous" | "getitem" | "split" | "chunk" | "detach" | "to" | "float" | "pos"
                 );
                 match n.args.first() {
                     Some(FxArg::Node(k)) if viewish => j = *k,

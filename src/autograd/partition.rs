@@ -61,7 +61,7 @@ fn is_input(j: &JointGraph, i: usize) -> bool {
 }
 
 /// View ops (by canonical name): recomputing one costs no kernel.
-const VIEW_OPS: &[&str] = &["view", "reshape", "flatten", "transpose", "permute", "unsqueeze", "squeeze", "t", "expand", "contiguous"];
+const VIEW_OPS: &[&str] = &["view", "reshape", "flatten", "unflatten", "transpose", "permute", "unsqueeze", "squeeze", "t", "expand", "contiguous"];
 
 /// Substrings of the target names of random ops: never recomputed (a second draw would differ
 /// from the forward's), whatever the lowering table says.

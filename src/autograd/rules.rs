@@ -341,7 +341,7 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
         }
         "detach" => {}
         // Views: the gradient is viewed back to the input's sizes.
-        "view" | "reshape" | "flatten" | "unsqueeze" | "squeeze" => {
+        "view" | "reshape" | "flatten" | "unflatten" | "unsqueeze" | "squeeze" => {
             let xs = x_sizes.clone().ok_or_else(|| no_rule(b, i, "input shape"))?;
             unary(b, &mut out, &|b| Ok(b.reshape(g, &xs)))?
         }

@@ -165,7 +165,7 @@ fn basic_index_layout(index: &FxArg, sizes: &[i64], strides: &[i64]) -> Option<(
 /// The layout torch gives `node` (a view op of `base`), when it follows from `base` alone.
 /// The pure views `view_layout` computes from their base's layout (besides basic indexing and
 /// `contiguous`).
-const VIEW_OPS: &[&str] = &["t", "transpose", "permute", "view", "reshape", "flatten", "expand", "unsqueeze", "squeeze"];
+const VIEW_OPS: &[&str] = &["t", "transpose", "permute", "view", "reshape", "flatten", "unflatten", "expand", "unsqueeze", "squeeze"];
 
 fn view_layout(g: &FxGraph, node: usize, base: &Layout, out: &Layout) -> Option<ViewLayout> {
     let n = &g.nodes[node];
@@ -183,7 +183,7 @@ fn view_layout(g: &FxGraph, node: usize, base: &Layout, out: &Layout) -> Option<
     }
     let (sizes, strides) = match n.canonical? {
         "contiguous" if n.args.len() == 1 && is_contiguous(base) => return Some(None),
-        "view" | "reshape" | "flatten" if is_contiguous(base) && base.numel() == out.numel() => {
+        "view" | "reshape" | "flatten" | "unflatten" if is_contiguous(base) && base.numel() == out.numel() => {
             (out.sizes.clone(), Layout::contiguous_strides(&out.sizes))
         }
         "t" if rank <= 2 && n.args.len() == 1 => (bs.iter().rev().copied().collect(), bt.iter().rev().copied().collect()),

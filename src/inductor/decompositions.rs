@@ -79,6 +79,7 @@ pub fn lookup(canonical: &str) -> Option<Decomposition> {
         "pad" => pad,
         "cat" => cat,
         "flatten" => flatten,
+        "unflatten" => unflatten,
         "view" | "reshape" => reshape,
         "transpose" => transpose,
         "t" => t,
@@ -99,8 +100,8 @@ pub fn lookup(canonical: &str) -> Option<Decomposition> {
 pub fn is_view_op(canonical: &str) -> bool {
     matches!(
         canonical,
-        "view" | "reshape" | "flatten" | "transpose" | "t" | "permute" | "unsqueeze" | "squeeze" | "expand" | "contiguous"
-            | "getitem" | "dropout" | "to" | "float" | "half" | "bfloat16" | "double" | "long" | "int" | "bool"
+        "view" | "reshape" | "flatten" | "unflatten" | "transpose" | "t" | "permute" | "unsqueeze" | "squeeze" | "expand"
+            | "contiguous" | "getitem" | "dropout" | "to" | "float" | "half" | "bfloat16" | "double" | "long" | "int" | "bool"
     )
 }
 
@@ -1254,6 +1255,34 @@ fn flatten(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let mut to: Vec<i64> = x.sizes[..s].to_vec();
     to.push(x.sizes[s..=e].iter().product());
     to.extend_from_slice(&x.sizes[e + 1..]);
+    reshape_to(lw, &x, to)
+}
+
+/// x.unflatten(dim, sizes) / torch.unflatten(x, dim, sizes): dim `dim` split into `sizes` (one
+/// of them may be -1, inferred), always a view of `x` (PyTorch's `unflatten` is a `view`).
+fn unflatten(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
+    let a = bind(lw.fx_node(), &["input", "dim", "sizes"])?;
+    let x = lw.tensor_any_dtype(a[0].ok_or_else(|| LoweringError::Unsupported("missing input".into()))?)?;
+    let nd = x.sizes.len();
+    if nd == 0 {
+        return unsupported("unflatten of a 0-d tensor");
+    }
+    let (Some(dim), Some(sizes)) = (a[1], a[2]) else { return unsupported("unflatten arguments") };
+    let d = wrap_dim(int(dim)?, nd)?;
+    let mut split = int_list(std::slice::from_ref(sizes))?;
+    if let Some(p) = split.iter().position(|&s| s == -1) {
+        let rest: i64 = split.iter().enumerate().filter(|(k, _)| *k != p).map(|(_, s)| *s).product();
+        if rest == 0 {
+            return unsupported("unflatten with -1 and a zero size");
+        }
+        split[p] = x.sizes[d] / rest;
+    }
+    if split.iter().product::<i64>() != x.sizes[d] {
+        return unsupported("unflatten sizes that do not multiply to the dim's size");
+    }
+    let mut to: Vec<i64> = x.sizes[..d].to_vec();
+    to.extend_from_slice(&split);
+    to.extend_from_slice(&x.sizes[d + 1..]);
     reshape_to(lw, &x, to)
 }
 

@@ -127,6 +127,7 @@ pub fn is_torch_callable(f: &Bound<'_, PyAny>) -> bool {
             && !module.starts_with("torch.nn.modules")
             && !module.starts_with("torch._dynamo")
             && !module.starts_with("torch.distributions")
+            && !is_inlined_torch_function(f, &module)
             && closure_is_stateless(f)
             && !is_contextmanager_factory(f);
     }
@@ -140,6 +141,27 @@ pub fn is_torch_callable(f: &Bound<'_, PyAny>) -> bool {
         }
     }
     false
+}
+
+/// Note [torch functions traced through]: a Python function of torch is a graph leaf (one
+/// node, run by torch), except the compositions named here, whose bodies are traced like user
+/// code so that their ops become nodes of their own. `F.multi_head_attention_forward`
+/// (nn.MultiheadAttention's training path and any inference path off its fast path) is in-
+/// and out-projections around `scaled_dot_product_attention`: as one leaf it had no derivative
+/// rule (its backward ran torch's autograd on a recomputation, Note [torch's derivative for
+/// rule-less ops]) and nothing fused across it, so ViT and Swin training ran slower than eager.
+/// Traced through, its linears and attention get the rules and kernels they have everywhere
+/// else, as torch._dynamo does with all of `torch.nn.functional`; its projection helpers too.
+const INLINED_TORCH_FUNCTIONS: &[(&str, &str)] = &[
+    ("torch.nn.functional", "multi_head_attention_forward"),
+    ("torch.nn.functional", "_in_projection_packed"),
+    ("torch.nn.functional", "_in_projection"),
+];
+
+/// Whether torch function `f` of module `module` is one of Note [torch functions traced through].
+fn is_inlined_torch_function(f: &Bound<'_, PyAny>, module: &str) -> bool {
+    let Ok(name) = f.getattr("__qualname__").and_then(|n| n.extract::<String>()) else { return false };
+    INLINED_TORCH_FUNCTIONS.iter().any(|(m, n)| *m == module && *n == name)
 }
 
 /// Is `f` a function made by `@contextlib.contextmanager` (contextlib's `helper` wrapping a
