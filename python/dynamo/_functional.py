@@ -285,7 +285,7 @@ def sdpa_math(query, key, value, attn_mask, noise, is_causal: bool, scale, enabl
     return torch.matmul(attn * noise, value)
 
 
-def sdpa_math_backward(grad, query, key, value, attn_mask, noise, is_causal: bool, scale, enable_gqa: bool):
+def sdpa_math_backward(grad, query, key, value, attn_mask, noise, is_causal: bool, scale, enable_gqa: bool, mask_grad: bool = False):
     """Gradients ``(d query, d key, d value)`` of ``sdpa_math`` for the output gradient ``grad``
     (Note [attention dropout as a product] in src/inductor/fx_import.rs), written out instead of
     running ``sdpa_math`` again under autograd: with ``s`` the square root of the scale, the
@@ -293,8 +293,10 @@ def sdpa_math_backward(grad, query, key, value, attn_mask, noise, is_causal: boo
     ``dv = P^T grad``, ``dA = (grad v^T) * noise``, ``dS = A * (dA - sum(dA * A, -1))`` (softmax's
     backward; all-masked rows have ``A = 0`` and get 0), ``dq = (dS (k s)) s``, ``dk = (dS^T (q s)) s``
     (the sign of a negative scale on ``dq``); with ``enable_gqa`` the repeated key/value heads
-    are summed back. Shapes and dtypes are those of the inputs. The mask gets no gradient (the
-    rule refuses a mask that requires grad)."""
+    are summed back. Shapes and dtypes are those of the inputs. With ``mask_grad`` (a float
+    mask that requires grad, T5's position bias) a fourth result is the mask's gradient:
+    ``dS`` (the mask is added to the scores) summed over the dims the mask was broadcast
+    along, in the mask's dtype."""
     L, S = query.size(-2), key.size(-2)
     factor = (1.0 / math.sqrt(query.size(-1)) if scale is None else scale)
     s = math.sqrt(abs(factor))
@@ -322,7 +324,16 @@ def sdpa_math_backward(grad, query, key, value, attn_mask, noise, is_causal: boo
         shape = (*dk.shape[:-3], dk.size(-3) // rep, rep, *dk.shape[-2:])
         dk = dk.reshape(shape).sum(-3)
         dv = dv.reshape(shape[:-1] + (dv.size(-1),)).sum(-3)
+    if mask_grad:
+        return dq, dk, dv, mask_gradient(ds, attn_mask)
     return dq, dk, dv
+
+
+def mask_gradient(ds, attn_mask):
+    """The gradient of a float attention mask added to the scores whose gradient is ``ds``
+    (``(..., L, S)``): ``ds`` summed over the dims ``attn_mask`` was broadcast along (leading
+    dims it lacks and its size-1 dims, torch's ``sum_to_size``), in the mask's dtype."""
+    return ds.sum_to_size(attn_mask.shape).to(attn_mask.dtype)
 
 
 def clamp_passes_bounds() -> bool:

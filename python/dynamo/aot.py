@@ -64,13 +64,33 @@ def getitem_backward(grad, sizes, index):
     return out
 
 
-def sdpa_backward(grad, q, k, v, attn_mask, is_causal, scale):
+def index_backward(grad, sizes, indices):
+    """Gradient of ``x[indices]`` for advanced indexing by a tuple of integer or bool tensors
+    (no slices): ``grad`` accumulated into zeros of ``x``'s ``sizes`` at the indexed positions,
+    repeated indices adding up (derivatives.yaml's ``index_backward``: ``index_put`` with
+    ``accumulate=True``). Called from backward graphs (rule ``getitem`` in
+    src/autograd/rules.rs)."""
+    return grad.new_zeros(sizes).index_put(tuple(indices), grad, accumulate=True)
+
+
+def sdpa_backward(grad, q, k, v, attn_mask, is_causal, scale, enable_gqa=False, mask_grad=False):
     """Gradients (q, k, v) of ``F.scaled_dot_product_attention`` without dropout, by the math
     attention's formulas on a recomputed probability matrix ``p`` (rule ``sdpa`` in
     src/autograd/rules.rs): gv = p^T g, gs = p * (g v^T - rowsum(p * g v^T)), gq = gs k * scale,
     gk = gs^T q * scale. A bool mask keeps the True entries; a float mask is added; a row with
-    every key masked out has p = 0 (no gradient), as PyTorch's kernels give."""
+    every key masked out has p = 0 (no gradient), as PyTorch's kernels give. With
+    ``enable_gqa`` (fewer key/value heads than query heads, dim -3) key and value heads are
+    repeated as torch repeats them (``repeat_interleave``) and their gradients summed back per
+    group; with ``mask_grad`` a fourth result is the float mask's gradient (``gs`` summed to
+    the mask's shape, ``dynamo._functional.mask_gradient``)."""
+    from dynamo._functional import mask_gradient
+
     scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
+    rep = 1
+    if enable_gqa and k.dim() >= 3 and q.size(-3) != k.size(-3):
+        rep = q.size(-3) // k.size(-3)
+        k = k.repeat_interleave(rep, -3)
+        v = v.repeat_interleave(rep, -3)
     s = (q @ k.transpose(-2, -1)) * scale
     if is_causal:
         keep = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool, device=q.device).tril()
@@ -84,7 +104,14 @@ def sdpa_backward(grad, q, k, v, attn_mask, is_causal, scale):
     gv = p.transpose(-2, -1) @ grad
     gp = grad @ v.transpose(-2, -1)
     gs = p * (gp - (gp * p).sum(-1, keepdim=True))
-    return (gs @ k) * scale, (gs.transpose(-2, -1) @ q) * scale, gv
+    gq, gk = (gs @ k) * scale, (gs.transpose(-2, -1) @ q) * scale
+    if rep > 1:
+        shape = (*gk.shape[:-3], gk.size(-3) // rep, rep, *gk.shape[-2:])
+        gk = gk.reshape(shape).sum(-3)
+        gv = gv.reshape(shape[:-1] + (gv.size(-1),)).sum(-3)
+    if mask_grad:
+        return gq, gk, gv, mask_gradient(gs, attn_mask)
+    return gq, gk, gv
 
 
 def _eager_grad_fn_names(gm):

@@ -817,12 +817,15 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
         // gradients written out by `dynamo._functional.sdpa_math_backward` (no rerun under
         // autograd); a mask that requires grad is left to torch's derivative.
         "sdpa_math" => {
-            if n.args.get(3).is_some_and(|m| b.wants(m)) || b.wants(&n.args.get(4).cloned().unwrap_or(FxArg::None)) {
-                return Err(no_rule(b, i, "mask or noise requires grad"));
+            let mask = n.args.get(3).cloned().unwrap_or(FxArg::None);
+            let mask_grad = float_mask_wanting_grad(b, &mask);
+            if (b.wants(&mask) && !mask_grad) || b.wants(&n.args.get(4).cloned().unwrap_or(FxArg::None)) {
+                return Err(no_rule(b, i, "bool mask or noise requires grad"));
             }
             let mut args = vec![gn.clone()];
             args.extend(n.args.iter().cloned());
-            let call = b.call("dynamo._functional.sdpa_math_backward", args, vec![])?;
+            let kwargs = if mask_grad { vec![("mask_grad", FxArg::Bool(true))] } else { vec![] };
+            let call = b.call("dynamo._functional.sdpa_math_backward", args, kwargs)?;
             for pos in 0..3 {
                 if let Some(FxArg::Node(j)) = n.args.get(pos) {
                     if b.requires_grad[*j] {
@@ -830,6 +833,10 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
                         give!(*j, gj);
                     }
                 }
+            }
+            if let (true, FxArg::Node(j)) = (mask_grad, mask) {
+                let gm = b.getitem(call, 3)?;
+                give!(j, gm);
             }
         }
         "conv2d" | "conv1d" => return convolution(b, i, g, if key == "conv2d" { 2 } else { 1 }),
@@ -980,6 +987,22 @@ fn softmax_backward(b: &mut Builder<'_>, g: usize, y: usize, dim: i64, log: bool
     }
 }
 
+/// The index tensors of `x[idx]` when `idx` is one integer or bool tensor node, or a tuple of
+/// only such nodes, none requiring grad (advanced indexing without slices); None otherwise.
+fn tensor_indices(b: &Builder<'_>, idx: &FxArg) -> Option<Vec<FxArg>> {
+    let index_tensor = |a: &FxArg| match a {
+        FxArg::Node(j) if !b.requires_grad[*j] => {
+            b.g.nodes[*j].meta.as_ref().is_some_and(|m| m.layout.dtype == DType::Bool || m.layout.dtype.is_int())
+        }
+        _ => false,
+    };
+    match idx {
+        FxArg::Node(_) if index_tensor(idx) => Some(vec![idx.clone()]),
+        FxArg::Tuple(items) if !items.is_empty() && items.iter().all(index_tensor) => Some(items.clone()),
+        _ => None,
+    }
+}
+
 /// `getitem(tuple_node, k)`: the gradient goes to element `k` of the tuple's gradient.
 fn getitem(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointError> {
     let n = b.g.nodes[i].clone();
@@ -998,6 +1021,16 @@ fn getitem(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointError>
             }
         }
         let idx = n.args.get(1).cloned().unwrap_or(FxArg::None);
+        if n.args.len() == 2 && !basic(&idx) {
+            if let Some(indices) = tensor_indices(b, &idx) {
+                // Advanced indexing by tensors only (`table[index]`, swin's relative position
+                // bias; `x[rows, cols]`): derivatives.yaml's `index_backward`, the gradient
+                // accumulated into zeros at the indexed positions (repeated indices add up).
+                let xs = b.sizes(*src)?;
+                let gx = b.call("dynamo.aot.index_backward", vec![node(g), ints(&xs), FxArg::Tuple(indices)], vec![])?;
+                return Ok(vec![(*src, Grad::Tensor(gx))]);
+            }
+        }
         if n.args.len() != 2 || !basic(&idx) {
             return Err(no_rule(b, i, "advanced indexing"));
         }
@@ -1105,7 +1138,9 @@ fn gelu_backward(b: &mut Builder<'_>, g: FxArg, x: FxArg, tanh: bool) -> pyo3::P
 /// scaled_dot_product_attention without dropout (derivatives.yaml: the math attention's
 /// backward): recomputes p = softmax(q k^T * scale + mask) and returns
 /// gq = (p * (g v^T - rowsum(p * g v^T))) k * scale, gk likewise with q, gv = p^T g
-/// (`dynamo.aot.sdpa_backward`, an extern call). q, k, v must share their batch sizes.
+/// (`dynamo.aot.sdpa_backward`, an extern call). q, k, v must share their batch sizes, but for
+/// `enable_gqa`'s key/value heads (a divisor of the query heads, dim -3); a float mask that
+/// requires grad (T5's learned position bias) gets the scores' gradient summed to its shape.
 fn sdpa(b: &mut Builder<'_>, i: usize, g: usize) -> Result<Out, JointError> {
     let n = b.g.nodes[i].clone();
     let tensor = |a: Option<&FxArg>| match a {
@@ -1116,7 +1151,8 @@ fn sdpa(b: &mut Builder<'_>, i: usize, g: usize) -> Result<Out, JointError> {
         return Err(no_rule(b, i, "q, k, v"));
     };
     let mask = arg(&n, 3, "attn_mask").cloned().unwrap_or(FxArg::None);
-    if matches!(mask, FxArg::Node(j) if b.requires_grad[j]) || !matches!(mask, FxArg::Node(_) | FxArg::None) {
+    let mask_grad = float_mask_wanting_grad(b, &mask);
+    if matches!(mask, FxArg::Node(j) if b.requires_grad[j] && !mask_grad) || !matches!(mask, FxArg::Node(_) | FxArg::None) {
         return Err(no_rule(b, i, "attn_mask"));
     }
     if arg(&n, 4, "dropout_p").is_some_and(|a| num(Some(a)) != Some(0.0)) {
@@ -1127,17 +1163,24 @@ fn sdpa(b: &mut Builder<'_>, i: usize, g: usize) -> Result<Out, JointError> {
         None | Some(FxArg::None) => FxArg::None,
         a => FxArg::Float(num(a).ok_or_else(|| no_rule(b, i, "scale"))?),
     };
-    if bool_arg(arg(&n, 7, "enable_gqa"), false) != Some(false) {
-        return Err(no_rule(b, i, "enable_gqa"));
-    }
+    let gqa = bool_arg(arg(&n, 7, "enable_gqa"), false).ok_or_else(|| no_rule(b, i, "enable_gqa"))?;
     let (qs, ks, vs) = (b.sizes(q)?, b.sizes(k)?, b.sizes(v)?);
     let batch = |s: &[i64]| s[..s.len().saturating_sub(2)].to_vec();
-    if qs.len() < 2 || batch(&qs) != batch(&ks) || batch(&ks) != batch(&vs) {
+    if qs.len() < 2 || ks.len() != qs.len() || vs.len() != qs.len() || batch(&ks) != batch(&vs) {
         return Err(no_rule(b, i, "broadcast batch dims"));
     }
+    if batch(&qs) != batch(&ks) {
+        // enable_gqa: the same leading dims, key/value heads dividing the query heads.
+        let r = qs.len();
+        let grouped = gqa && r >= 3 && qs[..r - 3] == ks[..r - 3] && ks[r - 3] > 0 && qs[r - 3] % ks[r - 3] == 0;
+        if !grouped {
+            return Err(no_rule(b, i, "broadcast batch dims"));
+        }
+    }
+    let mask_node = if let FxArg::Node(j) = mask { Some(j) } else { None };
     let res = b.call(
         "dynamo.aot.sdpa_backward",
-        vec![node(g), node(q), node(k), node(v), mask, FxArg::Bool(causal), scale],
+        vec![node(g), node(q), node(k), node(v), mask, FxArg::Bool(causal), scale, FxArg::Bool(gqa), FxArg::Bool(mask_grad)],
         vec![],
     )?;
     let mut out = Vec::new();
@@ -1147,7 +1190,19 @@ fn sdpa(b: &mut Builder<'_>, i: usize, g: usize) -> Result<Out, JointError> {
             out.push((j, Grad::Tensor(gj)));
         }
     }
+    if let (true, Some(j)) = (mask_grad, mask_node) {
+        let gm = b.getitem(res, 3)?;
+        out.push((j, Grad::Tensor(gm)));
+    }
     Ok(out)
+}
+
+/// Whether attention mask argument `mask` is a float tensor node that requires grad (its
+/// gradient is the scores' gradient summed to its shape: `dynamo._functional.mask_gradient`).
+/// A bool mask has no gradient.
+fn float_mask_wanting_grad(b: &Builder<'_>, mask: &FxArg) -> bool {
+    let FxArg::Node(j) = mask else { return false };
+    b.requires_grad[*j] && matches!(b.g.nodes[*j].meta.as_ref().map(|m| m.layout.dtype), Some(DType::F32 | DType::F64 | DType::F16 | DType::BF16))
 }
 
 /// The fused attention forms of Note [flash attention] (python/dynamo/aot.py), whose backward
