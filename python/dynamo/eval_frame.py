@@ -412,9 +412,24 @@ def _skip_code(code) -> None:
 
 def _mark_torch_disable() -> None:
     """Note [torch's disable] (src/eval_frame/hook.rs): the wrapper torch.compiler.disable makes
-    runs with our hook off, as torch's hook is off in it. (Marked again after ``reset``, which
-    forgets every code object's classification.)"""
+    runs with our hook off, as torch's hook is off in it; so does the wrapper torch.compile
+    makes (Note [torch.compile inside a region]). (Marked again after ``reset``, which forgets
+    every code object's classification.)"""
     _C.skip_code_recursive(torch._dynamo.disable(lambda: None).__code__)
+    # Note [torch.compile inside a region]: a function torch.compile wrapped (its wrapper code,
+    # one code object for every such function) runs with our hook off until it returns, so
+    # torch's Dynamo alone handles its frames, as it does outside a region. With both hooks on,
+    # ours transformed the frames under torch's wrapper and torch's Dynamo then tried to
+    # compile our generated code (InternalTorchDynamoError "unhashable type: 'slice'" on 3.11,
+    # a crash on 3.12). The converse, a region inside torch.compile, is Note [torch's hook
+    # inside a region] in src/eval_frame/hook.rs.
+    try:
+        wrapper = torch.compile(lambda: None, backend="eager")
+    except Exception:  # noqa: BLE001 - a torch without torch.compile has nothing to mark
+        wrapper = None
+    code = getattr(wrapper, "__code__", None)
+    if code is not None and code.co_filename == torch._dynamo.eval_frame.__file__:
+        _C.skip_code_recursive(code)
 
 
 def run(fn=None):

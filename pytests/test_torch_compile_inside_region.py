@@ -1,0 +1,56 @@
+"""A function torch.compile wrapped, called inside a dynamo region (Note [torch.compile inside
+a region] in python/dynamo/eval_frame.py): torch's Dynamo alone handles its frames. With both
+frame hooks on, ours transformed the frames under torch's wrapper and torch's Dynamo then
+compiled our generated code: InternalTorchDynamoError ("unhashable type: 'slice'") on 3.11, a
+segfault on 3.12 (tester 7 #1)."""
+
+import torch
+
+import dynamo
+
+
+def test_called_in_an_optimize_block():
+    @torch.compile(backend="eager")
+    def tc(x):
+        return x + 1
+
+    dynamo.reset()
+    torch._dynamo.reset()
+    with dynamo.optimize("inductor"):
+        got = tc(torch.ones(2))
+    assert torch.equal(got, torch.full((2,), 2.0))
+
+
+def test_called_from_a_compiled_function():
+    tc = torch.compile(lambda x: x.cos() + 1, backend="eager")
+
+    def g(x):
+        return tc(x) * 2 + x
+
+    dynamo.reset()
+    torch._dynamo.reset()
+    x = torch.randn(5)
+    got = dynamo.optimize("inductor")(g)(x)
+    torch.testing.assert_close(got, g(x))
+    # Called again: the cached code runs, torch's compiled function too.
+    torch.testing.assert_close(dynamo.optimize("inductor")(g)(x + 1), g(x + 1))
+
+
+def test_optimize_wrapping_a_torch_compiled_function():
+    dynamo.reset()
+    torch._dynamo.reset()
+    inner = torch.compile(lambda x: x.sin() * 3, backend="eager")
+    x = torch.randn(4)
+    torch.testing.assert_close(dynamo.optimize("eager")(inner)(x), x.sin() * 3)
+
+
+def test_torch_compiled_module_in_a_region():
+    torch.manual_seed(0)
+    m = torch.nn.Linear(3, 2)
+    cm = torch.compile(m, backend="eager")
+    x = torch.randn(4, 3)
+    dynamo.reset()
+    torch._dynamo.reset()
+    with dynamo.optimize("inductor"):
+        got = cm(x)
+    torch.testing.assert_close(got, m(x))
