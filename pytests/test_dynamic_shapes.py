@@ -217,6 +217,40 @@ def test_config_automatic_dynamic_off():
         dynamo.config.automatic_dynamic_shapes = True
 
 
+@pytest.mark.parametrize("order", ["automatic_first", "static_first"])
+def test_the_two_dynamic_switches_are_independent(order):
+    # Tester 7 #2: both switches were one setting, so `assume_static_by_default = True` turned
+    # automatic dynamic shapes back on (4 sizes gave 2 compiles, torch gives 4).
+    def f(x):
+        return x * 2
+
+    cfg = dynamo.config
+    try:
+        if order == "automatic_first":
+            cfg.automatic_dynamic_shapes = False
+            cfg.assume_static_by_default = True
+        else:
+            cfg.assume_static_by_default = True
+            cfg.automatic_dynamic_shapes = False
+        assert cfg.automatic_dynamic_shapes is False and cfg.assume_static_by_default is True
+        dynamo.reset()
+        opt = dynamo.optimize("eager")(f)
+        for n in [3, 4, 5, 6]:
+            _check(f, opt, torch.randn(n))
+        assert dynamo.counters()["compiles"] == 4
+        # assume_static_by_default = False wins while it is set, and leaves the other as it was.
+        cfg.assume_static_by_default = False
+        assert cfg.automatic_dynamic_shapes is False
+        dynamo.reset()
+        opt = dynamo.optimize("eager")(f)
+        for n in [3, 4, 5]:
+            _check(f, opt, torch.randn(n))
+        assert dynamo.counters()["compiles"] == 1
+    finally:
+        cfg.assume_static_by_default = True
+        cfg.automatic_dynamic_shapes = True
+
+
 def _placeholder_sizes(gm):
     """The example sizes of a graph's tensor placeholders: an int, or ``"sym"`` for a symbol."""
     out = []

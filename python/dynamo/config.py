@@ -89,22 +89,32 @@ class _Config(_types.ModuleType):
         _C.suppress_errors(bool(value))
 
 
-    # Both dynamic-shape switches live in one Rust setting: 0 static, 1 automatic, 2 all dims.
+    # The two dynamic-shape switches are independent settings, as torch's are; the Rust side
+    # holds what they give together (0 static, 1 automatic, 2 every dimension symbolic from the
+    # first compile): 2 while ``assume_static_by_default`` is False whatever
+    # ``automatic_dynamic_shapes`` says, else 1 or 0 by ``automatic_dynamic_shapes``. (They were
+    # one value: setting ``assume_static_by_default = True`` turned automatic dynamic shapes
+    # back on.)
     @property
     def automatic_dynamic_shapes(self) -> bool:
-        return _C.dynamic_shapes() != 0
+        return self._automatic_dynamic
 
     @automatic_dynamic_shapes.setter
     def automatic_dynamic_shapes(self, value: bool) -> None:
-        _C.dynamic_shapes(1 if value else 0)
+        super().__setattr__("_automatic_dynamic", bool(value))
+        self._apply_dynamic()
 
     @property
     def assume_static_by_default(self) -> bool:
-        return _C.dynamic_shapes() != 2
+        return self._assume_static
 
     @assume_static_by_default.setter
     def assume_static_by_default(self, value: bool) -> None:
-        _C.dynamic_shapes(1 if value else 2)
+        super().__setattr__("_assume_static", bool(value))
+        self._apply_dynamic()
+
+    def _apply_dynamic(self) -> None:
+        _C.dynamic_shapes(2 if not self._assume_static else 1 if self._automatic_dynamic else 0)
 
     @property
     def automatic_dynamic_whole_tensor(self) -> bool:
@@ -117,5 +127,7 @@ class _Config(_types.ModuleType):
 
 aot_partitioner = "min_cut"
 aot_eager_without_kernels = True
+_automatic_dynamic = _C.dynamic_shapes() != 0
+_assume_static = _C.dynamic_shapes() != 2
 
 _sys.modules[__name__].__class__ = _Config
