@@ -126,6 +126,10 @@ pub enum SideEffect {
     SetItem { target: Arc<Source>, key: Py<PyAny>, value: Rebuild },
     /// `target[:] = items`: a list's new contents.
     ListContents { target: Arc<Source>, items: Rebuild },
+    /// `list.__setitem__(target, slice(None), items)`: the new contents of the list storage of
+    /// a `list` subclass instance, written past the subclass's own `__setitem__` (Note [list
+    /// subclass objects from outside the frame] in `symbolic::variables::user_defined`).
+    ListStorageContents { target: Arc<Source>, items: Rebuild },
     /// `list.extend(target, items)`: what the trace appended to a list it only appends to
     /// (Note [append-only lists] in `symbolic::variables::lists`).
     ListExtend { target: Arc<Source>, items: Rebuild },
@@ -653,6 +657,15 @@ impl PyCodegen {
                     self.load_const(all);
                     d += 3;
                 }
+                SideEffect::ListStorageContents { target, items } => {
+                    let setitem = py.get_type::<pyo3::types::PyList>().getattr("__setitem__").expect("list.__setitem__");
+                    self.load_callable(setitem.unbind());
+                    self.load_source(py, target);
+                    let all = pyo3::types::PySlice::full(py).into_any().unbind();
+                    self.load_const(all);
+                    self.rebuild(py, items, d + 4);
+                    d += 5;
+                }
                 SideEffect::GenericSetAttr { target, name, value } => {
                     let setattr = py.get_type::<pyo3::types::PyAny>().getattr("__setattr__").expect("object.__setattr__");
                     self.load_callable(setattr.unbind());
@@ -709,7 +722,7 @@ impl PyCodegen {
                     self.emit(op::CALL, 2);
                     self.emit(op::POP_TOP, 0);
                 }
-                SideEffect::GenericSetAttr { .. } => {
+                SideEffect::GenericSetAttr { .. } | SideEffect::ListStorageContents { .. } => {
                     self.emit(op::PRECALL, 3);
                     self.emit(op::CALL, 3);
                     self.emit(op::POP_TOP, 0);

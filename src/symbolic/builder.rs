@@ -29,7 +29,7 @@ pub(crate) fn wrap_append_only_list(og: &mut OutputGraph, value: &Bound<'_, PyAn
         return VT::List(state.clone());
     }
     og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
-    let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: true, deque: None, owner: None }));
+    let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: true, deque: None, owner: None, subclass_storage: false }));
     og.lists_by_ptr.insert(value.as_ptr() as usize, (source, state.clone()));
     VT::List(state)
 }
@@ -739,7 +739,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         // tracker this path would make.
         graph_break!(UntracedValue, "a list read through the iterator {first} passed in, reached again as {source}");
     }
-    if let Some((first, state)) = og.lists_by_ptr.get(&(value.as_ptr() as usize)).cloned() {
+    if let Some((first, state)) = og.lists_by_ptr.get(&(value.as_ptr() as usize)).cloned().filter(|(_, st)| !st.borrow().subclass_storage) {
         // One tracker per list object, so that a mutation through one path is seen through the
         // other; the guard keeps the two paths one object.
         realize_append_only(py, og, value, &state)?;
@@ -766,7 +766,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
             og.add_guard(Some(source.clone()), GuardKind::LenMatch(l.len()));
             // Registered before its items are wrapped: an item that is the list itself is this
             // tracker.
-            let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: false, deque: None, owner: None }));
+            let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: false, deque: None, owner: None, subclass_storage: false }));
             og.lists_by_ptr.insert(value.as_ptr() as usize, (source.clone(), state.clone()));
             let items = l
                 .iter()
@@ -788,7 +788,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         let maxlen = value.getattr("maxlen")?;
         og.add_guard(Some(source.attr("maxlen")), GuardKind::ConstantMatch(maxlen.clone().unbind()));
         let info = crate::symbolic::variables::deque::DequeInfo { maxlen: maxlen.extract::<Option<usize>>()?, state: 0 };
-        let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: false, deque: Some(info), owner: None }));
+        let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: false, deque: Some(info), owner: None, subclass_storage: false }));
         og.lists_by_ptr.insert(value.as_ptr() as usize, (source.clone(), state.clone()));
         let items = value
             .try_iter()?

@@ -1077,6 +1077,8 @@ fn plan_writes(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) -> VResu
         let items = l.items.iter().map(|v| rebuild_of(py, og, v, outputs)).collect::<VResult<_>>()?;
         out.push(if l.deque.is_some() {
             SideEffect::DequeContents { target, items: Rebuild::List(items) }
+        } else if l.subclass_storage {
+            SideEffect::ListStorageContents { target, items: Rebuild::List(items) }
         } else if l.append_only {
             SideEffect::ListExtend { target, items: Rebuild::List(items) }
         } else {

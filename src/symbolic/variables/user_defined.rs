@@ -40,6 +40,22 @@
 //! `dynamo._C.new_object` from `list.__new__(cls)` and `list.extend`, past the subclass, and an
 //! iterator over the storage is rebuilt as an iterator over the object (whose `__iter__` is
 //! `list`'s, else the storage was not used).
+//!
+//! Note [list subclass objects from outside the frame]: an instance of a `list` subclass passed
+//! in (`class L(list)`, transformers' `LogitsProcessorList`) stays a `VT::Opaque` (its type,
+//! identity and attributes are the real object's), and its list storage is a list tracker whose
+//! source is the object itself (`ListState::subclass_storage`), made once per object
+//! (`opaque_list_state`, kept in `OutputGraph::lists_by_ptr`, so two paths to the object share
+//! it) when the class keeps list's `__len__` and `__getitem__` (the guards and input loads read
+//! the object through them: TYPE_MATCH, LENGTH_CHECK, `o[i]`). As torch's
+//! `UserDefinedListVariable` with its `_list_vt`: where the class's attribute or slot is list's
+//! own C method (`o.append(p)`, `o[i] = v`, `del o[i]`, `len(o)`, `x in o`, `iter(o)`,
+//! `list.append(o, p)`, `super().append(p)`; `LIST_STORAGE_METHODS`), the operation acts on the
+//! storage; a method or slot the class overrides in Python is inlined (so its `super()` call
+//! reaches the storage); `o += [x]` is `list_inplace_concat` on the storage when neither
+//! `__iadd__` nor `__add__` is overridden, giving the object itself. A write is a side effect
+//! replayed after the graph as `list.__setitem__(o, slice(None), items)`, past any
+//! `__setitem__` the subclass defines (`SideEffect::ListStorageContents`).
 
 use crate::guards::GuardKind;
 use crate::source::{ItemKey, Source};
@@ -99,7 +115,7 @@ impl UserObject {
     pub fn new_list(cls: Py<PyAny>, cls_source: Arc<Source>) -> Rc<Self> {
         let empty = Rc::new(RefCell::new(DictState { items: Vec::new(), source: None, version: 0 }));
         Rc::new_cyclic(|me| {
-            let list = crate::symbolic::variables::lists::ListState { items: vec![], source: None, entry_len: 0, append_only: false, deque: None, owner: Some(me.clone()) };
+            let list = crate::symbolic::variables::lists::ListState { items: vec![], source: None, entry_len: 0, append_only: false, deque: None, owner: Some(me.clone()), subclass_storage: false };
             UserObject { cls, cls_source, attrs: empty, storage: None, list: Some(Rc::new(RefCell::new(list))) }
         })
     }
@@ -641,6 +657,9 @@ impl<'a> InstructionTranslator<'a> {
                 if let Some(m) = self.polyfill_method(py, vt, ty, ca)? {
                     return Ok(m);
                 }
+                if let Some(m) = self.opaque_list_method(py, vt, ca, name)? {
+                    return Ok(m);
+                }
                 let VT::Opaque { obj, .. } = vt else { unreachable!() };
                 let o = obj.bind(py).clone();
                 match self.dict_storage_method(py, &o, source, ca, name)? {
@@ -737,18 +756,37 @@ impl<'a> InstructionTranslator<'a> {
         // Note [list subclass iteration]: transformers' `LogitsProcessorList` and
         // `StoppingCriteriaList` subclass `list` for a `__call__` that walks `self`. Walking
         // such an object is `list_iter` over its storage when the class keeps list's
-        // `__iter__`; its items are read as a plain list's are (a length guard, each item
-        // through `o[i]`, which is list's `__getitem__`), in a tracker that only the iterator
-        // holds: the object itself stays what it was (its type, its other methods), so
-        // nothing can write through the tracker.
+        // `__iter__`: the storage tracker of the object (Note [list subclass objects from
+        // outside the frame]), so a walk after a write sees the write.
+        let VT::Opaque { obj, .. } = v else { return Ok(None) };
+        let ty = obj.bind(py).get_type();
+        match static_type_lookup(&ty, "__iter__")? {
+            Some((_, f)) if f.is(py.get_type::<pyo3::types::PyList>().getattr("__iter__")?) => {}
+            _ => return Ok(None),
+        }
+        self.opaque_list_state(py, v)
+    }
+
+    /// The list storage of `v`, an instance of a `list` subclass from outside the frame
+    /// (`VT::Opaque`) whose class keeps list's `__len__` and `__getitem__`: one tracker per
+    /// object, shared by every path that reaches it (Note [list subclass objects from outside
+    /// the frame]); `None` for anything else.
+    pub(crate) fn opaque_list_state(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<Rc<RefCell<crate::symbolic::variables::lists::ListState>>>> {
         let VT::Opaque { obj, source } = v else { return Ok(None) };
         let o = obj.bind(py).clone();
-        if !o.is_instance_of::<pyo3::types::PyList>() || o.get_type().is(py.get_type::<pyo3::types::PyList>()) {
+        let list_type = py.get_type::<pyo3::types::PyList>();
+        if !o.is_instance_of::<pyo3::types::PyList>() || o.get_type().is(&list_type) {
             return Ok(None);
         }
+        let ptr = o.as_ptr() as usize;
+        if let Some((first, state)) = self.og.lists_by_ptr.get(&ptr).cloned() {
+            if first != *source {
+                self.og.add_guard(Some(source.clone()), GuardKind::AliasOf(first));
+            }
+            return Ok(Some(state));
+        }
         let ty = o.get_type();
-        let list_type = py.get_type::<pyo3::types::PyList>();
-        for slot in ["__iter__", "__len__", "__getitem__"] {
+        for slot in ["__len__", "__getitem__"] {
             match static_type_lookup(&ty, slot)? {
                 Some((_, f)) if f.is(list_type.getattr(slot)?) => {}
                 _ => return Ok(None),
@@ -757,9 +795,51 @@ impl<'a> InstructionTranslator<'a> {
         let l = o.cast::<pyo3::types::PyList>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
         self.og.add_guard(Some(source.clone()), GuardKind::TypeMatch(ty.clone().into_any().unbind()));
         self.og.add_guard(Some(source.clone()), GuardKind::LenMatch(l.len()));
+        // Registered before its items are wrapped: an item that is the object itself is the
+        // object again.
+        let state = Rc::new(RefCell::new(crate::symbolic::variables::lists::ListState { items: vec![], source: Some(source.clone()), entry_len: 0, append_only: false, deque: None, owner: None, subclass_storage: true }));
+        self.og.lists_by_ptr.insert(ptr, (source.clone(), state.clone()));
         let items = l.iter().enumerate().map(|(i, item)| wrap(py, self.og, &item, source.item(crate::source::ItemKey::Int(i as i64)))).collect::<VResult<Vec<_>>>()?;
-        let n = items.len();
-        Ok(Some(Rc::new(RefCell::new(crate::symbolic::variables::lists::ListState { items, source: Some(source.clone()), entry_len: n, append_only: false, deque: None, owner: None }))))
+        let mut st = state.borrow_mut();
+        st.entry_len = items.len();
+        st.items = items;
+        drop(st);
+        Ok(Some(state))
+    }
+
+    /// `ca`, list's own C method `name` found for `v` (an instance of a `list` subclass from
+    /// outside the frame) on its class or through `super()`, as the storage's method (Note
+    /// [list subclass objects from outside the frame]); `None` for anything else.
+    pub(crate) fn opaque_list_method(&mut self, py: Python<'_>, v: &VT, ca: &Bound<'_, PyAny>, name: &str) -> VResult<Option<VT>> {
+        if !crate::symbolic::object_protocol::obj_is_list_subclass(py, v) || !LIST_STORAGE_METHODS.contains(&name) {
+            return Ok(None);
+        }
+        if !ca.getattr("__objclass__").is_ok_and(|c| c.is(py.get_type::<pyo3::types::PyList>())) {
+            return Ok(None);
+        }
+        let Some(state) = self.opaque_list_state(py, v)? else { return Ok(None) };
+        Ok(Some(VT::ContainerMethod { container: Box::new(VT::List(state)), name: name.to_string() }))
+    }
+
+    /// The storage of `v` (an instance of a `list` subclass from outside the frame) as a list
+    /// tracker when the class's `name`, found on its MRO, is list's own C method in
+    /// `LIST_STORAGE_METHODS` (`o.append`, `o[i] = v`, `len(o)`, `super().pop()`): calling it on
+    /// the object is calling it on the storage (Note [list subclass objects from outside the
+    /// frame]).
+    pub(crate) fn opaque_list_slot(&mut self, py: Python<'_>, v: &VT, name: &str) -> VResult<Option<VT>> {
+        let VT::Opaque { obj, source } = v else { return Ok(None) };
+        if !LIST_STORAGE_METHODS.contains(&name) || !obj.bind(py).is_instance_of::<pyo3::types::PyList>() {
+            return Ok(None);
+        }
+        let ty = obj.bind(py).get_type();
+        let Some((k, f)) = static_type_lookup(&ty, name)? else { return Ok(None) };
+        if !f.getattr("__objclass__").is_ok_and(|c| c.is(py.get_type::<pyo3::types::PyList>())) {
+            return Ok(None);
+        }
+        let source = source.clone();
+        let Some(state) = self.opaque_list_state(py, v)? else { return Ok(None) };
+        self.guard_mro_prefix(&source, k, name);
+        Ok(Some(VT::List(state)))
     }
 
     /// `super(cls, obj).name`: the first class after `cls` in `type(obj).__mro__` that defines
@@ -888,6 +968,10 @@ impl<'a> InstructionTranslator<'a> {
                 return self.bind_class_attr(py, inner, &ty, &source, k, &ca, name);
             }
             if let Some(m) = self.dict_storage_method(py, &o, &source, &ca, name)? {
+                return Ok(m);
+            }
+            // `super().append(v)` in a list subclass that overrides `append`.
+            if let Some(m) = self.opaque_list_method(py, inner, &ca, name)? {
                 return Ok(m);
             }
             graph_break!(SuperCall, "super().{name} is a {}", type_name(&ca));
