@@ -2,8 +2,9 @@
 compiled on copies of the same inputs and is compared exactly (values, Python types, identity,
 mutated state), with graph and break counts showing the code was captured.
 
-Kinds: instances of `list` subclasses passed into the frame and mutated there (Note [list
-subclass objects from outside the frame] in src/symbolic/variables/user_defined.rs)."""
+Kinds: instances of `list` and `dict` subclasses passed into the frame and mutated there (Note
+[list subclass objects from outside the frame], Note [dict subclass objects from outside the
+frame] in src/symbolic/variables/user_defined.rs)."""
 
 import copy
 
@@ -25,6 +26,9 @@ def picture(v):
     if isinstance(v, (list, tuple)):
         attrs = sorted((k, picture(a)) for k, a in vars(v).items()) if hasattr(v, "__dict__") else None
         return (type(v), [picture(i) for i in v], attrs)
+    if isinstance(v, dict):
+        attrs = sorted((k, picture(a)) for k, a in vars(v).items()) if hasattr(v, "__dict__") else None
+        return (type(v), [(k, picture(i)) for k, i in v.items()], attrs)
     if isinstance(v, (int, float, str, bool, type(None))):
         return (type(v), v)
     return (type(v), id(v))
@@ -217,3 +221,74 @@ def test_list_subclass_keeps_identity_and_type():
     assert out is l and type(out) is Plain and len(l) == 2
     c = dynamo.counters()
     assert c["graphs"] == 1 and c["graph_breaks"] == 0, c
+
+
+# ----- dict subclasses passed in and mutated ------------------------------------------------
+
+
+class PlainDict(dict):
+    pass
+
+
+class CountingDict(dict):
+    """Overrides `__setitem__`; the replay after the graph must not call it again."""
+
+    def __setitem__(self, k, v):
+        self.writes = getattr(self, "writes", 0) + 1
+        super().__setitem__(k, v)
+
+
+class DefaultZero(dict):
+    def __missing__(self, k):
+        return 0
+
+
+def dict_methods(d, x):
+    d["a"] = x + 1
+    d.update(b=x)
+    p = d.pop("k")
+    d.setdefault("c", x * 2)
+    del d["b"]
+    n = 0
+    for k in d:
+        n += 1
+    return x.sin() + p + n, len(d), list(d.keys()), "a" in d, bool(d)
+
+
+def dict_popitem_clear(d, x):
+    k, v = d.popitem()
+    d.clear()
+    return x * v, k, len(d), bool(d)
+
+
+def dict_read_after_write(d, x):
+    d["k"] = x * 2
+    return d["k"] + d.get("k"), list(d.items())[0][0], d["missing"]
+
+
+def dict_unbound_methods(d, x):
+    dict.__setitem__(d, "u", x)
+    dict.update(d, {"v": x + 1})
+    return x.relu()
+
+
+def dict_returned(d, x):
+    d["new"] = x.cos()
+    return d
+
+
+DICT_CASES = {
+    "methods": (dict_methods, lambda: (PlainDict(k=1), X)),
+    "popitem_clear": (dict_popitem_clear, lambda: (PlainDict(k=1, j=2), X)),
+    "read_after_write": (dict_read_after_write, lambda: (DefaultZero(k=X), X)),
+    "unbound_methods": (dict_unbound_methods, lambda: (PlainDict(k=1), X)),
+    "overridden_setitem": (dict_methods, lambda: (CountingDict(k=1), X)),
+    "returned": (dict_returned, lambda: (PlainDict(k=1), X)),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", sorted(DICT_CASES))
+def test_dict_subclass_mutated_in_the_frame(case, backend):
+    f, make = DICT_CASES[case]
+    check(f, *make(), backend=backend)

@@ -133,6 +133,10 @@ pub enum SideEffect {
     /// `list.extend(target, items)`: what the trace appended to a list it only appends to
     /// (Note [append-only lists] in `symbolic::variables::lists`).
     ListExtend { target: Arc<Source>, items: Rebuild },
+    /// `dynamo._C.replace_dict_storage(target, items)`: the new contents of the dict storage of
+    /// a `dict` subclass instance, written past the subclass (Note [dict subclass objects from
+    /// outside the frame] in `symbolic::variables::user_defined`).
+    DictStorageContents { target: Arc<Source>, items: Rebuild },
     /// `dynamo._polyfills.deque_replace(target, items)`: a deque's new contents (Note [deques]).
     DequeContents { target: Arc<Source>, items: Rebuild },
     /// `target.clear(); target.update(items)`: a dict's new contents, in order.
@@ -674,8 +678,9 @@ impl PyCodegen {
                     self.rebuild(py, value, d + 4);
                     d += 5;
                 }
-                SideEffect::DictContents { target, items } => {
-                    let replace = py.import("dynamo._C").and_then(|m| m.getattr("replace_dict")).expect("dynamo._C.replace_dict");
+                SideEffect::DictContents { target, items } | SideEffect::DictStorageContents { target, items } => {
+                    let name = if matches!(e, SideEffect::DictContents { .. }) { "replace_dict" } else { "replace_dict_storage" };
+                    let replace = py.import("dynamo._C").and_then(|m| m.getattr(name)).expect("dynamo._C.replace_dict");
                     self.load_callable(replace.unbind());
                     self.load_source(py, target);
                     self.rebuild(py, items, d + 3);
@@ -717,7 +722,7 @@ impl PyCodegen {
                     self.emit(op::STORE_DEREF, slot);
                 }
                 SideEffect::SetItem { .. } | SideEffect::ListContents { .. } => self.emit(op::STORE_SUBSCR, 0),
-                SideEffect::DictContents { .. } | SideEffect::ListExtend { .. } | SideEffect::DequeContents { .. } => {
+                SideEffect::DictContents { .. } | SideEffect::DictStorageContents { .. } | SideEffect::ListExtend { .. } | SideEffect::DequeContents { .. } => {
                     self.emit(op::PRECALL, 2);
                     self.emit(op::CALL, 2);
                     self.emit(op::POP_TOP, 0);

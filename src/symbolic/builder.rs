@@ -284,6 +284,16 @@ pub fn is_plain_enum_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> bool {
 /// before the values are wrapped, so a dict that contains itself reaches its own tracker.
 pub fn wrap_dict_storage(py: Python<'_>, og: &mut OutputGraph, d: &Bound<'_, PyDict>, source: &Arc<Source>, register: bool) -> VResult<Rc<RefCell<DictState>>> {
     let exact = d.get_type().is(py.get_type::<PyDict>());
+    if !exact {
+        // One storage tracker per subclass instance, so that a write through one path is read
+        // through every other (Note [dict subclass objects from outside the frame]).
+        if let Some((first, state)) = og.dict_storages_by_ptr.get(&(d.as_ptr() as usize)).cloned() {
+            if first != *source {
+                og.add_guard(Some(source.clone()), GuardKind::AliasOf(first));
+            }
+            return Ok(state);
+        }
+    }
     let keys_list = if exact { pyo3::types::PyDictMethods::keys(d) } else { storage_keys(py, d)? };
     if !keys_list.iter().all(|k| is_source_key(py, &k)) {
         crate::graph_break!(UntracedValue, "dict at {source} has keys other than strs, ints, hashable literals, classes and functions");
@@ -292,6 +302,8 @@ pub fn wrap_dict_storage(py: Python<'_>, og: &mut OutputGraph, d: &Bound<'_, PyD
     let state = Rc::new(RefCell::new(DictState { items: vec![], source: Some(source.clone()), version: 0 }));
     if register {
         og.dicts_by_ptr.insert(d.as_ptr() as usize, (source.clone(), state.clone()));
+    } else if !exact {
+        og.dict_storages_by_ptr.insert(d.as_ptr() as usize, (source.clone(), state.clone()));
     }
     let mut items = Vec::new();
     for k in keys_list.iter() {

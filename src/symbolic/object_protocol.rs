@@ -617,6 +617,17 @@ impl<'a> InstructionTranslator<'a> {
                     return self.delitem(py, &storage, idx);
                 }
             }
+            // Note [dict subclass objects from outside the frame].
+            if let VT::Opaque { obj: o, .. } = obj {
+                if crate::symbolic::variables::user_defined::dict_storage_writable(py, o.bind(py))? {
+                    if let Some(m) = self.python_dunder(py, obj, "__delitem__")? {
+                        return self.call(py, &m, vec![idx], vec![]).map(|_| ());
+                    }
+                    if let Some(storage) = self.opaque_dict_slot(py, obj, "__delitem__")? {
+                        return self.delitem(py, &storage, idx);
+                    }
+                }
+            }
         }
         if let VT::Deque(l) = obj {
             return self.deque_setitem(py, l, &idx, None);
@@ -721,6 +732,16 @@ impl<'a> InstructionTranslator<'a> {
                 if !obj.bind(py).get_type().hasattr("__bool__")? {
                     if let Some(VT::List(l)) = self.opaque_list_slot(py, v, "__len__")? {
                         return Ok(!l.borrow().items.is_empty());
+                    }
+                    // `dict.__len__` of a dict subclass: its storage's (Note [dict subclass
+                    // objects from outside the frame]).
+                    let o = obj.bind(py).clone();
+                    if o.is_instance_of::<PyDict>() && !o.get_type().is(py.get_type::<PyDict>()) {
+                        if let (Some((k, slot)), VT::Opaque { source, .. }) = (static_type_lookup(&o.get_type(), "__len__")?, v) {
+                            if let Some(d) = self.slot_storage(py, &o, source, k, &slot, "__len__")? {
+                                return Ok(!d.borrow().items.is_empty());
+                            }
+                        }
                     }
                 }
                 let ty = obj.bind(py).get_type();
@@ -1961,6 +1982,14 @@ impl<'a> InstructionTranslator<'a> {
             VT::Opaque { .. } if obj_is_list_subclass(py, obj) => match self.python_dunder(py, obj, "__setitem__")? {
                 Some(m) => self.call(py, &m, vec![idx, v], vec![]).map(|_| ()),
                 None => match self.opaque_list_slot(py, obj, "__setitem__")? {
+                    Some(storage) => self.setitem(py, &storage, idx, v),
+                    None => graph_break!(UnsupportedOperation, "item assignment on {}", obj.describe(py)),
+                },
+            },
+            // And for a dict subclass (Note [dict subclass objects from outside the frame]).
+            VT::Opaque { obj: o, .. } if crate::symbolic::variables::user_defined::dict_storage_writable(py, o.bind(py))? => match self.python_dunder(py, obj, "__setitem__")? {
+                Some(m) => self.call(py, &m, vec![idx, v], vec![]).map(|_| ()),
+                None => match self.opaque_dict_slot(py, obj, "__setitem__")? {
                     Some(storage) => self.setitem(py, &storage, idx, v),
                     None => graph_break!(UnsupportedOperation, "item assignment on {}", obj.describe(py)),
                 },

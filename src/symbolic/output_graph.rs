@@ -140,6 +140,10 @@ pub struct OutputGraph {
     pub lists_by_ptr: HashMap<usize, (Arc<Source>, Rc<std::cell::RefCell<crate::symbolic::variables::ListState>>)>,
     /// Dicts wrapped from the frame, by object address (one tracker per dict object).
     pub dicts_by_ptr: HashMap<usize, (Arc<Source>, Rc<std::cell::RefCell<crate::symbolic::variables::DictState>>)>,
+    /// The dict storages of instances of `dict` subclasses from outside the frame, by object
+    /// address (one tracker per object: Note [dict subclass objects from outside the frame] in
+    /// `variables/user_defined.rs`).
+    pub dict_storages_by_ptr: HashMap<usize, (Arc<Source>, Rc<std::cell::RefCell<crate::symbolic::variables::DictState>>)>,
     /// User objects wrapped as `Opaque`, by address: (first source, type address).
     pub opaque_by_ptr: HashMap<usize, (Arc<Source>, usize)>,
     /// Trackers of the identity-hashed objects from the frame (modules, classes, functions)
@@ -409,6 +413,7 @@ impl OutputGraph {
             peeked_lists: HashMap::new(),
             lists_by_ptr: HashMap::new(),
             dicts_by_ptr: HashMap::new(),
+            dict_storages_by_ptr: HashMap::new(),
             side_effects: Default::default(),
             wrapping: Vec::new(),
             unpinned_functions: std::collections::HashSet::new(),
@@ -706,7 +711,7 @@ impl OutputGraph {
         let sources_of_lists: Vec<Arc<Source>> = self.lists_by_ptr.values().map(|(s, _)| s.clone()).collect();
         let mutated_lists: Vec<Arc<Source>> = se.lists.iter().filter_map(|l| l.borrow().source.clone()).collect();
         pairwise(&mutated_lists, &sources_of_lists);
-        let sources_of_dicts: Vec<Arc<Source>> = self.dicts_by_ptr.values().map(|(s, _)| s.clone()).collect();
+        let sources_of_dicts: Vec<Arc<Source>> = self.dicts_by_ptr.values().chain(self.dict_storages_by_ptr.values()).map(|(s, _)| s.clone()).collect();
         let mutated_dicts: Vec<Arc<Source>> = se.dicts.iter().filter_map(|d| d.borrow().source.clone()).collect();
         pairwise(&mutated_dicts, &sources_of_dicts);
         // Two outside iterators stepped as two trackers must stay two objects.

@@ -56,6 +56,16 @@
 //! `__iadd__` nor `__add__` is overridden, giving the object itself. A write is a side effect
 //! replayed after the graph as `list.__setitem__(o, slice(None), items)`, past any
 //! `__setitem__` the subclass defines (`SideEffect::ListStorageContents`).
+//!
+//! Note [dict subclass objects from outside the frame]: the same for an instance of a `dict`
+//! subclass passed in. Its storage tracker (Note [dict subclass storage]) is made once per
+//! object (`OutputGraph::dict_storages_by_ptr`), so reads after a write see it; unless the
+//! object is an `OrderedDict` (whose linked list `dict`'s C methods do not keep), `dict`'s own
+//! writing methods and slots (`o[k] = v`, `del o[k]`, `pop`, `popitem`, `clear`, `setdefault`,
+//! `update`, none of which calls back into the subclass) act on the storage, a `__setitem__` or
+//! `__delitem__` the class defines in Python is inlined, and the new contents are replayed by
+//! `dynamo._C.replace_dict_storage` through `PyDict_Clear`/`PyDict_SetItem`, past the subclass
+//! (`SideEffect::DictStorageContents`).
 
 use crate::guards::GuardKind;
 use crate::source::{ItemKey, Source};
@@ -277,6 +287,14 @@ fn builtin_base_method(py: Python<'_>, o: &Bound<'_, PyAny>, ca: &Bound<'_, PyAn
     let Ok(owner) = ca.getattr("__objclass__") else { return Ok(false) };
     let bases = [py.get_type::<pyo3::types::PyList>(), py.get_type::<PyDict>(), py.get_type::<pyo3::types::PySet>()];
     Ok(bases.iter().any(|b| owner.is(b)) && o.is_instance(&owner)?)
+}
+
+/// Whether `o` is an instance of a subclass of `dict` whose storage the trace may write (Note
+/// [dict subclass objects from outside the frame]): not an `OrderedDict`, whose linked list
+/// `dict`'s own C methods would not keep.
+pub(crate) fn dict_storage_writable(py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let dict_type = py.get_type::<PyDict>();
+    Ok(o.is_instance_of::<PyDict>() && !o.get_type().is(&dict_type) && !o.is_instance(&py.import("collections")?.getattr("OrderedDict")?)?)
 }
 
 /// Whether instances of `cls` have a list storage (`cls` subclasses `list`; Note [list subclass
@@ -700,16 +718,19 @@ impl<'a> InstructionTranslator<'a> {
     /// itself: its keys through the base class's C `keys` (an OrderedDict's in its linked
     /// list's order), its values through `dict.__getitem__` (`Source::DictItem`), so no method
     /// the subclass overrides runs in a guard. `OrderedDict.keys/values/items` give the
-    /// `odict_*` view types (Note [iterator types]). Writing methods are not offered (they would
-    /// have to replay past the subclass's own `__setitem__`), nor `copy` (`OrderedDict.copy`
-    /// calls the class), nor `__getitem__` of a class with `__missing__`: `None`.
+    /// `odict_*` view types (Note [iterator types]). Writing methods of `dict` itself are offered
+    /// on an instance of a subclass of `dict` that is no `OrderedDict` (Note [dict subclass
+    /// objects from outside the frame]); not `copy` (`OrderedDict.copy` calls the class), nor
+    /// `__getitem__` of a class with `__missing__`: `None`.
     pub(crate) fn dict_storage_method(&mut self, py: Python<'_>, o: &Bound<'_, PyAny>, source: &Arc<Source>, ca: &Bound<'_, PyAny>, name: &str) -> VResult<Option<VT>> {
         const READS: [&str; 8] = ["get", "__getitem__", "__contains__", "keys", "values", "items", "__len__", "copy"];
+        const WRITES: [&str; 7] = ["__setitem__", "__delitem__", "pop", "popitem", "clear", "setdefault", "update"];
         let dict_type = py.get_type::<PyDict>();
         let odict_type = py.import("collections")?.getattr("OrderedDict")?;
         let Ok(owner) = ca.getattr("__objclass__") else { return Ok(None) };
         let from_odict = owner.is(&odict_type);
-        if !READS.contains(&name) || !(owner.is(&dict_type) || from_odict) {
+        let write = WRITES.contains(&name) && owner.is(&dict_type) && dict_storage_writable(py, o)?;
+        if !(READS.contains(&name) || write) || !(owner.is(&dict_type) || from_odict) {
             return Ok(None);
         }
         let Ok(d) = o.cast::<PyDict>() else { return Ok(None) };
@@ -735,6 +756,20 @@ impl<'a> InstructionTranslator<'a> {
         }
         self.guard_mro_prefix(source, k, name);
         Ok(Some(crate::symbolic::builder::wrap_dict_storage(py, self.og, d, source, false)?))
+    }
+
+    /// The storage of `v` (an instance of a `dict` subclass from outside the frame whose
+    /// storage the trace may write) when the class's `name` is `dict`'s own slot (Note [dict
+    /// subclass objects from outside the frame]); `None` for anything else.
+    pub(crate) fn opaque_dict_slot(&mut self, py: Python<'_>, v: &VT, name: &str) -> VResult<Option<VT>> {
+        let VT::Opaque { obj, source } = v else { return Ok(None) };
+        let o = obj.bind(py).clone();
+        let Some((k, f)) = static_type_lookup(&o.get_type(), name)? else { return Ok(None) };
+        if !f.getattr("__objclass__").is_ok_and(|c| c.is(py.get_type::<PyDict>())) {
+            return Ok(None);
+        }
+        let source = source.clone();
+        Ok(self.slot_storage(py, &o, &source, k, &f, name)?.map(VT::Dict))
     }
 
     /// For `iter(o)` of a dict or OrderedDict subclass instance `o` from outside the frame
