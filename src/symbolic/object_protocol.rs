@@ -2460,6 +2460,20 @@ impl<'a> InstructionTranslator<'a> {
                 if name == "torch.utils.checkpoint.checkpoint" {
                     return self.activation_checkpoint(py, args, kwargs);
                 }
+                // Note [higher-order ops]: torch's higher-order operators (`associative_scan`,
+                // `scan`, `cond`, `while_loop`, `map`, ...; `torch._higher_order_ops`, or any
+                // `HigherOrderOperator`) take Python functions that torch.compile traces into
+                // subgraphs. The tracer does not make subgraphs, and a function cannot be a graph
+                // argument: such a call is one named break, and Python runs the operator itself
+                // (eagerly, as torch defines it), so its results are eager's.
+                // (`torch.cond` names itself `torch.cond`: its code's file says where it lives.)
+                let in_hop_package = |f: &Bound<'_, PyAny>| -> bool {
+                    f.getattr("__code__").and_then(|c| c.getattr("co_filename")).and_then(|n| n.extract::<String>()).is_ok_and(|n| n.contains("_higher_order_ops"))
+                };
+                let hop = name.starts_with("torch._higher_order_ops.") || in_hop_package(&f) || f.is_instance(&py.import("torch._ops")?.getattr("HigherOrderOperator")?)?;
+                if hop && args.iter().chain(kwargs.iter().map(|(_, v)| v)).any(|a| matches!(a, VT::Function { .. } | VT::NestedFunction(_) | VT::Partial(_) | VT::Method { .. })) {
+                    graph_break!(HigherOrderOp, "{name} takes a function (higher-order ops are not traced into subgraphs)");
+                }
                 let mut args = args;
                 if PARAMETER_ITERABLE_FNS.iter().any(|f| name.ends_with(f)) {
                     // Note [parameter iterables]: torch.nn.utils' gradient clipping and
