@@ -682,12 +682,13 @@ impl<'a> InstructionTranslator<'a> {
                 let o = obj.bind(py).clone();
                 match self.dict_storage_method(py, &o, source, ca, name)? {
                     Some(m) => Ok(m),
-                    // Note [C methods of objects from the frame]: `o.append` on an instance of a
-                    // list subclass from outside the frame (a `LogitsProcessorList` a resume
-                    // function received): the C method of a builtin base found on the class
-                    // (the instance dict was found not to shadow it, and is guarded so), bound
-                    // lazily. Its call is not traced (the storage of such an object is only
-                    // read), so the break comes at the CALL, where the pair goes back on the
+                    // Note [C methods of objects from the frame]: `o.add` on an instance of a
+                    // set subclass from outside the frame, or `o.append` on a list subclass
+                    // whose storage is not modelled (its own `__len__`; Note [list subclass
+                    // objects from outside the frame]): the C method of a builtin base found
+                    // on the class (the instance dict was found not to shadow it, and is
+                    // guarded so), bound lazily. Its call is not traced, so the break comes at
+                    // the CALL, where the pair goes back on the
                     // stack as LOAD_METHOD's `[descriptor, self]` (Note [methods of builtin
                     // types at a break]) and Python makes the very call eager makes: one break
                     // per call instead of one at the lookup and another at the call.
