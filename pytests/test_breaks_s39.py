@@ -368,6 +368,9 @@ def test_c_method_of_an_object_from_the_frame_breaks_once_at_its_call():
     got = _compiled(f)(x, *b)
     assert torch.equal(got[0], want[0]) and got[1] == want[1]
     assert list(b[0]) == list(a[0]) == [torch.sin, torch.cos] and dict(b[1]) == dict(a[1]) and set(b[2]) == set(a[2])
-    assert _counts()[1] == 4
+    # The list and dict subclasses' writes are traced on their storages (Note [list subclass
+    # objects from outside the frame], Note [dict subclass objects from outside the frame]):
+    # only the set subclass's C method breaks, once, at its call.
+    assert _counts()[1] == 1
     reasons = [str(r) for r in dynamo._C.break_reasons()]
-    assert all("list.append" in r or "list.extend" in r or "dict.setdefault" in r or "set.add" in r for r in reasons), reasons
+    assert reasons and all("set.add" in r for r in reasons), reasons

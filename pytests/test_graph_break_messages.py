@@ -101,6 +101,17 @@ def _line_of(fn, text):
     return start + next(i for i, l in enumerate(src) if text in l)
 
 
+def _add(a, b):
+    return a + b
+
+
+def _higher_order_op(x):
+    from torch._higher_order_ops.associative_scan import associative_scan
+
+    y = x + 1
+    return associative_scan(_add, y, dim=0)
+
+
 CASES = [
     ("GB0001 unsupported_builtin", "call to builtin print", _unsupported_builtin, lambda: (torch.ones(2),), "print("),
     ("GB0002 data_dependent_branch", "branch on the value of a tensor", _data_dependent_branch, lambda: (torch.ones(2),), "if x.sum()"),
@@ -114,6 +125,8 @@ CASES = [
      _data_dependent_output_shape, lambda: (torch.tensor([1.0, -1.0]),), "x[x > 0]"),
     ("GB0003 data_dependent_value", "_VariableFunctionsClass.equal gives a Python value computed from the input's data (aten.equal.default)",
      _data_dependent_equal, lambda: (torch.ones(2),), "torch.equal"),
+    ("GB0027 higher_order_op", "torch._higher_order_ops.associative_scan.associative_scan takes a function (higher-order ops are not traced into subgraphs)",
+     _higher_order_op, lambda: (torch.ones(3),), "associative_scan(_add"),
 ]
 
 

@@ -349,6 +349,17 @@ pub fn set_eval_frame(py: Python<'_>, callback: &Bound<'_, PyAny>) -> Py<PyAny> 
 // The wrapper `optimize` returns also carries `_torchdynamo_inline`, so a torch.compile trace
 // that reaches it inlines the user's function instead of breaking (torch's nesting rule: the
 // outer compile takes the inner function's frames).
+//
+// Note [torch's region inside ours]: the other way round, code that runs as ordinary Python
+// inside our region may call torch.compile itself (the eager implementations of torch's
+// higher-order operators, `associative_scan` and `cond`, compile their function at a graph break
+// of ours). torch then installs its PEP 523 function over ours and hands the frames it does not
+// take to the function it replaced, ours. Our hook converted such a frame (a user's combine
+// function) and ran the transformed code as a new frame, which torch's hook then took and traced:
+// torch's Dynamo failed on our generated code (InternalTorchDynamoError, "cannot access local
+// variable '__shared0'"), where eager runs. So while another PEP 523 function is installed over
+// ours, ours passes every frame to the default evaluation: the region inside is torch's. The
+// check is one load and one comparison per hooked frame.
 
 thread_local! {
     /// torch's callbacks switched off on region entries, innermost last; `None` where nothing
@@ -577,7 +588,9 @@ unsafe extern "C" fn eval_frame(tstate: *mut pyffi::PyThreadState, frame: *mut I
         result
     } else {
         let cb = CALLBACK.with(|c| c.get());
-        if cb.is_null() || throwflag != 0 || !ffi::can_take_over(tstate, frame) {
+        // Note [torch's region inside ours]: called as another hook's previous function.
+        let chained = !cb.is_null() && ffi::_PyInterpreterState_GetEvalFrameFunc(pyffi::PyInterpreterState_Get()) as usize != eval_frame as *const () as usize;
+        if cb.is_null() || throwflag != 0 || chained || !ffi::can_take_over(tstate, frame) {
             default_eval(tstate, frame, throwflag)
         } else {
             match eval_frame_inner(frame, cb) {

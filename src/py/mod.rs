@@ -224,6 +224,21 @@ pub fn replace_dict(d: &Bound<'_, PyAny>, items: &Bound<'_, PyAny>) -> PyResult<
     Ok(())
 }
 
+/// `replace_dict` for the storage of a `dict` subclass instance: the same writes through
+/// `PyDict_Clear`/`PyDict_SetItem`, past any `clear`/`__setitem__` the subclass defines (Note
+/// [dict subclass objects from outside the frame] in `symbolic::variables::user_defined`).
+#[pyfunction]
+pub fn replace_dict_storage(d: &Bound<'_, PyDict>, items: &Bound<'_, PyDict>) -> PyResult<()> {
+    let same_keys = d.len() == items.len() && d.keys().iter().zip(items.keys().iter()).all(|(x, y)| x.is(&y) || x.eq(&y).unwrap_or(false));
+    if !same_keys {
+        d.clear();
+    }
+    for (k, v) in items.iter() {
+        d.set_item(k, v)?;
+    }
+    Ok(())
+}
+
 /// `reversed(seq)` at `index` (the next item it yields): a `list_reverseiterator` handed to a
 /// resume function. `index` -1 is an exhausted one.
 #[pyfunction]
@@ -524,6 +539,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reversed_at, m)?)?;
     m.add_function(wrap_pyfunction!(dict_iter_changed_size, m)?)?;
     m.add_function(wrap_pyfunction!(replace_dict, m)?)?;
+    m.add_function(wrap_pyfunction!(replace_dict_storage, m)?)?;
     m.add_function(wrap_pyfunction!(graph_failed, m)?)?;
     m.add_function(wrap_pyfunction!(drop_traceback_head, m)?)?;
     m.add_function(wrap_pyfunction!(crate::eval_frame::hook::call_resume, m)?)?;

@@ -126,9 +126,17 @@ pub enum SideEffect {
     SetItem { target: Arc<Source>, key: Py<PyAny>, value: Rebuild },
     /// `target[:] = items`: a list's new contents.
     ListContents { target: Arc<Source>, items: Rebuild },
+    /// `list.__setitem__(target, slice(None), items)`: the new contents of the list storage of
+    /// a `list` subclass instance, written past the subclass's own `__setitem__` (Note [list
+    /// subclass objects from outside the frame] in `symbolic::variables::user_defined`).
+    ListStorageContents { target: Arc<Source>, items: Rebuild },
     /// `list.extend(target, items)`: what the trace appended to a list it only appends to
     /// (Note [append-only lists] in `symbolic::variables::lists`).
     ListExtend { target: Arc<Source>, items: Rebuild },
+    /// `dynamo._C.replace_dict_storage(target, items)`: the new contents of the dict storage of
+    /// a `dict` subclass instance, written past the subclass (Note [dict subclass objects from
+    /// outside the frame] in `symbolic::variables::user_defined`).
+    DictStorageContents { target: Arc<Source>, items: Rebuild },
     /// `dynamo._polyfills.deque_replace(target, items)`: a deque's new contents (Note [deques]).
     DequeContents { target: Arc<Source>, items: Rebuild },
     /// `target.clear(); target.update(items)`: a dict's new contents, in order.
@@ -653,6 +661,15 @@ impl PyCodegen {
                     self.load_const(all);
                     d += 3;
                 }
+                SideEffect::ListStorageContents { target, items } => {
+                    let setitem = py.get_type::<pyo3::types::PyList>().getattr("__setitem__").expect("list.__setitem__");
+                    self.load_callable(setitem.unbind());
+                    self.load_source(py, target);
+                    let all = pyo3::types::PySlice::full(py).into_any().unbind();
+                    self.load_const(all);
+                    self.rebuild(py, items, d + 4);
+                    d += 5;
+                }
                 SideEffect::GenericSetAttr { target, name, value } => {
                     let setattr = py.get_type::<pyo3::types::PyAny>().getattr("__setattr__").expect("object.__setattr__");
                     self.load_callable(setattr.unbind());
@@ -661,8 +678,9 @@ impl PyCodegen {
                     self.rebuild(py, value, d + 4);
                     d += 5;
                 }
-                SideEffect::DictContents { target, items } => {
-                    let replace = py.import("dynamo._C").and_then(|m| m.getattr("replace_dict")).expect("dynamo._C.replace_dict");
+                SideEffect::DictContents { target, items } | SideEffect::DictStorageContents { target, items } => {
+                    let name = if matches!(e, SideEffect::DictContents { .. }) { "replace_dict" } else { "replace_dict_storage" };
+                    let replace = py.import("dynamo._C").and_then(|m| m.getattr(name)).expect("dynamo._C.replace_dict");
                     self.load_callable(replace.unbind());
                     self.load_source(py, target);
                     self.rebuild(py, items, d + 3);
@@ -704,12 +722,12 @@ impl PyCodegen {
                     self.emit(op::STORE_DEREF, slot);
                 }
                 SideEffect::SetItem { .. } | SideEffect::ListContents { .. } => self.emit(op::STORE_SUBSCR, 0),
-                SideEffect::DictContents { .. } | SideEffect::ListExtend { .. } | SideEffect::DequeContents { .. } => {
+                SideEffect::DictContents { .. } | SideEffect::DictStorageContents { .. } | SideEffect::ListExtend { .. } | SideEffect::DequeContents { .. } => {
                     self.emit(op::PRECALL, 2);
                     self.emit(op::CALL, 2);
                     self.emit(op::POP_TOP, 0);
                 }
-                SideEffect::GenericSetAttr { .. } => {
+                SideEffect::GenericSetAttr { .. } | SideEffect::ListStorageContents { .. } => {
                     self.emit(op::PRECALL, 3);
                     self.emit(op::CALL, 3);
                     self.emit(op::POP_TOP, 0);

@@ -29,7 +29,7 @@ pub(crate) fn wrap_append_only_list(og: &mut OutputGraph, value: &Bound<'_, PyAn
         return VT::List(state.clone());
     }
     og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
-    let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: true, deque: None, owner: None }));
+    let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: true, deque: None, owner: None, subclass_storage: false }));
     og.lists_by_ptr.insert(value.as_ptr() as usize, (source, state.clone()));
     VT::List(state)
 }
@@ -306,6 +306,16 @@ pub fn is_plain_enum_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> bool {
 /// before the values are wrapped, so a dict that contains itself reaches its own tracker.
 pub fn wrap_dict_storage(py: Python<'_>, og: &mut OutputGraph, d: &Bound<'_, PyDict>, source: &Arc<Source>, register: bool) -> VResult<Rc<RefCell<DictState>>> {
     let exact = d.get_type().is(py.get_type::<PyDict>());
+    if !exact {
+        // One storage tracker per subclass instance, so that a write through one path is read
+        // through every other (Note [dict subclass objects from outside the frame]).
+        if let Some((first, state)) = og.dict_storages_by_ptr.get(&(d.as_ptr() as usize)).cloned() {
+            if first != *source {
+                og.add_guard(Some(source.clone()), GuardKind::AliasOf(first));
+            }
+            return Ok(state);
+        }
+    }
     let keys_list = if exact { pyo3::types::PyDictMethods::keys(d) } else { storage_keys(py, d)? };
     if !keys_list.iter().all(|k| is_source_key(py, &k)) {
         crate::graph_break!(UntracedValue, "dict at {source} has keys other than strs, ints, hashable literals, classes and functions");
@@ -314,6 +324,8 @@ pub fn wrap_dict_storage(py: Python<'_>, og: &mut OutputGraph, d: &Bound<'_, PyD
     let state = Rc::new(RefCell::new(DictState { items: vec![], source: Some(source.clone()), version: 0 }));
     if register {
         og.dicts_by_ptr.insert(d.as_ptr() as usize, (source.clone(), state.clone()));
+    } else if !exact {
+        og.dict_storages_by_ptr.insert(d.as_ptr() as usize, (source.clone(), state.clone()));
     }
     let mut items = Vec::new();
     for k in keys_list.iter() {
@@ -761,7 +773,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         // tracker this path would make.
         graph_break!(UntracedValue, "a list read through the iterator {first} passed in, reached again as {source}");
     }
-    if let Some((first, state)) = og.lists_by_ptr.get(&(value.as_ptr() as usize)).cloned() {
+    if let Some((first, state)) = og.lists_by_ptr.get(&(value.as_ptr() as usize)).cloned().filter(|(_, st)| !st.borrow().subclass_storage) {
         // One tracker per list object, so that a mutation through one path is seen through the
         // other; the guard keeps the two paths one object.
         realize_append_only(py, og, value, &state)?;
@@ -788,7 +800,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
             og.add_guard(Some(source.clone()), GuardKind::LenMatch(l.len()));
             // Registered before its items are wrapped: an item that is the list itself is this
             // tracker.
-            let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: false, deque: None, owner: None }));
+            let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: false, deque: None, owner: None, subclass_storage: false }));
             og.lists_by_ptr.insert(value.as_ptr() as usize, (source.clone(), state.clone()));
             let items = l
                 .iter()
@@ -810,7 +822,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         let maxlen = value.getattr("maxlen")?;
         og.add_guard(Some(source.attr("maxlen")), GuardKind::ConstantMatch(maxlen.clone().unbind()));
         let info = crate::symbolic::variables::deque::DequeInfo { maxlen: maxlen.extract::<Option<usize>>()?, state: 0 };
-        let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: false, deque: Some(info), owner: None }));
+        let state = Rc::new(RefCell::new(ListState { entry_len: 0, items: vec![], source: Some(source.clone()), append_only: false, deque: Some(info), owner: None, subclass_storage: false }));
         og.lists_by_ptr.insert(value.as_ptr() as usize, (source.clone(), state.clone()));
         let items = value
             .try_iter()?

@@ -1066,10 +1066,12 @@ fn plan_writes(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) -> VResu
         matches!(type_name(e.obj.bind(py)).as_str(), "dict_keyiterator" | "dict_valueiterator" | "dict_itemiterator")
     };
     for d in se.dicts.iter().rev() {
+        // Note [dict subclass objects from outside the frame]: a subclass instance's storage.
+        let storage = og.dict_storages_by_ptr.values().any(|(_, st)| Rc::ptr_eq(st, d));
         let d = d.borrow();
         let Some(target) = d.source.clone() else { continue };
         let items = d.items.iter().map(|(k, v)| Ok((refuse_fake_id(py, og, k).map(|_| k.clone_ref(py))?, rebuild_of(py, og, v, outputs)?))).collect::<VResult<_>>()?;
-        out.push(SideEffect::DictContents { target, items: Rebuild::Dict(items) });
+        out.push(if storage { SideEffect::DictStorageContents { target, items: Rebuild::Dict(items) } } else { SideEffect::DictContents { target, items: Rebuild::Dict(items) } });
     }
     for l in se.lists.iter().rev() {
         let l = l.borrow();
@@ -1077,6 +1079,8 @@ fn plan_writes(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) -> VResu
         let items = l.items.iter().map(|v| rebuild_of(py, og, v, outputs)).collect::<VResult<_>>()?;
         out.push(if l.deque.is_some() {
             SideEffect::DequeContents { target, items: Rebuild::List(items) }
+        } else if l.subclass_storage {
+            SideEffect::ListStorageContents { target, items: Rebuild::List(items) }
         } else if l.append_only {
             SideEffect::ListExtend { target, items: Rebuild::List(items) }
         } else {

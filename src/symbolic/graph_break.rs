@@ -127,6 +127,9 @@ kinds! {
     ObjectLifetime = "GB0026", "object_lifetime",
         "An instruction that makes a weak reference (`weakref.ref`, `WeakMethod`, a weak container's entry) or that may free an object whose free is observable (its class defines `__del__`, or weak references point to it): rebinding or deleting a local, discarding a value, overwriting an attribute, global or item, emptying a container. Python runs it, so finalizers and weak-reference callbacks run where eager runs them, and every local keeps its object until eager would free it (Note [observable frees]).",
         "Nothing to do for correctness. To keep one graph, avoid `__del__` and weak references in the compiled function, or drop such objects outside it.";
+    HigherOrderOp = "GB0027", "higher_order_op",
+        "A call of one of torch's higher-order operators (`torch._higher_order_ops`: `associative_scan`, `scan`, `cond`, `while_loop`, `map`, ...) given a Python function: the tracer does not trace functions into subgraphs, so the operator runs as ordinary Python, as eagerly, and the graph is split around it (Note [higher-order ops]).",
+        "Nothing to do for correctness. For one graph, write the computation with plain tensor ops where one exists (`torch.cumsum`/`torch.cumprod` for an additive or multiplicative scan, `torch.where` for `cond`).";
 }
 
 impl fmt::Display for GraphBreakKind {

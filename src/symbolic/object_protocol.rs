@@ -605,6 +605,30 @@ impl<'a> InstructionTranslator<'a> {
                 None => graph_break!(UnsupportedOperation, "del on {}", obj.describe(py)),
             };
         }
+        if let VT::Opaque { .. } = obj {
+            // `type(o).__delitem__(o, k)` of a list subclass from outside the frame: its Python
+            // method inlined, or list's on its storage (Note [list subclass objects from
+            // outside the frame]).
+            if obj_is_list_subclass(py, obj) {
+                if let Some(m) = self.python_dunder(py, obj, "__delitem__")? {
+                    return self.call(py, &m, vec![idx], vec![]).map(|_| ());
+                }
+                if let Some(storage) = self.opaque_list_slot(py, obj, "__delitem__")? {
+                    return self.delitem(py, &storage, idx);
+                }
+            }
+            // Note [dict subclass objects from outside the frame].
+            if let VT::Opaque { obj: o, .. } = obj {
+                if crate::symbolic::variables::user_defined::dict_storage_writable(py, o.bind(py))? {
+                    if let Some(m) = self.python_dunder(py, obj, "__delitem__")? {
+                        return self.call(py, &m, vec![idx], vec![]).map(|_| ());
+                    }
+                    if let Some(storage) = self.opaque_dict_slot(py, obj, "__delitem__")? {
+                        return self.delitem(py, &storage, idx);
+                    }
+                }
+            }
+        }
         if let VT::Deque(l) = obj {
             return self.deque_setitem(py, l, &idx, None);
         }
@@ -702,6 +726,23 @@ impl<'a> InstructionTranslator<'a> {
                 // `bool(obj)` runs the class's __bool__ or __len__ (Objects/typeobject.c slots).
                 if let Some(t) = self.python_truth(py, v)? {
                     return Ok(t);
+                }
+                // `list.__len__` for a list subclass without `__bool__` (Note [list subclass
+                // objects from outside the frame]).
+                if !obj.bind(py).get_type().hasattr("__bool__")? {
+                    if let Some(VT::List(l)) = self.opaque_list_slot(py, v, "__len__")? {
+                        return Ok(!l.borrow().items.is_empty());
+                    }
+                    // `dict.__len__` of a dict subclass: its storage's (Note [dict subclass
+                    // objects from outside the frame]).
+                    let o = obj.bind(py).clone();
+                    if o.is_instance_of::<PyDict>() && !o.get_type().is(py.get_type::<PyDict>()) {
+                        if let (Some((k, slot)), VT::Opaque { source, .. }) = (static_type_lookup(&o.get_type(), "__len__")?, v) {
+                            if let Some(d) = self.slot_storage(py, &o, source, k, &slot, "__len__")? {
+                                return Ok(!d.borrow().items.is_empty());
+                            }
+                        }
+                    }
                 }
                 let ty = obj.bind(py).get_type();
                 if ty.hasattr("__bool__")? || ty.hasattr("__len__")? {
@@ -1052,6 +1093,11 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(self.mappingproxy_lookup(py, obj.bind(py), &source, item)?.is_some())
             }
             (VT::Opaque { obj, source }, _) => {
+                // list's own `__contains__` on a list subclass: its storage's (Note [list
+                // subclass objects from outside the frame]).
+                if let Some(storage) = self.opaque_list_slot(py, container, "__contains__")? {
+                    return self.contains(py, &storage, item);
+                }
                 // `__contains__` looked up on the type and inlined when it is Python code
                 // (collections.abc.Mapping's, a user container's); its result must be constant.
                 let ty = obj.bind(py).get_type();
@@ -1124,6 +1170,25 @@ impl<'a> InstructionTranslator<'a> {
 
     pub(crate) fn binary(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
         let base = out_of_place(name);
+        if name == "iadd" && obj_is_list_subclass(py, &a) && matches!(b, VT::List(_) | VT::Tuple(_)) {
+            // `o += [x]` on a list subclass from outside the frame whose class keeps list's
+            // `__iadd__` and `__add__` (`binary_iop1` finds no `nb_inplace_add`/`nb_add` of
+            // Python code, and a list or tuple has none either): `list_inplace_concat` on its
+            // storage, the object itself the result (Note [list subclass objects from outside
+            // the frame] in `variables/user_defined.rs`).
+            let ty = match &a {
+                VT::Opaque { obj, .. } => obj.bind(py).get_type(),
+                _ => unreachable!("checked by obj_is_list_subclass"),
+            };
+            let list_type = py.get_type::<pyo3::types::PyList>();
+            let own = |slot: &str| -> PyResult<bool> { Ok(static_type_lookup(&ty, slot)?.is_some_and(|(_, f)| f.is(list_type.getattr(slot).expect("list slot")))) };
+            if own("__iadd__")? && own("__add__")? {
+                if let Some(storage) = self.opaque_list_state(py, &a)? {
+                    self.binary(py, name, VT::List(storage), b)?;
+                    return Ok(a);
+                }
+            }
+        }
         if matches!(base, "and_" | "or_" | "sub" | "xor") {
             // Note [dict view set operations].
             if let Some(r) = self.dict_view_operator(py, name, &a, &b)? {
@@ -1823,6 +1888,11 @@ impl<'a> InstructionTranslator<'a> {
                 self.enum_member(py, &cls, member)
             }
             VT::Opaque { obj: o, source } => {
+                // list's own `__getitem__` on a list subclass: its storage's item (Note [list
+                // subclass objects from outside the frame]).
+                if let Some(storage) = self.opaque_list_slot(py, obj, "__getitem__")? {
+                    return self.getitem(py, &storage, idx);
+                }
                 // `__getitem__` looked up on the type and inlined when it is Python code.
                 let ty = o.bind(py).get_type();
                 let found = static_type_lookup(&ty, "__getitem__")?;
@@ -1903,6 +1973,23 @@ impl<'a> InstructionTranslator<'a> {
             VT::UserObject(o) => match self.python_dunder(py, obj, "__setitem__")? {
                 Some(m) => self.call(py, &m, vec![idx, v], vec![]).map(|_| ()),
                 None => match o.storage_slot(py, "__setitem__")? {
+                    Some(storage) => self.setitem(py, &storage, idx, v),
+                    None => graph_break!(UnsupportedOperation, "item assignment on {}", obj.describe(py)),
+                },
+            },
+            // The same for a list subclass from outside the frame (Note [list subclass objects
+            // from outside the frame]).
+            VT::Opaque { .. } if obj_is_list_subclass(py, obj) => match self.python_dunder(py, obj, "__setitem__")? {
+                Some(m) => self.call(py, &m, vec![idx, v], vec![]).map(|_| ()),
+                None => match self.opaque_list_slot(py, obj, "__setitem__")? {
+                    Some(storage) => self.setitem(py, &storage, idx, v),
+                    None => graph_break!(UnsupportedOperation, "item assignment on {}", obj.describe(py)),
+                },
+            },
+            // And for a dict subclass (Note [dict subclass objects from outside the frame]).
+            VT::Opaque { obj: o, .. } if crate::symbolic::variables::user_defined::dict_storage_writable(py, o.bind(py))? => match self.python_dunder(py, obj, "__setitem__")? {
+                Some(m) => self.call(py, &m, vec![idx, v], vec![]).map(|_| ()),
+                None => match self.opaque_dict_slot(py, obj, "__setitem__")? {
                     Some(storage) => self.setitem(py, &storage, idx, v),
                     None => graph_break!(UnsupportedOperation, "item assignment on {}", obj.describe(py)),
                 },
@@ -2372,6 +2459,20 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 if name == "torch.utils.checkpoint.checkpoint" {
                     return self.activation_checkpoint(py, args, kwargs);
+                }
+                // Note [higher-order ops]: torch's higher-order operators (`associative_scan`,
+                // `scan`, `cond`, `while_loop`, `map`, ...; `torch._higher_order_ops`, or any
+                // `HigherOrderOperator`) take Python functions that torch.compile traces into
+                // subgraphs. The tracer does not make subgraphs, and a function cannot be a graph
+                // argument: such a call is one named break, and Python runs the operator itself
+                // (eagerly, as torch defines it), so its results are eager's.
+                // (`torch.cond` names itself `torch.cond`: its code's file says where it lives.)
+                let in_hop_package = |f: &Bound<'_, PyAny>| -> bool {
+                    f.getattr("__code__").and_then(|c| c.getattr("co_filename")).and_then(|n| n.extract::<String>()).is_ok_and(|n| n.contains("_higher_order_ops"))
+                };
+                let hop = name.starts_with("torch._higher_order_ops.") || in_hop_package(&f) || f.is_instance(&py.import("torch._ops")?.getattr("HigherOrderOperator")?)?;
+                if hop && args.iter().chain(kwargs.iter().map(|(_, v)| v)).any(|a| matches!(a, VT::Function { .. } | VT::NestedFunction(_) | VT::Partial(_) | VT::Method { .. })) {
+                    graph_break!(HigherOrderOp, "{name} takes a function (higher-order ops are not traced into subgraphs)");
                 }
                 let mut args = args;
                 if PARAMETER_ITERABLE_FNS.iter().any(|f| name.ends_with(f)) {
@@ -3074,4 +3175,10 @@ fn typing_argument<'py>(py: Python<'py>, c: &Bound<'py, PyAny>, idx: &VT) -> Opt
         }
     }
     arg(py, idx)
+}
+
+/// Whether `v` is an object from outside the frame (`VT::Opaque`) whose type subclasses `list`
+/// (Note [list subclass objects from outside the frame] in `variables/user_defined.rs`).
+pub(crate) fn obj_is_list_subclass(py: Python<'_>, v: &VT) -> bool {
+    matches!(v, VT::Opaque { obj, .. } if obj.bind(py).is_instance_of::<pyo3::types::PyList>() && !obj.bind(py).get_type().is(py.get_type::<pyo3::types::PyList>()))
 }

@@ -140,6 +140,10 @@ pub struct OutputGraph {
     pub lists_by_ptr: HashMap<usize, (Arc<Source>, Rc<std::cell::RefCell<crate::symbolic::variables::ListState>>)>,
     /// Dicts wrapped from the frame, by object address (one tracker per dict object).
     pub dicts_by_ptr: HashMap<usize, (Arc<Source>, Rc<std::cell::RefCell<crate::symbolic::variables::DictState>>)>,
+    /// The dict storages of instances of `dict` subclasses from outside the frame, by object
+    /// address (one tracker per object: Note [dict subclass objects from outside the frame] in
+    /// `variables/user_defined.rs`).
+    pub dict_storages_by_ptr: HashMap<usize, (Arc<Source>, Rc<std::cell::RefCell<crate::symbolic::variables::DictState>>)>,
     /// User objects wrapped as `Opaque`, by address: (first source, type address).
     pub opaque_by_ptr: HashMap<usize, (Arc<Source>, usize)>,
     /// Trackers of the identity-hashed objects from the frame (modules, classes, functions)
@@ -409,6 +413,7 @@ impl OutputGraph {
             peeked_lists: HashMap::new(),
             lists_by_ptr: HashMap::new(),
             dicts_by_ptr: HashMap::new(),
+            dict_storages_by_ptr: HashMap::new(),
             side_effects: Default::default(),
             wrapping: Vec::new(),
             unpinned_functions: std::collections::HashSet::new(),
@@ -706,7 +711,7 @@ impl OutputGraph {
         let sources_of_lists: Vec<Arc<Source>> = self.lists_by_ptr.values().map(|(s, _)| s.clone()).collect();
         let mutated_lists: Vec<Arc<Source>> = se.lists.iter().filter_map(|l| l.borrow().source.clone()).collect();
         pairwise(&mutated_lists, &sources_of_lists);
-        let sources_of_dicts: Vec<Arc<Source>> = self.dicts_by_ptr.values().map(|(s, _)| s.clone()).collect();
+        let sources_of_dicts: Vec<Arc<Source>> = self.dicts_by_ptr.values().chain(self.dict_storages_by_ptr.values()).map(|(s, _)| s.clone()).collect();
         let mutated_dicts: Vec<Arc<Source>> = se.dicts.iter().filter_map(|d| d.borrow().source.clone()).collect();
         pairwise(&mutated_dicts, &sources_of_dicts);
         // Two outside iterators stepped as two trackers must stay two objects.
@@ -1327,6 +1332,29 @@ impl OutputGraph {
         }
         false
     }
+
+    // Note [warnings raised while a graph runs]: Note [warnings of traced calls] covers the
+    // warnings a torch call gives on fake tensors. A warning only the real kernel gives (one
+    // that reads the data or the memory layout of real tensors: `torch.searchsorted` with a
+    // non-contiguous `values`, "input value tensor is non-contiguous") is not seen at trace
+    // time, so its graph is not wrapped, and C++'s `TORCH_WARN` names the innermost Python
+    // frame: eager names the user's line; the `eager` backend names the fx code
+    // (`<eval_with_key>.0`, line 9); our own kernels, run from Rust, name the transformed
+    // frame at the graph's call, whose line is the function's `def` line (measured on
+    // `def a(x): y = x + 1; return torch.searchsorted(torch.arange(10.0), y.t())`).
+    // Finding (not fixed): wrapping every graph in `_RecordWarnings` to re-issue at the node's
+    // user line costs about 0.6 us per call on a 2.7 us cache hit (`bench_slice.py --only a`),
+    // and changes what an "error" filter sees, so it was not done. Designs that cost nothing
+    // when no warning is raised: for fx-backed graphs, give the GraphModule's forward code the
+    // user's `co_filename` and a line table mapping each node's statement to its user line
+    // (`node.meta` already knows the instruction), so a warning with stacklevel 1 names the
+    // user's line (its registry stays the fx module's globals); for our kernels, set the
+    // line of the instruction that calls the graph to the line of the graph's only node that
+    // may warn at run time (fallback kernels), exact when there is at most one.
+    // A second finding (not fixed): a warning a torch call gives at trace time from a Python
+    // frame of torch's own (`torch.stft` without a window warns from `torch/functional.py`'s
+    // call of `_VF.stft`, line 680 in torch 2.15) is named there eagerly, but this note's
+    // machinery issues it at the user's line.
 
     /// Keeps the warnings `caught` (a `_RecordWarnings` list) that a call made while tracing, to
     /// be issued at the user's current line when the graph runs (Note [warnings of traced

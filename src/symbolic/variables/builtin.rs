@@ -241,6 +241,23 @@ impl<'a> InstructionTranslator<'a> {
                     return self.call_builtin(py, b, vec![storage], kwargs);
                 }
             }
+            // Note [list subclass objects from outside the frame] in `user_defined.rs`.
+            if let Some(storage) = self.opaque_list_slot(py, &args[0], "__len__")? {
+                return self.call_builtin(py, b, vec![storage], kwargs);
+            }
+            // The size of a dict subclass's storage is its tracker's, which the trace may have
+            // written (Note [dict subclass objects from outside the frame]).
+            if let VT::Opaque { obj, source } = &args[0] {
+                let o = obj.bind(py).clone();
+                if o.is_instance_of::<PyDict>() && !o.get_type().is(py.get_type::<PyDict>()) {
+                    if let Some((k, slot)) = crate::symbolic::variables::user_defined::static_type_lookup(&o.get_type(), "__len__")? {
+                        let source = source.clone();
+                        if let Some(storage) = self.slot_storage(py, &o, &source, k, &slot, "__len__")? {
+                            return self.call_builtin(py, b, vec![VT::Dict(storage)], kwargs);
+                        }
+                    }
+                }
+            }
             return Ok(match &args[0] {
                 VT::Tensor(t) if self.og.shape_env.is_some() && t.fake.bind(py).call_method0("dim").and_then(|d| d.extract::<usize>()).unwrap_or(0) > 0 => {
                     // `len(x)` is `x.size(0)`, symbolic for a dynamic first dimension.
@@ -952,6 +969,11 @@ impl<'a> InstructionTranslator<'a> {
                 if let Some(method) = self.dict_storage_method(py, &o, source, b, &name)? {
                     return self.call(py, &method, rest, kwargs.to_vec()).map(Some);
                 }
+            }
+            // `list.append(o, v)` on a list subclass instance: its storage's (Note [list
+            // subclass objects from outside the frame] in `user_defined.rs`).
+            if let Some(method) = self.opaque_list_method(py, recv, b, &name)? {
+                return self.call(py, &method, rest, kwargs.to_vec()).map(Some);
             }
         }
         let matches = match recv {

@@ -42,7 +42,7 @@ pub const DEQUE_METHODS: [&str; 14] = [
 
 /// A deque built in the trace.
 pub fn new_deque(items: Vec<VT>, maxlen: Option<usize>) -> VT {
-    let mut st = ListState { entry_len: 0, items: vec![], source: None, append_only: false, deque: Some(DequeInfo { maxlen, state: 0 }), owner: None };
+    let mut st = ListState { entry_len: 0, items: vec![], source: None, append_only: false, deque: Some(DequeInfo { maxlen, state: 0 }), owner: None, subclass_storage: false };
     push_right(&mut st, items);
     st.entry_len = st.items.len();
     VT::Deque(Rc::new(RefCell::new(st)))

@@ -50,6 +50,11 @@ pub struct ListState {
     /// subclass objects] in `user_defined.rs`): the object whose storage this is. The storage is
     /// never rebuilt as a plain list; an iterator over it is rebuilt over the object.
     pub owner: Option<std::rc::Weak<crate::symbolic::variables::user_defined::UserObject>>,
+    /// Set for the list storage of an instance of a `list` subclass from outside the frame
+    /// (Note [list subclass objects from outside the frame] in `user_defined.rs`): `source`
+    /// is the object itself, and its new contents are replayed past the subclass, by
+    /// `list.__setitem__(obj, slice(None), items)`.
+    pub subclass_storage: bool,
 }
 
 /// Whether `cls` is a tuple subclass with named fields whose instances behave exactly as tuples
@@ -684,7 +689,7 @@ pub fn make_tuple(py: Python<'_>, items: Vec<VT>) -> VResult<VT> {
 }
 
 pub fn new_list(items: Vec<VT>) -> VT {
-    VT::List(Rc::new(RefCell::new(ListState { entry_len: items.len(), items, source: None, append_only: false, deque: None, owner: None })))
+    VT::List(Rc::new(RefCell::new(ListState { entry_len: items.len(), items, source: None, append_only: false, deque: None, owner: None, subclass_storage: false })))
 }
 
 pub(crate) fn is_seq(v: &VT) -> bool {

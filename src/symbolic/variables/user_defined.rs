@@ -40,6 +40,32 @@
 //! `dynamo._C.new_object` from `list.__new__(cls)` and `list.extend`, past the subclass, and an
 //! iterator over the storage is rebuilt as an iterator over the object (whose `__iter__` is
 //! `list`'s, else the storage was not used).
+//!
+//! Note [list subclass objects from outside the frame]: an instance of a `list` subclass passed
+//! in (`class L(list)`, transformers' `LogitsProcessorList`) stays a `VT::Opaque` (its type,
+//! identity and attributes are the real object's), and its list storage is a list tracker whose
+//! source is the object itself (`ListState::subclass_storage`), made once per object
+//! (`opaque_list_state`, kept in `OutputGraph::lists_by_ptr`, so two paths to the object share
+//! it) when the class keeps list's `__len__` and `__getitem__` (the guards and input loads read
+//! the object through them: TYPE_MATCH, LENGTH_CHECK, `o[i]`). As torch's
+//! `UserDefinedListVariable` with its `_list_vt`: where the class's attribute or slot is list's
+//! own C method (`o.append(p)`, `o[i] = v`, `del o[i]`, `len(o)`, `x in o`, `iter(o)`,
+//! `list.append(o, p)`, `super().append(p)`; `LIST_STORAGE_METHODS`), the operation acts on the
+//! storage; a method or slot the class overrides in Python is inlined (so its `super()` call
+//! reaches the storage); `o += [x]` is `list_inplace_concat` on the storage when neither
+//! `__iadd__` nor `__add__` is overridden, giving the object itself. A write is a side effect
+//! replayed after the graph as `list.__setitem__(o, slice(None), items)`, past any
+//! `__setitem__` the subclass defines (`SideEffect::ListStorageContents`).
+//!
+//! Note [dict subclass objects from outside the frame]: the same for an instance of a `dict`
+//! subclass passed in. Its storage tracker (Note [dict subclass storage]) is made once per
+//! object (`OutputGraph::dict_storages_by_ptr`), so reads after a write see it; unless the
+//! object is an `OrderedDict` (whose linked list `dict`'s C methods do not keep), `dict`'s own
+//! writing methods and slots (`o[k] = v`, `del o[k]`, `pop`, `popitem`, `clear`, `setdefault`,
+//! `update`, none of which calls back into the subclass) act on the storage, a `__setitem__` or
+//! `__delitem__` the class defines in Python is inlined, and the new contents are replayed by
+//! `dynamo._C.replace_dict_storage` through `PyDict_Clear`/`PyDict_SetItem`, past the subclass
+//! (`SideEffect::DictStorageContents`).
 
 use crate::guards::GuardKind;
 use crate::source::{ItemKey, Source};
@@ -99,7 +125,7 @@ impl UserObject {
     pub fn new_list(cls: Py<PyAny>, cls_source: Arc<Source>) -> Rc<Self> {
         let empty = Rc::new(RefCell::new(DictState { items: Vec::new(), source: None, version: 0 }));
         Rc::new_cyclic(|me| {
-            let list = crate::symbolic::variables::lists::ListState { items: vec![], source: None, entry_len: 0, append_only: false, deque: None, owner: Some(me.clone()) };
+            let list = crate::symbolic::variables::lists::ListState { items: vec![], source: None, entry_len: 0, append_only: false, deque: None, owner: Some(me.clone()), subclass_storage: false };
             UserObject { cls, cls_source, attrs: empty, storage: None, list: Some(Rc::new(RefCell::new(list))) }
         })
     }
@@ -261,6 +287,14 @@ fn builtin_base_method(py: Python<'_>, o: &Bound<'_, PyAny>, ca: &Bound<'_, PyAn
     let Ok(owner) = ca.getattr("__objclass__") else { return Ok(false) };
     let bases = [py.get_type::<pyo3::types::PyList>(), py.get_type::<PyDict>(), py.get_type::<pyo3::types::PySet>()];
     Ok(bases.iter().any(|b| owner.is(b)) && o.is_instance(&owner)?)
+}
+
+/// Whether `o` is an instance of a subclass of `dict` whose storage the trace may write (Note
+/// [dict subclass objects from outside the frame]): not an `OrderedDict`, whose linked list
+/// `dict`'s own C methods would not keep.
+pub(crate) fn dict_storage_writable(py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let dict_type = py.get_type::<PyDict>();
+    Ok(o.is_instance_of::<PyDict>() && !o.get_type().is(&dict_type) && !o.is_instance(&py.import("collections")?.getattr("OrderedDict")?)?)
 }
 
 /// Whether instances of `cls` have a list storage (`cls` subclasses `list`; Note [list subclass
@@ -641,16 +675,20 @@ impl<'a> InstructionTranslator<'a> {
                 if let Some(m) = self.polyfill_method(py, vt, ty, ca)? {
                     return Ok(m);
                 }
+                if let Some(m) = self.opaque_list_method(py, vt, ca, name)? {
+                    return Ok(m);
+                }
                 let VT::Opaque { obj, .. } = vt else { unreachable!() };
                 let o = obj.bind(py).clone();
                 match self.dict_storage_method(py, &o, source, ca, name)? {
                     Some(m) => Ok(m),
-                    // Note [C methods of objects from the frame]: `o.append` on an instance of a
-                    // list subclass from outside the frame (a `LogitsProcessorList` a resume
-                    // function received): the C method of a builtin base found on the class
-                    // (the instance dict was found not to shadow it, and is guarded so), bound
-                    // lazily. Its call is not traced (the storage of such an object is only
-                    // read), so the break comes at the CALL, where the pair goes back on the
+                    // Note [C methods of objects from the frame]: `o.add` on an instance of a
+                    // set subclass from outside the frame, or `o.append` on a list subclass
+                    // whose storage is not modelled (its own `__len__`; Note [list subclass
+                    // objects from outside the frame]): the C method of a builtin base found
+                    // on the class (the instance dict was found not to shadow it, and is
+                    // guarded so), bound lazily. Its call is not traced, so the break comes at
+                    // the CALL, where the pair goes back on the
                     // stack as LOAD_METHOD's `[descriptor, self]` (Note [methods of builtin
                     // types at a break]) and Python makes the very call eager makes: one break
                     // per call instead of one at the lookup and another at the call.
@@ -681,16 +719,19 @@ impl<'a> InstructionTranslator<'a> {
     /// itself: its keys through the base class's C `keys` (an OrderedDict's in its linked
     /// list's order), its values through `dict.__getitem__` (`Source::DictItem`), so no method
     /// the subclass overrides runs in a guard. `OrderedDict.keys/values/items` give the
-    /// `odict_*` view types (Note [iterator types]). Writing methods are not offered (they would
-    /// have to replay past the subclass's own `__setitem__`), nor `copy` (`OrderedDict.copy`
-    /// calls the class), nor `__getitem__` of a class with `__missing__`: `None`.
+    /// `odict_*` view types (Note [iterator types]). Writing methods of `dict` itself are offered
+    /// on an instance of a subclass of `dict` that is no `OrderedDict` (Note [dict subclass
+    /// objects from outside the frame]); not `copy` (`OrderedDict.copy` calls the class), nor
+    /// `__getitem__` of a class with `__missing__`: `None`.
     pub(crate) fn dict_storage_method(&mut self, py: Python<'_>, o: &Bound<'_, PyAny>, source: &Arc<Source>, ca: &Bound<'_, PyAny>, name: &str) -> VResult<Option<VT>> {
         const READS: [&str; 8] = ["get", "__getitem__", "__contains__", "keys", "values", "items", "__len__", "copy"];
+        const WRITES: [&str; 7] = ["__setitem__", "__delitem__", "pop", "popitem", "clear", "setdefault", "update"];
         let dict_type = py.get_type::<PyDict>();
         let odict_type = py.import("collections")?.getattr("OrderedDict")?;
         let Ok(owner) = ca.getattr("__objclass__") else { return Ok(None) };
         let from_odict = owner.is(&odict_type);
-        if !READS.contains(&name) || !(owner.is(&dict_type) || from_odict) {
+        let write = WRITES.contains(&name) && owner.is(&dict_type) && dict_storage_writable(py, o)?;
+        if !(READS.contains(&name) || write) || !(owner.is(&dict_type) || from_odict) {
             return Ok(None);
         }
         let Ok(d) = o.cast::<PyDict>() else { return Ok(None) };
@@ -718,6 +759,20 @@ impl<'a> InstructionTranslator<'a> {
         Ok(Some(crate::symbolic::builder::wrap_dict_storage(py, self.og, d, source, false)?))
     }
 
+    /// The storage of `v` (an instance of a `dict` subclass from outside the frame whose
+    /// storage the trace may write) when the class's `name` is `dict`'s own slot (Note [dict
+    /// subclass objects from outside the frame]); `None` for anything else.
+    pub(crate) fn opaque_dict_slot(&mut self, py: Python<'_>, v: &VT, name: &str) -> VResult<Option<VT>> {
+        let VT::Opaque { obj, source } = v else { return Ok(None) };
+        let o = obj.bind(py).clone();
+        let Some((k, f)) = static_type_lookup(&o.get_type(), name)? else { return Ok(None) };
+        if !f.getattr("__objclass__").is_ok_and(|c| c.is(py.get_type::<PyDict>())) {
+            return Ok(None);
+        }
+        let source = source.clone();
+        Ok(self.slot_storage(py, &o, &source, k, &f, name)?.map(VT::Dict))
+    }
+
     /// For `iter(o)` of a dict or OrderedDict subclass instance `o` from outside the frame
     /// (`VT::Opaque`) whose class's `__iter__` is dict's or OrderedDict's C method: its storage
     /// (Note [dict subclass storage]) and whether the iterator walks an OrderedDict's linked
@@ -737,18 +792,37 @@ impl<'a> InstructionTranslator<'a> {
         // Note [list subclass iteration]: transformers' `LogitsProcessorList` and
         // `StoppingCriteriaList` subclass `list` for a `__call__` that walks `self`. Walking
         // such an object is `list_iter` over its storage when the class keeps list's
-        // `__iter__`; its items are read as a plain list's are (a length guard, each item
-        // through `o[i]`, which is list's `__getitem__`), in a tracker that only the iterator
-        // holds: the object itself stays what it was (its type, its other methods), so
-        // nothing can write through the tracker.
+        // `__iter__`: the storage tracker of the object (Note [list subclass objects from
+        // outside the frame]), so a walk after a write sees the write.
+        let VT::Opaque { obj, .. } = v else { return Ok(None) };
+        let ty = obj.bind(py).get_type();
+        match static_type_lookup(&ty, "__iter__")? {
+            Some((_, f)) if f.is(py.get_type::<pyo3::types::PyList>().getattr("__iter__")?) => {}
+            _ => return Ok(None),
+        }
+        self.opaque_list_state(py, v)
+    }
+
+    /// The list storage of `v`, an instance of a `list` subclass from outside the frame
+    /// (`VT::Opaque`) whose class keeps list's `__len__` and `__getitem__`: one tracker per
+    /// object, shared by every path that reaches it (Note [list subclass objects from outside
+    /// the frame]); `None` for anything else.
+    pub(crate) fn opaque_list_state(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<Rc<RefCell<crate::symbolic::variables::lists::ListState>>>> {
         let VT::Opaque { obj, source } = v else { return Ok(None) };
         let o = obj.bind(py).clone();
-        if !o.is_instance_of::<pyo3::types::PyList>() || o.get_type().is(py.get_type::<pyo3::types::PyList>()) {
+        let list_type = py.get_type::<pyo3::types::PyList>();
+        if !o.is_instance_of::<pyo3::types::PyList>() || o.get_type().is(&list_type) {
             return Ok(None);
         }
+        let ptr = o.as_ptr() as usize;
+        if let Some((first, state)) = self.og.lists_by_ptr.get(&ptr).cloned() {
+            if first != *source {
+                self.og.add_guard(Some(source.clone()), GuardKind::AliasOf(first));
+            }
+            return Ok(Some(state));
+        }
         let ty = o.get_type();
-        let list_type = py.get_type::<pyo3::types::PyList>();
-        for slot in ["__iter__", "__len__", "__getitem__"] {
+        for slot in ["__len__", "__getitem__"] {
             match static_type_lookup(&ty, slot)? {
                 Some((_, f)) if f.is(list_type.getattr(slot)?) => {}
                 _ => return Ok(None),
@@ -757,9 +831,51 @@ impl<'a> InstructionTranslator<'a> {
         let l = o.cast::<pyo3::types::PyList>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
         self.og.add_guard(Some(source.clone()), GuardKind::TypeMatch(ty.clone().into_any().unbind()));
         self.og.add_guard(Some(source.clone()), GuardKind::LenMatch(l.len()));
+        // Registered before its items are wrapped: an item that is the object itself is the
+        // object again.
+        let state = Rc::new(RefCell::new(crate::symbolic::variables::lists::ListState { items: vec![], source: Some(source.clone()), entry_len: 0, append_only: false, deque: None, owner: None, subclass_storage: true }));
+        self.og.lists_by_ptr.insert(ptr, (source.clone(), state.clone()));
         let items = l.iter().enumerate().map(|(i, item)| wrap(py, self.og, &item, source.item(crate::source::ItemKey::Int(i as i64)))).collect::<VResult<Vec<_>>>()?;
-        let n = items.len();
-        Ok(Some(Rc::new(RefCell::new(crate::symbolic::variables::lists::ListState { items, source: Some(source.clone()), entry_len: n, append_only: false, deque: None, owner: None }))))
+        let mut st = state.borrow_mut();
+        st.entry_len = items.len();
+        st.items = items;
+        drop(st);
+        Ok(Some(state))
+    }
+
+    /// `ca`, list's own C method `name` found for `v` (an instance of a `list` subclass from
+    /// outside the frame) on its class or through `super()`, as the storage's method (Note
+    /// [list subclass objects from outside the frame]); `None` for anything else.
+    pub(crate) fn opaque_list_method(&mut self, py: Python<'_>, v: &VT, ca: &Bound<'_, PyAny>, name: &str) -> VResult<Option<VT>> {
+        if !crate::symbolic::object_protocol::obj_is_list_subclass(py, v) || !LIST_STORAGE_METHODS.contains(&name) {
+            return Ok(None);
+        }
+        if !ca.getattr("__objclass__").is_ok_and(|c| c.is(py.get_type::<pyo3::types::PyList>())) {
+            return Ok(None);
+        }
+        let Some(state) = self.opaque_list_state(py, v)? else { return Ok(None) };
+        Ok(Some(VT::ContainerMethod { container: Box::new(VT::List(state)), name: name.to_string() }))
+    }
+
+    /// The storage of `v` (an instance of a `list` subclass from outside the frame) as a list
+    /// tracker when the class's `name`, found on its MRO, is list's own C method in
+    /// `LIST_STORAGE_METHODS` (`o.append`, `o[i] = v`, `len(o)`, `super().pop()`): calling it on
+    /// the object is calling it on the storage (Note [list subclass objects from outside the
+    /// frame]).
+    pub(crate) fn opaque_list_slot(&mut self, py: Python<'_>, v: &VT, name: &str) -> VResult<Option<VT>> {
+        let VT::Opaque { obj, source } = v else { return Ok(None) };
+        if !LIST_STORAGE_METHODS.contains(&name) || !obj.bind(py).is_instance_of::<pyo3::types::PyList>() {
+            return Ok(None);
+        }
+        let ty = obj.bind(py).get_type();
+        let Some((k, f)) = static_type_lookup(&ty, name)? else { return Ok(None) };
+        if !f.getattr("__objclass__").is_ok_and(|c| c.is(py.get_type::<pyo3::types::PyList>())) {
+            return Ok(None);
+        }
+        let source = source.clone();
+        let Some(state) = self.opaque_list_state(py, v)? else { return Ok(None) };
+        self.guard_mro_prefix(&source, k, name);
+        Ok(Some(VT::List(state)))
     }
 
     /// `super(cls, obj).name`: the first class after `cls` in `type(obj).__mro__` that defines
@@ -888,6 +1004,10 @@ impl<'a> InstructionTranslator<'a> {
                 return self.bind_class_attr(py, inner, &ty, &source, k, &ca, name);
             }
             if let Some(m) = self.dict_storage_method(py, &o, &source, &ca, name)? {
+                return Ok(m);
+            }
+            // `super().append(v)` in a list subclass that overrides `append`.
+            if let Some(m) = self.opaque_list_method(py, inner, &ca, name)? {
                 return Ok(m);
             }
             graph_break!(SuperCall, "super().{name} is a {}", type_name(&ca));
