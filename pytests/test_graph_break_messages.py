@@ -112,6 +112,12 @@ def _higher_order_op(x):
     return associative_scan(_add, y, dim=0)
 
 
+def _explicit_graph_break(x):
+    y = x + 1
+    dynamo.graph_break("split here")
+    return y * 2
+
+
 CASES = [
     ("GB0001 unsupported_builtin", "call to builtin print", _unsupported_builtin, lambda: (torch.ones(2),), "print("),
     ("GB0002 data_dependent_branch", "branch on the value of a tensor", _data_dependent_branch, lambda: (torch.ones(2),), "if x.sum()"),
@@ -127,6 +133,7 @@ CASES = [
      _data_dependent_equal, lambda: (torch.ones(2),), "torch.equal"),
     ("GB0027 higher_order_op", "torch._higher_order_ops.associative_scan.associative_scan takes a function (higher-order ops are not traced into subgraphs)",
      _higher_order_op, lambda: (torch.ones(3),), "associative_scan(_add"),
+    ("GB0028 explicit_graph_break", "graph_break() called: split here", _explicit_graph_break, lambda: (torch.ones(2),), "dynamo.graph_break("),
 ]
 
 

@@ -18,7 +18,7 @@ from importlib.metadata import version as _version
 
 from . import config, exc
 from .backends import list_backends, lookup_backend, register_backend
-from .eval_frame import OptimizedModule, disable, mark_dynamic, mark_static, optimize, reset, run
+from .eval_frame import OptimizedModule, allow_in_graph, disable, graph_break, is_compiling, mark_dynamic, mark_static, optimize, reset, run
 from .utils import counters, explain
 
 

@@ -438,6 +438,36 @@ def run(fn=None):
     return ctx if fn is None else ctx(fn)
 
 
+def graph_break(msg: str = "") -> None:
+    """Ends the graph here: inside compiled code the call is a graph break (GB0028
+    ``explicit_graph_break``, with ``msg`` in its reason), the code before and after it become
+    separate graphs, as ``torch._dynamo.graph_break()`` under torch.compile (which is recognized
+    too). Called eagerly it does nothing."""
+
+
+def is_compiling() -> bool:
+    """True while dynamo traces the calling code (the trace answers True and folds the branch),
+    False when it runs eagerly, as ``torch.compiler.is_compiling()`` (also answered True)."""
+    return False
+
+
+def allow_in_graph(fn):
+    """Marks ``fn`` (a function over tensors) to be put in graphs as one node, called with the
+    graph's tensors, instead of traced into (``torch._dynamo.allow_in_graph``): the tracer treats
+    it as a torch function, computing its output shapes by calling it on fake tensors, and the
+    backend runs the real function. ``fn`` must be free of side effects and Python-visible state
+    (it may run at compile time on fake tensors). Returns ``fn``, so it works as a decorator.
+    Raises TypeError for a non-callable."""
+    if not callable(fn):
+        raise TypeError(f"allow_in_graph expects a callable, got {type(fn).__name__}")
+    fn._dynamo_allow_in_graph = True
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        # Its own frames (the graph calling it, or a call outside any graph) are never traced.
+        _skip_code(code)
+    return fn
+
+
 def disable(fn=None, recursive: bool = True, *, reason: str | None = None, wrapping: bool = True):
     """Runs ``fn`` eagerly (``torch._dynamo.disable``'s signature).
 

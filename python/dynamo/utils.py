@@ -9,7 +9,7 @@ import torch
 from . import _C
 
 
-def counters() -> dict[str, int]:
+def _flat_counters() -> dict[str, int]:
     """Counters since the last ``reset()``: frames_seen, cache_hits, cache_misses, compiles,
     recompiles, graphs, eager_fallbacks, cache_limit_hits, and inductor's kernels_compiled,
     kernel_calls, fallback_nodes when the inductor backend is built in."""
@@ -23,6 +23,62 @@ def counters() -> dict[str, int]:
     except AttributeError:
         pass
     return out
+
+
+class _Counters:
+    """``dynamo.counters`` / ``dynamo.utils.counters``: called, the flat counters since the last
+    ``reset()`` (``_flat_counters``); indexed by a category, a ``collections.Counter`` as
+    ``torch._dynamo.utils.counters[category]`` gives (a defaultdict of Counters there), so code
+    written for torch reads the same numbers:
+
+    - ``"stats"``: ``unique_graphs`` (graphs compiled), ``calls_captured`` (not counted here:
+      0), ``frames_seen``, ``cache_hits``, ``cache_misses``, ``recompiles``;
+    - ``"frames"``: ``total`` (frames seen) and ``ok`` (frames compiled);
+    - ``"graph_break"``: one entry per break reason message, its count;
+    - ``"aot_autograd"``: ``total`` (differentiated graphs);
+    - ``"inductor"``: inductor's counters (``kernels_compiled``, ``kernel_calls``, ...);
+    - ``"flat"``: every flat counter.
+
+    Other categories are empty Counters. Counters are read when indexed (a snapshot), and reset
+    by ``dynamo.reset()`` (``clear()`` does the same)."""
+
+    def __call__(self) -> dict[str, int]:
+        return _flat_counters()
+
+    def __getitem__(self, category: str):
+        import collections
+
+        flat = _flat_counters()
+        if category == "stats":
+            return collections.Counter({"unique_graphs": flat["graphs"], "calls_captured": 0, "frames_seen": flat["frames_seen"], "cache_hits": flat["cache_hits"], "cache_misses": flat["cache_misses"], "recompiles": flat["recompiles"]})
+        if category == "frames":
+            return collections.Counter({"total": flat["frames_seen"], "ok": flat["compiles"]})
+        if category == "graph_break":
+            return collections.Counter(r.split(": ", 1)[-1] for r in _C.break_reasons())
+        if category == "aot_autograd":
+            return collections.Counter({"total": flat.get("aot_graphs", 0)})
+        if category == "inductor":
+            return collections.Counter({k[len("inductor_"):]: v for k, v in flat.items() if k.startswith("inductor_")})
+        if category == "flat":
+            return collections.Counter(flat)
+        return collections.Counter()
+
+    def __contains__(self, category: str) -> bool:
+        return category in ("stats", "frames", "graph_break", "aot_autograd", "inductor", "flat")
+
+    def keys(self):
+        return ["stats", "frames", "graph_break", "aot_autograd", "inductor", "flat"]
+
+    def clear(self) -> None:
+        from . import eval_frame
+
+        eval_frame.reset()
+
+    def __repr__(self) -> str:
+        return f"counters({_flat_counters()!r})"
+
+
+counters = _Counters()
 
 
 @dataclass

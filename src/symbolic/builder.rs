@@ -121,6 +121,10 @@ pub fn is_torch_callable(f: &Bound<'_, PyAny>) -> bool {
     let module = f.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
     let tn = type_name(f);
     if tn == "function" {
+        // `dynamo.allow_in_graph(fn)`: the user asked for one graph node.
+        if f.getattr("_dynamo_allow_in_graph").is_ok_and(|v| v.is_truthy().unwrap_or(false)) {
+            return true;
+        }
         // The methods and helpers of `torch.distributions` are Python over tensors, inlined
         // (Note [torch.distributions as user objects] in `variables/user_defined.rs`).
         return (module == "torch" || module.starts_with("torch."))

@@ -130,6 +130,9 @@ kinds! {
     HigherOrderOp = "GB0027", "higher_order_op",
         "A call of one of torch's higher-order operators (`torch._higher_order_ops`: `associative_scan`, `scan`, `cond`, `while_loop`, `map`, ...) given a Python function: the tracer does not trace functions into subgraphs, so the operator runs as ordinary Python, as eagerly, and the graph is split around it (Note [higher-order ops]).",
         "Nothing to do for correctness. For one graph, write the computation with plain tensor ops where one exists (`torch.cumsum`/`torch.cumprod` for an additive or multiplicative scan, `torch.where` for `cond`).";
+    ExplicitGraphBreak = "GB0028", "explicit_graph_break",
+        "The code asked for a break: a call to `dynamo.graph_break()` or `torch._dynamo.graph_break()` (with its message, if one was given). The graph ends before the call and a new one starts after it, as under torch.compile.",
+        "Remove the call to keep one graph.";
 }
 
 impl fmt::Display for GraphBreakKind {

@@ -2376,6 +2376,19 @@ impl<'a> InstructionTranslator<'a> {
                 let func = wrap(py, self.og, &f, std::sync::Arc::new(crate::source::Source::Module { name: "dynamo._polyfills".into() }).attr(&name))?;
                 self.call(py, &func, args, kwargs)
             }
+            // `dynamo.is_compiling()` and torch's queries reached as Python functions.
+            VT::Function { obj, .. } if COMPILING_QUERIES.contains(&crate::symbolic::output_graph::qualname_full(obj.bind(py)).as_str()) => {
+                Ok(const_bool(py, true))
+            }
+            // `torch._dynamo.graph_break()` / `dynamo.graph_break()`: the break the user asked
+            // for, as torch.compile gives it (the call itself does nothing).
+            VT::Function { obj, .. } if is_explicit_graph_break(obj.bind(py)) => {
+                let msg = match args.first() {
+                    Some(VT::Constant(c)) => c.bind(py).extract::<String>().unwrap_or_default(),
+                    _ => String::new(),
+                };
+                graph_break!(ExplicitGraphBreak, "graph_break() called{}", if msg.is_empty() { String::new() } else { format!(": {msg}") })
+            }
             // Note [torch's disable] (eval_frame/hook.rs): a `torch.compiler.disable`d function
             // runs as ordinary Python, everything it calls included.
             // So does one `disable(fn, recursive=False)` marked, the calls it makes compiled.
@@ -2880,8 +2893,15 @@ pub(crate) fn out_of_place(name: &str) -> &str {
     }
 }
 
+/// Whether `f` is `torch._dynamo.graph_break` or `dynamo.graph_break` (a forced graph break).
+fn is_explicit_graph_break(f: &Bound<'_, PyAny>) -> bool {
+    let name = crate::symbolic::output_graph::qualname_full(f);
+    matches!(name.as_str(), "torch._dynamo.decorators.graph_break" | "dynamo.eval_frame.graph_break")
+}
+
 /// Functions that tell user code it is being compiled (all answer True while tracing).
-pub(crate) const COMPILING_QUERIES: [&str; 5] = [
+pub(crate) const COMPILING_QUERIES: [&str; 6] = [
+    "dynamo.eval_frame.is_compiling",
     "torch.compiler.is_compiling",
     "torch.compiler.is_dynamo_compiling",
     "torch._dynamo.is_compiling",
