@@ -112,6 +112,17 @@ def _higher_order_op(x):
     return associative_scan(_add, y, dim=0)
 
 
+def _backward_in_frame(x):
+    y = x * 2
+    y.sum().backward()
+    return y
+
+
+def _assert_close_in_frame(x, y):
+    torch.testing.assert_close(x, y)
+    return x + 1
+
+
 def _explicit_graph_break(x):
     y = x + 1
     dynamo.graph_break("split here")
@@ -133,6 +144,12 @@ CASES = [
      _data_dependent_equal, lambda: (torch.ones(2),), "torch.equal"),
     ("GB0027 higher_order_op", "torch._higher_order_ops.associative_scan.associative_scan takes a function (higher-order ops are not traced into subgraphs)",
      _higher_order_op, lambda: (torch.ones(3),), "associative_scan(_add"),
+    # Tester 7 #4: a backward was labelled data_dependent_value, a passing assert_close
+    # fake_tensor_error (which reads as a real failure).
+    ("GB0007 unsupported_call", "Tensor.backward() is not traced (it runs as ordinary Python)", _backward_in_frame,
+     lambda: (torch.ones(2, requires_grad=True),), ".backward()"),
+    ("GB0003 data_dependent_value", "torch.testing._comparison.assert_close compares the tensors' values (it runs as ordinary Python)",
+     _assert_close_in_frame, lambda: (torch.ones(2), torch.ones(2)), "assert_close("),
     ("GB0028 explicit_graph_break", "graph_break() called: split here", _explicit_graph_break, lambda: (torch.ones(2),), "dynamo.graph_break("),
 ]
 

@@ -2502,6 +2502,12 @@ impl<'a> InstructionTranslator<'a> {
                         args[0] = crate::symbolic::variables::lists::new_list(items);
                     }
                 }
+                // `torch.testing.assert_close` and its kin compare the tensors' values: no fake
+                // tensor can answer them (they used to fail as GB0008 fake_tensor_error, which
+                // reads as a real failure).
+                if name.starts_with("torch.testing.") {
+                    graph_break!(DataDependentValue, "{name} compares the tensors' values (it runs as ordinary Python)");
+                }
                 if ["seed", "set_", "manual_seed", "_set", "use_deterministic", "compile", "_dynamo", "autograd.grad", "backward", "no_grad", "enable_grad"]
                     .iter()
                     .any(|d| name.contains(d))
@@ -2525,6 +2531,10 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::TensorMethod { tensor, name } => {
                 if TENSOR_METHOD_DENYLIST.contains(&name.as_str()) {
+                    // Autograd and storage calls are effects, not values read off the data.
+                    if matches!(name.as_str(), "backward" | "register_hook" | "retain_grad" | "data_ptr" | "storage" | "untyped_storage" | "is_set_to") {
+                        graph_break!(UnsupportedCall, "Tensor.{name}() is not traced (it runs as ordinary Python)");
+                    }
                     graph_break!(DataDependentValue, "Tensor.{name}() is not traced");
                 }
                 if args.is_empty() && kwargs.is_empty() {
