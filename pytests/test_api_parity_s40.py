@@ -88,3 +88,14 @@ def test_counters_by_category():
     assert c["no_such_category"] == {} and "stats" in c
     c.clear()
     assert c["stats"]["unique_graphs"] == 0 and dynamo.counters()["graphs"] == 0
+
+
+def test_unknown_backend_is_invalid_backend():
+    # torch raises torch._dynamo.exc.InvalidBackend (a RuntimeError); dynamo raised KeyError.
+    import pytest
+
+    from dynamo.exc import InvalidBackend
+
+    with pytest.raises(InvalidBackend, match="Invalid backend: 'no_such_backend'") as info:
+        dynamo.optimize("no_such_backend")
+    assert isinstance(info.value, RuntimeError) and isinstance(info.value, KeyError)

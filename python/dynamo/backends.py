@@ -24,12 +24,16 @@ def register_backend(compiler_fn: Callable | None = None, name: str | None = Non
 
 
 def lookup_backend(compiler_fn) -> Callable:
-    """Resolves a backend name (or returns a callable unchanged). Raises ``KeyError`` for unknown names."""
+    """Resolves a backend name (or returns a callable unchanged). Raises
+    ``dynamo.exc.InvalidBackend`` (a RuntimeError and a KeyError) for unknown names, TypeError
+    for anything else."""
     if callable(compiler_fn):
         return compiler_fn
     if isinstance(compiler_fn, str):
         if compiler_fn not in _BACKENDS:
-            raise KeyError(f"unknown backend {compiler_fn!r}; available: {sorted(_BACKENDS)}")
+            from .exc import InvalidBackend
+
+            raise InvalidBackend(compiler_fn, _BACKENDS)
         return _BACKENDS[compiler_fn]
     raise TypeError(f"backend must be a name or a callable, got {type(compiler_fn).__name__}")
 
