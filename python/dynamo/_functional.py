@@ -267,10 +267,7 @@ def sdpa_math(query, key, value, attn_mask, noise, is_causal: bool, scale, enabl
     L, S = query.size(-2), key.size(-2)
     factor = (1.0 / math.sqrt(query.size(-1)) if scale is None else scale)
     sqrt_factor = math.sqrt(abs(factor))
-    if enable_gqa and key.dim() >= 3 and query.size(-3) != key.size(-3):
-        rep = query.size(-3) // key.size(-3)
-        key = key.repeat_interleave(rep, -3)
-        value = value.repeat_interleave(rep, -3)
+    key, value, _ = gqa_heads(query, key, value, enable_gqa)
     q = query * (sqrt_factor if factor >= 0 else -sqrt_factor)
     attn = torch.matmul(q, key.transpose(-2, -1) * sqrt_factor)
     if is_causal:
@@ -301,11 +298,7 @@ def sdpa_math_backward(grad, query, key, value, attn_mask, noise, is_causal: boo
     factor = (1.0 / math.sqrt(query.size(-1)) if scale is None else scale)
     s = math.sqrt(abs(factor))
     sq = s if factor >= 0 else -s
-    rep = 1
-    if enable_gqa and key.dim() >= 3 and query.size(-3) != key.size(-3):
-        rep = query.size(-3) // key.size(-3)
-        key = key.repeat_interleave(rep, -3)
-        value = value.repeat_interleave(rep, -3)
+    key, value, rep = gqa_heads(query, key, value, enable_gqa)
     q = query * sq
     ks = key * s
     attn = torch.matmul(q, ks.transpose(-2, -1))
@@ -320,13 +313,30 @@ def sdpa_math_backward(grad, query, key, value, attn_mask, noise, is_causal: boo
     ds = a * (da - (da * a).sum(-1, keepdim=True))
     dq = torch.matmul(ds, ks) * sq
     dk = torch.matmul(ds.transpose(-2, -1), q) * s
-    if rep > 1:
-        shape = (*dk.shape[:-3], dk.size(-3) // rep, rep, *dk.shape[-2:])
-        dk = dk.reshape(shape).sum(-3)
-        dv = dv.reshape(shape[:-1] + (dv.size(-1),)).sum(-3)
+    dk, dv = gqa_sum(dk, dv, rep)
     if mask_grad:
         return dq, dk, dv, mask_gradient(ds, attn_mask)
     return dq, dk, dv
+
+
+def gqa_heads(query, key, value, enable_gqa: bool):
+    """``(key, value, rep)``: with ``enable_gqa`` and fewer key/value heads than query heads
+    (dim -3), key and value with each head repeated ``rep = query heads / key heads`` times in
+    place (``repeat_interleave``, as torch's grouped-query attention repeats them); otherwise
+    the inputs and ``rep = 1``."""
+    if enable_gqa and key.dim() >= 3 and query.size(-3) != key.size(-3):
+        rep = query.size(-3) // key.size(-3)
+        return key.repeat_interleave(rep, -3), value.repeat_interleave(rep, -3), rep
+    return key, value, 1
+
+
+def gqa_sum(dk, dv, rep: int):
+    """The gradients of the key and value ``gqa_heads`` repeated ``rep`` times: each group of
+    ``rep`` consecutive heads (dim -3) summed back to one."""
+    if rep == 1:
+        return dk, dv
+    shape = (*dk.shape[:-3], dk.size(-3) // rep, rep, *dk.shape[-2:])
+    return dk.reshape(shape).sum(-3), dv.reshape(shape[:-1] + (dv.size(-1),)).sum(-3)
 
 
 def mask_gradient(ds, attn_mask):

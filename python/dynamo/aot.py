@@ -83,14 +83,10 @@ def sdpa_backward(grad, q, k, v, attn_mask, is_causal, scale, enable_gqa=False, 
     repeated as torch repeats them (``repeat_interleave``) and their gradients summed back per
     group; with ``mask_grad`` a fourth result is the float mask's gradient (``gs`` summed to
     the mask's shape, ``dynamo._functional.mask_gradient``)."""
-    from dynamo._functional import mask_gradient
+    from dynamo._functional import gqa_heads, gqa_sum, mask_gradient
 
     scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
-    rep = 1
-    if enable_gqa and k.dim() >= 3 and q.size(-3) != k.size(-3):
-        rep = q.size(-3) // k.size(-3)
-        k = k.repeat_interleave(rep, -3)
-        v = v.repeat_interleave(rep, -3)
+    k, v, rep = gqa_heads(q, k, v, enable_gqa)
     s = (q @ k.transpose(-2, -1)) * scale
     if is_causal:
         keep = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool, device=q.device).tril()
@@ -105,10 +101,7 @@ def sdpa_backward(grad, q, k, v, attn_mask, is_causal, scale, enable_gqa=False, 
     gp = grad @ v.transpose(-2, -1)
     gs = p * (gp - (gp * p).sum(-1, keepdim=True))
     gq, gk = (gs @ k) * scale, (gs.transpose(-2, -1) @ q) * scale
-    if rep > 1:
-        shape = (*gk.shape[:-3], gk.size(-3) // rep, rep, *gk.shape[-2:])
-        gk = gk.reshape(shape).sum(-3)
-        gv = gv.reshape(shape[:-1] + (gv.size(-1),)).sum(-3)
+    gk, gv = gqa_sum(gk, gv, rep)
     if mask_grad:
         return gq, gk, gv, mask_gradient(gs, attn_mask)
     return gq, gk, gv
