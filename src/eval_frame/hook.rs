@@ -395,20 +395,6 @@ fn foreign_hook_switch(py: Python<'_>, on: bool) {
                     Err(e) => tracing::debug!("switching torch's frame hook off failed: {e}"),
                 }
             }
-            // Note [a stale foreign hook]: torch's callback was already off, yet its PEP 523
-            // function is still installed over ours (left so when a torch.compile'd call
-            // raised inside one of our regions). It would run every frame the default way and
-            // ours would see none, so nothing compiled for the rest of the process: ours goes
-            // back on. torch saves whatever function it replaces when it turns its hook on
-            // again, so its own bookkeeping stays right.
-            // SAFETY: the GIL is held; the interpreter's eval-frame function is read and set.
-            unsafe {
-                let interp = pyffi::PyInterpreterState_Get();
-                let now = ffi::_PyInterpreterState_GetEvalFrameFunc(interp) as usize;
-                if saved.is_none() && now != eval_frame as *const () as usize {
-                    ffi::_PyInterpreterState_SetEvalFrameFunc(interp, eval_frame);
-                }
-            }
         }
         SUSPENDED_FOREIGN.with(|s| s.borrow_mut().push(saved));
     } else if let Some(Some(prev)) = SUSPENDED_FOREIGN.with(|s| s.borrow_mut().pop()) {
