@@ -1229,14 +1229,21 @@ fn reshape(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     }
     let mut shape = int_list(&node.args[1..])?;
     let numel: i64 = x.sizes.iter().product();
-    if let Some(p) = shape.iter().position(|&s| s == -1) {
-        let rest: i64 = shape.iter().enumerate().filter(|(k, _)| *k != p).map(|(_, s)| *s).product();
-        if rest == 0 {
-            return unsupported("reshape with -1 and a zero dim");
-        }
-        shape[p] = numel / rest;
-    }
+    infer_minus_one(&mut shape, numel, "reshape")?;
     reshape_to(lw, &x, shape)
+}
+
+/// Replaces the `-1` in `sizes` (if any) by what makes their product `total` (torch's
+/// `infer_size`). A `-1` beside a zero size is refused (`op` names the caller).
+fn infer_minus_one(sizes: &mut [i64], total: i64, op: &str) -> Result<(), LoweringError> {
+    if let Some(p) = sizes.iter().position(|&s| s == -1) {
+        let rest: i64 = sizes.iter().enumerate().filter(|(k, _)| *k != p).map(|(_, s)| *s).product();
+        if rest == 0 {
+            return unsupported(format!("{op} with -1 and a zero size"));
+        }
+        sizes[p] = total / rest;
+    }
+    Ok(())
 }
 
 /// torch.flatten(x, start_dim=0, end_dim=-1).
@@ -1270,13 +1277,7 @@ fn unflatten(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let (Some(dim), Some(sizes)) = (a[1], a[2]) else { return unsupported("unflatten arguments") };
     let d = wrap_dim(int(dim)?, nd)?;
     let mut split = int_list(std::slice::from_ref(sizes))?;
-    if let Some(p) = split.iter().position(|&s| s == -1) {
-        let rest: i64 = split.iter().enumerate().filter(|(k, _)| *k != p).map(|(_, s)| *s).product();
-        if rest == 0 {
-            return unsupported("unflatten with -1 and a zero size");
-        }
-        split[p] = x.sizes[d] / rest;
-    }
+    infer_minus_one(&mut split, x.sizes[d], "unflatten")?;
     if split.iter().product::<i64>() != x.sizes[d] {
         return unsupported("unflatten sizes that do not multiply to the dim's size");
     }
