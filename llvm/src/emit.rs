@@ -1819,7 +1819,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
 /// True when every load feeding `v` walks the reduction space in row-major order with unit
 /// element stride, or not at all, or only along some reduced dims with the row-major stride
 /// there (a broadcast operand: `x - x.mean(0)` summed over both dims reads the mean at
-/// `[0, i1]`), and at least one load walks it all: the summed values are one contiguous row,
+/// `[0, i1]`, or along one reduced dim only, at any stride), and at least one load walks it all: the summed values are one contiguous row,
 /// which ATen's inner sum paths see after TensorIterator coalesces the reduced dims (eager
 /// materializes such an expression at its full operands' row-major layout; broadcast operands
 /// do not decide the layout). Masked and gathered loads count as full rows: they stand for the
@@ -1860,7 +1860,13 @@ fn contiguous_in_reduction(kernel: &Kernel, v: crate::kernel::ExprId) -> bool {
                     .zip(&kernel.reduction_ranges)
                     .all(|((s, w), r)| s == w || *r == 1);
                 let broadcast = red.iter().zip(&want).zip(&kernel.reduction_ranges).all(|((s, w), r)| *s == 0 || s == w || *r == 1);
-                if !broadcast {
+                // An operand that moves along one reduced dim only (a keepdim statistic of the
+                // other dims, `x - x.logsumexp(1, keepdim=True)` read at `[i0, 0]`) never
+                // decides eager's layout, whatever its stride there: TensorIterator's
+                // `reorder_dimensions` skips an operand's zero strides when it orders two dims.
+                let moving_dims = red.iter().zip(&kernel.reduction_ranges).filter(|(s, r)| **s != 0 && **r > 1).count();
+                let one_dim = moving_dims <= 1 && kernel.reduction_ranges.iter().filter(|r| **r > 1).count() > 1;
+                if !broadcast && !one_dim {
                     return false;
                 }
                 full |= row_major;
