@@ -361,10 +361,30 @@ pub fn set_eval_frame(py: Python<'_>, callback: &Bound<'_, PyAny>) -> Py<PyAny> 
 // ours, ours passes every frame to the default evaluation: the region inside is torch's. The
 // check is one load and one comparison per hooked frame.
 
+// Note [a stale foreign hook]: torch keeps its PEP 523 function installed while it counts a
+// thread as running its Dynamo. A torch.compile'd call whose compile raised (inside one of our
+// regions, or not) leaves that count behind: torch's function stays over ours for the rest of
+// the process with its callback off, and runs every frame the default way. Ours saw no frame
+// again, and nothing compiled after it (CPython 3.13.0's "guards may run slower" warning, an
+// error under pytest, failed 232 later tests so). Nor can ours simply go back over it for good:
+// the same state, torch's function installed and its callback off, is also the live one while
+// torch runs a frame it skips (a region entered under torch.compile, Note [torch's hook inside
+// a region]), and torch does not put its function back when its callback comes on again inside
+// that frame. So on region entry, after torch's callback is switched off, a foreign function
+// still installed is replaced by ours until the region ends, then put back: inside our regions
+// only ours runs, and outside them the interpreter is as torch left it.
+
+/// One region entry's foreign state (Note [torch's hook inside a region], Note [a stale foreign
+/// hook]): torch's callback switched off (`None` where none was on), and the foreign PEP 523
+/// function replaced by ours for the region (`None` where ours was already installed).
+struct SuspendedForeign {
+    callback: Option<Py<PyAny>>,
+    replaced: Option<ffi::EvalFrameFn>,
+}
+
 thread_local! {
-    /// torch's callbacks switched off on region entries, innermost last; `None` where nothing
-    /// was switched off (Note [torch's hook inside a region]).
-    static SUSPENDED_FOREIGN: std::cell::RefCell<Vec<Option<Py<PyAny>>>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Region entries' foreign state, innermost last.
+    static SUSPENDED_FOREIGN: std::cell::RefCell<Vec<SuspendedForeign>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// `torch._C._dynamo.eval_frame.set_eval_frame`, when torch has it.
@@ -379,26 +399,45 @@ fn torch_set_eval_frame(py: Python<'_>) -> Option<&Py<PyAny>> {
     .as_ref()
 }
 
+/// The interpreter's PEP 523 function when it is neither ours nor CPython's default.
+fn foreign_eval_frame() -> Option<ffi::EvalFrameFn> {
+    // SAFETY: the GIL is held (every caller holds it); reading the interpreter's eval-frame function.
+    let current = unsafe { ffi::_PyInterpreterState_GetEvalFrameFunc(pyffi::PyInterpreterState_Get()) };
+    let at = current as usize;
+    (at != eval_frame as *const () as usize && at != ffi::_PyEval_EvalFrameDefault as *const () as usize).then_some(current)
+}
+
 /// This thread's callback went on (`on`) or off: switches torch's frame hook off for the region
-/// or back on after it (Note [torch's hook inside a region]).
+/// or back on after it (Note [torch's hook inside a region], Note [a stale foreign hook]).
 fn foreign_hook_switch(py: Python<'_>, on: bool) {
     if on {
-        // SAFETY: the GIL is held; reading the interpreter's eval-frame function.
-        let current = unsafe { ffi::_PyInterpreterState_GetEvalFrameFunc(pyffi::PyInterpreterState_Get()) } as usize;
-        let foreign = current != eval_frame as *const () as usize && current != ffi::_PyEval_EvalFrameDefault as *const () as usize;
-        let mut saved = None;
-        if foreign {
+        let mut entry = SuspendedForeign { callback: None, replaced: None };
+        if foreign_eval_frame().is_some() {
             if let Some(set) = torch_set_eval_frame(py) {
                 match set.bind(py).call1((py.None(),)) {
-                    Ok(prev) if !prev.is_none() => saved = Some(prev.unbind()),
+                    Ok(prev) if !prev.is_none() => entry.callback = Some(prev.unbind()),
                     Ok(_) => {}
                     Err(e) => tracing::debug!("switching torch's frame hook off failed: {e}"),
                 }
             }
+            // Still installed: a stale one, or torch's while it runs a frame it skips.
+            if let Some(f) = foreign_eval_frame() {
+                entry.replaced = Some(f);
+                // SAFETY: the GIL is held; the interpreter's eval-frame function is set.
+                unsafe { ffi::_PyInterpreterState_SetEvalFrameFunc(pyffi::PyInterpreterState_Get(), eval_frame) };
+            }
         }
-        SUSPENDED_FOREIGN.with(|s| s.borrow_mut().push(saved));
-    } else if let Some(Some(prev)) = SUSPENDED_FOREIGN.with(|s| s.borrow_mut().pop()) {
-        if let Some(set) = torch_set_eval_frame(py) {
+        SUSPENDED_FOREIGN.with(|s| s.borrow_mut().push(entry));
+    } else if let Some(entry) = SUSPENDED_FOREIGN.with(|s| s.borrow_mut().pop()) {
+        if let Some(f) = entry.replaced {
+            // Put back only over ours: a function installed over ours during the region is
+            // torch's again, whose own bookkeeping already counts it.
+            if foreign_eval_frame().is_none() {
+                // SAFETY: the GIL is held; `f` was the interpreter's function at region entry.
+                unsafe { ffi::_PyInterpreterState_SetEvalFrameFunc(pyffi::PyInterpreterState_Get(), f) };
+            }
+        }
+        if let (Some(prev), Some(set)) = (entry.callback, torch_set_eval_frame(py)) {
             if let Err(e) = set.bind(py).call1((prev,)) {
                 tracing::debug!("switching torch's frame hook back on failed: {e}");
             }
