@@ -69,26 +69,40 @@ impl<'a> InstructionTranslator<'a> {
             if let Some(storage) = &o.storage {
                 // `dict_merge` (Objects/dictobject.c) copies the storage of a dict whose
                 // `tp_iter` is dict's own; any other (an OrderedDict subclass) is read through
-                // `b.keys()` and `b[key]`, the subclass's methods included.
+                // `b.keys()` and `b[key]` below, the subclass's methods included.
                 let dict_iter = py.get_type::<PyDict>().getattr("__iter__")?;
                 if o.cls.bind(py).getattr("__iter__")?.is(&dict_iter) {
                     return self.mapping_items(py, &VT::Dict(storage.clone()));
                 }
-                let keys = self.getattr(py, v, "keys")?;
-                let keys = self.call(py, &keys, vec![], vec![])?;
-                let mut out = Vec::new();
-                for k in self.iter_items(py, &keys)? {
-                    let key = k.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?.unbind();
-                    let val = self.getitem(py, v, &k)?;
-                    out.push((key, val));
-                }
-                return Ok(out);
             }
         }
         if let VT::Constant(c) = v {
             if let Ok(d) = c.bind(py).cast::<PyDict>() {
                 return Ok(d.iter().map(|(k, v)| (k.unbind(), VT::constant(v.unbind()))).collect());
             }
+        }
+        // `dict_update_arg` (Objects/dictobject.c): an argument with a `keys` attribute is a
+        // mapping, read as `PyDict_Merge` reads one: `keys()`, then `b[key]` for each (an
+        // OrderedDict, defaultdict or Counter passed in, a user Mapping); anything else is an
+        // iterable of pairs. (Read as pairs, an OrderedDict with the keys "zz" and "yy" became
+        // {"z": "z", "y": "y"}.)
+        // (Views, lists, tuples, iterators and generators have no `keys`: pairs.)
+        let maybe_mapping = matches!(v, VT::UserObject(_) | VT::Opaque { .. } | VT::Module { .. } | VT::Constant(_));
+        let hasattr = py.import("builtins")?.getattr("hasattr")?;
+        let has_keys = maybe_mapping && self.call_builtin(py, &hasattr, vec![v.clone(), VT::constant(pyo3::types::PyString::new(py, "keys").into_any().unbind())], vec![])?
+            .as_constant(py)
+            .ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "hasattr(mapping, 'keys') is not a constant"))?
+            .is_truthy()?;
+        if has_keys {
+            let keys = self.getattr(py, v, "keys")?;
+            let keys = self.call(py, &keys, vec![], vec![])?;
+            let mut out = Vec::new();
+            for k in self.iter_items(py, &keys)? {
+                let key = k.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?.unbind();
+                let val = self.getitem(py, v, &k)?;
+                out.push((key, val));
+            }
+            return Ok(out);
         }
         let mut out = Vec::new();
         for pair in self.iter_items(py, v)? {
