@@ -410,6 +410,18 @@ fn foreign_eval_frame() -> Option<ffi::EvalFrameFn> {
 /// This thread's callback went on (`on`) or off: switches torch's frame hook off for the region
 /// or back on after it (Note [torch's hook inside a region], Note [a stale foreign hook]).
 fn foreign_hook_switch(py: Python<'_>, on: bool) {
+    // The hook goes off on a frame's way out, also while its exception is pending: torch's
+    // functions (and a first import of torch) run with the exception put aside, then it is set
+    // again (a pending exception cleared there reached the caller as SystemError "attempted to
+    // fetch exception but none was set").
+    let pending = PyErr::take(py);
+    foreign_hook_switch_inner(py, on);
+    if let Some(e) = pending {
+        e.restore(py);
+    }
+}
+
+fn foreign_hook_switch_inner(py: Python<'_>, on: bool) {
     if on {
         let mut entry = SuspendedForeign { callback: None, replaced: None };
         if foreign_eval_frame().is_some() {
@@ -437,9 +449,11 @@ fn foreign_hook_switch(py: Python<'_>, on: bool) {
                 unsafe { ffi::_PyInterpreterState_SetEvalFrameFunc(pyffi::PyInterpreterState_Get(), f) };
             }
         }
-        if let (Some(prev), Some(set)) = (entry.callback, torch_set_eval_frame(py)) {
-            if let Err(e) = set.bind(py).call1((prev,)) {
-                tracing::debug!("switching torch's frame hook back on failed: {e}");
+        if let Some(prev) = entry.callback {
+            if let Some(set) = torch_set_eval_frame(py) {
+                if let Err(e) = set.bind(py).call1((prev,)) {
+                    tracing::debug!("switching torch's frame hook back on failed: {e}");
+                }
             }
         }
     }

@@ -129,7 +129,10 @@ impl<'a> InstructionTranslator<'a> {
                 {
                     graph_break!(UntracedValue, "{name} of an AttributeError the trace raised (made at trace time, without the object)");
                 }
-                let v = c.bind(py).getattr(name)?;
+                // A constant's attribute is a C slot or method of a literal's type: eager's
+                // lookup, whose AttributeError (`None.foo`) a `try` in the trace takes (Note
+                // [errors of folded operations]).
+                let v = c.bind(py).getattr(name).map_err(|e| Unsupported::folded(py, e))?;
                 // Note [signature parameters]: a Signature is immutable (its `_parameters`
                 // OrderedDict is private and never changed after `__init__`), and its
                 // `parameters` is a read-only proxy of that dict. transformers asks
@@ -1763,7 +1766,7 @@ impl<'a> InstructionTranslator<'a> {
                 self.og.call(py, Some(f.bind(py)), None, &[obj.clone(), idx.clone()], &[])
             }
             VT::Constant(c) => match idx.as_constant(py).or_else(|| typing_argument(py, c.bind(py), idx)) {
-                Some(i) => Ok(VT::constant(c.bind(py).get_item(i)?.unbind())),
+                Some(i) => Ok(VT::constant(c.bind(py).get_item(i).map_err(|e| Unsupported::folded(py, e))?.unbind())),
                 None => graph_break!(UnsupportedOperation, "constant indexed by {}", idx.describe(py)),
             },
             VT::Deque(l) => {

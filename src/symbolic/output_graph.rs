@@ -1046,6 +1046,19 @@ impl OutputGraph {
                     };
                     return Err(Unsupported::of(kind, format!("{what} {detail} ({op})")));
                 }
+                // An index out of a static size (`x[10]` of a 4-row tensor): the fake tensor's
+                // bounds check is eager's, with eager's IndexError and message, so the trace
+                // raises it and a `try` around the subscript takes its handler (Note [errors of
+                // folded operations]). With symbolic sizes the check would depend on them.
+                let getitem = method == Some("__getitem__") || target.is_some_and(|t| qualname_full(t) == "_operator.getitem");
+                if getitem && self.shape_env.is_none() && e.is_instance_of::<pyo3::exceptions::PyIndexError>(py) && e.get_type(py).is(py.get_type::<pyo3::exceptions::PyIndexError>()) {
+                    // A fresh IndexError with the message: the fake's carries a traceback
+                    // through the fake mode's frames, whose fake tensors live as long as it does
+                    // (dropped after the first run, they cleared the real IndexError then:
+                    // SystemError "attempted to fetch exception but none was set").
+                    let msg = e.value(py).str().map(|s| s.to_string()).unwrap_or_default();
+                    return Err(Unsupported::raise_new(py, "IndexError", pyo3::types::PyString::new(py, &msg).as_any()));
+                }
                 return Err(Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::FakeTensorError, format!(
                     "{what} failed on fake tensors: {}",
                     e.value(py).repr().map(|r| r.to_string()).unwrap_or_default()
