@@ -1174,6 +1174,17 @@ impl OutputGraph {
             }
             return Ok(VT::Tuple(Rc::new(items)));
         }
+        // An in-place foreach op (`torch._foreach_add_(xs, 1)`) returns the very list it wrote
+        // (`r is xs` in eager): the caller's list tracker, identity kept; the node stays for
+        // its effect.
+        if mutates && result.is_instance_of::<PyList>() {
+            if let (Some(first), Some(written @ VT::List(_))) = (fakes.first(), args.first()) {
+                if result.is(first) {
+                    self.graph.add(name, op, arg_list, kw_args, None);
+                    return Ok(written.clone());
+                }
+            }
+        }
         graph_break!(UnsupportedOpResult, "op result of type {} holds tensors", crate::symbolic::variables::type_name(&result))
     }
 

@@ -304,9 +304,14 @@ impl<'a> InstructionTranslator<'a> {
         let cls = v.get_type();
         let name = cls.name().map(|n| n.to_string()).unwrap_or_default();
         let module = cls.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
-        match TRACED_EXCEPTIONS.iter().find(|n| **n == name) {
-            Some(n) if module == "builtins" => Unsupported::raise_value(n, v.clone().unbind(), v.str().map(|s| s.to_string()).unwrap_or_default()),
-            _ => Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::RaisesException, format!("raise of {}", type_name(&v))),
+        let traced = match TRACED_EXCEPTIONS.iter().find(|n| **n == name) {
+            Some(n) if module == "builtins" => Some(*n),
+            _ if module != "builtins" => traced_exception_base(cls.as_any()),
+            _ => None,
+        };
+        match traced {
+            Some(n) => Unsupported::raise_value(n, v.clone().unbind(), v.str().map(|s| s.to_string()).unwrap_or_default()),
+            None => Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::RaisesException, format!("raise of {}", type_name(&v))),
         }
     }
 
@@ -1863,6 +1868,36 @@ fn reads_argument(py: Python<'_>, code: &Bound<'_, PyAny>, pos: usize) -> PyResu
 /// Builtin exceptions the trace raises as values (`raise`, failed lookups) and lets `try` /
 /// `except` clauses of inlined frames handle.
 pub(crate) const TRACED_EXCEPTIONS: [&str; 10] = ["AttributeError", "IndexError", "KeyError", "LookupError", "ValueError", "TypeError", "RuntimeError", "NotImplementedError", "ZeroDivisionError", "AssertionError"];
+
+/// The entry of `TRACED_EXCEPTIONS` that exception class `cls` is or derives from, nearest
+/// first in its MRO: a builtin one itself, or a class such as dataclasses'
+/// `FrozenInstanceError(AttributeError)` or a user's `class ShapeError(ValueError)`, whose
+/// instances the trace makes and raises as values too (`plain_exception_class`). Its name is
+/// what `Unsupported::raised` reports (`getattr(o, name, default)` takes the default for an
+/// AttributeError subclass, as eager's `builtin_getattr` does).
+pub(crate) fn traced_exception_base(cls: &Bound<'_, PyAny>) -> Option<&'static str> {
+    let mro = cls.getattr("__mro__").ok()?;
+    for base in mro.try_iter().ok()?.flatten() {
+        let module = base.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+        if module != "builtins" {
+            continue;
+        }
+        let name = base.getattr("__name__").ok().and_then(|n| n.extract::<String>().ok()).unwrap_or_default();
+        return TRACED_EXCEPTIONS.iter().find(|n| **n == name).copied();
+    }
+    None
+}
+
+/// Whether calling exception class `cls` runs no Python code: no metaclass, and its `__new__`
+/// and `__init__` are BaseException's C slots (no class of its MRO defines them in Python),
+/// so the instance can be made at trace time from constant arguments, as eager makes it.
+pub(crate) fn plain_exception_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> bool {
+    let Ok(t) = cls.cast::<pyo3::types::PyType>() else { return false };
+    if !t.get_type().is(py.get_type::<pyo3::types::PyType>()) || !t.is_subclass_of::<pyo3::exceptions::PyBaseException>().unwrap_or(false) {
+        return false;
+    }
+    ["__new__", "__init__"].iter().all(|m| cls.getattr(*m).is_ok_and(|f| !matches!(type_name(&f).as_str(), "function" | "method")))
+}
 
 /// Whether freeing `v` is observable (Note [observable frees]): a user object whose class
 /// defines `__del__` (CPython runs it when the last reference goes: Objects/typeobject.c,
