@@ -2086,7 +2086,24 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         // Members are literals or enum members (fixed objects, identity-guarded where they were
         // read: Note [enum members] in `builder.rs`), which the constant holds as they are.
         VT::Set(set) if !set.borrow().bind(py).try_iter()?.all(|m| m.map(|m| crate::symbolic::builder::is_literal(py, &m) || crate::symbolic::builder::is_plain_enum_member(py, &m)).unwrap_or(false)) => {
-            graph_break!(UnreconstructableValue, "a set of modules or functions that outlives the graph")
+            // A set holding tensors (`{x, x * 2}`): `set((...))` of its members rebuilt, in
+            // the traced set's order. A tensor hashes by identity, so the rebuilt set's order
+            // follows the real tensors' addresses as eager's does (the trace never iterates
+            // such a set: iter.rs breaks there). Other identity-hashed members (modules,
+            // functions) still break.
+            let members: Vec<Bound<'_, PyAny>> = set.borrow().bind(py).try_iter()?.collect::<PyResult<_>>()?;
+            let mut items = Vec::with_capacity(members.len());
+            for m in &members {
+                if crate::symbolic::builder::is_literal(py, m) || crate::symbolic::builder::is_plain_enum_member(py, m) {
+                    items.push(Rebuild::Const(m.clone().unbind()));
+                    continue;
+                }
+                match og.set_members.get(&(m.as_ptr() as usize)) {
+                    Some(t @ VT::Tensor(_)) => items.push(rec(t)?),
+                    _ => graph_break!(UnreconstructableValue, "a set of {} that outlives the graph", type_name(m)),
+                }
+            }
+            Rebuild::Call { func: py.get_type::<pyo3::types::PySet>().into_any().unbind(), args: vec![Rebuild::Tuple(items)] }
         }
         VT::Set(set) => {
             // Note [set order]: the transformed code runs `set(c)` for a constant `c`: a tuple
