@@ -2124,6 +2124,9 @@ impl<'a> InstructionTranslator<'a> {
             IterKind::Zip(..) => Ok(Some(b.getattr("zip")?.unbind())),
             IterKind::Map { .. } => Ok(Some(b.getattr("map")?.unbind())),
             IterKind::Filter { .. } => Ok(Some(b.getattr("filter")?.unbind())),
+            // A generator function's or generator expression's frame (`CO_GENERATOR` code):
+            // `types.GeneratorType`, so `isinstance(gen, Mapping)` in `Counter.update` answers.
+            IterKind::Generator(_) => Ok(Some(py.import("types")?.getattr("GeneratorType")?.unbind())),
             _ => Ok(None),
         }
     }
