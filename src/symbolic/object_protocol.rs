@@ -556,6 +556,19 @@ impl<'a> InstructionTranslator<'a> {
                 // other attribute write. A tensor from outside the frame may be a Parameter, which
                 // __setattr__ would register: still a break.
                 let computed_tensor = matches!(&v, VT::Tensor(t) if t.source.is_none());
+                // Note [buffer writes in forward]: `self.ema = self.ema * 0.9 + x.mean() * 0.1`
+                // sets a registered buffer to a tensor the graph computed (or to None).
+                // nn.Module.__setattr__ stores it in `_buffers` (a computed tensor is no
+                // Parameter, so it takes the buffer branch), which the replay after the graph
+                // runs; later reads of `m.name` in the trace see the pending write
+                // (`module_getattr` asks the side effects first), and a read of `m._buffers`
+                // after it breaks (`module_getattr`), so `named_buffers()` / `state_dict()` run
+                // after the replay.
+                let buffer_write = is_buffer && !descriptor && ty.getattr("__setattr__")?.is(&module_setattr) && (computed_tensor || v.as_constant(py).is_some_and(|c| c.is_none()));
+                if buffer_write && !m.getattr("__dict__").is_ok_and(|d| self.og.dicts_by_ptr.contains_key(&(d.as_ptr() as usize))) {
+                    self.og.side_effects.store_attr(py, o, source.clone(), name, v);
+                    return Ok(());
+                }
                 if !ty.getattr("__setattr__")?.is(&module_setattr) || registered || descriptor || (matches!(v, VT::Tensor(_)) && !computed_tensor) || matches!(v, VT::Module { .. }) {
                     graph_break!(SideEffect, "attribute write {}.{name} (a parameter, buffer, submodule or tensor)", obj.describe(py));
                 }

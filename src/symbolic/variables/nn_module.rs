@@ -182,6 +182,15 @@ impl<'a> InstructionTranslator<'a> {
         if name == "__dict__" && self.og.side_effects.attrs.iter().any(|w| w.ptr == m.as_ptr() as usize) {
             graph_break!(UntracedValue, "__dict__ of a module after an attribute write");
         }
+        // Note [buffer writes in forward] (object_protocol.rs): the real `_buffers` table still
+        // holds the old tensor until the replay.
+        if name == "_buffers" {
+            let buffers = d.get_item("_buffers").ok();
+            let pending = self.og.side_effects.attrs.iter().any(|w| w.ptr == m.as_ptr() as usize && buffers.as_ref().is_some_and(|b| b.contains(w.name.as_str()).unwrap_or(true)));
+            if pending {
+                graph_break!(UntracedValue, "_buffers of a module after a write to one of its buffers");
+            }
+        }
         if let Some((_, tracked)) = self.og.dicts_by_ptr.get(&(d.as_ptr() as usize)) {
             if self.og.side_effects.dicts.iter().any(|w| Rc::ptr_eq(w, tracked)) {
                 graph_break!(UntracedValue, "attribute '{name}' of a module after a write through its __dict__");
