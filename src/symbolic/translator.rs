@@ -672,7 +672,7 @@ impl<'a> InstructionTranslator<'a> {
                     self.stack.push(text);
                     return Ok(Flow::Continue);
                 }
-                let c = v.as_constant(py).or_else(|| v.as_enum_member(py)).or_else(|| self.literal_sequence(py, &v)).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
+                let c = v.as_constant(py).or_else(|| v.as_enum_member(py)).or_else(|| self.literal_sequence(py, &v)).or(crate::symbolic::variables::builtin::literal_named_tuple(py, &v)?).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
                 let c = match arg {
                     1 => c.str()?.into_any(),
                     2 => c.repr()?.into_any(),
@@ -1135,7 +1135,7 @@ impl<'a> InstructionTranslator<'a> {
                     self.stack.push(out);
                     return Ok(Flow::Continue);
                 }
-                let c = v.as_constant(py).or_else(|| v.as_enum_member(py)).or_else(|| self.literal_sequence(py, &v)).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
+                let c = v.as_constant(py).or_else(|| v.as_enum_member(py)).or_else(|| self.literal_sequence(py, &v)).or(crate::symbolic::variables::builtin::literal_named_tuple(py, &v)?).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, format!("f-string of {}", v.describe(py))))?;
                 let builtins = py.import("builtins")?;
                 let conv = match arg & 0x03 {
                     1 => Some(builtins.getattr("str")?),

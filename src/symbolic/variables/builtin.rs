@@ -787,6 +787,12 @@ impl<'a> InstructionTranslator<'a> {
             }
         }
         if (is("str") || is("repr")) && args.len() == 1 && kwargs.is_empty() {
+            // A named tuple of literals (Note [text of named tuples]): the text of its real
+            // instance, as eager's.
+            if let Some(real) = literal_named_tuple(py, &args[0])? {
+                let text = if is("str") { real.str()? } else { real.repr()? };
+                return Ok(VT::constant(text.into_any().unbind()));
+            }
             if let VT::Class(c) = &args[0] {
                 // `type.__repr__` (Objects/typeobject.c, `type_repr`): `<class 'module.qualname'>`
                 // from the (identity-guarded) class, unless its metaclass has its own.
@@ -1270,4 +1276,34 @@ pub(crate) fn describe_arguments(py: Python<'_>, args: &[VT], kwargs: &[(String,
     } else {
         parts.join(", ")
     }
+}
+
+/// Note [text of named tuples]: a named tuple of literals made in the trace whose class keeps
+/// the `__repr__` that `collections.namedtuple` generated (`typing.NamedTuple` classes too) and
+/// object's `__str__` and `__format__`: its real instance, made with `tuple.__new__` (no user
+/// code runs), whose `str`/`repr`/f-string text is eager's. `None` for anything else (a class
+/// with its own `__repr__` answers through it).
+pub(crate) fn literal_named_tuple<'py>(py: Python<'py>, v: &VT) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let VT::NamedTuple { cls, items } = v else { return Ok(None) };
+    let cls = cls.bind(py);
+    let generated = cls
+        .getattr("__repr__")
+        .ok()
+        .and_then(|f| f.getattr("__code__").ok())
+        .and_then(|c| c.getattr("co_filename").ok())
+        .and_then(|f| f.extract::<String>().ok())
+        .is_some_and(|f| f.replace('\\', "/").ends_with("collections/__init__.py"));
+    let object = py.get_type::<PyAny>();
+    if !generated || !cls.getattr("__str__")?.is(object.getattr("__str__")?) || !cls.getattr("__format__")?.is(object.getattr("__format__")?) {
+        return Ok(None);
+    }
+    let literals: Option<Vec<_>> = items
+        .iter()
+        .map(|i| match i {
+            VT::Constant(c) if crate::symbolic::builder::is_literal(py, c.bind(py)) => Some(c.bind(py).clone()),
+            _ => None,
+        })
+        .collect();
+    let Some(vals) = literals else { return Ok(None) };
+    Ok(Some(py.get_type::<PyTuple>().call_method1("__new__", (cls, PyTuple::new(py, vals)?))?))
 }

@@ -1,0 +1,51 @@
+"""`repr()` / `str()` of a named tuple of literals made in the frame (`collections.namedtuple`
+and `typing.NamedTuple` classes, whose `__repr__` namedtuple generated) is folded to eager's text
+instead of breaking the graph (issue 7 audit B8); a class with its own `__repr__` keeps its
+own path."""
+
+import collections
+import typing
+
+import pytest
+import torch
+
+import dynamo
+
+Point = collections.namedtuple("Point", "x y")
+
+
+class Typed(typing.NamedTuple):
+    a: int
+    b: str = "z"
+
+
+class Custom(collections.namedtuple("CustomBase", "p q")):
+    def __repr__(self):
+        return f"<custom {self.p}>"
+
+
+def texts(x):
+    return x + 1, repr(Point(1, 2.5)), str(Point("a", None)), repr(Typed(3)), str(Typed(4, "w")), f"{Point(1, 2)}"
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_namedtuple_text_is_folded(backend):
+    x = torch.ones(2)
+    dynamo.reset()
+    explained = dynamo.explain(texts)(x)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+    dynamo.reset()
+    want = texts(x)
+    got = dynamo.optimize(backend)(texts)(x)
+    assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
+
+
+def test_custom_repr_is_its_own():
+    def f(x):
+        return x * 2, repr(Custom(1, 2)), str(Custom(3, 4))
+
+    x = torch.ones(2)
+    dynamo.reset()
+    want = f(x)
+    got = dynamo.optimize("eager")(f)(x)
+    assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
