@@ -7,7 +7,6 @@ with eager's exception and line."""
 import subprocess
 import sys
 import textwrap
-import traceback
 
 import pytest
 import torch
