@@ -2867,6 +2867,17 @@ impl<'a> InstructionTranslator<'a> {
                 let (apply, source) = (obj.bind(py).clone(), source.clone());
                 self.autograd_function_apply(py, &apply, &source, args, kwargs)
             }
+            // `tuple.__new__(cls, iterable)` reached as a closure's cell (namedtuple's `_make`
+            // keeps it so): a tuple, or a named tuple of `cls`, of the iterable's items; no user
+            // code runs (Objects/tupleobject.c, `tuple_new_impl` over `PySequence_Tuple`).
+            VT::Opaque { obj, .. } if obj.bind(py).is(py.get_type::<PyTuple>().getattr("__new__")?) && args.len() == 2 && kwargs.is_empty() => match &args[0] {
+                VT::Class(c) if c.bind(py).is(py.get_type::<PyTuple>()) => Ok(VT::Tuple(Rc::new(self.iter_items(py, &args[1])?))),
+                VT::Class(c) if crate::symbolic::variables::is_named_tuple_class(py, c.bind(py))? => {
+                    let items = self.iter_items(py, &args[1])?;
+                    Ok(VT::NamedTuple { cls: c.clone(), items: Rc::new(items) })
+                }
+                other => graph_break!(UnsupportedCall, "tuple.__new__ of {}", other.describe(py)),
+            },
             // `o(...)` of a user object (Objects/typeobject.c, `slot_tp_call`): its class's
             // Python `__call__`, inlined. Torch's own classes keep their calls in Python.
             other @ (VT::UserObject(_) | VT::Opaque { .. }) => {
