@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import dynamo
+from test_side_effects import compile_count
 
 
 def test_called_in_an_optimize_block():
@@ -65,17 +66,6 @@ def _bad_backend(gm, example_inputs):
     raise RuntimeError("backend boom")
 
 
-def _graphs_of(fn, *args):
-    graphs = []
-
-    def count(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    out = dynamo.optimize(count)(fn)(*args)
-    return out, len(graphs)
-
-
 @pytest.mark.parametrize("inside", [True, False], ids=["raised_in_region", "raised_outside"])
 def test_dynamo_still_compiles_after_torch_compile_raised(inside):
     # Note [a stale foreign hook] (src/eval_frame/hook.rs): a torch.compile'd call that raised
@@ -95,12 +85,12 @@ def test_dynamo_still_compiles_after_torch_compile_raised(inside):
     x = torch.arange(3.0)
     for _ in range(2):
         dynamo.reset()
-        out, n = _graphs_of(lambda t: t * 2 - 1, x)
+        out, n, _ = compile_count(lambda t: t * 2 - 1, x)
         assert n == 1 and torch.equal(out, x * 2 - 1)
     # torch.compile itself keeps working afterwards, inside a region and outside.
     ok = torch.compile(lambda t: t.cos() + 1, backend="eager")
     torch.testing.assert_close(ok(x), x.cos() + 1)
     with dynamo.optimize("eager"):
         torch.testing.assert_close(ok(x), x.cos() + 1)
-    out, n = _graphs_of(lambda t: t.sin() * 3, x)
+    out, n, _ = compile_count(lambda t: t.sin() * 3, x)
     assert n == 1 and torch.equal(out, x.sin() * 3)

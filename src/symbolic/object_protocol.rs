@@ -2376,8 +2376,8 @@ impl<'a> InstructionTranslator<'a> {
             let c = c.bind(py);
             let module = c.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
             let is_exc = c.cast::<pyo3::types::PyType>().map(|t| t.is_subclass_of::<pyo3::exceptions::PyBaseException>().unwrap_or(false)).unwrap_or(false);
-            let plain = module == "builtins" || (crate::symbolic::translator::plain_exception_class(py, c) && crate::symbolic::translator::traced_exception_base(c).is_some());
-            if plain && is_exc && kwargs.is_empty() {
+            let plain = || module == "builtins" || (crate::symbolic::translator::plain_exception_class(py, c) && crate::symbolic::translator::traced_exception_base(c).is_some());
+            if is_exc && kwargs.is_empty() && plain() {
                 if let Some(vals) = args.iter().map(|a| self.literal_value(py, a)).collect::<Option<Vec<_>>>() {
                     return Ok(VT::constant(c.call1(PyTuple::new(py, vals)?)?.unbind()));
                 }
