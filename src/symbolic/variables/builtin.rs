@@ -665,7 +665,23 @@ impl<'a> InstructionTranslator<'a> {
                 return match (item, args.get(1)) {
                     (Some(v), _) => Ok(v),
                     (None, Some(default)) => Ok(default.clone()),
-                    (None, None) => graph_break!(UnsupportedCall, "next() of an exhausted iterator (StopIteration)"),
+                    (None, None) => {
+                        // Note [StopIteration in the trace]: an exhausted `next(it)` inside a
+                        // `try` of this very frame raises StopIteration in the trace, so the
+                        // handler runs there (`except StopIteration:` is traced). Only there: a
+                        // StopIteration leaving a frame changes meaning on the way (PEP 479 makes
+                        // it RuntimeError out of a generator; a `for` over an iterator whose
+                        // `__next__` let it out ends the loop), so one that no handler of this
+                        // frame catches, or that a handler lets go on (RERAISE: StopIteration is
+                        // not in TRACED_EXCEPTIONS; 3.12's handler around a generator's body,
+                        // CALL_INTRINSIC_1), is a graph break and Python raises it.
+                        let in_try = self.code.insts.get(self.ip.wrapping_sub(1)).is_some_and(|i| i.exn.is_some());
+                        if in_try {
+                            let exc = py.get_type::<pyo3::exceptions::PyStopIteration>().call0()?.unbind();
+                            return Err(Unsupported::raise_value("StopIteration", exc, "StopIteration"));
+                        }
+                        graph_break!(UnsupportedCall, "next() of an exhausted iterator (StopIteration)")
+                    }
                 };
             }
         }
