@@ -54,14 +54,15 @@ def _combinations_float_r(x):
     return x + len(list(itertools.combinations([1, 2], 1.5)))
 
 
-def _dict_tensor_key(x):
-    d = {x: 1, 2: 3}
+def _dict_function_key(x):
+    # (a tensor key is traced: Note [tensor dict keys])
+    d = {(lambda: 0): 1, 2: 3}
     return x + 1, len(d)
 
 
-def _setdefault_tensor_key(x):
+def _setdefault_function_key(x):
     d = {}
-    d.setdefault(x, 1)
+    d.setdefault(lambda: 0, 1)
     return x + 1, len(d)
 
 
@@ -101,8 +102,8 @@ CASES = [
     (_getattr_tensor_name, "GB0016 unsupported_operation", "getattr with a non-constant name"),
     (_product_negative_repeat, "GB0007 unsupported_call", "product() repeat"),
     (_combinations_float_r, "GB0007 unsupported_call", "combinations() r is not an int"),
-    (_dict_tensor_key, "GB0016 unsupported_operation", "dict key is not a constant"),
-    (_setdefault_tensor_key, "GB0016 unsupported_operation", "dict key is not a constant"),
+    (_dict_function_key, "GB0016 unsupported_operation", "dict key is not a constant"),
+    (_setdefault_function_key, "GB0016 unsupported_operation", "dict key is not a constant"),
     # User errors the trace itself meets: the rest of the frame runs as Python and raises them.
     (_unbound_local, "GB0009 raises_exception", "local 'y' referenced before assignment"),
     (_unpack_too_many, "GB0009 raises_exception", "UNPACK_SEQUENCE of 3 items into 2"),

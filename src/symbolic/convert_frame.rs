@@ -1070,8 +1070,8 @@ fn plan_writes(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) -> VResu
         let storage = og.dict_storages_by_ptr.values().any(|(_, st)| Rc::ptr_eq(st, d));
         let d = d.borrow();
         let Some(target) = d.source.clone() else { continue };
-        let items = d.items.iter().map(|(k, v)| Ok((refuse_fake_id(py, og, k).map(|_| k.clone_ref(py))?, rebuild_of(py, og, v, outputs)?))).collect::<VResult<_>>()?;
-        out.push(if storage { SideEffect::DictStorageContents { target, items: Rebuild::Dict(items) } } else { SideEffect::DictContents { target, items: Rebuild::Dict(items) } });
+        let items = dict_rebuild(py, og, &d.items, &mut |v| rebuild_of(py, og, v, outputs))?;
+        out.push(if storage { SideEffect::DictStorageContents { target, items } } else { SideEffect::DictContents { target, items } });
     }
     for l in se.lists.iter().rev() {
         let l = l.borrow();
@@ -1463,9 +1463,9 @@ fn fixed_remaining(py: Python<'_>, it: &Rc<RefCell<IteratorState>>, reach: &Hash
                 return Ok(None);
             }
             let item = |(k, v): &(Py<PyAny>, VT)| match view {
-                crate::symbolic::variables::DictView::Keys => VT::constant(k.clone_ref(py)),
+                crate::symbolic::variables::DictView::Keys => crate::symbolic::variables::dicts::key_tracker(py, k),
                 crate::symbolic::variables::DictView::Values => v.clone(),
-                crate::symbolic::variables::DictView::Items => crate::symbolic::variables::tuple_of(py, vec![VT::constant(k.clone_ref(py)), v.clone()]),
+                crate::symbolic::variables::DictView::Items => crate::symbolic::variables::tuple_of(py, vec![crate::symbolic::variables::dicts::key_tracker(py, k), v.clone()]),
             };
             Some(d.items.iter().skip(it.pos).map(item).collect())
         }
@@ -1742,6 +1742,22 @@ fn refuse_fake_id(py: Python<'_>, og: &OutputGraph, v: &Py<PyAny>) -> VResult<()
     Ok(())
 }
 
+/// How to rebuild a dict of `items` in order: a dict display of constant keys, or, when a key
+/// is a traced value (Note [tensor dict keys] in `variables/dicts.rs`), `dict(pairs)` of the
+/// rebuilt keys and values (the same insertion order; distinct tensors stay distinct keys).
+fn dict_rebuild(py: Python<'_>, og: &OutputGraph, items: &[(Py<PyAny>, VT)], rec: &mut dyn FnMut(&VT) -> VResult<Rebuild>) -> VResult<Rebuild> {
+    if !items.iter().any(|(k, _)| crate::symbolic::variables::dicts::is_traced_key(k.bind(py))) {
+        return Ok(Rebuild::Dict(items.iter().map(|(k, v)| Ok((refuse_fake_id(py, og, k).map(|_| k.clone_ref(py))?, rec(v)?))).collect::<VResult<_>>()?));
+    }
+    let mut pairs = Vec::with_capacity(items.len());
+    for (k, v) in items {
+        refuse_fake_id(py, og, k)?;
+        let key = rec(&crate::symbolic::variables::dicts::key_tracker(py, k))?;
+        pairs.push(Rebuild::Tuple(vec![key, rec(v)?]));
+    }
+    Ok(Rebuild::Call { func: py.get_type::<PyDict>().into_any().unbind(), args: vec![Rebuild::List(pairs)] })
+}
+
 fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) -> VResult<Rebuild> {
     if let VT::List(l) = vt {
         // Note [list subclass objects]: a storage is rebuilt only inside its object. Reached on
@@ -1818,8 +1834,8 @@ fn cyclic_parts(py: Python<'_>, vt: &VT) -> VResult<Option<(Rebuild, FillFn)>> {
             let items: Vec<(Py<PyAny>, VT)> = d.borrow().items.iter().map(|(k, v)| (k.clone_ref(py), v.clone())).collect();
             let update = py.get_type::<PyDict>().getattr("update")?.unbind();
             let fill: FillFn = Box::new(move |py, og, outputs, id| {
-                let items = items.iter().map(|(k, v)| Ok((refuse_fake_id(py, og, k).map(|_| k.clone_ref(py))?, rebuild_of(py, og, v, outputs)?))).collect::<VResult<_>>()?;
-                Ok(Rebuild::Call { func: update, args: vec![Rebuild::SharedRef(id), Rebuild::Dict(items)] })
+                let items = dict_rebuild(py, og, &items, &mut |v| rebuild_of(py, og, v, outputs))?;
+                Ok(Rebuild::Call { func: update, args: vec![Rebuild::SharedRef(id), items] })
             });
             Some((Rebuild::Dict(vec![]), fill))
         }
@@ -1999,6 +2015,10 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         }
         VT::Constant(c) => {
             refuse_fake_id(py, og, c)?;
+            if crate::symbolic::variables::dicts::is_traced_key(c.bind(py)) {
+                // Note [tensor dict keys]: keys become trackers before they are values.
+                graph_break!(UnreconstructableValue, "a traced dict key outlives the graph as a constant");
+            }
             og.lazy_rebuild(py, vt).unwrap_or_else(|| Rebuild::Const(c.clone_ref(py)))
         }
         // Note [tuples from outside the frame]: that very tuple, reloaded.
@@ -2058,7 +2078,7 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
             let d = d.borrow();
             match &d.source {
                 Some(s) => Rebuild::Source(s.clone()),
-                None => Rebuild::Dict(d.items.iter().map(|(k, v)| Ok((refuse_fake_id(py, og, k).map(|_| k.clone_ref(py))?, rec(v)?))).collect::<VResult<_>>()?),
+                None => dict_rebuild(py, og, &d.items, &mut rec)?,
             }
         }
         VT::Module { source: Some(s), .. } | VT::Function { source: Some(s), .. } | VT::PyModule { source: Some(s), .. } => Rebuild::Source(s.clone()),

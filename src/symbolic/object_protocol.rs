@@ -16,7 +16,7 @@ use crate::symbolic::translator::{InstructionTranslator, BINARY_OPS, TENSOR_METH
 use crate::symbolic::variables::constant::{is_scalar_constant, const_bool};
 use crate::symbolic::variables::tensor::{TENSOR_ATTR_DENYLIST, make_size, is_symbolic_size};
 use crate::symbolic::variables::lists::{make_tuple, new_list, is_seq, repeat_count};
-use crate::symbolic::variables::dicts::{dict_set, DictView};
+use crate::symbolic::variables::dicts::{dict_set, is_traced_key, key_error, DictView};
 use crate::symbolic::variables::user_defined::{static_type_lookup, has_generic_getattribute, class_attr_source, real_object, is_data_descriptor, is_class_slot, is_method_qualname};
 
 /// Standard-library modules whose attributes are definitions no program rebinds: read unguarded
@@ -648,7 +648,10 @@ impl<'a> InstructionTranslator<'a> {
         if let VT::Deque(l) = obj {
             return self.deque_setitem(py, l, &idx, None);
         }
-        let k = idx.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "del with a non-constant index"))?;
+        let k = match obj {
+            VT::Dict(_) => self.dict_key(py, &idx)?,
+            _ => idx.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "del with a non-constant index"))?,
+        };
         match obj {
             VT::List(l) if k.is_instance_of::<pyo3::types::PySlice>() => {
                 // `del l[a:b:c]` (Objects/listobject.c, `list_ass_subscript` with no value): the
@@ -683,7 +686,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Dict(d) => {
                 let mut st = d.borrow_mut();
                 let Some(pos) = st.items.iter().position(|(kk, _)| crate::symbolic::variables::same_or_equal(kk.bind(py), &k).unwrap_or(false)) else {
-                    return Err(Unsupported::raise_new(py, "KeyError", &k));
+                    return Err(key_error(py, &k));
                 };
                 st.items.remove(pos);
                 st.version += 1;
@@ -880,6 +883,12 @@ impl<'a> InstructionTranslator<'a> {
             VT::Iterator(i) => Rc::as_ptr(i) as *const () as usize,
             VT::NestedFunction(f) => Rc::as_ptr(f) as *const () as usize,
             VT::Partial(p) => Rc::as_ptr(p) as *const () as usize,
+            // A tensor the graph computes is a new object, as the other objects built in the
+            // trace: no value from outside can equal its id. Each graph value has its own fake
+            // tensor, alive as long as the trace. A tensor from outside (an input, a parameter)
+            // has a real id that values from outside may hold (`id(x) in seen`, an id computed
+            // before a break): not modelled.
+            VT::Tensor(t) if t.source.is_none() => t.fake.as_ptr() as usize,
             other => graph_break!(UnsupportedBuiltin, "id() of {}", other.describe(py)),
         };
         let f = self.og.fake_id(py, key, v)?;
@@ -1065,7 +1074,12 @@ impl<'a> InstructionTranslator<'a> {
         if let (Some(c), Some(i)) = (container.as_constant(py), item.as_constant(py)) {
             return Ok(c.contains(i)?);
         }
-        match (container, item.as_key(py)) {
+        // Note [tensor dict keys]: a tensor looked up among a dict's keys.
+        let key = match (container, item) {
+            (VT::Dict(_) | VT::DictView { view: DictView::Keys, .. }, VT::Tensor(_)) => Some(self.dict_key(py, item)?),
+            _ => item.as_key(py),
+        };
+        match (container, key) {
             (VT::Dict(d) | VT::DictView { dict: d, view: DictView::Keys, .. }, Some(k)) => {
                 for (key, _) in &d.borrow().items {
                     if crate::symbolic::variables::same_or_equal(key.bind(py), &k)? {
@@ -1824,7 +1838,10 @@ impl<'a> InstructionTranslator<'a> {
                 graph_break!(UnsupportedOperation, "sequence index of type {}", type_name(&i))
             }
             VT::Dict(d) => {
-                let k = idx.as_key(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
+                let k = self.dict_key(py, idx)?;
+                if is_traced_key(&k) && !d.borrow().items.iter().any(|(key, _)| key.bind(py).is(&k)) {
+                    return Err(key_error(py, &k));
+                }
                 for (key, v) in &d.borrow().items {
                     if crate::symbolic::variables::same_or_equal(key.bind(py), &k)? {
                         return Ok(v.clone());
@@ -1977,7 +1994,7 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(())
             }
             VT::Dict(d) => {
-                let k = idx.as_key(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
+                let k = self.dict_key(py, &idx)?;
                 dict_set(py, &mut d.borrow_mut(), k.unbind(), v)?;
                 if d.borrow().source.is_some() {
                     self.og.side_effects.mutate_dict(d);

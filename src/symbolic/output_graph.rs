@@ -149,6 +149,10 @@ pub struct OutputGraph {
     /// Trackers of the identity-hashed objects from the frame (modules, classes, functions)
     /// that a traced set holds, by address: iterating the set gives them back.
     pub set_members: HashMap<usize, crate::symbolic::variables::VariableTracker>,
+    /// The `TracedKey` standing for each graph value used as a key of a dict tracker (Note
+    /// [tensor dict keys] in `variables/dicts.rs`): one per value, so that `d[x]` finds what
+    /// `d[x] = v` stored.
+    pub traced_keys: HashMap<NodeId, Py<PyAny>>,
     /// Sources of user classes wrapped from the frame, by address (their attributes are read
     /// and written through them).
     pub class_sources: HashMap<usize, Arc<Source>>,
@@ -419,6 +423,7 @@ impl OutputGraph {
             unpinned_functions: std::collections::HashSet::new(),
             opaque_by_ptr: HashMap::new(),
             set_members: HashMap::new(),
+            traced_keys: HashMap::new(),
             cells_by_ptr: HashMap::new(),
             cell_sources: HashMap::new(),
             raised_exceptions: Vec::new(),

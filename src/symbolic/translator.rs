@@ -1056,7 +1056,7 @@ impl<'a> InstructionTranslator<'a> {
                 let items = self.popn(2 * arg as usize)?;
                 let mut pairs = Vec::with_capacity(items.len() / 2);
                 for kv in items.chunks(2) {
-                    let k = kv[0].as_key(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
+                    let k = self.dict_key(py, &kv[0])?;
                     pairs.push((k.unbind(), kv[1].clone()));
                 }
                 self.stack.push(dict_from_pairs(py, pairs)?);
@@ -1071,7 +1071,7 @@ impl<'a> InstructionTranslator<'a> {
             op::MAP_ADD => {
                 let v = self.pop()?;
                 let k = self.pop()?;
-                let k = k.as_key(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
+                let k = self.dict_key(py, &k)?;
                 let idx = self.stack.len() - arg as usize;
                 match &self.stack[idx] {
                     VT::Dict(d) if d.borrow().source.is_none() => dict_set(py, &mut d.borrow_mut(), k.unbind(), v)?,
@@ -1080,7 +1080,12 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::DICT_UPDATE | op::DICT_MERGE => {
                 let v = self.pop()?;
-                let items = self.dict_items(py, &v)?;
+                // `{**a}` (DICT_UPDATE, `PyDict_Update`) takes a dict's keys of any kind, a
+                // tensor's too (Note [tensor dict keys]); a call's `**kw` (DICT_MERGE) strs only.
+                let items: Vec<(Py<PyAny>, VT)> = match &v {
+                    VT::Dict(_) if opcode == op::DICT_UPDATE => self.mapping_items(py, &v)?,
+                    _ => self.dict_items(py, &v)?.into_iter().map(|(k, v)| (PyString::new(py, &k).into_any().unbind(), v)).collect(),
+                };
                 let idx = self.stack.len() - arg as usize;
                 let VT::Dict(d) = &self.stack[idx] else { graph_break!(UnsupportedOperation, "DICT_UPDATE to a dict this frame did not build") };
                 if d.borrow().source.is_some() {
@@ -1091,11 +1096,10 @@ impl<'a> InstructionTranslator<'a> {
                     // DICT_MERGE (`f(a=1, **kw)`, `f(**a, **b)`) refuses a key given twice, as
                     // CPython's `_PyDict_MergeEx(.., 2)` does; `{**a, **b}` (DICT_UPDATE) keeps
                     // the last.
-                    let key = PyString::new(py, &k);
-                    if opcode == op::DICT_MERGE && d.borrow().items.iter().any(|(have, _)| have.bind(py).eq(&key).unwrap_or(false)) {
-                        return Err(self.repeated_keyword(py, idx, &k));
+                    if opcode == op::DICT_MERGE && d.borrow().items.iter().any(|(have, _)| have.bind(py).eq(k.bind(py)).unwrap_or(false)) {
+                        return Err(self.repeated_keyword(py, idx, &k.bind(py).extract::<String>()?));
                     }
-                    dict_set(py, &mut d.borrow_mut(), key.into_any().unbind(), v)?;
+                    dict_set(py, &mut d.borrow_mut(), k, v)?;
                 }
             }
             op::BUILD_SLICE => {

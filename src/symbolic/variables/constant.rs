@@ -17,6 +17,10 @@ impl<'a> InstructionTranslator<'a> {
             VT::Dict(d) => {
                 let real = PyDict::new(py);
                 for (k, v) in &d.borrow().items {
+                    // Note [tensor dict keys]: a traced key is no literal.
+                    if crate::symbolic::variables::dicts::is_traced_key(k.bind(py)) {
+                        return None;
+                    }
                     real.set_item(k.bind(py), self.literal_value_or_dict(py, v)?).ok()?;
                 }
                 Some(real.into_any())
@@ -60,6 +64,9 @@ impl<'a> InstructionTranslator<'a> {
                 // A view of a fresh dict with the same keys (and values, when they matter).
                 let real = PyDict::new(py);
                 for (k, v) in &dict.borrow().items {
+                    if crate::symbolic::variables::dicts::is_traced_key(k.bind(py)) {
+                        return None;
+                    }
                     let v = match view {
                         DictView::Keys => py.None().into_bound(py),
                         _ => v.as_constant(py)?,

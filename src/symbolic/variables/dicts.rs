@@ -49,7 +49,51 @@ impl DictView {
 /// The methods of `set` run on the real set by `set_method`.
 pub const SET_REAL_METHODS: [&str; 13] = ["update", "copy", "pop", "difference_update", "intersection_update", "symmetric_difference_update", "union", "intersection", "difference", "symmetric_difference", "issubset", "issuperset", "isdisjoint"];
 
-/// A dict with constant keys (insertion ordered).
+/// Note [tensor dict keys]: a tensor hashes and compares by identity (`Tensor.__hash__` is
+/// `id`, and a dict compares hashes before it calls `__eq__`, so a tensor's elementwise `==`
+/// never runs for a lookup: `lookdict`, Objects/dictobject.c). A dict built in the trace may
+/// therefore be keyed by tensors (`{x: 1}`, `d[h] = ...`, `x in d`), as torch's
+/// `ConstDictVariable` keys by `HashableTracker`s. The key a dict tracker holds for a tensor
+/// is a `TracedKey`: one private object per graph value (`OutputGraph::traced_keys`), hashed
+/// and compared by identity as the tensor is, that carries the tensor's tracker. Everything
+/// that turns a key back into a value (iteration, `keys()`, `items()`, `popitem()`, a set of
+/// the keys) takes the tracker (`key_tracker`); a dict that outlives the graph is rebuilt as
+/// `dict(pairs)` with the real tensors (`convert_frame::dict_rebuild`); code that needs a real
+/// dict of the keys (printing one, folding a call on it) refuses a traced key. Two distinct
+/// tensor inputs used as keys are guarded to stay distinct (NO_ALIAS), since the trace decided
+/// that one is not the other's key.
+#[pyclass(unsendable, module = "dynamo._C")]
+pub struct TracedKey {
+    /// The tensor's tracker.
+    pub value: VT,
+}
+
+/// Whether `k` is a dict key standing for a traced value (Note [tensor dict keys]).
+pub(crate) fn is_traced_key(k: &Bound<'_, PyAny>) -> bool {
+    k.is_instance_of::<TracedKey>()
+}
+
+/// The tracker of dict key `k`: the value a `TracedKey` stands for, any other key as the
+/// constant it is (Note [tensor dict keys]).
+pub(crate) fn key_tracker(py: Python<'_>, k: &Py<PyAny>) -> VT {
+    match k.bind(py).cast::<TracedKey>() {
+        Ok(t) => t.borrow().value.clone(),
+        Err(_) => VT::constant(k.clone_ref(py)),
+    }
+}
+
+/// The `KeyError(key)` a failed lookup of key `k` raises in the trace (`dict_subscript`,
+/// `_PyDict_Pop_KnownHash`, `dict_ass_sub`); a graph break for a traced key, whose exception
+/// would have to carry the real tensor.
+pub(crate) fn key_error(py: Python<'_>, k: &Bound<'_, PyAny>) -> Unsupported {
+    if is_traced_key(k) {
+        return Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "KeyError of a tensor key");
+    }
+    Unsupported::raise_new(py, "KeyError", k)
+}
+
+/// A dict with constant keys (insertion ordered); a tensor key is a `TracedKey` (Note
+/// [tensor dict keys]).
 pub struct DictState {
     pub items: Vec<(Py<PyAny>, VariableTracker)>,
     pub source: Option<Arc<Source>>,
@@ -59,6 +103,38 @@ pub struct DictState {
 }
 
 impl<'a> InstructionTranslator<'a> {
+    /// The object that stands for `v` as a key of a dict tracker: a constant, an
+    /// identity-guarded class, builtin or enum member as itself (`VariableTracker::as_key`), a
+    /// tensor as its `TracedKey` (Note [tensor dict keys]). A graph break for anything else.
+    pub(crate) fn dict_key<'py>(&mut self, py: Python<'py>, v: &VT) -> VResult<Bound<'py, PyAny>> {
+        if let Some(k) = v.as_key(py) {
+            return Ok(k);
+        }
+        let VT::Tensor(t) = v else {
+            graph_break!(UnsupportedOperation, "dict key is not a constant");
+        };
+        if let Some(k) = self.og.traced_keys.get(&t.node) {
+            return Ok(k.bind(py).clone());
+        }
+        if let Some(s) = &t.source {
+            let others: Vec<Arc<Source>> = self
+                .og
+                .traced_keys
+                .values()
+                .filter_map(|k| match &k.bind(py).cast::<TracedKey>().ok()?.borrow().value {
+                    VT::Tensor(o) => o.source.clone(),
+                    _ => None,
+                })
+                .collect();
+            for o in others {
+                self.og.add_guard(Some(s.clone()), crate::guards::GuardKind::NotAliasOf(o));
+            }
+        }
+        let key = Bound::new(py, TracedKey { value: v.clone() })?.into_any();
+        self.og.traced_keys.insert(t.node, key.clone().unbind());
+        Ok(key)
+    }
+
     /// The (key, value) pairs `dict(v)` / `d.update(v)` take from `v`: a dict, a view of its
     /// items, or an iterable of pairs; keys must be constants.
     pub(crate) fn mapping_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<(Py<PyAny>, VT)>> {
@@ -98,7 +174,7 @@ impl<'a> InstructionTranslator<'a> {
             let keys = self.call(py, &keys, vec![], vec![])?;
             let mut out = Vec::new();
             for k in self.iter_items(py, &keys)? {
-                let key = k.as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?.unbind();
+                let key = self.dict_key(py, &k)?.unbind();
                 let val = self.getitem(py, v, &k)?;
                 out.push((key, val));
             }
@@ -118,7 +194,7 @@ impl<'a> InstructionTranslator<'a> {
         if kv.len() != 2 {
             graph_break!(UnsupportedOperation, "dict() from an item of length {}", kv.len());
         }
-        let k = kv[0].as_constant(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
+        let k = self.dict_key(py, &kv[0])?;
         if k.hash().is_err() {
             graph_break!(UnsupportedOperation, "unhashable dict key");
         }
@@ -187,7 +263,7 @@ impl<'a> InstructionTranslator<'a> {
                 c.bind(py).clone()
             }
             VT::Dict(d) => {
-                let keys: Vec<VT> = d.borrow().items.iter().map(|(k, _)| VT::constant(k.clone_ref(py))).collect();
+                let keys: Vec<VT> = d.borrow().items.iter().map(|(k, _)| key_tracker(py, k)).collect();
                 let real = PyDict::new(py);
                 for k in self.set_members_of(py, &keys)? {
                     real.set_item(k, py.None())?;

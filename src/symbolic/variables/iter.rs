@@ -1488,8 +1488,8 @@ pub(crate) fn resume_generator(py: Python<'_>, og: &mut OutputGraph, depth: usiz
 /// `(key, value)` pair (Objects/dictobject.c, `dictiter_iternext{key,value,item}`).
 fn view_item(py: Python<'_>, view: DictView, k: &Py<PyAny>, v: &VariableTracker) -> VariableTracker {
     match view {
-        DictView::Keys => VariableTracker::constant(k.clone_ref(py)),
+        DictView::Keys => crate::symbolic::variables::dicts::key_tracker(py, k),
         DictView::Values => v.clone(),
-        DictView::Items => tuple_of(py, vec![VariableTracker::constant(k.clone_ref(py)), v.clone()]),
+        DictView::Items => tuple_of(py, vec![crate::symbolic::variables::dicts::key_tracker(py, k), v.clone()]),
     }
 }

@@ -538,7 +538,10 @@ impl<'a> InstructionTranslator<'a> {
                     new_items.push((PyString::new(py, &k).into_any().unbind(), v));
                 }
                 let key = match name {
-                    "pop" | "setdefault" => Some(args.first().and_then(|a| a.as_key(py)).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?),
+                    "pop" | "setdefault" => match args.first() {
+                        Some(a) => Some(self.dict_key(py, a)?),
+                        None => graph_break!(ArgumentMismatch, "dict.{name}() without a key"),
+                    },
                     _ => None,
                 };
                 let result = {
@@ -568,7 +571,7 @@ impl<'a> InstructionTranslator<'a> {
                             }
                             (None, Some(default)) => default.clone(),
                             // `_PyDict_Pop_KnownHash`: `KeyError(key)`, raised in the trace.
-                            (None, None) => return Err(Unsupported::raise_new(py, "KeyError", key.as_ref().expect("pop key"))),
+                            (None, None) => return Err(crate::symbolic::variables::dicts::key_error(py, key.as_ref().expect("pop key"))),
                         },
                         _ => match pos {
                             Some(i) => st.items[i].1.clone(),
@@ -620,10 +623,11 @@ impl<'a> InstructionTranslator<'a> {
                 if d.borrow().source.is_some() {
                     self.og.side_effects.mutate_dict(d);
                 }
-                Ok(VT::Tuple(Rc::new(vec![VT::constant(k), v])))
+                Ok(VT::Tuple(Rc::new(vec![crate::symbolic::variables::dicts::key_tracker(py, &k), v])))
             }
             (VT::Dict(d), "get") => {
-                let k = args[0].as_key(py).ok_or_else(|| Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation, "dict key is not a constant"))?;
+                let Some(k) = args.first() else { graph_break!(ArgumentMismatch, "dict.get() without a key") };
+                let k = self.dict_key(py, k)?;
                 for (key, v) in &d.borrow().items {
                     if crate::symbolic::variables::same_or_equal(key.bind(py), &k)? {
                         return Ok(v.clone());

@@ -1128,7 +1128,7 @@ impl<'a> InstructionTranslator<'a> {
                 let via_setitem = !init.is(py.get_type::<PyDict>().getattr("__init__")?);
                 for (k, v) in pairs.into_iter().chain(kw) {
                     if via_setitem {
-                        self.setitem(py, &vt, VT::constant(k), v)?;
+                        self.setitem(py, &vt, crate::symbolic::variables::dicts::key_tracker(py, &k), v)?;
                     } else {
                         let storage = obj.storage.as_ref().expect("an object of a dict subclass has a storage");
                         dict_set(py, &mut storage.borrow_mut(), k, v)?;
