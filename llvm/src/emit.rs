@@ -814,6 +814,8 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         end: IntValue<'ctx>,
     ) -> Result<(), CodegenError> {
         use crate::kernel::ReduceOp;
+        let reordered = reduction_memory_order(kernel);
+        let kernel = reordered.as_ref().unwrap_or(kernel);
         let ctx = self.ctx;
         let i64t = ctx.i64_type();
         let f32t = ctx.f32_type();
@@ -1814,6 +1816,89 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         g.set_section(Some("llvm.metadata"));
         g.set_initializer(&arr);
     }
+}
+
+/// Note [reduction memory order]: ATen reduces a tensor in its memory order, whatever its
+/// logical order: TensorIterator's `reorder_dimensions` sorts the dims by the operands' strides
+/// (the output's are 0 along reduced dims, so the input's decide) and coalesces the dense ones,
+/// so `x.sum()` of a transposed `x` (or of `x.t() - m`, which eager materializes in `x.t()`'s
+/// layout) is the sum of one contiguous row of storage. A kernel whose ordered sum walks its
+/// reduction dims in another order than its summed operand's memory order would add the same
+/// numbers in another order: fuzzer seed 1500000, program 6695, took the other branch of
+/// `if x.sum() > 0` on a sum that is 0 up to rounding. Sums, max and min over the reduction
+/// dims do not depend on the dims' order otherwise, so reordering them changes nothing else.
+///
+/// The kernel with its reduction dims reordered (descending strides of the first load, under an
+/// ordered sum, that moves along every reduction dim of size > 1) when that makes some ordered
+/// sum walk its operand row-major (`contiguous_in_reduction`) and none that did stops; `None`
+/// when it is already in that order or no reordering helps.
+fn reduction_memory_order(kernel: &Kernel) -> Option<Kernel> {
+    use crate::kernel::ReduceOp;
+    let n_outer = kernel.ranges.len();
+    let n_red = kernel.reduction_ranges.len();
+    if kernel.reduction_ranges.iter().filter(|r| **r > 1).count() < 2 {
+        return None;
+    }
+    let sums: Vec<crate::kernel::ExprId> = kernel
+        .exprs
+        .iter()
+        .filter_map(|ex| match ex {
+            Expr::Reduce(ReduceOp::OrderedSum, v) => Some(*v),
+            _ => None,
+        })
+        .collect();
+    let before: Vec<bool> = sums.iter().map(|v| contiguous_in_reduction(kernel, *v)).collect();
+    let first = sums.iter().zip(&before).find(|(_, c)| !**c).map(|(v, _)| *v)?;
+    // The first full load under that sum: it decides the order.
+    let mut stack = vec![first.0 as usize];
+    let mut seen = vec![false; kernel.exprs.len()];
+    let mut key: Option<Vec<i64>> = None;
+    while let Some(i) = stack.pop() {
+        if std::mem::replace(&mut seen[i], true) {
+            continue;
+        }
+        match &kernel.exprs[i] {
+            Expr::Load { index, .. } => {
+                let red = &index.strides[n_outer..];
+                if red.iter().zip(&kernel.reduction_ranges).all(|(s, r)| *s != 0 || *r == 1) {
+                    key = Some(red.iter().map(|s| s.abs()).collect());
+                    break;
+                }
+            }
+            Expr::Unary(_, a) | Expr::Cast(_, a) => stack.push(a.0 as usize),
+            Expr::Binary(_, a, c) | Expr::Compare(_, a, c) => stack.extend([c.0 as usize, a.0 as usize]),
+            Expr::Select(c, a, d) => stack.extend([d.0 as usize, a.0 as usize, c.0 as usize]),
+            _ => {}
+        }
+    }
+    let key = key?;
+    // Stable: dims of size 1 and equal strides keep their order.
+    let mut perm: Vec<usize> = (0..n_red).collect();
+    perm.sort_by(|&a, &b| {
+        let ka = if kernel.reduction_ranges[a] == 1 { i64::MAX } else { key[a] };
+        let kb = if kernel.reduction_ranges[b] == 1 { i64::MAX } else { key[b] };
+        kb.cmp(&ka)
+    });
+    if perm.iter().enumerate().all(|(i, &d)| i == d) {
+        return None;
+    }
+    let permute = |index: &Index| {
+        let mut strides = index.strides[..n_outer].to_vec();
+        strides.extend(perm.iter().map(|&d| index.strides[n_outer + d]));
+        Index { offset: index.offset, strides }
+    };
+    let mut out = kernel.clone();
+    out.reduction_ranges = perm.iter().map(|&d| kernel.reduction_ranges[d]).collect();
+    for index in out.expr_indices_mut() {
+        *index = permute(index);
+    }
+    for st in out.stores.iter_mut() {
+        st.index = permute(&st.index);
+    }
+    let after: Vec<bool> = sums.iter().map(|v| contiguous_in_reduction(&out, *v)).collect();
+    let keeps = before.iter().zip(&after).all(|(b, a)| !*b || *a);
+    let gains = before.iter().zip(&after).any(|(b, a)| !*b && *a);
+    (keeps && gains).then_some(out)
 }
 
 /// True when every load feeding `v` walks the reduction space in row-major order with unit
