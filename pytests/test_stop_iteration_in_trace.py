@@ -104,3 +104,42 @@ def test_through_finally():
         return y
 
     check(f, X, graphs=0)
+
+
+def returns_after_one(x):
+    yield x
+    return "rv"
+
+
+def returns_a_tensor(x):
+    if False:
+        yield
+    return x * 2
+
+
+def test_a_finished_generator_carries_its_return_value():
+    """The step that finishes a generator raises StopIteration(value) (`e.value`, `e.args`);
+    a later step a bare one. A value that is no constant breaks."""
+
+    def f(x):
+        it = returns_after_one(x)
+        next(it)
+        try:
+            next(it)
+        except StopIteration as e:
+            first = (e.value, e.args, repr(e))
+        try:
+            next(it)
+        except StopIteration as e:
+            later = (e.value, e.args)
+        return first, later, x + 1
+
+    check(f, X, graphs=1, breaks=0)
+
+    def g(x):
+        try:
+            next(returns_a_tensor(x))
+        except StopIteration as e:
+            return e.value
+
+    check(g, X, graphs=0)

@@ -104,6 +104,10 @@ pub enum Source {
     /// builds a dict of its items on each `o[k]`; a guard or an input load must run no user
     /// code). Note [dict subclass storage] in src/symbolic/variables/user_defined.rs.
     DictItem { base: Arc<Source>, key: ItemKey },
+    /// Key `index` of dict `base` in its iteration order (`dynamo._polyfills.dict_key_at(base,
+    /// index)`): a tensor key of a dict from outside the frame (Note [tensor dict keys] in
+    /// src/symbolic/variables/dicts.rs), whose identity the dict's DICT_KEYS guard pins.
+    DictKey { base: Arc<Source>, index: usize },
 }
 
 impl Source {
@@ -130,7 +134,7 @@ impl Source {
     /// The innermost base of the chain (a local, closure cell or global).
     pub fn root(&self) -> &Source {
         match self {
-            Source::Attr { base, .. } | Source::GetItem { base, .. } | Source::IterSeq { base } | Source::IterItem { base, .. } | Source::GenericAttr { base, .. } | Source::WeakRefCall { base } | Source::DictItem { base, .. } => base.root(),
+            Source::Attr { base, .. } | Source::GetItem { base, .. } | Source::IterSeq { base } | Source::IterItem { base, .. } | Source::GenericAttr { base, .. } | Source::WeakRefCall { base } | Source::DictItem { base, .. } | Source::DictKey { base, .. } => base.root(),
             other => other,
         }
     }
@@ -167,6 +171,7 @@ impl fmt::Display for Source {
             Source::DictItem { base, key: ItemKey::Int(i) } => write!(f, "dict.__getitem__({base}, {i})"),
             Source::DictItem { base, key: ItemKey::Str(s) } => write!(f, "dict.__getitem__({base}, '{s}')"),
             Source::DictItem { base, key: ItemKey::Object(k) } => write!(f, "dict.__getitem__({base}, {})", k.repr),
+            Source::DictKey { base, index } => write!(f, "list({base}.keys())[{index}]"),
         }
     }
 }

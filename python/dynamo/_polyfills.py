@@ -7,6 +7,7 @@ exist yet). Each function must behave exactly as its C original (same result, sa
 on every input it is used for; the C source it follows is named in its docstring.
 """
 
+import collections
 import copyreg
 
 
@@ -363,6 +364,18 @@ def iter_peek(it, k):
     red = it.__reduce__()
     pos = red[2] if len(red) > 2 and red[2] is not None else 0
     return red[1][0][pos + k]
+
+
+def dict_key_at(d, k):
+    """Key `k` of dict `d` in its iteration order, read through the base class's C `keys` (an
+    OrderedDict's linked list, else the storage), so no method of a subclass runs: what a guard
+    and a resume function read for `Source::DictKey`. Raises IndexError when `d` has fewer than
+    `k + 1` keys."""
+    keys = collections.OrderedDict.keys if isinstance(d, collections.OrderedDict) else dict.keys
+    for i, key in enumerate(keys(d)):
+        if i == k:
+            return key
+    raise IndexError(k)
 
 
 def deque_replace(d, items):

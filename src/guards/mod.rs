@@ -365,6 +365,10 @@ pub(crate) fn same_constant(v: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>) -> bool 
     if v.get_type().as_ptr() != c.get_type().as_ptr() {
         return false;
     }
+    // A tensor key (Note [tensor dict keys]) is its very object: a tensor's `==` is elementwise.
+    if crate::symbolic::builder::is_tensor_key(v) {
+        return false;
+    }
     if let (Ok(a), Ok(b)) = (v.cast::<PyFloat>(), c.cast::<PyFloat>()) {
         return a.value().to_bits() == b.value().to_bits();
     }
@@ -427,6 +431,10 @@ enum Step {
     /// no `__getitem__` or `__missing__` of a subclass runs; a missing key or a non-dict base
     /// reads as missing.
     DictItem(usize, Py<PyAny>),
+    /// `Source::DictKey`: key `k` of a dict instance in its iteration order (the storage's, or
+    /// an OrderedDict's linked list, read through the base class's C `keys`); a shorter dict
+    /// or a non-dict base reads as missing.
+    DictKey(usize, usize),
 }
 
 impl Step {
@@ -444,6 +452,7 @@ impl Step {
             Step::IterItem(..) => "ITER_ITEM",
             Step::WeakRefCall(_) => "WEAKREF_CALL",
             Step::DictItem(..) => "DICT_ITEM",
+            Step::DictKey(..) => "DICT_KEY",
             Step::Module(_) => "MODULE",
         }
     }
@@ -900,6 +909,23 @@ impl GuardManager {
                 }
                 Bound::from_borrowed_ptr_or_opt(py, p)
             }
+            Step::DictKey(base, k) => {
+                let b = values[*base].as_ref()?;
+                let d = b.cast::<pyo3::types::PyDict>().ok()?;
+                if d.is_exact_instance_of::<pyo3::types::PyDict>() {
+                    // The storage walked in order, no Python code run.
+                    let (mut pos, mut key, mut val): (ffi::Py_ssize_t, *mut ffi::PyObject, *mut ffi::PyObject) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+                    let mut i = 0usize;
+                    while ffi::PyDict_Next(d.as_ptr(), &mut pos, &mut key, &mut val) != 0 {
+                        if i == *k {
+                            return Bound::from_borrowed_ptr_or_opt(py, key);
+                        }
+                        i += 1;
+                    }
+                    return None;
+                }
+                crate::symbolic::builder::storage_keys(py, d).ok().and_then(|l| l.get_item(*k).ok())
+            }
             Step::IterSeq(base) => {
                 let b = values[*base].as_ref()?;
                 iterator_state(b).ok().map(|(seq, _)| seq)
@@ -1310,6 +1336,10 @@ fn plan(py: Python<'_>, s: &Arc<Source>, steps: &mut Vec<Step>, memo: &mut HashM
         Source::GenericAttr { base, attr } => {
             let b = plan(py, base, steps, memo);
             Step::GenericAttr(b, PyString::intern(py, attr).unbind())
+        }
+        Source::DictKey { base, index } => {
+            let b = plan(py, base, steps, memo);
+            Step::DictKey(b, *index)
         }
         Source::GetItem { base, key } | Source::DictItem { base, key } => {
             let b = plan(py, base, steps, memo);

@@ -224,7 +224,29 @@ pub fn is_module_namespace(py: Python<'_>, d: &Bound<'_, PyDict>) -> bool {
 }
 
 pub fn is_source_key(py: Python<'_>, k: &Bound<'_, PyAny>) -> bool {
-    k.is_exact_instance_of::<PyString>() || k.is_exact_instance_of::<PyInt>() || (is_literal(py, k) && k.hash().is_ok()) || is_identity_key(py, k) || is_plain_enum_member(py, k)
+    k.is_exact_instance_of::<PyString>() || k.is_exact_instance_of::<PyInt>() || (is_literal(py, k) && k.hash().is_ok()) || is_identity_key(py, k) || is_plain_enum_member(py, k) || is_tensor_key(k)
+}
+
+/// Whether `k` is a tensor that hashes and compares as a dict key by identity (Note [tensor
+/// dict keys] in `variables/dicts.rs`): its class keeps `torch.Tensor`'s `__hash__` (`id`) and
+/// `__eq__` (a dict compares hashes first, so the elementwise `==` never runs for two distinct
+/// live tensors). A subclass that defines either is not.
+pub fn is_tensor_key(k: &Bound<'_, PyAny>) -> bool {
+    static TENSOR: pyo3::sync::PyOnceLock<Option<(Py<PyAny>, Py<PyAny>, Py<PyAny>)>> = pyo3::sync::PyOnceLock::new();
+    let py = k.py();
+    let Some((tensor, hash, eq)) = TENSOR
+        .get_or_init(py, || {
+            let t = py.import("torch").ok()?.getattr("Tensor").ok()?;
+            Some((t.clone().unbind(), t.getattr("__hash__").ok()?.unbind(), t.getattr("__eq__").ok()?.unbind()))
+        })
+        .as_ref()
+    else {
+        return false;
+    };
+    let ty = k.get_type();
+    ty.is_subclass(tensor.bind(py)).unwrap_or(false)
+        && ty.getattr("__hash__").is_ok_and(|h| h.is(hash.bind(py)))
+        && ty.getattr("__eq__").is_ok_and(|e| e.is(eq.bind(py)))
 }
 
 /// Note [enum members]: a member of an `enum.Enum` class (`Color.RED`, an `IntEnum`'s,
@@ -322,7 +344,7 @@ pub fn wrap_dict_storage(py: Python<'_>, og: &mut OutputGraph, d: &Bound<'_, PyD
     }
     let keys_list = if exact { pyo3::types::PyDictMethods::keys(d) } else { storage_keys(py, d)? };
     if !keys_list.iter().all(|k| is_source_key(py, &k)) {
-        crate::graph_break!(UntracedValue, "dict at {source} has keys other than strs, ints, hashable literals, classes and functions");
+        crate::graph_break!(UntracedValue, "dict at {source} has keys other than strs, ints, hashable literals, classes, functions and tensors");
     }
     og.add_guard(Some(source.clone()), GuardKind::DictKeys(keys_list.clone().into_any().unbind()));
     let state = Rc::new(RefCell::new(DictState { items: vec![], source: Some(source.clone()), version: 0 }));
@@ -332,7 +354,21 @@ pub fn wrap_dict_storage(py: Python<'_>, og: &mut OutputGraph, d: &Bound<'_, PyD
         og.dict_storages_by_ptr.insert(d.as_ptr() as usize, (source.clone(), state.clone()));
     }
     let mut items = Vec::new();
-    for k in keys_list.iter() {
+    for (index, k) in keys_list.iter().enumerate() {
+        if is_tensor_key(&k) {
+            // Note [tensor dict keys]: the key is wrapped as a tensor from its place among the
+            // keys (DICT_KEYS pins its identity), and the tracker holds its `TracedKey`.
+            let key_vt = wrap(py, og, &k, Arc::new(Source::DictKey { base: source.clone(), index }))?;
+            let VT::Tensor(_) = &key_vt else {
+                crate::graph_break!(UntracedValue, "tensor key of the dict at {source} is not a graph input");
+            };
+            let traced = og.traced_key(py, &key_vt)?;
+            let v = pyo3::types::PyDictMethods::get_item(d, &k)?.expect("key present");
+            let key_object = ItemKey::Object(crate::source::KeyObject::new(&k));
+            let item_source = if exact { source.item(key_object) } else { source.dict_item(key_object) };
+            items.push((traced, wrap(py, og, &v, item_source)?));
+            continue;
+        }
         let item_key = if k.is_exact_instance_of::<PyString>() {
             ItemKey::Str(k.extract::<String>()?)
         } else if k.is_exact_instance_of::<pyo3::types::PyInt>() {

@@ -883,12 +883,6 @@ impl<'a> InstructionTranslator<'a> {
             VT::Iterator(i) => Rc::as_ptr(i) as *const () as usize,
             VT::NestedFunction(f) => Rc::as_ptr(f) as *const () as usize,
             VT::Partial(p) => Rc::as_ptr(p) as *const () as usize,
-            // A tensor the graph computes is a new object, as the other objects built in the
-            // trace: no value from outside can equal its id. Each graph value has its own fake
-            // tensor, alive as long as the trace. A tensor from outside (an input, a parameter)
-            // has a real id that values from outside may hold (`id(x) in seen`, an id computed
-            // before a break): not modelled.
-            VT::Tensor(t) if t.source.is_none() => t.fake.as_ptr() as usize,
             other => graph_break!(UnsupportedBuiltin, "id() of {}", other.describe(py)),
         };
         let f = self.og.fake_id(py, key, v)?;

@@ -460,6 +460,38 @@ impl OutputGraph {
         })
     }
 
+    /// The `TracedKey` standing for tensor tracker `v` as a dict key, one per graph value (Note
+    /// [tensor dict keys] in `variables/dicts.rs`). A tensor from outside the frame made a key
+    /// is guarded to stay a distinct object from the others made keys (NO_ALIAS): the trace
+    /// took their keys to differ. Two keys of dicts from outside are pinned by DICT_KEYS.
+    pub fn traced_key(&mut self, py: Python<'_>, v: &VT) -> PyResult<Py<PyAny>> {
+        use crate::symbolic::variables::dicts::TracedKey;
+        let VT::Tensor(t) = v else { unreachable!("traced keys stand for tensors") };
+        if let Some(k) = self.traced_keys.get(&t.node) {
+            return Ok(k.clone_ref(py));
+        }
+        if let Some(s) = &t.source {
+            // Keys read from a dict's keys are fixed objects (its DICT_KEYS guard pins them):
+            // two such never alias.
+            let pinned = |s: &Source| matches!(s, Source::DictKey { .. });
+            let others: Vec<Arc<Source>> = self
+                .traced_keys
+                .values()
+                .filter_map(|k| match &k.bind(py).cast::<TracedKey>().ok()?.borrow().value {
+                    VT::Tensor(o) => o.source.clone(),
+                    _ => None,
+                })
+                .filter(|o| !(pinned(o) && pinned(s)))
+                .collect();
+            for o in others {
+                self.add_guard(Some(s.clone()), GuardKind::NotAliasOf(o));
+            }
+        }
+        let key = Py::new(py, TracedKey { value: v.clone() })?.into_any();
+        self.traced_keys.insert(t.node, key.clone_ref(py));
+        Ok(key)
+    }
+
     /// The `FakeId` for `id()` of the object tracked at address `key` (Note [ids of traced
     /// objects]); `keep` is its tracker, held so the address stays this object's.
     pub fn fake_id(&mut self, py: Python<'_>, key: usize, keep: &crate::symbolic::variables::VariableTracker) -> PyResult<Py<PyAny>> {

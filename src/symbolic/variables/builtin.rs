@@ -661,6 +661,7 @@ impl<'a> InstructionTranslator<'a> {
         }
         if is("next") && (args.len() == 1 || args.len() == 2) {
             if let VT::Iterator(it) = &args[0] {
+                let was_exhausted = it.borrow().exhausted;
                 let item = self.step_iter(py, it)?;
                 return match (item, args.get(1)) {
                     (Some(v), _) => Ok(v),
@@ -675,10 +676,22 @@ impl<'a> InstructionTranslator<'a> {
                         // frame catches, or that a handler lets go on (RERAISE: StopIteration is
                         // not in TRACED_EXCEPTIONS; 3.12's handler around a generator's body,
                         // CALL_INTRINSIC_1), is a graph break and Python raises it.
+                        // The step that finishes a generator raises StopIteration(value) of
+                        // its return value (`_PyGen_SetStopIterationValue`: no argument for
+                        // None); every later step a bare StopIteration.
                         let in_try = self.code.insts.get(self.ip.wrapping_sub(1)).is_some_and(|i| i.exn.is_some());
                         if in_try {
-                            let exc = py.get_type::<pyo3::exceptions::PyStopIteration>().call0()?.unbind();
-                            return Err(Unsupported::raise_value("StopIteration", exc, "StopIteration"));
+                            let returned = if was_exhausted { None } else { it.borrow().returned.clone() };
+                            let stop = py.get_type::<pyo3::exceptions::PyStopIteration>();
+                            let exc = match returned {
+                                None => stop.call0()?,
+                                Some(v) => match v.as_constant(py) {
+                                    Some(c) if c.is_none() => stop.call0()?,
+                                    Some(c) => stop.call1((c,))?,
+                                    None => graph_break!(UnsupportedCall, "next() of a finished generator that returned {}", v.describe(py)),
+                                },
+                            };
+                            return Err(Unsupported::raise_value("StopIteration", exc.unbind(), "StopIteration"));
                         }
                         graph_break!(UnsupportedCall, "next() of an exhausted iterator (StopIteration)")
                     }

@@ -110,29 +110,10 @@ impl<'a> InstructionTranslator<'a> {
         if let Some(k) = v.as_key(py) {
             return Ok(k);
         }
-        let VT::Tensor(t) = v else {
+        if !matches!(v, VT::Tensor(_)) {
             graph_break!(UnsupportedOperation, "dict key is not a constant");
-        };
-        if let Some(k) = self.og.traced_keys.get(&t.node) {
-            return Ok(k.bind(py).clone());
         }
-        if let Some(s) = &t.source {
-            let others: Vec<Arc<Source>> = self
-                .og
-                .traced_keys
-                .values()
-                .filter_map(|k| match &k.bind(py).cast::<TracedKey>().ok()?.borrow().value {
-                    VT::Tensor(o) => o.source.clone(),
-                    _ => None,
-                })
-                .collect();
-            for o in others {
-                self.og.add_guard(Some(s.clone()), crate::guards::GuardKind::NotAliasOf(o));
-            }
-        }
-        let key = Bound::new(py, TracedKey { value: v.clone() })?.into_any();
-        self.og.traced_keys.insert(t.node, key.clone().unbind());
-        Ok(key)
+        Ok(self.og.traced_key(py, v)?.into_bound(py))
     }
 
     /// The (key, value) pairs `dict(v)` / `d.update(v)` take from `v`: a dict, a view of its
