@@ -56,10 +56,34 @@ def test_id_of_objects_built_in_the_frame_as_memo_keys():
         memo[id(a)] = a
         memo[id(b)] = 5
         memo[id(memo)] = [a]
-        same = id(a) == id(a) and id(a) != id(b) and id(a) in memo and memo.get(id(Box(0))) is None
+        same = id(a) == id(a) and id(a) in memo and id(b) in memo and memo.get(id(Box(0))) is None
         return x * memo[id(b)] + memo[id(a)].v + (1 if same else 0)
 
     check(f, torch.ones(2), graphs=1, breaks=0)
+
+
+def test_ids_of_two_objects_built_in_the_frame_compare_in_python():
+    """Two ids of objects built in the trace are equal in eager when the first object died
+    before the second was made (`id([1]) == id([2])` is usually True): the trace does not know,
+    so the comparison runs in Python. (It gave False before; an `except TypeError:` around
+    `id([1]) + 1` also ran its handler in the trace.)"""
+
+    def temporaries(x):
+        return id([1]) == id([2]), x + 1
+
+    def both_alive(x):
+        a, b = [1], [2]
+        return id(a) != id(b), x + 1
+
+    def arithmetic(x):
+        try:
+            v = id([1]) + 1
+        except TypeError:
+            return x - 1
+        return x + v * 0
+
+    for f in (temporaries, both_alive, arithmetic):
+        check(f, torch.ones(2), graphs=0)
 
 
 def test_id_of_an_object_built_in_the_frame_outliving_the_graph():

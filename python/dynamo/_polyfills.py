@@ -65,12 +65,23 @@ def _getstate(obj, cls):
     return d if d else None
 
 
+class UnknownId(Exception):
+    """Raised by every use of a `FakeId` that would read its value. Not a builtin exception,
+    so the tracer never raises it in the trace for a user's `except` clause (an `except
+    TypeError:` around `id(o) + 1` must not run): it is a graph break, and Python runs the
+    instruction with the real id."""
+
+
 class FakeId:
     """What `id(obj)` gives while tracing when `obj` has no address yet (an object built by
     the trace) or no source to pin it by (Note [ids of traced objects] in
     src/symbolic/output_graph.rs): a key equal only to itself. Its value is unknown, so every
-    use that would read it (formatting, arithmetic, ordering, `int()`) raises TypeError, which
-    the tracer turns into a graph break; the compiler refuses one that outlives the graph."""
+    use that would read it (formatting, arithmetic, ordering, `int()`) raises `UnknownId`,
+    which the tracer turns into a graph break; the compiler refuses one that outlives the
+    graph. Two FakeIds compare unknown too: eager's ids of two objects are equal when the first
+    died before the second was made (`id([1]) == id([2])` is usually True), which the trace
+    does not know. Dict lookups compare hashes first (as `lookdict` does), so FakeIds are
+    dict keys without comparing them."""
 
     __slots__ = ("_n",)
 
@@ -81,13 +92,17 @@ class FakeId:
         return hash(("dynamo.FakeId", self._n))
 
     def __eq__(self, other):
-        return self is other
+        if self is other:
+            return True
+        if type(other) is FakeId:
+            self._unknown()
+        return False
 
     def __ne__(self, other):
-        return self is not other
+        return not self.__eq__(other)
 
     def _unknown(self, *args, **kwargs):
-        raise TypeError("the id() of an object built while tracing has no value yet")
+        raise UnknownId("the id() of an object built while tracing has no value yet")
 
     __repr__ = __str__ = __format__ = __index__ = __int__ = __float__ = __bool__ = _unknown
     __lt__ = __le__ = __gt__ = __ge__ = _unknown

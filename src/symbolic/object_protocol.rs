@@ -685,7 +685,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::Dict(d) => {
                 let mut st = d.borrow_mut();
-                let Some(pos) = st.items.iter().position(|(kk, _)| crate::symbolic::variables::same_or_equal(kk.bind(py), &k).unwrap_or(false)) else {
+                let Some(pos) = crate::symbolic::variables::dicts::key_position(py, &st, &k)? else {
                     return Err(key_error(py, &k));
                 };
                 st.items.remove(pos);
@@ -1076,7 +1076,7 @@ impl<'a> InstructionTranslator<'a> {
         match (container, key) {
             (VT::Dict(d) | VT::DictView { dict: d, view: DictView::Keys, .. }, Some(k)) => {
                 for (key, _) in &d.borrow().items {
-                    if crate::symbolic::variables::same_or_equal(key.bind(py), &k)? {
+                    if crate::symbolic::variables::same_key(key.bind(py), &k)? {
                         return Ok(true);
                     }
                 }
@@ -1705,7 +1705,7 @@ impl<'a> InstructionTranslator<'a> {
                 for (k, v) in &xs {
                     let mut found = None;
                     for (k2, v2) in &ys {
-                        if crate::symbolic::variables::same_or_equal(k.bind(py), k2.bind(py))? {
+                        if crate::symbolic::variables::same_key(k.bind(py), k2.bind(py))? {
                             found = Some(v2.clone());
                             break;
                         }
@@ -1837,7 +1837,7 @@ impl<'a> InstructionTranslator<'a> {
                     return Err(key_error(py, &k));
                 }
                 for (key, v) in &d.borrow().items {
-                    if crate::symbolic::variables::same_or_equal(key.bind(py), &k)? {
+                    if crate::symbolic::variables::same_key(key.bind(py), &k)? {
                         return Ok(v.clone());
                     }
                 }

@@ -445,9 +445,19 @@ pub(crate) fn dict_from_pairs(py: Python<'_>, pairs: impl IntoIterator<Item = (P
     Ok(new_dict(st.items))
 }
 
+/// The position of key `k` among a dict tracker's items (`lookdict`: `same_key`), if present.
+pub(crate) fn key_position(py: Python<'_>, d: &DictState, k: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+    for (i, (key, _)) in d.items.iter().enumerate() {
+        if crate::symbolic::variables::same_key(key.bind(py), k)? {
+            return Ok(Some(i));
+        }
+    }
+    Ok(None)
+}
+
 pub(crate) fn dict_set(py: Python<'_>, d: &mut DictState, k: Py<PyAny>, v: VT) -> VResult<()> {
     for (key, val) in d.items.iter_mut() {
-        if crate::symbolic::variables::same_or_equal(key.bind(py), k.bind(py))? {
+        if crate::symbolic::variables::same_key(key.bind(py), k.bind(py))? {
             *val = v;
             return Ok(());
         }

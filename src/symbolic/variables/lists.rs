@@ -547,7 +547,7 @@ impl<'a> InstructionTranslator<'a> {
                 let result = {
                     let mut st = d.borrow_mut();
                     let pos = match &key {
-                        Some(k) => st.items.iter().position(|(kk, _)| crate::symbolic::variables::same_or_equal(kk.bind(py), k).unwrap_or(false)),
+                        Some(k) => crate::symbolic::variables::dicts::key_position(py, &st, k)?,
                         None => None,
                     };
                     match name {
@@ -629,7 +629,7 @@ impl<'a> InstructionTranslator<'a> {
                 let Some(k) = args.first() else { graph_break!(ArgumentMismatch, "dict.get() without a key") };
                 let k = self.dict_key(py, k)?;
                 for (key, v) in &d.borrow().items {
-                    if crate::symbolic::variables::same_or_equal(key.bind(py), &k)? {
+                    if crate::symbolic::variables::same_key(key.bind(py), &k)? {
                         return Ok(v.clone());
                     }
                 }

@@ -272,6 +272,16 @@ pub fn same_or_equal(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<boo
     Ok(a.is(b) || a.eq(b)?)
 }
 
+/// Whether two dict keys are the same key, as `lookdict` (Objects/dictobject.c) decides: the
+/// same object, or equal hashes and then `==` (never asked for keys whose hashes differ: a
+/// `FakeId` or a `TracedKey` meets other keys only by hash).
+pub fn same_key(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if a.is(b) {
+        return Ok(true);
+    }
+    Ok(a.hash()? == b.hash()? && a.eq(b)?)
+}
+
 /// Note [type names in messages]: CPython's messages name a type by its C `tp_name`
 /// (`"'%.100s' object has no attribute '%U'"`, Objects/object.c): for a class statement that is
 /// its `__name__`, never its `__qualname__` (`'Inner'`, not `'Outer.Inner'`); for a C type it is
