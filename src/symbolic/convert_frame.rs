@@ -2123,8 +2123,11 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
                     _ => graph_break!(UnreconstructableValue, "a set of {} that outlives the graph", type_name(m)),
                 }
             }
-            Rebuild::Call { func: py.get_type::<pyo3::types::PySet>().into_any().unbind(), args: vec![Rebuild::Tuple(items)] }
+            // `set(...)` or `frozenset(...)` (Note [frozensets of traced values]).
+            Rebuild::Call { func: set.borrow().bind(py).get_type().into_any().unbind(), args: vec![Rebuild::Tuple(items)] }
         }
+        // An immutable frozenset of literals is its own rebuild.
+        VT::Set(set) if set.borrow().bind(py).is_instance_of::<pyo3::types::PyFrozenSet>() => Rebuild::Const(set.borrow().clone_ref(py)),
         VT::Set(set) => {
             // Note [set order]: the transformed code runs `set(c)` for a constant `c`: a tuple
             // of the members in the traced set's order (added one by one, the table growing as

@@ -268,7 +268,9 @@ impl<'a> InstructionTranslator<'a> {
                 let ty = match obj {
                     VT::List(_) => py.get_type::<PyList>(),
                     VT::Dict(_) => py.get_type::<PyDict>(),
-                    _ => py.get_type::<pyo3::types::PySet>(),
+                    // A set or a frozenset (Note [frozensets of traced values]).
+                    VT::Set(s) => s.borrow().bind(py).get_type(),
+                    _ => unreachable!("matched above"),
                 };
                 if !ty.hasattr(name)? {
                     return Err(Unsupported::attribute_error(py, name, crate::symbolic::variables::no_attribute_message(ty.as_any(), name)));
@@ -1233,15 +1235,14 @@ impl<'a> InstructionTranslator<'a> {
             if matches!(base, "and_" | "or_" | "sub" | "xor") && (matches!(a, VT::Set(_)) || matches!(b, VT::Set(_))) && !(matches!(a, VT::Set(_)) && matches!(b, VT::Set(_))) {
                 if name.starts_with('i') && matches!(a, VT::Set(_)) {
                     let f = self.og.handles.operator.bind(py).getattr(name)?;
-                    f.call1((x.bind(py), y.bind(py)))?;
-                    return Ok(a.clone());
+                    let r = f.call1((x.bind(py), y.bind(py)))?;
+                    // A frozenset's `|=` makes a new frozenset (Note [frozensets of traced
+                    // values]); a set's is the same set.
+                    return Ok(if r.is(x.bind(py)) { a.clone() } else { crate::symbolic::variables::dicts::set_tracker(py, r) });
                 }
                 let f = self.og.handles.operator.bind(py).getattr(base)?;
                 let r = f.call1((x.bind(py), y.bind(py)))?;
-                if type_name(&r) == "frozenset" {
-                    return Ok(VT::constant(r.unbind()));
-                }
-                return Ok(VT::Set(Rc::new(RefCell::new(r.unbind()))));
+                return Ok(crate::symbolic::variables::dicts::set_tracker(py, r));
             }
         }
         if let (VT::Dict(d), "or_") = (&a, base) {
@@ -1263,14 +1264,15 @@ impl<'a> InstructionTranslator<'a> {
         if let (VT::Set(x), VT::Set(y)) = (&a, &b) {
             if matches!(base, "and_" | "or_" | "sub" | "xor") {
                 if name.starts_with('i') {
-                    // In place: the same set object, as `s &= t` keeps aliases in sync.
+                    // In place: the same set object, as `s &= t` keeps aliases in sync (a
+                    // frozenset's makes a new one).
                     let f = self.og.handles.operator.bind(py).getattr(name)?;
-                    f.call1((x.borrow().bind(py), y.borrow().bind(py)))?;
-                    return Ok(a.clone());
+                    let r = f.call1((x.borrow().bind(py), y.borrow().bind(py)))?;
+                    return Ok(if r.is(x.borrow().bind(py)) { a.clone() } else { crate::symbolic::variables::dicts::set_tracker(py, r) });
                 }
                 let f = self.og.handles.operator.bind(py).getattr(base)?;
                 let r = f.call1((x.borrow().bind(py), y.borrow().bind(py)))?;
-                return Ok(VT::Set(Rc::new(RefCell::new(r.unbind()))));
+                return Ok(crate::symbolic::variables::dicts::set_tracker(py, r));
             }
         }
         match (&a, &b, base) {
@@ -2219,7 +2221,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::DictView { view, ordered: false, .. } => Some(PyDict::new(py).call_method0(view.method())?.get_type().into_any().unbind()),
             VT::DictView { view, ordered: true, .. } => Some(py.import("collections")?.getattr("OrderedDict")?.call0()?.call_method0(view.method())?.get_type().into_any().unbind()),
             VT::Iterator(it) => self.iterator_type(py, it)?,
-            VT::Set(_) => Some(py.get_type::<pyo3::types::PySet>().into_any().unbind()),
+            VT::Set(s) => Some(s.borrow().bind(py).get_type().into_any().unbind()),
             VT::Partial(_) => Some(crate::symbolic::variables::functions::partial_type(py)?.unbind()),
             VT::UserObject(o) => Some(o.cls.clone_ref(py)),
             VT::AutocastCtx(m) => Some(m.obj.bind(py).get_type().into_any().unbind()),
@@ -2979,7 +2981,7 @@ impl<'a> InstructionTranslator<'a> {
                 };
                 Some(b.getattr(t)?.unbind())
             }
-            VT::Set(_) => Some(py.get_type::<pyo3::types::PySet>().into_any().unbind()),
+            VT::Set(s) => Some(s.borrow().bind(py).get_type().into_any().unbind()),
             _ => self.type_of(py, v)?,
         };
         match ty {

@@ -635,6 +635,13 @@ impl<'a> InstructionTranslator<'a> {
             }
             return Ok(s);
         }
+        if is("frozenset") && args.len() == 1 && kwargs.is_empty() && self.literal_value(py, &args[0]).is_none() {
+            // Note [frozensets of traced values] (variables/dicts.rs): `frozenset_new` is
+            // `set_update_internal` of the argument, as `set(x)`, on the same stand-ins.
+            let real_arg = self.real_set_arg(py, &args[0])?;
+            let r = py.get_type::<pyo3::types::PyFrozenSet>().call1((real_arg,)).map_err(|e| Unsupported::folded(py, e))?;
+            return Ok(crate::symbolic::variables::dicts::set_tracker(py, r));
+        }
         if is("tuple") && kwargs.is_empty() {
             // Objects/abstract.c (`PySequence_Tuple`): an exact tuple is returned as is.
             if let [t @ VT::Tuple(_)] = args.as_slice() {
@@ -1015,7 +1022,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::List(_) => exact(&py.get_type::<PyList>()),
             VT::Deque(_) => owner.is(&py.import("collections")?.getattr("deque")?) && crate::symbolic::variables::deque::DEQUE_METHODS.contains(&name.as_str()),
             VT::Dict(_) => exact(&py.get_type::<PyDict>()),
-            VT::Set(_) => exact(&py.get_type::<pyo3::types::PySet>()),
+            VT::Set(s) => exact(&s.borrow().bind(py).get_type()),
             VT::Tensor(_) => owner.cast::<pyo3::types::PyType>().map(|o| self.og.handles.tensor_type.bind(py).cast::<pyo3::types::PyType>().map(|t| t.is_subclass(o).unwrap_or(false)).unwrap_or(false)).unwrap_or(false),
             VT::Opaque { .. } | VT::UserObject(_) => owner.is(py.get_type::<PyAny>()) && matches!(name.as_str(), "__setattr__" | "__getattribute__"),
             _ => false,

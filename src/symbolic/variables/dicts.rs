@@ -92,6 +92,26 @@ pub(crate) fn key_error(py: Python<'_>, k: &Bound<'_, PyAny>) -> Unsupported {
     Unsupported::raise_new(py, "KeyError", k)
 }
 
+/// Note [frozensets of traced values]: a frozenset whose members are not all literals
+/// (`frozenset([x, y])` of tensors) is a `VT::Set` as a set is, holding a real frozenset of the
+/// same stand-ins (Note [set order]); its type, methods and operators are the real frozenset's
+/// (no `add`; `fs |= t` makes a new frozenset; `fs | s` is a frozenset, `s | fs` a set), and it
+/// is rebuilt as `frozenset((...))` of its members. A frozenset of literals stays a constant.
+/// Hashing one, or using it as a dict key or set member, is not modelled (its hash would be the
+/// stand-ins').
+///
+/// The tracker of the real set or frozenset `r` a set operation made: a constant for a
+/// frozenset of literals, else a set tracker over it.
+pub(crate) fn set_tracker(py: Python<'_>, r: Bound<'_, PyAny>) -> VT {
+    let literal = r.is_instance_of::<pyo3::types::PyFrozenSet>()
+        && r.try_iter().map(|it| it.flatten().all(|m| crate::symbolic::builder::is_literal(py, &m) || crate::symbolic::builder::is_plain_enum_member(py, &m))).unwrap_or(false);
+    if literal {
+        VT::constant(r.unbind())
+    } else {
+        VT::Set(Rc::new(RefCell::new(r.unbind())))
+    }
+}
+
 /// A dict with constant keys (insertion ordered); a tensor key is a `TracedKey` (Note
 /// [tensor dict keys]).
 pub struct DictState {
@@ -235,7 +255,7 @@ impl<'a> InstructionTranslator<'a> {
     /// a traced set's real set, a constant itself, a dict tracker as a real dict of its keys
     /// (`set_update_internal` and the others take a dict's own path), anything else as a real
     /// list of its members in iteration order (what those methods do with an iterable).
-    fn real_set_arg<'py>(&mut self, py: Python<'py>, arg: &VT) -> VResult<Bound<'py, PyAny>> {
+    pub(crate) fn real_set_arg<'py>(&mut self, py: Python<'py>, arg: &VT) -> VResult<Bound<'py, PyAny>> {
         Ok(match arg {
             VT::Set(s) => s.borrow().bind(py).clone(),
             VT::Constant(c) => {
@@ -286,7 +306,7 @@ impl<'a> InstructionTranslator<'a> {
             return self.set_member(py, r);
         }
         Ok(match type_name(&r).as_str() {
-            "set" => VT::Set(Rc::new(RefCell::new(r.unbind()))),
+            "set" | "frozenset" => set_tracker(py, r),
             _ => VT::constant(r.unbind()),
         })
     }

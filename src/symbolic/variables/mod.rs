@@ -194,7 +194,7 @@ impl VariableTracker {
             VT::AutocastCtx(m) => format!("autocast context ({:?})", m.device),
             VT::AutocastExit(r) => format!("autocast context exit ({:?})", r.device),
             VT::TorchFunctionCtx { entered } => (if *entered { "DisableTorchFunctionSubclass exit" } else { "DisableTorchFunctionSubclass" }).into(),
-            VT::Set(_) => "set".into(),
+            VT::Set(s) => type_name(s.borrow().bind(py)),
             VT::Partial(p) => format!("functools.partial of {}", p.func.describe(py)),
             VT::UserObject(o) => format!("{} object built in the frame", qualname(o.cls.bind(py))),
             VT::Opaque { obj, .. } => format!("{} object", type_name(obj.bind(py))),
