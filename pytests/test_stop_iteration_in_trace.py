@@ -143,3 +143,58 @@ def test_a_finished_generator_carries_its_return_value():
             return e.value
 
     check(g, X, graphs=0)
+
+
+def test_reraised_to_an_outer_handler_of_the_frame():
+    """A `finally` or an unmatched `except` clause re-raising StopIteration to an outer `try`
+    of the same frame keeps it in the trace; so does an explicit `raise StopIteration(v)`."""
+
+    def through_finally(x):
+        it = iter([])
+        try:
+            try:
+                next(it)
+            finally:
+                y = x + 1
+        except StopIteration:
+            return y * 2
+        return y
+
+    def explicit(x):
+        try:
+            try:
+                raise StopIteration(3)
+            except ValueError:
+                pass
+        except StopIteration as e:
+            return x + e.value
+        return x
+
+    check(through_finally, X, graphs=1, breaks=0)
+    check(explicit, X, graphs=1, breaks=0)
+
+
+class CountsToTwo:
+    def __init__(self):
+        self.n = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self.n += 1
+        if self.n > 2:
+            try:
+                raise StopIteration
+            finally:
+                self.done = True
+        return self.n
+
+
+def test_leaving_a_user_next_ends_the_loop():
+    def f(x):
+        it = CountsToTwo()
+        out = [v for v in it]
+        return out, it.done, x * 2
+
+    check(f, X, graphs=1)

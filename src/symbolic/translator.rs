@@ -315,6 +315,21 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
+    /// `raise exc` / RERAISE at the current instruction: `raise_value`, and also a StopIteration
+    /// (exactly that class) when a `try` of this very frame covers the instruction (Note
+    /// [StopIteration in the trace] in `variables/builtin.rs`): a `finally` or an unmatched
+    /// `except` clause re-raising it to an outer handler of the frame keeps it in the trace.
+    /// One that would leave the frame is a break, as `raise_value` makes it.
+    fn raise_in_frame(&self, py: Python<'_>, exc: &VT) -> Unsupported {
+        if let Some(v) = exc.as_constant(py) {
+            let covered = self.code.insts.get(self.ip.wrapping_sub(1)).is_some_and(|i| i.exn.is_some());
+            if covered && v.get_type().is(py.get_type::<pyo3::exceptions::PyStopIteration>()) {
+                return Unsupported::raise_value("StopIteration", v.clone().unbind(), v.str().map(|s| s.to_string()).unwrap_or_default());
+            }
+        }
+        self.raise_value(py, exc)
+    }
+
     pub(crate) fn annotate(&self, e: Unsupported, ip: usize) -> Unsupported {
         if e.reason.contains(" (at ") {
             return e;
@@ -1333,7 +1348,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::RERAISE => {
                 let exc = self.pop()?;
-                return Err(self.raise_value(py, &exc));
+                return Err(self.raise_in_frame(py, &exc));
             }
             op::RAISE_VARARGS if arg == 1 => {
                 let exc = self.pop()?;
@@ -1342,7 +1357,7 @@ impl<'a> InstructionTranslator<'a> {
                     VT::Class(_) => self.call(py, &exc, vec![], vec![])?,
                     _ => exc,
                 };
-                return Err(self.raise_value(py, &exc));
+                return Err(self.raise_in_frame(py, &exc));
             }
             op::RAISE_VARARGS if arg == 2 => {
                 // `raise exc from cause` (Python/ceval.c, `do_raise`): a class is called with
