@@ -121,15 +121,32 @@ def note_value_use(s):
     return int(hint)
 
 
+def _rounded(o) -> bool:
+    """Whether ``o`` is a symbolic float that an operation already rounded (``n / m``,
+    ``math.sqrt(n)``; not ``float(n)``, exact for the ints a size takes). Float arithmetic on
+    it rounds a second time, where the ``ShapeEnv``'s exact algebra does not: ``(n / m) * m ==
+    n`` holds there and not in Python for n = 1, m = 49 (Note [float constants with symbolic
+    ints] in src/symbolic/variables/tensor.rs). ``floor``/``ceil`` of it, or one comparison,
+    agree with Python for such values and stay symbolic."""
+    if isinstance(o, torch.SymFloat):
+        func = getattr(o.node.expr, "func", None)
+        return getattr(func, "__name__", "") != "ToFloat"
+    return False
+
+
 def sym_constant(s, operands=()):
     """The Python number a ``SymInt``/``SymFloat``/``SymBool`` is known to equal (its
     expression after the ``ShapeEnv``'s replacements is a number), else ``None``. Never adds a
     guard. A value computed from a float input (``operands``: the example values of the
     operation's operands) is never folded, and is marked as float-derived (Note [float
-    inputs]): sympy's algebra on it is not Python's IEEE double arithmetic."""
+    inputs]): sympy's algebra on it is not Python's IEEE double arithmetic. So is a value
+    computed with a Python float constant, or by float arithmetic on an already rounded
+    symbolic float (``_rounded``)."""
     if isinstance(s, (torch.SymInt, torch.SymFloat, torch.SymBool)) and (
         float_derived(s)
         or any(isinstance(o, (torch.SymInt, torch.SymFloat, torch.SymBool)) and float_derived(o) for o in operands)
+        or any(type(o) is float for o in operands)
+        or (isinstance(s, torch.SymFloat) and any(_rounded(o) for o in operands))
     ):
         s.node._dynamo_float = True
         return None

@@ -1232,15 +1232,17 @@ impl OutputGraph {
         let shapes = py.import("dynamo._shapes")?;
         // The operands' example values: a result computed from a float input is never folded
         // (Note [float inputs]).
-        fn collect(a: &Arg, fakes: &HashMap<NodeId, Py<PyAny>>, py: Python<'_>, out: &mut Vec<Py<PyAny>>) {
+        // Float constants too (Note [float constants with symbolic ints] in
+        // `variables/tensor.rs`).
+        fn collect(a: &Arg, fakes: &HashMap<NodeId, Py<PyAny>>, objects: &[Py<PyAny>], py: Python<'_>, out: &mut Vec<Py<PyAny>>) {
             match a {
                 Arg::Node(n) => out.extend(fakes.get(n).map(|f| f.clone_ref(py))),
-                Arg::Tuple(items) | Arg::List(items) => items.iter().for_each(|i| collect(i, fakes, py, out)),
-                Arg::Const(..) => {}
+                Arg::Tuple(items) | Arg::List(items) => items.iter().for_each(|i| collect(i, fakes, objects, py, out)),
+                Arg::Const(r, _) => out.extend(objects.get(r.0 as usize).filter(|o| o.bind(py).is_exact_instance_of::<pyo3::types::PyFloat>()).map(|o| o.clone_ref(py))),
             }
         }
         let mut operand_fakes = Vec::new();
-        args.iter().chain(kwargs.iter().map(|(_, a)| a)).for_each(|a| collect(a, &self.fakes, py, &mut operand_fakes));
+        args.iter().chain(kwargs.iter().map(|(_, a)| a)).for_each(|a| collect(a, &self.fakes, &self.objects, py, &mut operand_fakes));
         let operands = PyTuple::new(py, operand_fakes)?;
         let constant = |v: &Bound<'_, PyAny>| -> PyResult<Option<Py<PyAny>>> {
             if !crate::symbolic::variables::is_sym(v) {

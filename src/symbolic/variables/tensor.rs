@@ -49,6 +49,12 @@ pub fn note_value_use<'py>(sym: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py
     Ok((!v.is_none()).then_some(v))
 }
 
+/// Whether reading the value of `sym` goes through `note_value_use`'s float path (a value
+/// computed from a float input or a float constant), without recording a read.
+pub fn note_value_use_would_read(sym: &Bound<'_, PyAny>) -> PyResult<bool> {
+    sym.py().import("dynamo._shapes")?.call_method1("float_derived", (sym,))?.is_truthy()
+}
+
 /// The plain Python value of a `torch.SymInt` / `SymFloat` / `SymBool` (its `__int__`,
 /// `__float__` or `__bool__`, which guard on the value through the `ShapeEnv`).
 pub fn specialize_sym<'py>(sym: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
@@ -125,6 +131,13 @@ impl<'a> InstructionTranslator<'a> {
         let comparison = matches!(base, "lt" | "le" | "eq" | "ne" | "gt" | "ge");
         if numeric && arithmetic {
             let f = self.og.handles.operator.bind(py).getattr(base)?;
+            // Note [float constants with symbolic ints]: `n * 0.1`, `n - 2.0 ** 53` and
+            // `(n / m) * m` are IEEE double arithmetic in Python, exact algebra in the ShapeEnv
+            // (`(n * 0.1) * 10 == n` holds there, not in Python for n = 3). Such a value is
+            // marked float-derived (`_shapes.sym_constant`'s `_rounds`): never folded, a read
+            // of it (a comparison, a branch) takes the Python value and compiles the frame
+            // again with static values (Note [float inputs]); passed to tensor ops it stays
+            // symbolic.
             return self.og.call(py, Some(&f), None, &args, &[]);
         }
         // Bitwise operators on ints stay symbolic too (`SymInt` has `<<`, `>>`, `&`, `|`, `^`):
@@ -150,6 +163,11 @@ impl<'a> InstructionTranslator<'a> {
             let neg = self.og.call(py, Some(&operator.getattr("neg")?), None, &args, &[])?;
             let one = VT::constant(1i64.into_pyobject(py)?.into_any().unbind());
             return self.og.call(py, Some(&operator.getattr("sub")?), None, &[neg, one], &[]);
+        }
+        if numeric && comparison && args.len() == 2 {
+            if let Some(decided) = self.int_float_comparison(py, base, &args)? {
+                return Ok(decided);
+            }
         }
         if numeric && comparison {
             let f = self.og.handles.operator.bind(py).getattr(base)?;
@@ -193,6 +211,72 @@ impl<'a> InstructionTranslator<'a> {
             _ => Ok(a),
         }).collect::<VResult<Vec<_>>>()?;
         self.operator(py, name, specialized)
+    }
+
+    /// Note [float constants with symbolic ints]: `n < c` of a symbolic int and a Python float
+    /// is exact in Python (`float_richcompare` compares an int with a float without rounding
+    /// the int: `2 ** 53 + 1 > 2.0 ** 53`), while the ShapeEnv would compare in floats. The
+    /// same relation over ints: `c` finite and integral compares as `int(c)`; otherwise `n < c`
+    /// is `n <= floor(c)`, `n > c` is `n > floor(c)`, `n == c` is False; a NaN or an infinity
+    /// decides it without a guard. `None` when the operands are not a (non-float-derived)
+    /// symbolic int and a float constant.
+    fn int_float_comparison(&mut self, py: Python<'_>, base: &str, args: &[VT]) -> VResult<Option<VT>> {
+        let is_float_const = |a: &VT| matches!(a, VT::Constant(c) if c.bind(py).is_instance_of::<pyo3::types::PyFloat>());
+        let is_sym_int = |a: &VT| matches!(a, VT::SymNum(s) if type_name(s.fake.bind(py)) == "SymInt");
+        // Written as `n op c`: flip `c op n`.
+        let (sym, c, op) = match (&args[0], &args[1]) {
+            (a, b) if is_sym_int(a) && is_float_const(b) => (a, b, base),
+            (a, b) if is_float_const(a) && is_sym_int(b) => (
+                b,
+                a,
+                match base {
+                    "lt" => "gt",
+                    "le" => "ge",
+                    "gt" => "lt",
+                    "ge" => "le",
+                    other => other,
+                },
+            ),
+            _ => return Ok(None),
+        };
+        let VT::SymNum(s) = sym else { return Ok(None) };
+        if crate::symbolic::variables::tensor::note_value_use_would_read(s.fake.bind(py))? {
+            return Ok(None);
+        }
+        let c: f64 = c.as_constant(py).expect("a float constant").extract()?;
+        let constant = |v: bool| Ok(Some(VT::constant(pyo3::types::PyBool::new(py, v).to_owned().into_any().unbind())));
+        if c.is_nan() {
+            return constant(op == "ne");
+        }
+        if c.is_infinite() {
+            let below = c > 0.0; // n < +inf
+            return constant(match op {
+                "lt" | "le" => below,
+                "gt" | "ge" => !below,
+                "eq" => false,
+                _ => true,
+            });
+        }
+        let floor = c.floor();
+        let int_of = |f: f64| -> PyResult<VT> {
+            // Exact: a finite double's integral value as a Python int.
+            let i = py.import("builtins")?.getattr("int")?.call1((f,))?;
+            Ok(VT::constant(i.unbind()))
+        };
+        let (op, bound) = if floor == c {
+            (op, int_of(c)?)
+        } else {
+            match op {
+                "eq" => return constant(false),
+                "ne" => return constant(true),
+                "lt" | "le" => ("le", int_of(floor)?),
+                _ => ("gt", int_of(floor)?),
+            }
+        };
+        let f = self.og.handles.operator.bind(py).getattr(op)?;
+        let r = f.call1((s.fake.bind(py), bound.as_constant(py).expect("an int")))?;
+        let r = if crate::symbolic::variables::is_sym(&r) { pyo3::types::PyBool::new(py, r.is_truthy()?).to_owned().into_any() } else { r };
+        Ok(Some(VT::constant(r.unbind())))
     }
 
     /// A builtin or `math` function over symbolic numbers whose result stays a graph value
