@@ -322,17 +322,11 @@ impl PyCodegen {
                 let i = self.name_idx(attr);
                 self.emit(op::LOAD_ATTR, i);
             }
-            Source::DictKey { base, index } => {
-                let key_at = py.import("dynamo._polyfills").and_then(|m| m.getattr("dict_key_at")).expect("dynamo._polyfills.dict_key_at");
-                self.load_callable(key_at.unbind());
-                self.load_source(py, base);
-                self.load_const((*index as i64).into_pyobject(py).unwrap().into_any().unbind());
-                self.emit(op::PRECALL, 2);
-                self.emit(op::CALL, 2);
-            }
-            Source::IterItem { base, index } => {
-                let peek = py.import("dynamo._polyfills").and_then(|m| m.getattr("iter_peek")).expect("dynamo._polyfills.iter_peek");
-                self.load_callable(peek.unbind());
+            // `dynamo._polyfills.dict_key_at(base, index)` / `iter_peek(base, index)`.
+            Source::DictKey { base, index } | Source::IterItem { base, index } => {
+                let name = if matches!(source, Source::DictKey { .. }) { "dict_key_at" } else { "iter_peek" };
+                let f = py.import("dynamo._polyfills").and_then(|m| m.getattr(name)).expect("a dynamo._polyfills function");
+                self.load_callable(f.unbind());
                 self.load_source(py, base);
                 self.load_const((*index as i64).into_pyobject(py).unwrap().into_any().unbind());
                 self.emit(op::PRECALL, 2);
