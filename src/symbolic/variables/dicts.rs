@@ -137,7 +137,7 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     /// The (key, value) pairs `dict(v)` / `d.update(v)` take from `v`: a dict, a view of its
-    /// items, or an iterable of pairs; keys must be constants.
+    /// items, or an iterable of pairs; keys as `dict_key` makes them (constants, tensors).
     pub(crate) fn mapping_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<(Py<PyAny>, VT)>> {
         if let VT::Dict(d) = v {
             return Ok(d.borrow().items.iter().map(|(k, v)| (k.clone_ref(py), v.clone())).collect());
@@ -189,7 +189,7 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     /// One item of the iterable of pairs that `dict(pairs)` and `d.update(pairs)` take
-    /// (`PyDict_MergeFromSeq2`): a key and a value, the key a hashable constant.
+    /// (`PyDict_MergeFromSeq2`): a key and a value, the key a hashable constant or a tensor.
     pub(crate) fn pair_item(&mut self, py: Python<'_>, pair: &VT) -> VResult<(Py<PyAny>, VT)> {
         let kv = self.unpack(py, pair)?;
         if kv.len() != 2 {
