@@ -49,9 +49,9 @@ pub fn note_value_use<'py>(sym: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py
     Ok((!v.is_none()).then_some(v))
 }
 
-/// Whether reading the value of `sym` goes through `note_value_use`'s float path (a value
-/// computed from a float input or a float constant), without recording a read.
-pub fn note_value_use_would_read(sym: &Bound<'_, PyAny>) -> PyResult<bool> {
+/// Whether `sym` is float-derived (`dynamo._shapes.float_derived`: computed from a float input
+/// or a float constant), so a read of its value takes `note_value_use`'s path; records nothing.
+pub fn float_derived(sym: &Bound<'_, PyAny>) -> PyResult<bool> {
     sym.py().import("dynamo._shapes")?.call_method1("float_derived", (sym,))?.is_truthy()
 }
 
@@ -240,7 +240,7 @@ impl<'a> InstructionTranslator<'a> {
             _ => return Ok(None),
         };
         let VT::SymNum(s) = sym else { return Ok(None) };
-        if crate::symbolic::variables::tensor::note_value_use_would_read(s.fake.bind(py))? {
+        if crate::symbolic::variables::tensor::float_derived(s.fake.bind(py))? {
             return Ok(None);
         }
         let c: f64 = c.as_constant(py).expect("a float constant").extract()?;
