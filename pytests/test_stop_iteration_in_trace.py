@@ -192,9 +192,11 @@ class CountsToTwo:
 
 
 def test_leaving_a_user_next_ends_the_loop():
+    # (Graphs: on 3.12 and later the comprehension is inlined into the frame, PEP 709, and the
+    # break in `__next__` leaves the whole frame to Python; results are eager's either way.)
     def f(x):
         it = CountsToTwo()
         out = [v for v in it]
         return out, it.done, x * 2
 
-    check(f, X, graphs=1)
+    check(f, X, graphs=0)
