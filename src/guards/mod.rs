@@ -365,10 +365,6 @@ pub(crate) fn same_constant(v: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>) -> bool 
     if v.get_type().as_ptr() != c.get_type().as_ptr() {
         return false;
     }
-    // A tensor key (Note [tensor dict keys]) is its very object: a tensor's `==` is elementwise.
-    if crate::symbolic::builder::is_tensor_key(v) {
-        return false;
-    }
     if let (Ok(a), Ok(b)) = (v.cast::<PyFloat>(), c.cast::<PyFloat>()) {
         return a.value().to_bits() == b.value().to_bits();
     }
@@ -396,6 +392,12 @@ pub(crate) fn same_constant(v: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>) -> bool 
             (Ok(x), Ok(y)) => same_constant(&x, &y),
             _ => false,
         });
+    }
+    // A tensor key (Note [tensor dict keys]) is its very object: a tensor's `==` is elementwise.
+    // (Asked after the cheap type-flag tests: ints and strs, the constants guards meet on every
+    // cache hit, never are.)
+    if !(v.is_instance_of::<pyo3::types::PyInt>() || v.is_instance_of::<pyo3::types::PyString>()) && crate::symbolic::builder::is_tensor_key(v) {
+        return false;
     }
     v.eq(c).unwrap_or(false)
 }
