@@ -94,3 +94,27 @@ def test_dynamo_still_compiles_after_torch_compile_raised(inside):
         torch.testing.assert_close(ok(x), x.cos() + 1)
     out, n, _ = compile_count(lambda t: t.sin() * 3, x)
     assert n == 1 and torch.equal(out, x.sin() * 3)
+
+
+def test_our_compiles_leave_distribution_validation_on():
+    """Marking torch.compile's wrapper (above) once ran torch's TorchPatcher.patch, which turns
+    off ``torch.distributions`` argument validation for the whole process: after any dynamo
+    compile, ``Normal(0., -1.)`` built a distribution instead of raising ValueError. Checked in a
+    fresh interpreter, since a torch.compile in an earlier test turns it off legitimately."""
+    import subprocess
+    import sys
+
+    program = (
+        "import torch, dynamo\n"
+        "f = dynamo.optimize('inductor')(lambda x: x.sin() + 1)\n"
+        "f(torch.ones(3))\n"
+        "dynamo.reset()\n"
+        "f(torch.ones(3))\n"
+        "try:\n"
+        "    torch.distributions.Normal(0.0, -1.0)\n"
+        "except ValueError:\n"
+        "    print('validated')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "validated"

@@ -423,10 +423,21 @@ def _mark_torch_disable() -> None:
     # compile our generated code (InternalTorchDynamoError "unhashable type: 'slice'" on 3.11,
     # a crash on 3.12). The converse, a region inside torch.compile, is Note [torch's hook
     # inside a region] in src/eval_frame/hook.rs.
+    # torch.compile's context runs torch's TorchPatcher.patch once per process, which among
+    # other things turns off ``torch.distributions`` argument validation for everyone; only a
+    # user's own torch.compile may do that, so the patch is held off while we make the wrapper.
+    patcher = getattr(torch._dynamo.eval_frame, "TorchPatcher", None)
+    held = patcher is not None and "patch" in vars(patcher)
+    if held:
+        original = vars(patcher)["patch"]
+        patcher.patch = staticmethod(lambda: None)
     try:
         wrapper = torch.compile(lambda: None, backend="eager")
     except Exception:  # noqa: BLE001 - a torch without torch.compile has nothing to mark
         wrapper = None
+    finally:
+        if held:
+            patcher.patch = original
     code = getattr(wrapper, "__code__", None)
     if code is not None and code.co_filename == torch._dynamo.eval_frame.__file__:
         _C.skip_code_recursive(code)
