@@ -98,6 +98,10 @@ pub struct InstructionTranslator<'a> {
     /// raised and whose `except` clause it is running, outermost first (Note [handlers in the
     /// converted frame]).
     pub(crate) handlers_entered: Vec<(usize, usize)>,
+    /// The exceptions whose `except` / `finally` clauses this frame's trace is running,
+    /// innermost last (CPython's `exc_info` stack as far as this frame sets it: PUSH_EXC_INFO
+    /// pushes, POP_EXCEPT pops). A bare `raise` re-raises the last one.
+    pub(crate) handled: Vec<VT>,
     /// The line of the last instruction whose exception the trace took to a handler: the line
     /// a RERAISE (which has none of its own) reports, as CPython's traceback does.
     pub(crate) last_raise_line: Option<u32>,
@@ -146,6 +150,7 @@ impl<'a> InstructionTranslator<'a> {
             closure,
             generator: false,
             handlers_entered: Vec::new(),
+            handled: Vec::new(),
             last_raise_line: None,
             locals_dict: None,
         }
@@ -286,7 +291,7 @@ impl<'a> InstructionTranslator<'a> {
         self.og.raised_exceptions.push(exc.clone_ref(py));
         let point = self.og.top_ip;
         self.og.raise_points.push(point);
-        if self.code.insts[ip].opcode != op::RERAISE {
+        if !self.reraises(ip) {
             self.last_raise_line = self.code.insts[ip].positions.line.or(self.last_raise_line);
         }
         self.stack.push(VT::constant(exc));
@@ -330,6 +335,14 @@ impl<'a> InstructionTranslator<'a> {
         self.raise_value(py, exc)
     }
 
+    /// True for the instructions that re-raise an exception with its traceback as it was
+    /// (RERAISE, a bare `raise`): CPython's traceback gains no line of theirs (Python/ceval.c
+    /// goes to `exception_unwind` past `PyTraceBack_Here`).
+    fn reraises(&self, ip: usize) -> bool {
+        let i = &self.code.insts[ip];
+        i.opcode == op::RERAISE || (i.opcode == op::RAISE_VARARGS && i.arg == 0)
+    }
+
     pub(crate) fn annotate(&self, e: Unsupported, ip: usize) -> Unsupported {
         if e.reason.contains(" (at ") {
             return e;
@@ -337,7 +350,7 @@ impl<'a> InstructionTranslator<'a> {
         // A RERAISE reports the line that raised the exception it re-raises, as CPython's
         // traceback does (the cleanup ones have no line of their own); other instructions
         // without a line, the nearest line before them.
-        let reraised = self.last_raise_line.filter(|_| self.code.insts[ip].opcode == op::RERAISE);
+        let reraised = self.last_raise_line.filter(|_| self.reraises(ip));
         let line = reraised
             .or(self.code.insts[ip].positions.line)
             .or_else(|| self.code.insts[..ip].iter().rev().find_map(|i| i.positions.line))
@@ -1291,9 +1304,10 @@ impl<'a> InstructionTranslator<'a> {
             // trace raised inside a `try` of a traced frame).
             op::PUSH_EXC_INFO => {
                 let exc = self.pop()?;
-                // The exception being handled before this one (`sys.exc_info()` outside any
-                // handler of the trace): restored by POP_EXCEPT, not otherwise read here.
-                self.stack.push(VT::none(py));
+                // The exception being handled before this one (None outside any handler of the
+                // trace): restored by POP_EXCEPT, not otherwise read here.
+                self.stack.push(self.handled.last().cloned().unwrap_or_else(|| VT::none(py)));
+                self.handled.push(exc.clone());
                 self.stack.push(exc);
             }
             // Note [with blocks that raise]: an exception the trace raised inside a `with` block
@@ -1342,6 +1356,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::POP_EXCEPT => {
                 self.pop()?;
+                self.handled.pop();
                 if self.depth == 0 {
                     self.handlers_entered.pop();
                 }
@@ -1356,6 +1371,16 @@ impl<'a> InstructionTranslator<'a> {
                     // `raise IndexError`: the class called with no arguments.
                     VT::Class(_) => self.call(py, &exc, vec![], vec![])?,
                     _ => exc,
+                };
+                return Err(self.raise_in_frame(py, &exc));
+            }
+            // A bare `raise` (Python/ceval.c, `do_raise` with no exception): re-raises the
+            // exception this frame's innermost running `except` clause handles. One handled
+            // outside the trace (the converted frame called from a handler, or a clause the
+            // trace did not enter) stays a break.
+            op::RAISE_VARARGS if arg == 0 => {
+                let Some(exc) = self.handled.last().cloned() else {
+                    graph_break!(RaisesException, "bare raise outside an except clause of the trace");
                 };
                 return Err(self.raise_in_frame(py, &exc));
             }
