@@ -558,6 +558,24 @@ impl<'a> InstructionTranslator<'a> {
                     None => graph_break!(RaisesException, "free variable '{}' referenced before assignment", self.code.localsplus[arg as usize]),
                 }
             }
+            // `del` of a cell variable (Python/ceval.c: the cell's contents become NULL; a later
+            // read raises NameError). A cell that outlives the frame (a free variable, a resume
+            // function's cell) or holds an object whose free is observable, or an empty one
+            // (which raises), stays a break: Python runs the `del`.
+            op::DELETE_DEREF => {
+                let Some(VT::Cell(c)) = &self.locals[arg as usize] else {
+                    graph_break!(InternalInconsistency, "DELETE_DEREF of a slot that is not a cell");
+                };
+                if self.external_cells.contains_key(&(Rc::as_ptr(c) as usize)) {
+                    graph_break!(SideEffect, "del of a closure cell that outlives the frame");
+                }
+                match c.borrow().as_ref() {
+                    None => graph_break!(RaisesException, "del of the empty cell variable '{}'", self.code.localsplus[arg as usize]),
+                    Some(old) if lifetime_observable(py, old) => graph_break!(ObjectLifetime, "del of a cell that holds an object whose free is observable (Note [observable frees])"),
+                    Some(_) => {}
+                }
+                *c.borrow_mut() = None;
+            }
             op::STORE_DEREF => {
                 // Note [observable frees]: a cell's old contents may go with the write (a local
                 // that a closure captures, `nonlocal p; p = None`).
