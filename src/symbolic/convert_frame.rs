@@ -1238,6 +1238,7 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
                     IterKind::Enumerate { inner, .. } => visit(py, &VT::Iterator(inner.clone()), seen),
                     IterKind::Zip(inners, _) => inners.iter().for_each(|i| visit(py, &VT::Iterator(i.clone()), seen)),
                     IterKind::Generator(_) => {}
+                    IterKind::UserNext(obj) => visit(py, obj, seen),
                     IterKind::Map { func, inners } => {
                         visit(py, func, seen);
                         inners.iter().for_each(|i| visit(py, &VT::Iterator(i.clone()), seen));
@@ -1614,6 +1615,8 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
         }
         // A real generator cannot be made suspended in the middle of its body.
         IterKind::Generator(_) => graph_break!(UnreconstructableValue, "a generator that outlives the graph (returned, or live across a graph break)"),
+        // Note [user iterators]: the iterator is the object itself.
+        IterKind::UserNext(obj) => rebuild_of(py, og, obj, outputs)?,
         // Lazy iterators are made again over their rebuilt inner iterators, in the state that
         // yields what is left: `map(func, *inners)`, `filter(func, inner)`, `chain(active,
         // *pending)` (chain takes `iter()` of the pending iterables as late as the original),

@@ -184,6 +184,9 @@ pub struct OutputGraph {
     /// Exception objects the trace raised and handed to an `except` clause (kept alive): one
     /// that outlives the graph is refused (eager's carries a traceback).
     pub raised_exceptions: Vec<Py<PyAny>>,
+    /// Depths of the `__next__` frames of user iterators being stepped (Note [user iterators]
+    /// in variables/iter.rs): a StopIteration raised in one of them is a value of the trace.
+    pub next_frames: Vec<usize>,
     /// The `parameters` mappings of `inspect.Signature` constants the trace read (kept alive):
     /// read-only views of a mapping nothing changes, whose key, value and item views are
     /// folded (Note [signature parameters]).
@@ -427,6 +430,7 @@ impl OutputGraph {
             cells_by_ptr: HashMap::new(),
             cell_sources: HashMap::new(),
             raised_exceptions: Vec::new(),
+            next_frames: Vec::new(),
             frozen_mappings: Vec::new(),
             caused_exceptions: Vec::new(),
             raise_points: Vec::new(),

@@ -321,14 +321,12 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     /// `raise exc` / RERAISE at the current instruction: `raise_value`, and also a StopIteration
-    /// (exactly that class) when a `try` of this very frame covers the instruction (Note
-    /// [StopIteration in the trace] in `variables/builtin.rs`): a `finally` or an unmatched
+    /// (exactly that class) where `stop_iteration_is_traced`: a `finally` or an unmatched
     /// `except` clause re-raising it to an outer handler of the frame keeps it in the trace.
-    /// One that would leave the frame is a break, as `raise_value` makes it.
+    /// One that would leave any other frame is a break, as `raise_value` makes it.
     fn raise_in_frame(&self, py: Python<'_>, exc: &VT) -> Unsupported {
         if let Some(v) = exc.as_constant(py) {
-            let covered = self.code.insts.get(self.ip.wrapping_sub(1)).is_some_and(|i| i.exn.is_some());
-            if covered && v.get_type().is(py.get_type::<pyo3::exceptions::PyStopIteration>()) {
+            if self.stop_iteration_is_traced() && v.get_type().is(py.get_type::<pyo3::exceptions::PyStopIteration>()) {
                 return Unsupported::raise_value("StopIteration", v.clone().unbind(), v.str().map(|s| s.to_string()).unwrap_or_default());
             }
         }
@@ -341,6 +339,14 @@ impl<'a> InstructionTranslator<'a> {
     fn reraises(&self, ip: usize) -> bool {
         let i = &self.code.insts[ip];
         i.opcode == op::RERAISE || (i.opcode == op::RAISE_VARARGS && i.arg == 0)
+    }
+
+    /// Whether a StopIteration raised at the current instruction stays in the trace: a `try` of
+    /// this frame covers the instruction (Note [StopIteration in the trace] in
+    /// `variables/builtin.rs`), or this frame is a user iterator's `__next__` being stepped,
+    /// whose caller ends the step on it (Note [user iterators] in `variables/iter.rs`).
+    pub(crate) fn stop_iteration_is_traced(&self) -> bool {
+        self.code.insts.get(self.ip.wrapping_sub(1)).is_some_and(|i| i.exn.is_some()) || self.og.next_frames.last() == Some(&self.depth)
     }
 
     pub(crate) fn annotate(&self, e: Unsupported, ip: usize) -> Unsupported {

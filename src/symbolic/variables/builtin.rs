@@ -584,7 +584,12 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(VT::Iterator(Rc::new(RefCell::new(st))));
         }
         if is("iter") && args.len() == 1 {
-            return Ok(VT::Iterator(self.make_iter(py, &args[0])?));
+            let it = self.make_iter(py, &args[0])?;
+            // Note [user iterators]: the object `__iter__` returned is the iterator.
+            if let IterKind::UserNext(obj) = &it.borrow().kind {
+                return Ok(obj.clone());
+            }
+            return Ok(VT::Iterator(it));
         }
         if is("reversed") && args.len() == 1 {
             if let VT::List(l) = &args[0] {
@@ -682,12 +687,13 @@ impl<'a> InstructionTranslator<'a> {
                         // `__next__` let it out ends the loop), so one that no handler of this
                         // frame catches, or that a handler lets go on (RERAISE: StopIteration is
                         // not in TRACED_EXCEPTIONS; 3.12's handler around a generator's body,
-                        // CALL_INTRINSIC_1), is a graph break and Python raises it.
+                        // CALL_INTRINSIC_1), is a graph break and Python raises it. The
+                        // exception is a user iterator's `__next__` frame being stepped, which
+                        // ends the step on it (Note [user iterators] in iter.rs).
                         // The step that finishes a generator raises StopIteration(value) of
                         // its return value (`_PyGen_SetStopIterationValue`: no argument for
                         // None); every later step a bare StopIteration.
-                        let in_try = self.code.insts.get(self.ip.wrapping_sub(1)).is_some_and(|i| i.exn.is_some());
-                        if in_try {
+                        if self.stop_iteration_is_traced() {
                             let returned = if was_exhausted { None } else { it.borrow().returned.clone() };
                             let stop = py.get_type::<pyo3::exceptions::PyStopIteration>();
                             let exc = match returned {
@@ -702,6 +708,19 @@ impl<'a> InstructionTranslator<'a> {
                         }
                         graph_break!(UnsupportedCall, "next() of an exhausted iterator (StopIteration)")
                     }
+                };
+            }
+            // Note [user iterators]: `next(o)` of a user iterator calls its `__next__` traced;
+            // the StopIteration it raises gives the default, or is raised on where
+            // `stop_iteration_is_traced` (a break otherwise).
+            if self.user_next_method(py, &args[0])?.is_some() {
+                return match self.user_next_raising(py, &args[0]) {
+                    Err(e) if e.raised == Some("StopIteration") => match args.get(1) {
+                        Some(default) => Ok(default.clone()),
+                        None if self.stop_iteration_is_traced() => Err(e),
+                        None => graph_break!(UnsupportedCall, "next() of an exhausted user iterator (StopIteration)"),
+                    },
+                    r => r,
                 };
             }
         }

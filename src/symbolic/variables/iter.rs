@@ -123,6 +123,12 @@ pub enum IterKind {
     /// `itertools.compress(data, selectors)` (`compress_next`): items of `data` whose paired
     /// selector is true, stopping when either runs out.
     Compress { data: Rc<RefCell<IteratorState>>, selectors: Rc<RefCell<IteratorState>> },
+    /// Note [user iterators]: a user object whose class's `__iter__` returned an object with a
+    /// Python `__next__` (itself, usually): each step calls that `__next__` traced, and a
+    /// StopIteration it raises ends the step, as `tp_iternext` of a Python class
+    /// (`slot_tp_iternext`) does. Never sticky: a later step calls `__next__` again. `iter()` of
+    /// it, and a rebuild, give the object itself.
+    UserNext(VariableTracker),
 }
 
 /// The state a groupby shares with its groupers (Modules/itertoolsmodule.c, `groupbyobject`).
@@ -168,6 +174,9 @@ pub enum IterRequest<'a> {
     Resume(&'a mut GeneratorFrame),
     /// `func(*args)`.
     Call(&'a VariableTracker, Vec<VariableTracker>),
+    /// `type(o).__next__(o)`, answered `None` when it raises StopIteration (Note [user
+    /// iterators]).
+    UserNext(&'a VariableTracker),
     /// `bool(v)`, answered as a constant bool tracker.
     Truth(&'a VariableTracker),
     /// `iter(v)`, answered as an `Iterator` tracker.
@@ -758,6 +767,10 @@ impl IteratorState {
                     }
                 }
             }
+            IterKind::UserNext(obj) => {
+                let obj = obj.clone();
+                return resume(IterRequest::UserNext(&obj));
+            }
             IterKind::Compress { data, selectors } => loop {
                 let Some(v) = borrow_iter(data)?.next_item(py, resume)? else { break None };
                 let Some(s) = borrow_iter(selectors)?.next_item(py, resume)? else { break None };
@@ -919,6 +932,7 @@ impl<'a> InstructionTranslator<'a> {
             let r = match req {
                 IterRequest::Resume(f) => resume_generator(py, self.og, self.depth + 1, f),
                 IterRequest::Call(func, args) => self.call(py, func, args, vec![]).map(Some),
+                IterRequest::UserNext(obj) => self.user_next(py, obj),
                 IterRequest::Truth(v) => self.truth(py, v).map(|t| Some(const_bool(py, t))),
                 IterRequest::MakeIter(v) => self.make_iter(py, v).map(|i| Some(VT::Iterator(i))),
                 IterRequest::Add(a, b) => self.binary(py, "add", a, b).map(Some),
@@ -1034,8 +1048,48 @@ impl<'a> InstructionTranslator<'a> {
         }
         match self.call(py, &m, vec![], vec![])? {
             VT::Iterator(it) => Ok(Some(it)),
+            other if self.user_next_method(py, &other)?.is_some() => Ok(Some(Rc::new(RefCell::new(IteratorState::of(IterKind::UserNext(other)))))),
             other => graph_break!(UnsupportedOperation, "__iter__ of {} gave {}", v.describe(py), other.describe(py)),
         }
+    }
+
+    /// The bound `__next__` of `v` when it is a user object (built in the frame or passed in)
+    /// whose class, not one of torch's, defines `__next__` in Python (Note [user iterators]).
+    pub(crate) fn user_next_method(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<VT>> {
+        let torch_class = match v {
+            VT::UserObject(_) => false,
+            VT::Opaque { obj, .. } => obj.bind(py).get_type().module().map(|m| m.to_string().starts_with("torch")).unwrap_or(true),
+            _ => return Ok(None),
+        };
+        if torch_class {
+            return Ok(None);
+        }
+        self.python_dunder(py, v, "__next__")
+    }
+
+    /// Note [user iterators]: one step of a user iterator, `type(obj).__next__(obj)` inlined.
+    /// `None` when it raises StopIteration: a `raise StopIteration` in that `__next__` frame
+    /// itself, or an exhausted `next(...)` it calls there, is raised in the trace (the frame's
+    /// depth is in `OutputGraph::next_frames`) and ends the step here. A StopIteration from
+    /// deeper down stays a graph break.
+    pub(crate) fn user_next(&mut self, py: Python<'_>, obj: &VT) -> VResult<Option<VT>> {
+        match self.user_next_raising(py, obj) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.raised == Some("StopIteration") => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `type(obj).__next__(obj)` inlined; a StopIteration its frame raises comes back as the
+    /// `Err` that raises it (`next(o)` without a default re-raises that very exception).
+    pub(crate) fn user_next_raising(&mut self, py: Python<'_>, obj: &VT) -> VResult<VT> {
+        let Some(m) = self.user_next_method(py, obj)? else {
+            graph_break!(UnsupportedOperation, "step of {} (no Python __next__)", obj.describe(py));
+        };
+        self.og.next_frames.push(self.depth + 1);
+        let r = self.call(py, &m, vec![], vec![]);
+        self.og.next_frames.pop();
+        r
     }
 
     /// The tracker of member `m` of a traced set's real set: a literal, or the tracker it
