@@ -857,6 +857,31 @@ impl<'a> InstructionTranslator<'a> {
         Ok(None)
     }
 
+    /// `hash(o)` of a user object whose class defines `__hash__` in Python (a frozen or
+    /// `unsafe_hash` dataclass's generated one, a user's): that method inlined, its result made
+    /// a hash as `slot_tp_hash` does (Objects/typeobject.c): an int that fits a `Py_hash_t` is
+    /// the hash, a larger one is hashed again (`PyLong_Type.tp_hash`), -1 becomes -2, and
+    /// anything but an int raises `TypeError: __hash__ method should return an integer`. `None`
+    /// when the class's `__hash__` is not a Python function (identity hash, `__hash__ = None`):
+    /// the caller's other paths decide.
+    pub(crate) fn user_hash(&mut self, py: Python<'_>, o: &VT) -> VResult<Option<VT>> {
+        let Some(m) = self.python_dunder(py, o, "__hash__")? else { return Ok(None) };
+        let r = self.call(py, &m, vec![], vec![])?;
+        let Some(c) = r.as_constant(py).filter(|c| c.is_instance_of::<pyo3::types::PyInt>()) else {
+            if r.as_constant(py).is_some() {
+                let e = py.get_type::<pyo3::exceptions::PyTypeError>().call1(("__hash__ method should return an integer",))?;
+                return Err(Unsupported::raise_value("TypeError", e.unbind(), "__hash__ method should return an integer"));
+            }
+            graph_break!(UnsupportedCall, "__hash__ of {} returned {}", o.describe(py), r.describe(py));
+        };
+        let h: i64 = match c.extract::<i64>() {
+            Ok(h) => h,
+            Err(_) => c.hash()? as i64,
+        };
+        let h = if h == -1 { -2 } else { h };
+        Ok(Some(VT::constant(h.into_pyobject(py)?.into_any().unbind())))
+    }
+
     /// `a is b`.
     /// `id(v)` (Note [ids of traced objects] in `output_graph.rs`): the real id of an object
     /// reached through a source, pinned by ID_MATCH; a `FakeId` for an object the trace built or

@@ -727,6 +727,11 @@ impl<'a> InstructionTranslator<'a> {
         if is("id") && args.len() == 1 && kwargs.is_empty() {
             return self.builtin_id(py, &args[0]);
         }
+        if is("hash") && args.len() == 1 && kwargs.is_empty() && matches!(args[0], VT::UserObject(_) | VT::Opaque { .. }) {
+            if let Some(r) = self.user_hash(py, &args[0])? {
+                return Ok(r);
+            }
+        }
         if is("vars") && args.len() == 1 && kwargs.is_empty() && matches!(args[0], VT::UserObject(_) | VT::Opaque { .. }) {
             // `vars(o)` is `o.__dict__` (Python/bltinmodule.c, `builtin_vars_impl`: an
             // attribute lookup; TypeError when there is none, left to Python).
