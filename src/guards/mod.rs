@@ -546,7 +546,21 @@ pub struct GuardManager {
     /// Per guard: a GLOBAL_STATE `torch.get_default_device() == device('cpu')` (Note [default
     /// device fast path]).
     cpu_default_device: Vec<bool>,
+    /// Note [guards before reads]: `schedule[0]` lists the guards that read no step (global
+    /// state), `schedule[i + 1]` the guards whose last step is `i`, each in guard order.
+    schedule: Vec<Vec<usize>>,
 }
+
+/// Note [guards before reads]: a step reads a value out of its base (an attribute, an item, a
+/// key, an iterator's items), and on a value of another type than the trace saw that read can
+/// run user code (a property, `__getattr__`, a `__getitem__` override, a defaultdict's
+/// `__missing__`, which inserts the key) or consume an iterator (`enumerate`'s `__reduce__`
+/// holds its inner iterator). So, as torch's guard tree does, every guard is checked as soon as
+/// the steps it reads have been fetched, before any later step: the TYPE_MATCH of a base fails
+/// before a step reads through it. A cache entry recorded for a plain dict thus never calls a
+/// defaultdict's `__missing__` on a later call with one, and an entry recorded for a list
+/// iterator never drains a zip. Steps are planned after their bases, so each guard's last step
+/// follows the steps of its sources' bases.
 
 /// A guard that did not hold: its text and why.
 #[derive(Debug, Clone)]
@@ -644,7 +658,12 @@ impl GuardManager {
                 _ => false,
             })
             .collect();
-        Ok(GuardManager { steps, guard_slots, other_slots, shape_slots, step_sources, guards, hot, fast, tensor_guards, names, cpu_default_device })
+        let mut schedule = vec![Vec::new(); steps.len() + 1];
+        for gi in 0..guards.len() {
+            let last = [guard_slots[gi], other_slots[gi]].into_iter().chain(shape_slots[gi].iter().copied()).filter(|&s| s != usize::MAX).max();
+            schedule[last.map_or(0, |s| s + 1)].push(gi);
+        }
+        Ok(GuardManager { steps, guard_slots, other_slots, shape_slots, step_sources, guards, hot, fast, tensor_guards, names, cpu_default_device, schedule })
     }
 
     /// The text of a failure to read step `i`'s source: the source's name and the exception the
@@ -718,6 +737,13 @@ impl GuardManager {
             }
         };
         let nsteps = self.steps.len();
+        // Note [guards before reads]: each guard right after the last step it reads.
+        for &gi in &self.schedule[0] {
+            self.check_guard(py, gi, &values, explain)?;
+            if TIMED {
+                lap(times, nsteps + gi);
+            }
+        }
         for (i, step) in self.steps.iter().enumerate() {
             let v = unsafe { self.fetch(py, step, frame, &values) };
             if TIMED {
@@ -736,77 +762,81 @@ impl GuardManager {
                     }));
                 }
             }
+            for &gi in &self.schedule[i + 1] {
+                self.check_guard(py, gi, &values, explain)?;
+                if TIMED {
+                    lap(times, nsteps + gi);
+                }
+            }
         }
-        for (gi, (((g, &slot), &other), shape_slots)) in self.guards.iter().zip(&self.guard_slots).zip(&self.other_slots).zip(&self.shape_slots).enumerate() {
-            if TIMED && gi > 0 {
-                lap(times, nsteps + gi - 1);
-            }
-            if let GuardKind::ShapeRelations(sg) = &g.kind {
-                let mut vals: smallvec::SmallVec<[i64; 8]> = smallvec::SmallVec::new();
-                let mut fvals: smallvec::SmallVec<[f64; 8]> = smallvec::SmallVec::new();
-                for (((&step, (_, dim)), &used), &is_float) in shape_slots.iter().zip(&sg.sources).zip(&sg.used).zip(&sg.floats) {
-                    if !used {
-                        vals.push(0);
-                        fvals.push(0.0);
-                        continue;
-                    }
-                    // A symbolic int or float input: its TYPE_MATCH ran before (guards keep
-                    // their order).
-                    let read = match dim {
-                        Some(d) => values[step].as_ref().and_then(|t| t.call_method1(self.hot.size.bind(py), (*d,)).ok()).and_then(|s| s.extract::<i64>().ok()).map(|n| (n, n as f64)),
-                        None if is_float => values[step].as_ref().and_then(|v| v.extract::<f64>().ok()).map(|x| (0, x)),
-                        None => values[step].as_ref().and_then(|v| v.extract::<i64>().ok()).map(|n| (n, n as f64)),
-                    };
-                    match read {
-                        Some((n, x)) => {
-                            vals.push(n);
-                            fvals.push(x);
-                        }
-                        None => return Err(explain.then(|| GuardFailure { guard: g.to_string(), reason: format!("cannot read the size {}", sg.sources[vals.len()].0) })),
-                    }
+        Ok(())
+    }
+
+    /// Checks guard `gi` against the fetched `values` (every step it reads is fetched).
+    fn check_guard(&self, py: Python<'_>, gi: usize, values: &[Option<Bound<'_, PyAny>>], explain: bool) -> Result<(), Option<GuardFailure>> {
+        let (g, slot, other, shape_slots) = (&self.guards[gi], self.guard_slots[gi], self.other_slots[gi], &self.shape_slots[gi]);
+        if let GuardKind::ShapeRelations(sg) = &g.kind {
+            let mut vals: smallvec::SmallVec<[i64; 8]> = smallvec::SmallVec::new();
+            let mut fvals: smallvec::SmallVec<[f64; 8]> = smallvec::SmallVec::new();
+            for (((&step, (_, dim)), &used), &is_float) in shape_slots.iter().zip(&sg.sources).zip(&sg.used).zip(&sg.floats) {
+                if !used {
+                    vals.push(0);
+                    fvals.push(0.0);
+                    continue;
                 }
-                if let Err(reason) = sg.check(&vals, &fvals, explain) {
-                    return Err(explain.then(|| GuardFailure { guard: g.to_string(), reason: reason.unwrap_or_default() }));
-                }
-                continue;
-            }
-            let value = if slot == usize::MAX { None } else { values[slot].as_ref() };
-            if other != usize::MAX {
-                let same = match (value, values[other].as_ref(), &g.kind) {
-                    (Some(it), Some(seq), GuardKind::IteratorOver { pos, .. }) => iterator_state(it).map(|(s, p)| s.is(seq) && p == *pos).unwrap_or(false),
-                    (Some(it), Some(d), GuardKind::DictIterOver { remaining, .. }) => dict_iter_state(it).map(|(dd, r)| dd.is(d) && r == *remaining).unwrap_or(false),
-                    (Some(a), Some(b), GuardKind::NotAliasOf(_)) => !a.is(b),
-                    (Some(a), Some(b), _) => a.is(b),
-                    _ => false,
+                // A symbolic int or float input: its TYPE_MATCH ran before (guards keep
+                // their order).
+                let read = match dim {
+                    Some(d) => values[step].as_ref().and_then(|t| t.call_method1(self.hot.size.bind(py), (*d,)).ok()).and_then(|s| s.extract::<i64>().ok()).map(|n| (n, n as f64)),
+                    None if is_float => values[step].as_ref().and_then(|v| v.extract::<f64>().ok()).map(|x| (0, x)),
+                    None => values[step].as_ref().and_then(|v| v.extract::<i64>().ok()).map(|n| (n, n as f64)),
                 };
-                if !same {
-                    return Err(explain.then(|| GuardFailure { guard: g.to_string(), reason: format!("{} is no longer the same object", src(g)) }));
-                }
-                continue;
-            }
-            let fast_tensor = match (&g.kind, value) {
-                (GuardKind::TensorMatch(spec), Some(v)) if spec.dynamic_dims.is_empty() => Some(v),
-                _ => None,
-            };
-            if let Some(v) = fast_tensor {
-                if let Some(Some(check)) = self.fast[gi].get() {
-                    if check.bind(py).call1((v,)).is_ok_and(|r| r.as_ptr() == unsafe { ffi::Py_True() }) {
-                        continue;
+                match read {
+                    Some((n, x)) => {
+                        vals.push(n);
+                        fvals.push(x);
                     }
+                    None => return Err(explain.then(|| GuardFailure { guard: g.to_string(), reason: format!("cannot read the size {}", sg.sources[vals.len()].0) })),
                 }
             }
-            if let Err(reason) = self.check_one(py, gi, g, value, explain) {
+            if let Err(reason) = sg.check(&vals, &fvals, explain) {
                 return Err(explain.then(|| GuardFailure { guard: g.to_string(), reason: reason.unwrap_or_default() }));
             }
-            if let Some(v) = fast_tensor {
-                if self.fast[gi].get().is_none() {
-                    let read_plain = matches!(&g.kind, GuardKind::TensorMatch(spec) if spec.read_plain);
-                    let _ = self.fast[gi].set(self.make_fast_tensor_check(py, v, read_plain));
+            return Ok(());
+        }
+        let value = if slot == usize::MAX { None } else { values[slot].as_ref() };
+        if other != usize::MAX {
+            let same = match (value, values[other].as_ref(), &g.kind) {
+                (Some(it), Some(seq), GuardKind::IteratorOver { pos, .. }) => iterator_state(it).map(|(s, p)| s.is(seq) && p == *pos).unwrap_or(false),
+                (Some(it), Some(d), GuardKind::DictIterOver { remaining, .. }) => dict_iter_state(it).map(|(dd, r)| dd.is(d) && r == *remaining).unwrap_or(false),
+                (Some(a), Some(b), GuardKind::NotAliasOf(_)) => !a.is(b),
+                (Some(a), Some(b), _) => a.is(b),
+                _ => false,
+            };
+            if !same {
+                return Err(explain.then(|| GuardFailure { guard: g.to_string(), reason: format!("{} is no longer the same object", src(g)) }));
+            }
+            return Ok(());
+        }
+        let fast_tensor = match (&g.kind, value) {
+            (GuardKind::TensorMatch(spec), Some(v)) if spec.dynamic_dims.is_empty() => Some(v),
+            _ => None,
+        };
+        if let Some(v) = fast_tensor {
+            if let Some(Some(check)) = self.fast[gi].get() {
+                if check.bind(py).call1((v,)).is_ok_and(|r| r.as_ptr() == unsafe { ffi::Py_True() }) {
+                    return Ok(());
                 }
             }
         }
-        if TIMED && !self.guards.is_empty() {
-            lap(times, nsteps + self.guards.len() - 1);
+        if let Err(reason) = self.check_one(py, gi, g, value, explain) {
+            return Err(explain.then(|| GuardFailure { guard: g.to_string(), reason: reason.unwrap_or_default() }));
+        }
+        if let Some(v) = fast_tensor {
+            if self.fast[gi].get().is_none() {
+                let read_plain = matches!(&g.kind, GuardKind::TensorMatch(spec) if spec.read_plain);
+                let _ = self.fast[gi].set(self.make_fast_tensor_check(py, v, read_plain));
+            }
         }
         Ok(())
     }
@@ -1223,7 +1253,14 @@ pub fn dict_iter_state<'py>(it: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAn
 /// (`it.__reduce__()` is `(iter, (seq,), pos)` for these types; an exhausted one reduces to
 /// `(iter, ((),))`; from CPython 3.12 a range iterator reduces to `(iter, (range,), None)`, the
 /// range starting at its next item: Objects/rangeobject.c, `rangeiter_reduce`).
+/// Any other iterator is refused before its `__reduce__` runs: `enumerate`'s and `zip`'s
+/// reduce to their inner iterators, which collecting would consume (Note [guards before
+/// reads]).
 pub fn iterator_remaining<'py>(it: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+    let kind = it.get_type().name()?;
+    if !matches!(kind.to_str()?, "list_iterator" | "tuple_iterator" | "range_iterator" | "longrange_iterator") {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!("not a sequence iterator: {kind}")));
+    }
     let red = it.call_method0("__reduce__")?;
     let seq = red.get_item(1)?.get_item(0)?;
     let pos: usize = match (red.len()? > 2).then(|| red.get_item(2)).transpose()? {
