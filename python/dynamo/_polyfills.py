@@ -347,26 +347,162 @@ def cached_property_get(prop, instance, owner=None):
     return val
 
 
-def heapq_nlargest(n, iterable, key=None):
-    """`heapq.nlargest(n, iterable, key=None)`: documented as equal to
-    `sorted(iterable, key=key, reverse=True)[:n]` (ties keep their order, as `max` and the
-    heap with its order counter do); the heap functions it uses are C code."""
-    if n <= 0:
-        return []
-    return sorted(iterable, key=key, reverse=True)[:n]
+# Note [heap functions]: `heapq.nlargest`, `nsmallest`, `merge` and the user's own heap code
+# are Python, but the primitives they call are C (Modules/_heapqmodule.c). These are those
+# primitives written out in Python, comparison for comparison, so the trace runs them (and
+# `heapq`'s own Python functions around them): the same `<` calls on the same pairs in the same
+# order, the same swaps, the same errors (TypeError for a non-list, IndexError for an empty
+# heap, RuntimeError when a comparison changed the list's size). The `_max` variants are the
+# private max-heap ones `nsmallest` uses. A non-list heap raises Argument Clinic's TypeError (3.11
+# to 3.13 declare the parameter as a list). A comparison's truth is taken once, right after it, as
+# `PyObject_RichCompareBool` does.
 
 
-def heapq_nsmallest(n, iterable, key=None):
-    """`heapq.nsmallest(n, iterable, key=None)`: documented as equal to
-    `sorted(iterable, key=key)[:n]`."""
-    if n <= 0:
-        return []
-    return sorted(iterable, key=key)[:n]
+def _tp_name(obj):
+    """How CPython's C messages name the type of `obj` (`Py_TYPE(obj)->tp_name`): a class
+    statement's type by its name, a C type by its dotted name unless it is a builtin one."""
+    t = type(obj)
+    heap_type = t.__flags__ & (1 << 9)  # Py_TPFLAGS_HEAPTYPE
+    return t.__name__ if heap_type or t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
 
 
-PYTHON_FUNCTION_POLYFILLS = {
-    ("heapq", "nlargest"): heapq_nlargest,
-    ("heapq", "nsmallest"): heapq_nsmallest,
+def _heap_list(heap, name, position):
+    """Argument Clinic's check of a `list` parameter (`_PyArg_BadArgument`: None is named
+    "None")."""
+    if not isinstance(heap, list):
+        raise TypeError(f"{name}() {position} must be list, not {'None' if heap is None else _tp_name(heap)}")
+
+
+def _heap_sift_toward_root(heap, start, pos, is_max):
+    """Moves `heap[pos]` up towards `start` while it belongs above its parent (C `siftdown`,
+    `siftdown_max`)."""
+    size = len(heap)
+    if pos >= size:
+        raise IndexError("index out of range")
+    while pos > start:
+        up = (pos - 1) >> 1
+        rises = bool(heap[up] < heap[pos]) if is_max else bool(heap[pos] < heap[up])
+        if len(heap) != size:
+            raise RuntimeError("list changed size during iteration")
+        if not rises:
+            break
+        heap[up], heap[pos] = heap[pos], heap[up]
+        pos = up
+
+
+def _heap_sift_to_leaf(heap, pos, is_max):
+    """Moves the preferred child up until `pos` is a leaf, then the item placed there back
+    up (C `siftup`, `siftup_max`)."""
+    end = len(heap)
+    start = pos
+    if pos >= end:
+        raise IndexError("index out of range")
+    while pos < end >> 1:
+        child = 2 * pos + 1
+        if child + 1 < end:
+            keep_left = bool(heap[child + 1] < heap[child]) if is_max else bool(heap[child] < heap[child + 1])
+            if not keep_left:
+                child += 1
+            if len(heap) != end:
+                raise RuntimeError("list changed size during iteration")
+        heap[child], heap[pos] = heap[pos], heap[child]
+        pos = child
+    _heap_sift_toward_root(heap, start, pos, is_max)
+
+
+def _heap_pop(heap, is_max):
+    _heap_list(heap, "_heappop_max" if is_max else "heappop", "argument")
+    if not heap:
+        raise IndexError("index out of range")
+    last = heap.pop()
+    if not heap:
+        return last
+    top = heap[0]
+    heap[0] = last
+    _heap_sift_to_leaf(heap, 0, is_max)
+    return top
+
+
+def _heap_replace(heap, item, is_max):
+    _heap_list(heap, "_heapreplace_max" if is_max else "heapreplace", "argument 1")
+    if not heap:
+        raise IndexError("index out of range")
+    top = heap[0]
+    heap[0] = item
+    _heap_sift_to_leaf(heap, 0, is_max)
+    return top
+
+
+def _heap_build(heap, is_max):
+    # C builds large heaps in another node order (`cache_friendly_heapify`), which makes the
+    # same comparisons and the same heap: each node is sifted after both its subtrees.
+    _heap_list(heap, "_heapify_max" if is_max else "heapify", "argument")
+    for i in range((len(heap) >> 1) - 1, -1, -1):
+        _heap_sift_to_leaf(heap, i, is_max)
+
+
+def heappush(heap, item, /):
+    """`heapq.heappush` (Note [heap functions])."""
+    _heap_list(heap, "heappush", "argument 1")
+    heap.append(item)
+    _heap_sift_toward_root(heap, 0, len(heap) - 1, False)
+
+
+def heappop(heap, /):
+    """`heapq.heappop` (Note [heap functions])."""
+    return _heap_pop(heap, False)
+
+
+def heapreplace(heap, item, /):
+    """`heapq.heapreplace` (Note [heap functions])."""
+    return _heap_replace(heap, item, False)
+
+
+def heappushpop(heap, item, /):
+    """`heapq.heappushpop` (Note [heap functions]): `item` itself when the heap is empty or its
+    top is not smaller."""
+    _heap_list(heap, "heappushpop", "argument 1")
+    if not heap:
+        return item
+    if not heap[0] < item:
+        return item
+    if not heap:
+        raise IndexError("index out of range")
+    top = heap[0]
+    heap[0] = item
+    _heap_sift_to_leaf(heap, 0, False)
+    return top
+
+
+def heapify(heap, /):
+    """`heapq.heapify` (Note [heap functions])."""
+    _heap_build(heap, False)
+
+
+def heappop_max(heap, /):
+    """`heapq._heappop_max` (Note [heap functions])."""
+    return _heap_pop(heap, True)
+
+
+def heapreplace_max(heap, item, /):
+    """`heapq._heapreplace_max` (Note [heap functions])."""
+    return _heap_replace(heap, item, True)
+
+
+def heapify_max(heap, /):
+    """`heapq._heapify_max` (Note [heap functions])."""
+    _heap_build(heap, True)
+
+
+BUILTIN_POLYFILLS = {
+    ("_heapq", "heappush"): heappush,
+    ("_heapq", "heappop"): heappop,
+    ("_heapq", "heapreplace"): heapreplace,
+    ("_heapq", "heappushpop"): heappushpop,
+    ("_heapq", "heapify"): heapify,
+    ("_heapq", "_heappop_max"): heappop_max,
+    ("_heapq", "_heapreplace_max"): heapreplace_max,
+    ("_heapq", "_heapify_max"): heapify_max,
 }
 
 

@@ -2429,13 +2429,6 @@ impl<'a> InstructionTranslator<'a> {
                 let m = args.remove(0);
                 self.call_module(py, &m, args, kwargs)
             }
-            // `heapq.nlargest` / `nsmallest` drive C heap functions: their documented `sorted`
-            // equivalents (`dynamo._polyfills.PYTHON_FUNCTION_POLYFILLS`), traced.
-            VT::Function { obj, .. } if python_function_polyfill(py, obj.bind(py))?.is_some() => {
-                let (name, f) = python_function_polyfill(py, obj.bind(py))?.expect("checked");
-                let func = wrap(py, self.og, &f, std::sync::Arc::new(crate::source::Source::Module { name: "dynamo._polyfills".into() }).attr(&name))?;
-                self.call(py, &func, args, kwargs)
-            }
             // `dynamo.is_compiling()` and torch's queries reached as Python functions.
             VT::Function { obj, .. } if COMPILING_QUERIES.contains(&crate::symbolic::output_graph::qualname_full(obj.bind(py)).as_str()) => {
                 Ok(const_bool(py, true))
@@ -2936,23 +2929,6 @@ impl<'a> InstructionTranslator<'a> {
             other => graph_break!(UnsupportedOperation, "call to {}", other.describe(py)),
         }
     }
-}
-
-/// The `dynamo._polyfills` stand-in for Python function `f` (its name there and the function).
-fn python_function_polyfill<'py>(py: Python<'py>, f: &Bound<'py, PyAny>) -> PyResult<Option<(String, Bound<'py, PyAny>)>> {
-    let module = f.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
-    if module != "heapq" {
-        return Ok(None);
-    }
-    let name: String = f.getattr("__name__")?.extract()?;
-    let table = py.import("dynamo._polyfills")?.getattr("PYTHON_FUNCTION_POLYFILLS")?;
-    let Ok(p) = table.get_item((module.as_str(), name.as_str())) else { return Ok(None) };
-    // Only the real function (a user's function named alike is its own code).
-    if !py.import("heapq")?.getattr(name.as_str()).map(|real| real.is(f)).unwrap_or(false) {
-        return Ok(None);
-    }
-    let pname: String = p.getattr("__name__")?.extract()?;
-    Ok(Some((pname, p)))
 }
 
 /// Whether subscripting `o` (a dict subclass object) is `dict.__getitem__` of a class with a

@@ -571,6 +571,12 @@ impl<'a> InstructionTranslator<'a> {
             let func = crate::symbolic::builder::wrap(py, self.og, &f, std::sync::Arc::new(crate::source::Source::Module { name: "dynamo._polyfills".into() }).attr("count_elements"))?;
             return self.call(py, &func, args, vec![]);
         }
+        // Note [heap functions] (python/dynamo/_polyfills.py): `_heapq`'s C functions, written
+        // out in Python comparison for comparison, traced.
+        if let Some((name, f)) = builtin_polyfill(py, b)? {
+            let func = crate::symbolic::builder::wrap(py, self.og, &f, std::sync::Arc::new(crate::source::Source::Module { name: "dynamo._polyfills".into() }).attr(&name))?;
+            return self.call(py, &func, args, kwargs);
+        }
         if let Some(t) = self.itertools_tee(py, b, &args, &kwargs)? {
             return Ok(t);
         }
@@ -1366,4 +1372,20 @@ pub(crate) fn literal_named_tuple<'py>(py: Python<'py>, v: &VT) -> PyResult<Opti
         .collect();
     let Some(vals) = literals else { return Ok(None) };
     Ok(Some(py.get_type::<PyTuple>().call_method1("__new__", (cls, PyTuple::new(py, vals)?))?))
+}
+
+/// The `dynamo._polyfills.BUILTIN_POLYFILLS` stand-in for builtin function `b` (its name there
+/// and the function), when `b` is the very function of its module the table names.
+fn builtin_polyfill<'py>(py: Python<'py>, b: &Bound<'py, PyAny>) -> PyResult<Option<(String, Bound<'py, PyAny>)>> {
+    let Ok(module) = b.getattr("__module__").and_then(|m| m.extract::<String>()) else { return Ok(None) };
+    if module != "_heapq" {
+        return Ok(None);
+    }
+    let name: String = b.getattr("__name__")?.extract()?;
+    let table = py.import("dynamo._polyfills")?.getattr("BUILTIN_POLYFILLS")?;
+    let Ok(p) = table.get_item((module.as_str(), name.as_str())) else { return Ok(None) };
+    if !py.import(module.as_str())?.getattr(name.as_str()).is_ok_and(|real| real.is(b)) {
+        return Ok(None);
+    }
+    Ok(Some((p.getattr("__name__")?.extract()?, p)))
 }
