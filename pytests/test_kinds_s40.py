@@ -356,3 +356,21 @@ def test_higher_order_op_breaks_once_with_its_reason(case, backend):
     assert dynamo.counters()["graphs"] >= 1
     mine = [r for r in dynamo._C.break_reasons() if r.startswith(f"{f.__name__}:")]
     assert len(mine) == 1 and "[GB0027 higher_order_op]" in mine[0] and "takes a function" in mine[0], mine
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_text_of_dicts_and_sets_of_literals(backend):
+    """`str`/`repr`/f-string of a dict or set of literals built in the trace is folded (the C
+    text of a fresh copy); before, each was a graph break."""
+
+    def f(x, n):
+        d = {"a": n, 2: (3, 4.5), "nested": {"k": [1, "z"]}}
+        s = {n, 7}
+        return x + 1, str(d), repr(d), f"{d}|{d!r}|{s}", str(s), str({})
+
+    want = f(torch.ones(2), 5)
+    dynamo.reset()
+    got = dynamo.optimize(backend)(f)(torch.ones(2), 5)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1:] == want[1:]
+    assert dynamo.counters()["graph_breaks"] == 0

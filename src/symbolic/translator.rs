@@ -2115,15 +2115,21 @@ fn enum_member_source(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Option<A
 }
 
 impl<'a> InstructionTranslator<'a> {
-    /// A list or tuple built in the trace whose items are all literals, as a real object: its
-    /// `str`/`repr`/`format` is the C one of its type over literals, folded exactly
-    /// (`f"{[1, 2]}"`, a dataclass repr of a list field).
-    fn literal_sequence<'py>(&self, py: Python<'py>, v: &VT) -> Option<Bound<'py, PyAny>> {
-        if !matches!(v, VT::List(_) | VT::Tuple(_)) {
-            return None;
+    /// A list or tuple built in the trace whose items are all literals, a set of literals, or a
+    /// dict of literal keys whose values are literals or such containers, as a real object:
+    /// its `str`/`repr`/`format` is the C one of its type over literals, folded exactly
+    /// (`f"{[1, 2]}"`, `str({'a': 1})`, a dataclass repr of a list field). A traced key (a
+    /// tensor's) is not a literal.
+    pub(crate) fn literal_sequence<'py>(&self, py: Python<'py>, v: &VT) -> Option<Bound<'py, PyAny>> {
+        match v {
+            VT::List(_) | VT::Tuple(_) => {
+                let real = self.literal_value(py, v)?;
+                let items_literal = real.try_iter().ok()?.all(|i| i.is_ok_and(|i| is_literal(py, &i)));
+                items_literal.then_some(real)
+            }
+            VT::Set(_) => self.literal_value(py, v),
+            VT::Dict(_) => self.literal_value_or_dict(py, v),
+            _ => None,
         }
-        let real = self.literal_value(py, v)?;
-        let items_literal = real.try_iter().ok()?.all(|i| i.is_ok_and(|i| is_literal(py, &i)));
-        items_literal.then_some(real)
     }
 }
