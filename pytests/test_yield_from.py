@@ -224,7 +224,9 @@ class Countdown:
         return self.n
 
 
-def test_yield_from_unmodelled_iterator_breaks_cleanly():
+def test_yield_from_a_user_iterator_is_traced():
+    # Note [user iterators]: `yield from` a user iterator steps its `__next__` in the trace
+    # (it was a graph break before).
     def gen(x, it):
         yield x
         yield from it
@@ -238,4 +240,4 @@ def test_yield_from_unmodelled_iterator_breaks_cleanly():
     out = dynamo.optimize("eager")(f)(x)
     assert len(out) == len(expected) == 3 and torch.equal(out[0], expected[0]) and out[1:] == [1, 0]
     e = dynamo.explain(f)(x)
-    assert e.graph_break_count >= 1 and e.graph_count == 0, str(e)
+    assert e.graph_break_count == 0, str(e)

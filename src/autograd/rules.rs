@@ -53,9 +53,19 @@ fn int_list(a: Option<&FxArg>, n: usize, default: i64) -> Option<Vec<i64>> {
     }
 }
 
-/// Normalized reduction dims (`dim` as int, list, or None for all) for a rank-`rank` input.
+/// Normalized reduction dims (`dim` as int, list, or None for all) for a rank-`rank` input. A
+/// 0-d input accepts dims -1 and 0 and has none to reduce (empty); any other out-of-range dim
+/// is `None` (no rule).
 fn reduce_dims(a: Option<&FxArg>, rank: usize) -> Option<Vec<i64>> {
-    let norm = |d: i64| if d < 0 { d + rank as i64 } else { d };
+    let dims = reduce_dims_unchecked(a, rank)?;
+    if rank == 0 {
+        return dims.iter().all(|&d| d == 0).then(Vec::new);
+    }
+    dims.iter().all(|&d| (0..rank as i64).contains(&d)).then_some(dims)
+}
+
+fn reduce_dims_unchecked(a: Option<&FxArg>, rank: usize) -> Option<Vec<i64>> {
+    let norm = |d: i64| if d < 0 { d + rank.max(1) as i64 } else { d };
     match a {
         None | Some(FxArg::None) => Some((0..rank as i64).collect()),
         Some(FxArg::Int(d)) => Some(vec![norm(*d)]),

@@ -973,10 +973,16 @@ unsafe fn eval_frame_attached(py: Python<'_>, frame: *mut InterpreterFrame, cb: 
             state.status = FrameStatus::Skip;
             Outcome::Default
         }
-        Err(_) => {
+        Err(payload) => {
             bump(&c::eager_fallbacks);
             bump(&c::compile_errors);
-            tracing::error!(target: "dynamo::graph_breaks", "internal compiler panic while converting {qual}; running it eagerly");
+            let what = payload.downcast_ref::<&str>().map(|m| m.to_string()).or_else(|| payload.downcast_ref::<String>().cloned()).unwrap_or_else(|| "unknown panic".into());
+            if !crate::config::suppress_errors() {
+                // As for any compile error: with `suppress_errors` off the caller sees it.
+                pyo3::exceptions::PyRuntimeError::new_err(format!("dynamo: internal compiler panic while converting {qual} ({filename}:{lineno}): {what}")).restore(py);
+                return Outcome::Done(std::ptr::null_mut());
+            }
+            tracing::error!(target: "dynamo::graph_breaks", "internal compiler panic while converting {qual}; running it eagerly: {what}");
             state.status = FrameStatus::Skip;
             Outcome::Default
         }

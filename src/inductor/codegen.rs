@@ -155,7 +155,14 @@ impl OpsHandler for KernelOps<'_> {
                     ReductionType::Max => "amax",
                     ReductionType::Min => "amin",
                 });
-                ev(self.kb.reduce(op, ex(v)))
+                let acc = ev(self.kb.reduce(op, ex(v)));
+                // The buffer holds the result in its own dtype: a fused reader of a bfloat16 or
+                // float16 reduction sees the accumulator rounded once, as eager's reader sees
+                // the stored half value (not the float32 sum).
+                match b.layout.as_ref().map(|l| l.dtype) {
+                    Some(d) if d.is_half() => self.to_dtype(acc, d),
+                    _ => acc,
+                }
             }
             _ => {
                 let Some(layout) = b.layout.as_ref() else {

@@ -62,6 +62,13 @@ fn target_name(g: &FxGraph, i: usize) -> &str {
     }
 }
 
+/// Whether node `j`'s metadata makes a stand-in of it (`evaluate`): its dtype must be one the
+/// layout names (an int8 or uint8 value would have stood in as float32, and `ones_like` of it
+/// folded to a float32 constant).
+fn stand_in_possible(g: &FxGraph, j: usize) -> bool {
+    g.nodes[j].meta.as_ref().is_some_and(|m| m.layout.dtype.torch_name().is_some())
+}
+
 /// Which nodes may fold, by the rules in the module docs (the output rule not yet applied).
 fn foldable(g: &FxGraph) -> Vec<bool> {
     let mut folded = vec![false; g.nodes.len()];
@@ -77,7 +84,7 @@ fn foldable(g: &FxGraph) -> Vec<bool> {
         let mut ok = true;
         for (k, a) in n.args.iter().chain(n.kwargs.iter().map(|(_, a)| a)).enumerate() {
             a.for_each_node(&mut |j| {
-                let static_self = k == 0 && metadata_only && g.nodes[j].meta.is_some() && matches!(a, FxArg::Node(_));
+                let static_self = k == 0 && metadata_only && stand_in_possible(g, j) && matches!(a, FxArg::Node(_));
                 if !folded[j] && !static_self {
                     ok = false;
                 }
@@ -140,7 +147,8 @@ fn evaluate<'py>(py: Python<'py>, g: &FxGraph, values: &[Option<Bound<'py, PyAny
             FxArg::Node(j) if k == 0 && values[*j].is_none() => {
                 // Metadata-only op on a value that is not folded: a stand-in with its metadata.
                 let m = g.nodes[*j].meta.as_ref().expect("foldable() checked the meta");
-                let dtype = torch.getattr(m.layout.dtype.torch_name().unwrap_or("float32"))?;
+                let name = m.layout.dtype.torch_name().ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("no stand-in for an unmodelled dtype"))?;
+                let dtype = torch.getattr(name)?;
                 let kw = PyDict::new(py);
                 kw.set_item("dtype", dtype)?;
                 args.push(torch.call_method("empty_strided", (m.layout.sizes.clone(), m.layout.strides.clone()), Some(&kw))?);
@@ -186,7 +194,7 @@ pub fn fold(py: Python<'_>, g: &mut FxGraph) -> Vec<usize> {
         let mut ok = true;
         for (k, a) in n.args.iter().chain(n.kwargs.iter().map(|(_, a)| a)).enumerate() {
             a.for_each_node(&mut |j| {
-                let static_self = k == 0 && metadata_only && g.nodes[j].meta.is_some() && matches!(a, FxArg::Node(_));
+                let static_self = k == 0 && metadata_only && stand_in_possible(g, j) && matches!(a, FxArg::Node(_));
                 if !folded[j] && !static_self {
                     ok = false;
                 }

@@ -206,7 +206,9 @@ fn wrap_dim(d: i64, ndim: usize) -> Result<usize, LoweringError> {
     Ok(w as usize)
 }
 
-/// The reduced dims named by a `dim` argument (None: all), sorted and deduplicated.
+/// The reduced dims named by a `dim` argument (None: all), sorted and deduplicated. A 0-d
+/// tensor accepts dims -1 and 0 (ATen's `maybe_wrap_dim` wraps scalars as one dim) and has none
+/// to reduce: empty.
 fn reduce_dims(dim: Option<&FxArg>, ndim: usize) -> Result<Vec<usize>, LoweringError> {
     let mut dims = match dim {
         None | Some(FxArg::None) => (0..ndim).collect(),
@@ -217,6 +219,9 @@ fn reduce_dims(dim: Option<&FxArg>, ndim: usize) -> Result<Vec<usize>, LoweringE
         }
         Some(other) => return unsupported(format!("dim {other:?}")),
     };
+    if ndim == 0 {
+        return Ok(Vec::new());
+    }
     dims.sort_unstable();
     dims.dedup();
     Ok(dims)
@@ -1306,6 +1311,10 @@ fn transpose(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let nd = x.sizes.len();
     let (Some(d0), Some(d1)) = (a[1], a[2]) else { return unsupported("transpose dims") };
     let (d0, d1) = (wrap_dim(int(d0)?, nd)?, wrap_dim(int(d1)?, nd)?);
+    if nd == 0 {
+        // A 0-d tensor's transpose(0, -1) is itself.
+        return permute_by(lw, &x, Vec::new());
+    }
     let mut perm: Vec<usize> = (0..nd).collect();
     perm.swap(d0, d1);
     permute_by(lw, &x, perm)

@@ -384,7 +384,20 @@ fn make_pointwise(
                             }
                         })
                         .collect();
-                    (h.load(*buf, &idx), *dtype)
+                    let v = h.load(*buf, &idx);
+                    // Note [half promotion]: an operand of another dtype meeting a half type is
+                    // cast to it before the op (TensorIterator's common dtype), so an integer
+                    // tensor's 257 is bfloat16's 256 and 70000 is float16's inf: converted to
+                    // float32 then rounded, as c10's Half and BFloat16 convert from integers.
+                    // A 0-d operand is a CPU scalar that ATen reads unrounded where it reads
+                    // Python numbers so (Note [half scalars]; every op on the GPU).
+                    let zero_d = sizes.is_empty();
+                    if *stored != common && common.is_half() && want == DType::F32 && !(zero_d && (!cpu || keeps_scalar(rule, i))) {
+                        let v = if *dtype == want { v } else { h.to_dtype(v, want) };
+                        (round_to_half(h, v, common), want)
+                    } else {
+                        (v, *dtype)
+                    }
                 }
                 // Scalars are made in the compute dtype directly (exact for integers). Operands
                 // of a half type round them to it first (Note [half scalars]).
