@@ -82,7 +82,7 @@ pub fn optimize(py: Python<'_>, g: &mut FxGraph) -> Result<usize, String> {
     }
     let n_convs = g.nodes.iter().filter(|n| conv_operands(g, n).is_some()).count();
     if n_convs == 0 {
-        if g.nodes.iter().any(|n| bn_meta_differs_from_eager(g, n)) {
+        if g.nodes.iter().any(|n| bn_meta_differs_from_eager(g, n) || iterator_meta_differs_from_eager(g, n)) {
             *g = rewrite(py, g, false).map_err(|e| e.to_string())?;
         }
         return Ok(0);
@@ -100,7 +100,7 @@ pub fn optimize(py: Python<'_>, g: &mut FxGraph) -> Result<usize, String> {
     // eager's CPU kernel returns channels-last there (Note [conv output layout]). Outputs must
     // keep eager's strides, so first give the traced graph the layouts eager produces (no
     // conversion, only that correction and what follows from it downstream), then convert.
-    let eager = if g.nodes.iter().any(|n| conv_meta_differs_from_eager(g, n) || bn_meta_differs_from_eager(g, n)) {
+    let eager = if g.nodes.iter().any(|n| conv_meta_differs_from_eager(g, n) || bn_meta_differs_from_eager(g, n) || iterator_meta_differs_from_eager(g, n)) {
         Some(rewrite(py, g, false).map_err(|e| e.to_string())?)
     } else {
         None
@@ -176,6 +176,55 @@ fn eager_batch_norm_strides(x: &Layout) -> Vec<i64> {
     } else {
         Layout::contiguous_strides(&x.sizes)
     }
+}
+
+/// Note [TensorIterator metas]: ops ATen computes with a TensorIterator, whose result is laid
+/// out in the operands' memory order (`lowering::pointwise_output_strides`), but whose meta
+/// functions answer contiguous: `copysign(x_channels_last, y)` is channels-last in eager and
+/// contiguous on meta tensors (torch 2.x: `copysign`, `xlogy`, `special.xlog1py`,
+/// `floor_divide`, each checked against its meta over mixed layouts). By final name component:
+/// functions and methods alike; `__rfloordiv__` takes its operands in the other order.
+const ITERATOR_OPS_WITH_CONTIGUOUS_METAS: &[&str] =
+    &["copysign", "xlogy", "special_xlogy", "special_xlog1py", "xlog1py", "floor_divide", "floordiv", "__floordiv__", "__rfloordiv__"];
+
+/// The strides eager gives node `n`'s result when it is one of
+/// [`ITERATOR_OPS_WITH_CONTIGUOUS_METAS`] over tensors whose (new) metas `meta_of` gives, and
+/// they differ from its meta's (size-1 dims ignored); None otherwise.
+fn eager_iterator_strides<'a>(n: &FxNode, meta_of: &dyn Fn(usize) -> Option<&'a TensorMeta>) -> Option<Vec<i64>> {
+    let name = match &n.op {
+        FxOp::CallMethod { name } => name.as_str(),
+        FxOp::CallFunction { .. } => n.target_name.rsplit('.').next().unwrap_or(""),
+        _ => return None,
+    };
+    if !ITERATOR_OPS_WITH_CONTIGUOUS_METAS.contains(&name) || !n.kwargs.is_empty() {
+        return None;
+    }
+    let m = n.meta.as_ref()?;
+    let mut layouts = Vec::new();
+    for a in n.args.iter().take(2) {
+        if let FxArg::Node(j) = a {
+            let l = &meta_of(*j)?.layout;
+            if l.sizes.len() > m.layout.sizes.len() {
+                return None;
+            }
+            layouts.push(l);
+        }
+    }
+    if name == "__rfloordiv__" {
+        layouts.reverse();
+    }
+    if layouts.is_empty() {
+        return None;
+    }
+    let want = super::lowering::pointwise_output_strides(&m.layout.sizes, &layouts);
+    let differs = m.layout.sizes.iter().zip(m.layout.strides.iter().zip(&want)).any(|(&size, (a, b))| size != 1 && a != b);
+    differs.then_some(want)
+}
+
+/// True when node `n` of `g` is a TensorIterator op whose traced meta has other strides than
+/// eager gives it (Note [TensorIterator metas]).
+fn iterator_meta_differs_from_eager(g: &FxGraph, n: &FxNode) -> bool {
+    eager_iterator_strides(n, &|j| g.nodes[j].meta.as_ref()).is_some()
 }
 
 /// The input node of `n` when it is a CPU batch norm (`F.batch_norm`, `torch.batch_norm`) of an
@@ -307,7 +356,7 @@ fn rewrite(py: Python<'_>, g: &FxGraph, convert_inputs: bool) -> PyResult<FxGrap
             continue;
         }
         // Recompute the metadata of a call whose tensor arguments changed layout.
-        let mut needs = !convert_inputs && (conv_meta_differs_from_eager(g, n) || bn_meta_differs_from_eager(g, n));
+        let mut needs = !convert_inputs && (conv_meta_differs_from_eager(g, n) || bn_meta_differs_from_eager(g, n) || iterator_meta_differs_from_eager(g, n));
         for a in node.args.iter().chain(node.kwargs.iter().map(|(_, a)| a)) {
             a.for_each_node(&mut |j| needs |= changed[j]);
         }
@@ -339,6 +388,14 @@ fn rewrite(py: Python<'_>, g: &FxGraph, convert_inputs: bool) -> PyResult<FxGrap
                 let xl = &nodes[remap[x]].meta.as_ref().expect("batch norm input has meta").layout;
                 let want = eager_batch_norm_strides(xl);
                 if m.layout.strides != want {
+                    m.layout.strides = want;
+                    values.insert(nodes.len(), meta_tensor(py, &m.layout)?);
+                }
+            }
+            if let Some(m) = meta.as_mut() {
+                // Note [TensorIterator metas]: eager's layout, from the operands' new metas.
+                let with = FxNode { meta: Some(m.clone()), ..node.clone() };
+                if let Some(want) = eager_iterator_strides(&with, &|j| nodes[j].meta.as_ref()) {
                     m.layout.strides = want;
                     values.insert(nodes.len(), meta_tensor(py, &m.layout)?);
                 }
