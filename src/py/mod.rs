@@ -226,9 +226,26 @@ pub fn replace_dict(d: &Bound<'_, PyAny>, items: &Bound<'_, PyAny>) -> PyResult<
 
 /// `replace_dict` for the storage of a `dict` subclass instance: the same writes through
 /// `PyDict_Clear`/`PyDict_SetItem`, past any `clear`/`__setitem__` the subclass defines (Note
-/// [dict subclass objects from outside the frame] in `symbolic::variables::user_defined`).
+/// [dict subclass objects from outside the frame] in `symbolic::variables::user_defined`); for
+/// an `OrderedDict`, through `OrderedDict.clear`/`OrderedDict.__setitem__`, which keep its
+/// linked list, with `items` in its order.
 #[pyfunction]
 pub fn replace_dict_storage(d: &Bound<'_, PyDict>, items: &Bound<'_, PyDict>) -> PyResult<()> {
+    let odict = d.py().import("collections")?.getattr("OrderedDict")?;
+    if d.is_instance(&odict)? {
+        // Note [OrderedDict objects from outside the frame]: `items` are in linked-list order,
+        // which OrderedDict's own C methods keep (dict's would leave the list stale).
+        let keys = odict.getattr("keys")?.call1((d,))?;
+        let same_keys = d.len() == items.len() && keys.try_iter()?.zip(items.keys().iter()).all(|(x, y)| x.is_ok_and(|x| x.is(&y) || x.eq(&y).unwrap_or(false)));
+        if !same_keys {
+            odict.getattr("clear")?.call1((d,))?;
+        }
+        let set = odict.getattr("__setitem__")?;
+        for (k, v) in items.iter() {
+            set.call1((d, k, v))?;
+        }
+        return Ok(());
+    }
     let same_keys = d.len() == items.len() && d.keys().iter().zip(items.keys().iter()).all(|(x, y)| x.is(&y) || x.eq(&y).unwrap_or(false));
     if !same_keys {
         d.clear();

@@ -290,11 +290,11 @@ fn builtin_base_method(py: Python<'_>, o: &Bound<'_, PyAny>, ca: &Bound<'_, PyAn
 }
 
 /// Whether `o` is an instance of a subclass of `dict` whose storage the trace may write (Note
-/// [dict subclass objects from outside the frame]): not an `OrderedDict`, whose linked list
-/// `dict`'s own C methods would not keep.
+/// [dict subclass objects from outside the frame]), an `OrderedDict` included (Note
+/// [OrderedDict objects from outside the frame]).
 pub(crate) fn dict_storage_writable(py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<bool> {
     let dict_type = py.get_type::<PyDict>();
-    Ok(o.is_instance_of::<PyDict>() && !o.get_type().is(&dict_type) && !o.is_instance(&py.import("collections")?.getattr("OrderedDict")?)?)
+    Ok(o.is_instance_of::<PyDict>() && !o.get_type().is(&dict_type))
 }
 
 /// Whether instances of `cls` have a list storage (`cls` subclasses `list`; Note [list subclass
@@ -730,7 +730,20 @@ impl<'a> InstructionTranslator<'a> {
         let odict_type = py.import("collections")?.getattr("OrderedDict")?;
         let Ok(owner) = ca.getattr("__objclass__") else { return Ok(None) };
         let from_odict = owner.is(&odict_type);
-        let write = WRITES.contains(&name) && owner.is(&dict_type) && dict_storage_writable(py, o)?;
+        // Note [OrderedDict objects from outside the frame]: the storage tracker of an
+        // OrderedDict holds its items in linked-list order, so OrderedDict's own `__setitem__`,
+        // `__delitem__`, `pop`, `setdefault` and `clear` are dict's on that tracker, and
+        // `popitem(last=)`, `move_to_end` and `update` are the Python versions of
+        // `dynamo._polyfills.ODICT_METHODS` over it. The replay keeps the linked list
+        // (`dynamo._C.replace_dict_storage`).
+        const ODICT_AS_DICT: [&str; 5] = ["__setitem__", "__delitem__", "pop", "setdefault", "clear"];
+        const ODICT_POLYFILLS: [&str; 3] = ["popitem", "move_to_end", "update"];
+        if from_odict && ODICT_POLYFILLS.contains(&name) && dict_storage_writable(py, o)? {
+            let Ok(d) = o.cast::<PyDict>() else { return Ok(None) };
+            let state = crate::symbolic::builder::wrap_dict_storage(py, self.og, d, source, false)?;
+            return self.polyfill_table_method(py, &VT::Dict(state), "ODICT_METHODS", name).map(Some);
+        }
+        let write = dict_storage_writable(py, o)? && ((WRITES.contains(&name) && owner.is(&dict_type)) || (from_odict && ODICT_AS_DICT.contains(&name)));
         if !(READS.contains(&name) || write) || !(owner.is(&dict_type) || from_odict) {
             return Ok(None);
         }
@@ -766,7 +779,11 @@ impl<'a> InstructionTranslator<'a> {
         let VT::Opaque { obj, source } = v else { return Ok(None) };
         let o = obj.bind(py).clone();
         let Some((k, f)) = static_type_lookup(&o.get_type(), name)? else { return Ok(None) };
-        if !f.getattr("__objclass__").is_ok_and(|c| c.is(py.get_type::<PyDict>())) {
+        // OrderedDict's own item assignment and deletion too (Note [OrderedDict objects from
+        // outside the frame]).
+        let odict = py.import("collections")?.getattr("OrderedDict")?;
+        let owner_ok = f.getattr("__objclass__").is_ok_and(|c| c.is(py.get_type::<PyDict>()) || (matches!(name, "__setitem__" | "__delitem__") && c.is(&odict)));
+        if !owner_ok {
             return Ok(None);
         }
         let source = source.clone();
