@@ -1255,8 +1255,17 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::UNPACK_SEQUENCE => {
                 let v = self.pop()?;
+                let sequence = matches!(v, VT::List(_) | VT::Tuple(_)) || v.as_constant(py).is_some_and(|c| c.is_instance_of::<PyTuple>() || c.is_instance_of::<PyString>());
                 let items = self.unpack(py, &v)?;
                 if items.len() != arg as usize {
+                    // Python/ceval.c `unpack_iterable`'s ValueError, raised in the trace for a
+                    // sequence (whose items were all taken anyway); an iterator would have been
+                    // consumed only up to the extra item, so it stays a break.
+                    if sequence {
+                        let msg = if items.len() > arg as usize { format!("too many values to unpack (expected {arg})") } else { format!("not enough values to unpack (expected {arg}, got {})", items.len()) };
+                        let e = py.get_type::<pyo3::exceptions::PyValueError>().call1((msg.as_str(),))?;
+                        return Err(Unsupported::raise_value("ValueError", e.unbind(), msg));
+                    }
                     graph_break!(RaisesException, "UNPACK_SEQUENCE of {} items into {arg}", items.len());
                 }
                 self.stack.extend(items.into_iter().rev());

@@ -1133,7 +1133,12 @@ impl<'a> InstructionTranslator<'a> {
         match (best, default) {
             (Some((item, _)), _) => Ok(item),
             (None, Some(d)) => Ok(d),
-            (None, None) => graph_break!(RaisesException, "{fname}() iterable argument is empty (ValueError)"),
+            // Eager's ValueError, its text from the real function over an empty tuple (it
+            // differs between CPython versions), raised in the trace.
+            (None, None) => match py.import("builtins")?.getattr(fname)?.call1((PyTuple::empty(py),)) {
+                Err(e) => Err(Unsupported::folded(py, e)),
+                Ok(_) => graph_break!(InternalInconsistency, "{fname}() of an empty tuple gave a value"),
+            },
         }
     }
 
