@@ -2728,7 +2728,7 @@ impl<'a> InstructionTranslator<'a> {
                         pyo3::types::PyList::new(py, items).ok().map(|l| l.into_any())
                     }
                     VT::Dict(_) if str_method => self.literal_value_or_dict(py, a),
-                    VT::List(_) | VT::Tuple(_) | VT::Set(_) if literal_receiver => self.literal_value(py, a),
+                    VT::List(_) | VT::Tuple(_) | VT::Set(_) if literal_receiver => self.literal_view(py, a),
                     _ => a.as_constant(py),
                 }).collect();
                 let kw = PyDict::new(py);

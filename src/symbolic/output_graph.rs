@@ -187,6 +187,9 @@ pub struct OutputGraph {
     /// Depths of the `__next__` frames of user iterators being stepped (Note [user iterators]
     /// in variables/iter.rs): a StopIteration raised in one of them is a value of the trace.
     pub next_frames: Vec<usize>,
+    /// The `value` of the StopIteration that just ended a user iterator's step (Note [user
+    /// iterators]), taken by `step_iter`.
+    pub user_stop_value: Option<crate::symbolic::variables::VT>,
     /// The `parameters` mappings of `inspect.Signature` constants the trace read (kept alive):
     /// read-only views of a mapping nothing changes, whose key, value and item views are
     /// folded (Note [signature parameters]).
@@ -435,6 +438,7 @@ impl OutputGraph {
             cell_sources: HashMap::new(),
             raised_exceptions: Vec::new(),
             next_frames: Vec::new(),
+            user_stop_value: None,
             frozen_mappings: Vec::new(),
             caused_exceptions: Vec::new(),
             raise_points: Vec::new(),

@@ -575,6 +575,12 @@ impl<'a> InstructionTranslator<'a> {
                 if self.external_cells.contains_key(&(Rc::as_ptr(c) as usize)) {
                     graph_break!(SideEffect, "del of a closure cell that outlives the frame");
                 }
+                // An argument's cell is made holding the argument (MAKE_CELL of its slot), and a
+                // resume function's prologue would make it so again: emptying it is not
+                // replayed, so its `del` runs in Python.
+                if (arg as usize) < self.code.n_arg_slots() {
+                    graph_break!(SideEffect, "del of the argument '{}', a cell variable", self.code.localsplus[arg as usize]);
+                }
                 match c.borrow().as_ref() {
                     None => graph_break!(RaisesException, "del of the empty cell variable '{}'", self.code.localsplus[arg as usize]),
                     Some(old) if lifetime_observable(py, old) => graph_break!(ObjectLifetime, "del of a cell that holds an object whose free is observable (Note [observable frees])"),
@@ -2136,7 +2142,7 @@ impl<'a> InstructionTranslator<'a> {
                 let items_literal = real.try_iter().ok()?.all(|i| i.is_ok_and(|i| is_literal(py, &i)));
                 items_literal.then_some(real)
             }
-            VT::Set(_) => self.literal_value(py, v),
+            VT::Set(_) => self.literal_view(py, v),
             VT::Dict(_) => self.literal_value_or_dict(py, v),
             _ => None,
         }

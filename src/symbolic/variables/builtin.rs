@@ -284,6 +284,16 @@ impl<'a> InstructionTranslator<'a> {
                     self.og.add_guard(Some(source.clone()), GuardKind::LenMatch(n));
                     VT::constant(n.into_pyobject(py)?.into_any().unbind())
                 }
+                // An iterator has no `__len__` (`PyObject_Size` raises TypeError): `heapq.nsmallest`
+                // tries `len(iterable)` to choose its path. Never its items counted (that would
+                // drain it).
+                VT::Iterator(_) => {
+                    let ty = self.class_attribute(py, &args[0])?;
+                    let Some(ty) = ty else { graph_break!(UntracedValue, "len() of {}", args[0].describe(py)) };
+                    let msg = format!("object of type '{}' has no len()", ty.bind(py).getattr("__name__")?);
+                    let e = py.get_type::<pyo3::exceptions::PyTypeError>().call1((msg.as_str(),))?;
+                    return Err(Unsupported::raise_value("TypeError", e.unbind(), msg));
+                }
                 other => {
                     let n = self.unpack(py, other)?.len();
                     VT::constant(n.into_pyobject(py)?.into_any().unbind())
@@ -455,6 +465,14 @@ impl<'a> InstructionTranslator<'a> {
                 // A global this trace wrote in the module (pending) is not in the real module
                 // yet: `getattr` below answers from the write.
                 VT::PyModule { obj, .. } if obj.bind(py).getattr("__dict__").ok().is_some_and(|d| self.og.side_effects.global(d.as_ptr() as usize, &name).is_some()) => None,
+                // A name the module lacks may be answered by a PEP 562 `__getattr__` (or a module
+                // subclass's): user code eager runs at each call, so `getattr` below decides
+                // (a break), never a lookup folded here.
+                VT::PyModule { obj, .. } if {
+                    let m = obj.bind(py);
+                    let d = m.getattr("__dict__")?;
+                    !d.contains(name.as_str())? && (d.contains("__getattr__")? || static_type_lookup(&m.get_type(), "__getattr__")?.is_some_and(|(_, g)| type_name(&g) == "function"))
+                } => None,
                 VT::PyModule { obj, .. } => Some(!obj.bind(py).hasattr(name.as_str())?),
                 // A real tensor can carry instance attributes the fake one lacks: only a class
                 // attribute is known present; anything else is not decided here.
@@ -889,6 +907,14 @@ impl<'a> InstructionTranslator<'a> {
                 for (k, v) in kvals {
                     kw.set_item(k, v)?;
                 }
+                // The builtins named in `pure` only read their arguments: a set built in the trace
+                // goes as itself, in its own order (`literal_view`); `operator`'s in-place
+                // functions would write, so they keep the copies.
+                let vals: Vec<Bound<'_, PyAny>> = if pure.iter().any(|n| is(n)) {
+                    args.iter().zip(vals).map(|(a, v)| if matches!(a, VT::Set(_)) { self.literal_view(py, a).unwrap_or(v) } else { v }).collect()
+                } else {
+                    vals
+                };
                 // Note [errors of folded operations].
                 let r = b.call(PyTuple::new(py, vals.iter())?, Some(&kw)).map_err(|e| Unsupported::folded(py, e))?;
                 if is_literal(py, &r) {

@@ -12,18 +12,45 @@ use crate::symbolic::variables::dicts::DictView;
 impl<'a> InstructionTranslator<'a> {
     /// `literal_value`, and for a dict tracker of literal values a fresh dict of the same keys
     /// and values, in order: for calls that only read a dict (`str.format_map`, `"%(a)s" % d`).
+    /// A dict that contains itself (`d[2] = d`) is not a literal: None, never an endless copy.
     pub(crate) fn literal_value_or_dict<'py>(&self, py: Python<'py>, v: &VT) -> Option<Bound<'py, PyAny>> {
+        self.literal_value_or_dict_in(py, v, &mut Vec::new())
+    }
+
+    fn literal_value_or_dict_in<'py>(&self, py: Python<'py>, v: &VT, open: &mut Vec<usize>) -> Option<Bound<'py, PyAny>> {
         match v {
             VT::Dict(d) => {
+                let ptr = std::rc::Rc::as_ptr(d) as usize;
+                if open.contains(&ptr) {
+                    return None;
+                }
+                open.push(ptr);
                 let real = PyDict::new(py);
                 for (k, v) in &d.borrow().items {
                     // Note [tensor dict keys]: a traced key is no literal.
                     if crate::symbolic::variables::dicts::is_traced_key(k.bind(py)) {
                         return None;
                     }
-                    real.set_item(k.bind(py), self.literal_value_or_dict(py, v)?).ok()?;
+                    real.set_item(k.bind(py), self.literal_value_or_dict_in(py, v, open)?).ok()?;
                 }
+                open.pop();
                 Some(real.into_any())
+            }
+            _ => self.literal_value(py, v),
+        }
+    }
+
+    /// [`Self::literal_value`] for a call that only reads its arguments (a pure builtin, a
+    /// method of a literal, `str`/`repr`): a set built in the trace is passed as its private
+    /// real set itself, not a copy, since a copy may lay its members out in another table
+    /// order (`set_merge` re-inserts into a table of another size) and so iterate, print and
+    /// join them in another order than eager's set.
+    pub(crate) fn literal_view<'py>(&self, py: Python<'py>, v: &VT) -> Option<Bound<'py, PyAny>> {
+        match v {
+            VT::Set(set) => {
+                let real = set.borrow().bind(py).clone();
+                let members_literal = real.try_iter().map(|it| it.flatten().all(|m| is_literal(py, &m))).unwrap_or(false);
+                members_literal.then_some(real)
             }
             _ => self.literal_value(py, v),
         }

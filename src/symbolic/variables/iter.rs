@@ -947,7 +947,13 @@ impl<'a> InstructionTranslator<'a> {
             Ok(mut state) => state.next_item(py, &mut resume),
             Err(e) => Err(e),
         };
+        // Note [user iterators]: the value of the StopIteration that ended a user iterator.
+        let stop_value = self.og.user_stop_value.take();
         match r {
+            Ok(None) if matches!(it.borrow().kind, IterKind::UserNext(_)) => {
+                it.borrow_mut().returned = stop_value;
+                Ok(None)
+            }
             Ok(v) => Ok(v),
             Err(IterError::Raise(msg)) => {
                 // Raised in the trace, so a `try` around the loop or the call that stepped it
@@ -1072,10 +1078,19 @@ impl<'a> InstructionTranslator<'a> {
     /// itself, or an exhausted `next(...)` it calls there, is raised in the trace (the frame's
     /// depth is in `OutputGraph::next_frames`) and ends the step here. A StopIteration from
     /// deeper down stays a graph break.
+    /// The StopIteration's `value` is kept in `OutputGraph::user_stop_value` for `step_iter`,
+    /// which makes it the iterator's `returned` (what `yield from` over it evaluates to).
     pub(crate) fn user_next(&mut self, py: Python<'_>, obj: &VT) -> VResult<Option<VT>> {
         match self.user_next_raising(py, obj) {
             Ok(v) => Ok(Some(v)),
-            Err(e) if e.raised == Some("StopIteration") => Ok(None),
+            Err(e) if e.raised == Some("StopIteration") => {
+                let value = match &e.exc_value {
+                    Some(exc) => exc.bind(py).getattr("value")?.unbind(),
+                    None => py.None(),
+                };
+                self.og.user_stop_value = Some(VT::constant(value));
+                Ok(None)
+            }
             Err(e) => Err(e),
         }
     }

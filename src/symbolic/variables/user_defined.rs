@@ -564,7 +564,17 @@ impl<'a> InstructionTranslator<'a> {
                     let fget = ca.getattr("fget")?;
                     if type_name(&fget) == "function" {
                         let func = wrap(py, self.og, &fget, class_attr_source(source, *k, name).attr("fget"))?;
-                        return self.call(py, &func, vec![vt.clone()], vec![]);
+                        // Note [__getattr__ after an AttributeError]: `slot_tp_getattr_hook`
+                        // (Objects/typeobject.c) calls `__getattr__` when the generic lookup
+                        // raises AttributeError, a getter's own included.
+                        return match self.call(py, &func, vec![vt.clone()], vec![]) {
+                            Err(e) if e.is_raised("AttributeError") => match self.call_attr_hook(py, vt, &ty, source, "__getattr__", name)? {
+                                Some(v) => Ok(v),
+                                None if static_type_lookup(&ty, "__getattr__")?.is_some() => graph_break!(UntracedValue, "attribute '{name}' of {} (a C __getattr__ after the getter raised)", vt.describe(py)),
+                                None => Err(e),
+                            },
+                            other => other,
+                        };
                     }
                 }
                 // Note [data descriptors with a Python __get__]: a subclass of `property`
@@ -586,6 +596,12 @@ impl<'a> InstructionTranslator<'a> {
                     let src = if has_generic_getattribute(py, &ty)? { source.attr(name) } else { source.generic_attr(name) };
                     return match ca.call_method1("__get__", (obj, &ty)) {
                         Ok(v) => wrap(py, self.og, &v, src),
+                        // Note [__getattr__ after an AttributeError]: an empty slot falls back to
+                        // the class's `__getattr__`, and a guard could not tell the slot empty
+                        // without calling that user code: left to Python.
+                        Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) && static_type_lookup(&ty, "__getattr__")?.is_some() => {
+                            graph_break!(UntracedValue, "empty slot '{name}' of {} (its class's __getattr__ answers)", vt.describe(py))
+                        }
                         Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) && has_generic_getattribute(py, &ty)? => {
                             self.og.add_guard(Some(source.clone()), GuardKind::NoAttr(name.to_string()));
                             let msg = e.value(py).str().map(|m| m.to_string()).unwrap_or_else(|_| crate::symbolic::variables::empty_slot_message(obj.get_type().as_any(), name));
