@@ -423,14 +423,19 @@ def _heap_pop(heap, is_max):
     return top
 
 
-def _heap_replace(heap, item, is_max):
-    _heap_list(heap, "_heapreplace_max" if is_max else "heapreplace", "argument 1")
+def _heap_swap_top(heap, item, is_max):
+    """The top of `heap` after `item` took its place and sank (IndexError when empty)."""
     if not heap:
         raise IndexError("index out of range")
     top = heap[0]
     heap[0] = item
     _heap_sift_to_leaf(heap, 0, is_max)
     return top
+
+
+def _heap_replace(heap, item, is_max):
+    _heap_list(heap, "_heapreplace_max" if is_max else "heapreplace", "argument 1")
+    return _heap_swap_top(heap, item, is_max)
 
 
 def _heap_build(heap, is_max):
@@ -466,12 +471,7 @@ def heappushpop(heap, item, /):
         return item
     if not heap[0] < item:
         return item
-    if not heap:
-        raise IndexError("index out of range")
-    top = heap[0]
-    heap[0] = item
-    _heap_sift_to_leaf(heap, 0, False)
-    return top
+    return _heap_swap_top(heap, item, False)
 
 
 def heapify(heap, /):
