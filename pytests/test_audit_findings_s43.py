@@ -13,6 +13,7 @@ compared with eager (values, types, and how often user code runs):
 - `hasattr`/`getattr(m, name, default)` of a module with a PEP 562 `__getattr__` ran it once,
   at trace time, instead of at every call."""
 
+import collections
 import heapq
 import types
 
@@ -166,3 +167,69 @@ def test_module_getattr_runs_at_every_call(backend):
         log.clear()
         got = opt(torch.ones(1))
         assert got[1:] == want[1:] and log == want_log
+
+
+class ModelOutputLike(collections.OrderedDict):
+    def __setitem__(self, k, v):
+        super().__setitem__(k, v)
+        object.__setattr__(self, k, v)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_odict_subclass_update_and_setdefault_reach_its_setitem(backend):
+    # OrderedDict's update/setdefault call a subclass's __setitem__ (PyObject_SetItem).
+    def f(x, o):
+        o.update(logits=x * 2)
+        o.setdefault("loss", x.sum())
+        return x, getattr(o, "logits", "MISSING"), getattr(o, "loss", "MISSING"), list(o)
+
+    want = f(torch.ones(2), ModelOutputLike())
+    dynamo.reset()
+    got = dynamo.optimize(backend)(f)(torch.ones(2), ModelOutputLike())
+    assert repr(got) == repr(want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", ["write_at_last", "clear_at_last", "move_noop_last", "move_noop_first"])
+def test_odict_iteration_ends_as_odictiter_does(backend, case):
+    # After its last key an OrderedDict iterator is done without checking for changes, and a
+    # move_to_end that moves nothing changes nothing.
+    def f(x, od):
+        seen = []
+        try:
+            for k in od:
+                seen.append(k)
+                if case == "write_at_last" and k == "b":
+                    od["z"] = 1
+                elif case == "clear_at_last" and k == "b":
+                    od.clear()
+                elif case == "move_noop_last":
+                    od.move_to_end("b")
+                elif case == "move_noop_first":
+                    od.move_to_end("a", last=False)
+        except RuntimeError as e:
+            return x + 1, seen, str(e), list(od)
+        return x + 1, seen, None, list(od)
+
+    make = lambda: collections.OrderedDict(a=1, b=2)  # noqa: E731
+    want = f(torch.ones(1), make())
+    dynamo.reset()
+    got = dynamo.optimize(backend)(f)(torch.ones(1), make())
+    assert repr(got) == repr(want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_custom_getattribute_error_falls_back_to_getattr(backend):
+    class GA:
+        def __getattribute__(self, n):
+            if n == "z":
+                raise AttributeError("gb z")
+            return object.__getattribute__(self, n)
+
+        def __getattr__(self, n):
+            return ("ga", n)
+
+    def f(x, o):
+        return x + 1, o.z, getattr(o, "z", None), hasattr(o, "z")
+
+    _compare(f, backend, GA())

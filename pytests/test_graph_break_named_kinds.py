@@ -106,7 +106,7 @@ CASES = [
     (_setdefault_function_key, "GB0016 unsupported_operation", "dict key is not a constant"),
     # User errors the trace itself meets: the rest of the frame runs as Python and raises them.
     (_unbound_local, "GB0009 raises_exception", "local 'y' referenced before assignment"),
-    (_unpack_too_many, "GB0009 raises_exception", "UNPACK_SEQUENCE of 3 items into 2"),
+    (_unpack_too_many, "GB0009 raises_exception", "ValueError: too many values to unpack (expected 2)"),
     (_undefined_name, "GB0009 raises_exception", "name 'not_defined_anywhere' is not defined"),
     (_list_pop_out_of_range, "GB0009 raises_exception", "IndexError: pop index out of range"),
     (_dict_pop_missing_key, "GB0009 raises_exception", "KeyError: 'b'"),

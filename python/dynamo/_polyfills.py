@@ -135,6 +135,10 @@ def odict_move_to_end(od, key, last=True):
     moves to the end (`last`) or to the front; KeyError when `key` is missing."""
     if not dict.__contains__(od, key):
         raise KeyError(key)
+    # A key already at that end stays, and the OrderedDict is not changed (its iterators go on).
+    keys = list(dict.keys(od))
+    if keys.index(key) == (len(keys) - 1 if last else 0):
+        return None
     value = dict.pop(od, key)
     if last:
         dict.__setitem__(od, key, value)

@@ -365,6 +365,11 @@ impl IteratorState {
                 if *used == usize::MAX {
                     // `odictiter_nextkey` cleared `di_current` at the failed step: exhausted.
                     None
+                } else if self.pos >= *used {
+                    // The last key was given (from the OrderedDict as it was made: any change
+                    // before would have raised), which left `di_current` NULL: exhausted without
+                    // any check, whatever was written since.
+                    None
                 } else if d.version != *version || d.items.len() != *used {
                     *used = usize::MAX;
                     return Err(IterError::Raise("OrderedDict mutated during iteration"));

@@ -289,6 +289,20 @@ fn builtin_base_method(py: Python<'_>, o: &Bound<'_, PyAny>, ca: &Bound<'_, PyAn
     Ok(bases.iter().any(|b| owner.is(b)) && o.is_instance(&owner)?)
 }
 
+/// Whether the class of `o` defines `__getitem__`, `__setitem__` or `__delitem__` in Python
+/// (found before `dict`'s and `OrderedDict`'s own slots in its MRO).
+fn item_slots_overridden(py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<bool> {
+    for name in ["__getitem__", "__setitem__", "__delitem__"] {
+        if let Some((_, f)) = static_type_lookup(&o.get_type(), name)? {
+            if !matches!(type_name(&f).as_str(), "wrapper_descriptor" | "method_descriptor") {
+                return Ok(true);
+            }
+        }
+    }
+    let _ = py;
+    Ok(false)
+}
+
 /// Whether `o` is an instance of a subclass of `dict` whose storage the trace may write (Note
 /// [dict subclass objects from outside the frame]), an `OrderedDict` included (Note
 /// [OrderedDict objects from outside the frame]).
@@ -491,8 +505,19 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(VT::ContainerMethod { container: Box::new(vt.clone()), name: name.to_string() });
         }
         if !has_generic_getattribute(py, &ty)? {
-            if let Some(v) = self.call_attr_hook(py, vt, &ty, source, "__getattribute__", name)? {
-                return Ok(v);
+            // Note [__getattr__ after an AttributeError]: the class's `__getattr__` answers an
+            // AttributeError of its `__getattribute__`.
+            match self.call_attr_hook(py, vt, &ty, source, "__getattribute__", name) {
+                Ok(Some(v)) => return Ok(v),
+                Err(e) if e.is_raised("AttributeError") => {
+                    return match self.call_attr_hook(py, vt, &ty, source, "__getattr__", name)? {
+                        Some(v) => Ok(v),
+                        None if static_type_lookup(&ty, "__getattr__")?.is_some() => graph_break!(UntracedValue, "attribute '{name}' of {} (a C __getattr__ after __getattribute__ raised)", vt.describe(py)),
+                        None => Err(e),
+                    };
+                }
+                Err(e) => return Err(e),
+                Ok(None) => {}
             }
             graph_break!(UntracedValue, "attribute '{name}' of {} (custom __getattribute__)", vt.describe(py));
         }
@@ -754,6 +779,13 @@ impl<'a> InstructionTranslator<'a> {
         // (`dynamo._C.replace_dict_storage`).
         const ODICT_AS_DICT: [&str; 5] = ["__setitem__", "__delitem__", "pop", "setdefault", "clear"];
         const ODICT_POLYFILLS: [&str; 3] = ["popitem", "move_to_end", "update"];
+        // OrderedDict's `pop`, `popitem`, `setdefault` and `update` reach a subclass's own
+        // `__getitem__`/`__setitem__`/`__delitem__` (`PyObject_SetItem` and friends for a
+        // non-exact OrderedDict, Objects/odictobject.c): with such an override they run in
+        // Python (transformers' `ModelOutput.__setitem__` also sets the attribute).
+        if from_odict && matches!(name, "pop" | "popitem" | "setdefault" | "update") && item_slots_overridden(py, o)? {
+            return Ok(None);
+        }
         if from_odict && ODICT_POLYFILLS.contains(&name) && dict_storage_writable(py, o)? {
             let Ok(d) = o.cast::<PyDict>() else { return Ok(None) };
             let state = crate::symbolic::builder::wrap_dict_storage(py, self.og, d, source, false)?;
