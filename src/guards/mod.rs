@@ -546,10 +546,14 @@ pub struct GuardManager {
     /// Per guard: a GLOBAL_STATE `torch.get_default_device() == device('cpu')` (Note [default
     /// device fast path]).
     cpu_default_device: Vec<bool>,
-    /// Note [guards before reads]: `schedule[0]` lists the guards that read no step (global
-    /// state), `schedule[i + 1]` the guards whose last step is `i`, each in guard order.
-    schedule: Vec<Vec<usize>>,
+    /// Note [guards before reads]: the check's order, one flat list: `FETCH | i` fetches step
+    /// `i`, a plain `gi` checks guard `gi`; guards that read no step (global state) first, then
+    /// after each step the guards whose last step it is, each in guard order.
+    schedule: Vec<u32>,
 }
+
+/// The tag of a fetch in `GuardManager::schedule`.
+const FETCH: u32 = 1 << 31;
 
 /// Note [guards before reads]: a step reads a value out of its base (an attribute, an item, a
 /// key, an iterator's items), and on a value of another type than the trace saw that read can
@@ -658,10 +662,16 @@ impl GuardManager {
                 _ => false,
             })
             .collect();
-        let mut schedule = vec![Vec::new(); steps.len() + 1];
+        let mut after: Vec<Vec<u32>> = vec![Vec::new(); steps.len() + 1];
         for gi in 0..guards.len() {
             let last = [guard_slots[gi], other_slots[gi]].into_iter().chain(shape_slots[gi].iter().copied()).filter(|&s| s != usize::MAX).max();
-            schedule[last.map_or(0, |s| s + 1)].push(gi);
+            after[last.map_or(0, |s| s + 1)].push(gi as u32);
+        }
+        let mut schedule = Vec::with_capacity(steps.len() + guards.len());
+        schedule.extend_from_slice(&after[0]);
+        for i in 0..steps.len() {
+            schedule.push(FETCH | i as u32);
+            schedule.extend_from_slice(&after[i + 1]);
         }
         Ok(GuardManager { steps, guard_slots, other_slots, shape_slots, step_sources, guards, hot, fast, tensor_guards, names, cpu_default_device, schedule })
     }
@@ -738,14 +748,17 @@ impl GuardManager {
         };
         let nsteps = self.steps.len();
         // Note [guards before reads]: each guard right after the last step it reads.
-        for &gi in &self.schedule[0] {
-            self.check_guard(py, gi, &values, explain)?;
-            if TIMED {
-                lap(times, nsteps + gi);
+        for &op in &self.schedule {
+            if op & FETCH == 0 {
+                let gi = op as usize;
+                self.check_guard(py, gi, &values, explain)?;
+                if TIMED {
+                    lap(times, nsteps + gi);
+                }
+                continue;
             }
-        }
-        for (i, step) in self.steps.iter().enumerate() {
-            let v = unsafe { self.fetch(py, step, frame, &values) };
+            let i = (op & !FETCH) as usize;
+            let v = unsafe { self.fetch(py, &self.steps[i], frame, &values) };
             if TIMED {
                 lap(times, i);
             }
@@ -762,17 +775,12 @@ impl GuardManager {
                     }));
                 }
             }
-            for &gi in &self.schedule[i + 1] {
-                self.check_guard(py, gi, &values, explain)?;
-                if TIMED {
-                    lap(times, nsteps + gi);
-                }
-            }
         }
         Ok(())
     }
 
     /// Checks guard `gi` against the fetched `values` (every step it reads is fetched).
+    #[inline(always)]
     fn check_guard(&self, py: Python<'_>, gi: usize, values: &[Option<Bound<'_, PyAny>>], explain: bool) -> Result<(), Option<GuardFailure>> {
         let (g, slot, other, shape_slots) = (&self.guards[gi], self.guard_slots[gi], self.other_slots[gi], &self.shape_slots[gi]);
         if let GuardKind::ShapeRelations(sg) = &g.kind {
