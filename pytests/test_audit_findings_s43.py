@@ -233,3 +233,30 @@ def test_custom_getattribute_error_falls_back_to_getattr(backend):
         return x + 1, o.z, getattr(o, "z", None), hasattr(o, "z")
 
     _compare(f, backend, GA())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_module_getattr_not_asked_for_names_of_our_own(backend):
+    # Naming the module in a break reason read `__qualname__` through its PEP 562 hook.
+    calls = []
+    lazy = types.ModuleType("lazy_s43b")
+
+    def hook(name):
+        calls.append(name)
+        if name == "heavy":
+            setattr(lazy, "heavy", 42)
+            return 42
+        raise AttributeError(name)
+
+    lazy.__getattr__ = hook
+
+    def f(x):
+        return x + lazy.heavy
+
+    f(torch.ones(1))
+    want = list(calls)
+    del lazy.heavy
+    calls.clear()
+    dynamo.reset()
+    dynamo.optimize(backend)(f)(torch.ones(1))
+    assert calls == want == ["heavy"]

@@ -253,10 +253,11 @@ pub fn type_name(o: &Bound<'_, PyAny>) -> String {
 }
 
 pub fn qualname(o: &Bound<'_, PyAny>) -> String {
-    o.getattr("__qualname__")
-        .or_else(|_| o.getattr("__name__"))
-        .and_then(|n| n.extract::<String>())
-        .unwrap_or_else(|_| type_name(o))
+    // Read past any `__getattr__` (a module's PEP 562 hook would be user code run for a name).
+    crate::guards::generic_getattr(o, "__qualname__")
+        .or_else(|| crate::guards::generic_getattr(o, "__name__"))
+        .and_then(|n| n.extract::<String>().ok())
+        .unwrap_or_else(|| type_name(o))
 }
 
 /// Note [identity before equality]: `PyObject_RichCompareBool(a, b, Py_EQ)` (Objects/object.c)
