@@ -189,8 +189,8 @@ const ITERATOR_OPS_WITH_CONTIGUOUS_METAS: &[&str] =
 
 /// The strides eager gives node `n`'s result when it is one of
 /// [`ITERATOR_OPS_WITH_CONTIGUOUS_METAS`] over tensors whose (new) metas `meta_of` gives, and
-/// they differ from its meta's (size-1 dims ignored); None otherwise.
-fn eager_iterator_strides<'a>(n: &FxNode, meta_of: &dyn Fn(usize) -> Option<&'a TensorMeta>) -> Option<Vec<i64>> {
+/// they differ from `meta`'s (its own) (size-1 dims ignored); None otherwise.
+fn eager_iterator_strides<'a>(n: &FxNode, meta: Option<&TensorMeta>, meta_of: &dyn Fn(usize) -> Option<&'a TensorMeta>) -> Option<Vec<i64>> {
     let name = match &n.op {
         FxOp::CallMethod { name } => name.as_str(),
         FxOp::CallFunction { .. } => n.target_name.rsplit('.').next().unwrap_or(""),
@@ -199,7 +199,7 @@ fn eager_iterator_strides<'a>(n: &FxNode, meta_of: &dyn Fn(usize) -> Option<&'a 
     if !ITERATOR_OPS_WITH_CONTIGUOUS_METAS.contains(&name) || !n.kwargs.is_empty() {
         return None;
     }
-    let m = n.meta.as_ref()?;
+    let m = meta?;
     let mut layouts = Vec::new();
     for a in n.args.iter().take(2) {
         if let FxArg::Node(j) = a {
@@ -224,7 +224,7 @@ fn eager_iterator_strides<'a>(n: &FxNode, meta_of: &dyn Fn(usize) -> Option<&'a 
 /// True when node `n` of `g` is a TensorIterator op whose traced meta has other strides than
 /// eager gives it (Note [TensorIterator metas]).
 fn iterator_meta_differs_from_eager(g: &FxGraph, n: &FxNode) -> bool {
-    eager_iterator_strides(n, &|j| g.nodes[j].meta.as_ref()).is_some()
+    eager_iterator_strides(n, n.meta.as_ref(), &|j| g.nodes[j].meta.as_ref()).is_some()
 }
 
 /// The input node of `n` when it is a CPU batch norm (`F.batch_norm`, `torch.batch_norm`) of an
@@ -394,8 +394,7 @@ fn rewrite(py: Python<'_>, g: &FxGraph, convert_inputs: bool) -> PyResult<FxGrap
             }
             if let Some(m) = meta.as_mut() {
                 // Note [TensorIterator metas]: eager's layout, from the operands' new metas.
-                let with = FxNode { meta: Some(m.clone()), ..node.clone() };
-                if let Some(want) = eager_iterator_strides(&with, &|j| nodes[j].meta.as_ref()) {
+                if let Some(want) = eager_iterator_strides(&node, Some(m), &|j| nodes[j].meta.as_ref()) {
                     m.layout.strides = want;
                     values.insert(nodes.len(), meta_tensor(py, &m.layout)?);
                 }
