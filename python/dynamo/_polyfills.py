@@ -518,7 +518,14 @@ def iter_peek(it, k):
     when fewer than `k + 1` items are left."""
     red = it.__reduce__()
     pos = red[2] if len(red) > 2 and red[2] is not None else 0
-    return red[1][0][pos + k]
+    seq = red[1][0]
+    # The iterator reads the storage, not a subclass's `__getitem__` (Note [iterators over
+    # subclass storage] in src/guards/mod.rs).
+    if isinstance(seq, list):
+        return list.__getitem__(seq, pos + k)
+    if isinstance(seq, tuple):
+        return tuple.__getitem__(seq, pos + k)
+    return seq[pos + k]
 
 
 def dict_key_at(d, k):

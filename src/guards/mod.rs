@@ -1275,7 +1275,19 @@ pub fn iterator_remaining<'py>(it: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Py
         Some(p) if !p.is_none() => p.extract()?,
         _ => 0,
     };
-    let seq = PyTuple::new(it.py(), seq.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
+    // Note [iterators over subclass storage]: a list or tuple iterator walks its sequence's
+    // storage (Objects/listobject.c `listiter_next` reads `PyList_GET_ITEM`, tupleobject.c
+    // `tupleiter_next` `PyTuple_GET_ITEM`), whatever `__iter__`/`__getitem__`/`__len__` a
+    // subclass of the sequence defines: its items are read the same way, never through the
+    // subclass's methods (`list.__iter__(l)` of a list subclass with its own `__iter__`).
+    let items: Vec<Bound<'py, PyAny>> = if let Ok(l) = seq.cast::<pyo3::types::PyList>() {
+        l.iter().collect()
+    } else if let Ok(t) = seq.cast::<PyTuple>() {
+        t.iter().collect()
+    } else {
+        seq.try_iter()?.collect::<PyResult<Vec<_>>>()?
+    };
+    let seq = PyTuple::new(it.py(), items)?;
     seq.get_slice(pos.min(seq.len()), seq.len()).cast_into::<PyTuple>().map_err(|e| e.into())
 }
 

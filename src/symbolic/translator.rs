@@ -705,7 +705,7 @@ impl<'a> InstructionTranslator<'a> {
                 } else if self.stack.last().map(|v| v.is_null()).unwrap_or(false) {
                     self.pop()?;
                 }
-                let args = self.unpack(py, &args_vt)?;
+                let args = self.iter_items_sized(py, &args_vt)?;
                 let mut kwargs = Vec::new();
                 if let Some(kw) = kwargs_vt {
                     kwargs = self.dict_items(py, &kw)?;
@@ -1092,7 +1092,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::LIST_EXTEND => {
                 let v = self.pop()?;
-                let items = self.unpack(py, &v)?;
+                let items = self.iter_items_sized(py, &v)?;
                 let idx = self.stack.len() - arg as usize;
                 match &self.stack[idx] {
                     VT::List(l) => {

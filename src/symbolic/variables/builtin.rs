@@ -679,7 +679,7 @@ impl<'a> InstructionTranslator<'a> {
         }
         if is("list") || is("tuple") {
             let items = match args.first() {
-                Some(a) => self.iter_items(py, a)?,
+                Some(a) => self.iter_items_sized(py, a)?,
                 None => vec![],
             };
             return if is("list") { Ok(new_list(items)) } else { make_tuple(py, items) };
@@ -1172,7 +1172,7 @@ impl<'a> InstructionTranslator<'a> {
     /// list of the items in the order `sorted_items` gives. A comparison that raises raises
     /// here (the partly sorted items are dropped, as eager drops its new list).
     pub(crate) fn sorted(&mut self, py: Python<'_>, iterable: &VT, kwargs: &[(String, VT)]) -> VResult<VT> {
-        let items = self.iter_items(py, iterable)?;
+        let items = self.iter_items_sized(py, iterable)?;
         let (out, failed) = self.sorted_items(py, items, kwargs)?;
         match failed {
             Some(e) => Err(e),

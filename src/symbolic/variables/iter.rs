@@ -1178,6 +1178,74 @@ impl<'a> InstructionTranslator<'a> {
         Ok(Rc::new(RefCell::new(state)))
     }
 
+    /// The items of `v` the way `list(v)`, `tuple(v)`, `[*v]`, `f(*v)`, `l.extend(v)` and
+    /// `sorted(v)` take them: CPython's `list_extend` and `PySequence_Tuple`
+    /// (Objects/listobject.c, Objects/abstract.c) call `iter(v)`, then `PyObject_LengthHint(v)`
+    /// to size the result, then step the iterator. For a user object the hint runs its
+    /// Python `__len__` (or, without one, `__length_hint__`): both are traced here, between
+    /// `__iter__` and the first `__next__` (Note [length hints]).
+    pub(crate) fn iter_items_sized(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<VT>> {
+        if !matches!(v, VT::UserObject(_) | VT::Opaque { .. }) {
+            return self.unpack(py, v);
+        }
+        if let Some(it) = self.python_iter(py, v)? {
+            self.length_hint_effects(py, v)?;
+            return self.drain_iter(py, &it);
+        }
+        let items = self.iter_items(py, v)?;
+        self.length_hint_effects(py, v)?;
+        Ok(items)
+    }
+
+    /// Note [length hints]: `PyObject_LengthHint(o, default)` (Objects/abstract.c) asks
+    /// `len(o)` when `o`'s type has a length slot, and a TypeError from it is cleared; then
+    /// `type(o).__length_hint__(o)` when the type has one (NotImplemented means no hint); a
+    /// negative or non-integer answer raises. C slots have no effect the trace could miss, so
+    /// only Python functions are called here, for their effects (a counter, a print); the
+    /// answer is checked and dropped. An answer the trace cannot check (a tensor, a symbolic
+    /// size, an error other than TypeError) is a graph break before the call, where Python
+    /// runs it.
+    pub(crate) fn length_hint_effects(&mut self, py: Python<'_>, v: &VT) -> VResult<()> {
+        let ty = match v {
+            VT::UserObject(o) => o.cls.bind(py).clone(),
+            VT::Opaque { obj, .. } => obj.bind(py).get_type().into_any(),
+            _ => return Ok(()),
+        };
+        let Ok(ty) = ty.cast_into::<pyo3::types::PyType>() else { return Ok(()) };
+        let check = |r: &VT, what: &str| -> VResult<bool> {
+            let Some(c) = r.as_constant(py) else { graph_break!(UnsupportedOperation, "{what} returned a value the trace cannot check") };
+            if what == "__length_hint__" && c.is(py.NotImplemented()) {
+                return Ok(true);
+            }
+            match c.extract::<i64>() {
+                Ok(n) if n >= 0 && c.is_instance_of::<pyo3::types::PyInt>() => Ok(true),
+                _ => graph_break!(UnsupportedOperation, "{what} returned {} (an error in Python)", c.repr().map(|r| r.to_string()).unwrap_or_default()),
+            }
+        };
+        if let Some((_, f)) = crate::symbolic::variables::user_defined::static_type_lookup(&ty, "__len__")? {
+            if type_name(&f) != "function" {
+                return Ok(());
+            }
+            let m = self.python_dunder(py, v, "__len__")?.ok_or_else(|| Unsupported::new("__len__ vanished"))?;
+            match self.call(py, &m, vec![], vec![]) {
+                Ok(r) => {
+                    check(&r, "__len__")?;
+                    return Ok(());
+                }
+                Err(e) if e.raised == Some("TypeError") => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if let Some((_, f)) = crate::symbolic::variables::user_defined::static_type_lookup(&ty, "__length_hint__")? {
+            if type_name(&f) == "function" {
+                let m = self.python_dunder(py, v, "__length_hint__")?.ok_or_else(|| Unsupported::new("__length_hint__ vanished"))?;
+                let r = self.call(py, &m, vec![], vec![])?;
+                check(&r, "__length_hint__")?;
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn iter_items(&mut self, py: Python<'_>, v: &VT) -> VResult<Vec<VT>> {
         if let Some(it) = self.python_iter(py, v)? {
             return self.drain_iter(py, &it);

@@ -408,13 +408,14 @@ impl<'a> InstructionTranslator<'a> {
                     // Note [items taken one at a time]: a lazy iterable is stepped, each item
                     // appended before the next is taken.
                     if let Some(it) = self.lazy_iter(py, &args[0])? {
+                        self.length_hint_effects(py, &args[0])?;
                         self.for_each_step(py, &it, |_, _, v| {
                             l.borrow_mut().items.push(v);
                             Ok(true)
                         })?;
                         return Ok(VT::none(py));
                     }
-                    extend_items = Some(self.unpack(py, &args[0])?);
+                    extend_items = Some(self.iter_items_sized(py, &args[0])?);
                 }
                 let mut l = l.borrow_mut();
                 match name {
