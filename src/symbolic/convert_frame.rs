@@ -277,13 +277,20 @@ fn check_dropped_generators(og: &OutputGraph) -> VResult<()> {
                     ..Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnreconstructableValue, "a @contextmanager block cut by a graph break")
                 });
             }
-            graph_break!(
-                UnreconstructableValue,
-                "generator {} ({}:{}) left suspended inside a try/with block: closing it runs code the graph cannot place",
-                frame.code.name,
-                frame.code.filename,
-                frame.code.insts[frame.ip - 1].positions.line.unwrap_or(frame.code.firstlineno)
-            );
+            // Note [breaking where a generator was made]: the code before the generator was
+            // made is still a graph.
+            return Err(Unsupported {
+                break_at: og.generator_made_at.get(&(Rc::as_ptr(g_rc) as usize)).copied(),
+                ..Unsupported::of(
+                    crate::symbolic::graph_break::GraphBreakKind::UnreconstructableValue,
+                    format!(
+                        "generator {} ({}:{}) left suspended inside a try/with block: closing it runs code the graph cannot place",
+                        frame.code.name,
+                        frame.code.filename,
+                        frame.code.insts[frame.ip - 1].positions.line.unwrap_or(frame.code.firstlineno)
+                    ),
+                )
+            });
         }
     }
     Ok(())
@@ -1502,7 +1509,7 @@ fn fixed_remaining(py: Python<'_>, it: &Rc<RefCell<IteratorState>>, reach: &Hash
 
 /// How to rebuild an iterator: a real iterator of CPython's own type, in the state the trace
 /// left it (Note [rebuilt iterators]).
-fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>>, outputs: &mut Outputs) -> VResult<Rebuild> {
+fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it_rc: &Rc<RefCell<IteratorState>>, outputs: &mut Outputs) -> VResult<Rebuild> {
     // Note [rebuilt iterators]: live values are rebuilt before the side effects are replayed
     // (pycodegen::resume), so an iterator over a container from the frame is made over the
     // container as it was at frame entry, then sees the replay. That is right for a list (its
@@ -1510,6 +1517,7 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
     // the old contents, and for a dict only when the trace changed no keys of it (the replay
     // then only assigns values). A dict iterator whose dict changed size is rebuilt as one that
     // raises `RuntimeError` at its next step, as CPython's does.
+    let it = it_rc;
     if let Some(source) = og.side_effects.external_iter_source(it) {
         // The caller's iterator itself, advanced by the replay (Note [iterators from outside
         // the frame]).
@@ -1614,7 +1622,15 @@ fn rebuild_iter(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>
             Rebuild::Call { func: f.unbind(), args }
         }
         // A real generator cannot be made suspended in the middle of its body.
-        IterKind::Generator(_) => graph_break!(UnreconstructableValue, "a generator that outlives the graph (returned, or live across a graph break)"),
+        // Note [breaking where a generator was made]: a generator cannot be made suspended in
+        // the middle of its body, so the frame breaks where the trace made it instead, and the
+        // code before that is still a graph; Python then makes and runs the generator itself.
+        IterKind::Generator(_) => {
+            return Err(Unsupported {
+                break_at: og.generator_made_at.get(&(Rc::as_ptr(it_rc) as usize)).copied(),
+                ..Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnreconstructableValue, "a generator that outlives the graph (returned, or live across a graph break)")
+            })
+        }
         // Note [user iterators]: the iterator is the object itself.
         IterKind::UserNext(obj) => rebuild_of(py, og, obj, outputs)?,
         // Lazy iterators are made again over their rebuilt inner iterators, in the state that

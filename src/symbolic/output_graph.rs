@@ -274,6 +274,10 @@ pub struct OutputGraph {
     /// The generators of `@contextmanager` managers (by `IteratorState` address), with the
     /// instruction that made each manager (Note [generator context managers]).
     pub generator_ctx_made_at: HashMap<usize, (usize, usize)>,
+    /// Every generator the trace made (by `IteratorState` address), with the instruction of
+    /// the converted frame that made it: where the frame breaks instead when the generator
+    /// cannot live past the graph (Note [breaking where a generator was made]).
+    pub generator_made_at: HashMap<usize, (usize, usize)>,
 }
 
 // Note [ids of traced objects]
@@ -465,6 +469,7 @@ impl OutputGraph {
             autocast: Default::default(),
             lazy_generator_call: false,
             generator_ctx_made_at: HashMap::new(),
+            generator_made_at: HashMap::new(),
         })
     }
 

@@ -492,6 +492,7 @@ impl<'a> InstructionTranslator<'a> {
             }
             let state = Rc::new(RefCell::new(IteratorState::of(IterKind::Generator(Some(Box::new(frame))))));
             self.og.generators.push(state.clone());
+            self.og.generator_made_at.insert(Rc::as_ptr(&state) as usize, self.og.top_ip);
             return Ok(VT::Iterator(state));
         }
         self.og.inline_sites.push(Some((self.code.clone(), self.ip)));
