@@ -113,3 +113,51 @@ def test_a_generator_dropped_inside_an_except_clause_is_traced(backend):
     torch.testing.assert_close(got, fn(torch.ones(2)))
     c = dynamo.counters()
     assert c["graphs"] == 1 and c["eager_fallbacks"] == 0 and c["graph_breaks"] == 0, dict(c)
+
+
+def gen_closing(x, log):
+    try:
+        yield x * 2
+        yield x * 3
+    finally:
+        log.append("closed")
+
+
+@dynamo.disable
+def _make_untraced(x, log):
+    return gen_closing(x, log)
+
+
+def loop_over_an_untraced_generator_breaks(x, log):
+    total = x
+    for v in _make_untraced(x, log):
+        total = total + v
+        log.append("body")
+        break
+    log.append("after")
+    return total
+
+
+def loop_over_an_untraced_generator_raises(x, log):
+    total = x
+    try:
+        for v in _make_untraced(x, log):
+            total = total + v
+            raise KeyError("k")
+    except KeyError:
+        log.append("handler")
+    return total
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [loop_over_an_untraced_generator_breaks, loop_over_an_untraced_generator_raises])
+def test_a_loop_run_by_the_driver_drops_its_iterator_where_the_loop_ends(backend, fn):
+    """A `for` over an iterator the trace cannot step runs in `dynamo._loops.LoopDriver` (on
+    3.12 and later); leaving it by `break` let the driver hold the generator while the code
+    after the loop ran, so its `finally` ran after "after" instead of at the `break`."""
+    want_log, got_log = [], []
+    want = fn(torch.ones(2), want_log)
+    dynamo.reset()
+    got = dynamo.optimize(backend)(fn)(torch.ones(2), got_log)
+    torch.testing.assert_close(got, want)
+    assert got_log == want_log

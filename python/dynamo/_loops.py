@@ -131,6 +131,10 @@ class LoopDriver:
                 carry = self._carry(values, dead, self.exits, (target, tuple(sorted({*state, *dead}))))
                 bound = tuple(sorted({*state, *carry}))
                 break
+        # The loop is left: CPython pops the iterator there (END_FOR / FOR_ITER at its end, the
+        # POP_TOP a `break` jumps through), so a generator it was closes now, before the code
+        # after the loop runs (its `finally` and `with` exits run at the `break`).
+        it = None
         # The resume function that continues after the loop, called the same way.
         fn = self.exits[(target, bound)]
         call = [None] * n
