@@ -203,24 +203,104 @@ pub fn snapshot_inputs_and_autocast<'py>(py: Python<'py>, rng: bool, inputs: &Bo
     Ok(out)
 }
 
-/// `d.clear(); d.update(items)`: how transformed code replays a dict's new contents (key order
-/// included) after the graph. Raises what `dict.clear`/`dict.update` raise. When the keys are
-/// the same, in the same order, only the values are assigned: the dict's size and layout stay
-/// as they are, so an iterator walking it (Note [rebuilt iterators]) goes on as in CPython.
+/// How transformed code replays a dict's new contents (key order included) after the graph.
+/// When the keys are the same, in the same order, only the values are assigned: the dict's
+/// size and layout stay as they are, so an iterator walking it (Note [rebuilt iterators]) goes
+/// on as in CPython. Otherwise the keys are rewritten as eager's own writes left them (Note
+/// [dict rewrites keep the layout]). An exact dict is written through `PyDict_*`; anything
+/// else through `d.clear(); d.update(items)`. Raises what those raise.
 #[pyfunction]
-pub fn replace_dict(d: &Bound<'_, PyAny>, items: &Bound<'_, PyAny>) -> PyResult<()> {
-    let same_keys = match (d.cast::<PyDict>(), items.cast::<PyDict>()) {
-        (Ok(a), Ok(b)) => a.len() == b.len() && a.keys().iter().zip(b.keys().iter()).all(|(x, y)| x.is(&y) || x.eq(&y).unwrap_or(false)),
-        _ => false,
-    };
-    if same_keys {
-        for (k, v) in items.cast::<PyDict>()?.iter() {
+#[pyo3(signature = (d, items, key_ops=None))]
+pub fn replace_dict(d: &Bound<'_, PyAny>, items: &Bound<'_, PyAny>, key_ops: Option<&Bound<'_, PyTuple>>) -> PyResult<()> {
+    if let (Ok(a), Ok(b)) = (d.cast::<PyDict>(), items.cast::<PyDict>()) {
+        if a.get_type().is(d.py().get_type::<PyDict>()) {
+            return rewrite_dict_keys(a, b, key_ops);
+        }
+    }
+    d.call_method0("clear")?;
+    d.call_method1("update", (items,))?;
+    Ok(())
+}
+
+/// Note [dict rewrites keep the layout]: CPython's dict keeps its entries in a table in
+/// insertion order; a deletion leaves a hole and an insertion appends, until a resize
+/// compacts the table (Objects/dictobject.c). A dict iterator walks the table by position, so
+/// a loop over a dict that its body changes (the move-to-end idiom `del d[k]; d[k] = v`) sees
+/// the table, not just the order of the keys. Writing a dict's new contents as `clear()` then
+/// the items would compact it, and an iterator over it (a loop the LoopDriver runs, or one
+/// continued in a resume function) would skip or repeat keys. So the keys are rewritten the
+/// way the program's own writes would leave them: the longest prefix of the new keys that
+/// appears in the old dict in the same relative order stays in place; every other old key is
+/// deleted (in the old order), and the rest of the new keys are inserted (in the new order);
+/// then every value is assigned. For keys that were each deleted or moved at most once this is
+/// the table eager leaves, except when a resize falls between an insertion and a deletion.
+/// Exact is replaying the trace's own key changes in order (`key_ops`: `(0, k)` inserts `k`,
+/// `(1, k)` deletes it, `(2, None)` clears; `symbolic::variables::dicts::DictState::key_ops`):
+/// the same insertions and deletions from the same table give the same table, resizes
+/// included. They are used when they lead to the new keys in the new order (a trace whose log
+/// missed a change falls back to the rewrite above).
+fn rewrite_dict_keys(d: &Bound<'_, PyDict>, items: &Bound<'_, PyDict>, key_ops: Option<&Bound<'_, PyTuple>>) -> PyResult<()> {
+    let same = |x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>| x.is(y) || x.eq(y).unwrap_or(false);
+    let same_order = |d: &Bound<'_, PyDict>| d.len() == items.len() && d.keys().iter().zip(items.keys().iter()).all(|(x, y)| same(&x, &y));
+    if let Some(ops) = key_ops.filter(|_| !same_order(d)) {
+        // Replayed on a copy first: a log that does not reach the new keys leaves `d` as it was.
+        let trial = d.copy()?;
+        let mut ok = true;
+        for op in ops.iter() {
+            let (kind, k): (u8, Bound<'_, PyAny>) = op.extract()?;
+            match kind {
+                0 if !trial.contains(&k)? => trial.set_item(&k, d.py().None())?,
+                1 if trial.contains(&k)? => trial.del_item(&k)?,
+                2 => trial.clear(),
+                _ => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        if ok && same_order(&trial) {
+            for op in ops.iter() {
+                let (kind, k): (u8, Bound<'_, PyAny>) = op.extract()?;
+                match kind {
+                    0 if !d.contains(&k)? => d.set_item(&k, d.py().None())?,
+                    1 if d.contains(&k)? => d.del_item(&k)?,
+                    2 => d.clear(),
+                    _ => {}
+                }
+            }
+        }
+    }
+    let old: Vec<Bound<'_, PyAny>> = d.keys().iter().collect();
+    let new: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = items.iter().collect();
+    if old.len() == new.len() && old.iter().zip(new.iter()).all(|(x, (y, _))| same(x, y)) {
+        for (k, v) in &new {
             d.set_item(k, v)?;
         }
         return Ok(());
     }
-    d.call_method0("clear")?;
-    d.call_method1("update", (items,))?;
+    // The kept prefix: new keys matched, in order, against the old keys from left to right.
+    let mut kept = 0;
+    let mut at = 0;
+    'outer: for (k, _) in &new {
+        while at < old.len() {
+            if same(&old[at], k) {
+                kept += 1;
+                at += 1;
+                continue 'outer;
+            }
+            at += 1;
+        }
+        break;
+    }
+    let kept_keys = pyo3::types::PySet::new(d.py(), new[..kept].iter().map(|(k, _)| k))?;
+    for k in &old {
+        if !kept_keys.contains(k)? {
+            d.del_item(k)?;
+        }
+    }
+    for (k, v) in &new {
+        d.set_item(k, v)?;
+    }
     Ok(())
 }
 
@@ -230,7 +310,8 @@ pub fn replace_dict(d: &Bound<'_, PyAny>, items: &Bound<'_, PyAny>) -> PyResult<
 /// an `OrderedDict`, through `OrderedDict.clear`/`OrderedDict.__setitem__`, which keep its
 /// linked list, with `items` in its order.
 #[pyfunction]
-pub fn replace_dict_storage(d: &Bound<'_, PyDict>, items: &Bound<'_, PyDict>) -> PyResult<()> {
+#[pyo3(signature = (d, items, key_ops=None))]
+pub fn replace_dict_storage(d: &Bound<'_, PyDict>, items: &Bound<'_, PyDict>, key_ops: Option<&Bound<'_, PyTuple>>) -> PyResult<()> {
     let odict = d.py().import("collections")?.getattr("OrderedDict")?;
     if d.is_instance(&odict)? {
         // Note [OrderedDict objects from outside the frame]: `items` are in linked-list order,
@@ -246,14 +327,7 @@ pub fn replace_dict_storage(d: &Bound<'_, PyDict>, items: &Bound<'_, PyDict>) ->
         }
         return Ok(());
     }
-    let same_keys = d.len() == items.len() && d.keys().iter().zip(items.keys().iter()).all(|(x, y)| x.is(&y) || x.eq(&y).unwrap_or(false));
-    if !same_keys {
-        d.clear();
-    }
-    for (k, v) in items.iter() {
-        d.set_item(k, v)?;
-    }
-    Ok(())
+    rewrite_dict_keys(d, items, key_ops)
 }
 
 /// `reversed(seq)` at `index` (the next item it yields): a `list_reverseiterator` handed to a

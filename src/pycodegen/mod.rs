@@ -136,11 +136,13 @@ pub enum SideEffect {
     /// `dynamo._C.replace_dict_storage(target, items)`: the new contents of the dict storage of
     /// a `dict` subclass instance, written past the subclass (Note [dict subclass objects from
     /// outside the frame] in `symbolic::variables::user_defined`).
-    DictStorageContents { target: Arc<Source>, items: Rebuild },
+    DictStorageContents { target: Arc<Source>, items: Rebuild, key_ops: Option<Py<PyAny>> },
     /// `dynamo._polyfills.deque_replace(target, items)`: a deque's new contents (Note [deques]).
     DequeContents { target: Arc<Source>, items: Rebuild },
-    /// `target.clear(); target.update(items)`: a dict's new contents, in order.
-    DictContents { target: Arc<Source>, items: Rebuild },
+    /// `dynamo._C.replace_dict(target, items, key_ops=...)`: a dict's new contents, in order,
+    /// with the trace's changes of its keys (`key_ops`, a tuple of `(op, key)`) replayed first
+    /// (Note [dict rewrites keep the layout] in src/py/mod.rs).
+    DictContents { target: Arc<Source>, items: Rebuild, key_ops: Option<Py<PyAny>> },
     /// `method(*args, **kwargs)` with constant arguments (a logging call, an `lru_cache`
     /// wrapper's call), after the writes, its result dropped.
     CallMethod { method: Callee, args: Py<PyAny>, kwargs: Option<Py<PyAny>> },
@@ -680,9 +682,14 @@ impl PyCodegen {
                     self.rebuild(py, value, d + 4);
                     d += 5;
                 }
-                SideEffect::DictContents { target, items } | SideEffect::DictStorageContents { target, items } => {
+                SideEffect::DictContents { target, items, key_ops } | SideEffect::DictStorageContents { target, items, key_ops } => {
                     let name = if matches!(e, SideEffect::DictContents { .. }) { "replace_dict" } else { "replace_dict_storage" };
-                    let replace = py.import("dynamo._C").and_then(|m| m.getattr(name)).expect("dynamo._C.replace_dict");
+                    let mut replace = py.import("dynamo._C").and_then(|m| m.getattr(name)).expect("dynamo._C.replace_dict");
+                    if let Some(ops) = key_ops {
+                        let kwargs = PyDict::new(py);
+                        kwargs.set_item("key_ops", ops.bind(py)).expect("a new dict");
+                        replace = py.import("functools").and_then(|f| f.getattr("partial")).and_then(|p| p.call((replace,), Some(&kwargs))).expect("functools.partial");
+                    }
                     self.load_callable(replace.unbind());
                     self.load_source(py, target);
                     self.rebuild(py, items, d + 3);

@@ -347,7 +347,7 @@ pub fn wrap_dict_storage(py: Python<'_>, og: &mut OutputGraph, d: &Bound<'_, PyD
         crate::graph_break!(UntracedValue, "dict at {source} has keys other than strs, ints, hashable literals, classes, functions and tensors");
     }
     og.add_guard(Some(source.clone()), GuardKind::DictKeys(keys_list.clone().into_any().unbind()));
-    let state = Rc::new(RefCell::new(DictState { items: vec![], source: Some(source.clone()), version: 0 }));
+    let state = Rc::new(RefCell::new(DictState::new(vec![], Some(source.clone()))));
     if register {
         og.dicts_by_ptr.insert(d.as_ptr() as usize, (source.clone(), state.clone()));
     } else if !exact {

@@ -1078,7 +1078,16 @@ fn plan_writes(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) -> VResu
         let d = d.borrow();
         let Some(target) = d.source.clone() else { continue };
         let items = dict_rebuild(py, og, &d.items, &mut |v| rebuild_of(py, og, v, outputs))?;
-        out.push(if storage { SideEffect::DictStorageContents { target, items } } else { SideEffect::DictContents { target, items } });
+        // Note [dict rewrites keep the layout]: the trace's key changes, replayed in order;
+        // not when a key is a traced stand-in (a tensor key), which the replay cannot name.
+        let key_ops = match &d.key_ops {
+            Some(ops) if !ops.is_empty() && !ops.iter().any(|(_, k)| crate::symbolic::variables::dicts::is_traced_key(k.bind(py))) => {
+                let ops = ops.iter().map(|(op, k)| pyo3::types::PyTuple::new(py, [op.into_pyobject(py)?.into_any(), k.bind(py).clone()])).collect::<PyResult<Vec<_>>>()?;
+                Some(pyo3::types::PyTuple::new(py, ops)?.into_any().unbind())
+            }
+            _ => None,
+        };
+        out.push(if storage { SideEffect::DictStorageContents { target, items, key_ops } } else { SideEffect::DictContents { target, items, key_ops } });
     }
     for l in se.lists.iter().rev() {
         let l = l.borrow();

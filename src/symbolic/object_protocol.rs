@@ -690,8 +690,8 @@ impl<'a> InstructionTranslator<'a> {
                 let Some(pos) = crate::symbolic::variables::dicts::key_position(py, &st, &k)? else {
                     return Err(key_error(py, &k));
                 };
-                st.items.remove(pos);
-                st.version += 1;
+                let (key, _) = st.items.remove(pos);
+                st.key_changed(py, crate::symbolic::variables::dicts::KEY_DELETE, Some(&key));
                 if st.source.is_some() {
                     drop(st);
                     self.og.side_effects.mutate_dict(d);

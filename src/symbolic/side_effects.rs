@@ -105,6 +105,43 @@ pub struct ExternalIter {
     pub literal_items: bool,
 }
 
+/// Note [dicts walked by iterators from outside the frame]: a dict iterator of CPython walks
+/// its dict's entry table by position (Objects/dictobject.c, `dictiter_iternextkey`): a
+/// deleted key leaves a hole, an inserted one goes at the end, and a resize compacts the
+/// table, so what the iterator yields after a change that keeps the size (`del d[k]; d[k] =
+/// v`, the move-to-end idiom) depends on the table's layout. The trace keeps a dict as its
+/// ordered items, and its replay writes them back whole (`replace_dict`), which compacts the
+/// table: a real iterator over the dict (a loop continued in a resume function) then skipped
+/// or repeated keys. So an instruction of the converted frame that changes the keys of a dict
+/// that such an iterator, not yet exhausted, walks is a graph break: Python runs it on the
+/// real dict, and the next resume function takes the iterator again only when the items it
+/// has left are the tracker's (`builder::wrap`'s check through `__reduce__`), else steps it in
+/// Python.
+impl SideEffects {
+    /// Each dict tracker that an unexhausted iterator from outside the frame walks, with its
+    /// structure version now.
+    pub fn walked_dict_versions(&self) -> Vec<(Rc<RefCell<crate::symbolic::variables::dicts::DictState>>, u64)> {
+        if self.external_iters.is_empty() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for e in &self.external_iters {
+            let st = e.state.borrow();
+            if st.exhausted {
+                continue;
+            }
+            match &st.kind {
+                crate::symbolic::variables::IterKind::Dict { dict, .. } | crate::symbolic::variables::IterKind::DictReversed { dict, .. } => {
+                    let v = dict.borrow().version;
+                    out.push((dict.clone(), v));
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
 impl ExternalIter {
     /// Steps to replay on the real iterator: those the trace took, one more when the trace saw
     /// it exhausted.

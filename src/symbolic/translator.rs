@@ -218,6 +218,7 @@ impl<'a> InstructionTranslator<'a> {
                 self.og.user_loc = Some((self.code.clone(), ip, self.g.globals.clone_ref(py).into_any()));
             }
             self.ip += 1;
+            let watched = if self.depth == 0 { self.og.side_effects.walked_dict_versions() } else { Vec::new() };
             let flow = match self.step(py, ip) {
                 Err(e) if e.raised.is_some() && self.code.insts[ip].exn.is_some() => match self.unwind_to_handler(py, ip, &e) {
                     Ok(()) => {
@@ -228,6 +229,17 @@ impl<'a> InstructionTranslator<'a> {
                     }
                     Err(_) => Err(e),
                 },
+                other => other,
+            };
+            let flow = match flow {
+                Ok(f) if watched.iter().any(|(d, version)| d.borrow().version != *version) => {
+                    // Note [dicts walked by iterators from outside the frame].
+                    let _ = f;
+                    Err(Unsupported::of(
+                        crate::symbolic::graph_break::GraphBreakKind::UnsupportedOperation,
+                        "a dict that an iterator from outside the frame walks changes its keys: its next steps depend on CPython's table layout",
+                    ))
+                }
                 other => other,
             };
             let flow = flow.map_err(|e| {

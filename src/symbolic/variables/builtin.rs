@@ -813,8 +813,8 @@ impl<'a> InstructionTranslator<'a> {
                         Some(v) => crate::symbolic::variables::dicts::dict_set(py, &mut st, PyString::new(py, name).into_any().unbind(), v)?,
                         None => {
                             if let Some(at) = st.items.iter().position(|(k, _)| k.bind(py).eq(name.as_str()).unwrap_or(false)) {
-                                st.items.remove(at);
-                                st.version += 1;
+                                let (k, _) = st.items.remove(at);
+                                st.key_changed(py, crate::symbolic::variables::dicts::KEY_DELETE, Some(&k));
                             }
                         }
                     }

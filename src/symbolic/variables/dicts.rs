@@ -120,6 +120,38 @@ pub struct DictState {
     /// Bumped by every insertion of a new key and every deletion (not by value updates): a dict
     /// iterator compares it with the version it started at.
     pub version: u64,
+    /// For a dict from outside the frame, the trace's changes of its keys in order, for the
+    /// replay (Note [dict rewrites keep the layout] in src/py/mod.rs): `(KEY_INSERT, k)`,
+    /// `(KEY_DELETE, k)`, `(KEY_CLEAR, None)`. `None` once it grew past `MAX_KEY_OPS`.
+    pub key_ops: Option<Vec<(u8, Py<PyAny>)>>,
+}
+
+pub const KEY_INSERT: u8 = 0;
+pub const KEY_DELETE: u8 = 1;
+pub const KEY_CLEAR: u8 = 2;
+const MAX_KEY_OPS: usize = 10_000;
+
+impl DictState {
+    /// A dict tracker of `items`; `source` when it stands for a dict from outside the frame.
+    pub fn new(items: Vec<(Py<PyAny>, VariableTracker)>, source: Option<Arc<Source>>) -> Self {
+        DictState { items, source, version: 0, key_ops: Some(Vec::new()) }
+    }
+
+    /// Records a change of the keys (`KEY_*`) of a dict from outside the frame, and bumps
+    /// `version`.
+    pub fn key_changed(&mut self, py: Python<'_>, op: u8, key: Option<&Py<PyAny>>) {
+        self.version += 1;
+        if self.source.is_none() {
+            return;
+        }
+        if let Some(ops) = &mut self.key_ops {
+            if ops.len() >= MAX_KEY_OPS {
+                self.key_ops = None;
+                return;
+            }
+            ops.push((op, key.map(|k| k.clone_ref(py)).unwrap_or_else(|| py.None())));
+        }
+    }
 }
 
 impl<'a> InstructionTranslator<'a> {
@@ -451,14 +483,14 @@ impl<'a> InstructionTranslator<'a> {
 }
 
 pub fn new_dict(items: Vec<(Py<PyAny>, VT)>) -> VT {
-    VT::Dict(Rc::new(RefCell::new(DictState { items, source: None, version: 0 })))
+    VT::Dict(Rc::new(RefCell::new(DictState::new(items, None))))
 }
 
 /// A new dict tracker holding `pairs` inserted in order, as `PyDict_SetItem` inserts them (a
 /// dict display, `_PyDict_FromItems`; `dict(mapping, **kw)`): a key equal to an earlier one
 /// (`1` and `1.0`, `x.shape` and `(3,)`) keeps the earlier key object and takes the later value.
 pub(crate) fn dict_from_pairs(py: Python<'_>, pairs: impl IntoIterator<Item = (Py<PyAny>, VT)>) -> VResult<VT> {
-    let mut st = DictState { items: Vec::new(), source: None, version: 0 };
+    let mut st = DictState::new(Vec::new(), None);
     for (k, v) in pairs {
         dict_set(py, &mut st, k, v)?;
     }
@@ -482,8 +514,8 @@ pub(crate) fn dict_set(py: Python<'_>, d: &mut DictState, k: Py<PyAny>, v: VT) -
             return Ok(());
         }
     }
+    d.key_changed(py, KEY_INSERT, Some(&k));
     d.items.push((k, v));
-    d.version += 1;
     Ok(())
 }
 

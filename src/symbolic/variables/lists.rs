@@ -560,15 +560,16 @@ impl<'a> InstructionTranslator<'a> {
                         }
                         "clear" => {
                             if !st.items.is_empty() {
-                                st.version += 1;
+                                st.key_changed(py, crate::symbolic::variables::dicts::KEY_CLEAR, None);
                             }
                             st.items.clear();
                             VT::none(py)
                         }
                         "pop" => match (pos, args.get(1)) {
                             (Some(i), _) => {
-                                st.version += 1;
-                                st.items.remove(i).1
+                                let (k, v) = st.items.remove(i);
+                                st.key_changed(py, crate::symbolic::variables::dicts::KEY_DELETE, Some(&k));
+                                v
                             }
                             (None, Some(default)) => default.clone(),
                             // `_PyDict_Pop_KnownHash`: `KeyError(key)`, raised in the trace.
@@ -578,8 +579,9 @@ impl<'a> InstructionTranslator<'a> {
                             Some(i) => st.items[i].1.clone(),
                             None => {
                                 let v = args.get(1).cloned().unwrap_or_else(|| VT::none(py));
-                                st.items.push((key.clone().expect("setdefault key").unbind(), v.clone()));
-                                st.version += 1;
+                                let k = key.clone().expect("setdefault key").unbind();
+                                st.key_changed(py, crate::symbolic::variables::dicts::KEY_INSERT, Some(&k));
+                                st.items.push((k, v.clone()));
                                 v
                             }
                         },
@@ -613,8 +615,8 @@ impl<'a> InstructionTranslator<'a> {
                 let item = {
                     let mut st = d.borrow_mut();
                     let item = st.items.pop();
-                    if item.is_some() {
-                        st.version += 1;
+                    if let Some((k, _)) = &item {
+                        st.key_changed(py, crate::symbolic::variables::dicts::KEY_DELETE, Some(k));
                     }
                     item
                 };

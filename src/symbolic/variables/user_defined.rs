@@ -116,14 +116,14 @@ pub const LIST_STORAGE_METHODS: [&str; 17] = ["__getitem__", "__setitem__", "__d
 impl UserObject {
     /// A new object of `cls` with no attributes (and an empty dict storage when `dict_base`).
     pub fn new(cls: Py<PyAny>, cls_source: Arc<Source>, dict_base: bool) -> Self {
-        let empty = || Rc::new(RefCell::new(DictState { items: Vec::new(), source: None, version: 0 }));
+        let empty = || Rc::new(RefCell::new(DictState::new(Vec::new(), None)));
         UserObject { cls, cls_source, attrs: empty(), storage: dict_base.then(empty), list: None }
     }
 
     /// A new object of `cls`, a `list` subclass, with no attributes and an empty list storage
     /// that knows its object (Note [list subclass objects]).
     pub fn new_list(cls: Py<PyAny>, cls_source: Arc<Source>) -> Rc<Self> {
-        let empty = Rc::new(RefCell::new(DictState { items: Vec::new(), source: None, version: 0 }));
+        let empty = Rc::new(RefCell::new(DictState::new(Vec::new(), None)));
         Rc::new_cyclic(|me| {
             let list = crate::symbolic::variables::lists::ListState { items: vec![], source: None, entry_len: 0, append_only: false, deque: None, owner: Some(me.clone()), subclass_storage: false };
             UserObject { cls, cls_source, attrs: empty, storage: None, list: Some(Rc::new(RefCell::new(list))) }
