@@ -433,8 +433,13 @@ pub(crate) fn trunc_to_bf16<'ctx>(ctx: &'ctx Context, b: &Builder<'ctx>, x: Floa
     Ok(e(b.build_bit_cast(r16, ctx.bf16_type(), ""))?.into_float_value())
 }
 
-/// zero (C's conversion, which torch uses). Shared by the CPU and the NVPTX code generators.
-pub(crate) fn build_cast<'ctx>(b: &Builder<'ctx>, from: DType, to: DType, to_ty: BasicTypeEnum<'ctx>, v: BasicValueEnum<'ctx>) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+/// `v` (a value of `from`) converted to `to` as torch's `.to(dtype)` does: to bool, `!= 0`;
+/// from bool, 0 or 1; between floats, rounding to nearest; between ints, sign extension or
+/// truncation; int to float, rounding to nearest; float to int, truncation toward zero (C's
+/// conversion, which torch uses), with NaN and out-of-range values as the machine gives them
+/// (Note [float to int casts]; `saturate` for the NVPTX code generator). Shared by the CPU and
+/// the NVPTX code generators.
+pub(crate) fn build_cast<'ctx>(b: &Builder<'ctx>, from: DType, to: DType, to_ty: BasicTypeEnum<'ctx>, v: BasicValueEnum<'ctx>, saturate: bool) -> Result<BasicValueEnum<'ctx>, CodegenError> {
     if from == to {
         return Ok(v);
     }
@@ -467,8 +472,35 @@ pub(crate) fn build_cast<'ctx>(b: &Builder<'ctx>, from: DType, to: DType, to_ty:
     } else if from.is_int() {
         e(b.build_signed_int_to_float(v.into_int_value(), to_ty.into_float_type(), ""))?.into()
     } else {
-        e(b.build_float_to_signed_int(v.into_float_value(), to_ty.into_int_type(), ""))?.into()
+        build_float_to_int(b, v.into_float_value(), to_ty.into_int_type(), saturate)?.into()
     })
+}
+
+/// Note [float to int casts]: a float out of the integer type's range, or NaN, has no value in
+/// LLVM's `fptosi` (poison: a NaN the optimizer can prove folds to nothing, and the store of it
+/// disappears, leaving whatever the output buffer held). Eager's conversions are defined by
+/// the machine: on x86 `cvttss2si`/`cvttsd2si` (and their AVX-512 vector forms) give the
+/// "integer indefinite" value, the type's minimum, for NaN and out-of-range values, so the CPU
+/// code selects that minimum outside `[-2^(n-1), 2^(n-1))`. CUDA's `cvt.rzi` saturates and
+/// gives 0 for NaN (`saturate`, the NVPTX code generator).
+fn build_float_to_int<'ctx>(b: &Builder<'ctx>, x: inkwell::values::FloatValue<'ctx>, ity: inkwell::types::IntType<'ctx>, saturate: bool) -> Result<inkwell::values::IntValue<'ctx>, CodegenError> {
+    let bits = ity.get_bit_width();
+    let ft = x.get_type();
+    let lo = ft.const_float(-(2f64.powi(bits as i32 - 1)));
+    let hi = ft.const_float(2f64.powi(bits as i32 - 1));
+    let above = e(b.build_float_compare(FloatPredicate::OGE, x, lo, ""))?;
+    let below = e(b.build_float_compare(FloatPredicate::OLT, x, hi, ""))?;
+    let in_range = e(b.build_and(above, below, ""))?;
+    let raw = e(b.build_float_to_signed_int(x, ity, ""))?;
+    let min = ity.const_int(1u64 << (bits - 1), false);
+    if saturate {
+        let max = ity.const_int((1u64 << (bits - 1)) - 1, false);
+        let is_nan = e(b.build_float_compare(FloatPredicate::UNO, x, x, ""))?;
+        let high = e(b.build_select(above, max, min, ""))?.into_int_value();
+        let clamped = e(b.build_select(is_nan, ity.const_zero(), high, ""))?.into_int_value();
+        return Ok(e(b.build_select(in_range, raw, clamped, ""))?.into_int_value());
+    }
+    Ok(e(b.build_select(in_range, raw, min, ""))?.into_int_value())
 }
 
 impl<'ctx, 'm> Emitter<'ctx, 'm> {
@@ -1728,7 +1760,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                 let from = kernel.dtype_of(*a);
                 let to_ty = elem_llvm_type(ctx, *to);
                 let (from, to) = (from.value_type(), to.value_type());
-                build_cast(b, from, to, to_ty, get(*a))?
+                build_cast(b, from, to, to_ty, get(*a), false)?
             }
             Expr::Reduce(..) => return Err(bad("a Reduce is emitted by the reduction loop, not as an expression")),
         };

@@ -979,7 +979,7 @@ impl<'ctx> Gen<'ctx, '_> {
                 let from = k.dtype_of(*a).value_type();
                 let to = to.value_type();
                 let to_ty = value_type(ctx, to);
-                crate::emit::build_cast(b, from, to, to_ty, get(*a))?
+                crate::emit::build_cast(b, from, to, to_ty, get(*a), true)?
             }
             Expr::Load { .. } | Expr::MaskedLoad { .. } | Expr::InRange { .. } | Expr::Reduce(..) => {
                 return Err(bad("loads, range checks and reductions are emitted by the kernel loop"))

@@ -840,11 +840,9 @@ impl<'a> InstructionTranslator<'a> {
             let m = self.python_dunder(py, v, "__len__")?.expect("a Python __len__");
             let r = self.call(py, &m, vec![], vec![])?;
             return match &r {
-                VT::Constant(c) if c.bind(py).is_instance_of::<pyo3::types::PyInt>() => {
-                    if c.bind(py).lt(0)? {
-                        return raise("ValueError", "__len__() should return >= 0".into());
-                    }
-                    Ok(Some(c.bind(py).is_truthy()?))
+                VT::Constant(_) => {
+                    let n = self.length_result(py, v, &r)?;
+                    Ok(Some(n.as_constant(py).expect("an int").is_truthy()?))
                 }
                 VT::SymNum(s) if type_name(s.fake.bind(py)) == "SymInt" => {
                     let zero = VT::constant(0i64.into_pyobject(py)?.into_any().unbind());
@@ -855,6 +853,41 @@ impl<'a> InstructionTranslator<'a> {
             };
         }
         Ok(None)
+    }
+
+    /// What `len(o)` makes of `r`, the result of `o`'s Python `__len__` (Objects/typeobject.c,
+    /// `slot_sq_length`/`slot_mp_length`, which `len()` and, without a `__bool__`, truth
+    /// testing call): `r.__index__()`, so a bool is 1 or 0 and a float raises `TypeError: 'float'
+    /// object cannot be interpreted as an integer`; a negative value raises `ValueError:
+    /// __len__() should return >= 0`, and one past `sys.maxsize` `OverflowError: cannot fit
+    /// 'int' into an index-sized integer`. The errors are raised in the trace (a `try` around
+    /// them takes its handler); a value the trace cannot read (a tensor, a user object with
+    /// `__index__`) is a graph break.
+    pub(crate) fn length_result(&mut self, py: Python<'_>, o: &VT, r: &VT) -> VResult<VT> {
+        let raise = |exc: &'static str, msg: String| -> VResult<VT> {
+            let cls = py.import("builtins")?.getattr(exc)?;
+            Err(Unsupported::raise_value(exc, cls.call1((msg.as_str(),))?.unbind(), msg))
+        };
+        if let VT::SymNum(s) = r {
+            if type_name(s.fake.bind(py)) == "SymInt" {
+                graph_break!(UntracedValue, "len() of {}: __len__ gave a symbolic size", o.describe(py));
+            }
+        }
+        let Some(c) = r.as_constant(py) else { graph_break!(UntracedValue, "len() of {}: __len__ gave {}", o.describe(py), r.describe(py)) };
+        if !c.is_instance_of::<pyo3::types::PyInt>() {
+            if is_literal(py, &c) {
+                return raise("TypeError", format!("'{}' object cannot be interpreted as an integer", crate::symbolic::variables::tp_name(c.get_type().as_any())));
+            }
+            graph_break!(UntracedValue, "len() of {}: __len__ gave {}", o.describe(py), r.describe(py));
+        }
+        let n = py.get_type::<pyo3::types::PyInt>().call1((&c,))?;
+        if n.lt(0)? {
+            return raise("ValueError", "__len__() should return >= 0".into());
+        }
+        if n.gt(isize::MAX)? {
+            return raise("OverflowError", "cannot fit 'int' into an index-sized integer".into());
+        }
+        Ok(VT::constant(n.unbind()))
     }
 
     /// `hash(o)` of a user object whose class defines `__hash__` in Python (a frozen or

@@ -231,10 +231,7 @@ impl<'a> InstructionTranslator<'a> {
                 // `builtin_len` -> `PyObject_Size`: the slot's result must be a non-negative int
                 // (else TypeError / ValueError, left to Python).
                 let n = self.call(py, &m, vec![], vec![])?;
-                return match n.as_constant(py).and_then(|c| c.extract::<i64>().ok()) {
-                    Some(k) if k >= 0 && n.as_constant(py).map(|c| c.is_instance_of::<pyo3::types::PyInt>()).unwrap_or(false) => Ok(n),
-                    _ => graph_break!(UntracedValue, "len() of {}: __len__ gave {}", args[0].describe(py), n.describe(py)),
-                };
+                return self.length_result(py, &args[0], &n);
             }
             if let VT::UserObject(o) = &args[0] {
                 if let Some(storage) = o.storage_slot(py, "__len__")? {

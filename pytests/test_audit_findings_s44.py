@@ -1,0 +1,72 @@
+"""Python-kind faults a report-only tester found this stop, each as its smallest program,
+compared with eager (values, exact types, exceptions):
+
+- `len()` of an object whose `__len__` returns a bool gave the bool; truth testing through
+  `__len__` skipped CPython's checks (`slot_sq_length`: `__index__`, then ValueError for a
+  negative and OverflowError past `sys.maxsize`)."""
+
+import pytest
+import torch
+
+import dynamo
+
+BACKENDS = ["eager", "inductor"]
+
+
+class Sized:
+    def __init__(self, v):
+        self.v = v
+
+    def __len__(self):
+        return self.v
+
+
+def _outcome(fn, *args):
+    try:
+        r = fn(torch.ones(2), *args)
+        return ("ok", r[0].tolist(), repr(r[1:]), [type(v) for v in r[1:]])
+    except Exception as e:  # noqa: BLE001 - compared with eager's
+        return ("raised", type(e).__name__, str(e))
+
+
+def _compare(fn, backend, *args):
+    want = _outcome(fn, *args)
+    dynamo.reset()
+    opt = dynamo.optimize(backend)(fn)
+    for _ in range(2):
+        assert _outcome(opt, *args) == want
+    return want
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("v", [True, False, 3, 0, -1, 2**63, 2**70, -(2**70), 1.5, "3"])
+def test_len_of_a_python_len(backend, v):
+    def f(x, v):
+        n = len(Sized(v))
+        return x + 1, n, type(n)
+
+    _compare(f, backend, v)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("v", [True, False, 3, 0, -1, 2**63, -(2**70), 1.5])
+def test_truth_through_a_python_len(backend, v):
+    def f(x, v):
+        try:
+            return x + 1, bool(Sized(v)), "no error"
+        except (OverflowError, ValueError, TypeError) as e:
+            return x - 1, type(e).__name__, str(e)
+
+    _compare(f, backend, v)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_len_error_caught_in_the_frame(backend):
+    def f(x):
+        try:
+            n = len(Sized(-5))
+        except ValueError as e:
+            return x - 1, str(e)
+        return x + n, "none"
+
+    assert _compare(f, backend)[0] == "ok"
