@@ -191,6 +191,9 @@ fn decode(node: &FxNode) -> Result<(Rule, Vec<&FxArg>), LoweringError> {
     }
     for (k, v) in &node.kwargs {
         match (k.as_str(), v) {
+            // An integer alpha past 2**53 has no exact float64 (`Rule::Alpha` holds one); torch
+            // multiplies int64 operands by it exactly.
+            ("alpha", FxArg::Int(v)) if v.unsigned_abs() > 1 << 53 => return unsupported(format!("alpha={v} (beyond float64's exact integers)")),
             ("alpha", a) if matches!(canonical, "add" | "sub") => match (number(a), rule) {
                 (Some(alpha), Rule::Binary(op)) => rule = Rule::Alpha(op, alpha),
                 _ => return unsupported(format!("alpha={a:?}")),
@@ -392,7 +395,7 @@ fn make_pointwise(
                     // A 0-d operand is a CPU scalar that ATen reads unrounded where it reads
                     // Python numbers so (Note [half scalars]; every op on the GPU).
                     let zero_d = sizes.is_empty();
-                    if *stored != common && common.is_half() && want == DType::F32 && !(zero_d && (!cpu || keeps_scalar(rule, i))) {
+                    if *stored != common && common.is_half() && want == DType::F32 && !(zero_d && (!cpu || keeps_zero_d(rule, i))) {
                         let v = if *dtype == want { v } else { h.to_dtype(v, want) };
                         (round_to_half(h, v, common), want)
                     } else {
@@ -532,6 +535,20 @@ pub(crate) fn round_to_half(h: &mut dyn OpsHandler, v: OpsValue, dtype: DType) -
 /// 1 - 1.0004, 1.0004 - 1, 1.0004 / 1, 1 < 1.0004 and 1000 ** 1.0004 see 1.0). `i`: the
 /// operand's position in the fx call; a product keeps its number in either position (Python's
 /// `2.5 * x` is `x.__rmul__(2.5)`, the number second).
+/// `keeps_scalar` for a 0-d tensor operand: ATen reads the original value only of a CPU scalar
+/// in the op's second position (`iter.is_cpu_scalar(2)` in `mul_kernel` and the true division
+/// kernel), and a 0-d tensor keeps its position in the call (`s * x` is `mul(s, x)`, where a
+/// Python number's `2.5 * x` is `x.__rmul__(2.5)`), so `s * x_half` rounds `s` to the half
+/// type and `x_half * s` does not.
+fn keeps_zero_d(rule: Rule, i: usize) -> bool {
+    match rule {
+        Rule::Binary(BinaryOp::Mul | BinaryOp::Div) => i == 1,
+        Rule::Reversed(BinaryOp::Mul | BinaryOp::Div) => i == 0,
+        Rule::RecipMul(_) => true,
+        _ => false,
+    }
+}
+
 fn keeps_scalar(rule: Rule, i: usize) -> bool {
     match rule {
         Rule::Binary(BinaryOp::Mul) | Rule::Reversed(BinaryOp::Mul) | Rule::RecipMul(_) => true,
@@ -947,11 +964,36 @@ pub fn load_broadcast(h: &mut dyn OpsHandler, t: &TensorRef, index: &[Affine]) -
     h.load(t.buf, &idx)
 }
 
+/// Note [half decomposition results]: a decomposition of an op on a half type (softmax,
+/// layer_norm, mean, hardswish, batch_norm ...) computes in float32, as ATen's kernels do, and
+/// ATen rounds the op's result to the half type. A store into a half buffer rounds it, but a
+/// reader that inlines the result (`softmax(x_bf16).float()`, `layer_norm(h) + y`) saw the
+/// float32 value. So an unrealized Pointwise that is a decomposition's half-typed result rounds
+/// its value itself, as `make_pointwise` does for the pointwise table's ops; its
+/// intermediates stay float32.
+fn round_half_result(lw: &mut Lowerer<'_>, t: &TensorRef) {
+    if !t.dtype.is_half() {
+        return;
+    }
+    let dtype = t.dtype;
+    if let Some(Buffer { kind: BufferKind::Pointwise(pw), .. }) = lw.ir.buffers.get_mut(t.buf.0 as usize) {
+        if pw.dtype == dtype {
+            let f = pw.inner_fn.clone();
+            pw.inner_fn = Rc::new(move |h: &mut dyn OpsHandler, index: &[Affine]| {
+                let v = f(h, index);
+                h.to_dtype(v, dtype)
+            });
+        }
+    }
+}
+
 /// Lowers one call node: a decomposition when the op has one, else the pointwise table.
 fn lower_call(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     let node = &lw.g.nodes[lw.node];
     if let Some(decomp) = node.canonical.and_then(super::decompositions::lookup) {
-        return decomp(lw);
+        let t = decomp(lw)?;
+        round_half_result(lw, &t);
+        return Ok(t);
     }
     let pw = lower_pointwise(lw.g, node, lw.ir)?;
     let dtype = pw.dtype;
