@@ -70,3 +70,53 @@ def test_len_error_caught_in_the_frame(backend):
         return x + n, "none"
 
     assert _compare(f, backend)[0] == "ok"
+
+
+# A negative number raised to a tensor power: torch.fx printed `operator.pow(-2.0, x)` as
+# `-2.0 ** x`, which Python reads as `-(2.0 ** x)` (Note [negative powers bases in fx code]).
+POW_BACKENDS = ["eager", "aot_eager", "inductor", "custom"]
+
+
+def _backend(name):
+    if name != "custom":
+        return name
+
+    def custom(gm, example_inputs):
+        return gm.forward
+
+    return custom
+
+
+@pytest.mark.parametrize("backend", POW_BACKENDS)
+def test_negative_base_to_a_tensor_power(backend):
+    import math
+
+    def f(x, k, g):
+        return (-1) ** x, (-2.0) ** x, (-k) ** x, (1 - 2) ** x, (-math.inf) ** x, (-0.0) ** g, (-k) ** k, (-3) ** x.long()
+
+    x = torch.tensor([0.0, 1.0, 2.0, 3.0])
+    want = f(x, 3, 0.0)
+    dynamo.reset()
+    got = dynamo.optimize(_backend(backend))(f)(x, 3, 0.0)
+    for a, b in zip(got, want):
+        if isinstance(b, torch.Tensor):
+            assert torch.equal(a, b)
+        else:
+            assert a == b and type(a) is type(b)
+
+
+@pytest.mark.parametrize("backend", POW_BACKENDS)
+def test_negative_base_power_gradient(backend):
+    def f(x):
+        return ((-1.0) ** x * x).sum()
+
+    x = torch.tensor([0.0, 1.0, 2.0, 3.0], requires_grad=True)
+    f(x).backward()
+    want = x.grad.clone()
+    x.grad = None
+    dynamo.reset()
+    got = dynamo.optimize(_backend(backend))(f)(x)
+    assert got.item() == f(x).item()
+    x.grad = None
+    dynamo.optimize(_backend(backend))(f)(x).backward()
+    torch.testing.assert_close(x.grad, want, equal_nan=True)

@@ -435,12 +435,35 @@ def _holds_grad_tensor(value):
     return False
 
 
+def _negative_pow_bases(gm):
+    """Gives every ``operator.pow`` of ``gm`` whose base is a negative number (or -0.0) a node of
+    its own for the base, then regenerates the code: torch.fx prints ``operator.pow(-2.0, x)``
+    as ``-2.0 ** x``, which Python reads as ``-(2.0 ** x)`` (Note [negative powers bases in fx
+    code] in src/symbolic/output_graph.rs; AOTAutograd's retrace makes such nodes again for
+    symbolic numbers)."""
+    changed = False
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is not operator.pow or len(node.args) != 2:
+            continue
+        base = node.args[0]
+        if type(base) not in (int, float) or math.copysign(1.0, base) > 0:
+            continue
+        with gm.graph.inserting_before(node):
+            neg = gm.graph.call_function(operator.neg, (-base,))
+        neg.meta["example_value"] = base
+        node.args = (neg, node.args[1])
+        changed = True
+    if changed:
+        gm.recompile()
+
+
 def _compilers(backend, guarded):
     """(forward, backward, inference) compilers of ``backend``; ``guarded``: dynamo's guards
     have checked the graph's inputs (false for segments, whose inputs are intermediates)."""
     if backend == "aot_eager":
 
         def fx_module(g, _inputs):
+            _negative_pow_bases(g)
             return g.forward
 
         return fx_module, fx_module, fx_module

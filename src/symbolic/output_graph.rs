@@ -1461,7 +1461,9 @@ impl OutputGraph {
                 Op::CallFunction { target, .. } => {
                     let args = self.args_to_py(py, &n.args, &fx_nodes, &gr)?;
                     let kwargs = self.kwargs_to_py(py, &n.kwargs, &fx_nodes, &gr)?;
-                    g.call_method1("call_function", (self.objects[target.0 as usize].bind(py), args, kwargs))?
+                    let target = self.objects[target.0 as usize].bind(py);
+                    let (target, args) = negative_pow_base(py, &g, target, args)?;
+                    g.call_method1("call_function", (target, args, kwargs))?
                 }
                 Op::CallMethod { method } => {
                     let args = self.args_to_py(py, &n.args, &fx_nodes, &gr)?;
@@ -1517,6 +1519,45 @@ impl OutputGraph {
 /// takes a type. fx prints a type argument as its repr (`<class 'int'>`), which is not Python: the
 /// graph module would not compile. The export writes the dtype they stand for instead; any other
 /// object is passed as it is.
+/// Note [negative powers bases in fx code]: torch.fx prints `operator.pow(-2.0, x)` as
+/// `-2.0 ** x`, which Python reads as `-(2.0 ** x)`: a graph run through its generated code
+/// (the eager backend, any backend calling `gm.forward`) computed `(-1) ** x` as -1 everywhere.
+/// A pow whose base is a negative number (or -0.0, -inf) is exported as `torch.pow(base, x)`
+/// when `x` is a tensor (what `Tensor.__rpow__` calls), and otherwise with the base made by a
+/// node of its own (`neg = -2; pow_1 = neg ** n`).
+fn negative_pow_base<'py>(py: Python<'py>, g: &Bound<'py, PyAny>, target: &Bound<'py, PyAny>, args: Bound<'py, PyTuple>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+    let operator = py.import("operator")?;
+    if args.len() != 2 || !target.is(&operator.getattr("pow")?) {
+        return Ok((target.clone(), args));
+    }
+    let base = args.get_item(0)?;
+    let negative = if base.is_instance_of::<pyo3::types::PyBool>() {
+        false
+    } else if base.is_instance_of::<pyo3::types::PyFloat>() {
+        base.extract::<f64>()?.is_sign_negative()
+    } else if base.is_instance_of::<pyo3::types::PyInt>() {
+        base.lt(0)?
+    } else {
+        false
+    };
+    if !negative {
+        return Ok((target.clone(), args));
+    }
+    let exponent = args.get_item(1)?;
+    let tensor_exponent = exponent
+        .getattr("meta")
+        .and_then(|m| m.call_method1("get", ("example_value",)))
+        .and_then(|v| v.is_instance(&py.import("torch")?.getattr("Tensor")?))
+        .unwrap_or(false);
+    if tensor_exponent {
+        return Ok((py.import("torch")?.getattr("pow")?, args));
+    }
+    let magnitude = operator.getattr("neg")?.call1((&base,))?;
+    let neg = g.call_method1("call_function", (operator.getattr("neg")?, (magnitude,)))?;
+    neg.getattr("meta")?.set_item("example_value", &base)?;
+    Ok((target.clone(), PyTuple::new(py, [neg, exponent])?))
+}
+
 fn python_type_as_dtype<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let Ok(ty) = obj.cast::<pyo3::types::PyType>() else { return Ok(obj.clone()) };
     let name = if ty.is(py.get_type::<pyo3::types::PyBool>()) {
