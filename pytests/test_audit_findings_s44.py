@@ -120,3 +120,27 @@ def test_negative_base_power_gradient(backend):
     x.grad = None
     dynamo.optimize(_backend(backend))(f)(x).backward()
     torch.testing.assert_close(x.grad, want, equal_nan=True)
+
+
+# Two equal frozensets can iterate in different orders; the guard matched them in any order,
+# so the second call reused what the trace computed from the first one's order.
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("wrap", ["plain", "in_tuple"])
+def test_equal_frozensets_with_another_order_recompile(backend, wrap):
+    def f(x, s):
+        if wrap == "in_tuple":
+            s = s[0]
+        out = []
+        for v in s:
+            x = x + v
+            out.append(v)
+        return x, list(s), next(iter(s)), str(s), out
+
+    s1, s2 = frozenset([9, 1]), frozenset([1, 9])
+    assert s1 == s2 and list(s1) != list(s2)
+    dynamo.reset()
+    opt = dynamo.optimize(backend)(f)
+    for s in (s1, s2, s1):
+        arg = (s,) if wrap == "in_tuple" else s
+        got, want = opt(torch.zeros(1), arg), f(torch.zeros(1), arg)
+        assert repr(got[1:]) == repr(want[1:])

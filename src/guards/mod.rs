@@ -352,7 +352,7 @@ fn same_answer(now: &Bound<'_, PyAny>, expected: &Bound<'_, PyAny>) -> bool {
 /// a tuple, a dict's keys, the items an iterator has left) is reproduced only by a value of the
 /// same type at every level, not by any `==` one: `(1, 2) == (True, 2)`, `frozenset({1}) ==
 /// frozenset({True})` and `(0.0,) == (-0.0,)` hold, yet `repr`, `type()` and `1 / x` of their
-/// items differ. So containers compare item by item (a frozenset's members pair up), floats and
+/// items differ. So containers compare item by item in iteration order (a frozenset's too), floats and
 /// complex numbers by their bits (a NaN matches itself, -0.0 is not 0.0), and only leaves of
 /// the same exact type compare with `==`. An error counts as different.
 ///
@@ -382,7 +382,10 @@ pub(crate) fn same_constant(v: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>) -> bool 
         return all_same(a.iter(), b.iter());
     }
     if let (Ok(a), Ok(b)) = (v.cast::<PyFrozenSet>(), c.cast::<PyFrozenSet>()) {
-        return a.len() == b.len() && a.iter().all(|x| b.iter().any(|y| same_constant(&x, &y)));
+        // In iteration order: two equal frozensets can iterate differently (`frozenset([9, 1])`
+        // and `frozenset([1, 9])`), and the trace baked the order it saw into what it computed
+        // from the members (`list(s)`, a loop, `str(s)`).
+        return all_same(a.iter(), b.iter());
     }
     if let (Ok(a), Ok(b)) = (v.cast::<pyo3::types::PyDict>(), c.cast::<pyo3::types::PyDict>()) {
         return a.len() == b.len() && a.iter().zip(b.iter()).all(|((ka, va), (kb, vb))| same_constant(&ka, &kb) && same_constant(&va, &vb));
