@@ -144,3 +144,36 @@ def test_equal_frozensets_with_another_order_recompile(backend, wrap):
         arg = (s,) if wrap == "in_tuple" else s
         got, want = opt(torch.zeros(1), arg), f(torch.zeros(1), arg)
         assert repr(got[1:]) == repr(want[1:])
+
+
+# An int compared with a float argument: Python compares exactly, the ShapeEnv compared in
+# floating point, so 2**53 + 1 == 2.0**53 held (Note [ints against symbolic floats]).
+CMP_ARGS = [(3, 3.0), (2**53 + 1, 2.0**53), (2**53 + 1, 2.0**53), (2**63 - 1, 2.0**63), (-(2**53) - 1, -(2.0**53)), (5, 4.5), (10**20 + 1, 1e20)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_int_against_a_float_argument(backend):
+    def f(x, a, g):
+        if a == g:
+            x = x + 1
+        else:
+            x = x - 1
+        return x, (a == g, a != g, a < g, a <= g, a > g, a >= g, g == a, g > a), (a,) == (g,), [a] < [g]
+
+    dynamo.reset()
+    opt = dynamo.optimize(backend)(f)
+    for a, g in CMP_ARGS:
+        got, want = opt(torch.zeros(1), a, g), f(torch.zeros(1), a, g)
+        assert torch.equal(got[0], want[0]) and got[1:] == want[1:], (a, g)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_constant_int_against_a_float_argument_and_float_of_an_int(backend):
+    def f(x, a, g):
+        return x + 1, 2**53 + 1 == g, 2**53 + 1 > g, a == float(a), a - int(float(a))
+
+    dynamo.reset()
+    opt = dynamo.optimize(backend)(f)
+    for a, g in CMP_ARGS:
+        got, want = opt(torch.zeros(1), a, g), f(torch.zeros(1), a, g)
+        assert got[1:] == want[1:], (a, g)

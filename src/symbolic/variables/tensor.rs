@@ -168,6 +168,32 @@ impl<'a> InstructionTranslator<'a> {
             if let Some(decided) = self.int_float_comparison(py, base, &args)? {
                 return Ok(decided);
             }
+            // Note [ints against symbolic floats]: Python compares an int with a float exactly
+            // (Objects/floatobject.c, `float_richcompare`), the ShapeEnv in floating point:
+            // `2**53 + 1 == f` held there for f = 2.0**53, and so did its guard on later calls.
+            // A symbolic float meeting a symbolic int, or an int constant that a double cannot
+            // hold exactly, is compared on the values, each specialized (guarded to it).
+            let kind = |a: &VT| match a {
+                VT::SymNum(s) => Some(type_name(s.fake.bind(py))),
+                _ => None,
+            };
+            let inexact_int = |a: &VT| match a {
+                VT::Constant(c) if c.bind(py).is_instance_of::<pyo3::types::PyInt>() => {
+                    c.bind(py).extract::<i64>().map(|n| n.unsigned_abs() > 1 << 53).unwrap_or(true)
+                }
+                _ => false,
+            };
+            let sym_float = args.iter().any(|a| kind(a).as_deref() == Some("SymFloat"));
+            let int_side = args.iter().any(|a| kind(a).as_deref() == Some("SymInt") || inexact_int(a));
+            if sym_float && int_side {
+                let mut vals = Vec::with_capacity(2);
+                for a in &args {
+                    let Some(v) = a.as_constant(py) else { crate::graph_break!(DataDependentValue, "symbolic number without a value") };
+                    vals.push(v);
+                }
+                let f = self.og.handles.operator.bind(py).getattr(base)?;
+                return Ok(VT::constant(f.call1(PyTuple::new(py, vals)?)?.unbind()));
+            }
         }
         if numeric && comparison {
             let f = self.og.handles.operator.bind(py).getattr(base)?;
