@@ -177,3 +177,47 @@ def test_constant_int_against_a_float_argument_and_float_of_an_int(backend):
     for a, g in CMP_ARGS:
         got, want = opt(torch.zeros(1), a, g), f(torch.zeros(1), a, g)
         assert got[1:] == want[1:], (a, g)
+
+
+# Deep values (Note [deep values]): a linked structure built in the frame, or a deeply nested
+# tuple argument, crashed the interpreter (a recursive walk exhausted the C stack).
+class _Node:
+    def __init__(self, nxt, v):
+        self.nxt = nxt
+        self.v = v
+
+
+@pytest.mark.parametrize("kind", ["list", "dict", "object"])
+def test_deep_structure_built_in_the_frame(kind):
+    def f(x):
+        node = None
+        for i in range(3000):
+            node = [node, i] if kind == "list" else {"next": node, "v": i} if kind == "dict" else _Node(node, i)
+        return x + 1, node
+
+    want = f(torch.ones(1))
+    dynamo.reset()
+    got = dynamo.optimize("eager")(f)(torch.ones(1))
+    assert torch.equal(got[0], want[0])
+    a, b, n = got[1], want[1], 0
+    while a is not None:
+        va, vb = (a[1], b[1]) if kind == "list" else (a["v"], b["v"]) if kind == "dict" else (a.v, b.v)
+        assert va == vb and type(a) is type(b)
+        a, b = (a[0], b[0]) if kind == "list" else (a["next"], b["next"]) if kind == "dict" else (a.nxt, b.nxt)
+        n += 1
+    assert b is None and n == 3000
+
+
+@pytest.mark.parametrize("kind", ["tuple", "pair", "frozenset"])
+def test_deeply_nested_argument(kind):
+    t = ()
+    for _ in range(30000):
+        t = (t,) if kind == "tuple" else (t, 1) if kind == "pair" else frozenset([t])
+
+    def f(x, t):
+        return x + 1, len(t)
+
+    dynamo.reset()
+    opt = dynamo.optimize("eager")(f)
+    for _ in range(2):
+        assert opt(torch.ones(1), t)[1] == f(torch.ones(1), t)[1]

@@ -72,17 +72,26 @@ fn realize_append_only(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, P
 /// Is `v` an immutable literal we treat as a constant (None, bool, int, float, complex, str,
 /// bytes, Ellipsis, slice of literals, torch.dtype/device/Size/layout/memory_format, or a tuple
 /// of literals)?
+/// A tuple or frozenset nested more than `MAX_LITERAL_DEPTH` levels deep is not a literal (Note
+/// [deep values] in convert_frame.rs): the checks and guards that walk a literal recurse once
+/// per level, and a 30 000-deep `t = (t, 1)` exhausted the C stack.
 pub fn is_literal(py: Python<'_>, v: &Bound<'_, PyAny>) -> bool {
+    is_literal_within(py, v, 0)
+}
+
+const MAX_LITERAL_DEPTH: usize = 64;
+
+fn is_literal_within(py: Python<'_>, v: &Bound<'_, PyAny>, depth: usize) -> bool {
     if v.is_none() || v.is_instance_of::<PyBool>() || v.is_instance_of::<PyInt>() || v.is_instance_of::<PyFloat>() || v.is_instance_of::<PyString>() {
         return true;
     }
     if let Ok(t) = v.cast::<PyTuple>() {
-        return t.iter().all(|i| is_literal(py, &i));
+        return depth < MAX_LITERAL_DEPTH && t.iter().all(|i| is_literal_within(py, &i, depth + 1));
     }
     let tn = type_name(v);
     let module = v.get_type().module().map(|m| m.to_string()).unwrap_or_default();
     if tn == "frozenset" {
-        return v.try_iter().map(|it| it.flatten().all(|i| is_literal(py, &i))).unwrap_or(false);
+        return depth < MAX_LITERAL_DEPTH && v.try_iter().map(|it| it.flatten().all(|i| is_literal_within(py, &i, depth + 1))).unwrap_or(false);
     }
     if module == "operator" && matches!(tn.as_str(), "itemgetter" | "attrgetter" | "methodcaller") {
         return operator_getter_parts(py, v).map(|(_, args, kw)| is_literal(py, &args) && is_literal(py, &kw)).unwrap_or(false);

@@ -1787,6 +1787,34 @@ fn dict_rebuild(py: Python<'_>, og: &OutputGraph, items: &[(Py<PyAny>, VT)], rec
 }
 
 fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) -> VResult<Rebuild> {
+    // Note [deep values]: a value nested deeper than `MAX_REBUILD_DEPTH` (a linked list the
+    // frame built, `node = [node, i]` in a loop) is not rebuilt: the walk here, and the
+    // bytecode that would build it (one stack slot per level), would exhaust the C stack. A
+    // graph break instead: Python builds it.
+    struct Depth;
+    impl Drop for Depth {
+        fn drop(&mut self) {
+            REBUILD_DEPTH.with(|d| d.set(d.get() - 1));
+        }
+    }
+    let depth = REBUILD_DEPTH.with(|d| {
+        d.set(d.get() + 1);
+        d.get()
+    });
+    let _depth = Depth;
+    if depth > MAX_REBUILD_DEPTH {
+        graph_break!(UnreconstructableValue, "a value nested more than {MAX_REBUILD_DEPTH} levels deep");
+    }
+    rebuild_of_inner(py, og, vt, outputs)
+}
+
+const MAX_REBUILD_DEPTH: usize = 200;
+
+thread_local! {
+    static REBUILD_DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+fn rebuild_of_inner(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) -> VResult<Rebuild> {
     if let VT::List(l) = vt {
         // Note [list subclass objects]: a storage is rebuilt only inside its object. Reached on
         // its own, it is the `self` of one of list's own methods (the `[descriptor, self]` that
