@@ -94,3 +94,20 @@ def test_zero_d_factor_of_a_half_product(dtype, scale, first):
     assert got.dtype == want.dtype
     assert torch.equal(got.isnan(), want.isnan())
     assert torch.equal(torch.nan_to_num(got.float()), torch.nan_to_num(want.float()))
+
+
+# bfloat16 ** 3 and ** -2: ATen rounds x * x to bfloat16 before the last step (Note [bfloat16
+# integer powers]); 8.5 ** 3 is 612 in eager.
+@pytest.mark.parametrize("exponent", [3, -2, 2, 3.0, -2.0, 0.5, -1, 4])
+@pytest.mark.parametrize("consumer", ["none", "float_div"])
+def test_bfloat16_integer_powers(exponent, consumer):
+    def fn(x):
+        r = x**exponent
+        return r if consumer == "none" else r.float() / 3
+
+    x = (torch.randn(1000, generator=torch.Generator().manual_seed(0)) * 10).bfloat16()
+    want = fn(x)
+    dynamo.reset()
+    got = dynamo.optimize("inductor")(fn)(x)
+    assert torch.equal(got.isnan(), want.isnan())
+    assert torch.equal(torch.nan_to_num(got), torch.nan_to_num(want))

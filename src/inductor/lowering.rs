@@ -416,6 +416,20 @@ fn make_pointwise(
             // torch.floor/ceil of an integer tensor is a copy.
             Rule::Unary(UnaryOp::Floor | UnaryOp::Ceil) if compute.is_int() => vals[0],
             Rule::Unary(op) => h.unary(op, vals[0]),
+            // Note [bfloat16 integer powers]: ATen's CPU `pow` of a bfloat16 tensor by 3 or -2
+            // (`pow_tensor_scalar_optimized_kernel`) multiplies in bfloat16, rounding `x * x`
+            // before the last step (8.5 ** 3 is 612 there, 614.125 in one rounding); float16
+            // and the other exponents compute in float32 and round once.
+            Rule::Binary(BinaryOp::Pow) if cpu && result == DType::BF16 && matches!(operands.get(1), Some(Operand::Scalar { value, .. }) if *value == 3.0 || *value == -2.0) => {
+                let Some(Operand::Scalar { value, .. }) = operands.get(1) else { unreachable!("matched above") };
+                let square = h.binary(BinaryOp::Mul, vals[0], vals[0]);
+                let square = h.to_dtype(square, DType::BF16);
+                if *value == 3.0 {
+                    h.binary(BinaryOp::Mul, square, vals[0])
+                } else {
+                    h.unary(UnaryOp::Reciprocal, square)
+                }
+            }
             Rule::Binary(op) => h.binary(op, vals[0], vals[1]),
             Rule::Reversed(op) => h.binary(op, vals[1], vals[0]),
             Rule::RecipMul(t) => {
