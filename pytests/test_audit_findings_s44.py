@@ -221,3 +221,19 @@ def test_deeply_nested_argument(kind):
     opt = dynamo.optimize("eager")(f)
     for _ in range(2):
         assert opt(torch.ones(1), t)[1] == f(torch.ones(1), t)[1]
+
+
+# A comparison of a float argument with NaN went to the ShapeEnv, which failed to evaluate it
+# and logged a warning to the user's stderr (eager prints nothing).
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_comparison_with_nan_is_quiet(backend, capfd):
+    def f(x, a):
+        return x + 1, float("nan") < a, a == float("nan"), a != float("nan"), float("nan") >= a
+
+    want = f(torch.ones(1), 1.0)
+    capfd.readouterr()
+    dynamo.reset()
+    opt = dynamo.optimize(backend)(f)
+    for a in (1.0, 2.5):
+        assert opt(torch.ones(1), a)[1:] == want[1:]
+    assert capfd.readouterr().err == ""

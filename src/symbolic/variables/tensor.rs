@@ -183,6 +183,11 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 _ => false,
             };
+            // A comparison with a NaN constant is decided whatever the other value: only `!=`
+            // holds (the ShapeEnv failed to evaluate it, and logged that to the user's stderr).
+            if args.iter().any(|a| matches!(a, VT::Constant(c) if c.bind(py).extract::<f64>().is_ok_and(|f| f.is_nan()) && c.bind(py).is_instance_of::<pyo3::types::PyFloat>())) {
+                return Ok(VT::constant(pyo3::types::PyBool::new(py, base == "ne").to_owned().into_any().unbind()));
+            }
             let sym_float = args.iter().any(|a| kind(a).as_deref() == Some("SymFloat"));
             let int_side = args.iter().any(|a| kind(a).as_deref() == Some("SymInt") || inexact_int(a));
             if sym_float && int_side {
