@@ -222,6 +222,21 @@ pub fn replace_dict(d: &Bound<'_, PyAny>, items: &Bound<'_, PyAny>, key_ops: Opt
     Ok(())
 }
 
+/// Applies `ops` (`rewrite_dict_keys`'s `key_ops`) to `d` in order; false at the first op the
+/// dict contradicts (an insertion of a key it has, a deletion of one it lacks), where it stops.
+fn apply_key_ops(d: &Bound<'_, PyDict>, ops: &Bound<'_, PyTuple>) -> PyResult<bool> {
+    for op in ops.iter() {
+        let (kind, k): (u8, Bound<'_, PyAny>) = op.extract()?;
+        match kind {
+            0 if !d.contains(&k)? => d.set_item(&k, d.py().None())?,
+            1 if d.contains(&k)? => d.del_item(&k)?,
+            2 => d.clear(),
+            _ => return Ok(false),
+        }
+    }
+    Ok(true)
+}
+
 /// Note [dict rewrites keep the layout]: CPython's dict keeps its entries in a table in
 /// insertion order; a deletion leaves a hole and an insertion appends, until a resize
 /// compacts the table (Objects/dictobject.c). A dict iterator walks the table by position, so
@@ -245,29 +260,8 @@ fn rewrite_dict_keys(d: &Bound<'_, PyDict>, items: &Bound<'_, PyDict>, key_ops: 
     if let Some(ops) = key_ops.filter(|_| !same_order(d)) {
         // Replayed on a copy first: a log that does not reach the new keys leaves `d` as it was.
         let trial = d.copy()?;
-        let mut ok = true;
-        for op in ops.iter() {
-            let (kind, k): (u8, Bound<'_, PyAny>) = op.extract()?;
-            match kind {
-                0 if !trial.contains(&k)? => trial.set_item(&k, d.py().None())?,
-                1 if trial.contains(&k)? => trial.del_item(&k)?,
-                2 => trial.clear(),
-                _ => {
-                    ok = false;
-                    break;
-                }
-            }
-        }
-        if ok && same_order(&trial) {
-            for op in ops.iter() {
-                let (kind, k): (u8, Bound<'_, PyAny>) = op.extract()?;
-                match kind {
-                    0 if !d.contains(&k)? => d.set_item(&k, d.py().None())?,
-                    1 if d.contains(&k)? => d.del_item(&k)?,
-                    2 => d.clear(),
-                    _ => {}
-                }
-            }
+        if apply_key_ops(&trial, ops)? && same_order(&trial) {
+            apply_key_ops(d, ops)?;
         }
     }
     let old: Vec<Bound<'_, PyAny>> = d.keys().iter().collect();
