@@ -433,6 +433,18 @@ pub(crate) fn trunc_to_bf16<'ctx>(ctx: &'ctx Context, b: &Builder<'ctx>, x: Floa
     Ok(e(b.build_bit_cast(r16, ctx.bf16_type(), ""))?.into_float_value())
 }
 
+/// Note [bfloat16 widening by bits]: a bfloat16 value widened to float32 as its 16 bits shifted
+/// into the high half (exact, as `fpext` is), not as `fpext bfloat`: LLVM's InstCombine narrows
+/// `fptrunc(fdiv(fpext a, fpext b))` to a division in the narrow type when it believes both
+/// operands fit, and took a bfloat16 operand as fitting float16: `x_f16 / s_bf16` with s =
+/// 155648 divided by float16's inf (0 where eager gives 3.3e-4).
+pub(crate) fn ext_bf16<'ctx>(ctx: &'ctx Context, b: &Builder<'ctx>, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
+    let bits = e(b.build_bit_cast(x, ctx.i16_type(), ""))?.into_int_value();
+    let wide = e(b.build_int_z_extend(bits, ctx.i32_type(), ""))?;
+    let high = e(b.build_left_shift(wide, ctx.i32_type().const_int(16, false), ""))?;
+    Ok(e(b.build_bit_cast(high, ctx.f32_type(), ""))?.into_float_value())
+}
+
 /// `v` (a value of `from`) converted to `to` as torch's `.to(dtype)` does: to bool, `!= 0`;
 /// from bool, 0 or 1; between floats, rounding to nearest; between ints, sign extension or
 /// truncation; int to float, rounding to nearest; float to int, truncation toward zero (C's
@@ -1510,7 +1522,8 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                 let _ = inst.set_alignment(dt.size_bytes() as u32);
             }
             let old = match dt {
-                DType::BF16 | DType::F16 => e(b.build_float_ext(old.into_float_value(), v.get_type(), ""))?,
+                DType::BF16 => ext_bf16(ctx, b, old.into_float_value())?,
+                DType::F16 => e(b.build_float_ext(old.into_float_value(), v.get_type(), ""))?,
                 _ => old.into_float_value(),
             };
             value = e(b.build_float_add(old, v, ""))?.into();
@@ -1653,7 +1666,8 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             }
             Ok(match dt {
                 DType::F32 | DType::F64 | DType::I64 | DType::I32 => raw,
-                DType::BF16 | DType::F16 => e(b.build_float_ext(raw.into_float_value(), f32t, ""))?.into(),
+                DType::BF16 => ext_bf16(ctx, b, raw.into_float_value())?.into(),
+                DType::F16 => e(b.build_float_ext(raw.into_float_value(), f32t, ""))?.into(),
                 DType::Bool => e(b.build_int_compare(IntPredicate::NE, raw.into_int_value(), ctx.i8_type().const_zero(), ""))?.into(),
             })
         };
@@ -1718,12 +1732,12 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                 UnaryOp::Expm1 => self.call_unary_math(b, "expm1f", "expm1", fv(a))?.into(),
                 UnaryOp::Not => e(b.build_xor(iv(a), boolt.const_int(1, false), ""))?.into(),
                 UnaryOp::RoundBF16 | UnaryOp::RoundF16 => {
-                    let t = if *op == UnaryOp::RoundBF16 {
-                        trunc_to_bf16(ctx, b, fv(a))?
+                    if *op == UnaryOp::RoundBF16 {
+                        ext_bf16(ctx, b, trunc_to_bf16(ctx, b, fv(a))?)?.into()
                     } else {
-                        e(b.build_float_trunc(fv(a), ctx.f16_type(), ""))?
-                    };
-                    e(b.build_float_ext(t, f32t, ""))?.into()
+                        let t = e(b.build_float_trunc(fv(a), ctx.f16_type(), ""))?;
+                        e(b.build_float_ext(t, f32t, ""))?.into()
+                    }
                 }
                 UnaryOp::Relu | UnaryOp::Sigmoid | UnaryOp::Reciprocal | UnaryOp::Rsqrt => {
                     return Err(bad(format!("{op:?} must be legalized before emission")))

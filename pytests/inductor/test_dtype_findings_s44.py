@@ -111,3 +111,29 @@ def test_bfloat16_integer_powers(exponent, consumer):
     got = dynamo.optimize("inductor")(fn)(x)
     assert torch.equal(got.isnan(), want.isnan())
     assert torch.equal(torch.nan_to_num(got), torch.nan_to_num(want))
+
+
+# A float16 tensor with a 0-d bfloat16 tensor: LLVM narrowed the division to float16 and took
+# the bfloat16 value (155648, past float16's range) as a float16 one, inf (Note [bfloat16
+# widening by bits] in llvm/src/emit.rs).
+@pytest.mark.parametrize("op", ["div", "mul", "div_float"])
+@pytest.mark.parametrize("pair", ["f16_by_bf16", "bf16_by_f16"])
+def test_half_tensor_with_a_zero_d_tensor_of_the_other_half_type(op, pair):
+    if pair == "f16_by_bf16":
+        x = torch.tensor([52.0, 3.0, -7.0, 65504.0, 1e-3], dtype=torch.float16)
+        s = torch.tensor(155648.0, dtype=torch.bfloat16)
+    else:
+        x = torch.tensor([1000.0, 3.0, -7.0, 256.0, 3e38], dtype=torch.bfloat16)
+        s = torch.tensor(1.0009765625, dtype=torch.float16)
+
+    def fn(x, s):
+        if op == "div":
+            return x / s
+        if op == "mul":
+            return x * s
+        return (x.float() / s.float()).to(x.dtype)
+
+    want = fn(x, s)
+    dynamo.reset()
+    got = dynamo.optimize("inductor")(fn)(x, s)
+    assert got.dtype == want.dtype and torch.equal(got, want)
