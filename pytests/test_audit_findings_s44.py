@@ -237,3 +237,22 @@ def test_comparison_with_nan_is_quiet(backend, capfd):
     for a in (1.0, 2.5):
         assert opt(torch.ones(1), a)[1:] == want[1:]
     assert capfd.readouterr().err == ""
+
+
+# Lists nested 1500 deep compared in the frame: eager raises RecursionError (CPython enters a
+# recursive call per level); the trace answered True.
+@pytest.mark.parametrize("n", [50, 1500])
+def test_deeply_nested_comparison(n):
+    def f(x, n):
+        a, b = [], []
+        for _ in range(n):
+            a, b = [a], [b]
+        x = x + 1
+        try:
+            return x, a == b, a < b
+        except RecursionError as e:
+            return x, "RecursionError", str(e)
+
+    want = f(torch.ones(1), n)
+    dynamo.reset()
+    assert dynamo.optimize("eager")(f)(torch.ones(1), n)[1:] == want[1:]

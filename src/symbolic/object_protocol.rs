@@ -36,6 +36,12 @@ fn defers_to_python_classes(c: &Bound<'_, PyAny>) -> bool {
 /// list first (Note [parameter iterables]).
 const PARAMETER_ITERABLE_FNS: [&str; 5] = [".clip_grad_norm_", ".clip_grad_value_", ".clip_grads_with_norm_", ".get_total_norm", ".parameters_to_vector"];
 
+const MAX_COMPARE_DEPTH: usize = 100;
+
+thread_local! {
+    static COMPARE_DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 impl<'a> InstructionTranslator<'a> {
     pub(crate) fn getattr(&mut self, py: Python<'_>, obj: &VT, name: &str) -> VResult<VT> {
         // Any attribute but the (guarded) code object can differ between closures of one code.
@@ -1718,6 +1724,28 @@ impl<'a> InstructionTranslator<'a> {
     /// (Objects/dictobject.c, `dict_equal`); other objects by identity only when their type keeps
     /// `object.__eq__`. Anything else (a tensor item, a user `__eq__`) is not decided here.
     pub(crate) fn equal(&mut self, py: Python<'_>, a: &VT, b: &VT) -> VResult<bool> {
+        // CPython enters a recursive call per level of a container comparison
+        // (`_Py_EnterRecursiveCall(" in comparison")`), so lists nested past the recursion
+        // limit raise RecursionError; a comparison nested deeper than `MAX_COMPARE_DEPTH` is left
+        // to Python, which compares (or raises) itself.
+        struct Depth;
+        impl Drop for Depth {
+            fn drop(&mut self) {
+                COMPARE_DEPTH.with(|d| d.set(d.get() - 1));
+            }
+        }
+        let depth = COMPARE_DEPTH.with(|d| {
+            d.set(d.get() + 1);
+            d.get()
+        });
+        let _depth = Depth;
+        if depth > MAX_COMPARE_DEPTH {
+            graph_break!(UnsupportedOperation, "a comparison of containers nested more than {MAX_COMPARE_DEPTH} levels deep");
+        }
+        self.equal_inner(py, a, b)
+    }
+
+    fn equal_inner(&mut self, py: Python<'_>, a: &VT, b: &VT) -> VResult<bool> {
         if matches!(a, VT::Deque(_)) || matches!(b, VT::Deque(_)) {
             return self.deque_eq(py, a, b);
         }
