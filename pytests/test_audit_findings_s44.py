@@ -256,3 +256,31 @@ def test_deeply_nested_comparison(n):
     want = f(torch.ones(1), n)
     dynamo.reset()
     assert dynamo.optimize("eager")(f)(torch.ones(1), n)[1:] == want[1:]
+
+
+# dict.fromkeys was a graph break.
+class _MyDict(dict):
+    pass
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dict_fromkeys_is_traced(backend):
+    def f(x, keys):
+        d = dict.fromkeys(keys, 0)
+        e = dict.fromkeys("ab")
+        g = dict.fromkeys([1, True, 1.0, 2])
+        h = {}.fromkeys(keys, [])
+        m = _MyDict.fromkeys(keys)
+        d["z"] = 5
+        return x + len(d), d, e, g, h, m, type(m), h["a"] is h["b"]
+
+    want = f(torch.ones(2), ["a", "b", "a"])
+    dynamo.reset()
+    got = dynamo.optimize(backend)(f)(torch.ones(2), ["a", "b", "a"])
+    assert repr(got[1:]) == repr(want[1:]) and torch.equal(got[0], want[0])
+    dynamo.reset()
+
+    def g(x, keys):
+        return x + len(dict.fromkeys(keys, 0))
+
+    assert dynamo.explain(g)(torch.ones(2), ["a", "b"]).graph_break_count == 0

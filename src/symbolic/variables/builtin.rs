@@ -661,6 +661,17 @@ impl<'a> InstructionTranslator<'a> {
             }
             return Ok(s);
         }
+        // `dict.fromkeys(iterable, value=None)` (Objects/dictobject.c, `_PyDict_FromKeys`): a
+        // new dict whose keys are the iterable's items in order, each mapped to the one value.
+        if type_name(b) == "builtin_function_or_method" && b.eq(py.get_type::<PyDict>().getattr("fromkeys")?).unwrap_or(false) && (1..=2).contains(&args.len()) && kwargs.is_empty() {
+            let keys = self.iter_items(py, &args[0])?;
+            let value = args.get(1).cloned().unwrap_or_else(|| VT::none(py));
+            let mut pairs = Vec::with_capacity(keys.len());
+            for k in &keys {
+                pairs.push((self.dict_key(py, k)?.unbind(), value.clone()));
+            }
+            return crate::symbolic::variables::dicts::dict_from_pairs(py, pairs);
+        }
         if is("frozenset") && args.len() == 1 && kwargs.is_empty() && self.literal_value(py, &args[0]).is_none() {
             // Note [frozensets of traced values] (variables/dicts.rs): `frozenset_new` is
             // `set_update_internal` of the argument, as `set(x)`, on the same stand-ins.
