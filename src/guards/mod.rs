@@ -352,9 +352,9 @@ fn same_answer(now: &Bound<'_, PyAny>, expected: &Bound<'_, PyAny>) -> bool {
 /// a tuple, a dict's keys, the items an iterator has left) is reproduced only by a value of the
 /// same type at every level, not by any `==` one: `(1, 2) == (True, 2)`, `frozenset({1}) ==
 /// frozenset({True})` and `(0.0,) == (-0.0,)` hold, yet `repr`, `type()` and `1 / x` of their
-/// items differ. So containers compare item by item in iteration order (a frozenset's too), floats and
-/// complex numbers by their bits (a NaN matches itself, -0.0 is not 0.0), and only leaves of
-/// the same exact type compare with `==`. An error counts as different.
+/// items differ. So containers compare item by item in iteration order (a frozenset's too),
+/// floats and complex numbers by their bits (a NaN matches itself, -0.0 is not 0.0), and only
+/// leaves of the same exact type compare with `==`. An error counts as different.
 ///
 /// Whether `v` is interchangeable with the constant `c` (Note [exact constant guards]).
 pub(crate) fn same_constant(v: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>) -> bool {
