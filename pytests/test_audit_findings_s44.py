@@ -284,3 +284,21 @@ def test_dict_fromkeys_is_traced(backend):
         return x + len(dict.fromkeys(keys, 0))
 
     assert dynamo.explain(g)(torch.ones(2), ["a", "b"]).graph_break_count == 0
+
+
+# str()/repr()/f-strings of a deque built in the frame were graph breaks.
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_text_of_a_deque_of_literals(backend):
+    import collections
+
+    def f(x):
+        d = collections.deque([1, 2, 3], maxlen=2)
+        e = collections.deque("ab")
+        e.appendleft(0)
+        return x + 1, str(d), repr(e), f"{d}", str(collections.deque())
+
+    want = f(torch.ones(1))
+    dynamo.reset()
+    assert dynamo.optimize(backend)(f)(torch.ones(1))[1:] == want[1:]
+    dynamo.reset()
+    assert dynamo.explain(f)(torch.ones(1)).graph_break_count == 0

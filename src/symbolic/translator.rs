@@ -2156,6 +2156,24 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::Set(_) => self.literal_view(py, v),
             VT::Dict(_) => self.literal_value_or_dict(py, v),
+            // A deque built in the frame, of literals: a real `deque(items, maxlen)`, whose text
+            // is `deque([...])` or `deque([...], maxlen=n)` as eager's.
+            VT::Deque(l) => {
+                let st = l.borrow();
+                if st.source.is_some() {
+                    return None;
+                }
+                let maxlen = st.deque.as_ref().and_then(|d| d.maxlen);
+                let mut items = Vec::with_capacity(st.items.len());
+                for item in &st.items {
+                    let VT::Constant(c) = item else { return None };
+                    if !is_literal(py, c.bind(py)) {
+                        return None;
+                    }
+                    items.push(c.bind(py).clone());
+                }
+                py.import("collections").ok()?.getattr("deque").ok()?.call1((pyo3::types::PyList::new(py, items).ok()?, maxlen)).ok()
+            }
             _ => None,
         }
     }

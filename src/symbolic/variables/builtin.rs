@@ -885,8 +885,8 @@ impl<'a> InstructionTranslator<'a> {
                 let text = if is("str") { real.str()? } else { real.repr()? };
                 return Ok(VT::constant(text.into_any().unbind()));
             }
-            // A dict or set of literals built in the trace: its C text over a fresh copy.
-            if let Some(real) = matches!(args[0], VT::Dict(_) | VT::Set(_)).then(|| self.literal_sequence(py, &args[0])).flatten() {
+            // A dict, set or deque of literals built in the trace: its C text over a fresh copy.
+            if let Some(real) = matches!(args[0], VT::Dict(_) | VT::Set(_) | VT::Deque(_)).then(|| self.literal_sequence(py, &args[0])).flatten() {
                 let text = if is("str") { real.str()? } else { real.repr()? };
                 return Ok(VT::constant(text.into_any().unbind()));
             }
