@@ -1791,17 +1791,7 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
     // frame built, `node = [node, i]` in a loop) is not rebuilt: the walk here, and the
     // bytecode that would build it (one stack slot per level), would exhaust the C stack. A
     // graph break instead: Python builds it.
-    struct Depth;
-    impl Drop for Depth {
-        fn drop(&mut self) {
-            REBUILD_DEPTH.with(|d| d.set(d.get() - 1));
-        }
-    }
-    let depth = REBUILD_DEPTH.with(|d| {
-        d.set(d.get() + 1);
-        d.get()
-    });
-    let _depth = Depth;
+    let (_level, depth) = crate::symbolic::NestingLevel::enter(&REBUILD_DEPTH);
     if depth > MAX_REBUILD_DEPTH {
         graph_break!(UnreconstructableValue, "a value nested more than {MAX_REBUILD_DEPTH} levels deep");
     }

@@ -147,6 +147,28 @@ impl From<pyo3::PyErr> for Unsupported {
 /// Result of a symbolic step.
 pub type VResult<T> = Result<T, Unsupported>;
 
+/// One level of a recursive walk over nested values, counted in the thread-local `key` while
+/// it lives (Note [deep values] in convert_frame.rs): a walk that enters a level past its limit
+/// stops with a graph break instead of exhausting the C stack.
+pub(crate) struct NestingLevel(&'static std::thread::LocalKey<std::cell::Cell<usize>>);
+
+impl NestingLevel {
+    /// Enters a level of `key`'s walk; returns it (left when dropped) and the depth now.
+    pub(crate) fn enter(key: &'static std::thread::LocalKey<std::cell::Cell<usize>>) -> (NestingLevel, usize) {
+        let depth = key.with(|c| {
+            c.set(c.get() + 1);
+            c.get()
+        });
+        (NestingLevel(key), depth)
+    }
+}
+
+impl Drop for NestingLevel {
+    fn drop(&mut self) {
+        self.0.with(|c| c.set(c.get() - 1));
+    }
+}
+
 /// `Err(Unsupported)` of a given `GraphBreakKind` with a formatted reason.
 #[macro_export]
 macro_rules! graph_break {

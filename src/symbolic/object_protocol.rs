@@ -1728,17 +1728,7 @@ impl<'a> InstructionTranslator<'a> {
         // (`_Py_EnterRecursiveCall(" in comparison")`), so lists nested past the recursion
         // limit raise RecursionError; a comparison nested deeper than `MAX_COMPARE_DEPTH` is left
         // to Python, which compares (or raises) itself.
-        struct Depth;
-        impl Drop for Depth {
-            fn drop(&mut self) {
-                COMPARE_DEPTH.with(|d| d.set(d.get() - 1));
-            }
-        }
-        let depth = COMPARE_DEPTH.with(|d| {
-            d.set(d.get() + 1);
-            d.get()
-        });
-        let _depth = Depth;
+        let (_level, depth) = crate::symbolic::NestingLevel::enter(&COMPARE_DEPTH);
         if depth > MAX_COMPARE_DEPTH {
             graph_break!(UnsupportedOperation, "a comparison of containers nested more than {MAX_COMPARE_DEPTH} levels deep");
         }
