@@ -9,6 +9,7 @@ on every input it is used for; the C source it follows is named in its docstring
 
 import collections
 import copyreg
+import functools
 
 
 def object_reduce_ex(obj, protocol):
@@ -498,7 +499,51 @@ def heapify_max(heap, /):
     _heap_build(heap, True)
 
 
+class KeyWrapper:
+    """``functools.cmp_to_key(mycmp)(obj)`` (Modules/_functoolsmodule.c, ``keyobject``): a key
+    whose rich comparisons compare ``mycmp(self.obj, other.obj)`` with 0; comparing with
+    anything but another key raises TypeError, and it is unhashable. Traced in place of the C
+    key so that a sort by it is a traced sort (Note [traced sorts] in
+    ``variables/builtin.rs``)."""
+
+    __slots__ = ("cmp", "obj")
+    __hash__ = None
+
+    def __init__(self, cmp, obj):
+        self.cmp = cmp
+        self.obj = obj
+
+    def _compare(self, other):
+        if type(other) is not KeyWrapper:
+            raise TypeError("other argument must be K instance")
+        return self.cmp(self.obj, other.obj)
+
+    def __lt__(self, other):
+        return self._compare(other) < 0
+
+    def __le__(self, other):
+        return self._compare(other) <= 0
+
+    def __gt__(self, other):
+        return self._compare(other) > 0
+
+    def __ge__(self, other):
+        return self._compare(other) >= 0
+
+    def __eq__(self, other):
+        return self._compare(other) == 0
+
+    def __ne__(self, other):
+        return self._compare(other) != 0
+
+
+def cmp_to_key(mycmp):
+    """``functools.cmp_to_key``: a callable that makes a :class:`KeyWrapper` of ``mycmp``."""
+    return functools.partial(KeyWrapper, mycmp)
+
+
 BUILTIN_POLYFILLS = {
+    ("_functools", "cmp_to_key"): cmp_to_key,
     ("_heapq", "heappush"): heappush,
     ("_heapq", "heappop"): heappop,
     ("_heapq", "heapreplace"): heapreplace,

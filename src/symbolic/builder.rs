@@ -531,8 +531,8 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         } else {
             GuardKind::ConstantMatch(value.clone().unbind())
         };
-        og.add_guard(Some(source), kind);
-        return Ok(VT::constant(value.clone().unbind()));
+        og.add_guard(Some(source.clone()), kind);
+        return Ok(og.sourced_constant(py, value, &source));
     }
     if value.get_type().is_subclass(og.handles.module_type.bind(py))? {
         og.add_guard(Some(source.clone()), GuardKind::id_match(value.clone().unbind()));

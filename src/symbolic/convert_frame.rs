@@ -1795,7 +1795,25 @@ fn rebuild_of(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Outputs) 
     if depth > MAX_REBUILD_DEPTH {
         graph_break!(UnreconstructableValue, "a value nested more than {MAX_REBUILD_DEPTH} levels deep");
     }
+    if is_cmp_key_stand_in(py, vt)? {
+        graph_break!(UnreconstructableValue, "a functools.cmp_to_key key or key maker outlives the graph");
+    }
     rebuild_of_inner(py, og, vt, outputs)
+}
+
+/// Whether `vt` is the traced stand-in of `functools.cmp_to_key(f)` or of a key it made
+/// (`dynamo._polyfills.cmp_to_key`, `KeyWrapper`): traced only while the frame uses them,
+/// since rebuilt they would have another type than `functools.KeyWrapper`.
+fn is_cmp_key_stand_in(py: Python<'_>, vt: &VT) -> VResult<bool> {
+    let cls = match vt {
+        VT::UserObject(o) => o.cls.bind(py).clone(),
+        VT::Partial(p) if p.source.is_none() => match &p.func {
+            VT::Class(c) => c.bind(py).clone(),
+            _ => return Ok(false),
+        },
+        _ => return Ok(false),
+    };
+    Ok(cls.is(py.import("dynamo._polyfills")?.getattr("KeyWrapper")?))
 }
 
 const MAX_REBUILD_DEPTH: usize = 200;
@@ -1866,6 +1884,9 @@ type FillFn = Box<dyn FnOnce(Python<'_>, &OutputGraph, &mut Outputs, u32) -> VRe
 /// user object built in the frame; Note [shared rebuilds]): its empty shell and how to build
 /// the call that fills it. Such an object may contain itself (`l.append(l)`, `o.me = o`).
 fn cyclic_parts(py: Python<'_>, vt: &VT) -> VResult<Option<(Rebuild, FillFn)>> {
+    if is_cmp_key_stand_in(py, vt)? {
+        graph_break!(UnreconstructableValue, "a functools.cmp_to_key key outlives the graph");
+    }
     Ok(match vt {
         VT::List(l) if l.borrow().source.is_none() => {
             let items = l.borrow().items.clone();
@@ -2065,7 +2086,15 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
                 // Note [tensor dict keys]: keys become trackers before they are values.
                 graph_break!(UnreconstructableValue, "a traced dict key outlives the graph as a constant");
             }
-            og.lazy_rebuild(py, vt).unwrap_or_else(|| Rebuild::Const(c.clone_ref(py)))
+            match og.lazy_rebuild(py, vt) {
+                Some(r) => r,
+                // Note [constants keep their identity] (output_graph.rs).
+                None => match (og.constant_source(c), og.folded_tuple_items(c)) {
+                    (Some(s), _) => Rebuild::Source(s.clone()),
+                    (None, Some(items)) => Rebuild::Tuple(items.iter().map(&mut rec).collect::<VResult<_>>()?),
+                    (None, None) => Rebuild::Const(c.clone_ref(py)),
+                },
+            }
         }
         // Note [tuples from outside the frame]: that very tuple, reloaded.
         VT::Tuple(items) | VT::NamedTuple { items, .. } if og.tuple_source(items).is_some() => Rebuild::Source(og.tuple_source(items).unwrap().clone()),

@@ -26,6 +26,11 @@ const FIXED_STDLIB_MODULES: &[&str] = &["collections", "collections.abc", "itert
 /// Whether `c` is None or exactly an int, float, str or bool: constants whose operator and
 /// comparison slots answer `NotImplemented` for an object of a Python class, so that the other
 /// operand's method decides (`user_binary`, `user_order`).
+/// [`defers_to_python_classes`], for the other trackers' modules.
+pub(crate) fn object_protocol_defers(c: &Bound<'_, PyAny>) -> bool {
+    defers_to_python_classes(c)
+}
+
 fn defers_to_python_classes(c: &Bound<'_, PyAny>) -> bool {
     let py = c.py();
     let t = c.get_type();
@@ -37,6 +42,12 @@ fn defers_to_python_classes(c: &Bound<'_, PyAny>) -> bool {
 const PARAMETER_ITERABLE_FNS: [&str; 5] = [".clip_grad_norm_", ".clip_grad_value_", ".clip_grads_with_norm_", ".get_total_norm", ".parameters_to_vector"];
 
 const MAX_COMPARE_DEPTH: usize = 100;
+
+/// Methods and attributes of `int` and `float` that only read the value
+/// (Objects/longobject.c `long_methods`, Objects/floatobject.c `float_methods`).
+const SYM_VALUE_ATTRS: &[&str] = &[
+    "hex", "as_integer_ratio", "is_integer", "conjugate", "real", "imag", "bit_length", "bit_count", "to_bytes", "numerator", "denominator",
+];
 
 thread_local! {
     static COMPARE_DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
@@ -393,6 +404,13 @@ impl<'a> InstructionTranslator<'a> {
                 "args" => make_tuple(py, p.args.clone()),
                 "keywords" => Ok(p.keywords.clone()),
                 _ => graph_break!(UntracedValue, "attribute '{name}' of {}", obj.describe(py)),
+            },
+            // The value methods and attributes of an int or float (`f.hex()`,
+            // `f.as_integer_ratio()`, `n.bit_length()`): read on the specialized value (a guard
+            // on it), as for a constant.
+            VT::SymNum(_) if SYM_VALUE_ATTRS.contains(&name) => match obj.as_constant(py) {
+                Some(v) => self.getattr(py, &VT::constant(v.unbind()), name),
+                None => graph_break!(UnsupportedOperation, "attribute '{name}' of {}", obj.describe(py)),
             },
             other => graph_break!(UnsupportedOperation, "attribute '{name}' of {}", other.describe(py)),
         }
@@ -1597,6 +1615,9 @@ impl<'a> InstructionTranslator<'a> {
             (VT::Tensor(_), _) | (_, VT::Tensor(_)) => self.operator(py, name, vec![a, b]),
             (VT::Constant(_), VT::Constant(_)) => self.operator(py, name, vec![a, b]),
             (VT::SymNum(_), VT::SymNum(_) | VT::Constant(_)) | (VT::Constant(_), VT::SymNum(_)) => self.operator(py, name, vec![a, b]),
+            // A user object on either side: the deciding method's own value (Note [rich
+            // comparison results]).
+            (VT::UserObject(_), _) | (_, VT::UserObject(_)) if name == "eq" || name == "ne" => self.user_object_compare_eq(py, name, &a, &b),
             _ if name == "eq" || name == "ne" => {
                 // `!=` is `not ==` only while the class keeps `object.__ne__`.
                 for v in [&a, &b] {
@@ -1865,7 +1886,20 @@ impl<'a> InstructionTranslator<'a> {
                 self.og.call(py, Some(f.bind(py)), None, &[obj.clone(), idx.clone()], &[])
             }
             VT::Constant(c) => match idx.as_constant(py).or_else(|| typing_argument(py, c.bind(py), idx)) {
-                Some(i) => Ok(VT::constant(c.bind(py).get_item(i).map_err(|e| Unsupported::folded(py, e))?.unbind())),
+                Some(i) => {
+                    let item = c.bind(py).get_item(&i).map_err(|e| Unsupported::folded(py, e))?;
+                    // An item of a tuple that keeps its items' identity is that item (Note
+                    // [constants keep their identity] in output_graph.rs).
+                    if let Ok(k) = i.extract::<i64>() {
+                        if let Some(items) = self.og.constant_tuple_items(py, c) {
+                            let k = if k < 0 { k + items.len() as i64 } else { k };
+                            if let Some(v) = usize::try_from(k).ok().and_then(|k| items.get(k)) {
+                                return Ok(v.clone());
+                            }
+                        }
+                    }
+                    Ok(VT::constant(item.unbind()))
+                }
                 None => graph_break!(UnsupportedOperation, "constant indexed by {}", idx.describe(py)),
             },
             VT::Deque(l) => {
@@ -2191,6 +2225,11 @@ impl<'a> InstructionTranslator<'a> {
             VT::Tuple(items) | VT::NamedTuple { items, .. } => items.as_ref().clone(),
             VT::List(l) | VT::Deque(l) => l.borrow().items.clone(),
             VT::Iterator(it) => self.drain_iter(py, it)?,
+            // Note [constants keep their identity] (output_graph.rs).
+            VT::Constant(c) => match self.og.constant_tuple_items(py, c) {
+                Some(items) => items,
+                None => self.iter_items(py, v)?,
+            },
             _ => self.iter_items(py, v)?,
         })
     }

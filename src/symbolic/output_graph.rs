@@ -163,6 +163,13 @@ pub struct OutputGraph {
     /// graph by reloading it from its source, keeping its identity (`f(t) is t`,
     /// `lst.append(t); lst[-1] is t`, an `is DEFAULT` sentinel), not as a new tuple.
     pub tuple_sources: HashMap<usize, (Arc<Source>, Rc<Vec<crate::symbolic::variables::VariableTracker>>)>,
+    /// Note [constants keep their identity]: the source of each constant wrapped from the
+    /// frame's inputs (a str, a float, a tuple of literals, a frozenset, ...), by the address
+    /// of its tracker's `Rc` (held here, so the address is not reused).
+    pub constant_sources: HashMap<usize, (Arc<Source>, Rc<Py<PyAny>>)>,
+    /// Constant tuples BUILD_TUPLE folded from items of which some are such sourced
+    /// constants, with those items, by the address of the tuple tracker's `Rc`.
+    pub folded_tuples: HashMap<usize, (Rc<Py<PyAny>>, Rc<Vec<VT>>)>,
     /// Modules made during tracing (a `ModuleList` slice, a parameterless `torch.nn` module such
     /// as `CrossEntropyLoss()`), by address; they have no source.
     pub derived_modules: HashMap<usize, DerivedModule>,
@@ -344,6 +351,35 @@ impl LazyRecipe {
     }
 }
 
+// Note [constants keep their identity]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A str, float, big int, bytes, tuple of literals or frozenset from the frame's inputs is a
+// constant to the trace, guarded by value. Rebuilt as that constant, a value the frame returns
+// or stores would be the object of the compile that made the code: `f(s) is s` fails on
+// every later call with an equal but distinct `s`, and an identity-keyed lookup (`is`, a
+// `WeakKeyDictionary`, `id()`) sees another object. As torch's codegen does for any value with
+// a source, such a constant leaves the graph by reloading it from where the frame got it.
+// The reload runs where every rebuild does, before the frame's writes are replayed, so a
+// source the frame writes later still gives the object read. A value CPython shares between
+// equal instances (None, bools, the small ints, the empty tuple and str) needs no reload.
+
+/// Whether every object equal to `v` is `v` itself in CPython (None, bools, the ints of
+/// `_PY_NSMALLNEGINTS..=_PY_NSMALLPOSINTS` in `pycore_runtime_init.h`, `()`, `''`), so that
+/// rebuilding it as a constant keeps its identity.
+fn identity_is_value(py: Python<'_>, v: &Bound<'_, PyAny>) -> bool {
+    use pyo3::types::{PyBool, PyInt};
+    if v.is_none() || v.is_instance_of::<PyBool>() {
+        return true;
+    }
+    if v.get_type().is(py.get_type::<PyInt>()) {
+        return v.extract::<i64>().is_ok_and(|i| (-5..=256).contains(&i));
+    }
+    if v.get_type().is(py.get_type::<PyTuple>()) || v.get_type().is(py.get_type::<PyString>()) {
+        return v.len().is_ok_and(|n| n == 0);
+    }
+    false
+}
+
 /// A constant whose guards wait for its first use (Note [lazy constants]).
 pub struct LazyConstant {
     /// The tracker's value, kept alive so its address is not reused while the entry exists.
@@ -397,6 +433,57 @@ impl OutputGraph {
         items
     }
 
+    /// Constant `value` wrapped from `source`, recorded as coming from there when its identity
+    /// can differ from an equal value's (Note [constants keep their identity]).
+    pub fn sourced_constant(&mut self, py: Python<'_>, value: &Bound<'_, PyAny>, source: &Arc<Source>) -> VT {
+        let rc = Rc::new(value.clone().unbind());
+        if !identity_is_value(py, value) {
+            self.constant_sources.insert(Rc::as_ptr(&rc) as usize, (source.clone(), rc.clone()));
+        }
+        VT::Constant(rc)
+    }
+
+    /// Where the very object behind constant tracker `c` is reached, when it was wrapped from
+    /// the frame's inputs (Note [constants keep their identity]).
+    pub fn constant_source(&self, c: &Rc<Py<PyAny>>) -> Option<&Arc<Source>> {
+        self.constant_sources.get(&(Rc::as_ptr(c) as usize)).filter(|(_, held)| Rc::ptr_eq(held, c)).map(|(s, _)| s)
+    }
+
+    /// The tuple of `items` (BUILD_TUPLE): a constant when every item is one, remembering its
+    /// items when one of them must keep its identity (Note [constants keep their identity]).
+    pub fn build_tuple(&mut self, py: Python<'_>, items: Vec<VT>) -> VResult<VT> {
+        let keeps_identity = |og: &Self, v: &VT| match v {
+            VT::Constant(c) => og.constant_source(c).is_some() || og.folded_tuples.contains_key(&(Rc::as_ptr(c) as usize)),
+            _ => false,
+        };
+        let remember = items.iter().all(|i| matches!(i, VT::Constant(_))) && items.iter().any(|i| keeps_identity(self, i));
+        let t = crate::symbolic::variables::lists::make_tuple(py, items.clone())?;
+        if let (true, VT::Constant(c)) = (remember, &t) {
+            self.folded_tuples.insert(Rc::as_ptr(c) as usize, (c.clone(), Rc::new(items)));
+        }
+        Ok(t)
+    }
+
+    /// The items of constant tuple `c` as trackers that keep their identity: the items
+    /// BUILD_TUPLE folded it from, or, for an exact tuple wrapped from the frame's inputs,
+    /// each item reached at its index there. `None` for any other constant (Note [constants
+    /// keep their identity]).
+    pub fn constant_tuple_items(&mut self, py: Python<'_>, c: &Rc<Py<PyAny>>) -> Option<Vec<VT>> {
+        if let Some((held, items)) = self.folded_tuples.get(&(Rc::as_ptr(c) as usize)) {
+            if Rc::ptr_eq(held, c) {
+                return Some(items.as_ref().clone());
+            }
+        }
+        let source = self.constant_source(c)?.clone();
+        let t = c.bind(py).cast::<PyTuple>().ok().filter(|t| t.get_type().is(py.get_type::<PyTuple>()))?.clone();
+        Some(t.iter().enumerate().map(|(i, item)| self.sourced_constant(py, &item, &source.item(crate::source::ItemKey::Int(i as i64)))).collect())
+    }
+
+    /// The items BUILD_TUPLE folded constant `c` from, when it remembered them.
+    pub fn folded_tuple_items(&self, c: &Rc<Py<PyAny>>) -> Option<Rc<Vec<VT>>> {
+        self.folded_tuples.get(&(Rc::as_ptr(c) as usize)).filter(|(held, _)| Rc::ptr_eq(held, c)).map(|(_, items)| items.clone())
+    }
+
     /// The source of the tuple whose items are `items`, when it was wrapped from the frame's
     /// inputs (Note [tuples from outside the frame]).
     pub fn tuple_source(&self, items: &Rc<Vec<VT>>) -> Option<&Arc<Source>> {
@@ -448,6 +535,8 @@ impl OutputGraph {
             py_random: None,
             class_sources: HashMap::new(),
             tuple_sources: HashMap::new(),
+            constant_sources: HashMap::new(),
+            folded_tuples: HashMap::new(),
             derived_modules: HashMap::new(),
             modules_in_init: std::collections::HashSet::new(),
             frame_classes: HashMap::new(),
@@ -658,6 +747,11 @@ impl OutputGraph {
     pub fn lazy_argument(&mut self, value: &Bound<'_, PyAny>, source: Arc<Source>) -> VT {
         let rc = Rc::new(value.clone().unbind());
         let key = Rc::as_ptr(&rc) as usize;
+        if !identity_is_value(value.py(), value) {
+            // Once used (guarded), still rebuilt as that very object (Note [constants keep
+            // their identity]).
+            self.constant_sources.insert(key, (source.clone(), rc.clone()));
+        }
         self.lazy_constants.insert(key, LazyConstant { value: rc.clone(), recipe: LazyRecipe::Source(source.clone()), bases: vec![key], source: Some(source), realized: false });
         VT::Constant(rc)
     }

@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use crate::symbolic::variables::constant::const_bool;
-use crate::symbolic::variables::lists::{make_tuple, new_list};
+use crate::symbolic::variables::lists::new_list;
 use crate::symbolic::variables::dicts::{dict_from_pairs, dict_set};
 use crate::symbolic::variables::functions::NestedFunction;
 use crate::symbolic::variables::user_defined::{static_type_lookup, class_attr_source};
@@ -1054,7 +1054,8 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::BUILD_TUPLE => {
                 let items = self.popn(arg as usize)?;
-                self.stack.push(make_tuple(py, items)?);
+                let t = self.og.build_tuple(py, items)?;
+                self.stack.push(t);
             }
             op::BUILD_SET => {
                 let items = self.popn(arg as usize)?;
@@ -1119,7 +1120,8 @@ impl<'a> InstructionTranslator<'a> {
             op::LIST_TO_TUPLE => {
                 let v = self.pop()?;
                 let items = self.unpack(py, &v)?;
-                self.stack.push(make_tuple(py, items)?);
+                let t = self.og.build_tuple(py, items)?;
+                self.stack.push(t);
             }
             // A dict display inserts its pairs in order (`dict_from_pairs`): equal keys merge.
             op::BUILD_MAP => {

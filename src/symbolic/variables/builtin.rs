@@ -1422,7 +1422,7 @@ pub(crate) fn literal_named_tuple<'py>(py: Python<'py>, v: &VT) -> PyResult<Opti
 /// and the function), when `b` is the very function of its module the table names.
 fn builtin_polyfill<'py>(py: Python<'py>, b: &Bound<'py, PyAny>) -> PyResult<Option<(String, Bound<'py, PyAny>)>> {
     let Ok(module) = b.getattr("__module__").and_then(|m| m.extract::<String>()) else { return Ok(None) };
-    if module != "_heapq" {
+    if module != "_heapq" && module != "_functools" {
         return Ok(None);
     }
     let name: String = b.getattr("__name__")?.extract()?;

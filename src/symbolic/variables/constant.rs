@@ -31,7 +31,13 @@ impl<'a> InstructionTranslator<'a> {
                     if crate::symbolic::variables::dicts::is_traced_key(k.bind(py)) {
                         return None;
                     }
-                    real.set_item(k.bind(py), self.literal_value_or_dict_in(py, v, open)?).ok()?;
+                    // A symbolic number is its value, specialized, as in a list or tuple
+                    // (`constants_of`): `str({'k': f})` of a float argument.
+                    let value = match v {
+                        VT::SymNum(_) => v.as_constant(py)?,
+                        _ => self.literal_value_or_dict_in(py, v, open)?,
+                    };
+                    real.set_item(k.bind(py), value).ok()?;
                 }
                 open.pop();
                 Some(real.into_any())

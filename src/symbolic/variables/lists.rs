@@ -170,6 +170,9 @@ impl<'a> InstructionTranslator<'a> {
             VT::List(l) => Some(("list", l.borrow().items.clone())),
             VT::Tuple(items) | VT::NamedTuple { items, .. } => Some(("tuple", items.as_ref().clone())),
             VT::Constant(c) if c.bind(py).is_instance_of::<PyTuple>() => {
+                if let Some(items) = self.og.constant_tuple_items(py, c) {
+                    return Ok(Some(("tuple", items)));
+                }
                 Some(("tuple", c.bind(py).try_iter()?.map(|i| Ok(VT::constant(i?.unbind()))).collect::<VResult<Vec<_>>>()?))
             }
             _ => None,

@@ -1485,50 +1485,105 @@ impl<'a> InstructionTranslator<'a> {
         Ok(())
     }
 
-    /// `a == b` where one side is a new user object: the rich comparison protocol
-    /// (Objects/object.c, `do_richcompare`): the reflected `__eq__` first when the right
-    /// operand's type is a proper subclass overriding it, a Python `__eq__` inlined,
-    /// `NotImplemented` passing to the other side, identity when neither decides.
+    /// `a == b` where one side is a new user object, as a truth value (what a container's
+    /// comparison of its items, `PyObject_RichCompareBool`, takes): [`Self::user_object_rich_eq`]
+    /// tested for truth.
     pub(crate) fn user_object_eq(&mut self, py: Python<'_>, a: &VT, b: &VT) -> VResult<bool> {
         if let Some(r) = self.ordered_dict_eq(py, a, b)? {
             return Ok(r);
         }
-        let object_eq = py.get_type::<PyAny>().getattr("__eq__")?;
-        let eq_of = |this: &mut Self, v: &VT| -> VResult<Option<(Bound<'_, PyAny>, Bound<'_, PyAny>)>> {
+        let r = self.user_object_rich_eq(py, a, b, "__eq__")?;
+        self.truth(py, &r)
+    }
+
+    // Note [rich comparison results]
+    // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    // `a == b` is `PyObject_RichCompare`: whatever the deciding `__eq__` returns, not a bool
+    // (numpy-style classes return arrays, DSLs return expression objects, a sloppy `__eq__`
+    // returns `0` or a string). Only a container comparing its items, `in`, and a branch test
+    // the result for truth. The trace returned `truth(__eq__(...))` for every `==` with a user
+    // object (`K(1) == K(1)` was True where eager gives "yes"), and broke on `!=` of a class
+    // defining `__ne__`; COMPARE_OP now keeps the method's value, and `!=` runs a Python
+    // `__ne__` or, for `object.__ne__`, negates the truth of `__eq__`.
+
+    /// `a == b` or `a != b` (COMPARE_OP) where one side is a new user object: the value the
+    /// deciding method returned, whatever its type (a Python `__eq__` may return a string, a
+    /// tensor, NotImplemented's replacement), as `PyObject_RichCompare` gives it. `!=` of a
+    /// class keeping `object.__ne__` is the negated truth of its `__eq__` (Objects/typeobject.c,
+    /// `object_richcompare`).
+    pub(crate) fn user_object_compare_eq(&mut self, py: Python<'_>, name: &str, a: &VT, b: &VT) -> VResult<VT> {
+        if let Some(r) = self.ordered_dict_eq(py, a, b)? {
+            return Ok(crate::symbolic::variables::constant::const_bool(py, r == (name == "eq")));
+        }
+        if name == "eq" {
+            return self.user_object_rich_eq(py, a, b, "__eq__");
+        }
+        let object_ne = py.get_type::<PyAny>().getattr("__ne__")?;
+        let mut own_ne = false;
+        for v in [a, b] {
+            if let Some(ty) = self.type_of(py, v)? {
+                own_ne |= !ty.bind(py).getattr("__ne__")?.is(&object_ne);
+            }
+        }
+        if own_ne {
+            return self.user_object_rich_eq(py, a, b, "__ne__");
+        }
+        let r = self.user_object_rich_eq(py, a, b, "__eq__")?;
+        let t = self.truth(py, &r)?;
+        Ok(crate::symbolic::variables::constant::const_bool(py, !t))
+    }
+
+    /// `a == b` (`dunder` `__eq__`) or `a != b` (`__ne__`) where one side is a new user
+    /// object: the rich comparison protocol (Objects/object.c, `do_richcompare`): the
+    /// reflected method first when the right operand's type is a proper subclass overriding
+    /// it, a Python method inlined, `NotImplemented` passing to the other side, identity when
+    /// neither decides. A literal on the other side answers NotImplemented
+    /// (`defers_to_python_classes`). Returns the deciding method's value as it is.
+    fn user_object_rich_eq(&mut self, py: Python<'_>, a: &VT, b: &VT, dunder: &str) -> VResult<VT> {
+        let is_eq = dunder == "__eq__";
+        let identity = |this: &mut Self| -> VResult<VT> {
+            let same = this.is_same(py, a, b)?;
+            Ok(crate::symbolic::variables::constant::const_bool(py, same == is_eq))
+        };
+        let object_method = py.get_type::<PyAny>().getattr(dunder)?;
+        let method_of = |this: &mut Self, v: &VT| -> VResult<Option<(Bound<'_, PyAny>, Bound<'_, PyAny>)>> {
             let Some(ty) = this.type_of(py, v)? else { return Ok(None) };
             let ty = ty.bind(py).clone();
-            let f = ty.getattr("__eq__")?;
+            let f = ty.getattr(dunder)?;
             Ok(Some((ty, f)))
         };
-        let (ea, eb) = (eq_of(self, a)?, eq_of(self, b)?);
-        let (Some((ta, fa)), Some((tb, fb))) = (ea, eb) else {
-            // A constant or a container on the other side: its `__eq__` does not know the
-            // object; the object's own decides (or identity).
-            let (obj, other) = if matches!(a, VT::UserObject(_)) { (a, b) } else { (b, a) };
-            if matches!(other, VT::Constant(_)) {
-                let VT::UserObject(o) = obj else { unreachable!() };
-                if o.cls.bind(py).getattr("__eq__")?.is(&object_eq) {
-                    return Ok(false);
+        let (ma, mb) = (method_of(self, a)?, method_of(self, b)?);
+        let order: Vec<(&VT, &VT, Bound<'_, PyAny>)> = match (ma, mb) {
+            (Some((ta, fa)), Some((tb, fb))) => {
+                let tb_sub = tb.cast::<pyo3::types::PyType>().ok().map(|t| !t.is(&ta) && t.is_subclass(&ta).unwrap_or(false)).unwrap_or(false);
+                if tb_sub && !fb.is(&fa) { vec![(b, a, fb), (a, b, fa)] } else { vec![(a, b, fa), (b, a, fb)] }
+            }
+            (ma, mb) => {
+                // A constant or a container on the other side: a literal's method answers
+                // NotImplemented for an object of a Python class; the object's own decides (or
+                // identity). Any other kind is not modelled.
+                let (obj, other, m) = if matches!(a, VT::UserObject(_)) { (a, b, ma) } else { (b, a, mb) };
+                let literal_other = other.as_constant(py).is_some_and(|c| crate::symbolic::object_protocol::object_protocol_defers(&c));
+                match (literal_other, m) {
+                    (true, Some((_, f))) => vec![(obj, other, f)],
+                    _ => graph_break!(UntracedValue, "{} of {} and {}", if is_eq { "==" } else { "!=" }, a.describe(py), b.describe(py)),
                 }
             }
-            graph_break!(UntracedValue, "== of {} and {}", a.describe(py), b.describe(py));
         };
-        let tb_sub = tb.cast::<pyo3::types::PyType>().ok().map(|t| !t.is(&ta) && t.is_subclass(&ta).unwrap_or(false)).unwrap_or(false);
-        let order: Vec<(&VT, &VT, Bound<'_, PyAny>)> = if tb_sub && !fb.is(&fa) { vec![(b, a, fb), (a, b, fa)] } else { vec![(a, b, fa), (b, a, fb)] };
         for (x, y, f) in order {
-            if f.is(&object_eq) {
+            if f.is(&object_method) {
                 continue;
             }
             if type_name(&f) != "function" {
-                graph_break!(UntracedValue, "== of {} and {} (a {} __eq__)", a.describe(py), b.describe(py), type_name(&f));
+                graph_break!(UntracedValue, "{} of {} and {} (a {} {dunder})", if is_eq { "==" } else { "!=" }, a.describe(py), b.describe(py), type_name(&f));
             }
             let func = match x {
                 VT::UserObject(o) => {
                     let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
-                    let (k, _) = static_type_lookup(&ty, "__eq__")?.expect("found above");
-                    wrap(py, self.og, &f, o.class_attr_source(k, "__eq__"))?
+                    let (k, _) = static_type_lookup(&ty, dunder)?.expect("found above");
+                    wrap(py, self.og, &f, o.class_attr_source(k, dunder))?
                 }
-                _ => graph_break!(UntracedValue, "== of {} and {} (the other side's __eq__)", a.describe(py), b.describe(py)),
+                _ => graph_break!(UntracedValue, "{} of {} and {} (the other side's {dunder})", if is_eq { "==" } else { "!=" }, a.describe(py), b.describe(py)),
             };
             let r = self.call(py, &func, vec![x.clone(), y.clone()], vec![])?;
             if let Some(c) = r.as_constant(py) {
@@ -1536,9 +1591,9 @@ impl<'a> InstructionTranslator<'a> {
                     continue;
                 }
             }
-            return self.truth(py, &r);
+            return Ok(r);
         }
-        self.is_same(py, a, b)
+        identity(self)
     }
 }
 
