@@ -80,6 +80,19 @@ impl<'a> InstructionTranslator<'a> {
                 if TENSOR_ATTR_DENYLIST.contains(&name) {
                     graph_break!(UntracedTensorAttribute, "Tensor.{name} is not traced");
                 }
+                // Note [facts of the fake tensor's class]: the fake tensor is a `FakeTensor`,
+                // whose class answers these its own way (`__module__` 'torch._subclasses.
+                // fake_tensor', its docstring, a weak reference of the fake mode's). The
+                // tensor's real class answers `__module__` and `__doc__`; the others read the
+                // real object.
+                if matches!(name, "__module__" | "__doc__") {
+                    if let Some(cls) = self.type_of(py, obj)? {
+                        return Ok(VT::constant(cls.bind(py).getattr(name)?.unbind()));
+                    }
+                }
+                if matches!(name, "__weakref__" | "__annotations__" | "_python_dispatch" | "__dict__") {
+                    graph_break!(UntracedTensorAttribute, "Tensor.{name} reads the real tensor object");
+                }
                 let fake = t.fake.bind(py);
                 // The method or attribute comes from `torch.Tensor` (or a base), which a user may
                 // patch (Note [attribute version guards]).
@@ -96,7 +109,7 @@ impl<'a> InstructionTranslator<'a> {
                 if let Some(v) = self.tensor_instance_attr(py, t, name)? {
                     return Ok(v);
                 }
-                let v = fake.getattr(name)?;
+                let (v, warned) = self.og.fake_getattr(py, fake, name)?;
                 if !v.is_callable() {
                     if let Some(answer) = self.tensor_query(py, t, name, false)? {
                         return Ok(answer);
@@ -104,7 +117,14 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 if self.og.is_tensor(py, &v) {
                     let getattr = self.og.handles.getattr.clone_ref(py);
-                    return self.og.call(py, Some(getattr.bind(py)), None, &[obj.clone(), VT::constant(PyString::new(py, name).into_any().unbind())], &[]);
+                    let kept = self.og.trace_warnings.len();
+                    let r = self.og.call(py, Some(getattr.bind(py)), None, &[obj.clone(), VT::constant(PyString::new(py, name).into_any().unbind())], &[]);
+                    if warned > 0 {
+                        // The node's fake call read the attribute again: its warnings are the
+                        // ones kept above (eager reads it once).
+                        self.og.trace_warnings.truncate(kept);
+                    }
+                    return r;
                 }
                 if v.is_callable() && !is_literal(py, &v) {
                     return Ok(VT::TensorMethod { tensor: t.clone(), name: name.to_string() });

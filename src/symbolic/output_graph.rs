@@ -1209,6 +1209,24 @@ impl OutputGraph {
                 )));
             }
         };
+        // Note [conversions that return their input]: `x.contiguous()` of a contiguous tensor,
+        // `x.to(x.dtype)`, `x.float()` of a float tensor, `x.cpu()` on the CPU,
+        // `torch.as_tensor(x)`: these return `x` itself in eager (`to_will_alias` in
+        // aten/src/ATen/native/TensorConversions.cpp, `contiguous` in TensorProperties.cpp), and
+        // code tests it (`y = x.float(); if y is x: y = y.clone()` before an in-place op). Their
+        // fake call answers the same way, with the very fake tensor it was given: the result is
+        // that input's tracker, and no node is made. (A call that writes, or writes into `out=`
+        // or `inplace=True`, also returns its input, but stays a node.)
+        let writes = mutates || kwargs.iter().any(|(k, v)| k == "out" || (k == "inplace" && v.as_constant(py).is_some_and(|c| c.is_truthy().unwrap_or(true))));
+        if !writes && self.is_tensor(py, &result) {
+            for a in args.iter().chain(kwargs.iter().map(|(_, v)| v)) {
+                if let VT::Tensor(t) = a {
+                    if t.fake.bind(py).is(&result) {
+                        return Ok(a.clone());
+                    }
+                }
+            }
+        }
         let symbolic = self.shape_env.is_some() && contains_sym(&result);
         // Note [values computed from fake tensors]: a call given a fake tensor that answers with
         // something else than a tensor answers from the fake: right for static metadata (sizes,
@@ -1274,7 +1292,9 @@ impl OutputGraph {
             // An in-place op returns its written argument itself (`x.add_(1) is x`, `x += 1`
             // keeps `x`'s identity, `out=` returns `out`): the caller sees that tracker, so
             // identity and later reads agree with eager. The node stays for its effect.
+            // `F.relu(x, inplace=True)` returns `x` too.
             let written = if mutates { args.first() } else { kwargs.iter().find(|(k, _)| k == "out").map(|(_, v)| v) };
+            let written = written.or_else(|| if writes { args.iter().find(|a| matches!(a, VT::Tensor(t) if t.fake.bind(py).is(&result))) } else { None });
             if let Some(VT::Tensor(w)) = written {
                 if w.fake.bind(py).is(&result) {
                     return Ok(VT::Tensor(w.clone()));
@@ -1525,6 +1545,20 @@ impl OutputGraph {
     // frame of torch's own (`torch.stft` without a window warns from `torch/functional.py`'s
     // call of `_VF.stft`, line 680 in torch 2.15) is named there eagerly, but this note's
     // machinery issues it at the user's line.
+
+    /// `fake.<name>` of a tensor attribute read while tracing (`x.T`, `x.mT`), with the
+    /// warnings it gives kept as a traced call's are (Note [warnings of traced calls]): a
+    /// `TORCH_WARN_ONCE` fires on this first read, which must not reach the user from the
+    /// tracer's frames. Returns the value and how many warnings were kept.
+    pub fn fake_getattr<'py>(&mut self, py: Python<'py>, fake: &Bound<'py, PyAny>, name: &str) -> PyResult<(Bound<'py, PyAny>, usize)> {
+        let catcher = py.import("dynamo.eval_frame")?.getattr("_RecordTraceWarnings")?.call0()?;
+        let caught = catcher.call_method0("__enter__")?;
+        let v = fake.getattr(name);
+        catcher.call_method1("__exit__", (py.None(), py.None(), py.None()))?;
+        let before = self.trace_warnings.len();
+        self.keep_trace_warnings(py, &caught)?;
+        Ok((v?, self.trace_warnings.len() - before))
+    }
 
     /// Keeps the warnings `caught` (a `_RecordWarnings` list) that a call made while tracing, to
     /// be issued at the user's current line when the graph runs (Note [warnings of traced

@@ -760,9 +760,26 @@ impl<'a> InstructionTranslator<'a> {
                     vec![]
                 };
                 let annotated = arg & 0x04 != 0;
-                if annotated {
-                    self.pop()?;
-                }
+                // The annotations: a tuple of names and values, alternating (Python/compile.c,
+                // `compiler_visit_annotations`), which `func_get_annotations` turns into the
+                // `__annotations__` dict on first read. Kept as that dict, an attribute of the
+                // function (Note [attributes of functions made in the frame]), so that reads see
+                // it and a function that escapes gets it back.
+                let annotations = if annotated {
+                    let v = self.pop()?;
+                    let flat = self.unpack(py, &v)?;
+                    let mut pairs = Vec::with_capacity(flat.len() / 2);
+                    for kv in flat.chunks(2) {
+                        let [k, v] = kv else { graph_break!(InternalInconsistency, "MAKE_FUNCTION annotations of odd length") };
+                        let Some(key) = k.as_constant(py).filter(|k| k.is_instance_of::<pyo3::types::PyString>()) else {
+                            graph_break!(InternalInconsistency, "MAKE_FUNCTION annotation name is not a str");
+                        };
+                        pairs.push((key.unbind(), v.clone()));
+                    }
+                    Some(crate::symbolic::variables::dicts::new_dict(pairs))
+                } else {
+                    None
+                };
                 let kwdefaults = if arg & 0x02 != 0 {
                     let v = self.pop()?;
                     self.dict_items(py, &v)?
@@ -788,7 +805,7 @@ impl<'a> InstructionTranslator<'a> {
                     closure,
                     qualname,
                     annotated,
-                    attrs: RefCell::new(Vec::new()),
+                    attrs: RefCell::new(annotations.map(|a| ("__annotations__".to_string(), a)).into_iter().collect()),
                 })));
             }
             op::RETURN_VALUE => {

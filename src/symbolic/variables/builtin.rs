@@ -476,7 +476,15 @@ impl<'a> InstructionTranslator<'a> {
                 // A tensor made by the graph has no instance attributes; a graph input is asked
                 // for real and guarded (`hasattr(t, "jax")` in transformers answers False).
                 VT::Tensor(t) => {
-                    if t.fake.bind(py).get_type().hasattr(name.as_str())? {
+                    // The tensor's real class (not the fake's `FakeTensor`), through its MRO.
+                    let class_has = match self.type_of(py, &args[0])? {
+                        Some(cls) => match cls.bind(py).cast::<pyo3::types::PyType>() {
+                            Ok(ty) => static_type_lookup(ty, name.as_str())?.is_some(),
+                            Err(_) => t.fake.bind(py).get_type().hasattr(name.as_str())?,
+                        },
+                        None => t.fake.bind(py).get_type().hasattr(name.as_str())?,
+                    };
+                    if class_has {
                         Some(false)
                     } else if let (None, Some(cls)) = (&t.source, self.tensor_subclass_of(py, t)) {
                         // A tensor of a `__torch_function__` subclass that the graph made (Note
@@ -516,9 +524,18 @@ impl<'a> InstructionTranslator<'a> {
                 VT::Opaque { .. } | VT::Module { .. } => Some(self.attr_absent(py, &args[0], &name)?),
                 // A list, tuple, dict, set or deque tracker: no instance attributes, so its type
                 // decides (breaker5 28: `hasattr([1], 'zzz')` answered True).
-                VT::Set(set) => Some(!set.borrow().bind(py).get_type().hasattr(name.as_str())?),
+                // An instance sees its type's MRO (`_PyType_Lookup`), not the attributes the
+                // type itself has as an instance of `type` (`list.__name__`, `list.__dict__`,
+                // `type.__call__`): `hasattr([], '__name__')` is False.
+                VT::Set(set) => {
+                    let ty = set.borrow().bind(py).get_type();
+                    Some(static_type_lookup(&ty, name.as_str())?.is_none())
+                }
                 VT::List(_) | VT::Tuple(_) | VT::Dict(_) | VT::Deque(_) => match self.type_of(py, &args[0])? {
-                    Some(ty) => Some(!ty.bind(py).hasattr(name.as_str())?),
+                    Some(ty) => match ty.bind(py).cast::<pyo3::types::PyType>() {
+                        Ok(ty) => Some(static_type_lookup(ty, name.as_str())?.is_none()),
+                        Err(_) => None,
+                    },
                     None => None,
                 },
                 // A new object: its instance attributes are all in the tracker; the class is
@@ -683,6 +700,11 @@ impl<'a> InstructionTranslator<'a> {
             // Objects/abstract.c (`PySequence_Tuple`): an exact tuple is returned as is.
             if let [t @ VT::Tuple(_)] = args.as_slice() {
                 return Ok(t.clone());
+            }
+            if let [t @ VT::Constant(c)] = args.as_slice() {
+                if c.bind(py).get_type().is(py.get_type::<PyTuple>()) {
+                    return Ok(t.clone());
+                }
             }
         }
         if is("list") || is("tuple") {

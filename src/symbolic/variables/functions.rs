@@ -43,7 +43,7 @@ pub struct NestedFunction {
     pub kwdefaults: Vec<(String, VariableTracker)>,
     pub closure: Vec<VariableTracker>,
     pub qualname: String,
-    /// MAKE_FUNCTION was given annotations (not kept: reading `__annotations__` breaks).
+    /// MAKE_FUNCTION was given annotations (kept as the `__annotations__` entry of `attrs`).
     pub annotated: bool,
     /// Attributes written in the trace (Note [attributes of functions made in the frame]):
     /// `__name__`, `__qualname__`, `__module__`, `__doc__`, `__annotations__`, and `__dict__`
