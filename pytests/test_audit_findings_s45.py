@@ -2,8 +2,8 @@
 compared with eager (values, exact types, identity, exceptions):
 
 - `y is x` where `y` is a conversion that returns its input in eager (`x.contiguous()`,
-  `x.float()`, `x.to(x.dtype)`, `x.cpu()`, `torch.as_tensor(x)`, `F.dropout(x, training=False)`,
-  `F.relu(x, inplace=True)`) was False: a new graph value (Note [conversions that return their
+  `x.float()`, `x.to(x.dtype)`, `x.cpu()`, `torch.as_tensor(x)`, `F.relu(x, inplace=True)`) was
+  False: a new graph value (Note [conversions that return their
   input] in `src/symbolic/output_graph.rs`). A copy-if-aliased idiom then wrote into the
   caller's tensor.
 - `tuple(t) is t` for a constant tuple was False (`PySequence_Tuple` returns an exact tuple).
@@ -37,8 +37,8 @@ CONVERSIONS = {
     "as_tensor": lambda x: torch.as_tensor(x),
     "asarray": lambda x: torch.asarray(x),
     "Tensor_contiguous": lambda x: torch.Tensor.contiguous(x),
-    "dropout_eval": lambda x: F.dropout(x, training=False),
     "relu_inplace": lambda x: F.relu(x, inplace=True),
+    "dropout_eval": lambda x: F.dropout(x, training=False),
     # These make a new tensor in eager: they must stay distinct.
     "to_copy": lambda x: x.to(x.dtype, copy=True),
     "double": lambda x: x.double(),
@@ -196,3 +196,21 @@ print(sorted({{(w.filename.rsplit("/", 1)[-1], w.lineno) for w in caught}}))
     script.write_text(program)
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=True).stdout
     assert out.strip() == "[('prog.py', 4)]"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_in_place_through_a_positional_flag_stays_a_write(backend):
+    # `F.hardswish(x, True)` (how torchvision's `nn.Hardswish(inplace=True)` calls it) writes
+    # into `x` and returns it: it must stay a node, not be taken for a conversion.
+    def f(x):
+        y = x * 2
+        z = F.hardswish(y, True)
+        w = F.relu6(y, True)
+        return z is y, w is y, y + 1
+
+    x = torch.randn(8)
+    want = f(x)
+    dynamo.reset()
+    got = dynamo.optimize(backend)(f)(x)
+    assert got[:2] == want[:2]
+    assert torch.allclose(got[2], want[2])

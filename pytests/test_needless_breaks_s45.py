@@ -119,3 +119,48 @@ def test_cmp_to_key_edges_match_eager(backend, case):
     opt = dynamo.optimize(backend)(f)
     for _ in range(2):
         assert outcome(opt) == want
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_printf_formatting_of_number_arguments(backend):
+    def f(x, v, n):
+        return x + 1, "%5.1f %s" % (v, n), "%d" % n, "%.3e" % v, "%(a)s|%(b)r" % {"a": v, "b": n}, b"%d" % (n,)
+
+    _captured_whole(f, backend, (1.5, 7), (2.25, -3), (float("inf"), 0))
+
+
+class OldSequence:
+    """Only `__getitem__`: iterated by the old sequence protocol (`iter_iternext`)."""
+
+    def __init__(self, n, stop=IndexError):
+        self.n = n
+        self.stop = stop
+
+    def __getitem__(self, i):
+        if i >= self.n:
+            raise self.stop(i)
+        return i * 10
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_old_sequence_protocol(backend):
+    def f(x, n):
+        s = OldSequence(n)
+        a, *b = s
+        return x + 1, a, b, list(s), tuple(s), sorted(s, reverse=True), [*s], sum(s)
+
+    _captured_whole(f, backend, (3,), (1,))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("stop", [KeyError, StopIteration])
+def test_old_sequence_protocol_other_stops(backend, stop):
+    # A StopIteration ends it too; any other error is raised (both as eager, possibly after a
+    # graph break).
+    def f(x, n):
+        return x + 1, list(OldSequence(n, stop))
+
+    want = _outcome(f, 2)
+    dynamo.reset()
+    opt = dynamo.optimize(backend)(f)
+    assert _outcome(opt, 2) == want

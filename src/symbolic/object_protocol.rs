@@ -1266,6 +1266,25 @@ impl<'a> InstructionTranslator<'a> {
                 return self.user_unary(py, name, v);
             }
         }
+        // `"%(a)s" % {"a": 1}`, `"%s-%s" % [...]`, `"%5.1f %s" % (n, n)`: printf-style
+        // formatting of a literal string reads a fresh copy of a container of literals
+        // (Objects/unicodeobject.c, `PyUnicode_Format`, which only reads its argument); a
+        // symbolic number there, or as the one argument, is its value (specialized, as in an
+        // f-string).
+        if let [VT::Constant(s), other] = args.as_slice() {
+            if name == "mod" && (s.bind(py).is_instance_of::<PyString>() || s.bind(py).is_instance_of::<pyo3::types::PyBytes>()) {
+                let value = match other {
+                    VT::Dict(_) | VT::List(_) | VT::Tuple(_) => self.literal_value_or_dict(py, other),
+                    VT::SymNum(_) => other.as_constant(py),
+                    _ => None,
+                };
+                if let Some(v) = value {
+                    let f = self.og.handles.operator.bind(py).getattr(name)?;
+                    let r = f.call1((s.bind(py), v)).map_err(|e| Unsupported::folded(py, e))?;
+                    return Ok(VT::constant(r.unbind()));
+                }
+            }
+        }
         if args.iter().any(|a| matches!(a, VT::SymNum(_))) && !args.iter().any(|a| matches!(a, VT::Tensor(_))) {
             return self.sym_operator(py, name, args);
         }
@@ -1273,17 +1292,6 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(r);
         }
         let f = self.og.handles.operator.bind(py).getattr(name)?;
-        // `"%(a)s" % {"a": 1}`, `"%s-%s" % [...]`: printf-style formatting of a literal string
-        // reads a fresh copy of a container of literals (Objects/unicodeobject.c,
-        // `PyUnicode_Format`, which only reads its argument).
-        if let [VT::Constant(s), other @ (VT::Dict(_) | VT::List(_))] = args.as_slice() {
-            if name == "mod" && (s.bind(py).is_instance_of::<PyString>() || s.bind(py).is_instance_of::<pyo3::types::PyBytes>()) {
-                if let Some(v) = self.literal_value_or_dict(py, other) {
-                    let r = f.call1((s.bind(py), v)).map_err(|e| Unsupported::folded(py, e))?;
-                    return Ok(VT::constant(r.unbind()));
-                }
-            }
-        }
         if args.iter().all(|a| matches!(a, VT::Constant(_))) {
             let vals: Vec<_> = args.iter().map(|a| a.as_constant(py).unwrap()).collect();
             // Note [errors of folded operations].

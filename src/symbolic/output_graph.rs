@@ -380,6 +380,12 @@ fn identity_is_value(py: Python<'_>, v: &Bound<'_, PyAny>) -> bool {
     false
 }
 
+/// Tensor methods that return the tensor itself when they have nothing to convert (Note
+/// [conversions that return their input]).
+const ALIASING_CONVERSIONS: &[&str] = &[
+    "contiguous", "to", "float", "double", "half", "bfloat16", "int", "long", "short", "bool", "byte", "char", "cpu", "cuda", "type", "type_as",
+];
+
 /// A constant whose guards wait for its first use (Note [lazy constants]).
 pub struct LazyConstant {
     /// The tracker's value, kept alive so its address is not reused while the entry exists.
@@ -1218,7 +1224,14 @@ impl OutputGraph {
         // that input's tracker, and no node is made. (A call that writes, or writes into `out=`
         // or `inplace=True`, also returns its input, but stays a node.)
         let writes = mutates || kwargs.iter().any(|(k, v)| k == "out" || (k == "inplace" && v.as_constant(py).is_some_and(|c| c.is_truthy().unwrap_or(true))));
-        if !writes && self.is_tensor(py, &result) {
+        // Only the conversions: other calls that return an input (`F.hardswish(x, True)`,
+        // in place through a positional flag) must stay nodes.
+        let conversion = match (target, method) {
+            (_, Some(m)) => ALIASING_CONVERSIONS.contains(&m),
+            (Some(t), None) => matches!(qualname_full(t).as_str(), "torch.as_tensor" | "torch.asarray" | "torch.Tensor.contiguous" | "torch.Tensor.to" | "torch.Tensor.float" | "torch.Tensor.type_as"),
+            _ => false,
+        };
+        if conversion && !writes && self.is_tensor(py, &result) {
             for a in args.iter().chain(kwargs.iter().map(|(_, v)| v)) {
                 if let VT::Tensor(t) = a {
                     if t.fake.bind(py).is(&result) {
@@ -1294,7 +1307,9 @@ impl OutputGraph {
             // identity and later reads agree with eager. The node stays for its effect.
             // `F.relu(x, inplace=True)` returns `x` too.
             let written = if mutates { args.first() } else { kwargs.iter().find(|(k, _)| k == "out").map(|(_, v)| v) };
-            let written = written.or_else(|| if writes { args.iter().find(|a| matches!(a, VT::Tensor(t) if t.fake.bind(py).is(&result))) } else { None });
+            // Any other call that answers with one of its inputs (an in-place flag passed by
+            // position, `F.hardswish(x, True)`; `F.dropout(x, training=False)`) returns it too.
+            let written = written.or_else(|| args.iter().chain(kwargs.iter().map(|(_, v)| v)).find(|a| matches!(a, VT::Tensor(t) if t.fake.bind(py).is(&result))));
             if let Some(VT::Tensor(w)) = written {
                 if w.fake.bind(py).is(&result) {
                     return Ok(VT::Tensor(w.clone()));

@@ -1261,6 +1261,27 @@ impl<'a> InstructionTranslator<'a> {
             if let Some(storage) = o.storage_slot(py, "__iter__")? {
                 return self.iter_items(py, &storage);
             }
+            // The old sequence protocol (Objects/iterobject.c, `iter_iternext`): a class without
+            // `__iter__` whose `__getitem__` is Python code is iterated as `obj[0]`, `obj[1]`,
+            // ... up to the IndexError (or StopIteration) one raises; any other error is raised.
+            let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(PyErr::from)?.clone();
+            if crate::symbolic::variables::user_defined::static_type_lookup(&ty, "__iter__")?.is_none() {
+                if let Some(getitem) = self.python_dunder(py, v, "__getitem__")? {
+                    let mut out = Vec::new();
+                    for i in 0i64.. {
+                        let idx = VT::constant(i.into_pyobject(py)?.into_any().unbind());
+                        match self.call(py, &getitem, vec![idx], vec![]) {
+                            Ok(item) => out.push(item),
+                            Err(e) if e.is_raised("IndexError") || e.is_raised("StopIteration") => break,
+                            Err(e) => return Err(e),
+                        }
+                        if out.len() > 100_000 {
+                            graph_break!(UnrollLimit, "iteration too long to unroll");
+                        }
+                    }
+                    return Ok(out);
+                }
+            }
         }
         Ok(match v {
             VT::Set(set) => {
