@@ -214,3 +214,25 @@ def test_in_place_through_a_positional_flag_stays_a_write(backend):
     got = dynamo.optimize(backend)(f)(x)
     assert got[:2] == want[:2]
     assert torch.allclose(got[2], want[2])
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_warning_of_code_without_a_file(backend):
+    # Code run by `python -c` has no file: issuing a traced warning at its line asked its
+    # loader for the source, which raised ImportError; the graph looked failed, the frame ran
+    # again, and the warning (once per process) was lost.
+    import subprocess
+    import sys
+
+    program = f"""
+import warnings, torch, dynamo
+def f(x):
+    return x.T + 1
+opt = dynamo.optimize({backend!r})(f)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    opt(torch.ones(3))
+print(sorted({{(w.filename, w.lineno) for w in caught if "x.T" in str(w.message)}}))
+"""
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300, check=True).stdout
+    assert out.strip() == "[('<string>', 4)]"

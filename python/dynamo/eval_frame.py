@@ -207,7 +207,14 @@ def _issue_recorded(records, raised):
             message = raised[k].message
             k += 1
         registry = g.setdefault("__warningregistry__", {})
-        warnings.warn_explicit(message, category, filename, lineno, module=g.get("__name__"), registry=registry, module_globals=g)
+        try:
+            warnings.warn_explicit(message, category, filename, lineno, module=g.get("__name__"), registry=registry, module_globals=g)
+        except ImportError:
+            # The source line is looked up through ``g["__loader__"]``; for code that has no
+            # file (``python -c``, ``exec``) that loader raises ImportError ("'__main__' is not
+            # a built-in module"), which made the graph look failed and the frame rerun,
+            # losing the warning. Issued without the source line then, as ``warn`` issues it.
+            warnings.warn_explicit(message, category, filename, lineno, module=g.get("__name__"), registry=registry)
     for w in raised[k:]:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
