@@ -11,6 +11,7 @@
 pub mod alias;
 pub mod codegen;
 pub mod constant_folding;
+pub mod cse;
 pub mod cuda;
 pub mod decompositions;
 pub mod functionalize;
@@ -369,6 +370,10 @@ fn inductor_compile(
         if n > 0 {
             tracing::debug!(target: "inductor::layout", "{n} copying reshapes made explicit (Note [reshape copies])");
         }
+    }
+    let merged = cse::eliminate(py, &mut g);
+    if merged > 0 {
+        tracing::debug!(target: "inductor::cse", "{merged} repeated math calls merged (Note [one evaluation of a math function])");
     }
     let folded = constant_folding::fold(py, &mut g);
     let t_layout = std::time::Instant::now();
