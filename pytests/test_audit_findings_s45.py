@@ -173,11 +173,10 @@ def test_functions_made_in_the_frame_keep_their_annotations(backend):
     assert got[6].__annotations__ == {"a": int, "b": "str", "return": str}
 
 
-@pytest.mark.parametrize("backend", ["eager", "inductor"])
-def test_warning_of_a_tensor_attribute_is_at_the_users_line(backend, tmp_path):
-    # `x.T` of a 1-d tensor warns once per process (TORCH_WARN_ONCE) when it is first read:
-    # that read happens while tracing, and its warning used to escape from there, attributed
-    # to the caller's line. A fresh process, so that the warning has not fired yet.
+def _x_t_warning_locations(backend, script=None):
+    """Runs, in a fresh process (so that the once-per-process warning has not fired yet), a
+    compiled `x.T + 1` of a 1-d tensor twice under the "always" filter, from file `script`
+    or with `python -c`; returns the (file name, line) pairs of its `x.T` warnings."""
     import subprocess
     import sys
 
@@ -192,10 +191,19 @@ with warnings.catch_warnings(record=True) as caught:
     opt(torch.ones(3))
 print(sorted({{(w.filename.rsplit("/", 1)[-1], w.lineno) for w in caught if "x.T" in str(w.message)}}))
 """
-    script = tmp_path / "prog.py"
-    script.write_text(program)
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=True).stdout
-    assert out.strip() == "[('prog.py', 4)]"
+    if script is None:
+        cmd = [sys.executable, "-c", program]
+    else:
+        script.write_text(program)
+        cmd = [sys.executable, str(script)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True).stdout.strip()
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_warning_of_a_tensor_attribute_is_at_the_users_line(backend, tmp_path):
+    # `x.T` of a 1-d tensor warns (TORCH_WARN_ONCE) when it is first read: that read happens
+    # while tracing, and its warning used to escape from there, attributed to the caller's line.
+    assert _x_t_warning_locations(backend, tmp_path / "prog.py") == "[('prog.py', 4)]"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -221,18 +229,4 @@ def test_warning_of_code_without_a_file(backend):
     # Code run by `python -c` has no file: issuing a traced warning at its line asked its
     # loader for the source, which raised ImportError; the graph looked failed, the frame ran
     # again, and the warning (once per process) was lost.
-    import subprocess
-    import sys
-
-    program = f"""
-import warnings, torch, dynamo
-def f(x):
-    return x.T + 1
-opt = dynamo.optimize({backend!r})(f)
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    opt(torch.ones(3))
-print(sorted({{(w.filename, w.lineno) for w in caught if "x.T" in str(w.message)}}))
-"""
-    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300, check=True).stdout
-    assert out.strip() == "[('<string>', 4)]"
+    assert _x_t_warning_locations(backend) == "[('<string>', 4)]"
