@@ -458,13 +458,13 @@ impl OutputGraph {
     /// The tuple of `items` (BUILD_TUPLE): a constant when every item is one, remembering its
     /// items when one of them must keep its identity (Note [constants keep their identity]).
     pub fn build_tuple(&mut self, py: Python<'_>, items: Vec<VT>) -> VResult<VT> {
-        let keeps_identity = |og: &Self, v: &VT| match v {
-            VT::Constant(c) => og.constant_source(c).is_some() || og.folded_tuples.contains_key(&(Rc::as_ptr(c) as usize)),
-            _ => false,
-        };
-        let remember = items.iter().all(|i| matches!(i, VT::Constant(_))) && items.iter().any(|i| keeps_identity(self, i));
+        let keeps_identity = |v: &VT| matches!(v, VT::Constant(c) if self.constant_source(c).is_some() || self.folded_tuple_items(c).is_some());
+        let remember = items.iter().all(|i| matches!(i, VT::Constant(_))) && items.iter().any(keeps_identity);
+        if !remember {
+            return crate::symbolic::variables::lists::make_tuple(py, items);
+        }
         let t = crate::symbolic::variables::lists::make_tuple(py, items.clone())?;
-        if let (true, VT::Constant(c)) = (remember, &t) {
+        if let VT::Constant(c) = &t {
             self.folded_tuples.insert(Rc::as_ptr(c) as usize, (c.clone(), Rc::new(items)));
         }
         Ok(t)
