@@ -3,9 +3,7 @@
 //! (PyTorch runs a general CSE pass, `torch/_inductor/fx_passes/...` `fx_graph_cse`, on the
 //! graphs it compiles; this one is restricted to the ops where it changes results).
 //!
-//! Note [one evaluation of a math function]
-//! ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-//! Eager computes `torch.erf(x)` twice with one routine, so both calls give the same bits.
+//! Note [one evaluation of a math function]: eager computes `torch.erf(x)` twice with one routine, so both calls give the same bits.
 //! The generated code may compute two such nodes in two kernels whose loops take different
 //! routines (libmvec's vector variant of one width in one loop, another width or the scalar
 //! libm function in the other): one-ulp differences, harmless alone, but
