@@ -91,6 +91,23 @@ pub const F64_MATH: &[&str] = &["exp", "log", "log1p", "expm1", "sin", "cos", "t
 // names, empty for none) picks another set, for such measurements;
 // pytests/inductor/test_transcendental_exactness.py checks the five are correctly rounded.
 
+// Note [one routine per math function]: eager computes every element of `torch.exp(x)` with one
+// routine, so equal inputs give equal outputs wherever they sit. A kernel's loop has a vector
+// body and a scalar remainder, and a value one kernel stores may be recomputed inline by
+// another with other loop bounds (a reduction over columns, a transposed store): were those
+// evaluations scalar libm in one place and a libmvec variant in the other, they would differ
+// in the last bit (glibc 2.36, float32: scalar `expf` and `_ZGVeN16v_expf` on 2.2% of inputs,
+// `erff` 31%, `tanhf` 2.8%; `_ZGVdN8v_erff` and `_ZGVeN16v_erff` on 48%), and
+// `(y - y.amax(1, keepdim=True)) == 0` with `y = exp(x)` then missed the maximum (no element
+// equal to its row's max; pytests/inductor/test_one_math_routine.py). So each function has one
+// canonical vector variant (`jit::offered_variants`: the widest the host's vector width allows),
+// and the scalar function a kernel calls is `dynamo_<name>`, that variant applied to a splat
+// and read at lane 0: a remainder, an unvectorized loop and LLVM's constant folding (which
+// only knows libm's names) all take the vectorized body's routine. Only the canonical width and
+// the widths measured to give its bits (`jit::SAME_BITS`) are offered to the vectorizer; at
+// another width it calls `dynamo_<name>` per lane. libmvec's variants treat each lane alone
+// (special inputs go to a per-lane fallback), so lane 0 of a splat is what any lane gives.
+
 /// A loop opened by [`open_loop`], closed by the caller after its body.
 struct OpenLoop<'ctx> {
     phi: PhiValue<'ctx>,
@@ -541,8 +558,11 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         f.add_attribute(AttributeLoc::Function, self.enum_attr("nounwind", 0));
     }
 
-    /// Declares the libm function `name` (`float(float)` or `float(float, float)`) and its
-    /// libmvec vector variants; returns the scalar declaration and the call-site attribute.
+    /// The function a kernel calls for the libm function `name` (`float(float)` or
+    /// `float(float, float)`; float64 for [`F64_MATH`]) and the call-site attribute that names
+    /// its vector variants. Where libmvec offers variants, that function is
+    /// `dynamo_<name>`: the canonical variant applied to a splat of the arguments, lane 0
+    /// (Note [one routine per math function]); elsewhere libm's own `name`.
     fn math_fn(&mut self, name: &'static str, arity: usize) -> (FunctionValue<'ctx>, Option<Attribute>) {
         if let Some(entry) = self.math.get(name) {
             return *entry;
@@ -550,37 +570,68 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         // float32 functions end in `f` (`expf`); the float64 ones of Note [float math in
         // double] carry libm's plain names and half the lanes per vector.
         let double = F64_MATH.contains(&name);
-        let f32t: inkwell::types::FloatType<'ctx> = if double { self.ctx.f64_type() } else { self.ctx.f32_type() };
-        let params: Vec<BasicMetadataTypeEnum> = vec![f32t.into(); arity];
-        let f = self.module.get_function(name).unwrap_or_else(|| {
-            self.module.add_function(name, f32t.fn_type(&params, false), Some(Linkage::External))
-        });
-        f.add_attribute(AttributeLoc::Function, self.enum_attr("memory", 0));
-        f.add_attribute(AttributeLoc::Function, self.enum_attr("nounwind", 0));
-        f.add_attribute(AttributeLoc::Function, self.enum_attr("willreturn", 0));
-        let mut variants = Vec::new();
+        let ft: inkwell::types::FloatType<'ctx> = if double { self.ctx.f64_type() } else { self.ctx.f32_type() };
+        let params: Vec<BasicMetadataTypeEnum> = vec![ft.into(); arity];
         let v_params = if arity == 1 { "v" } else { "vv" };
-        for &(isa, lanes) in &self.target.vector_isas.clone() {
-            let lanes = if double { lanes / 2 } else { lanes };
-            let vname = format!("_ZGV{isa}N{lanes}{v_params}_{name}");
-            if !self.target.vector_symbols.contains(&vname) {
-                continue;
-            }
-            let vt = f32t.vec_type(lanes);
+        // The offered variants, canonical first (`jit::offered_variants`).
+        let offered: Vec<(String, u32)> = self
+            .target
+            .vector_symbols
+            .iter()
+            .filter_map(|sym| {
+                let rest = sym.strip_prefix("_ZGV")?.strip_suffix(&format!("{v_params}_{name}"))?;
+                let lanes = rest.get(2..)?.parse().ok()?;
+                (rest.as_bytes().get(1) == Some(&b'N')).then(|| (sym.clone(), lanes))
+            })
+            .collect();
+        let mut vector_fns = Vec::new();
+        for (vname, lanes) in &offered {
+            let vt = ft.vec_type(*lanes);
             let vparams: Vec<BasicMetadataTypeEnum> = vec![vt.into(); arity];
-            let vf = self.module.get_function(&vname).unwrap_or_else(|| {
-                self.module.add_function(&vname, vt.fn_type(&vparams, false), Some(Linkage::External))
+            let vf = self.module.get_function(vname).unwrap_or_else(|| {
+                self.module.add_function(vname, vt.fn_type(&vparams, false), Some(Linkage::External))
             });
             vf.add_attribute(AttributeLoc::Function, self.enum_attr("memory", 0));
             vf.add_attribute(AttributeLoc::Function, self.enum_attr("nounwind", 0));
             self.used.push(vf.as_global_value().as_pointer_value());
-            variants.push(format!("_ZGV_LLVM_N{lanes}{v_params}_{name}({vname})"));
+            vector_fns.push((vf, *lanes));
         }
-        let attr = if variants.is_empty() {
-            None
-        } else {
-            Some(self.ctx.create_string_attribute("vector-function-abi-variant", &variants.join(",")))
+        let pure = |f: FunctionValue<'ctx>| {
+            f.add_attribute(AttributeLoc::Function, self.enum_attr("memory", 0));
+            f.add_attribute(AttributeLoc::Function, self.enum_attr("nounwind", 0));
+            f.add_attribute(AttributeLoc::Function, self.enum_attr("willreturn", 0));
         };
+        let Some(&(canonical, lanes)) = vector_fns.first() else {
+            let f = self.module.get_function(name).unwrap_or_else(|| {
+                self.module.add_function(name, ft.fn_type(&params, false), Some(Linkage::External))
+            });
+            pure(f);
+            self.math.insert(name, (f, None));
+            return (f, None);
+        };
+        let scalar_name = format!("dynamo_{name}");
+        let f = self.module.add_function(&scalar_name, ft.fn_type(&params, false), Some(Linkage::Internal));
+        pure(f);
+        f.add_attribute(AttributeLoc::Function, self.enum_attr("noinline", 0));
+        self.add_target_attrs(f);
+        let b = self.ctx.create_builder();
+        b.position_at_end(self.ctx.append_basic_block(f, "entry"));
+        let vt = ft.vec_type(lanes);
+        let zero = self.ctx.i32_type().const_zero();
+        let splat_mask = self.ctx.i32_type().vec_type(lanes).const_zero();
+        let splats: Vec<BasicMetadataValueEnum> = (0..arity)
+            .map(|i| {
+                let x = f.get_nth_param(i as u32).unwrap();
+                let one = b.build_insert_element(vt.get_poison(), x, zero, "").expect("insertelement");
+                b.build_shuffle_vector(one, vt.get_poison(), splat_mask, "").expect("shufflevector").into()
+            })
+            .collect();
+        let v = b.build_call(canonical, &splats, "").expect("vector call").try_as_basic_value().basic().unwrap();
+        let lane0 = b.build_extract_element(v.into_vector_value(), zero, "").expect("extractelement");
+        b.build_return(Some(&lane0)).expect("ret");
+        let variants: Vec<String> =
+            offered.iter().map(|(vname, l)| format!("_ZGV_LLVM_N{l}{v_params}_{scalar_name}({vname})")).collect();
+        let attr = Some(self.ctx.create_string_attribute("vector-function-abi-variant", &variants.join(",")));
         self.math.insert(name, (f, attr));
         (f, attr)
     }

@@ -482,3 +482,64 @@ fn equal_kernels_compiled_and_dropped_on_many_threads() {
         }
     });
 }
+
+/// Note [one routine per math function]: out = f(xr) where xr repeats each of 1000 values 37
+/// times, over [1000, 37] from rows of 40 (columns 0..32 of a row run in the vector body, 32..37 in
+/// the remainder) and over [37000]; each element must equal its row's first, bit for bit, and the
+/// kernels must not call libm's scalar function.
+#[test]
+fn math_functions_take_one_routine_in_body_and_remainder() {
+    let (m, n) = (1000i64, 37i64);
+    let x: Vec<f32> = (0..m).map(|i| (i as f32 - 500.0) * 0.01731 + 0.25).collect();
+    let ops: &[(&str, Option<UnaryOp>)] = &[
+        ("exp", Some(UnaryOp::Exp)),
+        ("tanh", Some(UnaryOp::Tanh)),
+        ("erf", Some(UnaryOp::Erf)),
+        ("sin", Some(UnaryOp::Sin)),
+        ("log", Some(UnaryOp::Log)),
+        ("expm1", Some(UnaryOp::Expm1)),
+        ("log1p", Some(UnaryOp::Log1p)),
+        ("sigmoid", Some(UnaryOp::Sigmoid)),
+        ("pow", None),
+    ];
+    for &(name, op) in ops {
+        for flat in [false, true] {
+            let ranges = if flat { vec![m * n] } else { vec![m, n] };
+            let mut b = KernelBuilder::new(format!("{}routine", dynamo_llvm::unique_kernel_prefix()), ranges);
+            let xa = b.input("x", DType::F32);
+            let oa = b.output("out", DType::F32);
+            let lx = if flat { b.load(xa, idx(0, &[1])) } else { b.load(xa, idx(0, &[n + 3, 1])) };
+            let y = match op {
+                Some(op) => b.unary(op, lx),
+                None => {
+                    let e = b.const_f32(1.37);
+                    b.binary(BinaryOp::Pow, lx, e)
+                }
+            };
+            let out_strides = if flat { vec![1] } else { vec![n, 1] };
+            b.store(oa, idx(0, &out_strides), y);
+            let jm = JitModule::compile(&[b.finish().unwrap()]).unwrap();
+            // Rows padded to n + 3 elements in the 2-d case, so the loops do not collapse.
+            let row = if flat { n } else { n + 3 } as usize;
+            let input: Vec<f32> = x.iter().flat_map(|&v| std::iter::repeat(v).take(row)).collect();
+            let mut out = vec![0f32; (m * n) as usize];
+            unsafe { jm.run(0, &[input.as_ptr() as *mut u8, out.as_mut_ptr() as *mut u8]) };
+            for i in 0..m as usize {
+                let row = &out[i * n as usize..(i + 1) * n as usize];
+                for (j, v) in row.iter().enumerate() {
+                    assert!(
+                        v.to_bits() == row[0].to_bits(),
+                        "{name} (flat {flat}) of {}: column {j} gives {v:e}, column 0 {:e}",
+                        x[i],
+                        row[0]
+                    );
+                }
+            }
+            if !dynamo_llvm::host_target_info().vector_isas.is_empty() {
+                for libm in [format!("@{name}f("), format!("@{name}(")] {
+                    assert!(!jm.llvm_ir.contains(&libm), "{name}: a call of libm's {libm} in:\n{}", jm.llvm_ir);
+                }
+            }
+        }
+    }
+}
