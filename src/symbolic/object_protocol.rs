@@ -137,6 +137,12 @@ impl<'a> InstructionTranslator<'a> {
                     let getattr = self.og.handles.getattr.clone_ref(py);
                     return self.og.call(py, Some(getattr.bind(py)), None, &[obj.clone(), VT::constant(PyString::new(py, name).into_any().unbind())], &[]);
                 }
+                if type_name(&v) == "device" {
+                    // A real tensor's `device` is a new `torch.device` at every read
+                    // (`THPDevice_New`), so `x.device is x.device` is False; a fake tensor
+                    // hands out one object.
+                    return Ok(VT::constant(py.import("torch")?.getattr("device")?.call1((v,))?.unbind()));
+                }
                 Ok(VT::constant(v.unbind()))
             }
             VT::Constant(c) => {
