@@ -44,3 +44,150 @@ def test_every_read_of_tensor_device_is_a_new_object(backend):
         return x.device is x.device, d is d, x.device == d, x.device is torch.device("cpu"), x + 1
 
     check(f, torch.ones(3), backend=backend)
+
+
+def _both(f, *args, backend="inductor"):
+    """`f` eagerly and compiled (after a reset) on clones of `args`: (eager, compiled, eager
+    args after, compiled args after)."""
+    ea = [a.clone() if isinstance(a, torch.Tensor) and not a._is_zerotensor() else a for a in args]
+    ca = [a.clone() if isinstance(a, torch.Tensor) and not a._is_zerotensor() else a for a in args]
+    want = f(*ea)
+    dynamo.reset()
+    got = dynamo.optimize(backend)(f)(*ca)
+    return want, got, ea, ca
+
+
+NEG_BODIES = {
+    "mul": lambda x: x * 2,
+    "add": lambda x: x + 0,
+    "sum": lambda x: x.sum(0),
+    "clone": lambda x: x.clone(),
+    "where": lambda x: torch.where(x > -1.5, x, x * 3),
+    "slice_mul": lambda x: x[1:] * 2,
+    "to64": lambda x: x.to(torch.float64) + 1,
+    "maximum": lambda x: torch.maximum(x, x * 0.5),
+}
+
+
+@pytest.mark.parametrize("body", sorted(NEG_BODIES))
+def test_negative_bit_inputs_keep_their_sign(body):
+    # Note [tensors whose memory is not their value]: kernels read the memory of a neg-bit
+    # tensor, which holds minus its value.
+    f = NEG_BODIES[body]
+    x = torch._neg_view(torch.tensor([[1.0, 2.0, 3.0], [4.0, -5.0, 6.0]]))
+    want, got, _, _ = _both(f, x)
+    assert torch.equal(got, want), (got, want)
+
+
+def test_negative_bit_made_in_the_graph():
+    z = torch.tensor([1 + 2j, 3 - 1j])
+
+    def f(z):
+        return z.conj().imag * 2, z.conj().real + z.conj().imag
+
+    want, got, _, _ = _both(f, z)
+    assert all(torch.equal(g, w) for g, w in zip(got, want)), (got, want)
+
+
+def test_a_later_negative_bit_input_runs_as_eager():
+    f = lambda x: x * 2 + 1
+    dynamo.reset()
+    cf = dynamo.optimize("inductor")(f)
+    plain = torch.tensor([1.0, 2.0])
+    assert torch.equal(cf(plain), f(plain))
+    neg = torch._neg_view(torch.tensor([1.0, 2.0]))
+    assert torch.equal(cf(neg), f(neg))
+    assert torch.equal(cf(plain), f(plain))
+
+
+def test_negative_bit_input_written_in_place():
+    def f(x, y):
+        x.add_(y)
+        return x * 1
+
+    base_e, base_c = torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0])
+    xe, xc = torch._neg_view(base_e), torch._neg_view(base_c)
+    y = torch.tensor([10.0, 20.0])
+    want = f(xe, y)
+    dynamo.reset()
+    got = dynamo.optimize("inductor")(f)(xc, y)
+    assert torch.equal(got, want) and torch.equal(xc, xe) and torch.equal(base_c, base_e)
+
+
+ZERO_BODIES = {
+    "mul": lambda x: x * 2,
+    "sum": lambda x: x.sum(),
+    "sin": lambda x: x.sin() + 1,
+    "add": lambda x: x + torch.ones(3, 4),
+}
+
+
+@pytest.mark.parametrize("body", sorted(ZERO_BODIES))
+def test_zero_tensor_inputs_run_without_crashing(body):
+    # A ZeroTensor has no memory: kernels given its null pointer crashed the interpreter.
+    f = ZERO_BODIES[body]
+    z = torch._efficientzerotensor(3, 4)
+    want = f(z)
+    for first in (z, torch.zeros(3, 4)):
+        dynamo.reset()
+        cf = dynamo.optimize("inductor")(f)
+        cf(first)
+        assert torch.equal(cf(z), want)
+
+
+OUT_CASES = [
+    ("sum", lambda x, o: torch.sum(x, 0, out=o), (4, 5), (4, 5)),
+    ("sum_row", lambda x, o: torch.sum(x, 0, out=o), (4, 5), (1, 5)),
+    ("sum_3d", lambda x, o: torch.sum(x, 0, out=o), (4, 5), (2, 1, 5)),
+    ("amax", lambda x, o: torch.amax(x, 1, keepdim=True, out=o), (4, 5), (4, 4)),
+    ("add", lambda x, o: torch.add(x, 1, out=o), (5,), (5, 1)),
+    ("exp", lambda x, o: torch.exp(x, out=o), (5,), (3, 5)),
+    ("sin", lambda x, o: torch.sin(x, out=o), (5,), (6, 5)),
+    ("mean_0d", lambda x, o: torch.mean(x, out=o), (4, 5), (1,)),
+    ("matmul", lambda x, o: torch.matmul(x, x.t(), out=o), (4, 5), (2, 4, 4)),
+]
+
+
+@pytest.mark.parametrize("name,op,xshape,oshape", OUT_CASES, ids=[c[0] for c in OUT_CASES])
+def test_out_of_another_shape_is_resized(name, op, xshape, oshape):
+    # Eager's out= overloads resize `out` to the result's shape (with a warning when it held
+    # elements); the compiled plan copied the result into the old shape, broadcast.
+    import warnings
+
+    def f(x, o):
+        op(x, o)
+        return o, o * 2
+
+    x = torch.randn(*xshape, generator=torch.Generator().manual_seed(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want, got, ea, ca = _both(f, x, torch.zeros(*oshape))
+    assert got[0].shape == want[0].shape and ca[1].shape == ea[1].shape
+    assert got[0] is ca[1]
+    torch.testing.assert_close(got[1], want[1])
+    torch.testing.assert_close(ca[1], ea[1])
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_ambient_autocast_is_guarded(backend):
+    # Note [ambient autocast]: compiled outside autocast and called inside it (and back), the
+    # trace's decision on the result dtype went stale.
+    def f(x):
+        y = x @ x
+        return (y + 1 if y.dtype == torch.float32 else y - 1), y.dtype
+
+    dynamo.reset()
+    cf = dynamo.optimize(backend)(f)
+    x = torch.ones(2, 2)
+    for _ in range(2):
+        want = f(x)
+        got = cf(x)
+        assert got[1] == want[1] and torch.equal(got[0], want[0])
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            want = f(x)
+            got = cf(x)
+        assert got[1] == want[1] == torch.bfloat16 and torch.equal(got[0], want[0])
+        with torch.autocast("cpu", dtype=torch.float16):
+            want = f(x)
+            got = cf(x)
+        assert got[1] == want[1] == torch.float16 and torch.equal(got[0], want[0])

@@ -616,6 +616,26 @@ fn functional_form<'py>(
     Ok(FunctionalForm::Unknown(qualified))
 }
 
+/// Note [tensors whose memory is not their value]: a tensor with the negative bit (`z.conj().imag`,
+/// `torch._neg_view(t)`) or the conjugate bit holds the value's negation or conjugate in its
+/// memory, resolved by torch's kernels as they read it; a ZeroTensor
+/// (`torch._efficientzerotensor`, made by some derivative formulas) has no memory at all.
+/// Generated kernels read memory, so they gave `z.conj().imag * 2` the wrong sign and crashed
+/// on a ZeroTensor. Such a tensor counts as off the target device: every op reading it runs on
+/// torch's kernels (a fallback), and what those return is a plain tensor again. The runtime
+/// sends a call whose inputs have one of these bits, where the compile's had none, to
+/// `gm.forward` ([`is_lazy_value`] in `wrapper.rs`'s input check).
+/// (The conjugate bit only exists on complex tensors, which kernels never read; the runtime's
+/// per-call check leaves it out.)
+pub(crate) fn is_lazy_value(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(is_lazy_real_value(py, v)? || v.call_method0(intern!(py, "is_conj"))?.is_truthy()?)
+}
+
+/// [`is_lazy_value`] but for the conjugate bit.
+pub(crate) fn is_lazy_real_value(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(v.call_method0(intern!(py, "is_neg"))?.is_truthy()? || v.call_method0(intern!(py, "_is_zerotensor"))?.is_truthy()?)
+}
+
 /// Reads a tensor's metadata; `None` if `v` is not a tensor or has symbolic sizes.
 pub fn tensor_meta(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Option<TensorMeta>> {
     tensor_meta_ext(py, v, false)
@@ -635,8 +655,9 @@ pub(crate) fn tensor_meta_ext(py: Python<'_>, v: &Bound<'_, PyAny>, meta_is_cpu:
     let device = v.getattr(intern!(py, "device"))?;
     let device_type: String = device.getattr(intern!(py, "type"))?.extract()?;
     let requires_grad: bool = v.getattr(intern!(py, "requires_grad"))?.extract()?;
-    // `cpu`: on the compile's target device (Note [compile target] in cuda.rs).
-    let cpu = super::cuda::on_target(py, &device)? || (meta_is_cpu && device_type == "meta");
+    // `cpu`: on the compile's target device (Note [compile target] in cuda.rs), and plain
+    // memory (Note [tensors whose memory is not their value]).
+    let cpu = (super::cuda::on_target(py, &device)? || (meta_is_cpu && device_type == "meta")) && !is_lazy_value(py, v)?;
     Ok(Some(TensorMeta { layout: Layout { sizes, strides, dtype, cpu }, requires_grad }))
 }
 

@@ -409,6 +409,12 @@ impl Runtime {
             && matches!(self.fast_inputs.get(), Some(Some(check)) if check.bind(py).call1(args).is_ok_and(|r| r.is_truthy().unwrap_or(false)));
         for (pos, slot, check) in &self.inputs {
             let v = args.get_item(*pos)?;
+            // Note [tensors whose memory is not their value] (fx_import.rs): neither dynamo's
+            // guards nor the check below see these bits.
+            if check.is_some() && super::fx_import::is_lazy_real_value(py, &v)? {
+                tracing::debug!(target: "inductor::guards", "input {pos} is a negative, conjugate or zero tensor; running gm.forward");
+                return Ok(None);
+            }
             if let (Some(check), false, false) = (check, self.inputs_guarded, fast_ok) {
                 if !check.matches(py, &v, tensor_type, self.grad_free)? {
                     tracing::debug!(target: "inductor::guards", "input {pos} differs from compile time (sizes {}, strides {})", check.sizes.bind(py), check.strides.bind(py));
@@ -578,6 +584,13 @@ impl Runtime {
                 return Err(PyRuntimeError::new_err("inductor: writeback of a value that was not computed"));
             };
             let d = d.bind(py);
+            // `f(..., out=t)` with a `t` of another shape resizes `t` to the result's, as eager's
+            // out= overloads do (`at::native::resize_output`; Note [out= on a copy] in
+            // fx_import.rs): the copy would broadcast into the old shape instead.
+            let shape = v.bind(py).getattr(intern!(py, "shape"))?;
+            if !d.getattr(intern!(py, "shape"))?.eq(&shape)? {
+                d.call_method1(intern!(py, "resize_"), (&shape,))?;
+            }
             d.call_method1(intern!(py, "copy_"), (v.bind(py),))?;
             if *bumps > 1 {
                 let version: usize = d.getattr(intern!(py, "_version"))?.extract()?;

@@ -84,6 +84,41 @@ fn frame_grad_mode(_py: Python<'_>, frame: &FrameInput<'_>) -> Result<bool, Conv
     Ok(frame.grad_enabled)
 }
 
+/// Note [ambient autocast]: a graph traced outside `torch.autocast` and run inside it (or the
+/// other way round) computes its matmuls in the other dtype, but the trace's Python decisions
+/// on result dtypes (`if y.dtype == torch.float32`, a returned `y.dtype`) keep their
+/// trace-time answers. So the autocast state at frame entry is guarded, as torch's
+/// GLOBAL_STATE guard does: off everywhere is one query (`torch._C._is_any_autocast_enabled`,
+/// about 80 ns); under an autocast, each device type's enabled flag, and the dtype and cache
+/// flag where it is on.
+fn guard_ambient_autocast(py: Python<'_>, og: &mut OutputGraph) -> PyResult<()> {
+    let torch = py.import("torch")?;
+    let any = torch.getattr("_C")?.getattr("_is_any_autocast_enabled")?;
+    let no_args = pyo3::types::PyTuple::empty(py);
+    let any_now = any.call0()?;
+    let on = any_now.is_truthy()?;
+    og.add_guard(None, GuardKind::GlobalQuery { func: any.unbind(), args: no_args.clone().unbind(), expected: any_now.unbind() });
+    if !on {
+        return Ok(());
+    }
+    let enabled_q = torch.getattr("is_autocast_enabled")?;
+    let dtype_q = torch.getattr("get_autocast_dtype")?;
+    for d in py.import("dynamo._amp")?.getattr("_DEVICES")?.try_iter()? {
+        let args = pyo3::types::PyTuple::new(py, [d?])?;
+        let Ok(enabled) = enabled_q.call1(&args) else { continue };
+        let is_on = enabled.is_truthy()?;
+        og.add_guard(None, GuardKind::GlobalQuery { func: enabled_q.clone().unbind(), args: args.clone().unbind(), expected: enabled.unbind() });
+        if is_on {
+            let dtype = dtype_q.call1(&args)?;
+            og.add_guard(None, GuardKind::GlobalQuery { func: dtype_q.clone().unbind(), args: args.unbind(), expected: dtype.unbind() });
+        }
+    }
+    let cache_q = torch.getattr("is_autocast_cache_enabled")?;
+    let cache = cache_q.call0()?;
+    og.add_guard(None, GuardKind::GlobalQuery { func: cache_q.unbind(), args: no_args.unbind(), expected: cache.unbind() });
+    Ok(())
+}
+
 /// Traces the frame once, with a fresh output graph. `break_at` is the speculation log of an
 /// earlier attempt: stop there for a graph break.
 fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: Option<(usize, usize)>) -> Result<(OutputGraph, Outcome, Vec<Option<VT>>), ConvertError> {
@@ -104,6 +139,7 @@ fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: O
     og.add_guard(None, GuardKind::GlobalQuery { func: inference.unbind(), args: no_args.unbind(), expected: inference_now.unbind() });
     let dd = torch.call_method0("get_default_dtype").map_err(ConvertError::Internal)?;
     og.add_guard(None, GuardKind::DefaultDtype(dd.unbind()));
+    guard_ambient_autocast(py, &mut og).map_err(ConvertError::Internal)?;
 
     let mut locals: Vec<Option<VT>> = vec![None; ci.localsplus.len()];
     // A resume function's cells arrive made (Note [cells across a graph break]): the slot holds
