@@ -208,6 +208,11 @@ pub struct TensorSpec {
     /// `tensor.is_inference()`: made under `torch.inference_mode` (Note [inference tensor
     /// inputs]).
     pub inference: bool,
+    /// The tensor has the negative or conjugate bit, or is a ZeroTensor (Note [tensors whose
+    /// memory is not their value] in src/inductor/fx_import.rs). Read on the slow path only:
+    /// torch's `TensorGuards` (Note [fast tensor guards]) compares the dispatch keys, which hold
+    /// these bits, so a value that differs here never passes the fast check.
+    pub lazy_value: bool,
     pub sizes: Vec<i64>,
     pub strides: Vec<i64>,
     /// Dimensions whose size is symbolic: not compared; the tensor must then be contiguous.
@@ -1197,6 +1202,10 @@ impl GuardManager {
         let inference = v.call_method0(intern!(py, "is_inference")).map(|r| r.as_ptr() == unsafe { ffi::Py_True() }).map_err(|_| None)?;
         if inference != spec.inference {
             return Err(explain.then(|| format!("tensor {} is_inference mismatch. expected {}, actual {}", name(), spec.inference, inference)));
+        }
+        let lazy = crate::inductor::fx_import::is_lazy_value(py, v).map_err(|_| None)?;
+        if lazy != spec.lazy_value {
+            return Err(explain.then(|| format!("tensor {} negative/conjugate/zero bit mismatch. expected {}, actual {}", name(), spec.lazy_value, lazy)));
         }
         let sizes = v.call_method0(self.hot.size.bind(py)).map_err(|_| None)?;
         let strides = v.call_method0(self.hot.stride.bind(py)).map_err(|_| None)?;

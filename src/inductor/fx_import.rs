@@ -622,18 +622,17 @@ fn functional_form<'py>(
 /// (`torch._efficientzerotensor`, made by some derivative formulas) has no memory at all.
 /// Generated kernels read memory, so they gave `z.conj().imag * 2` the wrong sign and crashed
 /// on a ZeroTensor. Such a tensor counts as off the target device: every op reading it runs on
-/// torch's kernels (a fallback), and what those return is a plain tensor again. The runtime
-/// sends a call whose inputs have one of these bits, where the compile's had none, to
-/// `gm.forward` ([`is_lazy_value`] in `wrapper.rs`'s input check).
-/// (The conjugate bit only exists on complex tensors, which kernels never read; the runtime's
-/// per-call check leaves it out.)
+/// torch's kernels (a fallback), and what those return is a plain tensor again. An input that
+/// has one of these where the compile's had none fails dynamo's TENSOR_MATCH guard (the bits
+/// are dispatch keys, which torch's fast `TensorGuards` compare; the slow check reads them,
+/// `TensorSpec::lazy_value`), and the runtime's own input check (a graph called without
+/// dynamo's guards) sends a negative-bit input to `gm.forward`; a ZeroTensor that a kernel
+/// would read shows as a null data pointer, which raises and reruns the call eagerly (Note
+/// [errors rerun eagerly] in wrapper.rs).
 pub(crate) fn is_lazy_value(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<bool> {
-    Ok(is_lazy_real_value(py, v)? || v.call_method0(intern!(py, "is_conj"))?.is_truthy()?)
-}
-
-/// [`is_lazy_value`] but for the conjugate bit.
-pub(crate) fn is_lazy_real_value(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<bool> {
-    Ok(v.call_method0(intern!(py, "is_neg"))?.is_truthy()? || v.call_method0(intern!(py, "_is_zerotensor"))?.is_truthy()?)
+    Ok(v.call_method0(intern!(py, "is_neg"))?.is_truthy()?
+        || v.call_method0(intern!(py, "is_conj"))?.is_truthy()?
+        || v.call_method0(intern!(py, "_is_zerotensor"))?.is_truthy()?)
 }
 
 /// Reads a tensor's metadata; `None` if `v` is not a tensor or has symbolic sizes.

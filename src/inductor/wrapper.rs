@@ -112,6 +112,12 @@ impl TensorCheck {
         if !grad_free && t.getattr(intern!(py, "requires_grad"))?.is_truthy()? {
             return Ok(false);
         }
+        // Note [tensors whose memory is not their value] (fx_import.rs): a negative-bit tensor
+        // where the compile had a plain one. (A ZeroTensor shows as a null data pointer where a
+        // kernel reads it; the fast check, torch's `TensorGuards`, compares dispatch keys.)
+        if t.call_method0(intern!(py, "is_neg"))?.is_truthy()? {
+            return Ok(false);
+        }
         if !t.getattr(intern!(py, "shape"))?.eq(self.sizes.bind(py))? {
             return Ok(false);
         }
@@ -409,12 +415,6 @@ impl Runtime {
             && matches!(self.fast_inputs.get(), Some(Some(check)) if check.bind(py).call1(args).is_ok_and(|r| r.is_truthy().unwrap_or(false)));
         for (pos, slot, check) in &self.inputs {
             let v = args.get_item(*pos)?;
-            // Note [tensors whose memory is not their value] (fx_import.rs): neither dynamo's
-            // guards nor the check below see these bits.
-            if check.is_some() && super::fx_import::is_lazy_real_value(py, &v)? {
-                tracing::debug!(target: "inductor::guards", "input {pos} is a negative, conjugate or zero tensor; running gm.forward");
-                return Ok(None);
-            }
             if let (Some(check), false, false) = (check, self.inputs_guarded, fast_ok) {
                 if !check.matches(py, &v, tensor_type, self.grad_free)? {
                     tracing::debug!(target: "inductor::guards", "input {pos} differs from compile time (sizes {}, strides {})", check.sizes.bind(py), check.strides.bind(py));
@@ -463,7 +463,14 @@ impl Runtime {
                             continue;
                         }
                         let t = env[*slot].as_ref().expect("kernel argument not computed").bind(py);
-                        ptrs.push(t.call_method0(data_ptr)?.extract::<usize>()?);
+                        let ptr = t.call_method0(data_ptr)?.extract::<usize>()?;
+                        if ptr == 0 && t.call_method0(intern!(py, "numel"))?.extract::<usize>()? > 0 {
+                            // A ZeroTensor input (Note [tensors whose memory is not their value]
+                            // in fx_import.rs): no memory to read. Nothing the caller sees has
+                            // changed yet (Note [errors rerun eagerly]).
+                            return Err(PyRuntimeError::new_err("inductor: a kernel argument has no memory (a ZeroTensor)"));
+                        }
+                        ptrs.push(ptr);
                     }
                     let k = *kernel;
                     if let Some(cu) = &self.cuda {

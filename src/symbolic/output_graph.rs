@@ -1015,6 +1015,7 @@ impl OutputGraph {
             device: value.call_method0("get_device")?.extract()?,
             requires_grad: value.getattr("requires_grad")?.extract()?,
             inference: value.call_method0("is_inference")?.extract()?,
+            lazy_value: crate::inductor::fx_import::is_lazy_value(py, value)?,
             sizes,
             strides,
             dynamic_dims,
