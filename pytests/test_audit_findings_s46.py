@@ -191,3 +191,25 @@ def test_ambient_autocast_is_guarded(backend):
             want = f(x)
             got = cf(x)
         assert got[1] == want[1] == torch.float16 and torch.equal(got[0], want[0])
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_patched_tensor_operators_are_what_runs(backend):
+    # Note [patched tensor operators]: the inductor lowered `x + 1` as an add whatever
+    # `torch.Tensor.__add__` held; a patch after the compile must recompile, and so must undoing it.
+    f = lambda x: x + 1
+    g = lambda x: 2 * x - x
+    dynamo.reset()
+    cf, cg = dynamo.optimize(backend)(f), dynamo.optimize(backend)(g)
+    x, y = torch.zeros(2), torch.ones(2)
+    assert torch.equal(cf(x), f(x)) and torch.equal(cg(y), g(y))
+    orig_add, orig_rmul = torch.Tensor.__add__, torch.Tensor.__rmul__
+    try:
+        torch.Tensor.__add__ = lambda self, o: torch.mul(self, o)
+        torch.Tensor.__rmul__ = lambda self, o: torch.add(self, o)
+        assert torch.equal(cf(x), f(x)) and torch.equal(cg(y), g(y))
+        dynamo.reset()
+        assert torch.equal(dynamo.optimize(backend)(f)(x), f(x))
+    finally:
+        torch.Tensor.__add__, torch.Tensor.__rmul__ = orig_add, orig_rmul
+    assert torch.equal(cf(x), f(x)) and torch.equal(cg(y), g(y))

@@ -1310,8 +1310,44 @@ impl<'a> InstructionTranslator<'a> {
         graph_break!(UnsupportedOperation, "operator.{name} on {}", crate::symbolic::variables::builtin::describe_arguments(py, &args, &[]))
     }
 
+    /// Note [patched tensor operators]: `x + y` on tensors runs `torch.Tensor.__add__` (or, for
+    /// `2 + x`, `__radd__`), which a user may replace with a Python function
+    /// (`torch.Tensor.__add__ = my_add`). The graph's `operator.add` node would run the patch
+    /// under backends that call `gm.forward`, but a backend that lowers it (the inductor)
+    /// computed a plain add. The operator method is read from the class (with an attribute
+    /// version guard, so a patch after the compile recompiles), and a Python function put there
+    /// by the user is inlined as eager calls it; torch's own methods (C slots, and the Python
+    /// wrappers of `torch/_tensor.py`) keep the node. Returns None when no patch applies.
+    fn patched_tensor_operator(&mut self, py: Python<'_>, name: &str, a: &VT, b: &VT) -> VResult<Option<VT>> {
+        let (method, self_, other) = match (a, b) {
+            (VT::Tensor(_), _) => (format!("__{}__", name.trim_end_matches('_')), a, b),
+            // `2 + x` and `n += x`: the number's methods give NotImplemented, then the
+            // tensor's reflected method runs (Objects/abstract.c, `binary_op1`).
+            (VT::Constant(_), VT::Tensor(_)) => (format!("__r{}__", out_of_place(name).trim_end_matches('_')), b, a),
+            _ => return Ok(None),
+        };
+        if !matches!(
+            out_of_place(name),
+            "add" | "sub" | "mul" | "truediv" | "floordiv" | "mod" | "pow" | "matmul" | "and_" | "or_" | "xor" | "lshift" | "rshift"
+        ) {
+            return Ok(None);
+        }
+        let tensor_type = self.og.handles.tensor_type.clone_ref(py);
+        self.og.read_unguarded_attr(py, tensor_type.bind(py), &method);
+        let Ok(f) = tensor_type.bind(py).getattr(method.as_str()) else { return Ok(None) };
+        let module = f.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+        if type_name(&f) != "function" || module == "torch" || module.starts_with("torch.") {
+            return Ok(None);
+        }
+        let func = VT::Function { obj: Rc::new(f.unbind()), source: None };
+        self.call(py, &func, vec![self_.clone(), other.clone()], vec![]).map(Some)
+    }
+
     pub(crate) fn binary(&mut self, py: Python<'_>, name: &str, a: VT, b: VT) -> VResult<VT> {
         let base = out_of_place(name);
+        if let Some(r) = self.patched_tensor_operator(py, name, &a, &b)? {
+            return Ok(r);
+        }
         if name == "iadd" && obj_is_list_subclass(py, &a) && matches!(b, VT::List(_) | VT::Tuple(_)) {
             // `o += [x]` on a list subclass from outside the frame whose class keeps list's
             // `__iadd__` and `__add__` (`binary_iop1` finds no `nb_inplace_add`/`nb_add` of
