@@ -213,3 +213,50 @@ def test_patched_tensor_operators_are_what_runs(backend):
     finally:
         torch.Tensor.__add__, torch.Tensor.__rmul__ = orig_add, orig_rmul
     assert torch.equal(cf(x), f(x)) and torch.equal(cg(y), g(y))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_inputs_no_gradient_reaches_are_not_linked(backend, capsys):
+    # Note [inputs no gradient reaches]: `t0` crosses the graph break but only feeds a dead
+    # value; linking it into the output's autograd graph made backward walk into its history.
+    def f(x, y):
+        t0 = x * y.mean()
+        x.mul_(2)
+        print("gb")
+        t6 = y.relu()
+        t7 = torch.where(t0 > 0, t0, 0.5)  # noqa: F841 (dead, as in the tester's program)
+        return t6
+
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(3, 3, generator=g, requires_grad=True)
+    y = torch.randn(3, 3, generator=g, requires_grad=True)
+    f(a * 1, y).sum().backward()
+    want_a, want_y = a.grad, y.grad.clone()
+    a.grad = y.grad = None
+    dynamo.reset()
+    out = dynamo.optimize(backend)(f)(a * 1, y)
+    out.sum().backward()
+    assert want_a is None and a.grad is None
+    assert torch.equal(y.grad, want_y)
+    assert capsys.readouterr().out == "gb\ngb\n"
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["n.real is n", "n.numerator is n", "n.conjugate() is n", "operator.index(n) is n", "n.__index__() is n", "n.__pos__() is n", "(n.imag, n.denominator)"],
+)
+def test_symbolic_ints_give_themselves_back(body):
+    # Note [identity of symbolic numbers]: once `n` is symbolic (the second call), these are the
+    # very int passed in, as CPython's `long_long` gives it; no specialization on its value.
+    import operator
+
+    ns = {}
+    exec(f"def f(x, n):\n    return x + 1, {body}", {"operator": operator}, ns)
+    f = ns["f"]
+    dynamo.reset()
+    cf = dynamo.optimize("eager")(f)
+    for n in [1000, 2000, 3000, 4000]:
+        want, got = f(torch.ones(2), n)[1], cf(torch.ones(2), n)[1]
+        assert got == want and type(got) is type(want), (n, got, want)
+    # A static compile, then one with `n` symbolic for every later value.
+    assert dynamo.utils.counters["stats"]["unique_graphs"] == 2

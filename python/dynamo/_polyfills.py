@@ -769,3 +769,11 @@ for _name in (
 ):
     setattr(AutogradFunctionCtx, _name, _unmodelled_ctx_attribute(_name))
 del _name
+
+
+def number_itself(n):
+    """``n.conjugate()``, ``n.__index__()``, ``n.__int__()``, ``n.__pos__()`` ... of an exact
+    int (and ``conjugate``/``__float__``/``__pos__`` of an exact float): the number itself, as
+    ``long_long``/``float_float`` give it (Objects/longobject.c, Objects/floatobject.c). The
+    trace runs this for a symbolic number, so the result is the number's own tracker."""
+    return n

@@ -1315,4 +1315,13 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None, 
     if grad_fn_name is not None:
         # Note [grad_fn names].
         CompiledFunction._backward_cls.__name__ = CompiledFunction._backward_cls.__qualname__ = grad_fn_name
-    return _C.AotRuntime(CompiledFunction, tuple(extra), eager_forward, list(plan.writeback_inputs))
+    # Note [inputs no gradient reaches]: ``Function.apply`` links every input that requires
+    # grad into the outputs' graph, so an input no output depends on (a value computed before a
+    # graph break and left dead after it) became a next function of the outputs' node: the
+    # backward ran into its history (raising "modified by an inplace operation" where eager,
+    # which never links it, passes) and kept that history alive with the outputs. Such inputs
+    # (no tangent reaches their gradient, and the forward does not write them back) are given
+    # to ``apply`` detached.
+    written = set(plan.writeback_inputs)
+    unreached = [i for i, (need, d) in enumerate(zip(input_requires_grad, deps)) if need and not d and i not in written]
+    return _C.AotRuntime(CompiledFunction, tuple(extra), eager_forward, list(plan.writeback_inputs), unreached)

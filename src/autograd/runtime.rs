@@ -213,13 +213,16 @@ pub struct AotRuntime {
     logged_alias: AtomicBool,
     /// Whether the forward-AD fallback was logged (once per compiled graph).
     logged_dual: AtomicBool,
+    /// Positions (among `args` then `extra`) of inputs that require grad but that no output's
+    /// gradient reaches: passed to `apply` detached (Note [inputs no gradient reaches] in aot.py).
+    unreached: Vec<usize>,
 }
 
 #[pymethods]
 impl AotRuntime {
     #[new]
-    #[pyo3(signature = (function, extra, eager_forward, mutated_inputs=Vec::new()))]
-    fn new(py: Python<'_>, function: Py<PyAny>, extra: Py<PyTuple>, eager_forward: Py<PyAny>, mutated_inputs: Vec<usize>) -> PyResult<Self> {
+    #[pyo3(signature = (function, extra, eager_forward, mutated_inputs=Vec::new(), unreached=Vec::new()))]
+    fn new(py: Python<'_>, function: Py<PyAny>, extra: Py<PyTuple>, eager_forward: Py<PyAny>, mutated_inputs: Vec<usize>, unreached: Vec<usize>) -> PyResult<Self> {
         let apply = function.bind(py).getattr("apply")?.unbind();
         let top_hooks = py.import("torch._C._autograd")?.getattr("_top_saved_tensors_default_hooks")?.unbind();
         let anomaly_enabled = py.import("torch")?.getattr("is_anomaly_enabled")?.unbind();
@@ -236,6 +239,7 @@ impl AotRuntime {
             tensor_type,
             logged_alias: AtomicBool::new(false),
             logged_dual: AtomicBool::new(false),
+            unreached,
         })
     }
 
@@ -298,10 +302,17 @@ impl AotRuntime {
             }
             return self.eager_forward.bind(py).call1(args);
         }
-        if extra.is_empty() {
+        if extra.is_empty() && self.unreached.is_empty() {
             self.apply.bind(py).call1(args)
         } else {
-            let all: Vec<Bound<'py, PyAny>> = args.iter().chain(extra.iter()).collect();
+            let mut all: Vec<Bound<'py, PyAny>> = args.iter().chain(extra.iter()).collect();
+            for &i in &self.unreached {
+                if let Some(a) = all.get_mut(i) {
+                    if a.is_instance(self.tensor_type.bind(py))? {
+                        *a = a.call_method0(intern!(py, "detach"))?;
+                    }
+                }
+            }
             self.apply.bind(py).call1(PyTuple::new(py, all)?)
         }
     }

@@ -43,6 +43,17 @@ const PARAMETER_ITERABLE_FNS: [&str; 5] = [".clip_grad_norm_", ".clip_grad_value
 
 const MAX_COMPARE_DEPTH: usize = 100;
 
+/// Whether attribute `name` of a symbolic number of type `ty` ("SymInt" or "SymFloat") is the
+/// number itself (or, for `imag`/`denominator`, a constant of its type) in CPython: for an
+/// int every one listed, for a float `real`, `imag`, `conjugate`, `__pos__` and `__float__`.
+fn number_self_method(ty: &str, name: &str) -> Option<()> {
+    match ty {
+        "SymInt" => (name != "__float__").then_some(()),
+        "SymFloat" => matches!(name, "real" | "imag" | "conjugate" | "__pos__" | "__float__").then_some(()),
+        _ => None,
+    }
+}
+
 /// Methods and attributes of `int` and `float` that only read the value
 /// (Objects/longobject.c `long_methods`, Objects/floatobject.c `float_methods`).
 const SYM_VALUE_ATTRS: &[&str] = &[
@@ -434,6 +445,24 @@ impl<'a> InstructionTranslator<'a> {
             // The value methods and attributes of an int or float (`f.hex()`,
             // `f.as_integer_ratio()`, `n.bit_length()`): read on the specialized value (a guard
             // on it), as for a constant.
+            // Note [identity of symbolic numbers]: what returns the number itself in CPython
+            // (`long_long`, `float_float`) gives its own tracker, so `n.real is n` holds and
+            // nothing specializes; `n.imag` and `n.denominator` are constants of its type.
+            VT::SymNum(s) if matches!(name, "real" | "numerator" | "denominator" | "imag" | "conjugate" | "__index__" | "__int__" | "__pos__" | "__trunc__" | "__floor__" | "__ceil__" | "__round__" | "__float__")
+                && number_self_method(&type_name(s.fake.bind(py)), name).is_some() =>
+            {
+                let is_int = type_name(s.fake.bind(py)) == "SymInt";
+                match name {
+                    "real" | "numerator" => Ok(obj.clone()),
+                    "denominator" => Ok(VT::constant(1i64.into_pyobject(py)?.into_any().unbind())),
+                    "imag" if is_int => Ok(VT::constant(0i64.into_pyobject(py)?.into_any().unbind())),
+                    "imag" => Ok(VT::constant(0f64.into_pyobject(py)?.into_any().unbind())),
+                    _ => {
+                        let f = py.import("dynamo._polyfills")?.getattr("number_itself")?;
+                        Ok(VT::Method { func: Box::new(VT::Function { obj: Rc::new(f.unbind()), source: None }), self_: Box::new(obj.clone()) })
+                    }
+                }
+            }
             VT::SymNum(_) if SYM_VALUE_ATTRS.contains(&name) => match obj.as_constant(py) {
                 Some(v) => self.getattr(py, &VT::constant(v.unbind()), name),
                 None => graph_break!(UnsupportedOperation, "attribute '{name}' of {}", obj.describe(py)),

@@ -358,6 +358,10 @@ impl<'a> InstructionTranslator<'a> {
         if one && is("abs") {
             return self.sym_operator(py, "abs", args.to_vec()).map(Some);
         }
+        if one && kinds[0] == Kind::Int && py.import("operator")?.getattr("index")?.is(b) {
+            // `operator.index(n)` of an exact int is `n` (Objects/abstract.c, `PyNumber_Index`).
+            return Ok(Some(args[0].clone()));
+        }
         if one && (is("int") || is("round")) {
             // `int(n)` and `round(n)` of an int are `n`; of a float, `int` truncates toward zero
             // (torch.sym_int), and `round` is a node (Note [rounding symbolic floats]).
