@@ -260,3 +260,142 @@ def test_symbolic_ints_give_themselves_back(body):
         assert got == want and type(got) is type(want), (n, got, want)
     # A static compile, then one with `n` symbolic for every later value.
     assert dynamo.utils.counters["stats"]["unique_graphs"] == 2
+
+
+MULTI_VIEW_BODIES = {
+    "split_zero": "b.split(1)[0].zero_()",
+    "chunk_add": "b.chunk(2)[1].add_(1)",
+    "unbind_mul": "b.unbind(0)[0].mul_(2)",
+    "torch_chunk": "torch.chunk(b, 2, 1)[0].fill_(3)",
+}
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("body", sorted(MULTI_VIEW_BODIES))
+def test_pieces_of_multi_output_views_refuse_in_place_writes(backend, body):
+    # A piece of `split`/`chunk` leaves the graph (the in-place write breaks it) and is made
+    # again from its base by the same op (Note [view outputs]), so autograd raises eager's error.
+    ns = {}
+    exec(f"def f(x):\n    b = x * 1\n    {MULTI_VIEW_BODIES[body]}\n    return b", {"torch": torch}, ns)
+    f = ns["f"]
+
+    def outcome(fn):
+        try:
+            return ("ok", fn(torch.ones(2, 2, requires_grad=True)).tolist())
+        except RuntimeError as e:
+            return ("raised", str(e))
+
+    want = outcome(f)
+    assert want[0] == "raised"
+    dynamo.reset()
+    assert outcome(dynamo.optimize(backend)(f)) == want
+    dynamo.reset()
+    assert dynamo.explain(f)(torch.ones(2, 2)).graph_count >= 1
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_pieces_of_split_carry_gradients_across_a_break(backend, capsys):
+    def f(x):
+        b = x * 2
+        p, q = b.split(1)
+        print("gb")
+        return (p * 3 + q.sin()).sum()
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, generator=g, requires_grad=True)
+    f(x).backward()
+    want = x.grad.clone()
+    x.grad = None
+    dynamo.reset()
+    dynamo.optimize(backend)(f)(x).backward()
+    torch.testing.assert_close(x.grad, want)
+
+
+class _TBPTTCell(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = torch.nn.Linear(4, 8)
+        self.rec = torch.nn.Linear(8, 8)
+        self.out = torch.nn.Linear(8, 1)
+
+    def forward(self, x, h):
+        h = torch.tanh(self.inp(x) + self.rec(h.detach()))
+        return self.out(h), h
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_truncated_backprop_through_time_with_a_detached_state(backend):
+    # Note [inputs no gradient reaches]: the carried state `h` is only used detached, so eager
+    # never links it; the compiled Function linked it, and the second step's backward ran into
+    # the first step's freed graph.
+    def train(model):
+        g = torch.Generator().manual_seed(1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        h, losses = torch.zeros(2, 8), []
+        for _ in range(3):
+            y, h = model(torch.randn(2, 4, generator=g), h)
+            loss = y.pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses, [p.detach().clone() for p in model.parameters()]
+
+    torch.manual_seed(0)
+    m = _TBPTTCell()
+    m2 = copy.deepcopy(m)
+    want_losses, want_params = train(m)
+    dynamo.reset()
+    got_losses, got_params = train(dynamo.optimize(backend)(m2))
+    assert got_losses == pytest.approx(want_losses, rel=1e-5)
+    for g, w in zip(got_params, want_params):
+        torch.testing.assert_close(g, w)
+
+
+NON_DIFFERENTIABLE_USES = {
+    "detach": "(a.detach() * 3 + b).sum()",
+    "compare": "((a > 0).float() * b).sum()",
+    "zeros_like": "(torch.zeros_like(a) + b).sum()",
+    "new_ones": "(a.new_ones(3) * b).sum()",
+}
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("use", sorted(NON_DIFFERENTIABLE_USES))
+def test_inputs_used_without_gradient_get_no_backward_call(backend, use):
+    ns = {}
+    exec(f"def f(a, b):\n    return {NON_DIFFERENTIABLE_USES[use]}", {"torch": torch}, ns)
+    f = ns["f"]
+
+    def run(fn):
+        v = torch.ones(3, requires_grad=True)
+        w = torch.ones(3, requires_grad=True)
+        a, b = v * 2, w * 5
+        calls = []
+        a.register_hook(lambda g: calls.append(g))
+        fn(a, b).backward()
+        # `a`'s graph was freed by that backward: eager never enters it again.
+        fn(a, w * 5).backward()
+        return calls, v.grad, w.grad
+
+    want = run(f)
+    dynamo.reset()
+    got = run(dynamo.optimize(backend)(f))
+    assert got[0] == want[0] == [] and got[1] is None and want[1] is None
+    torch.testing.assert_close(got[2], want[2])
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_zero_exponent_keeps_its_input_linked(backend):
+    # `x ** 0` has a gradient that reads no tangent, yet eager links `x` (PowBackward0):
+    # the output requires grad and x.grad is zeros.
+    f = lambda x: (x**0 * 2).sum()
+    x = torch.randn(3, requires_grad=True)
+    f(x).backward()
+    want = x.grad.clone()
+    x.grad = None
+    dynamo.reset()
+    out = dynamo.optimize(backend)(f)(x)
+    assert out.requires_grad
+    out.backward()
+    assert torch.equal(x.grad, want)

@@ -703,6 +703,34 @@ def _view_step(node):
     return value._base is root
 
 
+# Multi-output view ops: their pieces are views that autograd refuses to write in place
+# ("Output 0 of Split is a view and is being modified inplace ...").
+_MULTI_VIEW_OPS = frozenset(("split", "chunk", "unbind", "split_with_sizes", "tensor_split", "hsplit", "vsplit", "dsplit"))
+
+
+def _multi_view_piece(node):
+    """The node ``s`` when ``node`` is ``s[k]`` (a constant ``k``) and ``s`` is a multi-output
+    view op (``x.split(1)``, ``torch.chunk(x, 2)``) of a tensor with constant arguments, whose
+    piece is a view of ``x``'s storage; None otherwise. Such a piece is made again from ``x``
+    by the same op (Note [view outputs]), so that it is eager's multi-output view."""
+    if node.op != "call_function" or node.target is not operator.getitem or len(node.args) != 2 or not isinstance(node.args[1], int):
+        return None
+    s = node.args[0]
+    if not isinstance(s, torch.fx.Node) or s.op not in ("call_method", "call_function") or _target_name(s) not in _MULTI_VIEW_OPS:
+        return None
+    if not s.args or not isinstance(s.args[0], torch.fx.Node):
+        return None
+    has_node = []
+    torch.fx.node.map_arg(list(s.args[1:]) + list(s.kwargs.values()), has_node.append)
+    if has_node:
+        return None
+    value, source = _example(node), _example(s.args[0])
+    if not isinstance(value, torch.Tensor) or not isinstance(source, torch.Tensor):
+        return None
+    root = source._base if source._base is not None else source
+    return s if value._base is root else None
+
+
 class _ViewOutputs:
     """A graph rewritten to return the bases of its view outputs (Note [view outputs]), and how
     to make those views again after the compiled graph ran."""
@@ -728,6 +756,15 @@ class _ViewOutputs:
             for (kind, where), chain in zip(specs, steps):
                 value = res[where] if kind == "out" else args[where] if kind == "input" else where
                 for name, op, target, rest, kwargs, grad in chain:
+                    if op == "piece":
+                        # ``target``: the multi-output op, run once per base (its pieces share
+                        # one autograd node, as eager's); ``rest``: the piece's index.
+                        if name not in memo:
+                            s_op, s_target, s_rest, s_kwargs = target
+                            with contextlib.nullcontext() if grad is None else torch.set_grad_enabled(grad):
+                                memo[name] = getattr(value, s_target)(*s_rest, **s_kwargs) if s_op == "call_method" else s_target(value, *s_rest, **s_kwargs)
+                        value = memo[name][rest[0]]
+                        continue
                     if name in memo:
                         value = memo[name]
                         continue
@@ -739,6 +776,16 @@ class _ViewOutputs:
 
         call.compiled = compiled
         return call
+
+
+def _replay_step(n, modes):
+    """The step ``_ViewOutputs.wrap`` runs for chain node ``n``: (name, kind, target, args, kwargs,
+    grad mode); a piece of a multi-output view op (``_multi_view_piece``) is ("piece", the op's
+    (kind, target, args, kwargs), (index,)), named by the op's node so its pieces share one call."""
+    s = _multi_view_piece(n) if not _view_step(n) else None
+    if s is not None:
+        return (s.name, "piece", (s.op, s.target, tuple(s.args[1:]), dict(s.kwargs)), (n.args[1],), {}, modes[s.name])
+    return (n.name, n.op, n.target, tuple(n.args[1:]), dict(n.kwargs), modes[n.name])
 
 
 def _view_outputs(gm, entry_grad=None):
@@ -761,9 +808,16 @@ def _view_outputs(gm, entry_grad=None):
     for o in outputs:
         chain = []
         node = o
-        while isinstance(node, torch.fx.Node) and _view_step(node):
+        while isinstance(node, torch.fx.Node):
+            if _view_step(node):
+                chain.append(node)
+                node = node.args[0]
+                continue
+            piece_of = _multi_view_piece(node)
+            if piece_of is None:
+                break
             chain.append(node)
-            node = node.args[0]
+            node = piece_of.args[0]
         base = _example(node) if isinstance(node, torch.fx.Node) else None
         if not chain or not isinstance(base, torch.Tensor):
             chains.append(None)
@@ -803,7 +857,7 @@ def _view_outputs(gm, entry_grad=None):
                 new_outputs.append(env[base])
             spec = ("out", kept_index[base.name])
         specs.insert(k, spec)
-        steps.insert(k, tuple((n.name, n.op, n.target, tuple(n.args[1:]), dict(n.kwargs), modes[n.name]) for n in chain))
+        steps.insert(k, tuple(_replay_step(n, modes) for n in chain))
     graph.output(tuple(new_outputs))
     # The steps' nodes are dead now unless something else reads them; they only make views,
     # so they can go (a general dead-code pass could drop in-place ops fx thinks pure).
@@ -1315,13 +1369,48 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None, 
     if grad_fn_name is not None:
         # Note [grad_fn names].
         CompiledFunction._backward_cls.__name__ = CompiledFunction._backward_cls.__qualname__ = grad_fn_name
-    # Note [inputs no gradient reaches]: ``Function.apply`` links every input that requires
-    # grad into the outputs' graph, so an input no output depends on (a value computed before a
-    # graph break and left dead after it) became a next function of the outputs' node: the
-    # backward ran into its history (raising "modified by an inplace operation" where eager,
-    # which never links it, passes) and kept that history alive with the outputs. Such inputs
-    # (no tangent reaches their gradient, and the forward does not write them back) are given
-    # to ``apply`` detached.
     written = set(plan.writeback_inputs)
-    unreached = [i for i, (need, d) in enumerate(zip(input_requires_grad, deps)) if need and not d and i not in written]
+    candidates = [i for i, (need, d) in enumerate(zip(input_requires_grad, deps)) if need and not d and i not in written]
+    unreached = _unreached_inputs(gm, candidates) if isinstance(gm, torch.fx.GraphModule) and candidates else []
     return _C.AotRuntime(CompiledFunction, tuple(extra), eager_forward, list(plan.writeback_inputs), unreached)
+
+
+# Note [inputs no gradient reaches]: ``Function.apply`` links every input that requires grad
+# into the outputs' autograd graph, where eager links an input only through the ops that use it
+# differentiably. An input used only through ``detach()``, a comparison, ``zeros_like``,
+# ``no_grad`` code, or not at all (a value computed before a graph break and dead after it)
+# became a next function of the outputs' node: backward ran into its history ("Trying to
+# backward through the graph a second time" in truncated backpropagation through time, whose
+# carried state was already backwarded; "modified by an inplace operation" for a dead value),
+# its tensor hooks were called with None, and the history stayed alive with the outputs. Which
+# inputs eager links is torch's answer: the trace ran every op on fake tensors under autograd,
+# so an input is linked when its fake (its AccumulateGrad, or its grad_fn) is reachable from the
+# fake outputs' grad_fn. The others are given to ``apply`` detached, among the placeholders
+# that require grad, are not written back, and whose gradient in the joint graph reads no
+# tangent. (Both must agree: ``x ** 0`` has a gradient that reads no tangent, yet eager links
+# ``x``; and a placeholder's fake is not always the object its ops' graph holds, so the walk
+# alone would cut a parameter of mobilenet_v3 that does get a gradient.)
+def _unreached_inputs(gm, candidates):
+    """The positions in ``candidates`` (placeholder indices of ``gm``) whose fake example value
+    the fake outputs' autograd graph does not reach (Note [inputs no gradient reaches]); an
+    input without an example value counts as reached."""
+    outputs = [v for v in _output_example_values(gm) if isinstance(v, torch.Tensor)]
+    reached_vars = {id(v) for v in outputs}
+    reached_fns = set()
+    for node in _autograd_nodes(v.grad_fn for v in outputs):
+        reached_fns.add(id(node))
+        var = getattr(node, "variable", None)
+        if var is not None:
+            reached_vars.add(id(var))
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    unreached = []
+    for i in candidates:
+        if i >= len(placeholders):
+            continue
+        ex = _example(placeholders[i])
+        if not isinstance(ex, torch.Tensor) or not ex.requires_grad:
+            continue
+        if id(ex) in reached_vars or (ex.grad_fn is not None and id(ex.grad_fn) in reached_fns):
+            continue
+        unreached.append(i)
+    return unreached
