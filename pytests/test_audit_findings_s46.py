@@ -399,3 +399,51 @@ def test_zero_exponent_keeps_its_input_linked(backend):
     assert out.requires_grad
     out.backward()
     assert torch.equal(x.grad, want)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_view_of_an_input_taken_before_the_graph_writes_it(backend):
+    # Note [views taken before a write]: `v` was made after the graph's writeback of `y`, so it
+    # was a fresh view of a tensor requiring grad, and `v.zero_()` passed where eager raises.
+    def f(x, y):
+        v = y[0]
+        y.add_(x)
+        v.zero_()
+        return y
+
+    def outcome(fn):
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(3, 3, generator=g).requires_grad_().clone()
+        y = torch.randn(3, 3, generator=g)
+        try:
+            return ("ok", fn(x, y).tolist())
+        except RuntimeError as e:
+            return ("raised", str(e))
+
+    want = outcome(f)
+    assert want[0] == "raised"
+    dynamo.reset()
+    assert outcome(dynamo.optimize(backend)(f)) == want
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_view_of_an_input_taken_before_the_write_sees_it(backend, capsys):
+    def f(x, y):
+        v = y[0]
+        y.mul_(x)
+        print("gb")
+        return v * 1, y * 1
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 3, generator=g, requires_grad=True)
+    y0 = torch.randn(3, 3, generator=g)
+    want = f(x, y0.clone())
+    sum(w.sum() for w in want).backward()
+    want_grad = x.grad.clone()
+    x.grad = None
+    dynamo.reset()
+    got = dynamo.optimize(backend)(f)(x, y0.clone())
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    sum(w.sum() for w in got).backward()
+    torch.testing.assert_close(x.grad, want_grad)

@@ -735,8 +735,11 @@ class _ViewOutputs:
     """A graph rewritten to return the bases of its view outputs (Note [view outputs]), and how
     to make those views again after the compiled graph ran."""
 
-    def __init__(self, gm, specs, steps, empty):
+    def __init__(self, gm, specs, steps, empty, early=()):
         self.gm = gm
+        # Outputs (positions) that are views of an input taken before the graph writes that
+        # input in place: made before the compiled graph runs (Note [views taken before a write]).
+        self.early = tuple(early)
         # Nothing left to run: every output is a view of an input (``return x.t()``).
         self.empty = empty
         # Per original output: ("out", index into the rewritten graph's outputs) |
@@ -747,31 +750,38 @@ class _ViewOutputs:
         self.steps = steps
 
     def wrap(self, compiled):
-        specs, steps = self.specs, self.steps
+        specs, steps, early = self.specs, self.steps, self.early
+
+        def replay(value, chain, memo):
+            for name, op, target, rest, kwargs, grad in chain:
+                if op == "piece":
+                    # ``target``: the multi-output op, run once per base (its pieces share
+                    # one autograd node, as eager's); ``rest``: the piece's index.
+                    if name not in memo:
+                        s_op, s_target, s_rest, s_kwargs = target
+                        with contextlib.nullcontext() if grad is None else torch.set_grad_enabled(grad):
+                            memo[name] = getattr(value, s_target)(*s_rest, **s_kwargs) if s_op == "call_method" else s_target(value, *s_rest, **s_kwargs)
+                    value = memo[name][rest[0]]
+                    continue
+                if name in memo:
+                    value = memo[name]
+                    continue
+                with contextlib.nullcontext() if grad is None else torch.set_grad_enabled(grad):
+                    value = getattr(value, target)(*rest, **kwargs) if op == "call_method" else target(value, *rest, **kwargs)
+                memo[name] = value
+            return value
 
         def call(*args):
-            res = compiled(*args)
             memo = {}
+            made = {k: replay(args[specs[k][1]], steps[k], memo) for k in early}
+            res = compiled(*args)
             out = []
-            for (kind, where), chain in zip(specs, steps):
+            for k, ((kind, where), chain) in enumerate(zip(specs, steps)):
+                if k in made:
+                    out.append(made[k])
+                    continue
                 value = res[where] if kind == "out" else args[where] if kind == "input" else where
-                for name, op, target, rest, kwargs, grad in chain:
-                    if op == "piece":
-                        # ``target``: the multi-output op, run once per base (its pieces share
-                        # one autograd node, as eager's); ``rest``: the piece's index.
-                        if name not in memo:
-                            s_op, s_target, s_rest, s_kwargs = target
-                            with contextlib.nullcontext() if grad is None else torch.set_grad_enabled(grad):
-                                memo[name] = getattr(value, s_target)(*s_rest, **s_kwargs) if s_op == "call_method" else s_target(value, *s_rest, **s_kwargs)
-                        value = memo[name][rest[0]]
-                        continue
-                    if name in memo:
-                        value = memo[name]
-                        continue
-                    with contextlib.nullcontext() if grad is None else torch.set_grad_enabled(grad):
-                        value = getattr(value, target)(*rest, **kwargs) if op == "call_method" else target(value, *rest, **kwargs)
-                    memo[name] = value
-                out.append(value)
+                out.append(replay(value, chain, memo))
             return tuple(out)
 
         call.compiled = compiled
@@ -866,7 +876,22 @@ def _view_outputs(gm, entry_grad=None):
         if node.name in step_names and not node.users:
             graph.erase_node(node)
     empty = not new_outputs and all(n.op in ("placeholder", "output") for n in graph.nodes)
-    return _ViewOutputs(graph_module(gm, graph), specs, steps, empty)
+    # Note [views taken before a write]: a view of an input that the graph then writes in place
+    # (``v = y[0]; y.add_(x)``) is made before the compiled graph runs, as eager made it before
+    # the write: it shares the input's storage, so it sees the written values, and autograd
+    # keeps its creation facts (a view taken while ``y`` did not require grad refuses a later
+    # in-place write, "a leaf Variable that requires grad is being used in an in-place
+    # operation", as eager does). Made after the call, it was a fresh view of the written input.
+    order = {n.name: i for i, n in enumerate(gm.graph.nodes)}
+    early = []
+    for k, c in enumerate(chains):
+        if c is None or c[0].op != "placeholder":
+            continue
+        base, chain = c
+        writes = [order[u.name] for u in base.users if _writes_in_place(u) and u.args and u.args[0] is base]
+        if writes and max(order[n.name] for n in chain) < min(writes):
+            early.append(k)
+    return _ViewOutputs(graph_module(gm, graph), specs, steps, empty, early)
 
 
 def _no_outputs(*_args):
