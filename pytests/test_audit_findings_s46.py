@@ -18,6 +18,17 @@ def _same(a, b):
     return type(a) is type(b) and a == b
 
 
+def _function(params, *lines):
+    """A function `f(params)` whose body is `lines` (compiled from text, so each test case is a
+    frame of its own, as a user's function is)."""
+    import operator
+
+    ns = {}
+    body = "\n".join("    " + line for line in lines)
+    exec(f"def f({params}):\n{body}", {"torch": torch, "operator": operator}, ns)
+    return ns["f"]
+
+
 def check(f, *args, backend="eager", graphs=1):
     """Runs `f` eagerly and compiled on deep copies of `args`; compares results and the
     arguments afterwards; returns the compiled result."""
@@ -248,11 +259,7 @@ def test_inputs_no_gradient_reaches_are_not_linked(backend, capsys):
 def test_symbolic_ints_give_themselves_back(body):
     # Note [identity of symbolic numbers]: once `n` is symbolic (the second call), these are the
     # very int passed in, as CPython's `long_long` gives it; no specialization on its value.
-    import operator
-
-    ns = {}
-    exec(f"def f(x, n):\n    return x + 1, {body}", {"operator": operator}, ns)
-    f = ns["f"]
+    f = _function("x, n", f"return x + 1, {body}")
     dynamo.reset()
     cf = dynamo.optimize("eager")(f)
     for n in [1000, 2000, 3000, 4000]:
@@ -275,9 +282,7 @@ MULTI_VIEW_BODIES = {
 def test_pieces_of_multi_output_views_refuse_in_place_writes(backend, body):
     # A piece of `split`/`chunk` leaves the graph (the in-place write breaks it) and is made
     # again from its base by the same op (Note [view outputs]), so autograd raises eager's error.
-    ns = {}
-    exec(f"def f(x):\n    b = x * 1\n    {MULTI_VIEW_BODIES[body]}\n    return b", {"torch": torch}, ns)
-    f = ns["f"]
+    f = _function("x", "b = x * 1", MULTI_VIEW_BODIES[body], "return b")
 
     def outcome(fn):
         try:
@@ -363,9 +368,7 @@ NON_DIFFERENTIABLE_USES = {
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 @pytest.mark.parametrize("use", sorted(NON_DIFFERENTIABLE_USES))
 def test_inputs_used_without_gradient_get_no_backward_call(backend, use):
-    ns = {}
-    exec(f"def f(a, b):\n    return {NON_DIFFERENTIABLE_USES[use]}", {"torch": torch}, ns)
-    f = ns["f"]
+    f = _function("a, b", f"return {NON_DIFFERENTIABLE_USES[use]}")
 
     def run(fn):
         v = torch.ones(3, requires_grad=True)
