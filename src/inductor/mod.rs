@@ -557,10 +557,17 @@ fn inductor_compile(
         None => ArgT::Const(py.None()),
     };
     let slot = |node: usize| ir.node_buffer[node].map(|b| b.0 as usize);
-    let writebacks: Vec<(usize, usize, usize)> = g
+    // A writeback whose value has another shape than its input (`out=` of another shape, Note
+    // [out= on a copy] in fx_import.rs) resizes the input first; decided here from the metas
+    // (an unknown shape counts as possibly different).
+    let sizes_of = |node: usize| g.nodes[node].meta.as_ref().map(|m| m.layout.sizes.clone());
+    let writebacks: Vec<(usize, usize, usize, bool)> = g
         .writebacks
         .iter()
-        .map(|wb| slot(wb.dst).zip(slot(wb.src)).map(|(d, s)| (d, s, wb.bumps)).ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("writeback without buffer")))
+        .map(|wb| {
+            let resize = sizes_of(wb.dst).is_none() || sizes_of(wb.dst) != sizes_of(wb.src);
+            slot(wb.dst).zip(slot(wb.src)).map(|(d, s)| (d, s, wb.bumps, resize)).ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("writeback without buffer"))
+        })
         .collect::<PyResult<_>>()?;
     let mut plan = render_plan(&g, &ir, &sched, &kernel_order);
     for wb in &g.writebacks {
@@ -582,7 +589,7 @@ fn inductor_compile(
     // Note [index checks]: read after the steps, so kept to the end.
     let index_checks: Vec<usize> = ir.index_checks.iter().map(|b| b.0 as usize).collect();
     index_checks.iter().for_each(|&s| keep[s] = true);
-    for (dst, src, _) in &writebacks {
+    for (dst, src, _, _) in &writebacks {
         keep[*dst] = true;
         keep[*src] = true;
     }

@@ -332,8 +332,9 @@ pub struct Runtime {
     pub tensor_type: Py<PyAny>,
     /// (input slot, value slot, in-place ops): after the steps, `env[dst].copy_(env[src])`
     /// (mutated inputs, see `functionalize`), then its version counter moved on by the in-place
-    /// ops after the first (Note [version counter of written-back inputs]).
-    pub writebacks: Vec<(usize, usize, usize)>,
+    /// ops after the first (Note [version counter of written-back inputs]); the flag: the value's
+    /// shape may differ from the input's (an `out=` of another shape), which is then resized.
+    pub writebacks: Vec<(usize, usize, usize, bool)>,
     /// Note [index checks] (`GraphIr::index_checks`): slots of 0-d float32 tensors, nonzero when
     /// an index the kernels read rows with was out of range. Read after the steps, before the
     /// write-backs: a nonzero one fails the call, which then runs `gm.forward` (Note [errors
@@ -586,7 +587,7 @@ impl Runtime {
                 return Err(pyo3::exceptions::PyIndexError::new_err("inductor: an index read by a kernel is out of range"));
             }
         }
-        for (dst, src, bumps) in &self.writebacks {
+        for (dst, src, bumps, resize) in &self.writebacks {
             let (Some(d), Some(v)) = (&env[*dst], &env[*src]) else {
                 return Err(PyRuntimeError::new_err("inductor: writeback of a value that was not computed"));
             };
@@ -594,9 +595,11 @@ impl Runtime {
             // `f(..., out=t)` with a `t` of another shape resizes `t` to the result's, as eager's
             // out= overloads do (`at::native::resize_output`; Note [out= on a copy] in
             // fx_import.rs): the copy would broadcast into the old shape instead.
-            let shape = v.bind(py).getattr(intern!(py, "shape"))?;
-            if !d.getattr(intern!(py, "shape"))?.eq(&shape)? {
-                d.call_method1(intern!(py, "resize_"), (&shape,))?;
+            if *resize {
+                let shape = v.bind(py).getattr(intern!(py, "shape"))?;
+                if !d.getattr(intern!(py, "shape"))?.eq(&shape)? {
+                    d.call_method1(intern!(py, "resize_"), (&shape,))?;
+                }
             }
             d.call_method1(intern!(py, "copy_"), (v.bind(py),))?;
             if *bumps > 1 {
@@ -649,7 +652,7 @@ impl Runtime {
         let mutated = self
             .writebacks
             .iter()
-            .filter_map(|(dst, _, _)| self.inputs.iter().find(|(_, slot, _)| slot == dst).map(|(pos, _, _)| *pos));
+            .filter_map(|(dst, _, _, _)| self.inputs.iter().find(|(_, slot, _)| slot == dst).map(|(pos, _, _)| *pos));
         super::functionalize::mutated_input_shares_storage(py, &inputs, mutated, self.tensor_type.bind(py))
     }
 }
