@@ -46,11 +46,14 @@ const MAX_COMPARE_DEPTH: usize = 100;
 /// Whether attribute `name` of a symbolic number of type `ty` ("SymInt" or "SymFloat") is the
 /// number itself (or, for `imag`/`denominator`, a constant of its type) in CPython: for an
 /// int every one listed, for a float `real`, `imag`, `conjugate`, `__pos__` and `__float__`.
-fn number_self_method(ty: &str, name: &str) -> Option<()> {
+fn number_self_method(ty: &str, name: &str) -> bool {
     match ty {
-        "SymInt" => (name != "__float__").then_some(()),
-        "SymFloat" => matches!(name, "real" | "imag" | "conjugate" | "__pos__" | "__float__").then_some(()),
-        _ => None,
+        "SymInt" => matches!(
+            name,
+            "real" | "numerator" | "denominator" | "imag" | "conjugate" | "__index__" | "__int__" | "__pos__" | "__trunc__" | "__floor__" | "__ceil__" | "__round__"
+        ),
+        "SymFloat" => matches!(name, "real" | "imag" | "conjugate" | "__pos__" | "__float__"),
+        _ => false,
     }
 }
 
@@ -448,9 +451,7 @@ impl<'a> InstructionTranslator<'a> {
             // Note [identity of symbolic numbers]: what returns the number itself in CPython
             // (`long_long`, `float_float`) gives its own tracker, so `n.real is n` holds and
             // nothing specializes; `n.imag` and `n.denominator` are constants of its type.
-            VT::SymNum(s) if matches!(name, "real" | "numerator" | "denominator" | "imag" | "conjugate" | "__index__" | "__int__" | "__pos__" | "__trunc__" | "__floor__" | "__ceil__" | "__round__" | "__float__")
-                && number_self_method(&type_name(s.fake.bind(py)), name).is_some() =>
-            {
+            VT::SymNum(s) if number_self_method(&type_name(s.fake.bind(py)), name) => {
                 let is_int = type_name(s.fake.bind(py)) == "SymInt";
                 match name {
                     "real" | "numerator" => Ok(obj.clone()),
