@@ -131,22 +131,32 @@ def is_fake_id(v):
 # call as ordinary Python, which raises eager's exception.
 
 
+def _odict_key_error(key):
+    """The KeyError OrderedDict's own methods raise for a missing `key`: they pass the key to
+    `PyErr_SetObject` unwrapped, which takes a tuple key as the exception's arguments
+    (`KeyError((1, 2))` has args `(1, 2)`, where dict's `_PyErr_SetKeyError` gives `((1, 2),)`)."""
+    return KeyError(*key) if isinstance(key, tuple) else KeyError(key)
+
+
 def odict_move_to_end(od, key, last=True):
     """`OrderedDict.move_to_end(key, last=True)` (`OrderedDict_move_to_end_impl`): the item
-    moves to the end (`last`) or to the front; KeyError when `key` is missing."""
+    moves to the end (`last`) or to the front, under the key object it was stored with (an
+    equal `key` of another type does not replace it); KeyError when `key` is missing."""
     if not dict.__contains__(od, key):
-        raise KeyError(key)
+        raise _odict_key_error(key)
     # A key already at that end stays, and the OrderedDict is not changed (its iterators go on).
     keys = list(dict.keys(od))
-    if keys.index(key) == (len(keys) - 1 if last else 0):
+    at = keys.index(key)
+    if at == (len(keys) - 1 if last else 0):
         return None
-    value = dict.pop(od, key)
+    stored = keys[at]
+    value = dict.pop(od, stored)
     if last:
-        dict.__setitem__(od, key, value)
+        dict.__setitem__(od, stored, value)
         return None
     rest = list(dict.items(od))
     dict.clear(od)
-    dict.__setitem__(od, key, value)
+    dict.__setitem__(od, stored, value)
     for k, v in rest:
         dict.__setitem__(od, k, v)
     return None
@@ -174,10 +184,12 @@ def odict_setdefault(od, key, default=None):
     return dict.setdefault(od, key, default)
 
 
-def odict_pop(od, *args):
-    """`OrderedDict.pop(key[, default])`: the same as `dict.pop` on the storage (KeyError when
-    missing without a default)."""
-    return dict.pop(od, *args)
+def odict_pop(od, key, *default):
+    """`OrderedDict.pop(key[, default])`: the same as `dict.pop` on the storage, but for the
+    KeyError raised when `key` is missing without a default (`_odict_key_error`)."""
+    if not default and not dict.__contains__(od, key):
+        raise _odict_key_error(key)
+    return dict.pop(od, key, *default)
 
 
 _NO_ITEM = object()

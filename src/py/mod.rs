@@ -237,6 +237,15 @@ fn apply_key_ops(d: &Bound<'_, PyDict>, ops: &Bound<'_, PyTuple>) -> PyResult<bo
     Ok(true)
 }
 
+/// Whether dict key `x` (stored) and `y` (of the new contents) are the same key object as far
+/// as a replay can tell: the same object, or equal and of the same type. An equal key of
+/// another type (`2` and `2.0`, `1` and `True`) is another object: a dict keeps the key it
+/// stored first when an equal key is assigned (`insertdict` only replaces the value), so new
+/// contents holding the other one mean the program deleted the key and inserted the other.
+fn same_key(x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>) -> bool {
+    x.is(y) || (x.get_type().is(y.get_type()) && x.eq(y).unwrap_or(false))
+}
+
 /// Note [dict rewrites keep the layout]: CPython's dict keeps its entries in a table in
 /// insertion order; a deletion leaves a hole and an insertion appends, until a resize
 /// compacts the table (Objects/dictobject.c). A dict iterator walks the table by position, so
@@ -255,7 +264,7 @@ fn apply_key_ops(d: &Bound<'_, PyDict>, ops: &Bound<'_, PyTuple>) -> PyResult<bo
 /// included. They are used when they lead to the new keys in the new order (a trace whose log
 /// missed a change falls back to the rewrite above).
 fn rewrite_dict_keys(d: &Bound<'_, PyDict>, items: &Bound<'_, PyDict>, key_ops: Option<&Bound<'_, PyTuple>>) -> PyResult<()> {
-    let same = |x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>| x.is(y) || x.eq(y).unwrap_or(false);
+    let same = same_key;
     let same_order = |d: &Bound<'_, PyDict>| d.len() == items.len() && d.keys().iter().zip(items.keys().iter()).all(|(x, y)| same(&x, &y));
     if let Some(ops) = key_ops.filter(|_| !same_order(d)) {
         // Replayed on a copy first: a log that does not reach the new keys leaves `d` as it was.
@@ -311,7 +320,7 @@ pub fn replace_dict_storage(d: &Bound<'_, PyDict>, items: &Bound<'_, PyDict>, ke
         // Note [OrderedDict objects from outside the frame]: `items` are in linked-list order,
         // which OrderedDict's own C methods keep (dict's would leave the list stale).
         let keys = odict.getattr("keys")?.call1((d,))?;
-        let same_keys = d.len() == items.len() && keys.try_iter()?.zip(items.keys().iter()).all(|(x, y)| x.is_ok_and(|x| x.is(&y) || x.eq(&y).unwrap_or(false)));
+        let same_keys = d.len() == items.len() && keys.try_iter()?.zip(items.keys().iter()).all(|(x, y)| x.is_ok_and(|x| same_key(&x, &y)));
         if !same_keys {
             odict.getattr("clear")?.call1((d,))?;
         }

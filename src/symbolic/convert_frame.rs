@@ -935,7 +935,7 @@ fn convert_break(
             // An iterator from outside the frame is handed over as itself (Note [iterators from
             // outside the frame]): the resume function's steps advance the caller's.
             VT::Iterator(it) if og.side_effects.external_iter_source(it).is_some() => slot(v, &mut outputs),
-            VT::Iterator(it) if reach.get(&(Rc::as_ptr(it) as *const () as usize)).is_none_or(|&n| n <= 1) => match fixed_remaining(py, it, &reach)? {
+            VT::Iterator(it) if reach.get(&(Rc::as_ptr(it) as *const () as usize)).is_none_or(|&n| n <= 1) => match fixed_remaining(py, &og, it, &reach)? {
                 // Literals only (a range, a tuple of numbers): the resume function receives a
                 // tuple iterator, so one resume function serves every iteration (Note [items of
                 // iterators from outside the frame] in `builder.rs`); a tuple would be guarded
@@ -1498,8 +1498,13 @@ fn loop_iterator_slots(insts: &[crate::bytecode::Instruction], ip: usize) -> std
 }
 
 /// The items an iterator has left when it walks fixed sequences only (nothing can change what it
-/// yields), computed without stepping it; `None` otherwise.
-fn fixed_remaining(py: Python<'_>, it: &Rc<RefCell<IteratorState>>, reach: &HashMap<usize, usize>) -> VResult<Option<Vec<VT>>> {
+/// yields), computed without stepping it; `None` otherwise. The iterators an `enumerate` or a
+/// `zip` steps must be reached from it alone: `enumerate(it)` over a local `it`, or over the
+/// caller's iterator, advances that iterator at each step, which a snapshot would not.
+fn fixed_remaining(py: Python<'_>, og: &OutputGraph, it: &Rc<RefCell<IteratorState>>, reach: &HashMap<usize, usize>) -> VResult<Option<Vec<VT>>> {
+    let private = |inner: &Rc<RefCell<IteratorState>>| {
+        reach.get(&(Rc::as_ptr(inner) as *const () as usize)).is_none_or(|&n| n <= 1) && og.side_effects.external_iter_source(inner).is_none()
+    };
     let it = it.borrow();
     if it.exhausted {
         return Ok(Some(vec![]));
@@ -1522,7 +1527,9 @@ fn fixed_remaining(py: Python<'_>, it: &Rc<RefCell<IteratorState>>, reach: &Hash
             };
             Some(d.items.iter().skip(it.pos).map(item).collect())
         }
-        IterKind::Enumerate { inner, count } => match fixed_remaining(py, inner, reach)? {
+        IterKind::Enumerate { inner, .. } if !private(inner) => None,
+        IterKind::Zip(inners, _) if !inners.iter().all(private) => None,
+        IterKind::Enumerate { inner, count } => match fixed_remaining(py, og, inner, reach)? {
             Some(rest) => {
                 let mut out = Vec::with_capacity(rest.len());
                 for (k, v) in rest.into_iter().enumerate() {
@@ -1536,7 +1543,7 @@ fn fixed_remaining(py: Python<'_>, it: &Rc<RefCell<IteratorState>>, reach: &Hash
         IterKind::Zip(inners, strict) => {
             let mut lists = Vec::with_capacity(inners.len());
             for i in inners {
-                match fixed_remaining(py, i, reach)? {
+                match fixed_remaining(py, og, i, reach)? {
                     Some(l) => lists.push(l),
                     None => return Ok(None),
                 }
