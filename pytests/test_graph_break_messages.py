@@ -78,7 +78,7 @@ def _unsupported_operation(x, d):
 
 def _untraced_tensor_attribute(x):
     y = x + 1
-    g = x.grad
+    g = x.grad_fn
     return y, g
 
 
@@ -137,7 +137,7 @@ CASES = [
     ("GB0006 untraced_value", "attribute 'v' of _Dyn object (a property on its class)", _untraced_value, lambda: (torch.ones(2), _Dyn()), "o.v"),
     ("GB0007 unsupported_call", "call to torch.random.manual_seed is not traced", _unsupported_call, lambda: (torch.ones(2),), "manual_seed"),
     ("GB0016 unsupported_operation", "isinstance of Tensor.add", _unsupported_operation, lambda: (torch.ones(2), {"a": 1}), "isinstance(x.add, int)"),
-    ("GB0021 untraced_tensor_attribute", "Tensor.grad is not traced", _untraced_tensor_attribute, lambda: (torch.ones(2),), "x.grad"),
+    ("GB0021 untraced_tensor_attribute", "Tensor.grad_fn is not traced", _untraced_tensor_attribute, lambda: (torch.ones(2),), "x.grad_fn"),
     ("GB0023 data_dependent_output_shape", "getitem gives a tensor whose shape depends on the input's data (aten.nonzero.default)",
      _data_dependent_output_shape, lambda: (torch.tensor([1.0, -1.0]),), "x[x > 0]"),
     ("GB0003 data_dependent_value", "_VariableFunctionsClass.equal gives a Python value computed from the input's data (aten.equal.default)",

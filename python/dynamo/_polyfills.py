@@ -789,3 +789,19 @@ def number_itself(n):
     ``long_long``/``float_float`` give it (Objects/longobject.c, Objects/floatobject.c). The
     trace runs this for a symbolic number, so the result is the number's own tracker."""
     return n
+
+
+def checkpoint_pack_counter(marks):
+    """The `(pack, unpack)` pair of `torch.autograd.graph.saved_tensors_hooks` that the trace of
+    a checkpointed region installs to count the tensors autograd saves there (`marks` gets one
+    item per saved tensor): src/symbolic/object_protocol.rs, Note [checkpointed Python
+    effects]. Both hand the tensor back unchanged."""
+
+    def pack(t):
+        marks.append(None)
+        return t
+
+    def unpack(t):
+        return t
+
+    return pack, unpack

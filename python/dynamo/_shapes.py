@@ -400,11 +400,25 @@ def static_graph(gm, args, runtime=frozenset()):
     a shape, so one static graph serves every value."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    grad = torch.is_grad_enabled()  # graphs may switch grad mode (effect nodes): restored below
+    from dynamo import _amp
+
+    # The graph's effect nodes run here too: grad mode switches, autocast and inference-mode
+    # blocks (Note [inference-mode blocks] in _amp.py), which a graph cut by a break inside a
+    # block enters without leaving. The thread's state is put back as it was found.
+    grad = torch.is_grad_enabled()
+    ambient = _amp.snapshot()
     try:
         return _static_graph(gm, args, runtime)
     finally:
+        _amp.restore(ambient)
         torch._C._set_grad_enabled(grad)
+
+
+def _is_effect(node):
+    """Whether `node` is one of the trace's effect nodes on the thread's autograd or autocast
+    state (`torch._C._set_grad_enabled`, the `dynamo._amp` switches)."""
+    t = node.target
+    return node.op == "call_function" and (t is torch._C._set_grad_enabled or getattr(t, "__module__", None) == "dynamo._amp")
 
 
 def _static_graph(gm, args, runtime):
@@ -432,7 +446,10 @@ def _static_graph(gm, args, runtime):
         else:
             fn_args = torch.fx.node.map_arg(node.args, lambda n: values[n])
             fn_kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: values[n])
-            with mode:
+            # An effect node (a grad-mode, autocast or inference-mode switch) runs outside the
+            # fake mode: an inference-mode guard entered inside it would keep the mode's Python
+            # dispatch key in the state it puts back when it exits (after the mode has ended).
+            with contextlib.nullcontext() if _is_effect(node) else mode:
                 if node.op == "call_function":
                     v = node.target(*fn_args, **fn_kwargs)
                 elif node.op == "call_method":

@@ -332,8 +332,16 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
     cg.pos = plan.inst.positions;
     let nv = ci.varnames.len() as u32;
     let tmp = nv;
-    // After the varnames: the graph's result tuple, then the shared rebuilds' temporaries.
-    cg.deref_shift = 1 + plan.n_shared;
+    // Note [protected breaks]: a NULL below the handler's depth (CPython 3.12's inlined
+    // comprehension keeps its loop variable's old value there, NULL when it was unbound:
+    // `LOAD_FAST_AND_CLEAR`) is pushed with PUSH_NULL and dropped into this scratch local
+    // (STORE_FAST takes a NULL: it is how the comprehension restores an unbound variable).
+    let n_protected = plan.inst.exn.map_or(0, |e| e.depth as usize);
+    let protected_null = plan.loop_driver.is_none() && plan.preserved.iter().take(n_protected).any(|p| p.is_none());
+    let null_scratch = nv + 1 + plan.n_shared;
+    // After the varnames: the graph's result tuple, then the shared rebuilds' temporaries (and
+    // the scratch local).
+    cg.deref_shift = 1 + plan.n_shared + protected_null as u32;
     cg.shared_base = nv + 1;
     cg.result_local = Some(tmp);
     for inst in &ci.insts[..ci.body_start()] {
@@ -416,13 +424,15 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
     // resume call. Exceptions raised inside the resume function are handled there, since it
     // keeps the original exception table.
     // Only the slots below the handler's depth are pushed: the unwinder drops everything above
-    // it, and the normal path drops these again before the resume call. `convert_break` refuses
-    // a protected break with a NULL among them (POP_TOP cannot drop a NULL).
+    // it, and the normal path drops these again before the resume call (a NULL into
+    // `null_scratch`: POP_TOP cannot drop one).
     let protected = plan.inst.exn;
-    let n_protected = protected.map_or(0, |e| e.depth as usize);
     let mut k = preserved_start;
     for p in plan.preserved.iter().take(n_protected) {
-        let rb = p.as_ref().expect("no NULL below a handler's depth (checked in convert_break)");
+        let Some(rb) = p.as_ref() else {
+            cg.emit(op::PUSH_NULL, 0);
+            continue;
+        };
         item(&mut cg, k);
         if matches!(rb, Rebuild::Iterator(_)) {
             // A fresh iterator over the remaining items, as the resume function gets.
@@ -535,9 +545,12 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
         cg.emit(op::BUILD_TUPLE, n_results as u32);
         // The protected slots are on the real stack under the results: drop them (the resume
         // call takes the values built before the instruction ran).
-        for _ in 0..n_protected {
+        for p in plan.preserved.iter().take(n_protected).rev() {
             cg.emit(op::SWAP, 2);
-            cg.emit(op::POP_TOP, 0);
+            match p {
+                Some(_) => cg.emit(op::POP_TOP, 0),
+                None => cg.emit(op::STORE_FAST, null_scratch),
+            }
         }
         // Note [the line of a frame waiting on its resume call]: while the resume function runs,
         // this frame sits at the resume call, and its `f_lineno` is what a frame object taken
@@ -561,6 +574,9 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
     let mut varnames = ci.varnames.clone();
     varnames.push("__graph_out".to_string());
     varnames.extend((0..plan.n_shared).map(|i| format!("__shared{i}")));
+    if protected_null {
+        varnames.push("__null".to_string());
+    }
     finish_with(py, ci, cg, |kw| {
         kw.set_item("co_varnames", PyTuple::new(py, &varnames)?)?;
         kw.set_item("co_nlocals", varnames.len())?;

@@ -965,10 +965,13 @@ fn convert_break(
         }
     }
     if let Some(exn) = inst.exn {
-        // Note [protected breaks]: the handler needs the stack below its depth as real values.
+        // Note [protected breaks]: the handler needs the stack below its depth. A NULL there
+        // (an inlined comprehension's saved loop variable on 3.12+) is pushed and dropped as a
+        // NULL, except by a loop driver (a break at a FOR_ITER).
         let depth = exn.depth as usize;
-        if depth > preserved.len() || preserved[..depth].iter().any(|p| p.is_none()) {
-            graph_break!(UnresumableBreak, "graph break inside a try/with block opened in the middle of a call");
+        let for_iter = inst.opcode == crate::bytecode::opcode::op::FOR_ITER;
+        if depth > preserved.len() || (for_iter && preserved[..depth].iter().any(|p| p.is_none())) {
+            graph_break!(UnresumableBreak, "graph break at a loop inside a try/with block or a comprehension (CPython 3.12+ inlines comprehensions) opened in the middle of a call");
         }
     }
     let operands = state.stack[split..].iter().map(|v| slot(v, &mut outputs)).collect::<VResult<Vec<_>>>()?;

@@ -91,6 +91,11 @@ impl<'a> InstructionTranslator<'a> {
                 if let Some(v) = self.torch_function_getattr(py, obj, t, name)? {
                     return Ok(v);
                 }
+                if name == "grad" {
+                    if let Some(v) = self.input_grad(py, t)? {
+                        return Ok(v);
+                    }
+                }
                 if TENSOR_ATTR_DENYLIST.contains(&name) {
                     graph_break!(UntracedTensorAttribute, "Tensor.{name} is not traced");
                 }
@@ -3267,6 +3272,36 @@ impl<'a> InstructionTranslator<'a> {
 }
 
 impl InstructionTranslator<'_> {
+    /// Whether a checkpointed region's attribute writes leave every attribute as the region
+    /// found it, after the forward (the pending writes now) and after eager's recomputation
+    /// (the region's writes made before its last saved tensor, `log`, replayed over that):
+    /// Note [checkpointed Python effects]. "As found": the same object as the write pending when
+    /// the region started (`before`), or, for an attribute first written in the region, as the
+    /// real object's attribute.
+    fn attrs_as_before(&self, py: Python<'_>, before: &[(usize, String, VT)], log: &crate::symbolic::side_effects::CheckpointLog, saves: usize) -> bool {
+        let found = |ptr: usize, name: &str, obj: Option<&Py<PyAny>>, v: &VT| match before.iter().find(|(p, n, _)| *p == ptr && n == name) {
+            Some((_, _, old)) => crate::symbolic::variables::user_defined::same_object(py, old, v),
+            None => match (v, obj.map(|o| o.bind(py).getattr(name))) {
+                (VT::Constant(c), Some(Ok(real))) => c.bind(py).is(&real),
+                _ => false,
+            },
+        };
+        let forward = self.og.side_effects.attrs.iter().all(|w| found(w.ptr, &w.name, Some(&w.obj), &w.value));
+        // The recomputation's last write to each attribute before the last save.
+        let mut replayed: Vec<(usize, &str, &VT)> = Vec::new();
+        for (saved, ptr, name, v) in &log.writes {
+            if *saved >= saves {
+                break;
+            }
+            match replayed.iter_mut().find(|(p, n, _)| p == ptr && n == name) {
+                Some(slot) => slot.2 = v,
+                None => replayed.push((*ptr, name, v)),
+            }
+        }
+        let obj_of = |ptr: usize| self.og.side_effects.attrs.iter().find(|w| w.ptr == ptr).map(|w| &w.obj);
+        forward && replayed.iter().all(|(ptr, name, v)| found(*ptr, name, obj_of(*ptr), v))
+    }
+
     /// `torch.utils.checkpoint.checkpoint(function, *args, use_reentrant=False, **kwargs)`
     /// (Note [activation checkpointing] in src/autograd/partition.rs): `function(*args,
     /// **kwargs)` is inlined, and every graph node it makes is marked `recompute`. The
@@ -3319,13 +3354,42 @@ impl InstructionTranslator<'_> {
         // counter counts twice, a training batch norm updates its running statistics twice. The
         // recomputation of the backward graph repeats only the tensor ops, so a region that
         // writes anything outside the trace (objects, globals, logging, iterators, the graph's
-        // inputs) is a graph break: torch's checkpoint runs it, as in eager.
-        let effects = |t: &Self| (t.og.side_effects.writes, t.og.side_effects.iter_steps(), t.og.side_effects.logger_calls.len(), t.og.graph.mutated_inputs());
+        // inputs) is a graph break: torch's checkpoint runs it, as in eager. Attribute writes
+        // are the exception when both runs leave every attribute as the region found it: a flag
+        // set and reset around the region's work (transformers' `CompileableContextVar.set` and
+        // `reset` in each decoder layer). The forward runs the whole region; the recomputation
+        // (torch/utils/checkpoint.py, `_checkpoint_without_reentrant_generator`) stops, by
+        // default, right after the op that saves the region's last saved tensor
+        // (`_StopRecomputationError`), so only the writes made before that run again. The trace
+        // counts the tensors autograd saves in the region with a `saved_tensors_hooks` pack hook
+        // and logs each attribute write with that count (`CheckpointLog`): the writes before the
+        // last save, replayed over the state the region found, must leave it as it was too
+        // (which also covers `early_stop=False`, where the whole region runs again). A region
+        // with a checkpoint nested inside (whose hooks hide the saves) keeps the plain rule.
+        let effects = |t: &Self| {
+            let se = &t.og.side_effects;
+            (se.writes - se.attr_writes, se.iter_steps(), se.logger_calls.len(), t.og.graph.mutated_inputs())
+        };
         let before = effects(self);
+        let attrs_before: Vec<(usize, String, VT)> = self.og.side_effects.attrs.iter().map(|w| (w.ptr, w.name.clone(), w.value.clone())).collect();
+        let attr_writes_before = self.og.side_effects.attr_writes;
+        let packs = PyList::empty(py);
+        let (pack, unpack): (Py<PyAny>, Py<PyAny>) = py.import("dynamo._polyfills")?.call_method1("checkpoint_pack_counter", (&packs,))?.extract()?;
+        let hooks = py.import("torch.autograd.graph")?.getattr("saved_tensors_hooks")?.call1((pack, unpack))?;
+        hooks.call_method0("__enter__")?;
+        if let Some(outer) = &mut self.og.side_effects.checkpoint_log {
+            outer.nested = true;
+        }
+        let outer = self.og.side_effects.checkpoint_log.replace(crate::symbolic::side_effects::CheckpointLog { packs: packs.clone().unbind(), writes: Vec::new(), nested: false });
         self.og.graph.checkpoint_depth += 1;
         let r = self.call(py, &function, args, fn_kwargs);
         self.og.graph.checkpoint_depth -= 1;
-        if r.is_ok() && effects(self) != before {
+        let log = std::mem::replace(&mut self.og.side_effects.checkpoint_log, outer).expect("the region's log");
+        let none = py.None();
+        hooks.call_method1("__exit__", (&none, &none, &none))?;
+        let wrote = self.og.side_effects.attr_writes != attr_writes_before;
+        if r.is_ok() && (effects(self) != before || (wrote && (log.nested || !self.attrs_as_before(py, &attrs_before, &log, packs.len())))) {
+            tracing::debug!(target: "dynamo::graph_breaks", "checkpointed region's effects (other writes, iterator steps, logger calls, mutated inputs): {before:?} -> {:?}", effects(self));
             graph_break!(
                 UnsupportedCall,
                 "torch.utils.checkpoint.checkpoint of a function with effects outside the trace runs eagerly (eager runs it again in the backward)"

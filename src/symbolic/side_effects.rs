@@ -172,6 +172,22 @@ pub struct SideEffects {
     /// How many writes were recorded, repeated writes to the same place included: a trace step
     /// that leaves it (and `logger_calls`) unchanged wrote nothing outside the trace.
     pub writes: u64,
+    /// How many of `writes` were attribute writes (`store_attr`).
+    pub attr_writes: u64,
+    /// While a checkpointed region is traced: its attribute writes in order, each with the
+    /// number of tensors autograd had saved in the region before it (Note [checkpointed Python
+    /// effects] in `object_protocol.rs`).
+    pub checkpoint_log: Option<CheckpointLog>,
+}
+
+/// The attribute writes of a checkpointed region being traced, interleaved with the tensors
+/// autograd saves there (counted by a `saved_tensors_hooks` pack hook appending to `packs`).
+pub struct CheckpointLog {
+    pub packs: Py<pyo3::types::PyList>,
+    /// (tensors saved before the write, object address, attribute, value).
+    pub writes: Vec<(usize, usize, String, VT)>,
+    /// A checkpoint nested in the region installed its own hooks: the count is not the region's.
+    pub nested: bool,
 }
 
 impl SideEffects {
@@ -185,6 +201,10 @@ impl SideEffects {
     pub fn store_attr(&mut self, py: Python<'_>, obj: &Py<PyAny>, source: Arc<Source>, name: &str, value: VT) {
         let ptr = obj.as_ptr() as usize;
         self.writes += 1;
+        self.attr_writes += 1;
+        if let Some(log) = &mut self.checkpoint_log {
+            log.writes.push((log.packs.bind(py).len(), ptr, name.to_string(), value.clone()));
+        }
         match self.attrs.iter_mut().find(|w| w.ptr == ptr && w.name == name) {
             Some(w) => w.value = value,
             None => self.attrs.push(AttrWrite { ptr, obj: obj.clone_ref(py), source, name: name.to_string(), value, generic: false }),

@@ -609,6 +609,37 @@ impl<'a> InstructionTranslator<'a> {
     }
 }
 
+// Note [gradients of inputs]: `p.grad` of a leaf tensor input (a parameter whose gradient a
+// training step logs, clips or rescales: `torch.stack([p.grad.norm() for p in
+// m.parameters()])`) is another input of the graph, read through the source `<p>.grad` and
+// guarded as any input is (TENSOR_MATCH, or a None check), so an optimizer's
+// `zero_grad(set_to_none=True)` followed by a backward that makes new gradient tensors only
+// feeds the graph new inputs. `is_leaf` is guarded too: a non-leaf's `.grad` warns at every read
+// (the guard would read it) and is a graph break, as is the gradient of a tensor made in the
+// graph (eager answers None with a warning) and writes to `.grad`.
+
+impl<'a> InstructionTranslator<'a> {
+    /// `t.grad` for a leaf tensor input `t` (Note [gradients of inputs]): the gradient wrapped
+    /// as an input from `<source>.grad`; `None` (the caller breaks) otherwise.
+    pub(crate) fn input_grad(&mut self, py: Python<'_>, t: &Rc<TensorVariable>) -> VResult<Option<VT>> {
+        let Some(source) = t.source.clone() else { return Ok(None) };
+        if self.og.tensor_subclasses.contains_key(&t.node) {
+            return Ok(None);
+        }
+        let Some(real) = self.og.inputs.iter().find(|(s, _)| *s == source).map(|(_, r)| r.clone_ref(py)) else { return Ok(None) };
+        let ty = real.bind(py).get_type();
+        if !ty.is(self.og.handles.tensor_type.bind(py)) && !ty.is(self.og.handles.parameter_type.bind(py)) {
+            return Ok(None);
+        }
+        match self.tensor_query(py, t, "is_leaf", false)? {
+            Some(leaf) if leaf.as_constant(py).is_some_and(|c| c.is_truthy().unwrap_or(false)) => {}
+            _ => return Ok(None),
+        }
+        let grad = real.bind(py).getattr("grad")?;
+        crate::symbolic::builder::wrap(py, self.og, &grad, source.attr("grad")).map(Some)
+    }
+}
+
 // Note [tensor instance attributes]
 // While tracing, a tensor is a fake tensor, whose class (`FakeTensor`) and instance dict hold the
 // fake mode's own state (`fake_mode`, `constant`, memo tables, `from_tensor`). None of that is
