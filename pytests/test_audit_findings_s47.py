@@ -422,3 +422,44 @@ def test_graph_break_inside_a_comprehension(f, make, backend):
     assert _same(got, want), (got, want)
     assert explained.graph_count >= 1, explained.break_reasons
     assert dynamo.counters()["eager_fallbacks"] == 0
+
+
+# C4: a set or frozenset of literals built in the frame came back from a frozenset among the
+# transformed code's constants, which CPython remakes when it builds a code object (strings
+# interned, through a tuple): another table, so members whose hashes collide iterated in
+# another order than eager's (`set('ab')` under PYTHONHASHSEED=24), and a global frozenset
+# came back as another object (Note [frozenset constants] in pycodegen).
+
+_FROZEN = frozenset("ab")
+
+
+def _sets_of_literals(x):
+    return x + 1, _FROZEN, (_FROZEN, 1), frozenset("ab"), set("ab"), {"a", "b"}, set("the"), frozenset("xyz")
+
+
+def test_returned_global_frozenset_is_the_same_object():
+    dynamo.reset()
+    got = dynamo.optimize("eager")(_sets_of_literals)(torch.ones(1))
+    assert got[1] is _FROZEN and got[2][0] is _FROZEN
+
+
+@pytest.mark.parametrize("seed", ["24", "1", "3", "17"])
+def test_sets_of_literals_iterate_as_eager_under_hash_seeds(seed):
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, dynamo, sys\n"
+        "sys.path.insert(0, %r)\n"
+        "from test_audit_findings_s47 import _sets_of_literals as f\n"
+        "order = lambda r: [list(v) if not isinstance(v, tuple) else list(v[0]) for v in r[1:]]\n"
+        "want = order(f(torch.ones(1)))\n"
+        "for bk in ('eager', 'inductor'):\n"
+        "    dynamo.reset()\n"
+        "    got = order(dynamo.optimize(bk)(f)(torch.ones(1)))\n"
+        "    assert got == want, (bk, got, want)\n"
+    ) % os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONHASHSEED=seed)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]

@@ -211,6 +211,17 @@ pub fn is_deref(opcode: u8) -> bool {
     matches!(opcode, op::LOAD_DEREF | op::STORE_DEREF | op::DELETE_DEREF | op::LOAD_CLOSURE | op::MAKE_CELL | op::LOAD_CLASSDEREF | op::LOAD_FROM_DICT_OR_DEREF)
 }
 
+/// Whether `v` is a frozenset or a tuple holding one at any depth (Note [frozenset constants]).
+fn holds_frozenset(v: &Bound<'_, PyAny>) -> bool {
+    if v.is_instance_of::<pyo3::types::PyFrozenSet>() {
+        return true;
+    }
+    match v.cast::<pyo3::types::PyTuple>() {
+        Ok(t) => t.iter().any(|i| holds_frozenset(&i)),
+        Err(_) => false,
+    }
+}
+
 impl PyCodegen {
     pub fn new(py: Python<'_>, ci: &CodeInfo) -> PyResult<Self> {
         let consts = ci.consts.bind(py).iter().map(|c| c.unbind()).collect();
@@ -257,6 +268,26 @@ impl PyCodegen {
 
     /// `LOAD_CONST obj` (always a new slot: identity matters for non-literal constants).
     pub fn load_const(&mut self, obj: Py<PyAny>) {
+        // Note [frozenset constants]: building a code object remakes every frozenset among its
+        // constants, also inside tuples (CPython's `intern_string_constants`: to a tuple and
+        // back), so the loaded object would be another one, with another table (another
+        // iteration order when members collide). Such a constant is loaded from a one-item
+        // list instead, which the code keeps as it is.
+        let holds_frozenset = Python::attach(|py| holds_frozenset(obj.bind(py)));
+        if holds_frozenset {
+            let holder = Python::attach(|py| pyo3::types::PyList::new(py, [obj.bind(py)]).map(|l| l.into_any().unbind()));
+            if let Ok(holder) = holder {
+                self.consts.push(holder);
+                let i = self.consts.len() as u32 - 1;
+                self.emit(op::LOAD_CONST, i);
+                let zero = Python::attach(|py| 0i64.into_pyobject(py).expect("int").into_any().unbind());
+                self.consts.push(zero);
+                let z = self.consts.len() as u32 - 1;
+                self.emit(op::LOAD_CONST, z);
+                self.emit(op::BINARY_SUBSCR, 0);
+                return;
+            }
+        }
         self.consts.push(obj);
         let i = self.consts.len() as u32 - 1;
         self.emit(op::LOAD_CONST, i);
@@ -881,6 +912,8 @@ impl PyCodegen {
             }
             Rebuild::SetOf(members) => {
                 self.load_callable(py.get_type::<pyo3::types::PySet>().into_any().unbind());
+                // A frozenset loads as itself, not as the copy a code constant would be (Note
+                // [frozenset constants]).
                 self.load_const(members.clone_ref(py));
                 self.emit(op::PRECALL, 1);
                 self.emit(op::CALL, 1);

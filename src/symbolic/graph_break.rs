@@ -110,7 +110,7 @@ kinds! {
         "A value of a Python type the tracer has no tracker for (a C extension object, an iterator or descriptor of a builtin type that is not modelled).",
         "Pass tensors, numbers, strings and plain containers into compiled code; the use of the value runs as ordinary Python.";
     UntracedTensorAttribute = "GB0021", "untraced_tensor_attribute",
-        "A tensor attribute that is autograd or storage state rather than static metadata (`.grad`, `.data`, `._base`, `.grad_fn`, `._version`) was read.",
+        "A tensor attribute that is autograd or storage state rather than static metadata (`.data`, `._base`, `.grad_fn`, `._version`; `.grad` of a tensor made in the graph or of a non-leaf input: a leaf input's `.grad` is a graph input) was read.",
         "Read it outside the compiled region, or pass what you need as an argument.";
     PythonError = "GB0022", "python_error",
         "Running a Python operation at trace time (folding an operation on constants, asking a fake tensor or a real object) raised an error the tracer did not expect; the code runs as ordinary Python, so eager's own error, if any, is what the user sees.",
