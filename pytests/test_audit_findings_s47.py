@@ -463,3 +463,28 @@ def test_sets_of_literals_iterate_as_eager_under_hash_seeds(seed):
     env = dict(os.environ, PYTHONHASHSEED=seed)
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_gradients_read_before_and_after_clipping_in_one_graph(backend):
+    # clip_grad_norm_ writes the gradients inside one graph op; reads of `p.grad` after it must
+    # see the clipped values, reads before it the old ones.
+    def f(m):
+        before = torch.stack([p.grad.norm() for p in m.parameters()]).norm()
+        total = torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5)
+        after = torch.stack([p.grad.norm() for p in m.parameters()]).norm()
+        return before, total, after, m[0].weight.grad * 1
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    me, mc = copy.deepcopy(m), copy.deepcopy(m)
+    for mm in (me, mc):
+        torch.manual_seed(1)
+        mm(torch.randn(4, 8)).pow(2).sum().backward()
+    dynamo.reset()
+    want, got = f(me), dynamo.optimize(backend)(f)(mc)
+    for w, g in zip(want, got):
+        torch.testing.assert_close(g, w)
+    for p, q in zip(me.parameters(), mc.parameters()):
+        torch.testing.assert_close(q.grad, p.grad)
+    assert dynamo.counters()["graph_breaks"] == 0
