@@ -488,3 +488,28 @@ def test_gradients_read_before_and_after_clipping_in_one_graph(backend):
     for p, q in zip(me.parameters(), mc.parameters()):
         torch.testing.assert_close(q.grad, p.grad)
     assert dynamo.counters()["graph_breaks"] == 0
+
+
+def _dict_comprehension_with_a_break(y):
+    z = y * 2
+    d = {(i if i % 2 else float(i)) // 2: z[i].item() for i in range(5)}  # equal keys of two types
+    return z + sum(d.values()), d
+
+
+def _set_comprehension_with_a_break(y):
+    z = y * 2
+    s = {int(t.item()) % 3 for t in z}
+    return z + len(s), sorted(s)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+@pytest.mark.parametrize("f", [_dict_comprehension_with_a_break, _set_comprehension_with_a_break])
+def test_dict_and_set_comprehensions_with_a_break(f, backend):
+    # On 3.12+ the comprehension's dict reaches the resume function as an argument, and its
+    # MAP_ADD is recorded as an insertion (before, that resume function ran as ordinary Python).
+    # A set comprehension's resume function still does (SET_ADD to a set from outside the
+    # frame), with eager's values.
+    want, got, _, _, explained = _run(f, lambda: (torch.arange(5.0),), backend)
+    assert _same(got, want), (got, want)
+    if f is _dict_comprehension_with_a_break:
+        assert dynamo.counters()["eager_fallbacks"] == 0

@@ -1162,9 +1162,17 @@ impl<'a> InstructionTranslator<'a> {
                 let k = self.pop()?;
                 let k = self.dict_key(py, &k)?;
                 let idx = self.stack.len() - arg as usize;
+                // A dict comprehension cut by a graph break reaches the resume function half
+                // built, as an argument (a dict with a source): its insertions are recorded like
+                // `d[k] = v` (MAP_ADD is `PyDict_SetItem` on the exact dict BUILD_MAP made).
                 match &self.stack[idx] {
-                    VT::Dict(d) if d.borrow().source.is_none() => dict_set(py, &mut d.borrow_mut(), k.unbind(), v)?,
-                    _ => graph_break!(UnsupportedOperation, "MAP_ADD to a dict this frame did not build"),
+                    VT::Dict(d) => {
+                        dict_set(py, &mut d.borrow_mut(), k.unbind(), v)?;
+                        if d.borrow().source.is_some() {
+                            self.og.side_effects.mutate_dict(d);
+                        }
+                    }
+                    _ => graph_break!(UnsupportedOperation, "MAP_ADD to a value that is not a dict"),
                 }
             }
             op::DICT_UPDATE | op::DICT_MERGE => {
