@@ -259,7 +259,7 @@ pub fn compile_ptx_with(kernels: &[Kernel], sm: &str, opts: &PtxOptions) -> Resu
 pub fn memory_order(k: &Kernel) -> Kernel {
     let n = k.ranges.len();
     let Some(store) = k.stores.first() else { return k.clone() };
-    if !k.reduction_ranges.is_empty() || n < 2 {
+    if !k.reduction_ranges.is_empty() || n < 2 || transpose_plan(k).is_some() {
         return k.clone();
     }
     let key = |d: usize| if k.ranges[d] == 1 { i64::MAX } else { store.index.strides[d].abs() };
@@ -411,8 +411,75 @@ fn column_tuning() -> (i64, i64, i64) {
     parsed.unwrap_or((8, 1024, COLUMN_UNROLL))
 }
 
+/// Side of the square tiles of Note [tiled transposes], in elements.
+pub const TRANSPOSE_TILE: i64 = 32;
+/// Threads of a tiled-transpose block: 32 columns by 8 rows, each thread taking 4 rows of a
+/// 32x32 tile (Note [tiled transposes]).
+pub const TRANSPOSE_BLOCK: u32 = 256;
+
+/// Note [tiled transposes]: a pointwise kernel whose output and some input are unit-stride in
+/// different dims (a layout change: an NCHW activation made channels-last for a convolution, the
+/// batch norm + ReLU after a channels-last convolution written back as NCHW) cannot have both
+/// its reads and its writes coalesced with one thread per point: one of them touches a 32-byte
+/// sector per 4-byte element. `legalize` already puts such a kernel's two dims last (the input's
+/// unit-stride dim `a`, then the output's `b`) and marks it `tile` (for the CPU's transposed
+/// register tiles). Here it runs as 32x32 tiles of (a, b), one per block iteration (grid-stride
+/// over the tiles, outer dims outermost): the block first reads each *staged* load (a plain load
+/// unit-stride along `a` and strided along `b`) along `a`, 32 consecutive elements per warp, into
+/// a shared-memory tile of 32x33 elements (the extra column keeps the transposed reads free of
+/// bank conflicts); after a barrier every thread computes points along `b`, reading the staged
+/// values from the tile and every other load from global memory (unit-stride or broadcast along
+/// `b` for the kernels this takes), and stores them coalesced. This is the classic shared-memory
+/// transpose (NVIDIA's "An Efficient Matrix Transpose in CUDA C/C++", 32x8 threads per 32x32
+/// tile), generalized to the staged loads of a fused kernel. Each point's value is computed by
+/// the same expressions as the one-thread-per-point kernel, so results are unchanged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransposePlan {
+    /// Expression ids of the staged loads.
+    pub staged: Vec<usize>,
+    /// Points of the outer dims (all but the last two), flattened.
+    pub outer: i64,
+    /// Tiles along `a` and along `b`.
+    pub tiles_a: i64,
+    pub tiles_b: i64,
+}
+
+/// The plan of Note [tiled transposes] for `k` (legalized), or `None`: `k` must be a pointwise
+/// kernel that `legalize` tiled, without masks, indirect loads or scatter stores, whose stores
+/// are all unit-stride along the innermost dim and which has at least one load to stage.
+/// `DYNAMO_NVPTX_TILED=0` turns the tiles off (one thread per point, for A/B measurements).
+pub fn transpose_plan(k: &Kernel) -> Option<TransposePlan> {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let n = k.ranges.len();
+    if *OFF.get_or_init(|| std::env::var_os("DYNAMO_NVPTX_TILED").is_some_and(|v| v == "0")) || k.tile.is_none() || !k.reduction_ranges.is_empty() || n < 2 || k.has_masks() || k.has_scatter() || k.stores.is_empty() {
+        return None;
+    }
+    let (a, b) = (n - 2, n - 1);
+    if !k.stores.iter().all(|s| s.index.strides[b] == 1) {
+        return None;
+    }
+    let staged: Vec<usize> = k
+        .exprs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, ex)| match ex {
+            Expr::Load { index, .. } if index.strides[a] == 1 && !matches!(index.strides[b], 0 | 1) => Some(i),
+            _ => None,
+        })
+        .collect();
+    if staged.is_empty() {
+        return None;
+    }
+    let tiles = |r: i64| (r + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE;
+    Some(TransposePlan { staged, outer: k.ranges[..a].iter().product(), tiles_a: tiles(k.ranges[a]), tiles_b: tiles(k.ranges[b]) })
+}
+
 /// How a kernel is launched when emitted with `vec` points per thread (its grid and block).
 fn launch_of(k: &Kernel, name: &str, vec: u32) -> Launch {
+    if let Some(p) = transpose_plan(k) {
+        let tiles = p.outer * p.tiles_a * p.tiles_b;
+        return Launch { entry: name.to_string(), grid: tiles.clamp(1, MAX_GRID) as u32, block: TRANSPOSE_BLOCK };
+    }
     if let Some(p) = column_plan(k) {
         let blocks = (k.numel() + p.cols as i64 - 1) / p.cols as i64;
         return Launch { entry: name.to_string(), grid: blocks.clamp(1, MAX_GRID) as u32, block: p.cols * p.groups };
@@ -1104,6 +1171,12 @@ impl<'ctx> Gen<'ctx, '_> {
     }
 
     fn kernel(&mut self, k: &Kernel) -> Result<PtxKernel, CodegenError> {
+        if let Some(plan) = transpose_plan(k) {
+            // Scalar accesses only: no scalar twin (Note [tiled transposes]).
+            let name = if self.twins == Twins::Only { format!("{}_s", k.name) } else { k.name.clone() };
+            let launch = self.tiled_transpose(k, &name, &plan)?;
+            return Ok(PtxKernel { name: k.name.clone(), launch, unaligned: None, twin_in_module: false });
+        }
         let pointwise = k.reduction_ranges.is_empty();
         let vec = if pointwise {
             pointwise_vec(k)
@@ -1259,6 +1332,164 @@ impl<'ctx> Gen<'ctx, '_> {
             }
         }
         self.close_grid_loop(phi, stride, work.max(0), body, exit)?;
+        Ok(launch)
+    }
+
+    /// Emits `for j in 0..TILE/8 { body(ty + 8 j) }` as a loop (one copy of the body: the
+    /// driver's compile time grows with the code it is given, Note [fast exp]).
+    fn tile_rows(&self, f: FunctionValue<'ctx>, ty: IntValue<'ctx>, body: &mut dyn FnMut(&Self, IntValue<'ctx>) -> Result<(), CodegenError>) -> Result<(), CodegenError> {
+        let i64t = self.ctx.i64_type();
+        let rows = (TRANSPOSE_BLOCK as i64) / TRANSPOSE_TILE;
+        let pre = self.b.get_insert_block().expect("block");
+        let head = self.ctx.append_basic_block(f, "tile_rows");
+        let after = self.ctx.append_basic_block(f, "tile_rows_done");
+        e(self.b.build_unconditional_branch(head))?;
+        self.b.position_at_end(head);
+        let j = e(self.b.build_phi(i64t, "j"))?;
+        j.add_incoming(&[(&i64t.const_zero(), pre)]);
+        let jv = j.as_basic_value().into_int_value();
+        let r = e(self.b.build_int_nuw_add(ty, e(self.b.build_int_nuw_mul(jv, i64t.const_int(rows as u64, false), ""))?, "r"))?;
+        body(self, r)?;
+        let next = e(self.b.build_int_nuw_add(jv, i64t.const_int(1, false), ""))?;
+        let cur = self.b.get_insert_block().expect("block");
+        j.add_incoming(&[(&next, cur)]);
+        let c = e(self.b.build_int_compare(IntPredicate::ULT, next, i64t.const_int((TRANSPOSE_TILE / rows) as u64, false), ""))?;
+        e(self.b.build_conditional_branch(c, head, after))?;
+        self.b.position_at_end(after);
+        Ok(())
+    }
+
+    /// Runs `body` where `cond` holds (a branch around it; no value leaves the body).
+    fn when(&self, f: FunctionValue<'ctx>, cond: IntValue<'ctx>, body: &mut dyn FnMut(&Self) -> Result<(), CodegenError>) -> Result<(), CodegenError> {
+        let then = self.ctx.append_basic_block(f, "in_tile");
+        let done = self.ctx.append_basic_block(f, "in_tile_done");
+        e(self.b.build_conditional_branch(cond, then, done))?;
+        self.b.position_at_end(then);
+        body(self)?;
+        e(self.b.build_unconditional_branch(done))?;
+        self.b.position_at_end(done);
+        Ok(())
+    }
+
+    /// A pointwise kernel run as 32x32 tiles through shared memory (Note [tiled transposes]).
+    fn tiled_transpose(&mut self, k: &Kernel, name: &str, plan: &TransposePlan) -> Result<Launch, CodegenError> {
+        let f = self.new_entry(k, name);
+        if let Some(last) = self.annotations.last_mut() {
+            last.1 = Some(TRANSPOSE_BLOCK);
+        }
+        let launch = launch_of(k, name, 1);
+        let i64t = self.ctx.i64_type();
+        let n = k.ranges.len();
+        let (a, b) = (n - 2, n - 1);
+        let (ra, rb) = (k.ranges[a], k.ranges[b]);
+        let tile = TRANSPOSE_TILE as u64;
+        let pitch = tile + 1;
+        let tiles = plan.outer * plan.tiles_a * plan.tiles_b;
+        // One shared tile per staged load, of its storage type.
+        let smem: Vec<PointerValue> = plan
+            .staged
+            .iter()
+            .enumerate()
+            .map(|(s, &i)| {
+                let Expr::Load { arg, .. } = &k.exprs[i] else { unreachable!("staged loads are loads") };
+                let arr = storage_type(self.ctx, k.args[*arg as usize].dtype).array_type((tile * pitch) as u32);
+                let g = self.module.add_global(arr, Some(AddressSpace::from(3u16)), &format!("{name}_tile{s}"));
+                g.set_linkage(Linkage::Internal);
+                g.set_initializer(&arr.get_undef());
+                g.set_alignment(16);
+                g.as_pointer_value()
+            })
+            .collect();
+        let ptrs: Vec<PointerValue> = (0..k.args.len()).map(|i| f.get_nth_param(i as u32).expect("param").into_pointer_value()).collect();
+        let entry = self.ctx.append_basic_block(f, "entry");
+        let body = self.ctx.append_basic_block(f, "tile");
+        let exit = self.ctx.append_basic_block(f, "exit");
+        self.b.position_at_end(entry);
+        let tid = self.sreg("tid.x")?;
+        let ctaid = self.sreg("ctaid.x")?;
+        let nctaid = self.sreg("nctaid.x")?;
+        let tx = e(self.b.build_int_unsigned_rem(tid, i64t.const_int(tile, false), "tx"))?;
+        let ty = e(self.b.build_int_unsigned_div(tid, i64t.const_int(tile, false), "ty"))?;
+        let c = e(self.b.build_int_compare(IntPredicate::ULT, ctaid, i64t.const_int(tiles as u64, false), ""))?;
+        e(self.b.build_conditional_branch(c, body, exit))?;
+        self.b.position_at_end(body);
+        let t_phi = e(self.b.build_phi(i64t, "t"))?;
+        t_phi.add_incoming(&[(&ctaid, entry)]);
+        let t = t_phi.as_basic_value().into_int_value();
+        let per_outer = i64t.const_int((plan.tiles_a * plan.tiles_b) as u64, false);
+        let ob = e(self.b.build_int_unsigned_div(t, per_outer, "ob"))?;
+        let rem = e(self.b.build_int_unsigned_rem(t, per_outer, ""))?;
+        let tb_n = i64t.const_int(plan.tiles_b as u64, false);
+        let a0 = e(self.b.build_int_nuw_mul(e(self.b.build_int_unsigned_div(rem, tb_n, ""))?, i64t.const_int(tile, false), "a0"))?;
+        let b0 = e(self.b.build_int_nuw_mul(e(self.b.build_int_unsigned_rem(rem, tb_n, ""))?, i64t.const_int(tile, false), "b0"))?;
+        let outer: Vec<(usize, IntValue)> = self.unflatten(ob, &k.ranges[..a])?.into_iter().enumerate().collect();
+        let point = |g: &Self, ia: IntValue<'ctx>, ib: IntValue<'ctx>| -> Result<(Vec<(usize, IntValue<'ctx>)>, IntValue<'ctx>), CodegenError> {
+            let mut dims = outer.clone();
+            dims.push((a, ia));
+            dims.push((b, ib));
+            let ok_a = e(g.b.build_int_compare(IntPredicate::ULT, ia, i64t.const_int(ra as u64, false), ""))?;
+            let ok_b = e(g.b.build_int_compare(IntPredicate::ULT, ib, i64t.const_int(rb as u64, false), ""))?;
+            Ok((dims, e(g.b.build_and(ok_a, ok_b, ""))?))
+        };
+        let slot = |g: &Self, s: usize, row: IntValue<'ctx>, col: IntValue<'ctx>| -> Result<PointerValue<'ctx>, CodegenError> {
+            let Expr::Load { arg, .. } = &k.exprs[plan.staged[s]] else { unreachable!("staged loads are loads") };
+            let at = e(g.b.build_int_nuw_add(e(g.b.build_int_nuw_mul(row, i64t.const_int(pitch, false), ""))?, col, ""))?;
+            g.gep(k.args[*arg as usize].dtype, smem[s], at)
+        };
+        // Phase 1: the staged loads, read along `a` (thread column tx), into tile[row b][col a].
+        self.tile_rows(f, ty, &mut |g, r| {
+            let ia = e(g.b.build_int_nuw_add(a0, tx, ""))?;
+            let ib = e(g.b.build_int_nuw_add(b0, r, ""))?;
+            let (dims, ok) = point(g, ia, ib)?;
+            g.when(f, ok, &mut |g| {
+                for s in 0..plan.staged.len() {
+                    let Expr::Load { arg, index } = &k.exprs[plan.staged[s]] else { unreachable!("staged loads are loads") };
+                    let dt = k.args[*arg as usize].dtype;
+                    let off = g.linear(index, &dims, true)?;
+                    let raw = e(g.b.build_load(storage_type(g.ctx, dt), g.gep(dt, ptrs[*arg as usize], off)?, ""))?;
+                    raw.as_instruction_value().expect("load").set_alignment(dt.size_bytes() as u32).map_err(|m| bad(m.to_string()))?;
+                    e(g.b.build_store(slot(g, s, r, tx)?, raw))?;
+                }
+                Ok(())
+            })
+        })?;
+        self.call_void("llvm.nvvm.barrier0", &[])?;
+        // Phase 2: the points along `b` (thread column tx), staged values from tile[tx][row].
+        self.tile_rows(f, ty, &mut |g, r| {
+            let ia = e(g.b.build_int_nuw_add(a0, r, ""))?;
+            let ib = e(g.b.build_int_nuw_add(b0, tx, ""))?;
+            let (dims, ok) = point(g, ia, ib)?;
+            g.when(f, ok, &mut |g| {
+                let mut vals: Vec<BasicValueEnum> = Vec::with_capacity(k.exprs.len());
+                for (i, ex) in k.exprs.iter().enumerate() {
+                    let v = match ex {
+                        Expr::Load { arg, index } => {
+                            let dt = k.args[*arg as usize].dtype;
+                            let ptr = match plan.staged.iter().position(|&x| x == i) {
+                                Some(s) => slot(g, s, tx, r)?,
+                                None => g.gep(dt, ptrs[*arg as usize], g.linear(index, &dims, true)?)?,
+                            };
+                            let raw = e(g.b.build_load(storage_type(g.ctx, dt), ptr, ""))?;
+                            raw.as_instruction_value().expect("load").set_alignment(dt.size_bytes() as u32).map_err(|m| bad(m.to_string()))?;
+                            g.from_storage(dt, raw)?
+                        }
+                        other => g.op(k, other, &|id: ExprId| vals[id.0 as usize])?,
+                    };
+                    vals.push(v);
+                }
+                for st in &k.stores {
+                    let dt = k.args[st.arg as usize].dtype;
+                    let ptr = g.gep(dt, ptrs[st.arg as usize], g.linear(&st.index, &dims, true)?)?;
+                    let x = g.to_storage(dt, vals[st.value.0 as usize])?;
+                    let ins = e(g.b.build_store(ptr, x))?;
+                    ins.set_alignment(dt.size_bytes() as u32).map_err(|m| bad(m.to_string()))?;
+                }
+                Ok(())
+            })
+        })?;
+        // The next tile overwrites the shared tiles: everyone has read them first.
+        self.call_void("llvm.nvvm.barrier0", &[])?;
+        self.close_grid_loop(t_phi, nctaid, tiles, body, exit)?;
         Ok(launch)
     }
 
@@ -1985,6 +2216,39 @@ mod tests {
         let r = b.unary(UnaryOp::Relu, s);
         b.store(o, Index { offset: 0, strides: vec![128, 1] }, r);
         b.finish().unwrap()
+    }
+
+    /// Batch norm + ReLU over a channels-last [2, 64, 7x8] activation written as NCHW: the
+    /// input is unit-stride along C, the output along H*W (Note [tiled transposes]).
+    fn nhwc_to_nchw_bn_relu(hw: i64) -> Kernel {
+        let mut b = KernelBuilder::new("bn", vec![2, 64, hw]);
+        let x = b.input("x", DType::F32);
+        let scale = b.input("scale", DType::F32);
+        let o = b.output("out", DType::F32);
+        let lx = b.load(x, Index { offset: 0, strides: vec![hw * 64, 1, 64] });
+        let ls = b.load(scale, Index { offset: 0, strides: vec![0, 1, 0] });
+        let m = b.binary(BinaryOp::Mul, lx, ls);
+        let r = b.unary(UnaryOp::Relu, m);
+        b.store(o, Index { offset: 0, strides: vec![64 * hw, hw, 1] }, r);
+        b.finish().unwrap()
+    }
+
+    #[test]
+    fn layout_changes_run_as_shared_memory_tiles() {
+        let k = legalize(&nhwc_to_nchw_bn_relu(56));
+        let plan = transpose_plan(&k).expect("a tiled transpose");
+        assert_eq!(plan, TransposePlan { staged: vec![0], outer: 2, tiles_a: 2, tiles_b: 2 });
+        let m = compile_ptx(&[nhwc_to_nchw_bn_relu(56)], "sm_90").unwrap();
+        let pk = &m.kernels[0];
+        assert_eq!(pk.launch, Launch { entry: "bn".into(), grid: 8, block: TRANSPOSE_BLOCK });
+        assert_eq!(pk.unaligned, None);
+        assert!(m.ptx.contains(".shared .align 16 .b8 bn_tile0[4224]"), "{}", m.ptx);
+        assert_eq!(m.ptx.matches("bar.sync").count(), 2, "{}", m.ptx);
+        assert!(m.ptx.contains(".maxntid 256"), "{}", m.ptx);
+        // The channel scale is not staged: it is broadcast along the output's dim.
+        assert!(!m.ptx.contains("bn_tile1"), "{}", m.ptx);
+        // Small layout changes keep one thread per point (legalize does not tile them).
+        assert_eq!(transpose_plan(&legalize(&nhwc_to_nchw_bn_relu(8))), None);
     }
 
     fn softmax() -> Kernel {

@@ -367,6 +367,51 @@ def test_conv_bn_relu_runs_channels_last():
         torch.backends.cudnn.allow_tf32 = True
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool])
+@pytest.mark.parametrize("shape", [(2, 40, 33, 35), (1, 64, 16, 16), (3, 17, 5, 70), (2, 8, 9, 9)])
+def test_layout_changes_run_as_shared_memory_tiles(shape, dtype):
+    """nvptx's Note [tiled transposes]: NCHW -> channels-last and back, sizes off the 32x32
+    tiles, every storage type; the values are exact (a copy, or one op on staged values)."""
+    x = randn(*shape, seed=40)
+    x = (x > 0) if dtype == torch.bool else (x * 8).to(dtype)
+    to_cl = check(lambda x: x.contiguous(memory_format=torch.channels_last), x, atol=0, rtol=0)
+    assert to_cl(x).stride() == x.contiguous(memory_format=torch.channels_last).stride()
+    xc = x.contiguous(memory_format=torch.channels_last)
+    y = randn(shape[1], 1, 1, seed=41).to(torch.float32 if dtype == torch.bool else dtype)
+    if dtype == torch.bool:
+        back = check(lambda x, y: (x & (y > 0)).contiguous(), xc, y, atol=0, rtol=0)
+    else:
+        back = check(lambda x, y: (x * y).contiguous(), xc, y, atol=0, rtol=0)
+    tiled = [c for c in (to_cl, back) if "_tile0[" in c.llvm_ir]
+    # legalize tiles a layout change when both of its dims hold at least 16 points.
+    assert len(tiled) == (2 if min(shape[1], shape[2] * shape[3]) >= 16 else 0), [c.plan for c in (to_cl, back)]
+
+
+def test_transposed_matrix_plus_row_is_tiled():
+    x, b = randn(300, 77, seed=42), randn(300, seed=43)
+    compiled = check(lambda x, b: (x.t() + b).relu().contiguous(), x, b, atol=0, rtol=0)
+    assert "_tile0[" in compiled.llvm_ir and "bar.sync" in compiled.llvm_ir
+
+
+def test_single_conv_bn_relu_runs_channels_last_and_returns_nchw():
+    """layout.rs's Note [one GPU convolution]: one convolution also converts; the batch norm +
+    ReLU are fused into the tiled change back to eager's NCHW result."""
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        w = randn(24, 8, 3, 3, seed=44)
+        rm, rv = randn(24, seed=45), randn(24, seed=46).abs() + 0.5
+        g, b = randn(24, seed=47), randn(24, seed=48)
+        x = randn(3, 8, 30, 34, seed=49)
+        fn = lambda x, w, rm, rv, g, b: F.relu(F.batch_norm(F.conv2d(x, w, padding=1), rm, rv, g, b, False))
+        compiled = check(fn, x, w, rm, rv, g, b, atol=1e-4, rtol=1e-4)
+        assert compiled(x, w, rm, rv, g, b).stride() == fn(x, w, rm, rv, g, b).stride()
+        # The change back (24 channels) is tiled; the input's (8 channels) is too narrow for
+        # a tile (legalize tiles dims of at least 16 points).
+        assert compiled.llvm_ir.count("_tile0[") == 1, compiled.plan
+    finally:
+        torch.backends.cudnn.allow_tf32 = True
+
+
 def test_equal_graphs_share_their_module():
     """cuda.rs's Note [module cache]: a graph compiled again reuses the loaded module."""
     x = randn(128, 256, seed=35)

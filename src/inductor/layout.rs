@@ -87,14 +87,14 @@ pub fn optimize(py: Python<'_>, g: &mut FxGraph) -> Result<usize, String> {
         }
         return Ok(0);
     }
-    if n_convs == 1 && super::cuda::target() != super::cuda::Target::Cpu {
-        // Note [one GPU convolution]: on the GPU the NHWC convolution saves less than the two
-        // transposing passes (graph input to channels-last, the result back to contiguous) cost
-        // over a whole activation (conv + batch norm + ReLU on 32x64x112x112 on an H200: 0.47 ms
-        // channels-last vs 0.34 ms as traced); from two convolutions on, the activations between
-        // them stay channels-last and the transposes are at the graph's edges only.
-        return Ok(0);
-    }
+    // Note [one GPU convolution]: a graph with a single convolution pays two layout changes
+    // over a whole activation for its NHWC convolution (the input to channels-last, the result
+    // back to eager's NCHW). With one thread per point one side of each change was uncoalesced,
+    // and as traced was faster (conv + batch norm + ReLU on 32x64x112x112 on an H200: 0.47 ms
+    // channels-last against 0.34 ms, where cuDNN transposes around its own NHWC kernel). The GPU
+    // kernels now change layouts through shared-memory tiles (nvptx's Note [tiled transposes]),
+    // with the batch norm and ReLU fused into the change back, so one convolution converts too.
+
     // Note [eager conv layouts]: the traced graph's metas come from torch's meta functions,
     // which answer contiguous for a convolution whose weight (not input) is channels-last, while
     // eager's CPU kernel returns channels-last there (Note [conv output layout]). Outputs must
