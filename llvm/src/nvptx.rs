@@ -1392,12 +1392,7 @@ impl<'ctx> Gen<'ctx, '_> {
             .enumerate()
             .map(|(s, &i)| {
                 let Expr::Load { arg, .. } = &k.exprs[i] else { unreachable!("staged loads are loads") };
-                let arr = storage_type(self.ctx, k.args[*arg as usize].dtype).array_type((tile * pitch) as u32);
-                let g = self.module.add_global(arr, Some(AddressSpace::from(3u16)), &format!("{name}_tile{s}"));
-                g.set_linkage(Linkage::Internal);
-                g.set_initializer(&arr.get_undef());
-                g.set_alignment(16);
-                g.as_pointer_value()
+                self.shared_array(&format!("{name}_tile{s}"), storage_type(self.ctx, k.args[*arg as usize].dtype), (tile * pitch) as u32)
             })
             .collect();
         let ptrs: Vec<PointerValue> = (0..k.args.len()).map(|i| f.get_nth_param(i as u32).expect("param").into_pointer_value()).collect();
@@ -1496,8 +1491,14 @@ impl<'ctx> Gen<'ctx, '_> {
     /// The shared-memory scratch of one kernel: `n` floats (row reductions: 33, one per warp and
     /// one for the result; column reductions: one per warp and column).
     fn smem(&self, name: &str, n: u32) -> PointerValue<'ctx> {
-        let arr = self.ctx.f32_type().array_type(n);
-        let g = self.module.add_global(arr, Some(AddressSpace::from(3u16)), &format!("{name}_smem"));
+        self.shared_array(&format!("{name}_smem"), self.ctx.f32_type().into(), n)
+    }
+
+    /// A module-internal shared-memory (address space 3) array `global` of `n` elements of
+    /// `elem`, 16-byte aligned, uninitialized.
+    fn shared_array(&self, global: &str, elem: BasicTypeEnum<'ctx>, n: u32) -> PointerValue<'ctx> {
+        let arr = elem.array_type(n);
+        let g = self.module.add_global(arr, Some(AddressSpace::from(3u16)), global);
         g.set_linkage(Linkage::Internal);
         g.set_initializer(&arr.get_undef());
         g.set_alignment(16);

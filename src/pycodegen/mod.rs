@@ -273,21 +273,25 @@ impl PyCodegen {
         // back), so the loaded object would be another one, with another table (another
         // iteration order when members collide). Such a constant is loaded from a one-item
         // list instead, which the code keeps as it is.
-        let holds_frozenset = Python::attach(|py| holds_frozenset(obj.bind(py)));
-        if holds_frozenset {
-            let holder = Python::attach(|py| pyo3::types::PyList::new(py, [obj.bind(py)]).map(|l| l.into_any().unbind()));
-            if let Ok(holder) = holder {
-                self.consts.push(holder);
-                let i = self.consts.len() as u32 - 1;
-                self.emit(op::LOAD_CONST, i);
-                let zero = Python::attach(|py| 0i64.into_pyobject(py).expect("int").into_any().unbind());
-                self.consts.push(zero);
-                let z = self.consts.len() as u32 - 1;
-                self.emit(op::LOAD_CONST, z);
-                self.emit(op::BINARY_SUBSCR, 0);
-                return;
+        let held = Python::attach(|py| -> Option<(Py<PyAny>, Py<PyAny>)> {
+            if !holds_frozenset(obj.bind(py)) {
+                return None;
             }
+            let list = pyo3::types::PyList::new(py, [obj.bind(py)]).ok()?.into_any().unbind();
+            Some((list, 0i64.into_pyobject(py).ok()?.into_any().unbind()))
+        });
+        match held {
+            Some((list, zero)) => {
+                self.push_const(list);
+                self.push_const(zero);
+                self.emit(op::BINARY_SUBSCR, 0);
+            }
+            None => self.push_const(obj),
         }
+    }
+
+    /// A new constant slot holding `obj`, loaded.
+    fn push_const(&mut self, obj: Py<PyAny>) {
         self.consts.push(obj);
         let i = self.consts.len() as u32 - 1;
         self.emit(op::LOAD_CONST, i);
