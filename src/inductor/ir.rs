@@ -503,6 +503,9 @@ pub struct GraphIr {
     /// through `OpsHandler::load_indirect` is out of range; the runtime reads them after the
     /// kernels and, for a nonzero one, runs the graph eagerly so torch raises its own error.
     pub index_checks: Vec<BufferId>,
+    /// Note [fallbacks that write their inputs] (lowering.rs): each such fallback and the
+    /// buffers it writes in place.
+    pub fallback_writes: Vec<(BufferId, Vec<BufferId>)>,
 }
 
 impl GraphIr {

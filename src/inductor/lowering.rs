@@ -1017,7 +1017,7 @@ fn lower_call(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
 
 /// Lowers every node of `g`; also decides which Pointwise buffers are realized.
 pub fn lower(g: &FxGraph) -> GraphIr {
-    let mut ir = GraphIr { buffers: Vec::new(), node_buffer: vec![None; g.nodes.len()], must_store: HashSet::new(), index_checks: Vec::new() };
+    let mut ir = GraphIr { buffers: Vec::new(), node_buffer: vec![None; g.nodes.len()], must_store: HashSet::new(), index_checks: Vec::new(), fallback_writes: Vec::new() };
     let mut fallback_inputs: HashSet<BufferId> = HashSet::new();
     for (i, node) in g.nodes.iter().enumerate() {
         let layout = node.meta.as_ref().map(|m| m.layout.clone());
@@ -1079,8 +1079,27 @@ pub fn lower(g: &FxGraph) -> GraphIr {
             }
         };
         let id = BufferId(ir.buffers.len() as u32);
+        if matches!(kind, BufferKind::Fallback(_)) {
+            let written: Vec<BufferId> = written_inputs(node).into_iter().filter_map(|j| ir.node_buffer[j]).collect();
+            if !written.is_empty() {
+                ir.fallback_writes.push((id, written));
+            }
+        }
         ir.buffers.push(Buffer { id, name: node.name.clone(), node: i, layout, kind });
         ir.node_buffer[i] = Some(id);
+    }
+    if !ir.fallback_writes.is_empty() {
+        // Note [fallbacks that write their inputs]: what reads a written buffer before the
+        // fallback is computed into memory before it.
+        for b in 0..ir.buffers.len() {
+            if !matches!(ir.buffers[b].kind, BufferKind::Pointwise(_)) {
+                continue;
+            }
+            let reads = ir.body_reads(BufferId(b as u32));
+            if ir.fallback_writes.iter().any(|(f, written)| (b as u32) < f.0 && written.iter().any(|w| reads.contains(w))) {
+                fallback_inputs.insert(BufferId(b as u32));
+            }
+        }
     }
     fallback_inputs.extend(ir.index_checks.iter().copied());
     for b in &fallback_inputs {
@@ -1090,6 +1109,59 @@ pub fn lower(g: &FxGraph) -> GraphIr {
     }
     ir.must_store = fallback_inputs;
     ir
+}
+
+/// Note [fallbacks that write their inputs]: a training-mode `batch_norm` / `instance_norm`
+/// with running statistics runs through torch (a fallback) and updates `running_mean` and
+/// `running_var` in place, where functionalization sees no in-place op. Kernels that read
+/// those buffers must keep eager's order around the update: a read written before the call
+/// sees the old statistics and one written after it the new ones. An inductor graph that read
+/// `bn.running_mean` before and after a training `bn(x)` fused both reads into one kernel that
+/// ran before the update, and an eval-mode `bn` after a training one normalized with the old
+/// statistics. So each such fallback records the buffers it writes (`GraphIr::fallback_writes`);
+/// Pointwise buffers before it that read them are realized (computed into memory, not inlined
+/// into a later kernel), and the scheduler orders every reader of a written buffer before or
+/// after the fallback as in the graph (`scheduler::schedule`).
+///
+/// The nodes node `node` writes in place when it runs through torch (empty for most).
+pub fn written_inputs(node: &FxNode) -> Vec<usize> {
+    // (target, parameters, the flag that makes it update the statistics)
+    const FUNCTIONAL: [&str; 8] = ["input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"];
+    const ATEN: [&str; 9] = ["input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps", "cudnn_enabled"];
+    let params: &[&str] = match node.target_name.as_str() {
+        "torch.nn.functional.batch_norm" | "torch.nn.functional.instance_norm" => &FUNCTIONAL,
+        "torch.batch_norm" | "torch.instance_norm" => &ATEN,
+        _ => return Vec::new(),
+    };
+    let flag = if node.target_name.ends_with("instance_norm") { "use_input_stats" } else { "training" };
+    let mut out: Vec<Option<&FxArg>> = vec![None; params.len()];
+    for (i, a) in node.args.iter().enumerate().take(params.len()) {
+        out[i] = Some(a);
+    }
+    for (k, v) in &node.kwargs {
+        let k = if k == "use_input_stats" { "training" } else { k.as_str() };
+        if let Some(i) = params.iter().position(|p| *p == k) {
+            out[i] = Some(v);
+        }
+    }
+    let pos = |name: &str| params.iter().position(|p| *p == name).expect("a parameter");
+    // `instance_norm` defaults to using the input's statistics; batch_norm to eval.
+    let updates = match out[pos("training")] {
+        Some(FxArg::Bool(b)) => *b,
+        None => flag == "use_input_stats",
+        // Not a constant: assume it may update.
+        Some(_) => true,
+    };
+    if !updates {
+        return Vec::new();
+    }
+    let mut written = Vec::new();
+    for name in ["running_mean", "running_var"] {
+        if let Some(FxArg::Node(j)) = out[pos(name)] {
+            written.push(*j);
+        }
+    }
+    written
 }
 
 /// Checks a lowering's result against the node's meta (what torch computes): same sizes and

@@ -168,6 +168,22 @@ pub fn schedule(g: &FxGraph, ir: &GraphIr) -> Schedule {
             previous_random = Some(BufferId(b as u32));
         }
     }
+    // Note [fallbacks that write their inputs] (lowering.rs): a reader of a written buffer
+    // runs after the fallback when it comes after it in the graph, else before it.
+    for (f, written) in &ir.fallback_writes {
+        for b in 0..n {
+            if b as u32 == f.0 || !reads[b].iter().any(|r| written.contains(r)) {
+                continue;
+            }
+            if (b as u32) > f.0 {
+                if !reads[b].contains(f) {
+                    reads[b].push(*f);
+                }
+            } else if !reads[f.0 as usize].contains(&BufferId(b as u32)) {
+                reads[f.0 as usize].push(BufferId(b as u32));
+            }
+        }
+    }
     // Ancestors of every buffer (buffers read only earlier buffers).
     let mut anc: Vec<Bits> = Vec::with_capacity(n);
     for b in 0..n {
