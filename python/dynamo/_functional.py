@@ -86,6 +86,26 @@ def vjp_call(fn, method, args, kw_names, kw_values, slots, kw_slots, grads, n_wa
     return tuple(torch.zeros_like(t) if r is None else r for t, r in got)
 
 
+def vjp_zeros(fn, method, args, kw_names, kw_values, slots, kw_slots, grads, n_wanted):
+    """What ``vjp_call`` returns when ``grads`` is zero, without running the op or its
+    backward: a zero gradient of each marked tensor's shape and dtype (Note [zero tangents] in
+    ``aot.py``; an op without a derivative, ``floor_divide``, must not raise for an output that
+    got no gradient)."""
+    marked = [None] * n_wanted
+
+    def walk(a, slot):
+        if isinstance(slot, int) and not isinstance(slot, bool):
+            marked[slot] = a
+        elif isinstance(slot, (list, tuple)):
+            for x, s in zip(a, slot):
+                walk(x, s)
+
+    walk(tuple(args), tuple(slots))
+    for v, s in zip(kw_values, kw_slots):
+        walk(v, s)
+    return tuple(torch.zeros_like(t) for t in marked)
+
+
 def vjp_undefined(fn, method, args, kw_names, kw_values, slots, kw_slots, grads, n_wanted):
     """Which of ``vjp_call``'s ``n_wanted`` gradients torch's autograd leaves undefined (None)
     for these arguments whatever their values: a tuple of bools, asked once at compile time on

@@ -1210,8 +1210,6 @@ def _refuse_double_backward(res):
 # writes its inputs (batch-norm statistics), draws random numbers, or an input was changed in
 # place since the forward.
 
-_RANDOM_NAME_PARTS = ("rand", "dropout", "bernoulli", "normal", "uniform", "multinomial", "rrelu", "exponential", "cauchy", "geometric")
-
 
 def _reruns_exactly(gm, plan):
     """Whether running ``gm`` again on the same inputs computes the same values and writes
@@ -1224,7 +1222,8 @@ def _reruns_exactly(gm, plan):
             return False
         if node.op in ("call_function", "call_method"):
             name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", str(node.target))
-            if any(part in name.lower() for part in _RANDOM_NAME_PARTS):
+            # By the op's own name (``F.normalize`` draws nothing; ``torch.normal`` does).
+            if _C.aot_draws_random(name):
                 return False
     return True
 
@@ -1242,7 +1241,9 @@ def _rerun_backward(ctx, grads, eager_forward, n_extra, tangent_outputs, input_r
     with torch.enable_grad():
         outs = eager_forward(*inputs[:n_args])
     pairs = [(outs[k], grads[k]) for k in tangent_outputs if isinstance(outs[k], torch.Tensor) and outs[k].requires_grad]
-    wanted = [i for i, need in enumerate(input_requires_grad) if need]
+    # (An input no gradient reaches was handed to ``apply`` detached, Note [inputs no
+    # gradient reaches]: it gets none here either.)
+    wanted = [i for i, need in enumerate(input_requires_grad) if need and isinstance(inputs[i], torch.Tensor) and inputs[i].requires_grad]
     res = [None] * len(inputs)
     if not pairs or not wanted:
         return tuple(res)
@@ -1275,6 +1276,12 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None, 
             state["bw"] = bw_compiler(plan.bw, bw_args)
         _C.aot_count_backward()
         return state["bw"]
+
+    def compile_zero_tangent_backward(absent, bw_args):
+        with torch.no_grad():
+            state[absent] = bw_compiler(_zero_tangent_backward(plan.bw, plan.n_saved, absent), bw_args)
+        _C.aot_count_backward()
+        return state[absent]
 
     gm = getattr(eager_forward, "__self__", None)
     rerun = isinstance(gm, torch.fx.GraphModule) and _reruns_exactly(gm, plan)
@@ -1358,6 +1365,8 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None, 
         @staticmethod
         def backward(ctx, *grads):
             missing = {k for k in tangent_outputs if grads[k] is None} if partial else None
+            # Note [zero tangents]: the outputs that got no gradient, by tangent position.
+            absent = frozenset(t for t, k in enumerate(tangent_outputs) if grads[k] is None)
             if check_grads is not None:
                 # On the gradients as they arrived: a missing one reaches no saved result.
                 grads = check_grads(ctx, grads)
@@ -1379,7 +1388,10 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None, 
             with torch.no_grad():
                 tangents = [grads[k].contiguous() for k in tangent_outputs]
                 bw_args = list(saved) + tangents
-                bw = state["bw"] or compile_backward(bw_args)
+                if absent:
+                    bw = state.get(absent) or compile_zero_tangent_backward(absent, bw_args)
+                else:
+                    bw = state["bw"] or compile_backward(bw_args)
                 res = tuple(r if need else None for r, need in zip(bw(*bw_args), input_requires_grad))
             if missing:
                 res = list(res)
@@ -1398,6 +1410,90 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None, 
     candidates = [i for i, (need, d) in enumerate(zip(input_requires_grad, deps)) if need and not d and i not in written]
     unreached = _unreached_inputs(gm, candidates) if isinstance(gm, torch.fx.GraphModule) and candidates else []
     return _C.AotRuntime(CompiledFunction, tuple(extra), eager_forward, list(plan.writeback_inputs), unreached)
+
+
+# Note [zero tangents]: an output that got no gradient (Note [gradients of unused outputs]) has
+# its tangent filled with zeros for the backward graph, but eager never runs that output's
+# branch of the backward: its contributions are absent, not zero. They differ where the branch
+# multiplies the zero by an infinite or NaN local derivative (``0 * inf``): the tangent of
+# ``(y * y).sum()``, a statistic of ``y = x.log()`` only logged after a graph break, times
+# ``2 * y`` is NaN at ``x == 0``, which the sum with ``y``'s own gradient spreads to ``x.grad``
+# where eager gives ``inf``. So for each set of absent tangents the backward graph is compiled
+# once more, rewritten by ``_zero_tangent_backward``: the values that are exactly zero because
+# they are made from zero tangents by linear ops (views, ``mul`` and ``div`` of a zero
+# numerator, ``neg``, sums, products with a zero operand, ``add`` of two zeros) are replaced by
+# ``zeros_like`` where a value that is not zero uses them.
+_ZERO_PRESERVING_METHODS = frozenset({
+    "reshape", "view", "expand", "expand_as", "view_as", "reshape_as", "permute", "transpose", "t", "squeeze", "unsqueeze",
+    "contiguous", "clone", "flatten", "unflatten", "narrow", "select", "sum", "mean", "neg", "to", "type_as", "movedim",
+    "__getitem__", "repeat", "sum_to_size", "diagonal", "tril", "triu",
+})
+_ZERO_PRESERVING_FUNCTIONS = {
+    torch.reshape, torch.permute, torch.transpose, torch.squeeze, torch.unsqueeze, torch.flatten, torch.narrow,
+    torch.select, torch.sum, torch.mean, torch.neg, torch.clone, torch.movedim, torch.diagonal, torch.tril, torch.triu,
+    operator.neg, operator.getitem,
+}
+_ZERO_IF_ANY = {torch.mul, operator.mul, torch.matmul, torch.mm, torch.bmm, torch.outer}
+_ZERO_IF_FIRST = {torch.div, operator.truediv}
+_ZERO_IF_ALL = {torch.add, torch.sub, operator.add, operator.sub, torch.cat, torch.stack}
+
+
+def _zero_tangent_backward(bw, n_saved, absent):
+    """A copy of backward ``GraphModule`` ``bw`` (placeholders: ``n_saved`` saved values, then
+    the tangents) in which the values made only from the tangents at positions ``absent`` by
+    zero-preserving ops are ``zeros_like`` of themselves where other values use them (Note [zero
+    tangents]). The result computes the same gradients, without ``0 * inf`` NaNs."""
+    from . import _functional
+
+    graph = copy.deepcopy(bw.graph)
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    zero = {placeholders[n_saved + t] for t in absent}
+
+    def is_zero(a):
+        return isinstance(a, torch.fx.Node) and a in zero
+
+    def tensor_args(n):
+        return [a for a in list(n.args) + list(n.kwargs.values()) if isinstance(a, torch.fx.Node)]
+
+    for n in graph.nodes:
+        if n.op == "call_method":
+            first = n.args[0] if n.args else None
+            if n.target in _ZERO_PRESERVING_METHODS and is_zero(first):
+                zero.add(n)
+            elif n.target == "mul" and any(is_zero(a) for a in n.args):
+                zero.add(n)
+            elif n.target == "div" and is_zero(first):
+                zero.add(n)
+        elif n.op == "call_function":
+            args = tensor_args(n)
+            if n.target is _functional.vjp_call and len(n.args) > 7:
+                grads = n.args[7]
+                grads = list(grads) if isinstance(grads, (tuple, list)) else [grads]
+                if all(g is None or is_zero(g) for g in grads):
+                    # The op's own backward is not run (it may have none).
+                    n.target = _functional.vjp_zeros
+                    zero.add(n)
+            elif n.target in _ZERO_PRESERVING_FUNCTIONS and n.args and is_zero(n.args[0]):
+                zero.add(n)
+            elif n.target in _ZERO_IF_ANY and any(is_zero(a) for a in n.args[:2]):
+                zero.add(n)
+            elif n.target in _ZERO_IF_FIRST and n.args and is_zero(n.args[0]):
+                zero.add(n)
+            elif n.target in _ZERO_IF_ALL and args and all(is_zero(a) for a in args):
+                zero.add(n)
+    for n in list(graph.nodes):
+        if n not in zero or n.op == "placeholder" or n.target is _functional.vjp_zeros:
+            continue
+        users = [u for u in n.users if u not in zero]
+        if not users:
+            continue
+        with graph.inserting_after(n):
+            zeros = graph.call_function(torch.zeros_like, (n,))
+        for u in users:
+            u.replace_input_with(n, zeros)
+    graph.eliminate_dead_code()
+    graph.lint()
+    return torch.fx.GraphModule(bw, graph)
 
 
 # Note [inputs no gradient reaches]: ``Function.apply`` links every input that requires grad

@@ -226,6 +226,14 @@ fn aot_count_kernelless(ops: &str) {
     tracing::info!(target: "aot::partition", "forward graph compiles to no kernel (only {ops}): runs through torch's autograd");
 }
 
+/// `aot_draws_random(target) -> bool`: whether the op named by `target` (a dotted path or a
+/// method name, as torch.fx prints it) draws random numbers (`rules::draws_random`: a dropout,
+/// a `rand*` factory, or one of torch's sampling ops; `normalize` is not `normal`).
+#[pyfunction]
+fn aot_draws_random(target: &str) -> bool {
+    rules::draws_random(target)
+}
+
 /// Counts one backward graph compiled by a backend (called by the runtime on first backward).
 #[pyfunction]
 fn aot_count_backward() {
@@ -236,6 +244,7 @@ fn aot_count_backward() {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(aot_joint, m)?)?;
     m.add_function(wrap_pyfunction!(aot_count_backward, m)?)?;
+    m.add_function(wrap_pyfunction!(aot_draws_random, m)?)?;
     m.add_function(wrap_pyfunction!(aot_rule_gaps, m)?)?;
     m.add_function(wrap_pyfunction!(aot_count_split, m)?)?;
     m.add_function(wrap_pyfunction!(aot_count_eager, m)?)?;

@@ -303,10 +303,12 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
             let t = b.mul(o.clone(), node(t))?;
             b.mul(gn.clone(), node(t))
         })?,
-        // relu: threshold_backward(grad, result, 0) = grad where result > 0, else 0.
+        // relu: threshold_backward(grad, result, 0) = 0 where result <= 0, else grad (ATen's
+        // `threshold_backward`, aten/src/ATen/native/Activation.cpp: a NaN result passes the
+        // gradient on).
         "relu" => unary(b, &mut out, &|b| {
-            let c = b.call("torch.gt", vec![o.clone(), FxArg::Float(0.0)], vec![])?;
-            b.call("torch.where", vec![node(c), gn.clone(), FxArg::Float(0.0)], vec![])
+            let c = b.call("torch.le", vec![o.clone(), FxArg::Float(0.0)], vec![])?;
+            b.call("torch.where", vec![node(c), FxArg::Float(0.0), gn.clone()], vec![])
         })?,
         // leaky_relu: leaky_relu_backward(grad, self, slope) = grad where self > 0, else grad * slope.
         "leaky_relu" => {
@@ -479,6 +481,17 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
                 "clamp_max" => (None, bound(1, "max")?, !at_bound),
                 _ => (Some(bound(1, "min_val")?.unwrap_or(-1.0)), Some(bound(2, "max_val")?.unwrap_or(1.0)), true),
             };
+            if key == "hardtanh" {
+                // hardtanh_backward: 0 where self <= min_val or self >= max_val, else grad
+                // (aten/src/ATen/native/Activation.cpp), so a NaN passes the gradient on.
+                let (lo, hi) = (lo.unwrap_or(-1.0), hi.unwrap_or(1.0));
+                unary(b, &mut out, &|b| {
+                    let below = b.call("torch.le", vec![xa.clone(), FxArg::Float(lo)], vec![])?;
+                    let above = b.call("torch.ge", vec![xa.clone(), FxArg::Float(hi)], vec![])?;
+                    let outside = b.call("torch.logical_or", vec![node(below), node(above)], vec![])?;
+                    b.call("torch.where", vec![node(outside), FxArg::Float(0.0), gn.clone()], vec![])
+                })?
+            } else {
             unary(b, &mut out, &|b| {
                 let mut keep: Option<usize> = None;
                 for (v, op) in [(lo, if strict { "torch.gt" } else { "torch.ge" }), (hi, if strict { "torch.lt" } else { "torch.le" })] {
@@ -495,6 +508,7 @@ pub fn apply(b: &mut Builder<'_>, i: usize, grad: Grad) -> Result<Out, JointErro
                     None => Ok(g),
                 }
             })?
+            }
         }
         // erf: 2 / sqrt(pi) * exp(-self^2) * grad.
         "erf" => unary(b, &mut out, &|b| {
