@@ -67,6 +67,10 @@ pub enum GuardKind {
     DictIterOver { dict: Arc<Source>, remaining: usize },
     /// `list(v.keys()) == keys` for a dict (key order included).
     DictKeys(Py<PyAny>),
+    /// `tuple(v) == members` for an exact `set` (after a `TypeMatch`): equal members of the
+    /// same types in the same iteration order (Note [sets from outside the frame] in
+    /// `builder.rs`).
+    SetMembers(Py<PyTuple>),
     /// `name not in v.__dict__` (no instance attribute shadows the class one, e.g. `forward`).
     NoInstanceAttr(String),
     /// `not hasattr(v, name)` through the generic lookup (instance dict, class MRO) or, for an
@@ -268,6 +272,7 @@ impl GuardKind {
             GuardKind::IteratorOver { .. } => "ITERATOR_OVER",
             GuardKind::DictIterOver { .. } => "DICT_ITERATOR_OVER",
             GuardKind::DictKeys(_) => "DICT_KEYS",
+            GuardKind::SetMembers(_) => "SET_MEMBERS",
             GuardKind::NoInstanceAttr(_) => "NO_INSTANCE_ATTR",
             GuardKind::NoAttr(_) => "NO_ATTR",
             GuardKind::TensorMatch(_) => "TENSOR_MATCH",
@@ -298,6 +303,7 @@ impl fmt::Display for Guard {
             GuardKind::IteratorOver { seq, pos } => write!(f, "ITERATOR_OVER: {src} iterates {seq}, {pos} items in"),
             GuardKind::DictIterOver { dict, remaining } => write!(f, "DICT_ITERATOR_OVER: {src} iterates {dict}, {remaining} items left"),
             GuardKind::DictKeys(k) => write!(f, "DICT_KEYS: list({src}.keys()) == {}", repr(py, k)),
+            GuardKind::SetMembers(m) => write!(f, "SET_MEMBERS: tuple({src}) == {}", repr(py, &m.clone_ref(py).into_any())),
             GuardKind::NoInstanceAttr(n) => write!(f, "NO_INSTANCE_ATTR: '{n}' not in {src}.__dict__"),
             GuardKind::NoAttr(n) => write!(f, "NO_ATTR: not hasattr({src}, '{n}')"),
             GuardKind::IteratorMatch(_, items) => write!(f, "ITERATOR_MATCH: remaining items of {src} == {}", repr(py, items)),
@@ -1088,6 +1094,18 @@ impl GuardManager {
                     .unwrap_or(false);
                 if !same {
                     return fail(&|| format!("{} has other keys", src(g)));
+                }
+            }
+            GuardKind::SetMembers(members) => {
+                let v = v.unwrap();
+                // A set of literals iterates without running Python code (no `__eq__` runs:
+                // the members are compared by `same_constant`).
+                let members = members.bind(py);
+                let same = v.cast::<pyo3::types::PySet>().is_ok_and(|s| {
+                    s.len() == members.len() && s.iter().zip(members.iter()).all(|(a, b)| same_constant(&a, &b))
+                });
+                if !same {
+                    return fail(&|| format!("{} has other members", src(g)));
                 }
             }
             GuardKind::NoInstanceAttr(name) => {

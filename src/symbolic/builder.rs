@@ -82,11 +82,14 @@ pub fn is_literal(py: Python<'_>, v: &Bound<'_, PyAny>) -> bool {
 const MAX_LITERAL_DEPTH: usize = 64;
 
 fn is_literal_within(py: Python<'_>, v: &Bound<'_, PyAny>, depth: usize) -> bool {
-    if v.is_none() || v.is_instance_of::<PyBool>() || v.is_instance_of::<PyInt>() || v.is_instance_of::<PyFloat>() || v.is_instance_of::<PyString>() {
+    if v.is_none() || v.is_exact_instance_of::<PyBool>() || v.is_exact_instance_of::<PyInt>() || v.is_exact_instance_of::<PyFloat>() || v.is_exact_instance_of::<PyString>() {
         return true;
     }
+    if v.is_instance_of::<PyInt>() || v.is_instance_of::<PyFloat>() || v.is_instance_of::<PyString>() {
+        return is_fixed_subclass_instance(py, v);
+    }
     if let Ok(t) = v.cast::<PyTuple>() {
-        return depth < MAX_LITERAL_DEPTH && t.iter().all(|i| is_literal_within(py, &i, depth + 1));
+        return (t.is_exact_instance_of::<PyTuple>() || is_fixed_subclass_instance(py, v)) && depth < MAX_LITERAL_DEPTH && t.iter().all(|i| is_literal_within(py, &i, depth + 1));
     }
     let tn = type_name(v);
     let module = v.get_type().module().map(|m| m.to_string()).unwrap_or_default();
@@ -99,6 +102,72 @@ fn is_literal_within(py: Python<'_>, v: &Bound<'_, PyAny>, depth: usize) -> bool
     matches!(tn.as_str(), "ellipsis" | "complex" | "bytes" | "slice" | "NotImplementedType")
         || (module == "torch" && matches!(tn.as_str(), "dtype" | "device" | "Size" | "layout" | "memory_format" | "finfo" | "iinfo"))
         || is_type_expression(v, &module, &tn)
+}
+
+/// Note [subclasses of literal types]: an instance of a subclass of int, float, str or tuple is
+/// a literal (a constant whose methods and operators the trace runs at compile time) only when
+/// nothing but C code and the `enum` / `collections.namedtuple` machinery defines its
+/// behaviour: a C type (`torch.Size`, a struct sequence), an enum member (`IntEnum`,
+/// `StrEnum`, `IntFlag`) or a `namedtuple` class without methods of their own, and without
+/// instance attributes. A class that defines a method, property or other Python descriptor
+/// (`class RInt(int): def scale(self): ...`, a namedtuple subclass with a method, an
+/// `IntEnum` with a method) gives objects whose calls read state and have effects at run time,
+/// so they are not folded: such an object is wrapped as any user object (an enum member by
+/// identity) and its methods are inlined or run as Python.
+///
+/// Whether `v` (an instance of a subclass of a literal type) is such a fixed object.
+fn is_fixed_subclass_instance(py: Python<'_>, v: &Bound<'_, PyAny>) -> bool {
+    (|| -> PyResult<bool> {
+        let ty = v.get_type();
+        // Instance attributes are not guarded by a constant's guard (enum members keep their
+        // `_value_` / `_name_` there, set once by the enum machinery).
+        // (Any enum member: the enum machinery made it, whatever hooks its class adds.)
+        let is_enum = py.import("enum").and_then(|m| m.getattr("EnumMeta")).is_ok_and(|meta| ty.get_type().is_subclass(&meta).unwrap_or(false));
+        if !is_enum {
+            if let Ok(d) = v.getattr("__dict__") {
+                if d.len()? != 0 {
+                    return Ok(false);
+                }
+            }
+        }
+        let function_type = py.get_type::<pyo3::types::PyFunction>();
+        let machinery = |f: &Bound<'_, PyAny>| -> bool {
+            let module = f.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+            module == "enum" || module == "collections" || module.starts_with("namedtuple_")
+        };
+        for cls in ty.getattr("__mro__")?.cast_into::<PyTuple>().map_err(PyErr::from)?.iter() {
+            let module = cls.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+            if module == "builtins" || module == "enum" {
+                continue;
+            }
+            let d = cls.getattr("__dict__")?;
+            for pair in d.call_method0("items")?.try_iter()? {
+                let (name, item): (String, Bound<'_, PyAny>) = pair?.extract()?;
+                // Hooks the enum machinery calls on the class, never on a member's value
+                // (transformers' `ExplicitEnum._missing_` raises for an unknown value).
+                if matches!(name.as_str(), "_missing_" | "_generate_next_value_" | "__init_subclass__" | "__class_getitem__") {
+                    continue;
+                }
+                let inner = match type_name(&item).as_str() {
+                    "classmethod" | "staticmethod" => item.getattr("__func__")?,
+                    // A C type holding Python getters.
+                    "property" => {
+                        let getter = item.getattr("fget")?;
+                        if getter.is_none() { item.getattr("fset")? } else { getter }
+                    }
+                    _ => item.clone(),
+                };
+                let item_type = inner.get_type();
+                let python_descriptor = item_type.is_subclass(&function_type)?
+                    || ((item_type.hasattr("__get__")? || item_type.hasattr("__set__")?) && item_type.getattr("__flags__")?.extract::<u64>()? & (1 << 9) != 0);
+                if python_descriptor && !machinery(&inner) {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    })()
+    .unwrap_or(false)
 }
 
 /// `(kind, args, kwarg_pairs)` of an `operator.itemgetter` / `attrgetter` / `methodcaller`
@@ -143,6 +212,11 @@ pub fn is_torch_callable(f: &Bound<'_, PyAny>) -> bool {
             && !is_inlined_torch_function(f, &module)
             && closure_is_stateless(f)
             && !is_contextmanager_factory(f);
+    }
+    // `torch.ops.ns.op` and `torch.ops.ns.op.overload` (aten's, or a `torch.library` custom
+    // op's): one graph node, whose output the op's fake (meta) kernel gives.
+    if matches!(tn.as_str(), "OpOverloadPacket" | "OpOverload") && f.get_type().module().is_ok_and(|m| m.to_string() == "torch._ops") {
+        return true;
     }
     if tn == "builtin_function_or_method" {
         if module == "torch" || module.starts_with("torch.") {
@@ -400,6 +474,52 @@ pub fn wrap_dict_storage(py: Python<'_>, og: &mut OutputGraph, d: &Bound<'_, PyD
     Ok(state)
 }
 
+/// The most members a set from outside the frame may have to be traced: its guard compares
+/// every member on every call.
+const MAX_SET_MEMBERS: usize = 256;
+
+/// Note [sets from outside the frame]: an exact `set` argument, global or attribute whose
+/// members are literals (`is_literal`: ints, strs, floats, tuples of them, ...) and at most
+/// `MAX_SET_MEMBERS` is a set tracker over a private copy (`set.copy()`, which walks the set
+/// as `set(s)` does, Objects/setobject.c `set_merge`), as torch's `SetVariable` of a source:
+/// `x in s`, `len(s)`, iterating it, comparing it and the operations that make new sets
+/// (`s | t`, `s.union(t)`, `set(s)`) run on the copy. Guards: the type, and the members in
+/// iteration order with their types (SET_MEMBERS), so what the trace read of the order (a
+/// loop, `list(s)`, `str(s)`) holds on every call that reuses the graph. The copy is taken
+/// only if it iterates in the same order as the set (members whose hashes collide may land
+/// elsewhere in a table of another size); otherwise the set stays opaque. Where the set itself
+/// is needed after the graph (returned, stored, passed to a call that runs in Python) it is
+/// loaded from its source, so its identity is kept. The trace does not write to such a set:
+/// `add`, `discard`, `update`, `|=`, `pop`, ... on it are a graph break (`set_write` in
+/// `variables/dicts.rs`), and run on the real set as ordinary Python.
+///
+/// The tracker of the set `value` at `source`, or `None` when it is not traced this way.
+fn wrap_set(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, source: &Arc<Source>) -> VResult<Option<VT>> {
+    let key = value.as_ptr() as usize;
+    if let Some((first, set)) = og.sets_by_ptr.get(&key).cloned() {
+        // One set reached two ways is one tracker.
+        if first != *source {
+            og.add_guard(Some(source.clone()), GuardKind::AliasOf(first));
+        }
+        return Ok(Some(VT::Set(set)));
+    }
+    let members: Vec<Bound<'_, PyAny>> = value.try_iter()?.collect::<PyResult<_>>()?;
+    if members.len() > MAX_SET_MEMBERS || !members.iter().all(|m| is_literal(py, m)) {
+        return Ok(None);
+    }
+    let copy = py.get_type::<pyo3::types::PySet>().getattr("copy")?.call1((value,))?;
+    let again: Vec<Bound<'_, PyAny>> = copy.try_iter()?.collect::<PyResult<_>>()?;
+    if again.len() != members.len() || !again.iter().zip(&members).all(|(a, b)| a.is(b)) {
+        return Ok(None);
+    }
+    og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
+    og.add_guard(Some(source.clone()), GuardKind::SetMembers(PyTuple::new(py, &members)?.unbind()));
+    let set = Rc::new(RefCell::new(copy.unbind()));
+    og.sets_by_ptr.insert(key, (source.clone(), set.clone()));
+    og.set_sources.insert(Rc::as_ptr(&set) as usize, source.clone());
+    Ok(Some(VT::Set(set)))
+}
+
 /// The keys of the storage of `d` (a dict subclass instance) in iteration order, read through
 /// the base class's C method (`OrderedDict.keys` for an OrderedDict, whose order is its linked
 /// list's, else `dict.keys`), so no method the subclass overrides runs.
@@ -636,6 +756,15 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         "code" => {
             id_guard(og);
             return Ok(VT::constant(value.clone().unbind()));
+        }
+        "OpOverloadPacket" | "OpOverload" if is_torch_callable(value) => {
+            id_guard(og);
+            return Ok(VT::TorchFunction(Rc::new(value.clone().unbind())));
+        }
+        // A `torch.library.custom_op` function: its operator (`torch.ops.ns.name.default`).
+        "CustomOpDef" if value.get_type().module().is_ok_and(|m| m.to_string() == "torch._library.custom_ops") => {
+            id_guard(og);
+            return Ok(VT::TorchFunction(Rc::new(value.getattr("_opoverload")?.unbind())));
         }
         // Modules, subclasses included (`torch.backends` is a `GenericModule` whose flags are
         // properties, transformers' `_LazyModule`): attributes read through getattr and guarded.
@@ -883,6 +1012,11 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         st.items = items;
         drop(st);
         return Ok(VT::Deque(state));
+    }
+    if value.is_exact_instance_of::<pyo3::types::PySet>() {
+        if let Some(set) = wrap_set(py, og, value, &source)? {
+            return Ok(set);
+        }
     }
     if let Ok(d) = value.cast::<PyDict>() {
         // Keys `is_source_key` accepts: each value is reached as `d[key]`. Not a module's

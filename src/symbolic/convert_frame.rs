@@ -2226,6 +2226,8 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         VT::Function { obj, source: None } => Rebuild::Const(obj.clone_ref(py)),
         // Members are literals or enum members (fixed objects, identity-guarded where they were
         // read: Note [enum members] in `builder.rs`), which the constant holds as they are.
+        // Note [sets from outside the frame]: the set itself (the trace never wrote to it).
+        VT::Set(set) if og.set_sources.contains_key(&(Rc::as_ptr(set) as usize)) => Rebuild::Source(og.set_sources[&(Rc::as_ptr(set) as usize)].clone()),
         VT::Set(set) if !set.borrow().bind(py).try_iter()?.all(|m| m.map(|m| crate::symbolic::builder::is_literal(py, &m) || crate::symbolic::builder::is_plain_enum_member(py, &m)).unwrap_or(false)) => {
             // A set holding tensors (`{x, x * 2}`): `set((...))` of its members rebuilt, in
             // the traced set's order. A tensor hashes by identity, so the rebuilt set's order

@@ -377,6 +377,11 @@ impl<'a> InstructionTranslator<'a> {
             // The names of a torch or builtin callable (a `func` that `__torch_function__`
             // receives): immutable.
             VT::TorchFunction(f) | VT::Builtin(f) if matches!(name, "__name__" | "__qualname__" | "__module__" | "__doc__") => Ok(VT::constant(f.bind(py).getattr(name)?.unbind())),
+            // An overload of a `torch.ops` operator (`torch.ops.aten.sin.default`), made once
+            // per name and kept by the packet.
+            VT::TorchFunction(f) if type_name(f.bind(py)) == "OpOverloadPacket" && f.bind(py).getattr(name).is_ok_and(|o| type_name(&o) == "OpOverload") => {
+                Ok(VT::TorchFunction(Rc::new(f.bind(py).getattr(name)?.unbind())))
+            }
             // Note [names of functions made in the frame]: a function made by MAKE_FUNCTION in
             // the trace has no attribute writes (they are graph breaks), so its names are what
             // its code and globals give: `__name__` (`co_name`), `__qualname__`, `__code__`,
@@ -1420,7 +1425,8 @@ impl<'a> InstructionTranslator<'a> {
         };
         if let (Some(x), Some(y)) = (as_set(&a), as_set(&b)) {
             if matches!(base, "and_" | "or_" | "sub" | "xor") && (matches!(a, VT::Set(_)) || matches!(b, VT::Set(_))) && !(matches!(a, VT::Set(_)) && matches!(b, VT::Set(_))) {
-                if name.starts_with('i') && matches!(a, VT::Set(_)) {
+                if let (true, VT::Set(set)) = (name.starts_with('i'), &a) {
+                    self.set_write(set, &format!("operator.{name}"))?;
                     let f = self.og.handles.operator.bind(py).getattr(name)?;
                     let r = f.call1((x.bind(py), y.bind(py)))?;
                     // A frozenset's `|=` makes a new frozenset (Note [frozensets of traced
@@ -1451,6 +1457,7 @@ impl<'a> InstructionTranslator<'a> {
         if let (VT::Set(x), VT::Set(y)) = (&a, &b) {
             if matches!(base, "and_" | "or_" | "sub" | "xor") {
                 if name.starts_with('i') {
+                    self.set_write(x, &format!("operator.{name}"))?;
                     // In place: the same set object, as `s &= t` keeps aliases in sync (a
                     // frozenset's makes a new one).
                     let f = self.og.handles.operator.bind(py).getattr(name)?;
@@ -1740,6 +1747,22 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(const_bool(py, eq == (name == "eq")))
             }
             _ if matches!(name, "lt" | "le" | "gt" | "ge") && [&a, &b].iter().any(|v| matches!(v, VT::UserObject(_) | VT::Opaque { .. })) => self.user_order(py, name, a, b),
+            // Subset order of two sets (`set_richcompare`, Objects/setobject.c): on the real
+            // sets, whose members are literals or the stand-ins of Note [set order].
+            (VT::Set(_), VT::Set(_) | VT::Constant(_)) | (VT::Constant(_), VT::Set(_))
+                if matches!(name, "lt" | "le" | "gt" | "ge") && [&a, &b].iter().all(|v| match v {
+                    VT::Constant(c) => type_name(c.bind(py)) == "frozenset",
+                    _ => true,
+                }) =>
+            {
+                let real = |v: &VT| match v {
+                    VT::Set(s) => s.borrow().clone_ref(py),
+                    VT::Constant(c) => c.clone_ref(py),
+                    _ => unreachable!("a set or a frozenset constant"),
+                };
+                let r = self.og.handles.operator.bind(py).getattr(name)?.call1((real(&a), real(&b)))?;
+                Ok(VT::constant(r.unbind()))
+            }
             _ if matches!(name, "lt" | "le" | "gt" | "ge") => match self.sequence_order(py, name, &a, &b)? {
                 Some(r) => Ok(r),
                 None => graph_break!(UnsupportedOperation, "comparison {name} of {} and {}", a.describe(py), b.describe(py)),
@@ -2906,7 +2929,9 @@ impl<'a> InstructionTranslator<'a> {
                 // first, as the method's `PySequence_Fast` does before reading any item; a dict
                 // of literals (`"{a}".format_map(d)`, `s.translate(table)`) is a fresh copy.
                 let mut args = args;
-                if str_method {
+                // Only `join` takes an iterable (`str.format(o)` formats `o` itself).
+                let joins = c.bind(py).getattr("__name__").is_ok_and(|n| n.to_string() == "join");
+                if str_method && joins {
                     for a in args.iter_mut() {
                         if let Some(it) = self.lazy_iter(py, a)? {
                             let items = self.drain_iter(py, &it)?;

@@ -146,6 +146,12 @@ pub struct OutputGraph {
     pub dict_storages_by_ptr: HashMap<usize, (Arc<Source>, Rc<std::cell::RefCell<crate::symbolic::variables::DictState>>)>,
     /// User objects wrapped as `Opaque`, by address: (first source, type address).
     pub opaque_by_ptr: HashMap<usize, (Arc<Source>, usize)>,
+    /// Sets wrapped from the frame, by the real set's address: (first source, tracker) (Note
+    /// [sets from outside the frame] in `builder.rs`).
+    pub sets_by_ptr: HashMap<usize, (Arc<Source>, Rc<std::cell::RefCell<Py<PyAny>>>)>,
+    /// The source of each set tracker wrapped from the frame, by the tracker's `Rc` address:
+    /// such a tracker holds a private copy and is read-only in the trace.
+    pub set_sources: HashMap<usize, Arc<Source>>,
     /// Trackers of the identity-hashed objects from the frame (modules, classes, functions)
     /// that a traced set holds, by address: iterating the set gives them back.
     pub set_members: HashMap<usize, crate::symbolic::variables::VariableTracker>,
@@ -525,6 +531,8 @@ impl OutputGraph {
             wrapping: Vec::new(),
             unpinned_functions: std::collections::HashSet::new(),
             opaque_by_ptr: HashMap::new(),
+            sets_by_ptr: HashMap::new(),
+            set_sources: HashMap::new(),
             set_members: HashMap::new(),
             traced_keys: HashMap::new(),
             cells_by_ptr: HashMap::new(),

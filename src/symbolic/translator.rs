@@ -472,7 +472,13 @@ impl<'a> InstructionTranslator<'a> {
             op::NOP | op::RESUME | op::PRECALL | op::EXTENDED_ARG => {}
             op::POP_TOP => {
                 // Note [observable frees]: `P()` or `lst.pop()` as a statement frees the value.
-                if self.stack.last().is_some_and(|v| lifetime_observable(py, v)) {
+                // (Not when a local still holds the object: a `match` drops its copy of the
+                // subject this way.)
+                let held_by_local = |v: &VT| match v {
+                    VT::Opaque { obj, .. } => self.locals.iter().flatten().any(|l| matches!(l, VT::Opaque { obj: o, .. } if o.as_ptr() == obj.as_ptr())),
+                    _ => false,
+                };
+                if self.stack.last().is_some_and(|v| lifetime_observable(py, v) && !held_by_local(v)) {
                     graph_break!(ObjectLifetime, "discarding a value whose free is observable (Note [observable frees])");
                 }
                 self.pop_unused()?;
@@ -999,6 +1005,16 @@ impl<'a> InstructionTranslator<'a> {
                 self.stack.push(VT::constant(pyo3::types::PyBool::new(py, !t).to_owned().into_any().unbind()));
             }
             op::BINARY_OP => {
+                // `"step %d" % i` of an argument not used yet (Note [lazy string formatting]).
+                if matches!(arg, 6 | 19) && self.stack.len() >= 2 {
+                    let (a, b) = (self.stack[self.stack.len() - 2].clone(), self.stack[self.stack.len() - 1].clone());
+                    let mod_op = py.import("operator")?.getattr("mod")?;
+                    if let Some(r) = self.lazy_string_format(py, &mod_op, &a, &[b])? {
+                        self.popn_unused(2)?;
+                        self.stack.push(r);
+                        return Ok(Flow::Continue);
+                    }
+                }
                 let b = self.pop()?;
                 let a = self.pop()?;
                 let name = BINARY_OPS.get(arg as usize).ok_or_else(|| Unsupported::new(format!("BINARY_OP {arg}")))?;
@@ -1083,6 +1099,9 @@ impl<'a> InstructionTranslator<'a> {
                 let v = self.pop()?;
                 let items = if opcode == op::SET_ADD { vec![v.clone()] } else { vec![] };
                 let idx = self.stack.len() - arg as usize;
+                if let VT::Set(set) = &self.stack[idx] {
+                    self.set_write(set, if opcode == op::SET_ADD { "SET_ADD" } else { "SET_UPDATE" })?;
+                }
                 match &self.stack[idx] {
                     VT::Set(set) if opcode == op::SET_UPDATE => {
                         // `_PySet_Update` is `set.update` (a frozenset constant of a literal
@@ -1523,6 +1542,8 @@ impl<'a> InstructionTranslator<'a> {
                 VT::TorchFunction(Rc::new(v.clone().unbind()))
             }
             "builtin_function_or_method" | "method_descriptor" | "wrapper_descriptor" | "method-wrapper" => VT::Builtin(Rc::new(v.clone().unbind())),
+            // `torch.ops.ns.op`, read from the `torch.ops` namespaces (immutable once loaded).
+            "OpOverloadPacket" | "OpOverload" if is_torch_callable(v) => VT::TorchFunction(Rc::new(v.clone().unbind())),
             // Modules, subclasses included (`torch.backends`' GenericModule).
             _ if v.is_instance_of::<pyo3::types::PyModule>() => VT::PyModule { obj: Rc::new(v.clone().unbind()), source: None },
             _ if v.is_instance_of::<pyo3::types::PyType>() => VT::Class(Rc::new(v.clone().unbind())),
@@ -1816,9 +1837,41 @@ impl<'a> InstructionTranslator<'a> {
     /// slots below them, `[NULL, callable]` (3.11/3.12), `[callable, NULL]` (3.13) or
     /// `[method, self]` (every version), calls, and pushes the result.
     pub(crate) fn call_from_stack(&mut self, py: Python<'_>, n: usize) -> VResult<()> {
-        let mut args = self.popn(n)?;
-        let b = self.pop()?;
-        let a = self.pop()?;
+        let mut args = self.popn_unused(n)?;
+        let b = self.pop_unused()?;
+        let a = self.pop_unused()?;
+        if self.kw_names.is_none() {
+            // `"step {}".format(i)` of an argument not used yet (Note [lazy string formatting]).
+            let (func, rest): (&VT, Vec<VT>) = if a.is_null() {
+                (&b, args.clone())
+            } else if b.is_null() {
+                (&a, args.clone())
+            } else {
+                (&a, std::iter::once(b.clone()).chain(args.iter().cloned()).collect())
+            };
+            let str_format = py.get_type::<PyString>().getattr("format")?;
+            let func_obj = match func {
+                VT::Builtin(f) => Some(f.bind(py).clone()),
+                other => other.as_constant(py),
+            };
+            let bound_format = func_obj.clone().filter(|f| {
+                f.getattr("__name__").is_ok_and(|n| n.to_string() == "format") && f.getattr("__self__").is_ok_and(|s| s.is_exact_instance_of::<PyString>())
+            });
+            let call = match (bound_format, func_obj) {
+                (Some(f), _) => Some((VT::constant(f.getattr("__self__")?.unbind()), rest)),
+                (None, Some(f)) if f.is(&str_format) && !rest.is_empty() => Some((rest[0].clone(), rest[1..].to_vec())),
+                _ => None,
+            };
+            if let Some((fmt, fargs)) = call {
+                if let Some(r) = self.lazy_string_format(py, &str_format, &fmt, &fargs)? {
+                    self.stack.push(r);
+                    return Ok(());
+                }
+            }
+        }
+        for v in args.iter().chain([&b, &a]) {
+            self.og.realize(v);
+        }
         let func = if a.is_null() {
             b
         } else if b.is_null() {
@@ -1831,6 +1884,63 @@ impl<'a> InstructionTranslator<'a> {
         let r = self.call(py, &func, args, kwargs)?;
         self.stack.push(r);
         Ok(())
+    }
+
+    /// Note [lazy string formatting]: `"step %d" % i` and `"step {}".format(i)` of an int the
+    /// frame received and has not used yet (a lazy constant, Note [lazy constants]) make a
+    /// string that is itself lazy, as an f-string of it does (FORMAT_VALUE): the string is
+    /// formatted again at run time from the argument, so a training loop that prints or logs its
+    /// step counter does not guard on the counter and recompile at every step (eight steps,
+    /// then the frame ran eagerly for good). `how` is `operator.mod` or `str.format`; `fmt` a
+    /// constant exact `str`; `args` its operands (for `%`, one: a constant or a tuple of
+    /// constants). `None` when this is not such a call (no lazy argument, another kind of
+    /// value, or an operation that raises): the caller then runs it as usual.
+    fn lazy_string_format(&mut self, py: Python<'_>, how: &Bound<'_, PyAny>, fmt: &VT, args: &[VT]) -> VResult<Option<VT>> {
+        // Only constants: `as_constant` of a symbolic number would specialize it.
+        if !matches!(fmt, VT::Constant(_)) || !args.iter().all(|a| matches!(a, VT::Constant(_)) || matches!(a, VT::Tuple(items) if items.iter().all(|i| matches!(i, VT::Constant(_))))) {
+            return Ok(None);
+        }
+        let Some(text) = fmt.as_constant(py).filter(|t| t.is_exact_instance_of::<PyString>()) else { return Ok(None) };
+        if !matches!(self.og.lazy_recipe(py, fmt), Some((LazyRecipe::Const(_), _))) {
+            return Ok(None);
+        }
+        let mut values = Vec::with_capacity(args.len());
+        let mut recipes = Vec::with_capacity(args.len());
+        let mut bases = Vec::new();
+        for a in args {
+            match a {
+                VT::Tuple(items) if how.is(&py.import("operator")?.getattr("mod")?) => {
+                    let mut vals = Vec::with_capacity(items.len());
+                    let mut parts = Vec::with_capacity(items.len());
+                    for i in items.iter() {
+                        let (Some(v), Some((r, b))) = (i.as_constant(py), self.og.lazy_recipe(py, i)) else { return Ok(None) };
+                        vals.push(v);
+                        parts.push(r);
+                        bases.extend(b);
+                    }
+                    values.push(PyTuple::new(py, vals)?.into_any());
+                    recipes.push(LazyRecipe::Tuple(parts));
+                }
+                _ => {
+                    let (Some(v), Some((r, b))) = (a.as_constant(py), self.og.lazy_recipe(py, a)) else { return Ok(None) };
+                    values.push(v);
+                    recipes.push(r);
+                    bases.extend(b);
+                }
+            }
+        }
+        if bases.is_empty() {
+            return Ok(None);
+        }
+        let mut call_args = vec![text.clone()];
+        call_args.extend(values);
+        let Ok(r) = how.call1(PyTuple::new(py, call_args)?) else { return Ok(None) };
+        if !r.is_exact_instance_of::<PyString>() {
+            return Ok(None);
+        }
+        let mut recipe_args = vec![LazyRecipe::Const(text.unbind())];
+        recipe_args.extend(recipes);
+        Ok(Some(self.og.lazy_derived(r.unbind(), LazyRecipe::Call(how.clone().unbind(), recipe_args), bases)))
     }
 
     pub(crate) fn split_kwargs(&mut self, py: Python<'_>, args: &mut Vec<VT>) -> VResult<Vec<(String, VT)>> {
@@ -2067,6 +2177,11 @@ fn observable_at(py: Python<'_>, v: &VT, depth: u32) -> bool {
     }
     let cls = match v {
         VT::Opaque { obj, .. } => {
+            // An enum member lives as long as its class (which holds it in `_member_map_`);
+            // the weak reference its identity guard keeps is ours.
+            if crate::symbolic::builder::is_plain_enum_member(py, obj.bind(py)) {
+                return false;
+            }
             if has_user_weakrefs(py, obj.bind(py)) {
                 return true;
             }

@@ -287,7 +287,26 @@ impl<'a> InstructionTranslator<'a> {
                 VT::Iterator(_) => {
                     let ty = self.class_attribute(py, &args[0])?;
                     let Some(ty) = ty else { graph_break!(UntracedValue, "len() of {}", args[0].describe(py)) };
-                    let msg = format!("object of type '{}' has no len()", ty.bind(py).getattr("__name__")?);
+                    // `PyObject_Size`'s message names the type's `tp_name` (`itertools.chain`).
+                    let msg = format!("object of type '{}' has no len()", crate::symbolic::variables::tp_name(ty.bind(py)));
+                    let e = py.get_type::<pyo3::exceptions::PyTypeError>().call1((msg.as_str(),))?;
+                    return Err(Unsupported::raise_value("TypeError", e.unbind(), msg));
+                }
+                // An object of a Python class: its `__len__` (a Python one was inlined above), or
+                // `PyObject_Size`'s TypeError when its class has none; never its items counted
+                // (an iterable without `__len__` has no length).
+                VT::UserObject(_) | VT::Opaque { .. } => {
+                    // `type(o)` (guarded where the object was wrapped; a tracked object's class).
+                    let ty = match &args[0] {
+                        VT::UserObject(o) => Some(o.cls.clone_ref(py)),
+                        other => self.type_of(py, other)?,
+                    };
+                    let Some(ty) = ty else { graph_break!(UntracedValue, "len() of {}", args[0].describe(py)) };
+                    let ty = ty.bind(py).cast::<pyo3::types::PyType>().map_err(PyErr::from)?.clone();
+                    if crate::symbolic::variables::user_defined::static_type_lookup(&ty, "__len__")?.is_some() {
+                        graph_break!(UntracedValue, "len() of {} (its __len__ is not Python code)", args[0].describe(py));
+                    }
+                    let msg = format!("object of type '{}' has no len()", crate::symbolic::variables::tp_name(ty.as_any()));
                     let e = py.get_type::<pyo3::exceptions::PyTypeError>().call1((msg.as_str(),))?;
                     return Err(Unsupported::raise_value("TypeError", e.unbind(), msg));
                 }

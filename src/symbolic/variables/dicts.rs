@@ -314,7 +314,20 @@ impl<'a> InstructionTranslator<'a> {
     /// (Note [set order]): new sets are new trackers, frozensets, bools and None constants,
     /// `pop()`'s member its tracker. An exception of the real method (`KeyError` of `pop()`
     /// on an empty set) is raised in the trace (Note [errors of folded operations]).
+    /// Before the write `what` to set tracker `set`: a graph break when the set is from outside
+    /// the frame (Note [sets from outside the frame] in `builder.rs`: such a tracker is a
+    /// read-only copy), so the write runs on the real set as ordinary Python.
+    pub(crate) fn set_write(&self, set: &Rc<RefCell<Py<PyAny>>>, what: &str) -> VResult<()> {
+        if let Some(source) = self.og.set_sources.get(&(Rc::as_ptr(set) as usize)) {
+            graph_break!(SideEffect, "{what} on the set at {source}, from outside the frame");
+        }
+        Ok(())
+    }
+
     pub(crate) fn set_method(&mut self, py: Python<'_>, set: &Rc<RefCell<Py<PyAny>>>, name: &str, args: &[VT]) -> VResult<VT> {
+        if matches!(name, "update" | "difference_update" | "intersection_update" | "symmetric_difference_update" | "pop") {
+            self.set_write(set, &format!("set.{name}()"))?;
+        }
         let steps_items = match name {
             "update" | "difference_update" => true,
             "isdisjoint" | "issuperset" => args.len() == 1,

@@ -483,6 +483,7 @@ impl<'a> InstructionTranslator<'a> {
                 }
             }
             (VT::Set(set), "add" | "discard" | "remove" | "clear") => {
+                self.set_write(set, &format!("set.{name}()"))?;
                 let items = match name {
                     "clear" => vec![],
                     _ => args.clone(),

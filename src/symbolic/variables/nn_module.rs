@@ -530,6 +530,11 @@ impl<'a> InstructionTranslator<'a> {
         let f = VT::Function { obj: Rc::new(fwd.unbind()), source: fwd_source };
         let mut all = vec![func.clone()];
         all.extend(args);
+        // A `forward` decorated with `@torch.no_grad()` (transformers' sinusoidal position
+        // embeddings): its body under the grad mode, as for any decorated function.
+        if let Some(r) = self.grad_mode_decorated_call(py, &f, &all, &kwargs)? {
+            return r;
+        }
         self.inline_call(py, &f, all, kwargs)
     }
 }

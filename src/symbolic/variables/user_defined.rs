@@ -1667,7 +1667,9 @@ pub(crate) fn static_type_lookup<'py>(ty: &Bound<'py, pyo3::types::PyType>, name
 }
 
 /// Whether instances of `ty` look attributes up generically: `__getattribute__` is
-/// `object`'s, or a builtin base's slot wrapper that is generic too (dict, list, OrderedDict...;
+/// `object`'s, or a builtin base's slot wrapper that is generic too (dict, list, OrderedDict,
+/// and int, float, str, bytes, complex, whose `tp_getattro` is `PyObject_GenericGetAttr`:
+/// Objects/longobject.c, floatobject.c, unicodeobject.c, bytesobject.c, complexobject.c;
 /// `property` sets `tp_getattro` to `PyObject_GenericGetAttr` itself, Objects/descrobject.c, so
 /// a Python subclass of it reads `self.fget` as any object does).
 pub(crate) fn has_generic_getattribute(py: Python<'_>, ty: &Bound<'_, pyo3::types::PyType>) -> PyResult<bool> {
@@ -1679,7 +1681,7 @@ pub(crate) fn has_generic_getattribute(py: Python<'_>, ty: &Bound<'_, pyo3::type
         && getattribute
             .getattr("__objclass__")
             .and_then(|c| c.getattr("__name__"))
-            .map(|n| ["dict", "list", "tuple", "set", "OrderedDict", "defaultdict", "property"].contains(&n.to_string().as_str()))
+            .map(|n| ["dict", "list", "tuple", "set", "OrderedDict", "defaultdict", "property", "int", "float", "str", "bytes", "complex"].contains(&n.to_string().as_str()))
             .unwrap_or(false))
 }
 
