@@ -606,3 +606,31 @@ def test_double_backward_through_normalize(backend):
     torch.testing.assert_close(g1, g)
     assert got is not None
     torch.testing.assert_close(got, want)
+
+
+# E8: a function's `__name__`, `__qualname__`, `__doc__` and `__module__` read in the frame were
+# folded without a guard: renaming the function later was not seen.
+
+
+def _renamed_helper():
+    pass
+
+
+def _reads_helper_names(x):
+    h = _renamed_helper
+    return x + 1, h.__name__, h.__qualname__, h.__doc__, h.__module__
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_function_names_are_guarded(backend):
+    dynamo.reset()
+    compiled = dynamo.optimize(backend)(_reads_helper_names)
+    old = (_renamed_helper.__name__, _renamed_helper.__qualname__, _renamed_helper.__doc__, _renamed_helper.__module__)
+    try:
+        for k in (1, 2, 2):
+            _renamed_helper.__name__, _renamed_helper.__qualname__ = f"h{k}", f"q{k}"
+            _renamed_helper.__doc__, _renamed_helper.__module__ = f"d{k}", f"m{k}"
+            assert compiled(torch.ones(1))[1:] == _reads_helper_names(torch.ones(1))[1:]
+    finally:
+        (_renamed_helper.__name__, _renamed_helper.__qualname__, _renamed_helper.__doc__, _renamed_helper.__module__) = old
+    assert dynamo.counters()["compiles"] == 2

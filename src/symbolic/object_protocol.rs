@@ -373,7 +373,15 @@ impl<'a> InstructionTranslator<'a> {
             },
             // Immutable facts of a function whose identity is guarded (its code object included:
             // `__code__` can be reassigned, but then the ID_MATCH'd function was too).
-            VT::Function { obj: f, .. } if matches!(name, "__name__" | "__qualname__" | "__module__" | "__code__" | "__doc__") => Ok(VT::constant(f.bind(py).getattr(name)?.unbind())),
+            VT::Function { obj: f, source } if matches!(name, "__name__" | "__qualname__" | "__module__" | "__code__" | "__doc__") => {
+                let v = f.bind(py).getattr(name)?;
+                // The names are writable (`fn.__name__ = ...`, `functools.wraps` on a later
+                // wrapper): guarded by value. (`__code__` is the identity-guarded function's.)
+                if let (Some(s), true) = (source, name != "__code__") {
+                    self.og.add_guard(Some(s.attr(name)), crate::guards::GuardKind::ConstantMatch(v.clone().unbind()));
+                }
+                Ok(VT::constant(v.unbind()))
+            }
             // The names of a torch or builtin callable (a `func` that `__torch_function__`
             // receives): immutable.
             VT::TorchFunction(f) | VT::Builtin(f) if matches!(name, "__name__" | "__qualname__" | "__module__" | "__doc__") => Ok(VT::constant(f.bind(py).getattr(name)?.unbind())),
