@@ -89,7 +89,7 @@ fn is_literal_within(py: Python<'_>, v: &Bound<'_, PyAny>, depth: usize) -> bool
         return is_fixed_subclass_instance(py, v);
     }
     if let Ok(t) = v.cast::<PyTuple>() {
-        return (t.is_exact_instance_of::<PyTuple>() || is_fixed_subclass_instance(py, v)) && depth < MAX_LITERAL_DEPTH && t.iter().all(|i| is_literal_within(py, &i, depth + 1));
+        return depth < MAX_LITERAL_DEPTH && t.iter().all(|i| is_literal_within(py, &i, depth + 1)) && (t.is_exact_instance_of::<PyTuple>() || is_fixed_subclass_instance(py, v));
     }
     let tn = type_name(v);
     let module = v.get_type().module().map(|m| m.to_string()).unwrap_or_default();
@@ -119,6 +119,12 @@ fn is_literal_within(py: Python<'_>, v: &Bound<'_, PyAny>, depth: usize) -> bool
 fn is_fixed_subclass_instance(py: Python<'_>, v: &Bound<'_, PyAny>) -> bool {
     (|| -> PyResult<bool> {
         let ty = v.get_type();
+        // A static C type (`torch.Size`, `sys.version_info`'s) has C methods only and no
+        // instance dict; nothing can be added to it.
+        // SAFETY: `ty` is a live type object; `tp_flags` is a field it owns.
+        if unsafe { (*ty.as_type_ptr()).tp_flags } & pyo3::ffi::Py_TPFLAGS_HEAPTYPE == 0 {
+            return Ok(true);
+        }
         // Instance attributes are not guarded by a constant's guard (enum members keep their
         // `_value_` / `_name_` there, set once by the enum machinery).
         // (Any enum member: the enum machinery made it, whatever hooks its class adds.)
