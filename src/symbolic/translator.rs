@@ -1006,9 +1006,9 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::BINARY_OP => {
                 // `"step %d" % i` of an argument not used yet (Note [lazy string formatting]).
-                if matches!(arg, 6 | 19) && self.stack.len() >= 2 {
+                if matches!(arg, 6 | 19) && self.stack.len() >= 2 && matches!(self.stack[self.stack.len() - 2], VT::Constant(_)) {
                     let (a, b) = (self.stack[self.stack.len() - 2].clone(), self.stack[self.stack.len() - 1].clone());
-                    let mod_op = py.import("operator")?.getattr("mod")?;
+                    let mod_op = self.og.handles.operator.bind(py).getattr("mod")?;
                     if let Some(r) = self.lazy_string_format(py, &mod_op, &a, &[b])? {
                         self.popn_unused(2)?;
                         self.stack.push(r);
@@ -1840,27 +1840,24 @@ impl<'a> InstructionTranslator<'a> {
         let mut args = self.popn_unused(n)?;
         let b = self.pop_unused()?;
         let a = self.pop_unused()?;
-        if self.kw_names.is_none() {
-            // `"step {}".format(i)` of an argument not used yet (Note [lazy string formatting]).
-            let (func, rest): (&VT, Vec<VT>) = if a.is_null() {
-                (&b, args.clone())
-            } else if b.is_null() {
-                (&a, args.clone())
-            } else {
-                (&a, std::iter::once(b.clone()).chain(args.iter().cloned()).collect())
-            };
+        // `"step {}".format(i)` of an argument not used yet (Note [lazy string formatting]):
+        // only a constant or builtin callable can be `str.format`.
+        let func = if a.is_null() { &b } else { &a };
+        let func_obj = match func {
+            VT::Builtin(f) => Some(f.bind(py).clone()),
+            VT::Constant(_) => func.as_constant(py),
+            _ => None,
+        };
+        if let (None, Some(func_obj)) = (&self.kw_names, func_obj) {
+            let rest: Vec<VT> = if a.is_null() || b.is_null() { args.clone() } else { std::iter::once(b.clone()).chain(args.iter().cloned()).collect() };
             let str_format = py.get_type::<PyString>().getattr("format")?;
-            let func_obj = match func {
-                VT::Builtin(f) => Some(f.bind(py).clone()),
-                other => other.as_constant(py),
-            };
-            let bound_format = func_obj.clone().filter(|f| {
-                f.getattr("__name__").is_ok_and(|n| n.to_string() == "format") && f.getattr("__self__").is_ok_and(|s| s.is_exact_instance_of::<PyString>())
-            });
-            let call = match (bound_format, func_obj) {
-                (Some(f), _) => Some((VT::constant(f.getattr("__self__")?.unbind()), rest)),
-                (None, Some(f)) if f.is(&str_format) && !rest.is_empty() => Some((rest[0].clone(), rest[1..].to_vec())),
-                _ => None,
+            let bound_format = func_obj.getattr("__name__").is_ok_and(|n| n.to_string() == "format") && func_obj.getattr("__self__").is_ok_and(|s| s.is_exact_instance_of::<PyString>());
+            let call = if bound_format {
+                Some((VT::constant(func_obj.getattr("__self__")?.unbind()), rest))
+            } else if func_obj.is(&str_format) && !rest.is_empty() {
+                Some((rest[0].clone(), rest[1..].to_vec()))
+            } else {
+                None
             };
             if let Some((fmt, fargs)) = call {
                 if let Some(r) = self.lazy_string_format(py, &str_format, &fmt, &fargs)? {
@@ -1909,7 +1906,7 @@ impl<'a> InstructionTranslator<'a> {
         let mut bases = Vec::new();
         for a in args {
             match a {
-                VT::Tuple(items) if how.is(&py.import("operator")?.getattr("mod")?) => {
+                VT::Tuple(items) if how.is(&self.og.handles.operator.bind(py).getattr("mod")?) => {
                     let mut vals = Vec::with_capacity(items.len());
                     let mut parts = Vec::with_capacity(items.len());
                     for i in items.iter() {

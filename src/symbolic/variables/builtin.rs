@@ -287,10 +287,7 @@ impl<'a> InstructionTranslator<'a> {
                 VT::Iterator(_) => {
                     let ty = self.class_attribute(py, &args[0])?;
                     let Some(ty) = ty else { graph_break!(UntracedValue, "len() of {}", args[0].describe(py)) };
-                    // `PyObject_Size`'s message names the type's `tp_name` (`itertools.chain`).
-                    let msg = format!("object of type '{}' has no len()", crate::symbolic::variables::tp_name(ty.bind(py)));
-                    let e = py.get_type::<pyo3::exceptions::PyTypeError>().call1((msg.as_str(),))?;
-                    return Err(Unsupported::raise_value("TypeError", e.unbind(), msg));
+                    return Err(no_len(py, ty.bind(py))?);
                 }
                 // An object of a Python class: its `__len__` (a Python one was inlined above), or
                 // `PyObject_Size`'s TypeError when its class has none; never its items counted
@@ -306,9 +303,7 @@ impl<'a> InstructionTranslator<'a> {
                     if crate::symbolic::variables::user_defined::static_type_lookup(&ty, "__len__")?.is_some() {
                         graph_break!(UntracedValue, "len() of {} (its __len__ is not Python code)", args[0].describe(py));
                     }
-                    let msg = format!("object of type '{}' has no len()", crate::symbolic::variables::tp_name(ty.as_any()));
-                    let e = py.get_type::<pyo3::exceptions::PyTypeError>().call1((msg.as_str(),))?;
-                    return Err(Unsupported::raise_value("TypeError", e.unbind(), msg));
+                    return Err(no_len(py, ty.as_any())?);
                 }
                 other => {
                     let n = self.unpack(py, other)?.len();
@@ -1473,4 +1468,12 @@ fn builtin_polyfill<'py>(py: Python<'py>, b: &Bound<'py, PyAny>) -> PyResult<Opt
         return Ok(None);
     }
     Ok(Some((p.getattr("__name__")?.extract()?, p)))
+}
+
+/// `PyObject_Size`'s `TypeError` for an object of type `ty` without `__len__`, raised in the
+/// trace; the message names the type's `tp_name` (`itertools.chain`, a user class's name).
+fn no_len(py: Python<'_>, ty: &Bound<'_, PyAny>) -> PyResult<Unsupported> {
+    let msg = format!("object of type '{}' has no len()", crate::symbolic::variables::tp_name(ty));
+    let e = py.get_type::<pyo3::exceptions::PyTypeError>().call1((msg.as_str(),))?;
+    Ok(Unsupported::raise_value("TypeError", e.unbind(), msg))
 }
