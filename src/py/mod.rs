@@ -97,6 +97,10 @@ pub fn drop_traceback_head<'py>(exc: Bound<'py, PyAny>) -> PyResult<Bound<'py, P
 #[pyo3(signature = (exc, grad_enabled, snapshot=None))]
 pub fn graph_failed(py: Python<'_>, exc: Bound<'_, PyAny>, grad_enabled: bool, snapshot: Option<Bound<'_, PyAny>>) -> PyResult<()> {
     py.import("torch")?.getattr("_C")?.call_method1("_set_grad_enabled", (grad_enabled,))?;
+    if snapshot.as_ref().is_some_and(|s| s.is_instance_of::<pyo3::types::PyBool>()) {
+        // `snapshot_inputs_first_call` kept nothing for this call: the graph ran unprotected.
+        return Err(PyErr::from_value(exc));
+    }
     if !exc.is_instance_of::<pyo3::exceptions::PyException>() {
         return Err(PyErr::from_value(exc));
     }
@@ -122,6 +126,12 @@ pub fn graph_failed(py: Python<'_>, exc: Bound<'_, PyAny>, grad_enabled: bool, s
                     let (kind, state): (String, Bound<'_, PyAny>) = pair.get_item(1)?.extract()?;
                     match kind.as_str() {
                         "autocast" => py.import("dynamo._amp")?.call_method1("restore", (state,))?,
+                        // `snapshot_inputs_first_call`'s counter: a graph that failed once is
+                        // protected on every later call.
+                        "first_calls" => {
+                            state.set_item(0, -1)?;
+                            continue;
+                        }
                         "cpu" => torch.call_method1("set_rng_state", (state,))?,
                         _ => torch.getattr("cuda")?.call_method1("set_rng_state_all", (state,))?,
                     };
@@ -201,6 +211,44 @@ pub fn snapshot_inputs_and_autocast<'py>(py: Python<'py>, rng: bool, inputs: &Bo
     let out = if rng { snapshot_inputs_and_rng(py, inputs)? } else { snapshot_inputs(py, inputs)? };
     out.append((py.None(), ("autocast", py.import("dynamo._amp")?.call_method0("snapshot")?)))?;
     Ok(out)
+}
+
+/// Bytes of written inputs above which `snapshot_inputs_first_call` keeps no copy (an
+/// optimizer step over a large model would double its memory on its first call).
+const FIRST_CALL_SNAPSHOT_LIMIT: u64 = 1 << 30;
+
+/// `snapshot_inputs(*inputs)` for the first call of a graph that writes its inputs and has no op
+/// known to raise on values (Note [graph failure reruns the frame]): such a graph can still
+/// raise where its fake-tensor trace did not (a kernel without an implementation for the dtype,
+/// `x & x` of floats; a dim check the meta function lacks), and it does so on its first call.
+/// `counter` is the graph's one-item list: calls left to protect (it starts at 1), or -1 once
+/// the graph failed (then every call is protected); it is counted down here. Returns `False`
+/// (nothing kept: `graph_failed` re-raises) once the count is spent or when the inputs exceed
+/// `FIRST_CALL_SNAPSHOT_LIMIT` bytes; else the snapshot list, ending with
+/// `(None, ("first_calls", counter))` so that a failure marks the counter.
+#[pyfunction(signature = (counter, *inputs))]
+pub fn snapshot_inputs_first_call<'py>(py: Python<'py>, counter: &Bound<'py, PyList>, inputs: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+    let left: i64 = counter.get_item(0)?.extract()?;
+    if left == 0 {
+        return Ok(pyo3::types::PyBool::new(py, false).to_owned().into_any());
+    }
+    if left > 0 {
+        counter.set_item(0, left - 1)?;
+    }
+    let tensor = py.import("torch")?.getattr("Tensor")?;
+    let mut bytes = 0u64;
+    for t in inputs.iter() {
+        if t.is_instance(&tensor)? {
+            let (n, size): (u64, u64) = (t.call_method0("numel")?.extract()?, t.call_method0("element_size")?.extract()?);
+            bytes += n * size;
+        }
+    }
+    if bytes > FIRST_CALL_SNAPSHOT_LIMIT {
+        return Ok(pyo3::types::PyBool::new(py, false).to_owned().into_any());
+    }
+    let out = snapshot_inputs(py, inputs)?;
+    out.append((py.None(), ("first_calls", counter)))?;
+    Ok(out.into_any())
 }
 
 /// How transformed code replays a dict's new contents (key order included) after the graph.
@@ -641,6 +689,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(snapshot_inputs, m)?)?;
     m.add_function(wrap_pyfunction!(skip_code_recursive, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot_inputs_and_rng, m)?)?;
+    m.add_function(wrap_pyfunction!(snapshot_inputs_first_call, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot_inputs_and_autocast, m)?)?;
     m.add_class::<GradModeRestore>()?;
     m.add_function(wrap_pyfunction!(reset, m)?)?;

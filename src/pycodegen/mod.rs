@@ -76,6 +76,10 @@ pub struct Rerun {
     pub rng: bool,
     /// Whether the autocast state is kept too (the graph enters or leaves an autocast block).
     pub autocast: bool,
+    /// Whether the snapshot is kept on the graph's first call only (and on every call after it
+    /// failed): a graph that writes its inputs with no op known to raise on values
+    /// (`_C.snapshot_inputs_first_call`).
+    pub first_call_only: bool,
 }
 
 impl Rerun {
@@ -492,16 +496,20 @@ impl PyCodegen {
         if keep {
             let rng = rerun.is_some_and(|r| r.rng);
             let autocast = rerun.is_some_and(|r| r.autocast);
-            let name = if autocast { "snapshot_inputs_and_autocast" } else if rng { "snapshot_inputs_and_rng" } else { "snapshot_inputs" };
+            let first = rerun.is_some_and(|r| r.first_call_only);
+            let name = if first { "snapshot_inputs_first_call" } else if autocast { "snapshot_inputs_and_autocast" } else if rng { "snapshot_inputs_and_rng" } else { "snapshot_inputs" };
             let f = py.import("dynamo._C").and_then(|m| m.getattr(name)).expect("dynamo._C.snapshot_inputs");
             self.load_callable(f.unbind());
-            if autocast {
+            if first {
+                // The graph's own counter of calls left to protect.
+                self.load_const(pyo3::types::PyList::new(py, [1i64]).expect("a list").into_any().unbind());
+            } else if autocast {
                 self.load_const(pyo3::types::PyBool::new(py, rng).to_owned().into_any().unbind());
             }
             for &k in snapshot {
                 self.load_source(py, &inputs[k]);
             }
-            let n = snapshot.len() as u32 + u32::from(autocast);
+            let n = snapshot.len() as u32 + u32::from(autocast || first);
             self.emit(op::PRECALL, n);
             self.emit(op::CALL, n);
         }
@@ -537,7 +545,10 @@ impl PyCodegen {
     /// the frame's first effect: a graph that may write its inputs (`Graph::mutated_inputs`)
     /// and may raise on values (`Graph::may_raise_on_values`) runs after `_C.snapshot_inputs`
     /// copied the inputs it writes, and `_C.graph_failed` puts those copies back before the
-    /// rerun (a graph that writes inputs but cannot raise on values is not protected); one that
+    /// rerun (a graph that writes inputs but has no op known to raise on values is protected on
+    /// its first call only, `_C.snapshot_inputs_first_call`: errors that its fake-tensor trace
+    /// could not see, a kernel missing for a dtype, show on that call; after such a failure,
+    /// on every call); one that
     /// also draws random numbers (`Graph::uses_rng`) keeps the generators' states as well
     /// (`_C.snapshot_inputs_and_rng`), so the rerun draws what eager draws. The written inputs
     /// include the running statistics of a training `batch_norm` (`Node::written_args`). It also

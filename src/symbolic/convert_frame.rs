@@ -465,15 +465,21 @@ fn finish_return(
 /// only if an op may raise on tensor values, with copies of the written inputs to put back.
 /// A graph that draws random numbers and may raise on values also keeps the generators' states,
 /// so the rerun draws what eager draws. A graph that enters or leaves an autocast block keeps
-/// the autocast state, so the rerun starts from the state of frame entry.
+/// the autocast state, so the rerun starts from the state of frame entry. One that writes its
+/// inputs with no op known to raise on values is protected on its first call only (and after
+/// it failed): errors its fake-tensor trace cannot see (a kernel missing for a dtype) show on
+/// that call.
 fn rerun_on_failure(og: &OutputGraph, grad_enabled: bool) -> Option<crate::pycodegen::Rerun> {
     let mutated = og.graph.mutated_inputs();
     let may_raise = og.graph.may_raise_on_values();
-    if !mutated.is_empty() && !may_raise {
-        return None;
-    }
     let autocast = og.autocast.recorded;
-    Some(crate::pycodegen::Rerun { grad_enabled, snapshot: mutated, rng: may_raise && og.graph.uses_rng(), autocast })
+    if !mutated.is_empty() && !may_raise {
+        if autocast {
+            return None;
+        }
+        return Some(crate::pycodegen::Rerun { grad_enabled, snapshot: mutated, rng: false, autocast, first_call_only: true });
+    }
+    Some(crate::pycodegen::Rerun { grad_enabled, snapshot: mutated, rng: may_raise && og.graph.uses_rng(), autocast, first_call_only: false })
 }
 
 /// Records the frame's cells (its own cell variables and its free variables, as their trackers

@@ -476,6 +476,27 @@ impl OutputGraph {
         Ok(t)
     }
 
+    /// BUILD_TUPLE of constants, one of them a lazy constant not used yet: a tuple that is a
+    /// lazy constant made from the same arguments (Note [lazy constants]), so that `'%d %d' %
+    /// (i, j)` stays lazy; using the tuple uses its items. Its items keep their identity as
+    /// `build_tuple`'s do.
+    pub fn build_lazy_tuple(&mut self, py: Python<'_>, items: Vec<VT>) -> VResult<VT> {
+        let mut recipes = Vec::with_capacity(items.len());
+        let mut bases = Vec::new();
+        let mut values = Vec::with_capacity(items.len());
+        for i in &items {
+            let (Some(v), Some((r, b))) = (i.as_constant(py), self.lazy_recipe(py, i)) else { return self.build_tuple(py, items) };
+            values.push(v);
+            recipes.push(r);
+            bases.extend(b);
+        }
+        let t = self.lazy_derived(PyTuple::new(py, values)?.into_any().unbind(), LazyRecipe::Tuple(recipes), bases);
+        if let VT::Constant(c) = &t {
+            self.folded_tuples.insert(Rc::as_ptr(c) as usize, (c.clone(), Rc::new(items)));
+        }
+        Ok(t)
+    }
+
     /// The items of constant tuple `c` as trackers that keep their identity: the items
     /// BUILD_TUPLE folded it from, or, for an exact tuple wrapped from the frame's inputs,
     /// each item reached at its index there. `None` for any other constant (Note [constants

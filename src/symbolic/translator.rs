@@ -1086,8 +1086,12 @@ impl<'a> InstructionTranslator<'a> {
                 self.setitem(py, &obj, idx, v)?;
             }
             op::BUILD_TUPLE => {
-                let items = self.popn(arg as usize)?;
-                let t = self.og.build_tuple(py, items)?;
+                // A tuple of constants with a lazy one is lazy too (`'%d %d' % (i, j)`, Note
+                // [lazy constants]): its items are not used yet.
+                let n = arg as usize;
+                let lazy = n > 0 && self.stack.len() >= n && self.stack[self.stack.len() - n..].iter().all(|v| matches!(v, VT::Constant(_))) && self.stack[self.stack.len() - n..].iter().any(|v| self.og.lazy_recipe(py, v).is_some_and(|(_, b)| !b.is_empty()));
+                let items = if lazy { self.popn_unused(n)? } else { self.popn(n)? };
+                let t = if lazy { self.og.build_lazy_tuple(py, items)? } else { self.og.build_tuple(py, items)? };
                 self.stack.push(t);
             }
             op::BUILD_SET => {
