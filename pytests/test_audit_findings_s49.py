@@ -200,3 +200,150 @@ def test_a_graph_writing_its_input_is_protected_on_its_first_call_only():
     with pytest.raises(RuntimeError):
         cf(a, torch.ones(4))
     assert torch.equal(a, torch.full((3,), 4.0))
+
+
+# J1: a tensor guard compared the device index only, -1 for both `cpu` and `meta`: a graph
+# compiled for a meta tensor ran for a cpu one (and the other way round).
+
+
+def _by_device(x):
+    if x.device.type == "meta":
+        return x.new_zeros(x.shape)
+    return x * 2 + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_meta_tensor_and_a_cpu_tensor_get_their_own_graphs(backend):
+    dynamo.reset()
+    cf = dynamo.optimize(backend)(_by_device)
+    m = cf(torch.ones(2, device="meta"))
+    assert m.device.type == "meta"
+    assert torch.equal(cf(torch.ones(2)), torch.full((2,), 3.0))
+    assert cf(torch.ones(2, device="meta")).device.type == "meta"
+
+
+def test_a_module_moved_to_meta_after_the_compile_recompiles():
+    dynamo.reset()
+    m = torch.nn.Linear(2, 2)
+    f = dynamo.optimize("eager")(lambda x: (m(x).device.type, m.weight.is_meta))
+    assert f(torch.ones(2)) == ("cpu", False)
+    m.to("meta")
+    assert f(torch.ones(2, device="meta")) == ("meta", True)
+
+
+# J3: an object is true when its class defines neither `__bool__` nor `__len__`; one the class
+# gains after the compile was not guarded (`if cfg:` kept its old branch).
+
+
+class _Plain:
+    pass
+
+
+class _Plain2:
+    pass
+
+
+_PLAIN = _Plain()
+
+
+def _truth_of_global(x):
+    return x + 1 if _PLAIN else x - 1
+
+
+def _truth_of_argument(x, o):
+    return x + 1 if o else x - 1
+
+
+@pytest.mark.parametrize("dunder", ["__len__", "__bool__"])
+def test_truth_dunder_added_to_the_class_after_the_compile(dunder):
+    value = (lambda s: 0) if dunder == "__len__" else (lambda s: False)
+    for cls in (_Plain, _Plain2):
+        assert not hasattr(cls, dunder)
+    dynamo.reset()
+    f = dynamo.optimize("eager")(_truth_of_global)
+    g = dynamo.optimize("eager")(_truth_of_argument)
+    try:
+        assert f(torch.zeros(1)).item() == 1 and g(torch.zeros(1), _Plain2()).item() == 1
+        setattr(_Plain, dunder, value)
+        setattr(_Plain2, dunder, value)
+        assert f(torch.zeros(1)).item() == -1 and g(torch.zeros(1), _Plain2()).item() == -1
+    finally:
+        delattr(_Plain, dunder)
+        delattr(_Plain2, dunder)
+
+
+# I2: `torch.ones(3, requires_grad=True)` made in the frame is a new leaf; under AOTAutograd it
+# came back as an output of the compiled function's autograd node (`is_leaf` False, `.grad`
+# never filled). Such a graph now runs through torch's autograd (src/autograd/joint.rs).
+
+
+def _factory_leaf(x):
+    w = torch.ones(3, requires_grad=True)
+    return (x * w).sum(), w
+
+
+def _tensor_leaf_backward_inside(x):
+    w = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = (x * w).sum()
+    y.backward()
+    return w.grad
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_leaf_made_in_the_frame_gets_its_grad(backend):
+    dynamo.reset()
+    x = torch.arange(3.0).requires_grad_()
+    loss, w = dynamo.optimize(backend)(_factory_leaf)(x)
+    loss.backward()
+    assert w.is_leaf and torch.equal(w.grad, torch.arange(3.0)) and torch.equal(x.grad, torch.ones(3))
+    x = torch.arange(3.0).requires_grad_()
+    assert torch.equal(dynamo.optimize(backend)(_tensor_leaf_backward_inside)(x), torch.arange(3.0))
+
+
+# I1: raising and catching a user exception class derived from Exception broke the graph twice
+# (its construction, then its raise), leaving the handler and the rest of the frame to Python.
+
+
+class _UserError(Exception):
+    pass
+
+
+class _UserSubError(_UserError):
+    pass
+
+
+def _raise_and_catch_user_error(x):
+    y = x * 2
+    try:
+        raise _UserSubError("m", 3)
+    except _UserError as e:
+        z = (type(e).__name__, e.args, str(e))
+    return y + 1, z
+
+
+def _raise_user_error_out(x):
+    if x.shape[0] > 1:
+        raise _UserSubError("too big")
+    return x * 2
+
+
+def _catch_from_inlined(x):
+    try:
+        return _raise_user_error_out(x)
+    except Exception as e:  # noqa: BLE001 - the program under test
+        return x + 1, repr(e)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [_raise_and_catch_user_error, _catch_from_inlined])
+def test_user_exception_raised_and_caught_in_one_graph(fn, backend):
+    _check(fn, [(torch.ones(2),), (torch.ones(2),)], backend)
+    c = dynamo.counters()
+    assert c["graph_breaks"] == 0 and c["graphs"] == 1, c
+
+
+def test_user_exception_leaving_the_frame_has_eagers_traceback():
+    dynamo.reset()
+    with pytest.raises(_UserSubError, match="too big") as info:
+        dynamo.optimize("eager")(_raise_user_error_out)(torch.ones(2))
+    assert info.traceback[-1].name == "_raise_user_error_out"

@@ -376,6 +376,23 @@ fn build(py: Python<'_>, g: FxGraph, mut gaps: Option<&mut Vec<(String, String)>
             _ => false,
         };
     }
+    // A call whose value requires grad while none of its arguments does makes a new leaf
+    // (`torch.ones(3, requires_grad=True)`, `torch.tensor(v, requires_grad=True)`): the value
+    // the user holds must be that leaf, whose `.grad` backward fills, not an output of the
+    // compiled function's autograd node. Such a graph runs through torch's autograd.
+    for i in 0..n_fwd {
+        let n = &g.nodes[i];
+        if !requires_grad[i] || !matches!(n.op, FxOp::CallFunction { .. } | FxOp::CallMethod { .. } | FxOp::CallModule { .. }) {
+            continue;
+        }
+        let mut from_args = false;
+        for a in n.args.iter().chain(n.kwargs.iter().map(|(_, a)| a)) {
+            a.for_each_node(&mut |j| from_args |= requires_grad[j]);
+        }
+        if !from_args {
+            return Err(JointError::Unsupported(format!("{} makes a new leaf tensor that requires grad", n.name)));
+        }
+    }
     // Note [complex gradients]: the derivative rules are written for real tensors. For complex
     // ones eager's formulas conjugate (`mul`: grad * other.conj()) and take the real part of a
     // gradient flowing into a real input (`handle_r_to_c`); the rules do neither, so a complex

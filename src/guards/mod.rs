@@ -206,8 +206,10 @@ impl VersionGuard {
 pub struct TensorSpec {
     pub ty: Py<PyAny>,
     pub dtype: Py<PyAny>,
-    /// `tensor.get_device()`: -1 for CPU.
+    /// `tensor.get_device()`: -1 for CPU (and for `meta`, whence `device_type`).
     pub device: i64,
+    /// `tensor.device.type`: `"cpu"`, `"cuda"`, `"meta"`, ...
+    pub device_type: String,
     pub requires_grad: bool,
     /// `tensor.is_inference()`: made under `torch.inference_mode` (Note [inference tensor
     /// inputs]).
@@ -493,6 +495,8 @@ pub struct FrameRefs {
 #[derive(Debug)]
 struct Hot {
     get_device: Py<PyString>,
+    is_cpu: Py<PyString>,
+    is_cuda: Py<PyString>,
     size: Py<PyString>,
     stride: Py<PyString>,
     dtype: Py<PyString>,
@@ -640,6 +644,8 @@ impl GuardManager {
         let torch = py.import("torch")?;
         let hot = Hot {
             get_device: PyString::intern(py, "get_device").unbind(),
+            is_cpu: PyString::intern(py, "is_cpu").unbind(),
+            is_cuda: PyString::intern(py, "is_cuda").unbind(),
             size: PyString::intern(py, "size").unbind(),
             stride: PyString::intern(py, "stride").unbind(),
             dtype: PyString::intern(py, "dtype").unbind(),
@@ -1205,6 +1211,15 @@ impl GuardManager {
         let device: i64 = if same { spec.device } else { device_obj.extract().map_err(|_| None)? };
         if device != spec.device {
             return Err(explain.then(|| format!("tensor {} device mismatch. expected {}, actual {}", name(), spec.device, device)));
+        }
+        // The index alone does not tell `cpu` from `meta` (both -1).
+        let same_type = match spec.device_type.as_str() {
+            "cpu" => v.getattr(self.hot.is_cpu.bind(py)).map_err(|_| None)?.as_ptr() == unsafe { ffi::Py_True() },
+            "cuda" => v.getattr(self.hot.is_cuda.bind(py)).map_err(|_| None)?.as_ptr() == unsafe { ffi::Py_True() },
+            other => v.getattr("device").and_then(|d| d.getattr("type")).is_ok_and(|t| t.extract::<String>().is_ok_and(|t| t == other)),
+        };
+        if !same_type {
+            return Err(explain.then(|| format!("tensor {} device type mismatch. expected {}", name(), spec.device_type)));
         }
         let rg = v.getattr(self.hot.requires_grad.bind(py)).map(|r| r.as_ptr() == unsafe { ffi::Py_True() }).map_err(|_| None)?;
         if rg != spec.requires_grad {

@@ -2122,7 +2122,9 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
                 return Err(Unsupported { break_at: og.raise_points.get(k).copied(), ..Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::UnreconstructableValue, "an exception the trace raised and handled outlives the graph") });
             }
             let e = c.bind(py);
-            let exact_builtin = e.get_type().getattr("__module__").map(|m| m.to_string() == "builtins").unwrap_or(false);
+            // A user's class whose construction runs no Python code is made anew the same way.
+            let exact_builtin = e.get_type().getattr("__module__").map(|m| m.to_string() == "builtins").unwrap_or(false)
+                || crate::symbolic::translator::plain_exception_class(py, e.get_type().as_any());
             let no_state = e.getattr("__dict__").map(|d| d.len().unwrap_or(1) == 0).unwrap_or(true)
                 && e.getattr("__cause__").map(|v| v.is_none()).unwrap_or(false)
                 && e.getattr("__context__").map(|v| v.is_none()).unwrap_or(false);

@@ -11,6 +11,8 @@ use crate::graph_break;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use std::cell::RefCell;
+use std::sync::Arc;
+use crate::source::Source;
 use std::rc::Rc;
 use crate::symbolic::translator::{InstructionTranslator, BINARY_OPS, TENSOR_METHOD_DENYLIST};
 use crate::symbolic::variables::constant::{is_scalar_constant, const_bool};
@@ -839,6 +841,9 @@ impl<'a> InstructionTranslator<'a> {
                 if ty.hasattr("__bool__")? || ty.hasattr("__len__")? {
                     graph_break!(UntracedValue, "truth value of {} (it defines __bool__ or __len__)", v.describe(py));
                 }
+                // True because the class defines neither: it must keep lacking them.
+                let cls_source = o.cls_source.clone();
+                self.guard_no_truth_slots(&cls_source);
                 true
             }
             VT::Opaque { obj, .. } => {
@@ -866,6 +871,9 @@ impl<'a> InstructionTranslator<'a> {
                 let ty = obj.bind(py).get_type();
                 if ty.hasattr("__bool__")? || ty.hasattr("__len__")? {
                     graph_break!(UntracedValue, "truth value of {} (it defines __bool__ or __len__)", v.describe(py));
+                }
+                if let VT::Opaque { source, .. } = v {
+                    self.guard_no_truth_slots(&source.generic_attr("__class__"));
                 }
                 true
             }
@@ -904,6 +912,15 @@ impl<'a> InstructionTranslator<'a> {
             VT::Globals(_) => true,
             VT::Cell(_) => graph_break!(InternalInconsistency, "truth of a cell"),
         })
+    }
+
+    /// NO_ATTR guards that the class at `cls_source` still defines neither `__bool__` nor
+    /// `__len__`: an object of it is true only while it lacks both (`PyObject_IsTrue`), and a
+    /// class can gain one after the compile (`C.__len__ = ...`).
+    fn guard_no_truth_slots(&mut self, cls_source: &Arc<Source>) {
+        for name in ["__bool__", "__len__"] {
+            self.og.add_guard(Some(cls_source.clone()), GuardKind::NoAttr(name.to_string()));
+        }
     }
 
     /// The truth of a user object whose class defines `__bool__` or `__len__` as Python code

@@ -1042,6 +1042,7 @@ impl OutputGraph {
             ty: ty.clone().into_any().unbind(),
             dtype: value.getattr("dtype")?.unbind(),
             device: value.call_method0("get_device")?.extract()?,
+            device_type: value.getattr("device")?.getattr("type")?.extract()?,
             requires_grad: value.getattr("requires_grad")?.extract()?,
             inference: value.call_method0("is_inference")?.extract()?,
             lazy_value: crate::inductor::fx_import::is_lazy_value(py, value)?,

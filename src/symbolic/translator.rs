@@ -2099,8 +2099,9 @@ fn reads_argument(py: Python<'_>, code: &Bound<'_, PyAny>, pos: usize) -> PyResu
 }
 
 /// Builtin exceptions the trace raises as values (`raise`, failed lookups) and lets `try` /
-/// `except` clauses of inlined frames handle.
-pub(crate) const TRACED_EXCEPTIONS: [&str; 10] = ["AttributeError", "IndexError", "KeyError", "LookupError", "ValueError", "TypeError", "RuntimeError", "NotImplementedError", "ZeroDivisionError", "AssertionError"];
+/// `except` clauses of inlined frames handle. `Exception` is there for the user's own classes
+/// derived from it (`class ConfigError(Exception): pass`): the trace makes none itself.
+pub(crate) const TRACED_EXCEPTIONS: [&str; 11] = ["AttributeError", "IndexError", "KeyError", "LookupError", "ValueError", "TypeError", "RuntimeError", "NotImplementedError", "ZeroDivisionError", "AssertionError", "Exception"];
 
 /// The entry of `TRACED_EXCEPTIONS` that exception class `cls` is or derives from, nearest
 /// first in its MRO: a builtin one itself, or a class such as dataclasses'
