@@ -29,6 +29,15 @@ import torch
 from . import _C
 
 
+class SavedResultRef(weakref.ref):
+    """The weak reference Note [saved results] keeps to a forward output a node of the same
+    graph saved: its own type, so that the tracer does not count it as a user's observer of the
+    tensor's lifetime (``has_user_weakrefs`` in src/symbolic/translator.rs; a KV-cache update
+    ``self.k = torch.cat([self.k, k])`` broke the graph at every decoding step)."""
+
+    __slots__ = ()
+
+
 try:
     from torch.fx._lazy_graph_module import _LazyGraphModule
 except ImportError:  # a torch without lazy graph modules
@@ -1327,7 +1336,7 @@ def _make_runtime(plan, fw, bw_compiler, extra, eager_forward, entry_grad=None, 
                 ctx.dynamo_zeros_meta = {k: (result[k].shape, result[k].dtype, result[k].device) for k in unknown_meta}
             _unchecked_saved_results(ctx, {id(result[k]) for k, *_ in checked})
             ctx.dynamo_saved_results = [
-                (name, by_result, by_input, result[k].detach(), result[k]._version, output_nr, weakref.ref(result[k]))
+                (name, by_result, by_input, result[k].detach(), result[k]._version, output_nr, SavedResultRef(result[k]))
                 for k, name, by_result, by_input, output_nr in checked
             ]
             return result

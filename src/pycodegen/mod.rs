@@ -149,7 +149,7 @@ pub enum SideEffect {
     DictContents { target: Arc<Source>, items: Rebuild, key_ops: Option<Py<PyAny>> },
     /// `method(*args, **kwargs)` with constant arguments (a logging call, an `lru_cache`
     /// wrapper's call), after the writes, its result dropped.
-    CallMethod { method: Callee, args: Py<PyAny>, kwargs: Option<Py<PyAny>> },
+    CallMethod { method: Callee, args: Py<PyAny>, kwargs: Option<Py<PyAny>>, arg_rebuilds: Option<Vec<Rebuild>> },
     /// `dynamo._C.advance_iter(target, steps)`: the steps the trace took on an iterator from
     /// outside the frame, after the writes (a list iterator reads the list's new items), before
     /// the calls; `before_writes`: before every write instead (a dict iterator, which checks
@@ -797,13 +797,13 @@ impl PyCodegen {
         }
         // Calls last, in call order, once every write is in place.
         for e in effects {
-            if let SideEffect::CallMethod { method: Callee::AtSite { method, site }, args, kwargs } = e {
+            if let SideEffect::CallMethod { method: Callee::AtSite { method, site }, args, kwargs, arg_rebuilds } = e {
                 // `_polyfills.logger_call_at(<method>, site, args, kwargs)`.
                 let call_at = py.import("dynamo._polyfills").and_then(|m| m.getattr("logger_call_at")).expect("dynamo._polyfills.logger_call_at");
                 self.load_callable(call_at.unbind());
                 self.load_source(py, method);
                 self.load_const(site.clone_ref(py));
-                self.load_const(args.clone_ref(py));
+                self.load_call_args(py, args, arg_rebuilds.as_deref());
                 match kwargs {
                     Some(k) => self.load_const(k.clone_ref(py)),
                     None => self.load_const(py.None()),
@@ -813,7 +813,7 @@ impl PyCodegen {
                 self.emit(op::POP_TOP, 0);
                 continue;
             }
-            if let SideEffect::CallMethod { method, args, kwargs } = e {
+            if let SideEffect::CallMethod { method, args, kwargs, arg_rebuilds } = e {
                 // The callable and its NULL, in the version's order (load_callable).
                 let null_after = PyVersion::CURRENT.null_after_callable();
                 if !null_after {
@@ -827,13 +827,28 @@ impl PyCodegen {
                 if null_after {
                     self.emit(op::PUSH_NULL, 0);
                 }
-                self.load_const(args.clone_ref(py));
+                self.load_call_args(py, args, arg_rebuilds.as_deref());
                 if let Some(k) = kwargs {
                     self.load_const(k.clone_ref(py));
                 }
                 self.emit(op::CALL_FUNCTION_EX, u32::from(kwargs.is_some()));
                 self.emit(op::POP_TOP, 0);
             }
+        }
+    }
+
+    /// Pushes the argument tuple of a replayed call: the constant `args`, or the tuple of
+    /// `rebuilds` (lazy constants made at run time: sources, constants and calls, never a graph
+    /// output).
+    fn load_call_args(&mut self, py: Python<'_>, args: &Py<PyAny>, rebuilds: Option<&[Rebuild]>) {
+        match rebuilds {
+            Some(rs) => {
+                for r in rs {
+                    self.rebuild(py, r, 0);
+                }
+                self.emit(op::BUILD_TUPLE, rs.len() as u32);
+            }
+            None => self.load_const(args.clone_ref(py)),
         }
     }
 

@@ -122,6 +122,7 @@ fn guard_ambient_autocast(py: Python<'_>, og: &mut OutputGraph) -> PyResult<()> 
 /// Traces the frame once, with a fresh output graph. `break_at` is the speculation log of an
 /// earlier attempt: stop there for a graph break.
 fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: Option<(usize, usize)>) -> Result<(OutputGraph, Outcome, Vec<Option<VT>>), ConvertError> {
+    crate::symbolic::variables::user_defined::clear_class_lookups();
     let mut og = OutputGraph::new(py).map_err(ConvertError::Internal)?;
     og.dynamic = frame.dynamic.clone();
     og.append_only_slots = ci.append_only_slots();
@@ -1172,6 +1173,7 @@ fn plan_writes(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) -> VResu
             method: c.callee.clone_ref(py),
             args: c.args.clone_ref(py),
             kwargs: c.kwargs.as_ref().map(|k| k.clone_ref(py)),
+            arg_rebuilds: c.lazy_args.as_ref().map(|rs| rs.iter().map(|r| r.rebuild(py)).collect()),
         });
     }
     Ok(out)

@@ -11,8 +11,6 @@ use crate::graph_break;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use std::cell::RefCell;
-use std::sync::Arc;
-use crate::source::Source;
 use std::rc::Rc;
 use crate::symbolic::translator::{InstructionTranslator, BINARY_OPS, TENSOR_METHOD_DENYLIST};
 use crate::symbolic::variables::constant::{is_scalar_constant, const_bool};
@@ -263,7 +261,17 @@ impl<'a> InstructionTranslator<'a> {
                         graph_break!(UntracedValue, "module attribute '{name}' answered by the module's __getattr__");
                     }
                 }
-                let v = m.bind(py).getattr(name)?;
+                let v = match m.bind(py).getattr(name) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        // Absent: `hasattr(cfg, "FLAG")` / `getattr(cfg, "X", d)` take the
+                        // other branch once the module gains the name.
+                        if let (false, Some(s), true) = (trusted, source, e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py)) {
+                            self.og.add_guard(Some(s.clone()), GuardKind::NoAttr(name.to_string()));
+                        }
+                        return Err(e.into());
+                    }
+                };
                 if trusted && v.is_instance_of::<pyo3::types::PyModule>() {
                     // A submodule of a trusted module: unguarded, but with its source, so that
                     // its properties above can be guarded.
@@ -300,7 +308,19 @@ impl<'a> InstructionTranslator<'a> {
                         return Ok(v);
                     }
                 }
-                let v = c.bind(py).getattr(name)?;
+                let module = c.bind(py).getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
+                let trusted = module == "torch" || module.starts_with("torch.") || module == "builtins";
+                let v = match c.bind(py).getattr(name) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        // Absent from the class, its bases and its metaclass: guarded to stay
+                        // so (`getattr(K, "k", d)` after `K.k = 6`).
+                        if let (false, Some(src), true) = (trusted, self.og.class_sources.get(&(c.as_ptr() as usize)).cloned(), e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py)) {
+                            self.og.add_guard(Some(src), GuardKind::NoAttr(name.to_string()));
+                        }
+                        return Err(e.into());
+                    }
+                };
                 // `itertools.chain.from_iterable`: a classmethod of a C type, bound anew at each
                 // lookup (no identity to guard); the class's identity fixes it, and the call is
                 // modelled (`lazy_iterator`).
@@ -309,8 +329,6 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 // A user class reached from the frame: its attributes can change, so they are
                 // read through its source and guarded (torch's own classes are trusted).
-                let module = c.bind(py).getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
-                let trusted = module == "torch" || module.starts_with("torch.") || module == "builtins";
                 let wrapped = match self.og.class_sources.get(&(c.as_ptr() as usize)).cloned() {
                     Some(src) if !trusted => wrap(py, self.og, &v, src.attr(name))?,
                     _ => {
@@ -841,9 +859,8 @@ impl<'a> InstructionTranslator<'a> {
                 if ty.hasattr("__bool__")? || ty.hasattr("__len__")? {
                     graph_break!(UntracedValue, "truth value of {} (it defines __bool__ or __len__)", v.describe(py));
                 }
-                // True because the class defines neither: it must keep lacking them.
-                let cls_source = o.cls_source.clone();
-                self.guard_no_truth_slots(&cls_source);
+                // True because the class defines neither; `python_truth`'s lookups keep it so
+                // (Note [class lookups are versioned]).
                 true
             }
             VT::Opaque { obj, .. } => {
@@ -871,9 +888,6 @@ impl<'a> InstructionTranslator<'a> {
                 let ty = obj.bind(py).get_type();
                 if ty.hasattr("__bool__")? || ty.hasattr("__len__")? {
                     graph_break!(UntracedValue, "truth value of {} (it defines __bool__ or __len__)", v.describe(py));
-                }
-                if let VT::Opaque { source, .. } = v {
-                    self.guard_no_truth_slots(&source.generic_attr("__class__"));
                 }
                 true
             }
@@ -912,15 +926,6 @@ impl<'a> InstructionTranslator<'a> {
             VT::Globals(_) => true,
             VT::Cell(_) => graph_break!(InternalInconsistency, "truth of a cell"),
         })
-    }
-
-    /// NO_ATTR guards that the class at `cls_source` still defines neither `__bool__` nor
-    /// `__len__`: an object of it is true only while it lacks both (`PyObject_IsTrue`), and a
-    /// class can gain one after the compile (`C.__len__ = ...`).
-    fn guard_no_truth_slots(&mut self, cls_source: &Arc<Source>) {
-        for name in ["__bool__", "__len__"] {
-            self.og.add_guard(Some(cls_source.clone()), GuardKind::NoAttr(name.to_string()));
-        }
     }
 
     /// The truth of a user object whose class defines `__bool__` or `__len__` as Python code
@@ -2584,6 +2589,7 @@ impl<'a> InstructionTranslator<'a> {
         self.og.side_effects.logger_calls.push(crate::symbolic::side_effects::LoggerCall {
             callee: crate::pycodegen::Callee::Object(inst.getattr("setstate")?.unbind()),
             args: PyTuple::new(py, [state])?.into_any().unbind(),
+            lazy_args: None,
             kwargs: None,
             writes_before: self.og.side_effects.writes,
             at: self.og.top_ip,
@@ -2703,6 +2709,9 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::Module { obj, source } => {
                 let m = obj.bind(py);
+                // Recorded for the class's version guard (Note [class lookups are versioned]):
+                // `M.__call__` patched after the compile recompiles.
+                crate::symbolic::variables::user_defined::static_type_lookup(&m.get_type(), "__call__")?;
                 let call = m.get_type().getattr("__call__")?;
                 if !call.is(self.og.handles.module_call.bind(py)) {
                     // Note [module __call__ override]: a Python `__call__` of the module's class
@@ -3017,7 +3026,29 @@ impl<'a> InstructionTranslator<'a> {
             }
             VT::LoggerMethod { logger, name } => {
                 let VT::Opaque { source, .. } = logger.as_ref() else { graph_break!(MissingSource, "{} on a logger without a source", func.describe(py)) };
-                let consts = args.iter().map(|a| a.as_constant(py).filter(|_| matches!(a, VT::Constant(_)))).collect::<Option<Vec<_>>>();
+                // Lazy arguments (an f-string of the step, a symbolic learning rate) stay lazy:
+                // the replay makes them from the frame's arguments (Note [lazy constants]).
+                let mut consts = Some(Vec::with_capacity(args.len()));
+                let mut recipes = Vec::with_capacity(args.len());
+                let mut any_lazy = false;
+                for a in &args {
+                    let a = self.og.lazy_text_of(py, a).unwrap_or_else(|| a.clone());
+                    match (&a, self.og.lazy_recipe(py, &a), a.as_constant(py)) {
+                        (VT::Constant(_), Some((r, bases)), Some(c)) => {
+                            any_lazy |= !bases.is_empty();
+                            recipes.push(r);
+                            consts.as_mut().expect("some").push(c);
+                        }
+                        _ => {
+                            consts = None;
+                            break;
+                        }
+                    }
+                }
+                // Keyword arguments are used as they are (`exc_info`, `stacklevel` decide the record).
+                for (_, a) in &kwargs {
+                    self.og.realize(a);
+                }
                 let kw = kwargs.iter().map(|(k, a)| a.as_constant(py).filter(|_| matches!(a, VT::Constant(_))).map(|c| (k.clone(), c))).collect::<Option<Vec<_>>>();
                 let (Some(consts), Some(kw)) = (consts, kw) else {
                     graph_break!(UntracedValue, "{} with arguments that are not constants", func.describe(py));
@@ -3048,6 +3079,7 @@ impl<'a> InstructionTranslator<'a> {
                 self.og.side_effects.logger_calls.push(crate::symbolic::side_effects::LoggerCall {
                     callee,
                     args: PyTuple::new(py, consts)?.into_any().unbind(),
+                    lazy_args: any_lazy.then_some(recipes),
                     kwargs,
                     writes_before: self.og.side_effects.writes,
                     at: self.og.top_ip,

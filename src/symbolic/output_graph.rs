@@ -265,6 +265,9 @@ pub struct OutputGraph {
     /// Ints and strs the frame received that the trace has not used yet, and strings formatted
     /// from them, by the address of their `VT::Constant` (Note [lazy constants]).
     pub lazy_constants: HashMap<usize, LazyConstant>,
+    /// The lazy constant standing for a symbolic number input where it is formatted, by the
+    /// address of its `SymNodeVariable` (Note [formatting symbolic inputs]).
+    pub sym_text_inputs: HashMap<usize, VT>,
     /// `id()` of objects that have no address while tracing, by the address of their tracker's
     /// state (Note [ids of traced objects]): the `dynamo._polyfills.FakeId` standing for the id,
     /// and the tracker (kept alive so that its address is not reused in this trace).
@@ -336,7 +339,7 @@ pub enum LazyRecipe {
 }
 
 impl LazyRecipe {
-    fn clone_ref(&self, py: Python<'_>) -> LazyRecipe {
+    pub(crate) fn clone_ref(&self, py: Python<'_>) -> LazyRecipe {
         match self {
             LazyRecipe::Source(s) => LazyRecipe::Source(s.clone()),
             LazyRecipe::Const(c) => LazyRecipe::Const(c.clone_ref(py)),
@@ -586,6 +589,7 @@ impl OutputGraph {
             calls_user_python: false,
             int_inputs: HashMap::new(),
             lazy_constants: HashMap::new(),
+            sym_text_inputs: HashMap::new(),
             fake_ids: HashMap::new(),
             tensor_subclasses: HashMap::new(),
             tensor_attrs: HashMap::new(),
@@ -791,6 +795,31 @@ impl OutputGraph {
         VT::Constant(rc)
     }
 
+    /// Note [formatting symbolic inputs]: a float argument of the frame is a symbolic input
+    /// from its first compile, and an int one once it changed (`add_number_input`). Formatting
+    /// one into a string (`f"lr={lr}"`, `"step %d" % i`, `"{}".format(lr)`) read its value,
+    /// a guard on it: a training step logging its learning rate or step recompiled at every
+    /// step, and ran eagerly for good after eight. Where it is formatted, such an input stands
+    /// for a lazy constant of its value and source instead (Note [lazy constants]): the string
+    /// is made again at run time from the argument, and only a use of the string guards the
+    /// argument's value. The graph keeps the symbolic input. `None` for anything else.
+    pub fn lazy_text_of(&mut self, py: Python<'_>, v: &VT) -> Option<VT> {
+        let VT::SymNum(s) = v else { return None };
+        let source = s.source.as_ref()?;
+        let key = Rc::as_ptr(s) as usize;
+        if let Some(c) = self.sym_text_inputs.get(&key) {
+            return Some(c.clone());
+        }
+        let value = self.inputs.iter().find(|(so, _)| so == source)?.1.clone_ref(py);
+        let value = value.bind(py);
+        if !(value.is_exact_instance_of::<pyo3::types::PyFloat>() || value.is_exact_instance_of::<pyo3::types::PyInt>()) {
+            return None;
+        }
+        let c = self.lazy_argument(value, source.clone());
+        self.sym_text_inputs.insert(key, c.clone());
+        Some(c)
+    }
+
     /// The run-time recipe of `v` when it is a lazy constant, with the argument entries it
     /// depends on; a plain constant is its own recipe; `None` for anything else.
     pub fn lazy_recipe(&self, py: Python<'_>, v: &VT) -> Option<(LazyRecipe, Vec<usize>)> {
@@ -958,6 +987,12 @@ impl OutputGraph {
 
     /// Turns the reads `read_unguarded_attr` recorded into ATTR_VERSION guards.
     pub fn add_version_guards(&mut self) {
+        // Note [class lookups are versioned] (variables/user_defined.rs).
+        Python::attach(|py| {
+            for (ty, name) in crate::symbolic::variables::user_defined::take_class_lookups() {
+                self.read_unguarded_attr(py, ty.bind(py), &name);
+            }
+        });
         for (_, vg) in std::mem::take(&mut self.attr_versions) {
             self.guards.push(Guard { source: None, kind: GuardKind::AttrVersion(vg) });
         }

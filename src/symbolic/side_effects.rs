@@ -46,6 +46,10 @@ pub struct AttrWrite {
 pub struct LoggerCall {
     pub callee: crate::pycodegen::Callee,
     pub args: Py<PyAny>,
+    /// How each argument is made at run time, when one of them is a lazy constant (Note [lazy
+    /// constants]: `log.info(f"lr={lr}")` formats the argument of each call); `None` when
+    /// `args` are all plain constants.
+    pub lazy_args: Option<Vec<crate::symbolic::output_graph::LazyRecipe>>,
     pub kwargs: Option<Py<PyAny>>,
     /// `SideEffects::writes` when the call was traced: a logging call followed by writes is not
     /// replayed (its handlers would see them; Note [logger calls]).

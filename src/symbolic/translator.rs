@@ -1232,6 +1232,9 @@ impl<'a> InstructionTranslator<'a> {
                 // the string records how to format it again at run time.
                 let spec = if arg & 0x04 != 0 { Some(self.pop_unused()?) } else { None };
                 let v = self.pop_unused()?;
+                // Note [formatting symbolic inputs].
+                let v = self.og.lazy_text_of(py, &v).unwrap_or(v);
+                let spec = spec.map(|s| self.og.lazy_text_of(py, &s).unwrap_or(s));
                 let recipes = (self.og.lazy_recipe(py, &v), spec.as_ref().map(|s| self.og.lazy_recipe(py, s)));
                 if recipes.0.is_none() || matches!(recipes.1, Some(None)) {
                     self.og.realize(&v);
@@ -1870,8 +1873,11 @@ impl<'a> InstructionTranslator<'a> {
                 }
             }
         }
-        for v in args.iter().chain([&b, &a]) {
-            self.og.realize(v);
+        // A logging call replays its lazy arguments as they are (Note [lazy constants]).
+        if !matches!((&a, &b), (VT::LoggerMethod { .. }, _) | (_, VT::LoggerMethod { .. })) {
+            for v in args.iter().chain([&b, &a]) {
+                self.og.realize(v);
+            }
         }
         let func = if a.is_null() {
             b
@@ -1897,6 +1903,16 @@ impl<'a> InstructionTranslator<'a> {
     /// constants). `None` when this is not such a call (no lazy argument, another kind of
     /// value, or an operation that raises): the caller then runs it as usual.
     fn lazy_string_format(&mut self, py: Python<'_>, how: &Bound<'_, PyAny>, fmt: &VT, args: &[VT]) -> VResult<Option<VT>> {
+        // A symbolic number input formats as its lazy constant (Note [formatting symbolic
+        // inputs]); a tuple of them too.
+        let text_of = |og: &mut crate::symbolic::output_graph::OutputGraph, a: &VT| -> VT {
+            match a {
+                VT::Tuple(items) if items.iter().any(|i| matches!(i, VT::SymNum(_))) => VT::Tuple(Rc::new(items.iter().map(|i| og.lazy_text_of(py, i).unwrap_or_else(|| i.clone())).collect())),
+                _ => og.lazy_text_of(py, a).unwrap_or_else(|| a.clone()),
+            }
+        };
+        let args: Vec<VT> = args.iter().map(|a| text_of(self.og, a)).collect();
+        let args = &args[..];
         // Only constants: `as_constant` of a symbolic number would specialize it.
         if !matches!(fmt, VT::Constant(_)) || !args.iter().all(|a| matches!(a, VT::Constant(_)) || matches!(a, VT::Tuple(items) if items.iter().all(|i| matches!(i, VT::Constant(_))))) {
             return Ok(None);
@@ -2163,7 +2179,9 @@ pub(crate) fn makes_weak_reference(py: Python<'_>, f: &Bound<'_, PyAny>) -> bool
 pub(crate) fn has_user_weakrefs(py: Python<'_>, o: &Bound<'_, PyAny>) -> bool {
     let Ok(refs) = py.import("weakref").and_then(|w| w.getattr("getweakrefs")).and_then(|f| f.call1((o,))) else { return false };
     let id_ref = py.import("torch.utils.weak").and_then(|m| m.getattr("WeakIdRef")).ok();
-    refs.try_iter().map(|it| it.flatten().any(|r| !id_ref.as_ref().is_some_and(|t| r.get_type().is(t)))).unwrap_or(false)
+    let saved_ref = py.import("dynamo.aot").and_then(|m| m.getattr("SavedResultRef")).ok();
+    let ours = |r: &Bound<'_, PyAny>| [&id_ref, &saved_ref].iter().any(|t| t.as_ref().is_some_and(|t| r.get_type().is(t)));
+    refs.try_iter().map(|it| it.flatten().any(|r| !ours(&r))).unwrap_or(false)
 }
 
 // Note [torch's own weak references]: converting a tensor to a fake tensor (every graph input,
@@ -2172,7 +2190,8 @@ pub(crate) fn has_user_weakrefs(py: Python<'_>, o: &Bound<'_, PyAny>) -> bool {
 // observer, it made the KV-cache update `self.keys = torch.cat([self.keys, k], -2)` of
 // transformers' `DynamicLayer` a graph break (Note [observable frees]) in every decoding step.
 // Those references are not observable by user code, so they are not counted; a user's own
-// `WeakIdKeyDictionary` on a tensor is the (rare) case this misses.
+// `WeakIdKeyDictionary` on a tensor is the (rare) case this misses. Nor is the reference
+// `aot.py` keeps to a forward output a node saved (`SavedResultRef`, Note [saved results]).
 fn observable_at(py: Python<'_>, v: &VT, depth: u32) -> bool {
     if depth > 3 {
         return false;

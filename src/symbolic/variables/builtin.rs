@@ -472,7 +472,18 @@ impl<'a> InstructionTranslator<'a> {
                 // A pending write to the class or a base (Note [class writes seen through the
                 // MRO]) is not in the real class yet: `getattr` below decides.
                 VT::Class(o) if self.class_write_pending(py, o.bind(py), &name)? => None,
-                VT::Constant(o) | VT::Class(o) => Some(!o.bind(py).hasattr(name.as_str())?),
+                VT::Constant(o) => Some(!o.bind(py).hasattr(name.as_str())?),
+                // Missing from a class (its bases, its metaclass) or a module: guarded to stay
+                // missing (`hasattr(cfg, "FLAG")`, `getattr(K, "k", d)` after `K.k = 6`).
+                VT::Class(o) => {
+                    let missing = !o.bind(py).hasattr(name.as_str())?;
+                    if missing && !is_trusted_namespace(o.bind(py)) {
+                        if let Some(src) = self.og.class_sources.get(&(o.as_ptr() as usize)).cloned() {
+                            self.og.add_guard(Some(src), GuardKind::NoAttr(name.clone()));
+                        }
+                    }
+                    Some(missing)
+                }
                 // A global this trace wrote in the module (pending) is not in the real module
                 // yet: `getattr` below answers from the write.
                 VT::PyModule { obj, .. } if obj.bind(py).getattr("__dict__").ok().is_some_and(|d| self.og.side_effects.global(d.as_ptr() as usize, &name).is_some()) => None,
@@ -484,7 +495,13 @@ impl<'a> InstructionTranslator<'a> {
                     let d = m.getattr("__dict__")?;
                     !d.contains(name.as_str())? && (d.contains("__getattr__")? || static_type_lookup(&m.get_type(), "__getattr__")?.is_some_and(|(_, g)| type_name(&g) == "function"))
                 } => None,
-                VT::PyModule { obj, .. } => Some(!obj.bind(py).hasattr(name.as_str())?),
+                VT::PyModule { obj, source } => {
+                    let missing = !obj.bind(py).hasattr(name.as_str())?;
+                    if let (true, Some(src)) = (missing && !is_trusted_namespace(obj.bind(py)), source) {
+                        self.og.add_guard(Some(src.clone()), GuardKind::NoAttr(name.clone()));
+                    }
+                    Some(missing)
+                }
                 // A real tensor can carry instance attributes the fake one lacks: only a class
                 // attribute is known present; anything else is not decided here.
                 // A tensor made by the graph has no instance attributes; a graph input is asked
@@ -945,7 +962,10 @@ impl<'a> InstructionTranslator<'a> {
         if let (Some(vals), Some(kvals)) = (literal_args, literal_kwargs) {
             let pure = ["abs", "min", "max", "round", "int", "float", "complex", "bool", "str", "bytes", "tuple", "frozenset", "sum", "any", "all", "divmod", "pow", "sorted", "reversed", "repr", "ascii", "bin", "oct", "hex", "hash", "type", "slice", "chr", "ord", "format", "len"];
             let module = b.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
-            let is_pure = pure.iter().any(|n| is(n)) || module == "math" || module == "_operator" || module == "operator" || (module == "torch" && type_name(b) == "type") || is_literal_type_method(py, b);
+            // `os.fspath` of a str or bytes is the argument itself (Modules/posixmodule.c,
+            // `PyOS_FSPath`): `os.path.join` of constant paths folds.
+            let fspath = matches!(module.as_str(), "posix" | "nt") && b.getattr("__name__").is_ok_and(|n| n.to_string() == "fspath");
+            let is_pure = pure.iter().any(|n| is(n)) || fspath || module == "math" || module == "_operator" || module == "operator" || (module == "torch" && type_name(b) == "type") || is_literal_type_method(py, b);
             if is_pure {
                 let kw = PyDict::new(py);
                 for (k, v) in kvals {
@@ -1476,4 +1496,12 @@ fn no_len(py: Python<'_>, ty: &Bound<'_, PyAny>) -> PyResult<Unsupported> {
     let msg = format!("object of type '{}' has no len()", crate::symbolic::variables::tp_name(ty));
     let e = py.get_type::<pyo3::exceptions::PyTypeError>().call1((msg.as_str(),))?;
     Ok(Unsupported::raise_value("TypeError", e.unbind(), msg))
+}
+
+/// Whether `o` (a class or a module) is torch's or the interpreter's own, whose attributes the
+/// trace reads without guards: `torch`, `torch.*`, `builtins`, `math`, `operator`.
+fn is_trusted_namespace(o: &Bound<'_, PyAny>) -> bool {
+    let name = if o.is_instance_of::<pyo3::types::PyModule>() { o.getattr("__name__") } else { o.getattr("__module__") };
+    let name = name.ok().and_then(|n| n.extract::<String>().ok()).unwrap_or_default();
+    name == "torch" || name.starts_with("torch.") || matches!(name.as_str(), "builtins" | "math" | "operator")
 }

@@ -216,6 +216,7 @@ impl<'a> InstructionTranslator<'a> {
         self.og.side_effects.logger_calls.push(crate::symbolic::side_effects::LoggerCall {
             callee: crate::pycodegen::Callee::Object(wrapper.clone().unbind()),
             args: call_args,
+            lazy_args: None,
             kwargs: call_kwargs,
             writes_before: self.og.side_effects.writes,
             at: self.og.top_ip,

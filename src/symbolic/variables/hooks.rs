@@ -106,6 +106,7 @@ impl<'a> InstructionTranslator<'a> {
         self.og.side_effects.logger_calls.push(LoggerCall {
             callee: crate::pycodegen::Callee::Source(source.attr(name)),
             args: PyTuple::empty(py).into_any().unbind(),
+            lazy_args: None,
             kwargs: None,
             writes_before: self.og.side_effects.writes,
             at: self.og.top_ip,

@@ -330,6 +330,18 @@ impl<'a> InstructionTranslator<'a> {
     pub(crate) fn call_module(&mut self, py: Python<'_>, func: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
         let VT::Module { obj, source } = func else { graph_break!(NnModule, "call_module of {}", func.describe(py)) };
         let m = obj.bind(py);
+        // `nn.Module.__call__` runs `self._call_impl`: looked up on the class here (so a class
+        // patched after the compile recompiles, Note [class lookups are versioned]); one set on
+        // the instance, or another on the class, is not traced.
+        let impl_fn = py.import("torch.nn")?.getattr("Module")?.getattr("_call_impl")?;
+        let standard_impl = crate::symbolic::variables::user_defined::static_type_lookup(&m.get_type(), "_call_impl")?.is_some_and(|(_, f)| f.is(&impl_fn));
+        let instance_impl = m.getattr("__dict__").and_then(|d| d.contains("_call_impl")).unwrap_or(true);
+        if !standard_impl || instance_impl {
+            graph_break!(NnModule, "module {} is called through another _call_impl than nn.Module's", type_name(m));
+        }
+        if let Some(s) = source {
+            self.og.add_guard(Some(s.clone()), crate::guards::GuardKind::NoInstanceAttr("_call_impl".into()));
+        }
         for hooks in ["_backward_hooks", "_backward_pre_hooks"] {
             if let Ok(h) = m.getattr(hooks) {
                 if h.len().unwrap_or(0) > 0 {

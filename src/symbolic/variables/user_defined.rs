@@ -652,6 +652,11 @@ impl<'a> InstructionTranslator<'a> {
             }
         }
         let Some((k, ca)) = class_attr else {
+            // A `__getattr__` answers only while the instance lacks the name (`o.k = 5` after
+            // the compile shadows it).
+            if tracked.is_none() && static_type_lookup(&ty, "__getattr__")?.is_some() {
+                self.og.add_guard(Some(source.clone()), GuardKind::NoInstanceAttr(name.to_string()));
+            }
             if let Some(v) = self.call_attr_hook(py, vt, &ty, source, "__getattr__", name)? {
                 return Ok(v);
             }
@@ -664,6 +669,8 @@ impl<'a> InstructionTranslator<'a> {
             if tracked.is_none() {
                 self.og.add_guard(Some(source.clone()), GuardKind::NoInstanceAttr(name.to_string()));
             }
+            // The class (and its bases) may gain the name later (`A.k = 6`): its lookup above
+            // is part of the class's version guard (Note [class lookups are versioned]).
             return Err(Unsupported::attribute_error(py, name, crate::symbolic::variables::no_attribute_message(obj.get_type().as_any(), name)));
         };
         // The instance may gain an attribute of that name later: guard that it has none.
@@ -1657,6 +1664,7 @@ impl<'a> InstructionTranslator<'a> {
 /// The attribute `name` as the type `ty` defines it (first hit along `__mro__`, without running
 /// descriptors), like `inspect.getattr_static` on a type.
 pub(crate) fn static_type_lookup<'py>(ty: &Bound<'py, pyo3::types::PyType>, name: &str) -> PyResult<Option<(usize, Bound<'py, PyAny>)>> {
+    record_class_lookup(ty, name);
     for (k, base) in ty.getattr("__mro__")?.try_iter()?.enumerate() {
         let d = base?.getattr("__dict__")?;
         if d.contains(name)? {
@@ -1666,6 +1674,51 @@ pub(crate) fn static_type_lookup<'py>(ty: &Bound<'py, pyo3::types::PyType>, name
     Ok(None)
 }
 
+// Note [class lookups are versioned]: what the trace finds along a class's MRO (a method, a
+// dunder, or its absence: "no `__neg__`, so the operator raises", "no `__str__`, so `str()` is
+// the `__repr__`") decides what the graph and the transformed code do. A class reached through
+// a source is identity-guarded, but its contents can change after the compile (`A.__neg__ =
+// ...`, `Base.k = 6`, a method monkeypatched on the class). Every lookup `static_type_lookup`
+// makes on a class whose dict can change is therefore recorded while tracing, and becomes part
+// of the class's ATTR_VERSION guard (Note [attribute version guards] in `src/guards/mod.rs`):
+// one load of the class's version tag while nothing changed, the names looked up again when
+// something did, a recompile only when one of them now holds another object or appeared.
+thread_local! {
+    static CLASS_LOOKUPS: RefCell<(Vec<(Py<PyAny>, String)>, std::collections::HashSet<(usize, String)>)> = RefCell::new((Vec::new(), std::collections::HashSet::new()));
+}
+
+fn record_class_lookup(ty: &Bound<'_, pyo3::types::PyType>, name: &str) {
+    // SAFETY: `ty` is a live type object.
+    let flags = unsafe { pyo3::ffi::PyType_GetFlags(ty.as_ptr() as *mut pyo3::ffi::PyTypeObject) };
+    if flags & pyo3::ffi::Py_TPFLAGS_IMMUTABLETYPE != 0 {
+        return;
+    }
+    CLASS_LOOKUPS.with(|l| {
+        let mut l = l.borrow_mut();
+        if l.1.insert((ty.as_ptr() as usize, name.to_string())) {
+            l.0.push((ty.clone().into_any().unbind(), name.to_string()));
+        }
+    });
+}
+
+/// Forgets the class lookups recorded so far: called when a trace starts.
+pub(crate) fn clear_class_lookups() {
+    CLASS_LOOKUPS.with(|l| {
+        let mut l = l.borrow_mut();
+        l.0.clear();
+        l.1.clear();
+    });
+}
+
+/// The class lookups recorded since the trace started, as (class, name), first-seen order.
+pub(crate) fn take_class_lookups() -> Vec<(Py<PyAny>, String)> {
+    CLASS_LOOKUPS.with(|l| {
+        let mut l = l.borrow_mut();
+        l.1.clear();
+        std::mem::take(&mut l.0)
+    })
+}
+
 /// Whether instances of `ty` look attributes up generically: `__getattribute__` is
 /// `object`'s, or a builtin base's slot wrapper that is generic too (dict, list, OrderedDict,
 /// and int, float, str, bytes, complex, whose `tp_getattro` is `PyObject_GenericGetAttr`:
@@ -1673,6 +1726,7 @@ pub(crate) fn static_type_lookup<'py>(ty: &Bound<'py, pyo3::types::PyType>, name
 /// `property` sets `tp_getattro` to `PyObject_GenericGetAttr` itself, Objects/descrobject.c, so
 /// a Python subclass of it reads `self.fget` as any object does).
 pub(crate) fn has_generic_getattribute(py: Python<'_>, ty: &Bound<'_, pyo3::types::PyType>) -> PyResult<bool> {
+    record_class_lookup(ty, "__getattribute__");
     let getattribute = ty.getattr("__getattribute__")?;
     if getattribute.is(py.get_type::<pyo3::types::PyAny>().getattr("__getattribute__")?) {
         return Ok(true);
