@@ -666,3 +666,57 @@ def _data_path(x, split):
 def test_os_path_join_of_strings_is_traced():
     _check(_data_path, [(torch.zeros(1), s) for s in ("train", "val", "train")], "eager")
     assert dynamo.counters()["graph_breaks"] == 0
+
+
+# H2: an exception raised in a loop body that became a function (Note [loop bodies as
+# functions]) showed the user's frame twice in its traceback (at the `for` line, then at the
+# real line) with the loop driver's frame between; an error of the iterator showed the driver.
+
+import sys  # noqa: E402
+import traceback  # noqa: E402
+
+
+def _inner_raises(x):
+    if x.shape[0] == 1:
+        raise ValueError("Expected more than 1 value")
+    return x * 2
+
+
+def _loop_body_raises(batches):
+    tot = 0.0
+    for i, x in enumerate(batches):
+        y = _inner_raises(x)
+        tot += y.sum().item()
+    return tot
+
+
+def _iterator_raises():
+    yield torch.ones(2)
+    raise KeyError("from iterator")
+
+
+def _loop_over_failing_iterator(it):
+    tot = 0
+    for x in it:
+        tot += (x * 2).sum().item()
+    return tot
+
+
+def _user_frames(fn, arg):
+    try:
+        fn(arg)
+    except (ValueError, KeyError):
+        tb = traceback.extract_tb(sys.exc_info()[2])
+        return [(f.name, f.lineno) for f in tb if not f.filename.endswith(os.path.join("dynamo", "eval_frame.py"))][1:]
+    raise AssertionError("no exception")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_traceback_of_an_error_in_a_loop_body_or_its_iterator_is_eagers(backend):
+    batches = lambda: [torch.ones(2), torch.ones(1)]  # noqa: E731
+    eager = _user_frames(_loop_body_raises, batches())
+    dynamo.reset()
+    assert _user_frames(dynamo.optimize(backend)(_loop_body_raises), batches()) == eager
+    eager = _user_frames(_loop_over_failing_iterator, _iterator_raises())
+    dynamo.reset()
+    assert _user_frames(dynamo.optimize(backend)(_loop_over_failing_iterator), _iterator_raises()) == eager

@@ -84,62 +84,74 @@ class LoopDriver:
         return ()
 
     def __call__(self, args):
-        # `args` is the transformed frame's list (varnames, the stack below the iterator, the
-        # iterator); emptied here, so that only this frame holds the values.
-        n = self.n_vars
-        values = args[:n]
-        preserved = tuple(args[n:n + self.n_preserved])
-        it = args[n + self.n_preserved]
-        args.clear()
-        del args
-        state = self.start
-        bodies, fill = self.bodies, self.fill
-        carry = self._carry(values, self.start_dead, bodies, (state, self.start_dead))
-        while True:
-            item = next(it, _END)
-            if item is _END:
-                target = self.exhausted
-                bound = tuple(sorted({v for v in state if v in self.exit_live} | set(carry)))
-                break
-            fn, passed = bodies[(state, carry)]
+        try:
+            # `args` is the transformed frame's list (varnames, the stack below the iterator, the
+            # iterator); emptied here, so that only this frame holds the values.
+            n = self.n_vars
+            values = args[:n]
+            preserved = tuple(args[n:n + self.n_preserved])
+            it = args[n + self.n_preserved]
+            args.clear()
+            del args
+            state = self.start
+            bodies, fill = self.bodies, self.fill
+            carry = self._carry(values, self.start_dead, bodies, (state, self.start_dead))
+            while True:
+                item = next(it, _END)
+                if item is _END:
+                    target = self.exhausted
+                    bound = tuple(sorted({v for v in state if v in self.exit_live} | set(carry)))
+                    break
+                fn, passed = bodies[(state, carry)]
+                call = [None] * n
+                for v in passed:
+                    call[v] = values[v]
+                call.extend(fill)
+                call.append(item)
+                # The body holds the only references to what it receives, and its frame links to
+                # the loop's caller (Notes [resume call lifetimes], [resume frames link to the
+                # caller] in src/eval_frame/hook.rs).
+                values = item = None
+                r = _C.call_resume(fn, call)
+                kind = r[0]
+                if kind == 2:
+                    return r[1]
+                values = [None] * n
+                if kind == 0:
+                    _, state, live_values, dead, dead_values = r
+                else:
+                    _, target, state, live_values, dead, dead_values = r
+                r = None
+                # (In a helper: a loop variable here would keep the last value alive.)
+                _fill(values, state, live_values)
+                _fill(values, dead, dead_values)
+                live_values = dead_values = None
+                if kind == 0:
+                    carry = self._carry(values, dead, bodies, (state, dead))
+                else:
+                    carry = self._carry(values, dead, self.exits, (target, tuple(sorted({*state, *dead}))))
+                    bound = tuple(sorted({*state, *carry}))
+                    break
+            # The loop is left: CPython pops the iterator there (END_FOR / FOR_ITER at its end, the
+            # POP_TOP a `break` jumps through), so a generator it was closes now, before the code
+            # after the loop runs (its `finally` and `with` exits run at the `break`).
+            it = None
+            # The resume function that continues after the loop, called the same way.
+            fn = self.exits[(target, bound)]
             call = [None] * n
-            for v in passed:
+            for v in bound:
                 call[v] = values[v]
-            call.extend(fill)
-            call.append(item)
-            # The body holds the only references to what it receives, and its frame links to
-            # the loop's caller (Notes [resume call lifetimes], [resume frames link to the
-            # caller] in src/eval_frame/hook.rs).
-            values = item = None
-            r = _C.call_resume(fn, call)
-            kind = r[0]
-            if kind == 2:
-                return r[1]
-            values = [None] * n
-            if kind == 0:
-                _, state, live_values, dead, dead_values = r
-            else:
-                _, target, state, live_values, dead, dead_values = r
-            r = None
-            # (In a helper: a loop variable here would keep the last value alive.)
-            _fill(values, state, live_values)
-            _fill(values, dead, dead_values)
-            live_values = dead_values = None
-            if kind == 0:
-                carry = self._carry(values, dead, bodies, (state, dead))
-            else:
-                carry = self._carry(values, dead, self.exits, (target, tuple(sorted({*state, *dead}))))
-                bound = tuple(sorted({*state, *carry}))
-                break
-        # The loop is left: CPython pops the iterator there (END_FOR / FOR_ITER at its end, the
-        # POP_TOP a `break` jumps through), so a generator it was closes now, before the code
-        # after the loop runs (its `finally` and `with` exits run at the `break`).
-        it = None
-        # The resume function that continues after the loop, called the same way.
-        fn = self.exits[(target, bound)]
-        call = [None] * n
-        for v in bound:
-            call[v] = values[v]
-        call.extend(preserved)
-        values = preserved = None
-        return _C.call_resume(fn, call)
+            call.extend(preserved)
+            values = preserved = None
+            return _C.call_resume(fn, call)
+        except BaseException as e:
+            # This frame's own traceback entry goes (it is not a frame of eager's): the
+            # traceback shows the loop body's line, or the iterator's frames, under the
+            # caller's `for` line (`_C.drop_loop_traceback_head`). A bare `raise` adds none.
+            tb = e.__traceback__
+            if tb is not None and tb.tb_next is not None and tb.tb_frame.f_code is _DRIVER_CODE:
+                e.__traceback__ = tb.tb_next
+            raise
+
+
+_DRIVER_CODE = LoopDriver.__call__.__code__

@@ -84,6 +84,28 @@ pub fn drop_traceback_head<'py>(exc: Bound<'py, PyAny>) -> PyResult<Bound<'py, P
     Ok(exc)
 }
 
+/// Called by transformed code when an exception leaves the loop driver it called (Note [loop
+/// bodies as functions]): drops the first entry of `exc`'s traceback, the calling frame's at
+/// its `for` line, when the next one is a frame of a loop body (a function of the same name:
+/// body functions are named as the original), whose line is the one eager's traceback shows;
+/// an error of the iterator keeps it. Returns `exc` for the RERAISE that follows.
+#[pyfunction]
+pub fn drop_loop_traceback_head<'py>(exc: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let tb = exc.getattr("__traceback__")?;
+    if tb.is_none() {
+        return Ok(exc);
+    }
+    let next = tb.getattr("tb_next")?;
+    if next.is_none() {
+        return Ok(exc);
+    }
+    let name = |t: &Bound<'py, PyAny>| t.getattr("tb_frame").and_then(|f| f.getattr("f_code")).and_then(|c| c.getattr("co_name")).and_then(|n| n.extract::<String>());
+    if name(&tb)? == name(&next)? {
+        exc.setattr("__traceback__", next)?;
+    }
+    Ok(exc)
+}
+
 /// Called by transformed code when its graph raised (Note [graph failure reruns the frame]):
 /// restores grad mode `grad_enabled` (the frame's on entry), counts and logs the failure, and
 /// re-raises `exc` unless it is an `Exception` (KeyboardInterrupt and SystemExit propagate).
@@ -690,6 +712,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(skip_code_recursive, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot_inputs_and_rng, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot_inputs_first_call, m)?)?;
+    m.add_function(wrap_pyfunction!(drop_loop_traceback_head, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot_inputs_and_autocast, m)?)?;
     m.add_class::<GradModeRestore>()?;
     m.add_function(wrap_pyfunction!(reset, m)?)?;

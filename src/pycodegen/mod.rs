@@ -618,7 +618,12 @@ impl PyCodegen {
     /// and re-raises with RERAISE, which adds none: the traceback then shows the resume
     /// function's frame (named as the original, at the line that raised) as eager shows the one
     /// frame. Appended at the end: call after the last instruction that may fall through.
-    pub fn drop_own_traceback_entry(&mut self, py: Python<'_>, calls: &[usize]) -> PyResult<()> {
+    ///
+    /// `drop` names the `dynamo._C` function the handler calls: `drop_traceback_head` for resume
+    /// calls; `drop_loop_traceback_head` for a loop driver's call, which drops this frame's
+    /// entry only when a loop body (a frame named as this one) raised, and keeps it, at the
+    /// `for` line, when the iterator did, as eager's traceback shows it.
+    pub fn drop_own_traceback_entry(&mut self, py: Python<'_>, calls: &[usize], drop: &str) -> PyResult<()> {
         if calls.is_empty() {
             return Ok(());
         }
@@ -626,7 +631,7 @@ impl PyCodegen {
         for &i in calls {
             self.insts[i].exn = Some(crate::bytecode::ExnTarget { handler, depth: 0, lasti: false });
         }
-        let f = py.import("dynamo._C")?.getattr("drop_traceback_head")?;
+        let f = py.import("dynamo._C")?.getattr(drop)?;
         // Stack: [exc] -> drop_traceback_head(exc) -> RERAISE.
         if PyVersion::CURRENT.null_after_callable() {
             self.load_const(f.unbind()); // [exc, f]

@@ -455,7 +455,8 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
         // Note [loop bodies as functions]: the iterator (the operand) goes to the driver in the
         // place of FOR_ITER's results.
         cg.emit(op::BUILD_TUPLE, operand_idx.len() as u32);
-        emit_resume_call(py, &mut cg, ci, &plan, Callee::Object(driver.clone_ref(py)), *n_pass, &[], tmp, preserved_start, preserved_end)?;
+        let driver_call = emit_resume_call(py, &mut cg, ci, &plan, Callee::Object(driver.clone_ref(py)), *n_pass, &[], tmp, preserved_start, preserved_end)?;
+        cg.drop_own_traceback_entry(py, &[driver_call], "drop_loop_traceback_head")?;
         if let (true, Some(rerun)) = (has_graph, &plan.rerun_on_failure) {
             cg.protect_graph_call(py, ci, call, rerun)?;
         }
@@ -564,10 +565,10 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
         if let Some(p) = next_line {
             cg.pos = Positions::line(p.line.expect("checked"));
         }
-        resume_calls.extend(emit_resume_call(py, &mut cg, ci, &plan, Callee::Code(code), n_pass, &cells, tmp, preserved_start, preserved_end)?);
+        resume_calls.push(emit_resume_call(py, &mut cg, ci, &plan, Callee::Code(code), n_pass, &cells, tmp, preserved_start, preserved_end)?);
         cg.pos = saved_pos;
     }
-    cg.drop_own_traceback_entry(py, &resume_calls)?;
+    cg.drop_own_traceback_entry(py, &resume_calls, "drop_traceback_head")?;
     if let (true, Some(rerun)) = (has_graph, &plan.rerun_on_failure) {
         cg.protect_graph_call(py, ci, call, rerun)?;
     }
@@ -594,7 +595,7 @@ enum Callee {
 /// `return resume(*(locals + preserved + results + cells))` with the results' tuple on top of
 /// the stack, through `_C.call_resume` (Note [resume call lifetimes]); `cells` names the resume code's cell variables that are not arguments of the
 /// original (Note [cells across a graph break]). Returns the index of the call of a resume
-/// function (not of a loop driver), for `PyCodegen::drop_own_traceback_entry`.
+/// (of a resume function or of a loop driver), for `PyCodegen::drop_own_traceback_entry`.
 #[allow(clippy::too_many_arguments)]
 fn emit_resume_call(
     py: Python<'_>,
@@ -607,7 +608,7 @@ fn emit_resume_call(
     tmp: u32,
     preserved_start: u32,
     preserved_end: u32,
-) -> PyResult<Option<usize>> {
+) -> PyResult<usize> {
     // The instruction's results are on the stack as one tuple; the stack values below the
     // operands, if any, are in `tmp` (unbound when there are none: Note [temporaries unbound at
     // the break]).
@@ -706,5 +707,5 @@ fn emit_resume_call(
     cg.emit(op::CALL, 2);
     let call = cg.insts.len() - 1;
     cg.emit(op::RETURN_VALUE, 0);
-    Ok((!is_driver).then_some(call))
+    Ok(call)
 }
