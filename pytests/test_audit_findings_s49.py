@@ -720,3 +720,22 @@ def test_traceback_of_an_error_in_a_loop_body_or_its_iterator_is_eagers(backend)
     eager = _user_frames(_loop_over_failing_iterator, _iterator_raises())
     dynamo.reset()
     assert _user_frames(dynamo.optimize(backend)(_loop_over_failing_iterator), _iterator_raises()) == eager
+
+
+# J7: the trace's fake-tensor mode kept weak references to every tensor the frame had seen (the
+# compiled graph's fake tensors keep the mode alive), so `torch.utils.swap_tensors` on them (what
+# `Module.to` runs under `set_swap_module_params_on_conversion`) raised "Cannot swap t1 because
+# it has weakref associated with it" until `dynamo.reset()`.
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tensors_seen_by_a_compile_can_be_swapped(backend):
+    dynamo.reset()
+    m = torch.nn.Linear(2, 2)
+    dynamo.optimize(backend)(lambda x: m(x))(torch.ones(2))
+    torch.utils.swap_tensors(m.weight, torch.nn.Parameter(torch.ones(2, 2)))
+    assert torch.equal(m.weight, torch.ones(2, 2))
+    t = torch.ones(2)
+    dynamo.optimize(backend)(lambda x: x + 1)(t)
+    torch.utils.swap_tensors(t, torch.zeros(2))
+    assert torch.equal(t, torch.zeros(2))

@@ -531,3 +531,18 @@ class SpecializedGraph:
 
 #: Process-wide counts: ``specializations`` (static compilations of graphs with symbolic sizes).
 stats = {"specializations": 0}
+
+
+def forget_real_tensors(mode):
+    """Drops what fake-tensor mode ``mode`` remembers of the real tensors it converted: the
+    weak references (``torch.utils.weak.WeakIdRef``) its MetaConverter keys them by. The fake
+    tensors of a compiled graph keep the mode alive, and those references made every tensor a
+    frame had seen refuse ``torch.utils.swap_tensors`` ("it has weakref associated with it",
+    which ``Module.to`` under ``set_swap_module_params_on_conversion`` runs). Called when a
+    trace's OutputGraph goes; the mode converts anew if it is used again."""
+    conv = getattr(mode, "fake_tensor_converter", None)
+    describer = getattr(getattr(conv, "meta_converter", None), "describer", None)
+    for name in ("lookup_tensor", "lookup_storage"):
+        table = getattr(describer, name, None)
+        if table is not None:
+            table.clear()

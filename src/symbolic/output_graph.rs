@@ -328,6 +328,20 @@ pub struct OutputGraph {
 // using the string realizes every argument it was made from. This is torch's
 // LazyVariableTracker restricted to the kinds whose value guards cost recompiles.
 
+impl Drop for OutputGraph {
+    /// The trace's fake-tensor mode forgets the real tensors it converted
+    /// (`dynamo._shapes.forget_real_tensors`): compiled graphs keep the mode alive through their
+    /// fake tensors, and its weak references to the frame's tensors would refuse
+    /// `torch.utils.swap_tensors` on them.
+    fn drop(&mut self) {
+        Python::attach(|py| {
+            if let Ok(m) = py.import("dynamo._shapes") {
+                let _ = m.call_method1("forget_real_tensors", (self.fake_mode.bind(py),));
+            }
+        });
+    }
+}
+
 /// How a lazy constant is made again at run time (Note [lazy constants]).
 pub enum LazyRecipe {
     /// The argument itself, reloaded from where the frame got it.
