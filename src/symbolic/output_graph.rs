@@ -56,6 +56,8 @@ pub struct Handles {
     pub parameter_type: Py<PyAny>,
     pub module_type: Py<PyAny>,
     pub module_call: Py<PyAny>,
+    /// `nn.Module._call_impl`, which `nn.Module.__call__` runs.
+    pub module_call_impl: Py<PyAny>,
     pub size_type: Py<PyAny>,
     pub getitem: Py<PyAny>,
     pub getattr: Py<PyAny>,
@@ -74,6 +76,7 @@ impl Handles {
             parameter_type: nn.getattr("Parameter")?.unbind(),
             module_type: nn.getattr("Module")?.unbind(),
             module_call: nn.getattr("Module")?.getattr("__call__")?.unbind(),
+            module_call_impl: nn.getattr("Module")?.getattr("_call_impl")?.unbind(),
             size_type: torch.getattr("Size")?.unbind(),
             getitem: operator.getattr("getitem")?.unbind(),
             getattr: builtins.getattr("getattr")?.unbind(),

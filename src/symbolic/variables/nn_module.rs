@@ -333,8 +333,8 @@ impl<'a> InstructionTranslator<'a> {
         // `nn.Module.__call__` runs `self._call_impl`: looked up on the class here (so a class
         // patched after the compile recompiles, Note [class lookups are versioned]); one set on
         // the instance, or another on the class, is not traced.
-        let impl_fn = py.import("torch.nn")?.getattr("Module")?.getattr("_call_impl")?;
-        let standard_impl = crate::symbolic::variables::user_defined::static_type_lookup(&m.get_type(), "_call_impl")?.is_some_and(|(_, f)| f.is(&impl_fn));
+        let impl_fn = self.og.handles.module_call_impl.bind(py);
+        let standard_impl = crate::symbolic::variables::user_defined::static_type_lookup(&m.get_type(), "_call_impl")?.is_some_and(|(_, f)| f.is(impl_fn));
         let instance_impl = m.getattr("__dict__").and_then(|d| d.contains("_call_impl")).unwrap_or(true);
         if !standard_impl || instance_impl {
             graph_break!(NnModule, "module {} is called through another _call_impl than nn.Module's", type_name(m));
