@@ -8,6 +8,7 @@ varnames) the loop can reach; each is a code object the frame hook compiles like
 """
 
 import weakref
+from types import FunctionType
 
 from torch.utils.weak import WeakIdRef
 
@@ -38,6 +39,12 @@ def _free_observable(value, depth=0):
     return False
 
 
+def _function(code, globals, closure):
+    """The function of ``code`` over ``globals`` and the cells ``closure`` (Note [free variables
+    of loop bodies] in src/pycodegen/loop_body.rs)."""
+    return FunctionType(code, globals, None, None, closure)
+
+
 def _fill(values, names, items):
     """``values[v] = item`` for each varname index ``v`` of ``names`` and item of ``items``."""
     for v, item in zip(names, items):
@@ -53,26 +60,34 @@ class LoopDriver:
     leaves the loop for instruction `target` of the original code, `(2, value)` for `return
     value`. `exits` maps (target, bound) to the resume function that continues there;
     `exhausted` is the loop's exit and `exit_live` the varnames live there. `start_dead`: the
-    varnames bound at the break but dead at the head. The dead varnames whose free is
+    varnames bound at the break but dead at the head. `n_preserved` values of the stack below
+    the iterator are passed (a NULL is not); `stack_map` gives, per slot below the iterator,
+    the index of the passed value the body functions receive there (a comprehension's
+    accumulator), or -1 for `None`. The dead varnames whose free is
     observable are carried into the next call (Note [dead locals across loop iterations] in
     src/pycodegen/loop_body.rs). Exceptions raised by the iterator or the body propagate as in
     the loop.
     """
 
-    __slots__ = ("n_vars", "n_preserved", "start", "start_dead", "bodies", "exits", "exhausted", "exit_live", "fill")
+    __slots__ = ("n_vars", "n_preserved", "stack_map", "start", "start_dead", "bodies", "exits", "exhausted", "exit_live", "fill", "globals")
 
-    def __init__(self, n_vars, n_preserved, start, start_dead, bodies, exits, exhausted, exit_live):
+    def __init__(self, n_vars, n_preserved, stack_map, start, start_dead, bodies, exits, exhausted, exit_live, globals=None):
         self.n_vars = n_vars
         self.n_preserved = n_preserved
+        self.stack_map = stack_map
         self.start = start
         self.start_dead = start_dead
         self.bodies = bodies
         self.exits = exits
         self.exhausted = exhausted
         self.exit_live = frozenset(exit_live)
+        # Set when the frame has free variables: `bodies` and `exits` then hold codes, made
+        # functions over `globals` and the closure the frame passes after the iterator.
+        self.globals = globals
         # The stack below the item in a body function: only FOR_ITER and the loop's exits read
-        # it, and those run here.
-        self.fill = (None,) * (n_preserved + 1)
+        # it, and those run here, but for a comprehension's accumulator (Note [comprehension
+        # loops in a driver]), set per call.
+        self.fill = (None,) * (len(stack_map) + 1)
 
     @staticmethod
     def _carry(values, dead, table, key):
@@ -91,10 +106,17 @@ class LoopDriver:
             values = args[:n]
             preserved = tuple(args[n:n + self.n_preserved])
             it = args[n + self.n_preserved]
+            bodies, exits = self.bodies, self.exits
+            if self.globals is not None:
+                closure = args[n + self.n_preserved + 1]
+                bodies = {k: (_function(code, self.globals, closure), passed) for k, (code, passed) in bodies.items()}
+                exits = {k: _function(code, self.globals, closure) for k, code in exits.items()}
             args.clear()
             del args
             state = self.start
-            bodies, fill = self.bodies, self.fill
+            fill = self.fill
+            if any(i >= 0 for i in self.stack_map):
+                fill = tuple(preserved[i] if i >= 0 else None for i in self.stack_map) + (None,)
             carry = self._carry(values, self.start_dead, bodies, (state, self.start_dead))
             while True:
                 item = next(it, _END)
@@ -129,7 +151,7 @@ class LoopDriver:
                 if kind == 0:
                     carry = self._carry(values, dead, bodies, (state, dead))
                 else:
-                    carry = self._carry(values, dead, self.exits, (target, tuple(sorted({*state, *dead}))))
+                    carry = self._carry(values, dead, exits, (target, tuple(sorted({*state, *dead}))))
                     bound = tuple(sorted({*state, *carry}))
                     break
             # The loop is left: CPython pops the iterator there (END_FOR / FOR_ITER at its end, the
@@ -137,7 +159,7 @@ class LoopDriver:
             # after the loop runs (its `finally` and `with` exits run at the `break`).
             it = None
             # The resume function that continues after the loop, called the same way.
-            fn = self.exits[(target, bound)]
+            fn = exits[(target, bound)]
             call = [None] * n
             for v in bound:
                 call[v] = values[v]
@@ -149,7 +171,7 @@ class LoopDriver:
             # traceback shows the loop body's line, or the iterator's frames, under the
             # caller's `for` line (`_C.drop_loop_traceback_head`). A bare `raise` adds none.
             tb = e.__traceback__
-            if tb is not None and tb.tb_next is not None and tb.tb_frame.f_code is _DRIVER_CODE:
+            if tb is not None and tb.tb_frame.f_code is _DRIVER_CODE:
                 e.__traceback__ = tb.tb_next
             raise
 

@@ -29,12 +29,32 @@
 //! function's frame and every later iteration hits its cache, whatever the trip count.
 //!
 //! Refused (the frame runs as before: the loop in Python, what it calls compiled frame by
-//! frame): bodies that read the stack below the item (a comprehension appending to its list
-//! with LIST_APPEND), loops inside try/with blocks (their handlers would need the body's locals), bodies
+//! frame): bodies that read the iterator's stack slot, loops inside try/with blocks (their handlers would need the body's locals), bodies
 //! with exception handlers outside the body, exits whose stack is not the loop's, frames with
-//! cell or free variables, a local that is bound on some paths to an exit only (its passing
+//! cell variables (free variables: Note [free variables of loop bodies]), a local that is bound on some paths to an exit only (its passing
 //! would need a check at run time), and loops whose entry states do not settle within
 //! `MAX_STATES` body functions.
+
+// Note [comprehension loops in a driver]: a comprehension's loop body reads the stack below
+// its iterator: LIST_APPEND, SET_ADD and MAP_ADD add to the list, set or dict being built
+// there (3.11 runs a comprehension as a frame of its own, with `.0` the iterator; 3.12 inlines
+// it, with the saved loop variable below the accumulator, a NULL when it was unbound). So a
+// comprehension over an iterator the trace cannot step (`d.items()` of a dict the loop must
+// watch, `zip`, `enumerate` of an opaque iterable) with a break in its element goes to the
+// driver too: the driver hands the body function the very accumulator object in its stack
+// slot (`LoopShape::reads`), the body's frame appends to it as to any list input (a side
+// effect replayed after its graph), and the exit resume function receives it with the rest of
+// the stack. Slots the body does not read stay `None` (a NULL cannot be passed: the exit
+// resume function pushes it itself). So `{k: v.item() for k, v in metrics.items()}` runs its
+// element's graphs per item and the code after the comprehension stays compiled (audit 49,
+// I3).
+
+// Note [free variables of loop bodies]: a frame with free variables (a closure, a 3.11
+// comprehension reading the enclosing function's locals) keeps them in its body and exit
+// functions: their code starts with COPY_FREE_VARS, as the original's, and the transformed
+// frame hands its closure (the cells of its free variables, LOAD_CLOSURE) to the driver after
+// the iterator, which makes each body and exit function over it once per loop. Cell
+// variables stay refused: a body would need the cells made by the frame's prologue.
 
 // Note [dead locals across loop iterations]: in eager a local keeps its value until it is
 // rebound, deleted or the frame returns, even when nothing reads it again: `o = Obj(v)` in a
@@ -82,12 +102,14 @@ enum Exit {
 }
 
 /// The loop at `FOR_ITER` `head`: its body is `head + 1 .. end`; `depth` is the stack depth
-/// at the head (the iterator included).
+/// at the head (the iterator included); bit `j` of `reads` is set when the body reads stack
+/// slot `j` below the iterator (a comprehension's accumulator).
 #[derive(Clone, Copy, Debug)]
 pub struct LoopShape {
     pub head: usize,
     pub end: usize,
     pub depth: u32,
+    pub reads: u64,
 }
 
 /// The shape of the loop at `head` when its body can become a function (Note [loop bodies as
@@ -95,7 +117,8 @@ pub struct LoopShape {
 pub fn loop_shape(ci: &CodeInfo, head: usize) -> Option<LoopShape> {
     let insts = &ci.insts;
     let inst = insts.get(head)?;
-    if inst.opcode != op::FOR_ITER || inst.exn.is_some() || ci.n_freevars > 0 || ci.n_cellvars > 0 {
+    let own_handler = |e: Option<crate::bytecode::ExnTarget>| e.is_none_or(|e| comprehension_cleanup(ci, e.handler.index()));
+    if inst.opcode != op::FOR_ITER || !own_handler(inst.exn) || ci.n_cellvars > 0 {
         return None;
     }
     let end = inst.target?.index();
@@ -105,28 +128,37 @@ pub fn loop_shape(ci: &CodeInfo, head: usize) -> Option<LoopShape> {
     let depths = stack_depths(insts).ok()?;
     let depth = depths[head]?;
     let in_body = |t: usize| t > head && t < end;
+    let mut reads = 0u64;
     for i in head + 1..end {
         let Some(d) = depths[i] else { continue };
         let ins = &insts[i];
         if let Some(e) = ins.exn {
-            if !in_body(e.handler.index()) {
+            if !in_body(e.handler.index()) && !comprehension_cleanup(ci, e.handler.index()) {
                 return None;
             }
         }
         if (ins.opcode == op::RETURN_VALUE && d != 1) || (ins.opcode == op::RETURN_CONST && d != 0) {
             return None;
         }
-        // The stack below the item reaches the body function as `None`s: nothing may read it
-        // but the pops of the loop's exits (a comprehension's LIST_APPEND reaches its list).
-        // (3.11 ceval: PEEK(oparg) after popping the item, or the key and value.)
+        // The stack below the iterator reaches the body function as `None`s, but for the slots
+        // the body reads: a comprehension's LIST_APPEND / SET_ADD / MAP_ADD reaches its list,
+        // set or dict there (Note [comprehension loops in a driver]). Nothing may read the
+        // iterator's slot. (3.11 ceval: PEEK(oparg) after popping the item, or the key and
+        // value; COPY reads PEEK(oparg).)
         let popped = match ins.opcode {
             op::LIST_APPEND | op::SET_ADD => Some(1),
             op::MAP_ADD => Some(2),
             op::COPY => Some(0),
             _ => None,
         };
-        if popped.is_some_and(|k| (d as i64 - k - ins.arg as i64) < depth as i64) {
-            return None;
+        if let Some(k) = popped {
+            let at = d as i64 - k - ins.arg as i64;
+            if at == depth as i64 - 1 || !(0..64).contains(&at) {
+                return None;
+            }
+            if at < depth as i64 - 1 {
+                reads |= 1u64 << at;
+            }
         }
         if let Some(t) = ins.target {
             let t = t.index();
@@ -145,7 +177,31 @@ pub fn loop_shape(ci: &CodeInfo, head: usize) -> Option<LoopShape> {
             return None;
         }
     }
-    Some(LoopShape { head, end, depth })
+    Some(LoopShape { head, end, depth, reads })
+}
+
+/// Whether the exception handler at `handler` is a 3.12+ inlined comprehension's cleanup (PEP
+/// 709: Python/compile.c `pop_inlined_comprehension_state`): `SWAP 2; POP_TOP` (the
+/// accumulator), `SWAP n` and `STORE_FAST`s that put back the loop variables the comprehension
+/// saved, `RERAISE`, none of it protected by a handler of its own. An exception through it
+/// leaves the frame, whose locals are then gone, so a loop body function may raise past it
+/// (Note [comprehension loops in a driver]).
+pub fn comprehension_cleanup(ci: &CodeInfo, handler: usize) -> bool {
+    let insts = &ci.insts;
+    let at = |i: usize| insts.get(i).filter(|x| x.exn.is_none());
+    if !(at(handler).is_some_and(|x| x.opcode == op::SWAP && x.arg == 2) && at(handler + 1).is_some_and(|x| x.opcode == op::POP_TOP)) {
+        return false;
+    }
+    let mut i = handler + 2;
+    if at(i).is_some_and(|x| x.opcode == op::SWAP) {
+        i += 1;
+    }
+    let mut stores = 0;
+    while at(i).is_some_and(|x| x.opcode == op::STORE_FAST) {
+        i += 1;
+        stores += 1;
+    }
+    stores > 0 && at(i).is_some_and(|x| x.opcode == op::RERAISE)
 }
 
 /// Definite (`must`) and possible (`may`) assignment of the varnames over the body, from
@@ -201,8 +257,9 @@ fn exits_of(ci: &CodeInfo, shape: LoopShape, entry: &[bool]) -> Vec<(usize, Exit
             }
             _ => {}
         }
-        if let Some(e) = ins.exn {
-            // An exception leaves before or after the instruction's own write.
+        if let Some(e) = ins.exn.filter(|e| e.handler.index() > shape.head && e.handler.index() < end) {
+            // An exception leaves before or after the instruction's own write (a handler out of
+            // the body is a comprehension's cleanup, which leaves the frame).
             let mb: Vec<bool> = m0.iter().zip(&m).map(|(a, b)| *a && *b).collect();
             let yb: Vec<bool> = y0.iter().zip(&y).map(|(a, b)| *a || *b).collect();
             if merge(&mut must, &mut may, e.handler.index(), &mb, &yb) {
@@ -409,6 +466,10 @@ fn body_code(py: Python<'_>, ci: &CodeInfo, shape: LoopShape, passed: &[u32]) ->
     let pos = Positions::line(ci.firstlineno);
     let mut insts: Vec<Instruction> = Vec::new();
     let push = |insts: &mut Vec<Instruction>, opcode: u8, arg: u32, pos: Positions| insts.push(Instruction::new(opcode, arg).with_positions(pos));
+    // Note [free variables of loop bodies]: the body function is made over the frame's closure.
+    if ci.n_freevars > 0 {
+        push(&mut insts, op::COPY_FREE_VARS, ci.n_freevars as u32, pos);
+    }
     push(&mut insts, op::RESUME, 0, pos);
     for v in 0..nv {
         if !entry[v as usize] {
@@ -509,36 +570,62 @@ fn body_code(py: Python<'_>, ci: &CodeInfo, shape: LoopShape, passed: &[u32]) ->
 /// `layout`: body functions and exit resume functions for every state the loop can reach,
 /// made over `globals`. `None` when a body cannot be built (Note [loop bodies as functions]).
 pub fn make_driver(py: Python<'_>, ci: &CodeInfo, shape: LoopShape, bound: &[u32], layout: &[super::resume::StackSlot], globals: &Py<PyAny>) -> PyResult<Option<Py<PyAny>>> {
-    if layout.contains(&super::resume::StackSlot::Null) || layout.len() as u32 + 1 != shape.depth {
+    if layout.len() as u32 + 1 != shape.depth {
         return Ok(None);
+    }
+    // Per stack slot below the iterator: the index of its value among those the transformed
+    // frame passes (NULLs are not passed) when the body reads it, else -1 (`None` in the body).
+    let mut stack_map = Vec::with_capacity(layout.len());
+    let mut passed_index = 0i64;
+    for (j, slot) in layout.iter().enumerate() {
+        let read = shape.reads & (1u64 << j) != 0;
+        match slot {
+            super::resume::StackSlot::Null if read => return Ok(None),
+            super::resume::StackSlot::Iter if read => return Ok(None),
+            super::resume::StackSlot::Null => stack_map.push(-1),
+            _ => {
+                stack_map.push(if read { passed_index } else { -1 });
+                passed_index += 1;
+            }
+        }
     }
     let Some(plan) = plan_loop(py, ci, shape, bound)? else { return Ok(None) };
     let nv = ci.varnames.len() as u32;
     let tuple_of = |vs: &[u32]| PyTuple::new(py, vs.iter().map(|&v| v as i64));
+    // Functions over the frame's globals, or their codes when the driver makes them over the
+    // closure it is handed (Note [free variables of loop bodies]).
     let function = py.import("types")?.getattr("FunctionType")?;
+    let make = |code: &Py<PyAny>| -> PyResult<Bound<'_, PyAny>> {
+        if ci.n_freevars > 0 {
+            Ok(code.bind(py).clone())
+        } else {
+            function.call1((code.bind(py), globals.bind(py)))
+        }
+    };
     let bodies = PyDict::new(py);
     for b in &plan.bodies {
-        let f = function.call1((b.code.bind(py), globals.bind(py)))?;
-        bodies.set_item((tuple_of(&b.head_bound)?, tuple_of(&b.carried)?), (f, tuple_of(&b.passed)?))?;
+        bodies.set_item((tuple_of(&b.head_bound)?, tuple_of(&b.carried)?), (make(&b.code)?, tuple_of(&b.passed)?))?;
     }
     let exits = PyDict::new(py);
     for (t, b) in &plan.exits {
         let unbound: Vec<u32> = (0..nv).filter(|v| !b.contains(v)).collect();
         let code = super::resume::resume_code(py, ci, *t, layout, 0, false, &unbound)?;
-        exits.set_item((*t as i64, tuple_of(b)?), function.call1((code.bind(py), globals.bind(py)))?)?;
+        exits.set_item((*t as i64, tuple_of(b)?), make(&code)?)?;
     }
     let live = |t: usize| -> Vec<u32> { (0..nv).filter(|&v| ci.live.get(t).is_some_and(|l| l[v as usize])).collect() };
     let start: Vec<u32> = bound.iter().copied().filter(|v| live(shape.head).contains(v)).collect();
     let start_dead: Vec<u32> = bound.iter().copied().filter(|v| !start.contains(v)).collect();
     let driver = py.import("dynamo._loops")?.getattr("LoopDriver")?.call1((
         nv,
-        layout.len(),
+        passed_index,
+        PyTuple::new(py, &stack_map)?,
         tuple_of(&start)?,
         tuple_of(&start_dead)?,
         bodies,
         exits,
         shape.end as i64,
         tuple_of(&live(shape.end))?,
+        if ci.n_freevars > 0 { Some(globals.clone_ref(py)) } else { None },
     ))?;
     Ok(Some(driver.unbind()))
 }

@@ -658,6 +658,17 @@ fn emit_resume_call(
     cg.emit(op::LIST_EXTEND, 1);
     let is_driver = matches!(callee, Callee::Object(_));
     if is_driver {
+        if ci.n_freevars > 0 {
+            // Note [free variables of loop bodies] (loop_body.rs): the closure after the
+            // iterator.
+            let first_free = ci.first_free_slot() as u32;
+            for j in 0..ci.n_freevars as u32 {
+                let slot = cg.deref_slot(first_free + j);
+                cg.emit(op::LOAD_CLOSURE, slot);
+            }
+            cg.emit(op::BUILD_TUPLE, ci.n_freevars as u32);
+            cg.emit(op::LIST_APPEND, 1);
+        }
         // The driver gets the list itself and empties it once it holds the values (so neither
         // `call_resume` nor its own arguments keep them alive).
         cg.emit(op::BUILD_LIST, 1);

@@ -144,9 +144,15 @@ impl CodeInfo {
             let slot = inst.arg as usize;
             let next = self.insts.get(i + 1);
             let appends = next.is_some_and(|n| n.opcode == op::LOAD_METHOD && self.names.get(n.arg as usize).is_some_and(|m| m == "append"));
+            // Note [append-only stack slots]: `LOAD_FAST s; DELETE_FAST s` (a resume or loop
+            // body function's prefix) moves the value to the stack.
+            let to_stack = next.is_some_and(|n| n.opcode == op::DELETE_FAST && n.arg == inst.arg);
+            let moved = i > 0 && self.insts[i - 1].opcode == op::LOAD_FAST && self.insts[i - 1].arg == inst.arg;
             ok[slot] &= match inst.opcode {
+                op::LOAD_FAST if to_stack => stack_value_append_only(&self.insts, &depths, i),
                 op::LOAD_FAST => appends || returned_unread(i + 1),
                 op::LOAD_DEREF => appends,
+                op::DELETE_FAST => moved,
                 _ => false,
             };
         }
@@ -154,6 +160,113 @@ impl CodeInfo {
         // skips the part that appends) is not read either.
         (0..n_slots).filter(|&s| considered(s) && ok[s as usize]).collect()
     }
+}
+
+/// Note [append-only stack slots]: a resume function or a loop body function receives the
+/// stack of the code it continues as hidden parameters, each moved to the stack by its prefix
+/// (`LOAD_FAST s; DELETE_FAST s`: Note [hidden stack slots] in pycodegen/resume.rs). A list
+/// comprehension cut by a graph break, or run by a loop driver (Note [comprehension loops in a
+/// driver] in pycodegen/loop_body.rs), hands its half-built list on that way. Wrapped as a
+/// plain list, its length would be guarded, and every iteration of the comprehension would
+/// compile its body again. Such a list is append-only (Note [append-only lists]) when, from the
+/// `LOAD_FAST` at `load` on, the stack position it was pushed at is only read by `LIST_APPEND`
+/// (as its list), only consumed by `POP_TOP` or returned (`RETURN_VALUE`, reconstructed as the
+/// same object) or dropped by an exception's unwinding, and only moved by `SWAP`: a forward
+/// walk over every path, tracking that position. `pushes_at_most` bounds what an instruction
+/// pushes, so that the positions it consumes are known from its stack effect (Python/
+/// bytecodes.c: what each instruction pops and pushes).
+fn stack_value_append_only(insts: &[bytecode::Instruction], depths: &[Option<u32>], load: usize) -> bool {
+    use bytecode::opcode::op;
+    fn pushes_at_most(opcode: u8, arg: u32) -> i64 {
+        match opcode {
+            op::STORE_FAST | op::STORE_DEREF | op::STORE_GLOBAL | op::STORE_NAME | op::STORE_ATTR | op::STORE_SUBSCR | op::STORE_SLICE | op::DELETE_SUBSCR | op::DELETE_FAST
+            | op::DELETE_DEREF | op::DELETE_GLOBAL | op::DELETE_NAME | op::DELETE_ATTR | op::POP_TOP | op::END_FOR | op::POP_JUMP_FORWARD_IF_FALSE | op::POP_JUMP_FORWARD_IF_TRUE
+            | op::POP_JUMP_FORWARD_IF_NONE | op::POP_JUMP_FORWARD_IF_NOT_NONE | op::POP_JUMP_BACKWARD_IF_FALSE | op::POP_JUMP_BACKWARD_IF_TRUE | op::POP_JUMP_BACKWARD_IF_NONE
+            | op::POP_JUMP_BACKWARD_IF_NOT_NONE | op::JUMP_IF_FALSE_OR_POP | op::JUMP_IF_TRUE_OR_POP | op::JUMP_FORWARD | op::JUMP_BACKWARD | op::JUMP_BACKWARD_NO_INTERRUPT
+            | op::RETURN_VALUE | op::RETURN_CONST | op::RAISE_VARARGS | op::RERAISE | op::POP_EXCEPT | op::NOP | op::RESUME | op::PRECALL | op::KW_NAMES | op::CACHE
+            | op::EXTENDED_ARG | op::COPY_FREE_VARS | op::MAKE_CELL | op::PRINT_EXPR | op::SETUP_ANNOTATIONS | op::IMPORT_STAR | op::LIST_APPEND | op::SET_ADD | op::MAP_ADD
+            | op::LIST_EXTEND | op::SET_UPDATE | op::DICT_UPDATE | op::DICT_MERGE => 0,
+            op::LOAD_FAST | op::LOAD_FAST_CHECK | op::LOAD_FAST_AND_CLEAR | op::LOAD_CONST | op::LOAD_DEREF | op::LOAD_CLOSURE | op::LOAD_CLASSDEREF | op::LOAD_NAME
+            | op::PUSH_NULL | op::LOAD_ASSERTION_ERROR | op::LOAD_BUILD_CLASS | op::BUILD_TUPLE | op::BUILD_LIST | op::BUILD_SET | op::BUILD_MAP | op::BUILD_CONST_KEY_MAP
+            | op::BUILD_STRING | op::BUILD_SLICE | op::BINARY_OP | op::BINARY_SUBSCR | op::BINARY_SLICE | op::COMPARE_OP | op::IS_OP | op::CONTAINS_OP | op::CALL | op::CALL_KW
+            | op::CALL_FUNCTION_EX | op::UNARY_NEGATIVE | op::UNARY_POSITIVE | op::UNARY_NOT | op::UNARY_INVERT | op::FORMAT_VALUE | op::MAKE_FUNCTION | op::GET_ITER
+            | op::LIST_TO_TUPLE | op::IMPORT_NAME | op::IMPORT_FROM | op::TO_BOOL | op::CONVERT_VALUE | op::CALL_INTRINSIC_1 | op::CALL_INTRINSIC_2 | op::GET_LEN => 1,
+            op::UNPACK_SEQUENCE => arg as i64,
+            op::UNPACK_EX => (arg & 0xff) as i64 + (arg >> 8) as i64 + 1,
+            _ => 2,
+        }
+    }
+    let Some(Some(d0)) = depths.get(load) else { return false };
+    // The position held at each instruction: None not yet seen, Some(None) gone, Some(Some(p)).
+    let mut at: Vec<Option<Option<u32>>> = vec![None; insts.len()];
+    let mut work: Vec<(usize, Option<u32>)> = vec![(load + 1, Some(*d0))];
+    while let Some((i, pos)) = work.pop() {
+        let Some(slot) = at.get_mut(i) else { return false };
+        match slot {
+            Some(seen) if *seen == pos => continue,
+            Some(_) => return false,
+            None => *slot = Some(pos),
+        }
+        let inst = &insts[i];
+        let Some(Some(d)) = depths.get(i).copied() else { continue };
+        let (d, arg) = (d as i64, inst.arg);
+        let mut next = pos;
+        if let Some(p) = pos.map(|p| p as i64) {
+            if inst.opcode == op::LOAD_FAST && i == load {
+                return false;
+            }
+            match inst.opcode {
+                op::SWAP => {
+                    let other = d - arg as i64;
+                    if p == d - 1 {
+                        next = Some(other as u32);
+                    } else if p == other {
+                        next = Some((d - 1) as u32);
+                    }
+                }
+                op::COPY if p == d - arg as i64 => return false,
+                op::LIST_APPEND if p == d - 1 - arg as i64 => {}
+                op::SET_ADD | op::LIST_EXTEND | op::SET_UPDATE | op::DICT_UPDATE | op::DICT_MERGE if p == d - 1 - arg as i64 => return false,
+                op::MAP_ADD if p == d - 2 - arg as i64 => return false,
+                op::POP_TOP if p == d - 1 => next = None,
+                op::RETURN_VALUE if p == d - 1 => continue,
+                op::FOR_ITER => {
+                    // Jumping (exhausted) pops the iterator; stepping pops nothing.
+                    if p == d - 1 {
+                        return false;
+                    }
+                }
+                _ => {
+                    let effect = match bytecode::analysis::stack_effect(inst.opcode, arg, false) {
+                        Ok(e) => e as i64,
+                        Err(_) => return false,
+                    };
+                    let mut lowest = d + effect - pushes_at_most(inst.opcode, arg);
+                    if inst.target.is_some() {
+                        if let Ok(e) = bytecode::analysis::stack_effect(inst.opcode, arg, true) {
+                            lowest = lowest.min(d + e as i64 - pushes_at_most(inst.opcode, arg));
+                        }
+                    }
+                    if p >= lowest {
+                        return false;
+                    }
+                }
+            }
+            if let Some(e) = inst.exn {
+                let kept = if (e.depth as i64) > p { pos } else { None };
+                work.push((e.handler.index(), kept));
+            }
+        } else if inst.opcode == op::LOAD_FAST && i == load {
+            return false;
+        }
+        if !bytecode::opcode::is_terminator(inst.opcode) && i + 1 < insts.len() {
+            work.push((i + 1, next));
+        }
+        if let Some(t) = inst.target {
+            work.push((t.index(), next));
+        }
+    }
+    true
 }
 
 impl CodeInfo {

@@ -971,6 +971,12 @@ fn convert_break(
             preserved.push(None);
         }
     }
+    if inst.opcode == crate::bytecode::opcode::op::FOR_ITER && inst.exn.is_some_and(|e| crate::pycodegen::loop_body::comprehension_cleanup(ci, e.handler.index())) {
+        // A 3.12+ comprehension's cleanup only restores the locals of a frame the exception
+        // then leaves: the loop driver need not keep it (Note [comprehension loops in a
+        // driver]).
+        inst.exn = None;
+    }
     if let Some(exn) = inst.exn {
         // Note [protected breaks]: the handler needs the stack below its depth. A NULL there
         // (an inlined comprehension's saved loop variable on 3.12+) is pushed and dropped as a

@@ -1362,7 +1362,23 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::FOR_ITER => {
                 let next = match self.stack.last().cloned() {
-                    Some(VT::Iterator(it)) => self.step_iter(py, &it)?,
+                    Some(VT::Iterator(it)) => match self.step_iter(py, &it) {
+                        // A user iterator whose `__next__` the trace cannot follow (a
+                        // `dynamo.disable`d one, one that reads a tensor's value) is a loop
+                        // over an untraced iterator: it runs in a loop driver (Note [loop
+                        // bodies as functions] in pycodegen/loop_body.rs), not the whole frame
+                        // eagerly. An exception it raises still runs the FOR_ITER for real.
+                        Err(mut e)
+                            if self.depth == 0
+                                && e.kind != crate::symbolic::graph_break::GraphBreakKind::RaisesException
+                                && matches!(it.borrow().kind, crate::symbolic::variables::iter::IterKind::UserNext(_)) =>
+                        {
+                            e.kind = crate::symbolic::graph_break::GraphBreakKind::UntracedValue;
+                            e.reason = format!("for loop over a user iterator whose __next__ is not traced ({})", e.reason);
+                            return Err(e);
+                        }
+                        r => r?,
+                    },
                     // An iterator of a user type (a DataLoader's): stepping it runs its Python
                     // `__next__`; the loop runs in Python and what it calls is compiled frame
                     // by frame.

@@ -1,0 +1,165 @@
+"""Findings of stop 50: each is the smallest program that broke needlessly, recompiled or
+differed from eager, run eagerly and compiled and compared exactly, with graph, break,
+recompile and fallback counts."""
+
+import contextlib
+import io
+import sys
+import traceback
+
+import pytest
+import torch
+
+import dynamo
+
+BACKENDS = ["eager", "aot_eager", "inductor"]
+
+
+def _outcome(f, args):
+    """(result or exception summary, stdout) of `f(*args)`; a traceback is compared by its
+    (function, line) entries outside dynamo, the caller's own entry dropped."""
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        try:
+            res = ("ok", f(*args))
+        except Exception as e:  # noqa: BLE001 - compared with eager's
+            tb = [(t.name, t.lineno) for t in traceback.extract_tb(e.__traceback__) if "dynamo" not in t.filename]
+            res = ("raise", type(e), str(e), tb[1:])
+    return res, buf.getvalue()
+
+
+def _same(a, b):
+    if isinstance(a, torch.Tensor):
+        return type(a) is type(b) and a.dtype == b.dtype and a.shape == b.shape and torch.allclose(a, b, equal_nan=True)
+    if isinstance(a, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return type(a) is type(b) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def _check(fn, make_args, backend, calls=3):
+    """`fn` on fresh arguments eagerly, then compiled `calls` times; returns the counters."""
+    expected = _outcome(fn, make_args())
+    dynamo.reset()
+    f = dynamo.optimize(backend)(fn)
+    for _ in range(calls):
+        got = _outcome(f, make_args())
+        assert _same(expected, got), (expected, got)
+    return dynamo.counters()
+
+
+# Note [comprehension loops in a driver] (src/pycodegen/loop_body.rs): a graph break inside a
+# comprehension over an iterator the trace cannot step (`d.items()` of a dict argument, `zip`,
+# `enumerate` of a frame argument, a user iterable) ran the comprehension (3.11) or the rest of
+# the frame (3.12) eagerly: the loop body read its accumulator below the iterator, and the
+# comprehension's frame had a free variable (3.11) or a cleanup handler (3.12). The loop now
+# runs in the driver, its element compiled per item, and the code after it compiled.
+
+
+class _Items:
+    """An iterator whose `__next__` runs Python (as a DataLoader's): the trace cannot step it."""
+
+    def __init__(self, items):
+        self.items = list(items)
+
+    def __iter__(self):
+        return self
+
+    @dynamo.disable
+    def __next__(self):
+        if not self.items:
+            raise StopIteration
+        return self.items.pop(0)
+
+
+def _metrics(x, d):
+    y = x + 1
+    r = {k: (y * v).sum().item() for k, v in d.items()}
+    return r, y * 2
+
+
+def _enumerated(x, L):
+    k = "outer"
+    r = [(print(k), y * x)[1] for k, y in enumerate(L)]
+    return r, k
+
+
+def _zipped(x, L):
+    r = [x * v * w for v, w in zip(L, [3, 4, 5]) if dynamo.graph_break() is None]
+    return r, x.sum()
+
+
+def _filtered(x, d):
+    r = {k: (x * v).sum().item() for k, v in d.items() if v != 2}
+    return r
+
+
+def _user_iterable(x, it):
+    r = [(dynamo.graph_break(), x * v)[1] for v in it]
+    return r, x - 1
+
+
+def _appends_elsewhere(x, L):
+    out = []
+    r = [out.append((x * v).sum().item()) or v for i, v in enumerate(L)]
+    return r, out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "fn,make",
+    [
+        (_metrics, lambda: (torch.ones(2), {"a": 1, "b": 2})),
+        (_enumerated, lambda: (torch.ones(2), [1, 2, 3])),
+        (_zipped, lambda: (torch.ones(2), [1, 2, 3])),
+        (_filtered, lambda: (torch.ones(2), {"a": 1, "b": 2, "c": 3})),
+        (_user_iterable, lambda: (torch.ones(2), _Items([1, 2, 3]))),
+        (_appends_elsewhere, lambda: (torch.ones(2), [1, 2, 3])),
+    ],
+)
+def test_comprehension_with_break_over_opaque_iterator(fn, make, backend):
+    c = _check(fn, make, backend)
+    assert c["eager_fallbacks"] == 0, c
+    # The element's graph and the code after the comprehension are compiled.
+    assert c["graphs"] >= 2, c
+
+
+def _raises_in_element(x, L):
+    r = [(print(i), x * (10 // (v - 2)))[1] for i, v in enumerate(L)]
+    return r
+
+
+def _changes_dict(x, d):
+    r = [(d.__setitem__("new%d" % v, 0), dynamo.graph_break(), v)[2] for k, v in d.items()]
+    return r
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+@pytest.mark.parametrize(
+    "fn,make",
+    [
+        (_raises_in_element, lambda: (torch.ones(2), [1, 2, 3])),
+        (_changes_dict, lambda: (torch.ones(2), {"a": 1})),
+    ],
+)
+def test_comprehension_driver_errors_match_eager(fn, make, backend):
+    """The exception and its traceback (the comprehension's line, no driver frame) are eager's:
+    an error in the element, and `RuntimeError: dictionary changed size during iteration` from
+    the iterator the driver steps."""
+    _check(fn, make, backend)
+
+
+def test_comprehension_accumulator_is_not_guarded():
+    """The half-built list reaches each loop body function on the stack: it is wrapped
+    append-only (Note [append-only stack slots] in src/symbolic/code_info.rs), so the body does
+    not recompile as the list grows."""
+    def f(x, it):
+        return [(dynamo.graph_break(), x * v)[1] for v in it]
+
+    dynamo.reset()
+    c = dynamo.optimize("eager")(f)
+    for n in (5, 7):
+        out = c(torch.ones(2), _Items(torch.ones(2) * i for i in range(n)))
+        assert len(out) == n and torch.equal(out[-1], torch.ones(2) * (n - 1))
+    assert dynamo.counters()["recompiles"] == 0, dynamo.counters()
