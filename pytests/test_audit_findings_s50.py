@@ -163,3 +163,206 @@ def test_comprehension_accumulator_is_not_guarded():
         out = c(torch.ones(2), _Items(torch.ones(2) * i for i in range(n)))
         assert len(out) == n and torch.equal(out[-1], torch.ones(2) * (n - 1))
     assert dynamo.counters()["recompiles"] == 0, dynamo.counters()
+
+
+# K6: a graph with no input requiring grad went to inductor's inference compilation, which
+# does not run the graph's `_set_grad_enabled` nodes: the resume function after a break inside
+# a `no_grad()` block (which exits the block in its graph) left grad mode off for the rest of
+# the program.
+
+
+def _break_in_no_grad(x):
+    with torch.no_grad():
+        y = x * 2
+        print("hi")
+    return torch.ones(2) * 2, y
+
+
+def _break_in_enable_grad(x):
+    with torch.enable_grad():
+        y = x * 2
+        print("hi")
+    return torch.ones(2) * 2, y
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("ambient", [True, False])
+@pytest.mark.parametrize("fn", [_break_in_no_grad, _break_in_enable_grad])
+def test_grad_mode_after_block_cut_by_break(fn, ambient, backend):
+    dynamo.reset()
+    f = dynamo.optimize(backend)(fn)
+    with torch.set_grad_enabled(ambient):
+        for _ in range(2):
+            with contextlib.redirect_stdout(io.StringIO()):
+                f(torch.randn(3))
+            assert torch.is_grad_enabled() is ambient
+
+
+# K1: `m.name` where the class defines `name` (a method, property, staticmethod, or a module
+# set on the class) or the instance dict holds it, and `name` is also a submodule in `_modules`:
+# Python finds the class's or instance's first; the trace took the submodule.
+
+
+class _MethodShadows(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.activation = torch.nn.ReLU()
+
+    def activation(self, x):  # noqa: F811 - the shadowing is the point
+        return x * 1.2
+
+    def forward(self, x):
+        return self.activation(x)
+
+
+class _PropertyShadows(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = torch.nn.ReLU()
+
+    @property
+    def act(self):  # noqa: F811
+        return torch.nn.functional.silu
+
+    def forward(self, x):
+        return self.act(x)
+
+
+class _ClassModuleShadows(torch.nn.Module):
+    shared = torch.nn.Tanh()
+
+    def __init__(self):
+        super().__init__()
+        self.shared = torch.nn.ReLU()
+
+    def forward(self, x):
+        return self.shared(x)
+
+
+class _InstanceDictShadows(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.f = torch.nn.ReLU()
+        object.__setattr__(self, "f", torch.neg)
+
+    def forward(self, x):
+        return self.f(x)
+
+
+class _OwnGetattr(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.g = torch.nn.ReLU()
+
+    def __getattr__(self, name):
+        if name == "g":
+            return torch.sigmoid
+        return super().__getattr__(name)
+
+    def forward(self, x):
+        return self.g(x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("cls", [_MethodShadows, _PropertyShadows, _ClassModuleShadows, _InstanceDictShadows, _OwnGetattr])
+def test_module_attribute_precedence(cls, backend):
+    m = cls()
+    x = torch.tensor([-1.0, 2.0, -3.0])
+    expected = m(x)
+    dynamo.reset()
+    f = dynamo.optimize(backend)(m)
+    for _ in range(2):
+        assert torch.allclose(f(x), expected)
+    c = dynamo.counters()
+    assert c["graphs"] == 1 and c["recompiles"] == 0, c
+
+
+# L5: a graph that holds an autocast block and writes an input had no failure handler at all,
+# and the handler of the others re-raised a KeyboardInterrupt before putting the autocast state
+# back: after the error every later matmul ran in bfloat16.
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_autocast_state_after_graph_error(backend):
+    def fn(x, s):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            x.add_(1)
+            y = x @ x
+            z = torch.normal(y.float(), s)
+        return z
+
+    dynamo.reset()
+    f = dynamo.optimize(backend)(fn)
+    f(torch.ones(2, 2), torch.tensor([1.0, 1.0]))
+    for _ in range(2):
+        x = torch.ones(2, 2)
+        with pytest.raises(RuntimeError, match="normal expects"):
+            f(x, torch.tensor([-1.0, 1.0]))
+        assert not torch.is_autocast_enabled("cpu")
+        assert torch.equal(x, torch.full((2, 2), 2.0))
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_autocast_state_after_keyboard_interrupt(backend):
+    armed = [False]
+
+    @dynamo.allow_in_graph
+    def probe(t):
+        if armed[0] and not isinstance(t, torch._subclasses.FakeTensor):
+            raise KeyboardInterrupt
+        return t * 1
+
+    def fn(x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = probe(x @ w)
+            z = y @ w
+        return z.float()
+
+    dynamo.reset()
+    f = dynamo.optimize(backend)(fn)
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    f(x, w)
+    armed[0] = True
+    with pytest.raises(KeyboardInterrupt):
+        f(x, w)
+    assert not torch.is_autocast_enabled("cpu")
+
+
+# L3: value-dependent errors of ops missing from `RAISES_ON_VALUES` (`torch.normal` with a
+# negative std, an in-place integer `//=` by zero) left a graph that writes an input unprotected
+# after its first call: the user's `except` was skipped and the side effects before it lost.
+
+
+def _normal_in_try(mu, std, stats):
+    stats.add_(1)
+    try:
+        return torch.normal(mu, std)
+    except RuntimeError:
+        return torch.zeros_like(mu) - 1
+
+
+def _ifloordiv(x, y, log):
+    x.add_(1)
+    log.append("a")
+    z = x.long()
+    z //= y
+    return z
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_value_errors_of_unlisted_ops_reach_handlers(backend):
+    dynamo.reset()
+    f = dynamo.optimize(backend)(_normal_in_try)
+    stats = torch.zeros(1)
+    for s in ([1.0, 1.0], [2.0, 2.0]):
+        f(torch.zeros(2), torch.tensor(s), stats)
+    assert f(torch.zeros(2), torch.tensor([-1.0, 1.0]), stats).tolist() == [-1.0, -1.0]
+    assert stats.tolist() == [3.0]
+    dynamo.reset()
+    g = dynamo.optimize(backend)(_ifloordiv)
+    for y in ([1, 2], [2, 3]):
+        g(torch.ones(2), torch.tensor(y), [])
+    x, log = torch.ones(2), []
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        g(x, torch.tensor([0, 1]), log)
+    assert log == ["a"] and x.tolist() == [2.0, 2.0]

@@ -598,8 +598,17 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
     needs_grad = (entry_grad or True in switches) and any(
         isinstance(t, torch.Tensor) and t.requires_grad for t in list(example_inputs) + params
     )
+    if not needs_grad and switches and any(v is not None and v.requires_grad for v in _output_example_values(gm)):
+        # A leaf made with ``requires_grad=True`` inside an ``enable_grad()`` block of a graph
+        # entered under ``no_grad`` (audit 50, K6): the inference compilation would drop it.
+        _C.aot_count_eager("a tensor made in the graph requires grad")
+        return gm.forward
     if not needs_grad:
-        return inference_compiler(gm, example_inputs)
+        compiled = inference_compiler(gm, example_inputs)
+        # A compiled graph does not run its ``_set_grad_enabled`` nodes: the mode the graph
+        # leaves is set after it (the resume function after a break inside a ``no_grad()``
+        # block exits the block in its graph: audit 50, K6).
+        return _leaving_grad_mode(compiled, switches[-1]) if switches else compiled
     from . import config
 
     if any(_holds_grad_tensor(v) for v in example_inputs):
@@ -912,6 +921,20 @@ def _fetch_attr(gm, target):
     for part in target.split("."):
         value = getattr(value, part)
     return value
+
+
+def _leaving_grad_mode(compiled, exit_grad):
+    """``compiled`` (a graph without autograd), then grad mode ``exit_grad``: the mode its last
+    ``_set_grad_enabled`` node sets (Note [grad-mode regions]). An exception leaves the mode to
+    the caller (``_C.graph_failed`` puts back the frame's)."""
+    set_grad = torch._C._set_grad_enabled
+
+    def call(*args):
+        out = compiled(*args)
+        set_grad(exit_grad)
+        return out
+
+    return call
 
 
 def _with_grad_regions(runtime, entry_grad, exit_grad):

@@ -301,17 +301,24 @@ const RANDOM_OPS: [&str; 12] =
 
 /// Ops (by last name component, without `__` or a trailing `_`) that may raise on tensor values:
 /// see `Graph::may_raise_on_values`.
-const RAISES_ON_VALUES: [&str; 42] = [
+const RAISES_ON_VALUES: [&str; 50] = [
     "getitem", "setitem", "gather", "take", "take_along_dim", "put", "one_hot", "nll_loss", "nll_loss2d", "cross_entropy",
     "multinomial", "bincount", "repeat_interleave", "inverse", "solve", "lu", "det", "logdet", "slogdet", "pinverse", "svd",
     "eig", "eigh", "lstsq", "qr", "triangular_solve", "matrix_rank", "_assert", "_assert_async", "bernoulli", "poisson",
     "multi_margin_loss", "multilabel_margin_loss", "ctc_loss", "histc", "histogram", "searchsorted", "bucketize", "nonzero",
     "binary_cross_entropy", "masked_scatter", "narrow",
+    // Distribution parameters checked per element (a negative `std`, a probability out of
+    // [0, 1]), indices of an unpooling, lengths of a segment reduction, `mvlgamma`'s domain
+    // (aten/src/ATen/native/Distributions.cpp, MaxUnpooling.cpp, SegmentReduce.cpp,
+    // UnaryOps.cpp `mvlgamma_check`).
+    "normal", "binomial", "max_unpool1d", "max_unpool2d", "max_unpool3d", "segment_reduce", "histogramdd", "mvlgamma",
 ];
 
 /// Integer divisions (by last name component) that raise `ZeroDivisionError` / `RuntimeError`
-/// on a zero divisor.
-const RAISES_ON_ZERO_DIVISOR: [&str; 8] = ["div", "divide", "floor_divide", "floordiv", "remainder", "mod", "fmod", "true_divide"];
+/// on a zero divisor, the in-place operator functions included (`_operator.ifloordiv` of
+/// `z //= y`, `imod`).
+const RAISES_ON_ZERO_DIVISOR: [&str; 12] =
+    ["div", "divide", "floor_divide", "floordiv", "remainder", "mod", "fmod", "true_divide", "ifloordiv", "imod", "itruediv", "idiv"];
 
 /// Whether a call writes into its first argument: a `foo_` method or function, `setitem` /
 /// `__setitem__` / `__delitem__`, an in-place operator function (`_operator.iadd`, ...) or an

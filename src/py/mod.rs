@@ -119,6 +119,29 @@ pub fn drop_loop_traceback_head<'py>(exc: Bound<'py, PyAny>) -> PyResult<Bound<'
 #[pyo3(signature = (exc, grad_enabled, snapshot=None))]
 pub fn graph_failed(py: Python<'_>, exc: Bound<'_, PyAny>, grad_enabled: bool, snapshot: Option<Bound<'_, PyAny>>) -> PyResult<()> {
     py.import("torch")?.getattr("_C")?.call_method1("_set_grad_enabled", (grad_enabled,))?;
+    // The autocast state of the graph's entry comes back whatever happens next (a
+    // KeyboardInterrupt, a call left unprotected): the graph stands for `with autocast` blocks
+    // whose `__exit__` would have run on the way out (audit 50, L5).
+    let mut reraise = false;
+    if let Some(list) = snapshot.as_ref().and_then(|s| s.cast::<PyList>().ok()) {
+        for pair in list.iter() {
+            if !pair.get_item(0)?.is_none() {
+                continue;
+            }
+            let (kind, state): (String, Bound<'_, PyAny>) = pair.get_item(1)?.extract()?;
+            match kind.as_str() {
+                "autocast" => {
+                    py.import("dynamo._amp")?.call_method1("restore", (state,))?;
+                }
+                "reraise" => reraise = true,
+                _ => {}
+            }
+        }
+    }
+    if reraise {
+        // `snapshot_inputs_first_call_autocast` kept only the autocast state for this call.
+        return Err(PyErr::from_value(exc));
+    }
     if snapshot.as_ref().is_some_and(|s| s.is_instance_of::<pyo3::types::PyBool>()) {
         // `snapshot_inputs_first_call` kept nothing for this call: the graph ran unprotected.
         return Err(PyErr::from_value(exc));
@@ -147,7 +170,8 @@ pub fn graph_failed(py: Python<'_>, exc: Bound<'_, PyAny>, grad_enabled: bool, s
                     // or the autocast state from `snapshot_inputs_and_autocast`.
                     let (kind, state): (String, Bound<'_, PyAny>) = pair.get_item(1)?.extract()?;
                     match kind.as_str() {
-                        "autocast" => py.import("dynamo._amp")?.call_method1("restore", (state,))?,
+                        // Put back above.
+                        "autocast" => continue,
                         // `snapshot_inputs_first_call`'s counter: a graph that failed once is
                         // protected on every later call.
                         "first_calls" => {
@@ -271,6 +295,26 @@ pub fn snapshot_inputs_first_call<'py>(py: Python<'py>, counter: &Bound<'py, PyL
     let out = snapshot_inputs(py, inputs)?;
     out.append((py.None(), ("first_calls", counter)))?;
     Ok(out.into_any())
+}
+
+/// `snapshot_inputs_first_call` for a graph that also enters or leaves an autocast block: the
+/// autocast state is kept on every call, so that `graph_failed` puts it back whatever the graph
+/// raises; once the count is spent (or the inputs are too large) the list holds it alone, with
+/// `(None, ("reraise", None))`: the error goes to the user as the unprotected call's would.
+#[pyfunction(signature = (counter, *inputs))]
+pub fn snapshot_inputs_first_call_autocast<'py>(py: Python<'py>, counter: &Bound<'py, PyList>, inputs: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyList>> {
+    let autocast = (py.None(), ("autocast", py.import("dynamo._amp")?.call_method0("snapshot")?));
+    let kept = snapshot_inputs_first_call(py, counter, inputs)?;
+    let out = match kept.cast_into::<PyList>() {
+        Ok(list) => list,
+        Err(_) => {
+            let out = PyList::empty(py);
+            out.append((py.None(), ("reraise", py.None())))?;
+            out
+        }
+    };
+    out.append(autocast)?;
+    Ok(out)
 }
 
 /// How transformed code replays a dict's new contents (key order included) after the graph.
@@ -712,6 +756,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(skip_code_recursive, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot_inputs_and_rng, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot_inputs_first_call, m)?)?;
+    m.add_function(wrap_pyfunction!(snapshot_inputs_first_call_autocast, m)?)?;
     m.add_function(wrap_pyfunction!(drop_loop_traceback_head, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot_inputs_and_autocast, m)?)?;
     m.add_class::<GradModeRestore>()?;

@@ -497,7 +497,7 @@ impl PyCodegen {
             let rng = rerun.is_some_and(|r| r.rng);
             let autocast = rerun.is_some_and(|r| r.autocast);
             let first = rerun.is_some_and(|r| r.first_call_only);
-            let name = if first { "snapshot_inputs_first_call" } else if autocast { "snapshot_inputs_and_autocast" } else if rng { "snapshot_inputs_and_rng" } else { "snapshot_inputs" };
+            let name = if first && autocast { "snapshot_inputs_first_call_autocast" } else if first { "snapshot_inputs_first_call" } else if autocast { "snapshot_inputs_and_autocast" } else if rng { "snapshot_inputs_and_rng" } else { "snapshot_inputs" };
             let f = py.import("dynamo._C").and_then(|m| m.getattr(name)).expect("dynamo._C.snapshot_inputs");
             self.load_callable(f.unbind());
             if first {

@@ -475,9 +475,8 @@ fn rerun_on_failure(og: &OutputGraph, grad_enabled: bool) -> Option<crate::pycod
     let may_raise = og.graph.may_raise_on_values();
     let autocast = og.autocast.recorded;
     if !mutated.is_empty() && !may_raise {
-        if autocast {
-            return None;
-        }
+        // With an autocast block, the autocast state is kept on every call too
+        // (`snapshot_inputs_first_call_autocast`).
         return Some(crate::pycodegen::Rerun { grad_enabled, snapshot: mutated, rng: false, autocast, first_call_only: true });
     }
     Some(crate::pycodegen::Rerun { grad_enabled, snapshot: mutated, rng: may_raise && og.graph.uses_rng(), autocast, first_call_only: false })

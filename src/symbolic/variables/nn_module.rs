@@ -153,8 +153,8 @@ impl<'a> InstructionTranslator<'a> {
         }
     }
 
-    /// `nn.Module.__getattr__` order: `_parameters`, `_buffers`, `_modules`, then the instance
-    /// dict and the class (torch/nn/modules/module.py).
+    /// `m.name` for a module: the class and the instance dict, then `nn.Module.__getattr__`'s
+    /// `_parameters`, `_buffers`, `_modules` (Note [module attribute precedence]).
     pub(crate) fn module_getattr(&mut self, py: Python<'_>, m: &Bound<'_, PyAny>, source: Option<Arc<Source>>, name: &str) -> VResult<VT> {
         if let Some(v) = self.og.side_effects.attr(&m.clone().unbind(), name) {
             return Ok(v);
@@ -196,7 +196,22 @@ impl<'a> InstructionTranslator<'a> {
                 graph_break!(UntracedValue, "attribute '{name}' of a module after a write through its __dict__");
             }
         }
+        // Note [module attribute precedence]: `m.name` is `object.__getattribute__` first: a
+        // class attribute (a method, a property, a staticmethod, a module set on the class) or
+        // an instance-dict entry wins, and `nn.Module.__getattr__` reads `_parameters`,
+        // `_buffers`, `_modules` only when neither exists (Objects/object.c
+        // `_PyObject_GenericGetAttrWithDict`; torch/nn/modules/module.py). A class with its own
+        // `__getattr__` or `__getattribute__` answers for itself. So a submodule `activation`
+        // shadowed by a method `activation` calls the method, as in eager (audit 50, K1). The
+        // class lookup is recorded with the class's version guard.
+        let cls = m.get_type();
+        let by_tables = module_lookup_is_torchs(py, &cls)?
+            && static_type_lookup(&cls, name)?.is_none()
+            && !d.cast::<PyDict>().is_ok_and(|d| d.contains(name).unwrap_or(true));
         for table in ["_parameters", "_buffers", "_modules"] {
+            if !by_tables {
+                break;
+            }
             if let Some(t) = d.get_item(table).ok() {
                 // Note [module tables written in the trace]: `m.half()`/`m.to(...)` (`_apply`),
                 // `register_buffer` and `add_module` write `m._buffers[k]` etc. through a dict
@@ -231,7 +246,6 @@ impl<'a> InstructionTranslator<'a> {
                 }
             }
         }
-        let cls = m.get_type();
         let in_instance = d.cast::<PyDict>().ok().and_then(|d| d.get_item(name).ok().flatten());
         if in_instance.is_none() {
             // The raw class attribute decides the binding (`type(m).__mro__[k].__dict__[name]`):
