@@ -366,3 +366,65 @@ def test_value_errors_of_unlisted_ops_reach_handlers(backend):
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         g(x, torch.tensor([0, 1]), log)
     assert log == ["a"] and x.tolist() == [2.0, 2.0]
+
+
+# L1: a KeyboardInterrupt (Ctrl-C), SystemExit or user BaseException raised while a frame was
+# converted became a graph break or a compile error and the frame ran on; the inductor runtime
+# reran the graph through `gm.forward` on one (Note [interrupts during a conversion]).
+
+
+class _Fatal(BaseException):
+    pass
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit, _Fatal])
+def test_base_exception_from_backend_propagates(exc):
+    def backend(gm, example_inputs):
+        raise exc()
+
+    dynamo.reset()
+    f = dynamo.optimize(backend)(lambda x: x.sin() + 1)
+    with pytest.raises(exc):
+        f(torch.ones(3))
+
+
+def test_keyboard_interrupt_while_tracing_propagates():
+    calls = [0]
+
+    def slow(x):
+        calls[0] += 1
+        if calls[0] == 1:
+            raise KeyboardInterrupt
+        return x * 2
+
+    op = dynamo.allow_in_graph(slow)
+
+    def fn(x):
+        return op(x + 1) - 1
+
+    dynamo.reset()
+    f = dynamo.optimize("eager")(fn)
+    with pytest.raises(KeyboardInterrupt):
+        f(torch.ones(3))
+    assert torch.equal(f(torch.ones(3)), torch.full((3,), 3.0))
+    assert dynamo.counters()["graphs"] == 1
+
+
+def test_keyboard_interrupt_in_inductor_runtime_propagates():
+    armed = [False]
+
+    @dynamo.allow_in_graph
+    def probe(t):
+        if armed[0] and not isinstance(t, torch._subclasses.FakeTensor):
+            raise KeyboardInterrupt
+        return t * 1
+
+    def fn(x):
+        return probe(x.sin()).cos() + 1
+
+    dynamo.reset()
+    f = dynamo.optimize("inductor")(fn)
+    f(torch.ones(8))
+    armed[0] = True
+    with pytest.raises(KeyboardInterrupt):
+        f(torch.ones(8))

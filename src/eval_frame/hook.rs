@@ -851,9 +851,23 @@ unsafe fn eval_frame_attached(py: Python<'_>, frame: *mut InterpreterFrame, cb: 
         dynamic: crate::symbolic::output_graph::DynamicPolicy { mode: dynamic_mode(&backend), previous: state.dim_state.clone() },
     };
     let masked = mask_saved_tensor_hooks(py);
+    let _ = crate::symbolic::take_interrupt();
     let converted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| convert(py, &input, &backend)));
     if masked {
         unmask_saved_tensor_hooks(py);
+    }
+    // Note [interrupts during a conversion]: a KeyboardInterrupt (or another BaseException that
+    // is not an Exception) met while converting stops the program as in eager; so does one
+    // the backend raised, whatever `config.suppress_errors` says.
+    let interrupt = crate::symbolic::take_interrupt().or_else(|| match &converted {
+        Ok(Err(ConvertError::Backend(e) | ConvertError::Internal(e))) if !e.is_instance_of::<pyo3::exceptions::PyException>(py) => Some(e.clone_ref(py)),
+        _ => None,
+    });
+    if let Some(e) = interrupt {
+        drop(input);
+        CALLBACK.with(|c| c.set(saved));
+        e.restore(py);
+        return Outcome::Done(std::ptr::null_mut());
     }
     drop(input);
     if crate::debug::enabled() {

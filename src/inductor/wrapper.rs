@@ -716,6 +716,9 @@ impl CompiledGraph {
             match rt.run(py, args) {
                 Ok(Some(out)) => return Ok(out),
                 Ok(None) => {}
+                // A KeyboardInterrupt (a BaseException that is not an Exception) stops the
+                // program as in eager: it is not a failed step to run again.
+                Err(err) if !err.is_instance_of::<pyo3::exceptions::PyException>(py) => return Err(err),
                 Err(err) => {
                     // Note [errors rerun eagerly]: a step raised (an index out of range in a
                     // fallback, a user error torch reports). The plan defers every input

@@ -140,8 +140,41 @@ impl From<std::convert::Infallible> for Unsupported {
 
 impl From<pyo3::PyErr> for Unsupported {
     fn from(e: pyo3::PyErr) -> Self {
-        pyo3::Python::attach(|py| Unsupported::of(GraphBreakKind::PythonError, format!("python error during tracing: {}", e.value(py).repr().map(|r| r.to_string()).unwrap_or_default())))
+        pyo3::Python::attach(|py| {
+            note_interrupt(py, &e);
+            Unsupported::of(GraphBreakKind::PythonError, format!("python error during tracing: {}", e.value(py).repr().map(|r| r.to_string()).unwrap_or_default()))
+        })
     }
+}
+
+// Note [interrupts during a conversion]: an exception that is not an `Exception`
+// (KeyboardInterrupt from a Ctrl-C, SystemExit, a user `BaseException`) raised by Python code
+// the conversion runs (a fake-tensor op, a backend, a guard's getter) must reach the user as in
+// eager, where it would have stopped the program. Turned into a graph break or a compile error
+// like any other error, it was lost (audit 50, L1): the frame ran on. Each such error met while
+// converting a frame is kept here (the first one), and the frame hook raises it once the
+// conversion is over, whatever the conversion made of it.
+thread_local! {
+    static PENDING_INTERRUPT: std::cell::RefCell<Option<pyo3::PyErr>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Keeps `e` for the frame hook when it is not an `Exception` (Note [interrupts during a
+/// conversion]).
+pub fn note_interrupt(py: pyo3::Python<'_>, e: &pyo3::PyErr) {
+    if !e.is_instance_of::<pyo3::exceptions::PyException>(py) {
+        PENDING_INTERRUPT.with(|p| {
+            let mut p = p.borrow_mut();
+            if p.is_none() {
+                *p = Some(e.clone_ref(py));
+            }
+        });
+    }
+}
+
+/// The interrupt kept during the conversion that just ended, if any (Note [interrupts during a
+/// conversion]).
+pub fn take_interrupt() -> Option<pyo3::PyErr> {
+    PENDING_INTERRUPT.with(|p| p.borrow_mut().take())
 }
 
 /// Result of a symbolic step.

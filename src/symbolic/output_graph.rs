@@ -1268,6 +1268,8 @@ impl OutputGraph {
         let result = match result {
             Ok(r) => r,
             Err(e) => {
+                // Note [interrupts during a conversion] (symbolic/mod.rs).
+                crate::symbolic::note_interrupt(py, &e);
                 let what = method.map(|m| format!("Tensor.{m}")).unwrap_or_else(|| qualname(target.unwrap()));
                 if let Some(kind) = data_dependent_kind(py, &e) {
                     // Nothing is wrong with the call: fake tensors carry no data, and this op's
