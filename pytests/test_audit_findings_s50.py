@@ -428,3 +428,46 @@ def test_keyboard_interrupt_in_inductor_runtime_propagates():
     armed[0] = True
     with pytest.raises(KeyboardInterrupt):
         f(torch.ones(8))
+
+
+# M2: automatic dynamic made every dimension of a tensor whose batch changed symbolic; for an
+# image batch the ShapeEnv's work on window-partition reshapes over symbolic channels and
+# spatial sizes took minutes (torchvision MaxVit did not finish its second call in 300 s).
+# Tensors of more than two dimensions now follow torch's per-dimension rule.
+
+
+def test_image_batch_becomes_dynamic_in_its_batch_only():
+    def f(x):
+        b, c, h, w = x.shape
+        return x.reshape(b, c, h // 2, 2, w // 2, 2).permute(0, 2, 4, 3, 5, 1).reshape(b, -1, c).sum(1)
+
+    dynamo.reset()
+    g = dynamo.optimize("eager")(f)
+    for b in (2, 3, 4, 5):
+        x = torch.randn(b, 3, 8, 8)
+        assert torch.allclose(g(x), f(x))
+    assert dynamo.counters()["recompiles"] == 1
+    # The spatial size never varied: it stayed static, so a new one compiles again.
+    x = torch.randn(5, 3, 16, 16)
+    assert torch.allclose(g(x), f(x))
+    assert dynamo.counters()["recompiles"] == 2
+
+
+# M3: a shape relation holding a rounding of a float expression (`math.ceil(2.0 * float(n))`
+# from a float-step `arange` feeding a reshape) was evaluated as a float relation, whose modulo
+# is not modelled: it failed although it held, and every new shape compiled again.
+
+
+def test_shape_guard_with_rounded_float():
+    def f(x):
+        b, n = x.shape
+        pos = torch.arange(float(n), float(-n), -1.0)
+        e = pos[None, :, None].expand(b, -1, 4) * x.sum()
+        return e.reshape(-1, b).sum(0)
+
+    dynamo.reset()
+    g = dynamo.optimize("eager")(f)
+    for s in ((2, 8), (3, 8), (2, 12), (3, 12), (4, 16), (5, 20)):
+        x = torch.randn(*s)
+        torch.testing.assert_close(g(x), f(x))
+    assert dynamo.counters()["recompiles"] <= 2, dynamo.counters()

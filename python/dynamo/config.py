@@ -21,9 +21,12 @@
   size (torch's automatic dynamic shapes; see ``dynamo.mark_dynamic`` and
   ``optimize(dynamic=...)``). False: every size is specialized.
 - ``automatic_dynamic_whole_tensor`` (bool, default True): when automatic dynamic makes a
-  tensor input symbolic, every dimension of it becomes symbolic (sizes 0 and 1 still
-  specialize), so inputs that vary in several dimensions compile twice in all. False: only the
-  dimensions that changed, as torch does. Kernels are specialized per concrete shape either way.
+  tensor input of one or two dimensions symbolic (token ids, masks), every dimension of it
+  becomes symbolic (sizes 0 and 1 still specialize), so (batch, length) inputs that vary in
+  both compile twice in all. Larger tensors (an image batch) get only the dimensions that
+  changed: symbolic channels and spatial sizes made the ShapeEnv's work on window-partition
+  reshapes take minutes. False: only the dimensions that changed for every tensor, as torch
+  does. Kernels are specialized per concrete shape either way.
 - ``assume_static_by_default`` (bool, default True): False makes every dimension of every
   tensor input symbolic from the first compile (as ``optimize(dynamic=True)``).
 """

@@ -692,7 +692,12 @@ impl OutputGraph {
                 // costs a few more relation guards, which the ShapeEnv mostly turns into
                 // replacements (`s2 == 64` from a matmul with a weight). Sizes 0 and 1 stay
                 // static (torch's 0/1 specialization, in `_shapes.symbolic_fake`).
-                let whole = !changed.is_empty() && crate::config::automatic_dynamic_whole_tensor();
+                // Only for tensors of at most two dimensions (token ids, masks): an image batch
+                // (N, C, H, W) whose batch changed would get symbolic channels and spatial
+                // sizes too, and the ShapeEnv's proofs about window-partition reshapes over
+                // them (MaxVit, Swin) took minutes where one symbolic batch takes a second
+                // (audit 50, M2); such tensors follow torch's per-dimension rule.
+                let whole = !changed.is_empty() && sizes.len() <= 2 && crate::config::automatic_dynamic_whole_tensor();
                 for d in if whole { (0..sizes.len()).collect() } else { changed } {
                     if !dims.contains(&d) {
                         dims.push(d);
