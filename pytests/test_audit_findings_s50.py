@@ -471,3 +471,45 @@ def test_shape_guard_with_rounded_float():
         x = torch.randn(*s)
         torch.testing.assert_close(g(x), f(x))
     assert dynamo.counters()["recompiles"] <= 2, dynamo.counters()
+
+
+# M5: an instance of a class from `torchvision` (or any module whose name starts with "torch"
+# but is not torch: `transforms.Compose`, `ops.poolers.LevelMapper`) was taken for torch's own,
+# so calling it, iterating it or stepping it broke the graph.
+
+
+class _Compose:
+    __module__ = "torchvision.transforms.transforms"
+
+    def __init__(self, fns):
+        self.fns = fns
+
+    def __call__(self, x):
+        for f in self.fns:
+            x = f(x)
+        return x
+
+    def __iter__(self):
+        return iter(self.fns)
+
+
+_COMPOSE = _Compose([lambda t: t * 2, lambda t: t + 1])
+
+
+def _call_compose(x):
+    return _COMPOSE(x).sin()
+
+
+def _iter_compose(x):
+    for f in _COMPOSE:
+        x = f(x)
+    return x
+
+
+@pytest.mark.parametrize("fn", [_call_compose, _iter_compose])
+def test_torchvision_classes_are_traced(fn):
+    x = torch.rand(3, 5)
+    dynamo.reset()
+    assert torch.allclose(dynamo.optimize("eager")(fn)(x), fn(x))
+    c = dynamo.counters()
+    assert c["graphs"] == 1 and c["graph_breaks"] == 0, c

@@ -3190,7 +3190,8 @@ impl<'a> InstructionTranslator<'a> {
             // Python `__call__`, inlined. Torch's own classes keep their calls in Python.
             other @ (VT::UserObject(_) | VT::Opaque { .. }) => {
                 let torch_class = match other {
-                    VT::Opaque { obj, .. } => obj.bind(py).get_type().module().map(|m| m.to_string().starts_with("torch")).unwrap_or(true),
+                    // Not `torchvision`'s (audit 50, M5: `transforms.Compose`, `LevelMapper`).
+                    VT::Opaque { obj, .. } => crate::symbolic::variables::class_is_torchs(obj.bind(py)),
                     _ => false,
                 };
                 if !torch_class {

@@ -1051,7 +1051,7 @@ impl<'a> InstructionTranslator<'a> {
         // is left to Python. Torch's own classes (a `DataLoader`, whose loop has its driver:
         // Note [loop bodies as functions]) keep their `__iter__` in Python.
         let torch_class = match v {
-            VT::Opaque { obj, .. } => obj.bind(py).get_type().module().map(|m| m.to_string().starts_with("torch")).unwrap_or(true),
+            VT::Opaque { obj, .. } => crate::symbolic::variables::class_is_torchs(obj.bind(py)),
             _ => false,
         };
         if !is_generator && torch_class {
@@ -1069,7 +1069,7 @@ impl<'a> InstructionTranslator<'a> {
     pub(crate) fn user_next_method(&mut self, py: Python<'_>, v: &VT) -> VResult<Option<VT>> {
         let torch_class = match v {
             VT::UserObject(_) => false,
-            VT::Opaque { obj, .. } => obj.bind(py).get_type().module().map(|m| m.to_string().starts_with("torch")).unwrap_or(true),
+            VT::Opaque { obj, .. } => crate::symbolic::variables::class_is_torchs(obj.bind(py)),
             _ => return Ok(None),
         };
         if torch_class {

@@ -318,3 +318,13 @@ pub fn empty_slot_message(ty: &Bound<'_, PyAny>, name: &str) -> String {
     let shown = if module.is_empty() || module == "builtins" || module == "__main__" { qualname } else { format!("{module}.{qualname}") };
     format!("'{shown}' object has no attribute '{name}'")
 }
+
+/// Whether `obj`'s class is torch's own: defined in the module `torch` or one of its
+/// submodules (not `torchvision` or `torchaudio`, whose classes are user code to the trace).
+/// A class without a module counts as torch's (left to Python).
+pub(crate) fn class_is_torchs(obj: &Bound<'_, PyAny>) -> bool {
+    obj.get_type().module().map(|m| {
+        let m = m.to_string();
+        m == "torch" || m.starts_with("torch.")
+    }).unwrap_or(true)
+}
