@@ -513,3 +513,31 @@ def test_torchvision_classes_are_traced(fn):
     assert torch.allclose(dynamo.optimize("eager")(fn)(x), fn(x))
     c = dynamo.counters()
     assert c["graphs"] == 1 and c["graph_breaks"] == 0, c
+
+
+# K13: a multi-output `out=` op returned new trackers, not the `out` tensors: `vals is v` was
+# False inside the frame.
+
+
+def _sort_out(x, v, i):
+    vals, idx = torch.sort(x, out=(v, i))
+    return vals is v, idx is i, vals + 0
+
+
+def _frexp_out(x, m, e):
+    r = torch.frexp(x, out=[m, e])
+    return r[0] is m, r.exponent is e
+
+
+def _max_out(x, v, i):
+    r = torch.max(x, dim=0, out=(v, i))
+    return r.values is v, r[1] is i, type(r)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "fn,idx_dtype", [(_sort_out, torch.long), (_frexp_out, torch.int32), (_max_out, torch.long)]
+)
+def test_multi_output_out_identity(fn, idx_dtype, backend):
+    c = _check(fn, lambda: (torch.tensor([3.0, 1.0, 2.0]), torch.empty(0), torch.empty(0, dtype=idx_dtype)), backend)
+    assert c["graphs"] == 1, c

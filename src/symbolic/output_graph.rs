@@ -1409,8 +1409,19 @@ impl OutputGraph {
         }
         if let Ok(t) = result.cast::<PyTuple>() {
             let node = self.graph.add(name, op, arg_list, kw_args, None);
+            // A multi-output `out=` (`torch.sort(x, out=(v, i))`, `frexp`, `max(dim)`) returns
+            // the `out` tensors themselves: their trackers, so `vals is v` holds (audit 50, K13).
+            let outs: Vec<Rc<TensorVariable>> = match kwargs.iter().find(|(k, _)| k == "out").map(|(_, v)| v) {
+                Some(VT::Tuple(items)) => items.iter().filter_map(|v| if let VT::Tensor(t) = v { Some(t.clone()) } else { None }).collect(),
+                Some(VT::List(l)) => l.borrow().items.iter().filter_map(|v| if let VT::Tensor(t) = v { Some(t.clone()) } else { None }).collect(),
+                _ => vec![],
+            };
             let mut items = Vec::with_capacity(t.len());
             for (i, item) in t.iter().enumerate() {
+                if let Some(w) = outs.iter().find(|w| w.fake.bind(py).is(&item)) {
+                    items.push(VT::Tensor(w.clone()));
+                    continue;
+                }
                 if self.is_tensor(py, &item) {
                     let meta = tensor_meta(&item)?;
                     let idx = (i as i64).into_pyobject(py)?.into_any().unbind();
