@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import dynamo
+from _compare import same as _same
 
 BACKENDS = ["eager", "aot_eager", "inductor"]
 
@@ -29,16 +30,6 @@ def _run(fn, calls, backend):
                     res.append(("raise", type(e), str(e)))
         out[mode] = (res, buf.getvalue())
     return out["eager"], out["compiled"]
-
-
-def _same(a, b):
-    if isinstance(a, torch.Tensor):
-        return type(a) is type(b) and a.dtype == b.dtype and a.shape == b.shape and torch.allclose(a, b, equal_nan=True)
-    if isinstance(a, (tuple, list)):
-        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict):
-        return type(a) is type(b) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
-    return type(a) is type(b) and a == b
 
 
 def _check(fn, calls, backend):

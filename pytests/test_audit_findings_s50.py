@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import dynamo
+from _compare import same as _same
 
 BACKENDS = ["eager", "aot_eager", "inductor"]
 
@@ -26,16 +27,6 @@ def _outcome(f, args):
             tb = [(t.name, t.lineno) for t in traceback.extract_tb(e.__traceback__) if "dynamo" not in t.filename]
             res = ("raise", type(e), str(e), tb[1:])
     return res, buf.getvalue()
-
-
-def _same(a, b):
-    if isinstance(a, torch.Tensor):
-        return type(a) is type(b) and a.dtype == b.dtype and a.shape == b.shape and torch.allclose(a, b, equal_nan=True)
-    if isinstance(a, (tuple, list)):
-        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict):
-        return type(a) is type(b) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
-    return type(a) is type(b) and a == b
 
 
 def _check(fn, make_args, backend, calls=3):
