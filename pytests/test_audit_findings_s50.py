@@ -532,3 +532,37 @@ def _max_out(x, v, i):
 def test_multi_output_out_identity(fn, idx_dtype, backend):
     c = _check(fn, lambda: (torch.tensor([3.0, 1.0, 2.0]), torch.empty(0), torch.empty(0, dtype=idx_dtype)), backend)
     assert c["graphs"] == 1, c
+
+
+# K3: calling a `dynamo.optimize`d function from a frame being traced broke the graph (the
+# wrapper sets the hook again), and the inner backend compiled the inner function; it is now
+# inlined under the outer backend (Note [nested optimize]).
+
+
+def test_nested_optimize_is_inlined_under_the_outer_backend():
+    seen = {"outer": 0, "inner": 0}
+
+    def outer_be(gm, example_inputs):
+        seen["outer"] += 1
+        return gm.forward
+
+    def inner_be(gm, example_inputs):
+        seen["inner"] += 1
+        return gm.forward
+
+    def helper(x):
+        return x.sin() * 2
+
+    wrapped = dynamo.optimize(inner_be)(helper)
+
+    def step(x):
+        return wrapped(x + 1).cos()
+
+    x = torch.randn(4)
+    expected = (helper(x + 1)).cos()
+    dynamo.reset()
+    f = dynamo.optimize(outer_be)(step)
+    assert torch.allclose(f(x), expected)
+    assert seen == {"outer": 1, "inner": 0}
+    c = dynamo.counters()
+    assert c["graphs"] == 1 and c["graph_breaks"] == 0, c

@@ -2691,6 +2691,19 @@ impl<'a> InstructionTranslator<'a> {
                 };
                 graph_break!(ExplicitGraphBreak, "graph_break() called{}", if msg.is_empty() { String::new() } else { format!(": {msg}") })
             }
+            // Note [nested optimize]: a function wrapped by `dynamo.optimize` (or
+            // `torch.compile`), called from a frame being traced, is inlined as the function it
+            // wraps (`_torchdynamo_inline`), under this trace's backend, as torch.compile inlines
+            // nested optimized functions; the wrapper would only set the hook again, a graph
+            // break (audit 50, K3).
+            VT::Function { obj, source } if obj.bind(py).getattr("_torchdynamo_inline").is_ok_and(|f| f.hasattr("__code__").unwrap_or(false)) => {
+                let inner = obj.bind(py).getattr("_torchdynamo_inline")?;
+                let f = match source {
+                    Some(s) => crate::symbolic::builder::wrap(py, self.og, &inner, s.attr("_torchdynamo_inline"))?,
+                    None => VT::Function { obj: Rc::new(inner.unbind()), source: None },
+                };
+                self.call(py, &f, args, kwargs)
+            }
             // Note [torch's disable] (eval_frame/hook.rs): a `torch.compiler.disable`d function
             // runs as ordinary Python, everything it calls included.
             // So does one `disable(fn, recursive=False)` marked, the calls it makes compiled.
