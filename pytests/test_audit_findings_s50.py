@@ -566,3 +566,51 @@ def test_nested_optimize_is_inlined_under_the_outer_backend():
     assert seen == {"outer": 1, "inner": 0}
     c = dynamo.counters()
     assert c["graphs"] == 1 and c["graph_breaks"] == 0, c
+
+
+# K4: numpy integer and float scalars (`np.int64(8)`, `np.float32(2.5)`) broke the graph at
+# every use; they are literals now (Note [numpy scalars] in src/symbolic/builder.rs), and a graph
+# op gets their Python number.
+
+np = pytest.importorskip("numpy")
+
+
+def _np_mod(x, a, b):
+    return x + (a % b), a % b
+
+
+def _np_scale(x, s):
+    return x * s
+
+
+def _np_size(x, n):
+    return torch.zeros(n, 4) + x[n - 2], list(range(n))
+
+
+def _np_reciprocal(x, s):
+    with np.errstate(divide="ignore"):
+        return x * s, 1 / s
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "fn,make",
+    [
+        (_np_mod, lambda: (torch.linspace(-1, 1, 4), 4096, np.int64(8))),
+        (_np_scale, lambda: (torch.linspace(-1, 1, 4), np.float32(2.5))),
+        (_np_scale, lambda: (torch.ones(4, dtype=torch.int32), np.int64(3))),
+        (_np_size, lambda: (torch.linspace(-1, 1, 4), np.int64(3))),
+    ],
+)
+def test_numpy_scalars_are_captured(fn, make, backend):
+    c = _check(fn, make, backend)
+    assert c["graphs"] == 1 and c["graph_breaks"] == 0, c
+
+
+def test_numpy_scalar_guard_tells_signed_zeros_apart():
+    dynamo.reset()
+    f = dynamo.optimize("eager")(_np_reciprocal)
+    assert f(torch.ones(2), np.float32(-0.0))[1] == -np.inf
+    assert f(torch.ones(2), np.float32(0.0))[1] == np.inf
+    r = f(torch.ones(2), np.float32(0.5))[1]
+    assert type(r) is np.float32 and r == 2.0

@@ -403,6 +403,13 @@ pub(crate) fn same_constant(v: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>) -> bool 
     if let (Ok(a), Ok(b)) = (v.cast::<pyo3::types::PyDict>(), c.cast::<pyo3::types::PyDict>()) {
         return a.len() == b.len() && a.iter().zip(b.iter()).all(|((ka, va), (kb, vb))| same_constant(&ka, &kb) && same_constant(&va, &vb));
     }
+    if crate::symbolic::builder::is_numpy_number(v) {
+        // Note [numpy scalars]: by bytes, as floats by bits.
+        return match (v.call_method0("tobytes"), c.call_method0("tobytes")) {
+            (Ok(a), Ok(b)) => a.eq(b).unwrap_or(false),
+            _ => false,
+        };
+    }
     if v.cast::<PySlice>().is_ok() {
         return ["start", "stop", "step"].iter().all(|f| match (v.getattr(*f), c.getattr(*f)) {
             (Ok(x), Ok(y)) => same_constant(&x, &y),

@@ -100,8 +100,27 @@ fn is_literal_within(py: Python<'_>, v: &Bound<'_, PyAny>, depth: usize) -> bool
         return operator_getter_parts(py, v).map(|(_, args, kw)| is_literal(py, &args) && is_literal(py, &kw)).unwrap_or(false);
     }
     matches!(tn.as_str(), "ellipsis" | "complex" | "bytes" | "slice" | "NotImplementedType")
+        || is_numpy_number(v)
         || (module == "torch" && matches!(tn.as_str(), "dtype" | "device" | "Size" | "layout" | "memory_format" | "finfo" | "iinfo"))
         || is_type_expression(v, &module, &tn)
+}
+
+/// Note [numpy scalars]: a numpy integer or float scalar (`np.int64(8)`, `np.float32(2.5)`:
+/// immutable C objects of numpy's own types) is a literal: arithmetic on it runs at trace time
+/// on the real objects, so results keep numpy's types and overflow rules, and its CONSTANT_MATCH
+/// guard compares type and bytes (`guards::same_constant`). Passed to a graph op it is its
+/// Python number (`OutputGraph::to_arg`), which torch treats the same way (a wrapped scalar).
+/// `np.bool_` is left out: torch promotes it unlike a Python bool (an int32 tensor times
+/// `np.bool_(True)` is float32). `np.float64` is a `float` subclass, a literal already.
+pub fn is_numpy_number(v: &Bound<'_, PyAny>) -> bool {
+    let ty = v.get_type();
+    if !ty.module().is_ok_and(|m| m.to_string() == "numpy") {
+        return false;
+    }
+    ty.name().is_ok_and(|n| {
+        let n = n.to_string();
+        matches!(n.as_str(), "int8" | "int16" | "int32" | "int64" | "uint8" | "uint16" | "uint32" | "uint64" | "float16" | "float32" | "longlong" | "ulonglong" | "longdouble")
+    })
 }
 
 /// Note [subclasses of literal types]: an instance of a subclass of int, float, str or tuple is

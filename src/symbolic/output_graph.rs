@@ -1131,7 +1131,11 @@ impl OutputGraph {
             VT::Tensor(t) => (Arg::Node(t.node), t.fake.bind(py).clone()),
             VT::SymNum(s) => (Arg::Node(s.node), s.fake.bind(py).clone()),
             VT::Constant(c) => {
-                let b = c.bind(py).clone();
+                let mut b = c.bind(py).clone();
+                if crate::symbolic::builder::is_numpy_number(&b) {
+                    // Note [numpy scalars] (builder.rs): the op gets the Python number.
+                    b = b.call_method0("item")?;
+                }
                 let repr = b.repr().map(|r| r.to_string()).unwrap_or_default();
                 (Arg::Const(self.intern(b.clone().unbind()), repr), b)
             }
