@@ -86,8 +86,8 @@ class LoopDriver:
         self.globals = globals
         # The stack below the item in a body function: only FOR_ITER and the loop's exits read
         # it, and those run here, but for a comprehension's accumulator (Note [comprehension
-        # loops in a driver]), set per call.
-        self.fill = (None,) * (len(stack_map) + 1)
+        # loops in a driver]): then `None`, and the stack is made per call.
+        self.fill = None if any(i >= 0 for i in stack_map) else (None,) * (len(stack_map) + 1)
 
     @staticmethod
     def _carry(values, dead, table, key):
@@ -115,7 +115,7 @@ class LoopDriver:
             del args
             state = self.start
             fill = self.fill
-            if any(i >= 0 for i in self.stack_map):
+            if fill is None:
                 fill = tuple(preserved[i] if i >= 0 else None for i in self.stack_map) + (None,)
             carry = self._carry(values, self.start_dead, bodies, (state, self.start_dead))
             while True:

@@ -61,6 +61,19 @@ pub enum Rounding {
     HalfEven,
 }
 
+impl Rounding {
+    /// `x` rounded this way (Python's `math.floor` / `math.ceil` / `math.trunc`, `round` with
+    /// halves to even), still an f64.
+    fn apply(self, x: f64) -> f64 {
+        match self {
+            Rounding::Floor => x.floor(),
+            Rounding::Ceil => x.ceil(),
+            Rounding::Trunc => x.trunc(),
+            Rounding::HalfEven => x.round_ties_even(),
+        }
+    }
+}
+
 /// The float functions `SymExpr::Float1` applies (those of `math` that torch's symbolic floats
 /// model).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -304,12 +317,7 @@ impl SymExpr {
                     if !v.is_finite() || v.abs() >= 9.0e15 {
                         return None;
                     }
-                    (match r {
-                        Rounding::Floor => v.floor(),
-                        Rounding::Ceil => v.ceil(),
-                        Rounding::Trunc => v.trunc(),
-                        Rounding::HalfEven => v.round_ties_even(),
-                    }) as i64
+                    r.apply(v) as i64
                 }
                 _ => x.eval_in(vals, floats)?,
             },
@@ -328,7 +336,7 @@ impl SymExpr {
             SymExpr::Pow(b, _) | SymExpr::Not(b) => b.is_float(floats),
             SymExpr::FloorDiv(a, b) | SymExpr::Mod(a, b) | SymExpr::Cmp(_, a, b) => a.is_float(floats) || b.is_float(floats),
             SymExpr::Abs(x) => x.is_float(floats),
-            // An int: evaluated by `eval_in` (Note on `eval_in`).
+            // An int (its float operand is evaluated by `eval_in`).
             SymExpr::ToInt(..) => false,
             SymExpr::ToFloat(_) | SymExpr::TrueDiv(..) | SymExpr::PowF(..) | SymExpr::Float1(..) => true,
         }
@@ -378,12 +386,7 @@ impl SymExpr {
                 if !v.is_finite() {
                     return None;
                 }
-                match r {
-                    Rounding::Floor => v.floor(),
-                    Rounding::Ceil => v.ceil(),
-                    Rounding::Trunc => v.trunc(),
-                    Rounding::HalfEven => v.round_ties_even(),
-                }
+                r.apply(v)
             }
             SymExpr::Float1(f, x) => f.apply(x.eval_f64(vals)?)?,
         })

@@ -208,10 +208,8 @@ impl<'a> InstructionTranslator<'a> {
         let by_tables = module_lookup_is_torchs(py, &cls)?
             && static_type_lookup(&cls, name)?.is_none()
             && !d.cast::<PyDict>().is_ok_and(|d| d.contains(name).unwrap_or(true));
-        for table in ["_parameters", "_buffers", "_modules"] {
-            if !by_tables {
-                break;
-            }
+        let tables: &[&str] = if by_tables { &["_parameters", "_buffers", "_modules"] } else { &[] };
+        for &table in tables {
             if let Some(t) = d.get_item(table).ok() {
                 // Note [module tables written in the trace]: `m.half()`/`m.to(...)` (`_apply`),
                 // `register_buffer` and `add_module` write `m._buffers[k]` etc. through a dict
