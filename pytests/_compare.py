@@ -1,6 +1,12 @@
 """Exact comparison of eager and compiled results for the audit-findings tests."""
 
+import contextlib
+import io
+import traceback
+
 import torch
+
+import dynamo
 
 
 def same(a, b):
@@ -14,3 +20,35 @@ def same(a, b):
     if isinstance(a, dict):
         return type(a) is type(b) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
     return type(a) is type(b) and a == b
+
+
+def outcome(f, args):
+    """(result or exception summary, stdout) of `f(*args)`; a traceback is compared by its
+    (function, line) entries outside dynamo, the caller's own entry dropped."""
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        try:
+            res = ("ok", f(*args))
+        except Exception as e:  # noqa: BLE001 - compared with eager's
+            tb = [(t.name, t.lineno) for t in traceback.extract_tb(e.__traceback__) if "dynamo" not in t.filename]
+            res = ("raise", type(e), str(e), tb[1:])
+    return res, buf.getvalue()
+
+
+def check(fn, make_args, backend, calls=3):
+    """`fn` on fresh arguments eagerly, then compiled `calls` times, each result compared with
+    eager's; `make_args(i)` (or `make_args()`) gives the arguments of call `i`. Returns the
+    counters."""
+    def args_of(i):
+        try:
+            return make_args(i)
+        except TypeError:
+            return make_args()
+
+    dynamo.reset()
+    f = dynamo.optimize(backend)(fn)
+    for i in range(calls):
+        expected = outcome(fn, args_of(i))
+        got = outcome(f, args_of(i))
+        assert same(expected, got), (expected, got)
+    return dynamo.counters()

@@ -4,40 +4,14 @@ recompile and fallback counts."""
 
 import contextlib
 import io
-import sys
-import traceback
 
 import pytest
 import torch
 
 import dynamo
-from _compare import same as _same
+from _compare import check as _check
 
 BACKENDS = ["eager", "aot_eager", "inductor"]
-
-
-def _outcome(f, args):
-    """(result or exception summary, stdout) of `f(*args)`; a traceback is compared by its
-    (function, line) entries outside dynamo, the caller's own entry dropped."""
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        try:
-            res = ("ok", f(*args))
-        except Exception as e:  # noqa: BLE001 - compared with eager's
-            tb = [(t.name, t.lineno) for t in traceback.extract_tb(e.__traceback__) if "dynamo" not in t.filename]
-            res = ("raise", type(e), str(e), tb[1:])
-    return res, buf.getvalue()
-
-
-def _check(fn, make_args, backend, calls=3):
-    """`fn` on fresh arguments eagerly, then compiled `calls` times; returns the counters."""
-    expected = _outcome(fn, make_args())
-    dynamo.reset()
-    f = dynamo.optimize(backend)(fn)
-    for _ in range(calls):
-        got = _outcome(f, make_args())
-        assert _same(expected, got), (expected, got)
-    return dynamo.counters()
 
 
 # Note [comprehension loops in a driver] (src/pycodegen/loop_body.rs): a graph break inside a

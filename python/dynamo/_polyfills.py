@@ -805,3 +805,10 @@ def checkpoint_pack_counter(marks):
         return t
 
     return pack, unpack
+
+
+def profiler_block_exit(exc_type, exc_value, traceback):
+    """The ``__exit__`` of a ``torch.profiler.record_function`` block in compiled code (Note
+    [profiler ranges] in src/symbolic/translator.rs): the block was not entered, so leaving it
+    does nothing and lets an exception through."""
+    return None

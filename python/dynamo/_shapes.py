@@ -546,3 +546,63 @@ def forget_real_tensors(mode):
         table = getattr(describer, name, None)
         if table is not None:
             table.clear()
+
+
+class SymArgument(int):
+    """Stands for a symbolic int argument of a torch module's constructor run at trace time
+    (``nn.CrossEntropyLoss(ignore_index=logits.size(1))``, Note [symbolic module arguments] in
+    src/symbolic/variables/nn_module.rs). It equals the size's current value and records any
+    use of that value (arithmetic, comparison, hashing, conversion, formatting): a constructor
+    that only stores it leaves ``used`` False, and the attribute that holds this very object
+    stands for the symbolic int in the trace."""
+
+    used = False
+
+    def __new__(cls, value):
+        return super().__new__(cls, value)
+
+
+def _mark_use(name):
+    base = getattr(int, name)
+
+    def method(self, *args, **kwargs):
+        self.used = True
+        return base(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+for _name in (
+    "__add__ __radd__ __sub__ __rsub__ __mul__ __rmul__ __floordiv__ __rfloordiv__ __truediv__ __rtruediv__ "
+    "__mod__ __rmod__ __divmod__ __rdivmod__ __pow__ __rpow__ __neg__ __pos__ __abs__ __invert__ "
+    "__and__ __rand__ __or__ __ror__ __xor__ __rxor__ __lshift__ __rlshift__ __rshift__ __rrshift__ "
+    "__eq__ __ne__ __lt__ __le__ __gt__ __ge__ __hash__ __bool__ __index__ __int__ __float__ "
+    "__round__ __trunc__ __floor__ __ceil__ __str__ __repr__ __format__ __reduce__ __reduce_ex__ "
+    "__getnewargs__ __sizeof__ bit_length bit_count to_bytes as_integer_ratio conjugate"
+).split():
+    if hasattr(int, _name):
+        setattr(SymArgument, _name, _mark_use(_name))
+del _name
+
+
+def sym_argument_users(module, spy):
+    """The names of ``module``'s instance attributes that hold ``spy`` itself, or ``None`` when
+    the constructor used its value or put it anywhere else (a tuple, a nested object)."""
+    if spy.used:
+        return None
+    names = []
+    for k, v in vars(module).items():
+        if v is spy:
+            names.append(k)
+        elif isinstance(v, (tuple, list, dict, set)) and _holds(v, spy):
+            return None
+    return names
+
+
+def _holds(container, spy):
+    items = container.values() if isinstance(container, dict) else container
+    for i in items:
+        if i is spy or (isinstance(i, (tuple, list, dict, set)) and _holds(i, spy)):
+            return True
+    return False

@@ -573,6 +573,11 @@ def aot_compile(gm, example_inputs, backend, guarded=True):
     """
     from . import _shapes
 
+    reason = gm.meta.get("dynamo_eager_autograd") if hasattr(gm, "meta") else None
+    if reason is not None:
+        # Note [autograd introspection at a break] (src/symbolic/convert_frame.rs).
+        _C.aot_count_eager(reason)
+        return gm.forward
     if _shapes.is_symbolic_graph(gm):
         # Symbolic sizes: one static compilation per input shape (dynamo._shapes).
         return _shapes.SpecializedGraph(gm, lambda g, args: aot_compile(g, args, backend, guarded))

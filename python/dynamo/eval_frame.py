@@ -29,8 +29,14 @@ _EXTRA_SKIPS: list[str] = []
 # operation (reading `f.__code__`, imports, ...) of the frames being compiled, and compiling it
 # only costs conversions (its string arguments change at every event). The test runner's own code
 # (pytest's log-capture handler, which a library's log record reaches when it propagates to the
-# root logger, as transformers' does when CI=true) holds no model code either.
-_THIRD_PARTY_SKIPS = ("filelock", "_pytest", "pytest", "pluggy")
+# root logger, as transformers' does when CI=true) holds no model code either. Neither do progress
+# bars and the numeric and data libraries torch's own list names (torch/_dynamo/trace_rules.py,
+# `THIRDPARTY_SKIPLIST`): a tqdm bar updated in a training loop ran its frames compiled, each
+# step's new loss value a recompile, until the cache limit warned (audit 51, N9).
+_THIRD_PARTY_SKIPS = (
+    "filelock", "_pytest", "pytest", "pluggy",
+    "tqdm", "numpy", "pandas", "sklearn", "scipy", "tabulate", "networkx", "hypothesis", "xarray",
+)
 
 
 def _package_folders(names) -> list[str]:

@@ -31,6 +31,11 @@ pub enum GuardKind {
     /// `v is obj`, for an object that takes no weak reference (`None`, a bool, a dict): it is
     /// kept alive, so its address cannot be reused. Made by [`GuardKind::id_match`].
     IdMatch(Py<PyAny>),
+    /// `v is not obj`: an identity test the trace answered False for a constant from the frame
+    /// and an object of the code (`mode is "train"` with an equal but distinct str; Note
+    /// [identity of constants] in src/symbolic/object_protocol.rs). `obj` is a constant of the
+    /// code object, alive as long as the code is.
+    NotIdMatch(Py<PyAny>),
     /// `v is ref() and type(v) is ty()`: the object of an identity guard held through a weak
     /// reference, so that a cache entry does not keep the user's object (a module, an instance,
     /// a function) alive after the user let go of it (torch's Dynamo keeps `id()` only). Once
@@ -265,6 +270,7 @@ impl GuardKind {
         match self {
             GuardKind::TypeMatch(_) => "TYPE_MATCH",
             GuardKind::IdMatch(_) | GuardKind::IdMatchWeak { .. } => "ID_MATCH",
+            GuardKind::NotIdMatch(_) => "NOT_ID_MATCH",
             GuardKind::ConstantMatch(_) => "CONSTANT_MATCH",
             GuardKind::LenMatch(_) => "LENGTH_CHECK",
             GuardKind::IteratorMatch(..) => "ITERATOR_MATCH",
@@ -294,6 +300,7 @@ impl fmt::Display for Guard {
         Python::attach(|py| match &self.kind {
             GuardKind::TypeMatch(t) => write!(f, "TYPE_MATCH: {src} is {}", repr(py, t)),
             GuardKind::IdMatch(o) => write!(f, "ID_MATCH: {src} is <{}>", short_repr(py, o)),
+            GuardKind::NotIdMatch(o) => write!(f, "NOT_ID_MATCH: {src} is not <{}>", short_repr(py, o)),
             GuardKind::IdMatchWeak { obj: r, .. } => match pyo3::types::PyWeakrefMethods::upgrade(r.bind(py)) {
                 Some(o) => write!(f, "ID_MATCH: {src} is <{}>", short_repr(py, &o.unbind())),
                 None => write!(f, "ID_MATCH: {src} is <dead object>"),
@@ -1048,6 +1055,11 @@ impl GuardManager {
             GuardKind::IdMatch(o) => {
                 if v.unwrap().as_ptr() != o.as_ptr() {
                     return fail(&|| format!("{} is a different object", src(g)));
+                }
+            }
+            GuardKind::NotIdMatch(o) => {
+                if v.unwrap().as_ptr() == o.as_ptr() {
+                    return fail(&|| format!("{} is that very object", src(g)));
                 }
             }
             GuardKind::IdMatchWeak { obj, ty } => {

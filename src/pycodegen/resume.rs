@@ -101,6 +101,9 @@ pub fn break_operands(inst: &Instruction) -> Option<(usize, usize)> {
         op::CALL_FUNCTION_EX => (3 + (a & 1), 1),
         op::POP_JUMP_FORWARD_IF_FALSE | op::POP_JUMP_FORWARD_IF_TRUE | op::POP_JUMP_BACKWARD_IF_FALSE | op::POP_JUMP_BACKWARD_IF_TRUE => (1, 0),
         op::POP_JUMP_FORWARD_IF_NONE | op::POP_JUMP_FORWARD_IF_NOT_NONE | op::POP_JUMP_BACKWARD_IF_NONE | op::POP_JUMP_BACKWARD_IF_NOT_NONE => (1, 0),
+        // 3.11's `a and b` / `a or b` whose value is kept: the value is popped on the
+        // fall-through path and kept on the jump (`jump_results`).
+        op::JUMP_IF_FALSE_OR_POP | op::JUMP_IF_TRUE_OR_POP => (1, 0),
         op::STORE_ATTR | op::DELETE_SUBSCR => (2, 0),
         op::STORE_GLOBAL | op::STORE_DEREF | op::DELETE_ATTR => (1, 0),
         op::STORE_SUBSCR => (3, 0),
@@ -147,10 +150,17 @@ pub fn successors(inst: &Instruction, ip: usize) -> Vec<usize> {
     }
 }
 
-/// Whether the instruction has two successors: a conditional jump (no results on either), or
-/// FOR_ITER (its results on the fall-through path only).
+/// Whether the instruction has two successors: a conditional jump (no results on either, but
+/// for `jump_results`), or FOR_ITER (its results on the fall-through path only).
 pub fn jumps_too(opcode: u8) -> bool {
-    is_conditional_jump(opcode) || opcode == op::FOR_ITER
+    is_conditional_jump(opcode) || matches!(opcode, op::FOR_ITER | op::JUMP_IF_FALSE_OR_POP | op::JUMP_IF_TRUE_OR_POP)
+}
+
+/// The values on the stack at the jump target of a breaking instruction that jumps, above the
+/// stack below its operands: 3.11's JUMP_IF_FALSE_OR_POP / JUMP_IF_TRUE_OR_POP keep their
+/// operand there (Python/ceval.c); every other jump pops it.
+pub fn jump_results(opcode: u8) -> usize {
+    usize::from(matches!(opcode, op::JUMP_IF_FALSE_OR_POP | op::JUMP_IF_TRUE_OR_POP))
 }
 
 /// Whether the instruction is a conditional jump with two successors.
@@ -532,7 +542,7 @@ pub fn break_code(py: Python<'_>, ci: &CodeInfo, plan: BreakPlan<'_>) -> PyResul
         } else {
             cg.insts[jump_at].target = Some(label);
         }
-        let (n_results, null_on_top) = if n == 0 { (plan.n_results, plan.null_on_top) } else { (0, false) };
+        let (n_results, null_on_top) = if n == 0 { (plan.n_results, plan.null_on_top) } else { (jump_results(plan.inst.opcode), false) };
         // In a resume function, continue in a resume function of the original code: it takes
         // only the original's varnames (this one's extra `__stack` parameters are read by its
         // prefix only, dead here).

@@ -672,6 +672,45 @@ impl Outputs {
     }
 }
 
+/// Note [autograd introspection at a break]: a graph that AOTAutograd compiles is one
+/// `autograd.Function` to torch: its outputs' `grad_fn` is the compiled backward, which sends
+/// every output's gradient straight to the graph's inputs. A tensor the graph computed and also
+/// used inside (`y = x * 2; z = y + 1`) is then not on the autograd path of the other outputs
+/// (`z`). Where the break is a call that looks at that path for such a tensor, a hook or
+/// `retain_grad` on it (`y.register_hook(f)`: the hook missed the gradient through `z`), or
+/// `torch.autograd.grad` / `backward` taking it as an input (raised "appears to not have been
+/// used in the graph"), the graph runs through torch's own autograd instead (`gm.forward`,
+/// `aot_compile`'s eager path), which records every op. Returns the reason, `None` when the
+/// break is no such call (the graph compiles as usual).
+fn autograd_introspection(py: Python<'_>, og: &OutputGraph, operands: &[VT]) -> Option<String> {
+    const HOOKS: [&str; 3] = ["register_hook", "retain_grad", "register_post_accumulate_grad_hook"];
+    const GRADS: [&str; 2] = ["torch.autograd.grad", "torch.autograd.backward"];
+    // The tensors among the call's operands (and in tuples and lists there).
+    fn walk(v: &VT, out: &mut Vec<crate::graph::NodeId>) {
+        match v {
+            VT::Tuple(items) | VT::NamedTuple { items, .. } => items.iter().for_each(|i| walk(i, out)),
+            VT::List(l) => l.borrow().items.iter().for_each(|i| walk(i, out)),
+            VT::Tensor(t) => out.push(t.node),
+            VT::TensorMethod { tensor, .. } => out.push(tensor.node),
+            _ => {}
+        }
+    }
+    let call = operands.iter().find_map(|v| match v {
+        VT::TensorMethod { name, .. } if HOOKS.contains(&name.as_str()) => Some(format!("Tensor.{name}")),
+        VT::TorchFunction(f) if GRADS.contains(&crate::symbolic::output_graph::qualname_full(f.bind(py)).as_str()) => Some(crate::symbolic::output_graph::qualname_full(f.bind(py))),
+        _ => None,
+    })?;
+    let mut nodes = Vec::new();
+    for v in operands {
+        walk(v, &mut nodes);
+    }
+    let computed_with_grad = nodes.iter().any(|node| {
+        !matches!(og.graph.node(*node).op, crate::graph::Op::Placeholder { .. })
+            && og.fakes.get(node).is_some_and(|f| f.bind(py).getattr("requires_grad").is_ok_and(|r| r.is_truthy().unwrap_or(false)))
+    });
+    computed_with_grad.then(|| format!("{call} on a tensor the graph computed: its gradient path must be torch's"))
+}
+
 /// Hands the graph (with `outputs`) to the backend unless it has no ops.
 ///
 /// Note [backend grad mode]: the backend is called with grad mode as the graph is entered
@@ -703,6 +742,10 @@ fn compile_graph(py: Python<'_>, og: &mut OutputGraph, outputs: Outputs, backend
         return Ok((None, None, graph_text, 0));
     }
     let gm = og.to_fx(py).map_err(ConvertError::Internal)?;
+    if let Some(reason) = &og.eager_autograd {
+        // Note [autograd introspection at a break].
+        gm.getattr("meta").and_then(|m| m.set_item("dynamo_eager_autograd", reason)).map_err(ConvertError::Internal)?;
+    }
     // Note [tensor subclasses]: the backend sees subclass inputs as plain tensors, and so does
     // the compiled graph at run time (`PlainInputs` below).
     let subclass_inputs: Vec<usize> = og.inputs.iter().enumerate().filter(|(_, (_, v))| og.is_tensor(py, v.bind(py)) && !v.bind(py).get_type().is(og.handles.tensor_type.bind(py)) && !v.bind(py).get_type().is(og.handles.parameter_type.bind(py))).map(|(i, _)| i).collect();
@@ -1016,6 +1059,7 @@ fn convert_break(
     effects.extend(own_cell_stores(py, &og, ci, &mut outputs)?);
     effects.extend(cell_fills(py, &og, &mut outputs)?);
     let n_shared = outputs.n_shared;
+    og.eager_autograd = autograd_introspection(py, &og, &state.stack[split..]);
     let (compiled, graph_module, graph_text, n_ops) = compile_graph(py, &mut og, outputs, backend, grad_at_entry)?;
     let inputs: Vec<Arc<Source>> = og.inputs.iter().map(|(s, _)| s.clone()).collect();
     let plan = BreakPlan {
@@ -1178,7 +1222,7 @@ fn plan_writes(py: Python<'_>, og: &OutputGraph, outputs: &mut Outputs) -> VResu
             method: c.callee.clone_ref(py),
             args: c.args.clone_ref(py),
             kwargs: c.kwargs.as_ref().map(|k| k.clone_ref(py)),
-            arg_rebuilds: c.lazy_args.as_ref().map(|rs| rs.iter().map(|r| r.rebuild(py)).collect()),
+            arg_rebuilds: c.lazy_args.as_ref().map(|rs| rs.iter().map(|r| r.rebuild(py, &mut |n| outputs.output_of(n))).collect()),
         });
     }
     Ok(out)
@@ -2086,6 +2130,10 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         };
         return Ok(Rebuild::Call { func: cell_type, args });
     }
+    // A lazy constant not used by the trace is made again at run time (Note [lazy constants]).
+    if let Some(r) = og.lazy_rebuild(py, vt, &mut |n| outputs.output_of(n)) {
+        return Ok(r);
+    }
     let mut rec = |v: &VT| rebuild_of(py, og, v, outputs);
     Ok(match vt {
         VT::Tensor(t) => {
@@ -2147,14 +2195,11 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
                 // Note [tensor dict keys]: keys become trackers before they are values.
                 graph_break!(UnreconstructableValue, "a traced dict key outlives the graph as a constant");
             }
-            match og.lazy_rebuild(py, vt) {
-                Some(r) => r,
-                // Note [constants keep their identity] (output_graph.rs).
-                None => match (og.constant_source(c), og.folded_tuple_items(c)) {
-                    (Some(s), _) => Rebuild::Source(s.clone()),
-                    (None, Some(items)) => Rebuild::Tuple(items.iter().map(&mut rec).collect::<VResult<_>>()?),
-                    (None, None) => Rebuild::Const(c.clone_ref(py)),
-                },
+            // Note [constants keep their identity] (output_graph.rs).
+            match (og.constant_source(c), og.folded_tuple_items(c)) {
+                (Some(s), _) => Rebuild::Source(s.clone()),
+                (None, Some(items)) => Rebuild::Tuple(items.iter().map(&mut rec).collect::<VResult<_>>()?),
+                (None, None) => Rebuild::Const(c.clone_ref(py)),
             }
         }
         // Note [tuples from outside the frame]: that very tuple, reloaded.

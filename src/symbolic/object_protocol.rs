@@ -1119,6 +1119,9 @@ impl<'a> InstructionTranslator<'a> {
         self.pin_identity(a);
         self.pin_identity(b);
         let same = self.is_same_unguarded(py, a, b)?;
+        if let (VT::Constant(x), VT::Constant(y)) = (a, b) {
+            self.guard_constant_identity(py, x, y, same);
+        }
         for (v, other) in [(a, b), (b, a)] {
             if let VT::Opaque { obj, source } = v {
                 // Against a constant of another type (`o is None`) TYPE_MATCH already decides.
@@ -1143,6 +1146,31 @@ impl<'a> InstructionTranslator<'a> {
             }
         }
         Ok(same)
+    }
+
+    /// Note [identity of constants]: a str, int, tuple, bytes, ... argument is guarded by
+    /// value (CONSTANT_MATCH), but `mode is "train"` or `a is b` of two such arguments depends
+    /// on which object it is: an equal string made at run time is another object. The answer
+    /// the trace took is guarded on the identity of each constant that came from the frame
+    /// (Note [constants keep their identity] in `output_graph.rs` records where): `is`/`is
+    /// not` the other constant's object (ID_MATCH / NOT_ID_MATCH), or aliasing between two
+    /// arguments (DUPLICATE_INPUT / NO_ALIAS). Constants whose identity is their value (None,
+    /// bools, small ints) have no such record.
+    fn guard_constant_identity(&mut self, py: Python<'_>, x: &Rc<Py<PyAny>>, y: &Rc<Py<PyAny>>, same: bool) {
+        let (sx, sy) = (self.og.constant_source(x).cloned(), self.og.constant_source(y).cloned());
+        match (sx, sy) {
+            (None, None) => {}
+            (Some(sx), Some(sy)) => {
+                if sx != sy {
+                    self.og.add_guard(Some(sx), if same { GuardKind::AliasOf(sy) } else { GuardKind::NotAliasOf(sy) });
+                }
+            }
+            (Some(s), None) | (None, Some(s)) => {
+                let other = if self.og.constant_source(x).is_some() { y } else { x };
+                let other = other.clone_ref(py);
+                self.og.add_guard(Some(s), if same { GuardKind::id_match(other) } else { GuardKind::NotIdMatch(other) });
+            }
+        }
     }
 
     // Note [identity guards]
@@ -1267,7 +1295,22 @@ impl<'a> InstructionTranslator<'a> {
                     match v.as_constant(py) {
                         Some(c) if crate::symbolic::variables::same_or_equal(&c, &k)? => return Ok(true),
                         Some(_) => {}
+                        None if matches!(v, VT::TorchFunction(_) | VT::Builtin(_) | VT::Function { .. } | VT::Class(_)) => {
+                            if self.is_same(py, &v, item)? || self.equal(py, &v, item)? {
+                                return Ok(true);
+                            }
+                        }
                         None => graph_break!(UnsupportedOperation, "`in` over non-constant items"),
+                    }
+                }
+                Ok(false)
+            }
+            // `func in (torch.add, torch.mul)`: each item `is` or `==` the needle
+            // (Objects/abstract.c, `PySequence_Contains` through `PyObject_RichCompare`).
+            (VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_), None) if matches!(item, VT::TorchFunction(_) | VT::Builtin(_) | VT::Function { .. } | VT::Class(_)) => {
+                for v in self.iter_items(py, container)? {
+                    if self.is_same(py, &v, item)? || self.equal(py, &v, item)? {
+                        return Ok(true);
                     }
                 }
                 Ok(false)
@@ -1366,6 +1409,22 @@ impl<'a> InstructionTranslator<'a> {
         }
         if let Some(r) = self.torch_function_operator(py, name, &args)? {
             return Ok(r);
+        }
+        // PEP 604 unions (`int | None`, `torch.Tensor | None` in an `isinstance`): `type.__or__`
+        // of classes (and None, and unions) only builds a `types.UnionType`: made for real.
+        if name == "or_" && args.len() == 2 && args.iter().any(|a| matches!(a, VT::Class(_))) {
+            let union_type = py.import("types")?.getattr("UnionType")?;
+            let part = |a: &VT| -> Option<Bound<'_, PyAny>> {
+                match a {
+                    VT::Class(c) => Some(c.bind(py).clone()),
+                    VT::Constant(c) if c.bind(py).is_none() || c.bind(py).is_instance(&union_type).unwrap_or(false) => Some(c.bind(py).clone()),
+                    _ => None,
+                }
+            };
+            if let (Some(x), Some(y)) = (part(&args[0]), part(&args[1])) {
+                let r = x.bitor(&y).map_err(|e| Unsupported::folded(py, e))?;
+                return Ok(VT::constant(r.unbind()));
+            }
         }
         let f = self.og.handles.operator.bind(py).getattr(name)?;
         if args.iter().all(|a| matches!(a, VT::Constant(_))) {
@@ -2006,6 +2065,17 @@ impl<'a> InstructionTranslator<'a> {
                 if default_eq(a)? && default_eq(b)? {
                     return self.is_same(py, a, b);
                 }
+                // Builtin functions and methods compare their `self` and method definition
+                // (Objects/methodobject.c, `meth_richcompare`); a function, by identity: both
+                // read only what their identity guards (`func == torch.clone` in a
+                // `__torch_function__`).
+                let callable = |v: &VT| match v {
+                    VT::TorchFunction(f) | VT::Builtin(f) | VT::Function { obj: f, .. } => matches!(type_name(f.bind(py)).as_str(), "builtin_function_or_method" | "function").then(|| f.clone_ref(py)),
+                    _ => None,
+                };
+                if let (Some(x), Some(y)) = (callable(a), callable(b)) {
+                    return Ok(x.bind(py).eq(y.bind(py))?);
+                }
                 graph_break!(UntracedValue, "== of {} and {}", a.describe(py), b.describe(py))
             }
         }
@@ -2637,23 +2707,52 @@ impl<'a> InstructionTranslator<'a> {
     }
 
     /// Calls `func(*args, **kwargs)` symbolically.
+    ///
+    /// The arguments of a call of a Python function may be lazy constants not used yet
+    /// (`call_from_stack` leaves them so: inlining binds them to parameters, a move, Note
+    /// [lazy constants]); a call answered here in another way uses them first.
     pub fn call(&mut self, py: Python<'_>, func: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        let realize = |s: &mut Self| {
+            for a in args.iter().chain(kwargs.iter().map(|(_, v)| v)) {
+                s.og.realize(a);
+            }
+        };
         if let Some(r) = self.torch_function_call(py, func, &args, &kwargs)? {
+            realize(self);
             return Ok(r);
         }
         if let VT::Function { obj, .. } = func {
             if let Some(sig) = self.inspect_signature(py, obj.bind(py), &args, &kwargs)? {
+                realize(self);
                 return Ok(sig);
             }
         }
         if let Some(r) = self.grad_mode_decorated_call(py, func, &args, &kwargs)? {
+            realize(self);
             return r;
         }
         if let Some(r) = self.fold_re_call(py, func, &args, &kwargs)? {
+            realize(self);
             return Ok(r);
         }
         if let Some(r) = self.python_random_call(py, func, &args, &kwargs)? {
+            realize(self);
             return Ok(r);
+        }
+        if let VT::Function { obj, .. } = func {
+            let f = obj.bind(py);
+            if f.is(self.og.handles.module_call.bind(py)) || COMPILING_QUERIES.contains(&crate::symbolic::output_graph::qualname_full(f).as_str()) {
+                realize(self);
+            }
+        }
+        if let VT::Class(c) = func {
+            // Note [profiler ranges] (translator.rs): `record_function(name, args=None)` only
+            // keeps its arguments until entered; made for real, a constant.
+            if c.bind(py).is(&py.import("torch.autograd.profiler")?.getattr("record_function")?) {
+                let (vals, kw) = self.literal_call_args(py, &args, &kwargs, "constructing record_function")?;
+                realize(self);
+                return Ok(VT::constant(c.bind(py).call(PyTuple::new(py, vals)?, Some(&kw))?.unbind()));
+            }
         }
         if let VT::Class(c) = func {
             // A builtin exception class called with constant arguments: the exception object
@@ -2790,6 +2889,19 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 if name == "torch.utils.checkpoint.checkpoint" {
                     return self.activation_checkpoint(py, args, kwargs);
+                }
+                // `torch._assert(condition, message)` is `assert condition, message` for a
+                // Python condition (torch/__init__.py): a true one leaves the message unused,
+                // so a message formatted from sizes stays lazy (Note [formatting symbolic
+                // sizes]); anything else runs as the function (its arguments used).
+                if f.is(self.og.handles.torch_assert.bind(py)) && kwargs.is_empty() && args.len() == 2 && matches!(args[0], VT::Constant(_) | VT::SymNum(_)) {
+                    self.og.realize(&args[0]);
+                    if self.truth(py, &args[0])? {
+                        return Ok(VT::constant(py.None()));
+                    }
+                }
+                for a in args.iter().chain(kwargs.iter().map(|(_, v)| v)) {
+                    self.og.realize(a);
                 }
                 // Note [higher-order ops]: torch's higher-order operators (`associative_scan`,
                 // `scan`, `cond`, `while_loop`, `map`, ...; `torch._higher_order_ops`, or any

@@ -63,6 +63,8 @@ pub struct Handles {
     pub getattr: Py<PyAny>,
     pub operator: Py<PyAny>,
     pub builtins: Py<PyAny>,
+    /// `torch._assert`.
+    pub torch_assert: Py<PyAny>,
 }
 
 impl Handles {
@@ -78,6 +80,7 @@ impl Handles {
             module_call: nn.getattr("Module")?.getattr("__call__")?.unbind(),
             module_call_impl: nn.getattr("Module")?.getattr("_call_impl")?.unbind(),
             size_type: torch.getattr("Size")?.unbind(),
+            torch_assert: torch.getattr("_assert")?.unbind(),
             getitem: operator.getattr("getitem")?.unbind(),
             getattr: builtins.getattr("getattr")?.unbind(),
             torch: torch.into_any().unbind(),
@@ -98,6 +101,9 @@ pub struct DerivedModule {
     /// A callable without arguments that makes an equal module, for a module that outlives the
     /// graph (`functools.partial(cls, *args, **kwargs)` of its construction); `None`: refused.
     pub remake: Option<Py<PyAny>>,
+    /// Instance attributes that hold a symbolic int the constructor was given, with its
+    /// tracker (Note [symbolic module arguments] in `variables/nn_module.rs`).
+    pub sym_attrs: Vec<(String, crate::symbolic::variables::VariableTracker)>,
 }
 
 /// The graph under construction for one frame.
@@ -283,6 +289,8 @@ pub struct OutputGraph {
     /// Depth of `DisableTorchFunctionSubclass` regions (explicit ones and the op that
     /// `Tensor.__torch_function__` runs): while nonzero, subclass tensors dispatch nothing.
     pub torch_function_disabled: usize,
+    /// Depth of `DisableTorchFunction` regions among them (torch function modes off too).
+    pub torch_function_all_disabled: usize,
     /// What the trace guarded and recorded of autocast blocks (Note [autocast blocks] in
     /// `python/dynamo/_amp.py`).
     pub autocast: crate::symbolic::variables::ctx_manager::AutocastTrace,
@@ -297,6 +305,10 @@ pub struct OutputGraph {
     /// the converted frame that made it: where the frame breaks instead when the generator
     /// cannot live past the graph (Note [breaking where a generator was made]).
     pub generator_made_at: HashMap<usize, (usize, usize)>,
+    /// Set when the graph must run through torch's autograd (Note [autograd introspection at
+    /// a break] in `convert_frame.rs`): the reason, given to the backend as
+    /// `gm.meta["dynamo_eager_autograd"]`.
+    pub eager_autograd: Option<String>,
 }
 
 // Note [ids of traced objects]
@@ -353,6 +365,9 @@ pub enum LazyRecipe {
     /// `func(*args)`.
     Call(Py<PyAny>, Vec<LazyRecipe>),
     Tuple(Vec<LazyRecipe>),
+    /// A symbolic int the graph computes (Note [formatting symbolic sizes]): an output of the
+    /// graph.
+    Graph(NodeId),
 }
 
 impl LazyRecipe {
@@ -362,17 +377,20 @@ impl LazyRecipe {
             LazyRecipe::Const(c) => LazyRecipe::Const(c.clone_ref(py)),
             LazyRecipe::Call(f, args) => LazyRecipe::Call(f.clone_ref(py), args.iter().map(|a| a.clone_ref(py)).collect()),
             LazyRecipe::Tuple(items) => LazyRecipe::Tuple(items.iter().map(|a| a.clone_ref(py)).collect()),
+            LazyRecipe::Graph(n) => LazyRecipe::Graph(*n),
         }
     }
 
-    /// The rebuild that makes the value at run time.
-    pub fn rebuild(&self, py: Python<'_>) -> crate::pycodegen::Rebuild {
+    /// The rebuild that makes the value at run time; `output_of` gives the index among the
+    /// graph's outputs of a node the recipe reads (adding it as an output).
+    pub fn rebuild(&self, py: Python<'_>, output_of: &mut dyn FnMut(NodeId) -> usize) -> crate::pycodegen::Rebuild {
         use crate::pycodegen::Rebuild;
         match self {
             LazyRecipe::Source(s) => Rebuild::Source(s.clone()),
             LazyRecipe::Const(c) => Rebuild::Const(c.clone_ref(py)),
-            LazyRecipe::Call(f, args) => Rebuild::Call { func: f.clone_ref(py), args: args.iter().map(|a| a.rebuild(py)).collect() },
-            LazyRecipe::Tuple(items) => Rebuild::Tuple(items.iter().map(|a| a.rebuild(py)).collect()),
+            LazyRecipe::Call(f, args) => Rebuild::Call { func: f.clone_ref(py), args: args.iter().map(|a| a.rebuild(py, output_of)).collect() },
+            LazyRecipe::Tuple(items) => Rebuild::Tuple(items.iter().map(|a| a.rebuild(py, output_of)).collect()),
+            LazyRecipe::Graph(n) => Rebuild::GraphOutput(output_of(*n)),
         }
     }
 }
@@ -421,6 +439,9 @@ pub struct LazyConstant {
     bases: Vec<usize>,
     /// For an argument: where it came from (guarded CONSTANT_MATCH there once used).
     source: Option<Arc<Source>>,
+    /// For a symbolic int the graph computes: its fake `SymInt`, specialized (a guard in the
+    /// `ShapeEnv`) once used (Note [formatting symbolic sizes]).
+    sym: Option<Py<PyAny>>,
     /// Used by the trace: guarded, rebuilt as the constant it is. Entries are never removed
     /// (their kept values keep the addresses unique).
     realized: bool,
@@ -593,6 +614,7 @@ impl OutputGraph {
             constant_sources: HashMap::new(),
             folded_tuples: HashMap::new(),
             derived_modules: HashMap::new(),
+            eager_autograd: None,
             modules_in_init: std::collections::HashSet::new(),
             frame_classes: HashMap::new(),
             name_counts: HashMap::new(),
@@ -611,6 +633,7 @@ impl OutputGraph {
             tensor_subclasses: HashMap::new(),
             tensor_attrs: HashMap::new(),
             torch_function_disabled: 0,
+            torch_function_all_disabled: 0,
             autocast: Default::default(),
             lazy_generator_call: false,
             generator_ctx_made_at: HashMap::new(),
@@ -813,7 +836,7 @@ impl OutputGraph {
             // their identity]).
             self.constant_sources.insert(key, (source.clone(), rc.clone()));
         }
-        self.lazy_constants.insert(key, LazyConstant { value: rc.clone(), recipe: LazyRecipe::Source(source.clone()), bases: vec![key], source: Some(source), realized: false });
+        self.lazy_constants.insert(key, LazyConstant { value: rc.clone(), recipe: LazyRecipe::Source(source.clone()), bases: vec![key], source: Some(source), sym: None, realized: false });
         VT::Constant(rc)
     }
 
@@ -826,8 +849,13 @@ impl OutputGraph {
     /// is made again at run time from the argument, and only a use of the string guards the
     /// argument's value. The graph keeps the symbolic input. `None` for anything else.
     pub fn lazy_text_of(&mut self, py: Python<'_>, v: &VT) -> Option<VT> {
-        let VT::SymNum(s) = v else { return None };
-        let source = s.source.as_ref()?;
+        let s = match v {
+            VT::SymNum(s) => s,
+            VT::Tuple(items) => return self.lazy_sizes_text(py, items, None),
+            VT::NamedTuple { cls, items } if cls.bind(py).is(self.handles.size_type.bind(py)) => return self.lazy_sizes_text(py, items, Some(cls.clone_ref(py))),
+            _ => return None,
+        };
+        let Some(source) = s.source.as_ref() else { return self.lazy_computed_sym(py, s) };
         let key = Rc::as_ptr(s) as usize;
         if let Some(c) = self.sym_text_inputs.get(&key) {
             return Some(c.clone());
@@ -840,6 +868,60 @@ impl OutputGraph {
         let c = self.lazy_argument(value, source.clone());
         self.sym_text_inputs.insert(key, c.clone());
         Some(c)
+    }
+
+    /// Note [formatting symbolic sizes]: an int the graph computes from dynamic sizes (a
+    /// symbolic dimension of an intermediate, `b * t`, `n // heads`) formatted into a string
+    /// (torchvision's `f"... got {input.shape}"` passed to `torch._assert`, a shape in a log
+    /// line) would specialize it: a guard per size, the frame compiled again for every batch
+    /// size. Formatted, it stands for a lazy constant of its current value whose run-time
+    /// recipe is the graph's own output of that int, and whose use specializes it
+    /// (`LazyConstant::sym`). Float-derived values keep their own path (Note [float inputs]).
+    fn lazy_computed_sym(&mut self, py: Python<'_>, s: &Rc<crate::symbolic::variables::SymNodeVariable>) -> Option<VT> {
+        let key = Rc::as_ptr(s) as usize;
+        if let Some(c) = self.sym_text_inputs.get(&key) {
+            return Some(c.clone());
+        }
+        let fake = s.fake.bind(py);
+        if crate::symbolic::variables::type_name(fake) != "SymInt" || crate::symbolic::variables::tensor::float_derived(fake).unwrap_or(true) {
+            return None;
+        }
+        let hint = py.import("dynamo._shapes").ok()?.call_method1("sym_hint", (fake,)).ok()?;
+        let rc = Rc::new(hint.unbind());
+        let k = Rc::as_ptr(&rc) as usize;
+        self.lazy_constants.insert(k, LazyConstant { value: rc.clone(), recipe: LazyRecipe::Graph(s.node), bases: vec![k], source: None, sym: Some(s.fake.clone_ref(py)), realized: false });
+        let c = VT::Constant(rc);
+        self.sym_text_inputs.insert(key, c.clone());
+        Some(c)
+    }
+
+    /// A tuple or `torch.Size` (`cls`) of ints with symbolic items, formatted: a lazy constant
+    /// made from its items' (Note [formatting symbolic sizes]); `None` when no item is
+    /// symbolic or an item is something else.
+    fn lazy_sizes_text(&mut self, py: Python<'_>, items: &[VT], cls: Option<Py<PyAny>>) -> Option<VT> {
+        if !items.iter().any(|i| matches!(i, VT::SymNum(_))) {
+            return None;
+        }
+        let mut values = Vec::with_capacity(items.len());
+        let mut recipes = Vec::with_capacity(items.len());
+        let mut bases = Vec::new();
+        for i in items {
+            let i = match i {
+                VT::SymNum(_) => self.lazy_text_of(py, i)?,
+                VT::Constant(c) if c.bind(py).is_exact_instance_of::<pyo3::types::PyInt>() => i.clone(),
+                _ => return None,
+            };
+            let (r, b) = self.lazy_recipe(py, &i)?;
+            values.push(i.as_constant(py)?);
+            recipes.push(r);
+            bases.extend(b);
+        }
+        let tuple = PyTuple::new(py, values).ok()?.into_any();
+        let (value, recipe) = match cls {
+            Some(cls) => (cls.bind(py).call1((tuple,)).ok()?.unbind(), LazyRecipe::Call(cls, vec![LazyRecipe::Tuple(recipes)])),
+            None => (tuple.unbind(), LazyRecipe::Tuple(recipes)),
+        };
+        Some(self.lazy_derived(value, recipe, bases))
     }
 
     /// The run-time recipe of `v` when it is a lazy constant, with the argument entries it
@@ -860,7 +942,7 @@ impl OutputGraph {
         if !bases.is_empty() {
             bases.sort_unstable();
             bases.dedup();
-            self.lazy_constants.insert(Rc::as_ptr(&rc) as usize, LazyConstant { value: rc.clone(), recipe, bases, source: None, realized: false });
+            self.lazy_constants.insert(Rc::as_ptr(&rc) as usize, LazyConstant { value: rc.clone(), recipe, bases, source: None, sym: None, realized: false });
         }
         VT::Constant(rc)
     }
@@ -884,6 +966,13 @@ impl OutputGraph {
             let Some(base) = self.lazy_constants.get_mut(&b) else { continue };
             base.realized = true;
             let guard = base.source.clone().map(|s| (s, Python::attach(|py| base.value.clone_ref(py))));
+            if let Some(sym) = &base.sym {
+                // The value the trace used holds only while the sizes give it: `int(sym)`
+                // records that guard in the ShapeEnv.
+                Python::attach(|py| {
+                    let _ = crate::symbolic::variables::tensor::specialize_sym(sym.bind(py));
+                });
+            }
             if let Some((source, value)) = guard {
                 self.add_guard(Some(source), GuardKind::ConstantMatch(value));
             }
@@ -891,12 +980,12 @@ impl OutputGraph {
     }
 
     /// The rebuild of `v` when it is a lazy constant not used by the trace.
-    pub fn lazy_rebuild(&self, py: Python<'_>, v: &VT) -> Option<crate::pycodegen::Rebuild> {
+    pub fn lazy_rebuild(&self, py: Python<'_>, v: &VT, output_of: &mut dyn FnMut(NodeId) -> usize) -> Option<crate::pycodegen::Rebuild> {
         if self.lazy_constants.is_empty() {
             return None;
         }
         let VT::Constant(c) = v else { return None };
-        self.lazy_constants.get(&(Rc::as_ptr(c) as usize)).filter(|l| !l.realized).map(|l| l.recipe.rebuild(py))
+        self.lazy_constants.get(&(Rc::as_ptr(c) as usize)).filter(|l| !l.realized).map(|l| l.recipe.rebuild(py, output_of))
     }
 
     /// The `SHAPE_RELATIONS` guard over the dynamic inputs' sizes (Note [symbolic sizes]), or
@@ -1348,6 +1437,16 @@ impl OutputGraph {
         if !self.contains_tensor(py, &result) && !symbolic && fakes.iter().any(|f| self.is_tensor(py, f)) && (reads_object || !is_metadata_value(py, &result, method)) {
             let what = method.map(|m| format!("Tensor.{m}")).unwrap_or_else(|| qualname(target.unwrap()));
             crate::graph_break!(UntracedValue, "{what} gives a {} computed from a tensor", crate::symbolic::variables::type_name(&result));
+        }
+        // Note [calls made for their effects]: a call given tensors that answers None
+        // (`torch.distributed.all_reduce(t)`, `nn.utils.vector_to_parameters(v, params)`,
+        // `torch.autograd.graph.increment_version(t)`, `torch.testing.assert_close(a, b)`) is
+        // made for what it does to its arguments or to the world, which its fake call does
+        // not show: folded to its None, its effect was lost (an unreduced metric, parameters
+        // never written, an assertion never checked). It runs for real at a break instead.
+        if result.is_none() && !mutates && !symbolic && fakes.iter().any(|f| self.contains_tensor(py, f)) {
+            let what = method.map(|m| format!("Tensor.{m}")).unwrap_or_else(|| qualname(target.unwrap()));
+            crate::graph_break!(SideEffect, "{what} answers None for tensor arguments: it runs for its effects, which the trace does not model");
         }
         if !self.contains_tensor(py, &result) && !mutates && !symbolic {
             // Static metadata (x.dim(), x.size(), x.is_contiguous()) or a pure function of

@@ -126,6 +126,18 @@ impl<'a> InstructionTranslator<'a> {
         if b.is(&functools.getattr("reduce")?) && kwargs.is_empty() && (2..=3).contains(&args.len()) {
             return self.functools_reduce(py, &args[0], &args[1], args.get(2).cloned());
         }
+        // `math.prod(x.shape[1:])` of symbolic sizes: the product of the items, in order, from
+        // `start` (Modules/mathmodule.c, `math_prod_impl`), a symbolic size itself.
+        if b.is(&py.import("math")?.getattr("prod")?) && args.len() == 1 && kwargs.iter().all(|(k, _)| k == "start") && matches!(args[0], VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_)) {
+            let items = self.iter_items(py, &args[0])?;
+            if items.iter().any(|i| matches!(i, VT::SymNum(_))) && items.iter().all(|i| matches!(i, VT::SymNum(_)) || i.as_constant(py).is_some_and(|c| c.is_exact_instance_of::<pyo3::types::PyInt>())) {
+                let mut acc = kwargs.first().map(|(_, v)| v.clone()).unwrap_or_else(|| VT::constant(1i64.into_pyobject(py).expect("int").into_any().unbind()));
+                for item in items {
+                    acc = self.operator(py, "mul", vec![acc, item])?;
+                }
+                return Ok(acc);
+            }
+        }
         // `isinstance(n, cls)`, `type(n)`, `callable(n)`, `hasattr(n, name)` read only the type
         // of a symbolic number: asked of a plain number of that type, never specializing it
         // (Note [type-only uses of symbolic numbers] in tensor.rs).

@@ -123,8 +123,9 @@ pub enum VariableTracker {
     /// The `__exit__` of a generator context manager's block: steps its generator to its end.
     GeneratorCtxExit(Rc<RefCell<crate::symbolic::variables::ctx_manager::GeneratorCtx>>),
     /// `torch._C.DisableTorchFunctionSubclass()` (or `DisableTorchFunction()`), and once
-    /// entered its `__exit__` (Note [tensor subclasses] in `tensor_subclass.rs`).
-    TorchFunctionCtx { entered: bool },
+    /// entered its `__exit__` (Note [tensor subclasses] in `tensor_subclass.rs`). `all`:
+    /// `DisableTorchFunction`, which also disables torch function modes.
+    TorchFunctionCtx { entered: bool, all: bool },
     /// A local that is a cell (MAKE_CELL / COPY_FREE_VARS): the tracker it currently holds.
     Cell(Rc<RefCell<Option<VariableTracker>>>),
     /// `super(cls, obj)`: attribute lookups walk `type(obj).__mro__` after `cls`
@@ -193,7 +194,7 @@ impl VariableTracker {
             VT::GeneratorCtxExit(_) => "generator context manager exit".into(),
             VT::AutocastCtx(m) => format!("autocast context ({:?})", m.device),
             VT::AutocastExit(r) => format!("autocast context exit ({:?})", r.device),
-            VT::TorchFunctionCtx { entered } => (if *entered { "DisableTorchFunctionSubclass exit" } else { "DisableTorchFunctionSubclass" }).into(),
+            VT::TorchFunctionCtx { entered, all } => format!("DisableTorchFunction{}{}", if *all { "" } else { "Subclass" }, if *entered { " exit" } else { "" }),
             VT::Set(s) => type_name(s.borrow().bind(py)),
             VT::Partial(p) => format!("functools.partial of {}", p.func.describe(py)),
             VT::UserObject(o) => format!("{} object built in the frame", qualname(o.cls.bind(py))),
@@ -225,7 +226,9 @@ impl VariableTracker {
     /// from). `None` for everything else (mutable or untracked values).
     pub fn as_key<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
         match self {
-            VT::Class(c) | VT::Builtin(c) => {
+            // A torch function or Python function too (`HANDLED_FUNCTIONS[func]` in a
+            // `__torch_function__`): hashed and compared by identity, which its wrap guards.
+            VT::Class(c) | VT::Builtin(c) | VT::TorchFunction(c) | VT::Function { obj: c, .. } => {
                 let b = c.bind(py);
                 crate::symbolic::builder::is_identity_key(py, b).then(|| b.clone())
             }

@@ -32,7 +32,31 @@ impl<'a> InstructionTranslator<'a> {
         if let Some(seq) = self.construct_sequential_of_derived(py, cls, args, kwargs)? {
             return Ok(seq);
         }
-        let (vals, kw) = self.literal_call_args(py, args, kwargs, &format!("constructing {qual}"))?;
+        // Note [symbolic module arguments]: a symbolic int argument (HF question answering's
+        // `nn.CrossEntropyLoss(ignore_index=start_logits.size(1))` once the length is dynamic)
+        // is given to the constructor as a `dynamo._shapes.SymArgument`, an int of its current
+        // value that records any use of it. A constructor that only stores it (`self.ignore_index
+        // = ignore_index`) gives a module whose attribute holding it stands for the symbolic int
+        // in the trace (`DerivedModule::sym_attrs`), so `forward` passes the size to the graph op
+        // as torch does. One that used the value, or put it elsewhere, is a break as before;
+        // such a module is not made again after the graph (it has no remake).
+        let shapes = py.import("dynamo._shapes")?;
+        let mut spies: Vec<(Bound<'_, PyAny>, VT)> = Vec::new();
+        let mut spy_of = |v: &VT| -> VResult<VT> {
+            if let VT::SymNum(s) = v {
+                let fake = s.fake.bind(py);
+                if type_name(fake) == "SymInt" && !crate::symbolic::variables::tensor::float_derived(fake)? {
+                    let hint = shapes.call_method1("sym_hint", (fake,))?;
+                    let spy = shapes.getattr("SymArgument")?.call1((hint,))?;
+                    spies.push((spy.clone(), v.clone()));
+                    return Ok(VT::constant(spy.unbind()));
+                }
+            }
+            Ok(v.clone())
+        };
+        let args: Vec<VT> = args.iter().map(&mut spy_of).collect::<VResult<_>>()?;
+        let kwargs: Vec<(String, VT)> = kwargs.iter().map(|(k, v)| Ok((k.clone(), spy_of(v)?))).collect::<VResult<_>>()?;
+        let (vals, kw) = self.literal_call_args(py, &args, &kwargs, &format!("constructing {qual}"))?;
         let vals = PyTuple::new(py, vals)?;
         let fork = py.import("torch.random")?.getattr("fork_rng")?;
         let fork_kw = PyDict::new(py);
@@ -53,12 +77,26 @@ impl<'a> InstructionTranslator<'a> {
         if !(empty("parameters")? && empty("buffers")? && empty("children")?) {
             graph_break!(UnsupportedCall, "constructing {qual}, which has parameters, buffers or submodules");
         }
+        let mut sym_attrs = Vec::new();
+        for (spy, tracker) in &spies {
+            let users = shapes.call_method1("sym_argument_users", (&m, spy))?;
+            if users.is_none() {
+                graph_break!(UnsupportedCall, "constructing {qual} with a symbolic int argument whose value the constructor uses");
+            }
+            for name in users.try_iter()? {
+                sym_attrs.push((name?.extract::<String>()?, tracker.clone()));
+            }
+        }
         self.og.keep_trace_warnings(py, &caught)?;
+        if !spies.is_empty() {
+            self.og.derived_modules.insert(m.as_ptr() as usize, crate::symbolic::output_graph::DerivedModule { obj: m.clone().unbind(), children: vec![], remake: None, sym_attrs });
+            return Ok(VT::Module { obj: Rc::new(m.unbind()), source: None });
+        }
         let partial = crate::symbolic::variables::functions::partial_type(py)?;
         let mut all = vec![cls.clone()];
         all.extend(vals.iter());
         let remake = partial.call(PyTuple::new(py, all)?, Some(&kw))?;
-        self.og.derived_modules.insert(m.as_ptr() as usize, crate::symbolic::output_graph::DerivedModule { obj: m.clone().unbind(), children: vec![], remake: Some(remake.unbind()) });
+        self.og.derived_modules.insert(m.as_ptr() as usize, crate::symbolic::output_graph::DerivedModule { obj: m.clone().unbind(), children: vec![], remake: Some(remake.unbind()), sym_attrs: vec![] });
         Ok(VT::Module { obj: Rc::new(m.unbind()), source: None })
     }
 
@@ -84,7 +122,7 @@ impl<'a> InstructionTranslator<'a> {
             }
         }
         let m = cls.call1(PyTuple::new(py, children)?)?;
-        self.og.derived_modules.insert(m.as_ptr() as usize, crate::symbolic::output_graph::DerivedModule { obj: m.clone().unbind(), children: vec![], remake: None });
+        self.og.derived_modules.insert(m.as_ptr() as usize, crate::symbolic::output_graph::DerivedModule { obj: m.clone().unbind(), children: vec![], remake: None, sym_attrs: vec![] });
         Ok(Some(VT::Module { obj: Rc::new(m.unbind()), source: None }))
     }
 
@@ -117,7 +155,7 @@ impl<'a> InstructionTranslator<'a> {
             };
             children.push((k, src));
         }
-        self.og.derived_modules.insert(sub.as_ptr() as usize, crate::symbolic::output_graph::DerivedModule { obj: sub.clone().unbind(), children, remake: None });
+        self.og.derived_modules.insert(sub.as_ptr() as usize, crate::symbolic::output_graph::DerivedModule { obj: sub.clone().unbind(), children, remake: None, sym_attrs: vec![] });
         Ok(VT::Module { obj: Rc::new(sub.unbind()), source: None })
     }
 
@@ -157,6 +195,10 @@ impl<'a> InstructionTranslator<'a> {
     /// `_parameters`, `_buffers`, `_modules` (Note [module attribute precedence]).
     pub(crate) fn module_getattr(&mut self, py: Python<'_>, m: &Bound<'_, PyAny>, source: Option<Arc<Source>>, name: &str) -> VResult<VT> {
         if let Some(v) = self.og.side_effects.attr(&m.clone().unbind(), name) {
+            return Ok(v);
+        }
+        // Note [symbolic module arguments].
+        if let Some(v) = self.og.derived_modules.get(&(m.as_ptr() as usize)).and_then(|d| d.sym_attrs.iter().find(|(k, _)| k == name)).map(|(_, v)| v.clone()) {
             return Ok(v);
         }
         // `M.factor = 10` recorded in the trace (replayed after the graph): the real class still
@@ -543,16 +585,22 @@ impl<'a> InstructionTranslator<'a> {
         // Guarded by identity through its source: a `forward` patched on
         // the class after compiling (`mock.patch.object(Attention, "forward", ...)`) then
         // recompiles instead of running the old one.
+        // A `@staticmethod` forward is called without the module (`self.forward(*args)` in
+        // `Module._call_impl` binds nothing): audit 51, P6.
+        let is_static = static_type_lookup(&cls, "forward")?.is_some_and(|(_, raw)| type_name(&raw) == "staticmethod");
         let fwd_source = match source {
+            Some(s) if is_static => Some(s.attr("forward")),
             Some(s) => Some(s.attr("forward").attr("__func__")),
-            // A module built in the frame: through its class (Note [modules built in the frame]).
+            // A module built in the frame: through its class (Note [modules built in the frame]),
+            // whose dict holds the staticmethod object itself.
+            None if is_static => self.class_attr_path(py, &cls, "forward")?.map(|s| s.attr("__func__")),
             None => self.class_attr_path(py, &cls, "forward")?,
         };
         if let Some(fs) = &fwd_source {
             self.og.add_guard(Some(fs.clone()), crate::guards::GuardKind::id_match(fwd.clone().unbind()));
         }
         let f = VT::Function { obj: Rc::new(fwd.unbind()), source: fwd_source };
-        let mut all = vec![func.clone()];
+        let mut all = if is_static { vec![] } else { vec![func.clone()] };
         all.extend(args);
         // A `forward` decorated with `@torch.no_grad()` (transformers' sinusoidal position
         // embeddings): its body under the grad mode, as for any decorated function.
@@ -653,7 +701,7 @@ impl<'a> InstructionTranslator<'a> {
         let literal_kwargs = kwargs.iter().map(|(k, a)| self.literal_value(py, a).map(|v| (k.clone(), v))).collect::<Option<Vec<_>>>();
         let obj = py.get_type::<pyo3::types::PyAny>().call_method1("__new__", (cls,))?;
         let ptr = obj.as_ptr() as usize;
-        self.og.derived_modules.insert(ptr, crate::symbolic::output_graph::DerivedModule { obj: obj.clone().unbind(), children: vec![], remake: None });
+        self.og.derived_modules.insert(ptr, crate::symbolic::output_graph::DerivedModule { obj: obj.clone().unbind(), children: vec![], remake: None, sym_attrs: vec![] });
         let vt = VT::Module { obj: Rc::new(obj.unbind()), source: None };
         let writes_before = self.og.side_effects.writes;
         let calls_before = self.og.side_effects.logger_calls.len();

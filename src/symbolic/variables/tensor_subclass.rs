@@ -360,10 +360,27 @@ impl<'a> InstructionTranslator<'a> {
     /// them, the call proceeds as usual.
     pub(crate) fn torch_function_call(&mut self, py: Python<'_>, func: &VT, args: &[VT], kwargs: &[(String, VT)]) -> VResult<Option<VT>> {
         match func {
-            VT::TorchFunctionCtx { entered: true } => {
+            VT::TorchFunctionCtx { entered: true, all } => {
                 // `DisableTorchFunctionSubclass.__exit__`.
                 self.og.torch_function_disabled = self.og.torch_function_disabled.saturating_sub(1);
+                if *all {
+                    self.og.torch_function_all_disabled = self.og.torch_function_all_disabled.saturating_sub(1);
+                }
                 return Ok(Some(VT::constant(false.into_pyobject(py)?.to_owned().into_any().unbind())));
+            }
+            // The state queries, inside a block the trace entered (it does not switch the real
+            // state): `_is_torch_function_enabled()` is False under either manager,
+            // `_is_torch_function_all_disabled()` True under `DisableTorchFunction` (torch/csrc/
+            // utils/disable_torch_function.cpp). Outside, the real answer, guarded.
+            VT::TorchFunction(f) if self.og.torch_function_disabled > 0 && args.is_empty() && kwargs.is_empty() => {
+                let tc = py.import("torch")?.getattr("_C")?;
+                let f = f.bind(py);
+                if f.is(&tc.getattr("_is_torch_function_enabled")?) {
+                    return Ok(Some(VT::constant(false.into_pyobject(py)?.to_owned().into_any().unbind())));
+                }
+                if f.is(&tc.getattr("_is_torch_function_all_disabled")?) && self.og.torch_function_all_disabled > 0 {
+                    return Ok(Some(VT::constant(true.into_pyobject(py)?.to_owned().into_any().unbind())));
+                }
             }
             // `str(func)` / `repr(func)` of a torch callable (a `func` that `__torch_function__`
             // receives): a fixed string, folded.
@@ -389,11 +406,12 @@ impl<'a> InstructionTranslator<'a> {
             VT::Class(c) => {
                 let c = c.bind(py);
                 let tc = py.import("torch")?.getattr("_C")?;
-                if c.is(&tc.getattr("DisableTorchFunctionSubclass")?) || c.is(&tc.getattr("DisableTorchFunction")?) {
+                let all = c.is(&tc.getattr("DisableTorchFunction")?);
+                if c.is(&tc.getattr("DisableTorchFunctionSubclass")?) || all {
                     if !args.is_empty() || !kwargs.is_empty() {
                         graph_break!(TensorSubclass, "{} with arguments", qualname(c));
                     }
-                    return Ok(Some(VT::TorchFunctionCtx { entered: false }));
+                    return Ok(Some(VT::TorchFunctionCtx { entered: false, all }));
                 }
                 return Ok(None);
             }

@@ -1731,6 +1731,12 @@ pub(crate) fn has_generic_getattribute(py: Python<'_>, ty: &Bound<'_, pyo3::type
     if getattribute.is(py.get_type::<pyo3::types::PyAny>().getattr("__getattribute__")?) {
         return Ok(true);
     }
+    // `types.SimpleNamespace`'s slot is `PyObject_GenericGetAttr` (Objects/namespaceobject.c),
+    // wrapped for its own type (audit 51, O9: configs read as `cfg.scale` broke).
+    let namespace = py.import("types")?.getattr("SimpleNamespace")?;
+    if type_name(&getattribute) == "wrapper_descriptor" && getattribute.getattr("__objclass__").is_ok_and(|c| c.is(&namespace)) {
+        return Ok(true);
+    }
     Ok(type_name(&getattribute) == "wrapper_descriptor"
         && getattribute
             .getattr("__objclass__")
