@@ -488,3 +488,234 @@ def test_progress_bar_frames_are_not_compiled():
         assert f(xs, io.StringIO()) == epoch(xs, io.StringIO())
     c = dynamo.counters()
     assert c["recompiles"] <= 2 and c.get("cache_limit_hits", 0) == 0, c
+
+
+def test_closure_dict_guarded_only_where_read():
+    """Note [free variables wrapped when read] (src/symbolic/convert_frame.rs): the frames of a
+    step that never read the closure's `metrics` dict do not guard its keys (each new key
+    recompiled every frame of the step, until the cache limit)."""
+    m = nn.Linear(4, 3)
+    metrics = {}
+    history = []
+
+    def step(x, k):
+        y = m(x).sum()
+        dynamo.graph_break()
+        z = y * 2
+        dynamo.graph_break()
+        metrics[k] = z.detach()
+        history.append(k)
+        return z
+
+    f = dynamo.optimize("eager")(step)
+    for i in range(6):
+        x = torch.full((2, 4), float(i))
+        assert torch.equal(f(x, "a%d" % (i % 2)), step(x, "a%d" % (i % 2)))
+    c = dynamo.counters()
+    # Only the last frame (which writes the dict) compiles again as keys appear.
+    assert c["recompiles"] <= 3, c
+    assert list(metrics) == ["a0", "a1"] and len(history) == 12
+
+
+def test_nonrecursive_disable_skips_only_its_frame():
+    """`torch._dynamo.disable(fn, recursive=False)`: `fn`'s own frame runs as Python, what it
+    calls is compiled (its frame was traced)."""
+    log = []
+
+    def inner(x):
+        log.append(("inner", torch.compiler.is_compiling()))
+        return x * 3
+
+    @torch._dynamo.disable(recursive=False)
+    def outer(x):
+        log.append(("outer", torch.compiler.is_compiling()))
+        return inner(x)
+
+    def f(x):
+        return outer(x) + 1
+
+    assert torch.equal(dynamo.optimize("eager")(f)(torch.ones(2)), f(torch.ones(2)))
+    assert log[:2] == [("outer", False), ("inner", True)], log
+
+
+def _star_unpack_caught(x, seq):
+    try:
+        a, *b, c = seq
+    except ValueError as e:
+        return x + 1, str(e)
+    return x * 2, a, b, c
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_star_unpack_error_is_raised_in_the_trace(backend):
+    """`a, *b, c = [1]` raises eager's ValueError inside the trace, so a `try` around it takes
+    its handler there (the whole frame ran eagerly, audit 51, O4)."""
+    seqs = [[1], [1, 2, 3], (4,), "ab", "a"]
+    for i in range(len(seqs)):
+        c = check(_star_unpack_caught, lambda _, i=i: (torch.ones(2), seqs[i]), backend, calls=1)
+        assert c["eager_fallbacks"] == 0 and c["graphs"] == 1, c
+
+
+class _LinearFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, b):
+        out = x.mm(w.t())
+        out += b.unsqueeze(0).expand_as(out)
+        ctx.save_for_backward(x, w, b)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w, b = ctx.saved_tensors
+        return g.mm(w), g.t().mm(x), g.sum(0)
+
+
+class _WritesArgumentView(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x.view(-1).mul_(2)
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_autograd_function_forward_writing_its_own_tensor(backend):
+    """Note [writes in a traced autograd.Function forward] (variables/functions.rs): `out +=
+    bias` on the forward's own result is traced; a write through a view of an argument still
+    runs the Function in Python."""
+
+    def f(x, w, b):
+        return _LinearFn.apply(x, w, b) * 2
+
+    def g(x):
+        return _WritesArgumentView.apply(x.clone()) + 1
+
+    def grads(fn, *args):
+        args = [a.detach().clone().requires_grad_() for a in args]
+        out = fn(*args)
+        out.sum().backward()
+        return out, [a.grad for a in args]
+
+    args = (torch.linspace(-1, 1, 4).reshape(2, 2), torch.linspace(0, 1, 6).reshape(3, 2), torch.ones(3))
+    dynamo.reset()
+    got, want = grads(dynamo.optimize(backend)(f), *args), grads(f, *args)
+    assert torch.allclose(got[0], want[0]) and all(torch.allclose(p, q) for p, q in zip(got[1], want[1]))
+    assert dynamo.counters()["graph_breaks"] == 0
+    c = check(g, lambda: (torch.linspace(-1, 1, 3),), backend)
+    assert c["graph_breaks"] >= 1, c
+
+
+def _views_of_argument(d, x):
+    return x * 2, d.keys(), d.items(), d.values()
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_views_of_an_ordered_dict_argument(backend):
+    """`d.keys()` of an OrderedDict argument comes back as that dict's live `odict_keys` (the
+    whole frame ran eagerly: it was taken for a view of a dict made in the frame)."""
+    import collections
+
+    d = collections.OrderedDict(a=1, b=2)
+    dynamo.reset()
+    got = dynamo.optimize(backend)(_views_of_argument)(d, torch.ones(2))
+    want = _views_of_argument(d, torch.ones(2))
+    assert [type(v) for v in got[1:]] == [type(v) for v in want[1:]]
+    d["c"] = 3
+    assert [list(v) for v in got[1:]] == [list(v) for v in want[1:]]
+    assert dynamo.counters()["graphs"] == 1
+
+
+class _WithNew:
+    def __new__(cls, v):
+        obj = super().__new__(cls)
+        obj.created = True
+        return obj
+
+    def __init__(self, v):
+        self.v = v
+
+
+class _ObjectNew:
+    def __new__(cls, *args):
+        o = object.__new__(cls)
+        o.tag = "t"
+        return o
+
+
+class _Singleton:
+    _inst = None
+
+    def __new__(cls):
+        if cls._inst is None:
+            cls._inst = super().__new__(cls)
+        return cls._inst
+
+
+class _NotAnInstance:
+    def __new__(cls, x):
+        return x * 2
+
+    def __init__(self, x):
+        raise AssertionError("not called: __new__ returned something else")
+
+
+def _builds_objects_with_new(x):
+    w = _WithNew(x)
+    w2 = _ObjectNew(1, 2)
+    return w.v * 2, w.created, type(w).__name__, w2.tag, type(w2).__name__, _NotAnInstance(x)
+
+
+def _singleton(x):
+    s = _Singleton()
+    return x + 1, s is _Singleton(), type(s).__name__
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [_builds_objects_with_new, _singleton])
+def test_classes_with_their_own_new(fn, backend):
+    """Note [user __new__] (variables/user_defined.rs): `cls.__new__` is inlined, its
+    `super().__new__(cls)` / `object.__new__(cls)` a new tracked object, `__init__` run only on
+    an instance of the class (audit 51, O10: each construction broke)."""
+    _Singleton._inst = None
+    c = check(fn, lambda: (torch.ones(3),), backend)
+    assert c["graph_breaks"] == 0 and c["eager_fallbacks"] == 0, c
+
+
+def _sorts_ints_and_bools(x, seq):
+    return x * len(seq), sorted(seq), max(seq), seq[0] < seq[2], seq[1] + seq[2]
+
+
+def test_symbolic_int_against_a_bool(capfd):
+    """A bool operand of a symbolic int is the int it is: `sorted([n, m, True])` once the ints
+    are symbolic raised inside sympy (a break) and printed `failed to eval lt(5, False)`."""
+    seqs = [[3, 1, True], [5, 2, False], [0, 4, False], [7, 1, True]]
+    c = check(_sorts_ints_and_bools, lambda i: (torch.ones(2), seqs[i]), "eager", calls=4)
+    assert c["graph_breaks"] == 0, c
+    assert "failed to eval" not in capfd.readouterr().err
+
+
+class _ReversedLayers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4)])
+        self.seq = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+
+    def forward(self, x):
+        for layer in reversed(self.layers):
+            x = layer(x)
+        for layer in reversed(self.seq):
+            x = layer(x)
+        return x, type(reversed(self.layers)).__name__
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reversed_module_list(backend):
+    """`reversed(self.layers)`: the sequence protocol's `reversed` over the children (it broke,
+    and the loop body compiled once per layer)."""
+    torch.manual_seed(0)
+    m = _ReversedLayers()
+    c = check(m, lambda: (torch.linspace(-1, 1, 8).reshape(2, 4),), backend)
+    assert c["graphs"] == 1 and c["graph_breaks"] == 0, c

@@ -362,7 +362,7 @@ pub fn is_inplace_op(name: &str, is_method: bool) -> bool {
 }
 
 /// Ops whose result may share storage with their first argument (PyTorch "Tensor Views").
-const VIEW_OPS: [&str; 27] = [
+pub const VIEW_OPS: [&str; 27] = [
     "view", "view_as", "reshape", "reshape_as", "getitem", "__getitem__", "transpose", "t", "permute", "squeeze", "unsqueeze",
     "expand", "expand_as", "narrow", "select", "as_strided", "flatten", "unflatten", "split", "chunk", "unbind", "diagonal",
     "detach", "movedim", "swapaxes", "contiguous", "getattr",

@@ -179,8 +179,23 @@ fn trace(py: Python<'_>, frame: &FrameInput<'_>, ci: &Arc<CodeInfo>, break_at: O
                 Err(_) => graph_break!(RaisesException, "free variable '{}' is empty", ci.localsplus[base + j]),
             };
             let source = Arc::new(Source::Closure { name: ci.localsplus[base + j].clone(), idx: j as u32, slot: (base + j) as u32 });
-            let v = wrap(py, &mut og, &contents, source)?;
+            // Note [free variables wrapped when read]: a dict or list the frame closes over is
+            // wrapped (its keys or length guarded) when the frame first reads it (LOAD_DEREF);
+            // until then it is an opaque object of its type. A training step closing over a
+            // `metrics` dict that its last statement fills guarded the dict's keys in every
+            // frame of the step (the function and each resume function), each new key a
+            // recompile of them all (audit 51, N10).
+            let deferred = contents.is_exact_instance_of::<pyo3::types::PyDict>() || contents.is_exact_instance_of::<pyo3::types::PyList>();
+            let v = if deferred {
+                og.add_guard(Some(source.clone()), GuardKind::TypeMatch(contents.get_type().into_any().unbind()));
+                VT::Opaque { obj: Rc::new(contents.clone().unbind()), source }
+            } else {
+                wrap(py, &mut og, &contents, source)?
+            };
             let rc = Rc::new(RefCell::new(Some(v)));
+            if deferred {
+                og.unread_free_vars.insert(Rc::as_ptr(&rc) as usize);
+            }
             og.cells_by_ptr.insert(cell.as_ptr() as usize, rc.clone());
             closure.push(VT::Cell(rc));
         }
@@ -2227,6 +2242,13 @@ fn rebuild_fresh(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Output
         }
         // Note [iterator types]: a view of an OrderedDict is rebuilt from its storage only as a
         // plain dict's view: not at all.
+        // A view of an OrderedDict (or subclass, `ModelOutput`) from outside the frame: that
+        // dict's own view, made again from its source (audit 51, P5).
+        VT::DictView { dict, view, ordered: true } if dict.borrow().source.is_some() => {
+            let source = dict.borrow().source.clone().expect("checked");
+            let method = py.import("collections")?.getattr("OrderedDict")?.getattr(view.method())?;
+            Rebuild::Call { func: method.unbind(), args: vec![Rebuild::Source(source)] }
+        }
         VT::DictView { ordered: true, .. } => graph_break!(UnreconstructableValue, "a view of an OrderedDict built in the frame outlives the graph"),
         VT::DictView { dict, view, ordered: false } => {
             let d = rec(&VT::Dict(dict.clone()))?;

@@ -2807,6 +2807,16 @@ impl<'a> InstructionTranslator<'a> {
             // runs as ordinary Python, everything it calls included.
             // So does one `disable(fn, recursive=False)` marked, the calls it makes compiled.
             VT::Function { obj, .. } if obj.bind(py).getattr("_torchdynamo_disable").is_ok_and(|d| d.is_truthy().unwrap_or(false)) => {
+                // `torch._dynamo.disable(fn, recursive=False)` returns a wrapper (in torch, a
+                // skipped file) that calls `fn`, whose own frame torch skips and whose callees
+                // it compiles: `fn`'s code is marked skipped before the call runs (audit 51,
+                // P23).
+                let f = obj.bind(py);
+                if f.getattr("_torchdynamo_disable_recursive").is_ok_and(|r| !r.is_truthy().unwrap_or(true)) {
+                    if let Ok(code) = f.getattr("_torchdynamo_orig_callable").and_then(|o| o.getattr("__code__")) {
+                        crate::eval_frame::hook::mark_skip(py, &code);
+                    }
+                }
                 graph_break!(UnsupportedCall, "call to {}, which torch.compiler.disable runs eagerly", crate::symbolic::variables::qualname(obj.bind(py)))
             }
             VT::Function { obj, source } if crate::symbolic::variables::ctx_manager::is_contextmanager_helper(py, obj.bind(py))? => {

@@ -198,6 +198,9 @@ pub struct OutputGraph {
     /// Cell trackers by the address of the real cell object: every closure that shares a cell
     /// shares its tracker, so a `nonlocal` write is seen by the other functions.
     pub cells_by_ptr: HashMap<usize, Rc<std::cell::RefCell<Option<crate::symbolic::variables::VariableTracker>>>>,
+    /// Free variables of the converted frame holding a dict or list not read yet, by cell
+    /// tracker address (Note [free variables wrapped when read] in `convert_frame.rs`).
+    pub unread_free_vars: std::collections::HashSet<usize>,
     /// Where the real cell behind a cell tracker of a function from outside the frame is
     /// reached (`f.__closure__[i]`), by tracker address: a function made in the frame that
     /// closes over it and escapes is rebuilt over that very cell (Note [cells of inlined calls]
@@ -614,6 +617,7 @@ impl OutputGraph {
             constant_sources: HashMap::new(),
             folded_tuples: HashMap::new(),
             derived_modules: HashMap::new(),
+            unread_free_vars: std::collections::HashSet::new(),
             eager_autograd: None,
             modules_in_init: std::collections::HashSet::new(),
             frame_classes: HashMap::new(),

@@ -574,7 +574,17 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::LOAD_DEREF => {
                 let v = match &self.locals[arg as usize] {
-                    Some(VT::Cell(c)) => c.borrow().clone(),
+                    Some(VT::Cell(c)) => {
+                        // Note [free variables wrapped when read] (convert_frame.rs).
+                        if self.og.unread_free_vars.remove(&(Rc::as_ptr(c) as usize)) {
+                            let held = c.borrow().clone();
+                            if let Some(VT::Opaque { obj, source }) = held {
+                                let v = wrap(py, self.og, obj.bind(py), source)?;
+                                *c.borrow_mut() = Some(v);
+                            }
+                        }
+                        c.borrow().clone()
+                    }
                     _ => graph_break!(InternalInconsistency, "LOAD_DEREF of a slot that is not a cell"),
                 };
                 match v {
@@ -1361,10 +1371,18 @@ impl<'a> InstructionTranslator<'a> {
             }
             op::UNPACK_EX => {
                 let v = self.pop()?;
+                let sequence = matches!(v, VT::List(_) | VT::Tuple(_)) || v.as_constant(py).is_some_and(|c| c.is_instance_of::<PyTuple>() || c.is_instance_of::<PyString>());
                 let items = self.unpack(py, &v)?;
                 let before = (arg & 0xff) as usize;
                 let after = (arg >> 8) as usize;
                 if items.len() < before + after {
+                    // Python/ceval.c `unpack_iterable`'s ValueError, raised in the trace for a
+                    // sequence (audit 51, O4: a caught one ran the whole frame eagerly).
+                    if sequence {
+                        let msg = format!("not enough values to unpack (expected at least {}, got {})", before + after, items.len());
+                        let e = py.get_type::<pyo3::exceptions::PyValueError>().call1((msg.as_str(),))?;
+                        return Err(Unsupported::raise_value("ValueError", e.unbind(), msg));
+                    }
                     graph_break!(RaisesException, "UNPACK_EX: not enough values");
                 }
                 let mid = new_list(items[before..items.len() - after].to_vec());

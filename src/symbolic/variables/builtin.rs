@@ -184,7 +184,8 @@ impl<'a> InstructionTranslator<'a> {
             }
         }
         if b.is(py.get_type::<PyAny>().getattr("__new__")?) && args.len() == 1 && kwargs.is_empty() {
-            // `object.__new__(cls)` (what `copyreg.__newobj__` runs for `copy` and `pickle`): a
+            // `object.__new__(cls)` (what `copyreg.__newobj__` runs for `copy` and `pickle`, and a
+            // class's own `__new__`: Note [user __new__] in user_defined.rs): a
             // new object of a trackable class with no attributes and no `__init__` run
             // (Objects/typeobject.c, `object_new`). A dict subclass needs `dict.__new__`
             // (TypeError), left to Python.
@@ -681,6 +682,18 @@ impl<'a> InstructionTranslator<'a> {
                 let mut items = items.as_ref().clone();
                 items.reverse();
                 return Ok(VT::Iterator(Rc::new(RefCell::new(reversed_iterator(py, items)?))));
+            }
+            // `reversed(self.layers)` of a `ModuleList` / `Sequential` / `ParameterList`: they have
+            // no `__reversed__`, so it is the sequence protocol's `reversed` object over their
+            // `__len__` and `__getitem__` (audit 51, P22): the children, last first.
+            if let VT::Module { obj, .. } = &args[0] {
+                let nn = py.import("torch.nn")?;
+                let ty = obj.bind(py).get_type();
+                if ["ModuleList", "Sequential", "ParameterList"].iter().any(|c| nn.getattr(*c).is_ok_and(|c| ty.is(&c))) {
+                    let mut items = self.iter_items(py, &args[0])?;
+                    items.reverse();
+                    return Ok(VT::Iterator(Rc::new(RefCell::new(reversed_iterator(py, items)?))));
+                }
             }
             // `dict.__reversed__` and the views' `__reversed__` (Objects/dictobject.c,
             // `dict___reversed___impl`): a live reverse iterator from the last item.

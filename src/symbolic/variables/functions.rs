@@ -783,16 +783,36 @@ impl<'a> InstructionTranslator<'a> {
         if (now.1, now.2, now.3, now.4, now.5) != (marks.1, marks.2, marks.3, marks.4, marks.5) {
             graph_break!(SideEffect, "{name}.apply runs in Python: its forward writes outside the graph");
         }
+        // Note [writes in a traced autograd.Function forward]: the graph calls the Function
+        // itself (its forward runs for real), so the graph must know every tensor from outside
+        // the forward it writes. A write into a tensor the forward made (`output += bias`
+        // on the fresh result of a matmul: audit 51, P10) stays inside the Function; a write
+        // into an argument, a tensor from outside, or a view of one is refused.
+        const MORE_VIEWS: [&str; 18] = ["unfold", "view_as_real", "view_as_complex", "real", "imag", "alias", "tensor_split", "split_with_sizes", "hsplit", "vsplit", "dsplit", "indices", "values", "swapdims", "moveaxis", "adjoint", "as_strided_", "set_"];
         let mut speculated = Vec::new();
+        let mut outer_alias = std::collections::HashSet::new();
         for n in &og.graph.nodes[marks.0..] {
-            let (written, what) = match &n.op {
+            let what = match &n.op {
                 crate::graph::Op::Placeholder { .. } => continue,
-                crate::graph::Op::CallMethod { method } => (crate::graph::is_inplace_op(method, true), method.as_str()),
-                crate::graph::Op::CallFunction { name, .. } => (crate::graph::is_inplace_op(name, false), name.as_str()),
+                crate::graph::Op::CallMethod { method } => method.as_str(),
+                crate::graph::Op::CallFunction { name, .. } => name.as_str(),
             };
+            let outer = |id: crate::graph::NodeId| (id.0 as usize) < marks.0 || matches!(og.graph.nodes[id.0 as usize].op, crate::graph::Op::Placeholder { .. }) || outer_alias.contains(&id.0);
             let last = what.rsplit('.').next().unwrap_or(what);
-            if written || ["batch_norm", "instance_norm", "embedding", "setitem"].iter().any(|k| last.contains(k)) {
-                graph_break!(SideEffect, "{name}.apply runs in Python: its forward writes a tensor in place ({what})");
+            let mut written = Vec::new();
+            n.written_args(&mut written);
+            if last.contains("setitem") {
+                if let Some(crate::graph::Arg::Node(a)) = n.args.first() {
+                    written.push(*a);
+                }
+            }
+            if written.iter().any(|w| outer(*w)) || ["batch_norm", "instance_norm", "embedding"].iter().any(|k| last.contains(k)) {
+                graph_break!(SideEffect, "{name}.apply runs in Python: its forward writes a tensor from outside it in place ({what})");
+            }
+            if let Some(crate::graph::Arg::Node(a)) = n.args.first() {
+                if outer(*a) && (crate::graph::VIEW_OPS.contains(&last) || MORE_VIEWS.contains(&last)) {
+                    outer_alias.insert(n.id.0);
+                }
             }
             speculated.push(n.id);
         }

@@ -118,6 +118,18 @@ impl<'a> InstructionTranslator<'a> {
     /// example values (`bool(sym)`, a guard in the `ShapeEnv`), so no `SymBool` reaches the
     /// graph; anything else specializes the symbolic operands to their values.
     pub(crate) fn sym_operator(&mut self, py: Python<'_>, name: &str, args: Vec<VT>) -> VResult<VT> {
+        // A bool operand is the int it is (`n < False` is `n < 0`, `n + True` is `n + 1`:
+        // bool's numeric slots are int's, Objects/boolobject.c); sympy refuses Python bools in
+        // relations (audit 51, O11: a list mixing ints and bools sorted with a symbolic int).
+        let args: Vec<VT> = args
+            .into_iter()
+            .map(|a| match &a {
+                VT::Constant(c) if c.bind(py).is_exact_instance_of::<pyo3::types::PyBool>() => {
+                    VT::constant(i64::from(c.bind(py).is_truthy().unwrap_or(false)).into_pyobject(py).expect("int").into_any().unbind())
+                }
+                _ => a,
+            })
+            .collect();
         let numeric = args.iter().all(|a| match a {
             VT::SymNum(_) => true,
             VT::Constant(c) => {

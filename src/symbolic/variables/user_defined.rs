@@ -409,7 +409,10 @@ pub fn is_plain_class(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> 
     let python_getattribute = crate::symbolic::variables::type_name(&getattribute) == "function";
     // `defaultdict` sets its own `tp_getattro`, the generic one (a slot wrapper of its own).
     let generic_getattribute = getattribute.is(base.getattr("__getattribute__")?) || getattribute.is(defaultdict.getattr("__getattribute__")?);
-    if !ty.getattr("__new__")?.is(base.getattr("__new__")?) || !(generic_getattribute || python_getattribute) {
+    // Note [user __new__]: a Python `__new__` on a plain object class (singletons, classes
+    // that set fields before `__init__`) is inlined by `construct_user_object`.
+    let own_new = !ty.getattr("__new__")?.is(base.getattr("__new__")?);
+    if (own_new && (dict_sub || list_sub || python_new(&ty)?.is_none())) || !(generic_getattribute || python_getattribute) {
         return Ok(false);
     }
     // A dict subclass's `__missing__` (`collections.Counter`'s) is inlined when it is Python
@@ -957,6 +960,23 @@ impl<'a> InstructionTranslator<'a> {
             if let Some(v) = self.tensor_class_super_getattr(py, cls, klass.bind(py), name)? {
                 return Ok(v);
             }
+            // Note [user __new__]: `super().__new__` in a `__new__` reaching `object.__new__`,
+            // a builtin called with the class (`object.__new__(cls)`, `call_builtin`).
+            if name == "__new__" {
+                let mro = klass.bind(py).getattr("__mro__")?.cast_into::<PyTuple>().map_err(|e| Unsupported::new(e.to_string()))?;
+                if let Some(start) = mro.iter().position(|c| c.is(cls)) {
+                    let object_new = py.get_type::<PyAny>().getattr("__new__")?;
+                    for k in start + 1..mro.len() {
+                        let d = mro.get_item(k)?.getattr("__dict__")?;
+                        if d.contains("__new__")? {
+                            if d.get_item("__new__")?.is(&object_new) {
+                                return Ok(VT::Builtin(Rc::new(object_new.unbind())));
+                            }
+                            break;
+                        }
+                    }
+                }
+            }
         }
         if let VT::UserObject(uo) = inner {
             // The same walk over the new object's class; its attributes are sourced through
@@ -1166,13 +1186,68 @@ impl<'a> InstructionTranslator<'a> {
     /// None (else TypeError, left to Python).
     pub(crate) fn construct_user_object(&mut self, py: Python<'_>, cls: &Rc<Py<PyAny>>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
         let cls_source = self.og.class_sources.get(&(cls.as_ptr() as usize)).cloned().expect("trackable classes have a source");
+        // Note [user __new__]: `type_call` (Objects/typeobject.c) calls `cls.__new__(cls, *args,
+        // **kwargs)`, then `__init__` on the result only when it is an instance of `cls`. The
+        // Python `__new__` is inlined; its `super().__new__(cls)` / `object.__new__(cls)` is a
+        // fresh tracker (`new_user_object`).
+        let ty = cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
+        if let Some((k, new_fn)) = crate::symbolic::variables::user_defined::python_new(&ty)? {
+            let new_source = cls_source.attr("__mro__").item(ItemKey::Int(k as i64)).attr("__dict__").item(ItemKey::Str("__new__".into())).attr("__func__");
+            let func = wrap(py, self.og, &new_fn, new_source)?;
+            let mut all = vec![VT::Class(cls.clone())];
+            all.extend(args.iter().cloned());
+            let made = self.call(py, &func, all, kwargs.clone())?;
+            // The type of what `__new__` returned: `__init__` runs only on an instance of `cls`.
+            let made_ty = match &made {
+                VT::UserObject(o) => o.cls.bind(py).clone(),
+                VT::Opaque { obj, .. } => obj.bind(py).get_type().into_any(),
+                VT::Tensor(_) | VT::SymNum(_) => return Ok(made),
+                other => match other.as_constant(py) {
+                    Some(c) => c.get_type().into_any(),
+                    None => graph_break!(UnsupportedCall, "{}.__new__ returned {}", crate::symbolic::variables::qualname(cls.bind(py)), made.describe(py)),
+                },
+            };
+            let made_ty = made_ty.cast_into::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?;
+            if !made_ty.is_subclass(&ty)? {
+                return Ok(made);
+            }
+            let (k, init) = static_type_lookup(&made_ty, "__init__")?.expect("object defines __init__");
+            if init.is(py.get_type::<PyAny>().getattr("__init__")?) {
+                return Ok(made);
+            }
+            let VT::UserObject(o) = &made else {
+                graph_break!(UnsupportedCall, "{}.__new__ returned {}, whose __init__ would run", crate::symbolic::variables::qualname(cls.bind(py)), made.describe(py));
+            };
+            if type_name(&init) != "function" {
+                graph_break!(UnsupportedCall, "{}() with a __new__ and a builtin __init__", crate::symbolic::variables::qualname(cls.bind(py)));
+            }
+            let func = wrap(py, self.og, &init, o.class_attr_source(k, "__init__"))?;
+            self.call_python_init(py, cls, &func, &made, args, kwargs)?;
+            return Ok(made);
+        }
+        self.new_user_object(py, cls, args, kwargs)
+    }
+
+    /// `object.__new__(cls)` (or the dict or list base's) for a trackable class: a new tracker,
+    /// with no `__init__` run.
+    fn fresh_user_object(&mut self, py: Python<'_>, cls: &Rc<Py<PyAny>>) -> VResult<VT> {
+        let cls_source = self.og.class_sources.get(&(cls.as_ptr() as usize)).cloned().expect("trackable classes have a source");
         let dict_base = crate::symbolic::variables::user_defined::has_dict_base(py, cls.bind(py))?;
         let obj = if crate::symbolic::variables::user_defined::has_list_base(py, cls.bind(py))? {
             crate::symbolic::variables::user_defined::UserObject::new_list(cls.clone_ref(py), cls_source)
         } else {
             Rc::new(crate::symbolic::variables::user_defined::UserObject::new(cls.clone_ref(py), cls_source, dict_base))
         };
-        let vt = VT::UserObject(obj.clone());
+        Ok(VT::UserObject(obj))
+    }
+
+    /// `object.__new__(cls)` then `__init__` for a trackable class without a Python `__new__`
+    /// (`construct_user_object`).
+    fn new_user_object(&mut self, py: Python<'_>, cls: &Rc<Py<PyAny>>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        let dict_base = crate::symbolic::variables::user_defined::has_dict_base(py, cls.bind(py))?;
+        let vt = self.fresh_user_object(py, cls)?;
+        let VT::UserObject(obj) = &vt else { unreachable!("fresh_user_object makes a UserObject") };
+        let obj = obj.clone();
         let ty = cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
         let (k, init) = static_type_lookup(&ty, "__init__")?.expect("object defines __init__");
         if obj.list.is_some() && init.is(py.get_type::<pyo3::types::PyList>().getattr("__init__")?) {
@@ -1215,13 +1290,20 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(vt);
         }
         let func = wrap(py, self.og, &init, obj.class_attr_source(k, "__init__"))?;
-        let mut all = vec![vt.clone()];
+        self.call_python_init(py, cls, &func, &vt, args, kwargs)?;
+        Ok(vt)
+    }
+
+    /// `init(obj, *args, **kwargs)`, inlined, for a new object of `cls`; `__init__` must return
+    /// None (else `type_call`'s TypeError, left to Python).
+    fn call_python_init(&mut self, py: Python<'_>, cls: &Rc<Py<PyAny>>, init: &VT, obj: &VT, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<()> {
+        let mut all = vec![obj.clone()];
         all.extend(args);
-        let r = self.call(py, &func, all, kwargs)?;
+        let r = self.call(py, init, all, kwargs)?;
         if !r.as_constant(py).map(|c| c.is_none()).unwrap_or(false) {
             graph_break!(UnsupportedCall, "__init__ of {} returned {} (TypeError)", crate::symbolic::variables::qualname(cls.bind(py)), r.describe(py));
         }
-        Ok(vt)
+        Ok(())
     }
 
     /// `list.__init__(o, *args, **kwargs)` on a new object `vt` of a list subclass (Note [list
@@ -1725,6 +1807,19 @@ pub(crate) fn take_class_lookups() -> Vec<(Py<PyAny>, String)> {
 /// Objects/longobject.c, floatobject.c, unicodeobject.c, bytesobject.c, complexobject.c;
 /// `property` sets `tp_getattro` to `PyObject_GenericGetAttr` itself, Objects/descrobject.c, so
 /// a Python subclass of it reads `self.fget` as any object does).
+/// The Python function of a class's own `__new__` (a `staticmethod` in a class dict of its MRO
+/// before `object`), with its MRO index; `None` when `__new__` is `object`'s or not Python
+/// code (Note [user __new__]).
+pub(crate) fn python_new<'py>(ty: &Bound<'py, pyo3::types::PyType>) -> PyResult<Option<(usize, Bound<'py, PyAny>)>> {
+    match static_type_lookup(ty, "__new__")? {
+        Some((k, raw)) if type_name(&raw) == "staticmethod" => {
+            let f = raw.getattr("__func__")?;
+            Ok((type_name(&f) == "function").then_some((k, f)))
+        }
+        _ => Ok(None),
+    }
+}
+
 pub(crate) fn has_generic_getattribute(py: Python<'_>, ty: &Bound<'_, pyo3::types::PyType>) -> PyResult<bool> {
     record_class_lookup(ty, "__getattribute__");
     let getattribute = ty.getattr("__getattribute__")?;
