@@ -712,7 +712,7 @@ fn autograd_introspection(py: Python<'_>, og: &OutputGraph, operands: &[VT]) -> 
     }
     let call = operands.iter().find_map(|v| match v {
         VT::TensorMethod { name, .. } if HOOKS.contains(&name.as_str()) => Some(format!("Tensor.{name}")),
-        VT::TorchFunction(f) if GRADS.contains(&crate::symbolic::output_graph::qualname_full(f.bind(py)).as_str()) => Some(crate::symbolic::output_graph::qualname_full(f.bind(py))),
+        VT::TorchFunction(f) => Some(crate::symbolic::output_graph::qualname_full(f.bind(py))).filter(|n| GRADS.contains(&n.as_str())),
         _ => None,
     })?;
     let mut nodes = Vec::new();

@@ -1305,16 +1305,6 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 Ok(false)
             }
-            // `func in (torch.add, torch.mul)`: each item `is` or `==` the needle
-            // (Objects/abstract.c, `PySequence_Contains` through `PyObject_RichCompare`).
-            (VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_), None) if matches!(item, VT::TorchFunction(_) | VT::Builtin(_) | VT::Function { .. } | VT::Class(_)) => {
-                for v in self.iter_items(py, container)? {
-                    if self.is_same(py, &v, item)? || self.equal(py, &v, item)? {
-                        return Ok(true);
-                    }
-                }
-                Ok(false)
-            }
             (VT::Module { obj, .. }, Some(k)) => Ok(obj.bind(py).contains(k)?),
             (VT::Set(set), Some(k)) => Ok(set.borrow().bind(py).contains(k)?),
             (VT::Set(set), None) => {
@@ -2904,14 +2894,17 @@ impl<'a> InstructionTranslator<'a> {
                 // Python condition (torch/__init__.py): a true one leaves the message unused,
                 // so a message formatted from sizes stays lazy (Note [formatting symbolic
                 // sizes]); anything else runs as the function (its arguments used).
-                if f.is(self.og.handles.torch_assert.bind(py)) && kwargs.is_empty() && args.len() == 2 && matches!(args[0], VT::Constant(_) | VT::SymNum(_)) {
-                    self.og.realize(&args[0]);
-                    if self.truth(py, &args[0])? {
-                        return Ok(VT::constant(py.None()));
+                // (`call_from_stack` left only this function's arguments unused.)
+                if f.is(self.og.handles.torch_assert.bind(py)) {
+                    if kwargs.is_empty() && args.len() == 2 && matches!(args[0], VT::Constant(_) | VT::SymNum(_)) {
+                        self.og.realize(&args[0]);
+                        if self.truth(py, &args[0])? {
+                            return Ok(VT::constant(py.None()));
+                        }
                     }
-                }
-                for a in args.iter().chain(kwargs.iter().map(|(_, v)| v)) {
-                    self.og.realize(a);
+                    for a in args.iter().chain(kwargs.iter().map(|(_, v)| v)) {
+                        self.og.realize(a);
+                    }
                 }
                 // Note [higher-order ops]: torch's higher-order operators (`associative_scan`,
                 // `scan`, `cond`, `while_loop`, `map`, ...; `torch._higher_order_ops`, or any

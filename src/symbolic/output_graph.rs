@@ -906,26 +906,19 @@ impl OutputGraph {
         if !items.iter().any(|i| matches!(i, VT::SymNum(_))) {
             return None;
         }
-        let mut values = Vec::with_capacity(items.len());
-        let mut recipes = Vec::with_capacity(items.len());
-        let mut bases = Vec::new();
+        let mut texts = Vec::with_capacity(items.len());
         for i in items {
-            let i = match i {
+            texts.push(match i {
                 VT::SymNum(_) => self.lazy_text_of(py, i)?,
                 VT::Constant(c) if c.bind(py).is_exact_instance_of::<pyo3::types::PyInt>() => i.clone(),
                 _ => return None,
-            };
-            let (r, b) = self.lazy_recipe(py, &i)?;
-            values.push(i.as_constant(py)?);
-            recipes.push(r);
-            bases.extend(b);
+            });
         }
-        let tuple = PyTuple::new(py, values).ok()?.into_any();
-        let (value, recipe) = match cls {
-            Some(cls) => (cls.bind(py).call1((tuple,)).ok()?.unbind(), LazyRecipe::Call(cls, vec![LazyRecipe::Tuple(recipes)])),
-            None => (tuple.unbind(), LazyRecipe::Tuple(recipes)),
-        };
-        Some(self.lazy_derived(value, recipe, bases))
+        let tuple = self.build_lazy_tuple(py, texts).ok()?;
+        let Some(cls) = cls else { return Some(tuple) };
+        let (recipe, bases) = self.lazy_recipe(py, &tuple)?;
+        let value = cls.bind(py).call1((tuple.as_constant(py)?,)).ok()?.unbind();
+        Some(self.lazy_derived(value, LazyRecipe::Call(cls, vec![recipe]), bases))
     }
 
     /// The run-time recipe of `v` when it is a lazy constant, with the argument entries it
