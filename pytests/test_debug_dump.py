@@ -58,7 +58,7 @@ def test_resnet18_dump(tmp_path):
         assert op in files["graph.txt"], op
         assert op in files["fx_graph.py"], op
     assert "max_pool2d" in files["fx_graph.py"]  # graph.txt names torch's boolean_dispatch wrapper
-    assert "TENSOR_MATCH: L['x']" in files["guards.txt"] and "ID_MATCH: L['self'] is <ResNet>" in files["guards.txt"]
+    assert "TENSOR_MATCH: L['x']" in files["guards.txt"] and "TYPE_MATCH: L['self'] is <class 'torchvision.models.resnet.ResNet'>" in files["guards.txt"]
     # Before fusion every node is its own buffer; after fusion kernels hold several.
     pre, post = files["inductor_ir_pre_fusion.txt"], files["inductor_ir_post_fusion.txt"]
     assert "fallback call_function torch.conv2d" in pre and "pointwise" in pre and "(relu)" in pre

@@ -168,9 +168,11 @@ def test_time_guards_runs_the_cache_entry_check():
     assert whole > 0
     assert [g for g, _ in guards] == guards_of(fn)
     assert any(s.startswith("LOCAL L['self']") for s, _ in steps)
-    # Another object in a slot fails the check with its reason.
-    with pytest.raises(ValueError, match="ID_MATCH"):
-        dynamo._C.time_guards(fn.__code__, [HasAttr(), x], fn.__closure__, fn.__globals__, builtins.__dict__, 10)
+    # Another kind of object in a slot fails the check with its reason (another instance of
+    # the class passes: Note [modules guarded by type]).
+    dynamo._C.time_guards(fn.__code__, [HasAttr(), x], fn.__closure__, fn.__globals__, builtins.__dict__, 10)
+    with pytest.raises(ValueError, match="TYPE_MATCH"):
+        dynamo._C.time_guards(fn.__code__, [nn.Linear(2, 2), x], fn.__closure__, fn.__globals__, builtins.__dict__, 10)
     with pytest.raises(ValueError, match="no cache entry"):
         dynamo._C.time_guards(sum_cfg.__code__, [x], None, sum_cfg.__globals__, builtins.__dict__, 10)
 

@@ -1,7 +1,8 @@
 """The recompile limit counts the entries compiled for the same identity-guarded arguments, as
 torch's cache_size.py does (Note [recompile limit per object] in src/eval_frame/hook.rs): a
-module method that is its own frame compiles once per instance, and a deep model no longer runs
-its last layers eagerly after the eighth."""
+module method whose trace uses its module's identity compiles once per instance, and a deep
+model no longer runs its last layers eagerly after the eighth. A module method that does not
+is compiled once for all instances (Note [modules guarded by type] in src/symbolic/builder.rs)."""
 
 import pytest
 import torch
@@ -31,9 +32,35 @@ class Deep(torch.nn.Module):
         return x
 
 
-def test_every_layer_instance_is_compiled(recwarn):
+class CountingLayer(Layer):
+    """A layer that writes to itself: its identity is pinned, one entry per instance."""
+
+    def forward(self, x):
+        self.seen = x.shape[0]
+        h = self.fc(x).relu()
+        print("", end="")  # a graph break inside every layer
+        return h + x
+
+
+def test_layer_instances_share_compiled_code():
     torch.manual_seed(0)
     model = Deep(12)
+    x = torch.randn(2, 8)
+    dynamo.reset()
+    opt = dynamo.optimize("eager")(model)
+    with torch.no_grad():
+        torch.testing.assert_close(opt(x), model(x))
+        torch.testing.assert_close(opt(x), model(x))
+    c = dynamo.counters()
+    # The model's frame, and one entry for each layer's frame and its resume function.
+    assert c["compiles"] <= 5 and c["cache_limit_hits"] == 0, c
+
+
+def test_every_pinned_layer_instance_is_compiled(recwarn):
+    torch.manual_seed(0)
+    model = Deep(12)
+    for i, layer in enumerate(model.layers):
+        layer.__class__ = CountingLayer
     x = torch.randn(2, 8)
     dynamo.reset()
     opt = dynamo.optimize("eager")(model)
@@ -51,6 +78,7 @@ def test_every_layer_instance_is_compiled(recwarn):
 
 class Scaled(torch.nn.Module):
     def forward(self, x, n):
+        self.last = n  # a write to the module pins its identity
         return x * n
 
 

@@ -771,10 +771,11 @@ unsafe fn eval_frame_attached(py: Python<'_>, frame: *mut InterpreterFrame, cb: 
     let same_backend: Vec<usize> = (0..state.entries.len()).filter(|&i| state.entries[i].backend == cb as usize).collect();
     // Note [recompile limit per object]: as torch's cache_size.py counts, the limit applies to
     // the entries compiled for the objects this frame has in its identity-guarded locals. A
-    // method whose frame breaks (or that runs as its own frame) is compiled once per instance
-    // of its module, `ID_MATCH` on `L['self']`: a 12-layer model reached the limit of 8 at the
-    // ninth layer and ran its last four layers eagerly (and every module frame of the same
-    // code after them). Past the limit for these objects this call runs eagerly, and the
+    // module is guarded by its type (Note [modules guarded by type] in
+    // `src/symbolic/builder.rs`), but a method whose trace used its module's identity is
+    // compiled once per instance, `ID_MATCH` on `L['self']`: before, a 12-layer model reached
+    // the limit of 8 at the ninth layer and ran its last four layers eagerly (and every module
+    // frame of the same code after them). Past the limit for these objects this call runs eagerly, and the
     // entries of other objects stay in use; past `accumulated_cache_size_limit` entries in all
     // the code runs eagerly from then on.
     // Without identity-guarded arguments the limit is the code's, as before: it runs eagerly

@@ -3,7 +3,8 @@
 //!
 //! What each kind of value is guarded on:
 //! - tensors: TENSOR_MATCH, and they become graph inputs (placeholders);
-//! - nn.Module instances, functions, modules, classes, builtins: ID_MATCH;
+//! - nn.Module instances: TYPE_MATCH, their attributes guarded as read (Note [modules guarded by type]);
+//! - functions, modules, classes, builtins: ID_MATCH (closures by code: Note [closure guards]);
 //! - literals (None, bool, int, float, str, tuples of literals, dtypes, devices, sizes): CONSTANT_MATCH;
 //! - tuples and lists of other values: TYPE_MATCH + LENGTH_CHECK, items wrapped with `[i]` sources.
 
@@ -680,7 +681,20 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
         return Ok(og.sourced_constant(py, value, &source));
     }
     if value.get_type().is_subclass(og.handles.module_type.bind(py))? {
-        og.add_guard(Some(source.clone()), GuardKind::id_match(value.clone().unbind()));
+        // Note [modules guarded by type]: as torch's `UnspecializedNNModuleVariable`
+        // (torch/_dynamo/variables/builder.py, `wrap_module`), a module is guarded by its type,
+        // and everything the trace reads from it is read through its source and guarded there:
+        // parameters and buffers are graph inputs (TENSOR_MATCH), plain attributes are
+        // constants (CONSTANT_MATCH / ID_MATCH), children are modules again, the child tables
+        // iterated or counted are guarded by their keys (`guard_module_children`), hooks by
+        // their key lists and an instance-level `forward` or `_call_impl` by NoInstanceAttr.
+        // So the twelve layers of a transformer share one compiled `forward` (and one compiled
+        // resume function when it breaks) instead of one per instance, which also ran out the
+        // recompile limit. A use that depends on the module's identity (`is`, `id()`, a write
+        // to it, a hook registered on it, the contents of a `ParameterList`) pins it with an
+        // ID_MATCH (`InstructionTranslator::pin_identity`), as for closures.
+        og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
+        og.unpinned_objects.insert(value.as_ptr() as usize);
         return Ok(VT::Module { obj: Rc::new(value.clone().unbind()), source: Some(source) });
     }
     if let Some(v) = wrap_grad_mode_ctx(py, og, value, &source)? {
@@ -748,7 +762,7 @@ fn wrap_inner(py: Python<'_>, og: &mut OutputGraph, value: &Bound<'_, PyAny>, so
                 og.add_guard(Some(source.clone()), GuardKind::TypeMatch(value.get_type().into_any().unbind()));
                 og.add_guard(Some(source.attr("__code__")), GuardKind::id_match(value.getattr("__code__")?.unbind()));
                 og.add_guard(Some(source.attr("__globals__")), GuardKind::id_match(value.getattr("__globals__")?.unbind()));
-                og.unpinned_functions.insert(value.as_ptr() as usize);
+                og.unpinned_objects.insert(value.as_ptr() as usize);
             } else {
                 id_guard(og);
             }

@@ -70,7 +70,8 @@ thread_local! {
 impl<'a> InstructionTranslator<'a> {
     pub(crate) fn getattr(&mut self, py: Python<'_>, obj: &VT, name: &str) -> VResult<VT> {
         // Any attribute but the (guarded) code object can differ between closures of one code.
-        if name != "__code__" {
+        // (A module's attributes are read through its source: Note [modules guarded by type].)
+        if name != "__code__" && matches!(obj, VT::Function { .. }) {
             self.pin_identity(obj);
         }
         if name == "__class__" {
@@ -646,6 +647,8 @@ impl<'a> InstructionTranslator<'a> {
                 self.module_init_setattr(py, &o, name, &v)
             }
             VT::Module { obj: o, source: Some(source) } => {
+                // Which table the name is in decides the write (Note [modules guarded by type]).
+                self.pin_identity(obj);
                 let m = o.bind(py);
                 let ty = m.get_type();
                 let module_setattr = self.og.handles.module_type.bind(py).getattr("__setattr__")?;
@@ -837,6 +840,7 @@ impl<'a> InstructionTranslator<'a> {
             VT::Null | VT::MethodNull => graph_break!(InternalInconsistency, "truth of NULL"),
             VT::Module { obj, .. } => {
                 if obj.bind(py).hasattr("__len__")? {
+                    self.guard_module_contents(py, v)?;
                     obj.bind(py).len()? > 0
                 } else {
                     true
@@ -1103,8 +1107,8 @@ impl<'a> InstructionTranslator<'a> {
     /// Pins a closure guarded by its code (Note [closure guards]) to its identity: called
     /// before anything depends on which function object it is.
     pub(crate) fn pin_identity(&mut self, v: &VT) {
-        if let VT::Function { obj, source: Some(s) } = v {
-            if self.og.unpinned_functions.remove(&(obj.as_ptr() as usize)) {
+        if let VT::Function { obj, source: Some(s) } | VT::Module { obj, source: Some(s) } = v {
+            if self.og.unpinned_objects.remove(&(obj.as_ptr() as usize)) {
                 Python::attach(|py| self.og.add_guard(Some(s.clone()), GuardKind::id_match(obj.clone_ref(py))));
             }
         }
@@ -1305,7 +1309,11 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 Ok(false)
             }
-            (VT::Module { obj, .. }, Some(k)) => Ok(obj.bind(py).contains(k)?),
+            (VT::Module { obj, .. }, Some(k)) => {
+                // The contents of this instance (Note [modules guarded by type]).
+                self.pin_identity(container);
+                Ok(obj.bind(py).contains(k)?)
+            }
             (VT::Set(set), Some(k)) => Ok(set.borrow().bind(py).contains(k)?),
             (VT::Set(set), None) => {
                 let set = set.clone();
@@ -2196,6 +2204,15 @@ impl<'a> InstructionTranslator<'a> {
                 } else {
                     None
                 };
+                // Which entry an index names: for torch's containers, the keys of `_modules`
+                // (guarded); for a parameter container or another `__getitem__`, this
+                // instance's (Note [modules guarded by type]).
+                let by_modules = ["ModuleList", "Sequential", "ModuleDict"].iter().any(|c| nn.getattr(*c).and_then(|c| c.getattr("__getitem__")).is_ok_and(|f| f.is(&getitem)));
+                if by_modules {
+                    self.guard_module_children(py, m, source)?;
+                } else {
+                    self.pin_identity(obj);
+                }
                 if let Some(name) = entry {
                     return self.module_getattr(py, m, source.clone(), &name);
                 }
@@ -2753,7 +2770,11 @@ impl<'a> InstructionTranslator<'a> {
             let module = c.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
             let is_exc = c.cast::<pyo3::types::PyType>().map(|t| t.is_subclass_of::<pyo3::exceptions::PyBaseException>().unwrap_or(false)).unwrap_or(false);
             let plain = || module == "builtins" || (crate::symbolic::translator::plain_exception_class(py, c) && crate::symbolic::translator::traced_exception_base(c).is_some());
-            if is_exc && kwargs.is_empty() && plain() {
+            // Only immutable arguments: the exception holds its arguments themselves, so a list
+            // made into a copy lost the handler's `e.args[0].append(...)` and `e.args[0] is l`
+            // (audit 52, S3).
+            let immutable = |a: &VT| matches!(a, VT::Constant(_) | VT::Tuple(_));
+            if is_exc && kwargs.is_empty() && plain() && args.iter().all(immutable) {
                 if let Some(vals) = args.iter().map(|a| self.literal_value(py, a)).collect::<Option<Vec<_>>>() {
                     return Ok(VT::constant(c.call1(PyTuple::new(py, vals)?)?.unbind()));
                 }
@@ -2872,6 +2893,19 @@ impl<'a> InstructionTranslator<'a> {
                         Ok(VT::GradModeCtx { enabled: flag, set_on_create: true, prev, source: None })
                     }
                 }
+            }
+            // `torch._C._set_grad_enabled(flag)`, the setter a hand-written grad-mode manager's
+            // `__enter__`/`__exit__` calls (audit 52, Q5): the same switch as
+            // `torch.set_grad_enabled(flag)` called as a function.
+            VT::TorchFunction(f)
+                if args.len() == 1
+                    && kwargs.is_empty()
+                    && f.bind(py).is(&self.og.handles.torch.bind(py).getattr("_C")?.getattr("_set_grad_enabled")?)
+                    && args[0].as_constant(py).is_some_and(|c| c.is_instance_of::<pyo3::types::PyBool>()) =>
+            {
+                let flag = args[0].as_constant(py).expect("checked").is_truthy()?;
+                self.set_grad_enabled(py, flag)?;
+                Ok(VT::constant(py.None()))
             }
             VT::TorchFunction(f) => {
                 let f = f.bind(py).clone();

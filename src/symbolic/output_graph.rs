@@ -241,8 +241,9 @@ pub struct OutputGraph {
     /// Containers being wrapped (addresses), innermost last: `builder::wrap` refuses cycles.
     pub wrapping: Vec<usize>,
     /// Closures guarded by their code rather than their identity (Note [closure guards] in
-    /// builder.rs), by address: the first use of their identity pins them with an ID_MATCH.
-    pub unpinned_functions: std::collections::HashSet<usize>,
+    /// builder.rs) and modules guarded by their type (Note [modules guarded by type]), by
+    /// address: the first use of their identity pins them with an ID_MATCH.
+    pub unpinned_objects: std::collections::HashSet<usize>,
     /// Writes outside the frame, replayed after the graph.
     pub side_effects: crate::symbolic::side_effects::SideEffects,
     /// Fake example value of every tensor node (becomes fx `meta["example_value"]`).
@@ -594,7 +595,7 @@ impl OutputGraph {
             dict_storages_by_ptr: HashMap::new(),
             side_effects: Default::default(),
             wrapping: Vec::new(),
-            unpinned_functions: std::collections::HashSet::new(),
+            unpinned_objects: std::collections::HashSet::new(),
             opaque_by_ptr: HashMap::new(),
             sets_by_ptr: HashMap::new(),
             set_sources: HashMap::new(),

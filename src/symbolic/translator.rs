@@ -1833,16 +1833,20 @@ impl<'a> InstructionTranslator<'a> {
                     _ => continue,
                 },
                 // An OrderedDict method traced as its `dynamo._polyfills` version: the C method
-                // it stands in for (the polyfill itself must not run outside the trace).
+                // it stands in for (the polyfill itself must not run outside the trace), always
+                // `OrderedDict`'s. Its receiver may be the storage tracker of an OrderedDict from
+                // outside the frame, a dict tracker whose type is `dict`: `dict.update` on the
+                // real OrderedDict writes the hash table past its linked list, so the new keys
+                // were missing from `list(od)` (audit 52, Q1).
                 VT::Method { func, self_ } => {
                     let Some(f) = crate::symbolic::variables::user_defined::real_object(func) else { continue };
                     let f = f.bind(py);
                     let Ok(table) = py.import("dynamo._polyfills").and_then(|m| m.getattr("ODICT_METHODS")) else { continue };
                     let Ok(table) = table.cast_into::<PyDict>() else { continue };
                     let Some(name) = table.iter().find(|(_, v)| v.is(f)).and_then(|(k, _)| k.extract::<String>().ok()) else { continue };
-                    let Ok(Some(ty)) = self.type_of(py, self_) else { continue };
+                    let Ok(odict) = py.import("collections").and_then(|c| c.getattr("OrderedDict")) else { continue };
                     polyfill = true;
-                    ((**self_).clone(), ty, name)
+                    ((**self_).clone(), odict.unbind(), name)
                 }
                 VT::Constant(c) if type_name(c.bind(py)) == "builtin_function_or_method" => {
                     let b = c.bind(py);

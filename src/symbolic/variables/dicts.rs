@@ -185,6 +185,22 @@ impl<'a> InstructionTranslator<'a> {
                 }
             }
         }
+        if let VT::Opaque { obj, source } = v {
+            // The same fast path for a dict subclass from outside the frame: its raw storage,
+            // whatever its `keys()` or `__getitem__` say (audit 52, Q2: `dict(d)` of a subclass
+            // overriding `keys` gave that order, one overriding `__getitem__` its values).
+            let o = obj.bind(py);
+            if o.cast::<PyDict>().is_ok() {
+                let dict_iter = py.get_type::<PyDict>().getattr("__iter__")?;
+                if let Some((k, slot)) = crate::symbolic::variables::user_defined::static_type_lookup(&o.get_type(), "__iter__")? {
+                    if slot.is(&dict_iter) {
+                        if let Some(storage) = self.slot_storage(py, o, source, k, &slot, "__iter__")? {
+                            return self.mapping_items(py, &VT::Dict(storage));
+                        }
+                    }
+                }
+            }
+        }
         if let VT::Constant(c) = v {
             if let Ok(d) = c.bind(py).cast::<PyDict>() {
                 return Ok(d.iter().map(|(k, v)| (k.unbind(), VT::constant(v.unbind()))).collect());

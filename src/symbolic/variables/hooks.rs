@@ -133,6 +133,8 @@ impl<'a> InstructionTranslator<'a> {
         let VT::Module { obj, source: Some(source) } = module else {
             graph_break!(UnsupportedCall, "{name} on a module without a source");
         };
+        // The hook is this instance's (Note [modules guarded by type] in `builder.rs`).
+        self.pin_identity(module);
         let pre = name == "register_forward_pre_hook";
         if args.len() != 1 {
             graph_break!(ArgumentMismatch, "{name} takes 1 positional argument but {} were given", args.len());

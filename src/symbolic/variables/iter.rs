@@ -1329,6 +1329,10 @@ impl<'a> InstructionTranslator<'a> {
                 let keys: Vec<String> = modules.call_method0("keys")?.try_iter()?.map(|k| k?.extract::<String>()).collect::<PyResult<_>>()?;
                 if is_seq || is_dict {
                     self.guard_module_children(py, m, source)?;
+                } else {
+                    // A `ParameterList`'s or `ParameterDict`'s entries are this instance's
+                    // (Note [modules guarded by type] in `builder.rs`).
+                    self.pin_identity(v);
                 }
                 if is_dict {
                     return Ok(keys.iter().map(|k| VT::constant(PyString::new(py, k).into_any().unbind())).collect());

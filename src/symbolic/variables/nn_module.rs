@@ -141,6 +141,7 @@ impl<'a> InstructionTranslator<'a> {
         if !own {
             graph_break!(UnsupportedOperation, "slicing {}", type_name(m));
         }
+        self.guard_module_children(py, m, source)?;
         let sub = m.get_item(idx)?;
         let parent = m.getattr("_modules")?;
         let parent_keys: Vec<String> = parent.call_method0("keys")?.try_iter()?.map(|k| k?.extract::<String>()).collect::<PyResult<_>>()?;
@@ -173,6 +174,24 @@ impl<'a> InstructionTranslator<'a> {
             self.og.add_guard(Some(s.attr("_modules")), crate::guards::GuardKind::DictKeys(keys.into_any().unbind()));
         }
         Ok(())
+    }
+
+    /// Guards what `len(m)`, `bool(m)` and iteration read of module `v`: for torch's
+    /// `ModuleList`, `Sequential` and `ModuleDict` the keys of `_modules`; for any other class
+    /// (a `ParameterList`, a user `__len__`) the instance itself (Note [modules guarded by
+    /// type] in `builder.rs`).
+    pub(crate) fn guard_module_contents(&mut self, py: Python<'_>, v: &VT) -> VResult<()> {
+        let VT::Module { obj, source } = v else { return Ok(()) };
+        let m = obj.bind(py);
+        let nn = py.import("torch.nn")?;
+        let len = m.get_type().getattr("__len__").ok();
+        let by_modules = ["ModuleList", "Sequential", "ModuleDict"].iter().any(|c| nn.getattr(*c).and_then(|c| c.getattr("__len__")).is_ok_and(|f| len.as_ref().is_some_and(|l| l.is(&f))));
+        if by_modules {
+            self.guard_module_children(py, m, source)
+        } else {
+            self.pin_identity(v);
+            Ok(())
+        }
     }
 
     /// A child without a source of a container the trace built, when the child is itself a

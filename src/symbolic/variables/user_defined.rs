@@ -536,6 +536,24 @@ impl<'a> InstructionTranslator<'a> {
                 let key = VT::constant(PyString::new(py, name).into_any().unbind());
                 self.call(py, &func, vec![vt.clone(), key], vec![]).map(Some)
             }
+            // `__getattr__ = dict.get` (or `dict.__getitem__`) on a dict subclass, the "dotdict"
+            // of many configs (audit 52, Q3): the lookup of the name in the object's dict
+            // storage, read as `o.get(name)` is (guarded through `Source::DictItem`).
+            Some((_, f)) if hook == "__getattr__" && type_name(&f) == "method_descriptor" => {
+                let VT::Opaque { obj, .. } = vt else { return Ok(None) };
+                let fname: String = f.getattr("__name__")?.extract()?;
+                if !matches!(fname.as_str(), "get" | "__getitem__") {
+                    return Ok(None);
+                }
+                let obj = obj.bind(py).clone();
+                match self.dict_storage_method(py, &obj, source, &f, &fname)? {
+                    Some(method) => {
+                        let key = VT::constant(PyString::new(py, name).into_any().unbind());
+                        self.call(py, &method, vec![key], vec![]).map(Some)
+                    }
+                    None => Ok(None),
+                }
+            }
             _ => Ok(None),
         }
     }
