@@ -354,3 +354,43 @@ def test_dotdict_attributes_are_storage_reads(backend):
     c = check(_read_dotdict, make, backend, calls=4)
     assert c["graph_breaks"] == 0, c
     assert c["graphs"] <= 2, c
+
+
+# Note [Python comparisons of objects passed in] (src/symbolic/variables/user_defined.rs):
+# `==`, `in`, `list.index`, `list.count` on objects from outside the frame whose class defines
+# `__eq__` in Python broke the graph at each use (audit 52, S2).
+
+
+class _Key:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, o):
+        return isinstance(o, _Key) and o.v == self.v
+
+    __hash__ = None
+
+
+class _Loud:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, o):
+        return "yes" if isinstance(o, _Loud) and o.v == self.v else NotImplemented
+
+
+def _find_key(x, l, e):
+    i = l.index(e) if e in l else -1
+    return x * (i + l.count(e)), e == l[0], e != l[0], _Loud(1) == e
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_python_eq_of_objects_passed_in(backend):
+    cases = [([_Key(1), _Key(2)], _Key(2)), ([_Key(1)], _Key(3)), ([_Key(5), _Key(5)], _Key(5))]
+
+    def make(i):
+        l, e = cases[i]
+        return torch.ones(2), l, e
+
+    c = check(_find_key, make, backend, calls=3)
+    assert c["graph_breaks"] == 0, c

@@ -1370,6 +1370,21 @@ impl<'a> InstructionTranslator<'a> {
                 };
                 Ok(c.bind(py).contains(m).map_err(|e| Unsupported::folded(py, e))?)
             }
+            // `x in seq` of an object that compares in Python, or over items that do:
+            // `PySequence_Contains` tests each item with `PyObject_RichCompareBool`, identity
+            // first (Note [identity before equality]), `__eq__` inlined (audit 52, S2).
+            (VT::Tuple(_) | VT::NamedTuple { .. } | VT::List(_) | VT::Deque(_), None) => {
+                for v in self.iter_items(py, container)? {
+                    let python_eq = |this: &mut Self, v: &VT| -> VResult<bool> { Ok(matches!(v, VT::UserObject(_)) || this.python_eq_object(py, v)?) };
+                    if !(python_eq(self, &v)? || python_eq(self, item)?) {
+                        graph_break!(UnsupportedOperation, "`in` on {}", container.describe(py));
+                    }
+                    if self.is_same(py, &v, item)? || self.equal(py, &v, item)? {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
             _ => graph_break!(UnsupportedOperation, "`in` on {}", container.describe(py)),
         }
     }
@@ -1817,6 +1832,9 @@ impl<'a> InstructionTranslator<'a> {
             // A user object on either side: the deciding method's own value (Note [rich
             // comparison results]).
             (VT::UserObject(_), _) | (_, VT::UserObject(_)) if name == "eq" || name == "ne" => self.user_object_compare_eq(py, name, &a, &b),
+            // An object passed in whose class compares in Python (Note [Python comparisons of
+            // objects passed in] in `variables/user_defined.rs`).
+            _ if (name == "eq" || name == "ne") && (self.python_eq_object(py, &a)? || self.python_eq_object(py, &b)?) => self.user_object_compare_eq(py, name, &a, &b),
             _ if name == "eq" || name == "ne" => {
                 // `!=` is `not ==` only while the class keeps `object.__ne__`.
                 for v in [&a, &b] {
@@ -1996,6 +2014,7 @@ impl<'a> InstructionTranslator<'a> {
             // know a partial either).
             (VT::Partial(_), VT::Partial(_) | VT::Constant(_)) | (VT::Constant(_), VT::Partial(_)) => return self.is_same(py, a, b),
             (VT::UserObject(_), _) | (_, VT::UserObject(_)) => return self.user_object_eq(py, a, b),
+            _ if self.python_eq_object(py, a)? || self.python_eq_object(py, b)? => return self.user_object_eq(py, a, b),
             _ => {}
         }
         if let (Some((ka, xs)), Some((kb, ys))) = (self.sequence_items(py, a)?, self.sequence_items(py, b)?) {

@@ -1640,6 +1640,21 @@ impl<'a> InstructionTranslator<'a> {
         Ok(crate::symbolic::variables::constant::const_bool(py, !t))
     }
 
+    // Note [Python comparisons of objects passed in]
+    // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    // `a == b`, `a in lst`, `lst.index(a)` where `a` (or an item) is an object from outside the
+    // frame whose class defines `__eq__` in Python: the same rich comparison as for an object
+    // built in the frame, the method inlined through its class's source (`type(a).__mro__[k]
+    // .__dict__['__eq__']`, ID_MATCH), what it reads of the object read through the object's
+    // source. Before, each such comparison was a break and a recompile (audit 52, S2).
+
+    /// Whether `v` is an object from outside the frame whose class's `__eq__` is a Python
+    /// function (Note [Python comparisons of objects passed in]).
+    pub(crate) fn python_eq_object(&mut self, py: Python<'_>, v: &VT) -> VResult<bool> {
+        let VT::Opaque { obj, .. } = v else { return Ok(false) };
+        Ok(static_type_lookup(&obj.bind(py).get_type(), "__eq__")?.is_some_and(|(_, f)| type_name(&f) == "function"))
+    }
+
     /// `a == b` (`dunder` `__eq__`) or `a != b` (`__ne__`) where one side is a new user
     /// object: the rich comparison protocol (Objects/object.c, `do_richcompare`): the
     /// reflected method first when the right operand's type is a proper subclass overriding
@@ -1669,7 +1684,7 @@ impl<'a> InstructionTranslator<'a> {
                 // A constant or a container on the other side: a literal's method answers
                 // NotImplemented for an object of a Python class; the object's own decides (or
                 // identity). Any other kind is not modelled.
-                let (obj, other, m) = if matches!(a, VT::UserObject(_)) { (a, b, ma) } else { (b, a, mb) };
+                let (obj, other, m) = if matches!(a, VT::UserObject(_) | VT::Opaque { .. }) { (a, b, ma) } else { (b, a, mb) };
                 let literal_other = other.as_constant(py).is_some_and(|c| crate::symbolic::object_protocol::object_protocol_defers(&c));
                 match (literal_other, m) {
                     (true, Some((_, f))) => vec![(obj, other, f)],
@@ -1689,6 +1704,12 @@ impl<'a> InstructionTranslator<'a> {
                     let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
                     let (k, _) = static_type_lookup(&ty, dunder)?.expect("found above");
                     wrap(py, self.og, &f, o.class_attr_source(k, dunder))?
+                }
+                VT::Opaque { obj, source } => {
+                    let ty = obj.bind(py).get_type();
+                    let (k, _) = static_type_lookup(&ty, dunder)?.expect("found above");
+                    self.guard_mro_prefix(source, k, dunder);
+                    wrap(py, self.og, &f, class_attr_source(source, k, dunder))?
                 }
                 _ => graph_break!(UntracedValue, "{} of {} and {} (the other side's {dunder})", if is_eq { "==" } else { "!=" }, a.describe(py), b.describe(py)),
             };
