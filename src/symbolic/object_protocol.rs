@@ -2226,8 +2226,7 @@ impl<'a> InstructionTranslator<'a> {
                 // Which entry an index names: for torch's containers, the keys of `_modules`
                 // (guarded); for a parameter container or another `__getitem__`, this
                 // instance's (Note [modules guarded by type]).
-                let by_modules = ["ModuleList", "Sequential", "ModuleDict"].iter().any(|c| nn.getattr(*c).and_then(|c| c.getattr("__getitem__")).is_ok_and(|f| f.is(&getitem)));
-                if by_modules {
+                if crate::symbolic::variables::nn_module::reads_module_table(py, m, "__getitem__")? {
                     self.guard_module_children(py, m, source)?;
                 } else {
                     self.pin_identity(obj);

@@ -183,10 +183,7 @@ impl<'a> InstructionTranslator<'a> {
     pub(crate) fn guard_module_contents(&mut self, py: Python<'_>, v: &VT) -> VResult<()> {
         let VT::Module { obj, source } = v else { return Ok(()) };
         let m = obj.bind(py);
-        let nn = py.import("torch.nn")?;
-        let len = m.get_type().getattr("__len__").ok();
-        let by_modules = ["ModuleList", "Sequential", "ModuleDict"].iter().any(|c| nn.getattr(*c).and_then(|c| c.getattr("__len__")).is_ok_and(|f| len.as_ref().is_some_and(|l| l.is(&f))));
-        if by_modules {
+        if reads_module_table(py, m, "__len__")? {
             self.guard_module_children(py, m, source)
         } else {
             self.pin_identity(v);
@@ -808,4 +805,12 @@ impl<'a> InstructionTranslator<'a> {
 /// A literal or a code object: values whose identity no trace depends on.
 fn is_literal_or_code(py: Python<'_>, v: &Bound<'_, PyAny>) -> bool {
     crate::symbolic::builder::is_literal(py, v) || type_name(v) == "code"
+}
+
+/// Whether `m`'s class method `name` (`__len__`, `__getitem__`) is that of torch's
+/// `ModuleList`, `Sequential` or `ModuleDict`, which read only the keys of `_modules`.
+pub(crate) fn reads_module_table(py: Python<'_>, m: &Bound<'_, PyAny>, name: &str) -> PyResult<bool> {
+    let nn = py.import("torch.nn")?;
+    let Ok(own) = m.get_type().getattr(name) else { return Ok(false) };
+    Ok(["ModuleList", "Sequential", "ModuleDict"].iter().any(|c| nn.getattr(*c).and_then(|c| c.getattr(name)).is_ok_and(|f| f.is(&own))))
 }
