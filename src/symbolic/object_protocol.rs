@@ -166,17 +166,19 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(VT::constant(v.unbind()))
             }
             VT::Constant(c) => {
+                // Note [user exception objects] (variables/exceptions.rs).
+                if let Some(v) = self.user_exception_attr(py, c, name)? {
+                    return Ok(v);
+                }
                 // Note [raised exception state]: an exception the trace raised and handled has,
                 // in eager, a traceback and the implicit `__context__` of the exception being
                 // handled where it was raised (which may be the caller's); the trace gives it
                 // neither. Reading them breaks the graph: the exception then outlives it, and
                 // the frame breaks where it was raised instead (`rebuild_of`), so Python raises
-                // and chains it for real.
-                let explicit = matches!(name, "__cause__" | "__suppress_context__") && self.og.caused_exceptions.iter().any(|r| r.is(c));
-                if matches!(name, "__traceback__" | "__context__" | "__cause__" | "__suppress_context__")
-                    && !explicit
-                    && self.og.raised_exceptions.iter().any(|r| r.is(c))
-                {
+                // and chains it for real. `__cause__` and `__suppress_context__` are only set
+                // by `raise ... from` (Python/ceval.c, `do_raise`), which the trace performs on
+                // its object, so they read as eager's.
+                if matches!(name, "__traceback__" | "__context__") && self.og.raised_exceptions.iter().any(|r| r.is(c)) {
                     graph_break!(UntracedValue, "{name} of an exception the trace raised");
                 }
                 // `name` and `obj` of an AttributeError: `PyObject_GenericGetAttr` sets them to
@@ -600,8 +602,7 @@ impl<'a> InstructionTranslator<'a> {
                 if self.traced_setattr(py, obj, &ty, source, name, v.clone())? {
                     return Ok(());
                 }
-                let object_type = py.get_type::<pyo3::types::PyAny>();
-                let generic_setattr = ty.getattr("__setattr__")?.is(object_type.getattr("__setattr__")?);
+                let generic_setattr = crate::symbolic::variables::exceptions::generic_slot(py, &ty, "__setattr__")?;
                 let class_attr = static_type_lookup(&ty, name)?;
                 if generic_setattr && class_attr.as_ref().is_some_and(|(_, ca)| is_class_slot(ty.as_any(), ca)) {
                     // Note [slot writes]: `obj.name = v` where `name` is one of the object's
@@ -622,6 +623,7 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 self.record_attr_write(py, o, source, name, v, false)
             }
+            VT::Constant(c) if self.store_exception_attr(py, c, name, &v)? => Ok(()),
             VT::NestedFunction(f) => {
                 // Note [attributes of functions made in the frame] (functions.rs).
                 match name {
@@ -1683,6 +1685,11 @@ impl<'a> InstructionTranslator<'a> {
         let ty = match v {
             VT::UserObject(o) => o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(PyErr::from)?.clone(),
             VT::Opaque { obj, .. } if !crate::symbolic::builder::is_plain_enum_member(py, obj.bind(py)) => obj.bind(py).get_type(),
+            // Note [user exception objects] (variables/exceptions.rs).
+            VT::Constant(c) => match crate::symbolic::variables::exceptions::user_exception_type(c.bind(py)) {
+                Some(t) => t,
+                None => return Ok(None),
+            },
             _ => return Ok(None),
         };
         let object_type = py.get_type::<PyAny>();
@@ -2787,15 +2794,30 @@ impl<'a> InstructionTranslator<'a> {
             let c = c.bind(py);
             let module = c.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default();
             let is_exc = c.cast::<pyo3::types::PyType>().map(|t| t.is_subclass_of::<pyo3::exceptions::PyBaseException>().unwrap_or(false)).unwrap_or(false);
-            let plain = || module == "builtins" || (crate::symbolic::translator::plain_exception_class(py, c) && crate::symbolic::translator::traced_exception_base(c).is_some());
+            let plain = || {
+                module == "builtins"
+                    || (crate::symbolic::translator::plain_exception_class(py, c)
+                        && crate::symbolic::translator::traced_exception_base(c).is_some()
+                        && c.cast::<pyo3::types::PyType>().is_ok_and(|t| crate::symbolic::variables::exceptions::exception_class_traceable(t).unwrap_or(false)))
+            };
             // Only immutable arguments: the exception holds its arguments themselves, so a list
             // made into a copy lost the handler's `e.args[0].append(...)` and `e.args[0] is l`
             // (audit 52, S3).
             let immutable = |a: &VT| matches!(a, VT::Constant(_) | VT::Tuple(_));
             if is_exc && kwargs.is_empty() && plain() && args.iter().all(immutable) {
                 if let Some(vals) = args.iter().map(|a| self.literal_value(py, a)).collect::<Option<Vec<_>>>() {
-                    return Ok(VT::constant(c.call1(PyTuple::new(py, vals)?)?.unbind()));
+                    let made = c.call1(PyTuple::new(py, vals)?)?.unbind();
+                    // New, held by the trace alone: attribute writes on it are made for real
+                    // (Note [user exception objects] in variables/exceptions.rs).
+                    self.og.fresh_exceptions.push(made.clone_ref(py));
+                    return Ok(VT::constant(made));
                 }
+            }
+        }
+        if let VT::Class(c) = func {
+            // Note [user exception objects] (variables/exceptions.rs).
+            if let Some(made) = self.construct_exception(py, c, &args, &kwargs)? {
+                return Ok(made);
             }
         }
         match func {

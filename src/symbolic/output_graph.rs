@@ -209,6 +209,9 @@ pub struct OutputGraph {
     /// Exception objects the trace raised and handed to an `except` clause (kept alive): one
     /// that outlives the graph is refused (eager's carries a traceback).
     pub raised_exceptions: Vec<Py<PyAny>>,
+    /// Exception objects of the user's classes made in the trace, whose `__init__` the trace
+    /// ran on them (Note [user exception objects] in `variables/exceptions.rs`).
+    pub fresh_exceptions: Vec<Py<PyAny>>,
     /// Depths of the `__next__` frames of user iterators being stepped (Note [user iterators]
     /// in variables/iter.rs): a StopIteration raised in one of them is a value of the trace.
     pub next_frames: Vec<usize>,
@@ -219,9 +222,6 @@ pub struct OutputGraph {
     /// read-only views of a mapping nothing changes, whose key, value and item views are
     /// folded (Note [signature parameters]).
     pub frozen_mappings: Vec<Py<PyAny>>,
-    /// Exceptions the trace raised with `raise exc from cause`: their `__cause__` and
-    /// `__suppress_context__` are the ones eager gives (set by the raise itself).
-    pub caused_exceptions: Vec<Py<PyAny>>,
     /// For each of `raised_exceptions`, the `(ip, visit)` of the converted frame's instruction
     /// running when it was raised (the raise itself, or the call that raised it in an inlined
     /// function): where to break instead when the exception outlives the graph.
@@ -604,10 +604,10 @@ impl OutputGraph {
             cells_by_ptr: HashMap::new(),
             cell_sources: HashMap::new(),
             raised_exceptions: Vec::new(),
+            fresh_exceptions: Vec::new(),
             next_frames: Vec::new(),
             user_stop_value: None,
             frozen_mappings: Vec::new(),
-            caused_exceptions: Vec::new(),
             raise_points: Vec::new(),
             top_ip: (0, 0),
             user_loc: None,

@@ -327,7 +327,7 @@ impl<'a> InstructionTranslator<'a> {
             _ => None,
         };
         match traced {
-            Some(n) => Unsupported::raise_value(n, v.clone().unbind(), v.str().map(|s| s.to_string()).unwrap_or_default()),
+            Some(n) => Unsupported::raise_value(n, v.clone().unbind(), crate::symbolic::variables::exceptions::exception_text(&v)),
             None => Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::RaisesException, format!("raise of {}", type_name(&v))),
         }
     }
@@ -339,7 +339,7 @@ impl<'a> InstructionTranslator<'a> {
     fn raise_in_frame(&self, py: Python<'_>, exc: &VT) -> Unsupported {
         if let Some(v) = exc.as_constant(py) {
             if self.stop_iteration_is_traced() && v.get_type().is(py.get_type::<pyo3::exceptions::PyStopIteration>()) {
-                return Unsupported::raise_value("StopIteration", v.clone().unbind(), v.str().map(|s| s.to_string()).unwrap_or_default());
+                return Unsupported::raise_value("StopIteration", v.clone().unbind(), crate::symbolic::variables::exceptions::exception_text(&v));
             }
         }
         self.raise_value(py, exc)
@@ -1565,7 +1565,6 @@ impl<'a> InstructionTranslator<'a> {
                 }
                 e.setattr("__cause__", &c)?;
                 e.setattr("__suppress_context__", true)?;
-                self.og.caused_exceptions.push(e.clone().unbind());
                 return Err(self.raise_value(py, &exc));
             }
             _ => graph_break!(UnsupportedOpcode, "opcode {} is not supported", crate::bytecode::opcode::name(opcode)),
@@ -2186,9 +2185,19 @@ fn reads_argument(py: Python<'_>, code: &Bound<'_, PyAny>, pos: usize) -> PyResu
 }
 
 /// Builtin exceptions the trace raises as values (`raise`, failed lookups) and lets `try` /
-/// `except` clauses of inlined frames handle. `Exception` is there for the user's own classes
-/// derived from it (`class ConfigError(Exception): pass`): the trace makes none itself.
-pub(crate) const TRACED_EXCEPTIONS: [&str; 11] = ["AttributeError", "IndexError", "KeyError", "LookupError", "ValueError", "TypeError", "RuntimeError", "NotImplementedError", "ZeroDivisionError", "AssertionError", "Exception"];
+/// `except` clauses of inlined frames handle. `Exception` and `BaseException` are there for
+/// the user's own classes derived from them (`class ConfigError(Exception): pass`): the trace
+/// makes none itself. Left out: StopIteration and StopAsyncIteration, whose meaning changes as
+/// they leave a frame (Note [StopIteration in the trace] in `variables/builtin.rs`), and the
+/// ones an error of the tracer itself or of the process can be (KeyboardInterrupt, SystemExit,
+/// MemoryError, RecursionError, SystemError): a folded operation's must stay Python's.
+pub(crate) const TRACED_EXCEPTIONS: [&str; 26] = [
+    "AttributeError", "IndexError", "KeyError", "LookupError", "ValueError", "TypeError", "RuntimeError",
+    "NotImplementedError", "ZeroDivisionError", "AssertionError", "ArithmeticError", "OverflowError",
+    "FloatingPointError", "NameError", "UnboundLocalError", "OSError", "FileNotFoundError", "EOFError",
+    "BufferError", "ImportError", "ModuleNotFoundError", "UnicodeError", "GeneratorExit", "Warning", "Exception",
+    "BaseException",
+];
 
 /// The entry of `TRACED_EXCEPTIONS` that exception class `cls` is or derives from, nearest
 /// first in its MRO: a builtin one itself, or a class such as dataclasses'

@@ -1124,6 +1124,12 @@ impl<'a> InstructionTranslator<'a> {
         let rest = args[1..].to_vec();
         let exact = |t: &Bound<'_, pyo3::types::PyType>| owner.is(t);
         let recv = &args[0];
+        if let VT::Constant(c) = recv {
+            // Note [user exception objects] (variables/exceptions.rs).
+            if let Some(r) = self.call_exception_slot(py, c, b, &owner, &rest, kwargs)? {
+                return Ok(Some(r));
+            }
+        }
         if let VT::UserObject(o) = recv {
             // `defaultdict.__copy__(d)` (as `copy.copy` calls it) and its other C methods with
             // a Python version: bound to `d` and traced (Note [defaultdict objects]).

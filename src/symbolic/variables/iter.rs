@@ -1626,7 +1626,7 @@ pub(crate) fn resume_generator(py: Python<'_>, og: &mut OutputGraph, depth: usiz
         };
         let value = exc.bind(py);
         let name = crate::symbolic::translator::TRACED_EXCEPTIONS.iter().find(|n| value.get_type().name().is_ok_and(|t| t.to_string() == **n)).copied().unwrap_or("Exception");
-        let raised = crate::symbolic::Unsupported::raise_value(name, exc.clone_ref(py), value.str().map(|s| s.to_string()).unwrap_or_default());
+        let raised = crate::symbolic::Unsupported::raise_value(name, exc.clone_ref(py), crate::symbolic::variables::exceptions::exception_text(value));
         child.unwind_to_handler(py, at, &raised)?;
     } else if f.ip > 0 {
         child.stack.push(sent.unwrap_or_else(|| VT::none(py)));

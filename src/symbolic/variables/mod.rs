@@ -16,6 +16,7 @@ pub mod ctx_manager;
 pub mod deque;
 pub mod descriptors;
 pub mod dicts;
+pub mod exceptions;
 pub mod functions;
 pub mod hooks;
 pub mod iter;
@@ -166,6 +167,8 @@ impl VariableTracker {
     pub fn describe(&self, py: Python<'_>) -> String {
         match self {
             VT::Null | VT::MethodNull => "NULL".into(),
+            // A user's exception class may define `__repr__` in Python: not run for a message.
+            VT::Constant(c) if exceptions::user_exception_type(c.bind(py)).is_some() => format!("constant {}{}", type_name(c.bind(py)), exceptions::exception_text(c.bind(py))),
             VT::Constant(c) => format!("constant {}", c.bind(py).repr().map(|r| r.to_string()).unwrap_or_default()),
             VT::Tensor(t) => format!("tensor {}", t.node),
             VT::SymNum(s) => format!("symbolic number {} = {}", s.node, s.fake.bind(py).str().map(|r| r.to_string()).unwrap_or_default()),

@@ -656,6 +656,11 @@ impl<'a> InstructionTranslator<'a> {
                         Err(e) => Err(e.into()),
                     };
                 }
+                if name == "args" && type_name(ca) == "getset_descriptor" && ca.getattr("__objclass__").is_ok_and(|c| c.is(py.get_type::<pyo3::exceptions::PyBaseException>())) {
+                    // An exception object's `args` (Objects/exceptions.c, `BaseException_get_args`:
+                    // the tuple it holds), guarded as any attribute read through its source.
+                    return wrap(py, self.og, &obj.getattr(name)?, source.attr(name));
+                }
                 graph_break!(UntracedValue, "attribute '{name}' of {} (a {} on its class)", vt.describe(py), type_name(ca));
             }
         }
@@ -1082,6 +1087,12 @@ impl<'a> InstructionTranslator<'a> {
             }
             graph_break!(SuperCall, "super().{name} not found");
         }
+        if let VT::Constant(c) = inner {
+            // Note [user exception objects] (variables/exceptions.rs).
+            if let Some(v) = self.exception_super_attr(py, c, cls, name)? {
+                return Ok(v);
+            }
+        }
         let (o, source) = match inner {
             VT::Opaque { obj, source } => (obj.bind(py).clone(), source.clone()),
             VT::Module { obj, source: Some(source) } => (obj.bind(py).clone(), source.clone()),
@@ -1404,6 +1415,8 @@ impl<'a> InstructionTranslator<'a> {
                     _ => return Ok(None),
                 }
             }
+            // Note [user exception objects] (variables/exceptions.rs).
+            VT::Constant(c) => return self.user_exception_dunder(py, c, name),
             _ => return Ok(None),
         };
         let func = wrap(py, self.og, &ty, src)?;
@@ -1875,7 +1888,7 @@ pub(crate) fn has_generic_getattribute(py: Python<'_>, ty: &Bound<'_, pyo3::type
         && getattribute
             .getattr("__objclass__")
             .and_then(|c| c.getattr("__name__"))
-            .map(|n| ["dict", "list", "tuple", "set", "OrderedDict", "defaultdict", "property", "int", "float", "str", "bytes", "complex"].contains(&n.to_string().as_str()))
+            .map(|n| ["dict", "list", "tuple", "set", "OrderedDict", "defaultdict", "property", "int", "float", "str", "bytes", "complex", "BaseException"].contains(&n.to_string().as_str()))
             .unwrap_or(false))
 }
 
@@ -1901,8 +1914,6 @@ pub(crate) fn real_object(v: &VT) -> Option<&Py<PyAny>> {
     }
 }
 
-/// Whether `attr` is a data descriptor (its type defines `__set__` or `__delete__`), which takes
-/// precedence over the instance dict (Descriptor HowTo Guide, Python docs).
 /// Whether a class of `cls`'s MRO declares non-empty `__slots__` (Note [slotted objects]).
 pub(crate) fn has_slots(cls: &Bound<'_, PyAny>) -> PyResult<bool> {
     for base in cls.getattr("__mro__")?.try_iter()? {
@@ -1924,6 +1935,8 @@ pub(crate) fn is_class_slot(cls: &Bound<'_, PyAny>, attr: &Bound<'_, PyAny>) -> 
         && attr.getattr("__objclass__").is_ok_and(|c| cls.cast::<PyType>().is_ok_and(|t| t.is_subclass(&c).unwrap_or(false)))
 }
 
+/// Whether `attr` is a data descriptor (its type defines `__set__` or `__delete__`), which takes
+/// precedence over the instance dict (Descriptor HowTo Guide, Python docs).
 pub(crate) fn is_data_descriptor(attr: &Bound<'_, PyAny>) -> PyResult<bool> {
     let t = attr.get_type();
     Ok(t.hasattr("__set__")? || t.hasattr("__delete__")?)
