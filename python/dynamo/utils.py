@@ -69,6 +69,20 @@ class _Counters:
     def keys(self):
         return ["stats", "frames", "graph_break", "aot_autograd", "inductor", "flat"]
 
+    def __iter__(self):
+        # Without it, iteration fell back to the sequence protocol: __getitem__(0), (1), ...
+        # each gave an empty Counter and never raised IndexError (audit 53, U1: a hang).
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+    def items(self):
+        return [(k, self[k]) for k in self.keys()]
+
+    def values(self):
+        return [self[k] for k in self.keys()]
+
     def clear(self) -> None:
         from . import eval_frame
 

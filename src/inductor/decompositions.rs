@@ -1013,23 +1013,32 @@ fn activation(
     }))
 }
 
-/// clamp(x + 3, 0, 6) / 6: hardsigmoid's value, which hardswish multiplies by x.
-fn hardsigmoid_value(h: &mut dyn OpsHandler, x: OpsValue) -> OpsValue {
+/// clamp(x + 3, 0, 6): the factor of hardsigmoid and hardswish before their division by 6.
+fn shifted_relu6(h: &mut dyn OpsHandler, x: OpsValue) -> OpsValue {
     let three = h.constant(3.0, DType::F32);
     let s = h.binary(BinaryOp::Add, x, three);
-    let c = clamp_value(h, s, 0.0, 6.0);
+    clamp_value(h, s, 0.0, 6.0)
+}
+
+/// clamp(x + 3, 0, 6) / 6: hardsigmoid's value.
+fn hardsigmoid_value(h: &mut dyn OpsHandler, x: OpsValue) -> OpsValue {
+    let c = shifted_relu6(h, x);
     let six = h.constant(6.0, DType::F32);
     h.binary(BinaryOp::Div, c, six)
 }
 
-/// hardswish(x) = x * clamp(x + 3, 0, 6) / 6.
+/// hardswish(x) = x * clamp(x + 3, 0, 6) / 6, multiplied before dividing as ATen's kernel does
+/// (aten/src/ATen/native/cpu/Activation.cpp, `hardswish_kernel`): `x * 6` overflows to inf for
+/// x above FLT_MAX / 6 there, and so it does here (audit 53, U2: `x * (c / 6)` stayed finite).
 fn hardswish(lw: &mut Lowerer<'_>) -> Result<TensorRef, LoweringError> {
     activation(
         lw,
         &["input", "inplace"],
         |h, x, _| {
-            let g = hardsigmoid_value(h, x);
-            h.binary(BinaryOp::Mul, x, g)
+            let c = shifted_relu6(h, x);
+            let m = h.binary(BinaryOp::Mul, x, c);
+            let six = h.constant(6.0, DType::F32);
+            h.binary(BinaryOp::Div, m, six)
         },
         &[],
     )

@@ -1298,6 +1298,8 @@ fn check_rebuilt_once<'v>(py: Python<'_>, roots: impl Iterator<Item = &'v VT>) -
             // A list subclass object's storage stands for the object (Note [list subclass
             // objects]).
             VT::List(_) if storage_owner(v).is_some() => visit(py, &VT::UserObject(storage_owner(v).expect("checked")), seen),
+            // Note [instance dicts of new objects].
+            VT::Dict(_) if instance_dict_owner(v).is_some() => visit(py, &VT::UserObject(instance_dict_owner(v).expect("checked")), seen),
             VT::List(l) if l.borrow().source.is_none() => {
                 if !first_reach(seen, Rc::as_ptr(l) as *const () as usize) {
                     return;
@@ -1521,6 +1523,21 @@ fn shared_key(vt: &VT) -> Option<usize> {
         VT::Module { obj, source: None } => obj.as_ptr() as usize,
         _ => return None,
     })
+}
+
+/// Note [instance dicts of new objects]: `vars(o)` / `o.__dict__` of a user object built in the
+/// frame is the tracker of its attributes (`UserObject::attrs`). Where both outlive the graph (a
+/// local `d = vars(o)` across a break, `return o, vars(o)`), the dict is `o.__dict__` of the
+/// rebuilt object, so writes through either are seen through the other, and `o.__dict__ is d`;
+/// rebuilt as a dict of its own it was a detached copy (audit 53, T2). The dict stands for its
+/// object when counting reaches, as a list subclass's storage does.
+///
+/// The user object whose instance dict `vt` is.
+fn instance_dict_owner(vt: &VT) -> Option<Rc<crate::symbolic::variables::user_defined::UserObject>> {
+    match vt {
+        VT::Dict(d) => d.borrow().instance_of.as_ref().and_then(|w| w.upgrade()),
+        _ => None,
+    }
 }
 
 /// The list subclass object whose list storage `vt` is (Note [list subclass objects]).
@@ -1952,6 +1969,10 @@ fn rebuild_of_inner(py: Python<'_>, og: &OutputGraph, vt: &VT, outputs: &mut Out
                 None => graph_break!(UnreconstructableValue, "the list storage of a list subclass object that is gone"),
             };
         }
+    }
+    if let Some(owner) = instance_dict_owner(vt) {
+        // Note [instance dicts of new objects].
+        return Ok(Rebuild::Attr(Box::new(rebuild_of(py, og, &VT::UserObject(owner), outputs)?), "__dict__".into()));
     }
     let Some(key) = shared_key(vt) else { return rebuild_fresh(py, og, vt, outputs) };
     if let VT::Cell(rc) = vt {

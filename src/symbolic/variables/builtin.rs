@@ -192,7 +192,7 @@ impl<'a> InstructionTranslator<'a> {
             if let VT::Class(c) = &args[0] {
                 if self.is_trackable_class(py, c.bind(py))? && !crate::symbolic::variables::user_defined::has_dict_base(py, c.bind(py))? && !crate::symbolic::variables::user_defined::has_list_base(py, c.bind(py))? {
                     let cls_source = self.og.class_sources.get(&(c.as_ptr() as usize)).cloned().expect("trackable classes have a source");
-                    return Ok(VT::UserObject(Rc::new(crate::symbolic::variables::user_defined::UserObject::new(c.clone_ref(py), cls_source, false))));
+                    return Ok(VT::UserObject(crate::symbolic::variables::user_defined::UserObject::new(c.clone_ref(py), cls_source, false)));
                 }
             }
         }

@@ -124,6 +124,10 @@ pub struct DictState {
     /// replay (Note [dict rewrites keep the layout] in src/py/mod.rs): `(KEY_INSERT, k)`,
     /// `(KEY_DELETE, k)`, `(KEY_CLEAR, None)`. `None` once it grew past `MAX_KEY_OPS`.
     pub key_ops: Option<Vec<(u8, Py<PyAny>)>>,
+    /// For the instance `__dict__` of a user object built in the frame, that object: the dict
+    /// is rebuilt as its `__dict__`, never as a dict of its own (Note [instance dicts of new
+    /// objects] in `convert_frame.rs`).
+    pub instance_of: Option<std::rc::Weak<crate::symbolic::variables::user_defined::UserObject>>,
 }
 
 pub const KEY_INSERT: u8 = 0;
@@ -134,7 +138,7 @@ const MAX_KEY_OPS: usize = 10_000;
 impl DictState {
     /// A dict tracker of `items`; `source` when it stands for a dict from outside the frame.
     pub fn new(items: Vec<(Py<PyAny>, VariableTracker)>, source: Option<Arc<Source>>) -> Self {
-        DictState { items, source, version: 0, key_ops: Some(Vec::new()) }
+        DictState { items, source, version: 0, key_ops: Some(Vec::new()), instance_of: None }
     }
 
     /// Records a change of the keys (`KEY_*`) of a dict from outside the frame, and bumps

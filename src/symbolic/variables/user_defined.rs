@@ -115,9 +115,13 @@ pub const LIST_STORAGE_METHODS: [&str; 17] = ["__getitem__", "__setitem__", "__d
 
 impl UserObject {
     /// A new object of `cls` with no attributes (and an empty dict storage when `dict_base`).
-    pub fn new(cls: Py<PyAny>, cls_source: Arc<Source>, dict_base: bool) -> Self {
+    pub fn new(cls: Py<PyAny>, cls_source: Arc<Source>, dict_base: bool) -> Rc<Self> {
         let empty = || Rc::new(RefCell::new(DictState::new(Vec::new(), None)));
-        UserObject { cls, cls_source, attrs: empty(), storage: dict_base.then(empty), list: None }
+        Rc::new_cyclic(|me| {
+            let attrs = empty();
+            attrs.borrow_mut().instance_of = Some(me.clone());
+            UserObject { cls, cls_source, attrs, storage: dict_base.then(empty), list: None }
+        })
     }
 
     /// A new object of `cls`, a `list` subclass, with no attributes and an empty list storage
@@ -125,6 +129,7 @@ impl UserObject {
     pub fn new_list(cls: Py<PyAny>, cls_source: Arc<Source>) -> Rc<Self> {
         let empty = Rc::new(RefCell::new(DictState::new(Vec::new(), None)));
         Rc::new_cyclic(|me| {
+            empty.borrow_mut().instance_of = Some(me.clone());
             let list = crate::symbolic::variables::lists::ListState { items: vec![], source: None, entry_len: 0, append_only: false, deque: None, owner: Some(me.clone()), subclass_storage: false };
             UserObject { cls, cls_source, attrs: empty, storage: None, list: Some(Rc::new(RefCell::new(list))) }
         })
@@ -720,6 +725,10 @@ impl<'a> InstructionTranslator<'a> {
     /// and writes then go through it).
     pub(crate) fn tracked_instance_dict(&self, obj: &Bound<'_, PyAny>) -> Option<Rc<RefCell<DictState>>> {
         let d = crate::guards::generic_getattr(obj, "__dict__")?;
+        if d.is(obj) {
+            // Note [objects that are their own __dict__].
+            return self.og.dict_storages_by_ptr.get(&(d.as_ptr() as usize)).map(|(_, st)| st.clone());
+        }
         self.og.dicts_by_ptr.get(&(d.as_ptr() as usize)).map(|(_, st)| st.clone())
     }
 
@@ -1163,6 +1172,36 @@ impl<'a> InstructionTranslator<'a> {
     /// the trace read `obj.__dict__` (so both views agree), else as a pending attribute write
     /// (`generic`: replayed through `object.__setattr__`).
     pub(crate) fn record_attr_write(&mut self, py: Python<'_>, o: &Bound<'_, PyAny>, source: &Arc<Source>, name: &str, v: VT, generic: bool) -> VResult<()> {
+        // Note [objects that are their own __dict__]: the AttrDict / EasyDict pattern, a dict
+        // subclass whose `__init__` sets `self.__dict__ = self`. `o.k = v` then stores into the
+        // dict storage itself (`PyObject_GenericSetAttr` writes `o.__dict__`), so a later `o['k']`,
+        // `len(o)` or `dict(o)` in the frame sees it: the write goes to the storage tracker,
+        // which item reads and attribute reads (`tracked_instance_dict`) share, and whose replay
+        // writes the object (audit 53, T11: `a.lr = a.lr * 10; x * a['lr']` read the old value).
+        if let Ok(d) = o.cast::<PyDict>() {
+            if !d.get_type().is(py.get_type::<PyDict>()) && crate::guards::generic_getattr(o, "__dict__").is_some_and(|x| x.is(o)) {
+                crate::symbolic::builder::wrap_dict_storage(py, self.og, d, source, false)?;
+            }
+        }
+        // Note [shared instance dicts]: an instance dict that something besides its object
+        // holds (the Borg pattern's class-level dict that every instance's `__dict__` is, a
+        // global alias `GD = obj.__dict__`, another object given the same `__dict__`) is seen
+        // through those paths too: the write goes to the tracker of that dict (by identity,
+        // `dicts_by_ptr`), which every path to it shares (audit 53, T11b). An unshared one (the
+        // object holds the only reference, besides ours) keeps the cheaper replayed write.
+        if self.tracked_instance_dict(o).is_none() {
+            if let Some(d) = crate::guards::generic_getattr(o, "__dict__") {
+                // SAFETY: `d` is a live reference held for the call.
+                let holders = unsafe { pyo3::ffi::Py_REFCNT(d.as_ptr()) };
+                if let (Ok(dict), true) = (d.cast::<PyDict>(), holders > 2) {
+                    if dict.is_exact_instance_of::<PyDict>() {
+                        let ty = o.get_type();
+                        let src = if has_generic_getattribute(py, &ty)? { source.attr("__dict__") } else { source.generic_attr("__dict__") };
+                        crate::symbolic::builder::wrap_dict_storage(py, self.og, dict, &src, true)?;
+                    }
+                }
+            }
+        }
         if let Some(d) = self.tracked_instance_dict(o) {
             dict_set(py, &mut d.borrow_mut(), PyString::new(py, name).into_any().unbind(), v)?;
             self.og.side_effects.mutate_dict(&d);
@@ -1265,7 +1304,7 @@ impl<'a> InstructionTranslator<'a> {
         let obj = if crate::symbolic::variables::user_defined::has_list_base(py, cls.bind(py))? {
             crate::symbolic::variables::user_defined::UserObject::new_list(cls.clone_ref(py), cls_source)
         } else {
-            Rc::new(crate::symbolic::variables::user_defined::UserObject::new(cls.clone_ref(py), cls_source, dict_base))
+            crate::symbolic::variables::user_defined::UserObject::new(cls.clone_ref(py), cls_source, dict_base)
         };
         Ok(VT::UserObject(obj))
     }
