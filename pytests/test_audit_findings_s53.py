@@ -346,3 +346,31 @@ def test_hardswish_overflows_as_eager():
     got = dynamo.optimize("inductor")(g)(x)
     assert dynamo.counters()["inductor_kernels_compiled"] >= 1
     assert torch.equal(got, g(x))
+
+
+class _Shadowed:
+    k = "A"
+
+
+def _del_through_dict(x, o):
+    del vars(o)["k"]
+    return x + len(o.k)
+
+
+def _clear_dict(x, o):
+    o.__dict__.clear()
+    return x + len(o.k)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_removing_instance_attribute_through_dict_compiles_once(backend):
+    # NO_INSTANCE_ATTR on the state after the removal contradicted the dict's DICT_KEYS guard:
+    # a recompile at every call (audit 53, T5).
+    def fresh():
+        o = _Shadowed()
+        o.k = "x"
+        return (torch.ones(2), o)
+
+    for fn in (_del_through_dict, _clear_dict):
+        c = check(fn, fresh, backend, calls=5)
+        assert c["graphs"] == 1 and c["recompiles"] == 0, (fn.__name__, c)

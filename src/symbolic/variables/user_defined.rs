@@ -704,8 +704,14 @@ impl<'a> InstructionTranslator<'a> {
             // is part of the class's version guard (Note [class lookups are versioned]).
             return Err(Unsupported::attribute_error(py, name, crate::symbolic::variables::no_attribute_message(obj.get_type().as_any(), name)));
         };
-        // The instance may gain an attribute of that name later: guard that it has none.
-        self.og.add_guard(Some(source.clone()), GuardKind::NoInstanceAttr(name.to_string()));
+        // The instance may gain an attribute of that name later: guard that it has none. Not
+        // where its dict is this trace's tracker: the tracker's DICT_KEYS guard fixed the keys at
+        // entry, and the name is absent now because the frame removed it (`del vars(o)['k']`), so
+        // the guard on the entry state would contradict DICT_KEYS and fail at every call (audit
+        // 53, T5).
+        if tracked.is_none() {
+            self.og.add_guard(Some(source.clone()), GuardKind::NoInstanceAttr(name.to_string()));
+        }
         self.bind_class_attr(py, vt, &ty, source, k, &ca, name)
     }
 
