@@ -374,3 +374,18 @@ def test_removing_instance_attribute_through_dict_compiles_once(backend):
     for fn in (_del_through_dict, _clear_dict):
         c = check(fn, fresh, backend, calls=5)
         assert c["graphs"] == 1 and c["recompiles"] == 0, (fn.__name__, c)
+
+
+def _namespace_write(x, ns):
+    ns.b += 1
+    return x * ns.a + ns.b
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_simple_namespace_attribute_write_is_traced(backend):
+    # types.SimpleNamespace sets the generic setattr slot on its type: its wrapper is not
+    # object's, and the write was a break (audit 53, T10).
+    import types
+
+    c = check(_namespace_write, lambda: (torch.ones(2), types.SimpleNamespace(a=1, b=2)), backend)
+    assert c["graph_breaks"] == 0 and c["graphs"] == 1, c

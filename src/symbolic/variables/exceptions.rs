@@ -36,12 +36,17 @@ fn module_of(o: &Bound<'_, PyAny>) -> String {
     o.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default()
 }
 
-/// Whether `ty.<slot>` (`__setattr__`) is the generic one: object's, or BaseException's own
-/// wrapper of the same `PyObject_GenericSetAttr` (Objects/exceptions.c sets the slot on its type,
-/// so every exception class sees BaseException's wrapper).
+/// Whether `ty.<slot>` (`__setattr__`) is the generic one: object's, or the wrapper of the same
+/// `PyObject_GenericSetAttr` that BaseException (Objects/exceptions.c) and
+/// `types.SimpleNamespace` (Objects/namespaceobject.c) set on their types, so that every class
+/// derived from them sees that wrapper.
 pub(crate) fn generic_slot(py: Python<'_>, ty: &Bound<'_, PyType>, slot: &str) -> PyResult<bool> {
     let own = ty.getattr(slot)?;
-    Ok(own.is(py.get_type::<PyAny>().getattr(slot)?) || own.is(py.get_type::<pyo3::exceptions::PyBaseException>().getattr(slot)?))
+    if own.is(py.get_type::<PyAny>().getattr(slot)?) || own.is(py.get_type::<pyo3::exceptions::PyBaseException>().getattr(slot)?) {
+        return Ok(true);
+    }
+    let namespace = py.import("types")?.getattr("SimpleNamespace")?;
+    Ok(own.is(namespace.getattr(slot)?))
 }
 
 /// The class of `e` when `e` is an exception object of a user's class (its `__module__` is not
