@@ -1710,6 +1710,9 @@ impl<'a> InstructionTranslator<'a> {
                 return Ok(());
             }
         }
+        if self.property_delete(py, vt, o, &ty, name)? {
+            return Ok(());
+        }
         if let Some((_, ca)) = static_type_lookup(&ty, name)? {
             if crate::symbolic::variables::user_defined::is_data_descriptor(&ca)? {
                 graph_break!(SideEffect, "attribute deletion {}.{name} (a {} on its class)", vt.describe(py), type_name(&ca));

@@ -43,6 +43,30 @@ fn attr_source(obj: &VT, source: &Arc<Source>, k: usize, name: &str) -> Arc<Sour
     }
 }
 
+/// Note [properties without a setter or deleter]: `o.p = v` (or `del o.p`) where `p` is a
+/// property without `fset` (`fdel`) raises AttributeError before anything runs
+/// (Objects/descrobject.c, `property_descr_set`), with a message naming the property and the
+/// qualified name of `type(o)`. The trace raises it, so a `try` around the write takes its
+/// handler there (audit 53, T6: the write was a break, and inside a `try` the frame ran with no
+/// graph). The exception is eager's own: the property's `__set__` / `__delete__` run on a
+/// stand-in object of a fresh class with the same qualified name, which only the message reads.
+fn property_refusal(py: Python<'_>, prop: &Bound<'_, PyAny>, ty: &Bound<'_, PyType>, deleting: bool) -> crate::symbolic::Unsupported {
+    let made = (|| -> PyResult<PyErr> {
+        let qualname = ty.getattr("__qualname__")?;
+        let standin_type = py.get_type::<PyType>().call1((qualname, pyo3::types::PyTuple::empty(py), pyo3::types::PyDict::new(py)))?;
+        let standin = standin_type.call0()?;
+        let r = if deleting { prop.call_method1("__delete__", (standin,)) } else { prop.call_method1("__set__", (standin, py.None())) };
+        Ok(match r {
+            Err(e) => e,
+            Ok(_) => pyo3::exceptions::PyRuntimeError::new_err("property without a setter accepted a write"),
+        })
+    })();
+    match made {
+        Ok(e) => crate::symbolic::Unsupported::folded(py, e),
+        Err(e) => e.into(),
+    }
+}
+
 impl<'a> InstructionTranslator<'a> {
     /// `obj.name = v` through Python code of `obj`'s class (Note [traced descriptors]); false
     /// when no such code takes the write (the caller's generic path decides). `source`: the
@@ -67,6 +91,10 @@ impl<'a> InstructionTranslator<'a> {
         let src = attr_source(obj, source, k, name);
         if type_name(&ca) == "property" {
             let fset = ca.getattr("fset")?;
+            if fset.is_none() {
+                // Note [properties without a setter or deleter].
+                return Err(property_refusal(py, &ca, ty, false));
+            }
             if type_name(&fset) != "function" {
                 return Ok(false);
             }
@@ -222,5 +250,25 @@ impl<'a> InstructionTranslator<'a> {
             }
         }
         Ok(None)
+    }
+
+    /// `del o.name` on a new user object where the class's `name` is a property: its deleter
+    /// inlined, or the AttributeError of a property without one (Note [properties without a
+    /// setter or deleter]). `false` for any other class attribute.
+    pub(crate) fn property_delete(&mut self, py: Python<'_>, vt: &VT, o: &crate::symbolic::variables::user_defined::UserObject, ty: &Bound<'_, PyType>, name: &str) -> VResult<bool> {
+        let Some((k, ca)) = static_type_lookup(ty, name)? else { return Ok(false) };
+        if type_name(&ca) != "property" {
+            return Ok(false);
+        }
+        let fdel = ca.getattr("fdel")?;
+        if fdel.is_none() {
+            return Err(property_refusal(py, &ca, ty, true));
+        }
+        if type_name(&fdel) != "function" {
+            return Ok(false);
+        }
+        let f = wrap(py, self.og, &fdel, o.class_attr_source(k, name).attr("fdel"))?;
+        self.call(py, &f, vec![vt.clone()], vec![])?;
+        Ok(true)
     }
 }
