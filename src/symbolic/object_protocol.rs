@@ -602,7 +602,7 @@ impl<'a> InstructionTranslator<'a> {
                 if self.traced_setattr(py, obj, &ty, source, name, v.clone())? {
                     return Ok(());
                 }
-                let generic_setattr = crate::symbolic::variables::exceptions::generic_slot(py, &ty, "__setattr__")?;
+                let generic_setattr = crate::symbolic::variables::user_defined::has_generic_setattr(py, &ty)?;
                 let class_attr = static_type_lookup(&ty, name)?;
                 if generic_setattr && class_attr.as_ref().is_some_and(|(_, ca)| is_class_slot(ty.as_any(), ca)) {
                     // Note [slot writes]: `obj.name = v` where `name` is one of the object's

@@ -24,7 +24,7 @@ use crate::graph_break;
 use crate::source::ItemKey;
 use crate::symbolic::builder::wrap;
 use crate::symbolic::translator::InstructionTranslator;
-use crate::symbolic::variables::user_defined::{has_generic_getattribute, is_data_descriptor, python_new, static_type_lookup};
+use crate::symbolic::variables::user_defined::{has_generic_getattribute, has_generic_setattr, is_data_descriptor, python_new, static_type_lookup};
 use crate::symbolic::variables::{type_name, VT};
 use crate::symbolic::{Unsupported, VResult};
 use pyo3::prelude::*;
@@ -36,18 +36,6 @@ fn module_of(o: &Bound<'_, PyAny>) -> String {
     o.getattr("__module__").ok().and_then(|m| m.extract::<String>().ok()).unwrap_or_default()
 }
 
-/// Whether `ty.<slot>` (`__setattr__`) is the generic one: object's, or the wrapper of the same
-/// `PyObject_GenericSetAttr` that BaseException (Objects/exceptions.c) and
-/// `types.SimpleNamespace` (Objects/namespaceobject.c) set on their types, so that every class
-/// derived from them sees that wrapper.
-pub(crate) fn generic_slot(py: Python<'_>, ty: &Bound<'_, PyType>, slot: &str) -> PyResult<bool> {
-    let own = ty.getattr(slot)?;
-    if own.is(py.get_type::<PyAny>().getattr(slot)?) || own.is(py.get_type::<pyo3::exceptions::PyBaseException>().getattr(slot)?) {
-        return Ok(true);
-    }
-    let namespace = py.import("types")?.getattr("SimpleNamespace")?;
-    Ok(own.is(namespace.getattr(slot)?))
-}
 
 /// The class of `e` when `e` is an exception object of a user's class (its `__module__` is not
 /// `builtins`): its Python attributes run in the trace (Note [user exception objects]).
@@ -97,6 +85,25 @@ pub(crate) fn exception_class_traceable(ty: &Bound<'_, PyType>) -> PyResult<bool
 }
 
 impl<'a> InstructionTranslator<'a> {
+    /// The real values of `args` and `kwargs` when every one is an immutable literal (a constant
+    /// or a tuple of them): an exception object holds its arguments themselves, so a list made
+    /// into a copy would lose the handler's `e.args[0].append(...)` (audit 52, S3). `None`
+    /// otherwise.
+    #[allow(clippy::type_complexity)]
+    fn immutable_literal_args<'py>(&self, py: Python<'py>, args: &[VT], kwargs: &[(String, VT)]) -> PyResult<Option<(Vec<Bound<'py, PyAny>>, Bound<'py, PyDict>)>> {
+        let immutable = |a: &VT| matches!(a, VT::Constant(_) | VT::Tuple(_));
+        if !args.iter().all(immutable) || !kwargs.iter().all(|(_, v)| immutable(v)) {
+            return Ok(None);
+        }
+        let Some(vals) = args.iter().map(|a| self.literal_value(py, a)).collect::<Option<Vec<_>>>() else { return Ok(None) };
+        let kw = PyDict::new(py);
+        for (name, v) in kwargs {
+            let Some(v) = self.literal_value(py, v) else { return Ok(None) };
+            kw.set_item(name, v)?;
+        }
+        Ok(Some((vals, kw)))
+    }
+
     /// `cls(*args, **kwargs)` for an exception class of the user's with a Python `__init__`
     /// (Note [user exception objects]): the new object as a constant, `__init__` inlined on it.
     /// `None` when the class or the arguments are not of that kind (the caller goes on).
@@ -116,16 +123,7 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(None);
         }
         let Some(cls_source) = self.og.class_sources.get(&(c.as_ptr() as usize)).cloned() else { return Ok(None) };
-        let immutable = |a: &VT| matches!(a, VT::Constant(_) | VT::Tuple(_));
-        if !args.iter().all(immutable) || !kwargs.iter().all(|(_, v)| immutable(v)) {
-            return Ok(None);
-        }
-        let Some(vals) = args.iter().map(|a| self.literal_value(py, a)).collect::<Option<Vec<_>>>() else { return Ok(None) };
-        let kw = PyDict::new(py);
-        for (name, v) in kwargs {
-            let Some(v) = self.literal_value(py, v) else { return Ok(None) };
-            kw.set_item(name, v)?;
-        }
+        let Some((vals, kw)) = self.immutable_literal_args(py, args, kwargs)? else { return Ok(None) };
         // `type_call` (Objects/typeobject.c): `tp_new(cls, args, kwargs)`, then `tp_init`.
         let mut new_args = vec![c.clone()];
         new_args.extend(vals);
@@ -151,7 +149,7 @@ impl<'a> InstructionTranslator<'a> {
         }
         let e = c.bind(py);
         let ty = e.get_type();
-        if !generic_slot(py, &ty, "__setattr__")? {
+        if !has_generic_setattr(py, &ty)? {
             graph_break!(SideEffect, "attribute write {}.{name} (custom __setattr__)", type_name(e));
         }
         // A Python data descriptor (a property's setter) would run at trace time; the C ones
@@ -263,16 +261,7 @@ impl<'a> InstructionTranslator<'a> {
         if !self.og.fresh_exceptions.iter().any(|e| e.is(&**c)) || module_of(owner) != "builtins" {
             return Ok(None);
         }
-        let immutable = |a: &VT| matches!(a, VT::Constant(_) | VT::Tuple(_));
-        if !args.iter().all(immutable) || !kwargs.iter().all(|(_, v)| immutable(v)) {
-            return Ok(None);
-        }
-        let Some(mut vals) = args.iter().map(|a| self.literal_value(py, a)).collect::<Option<Vec<_>>>() else { return Ok(None) };
-        let kw = PyDict::new(py);
-        for (name, v) in kwargs {
-            let Some(v) = self.literal_value(py, v) else { return Ok(None) };
-            kw.set_item(name, v)?;
-        }
+        let Some((mut vals, kw)) = self.immutable_literal_args(py, args, kwargs)? else { return Ok(None) };
         vals.insert(0, c.bind(py).clone());
         let r = method.call(PyTuple::new(py, vals)?, Some(&kw)).map_err(|e| Unsupported::folded(py, e))?;
         Ok(Some(VT::constant(r.unbind())))

@@ -1937,6 +1937,18 @@ pub(crate) fn has_generic_getattribute(py: Python<'_>, ty: &Bound<'_, pyo3::type
             .unwrap_or(false))
 }
 
+/// Whether `ty.__setattr__` is the generic one: object's, or the wrapper of the same
+/// `PyObject_GenericSetAttr` that BaseException (Objects/exceptions.c) and
+/// `types.SimpleNamespace` (Objects/namespaceobject.c) set on their types, so that every class
+/// derived from them sees that wrapper.
+pub(crate) fn has_generic_setattr(py: Python<'_>, ty: &Bound<'_, pyo3::types::PyType>) -> PyResult<bool> {
+    let own = ty.getattr("__setattr__")?;
+    if own.is(py.get_type::<PyAny>().getattr("__setattr__")?) || own.is(py.get_type::<pyo3::exceptions::PyBaseException>().getattr("__setattr__")?) {
+        return Ok(true);
+    }
+    Ok(own.is(py.import("types")?.getattr("SimpleNamespace")?.getattr("__setattr__")?))
+}
+
 /// Whether `ty.__setattr__` is `object`'s (no Python `__setattr__` to run first).
 fn generic_or_object_setattr(py: Python<'_>, ty: &Bound<'_, pyo3::types::PyType>) -> PyResult<bool> {
     Ok(ty.getattr("__setattr__")?.is(py.get_type::<PyAny>().getattr("__setattr__")?))
