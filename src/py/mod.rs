@@ -502,7 +502,7 @@ pub fn iter_at<'py>(seq: &Bound<'py, PyAny>, pos: usize) -> PyResult<Bound<'py, 
     Ok(it.into_any())
 }
 
-/// `object.__new__(cls)` with `attrs` placed in its instance dict, past the class's own
+/// `object.__new__(cls)` (`SimpleNamespace.__new__(cls)` for a namespace) with `attrs` placed in its instance dict, past the class's own
 /// `__setattr__` (as a frozen dataclass's `__init__` stores its fields): how transformed code
 /// rebuilds a user object that tracing created and that outlives the graph. With `items` (a
 /// subclass of `dict` or `collections.OrderedDict`), the object is made by `dict.__new__(cls)`
@@ -519,6 +519,9 @@ pub fn iter_at<'py>(seq: &Bound<'py, PyAny>, pos: usize) -> PyResult<Bound<'py, 
 pub fn new_object<'py>(cls: &Bound<'py, pyo3::types::PyType>, attrs: &Bound<'py, pyo3::types::PyDict>, items: Option<&Bound<'py, PyAny>>, from_items: Option<&Bound<'py, PyTuple>>) -> PyResult<Bound<'py, PyAny>> {
     let py = cls.py();
     let obj = match items {
+        // `object.__new__` refuses a type with a `__new__` of its own in C; SimpleNamespace's
+        // makes the empty object (Note [namespace objects]).
+        None if cls.is_subclass(&py.import("types")?.getattr("SimpleNamespace")?)? => py.import("types")?.getattr("SimpleNamespace")?.call_method1("__new__", (cls,))?,
         None => py.get_type::<PyAny>().call_method1("__new__", (cls,))?,
         Some(i) if i.is_instance_of::<pyo3::types::PyList>() => py.get_type::<pyo3::types::PyList>().call_method1("__new__", (cls,))?,
         Some(_) => py.get_type::<PyDict>().call_method1("__new__", (cls,))?,

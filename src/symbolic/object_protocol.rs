@@ -2304,8 +2304,17 @@ impl<'a> InstructionTranslator<'a> {
                         if missing.is_none() || self.contains(py, &storage, idx)? {
                             return self.getitem(py, &storage, idx);
                         }
-                        if let Some((k, m)) = missing.filter(|(_, m)| type_name(m) == "function") {
-                            let func = wrap(py, self.og, &m, class_attr_source(source, k, "__missing__"))?;
+                        if let Some((k, m)) = missing.as_ref().filter(|(_, m)| type_name(m) == "function") {
+                            let func = wrap(py, self.og, m, class_attr_source(source, *k, "__missing__"))?;
+                            return self.call(py, &func, vec![obj.clone(), idx.clone()], vec![]);
+                        }
+                        // `defaultdict.__missing__` of a defaultdict from outside the frame (an
+                        // optimizer's `state[p]` on its first step): the polyfill of its C code,
+                        // traced (Note [defaultdict objects]).
+                        if let Some((k, _)) = missing.filter(|(_, m)| crate::symbolic::variables::user_defined::is_defaultdict_own(py, m, "__missing__").unwrap_or(false)) {
+                            self.guard_mro_prefix(source, k, "__missing__");
+                            let f = py.import("dynamo._polyfills")?.getattr("defaultdict_missing")?;
+                            let func = wrap(py, self.og, &f, std::sync::Arc::new(crate::source::Source::Module { name: "dynamo._polyfills".into() }).attr("defaultdict_missing"))?;
                             return self.call(py, &func, vec![obj.clone(), idx.clone()], vec![]);
                         }
                     }
@@ -3100,6 +3109,10 @@ impl<'a> InstructionTranslator<'a> {
                 Ok(VT::NamedTuple { cls: c.clone(), items: Rc::new(items) })
             }
             VT::Class(c) if c.bind(py).is(py.import("collections")?.getattr("deque")?) => self.construct_deque(py, args, kwargs),
+            VT::Class(c) if crate::symbolic::variables::user_defined::is_namespace_type(py, c.bind(py))? && self.og.class_sources.contains_key(&(c.as_ptr() as usize)) => {
+                let c = c.clone();
+                self.construct_namespace(py, &c, args, kwargs)
+            }
             VT::Class(c) if self.is_trackable_class(py, c.bind(py))? => {
                 let c = c.clone();
                 self.construct_user_object(py, &c, args, kwargs)

@@ -1700,7 +1700,7 @@ impl<'a> InstructionTranslator<'a> {
         let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
         if !generic {
             let (k, delattr) = static_type_lookup(&ty, "__delattr__")?.expect("object defines __delattr__");
-            if !delattr.is(py.get_type::<PyAny>().getattr("__delattr__")?) {
+            if !crate::symbolic::variables::user_defined::is_generic_delattr(py, &delattr)? {
                 if type_name(&delattr) != "function" {
                     graph_break!(SideEffect, "attribute deletion {}.{name} (a {} __delattr__)", vt.describe(py), type_name(&delattr));
                 }

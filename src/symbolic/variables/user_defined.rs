@@ -1302,6 +1302,28 @@ impl<'a> InstructionTranslator<'a> {
         self.new_user_object(py, cls, args, kwargs)
     }
 
+    /// Note [namespace objects]: `types.SimpleNamespace(**kwargs)` (Objects/namespaceobject.c:
+    /// `namespace_new` makes an object with an empty instance dict, `namespace_init` sets each
+    /// keyword as an attribute, in order) made in the frame is a user object of that class: its
+    /// attributes live in the tracker, its `__getattribute__`/`__setattr__` are the generic ones
+    /// (`has_generic_getattribute`, `has_generic_setattr`), and it is rebuilt by
+    /// `SimpleNamespace.__new__` and `object.__setattr__` (`dynamo._C.new_object`) if it outlives
+    /// the graph. Its C `__eq__`, `__repr__` and ordering slots are not object's, so a comparison
+    /// or a repr of the tracker is a graph break (`user_object_rich_eq`), never the identity or
+    /// text of a plain object. Positional arguments (TypeError before 3.13, a mapping since) are
+    /// left to Python. `cls` is `types.SimpleNamespace` itself, reached through a source.
+    pub(crate) fn construct_namespace(&mut self, py: Python<'_>, cls: &Rc<Py<PyAny>>, args: Vec<VT>, kwargs: Vec<(String, VT)>) -> VResult<VT> {
+        if !args.is_empty() {
+            graph_break!(UnsupportedCall, "types.SimpleNamespace() with {} positional arguments", args.len());
+        }
+        let cls_source = self.og.class_sources.get(&(cls.as_ptr() as usize)).cloned().expect("checked by the caller");
+        let obj = crate::symbolic::variables::user_defined::UserObject::new(cls.clone_ref(py), cls_source, false);
+        for (k, v) in kwargs {
+            obj.set(py, &k, v);
+        }
+        Ok(VT::UserObject(obj))
+    }
+
     /// `object.__new__(cls)` (or the dict or list base's) for a trackable class: a new tracker,
     /// with no `__init__` run.
     fn fresh_user_object(&mut self, py: Python<'_>, cls: &Rc<Py<PyAny>>) -> VResult<VT> {
@@ -1510,9 +1532,11 @@ impl<'a> InstructionTranslator<'a> {
                 // Note [slotted objects]: the tracker holds the slots beside the dict's items.
                 graph_break!(UntracedValue, "__dict__ of {} (an object with __slots__ and a __dict__)", vt.describe(py));
             }
-            if name == "__dict__" && type_name(ca) == "getset_descriptor" {
-                // The instance dict's own getter (`subtype_dict`, or OrderedDict's): the tracker
-                // that holds the attributes, so writes through it are attribute writes.
+            if name == "__dict__" && (type_name(ca) == "getset_descriptor" || is_namespace_type(py, ca.getattr("__objclass__").as_ref().unwrap_or(ca))?) {
+                // The instance dict's own getter (`subtype_dict`, or OrderedDict's; for a
+                // namespace, the `__dict__` member of `_PyNamespace_Type`, Note [namespace
+                // objects]): the tracker that holds the attributes, so writes through it are
+                // attribute writes.
                 return Ok(VT::Dict(o.attrs.clone()));
             }
             if is_class_slot(o.cls.bind(py), ca) {
@@ -1616,13 +1640,13 @@ impl<'a> InstructionTranslator<'a> {
     pub(crate) fn user_object_setattr(&mut self, py: Python<'_>, vt: &VT, o: &Rc<crate::symbolic::variables::user_defined::UserObject>, name: &str, v: VT, generic: bool) -> VResult<()> {
         let ty = o.cls.bind(py).cast::<pyo3::types::PyType>().map_err(|e| Unsupported::new(e.to_string()))?.clone();
         if let Some((_, ca)) = static_type_lookup(&ty, name)? {
-            if name == "default_factory" && generic_or_object_setattr(py, &ty)? && crate::symbolic::variables::user_defined::is_defaultdict_own(py, &ca, name)? {
+            if name == "default_factory" && has_generic_setattr(py, &ty)? && crate::symbolic::variables::user_defined::is_defaultdict_own(py, &ca, name)? {
                 // The slot takes any value (`member_set`, T_OBJECT; Note [defaultdict objects]).
                 o.set(py, name, v);
                 return Ok(());
             }
             let slot = is_class_slot(o.cls.bind(py), &ca);
-            if slot && (generic || generic_or_object_setattr(py, &ty)?) {
+            if slot && (generic || has_generic_setattr(py, &ty)?) {
                 // Note [slotted objects]: `member_set` stores any value.
                 o.set(py, name, v);
                 return Ok(());
@@ -1632,14 +1656,14 @@ impl<'a> InstructionTranslator<'a> {
                 graph_break!(SideEffect, "attribute write {}.{name} (a {} on its class)", vt.describe(py), type_name(&ca));
             }
         }
-        if (generic || generic_or_object_setattr(py, &ty)?) && ty.getattr("__dictoffset__")?.extract::<isize>()? == 0 && !has_dict_base(py, ty.as_any())? && o.storage.is_none() {
+        if (generic || has_generic_setattr(py, &ty)?) && ty.getattr("__dictoffset__")?.extract::<isize>()? == 0 && !has_dict_base(py, ty.as_any())? && o.storage.is_none() {
             // No instance dict and no slot of that name: `PyObject_GenericSetAttr` raises
             // AttributeError (whose message differs between CPython versions): Python raises it.
             graph_break!(SideEffect, "attribute write {}.{name}: not a slot of an object without __dict__ (AttributeError)", vt.describe(py));
         }
         if !generic {
             let (k, setattr) = static_type_lookup(&ty, "__setattr__")?.expect("object defines __setattr__");
-            if !setattr.is(py.get_type::<PyAny>().getattr("__setattr__")?) {
+            if !has_generic_setattr(py, &ty)? {
                 let func = wrap(py, self.og, &setattr, o.class_attr_source(k, "__setattr__"))?;
                 let key = VT::constant(PyString::new(py, name).into_any().unbind());
                 self.call(py, &func, vec![vt.clone(), key, v], vec![])?;
@@ -1898,12 +1922,6 @@ pub(crate) fn take_class_lookups() -> Vec<(Py<PyAny>, String)> {
     })
 }
 
-/// Whether instances of `ty` look attributes up generically: `__getattribute__` is
-/// `object`'s, or a builtin base's slot wrapper that is generic too (dict, list, OrderedDict,
-/// and int, float, str, bytes, complex, whose `tp_getattro` is `PyObject_GenericGetAttr`:
-/// Objects/longobject.c, floatobject.c, unicodeobject.c, bytesobject.c, complexobject.c;
-/// `property` sets `tp_getattro` to `PyObject_GenericGetAttr` itself, Objects/descrobject.c, so
-/// a Python subclass of it reads `self.fget` as any object does).
 /// The Python function of a class's own `__new__` (a `staticmethod` in a class dict of its MRO
 /// before `object`), with its MRO index; `None` when `__new__` is `object`'s or not Python
 /// code (Note [user __new__]).
@@ -1917,6 +1935,12 @@ pub(crate) fn python_new<'py>(ty: &Bound<'py, pyo3::types::PyType>) -> PyResult<
     }
 }
 
+/// Whether instances of `ty` look attributes up generically: `__getattribute__` is
+/// `object`'s, or a builtin base's slot wrapper that is generic too (dict, list, OrderedDict,
+/// and int, float, str, bytes, complex, whose `tp_getattro` is `PyObject_GenericGetAttr`:
+/// Objects/longobject.c, floatobject.c, unicodeobject.c, bytesobject.c, complexobject.c;
+/// `property` sets `tp_getattro` to `PyObject_GenericGetAttr` itself, Objects/descrobject.c, so
+/// a Python subclass of it reads `self.fget` as any object does).
 pub(crate) fn has_generic_getattribute(py: Python<'_>, ty: &Bound<'_, pyo3::types::PyType>) -> PyResult<bool> {
     record_class_lookup(ty, "__getattribute__");
     let getattribute = ty.getattr("__getattribute__")?;
@@ -1937,6 +1961,11 @@ pub(crate) fn has_generic_getattribute(py: Python<'_>, ty: &Bound<'_, pyo3::type
             .unwrap_or(false))
 }
 
+/// Whether `cls` is exactly `types.SimpleNamespace` (Note [namespace objects]).
+pub(crate) fn is_namespace_type(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(cls.is(py.import("types")?.getattr("SimpleNamespace")?))
+}
+
 /// Whether `ty.__setattr__` is the generic one: object's, or the wrapper of the same
 /// `PyObject_GenericSetAttr` that BaseException (Objects/exceptions.c) and
 /// `types.SimpleNamespace` (Objects/namespaceobject.c) set on their types, so that every class
@@ -1949,9 +1978,13 @@ pub(crate) fn has_generic_setattr(py: Python<'_>, ty: &Bound<'_, pyo3::types::Py
     Ok(own.is(py.import("types")?.getattr("SimpleNamespace")?.getattr("__setattr__")?))
 }
 
-/// Whether `ty.__setattr__` is `object`'s (no Python `__setattr__` to run first).
-fn generic_or_object_setattr(py: Python<'_>, ty: &Bound<'_, pyo3::types::PyType>) -> PyResult<bool> {
-    Ok(ty.getattr("__setattr__")?.is(py.get_type::<PyAny>().getattr("__setattr__")?))
+/// Whether `f`, a class's `__delattr__`, is the generic deletion: object's, or the wrapper of
+/// the same `PyObject_GenericSetAttr` slot that BaseException and `types.SimpleNamespace` set on
+/// their types (a `tp_setattro` serves both `__setattr__` and `__delattr__`).
+pub(crate) fn is_generic_delattr(py: Python<'_>, f: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(f.is(py.get_type::<PyAny>().getattr("__delattr__")?)
+        || f.is(py.get_type::<pyo3::exceptions::PyBaseException>().getattr("__delattr__")?)
+        || f.is(py.import("types")?.getattr("SimpleNamespace")?.getattr("__delattr__")?))
 }
 
 /// Where class attribute `name` of the object at `source` lives when `type(obj).__mro__[k]`

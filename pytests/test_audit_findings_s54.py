@@ -1,0 +1,163 @@
+"""Findings of stop 54: each is the smallest program that broke needlessly or differed from
+eager, run eagerly and compiled and compared exactly (results, types, identities, side effects,
+exceptions), with graph and break counts."""
+
+import types
+
+import pytest
+import torch
+
+import dynamo
+from _compare import check
+
+BACKENDS = ["eager", "inductor"]
+SN = types.SimpleNamespace
+
+
+# Note [namespace objects] (src/symbolic/variables/user_defined.rs).
+
+
+def _ns_write_read(x, k):
+    ns = SN(a=k, b=2)
+    ns.b += 1
+    ns.c = x * 2
+    return x * ns.a + ns.b + ns.c
+
+
+def _ns_escapes(x, k):
+    ns = SN(a=k, t=x + 1)
+    ns.t = ns.t * 2
+    return vars(ns), type(ns) is SN, isinstance(ns, SN)
+
+
+def _ns_and_dict(x, k):
+    ns = SN(a=k, t=x + 1)
+    ns.t = ns.t * 2
+    return ns, vars(ns)
+
+
+def _ns_delete(x, k):
+    ns = SN(a=k, b=1)
+    del ns.a
+    return x + ns.b, hasattr(ns, "a"), getattr(ns, "q", 7), sorted(vars(ns))
+
+
+def _ns_dict_write(x, k):
+    ns = SN(a=k)
+    d = ns.__dict__
+    d["z"] = x
+    return ns.z + ns.a
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [_ns_write_read, _ns_escapes, _ns_delete, _ns_dict_write])
+def test_namespace_built_in_frame_is_traced(fn, backend):
+    """`types.SimpleNamespace(a=..)` made in the frame, its attributes written, read, deleted
+    and returned: one graph a compile, no break (audit 53, T10)."""
+    c = check(fn, lambda i: (torch.ones(2) * (i + 1), i + 1), backend)
+    assert c["graph_breaks"] == 0
+    assert c["graphs"] >= 1
+
+
+def test_namespace_rebuilt_with_its_dict():
+    """The namespace and its `vars()` leave the graph as one object and its own dict."""
+    dynamo.reset()
+    ns, d = dynamo.optimize("eager")(_ns_and_dict)(torch.ones(2), 3)
+    assert dynamo.counters()["graph_breaks"] == 0
+    assert type(ns) is SN and d is ns.__dict__
+    assert ns.a == 3 and torch.equal(ns.t, torch.full((2,), 4.0))
+
+
+def _ns_compare(x, k):
+    a, b = SN(a=k), SN(a=k)
+    return x + 1, a == b, a != b, repr(a), str(b)
+
+
+def _ns_hash(x, k):
+    try:
+        hash(SN(a=k))
+    except TypeError as e:
+        return x, str(e)
+    return x + 1
+
+
+def _ns_positional(x, k):
+    try:
+        return x + 1, SN({"a": k})
+    except TypeError as e:
+        return x, str(e)
+
+
+@pytest.mark.parametrize("fn", [_ns_compare, _ns_hash, _ns_positional])
+def test_namespace_c_slots_give_eager_values(fn):
+    """The namespace's C `__eq__`, `__repr__`, `__hash__` (None) and `__init__`'s positional
+    argument (TypeError before 3.13) are not modelled: they break, and give eager's values
+    (never a plain object's identity or text)."""
+    check(fn, lambda i: (torch.ones(2), i + 1), "eager")
+
+
+# A defaultdict from outside the frame indexed with a missing key: `defaultdict.__missing__`
+# traced (an optimizer's `self.state[p]` on its first step; audit 54, W4).
+
+
+def _state_step(state, ps):
+    for p in ps:
+        s = state[p]
+        if "buf" not in s:
+            s["buf"] = torch.zeros_like(p)
+        s["buf"].add_(p)
+    return len(state)
+
+
+class _CountingDefaultDict(__import__("collections").defaultdict):
+    pass
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", ["defaultdict", "subclass"])
+def test_defaultdict_missing_key_from_outside_is_traced(kind, backend):
+    import collections
+
+    cls = collections.defaultdict if kind == "defaultdict" else _CountingDefaultDict
+    ps = [torch.nn.Parameter(torch.ones(2)), torch.nn.Parameter(torch.full((3,), 2.0))]
+    eager_state, state = cls(dict), cls(dict)
+    dynamo.reset()
+    f = dynamo.optimize(backend)(_state_step)
+    for _ in range(3):
+        assert f(state, ps) == _state_step(eager_state, ps)
+    assert type(state) is cls and list(state) == ps
+    for p in ps:
+        assert torch.equal(state[p]["buf"], eager_state[p]["buf"])
+    c = dynamo.counters()
+    assert c["graph_breaks"] == 0 and c["graphs"] == 2
+
+
+def _missing_without_factory(d, k):
+    try:
+        return d[k]
+    except KeyError as e:
+        return ("KeyError", e.args)
+
+
+def _missing_list_factory(d, k):
+    d[k].append(k)
+    return d[k], len(d)
+
+
+@pytest.mark.parametrize("fn,factory", [(_missing_without_factory, None), (_missing_list_factory, list)])
+def test_defaultdict_missing_key_semantics(fn, factory):
+    """No factory: eager's KeyError(key); a factory: its value stored under the key, and
+    the dict's new item seen by Python after the call."""
+    import collections
+
+    def make(i):
+        return collections.defaultdict(factory, {"x": [0]}), f"k{i}"
+
+    eager = [make(i) for i in range(3)]
+    comp = [make(i) for i in range(3)]
+    dynamo.reset()
+    f = dynamo.optimize("eager")(fn)
+    for (ed, ek), (cd, ck) in zip(eager, comp):
+        assert f(cd, ck) == fn(ed, ek)
+        assert dict(cd) == dict(ed)
+    assert dynamo.counters()["graph_breaks"] == 0
