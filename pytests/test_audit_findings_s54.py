@@ -161,3 +161,59 @@ def test_defaultdict_missing_key_semantics(fn, factory):
         assert f(cd, ck) == fn(ed, ek)
         assert dict(cd) == dict(ed)
     assert dynamo.counters()["graph_breaks"] == 0
+
+
+# Note [setitem writes a view] (src/symbolic/output_graph.rs): `y[idx] op= v` writes back the
+# view it read; only the written view is compared with the value (audit 54, X2).
+
+
+def _slice_augassign(y):
+    y = y.clone()
+    y[1:3] += 1
+    y[0] *= 2
+    y[None, 3] -= 1
+    y[..., 1:] -= y[..., :-1].clone()
+    return y
+
+
+def _loop_augassign(x):
+    out = torch.zeros(3, *x.shape)
+    for i in range(3):
+        out[i] += x * i
+    return out
+
+
+def _partial_overlap_setitem(y):
+    y = y.clone()
+    y[1:3] = y[0:2]
+    return y
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [_slice_augassign, _loop_augassign])
+def test_augmented_setitem_on_a_view_is_one_graph(fn, backend):
+    c = check(fn, lambda: (torch.arange(16.0).reshape(4, 4),), backend)
+    assert c["graph_breaks"] == 0 and c["graphs"] == 1
+
+
+def test_partial_overlap_setitem_still_raises():
+    """`y[1:3] = y[0:2]` partly overlaps: eager's RuntimeError, the same under dynamo."""
+    check(_partial_overlap_setitem, lambda: (torch.arange(4.0),), "eager")
+
+
+# `bool(n)` and `pow(n, e, m)` of a symbolic int stay symbolic (audit 54, X1).
+
+
+def _bool_of_int(x, n):
+    return x * 2, bool(n), bool(x.shape[0] - 1)
+
+
+def _pow3_of_int(x, n):
+    return x * pow(n, 2, 7), pow(n, 3, -5)
+
+
+@pytest.mark.parametrize("fn", [_bool_of_int, _pow3_of_int])
+def test_builtins_of_a_dynamic_int_do_not_specialize(fn):
+    """Five sizes: the static compile, then one dynamic graph (eager: 5 values)."""
+    c = check(fn, lambda i: (torch.ones(i + 5), i + 5), "eager", calls=5)
+    assert c["graphs"] == 2 and c["recompiles"] == 1

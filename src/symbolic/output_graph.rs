@@ -1311,7 +1311,21 @@ impl OutputGraph {
             // The same for a written tensor that partly overlaps another operand (`x.t().add_(x)`:
             // "some elements of the input tensor and the written-to tensor refer to a single
             // memory location"): same storage, intersecting element ranges, not the same view.
-            for other in fakes.iter().skip(if mutates { 1 } else { 0 }) {
+            // Note [setitem writes a view]: `y[idx] = v` with a basic index (ints, slices, None,
+            // Ellipsis) is `y[idx].copy_(v)` (torch/csrc/autograd/python_variable_indexing.cpp,
+            // `THPVariable_setitem`), whose overlap check is between that view and `v`: the
+            // augmented `y[1:3] += 1` writes back the very view it read (a full overlap, no
+            // error), which the whole of `y` would partly overlap.
+            let setitem_fn = self.handles.operator.bind(py).getattr("setitem")?;
+            let setitem = target.is_some_and(|t| t.is(&setitem_fn));
+            let (w, others): (Bound<'_, PyAny>, Vec<Bound<'_, PyAny>>) = match (setitem, fakes.get(1), fakes.get(2)) {
+                (true, Some(idx), Some(v)) if basic_index(py, idx)? => {
+                    let dest = self.with_fake(py, || w.get_item(idx))?;
+                    (dest, vec![v.clone()])
+                }
+                _ => (w.clone(), fakes.iter().skip(if mutates { 1 } else { 0 }).cloned().collect()),
+            };
+            for other in &others {
                 if self.is_tensor(py, other) && !other.is(&w) && partly_overlaps(&w, other).unwrap_or(true) {
                     let what = method.map(|m| format!("Tensor.{m}")).unwrap_or_else(|| qualname(target.unwrap()));
                     return Err(Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::RaisesException, format!(
@@ -2036,6 +2050,18 @@ fn non_overlapping_and_dense(t: &Bound<'_, PyAny>) -> PyResult<bool> {
         expected *= size;
     }
     Ok(true)
+}
+
+/// Whether `idx` (a fake index operand of `y[idx] = v`) is a basic index: an int, a slice, None,
+/// Ellipsis, or a tuple of those (no tensor, list or bool: those index by copy, `index_put_`).
+fn basic_index(py: Python<'_>, idx: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let one = |i: &Bound<'_, PyAny>| -> bool {
+        i.is_none() || i.is(&py.Ellipsis()) || i.is_instance_of::<pyo3::types::PySlice>() || i.is_exact_instance_of::<pyo3::types::PyInt>() || crate::symbolic::variables::is_sym(i)
+    };
+    if let Ok(t) = idx.cast::<PyTuple>() {
+        return Ok(t.iter().all(|i| one(&i)));
+    }
+    Ok(one(idx))
 }
 
 /// True when tensors `a` and `b` share a storage, are not the same view of it, and their element

@@ -404,6 +404,24 @@ impl<'a> InstructionTranslator<'a> {
         if args.len() == 2 && is("pow") {
             return self.sym_operator(py, "pow", args.to_vec()).map(Some);
         }
+        // `pow(n, e, m)` of a symbolic int with a literal exponent `e >= 0` and modulus `m != 0`
+        // is `(n ** e) % m`, what `long_pow` (Objects/longobject.c) computes for those, with the
+        // sign of `m` as `%` gives it (audit 54, X1: folding specialized `n`).
+        if args.len() == 3 && is("pow") && kinds == [Kind::Int, Kind::Int, Kind::Int] {
+            let lit = |v: &VT| if let VT::Constant(c) = v { c.bind(py).extract::<i64>().ok() } else { None };
+            if let (Some(e), Some(m)) = (lit(&args[1]), lit(&args[2])) {
+                if e >= 0 && m != 0 {
+                    let p = self.sym_operator(py, "pow", args[..2].to_vec())?;
+                    return self.sym_operator(py, "mod", vec![p, args[2].clone()]).map(Some);
+                }
+            }
+        }
+        // `bool(n)` is the truth of `n` (`n != 0`: a guard on that, not on its value), as
+        // `not n` and `if n:` are (audit 54, X1: folding specialized `n`, a graph a size).
+        if one && is("bool") {
+            let t = self.truth(py, &args[0])?;
+            return Ok(Some(crate::symbolic::variables::constant::const_bool(py, t)));
+        }
         if args.len() == 2 && is("divmod") {
             let q = self.sym_operator(py, "floordiv", args.to_vec())?;
             let r = self.sym_operator(py, "mod", args.to_vec())?;
