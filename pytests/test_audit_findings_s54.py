@@ -217,3 +217,63 @@ def test_builtins_of_a_dynamic_int_do_not_specialize(fn):
     """Five sizes: the static compile, then one dynamic graph (eager: 5 values)."""
     c = check(fn, lambda i: (torch.ones(i + 5), i + 5), "eager", calls=5)
     assert c["graphs"] == 2 and c["recompiles"] == 1
+
+
+# A hand-written optimizer: `id(p)` of a parameter is its real id (ID_MATCH on its source), and
+# `p.grad = None` on a leaf input is a write replayed after the graph (audit 54, W2).
+
+
+def _momentum_run(compiled):
+    torch.manual_seed(0)
+    m = torch.nn.Linear(4, 2)
+    x = torch.randn(3, 4)
+    bufs = {}
+
+    def step(m, x):
+        loss = m(x).pow(2).mean()
+        loss.backward()
+        with torch.no_grad():
+            for p in m.parameters():
+                buf = bufs.setdefault(id(p), torch.zeros_like(p))
+                buf.mul_(0.9).add_(p.grad)
+                p -= 0.1 * buf
+                p.grad = None
+                assert p.grad is None
+        return loss.detach()
+
+    f = dynamo.optimize("eager")(step) if compiled else step
+    losses = [f(m, x).item() for _ in range(4)]
+    return losses, [p.grad for p in m.parameters()], sorted(bufs) == sorted(id(p) for p in m.parameters()), [p.detach().clone() for p in m.parameters()]
+
+
+def test_hand_written_optimizer_ids_and_grad_clearing():
+    dynamo.reset()
+    got = _momentum_run(True)
+    want = _momentum_run(False)
+    assert got[0] == want[0] and got[1] == want[1] == [None, None] and got[2] and want[2]
+    assert all(torch.equal(a, b) for a, b in zip(got[3], want[3]))
+    c = dynamo.counters()
+    # The backward breaks (it runs as Python); nothing else does. The update after it compiles
+    # twice: the first step inserts the momentum buffers into `bufs` (its keys are guarded).
+    assert c["graph_breaks"] == 1 and c["graphs"] == 3, c
+
+
+def _grad_cleared_then_read(p):
+    p.grad = None
+    return p * 2, p.grad
+
+
+def _grad_of_computed(x):
+    y = x * 2
+    y.grad = None
+    return y
+
+
+@pytest.mark.parametrize("fn", [_grad_cleared_then_read, _grad_of_computed])
+def test_grad_set_to_none(fn):
+    def make():
+        p = torch.nn.Parameter(torch.ones(3))
+        p.grad = torch.full((3,), 5.0)
+        return (p,)
+
+    check(fn, make, "eager")

@@ -586,6 +586,9 @@ impl<'a> InstructionTranslator<'a> {
             if self.torch_function_store_attr(py, t, name, v.clone())? {
                 return Ok(());
             }
+            if name == "grad" && self.store_input_grad(py, t, &v)? {
+                return Ok(());
+            }
         }
         match obj {
             VT::UserObject(o) => {
@@ -1060,6 +1063,16 @@ impl<'a> InstructionTranslator<'a> {
             // Classes from the frame are identity-guarded where they are read; builtins and
             // torch's own callables are the same objects in every run.
             VT::Class(o) | VT::Builtin(o) | VT::TorchFunction(o) => return Ok(real(o)),
+            // A tensor from outside the frame (a parameter keying a hand-written optimizer's
+            // state by `id(p)`; audit 54, W2): its real id, pinned by ID_MATCH on its source.
+            VT::Tensor(t) if t.source.as_ref().is_some_and(|s| self.og.inputs.iter().any(|(i, _)| i == s)) => {
+                let source = t.source.clone().expect("checked");
+                let obj = self.og.inputs.iter().find(|(i, _)| *i == source).map(|(_, o)| o.clone_ref(py)).expect("checked");
+                self.og.add_guard(Some(source), GuardKind::id_match(obj.clone_ref(py)));
+                return Ok(real(&obj));
+            }
+            // One the graph computes is a new object at each run: its id is unknown.
+            VT::Tensor(t) => Rc::as_ptr(t) as *const () as usize,
             VT::Constant(c) => c.as_ptr() as usize,
             VT::UserObject(o) => Rc::as_ptr(o) as *const () as usize,
             VT::List(l) | VT::Deque(l) => Rc::as_ptr(l) as *const () as usize,

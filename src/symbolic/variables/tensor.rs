@@ -646,12 +646,38 @@ impl<'a> InstructionTranslator<'a> {
 // `zero_grad(set_to_none=True)` followed by a backward that makes new gradient tensors only
 // feeds the graph new inputs. `is_leaf` is guarded too: a non-leaf's `.grad` warns at every read
 // (the guard would read it) and is a graph break, as is the gradient of a tensor made in the
-// graph (eager answers None with a warning) and writes to `.grad`.
+// graph (eager answers None with a warning) and writes to `.grad` other than `p.grad = None`
+// on such an input (`store_input_grad`: a write replayed after the graph, seen by later reads).
 
 impl<'a> InstructionTranslator<'a> {
     /// `t.grad` for a leaf tensor input `t` (Note [gradients of inputs]): the gradient wrapped
     /// as an input from `<source>.grad`; `None` (the caller breaks) otherwise.
     pub(crate) fn input_grad(&mut self, py: Python<'_>, t: &Rc<TensorVariable>) -> VResult<Option<VT>> {
+        let Some((source, real)) = self.leaf_input(py, t)? else { return Ok(None) };
+        if let Some(pending) = self.og.side_effects.attr(&real, "grad") {
+            return Ok(Some(pending));
+        }
+        let grad = real.bind(py).getattr("grad")?;
+        crate::symbolic::builder::wrap(py, self.og, &grad, source.attr("grad")).map(Some)
+    }
+
+    /// `t.grad = None` for a leaf tensor input `t` (a hand-written optimizer clearing its
+    /// gradients; audit 54, W2): recorded as an attribute write on the real tensor, replayed
+    /// after the graph; later reads of `t.grad` in the trace give None (`input_grad`). `false`
+    /// (the caller breaks) for any other tensor or value: a tensor stored as a gradient is
+    /// checked by the `grad` setter (shape, dtype, device), which the trace does not model.
+    pub(crate) fn store_input_grad(&mut self, py: Python<'_>, t: &Rc<TensorVariable>, v: &VT) -> VResult<bool> {
+        if !v.as_constant(py).is_some_and(|c| matches!(v, VT::Constant(_)) && c.is_none()) {
+            return Ok(false);
+        }
+        let Some((source, real)) = self.leaf_input(py, t)? else { return Ok(false) };
+        self.og.side_effects.store_attr(py, &real, source, "grad", v.clone());
+        Ok(true)
+    }
+
+    /// The source and real object of `t` when it is a leaf input of plain type (`Tensor` or
+    /// `Parameter`, no subclass), its `is_leaf` guarded; `None` otherwise.
+    fn leaf_input(&mut self, py: Python<'_>, t: &Rc<TensorVariable>) -> VResult<Option<(Arc<Source>, Py<PyAny>)>> {
         let Some(source) = t.source.clone() else { return Ok(None) };
         if self.og.tensor_subclasses.contains_key(&t.node) {
             return Ok(None);
@@ -662,11 +688,9 @@ impl<'a> InstructionTranslator<'a> {
             return Ok(None);
         }
         match self.tensor_query(py, t, "is_leaf", false)? {
-            Some(leaf) if leaf.as_constant(py).is_some_and(|c| c.is_truthy().unwrap_or(false)) => {}
-            _ => return Ok(None),
+            Some(leaf) if leaf.as_constant(py).is_some_and(|c| c.is_truthy().unwrap_or(false)) => Ok(Some((source, real))),
+            _ => Ok(None),
         }
-        let grad = real.bind(py).getattr("grad")?;
-        crate::symbolic::builder::wrap(py, self.og, &grad, source.attr("grad")).map(Some)
     }
 }
 
