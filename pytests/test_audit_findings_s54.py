@@ -277,3 +277,38 @@ def test_grad_set_to_none(fn):
         return (p,)
 
     check(fn, make, "eager")
+
+
+# Note [dynamic compile budget] (src/symbolic/convert_frame.rs): a compile with symbolic sizes
+# that runs past `config.dynamic_compile_budget_s` is redone with static sizes, and the code
+# stays static (audit 54, V1: Swin at a second image size did not finish in minutes).
+
+
+def _windowed(x):
+    b, c, h, w = x.shape
+    y = x.view(b, c, h // 2, 2, w // 2, 2).permute(0, 2, 4, 1, 3, 5)
+    return y.reshape(b, -1, c * 4).sum(1)
+
+
+def test_dynamic_compile_past_budget_compiles_static():
+    before = dynamo.config.dynamic_compile_budget_s
+    dynamo.config.dynamic_compile_budget_s = 0
+    try:
+        c = check(_windowed, lambda i: (torch.arange(2 * 3 * (4 + 2 * i) ** 2, dtype=torch.float32).reshape(2, 3, 4 + 2 * i, 4 + 2 * i).sin(),), "eager", calls=4)
+    finally:
+        dynamo.config.dynamic_compile_budget_s = before
+    # One static compile per size: the budget (0 s) ends the dynamic attempt at once.
+    assert c["graphs"] == 4 and c["recompiles"] == 3 and c["graph_breaks"] == 0
+
+
+def test_dynamic_compile_budget_setting():
+    before = dynamo.config.dynamic_compile_budget_s
+    assert before == 30.0
+    dynamo.config.dynamic_compile_budget_s = 2.5
+    assert dynamo.config.dynamic_compile_budget_s == 2.5
+    dynamo.config.dynamic_compile_budget_s = before
+    with pytest.raises(ValueError):
+        dynamo.config.dynamic_compile_budget_s = -1
+    # Within the budget the second size makes the sizes symbolic: one graph serves the rest.
+    c = check(_windowed, lambda i: (torch.arange(2 * 3 * (4 + 2 * i) ** 2, dtype=torch.float32).reshape(2, 3, 4 + 2 * i, 4 + 2 * i).sin(),), "eager", calls=4)
+    assert c["graphs"] == 2 and c["recompiles"] == 1

@@ -25,6 +25,15 @@ pub static DYNAMIC_SHAPES: std::sync::atomic::AtomicU8 = std::sync::atomic::Atom
 /// changed, as torch's `automatic_dynamic_shapes`.
 pub static AUTOMATIC_DYNAMIC_WHOLE_TENSOR: AtomicBool = AtomicBool::new(true);
 
+/// The time a compile with symbolic sizes may take, in milliseconds
+/// (`dynamo.config.dynamic_compile_budget_s`, default 30 s; Note [dynamic compile budget] in
+/// src/symbolic/convert_frame.rs): past it, the frame is compiled again with static sizes.
+pub static DYNAMIC_COMPILE_BUDGET_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(30_000);
+
+pub fn dynamic_compile_budget() -> std::time::Duration {
+    std::time::Duration::from_millis(DYNAMIC_COMPILE_BUDGET_MS.load(Ordering::Relaxed))
+}
+
 pub fn automatic_dynamic_whole_tensor() -> bool {
     AUTOMATIC_DYNAMIC_WHOLE_TENSOR.load(Ordering::Relaxed)
 }

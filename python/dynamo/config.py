@@ -27,6 +27,10 @@
   changed: symbolic channels and spatial sizes made the ShapeEnv's work on window-partition
   reshapes take minutes. False: only the dimensions that changed for every tensor, as torch
   does. Kernels are specialized per concrete shape either way.
+- ``dynamic_compile_budget_s`` (float, default 30): seconds a compile with symbolic sizes may
+  take; past it the frame is compiled again with static sizes (one compile per size, logged
+  under ``DYNAMO_LOGS=recompiles``). The ShapeEnv's proofs about some reshapes of symbolic
+  spatial sizes (Swin's window partition) take many minutes.
 - ``assume_static_by_default`` (bool, default True): False makes every dimension of every
   tensor input symbolic from the first compile (as ``optimize(dynamic=True)``).
 """
@@ -48,6 +52,7 @@ _SETTINGS = (
     "automatic_dynamic_shapes",
     "assume_static_by_default",
     "automatic_dynamic_whole_tensor",
+    "dynamic_compile_budget_s",
 )
 _PARTITIONERS = ("min_cut", "save_all")
 
@@ -126,6 +131,14 @@ class _Config(_types.ModuleType):
     @automatic_dynamic_whole_tensor.setter
     def automatic_dynamic_whole_tensor(self, value: bool) -> None:
         _C.automatic_dynamic_whole_tensor(bool(value))
+
+    @property
+    def dynamic_compile_budget_s(self) -> float:
+        return _C.dynamic_compile_budget_s()
+
+    @dynamic_compile_budget_s.setter
+    def dynamic_compile_budget_s(self, value: float) -> None:
+        _C.dynamic_compile_budget_s(float(value))
 
 
 aot_partitioner = "min_cut"

@@ -52,6 +52,9 @@ pub struct ExtraState {
     pub n_with_ops: usize,
     /// The input sizes earlier conversions saw (automatic dynamic; Note [symbolic sizes]).
     pub dim_state: Option<crate::symbolic::output_graph::DimState>,
+    /// A compile with symbolic sizes ran past its budget: compile this code with static sizes
+    /// from now on (Note [dynamic compile budget] in src/symbolic/convert_frame.rs).
+    pub static_only: bool,
 }
 
 fn extra_index() -> pyffi::Py_ssize_t {

@@ -498,7 +498,7 @@ fn mark_status(py: Python<'_>, code: &Bound<'_, PyAny>, status: FrameStatus) {
     unsafe {
         let st = get_extra(code.as_ptr());
         if st.is_null() {
-            set_extra(py, code.as_ptr(), ExtraState { status, n_arg_slots: 0, entries: vec![], warned_limit: false, n_graphless: 0, n_with_ops: 0, dim_state: None });
+            set_extra(py, code.as_ptr(), ExtraState { status, n_arg_slots: 0, entries: vec![], warned_limit: false, n_graphless: 0, n_with_ops: 0, dim_state: None, static_only: false });
         } else {
             (*st).status = status;
         }
@@ -598,7 +598,7 @@ fn classify(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<ExtraState> {
         || name == "__torch_dispatch__"
         || (!is_forced && skipped_file(&filename));
     let _ = py;
-    Ok(ExtraState { status: if skip { FrameStatus::Skip } else { FrameStatus::Compile }, n_arg_slots, entries: vec![], warned_limit: false, n_graphless: 0, n_with_ops: 0, dim_state: None })
+    Ok(ExtraState { status: if skip { FrameStatus::Skip } else { FrameStatus::Compile }, n_arg_slots, entries: vec![], warned_limit: false, n_graphless: 0, n_with_ops: 0, dim_state: None, static_only: false })
 }
 
 unsafe fn default_eval(tstate: *mut pyffi::PyThreadState, frame: *mut InterpreterFrame, throwflag: c_int) -> *mut pyffi::PyObject {
@@ -849,7 +849,7 @@ unsafe fn eval_frame_attached(py: Python<'_>, frame: *mut InterpreterFrame, cb: 
         closure: if refs.closure.is_null() { None } else { Bound::from_borrowed_ptr(py, refs.closure).cast_into::<PyTuple>().ok() },
         args: (0..state.n_arg_slots).map(|i| Bound::from_borrowed_ptr(py, ffi::local(frame, i))).collect(),
         grad_enabled: py.import("torch").and_then(|t| t.call_method0("is_grad_enabled")?.extract()).unwrap_or(true),
-        dynamic: crate::symbolic::output_graph::DynamicPolicy { mode: dynamic_mode(&backend), previous: state.dim_state.clone() },
+        dynamic: crate::symbolic::output_graph::DynamicPolicy { mode: if state.static_only { Some(false) } else { dynamic_mode(&backend) }, previous: state.dim_state.clone() },
     };
     let masked = mask_saved_tensor_hooks(py);
     let _ = crate::symbolic::take_interrupt();
@@ -897,6 +897,7 @@ unsafe fn eval_frame_attached(py: Python<'_>, frame: *mut InterpreterFrame, cb: 
         Ok(Ok(conv)) => {
             bump(&c::compiles);
             // Automatic dynamic: remember the sizes (and dynamic dimensions) this compile saw.
+            state.static_only |= conv.static_only;
             let seen = state.dim_state.get_or_insert_with(Default::default);
             for (src, dims) in &conv.dim_state {
                 seen.insert(src.clone(), dims.clone());

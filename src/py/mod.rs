@@ -731,6 +731,20 @@ pub fn automatic_dynamic_whole_tensor(value: Option<bool>) -> bool {
     crate::config::automatic_dynamic_whole_tensor()
 }
 
+/// Reads or sets `config.dynamic_compile_budget_s`, in seconds (Note [dynamic compile budget]
+/// in src/symbolic/convert_frame.rs). Errors: ValueError for a negative or non-finite value.
+#[pyfunction]
+#[pyo3(signature = (value=None))]
+pub fn dynamic_compile_budget_s(value: Option<f64>) -> PyResult<f64> {
+    if let Some(v) = value {
+        if !v.is_finite() || v < 0.0 {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!("dynamic_compile_budget_s must be a finite number of seconds >= 0, got {v}")));
+        }
+        crate::config::DYNAMIC_COMPILE_BUDGET_MS.store((v * 1000.0) as u64, Ordering::Relaxed);
+    }
+    Ok(crate::config::dynamic_compile_budget().as_secs_f64())
+}
+
 /// Registers the functions above on the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Unsupported", m.py().get_type::<hook::Unsupported>())?;
@@ -740,6 +754,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(input_plan::_input_plan_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(dynamic_shapes, m)?)?;
     m.add_function(wrap_pyfunction!(automatic_dynamic_whole_tensor, m)?)?;
+    m.add_function(wrap_pyfunction!(dynamic_compile_budget_s, m)?)?;
     m.add_function(wrap_pyfunction!(set_skip_prefixes, m)?)?;
     m.add_function(wrap_pyfunction!(skip_code, m)?)?;
     m.add_function(wrap_pyfunction!(force_compile, m)?)?;

@@ -77,6 +77,46 @@ pub struct Converted {
     pub dim_state: crate::symbolic::output_graph::DimState,
     /// Whether some input got symbolic sizes or values (Note [symbolic sizes]).
     pub symbolic: bool,
+    /// The compile with symbolic sizes ran past its budget and this one is static: later
+    /// compiles of the code stay static (Note [dynamic compile budget]).
+    pub static_only: bool,
+}
+
+// Note [dynamic compile budget]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Tracing with symbolic sizes asks the ShapeEnv to prove facts about them at every view and
+// branch. For some models those proofs explode: Swin's window partition and padding over
+// symbolic height and width (`(H + pad) // window` in views of views) did not finish in five
+// minutes where the static compile takes two seconds (audit 54, V1; torch.compile has the same
+// fault). A conversion that may make sizes symbolic gets a deadline
+// (`config.dynamic_compile_budget_s`); past it, with symbolic sizes in play, every instruction
+// and every graph op fails at once with a `SHAPE_GUARD_UNSUPPORTED` reason, whatever traces or
+// breaks are under way finish quickly, and `convert` compiles the frame again with static
+// sizes. The code object then stays static (`Converted::static_only`, kept in its
+// `ExtraState`), so later sizes compile once each instead of paying the budget again.
+
+thread_local! {
+    /// The deadline of the conversion under way on this thread, if it may use symbolic sizes.
+    static COMPILE_DEADLINE: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
+    /// Set when that deadline passed while symbolic sizes were in play.
+    static BUDGET_EXCEEDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Fails once the conversion under way has run past its budget while `symbolic` (the trace has
+/// a ShapeEnv) (Note [dynamic compile budget]).
+pub fn check_compile_budget(symbolic: bool) -> crate::symbolic::VResult<()> {
+    if !symbolic {
+        return Ok(());
+    }
+    let Some(deadline) = COMPILE_DEADLINE.with(|d| d.get()) else { return Ok(()) };
+    if std::time::Instant::now() < deadline {
+        return Ok(());
+    }
+    BUDGET_EXCEEDED.with(|e| e.set(true));
+    Err(Unsupported::of(
+        crate::symbolic::graph_break::GraphBreakKind::DynamicShapeGuard,
+        format!("{SHAPE_GUARD_UNSUPPORTED}: a compile with symbolic sizes ran past config.dynamic_compile_budget_s ({:.0} s)", crate::config::dynamic_compile_budget().as_secs_f64()),
+    ))
 }
 
 /// The grad mode at frame entry (recorded on the frame input by `convert`).
@@ -245,7 +285,17 @@ pub fn convert(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyAny
     let grad_at_entry = grad_before.as_ref().and_then(|g| g.extract::<bool>().ok()).unwrap_or(true);
     // Tracing an autocast block switches the real autocast state too (Note [autocast blocks]).
     let outer_autocast = crate::symbolic::variables::ctx_manager::begin_autocast_watch();
+    let deadline = (frame.dynamic.mode != Some(false)).then(|| std::time::Instant::now() + crate::config::dynamic_compile_budget());
+    let outer_deadline = COMPILE_DEADLINE.with(|d| d.replace(deadline));
+    let outer_exceeded = BUDGET_EXCEEDED.with(|e| e.replace(false));
     let mut result = convert_inner(py, frame, backend, grad_at_entry);
+    let exceeded = BUDGET_EXCEEDED.with(|e| e.replace(outer_exceeded));
+    COMPILE_DEADLINE.with(|d| d.set(outer_deadline));
+    if exceeded {
+        // Note [dynamic compile budget]: whatever the late trace made is dropped.
+        let why = format!("{SHAPE_GUARD_UNSUPPORTED}: a compile with symbolic sizes ran past config.dynamic_compile_budget_s ({:.0} s)", crate::config::dynamic_compile_budget().as_secs_f64());
+        result = Err(ConvertError::Unsupported(Unsupported::of(crate::symbolic::graph_break::GraphBreakKind::DynamicShapeGuard, why)));
+    }
     if let Err(ConvertError::Unsupported(u)) = &result {
         if u.reason.starts_with(SHAPE_GUARD_UNSUPPORTED) && frame.dynamic.mode != Some(false) {
             // The ShapeEnv learned a fact our guards cannot express: compile with static shapes.
@@ -255,6 +305,9 @@ pub fn convert(py: Python<'_>, frame: &FrameInput<'_>, backend: &Bound<'_, PyAny
                 let _ = c.call_method1("_set_grad_enabled", (grad_at_entry,));
             }
             result = convert_inner(py, &static_frame, backend, grad_at_entry);
+            if let (true, Ok(c)) = (exceeded, &mut result) {
+                c.static_only = true;
+            }
         }
     }
     if let (Some(c), Some(g)) = (&torch_c, &grad_before) {
@@ -473,7 +526,7 @@ fn finish_return(
         og.guards.push(g);
     }
     let guards = GuardManager::new(py, std::mem::take(&mut og.guards)).map_err(ConvertError::Internal)?;
-    Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: None, dim_state: std::mem::take(&mut og.dim_state), symbolic: og.shape_env.is_some() })
+    Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: None, dim_state: std::mem::take(&mut og.dim_state), symbolic: og.shape_env.is_some(), static_only: false })
 }
 
 /// Whether and how the transformed code reruns the frame when its graph raises (Note [graph
@@ -1104,7 +1157,7 @@ fn convert_break(
         og.guards.push(g);
     }
     let guards = GuardManager::new(py, std::mem::take(&mut og.guards)).map_err(ConvertError::Internal)?;
-    Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: Some(reason), dim_state: std::mem::take(&mut og.dim_state), symbolic: og.shape_env.is_some() })
+    Ok(Converted { code, guards, graph_text, n_ops, graph_module, graph_break: Some(reason), dim_state: std::mem::take(&mut og.dim_state), symbolic: og.shape_env.is_some(), static_only: false })
 }
 
 /// The side effects recorded while tracing, as replay steps whose values are rebuilt from the

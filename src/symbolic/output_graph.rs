@@ -1281,6 +1281,7 @@ impl OutputGraph {
     /// tuples of tensors become `getitem` nodes, non-tensor results (sizes, dtypes, ...) are
     /// constants (shapes are static).
     pub fn call(&mut self, py: Python<'_>, target: Option<&Bound<'_, PyAny>>, method: Option<&str>, args: &[VT], kwargs: &[(String, VT)]) -> VResult<VT> {
+        crate::symbolic::convert_frame::check_compile_budget(self.shape_env.is_some())?;
         let (arg_list, fakes) = self.to_args(py, args)?;
         let fake_kwargs = PyDict::new(py);
         let mut kw_args = Vec::with_capacity(kwargs.len());

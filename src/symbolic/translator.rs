@@ -192,6 +192,7 @@ impl<'a> InstructionTranslator<'a> {
             if budget == 0 {
                 graph_break!(UnrollLimit, "instruction budget exhausted in {}", self.code.name);
             }
+            crate::symbolic::convert_frame::check_compile_budget(self.og.shape_env.is_some())?;
             let ip = self.ip;
             if ip >= self.code.insts.len() {
                 graph_break!(InternalInconsistency, "fell off the end of {}", self.code.name);
