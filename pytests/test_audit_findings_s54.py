@@ -312,3 +312,27 @@ def test_dynamic_compile_budget_setting():
     # Within the budget the second size makes the sizes symbolic: one graph serves the rest.
     c = check(_windowed, lambda i: (torch.arange(2 * 3 * (4 + 2 * i) ** 2, dtype=torch.float32).reshape(2, 3, 4 + 2 * i, 4 + 2 * i).sin(),), "eager", calls=4)
     assert c["graphs"] == 2 and c["recompiles"] == 1
+
+
+# Note [global state queries] (src/symbolic/output_graph.rs): the guard of a query that warns
+# (a deprecated one) does not show the warning again at the caller's line (audit 54, W5).
+
+
+def _deprecated_query(x):
+    return x * 2 + int(torch.is_autocast_cpu_enabled())
+
+
+def test_guard_of_a_warning_query_is_quiet():
+    import warnings
+
+    def run(f):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")
+            for _ in range(3):
+                f(torch.ones(2))
+        return [(w.category, w.lineno, str(w.message)) for w in caught]
+
+    expected = run(_deprecated_query)
+    dynamo.reset()
+    assert run(dynamo.optimize("eager")(_deprecated_query)) == expected
+    assert len(expected) == 1

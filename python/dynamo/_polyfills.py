@@ -10,6 +10,7 @@ on every input it is used for; the C source it follows is named in its docstring
 import collections
 import copyreg
 import functools
+import warnings as _warnings
 
 
 def object_reduce_ex(obj, protocol):
@@ -64,6 +65,35 @@ def _getstate(obj, cls):
         return obj.__getstate__()
     d = object.__getattribute__(obj, "__dict__")
     return d if d else None
+
+
+def warns(func, *args):
+    """Whether `func(*args)` emits a warning (any category, whatever the filters say)."""
+    with _warnings.catch_warnings(record=True) as caught:
+        _warnings.simplefilter("always")
+        func(*args)
+    return bool(caught)
+
+
+def quiet_query(func, *args):
+    """`func(*args)` with warnings ignored: the guard of a global-state query that warns (a
+    deprecated one, `torch.is_autocast_cpu_enabled()`), which runs before every call of the
+    compiled frame, where eager calls it only where the program does (Note [global state
+    queries] in src/symbolic/output_graph.rs): its warning would show a second time, at the
+    caller's line. The warning is dropped where it would be shown (`warnings._showwarnmsg`,
+    which the C `warn` path calls too) rather than by a filter: changing the filters
+    (`catch_warnings`) resets every module's record of the warnings already shown, and the
+    warnings the trace replays (eval_frame.py) would show again at every call."""
+    shown = _warnings._showwarnmsg
+    _warnings._showwarnmsg = _drop_warning
+    try:
+        return func(*args)
+    finally:
+        _warnings._showwarnmsg = shown
+
+
+def _drop_warning(msg):
+    """Shows nothing (`quiet_query`)."""
 
 
 class UnknownId(Exception):

@@ -1472,7 +1472,16 @@ impl OutputGraph {
                     if !fake_kwargs.is_empty() {
                         crate::graph_break!(UntracedValue, "{}() with keyword arguments reads global state", qualname(t));
                     }
-                    self.add_guard(None, GuardKind::GlobalQuery { func: t.clone().unbind(), args: fake_args.clone().unbind(), expected: result.clone().unbind() });
+                    // A query that warns (a deprecated one) is guarded through
+                    // `_polyfills.quiet_query`: the guard's call would show the warning again.
+                    let polyfills = py.import("dynamo._polyfills")?;
+                    let call: Vec<Bound<'_, PyAny>> = std::iter::once(t.clone()).chain(fake_args.iter()).collect();
+                    let (func, args) = if polyfills.getattr("warns")?.call1(PyTuple::new(py, &call)?)?.is_truthy()? {
+                        (polyfills.getattr("quiet_query")?, PyTuple::new(py, &call)?)
+                    } else {
+                        (t.clone(), fake_args.clone())
+                    };
+                    self.add_guard(None, GuardKind::GlobalQuery { func: func.unbind(), args: args.unbind(), expected: result.clone().unbind() });
                 }
             }
             return Ok(VT::constant(result.unbind()));
@@ -1998,7 +2007,8 @@ fn contains_sym(v: &Bound<'_, PyAny>) -> bool {
 /// `torch.are_deterministic_algorithms_enabled` is called whole, as torch functions are), called
 /// on constants only, is folded into its answer and guarded on it (GLOBAL_STATE, torch's global-state guard),
 /// so the guard costs only in frames that ask. A pure function of its constant arguments passes
-/// the guard every time. Grad mode and inference mode are modelled by the trace itself (the
+/// the guard every time. A query that warns when called (a deprecated one) is guarded through
+/// `dynamo._polyfills.quiet_query`, so the guard does not show its warning a second time. Grad mode and inference mode are modelled by the trace itself (the
 /// trace switches the real mode, `set_grad_enabled` and `enter_inference_mode` in
 /// variables/ctx_manager.rs) and guarded at frame entry, so their queries are left out.
 fn is_global_state_query(t: &Bound<'_, PyAny>) -> bool {
