@@ -68,10 +68,25 @@ def _getstate(obj, cls):
 
 
 def warns(func, *args):
-    """Whether `func(*args)` emits a warning (any category, whatever the filters say)."""
-    with _warnings.catch_warnings(record=True) as caught:
-        _warnings.simplefilter("always")
+    """Whether `func(*args)` emits a warning (any category, whatever the filters say), shown
+    nowhere. An "always" filter is put first in `warnings.filters` for the call and the
+    warnings are caught where they would be shown (`warnings._showwarnmsg`); the filters are
+    changed in place, not through `catch_warnings`, whose `_filters_mutated()` would reset every
+    module's record of the warnings already shown ("default" would show them again), and an
+    "always" action records nothing there."""
+    caught = []
+    always = ("always", None, Warning, None, 0)
+    shown = _warnings._showwarnmsg
+    _warnings.filters.insert(0, always)
+    _warnings._showwarnmsg = caught.append
+    try:
         func(*args)
+    finally:
+        _warnings._showwarnmsg = shown
+        try:
+            _warnings.filters.remove(always)
+        except ValueError:
+            pass
     return bool(caught)
 
 
