@@ -336,3 +336,46 @@ def test_guard_of_a_warning_query_is_quiet():
     dynamo.reset()
     assert run(dynamo.optimize("eager")(_deprecated_query)) == expected
     assert len(expected) == 1
+
+
+# Note [lazy constants] (src/symbolic/output_graph.rs): a tuple holds its lazy items unused and
+# returning moves a value out, so `return x * 2, f"{n}"` rebuilds the text at run time instead
+# of guarding `n`; `str(n)` / `repr(n)` of a number argument are lazy like formatting (audit 54,
+# X1; the known "formatted size returned in a tuple specializes it").
+
+
+def _text_returned(x, n):
+    return x * 2, str(n), repr(n), f"{n:03d}", "%d" % n, (n, "a")
+
+
+def _text_of_size_returned(x, n):
+    return x.sum(), f"{x.shape[0]}", str(x.shape[0] * 2)
+
+
+def _tuple_item_used(x, n):
+    t = (x, str(n))
+    if t[1] == "7":
+        return x + 1, t
+    return x - 1, t
+
+
+def _tuple_used_whole(x, n):
+    t = (x.sum(), n)
+    return sorted(t[1:] + (3,)), len(str(n)), t
+
+
+def _float_text(x, lr):
+    return x * 2, str(lr), repr(lr * 2)
+
+
+@pytest.mark.parametrize("fn", [_text_returned, _text_of_size_returned])
+def test_returned_text_of_an_argument_does_not_guard_it(fn):
+    c = check(fn, lambda i: (torch.ones(i + 5), i + 5), "eager", calls=5)
+    # The sizes change too: one static compile, then one dynamic graph.
+    assert c["graphs"] <= 2 and c["graph_breaks"] == 0, c
+
+
+@pytest.mark.parametrize("fn,arg", [(_tuple_item_used, lambda i: i + 5), (_tuple_used_whole, lambda i: i + 5), (_float_text, lambda i: 0.5 + i)])
+def test_lazy_items_used_in_the_frame_are_guarded(fn, arg):
+    """Items of a tuple that the frame reads are guarded: every call gives eager's values."""
+    check(fn, lambda i: (torch.ones(3), arg(i)), "eager", calls=5)
