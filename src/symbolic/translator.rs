@@ -828,13 +828,7 @@ impl<'a> InstructionTranslator<'a> {
             op::RETURN_VALUE => {
                 // Returning moves the value out (Note [lazy constants]): an argument not used
                 // yet is rebuilt from its source, a string formatted from one formatted again.
-                // A lazy tuple of constants is used here, as before: its recipe would rebuild
-                // its other items as the compile's objects (Note [constants keep their
-                // identity]: `return s, t` gives back the very `t` it got).
                 let v = self.pop_unused()?;
-                if matches!(v, VT::Constant(_)) && v.as_constant(py).is_some_and(|c| c.is_exact_instance_of::<PyTuple>()) {
-                    self.og.realize(&v);
-                }
                 return Ok(Flow::Return(v));
             }
             op::RETURN_CONST => {
