@@ -951,13 +951,6 @@ impl OutputGraph {
         if self.lazy_constants.is_empty() {
             return;
         }
-        // A tuple built in the trace holds its items unused (BUILD_TUPLE): using it uses them.
-        if let VT::Tuple(items) = v {
-            for i in items.iter() {
-                self.realize(i);
-            }
-            return;
-        }
         let VT::Constant(c) = v else { return };
         let key = Rc::as_ptr(c) as usize;
         let bases = match self.lazy_constants.get_mut(&key) {

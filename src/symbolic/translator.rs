@@ -826,9 +826,7 @@ impl<'a> InstructionTranslator<'a> {
                 })));
             }
             op::RETURN_VALUE => {
-                // Returning moves the value out (Note [lazy constants]): an argument not used
-                // yet is rebuilt from its source, a string formatted from one formatted again.
-                let v = self.pop_unused()?;
+                let v = self.pop()?;
                 return Ok(Flow::Return(v));
             }
             op::RETURN_CONST => {
@@ -1121,10 +1119,7 @@ impl<'a> InstructionTranslator<'a> {
                 // [lazy constants]): its items are not used yet.
                 let n = arg as usize;
                 let lazy = n > 0 && self.stack.len() >= n && self.stack[self.stack.len() - n..].iter().all(|v| matches!(v, VT::Constant(_))) && self.stack[self.stack.len() - n..].iter().any(|v| self.og.lazy_recipe(py, v).is_some_and(|(_, b)| !b.is_empty()));
-                // A tuple of other values keeps its lazy items unused: a use of the tuple uses
-                // them all (`OutputGraph::realize` walks tuples), returning it does not (audit
-                // 54, X1: `return x * 2, f"{n}"` guarded `n` and compiled once a value).
-                let items = self.popn_unused(n)?;
+                let items = if lazy { self.popn_unused(n)? } else { self.popn(n)? };
                 let t = if lazy { self.og.build_lazy_tuple(py, items)? } else { self.og.build_tuple(py, items)? };
                 self.stack.push(t);
             }
@@ -1932,27 +1927,6 @@ impl<'a> InstructionTranslator<'a> {
             };
             if let Some((fmt, fargs)) = call {
                 if let Some(r) = self.lazy_string_format(py, &str_format, &fmt, &fargs)? {
-                    self.stack.push(r);
-                    return Ok(());
-                }
-            }
-        }
-        // `str(i)` and `repr(i)` of such an argument (an exact int, str or float, or a symbolic
-        // number input) are `"{}".format(i)` and `"{!r}".format(i)` (`int.__format__` and
-        // `float.__format__` with an empty spec give `str`), made lazily the same way (audit
-        // 54, X1: a graph a value).
-        let text_call = match func {
-            VT::Class(c) if c.bind(py).is(py.get_type::<PyString>()) => Some("{}"),
-            VT::Builtin(f) if f.bind(py).is(self.og.handles.builtins.bind(py).getattr("repr")?) => Some("{!r}"),
-            _ => None,
-        };
-        let number = |v: &VT| matches!(v, VT::SymNum(_)) || matches!(v, VT::Constant(_)) && v.as_constant(py).is_some_and(|c| c.is_exact_instance_of::<pyo3::types::PyInt>() || c.is_exact_instance_of::<pyo3::types::PyFloat>());
-        if let (None, Some(spec), true, [arg]) = (&self.kw_names, text_call, a.is_null() || b.is_null(), &args[..]) {
-            // Numbers only: `str(s)` of a str is `s` itself, which formatting would copy.
-            let str_format = py.get_type::<PyString>().getattr("format")?;
-            let fmt = VT::constant(PyString::new(py, spec).into_any().unbind());
-            if number(arg) {
-                if let Some(r) = self.lazy_string_format(py, &str_format, &fmt, std::slice::from_ref(arg))? {
                     self.stack.push(r);
                     return Ok(());
                 }
